@@ -1,0 +1,62 @@
+# The single entry point. `make help` lists the targets.
+# `make demo` and `make test` build their own virtual environment.
+
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+SITE = $(shell $(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+
+.DEFAULT_GOAL := help
+.PHONY: help venv demo test test-unit test-integration test-infra lint format typecheck synth plan clean
+
+help: ## List the targets
+	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  make %-18s %s\n", $$1, $$2}'
+
+$(STAMP): requirements.txt requirements-dev.txt
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required")'
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements-dev.txt
+	@# functions/ (the Lambda code root) and the repository root on the venv's path
+	@printf '%s\n%s\n' "$(CURDIR)/functions" "$(CURDIR)" > $(SITE)/timeseries-project.pth
+	@touch $(STAMP)
+
+venv: $(STAMP) ## Create .venv and install the dev requirements
+
+demo: $(STAMP) ## Run the main job: the seed scenario on the embedded local stack
+	$(PY) -m tsctl demo
+
+test: $(STAMP) lint typecheck ## Run every test (unit, integration, infra), lint and type checks
+	$(PY) -m pytest --cov --cov-report=term:skip-covered tests
+
+test-unit: $(STAMP) ## Unit tests only (no network)
+	$(PY) -m pytest tests/unit
+
+test-integration: $(STAMP) ## Integration tests only (moto)
+	$(PY) -m pytest tests/integration
+
+test-infra: $(STAMP) ## CDK synth, template assertions, cdk-nag, cfn-lint
+	$(PY) -m pytest tests/infra
+
+lint: $(STAMP) ## ruff lint and format check
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
+format: $(STAMP) ## Apply ruff's fixes and formatting
+	$(PY) -m ruff check --fix .
+	$(PY) -m ruff format .
+
+typecheck: $(STAMP) ## mypy on the runtime code
+	$(PY) -m mypy
+
+synth: $(STAMP) ## Synthesize the CloudFormation template into cdk.out/ (offline, no credentials)
+	$(PY) app.py
+	@echo "template: cdk.out/$$(ls cdk.out | grep -m1 '\.template\.json$$')"
+
+plan: $(STAMP) ## Capacity plan for the seed workload (see `python -m tsctl plan --help`)
+	$(PY) -m tsctl plan --peak-writes 50000 --item-bytes 500 --entities 10000 --hot sensor-alpha-001=2000
+
+clean: ## Remove the virtual environment and build outputs
+	rm -rf $(VENV) cdk.out out .pytest_cache .mypy_cache .ruff_cache .hypothesis .coverage

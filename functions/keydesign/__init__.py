@@ -1,0 +1,60 @@
+"""The key-design layer: the one place that builds keys, table names and query plans.
+
+Pure Python (standard library only; importing it never imports boto3), shared
+by every Lambda, the CDK app, the local runtime and the CLI.
+
+Modules:
+
+* :mod:`.model`     the reading and its validation
+* :mod:`.timefmt`   timestamps: RFC 3339 / epoch ms in, fixed-width UTC out
+* :mod:`.hashing`   the documented stable hash
+* :mod:`.periods`   bucket granularity and table periods
+* :mod:`.shardmap`  the shard map, versioned by time
+* :mod:`.layouts`   random, calculated and hybrid keys; query plans
+* :mod:`.items`     the stored item and its size, write and read units
+* :mod:`.capacity`  shard counts, table period and monthly cost
+"""
+
+from .capacity import CapacityPlan, Prices, Workload, plan_capacity, shards_for
+from .errors import ConfigError, InvalidInput, KeyDesignError
+from .hashing import shard_of, stable_hash
+from .items import build_item, item_size, read_units, ttl_for, write_units
+from .layouts import LAYOUTS, ItemKey, Layout, PartitionQuery, QueryPlan
+from .model import Reading, validate_entity_id, validate_event_id
+from .periods import Bucket, TablePeriod, parse_duration
+from .shardmap import Change, ShardMap, earliest_change_boundary
+from .timefmt import format_ts, parse_timestamp
+
+__all__ = [
+    "LAYOUTS",
+    "Bucket",
+    "CapacityPlan",
+    "Change",
+    "ConfigError",
+    "InvalidInput",
+    "ItemKey",
+    "KeyDesignError",
+    "Layout",
+    "PartitionQuery",
+    "Prices",
+    "QueryPlan",
+    "Reading",
+    "ShardMap",
+    "TablePeriod",
+    "Workload",
+    "build_item",
+    "earliest_change_boundary",
+    "format_ts",
+    "item_size",
+    "parse_duration",
+    "parse_timestamp",
+    "plan_capacity",
+    "read_units",
+    "shard_of",
+    "shards_for",
+    "stable_hash",
+    "ttl_for",
+    "validate_entity_id",
+    "validate_event_id",
+    "write_units",
+]

@@ -1,0 +1,231 @@
+"""Layouts: where a reading is written, and which partitions a query must read.
+
+``random``      PK ``<entity>#<r>``, r uniform in [0, n); SK ``<ts>#<event_id>``.
+                Redelivery can land a copy in another partition, so reads of
+                this layout dedupe by sort key (``QueryPlan.dedupe``).
+``calculated``  PK ``<entity>#<h>``, h = stable_hash(event_id) mod n; same SK.
+``hybrid``      PK ``<shard>#<bucket>``, shard = stable_hash(entity) mod N,
+                SK ``<entity>#<ts>#<event_id>``. An entity with k > 1 sub-shards
+                in a bucket writes to its own partitions
+                ``<shard>#<bucket>#<entity>#<sub>``, sub = stable_hash(event_id) mod k.
+
+n is the entity's own count from the shard map, or the global N. Shards are
+zero-padded to 4 digits (hybrid) so keys have a fixed shape. Time ranges are
+half-open: ``[from_ms, to_ms)``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random as _random
+from dataclasses import dataclass
+from typing import Literal
+
+from .errors import ConfigError, InvalidInput
+from .hashing import shard_of
+from .model import Reading, validate_entity_id
+from .periods import Bucket, TablePeriod
+from .shardmap import ShardMap
+from .timefmt import MAX_TS_MS, format_ts
+
+LayoutKind = Literal["random", "calculated", "hybrid"]
+LAYOUTS: tuple[LayoutKind, ...] = ("random", "calculated", "hybrid")
+
+#: Sorts after every character allowed in an event id: closes an SK range.
+SK_HIGH = "~"
+_TABLE_PREFIX_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
+
+
+@dataclass(frozen=True, slots=True)
+class ItemKey:
+    """Where one reading is stored."""
+
+    table: str
+    pk: str
+    sk: str
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionQuery:
+    """One Query: a partition key, an inclusive sort-key range, and the time range it serves.
+
+    ``sk_low``/``sk_high`` are None for a whole partition. ``time_filter`` is
+    True when the key condition cannot express the time range (cross-entity
+    reads of a partial bucket), so the reader must filter on the ``ts`` attribute.
+    """
+
+    table: str
+    pk: str
+    sk_low: str | None
+    sk_high: str | None
+    from_ms: int
+    to_ms: int
+    time_filter: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class QueryPlan:
+    """Every partition a read must query, and how to combine them."""
+
+    partitions: tuple[PartitionQuery, ...]
+    entity_id: str | None
+    from_ms: int
+    to_ms: int
+    dedupe: bool
+
+    @property
+    def tables(self) -> tuple[str, ...]:
+        return tuple(sorted({p.table for p in self.partitions}))
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """A key layout: the kind, the bucket grid, and table naming."""
+
+    kind: LayoutKind
+    bucket: Bucket
+    table_prefix: str
+    table_period: TablePeriod | None = None
+
+    @classmethod
+    def from_settings(cls, *, kind: str, bucket: str, table_prefix: str, table_period: str | None = None) -> Layout:
+        """Validate settings (as they come from configuration) into a Layout."""
+        if kind not in LAYOUTS:
+            raise ConfigError("layout", f"{kind!r} is not one of {', '.join(LAYOUTS)}")
+        parsed_bucket = Bucket.parse(bucket)
+        period = TablePeriod.parse(table_period) if table_period else None
+        if period is not None:
+            period.check_nests(parsed_bucket)
+        _check_table_prefix(table_prefix, period)
+        return cls(kind, parsed_bucket, table_prefix, period)
+
+    # -- tables ---------------------------------------------------------------
+
+    def table_for(self, ts_ms: int) -> str:
+        """The table that holds readings with event time ``ts_ms``."""
+        if self.table_period is None:
+            return self.table_prefix
+        return f"{self.table_prefix}-{self.table_period.label(ts_ms)}"
+
+    # -- writing -------------------------------------------------------------
+
+    def key_for(self, reading: Reading, shard_map: ShardMap, rng: _random.Random | None = None) -> ItemKey:
+        """The key of ``reading``. Deterministic except for the ``random`` layout."""
+        ts = reading.ts_ms
+        table = self.table_for(ts)
+        stamp = format_ts(ts)
+        if self.kind == "hybrid":
+            base = shard_of(reading.entity_id, shard_map.global_shards_at(ts))
+            label = self.bucket.label(self.bucket.start(ts))
+            subs = shard_map.entity_shards_at(reading.entity_id, ts) or 1
+            if subs == 1:
+                pk = f"{base:04d}#{label}"
+            else:
+                pk = f"{base:04d}#{label}#{reading.entity_id}#{shard_of(reading.event_id, subs):03d}"
+            return ItemKey(table, pk, f"{reading.entity_id}#{stamp}#{reading.event_id}")
+        count = self._suffix_count(shard_map, reading.entity_id, ts)
+        suffix = (rng or _random).randrange(count) if self.kind == "random" else shard_of(reading.event_id, count)
+        return ItemKey(table, f"{reading.entity_id}#{suffix}", f"{stamp}#{reading.event_id}")
+
+    def _suffix_count(self, shard_map: ShardMap, entity_id: str, ts_ms: int) -> int:
+        own = shard_map.entity_shards_at(entity_id, ts_ms)
+        return own if own is not None else shard_map.global_shards_at(ts_ms)
+
+    # -- reading -------------------------------------------------------------
+
+    def plan_entity(self, entity_id: str, from_ms: int, to_ms: int, shard_map: ShardMap) -> QueryPlan:
+        """Every (table, PK, SK range) that can hold readings of ``entity_id`` in
+        ``[from_ms, to_ms)``, and nothing else."""
+        validate_entity_id(entity_id)
+        _check_range(from_ms, to_ms)
+        parts: list[PartitionQuery] = []
+        for seg_from, seg_to in self._segments(entity_id, from_ms, to_ms, shard_map):
+            table = self.table_for(seg_from)
+            if self.kind == "hybrid":
+                low = f"{entity_id}#{format_ts(seg_from)}"
+                high = f"{entity_id}#{format_ts(seg_to - 1)}#{SK_HIGH}"
+                for pk in self._hybrid_pks(entity_id, seg_from, shard_map):
+                    parts.append(PartitionQuery(table, pk, low, high, seg_from, seg_to))
+            else:
+                low, high = format_ts(seg_from), f"{format_ts(seg_to - 1)}#{SK_HIGH}"
+                for suffix in range(self._suffix_count(shard_map, entity_id, seg_from)):
+                    parts.append(PartitionQuery(table, f"{entity_id}#{suffix}", low, high, seg_from, seg_to))
+        if self.kind != "hybrid":
+            parts = _merge_adjacent(parts)
+        return QueryPlan(tuple(parts), entity_id, from_ms, to_ms, dedupe=self.kind == "random")
+
+    def plan_range(self, from_ms: int, to_ms: int, shard_map: ShardMap) -> QueryPlan:
+        """Every partition of every bucket in ``[from_ms, to_ms)``: a cross-entity read.
+
+        Only the hybrid layout can answer this with queries; the other layouts
+        put the entity in the partition key, so finding all entities is a Scan.
+        """
+        if self.kind != "hybrid":
+            raise InvalidInput(
+                "layout", f"cross-entity range reads need the hybrid layout; the {self.kind} layout has no time buckets"
+            )
+        _check_range(from_ms, to_ms)
+        parts: list[PartitionQuery] = []
+        for start in self.bucket.starts(from_ms, to_ms):
+            seg_from, seg_to = max(from_ms, start), min(to_ms, start + self.bucket.width_ms)
+            partial = seg_from != start or seg_to != start + self.bucket.width_ms
+            table, label = self.table_for(start), self.bucket.label(start)
+            for shard in range(shard_map.global_shards_at(start)):
+                parts.append(PartitionQuery(table, f"{shard:04d}#{label}", None, None, seg_from, seg_to, partial))
+            for entity_id, subs in shard_map.split_entities_at(start):
+                if subs > 1:
+                    for pk in self._hybrid_pks(entity_id, start, shard_map):
+                        parts.append(PartitionQuery(table, pk, None, None, seg_from, seg_to, partial))
+        return QueryPlan(tuple(parts), None, from_ms, to_ms, dedupe=False)
+
+    def _hybrid_pks(self, entity_id: str, bucket_start: int, shard_map: ShardMap) -> list[str]:
+        base = shard_of(entity_id, shard_map.global_shards_at(bucket_start))
+        label = self.bucket.label(self.bucket.start(bucket_start))
+        subs = shard_map.entity_shards_at(entity_id, bucket_start) or 1
+        if subs == 1:
+            return [f"{base:04d}#{label}"]
+        return [f"{base:04d}#{label}#{entity_id}#{sub:03d}" for sub in range(subs)]
+
+    def _segments(self, entity_id: str, from_ms: int, to_ms: int, shard_map: ShardMap) -> list[tuple[int, int]]:
+        """Split the range where the partitions can change: at buckets (hybrid),
+        at shard-map changes, and at table periods."""
+        cuts = {from_ms, to_ms, *shard_map.change_points(entity_id, from_ms, to_ms)}
+        if self.kind == "hybrid":
+            cuts.update(s for s in self.bucket.starts(from_ms, to_ms) if s > from_ms)
+        if self.table_period is not None:
+            cuts.update(s for s in self.table_period.starts(from_ms, to_ms) if s > from_ms)
+        ordered = sorted(cuts)
+        return list(itertools.pairwise(ordered))
+
+
+def _merge_adjacent(parts: list[PartitionQuery]) -> list[PartitionQuery]:
+    """Join queries of one partition over touching time segments into one query."""
+    merged: dict[tuple[str, str], list[PartitionQuery]] = {}
+    for part in parts:
+        runs = merged.setdefault((part.table, part.pk), [])
+        if runs and runs[-1].to_ms == part.from_ms:
+            last = runs[-1]
+            runs[-1] = PartitionQuery(last.table, last.pk, last.sk_low, part.sk_high, last.from_ms, part.to_ms)
+        else:
+            runs.append(part)
+    return [p for runs in merged.values() for p in runs]
+
+
+def _check_range(from_ms: int, to_ms: int) -> None:
+    if from_ms < 0 or to_ms > MAX_TS_MS + 1:
+        raise InvalidInput("from", "the range must lie between 1970 and 9999")
+    if from_ms >= to_ms:
+        raise InvalidInput(
+            "from", f"must precede 'to' ({format_ts(from_ms)} is not before {format_ts(min(to_ms, MAX_TS_MS))})"
+        )
+
+
+def _check_table_prefix(prefix: str, period: TablePeriod | None) -> None:
+    longest_suffix = 14 if period is not None else 0  # "-2026-11-22-06"
+    if not prefix or len(prefix) + longest_suffix > 255 or not set(prefix) <= _TABLE_PREFIX_CHARS:
+        raise ConfigError(
+            "table_prefix",
+            f"{prefix!r} must be 1-{255 - longest_suffix} characters of letters, digits, '_', '.' or '-'",
+        )
+    if period is None and len(prefix) < 3:
+        raise ConfigError("table_prefix", "a DynamoDB table name needs at least 3 characters")

@@ -1,0 +1,218 @@
+"""The reading: what producers send and what the table stores.
+
+A reading is one JSON object::
+
+    {"entity_id": "sensor-alpha-001",          # required
+     "timestamp": "2026-11-22T06:57:51.123Z",  # required: RFC 3339 or epoch ms
+     "event_id": "a1b2c3",                     # optional; derived when absent
+     "measures": {"temp": 21.5, "rh": 40},     # required: 1..100 finite numbers
+     "dimensions": {"site": "plant-7"}}        # optional: string values
+
+Unknown top-level fields are refused (a typo such as ``mesures`` would
+otherwise silently drop data). Every problem raises :class:`InvalidInput`
+naming the field.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+
+from .errors import InvalidInput
+from .hashing import stable_hash
+from .timefmt import format_ts, parse_timestamp
+
+ENTITY_ID_MAX = 128
+EVENT_ID_MAX = 128
+MAX_MEASURES = 100
+MAX_DIMENSIONS = 50
+DIMENSION_VALUE_MAX = 256
+
+# Printable ASCII that is safe inside a key and a URL path segment; '#' is the
+# key separator and '~' is the sort-key range sentinel, so neither is allowed.
+_ID_RE = re.compile(r"^[A-Za-z0-9._:@+=/-]+$")
+_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+_ALLOWED_FIELDS = frozenset({"entity_id", "event_id", "timestamp", "measures", "dimensions"})
+
+# DynamoDB numbers: magnitude between 1E-130 and 9.9999999999999999999999999999999999999E+125.
+_DDB_MAX = 9.9999999999999999999999999999999999999e125
+_DDB_MIN = 1e-130
+
+
+def validate_entity_id(value: object, field_name: str = "entity_id") -> str:
+    """Return ``value`` if it is a valid entity id, else raise :class:`InvalidInput`.
+
+    Valid: a string of 1-128 characters from ``A-Z a-z 0-9 . _ : @ + = / -``.
+    """
+    return _validate_id(value, field_name, ENTITY_ID_MAX)
+
+
+def validate_event_id(value: object, field_name: str = "event_id") -> str:
+    """Return ``value`` if it is a valid event id (same rules as entity ids)."""
+    return _validate_id(value, field_name, EVENT_ID_MAX)
+
+
+def _validate_id(value: object, field_name: str, max_len: int) -> str:
+    if not isinstance(value, str):
+        raise InvalidInput(field_name, f"must be a string, got {type(value).__name__}")
+    if not value:
+        raise InvalidInput(field_name, "must not be empty")
+    if len(value) > max_len:
+        raise InvalidInput(field_name, f"is {len(value)} characters long; the maximum is {max_len}")
+    if _ID_RE.match(value) is None:
+        if "#" in value:
+            reason = "must not contain '#', the key separator"
+        elif _CONTROL_RE.search(value):
+            reason = "must not contain control characters"
+        else:
+            bad = next(ch for ch in value if _ID_RE.match(ch) is None)
+            reason = f"contains {bad!r}; allowed are letters, digits and . _ : @ + = / -"
+        raise InvalidInput(field_name, reason)
+    return value
+
+
+def _validate_number(value: object, field_name: str) -> int | float:
+    if isinstance(value, bool) or not isinstance(value, int | float | Decimal):
+        raise InvalidInput(field_name, f"must be a number, got {type(value).__name__}")
+    if isinstance(value, Decimal):
+        if not value.is_finite():
+            raise InvalidInput(field_name, "must be finite (NaN and infinity are not numbers DynamoDB stores)")
+        value = int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        raise InvalidInput(field_name, "must be finite (NaN and infinity are not numbers DynamoDB stores)")
+    magnitude = abs(value)
+    if magnitude > _DDB_MAX or (magnitude != 0 and magnitude < _DDB_MIN):
+        raise InvalidInput(field_name, "is outside the range DynamoDB can store (1e-130 .. 9.99e125)")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """A validated reading. Build it with :meth:`parse`, not by hand."""
+
+    entity_id: str
+    event_id: str
+    ts_ms: int
+    measures: Mapping[str, int | float]
+    dimensions: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def ts(self) -> str:
+        """The fixed-width, sortable UTC timestamp."""
+        return format_ts(self.ts_ms)
+
+    @classmethod
+    def parse(
+        cls,
+        obj: object,
+        *,
+        now_ms: int | None = None,
+        max_future_ms: int | None = None,
+        max_age_ms: int | None = None,
+    ) -> Reading:
+        """Validate one decoded JSON object into a :class:`Reading`.
+
+        ``now_ms`` with ``max_future_ms`` / ``max_age_ms`` bound how far from
+        now the event time may lie (ingest sets them; other callers may not).
+        Raises :class:`InvalidInput` naming the first bad field.
+        """
+        if not isinstance(obj, Mapping):
+            raise InvalidInput("reading", f"must be a JSON object, got {type(obj).__name__}")
+        unknown = sorted(set(obj) - _ALLOWED_FIELDS)
+        if unknown:
+            raise InvalidInput(unknown[0], f"is not a reading field; expected {', '.join(sorted(_ALLOWED_FIELDS))}")
+        if "entity_id" not in obj:
+            raise InvalidInput("entity_id", "is required")
+        entity_id = validate_entity_id(obj["entity_id"])
+        if "timestamp" not in obj:
+            raise InvalidInput("timestamp", "is required")
+        ts_ms = parse_timestamp(obj["timestamp"])
+        if now_ms is not None:
+            if max_future_ms is not None and ts_ms > now_ms + max_future_ms:
+                raise InvalidInput("timestamp", f"{format_ts(ts_ms)} is too far in the future")
+            if max_age_ms is not None and ts_ms < now_ms - max_age_ms:
+                raise InvalidInput("timestamp", f"{format_ts(ts_ms)} is older than the accepted age")
+        measures = _parse_measures(obj.get("measures"))
+        dimensions = _parse_dimensions(obj.get("dimensions", {}))
+        if "event_id" in obj and obj["event_id"] is not None:
+            event_id = validate_event_id(obj["event_id"])
+        else:
+            event_id = derive_event_id(entity_id, ts_ms, measures, dimensions)
+        return cls(entity_id, event_id, ts_ms, measures, dimensions)
+
+    def to_json(self) -> dict[str, object]:
+        """The reading as the JSON object a producer would send."""
+        out: dict[str, object] = {
+            "entity_id": self.entity_id,
+            "event_id": self.event_id,
+            "timestamp": self.ts,
+            "measures": dict(self.measures),
+        }
+        if self.dimensions:
+            out["dimensions"] = dict(self.dimensions)
+        return out
+
+
+def _parse_measures(raw: object) -> dict[str, int | float]:
+    if raw is None:
+        raise InvalidInput("measures", "is required: an object of at least one numeric measure")
+    if not isinstance(raw, Mapping):
+        raise InvalidInput("measures", f"must be an object of name to number, got {type(raw).__name__}")
+    if not raw:
+        raise InvalidInput("measures", "must hold at least one measure")
+    if len(raw) > MAX_MEASURES:
+        raise InvalidInput("measures", f"holds {len(raw)} measures; the maximum is {MAX_MEASURES}")
+    out: dict[str, int | float] = {}
+    for name, value in raw.items():
+        if not isinstance(name, str) or _NAME_RE.match(name) is None:
+            raise InvalidInput(
+                f"measures.{name}", "measure names are 1-64 letters, digits or _, not starting with a digit"
+            )
+        out[name] = _validate_number(value, f"measures.{name}")
+    return out
+
+
+def _parse_dimensions(raw: object) -> dict[str, str]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise InvalidInput("dimensions", f"must be an object of name to string, got {type(raw).__name__}")
+    if len(raw) > MAX_DIMENSIONS:
+        raise InvalidInput("dimensions", f"holds {len(raw)} dimensions; the maximum is {MAX_DIMENSIONS}")
+    out: dict[str, str] = {}
+    for name, value in raw.items():
+        if not isinstance(name, str) or _NAME_RE.match(name) is None:
+            raise InvalidInput(
+                f"dimensions.{name}", "dimension names are 1-64 letters, digits or _, not starting with a digit"
+            )
+        if not isinstance(value, str):
+            raise InvalidInput(f"dimensions.{name}", f"must be a string, got {type(value).__name__}")
+        if len(value) > DIMENSION_VALUE_MAX:
+            raise InvalidInput(f"dimensions.{name}", f"is longer than {DIMENSION_VALUE_MAX} characters")
+        if _CONTROL_RE.search(value):
+            raise InvalidInput(f"dimensions.{name}", "must not contain control characters")
+        out[name] = value
+    return out
+
+
+def derive_event_id(
+    entity_id: str, ts_ms: int, measures: Mapping[str, int | float], dimensions: Mapping[str, str]
+) -> str:
+    """A deterministic event id for a reading sent without one.
+
+    It hashes the reading's content, so a redelivered copy gets the same id
+    and overwrites itself instead of being stored twice. Two genuinely
+    different readings of one entity in the same millisecond with identical
+    content are indistinguishable; producers that can send those should send
+    their own event ids.
+    """
+    canonical = json.dumps(
+        [entity_id, ts_ms, sorted(measures.items()), sorted(dimensions.items())],
+        separators=(",", ":"),
+    )
+    return f"h-{stable_hash(canonical):016x}"

@@ -1,0 +1,152 @@
+"""Time buckets (inside a partition key) and table periods (one table each).
+
+A *bucket* is a fixed slice of UTC time (``15m``, ``1h``, ``1d``...) aligned to
+midnight UTC. Its label is the fixed-width start time ``YYYY-MM-DDTHH:MM``.
+
+A *table period* (``hour``, ``day``, ``week``, ``month``) decides which table
+holds a reading when retention is done by dropping whole tables. Weeks are ISO
+weeks (Monday 00:00 UTC). Buckets must nest inside periods, so no bucket ever
+straddles two tables.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from .errors import ConfigError
+from .timefmt import from_datetime, to_datetime
+
+MINUTE_MS = 60_000
+HOUR_MS = 3_600_000
+DAY_MS = 86_400_000
+
+_BUCKET_RE = re.compile(r"^(\d{1,4})([mhd])$")
+_UNIT_MS = {"m": MINUTE_MS, "h": HOUR_MS, "d": DAY_MS}
+
+
+@dataclass(frozen=True, slots=True)
+class Bucket:
+    """A bucket granularity such as ``15m``: a whole divisor of a day."""
+
+    spec: str
+    width_ms: int
+
+    @classmethod
+    def parse(cls, spec: str) -> Bucket:
+        """Parse ``Nm`` (N divides 60), ``Nh`` (N divides 24) or ``1d``."""
+        match = _BUCKET_RE.match(str(spec).strip())
+        if match is None:
+            raise ConfigError("bucket", f"{spec!r} is not a granularity like '15m', '1h' or '1d'")
+        count, unit = int(match.group(1)), match.group(2)
+        allowed = {"m": 60, "h": 24, "d": 1}[unit]
+        if count < 1 or allowed % count != 0:
+            raise ConfigError(
+                "bucket",
+                f"{spec!r} must divide {'an hour' if unit == 'm' else 'a day'} evenly "
+                f"(minutes: divisors of 60, hours: divisors of 24, days: 1)",
+            )
+        return cls(spec=f"{count}{unit}", width_ms=count * _UNIT_MS[unit])
+
+    def start(self, ts_ms: int) -> int:
+        """Start (epoch ms) of the bucket holding ``ts_ms``."""
+        return ts_ms - ts_ms % self.width_ms
+
+    def label(self, start_ms: int) -> str:
+        """Fixed-width label ``YYYY-MM-DDTHH:MM`` of the bucket starting at ``start_ms``."""
+        return f"{to_datetime(start_ms):%Y-%m-%dT%H:%M}"
+
+    def is_boundary(self, ts_ms: int) -> bool:
+        """True when ``ts_ms`` is the first instant of a bucket."""
+        return ts_ms % self.width_ms == 0
+
+    def next_boundary(self, ts_ms: int) -> int:
+        """The first bucket boundary at or after ``ts_ms``."""
+        return ts_ms if self.is_boundary(ts_ms) else self.start(ts_ms) + self.width_ms
+
+    def starts(self, from_ms: int, to_ms: int) -> Iterator[int]:
+        """Starts of every bucket that intersects the half-open range ``[from_ms, to_ms)``."""
+        start = self.start(from_ms)
+        while start < to_ms:
+            yield start
+            start += self.width_ms
+
+
+PERIODS = ("hour", "day", "week", "month")
+
+
+@dataclass(frozen=True, slots=True)
+class TablePeriod:
+    """One table per ``hour``, ``day``, ``week`` (ISO, Monday) or ``month`` (UTC)."""
+
+    name: str
+
+    @classmethod
+    def parse(cls, name: str) -> TablePeriod:
+        if name not in PERIODS:
+            raise ConfigError("table_period", f"{name!r} is not one of {', '.join(PERIODS)}")
+        return cls(name)
+
+    @property
+    def nominal_ms(self) -> int:
+        """Shortest length of one period (a month counts as 28 days)."""
+        return {"hour": HOUR_MS, "day": DAY_MS, "week": 7 * DAY_MS, "month": 28 * DAY_MS}[self.name]
+
+    def start(self, ts_ms: int) -> int:
+        """Start (epoch ms) of the period holding ``ts_ms``."""
+        if self.name == "hour":
+            return ts_ms - ts_ms % HOUR_MS
+        if self.name == "day":
+            return ts_ms - ts_ms % DAY_MS
+        dt = to_datetime(ts_ms)
+        if self.name == "week":
+            day = ts_ms - ts_ms % DAY_MS
+            return day - dt.weekday() * DAY_MS
+        return from_datetime(datetime(dt.year, dt.month, 1, tzinfo=UTC))
+
+    def next_start(self, ts_ms: int) -> int:
+        """Start of the period after the one holding ``ts_ms``."""
+        start = self.start(ts_ms)
+        if self.name == "month":
+            dt = to_datetime(start)
+            year, month = (dt.year + 1, 1) if dt.month == 12 else (dt.year, dt.month + 1)
+            return from_datetime(datetime(year, month, 1, tzinfo=UTC))
+        return start + {"hour": HOUR_MS, "day": DAY_MS, "week": 7 * DAY_MS}[self.name]
+
+    def label(self, ts_ms: int) -> str:
+        """Label of the period holding ``ts_ms``: ``2026-11-22-06``, ``2026-11-22``,
+        ``2026-W47`` or ``2026-11``. Labels are valid in DynamoDB table names."""
+        dt = to_datetime(self.start(ts_ms))
+        if self.name == "hour":
+            return f"{dt:%Y-%m-%d-%H}"
+        if self.name == "day":
+            return f"{dt:%Y-%m-%d}"
+        if self.name == "week":
+            iso = dt.isocalendar()
+            return f"{iso.year:04d}-W{iso.week:02d}"
+        return f"{dt:%Y-%m}"
+
+    def starts(self, from_ms: int, to_ms: int) -> Iterator[int]:
+        """Starts of every period that intersects ``[from_ms, to_ms)``."""
+        start = self.start(from_ms)
+        while start < to_ms:
+            yield start
+            start = self.next_start(start)
+
+    def check_nests(self, bucket: Bucket) -> None:
+        """Raise :class:`ConfigError` unless every bucket lies inside one period."""
+        # Buckets divide a day and are aligned to midnight; days nest in weeks
+        # and months, so only the hour period can be split by a bucket.
+        if self.name == "hour" and HOUR_MS % bucket.width_ms != 0:
+            raise ConfigError("bucket", f"bucket {bucket.spec} does not fit inside an hourly table period")
+
+
+def parse_duration(spec: str, field: str) -> int:
+    """Parse ``90s``, ``15m``, ``2h``, ``30d`` into milliseconds."""
+    match = re.match(r"^(\d{1,7})([smhd])$", str(spec).strip())
+    if match is None:
+        raise ConfigError(field, f"{spec!r} is not a duration like '90s', '15m', '2h' or '30d'")
+    unit_ms = {"s": 1000, **_UNIT_MS}[match.group(2)]
+    return int(match.group(1)) * unit_ms

@@ -1,0 +1,110 @@
+"""Timestamps: parsing, and the fixed-width UTC form that sorts as time.
+
+Internally every instant is an integer number of milliseconds since the Unix
+epoch (UTC). In keys it is written as ``YYYY-MM-DDTHH:MM:SS.mmmZ`` (24
+characters, always UTC, always milliseconds), so lexical order is time order.
+Sub-millisecond digits of an RFC 3339 input are truncated (toward the past);
+the event id keeps two readings in the same millisecond apart.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from datetime import UTC, datetime, timedelta
+
+from .errors import InvalidInput
+
+#: Earliest instant accepted in epoch milliseconds: 1970-01-01T00:00:00.000Z.
+MIN_TS_MS = 0
+#: Latest instant that still has a four-digit year: 9999-12-31T23:59:59.999Z.
+MAX_TS_MS = 253_402_300_799_999
+#: Epoch values below this (1973-03-03) are almost certainly seconds, not ms.
+EPOCH_SECONDS_SUSPECT_BELOW = 100_000_000_000
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_RFC3339 = re.compile(
+    r"^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?"
+    r"(?:([Zz])|([+-])(\d{2}):(\d{2}))$"
+)
+
+
+def parse_timestamp(value: object, field: str = "timestamp") -> int:
+    """Parse an RFC 3339 string or integer epoch milliseconds into epoch ms (UTC).
+
+    Raises :class:`InvalidInput` naming ``field`` for anything else: other
+    string forms, a missing offset, booleans, fractional or non-finite numbers,
+    values that look like epoch seconds, and instants outside
+    1970-01-01 .. 9999-12-31 UTC.
+    """
+    if isinstance(value, bool):
+        raise InvalidInput(field, "must be an RFC 3339 string or epoch milliseconds, not a boolean")
+    if isinstance(value, float):
+        if not math.isfinite(value) or not value.is_integer():
+            raise InvalidInput(field, f"epoch milliseconds must be a whole number, got {value!r}")
+        value = int(value)
+    if isinstance(value, int):
+        if 0 <= value < EPOCH_SECONDS_SUSPECT_BELOW:
+            raise InvalidInput(
+                field,
+                f"{value} looks like epoch seconds; send epoch milliseconds or an RFC 3339 string",
+            )
+        return _check_range(value, field)
+    if isinstance(value, str):
+        return _parse_rfc3339(value, field)
+    raise InvalidInput(field, f"must be an RFC 3339 string or epoch milliseconds, got {type(value).__name__}")
+
+
+def _parse_rfc3339(text: str, field: str) -> int:
+    match = _RFC3339.match(text)
+    if match is None:
+        raise InvalidInput(
+            field,
+            f"{text[:64]!r} is not an RFC 3339 date-time with offset (e.g. 2026-11-22T06:57:51.123Z)",
+        )
+    year, month, day, hour, minute, second = (int(match.group(i)) for i in range(1, 7))
+    fraction = (match.group(7) or "").ljust(3, "0")[:3]
+    if second == 60:
+        raise InvalidInput(field, "leap seconds (:60) are not supported")
+    try:
+        local = datetime(year, month, day, hour, minute, second, int(fraction) * 1000)
+    except ValueError as exc:
+        raise InvalidInput(field, f"{text!r} is not a real date-time ({exc})") from None
+    if match.group(8):
+        offset = timedelta(0)
+    else:
+        sign = 1 if match.group(9) == "+" else -1
+        off_h, off_m = int(match.group(10)), int(match.group(11))
+        if off_h > 23 or off_m > 59:
+            raise InvalidInput(field, f"{text!r} has an impossible UTC offset")
+        offset = sign * timedelta(hours=off_h, minutes=off_m)
+    delta = local.replace(tzinfo=UTC) - offset - _EPOCH
+    ms = (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
+    return _check_range(ms, field)
+
+
+def _check_range(ms: int, field: str) -> int:
+    if ms < MIN_TS_MS or ms > MAX_TS_MS:
+        raise InvalidInput(field, "must lie between 1970-01-01T00:00:00Z and 9999-12-31T23:59:59.999Z")
+    return ms
+
+
+def format_ts(ms: int) -> str:
+    """Format epoch ms as the 24-character sortable UTC form ``YYYY-MM-DDTHH:MM:SS.mmmZ``."""
+    if ms < MIN_TS_MS or ms > MAX_TS_MS:
+        raise ValueError(f"timestamp {ms} ms is outside the supported range")
+    dt = _EPOCH + timedelta(milliseconds=ms)
+    return f"{dt:%Y-%m-%dT%H:%M:%S}.{ms % 1000:03d}Z"
+
+
+def to_datetime(ms: int) -> datetime:
+    """Return the aware UTC datetime of epoch ms."""
+    return _EPOCH + timedelta(milliseconds=ms)
+
+
+def from_datetime(dt: datetime) -> int:
+    """Return epoch ms of an aware datetime."""
+    if dt.tzinfo is None:
+        raise ValueError("naive datetimes are ambiguous; pass an aware datetime")
+    delta = dt - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000

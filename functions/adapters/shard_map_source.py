@@ -1,0 +1,61 @@
+"""Where handlers get the shard map: a static one, or a store read through a cache.
+
+Writers must never use a copy older than ``cache_ttl``: the shard-map store
+only schedules changes at boundaries at least that far in the future (see
+``keydesign.earliest_change_boundary``), and that is what makes a split safe.
+A failed refresh keeps serving the cached copy only while it is still within
+its TTL; after that the error propagates (the batch is retried) rather than
+writing with a map that may be stale.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+from keydesign import ShardMap
+
+
+class ShardMapSource(Protocol):
+    def current(self) -> ShardMap: ...
+
+
+class StaticShardMap:
+    """A fixed map (from configuration): for deployments without a control table."""
+
+    def __init__(self, shard_map: ShardMap) -> None:
+        self._map = shard_map
+
+    def current(self) -> ShardMap:
+        return self._map
+
+
+class CachedShardMap:
+    """Reads the map with ``loader`` at most once per ``ttl_ms``; thread-safe."""
+
+    def __init__(
+        self,
+        loader: Callable[[], ShardMap],
+        ttl_ms: int,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._loader = loader
+        self._ttl_s = ttl_ms / 1000
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._map: ShardMap | None = None
+        self._loaded_at = float("-inf")
+
+    def current(self) -> ShardMap:
+        now = self._clock()
+        if self._map is not None and now - self._loaded_at < self._ttl_s:
+            return self._map
+        with self._lock:
+            if self._map is not None and self._clock() - self._loaded_at < self._ttl_s:
+                return self._map
+            fetched_at = self._clock()
+            self._map = self._loader()
+            self._loaded_at = fetched_at
+            return self._map

@@ -1,0 +1,1 @@
+"""tsctl: the command line of the write-sharded time-series store."""

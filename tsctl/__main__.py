@@ -1,0 +1,5 @@
+import sys
+
+from tsctl.cli import main
+
+sys.exit(main())

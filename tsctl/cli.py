@@ -1,0 +1,45 @@
+"""Entry point: ``python -m tsctl <command> [--json] ...``.
+
+Each command lives in ``tsctl/commands/<name>.py`` and exposes
+``register(subparsers) -> None``; the parser it adds sets ``func`` to a
+callable ``(args) -> int`` (the exit code). Bad input exits 2 with one line
+naming the field, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from keydesign import KeyDesignError
+
+COMMANDS = ("plan", "keys", "demo", "publish")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tsctl",
+        description="Plan, preview and run the write-sharded DynamoDB time-series store.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name in COMMANDS:
+        try:
+            module = importlib.import_module(f"tsctl.commands.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"tsctl.commands.{name}":
+                continue  # a command not built yet
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args))
+    except KeyDesignError as exc:
+        print(f"tsctl {args.command}: {exc}", file=sys.stderr)
+        return 2

@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 SITE = $(shell $(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 
 .DEFAULT_GOAL := help
-.PHONY: help venv demo test test-unit test-integration test-infra lint format typecheck synth plan clean
+.PHONY: help venv demo bench test test-unit test-integration test-infra lint format typecheck synth plan clean
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  make %-18s %s\n", $$1, $$2}'
@@ -27,6 +27,9 @@ venv: $(STAMP) ## Create .venv and install the dev requirements
 
 demo: $(STAMP) ## Run the main job: the seed scenario on the embedded local stack
 	$(PY) -m tsctl demo
+
+bench: $(STAMP) ## Run the benchmarks; figures to out/bench/results.json (see docs/benchmarks.md)
+	$(PY) -m benchmarks
 
 test: $(STAMP) lint typecheck ## Run every test (unit, integration, infra), lint and type checks
 	$(PY) -m pytest --cov --cov-report=term:skip-covered tests

@@ -3,9 +3,8 @@
 Writers must never use a copy older than ``cache_ttl``: the shard-map store
 only schedules changes at boundaries at least that far in the future (see
 ``keydesign.earliest_change_boundary``), and that is what makes a split safe.
-A failed refresh keeps serving the cached copy only while it is still within
-its TTL; after that the error propagates (the batch is retried) rather than
-writing with a map that may be stale.
+So when the copy has expired and the refresh fails, the error propagates (the
+batch is retried later) instead of writing with a map that may be stale.
 """
 
 from __future__ import annotations

@@ -1,0 +1,118 @@
+"""Cold-start settings and the shard-map cache shared by every handler."""
+
+from __future__ import annotations
+
+import pytest
+
+from adapters.settings import CommonSettings, SettingsError
+from adapters.shard_map_source import CachedShardMap, StaticShardMap
+from keydesign import Bucket, ShardMap
+
+VALID = {"TABLE_PREFIX": "readings", "SHARDS": "100"}
+
+
+def test_defaults_give_a_hybrid_hourly_single_table() -> None:
+    settings = CommonSettings.from_env(VALID)
+    assert settings.layout.kind == "hybrid"
+    assert settings.layout.bucket.spec == "1h"
+    assert settings.layout.table_period is None
+    assert settings.shards == 100
+    assert settings.retention_ms == 30 * 86_400_000
+    assert settings.control_table is None
+    assert settings.shard_map_cache_ttl_ms == 60_000
+
+
+def test_every_setting_is_read() -> None:
+    env = {
+        **VALID,
+        "LAYOUT": "calculated",
+        "BUCKET": "15m",
+        "TABLE_PERIOD": "day",
+        "RETENTION": "7d",
+        "CONTROL_TABLE": "control",
+        "SHARD_MAP_CACHE_TTL": "30s",
+    }
+    settings = CommonSettings.from_env(env)
+    assert settings.layout.kind == "calculated"
+    assert settings.layout.bucket.spec == "15m"
+    assert settings.layout.table_period is not None and settings.layout.table_period.name == "day"
+    assert settings.retention_ms == 7 * 86_400_000
+    assert settings.control_table == "control"
+    assert settings.shard_map_cache_ttl_ms == 30_000
+
+
+@pytest.mark.parametrize(
+    ("env", "variable"),
+    [
+        ({"SHARDS": "100"}, "TABLE_PREFIX"),
+        ({"TABLE_PREFIX": "readings"}, "SHARDS"),
+        ({**VALID, "SHARDS": "many"}, "SHARDS"),
+        ({**VALID, "SHARDS": "0"}, "SHARDS"),
+        ({**VALID, "SHARDS": "10000"}, "SHARDS"),
+        ({**VALID, "LAYOUT": "sharded"}, "LAYOUT"),
+        ({**VALID, "BUCKET": "7m"}, "BUCKET"),
+        ({**VALID, "TABLE_PERIOD": "year"}, "TABLE_PERIOD"),
+        ({**VALID, "TABLE_PREFIX": "bad name!"}, "TABLE_PREFIX"),
+        ({**VALID, "RETENTION": "forever"}, "RETENTION"),
+        ({**VALID, "SHARD_MAP_CACHE_TTL": "1 minute"}, "SHARD_MAP_CACHE_TTL"),
+    ],
+)
+def test_a_bad_variable_is_named(env: dict[str, str], variable: str) -> None:
+    with pytest.raises(SettingsError) as exc:
+        CommonSettings.from_env(env)
+    assert exc.value.variable == variable
+    assert str(exc.value).startswith(f"environment variable {variable}:")
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_cache_reloads_only_after_its_ttl() -> None:
+    # Given a loader that returns a new map version on every call
+    bucket = Bucket.parse("1h")
+    calls: list[int] = []
+
+    def loader() -> ShardMap:
+        calls.append(1)
+        return ShardMap(bucket, ShardMap.initial(bucket, len(calls)).global_history, version=len(calls))
+
+    clock = FakeClock()
+    cache = CachedShardMap(loader, ttl_ms=60_000, clock=clock)
+    # When read repeatedly within the TTL, then it loads once
+    assert cache.current().version == 1
+    clock.now = 59.9
+    assert cache.current().version == 1
+    # When the TTL has passed, then it loads again
+    clock.now = 60.0
+    assert cache.current().version == 2
+    assert len(calls) == 2
+
+
+def test_cache_never_serves_an_expired_map_when_the_refresh_fails() -> None:
+    bucket = Bucket.parse("1h")
+    state = {"fail": False}
+
+    def loader() -> ShardMap:
+        if state["fail"]:
+            raise ConnectionError("control table unreachable")
+        return ShardMap.initial(bucket, 4)
+
+    clock = FakeClock()
+    cache = CachedShardMap(loader, ttl_ms=1_000, clock=clock)
+    assert cache.current().global_shards_at(0) == 4
+    state["fail"] = True
+    clock.now = 0.5
+    assert cache.current().global_shards_at(0) == 4  # still within its TTL
+    clock.now = 1.0
+    with pytest.raises(ConnectionError):
+        cache.current()
+
+
+def test_static_source_returns_its_map() -> None:
+    shard_map = ShardMap.initial(Bucket.parse("1h"), 8)
+    assert StaticShardMap(shard_map).current() is shard_map

@@ -6,6 +6,9 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# jsii warns on every synth that Node 20 is past end of life; the synth works,
+# and the warning drowns the output. Node 22+ needs no such setting.
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 SITE = $(shell $(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 
 .DEFAULT_GOAL := help

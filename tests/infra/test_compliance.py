@@ -1,0 +1,88 @@
+"""cdk-nag (AwsSolutions, Serverless), CDK's own annotations, and cfn-lint on the synthesized templates.
+
+cdk-nag 3 is a policy-validation plugin, not an aspect: it reports violations
+(errors and warnings alike) instead of adding annotations, and it honours
+``Validations.of(scope).acknowledge(...)``. ``validate_scope`` runs a pack over
+the construct tree and returns that report, which is what these tests assert on.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from aws_cdk import App, Stack, Validations
+from aws_cdk import aws_sqs as sqs
+from aws_cdk.assertions import Annotations, Match
+from cdk_nag import AwsSolutionsChecks, ServerlessChecks
+from cfnlint.api import ManualArgs, lint_file
+
+from tests.infra.conftest import VARIANTS, Synthesized
+
+pytestmark = pytest.mark.infra
+
+#: Every acknowledgement the infra code makes. Adding one means changing this
+#: list, so a new suppression is always a visible, reviewed change.
+EXPECTED_ACKNOWLEDGEMENTS = {
+    ("Ingestion/RejectsQueue", "AwsSolutions-SQS3"),
+    ("Ingestion/RejectsQueue", "Serverless-SQSRedrivePolicy"),
+}
+# Regions with different resource support, so a property missing in one shows up.
+LINT_REGIONS = ["us-east-1", "eu-west-1", "ap-southeast-2"]
+
+
+def _describe(report: Any) -> str:
+    lines = []
+    for violation in report.violations:
+        paths = ", ".join(r.construct_path or "?" for r in violation.violating_resources)
+        lines.append(f"{violation.severity} {violation.rule_name}: {violation.description} [{paths}]")
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("pack", [AwsSolutionsChecks, ServerlessChecks], ids=["AwsSolutions", "Serverless"])
+def test_nag_pack_reports_no_unacknowledged_errors_or_warnings(synthesized: Synthesized, pack: type) -> None:
+    # When the pack runs over every stack variant in the app
+    report = pack(verbose=True).validate_scope(synthesized.app)
+    # Then nothing is reported: errors and warnings both fail
+    assert report.success, "\n" + _describe(report)
+    assert list(report.violations) == []
+
+
+def test_the_acknowledged_rules_do_fire_on_a_queue_without_the_acknowledgements() -> None:
+    # Guards the test above against packs that silently check nothing: the
+    # rejects queue's settings, minus the acknowledgements, are flagged by both.
+    stack = Stack(App(), "Unacknowledged")
+    sqs.Queue(stack, "Queue", encryption=sqs.QueueEncryption.SQS_MANAGED, enforce_ssl=True)
+    solutions = AwsSolutionsChecks().validate_scope(stack)
+    serverless = ServerlessChecks().validate_scope(stack)
+    assert {v.rule_name for v in solutions.violations} == {"AwsSolutions-SQS3"}
+    assert {v.rule_name for v in serverless.violations} == {"Serverless-SQSRedrivePolicy"}
+
+
+def test_every_acknowledgement_is_expected_and_gives_a_real_reason(synthesized: Synthesized) -> None:
+    stack = synthesized.stacks["default"]
+    found: set[tuple[str, str]] = set()
+    for construct in stack.node.find_all():
+        for entry in construct.node.metadata:
+            if entry.type != Validations.ACKNOWLEDGED_RULES_METADATA_KEY:
+                continue
+            relative = construct.node.path.removeprefix(f"{stack.node.path}/")
+            for stored_id, reason in entry.data.items():
+                rule_id = stored_id.split("::", 1)[-1]  # CDK stores "Annotation::<id>"
+                found.add((relative, rule_id))
+                assert rule_id.startswith(("AwsSolutions-", "Serverless-")), rule_id
+                assert len(reason.split()) >= 15, f"{rule_id} on {relative}: reason too thin: {reason!r}"
+    assert found == EXPECTED_ACKNOWLEDGEMENTS
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_cdk_itself_reports_no_warnings_or_errors(synthesized: Synthesized, variant: str) -> None:
+    annotations = Annotations.from_stack(synthesized.stacks[variant])
+    assert annotations.find_error("*", Match.any_value()) == []
+    assert annotations.find_warning("*", Match.any_value()) == []
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_cfn_lint_finds_nothing_in_the_template(synthesized: Synthesized, variant: str) -> None:
+    matches = lint_file(synthesized.template_file(variant), config=ManualArgs(regions=LINT_REGIONS))
+    assert [str(m) for m in matches] == []

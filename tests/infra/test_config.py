@@ -1,0 +1,329 @@
+"""infra/config.py: defaults, parsing of CLI strings, and every rejection naming its key. No synthesis."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+import keydesign
+from infra.config import DEFAULTS, AppConfig, ConfigError, LambdaEnv, load_cdk_json_context
+from keydesign import Layout, Workload, parse_duration, plan_capacity
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DOCS = REPO_ROOT / "docs" / "configuration.md"
+CDK_JSON = REPO_ROOT / "cdk.json"
+NOV_22_2026_0600_MS = 1_795_327_200_000
+
+
+# -- defaults ----------------------------------------------------------------------
+
+
+def test_default_shard_count_is_what_the_capacity_planner_gives_for_the_seed_workload() -> None:
+    # 50,000 writes/s of 500-byte items at 50% key utilisation
+    plan = plan_capacity(Workload(peak_writes_per_s=50_000, item_bytes=500, utilisation=0.5))
+    assert DEFAULTS["shards"] == plan.global_shards == 100
+
+
+def test_cdk_json_restates_exactly_the_defaults() -> None:
+    context = load_cdk_json_context(CDK_JSON)
+    own = {k: v for k, v in context.items() if re.match(r"^[a-z][a-z0-9_]*$", k)}
+    assert own == dict(DEFAULTS)
+    assert AppConfig.from_context(context) == AppConfig.from_context({})
+
+
+def test_cdk_json_runs_the_app_with_python3() -> None:
+    assert json.loads(CDK_JSON.read_text())["app"] == "python3 app.py"
+
+
+def test_defaults_describe_the_documented_deployment() -> None:
+    config = AppConfig.from_context({})
+    assert (config.layout_kind, config.shards, config.bucket, config.table_period) == ("hybrid", 100, "1h", None)
+    assert config.retention_ms == 30 * 86_400_000
+    assert config.storage.readings_table_name == "timeseries-readings"
+    assert config.storage.control_table_name == "timeseries-control"
+    assert config.storage.billing_mode == "PAY_PER_REQUEST"
+    assert config.storage.deletion_protection and config.storage.point_in_time_recovery
+    assert config.storage.removal_policy == "retain"
+    assert config.stream.mode == "on_demand"
+
+
+def test_config_is_immutable() -> None:
+    config = AppConfig.from_context({})
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        config.shards = 7  # type: ignore[misc]
+
+
+# -- values as the CLI passes them ------------------------------------------------------
+
+
+def test_strings_from_dash_c_are_parsed_into_typed_values() -> None:
+    # Given what `cdk synth -c key=value` hands the app: strings only
+    config = AppConfig.from_context(
+        {
+            "shards": "64",
+            "deletion_protection": "false",
+            "removal_policy": "DESTROY",
+            "table_period": "null",
+            "billing_mode": "provisioned",
+            "api_throttle_rate": "12.5",
+            "warm_writes_per_s": "8000",
+            "alarm_email": "",
+        }
+    )
+    assert config.shards == 64
+    assert config.storage.deletion_protection is False
+    assert config.storage.removal_policy == "destroy"
+    assert config.table_period is None
+    assert config.storage.billing_mode == "PROVISIONED"
+    assert config.api.throttle_rate == 12.5
+    assert config.storage.warm_writes_per_s == 8000
+    assert config.alarm_email is None
+
+
+def test_cdk_own_context_keys_are_ignored() -> None:
+    config = AppConfig.from_context(
+        {
+            "@aws-cdk/core:target-partitions": ["aws", "aws-cn"],
+            "aws:cdk:enable-path-metadata": True,
+            "acknowledged-issue-numbers": [34892],
+            "availability-zones:account=123456789012:region=eu-west-1": ["eu-west-1a"],
+        }
+    )
+    assert config == AppConfig.from_context({})
+
+
+def test_a_misspelt_key_is_refused_with_a_suggestion() -> None:
+    with pytest.raises(ConfigError) as caught:
+        AppConfig.from_context({"shard": 64})
+    assert caught.value.field == "shard"
+    assert "did you mean 'shards'" in str(caught.value)
+
+
+# -- rejections: each names the offending key -----------------------------------------
+
+BAD_VALUES = [
+    ("stack_name", "1stack"),
+    ("layout", "zigzag"),
+    ("shards", 0),
+    ("shards", 10_000),
+    ("shards", "many"),
+    ("shards", True),
+    ("shards", 2.5),
+    ("bucket", "7m"),
+    ("table_prefix", "readings table"),
+    ("control_table", "ab"),
+    ("control_table", "timeseries-readings-control"),
+    ("table_period", "fortnight"),
+    ("retention", "30 days"),
+    ("retention", "0d"),
+    ("billing_mode", "FREE"),
+    ("read_capacity_min", 0),
+    ("write_capacity_max", -5),
+    ("autoscaling_target_percent", 19),
+    ("autoscaling_target_percent", 91),
+    ("warm_writes_per_s", 0),
+    ("deletion_protection", "maybe"),
+    ("removal_policy", "snapshot"),
+    ("point_in_time_recovery", 1),
+    ("contributor_insights", "all"),
+    ("kinesis_mode", "serverless"),
+    ("kinesis_shards", 0),
+    ("kinesis_retention_hours", 23),
+    ("kinesis_retention_hours", 8_761),
+    ("ingest_batch_size", 0),
+    ("ingest_batch_size", 10_001),
+    ("ingest_batching_window_s", -1),
+    ("ingest_batching_window_s", 301),
+    ("ingest_parallelization_factor", 0),
+    ("ingest_parallelization_factor", 11),
+    ("ingest_max_retries", -2),
+    ("ingest_max_retries", 10_001),
+    ("ingest_max_record_age_s", 0),
+    ("ingest_max_record_age_s", 59),
+    ("ingest_max_record_age_s", 604_801),
+    ("hot_split_threshold_wcu", 0),
+    ("hot_split_threshold_wcu", 1_000),
+    ("shard_map_cache_ttl_s", 0),
+    ("shard_map_cache_ttl_s", 3_601),
+    ("alarm_email", "ops-team"),
+    ("api_stage", "v 1"),
+    ("api_throttle_rate", 0),
+    ("api_throttle_rate", "fast"),
+    ("api_throttle_burst", 0),
+    ("log_retention_days", 31),
+]
+
+
+@pytest.mark.parametrize(("key", "value"), BAD_VALUES, ids=[f"{k}={v!r}" for k, v in BAD_VALUES])
+def test_bad_value_is_refused_naming_its_key(key: str, value: object) -> None:
+    with pytest.raises(ConfigError) as caught:
+        AppConfig.from_context({key: value})
+    assert caught.value.field == key
+    assert str(caught.value).startswith(f"{key}: ")
+
+
+GOOD_LIMITS = [
+    {"shards": 1},
+    {"shards": 9_999},
+    {"ingest_batch_size": 1},
+    {"ingest_batch_size": 10_000},
+    {"ingest_batching_window_s": 0},
+    {"ingest_batching_window_s": 300},
+    {"ingest_parallelization_factor": 10},
+    {"ingest_max_retries": -1},
+    {"ingest_max_retries": 10_000},
+    {"ingest_max_record_age_s": -1},
+    {"ingest_max_record_age_s": 60},
+    {"ingest_max_record_age_s": 604_800, "kinesis_retention_hours": 168},
+    {"hot_split_threshold_wcu": 999},
+    {"autoscaling_target_percent": 20},
+    {"autoscaling_target_percent": 90},
+    {"kinesis_retention_hours": 8_760},
+    {"log_retention_days": 3653},
+]
+
+
+@pytest.mark.parametrize("context", GOOD_LIMITS, ids=[json.dumps(c) for c in GOOD_LIMITS])
+def test_values_at_the_aws_limits_are_accepted(context: dict[str, object]) -> None:
+    AppConfig.from_context(context)
+
+
+CROSS_FIELD = [
+    ({"removal_policy": "destroy"}, "removal_policy", "deletion_protection"),
+    ({"read_capacity_min": 500, "read_capacity_max": 100}, "read_capacity_min", "read_capacity_max"),
+    ({"write_capacity_min": 500, "write_capacity_max": 100}, "write_capacity_min", "write_capacity_max"),
+    ({"ingest_max_record_age_s": 90_000}, "ingest_max_record_age_s", "kinesis_retention_hours"),
+    ({"table_period": "week", "retention": "3d"}, "retention", "week"),
+    ({"table_period": "hour", "bucket": "2h"}, "bucket", "hourly"),
+    ({"table_prefix": "ts", "control_table": "ts-control", "table_period": "day"}, "control_table", "'ts-'"),
+]
+
+
+@pytest.mark.parametrize(("context", "key", "mentions"), CROSS_FIELD, ids=[c[1] for c in CROSS_FIELD])
+def test_contradictory_settings_are_refused(context: dict[str, object], key: str, mentions: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        AppConfig.from_context(context)
+    assert caught.value.field == key
+    assert mentions in caught.value.reason
+
+
+def test_config_error_is_the_key_design_layers_error_type() -> None:
+    # Callers (the CLI, the local runtime) catch one type for every bad setting.
+    with pytest.raises(keydesign.ConfigError):
+        AppConfig.from_context({"bucket": "7m"})
+    assert issubclass(ConfigError, ValueError)
+
+
+# -- views: layout, shard map, Lambda environment -------------------------------------
+
+
+def test_layout_is_the_key_design_layout_of_the_settings() -> None:
+    single = AppConfig.from_context({})
+    assert single.layout() == Layout.from_settings(kind="hybrid", bucket="1h", table_prefix="timeseries-readings")
+    assert single.layout().table_for(NOV_22_2026_0600_MS) == "timeseries-readings"
+    daily = AppConfig.from_context({"table_period": "day"})
+    assert daily.layout().table_for(NOV_22_2026_0600_MS) == "timeseries-readings-2026-11-22"
+    assert daily.storage.readings_table_name is None
+
+
+def test_initial_shard_map_starts_with_the_configured_global_shards() -> None:
+    shard_map = AppConfig.from_context({"shards": 64, "bucket": "15m"}).initial_shard_map()
+    assert shard_map.bucket.spec == "15m"
+    assert shard_map.global_shards_at(0) == shard_map.global_shards_at(NOV_22_2026_0600_MS) == 64
+
+
+def test_lambda_environment_of_the_single_table_deployment() -> None:
+    env = AppConfig.from_context({}).to_lambda_environment(rejects_queue_url="https://sqs.example/rejects")
+    assert env == {
+        "LAYOUT": "hybrid",
+        "SHARDS": "100",
+        "BUCKET": "1h",
+        "TABLE_PREFIX": "timeseries-readings",
+        "RETENTION": "30d",
+        "READINGS_TABLE": "timeseries-readings",
+        "CONTROL_TABLE": "timeseries-control",
+        "REJECTS_QUEUE_URL": "https://sqs.example/rejects",
+        "HOT_SPLIT_THRESHOLD_WCU": "500",
+        "SHARD_MAP_CACHE_TTL": "60s",
+    }
+    assert set(env) <= {member.value for member in LambdaEnv}
+
+
+def test_lambda_environment_of_per_period_tables_has_a_period_and_no_fixed_table() -> None:
+    env = AppConfig.from_context({"table_period": "week", "warm_writes_per_s": 12_000}).to_lambda_environment()
+    assert env["TABLE_PERIOD"] == "week"
+    assert env["WARM_WRITES_PER_S"] == "12000"
+    assert "READINGS_TABLE" not in env
+    assert "REJECTS_QUEUE_URL" not in env
+
+
+@pytest.mark.parametrize(
+    "context",
+    [{}, {"layout": "random", "bucket": "1d", "table_period": "month", "retention": "90d"}, {"layout": "calculated"}],
+    ids=["hybrid", "random-monthly", "calculated"],
+)
+def test_lambda_environment_rebuilds_the_same_layout_and_retention(context: dict[str, object]) -> None:
+    # Given the variables a Lambda receives
+    config = AppConfig.from_context(context)
+    env = config.to_lambda_environment()
+    # When it rebuilds its settings from them alone
+    layout = Layout.from_settings(
+        kind=env["LAYOUT"], bucket=env["BUCKET"], table_prefix=env["TABLE_PREFIX"], table_period=env.get("TABLE_PERIOD")
+    )
+    # Then it has exactly the stack's layout, shard count and retention
+    assert layout == config.layout()
+    assert int(env["SHARDS"]) == config.shards
+    assert parse_duration(env["RETENTION"], "RETENTION") == config.retention_ms
+    assert parse_duration(env["SHARD_MAP_CACHE_TTL"], "SHARD_MAP_CACHE_TTL") == config.shard_map_cache_ttl_s * 1000
+
+
+def test_lambda_environment_is_what_the_handlers_settings_parse() -> None:
+    # The contract with functions/adapters/settings.py: the stack's variables,
+    # parsed the way every handler parses them at cold start, give back the config.
+    from adapters.settings import CommonSettings  # noqa: PLC0415 - runtime code, imported only here
+
+    config = AppConfig.from_context({"table_period": "day", "bucket": "15m", "shards": 64, "shard_map_cache_ttl_s": 90})
+    settings = CommonSettings.from_env(config.to_lambda_environment(rejects_queue_url="https://sqs.example/q"))
+    assert settings.layout == config.layout()
+    assert settings.shards == 64
+    assert settings.retention_ms == config.retention_ms
+    assert settings.control_table == config.storage.control_table_name
+    assert settings.shard_map_cache_ttl_ms == 90_000
+
+
+# -- cdk.json loading --------------------------------------------------------------------
+
+
+def test_unreadable_cdk_json_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_cdk_json_context(tmp_path / "missing.json")
+    assert caught.value.field == "cdk.json"
+    broken = tmp_path / "cdk.json"
+    broken.write_text('{"context": [1, 2]}')
+    with pytest.raises(ConfigError, match="must be a JSON object"):
+        load_cdk_json_context(broken)
+
+
+# -- the reference documentation ---------------------------------------------------------
+
+
+def _documented_defaults() -> dict[str, str]:
+    rows = re.findall(r"^\| `([a-z_]+)` \| ([^|]+) \|", DOCS.read_text(encoding="utf-8"), flags=re.MULTILINE)
+    return {key: default.strip() for key, default in rows}
+
+
+def test_docs_list_every_key_with_its_real_default() -> None:
+    documented = _documented_defaults()
+    assert set(documented) == set(DEFAULTS)
+    for key, default in DEFAULTS.items():
+        assert documented[key] == f"`{json.dumps(default)}`", key
+
+
+def test_docs_name_every_lambda_environment_variable() -> None:
+    text = DOCS.read_text(encoding="utf-8")
+    missing = [member.value for member in LambdaEnv if f"`{member.value}`" not in text]
+    assert missing == []

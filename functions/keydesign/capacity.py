@@ -57,15 +57,17 @@ class Workload:
 
     def validate(self) -> None:
         """Raise :class:`InvalidInput` naming the first impossible figure."""
+        # Infinity passes the comparisons below and then breaks math.ceil in plan_capacity.
+        finite = math.isfinite
         checks: list[tuple[str, bool, str]] = [
-            ("peak_writes_per_s", self.peak_writes_per_s > 0, "must be above 0"),
+            ("peak_writes_per_s", finite(self.peak_writes_per_s) and self.peak_writes_per_s > 0, "must be above 0"),
             ("item_bytes", 1 <= self.item_bytes <= 400 * 1024, "must be 1 .. 409,600 bytes (DynamoDB's item limit)"),
             ("entities", self.entities is None or self.entities >= 1, "must be at least 1"),
             ("utilisation", 0 < self.utilisation <= 1, "must be in (0, 1]"),
             ("partition_headroom", 0 <= self.partition_headroom < 1, "must be in [0, 1)"),
-            ("reads_per_s", self.reads_per_s >= 0, "must not be negative"),
-            ("items_per_read", self.items_per_read > 0, "must be above 0"),
-            ("retention_days", self.retention_days > 0, "must be above 0"),
+            ("reads_per_s", finite(self.reads_per_s) and self.reads_per_s >= 0, "must not be negative"),
+            ("items_per_read", finite(self.items_per_read) and self.items_per_read > 0, "must be above 0"),
+            ("retention_days", finite(self.retention_days) and self.retention_days > 0, "must be above 0"),
         ]
         if self.avg_writes_per_s is not None:
             checks.append(

@@ -109,8 +109,18 @@ class Layout:
 
     # -- writing -------------------------------------------------------------
 
+    def check_shard_map(self, shard_map: ShardMap) -> None:
+        """Refuse a map built on another bucket grid: its changes could fall
+        inside one of this layout's buckets, and plans would miss readings."""
+        if shard_map.bucket != self.bucket:
+            raise ConfigError(
+                "shard_map.bucket",
+                f"the shard map uses {shard_map.bucket.spec} buckets but the layout uses {self.bucket.spec}",
+            )
+
     def key_for(self, reading: Reading, shard_map: ShardMap, rng: _random.Random | None = None) -> ItemKey:
         """The key of ``reading``. Deterministic except for the ``random`` layout."""
+        self.check_shard_map(shard_map)
         ts = reading.ts_ms
         table = self.table_for(ts)
         stamp = format_ts(ts)
@@ -137,6 +147,7 @@ class Layout:
         """Every (table, PK, SK range) that can hold readings of ``entity_id`` in
         ``[from_ms, to_ms)``, and nothing else."""
         validate_entity_id(entity_id)
+        self.check_shard_map(shard_map)
         _check_range(from_ms, to_ms)
         parts: list[PartitionQuery] = []
         for seg_from, seg_to in self._segments(entity_id, from_ms, to_ms, shard_map):
@@ -164,6 +175,7 @@ class Layout:
             raise InvalidInput(
                 "layout", f"cross-entity range reads need the hybrid layout; the {self.kind} layout has no time buckets"
             )
+        self.check_shard_map(shard_map)
         _check_range(from_ms, to_ms)
         parts: list[PartitionQuery] = []
         for start in self.bucket.starts(from_ms, to_ms):
@@ -212,8 +224,12 @@ def _merge_adjacent(parts: list[PartitionQuery]) -> list[PartitionQuery]:
 
 
 def _check_range(from_ms: int, to_ms: int) -> None:
-    if from_ms < 0 or to_ms > MAX_TS_MS + 1:
+    # Both ends are checked on their own: a 'from' past 9999 (or a 'to' before
+    # 1970) must be refused as input, not crash format_ts in the message below.
+    if from_ms < 0 or from_ms > MAX_TS_MS:
         raise InvalidInput("from", "the range must lie between 1970 and 9999")
+    if to_ms < 1 or to_ms > MAX_TS_MS + 1:
+        raise InvalidInput("to", "the range must lie between 1970 and 9999")
     if from_ms >= to_ms:
         raise InvalidInput(
             "from", f"must precede 'to' ({format_ts(from_ms)} is not before {format_ts(min(to_ms, MAX_TS_MS))})"

@@ -34,14 +34,17 @@ DIMENSION_VALUE_MAX = 256
 
 # Printable ASCII that is safe inside a key and a URL path segment; '#' is the
 # key separator and '~' is the sort-key range sentinel, so neither is allowed.
-_ID_RE = re.compile(r"^[A-Za-z0-9._:@+=/-]+$")
-_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+# \Z, not $: $ also matches before a trailing newline.
+_ID_RE = re.compile(r"^[A-Za-z0-9._:@+=/-]+\Z")
+_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}\Z")
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 _ALLOWED_FIELDS = frozenset({"entity_id", "event_id", "timestamp", "measures", "dimensions"})
 
 # DynamoDB numbers: magnitude between 1E-130 and 9.9999999999999999999999999999999999999E+125.
 _DDB_MAX = 9.9999999999999999999999999999999999999e125
 _DDB_MIN = 1e-130
+# DynamoDB keeps at most 38 significant digits; a longer integer fails the write.
+_DDB_DIGITS = 38
 
 
 def validate_entity_id(value: object, field_name: str = "entity_id") -> str:
@@ -88,6 +91,8 @@ def _validate_number(value: object, field_name: str) -> int | float:
     magnitude = abs(value)
     if magnitude > _DDB_MAX or (magnitude != 0 and magnitude < _DDB_MIN):
         raise InvalidInput(field_name, "is outside the range DynamoDB can store (1e-130 .. 9.99e125)")
+    if isinstance(value, int) and len(str(abs(value)).rstrip("0")) > _DDB_DIGITS:
+        raise InvalidInput(field_name, f"has more than the {_DDB_DIGITS} significant digits DynamoDB can store")
     return value
 
 

@@ -11,6 +11,7 @@ straddles two tables.
 
 from __future__ import annotations
 
+import calendar
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -110,9 +111,10 @@ class TablePeriod:
         """Start of the period after the one holding ``ts_ms``."""
         start = self.start(ts_ms)
         if self.name == "month":
+            # Count the month's days rather than build the next month's datetime:
+            # after December 9999 that would be year 10000, which datetime refuses.
             dt = to_datetime(start)
-            year, month = (dt.year + 1, 1) if dt.month == 12 else (dt.year, dt.month + 1)
-            return from_datetime(datetime(year, month, 1, tzinfo=UTC))
+            return start + calendar.monthrange(dt.year, dt.month)[1] * DAY_MS
         return start + {"hour": HOUR_MS, "day": DAY_MS, "week": 7 * DAY_MS}[self.name]
 
     def label(self, ts_ms: int) -> str:

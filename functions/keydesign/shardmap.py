@@ -23,7 +23,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from .errors import ConfigError
+from .errors import ConfigError, InvalidInput
 from .model import validate_entity_id
 from .periods import Bucket
 from .timefmt import format_ts, parse_timestamp
@@ -109,7 +109,10 @@ class ShardMap:
 
     def with_entity(self, entity_id: str, shards: int, effective_from_ms: int, *, now_ms: int) -> ShardMap:
         """Schedule the entity's own count = ``shards`` from ``effective_from_ms``."""
-        validate_entity_id(entity_id)
+        try:
+            validate_entity_id(entity_id)
+        except InvalidInput as exc:
+            raise ConfigError("entity_id", exc.reason) from None
         _check_count(f"entities.{entity_id}", shards, MAX_ENTITY_SHARDS)
         old = self.entity_history.get(entity_id, ())
         history = _append(old, Change(effective_from_ms, shards), self.bucket, now_ms, f"entities.{entity_id}")
@@ -135,6 +138,12 @@ class ShardMap:
         """Parse and fully validate a serialised map; refuse anything malformed."""
         if not isinstance(data, Mapping):
             raise ConfigError("shard_map", "must be an object")
+        # A typo such as "entites" would otherwise silently drop every split.
+        unknown = sorted(set(data) - {"version", "bucket", "global", "entities"})
+        if unknown:
+            raise ConfigError(
+                f"shard_map.{unknown[0]}", "is not a shard-map field; expected version, bucket, global, entities"
+            )
         version = data.get("version", 0)
         if isinstance(version, bool) or not isinstance(version, int) or version < 0:
             raise ConfigError("shard_map.version", "must be a non-negative integer")

@@ -23,9 +23,12 @@ MAX_TS_MS = 253_402_300_799_999
 EPOCH_SECONDS_SUSPECT_BELOW = 100_000_000_000
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+# \Z, not $: $ also matches before a trailing newline. ASCII: \d would accept
+# any Unicode digit (e.g. Arabic-Indic), which RFC 3339 does not.
 _RFC3339 = re.compile(
     r"^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?"
-    r"(?:([Zz])|([+-])(\d{2}):(\d{2}))$"
+    r"(?:([Zz])|([+-])(\d{2}):(\d{2}))\Z",
+    re.ASCII,
 )
 
 
@@ -78,7 +81,9 @@ def _parse_rfc3339(text: str, field: str) -> int:
         if off_h > 23 or off_m > 59:
             raise InvalidInput(field, f"{text!r} has an impossible UTC offset")
         offset = sign * timedelta(hours=off_h, minutes=off_m)
-    delta = local.replace(tzinfo=UTC) - offset - _EPOCH
+    # Subtract the offset from the timedelta, not the datetime: 9999-12-31T23:30-01:00
+    # would overflow datetime before the range check could refuse it.
+    delta = local.replace(tzinfo=UTC) - _EPOCH - offset
     ms = (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
     return _check_range(ms, field)
 

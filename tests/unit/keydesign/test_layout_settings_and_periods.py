@@ -1,0 +1,196 @@
+"""Layout settings, bucket grids and table periods (one table name per period)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from keydesign import Bucket, ConfigError, Layout, TablePeriod, parse_duration, parse_timestamp
+from keydesign.timefmt import MAX_TS_MS, from_datetime, to_datetime
+
+from .strategies import BUCKETS, PROPERTY
+
+MINUTE, HOUR, DAY = 60_000, 3_600_000, 86_400_000
+
+
+def settings_with(**changes: str | None) -> dict[str, str | None]:
+    return {"kind": "hybrid", "bucket": "15m", "table_prefix": "readings", "table_period": "day", **changes}
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"kind": "Hybrid"}, "layout"),
+        ({"kind": "sharded"}, "layout"),
+        ({"kind": ""}, "layout"),
+        *[
+            ({"bucket": bad}, "bucket")
+            for bad in ("7m", "5h", "2d", "0m", "0h", "abc", "", "15", "m", "1w", "-1h", "1.5h", "90m", "25h", "1 h")
+        ],
+        ({"table_period": "year"}, "table_period"),
+        ({"table_period": "daily"}, "table_period"),
+        ({"table_period": "Hour"}, "table_period"),
+        ({"bucket": "2h", "table_period": "hour"}, "bucket"),
+        ({"bucket": "6h", "table_period": "hour"}, "bucket"),
+        ({"bucket": "1d", "table_period": "hour"}, "bucket"),
+        ({"table_prefix": ""}, "table_prefix"),
+        ({"table_prefix": "ab", "table_period": None}, "table_prefix"),
+        ({"table_prefix": "has space"}, "table_prefix"),
+        ({"table_prefix": "readings#"}, "table_prefix"),
+        ({"table_prefix": "readings/x"}, "table_prefix"),
+        ({"table_prefix": "lectures-é"}, "table_prefix"),
+        ({"table_prefix": "x" * 242}, "table_prefix"),  # + "-2026-11-22-06" would pass 255
+        ({"table_prefix": "x" * 256, "table_period": None}, "table_prefix"),
+    ],
+    ids=repr,
+)
+def test_bad_layout_settings_are_refused_naming_the_setting(changes: dict[str, str | None], field: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        Layout.from_settings(**settings_with(**changes))  # type: ignore[arg-type]
+    assert caught.value.field == field
+
+
+@pytest.mark.parametrize(
+    ("changes", "bucket_spec", "width"),
+    [
+        ({}, "15m", 15 * MINUTE),
+        ({"bucket": " 1h "}, "1h", HOUR),
+        ({"bucket": "60m", "table_period": "hour"}, "60m", HOUR),
+        ({"bucket": "1m", "table_period": "hour"}, "1m", MINUTE),
+        ({"bucket": "24h", "table_period": "month"}, "24h", DAY),
+        ({"bucket": "1d", "table_period": "week"}, "1d", DAY),
+        ({"table_prefix": "ab"}, "15m", 15 * MINUTE),  # short prefixes are fine once a suffix follows
+        ({"table_prefix": "x" * 241}, "15m", 15 * MINUTE),
+        ({"table_prefix": "x" * 255, "table_period": None}, "15m", 15 * MINUTE),
+        ({"table_period": ""}, "15m", 15 * MINUTE),
+    ],
+)
+def test_good_layout_settings_are_accepted(changes: dict[str, str | None], bucket_spec: str, width: int) -> None:
+    layout = Layout.from_settings(**settings_with(**changes))  # type: ignore[arg-type]
+    assert (layout.bucket.spec, layout.bucket.width_ms) == (bucket_spec, width)
+
+
+@pytest.mark.parametrize("spec", BUCKETS)
+@pytest.mark.parametrize("period", ["hour", "day", "week", "month"])
+def test_every_bucket_nests_in_every_period_except_long_buckets_in_hours(spec: str, period: str) -> None:
+    bucket, table_period = Bucket.parse(spec), TablePeriod.parse(period)
+    if period == "hour" and bucket.width_ms > HOUR:
+        with pytest.raises(ConfigError):
+            table_period.check_nests(bucket)
+    else:
+        table_period.check_nests(bucket)
+
+
+# -- table names -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("period", "at", "table"),
+    [
+        (None, "2026-11-22T06:57:51.123Z", "readings"),
+        ("hour", "2026-11-22T06:57:51.123Z", "readings-2026-11-22-06"),
+        ("hour", "2026-11-22T06:00:00Z", "readings-2026-11-22-06"),
+        ("hour", "2026-11-22T05:59:59.999Z", "readings-2026-11-22-05"),
+        ("day", "2026-11-22T23:59:59.999Z", "readings-2026-11-22"),
+        ("week", "2026-11-22T06:57:51Z", "readings-2026-W47"),  # a Sunday: the week began on the 16th
+        ("week", "2026-11-23T00:00:00Z", "readings-2026-W48"),
+        ("week", "2026-12-31T12:00:00Z", "readings-2026-W53"),  # 2026 starts on a Thursday: 53 ISO weeks
+        ("week", "2027-01-01T00:00:00Z", "readings-2026-W53"),
+        ("week", "2027-01-03T23:59:59.999Z", "readings-2026-W53"),
+        ("week", "2027-01-04T00:00:00Z", "readings-2027-W01"),
+        ("week", "2024-12-30T00:00:00Z", "readings-2025-W01"),  # ISO year ahead of the calendar year
+        ("month", "2026-11-30T23:59:59.999Z", "readings-2026-11"),
+        ("month", "2026-12-01T00:00:00Z", "readings-2026-12"),
+    ],
+)
+def test_table_names_per_period(period: str | None, at: str, table: str) -> None:
+    layout = Layout.from_settings(kind="hybrid", bucket="1h", table_prefix="readings", table_period=period)
+    ts = parse_timestamp(at)
+    assert layout.table_for(ts) == table
+    if period == "week":
+        # The same answer from the standard library's ISO calendar.
+        iso = to_datetime(ts).isocalendar()
+        assert table == f"readings-{iso.year}-W{iso.week:02d}"
+
+
+def _ms(year: int, month: int, day: int, hour: int = 0, minute: int = 0) -> int:
+    return from_datetime(datetime(year, month, day, hour, minute, tzinfo=UTC))
+
+
+@pytest.mark.parametrize(
+    ("period", "at", "start", "next_start"),
+    [
+        ("hour", _ms(2026, 11, 22, 6, 57), _ms(2026, 11, 22, 6), _ms(2026, 11, 22, 7)),
+        ("hour", _ms(2026, 12, 31, 23, 30), _ms(2026, 12, 31, 23), _ms(2027, 1, 1)),
+        ("day", _ms(2026, 12, 31, 23, 59), _ms(2026, 12, 31), _ms(2027, 1, 1)),
+        ("week", _ms(2027, 1, 1, 12), _ms(2026, 12, 28), _ms(2027, 1, 4)),
+        ("week", _ms(2026, 11, 23), _ms(2026, 11, 23), _ms(2026, 11, 30)),
+        ("month", _ms(2026, 1, 31, 23, 59), _ms(2026, 1, 1), _ms(2026, 2, 1)),
+        ("month", _ms(2027, 2, 10), _ms(2027, 2, 1), _ms(2027, 3, 1)),
+        ("month", _ms(2028, 2, 29, 12), _ms(2028, 2, 1), _ms(2028, 3, 1)),  # leap year
+        ("month", _ms(2026, 4, 30, 12), _ms(2026, 4, 1), _ms(2026, 5, 1)),
+        ("month", _ms(2026, 12, 15), _ms(2026, 12, 1), _ms(2027, 1, 1)),
+        ("month", MAX_TS_MS, _ms(9999, 12, 1), MAX_TS_MS + 1),  # year 10000 is not a datetime
+    ],
+)
+def test_period_start_and_next_start_across_month_and_year_ends(
+    period: str, at: int, start: int, next_start: int
+) -> None:
+    table_period = TablePeriod.parse(period)
+    assert table_period.start(at) == start
+    assert table_period.next_start(at) == next_start
+
+
+@PROPERTY
+@given(name=st.sampled_from(["hour", "day", "week", "month"]), ts=st.integers(0, MAX_TS_MS))
+def test_each_instant_lies_in_exactly_one_period_named_by_the_calendar(name: str, ts: int) -> None:
+    period = TablePeriod.parse(name)
+    start, after = period.start(ts), period.next_start(ts)
+    assert start <= ts < after
+    assert period.nominal_ms <= after - start <= 31 * DAY
+    # (The last week of 9999 runs past the supported range: label its last supported instant.)
+    assert period.label(start) == period.label(min(after - 1, MAX_TS_MS)) == period.label(ts)
+    if after <= MAX_TS_MS:
+        assert period.start(after) == after
+        assert period.label(after) != period.label(ts)
+    # The label, derived independently from the calendar.
+    dt = to_datetime(ts)
+    iso = dt.isocalendar()
+    expected = {
+        "hour": f"{dt:%Y-%m-%d-%H}",
+        "day": f"{dt:%Y-%m-%d}",
+        "week": f"{iso.year:04d}-W{iso.week:02d}",
+        "month": f"{dt:%Y-%m}",
+    }[name]
+    assert period.label(ts) == expected
+    if name == "week":
+        assert to_datetime(start).weekday() == 0  # Monday (before 1970-01-05 that is in 1969)
+
+
+@PROPERTY
+@given(spec=st.sampled_from(BUCKETS), ts=st.integers(0, MAX_TS_MS))
+def test_buckets_tile_time_from_midnight(spec: str, ts: int) -> None:
+    bucket = Bucket.parse(spec)
+    start = bucket.start(ts)
+    assert start <= ts < start + bucket.width_ms
+    assert bucket.is_boundary(start)
+    # The grid restarts at every midnight UTC: a whole number of buckets per day.
+    assert DAY % bucket.width_ms == 0
+    assert (start - (ts - ts % DAY)) % bucket.width_ms == 0
+    assert bucket.next_boundary(ts) == (ts if ts == start else start + bucket.width_ms)
+    assert list(bucket.starts(ts, ts + 1)) == [start]
+
+
+@pytest.mark.parametrize(("spec", "ms"), [("90s", 90_000), ("15m", 15 * MINUTE), ("2h", 2 * HOUR), ("30d", 30 * DAY)])
+def test_durations_parse_to_milliseconds(spec: str, ms: int) -> None:
+    assert parse_duration(spec, "cache_ttl") == ms
+
+
+@pytest.mark.parametrize("spec", ["", "1w", "abc", "-5m", "1.5h", "15", "m", "12345678s"])
+def test_bad_durations_are_refused_naming_the_field(spec: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_duration(spec, "cache_ttl")
+    assert caught.value.field == "cache_ttl"

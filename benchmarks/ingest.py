@@ -1,0 +1,249 @@
+"""Ingest benchmarks: the handler's own work with the network stubbed, and an end-to-end
+comparison on an embedded moto server against the seed article's one-PutItem-per-reading."""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import os
+import random
+import time
+from collections.abc import Mapping
+from decimal import Decimal
+from typing import Any
+
+import boto3
+from botocore.config import Config
+
+from adapters.batch_writer import serialize_item
+from adapters.observability import logger, metrics
+from benchmarks.harness import Result, benchmark
+from ingest.decoding import decode_record
+from ingest.logic import Ingestor
+from ingest.settings import IngestSettings
+from keydesign import Layout, Reading, ShardMap, build_item, item_size, ttl_for
+from producer import Packer, Workload, generate
+
+SHARD = "shardId-000000000000"
+ARN = "arn:aws:kinesis:eu-west-1:123456789012:stream/readings"
+REGION = "eu-west-1"
+
+logger.setLevel("WARNING")  # one "batch ingested" line per run would interleave with the results table
+
+
+class NullDynamoDB:
+    """Accepts every BatchWriteItem at once: the network and DynamoDB cost nothing."""
+
+    calls = 0
+
+    def batch_write_item(self, **kwargs: Any) -> Mapping[str, Any]:
+        self.calls += 1
+        return {"UnprocessedItems": {}}
+
+
+class NullSQS:
+    def send_message_batch(self, **kwargs: Any) -> Mapping[str, Any]:
+        return {"Successful": [{"Id": e["Id"]} for e in kwargs["Entries"]], "Failed": []}
+
+
+def _env(table: str, queue_url: str = "https://sqs.eu-west-1.amazonaws.com/123456789012/rejects") -> dict[str, str]:
+    return {
+        "LAYOUT": "hybrid",
+        "SHARDS": "16",
+        "BUCKET": "1h",
+        "TABLE_PREFIX": table,
+        "RETENTION": "30d",
+        "REJECTS_QUEUE_URL": queue_url,
+    }
+
+
+def readings(count: int, seed: int = 7) -> list[dict[str, Any]]:
+    """``count`` realistic readings: 1,000 entities with Zipf skew, one hot sensor, within the last minutes."""
+    rate = count / 10
+    workload = Workload(
+        entities=1_000,
+        rate=rate * 0.8,
+        zipf=1.0,
+        hot=(("sensor-alpha-001", rate * 0.2),),
+        duration_s=10,
+        seed=seed,
+        start_ms=int(time.time() * 1000) - 600_000,
+    )
+    return [r for _, r in generate(workload)][:count]
+
+
+def lambda_records(items: list[dict[str, Any]], *, packed: bool) -> list[dict[str, Any]]:
+    """Lambda event records carrying ``items``: packed as the producer packs them, or one per record."""
+    if packed:
+        packer = Packer(max_record_bytes=64 * 1024)
+        records = [r for item in items for r in packer.add(item)] + packer.flush()
+        payloads = [(r.partition_key, r.data) for r in records]
+    else:
+        payloads = [(i["entity_id"], json.dumps(i, separators=(",", ":")).encode()) for i in items]
+    base = 49_654_218_476_232_045_811_574_011_298_011_519_327_409_148_734_259_150_898
+    now = time.time()
+    return [
+        {
+            "kinesis": {
+                "kinesisSchemaVersion": "1.0",
+                "partitionKey": key,
+                "sequenceNumber": str(base + n * 7_919_000_000),
+                "data": base64.b64encode(data).decode("ascii"),
+                "approximateArrivalTimestamp": now,
+            },
+            "eventSource": "aws:kinesis",
+            "eventID": f"{SHARD}:{base + n * 7_919_000_000}",
+            "eventSourceARN": ARN,
+            "awsRegion": REGION,
+        }
+        for n, (key, data) in enumerate(payloads)
+    ]
+
+
+def _best(repeats: int, fn: Any) -> tuple[float, float, Any]:
+    """Best (lowest CPU) of ``repeats`` runs: (cpu seconds, wall seconds, last result)."""
+    best_cpu, best_wall, out = float("inf"), float("inf"), None
+    for _ in range(repeats):
+        cpu0, wall0 = time.process_time(), time.perf_counter()
+        out = fn()
+        cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+        if cpu < best_cpu:
+            best_cpu, best_wall = cpu, wall
+    return best_cpu, best_wall, out
+
+
+@benchmark("ingest-cpu", "readings/s per core of the handler's own work, network stubbed; calls per 10,000")
+def ingest_cpu(quick: bool) -> Result:
+    result = Result()
+    count = 10_000
+    repeats = 2 if quick else 5
+    items = readings(count)
+    settings = IngestSettings.from_env(_env("readings"))
+    for packed in (True, False):
+        records = lambda_records(items, packed=packed)
+        dynamodb = NullDynamoDB()
+        ingestor = Ingestor.from_settings(settings, dynamodb=dynamodb, sqs=NullSQS())
+        try:
+            cpu, wall, outcome = _best(
+                repeats, lambda records=records, ingestor=ingestor: ingestor.ingest(records, 900_000)
+            )
+        finally:
+            ingestor.close()
+            metrics.clear_metrics()
+        assert outcome.written == count and not outcome.failed_records, "the benchmark must ingest everything"
+        label = "packed" if packed else "one-per-record"
+        result.add(f"readings/s/core ({label})", round(count / cpu), "readings/s", f"{len(records)} records")
+        result.add(f"readings/s wall ({label})", round(count / wall), "readings/s")
+        if packed:
+            result.add(
+                "BatchWriteItem calls per 10,000 readings", outcome.write.calls * 10_000 / count, "calls", "floor 400"
+            )
+    result.params = {"readings": count, "repeats": repeats, "layout": "hybrid", "shards": 16, "write_concurrency": 8}
+
+    # Where the time goes, stage by stage (single thread, packed records)
+    records = lambda_records(items, packed=True)
+    layout = settings.common.layout
+    shard_map = ShardMap.initial(layout.bucket, 16)
+    cpu_decode, _, decoded = _best(
+        repeats, lambda: [decode_record(i, r, SHARD, r["kinesis"]["sequenceNumber"]) for i, r in enumerate(records)]
+    )
+    values = [c.value for d in decoded for c in d.candidates]
+    cpu_parse, _, parsed = _best(repeats, lambda: [Reading.parse(v) for v in values])
+    rng = random.Random(1)
+
+    cpu_key, _, keys = _best(repeats, lambda: [layout.key_for(r, shard_map, rng) for r in parsed])
+    cpu_item, _, built = _best(
+        repeats, lambda: [build_item(r, k, ttl_for(r, 86_400_000)) for r, k in zip(parsed, keys, strict=True)]
+    )
+    cpu_size, _, _ = _best(repeats, lambda: [item_size(i) for i in built])
+    cpu_serialize, _, _ = _best(repeats, lambda: [serialize_item(i) for i in built])
+    stages = (
+        ("decode (base64, KPL, JSON)", cpu_decode),
+        ("validate (Reading.parse)", cpu_parse),
+        ("key (Layout.key_for)", cpu_key),
+        ("item (build_item + ttl)", cpu_item),
+        ("exact item_size (skipped by the bound)", cpu_size),
+        ("serialize (low-level form)", cpu_serialize),
+    )
+    for stage, cpu in stages:
+        result.add(f"stage {stage}", round(cpu / count * 1e6, 2), "µs/reading")
+    return result
+
+
+@benchmark("ingest-e2e-moto", "end to end on an embedded moto server: our ingest vs one PutItem per reading")
+def ingest_e2e_moto(quick: bool) -> Result:
+    from moto.server import ThreadedMotoServer  # noqa: PLC0415 - only this benchmark needs a server
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one access-log line per request otherwise
+
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        os.environ.setdefault(name, "benchmark")
+    count = 1_000 if quick else 5_000
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        endpoint = f"http://{host}:{port}"
+        config = Config(retries={"mode": "standard", "max_attempts": 3}, max_pool_connections=32)
+        dynamodb = boto3.client("dynamodb", endpoint_url=endpoint, region_name=REGION, config=config)
+        sqs = boto3.client("sqs", endpoint_url=endpoint, region_name=REGION, config=config)
+        for table in ("bench-ours", "bench-naive"):
+            dynamodb.create_table(
+                TableName=table,
+                AttributeDefinitions=[
+                    {"AttributeName": "pk", "AttributeType": "S"},
+                    {"AttributeName": "sk", "AttributeType": "S"},
+                ],
+                KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+                BillingMode="PAY_PER_REQUEST",
+            )
+        queue_url = sqs.create_queue(QueueName="bench-rejects")["QueueUrl"]
+        items = readings(count, seed=11)
+        records = lambda_records(items, packed=True)
+
+        settings = IngestSettings.from_env(_env("bench-ours", queue_url))
+        ingestor = Ingestor.from_settings(settings, dynamodb=dynamodb, sqs=sqs)
+        try:
+            started = time.perf_counter()
+            outcome = ingestor.ingest(records, 900_000)
+            ours = time.perf_counter() - started
+        finally:
+            ingestor.close()
+            metrics.clear_metrics()
+        assert outcome.written == count and not outcome.failed_records
+
+        naive = _naive_put_item(endpoint, items)
+        stored = {
+            t: dynamodb.scan(TableName=t, Select="COUNT")["Count"] for t in ("bench-ours", "bench-naive")
+        }  # one page is enough: COUNT pages are 1 MB of items, far more than these
+        assert stored == {"bench-ours": count, "bench-naive": count}, stored
+    finally:
+        server.stop()
+    result = Result(params={"readings": count, "records": len(records), "write_concurrency": 8, "endpoint": "moto"})
+    result.add("ours readings/s", round(count / ours), "readings/s", f"{outcome.write.calls} BatchWriteItem calls")
+    result.add("naive readings/s", round(count / naive), "readings/s", f"{count} PutItem calls")
+    result.add("speed-up (ours / naive)", round(naive / ours, 1), "x")
+    return result
+
+
+def _naive_put_item(endpoint: str, items: list[dict[str, Any]]) -> float:
+    """The seed article's writer: boto3 resource, Decimal(str(v)), one put_item per reading, in a loop."""
+    table = boto3.resource("dynamodb", endpoint_url=endpoint, region_name=REGION).Table("bench-naive")
+    layout = Layout.from_settings(kind="hybrid", bucket="1h", table_prefix="bench-naive")
+    shard_map = ShardMap.initial(layout.bucket, 16)
+    started = time.perf_counter()
+    for raw in items:
+        reading = Reading.parse(raw)
+        key = layout.key_for(reading, shard_map)
+        table.put_item(
+            Item={
+                "pk": key.pk,
+                "sk": key.sk,
+                "e": reading.entity_id,
+                "t": reading.ts,
+                "m": {k: Decimal(str(v)) for k, v in reading.measures.items()},
+                "ttl": ttl_for(reading, 30 * 86_400_000),
+            }
+        )
+    return time.perf_counter() - started

@@ -1,0 +1,407 @@
+"""BatchWriteItem done properly: chunks of 25, several in flight, retries, attribution.
+
+What boto3's own ``batch_writer`` does not do, and this does:
+
+* every item is followed to an outcome: *written*, *unwritten* (transient:
+  throttled, unprocessed or out of time; the caller has it redelivered) or
+  *rejected* (DynamoDB refused the item itself; retrying cannot help);
+* ``UnprocessedItems`` and throttling (``ProvisionedThroughputExceededException``,
+  ``ThrottlingException``, ``RequestLimitExceeded``, 5xx, dropped connections)
+  are retried with exponential backoff and full jitter, never past a
+  :class:`~adapters.retry.Deadline`;
+* a ``ValidationException`` on a call of many items is narrowed down by
+  writing them one by one, so one bad item is rejected and its 24 neighbours
+  are still written;
+* chunks run on a bounded thread pool, so a batch of 10,000 readings does not
+  wait for 400 calls in a row.
+
+Data access is behind :class:`BatchWriteApi`, the one method of the boto3
+DynamoDB client this module calls: the real client satisfies it, tests pass a
+fake, and :mod:`adapters.faults` wraps either one to inject throttling and
+unprocessed items (which moto never produces).
+
+Items are given in DynamoDB's low-level form (``{"S": ...}``); build them with
+:func:`serialize_item`. We use the low-level client and our own serializer
+instead of the resource layer's ``TypeSerializer``: the item shape is known
+(strings, numbers, maps of them), floats become numbers through ``repr`` (the
+shortest text that round-trips, the same digits the producer sent), and a
+number DynamoDB would refuse (more than 38 significant digits) is caught here
+as a per-item :class:`UnstorableValue` instead of failing a whole call.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from decimal import Context, Decimal
+from typing import Any, Protocol
+
+from botocore.exceptions import ClientError, HTTPClientError
+from botocore.exceptions import ConnectionError as BotoConnectionError
+
+from adapters.observability import logger
+from adapters.retry import Backoff, Clock, Deadline, Sleep
+
+MAX_BATCH_ITEMS = 25
+MAX_NUMBER_DIGITS = 38
+# normalize() rounds to the context's precision (28 by default), which would hide
+# a 41-digit number; DynamoDB's range needs at most 126 digits plus the exponent.
+_EXACT = Context(prec=200, Emax=999_999, Emin=-999_999)
+
+#: Error codes that mean "not now": retried with backoff inside the invocation.
+RETRYABLE_CODES = frozenset(
+    {
+        "ProvisionedThroughputExceededException",
+        "ThrottlingException",
+        "RequestLimitExceeded",
+        "InternalServerError",
+        "InternalFailure",
+        "ServiceUnavailable",
+    }
+)
+THROTTLING_CODES = frozenset({"ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded"})
+
+AttributeValue = dict[str, Any]
+LowLevelItem = dict[str, AttributeValue]
+
+
+class BatchWriteApi(Protocol):
+    """The one DynamoDB call the writer makes (a boto3 DynamoDB client satisfies it)."""
+
+    def batch_write_item(self, **kwargs: Any) -> Mapping[str, Any]: ...
+
+
+class UnstorableValue(ValueError):  # noqa: N818 - reads as the condition
+    """A value DynamoDB cannot store; ``path`` names the attribute (``m.temp``)."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"{path}: {reason}")
+
+
+# -- serialisation -------------------------------------------------------------
+
+
+def serialize_item(item: Mapping[str, object]) -> LowLevelItem:
+    """The low-level DynamoDB form of a plain-Python item."""
+    return _map(item)
+
+
+def attribute_value(value: object, path: str = "value") -> AttributeValue:
+    """One value in low-level form: str, bool, int, float, Decimal, None, maps and lists."""
+    try:
+        return _value(value)
+    except UnstorableValue as exc:
+        raise UnstorableValue(_join(path, exc.path), exc.reason) from None
+
+
+def _join(parent: str, child: str) -> str:
+    if not child:
+        return parent
+    return f"{parent}{child}" if child.startswith("[") else f"{parent}.{child}"
+
+
+def _map(value: Mapping[Any, object]) -> dict[str, AttributeValue]:
+    out: dict[str, AttributeValue] = {}
+    for key, inner in value.items():
+        try:
+            out[str(key)] = _value(inner)
+        except UnstorableValue as exc:  # the path is built only on the (rare) way out
+            raise UnstorableValue(_join(str(key), exc.path), exc.reason) from None
+    return out
+
+
+def _value(value: object) -> AttributeValue:
+    # Exact type checks first: this runs for every attribute of every item.
+    kind = type(value)
+    if kind is str:
+        return {"S": value}
+    if kind is float or kind is int or kind is Decimal:
+        return {"N": number_text(value)}  # type: ignore[arg-type]
+    if kind is dict:
+        return {"M": _map(value)}  # type: ignore[arg-type]
+    if isinstance(value, bool):
+        return {"BOOL": value}
+    if isinstance(value, str):
+        return {"S": str(value)}
+    if isinstance(value, int | float | Decimal):
+        return {"N": number_text(value)}
+    if value is None:
+        return {"NULL": True}
+    if isinstance(value, Mapping):
+        return {"M": _map(value)}
+    if isinstance(value, list | tuple):
+        out: list[AttributeValue] = []
+        for i, inner in enumerate(value):
+            try:
+                out.append(_value(inner))
+            except UnstorableValue as exc:
+                raise UnstorableValue(_join(f"[{i}]", exc.path), exc.reason) from None
+        return {"L": out}
+    raise UnstorableValue("", f"has type {kind.__name__}, which this writer does not store")
+
+
+def number_text(value: int | float | Decimal, path: str = "") -> str:
+    """A number as DynamoDB's ``N`` text, refusing what DynamoDB would refuse."""
+    if isinstance(value, float):
+        text = repr(value)
+        if "e" not in text and "n" not in text:  # plain digits: the common case, no Decimal needed
+            return text
+        return _decimal_text(Decimal(text), path)
+    if isinstance(value, int):
+        text = str(value)
+        if len(text) <= MAX_NUMBER_DIGITS:
+            return text
+        return _decimal_text(Decimal(value), path)
+    return _decimal_text(value, path)
+
+
+def _decimal_text(value: Decimal, path: str) -> str:
+    if not value.is_finite():
+        raise UnstorableValue(path, "is not a finite number")
+    normal = value.normalize(_EXACT)
+    if len(normal.as_tuple().digits) > MAX_NUMBER_DIGITS:
+        raise UnstorableValue(path, f"has more than the {MAX_NUMBER_DIGITS} significant digits DynamoDB stores")
+    return str(normal)
+
+
+# -- the writer ----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PendingWrite:
+    """One item to put, in low-level form, with its table and key."""
+
+    table: str
+    pk: str
+    sk: str
+    item: LowLevelItem
+
+
+@dataclass(slots=True)
+class WriteReport:
+    """What became of every item of one :meth:`BatchWriter.write`, by index.
+
+    Every index is in exactly one of ``written``, ``unwritten`` (transient;
+    redeliver) and ``rejected`` (DynamoDB refused the item; do not retry).
+    """
+
+    written: set[int] = field(default_factory=set)
+    unwritten: dict[int, str] = field(default_factory=dict)
+    rejected: dict[int, str] = field(default_factory=dict)
+    calls: int = 0
+    items_retried: int = 0
+    throttled_calls: int = 0
+    consumed_wcu: float = 0.0
+    latencies_ms: list[float] = field(default_factory=list)
+
+    def merge(self, other: WriteReport) -> None:
+        self.written |= other.written
+        self.unwritten.update(other.unwritten)
+        self.rejected.update(other.rejected)
+        self.calls += other.calls
+        self.items_retried += other.items_retried
+        self.throttled_calls += other.throttled_calls
+        self.consumed_wcu += other.consumed_wcu
+        self.latencies_ms.extend(other.latencies_ms)
+
+
+class WriteHandle:
+    """Chunks in flight; :meth:`wait` gathers them into one report."""
+
+    def __init__(self, futures: list[Future[WriteReport]]) -> None:
+        self._futures = futures
+
+    def wait(self) -> WriteReport:
+        report = WriteReport()
+        for future in self._futures:
+            report.merge(future.result())
+        return report
+
+
+def plan_chunks(writes: Sequence[PendingWrite], size: int = MAX_BATCH_ITEMS) -> list[list[int]]:
+    """Indices of ``writes`` in chunks of at most ``size``, each chunk of one table.
+
+    BatchWriteItem could carry several tables in one call, but then a table
+    that is missing (a per-period table not created yet, or dropped) or
+    throttled fails its neighbours' items too. One table per call costs at
+    most one extra call per table and keeps failures where they belong.
+    """
+    by_table: dict[str, list[int]] = {}
+    for index, write in enumerate(writes):
+        by_table.setdefault(write.table, []).append(index)
+    return [
+        indices[start : start + size]
+        for _, indices in sorted(by_table.items())
+        for start in range(0, len(indices), size)
+    ]
+
+
+class BatchWriter:
+    """Writes items with BatchWriteItem; thread-safe; one instance per container."""
+
+    def __init__(
+        self,
+        api: BatchWriteApi,
+        *,
+        concurrency: int = 8,
+        backoff: Backoff | None = None,
+        clock: Clock = time.monotonic,
+        sleep: Sleep = time.sleep,
+        rng: random.Random | None = None,
+    ) -> None:
+        if concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        self._api = api
+        self._backoff = backoff or Backoff()
+        self._clock = clock
+        self._sleep = sleep
+        self._rng = rng or random.Random()
+        self._rng_lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="batch-write")
+        self.concurrency = concurrency
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+
+    def write(self, writes: Sequence[PendingWrite], deadline: Deadline) -> WriteReport:
+        return self.submit(writes, deadline).wait()
+
+    def submit(self, writes: Sequence[PendingWrite], deadline: Deadline) -> WriteHandle:
+        """Start writing ``writes``; keys must be unique (collapse duplicates first)."""
+        keys = {(w.table, w.pk, w.sk) for w in writes}
+        if len(keys) != len(writes):
+            raise ValueError("duplicate keys in one write: collapse them before writing (BatchWriteItem refuses them)")
+        futures = [self._pool.submit(self._write_chunk, writes, chunk, deadline) for chunk in plan_chunks(writes)]
+        return WriteHandle(futures)
+
+    # -- one chunk -------------------------------------------------------------
+
+    def _jitter(self, attempt: int) -> float:
+        with self._rng_lock:
+            return self._backoff.delay_s(attempt, self._rng)
+
+    def _write_chunk(self, writes: Sequence[PendingWrite], chunk: list[int], deadline: Deadline) -> WriteReport:
+        report = WriteReport()
+        pending = list(chunk)
+        attempt = 0
+        why = ""
+        while pending and self._take_turn(attempt, why, pending, deadline, report):
+            attempt += 1
+            pending, why = self._call(writes, pending, attempt, deadline, report)
+        return report
+
+    def _take_turn(self, attempt: int, why: str, pending: list[int], deadline: Deadline, report: WriteReport) -> bool:
+        """Wait out the backoff before retry ``attempt``; False (items handed back) when time is up."""
+        if attempt == 0:
+            if deadline.expired():
+                _give_up(report, pending, "not attempted because the invocation's time budget ran out")
+                return False
+            return True
+        delay = self._jitter(attempt)
+        if not deadline.allows_sleep(delay):
+            _give_up(report, pending, f"{why}; not retried because the invocation's time budget ran out")
+            return False
+        self._sleep(delay)
+        report.items_retried += len(pending)
+        return True
+
+    def _call(
+        self, writes: Sequence[PendingWrite], pending: list[int], attempt: int, deadline: Deadline, report: WriteReport
+    ) -> tuple[list[int], str]:
+        """One BatchWriteItem of ``pending``; returns the items left to retry, and why."""
+        started = self._clock()
+        try:
+            response = self._api.batch_write_item(
+                RequestItems=_request_items(writes, pending), ReturnConsumedCapacity="TOTAL"
+            )
+        except ClientError as exc:
+            report.calls += 1
+            report.latencies_ms.append((self._clock() - started) * 1000)
+            return self._on_error(
+                exc, writes=writes, pending=pending, attempt=attempt, deadline=deadline, report=report
+            )
+        except (BotoConnectionError, HTTPClientError) as exc:
+            report.calls += 1
+            return pending, f"{type(exc).__name__} on attempt {attempt}"
+        except Exception as exc:  # an unknown failure must not lose the items: hand them back
+            logger.exception("BatchWriteItem failed unexpectedly; the items will be redelivered")
+            _give_up(report, pending, f"unexpected {type(exc).__name__}: {exc}")
+            return [], ""
+        report.calls += 1
+        report.latencies_ms.append((self._clock() - started) * 1000)
+        report.consumed_wcu += _consumed(response)
+        left = _unprocessed(response, writes, pending)
+        report.written.update(i for i in pending if i not in left)
+        return [i for i in pending if i in left], f"{len(left)} UnprocessedItems on attempt {attempt}"
+
+    def _on_error(
+        self,
+        exc: ClientError,
+        *,
+        writes: Sequence[PendingWrite],
+        pending: list[int],
+        attempt: int,
+        deadline: Deadline,
+        report: WriteReport,
+    ) -> tuple[list[int], str]:
+        error = exc.response.get("Error", {})
+        code = str(error.get("Code", "Unknown"))
+        message = str(error.get("Message", ""))
+        status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+        if code in RETRYABLE_CODES or status >= 500:
+            report.throttled_calls += code in THROTTLING_CODES
+            return pending, f"{code} on attempt {attempt}"
+        if code == "ValidationException":
+            if len(pending) == 1:
+                report.rejected[pending[0]] = f"DynamoDB refused the item: {message or code}"
+            else:
+                # One bad item fails the whole call: write them one by one to find it.
+                for index in pending:
+                    report.merge(self._write_chunk(writes, [index], deadline))
+            return [], ""
+        _give_up(report, pending, f"{code}: {message}" if message else code)
+        return [], ""
+
+
+def _give_up(report: WriteReport, indices: Iterable[int], reason: str) -> None:
+    for index in indices:
+        report.unwritten[index] = reason
+
+
+def _request_items(writes: Sequence[PendingWrite], indices: Sequence[int]) -> dict[str, list[dict[str, Any]]]:
+    request: dict[str, list[dict[str, Any]]] = {}
+    for index in indices:
+        write = writes[index]
+        request.setdefault(write.table, []).append({"PutRequest": {"Item": write.item}})
+    return request
+
+
+def _consumed(response: Mapping[str, Any]) -> float:
+    total = 0.0
+    for entry in response.get("ConsumedCapacity") or ():
+        units = entry.get("CapacityUnits") if isinstance(entry, Mapping) else None
+        if isinstance(units, int | float):
+            total += float(units)
+    return total
+
+
+def _unprocessed(response: Mapping[str, Any], writes: Sequence[PendingWrite], pending: Sequence[int]) -> set[int]:
+    """Indices (among ``pending``) that DynamoDB handed back unprocessed."""
+    raw = response.get("UnprocessedItems") or {}
+    if not raw:
+        return set()
+    by_key = {(writes[i].table, writes[i].pk, writes[i].sk): i for i in pending}
+    left: set[int] = set()
+    for table, requests in raw.items():
+        for request in requests:
+            item = request.get("PutRequest", {}).get("Item", {})
+            index = by_key.get((table, item.get("pk", {}).get("S"), item.get("sk", {}).get("S")))
+            if index is not None:
+                left.add(index)
+    return left

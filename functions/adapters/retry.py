@@ -1,0 +1,68 @@
+"""Retry timing shared by every writer: exponential backoff with full jitter, and a deadline.
+
+Full jitter (sleep a uniform random time in ``[0, min(cap, base * 2**attempt)]``)
+is the variant AWS recommends for contended resources: it spreads retries of
+many concurrent writers instead of having them collide again in lock-step.
+
+A :class:`Deadline` turns a Lambda's remaining time into a point on a clock
+that workers compare against before every call and every sleep: a retry that
+would start too late to finish is not started, its items are handed back to
+the caller instead (who reports them for redelivery).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+Clock = Callable[[], float]
+Sleep = Callable[[float], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    """Exponential backoff with full jitter, in milliseconds."""
+
+    base_ms: int = 50
+    max_delay_ms: int = 5_000
+
+    def __post_init__(self) -> None:
+        if self.base_ms < 1 or self.max_delay_ms < self.base_ms:
+            raise ValueError(f"backoff needs 1 <= base_ms <= max_delay_ms, got {self.base_ms}, {self.max_delay_ms}")
+
+    def ceiling_s(self, attempt: int) -> float:
+        """Upper bound of the delay before retry number ``attempt`` (1 = first retry)."""
+        exponent = min(max(attempt - 1, 0), 30)
+        return min(self.max_delay_ms, self.base_ms * (1 << exponent)) / 1000
+
+    def delay_s(self, attempt: int, rng: random.Random | None = None) -> float:
+        """A delay drawn uniformly from ``[0, ceiling_s(attempt)]``."""
+        return (rng or random).uniform(0.0, self.ceiling_s(attempt))
+
+
+@dataclass(frozen=True, slots=True)
+class Deadline:
+    """A point on ``clock`` after which no new call or sleep starts."""
+
+    at: float
+    clock: Clock = field(default=time.monotonic, compare=False)
+
+    @classmethod
+    def after_ms(cls, budget_ms: float, clock: Clock = time.monotonic) -> Deadline:
+        return cls(clock() + max(budget_ms, 0.0) / 1000, clock)
+
+    @classmethod
+    def never(cls, clock: Clock = time.monotonic) -> Deadline:
+        return cls(float("inf"), clock)
+
+    def remaining_s(self) -> float:
+        return max(0.0, self.at - self.clock())
+
+    def expired(self) -> bool:
+        return self.clock() >= self.at
+
+    def allows_sleep(self, seconds: float) -> bool:
+        """True when sleeping ``seconds`` still leaves time before the deadline."""
+        return self.clock() + seconds < self.at

@@ -1,0 +1,36 @@
+"""Lambda entry point of the ingest function (``ingest.handler.handler``).
+
+Thin on purpose: Powertools decorators, then the logic. The logic works the
+whole batch at once (writes go out 25 at a time across records); Powertools'
+``BatchProcessor`` then asks :meth:`BatchOutcome.settle` about each record and
+builds the ``ReportBatchItemFailures`` response from the ones it raises for.
+Settings are parsed at import, so a bad environment fails the cold start with
+a message naming the variable.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from adapters.observability import logger, metrics, tracer
+from ingest.logic import Ingestor
+from ingest.settings import IngestSettings
+
+SETTINGS = IngestSettings.from_env()
+INGESTOR = Ingestor.from_settings(SETTINGS)
+# Partial failures are reported even when every record failed: Lambda then
+# retries from the first one, exactly as it would after an exception, but the
+# invocation is not counted as a function error and the metrics still flush.
+PROCESSOR = BatchProcessor(event_type=EventType.KinesisDataStreams, raise_on_entire_batch_failure=False)
+
+
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler(capture_response=False)
+@metrics.log_metrics(capture_cold_start_metric=True)
+def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
+    outcome = INGESTOR.ingest(event.get("Records", []), context.get_remaining_time_in_millis())
+    return process_partial_response(event=event, record_handler=outcome.settle, processor=PROCESSOR, context=context)

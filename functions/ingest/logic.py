@@ -1,0 +1,445 @@
+"""The ingest logic: one Kinesis batch in, every reading written, rejected or handed back.
+
+The whole batch is worked at once, not record by record, because the unit of
+a DynamoDB write (25 items) is not the unit of a Kinesis record (one reading
+or hundreds):
+
+1. decode and validate every record; invalid readings become rejects;
+2. key every valid reading, collapse duplicate keys (last one wins: the same
+   reading twice, or a producer's update of it), size-check the items;
+3. write all items in chunks of 25 across records, several chunks in flight,
+   while the rejects are sent to SQS;
+4. attribute every outcome back to the Kinesis record it came from.
+
+The result, :class:`BatchOutcome`, knows for each record whether all of its
+readings are now safely somewhere (the table or the rejects queue). Its
+:meth:`BatchOutcome.settle` is the record handler Powertools' batch processor
+calls: it raises :class:`RecordNotIngested` for exactly the records that must
+be redelivered, so the partial-batch response is Powertools' own.
+
+Every reading is counted once in exactly one of ``written``, ``rejected`` and
+``retry`` (its record is reported for redelivery): the conservation the
+tests check on every batch.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.data_classes.kinesis_stream_event import KinesisStreamRecord
+
+from adapters.batch_writer import BatchWriteApi, BatchWriter, PendingWrite, UnstorableValue, WriteReport, serialize_item
+from adapters.clients import client
+from adapters.kinesis_records import sequence_number_of, shard_id_of
+from adapters.observability import logger, metrics, tracer
+from adapters.rejects import Reject, RejectsPublisher, RejectsReport, SendMessageBatchApi
+from adapters.retry import Backoff, Clock, Deadline, Sleep
+from adapters.settings import SettingsError
+from adapters.shard_map_source import ShardMapSource, StaticShardMap
+from ingest.decoding import Candidate, DecodedRecord, decode_record
+from ingest.settings import IngestSettings
+from keydesign import InvalidInput, Layout, Reading, ShardMap, build_item, item_size, ttl_for
+from keydesign.items import MAX_ITEM_BYTES
+
+
+class RecordNotIngested(Exception):  # noqa: N818 - reads as the outcome it reports
+    """A Kinesis record some of whose readings are not yet stored or rejected: redeliver it."""
+
+    def __init__(self, sequence_number: str, pending: int, reason: str) -> None:
+        self.sequence_number = sequence_number
+        self.pending = pending
+        self.reason = reason
+        super().__init__(f"record {sequence_number}: {pending} reading(s) not yet stored ({reason})")
+
+
+@dataclass(slots=True)
+class RecordOutcome:
+    """What became of one Kinesis record's readings."""
+
+    sequence_number: str
+    readings: int = 0
+    written: int = 0
+    rejected: int = 0
+    retry: int = 0
+    reason: str | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.retry > 0
+
+    def hand_back(self, count: int, reason: str) -> None:
+        self.retry += count
+        if self.reason is None:
+            self.reason = reason
+
+
+@dataclass(slots=True)
+class BatchOutcome:
+    """The outcome of one batch; :meth:`settle` is the Powertools record handler."""
+
+    records: list[RecordOutcome]
+    shard_id: str = "unknown"
+    duplicates: int = 0
+    items: int = 0
+    write: WriteReport = field(default_factory=WriteReport)
+    rejects: RejectsReport = field(default_factory=RejectsReport)
+    reject_fields: Counter[str] = field(default_factory=Counter)
+    aggregated_members: int = 0
+    max_arrival_lag_ms: int | None = None
+    _by_sequence: dict[str, RecordOutcome] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._by_sequence = {r.sequence_number: r for r in self.records}
+
+    @property
+    def readings(self) -> int:
+        return sum(r.readings for r in self.records)
+
+    @property
+    def written(self) -> int:
+        return sum(r.written for r in self.records)
+
+    @property
+    def rejected(self) -> int:
+        return sum(r.rejected for r in self.records)
+
+    @property
+    def retry(self) -> int:
+        return sum(r.retry for r in self.records)
+
+    @property
+    def failed_records(self) -> list[RecordOutcome]:
+        return [r for r in self.records if r.failed]
+
+    def settle(self, record: KinesisStreamRecord) -> str:
+        """Record handler for Powertools' BatchProcessor: raise for a record to redeliver."""
+        sequence_number = record.kinesis.sequence_number
+        outcome = self._by_sequence.get(sequence_number)
+        if outcome is None:  # not seen by ingest(): never report success for it
+            raise RecordNotIngested(sequence_number, 1, "the record was not part of the ingested batch")
+        if outcome.failed:
+            raise RecordNotIngested(sequence_number, outcome.retry, outcome.reason or "not stored")
+        return sequence_number
+
+
+@dataclass(slots=True)
+class _Write:
+    """A distinct item, and every candidate that collapsed into it (the last one wins)."""
+
+    pending: PendingWrite
+    origins: list[Candidate]
+
+
+class Ingestor:
+    """Ingests Kinesis batches. Thread-safe writers inside; one instance per container."""
+
+    def __init__(
+        self,
+        *,
+        layout: Layout,
+        shard_maps: ShardMapSource,
+        writer: BatchWriter,
+        rejects: RejectsPublisher,
+        retention_ms: int,
+        max_future_ms: int | None,
+        max_age_ms: int | None,
+        deadline_margin_ms: int = 2_000,
+        max_item_bytes: int = MAX_ITEM_BYTES,
+        clock: Clock = time.monotonic,
+        wall_clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+        rng: random.Random | None = None,
+    ) -> None:
+        self._layout = layout
+        self._shard_maps = shard_maps
+        self._writer = writer
+        self._rejects = rejects
+        self._retention_ms = retention_ms
+        self._max_future_ms = max_future_ms
+        self._max_age_ms = max_age_ms
+        self._margin_ms = deadline_margin_ms
+        self._max_item_bytes = max_item_bytes
+        self._clock = clock
+        self._wall_clock_ms = wall_clock_ms
+        self._rng = rng or random.Random()
+
+    @classmethod
+    def from_settings(
+        cls,
+        settings: IngestSettings,
+        *,
+        dynamodb: BatchWriteApi | None = None,
+        sqs: SendMessageBatchApi | None = None,
+        clock: Clock = time.monotonic,
+        sleep: Sleep = time.sleep,
+    ) -> Ingestor:
+        """Wire the adapters: the real DynamoDB and SQS clients unless others are given
+        (a fake, or a fault injector around the real one), and the shard-map source."""
+        common = settings.common
+        backoff = Backoff(settings.retry_base_ms, settings.retry_max_delay_ms)
+        # One attempt per botocore call: the writer does the retrying, so every
+        # wait is jittered, counted, and bounded by the invocation's deadline.
+        writer = BatchWriter(
+            dynamodb if dynamodb is not None else client("dynamodb", max_attempts=1),
+            concurrency=settings.write_concurrency,
+            backoff=backoff,
+            clock=clock,
+            sleep=sleep,
+        )
+        rejects = RejectsPublisher(
+            sqs if sqs is not None else client("sqs"),
+            settings.rejects_queue_url,
+            payload_limit=settings.reject_payload_bytes,
+            concurrency=settings.reject_concurrency,
+            clock=clock,
+            sleep=sleep,
+        )
+        return cls(
+            layout=common.layout,
+            shard_maps=shard_map_source(settings),
+            writer=writer,
+            rejects=rejects,
+            retention_ms=common.retention_ms,
+            max_future_ms=settings.max_future_ms,
+            max_age_ms=settings.max_age_ms,
+            deadline_margin_ms=settings.deadline_margin_ms,
+            clock=clock,
+        )
+
+    def close(self) -> None:
+        self._writer.close()
+        self._rejects.close()
+
+    # -- the batch ---------------------------------------------------------------
+
+    @tracer.capture_method(capture_response=False)
+    def ingest(self, records: Sequence[Mapping[str, Any]], remaining_ms: int) -> BatchOutcome:
+        """Ingest one batch of Lambda Kinesis event records within ``remaining_ms``."""
+        deadline = Deadline.after_ms(remaining_ms - self._margin_ms, self._clock)
+        now_ms = self._wall_clock_ms()
+        outcome = BatchOutcome([RecordOutcome(sequence_number_of(raw)) for raw in records])
+        if records:
+            outcome.shard_id = shard_id_of(records[0])
+            logger.append_keys(
+                shard_id=outcome.shard_id,
+                first_sequence=outcome.records[0].sequence_number,
+                last_sequence=outcome.records[-1].sequence_number,
+                batch_records=len(records),
+            )
+        shard_map = self._shard_maps.current()
+
+        rejects: list[Reject] = []
+        reject_record: list[int] = []
+        writes: dict[tuple[str, str, str], _Write] = {}
+        for position, raw in enumerate(records):
+            decoded = decode_record(position, raw, shard_id_of(raw), outcome.records[position].sequence_number)
+            self._note_arrival(outcome, raw, now_ms)
+            # Counted before keying: a candidate that fails validation becomes a reject, not a second unit.
+            outcome.records[position].readings = decoded.units
+            outcome.aggregated_members += decoded.kpl_members
+            for candidate in decoded.candidates:
+                self._key(
+                    candidate=candidate,
+                    decoded=decoded,
+                    shard_map=shard_map,
+                    now_ms=now_ms,
+                    writes=writes,
+                    outcome=outcome,
+                )
+            for reject in decoded.rejects:
+                rejects.append(reject)
+                reject_record.append(position)
+
+        pendings = [w.pending for w in writes.values()]
+        origins = [w.origins for w in writes.values()]
+        outcome.items = len(pendings)
+        handle = self._writer.submit(pendings, deadline)
+        outcome.rejects = self._rejects.publish(rejects, deadline)
+        outcome.write = handle.wait()
+
+        for index, record in enumerate(reject_record):
+            self._settle_reject(outcome, record, rejects[index], index, outcome.rejects)
+        late_rejects: list[Reject] = []
+        late_record: list[int] = []
+        for index, group in enumerate(origins):
+            if index in outcome.write.written:
+                for origin in group:
+                    outcome.records[origin.record].written += 1
+            elif index in outcome.write.unwritten:
+                for origin in group:
+                    outcome.records[origin.record].hand_back(1, outcome.write.unwritten[index])
+            else:  # DynamoDB refused the item itself: every reading that made it is a reject
+                reason = outcome.write.rejected[index]
+                for origin in group:
+                    late_rejects.append(_reject_of(origin, outcome.records[origin.record], "item", reason, records))
+                    late_record.append(origin.record)
+        if late_rejects:
+            late = self._rejects.publish(late_rejects, deadline)
+            for index, record in enumerate(late_record):
+                self._settle_reject(outcome, record, late_rejects[index], index, late)
+            outcome.rejects.calls += late.calls
+            outcome.rejects.retried += late.retried
+        _emit(outcome)
+        return outcome
+
+    def _key(
+        self,
+        candidate: Candidate,
+        *,
+        decoded: DecodedRecord,
+        shard_map: ShardMap,
+        now_ms: int,
+        writes: dict[tuple[str, str, str], _Write],
+        outcome: BatchOutcome,
+    ) -> None:
+        try:
+            reading = Reading.parse(
+                candidate.value, now_ms=now_ms, max_future_ms=self._max_future_ms, max_age_ms=self._max_age_ms
+            )
+            key = self._layout.key_for(reading, shard_map, self._rng)
+            ttl = ttl_for(reading, self._retention_ms) if self._layout.table_period is None else None
+            item = build_item(reading, key, ttl)
+            # DynamoDB's exact accounting costs ~10 µs an item; a bound costs ~1 µs and
+            # settles nearly every reading (they are a few hundred bytes).
+            size = _size_bound(item)
+            if size > self._max_item_bytes:
+                size = item_size(item)
+            if size > self._max_item_bytes:
+                raise InvalidInput(
+                    "item", f"would be {size:,} bytes; DynamoDB's limit is {self._max_item_bytes:,} bytes per item"
+                )
+            low_level = serialize_item(item)
+        except InvalidInput as exc:
+            decoded.reject(candidate.payload(), exc.field, exc.reason, candidate.sub_sequence_number, candidate.index)
+            return
+        except UnstorableValue as exc:
+            decoded.reject(candidate.payload(), exc.path, exc.reason, candidate.sub_sequence_number, candidate.index)
+            return
+        identity = (key.table, key.pk, key.sk)
+        pending = PendingWrite(key.table, key.pk, key.sk, low_level)
+        existing = writes.get(identity)
+        if existing is None:
+            writes[identity] = _Write(pending, [candidate])
+        else:
+            existing.pending = pending  # the last one wins
+            existing.origins.append(candidate)
+            outcome.duplicates += 1
+
+    def _note_arrival(self, outcome: BatchOutcome, raw: Mapping[str, Any], now_ms: int) -> None:
+        arrival = (raw.get("kinesis") or {}).get("approximateArrivalTimestamp")
+        if isinstance(arrival, int | float):
+            lag = max(0, now_ms - round(float(arrival) * 1000))
+            outcome.max_arrival_lag_ms = max(lag, outcome.max_arrival_lag_ms or 0)
+
+    def _settle_reject(
+        self, outcome: BatchOutcome, record: int, reject: Reject, index: int, report: RejectsReport
+    ) -> None:
+        if index in report.sent:
+            outcome.records[record].rejected += 1
+            outcome.reject_fields[reject.field] += 1
+        else:
+            outcome.records[record].hand_back(1, f"reject not queued: {report.unsent.get(index, 'unknown')}")
+
+
+def _size_bound(value: object) -> int:
+    """An upper bound of DynamoDB's size of ``value`` (4 bytes a character, 21 a number)."""
+    if isinstance(value, str):
+        return 4 * len(value)
+    if isinstance(value, Mapping):
+        return 3 + sum(4 * len(str(k)) + _size_bound(v) + 1 for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return 3 + sum(_size_bound(v) + 1 for v in value)
+    return 21  # numbers (at most 21 bytes), booleans and nulls (1)
+
+
+def _reject_of(
+    origin: Candidate, record: RecordOutcome, field_name: str, reason: str, records: Sequence[Mapping[str, Any]]
+) -> Reject:
+    raw = records[origin.record]
+    kinesis = raw.get("kinesis") or {}
+    return Reject(
+        payload=origin.payload(),
+        field=field_name,
+        reason=reason,
+        shard_id=shard_id_of(raw),
+        sequence_number=record.sequence_number,
+        sub_sequence_number=origin.sub_sequence_number,
+        index=origin.index,
+        partition_key=str(kinesis.get("partitionKey", "")),
+        stream_arn=str(raw.get("eventSourceARN", "")),
+    )
+
+
+def _emit(outcome: BatchOutcome) -> None:
+    """Metrics (EMF, flushed by the handler's ``log_metrics``) and one summary log line."""
+    count = MetricUnit.Count
+    metrics.add_metric(name="RecordsReceived", unit=count, value=len(outcome.records))
+    metrics.add_metric(name="ReadingsReceived", unit=count, value=outcome.readings)
+    metrics.add_metric(name="ReadingsWritten", unit=count, value=outcome.written)
+    metrics.add_metric(name="ReadingsRejected", unit=count, value=outcome.rejected)
+    metrics.add_metric(name="ReadingsHandedBack", unit=count, value=outcome.retry)
+    metrics.add_metric(name="RecordsFailed", unit=count, value=len(outcome.failed_records))
+    metrics.add_metric(name="DuplicatesCollapsed", unit=count, value=outcome.duplicates)
+    metrics.add_metric(name="ItemsWritten", unit=count, value=len(outcome.write.written))
+    metrics.add_metric(name="BatchWriteCalls", unit=count, value=outcome.write.calls)
+    metrics.add_metric(name="ItemsRetried", unit=count, value=outcome.write.items_retried)
+    metrics.add_metric(name="ThrottledCalls", unit=count, value=outcome.write.throttled_calls)
+    metrics.add_metric(name="WriteCapacityConsumed", unit=count, value=outcome.write.consumed_wcu)
+    metrics.add_metric(name="RejectCalls", unit=count, value=outcome.rejects.calls)
+    metrics.add_metric(name="RejectsTruncated", unit=count, value=outcome.rejects.truncated)
+    metrics.add_metric(name="KplMembers", unit=count, value=outcome.aggregated_members)
+    if outcome.write.latencies_ms:
+        latencies = sorted(outcome.write.latencies_ms)
+        metrics.add_metric(name="WriteLatency", unit=MetricUnit.Milliseconds, value=latencies[len(latencies) // 2])
+        metrics.add_metric(name="WriteLatencyMax", unit=MetricUnit.Milliseconds, value=latencies[-1])
+    if outcome.max_arrival_lag_ms is not None:
+        metrics.add_metric(name="ArrivalLag", unit=MetricUnit.Milliseconds, value=outcome.max_arrival_lag_ms)
+
+    summary = {
+        "records": len(outcome.records),
+        "readings": outcome.readings,
+        "written": outcome.written,
+        "rejected": outcome.rejected,
+        "handed_back": outcome.retry,
+        "duplicates_collapsed": outcome.duplicates,
+        "batch_write_calls": outcome.write.calls,
+        "items_retried": outcome.write.items_retried,
+    }
+    if outcome.rejected:
+        logger.warning(
+            "readings rejected to the rejects queue",
+            extra={"reject_fields": dict(outcome.reject_fields.most_common(10))},
+        )
+    failed = outcome.failed_records
+    if failed:
+        logger.warning(
+            "records handed back for redelivery",
+            extra={
+                "failed_records": len(failed),
+                "first_failed_sequence": failed[0].sequence_number,
+                "first_reason": failed[0].reason,
+            },
+        )
+    logger.info("batch ingested", extra=summary)
+
+
+def shard_map_source(settings: IngestSettings) -> ShardMapSource:
+    """The shard map the writers use: static from configuration until a store exists.
+
+    A writer that ignored a configured control table would write split
+    entities to partitions readers no longer query, so a CONTROL_TABLE this
+    build cannot read is a configuration error, not something to skip.
+    """
+    common = settings.common
+    if common.control_table is not None:
+        raise SettingsError(
+            "CONTROL_TABLE",
+            "is set, but this build of the ingest function has no shard-map store to read it; "
+            "leave it empty to use the static map (SHARDS) until the store is deployed",
+        )
+    return StaticShardMap(ShardMap.initial(common.layout.bucket, common.shards))

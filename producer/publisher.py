@@ -1,0 +1,274 @@
+"""PutRecords with retries of exactly the records that failed, and a summary.
+
+A PutRecords call can succeed as a whole and still fail some of its records
+(``FailedRecordCount``; each failed entry has an ``ErrorCode``, usually
+``ProvisionedThroughputExceededException`` when a shard is over 1 MB/s or
+1,000 records/s). Only those records are sent again, after an exponential
+backoff with full jitter, up to ``max_attempts``; a call that fails whole with
+a throttling or server error is retried the same way, and one that fails for
+a reason a retry cannot fix (no such stream, access denied) fails its records
+at once. Optional client-side jitter delays every call by a random amount, so
+many producers started together do not hit the stream in lock-step.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import IO, Any, Protocol
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import ClientError, HTTPClientError
+from botocore.exceptions import ConnectionError as BotoConnectionError
+
+from adapters.retry import Backoff, Clock, Sleep
+from keydesign import InvalidInput, Reading
+
+from .packing import BatchPlanner, PackedRecord, Packer, ReadingTooLarge
+from .sources import SourceItem
+
+_RETRYABLE = frozenset(
+    {
+        "ProvisionedThroughputExceededException",
+        "ThrottlingException",
+        "LimitExceededException",
+        "KMSThrottlingException",
+        "InternalFailure",
+        "InternalServerError",
+        "ServiceUnavailable",
+    }
+)
+
+
+class PutRecordsApi(Protocol):
+    """The one Kinesis call the publisher makes (a boto3 Kinesis client satisfies it)."""
+
+    def put_records(self, **kwargs: Any) -> Mapping[str, Any]: ...
+
+
+def kinesis_client(*, endpoint_url: str | None = None, region: str | None = None) -> Any:
+    """A Kinesis client making one attempt per call: the publisher does the retrying."""
+    config = Config(retries={"mode": "standard", "max_attempts": 1}, connect_timeout=5, read_timeout=30)
+    return boto3.session.Session().client("kinesis", endpoint_url=endpoint_url, region_name=region, config=config)
+
+
+@dataclass(slots=True)
+class PublishSummary:
+    """What a publish did; ``readings_in`` = sent + failed + invalid once it has finished."""
+
+    readings_in: int = 0
+    readings_sent: int = 0
+    readings_failed: int = 0
+    readings_invalid: int = 0
+    records_sent: int = 0
+    records_retried: int = 0
+    records_failed: int = 0
+    put_calls: int = 0
+    bytes_sent: int = 0
+    elapsed_s: float = 0.0
+    errors: Counter[str] = field(default_factory=Counter)
+    failure: str | None = None
+    invalid_examples: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "readings_in": self.readings_in,
+            "readings_sent": self.readings_sent,
+            "readings_failed": self.readings_failed,
+            "readings_invalid": self.readings_invalid,
+            "records_sent": self.records_sent,
+            "records_retried": self.records_retried,
+            "records_failed": self.records_failed,
+            "put_calls": self.put_calls,
+            "bytes_sent": self.bytes_sent,
+            "elapsed_s": round(self.elapsed_s, 3),
+            "readings_per_s": round(self.readings_sent / self.elapsed_s, 1) if self.elapsed_s else None,
+            "readings_per_record": round(self.readings_sent / self.records_sent, 2) if self.records_sent else None,
+            "errors": dict(self.errors),
+            "failure": self.failure,
+            "invalid_examples": list(self.invalid_examples),
+        }
+
+
+class Publisher:
+    """Sends batches of packed records to one stream (name or ARN)."""
+
+    def __init__(
+        self,
+        api: PutRecordsApi,
+        stream: str,
+        *,
+        max_attempts: int = 8,
+        backoff: Backoff | None = None,
+        jitter_ms: int = 0,
+        clock: Clock = time.monotonic,
+        sleep: Sleep = time.sleep,
+        rng: random.Random | None = None,
+    ) -> None:
+        if max_attempts < 1:
+            raise ValueError("max_attempts must be at least 1")
+        self._api = api
+        self._target = {"StreamARN": stream} if stream.startswith("arn:") else {"StreamName": stream}
+        self._max_attempts = max_attempts
+        self._backoff = backoff or Backoff(base_ms=100, max_delay_ms=5_000)
+        self._jitter_s = max(0, jitter_ms) / 1000
+        self._clock = clock
+        self._sleep = sleep
+        self._rng = rng or random.Random()
+        self.summary = PublishSummary()
+
+    def send(self, batch: list[PackedRecord]) -> None:
+        """One PutRecords batch (at most 500 records / 5 MiB), retrying only the failed records."""
+        pending = batch
+        attempt = 0
+        why = ""
+        while pending:
+            if attempt >= self._max_attempts:
+                self._fail(pending, f"gave up after {attempt} attempts ({why})")
+                return
+            if attempt > 0:
+                self._sleep(self._backoff.delay_s(attempt, self._rng))
+                self.summary.records_retried += len(pending)
+            if self._jitter_s:
+                self._sleep(self._rng.uniform(0.0, self._jitter_s))
+            attempt += 1
+            self.summary.put_calls += 1
+            try:
+                response = self._api.put_records(
+                    **self._target, Records=[{"Data": r.data, "PartitionKey": r.partition_key} for r in pending]
+                )
+            except ClientError as exc:
+                code = str(exc.response.get("Error", {}).get("Code", "Unknown"))
+                status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+                self.summary.errors[code] += 1
+                why = code
+                if code in _RETRYABLE or status >= 500:
+                    continue
+                self._fail(pending, f"{code}: {exc.response.get('Error', {}).get('Message', '')}")
+                return
+            except (BotoConnectionError, HTTPClientError) as exc:
+                why = type(exc).__name__
+                self.summary.errors[why] += 1
+                continue
+            results = response.get("Records", [])
+            retry: list[PackedRecord] = []
+            for record, result in zip(pending, results, strict=True):
+                error_code = result.get("ErrorCode") if isinstance(result, Mapping) else "MissingResult"
+                if error_code:
+                    self.summary.errors[str(error_code)] += 1
+                    retry.append(record)
+                    why = str(error_code)
+                else:
+                    self.summary.records_sent += 1
+                    self.summary.readings_sent += record.readings
+                    self.summary.bytes_sent += record.size
+            pending = retry
+
+    def _fail(self, records: list[PackedRecord], reason: str) -> None:
+        self.summary.records_failed += len(records)
+        self.summary.readings_failed += sum(r.readings for r in records)
+        self.summary.failure = reason
+
+
+def publish(
+    items: Iterable[SourceItem | tuple[float, dict[str, Any]]],
+    publisher: Publisher,
+    packer: Packer,
+    *,
+    validate: bool = True,
+    pace: bool = False,
+    linger_ms: int = 200,
+    progress: Callable[[PublishSummary, bool], None] | None = None,
+    clock: Clock = time.monotonic,
+    sleep: Sleep = time.sleep,
+) -> PublishSummary:
+    """Pack and send every reading of ``items``; return the summary.
+
+    ``items`` are :class:`SourceItem` (files) or ``(offset_s, reading)`` pairs
+    (the synthetic workload). With ``pace`` a pair is sent no earlier than
+    ``offset_s`` after the start, so ``--rate`` is a real rate; open records
+    are flushed every ``linger_ms`` so a slow stream still flows.
+    """
+    summary = publisher.summary
+    planner = BatchPlanner()
+    started = clock()
+    last_flush = started
+    for item in items:
+        if isinstance(item, SourceItem):
+            reading, error = item.reading, item.error
+        else:
+            offset, reading = item
+            error = None
+            if pace:
+                wait = started + offset - clock()
+                if wait > 0.002:  # a sleep per reading at 2,000/s would cost more than it paces
+                    sleep(wait)
+        summary.readings_in += 1
+        if reading is not None and validate:
+            try:
+                Reading.parse(reading)
+            except InvalidInput as exc:
+                error = f"{_where(item)}{exc}"
+        if reading is None or error is not None:
+            summary.readings_invalid += 1
+            if len(summary.invalid_examples) < 5:
+                summary.invalid_examples.append(error or "unreadable")
+            continue
+        try:
+            closed = packer.add(reading)
+        except ReadingTooLarge as exc:
+            summary.readings_invalid += 1
+            if len(summary.invalid_examples) < 5:
+                summary.invalid_examples.append(f"{_where(item)}{exc}")
+            continue
+        if pace and clock() - last_flush >= linger_ms / 1000:
+            closed.extend(packer.flush())
+            last_flush = clock()
+        for batch in planner.add(closed):
+            publisher.send(batch)
+            if progress:
+                summary.elapsed_s = clock() - started
+                progress(summary, False)
+    for batch in [*planner.add(packer.flush()), *planner.drain()]:
+        publisher.send(batch)
+    summary.elapsed_s = clock() - started
+    if progress:
+        progress(summary, True)
+    return summary
+
+
+def _where(item: object) -> str:
+    return f"line {item.line}: " if isinstance(item, SourceItem) else ""
+
+
+class Progress:
+    """Progress on stderr: one rewritten line on a terminal, a line every few seconds otherwise."""
+
+    def __init__(self, stream: IO[str] | None = None, every_s: float = 5.0, clock: Clock = time.monotonic) -> None:
+        self._stream = stream or sys.stderr
+        self._tty = self._stream.isatty()
+        self._every = 0.2 if self._tty else every_s
+        self._clock = clock
+        self._last = float("-inf")
+
+    def __call__(self, summary: PublishSummary, final: bool) -> None:
+        now = self._clock()
+        if not final and now - self._last < self._every:
+            return
+        self._last = now
+        rate = summary.readings_sent / summary.elapsed_s if summary.elapsed_s else 0.0
+        line = (
+            f"sent {summary.readings_sent:,} readings in {summary.records_sent:,} records "
+            f"({rate:,.0f}/s), retried {summary.records_retried:,}, failed {summary.records_failed:,}, "
+            f"invalid {summary.readings_invalid:,}"
+        )
+        if self._tty:
+            self._stream.write("\r" + line + ("\n" if final else ""))
+        else:
+            self._stream.write(line + "\n")
+        self._stream.flush()

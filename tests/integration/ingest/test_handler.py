@@ -1,0 +1,277 @@
+"""The ingest handler end to end on moto: realistic Kinesis events in, readings in DynamoDB."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from types import ModuleType
+
+import pytest
+
+import keydesign.model
+from adapters.kinesis_records import aggregate
+from adapters.settings import SettingsError
+from tests.integration.ingest.conftest import Aws, base_env, now_ms
+from tests.integration.ingest.helpers import invoke
+from tests.unit.ingest.kinesis_events import as_json, kinesis_event, reading, sequence_number
+
+pytestmark = pytest.mark.integration
+
+HOUR = 3_600_000
+
+
+def _mixed_batch(start_ms: int) -> tuple[list[bytes], dict[str, set[str]]]:
+    """30 records over 10 entities: single readings and arrays of 20; every event id unique."""
+    payloads: list[bytes] = []
+    expected: dict[str, set[str]] = {}
+    for r in range(30):
+        entity = f"sensor-{r % 10:04d}"
+        if r % 3 == 0:
+            event_id = f"ev-{r}-0"
+            payloads.append(as_json(reading(entity, start_ms + r * 1000, event_id, temp=20.0 + r)))
+            expected.setdefault(entity, set()).add(event_id)
+        else:
+            batch = []
+            for i in range(20):
+                event_id = f"ev-{r}-{i}"
+                batch.append(reading(entity, start_ms + r * 1000 + i, event_id, temp=0.1 * i, rh=40))
+                expected.setdefault(entity, set()).add(event_id)
+            payloads.append(as_json(batch))
+    return payloads, expected
+
+
+def test_every_valid_reading_lands_exactly_once_and_reads_back_through_the_plans(
+    aws: Aws, handler_module: ModuleType, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given a batch of 30 records carrying 410 readings of 10 entities
+    start = now_ms() - HOUR
+    payloads, expected = _mixed_batch(start)
+
+    # When Lambda delivers it
+    result = invoke(handler_module, kinesis_event(payloads), capsys)
+
+    # Then nothing is reported failed, every reading is stored once, and each
+    # entity's readings come back through the key-design layer's query plan
+    assert result.failed == []
+    total = sum(len(ids) for ids in expected.values())
+    assert total == 410
+    assert result.outcome.written == total
+    assert len(aws.table_items()) == total
+    for entity, ids in expected.items():
+        items = aws.query_entity(entity, start, start + HOUR)
+        assert sorted(i["i"]["S"] for i in items) == sorted(ids)
+        assert all(i["e"]["S"] == entity for i in items)
+    assert aws.rejects() == []
+    # And the metrics say so, with the minimum number of calls
+    assert result.metric("ReadingsReceived") == total
+    assert result.metric("ReadingsWritten") == total
+    assert result.metric("ReadingsRejected") == 0
+    assert result.metric("BatchWriteCalls") == -(-total // 25)
+
+
+def test_items_carry_ttl_of_event_time_plus_retention_and_exact_numbers(
+    aws: Aws, handler_module: ModuleType, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ts = now_ms() - 5_000
+    payload = as_json(
+        {
+            "entity_id": "sensor-ttl",
+            "timestamp": ts,
+            "event_id": "e1",
+            "measures": {"temp": 21.5, "tiny": 1e-7, "big": 12345678901234567890, "third": 0.1 + 0.2},
+            "dimensions": {"site": "plant-7"},
+        }
+    )
+    result = invoke(handler_module, kinesis_event([payload]), capsys)
+    assert result.failed == []
+    (item,) = aws.table_items()
+    assert int(item["ttl"]["N"]) == (ts + 30 * 24 * HOUR) // 1000
+    assert item["d"] == {"M": {"site": {"S": "plant-7"}}}
+    measures = {k: v["N"] for k, v in item["m"]["M"].items()}
+    assert measures["temp"] == "21.5"
+    assert float(measures["tiny"]) == 1e-7
+    assert measures["big"] == "12345678901234567890"
+    assert float(measures["third"]) == 0.1 + 0.2  # repr round-trips the float exactly
+
+
+def test_redelivering_the_same_batch_leaves_the_table_unchanged(
+    aws: Aws, handler_module: ModuleType, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given a batch that was ingested once (readings with and without event ids)
+    start = now_ms() - HOUR
+    payloads, _ = _mixed_batch(start)
+    payloads.append(as_json([reading("sensor-noid", start + i, None, temp=float(i)) for i in range(30)]))
+    event = kinesis_event(payloads)
+    first = invoke(handler_module, event, capsys)
+    before = sorted(aws.table_items(), key=lambda i: (i["pk"]["S"], i["sk"]["S"]))
+
+    # When Lambda delivers the very same batch again (at-least-once)
+    second = invoke(handler_module, event, capsys)
+
+    # Then the table holds exactly the same items, attribute for attribute
+    after = sorted(aws.table_items(), key=lambda i: (i["pk"]["S"], i["sk"]["S"]))
+    assert first.failed == second.failed == []
+    assert after == before
+    assert len(after) == 410 + 30
+
+
+def test_bad_readings_go_to_the_rejects_queue_and_never_block_good_ones(
+    aws: Aws, handler_module: ModuleType, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given non-JSON, JSON that is not a reading, a half-valid array and a good record
+    ts = now_ms() - 60_000
+    good = reading("sensor-good", ts, "g1")
+    half = [
+        reading("sensor-half", ts, "h0"),
+        {"entity_id": "sensor-half", "timestamp": ts, "measures": {"temp": "warm"}},
+        reading("sensor-half", ts + 1, "h2"),
+        {"entity_id": "bad#id", "timestamp": ts, "measures": {"temp": 1}},
+        "not an object",
+    ]
+    payloads = [
+        b"temp=21.5 sensor=alpha",  # not JSON
+        as_json(42),  # JSON, but not a reading
+        as_json(half),
+        as_json({"entity_id": "sensor-x", "timestamp": ts, "mesures": {"temp": 1}}),  # typo'd field
+        as_json(good),
+        b"\xff\xfe\x00garbage",  # not UTF-8
+    ]
+
+    result = invoke(handler_module, kinesis_event(payloads), capsys)
+
+    # Then nothing is retried, the good readings are stored ...
+    assert result.failed == []
+    stored = sorted(i["i"]["S"] for i in aws.table_items())
+    assert stored == ["g1", "h0", "h2"]
+    # ... and every bad one is on the rejects queue with its reason and origin
+    rejects = {(r["source"]["sequence_number"], r["source"]["index"]): r for r in aws.rejects()}
+    assert len(rejects) == 7
+    assert rejects[(sequence_number(0), None)]["field"] == "data"
+    assert "not JSON" in rejects[(sequence_number(0), None)]["reason"]
+    assert rejects[(sequence_number(0), None)]["payload"] == "temp=21.5 sensor=alpha"
+    assert "got a number" in rejects[(sequence_number(1), None)]["reason"]
+    assert rejects[(sequence_number(2), 1)]["field"] == "measures.temp"
+    assert rejects[(sequence_number(2), 3)]["field"] == "entity_id"
+    assert rejects[(sequence_number(2), 4)]["field"] == "reading"
+    assert rejects[(sequence_number(3), None)]["field"] == "mesures"
+    binary = rejects[(sequence_number(5), None)]
+    assert binary["payload"] is None and binary["payload_base64"] == "//4AZ2FyYmFnZQ=="
+    for r in rejects.values():
+        assert r["source"]["shard_id"] == "shardId-000000000003"
+        assert r["reject_id"].startswith("shardId-000000000003/")
+    assert result.metric("ReadingsRejected") == 7
+    assert result.outcome.rejected == 7 and result.outcome.written == 3
+
+
+def test_kpl_aggregated_records_are_deaggregated_with_sub_sequence_numbers(
+    aws: Aws, handler_module: ModuleType, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ts = now_ms() - 60_000
+    members = [
+        (f"sensor-{m}", as_json([reading(f"sensor-{m}", ts + i, f"k{m}-{i}") for i in range(3)])) for m in range(4)
+    ]
+    members.append(("sensor-bad", b"{not json"))
+    aggregated = aggregate(members)
+    corrupt = bytearray(aggregate(members[:2]))
+    corrupt[10] ^= 0xFF
+
+    result = invoke(handler_module, kinesis_event([aggregated, bytes(corrupt)]), capsys)
+
+    assert result.failed == []
+    assert len(aws.table_items()) == 12
+    rejects = sorted(aws.rejects(), key=lambda r: r["source"]["sequence_number"])
+    assert [(r["field"], r["source"]["sub_sequence_number"]) for r in rejects] == [("data", 4), ("kpl", None)]
+    assert "MD5" in rejects[1]["reason"]
+    assert result.metric("KplMembers") == 5
+
+
+def test_duplicate_keys_in_one_batch_are_collapsed_last_one_wins(
+    aws: Aws, handler_module: ModuleType, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given the same reading (same entity, time and event id) three times, and
+    # a redelivered copy of a whole record inside the same batch
+    ts = now_ms() - 60_000
+    first = as_json(reading("sensor-dup", ts, "same", temp=1.0))
+    later = as_json(reading("sensor-dup", ts, "same", temp=3.0))
+    bulk = as_json([reading("sensor-bulk", ts + i, f"b{i}") for i in range(40)])
+    payloads = [first, bulk, as_json(reading("sensor-dup", ts, "same", temp=2.0)), bulk, later]
+
+    result = invoke(handler_module, kinesis_event(payloads), capsys)
+
+    # Then no call carried a duplicate key, the last copy won, and the collapse is counted
+    assert result.failed == []
+    items = aws.table_items()
+    assert len(items) == 41
+    (dup,) = [i for i in items if i["e"]["S"] == "sensor-dup"]
+    assert dup["m"]["M"]["temp"]["N"] == "3.0"
+    assert result.metric("DuplicatesCollapsed") == 42
+    assert result.outcome.written == 83
+
+
+def test_an_item_over_400_kb_is_rejected_not_retried(
+    aws: Aws, handler_module: ModuleType, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a key-design layer that lets a 410 KB dimension through (today's limits keep items far smaller)
+    monkeypatch.setattr(keydesign.model, "DIMENSION_VALUE_MAX", 1_000_000)
+    ts = now_ms() - 60_000
+    huge = reading("sensor-huge", ts, "big")
+    huge["dimensions"] = {"blob": "x" * 410_000}
+    payloads = [as_json([reading("sensor-ok", ts, "ok1"), huge, reading("sensor-ok", ts + 1, "ok2")])]
+
+    result = invoke(handler_module, kinesis_event(payloads), capsys)
+
+    # Then the neighbours are written, the big one is a reject whose payload is cut with a note
+    assert result.failed == []
+    assert sorted(i["i"]["S"] for i in aws.table_items()) == ["ok1", "ok2"]
+    (reject,) = aws.rejects()
+    assert reject["field"] == "item"
+    assert "409,600" in reject["reason"]
+    assert reject["payload_truncated"] is True
+    assert reject["payload_bytes"] > 410_000
+    assert len(reject["payload"]) <= 64 * 1024
+    assert reject["source"]["index"] == 1
+    assert result.metric("RejectsTruncated") == 1
+
+
+def test_readings_outside_the_accepted_time_window_are_rejected(
+    aws: Aws, handler_module: ModuleType, capsys: pytest.CaptureFixture[str]
+) -> None:
+    now = now_ms()
+    payloads = [
+        as_json(reading("sensor-t", now + 3_600_000, "future")),
+        as_json(reading("sensor-t", now - 8 * 24 * HOUR, "ancient")),
+        as_json(reading("sensor-t", now - 1000, "fine")),
+    ]
+    result = invoke(handler_module, kinesis_event(payloads), capsys)
+    assert result.failed == []
+    assert [i["i"]["S"] for i in aws.table_items()] == ["fine"]
+    reasons = sorted(r["reason"] for r in aws.rejects())
+    assert any("future" in r for r in reasons) and any("older" in r for r in reasons)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "variable"),
+    [
+        ({"REJECTS_QUEUE_URL": ""}, "REJECTS_QUEUE_URL"),
+        ({"REJECTS_QUEUE_URL": "readings-rejects"}, "REJECTS_QUEUE_URL"),
+        ({"SHARDS": "many"}, "SHARDS"),
+        ({"TABLE_PREFIX": ""}, "TABLE_PREFIX"),
+        ({"MAX_AGE": "60d"}, "MAX_AGE"),
+        ({"MAX_FUTURE": "soon"}, "MAX_FUTURE"),
+        ({"WRITE_CONCURRENCY": "0"}, "WRITE_CONCURRENCY"),
+        ({"RETRY_BASE_MS": "100", "RETRY_MAX_DELAY_MS": "10"}, "RETRY_MAX_DELAY_MS"),
+        ({"CONTROL_TABLE": "shard-map"}, "CONTROL_TABLE"),
+        ({"LAYOUT": "striped"}, "LAYOUT"),
+    ],
+)
+def test_importing_the_handler_with_a_bad_environment_fails_naming_the_variable(
+    aws: Aws, monkeypatch: pytest.MonkeyPatch, overrides: dict[str, str], variable: str
+) -> None:
+    for name, value in base_env(aws.queue_url, **overrides).items():
+        monkeypatch.setenv(name, value)
+    sys.modules.pop("ingest.handler", None)
+    with pytest.raises(SettingsError) as caught:
+        importlib.import_module("ingest.handler")
+    sys.modules.pop("ingest.handler", None)
+    assert caught.value.variable == variable
+    assert str(caught.value).startswith(f"environment variable {variable}:")

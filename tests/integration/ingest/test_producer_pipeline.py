@@ -1,0 +1,169 @@
+"""The producer end to end on moto: ``tsctl publish`` into Kinesis, then the ingest handler
+reads what the stream holds, shaped exactly as Lambda would deliver it."""
+
+from __future__ import annotations
+
+import base64
+import json
+import random
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import boto3
+import pytest
+
+from adapters.faults import FaultInjectingKinesis, FaultPlan
+from producer import Packer, Publisher, Workload, generate, kinesis_client, publish
+from tests.integration.ingest.conftest import Aws, now_ms
+from tests.integration.ingest.helpers import invoke
+from tests.unit.ingest.kinesis_events import REGION, FakeClock
+from tsctl.cli import main
+
+pytestmark = pytest.mark.integration
+
+STREAM = "readings"
+
+
+@pytest.fixture
+def stream(aws: Aws) -> Any:
+    kinesis = boto3.client("kinesis", region_name=REGION)
+    kinesis.create_stream(StreamName=STREAM, ShardCount=2)
+    return kinesis
+
+
+def _events(kinesis: Any) -> list[dict[str, Any]]:
+    """One Lambda event per shard with everything the stream holds, as the event source mapping builds it."""
+    description = kinesis.describe_stream(StreamName=STREAM)["StreamDescription"]
+    arn = description["StreamARN"]
+    events = []
+    for shard in description["Shards"]:
+        iterator = kinesis.get_shard_iterator(
+            StreamName=STREAM, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
+        )["ShardIterator"]
+        records: list[dict[str, Any]] = []
+        while iterator:
+            page = kinesis.get_records(ShardIterator=iterator, Limit=10_000)
+            for r in page["Records"]:
+                records.append(
+                    {
+                        "kinesis": {
+                            "kinesisSchemaVersion": "1.0",
+                            "partitionKey": r["PartitionKey"],
+                            "sequenceNumber": r["SequenceNumber"],
+                            "data": base64.b64encode(r["Data"]).decode("ascii"),
+                            "approximateArrivalTimestamp": r["ApproximateArrivalTimestamp"].timestamp(),
+                        },
+                        "eventSource": "aws:kinesis",
+                        "eventVersion": "1.0",
+                        "eventID": f"{shard['ShardId']}:{r['SequenceNumber']}",
+                        "eventName": "aws:kinesis:record",
+                        "invokeIdentityArn": "arn:aws:iam::123456789012:role/ingest",
+                        "awsRegion": REGION,
+                        "eventSourceARN": arn,
+                    }
+                )
+            iterator = page.get("NextShardIterator") if page["Records"] else None
+        if records:
+            events.append({"Records": records})
+    return events
+
+
+def _readings_in_stream(kinesis: Any) -> list[dict[str, Any]]:
+    return [
+        reading
+        for event in _events(kinesis)
+        for record in event["Records"]
+        for reading in json.loads(base64.b64decode(record["kinesis"]["data"]))
+    ]
+
+
+def test_publish_a_synthetic_workload_then_ingest_it_all(
+    aws: Aws, stream: Any, handler_module: ModuleType, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given a skewed workload with the seed's hot sensor, published with the CLI
+    start = now_ms() - 120_000
+    code = main(
+        [
+            "publish",
+            "--stream", STREAM, "--region", REGION,
+            "--entities", "200", "--rate", "1500", "--zipf", "1.1",
+            "--hot", "sensor-alpha-001=2000", "--duration", "2s",
+            "--start", str(start), "--no-pace", "--no-progress", "--json",
+        ]
+    )  # fmt: skip
+    summary = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert summary["readings_sent"] == 7_000 and summary["readings_failed"] == 0
+    assert summary["readings_per_record"] > 10
+
+    # When Lambda delivers each shard's records to the ingest function
+    for event in _events(stream):
+        result = invoke(handler_module, event, capsys)
+        assert result.failed == []
+
+    # Then every reading is stored exactly once, and the hot sensor's 4,000 read back through the plans
+    assert len(aws.table_items()) == 7_000
+    hot = aws.query_entity("sensor-alpha-001", start, start + 3_000)
+    assert len(hot) == 4_000
+
+
+def test_partial_put_records_failures_are_retried_and_nothing_is_duplicated(aws: Aws, stream: Any) -> None:
+    clock = FakeClock()
+    faulty = FaultInjectingKinesis(
+        kinesis_client(region=REGION), FaultPlan(partial_first=3, partial_fraction=0.4, seed=9)
+    )
+    publisher = Publisher(faulty, STREAM, clock=clock, sleep=clock.sleep, rng=random.Random(1))
+    workload = Workload(entities=30, rate=2_500, duration_s=1, start_ms=now_ms() - 60_000)
+    summary = publish(generate(workload), publisher, Packer(max_record_bytes=2_048), clock=clock)
+    assert faulty.counters.held_back > 0
+    assert summary.records_retried == faulty.counters.held_back
+    assert summary.readings_sent == 2_500
+    ids = [r["event_id"] for r in _readings_in_stream(stream)]
+    assert sorted(ids) == sorted(f"w0-{n}" for n in range(2_500))
+
+
+def test_publish_files_jsonl_and_csv(aws: Aws, stream: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    ts = now_ms() - 10_000
+    jsonl = tmp_path / "readings.jsonl"
+    jsonl.write_text(
+        "\n".join(json.dumps({"entity_id": f"s-{i}", "timestamp": ts + i, "measures": {"t": i}}) for i in range(5))
+        + "\n{broken\n"
+    )
+    csv_file = tmp_path / "readings.csv"
+    csv_file.write_text(
+        "entity_id,timestamp,event_id,measures.t\n" + "".join(f"c-{i},{ts},c{i},{i}\n" for i in range(3))
+    )
+
+    assert main(["publish", "--stream", STREAM, "--region", REGION, "--input", str(jsonl), "--no-progress"]) == 1
+    out = capsys.readouterr()
+    assert "readings invalid" in out.out and "line 6: not JSON" in out.err
+    assert main(["publish", "--stream", STREAM, "--region", REGION, "--input", str(csv_file), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["readings_sent"] == 3
+    entities = sorted(r["entity_id"] for r in _readings_in_stream(stream))
+    assert entities == ["c-0", "c-1", "c-2", "s-0", "s-1", "s-2", "s-3", "s-4"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "fragment"),
+    [
+        (["--hot", "sensor-alpha-001"], "ENTITY=RATE"),
+        (["--hot", "bad#id=10"], "must not contain '#'"),
+        (["--rate", "fast"], "not a number"),
+        (["--duration", "soon"], "not a duration"),
+        (["--input", "x.jsonl", "--rate", "5"], "--rate: is a synthetic-workload option"),
+        (["--input", "/nonexistent/readings.jsonl"], "cannot open"),
+        (["--max-record-bytes", "10"], "max_record_bytes"),
+    ],
+)
+def test_bad_arguments_exit_2_with_one_line_naming_the_option(
+    aws: Aws, stream: Any, capsys: pytest.CaptureFixture[str], argv: list[str], fragment: str
+) -> None:
+    try:
+        code = main(["publish", "--stream", STREAM, "--region", REGION, "--no-progress", *argv])
+    except SystemExit as exit_:
+        code = int(exit_.code or 0)
+    assert code == 2
+    err = capsys.readouterr().err
+    assert fragment in err
+    assert "Traceback" not in err

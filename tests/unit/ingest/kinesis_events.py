@@ -1,0 +1,126 @@
+"""Builders for Lambda Kinesis events shaped like the real ones, and a fake Lambda context.
+
+Shared by the unit and integration tests of the ingest function.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+REGION = "eu-west-1"
+STREAM_ARN = f"arn:aws:kinesis:{REGION}:123456789012:stream/readings"
+SHARD_ID = "shardId-000000000003"
+# Real sequence numbers are 56-digit decimals that grow along a shard.
+_BASE_SEQUENCE = 49_654_218_476_232_045_811_574_011_298_011_519_327_409_148_734_259_150_898
+_SEQUENCE_STEP = 7_919_000_000_000_000_000
+ARRIVAL_S = 1_795_000_000.0
+
+
+def sequence_number(position: int) -> str:
+    return str(_BASE_SEQUENCE + position * _SEQUENCE_STEP)
+
+
+def kinesis_record(
+    data: bytes,
+    position: int,
+    *,
+    partition_key: str = "sensor-0001",
+    shard_id: str = SHARD_ID,
+    arrival_s: float = ARRIVAL_S,
+) -> dict[str, Any]:
+    """One event record as Lambda's Kinesis event source mapping builds it."""
+    seq = sequence_number(position)
+    return {
+        "kinesis": {
+            "kinesisSchemaVersion": "1.0",
+            "partitionKey": partition_key,
+            "sequenceNumber": seq,
+            "data": base64.b64encode(data).decode("ascii"),
+            "approximateArrivalTimestamp": arrival_s + position / 1000,
+        },
+        "eventSource": "aws:kinesis",
+        "eventVersion": "1.0",
+        "eventID": f"{shard_id}:{seq}",
+        "eventName": "aws:kinesis:record",
+        "invokeIdentityArn": "arn:aws:iam::123456789012:role/ingest",
+        "awsRegion": REGION,
+        "eventSourceARN": STREAM_ARN,
+    }
+
+
+def kinesis_event(payloads: Sequence[bytes], *, first_position: int = 0) -> dict[str, Any]:
+    return {"Records": [kinesis_record(p, first_position + i) for i, p in enumerate(payloads)]}
+
+
+def as_json(value: object) -> bytes:
+    return json.dumps(value, separators=(",", ":")).encode("utf-8")
+
+
+def reading(entity: str, ts_ms: int, event_id: str | None = None, **measures: float) -> dict[str, Any]:
+    out: dict[str, Any] = {"entity_id": entity, "timestamp": ts_ms, "measures": measures or {"temp": 21.5}}
+    if event_id is not None:
+        out["event_id"] = event_id
+    return out
+
+
+def failed_sequences(response: dict[str, Any]) -> list[str]:
+    return [f["itemIdentifier"] for f in response["batchItemFailures"]]
+
+
+class FakeClock:
+    """A monotonic clock whose ``sleep`` advances time instantly (thread-safe)."""
+
+    def __init__(self, start: float = 1_000.0) -> None:
+        self._now = start
+        self._lock = threading.Lock()
+        self.sleeps: list[float] = []
+
+    def __call__(self) -> float:
+        with self._lock:
+            return self._now
+
+    def sleep(self, seconds: float) -> None:
+        with self._lock:
+            self.sleeps.append(seconds)
+            self._now += seconds
+
+    def advance(self, seconds: float) -> None:
+        with self._lock:
+            self._now += seconds
+
+
+@dataclass
+class FakeLambdaContext:
+    """The parts of Lambda's context the handler and Powertools read."""
+
+    remaining_ms: int = 60_000
+    function_name: str = "ingest"
+    function_version: str = "$LATEST"
+    memory_limit_in_mb: int = 1024
+    invoked_function_arn: str = f"arn:aws:lambda:{REGION}:123456789012:function:ingest"
+    aws_request_id: str = "c6af9ac6-7b61-11e6-9a41-93e812345678"
+    log_group_name: str = "/aws/lambda/ingest"
+    log_stream_name: str = "2026/11/22/[$LATEST]abcdef"
+    calls: list[int] = field(default_factory=list)
+
+    def get_remaining_time_in_millis(self) -> int:
+        self.calls.append(self.remaining_ms)
+        return self.remaining_ms
+
+
+def readings_in(payloads: Iterable[bytes]) -> int:
+    """How many reading candidates the JSON payloads carry (an object is one, an array its length)."""
+    total = 0
+    for payload in payloads:
+        try:
+            value = json.loads(payload)
+        except ValueError:
+            total += 1
+            continue
+        total += len(value) if isinstance(value, list) else 1
+    return total

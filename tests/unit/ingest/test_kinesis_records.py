@@ -1,0 +1,119 @@
+"""Kinesis event records and KPL de-aggregation, checked against hand-assembled bytes."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+
+import pytest
+
+from adapters.kinesis_records import (
+    KPL_MAGIC,
+    MalformedRecord,
+    StreamRecord,
+    aggregate,
+    deaggregate,
+    parse_event_record,
+    shard_id_of,
+    user_records,
+)
+from tests.unit.ingest.kinesis_events import SHARD_ID, STREAM_ARN, kinesis_record, sequence_number
+
+
+def _wrap(message: bytes) -> bytes:
+    return KPL_MAGIC + message + hashlib.md5(message, usedforsecurity=False).digest()
+
+
+# AggregatedRecord written out field by field from the published .proto:
+#   partition_key_table = ["pk-a", "pk-b"], explicit_hash_key_table = ["123"],
+#   records = [{pk 1, ehk 0, data "one", tags [{"k": "v"}]}, {pk 0, data "two"}]
+HAND_ASSEMBLED = (
+    b"\x0a\x04pk-a"
+    b"\x0a\x04pk-b"
+    b"\x12\x03123"
+    b"\x1a\x11"
+    b"\x08\x01"
+    b"\x10\x00"
+    b"\x1a\x03one"
+    b"\x22\x06\x0a\x01k\x12\x01v"
+    b"\x1a\x07"
+    b"\x08\x00"
+    b"\x1a\x03two"
+)
+
+
+def test_a_hand_assembled_aggregate_decodes_to_its_members_in_order() -> None:
+    members = deaggregate(_wrap(HAND_ASSEMBLED))
+    assert [(m.partition_key, m.data, m.sub_sequence_number) for m in members] == [
+        ("pk-b", b"one", 0),
+        ("pk-a", b"two", 1),
+    ]
+
+
+def test_the_encoder_produces_what_the_decoder_reads_back() -> None:
+    members = [("sensör-1", b'{"a":1}'), ("sensor-2", b""), ("sensör-1", b"\x00" * 300)]
+    encoded = aggregate(members, explicit_hash_keys=["1", None, "1"])
+    assert encoded.startswith(KPL_MAGIC)
+    decoded = deaggregate(encoded)
+    assert [(m.partition_key, m.data) for m in decoded] == members
+    assert [m.sub_sequence_number for m in decoded] == [0, 1, 2]
+
+
+def test_unknown_fields_with_every_wire_type_are_skipped() -> None:
+    extra = b"\x28\x96\x01" + b"\x31" + b"\x00" * 8 + b"\x3d" + b"\x00" * 4  # field 5 varint, 6 fixed64, 7 fixed32
+    assert [m.data for m in deaggregate(_wrap(HAND_ASSEMBLED + extra))] == [b"one", b"two"]
+
+
+@pytest.mark.parametrize(
+    ("data", "fragment"),
+    [
+        (_wrap(HAND_ASSEMBLED)[:-1] + b"\x00", "MD5"),
+        (KPL_MAGIC + b"\x00" * 5, "too short"),
+        (_wrap(b"\x1a\x05\x08\x00"), "past the end"),
+        (_wrap(b"\x0a\x01a\x1a\x05\x08\x05\x1a\x01x"), "points at partition key 5"),
+        (_wrap(b"\x0a\x01a\x1a\x02\x08\x00"), "lacks its required"),
+        (_wrap(b"\x0b"), "wire type 3"),
+        (_wrap(b"\x08" + b"\xff" * 11), "varint"),
+        (_wrap(b"\x0a\x02\xff\xfe"), "not UTF-8"),
+    ],
+)
+def test_a_corrupt_aggregate_is_refused_whole_with_the_reason(data: bytes, fragment: str) -> None:
+    with pytest.raises(MalformedRecord) as caught:
+        deaggregate(data)
+    assert caught.value.field == "kpl"
+    assert fragment in caught.value.reason
+
+
+def test_a_plain_record_is_its_own_single_user_record() -> None:
+    record = parse_event_record(kinesis_record(b'{"x":1}', 4, partition_key="sensor-9"))
+    assert record == StreamRecord(SHARD_ID, sequence_number(4), "sensor-9", b'{"x":1}', 1_795_000_000_004, STREAM_ARN)
+    assert [(m.data, m.partition_key, m.sub_sequence_number) for m in user_records(record)] == [
+        (b'{"x":1}', "sensor-9", None)
+    ]
+
+
+def test_bad_base64_is_a_malformed_record_of_field_data() -> None:
+    raw = kinesis_record(b"x", 0)
+    raw["kinesis"]["data"] = "not*base64!"
+    with pytest.raises(MalformedRecord) as caught:
+        parse_event_record(raw)
+    assert caught.value.field == "data"
+
+
+def test_a_record_without_a_sequence_number_is_not_a_kinesis_record() -> None:
+    raw = kinesis_record(b"x", 0)
+    del raw["kinesis"]["sequenceNumber"]
+    with pytest.raises(ValueError, match="sequenceNumber"):
+        parse_event_record(raw)
+
+
+def test_shard_id_comes_from_the_event_id() -> None:
+    assert shard_id_of({"eventID": "shardId-000000000042:123"}) == "shardId-000000000042"
+    assert shard_id_of({}) == "unknown"
+
+
+def test_json_never_starts_with_the_magic() -> None:
+    # The magic is not valid UTF-8, so no JSON text can be mistaken for an aggregate.
+    with pytest.raises(UnicodeDecodeError):
+        KPL_MAGIC.decode("utf-8")
+    assert base64.b64encode(KPL_MAGIC)

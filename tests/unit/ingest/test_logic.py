@@ -1,0 +1,236 @@
+"""The ingest logic with in-memory fakes: attribution, collapse, poison items, conservation."""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from typing import Any
+
+import pytest
+from aws_lambda_powertools.utilities.data_classes.kinesis_stream_event import KinesisStreamRecord
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from adapters.batch_writer import BatchWriter
+from adapters.faults import FaultInjectingDynamoDB, FaultPlan
+from adapters.observability import metrics
+from adapters.rejects import RejectsPublisher
+from adapters.shard_map_source import StaticShardMap
+from ingest.logic import BatchOutcome, Ingestor, RecordNotIngested
+from keydesign import Layout, ShardMap
+from tests.unit.ingest.fakes import FakeDynamoDB, FakeSQS
+from tests.unit.ingest.kinesis_events import FakeClock, as_json, kinesis_event, reading
+
+NOW = 1_795_000_000_000
+QUEUE = "https://sqs.eu-west-1.amazonaws.com/123456789012/rejects"
+
+
+@pytest.fixture(autouse=True)
+def _clean_metrics() -> Any:
+    metrics.clear_metrics()
+    yield
+    metrics.clear_metrics()
+
+
+def _ingestor(
+    dynamodb: Any,
+    sqs: Any | None = None,
+    *,
+    kind: str = "hybrid",
+    clock: FakeClock | None = None,
+    concurrency: int = 4,
+    period: str | None = None,
+) -> Ingestor:
+    clock = clock or FakeClock()
+    layout = Layout.from_settings(kind=kind, bucket="1h", table_prefix="readings", table_period=period)
+    return Ingestor(
+        layout=layout,
+        shard_maps=StaticShardMap(ShardMap.initial(layout.bucket, 4)),
+        writer=BatchWriter(dynamodb, concurrency=concurrency, clock=clock, sleep=clock.sleep, rng=random.Random(3)),
+        rejects=RejectsPublisher(sqs or FakeSQS(), QUEUE, clock=clock, sleep=clock.sleep),
+        retention_ms=30 * 86_400_000,
+        max_future_ms=300_000,
+        max_age_ms=7 * 86_400_000,
+        deadline_margin_ms=2_000,
+        clock=clock,
+        wall_clock_ms=lambda: NOW,
+        rng=random.Random(5),
+    )
+
+
+def _conserved(outcome: BatchOutcome) -> None:
+    for record in outcome.records:
+        assert record.readings == record.written + record.rejected + record.retry
+
+
+def test_a_duplicate_whose_surviving_write_fails_fails_every_record_it_came_from() -> None:
+    # Given the same reading in records 0 and 2, and DynamoDB that never takes it
+    same = as_json(reading("sensor-d", NOW - 1000, "same"))
+    other = as_json(reading("sensor-o", NOW - 1000, "other"))
+
+    class RefuseSame(FakeDynamoDB):
+        def batch_write_item(self, **kwargs: Any) -> Any:
+            response = dict(super().batch_write_item(**kwargs))
+            held = [
+                r for rs in kwargs["RequestItems"].values() for r in rs if r["PutRequest"]["Item"]["i"]["S"] == "same"
+            ]
+            if held:
+                response["UnprocessedItems"] = {"readings": held}
+            return response
+
+    clock = FakeClock()
+    outcome = _ingestor(RefuseSame(), clock=clock).ingest(kinesis_event([same, other, same])["Records"], 5_000)
+
+    # Then both records that carried it are redelivered, not just the one whose copy won
+    assert [r.failed for r in outcome.records] == [True, False, True]
+    assert outcome.duplicates == 1
+    _conserved(outcome)
+
+
+def test_an_item_dynamodb_refuses_becomes_a_reject_for_every_reading_that_made_it() -> None:
+    sqs = FakeSQS()
+    dynamodb = FakeDynamoDB(refuse=lambda item: "poison" if item["i"]["S"] == "p" else None)
+    payloads = [as_json([reading("s", NOW - 1, "p"), reading("s", NOW - 2, "ok")]), as_json(reading("s", NOW - 1, "p"))]
+    outcome = _ingestor(dynamodb, sqs).ingest(kinesis_event(payloads)["Records"], 60_000)
+    assert [(r.written, r.rejected, r.retry) for r in outcome.records] == [(1, 1, 0), (0, 1, 0)]
+    bodies = [json.loads(m["MessageBody"]) for m in sqs.messages]
+    assert [(b["field"], b["source"]["index"]) for b in bodies] == [("item", 0), ("item", None)]
+    assert all("poison" in b["reason"] for b in bodies)
+
+
+def test_settle_raises_for_exactly_the_records_to_redeliver() -> None:
+    event = kinesis_event([as_json(reading("s", NOW - 1, "a")), b"junk"])
+    outcome = _ingestor(FakeDynamoDB(tables={"other"})).ingest(event["Records"], 60_000)
+    first, second = (KinesisStreamRecord(r) for r in event["Records"])
+    with pytest.raises(RecordNotIngested, match="ResourceNotFoundException"):
+        outcome.settle(first)
+    assert outcome.settle(second) == second.kinesis.sequence_number
+    stranger = KinesisStreamRecord(kinesis_event([b"x"], first_position=9)["Records"][0])
+    with pytest.raises(RecordNotIngested, match="not part of the ingested batch"):
+        outcome.settle(stranger)
+
+
+@pytest.mark.parametrize("kind", ["random", "calculated", "hybrid"])
+def test_every_layout_writes_every_reading(kind: str) -> None:
+    dynamodb = FakeDynamoDB()
+    payloads = [as_json([reading(f"s-{e}", NOW - 10_000 + i, f"{e}-{i}") for i in range(30)]) for e in range(5)]
+    outcome = _ingestor(dynamodb, kind=kind).ingest(kinesis_event(payloads)["Records"], 60_000)
+    assert outcome.written == 150 == len(dynamodb.items())
+    assert len(dynamodb.calls) == 6
+
+
+def test_table_period_routes_by_event_time_and_sets_no_ttl() -> None:
+    layout = Layout.from_settings(kind="hybrid", bucket="1h", table_prefix="readings", table_period="day")
+    today, yesterday = layout.table_for(NOW), layout.table_for(NOW - 86_400_000)
+    dynamodb = FakeDynamoDB(tables={today, yesterday})
+    payloads = [as_json([reading("s", NOW - 1, "t"), reading("s", NOW - 86_400_000, "y")])]
+    outcome = _ingestor(dynamodb, period="day").ingest(kinesis_event(payloads)["Records"], 60_000)
+    assert outcome.written == 2
+    assert [len(dynamodb.items(t)) for t in (today, yesterday)] == [1, 1]
+    assert all("ttl" not in i for t in (today, yesterday) for i in dynamodb.items(t))
+
+
+def test_a_batch_of_10000_readings_needs_400_calls() -> None:
+    dynamodb = FakeDynamoDB()
+    payloads = [as_json([reading(f"s-{r}", NOW - 60_000 + i, f"{r}-{i}") for i in range(100)]) for r in range(100)]
+    outcome = _ingestor(dynamodb).ingest(kinesis_event(payloads)["Records"], 60_000)
+    assert outcome.written == 10_000
+    assert outcome.write.calls == 400
+
+
+# -- the conservation property ---------------------------------------------------
+
+_valid = st.builds(
+    lambda e, dt, ev, t: reading(f"sensor-{e}", NOW - dt, f"ev-{ev}", temp=t),
+    st.integers(0, 5),
+    st.integers(0, 3_600_000),
+    st.integers(0, 40),  # few ids: duplicates across and inside records happen
+    st.floats(-50, 50, allow_nan=False),
+)
+_invalid = st.sampled_from(
+    [
+        {"entity_id": "x"},
+        {"entity_id": "a#b", "timestamp": NOW, "measures": {"t": 1}},
+        {"entity_id": "x", "timestamp": NOW + 86_400_000, "measures": {"t": 1}},
+        "text",
+        7,
+    ]
+)
+_payload = st.one_of(
+    st.lists(st.one_of(_valid, _invalid), min_size=0, max_size=30).map(as_json),
+    _valid.map(as_json),
+    st.sampled_from([b"{broken", b"\xff\xfe", b"null"]),
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    payloads=st.lists(_payload, min_size=1, max_size=12),
+    plan=st.builds(
+        FaultPlan,
+        throttle_rate=st.sampled_from([0.0, 0.3, 1.0]),
+        partial_rate=st.sampled_from([0.0, 0.5]),
+        partial_fraction=st.sampled_from([0.2, 1.0]),
+        seed=st.integers(0, 1000),
+    ),
+    budget_ms=st.sampled_from([2_500, 10_000]),
+)
+def test_conservation_every_reading_is_written_rejected_or_handed_back(
+    payloads: list[bytes], plan: FaultPlan, budget_ms: int
+) -> None:
+    dynamodb = FakeDynamoDB()
+    sqs = FakeSQS()
+    clock = FakeClock()
+    ingestor = _ingestor(FaultInjectingDynamoDB(dynamodb, plan, sleep=clock.sleep), sqs, clock=clock, concurrency=1)
+    try:
+        outcome = ingestor.ingest(kinesis_event(payloads)["Records"], budget_ms)
+    finally:
+        ingestor.close()
+    _conserved(outcome)
+    # rejects on the queue are exactly the rejected readings, each with a reason
+    assert len(sqs.messages) == outcome.rejected
+    assert all(json.loads(m["MessageBody"])["reason"] for m in sqs.messages)
+    # every item in the table came from a reading counted as written; none twice
+    assert len(dynamodb.items()) == len(outcome.write.written) <= outcome.written
+    assert outcome.written == sum(r.written for r in outcome.records)
+    # the clock never ran past the budget
+    assert clock() - 1_000.0 <= budget_ms / 1000
+
+
+def test_handing_back_is_idempotent_when_the_failed_records_are_redelivered() -> None:
+    dynamodb = FakeDynamoDB()
+    clock = FakeClock()
+    faulty = FaultInjectingDynamoDB(dynamodb, FaultPlan(throttle_rate=0.5, seed=11), sleep=clock.sleep)
+    payloads = [as_json([reading(f"s-{r}", NOW - 5000 + i, f"{r}-{i}") for i in range(40)]) for r in range(10)]
+    event = kinesis_event(payloads)
+    first = _ingestor(faulty, clock=clock, concurrency=1).ingest(event["Records"], 2_600)
+    failed = {r.sequence_number for r in first.records if r.failed}
+    assert failed, "the scenario needs some records handed back"
+    redelivered = [r for r in event["Records"] if r["kinesis"]["sequenceNumber"] in failed]
+    second = _ingestor(dynamodb).ingest(redelivered, 60_000)
+    assert not any(r.failed for r in second.records)
+    assert len(dynamodb.items()) == 400
+    assert dynamodb.puts >= 400
+
+
+def test_ingest_honours_the_remaining_time_on_a_real_clock() -> None:
+    # With the real clock and throttling forever, the batch returns within the budget less the margin.
+    dynamodb = FaultInjectingDynamoDB(FakeDynamoDB(), FaultPlan(throttle_rate=1.0))
+    layout = Layout.from_settings(kind="hybrid", bucket="1h", table_prefix="readings")
+    ingestor = Ingestor(
+        layout=layout,
+        shard_maps=StaticShardMap(ShardMap.initial(layout.bucket, 4)),
+        writer=BatchWriter(dynamodb, concurrency=2),
+        rejects=RejectsPublisher(FakeSQS(), QUEUE),
+        retention_ms=86_400_000,
+        max_future_ms=None,
+        max_age_ms=None,
+        deadline_margin_ms=200,
+    )
+    started = time.monotonic()
+    outcome = ingestor.ingest(kinesis_event([as_json(reading("s", NOW, "a"))])["Records"], 700)
+    elapsed = time.monotonic() - started
+    ingestor.close()
+    assert outcome.records[0].failed
+    assert elapsed < 0.7

@@ -1,0 +1,236 @@
+"""``tsctl publish``: send readings to the Kinesis stream, from a file or a synthetic workload."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+from adapters.retry import Backoff
+from keydesign import InvalidInput, KeyDesignError, parse_duration, parse_timestamp, validate_entity_id
+from producer import (
+    PARTITION_STRATEGIES,
+    InputError,
+    Packer,
+    Publisher,
+    Workload,
+    generate,
+    kinesis_client,
+    publish,
+    read_csv,
+    read_jsonl,
+)
+from producer.packing import DEFAULT_RECORD_BYTES, KINESIS_MAX_RECORD_BYTES
+from producer.publisher import Progress
+from tsctl.output import emit_json, table
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "publish",
+        help="send readings to the Kinesis stream (file or synthetic workload)",
+        description=(
+            "Publish readings to a Kinesis data stream: from JSON Lines or CSV (--input), or a synthetic "
+            "workload (--entities, --rate, --zipf, --hot, --duration). Readings are packed several to a "
+            "record, records 500 to a PutRecords call, and only the records that fail are retried."
+        ),
+        epilog=(
+            "examples:\n"
+            "  tsctl publish --stream readings --input readings.jsonl\n"
+            "  tsctl publish --stream readings --entities 10000 --rate 5000 --zipf 1.1 "
+            "--hot sensor-alpha-001=2000 --duration 60s\n"
+            "  tsctl publish --stream readings --endpoint-url http://127.0.0.1:5000 --rate 200 --duration 5s"
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--stream", required=True, help="stream name or ARN")
+    p.add_argument("--endpoint-url", help="Kinesis endpoint (local mode: the embedded moto server)")
+    p.add_argument("--region", help="AWS region (default: from the environment)")
+
+    source = p.add_argument_group("file input")
+    source.add_argument("--input", metavar="PATH", help="JSON Lines or CSV file; '-' reads stdin")
+    source.add_argument("--format", choices=["jsonl", "csv"], help="input format (default: from the file suffix)")
+
+    synthetic = p.add_argument_group("synthetic workload (when there is no --input)")
+    synthetic.add_argument("--entities", type=_positive_int, default=100, help="entity count (default: %(default)s)")
+    synthetic.add_argument("--rate", type=_rate, default=100.0, help="readings/s over all entities (default: 100)")
+    synthetic.add_argument("--zipf", type=_non_negative, default=0.0, help="Zipf skew; 0 is uniform (default: 0)")
+    synthetic.add_argument(
+        "--hot", type=_hot, action="append", default=[], metavar="ENTITY=RATE", help="a hot entity with its own rate"
+    )
+    synthetic.add_argument("--duration", type=_duration, default=10.0, help="e.g. 30s, 5m (default: 10s)")
+    synthetic.add_argument("--seed", type=int, default=0, help="random seed (default: %(default)s)")
+    synthetic.add_argument("--start", help="event time of the first reading, RFC 3339 or epoch ms (default: now)")
+    synthetic.add_argument(
+        "--no-pace", action="store_true", help="send as fast as possible instead of at --rate in real time"
+    )
+
+    packing = p.add_argument_group("packing and sending")
+    packing.add_argument(
+        "--partition-key",
+        choices=PARTITION_STRATEGIES,
+        default="group",
+        help="group: hash of the entity into --groups keys; entity: the entity id; random (default: %(default)s)",
+    )
+    packing.add_argument("--groups", type=_positive_int, default=256, help="keys of the group strategy (default: 256)")
+    packing.add_argument(
+        "--max-record-bytes",
+        type=_positive_int,
+        default=DEFAULT_RECORD_BYTES,
+        help=f"pack readings into records up to this size (default: %(default)s, max {KINESIS_MAX_RECORD_BYTES})",
+    )
+    packing.add_argument("--linger-ms", type=_positive_int, default=200, help="flush open records (default: 200)")
+    packing.add_argument("--max-attempts", type=_positive_int, default=8, help="per record (default: %(default)s)")
+    packing.add_argument("--jitter-ms", type=int, default=0, help="random delay before each call (default: 0)")
+    packing.add_argument("--no-validate", action="store_true", help="send readings without checking them first")
+    p.add_argument("--no-progress", action="store_true", help="no progress on stderr")
+    p.add_argument("--json", action="store_true", help="machine-readable summary on stdout")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        packer = Packer(max_record_bytes=args.max_record_bytes, strategy=args.partition_key, groups=args.groups)
+    except ValueError as exc:
+        raise InvalidInput("--max-record-bytes" if "record" in str(exc) else "--groups", str(exc)) from None
+    publisher = Publisher(
+        kinesis_client(endpoint_url=args.endpoint_url, region=args.region),
+        args.stream,
+        max_attempts=args.max_attempts,
+        backoff=Backoff(base_ms=100, max_delay_ms=5_000),
+        jitter_ms=args.jitter_ms,
+    )
+    progress = None if args.no_progress else Progress(sys.stderr)
+    with ExitStack() as stack:
+        if args.input is not None:
+            _no_synthetic_options(args)
+            items: Any = _file_items(args, stack)
+            pace = False
+        else:
+            start = _start_ms(args.start)
+            try:
+                workload = Workload(
+                    entities=args.entities,
+                    rate=args.rate,
+                    zipf=args.zipf,
+                    hot=tuple(args.hot),
+                    duration_s=args.duration,
+                    seed=args.seed,
+                    start_ms=start,
+                )
+            except ValueError as exc:
+                raise InvalidInput("workload", str(exc)) from None
+            items = generate(workload)
+            pace = not args.no_pace
+        try:
+            summary = publish(
+                items,
+                publisher,
+                packer,
+                validate=not args.no_validate,
+                pace=pace,
+                linger_ms=args.linger_ms,
+                progress=progress,
+            )
+        except InputError as exc:
+            raise InvalidInput("--input", str(exc)) from None
+    if args.json:
+        emit_json(summary.as_dict())
+    else:
+        rows: list[list[object]] = [
+            ["readings sent", summary.readings_sent],
+            ["readings failed", summary.readings_failed],
+            ["readings invalid", summary.readings_invalid],
+            ["records sent", summary.records_sent],
+            ["records retried", summary.records_retried],
+            ["records failed", summary.records_failed],
+            ["PutRecords calls", summary.put_calls],
+            ["seconds", summary.elapsed_s],
+        ]
+        print(table(rows, ["", "count"]))
+        for example in summary.invalid_examples:
+            print(f"invalid: {example}", file=sys.stderr)
+        if summary.failure:
+            print(f"failed: {summary.failure}", file=sys.stderr)
+    return 0 if summary.readings_failed == 0 and summary.readings_invalid == 0 else 1
+
+
+def _file_items(args: argparse.Namespace, stack: ExitStack) -> Any:
+    if args.input == "-":
+        stream = sys.stdin
+        fmt = args.format or "jsonl"
+    else:
+        path = Path(args.input)
+        try:
+            stream = stack.enter_context(path.open(encoding="utf-8", newline=""))
+        except OSError as exc:
+            raise InvalidInput("--input", f"cannot open {path}: {exc.strerror}") from None
+        fmt = args.format or ("csv" if path.suffix.lower() == ".csv" else "jsonl")
+    return read_csv(stream) if fmt == "csv" else read_jsonl(stream)
+
+
+def _no_synthetic_options(args: argparse.Namespace) -> None:
+    defaults = {"entities": 100, "rate": 100.0, "zipf": 0.0, "hot": [], "duration": 10.0, "start": None}
+    changed = [name for name, default in defaults.items() if getattr(args, name) != default]
+    if changed:
+        raise InvalidInput(f"--{changed[0]}", "is a synthetic-workload option; it cannot be combined with --input")
+
+
+def _start_ms(text: str | None) -> int:
+    if not text:
+        return int(time.time() * 1000)
+    return parse_timestamp(int(text) if text.isdigit() else text, "--start")
+
+
+# -- argument types: a bad value exits 2 with one line naming the option ------------
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
+    return value
+
+
+def _non_negative(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text} must be a finite number of 0 or more")
+    return value
+
+
+def _rate(text: str) -> float:
+    value = _non_negative(text)
+    if value > 1_000_000:
+        raise argparse.ArgumentTypeError(f"{text} readings/s is more than one process can generate")
+    return value
+
+
+def _duration(text: str) -> float:
+    try:
+        return float(text) if text.replace(".", "", 1).isdigit() else parse_duration(text, "--duration") / 1000
+    except KeyDesignError as exc:
+        raise argparse.ArgumentTypeError(exc.reason) from None
+
+
+def _hot(text: str) -> tuple[str, float]:
+    entity, sep, rate = text.partition("=")
+    if not sep or not entity:
+        raise argparse.ArgumentTypeError(f"{text!r} is not ENTITY=RATE (e.g. sensor-alpha-001=2000)")
+    try:
+        validate_entity_id(entity)
+    except InvalidInput as exc:
+        raise argparse.ArgumentTypeError(f"{entity!r}: {exc.reason}") from None
+    value = _rate(rate)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"the rate of {entity} must be positive")
+    return entity, value

@@ -112,7 +112,7 @@ class Layout:
     def check_shard_map(self, shard_map: ShardMap) -> None:
         """Refuse a map built on another bucket grid: its changes could fall
         inside one of this layout's buckets, and plans would miss readings."""
-        if shard_map.bucket != self.bucket:
+        if shard_map.bucket is not self.bucket and shard_map.bucket != self.bucket:
             raise ConfigError(
                 "shard_map.bucket",
                 f"the shard map uses {shard_map.bucket.spec} buckets but the layout uses {self.bucket.spec}",

@@ -16,6 +16,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import lru_cache
 
 from .errors import ConfigError
 from .timefmt import from_datetime, to_datetime
@@ -57,7 +58,7 @@ class Bucket:
 
     def label(self, start_ms: int) -> str:
         """Fixed-width label ``YYYY-MM-DDTHH:MM`` of the bucket starting at ``start_ms``."""
-        return f"{to_datetime(start_ms):%Y-%m-%dT%H:%M}"
+        return _minute_label(start_ms)
 
     def is_boundary(self, ts_ms: int) -> bool:
         """True when ``ts_ms`` is the first instant of a bucket."""
@@ -73,6 +74,12 @@ class Bucket:
         while start < to_ms:
             yield start
             start += self.width_ms
+
+
+@lru_cache(maxsize=4_096)
+def _minute_label(start_ms: int) -> str:
+    # Every reading of a bucket needs the same label: format it once.
+    return f"{to_datetime(start_ms):%Y-%m-%dT%H:%M}"
 
 
 PERIODS = ("hour", "day", "week", "month")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import re
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 
 from .errors import InvalidInput
 
@@ -98,8 +99,14 @@ def format_ts(ms: int) -> str:
     """Format epoch ms as the 24-character sortable UTC form ``YYYY-MM-DDTHH:MM:SS.mmmZ``."""
     if ms < MIN_TS_MS or ms > MAX_TS_MS:
         raise ValueError(f"timestamp {ms} ms is outside the supported range")
-    dt = _EPOCH + timedelta(milliseconds=ms)
-    return f"{dt:%Y-%m-%dT%H:%M:%S}.{ms % 1000:03d}Z"
+    return f"{_second_text(ms // 1000)}.{ms % 1000:03d}Z"
+
+
+@lru_cache(maxsize=16_384)
+def _second_text(seconds: int) -> str:
+    # Readings arrive clustered in time, so the same second is formatted again
+    # and again; datetime formatting is most of the cost of building a key.
+    return f"{_EPOCH + timedelta(seconds=seconds):%Y-%m-%dT%H:%M:%S}"
 
 
 def to_datetime(ms: int) -> datetime:

@@ -1,0 +1,42 @@
+"""Lambda entry point of the rotator (``rotator.handler.handler``), run by EventBridge Scheduler.
+
+Thin on purpose: Powertools decorators, the event parsed into a request, one
+call to the logic. Settings are parsed at import, so a bad environment fails
+the cold start with a message naming the variable. The invocation fails only
+when the event is malformed or nothing could be done at all (the tables could
+not be listed); a run that did part of its work returns its summary, errors
+included, and the next scheduled run finishes the rest (retrying at once,
+against the same fault, would rarely help).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from adapters.observability import logger, metrics, tracer
+from rotator.logic import Rotator
+from rotator.request import InvalidRequest, RotationRequest
+from rotator.settings import RotatorSettings
+
+SETTINGS = RotatorSettings.from_env()
+ROTATOR = Rotator.from_settings(SETTINGS)
+
+
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler(capture_response=False)
+@metrics.log_metrics(capture_cold_start_metric=True)
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    try:
+        request = RotationRequest.from_event(
+            event, dry_run_default=SETTINGS.dry_run, allow_now_override=SETTINGS.allow_now_override
+        )
+    except InvalidRequest:
+        metrics.add_metric(name="RotationRequestsRefused", unit=MetricUnit.Count, value=1)
+        raise
+    summary = ROTATOR.run(
+        now_ms=request.now_ms, dry_run=request.dry_run, budget_ms=context.get_remaining_time_in_millis()
+    )
+    return summary.to_dict()

@@ -1,0 +1,229 @@
+"""The life of one per-period table, as pure functions of the clock.
+
+A table holds the readings whose event time falls in its period
+``[start, end)``. With ``now`` the run's clock it is, in order:
+
+* ``upcoming``  its period has not begun: prebuilt, waiting for traffic;
+* ``current``   its period holds ``now``: every on-time reading goes there;
+* ``grace``     its period ended less than GRACE + DIAL_DOWN_DELAY ago: ingest
+                takes late readings until ``end + GRACE``, and writes already
+                accepted may still land during DIAL_DOWN_DELAY;
+* ``cold``      nobody writes any more: capacity is dialled down;
+* ``expired``   its newest reading is older than RETENTION (``now >= end +
+                RETENTION``): exported if configured, then dropped.
+
+Nothing here calls AWS, so every rule is tested on its own, including the one
+that matters most: :meth:`Lifecycle.check_deletable`, which refuses to let a
+current, future or still-writable table go, whatever the caller thinks.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, date, datetime
+from enum import StrEnum
+
+from keydesign import Layout, TablePeriod
+from keydesign.timefmt import MAX_TS_MS, from_datetime
+
+HOUR_MS = 3_600_000
+DAY_MS = 86_400_000
+#: DynamoDB allows four decreases of a table's provisioned throughput at any
+#: time in a UTC day, then one more per hour that follows an hour without one.
+FREE_DECREASES_PER_DAY = 4
+
+_LABELS = {
+    "hour": re.compile(r"(\d{4})-(\d{2})-(\d{2})-(\d{2})", re.ASCII),
+    "day": re.compile(r"(\d{4})-(\d{2})-(\d{2})", re.ASCII),
+    "week": re.compile(r"(\d{4})-W(\d{2})", re.ASCII),
+    "month": re.compile(r"(\d{4})-(\d{2})", re.ASCII),
+}
+
+
+class Phase(StrEnum):
+    UPCOMING = "upcoming"
+    CURRENT = "current"
+    GRACE = "grace"
+    COLD = "cold"
+    EXPIRED = "expired"
+
+    @property
+    def writable(self) -> bool:
+        """Readings may still be written to a table in this phase."""
+        return self in (Phase.UPCOMING, Phase.CURRENT, Phase.GRACE)
+
+
+class DeletionRefused(Exception):  # noqa: N818 - reads as the outcome
+    """A table was about to be dropped that must not be."""
+
+    def __init__(self, table: str, reason: str) -> None:
+        self.table = table
+        self.reason = reason
+        super().__init__(f"refusing to delete {table}: {reason}")
+
+
+@dataclass(frozen=True, slots=True)
+class PeriodTable:
+    """One period's table: its name and the half-open period ``[start_ms, end_ms)``."""
+
+    name: str
+    label: str
+    start_ms: int
+    end_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Lifecycle:
+    """When each table is built, closed, dialled down and dropped."""
+
+    layout: Layout
+    period: TablePeriod
+    prebuild_periods: int
+    grace_ms: int
+    dial_down_delay_ms: int
+    retention_ms: int
+
+    def __post_init__(self) -> None:
+        if self.layout.table_period != self.period:
+            raise ValueError("the lifecycle's period must be the layout's table period")
+        if self.grace_ms + self.dial_down_delay_ms >= self.retention_ms:
+            raise ValueError("grace plus dial-down delay must be shorter than retention")
+
+    # -- naming ---------------------------------------------------------------
+
+    def table(self, ts_ms: int) -> PeriodTable:
+        """The table holding event time ``ts_ms``."""
+        start = self.period.start(ts_ms)
+        return PeriodTable(
+            name=self.layout.table_for(start),
+            label=self.period.label(start),
+            start_ms=start,
+            end_ms=self.period.next_start(start),
+        )
+
+    def parse(self, name: str) -> PeriodTable | None:
+        """The table ``name`` stands for, or None when it is not exactly
+        ``<prefix>-<label>`` for a real period of this layout.
+
+        The check is a round trip through the key-design layer (the one place
+        names are built), so a name is ours only if ``table_for`` would build
+        it: ``readings-2026-11-22-old``, ``readings-2026-02-30`` or an hourly
+        name under a daily layout are not.
+        """
+        head = f"{self.layout.table_prefix}-"
+        if not name.startswith(head):
+            return None
+        match = _LABELS[self.period.name].fullmatch(name[len(head) :])
+        if match is None:
+            return None
+        numbers = [int(group) for group in match.groups()]
+        try:
+            start = from_datetime(_period_start(self.period.name, numbers))
+        except ValueError:  # 2026-02-30, week 54, hour 24...
+            return None
+        if start > MAX_TS_MS or self.period.start(start) != start:
+            return None
+        table = self.table(start)
+        return table if table.name == name else None
+
+    # -- the clock ------------------------------------------------------------
+
+    def phase(self, table: PeriodTable, now_ms: int) -> Phase:
+        current = self.period.start(now_ms)
+        if table.start_ms > current:
+            return Phase.UPCOMING
+        if table.start_ms == current:
+            return Phase.CURRENT
+        if now_ms < self.dial_down_at(table):
+            return Phase.GRACE
+        if now_ms < self.expires_at(table):
+            return Phase.COLD
+        return Phase.EXPIRED
+
+    def closes_at(self, table: PeriodTable) -> int:
+        """When ingest stops taking readings for this period."""
+        return table.end_ms + self.grace_ms
+
+    def dial_down_at(self, table: PeriodTable) -> int:
+        """When no accepted reading can still be on its way to the table."""
+        return table.end_ms + self.grace_ms + self.dial_down_delay_ms
+
+    def expires_at(self, table: PeriodTable) -> int:
+        """When the table's newest reading has been kept for RETENTION."""
+        return table.end_ms + self.retention_ms
+
+    def wanted(self, now_ms: int) -> list[PeriodTable]:
+        """Tables that must exist now, most urgent first: the current period's,
+        the next ``prebuild_periods``, then earlier ones still taking late readings."""
+        current = self.table(now_ms)
+        tables = [current]
+        for _ in range(self.prebuild_periods):
+            if tables[-1].end_ms > MAX_TS_MS:
+                break
+            tables.append(self.table(tables[-1].end_ms))
+        earlier = current
+        while earlier.start_ms > 0:
+            earlier = self.table(earlier.start_ms - 1)
+            if now_ms >= self.closes_at(earlier):
+                break
+            tables.append(earlier)
+        return tables
+
+    def last_prebuilt(self, now_ms: int) -> PeriodTable:
+        """The furthest table :meth:`wanted` asks for at ``now_ms``."""
+        table = self.table(now_ms)
+        for _ in range(self.prebuild_periods):
+            if table.end_ms > MAX_TS_MS:
+                break
+            table = self.table(table.end_ms)
+        return table
+
+    def check_deletable(self, table: PeriodTable, now_ms: int) -> None:
+        """Raise :class:`DeletionRefused` unless ``table`` is past retention.
+
+        Each condition is checked on its own, although the last implies the
+        others under valid settings: this is the guard that holds when
+        everything else is wrong.
+        """
+        if table.start_ms >= self.period.start(now_ms):
+            raise DeletionRefused(table.name, "it is the current or a future period's table")
+        if now_ms < self.closes_at(table):
+            raise DeletionRefused(table.name, "its period still takes late readings")
+        if now_ms < self.dial_down_at(table):
+            raise DeletionRefused(table.name, "readings accepted in its grace window may still be landing")
+        if now_ms < self.expires_at(table):
+            raise DeletionRefused(table.name, "it holds readings younger than the retention period")
+
+
+def _period_start(period: str, numbers: list[int]) -> datetime:
+    """The UTC start a label's numbers name; ValueError for an impossible date."""
+    if period == "week":
+        monday = date.fromisocalendar(numbers[0], numbers[1], 1)
+        return datetime(monday.year, monday.month, monday.day, tzinfo=UTC)
+    if period == "month":
+        return datetime(numbers[0], numbers[1], 1, tzinfo=UTC)
+    if period == "day":
+        return datetime(numbers[0], numbers[1], numbers[2], tzinfo=UTC)
+    return datetime(numbers[0], numbers[1], numbers[2], numbers[3], tzinfo=UTC)
+
+
+def next_decrease_at(decreases_today: int, last_decrease_ms: int | None, now_ms: int) -> int | None:
+    """None when DynamoDB allows a provisioned-throughput decrease at ``now_ms``,
+    else the earliest time it will.
+
+    The rule (DynamoDB quotas): four decreases at any time in a UTC day, then
+    one more each time an hour has passed since the last decrease; the count
+    resets at midnight UTC. ``decreases_today`` and ``last_decrease_ms`` come
+    from DescribeTable, so decreases made by anyone (an operator, another run)
+    are counted, not only ours.
+    """
+    day_start = now_ms - now_ms % DAY_MS
+    if last_decrease_ms is None or last_decrease_ms < day_start:
+        return None
+    if decreases_today < FREE_DECREASES_PER_DAY:
+        return None
+    hourly = last_decrease_ms + HOUR_MS
+    if now_ms >= hourly:
+        return None
+    return min(hourly, day_start + DAY_MS)

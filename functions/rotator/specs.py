@@ -1,0 +1,263 @@
+"""What each resource the rotator owns should look like: request parameters, built from settings.
+
+Pure: the logic compares these with what exists and sends them; the tests
+read them to know what to expect. The table's key schema, stream and TTL are
+the stack's (``infra.config.READINGS_SCHEMA``): string ``pk``/``sk``, a
+``KEYS_ONLY`` stream (the hot-key detector needs only keys and sizes) and TTL
+on ``ttl``. Encryption is the stack's too: the AWS-managed KMS key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from rotator.lifecycle import PeriodTable
+from rotator.settings import (
+    MANAGED_BY_TAG,
+    MANAGED_BY_VALUE,
+    PERIOD_TAG,
+    PREFIX_TAG,
+    AlarmSettings,
+    MappingSettings,
+    RotatorSettings,
+)
+
+PARTITION_KEY = "pk"
+SORT_KEY = "sk"
+TTL_ATTRIBUTE = "ttl"
+STREAM_VIEW = "KEYS_ONLY"
+#: Marks an alarm as the rotator's: orphan alarms are removed only with it.
+ALARM_MARKER = "Managed by the table rotator"
+#: Operations whose SystemErrors count for a table (the ones this product calls).
+SYSTEM_ERROR_OPERATIONS = ("BatchWriteItem", "PutItem", "GetItem", "Query", "Scan")
+
+
+def managed_tags(settings: RotatorSettings, table: PeriodTable) -> dict[str, str]:
+    """Every tag a table of ours carries: the configured ones and the three that mark it as ours."""
+    return {
+        **settings.table_tags,
+        MANAGED_BY_TAG: MANAGED_BY_VALUE,
+        PREFIX_TAG: settings.table_prefix,
+        PERIOD_TAG: table.label,
+    }
+
+
+def is_managed(tags: dict[str, str], settings: RotatorSettings) -> bool:
+    """True when the tags say this rotator (this prefix) created the table."""
+    return tags.get(MANAGED_BY_TAG) == MANAGED_BY_VALUE and tags.get(PREFIX_TAG) == settings.table_prefix
+
+
+def create_table_request(settings: RotatorSettings, table: PeriodTable) -> dict[str, Any]:
+    """CreateTable parameters for ``table``."""
+    capacity = settings.capacity
+    request: dict[str, Any] = {
+        "TableName": table.name,
+        "AttributeDefinitions": [
+            {"AttributeName": PARTITION_KEY, "AttributeType": "S"},
+            {"AttributeName": SORT_KEY, "AttributeType": "S"},
+        ],
+        "KeySchema": [
+            {"AttributeName": PARTITION_KEY, "KeyType": "HASH"},
+            {"AttributeName": SORT_KEY, "KeyType": "RANGE"},
+        ],
+        "BillingMode": capacity.billing_mode,
+        "StreamSpecification": {"StreamEnabled": True, "StreamViewType": STREAM_VIEW},
+        "SSESpecification": {"Enabled": True, "SSEType": "KMS"},
+        "TableClass": "STANDARD",
+        "DeletionProtectionEnabled": settings.deletion_protection,
+        "Tags": [{"Key": k, "Value": v} for k, v in sorted(managed_tags(settings, table).items())],
+    }
+    if capacity.billing_mode == "PROVISIONED":
+        if capacity.write_capacity is None:  # settings refuse this; a guard for hand-built settings
+            raise ValueError("a provisioned table needs a write capacity")
+        request["ProvisionedThroughput"] = {
+            "ReadCapacityUnits": capacity.read_capacity,
+            "WriteCapacityUnits": capacity.write_capacity,
+        }
+    elif capacity.warm_writes_per_s is not None:
+        # A fresh on-demand table takes ~4,000 writes/s; the period's traffic arrives all at once.
+        request["WarmThroughput"] = {"WriteUnitsPerSecond": capacity.warm_writes_per_s}
+    return request
+
+
+# -- the stream mapping ----------------------------------------------------------
+
+#: The settings of a mapping the rotator keeps equal to its configuration.
+MAPPING_FIELDS = (
+    "BatchSize",
+    "MaximumBatchingWindowInSeconds",
+    "BisectBatchOnFunctionError",
+    "MaximumRetryAttempts",
+    "MaximumRecordAgeInSeconds",
+    "ParallelizationFactor",
+    "FunctionResponseTypes",
+    "DestinationConfig",
+    "TumblingWindowInSeconds",
+)
+
+
+def mapping_settings(mapping: MappingSettings) -> dict[str, Any]:
+    """The mapping parameters that are the same for every table (create and update alike).
+
+    Bisect, a retry cap, a record-age cap, an on-failure destination and
+    partial batch responses: without them one poison record blocks a stream
+    shard until its records expire (24 hours).
+    """
+    params: dict[str, Any] = {
+        "BatchSize": mapping.batch_size,
+        "MaximumBatchingWindowInSeconds": mapping.batching_window_s,
+        "BisectBatchOnFunctionError": True,
+        "MaximumRetryAttempts": mapping.max_retries,
+        "MaximumRecordAgeInSeconds": mapping.max_record_age_s,
+        "ParallelizationFactor": mapping.parallelization,
+        "FunctionResponseTypes": ["ReportBatchItemFailures"],
+    }
+    if mapping.on_failure_arn:
+        params["DestinationConfig"] = {"OnFailure": {"Destination": mapping.on_failure_arn}}
+    if mapping.tumbling_window_s is not None:
+        params["TumblingWindowInSeconds"] = mapping.tumbling_window_s
+    return params
+
+
+def create_mapping_request(mapping: MappingSettings, stream_arn: str) -> dict[str, Any]:
+    """CreateEventSourceMapping parameters for one table's stream.
+
+    TRIM_HORIZON: the mapping may be made after the first writes (a table set
+    up on the run after it was created), and none of them may be skipped.
+    """
+    return {
+        "EventSourceArn": stream_arn,
+        "FunctionName": mapping.function_arn,
+        "StartingPosition": "TRIM_HORIZON",
+        "Enabled": True,
+        **mapping_settings(mapping),
+    }
+
+
+def mapping_drift(mapping: MappingSettings, existing: dict[str, Any]) -> dict[str, Any]:
+    """UpdateEventSourceMapping parameters that would bring ``existing`` to the configuration
+    (empty when it already matches). Settings left unconfigured (no on-failure
+    destination, no tumbling window) are left as they are."""
+    wanted = mapping_settings(mapping)
+    changes: dict[str, Any] = {}
+    for name in MAPPING_FIELDS:
+        if name not in wanted:
+            continue
+        have = existing.get(name)
+        want = wanted[name]
+        if name == "DestinationConfig":
+            have = (have or {}).get("OnFailure", {}).get("Destination")
+            want = want["OnFailure"]["Destination"]
+        if name == "FunctionResponseTypes":
+            have = sorted(have or [])
+        if have != want:
+            changes[name] = wanted[name]
+    return changes
+
+
+# -- alarms ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class AlarmKind:
+    suffix: str
+    metric: str
+    what: str
+
+
+ALARM_KINDS = (
+    AlarmKind("write-throttles", "WriteThrottleEvents", "write throttle events"),
+    AlarmKind("read-throttles", "ReadThrottleEvents", "read throttle events"),
+    AlarmKind("system-errors", "SystemErrors", "system errors (5xx)"),
+)
+
+
+def alarm_names(table: str) -> list[str]:
+    return [f"{table}-{kind.suffix}" for kind in ALARM_KINDS]
+
+
+def table_of_alarm(alarm_name: str) -> str | None:
+    """The table an alarm named by :func:`alarm_names` belongs to, or None."""
+    for kind in ALARM_KINDS:
+        tail = f"-{kind.suffix}"
+        if alarm_name.endswith(tail):
+            return alarm_name[: -len(tail)]
+    return None
+
+
+def alarm_requests(settings: RotatorSettings, table: PeriodTable) -> list[dict[str, Any]]:
+    """PutMetricAlarm parameters of the table's three alarms.
+
+    The description carries a fingerprint of the request, so a run sees from
+    DescribeAlarms alone whether an alarm is as configured, and rewrites only
+    the ones that are not.
+    """
+    alarms = settings.alarms
+    if alarms is None:
+        return []
+    tags = [{"Key": k, "Value": v} for k, v in sorted(managed_tags(settings, table).items())]
+    requests = []
+    for kind in ALARM_KINDS:
+        request = _alarm(alarms, table.name, kind)
+        fingerprint = hashlib.sha256(json.dumps(request, sort_keys=True).encode()).hexdigest()[:16]
+        request["AlarmDescription"] = (
+            f"{ALARM_MARKER}: {kind.what} on {table.name} reached {alarms.threshold} a minute in "
+            f"{alarms.datapoints} of {alarms.evaluation_minutes} minutes. spec={fingerprint}"
+        )
+        request["Tags"] = tags
+        requests.append(request)
+    return requests
+
+
+def _alarm(alarms: AlarmSettings, table: str, kind: AlarmKind) -> dict[str, Any]:
+    actions = [alarms.topic_arn] if alarms.topic_arn else []
+    request: dict[str, Any] = {
+        "AlarmName": f"{table}-{kind.suffix}",
+        "ActionsEnabled": bool(actions),
+        "AlarmActions": actions,
+        "OKActions": actions,
+        "EvaluationPeriods": alarms.evaluation_minutes,
+        "DatapointsToAlarm": alarms.datapoints,
+        "Threshold": float(alarms.threshold),
+        "ComparisonOperator": "GreaterThanOrEqualToThreshold",
+        "TreatMissingData": "notBreaching",
+    }
+    if kind.metric != "SystemErrors":
+        request.update(
+            Namespace="AWS/DynamoDB",
+            MetricName=kind.metric,
+            Dimensions=[{"Name": "TableName", "Value": table}],
+            Statistic="Sum",
+            Period=60,
+        )
+        return request
+    # SystemErrors is published per (TableName, Operation) only: sum the operations.
+    metrics: list[dict[str, Any]] = [
+        {
+            "Id": f"m{index}",
+            "MetricStat": {
+                "Metric": {
+                    "Namespace": "AWS/DynamoDB",
+                    "MetricName": "SystemErrors",
+                    "Dimensions": [{"Name": "TableName", "Value": table}, {"Name": "Operation", "Value": operation}],
+                },
+                "Period": 60,
+                "Stat": "Sum",
+            },
+            "ReturnData": False,
+        }
+        for index, operation in enumerate(SYSTEM_ERROR_OPERATIONS)
+    ]
+    metrics.append({"Id": "errors", "Expression": "SUM(METRICS())", "Label": "SystemErrors", "ReturnData": True})
+    request["Metrics"] = metrics
+    return request
+
+
+def export_client_token(table_arn: str, bucket: str, prefix: str, failed_before: int) -> str:
+    """ExportTableToPointInTime's idempotency token: two runs starting the same
+    export at once get one export; a new attempt after a failure gets a new token."""
+    digest = hashlib.sha256(f"{table_arn}|{bucket}|{prefix}|{failed_before}".encode()).hexdigest()
+    return digest[:36]

@@ -1,0 +1,125 @@
+"""What one run did (or, in a dry run, would do): the structured summary and its metrics.
+
+The summary is the handler's return value and one structured log line. Each
+list is a kind of change; a dry run fills the same lists with what it would
+change, and says so in ``dry_run``. ``skipped`` holds everything left for a
+later run, each with its reason; ``errors`` holds failed calls.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
+
+from keydesign import format_ts
+
+
+class MetricsSink(Protocol):
+    """The part of Powertools' ``Metrics`` the summary uses."""
+
+    def add_metric(self, name: str, unit: Any, value: float) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Skip:
+    table: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    table: str
+    step: str
+    code: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class DialDown:
+    table: str
+    write: tuple[int, int]
+    read: tuple[int, int]
+
+
+@dataclass(slots=True)
+class RunSummary:
+    now_ms: int
+    dry_run: bool
+    period: str
+    current_table: str
+    created: list[str] = field(default_factory=list)
+    configured: dict[str, list[str]] = field(default_factory=dict)
+    dialled_down: list[DialDown] = field(default_factory=list)
+    exports_started: list[str] = field(default_factory=list)
+    exported: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    skipped: list[Skip] = field(default_factory=list)
+    errors: list[Failure] = field(default_factory=list)
+    #: Phase of every table of ours seen this run.
+    phases: dict[str, str] = field(default_factory=dict)
+    #: Consecutive periods, from the current one on, whose table is ACTIVE.
+    periods_ready: int = 0
+
+    def configure(self, table: str, step: str) -> None:
+        self.configured.setdefault(table, []).append(step)
+
+    def skip(self, table: str, reason: str) -> None:
+        self.skipped.append(Skip(table, reason))
+
+    def fail(self, table: str, step: str, code: str, message: str) -> None:
+        self.errors.append(Failure(table, step, code, message))
+
+    @property
+    def changes(self) -> int:
+        """How many changes the run made (or would make)."""
+        return (
+            len(self.created)
+            + sum(len(steps) for steps in self.configured.values())
+            + len(self.dialled_down)
+            + len(self.exports_started)
+            + len(self.deleted)
+            + len(self.removed)
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "now": format_ts(self.now_ms),
+            "dry_run": self.dry_run,
+            "period": self.period,
+            "current_table": self.current_table,
+            "periods_ready": self.periods_ready,
+            "created": list(self.created),
+            "configured": {table: list(steps) for table, steps in self.configured.items()},
+            "dialled_down": [
+                {"table": d.table, "write": list(d.write), "read": list(d.read)} for d in self.dialled_down
+            ],
+            "exports_started": list(self.exports_started),
+            "exported": list(self.exported),
+            "deleted": list(self.deleted),
+            "removed": list(self.removed),
+            "skipped": [asdict(s) for s in self.skipped],
+            "errors": [asdict(e) for e in self.errors],
+            "phases": dict(self.phases),
+        }
+
+    def emit(self, metrics: MetricsSink, count_unit: Any) -> None:
+        """Metrics of the run. A dry run changes nothing, so it counts only itself:
+        its would-be changes must not show on the dashboards of real ones."""
+        if self.dry_run:
+            metrics.add_metric(name="RotationDryRuns", unit=count_unit, value=1)
+            return
+        for name, value in (
+            ("TablesCreated", len(self.created)),
+            ("TablesConfigured", len(self.configured)),
+            ("TablesDialledDown", len(self.dialled_down)),
+            ("ExportsStarted", len(self.exports_started)),
+            ("TablesDeleted", len(self.deleted)),
+            ("StaleResourcesRemoved", len(self.removed)),
+            ("RotationSkips", len(self.skipped)),
+            ("RotationErrors", len(self.errors)),
+            ("ManagedTables", len(self.phases)),
+            # Alarm on this below 2: the next period's table is not ready.
+            ("PeriodsReady", self.periods_ready),
+        ):
+            metrics.add_metric(name=name, unit=count_unit, value=value)

@@ -1,0 +1,247 @@
+"""DynamoDB control-plane access for the rotator, behind a small interface.
+
+:class:`TableApi` is what the logic needs; :class:`DynamoTables` implements it
+on a boto3 client (real, moto-backed, or wrapped by a test's fault hooks).
+Outcomes that mean "someone already did it" are answered here, in one place,
+because they are what makes two runs at once safe:
+
+* CreateTable on an existing table (``ResourceInUseException``) -> ``None``;
+* DeleteTable on a missing table (``ResourceNotFoundException``) -> ``False``;
+* UpdateTimeToLive when TTL is already on, UpdateTable to the capacity the
+  table already has (``ValidationException``) -> done.
+
+Every other ``ClientError`` propagates for the logic to classify (limit
+exceeded, busy, or a real failure).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+from botocore.exceptions import ClientError
+
+
+def error_code(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", "Unknown"))
+
+
+def error_message(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Message", ""))
+
+
+def _ms(value: object) -> int | None:
+    if isinstance(value, datetime):
+        return int(value.timestamp() * 1000)
+    if isinstance(value, int | float):  # the wire form: epoch seconds
+        return int(value * 1000)
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class TableState:
+    """What DescribeTable says about a table, in the terms the rotator decides on."""
+
+    name: str
+    arn: str
+    status: str
+    billing_mode: str
+    read_units: int
+    write_units: int
+    decreases_today: int
+    last_decrease_ms: int | None
+    warm_write_units: int | None
+    stream_arn: str | None
+    deletion_protection: bool
+
+    @property
+    def provisioned(self) -> bool:
+        return self.billing_mode == "PROVISIONED"
+
+    @classmethod
+    def from_description(cls, table: Mapping[str, Any]) -> TableState:
+        throughput = table.get("ProvisionedThroughput") or {}
+        # A table created on-demand has no BillingModeSummary in some responses; zero units says so too.
+        mode = (table.get("BillingModeSummary") or {}).get("BillingMode") or (
+            "PROVISIONED" if throughput.get("WriteCapacityUnits") else "PAY_PER_REQUEST"
+        )
+        stream = table.get("StreamSpecification") or {}
+        warm = table.get("WarmThroughput") or {}
+        return cls(
+            name=str(table["TableName"]),
+            arn=str(table["TableArn"]),
+            status=str(table.get("TableStatus", "UNKNOWN")),
+            billing_mode=str(mode),
+            read_units=int(throughput.get("ReadCapacityUnits") or 0),
+            write_units=int(throughput.get("WriteCapacityUnits") or 0),
+            decreases_today=int(throughput.get("NumberOfDecreasesToday") or 0),
+            last_decrease_ms=_ms(throughput.get("LastDecreaseDateTime")),
+            warm_write_units=int(warm["WriteUnitsPerSecond"]) if warm.get("WriteUnitsPerSecond") else None,
+            stream_arn=str(table["LatestStreamArn"])
+            if stream.get("StreamEnabled") and table.get("LatestStreamArn")
+            else None,
+            deletion_protection=bool(table.get("DeletionProtectionEnabled", False)),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ExportState:
+    """One point-in-time export of a table."""
+
+    arn: str
+    status: str  # IN_PROGRESS | COMPLETED | FAILED
+    bucket: str | None
+    prefix: str | None
+    failure: str | None
+
+    @classmethod
+    def from_description(cls, export: Mapping[str, Any]) -> ExportState:
+        failure = export.get("FailureCode")
+        if failure and export.get("FailureMessage"):
+            failure = f"{failure}: {export['FailureMessage']}"
+        return cls(
+            arn=str(export["ExportArn"]),
+            status=str(export.get("ExportStatus", "UNKNOWN")),
+            bucket=export.get("S3Bucket"),
+            prefix=export.get("S3Prefix"),
+            failure=str(failure) if failure else None,
+        )
+
+
+class TableApi(Protocol):
+    """The DynamoDB calls the rotator makes."""
+
+    def list_names(self) -> list[str]: ...
+
+    def describe(self, name: str) -> TableState | None:
+        """None when the table does not exist."""
+
+    def create(self, request: Mapping[str, Any]) -> TableState | None:
+        """The new table's state, or None when a table of that name already exists."""
+
+    def ttl(self, name: str) -> tuple[str, str | None]:
+        """TTL status (ENABLED, ENABLING, DISABLED, DISABLING) and attribute."""
+
+    def enable_ttl(self, name: str, attribute: str) -> None: ...
+
+    def pitr_enabled(self, name: str) -> bool: ...
+
+    def enable_pitr(self, name: str) -> None: ...
+
+    def update(self, name: str, changes: Mapping[str, Any]) -> None:
+        """UpdateTable with ``changes`` (capacity, warm throughput, stream, deletion protection)."""
+
+    def tags(self, arn: str) -> dict[str, str]: ...
+
+    def exports(self, arn: str) -> list[ExportState]: ...
+
+    def start_export(self, request: Mapping[str, Any]) -> ExportState: ...
+
+    def delete(self, name: str) -> bool:
+        """True when this call deleted it, False when it was already gone."""
+
+
+class DynamoTables:
+    """:class:`TableApi` on a boto3 DynamoDB client."""
+
+    def __init__(self, dynamodb: Any) -> None:
+        self._dynamodb = dynamodb
+
+    def list_names(self) -> list[str]:
+        names: list[str] = []
+        for page in self._dynamodb.get_paginator("list_tables").paginate():
+            names.extend(page.get("TableNames", []))
+        return names
+
+    def describe(self, name: str) -> TableState | None:
+        try:
+            response = self._dynamodb.describe_table(TableName=name)
+        except ClientError as exc:
+            if error_code(exc) == "ResourceNotFoundException":
+                return None
+            raise
+        return TableState.from_description(response["Table"])
+
+    def create(self, request: Mapping[str, Any]) -> TableState | None:
+        try:
+            response = self._dynamodb.create_table(**request)
+        except ClientError as exc:
+            if error_code(exc) == "ResourceInUseException":
+                return None
+            raise
+        return TableState.from_description(response["TableDescription"])
+
+    def ttl(self, name: str) -> tuple[str, str | None]:
+        description = self._dynamodb.describe_time_to_live(TableName=name).get("TimeToLiveDescription", {})
+        return str(description.get("TimeToLiveStatus", "DISABLED")), description.get("AttributeName")
+
+    def enable_ttl(self, name: str, attribute: str) -> None:
+        try:
+            self._dynamodb.update_time_to_live(
+                TableName=name, TimeToLiveSpecification={"Enabled": True, "AttributeName": attribute}
+            )
+        except ClientError as exc:
+            if error_code(exc) == "ValidationException" and "already enabled" in error_message(exc).lower():
+                return
+            raise
+
+    def pitr_enabled(self, name: str) -> bool:
+        description = self._dynamodb.describe_continuous_backups(TableName=name)["ContinuousBackupsDescription"]
+        status = (description.get("PointInTimeRecoveryDescription") or {}).get("PointInTimeRecoveryStatus")
+        return status == "ENABLED"
+
+    def enable_pitr(self, name: str) -> None:
+        self._dynamodb.update_continuous_backups(
+            TableName=name, PointInTimeRecoverySpecification={"PointInTimeRecoveryEnabled": True}
+        )
+
+    def update(self, name: str, changes: Mapping[str, Any]) -> None:
+        try:
+            self._dynamodb.update_table(TableName=name, **changes)
+        except ClientError as exc:
+            # Another run got there first: the table already has what we asked for.
+            if error_code(exc) == "ValidationException" and "will not change" in error_message(exc).lower():
+                return
+            raise
+
+    def tags(self, arn: str) -> dict[str, str]:
+        tags: dict[str, str] = {}
+        kwargs: dict[str, Any] = {"ResourceArn": arn}
+        while True:
+            page = self._dynamodb.list_tags_of_resource(**kwargs)
+            tags.update({tag["Key"]: tag["Value"] for tag in page.get("Tags", [])})
+            if not page.get("NextToken"):
+                return tags
+            kwargs["NextToken"] = page["NextToken"]
+
+    def exports(self, arn: str) -> list[ExportState]:
+        summaries: list[dict[str, Any]] = []
+        kwargs: dict[str, Any] = {"TableArn": arn}
+        while True:
+            page = self._dynamodb.list_exports(**kwargs)
+            summaries.extend(page.get("ExportSummaries", []))
+            if not page.get("NextToken"):
+                break
+            kwargs["NextToken"] = page["NextToken"]
+        # The summaries carry no bucket or prefix, and only those say an export is ours.
+        return [
+            ExportState.from_description(
+                self._dynamodb.describe_export(ExportArn=summary["ExportArn"])["ExportDescription"]
+            )
+            for summary in summaries
+        ]
+
+    def start_export(self, request: Mapping[str, Any]) -> ExportState:
+        response = self._dynamodb.export_table_to_point_in_time(**request)
+        return ExportState.from_description(response["ExportDescription"])
+
+    def delete(self, name: str) -> bool:
+        try:
+            self._dynamodb.delete_table(TableName=name)
+        except ClientError as exc:
+            if error_code(exc) == "ResourceNotFoundException":
+                return False
+            raise
+        return True

@@ -1,0 +1,321 @@
+"""moto-backed AWS for the rotator: the hot-key function, an SNS topic, a dead-letter
+queue and an export bucket, plus helpers to build rotators on their own clients
+(so fault hooks on one never touch another), a controllable clock, a record of
+every call, and a snapshot of everything the rotator owns.
+
+What moto cannot do is made here, on the client, with botocore event hooks
+(``before-call`` raises the service's error, ``after-call`` edits the parsed
+response), never by faking the rotator's own code:
+
+* moto creates tables ACTIVE at once: a hook reports CREATING;
+* moto keeps no capacity-decrease count: a hook reports one;
+* moto accepts a second mapping between one stream and one function, which
+  Lambda refuses with ResourceConflictException: :func:`lambda_conflict_rule`
+  adds Lambda's rule back;
+* moto ignores ExportTableToPointInTime's ClientToken (each call is a new export).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+from moto import mock_aws
+
+from adapters.clients import reset_clients
+from adapters.observability import metrics
+from keydesign import parse_timestamp
+from rotator.logic import Rotator
+from rotator.settings import RotatorSettings
+
+REGION = "eu-west-1"
+PREFIX = "readings"
+HOUR = 3_600_000
+DAY = 24 * HOUR
+MINUTE = 60_000
+
+pytestmark = pytest.mark.integration
+
+#: Calls that change nothing; every other operation is a change.
+READ_ONLY = ("Describe", "List", "Get")
+
+
+def at(text: str) -> int:
+    """Epoch ms of an RFC 3339 time."""
+    return parse_timestamp(text)
+
+
+@dataclass
+class Clock:
+    """The rotator's wall clock, moved by the test."""
+
+    now_ms: int
+
+    def __call__(self) -> int:
+        return self.now_ms
+
+    def advance(self, ms: int) -> None:
+        self.now_ms += ms
+
+
+@dataclass
+class CallLog:
+    """Every operation a set of clients sent, in order."""
+
+    operations: list[str] = field(default_factory=list)
+
+    def hook(self, model: Any, **_: Any) -> None:
+        self.operations.append(model.name)
+
+    @property
+    def changes(self) -> list[str]:
+        return [op for op in self.operations if not op.startswith(READ_ONLY)]
+
+    def clear(self) -> None:
+        self.operations.clear()
+
+
+@dataclass
+class Clients:
+    dynamodb: Any
+    lambda_: Any
+    cloudwatch: Any
+    log: CallLog
+
+    def all(self) -> list[Any]:
+        return [self.dynamodb, self.lambda_, self.cloudwatch]
+
+    def fail(
+        self,
+        operation: str,
+        code: str,
+        *,
+        times: int = 1,
+        when: Callable[[dict[str, Any]], bool] = lambda params: True,
+        message: str = "injected",
+    ) -> list[dict[str, Any]]:
+        """Make the next ``times`` calls of ``operation`` (whose params satisfy ``when``)
+        raise ``code``, before anything reaches moto. Returns the params of the calls failed."""
+        failed: list[dict[str, Any]] = []
+
+        def raise_error(params: dict[str, Any], model: Any, **_: Any) -> None:
+            if len(failed) < times and when(params):
+                failed.append(dict(params))
+                raise ClientError({"Error": {"Code": code, "Message": message}}, model.name)
+
+        for api in self.all():
+            if operation in api.meta.service_model.operation_names:
+                event = api.meta.service_model.service_id.hyphenize()
+                api.meta.events.register(f"provide-client-params.{event}.{operation}", raise_error)
+                return failed
+        raise AssertionError(f"no client has {operation}")
+
+    def edit(self, operation: str, editor: Callable[[dict[str, Any]], None]) -> None:
+        """Let ``editor`` change every parsed response of ``operation`` (what moto cannot say)."""
+
+        def after(parsed: dict[str, Any], **_: Any) -> None:
+            editor(parsed)
+
+        for api in self.all():
+            if operation in api.meta.service_model.operation_names:
+                event = api.meta.service_model.service_id.hyphenize()
+                api.meta.events.register(f"after-call.{event}.{operation}", after)
+                return
+        raise AssertionError(f"no client has {operation}")
+
+
+def lambda_conflict_rule(clients: Clients, lambda_: Any) -> None:
+    """Lambda refuses a second mapping between the same stream and function; moto does not."""
+
+    def refuse(params: dict[str, Any], model: Any, **_: Any) -> None:
+        existing = lambda_.list_event_source_mappings(FunctionName=params["FunctionName"])["EventSourceMappings"]
+        if any(m["EventSourceArn"] == params["EventSourceArn"] for m in existing):
+            raise ClientError(
+                {"Error": {"Code": "ResourceConflictException", "Message": "mapping already exists"}}, model.name
+            )
+
+    clients.lambda_.meta.events.register("provide-client-params.lambda.CreateEventSourceMapping", refuse)
+
+
+@dataclass
+class World:
+    """The moto account: what the rotator made, read back through plain clients."""
+
+    dynamodb: Any
+    lambda_: Any
+    cloudwatch: Any
+    s3: Any
+    function_arn: str
+    topic_arn: str
+    dead_letter_arn: str
+    bucket: str
+    env: dict[str, str]
+
+    def clients(self) -> Clients:
+        log = CallLog()
+        made = Clients(
+            boto3.client("dynamodb", region_name=REGION),
+            boto3.client("lambda", region_name=REGION),
+            boto3.client("cloudwatch", region_name=REGION),
+            log,
+        )
+        for api in made.all():
+            api.meta.events.register("before-call.*.*", log.hook)
+        return made
+
+    def settings(self, **overrides: str) -> RotatorSettings:
+        return RotatorSettings.from_env({**self.env, **overrides})
+
+    def rotator(self, clock: Clock, clients: Clients | None = None, **overrides: str) -> tuple[Rotator, Clients]:
+        clients = clients or self.clients()
+        rotator = Rotator.from_settings(
+            self.settings(**overrides),
+            dynamodb=clients.dynamodb,
+            lambda_client=clients.lambda_,
+            cloudwatch=clients.cloudwatch,
+            clock_ms=clock,
+        )
+        return rotator, clients
+
+    # -- reading the world back -------------------------------------------------
+
+    def table_names(self) -> list[str]:
+        return sorted(self.dynamodb.list_tables()["TableNames"])
+
+    def ours(self) -> list[str]:
+        return [n for n in self.table_names() if n.startswith(f"{PREFIX}-")]
+
+    def table(self, name: str) -> dict[str, Any]:
+        return self.dynamodb.describe_table(TableName=name)["Table"]
+
+    def capacity(self, name: str) -> tuple[int, int]:
+        throughput = self.table(name)["ProvisionedThroughput"]
+        return throughput["WriteCapacityUnits"], throughput["ReadCapacityUnits"]
+
+    def tags(self, name: str) -> dict[str, str]:
+        arn = self.table(name)["TableArn"]
+        return {t["Key"]: t["Value"] for t in self.dynamodb.list_tags_of_resource(ResourceArn=arn)["Tags"]}
+
+    def ttl(self, name: str) -> dict[str, Any]:
+        return dict(self.dynamodb.describe_time_to_live(TableName=name)["TimeToLiveDescription"])
+
+    def pitr(self, name: str) -> str:
+        description = self.dynamodb.describe_continuous_backups(TableName=name)["ContinuousBackupsDescription"]
+        return str(description["PointInTimeRecoveryDescription"]["PointInTimeRecoveryStatus"])
+
+    def mappings(self) -> list[dict[str, Any]]:
+        return list(self.lambda_.list_event_source_mappings(FunctionName=self.function_arn)["EventSourceMappings"])
+
+    def mapped_tables(self) -> list[str]:
+        """Tables whose current stream feeds the hot-key function (one entry per mapping)."""
+        return sorted(m["EventSourceArn"].split(":table/")[1].split("/stream/")[0] for m in self.mappings())
+
+    def alarms(self) -> list[dict[str, Any]]:
+        return list(self.cloudwatch.describe_alarms()["MetricAlarms"])
+
+    def alarm_names(self) -> list[str]:
+        return sorted(a["AlarmName"] for a in self.alarms())
+
+    def create_foreign(self, name: str, **extra: Any) -> None:
+        """A table the rotator did not make (no tags)."""
+        self.dynamodb.create_table(
+            TableName=name,
+            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+            **{"BillingMode": "PAY_PER_REQUEST", **extra},
+        )
+
+
+def _dummy_zip() -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("handler.py", "def handler(event, context):\n    return None\n")
+    return buffer.getvalue()
+
+
+def base_env(function_arn: str, topic_arn: str, dead_letter_arn: str) -> dict[str, str]:
+    return {
+        "LAYOUT": "hybrid",
+        "SHARDS": "4",
+        "BUCKET": "1h",
+        "TABLE_PREFIX": PREFIX,
+        "TABLE_PERIOD": "day",
+        "RETENTION": "7d",
+        "PREBUILD_PERIODS": "2",
+        "GRACE": "2h",
+        "DIAL_DOWN_DELAY": "15m",
+        "BILLING_MODE": "PROVISIONED",
+        "WRITE_CAPACITY": "2000",
+        "READ_CAPACITY": "100",
+        "MIN_WRITE_CAPACITY": "1",
+        "OLD_READ_CAPACITY": "10",
+        "HOTKEYS_FUNCTION_ARN": function_arn,
+        "HOTKEYS_ON_FAILURE_ARN": dead_letter_arn,
+        "ALARM_TOPIC_ARN": topic_arn,
+        "TABLE_TAGS": json.dumps({"team": "iot"}),
+        "MAX_DELETES_PER_RUN": "2",
+    }
+
+
+@pytest.fixture
+def world(monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_SESSION_TOKEN": "testing",
+        "AWS_DEFAULT_REGION": REGION,
+        "AWS_REGION": REGION,
+        "POWERTOOLS_SERVICE_NAME": "rotator",
+        "POWERTOOLS_METRICS_NAMESPACE": "TimeSeries",
+        "POWERTOOLS_TRACE_DISABLED": "true",
+    }.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    with mock_aws():
+        reset_clients()
+        iam = boto3.client("iam", region_name=REGION)
+        role = iam.create_role(RoleName="hotkeys", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+        lambda_ = boto3.client("lambda", region_name=REGION)
+        function_arn = lambda_.create_function(
+            FunctionName="hotkeys",
+            Runtime="python3.12",
+            Role=role,
+            Handler="handler.handler",
+            Code={"ZipFile": _dummy_zip()},
+        )["FunctionArn"]
+        topic_arn = boto3.client("sns", region_name=REGION).create_topic(Name="alarms")["TopicArn"]
+        sqs = boto3.client("sqs", region_name=REGION)
+        queue_url = sqs.create_queue(QueueName="hotkeys-dlq")["QueueUrl"]
+        dead_letter_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"][
+            "QueueArn"
+        ]
+        s3 = boto3.client("s3", region_name=REGION)
+        s3.create_bucket(Bucket="readings-archive", CreateBucketConfiguration={"LocationConstraint": REGION})
+        metrics.clear_metrics()
+        yield World(
+            dynamodb=boto3.client("dynamodb", region_name=REGION),
+            lambda_=lambda_,
+            cloudwatch=boto3.client("cloudwatch", region_name=REGION),
+            s3=s3,
+            function_arn=function_arn,
+            topic_arn=topic_arn,
+            dead_letter_arn=dead_letter_arn,
+            bucket="readings-archive",
+            env=base_env(function_arn, topic_arn, dead_letter_arn),
+        )
+        metrics.clear_metrics()
+        reset_clients()
+
+
+def days(start: str, count: int) -> list[str]:
+    """Table names of ``count`` consecutive days from ``start`` (YYYY-MM-DD)."""
+    first = datetime.fromisoformat(start).replace(tzinfo=UTC)
+    return [f"{PREFIX}-{datetime.fromtimestamp(first.timestamp() + i * 86_400, UTC):%Y-%m-%d}" for i in range(count)]

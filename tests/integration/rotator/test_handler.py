@@ -1,0 +1,135 @@
+"""The Lambda entry point: settings at import, the event, the summary it returns,
+and the metrics Powertools writes (EMF on stdout)."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from types import ModuleType
+
+import pytest
+
+from adapters.settings import SettingsError
+from keydesign import Layout
+from rotator.request import InvalidRequest
+from tests.integration.rotator.conftest import PREFIX, REGION, World
+
+pytestmark = pytest.mark.integration
+
+
+@dataclass
+class Context:
+    remaining_ms: int = 300_000
+    function_name: str = "rotator"
+    function_version: str = "$LATEST"
+    memory_limit_in_mb: int = 256
+    invoked_function_arn: str = f"arn:aws:lambda:{REGION}:123456789012:function:rotator"
+    aws_request_id: str = "2f1c3a4e-0000-4000-8000-000000000001"
+    log_group_name: str = "/aws/lambda/rotator"
+    log_stream_name: str = "2026/11/22/[$LATEST]rotator"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return self.remaining_ms
+
+
+def load(world: World, monkeypatch: pytest.MonkeyPatch, **overrides: str) -> ModuleType:
+    for name, value in {**world.env, **overrides}.items():
+        monkeypatch.setenv(name, value)
+    sys.modules.pop("rotator.handler", None)
+    return importlib.import_module("rotator.handler")
+
+
+@pytest.fixture
+def fresh_import() -> Iterator[None]:
+    yield
+    sys.modules.pop("rotator.handler", None)
+
+
+def emitted_metrics(output: str) -> dict[str, float]:
+    """The metric values of the EMF lines Powertools printed (one value each here)."""
+    values: dict[str, float] = {}
+    for line in output.splitlines():
+        if '"_aws"' in line:
+            document = json.loads(line)
+            for definition in document["_aws"]["CloudWatchMetrics"]:
+                for metric in definition["Metrics"]:
+                    value = document[metric["Name"]]
+                    values[metric["Name"]] = value[0] if isinstance(value, list) else value
+    return values
+
+
+@pytest.mark.usefixtures("fresh_import")
+def test_an_operator_dry_run_at_another_time(
+    world: World, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    module = load(world, monkeypatch)
+    result = module.handler({"dry_run": True, "now": "2026-11-22T23:59:59Z"}, Context())
+    assert result["dry_run"] is True
+    assert result["now"] == "2026-11-22T23:59:59.000Z"
+    assert result["created"] == ["readings-2026-11-22", "readings-2026-11-23", "readings-2026-11-24"]
+    assert world.table_names() == []
+    values = emitted_metrics(capsys.readouterr().out)
+    assert values["RotationDryRuns"] == 1.0
+    assert "TablesCreated" not in values
+
+
+@pytest.mark.usefixtures("fresh_import")
+def test_the_scheduled_payload_runs_live_on_the_real_clock(
+    world: World, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    module = load(world, monkeypatch)
+    result = module.handler({}, Context())
+    layout = Layout.from_settings(kind="hybrid", bucket="1h", table_prefix=PREFIX, table_period="day")
+    assert result["current_table"] == layout.table_for(int(time.time() * 1000))
+    assert result["dry_run"] is False and result["errors"] == []
+    assert len(result["created"]) == 3 and sorted(world.ours()) == sorted(result["created"])
+    values = emitted_metrics(capsys.readouterr().out)
+    assert (values["TablesCreated"], values["PeriodsReady"], values["RotationErrors"]) == (3.0, 3.0, 0.0)
+    assert values["TablesConfigured"] == 3.0 and values["ManagedTables"] == 3.0
+
+
+@pytest.mark.usefixtures("fresh_import")
+def test_a_live_event_cannot_move_the_clock(
+    world: World, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    module = load(world, monkeypatch)
+    with pytest.raises(InvalidRequest, match="real clock"):
+        module.handler({"now": "2030-01-01T00:00:00Z"}, Context())
+    assert world.table_names() == []
+    assert emitted_metrics(capsys.readouterr().out)["RotationRequestsRefused"] == 1.0
+
+
+@pytest.mark.usefixtures("fresh_import")
+def test_tests_and_the_local_runtime_may_move_the_clock(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    module = load(world, monkeypatch, ALLOW_NOW_OVERRIDE="true")
+    result = module.handler({"now": "2030-01-01T12:00:00Z"}, Context())
+    assert result["created"] == ["readings-2030-01-01", "readings-2030-01-02", "readings-2030-01-03"]
+
+
+@pytest.mark.usefixtures("fresh_import")
+def test_the_run_keeps_inside_the_invocation_time(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    # 5 s left and a 10 s margin: nothing may start; everything is left to the next run
+    module = load(world, monkeypatch, ALLOW_NOW_OVERRIDE="true")
+    result = module.handler({"now": "2026-11-22T12:00:00Z"}, Context(remaining_ms=5_000))
+    assert result["created"] == [] and world.table_names() == []
+    assert {s["table"] for s in result["skipped"] if "ran out" in s["reason"]} == {
+        "readings-2026-11-22",
+        "readings-2026-11-23",
+        "readings-2026-11-24",
+    }
+
+
+@pytest.mark.usefixtures("fresh_import")
+def test_a_bad_setting_fails_the_cold_start_naming_the_variable(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TABLE_PERIOD", raising=False)
+    env = {k: v for k, v in world.env.items() if k != "TABLE_PERIOD"}
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    sys.modules.pop("rotator.handler", None)
+    with pytest.raises(SettingsError) as caught:
+        importlib.import_module("rotator.handler")
+    assert caught.value.variable == "TABLE_PERIOD"

@@ -1,0 +1,135 @@
+"""Long runs on a controllable clock: a month of hourly runs over daily tables, and two
+days of quarter-hourly runs over hourly tables, end with exactly the expected tables,
+capacities, mappings and alarms; after every run the live tables are ready and no table
+a reading could still need is gone; a last repeated run changes nothing.
+
+The expectation is computed here from the settings with plain date arithmetic, not
+with the rotator's own lifecycle module, so a wrong rule there cannot hide itself.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from tests.integration.rotator.conftest import HOUR, MINUTE, Clock, World, at
+
+pytestmark = pytest.mark.integration
+
+KINDS = ("write-throttles", "read-throttles", "system-errors")
+
+
+def iso(ms: int) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, UTC)
+
+
+def expected_tables(
+    now_ms: int, *, first: datetime, step: timedelta, retention: timedelta, prebuild: int, fmt: str
+) -> dict[str, datetime]:
+    """Name -> period end of every table that must exist at ``now_ms``: made since ``first``,
+    not past retention, at most ``prebuild`` periods ahead."""
+    now = iso(now_ms)
+    current = first
+    while current + step <= now:
+        current += step
+    found: dict[str, datetime] = {}
+    start = first
+    while start <= current + prebuild * step:
+        end = start + step
+        if end + retention > now:
+            found[f"readings-{start.strftime(fmt)}"] = end
+        start += step
+    return found
+
+
+def check_world(world: World, expected: dict[str, datetime], now_ms: int, cold_after: timedelta) -> None:
+    now = iso(now_ms)
+    assert world.ours() == sorted(expected)
+    for name, end in expected.items():
+        cold = now >= end + cold_after
+        assert world.capacity(name) == ((1, 10) if cold else (2000, 100)), f"{name} at {now}"
+    assert world.mapped_tables() == sorted(expected), "exactly one mapping per table, none left over"
+    assert world.alarm_names() == sorted(f"{name}-{kind}" for name in expected for kind in KINDS)
+
+
+def test_a_month_of_hourly_runs_over_daily_tables(world: World) -> None:
+    # Given daily tables, 7 days of retention, 2 prebuilt, grace 2h + 15 minutes of dial-down delay
+    start = at("2026-11-01T00:30:00Z")
+    clock = Clock(start)
+    rotator, clients = world.rotator(clock)
+    step, retention = timedelta(days=1), timedelta(days=7)
+    # At 00:30 on the 1st, October 31st still takes late readings: it is built too.
+    first = datetime(2026, 10, 31, tzinfo=UTC)
+    deleted: list[str] = []
+    dialled: list[str] = []
+
+    # When the rotator runs every hour for thirty days
+    for _ in range(30 * 24):
+        summary = rotator.run()
+        # Then after every run: no error, the current table and the next two are ready,
+        assert summary.errors == [], summary.errors
+        assert summary.periods_ready == 3
+        expected = expected_tables(
+            clock.now_ms, first=first, step=step, retention=retention, prebuild=2, fmt="%Y-%m-%d"
+        )
+        assert world.ours() == sorted(expected)
+        # and nothing was dropped before its newest reading passed retention.
+        for name in summary.deleted:
+            day = datetime.strptime(name.removeprefix("readings-"), "%Y-%m-%d").replace(tzinfo=UTC)
+            assert iso(clock.now_ms) >= day + step + retention
+        deleted.extend(summary.deleted)
+        dialled.extend(d.table for d in summary.dialled_down)
+        clock.advance(HOUR)
+    clock.advance(-HOUR)
+
+    # Then the last day's state is exactly what the rules say
+    expected = expected_tables(clock.now_ms, first=first, step=step, retention=retention, prebuild=2, fmt="%Y-%m-%d")
+    assert sorted(expected) == [f"readings-2026-11-{d}" for d in range(23, 31)] + [
+        "readings-2026-12-01",
+        "readings-2026-12-02",
+    ]
+    check_world(world, expected, clock.now_ms, timedelta(hours=2, minutes=15))
+    # Every table that ended was dialled down once, every expired one dropped once
+    assert dialled == [f"readings-{(first + timedelta(days=i)):%Y-%m-%d}" for i in range(30)]
+    assert deleted == [f"readings-{(first + timedelta(days=i)):%Y-%m-%d}" for i in range(23)]
+
+    # And one more run changes nothing
+    clients.log.clear()
+    again = rotator.run()
+    assert clients.log.changes == [] and again.changes == 0 and again.skipped == []
+
+
+def test_two_days_of_quarter_hourly_runs_over_hourly_tables(world: World) -> None:
+    overrides = {
+        "TABLE_PERIOD": "hour",
+        "RETENTION": "12h",
+        "GRACE": "30m",
+        "DIAL_DOWN_DELAY": "10m",
+        "PREBUILD_PERIODS": "3",
+        "MAX_DELETES_PER_RUN": "2",
+    }
+    start = at("2026-11-22T00:05:00Z")
+    clock = Clock(start)
+    rotator, clients = world.rotator(clock, **overrides)
+    step, retention = timedelta(hours=1), timedelta(hours=12)
+    first = datetime(2026, 11, 21, 23, tzinfo=UTC)  # 23:00 is still in grace at 00:05
+
+    for _ in range(2 * 24 * 4):
+        summary = rotator.run()
+        assert summary.errors == [], summary.errors
+        assert summary.periods_ready == 4
+        expected = expected_tables(
+            clock.now_ms, first=first, step=step, retention=retention, prebuild=3, fmt="%Y-%m-%d-%H"
+        )
+        assert world.ours() == sorted(expected)
+        clock.advance(15 * MINUTE)
+    clock.advance(-15 * MINUTE)
+
+    expected = expected_tables(clock.now_ms, first=first, step=step, retention=retention, prebuild=3, fmt="%Y-%m-%d-%H")
+    assert len(expected) == 12 + 1 + 3  # twelve hours kept, the current one, three ahead
+    check_world(world, expected, clock.now_ms, timedelta(minutes=40))
+
+    clients.log.clear()
+    again = rotator.run()
+    assert clients.log.changes == [] and again.changes == 0 and again.skipped == []

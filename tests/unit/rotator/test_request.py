@@ -1,0 +1,52 @@
+"""The rotator's event: the schedule's empty payload, an operator's dry run, and what is refused."""
+
+from __future__ import annotations
+
+import pytest
+
+from keydesign import parse_timestamp
+from rotator.request import InvalidRequest, RotationRequest
+
+
+def parse(event: object, *, dry_run_default: bool = False, allow_now_override: bool = False) -> RotationRequest:
+    return RotationRequest.from_event(event, dry_run_default=dry_run_default, allow_now_override=allow_now_override)
+
+
+@pytest.mark.parametrize("event", [{}, None])
+def test_the_schedule_payload_is_a_live_run_on_the_real_clock(event: object) -> None:
+    assert parse(event) == RotationRequest(dry_run=False, now_ms=None)
+
+
+def test_an_operator_dry_run_at_another_time() -> None:
+    request = parse({"dry_run": True, "now": "2026-11-22T23:59:59Z"})
+    assert request == RotationRequest(dry_run=True, now_ms=parse_timestamp("2026-11-22T23:59:59Z"))
+
+
+def test_a_live_run_refuses_another_clock_unless_allowed() -> None:
+    with pytest.raises(InvalidRequest, match="real clock") as caught:
+        parse({"now": "2030-01-01T00:00:00Z"})
+    assert caught.value.field == "now"
+    allowed = parse({"now": "2030-01-01T00:00:00Z"}, allow_now_override=True)
+    assert allowed.now_ms == parse_timestamp("2030-01-01T00:00:00Z") and not allowed.dry_run
+
+
+def test_dry_run_in_the_environment_cannot_be_turned_off_by_an_event() -> None:
+    assert parse({"dry_run": False}, dry_run_default=True).dry_run
+    assert parse({"now": "2030-01-01T00:00:00Z"}, dry_run_default=True).dry_run
+
+
+@pytest.mark.parametrize(
+    ("event", "field", "fragment"),
+    [
+        ({"dryrun": True}, "dryrun", "not a rotator option"),
+        ({"dry_run": "true"}, "dry_run", "true or false"),
+        ({"dry_run": 1}, "dry_run", "true or false"),
+        ({"dry_run": True, "now": "tomorrow"}, "now", "RFC 3339"),
+        ({"dry_run": True, "now": "2026-11-22T23:59:59"}, "now", "RFC 3339"),
+        (["dry_run"], "event", "JSON object"),
+    ],
+)
+def test_a_malformed_event_is_refused(event: object, field: str, fragment: str) -> None:
+    with pytest.raises(InvalidRequest, match=fragment) as caught:
+        parse(event)
+    assert caught.value.field == field

@@ -15,7 +15,15 @@ variable                   meaning                                       default
 ``RETENTION``              how long readings are kept, e.g. 30d          30d
 ``CONTROL_TABLE``          shard-map table; empty = static map           empty
 ``SHARD_MAP_CACHE_TTL``    how long a process trusts its copy            60s
+``GRACE``                  late writes a period's table takes after it   2h
+                           ends (per-period tables only)
+``PREBUILD_PERIODS``       periods the rotator builds ahead of the       2
+                           current one (per-period tables only)
 =========================  ============================================  ===========
+
+``GRACE`` and ``PREBUILD_PERIODS`` are read by the rotator too, under the same
+names, so ingest never writes to a table the rotator has not built or has
+started to retire.
 """
 
 from __future__ import annotations
@@ -72,6 +80,8 @@ class CommonSettings:
     retention_ms: int
     control_table: str | None
     shard_map_cache_ttl_ms: int
+    grace_ms: int = 7_200_000
+    prebuild_periods: int = 2
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> CommonSettings:
@@ -94,4 +104,6 @@ class CommonSettings:
             retention_ms=duration_ms(env, "RETENTION", "30d"),
             control_table=env.get("CONTROL_TABLE", "").strip() or None,
             shard_map_cache_ttl_ms=duration_ms(env, "SHARD_MAP_CACHE_TTL", "60s"),
+            grace_ms=duration_ms(env, "GRACE", "2h"),
+            prebuild_periods=integer(env, "PREBUILD_PERIODS", 2, 1, 366),
         )

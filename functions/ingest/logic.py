@@ -149,6 +149,8 @@ class Ingestor:
         retention_ms: int,
         max_future_ms: int | None,
         max_age_ms: int | None,
+        grace_ms: int = 7_200_000,
+        prebuild_periods: int = 2,
         deadline_margin_ms: int = 2_000,
         max_item_bytes: int = MAX_ITEM_BYTES,
         clock: Clock = time.monotonic,
@@ -162,6 +164,8 @@ class Ingestor:
         self._retention_ms = retention_ms
         self._max_future_ms = max_future_ms
         self._max_age_ms = max_age_ms
+        self._grace_ms = grace_ms
+        self._prebuild_periods = prebuild_periods
         self._margin_ms = deadline_margin_ms
         self._max_item_bytes = max_item_bytes
         self._clock = clock
@@ -207,6 +211,8 @@ class Ingestor:
             retention_ms=common.retention_ms,
             max_future_ms=settings.max_future_ms,
             max_age_ms=settings.max_age_ms,
+            grace_ms=common.grace_ms,
+            prebuild_periods=common.prebuild_periods,
             deadline_margin_ms=settings.deadline_margin_ms,
             clock=clock,
         )
@@ -301,6 +307,12 @@ class Ingestor:
             reading = Reading.parse(
                 candidate.value, now_ms=now_ms, max_future_ms=self._max_future_ms, max_age_ms=self._max_age_ms
             )
+            if self._layout.table_period is not None:
+                # Only tables the rotator has built and not yet closed take writes;
+                # anything else is rejected with its reason, not retried forever.
+                self._layout.table_period.check_admits(
+                    reading.ts_ms, now_ms=now_ms, grace_ms=self._grace_ms, prebuilt=self._prebuild_periods
+                )
             key = self._layout.key_for(reading, shard_map, self._rng)
             ttl = ttl_for(reading, self._retention_ms) if self._layout.table_period is None else None
             item = build_item(reading, key, ttl)

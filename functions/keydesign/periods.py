@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import lru_cache
 
-from .errors import ConfigError
-from .timefmt import from_datetime, to_datetime
+from .errors import ConfigError, InvalidInput
+from .timefmt import format_ts, from_datetime, to_datetime
 
 MINUTE_MS = 60_000
 HOUR_MS = 3_600_000
@@ -143,6 +143,27 @@ class TablePeriod:
         while start < to_ms:
             yield start
             start = self.next_start(start)
+
+    def check_admits(self, ts_ms: int, *, now_ms: int, grace_ms: int, prebuilt: int) -> None:
+        """Raise :class:`InvalidInput` on ``timestamp`` unless a reading at ``ts_ms``
+        may be written now: its period's table must exist and still take writes.
+
+        A period takes writes until ``grace_ms`` after it ends (late readings);
+        the rotator builds the ``prebuilt`` periods after the current one ahead
+        of time, so anything later has no table yet.
+        """
+        closes = self.next_start(ts_ms) + grace_ms
+        if now_ms >= closes:
+            raise InvalidInput(
+                "timestamp",
+                f"period {self.label(ts_ms)} closed at {format_ts(closes)} (its end plus the grace window); "
+                "its table no longer takes writes",
+            )
+        last = self.start(now_ms)
+        for _ in range(prebuilt):
+            last = self.next_start(last)
+        if self.start(ts_ms) > last:
+            raise InvalidInput("timestamp", f"the table for period {self.label(ts_ms)} is not built yet")
 
     def check_nests(self, bucket: Bucket) -> None:
         """Raise :class:`ConfigError` unless every bucket lies inside one period."""

@@ -243,6 +243,7 @@ def test_a_missing_per_period_table_hands_its_readings_back(
 ) -> None:
     # Given daily tables where today's exists and yesterday's does not (yet, or any more)
     monkeypatch.setenv("TABLE_PERIOD", "day")
+    monkeypatch.setenv("GRACE", "2d")  # yesterday's period still takes late readings
     layout = Layout.from_settings(kind="hybrid", bucket="1h", table_prefix="readings", table_period="day")
     now = now_ms()
     today, yesterday = layout.table_for(now), layout.table_for(now - 86_400_000)

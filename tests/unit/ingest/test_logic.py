@@ -41,6 +41,8 @@ def _ingestor(
     clock: FakeClock | None = None,
     concurrency: int = 4,
     period: str | None = None,
+    grace_ms: int = 7_200_000,
+    max_future_ms: int = 300_000,
 ) -> Ingestor:
     clock = clock or FakeClock()
     layout = Layout.from_settings(kind=kind, bucket="1h", table_prefix="readings", table_period=period)
@@ -50,8 +52,10 @@ def _ingestor(
         writer=BatchWriter(dynamodb, concurrency=concurrency, clock=clock, sleep=clock.sleep, rng=random.Random(3)),
         rejects=RejectsPublisher(sqs or FakeSQS(), QUEUE, clock=clock, sleep=clock.sleep),
         retention_ms=30 * 86_400_000,
-        max_future_ms=300_000,
+        max_future_ms=max_future_ms,
         max_age_ms=7 * 86_400_000,
+        grace_ms=grace_ms,
+        prebuild_periods=2,
         deadline_margin_ms=2_000,
         clock=clock,
         wall_clock_ms=lambda: NOW,
@@ -125,10 +129,35 @@ def test_table_period_routes_by_event_time_and_sets_no_ttl() -> None:
     today, yesterday = layout.table_for(NOW), layout.table_for(NOW - 86_400_000)
     dynamodb = FakeDynamoDB(tables={today, yesterday})
     payloads = [as_json([reading("s", NOW - 1, "t"), reading("s", NOW - 86_400_000, "y")])]
-    outcome = _ingestor(dynamodb, period="day").ingest(kinesis_event(payloads)["Records"], 60_000)
+    # A two-day grace keeps yesterday's table open to late readings.
+    ingestor = _ingestor(dynamodb, period="day", grace_ms=2 * 86_400_000)
+    outcome = ingestor.ingest(kinesis_event(payloads)["Records"], 60_000)
     assert outcome.written == 2
     assert [len(dynamodb.items(t)) for t in (today, yesterday)] == [1, 1]
     assert all("ttl" not in i for t in (today, yesterday) for i in dynamodb.items(t))
+
+
+def test_readings_for_a_closed_or_unbuilt_period_are_rejected_with_the_reason() -> None:
+    # Given hourly tables, a 2h grace window and two periods prebuilt ahead
+    layout = Layout.from_settings(kind="hybrid", bucket="1h", table_prefix="readings", table_period="hour")
+    hour = 3_600_000
+    current = NOW - NOW % hour
+    closed = current - 3 * hour  # ended 2h+ ago: past its grace
+    late_ok = current - 2 * hour + 1  # ended less than 2h ago: still takes late readings
+    unbuilt = current + 3 * hour  # the rotator builds only current + 2
+    tables = {layout.table_for(t) for t in (late_ok, current)}
+    dynamodb, sqs = FakeDynamoDB(tables=tables), FakeSQS()
+    ingestor = _ingestor(dynamodb, sqs, period="hour", max_future_ms=4 * hour)  # past the future check
+    payloads = [as_json([reading("s", t, f"e{t}") for t in (closed, late_ok, current, unbuilt)])]
+    # When ingested
+    outcome = ingestor.ingest(kinesis_event(payloads)["Records"], 60_000)
+    # Then the late-but-open and current readings are written, the others rejected with why
+    assert outcome.written == 2
+    assert outcome.rejected == 2
+    reasons = [json.loads(m["MessageBody"])["reason"] for m in sqs.messages]
+    assert any("closed at" in r and "no longer takes writes" in r for r in reasons)
+    assert any("is not built yet" in r for r in reasons)
+    assert not outcome.failed_records
 
 
 def test_a_batch_of_10000_readings_needs_400_calls() -> None:

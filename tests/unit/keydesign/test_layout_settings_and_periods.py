@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from keydesign import Bucket, ConfigError, Layout, TablePeriod, parse_duration, parse_timestamp
+from keydesign import Bucket, ConfigError, InvalidInput, Layout, TablePeriod, parse_duration, parse_timestamp
 from keydesign.timefmt import MAX_TS_MS, from_datetime, to_datetime
 
 from .strategies import BUCKETS, PROPERTY
@@ -194,3 +194,35 @@ def test_bad_durations_are_refused_naming_the_field(spec: str) -> None:
     with pytest.raises(ConfigError) as caught:
         parse_duration(spec, "cache_ttl")
     assert caught.value.field == "cache_ttl"
+
+
+class TestPeriodAdmission:
+    """Which event times a per-period deployment may write now."""
+
+    DAY = 86_400_000
+    NOW = 1_795_330_671_123  # 2026-11-22T06:57:51.123Z, a Sunday
+
+    def check(self, ts_ms: int, grace_ms: int = 2 * 3_600_000, prebuilt: int = 2) -> None:
+        TablePeriod.parse("day").check_admits(ts_ms, now_ms=self.NOW, grace_ms=grace_ms, prebuilt=prebuilt)
+
+    def test_the_current_and_prebuilt_periods_take_writes(self) -> None:
+        today = self.NOW - self.NOW % self.DAY
+        for ts in (today, self.NOW, today + self.DAY, today + 3 * self.DAY - 1):
+            self.check(ts)
+
+    def test_a_period_closes_exactly_at_its_end_plus_grace(self) -> None:
+        today = self.NOW - self.NOW % self.DAY
+        # Yesterday ended at today 00:00; with a 6h58m grace it is still open at 06:57:51...
+        self.check(today - 1, grace_ms=self.NOW - today + 1)
+        # ...and closed the millisecond its grace runs out.
+        with pytest.raises(InvalidInput) as exc:
+            self.check(today - 1, grace_ms=self.NOW - today)
+        assert exc.value.field == "timestamp"
+        assert "period 2026-11-21 closed at" in exc.value.reason
+
+    def test_a_period_beyond_the_prebuilt_ones_is_refused(self) -> None:
+        today = self.NOW - self.NOW % self.DAY
+        with pytest.raises(InvalidInput) as exc:
+            self.check(today + 3 * self.DAY)
+        assert exc.value.reason == "the table for period 2026-11-25 is not built yet"
+        self.check(today + 3 * self.DAY, prebuilt=3)

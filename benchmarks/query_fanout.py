@@ -1,0 +1,179 @@
+"""Fan-out benchmark of the query API: one page over k partitions, parallel vs sequential.
+
+Every DynamoDB Query call is given a fixed latency (a wrapper around the
+data-access interface sleeps ``latency_ms`` before answering from memory), so
+the wall time measures round trips, not the machine. The same page is read
+with the configured concurrency (all k partitions at once) and with a
+concurrency of 1 (one partition after another); with parallel fan-out a page
+costs about one round trip whatever k, sequentially about k.
+
+Two shapes of fan-out are measured:
+
+* ``entity_random``: one entity on the random layout with k suffixes;
+* ``range_hybrid``: a cross-entity read of one bucket with k base shards.
+
+Run: ``.venv/bin/python -m benchmarks.query_fanout`` (prints JSON); ``run()``
+returns the same figures as a dict.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import random
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from adapters.observability import logger, metrics
+from adapters.partition_reader import Page, PageRequest, PartitionReader, StoredReading, effective_bounds
+from adapters.shard_map_source import StaticShardMap
+from keydesign import Layout, Reading, ShardMap, format_ts, parse_timestamp
+from query.cursor import CursorCodec
+from query.logic import QueryService
+from query.models import ReadingsPage
+from query.settings import QueryLimits
+
+NOW = parse_timestamp("2026-11-22T12:00:00Z")
+HOUR = 3_600_000
+PAGE = 100
+READINGS_PER_PARTITION = 40
+
+
+@dataclass(frozen=True, slots=True)
+class _Row:
+    sk: str
+    reading: StoredReading
+
+
+class MemoryReader:
+    """Answers Query pages from memory with DynamoDB's ordering, bounds, Limit and continuation."""
+
+    def __init__(self) -> None:
+        self._rows: dict[tuple[str, str], list[_Row]] = {}
+
+    def put(self, table: str, pk: str, sk: str, reading: Reading) -> None:
+        stored = StoredReading(sk, reading.entity_id, reading.ts, reading.event_id, dict(reading.measures), {})
+        rows = self._rows.setdefault((table, pk), [])
+        bisect.insort(rows, _Row(sk, stored), key=lambda row: row.sk)
+
+    def read_page(self, request: PageRequest) -> Page:
+        rows = self._rows.get((request.partition.table, request.partition.pk), [])
+        keys = [row.sk for row in rows]
+        low, high = effective_bounds(request)
+        chosen = rows[
+            (0 if low is None else bisect.bisect_left(keys, low)) : (
+                len(rows) if high is None else bisect.bisect_right(keys, high)
+            )
+        ]
+        if request.descending:
+            chosen = chosen[::-1]
+        if request.start_key is not None:
+            after = request.start_key["sk"]["S"]
+            chosen = [r for r in chosen if (r.sk < after if request.descending else r.sk > after)]
+        limit = len(chosen) if request.limit is None else request.limit
+        page = chosen[:limit]
+        more = len(chosen) > limit
+        next_key = {"pk": {"S": request.partition.pk}, "sk": {"S": page[-1].sk}} if more and page else None
+        return Page(tuple(row.reading for row in page), next_key, len(page), 0.5)
+
+
+class LatencyReader:
+    """Adds a fixed network round trip to every Query call of the wrapped reader."""
+
+    def __init__(self, inner: PartitionReader, latency_ms: float) -> None:
+        self._inner = inner
+        self._latency_s = latency_ms / 1000
+
+    def read_page(self, request: PageRequest) -> Page:
+        time.sleep(self._latency_s)
+        return self._inner.read_page(request)
+
+
+def _setup(kind: str, partitions: int) -> tuple[Layout, ShardMap, MemoryReader, list[str]]:
+    layout = Layout.from_settings(kind=kind, bucket="1h", table_prefix="readings")
+    shard_map = ShardMap.initial(layout.bucket, partitions)
+    reader = MemoryReader()
+    rng = random.Random(partitions)
+    entities = ["sensor-1"] if kind == "random" else [f"sensor-{n:03d}" for n in range(4 * partitions)]
+    for n in range(READINGS_PER_PARTITION * partitions):
+        entity = entities[n % len(entities)]
+        ts = NOW - HOUR + rng.randrange(0, HOUR)
+        reading = Reading.parse(
+            {"entity_id": entity, "timestamp": format_ts(ts), "event_id": f"e{n:06d}", "measures": {"v": n}}
+        )
+        key = layout.key_for(reading, shard_map, rng)
+        reader.put(key.table, key.pk, key.sk, reading)
+    return layout, shard_map, reader, entities
+
+
+def _read_page(service: QueryService, kind: str) -> ReadingsPage:
+    start, end = format_ts(NOW - HOUR), format_ts(NOW)
+    try:
+        page = (
+            service.entity_readings(entity_id="sensor-1", from_=start, to=end, limit=PAGE)
+            if kind == "random"
+            else service.range_readings(from_=start, to=end, limit=PAGE)
+        )
+    finally:
+        metrics.clear_metrics()  # no handler here to flush them
+    if not isinstance(page, ReadingsPage):  # explain is never asked for here
+        raise TypeError("expected a page of readings")
+    return page
+
+
+def _measure(kind: str, partitions: int, latency_ms: float, repeats: int) -> dict[str, Any]:
+    layout, shard_map, memory, _ = _setup(kind, partitions)
+    figures: dict[str, Any] = {"shape": "entity_random" if kind == "random" else "range_hybrid"}
+    figures["partitions"] = partitions
+    pages: dict[str, list[str]] = {}
+    for mode, concurrency in (("parallel", min(partitions, 64)), ("sequential", 1)):
+        service = QueryService(
+            layout=layout,
+            shard_maps=StaticShardMap(shard_map),
+            reader=LatencyReader(memory, latency_ms),
+            cursors=CursorCodec(lambda: b"benchmark-cursor-key-0123456789abcdef"),
+            limits=QueryLimits(concurrency=concurrency),
+            clock_ms=lambda: NOW,
+        )
+        times: list[float] = []
+        page = _read_page(service, kind)  # warm-up: thread start-up, imports
+        for _ in range(repeats):
+            started = time.perf_counter()
+            page = _read_page(service, kind)
+            times.append((time.perf_counter() - started) * 1000)
+        pages[mode] = [item.event_id for item in page.items]
+        figures[f"{mode}_ms"] = round(statistics.median(times), 1)
+        figures[f"{mode}_round_trips"] = round(statistics.median(times) / latency_ms, 2)
+        figures["queries_per_page"] = page.cost.queries
+    if pages["parallel"] != pages["sequential"]:
+        raise AssertionError("parallel and sequential reads returned different pages")
+    figures["speedup"] = round(figures["sequential_ms"] / figures["parallel_ms"], 1)
+    return figures
+
+
+def run(latency_ms: float = 20.0, partition_counts: tuple[int, ...] = (16, 64), repeats: int = 5) -> dict[str, Any]:
+    """Wall time of one 100-reading page over k partitions, with ``latency_ms`` per Query call."""
+    level = logger.log_level
+    logger.setLevel("WARNING")  # the per-request log lines would drown the figures
+    try:
+        cases = [
+            _measure(kind, partitions, latency_ms, repeats)
+            for kind in ("random", "hybrid")
+            for partitions in partition_counts
+        ]
+    finally:
+        logger.setLevel(level)
+    return {
+        "benchmark": "query_fanout",
+        "latency_ms_per_query": latency_ms,
+        "page_size": PAGE,
+        "repeats": repeats,
+        "cases": cases,
+        "command": ".venv/bin/python -m benchmarks.query_fanout",
+    }
+
+
+if __name__ == "__main__":
+    print(json.dumps(run(), indent=2))

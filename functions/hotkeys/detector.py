@@ -1,0 +1,612 @@
+"""Hot-key detection: write load per partition key and per entity in time windows, and what to do about it.
+
+Pure Python on top of the key-design layer: no boto3, no clock, no I/O. The
+hot-key Lambda feeds it from the DynamoDB stream and adds windows up across
+invocations in the control table; the workload simulator feeds it directly
+through :class:`LoadTracker`. Both get their decisions from :func:`decide` and
+turn them into a shard map with :func:`apply_decisions`.
+
+Load is counted in write units: a write of ``size`` bytes costs
+``write_units(size)`` (1 per KB, at least 1), alike for a put, an update and a
+user delete. TTL deletions cost no write capacity and are not counted. A
+window's rate is its write units divided by its length.
+
+The rules (thresholds are per partition key, in WCU/s):
+
+* A partition key is *hot* when its rate is above ``split_threshold_wcu``.
+* An entity is *hot* when its rate over its partition count (its own count,
+  else 1 in the hybrid layout or the global N in the others) is above the
+  threshold. It is split to ``shards_for(rate, budget)`` partitions, where
+  the budget is ``min(threshold, target_utilisation x 1,000)``. A budget below
+  the threshold leaves room for the hash's uneven spread, so fresh
+  sub-shards do not land straight back over the threshold.
+* A hybrid base key that is still hot once its hot entities are taken out is
+  hot because many entities share it: a larger global N is recommended.
+* An entity with its own count scales down only when each of the last
+  ``scale_down_windows`` windows (contiguous, all closed) would have fitted
+  in fewer partitions at ``scale_down_fraction`` of the budget, and its count
+  did not change during them. The stricter budget is the hysteresis: a load
+  between the two levels changes nothing, so the count cannot flap.
+* Every change takes effect at ``change_from_ms``, which the caller computes
+  with ``keydesign.earliest_change_boundary`` (the first bucket boundary every
+  writer will have seen), or at a change already scheduled later. Nothing is
+  ever scheduled in the past, so nothing is ever rewritten.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from keydesign import ConfigError, ShardMap, shards_for, write_units
+from keydesign.capacity import PARTITION_WCU
+from keydesign.items import MAX_ITEM_BYTES
+from keydesign.layouts import LayoutKind
+from keydesign.shardmap import MAX_ENTITY_SHARDS, MAX_GLOBAL_SHARDS, Change
+
+#: The stream's event names; anything else is not a write.
+EVENT_NAMES = frozenset({"INSERT", "MODIFY", "REMOVE"})
+#: The principal of a TTL deletion (userIdentity.principalId, type "Service").
+TTL_PRINCIPAL = "dynamodb.amazonaws.com"
+#: Upper bound of top_k: metric dimensions per window stay few.
+MAX_TOP_K = 10
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """One write seen on the stream.
+
+    ``shared_key`` is True for a partition key many entities share (a hybrid
+    base key ``SSSS#bucket``); an entity's own keys are not shared.
+    """
+
+    partition_key: str
+    entity: str
+    size_bytes: int
+    approx_time_ms: int
+    event_name: str
+    principal: str | None = None
+    shared_key: bool = False
+
+    @property
+    def is_ttl_delete(self) -> bool:
+        return self.event_name == "REMOVE" and self.principal == TTL_PRINCIPAL
+
+
+@dataclass(frozen=True, slots=True)
+class DetectorConfig:
+    """Windows and thresholds. Invalid values raise ``ConfigError`` naming the field."""
+
+    window_ms: int = 60_000
+    split_threshold_wcu: float = 500.0
+    target_utilisation: float = 0.4
+    scale_down_windows: int = 10
+    scale_down_fraction: float = 0.8
+    top_k: int = 5
+    counters_per_window: int = 25
+    assumed_item_bytes: int = 0
+
+    def __post_init__(self) -> None:
+        if self.window_ms < 1_000 or self.window_ms % 1_000:
+            # ApproximateCreationDateTime has whole-second resolution.
+            raise ConfigError("window", f"must be a whole number of seconds, at least 1 s; got {self.window_ms} ms")
+        if not 0 < self.split_threshold_wcu <= PARTITION_WCU:
+            raise ConfigError(
+                "split_threshold_wcu",
+                f"must be above 0 and at most {PARTITION_WCU} (a key's limit); got {self.split_threshold_wcu}",
+            )
+        if not 0 < self.target_utilisation <= 1:
+            raise ConfigError("target_utilisation", f"must be in (0, 1]; got {self.target_utilisation}")
+        if self.scale_down_windows < 1:
+            raise ConfigError("scale_down_windows", f"must be at least 1; got {self.scale_down_windows}")
+        if not 0 < self.scale_down_fraction < 1:
+            raise ConfigError("scale_down_fraction", f"must be in (0, 1); got {self.scale_down_fraction}")
+        if not 1 <= self.top_k <= MAX_TOP_K:
+            raise ConfigError("top_k", f"must be 1 to {MAX_TOP_K}; got {self.top_k}")
+        # A key over the threshold carries at least threshold/1,000 of its
+        # partition's writes (a partition takes 1,000 WCU/s), so it is among the
+        # top ceil(1,000 / threshold) of any batch read from that partition.
+        floor = math.ceil(PARTITION_WCU / self.split_threshold_wcu)
+        if self.counters_per_window < floor:
+            raise ConfigError(
+                "counters_per_window",
+                f"must be at least {floor} (1,000 / threshold) so that no key over the threshold "
+                f"can be left out of a batch's counters; got {self.counters_per_window}",
+            )
+        if not 0 <= self.assumed_item_bytes <= MAX_ITEM_BYTES:
+            raise ConfigError("assumed_item_bytes", f"must be 0 to {MAX_ITEM_BYTES}; got {self.assumed_item_bytes}")
+
+    @property
+    def budget_wcu(self) -> float:
+        """WCU/s a partition key is sized for when an entity is split."""
+        return min(self.split_threshold_wcu, self.target_utilisation * PARTITION_WCU)
+
+    def write_units_of(self, size_bytes: int) -> int:
+        return write_units(max(size_bytes, self.assumed_item_bytes))
+
+    def shards_needed(self, wcu_per_s: float) -> int:
+        """Partitions that carry ``wcu_per_s`` at or under the budget each."""
+        return shards_for(wcu_per_s, self.budget_wcu / PARTITION_WCU)
+
+    def shards_to_keep(self, wcu_per_s: float) -> int:
+        """Partitions a scale-down keeps: each at or under ``scale_down_fraction`` of the budget."""
+        return shards_for(wcu_per_s, self.scale_down_fraction * self.budget_wcu / PARTITION_WCU)
+
+    def window_start(self, ts_ms: int) -> int:
+        return ts_ms - ts_ms % self.window_ms
+
+
+# -- load in one window --------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Load:
+    """Write units, writes and user deletes (deletes are writes too)."""
+
+    wcu: int = 0
+    writes: int = 0
+    deletes: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class WindowLoad:
+    """The load of one window ``[start_ms, start_ms + width_ms)``, per partition key and per entity.
+
+    ``entity_keys`` holds the partition keys each entity wrote to;
+    ``shared_keys`` the keys many entities share (hybrid base keys).
+    """
+
+    start_ms: int
+    width_ms: int
+    keys: Mapping[str, Load]
+    entities: Mapping[str, Load]
+    entity_keys: Mapping[str, frozenset[str]]
+    shared_keys: frozenset[str]
+
+    @classmethod
+    def empty(cls, start_ms: int, width_ms: int) -> WindowLoad:
+        return cls(start_ms, width_ms, MappingProxyType({}), MappingProxyType({}), MappingProxyType({}), frozenset())
+
+    @property
+    def end_ms(self) -> int:
+        return self.start_ms + self.width_ms
+
+    def rate(self, load: Load) -> float:
+        """WCU/s of ``load`` over this window."""
+        return load.wcu * 1000 / self.width_ms
+
+    def key_rate(self, key: str) -> float:
+        load = self.keys.get(key)
+        return 0.0 if load is None else self.rate(load)
+
+    def entity_rate(self, entity: str) -> float:
+        load = self.entities.get(entity)
+        return 0.0 if load is None else self.rate(load)
+
+    def top_keys(self, n: int) -> list[tuple[str, float]]:
+        """The ``n`` busiest partition keys with their WCU/s, busiest first (ties by name)."""
+        ranked = sorted(self.keys.items(), key=lambda kv: (-kv[1].wcu, kv[0]))[:n]
+        return [(k, self.rate(v)) for k, v in ranked]
+
+    def top_entities(self, n: int) -> list[tuple[str, float]]:
+        ranked = sorted(self.entities.items(), key=lambda kv: (-kv[1].wcu, kv[0]))[:n]
+        return [(e, self.rate(v)) for e, v in ranked]
+
+    def select(self, limit: int, always: Iterable[str] = ()) -> tuple[WindowLoad, int]:
+        """The part worth a shared counter: the ``limit`` busiest keys and entities, plus
+        every entity in ``always`` that wrote here (split entities: their quiet windows
+        decide a scale-down, so none of their load may go uncounted). Returns it with the
+        number of keys and entities left out."""
+        busiest = sorted(self.entities, key=lambda e: (-self.entities[e].wcu, e))[:limit]
+        entities = set(busiest) | (set(always) & set(self.entities))
+        keys = set(sorted(self.keys, key=lambda k: (-self.keys[k].wcu, k))[:limit])
+        dropped = len(self.entities) - len(entities) + len(self.keys) - len(keys)
+        kept = WindowLoad(
+            self.start_ms,
+            self.width_ms,
+            MappingProxyType({k: self.keys[k] for k in sorted(keys)}),
+            MappingProxyType({e: self.entities[e] for e in sorted(entities)}),
+            MappingProxyType({e: self.entity_keys.get(e, frozenset()) for e in sorted(entities)}),
+            frozenset(self.shared_keys & keys),
+        )
+        return kept, dropped
+
+
+class WindowTally:
+    """Builds a :class:`WindowLoad` one write at a time."""
+
+    def __init__(self, start_ms: int, width_ms: int) -> None:
+        self.start_ms = start_ms
+        self.width_ms = width_ms
+        self._keys: dict[str, list[int]] = {}
+        self._entities: dict[str, list[int]] = {}
+        self._entity_keys: dict[str, set[str]] = {}
+        self._shared: set[str] = set()
+
+    def add(
+        self, partition_key: str, entity: str, wcu: int, *, writes: int = 1, deletes: int = 0, shared_key: bool = False
+    ) -> None:
+        for table, name in ((self._keys, partition_key), (self._entities, entity)):
+            row = table.setdefault(name, [0, 0, 0])
+            row[0] += wcu
+            row[1] += writes
+            row[2] += deletes
+        self._entity_keys.setdefault(entity, set()).add(partition_key)
+        if shared_key:
+            self._shared.add(partition_key)
+
+    def load(self) -> WindowLoad:
+        return WindowLoad(
+            self.start_ms,
+            self.width_ms,
+            MappingProxyType({k: Load(*v) for k, v in self._keys.items()}),
+            MappingProxyType({e: Load(*v) for e, v in self._entities.items()}),
+            MappingProxyType({e: frozenset(v) for e, v in self._entity_keys.items()}),
+            frozenset(self._shared),
+        )
+
+
+def tally(observations: Iterable[Observation], config: DetectorConfig) -> dict[int, WindowTally]:
+    """Observations grouped into window tallies by write time; TTL deletions left out."""
+    windows: dict[int, WindowTally] = {}
+    for obs in observations:
+        if obs.is_ttl_delete:
+            continue
+        start = config.window_start(obs.approx_time_ms)
+        window = windows.get(start)
+        if window is None:
+            window = windows[start] = WindowTally(start, config.window_ms)
+        window.add(
+            obs.partition_key,
+            obs.entity,
+            config.write_units_of(obs.size_bytes),
+            deletes=1 if obs.event_name == "REMOVE" else 0,
+            shared_key=obs.shared_key,
+        )
+    return windows
+
+
+# -- decisions ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class HotKey:
+    """A partition key over the threshold in a window.
+
+    ``entity`` is the hot entity on it, if one is; ``crowded`` is True when the
+    key is over the threshold even without its hot entities (many entities share it).
+    """
+
+    key: str
+    wcu_per_s: float
+    entity: str | None
+    crowded: bool
+
+
+@dataclass(frozen=True, slots=True)
+class EntityChange:
+    """An entity's own partition count goes from ``from_shards`` to ``to_shards`` at ``effective_from_ms``."""
+
+    entity: str
+    from_shards: int
+    to_shards: int
+    effective_from_ms: int
+    wcu_per_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class GlobalChange:
+    """Global N goes from ``from_shards`` to ``to_shards``: ``key`` carries ``wcu_per_s`` of many entities."""
+
+    from_shards: int
+    to_shards: int
+    effective_from_ms: int
+    key: str
+    wcu_per_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class Decisions:
+    """What one closed window calls for."""
+
+    window_start_ms: int
+    window_end_ms: int
+    hot_keys: tuple[HotKey, ...] = ()
+    hot_entities: tuple[tuple[str, float], ...] = ()
+    splits: tuple[EntityChange, ...] = ()
+    scale_downs: tuple[EntityChange, ...] = ()
+    global_change: GlobalChange | None = None
+    at_limit: tuple[str, ...] = ()
+    top_keys: tuple[tuple[str, float], ...] = ()
+    top_entities: tuple[tuple[str, float], ...] = ()
+
+    @property
+    def has_changes(self) -> bool:
+        return bool(self.splits or self.scale_downs or self.global_change)
+
+
+def entity_count_at(shard_map: ShardMap, entity: str, ts_ms: int, layout_kind: LayoutKind) -> int:
+    """Partitions ``entity`` writes to at ``ts_ms``."""
+    own = shard_map.entity_shards_at(entity, ts_ms)
+    if own is not None:
+        return own
+    return 1 if layout_kind == "hybrid" else shard_map.global_shards_at(ts_ms)
+
+
+def entity_target(shard_map: ShardMap, entity: str, layout_kind: LayoutKind) -> int:
+    """Partitions ``entity`` will write to once every scheduled change is in force."""
+    history = shard_map.entity_history.get(entity)
+    if history:
+        return history[-1].shards
+    return 1 if layout_kind == "hybrid" else shard_map.global_history[-1].shards
+
+
+def _effective(history: Sequence[Change] | None, change_from_ms: int) -> int:
+    # A change already scheduled later than change_from must not be preceded
+    # (ShardMap refuses it): join it at its boundary instead.
+    return max(change_from_ms, history[-1].effective_from_ms) if history else change_from_ms
+
+
+def _contiguous(load: WindowLoad, history: Sequence[WindowLoad], count: int) -> list[WindowLoad] | None:
+    """The ``count`` windows ending with ``load``, oldest first, if history has them all."""
+    by_start = {w.start_ms: w for w in history if w.width_ms == load.width_ms}
+    span = [load]
+    for i in range(1, count):
+        previous = by_start.get(load.start_ms - i * load.width_ms)
+        if previous is None:
+            return None
+        span.append(previous)
+    return span[::-1]
+
+
+def decide(
+    load: WindowLoad,
+    shard_map: ShardMap,
+    *,
+    layout_kind: LayoutKind,
+    config: DetectorConfig,
+    change_from_ms: int,
+    history: Sequence[WindowLoad] = (),
+) -> Decisions:
+    """Decide on one closed window.
+
+    ``history`` holds earlier closed windows (only the entities with their own
+    count are needed); a scale-down needs the ``scale_down_windows - 1``
+    windows just before ``load``, all present. ``change_from_ms`` is the
+    earliest boundary a change may take effect at.
+    """
+    hot_entities, splits, at_limit = _hot_entities(load, shard_map, layout_kind, config, change_from_ms)
+    hot_set = {e for e, _ in hot_entities}
+    hot_keys, crowd = _hot_keys(load, hot_set, config.split_threshold_wcu)
+    global_change: GlobalChange | None = None
+    if crowd is not None and layout_kind == "hybrid":
+        n_now = shard_map.global_shards_at(load.start_ms)
+        n_target = shard_map.global_history[-1].shards
+        needed = min(MAX_GLOBAL_SHARDS, math.ceil(n_now * crowd[1] / config.budget_wcu - 1e-9))
+        if needed > n_target:
+            effective = _effective(shard_map.global_history, change_from_ms)
+            global_change = GlobalChange(n_target, needed, effective, crowd[0], crowd[1])
+    busy = hot_set | {s.entity for s in splits}
+    scale_downs = _scale_downs(
+        load,
+        history,
+        shard_map,
+        layout_kind=layout_kind,
+        config=config,
+        change_from_ms=change_from_ms,
+        busy=busy,
+    )
+    return Decisions(
+        window_start_ms=load.start_ms,
+        window_end_ms=load.end_ms,
+        hot_keys=tuple(hot_keys),
+        hot_entities=tuple(hot_entities),
+        splits=tuple(splits),
+        scale_downs=tuple(scale_downs),
+        global_change=global_change,
+        at_limit=tuple(at_limit),
+        top_keys=tuple(load.top_keys(config.top_k)),
+        top_entities=tuple(load.top_entities(config.top_k)),
+    )
+
+
+def _hot_entities(
+    load: WindowLoad, shard_map: ShardMap, layout_kind: LayoutKind, config: DetectorConfig, change_from_ms: int
+) -> tuple[list[tuple[str, float]], list[EntityChange], list[str]]:
+    hot: list[tuple[str, float]] = []
+    splits: list[EntityChange] = []
+    at_limit: list[str] = []
+    for entity in sorted(load.entities):
+        rate = load.entity_rate(entity)
+        now_count = entity_count_at(shard_map, entity, load.start_ms, layout_kind)
+        target = entity_target(shard_map, entity, layout_kind)
+        # A scale-down already scheduled counts too: a load that would be hot
+        # on fewer partitions cancels it by raising the count again.
+        if rate / min(now_count, target) <= config.split_threshold_wcu:
+            continue
+        hot.append((entity, rate))
+        needed = config.shards_needed(rate)
+        if needed > MAX_ENTITY_SHARDS:
+            at_limit.append(entity)
+            needed = MAX_ENTITY_SHARDS
+        if needed > target:
+            effective = _effective(shard_map.entity_history.get(entity), change_from_ms)
+            splits.append(EntityChange(entity, target, needed, effective, rate))
+    return hot, splits, at_limit
+
+
+def _hot_keys(
+    load: WindowLoad, hot_entities: set[str], threshold: float
+) -> tuple[list[HotKey], tuple[str, float] | None]:
+    """The keys over the threshold with their causes, and the most crowded shared key (with the
+    load left on it once its hot entities are taken out)."""
+    writers: dict[str, list[str]] = {}
+    for entity, keys in load.entity_keys.items():
+        for key in keys:
+            writers.setdefault(key, []).append(entity)
+
+    def share(entity: str) -> float:
+        # An entity writes to one key per window unless it has sub-shards.
+        return load.entity_rate(entity) / max(1, len(load.entity_keys.get(entity, ())))
+
+    hot_keys: list[HotKey] = []
+    crowd: tuple[str, float] | None = None
+    for key in sorted(load.keys):
+        rate = load.key_rate(key)
+        if rate <= threshold:
+            continue
+        on_key = sorted(writers.get(key, ()), key=lambda e: (-share(e), e))
+        hot_here = [e for e in on_key if e in hot_entities]
+        shared = key in load.shared_keys
+        crowded = False
+        if shared:
+            rest = rate - sum(share(e) for e in hot_here)
+            crowded = rest > threshold
+            if crowded and (crowd is None or rest > crowd[1]):
+                crowd = (key, rest)
+        cause = hot_here[0] if hot_here else (on_key[0] if on_key and not shared else None)
+        hot_keys.append(HotKey(key, rate, cause, crowded))
+    return hot_keys, crowd
+
+
+def _scale_downs(
+    load: WindowLoad,
+    history: Sequence[WindowLoad],
+    shard_map: ShardMap,
+    *,
+    layout_kind: LayoutKind,
+    config: DetectorConfig,
+    change_from_ms: int,
+    busy: set[str],
+) -> list[EntityChange]:
+    span = _contiguous(load, history, config.scale_down_windows)
+    if span is None:
+        return []
+    floor = 1 if layout_kind == "hybrid" else shard_map.global_history[-1].shards
+    changes: list[EntityChange] = []
+    for entity, entity_history in sorted(shard_map.entity_history.items()):
+        if entity in busy:
+            continue
+        target = entity_history[-1].shards
+        # The count must have been in force, unchanged, through the whole span.
+        if target <= floor or entity_history[-1].effective_from_ms > span[0].start_ms:
+            continue
+        peak = max(w.entity_rate(entity) for w in span)
+        keep = max(floor, config.shards_to_keep(peak))
+        if keep < target:
+            changes.append(EntityChange(entity, target, keep, _effective(entity_history, change_from_ms), peak))
+    return changes
+
+
+def apply_decisions(
+    shard_map: ShardMap,
+    decisions: Decisions,
+    *,
+    layout_kind: LayoutKind,
+    now_ms: int,
+    change_from_ms: int,
+    entity_changes: bool = True,
+    global_changes: bool = False,
+) -> ShardMap:
+    """The map with ``decisions`` applied, re-judged against ``shard_map`` (which may be newer
+    than the one they were decided on). A pure function of its inputs, so it can be re-run
+    after a lost optimistic-concurrency race:
+
+    * a split only ever raises a count (two detectors racing end at the larger);
+    * a scale-down applies only if the count is still the one it was decided on;
+    * a global change only ever raises N, and only when ``global_changes`` is on.
+
+    Changes take effect at the latest of the decision's boundary, ``change_from_ms``
+    (recomputed now) and any change already scheduled. Returns ``shard_map``
+    itself when nothing changes.
+    """
+    result = shard_map
+    if entity_changes:
+        for split in decisions.splits:
+            if split.to_shards > entity_target(result, split.entity, layout_kind):
+                effective = max(
+                    split.effective_from_ms, _effective(result.entity_history.get(split.entity), change_from_ms)
+                )
+                result = result.with_entity(split.entity, split.to_shards, effective, now_ms=now_ms)
+        for down in decisions.scale_downs:
+            if entity_target(result, down.entity, layout_kind) == down.from_shards > down.to_shards:
+                effective = max(
+                    down.effective_from_ms, _effective(result.entity_history.get(down.entity), change_from_ms)
+                )
+                result = result.with_entity(down.entity, down.to_shards, effective, now_ms=now_ms)
+    change = decisions.global_change
+    if global_changes and change is not None and change.to_shards > result.global_history[-1].shards:
+        effective = max(change.effective_from_ms, _effective(result.global_history, change_from_ms))
+        result = result.with_global(change.to_shards, effective, now_ms=now_ms)
+    return result
+
+
+# -- windows in memory (the simulator, tests) ---------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ClosedWindow:
+    """A closed window and the contiguous closed windows before it (oldest first)."""
+
+    load: WindowLoad
+    history: tuple[WindowLoad, ...]
+
+
+class LoadTracker:
+    """Windows kept in memory: observe writes, close windows as time passes.
+
+    The Lambda cannot use this (its windows are spread over many concurrent
+    invocations and live in the control table); a single-process caller such as
+    the workload simulator can, and gets the same windows the Lambda would.
+    """
+
+    def __init__(self, config: DetectorConfig) -> None:
+        self._config = config
+        self._open: dict[int, WindowTally] = {}
+        self._history: deque[WindowLoad] = deque(maxlen=max(1, config.scale_down_windows - 1))
+        self._closed_until: int | None = None
+        self.ttl_deletes = 0
+        self.late = 0
+
+    def observe(self, obs: Observation) -> bool:
+        """Count one write; False when it is not counted (a TTL deletion, or its window is closed)."""
+        if obs.is_ttl_delete:
+            self.ttl_deletes += 1
+            return False
+        start = self._config.window_start(obs.approx_time_ms)
+        if self._closed_until is not None and start < self._closed_until:
+            self.late += 1
+            return False
+        window = self._open.get(start)
+        if window is None:
+            window = self._open[start] = WindowTally(start, self._config.window_ms)
+        window.add(
+            obs.partition_key,
+            obs.entity,
+            self._config.write_units_of(obs.size_bytes),
+            deletes=1 if obs.event_name == "REMOVE" else 0,
+            shared_key=obs.shared_key,
+        )
+        return True
+
+    def close_until(self, now_ms: int, grace_ms: int = 0) -> list[ClosedWindow]:
+        """Close every window that ended at or before ``now_ms - grace_ms``, quiet ones included."""
+        if self._closed_until is not None:
+            start = self._closed_until
+        elif self._open:
+            start = min(self._open)
+        else:
+            return []
+        width = self._config.window_ms
+        closed: list[ClosedWindow] = []
+        while start + width <= now_ms - grace_ms:
+            window = self._open.pop(start, None)
+            load = window.load() if window is not None else WindowLoad.empty(start, width)
+            closed.append(ClosedWindow(load, tuple(self._history)))
+            self._history.append(load)
+            start += width
+        self._closed_until = start
+        return closed

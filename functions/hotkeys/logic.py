@@ -1,0 +1,572 @@
+"""The hot-key logic: one stream batch in, its load added to the shared window counters,
+and every window that is due judged once.
+
+Per batch (one invocation, one stream shard):
+
+1. parse every record; TTL deletions, other tables' or layouts' records and
+   garbage are skipped, counted and logged (a few of each), never judged;
+2. tally the batch per window, per partition key and per entity
+   (:mod:`hotkeys.detector`), keep the busiest keys and entities plus every
+   entity with its own count, and ADD them to the window's counters in the
+   control table. Every invocation of every stream shard adds to the same
+   counters, so a split entity whose sub-shards are read by several
+   concurrent invocations is still judged on its whole load;
+3. for each window whose end is ``HOT_WINDOW_GRACE`` in the past and that the
+   batch's own stream position has passed, try to claim it (a conditional
+   write: exactly one invocation wins). The winner reads the
+   window's counters, decides (:func:`hotkeys.detector.decide`), applies the
+   changes to the shard map with optimistic concurrency, sends the alerts
+   (one per hot key per cooldown), publishes the top-k metrics, and marks the
+   window done.
+
+Records are reported for redelivery (partial batch response) only when their
+load could not be added to a counter; redelivery may then count the rest of
+the batch twice for that window, an over-estimate that can only make a split
+come early. Judging a window never fails a record: its claim is released and
+the next invocation judges it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from aws_lambda_powertools.metrics import MetricUnit, single_metric
+from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
+
+from adapters.clients import client
+from adapters.observability import NAMESPACE, logger, metrics, tracer
+from adapters.shard_map_source import CachedShardMap, ShardMapSource
+from adapters.shard_map_store import Applied, ShardMapStore
+from hotkeys.alerts import Alert, AlertPublisher
+from hotkeys.control_table import ControlTable, entity_counter, key_counter
+from hotkeys.detector import (
+    Decisions,
+    DetectorConfig,
+    EntityChange,
+    Observation,
+    WindowLoad,
+    apply_decisions,
+    decide,
+    tally,
+)
+from hotkeys.records import SkipKind, Skipped, key_family, parse_record
+from hotkeys.settings import HotKeySettings
+from keydesign import Layout, ShardMap, earliest_change_boundary, format_ts
+
+#: Windows behind the newest due one that an invocation still tries to judge.
+CLOSE_LOOKBACK_WINDOWS = 3
+#: Skipped records logged per kind per batch (the rest are only counted).
+_SKIP_LOG_SAMPLES = 3
+
+
+class RecordNotCounted(Exception):  # noqa: N818 - reads as the outcome it reports
+    """A stream record whose load is not in the shared counters: redeliver it."""
+
+    def __init__(self, sequence_number: str | None, reason: str) -> None:
+        self.sequence_number = sequence_number
+        self.reason = reason
+        super().__init__(f"record {sequence_number}: load not counted ({reason})")
+
+
+@dataclass(slots=True)
+class RecordOutcome:
+    sequence_number: str | None
+    skipped: SkipKind | None = None
+    failure: str | None = None
+
+
+@dataclass(slots=True)
+class BatchOutcome:
+    """What became of one batch; :meth:`settle` is the Powertools record handler."""
+
+    records: list[RecordOutcome]
+    counted: int = 0
+    user_deletes: int = 0
+    late: int = 0
+    counters_written: int = 0
+    counters_failed: int = 0
+    counters_dropped: int = 0
+    windows_judged: list[Decisions] = field(default_factory=list)
+    close_failures: int = 0
+    alerts_sent: int = 0
+    alerts_suppressed: int = 0
+    alert_failures: int = 0
+    skipped: Counter[SkipKind] = field(default_factory=Counter)
+    _by_id: dict[int, RecordOutcome] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, records: Sequence[object]) -> BatchOutcome:
+        outcomes = [RecordOutcome(_sequence_number(raw)) for raw in records]
+        outcome = cls(outcomes)
+        outcome._by_id = {id(raw): result for raw, result in zip(records, outcomes, strict=True)}
+        return outcome
+
+    @property
+    def failed(self) -> list[RecordOutcome]:
+        return [r for r in self.records if r.failure is not None]
+
+    def fail(self, position: int, reason: str) -> None:
+        if self.records[position].failure is None:
+            self.records[position].failure = reason
+
+    def settle(self, record: DynamoDBRecord) -> str | None:
+        """Record handler for Powertools' BatchProcessor: raise for a record to redeliver."""
+        outcome = self._by_id.get(id(record.raw_event))
+        if outcome is None:  # not seen by process(): never report success for it
+            raise RecordNotCounted(_sequence_number(record.raw_event), "the record was not part of the batch")
+        if outcome.failure is not None:
+            raise RecordNotCounted(outcome.sequence_number, outcome.failure)
+        return outcome.sequence_number
+
+
+class HotKeyMonitor:
+    """Counts stream batches into the control table and judges due windows. One per container."""
+
+    def __init__(
+        self,
+        *,
+        layout: Layout,
+        config: DetectorConfig,
+        control: ControlTable,
+        store: ShardMapStore,
+        shard_maps: ShardMapSource,
+        alerts: AlertPublisher | None,
+        cache_ttl_ms: int,
+        change_margin_ms: int,
+        window_grace_ms: int,
+        close_lease_ms: int,
+        alert_cooldown_ms: int,
+        auto_apply_entity: bool = True,
+        auto_apply_global: bool = False,
+        clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+        owner: str | None = None,
+    ) -> None:
+        self._layout = layout
+        self._config = config
+        self._control = control
+        self._store = store
+        self._shard_maps = shard_maps
+        self._alerts = alerts
+        self._cache_ttl_ms = cache_ttl_ms
+        self._margin_ms = change_margin_ms
+        self._grace_ms = window_grace_ms
+        self._lease_ms = close_lease_ms
+        self._cooldown_ms = alert_cooldown_ms
+        self._auto_entity = auto_apply_entity
+        self._auto_global = auto_apply_global
+        self._clock_ms = clock_ms
+        self.owner = owner or uuid.uuid4().hex
+        self._settled: set[int] = set()
+        self._service = os.environ.get("POWERTOOLS_SERVICE_NAME", "hotkeys")
+
+    @classmethod
+    def from_settings(
+        cls,
+        settings: HotKeySettings,
+        *,
+        dynamodb: Any = None,
+        sns: Any = None,
+        clock_ms: Callable[[], int] | None = None,
+    ) -> HotKeyMonitor:
+        """Wire the adapters: the real clients unless others are given (a fake, a fault injector)."""
+        common = settings.common
+        wall = clock_ms or (lambda: int(time.time() * 1000))
+        db = dynamodb if dynamodb is not None else client("dynamodb", max_attempts=5)
+        store = ShardMapStore(
+            db, settings.control_table, ShardMap.initial(common.layout.bucket, common.shards), clock_ms=wall
+        )
+        control = ControlTable(
+            db,
+            settings.control_table,
+            counter_shards=settings.counter_shards,
+            retention_ms=settings.counter_retention_ms,
+            concurrency=settings.concurrency,
+        )
+        cache_clock: Callable[[], float] = time.monotonic if clock_ms is None else (lambda: wall() / 1000)
+        alerts = None
+        if settings.alert_topic_arn is not None:
+            alerts = AlertPublisher(sns if sns is not None else client("sns"), settings.alert_topic_arn)
+        return cls(
+            layout=common.layout,
+            config=settings.detector,
+            control=control,
+            store=store,
+            shard_maps=CachedShardMap(store.load, common.shard_map_cache_ttl_ms, clock=cache_clock),
+            alerts=alerts,
+            cache_ttl_ms=common.shard_map_cache_ttl_ms,
+            change_margin_ms=settings.change_margin_ms,
+            window_grace_ms=settings.window_grace_ms,
+            close_lease_ms=settings.close_lease_ms,
+            alert_cooldown_ms=settings.alert_cooldown_ms,
+            auto_apply_entity=settings.auto_apply_entity,
+            auto_apply_global=settings.auto_apply_global,
+            clock_ms=wall,
+        )
+
+    def close(self) -> None:
+        self._control.close()
+
+    # -- one batch ---------------------------------------------------------------------------
+
+    @tracer.capture_method(capture_response=False)
+    def process(self, records: Sequence[Any]) -> BatchOutcome:
+        """Count one batch of Lambda DynamoDB stream records, then judge the windows that are due."""
+        now = self._clock_ms()
+        outcome = BatchOutcome.of(records)
+        observations: list[tuple[int, Observation]] = []
+        logged: Counter[SkipKind] = Counter()
+        for position, raw in enumerate(records):
+            parsed = parse_record(raw, layout_kind=self._layout.kind, table_prefix=self._layout.table_prefix)
+            if isinstance(parsed, Skipped):
+                outcome.records[position].skipped = parsed.kind
+                outcome.skipped[parsed.kind] += 1
+                if parsed.kind is not SkipKind.TTL_DELETE and logged[parsed.kind] < _SKIP_LOG_SAMPLES:
+                    logged[parsed.kind] += 1
+                    logger.warning(
+                        "stream record skipped",
+                        skip=parsed.kind.value,
+                        reason=parsed.reason,
+                        sequence_number=outcome.records[position].sequence_number,
+                    )
+                continue
+            observations.append((position, parsed))
+
+        # How far this shard's stream has got: a window is judged only once some
+        # batch has read past its end, never on wall-clock time alone (a lagging
+        # or just-started stream would make a busy window look quiet).
+        watermark = max((o.approx_time_ms for _, o in observations), default=None)
+        if observations:
+            try:
+                shard_map = self._shard_maps.current()
+            except Exception as exc:
+                # Without the map we cannot tell split entities apart; nothing is
+                # counted yet, so redelivering the whole batch counts it once.
+                logger.exception("shard map unavailable; the batch will be redelivered")
+                for position, _ in observations:
+                    outcome.fail(position, f"shard map unavailable: {type(exc).__name__}")
+            else:
+                self._count(observations, shard_map, now, outcome)
+        if watermark is not None:
+            self._judge_due_windows(now, watermark, outcome)
+        _emit(outcome)
+        return outcome
+
+    def _count(
+        self, observations: list[tuple[int, Observation]], shard_map: ShardMap, now: int, outcome: BatchOutcome
+    ) -> None:
+        config = self._config
+        outcome.counted = len(observations)
+        outcome.user_deletes = sum(1 for _, o in observations if o.event_name == "REMOVE")
+        windows = tally((o for _, o in observations), config)
+        always = set(shard_map.entity_history)
+        failed: dict[int, Mapping[str, str]] = {}
+        for start, window in sorted(windows.items()):
+            full = window.load()
+            load, dropped = full.select(config.counters_per_window, always=always)
+            outcome.counters_dropped += dropped
+            if start + config.window_ms + self._grace_ms <= now:
+                # Its window is (or is about to be) judged already: visible, not lost.
+                outcome.late += sum(v.writes for v in full.keys.values())
+            report = self._control.add_counters(load, now)
+            outcome.counters_written += report.written
+            outcome.counters_failed += len(report.failed)
+            if report.failed:
+                failed[start] = report.failed
+                logger.error(
+                    "counter writes failed; their records will be redelivered",
+                    window=format_ts(start),
+                    failed=len(report.failed),
+                    errors=sorted(set(report.failed.values())),
+                )
+        if failed:
+            for position, obs in observations:
+                in_window = failed.get(config.window_start(obs.approx_time_ms))
+                if in_window:
+                    reason = in_window.get(entity_counter(obs.entity)) or in_window.get(key_counter(obs.partition_key))
+                    if reason is not None:
+                        outcome.fail(position, f"counter write failed: {reason}")
+
+    # -- judging windows ------------------------------------------------------------------------
+
+    def _judge_due_windows(self, now: int, watermark: int, outcome: BatchOutcome) -> None:
+        """Judge the windows that ended ``HOT_WINDOW_GRACE`` ago and that this batch's stream
+        position has passed, each by exactly one invocation (the one whose claim lands)."""
+        width = self._config.window_ms
+        newest = self._config.window_start(min(now - self._grace_ms, watermark) - width)
+        due = [newest - i * width for i in range(CLOSE_LOOKBACK_WINDOWS - 1, -1, -1)]
+        self._settled = {s for s in self._settled if s >= due[0]}
+        for start in due:
+            if start in self._settled:
+                continue
+            try:
+                won = self._control.claim_close(start, self.owner, now, self._lease_ms)
+            except Exception:
+                logger.exception("could not claim a window; a later invocation will", window=format_ts(start))
+                return
+            self._settled.add(start)
+            if not won:
+                continue
+            try:
+                outcome.windows_judged.append(self._judge(start, outcome))
+            except Exception:
+                outcome.close_failures += 1
+                logger.exception("judging a window failed; releasing it for a retry", window=format_ts(start))
+                self._settled.discard(start)
+                try:
+                    self._control.release_close(start, self.owner)
+                except Exception:
+                    logger.exception("could not release the claim; it expires with its lease", window=format_ts(start))
+
+    @tracer.capture_method(capture_response=False)
+    def _judge(self, start: int, outcome: BatchOutcome) -> Decisions:
+        config = self._config
+        load = self._control.read_window(start, config.window_ms)
+        shard_map = self._store.load()
+        history = self._history(start, shard_map)
+        now = self._clock_ms()
+        decisions = decide(
+            load,
+            shard_map,
+            layout_kind=self._layout.kind,
+            config=config,
+            change_from_ms=self._change_from(now),
+            history=history,
+        )
+        if not load.keys:
+            # A window without one counted write (an idle table, or every shard's records
+            # still in flight) says nothing about quiet: it never starts a scale-down.
+            decisions = replace(decisions, scale_downs=())
+        applied: Applied | None = None
+        wanted = (self._auto_entity and (decisions.splits or decisions.scale_downs)) or (
+            self._auto_global and decisions.global_change is not None
+        )
+        if wanted:
+            applied = self._store.apply(self._change_fn(decisions), reason=_summary(decisions))
+            if applied.changed:
+                logger.info(
+                    "shard map changed",
+                    version=applied.shard_map.version,
+                    attempts=applied.attempts,
+                    decisions=_summary(decisions),
+                )
+        self._publish_top(load, decisions)
+        self._send_alerts(decisions, applied, outcome)
+        if decisions.hot_keys or decisions.has_changes:
+            logger.info("window judged", window=format_ts(start), decisions=_summary(decisions))
+        observed = bool(load.keys)
+        self._control.finish_close(start, self.owner, self._clock_ms(), _summary(decisions), observed=observed)
+        return decisions
+
+    def _change_from(self, now: int) -> int:
+        return earliest_change_boundary(self._layout.bucket, now, self._cache_ttl_ms, self._margin_ms)
+
+    def _change_fn(self, decisions: Decisions) -> Callable[[ShardMap], ShardMap]:
+        def change(current: ShardMap) -> ShardMap:
+            now = self._clock_ms()
+            return apply_decisions(
+                current,
+                decisions,
+                layout_kind=self._layout.kind,
+                now_ms=now,
+                change_from_ms=self._change_from(now),
+                entity_changes=self._auto_entity,
+                global_changes=self._auto_global,
+            )
+
+        return change
+
+    def _history(self, start: int, shard_map: ShardMap) -> list[WindowLoad]:
+        """The windows just before ``start`` (contiguous, judged, and with writes counted in
+        them), with the load of every entity that has its own count: what a scale-down is
+        judged on. A window without a single counted write proves nothing about quiet: the
+        table may have been idle, or the function not yet reading the stream."""
+        count = self._config.scale_down_windows - 1
+        if count < 1 or not shard_map.entity_history:
+            return []
+        width = self._config.window_ms
+        starts = [start - i * width for i in range(1, count + 1)]
+        closed = self._control.observed_windows(starts)
+        contiguous: list[int] = []
+        for s in starts:
+            if s not in closed:
+                break
+            contiguous.append(s)
+        if len(contiguous) < count:
+            return []
+        loads = self._control.read_entities(contiguous, shard_map.entity_history, width)
+        return [loads[s] for s in sorted(contiguous)]
+
+    # -- metrics and alerts -------------------------------------------------------------------------
+
+    def _publish_top(self, load: WindowLoad, decisions: Decisions) -> None:
+        window = format_ts(load.start_ms)
+        for rank, (key, rate) in enumerate(decisions.top_keys, start=1):
+            with single_metric(
+                name="KeyWriteUnitsPerSecond",
+                unit=MetricUnit.CountPerSecond,
+                value=rate,
+                namespace=NAMESPACE,
+                default_dimensions={"service": self._service},
+            ) as metric:
+                metric.add_dimension(name="PartitionKey", value=key_family(key, self._layout.kind))
+                metric.add_metadata(key="partition_key", value=key)
+                metric.add_metadata(key="rank", value=rank)
+                metric.add_metadata(key="window", value=window)
+        for rank, (entity, rate) in enumerate(decisions.top_entities, start=1):
+            with single_metric(
+                name="EntityWriteUnitsPerSecond",
+                unit=MetricUnit.CountPerSecond,
+                value=rate,
+                namespace=NAMESPACE,
+                default_dimensions={"service": self._service},
+            ) as metric:
+                metric.add_dimension(name="Entity", value=entity)
+                metric.add_metadata(key="rank", value=rank)
+                metric.add_metadata(key="window", value=window)
+        metrics.add_metric(name="WindowsJudged", unit=MetricUnit.Count, value=1)
+        metrics.add_metric(name="HotKeys", unit=MetricUnit.Count, value=len(decisions.hot_keys))
+        metrics.add_metric(name="SplitsScheduled", unit=MetricUnit.Count, value=len(decisions.splits))
+        metrics.add_metric(name="ScaleDownsScheduled", unit=MetricUnit.Count, value=len(decisions.scale_downs))
+        metrics.add_metric(
+            name="GlobalShardIncreases", unit=MetricUnit.Count, value=int(decisions.global_change is not None)
+        )
+        hottest = decisions.top_keys[0][1] if decisions.top_keys else 0.0
+        metrics.add_metric(name="HottestKeyWriteUnitsPerSecond", unit=MetricUnit.CountPerSecond, value=hottest)
+
+    def _send_alerts(self, decisions: Decisions, applied: Applied | None, outcome: BatchOutcome) -> None:
+        if self._alerts is None:
+            return
+        for alert in self._alerts_for(decisions, applied):
+            now = self._clock_ms()
+            if not self._control.claim_alert(alert.subject_key, self.owner, now, self._cooldown_ms):
+                outcome.alerts_suppressed += 1
+                continue
+            try:
+                self._alerts.publish(alert)
+                outcome.alerts_sent += 1
+            except Exception:
+                outcome.alert_failures += 1
+                logger.exception("hot-key notification failed; releasing its cooldown", subject=alert.subject_key)
+                try:
+                    self._control.release_alert(alert.subject_key, self.owner)
+                except Exception:
+                    logger.exception("could not release the cooldown", subject=alert.subject_key)
+
+    def _alerts_for(self, decisions: Decisions, applied: Applied | None) -> list[Alert]:
+        kind = self._layout.kind
+        threshold = self._config.split_threshold_wcu
+        window = {"start": format_ts(decisions.window_start_ms), "end": format_ts(decisions.window_end_ms)}
+        splits = {s.entity: s for s in decisions.splits}
+        entity_rates = dict(decisions.hot_entities)
+        entity_applied = applied is not None and self._auto_entity
+        alerts: dict[str, Alert] = {}
+        for hot in decisions.hot_keys:
+            family = key_family(hot.key, kind)
+            base: dict[str, object] = {
+                "kind": "hot_key",
+                "partition_key": hot.key,
+                "key_family": family,
+                "wcu_per_s": round(hot.wcu_per_s, 1),
+                "threshold_wcu_per_s": threshold,
+                "window": window,
+                "table": self._layout.table_for(decisions.window_start_ms),
+            }
+            if hot.entity is not None and f"entity#{hot.entity}" not in alerts:
+                split = splits.get(hot.entity)
+                action: dict[str, object]
+                if split is not None:
+                    action = {
+                        "action": "split",
+                        "from_shards": split.from_shards,
+                        "to_shards": split.to_shards,
+                        "effective_from": format_ts(split.effective_from_ms),
+                        "applied": entity_applied,
+                    }
+                elif hot.entity in decisions.at_limit:
+                    action = {"action": "none: at the sub-shard limit"}
+                else:
+                    action = {"action": "none: enough sub-shards already scheduled"}
+                entity_rate = entity_rates.get(hot.entity, hot.wcu_per_s)
+                alerts[f"entity#{hot.entity}"] = Alert(
+                    subject_key=f"entity#{hot.entity}",
+                    subject=f"Hot entity {hot.entity}: {entity_rate:,.0f} WCU/s",
+                    body={**base, "entity": hot.entity, "entity_wcu_per_s": round(entity_rate, 1), **action},
+                )
+            if hot.crowded and f"key#{family}" not in alerts:
+                change = decisions.global_change
+                action = (
+                    {
+                        "action": "increase global shards",
+                        "from_shards": change.from_shards,
+                        "to_shards": change.to_shards,
+                        "effective_from": format_ts(change.effective_from_ms),
+                        "applied": applied is not None and self._auto_global,
+                    }
+                    if change is not None
+                    else {"action": "none: a larger global N is already scheduled"}
+                )
+                alerts[f"key#{family}"] = Alert(
+                    subject_key=f"key#{family}",
+                    subject=f"Hot partition key {family}: {hot.wcu_per_s:,.0f} WCU/s from many entities",
+                    body={**base, "crowded": True, **action},
+                )
+        return list(alerts.values())
+
+
+def _emit(outcome: BatchOutcome) -> None:
+    counts = {
+        "RecordsCounted": outcome.counted,
+        "UserDeletesCounted": outcome.user_deletes,
+        "TtlDeletesIgnored": outcome.skipped[SkipKind.TTL_DELETE],
+        "ForeignRecordsSkipped": outcome.skipped[SkipKind.FOREIGN],
+        "MalformedRecordsSkipped": outcome.skipped[SkipKind.MALFORMED],
+        "LateRecords": outcome.late,
+        "CounterWrites": outcome.counters_written,
+        "CounterWriteFailures": outcome.counters_failed,
+        "CountersDropped": outcome.counters_dropped,
+        "RecordsFailed": len(outcome.failed),
+        "WindowJudgeFailures": outcome.close_failures,
+        "AlertsSent": outcome.alerts_sent,
+        "AlertsSuppressed": outcome.alerts_suppressed,
+        "AlertFailures": outcome.alert_failures,
+    }
+    for name, value in counts.items():
+        metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
+
+
+def _summary(decisions: Decisions) -> str:
+    def changes(items: Sequence[EntityChange]) -> list[list[object]]:
+        return [[c.entity, c.from_shards, c.to_shards, format_ts(c.effective_from_ms)] for c in items]
+
+    return json.dumps(
+        {
+            "window": format_ts(decisions.window_start_ms),
+            "hot_keys": [[h.key, round(h.wcu_per_s, 1)] for h in decisions.hot_keys[:10]],
+            "splits": changes(decisions.splits),
+            "scale_downs": changes(decisions.scale_downs),
+            "global": None
+            if decisions.global_change is None
+            else [
+                decisions.global_change.from_shards,
+                decisions.global_change.to_shards,
+                format_ts(decisions.global_change.effective_from_ms),
+            ],
+            "at_limit": list(decisions.at_limit),
+        },
+        separators=(",", ":"),
+    )
+
+
+def _sequence_number(raw: object) -> str | None:
+    if isinstance(raw, Mapping):
+        body = raw.get("dynamodb")
+        if isinstance(body, Mapping) and isinstance(body.get("SequenceNumber"), str):
+            return str(body["SequenceNumber"])
+    return None

@@ -1,0 +1,92 @@
+"""Downsampling: per-interval statistics of every measure, built while streaming.
+
+Readings arrive in time order, so one interval is open at a time and the next
+interval's boundary is found by comparing fixed-width timestamp strings;
+nothing but the running figures is kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from keydesign import format_ts, parse_timestamp
+from keydesign.timefmt import MAX_TS_MS
+from query.models import Interval
+from query.params import Stat
+
+#: Sorts after every timestamp: the end of an interval that reaches past year 9999.
+_AFTER_ALL = "~"
+
+
+@dataclass(slots=True)
+class _Running:
+    count: int
+    total: int | float
+    low: int | float
+    high: int | float
+
+    def add(self, value: int | float) -> None:
+        self.count += 1
+        self.total += value
+        self.low = min(self.low, value)
+        self.high = max(self.high, value)
+
+
+class SeriesBuilder:
+    """Accumulates readings (in ascending time order) into epoch-aligned intervals."""
+
+    def __init__(self, interval_ms: int, stats: tuple[Stat, ...]) -> None:
+        self._interval = interval_ms
+        self._stats = stats
+        self._done: list[Interval] = []
+        self._start: str | None = None
+        self._end = ""
+        self._readings = 0
+        self._measures: dict[str, _Running] = {}
+        self.total = 0
+
+    def add(self, ts: str, measures: Mapping[str, int | float]) -> None:
+        if self._start is None or ts >= self._end:
+            self._close()
+            ms = parse_timestamp(ts, "t")
+            start = ms - ms % self._interval
+            end = start + self._interval
+            self._start = format_ts(start)
+            self._end = format_ts(end) if end <= MAX_TS_MS else _AFTER_ALL
+        self._readings += 1
+        self.total += 1
+        for name, value in measures.items():
+            running = self._measures.get(name)
+            if running is None:
+                self._measures[name] = _Running(1, value, value, value)
+            else:
+                running.add(value)
+
+    def _close(self) -> None:
+        if self._start is None or not self._readings:
+            return
+        self._done.append(
+            Interval(
+                start=self._start,
+                readings=self._readings,
+                measures={name: self._figures(r) for name, r in sorted(self._measures.items())},
+            )
+        )
+        self._readings = 0
+        self._measures = {}
+
+    def _figures(self, running: _Running) -> dict[Stat, int | float]:
+        every: dict[Stat, int | float] = {
+            "count": running.count,
+            "min": running.low,
+            "max": running.high,
+            "avg": running.total / running.count,
+            "sum": running.total,
+        }
+        return {name: every[name] for name in self._stats}
+
+    def intervals(self) -> list[Interval]:
+        self._close()
+        self._start = None
+        return self._done

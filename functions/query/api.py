@@ -1,0 +1,371 @@
+"""The REST API: routes, typed parameters, and every error mapped to HTTP in one place.
+
+``create_app(service)`` builds the Powertools resolver; ``handler.py`` builds it
+once per container with the service configured from the environment, and
+``query.openapi`` builds it with no service at all to print the OpenAPI document
+(route functions reach the service only when called).
+
+Error contract: every error body is ``{"error": "...", "parameter": "..."}``.
+
+=====  ==============================================================
+400    bad input (parameter named): malformed, missing, unknown or
+       repeated parameters, reversed or oversize ranges, bad cursors;
+       also a route the deployment's layout cannot serve (parameter null)
+404    no such route
+413    an aggregate would read more than MAX_SCAN_ITEMS (parameter ``to``)
+500    a fault of ours (logged with the request id); never caused by input
+503    DynamoDB throttled us after retries; retry after a moment
+=====  ==============================================================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from http import HTTPStatus
+from typing import Annotated, Any, Literal
+from urllib.parse import unquote
+
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
+from aws_lambda_powertools.event_handler.exceptions import NotFoundError
+from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
+from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
+from aws_lambda_powertools.event_handler.openapi.params import Path, Query
+from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
+from aws_lambda_powertools.metrics import MetricUnit
+from botocore.exceptions import ClientError
+
+from adapters.observability import logger, metrics
+from keydesign import InvalidInput
+from query.cursor import MAX_CURSOR_CHARS
+from query.errors import ScanLimitExceeded, UnsupportedByLayout
+from query.logic import QueryService
+from query.models import AggregateSeries, ErrorBody, Explanation, LatestReading, ReadingsPage
+from query.settings import DEFAULT_LIMIT, LIMIT_CEILING
+
+_THROTTLED = frozenset({"ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded"})
+
+
+def _error_response(description: str) -> OpenAPIResponse:
+    return {"description": description, "content": {"application/json": {"model": ErrorBody}}}
+
+
+_ERRORS: dict[int, OpenAPIResponse] = {
+    400: _error_response("Bad input; `parameter` names the offending query or path parameter"),
+    503: _error_response("DynamoDB is throttling reads; retry after the Retry-After delay"),
+}
+
+
+def _responses(ok: str, *, scan_limited: bool = False) -> dict[int, OpenAPIResponse]:
+    # A 200 without "content" takes the route's return annotation as its schema.
+    out: dict[int, OpenAPIResponse] = {200: {"description": ok}, **_ERRORS}
+    if scan_limited:
+        out[413] = _error_response("The range holds more items than one aggregate may read; narrow it")
+    return out
+
+
+# -- parameter descriptions, shared by the routes --------------------------------------
+
+_ENTITY = "Entity id, percent-encoded: 1-128 of A-Z a-z 0-9 . _ : @ + = / - ('/' as %2F)"
+_FROM = "Start of the range, inclusive: RFC 3339 with offset (2026-11-22T06:00:00Z) or epoch milliseconds"
+_TO = "End of the range, exclusive (same forms as `from`); `to - from` is at most MAX_RANGE (default 31 days)"
+_LIMIT = (
+    f"Readings per page, 1..MAX_LIMIT (a deployment setting; default and ceiling {LIMIT_CEILING}). "
+    f"Default {DEFAULT_LIMIT}, or MAX_LIMIT when that is lower"
+)
+_CURSOR = "`next_cursor` of the previous page, unchanged; valid only with the same other parameters (except limit)"
+_ORDER = "Time order of the page"
+_MEASURES = "Comma-separated measure names to return (default: every measure)"
+_CONSISTENT = "Strongly consistent reads (twice the read units)"
+_EXPLAIN = "Return the query plan (partitions, tables, estimated read units) instead of data"
+
+
+def create_app(service: QueryService | None) -> APIGatewayRestResolver:
+    """The resolver with every route. ``service`` may be None only to render the OpenAPI document."""
+    app = APIGatewayRestResolver(
+        enable_validation=True,
+        response_validation_error_http_code=HTTPStatus.INTERNAL_SERVER_ERROR,
+    )
+
+    def svc() -> QueryService:
+        if service is None:  # only reachable if someone serves the schema-only app
+            raise RuntimeError("the query app was built without a service")
+        return service
+
+    @app.get(
+        "/entities/<entity_id>/readings",
+        summary="Readings of one entity in a time range",
+        description=(
+            "Every reading of the entity in [from, to), across buckets, shards and per-period tables, merged in "
+            "time order (ties: event id) and paged by an opaque cursor. Expired (TTL) readings are left out; "
+            "a reading stored twice (random layout redelivery) is returned once."
+        ),
+        tags=["readings"],
+        operation_id="getEntityReadings",
+        middlewares=[_reject_unknown_parameters],
+        responses=_responses("A page of readings, or the plan when explain=true"),
+    )
+    def entity_readings(
+        *,
+        entity_id: Annotated[str, Path(description=_ENTITY)],
+        from_: Annotated[str, Query(alias="from", description=_FROM)],
+        to: Annotated[str, Query(description=_TO)],
+        limit: Annotated[int | None, Query(ge=1, le=LIMIT_CEILING, description=_LIMIT)] = None,
+        cursor: Annotated[str | None, Query(max_length=MAX_CURSOR_CHARS, description=_CURSOR)] = None,
+        order: Annotated[Literal["asc", "desc"], Query(description=_ORDER)] = "asc",
+        measures: Annotated[str | None, Query(description=_MEASURES)] = None,
+        consistent: Annotated[bool, Query(description=_CONSISTENT)] = False,
+        explain: Annotated[bool, Query(description=_EXPLAIN)] = False,
+    ) -> ReadingsPage | Explanation:
+        return svc().entity_readings(
+            entity_id=_path_segment(entity_id),
+            from_=from_,
+            to=to,
+            limit=limit,
+            cursor=cursor,
+            order=order,
+            measures=measures,
+            consistent=consistent,
+            explain=explain,
+        )
+
+    @app.get(
+        "/entities/<entity_id>/latest",
+        summary="The most recent reading of one entity",
+        description=(
+            "Walks the entity's partitions backwards from now with descending queries, newest bucket first, "
+            "up to `lookback` (at most LATEST_LOOKBACK, default 7 days). `reading` is null when there is none."
+        ),
+        tags=["readings"],
+        operation_id="getEntityLatest",
+        middlewares=[_reject_unknown_parameters],
+        responses=_responses("The latest reading (null when none in the lookback), or the plan when explain=true"),
+    )
+    def latest(
+        *,
+        entity_id: Annotated[str, Path(description=_ENTITY)],
+        lookback: Annotated[
+            str | None,
+            Query(description="How far back to look, e.g. 15m, 6h, 7d (default and maximum: LATEST_LOOKBACK)"),
+        ] = None,
+        measures: Annotated[str | None, Query(description=_MEASURES)] = None,
+        consistent: Annotated[bool, Query(description=_CONSISTENT)] = False,
+        explain: Annotated[bool, Query(description=_EXPLAIN)] = False,
+    ) -> LatestReading | Explanation:
+        return svc().latest(
+            entity_id=_path_segment(entity_id),
+            lookback=lookback,
+            measures=measures,
+            consistent=consistent,
+            explain=explain,
+        )
+
+    @app.get(
+        "/entities/<entity_id>/aggregates",
+        summary="Downsampled series of one entity",
+        description=(
+            "count, min, max, avg and sum of every measure per interval (aligned to the epoch, UTC), computed by "
+            "streaming through the readings of [from, to). Intervals without readings are left out. A request "
+            "may read at most MAX_SCAN_ITEMS items (default 100,000); beyond that it is refused with 413."
+        ),
+        tags=["aggregates"],
+        operation_id="getEntityAggregates",
+        middlewares=[_reject_unknown_parameters],
+        responses=_responses("The series, or the plan when explain=true", scan_limited=True),
+    )
+    def aggregates(
+        *,
+        entity_id: Annotated[str, Path(description=_ENTITY)],
+        from_: Annotated[str, Query(alias="from", description=_FROM)],
+        to: Annotated[str, Query(description=_TO)],
+        interval: Annotated[
+            str, Query(description="Interval length: 90s, 15m, 1h, 1d... at least 1s, at most 10,000 per range")
+        ],
+        stats: Annotated[
+            str | None, Query(description="Comma-separated subset of count,min,max,avg,sum (default: all)")
+        ] = None,
+        measures: Annotated[
+            str | None, Query(description="Comma-separated measures to aggregate (default: all)")
+        ] = None,
+        consistent: Annotated[bool, Query(description=_CONSISTENT)] = False,
+        explain: Annotated[bool, Query(description=_EXPLAIN)] = False,
+    ) -> AggregateSeries | Explanation:
+        return svc().aggregates(
+            entity_id=_path_segment(entity_id),
+            from_=from_,
+            to=to,
+            interval=interval,
+            stats=stats,
+            measures=measures,
+            consistent=consistent,
+            explain=explain,
+        )
+
+    @app.get(
+        "/readings",
+        summary="Readings of every entity in a time range (hybrid layout)",
+        description=(
+            "Every reading in [from, to) from every shard of every bucket. Pages go bucket by bucket in time "
+            "order; within a bucket items are ordered by entity id, then time, so each entity's readings are in "
+            "time order and every reading comes exactly once. `desc` is the exact reverse. Deployments on the "
+            "random or calculated layout answer 400: their partition keys hold the entity."
+        ),
+        tags=["readings"],
+        operation_id="getRangeReadings",
+        middlewares=[_reject_unknown_parameters],
+        responses=_responses("A page of readings, or the plan when explain=true"),
+    )
+    def range_readings(
+        *,
+        from_: Annotated[str, Query(alias="from", description=_FROM)],
+        to: Annotated[str, Query(description=_TO)],
+        limit: Annotated[int | None, Query(ge=1, le=LIMIT_CEILING, description=_LIMIT)] = None,
+        cursor: Annotated[str | None, Query(max_length=MAX_CURSOR_CHARS, description=_CURSOR)] = None,
+        order: Annotated[Literal["asc", "desc"], Query(description=_ORDER)] = "asc",
+        measures: Annotated[str | None, Query(description=_MEASURES)] = None,
+        consistent: Annotated[bool, Query(description=_CONSISTENT)] = False,
+        explain: Annotated[bool, Query(description=_EXPLAIN)] = False,
+    ) -> ReadingsPage | Explanation:
+        return svc().range_readings(
+            from_=from_,
+            to=to,
+            limit=limit,
+            cursor=cursor,
+            order=order,
+            measures=measures,
+            consistent=consistent,
+            explain=explain,
+        )
+
+    _install_error_mapping(app)
+    return app
+
+
+def _path_segment(raw: str) -> str:
+    """REST APIs pass the path percent-encoded; ids are checked after decoding."""
+    try:
+        return unquote(raw, errors="strict")
+    except UnicodeDecodeError:
+        raise InvalidInput("entity_id", "is not valid percent-encoded UTF-8") from None
+
+
+# -- errors ---------------------------------------------------------------------------
+
+
+def _error(status: int, message: str, parameter: str | None, headers: Mapping[str, str] | None = None) -> Response[Any]:
+    metrics.add_metric(name="ClientErrors" if status < 500 else "ServerErrors", unit=MetricUnit.Count, value=1)
+    if status < 500:
+        logger.info("request refused", extra={"status": status, "parameter": parameter, "reason": message[:300]})
+    return Response(
+        status_code=status,
+        content_type=content_types.APPLICATION_JSON,
+        body={"error": message, "parameter": parameter},
+        headers=headers,
+    )
+
+
+def _declared_query_parameters(app: APIGatewayRestResolver) -> set[str] | None:
+    route = app.context.get("_route")
+    dependant = getattr(route, "dependant", None)
+    if dependant is None:
+        return None
+    return {param.alias for param in dependant.query_params}
+
+
+def _reject_unknown_parameters(app: APIGatewayRestResolver, next_middleware: NextMiddleware) -> Response[Any]:
+    """Route middleware. It runs after Powertools' validation; a request that
+    fails validation is checked for the same problems first, in the
+    RequestValidationError handler, so the typo is what gets reported."""
+    problem = _parameter_problem(app)
+    return problem if problem is not None else next_middleware(app)
+
+
+def _parameter_problem(app: APIGatewayRestResolver) -> Response[Any] | None:
+    """Unknown or repeated query parameters: a typo such as ``form=`` must not
+    silently change the meaning of a request."""
+    declared = _declared_query_parameters(app)
+    if declared is None:
+        return None
+    event = app.current_event
+    multi: Mapping[str, Sequence[str]] = event.multi_value_query_string_parameters or {}
+    single: Mapping[str, str] = event.query_string_parameters or {}
+    for name in sorted({*multi, *single}):
+        if name not in declared:
+            known = ", ".join(sorted(declared))
+            return _error(400, f"{name[:64]}: is not a parameter of this route (known: {known})", name[:64])
+    for name, values in sorted(multi.items()):
+        if len(values) > 1:
+            return _error(400, f"{name}: was given {len(values)} times; give it once", name)
+    return None
+
+
+_MESSAGES: dict[str, Callable[[Mapping[str, Any]], str]] = {
+    "missing": lambda ctx: "is required",
+    "int_parsing": lambda ctx: "must be a whole number",
+    "int_type": lambda ctx: "must be a whole number",
+    "int_from_float": lambda ctx: "must be a whole number",
+    "greater_than_equal": lambda ctx: f"must be at least {ctx.get('ge')}",
+    "less_than_equal": lambda ctx: f"must be at most {ctx.get('le')}",
+    "literal_error": lambda ctx: f"must be one of {ctx.get('expected')}",
+    "bool_parsing": lambda ctx: "must be true or false",
+    "bool_type": lambda ctx: "must be true or false",
+    "string_too_long": lambda ctx: f"must be at most {ctx.get('max_length')} characters",
+    "string_type": lambda ctx: "must be a single text value",
+}
+
+
+def _validation_message(error: Mapping[str, Any]) -> tuple[str, str | None]:
+    loc: Sequence[object] = error.get("loc") or ()
+    parameter = str(loc[-1]) if len(loc) > 1 else None
+    describe = _MESSAGES.get(str(error.get("type")))
+    reason = describe(error.get("ctx") or {}) if describe else str(error.get("msg", "is not valid"))
+    return (f"{parameter}: {reason}" if parameter else reason), parameter
+
+
+def _install_error_mapping(app: APIGatewayRestResolver) -> None:
+    def invalid_request(exc: RequestValidationError) -> Response[Any]:
+        problem = _parameter_problem(app)
+        if problem is not None:
+            return problem
+        errors = exc.errors()
+        message, parameter = _validation_message(errors[0]) if errors else ("invalid request", None)
+        return _error(400, message, parameter)
+
+    def invalid_input(exc: InvalidInput) -> Response[Any]:
+        return _error(400, str(exc), exc.field)
+
+    def scan_limit(exc: ScanLimitExceeded) -> Response[Any]:
+        return _error(413, str(exc), exc.parameter)
+
+    def unsupported(exc: UnsupportedByLayout) -> Response[Any]:
+        return _error(400, exc.reason, None)
+
+    def not_found(exc: NotFoundError) -> Response[Any]:
+        event = app.current_event
+        return _error(404, f"no route {event.http_method} {event.path[:200]}", None)
+
+    def dynamodb_error(exc: ClientError) -> Response[Any]:
+        code = exc.response.get("Error", {}).get("Code", "")
+        if code in _THROTTLED:
+            logger.warning("throttled after retries", extra={"code": code})
+            return _error(503, "the store is busy; retry in a moment", None, {"Retry-After": "1"})
+        logger.exception("DynamoDB error")
+        return _internal_error(app)
+
+    def unexpected(exc: Exception) -> Response[Any]:
+        logger.exception("unhandled error")
+        return _internal_error(app)
+
+    # Plain calls rather than decorators: Powertools' decorators are untyped.
+    # Lookup follows the exception's MRO, so the most specific handler wins.
+    app.exception_handler(RequestValidationError)(invalid_request)
+    app.exception_handler(InvalidInput)(invalid_input)
+    app.exception_handler(ScanLimitExceeded)(scan_limit)
+    app.exception_handler(UnsupportedByLayout)(unsupported)
+    app.exception_handler(ClientError)(dynamodb_error)
+    app.exception_handler(Exception)(unexpected)
+    app.not_found(not_found)
+
+
+def _internal_error(app: APIGatewayRestResolver) -> Response[Any]:
+    request_id = app.current_event.request_context.request_id
+    return _error(500, f"internal error (request id {request_id})", None)

@@ -1,0 +1,644 @@
+"""The query service: plan, fan out, merge, page, aggregate.
+
+Layering: ``api`` (HTTP) -> this module -> ``adapters`` (DynamoDB, secrets) ->
+``keydesign`` (every key, table name and plan). Nothing here builds a key:
+plans come from :class:`keydesign.Layout`, and a resumed read narrows a
+partition's sort-key range with a sort key DynamoDB itself returned.
+
+Ordering and resumption (see :mod:`query.merge` and :mod:`query.cursor`):
+
+* per-entity reads are in time order (ties: event id), ascending or descending;
+* cross-entity reads go bucket by bucket in time order and, inside a bucket,
+  by entity id then time (the partitions' own order). Every reading of the
+  range comes exactly once, and each entity's readings are in time order;
+  a strict global time order would need a whole bucket in memory.
+
+A page ends after ``limit`` items; its cursor holds the last item's position,
+and the next page re-plans from there and skips everything at or before it.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
+from typing import Any
+
+from aws_lambda_powertools.metrics import MetricUnit
+
+from adapters.observability import logger, metrics, tracer
+from adapters.partition_reader import DynamoPartitionReader, Page, PageRequest, PartitionReader, StoredReading
+from adapters.secret_reader import read_secret
+from adapters.settings import CommonSettings, SettingsError
+from adapters.shard_map_source import CachedShardMap, ShardMapSource, StaticShardMap
+from adapters.shard_map_store import ShardMapStore
+from keydesign import Layout, PartitionQuery, QueryPlan, ShardMap, format_ts, parse_timestamp, read_units
+from query.aggregate import SeriesBuilder
+from query.cursor import CursorCodec, CursorError, binding
+from query.errors import ScanLimitExceeded, UnsupportedByLayout
+from query.merge import (
+    POSITION_MAX_SK,
+    BudgetExhausted,
+    MergeOptions,
+    Merger,
+    PartitionStream,
+    Position,
+    ReadStats,
+    Submit,
+)
+from query.models import (
+    AggregateSeries,
+    Explanation,
+    LatestReading,
+    PlannedPartition,
+    ReadCost,
+    Reading,
+    ReadingsPage,
+)
+from query.params import (
+    Order,
+    TimeRange,
+    describe_ms,
+    parse_entity_id,
+    parse_interval,
+    parse_limit,
+    parse_lookback,
+    parse_measures,
+    parse_range,
+    parse_stats,
+)
+from query.settings import MIN_SECRET_CHARS, CursorSecretSource, QueryLimits, QuerySettings
+
+#: Item size assumed by ``explain`` estimates (a reading with a few measures).
+NOMINAL_ITEM_BYTES = 256
+#: A page ends before its share of the Lambda response (at most 6 MB) passes this.
+MAX_PAGE_BYTES = 5_000_000
+EXPLAIN_PARTITIONS = 1000
+ENTITY_ORDERING = "time, then event id"
+RANGE_ORDERING = "bucket by bucket in time order; within a bucket by entity id, then time, then event id"
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class CursorKey:
+    """The cursor-signing key, fetched on first use and kept for the container's life."""
+
+    def __init__(self, source: CursorSecretSource, fetch: Callable[[str], bytes] = read_secret) -> None:
+        self._secret_id = source.secret_id
+        self._fetch = fetch
+        self._lock = threading.Lock()
+        self._key: bytes | None = source.literal
+
+    def __call__(self) -> bytes:
+        key = self._key
+        if key is not None:
+            return key
+        with self._lock:
+            if self._key is None:
+                if self._secret_id is None:
+                    raise SettingsError("CURSOR_SECRET_ARN", "is required")
+                fetched = self._fetch(self._secret_id)
+                if len(fetched) < MIN_SECRET_CHARS:
+                    raise SettingsError("CURSOR_SECRET_ARN", f"the secret must be at least {MIN_SECRET_CHARS} bytes")
+                self._key = fetched
+            return self._key
+
+
+def shard_map_source(common: CommonSettings) -> ShardMapSource:
+    """The shard map readers plan with: the store in ``CONTROL_TABLE`` read through
+    a cache of ``SHARD_MAP_CACHE_TTL`` (a reader never bootstraps it: until a
+    writer stores one, the map is the initial ``SHARDS``, which is what the
+    writer would store), or, without a control table, the static initial map."""
+    initial = ShardMap.initial(common.layout.bucket, common.shards)
+    if common.control_table is None:
+        return StaticShardMap(initial)
+    store = ShardMapStore.from_settings(common)
+
+    def load() -> ShardMap:
+        return store.peek() or initial
+
+    return CachedShardMap(load, common.shard_map_cache_ttl_ms)
+
+
+class QueryService:
+    """Answers the four reads. Every public method takes the parameters as the
+    client sent them (strings, after HTTP decoding) and checks them itself."""
+
+    def __init__(
+        self,
+        *,
+        layout: Layout,
+        shard_maps: ShardMapSource,
+        reader: PartitionReader,
+        cursors: CursorCodec,
+        limits: QueryLimits,
+        clock_ms: Callable[[], int] = wall_clock_ms,
+    ) -> None:
+        self._layout = layout
+        self._shard_maps = shard_maps
+        self._reader = reader
+        self._cursors = cursors
+        self._limits = limits
+        self._clock_ms = clock_ms
+        # A layout change makes old sort keys meaningless: cursors are bound to it.
+        period = layout.table_period.name if layout.table_period is not None else None
+        self._design = [layout.kind, layout.bucket.spec, layout.table_prefix, period]
+
+    @classmethod
+    def from_settings(cls, settings: QuerySettings) -> QueryService:
+        common = settings.common
+        return cls(
+            layout=common.layout,
+            shard_maps=shard_map_source(common),
+            reader=DynamoPartitionReader(pool=max(32, settings.limits.concurrency)),
+            cursors=CursorCodec(CursorKey(settings.cursor_secret)),
+            limits=settings.limits,
+        )
+
+    # -- routes ----------------------------------------------------------------
+
+    def entity_readings(
+        self,
+        *,
+        entity_id: str,
+        from_: str,
+        to: str,
+        limit: int | None = None,
+        cursor: str | None = None,
+        order: Order = "asc",
+        measures: str | None = None,
+        consistent: bool = False,
+        explain: bool = False,
+    ) -> ReadingsPage | Explanation:
+        entity = parse_entity_id(entity_id)
+        window = parse_range(from_, to, self._limits.max_range_ms)
+        page_size = parse_limit(self._limits.default_limit if limit is None else limit, self._limits.max_limit)
+        projection = parse_measures(measures)
+        shard_map = self._shard_maps.current()
+        if explain:
+            plan = self._layout.plan_entity(entity, window.from_ms, window.to_ms, shard_map)
+            return self._explain("entity_readings", plan, order=order, consistent=consistent, items=page_size)
+        bound = self._binding("entity_readings", entity, window, order, projection)
+        descending = order == "desc"
+        after: Position | None = None
+        plan_from, plan_to = window.from_ms, window.to_ms
+        if cursor is not None:
+            after = self._cursors.decode(cursor, bound)
+            anchor_ms = _anchor_ms(after)
+            if not window.from_ms <= anchor_ms < window.to_ms:
+                raise CursorError("points outside the requested range")
+            # Plan from the last item returned on: partitions wholly before it drop out.
+            if descending:
+                plan_to = anchor_ms + 1
+            else:
+                plan_from = anchor_ms
+        plan = self._layout.plan_entity(entity, plan_from, plan_to, shard_map)
+        template = PageRequest(
+            plan.partitions[0],
+            descending=descending,
+            consistent=consistent,
+            measures=projection,
+            now_epoch_s=self._clock_ms() // 1000,
+        )
+        streams = [_entity_stream(p, template, after) for p in plan.partitions]
+        return self._page(
+            "entity_readings",
+            streams,
+            entity=entity,
+            window=window,
+            order=order,
+            page_size=page_size,
+            bound=bound,
+            ordering=ENTITY_ORDERING,
+        )
+
+    def range_readings(
+        self,
+        *,
+        from_: str,
+        to: str,
+        limit: int | None = None,
+        cursor: str | None = None,
+        order: Order = "asc",
+        measures: str | None = None,
+        consistent: bool = False,
+        explain: bool = False,
+    ) -> ReadingsPage | Explanation:
+        if self._layout.kind != "hybrid":
+            raise UnsupportedByLayout(
+                f"cross-entity reads need the hybrid layout; this deployment uses the {self._layout.kind} layout, "
+                "whose partition keys hold the entity (read per entity with /entities/{entity_id}/readings)"
+            )
+        window = parse_range(from_, to, self._limits.max_range_ms)
+        page_size = parse_limit(self._limits.default_limit if limit is None else limit, self._limits.max_limit)
+        projection = parse_measures(measures)
+        shard_map = self._shard_maps.current()
+        if explain:
+            plan = self._layout.plan_range(window.from_ms, window.to_ms, shard_map)
+            return self._explain("range_readings", plan, order=order, consistent=consistent, items=page_size)
+        bound = self._binding("range_readings", None, window, order, projection)
+        descending = order == "desc"
+        after: Position | None = None
+        plan_from, plan_to = window.from_ms, window.to_ms
+        if cursor is not None:
+            after = self._cursors.decode(cursor, bound)
+            anchor_ms = _anchor_ms(after)
+            bucket = self._layout.bucket
+            # A cross-entity anchor is where its bucket meets the range: 'from', or a bucket start.
+            inside = window.from_ms < anchor_ms < window.to_ms and bucket.is_boundary(anchor_ms)
+            if not (anchor_ms == window.from_ms or inside):
+                raise CursorError("points outside the requested range")
+            if descending:
+                plan_to = min(window.to_ms, bucket.start(anchor_ms) + bucket.width_ms)
+            else:
+                plan_from = anchor_ms
+        plan = self._layout.plan_range(plan_from, plan_to, shard_map)
+        template = PageRequest(
+            plan.partitions[0],
+            descending=descending,
+            consistent=consistent,
+            measures=projection,
+            now_epoch_s=self._clock_ms() // 1000,
+        )
+        streams = [_bucket_stream(p, template, after) for p in plan.partitions]
+        return self._page(
+            "range_readings",
+            streams,
+            entity=None,
+            window=window,
+            order=order,
+            page_size=page_size,
+            bound=bound,
+            ordering=RANGE_ORDERING,
+        )
+
+    def latest(
+        self,
+        *,
+        entity_id: str,
+        lookback: str | None = None,
+        measures: str | None = None,
+        consistent: bool = False,
+        explain: bool = False,
+    ) -> LatestReading | Explanation:
+        entity = parse_entity_id(entity_id)
+        lookback_ms = parse_lookback(lookback, self._limits.latest_lookback_ms)
+        projection = parse_measures(measures)
+        now = self._clock_ms()
+        window = TimeRange(max(0, now - lookback_ms), now + 1)
+        plan = self._layout.plan_entity(entity, window.from_ms, window.to_ms, self._shard_maps.current())
+        if explain:
+            return self._explain("latest", plan, order="desc", consistent=consistent, items=1)
+        template = PageRequest(
+            plan.partitions[0],
+            descending=True,
+            consistent=consistent,
+            measures=projection,
+            now_epoch_s=now // 1000,
+        )
+        streams = [_entity_stream(p, template, None) for p in plan.partitions]
+        stats = ReadStats()
+        # Newest buckets open first; older ones only while nothing was found.
+        options = MergeOptions(descending=True, target=1, window=self._limits.concurrency)
+        found = self._take(streams, options, stats, 1)
+        self._record("latest", stats, len(found))
+        return LatestReading(
+            entity_id=entity,
+            searched_from=format_ts(window.from_ms),
+            searched_to=format_ts(now),
+            reading=_reading(found[0][1]) if found else None,
+            cost=_cost(stats),
+        )
+
+    def aggregates(
+        self,
+        *,
+        entity_id: str,
+        from_: str,
+        to: str,
+        interval: str,
+        stats: str | None = None,
+        measures: str | None = None,
+        consistent: bool = False,
+        explain: bool = False,
+    ) -> AggregateSeries | Explanation:
+        entity = parse_entity_id(entity_id)
+        window = parse_range(from_, to, self._limits.max_range_ms)
+        interval_ms = parse_interval(interval, window)
+        wanted = parse_stats(stats)
+        projection = parse_measures(measures)
+        plan = self._layout.plan_entity(entity, window.from_ms, window.to_ms, self._shard_maps.current())
+        if explain:
+            return self._explain(
+                "aggregates", plan, order="asc", consistent=consistent, items=self._limits.max_scan_items
+            )
+        template = PageRequest(
+            plan.partitions[0],
+            consistent=consistent,
+            measures=projection,
+            with_dimensions=False,
+            now_epoch_s=self._clock_ms() // 1000,
+        )
+        streams = [_entity_stream(p, template, None) for p in plan.partitions]
+        read = ReadStats()
+        # Every partition will be read whole: keep the pipeline full.
+        options = MergeOptions(
+            window=self._limits.concurrency,
+            read_ahead=True,
+            prefetch=True,
+            max_scanned=self._limits.max_scan_items,
+        )
+        series = SeriesBuilder(interval_ms, wanted)
+        try:
+            with self._fanout(len(streams)) as submit:
+                for _, item in Merger(streams, submit, options, read):
+                    series.add(item.ts, item.measures)
+        except BudgetExhausted as exc:
+            self._record("aggregates", read, 0)
+            raise ScanLimitExceeded(
+                "to",
+                f"the range holds more than the {self._limits.max_scan_items} items one aggregate may read "
+                f"(stopped after {exc.scanned}); narrow from/to and aggregate the parts separately",
+            ) from None
+        self._record("aggregates", read, series.total)
+        return AggregateSeries(
+            entity_id=entity,
+            from_=format_ts(window.from_ms),
+            to=format_ts(window.to_ms),
+            interval=describe_ms(interval_ms),
+            stats=list(wanted),
+            intervals=series.intervals(),
+            readings=series.total,
+            cost=_cost(read),
+        )
+
+    # -- machinery ---------------------------------------------------------------
+
+    def _binding(
+        self, route: str, entity: str | None, window: TimeRange, order: str, projection: tuple[str, ...] | None
+    ) -> bytes:
+        return binding(
+            route=route,
+            design=self._design,
+            entity=entity,
+            frm=window.from_ms,
+            to=window.to_ms,
+            order=order,
+            measures=list(projection) if projection is not None else None,
+        )
+
+    def _page(
+        self,
+        route: str,
+        streams: list[PartitionStream],
+        *,
+        entity: str | None,
+        window: TimeRange,
+        order: Order,
+        page_size: int,
+        bound: bytes,
+        ordering: str,
+    ) -> ReadingsPage:
+        stats = ReadStats()
+        options = MergeOptions(descending=order == "desc", target=page_size + 1, window=self._limits.concurrency)
+        page: list[tuple[Position, StoredReading]] = []
+        more = False
+        size = 0
+        with self._fanout(len(streams)) as submit:
+            merged = iter(Merger(streams, submit, options, stats))
+            try:
+                for key, item in merged:
+                    # The item after a full page proves there is a next page. A page
+                    # also ends before its body would outgrow a Lambda response.
+                    item_size = _json_bytes(item)
+                    if len(page) == page_size or (page and size + item_size > MAX_PAGE_BYTES):
+                        more = True
+                        break
+                    page.append((key, item))
+                    size += item_size
+            finally:
+                _close(merged)
+        next_cursor = self._cursors.encode(bound, page[-1][0]) if more else None
+        self._record(route, stats, len(page))
+        return ReadingsPage(
+            entity_id=entity,
+            from_=format_ts(window.from_ms),
+            to=format_ts(window.to_ms),
+            order=order,
+            ordering=ordering,
+            count=len(page),
+            items=[_reading(item) for _, item in page],
+            next_cursor=next_cursor,
+            cost=_cost(stats),
+        )
+
+    def _take(
+        self, streams: Sequence[PartitionStream], options: MergeOptions, stats: ReadStats, count: int
+    ) -> list[tuple[Position, StoredReading]]:
+        with self._fanout(len(streams)) as submit:
+            merged = iter(Merger(streams, submit, options, stats))
+            try:
+                return list(itertools.islice(merged, count))
+            finally:
+                _close(merged)
+
+    @contextmanager
+    def _fanout(self, partitions: int) -> Iterator[Submit]:
+        """A bounded pool for one request; pending speculative reads are cancelled at the end."""
+        pool = ThreadPoolExecutor(max_workers=max(1, min(self._limits.concurrency, partitions)))
+        read = _in_trace_context(self._reader.read_page)
+
+        def submit(request: PageRequest) -> Future[Page]:
+            return pool.submit(read, request)
+
+        try:
+            yield submit
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+    def _explain(self, route: str, plan: QueryPlan, *, order: Order, consistent: bool, items: int) -> Explanation:
+        per_query = read_units(0, consistent=consistent)
+        minimum = len(plan.partitions) * per_query
+        period = self._layout.table_period
+        return Explanation(
+            route=route,
+            entity_id=plan.entity_id,
+            from_=format_ts(plan.from_ms),
+            to=format_ts(plan.to_ms),
+            layout=self._layout.kind,
+            bucket=self._layout.bucket.spec,
+            table_period=period.name if period is not None else None,
+            order=order,
+            consistent=consistent,
+            dedupe=plan.dedupe,
+            partition_count=len(plan.partitions),
+            tables=list(plan.tables),
+            partitions=[_planned(p) for p in plan.partitions[:EXPLAIN_PARTITIONS]],
+            partitions_truncated=len(plan.partitions) > EXPLAIN_PARTITIONS,
+            minimum_read_units=minimum,
+            estimated_read_units=minimum + read_units(items * NOMINAL_ITEM_BYTES, consistent=consistent),
+            nominal_item_bytes=NOMINAL_ITEM_BYTES,
+        )
+
+    def _record(self, route: str, stats: ReadStats, returned: int) -> None:
+        if stats.missing_tables:
+            # A dropped (past retention) or not-yet-created period table reads as empty.
+            logger.warning("tables missing, read as empty", extra={"tables": sorted(stats.missing_tables)})
+        logger.info(
+            "read",
+            extra={
+                "route": route,
+                "partitions_planned": stats.partitions_planned,
+                "partitions_queried": stats.partitions_queried,
+                "queries": stats.queries,
+                "items_read": stats.scanned,
+                "items_returned": returned,
+                "read_units": stats.read_units,
+            },
+        )
+        metrics.add_dimension(name="route", value=route)
+        metrics.add_metric(name="QueryCalls", unit=MetricUnit.Count, value=stats.queries)
+        metrics.add_metric(name="PartitionsQueried", unit=MetricUnit.Count, value=stats.partitions_queried)
+        metrics.add_metric(name="ItemsRead", unit=MetricUnit.Count, value=stats.scanned)
+        metrics.add_metric(name="ReadUnits", unit=MetricUnit.Count, value=stats.read_units)
+
+
+# -- streams -------------------------------------------------------------------------
+
+
+def _close(iterator: Iterator[Any]) -> None:
+    """Stop a merge early (a generator left open would keep its streams alive)."""
+    close = getattr(iterator, "close", None)
+    if close is not None:
+        close()
+
+
+def _json_bytes(item: StoredReading) -> int:
+    """An upper bound of the reading's share of the Lambda response: the JSON body
+    is itself a string in the response document, so every quote and backslash
+    is escaped twice (4 bytes) and a character outside ASCII costs up to 14
+    (``\\ud83d\\udd25``). Ids and names are ASCII without quotes (ingest refuses others)."""
+    size = 160 + len(item.entity_id) + len(item.event_id) + len(item.ts)
+    size += sum(len(name) + 32 for name in item.measures)
+    for name, value in item.dimensions.items():
+        if value.isascii():
+            size += len(name) + 10 + len(value) + 3 * (value.count('"') + value.count("\\"))
+        else:
+            size += len(name) + 10 + 14 * len(value)
+    return size
+
+
+@functools.lru_cache(maxsize=4096)
+def _ts(ms: int) -> str:
+    """format_ts, remembered: a long plan formats the same bucket bounds many times."""
+    return format_ts(ms)
+
+
+def _anchor_ms(position: Position) -> int:
+    return parse_timestamp(position.anchor, "cursor")
+
+
+def _time_key(item: StoredReading) -> Position:
+    return Position(item.ts, item.sk)
+
+
+class _BucketKey:
+    """Position of an item of a cross-entity partition: its bucket, then its sort key."""
+
+    __slots__ = ("anchor",)
+
+    def __init__(self, anchor: str) -> None:
+        self.anchor = anchor
+
+    def __call__(self, item: StoredReading) -> Position:
+        return Position(self.anchor, item.sk)
+
+
+def _entity_stream(partition: PartitionQuery, template: PageRequest, after: Position | None) -> PartitionStream:
+    sk_low = sk_high = None
+    if after is not None and _ts(partition.from_ms) <= after.anchor <= _ts(partition.to_ms - 1):
+        # Resume inside this partition, at the last item returned (it is skipped).
+        if template.descending:
+            sk_high = after.sk
+        else:
+            sk_low = after.sk
+    if template.descending:
+        open_key = Position(_ts(partition.to_ms - 1), POSITION_MAX_SK)
+    else:
+        open_key = Position(_ts(partition.from_ms), "")
+    return PartitionStream(
+        template, partition, key_of=_time_key, open_key=open_key, after=after, sk_low=sk_low, sk_high=sk_high
+    )
+
+
+def _bucket_stream(partition: PartitionQuery, template: PageRequest, after: Position | None) -> PartitionStream:
+    anchor = _ts(partition.from_ms)
+    sk_low = sk_high = None
+    if after is not None and after.anchor == anchor:
+        if template.descending:
+            sk_high = after.sk
+        else:
+            sk_low = after.sk
+    open_key = Position(anchor, POSITION_MAX_SK if template.descending else "")
+    return PartitionStream(
+        template, partition, key_of=_BucketKey(anchor), open_key=open_key, after=after, sk_low=sk_low, sk_high=sk_high
+    )
+
+
+def _in_trace_context(read: Callable[[PageRequest], Page]) -> Callable[[PageRequest], Page]:
+    """Run ``read`` in worker threads under the caller's X-Ray segment (the
+    X-Ray SDK keeps it per thread, so a pool thread would otherwise have none)."""
+    if tracer.disabled:
+        return read
+    recorder: Any = tracer.provider
+    entity = recorder.get_trace_entity()
+
+    def traced(request: PageRequest) -> Page:
+        recorder.set_trace_entity(entity)
+        try:
+            return read(request)
+        finally:
+            recorder.clear_trace_entities()
+
+    return traced
+
+
+# -- shapes --------------------------------------------------------------------------
+
+
+def _reading(item: StoredReading) -> Reading:
+    return Reading(
+        entity_id=item.entity_id,
+        event_id=item.event_id,
+        timestamp=item.ts,
+        measures=dict(item.measures),
+        dimensions=dict(item.dimensions),
+    )
+
+
+def _cost(stats: ReadStats) -> ReadCost:
+    return ReadCost(
+        partitions_planned=stats.partitions_planned,
+        partitions_queried=stats.partitions_queried,
+        queries=stats.queries,
+        items_read=stats.scanned,
+        read_units=stats.read_units,
+    )
+
+
+def _planned(partition: PartitionQuery) -> PlannedPartition:
+    return PlannedPartition(
+        table=partition.table,
+        pk=partition.pk,
+        sk_low=partition.sk_low,
+        sk_high=partition.sk_high,
+        from_=format_ts(partition.from_ms),
+        to=format_ts(partition.to_ms),
+        time_filter=partition.time_filter,
+    )

@@ -1,0 +1,125 @@
+"""Response bodies of the query API (pydantic, so the OpenAPI document shows them)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from query.params import Stat
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Reading(_Model):
+    """One reading, in the shape producers send it."""
+
+    entity_id: str
+    event_id: str
+    timestamp: str = Field(description="Event time, UTC, fixed width: YYYY-MM-DDTHH:MM:SS.mmmZ")
+    measures: dict[str, int | float] = Field(description="Only the projected measures when `measures` was given")
+    dimensions: dict[str, str]
+
+
+class ReadCost(_Model):
+    """What the request read from DynamoDB."""
+
+    partitions_planned: int = Field(description="Partitions the plan could have to query")
+    partitions_queried: int = Field(description="Partitions actually opened (reads open them lazily, in order)")
+    queries: int = Field(description="DynamoDB Query calls made")
+    items_read: int = Field(description="Items DynamoDB evaluated (before filters such as TTL)")
+    read_units: float = Field(description="Read capacity consumed, as DynamoDB reported it")
+
+
+class ReadingsPage(_Model):
+    """One page of readings and the cursor of the next one."""
+
+    entity_id: str | None = Field(description="The entity; null for a cross-entity read")
+    from_: str = Field(serialization_alias="from", description="Start of the range (inclusive), UTC")
+    to: str = Field(description="End of the range (exclusive), UTC")
+    order: Literal["asc", "desc"]
+    ordering: str = Field(description="How items are ordered within the range")
+    count: int
+    items: list[Reading]
+    next_cursor: str | None = Field(
+        description="Pass as `cursor`, with the same other parameters, for the next page; null on the last page"
+    )
+    cost: ReadCost
+
+
+class LatestReading(_Model):
+    """The most recent reading within the lookback window, or null."""
+
+    entity_id: str
+    searched_from: str = Field(description="Oldest instant searched (inclusive)")
+    searched_to: str = Field(description="Newest instant searched (inclusive): the time of the request")
+    reading: Reading | None
+    cost: ReadCost
+
+
+class Interval(_Model):
+    start: str = Field(description="Start of the interval (aligned to the epoch, UTC)")
+    readings: int = Field(description="Readings in the interval")
+    measures: dict[str, dict[Stat, int | float]] = Field(
+        description="Per measure, the statistics asked for; a measure absent from every reading of the "
+        "interval is absent here"
+    )
+
+
+class AggregateSeries(_Model):
+    """A downsampled series: one entry per interval that holds readings."""
+
+    entity_id: str
+    from_: str = Field(serialization_alias="from")
+    to: str
+    interval: str
+    stats: list[Stat]
+    intervals: list[Interval]
+    readings: int = Field(description="Readings aggregated (after removing expired items and duplicates)")
+    cost: ReadCost
+
+
+class PlannedPartition(_Model):
+    table: str
+    pk: str
+    sk_low: str | None
+    sk_high: str | None
+    from_: str = Field(serialization_alias="from")
+    to: str
+    time_filter: bool = Field(description="True when the read filters the partition on its time attribute")
+
+
+class Explanation(_Model):
+    """The plan of a read instead of its data (``explain=true``)."""
+
+    route: str
+    entity_id: str | None
+    from_: str = Field(serialization_alias="from")
+    to: str
+    layout: str
+    bucket: str
+    table_period: str | None
+    order: Literal["asc", "desc"]
+    consistent: bool
+    dedupe: bool = Field(description="True when copies of a reading can exist and are returned once")
+    partition_count: int
+    tables: list[str]
+    partitions: list[PlannedPartition] = Field(description="The first 1,000 partitions, in plan order")
+    partitions_truncated: bool
+    minimum_read_units: float = Field(
+        description="Every planned partition queried once and found empty (0.5 RCU per Query, 1 when consistent)"
+    )
+    estimated_read_units: float = Field(
+        description="Minimum plus the items the request returns (or, for aggregates, may read) "
+        "at `nominal_item_bytes` each"
+    )
+    nominal_item_bytes: int
+
+
+class ErrorBody(_Model):
+    """Every 4xx/5xx body: what is wrong, and which parameter (null when none)."""
+
+    error: str
+    parameter: str | None

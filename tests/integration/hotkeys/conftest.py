@@ -1,0 +1,246 @@
+"""moto-backed AWS for the hot-key tests: the readings table (with its stream), the control
+table, an SNS topic with an SQS queue subscribed to read the notifications back, and
+helpers to build monitors on a simulated clock and to invoke the real handler."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+import boto3
+import pytest
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from moto import mock_aws
+
+from adapters.clients import reset_clients
+from adapters.observability import metrics
+from hotkeys.control_table import ControlTable
+from hotkeys.logic import BatchOutcome, HotKeyMonitor
+from hotkeys.settings import HotKeySettings
+from keydesign import Layout
+from tests.unit.hotkeys.stream_events import REGION, TABLE, FakeLambdaContext
+
+CONTROL = "control"
+
+
+class SimClock:
+    """Wall-clock milliseconds that only move when told to."""
+
+    def __init__(self, ms: int) -> None:
+        self.ms = ms
+
+    def __call__(self) -> int:
+        return self.ms
+
+    def advance(self, ms: int) -> None:
+        self.ms += ms
+
+
+@dataclass
+class Aws:
+    dynamodb: Any
+    sns: Any
+    sqs: Any
+    topic_arn: str
+    queue_url: str
+    env: dict[str, str]
+    monitors: list[HotKeyMonitor] = field(default_factory=list)
+
+    @property
+    def layout(self) -> Layout:
+        return HotKeySettings.from_env(self.env).common.layout
+
+    def settings(self, **overrides: str) -> HotKeySettings:
+        return HotKeySettings.from_env({**self.env, **overrides})
+
+    def monitor(self, clock: Callable[[], int], *, dynamodb: Any = None, sns: Any = None, **env: str) -> HotKeyMonitor:
+        """A monitor as one Lambda container would build it, on ``clock``."""
+        monitor = HotKeyMonitor.from_settings(self.settings(**env), dynamodb=dynamodb, sns=sns, clock_ms=clock)
+        self.monitors.append(monitor)
+        return monitor
+
+    def counters(self) -> ControlTable:
+        """The control table's window counters, read as the judging invocation reads them."""
+        settings = self.settings()
+        return ControlTable(
+            self.dynamodb, CONTROL, counter_shards=settings.counter_shards, retention_ms=settings.counter_retention_ms
+        )
+
+    def notifications(self) -> list[dict[str, Any]]:
+        """Every SNS message delivered so far (read and deleted from the subscribed queue)."""
+        out: list[dict[str, Any]] = []
+        while True:
+            page = self.sqs.receive_message(QueueUrl=self.queue_url, MaxNumberOfMessages=10)
+            messages = page.get("Messages", [])
+            if not messages:
+                return out
+            for message in messages:
+                envelope = json.loads(message["Body"])
+                out.append({"subject": envelope.get("Subject"), "body": json.loads(envelope["Message"])})
+                self.sqs.delete_message(QueueUrl=self.queue_url, ReceiptHandle=message["ReceiptHandle"])
+
+    def control_items(self, pk_prefix: str) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        kwargs: dict[str, Any] = {"TableName": CONTROL, "ConsistentRead": True}
+        while True:
+            page = self.dynamodb.scan(**kwargs)
+            items.extend(i for i in page["Items"] if i["pk"]["S"].startswith(pk_prefix))
+            if "LastEvaluatedKey" not in page:
+                return items
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+
+def base_env(topic_arn: str, **overrides: str) -> dict[str, str]:
+    env = {
+        "LAYOUT": "hybrid",
+        "SHARDS": "4",
+        "BUCKET": "1h",
+        "TABLE_PREFIX": TABLE,
+        "CONTROL_TABLE": CONTROL,
+        "SHARD_MAP_CACHE_TTL": "60s",
+        "HOT_WINDOW": "60s",
+        "HOT_WINDOW_GRACE": "30s",
+        "HOT_ALERT_TOPIC_ARN": topic_arn,
+        "HOT_COUNTER_SHARDS": "4",
+        "POWERTOOLS_SERVICE_NAME": "hotkeys",
+        "POWERTOOLS_METRICS_NAMESPACE": "TimeSeries",
+        "POWERTOOLS_TRACE_DISABLED": "true",
+    }
+    env.update(overrides)
+    return env
+
+
+def create_table(dynamodb: Any, name: str, *, stream: bool) -> None:
+    extra: dict[str, Any] = {}
+    if stream:
+        extra["StreamSpecification"] = {"StreamEnabled": True, "StreamViewType": "KEYS_ONLY"}
+    dynamodb.create_table(
+        TableName=name,
+        AttributeDefinitions=[
+            {"AttributeName": "pk", "AttributeType": "S"},
+            {"AttributeName": "sk", "AttributeType": "S"},
+        ],
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+        BillingMode="PAY_PER_REQUEST",
+        **extra,
+    )
+
+
+@pytest.fixture
+def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[Aws]:
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_SESSION_TOKEN": "testing",
+        "AWS_DEFAULT_REGION": REGION,
+        "AWS_REGION": REGION,
+    }.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    with mock_aws():
+        reset_clients()
+        dynamodb = boto3.client("dynamodb", region_name=REGION)
+        create_table(dynamodb, TABLE, stream=True)
+        create_table(dynamodb, CONTROL, stream=False)
+        sns = boto3.client("sns", region_name=REGION)
+        sqs = boto3.client("sqs", region_name=REGION)
+        topic_arn = sns.create_topic(Name="hot-keys")["TopicArn"]
+        queue_url = sqs.create_queue(QueueName="hot-key-inbox")["QueueUrl"]
+        queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        sns.subscribe(TopicArn=topic_arn, Protocol="sqs", Endpoint=queue_arn)
+        env = base_env(topic_arn)
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        state = Aws(dynamodb, sns, sqs, topic_arn, queue_url, env)
+        yield state
+        for monitor in state.monitors:
+            monitor.close()
+        reset_clients()
+
+
+@pytest.fixture
+def handler_module(aws: Aws) -> Iterator[ModuleType]:
+    """``hotkeys.handler`` imported fresh (its settings and clients are made at import)."""
+    sys.modules.pop("hotkeys.handler", None)
+    module = importlib.import_module("hotkeys.handler")
+    metrics.clear_metrics()
+    yield module
+    module.MONITOR.close()
+    sys.modules.pop("hotkeys.handler", None)
+    metrics.clear_metrics()
+
+
+@dataclass
+class Invocation:
+    response: dict[str, Any]
+    outcome: BatchOutcome
+    emf: list[dict[str, Any]]
+
+    @property
+    def failed(self) -> list[str]:
+        return [str(f["itemIdentifier"]) for f in self.response.get("batchItemFailures", [])]
+
+    def metric(self, name: str) -> float:
+        for blob in self.emf:
+            if name in blob:
+                value = blob[name]
+                return float(sum(value) if isinstance(value, list) else value)
+        raise AssertionError(f"metric {name} was not emitted")
+
+    def dimensioned(self, name: str) -> list[dict[str, Any]]:
+        return [blob for blob in self.emf if name in blob]
+
+
+def invoke(
+    module: ModuleType,
+    event: dict[str, Any],
+    capsys: pytest.CaptureFixture[str],
+    monitor: HotKeyMonitor | None = None,
+) -> Invocation:
+    """Call ``module.handler`` as Lambda would (with ``monitor`` standing in for the container's)."""
+    outcomes: list[BatchOutcome] = []
+    active = monitor or module.MONITOR
+    real = active.process
+
+    def spy(records: Any) -> BatchOutcome:
+        outcome = real(records)
+        outcomes.append(outcome)
+        return outcome
+
+    previous = module.MONITOR
+    module.MONITOR = active
+    active.process = spy  # type: ignore[method-assign]
+    try:
+        capsys.readouterr()
+        response = module.handler(event, FakeLambdaContext())
+    finally:
+        del active.process
+        module.MONITOR = previous
+    out = capsys.readouterr().out
+    emf: list[dict[str, Any]] = []
+    for line in out.splitlines():
+        try:
+            blob = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(blob, dict) and "_aws" in blob:
+            emf.append(blob)
+    return Invocation(dict(response), outcomes[0], emf)
+
+
+def run(monitor: HotKeyMonitor, event: dict[str, Any]) -> tuple[dict[str, Any], BatchOutcome]:
+    """The handler's path without its decorators: process, then Powertools' partial response."""
+    outcome = monitor.process(event["Records"])
+    processor = BatchProcessor(event_type=EventType.DynamoDBStreams, raise_on_entire_batch_failure=False)
+    response = process_partial_response(
+        event=event,
+        record_handler=outcome.settle,
+        processor=processor,
+        context=FakeLambdaContext(),  # type: ignore[arg-type]
+    )
+    return dict(response), outcome

@@ -1,0 +1,348 @@
+"""The shard-map store against moto: bootstrap, optimistic concurrency, refusal of bad entries."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+
+from adapters.settings import CommonSettings, SettingsError
+from adapters.shard_map_source import CachedShardMap
+from adapters.shard_map_store import (
+    SHARD_MAP_KEY,
+    MalformedShardMap,
+    PastRewrite,
+    ShardMapConflict,
+    ShardMapStore,
+)
+from hotkeys.detector import Decisions, EntityChange, apply_decisions
+from keydesign import Bucket, ShardMap, parse_timestamp
+from tests.integration.hotkeys.conftest import CONTROL, Aws, SimClock
+
+pytestmark = pytest.mark.integration
+
+HOUR = 3_600_000
+NOW = parse_timestamp("2026-11-22T06:10:00Z")
+NEXT = parse_timestamp("2026-11-22T07:00:00Z")
+BUCKET = Bucket.parse("1h")
+ALPHA = "sensor-alpha-001"
+
+
+def store(
+    aws: Aws, *, shards: int = 4, client: Any = None, attempts: int = 8, clock: SimClock | None = None
+) -> ShardMapStore:
+    return ShardMapStore(
+        client or aws.dynamodb,
+        CONTROL,
+        ShardMap.initial(BUCKET, shards),
+        clock_ms=clock or SimClock(NOW),
+        sleep=lambda _s: None,
+        max_attempts=attempts,
+    )
+
+
+def raw_item(aws: Aws) -> dict[str, Any] | None:
+    item: dict[str, Any] | None = aws.dynamodb.get_item(
+        TableName=CONTROL, Key=dict(SHARD_MAP_KEY), ConsistentRead=True
+    ).get("Item")
+    return item
+
+
+def split(entity: str, shards: int, at: int = NEXT) -> Callable[[ShardMap], ShardMap]:
+    """A detector's change: raise ``entity`` to ``shards`` (max-merge, as apply_decisions does)."""
+    decisions = Decisions(NOW - 90_000, NOW - 30_000, splits=(EntityChange(entity, 1, shards, at, 0.0),))
+
+    def change(current: ShardMap) -> ShardMap:
+        return apply_decisions(current, decisions, layout_kind="hybrid", now_ms=NOW, change_from_ms=at)
+
+    return change
+
+
+# -- bootstrap ------------------------------------------------------------------------------------
+
+
+def test_a_read_only_caller_gets_the_initial_map_without_writing(aws: Aws) -> None:
+    assert store(aws, shards=4).load(bootstrap=False) == ShardMap.initial(BUCKET, 4)
+    assert raw_item(aws) is None
+
+
+def test_an_absent_map_is_bootstrapped_once_and_then_pinned(aws: Aws) -> None:
+    # Given an empty control table, when the first reader loads the map
+    first = store(aws, shards=4).load()
+    # Then the initial map is stored, version 0
+    item = raw_item(aws)
+    assert item is not None and item["version"] == {"N": "0"}
+    assert first == ShardMap.initial(BUCKET, 4)
+    assert json.loads(item["map"]["S"]) == first.to_dict()
+    # And a later deployment with another SHARDS reads the stored map, not its setting
+    assert store(aws, shards=8).load().global_shards_at(NOW) == 4
+    assert store(aws, shards=8).peek() == first
+
+
+class Barrier:
+    """Makes ``parties`` threads all finish their first ``method`` call before any goes on."""
+
+    def __init__(self, inner: Any, barrier: threading.Barrier, method: str) -> None:
+        self._inner = inner
+        self._barrier = barrier
+        self._method = method
+        self._local = threading.local()
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._inner, name)
+        if name != self._method:
+            return attr
+
+        def call(**kwargs: Any) -> Any:
+            result = attr(**kwargs)
+            if not getattr(self._local, "waited", False):
+                self._local.waited = True
+                self._barrier.wait(timeout=10)
+            return result
+
+        return call
+
+
+def in_threads(*work: Callable[[], Any]) -> list[Any]:
+    results: list[Any] = [None] * len(work)
+    errors: list[BaseException] = []
+
+    def run(i: int) -> None:
+        try:
+            results[i] = work[i]()
+        except BaseException as exc:  # re-raised in the test thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(work))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    if errors:
+        raise errors[0]
+    return results
+
+
+def test_concurrent_cold_starts_agree_on_one_bootstrapped_map(aws: Aws) -> None:
+    # Given two cold starts that both read "absent" before either writes
+    gate = threading.Barrier(2)
+    a = store(aws, client=Barrier(aws.dynamodb, gate, "get_item"))
+    b = store(aws, client=Barrier(aws.dynamodb, gate, "get_item"))
+    # When both bootstrap, one conditional put fails and that one reads the other's map
+    maps = in_threads(a.load, b.load)
+    assert maps[0] == maps[1] == ShardMap.initial(BUCKET, 4)
+    item = raw_item(aws)
+    assert item is not None and item["version"] == {"N": "0"}
+
+
+# -- changing -------------------------------------------------------------------------------------
+
+
+def test_apply_writes_a_new_version_and_a_no_op_writes_nothing(aws: Aws) -> None:
+    s = store(aws)
+    applied = s.apply(split(ALPHA, 5), reason="test split")
+    assert applied.changed and applied.attempts == 1
+    assert applied.shard_map.version == 1 and applied.previous.version == 0
+    item = raw_item(aws)
+    assert item is not None and item["version"] == {"N": "1"} and item["reason"] == {"S": "test split"}
+    assert s.load().entity_shards_at(ALPHA, NEXT) == 5
+    # The same change again changes nothing and writes nothing
+    again = s.apply(split(ALPHA, 5), reason="again")
+    assert not again.changed and again.shard_map.version == 1
+    assert raw_item(aws) == item
+
+
+def test_two_detectors_racing_on_one_entity_leave_one_consistent_map(aws: Aws) -> None:
+    # Given a stored map, and two detectors that both read version 0 before either writes
+    store(aws).load()
+    gate = threading.Barrier(2)
+    a = store(aws, client=Barrier(aws.dynamodb, gate, "get_item"))
+    b = store(aws, client=Barrier(aws.dynamodb, gate, "get_item"))
+    # When one raises sensor-alpha-001 to 5 and the other to 7
+    results = in_threads(lambda: a.apply(split(ALPHA, 5), reason="a"), lambda: b.apply(split(ALPHA, 7), reason="b"))
+    # Then one write lost its condition, re-read and re-judged against the winner's map
+    assert sorted(r.attempts for r in results) == [1, 2]
+    final = store(aws).load()
+    # And the map holds the larger count once, at the boundary, with no duplicate entry
+    assert [(c.effective_from_ms, c.shards) for c in final.entity_history[ALPHA]] == [(NEXT, 7)]
+    # (version 2 when 5 landed first and 7 replaced it; 1 when 7 landed first and 5 was then a no-op)
+    assert final.version == max(r.shard_map.version for r in results)
+
+
+def test_two_detectors_racing_on_different_entities_keep_both_changes(aws: Aws) -> None:
+    store(aws).load()
+    gate = threading.Barrier(2)
+    a = store(aws, client=Barrier(aws.dynamodb, gate, "get_item"))
+    b = store(aws, client=Barrier(aws.dynamodb, gate, "get_item"))
+    in_threads(lambda: a.apply(split(ALPHA, 5), reason="a"), lambda: b.apply(split("sensor-beta-002", 3), reason="b"))
+    final = store(aws).load()
+    assert final.version == 2
+    assert final.entity_shards_at(ALPHA, NEXT) == 5
+    assert final.entity_shards_at("sensor-beta-002", NEXT) == 3
+
+
+class Interleaving:
+    """Before the first ``put_item`` goes through, a competitor applies its own change."""
+
+    def __init__(self, inner: Any, competitor: Callable[[], Any], times: int = 1) -> None:
+        self._inner = inner
+        self._competitor = competitor
+        self._times = times
+        self.puts = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def put_item(self, **kwargs: Any) -> Any:
+        self.puts += 1
+        if self.puts <= self._times:
+            self._competitor()
+        return self._inner.put_item(**kwargs)
+
+
+def test_a_conflict_is_retried_on_the_competitors_map(aws: Aws) -> None:
+    store(aws).load()
+    competitor = store(aws)
+    wrapped = Interleaving(aws.dynamodb, lambda: competitor.apply(split("sensor-beta-002", 3), reason="competitor"))
+    applied = store(aws, client=wrapped).apply(split(ALPHA, 5), reason="ours")
+    assert applied.attempts == 2 and wrapped.puts == 2
+    final = store(aws).load()
+    assert final.version == 2
+    assert (final.entity_shards_at(ALPHA, NEXT), final.entity_shards_at("sensor-beta-002", NEXT)) == (5, 3)
+
+
+def test_endless_conflicts_give_up_with_a_clear_error_and_a_consistent_map(aws: Aws) -> None:
+    store(aws).load()
+    competitor = store(aws)
+    counter = iter(range(2, 100))
+    wrapped = Interleaving(
+        aws.dynamodb, lambda: competitor.apply(split(f"sensor-{next(counter)}", 2), reason="competitor"), times=99
+    )
+    with pytest.raises(ShardMapConflict, match="3 attempts"):
+        store(aws, client=wrapped, attempts=3).apply(split(ALPHA, 5), reason="ours")
+    final = store(aws).load()
+    assert final.version == 3 and ALPHA not in final.entity_history
+
+
+def test_a_throttled_write_propagates_and_writes_nothing(aws: Aws) -> None:
+    store(aws).load()
+    before = raw_item(aws)
+
+    class Throttled:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(aws.dynamodb, name)
+
+        def put_item(self, **kwargs: Any) -> Any:
+            raise ClientError(
+                {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow down"}}, "PutItem"
+            )
+
+    with pytest.raises(ClientError, match="ProvisionedThroughputExceeded"):
+        store(aws, client=Throttled()).apply(split(ALPHA, 5), reason="ours")
+    assert raw_item(aws) == before
+
+
+# -- refusing ---------------------------------------------------------------------------------------
+
+
+def good_item() -> dict[str, Any]:
+    shard_map = ShardMap.initial(BUCKET, 4).with_entity(ALPHA, 5, NEXT, now_ms=NOW)
+    return {**SHARD_MAP_KEY, "map": {"S": json.dumps(shard_map.to_dict())}, "version": {"N": "1"}}
+
+
+def tampered(**changes: Any) -> dict[str, Any]:
+    item = good_item()
+    for name, value in changes.items():
+        if value is None:
+            item.pop(name)
+        else:
+            item[name] = value
+    return item
+
+
+def with_map(**edits: Any) -> dict[str, Any]:
+    data = json.loads(good_item()["map"]["S"])
+    data.update({name.rstrip("_"): value for name, value in edits.items()})  # global_ -> "global"
+    return tampered(map={"S": json.dumps(data)})
+
+
+@pytest.mark.parametrize(
+    ("item", "reason"),
+    [
+        (tampered(map={"S": "{not json"}), "not JSON"),
+        (tampered(map={"N": "1"}), "'map' must be a string"),
+        (tampered(map=None), "'map' must be a string"),
+        (tampered(version=None), "'version' must be a number"),
+        (tampered(version={"N": "7"}), "does not match the map's own version 1"),
+        (tampered(version={"N": "1.5"}), "not a whole number"),
+        (with_map(bucket="15m"), "uses 15m buckets but BUCKET is 1h"),
+        (with_map(bucket="7m"), "bucket"),
+        (with_map(global_=[]), "global"),
+        (with_map(entities={ALPHA: [{"effective_from": "2026-11-22T07:30:00Z", "shards": 5}]}), "bucket boundary"),
+        (with_map(entities={ALPHA: [{"effective_from": "2026-11-22T07:00:00Z", "shards": 0}]}), "shard count"),
+        (with_map(entities={"bad#id": [{"effective_from": "2026-11-22T07:00:00Z", "shards": 2}]}), "'#'"),
+        (with_map(version=-1), "non-negative"),
+    ],
+    ids=lambda v: v if isinstance(v, str) else "",
+)
+def test_a_malformed_map_is_refused_with_a_clear_error_and_nothing_applied(
+    aws: Aws, item: dict[str, Any], reason: str
+) -> None:
+    aws.dynamodb.put_item(TableName=CONTROL, Item=item)
+    # Reading refuses it, naming the table and what is wrong
+    with pytest.raises(MalformedShardMap) as raised:
+        store(aws).load()
+    assert CONTROL in str(raised.value) and reason in str(raised.value)
+    # Changing refuses it too, and nothing is written over the bad entry
+    with pytest.raises(MalformedShardMap):
+        store(aws).apply(split("sensor-beta-002", 3), reason="must not land")
+    assert raw_item(aws) == item
+    # A reader's cache surfaces the error instead of serving a half-parsed map
+    with pytest.raises(MalformedShardMap):
+        CachedShardMap(store(aws).load, 60_000).current()
+
+
+def test_a_change_that_rewrites_the_past_is_refused_before_writing(aws: Aws) -> None:
+    s = store(aws)
+    s.apply(split(ALPHA, 5), reason="split")
+    before = raw_item(aws)
+
+    def rewrite_global(current: ShardMap) -> ShardMap:
+        return ShardMap(current.bucket, ShardMap.initial(BUCKET, 8).global_history, current.entity_history, 9)
+
+    def backdate_entity(current: ShardMap) -> ShardMap:
+        history = dict(current.entity_history)
+        history["sensor-beta-002"] = ShardMap.initial(BUCKET, 3).global_history  # effective from 1970
+        return ShardMap(current.bucket, current.global_history, history, current.version + 1)
+
+    def forget_entity(current: ShardMap) -> ShardMap:
+        return ShardMap(current.bucket, current.global_history, {}, current.version + 1)
+
+    for change in (rewrite_global, backdate_entity):
+        with pytest.raises(PastRewrite):
+            s.apply(change, reason="bad")
+    # Once the split is in force, forgetting the entity would hide its readings from readers
+    later = store(aws, clock=SimClock(NEXT + HOUR))
+    with pytest.raises(PastRewrite):
+        later.apply(forget_entity, reason="bad")
+    assert raw_item(aws) == before
+
+
+def test_readers_see_a_change_within_their_cache_ttl(aws: Aws) -> None:
+    clock = SimClock(0)
+    reader = CachedShardMap(store(aws).load, 60_000, clock=lambda: clock() / 1000)
+    assert reader.current().entity_shards_at(ALPHA, NEXT) is None
+    store(aws).apply(split(ALPHA, 5), reason="split")
+    assert reader.current().entity_shards_at(ALPHA, NEXT) is None  # still cached
+    clock.advance(60_000)
+    assert reader.current().entity_shards_at(ALPHA, NEXT) == 5
+
+
+def test_from_settings_needs_a_control_table() -> None:
+    common = CommonSettings.from_env({"TABLE_PREFIX": "readings", "SHARDS": "4"})
+    with pytest.raises(SettingsError, match="CONTROL_TABLE"):
+        ShardMapStore.from_settings(common)

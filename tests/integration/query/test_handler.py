@@ -1,0 +1,112 @@
+"""The Lambda entry point: settings at cold start, the cursor secret from Secrets Manager
+(fetched once), metrics flushed, and paging across invocations."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+from collections.abc import Iterator
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from adapters.clients import client
+from adapters.observability import metrics
+from adapters.settings import SettingsError
+from keydesign import format_ts
+from tests.integration.query.conftest import HOUR, NOW, PREFIX, Store, StoreFactory, reading
+from tests.unit.query.apigw import ApiClient, entity_path
+
+pytestmark = pytest.mark.integration
+
+ENV = {
+    "LAYOUT": "hybrid",
+    "SHARDS": "4",
+    "BUCKET": "1h",
+    "TABLE_PREFIX": PREFIX,
+    "POWERTOOLS_SERVICE_NAME": "query",
+    "POWERTOOLS_METRICS_NAMESPACE": "TimeSeries",
+    "MAX_RANGE": "2d",
+}
+
+
+@pytest.fixture
+def store(make_store: StoreFactory) -> Store:
+    made = make_store("hybrid")
+    for n in range(12):
+        # relative to the wall clock: the handler runs with the real one
+        made.write(reading("sensor-1", NOW - 3 * HOUR + n * 600_000, f"e{n:02d}"))
+    return made
+
+
+def load_handler() -> ModuleType:
+    sys.modules.pop("query.handler", None)
+    return importlib.import_module("query.handler")
+
+
+@pytest.fixture
+def secret_arn(store: Store) -> str:
+    return str(
+        client("secretsmanager").create_secret(Name="query/cursor-key", SecretString="s3cr3t-" + "x" * 40)["ARN"]
+    )
+
+
+@pytest.fixture
+def handler(monkeypatch: pytest.MonkeyPatch, secret_arn: str) -> Iterator[ModuleType]:
+    for name, value in {**ENV, "CURSOR_SECRET_ARN": secret_arn}.items():
+        monkeypatch.setenv(name, value)
+    metrics.clear_metrics()
+    module = load_handler()
+    yield module
+    sys.modules.pop("query.handler", None)
+    metrics.clear_metrics()
+
+
+def test_pages_follow_across_invocations_with_the_secret_fetched_once(
+    handler: ModuleType, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fetches: list[str] = []
+    client("secretsmanager").meta.events.register(
+        "before-call.secrets-manager.GetSecretValue", lambda **kwargs: fetches.append("get")
+    )
+    api = ApiClient(handler.handler)
+    path = entity_path("sensor-1", "readings")
+    params: dict[str, Any] = {"from_": format_ts(NOW - 4 * HOUR), "to": format_ts(NOW), "limit": 5}
+
+    first = api.get(path, **params)
+    second = api.get(path, **params, cursor=first.body["next_cursor"])
+    third = api.get(path, **params, cursor=second.body["next_cursor"])
+
+    assert [r.status for r in (first, second, third)] == [200, 200, 200]
+    ids = [i["event_id"] for r in (first, second, third) for i in r.body["items"]]
+    assert ids == [f"e{n:02d}" for n in range(12)]
+    assert third.body["next_cursor"] is None
+    assert fetches == ["get"]
+    emitted = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
+    reads = [blob for blob in emitted if "QueryCalls" in blob]
+    assert [blob["route"] for blob in reads] == ["entity_readings"] * 3
+    assert sum(blob["ItemsRead"][0] for blob in reads) >= 12
+
+
+def test_settings_are_applied(handler: ModuleType) -> None:
+    reply = ApiClient(handler.handler).get(
+        entity_path("sensor-1", "readings"), from_=format_ts(NOW - 3 * 24 * HOUR), to=format_ts(NOW)
+    )
+
+    assert reply.status == 400
+    assert "at most 2d" in reply.body["error"]
+
+
+def test_a_missing_cursor_secret_fails_the_cold_start_naming_the_variable(
+    monkeypatch: pytest.MonkeyPatch, store: Store
+) -> None:
+    for name, value in ENV.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("CURSOR_SECRET_ARN", raising=False)
+    monkeypatch.delenv("CURSOR_SECRET", raising=False)
+
+    with pytest.raises(SettingsError, match="CURSOR_SECRET_ARN"):
+        load_handler()
+    sys.modules.pop("query.handler", None)

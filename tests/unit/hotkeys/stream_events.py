@@ -1,0 +1,117 @@
+"""Builders for Lambda DynamoDB stream events shaped like the real ones, and a fake Lambda context.
+
+The shape is what Lambda's DynamoDB event source mapping delivers (not what
+boto3's ``get_records`` returns): ``ApproximateCreationDateTime`` is epoch
+seconds as a number, keys and images are DynamoDB JSON, ``SizeBytes`` is the
+size of the stream record, and a TTL deletion carries ``userIdentity``
+``{"type": "Service", "principalId": "dynamodb.amazonaws.com"}``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from keydesign import item_size
+
+REGION = "eu-west-1"
+ACCOUNT = "123456789012"
+TABLE = "readings"
+STREAM_LABEL = "2026-11-22T06:00:00.000"
+_sequence = itertools.count(100_000_000_000_000_000_000)
+
+
+def stream_arn(table: str = TABLE) -> str:
+    return f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/{table}/stream/{STREAM_LABEL}"
+
+
+def next_sequence() -> str:
+    """Stream sequence numbers are decimal strings that grow along a shard."""
+    return str(next(_sequence))
+
+
+def ddb_json(value: object) -> dict[str, Any]:
+    """A plain value in DynamoDB JSON, as stream records carry keys and images."""
+    if isinstance(value, str):
+        return {"S": value}
+    if isinstance(value, bool):
+        return {"BOOL": value}
+    if isinstance(value, int | float):
+        return {"N": repr(value) if isinstance(value, float) else str(value)}
+    if isinstance(value, Mapping):
+        return {"M": {str(k): ddb_json(v) for k, v in value.items()}}
+    if isinstance(value, list):
+        return {"L": [ddb_json(v) for v in value]}
+    raise TypeError(type(value).__name__)
+
+
+def stream_record(
+    pk: str,
+    sk: str,
+    *,
+    approx_s: float,
+    event_name: str = "INSERT",
+    size_bytes: int | None = None,
+    sequence: str | None = None,
+    table: str = TABLE,
+    ttl: bool = False,
+    new_image: Mapping[str, object] | None = None,
+    keys: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """One record of a KEYS_ONLY stream (or NEW_IMAGE when ``new_image`` is given)."""
+    key_json = dict(keys) if keys is not None else {"pk": {"S": pk}, "sk": {"S": sk}}
+    body: dict[str, Any] = {
+        "ApproximateCreationDateTime": float(int(approx_s)),
+        "Keys": key_json,
+        "SequenceNumber": sequence or next_sequence(),
+        # KEYS_ONLY: the record holds the keys, so that is its size.
+        "SizeBytes": size_bytes if size_bytes is not None else item_size({"pk": pk, "sk": sk}),
+        "StreamViewType": "KEYS_ONLY",
+    }
+    if new_image is not None:
+        body["NewImage"] = {k: ddb_json(v) for k, v in new_image.items()}
+        body["StreamViewType"] = "NEW_IMAGE"
+        if size_bytes is None:
+            body["SizeBytes"] = item_size(dict(new_image)) + item_size({"pk": pk, "sk": sk})
+    record: dict[str, Any] = {
+        "eventID": hashlib.md5(body["SequenceNumber"].encode(), usedforsecurity=False).hexdigest(),
+        "eventName": event_name,
+        "eventVersion": "1.1",
+        "eventSource": "aws:dynamodb",
+        "awsRegion": REGION,
+        "dynamodb": body,
+        "eventSourceARN": stream_arn(table),
+    }
+    if ttl:
+        record["userIdentity"] = {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
+    return record
+
+
+def item_record(
+    item: Mapping[str, object], *, approx_s: float, event_name: str = "INSERT", **kw: Any
+) -> dict[str, Any]:
+    """The stream record of writing (or deleting) ``item`` (a plain ``build_item`` dict)."""
+    return stream_record(str(item["pk"]), str(item["sk"]), approx_s=approx_s, event_name=event_name, **kw)
+
+
+def stream_event(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    return {"Records": list(records)}
+
+
+def failed_sequences(response: Mapping[str, Any]) -> list[str]:
+    return [str(f["itemIdentifier"]) for f in response.get("batchItemFailures", [])]
+
+
+@dataclass
+class FakeLambdaContext:
+    function_name: str = "hotkeys"
+    memory_limit_in_mb: int = 512
+    invoked_function_arn: str = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:hotkeys"
+    aws_request_id: str = "6f1d8e1c-1111-2222-3333-444455556666"
+    remaining_ms: int = 60_000
+
+    def get_remaining_time_in_millis(self) -> int:
+        return self.remaining_ms

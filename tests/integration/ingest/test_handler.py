@@ -11,6 +11,7 @@ import pytest
 import keydesign.model
 from adapters.kinesis_records import aggregate
 from adapters.settings import SettingsError
+from adapters.shard_map_store import ShardMapStore
 from tests.integration.ingest.conftest import Aws, base_env, now_ms
 from tests.integration.ingest.helpers import invoke
 from tests.unit.ingest.kinesis_events import as_json, kinesis_event, reading, sequence_number
@@ -260,7 +261,6 @@ def test_readings_outside_the_accepted_time_window_are_rejected(
         ({"MAX_FUTURE": "soon"}, "MAX_FUTURE"),
         ({"WRITE_CONCURRENCY": "0"}, "WRITE_CONCURRENCY"),
         ({"RETRY_BASE_MS": "100", "RETRY_MAX_DELAY_MS": "10"}, "RETRY_MAX_DELAY_MS"),
-        ({"CONTROL_TABLE": "shard-map"}, "CONTROL_TABLE"),
         ({"LAYOUT": "striped"}, "LAYOUT"),
     ],
 )
@@ -275,3 +275,62 @@ def test_importing_the_handler_with_a_bad_environment_fails_naming_the_variable(
     sys.modules.pop("ingest.handler", None)
     assert caught.value.variable == variable
     assert str(caught.value).startswith(f"environment variable {variable}:")
+
+
+def _control_table(aws: Aws, name: str = "readings-control") -> str:
+    aws.dynamodb.create_table(
+        TableName=name,
+        AttributeDefinitions=[
+            {"AttributeName": "pk", "AttributeType": "S"},
+            {"AttributeName": "sk", "AttributeType": "S"},
+        ],
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    return name
+
+
+def test_writers_follow_the_shard_map_in_the_control_table(
+    aws: Aws, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given a control table whose map split sensor-hot into 4 sub-shards from the last boundary
+    table = _control_table(aws)
+    now = now_ms()
+    boundary = now - now % HOUR
+    store = ShardMapStore(aws.dynamodb, table, aws.shard_map, clock_ms=lambda: boundary - HOUR)
+    store.apply(lambda m: m.with_entity("sensor-hot", 4, boundary, now_ms=boundary - HOUR), reason="test split")
+    monkeypatch.setenv("CONTROL_TABLE", table)
+    sys.modules.pop("ingest.handler", None)
+    module = importlib.import_module("ingest.handler")
+    try:
+        # When 200 readings of the hot sensor since the boundary are ingested
+        payloads = [as_json([reading("sensor-hot", boundary + i, f"h{i}") for i in range(200)])]
+        result = invoke(module, kinesis_event(payloads), capsys)
+    finally:
+        module.INGESTOR.close()
+        sys.modules.pop("ingest.handler", None)
+    # Then they are spread over the entity's own 4 partitions, and the plan made
+    # from the stored map finds every one of them
+    assert result.failed == []
+    partitions = {i["pk"]["S"] for i in aws.table_items()}
+    assert len(partitions) == 4 and all("#sensor-hot#" in pk for pk in partitions)
+    aws.shard_map = store.load()
+    found = aws.query_entity("sensor-hot", boundary, boundary + HOUR)
+    assert sorted(i["i"]["S"] for i in found) == sorted(f"h{i}" for i in range(200))
+
+
+def test_the_first_writer_stores_the_initial_map_when_the_control_table_is_empty(
+    aws: Aws, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    table = _control_table(aws)
+    monkeypatch.setenv("CONTROL_TABLE", table)
+    sys.modules.pop("ingest.handler", None)
+    module = importlib.import_module("ingest.handler")
+    try:
+        result = invoke(module, kinesis_event([as_json(reading("sensor-a", now_ms() - 1000, "a1"))]), capsys)
+    finally:
+        module.INGESTOR.close()
+        sys.modules.pop("ingest.handler", None)
+    assert result.failed == []
+    stored = ShardMapStore(aws.dynamodb, table, aws.shard_map).peek()
+    assert stored is not None and stored.global_shards_at(now_ms()) == 4

@@ -1,0 +1,292 @@
+"""A REST API (API Gateway, Lambda proxy integration) on loopback.
+
+Every request under ``/<stage>/`` becomes an API Gateway REST proxy event
+(payload version 1.0) for one function, the way a ``/{proxy+}`` resource with
+``ANY`` delivers it, and the function's response becomes the HTTP response.
+Routing is the function's business (Powertools' ``APIGatewayRestResolver``
+resolves ``path`` itself), so the emulator matches nothing but the stage.
+
+Faithful to API Gateway where a client can tell: ``path`` and the path
+parameters arrive as sent, still percent-encoded (a REST API does not decode
+them; an HTTP API would), so ``/entities/a%23b`` reaches a Powertools route as
+``entity_id="a%23b"`` and the handler must unquote it; query parameters arrive
+decoded; repeated headers and query parameters are in
+``multiValue*`` with the last value in the single-valued map; a body that is
+not UTF-8 arrives base64 with ``isBase64Encoded``; a handler that raises or
+returns something that is not a proxy response is a 502
+``{"message": "Internal server error"}``; one slower than the 29 s
+integration timeout is a 504. Not emulated: authorizers and IAM/SigV4
+(requests are not signed locally), usage plans and throttling, request
+validation, custom domains, binary media type negotiation.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, cast
+from urllib.parse import parse_qsl
+
+from local_runtime.environment import ACCOUNT_ID, assert_loopback
+from local_runtime.functions import FunctionError, FunctionTimeoutError
+
+_log = logging.getLogger(__name__)
+
+#: API Gateway's maximum integration timeout for a REST API.
+INTEGRATION_TIMEOUT_S = 29.0
+LOOPBACK = "127.0.0.1"
+_NO_BODY_METHODS = frozenset({"HEAD"})
+
+
+@dataclass(frozen=True, slots=True)
+class HttpRequest:
+    method: str
+    raw_path: str  # path and query as sent, still URL-encoded
+    headers: list[tuple[str, str]]
+    body: bytes
+    source_ip: str
+    host: str
+
+
+@dataclass(frozen=True, slots=True)
+class HttpResponse:
+    status: int
+    headers: list[tuple[str, str]]
+    body: bytes
+
+
+def proxy_event(request: HttpRequest, *, stage: str, request_id: str, now_ms: int) -> dict[str, Any] | None:
+    """The REST proxy event for ``request``, or None when it is outside ``/<stage>``."""
+    encoded_path, _, raw_query = request.raw_path.partition("?")
+    prefix = f"/{stage}"
+    if encoded_path != prefix and not encoded_path.startswith(prefix + "/"):
+        return None
+    path = encoded_path[len(prefix) :] or "/"
+
+    single_headers: dict[str, str] = {}
+    multi_headers: dict[str, list[str]] = {}
+    for name, value in request.headers:
+        single_headers[name] = value
+        multi_headers.setdefault(name, []).append(value)
+
+    multi_query: dict[str, list[str]] = {}
+    for name, value in parse_qsl(raw_query, keep_blank_values=True):
+        multi_query.setdefault(name, []).append(value)
+    single_query = {name: values[-1] for name, values in multi_query.items()}
+
+    body: str | None = None
+    is_base64 = False
+    if request.body:
+        try:
+            body = request.body.decode("utf-8")
+        except UnicodeDecodeError:
+            body = base64.b64encode(request.body).decode("ascii")
+            is_base64 = True
+
+    proxy = path.lstrip("/")
+    resource = "/{proxy+}" if proxy else "/"
+    user_agent = single_headers.get("User-Agent") or single_headers.get("user-agent")
+    return {
+        "resource": resource,
+        "path": path,
+        "httpMethod": request.method,
+        "headers": single_headers or None,
+        "multiValueHeaders": multi_headers or None,
+        "queryStringParameters": single_query or None,
+        "multiValueQueryStringParameters": multi_query or None,
+        "pathParameters": {"proxy": proxy} if proxy else None,
+        "stageVariables": None,
+        "requestContext": {
+            "accountId": ACCOUNT_ID,
+            "apiId": "local",
+            "domainName": request.host,
+            "domainPrefix": request.host.split(".", 1)[0],
+            "extendedRequestId": request_id,
+            "httpMethod": request.method,
+            "identity": {
+                "accessKey": None,
+                "accountId": None,
+                "caller": None,
+                "cognitoAuthenticationProvider": None,
+                "cognitoAuthenticationType": None,
+                "cognitoIdentityId": None,
+                "cognitoIdentityPoolId": None,
+                "principalOrgId": None,
+                "sourceIp": request.source_ip,
+                "user": None,
+                "userAgent": user_agent,
+                "userArn": None,
+            },
+            "path": f"{prefix}{path}",
+            "protocol": "HTTP/1.1",
+            "requestId": request_id,
+            "requestTime": datetime.fromtimestamp(now_ms / 1000, UTC).strftime("%d/%b/%Y:%H:%M:%S +0000"),
+            "requestTimeEpoch": now_ms,
+            "resourceId": "local",
+            "resourcePath": resource,
+            "stage": stage,
+        },
+        "body": body,
+        "isBase64Encoded": is_base64,
+    }
+
+
+def http_response(result: Any, *, request_id: str) -> HttpResponse:
+    """The HTTP response for a proxy integration's result; 502 when it is not a valid proxy response."""
+    if not isinstance(result, Mapping) or not isinstance(result.get("statusCode"), int):
+        _log.error("malformed Lambda proxy response: %r", result)
+        return gateway_error(HTTPStatus.BAD_GATEWAY, "Internal server error", request_id)
+    status = int(result["statusCode"])
+    headers: list[tuple[str, str]] = []
+    single = result.get("headers") or {}
+    multi = result.get("multiValueHeaders") or {}
+    if not isinstance(single, Mapping) or not isinstance(multi, Mapping):
+        return gateway_error(HTTPStatus.BAD_GATEWAY, "Internal server error", request_id)
+    for name, values in multi.items():
+        for value in values if isinstance(values, list) else [values]:
+            headers.append((str(name), str(value)))
+    names_in_multi = {str(n).lower() for n in multi}
+    for name, value in single.items():
+        if str(name).lower() not in names_in_multi:
+            headers.append((str(name), str(value)))
+    raw_body = result.get("body")
+    if raw_body is None:
+        body = b""
+    elif result.get("isBase64Encoded"):
+        try:
+            body = base64.b64decode(str(raw_body), validate=True)
+        except (binascii.Error, ValueError):
+            return gateway_error(HTTPStatus.BAD_GATEWAY, "Internal server error", request_id)
+    else:
+        body = str(raw_body).encode("utf-8")
+    headers.append(("x-amzn-RequestId", request_id))
+    return HttpResponse(status, headers, body)
+
+
+def gateway_error(status: HTTPStatus, message: str, request_id: str) -> HttpResponse:
+    body = json.dumps({"message": message}).encode("utf-8")
+    return HttpResponse(
+        int(status),
+        [("Content-Type", "application/json"), ("x-amzn-RequestId", request_id), ("x-amzn-ErrorType", status.phrase)],
+        body,
+    )
+
+
+class RestApi:
+    """``start()`` serves ``invoke`` (an event -> response callable) on ``http://127.0.0.1:<port>/<stage>``."""
+
+    def __init__(
+        self,
+        invoke: Callable[[dict[str, Any]], Any],
+        *,
+        stage: str,
+        port: int = 0,
+        integration_timeout_s: float = INTEGRATION_TIMEOUT_S,
+        access_log: Callable[[str], None] | None = None,
+    ) -> None:
+        self._invoke = invoke
+        self._stage = stage
+        self._port = port
+        self._timeout = integration_timeout_s
+        self._access_log = access_log
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self.latencies_ms: list[float] = []
+
+    @property
+    def base_url(self) -> str:
+        if self._server is None:
+            raise RuntimeError("the REST API is not running")
+        host, port = cast(tuple[str, int], self._server.server_address)[:2]
+        return f"http://{host}:{port}/{self._stage}"
+
+    def start(self) -> str:
+        if self._server is not None:
+            return self.base_url
+        api = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def _serve(self) -> None:
+                api._handle(self)
+
+            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = _serve  # noqa: N815
+
+            def log_message(self, format: str, *args: Any) -> None:
+                if api._access_log is not None:
+                    api._access_log(format % args)
+
+        server = ThreadingHTTPServer((LOOPBACK, self._port), Handler)
+        server.daemon_threads = True
+        self._server = server
+        self._thread = threading.Thread(target=server.serve_forever, name="rest-api", daemon=True)
+        self._thread.start()
+        return assert_loopback(self.base_url)
+
+    def stop(self) -> None:
+        server, self._server = self._server, None
+        if server is None:
+            return
+        server.shutdown()
+        server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    def _handle(self, http: BaseHTTPRequestHandler) -> None:
+        request_id = str(uuid.uuid4())
+        length = int(http.headers.get("Content-Length") or 0)
+        body = http.rfile.read(length) if length > 0 else b""
+        request = HttpRequest(
+            method=http.command,
+            raw_path=http.path,
+            headers=list(http.headers.items()),
+            body=body,
+            source_ip=http.client_address[0],
+            host=http.headers.get("Host", ""),
+        )
+        started = time.monotonic()
+        event = proxy_event(request, stage=self._stage, request_id=request_id, now_ms=int(time.time() * 1000))
+        if event is None:
+            response = gateway_error(
+                HTTPStatus.NOT_FOUND, f"Not found: the API is served under /{self._stage}/", request_id
+            )
+        else:
+            response = self._call(event, request_id, started)
+        with self._lock:
+            self.latencies_ms.append((time.monotonic() - started) * 1000)
+        http.send_response(response.status)
+        has_length = False
+        for name, value in response.headers:
+            if name.lower() == "content-length":
+                has_length = True
+            if name.lower() not in ("connection", "transfer-encoding"):
+                http.send_header(name, value)
+        if not has_length:
+            http.send_header("Content-Length", str(len(response.body)))
+        http.end_headers()
+        if http.command not in _NO_BODY_METHODS and response.body:
+            http.wfile.write(response.body)
+
+    def _call(self, event: dict[str, Any], request_id: str, started: float) -> HttpResponse:
+        try:
+            result = self._invoke(event)
+        except FunctionTimeoutError:
+            return gateway_error(HTTPStatus.GATEWAY_TIMEOUT, "Endpoint request timed out", request_id)
+        except FunctionError as exc:
+            _log.error("the API function failed: %s", exc)
+            return gateway_error(HTTPStatus.BAD_GATEWAY, "Internal server error", request_id)
+        if time.monotonic() - started > self._timeout:
+            return gateway_error(HTTPStatus.GATEWAY_TIMEOUT, "Endpoint request timed out", request_id)
+        return http_response(result, request_id=request_id)

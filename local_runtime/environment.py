@@ -1,0 +1,86 @@
+"""The process environment local mode runs in: every AWS client points at the embedded moto server.
+
+boto3 honours ``AWS_ENDPOINT_URL``, so setting it (with dummy credentials and a
+region) is all it takes for the handlers' own clients, created by
+``adapters.clients``, to talk to moto. What could still send a request to a
+real endpoint is removed for the duration: service-specific endpoint variables
+(``AWS_ENDPOINT_URL_DYNAMODB`` would win over ``AWS_ENDPOINT_URL``), the
+switch that ignores configured endpoints, profiles, and the shared config and
+credentials files (which may hold an ``endpoint_url`` or SSO settings).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from urllib.parse import urlsplit
+
+#: moto's default account; ARNs it builds carry it.
+ACCOUNT_ID = "123456789012"
+
+# Variables that could route a request elsewhere or pick up real credentials.
+_REMOVED = ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", "AWS_CA_BUNDLE")
+_REMOVED_PREFIXES = ("AWS_ENDPOINT_URL_",)
+
+
+class NotLoopbackError(ValueError):
+    """An endpoint that is not on this machine: local mode refuses to use it."""
+
+
+def assert_loopback(url: str) -> str:
+    """Return ``url`` if its host is a loopback address (127.0.0.0/8, ::1 or localhost); raise otherwise."""
+    host = urlsplit(url).hostname
+    if host is None:
+        raise NotLoopbackError(f"{url!r} has no host")
+    if host == "localhost":
+        return url
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback:
+        raise NotLoopbackError(f"{url!r} is not a loopback endpoint; local mode never talks to a remote service")
+    return url
+
+
+def aws_environment(endpoint_url: str, region: str) -> dict[str, str | None]:
+    """Variables to set (str) or remove (None) so that boto3 uses only ``endpoint_url``."""
+    assert_loopback(endpoint_url)
+    env: dict[str, str | None] = {
+        "AWS_ENDPOINT_URL": endpoint_url,
+        "AWS_ACCESS_KEY_ID": "local",
+        "AWS_SECRET_ACCESS_KEY": "local",  # moto accepts any credentials
+        "AWS_SESSION_TOKEN": "local",
+        "AWS_REGION": region,
+        "AWS_DEFAULT_REGION": region,
+        "AWS_CONFIG_FILE": os.devnull,
+        "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+        "AWS_EC2_METADATA_DISABLED": "true",
+    }
+    for name in _REMOVED:
+        env[name] = None
+    for name in os.environ:
+        if name.startswith(_REMOVED_PREFIXES):
+            env[name] = None
+    return env
+
+
+@contextmanager
+def patched_environ(changes: Mapping[str, str | None]) -> Iterator[None]:
+    """Set (value) or remove (None) variables of ``os.environ``; restore them all on exit."""
+    saved = {name: os.environ.get(name) for name in changes}
+    try:
+        for name, value in changes.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value

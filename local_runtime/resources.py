@@ -1,0 +1,188 @@
+"""The local resources, built from the configuration the CDK stack is built from.
+
+Table names, key schemas, TTL and stream settings come from
+:class:`infra.config.AppConfig` and :data:`infra.config.READINGS_SCHEMA` /
+:data:`infra.config.CONTROL_SCHEMA` (the objects ``infra/storage.py`` builds
+its tables from); the stream, queues and topic from the same configuration.
+``tests/integration/local_runtime/test_provisioning_matches_stack.py``
+compares what is created here with the synthesized template, so the two
+cannot drift apart.
+
+The stack lets CloudFormation name the stream, the queues and the topic;
+locally they need names, derived from the stack name (:class:`ResourceNames`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from infra.config import CONTROL_SCHEMA, READINGS_SCHEMA, AppConfig, TableSchema
+from local_runtime.environment import assert_loopback
+
+#: SQS's maximum retention, as the stack sets on the rejects queue (``infra.ingestion.REJECTS_RETENTION``).
+QUEUE_RETENTION_S = 14 * 24 * 3600
+
+
+@dataclass(frozen=True, slots=True)
+class TableDefinition:
+    """One table: the CreateTable request and the TTL attribute to enable after it."""
+
+    name: str
+    schema: TableSchema
+    billing_mode: str
+    provisioned: tuple[int, int] | None = None  # (read, write) units when PROVISIONED
+
+    def create_request(self) -> dict[str, Any]:
+        schema = self.schema
+        request: dict[str, Any] = {
+            "TableName": self.name,
+            "AttributeDefinitions": [
+                {"AttributeName": schema.partition_key, "AttributeType": "S"},
+                {"AttributeName": schema.sort_key, "AttributeType": "S"},
+            ],
+            "KeySchema": [
+                {"AttributeName": schema.partition_key, "KeyType": "HASH"},
+                {"AttributeName": schema.sort_key, "KeyType": "RANGE"},
+            ],
+            "BillingMode": self.billing_mode,
+        }
+        if self.provisioned is not None:
+            read, write = self.provisioned
+            request["ProvisionedThroughput"] = {"ReadCapacityUnits": read, "WriteCapacityUnits": write}
+        if schema.stream_view is not None:
+            request["StreamSpecification"] = {"StreamEnabled": True, "StreamViewType": schema.stream_view}
+        return request
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceNames:
+    """Every name local mode creates."""
+
+    readings_tables: tuple[str, ...]
+    control_table: str
+    stream: str
+    rejects_queue: str
+    ingest_failures_queue: str
+    alarm_topic: str
+
+    @classmethod
+    def for_config(cls, config: AppConfig, now_ms: int) -> ResourceNames:
+        stack = config.stack_name
+        return cls(
+            readings_tables=readings_tables(config, now_ms),
+            control_table=config.storage.control_table_name,
+            stream=f"{stack}-readings",
+            rejects_queue=f"{stack}-rejects",
+            ingest_failures_queue=f"{stack}-ingest-failures",
+            alarm_topic=f"{stack}-hot-keys",
+        )
+
+
+def readings_tables(config: AppConfig, now_ms: int) -> tuple[str, ...]:
+    """The fixed readings table; with per-period tables, the current period's and the next one's.
+
+    The next one exists before its period starts because a reading is routed
+    by its event time, and producers' clocks run a little ahead; in AWS the
+    rotator pre-builds it the same way.
+    """
+    if config.storage.readings_table_name is not None:
+        return (config.storage.readings_table_name,)
+    layout = config.layout()
+    period = layout.table_period
+    assert period is not None  # noqa: S101 - no fixed table means a table period
+    return (layout.table_for(now_ms), layout.table_for(period.next_start(now_ms)))
+
+
+def table_definitions(config: AppConfig, names: ResourceNames) -> list[TableDefinition]:
+    """The readings table(s) with the configured billing, and the control table (always on demand, as the stack)."""
+    storage = config.storage
+    provisioned = (
+        (storage.capacity.read_min, storage.capacity.write_min) if storage.billing_mode == "PROVISIONED" else None
+    )
+    tables = [
+        TableDefinition(name, READINGS_SCHEMA, storage.billing_mode, provisioned) for name in names.readings_tables
+    ]
+    tables.append(TableDefinition(names.control_table, CONTROL_SCHEMA, "PAY_PER_REQUEST"))
+    return tables
+
+
+@dataclass(frozen=True, slots=True)
+class Resources:
+    """What was provisioned: names, and the ARNs and URLs the handlers and clients need."""
+
+    names: ResourceNames
+    stream_arn: str
+    rejects_queue_url: str
+    ingest_failures_queue_url: str
+    ingest_failures_queue_arn: str
+    alarm_topic_arn: str
+    table_stream_arns: Mapping[str, str] = field(default_factory=dict)
+
+
+class Provisioner:
+    """Creates the resources on a (moto) endpoint with the given boto3 clients."""
+
+    def __init__(self, *, dynamodb: Any, kinesis: Any, sqs: Any, sns: Any) -> None:
+        for client in (dynamodb, kinesis, sqs, sns):
+            assert_loopback(str(client.meta.endpoint_url))
+        self._dynamodb = dynamodb
+        self._kinesis = kinesis
+        self._sqs = sqs
+        self._sns = sns
+
+    def provision(self, config: AppConfig, names: ResourceNames, *, kinesis_shards: int | None = None) -> Resources:
+        stream_arns = {}
+        for table in table_definitions(config, names):
+            arn = self.create_table(table)
+            if arn is not None:
+                stream_arns[table.name] = arn
+        stream_arn = self._create_stream(config, names.stream, kinesis_shards)
+        rejects_url = self._create_queue(names.rejects_queue)
+        failures_url = self._create_queue(names.ingest_failures_queue)
+        failures_arn = self._sqs.get_queue_attributes(QueueUrl=failures_url, AttributeNames=["QueueArn"])["Attributes"][
+            "QueueArn"
+        ]
+        topic_arn = self._sns.create_topic(Name=names.alarm_topic)["TopicArn"]
+        return Resources(
+            names=names,
+            stream_arn=stream_arn,
+            rejects_queue_url=rejects_url,
+            ingest_failures_queue_url=failures_url,
+            ingest_failures_queue_arn=str(failures_arn),
+            alarm_topic_arn=str(topic_arn),
+            table_stream_arns=stream_arns,
+        )
+
+    def create_table(self, table: TableDefinition) -> str | None:
+        """Create ``table`` (and its TTL); return its stream ARN, if it has a stream."""
+        description = self._dynamodb.create_table(**table.create_request())["TableDescription"]
+        self._dynamodb.get_waiter("table_exists").wait(
+            TableName=table.name, WaiterConfig={"Delay": 1, "MaxAttempts": 30}
+        )
+        if table.schema.ttl_attribute is not None:
+            self._dynamodb.update_time_to_live(
+                TableName=table.name,
+                TimeToLiveSpecification={"Enabled": True, "AttributeName": table.schema.ttl_attribute},
+            )
+        arn = description.get("LatestStreamArn")
+        return str(arn) if arn else None
+
+    def _create_stream(self, config: AppConfig, name: str, shards: int | None) -> str:
+        stream = config.stream
+        if shards is not None:
+            self._kinesis.create_stream(StreamName=name, ShardCount=shards)
+        elif stream.mode == "on_demand":
+            self._kinesis.create_stream(StreamName=name, StreamModeDetails={"StreamMode": "ON_DEMAND"})
+        else:
+            self._kinesis.create_stream(StreamName=name, ShardCount=stream.shards)
+        self._kinesis.get_waiter("stream_exists").wait(StreamName=name, WaiterConfig={"Delay": 1, "MaxAttempts": 30})
+        if stream.retention_hours > 24:
+            self._kinesis.increase_stream_retention_period(StreamName=name, RetentionPeriodHours=stream.retention_hours)
+        summary = self._kinesis.describe_stream_summary(StreamName=name)["StreamDescriptionSummary"]
+        return str(summary["StreamARN"])
+
+    def _create_queue(self, name: str) -> str:
+        url = self._sqs.create_queue(QueueName=name, Attributes={"MessageRetentionPeriod": str(QUEUE_RETENTION_S)})
+        return str(url["QueueUrl"])

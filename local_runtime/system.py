@@ -1,0 +1,508 @@
+"""The whole system on one machine: moto, the resources, the handlers and their triggers.
+
+``with LocalSystem(config) as system:`` starts, in order: the function log
+router, the embedded moto server, the process environment that points every
+AWS client at it, the resources (from the same :class:`AppConfig` the stack
+is built from), and the ingest function polling the Kinesis stream. Stopping
+undoes it all in reverse, whatever failed on the way.
+
+The other functions plug in as they land (see docs/local.md):
+
+* the query API: :meth:`LocalSystem.serve_api` with a function loaded by
+  :meth:`LocalSystem.load_function`;
+* the hot-key detector: :meth:`LocalSystem.consume_table_streams` (it follows
+  per-period tables as they are created);
+* the rotator: :meth:`LocalSystem.schedule` with a :class:`SimulatedClock`.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping
+from contextlib import ExitStack
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from types import ModuleType
+from typing import Any, TextIO
+
+import boto3
+from botocore.config import Config
+
+from adapters.clients import reset_clients
+from adapters.faults import FaultInjectingDynamoDB
+from infra.config import AppConfig
+from local_runtime.api_gateway import RestApi
+from local_runtime.environment import assert_loopback, aws_environment, patched_environ
+from local_runtime.event_source_mapping import EventSourceMapping, FailureDestination, MappingConfig, SqsDestination
+from local_runtime.faults import LocalFaults
+from local_runtime.function_logs import FunctionLogRouter
+from local_runtime.functions import FunctionSpec, InvocationFaults, InvocationGate, LocalFunction
+from local_runtime.moto_server import EmbeddedMoto
+from local_runtime.resources import Provisioner, ResourceNames, Resources
+from local_runtime.scheduler import Schedule, SimulatedClock, empty_event
+from local_runtime.stream_sources import DynamoDBStreamSource, KinesisSource, StartingPosition
+
+_log = logging.getLogger(__name__)
+
+INGEST_HANDLER = "ingest.handler.handler"
+
+
+@dataclass(frozen=True, slots=True)
+class LocalOptions:
+    """How the local system runs (the AWS-side settings come from :class:`AppConfig`)."""
+
+    region: str = "eu-west-1"
+    moto_port: int = 0
+    api_port: int = 0
+    faults: LocalFaults = field(default_factory=LocalFaults)
+    #: Shards of the Kinesis stream; None: as configured (moto gives an on-demand stream 4).
+    kinesis_shards: int | None = None
+    #: The ingest mapping's batching window; None: ``ingest_batching_window_s`` of the config.
+    batching_window_s: float | None = None
+    poll_interval_s: float = 0.25
+    ingest_timeout_s: float = 120.0
+    ingest_memory_mb: int = 1024
+    #: Invocations running at once over every function (they share Powertools' module state).
+    concurrency: int = 1
+    #: A file for the functions' stdout (logs, EMF metrics) while the system runs, as CloudWatch Logs
+    #: holds them; ``sys.stdout`` is routed there and :attr:`LocalSystem.console` is the terminal.
+    #: None leaves stdout alone.
+    function_log: Path | None = None
+    function_log_level: str = "INFO"
+    #: Extra environment for the ingest function (e.g. ``{"WRITE_CONCURRENCY": "4"}``).
+    ingest_environment: Mapping[str, str] = field(default_factory=dict)
+    #: How often per-period readings tables are looked for (to follow their streams).
+    table_discovery_s: float = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoints:
+    """What a user (or a test) needs to reach the running system."""
+
+    region: str
+    endpoint_url: str
+    stream_name: str
+    stream_arn: str
+    readings_tables: tuple[str, ...]
+    control_table: str
+    rejects_queue_url: str
+    ingest_failures_queue_url: str
+    alarm_topic_arn: str
+    api_url: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "region": self.region,
+            "endpoint_url": self.endpoint_url,
+            "stream_name": self.stream_name,
+            "stream_arn": self.stream_arn,
+            "readings_tables": list(self.readings_tables),
+            "control_table": self.control_table,
+            "rejects_queue_url": self.rejects_queue_url,
+            "ingest_failures_queue_url": self.ingest_failures_queue_url,
+            "alarm_topic_arn": self.alarm_topic_arn,
+            "api_url": self.api_url,
+        }
+
+
+class LocalSystem:
+    """The running system. Not reusable: start it once, stop it once."""
+
+    def __init__(
+        self,
+        config: AppConfig,
+        options: LocalOptions | None = None,
+        *,
+        now_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+    ) -> None:
+        self.config = config
+        self.options = options or LocalOptions()
+        self._now_ms = now_ms
+        self._exit = ExitStack()
+        self._moto = EmbeddedMoto(self.options.moto_port)
+        self._gate = InvocationGate(self.options.concurrency)
+        faults = self.options.faults
+        self._invocation_faults = (
+            InvocationFaults(faults.invocation_error_fraction, faults.seed)
+            if faults.invocation_error_fraction
+            else None
+        )
+        self.write_faults: list[FaultInjectingDynamoDB] = []
+        self.functions: dict[str, LocalFunction] = {}
+        self.mappings: list[EventSourceMapping] = []
+        self.schedules: list[Schedule] = []
+        self._followers: list[_TableStreamFollower] = []
+        self._api: RestApi | None = None
+        self._resources: Resources | None = None
+        self._endpoint_url: str | None = None
+        self._router: FunctionLogRouter | None = None
+        self._lock = threading.Lock()
+        self._started = False
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    def start(self) -> Endpoints:
+        if self._started:
+            raise RuntimeError("a LocalSystem starts once")
+        self._started = True
+        try:
+            self._start()
+        except BaseException:
+            self.stop()
+            raise
+        return self.endpoints
+
+    def _start(self) -> None:
+        options = self.options
+        if options.function_log is not None:
+            options.function_log.parent.mkdir(parents=True, exist_ok=True)
+            sink: TextIO = self._exit.enter_context(options.function_log.open("a", encoding="utf-8"))
+            router = FunctionLogRouter(sink)
+            router.install()
+            self._router = router
+            self._exit.callback(router.uninstall)
+
+        endpoint = self._moto.start()
+        self._exit.callback(self._moto.stop)
+        self._endpoint_url = endpoint
+
+        process_env: dict[str, str | None] = {
+            **aws_environment(endpoint, options.region),
+            "POWERTOOLS_TRACE_DISABLED": "true",
+            "POWERTOOLS_LOG_LEVEL": options.function_log_level,
+            "POWERTOOLS_METRICS_NAMESPACE": "TimeSeries",
+        }
+        self._exit.enter_context(patched_environ(process_env))
+        # Cached clients made before the environment changed would point elsewhere.
+        reset_clients()
+        self._exit.callback(reset_clients)
+
+        provisioner = Provisioner(
+            dynamodb=self.client("dynamodb"),
+            kinesis=self.client("kinesis"),
+            sqs=self.client("sqs"),
+            sns=self.client("sns"),
+        )
+        names = ResourceNames.for_config(self.config, self._now_ms())
+        self._resources = provisioner.provision(self.config, names, kinesis_shards=options.kinesis_shards)
+        self._exit.callback(self._stop_components)
+
+        self._start_ingest()
+
+    def stop(self) -> None:
+        """Stop everything that started, in reverse order. Safe to call twice."""
+        self._exit.close()
+
+    def __enter__(self) -> LocalSystem:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _stop_components(self) -> None:
+        for schedule in self.schedules:
+            schedule.stop(self.options.ingest_timeout_s)
+        if self._api is not None:
+            self._api.stop()
+        for follower in self._followers:
+            follower.stop()
+        for mapping in self.mappings:
+            mapping.stop(self.options.ingest_timeout_s + 5)
+        for function in self.functions.values():
+            function.close()
+
+    # -- what the running system offers ----------------------------------------------
+
+    @property
+    def resources(self) -> Resources:
+        if self._resources is None:
+            raise RuntimeError("the system is not running")
+        return self._resources
+
+    @property
+    def endpoint_url(self) -> str:
+        if self._endpoint_url is None:
+            raise RuntimeError("the system is not running")
+        return self._endpoint_url
+
+    @property
+    def console(self) -> TextIO:
+        """Where the command's own output goes: the stdout from before the system started when the
+        functions' output is routed to a log file, else stdout."""
+        return self._router.console if self._router is not None else sys.stdout
+
+    @property
+    def endpoints(self) -> Endpoints:
+        r = self.resources
+        return Endpoints(
+            region=self.options.region,
+            endpoint_url=self.endpoint_url,
+            stream_name=r.names.stream,
+            stream_arn=r.stream_arn,
+            readings_tables=self.readings_tables(),
+            control_table=r.names.control_table,
+            rejects_queue_url=r.rejects_queue_url,
+            ingest_failures_queue_url=r.ingest_failures_queue_url,
+            alarm_topic_arn=r.alarm_topic_arn,
+            api_url=self._api.base_url if self._api is not None else None,
+        )
+
+    def client(self, service: str, *, max_attempts: int = 3) -> Any:
+        """A boto3 client for the embedded moto server (never another endpoint)."""
+        client = boto3.session.Session().client(
+            service,
+            endpoint_url=assert_loopback(self.endpoint_url),
+            region_name=self.options.region,
+            aws_access_key_id="local",
+            aws_secret_access_key="local",  # noqa: S106 - moto accepts any credentials
+            config=Config(retries={"mode": "standard", "max_attempts": max_attempts}, max_pool_connections=32),
+        )
+        assert_loopback(str(client.meta.endpoint_url))
+        return client
+
+    def readings_tables(self) -> tuple[str, ...]:
+        """The readings tables that exist now (the fixed one, or every period's)."""
+        names = self.resources.names
+        if self.config.storage.readings_table_name is not None:
+            return names.readings_tables
+        prefix = f"{self.config.storage.table_prefix}-"
+        found: list[str] = []
+        for page in self.client("dynamodb").get_paginator("list_tables").paginate():
+            found.extend(t for t in page.get("TableNames", []) if t.startswith(prefix))
+        return tuple(sorted(found))
+
+    def function_environment(self, service: str, **extra: str) -> dict[str, str]:
+        """The environment the stack gives every function, for ``service``, plus ``extra``."""
+        env = self.config.to_lambda_environment(rejects_queue_url=self.resources.rejects_queue_url)
+        env["POWERTOOLS_SERVICE_NAME"] = service
+        env.update(extra)
+        return env
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "functions": {name: f.stats.as_dict() for name, f in self.functions.items()},
+            "event_source_mappings": {m.name: m.snapshot() for m in self.mappings},
+            "write_faults": [
+                {
+                    "calls": w.counters.calls,
+                    "throttled": w.counters.throttled,
+                    "partial_calls": w.counters.partial_calls,
+                    "items_held_back": w.counters.held_back,
+                }
+                for w in self.write_faults
+            ],
+            "invocation_errors_injected": self._invocation_faults.injected if self._invocation_faults else 0,
+            "api_requests": len(self._api.latencies_ms) if self._api is not None else 0,
+        }
+
+    # -- plug points -------------------------------------------------------------------
+
+    def load_function(self, spec: FunctionSpec) -> LocalFunction:
+        """Import ``spec``'s handler afresh with its environment; invocations share the system's gate
+        and injected invocation errors."""
+        with self._lock:
+            if spec.name in self.functions:
+                raise ValueError(f"a function named {spec.name!r} is already loaded")
+        function = LocalFunction(
+            replace(spec, region=self.options.region), gate=self._gate, faults=self._invocation_faults
+        )
+        with self._lock:
+            self.functions[spec.name] = function
+        return function
+
+    def add_stream_mapping(
+        self,
+        *,
+        name: str,
+        source: KinesisSource | DynamoDBStreamSource,
+        function: LocalFunction,
+        config: MappingConfig,
+        destination: FailureDestination | None,
+    ) -> EventSourceMapping:
+        mapping = EventSourceMapping(
+            name=name,
+            source=source,
+            function=function,
+            function_arn=function.spec.arn,
+            config=config,
+            destination=destination,
+        )
+        with self._lock:
+            self.mappings.append(mapping)
+        mapping.start()
+        return mapping
+
+    def remove_stream_mapping(self, mapping: EventSourceMapping) -> None:
+        """Stop ``mapping`` and forget it (its stream is gone)."""
+        mapping.stop(self.options.ingest_timeout_s + 5)
+        with self._lock:
+            if mapping in self.mappings:
+                self.mappings.remove(mapping)
+
+    def serve_api(self, function: LocalFunction) -> str:
+        """Serve the REST API stage with ``function`` behind it; return the base URL (``.../<stage>``)."""
+        if self._api is not None:
+            raise RuntimeError("the REST API is already served")
+        self._api = RestApi(function.invoke, stage=self.config.api.stage, port=self.options.api_port)
+        return self._api.start()
+
+    @property
+    def api(self) -> RestApi | None:
+        return self._api
+
+    def consume_table_streams(
+        self,
+        function: LocalFunction,
+        config: MappingConfig,
+        *,
+        destination: FailureDestination | None = None,
+    ) -> None:
+        """Invoke ``function`` with the stream of every readings table, including per-period tables
+        created later (looked for every ``table_discovery_s``), as the rotator's mappings would."""
+        follower = _TableStreamFollower(self, function, config, destination)
+        with self._lock:
+            self._followers.append(follower)
+        follower.start()
+
+    def schedule(
+        self,
+        function: LocalFunction,
+        *,
+        every_s: float,
+        clock: SimulatedClock | None = None,
+        event: Callable[[int], dict[str, Any]] = empty_event,
+    ) -> Schedule:
+        """Invoke ``function`` now and every ``every_s`` simulated seconds of ``clock``."""
+        schedule = Schedule(function.name, function.invoke, every_s=every_s, clock=clock, event=event)
+        with self._lock:
+            self.schedules.append(schedule)
+        schedule.start()
+        return schedule
+
+    def wait_until_idle(self, timeout_s: float) -> bool:
+        """True once every mapping has caught up with everything written before the call, in the order
+        the data flows (the stream first, then the tables' streams it wrote to); False on timeout."""
+        deadline = time.monotonic() + timeout_s
+        for follower in self._followers:
+            follower.discover()
+        with self._lock:
+            mappings = list(self.mappings)
+        # In order, stopping at the first that has not caught up (all() short-circuits).
+        return all(mapping.wait_until_caught_up(max(0.0, deadline - time.monotonic())) for mapping in mappings)
+
+    # -- the ingest function -----------------------------------------------------------
+
+    def _start_ingest(self) -> None:
+        options = self.options
+        resources = self.resources
+        env = self.function_environment("ingest", **dict(options.ingest_environment))
+        spec = FunctionSpec(
+            name=f"{self.config.stack_name}-ingest",
+            handler=INGEST_HANDLER,
+            environment=env,
+            timeout_s=options.ingest_timeout_s,
+            memory_mb=options.ingest_memory_mb,
+            configure=self._ingest_faults if options.faults.writes is not None else None,
+            close=_close_ingestor,
+        )
+        function = self.load_function(spec)
+        window = options.batching_window_s
+        mapping_config = MappingConfig.for_ingest(
+            self.config.ingest,
+            poll_interval_s=options.poll_interval_s,
+            **({"batching_window_s": window} if window is not None else {}),
+        )
+        self.add_stream_mapping(
+            name="ingest",
+            source=KinesisSource(
+                self.client("kinesis"), resources.stream_arn, region=options.region, function_name=function.name
+            ),
+            function=function,
+            config=mapping_config,
+            destination=SqsDestination(self.client("sqs"), resources.ingest_failures_queue_url),
+        )
+
+    def _ingest_faults(self, module: ModuleType) -> None:
+        """Rebuild the ingest module's Ingestor with a fault injector around its DynamoDB client
+        (``Ingestor.from_settings`` takes the client to use, for exactly this)."""
+        from adapters.clients import client  # noqa: PLC0415 - after the environment is set
+        from ingest.logic import Ingestor  # noqa: PLC0415
+
+        plan = self.options.faults.writes
+        if plan is None:
+            return
+        for attribute in ("SETTINGS", "INGESTOR"):
+            if not hasattr(module, attribute):
+                raise RuntimeError(f"{module.__name__} has no {attribute}: cannot inject write faults")
+        injector = FaultInjectingDynamoDB(client("dynamodb", max_attempts=1), plan)
+        namespace = vars(module)
+        namespace["INGESTOR"].close()
+        namespace["INGESTOR"] = Ingestor.from_settings(namespace["SETTINGS"], dynamodb=injector)
+        self.write_faults.append(injector)
+
+
+def _close_ingestor(module: ModuleType) -> None:
+    ingestor = getattr(module, "INGESTOR", None)
+    if ingestor is not None:
+        ingestor.close()
+
+
+class _TableStreamFollower:
+    """Keeps one DynamoDB stream mapping per readings table, as tables come and go."""
+
+    def __init__(
+        self,
+        system: LocalSystem,
+        function: LocalFunction,
+        config: MappingConfig,
+        destination: FailureDestination | None,
+    ) -> None:
+        self._system = system
+        self._function = function
+        self._config = config
+        self._destination = destination
+        self._mappings: dict[str, EventSourceMapping] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"{function.name}-tables", daemon=True)
+        self._lock = threading.Lock()
+        self._dynamodb = system.client("dynamodb")
+        self._streams = system.client("dynamodbstreams")
+
+    def start(self) -> None:
+        self.discover()
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=10)
+
+    def discover(self) -> None:
+        with self._lock:
+            tables = set(self._system.readings_tables())
+            for table in sorted(tables - set(self._mappings)):
+                description = self._dynamodb.describe_table(TableName=table)["Table"]
+                arn = description.get("LatestStreamArn")
+                if not arn:
+                    continue
+                self._mappings[table] = self._system.add_stream_mapping(
+                    name=f"{self._function.name}:{table}",
+                    source=DynamoDBStreamSource(self._streams, str(arn), region=self._system.options.region),
+                    function=self._function,
+                    config=replace(self._config, starting_position=StartingPosition.TRIM_HORIZON),
+                    destination=self._destination,
+                )
+            for table in sorted(set(self._mappings) - tables):
+                # A dropped table's stream ends; its mapping stops and is no longer waited on.
+                self._system.remove_stream_mapping(self._mappings.pop(table))
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._system.options.table_discovery_s):
+            try:
+                self.discover()
+            except Exception:  # a failed look must not end the follower; the next one retries
+                _log.exception("looking for readings tables failed")

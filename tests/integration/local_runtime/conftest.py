@@ -1,0 +1,95 @@
+"""Helpers for the local runtime's integration tests: a configuration, publishing, reading back."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+from boto3.dynamodb.types import TypeDeserializer
+
+from infra.config import AppConfig, load_cdk_json_context
+from local_runtime import LocalOptions, LocalSystem
+from producer import Packer, Publisher, PublishSummary, kinesis_client, publish
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+WAIT_S = 120.0
+
+pytestmark = pytest.mark.integration
+
+
+def local_config(**overrides: object) -> AppConfig:
+    """cdk.json's configuration, with a batching window of 0 (tests need no window) and ``overrides``."""
+    context = {**load_cdk_json_context(REPO_ROOT / "cdk.json"), "ingest_batching_window_s": 0, "shards": 8}
+    return AppConfig.from_context({**context, **overrides})
+
+
+@pytest.fixture
+def running() -> Iterator[Any]:
+    """A factory: ``running(config, options)`` starts a system that is stopped after the test."""
+    started: list[LocalSystem] = []
+
+    def start(config: AppConfig | None = None, options: LocalOptions | None = None) -> LocalSystem:
+        system = LocalSystem(config or local_config(), options or LocalOptions(poll_interval_s=0.05))
+        system.start()
+        started.append(system)
+        return system
+
+    yield start
+    for system in reversed(started):
+        system.stop()
+
+
+def readings(count: int, *, entities: int = 50, start_ms: int | None = None, prefix: str = "r") -> list[dict[str, Any]]:
+    base = start_ms if start_ms is not None else int(time.time() * 1000) - 60_000
+    return [
+        {
+            "entity_id": f"sensor-{n % entities:04d}",
+            "event_id": f"{prefix}-{n}",
+            "timestamp": base + n,
+            "measures": {"temp": round(20 + (n % 70) / 10, 1)},
+        }
+        for n in range(count)
+    ]
+
+
+def publish_readings(
+    system: LocalSystem, items: list[dict[str, Any]], *, validate: bool = True, record_bytes: int = 4096
+) -> PublishSummary:
+    endpoints = system.endpoints
+    publisher = Publisher(
+        kinesis_client(endpoint_url=endpoints.endpoint_url, region=endpoints.region), endpoints.stream_name
+    )
+    summary = publish([(0.0, r) for r in items], publisher, Packer(max_record_bytes=record_bytes), validate=validate)
+    assert summary.readings_failed == 0
+    return summary
+
+
+def stored(system: LocalSystem) -> list[dict[str, Any]]:
+    deserializer = TypeDeserializer()
+    dynamodb = system.client("dynamodb")
+    items: list[dict[str, Any]] = []
+    for table in system.readings_tables():
+        for page in dynamodb.get_paginator("scan").paginate(TableName=table, ConsistentRead=True):
+            items.extend({k: deserializer.deserialize(v) for k, v in raw.items()} for raw in page["Items"])
+    return items
+
+
+def queue_messages(system: LocalSystem, queue_url: str) -> list[dict[str, Any]]:
+    sqs = system.client("sqs")
+    out: list[dict[str, Any]] = []
+    for _ in range(10_000):
+        messages = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10, VisibilityTimeout=600).get(
+            "Messages", []
+        )
+        if not messages:
+            return out
+        out.extend(json.loads(m["Body"]) for m in messages)
+    raise AssertionError("the queue did not empty")
+
+
+def event_ids(items: list[Mapping[str, Any]]) -> list[str]:
+    return sorted(str(item["i"]) for item in items)

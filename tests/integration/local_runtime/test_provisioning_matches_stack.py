@@ -1,0 +1,213 @@
+"""What local mode provisions is what the stack deploys: compared with the synthesized template.
+
+Each configuration variant is synthesized (offline, like ``tests/infra``) and
+provisioned on the embedded moto server from the same :class:`AppConfig`;
+key schemas, attribute types, TTL attribute, stream view type, billing mode,
+table names, the stream's mode, shards and retention, the rejects queue's
+retention and, once the stack has them, the event source mappings' settings
+must agree. A change on either side that the other does not follow fails here.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+
+from infra.config import AppConfig, load_cdk_json_context
+from local_runtime.event_source_mapping import MappingConfig
+from local_runtime.moto_server import EmbeddedMoto
+from local_runtime.resources import QUEUE_RETENTION_S, Provisioner, ResourceNames, Resources
+
+pytestmark = pytest.mark.integration
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+REGION = "eu-west-1"
+NOW_MS = int(time.time() * 1000)
+
+VARIANTS: Mapping[str, Mapping[str, object]] = {
+    "default": {},
+    "provisioned": {
+        "stack_name": "LocalProvisioned",
+        "billing_mode": "PROVISIONED",
+        "deletion_protection": "false",
+        "removal_policy": "destroy",
+        "kinesis_mode": "provisioned",
+        "kinesis_shards": "3",
+        "kinesis_retention_hours": "48",
+        "ingest_batch_size": "250",
+        "ingest_max_retries": "2",
+    },
+    "periodic": {"stack_name": "LocalPeriodic", "table_period": "day", "bucket": "15m"},
+}
+
+
+@dataclass(frozen=True)
+class Variant:
+    config: AppConfig
+    template: Mapping[str, Any]
+
+    def resources_of(self, kind: str) -> dict[str, Mapping[str, Any]]:
+        return {k: v for k, v in self.template["Resources"].items() if v["Type"] == kind}
+
+
+@pytest.fixture(scope="module")
+def variants(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Variant]:
+    os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+    import aws_cdk as cdk  # noqa: PLC0415 - after the environment above
+    from aws_cdk.assertions import Template  # noqa: PLC0415
+
+    from infra.stack import TimeSeriesStack  # noqa: PLC0415
+
+    context = load_cdk_json_context(REPO_ROOT / "cdk.json")
+    app = cdk.App(context=context, outdir=str(tmp_path_factory.mktemp("cdk.out")))
+    built: dict[str, tuple[AppConfig, Any]] = {}
+    for name, overrides in VARIANTS.items():
+        config = AppConfig.from_context({**app.node.get_all_context(), **overrides})
+        built[name] = (config, TimeSeriesStack(app, config.stack_name, config=config))
+    app.synth()
+    return {name: Variant(config, Template.from_stack(stack).to_json()) for name, (config, stack) in built.items()}
+
+
+@pytest.fixture(scope="module")
+def moto() -> Iterator[EmbeddedMoto]:
+    with EmbeddedMoto() as server:
+        yield server
+
+
+def clients(endpoint: str) -> dict[str, Any]:
+    return {
+        service: boto3.client(
+            service,
+            endpoint_url=endpoint,
+            region_name=REGION,
+            aws_access_key_id="local",
+            aws_secret_access_key="local",
+        )
+        for service in ("dynamodb", "kinesis", "sqs", "sns")
+    }
+
+
+def provision(moto: EmbeddedMoto, config: AppConfig) -> tuple[Resources, dict[str, Any]]:
+    moto.reset()
+    aws = clients(moto.endpoint_url)
+    names = ResourceNames.for_config(config, NOW_MS)
+    return Provisioner(**aws).provision(config, names), aws
+
+
+def local_table(dynamodb: Any, name: str) -> dict[str, Any]:
+    table = dynamodb.describe_table(TableName=name)["Table"]
+    ttl = dynamodb.describe_time_to_live(TableName=name)["TimeToLiveDescription"]
+    return {
+        "KeySchema": table["KeySchema"],
+        "AttributeDefinitions": sorted(table["AttributeDefinitions"], key=lambda a: a["AttributeName"]),
+        "BillingMode": table.get("BillingModeSummary", {}).get("BillingMode", "PROVISIONED"),
+        "StreamViewType": (table.get("StreamSpecification") or {}).get("StreamViewType"),
+        "TtlAttribute": ttl.get("AttributeName") if ttl.get("TimeToLiveStatus") == "ENABLED" else None,
+    }
+
+
+def template_table(properties: Mapping[str, Any]) -> dict[str, Any]:
+    ttl = properties.get("TimeToLiveSpecification") or {}
+    return {
+        "KeySchema": properties["KeySchema"],
+        "AttributeDefinitions": sorted(properties["AttributeDefinitions"], key=lambda a: a["AttributeName"]),
+        "BillingMode": properties.get("BillingMode", "PROVISIONED"),
+        "StreamViewType": (properties.get("StreamSpecification") or {}).get("StreamViewType"),
+        "TtlAttribute": ttl.get("AttributeName") if ttl.get("Enabled") else None,
+    }
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_every_table_of_the_stack_is_provisioned_with_the_same_definition(
+    variant: str, variants: dict[str, Variant], moto: EmbeddedMoto
+) -> None:
+    # Given the synthesized template and what local mode provisions from the same configuration
+    v = variants[variant]
+    resources, aws = provision(moto, v.config)
+    stack_tables = {
+        p["Properties"]["TableName"]: p["Properties"] for p in v.resources_of("AWS::DynamoDB::GlobalTable").values()
+    }
+    local_names = {*resources.names.readings_tables, resources.names.control_table}
+    # Then every table the stack names exists locally, defined the same way
+    assert stack_tables, "the template has no tables"
+    assert set(stack_tables) <= local_names
+    for name, properties in stack_tables.items():
+        assert local_table(aws["dynamodb"], name) == template_table(properties), name
+    # And the only tables the stack does not create are the rotator's per-period tables
+    assert local_names - set(stack_tables) == (set(resources.names.readings_tables) if v.config.table_period else set())
+
+
+def test_per_period_tables_take_the_fixed_tables_definition(variants: dict[str, Variant], moto: EmbeddedMoto) -> None:
+    periodic = variants["periodic"]
+    resources, aws = provision(moto, periodic.config)
+    layout = periodic.config.layout()
+    expected_names = {layout.table_for(NOW_MS), layout.table_for(layout.table_period.next_start(NOW_MS))}  # type: ignore[union-attr]
+    assert set(resources.names.readings_tables) == expected_names
+    default_tables = variants["default"].resources_of("AWS::DynamoDB::GlobalTable").values()
+    fixed = next(
+        p["Properties"]
+        for p in default_tables
+        if p["Properties"]["TableName"] == variants["default"].config.storage.readings_table_name
+    )
+    for name in expected_names:
+        assert local_table(aws["dynamodb"], name) == template_table(fixed)
+        assert name in resources.table_stream_arns
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_the_stream_has_the_stacks_mode_shards_and_retention(
+    variant: str, variants: dict[str, Variant], moto: EmbeddedMoto
+) -> None:
+    v = variants[variant]
+    resources, aws = provision(moto, v.config)
+    (stream,) = v.resources_of("AWS::Kinesis::Stream").values()
+    properties = stream["Properties"]
+    summary = aws["kinesis"].describe_stream_summary(StreamName=resources.names.stream)["StreamDescriptionSummary"]
+    assert summary["StreamModeDetails"]["StreamMode"] == properties["StreamModeDetails"]["StreamMode"]
+    assert summary["RetentionPeriodHours"] == properties["RetentionPeriodHours"]
+    if "ShardCount" in properties:
+        assert summary["OpenShardCount"] == properties["ShardCount"]
+    if "Name" in properties:  # the stack lets CloudFormation name it today
+        assert resources.names.stream == properties["Name"]
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_the_rejects_queue_keeps_messages_as_long_as_the_stacks(
+    variant: str, variants: dict[str, Variant], moto: EmbeddedMoto
+) -> None:
+    v = variants[variant]
+    resources, aws = provision(moto, v.config)
+    (rejects,) = [q for logical, q in v.resources_of("AWS::SQS::Queue").items() if "Rejects" in logical]
+    attributes = aws["sqs"].get_queue_attributes(QueueUrl=resources.rejects_queue_url, AttributeNames=["All"])
+    assert int(attributes["Attributes"]["MessageRetentionPeriod"]) == rejects["Properties"]["MessageRetentionPeriod"]
+    assert rejects["Properties"]["MessageRetentionPeriod"] == QUEUE_RETENTION_S
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_the_emulated_event_source_mapping_has_the_stacks_settings(variant: str, variants: dict[str, Variant]) -> None:
+    v = variants[variant]
+    mappings = [
+        m["Properties"]
+        for m in v.resources_of("AWS::Lambda::EventSourceMapping").values()
+        if "Kinesis" in str(m["Properties"].get("EventSourceArn"))
+        or "Stream" in str(m["Properties"].get("EventSourceArn"))
+    ]
+    if not mappings:
+        pytest.skip("the stack has no Kinesis event source mapping yet (the ingest function is not in it)")
+    emulated = MappingConfig.for_ingest(v.config.ingest)
+    for properties in mappings:
+        assert properties["BatchSize"] == emulated.batch_size
+        assert properties.get("MaximumBatchingWindowInSeconds", 0) == emulated.batching_window_s
+        assert properties["MaximumRetryAttempts"] == emulated.max_retries
+        assert properties["MaximumRecordAgeInSeconds"] == emulated.max_record_age_s
+        assert properties["BisectBatchOnFunctionError"] is emulated.bisect_on_error
+        assert "ReportBatchItemFailures" in properties.get("FunctionResponseTypes", [])
+        assert properties["StartingPosition"] == str(emulated.starting_position)
+        assert properties["DestinationConfig"]["OnFailure"]["Destination"]

@@ -1,0 +1,62 @@
+"""``tsctl serve``: starts, prints the endpoints, stops."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from local_runtime.environment import assert_loopback
+from tsctl.cli import main
+
+pytestmark = pytest.mark.integration
+
+
+def test_serve_prints_loopback_endpoints_and_stops(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = tmp_path / "functions.log"
+    assert main(["serve", "--stop-after", "0", "--json", "--function-log", str(log)]) == 0
+    endpoints = json.loads(capsys.readouterr().out)
+    assert_loopback(endpoints["endpoint_url"])
+    assert endpoints["stream_name"] == "TimeSeriesIngest-readings"
+    assert endpoints["readings_tables"] == ["timeseries-readings"]
+    assert endpoints["control_table"] == "timeseries-control"
+    assert "AWS_ENDPOINT_URL" not in os.environ or os.environ["AWS_ENDPOINT_URL"] != endpoints["endpoint_url"]
+
+
+def test_serve_shows_how_to_use_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(
+        [
+            "serve",
+            "--stop-after",
+            "0",
+            "--function-log",
+            str(tmp_path / "f.log"),
+            "--context",
+            "table_period=day",
+            "--context",
+            "bucket=15m",
+            "--faults",
+            "invoke_errors=0.1",
+        ]
+    )
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "AWS endpoint (moto)" in out and "http://127.0.0.1:" in out
+    assert "python -m tsctl publish --endpoint-url http://127.0.0.1:" in out
+    assert "10% of invocations fail" in out
+    assert out.count("timeseries-readings-") >= 2  # the current and the next day's table
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--faults", "throttle"], "--faults"),
+        (["--context", "no_such_key=1"], "no_such_key"),
+        (["--context", "novalue"], "--context"),
+    ],
+)
+def test_bad_input_exits_2_naming_it(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["serve", "--stop-after", "0", *argv]) == 2
+    assert message in capsys.readouterr().err

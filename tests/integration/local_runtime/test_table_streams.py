@@ -1,0 +1,92 @@
+"""The tables' DynamoDB streams, polled like Lambda polls them, for the hot-key handler's plug point."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from infra.config import READINGS_SCHEMA
+from local_runtime.event_source_mapping import MappingConfig
+from local_runtime.functions import FunctionSpec
+from local_runtime.resources import Provisioner, TableDefinition
+from tests.integration.local_runtime import recordings
+from tests.integration.local_runtime.conftest import WAIT_S, local_config, publish_readings, readings, stored
+
+pytestmark = pytest.mark.integration
+
+RECORDER = "tests.integration.local_runtime.stream_recorder.handler"
+STREAM_MAPPING = MappingConfig(batch_size=50, max_retries=5, poll_interval_s=0.05, retry_base_s=0.01)
+
+
+@pytest.fixture(autouse=True)
+def clean_recordings() -> Iterator[None]:
+    recordings.clear()
+    yield
+    recordings.clear()
+
+
+def test_every_write_reaches_the_stream_handler_with_partial_failures_retried(running: Any) -> None:
+    # Given the system with a stream handler on the readings table
+    system = running()
+    function = system.load_function(FunctionSpec(name="hotkeys", handler=RECORDER))
+    system.consume_table_streams(function, STREAM_MAPPING)
+    # When readings are ingested and everything has drained (the stream, then the table's stream)
+    publish_readings(system, readings(400, prefix="s"))
+    assert system.wait_until_idle(WAIT_S)
+    # Then the handler processed an INSERT of every stored item, and nothing else
+    items = stored(system)
+    seen = recordings.SEEN
+    assert {s["sk"] for s in seen} == {str(i["sk"]) for i in items}
+    assert {s["event"] for s in seen} == {"INSERT"}
+    # And the records carry what Lambda's carry: the table's stream ARN, the region, a size, a creation time
+    (table,) = system.readings_tables()
+    assert {s["source"] for s in seen} == {system.resources.table_stream_arns[table]}
+    assert {s["region"] for s in seen} == {system.options.region}
+    assert all(s["size_bytes"] > 0 for s in seen)
+    assert all(abs(s["created"] - time.time()) < 600 for s in seen)
+    # And the records failed once were retried from their sequence number: the records after a failure in
+    # its batch are delivered again (at least once), the records before it never are
+    mapping = system.stats()["event_source_mappings"][f"hotkeys:{table}"]
+    assert recordings.FAILED_ONCE and {s["sk"] for s in seen} >= recordings.FAILED_ONCE
+    assert mapping["partial_failures"] >= 1 and mapping["records_skipped"] == 0
+    redelivered = Counter(s["sk"] for s in seen)
+    assert mapping["records_received"] == len(items)
+    assert sum(redelivered.values()) > len(items)
+
+
+def test_per_period_tables_are_followed_as_they_are_created(running: Any) -> None:
+    # Given per-period tables: the current day's and the next day's exist from the start
+    config = local_config(table_period="day", bucket="15m")
+    system = running(config)
+    function = system.load_function(FunctionSpec(name="hotkeys", handler=RECORDER))
+    system.consume_table_streams(function, STREAM_MAPPING)
+    assert len(system.readings_tables()) == 2
+    layout = config.layout()
+    now_ms = int(time.time() * 1000)
+    assert layout.table_period is not None
+    start = max(now_ms - 2_000, layout.table_period.start(now_ms))
+    publish_readings(system, readings(60, prefix="p", start_ms=start))
+    assert system.wait_until_idle(WAIT_S)
+    items = stored(system)
+    assert len(items) == 60
+    assert {s["sk"] for s in recordings.SEEN} == {str(i["sk"]) for i in items}
+    # When the rotator creates another period's table and something is written to it
+    later = layout.table_for(layout.table_period.next_start(layout.table_period.next_start(now_ms)))
+    dynamodb = system.client("dynamodb")
+    provisioner = Provisioner(
+        dynamodb=dynamodb, kinesis=system.client("kinesis"), sqs=system.client("sqs"), sns=system.client("sns")
+    )
+    provisioner.create_table(TableDefinition(later, READINGS_SCHEMA, "PAY_PER_REQUEST"))
+    dynamodb.put_item(TableName=later, Item={"pk": {"S": "0001#x"}, "sk": {"S": "late-1"}})
+    # Then its stream is followed too
+    assert system.wait_until_idle(WAIT_S)
+    assert "late-1" in {s["sk"] for s in recordings.SEEN}
+    assert f"hotkeys:{later}" in system.stats()["event_source_mappings"]
+    # And when the rotator drops it, its mapping goes and the system still comes to rest
+    dynamodb.delete_table(TableName=later)
+    assert system.wait_until_idle(WAIT_S)
+    assert f"hotkeys:{later}" not in system.stats()["event_source_mappings"]

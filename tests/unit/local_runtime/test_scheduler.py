@@ -1,0 +1,80 @@
+"""A schedule on a speed-up clock."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from typing import Any
+
+import pytest
+
+from keydesign import parse_timestamp
+from local_runtime.functions import FunctionError
+from local_runtime.scheduler import Schedule, SimulatedClock, empty_event, now_event
+
+
+class Ticks:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_the_simulated_clock_runs_speed_times_faster() -> None:
+    ticks = Ticks()
+    clock = SimulatedClock(speed=3600, start_ms=1_795_330_800_000, monotonic=ticks)
+    ticks.now = 2.0  # two real seconds
+    assert clock.now_ms() == 1_795_330_800_000 + 2 * 3600 * 1000
+    assert clock.real_seconds(3600) == 1.0
+    with pytest.raises(ValueError):
+        SimulatedClock(speed=0)
+
+
+def test_a_run_passes_the_simulated_time_in_the_event() -> None:
+    ticks = Ticks()
+    clock = SimulatedClock(speed=60, start_ms=1_795_330_800_000, monotonic=ticks)
+    events: list[Any] = []
+    schedule = Schedule(
+        "rotator", lambda e: events.append(e) or {"ok": True}, every_s=3600, clock=clock, event=now_event
+    )
+    ticks.now = 10
+    assert schedule.run_once() == {"ok": True}
+    assert parse_timestamp(events[0]["now"]) == 1_795_330_800_000 + 600_000
+    assert empty_event(0) == {}
+
+
+def test_a_failed_run_is_counted_and_the_schedule_goes_on() -> None:
+    def fail(_event: Any) -> Any:
+        raise FunctionError("no")
+
+    schedule = Schedule("rotator", fail, every_s=60)
+    assert schedule.run_once() is None
+    assert (schedule.runs, schedule.failures) == (1, 1)
+
+
+def test_the_schedule_fires_every_period_of_simulated_time_until_stopped() -> None:
+    # Given an hourly schedule on a clock 100,000 times faster (one run every 36 ms of real time)
+    enough = threading.Event()
+    seen: list[int] = []
+
+    def record(now_ms: int, _result: Any) -> None:
+        seen.append(now_ms)
+        if len(seen) >= 4:
+            enough.set()
+
+    schedule = Schedule("rotator", lambda _e: None, every_s=3600, clock=SimulatedClock(speed=100_000), on_result=record)
+    schedule.start()
+    try:
+        assert enough.wait(10)
+    finally:
+        schedule.stop()
+    # Then runs are about an hour of simulated time apart, and the schedule's thread is gone after stop
+    gaps = [b - a for a, b in itertools.pairwise(seen)]
+    assert all(gap >= 3_000_000 for gap in gaps[:3])
+    assert not [t for t in threading.enumerate() if t.name == "schedule-rotator"]
+
+
+def test_a_period_must_be_positive() -> None:
+    with pytest.raises(ValueError):
+        Schedule("x", lambda _e: None, every_s=0)

@@ -1,0 +1,156 @@
+"""``tsctl serve``: the whole system on this machine, left running until Ctrl-C."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import shlex
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+from infra.config import AppConfig, load_cdk_json_context
+from keydesign import InvalidInput
+
+if TYPE_CHECKING:
+    from local_runtime import Endpoints, LocalFaults
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "serve",
+        help="run the whole system locally (embedded moto, in-process handlers) until Ctrl-C",
+        description=(
+            "Start the embedded local runtime: moto's server on a loopback port with the stream, tables, "
+            "queues and topic of the stack's configuration, and the handlers running in this process, "
+            "triggered as Lambda triggers them. Prints the endpoints and example commands, then runs until "
+            "Ctrl-C. No AWS account is used: every endpoint is on 127.0.0.1."
+        ),
+        epilog=(
+            "examples:\n"
+            "  tsctl serve\n"
+            '  tsctl serve --faults "throttle=2,rate=0.05,partial=3,fraction=0.5,invoke_errors=0.1"\n'
+            "  tsctl serve --context table_period=day --context bucket=15m"
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--faults",
+        default="",
+        help="inject faults: throttle=N,rate=P (throttled BatchWriteItem), partial=N,partial_rate=P,fraction=F "
+        "(UnprocessedItems), latency=MS, invoke_errors=P (failed invocations), seed=N",
+    )
+    p.add_argument("--context", action="append", default=[], metavar="KEY=VALUE", help="override a cdk.json value")
+    p.add_argument("--region", default="eu-west-1", help="region of the local resources (default: %(default)s)")
+    p.add_argument("--moto-port", type=_port, default=0, help="port of the AWS endpoint (default: a free one)")
+    p.add_argument("--api-port", type=_port, default=0, help="port of the REST API (default: a free one)")
+    p.add_argument(
+        "--function-log",
+        type=Path,
+        default=Path("out/local/functions.log"),
+        help="where the handlers' logs and metrics go (default: %(default)s)",
+    )
+    p.add_argument("--stop-after", type=float, default=None, metavar="SECONDS", help="stop by itself (for scripts)")
+    p.add_argument("--json", action="store_true", help="print the endpoints as JSON")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    # Imported here: moto and boto3 take half a second to import, which every other command would pay.
+    from local_runtime import LocalFaults, LocalOptions, LocalSystem  # noqa: PLC0415
+
+    try:
+        faults = LocalFaults.parse(args.faults)
+    except ValueError as exc:
+        raise InvalidInput("--faults", str(exc)) from None
+    config = AppConfig.from_context({**load_cdk_json_context(REPO_ROOT / "cdk.json"), **_context(args.context)})
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    options = LocalOptions(
+        region=args.region,
+        moto_port=args.moto_port,
+        api_port=args.api_port,
+        faults=faults,
+        function_log=args.function_log,
+    )
+    stop = threading.Event()
+    # Ctrl-C and SIGTERM set the event rather than raise inside the wait (a
+    # KeyboardInterrupt landing in Event.wait can leave its lock broken); the
+    # default handlers are back for the shutdown, so a second Ctrl-C still quits.
+    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        with LocalSystem(config, options) as system:
+            endpoints = system.endpoints
+            if args.json:
+                json.dump(endpoints.as_dict(), system.console, indent=2)
+                system.console.write("\n")
+            else:
+                render(endpoints, system.console, faults=faults, function_log=args.function_log)
+            system.console.flush()
+            stop.wait(args.stop_after)
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+            print("stopping...", file=sys.stderr)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return 0
+
+
+def render(endpoints: Endpoints, out: TextIO, *, faults: LocalFaults, function_log: Path) -> None:
+    e = endpoints
+    url = e.endpoint_url
+    env = f"AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local AWS_DEFAULT_REGION={e.region}"
+    rows = [
+        ("AWS endpoint (moto)", f"{url}   (any credentials; region {e.region})"),
+        ("Kinesis stream", e.stream_name),
+        ("readings table(s)", ", ".join(e.readings_tables)),
+        ("control table", e.control_table),
+        ("rejects queue", e.rejects_queue_url),
+        ("ingest on-failure queue", e.ingest_failures_queue_url),
+        ("hot-key topic", e.alarm_topic_arn),
+        ("REST API", e.api_url or "not served (the query handler is not wired into local mode yet)"),
+        ("faults", faults.describe()),
+        ("function logs", str(function_log)),
+    ]
+    width = max(len(name) for name, _ in rows)
+    out.write("Local system running; Ctrl-C stops it.\n\n")
+    for name, value in rows:
+        out.write(f"  {name.ljust(width)}  {value}\n")
+    table = shlex.quote(e.readings_tables[0]) if e.readings_tables else "<table>"
+    examples = [
+        f"{env} python -m tsctl publish --endpoint-url {url} --stream {shlex.quote(e.stream_name)} "
+        "--entities 1000 --rate 500 --hot sensor-alpha-001=200 --duration 30s",
+        f"{env} aws --endpoint-url {url} dynamodb scan --table-name {table} --select COUNT",
+        f"{env} aws --endpoint-url {url} sqs receive-message --queue-url {e.rejects_queue_url} "
+        "--max-number-of-messages 10",
+    ]
+    if e.api_url:
+        examples.append(f"curl '{e.api_url}/entities/sensor-alpha-001/latest'")
+    out.write("\nTry:\n")
+    for example in examples:
+        out.write(f"  {example}\n")
+
+
+def _context(pairs: list[str]) -> dict[str, object]:
+    out: dict[str, object] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise InvalidInput("--context", f"{pair!r} is not KEY=VALUE")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= value <= 65_535:
+        raise argparse.ArgumentTypeError(f"{value} is not a port number (0-65535; 0 picks a free one)")
+    return value

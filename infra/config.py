@@ -25,6 +25,7 @@ from typing import Literal, cast
 
 from keydesign import ConfigError as KeyDesignConfigError
 from keydesign import Layout, ShardMap, parse_duration, shards_for, write_units
+from keydesign.items import MAX_ITEM_BYTES
 from keydesign.shardmap import MAX_GLOBAL_SHARDS
 
 # The seed workload the default shard count is sized for: 50,000 writes/s of
@@ -33,6 +34,18 @@ from keydesign.shardmap import MAX_GLOBAL_SHARDS
 SEED_PEAK_WRITES_PER_S = 50_000
 SEED_ITEM_BYTES = 500
 SEED_KEY_UTILISATION = 0.5
+
+#: The public Powertools for AWS Lambda (Python) v3 layer the functions run with:
+#: published by AWS in account 017000801446 of every commercial region, one
+#: layer per Python version and architecture. It carries Powertools and its
+#: extras (aws-xray-sdk for Tracer, pydantic v2 for the query API's validation).
+POWERTOOLS_LAYER_ACCOUNT = "017000801446"
+POWERTOOLS_LAYER_NAME = "AWSLambdaPowertoolsPythonV3-python314-arm64"
+#: The layer's version number, not Powertools' own: check which Powertools
+#: release a version carries with ``aws lambda get-layer-version-by-arn``.
+POWERTOOLS_LAYER_VERSION = 38
+#: The namespace of every function's EMF metrics (POWERTOOLS_METRICS_NAMESPACE).
+METRICS_NAMESPACE = "TimeSeries"
 
 #: Every context key this stack reads, with its default. ``None`` means "not set".
 DEFAULTS: Mapping[str, object] = {
@@ -63,13 +76,39 @@ DEFAULTS: Mapping[str, object] = {
     "ingest_parallelization_factor": 1,
     "ingest_max_retries": 5,
     "ingest_max_record_age_s": 3_600,
+    "ingest_memory_mb": 1_024,
+    "ingest_timeout_s": 120,
+    "max_future": "5m",
     "hot_split_threshold_wcu": 500,
     "shard_map_cache_ttl_s": 60,
+    "item_bytes": SEED_ITEM_BYTES,
+    "hotkeys_batch_size": 1_000,
+    "hotkeys_batching_window_s": 1,
+    "hotkeys_parallelization_factor": 1,
+    "hotkeys_max_retries": 5,
+    "hotkeys_max_record_age_s": 3_600,
+    "hot_auto_apply_entity": True,
+    "hot_auto_apply_global": False,
+    "grace": "2h",
+    "prebuild_periods": 2,
+    "dial_down_delay": "15m",
+    "peak_writes_per_s": None,
+    "period_write_capacity": None,
+    "period_read_capacity": 100,
+    "export_bucket": None,
+    "export_prefix": "dynamodb-exports",
+    "max_deletes_per_run": 2,
+    "rotation_dry_run": False,
     "alarm_email": None,
+    "iterator_age_alarm_s": 60,
     "api_stage": "v1",
     "api_throttle_rate": 100,
     "api_throttle_burst": 200,
+    "api_cloudwatch_role": True,
+    "query_memory_mb": 1_024,
+    "query_timeout_s": 28,
     "log_retention_days": 30,
+    "powertools_layer_version": POWERTOOLS_LAYER_VERSION,
 }
 
 # CloudWatch Logs accepts only these retention periods (PutRetentionPolicy).
@@ -88,6 +127,8 @@ _STACK_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,127}$")
 _TABLE_NAME = re.compile(r"^[A-Za-z0-9_.-]{3,255}$")
 _API_STAGE = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+_S3_PREFIX = re.compile(r"^[A-Za-z0-9/_.-]*$")
 _NULLS = frozenset({"", "null", "none"})
 
 # Lambda event source mapping limits for a Kinesis source (CreateEventSourceMapping).
@@ -99,6 +140,17 @@ ESM_MIN_RECORD_AGE_S = 60
 ESM_MAX_RECORD_AGE_S = 604_800
 # One partition key takes 1,000 WCU/s; a split decided at or past that is too late.
 PARTITION_WCU = 1_000
+# A DynamoDB stream keeps records for 24 hours.
+DYNAMODB_STREAM_RETENTION_S = 86_400
+# Lambda's memory range and longest timeout; API Gateway's integration timeout.
+LAMBDA_MIN_MEMORY_MB = 128
+LAMBDA_MAX_MEMORY_MB = 10_240
+LAMBDA_MAX_TIMEOUT_S = 900
+LAMBDA_MAX_NAME = 64
+API_INTEGRATION_TIMEOUT_S = 29
+# The hot-key detector's own default for counters a batch adds per window.
+HOT_COUNTERS_PER_WINDOW = 25
+DAY_MS = 86_400_000
 
 
 class ConfigError(KeyDesignConfigError):
@@ -108,9 +160,11 @@ class ConfigError(KeyDesignConfigError):
 class LambdaEnv(StrEnum):
     """Names of the environment variables the Lambdas read: the one place the stack spells them.
 
-    They match what ``functions/adapters/settings.py`` parses at cold start
-    (durations such as ``RETENTION`` and ``SHARD_MAP_CACHE_TTL`` in
-    ``parse_duration`` form, e.g. ``30d``, ``60s``).
+    They match what ``functions/adapters/settings.py`` and each function's
+    ``settings.py`` parse at cold start (durations such as ``RETENTION`` and
+    ``SHARD_MAP_CACHE_TTL`` in ``parse_duration`` form, e.g. ``30d``, ``60s``);
+    ``tests/infra/test_config.py`` feeds :meth:`AppConfig.function_environment`
+    through those parsers.
     """
 
     LAYOUT = "LAYOUT"
@@ -125,6 +179,72 @@ class LambdaEnv(StrEnum):
     HOT_SPLIT_THRESHOLD_WCU = "HOT_SPLIT_THRESHOLD_WCU"
     SHARD_MAP_CACHE_TTL = "SHARD_MAP_CACHE_TTL"
     WARM_WRITES_PER_S = "WARM_WRITES_PER_S"
+    GRACE = "GRACE"
+    PREBUILD_PERIODS = "PREBUILD_PERIODS"
+    # Powertools, every function
+    POWERTOOLS_SERVICE_NAME = "POWERTOOLS_SERVICE_NAME"
+    POWERTOOLS_METRICS_NAMESPACE = "POWERTOOLS_METRICS_NAMESPACE"
+    # ingest (and hotkeys, which must cover it)
+    MAX_FUTURE = "MAX_FUTURE"
+    # query
+    CURSOR_SECRET_ARN = "CURSOR_SECRET_ARN"  # noqa: S105 - the variable's name, not a secret
+    # hotkeys
+    HOT_ALERT_TOPIC_ARN = "HOT_ALERT_TOPIC_ARN"
+    HOT_AUTO_APPLY_ENTITY = "HOT_AUTO_APPLY_ENTITY"
+    HOT_AUTO_APPLY_GLOBAL = "HOT_AUTO_APPLY_GLOBAL"
+    HOT_ASSUMED_ITEM_BYTES = "HOT_ASSUMED_ITEM_BYTES"
+    HOT_COUNTERS_PER_WINDOW = "HOT_COUNTERS_PER_WINDOW"
+    # rotator
+    DIAL_DOWN_DELAY = "DIAL_DOWN_DELAY"
+    BILLING_MODE = "BILLING_MODE"
+    WRITE_CAPACITY = "WRITE_CAPACITY"
+    READ_CAPACITY = "READ_CAPACITY"
+    PEAK_WRITES_PER_S = "PEAK_WRITES_PER_S"
+    ITEM_BYTES = "ITEM_BYTES"
+    TARGET_UTILISATION_PERCENT = "TARGET_UTILISATION_PERCENT"
+    POINT_IN_TIME_RECOVERY = "POINT_IN_TIME_RECOVERY"
+    DELETION_PROTECTION = "DELETION_PROTECTION"
+    EXPORT_BUCKET = "EXPORT_BUCKET"
+    EXPORT_PREFIX = "EXPORT_PREFIX"
+    HOTKEYS_FUNCTION_ARN = "HOTKEYS_FUNCTION_ARN"
+    HOTKEYS_BATCH_SIZE = "HOTKEYS_BATCH_SIZE"
+    HOTKEYS_BATCHING_WINDOW_S = "HOTKEYS_BATCHING_WINDOW_S"
+    HOTKEYS_PARALLELIZATION = "HOTKEYS_PARALLELIZATION"
+    HOTKEYS_MAX_RETRIES = "HOTKEYS_MAX_RETRIES"
+    HOTKEYS_MAX_RECORD_AGE_S = "HOTKEYS_MAX_RECORD_AGE_S"
+    HOTKEYS_ON_FAILURE_ARN = "HOTKEYS_ON_FAILURE_ARN"
+    ALARMS = "ALARMS"
+    ALARM_TOPIC_ARN = "ALARM_TOPIC_ARN"
+    MAX_DELETES_PER_RUN = "MAX_DELETES_PER_RUN"
+    DRY_RUN = "DRY_RUN"
+
+
+class LambdaFunction(StrEnum):
+    """The stack's four functions. The value is the service name: the function's
+    package under ``functions/``, its ``POWERTOOLS_SERVICE_NAME`` and the suffix
+    of its physical name (``<stack_name>-<value>``)."""
+
+    INGEST = "ingest"
+    QUERY = "query"
+    HOTKEYS = "hotkeys"
+    ROTATOR = "rotator"
+
+    @property
+    def handler(self) -> str:
+        """The Lambda handler, relative to the ``functions/`` code root."""
+        return f"{self.value}.handler.handler"
+
+
+@dataclass(frozen=True, slots=True)
+class FunctionWiring:
+    """Deploy-time values a function's environment needs: CDK tokens in the stack,
+    moto URLs and ARNs locally. Each function needs only some of them."""
+
+    rejects_queue_url: str | None = None
+    cursor_secret_arn: str | None = None
+    alert_topic_arn: str | None = None
+    hotkeys_function_arn: str | None = None
+    hotkeys_failure_destination_arn: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,8 +265,11 @@ class TableSchema:
 #: and the shard are in them, whatever the layout) and each record's SizeBytes,
 #: which every stream view type carries: KEYS_ONLY keeps records small.
 READINGS_SCHEMA = TableSchema(partition_key="pk", sort_key="sk", ttl_attribute="ttl", stream_view="KEYS_ONLY")
-#: The control table: the shard map and its history. Never expires, never streamed.
-CONTROL_SCHEMA = TableSchema(partition_key="pk", sort_key="sk", ttl_attribute=None, stream_view=None)
+#: The control table: the shard map and its history (never expires: the item
+#: carries no ``expires_at``), plus the hot-key detector's window counters,
+#: claims and alert cooldowns, which do carry ``expires_at`` (epoch seconds) and
+#: are removed by TTL. Never streamed.
+CONTROL_SCHEMA = TableSchema(partition_key="pk", sort_key="sk", ttl_attribute="expires_at", stream_view=None)
 
 BillingMode = Literal["PAY_PER_REQUEST", "PROVISIONED"]
 RemovalPolicy = Literal["retain", "destroy"]
@@ -209,6 +332,68 @@ class ApiConfig:
     stage: str
     throttle_rate: float
     throttle_burst: int
+    #: Create API Gateway's account-wide CloudWatch Logs role (one per account and region).
+    cloudwatch_role: bool
+
+
+@dataclass(frozen=True, slots=True)
+class FunctionSizing:
+    """Memory and timeout of one Lambda function."""
+
+    memory_mb: int
+    timeout_s: int
+
+
+@dataclass(frozen=True, slots=True)
+class LambdaConfig:
+    """What every function shares (runtime layer, log retention) and the sizes that are configurable."""
+
+    powertools_layer_version: int
+    log_retention_days: int
+    ingest: FunctionSizing
+    query: FunctionSizing
+    #: Fixed: one stream batch of keys is light work, and the rotator's run is
+    #: bounded by DEADLINE_MARGIN_MS inside its timeout (a few minutes, for
+    #: hundreds of hourly tables to describe).
+    hotkeys: FunctionSizing = FunctionSizing(memory_mb=512, timeout_s=60)
+    rotator: FunctionSizing = FunctionSizing(memory_mb=512, timeout_s=300)
+
+    def sizing(self, function: LambdaFunction) -> FunctionSizing:
+        return {
+            LambdaFunction.INGEST: self.ingest,
+            LambdaFunction.QUERY: self.query,
+            LambdaFunction.HOTKEYS: self.hotkeys,
+            LambdaFunction.ROTATOR: self.rotator,
+        }[function]
+
+
+@dataclass(frozen=True, slots=True)
+class HotKeysConfig:
+    """The hot-key function: its DynamoDB stream mapping(s) and what it may change on its own."""
+
+    batch_size: int
+    batching_window_s: int
+    parallelization_factor: int
+    max_retries: int
+    max_record_age_s: int
+    auto_apply_entity: bool
+    auto_apply_global: bool
+
+
+@dataclass(frozen=True, slots=True)
+class RotationConfig:
+    """Per-period tables: the rotator's settings, and the two ingest shares with it."""
+
+    grace: str
+    prebuild_periods: int
+    dial_down_delay: str
+    peak_writes_per_s: int | None
+    period_write_capacity: int | None
+    period_read_capacity: int
+    export_bucket: str | None
+    export_prefix: str
+    max_deletes_per_run: int
+    dry_run: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,6 +415,12 @@ class AppConfig:
     shard_map_cache_ttl_s: int
     alarm_email: str | None
     log_retention_days: int
+    max_future: str
+    item_bytes: int
+    iterator_age_alarm_s: int
+    lambdas: LambdaConfig
+    hot_keys: HotKeysConfig
+    rotation: RotationConfig
 
     @classmethod
     def from_context(cls, context: Mapping[str, object]) -> AppConfig:
@@ -243,28 +434,35 @@ class AppConfig:
         layout = _layout(raw)
         retention, retention_ms = _retention(raw, layout)
         stream = _stream(raw)
+        storage = _storage(raw, layout)
+        lambdas = _lambdas(raw)
         return cls(
-            stack_name=_matching(
-                raw, "stack_name", _STACK_NAME, "must start with a letter and hold 1-128 letters, digits or '-'"
-            ),
+            stack_name=_stack_name(raw),
             layout_kind=layout.kind,
             shards=_integer(raw, "shards", 1, MAX_GLOBAL_SHARDS),
             bucket=layout.bucket.spec,
             table_period=layout.table_period.name if layout.table_period else None,
             retention=retention,
             retention_ms=retention_ms,
-            storage=_storage(raw, layout),
+            storage=storage,
             stream=stream,
             ingest=_ingest(raw, stream),
             api=ApiConfig(
                 stage=_matching(raw, "api_stage", _API_STAGE, "must be 1-128 letters, digits, '_' or '-'"),
                 throttle_rate=_number(raw, "api_throttle_rate"),
                 throttle_burst=_integer(raw, "api_throttle_burst", 1, None),
+                cloudwatch_role=_boolean(raw, "api_cloudwatch_role"),
             ),
             hot_split_threshold_wcu=_integer(raw, "hot_split_threshold_wcu", 1, PARTITION_WCU - 1),
             shard_map_cache_ttl_s=_integer(raw, "shard_map_cache_ttl_s", 1, 3_600),
             alarm_email=_alarm_email(raw),
-            log_retention_days=_log_retention(raw),
+            log_retention_days=lambdas.log_retention_days,
+            max_future=_max_future(raw, layout),
+            item_bytes=_integer(raw, "item_bytes", 1, MAX_ITEM_BYTES),
+            iterator_age_alarm_s=_integer(raw, "iterator_age_alarm_s", 1, ESM_MAX_RECORD_AGE_S),
+            lambdas=lambdas,
+            hot_keys=_hot_keys(raw),
+            rotation=_rotation(raw, layout, retention_ms, storage, lambdas),
         )
 
     # -- views for the rest of the code ------------------------------------
@@ -285,10 +483,12 @@ class AppConfig:
     def to_lambda_environment(self, *, rejects_queue_url: str | None = None) -> dict[str, str]:
         """Environment variables every Lambda reads to rebuild the layout and find its tables.
 
-        ``rejects_queue_url`` is a deploy-time value (a CDK token in the stack, a
-        moto URL locally), so the caller passes it. Variables without a value are
-        left out rather than set to an empty string: ``TABLE_PERIOD`` is present
-        only with per-period tables, ``READINGS_TABLE`` only with the fixed table.
+        The part every function shares; :meth:`function_environment` adds each
+        function's own. ``rejects_queue_url`` is a deploy-time value (a CDK token
+        in the stack, a moto URL locally), so the caller passes it. Variables
+        without a value are left out rather than set to an empty string:
+        ``TABLE_PERIOD``, ``GRACE`` and ``PREBUILD_PERIODS`` are present only with
+        per-period tables, ``READINGS_TABLE`` only with the fixed table.
         """
         env: dict[str, str] = {
             LambdaEnv.LAYOUT: self.layout_kind,
@@ -302,6 +502,10 @@ class AppConfig:
         }
         if self.table_period is not None:
             env[LambdaEnv.TABLE_PERIOD] = self.table_period
+            # Ingest and the rotator must agree on both: ingest refuses a reading
+            # whose table the rotator has retired or not built yet.
+            env[LambdaEnv.GRACE] = self.rotation.grace
+            env[LambdaEnv.PREBUILD_PERIODS] = str(self.rotation.prebuild_periods)
         if self.storage.readings_table_name is not None:
             env[LambdaEnv.READINGS_TABLE] = self.storage.readings_table_name
         if self.storage.warm_writes_per_s is not None:
@@ -309,6 +513,99 @@ class AppConfig:
         if rejects_queue_url is not None:
             env[LambdaEnv.REJECTS_QUEUE_URL] = rejects_queue_url
         return {str(k): v for k, v in env.items()}
+
+    def function_environment(self, function: LambdaFunction, wiring: FunctionWiring) -> dict[str, str]:
+        """The whole environment of one function: the one place the stack (and the
+        local runtime) spells what each function is told.
+
+        The shared variables of :meth:`to_lambda_environment`, Powertools' two,
+        and the function's own. Values the function would default to anyway are
+        still written when the configuration owns them (so a change here reaches
+        the function), and left out when it does not (the function's default is
+        the documented one). Raises ``ValueError`` when ``wiring`` lacks a value
+        the function requires, or for the rotator without a table period.
+        """
+        env: dict[str, str] = self.to_lambda_environment(
+            rejects_queue_url=_needed(wiring.rejects_queue_url, "rejects_queue_url", function)
+            if function is LambdaFunction.INGEST
+            else None
+        )
+        env[LambdaEnv.POWERTOOLS_SERVICE_NAME] = function.value
+        env[LambdaEnv.POWERTOOLS_METRICS_NAMESPACE] = METRICS_NAMESPACE
+        if function is LambdaFunction.INGEST:
+            env[LambdaEnv.MAX_FUTURE] = self.max_future
+        elif function is LambdaFunction.QUERY:
+            env[LambdaEnv.CURSOR_SECRET_ARN] = _needed(wiring.cursor_secret_arn, "cursor_secret_arn", function)
+        elif function is LambdaFunction.HOTKEYS:
+            env.update(self._hot_keys_environment(wiring))
+        else:
+            env.update(self._rotator_environment(wiring))
+        return {str(k): v for k, v in env.items()}
+
+    def _hot_keys_environment(self, wiring: FunctionWiring) -> dict[str, str]:
+        hot = self.hot_keys
+        return {
+            LambdaEnv.HOT_ALERT_TOPIC_ARN: _needed(wiring.alert_topic_arn, "alert_topic_arn", LambdaFunction.HOTKEYS),
+            LambdaEnv.HOT_AUTO_APPLY_ENTITY: _flag(hot.auto_apply_entity),
+            LambdaEnv.HOT_AUTO_APPLY_GLOBAL: _flag(hot.auto_apply_global),
+            # The stream is KEYS_ONLY: its SizeBytes is the keys' size, so the
+            # stored item's size is what a write costs (at least).
+            LambdaEnv.HOT_ASSUMED_ITEM_BYTES: str(self.item_bytes),
+            # A key over the threshold carries at least threshold/1,000 of its
+            # stream shard's writes, so it is among a batch's top 1,000/threshold:
+            # the detector refuses fewer counters than that.
+            LambdaEnv.HOT_COUNTERS_PER_WINDOW: str(
+                max(HOT_COUNTERS_PER_WINDOW, math.ceil(PARTITION_WCU / self.hot_split_threshold_wcu))
+            ),
+            # The change margin's default is MAX_FUTURE + 60 s: the detector reads ingest's value.
+            LambdaEnv.MAX_FUTURE: self.max_future,
+        }
+
+    def _rotator_environment(self, wiring: FunctionWiring) -> dict[str, str]:
+        if self.table_period is None:
+            raise ValueError("the rotator runs only with a table_period: with one table there is nothing to rotate")
+        rotation, hot, storage = self.rotation, self.hot_keys, self.storage
+        env: dict[str, str] = {
+            LambdaEnv.DIAL_DOWN_DELAY: rotation.dial_down_delay,
+            LambdaEnv.BILLING_MODE: storage.billing_mode,
+            LambdaEnv.READ_CAPACITY: str(rotation.period_read_capacity),
+            LambdaEnv.ITEM_BYTES: str(self.item_bytes),
+            LambdaEnv.TARGET_UTILISATION_PERCENT: str(storage.capacity.target_percent),
+            LambdaEnv.POINT_IN_TIME_RECOVERY: _flag(storage.point_in_time_recovery),
+            LambdaEnv.DELETION_PROTECTION: _flag(storage.deletion_protection),
+            LambdaEnv.EXPORT_PREFIX: rotation.export_prefix,
+            LambdaEnv.HOTKEYS_FUNCTION_ARN: _needed(
+                wiring.hotkeys_function_arn, "hotkeys_function_arn", LambdaFunction.ROTATOR
+            ),
+            LambdaEnv.HOTKEYS_BATCH_SIZE: str(hot.batch_size),
+            LambdaEnv.HOTKEYS_BATCHING_WINDOW_S: str(hot.batching_window_s),
+            LambdaEnv.HOTKEYS_PARALLELIZATION: str(hot.parallelization_factor),
+            LambdaEnv.HOTKEYS_MAX_RETRIES: str(hot.max_retries),
+            LambdaEnv.HOTKEYS_MAX_RECORD_AGE_S: str(hot.max_record_age_s),
+            LambdaEnv.HOTKEYS_ON_FAILURE_ARN: _needed(
+                wiring.hotkeys_failure_destination_arn, "hotkeys_failure_destination_arn", LambdaFunction.ROTATOR
+            ),
+            LambdaEnv.ALARMS: "true",
+            LambdaEnv.ALARM_TOPIC_ARN: _needed(wiring.alert_topic_arn, "alert_topic_arn", LambdaFunction.ROTATOR),
+            LambdaEnv.MAX_DELETES_PER_RUN: str(rotation.max_deletes_per_run),
+            LambdaEnv.DRY_RUN: _flag(rotation.dry_run),
+        }
+        if rotation.period_write_capacity is not None:
+            env[LambdaEnv.WRITE_CAPACITY] = str(rotation.period_write_capacity)
+        if rotation.peak_writes_per_s is not None:
+            env[LambdaEnv.PEAK_WRITES_PER_S] = str(rotation.peak_writes_per_s)
+        if rotation.export_bucket is not None:
+            env[LambdaEnv.EXPORT_BUCKET] = rotation.export_bucket
+        return env
+
+    def rotation_interval_minutes(self) -> int:
+        """How often the rotator runs: every 15 minutes for hourly tables, hourly otherwise.
+
+        Either leaves many runs between a table being due (built ahead, dialled
+        down after GRACE + DIAL_DOWN_DELAY, dropped after RETENTION) and the
+        moment it matters, and a failed run is redone by the next one.
+        """
+        return 15 if self.table_period == "hour" else 60
 
 
 def load_cdk_json_context(path: Path) -> dict[str, object]:
@@ -454,6 +751,142 @@ def _log_retention(raw: Mapping[str, object]) -> int:
         allowed = ", ".join(map(str, LOG_RETENTION_DAYS))
         raise ConfigError("log_retention_days", f"{days} is not a CloudWatch Logs retention; use one of {allowed}")
     return days
+
+
+def _stack_name(raw: Mapping[str, object]) -> str:
+    name = _matching(raw, "stack_name", _STACK_NAME, "must start with a letter and hold 1-128 letters, digits or '-'")
+    longest = max(len(f.value) for f in LambdaFunction)
+    if len(name) + 1 + longest > LAMBDA_MAX_NAME:
+        raise ConfigError(
+            "stack_name",
+            f"{name!r} is {len(name)} characters: the functions are named '<stack_name>-<function>' and Lambda "
+            f"takes {LAMBDA_MAX_NAME} at most, so it may hold {LAMBDA_MAX_NAME - 1 - longest}",
+        )
+    return name
+
+
+def _lambdas(raw: Mapping[str, object]) -> LambdaConfig:
+    return LambdaConfig(
+        powertools_layer_version=_integer(raw, "powertools_layer_version", 1, None),
+        log_retention_days=_log_retention(raw),
+        ingest=FunctionSizing(
+            memory_mb=_integer(raw, "ingest_memory_mb", LAMBDA_MIN_MEMORY_MB, LAMBDA_MAX_MEMORY_MB),
+            # Ingest keeps DEADLINE_MARGIN_MS (2 s) back for its response and
+            # retries writes until then: a short timeout leaves no room to retry.
+            timeout_s=_integer(raw, "ingest_timeout_s", 10, LAMBDA_MAX_TIMEOUT_S),
+        ),
+        query=FunctionSizing(
+            memory_mb=_integer(raw, "query_memory_mb", LAMBDA_MIN_MEMORY_MB, LAMBDA_MAX_MEMORY_MB),
+            # Under API Gateway's 29 s integration timeout, so a slow request ends
+            # in the function (logged, traced) rather than as a bare 504.
+            timeout_s=_integer(raw, "query_timeout_s", 3, API_INTEGRATION_TIMEOUT_S - 1),
+        ),
+    )
+
+
+def _max_future(raw: Mapping[str, object], layout: Layout) -> str:
+    max_future, max_future_ms = _duration(raw, "max_future", low_ms=1_000, high_ms=DAY_MS)
+    period = layout.table_period
+    if period is not None and max_future_ms > period.nominal_ms:
+        raise ConfigError(
+            "max_future",
+            f"{max_future} is longer than one {period.name} table period: a reading that far ahead would be "
+            "routed to a table the rotator has not built yet",
+        )
+    return max_future
+
+
+def _hot_keys(raw: Mapping[str, object]) -> HotKeysConfig:
+    return HotKeysConfig(
+        batch_size=_integer(raw, "hotkeys_batch_size", 1, ESM_MAX_BATCH),
+        batching_window_s=_integer(raw, "hotkeys_batching_window_s", 0, ESM_MAX_WINDOW_S),
+        parallelization_factor=_integer(raw, "hotkeys_parallelization_factor", 1, ESM_MAX_PARALLELIZATION),
+        # No -1 (forever) for either: the point of both caps is that one poison
+        # batch cannot hold a stream shard; and the stream keeps records 24 h.
+        max_retries=_integer(raw, "hotkeys_max_retries", 0, ESM_MAX_RETRIES),
+        max_record_age_s=_integer(raw, "hotkeys_max_record_age_s", ESM_MIN_RECORD_AGE_S, DYNAMODB_STREAM_RETENTION_S),
+        auto_apply_entity=_boolean(raw, "hot_auto_apply_entity"),
+        auto_apply_global=_boolean(raw, "hot_auto_apply_global"),
+    )
+
+
+def _rotation(
+    raw: Mapping[str, object], layout: Layout, retention_ms: int, storage: StorageConfig, lambdas: LambdaConfig
+) -> RotationConfig:
+    grace, grace_ms = _duration(raw, "grace", low_ms=0, high_ms=None)
+    dial_down_delay, delay_ms = _duration(raw, "dial_down_delay", low_ms=0, high_ms=None)
+    rotation = RotationConfig(
+        grace=grace,
+        prebuild_periods=_integer(raw, "prebuild_periods", 1, 366),
+        dial_down_delay=dial_down_delay,
+        peak_writes_per_s=_optional_integer(raw, "peak_writes_per_s", 1, 10_000_000),
+        period_write_capacity=_optional_integer(raw, "period_write_capacity", 1, 1_000_000),
+        period_read_capacity=_integer(raw, "period_read_capacity", 1, 1_000_000),
+        export_bucket=_export_bucket(raw),
+        export_prefix=_export_prefix(raw),
+        max_deletes_per_run=_integer(raw, "max_deletes_per_run", 0, 100),
+        dry_run=_boolean(raw, "rotation_dry_run"),
+    )
+    if layout.table_period is None:
+        return rotation
+    # The same rules the rotator applies at cold start, caught here instead of
+    # in a deployed function that fails every run.
+    if grace_ms + delay_ms >= retention_ms:
+        raise ConfigError(
+            "grace",
+            f"grace ({grace}) plus dial_down_delay ({dial_down_delay}) must be shorter than retention "
+            f"({raw['retention']}): a table would be due for dropping while it still takes late readings",
+        )
+    if delay_ms < lambdas.ingest.timeout_s * 1_000:
+        raise ConfigError(
+            "dial_down_delay",
+            f"{dial_down_delay} is shorter than ingest_timeout_s ({lambdas.ingest.timeout_s} s): a write ingest "
+            "accepted just before GRACE ended could still be in flight when the table is dialled down",
+        )
+    needs_capacity = rotation.period_write_capacity is None and rotation.peak_writes_per_s is None
+    if storage.billing_mode == "PROVISIONED" and needs_capacity:
+        raise ConfigError(
+            "period_write_capacity",
+            "is required with billing_mode PROVISIONED and a table_period, unless peak_writes_per_s lets the "
+            "rotator size new tables",
+        )
+    return rotation
+
+
+def _export_bucket(raw: Mapping[str, object]) -> str | None:
+    bucket = _optional_string(raw, "export_bucket")
+    if bucket is not None and not _BUCKET.match(bucket):
+        raise ConfigError("export_bucket", f"{bucket!r} is not an S3 bucket name")
+    return bucket
+
+
+def _export_prefix(raw: Mapping[str, object]) -> str:
+    prefix = str(raw["export_prefix"] or "").strip().strip("/")
+    if len(prefix) > 768 or not _S3_PREFIX.match(prefix):
+        raise ConfigError("export_prefix", f"{prefix[:80]!r} must be up to 768 letters, digits, '/', '_', '.' or '-'")
+    return prefix
+
+
+def _duration(raw: Mapping[str, object], key: str, *, low_ms: int, high_ms: int | None) -> tuple[str, int]:
+    text = _string(raw, key)
+    try:
+        value_ms = parse_duration(text, key)
+    except KeyDesignConfigError as exc:
+        raise ConfigError(key, exc.reason) from None
+    if value_ms < low_ms or (high_ms is not None and value_ms > high_ms):
+        bounds = f"from {low_ms // 1000:,} s" + (f" to {high_ms // 1000:,} s" if high_ms is not None else " up")
+        raise ConfigError(key, f"{text} is outside {bounds}")
+    return text, value_ms
+
+
+def _flag(value: bool) -> str:
+    return "true" if value else "false"
+
+
+def _needed(value: str | None, name: str, function: LambdaFunction) -> str:
+    if not value:
+        raise ValueError(f"the {function.value} function's environment needs FunctionWiring.{name}")
+    return value
 
 
 # -- value parsing: JSON values from cdk.json, strings from -c key=value --------

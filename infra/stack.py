@@ -1,15 +1,30 @@
-"""The stack: it only composes the constructs and publishes what operators need."""
+"""The stack: it only composes the constructs, grants, and publishes what operators need.
+
+Every grant is made here, where both ends are in view: which function may do
+what to which table, queue or topic reads top to bottom in this file.
+"""
 
 from __future__ import annotations
 
 from aws_cdk import CfnOutput, RemovalPolicy, Stack
+from aws_cdk import aws_dynamodb as dynamodb
 from constructs import Construct
 
-from infra.config import AppConfig
+from infra.alerts import Alerts
+from infra.api import QueryApi
+from infra.config import AppConfig, LambdaFunction
+from infra.hot_keys import HotKeys
 from infra.ingestion import Ingestion
+from infra.lambdas import LambdaRuntime
+from infra.monitoring import Monitoring, WatchedTable
+from infra.rotation import Rotation
 from infra.storage import Storage
 
 _REMOVAL = {"retain": RemovalPolicy.RETAIN, "destroy": RemovalPolicy.DESTROY}
+Op = dynamodb.Operation
+#: The operations whose SystemErrors count, per table the stack owns (the ones the functions call).
+READINGS_OPERATIONS = (Op.BATCH_WRITE_ITEM, Op.QUERY)
+CONTROL_OPERATIONS = (Op.GET_ITEM, Op.PUT_ITEM, Op.UPDATE_ITEM, Op.DELETE_ITEM, Op.QUERY, Op.BATCH_GET_ITEM)
 
 
 class TimeSeriesStack(Stack):
@@ -29,11 +44,83 @@ class TimeSeriesStack(Stack):
         self.config = config
         removal_policy = _REMOVAL[config.storage.removal_policy]
 
+        runtime = LambdaRuntime(self, "Lambda", config=config.lambdas)
         self.storage = Storage(self, "Storage", config=config.storage, removal_policy=removal_policy)
-        self.ingestion = Ingestion(self, "Ingestion", config=config.stream, removal_policy=removal_policy)
+        self.alerts = Alerts(self, "Alerts", email=config.alarm_email, removal_policy=removal_policy)
 
+        # Kinesis -> ingest -> readings table(s); ingest reads (and first stores) the shard map.
+        self.ingestion = Ingestion(self, "Ingestion", config=config, runtime=runtime, removal_policy=removal_policy)
+        self.storage.grant_readings_write(self.ingestion.function)
+        self.storage.grant_shard_map_bootstrap(self.ingestion.function)
+
+        # API -> query -> readings table(s); the query function only reads the shard map.
+        self.api = QueryApi(self, "Api", config=config, runtime=runtime, removal_policy=removal_policy)
+        self.storage.grant_readings_query(self.api.function)
+        self.storage.grant_shard_map_read(self.api.function)
+
+        # Readings stream -> hot keys -> shard map and counters in the control table, alerts to the topic.
+        self.hot_keys = HotKeys(
+            self,
+            "HotKeys",
+            config=config,
+            runtime=runtime,
+            readings_table=self.storage.readings_table,
+            alerts_topic=self.alerts.topic,
+            removal_policy=removal_policy,
+        )
+        self.storage.grant_control_table_use(self.hot_keys.function)
+        if self.storage.readings_table is None:
+            self.storage.grant_readings_stream_read(self.hot_keys.function)
+        self.alerts.grant_publish(self.hot_keys.function)
+
+        # Scheduler -> rotator -> per-period tables, their stream mappings and alarms.
+        self.rotation: Rotation | None = None
+        if config.table_period is not None:
+            self.rotation = Rotation(
+                self,
+                "Rotation",
+                config=config,
+                runtime=runtime,
+                hot_keys_function=self.hot_keys.function,
+                hot_keys_failure_queue=self.hot_keys.failure_queue,
+                alerts_topic=self.alerts.topic,
+                removal_policy=removal_policy,
+            )
+
+        functions = {
+            LambdaFunction.INGEST: self.ingestion.function,
+            LambdaFunction.QUERY: self.api.function,
+            LambdaFunction.HOTKEYS: self.hot_keys.function,
+        }
+        queues = {
+            "rejects": self.ingestion.rejects_queue,
+            "ingest-failures": self.ingestion.failure_queue,
+            "hotkeys-failures": self.hot_keys.failure_queue,
+        }
+        tables = {"control": WatchedTable(self.storage.control_table, CONTROL_OPERATIONS)}
+        if self.storage.readings_table is not None:
+            tables = {"readings": WatchedTable(self.storage.readings_table, READINGS_OPERATIONS), **tables}
+        if self.rotation is not None:
+            functions[LambdaFunction.ROTATOR] = self.rotation.function
+            queues["rotation-failures"] = self.rotation.failure_queue
+        self.monitoring = Monitoring(
+            self,
+            "Monitoring",
+            config=config,
+            topic=self.alerts.topic,
+            tables=tables,
+            stream=self.ingestion.stream,
+            functions=functions,
+            queues=queues,
+            api=self.api.rest_api,
+        )
+
+        self._outputs()
+
+    def _outputs(self) -> None:
         # Plain outputs, not CloudFormation exports: an export pins its value for
         # as long as another stack imports it, which would block every rename.
+        config = self.config
         if self.storage.readings_table is not None:
             CfnOutput(
                 self,
@@ -68,4 +155,22 @@ class TimeSeriesStack(Stack):
             "RejectsQueueUrl",
             value=self.ingestion.rejects_queue.queue_url,
             description="The SQS queue holding readings ingest rejected, each with its reason",
+        )
+        CfnOutput(
+            self,
+            "ApiUrl",
+            value=self.api.rest_api.url,
+            description="The query API's stage URL; every request must be SigV4-signed (service execute-api)",
+        )
+        CfnOutput(
+            self,
+            "AlertsTopicArn",
+            value=self.alerts.topic.topic_arn,
+            description="Hot-key notifications and every alarm; subscribe to it",
+        )
+        CfnOutput(
+            self,
+            "DashboardName",
+            value=self.monitoring.dashboard.dashboard_name,
+            description="The CloudWatch dashboard: ingest rate, rejects, hot keys, iterator age, throttles",
         )

@@ -8,11 +8,36 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import RemovalPolicy
+from aws_cdk import RemovalPolicy, Stack
 from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
 from constructs import Construct
 
+from infra.acknowledgements import account_arn, acknowledge_wildcard
 from infra.config import CONTROL_SCHEMA, READINGS_SCHEMA, StorageConfig, TableSchema
+
+#: The partition key of the shard-map item (``adapters.shard_map_store``): the
+#: only control-table item ingest and query touch.
+SHARD_MAP_PARTITION = "shardmap"
+#: What the hot-key detector does on the control table: the shard map
+#: (conditional puts), window counters (ADD), claims, cooldowns, and reading
+#: a window's counters back (Query, BatchGetItem).
+HOT_KEY_CONTROL_ACTIONS = (
+    "dynamodb:GetItem",
+    "dynamodb:PutItem",
+    "dynamodb:UpdateItem",
+    "dynamodb:DeleteItem",
+    "dynamodb:Query",
+    "dynamodb:BatchGetItem",
+)
+#: Reading a table's stream, as the event source mapping does for the fixed table
+#: (CDK's TableV2.grant_stream_read scopes all four to the stream, as here).
+STREAM_READ_ACTIONS = (
+    "dynamodb:DescribeStream",
+    "dynamodb:GetRecords",
+    "dynamodb:GetShardIterator",
+    "dynamodb:ListStreams",
+)
 
 _STREAM_VIEWS = {"KEYS_ONLY": dynamodb.StreamViewType.KEYS_ONLY}
 _INSIGHTS = {
@@ -35,6 +60,7 @@ class Storage(Construct):
         self, scope: Construct, construct_id: str, *, config: StorageConfig, removal_policy: RemovalPolicy
     ) -> None:
         super().__init__(scope, construct_id)
+        self._prefix = config.table_prefix
 
         self.readings_table: dynamodb.TableV2 | None
         if config.readings_table_name is None:
@@ -45,7 +71,9 @@ class Storage(Construct):
         # The shard map's history is what tells a reader which partitions hold a
         # bucket: without it old readings cannot be found. So it is always
         # point-in-time recoverable, whatever the readings table does. Its
-        # traffic is a read per writer per cache TTL: on-demand costs cents.
+        # traffic is a read per writer per cache TTL plus the hot-key detector's
+        # counters: on demand. TTL (``expires_at``) removes expired counters,
+        # claims and cooldowns; the shard map item carries no ``expires_at``.
         self.control_table = dynamodb.TableV2(
             self,
             "ControlTable",
@@ -59,6 +87,74 @@ class Storage(Construct):
             deletion_protection=config.deletion_protection,
             removal_policy=removal_policy,
         )
+
+    # -- grants: each names the actions one function's code calls, on the tables it calls them on
+
+    def readings_table_arns(self) -> list[str]:
+        """The fixed readings table, or every ``<prefix>-*`` table the rotator may create."""
+        if self.readings_table is not None:
+            return [self.readings_table.table_arn]
+        return [self._prefixed_arn("*")]
+
+    def grant_readings_write(self, grantee: iam.IGrantable) -> None:
+        """Ingest: BatchWriteItem, nothing else (no reads, no deletes)."""
+        self._allow(grantee, ["dynamodb:BatchWriteItem"], self.readings_table_arns())
+        self._acknowledge_period_tables(grantee, "*", "writes readings to the table of each reading's period")
+
+    def grant_readings_query(self, grantee: iam.IGrantable) -> None:
+        """The query API: Query, nothing else (no Scan, no GetItem)."""
+        self._allow(grantee, ["dynamodb:Query"], self.readings_table_arns())
+        self._acknowledge_period_tables(grantee, "*", "queries the tables of the periods a request's range covers")
+
+    def grant_readings_stream_read(self, grantee: iam.IGrantable) -> None:
+        """The hot-key detector on the per-period tables' streams, which appear at run time.
+
+        (On the fixed table, its event source mapping grants the same on that table's stream.)
+        """
+        self._allow(grantee, list(STREAM_READ_ACTIONS), [self._prefixed_arn("*/stream/*")])
+        self._acknowledge_period_tables(
+            grantee, "*/stream/*", "reads the stream of every period's table (the rotator maps each one to it)"
+        )
+
+    def grant_shard_map_read(self, grantee: iam.IGrantable) -> None:
+        """The query API reads the shard map item and nothing else in the control table."""
+        self._allow_shard_map(grantee, ["dynamodb:GetItem"])
+
+    def grant_shard_map_bootstrap(self, grantee: iam.IGrantable) -> None:
+        """Ingest reads the shard map, and the first writer stores the initial one."""
+        self._allow_shard_map(grantee, ["dynamodb:GetItem", "dynamodb:PutItem"])
+
+    def grant_control_table_use(self, grantee: iam.IGrantable) -> None:
+        """The hot-key detector: shard map, counters, claims and cooldowns (many partition keys)."""
+        self._allow(grantee, list(HOT_KEY_CONTROL_ACTIONS), [self.control_table.table_arn])
+
+    def _allow_shard_map(self, grantee: iam.IGrantable, actions: list[str]) -> None:
+        grantee.grant_principal.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=actions,
+                resources=[self.control_table.table_arn],
+                # Only items whose partition key is the shard map's.
+                conditions={"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [SHARD_MAP_PARTITION]}},
+            )
+        )
+
+    def _acknowledge_period_tables(self, grantee: iam.IGrantable, suffix: str, does: str) -> None:
+        if self.readings_table is not None or not isinstance(grantee.grant_principal, Construct):
+            return
+        acknowledge_wildcard(
+            grantee.grant_principal,
+            account_arn("dynamodb", f"table/{self._prefix}-{suffix}"),
+            f"With a table period the rotator creates one readings table per period at run time, named "
+            f"'{self._prefix}-<period label>'; this function {does}, so it cannot name them in advance. The pattern "
+            "matches only those tables: the configuration refuses a control table name inside that namespace.",
+        )
+
+    @staticmethod
+    def _allow(grantee: iam.IGrantable, actions: list[str], resources: list[str]) -> None:
+        grantee.grant_principal.add_to_principal_policy(iam.PolicyStatement(actions=actions, resources=resources))
+
+    def _prefixed_arn(self, suffix: str) -> str:
+        return Stack.of(self).format_arn(service="dynamodb", resource="table", resource_name=f"{self._prefix}-{suffix}")
 
     def _readings_table(self, config: StorageConfig, name: str, removal_policy: RemovalPolicy) -> dynamodb.TableV2:
         insights = _INSIGHTS.get(config.contributor_insights)

@@ -2,21 +2,24 @@
 
 The app is built with cdk.json's context set explicitly (as the CLI would),
 and holds three stacks so that one synth covers the configurations whose
-templates differ in kind: the shipped defaults, provisioned capacity with
-destroy-on-delete, and per-period tables (no fixed readings table).
+templates differ in kind: the shipped defaults; provisioned capacity with
+destroy-on-delete, an alarm email, no API Gateway logging role and uncapped
+ingest retries; and per-period tables (no fixed readings table, a rotator
+that exports before it drops).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from infra.config import AppConfig, load_cdk_json_context
+from tests.infra.template_queries import Synth
 
 # Node 20 is past its end of life for jsii, which prints a banner on every
 # start. Silence that banner, for Node 20 only, before aws_cdk loads the runtime.
@@ -45,11 +48,17 @@ VARIANTS: Mapping[str, Mapping[str, object]] = {
         "kinesis_mode": "provisioned",
         "kinesis_shards": "8",
         "kinesis_retention_hours": "48",
+        "alarm_email": "ops@example.com",
+        "api_cloudwatch_role": "false",
+        "hot_split_threshold_wcu": "10",
+        "ingest_max_retries": "-1",
+        "ingest_max_record_age_s": "-1",
     },
     "periodic": {
         "stack_name": "TimeSeriesPeriodic",
         "table_period": "day",
         "bucket": "15m",
+        "export_bucket": "timeseries-exports-example",
     },
 }
 
@@ -61,9 +70,16 @@ class Synthesized:
     stacks: Mapping[str, Any]
     templates: Mapping[str, Any]
     configs: Mapping[str, AppConfig]
+    _json: dict[str, Any] = field(default_factory=dict)
 
     def template_file(self, variant: str) -> Path:
         return self.assembly_dir / self.stacks[variant].template_file
+
+    def synth(self, variant: str) -> Synth:
+        """The variant's stack, config and template JSON, for queries by property."""
+        if variant not in self._json:
+            self._json[variant] = self.templates[variant].to_json()
+        return Synth(stack=self.stacks[variant], config=self.configs[variant], template=self._json[variant])
 
 
 @pytest.fixture(scope="session")

@@ -10,12 +10,21 @@ from pathlib import Path
 import pytest
 
 import keydesign
-from infra.config import DEFAULTS, AppConfig, ConfigError, LambdaEnv, load_cdk_json_context
+from infra.config import (
+    DEFAULTS,
+    AppConfig,
+    ConfigError,
+    FunctionWiring,
+    LambdaEnv,
+    LambdaFunction,
+    load_cdk_json_context,
+)
 from keydesign import Layout, Workload, parse_duration, plan_capacity
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DOCS = REPO_ROOT / "docs" / "configuration.md"
 CDK_JSON = REPO_ROOT / "cdk.json"
+FUNCTIONS = REPO_ROOT / "functions"
 NOV_22_2026_0600_MS = 1_795_327_200_000
 
 
@@ -107,6 +116,7 @@ def test_a_misspelt_key_is_refused_with_a_suggestion() -> None:
 
 BAD_VALUES = [
     ("stack_name", "1stack"),
+    ("stack_name", "S" + "x" * 56),
     ("layout", "zigzag"),
     ("shards", 0),
     ("shards", 10_000),
@@ -155,6 +165,38 @@ BAD_VALUES = [
     ("api_throttle_rate", "fast"),
     ("api_throttle_burst", 0),
     ("log_retention_days", 31),
+    ("powertools_layer_version", 0),
+    ("ingest_memory_mb", 127),
+    ("ingest_memory_mb", 10_241),
+    ("ingest_timeout_s", 9),
+    ("ingest_timeout_s", 901),
+    ("query_memory_mb", 64),
+    ("query_timeout_s", 29),
+    ("max_future", "0s"),
+    ("max_future", "2d"),
+    ("max_future", "5 minutes"),
+    ("item_bytes", 0),
+    ("item_bytes", 409_601),
+    ("hotkeys_batch_size", 10_001),
+    ("hotkeys_batching_window_s", 301),
+    ("hotkeys_parallelization_factor", 11),
+    ("hotkeys_max_retries", -1),
+    ("hotkeys_max_record_age_s", -1),
+    ("hotkeys_max_record_age_s", 86_401),
+    ("hot_auto_apply_entity", "yes"),
+    ("hot_auto_apply_global", 0),
+    ("grace", "2 hours"),
+    ("prebuild_periods", 0),
+    ("dial_down_delay", "-1m"),
+    ("peak_writes_per_s", 0),
+    ("period_write_capacity", 0),
+    ("period_read_capacity", 0),
+    ("export_bucket", "Not_A_Bucket"),
+    ("export_prefix", "a prefix with spaces"),
+    ("max_deletes_per_run", 101),
+    ("rotation_dry_run", "maybe"),
+    ("iterator_age_alarm_s", 0),
+    ("api_cloudwatch_role", "sometimes"),
 ]
 
 
@@ -167,6 +209,7 @@ def test_bad_value_is_refused_naming_its_key(key: str, value: object) -> None:
 
 
 GOOD_LIMITS = [
+    {"stack_name": "S" + "x" * 55},
     {"shards": 1},
     {"shards": 9_999},
     {"ingest_batch_size": 1},
@@ -184,6 +227,17 @@ GOOD_LIMITS = [
     {"autoscaling_target_percent": 90},
     {"kinesis_retention_hours": 8_760},
     {"log_retention_days": 3653},
+    {"ingest_timeout_s": 900, "dial_down_delay": "15m"},
+    {"query_timeout_s": 28},
+    {"max_future": "1d"},
+    {"item_bytes": 409_600},
+    {"hotkeys_max_retries": 0, "hotkeys_max_record_age_s": 60},
+    {"hotkeys_max_record_age_s": 86_400},
+    {"grace": "0s", "dial_down_delay": "2m", "table_period": "hour", "retention": "1h"},
+    {"max_deletes_per_run": 0},
+    {"table_period": "day", "billing_mode": "PROVISIONED", "period_write_capacity": 40_000},
+    {"table_period": "day", "billing_mode": "PROVISIONED", "peak_writes_per_s": 50_000},
+    {"export_bucket": "my.export-bucket", "export_prefix": ""},
 ]
 
 
@@ -200,6 +254,10 @@ CROSS_FIELD = [
     ({"table_period": "week", "retention": "3d"}, "retention", "week"),
     ({"table_period": "hour", "bucket": "2h"}, "bucket", "hourly"),
     ({"table_prefix": "ts", "control_table": "ts-control", "table_period": "day"}, "control_table", "'ts-'"),
+    ({"table_period": "day", "retention": "1d", "grace": "23h", "dial_down_delay": "1h"}, "grace", "retention"),
+    ({"table_period": "day", "dial_down_delay": "1m"}, "dial_down_delay", "ingest_timeout_s"),
+    ({"table_period": "hour", "retention": "2d", "max_future": "2h"}, "max_future", "hour"),
+    ({"table_period": "day", "billing_mode": "PROVISIONED"}, "period_write_capacity", "peak_writes_per_s"),
 ]
 
 
@@ -256,6 +314,7 @@ def test_lambda_environment_of_the_single_table_deployment() -> None:
 def test_lambda_environment_of_per_period_tables_has_a_period_and_no_fixed_table() -> None:
     env = AppConfig.from_context({"table_period": "week", "warm_writes_per_s": 12_000}).to_lambda_environment()
     assert env["TABLE_PERIOD"] == "week"
+    assert (env["GRACE"], env["PREBUILD_PERIODS"]) == ("2h", "2")
     assert env["WARM_WRITES_PER_S"] == "12000"
     assert "READINGS_TABLE" not in env
     assert "REJECTS_QUEUE_URL" not in env
@@ -281,9 +340,128 @@ def test_lambda_environment_rebuilds_the_same_layout_and_retention(context: dict
     assert parse_duration(env["SHARD_MAP_CACHE_TTL"], "SHARD_MAP_CACHE_TTL") == config.shard_map_cache_ttl_s * 1000
 
 
+def _wiring() -> FunctionWiring:
+    """Deploy-time values in the shapes AWS gives them (the stack passes CDK tokens)."""
+    return FunctionWiring(
+        rejects_queue_url="https://sqs.eu-west-1.amazonaws.com/123456789012/rejects",
+        cursor_secret_arn="arn:aws:secretsmanager:eu-west-1:123456789012:secret:cursor-AbCdEf",
+        alert_topic_arn="arn:aws:sns:eu-west-1:123456789012:alerts",
+        hotkeys_function_arn="arn:aws:lambda:eu-west-1:123456789012:function:TimeSeriesIngest-hotkeys",
+        hotkeys_failure_destination_arn="arn:aws:sqs:eu-west-1:123456789012:hotkeys-failures",
+    )
+
+
+CONTRACT_CONFIGS = [
+    {},
+    {"table_period": "day", "bucket": "15m", "shards": 64, "shard_map_cache_ttl_s": 90},
+    {
+        "table_period": "hour",
+        "retention": "2d",
+        "billing_mode": "PROVISIONED",
+        "period_write_capacity": 5_000,
+        "period_read_capacity": 200,
+        "grace": "30m",
+        "dial_down_delay": "5m",
+        "prebuild_periods": 3,
+        "max_future": "10m",
+        "export_bucket": "timeseries-exports",
+        "export_prefix": "exports/readings",
+        "max_deletes_per_run": 0,
+        "rotation_dry_run": True,
+        "deletion_protection": False,
+        "removal_policy": "destroy",
+    },
+    {"table_period": "month", "retention": "365d", "peak_writes_per_s": 50_000, "item_bytes": 900},
+    {"layout": "random", "hot_split_threshold_wcu": 1, "hot_auto_apply_global": True, "item_bytes": 2_048},
+    {"layout": "calculated", "hot_split_threshold_wcu": 999, "hot_auto_apply_entity": False},
+]
+
+
+@pytest.mark.parametrize("context", CONTRACT_CONFIGS, ids=[json.dumps(c)[:60] for c in CONTRACT_CONFIGS])
+def test_every_function_environment_is_what_its_settings_parse(context: dict[str, object]) -> None:
+    # The contract with functions/*/settings.py: what the stack (and the local
+    # runtime) gives each function parses at cold start into the configured values.
+    from adapters.settings import CommonSettings  # noqa: PLC0415 - runtime code, imported only here
+    from hotkeys.settings import HotKeySettings  # noqa: PLC0415
+    from ingest.settings import IngestSettings  # noqa: PLC0415
+    from query.settings import QuerySettings  # noqa: PLC0415
+
+    config = AppConfig.from_context(context)
+    wiring = _wiring()
+    max_future_ms = parse_duration(config.max_future, "max_future")
+
+    for function in LambdaFunction:
+        if function is LambdaFunction.ROTATOR and config.table_period is None:
+            continue
+        env = config.function_environment(function, wiring)
+        common = CommonSettings.from_env(env)
+        assert common.layout == config.layout()
+        assert common.shards == config.shards
+        assert common.retention_ms == config.retention_ms
+        assert common.control_table == config.storage.control_table_name
+        assert common.shard_map_cache_ttl_ms == config.shard_map_cache_ttl_s * 1000
+        if config.table_period is not None:
+            assert common.grace_ms == parse_duration(config.rotation.grace, "grace")
+            assert common.prebuild_periods == config.rotation.prebuild_periods
+        assert env["POWERTOOLS_SERVICE_NAME"] == function.value
+
+    ingest = IngestSettings.from_env(config.function_environment(LambdaFunction.INGEST, wiring))
+    assert ingest.rejects_queue_url == wiring.rejects_queue_url
+    assert ingest.max_future_ms == max_future_ms
+
+    query = QuerySettings.from_env(config.function_environment(LambdaFunction.QUERY, wiring))
+    assert query.cursor_secret.secret_id == wiring.cursor_secret_arn
+
+    hot = HotKeySettings.from_env(config.function_environment(LambdaFunction.HOTKEYS, wiring))
+    assert hot.detector.split_threshold_wcu == config.hot_split_threshold_wcu
+    assert hot.detector.assumed_item_bytes == config.item_bytes
+    assert hot.alert_topic_arn == wiring.alert_topic_arn
+    assert (hot.auto_apply_entity, hot.auto_apply_global) == (
+        config.hot_keys.auto_apply_entity,
+        config.hot_keys.auto_apply_global,
+    )
+    assert hot.change_margin_ms >= max_future_ms
+
+    if config.table_period is not None:
+        _check_rotator(config, wiring)
+
+
+def _check_rotator(config: AppConfig, wiring: FunctionWiring) -> None:
+    from adapters.settings import CommonSettings  # noqa: PLC0415 - runtime code, imported only here
+    from rotator.settings import RotatorSettings  # noqa: PLC0415
+
+    env = config.function_environment(LambdaFunction.ROTATOR, wiring)
+    common = CommonSettings.from_env(env)
+    rotator = RotatorSettings.from_env(env)
+    rotation, storage = config.rotation, config.storage
+    assert rotator.period.name == config.table_period
+    assert (rotator.grace_ms, rotator.prebuild_periods) == (common.grace_ms, common.prebuild_periods)
+    assert rotator.dial_down_delay_ms == parse_duration(rotation.dial_down_delay, "dial_down_delay")
+    assert rotator.capacity.billing_mode == storage.billing_mode
+    assert rotator.capacity.read_capacity == rotation.period_read_capacity
+    if rotation.period_write_capacity is not None:
+        assert rotator.capacity.write_capacity == rotation.period_write_capacity
+    assert rotator.deletion_protection == storage.deletion_protection
+    assert rotator.max_deletes_per_run == rotation.max_deletes_per_run
+    assert rotator.dry_run == rotation.dry_run
+    assert rotator.mapping is not None
+    assert rotator.mapping.function_arn == wiring.hotkeys_function_arn
+    assert rotator.mapping.on_failure_arn == wiring.hotkeys_failure_destination_arn
+    assert (rotator.mapping.batch_size, rotator.mapping.max_retries, rotator.mapping.max_record_age_s) == (
+        config.hot_keys.batch_size,
+        config.hot_keys.max_retries,
+        config.hot_keys.max_record_age_s,
+    )
+    assert rotator.alarms is not None and rotator.alarms.topic_arn == wiring.alert_topic_arn
+    if rotation.export_bucket is None:
+        assert rotator.export is None
+    else:
+        assert rotator.export is not None
+        assert (rotator.export.bucket, rotator.export.prefix) == (rotation.export_bucket, rotation.export_prefix)
+
+
 def test_lambda_environment_is_what_the_handlers_settings_parse() -> None:
-    # The contract with functions/adapters/settings.py: the stack's variables,
-    # parsed the way every handler parses them at cold start, give back the config.
+    # The shared part alone is enough for CommonSettings (the local runtime uses it as is).
     from adapters.settings import CommonSettings  # noqa: PLC0415 - runtime code, imported only here
 
     config = AppConfig.from_context({"table_period": "day", "bucket": "15m", "shards": 64, "shard_map_cache_ttl_s": 90})
@@ -293,6 +471,68 @@ def test_lambda_environment_is_what_the_handlers_settings_parse() -> None:
     assert settings.retention_ms == config.retention_ms
     assert settings.control_table == config.storage.control_table_name
     assert settings.shard_map_cache_ttl_ms == 90_000
+
+
+# Read by no function: functions derive the table from TABLE_PREFIX through
+# the key-design layer. Kept for operators reading a function's configuration.
+INFORMATIONAL = {"READINGS_TABLE"}
+# Read by Powertools itself (the service name) rather than by project code.
+READ_BY_POWERTOOLS = {"POWERTOOLS_SERVICE_NAME"}
+
+
+def _code_of(*packages: str) -> str:
+    paths = [FUNCTIONS / "adapters" / "settings.py", FUNCTIONS / "adapters" / "observability.py"]
+    for package in packages:
+        paths.extend((FUNCTIONS / package).glob("*.py"))
+    return "".join(path.read_text(encoding="utf-8") for path in paths)
+
+
+@pytest.mark.parametrize("function", list(LambdaFunction), ids=[f.value for f in LambdaFunction])
+def test_every_variable_a_function_gets_is_one_its_code_reads(function: LambdaFunction) -> None:
+    # A misspelt name would parse (the setting falls back to its default) and
+    # silently ignore the configuration: each name must appear in the code that
+    # reads it. The shared variables go to every function; each must be read by
+    # at least one.
+    config = AppConfig.from_context({"table_period": "day", "warm_writes_per_s": 20_000, "peak_writes_per_s": 5})
+    env = config.function_environment(function, _wiring())
+    shared = set(config.to_lambda_environment(rejects_queue_url="https://sqs.example/q"))
+    own_code = _code_of(function.value)
+    all_code = _code_of(*(f.value for f in LambdaFunction))
+    unread = [
+        name
+        for name in env
+        if name not in INFORMATIONAL | READ_BY_POWERTOOLS
+        and f'"{name}"' not in own_code
+        and not (name in shared and f'"{name}"' in all_code)
+    ]
+    assert unread == []
+
+
+def test_function_environment_refuses_missing_wiring_and_a_rotator_without_periods() -> None:
+    config = AppConfig.from_context({})
+    with pytest.raises(ValueError, match="rejects_queue_url"):
+        config.function_environment(LambdaFunction.INGEST, FunctionWiring())
+    with pytest.raises(ValueError, match="cursor_secret_arn"):
+        config.function_environment(LambdaFunction.QUERY, FunctionWiring())
+    with pytest.raises(ValueError, match="alert_topic_arn"):
+        config.function_environment(LambdaFunction.HOTKEYS, FunctionWiring())
+    with pytest.raises(ValueError, match="table_period"):
+        config.function_environment(LambdaFunction.ROTATOR, _wiring())
+    periodic = AppConfig.from_context({"table_period": "day"})
+    with pytest.raises(ValueError, match="hotkeys_function_arn"):
+        periodic.function_environment(LambdaFunction.ROTATOR, FunctionWiring(alert_topic_arn="arn:x"))
+
+
+def test_only_ingest_is_told_the_rejects_queue() -> None:
+    config = AppConfig.from_context({})
+    for function in (LambdaFunction.QUERY, LambdaFunction.HOTKEYS):
+        assert "REJECTS_QUEUE_URL" not in config.function_environment(function, _wiring())
+
+
+@pytest.mark.parametrize(("period", "minutes"), [("hour", 15), ("day", 60), ("week", 60), ("month", 60)])
+def test_the_rotator_runs_every_quarter_hour_for_hourly_tables_and_hourly_otherwise(period: str, minutes: int) -> None:
+    config = AppConfig.from_context({"table_period": period, "retention": "60d"})
+    assert config.rotation_interval_minutes() == minutes
 
 
 # -- cdk.json loading --------------------------------------------------------------------

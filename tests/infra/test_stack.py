@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 from aws_cdk import Token
 from aws_cdk.assertions import Match, Template
 
-from infra.config import READINGS_SCHEMA
+from infra.config import CONTROL_SCHEMA, READINGS_SCHEMA
 from keydesign import Reading, ShardMap, build_item, ttl_for
 from tests.infra.conftest import Synthesized
 
@@ -98,17 +99,27 @@ def test_stored_items_carry_exactly_the_attributes_the_table_declares(synthesize
     assert item[ttl_name] == reading.ts_ms // 1000 + 30 * 86_400
 
 
-def test_control_table_is_on_demand_recoverable_and_has_no_stream_or_ttl(synthesized: Synthesized) -> None:
+def test_control_table_is_on_demand_recoverable_unstreamed_and_expires_detector_items(
+    synthesized: Synthesized,
+) -> None:
     control = _table(synthesized.templates["default"], "timeseries-control")
     properties = control["Properties"]
     assert properties["BillingMode"] == "PAY_PER_REQUEST"
     assert [k["AttributeName"] for k in properties["KeySchema"]] == ["pk", "sk"]
     assert "StreamSpecification" not in properties
-    assert "TimeToLiveSpecification" not in properties
+    # Counters, claims and cooldowns of the hot-key detector carry expires_at; the shard map never does.
+    assert properties["TimeToLiveSpecification"] == {"AttributeName": "expires_at", "Enabled": True}
+    assert properties["TimeToLiveSpecification"]["AttributeName"] == CONTROL_SCHEMA.ttl_attribute
     (replica,) = properties["Replicas"]
     assert replica["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
     assert replica["DeletionProtectionEnabled"] is True
     assert control["DeletionPolicy"] == "Retain"
+
+
+def test_the_hot_key_detector_writes_expires_at_in_epoch_seconds() -> None:
+    # The attribute the table expires on is the one the detector's items carry.
+    source = (Path(__file__).resolve().parents[2] / "functions" / "hotkeys" / "control_table.py").read_text()
+    assert f'"{CONTROL_SCHEMA.ttl_attribute}"' in source
 
 
 def test_ingest_stream_is_on_demand_and_encrypted_with_the_aws_managed_key(synthesized: Synthesized) -> None:
@@ -128,14 +139,14 @@ def test_ingest_stream_is_on_demand_and_encrypted_with_the_aws_managed_key(synth
 def test_rejects_queue_is_encrypted_keeps_messages_two_weeks_and_refuses_plain_http(
     synthesized: Synthesized,
 ) -> None:
-    template = synthesized.templates["default"]
-    template.resource_count_is("AWS::SQS::Queue", 1)
-    template.has_resource_properties(
-        "AWS::SQS::Queue", {"SqsManagedSseEnabled": True, "MessageRetentionPeriod": 14 * 86_400}
-    )
-    template.has_resource_properties(
+    synth = synthesized.synth("default")
+    rejects = synth.resources[synth.logical_id(synth.stack.ingestion.rejects_queue)]
+    assert rejects["Properties"]["SqsManagedSseEnabled"] is True
+    assert rejects["Properties"]["MessageRetentionPeriod"] == 14 * 86_400
+    synthesized.templates["default"].has_resource_properties(
         "AWS::SQS::QueuePolicy",
         {
+            "Queues": [{"Ref": synth.logical_id(synth.stack.ingestion.rejects_queue)}],
             "PolicyDocument": {
                 "Statement": Match.array_with(
                     [
@@ -148,7 +159,7 @@ def test_rejects_queue_is_encrypted_keeps_messages_two_weeks_and_refuses_plain_h
                         )
                     ]
                 )
-            }
+            },
         },
     )
 
@@ -161,6 +172,9 @@ def test_outputs_name_every_resource_an_operator_or_producer_needs(synthesized: 
         "ControlTableName",
         "IngestStreamName",
         "RejectsQueueUrl",
+        "ApiUrl",
+        "AlertsTopicArn",
+        "DashboardName",
     }
     assert outputs["TablePrefix"]["Value"] == "timeseries-readings"
     assert "Export" not in str(outputs)
@@ -231,7 +245,14 @@ def test_control_table_stays_on_demand_and_recoverable_when_readings_are_provisi
 
 def test_destroy_removal_policy_applies_to_every_stateful_resource(synthesized: Synthesized) -> None:
     template = synthesized.templates["provisioned"]
-    for resource_type in (GLOBAL_TABLE, "AWS::Kinesis::Stream", "AWS::SQS::Queue"):
+    for resource_type in (
+        GLOBAL_TABLE,
+        "AWS::Kinesis::Stream",
+        "AWS::SQS::Queue",
+        "AWS::Logs::LogGroup",
+        "AWS::SecretsManager::Secret",
+        "AWS::KMS::Key",
+    ):
         resources = template.find_resources(resource_type)
         assert resources, resource_type
         for resource in resources.values():

@@ -1,0 +1,226 @@
+"""The query API: a REST API in front of the query function, and the key that signs its cursors.
+
+Every method requires IAM (SigV4) authorization: a caller needs an AWS
+principal allowed ``execute-api:Invoke`` on the stage. The function validates
+every parameter itself (``functions/query``); the gateway checks the required
+ones before anything is invoked, and answers in the same ``{"error", "parameter"}``
+shape the function uses.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from aws_cdk import Acknowledgment, Duration, RemovalPolicy, Validations
+from aws_cdk import aws_apigateway as apigateway
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_secretsmanager as secretsmanager
+from constructs import Construct
+
+from infra.acknowledgements import acknowledge, acknowledge_unscoped_actions
+from infra.config import AppConfig, FunctionWiring, LambdaFunction
+from infra.lambdas import LambdaRuntime, ServiceFunction, log_retention
+
+#: The cursor-signing key: 64 letters and digits (the function wants 32 bytes at least).
+CURSOR_KEY_LENGTH = 64
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """One GET route of ``docs/openapi.json`` and its query parameters (name -> required)."""
+
+    path: str
+    query: Mapping[str, bool]
+
+
+_READ_PAGE = {"limit": False, "cursor": False, "order": False, "measures": False, "consistent": False}
+_COMMON = {"measures": False, "consistent": False, "explain": False}
+#: The routes of ``functions/query/api.py`` (a test keeps them equal to docs/openapi.json).
+ROUTES = (
+    Route("/entities/{entity_id}/readings", {"from": True, "to": True, **_READ_PAGE, "explain": False}),
+    Route("/entities/{entity_id}/latest", {"lookback": False, **_COMMON}),
+    Route(
+        "/entities/{entity_id}/aggregates",
+        {"from": True, "to": True, "interval": True, "stats": False, **_COMMON},
+    ),
+    Route("/readings", {"from": True, "to": True, **_READ_PAGE, "explain": False}),
+)
+
+#: One JSON object per request: who called (the SigV4 principal), what, and how it went.
+ACCESS_LOG_FORMAT = json.dumps(
+    {
+        "requestId": "$context.requestId",
+        "extendedRequestId": "$context.extendedRequestId",
+        "requestTime": "$context.requestTime",
+        "caller": "$context.identity.caller",
+        "userArn": "$context.identity.userArn",
+        "accountId": "$context.identity.accountId",
+        "sourceIp": "$context.identity.sourceIp",
+        "userAgent": "$context.identity.userAgent",
+        "httpMethod": "$context.httpMethod",
+        "resourcePath": "$context.resourcePath",
+        "path": "$context.path",
+        "status": "$context.status",
+        "responseLength": "$context.responseLength",
+        "responseLatency": "$context.responseLatency",
+        "integrationLatency": "$context.integrationLatency",
+        "integrationStatus": "$context.integrationStatus",
+        "errorMessage": "$context.error.message",
+        "xrayTraceId": "$context.xrayTraceId",
+    },
+    separators=(",", ":"),
+)
+
+
+class QueryApi(Construct):
+    """The REST API, its stage and access log, the query function and the cursor key."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: AppConfig,
+        runtime: LambdaRuntime,
+        removal_policy: RemovalPolicy,
+    ) -> None:
+        super().__init__(scope, construct_id)
+
+        self.cursor_key = secretsmanager.Secret(
+            self,
+            "CursorKey",
+            description="Signs the query API's pagination cursors (HMAC-SHA256); rotating it voids open cursors",
+            generate_secret_string=secretsmanager.SecretStringGenerator(
+                password_length=CURSOR_KEY_LENGTH, exclude_punctuation=True
+            ),
+            removal_policy=removal_policy,
+        )
+        Validations.of(self.cursor_key).acknowledge(
+            Acknowledgment(
+                id="AwsSolutions-SMG4",
+                reason=(
+                    "The secret is an HMAC key for pagination cursors, not a credential: nothing outside this stack "
+                    "holds it and no client ever sees it. Rotating it would only void every cursor in flight, so it "
+                    "is rotated by hand (update the secret value) when a leak is suspected, not on a schedule."
+                ),
+            )
+        )
+
+        self.query = ServiceFunction(
+            self,
+            "Query",
+            runtime=runtime,
+            function=LambdaFunction.QUERY,
+            function_name=f"{config.stack_name}-{LambdaFunction.QUERY.value}",
+            description="Answers the query API: readings, latest, aggregates",
+            environment=config.function_environment(
+                LambdaFunction.QUERY, FunctionWiring(cursor_secret_arn=self.cursor_key.secret_arn)
+            ),
+            removal_policy=removal_policy,
+        )
+        self.function = self.query.function
+        acknowledge_unscoped_actions(self.query.role)
+        acknowledge(
+            self.function,
+            "Serverless-LambdaDLQ",
+            "A function DLQ only receives failed asynchronous invocations, and this function is only invoked "
+            "synchronously by API Gateway's Lambda proxy integration: a failure is the HTTP response the caller "
+            "gets (and is logged, traced and alarmed on), with nothing left to redeliver.",
+        )
+        # GetSecretValue on this secret only (grant_read would add DescribeSecret, which the code never calls).
+        self.function.add_to_role_policy(
+            iam.PolicyStatement(actions=["secretsmanager:GetSecretValue"], resources=[self.cursor_key.secret_arn])
+        )
+
+        self.access_logs = logs.LogGroup(
+            self,
+            "AccessLogs",
+            retention=log_retention(config.log_retention_days),
+            removal_policy=removal_policy,
+        )
+        self.rest_api = apigateway.RestApi(
+            self,
+            "RestApi",
+            rest_api_name=f"{config.stack_name}-query",
+            description="Time-series readings: per entity, latest, aggregates, and across entities (SigV4)",
+            endpoint_types=[apigateway.EndpointType.REGIONAL],
+            # API Gateway writes access and execution logs with an account-wide
+            # role (one per account and region). Kept when the stack goes: other
+            # APIs in the account may rely on it.
+            cloud_watch_role=config.api.cloudwatch_role,
+            cloud_watch_role_removal_policy=RemovalPolicy.RETAIN if config.api.cloudwatch_role else None,
+            default_method_options=apigateway.MethodOptions(authorization_type=apigateway.AuthorizationType.IAM),
+            deploy_options=apigateway.StageOptions(
+                stage_name=config.api.stage,
+                throttling_rate_limit=config.api.throttle_rate,
+                throttling_burst_limit=config.api.throttle_burst,
+                tracing_enabled=True,
+                logging_level=apigateway.MethodLoggingLevel.ERROR,
+                data_trace_enabled=False,  # request bodies and headers stay out of the logs
+                access_log_destination=apigateway.LogGroupLogDestination(self.access_logs),
+                access_log_format=apigateway.AccessLogFormat.custom(ACCESS_LOG_FORMAT),
+            ),
+        )
+        # The stack publishes the URL as ApiUrl; drop RestApi's own output (its key is a hash).
+        self.rest_api.node.try_remove_child("Endpoint")
+        self.validator = self.rest_api.add_request_validator(
+            "ParameterValidator", validate_request_parameters=True, validate_request_body=True
+        )
+        # A missing required parameter is answered by the gateway; keep the function's error shape.
+        self.rest_api.add_gateway_response(
+            "BadRequestParameters",
+            type=apigateway.ResponseType.BAD_REQUEST_PARAMETERS,
+            templates={"application/json": '{"error": "$context.error.validationErrorString", "parameter": null}'},
+        )
+
+        integration = apigateway.LambdaIntegration(
+            self.function, proxy=True, allow_test_invoke=False, timeout=Duration.seconds(29)
+        )
+        for route in ROUTES:
+            resource = self.rest_api.root.resource_for_path(route.path)
+            resource.add_method(
+                "GET",
+                integration,
+                authorization_type=apigateway.AuthorizationType.IAM,
+                request_validator=self.validator,
+                request_parameters=_request_parameters(route),
+            )
+
+        reason_waf = (
+            "Every method requires SigV4 (IAM) authorization, so only principals of this account, or ones it trusts, "
+            "reach the function at all; stage throttling caps the rate. A WAF web ACL would add cost per request "
+            "and per rule without a threat the IAM check leaves open; attach one to the stage if the API is ever "
+            "exposed to untrusted callers."
+        )
+        reason_cognito = (
+            "The API is called by services and operators holding AWS credentials, not by end users: IAM (SigV4) "
+            "authorization is the authorizer on every method, and a Cognito user pool would add a second identity "
+            "system with nothing to authenticate."
+        )
+        Validations.of(self.rest_api).acknowledge(
+            Acknowledgment(id="AwsSolutions-APIG3", reason=reason_waf),
+            Acknowledgment(id="AwsSolutions-COG4", reason=reason_cognito),
+        )
+        cloudwatch_role = self.rest_api.node.try_find_child("CloudWatchRole")
+        if cloudwatch_role is not None:
+            acknowledge(
+                cloudwatch_role,
+                "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
+                "AmazonAPIGatewayPushToCloudWatchLogs]",
+                "This is API Gateway's account-level logging role, assumable only by apigateway.amazonaws.com. "
+                "AWS maintains AmazonAPIGatewayPushToCloudWatchLogs for exactly this purpose, and the role must "
+                "write to log groups API Gateway creates itself for execution logs, whose names are not known here.",
+            )
+
+
+def _request_parameters(route: Route) -> dict[str, bool]:
+    params = {f"method.request.path.{name}": True for name in _path_names(route.path)}
+    params.update({f"method.request.querystring.{name}": required for name, required in route.query.items()})
+    return params
+
+
+def _path_names(path: str) -> list[str]:
+    return [part[1:-1] for part in path.split("/") if part.startswith("{") and part.endswith("}")]

@@ -1,0 +1,81 @@
+"""Hot keys: the detector on the readings table's DynamoDB stream, and the queue for batches it gives up on.
+
+With one readings table the stack maps the table's stream to the function
+here. With a table per period the tables appear at run time, so the rotator
+maps each new table's stream with the same settings (``HOTKEYS_*`` in its
+environment, from the same configuration) and the same failure queue.
+"""
+
+from __future__ import annotations
+
+from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_event_sources as sources
+from aws_cdk import aws_sns as sns
+from constructs import Construct
+
+from infra.acknowledgements import acknowledge, acknowledge_unscoped_actions
+from infra.config import AppConfig, FunctionWiring, LambdaFunction
+from infra.ingestion import STREAM_FUNCTION_DLQ_REASON, terminal_queue
+from infra.lambdas import LambdaRuntime, ServiceFunction
+
+
+class HotKeys(Construct):
+    """The hot-key function, its failure queue, and (one readings table) its stream mapping."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: AppConfig,
+        runtime: LambdaRuntime,
+        readings_table: dynamodb.ITable | None,
+        alerts_topic: sns.ITopic,
+        removal_policy: RemovalPolicy,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        hot = config.hot_keys
+
+        self.failure_queue = terminal_queue(
+            self,
+            "FailureQueue",
+            removal_policy=removal_policy,
+            holds="the record of a stream batch the hot-key mapping gave up on (its load went uncounted)",
+        )
+        self.detector = ServiceFunction(
+            self,
+            "Detector",
+            runtime=runtime,
+            function=LambdaFunction.HOTKEYS,
+            function_name=f"{config.stack_name}-{LambdaFunction.HOTKEYS.value}",
+            description="Measures write load per partition key and entity from the readings stream; splits hot ones",
+            environment=config.function_environment(
+                LambdaFunction.HOTKEYS, FunctionWiring(alert_topic_arn=alerts_topic.topic_arn)
+            ),
+            removal_policy=removal_policy,
+        )
+        self.function = self.detector.function
+        acknowledge_unscoped_actions(self.detector.role)
+        acknowledge(self.function, "Serverless-LambdaDLQ", STREAM_FUNCTION_DLQ_REASON)
+        # Lambda sends a failed batch's record to the destination with the
+        # function's role, also for the mappings the rotator creates at run time.
+        self.failure_queue.grant(self.function, "sqs:SendMessage")
+
+        if readings_table is not None:
+            self.function.add_event_source(
+                sources.DynamoEventSource(
+                    readings_table,
+                    # TRIM_HORIZON: every write since the stream began counts.
+                    starting_position=lambda_.StartingPosition.TRIM_HORIZON,
+                    batch_size=hot.batch_size,
+                    max_batching_window=Duration.seconds(hot.batching_window_s),
+                    parallelization_factor=hot.parallelization_factor,
+                    retry_attempts=hot.max_retries,
+                    max_record_age=Duration.seconds(hot.max_record_age_s),
+                    bisect_batch_on_error=True,
+                    report_batch_item_failures=True,
+                    on_failure=sources.SqsDlq(self.failure_queue),
+                )
+            )

@@ -1,0 +1,248 @@
+"""Rotation: the rotator function and its schedule (only with a table period).
+
+The rotator builds each period's table ahead of time, maps its stream to the
+hot-key function, puts three alarms on it, dials it down after its grace
+period, and exports and drops it past retention. Every table it may touch is
+named ``<table_prefix>-<label>``, so its permissions are scoped to that name
+pattern, and dropping a table additionally requires the tags the rotator puts
+on the tables it creates.
+"""
+
+from __future__ import annotations
+
+import json
+
+from aws_cdk import ArnFormat, Aws, RemovalPolicy, Stack
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_scheduler as scheduler
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from infra.acknowledgements import account_arn, acknowledge_unscoped_actions, acknowledge_wildcard
+from infra.config import AppConfig, FunctionWiring, LambdaFunction
+from infra.ingestion import terminal_queue
+from infra.lambdas import LambdaRuntime, ServiceFunction
+
+#: The tags the rotator writes on every table it creates (``rotator.settings``)
+#: and checks before it dials one down or drops it.
+MANAGED_BY_TAG = "timeseries:managed-by"
+MANAGED_BY_VALUE = "rotator"
+PREFIX_TAG = "timeseries:table-prefix"
+
+#: What a run does to the tables of its prefix: list and describe them, create
+#: (with tags), set up TTL, PITR and the stream, change capacity, export.
+TABLE_ACTIONS = (
+    "dynamodb:CreateTable",
+    "dynamodb:DescribeTable",
+    "dynamodb:UpdateTable",
+    "dynamodb:TagResource",
+    "dynamodb:ListTagsOfResource",
+    "dynamodb:DescribeTimeToLive",
+    "dynamodb:UpdateTimeToLive",
+    "dynamodb:DescribeContinuousBackups",
+    "dynamodb:UpdateContinuousBackups",
+    "dynamodb:ExportTableToPointInTime",
+)
+ALARM_ACTIONS = ("cloudwatch:PutMetricAlarm", "cloudwatch:DeleteAlarms", "cloudwatch:TagResource")
+#: Writing an export (DynamoDB writes it with the caller's permissions).
+EXPORT_ACTIONS = ("s3:AbortMultipartUpload", "s3:PutObject", "s3:PutObjectAcl")
+
+
+def schedule_expression(minutes: int) -> str:
+    """EventBridge Scheduler's rate expression for a run every ``minutes``."""
+    return "rate(1 hour)" if minutes == 60 else f"rate({minutes} minutes)"
+
+
+class Rotation(Construct):
+    """The rotator, a schedule that runs it, and the queue for runs that could not be delivered or failed."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: AppConfig,
+        runtime: LambdaRuntime,
+        hot_keys_function: lambda_.IFunction,
+        hot_keys_failure_queue: sqs.IQueue,
+        alerts_topic: sns.ITopic,
+        removal_policy: RemovalPolicy,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        prefix = config.storage.table_prefix
+
+        # Invocations that failed (after Lambda's own handling) or that the
+        # scheduler could not deliver. Each run is complete in itself and the
+        # next one redoes whatever is left, so nothing here needs replaying:
+        # the queue is there to be alarmed on.
+        self.failure_queue = terminal_queue(
+            self,
+            "FailureQueue",
+            removal_policy=removal_policy,
+            holds="a rotation run that failed or could not be delivered (the next scheduled run redoes its work)",
+        )
+        self.rotator = ServiceFunction(
+            self,
+            "Rotator",
+            runtime=runtime,
+            function=LambdaFunction.ROTATOR,
+            function_name=f"{config.stack_name}-{LambdaFunction.ROTATOR.value}",
+            description=f"Creates, tends, exports and drops the {prefix}-<{config.table_period}> tables",
+            environment=config.function_environment(
+                LambdaFunction.ROTATOR,
+                FunctionWiring(
+                    alert_topic_arn=alerts_topic.topic_arn,
+                    hotkeys_function_arn=hot_keys_function.function_arn,
+                    hotkeys_failure_destination_arn=hot_keys_failure_queue.queue_arn,
+                ),
+            ),
+            removal_policy=removal_policy,
+            # Runs are idempotent, but two at once only race each other.
+            reserved_concurrency=1,
+            # The scheduler invokes asynchronously: a run that still fails after
+            # Lambda's two retries lands here (and is alarmed).
+            dead_letter_queue=self.failure_queue,
+        )
+        self.function = self.rotator.function
+        self._grant(config, prefix, hot_keys_function)
+        self.schedule = self._schedule(config.rotation_interval_minutes())
+
+    def _schedule(self, interval: int) -> scheduler.CfnSchedule:
+        # The L1 resource with a role of our own: the L2 target grants invoke on
+        # the function's every version and alias too ("<arn>:*"), and this
+        # schedule only ever invokes the function itself.
+        self.schedule_role = iam.Role(
+            self,
+            "ScheduleRole",
+            assumed_by=iam.ServicePrincipal(
+                "scheduler.amazonaws.com", conditions={"StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID}}
+            ),
+            description="Lets EventBridge Scheduler invoke the table rotator",
+        )
+        self.schedule_role.add_to_policy(
+            iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[self.function.function_arn])
+        )
+        self.failure_queue.grant(self.schedule_role, "sqs:SendMessage")
+        return scheduler.CfnSchedule(
+            self,
+            "Schedule",
+            description=f"Runs the table rotator every {interval} minutes",
+            schedule_expression=schedule_expression(interval),
+            # Exactly on the rate, no flexible window: runs stay evenly spaced.
+            flexible_time_window=scheduler.CfnSchedule.FlexibleTimeWindowProperty(mode="OFF"),
+            state="ENABLED",
+            target=scheduler.CfnSchedule.TargetProperty(
+                arn=self.function.function_arn,
+                role_arn=self.schedule_role.role_arn,
+                # A live run on the real clock.
+                input=json.dumps({}),
+                dead_letter_config=scheduler.CfnSchedule.DeadLetterConfigProperty(arn=self.failure_queue.queue_arn),
+                retry_policy=scheduler.CfnSchedule.RetryPolicyProperty(
+                    maximum_retry_attempts=2,
+                    # An invocation older than the interval is superseded by the next run.
+                    maximum_event_age_in_seconds=interval * 60,
+                ),
+            ),
+        )
+
+    def _grant(self, config: AppConfig, prefix: str, hot_keys_function: lambda_.IFunction) -> None:
+        stack = Stack.of(self)
+        tables = stack.format_arn(service="dynamodb", resource="table", resource_name=f"{prefix}-*")
+        exports = stack.format_arn(service="dynamodb", resource="table", resource_name=f"{prefix}-*/export/*")
+        alarms = stack.format_arn(
+            service="cloudwatch",
+            resource="alarm",
+            resource_name=f"{prefix}-*",
+            arn_format=ArnFormat.COLON_RESOURCE_NAME,
+        )
+        mappings = stack.format_arn(
+            service="lambda",
+            resource="event-source-mapping",
+            resource_name="*",
+            arn_format=ArnFormat.COLON_RESOURCE_NAME,
+        )
+        only_hot_keys = {"StringEquals": {"lambda:FunctionArn": hot_keys_function.function_arn}}
+        statements = [
+            # Listing names no table: these three cannot be scoped to a resource.
+            iam.PolicyStatement(
+                actions=["dynamodb:ListTables", "dynamodb:ListExports", "cloudwatch:DescribeAlarms"],
+                resources=["*"],
+            ),
+            iam.PolicyStatement(actions=list(TABLE_ACTIONS), resources=[tables]),
+            # Dropping is allowed only for tables the rotator itself created for this prefix.
+            iam.PolicyStatement(
+                actions=["dynamodb:DeleteTable"],
+                resources=[tables],
+                conditions={
+                    "StringEquals": {
+                        f"aws:ResourceTag/{MANAGED_BY_TAG}": MANAGED_BY_VALUE,
+                        f"aws:ResourceTag/{PREFIX_TAG}": prefix,
+                    }
+                },
+            ),
+            iam.PolicyStatement(actions=["dynamodb:DescribeExport"], resources=[exports]),
+            iam.PolicyStatement(actions=list(ALARM_ACTIONS), resources=[alarms]),
+            # Stream mappings: only ever to the hot-key function.
+            iam.PolicyStatement(actions=["lambda:ListEventSourceMappings"], resources=["*"]),
+            iam.PolicyStatement(actions=["lambda:CreateEventSourceMapping"], resources=["*"], conditions=only_hot_keys),
+            iam.PolicyStatement(
+                actions=["lambda:UpdateEventSourceMapping", "lambda:DeleteEventSourceMapping"],
+                resources=[mappings],
+                conditions=only_hot_keys,
+            ),
+        ]
+        rotation = config.rotation
+        if rotation.export_bucket is not None:
+            key_prefix = f"{rotation.export_prefix}/" if rotation.export_prefix else ""
+            statements.append(
+                iam.PolicyStatement(
+                    actions=list(EXPORT_ACTIONS),
+                    resources=[f"arn:{stack.partition}:s3:::{rotation.export_bucket}/{key_prefix}*"],
+                )
+            )
+            acknowledge_wildcard(
+                self.rotator.role,
+                f"arn:<AWS::Partition>:s3:::{rotation.export_bucket}/{key_prefix}*",
+                "DynamoDB writes an export as many objects under '<prefix>/<table>/AWSDynamoDB/<export id>/', names "
+                "it chooses when the export runs; the pattern admits only the configured bucket and prefix.",
+            )
+        for statement in statements:
+            self.function.add_to_role_policy(statement)
+        self._acknowledge(prefix)
+
+    def _acknowledge(self, prefix: str) -> None:
+        role = self.rotator.role
+        acknowledge_unscoped_actions(
+            role,
+            also=(
+                "dynamodb:ListTables, dynamodb:ListExports, cloudwatch:DescribeAlarms and "
+                "lambda:ListEventSourceMappings are list calls that take no resource; "
+                "lambda:CreateEventSourceMapping takes none either and is held to the hot-key function by the "
+                "lambda:FunctionArn condition."
+            ),
+        )
+        runtime_tables = (
+            f"The rotator's whole job is the per-period tables named '{prefix}-<period label>', which it creates at "
+            "run time, so they cannot be named in advance; the configuration keeps every other table of the stack "
+            "out of that namespace, and DeleteTable further requires the tags the rotator puts on its own tables."
+        )
+        acknowledge_wildcard(role, account_arn("dynamodb", f"table/{prefix}-*"), runtime_tables)
+        acknowledge_wildcard(
+            role,
+            account_arn("dynamodb", f"table/{prefix}-*/export/*"),
+            f"Exports get an id only when started; DescribeExport is limited to exports of the '{prefix}-*' tables.",
+        )
+        acknowledge_wildcard(
+            role,
+            account_arn("cloudwatch", f"alarm:{prefix}-*"),
+            f"Each per-period table gets three alarms named '<table>-<kind>', created and deleted with the table at "
+            f"run time; the pattern admits only alarms of the '{prefix}-*' tables.",
+        )
+        acknowledge_wildcard(
+            role,
+            account_arn("lambda", "event-source-mapping:*"),
+            "Event source mappings are identified by a UUID Lambda assigns when the rotator creates one; update and "
+            "delete are held to mappings of the hot-key function by the lambda:FunctionArn condition.",
+        )

@@ -1,0 +1,129 @@
+"""The query API: IAM on every method, request validation, access logging, throttling, tracing, the cursor key."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from infra.api import ACCESS_LOG_FORMAT, ROUTES, _path_names
+from infra.config import API_INTEGRATION_TIMEOUT_S, LambdaFunction
+from query.settings import MIN_SECRET_CHARS
+from tests.infra.conftest import Synthesized
+from tests.infra.template_queries import render
+
+pytestmark = pytest.mark.infra
+
+OPENAPI = Path(__file__).resolve().parents[2] / "docs" / "openapi.json"
+
+
+def test_the_routes_are_the_ones_the_function_serves() -> None:
+    # docs/openapi.json is generated from functions/query/api.py (a unit test keeps it fresh).
+    spec = json.loads(OPENAPI.read_text(encoding="utf-8"))
+    documented = {
+        path: {p["name"]: p["required"] for p in operation["get"]["parameters"] if p["in"] == "query"}
+        for path, operation in spec["paths"].items()
+    }
+    assert {route.path: dict(route.query) for route in ROUTES} == documented
+    for path, operation in spec["paths"].items():
+        in_path = [p["name"] for p in operation["get"]["parameters"] if p["in"] == "path"]
+        assert _path_names(path) == in_path
+        assert set(operation) == {"get"}
+
+
+def test_every_method_requires_iam_and_validates_its_parameters(synthesized: Synthesized) -> None:
+    synth = synthesized.synth("default")
+    methods = synth.of_type("AWS::ApiGateway::Method")
+    assert len(methods) == len(ROUTES)
+    (validator_id,) = synth.of_type("AWS::ApiGateway::RequestValidator")
+    validator = synth.resources[validator_id]["Properties"]
+    assert validator["ValidateRequestParameters"] is True
+    query_function = synth.function(LambdaFunction.QUERY)[0]
+    for method in methods.values():
+        properties = method["Properties"]
+        assert properties["HttpMethod"] == "GET"
+        assert properties["AuthorizationType"] == "AWS_IAM"
+        assert properties["RequestValidatorId"] == {"Ref": validator_id}
+        assert properties["Integration"]["Type"] == "AWS_PROXY"
+        assert query_function in render(properties["Integration"]["Uri"])
+    required = sorted(
+        name
+        for method in methods.values()
+        for name, is_required in method["Properties"]["RequestParameters"].items()
+        if is_required
+    )
+    # entity_id on the three entity routes; from and to on three routes; interval on aggregates
+    assert required.count("method.request.path.entity_id") == 3
+    assert required.count("method.request.querystring.from") == 3
+    assert required.count("method.request.querystring.interval") == 1
+
+
+def test_a_missing_parameter_is_answered_in_the_functions_error_shape(synthesized: Synthesized) -> None:
+    synth = synthesized.synth("default")
+    (response,) = synth.of_type("AWS::ApiGateway::GatewayResponse").values()
+    assert response["Properties"]["ResponseType"] == "BAD_REQUEST_PARAMETERS"
+    body = response["Properties"]["ResponseTemplates"]["application/json"]
+    assert set(json.loads(body.replace("$context.error.validationErrorString", "x"))) == {"error", "parameter"}
+
+
+def test_the_stage_is_throttled_traced_and_access_logged_as_json(synthesized: Synthesized) -> None:
+    synth = synthesized.synth("default")
+    api = synth.config.api
+    (stage,) = synth.of_type("AWS::ApiGateway::Stage").values()
+    properties = stage["Properties"]
+    assert properties["StageName"] == api.stage
+    assert properties["TracingEnabled"] is True
+    (settings,) = properties["MethodSettings"]
+    assert (settings["HttpMethod"], settings["ResourcePath"]) == ("*", "/*")
+    assert settings["ThrottlingRateLimit"] == api.throttle_rate
+    assert settings["ThrottlingBurstLimit"] == api.throttle_burst
+    assert settings["LoggingLevel"] == "ERROR"
+    assert settings["DataTraceEnabled"] is False
+    access = properties["AccessLogSetting"]
+    assert synth.logical_id(synth.stack.api.access_logs) in render(access["DestinationArn"])
+    fields = json.loads(access["Format"])
+    assert fields["requestId"] == "$context.requestId"  # API Gateway requires it in every format
+    assert fields["userArn"] == "$context.identity.userArn"
+    assert access["Format"] == ACCESS_LOG_FORMAT
+    (rest_api,) = synth.of_type("AWS::ApiGateway::RestApi").values()
+    assert rest_api["Properties"]["EndpointConfiguration"] == {"Types": ["REGIONAL"]}
+
+
+def test_api_gateway_gets_its_logging_role_only_when_configured(synthesized: Synthesized) -> None:
+    assert len(synthesized.synth("default").of_type("AWS::ApiGateway::Account")) == 1
+    account = next(iter(synthesized.synth("default").of_type("AWS::ApiGateway::Account").values()))
+    assert account["DeletionPolicy"] == "Retain"  # other APIs in the account may use it
+    assert synthesized.synth("provisioned").of_type("AWS::ApiGateway::Account") == {}
+
+
+def test_the_query_function_times_out_before_the_integration(synthesized: Synthesized) -> None:
+    synth = synthesized.synth("default")
+    timeout = synth.function(LambdaFunction.QUERY)[1]["Properties"]["Timeout"]
+    assert timeout < API_INTEGRATION_TIMEOUT_S
+    for method in synth.of_type("AWS::ApiGateway::Method").values():
+        assert method["Properties"]["Integration"]["TimeoutInMillis"] == API_INTEGRATION_TIMEOUT_S * 1000
+
+
+def test_the_cursor_key_is_a_generated_secret_long_enough_for_the_function(synthesized: Synthesized) -> None:
+    synth = synthesized.synth("default")
+    (secret,) = synth.of_type("AWS::SecretsManager::Secret").values()
+    generated = secret["Properties"]["GenerateSecretString"]
+    assert generated["PasswordLength"] >= MIN_SECRET_CHARS
+    assert generated["ExcludePunctuation"] is True
+    assert "SecretString" not in secret["Properties"]  # the value never appears in the template
+
+
+def test_only_the_api_may_invoke_the_query_function(synthesized: Synthesized) -> None:
+    synth = synthesized.synth("default")
+    function_id = synth.function(LambdaFunction.QUERY)[0]
+    permissions = [
+        p["Properties"]
+        for p in synth.of_type("AWS::Lambda::Permission").values()
+        if p["Properties"]["FunctionName"] == {"Fn::GetAtt": [function_id, "Arn"]}
+    ]
+    assert len(permissions) == len(ROUTES)  # one per method, no test-invoke permissions
+    stage = synth.logical_id(synth.stack.api.rest_api.deployment_stage)
+    for permission in permissions:
+        assert permission["Principal"] == "apigateway.amazonaws.com"
+        assert f"${{{stage}}}/GET/" in render(permission["SourceArn"])

@@ -1,0 +1,181 @@
+"""Alerts and monitoring: the topic, an alarm on everything that can fail quietly, and the dashboard."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from infra.config import LambdaFunction
+from tests.infra.conftest import VARIANTS, Synthesized
+from tests.infra.template_queries import Synth, render
+
+pytestmark = pytest.mark.infra
+
+
+def _alarms(synth: Synth) -> list[Mapping[str, Any]]:
+    return [a["Properties"] for a in synth.of_type("AWS::CloudWatch::Alarm").values()]
+
+
+def _alarms_on(synth: Synth, metric: str, dimension: str, value: Any) -> list[Mapping[str, Any]]:
+    return [
+        a
+        for a in _alarms(synth)
+        if a.get("MetricName") == metric and {"Name": dimension, "Value": value} in a.get("Dimensions", [])
+    ]
+
+
+def _custom_alarm(synth: Synth, metric: str, service: str) -> Mapping[str, Any]:
+    (alarm,) = [
+        a
+        for a in _alarms(synth)
+        if a.get("Namespace") == "TimeSeries"
+        and a.get("MetricName") == metric
+        and a.get("Dimensions") == [{"Name": "service", "Value": service}]
+    ]
+    return alarm
+
+
+# -- the alerts topic ----------------------------------------------------------------------
+
+
+def test_the_alerts_topic_is_encrypted_with_a_rotated_key_cloudwatch_may_use(synthesized: Synthesized) -> None:
+    synth = synthesized.synth("default")
+    (topic,) = synth.of_type("AWS::SNS::Topic").values()
+    assert topic["Properties"]["KmsMasterKeyId"] == synth.resolve(synth.stack.alerts.key.key_arn)
+    (key,) = synth.of_type("AWS::KMS::Key").values()
+    assert key["Properties"]["EnableKeyRotation"] is True
+    statements = key["Properties"]["KeyPolicy"]["Statement"]
+    cloudwatch = [s for s in statements if s["Principal"] == {"Service": "cloudwatch.amazonaws.com"}]
+    assert len(cloudwatch) == 1
+    assert set(cloudwatch[0]["Action"]) == {"kms:Decrypt", "kms:GenerateDataKey*"}
+    (policy,) = synth.of_type("AWS::SNS::TopicPolicy").values()
+    (deny,) = policy["Properties"]["PolicyDocument"]["Statement"]
+    assert deny["Effect"] == "Deny" and deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+
+
+def test_the_alarm_email_is_subscribed_only_when_configured(synthesized: Synthesized) -> None:
+    assert synthesized.synth("default").of_type("AWS::SNS::Subscription") == {}
+    (subscription,) = synthesized.synth("provisioned").of_type("AWS::SNS::Subscription").values()
+    assert subscription["Properties"]["Protocol"] == "email"
+    assert subscription["Properties"]["Endpoint"] == "ops@example.com"
+
+
+# -- alarms --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_every_alarm_notifies_the_topic_on_alarm_and_on_ok(synthesized: Synthesized, variant: str) -> None:
+    synth = synthesized.synth(variant)
+    topic = synth.resolve(synth.stack.alerts.topic.topic_arn)
+    alarms = _alarms(synth)
+    assert alarms
+    for alarm in alarms:
+        assert alarm["AlarmActions"] == [topic], alarm["AlarmName"]
+        assert alarm["OKActions"] == [topic], alarm["AlarmName"]
+        assert alarm["AlarmName"].startswith(f"{synth.config.stack_name}-")
+        assert alarm["AlarmDescription"]
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_every_queue_alarms_on_its_first_message(synthesized: Synthesized, variant: str) -> None:
+    synth = synthesized.synth(variant)
+    queues = synth.of_type("AWS::SQS::Queue")
+    assert queues
+    for logical_id in queues:
+        (alarm,) = _alarms_on(
+            synth, "ApproximateNumberOfMessagesVisible", "QueueName", {"Fn::GetAtt": [logical_id, "QueueName"]}
+        )
+        assert (alarm["Threshold"], alarm["ComparisonOperator"]) == (1, "GreaterThanOrEqualToThreshold")
+        assert alarm["EvaluationPeriods"] == alarm["DatapointsToAlarm"] == 1
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_every_function_alarms_on_errors_and_throttles(synthesized: Synthesized, variant: str) -> None:
+    synth = synthesized.synth(variant)
+    functions = synth.of_type("AWS::Lambda::Function")
+    for logical_id in functions:
+        for metric in ("Errors", "Throttles"):
+            (alarm,) = _alarms_on(synth, metric, "FunctionName", {"Ref": logical_id})
+            assert alarm["Namespace"] == "AWS/Lambda"
+            assert alarm["Threshold"] == 1
+
+
+def test_owned_tables_alarm_on_throttling_and_system_errors(synthesized: Synthesized) -> None:
+    synth = synthesized.synth("default")
+    tables = [synth.stack.storage.readings_table, synth.stack.storage.control_table]
+    for table in tables:
+        name = synth.resolve(table.table_name)
+        for metric in ("WriteThrottleEvents", "ReadThrottleEvents"):
+            (alarm,) = _alarms_on(synth, metric, "TableName", name)
+            assert (alarm["EvaluationPeriods"], alarm["DatapointsToAlarm"], alarm["Period"]) == (5, 3, 60)
+        system_errors = [
+            a
+            for a in _alarms(synth)
+            if "Metrics" in a
+            and any(
+                m.get("MetricStat", {}).get("Metric", {}).get("MetricName") == "SystemErrors"
+                and {"Name": "TableName", "Value": name} in m["MetricStat"]["Metric"]["Dimensions"]
+                for m in a["Metrics"]
+            )
+        ]
+        assert len(system_errors) == 1, table
+
+
+def test_the_stream_alarms_on_iterator_age_and_write_throttling(synthesized: Synthesized) -> None:
+    synth = synthesized.synth("default")
+    stream = synth.resolve(synth.stack.ingestion.stream.stream_name)
+    (age,) = _alarms_on(synth, "GetRecords.IteratorAgeMilliseconds", "StreamName", stream)
+    assert age["Threshold"] == synth.config.iterator_age_alarm_s * 1000
+    assert age["Statistic"] == "Maximum"
+    (throttles,) = _alarms_on(synth, "WriteProvisionedThroughputExceeded", "StreamName", stream)
+    assert throttles["Threshold"] == 1
+    hot_keys = synth.function(LambdaFunction.HOTKEYS)[0]
+    (lag,) = _alarms_on(synth, "IteratorAge", "FunctionName", {"Ref": hot_keys})
+    assert lag["Threshold"] == synth.config.iterator_age_alarm_s * 1000
+
+
+def test_the_api_alarms_on_server_errors(synthesized: Synthesized) -> None:
+    synth = synthesized.synth("default")
+    alarms = [a for a in _alarms(synth) if a.get("MetricName") == "5XXError"]
+    assert len(alarms) == 1
+    assert alarms[0]["Namespace"] == "AWS/ApiGateway"
+
+
+def test_rotation_alarms_when_the_next_table_is_not_ready_or_runs_keep_failing(synthesized: Synthesized) -> None:
+    synth = synthesized.synth("periodic")
+    ready = _custom_alarm(synth, "PeriodsReady", "rotator")
+    assert (ready["ComparisonOperator"], ready["Threshold"]) == ("LessThanThreshold", 2)
+    assert ready["TreatMissingData"] == "breaching"  # no run for an hour is itself the problem
+    errors = _custom_alarm(synth, "RotationErrors", "rotator")
+    assert errors["EvaluationPeriods"] == errors["DatapointsToAlarm"] == 3
+    assert errors["Period"] == synth.config.rotation_interval_minutes() * 60
+    assert [a for a in _alarms(synthesized.synth("default")) if a.get("MetricName") == "PeriodsReady"] == []
+
+
+# -- dashboard -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("variant", ["default", "periodic"])
+def test_the_dashboard_shows_ingest_rate_rejects_hot_keys_iterator_age_and_throttles(
+    synthesized: Synthesized, variant: str
+) -> None:
+    synth = synthesized.synth(variant)
+    (dashboard,) = synth.of_type("AWS::CloudWatch::Dashboard").values()
+    body = render(dashboard["Properties"]["DashboardBody"])
+    for shown in (
+        '"TimeSeries","ReadingsReceived","service","ingest"',
+        '"ReadingsWritten"',
+        '"ReadingsRejected"',
+        '"TimeSeries","HotKeys","service","hotkeys"',
+        '"HottestKeyWriteUnitsPerSecond"',
+        '"GetRecords.IteratorAgeMilliseconds"',
+        '"IteratorAge"',
+        '"WriteProvisionedThroughputExceeded"',
+        '"ThrottledCalls"',
+        '"ApproximateNumberOfMessagesVisible"',
+    ):
+        assert shown in body, shown
+    assert ("WriteThrottleEvents" in body) is True
+    assert ('"PeriodsReady"' in body) == (variant == "periodic")

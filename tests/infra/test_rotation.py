@@ -1,0 +1,131 @@
+"""The rotator (only with a table period): its schedule, its failure queue, and what its role may do."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from infra.config import AppConfig, LambdaFunction
+from infra.rotation import MANAGED_BY_TAG, MANAGED_BY_VALUE, PREFIX_TAG, schedule_expression
+from rotator import settings as rotator_settings
+from tests.infra.conftest import Synthesized
+from tests.infra.template_queries import grants, render
+
+pytestmark = pytest.mark.infra
+
+ACCOUNT_ARN = "arn:${AWS::Partition}:%s:${AWS::Region}:${AWS::AccountId}:%s"
+PREFIX = "timeseries-readings"
+
+
+def test_the_rotator_and_its_schedule_exist_only_with_a_table_period(synthesized: Synthesized) -> None:
+    assert synthesized.synth("default").of_type("AWS::Scheduler::Schedule") == {}
+    assert synthesized.stacks["default"].rotation is None
+    assert len(synthesized.synth("periodic").of_type("AWS::Scheduler::Schedule")) == 1
+
+
+def test_the_schedule_runs_the_rotator_on_a_fixed_rate_with_a_dead_letter_queue(synthesized: Synthesized) -> None:
+    synth = synthesized.synth("periodic")
+    rotation = synth.stack.rotation
+    (schedule,) = synth.of_type("AWS::Scheduler::Schedule").values()
+    properties = schedule["Properties"]
+    assert properties["ScheduleExpression"] == "rate(1 hour)"  # daily tables
+    assert properties["FlexibleTimeWindow"] == {"Mode": "OFF"}
+    assert properties["State"] == "ENABLED"
+    target = properties["Target"]
+    assert target["Arn"] == synth.resolve(rotation.function.function_arn)
+    assert json.loads(target["Input"]) == {}  # a live run on the real clock
+    assert target["DeadLetterConfig"] == {"Arn": synth.resolve(rotation.failure_queue.queue_arn)}
+    assert target["RetryPolicy"]["MaximumEventAgeInSeconds"] == 3600
+    # The schedule's role may invoke the rotator itself and reach its DLQ, nothing more.
+    role_id = target["RoleArn"]["Fn::GetAtt"][0]
+    assert grants(synth.statements_of_role(role_id)) == {
+        ("lambda:InvokeFunction", render(synth.resolve(rotation.function.function_arn)), "{}"),
+        ("sqs:SendMessage", render(synth.resolve(rotation.failure_queue.queue_arn)), "{}"),
+    }
+    trust = synth.resources[role_id]["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+    assert [s["Principal"] for s in trust] == [{"Service": "scheduler.amazonaws.com"}]
+
+
+@pytest.mark.parametrize(("period", "expression"), [("hour", "rate(15 minutes)"), ("day", "rate(1 hour)")])
+def test_hourly_tables_are_rotated_every_quarter_hour(period: str, expression: str) -> None:
+    config = AppConfig.from_context({"table_period": period, "retention": "7d"})
+    assert schedule_expression(config.rotation_interval_minutes()) == expression
+
+
+def test_one_run_at_a_time_and_failed_runs_land_in_an_alarmed_queue(synthesized: Synthesized) -> None:
+    synth = synthesized.synth("periodic")
+    properties = synth.function(LambdaFunction.ROTATOR)[1]["Properties"]
+    assert properties["ReservedConcurrentExecutions"] == 1
+    assert properties["DeadLetterConfig"] == {"TargetArn": synth.resolve(synth.stack.rotation.failure_queue.queue_arn)}
+    assert properties["Timeout"] == synth.config.lambdas.rotator.timeout_s
+
+
+def test_the_tags_the_delete_condition_requires_are_the_ones_the_rotator_writes() -> None:
+    assert (MANAGED_BY_TAG, MANAGED_BY_VALUE, PREFIX_TAG) == (
+        rotator_settings.MANAGED_BY_TAG,
+        rotator_settings.MANAGED_BY_VALUE,
+        rotator_settings.PREFIX_TAG,
+    )
+
+
+def test_the_rotator_may_manage_only_its_prefixed_tables_alarms_and_hot_key_mappings(
+    synthesized: Synthesized,
+) -> None:
+    synth = synthesized.synth("periodic")
+    stack = synth.stack
+    tables = ACCOUNT_ARN % ("dynamodb", f"table/{PREFIX}-*")
+    hot_keys = json.dumps(
+        {"StringEquals": {"lambda:FunctionArn": synth.resolve(stack.hot_keys.function.function_arn)}},
+        sort_keys=True,
+    )
+    only_its_own = json.dumps(
+        {
+            "StringEquals": {
+                "aws:ResourceTag/timeseries:managed-by": "rotator",
+                "aws:ResourceTag/timeseries:table-prefix": PREFIX,
+            }
+        },
+        sort_keys=True,
+    )
+    table_actions = [
+        "CreateTable",
+        "DescribeTable",
+        "UpdateTable",
+        "TagResource",
+        "ListTagsOfResource",
+        "DescribeTimeToLive",
+        "UpdateTimeToLive",
+        "DescribeContinuousBackups",
+        "UpdateContinuousBackups",
+        "ExportTableToPointInTime",
+    ]
+    expected = {
+        ("xray:PutTraceSegments", "*", "{}"),
+        ("xray:PutTelemetryRecords", "*", "{}"),
+        ("logs:CreateLogStream", render(synth.resolve(stack.rotation.rotator.log_group.log_group_arn)), "{}"),
+        ("logs:PutLogEvents", render(synth.resolve(stack.rotation.rotator.log_group.log_group_arn)), "{}"),
+        # its own dead-letter queue
+        ("sqs:SendMessage", render(synth.resolve(stack.rotation.failure_queue.queue_arn)), "{}"),
+        ("dynamodb:ListTables", "*", "{}"),
+        ("dynamodb:ListExports", "*", "{}"),
+        ("cloudwatch:DescribeAlarms", "*", "{}"),
+        ("lambda:ListEventSourceMappings", "*", "{}"),
+        *((f"dynamodb:{action}", tables, "{}") for action in table_actions),
+        ("dynamodb:DeleteTable", tables, only_its_own),
+        ("dynamodb:DescribeExport", ACCOUNT_ARN % ("dynamodb", f"table/{PREFIX}-*/export/*"), "{}"),
+        *(
+            (f"cloudwatch:{action}", ACCOUNT_ARN % ("cloudwatch", f"alarm:{PREFIX}-*"), "{}")
+            for action in ("PutMetricAlarm", "DeleteAlarms", "TagResource")
+        ),
+        ("lambda:CreateEventSourceMapping", "*", hot_keys),
+        *(
+            (f"lambda:{action}", ACCOUNT_ARN % ("lambda", "event-source-mapping:*"), hot_keys)
+            for action in ("UpdateEventSourceMapping", "DeleteEventSourceMapping")
+        ),
+        *(
+            (action, "arn:${AWS::Partition}:s3:::timeseries-exports-example/dynamodb-exports/*", "{}")
+            for action in ("s3:AbortMultipartUpload", "s3:PutObject", "s3:PutObjectAcl")
+        ),
+    }
+    assert grants(synth.role_statements(LambdaFunction.ROTATOR)) == expected

@@ -12,7 +12,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 SITE = $(shell $(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 
 .DEFAULT_GOAL := help
-.PHONY: help venv demo bench test test-unit test-integration test-infra lint format typecheck synth plan clean
+.PHONY: help venv demo serve bench test test-unit test-integration test-infra lint format typecheck synth plan clean
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  make %-18s %s\n", $$1, $$2}'
@@ -30,6 +30,9 @@ venv: $(STAMP) ## Create .venv and install the dev requirements
 
 demo: $(STAMP) ## Run the main job: the seed scenario on the embedded local stack
 	$(PY) -m tsctl demo
+
+serve: $(STAMP) ## Leave the whole system running on loopback (moto + the four functions + the API)
+	$(PY) -m tsctl serve
 
 bench: $(STAMP) ## Run the benchmarks; figures to out/bench/results.json (see docs/benchmarks.md)
 	$(PY) -m benchmarks

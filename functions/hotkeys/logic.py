@@ -56,9 +56,10 @@ from hotkeys.detector import (
     decide,
     tally,
 )
-from hotkeys.records import SkipKind, Skipped, key_family, parse_record
+from hotkeys.records import SkipKind, Skipped, parse_record
 from hotkeys.settings import HotKeySettings
 from keydesign import Layout, ShardMap, earliest_change_boundary, format_ts
+from keydesign.layouts import key_family
 
 #: Windows behind the newest due one that an invocation still tries to judge.
 CLOSE_LOOKBACK_WINDOWS = 3

@@ -38,9 +38,8 @@ from decimal import Decimal, InvalidOperation
 from enum import StrEnum
 
 from hotkeys.detector import EVENT_NAMES, TTL_PRINCIPAL, Observation
-from keydesign import KeyDesignError, validate_entity_id
 from keydesign.items import MAX_ITEM_BYTES, number_size
-from keydesign.layouts import LayoutKind
+from keydesign.layouts import LayoutKind, parse_keys
 
 # Seconds since the epoch: 2001-09-09 .. 5138-11-16. Lambda sends seconds; a
 # value past this range is almost certainly milliseconds.
@@ -49,12 +48,6 @@ _MAX_SECONDS = 100_000_000_000
 # A stream record holds the keys and at most two images of a 400 KB item.
 _MAX_RECORD_BYTES = 2 * MAX_ITEM_BYTES + 4096
 
-_STAMP = r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z"
-_LABEL = r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}"
-_HYBRID_PK = re.compile(rf"^(\d{{4}})#({_LABEL})(?:#([^#]+)#(\d{{3}}))?\Z")
-_HYBRID_SK = re.compile(rf"^([^#]+)#{_STAMP}#[^#]+\Z")
-_SUFFIX_PK = re.compile(r"^([^#]+)#(\d{1,4})\Z")
-_SUFFIX_SK = re.compile(rf"^{_STAMP}#[^#]+\Z")
 _ARN_TABLE = re.compile(r"^arn:[^:]+:dynamodb:[^:]*:[^:]*:table/([^/]+)(?:/stream/.*)?\Z")
 
 
@@ -68,51 +61,6 @@ class SkipKind(StrEnum):
 class Skipped:
     kind: SkipKind
     reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class KeyParts:
-    entity: str
-    shared: bool
-
-
-def parse_keys(pk: str, sk: str, layout_kind: LayoutKind) -> KeyParts | None:
-    """The entity of a readings-table key, and whether its partition key is shared; None if not ours."""
-    if layout_kind == "hybrid":
-        pk_match, sk_match = _HYBRID_PK.match(pk), _HYBRID_SK.match(sk)
-        if pk_match is None or sk_match is None:
-            return None
-        entity = sk_match.group(1)
-        own = pk_match.group(3)
-        if own is not None and own != entity:
-            return None
-        shared = own is None
-    else:
-        pk_match, sk_match = _SUFFIX_PK.match(pk), _SUFFIX_SK.match(sk)
-        if pk_match is None or sk_match is None:
-            return None
-        entity, shared = pk_match.group(1), False
-    try:
-        validate_entity_id(entity)
-    except KeyDesignError:
-        return None
-    return KeyParts(entity, shared)
-
-
-def key_family(partition_key: str, layout_kind: LayoutKind) -> str:
-    """The partition key without its time bucket: the same name in every bucket.
-
-    ``0042#2026-11-22T06:00`` -> ``0042``; ``0042#2026-11-22T06:00#sensor-1#003``
-    -> ``0042#sensor-1#003``. Keys of the other layouts have no bucket and are
-    returned as they are. Metric dimensions and alert cooldowns use it, so one
-    hot shard stays one series and one alert across buckets.
-    """
-    if layout_kind == "hybrid":
-        match = _HYBRID_PK.match(partition_key)
-        if match is not None:
-            shard, _, entity, sub = match.groups()
-            return shard if entity is None else f"{shard}#{entity}#{sub}"
-    return partition_key
 
 
 def parse_record(raw: object, *, layout_kind: LayoutKind, table_prefix: str) -> Observation | Skipped:

@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import itertools
 import random as _random
+import re
 from dataclasses import dataclass
 from typing import Literal
 
-from .errors import ConfigError, InvalidInput
+from .errors import ConfigError, InvalidInput, KeyDesignError
 from .hashing import shard_of
 from .model import Reading, validate_entity_id
 from .periods import Bucket, TablePeriod
@@ -208,6 +209,64 @@ class Layout:
             cuts.update(s for s in self.table_period.starts(from_ms, to_ms) if s > from_ms)
         ordered = sorted(cuts)
         return list(itertools.pairwise(ordered))
+
+
+# -- reading keys back (stream records, metrics) ------------------------------------
+
+_STAMP = r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z"
+_LABEL = r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}"
+_HYBRID_PK = re.compile(rf"^(\d{{4}})#({_LABEL})(?:#([^#]+)#(\d{{3}}))?\Z")
+_HYBRID_SK = re.compile(rf"^([^#]+)#{_STAMP}#[^#]+\Z")
+_SUFFIX_PK = re.compile(r"^([^#]+)#(\d{1,4})\Z")
+_SUFFIX_SK = re.compile(rf"^{_STAMP}#[^#]+\Z")
+
+
+@dataclass(frozen=True, slots=True)
+class KeyParts:
+    """What a stored key says: whose reading it is, and whether its partition
+    key is shared with other entities (a hybrid base shard) or the entity's own."""
+
+    entity: str
+    shared: bool
+
+
+def parse_keys(pk: str, sk: str, layout_kind: LayoutKind) -> KeyParts | None:
+    """The entity of a readings-table key, and whether its partition key is shared; None if not ours."""
+    if layout_kind == "hybrid":
+        pk_match, sk_match = _HYBRID_PK.match(pk), _HYBRID_SK.match(sk)
+        if pk_match is None or sk_match is None:
+            return None
+        entity = sk_match.group(1)
+        own = pk_match.group(3)
+        if own is not None and own != entity:
+            return None
+        shared = own is None
+    else:
+        pk_match, sk_match = _SUFFIX_PK.match(pk), _SUFFIX_SK.match(sk)
+        if pk_match is None or sk_match is None:
+            return None
+        entity, shared = pk_match.group(1), False
+    try:
+        validate_entity_id(entity)
+    except KeyDesignError:
+        return None
+    return KeyParts(entity, shared)
+
+
+def key_family(partition_key: str, layout_kind: LayoutKind) -> str:
+    """The partition key without its time bucket: the same name in every bucket.
+
+    ``0042#2026-11-22T06:00`` -> ``0042``; ``0042#2026-11-22T06:00#sensor-1#003``
+    -> ``0042#sensor-1#003``. Keys of the other layouts have no bucket and are
+    returned as they are. Metric dimensions and alert cooldowns use it, so one
+    hot shard stays one series and one alert across buckets.
+    """
+    if layout_kind == "hybrid":
+        match = _HYBRID_PK.match(partition_key)
+        if match is not None:
+            shard, _, entity, sub = match.groups()
+            return shard if entity is None else f"{shard}#{entity}#{sub}"
+    return partition_key
 
 
 def _merge_adjacent(parts: list[PartitionQuery]) -> list[PartitionQuery]:

@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 
 from hotkeys.detector import Observation
-from hotkeys.records import SkipKind, Skipped, key_family, parse_keys, parse_record
+from hotkeys.records import SkipKind, Skipped, parse_record
 from keydesign import Layout, Reading, ShardMap, build_item, item_size
+from keydesign.layouts import key_family, parse_keys
 from tests.unit.hotkeys.stream_events import TABLE, item_record, stream_record
 
 T0 = 1_795_000_000  # 2026-11-18T...: epoch seconds

@@ -34,8 +34,8 @@ demo: $(STAMP) ## Run the main job: the seed scenario on the embedded local stac
 serve: $(STAMP) ## Leave the whole system running on loopback (moto + the four functions + the API)
 	$(PY) -m tsctl serve
 
-bench: $(STAMP) ## Run the benchmarks; figures to out/bench/results.json (see docs/benchmarks.md)
-	$(PY) -m benchmarks
+bench: $(STAMP) ## Run the benchmarks; figures to out/bench/results.json (ARGS=--quick for a smoke run)
+	$(PY) -m benchmarks $(ARGS)
 
 test: $(STAMP) lint typecheck ## Run every test (unit, integration, infra), lint and type checks
 	$(PY) -m pytest --cov --cov-report=term:skip-covered tests

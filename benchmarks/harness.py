@@ -1,4 +1,11 @@
-"""The harness: a registry of benchmarks, a runner, a table and a JSON file."""
+"""The harness: a registry of benchmarks, a runner, a table and a JSON file.
+
+Every benchmark's entry in ``results.json`` carries its figures (each with a
+note on how it was measured), its parameters, ``method`` (how the benchmark
+measures), ``command`` (how to reproduce just it) and ``seconds`` (its own
+wall time); the document carries the machine, the full command and the time.
+Ratios are always measured side by side inside one benchmark run.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +15,7 @@ import os
 import platform
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +39,7 @@ class Result:
 
     figures: list[Figure] = field(default_factory=list)
     params: dict[str, Any] = field(default_factory=dict)
+    method: str = ""
 
     def add(self, name: str, value: float, unit: str, note: str = "") -> None:
         self.figures.append(Figure(name, value, unit, note))
@@ -83,8 +91,14 @@ def machine() -> dict[str, Any]:
     }
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    available = registered()
+def command_for(name: str, quick: bool) -> str:
+    """The command that reruns one benchmark."""
+    return f"python -m benchmarks {name}" + (" --quick" if quick else "")
+
+
+def main(argv: Sequence[str] | None = None, available: Mapping[str, Benchmark] | None = None) -> int:
+    """Run the benchmarks named in ``argv`` (all by default) from ``available`` (the registry by default)."""
+    available = dict(registered() if available is None else available)
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description="Run the benchmarks.")
     parser.add_argument("names", nargs="*", help=f"benchmarks to run (default: all of {', '.join(available)})")
     parser.add_argument("--quick", action="store_true", help="smaller workloads, for a smoke run")
@@ -107,13 +121,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         result = bench.run(args.quick)
         results[bench.name] = {
             "description": bench.description,
+            "method": result.method,
+            "command": command_for(bench.name, args.quick),
             "seconds": round(time.perf_counter() - started, 2),
             "params": result.params,
             "figures": {f.name: {"value": f.value, "unit": f.unit, "note": f.note} for f in result.figures},
         }
         rows.extend((bench.name, f.name, _format(f.value), f.unit) for f in result.figures)
+    host = machine()
     document = {
-        "machine": machine(),
+        "machine": host,
         "command": "python -m benchmarks " + " ".join(sys.argv[1:] if argv is None else argv),
         "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "quick": args.quick,
@@ -121,6 +138,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(document, indent=2) + "\n")
+    print(
+        f"{document['finished_at']}  {host['cpus']} x {host['cpu']}, {host['implementation']} {host['python']}, "
+        f"{host['system']}{'  (--quick)' if args.quick else ''}"
+    )
     print(_table(rows))
     print(f"\nresults written to {args.out}")
     return 0

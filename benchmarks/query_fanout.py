@@ -12,8 +12,9 @@ Two shapes of fan-out are measured:
 * ``entity_random``: one entity on the random layout with k suffixes;
 * ``range_hybrid``: a cross-entity read of one bucket with k base shards.
 
-Run: ``.venv/bin/python -m benchmarks.query_fanout`` (prints JSON); ``run()``
-returns the same figures as a dict.
+Run: ``python -m benchmarks query-fanout`` (the harness: table and
+``out/bench/results.json``), or ``.venv/bin/python -m benchmarks.query_fanout``
+(prints JSON); ``run()`` returns the same figures as a dict.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from typing import Any
 from adapters.observability import logger, metrics
 from adapters.partition_reader import Page, PageRequest, PartitionReader, StoredReading, effective_bounds
 from adapters.shard_map_source import StaticShardMap
+from benchmarks.harness import Result, benchmark
 from keydesign import Layout, Reading, ShardMap, format_ts, parse_timestamp
 from query.cursor import CursorCodec
 from query.logic import QueryService
@@ -173,6 +175,40 @@ def run(latency_ms: float = 20.0, partition_counts: tuple[int, ...] = (16, 64), 
         "cases": cases,
         "command": ".venv/bin/python -m benchmarks.query_fanout",
     }
+
+
+def to_result(figures: dict[str, Any]) -> Result:
+    """The harness's figures from :func:`run`'s dict: per case, parallel and sequential page time and the ratio."""
+    latency = figures["latency_ms_per_query"]
+    result = Result(
+        params={
+            "latency_ms_per_query": latency,
+            "page_size": figures["page_size"],
+            "repeats": figures["repeats"],
+            "partitions": sorted({case["partitions"] for case in figures["cases"]}),
+        },
+        method=(
+            f"QueryService over an in-memory reader wrapped to sleep {latency:g} ms per Query call; one "
+            f"{figures['page_size']}-reading page read with the configured concurrency (parallel) and with "
+            "concurrency 1 (sequential), same data, same page asserted; median of the repeats after a warm-up"
+        ),
+    )
+    for case in figures["cases"]:
+        where = f"{case['shape']}, {case['partitions']} partitions"
+        calls = f"{case['queries_per_page']} Query calls per page"
+        result.add(f"{where}: parallel", case["parallel_ms"], "ms/page", f"{case['parallel_round_trips']} round trips")
+        result.add(
+            f"{where}: sequential", case["sequential_ms"], "ms/page", f"{case['sequential_round_trips']} round trips"
+        )
+        result.add(f"{where}: speed-up", case["speedup"], "x", calls)
+    return result
+
+
+@benchmark("query-fanout", "one page over k partitions with 20 ms per Query call: parallel vs sequential")
+def query_fanout(quick: bool) -> Result:
+    if quick:
+        return to_result(run(partition_counts=(16,), repeats=2))
+    return to_result(run())
 
 
 if __name__ == "__main__":

@@ -1,0 +1,229 @@
+"""Cold start: how long importing each handler module takes, and how big each Lambda's code asset is.
+
+Import time is measured in a fresh interpreter per run (``python -c``), with
+a clean environment holding only what the function's settings need (see each
+``functions/<name>/settings.py``), so nothing is cached from an earlier
+import. The child times ``import <name>.handler`` with ``time.perf_counter``
+and refuses every socket connection first: a handler that called AWS while
+importing would fail the benchmark (the clients are created at import, the
+calls must wait for the first event). A separate run under ``python -X
+importtime`` names the slowest top-level imports. This is the import part of
+a Lambda cold start on this machine; the Lambda service adds its own start-up
+(sandbox, runtime) on top, and its CPU share depends on the memory setting.
+
+Asset size: the ``functions/`` directory zipped as a CDK code asset would be
+(deflate, level 9), without ``__pycache__``, ``*.pyc``, tool caches and tests.
+Every function can share that one asset; the per-function figure is the
+zip of only the first-party files the handler actually imported. Third-party
+packages are not in the asset: ``aws_lambda_powertools`` (and the
+``pydantic`` it uses) come from the Powertools Lambda layer, ``boto3`` /
+``botocore`` from the Lambda Python runtime.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import statistics
+import subprocess
+import sys
+import zipfile
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from benchmarks.harness import Result, benchmark
+
+ROOT = Path(__file__).resolve().parent.parent
+FUNCTIONS = ROOT / "functions"
+#: Directory and file names a code asset leaves out.
+EXCLUDED_DIRS = frozenset({"__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache", "tests", ".hypothesis"})
+EXCLUDED_SUFFIXES = (".pyc", ".pyo")
+
+_COMMON = {
+    "LAYOUT": "hybrid",
+    "SHARDS": "16",
+    "BUCKET": "1h",
+    "TABLE_PREFIX": "readings",
+    "AWS_REGION": "eu-west-1",
+    "AWS_DEFAULT_REGION": "eu-west-1",
+    "AWS_EC2_METADATA_DISABLED": "true",
+    "POWERTOOLS_METRICS_NAMESPACE": "TimeSeries",
+}
+#: Each handler module and the environment its settings need at cold start.
+HANDLERS: dict[str, tuple[str, dict[str, str]]] = {
+    "ingest": (
+        "ingest.handler",
+        {"REJECTS_QUEUE_URL": "https://sqs.eu-west-1.amazonaws.com/123456789012/rejects", "CONTROL_TABLE": "control"},
+    ),
+    "query": ("query.handler", {"CURSOR_SECRET": "benchmark-cursor-secret-0123456789abcdef"}),
+    "hotkeys": ("hotkeys.handler", {"CONTROL_TABLE": "control"}),
+    "rotator": ("rotator.handler", {"TABLE_PERIOD": "day"}),
+}
+
+# Runs in the child: block the network, time the import, list what it loaded.
+_CHILD = """
+import json, socket, sys, time
+sys.path[:0] = [{functions!r}]
+def refuse(*args, **kwargs):
+    raise RuntimeError("a network connection at import time")
+socket.socket.connect = refuse
+socket.socket.connect_ex = refuse
+socket.create_connection = refuse
+started = time.perf_counter()
+__import__({module!r})  # the import statement's own path: -X importtime times it (importlib's would not)
+seconds = time.perf_counter() - started
+files, third = [], set()
+for name, mod in list(sys.modules.items()):
+    path = getattr(mod, "__file__", None) or ""
+    if path.startswith({functions!r}):
+        files.append(path)
+    elif "site-packages" in path and not name.startswith("_"):
+        third.add(name.split(".")[0])
+print(json.dumps({{"seconds": seconds, "files": sorted(files), "third_party": sorted(third)}}))
+"""
+
+
+def handler_env(name: str) -> dict[str, str]:
+    """A clean environment for the handler ``name``: only what its settings need, plus PATH and HOME."""
+    _, extra = HANDLERS[name]
+    env = {key: os.environ[key] for key in ("PATH", "HOME") if key in os.environ}
+    env.update(_COMMON)
+    env.update(extra)
+    env["POWERTOOLS_SERVICE_NAME"] = name
+    return env
+
+
+def import_once(name: str, *, importtime: bool = False) -> tuple[dict[str, Any], str]:
+    """Import one handler in a fresh interpreter: its report, and stderr (``-X importtime`` output)."""
+    module, _ = HANDLERS[name]
+    flags = ["-X", "importtime"] if importtime else []
+    child = _CHILD.format(functions=str(FUNCTIONS), module=module)
+    done = subprocess.run(  # noqa: S603 - our own interpreter running our own code
+        [sys.executable, *flags, "-c", child],
+        env=handler_env(name),
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=ROOT,
+        timeout=120,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"importing {module} failed: {done.stderr.strip().splitlines()[-1:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1]), done.stderr
+
+
+def interpreter_start() -> float:
+    """Seconds to start and stop this interpreter with nothing to do (measured in-process by the parent)."""
+    import time  # noqa: PLC0415 - only this function times a process from outside
+
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "pass"], check=True, env={}, timeout=60)
+    return time.perf_counter() - started
+
+
+def slowest_imports(importtime_stderr: str, count: int = 3) -> list[tuple[str, float]]:
+    """Where the import time goes, by package, from ``-X importtime`` output (ms, largest first).
+
+    Each time a package is entered from outside it, its cumulative time counts
+    for it; packages overlap (one package's time includes those it imports).
+    The handler module's own body (settings parsed, clients built) is listed as
+    ``<module> body``. First-party packages (``functions/``) are left out: their
+    time is mostly the third-party packages they are first to import.
+    """
+    first_party = {p.name for p in FUNCTIONS.iterdir() if p.is_dir()}
+    entries: list[tuple[int, str, int, int]] = []
+    for line in importtime_stderr.splitlines():
+        if not line.startswith("import time:") or line.count("|") != 2:
+            continue
+        own_us, cumulative_us, name = line.removeprefix("import time:").split("|")
+        if not cumulative_us.strip().isdigit():
+            continue  # the header
+        depth = (len(name) - len(name.lstrip()) - 1) // 2
+        entries.append((depth, name.strip(), int(own_us), int(cumulative_us)))
+    totals: dict[str, float] = {}
+    parents: dict[int, str] = {}
+    # The output lists a module after everything it imported: reversed, a parent comes first.
+    for depth, name, own, cumulative in reversed(entries):
+        parents[depth] = name
+        parent = parents.get(depth - 1) if depth else None
+        package = name.split(".")[0]
+        if depth == 0:
+            totals[f"{name} body"] = own / 1000
+        elif parent is not None and parent.split(".")[0] != package and package not in first_party:
+            totals[package] = totals.get(package, 0.0) + cumulative / 1000
+    return sorted(totals.items(), key=lambda item: -item[1])[:count]
+
+
+def asset_files(root: Path) -> list[Path]:
+    """Every file a code asset of ``root`` holds, sorted."""
+    files = []
+    for path in root.rglob("*"):
+        relative = path.relative_to(root)
+        if any(part in EXCLUDED_DIRS for part in relative.parts[:-1]) or not path.is_file():
+            continue
+        if path.suffix in EXCLUDED_SUFFIXES or path.name in EXCLUDED_DIRS:
+            continue
+        files.append(path)
+    return sorted(files)
+
+
+def zipped_size(root: Path, files: Iterable[Path]) -> tuple[int, int]:
+    """(zip bytes, uncompressed bytes) of ``files`` stored relative to ``root``, deflated at level 9."""
+    buffer = io.BytesIO()
+    raw = 0
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=9) as archive:
+        for path in files:
+            data = path.read_bytes()
+            raw += len(data)
+            archive.writestr(str(path.relative_to(root)), data)
+    return len(buffer.getvalue()), raw
+
+
+@benchmark("cold-start", "import time of each handler in a fresh interpreter, and each Lambda code asset's size")
+def cold_start(quick: bool) -> Result:
+    repeats = 2 if quick else 5
+    baseline = statistics.median(interpreter_start() for _ in range(repeats))
+    result = Result(
+        method=(
+            f"per handler, {repeats} fresh interpreters (python -c) with a clean environment holding only what its "
+            "settings need and every socket connection refused; time.perf_counter around `import <name>.handler` "
+            "in the child, median; one more run under -X importtime names the slowest top-level imports. Assets: "
+            "functions/ zipped (deflate 9) without caches and tests, and per function only the first-party files "
+            "its import loaded"
+        )
+    )
+    result.add("interpreter start and exit (python -c pass)", round(baseline * 1000, 1), "ms", "median, for scale")
+    shared_zip, shared_raw = zipped_size(FUNCTIONS, asset_files(FUNCTIONS))
+    third_party: dict[str, list[str]] = {}
+    for name in HANDLERS:
+        times = []
+        report: Mapping[str, Any] = {}
+        for _ in range(repeats):
+            report, _ = import_once(name)
+            times.append(float(report["seconds"]))
+        _, importtime = import_once(name, importtime=True)
+        slowest = ", ".join(f"{module} {ms:.0f} ms" for module, ms in slowest_imports(importtime))
+        result.add(
+            f"{name}: import handler",
+            round(statistics.median(times) * 1000, 1),
+            "ms",
+            f"most of it: {slowest} (cumulative, overlapping)",
+        )
+        own_zip, own_raw = zipped_size(FUNCTIONS, [Path(f) for f in report["files"]])
+        result.add(
+            f"{name}: asset, imported first-party files only",
+            round(own_zip / 1024, 1),
+            "KiB",
+            f"{len(report['files'])} files, {own_raw / 1024:.0f} KiB unzipped",
+        )
+        third_party[name] = list(report["third_party"])
+    result.add(
+        "shared asset: functions/ zipped",
+        round(shared_zip / 1024, 1),
+        "KiB",
+        f"{len(asset_files(FUNCTIONS))} files, {shared_raw / 1024:.0f} KiB unzipped; one asset serves every function",
+    )
+    result.params = {"repeats": repeats, "third_party_imported": third_party}
+    return result

@@ -1,0 +1,48 @@
+"""The workload simulator's own speed: a simulated hour of the seed scenario at 50,000 writes/s."""
+
+from __future__ import annotations
+
+import time
+
+from benchmarks.harness import Result, benchmark
+from keydesign import parse_timestamp
+from simulator import ReadPattern, SimWorkload, parse_layout_spec, simulate
+from simulator.engine import default_shards
+from tsctl import seed
+from tsctl.commands.simulate import DEFAULT_LAYOUTS, DEFAULT_START, parse_hot
+
+
+def seed_hour(duration_s: int) -> SimWorkload:
+    return SimWorkload(
+        rate=seed.GLOBAL_RATE,
+        entities=seed.SENSORS,
+        item_bytes=seed.ITEM_BYTES,
+        start_ms=parse_timestamp(DEFAULT_START),
+        duration_s=duration_s,
+        hot=parse_hot(None, none=False),
+    )
+
+
+@benchmark("simulator", "tsctl simulate's engine: a simulated hour of 50,000 writes/s under five layouts")
+def simulator_speed(quick: bool) -> Result:
+    duration = 600 if quick else 3_600
+    workload = seed_hour(duration)
+    hybrid_n, suffixes = default_shards(workload, 0.5)
+    layouts = [parse_layout_spec(s, hybrid_shards=hybrid_n, suffixes=suffixes) for s in DEFAULT_LAYOUTS.split(",")]
+    started = time.perf_counter()
+    outcome = simulate(workload, layouts, reads=ReadPattern.default(workload))
+    wall = time.perf_counter() - started
+    labels = ", ".join(r.spec.label for r in outcome.layouts)
+    result = Result(
+        params={"simulated_s": duration, "layouts": labels, "chunk_seconds": outcome.chunk_seconds},
+        method=(
+            "simulate() on the seed scenario (tsctl simulate's defaults), every layout side by side on the same "
+            "writes, reads included; wall time of the call (the process's only work)"
+        ),
+    )
+    result.add(f"simulated {duration // 60} min at 50,000 writes/s: wall time", round(wall, 1), "s", labels)
+    result.add("simulated writes", outcome.simulated_writes, "writes")
+    result.add(
+        "simulated writes per wall second", round(outcome.simulated_writes / wall), "writes/s", "all layouts at once"
+    )
+    return result

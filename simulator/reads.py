@@ -1,0 +1,284 @@
+"""Read costs: the partitions each query reads (the key-design layer's plan) and the read units it pays.
+
+Reads are issued at the end of the run over the last 1 h, 3 h and 24 h (by
+default) for one entity, and over the last hour for every entity. The plan
+is ``Layout.plan_entity`` / ``Layout.plan_range`` with the layout's final
+shard map (which holds its whole history, so a read across a split plans
+both sides of it). Its partition count is the fan-out; each partition query
+is paged at 1 MB and pays ``read_units`` per page (eventually consistent
+unless asked otherwise).
+
+Items in a partition come from the simulated writes for the part of the read
+inside the run. A read reaching further back than the run assumes that every
+entity wrote at its mean rate over the run, spread evenly over the keys the
+layout gave it then: the fan-out is exact either way, the read units for the
+part before the run are an estimate.
+
+A cross-entity read of a partial bucket cannot express the time range in the
+key condition (``time_filter``): it reads the whole partition and filters, and
+pays for every item read. ``items_read`` counts those, ``items_returned`` what
+the range holds.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from keydesign import InvalidInput, Layout, ShardMap, read_units
+from keydesign.layouts import PartitionQuery
+from keydesign.periods import DAY_MS, HOUR_MS
+
+from .keyspace import KeyTable, Probes, build_key_table, entity_keys
+from .workload import SimWorkload
+
+Ints = npt.NDArray[np.int64]
+#: A Query returns at most 1 MB of items read per call.
+QUERY_PAGE_BYTES = 1024 * 1024
+
+
+def duration_label(ms: int) -> str:
+    """``1h``, ``24h``, ``90m``, ``45s``: hours rather than days, as reads are usually asked for."""
+    for unit, size in (("h", HOUR_MS), ("m", 60_000), ("s", 1000)):
+        if ms % size == 0:
+            return f"{ms // size}{unit}"
+    return f"{ms}ms"
+
+
+@dataclass(frozen=True, slots=True)
+class ReadPattern:
+    """Which reads to cost: single-entity reads of each window, and one cross-entity read."""
+
+    entities: tuple[str, ...]
+    windows_ms: tuple[int, ...] = (HOUR_MS, 3 * HOUR_MS, DAY_MS)
+    cross_window_ms: int | None = HOUR_MS
+    consistent: bool = False
+
+    @classmethod
+    def default(cls, workload: SimWorkload) -> ReadPattern:
+        """The first hot entity (else the most active one), 1 h / 3 h / 24 h, and the last hour of everyone."""
+        return cls((workload.hot[0].entity_id if workload.hot else workload.names[0],))
+
+    def validate(self, workload: SimWorkload) -> None:
+        for entity in self.entities:
+            workload.index_of(entity)
+        windows = [("reads", w) for w in self.windows_ms]
+        if self.cross_window_ms is not None:
+            windows.append(("cross_window", self.cross_window_ms))
+        for name, window in windows:
+            if window < 1000 or window % 1000 or window > workload.end_ms:
+                raise InvalidInput(name, f"{window} ms: a read window is whole seconds, at least 1 s, after 1970")
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "entities": list(self.entities),
+            "windows": [duration_label(w) for w in self.windows_ms],
+            "cross_window": duration_label(self.cross_window_ms) if self.cross_window_ms is not None else None,
+            "consistent": self.consistent,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ReadFigure:
+    """What one read costs under one layout; ``not_applicable`` says why a layout cannot serve it."""
+
+    layout: str
+    read: str
+    entity: str | None
+    window_ms: int
+    partitions: int | None = None
+    queries: int | None = None
+    items_read: int | None = None
+    items_returned: int | None = None
+    read_units: float | None = None
+    not_applicable: str | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "read": self.read,
+            "entity": self.entity,
+            "window": duration_label(self.window_ms),
+            "partitions": self.partitions,
+            "queries": self.queries,
+            "items_read": self.items_read,
+            "items_returned": self.items_returned,
+            "read_units": self.read_units,
+            "not_applicable": self.not_applicable,
+        }
+
+
+@dataclass(slots=True)
+class ReadContext:
+    """One layout at the end of the run, as the reads need it."""
+
+    layout: Layout
+    shard_map: ShardMap
+    workload: SimWorkload
+    probes: Probes
+    tables: Mapping[int, KeyTable]
+    key_writes: Mapping[int, Ints]
+    tracked: Mapping[str, Mapping[str, Ints]]
+    entity_rates: npt.NDArray[np.float64]
+    writes_per_second: Ints
+    _built: dict[int, KeyTable] = field(default_factory=dict)
+    _key_ids: dict[int, dict[str, int]] = field(default_factory=dict)
+    _key_rates: dict[int, npt.NDArray[np.float64]] = field(default_factory=dict)
+
+    def table(self, bucket_start: int) -> KeyTable:
+        """The run's key table of a bucket, or one built from the final map for a bucket before the run."""
+        table = self.tables.get(bucket_start) or self._built.get(bucket_start)
+        if table is None:
+            table = self._built[bucket_start] = build_key_table(self.layout, self.shard_map, self.probes, bucket_start)
+        return table
+
+    def key_id(self, bucket_start: int, pk: str) -> int | None:
+        ids = self._key_ids.get(bucket_start)
+        if ids is None:
+            ids = self._key_ids[bucket_start] = {name: i for i, name in enumerate(self.table(bucket_start).names)}
+        return ids.get(pk)
+
+    def key_rates(self, bucket_start: int) -> npt.NDArray[np.float64]:
+        """Mean writes/s on each key of a bucket, every entity at its mean rate."""
+        cached = self._key_rates.get(bucket_start)
+        if cached is not None:
+            return cached
+        table = self.table(bucket_start)
+        single = table.single_key_entities()
+        rates: npt.NDArray[np.float64] = np.bincount(
+            table.first[single], weights=self.entity_rates[single], minlength=table.keys
+        ).astype(np.float64)
+        for ways, entities in table.multi_key_groups().items():
+            for entity in entities.tolist():
+                first = int(table.first[entity])
+                rates[first : first + ways] += self.entity_rates[entity] / ways
+        self._key_rates[bucket_start] = rates
+        return rates
+
+
+def query_cost(total_bytes: int, *, consistent: bool) -> tuple[int, float]:
+    """(Query calls, read units) to read ``total_bytes`` from one partition, 1 MB a page."""
+    full, rest = divmod(total_bytes, QUERY_PAGE_BYTES)
+    pages = full + (1 if rest or not full else 0)
+    units = full * read_units(QUERY_PAGE_BYTES, consistent=consistent)
+    if rest or not full:
+        units += read_units(rest, consistent=consistent)
+    return pages, units
+
+
+def measure_reads(ctx: ReadContext, pattern: ReadPattern, label: str) -> tuple[ReadFigure, ...]:
+    figures = [
+        _entity_read(ctx, pattern, label, entity, window)
+        for entity in pattern.entities
+        for window in pattern.windows_ms
+    ]
+    if pattern.cross_window_ms is not None:
+        figures.append(_cross_read(ctx, pattern, label, pattern.cross_window_ms))
+    return tuple(figures)
+
+
+def _entity_read(ctx: ReadContext, pattern: ReadPattern, label: str, entity: str, window: int) -> ReadFigure:
+    workload, layout = ctx.workload, ctx.layout
+    start, end = workload.start_ms, workload.end_ms
+    plan = layout.plan_entity(entity, end - window, end, ctx.shard_map)
+    index = workload.index_of(entity)
+    rate = float(ctx.entity_rates[index])
+    tracks = ctx.tracked.get(entity, {})
+    rng = random.Random(0)
+    keys_by_bucket: dict[int, tuple[str, ...]] = {}
+
+    def keys_in(bucket_start: int) -> tuple[str, ...]:
+        keys = keys_by_bucket.get(bucket_start)
+        if keys is None:
+            table = ctx.tables.get(bucket_start)
+            if table is not None:
+                keys = table.entity_keys(index)
+            else:
+                reading = ctx.probes.reading(index, bucket_start)
+                keys = entity_keys(layout, ctx.shard_map, reading, bucket_start, rng)
+            keys_by_bucket[bucket_start] = keys
+        return keys
+
+    def items(part: PartitionQuery) -> float:
+        total = 0.0
+        for bucket_start in layout.bucket.starts(part.from_ms, part.to_ms):
+            low, high = max(part.from_ms, bucket_start), min(part.to_ms, bucket_start + layout.bucket.width_ms)
+            before = min(high, start)
+            if before > low:
+                keys = keys_in(bucket_start)
+                if part.pk in keys:
+                    total += rate * (before - low) / 1000 / len(keys)
+            run_low, run_high = max(low, start), min(high, end)
+            track = tracks.get(part.pk)
+            if run_high > run_low and track is not None:
+                total += float(track[(run_low - start) // 1000 : (run_high - start) // 1000].sum())
+        return total
+
+    queries, units, read = 0, 0.0, 0
+    for part in plan.partitions:
+        count = round(items(part))
+        pages, cost = query_cost(count * workload.item_bytes, consistent=pattern.consistent)
+        queries, units, read = queries + pages, units + cost, read + count
+    return ReadFigure(
+        label,
+        f"{entity}, last {duration_label(window)}",
+        entity,
+        window,
+        partitions=len(plan.partitions),
+        queries=queries,
+        items_read=read,
+        items_returned=read,  # the key condition is exact: every item read is in the range
+        read_units=units,
+    )
+
+
+def _cross_read(ctx: ReadContext, pattern: ReadPattern, label: str, window: int) -> ReadFigure:
+    workload, layout = ctx.workload, ctx.layout
+    start, end = workload.start_ms, workload.end_ms
+    name = f"all entities, last {duration_label(window)}"
+    try:
+        plan = layout.plan_range(end - window, end, ctx.shard_map)
+    except InvalidInput as exc:
+        reason = (
+            f"{exc.reason}: the entity leads the partition key, so finding every entity's readings "
+            "is a Scan of the whole table"
+        )
+        return ReadFigure(label, name, None, window, not_applicable=reason)
+    width = layout.bucket.width_ms
+    queries, units, read = 0, 0.0, 0
+    for part in plan.partitions:
+        bucket_start = layout.bucket.start(part.from_ms)
+        key = ctx.key_id(bucket_start, part.pk)
+        count = 0.0
+        if key is not None:
+            before = min(bucket_start + width, start)
+            if before > bucket_start:
+                count += float(ctx.key_rates(bucket_start)[key]) * (before - bucket_start) / 1000
+            run_writes = ctx.key_writes.get(bucket_start)
+            if run_writes is not None:
+                count += float(run_writes[key])
+        # A partial bucket is read whole and filtered on the ts attribute: every item read is paid for.
+        whole = round(count)
+        pages, cost = query_cost(whole * workload.item_bytes, consistent=pattern.consistent)
+        queries, units, read = queries + pages, units + cost, read + whole
+    mean_rate = float(ctx.writes_per_second.mean()) if ctx.writes_per_second.size else 0.0
+    low = end - window
+    returned = mean_rate * max(0, start - low) / 1000
+    returned += float(ctx.writes_per_second[max(0, (low - start) // 1000) :].sum())
+    return ReadFigure(
+        label,
+        name,
+        None,
+        window,
+        partitions=len(plan.partitions),
+        queries=queries,
+        items_read=read,
+        items_returned=round(returned),
+        read_units=units,
+    )
+
+
+__all__ = ["ReadContext", "ReadFigure", "ReadPattern", "measure_reads", "query_cost"]

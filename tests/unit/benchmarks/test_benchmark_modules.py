@@ -1,0 +1,98 @@
+"""The benchmark modules' pure parts: environments, asset zips, importtime parsing, figure conversion."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from benchmarks import cold_start, query_fanout
+from benchmarks.cold_start import HANDLERS, asset_files, handler_env, slowest_imports, zipped_size
+from benchmarks.simulation import seed_hour
+from hotkeys.settings import HotKeySettings
+from ingest.settings import IngestSettings
+from query.settings import QuerySettings
+from rotator.settings import RotatorSettings
+
+
+@pytest.mark.parametrize(
+    ("name", "settings"),
+    [("ingest", IngestSettings), ("query", QuerySettings), ("hotkeys", HotKeySettings), ("rotator", RotatorSettings)],
+)
+def test_each_handler_gets_an_environment_its_settings_accept(name: str, settings: type) -> None:
+    env = handler_env(name)
+    settings.from_env(env)  # raises SettingsError naming the variable if the benchmark's env were wrong
+    assert env["POWERTOOLS_SERVICE_NAME"] == name
+    assert HANDLERS[name][0] == f"{name}.handler"
+
+
+def test_the_asset_leaves_out_caches_and_tests(tmp_path: Path) -> None:
+    for relative in ("pkg/__init__.py", "pkg/mod.py", "pkg/__pycache__/mod.cpython-311.pyc", "pkg/tests/test_x.py",
+                     "pkg/stale.pyc", ".mypy_cache/x.json", "pkg/data.json"):  # fmt: skip
+        path = tmp_path / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("x = 1\n" * 50)
+    files = asset_files(tmp_path)
+    assert [str(f.relative_to(tmp_path)) for f in files] == ["pkg/__init__.py", "pkg/data.json", "pkg/mod.py"]
+    compressed, raw = zipped_size(tmp_path, files)
+    assert raw == 3 * 300 and 0 < compressed < raw
+
+
+def test_the_real_asset_holds_the_handlers_and_no_bytecode() -> None:
+    names = {str(f.relative_to(cold_start.FUNCTIONS)) for f in asset_files(cold_start.FUNCTIONS)}
+    assert {"ingest/handler.py", "query/handler.py", "hotkeys/handler.py", "rotator/handler.py"} <= names
+    assert not any(n.endswith(".pyc") or "__pycache__" in n for n in names)
+
+
+IMPORTTIME = """\
+import time: self [us] | cumulative | imported package
+import time:       100 |        100 |       botocore.compat
+import time:       200 |        300 |     botocore
+import time:      1000 |       1300 |   aws_xray_sdk.core
+import time:        50 |       1350 | aws_lambda_powertools
+import time:       400 |        400 |   boto3
+import time:       500 |        900 | adapters.clients
+import time:      3000 |       5250 | ingest.handler
+"""
+
+
+def test_importtime_is_attributed_to_packages_entered_from_outside() -> None:
+    slowest = dict(slowest_imports(IMPORTTIME, count=10))
+    assert slowest["ingest.handler body"] == 3.0
+    assert slowest["aws_xray_sdk"] == 1.3 and slowest["boto3"] == 0.4
+    assert slowest["botocore"] == 0.3  # entered from aws_xray_sdk; botocore.compat is inside it
+    assert "adapters" not in slowest  # first-party: its time is the packages it imports
+    assert max(slowest, key=lambda name: slowest[name]) == "ingest.handler body"
+
+
+def test_query_fanout_figures_become_harness_figures() -> None:
+    figures = {
+        "latency_ms_per_query": 20.0,
+        "page_size": 100,
+        "repeats": 5,
+        "cases": [
+            {
+                "shape": "entity_random",
+                "partitions": 16,
+                "parallel_ms": 24.0,
+                "parallel_round_trips": 1.2,
+                "queries_per_page": 16,
+                "sequential_ms": 324.0,
+                "sequential_round_trips": 16.2,
+                "speedup": 13.5,
+            }
+        ],
+    }
+    result = query_fanout.to_result(figures)
+    assert [(f.name, f.value, f.unit) for f in result.figures] == [
+        ("entity_random, 16 partitions: parallel", 24.0, "ms/page"),
+        ("entity_random, 16 partitions: sequential", 324.0, "ms/page"),
+        ("entity_random, 16 partitions: speed-up", 13.5, "x"),
+    ]
+    assert "20 ms per Query call" in result.method and result.params["partitions"] == [16]
+
+
+def test_the_simulator_benchmark_runs_the_seed_scenario() -> None:
+    workload = seed_hour(3_600)
+    assert (workload.rate, workload.entities, workload.duration_s) == (50_000, 10_000, 3_600)
+    assert [(h.entity_id, h.rate) for h in workload.hot] == [("sensor-alpha-001", 2_000.0)]

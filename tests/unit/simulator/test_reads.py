@@ -1,0 +1,110 @@
+"""Read fan-out is the key-design layer's plan; read units follow DynamoDB's 4 KB units and 1 MB pages."""
+
+from __future__ import annotations
+
+import pytest
+
+from keydesign import Layout, parse_timestamp, read_units
+from simulator import LayoutSpec, ReadPattern, simulate
+from simulator.engine import SimulationResult
+from simulator.reads import QUERY_PAGE_BYTES, duration_label, query_cost
+from tests.unit.simulator.workloads import HOT, START, quick_detector, small_workload
+
+END = parse_timestamp("2026-11-22T07:00:00Z")
+READS = ReadPattern((HOT, "sensor-00001"), (60_000, 90_000, 3 * 3_600_000), 90_000)
+
+
+@pytest.fixture(scope="module")
+def result() -> SimulationResult:
+    layouts = [
+        LayoutSpec("random", 3),
+        LayoutSpec("calculated", 3),
+        LayoutSpec("hybrid", 4),
+        LayoutSpec("hybrid", 4, adaptive=True),
+    ]
+    return simulate(small_workload(), layouts, bucket="1m", adaptive=quick_detector(), reads=READS, record=True)
+
+
+def test_query_cost_pages_at_one_megabyte_and_rounds_each_page_to_4_kb() -> None:
+    assert query_cost(0, consistent=False) == (1, 0.5)  # an empty Query still costs its minimum
+    assert query_cost(4096, consistent=False) == (1, 0.5)
+    assert query_cost(4097, consistent=True) == (1, 2.0)
+    assert query_cost(QUERY_PAGE_BYTES, consistent=False) == (1, read_units(QUERY_PAGE_BYTES))
+    assert query_cost(QUERY_PAGE_BYTES + 1, consistent=False) == (2, 128.5)
+
+
+def test_fan_out_is_the_plan_of_the_key_design_layer(result: SimulationResult) -> None:
+    for run in result.layouts:
+        layout = Layout.from_settings(kind=run.spec.kind, bucket="1m", table_prefix="readings")
+        for read in run.reads:
+            if read.entity is None:
+                continue
+            plan = layout.plan_entity(read.entity, END - read.window_ms, END, run.shard_map)
+            assert read.partitions == len(plan.partitions), (run.spec.label, read.read)
+        cross = run.reads[-1]
+        if run.spec.kind == "hybrid":
+            assert cross.partitions == len(layout.plan_range(END - 90_000, END, run.shard_map).partitions)
+
+
+def test_the_split_shows_in_the_hot_sensors_fan_out(result: SimulationResult) -> None:
+    # The adaptive layout split the hot sensor into 3 from 06:59: the last minute reads its 3 sub-shards,
+    # the last 90 s also its base key of the 06:58 bucket
+    reads = {r.read: r for r in result.layout("adaptive:4").reads}
+    assert reads[f"{HOT}, last 1m"].partitions == 3
+    assert reads[f"{HOT}, last 90s"].partitions == 4
+    fixed = {r.read: r for r in result.layout("hybrid:4").reads}
+    assert fixed[f"{HOT}, last 1m"].partitions == 1
+    # random and calculated read every suffix, whatever the window: no buckets
+    for label in ("random:3", "calculated:3"):
+        assert {r.partitions for r in result.layout(label).reads if r.entity is not None} == {3}
+
+
+def test_cross_entity_reads_are_not_applicable_without_buckets(result: SimulationResult) -> None:
+    for label in ("random:3", "calculated:3"):
+        cross = result.layout(label).reads[-1]
+        assert cross.partitions is None and cross.read_units is None
+        assert cross.not_applicable is not None
+        assert "need the hybrid layout" in cross.not_applicable and "Scan" in cross.not_applicable
+
+
+def test_read_units_count_the_items_the_run_wrote(result: SimulationResult) -> None:
+    assert result.entity_counts is not None
+    hot_last_minute = sum(n for (t, e), n in result.entity_counts.items() if e == HOT and t >= END - 60_000)
+    read = next(r for r in result.layout("hybrid:4").reads if r.read == f"{HOT}, last 1m")
+    # One partition, every item of the hot sensor in the last minute, 500 bytes each
+    assert read.items_read == read.items_returned == hot_last_minute
+    assert read.read_units == query_cost(hot_last_minute * 500, consistent=False)[1]
+    # The same items under any layout: only their spread over partitions (and so the rounding) differs
+    for run in result.layouts:
+        same = next(r for r in run.reads if r.read == f"{HOT}, last 1m")
+        assert same.items_read == hot_last_minute
+
+
+def test_a_partial_bucket_is_read_whole(result: SimulationResult) -> None:
+    assert result.entity_counts is not None
+    everything = sum(result.entity_counts.values())
+    last_90s = sum(n for (t, _), n in result.entity_counts.items() if t >= END - 90_000)
+    cross = result.layout("hybrid:4").reads[-1]
+    # The 06:58 bucket is half in the range: its partitions are read whole and filtered on time
+    assert cross.items_read == everything
+    assert cross.items_returned == last_90s < everything
+
+
+def test_reads_before_the_run_use_each_entitys_mean_rate(result: SimulationResult) -> None:
+    assert result.entity_counts is not None
+    run_writes = sum(n for (_, e), n in result.entity_counts.items() if e == HOT)
+    read = next(r for r in result.layout("hybrid:4").reads if r.read == f"{HOT}, last 3h")
+    # 2 minutes simulated, 178 minutes before them at the run's mean rate: 90 times the run's writes
+    assert read.items_read == pytest.approx(run_writes * 90, abs=2)
+    assert read.partitions == 180  # one partition per 1-minute bucket
+
+
+def test_duration_labels() -> None:
+    assert [duration_label(ms) for ms in (90_000, 60_000, 3_600_000, 86_400_000, 1_500)] == [
+        "90s",
+        "1m",
+        "1h",
+        "24h",
+        "1500ms",
+    ]
+    assert START < END

@@ -1,0 +1,311 @@
+"""``tsctl simulate``: the write load on every partition key and the cost of reads, per layout, second by second.
+
+The defaults are the seed scenario (``tsctl.seed``): 50,000 writes/s over
+10,000 sensors, ``sensor-alpha-001`` at 2,000/s, 500-byte items, for an hour
+starting half-way through an hourly bucket (so a split decided in the first
+minutes takes effect inside the run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from keydesign import ConfigError, InvalidInput, KeyDesignError, Reading, ShardMap, parse_duration, parse_timestamp
+from tsctl import seed
+from tsctl.output import emit_json, table
+
+if TYPE_CHECKING:
+    from simulator import AdaptiveSettings, HotEntity, ReadPattern, SimWorkload
+    from simulator.engine import LayoutSpec, SimulationResult
+
+# numpy and the simulator are imported only when simulating: every other command stays quick to start.
+
+DEFAULT_START = "2026-11-22T06:30:00Z"
+DEFAULT_LAYOUTS = "random,calculated,hybrid:16,hybrid,adaptive"
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "simulate",
+        help="write load per partition key and read cost per layout, second by second, for a workload",
+        description=(
+            "Simulate a workload second by second under several layouts side by side (same writes): the "
+            "hottest key's WCU/s, the 99th percentile, key-seconds over 1,000 WCU (throttled), imbalance, "
+            "and the fan-out and read units of single-entity and cross-entity reads. 'adaptive' is the hybrid "
+            "layout with the hot-key detector's own logic splitting hot entities at future bucket boundaries. "
+            "Defaults: the seed scenario (50,000 writes/s, 10,000 sensors, sensor-alpha-001 at 2,000/s, 500 B)."
+        ),
+    )
+    w = p.add_argument_group("workload")
+    w.add_argument("--rate", type=float, default=float(seed.GLOBAL_RATE), help="peak global writes/s (%(default)s)")
+    w.add_argument("--entities", type=int, default=seed.SENSORS, help="entities, hot ones included (%(default)s)")
+    w.add_argument("--zipf", type=float, default=0.0, help="Zipf skew of the background entities (0 = uniform)")
+    w.add_argument("--item-bytes", type=int, help=f"stored item size (default: {seed.ITEM_BYTES}, or from --reading)")
+    w.add_argument(
+        "--reading",
+        metavar="JSON",
+        help="a sample reading: the item size is what it takes stored under the layouts (the largest)",
+    )
+    w.add_argument(
+        "--hot",
+        action="append",
+        metavar="ENTITY=RATE[@FROM-TO[,FROM-TO]]",
+        help=(
+            f"a hot entity, its writes/s and optional burst windows from the start of the run, e.g. "
+            f"sensor-alpha-001=2000@10m-40m (default: {seed.HOT_SENSOR}={seed.HOT_RATE} for the whole run)"
+        ),
+    )
+    w.add_argument("--no-hot", action="store_true", help="no hot entity")
+    w.add_argument("--arrivals", choices=["poisson", "even"], default="poisson", help="per-second counts")
+    w.add_argument("--seed", type=int, default=7, help="random seed (%(default)s)")
+    w.add_argument("--start", default=DEFAULT_START, help="start of the run, RFC 3339 (%(default)s)")
+    w.add_argument("--duration", default="1h", help="simulated time, e.g. 90s, 15m, 1h (%(default)s)")
+
+    lay = p.add_argument_group("layouts")
+    lay.add_argument(
+        "--layouts",
+        default=DEFAULT_LAYOUTS,
+        help=(
+            "comma-separated: random[:n], calculated[:n], hybrid[:N], adaptive[:N]. Without a count hybrid "
+            "and adaptive take N from the capacity plan, random and calculated the suffixes the hottest "
+            "entity needs (default: %(default)s; hybrid:16 is the seed articles' design)"
+        ),
+    )
+    lay.add_argument("--shard-map", type=Path, help="also simulate a hybrid layout with this fixed shard map (JSON)")
+    lay.add_argument("--bucket", default="1h", help="bucket granularity (%(default)s)")
+    lay.add_argument("--utilisation", type=float, default=0.5, help="target share of 1,000 WCU/s for the plan's N")
+
+    det = p.add_argument_group("adaptive layout (the hot-key function's settings)")
+    det.add_argument("--window", default="60s", help="HOT_WINDOW (%(default)s)")
+    det.add_argument("--grace", default="30s", help="HOT_WINDOW_GRACE (%(default)s)")
+    det.add_argument("--cache-ttl", default="60s", help="SHARD_MAP_CACHE_TTL (%(default)s)")
+    det.add_argument("--margin", default="360s", help="HOT_CHANGE_MARGIN (%(default)s = MAX_FUTURE 5m + 60s)")
+    det.add_argument("--split-threshold", type=float, default=500.0, help="HOT_SPLIT_THRESHOLD_WCU (%(default)s)")
+    det.add_argument("--target-utilisation", type=float, default=0.4, help="HOT_TARGET_UTILISATION (%(default)s)")
+    det.add_argument("--scale-down-windows", type=int, default=10, help="HOT_SCALE_DOWN_WINDOWS (%(default)s)")
+    det.add_argument("--auto-global", action="store_true", help="HOT_AUTO_APPLY_GLOBAL: apply a larger global N")
+
+    rd = p.add_argument_group("reads (issued at the end of the run)")
+    rd.add_argument("--read-entity", action="append", help="entity of the single-entity reads (default: first hot)")
+    rd.add_argument("--read-windows", default="1h,3h,24h", help="single-entity read windows (%(default)s)")
+    rd.add_argument("--cross-window", default="1h", help="cross-entity read window, or 'none' (%(default)s)")
+    rd.add_argument("--consistent", action="store_true", help="strongly consistent reads (twice the read units)")
+
+    p.add_argument("--chart", type=Path, metavar="PATH", help="write a PNG chart here")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=run)
+
+
+def parse_hot(values: list[str] | None, *, none: bool) -> tuple[HotEntity, ...]:
+    """``--hot`` values as hot entities; none given means the seed's hot sensor."""
+    from simulator import Burst, HotEntity  # noqa: PLC0415 - see the imports
+
+    if none:
+        return ()
+    if not values:
+        return (HotEntity(seed.HOT_SENSOR, float(seed.HOT_RATE)),)
+    hot = []
+    for value in values:
+        spec, _, windows = value.partition("@")
+        name, sep, rate = spec.partition("=")
+        if not sep or not name:
+            raise InvalidInput("--hot", f"{value!r} is not ENTITY=RATE[@FROM-TO,...]")
+        try:
+            writes = float(rate)
+        except ValueError:
+            raise InvalidInput("--hot", f"rate {rate!r} of {name} is not a number") from None
+        bursts = []
+        for window in filter(None, windows.split(",")):
+            low, dash, high = window.partition("-")
+            if not dash:
+                raise InvalidInput("--hot", f"burst {window!r} of {name} is not FROM-TO (e.g. 10m-40m)")
+            bursts.append(Burst(_seconds(low, "--hot"), _seconds(high, "--hot")))
+        hot.append(HotEntity(name, writes, tuple(bursts)))
+    return tuple(hot)
+
+
+def _seconds(spec: str, field: str) -> int:
+    text = spec.strip()
+    if text == "0":
+        return 0
+    try:
+        return parse_duration(text, field) // 1000
+    except ConfigError as exc:
+        raise InvalidInput(field, exc.reason) from None
+
+
+def _duration_ms(spec: str, field: str) -> int:
+    try:
+        return parse_duration(spec, field)
+    except ConfigError as exc:
+        raise InvalidInput(field, exc.reason) from None
+
+
+def measured_sizes(args: argparse.Namespace) -> dict[str, int] | None:
+    """Stored sizes of ``--reading`` under each layout, or None without one."""
+    from simulator.workload import stored_item_bytes  # noqa: PLC0415 - see the imports
+
+    if args.reading is None:
+        return None
+    try:
+        reading = Reading.parse(json.loads(args.reading))
+    except json.JSONDecodeError as exc:
+        raise InvalidInput("--reading", f"is not JSON: {exc.msg}") from None
+    except KeyDesignError as exc:
+        raise InvalidInput("--reading", str(exc)) from None
+    return stored_item_bytes(reading, args.bucket)
+
+
+def item_bytes(args: argparse.Namespace) -> int:
+    if args.item_bytes is not None:
+        return int(args.item_bytes)
+    sizes = measured_sizes(args)
+    return max(sizes.values()) if sizes else seed.ITEM_BYTES
+
+
+def build(args: argparse.Namespace) -> tuple[SimWorkload, list[LayoutSpec], AdaptiveSettings, ReadPattern]:
+    """The simulation the arguments describe; bad input raises InvalidInput / ConfigError naming the option."""
+    from hotkeys.detector import DetectorConfig  # noqa: PLC0415 - see the imports
+    from simulator import AdaptiveSettings, ReadPattern, SimWorkload, parse_layout_spec  # noqa: PLC0415
+    from simulator.engine import LayoutSpec, default_shards  # noqa: PLC0415
+
+    workload = SimWorkload(
+        rate=args.rate,
+        entities=args.entities,
+        item_bytes=item_bytes(args),
+        start_ms=parse_timestamp(args.start, "--start"),
+        duration_s=_duration_ms(args.duration, "--duration") // 1000,
+        zipf=args.zipf,
+        hot=parse_hot(args.hot, none=args.no_hot),
+        arrivals=args.arrivals,
+        seed=args.seed,
+    )
+    if not 0 < args.utilisation <= 1:
+        raise InvalidInput("--utilisation", "must be in (0, 1]")
+    hybrid_n, suffixes = default_shards(workload, args.utilisation)
+    specs = [
+        parse_layout_spec(text, hybrid_shards=hybrid_n, suffixes=suffixes)
+        for text in args.layouts.split(",")
+        if text.strip()
+    ]
+    if args.shard_map is not None:
+        try:
+            fixed = ShardMap.from_dict(json.loads(args.shard_map.read_text()))
+        except (OSError, ValueError) as exc:  # ValueError: bad JSON, or a ConfigError naming the map's field
+            raise InvalidInput("--shard-map", f"{args.shard_map}: {exc}") from None
+        specs.append(
+            LayoutSpec("hybrid", fixed.global_shards_at(workload.start_ms), shard_map=fixed, name="hybrid:map")
+        )
+    detector = DetectorConfig(
+        window_ms=_duration_ms(args.window, "--window"),
+        split_threshold_wcu=args.split_threshold,
+        target_utilisation=args.target_utilisation,
+        scale_down_windows=args.scale_down_windows,
+    )
+    adaptive = AdaptiveSettings(
+        detector=detector,
+        grace_ms=_duration_ms(args.grace, "--grace"),
+        cache_ttl_ms=_duration_ms(args.cache_ttl, "--cache-ttl"),
+        margin_ms=_duration_ms(args.margin, "--margin"),
+        auto_global=args.auto_global,
+    )
+    windows = tuple(_duration_ms(w.strip(), "--read-windows") for w in args.read_windows.split(",") if w.strip())
+    cross = None if args.cross_window.strip().lower() == "none" else _duration_ms(args.cross_window, "--cross-window")
+    default_reads = ReadPattern.default(workload)
+    reads = ReadPattern(
+        tuple(args.read_entity) if args.read_entity else default_reads.entities,
+        windows,
+        cross,
+        consistent=args.consistent,
+    )
+    return workload, specs, adaptive, reads
+
+
+#: The simulator's field names -> the options that set them, so an error names what to change.
+_OPTIONS = {
+    "rate": "--rate",
+    "entities": "--entities",
+    "item_bytes": "--item-bytes",
+    "zipf": "--zipf",
+    "duration": "--duration",
+    "start": "--start",
+    "arrivals": "--arrivals",
+    "hot": "--hot",
+    "layouts": "--layouts",
+    "entity": "--read-entity",
+    "reads": "--read-windows",
+    "cross_window": "--cross-window",
+    "bucket": "--bucket",
+    "window": "--window",
+    "grace": "--grace",
+    "cache_ttl": "--cache-ttl",
+    "margin": "--margin",
+    "split_threshold_wcu": "--split-threshold",
+    "target_utilisation": "--target-utilisation",
+    "scale_down_windows": "--scale-down-windows",
+    "shard_map": "--shard-map",
+}
+
+
+@contextmanager
+def _naming_options() -> Iterator[None]:
+    """Re-raise the simulator's and the key-design layer's errors under the option's name."""
+    try:
+        yield
+    except KeyDesignError as exc:
+        name, _, detail = exc.field.partition(".")
+        option = _OPTIONS.get(name)
+        if option is None:
+            raise
+        reason = f"{detail}: {exc.reason}" if detail else exc.reason
+        raise type(exc)(option, reason) from None
+
+
+def run(args: argparse.Namespace) -> int:
+    from simulator import simulate  # noqa: PLC0415 - see the imports
+    from simulator.report import chart  # noqa: PLC0415
+
+    with _naming_options():
+        workload, specs, adaptive, reads = build(args)
+        result = simulate(workload, specs, bucket=args.bucket, adaptive=adaptive, reads=reads)
+    path = chart(result, args.chart) if args.chart is not None else None
+    sizes = measured_sizes(args)
+    if args.json:
+        document = result.to_dict()
+        document["chart"] = str(path) if path is not None else None
+        document["reading_item_bytes"] = sizes
+        emit_json(document)
+    else:
+        print(render(result))
+        if sizes is not None:
+            measured = ", ".join(f"{kind} {size:,} B" for kind, size in sizes.items())
+            print(
+                f"note: --reading stores as {measured} (hybrid: in a sub-shard); the run used {workload.item_bytes:,} B"
+            )
+        if path is not None:
+            print(f"\nchart written to {path}")
+    return 0
+
+
+def render(result: SimulationResult) -> str:
+    """The report for people: a header line, the writes table, the reads table and the notes."""
+    from simulator.report import READ_HEADERS, WRITE_HEADERS, header, notes, read_rows, write_rows  # noqa: PLC0415
+
+    return "\n".join(
+        [
+            header(result),
+            "",
+            "writes (per partition key, per second)",
+            table(write_rows(result), WRITE_HEADERS),
+            "",
+            "reads (issued at the end of the run)",
+            table(read_rows(result), READ_HEADERS),
+            "",
+            *(f"note: {n}" for n in notes(result)),
+        ]
+    )

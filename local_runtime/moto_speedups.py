@@ -1,0 +1,128 @@
+"""Two changes to moto's speed, not its behaviour: how a table orders its items, and how an item is projected.
+
+* **Order.** moto 5.2's ``Table.all_items`` sorts *every item of the table*
+  on every Query and on every Scan page, comparing ``DynamoType`` objects pair
+  by pair (each comparison converts both values again). With 30,000 readings
+  in the table one Query takes about 0.8 s whatever it returns, and a query API
+  page over a split entity makes several. :func:`_all_items` sorts on a key
+  computed once per item (the values those comparisons compare:
+  ``DynamoType.cast_value``), which orders items exactly as moto does whenever
+  a key attribute has one type, as a table's keys always do.
+* **Projection.** ``Item.project`` turns the whole item into Python values,
+  picks the projected paths and serialises them back, for every item a Query
+  with a ``ProjectionExpression`` returns: most of the cost of reading a
+  partition through moto (the query function always projects). When every
+  path is a top-level attribute, :func:`_project` copies just those
+  attributes; nested paths still go to moto's own.
+
+Both are installed while an embedded server runs and undone when the last one
+stops. ``tests/unit/local_runtime/test_moto_speedups.py`` checks each against
+moto's own on mixed data. If moto changes shape (another version), nothing is
+replaced and local mode is only slower.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+_log = logging.getLogger(__name__)
+_MARK = "_local_runtime_speedup"
+
+
+def order_key(item: Any) -> Any:
+    """The sort key moto's ``all_items`` uses, with each ``DynamoType`` replaced by its ``cast_value``."""
+    if item.range_key:
+        return (item.hash_key.cast_value, item.range_key.cast_value)
+    return item.hash_key.cast_value
+
+
+def _all_items(self: Any) -> list[Any]:
+    items: list[Any] = []
+    for hash_set in self.items.values():
+        if self.range_key_attr:
+            items.extend(hash_set.values())
+        else:
+            items.append(hash_set)
+    return sorted(items, key=order_key)
+
+
+def _project(self: Any, projection_expressions: list[list[str]]) -> Any:
+    if any(len(path) != 1 for path in projection_expressions):
+        return _PATCH.originals["project"](self, projection_expressions)
+    item = self.__class__.__new__(self.__class__)
+    item.hash_key = self.hash_key
+    item.range_key = self.range_key
+    # An empty LimitedSizeDict, filled without its per-insert size check (the
+    # attributes come from an item that passed it), as moto's own deepcopy does.
+    item.attrs = self.attrs.__class__()
+    for (name,) in projection_expressions:
+        value = self.attrs.get(name)
+        if value is not None:
+            dict.__setitem__(item.attrs, name, copy.deepcopy(value))
+    return item
+
+
+setattr(_all_items, _MARK, True)
+setattr(_project, _MARK, True)
+
+
+class _Patch:
+    """Who uses the speed-ups, and moto's own methods to put back when the last one stops."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.users = 0
+        self.originals: dict[str, Callable[..., Any]] = {}
+
+
+_PATCH = _Patch()
+
+
+def install() -> bool:
+    """Use the speed-ups (counted: every :func:`install` needs its :func:`uninstall`). True if in use."""
+    with _PATCH.lock:
+        targets = _targets()
+        if targets is None:
+            return False
+        if _PATCH.users == 0:
+            for name, (cls, replacement) in targets.items():
+                current = getattr(cls, name)
+                if not getattr(current, _MARK, False):
+                    _PATCH.originals[name] = current
+                    setattr(cls, name, replacement)
+        _PATCH.users += 1
+        return True
+
+
+def uninstall() -> None:
+    with _PATCH.lock:
+        if _PATCH.users == 0:
+            return
+        _PATCH.users -= 1
+        targets = _targets()
+        if _PATCH.users == 0 and targets is not None:
+            for name, (cls, _) in targets.items():
+                original = _PATCH.originals.pop(name, None)
+                if original is not None:
+                    setattr(cls, name, original)
+
+
+def _targets() -> dict[str, tuple[type, Callable[..., Any]]] | None:
+    """moto's classes and what replaces their methods, when moto is the shape this module knows (5.x)."""
+    try:
+        import moto  # noqa: PLC0415 - moto is heavy; only local mode needs it
+        from moto.dynamodb.models.dynamo_type import Item  # noqa: PLC0415
+        from moto.dynamodb.models.table import Table  # noqa: PLC0415
+    except ImportError:  # pragma: no cover - moto is a dependency of local mode
+        return None
+    version = str(getattr(moto, "__version__", ""))
+    if not version.startswith("5.") or not all(
+        callable(getattr(cls, name, None)) for cls, name in ((Table, "all_items"), (Item, "project"))
+    ):
+        _log.info("moto %s: its table order and projection are left as they are", version or "?")
+        return None
+    return {"all_items": (Table, _all_items), "project": (Item, _project)}

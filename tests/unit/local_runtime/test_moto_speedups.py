@@ -1,0 +1,122 @@
+"""The speed-ups give moto's own results (the keyed table order, the top-level projection), and are undone
+when the last user stops."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+from moto.dynamodb.models.dynamo_type import Item
+from moto.dynamodb.models.table import Table
+
+from local_runtime import moto_speedups
+
+
+def table(hash_type: str, range_type: str | None) -> Any:
+    schema = [{"AttributeName": "pk", "KeyType": "HASH"}]
+    attributes = [{"AttributeName": "pk", "AttributeType": hash_type}]
+    if range_type is not None:
+        schema.append({"AttributeName": "sk", "KeyType": "RANGE"})
+        attributes.append({"AttributeName": "sk", "AttributeType": range_type})
+    return Table("t", account_id="123456789012", region="eu-west-1", schema=schema, attr=attributes)
+
+
+def value(kind: str, rng: random.Random) -> dict[str, str]:
+    if kind == "N":
+        return {"N": str(rng.choice([rng.randint(-50, 50), rng.uniform(-5, 5), 10 ** rng.randint(0, 20)]))}
+    alphabet = "ab#-_0129Zz~é"
+    return {"S": "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 6))) or "x"}
+
+
+@pytest.mark.parametrize(("hash_type", "range_type"), [("S", "S"), ("S", "N"), ("N", "S"), ("S", None), ("N", None)])
+def test_the_keyed_order_is_moto_s_order(hash_type: str, range_type: str | None) -> None:
+    # Given a table of mixed keys (numbers of every size, strings with separators and non-ASCII)
+    rng = random.Random(hash((hash_type, range_type)))
+    t = table(hash_type, range_type)
+    for _ in range(400):
+        item = {"pk": value(hash_type, rng), "v": {"S": "x"}}
+        if range_type is not None:
+            item["sk"] = value(range_type, rng)
+        t.put_item(item)
+    # When ordered by moto's sort and by the keyed one
+    original = [(i.hash_key, i.range_key) for i in Table.all_items(t)]
+    keyed = [(i.hash_key, i.range_key) for i in moto_speedups._all_items(t)]
+    # Then the orders are the same
+    assert keyed == original
+
+
+def attribute(rng: random.Random, depth: int = 0) -> dict[str, Any]:
+    kinds = ["S", "N", "BOOL", "NULL", "SS", "NS"] + (["M", "L"] if depth < 2 else [])
+    kind = rng.choice(kinds)
+    if kind == "S":
+        return value("S", rng)
+    if kind == "N":
+        return {"N": str(rng.randint(-(10**6), 10**6))}
+    if kind == "BOOL":
+        return {"BOOL": rng.random() < 0.5}
+    if kind == "NULL":
+        return {"NULL": True}
+    if kind == "SS":
+        return {"SS": sorted({f"s{rng.randint(0, 9)}" for _ in range(3)})}
+    if kind == "NS":
+        return {"NS": sorted({str(rng.randint(0, 9)) for _ in range(3)})}
+    if kind == "M":
+        return {"M": {f"k{n}": attribute(rng, depth + 1) for n in range(rng.randint(0, 3))}}
+    return {"L": [attribute(rng, depth + 1) for _ in range(rng.randint(0, 3))]}
+
+
+def canonical(item: Any) -> dict[str, Any]:
+    """An item's attributes as DynamoDB JSON, sets in a fixed order (moto's round trip may reorder them)."""
+
+    def fix(v: Any) -> Any:
+        if isinstance(v, dict):
+            return {k: sorted(x) if k in ("SS", "NS") else fix(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [fix(x) for x in v]
+        return v
+
+    return {"key": (item.hash_key, item.range_key), "attrs": fix(item.to_json()["Attributes"])}
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_the_top_level_projection_is_moto_s_projection(seed: int) -> None:
+    # Given items of every attribute type, nested maps and lists included
+    rng = random.Random(seed)
+    t = table("S", "S")
+    for n in range(100):
+        t.put_item({"pk": {"S": f"p{n % 3}"}, "sk": {"S": f"s{n}"}, **{f"a{k}": attribute(rng) for k in range(6)}})
+    for item in Table.all_items(t):
+        # When projected on top-level attributes (some absent), by moto and by the speed-up
+        paths = [[name] for name in rng.sample(["pk", "sk", "a0", "a1", "a2", "a3", "a4", "a5", "absent"], 4)]
+        ours = moto_speedups._project(item, paths)
+        theirs = Item.project(item, paths)
+        # Then the results are the same, and the original item is untouched
+        assert canonical(ours) == canonical(theirs)
+        assert ours.attrs is not item.attrs
+
+
+def test_a_nested_projection_goes_to_moto_s_own() -> None:
+    t = table("S", "S")
+    t.put_item({"pk": {"S": "p"}, "sk": {"S": "s"}, "m": {"M": {"temp": {"N": "1.5"}, "rh": {"N": "40"}}}})
+    (item,) = Table.all_items(t)
+    assert moto_speedups.install()
+    try:
+        projected = item.project([["sk"], ["m", "temp"]])
+    finally:
+        moto_speedups.uninstall()
+    assert projected.to_json()["Attributes"] == {"sk": {"S": "s"}, "m": {"M": {"temp": {"N": "1.5"}}}}
+
+
+def test_install_replaces_moto_s_methods_until_the_last_user_uninstalls() -> None:
+    original_order, original_project = Table.all_items, Item.project
+    assert moto_speedups.install() and moto_speedups.install()
+    try:
+        assert Table.all_items is moto_speedups._all_items and Item.project is moto_speedups._project
+        moto_speedups.uninstall()
+        assert Table.all_items is moto_speedups._all_items  # one user left
+    finally:
+        moto_speedups.uninstall()
+    assert Table.all_items is original_order and Item.project is original_project
+    moto_speedups.uninstall()  # one too many is harmless
+    assert Table.all_items is original_order and Item.project is original_project

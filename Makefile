@@ -28,10 +28,10 @@ $(STAMP): requirements.txt requirements-dev.txt
 
 venv: $(STAMP) ## Create .venv and install the dev requirements
 
-demo: $(STAMP) ## The seed scenario: capacity plan, per-key load computed key by key, key preview
+demo: $(STAMP) ## Run the main job: the seed scenario on the embedded local stack
 	$(PY) -m tsctl demo
 
-serve: $(STAMP) ## Leave the local stack running on loopback (moto + the ingest function)
+serve: $(STAMP) ## Leave the whole local system running on loopback (moto, the four functions, the API)
 	$(PY) -m tsctl serve
 
 bench: $(STAMP) ## Run the benchmarks; figures to out/bench/results.json (ARGS=--quick for a smoke run)

@@ -1,241 +1,607 @@
-"""The demo driver: the seed scenario, scaled to one machine, through the real code path.
+"""The demo driver: the seed scenario, scaled to one machine and compressed in time, through the real code path.
 
-:func:`run_demo` starts the local system, publishes a synthetic workload with
-the producer library (thousands of sensors, ``sensor-alpha-001`` far above the
-others, plus a few readings that break the rules and records that are not
-JSON), waits until the ingest function has drained the stream, and then
-accounts for every reading from the outside: what the tables hold (a scan),
-what the rejects queue holds, what the on-failure destination holds.
+:func:`run_demo` starts the whole local system (ingest, the query API, the
+hot-key detector; the rotator too with a table period) and plays the seed
+scenario's story end to end:
 
-    lost = published - written - rejected      (must be 0)
-    duplicates = readings stored more than once (must be 0)
+1. **Before the split.** Thousands of sensors publish in real time (event
+   time = the wall clock), ``sensor-alpha-001`` far above the others, through
+   the producer library to Kinesis; ingest writes them. The hot sensor's key
+   runs hot in wall-clock terms too, which is what the detector measures (its
+   stream records' ``ApproximateCreationDateTime`` is the write time).
+2. **The detector splits it.** The other sensors keep reporting at a trickle
+   (a window is judged only once the stream has moved past it); the demo
+   awaits the shard map in the control table showing the entity's change,
+   then the wall clock passing the change's ``effective_from`` boundary.
+3. **After the split.** The same traffic again, with event times after the
+   boundary: the hot sensor's readings land on its new sub-shard keys.
+4. **Accounting.** Once ingest and the detector have drained their streams,
+   everything is counted from the outside: a scan of the tables, the rejects
+   and on-failure queues, the control table (judged windows, the shard map
+   before and after), the hot-key topic (an SQS queue subscribed to it); and
+   queries through the local HTTP API are compared with what was published
+   (:mod:`local_runtime.query_checks`).
 
-The steps that need components still being written (hot-key detection and the
-split, shard-map changes, queries through the HTTP API) appear in the report
-as ``{"status": "not run", ...}``, never as numbers.
+The report (:mod:`local_runtime.demo_report`) goes to ``<out>/report.json``,
+the picture of partition load to ``<out>/partition-load.png``, progress to
+stderr. Time is compressed by configuration (:data:`DEMO_CONTEXT`,
+:data:`DEMO_HOT_KEYS_ENVIRONMENT`): see docs/local.md for why each value.
 
-``python -m local_runtime.demo --help`` runs it by hand.
+``python -m local_runtime.demo --help`` (or ``tsctl demo``) runs it.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import random
 import sys
+import threading
 import time
-from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, TextIO, cast
+from typing import Any, TextIO, TypeVar, cast
 
 from boto3.dynamodb.types import TypeDeserializer
 
-from infra.config import PARTITION_WCU, AppConfig, load_cdk_json_context
-from keydesign import format_ts, item_size, write_units
+from infra.config import AppConfig, load_cdk_json_context
+from keydesign import format_ts, parse_duration
+from local_runtime import query_checks
+from local_runtime.demo_report import (
+    HOT_SENSOR,
+    NOT_RUN,
+    DemoFacts,
+    Phase,
+    StoredMap,
+    build_report,
+    partition_load,
+    render,
+)
 from local_runtime.faults import LocalFaults
+from local_runtime.load_chart import chart_data, draw
 from local_runtime.system import LocalOptions, LocalSystem
 from producer import Packer, Publisher, PublishSummary, Workload, generate, kinesis_client, publish
-from producer.publisher import Progress
+
+__all__ = [
+    "DEMO_CONTEXT",
+    "DEMO_HOT_KEYS_ENVIRONMENT",
+    "HOT_SENSOR",
+    "NOT_RUN",
+    "DemoOptions",
+    "build_report",
+    "invalid_readings",
+    "main",
+    "partition_load",
+    "render",
+    "run_demo",
+]
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-HOT_SENSOR = "sensor-alpha-001"
-NOT_RUN = "not run"
+T = TypeVar("T")
+
+#: cdk.json overrides that compress the demo's time (every one a stack setting; see docs/local.md).
+DEMO_CONTEXT: Mapping[str, object] = {
+    # A split takes effect at a bucket boundary: the next minute instead of the next hour.
+    "bucket": "1m",
+    # Writers and readers see a changed shard map within 5 s instead of 60.
+    "shard_map_cache_ttl_s": 5,
+    # Readings may be at most 5 s ahead of the clock (published in real time, none is): the
+    # detector's change margin must cover it (see DEMO_HOT_KEYS_ENVIRONMENT).
+    "max_future": "5s",
+    # Sized for what one machine ingests (~2,000 readings/s), as 100 is for the seed's 50,000/s:
+    # the other sensors' keys stay far below the split threshold.
+    "shards": 8,
+}
+#: The hot-key function's own variables (its settings module's; not stack configuration).
+DEMO_HOT_KEYS_ENVIRONMENT: Mapping[str, str] = {
+    # Load measured over 5 s windows (they must divide the 1 min bucket), judged 5 s after they end.
+    "HOT_WINDOW": "5s",
+    "HOT_WINDOW_GRACE": "5s",
+    # A change applies at the first bucket boundary after now + cache TTL (5 s) + this margin:
+    # 15-75 s after it is decided instead of ~7 min. The settings refuse less than MAX_FUTURE (5 s).
+    "HOT_CHANGE_MARGIN": "10s",
+    # A scale-down needs this many quiet windows in a row (5 min): none while the demo runs,
+    # so the map shows the split alone.
+    "HOT_SCALE_DOWN_WINDOWS": "60",
+}
 
 
 @dataclass(frozen=True, slots=True)
 class DemoOptions:
-    """The scenario. The default publishes 30,000 readings over 6 s of event time: 3,000/s spread
-    over 2,000 sensors and 2,000/s from ``sensor-alpha-001``, as the seed's hot sensor bursts."""
+    """The scenario. Rates are readings per second of event time, published in real time."""
 
     sensors: int = 2_000
-    base_rate: float = 3_000.0
-    hot_rate: float = 2_000.0
-    duration_s: float = 6.0
+    base_rate: float = 400.0
+    hot_rate: float = 1_200.0
+    #: Seconds of traffic before the split, and after it.
+    hot_phase_s: float = 10.0
+    split_phase_s: float = 5.0
+    #: Readings/s the other sensors keep sending while the demo waits for the split.
+    trickle_rate: float = 20.0
     #: Readings that break a rule (each kind in turn) and records that are not JSON at all.
     invalid_readings: int = 50
     garbage_records: int = 5
     seed: int = 7
     faults: LocalFaults = field(default_factory=LocalFaults)
     out_dir: Path = Path("out/demo")
+    #: cdk.json overrides on top of :data:`DEMO_CONTEXT`, and hot-key variables on top of its own.
     context: Mapping[str, object] = field(default_factory=dict)
-    timeout_s: float = 600.0
+    hotkeys_environment: Mapping[str, str] = field(default_factory=dict)
+    #: How long to wait for the detector's split, and for the streams to drain.
+    split_timeout_s: float = 240.0
+    timeout_s: float = 300.0
+    picture: bool = True
+
+    @classmethod
+    def quick(cls, **overrides: Any) -> DemoOptions:
+        """A smaller scenario (a test's, or ``--quick``): 300 sensors, the hot sensor at 900/s."""
+        base: dict[str, Any] = {
+            "sensors": 300,
+            "base_rate": 150.0,
+            "hot_rate": 900.0,
+            "hot_phase_s": 10.0,
+            "split_phase_s": 4.0,
+            "trickle_rate": 10.0,
+            "invalid_readings": 10,
+            "garbage_records": 2,
+        }
+        return cls(**{**base, **overrides})
 
 
-def run_demo(options: DemoOptions | None = None, *, progress: TextIO | None = None) -> dict[str, Any]:
-    """Run the demo; write ``<out_dir>/report.json``; return the report (``report["ok"]`` says if it passed)."""
+def run_demo(
+    options: DemoOptions | None = None,
+    *,
+    progress: TextIO | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Run the demo; write ``<out_dir>/report.json`` (plus ``extra`` sections) and the picture; return
+    the report (``report["ok"]`` says if every check passed)."""
     options = options or DemoOptions()
     say = _Say(progress or sys.stderr)
-    config = AppConfig.from_context({**load_cdk_json_context(REPO_ROOT / "cdk.json"), **options.context})
+    config = AppConfig.from_context(
+        {**load_cdk_json_context(REPO_ROOT / "cdk.json"), **DEMO_CONTEXT, **options.context}
+    )
+    hot_env = {**DEMO_HOT_KEYS_ENVIRONMENT, **options.hotkeys_environment}
     options.out_dir.mkdir(parents=True, exist_ok=True)
-    timings: dict[str, float] = {}
     started = time.monotonic()
 
     say(f"starting the local system (faults: {options.faults.describe()})")
-    local = LocalOptions(faults=options.faults, function_log=options.out_dir / "functions.log")
-    with LocalSystem(config, local) as system:
-        endpoints = system.endpoints
-        timings["start"] = time.monotonic() - started
-        table_list = ", ".join(endpoints.readings_tables)
-        say(f"moto on {endpoints.endpoint_url}; stream {endpoints.stream_name}; tables {table_list}")
-
-        mark = time.monotonic()
-        now_ms = int(time.time() * 1000)
-        workload = Workload(
-            entities=options.sensors,
-            rate=options.base_rate,
-            hot=((HOT_SENSOR, options.hot_rate),) if options.hot_rate > 0 else (),
-            duration_s=options.duration_s,
-            seed=options.seed,
-            start_ms=now_ms - int(options.duration_s * 1000) - 60_000,
-        )
-        say(f"publishing {workload.total:,} readings of {options.sensors:,} sensors + {HOT_SENSOR}")
-        kinesis = kinesis_client(endpoint_url=endpoints.endpoint_url, region=endpoints.region)
-        valid = publish(
-            generate(workload), Publisher(kinesis, endpoints.stream_name), Packer(), progress=Progress(say.stream)
-        )
-        invalid = _publish_invalid(kinesis, endpoints.stream_name, options.invalid_readings, now_ms)
-        garbage = _publish_garbage(kinesis, endpoints.stream_name, options.garbage_records)
-        timings["publish"] = time.monotonic() - mark
-        published = valid.readings_sent + invalid.readings_sent + garbage
-        failed_to_publish = valid.readings_failed + invalid.readings_failed
-
-        say(f"published {published:,} readings; waiting for ingest to drain the stream")
-        mark = time.monotonic()
-        drained = _wait_drained(system, options.timeout_s, say)
-        timings["drain"] = time.monotonic() - mark
-        say(f"stream drained in {timings['drain']:.1f} s" if drained else "the stream did NOT drain in time")
-
-        mark = time.monotonic()
-        say("counting what was stored, rejected and skipped")
-        tables = system.readings_tables()
-        stored = _scan(system.client("dynamodb"), tables)
-        rejects = _drain_queue(system.client("sqs"), endpoints.rejects_queue_url)
-        skipped = _drain_queue(system.client("sqs"), endpoints.ingest_failures_queue_url)
-        timings["verify"] = time.monotonic() - mark
-        runtime = system.stats()
-    timings["total"] = time.monotonic() - started
-
-    report = build_report(
-        options=options,
-        config=config,
-        published=published,
-        failed_to_publish=failed_to_publish,
-        stored=stored,
-        rejects=rejects,
-        skipped=skipped,
-        drained=drained,
-        runtime=runtime,
-        timings=timings,
-        event_time=(workload.start_ms, workload.start_ms + int(options.duration_s * 1000)),
+    local = LocalOptions(
+        faults=options.faults, function_log=options.out_dir / "functions.log", hotkeys_environment=hot_env
     )
+    with LocalSystem(config, local) as system:
+        run = _DemoRun(system, options, say, started)
+        facts = run.execute()
+    facts.timings = {**facts.timings, "total": time.monotonic() - started}
+
+    if options.picture and facts.stored:
+        facts.picture = _draw(facts, config, options.out_dir / "partition-load.png")
+    report = build_report(
+        scenario=_scenario(options),
+        config=config,
+        facts=facts,
+        settings=_settings(config, hot_env),
+    )
+    report.update(extra or {})
     path = options.out_dir / "report.json"
     path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    say(f"report: {path} ({'OK' if report['ok'] else 'FAILED'}) in {timings['total']:.1f} s")
+    say(f"report: {path} ({'OK' if report['ok'] else 'FAILED'}) in {facts.timings['total']:.0f} s")
     return report
 
 
-def build_report(
+class _DemoRun:
+    """One run against a started system: the steps of the module docstring, in order."""
+
+    def __init__(self, system: LocalSystem, options: DemoOptions, say: _Say, started: float) -> None:
+        self.system = system
+        self.options = options
+        self.say = say
+        self.started = started
+        self.endpoints = system.endpoints
+        self.dynamodb = system.client("dynamodb")
+        self.sqs = system.client("sqs")
+        self.ledger: list[dict[str, Any]] = []
+        self.phases: list[Phase] = []
+        self.summaries: list[PublishSummary] = []
+        self.extra_published = 0
+        self.timings: dict[str, float] = {"start": time.monotonic() - started}
+        self._lock = threading.Lock()
+
+    def execute(self) -> DemoFacts:
+        e = self.endpoints
+        self.say(f"moto on {e.endpoint_url}; stream {e.stream_name}; tables {', '.join(e.readings_tables)}")
+        self.say(f"query API on {e.api_url}; functions {', '.join(e.functions)}")
+        alerts_url = self._subscribe_to_alerts()
+        first, map_before = self._before_the_split()
+        split = self._await_split()
+        boundary = _hot_boundary(split) if split is not None else None
+        self._after_the_split(first)
+
+        mark = time.monotonic()
+        drained = _wait_drained(self.system, self.options.timeout_s, self.say)
+        self.timings["drain"] = time.monotonic() - mark
+        self.say("streams drained" if drained else "the streams did NOT drain in time")
+        facts = self._count(drained, alerts_url)
+        facts.map_before = map_before
+        facts.boundary_ms = boundary
+        mark = time.monotonic()
+        facts.queries = self._queries(boundary) if e.api_url else None
+        self.timings["queries"] = time.monotonic() - mark
+        facts.runtime = self.system.stats()
+        facts.timings = dict(self.timings)
+        return facts
+
+    def _before_the_split(self) -> tuple[Workload, StoredMap | None]:
+        """Phase 1, in real time, and the shard map as ingest first stores it (before any change)."""
+        o = self.options
+        mark = time.monotonic()
+        first = Workload(
+            entities=o.sensors,
+            rate=o.base_rate,
+            hot=((HOT_SENSOR, o.hot_rate),),
+            duration_s=o.hot_phase_s,
+            seed=o.seed,
+            start_ms=_now_ms(),
+        )
+        self.say(
+            f"phase 1 (before the split): {first.total:,} readings over {o.hot_phase_s:g} s in real time: "
+            f"{o.sensors:,} sensors at {o.base_rate:,.0f}/s in all, {HOT_SENSOR} at {o.hot_rate:,.0f}/s"
+        )
+        publisher = _InThread(lambda: self._publish("before the split", generate(first)))
+        map_before = wait_for(self._read_map, o.hot_phase_s + 60)
+        publisher.result(o.hot_phase_s + 120)
+        self._publish_rule_breakers()
+        self.timings["phase_1"] = time.monotonic() - mark
+        return first, map_before
+
+    def _await_split(self) -> StoredMap | None:
+        """The map once it splits the hot sensor, then the wall clock past the split's boundary;
+        the other sensors keep reporting meanwhile (a window is judged once the stream passed it)."""
+        o, say = self.options, self.say
+        mark = time.monotonic()
+        trickle = _Trickle(self, o.trickle_rate, o.sensors, o.seed + 2)
+        trickle.start()
+        say(f"waiting for the hot-key detector to split {HOT_SENSOR} (the others trickle at {o.trickle_rate:g}/s)")
+        try:
+            split = wait_for(self._split_scheduled, o.split_timeout_s, on_tick=self._waiting_note, tick_s=15)
+            if split is None:
+                say(f"no split of {HOT_SENSOR} within {o.split_timeout_s:.0f} s")
+                return None
+            boundary = _hot_boundary(split)
+            self.timings["detection"] = time.monotonic() - mark
+            shards = split.shard_map.entity_history[HOT_SENSOR][-1].shards
+            say(
+                f"split scheduled after {self.timings['detection']:.0f} s: {HOT_SENSOR} -> {shards} sub-shards from "
+                f"{format_ts(boundary)}; waiting {max(0.0, (boundary - _now_ms()) / 1000):.0f} s for the wall clock "
+                "to pass it"
+            )
+            waited = time.monotonic()
+            wait_for(lambda: _now_ms() >= boundary + 500 or None, (boundary - _now_ms()) / 1000 + 30)
+            self.timings["boundary_wait"] = time.monotonic() - waited
+            return split
+        finally:
+            trickle.stop()
+            self.timings["split"] = time.monotonic() - mark
+
+    def _after_the_split(self, first: Workload) -> None:
+        """Phase 2: the same traffic, every event time after the boundary (the clock has passed it)."""
+        o = self.options
+        mark = time.monotonic()
+        second = replace(first, duration_s=o.split_phase_s, seed=o.seed + 1, start_ms=_now_ms())
+        self.say(f"phase 2 (after the split): {second.total:,} readings over {o.split_phase_s:g} s in real time")
+        self._publish("after the split", generate(second))
+        self.timings["phase_2"] = time.monotonic() - mark
+
+    def _count(self, drained: bool, alerts_url: str) -> DemoFacts:
+        """Everything from the outside: tables, queues, the control table, the alerts."""
+        e = self.endpoints
+        mark = time.monotonic()
+        self.say("counting what was stored, rejected and skipped; reading the control table")
+        hot_skipped = _drain_queue(self.sqs, e.hotkeys_failures_queue_url) if e.hotkeys_failures_queue_url else []
+        facts = DemoFacts(
+            published=sum(s.readings_sent for s in self.summaries) + self.extra_published,
+            failed_to_publish=sum(s.readings_failed for s in self.summaries),
+            phases=list(self.phases),
+            ledger=self.ledger,
+            stored=_scan(self.dynamodb, self.system.readings_tables()),
+            rejects=_drain_queue(self.sqs, e.rejects_queue_url),
+            skipped=_drain_queue(self.sqs, e.ingest_failures_queue_url),
+            hot_keys_skipped=hot_skipped,
+            drained=drained,
+            map_after=self._read_map(),
+            windows=self._judged_windows(),
+            alerts=[_alert(m) for m in _drain_queue(self.sqs, alerts_url)],
+            rotation=self._rotation(),
+        )
+        self.timings["verify"] = time.monotonic() - mark
+        return facts
+
+    # -- publishing -------------------------------------------------------------------------------
+
+    def _publish(self, name: str, items: Iterable[tuple[float, dict[str, Any]]], *, quiet: bool = False) -> None:
+        e = self.endpoints
+        kinesis = kinesis_client(endpoint_url=e.endpoint_url, region=e.region)
+        seen = _PhaseLedger(name)
+
+        def recorded() -> Iterator[tuple[float, dict[str, Any]]]:
+            for offset, reading in items:
+                seen.add(reading)
+                yield offset, reading
+
+        def note(summary: PublishSummary, final: bool) -> None:
+            if not quiet and (final or summary.elapsed_s - seen.noted_s >= 5):
+                seen.noted_s = summary.elapsed_s
+                self.say(f"  {name}: sent {summary.readings_sent:,} readings in {summary.records_sent:,} records")
+
+        summary = publish(recorded(), Publisher(kinesis, e.stream_name), Packer(), pace=True, progress=note)
+        with self._lock:
+            self.summaries.append(summary)
+            self.ledger.extend(seen.readings)
+            if seen.readings:
+                self.phases.append(seen.phase())
+
+    def _publish_rule_breakers(self) -> None:
+        e = self.endpoints
+        kinesis = kinesis_client(endpoint_url=e.endpoint_url, region=e.region)
+        items = [(0.0, reading) for reading in invalid_readings(self.options.invalid_readings, _now_ms())]
+        summary = publish(items, Publisher(kinesis, e.stream_name), Packer(), validate=False)
+        garbage = _publish_garbage(kinesis, e.stream_name, self.options.garbage_records)
+        with self._lock:
+            self.summaries.append(summary)
+            self.extra_published += garbage
+        self.say(f"  and {summary.readings_sent} readings that break a rule, {garbage} records that are not JSON")
+
+    # -- watching the control table ------------------------------------------------------------------
+
+    def _read_map(self) -> StoredMap | None:
+        # Imported here: adapters.observability sets Powertools' service name at its first import,
+        # which must be the functions' (it is, once the system has imported the ingest handler).
+        from adapters.shard_map_store import SHARD_MAP_KEY  # noqa: PLC0415
+
+        item = self.dynamodb.get_item(
+            TableName=self.endpoints.control_table, Key=dict(SHARD_MAP_KEY), ConsistentRead=True
+        ).get("Item")
+        return StoredMap.from_item(_plain(item)) if item else None
+
+    def _split_scheduled(self) -> StoredMap | None:
+        stored = self._read_map()
+        if stored is None:
+            return None
+        history = stored.shard_map.entity_history.get(HOT_SENSOR, ())
+        return stored if history and history[-1].shards > 1 else None
+
+    def _waiting_note(self, waited_s: float) -> None:
+        mappings = self.system.stats()["event_source_mappings"]
+        hot = [m for name, m in mappings.items() if name.endswith(tuple(self.endpoints.readings_tables))]
+        invocations = sum(m["invocations"] for m in hot)
+        records = sum(m["records_received"] for m in hot)
+        judged = len(self._judged_windows())
+        self.say(
+            f"  {waited_s:.0f} s: the detector has had {invocations:,} invocations for {records:,} stream records "
+            f"and judged {judged} windows"
+        )
+
+    def _judged_windows(self) -> list[dict[str, Any]]:
+        windows = []
+        request: dict[str, Any] = {
+            "TableName": self.endpoints.control_table,
+            "FilterExpression": "begins_with(pk, :close)",
+            "ExpressionAttributeValues": {":close": {"S": "close#"}},
+            "ConsistentRead": True,
+        }
+        for page in self.dynamodb.get_paginator("scan").paginate(**request):
+            for raw in page.get("Items", []):
+                item = _plain(raw)
+                if item.get("state") != "done":
+                    continue
+                try:
+                    summary = json.loads(str(item.get("summary", "{}")))
+                except ValueError:
+                    summary = {}
+                windows.append({"window": str(item["pk"]).removeprefix("close#"), "summary": summary})
+        return windows
+
+    def _subscribe_to_alerts(self) -> str:
+        """An SQS queue on the hot-key topic, as an operator's e-mail subscription would be."""
+        url = str(self.sqs.create_queue(QueueName=f"{self.system.config.stack_name}-demo-alerts")["QueueUrl"])
+        arn = self.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        self.system.client("sns").subscribe(TopicArn=self.endpoints.alarm_topic_arn, Protocol="sqs", Endpoint=arn)
+        return url
+
+    # -- queries --------------------------------------------------------------------------------------
+
+    def _queries(self, boundary: int | None) -> dict[str, Any]:
+        api_url = self.endpoints.api_url
+        assert api_url is not None  # noqa: S101 - the caller checked
+        client = query_checks.ApiClient(api_url)
+        hot = [r for r in self.ledger if r["entity_id"] == HOT_SENSOR]
+        low = min(r["timestamp"] for r in hot)
+        high = max(r["timestamp"] for r in hot)
+        from_ms, to_ms = low - low % 1000, high - high % 1000 + 1000
+        bucket = self.system.config.layout().bucket
+        middle = boundary if boundary is not None else (from_ms + to_ms) // 2
+        self.say(f"querying through {api_url}: {HOT_SENSOR}'s {len(hot):,} readings page by page, latest, ...")
+        checks = [query_checks.check_entity_range(client, self.ledger, HOT_SENSOR, from_ms, to_ms)]
+        checks.append(query_checks.check_latest(client, self.ledger, HOT_SENSOR))
+        checks.append(
+            query_checks.check_aggregates(
+                client, self.ledger, HOT_SENSOR, from_ms, to_ms, interval="1m", interval_ms=60_000
+            )
+        )
+        checks.append(query_checks.check_range_page(client, self.ledger, middle - 20_000, middle + 20_000, bucket))
+        for check in checks:
+            verdict = "equal" if check.difference is None else f"DIFFERENT: {check.difference}"
+            self.say(f"  {check.name}: {check.summary}; {verdict}")
+        return query_checks.summarise(client, checks)
+
+    def _rotation(self) -> dict[str, Any] | None:
+        runs = [s for s in self.system.schedules if s.name.endswith("-rotator")]
+        if not runs:
+            return None
+        schedule = runs[0]
+        return {"status": "run", "runs": schedule.runs, "failures": schedule.failures, "last": schedule.last_result}
+
+
+# -- helpers ------------------------------------------------------------------------------------------
+
+
+def wait_for(
+    condition: Callable[[], T | None],
+    timeout_s: float,
     *,
-    options: DemoOptions,
-    config: AppConfig,
-    published: int,
-    failed_to_publish: int,
-    stored: list[dict[str, Any]],
-    rejects: list[dict[str, Any]],
-    skipped: list[dict[str, Any]],
-    drained: bool,
-    runtime: Mapping[str, Any],
-    timings: Mapping[str, float],
-    event_time: tuple[int, int],
-) -> dict[str, Any]:
-    """The report from what the system holds (pure: the unit tests feed it by hand)."""
-    identities = Counter((str(item.get("e")), str(item.get("i"))) for item in stored)
-    duplicates = sum(n - 1 for n in identities.values() if n > 1)
-    written = len(identities)
-    distinct_rejects: dict[str, dict[str, Any]] = {}
-    for message in rejects:
-        distinct_rejects.setdefault(str(message.get("reject_id")), message)
-    by_reason = Counter(str(m.get("field")) for m in distinct_rejects.values())
-    examples: dict[str, str] = {}
-    for message in distinct_rejects.values():
-        examples.setdefault(str(message.get("field")), str(message.get("reason")))
-    lost = published - written - len(distinct_rejects)
-    ok = drained and lost == 0 and duplicates == 0 and failed_to_publish == 0
-    reason = "the hot-key handler is not wired into the local runtime yet"
+    interval_s: float = 0.5,
+    on_tick: Callable[[float], None] | None = None,
+    tick_s: float = 10.0,
+) -> T | None:
+    """``condition()`` once it returns something other than None (or False), polled every ``interval_s``;
+    None after ``timeout_s``. ``on_tick(waited_s)`` every ``tick_s`` while waiting."""
+    started = time.monotonic()
+    last_tick = started
+    pause = threading.Event()
+    while True:
+        value = condition()
+        if value is not None and value is not False:
+            return value
+        now = time.monotonic()
+        if now - started >= timeout_s:
+            return None
+        if on_tick is not None and now - last_tick >= tick_s:
+            last_tick = now
+            on_tick(now - started)
+        pause.wait(min(interval_s, max(0.0, timeout_s - (now - started))))
+
+
+class _InThread:
+    """Runs ``target`` in a thread; :meth:`result` joins it and re-raises what it raised."""
+
+    def __init__(self, target: Callable[[], None]) -> None:
+        self._error: BaseException | None = None
+
+        def run() -> None:
+            try:
+                target()
+            except BaseException as exc:  # re-raised in the caller's thread
+                self._error = exc
+
+        self._thread = threading.Thread(target=run, name="demo-publisher", daemon=True)
+        self._thread.start()
+
+    def result(self, timeout_s: float) -> None:
+        self._thread.join(timeout_s)
+        if self._thread.is_alive():
+            raise TimeoutError(f"publishing did not finish within {timeout_s:.0f} s")
+        if self._error is not None:
+            raise self._error
+
+
+class _Trickle:
+    """The other sensors keep reporting (paced, a few readings a second) until stopped."""
+
+    def __init__(self, run: _DemoRun, rate: float, sensors: int, seed: int) -> None:
+        self._run = run
+        self._rate = max(rate, 0.1)
+        self._sensors = sensors
+        self._seed = seed
+        self._stop = threading.Event()
+        self._thread: _InThread | None = None
+
+    def start(self) -> None:
+        self._thread = _InThread(lambda: self._run._publish("waiting for the split", self._readings(), quiet=True))
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.result(60)
+
+    def _readings(self) -> Iterator[tuple[float, dict[str, Any]]]:
+        rng = random.Random(self._seed)
+        start = _now_ms()
+        n = 0
+        while not self._stop.is_set():
+            offset = n / self._rate
+            yield (
+                offset,
+                {
+                    "entity_id": f"sensor-{rng.randrange(1, self._sensors + 1):06d}",
+                    "event_id": f"trickle-{self._seed}-{n}",
+                    "timestamp": start + int(offset * 1000),
+                    "measures": {"temp": round(rng.uniform(15, 30), 2), "rh": round(rng.uniform(30, 60), 1)},
+                },
+            )
+            n += 1
+
+
+class _PhaseLedger:
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.readings: list[dict[str, Any]] = []
+        self.noted_s = 0.0
+
+    def add(self, reading: dict[str, Any]) -> None:
+        self.readings.append(reading)
+
+    def phase(self) -> Phase:
+        times = [int(r["timestamp"]) for r in self.readings]
+        return Phase(
+            name=self.name,
+            from_ms=min(times),
+            to_ms=max(times) + 1,
+            readings=len(self.readings),
+            hot_readings=sum(1 for r in self.readings if r["entity_id"] == HOT_SENSOR),
+        )
+
+
+def _hot_boundary(stored: StoredMap) -> int:
+    return stored.shard_map.entity_history[HOT_SENSOR][-1].effective_from_ms
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _scenario(options: DemoOptions) -> dict[str, Any]:
     return {
-        "ok": ok,
-        "scenario": {
-            "sensors": options.sensors,
-            "base_readings_per_s": options.base_rate,
-            "hot_sensor": HOT_SENSOR,
-            "hot_sensor_readings_per_s": options.hot_rate,
-            "event_time_from": format_ts(event_time[0]),
-            "event_time_to": format_ts(event_time[1]),
-            "invalid_readings": options.invalid_readings,
-            "garbage_records": options.garbage_records,
-            "faults": options.faults.describe(),
-        },
-        "design": {
-            "layout": config.layout_kind,
-            "shards": config.shards,
-            "bucket": config.bucket,
-            "table_period": config.table_period,
-        },
-        "readings": {
-            "published": published,
-            "failed_to_publish": failed_to_publish,
-            "written": written,
-            "rejected": len(distinct_rejects),
-            "lost": lost,
-            "duplicates": duplicates,
-            "stream_drained": drained,
-        },
-        "rejected_by_reason": [
-            {"field": name, "count": count, "example": examples[name]} for name, count in by_reason.most_common()
-        ],
-        "reject_messages": len(rejects),
-        "skipped_by_event_source": {
-            "batches": len(skipped),
-            "records": sum(int(_batch_info(m).get("batchSize", 0)) for m in skipped),
-            "conditions": dict(Counter(str(m.get("requestContext", {}).get("condition")) for m in skipped)),
-        },
-        "partition_load": partition_load(stored),
-        "hot_keys": {"status": NOT_RUN, "reason": reason},
-        "shard_map_changes": {"status": NOT_RUN, "reason": reason},
-        "partition_load_after_split": {"status": NOT_RUN, "reason": reason},
-        "queries": {"status": NOT_RUN, "reason": "the query handler is not wired into the local runtime yet"},
-        "partition_load_picture": {"status": NOT_RUN, "reason": "drawn once the split can be shown"},
-        "runtime": dict(runtime),
-        "timings_s": {name: round(value, 2) for name, value in timings.items()},
+        "sensors": options.sensors,
+        "base_readings_per_s": options.base_rate,
+        "hot_sensor": HOT_SENSOR,
+        "hot_sensor_readings_per_s": options.hot_rate,
+        "before_split_s": options.hot_phase_s,
+        "after_split_s": options.split_phase_s,
+        "trickle_readings_per_s": options.trickle_rate,
+        "invalid_readings": options.invalid_readings,
+        "garbage_records": options.garbage_records,
+        "faults": options.faults.describe(),
+        "published_in_real_time": True,
     }
 
 
-def partition_load(items: Iterable[Mapping[str, Any]], top: int = 10) -> dict[str, Any]:
-    """Write units per second on every partition key, by event-time second, from the stored items."""
-    per_second: dict[str, Counter[str]] = defaultdict(Counter)
-    count: Counter[str] = Counter()
-    hot_keys: set[str] = set()
-    for item in items:
-        pk = str(item["pk"])
-        per_second[pk][str(item.get("t", ""))[:19]] += write_units(item_size(item))
-        count[pk] += 1
-        if item.get("e") == HOT_SENSOR:
-            hot_keys.add(pk)
-    if not per_second:
-        return {"partition_keys": 0}
-    peaks = {pk: max(seconds.values()) for pk, seconds in per_second.items()}
-    ranked = sorted(peaks.items(), key=lambda kv: (-kv[1], kv[0]))
+def _settings(config: AppConfig, hot_env: Mapping[str, str]) -> dict[str, Any]:
+    max_future_s = parse_duration(config.max_future, "max_future") // 1000
+    margin = hot_env.get("HOT_CHANGE_MARGIN") or f"{max_future_s + 60}s"  # the detector's default
     return {
-        "partition_keys": len(peaks),
-        "hottest_key": ranked[0][0],
-        "hottest_peak_wcu_per_s": ranked[0][1],
-        "mean_peak_wcu_per_s": round(sum(peaks.values()) / len(peaks), 1),
-        "keys_over_1000_wcu_per_s": sum(1 for v in peaks.values() if v > PARTITION_WCU),
-        "hot_sensor_keys": sorted(hot_keys),
-        "hot_sensor_peak_wcu_per_s": max((peaks[pk] for pk in hot_keys), default=0),
-        "top": [{"pk": pk, "peak_wcu_per_s": peak, "items": count[pk]} for pk, peak in ranked[:top]],
+        "hot_window": hot_env.get("HOT_WINDOW", "60s"),
+        "hot_window_grace": hot_env.get("HOT_WINDOW_GRACE", "30s"),
+        "hot_change_margin": margin,
+        "hot_scale_down_windows": int(hot_env.get("HOT_SCALE_DOWN_WINDOWS", "10")),
+        "context_overrides": dict(DEMO_CONTEXT),
+        "hot_keys_environment": dict(hot_env),
     }
+
+
+def _draw(facts: DemoFacts, config: AppConfig, path: Path) -> dict[str, Any]:
+    chart = chart_data(
+        facts.stored,
+        layout_kind=config.layout().kind,
+        threshold_wcu=config.hot_split_threshold_wcu,
+        boundary_ms=facts.boundary_ms,
+    )
+    if chart is None:
+        return {}
+    split = f"; {HOT_SENSOR} split at {format_ts(facts.boundary_ms)}" if facts.boundary_ms is not None else ""
+    draw(chart, path, title=f"Write units per event-time second, hottest partition keys{split}")
+    return {"path": str(path), **chart.as_dict()}
 
 
 # -- publishing what ingest must reject --------------------------------------------
@@ -251,11 +617,6 @@ def invalid_readings(count: int, now_ms: int) -> list[dict[str, Any]]:
         lambda n: {"entity_id": f"sensor-bad-{n}", "timestamp": now_ms, "measures": {"temp": 1.0}, "colour": "red"},
     ]
     return [kinds[n % len(kinds)](n) for n in range(count)]
-
-
-def _publish_invalid(kinesis: Any, stream: str, count: int, now_ms: int) -> PublishSummary:
-    items = [(0.0, reading) for reading in invalid_readings(count, now_ms)]
-    return publish(items, Publisher(kinesis, stream), Packer(), validate=False)
 
 
 def _publish_garbage(kinesis: Any, stream: str, count: int) -> int:
@@ -276,22 +637,29 @@ def _wait_drained(system: LocalSystem, timeout_s: float, say: _Say) -> bool:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             return False
-        if system.wait_until_idle(min(5.0, remaining)):
+        if system.wait_until_idle(min(10.0, remaining)):
             return True
-        stats = system.stats()["event_source_mappings"].get("ingest", {})
-        say(
-            f"  ingest: {stats.get('invocations', 0):,} invocations, "
-            f"{stats.get('records_succeeded', 0):,}/{stats.get('records_received', 0):,} records done, "
-            f"{stats.get('function_errors', 0):,} errors, {stats.get('bisections', 0):,} bisections"
-        )
+        stats = system.stats()["event_source_mappings"]
+        for name, s in stats.items():
+            say(
+                f"  {name}: {s.get('invocations', 0):,} invocations, "
+                f"{s.get('records_succeeded', 0):,}/{s.get('records_received', 0):,} records done, "
+                f"{s.get('function_errors', 0):,} errors, {s.get('bisections', 0):,} bisections"
+            )
+
+
+_DESERIALIZE = cast(Callable[[Any], Any], TypeDeserializer().deserialize)
+
+
+def _plain(raw: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: _DESERIALIZE(v) for k, v in raw.items()}
 
 
 def _scan(dynamodb: Any, tables: Iterable[str]) -> list[dict[str, Any]]:
-    deserialize = cast(Callable[[Any], Any], TypeDeserializer().deserialize)
     items: list[dict[str, Any]] = []
     for table in tables:
         for page in dynamodb.get_paginator("scan").paginate(TableName=table, ConsistentRead=True):
-            items.extend({k: deserialize(v) for k, v in raw.items()} for raw in page.get("Items", []))
+            items.extend(_plain(raw) for raw in page.get("Items", []))
     return items
 
 
@@ -311,75 +679,70 @@ def _drain_queue(sqs: Any, queue_url: str) -> list[dict[str, Any]]:
     return out
 
 
-def _batch_info(message: Mapping[str, Any]) -> Mapping[str, Any]:
-    info = message.get("KinesisBatchInfo") or message.get("DDBStreamBatchInfo") or {}
-    return info if isinstance(info, Mapping) else {}
+def _alert(envelope: Mapping[str, Any]) -> dict[str, Any]:
+    """An SNS notification as SQS receives it (the envelope): its subject and JSON body."""
+    try:
+        body = json.loads(str(envelope.get("Message", "{}")))
+    except ValueError:
+        body = {"text": str(envelope.get("Message"))[:500]}
+    return {"subject": envelope.get("Subject"), "body": body if isinstance(body, dict) else {"value": body}}
 
 
 class _Say:
     def __init__(self, stream: TextIO) -> None:
         self.stream = stream
+        self._lock = threading.Lock()
 
     def __call__(self, text: str) -> None:
-        self.stream.write(f"[demo] {text}\n")
-        self.stream.flush()
-
-
-def render(report: Mapping[str, Any]) -> str:
-    """A short human summary of the report."""
-    r = report["readings"]
-    load = report["partition_load"]
-    lines = [
-        f"readings published {r['published']:,}, written {r['written']:,}, rejected {r['rejected']:,}, "
-        f"lost {r['lost']:,}, duplicates {r['duplicates']:,}",
-        "rejected by reason: "
-        + (", ".join(f"{x['field']} {x['count']}" for x in report["rejected_by_reason"]) or "none"),
-    ]
-    if load.get("partition_keys"):
-        lines.append(
-            f"partition keys {load['partition_keys']:,}; hottest {load['hottest_key']} at "
-            f"{load['hottest_peak_wcu_per_s']:,} WCU/s; {load['keys_over_1000_wcu_per_s']} over 1,000 WCU/s"
-        )
-    skipped = report["skipped_by_event_source"]
-    if skipped["batches"]:
-        lines.append(
-            f"skipped by the event source mapping: {skipped['records']} record(s) in {skipped['batches']} batch(es)"
-        )
-    lines.extend(
-        f"{name.replace('_', ' ')}: not run ({report[name]['reason']})"
-        for name in ("hot_keys", "shard_map_changes", "queries")
-        if report[name].get("status") == NOT_RUN
-    )
-    lines.append("OK" if report["ok"] else "FAILED: readings were lost or duplicated, or the stream did not drain")
-    return "\n".join(lines)
+        with self._lock:
+            self.stream.write(f"[demo] {text}\n")
+            self.stream.flush()
 
 
 def main(argv: list[str] | None = None) -> int:
-    defaults = DemoOptions()
     parser = argparse.ArgumentParser(prog="python -m local_runtime.demo", description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--sensors", type=int, default=defaults.sensors)
-    parser.add_argument("--base-rate", type=float, default=defaults.base_rate, help="readings/s of event time")
-    parser.add_argument("--hot-rate", type=float, default=defaults.hot_rate, help=f"readings/s of {HOT_SENSOR}")
-    parser.add_argument("--duration", type=float, default=defaults.duration_s, help="seconds of event time")
-    parser.add_argument("--faults", default="", help='e.g. "throttle=2,partial=3,fraction=0.5,invoke_errors=0.1"')
-    parser.add_argument("--out", type=Path, default=defaults.out_dir)
+    add_arguments(parser)
     args = parser.parse_args(argv)
+    try:
+        options = options_from(args)
+    except ValueError as exc:
+        parser.error(str(exc))
+    report = run_demo(options)
+    print(render(report))
+    return 0 if report["ok"] else 1
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The demo's options (``tsctl demo`` takes the same)."""
+    defaults = DemoOptions()
+    parser.add_argument("--quick", action="store_true", help="a smaller scenario: 300 sensors, the hot one at 900/s")
+    parser.add_argument(
+        "--faults",
+        default="",
+        help='inject faults, e.g. "throttle=2,rate=0.05,partial=3,fraction=0.5,invoke_errors=0.1"',
+    )
+    parser.add_argument("--sensors", type=int, default=None, help=f"sensors (default {defaults.sensors:,})")
+    parser.add_argument("--hot-rate", type=float, default=None, help=f"readings/s of {HOT_SENSOR}")
+    parser.add_argument("--out", type=Path, default=defaults.out_dir, help="where report.json and the picture go")
+    parser.add_argument("--seed", type=int, default=defaults.seed)
+
+
+def options_from(args: argparse.Namespace) -> DemoOptions:
+    """DemoOptions from parsed arguments; ValueError naming what is wrong."""
     try:
         faults = LocalFaults.parse(args.faults)
     except ValueError as exc:
-        parser.error(str(exc))
-    report = run_demo(
-        DemoOptions(
-            sensors=args.sensors,
-            base_rate=args.base_rate,
-            hot_rate=args.hot_rate,
-            duration_s=args.duration,
-            faults=faults,
-            out_dir=args.out,
-        )
-    )
-    print(render(report))
-    return 0 if report["ok"] else 1
+        raise ValueError(f"--faults: {exc}") from None
+    overrides: dict[str, Any] = {"faults": faults, "out_dir": args.out, "seed": args.seed}
+    if args.sensors is not None:
+        if args.sensors < 1:
+            raise ValueError("--sensors: must be at least 1")
+        overrides["sensors"] = args.sensors
+    if args.hot_rate is not None:
+        if not math.isfinite(args.hot_rate) or args.hot_rate <= 0:
+            raise ValueError("--hot-rate: must be above 0")
+        overrides["hot_rate"] = args.hot_rate
+    return DemoOptions.quick(**overrides) if args.quick else DemoOptions(**overrides)
 
 
 if __name__ == "__main__":

@@ -45,7 +45,7 @@ from typing import Any, Protocol
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from infra.config import IngestConfig
+from infra.config import HotKeysConfig, IngestConfig
 from local_runtime.functions import FunctionError
 from local_runtime.stream_sources import SourceRecord, StartingPosition, StreamSource
 
@@ -128,6 +128,35 @@ class MappingConfig:
             bisect_on_error=True,
             report_batch_item_failures=True,
             starting_position=StartingPosition.TRIM_HORIZON,
+        )
+        return replace(base, **overrides)
+
+    @classmethod
+    def for_hot_keys(cls, hot_keys: HotKeysConfig, **overrides: Any) -> MappingConfig:
+        """The hot-key function's mapping on a readings table's stream, from the settings the stack
+        deploys (``infra/hot_keys.py``; the rotator gives per-period tables the same)."""
+        base = cls(
+            batch_size=hot_keys.batch_size,
+            batching_window_s=float(hot_keys.batching_window_s),
+            max_retries=hot_keys.max_retries,
+            max_record_age_s=hot_keys.max_record_age_s,
+            bisect_on_error=True,
+            report_batch_item_failures=True,
+            starting_position=StartingPosition.TRIM_HORIZON,
+        )
+        return replace(base, **overrides)
+
+    @classmethod
+    def from_request(cls, request: Mapping[str, Any], **overrides: Any) -> MappingConfig:
+        """The settings of a CreateEventSourceMapping request (what the rotator sends)."""
+        base = cls(
+            batch_size=int(request.get("BatchSize", 100)),
+            batching_window_s=float(request.get("MaximumBatchingWindowInSeconds", 0)),
+            max_retries=int(request.get("MaximumRetryAttempts", -1)),
+            max_record_age_s=int(request.get("MaximumRecordAgeInSeconds", -1)),
+            bisect_on_error=bool(request.get("BisectBatchOnFunctionError", False)),
+            report_batch_item_failures="ReportBatchItemFailures" in request.get("FunctionResponseTypes", []),
+            starting_position=StartingPosition(str(request.get("StartingPosition", "TRIM_HORIZON"))),
         )
         return replace(base, **overrides)
 

@@ -8,12 +8,14 @@ its tables from); the stream, queues and topic from the same configuration.
 compares what is created here with the synthesized template, so the two
 cannot drift apart.
 
-The stack lets CloudFormation name the stream, the queues and the topic;
-locally they need names, derived from the stack name (:class:`ResourceNames`).
+The stack lets CloudFormation name the stream, the queues, the topic and the
+cursor-signing secret; locally they need names, derived from the stack name
+(:class:`ResourceNames`).
 """
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -65,7 +67,9 @@ class ResourceNames:
     stream: str
     rejects_queue: str
     ingest_failures_queue: str
+    hotkeys_failures_queue: str
     alarm_topic: str
+    cursor_secret: str
 
     @classmethod
     def for_config(cls, config: AppConfig, now_ms: int) -> ResourceNames:
@@ -76,7 +80,9 @@ class ResourceNames:
             stream=f"{stack}-readings",
             rejects_queue=f"{stack}-rejects",
             ingest_failures_queue=f"{stack}-ingest-failures",
+            hotkeys_failures_queue=f"{stack}-hotkeys-failures",
             alarm_topic=f"{stack}-hot-keys",
+            cursor_secret=f"{stack}-cursor-key",
         )
 
 
@@ -119,20 +125,33 @@ class Resources:
     ingest_failures_queue_arn: str
     alarm_topic_arn: str
     table_stream_arns: Mapping[str, str] = field(default_factory=dict)
+    hotkeys_failures_queue_url: str = ""
+    hotkeys_failures_queue_arn: str = ""
+    #: The cursor-signing key in the local Secrets Manager (None when no secretsmanager client was given).
+    cursor_secret_arn: str | None = None
 
 
 class Provisioner:
     """Creates the resources on a (moto) endpoint with the given boto3 clients."""
 
-    def __init__(self, *, dynamodb: Any, kinesis: Any, sqs: Any, sns: Any) -> None:
-        for client in (dynamodb, kinesis, sqs, sns):
+    def __init__(self, *, dynamodb: Any, kinesis: Any, sqs: Any, sns: Any, secretsmanager: Any = None) -> None:
+        for client in (dynamodb, kinesis, sqs, sns, *([secretsmanager] if secretsmanager is not None else [])):
             assert_loopback(str(client.meta.endpoint_url))
         self._dynamodb = dynamodb
         self._kinesis = kinesis
         self._sqs = sqs
         self._sns = sns
+        self._secrets = secretsmanager
 
-    def provision(self, config: AppConfig, names: ResourceNames, *, kinesis_shards: int | None = None) -> Resources:
+    def provision(
+        self,
+        config: AppConfig,
+        names: ResourceNames,
+        *,
+        kinesis_shards: int | None = None,
+        cursor_secret: str | None = None,
+    ) -> Resources:
+        """Create everything; ``cursor_secret`` is the value of the cursor-signing secret (random when None)."""
         stream_arns = {}
         for table in table_definitions(config, names):
             arn = self.create_table(table)
@@ -141,19 +160,30 @@ class Provisioner:
         stream_arn = self._create_stream(config, names.stream, kinesis_shards)
         rejects_url = self._create_queue(names.rejects_queue)
         failures_url = self._create_queue(names.ingest_failures_queue)
-        failures_arn = self._sqs.get_queue_attributes(QueueUrl=failures_url, AttributeNames=["QueueArn"])["Attributes"][
-            "QueueArn"
-        ]
+        hot_failures_url = self._create_queue(names.hotkeys_failures_queue)
         topic_arn = self._sns.create_topic(Name=names.alarm_topic)["TopicArn"]
+        secret_arn = None
+        if self._secrets is not None:
+            # The stack generates the key in Secrets Manager and gives the query function its ARN;
+            # moto plays Secrets Manager, so the handler reads it the way it does in AWS.
+            value = cursor_secret if cursor_secret is not None else secrets.token_urlsafe(48)
+            secret_arn = str(self._secrets.create_secret(Name=names.cursor_secret, SecretString=value)["ARN"])
         return Resources(
             names=names,
             stream_arn=stream_arn,
             rejects_queue_url=rejects_url,
             ingest_failures_queue_url=failures_url,
-            ingest_failures_queue_arn=str(failures_arn),
+            ingest_failures_queue_arn=self._queue_arn(failures_url),
             alarm_topic_arn=str(topic_arn),
             table_stream_arns=stream_arns,
+            hotkeys_failures_queue_url=hot_failures_url,
+            hotkeys_failures_queue_arn=self._queue_arn(hot_failures_url),
+            cursor_secret_arn=secret_arn,
         )
+
+    def _queue_arn(self, url: str) -> str:
+        attributes = self._sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]
+        return str(attributes["QueueArn"])
 
     def create_table(self, table: TableDefinition) -> str | None:
         """Create ``table`` (and its TTL); return its stream ARN, if it has a stream."""

@@ -82,10 +82,16 @@ class Schedule:
         self._lock = threading.Lock()
         self.runs = 0
         self.failures = 0
+        #: The result of the latest run that did not fail.
+        self.last_result: Any = None
 
-    def start(self) -> None:
+    def start(self, *, run_now: bool = True) -> None:
+        """Start the schedule; ``run_now=False`` when the caller has just run it (the next run is one
+        period from now)."""
         if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name=f"schedule-{self.name}", daemon=True)
+            self._thread = threading.Thread(
+                target=self._run, args=(run_now,), name=f"schedule-{self.name}", daemon=True
+            )
             self._thread.start()
 
     def stop(self, timeout_s: float = 30.0) -> None:
@@ -106,13 +112,18 @@ class Schedule:
             return None
         with self._lock:
             self.runs += 1
+            self.last_result = result
         if self._on_result is not None:
             self._on_result(now_ms, result)
         return result
 
-    def _run(self) -> None:
+    def _run(self, run_now: bool) -> None:
         interval = self.clock.real_seconds(self._every_s)
         next_at = time.monotonic()
+        if not run_now:
+            next_at += interval
+            if self._stop.wait(interval):
+                return
         while not self._stop.is_set():
             self.run_once()
             next_at += interval

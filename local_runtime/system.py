@@ -3,16 +3,22 @@
 ``with LocalSystem(config) as system:`` starts, in order: the function log
 router, the embedded moto server, the process environment that points every
 AWS client at it, the resources (from the same :class:`AppConfig` the stack
-is built from), and the ingest function polling the Kinesis stream. Stopping
-undoes it all in reverse, whatever failed on the way.
+is built from), and the four functions, each with the environment
+:meth:`AppConfig.function_environment` builds for the stack (the local values
+in a :class:`FunctionWiring`):
 
-The other functions plug in as they land (see docs/local.md):
+* ingest, polling the Kinesis stream;
+* query, behind the REST API emulator (``LocalOptions.query_api``);
+* the hot-key detector on every readings table's stream, failures to its own
+  queue (``LocalOptions.hot_keys``). With a table period and the rotator on,
+  the rotator maps each table's stream, as in AWS (:mod:`.lambda_mappings`);
+* the rotator on its schedule, with a speed-up clock (``LocalOptions.rotator``;
+  only with a table period).
 
-* the query API: :meth:`LocalSystem.serve_api` with a function loaded by
-  :meth:`LocalSystem.load_function`;
-* the hot-key detector: :meth:`LocalSystem.consume_table_streams` (it follows
-  per-period tables as they are created);
-* the rotator: :meth:`LocalSystem.schedule` with a :class:`SimulatedClock`.
+Stopping undoes it all in reverse, whatever failed on the way. The plug points
+the functions are wired through (:meth:`LocalSystem.load_function`,
+:meth:`~LocalSystem.serve_api`, :meth:`~LocalSystem.consume_table_streams`,
+:meth:`~LocalSystem.schedule`) stay public for tests and other handlers.
 """
 
 from __future__ import annotations
@@ -26,14 +32,14 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import ModuleType
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import boto3
 from botocore.config import Config
 
 from adapters.clients import reset_clients
 from adapters.faults import FaultInjectingDynamoDB
-from infra.config import AppConfig
+from infra.config import AppConfig, FunctionWiring, LambdaFunction
 from local_runtime.api_gateway import RestApi
 from local_runtime.environment import assert_loopback, aws_environment, patched_environ
 from local_runtime.event_source_mapping import EventSourceMapping, FailureDestination, MappingConfig, SqsDestination
@@ -42,12 +48,15 @@ from local_runtime.function_logs import FunctionLogRouter
 from local_runtime.functions import FunctionSpec, InvocationFaults, InvocationGate, LocalFunction
 from local_runtime.moto_server import EmbeddedMoto
 from local_runtime.resources import Provisioner, ResourceNames, Resources
-from local_runtime.scheduler import Schedule, SimulatedClock, empty_event
+from local_runtime.scheduler import Schedule, SimulatedClock, empty_event, now_event
 from local_runtime.stream_sources import DynamoDBStreamSource, KinesisSource, StartingPosition
+
+if TYPE_CHECKING:
+    from local_runtime.lambda_mappings import LocalMappings
 
 _log = logging.getLogger(__name__)
 
-INGEST_HANDLER = "ingest.handler.handler"
+INGEST_HANDLER = LambdaFunction.INGEST.handler
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,10 +81,28 @@ class LocalOptions:
     #: None leaves stdout alone.
     function_log: Path | None = None
     function_log_level: str = "INFO"
-    #: Extra environment for the ingest function (e.g. ``{"WRITE_CONCURRENCY": "4"}``).
+    #: Extra environment for the ingest function (e.g. ``{"WRITE_CONCURRENCY": "4"}``), on top of
+    #: what :meth:`AppConfig.function_environment` gives it; likewise for the other functions.
     ingest_environment: Mapping[str, str] = field(default_factory=dict)
+    query_environment: Mapping[str, str] = field(default_factory=dict)
+    hotkeys_environment: Mapping[str, str] = field(default_factory=dict)
+    rotator_environment: Mapping[str, str] = field(default_factory=dict)
     #: How often per-period readings tables are looked for (to follow their streams).
     table_discovery_s: float = 5.0
+    #: Serve the query API: the query function behind the REST API emulator.
+    query_api: bool = True
+    #: Run the hot-key detector on the readings tables' streams.
+    hot_keys: bool = True
+    #: Run the rotator on its schedule (only with a table_period: otherwise there is nothing to rotate).
+    rotator: bool = True
+    #: How many times faster than the wall clock the rotator's clock runs. At 1 the schedule
+    #: invokes it with ``{}`` (a live run, as EventBridge Scheduler does); faster, with the
+    #: simulated time as ``{"now": ...}`` and ``ALLOW_NOW_OVERRIDE=true``.
+    rotator_clock_speed: float = 1.0
+    #: The rotator's period in simulated seconds; None: the stack's schedule (15 min or 1 h).
+    rotator_every_s: float | None = None
+    #: The cursor-signing key stored in the local Secrets Manager; None: a random one per start.
+    cursor_secret: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +119,9 @@ class Endpoints:
     ingest_failures_queue_url: str
     alarm_topic_arn: str
     api_url: str | None = None
+    hotkeys_failures_queue_url: str | None = None
+    #: The functions running, by their stack name (``<stack_name>-<function>``).
+    functions: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -105,6 +135,8 @@ class Endpoints:
             "ingest_failures_queue_url": self.ingest_failures_queue_url,
             "alarm_topic_arn": self.alarm_topic_arn,
             "api_url": self.api_url,
+            "hotkeys_failures_queue_url": self.hotkeys_failures_queue_url,
+            "functions": list(self.functions),
         }
 
 
@@ -135,6 +167,7 @@ class LocalSystem:
         self.mappings: list[EventSourceMapping] = []
         self.schedules: list[Schedule] = []
         self._followers: list[_TableStreamFollower] = []
+        self.lambda_mappings: LocalMappings | None = None
         self._api: RestApi | None = None
         self._resources: Resources | None = None
         self._endpoint_url: str | None = None
@@ -185,12 +218,24 @@ class LocalSystem:
             kinesis=self.client("kinesis"),
             sqs=self.client("sqs"),
             sns=self.client("sns"),
+            secretsmanager=self.client("secretsmanager"),
         )
         names = ResourceNames.for_config(self.config, self._now_ms())
-        self._resources = provisioner.provision(self.config, names, kinesis_shards=options.kinesis_shards)
+        self._resources = provisioner.provision(
+            self.config, names, kinesis_shards=options.kinesis_shards, cursor_secret=options.cursor_secret
+        )
         self._exit.callback(self._stop_components)
 
         self._start_ingest()
+        if options.query_api:
+            self._start_query()
+        rotates = options.rotator and self.config.table_period is not None
+        if options.hot_keys:
+            # With per-period tables and the rotator running, the rotator maps each table's
+            # stream (as in AWS); otherwise the one mapping of the stack, on every table.
+            self._start_hot_keys(follow_tables=not rotates)
+        if rotates:
+            self._start_rotator()
 
     def stop(self) -> None:
         """Stop everything that started, in reverse order. Safe to call twice."""
@@ -249,6 +294,8 @@ class LocalSystem:
             ingest_failures_queue_url=r.ingest_failures_queue_url,
             alarm_topic_arn=r.alarm_topic_arn,
             api_url=self._api.base_url if self._api is not None else None,
+            hotkeys_failures_queue_url=r.hotkeys_failures_queue_url,
+            functions=tuple(self.functions),
         )
 
     def client(self, service: str, *, max_attempts: int = 3) -> Any:
@@ -275,10 +322,34 @@ class LocalSystem:
             found.extend(t for t in page.get("TableNames", []) if t.startswith(prefix))
         return tuple(sorted(found))
 
-    def function_environment(self, service: str, **extra: str) -> dict[str, str]:
-        """The environment the stack gives every function, for ``service``, plus ``extra``."""
-        env = self.config.to_lambda_environment(rejects_queue_url=self.resources.rejects_queue_url)
-        env["POWERTOOLS_SERVICE_NAME"] = service
+    @property
+    def wiring(self) -> FunctionWiring:
+        """The deploy-time values of the functions' environments, as local mode has them: the moto
+        queue URL and ARN, topic ARN and Secrets Manager secret ARN, the local function ARN."""
+        r = self.resources
+        return FunctionWiring(
+            rejects_queue_url=r.rejects_queue_url,
+            cursor_secret_arn=r.cursor_secret_arn,
+            alert_topic_arn=r.alarm_topic_arn,
+            hotkeys_function_arn=self.function_arn(LambdaFunction.HOTKEYS),
+            hotkeys_failure_destination_arn=r.hotkeys_failures_queue_arn,
+        )
+
+    def function_name(self, function: LambdaFunction | str) -> str:
+        """The function's name, as the stack names it: ``<stack_name>-<function>``."""
+        return f"{self.config.stack_name}-{LambdaFunction(function).value}"
+
+    def function_arn(self, function: LambdaFunction | str) -> str:
+        return FunctionSpec(name=self.function_name(function), handler="-", region=self.options.region).arn
+
+    def function_by_arn(self, arn: str) -> LocalFunction | None:
+        with self._lock:
+            return next((f for f in self.functions.values() if f.spec.arn == arn), None)
+
+    def function_environment(self, function: LambdaFunction | str, **extra: str) -> dict[str, str]:
+        """``function``'s environment as the stack builds it (:meth:`AppConfig.function_environment`
+        with :attr:`wiring`), plus ``extra``."""
+        env = self.config.function_environment(LambdaFunction(function), self.wiring)
         env.update(extra)
         return env
 
@@ -297,18 +368,21 @@ class LocalSystem:
             ],
             "invocation_errors_injected": self._invocation_faults.injected if self._invocation_faults else 0,
             "api_requests": len(self._api.latencies_ms) if self._api is not None else 0,
+            "schedules": {s.name: {"runs": s.runs, "failures": s.failures} for s in self.schedules},
         }
 
     # -- plug points -------------------------------------------------------------------
 
-    def load_function(self, spec: FunctionSpec) -> LocalFunction:
+    def load_function(self, spec: FunctionSpec, *, inject_errors: bool = True) -> LocalFunction:
         """Import ``spec``'s handler afresh with its environment; invocations share the system's gate
-        and injected invocation errors."""
+        and (with ``inject_errors``) its injected invocation errors."""
         with self._lock:
             if spec.name in self.functions:
                 raise ValueError(f"a function named {spec.name!r} is already loaded")
         function = LocalFunction(
-            replace(spec, region=self.options.region), gate=self._gate, faults=self._invocation_faults
+            replace(spec, region=self.options.region),
+            gate=self._gate,
+            faults=self._invocation_faults if inject_errors else None,
         )
         with self._lock:
             self.functions[spec.name] = function
@@ -375,12 +449,14 @@ class LocalSystem:
         every_s: float,
         clock: SimulatedClock | None = None,
         event: Callable[[int], dict[str, Any]] = empty_event,
+        run_now: bool = True,
     ) -> Schedule:
-        """Invoke ``function`` now and every ``every_s`` simulated seconds of ``clock``."""
+        """Invoke ``function`` every ``every_s`` simulated seconds of ``clock``, the first time now
+        (in the schedule's thread) unless ``run_now`` is False."""
         schedule = Schedule(function.name, function.invoke, every_s=every_s, clock=clock, event=event)
         with self._lock:
             self.schedules.append(schedule)
-        schedule.start()
+        schedule.start(run_now=run_now)
         return schedule
 
     def wait_until_idle(self, timeout_s: float) -> bool:
@@ -399,9 +475,9 @@ class LocalSystem:
     def _start_ingest(self) -> None:
         options = self.options
         resources = self.resources
-        env = self.function_environment("ingest", **dict(options.ingest_environment))
+        env = self.function_environment(LambdaFunction.INGEST, **dict(options.ingest_environment))
         spec = FunctionSpec(
-            name=f"{self.config.stack_name}-ingest",
+            name=self.function_name(LambdaFunction.INGEST),
             handler=INGEST_HANDLER,
             environment=env,
             timeout_s=options.ingest_timeout_s,
@@ -444,11 +520,108 @@ class LocalSystem:
         namespace["INGESTOR"] = Ingestor.from_settings(namespace["SETTINGS"], dynamodb=injector)
         self.write_faults.append(injector)
 
+    # -- the query API, the hot-key detector, the rotator --------------------------------------
+
+    def _spec(self, function: LambdaFunction, extra: Mapping[str, str], **kwargs: Any) -> FunctionSpec:
+        sizing = self.config.lambdas.sizing(function)
+        return FunctionSpec(
+            name=self.function_name(function),
+            handler=function.handler,
+            environment=self.function_environment(function, **dict(extra)),
+            timeout_s=float(sizing.timeout_s),
+            memory_mb=sizing.memory_mb,
+            **kwargs,
+        )
+
+    def _start_query(self) -> None:
+        # No injected invocation errors here: they exist to make stream batches redeliver, and an
+        # API client would only see API Gateway's 502 for them.
+        function = self.load_function(
+            self._spec(LambdaFunction.QUERY, self.options.query_environment), inject_errors=False
+        )
+        self.serve_api(function)
+
+    def _start_hot_keys(self, *, follow_tables: bool) -> None:
+        function = self.load_function(
+            self._spec(LambdaFunction.HOTKEYS, self.options.hotkeys_environment, close=_close_attribute("MONITOR"))
+        )
+        if follow_tables:
+            self.consume_table_streams(
+                function,
+                MappingConfig.for_hot_keys(self.config.hot_keys, poll_interval_s=self.options.poll_interval_s),
+                destination=SqsDestination(self.client("sqs"), self.resources.hotkeys_failures_queue_url),
+            )
+
+    def _start_rotator(self) -> None:
+        from local_runtime.lambda_mappings import LocalMappings  # noqa: PLC0415 - imports the rotator's code
+
+        options = self.options
+        sped_up = options.rotator_clock_speed != 1.0
+        mappings = LocalMappings(self, destination_for=self._destination_for)
+        self.lambda_mappings = mappings
+        extra = {**({"ALLOW_NOW_OVERRIDE": "true"} if sped_up else {}), **options.rotator_environment}
+        function = self.load_function(
+            self._spec(LambdaFunction.ROTATOR, extra, configure=_rotator_on_local_mappings(mappings))
+        )
+        every_s = options.rotator_every_s or self.config.rotation_interval_minutes() * 60.0
+        clock = SimulatedClock(speed=options.rotator_clock_speed)
+        # The first run happens here, before start() returns: the tables' stream mappings it makes
+        # exist by the time anyone publishes. The schedule then runs it every period.
+        schedule = Schedule(
+            function.name, function.invoke, every_s=every_s, clock=clock, event=now_event if sped_up else empty_event
+        )
+        schedule.run_once()
+        with self._lock:
+            self.schedules.append(schedule)
+        schedule.start(run_now=False)
+
+    def _destination_for(self, arn: str) -> FailureDestination | None:
+        """The local queue an on-failure destination ARN names (the rotator's mapping requests)."""
+        r = self.resources
+        queues = {
+            r.hotkeys_failures_queue_arn: r.hotkeys_failures_queue_url,
+            r.ingest_failures_queue_arn: r.ingest_failures_queue_url,
+        }
+        url = queues.get(arn)
+        return SqsDestination(self.client("sqs"), url) if url else None
+
 
 def _close_ingestor(module: ModuleType) -> None:
     ingestor = getattr(module, "INGESTOR", None)
     if ingestor is not None:
         ingestor.close()
+
+
+def _close_attribute(name: str) -> Callable[[ModuleType], None]:
+    """A ``close`` hook that closes the module-level object ``name`` (a handler's monitor)."""
+
+    def close(module: ModuleType) -> None:
+        target = getattr(module, name, None)
+        closer = getattr(target, "close", None)
+        if callable(closer):
+            closer()
+
+    return close
+
+
+def _rotator_on_local_mappings(mappings: LocalMappings) -> Callable[[ModuleType], None]:
+    """Rebuild the rotator module's ``ROTATOR`` with its stream mappings on :class:`LocalMappings`
+    (moto's Lambda cannot hold them; see :mod:`local_runtime.lambda_mappings`). Tables and alarms
+    stay on moto's DynamoDB and CloudWatch."""
+
+    def configure(module: ModuleType) -> None:
+        from rotator.logic import Rotator  # noqa: PLC0415 - after the environment is set
+
+        for attribute in ("SETTINGS", "ROTATOR"):
+            if not hasattr(module, attribute):
+                raise RuntimeError(f"{module.__name__} has no {attribute}: cannot wire its stream mappings")
+        namespace = vars(module)
+        rotator = Rotator.from_settings(namespace["SETTINGS"])
+        if rotator.mappings is not None:
+            rotator.mappings = mappings
+        namespace["ROTATOR"] = rotator
+
+    return configure
 
 
 class _TableStreamFollower:

@@ -1,132 +1,86 @@
-"""``tsctl demo``: the seed scenario, planned and keyed, with the numbers computed."""
+"""``tsctl demo``: the whole system on this machine, the seed scenario through the real code path.
+
+The main job (``make demo``). It runs :func:`local_runtime.demo.run_demo`:
+publish to Kinesis, ingest, let the hot-key detector split
+``sensor-alpha-001``, publish after the split, query through the local HTTP
+API, and account for every reading. The report (``out/demo/report.json``)
+also carries ``tsctl preview``'s capacity plan for the full-scale seed
+workload, so one report tells the whole story: the plan at 50,000 readings/s,
+and what the running system did at this machine's scale.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from keydesign import Layout, ShardMap, earliest_change_boundary, format_ts, plan_capacity
-from tsctl import seed
-from tsctl.commands.keys import describe_plan
-from tsctl.commands.plan import evaluate_design, render_plan
-from tsctl.output import emit_json, table
-
-CACHE_TTL_MS = 60_000
+from keydesign import InvalidInput
+from tsctl.commands import preview
 
 
 def register(sub: Any) -> None:
     p = sub.add_parser(
         "demo",
-        help="run the seed scenario through the planner and the key design",
+        help="run the seed scenario on the embedded local system: ingest, hot-key split, queries, a report",
         description=(
-            "The seed scenario (10,000 sensors, 50,000 readings/s, sensor-alpha-001 bursting to "
-            "2,000/s): the capacity plan, the write load on every partition key under the seed's "
-            "N=16 design, a correctly sized design, and the same after sensor-alpha-001 is split, "
-            "and the query plan of a read across the split."
+            "Start the whole system on loopback (moto's server as a child process, the four functions in this one), "
+            "publish the "
+            "seed scenario scaled to this machine (thousands of sensors, sensor-alpha-001 far above the others), "
+            "let the hot-key detector split the hot sensor, publish again after the split, query through the "
+            "local HTTP API, and report what was published, written, rejected, lost and duplicated, the hot keys, "
+            "the shard-map change, partition load before and after, and the query answers and latencies. "
+            "Time is compressed (1-minute buckets, 5 s hot-key windows): a few minutes in all. "
+            "Exits 1 when anything was lost or duplicated, the split did not happen or a query answer differs."
         ),
+        epilog='examples:\n  tsctl demo\n  tsctl demo --quick\n  tsctl demo --faults "throttle=2,rate=0.05,partial=3,'
+        'partial_rate=0.2,fraction=0.5,invoke_errors=0.1"',
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--out", type=Path, default=Path("out/demo"), help="where report.json goes")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--quick", action="store_true", help="a smaller scenario: 300 sensors, the hot one at 900/s")
+    p.add_argument(
+        "--faults",
+        default="",
+        help="inject faults: throttle=N,rate=P (throttled BatchWriteItem), partial=N,partial_rate=P,fraction=F "
+        "(UnprocessedItems), latency=MS, invoke_errors=P (failed invocations), seed=N",
+    )
+    p.add_argument("--sensors", type=int, default=None, help="sensors besides sensor-alpha-001 (default 2,000)")
+    p.add_argument("--hot-rate", type=float, default=None, help="readings/s of sensor-alpha-001 (default 1,200)")
+    p.add_argument("--seed", type=int, default=7, help="the workload's random seed")
+    p.add_argument("--out", type=Path, default=Path("out/demo"), help="where report.json and the picture go")
+    p.add_argument("--json", action="store_true", help="print the report as JSON instead of the summary")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    report = build_report(int(time.time() * 1000))
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "report.json").write_text(json.dumps(report, indent=2))
+    # Imported here: moto and boto3 take a while to import, which every other command would pay.
+    from local_runtime.demo import options_from, render, run_demo  # noqa: PLC0415
+
+    try:
+        options = options_from(args)
+    except ValueError as exc:
+        field, _, reason = str(exc).partition(": ")
+        raise InvalidInput(field, reason or str(exc)) from None
+    plan = preview.build_report(int(time.time() * 1000))
+    report = run_demo(options, extra={"seed_scale_plan": _plan_section(plan)})
     if args.json:
-        emit_json(report)
+        json.dump(report, sys.stdout, indent=2)
+        sys.stdout.write("\n")
     else:
-        print(render(report, args.out / "report.json"))
-    return 0 if report["all_readings_found_by_their_plan"] else 1
+        print(render(report))
+    return 0 if report["ok"] else 1
 
 
-def build_report(now_ms: int) -> dict[str, Any]:
-    workload = seed.workload()
-    plan = plan_capacity(workload)
-    layout = Layout.from_settings(kind="hybrid", bucket="1h", table_prefix="readings")
-    n = plan.global_shards
-
-    # The split is scheduled the way the hot-key detector does it: at the first
-    # bucket boundary every writer's cache will have seen.
-    boundary = earliest_change_boundary(layout.bucket, now_ms, CACHE_TTL_MS)
-    sized = ShardMap.initial(layout.bucket, n)
-    split = sized.with_entity(seed.HOT_SENSOR, plan.entity_shards[seed.HOT_SENSOR], boundary, now_ms=now_ms)
-
-    before = seed.one_second(layout.bucket.start(now_ms))
-    after = seed.one_second(boundary)
-    loads = [
-        seed.key_load("seed design: hybrid N=16", layout, ShardMap.initial(layout.bucket, 16), before),
-        seed.key_load(f"hybrid N={n}, before the split", layout, split, before),
-        seed.key_load(f"hybrid N={n}, after the split", layout, split, after),
-    ]
-
-    # Every reading, before and after the split, must be found by its entity's plan.
-    window_from, window_to = layout.bucket.start(now_ms), boundary + layout.bucket.width_ms
-    plans: dict[str, set[str]] = {}
-    found = 0
-    for reading in before + after:
-        key = layout.key_for(reading, split)
-        if reading.entity_id not in plans:
-            plans[reading.entity_id] = {
-                p.pk for p in layout.plan_entity(reading.entity_id, window_from, window_to, split).partitions
-            }
-        found += key.pk in plans[reading.entity_id]
-    hot_plan = layout.plan_entity(seed.HOT_SENSOR, boundary - 30 * 60_000, boundary + 30 * 60_000, split)
-
+def _plan_section(plan: dict[str, Any]) -> dict[str, Any]:
+    """What the preview computed for the full-scale seed workload (no server involved)."""
     return {
-        "scenario": {
-            "sensors": seed.SENSORS,
-            "readings_per_s": seed.GLOBAL_RATE,
-            "hot_sensor": seed.HOT_SENSOR,
-            "hot_sensor_rate": seed.HOT_RATE,
-            "item_bytes": seed.ITEM_BYTES,
-        },
-        "plan": plan.to_dict(),
-        "seed_design_n16": evaluate_design(workload, 16),
-        "split": {
-            "entity": seed.HOT_SENSOR,
-            "sub_shards": plan.entity_shards[seed.HOT_SENSOR],
-            "effective_from": format_ts(boundary),
-        },
-        "key_load": [load.summary() for load in loads],
-        "readings_checked": len(before) + len(after),
-        "readings_found_by_their_plan": found,
-        "all_readings_found_by_their_plan": found == len(before) + len(after),
-        "query_across_split": describe_plan(hot_plan),
-        "shard_map_after_split": split.to_dict(),
+        "what": "tsctl preview: the seed workload at full scale, computed by the key-design layer",
+        "scenario": plan["scenario"],
+        "plan": plan["plan"],
+        "key_load": plan["key_load"],
+        "split": plan["split"],
+        "all_readings_found_by_their_plan": plan["all_readings_found_by_their_plan"],
     }
-
-
-def render(report: dict[str, Any], path: Path) -> str:
-    s = report["scenario"]
-    out = [
-        f"Seed scenario: {s['sensors']:,} sensors, {s['readings_per_s']:,} readings/s of ~{s['item_bytes']} B, "
-        f"{s['hot_sensor']} bursting to {s['hot_sensor_rate']:,}/s",
-        "",
-        "1. Capacity plan (tsctl plan)",
-        render_plan(seed.workload(), report["plan"], report["seed_design_n16"]),
-        "",
-        "2. Write load on every partition key during one second of traffic (computed key by key)",
-        table(
-            [
-                [r["design"], r["partition_keys"], r["hottest_wcu"], r["mean_wcu"], r["keys_over_1000"]]
-                for r in report["key_load"]
-            ],
-            ["design", "keys", "hottest WCU/s", "mean WCU/s", "keys > 1,000"],
-        ),
-        "",
-        f"3. {report['split']['entity']} split into {report['split']['sub_shards']} sub-shards from "
-        f"{report['split']['effective_from']} (first boundary after every writer's {CACHE_TTL_MS // 1000}s cache)",
-        f"   readings found by their entity's query plan: {report['readings_found_by_their_plan']:,} of "
-        f"{report['readings_checked']:,}",
-        "",
-        "4. Query plan for the hot sensor, 30 minutes either side of the split",
-    ]
-    q = report["query_across_split"]
-    out.append(table([[p["pk"], p["from"], p["to"]] for p in q["partitions"]], ["partition key", "from", "to"]))
-    out += ["", f"report: {path}"]
-    return "\n".join(out)

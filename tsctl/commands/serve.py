@@ -1,4 +1,9 @@
-"""``tsctl serve``: the whole system on this machine, left running until Ctrl-C."""
+"""``tsctl serve``: the whole system on this machine, left running until Ctrl-C.
+
+Ingest on the Kinesis stream, the query API on a loopback port, the hot-key
+detector on the tables' streams, and (with a table period) the rotator on its
+schedule; the endpoints and commands that work against them are printed.
+"""
 
 from __future__ import annotations
 
@@ -9,11 +14,12 @@ import shlex
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from infra.config import AppConfig, load_cdk_json_context
-from keydesign import InvalidInput
+from keydesign import InvalidInput, format_ts
 
 if TYPE_CHECKING:
     from local_runtime import Endpoints, LocalFaults
@@ -27,15 +33,17 @@ def register(sub: Any) -> None:
         help="run the whole system locally (embedded moto, in-process handlers) until Ctrl-C",
         description=(
             "Start the embedded local runtime: moto's server on a loopback port with the stream, tables, "
-            "queues and topic of the stack's configuration, and the handlers running in this process, "
-            "triggered as Lambda triggers them. Prints the endpoints and example commands, then runs until "
-            "Ctrl-C. No AWS account is used: every endpoint is on 127.0.0.1."
+            "queues, topic and secret of the stack's configuration, and the four functions running in this "
+            "process, triggered as Lambda triggers them (the query API served on its own loopback port). "
+            "Prints the endpoints and example commands, then runs until Ctrl-C. No AWS account is used: every "
+            "endpoint is on 127.0.0.1, and local requests need no SigV4 signature."
         ),
         epilog=(
             "examples:\n"
             "  tsctl serve\n"
             '  tsctl serve --faults "throttle=2,rate=0.05,partial=3,fraction=0.5,invoke_errors=0.1"\n'
-            "  tsctl serve --context table_period=day --context bucket=15m"
+            "  tsctl serve --context table_period=day --context bucket=15m\n"
+            "  tsctl serve --context table_period=hour --rotator-speed 720   # an hour of rotation every 5 s"
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -54,6 +62,13 @@ def register(sub: Any) -> None:
         type=Path,
         default=Path("out/local/functions.log"),
         help="where the handlers' logs and metrics go (default: %(default)s)",
+    )
+    p.add_argument(
+        "--rotator-speed",
+        type=_speed,
+        default=1.0,
+        metavar="FACTOR",
+        help="with a table_period: run the rotator's clock this many times faster (default: the real clock)",
     )
     p.add_argument("--stop-after", type=float, default=None, metavar="SECONDS", help="stop by itself (for scripts)")
     p.add_argument("--json", action="store_true", help="print the endpoints as JSON")
@@ -76,6 +91,7 @@ def run(args: argparse.Namespace) -> int:
         api_port=args.api_port,
         faults=faults,
         function_log=args.function_log,
+        rotator_clock_speed=args.rotator_speed,
     )
     stop = threading.Event()
     # Ctrl-C and SIGTERM set the event rather than raise inside the wait (a
@@ -89,7 +105,13 @@ def run(args: argparse.Namespace) -> int:
                 json.dump(endpoints.as_dict(), system.console, indent=2)
                 system.console.write("\n")
             else:
-                render(endpoints, system.console, faults=faults, function_log=args.function_log)
+                render(
+                    endpoints,
+                    system.console,
+                    faults=faults,
+                    function_log=args.function_log,
+                    rotator=_rotator_note(config, args.rotator_speed),
+                )
             system.console.flush()
             stop.wait(args.stop_after)
             for sig, handler in previous.items():
@@ -101,7 +123,15 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def render(endpoints: Endpoints, out: TextIO, *, faults: LocalFaults, function_log: Path) -> None:
+def render(
+    endpoints: Endpoints,
+    out: TextIO,
+    *,
+    faults: LocalFaults,
+    function_log: Path,
+    rotator: str = "not run (no table_period)",
+    now_ms: int | None = None,
+) -> None:
     e = endpoints
     url = e.endpoint_url
     env = f"AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local AWS_DEFAULT_REGION={e.region}"
@@ -112,8 +142,11 @@ def render(endpoints: Endpoints, out: TextIO, *, faults: LocalFaults, function_l
         ("control table", e.control_table),
         ("rejects queue", e.rejects_queue_url),
         ("ingest on-failure queue", e.ingest_failures_queue_url),
+        ("hot-key on-failure queue", e.hotkeys_failures_queue_url or "-"),
         ("hot-key topic", e.alarm_topic_arn),
-        ("REST API", e.api_url or "not served (the query handler is not wired into local mode yet)"),
+        ("REST API", f"{e.api_url}   (no SigV4 locally: plain HTTP)" if e.api_url else "not served"),
+        ("functions", ", ".join(e.functions)),
+        ("rotator", rotator),
         ("faults", faults.describe()),
         ("function logs", str(function_log)),
     ]
@@ -129,11 +162,44 @@ def render(endpoints: Endpoints, out: TextIO, *, faults: LocalFaults, function_l
         f"{env} aws --endpoint-url {url} sqs receive-message --queue-url {e.rejects_queue_url} "
         "--max-number-of-messages 10",
     ]
-    if e.api_url:
-        examples.append(f"curl '{e.api_url}/entities/sensor-alpha-001/latest'")
     out.write("\nTry:\n")
     for example in examples:
         out.write(f"  {example}\n")
+    if e.api_url:
+        out.write("\nThen read it back (after publishing; local mode needs no SigV4 signing):\n")
+        for example in curl_examples(e.api_url, now_ms if now_ms is not None else int(time.time() * 1000)):
+            out.write(f"  {example}\n")
+
+
+def curl_examples(api_url: str, now_ms: int) -> list[str]:
+    """curl commands for every route, an hour either side of now (UTC times: no '+' to escape)."""
+    since, until = format_ts(now_ms - 3_600_000), format_ts(now_ms + 3_600_000)
+    return [
+        f"API={shlex.quote(api_url)}",
+        f'curl "$API/entities/sensor-alpha-001/readings?from={since}&to={until}&limit=5"',
+        'curl "$API/entities/sensor-alpha-001/latest"',
+        f'curl "$API/entities/sensor-alpha-001/aggregates?from={since}&to={until}&interval=1m&stats=count,avg,max"',
+        f'curl "$API/readings?from={since}&to={until}&limit=5"',
+        f'curl "$API/entities/sensor-alpha-001/readings?from={since}&to={until}&explain=true"',
+    ]
+
+
+def _rotator_note(config: AppConfig, speed: float) -> str:
+    if config.table_period is None:
+        return "not run (no table_period: one readings table)"
+    every = config.rotation_interval_minutes()
+    clock = "the real clock" if speed == 1 else f"a clock {speed:g}x faster than real time"
+    return f"every {every} min of {clock} ({config.table_period} tables)"
+
+
+def _speed(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 < value <= 1_000_000:
+        raise argparse.ArgumentTypeError(f"{value:g} must lie in (0, 1,000,000]")
+    return value
 
 
 def _context(pairs: list[str]) -> dict[str, object]:

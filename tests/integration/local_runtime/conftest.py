@@ -27,13 +27,21 @@ def local_config(**overrides: object) -> AppConfig:
     return AppConfig.from_context({**context, **overrides})
 
 
+def ingest_only(**overrides: Any) -> LocalOptions:
+    """Options that start ingest alone (no query API, hot-key detector or rotator), polling quickly."""
+    return LocalOptions(
+        **{"poll_interval_s": 0.05, "query_api": False, "hot_keys": False, "rotator": False, **overrides}
+    )
+
+
 @pytest.fixture
 def running() -> Iterator[Any]:
-    """A factory: ``running(config, options)`` starts a system that is stopped after the test."""
+    """A factory: ``running(config, options)`` starts a system that is stopped after the test
+    (by default with ingest alone: :func:`ingest_only`)."""
     started: list[LocalSystem] = []
 
     def start(config: AppConfig | None = None, options: LocalOptions | None = None) -> LocalSystem:
-        system = LocalSystem(config or local_config(), options or LocalOptions(poll_interval_s=0.05))
+        system = LocalSystem(config or local_config(), options or ingest_only())
         system.start()
         started.append(system)
         return system

@@ -10,11 +10,12 @@ from typing import Any
 import pytest
 
 from adapters.settings import SettingsError
-from local_runtime import LocalFaults, LocalOptions
+from local_runtime import LocalFaults
 from local_runtime.environment import NotLoopbackError, assert_loopback
 from tests.integration.local_runtime.conftest import (
     WAIT_S,
     event_ids,
+    ingest_only,
     local_config,
     publish_readings,
     queue_messages,
@@ -47,9 +48,7 @@ def test_every_published_reading_is_written_exactly_once_or_rejected(running: An
 def test_throttling_unprocessed_items_and_failed_invocations_lose_and_duplicate_nothing(running: Any) -> None:
     # Given throttled and partly unprocessed writes, and a third of invocations failing after they ran
     faults = LocalFaults.parse("throttle=3,rate=0.1,partial=4,partial_rate=0.3,fraction=0.5,invoke_errors=0.35,seed=11")
-    system = running(
-        local_config(ingest_max_retries=20, ingest_batch_size=10), LocalOptions(faults=faults, poll_interval_s=0.05)
-    )
+    system = running(local_config(ingest_max_retries=20, ingest_batch_size=10), ingest_only(faults=faults))
     good = readings(1_500, prefix="f")
     # When readings are published (small records, so there are many batches to fail) and the stream drains
     publish_readings(system, good, record_bytes=1024)
@@ -71,7 +70,7 @@ def test_batches_given_up_on_go_to_the_on_failure_queue_with_their_sequence_rang
     # Given every invocation failing and one retry allowed, without bisecting single records forever
     system = running(
         local_config(ingest_max_retries=1),
-        LocalOptions(faults=LocalFaults(invocation_error_fraction=1.0, seed=1), poll_interval_s=0.05),
+        ingest_only(faults=LocalFaults(invocation_error_fraction=1.0, seed=1)),
     )
     publish_readings(system, readings(300, prefix="d"), record_bytes=2048)
     # When the stream has drained
@@ -113,7 +112,7 @@ def test_a_start_that_fails_stops_what_it_started(running: Any) -> None:
     before = os.environ.get("AWS_ENDPOINT_URL")
     # When the system starts, Then the start fails naming the variable
     with pytest.raises(SettingsError, match="WRITE_CONCURRENCY"):
-        running(local_config(), LocalOptions(ingest_environment={"WRITE_CONCURRENCY": "99"}))
+        running(local_config(), ingest_only(ingest_environment={"WRITE_CONCURRENCY": "99"}))
     # And nothing is left behind: the environment is back, no poller runs
     assert os.environ.get("AWS_ENDPOINT_URL") == before
     assert not [t for t in threading.enumerate() if t.name.startswith("ingest-")]

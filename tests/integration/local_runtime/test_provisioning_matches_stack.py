@@ -216,3 +216,45 @@ def test_the_emulated_event_source_mapping_has_the_stacks_settings(variant: str,
         assert "ReportBatchItemFailures" in properties.get("FunctionResponseTypes", [])
         assert properties["StartingPosition"] == str(emulated.starting_position)
         assert properties["DestinationConfig"]["OnFailure"]["Destination"]
+
+
+@pytest.mark.parametrize("variant", ["default", "provisioned"])
+def test_the_emulated_hot_key_mapping_has_the_stacks_settings(variant: str, variants: dict[str, Variant]) -> None:
+    # Given the stack's mapping of the readings table's stream (one table: the stack makes it itself)
+    v = variants[variant]
+    (properties,) = [
+        m["Properties"]
+        for m in v.resources_of("AWS::Lambda::EventSourceMapping").values()
+        if v.source_type(m) == "AWS::DynamoDB::GlobalTable"
+    ]
+    # Then local mode's hot-key mapping has the same settings
+    emulated = MappingConfig.for_hot_keys(v.config.hot_keys)
+    assert properties["BatchSize"] == emulated.batch_size
+    assert properties.get("MaximumBatchingWindowInSeconds", 0) == emulated.batching_window_s
+    assert properties["MaximumRetryAttempts"] == emulated.max_retries
+    assert properties["MaximumRecordAgeInSeconds"] == emulated.max_record_age_s
+    assert properties["BisectBatchOnFunctionError"] is emulated.bisect_on_error
+    assert "ReportBatchItemFailures" in properties.get("FunctionResponseTypes", [])
+    assert properties["StartingPosition"] == str(emulated.starting_position)
+    assert properties["DestinationConfig"]["OnFailure"]["Destination"]
+
+
+def test_the_hot_key_and_cursor_resources_exist_locally(variants: dict[str, Variant], moto: EmbeddedMoto) -> None:
+    # The stack has a failure queue for the hot-key mappings and a cursor-signing secret; so does local mode
+    v = variants["default"]
+    assert [k for k in v.resources_of("AWS::SQS::Queue") if "HotKeys" in k]
+    assert v.resources_of("AWS::SecretsManager::Secret")
+    moto.reset()
+    aws = clients(moto.endpoint_url)
+    secrets = boto3.client(
+        "secretsmanager",
+        endpoint_url=moto.endpoint_url,
+        region_name=REGION,
+        aws_access_key_id="local",
+        aws_secret_access_key="local",
+    )
+    names = ResourceNames.for_config(v.config, NOW_MS)
+    resources = Provisioner(**aws, secretsmanager=secrets).provision(v.config, names, cursor_secret="k" * 40)
+    assert resources.hotkeys_failures_queue_arn.endswith(f":{names.hotkeys_failures_queue}")
+    assert resources.cursor_secret_arn is not None
+    assert secrets.get_secret_value(SecretId=resources.cursor_secret_arn)["SecretString"] == "k" * 40

@@ -22,6 +22,8 @@ def test_serve_prints_loopback_endpoints_and_stops(tmp_path: Path, capsys: pytes
     assert endpoints["stream_name"] == "TimeSeriesIngest-readings"
     assert endpoints["readings_tables"] == ["timeseries-readings"]
     assert endpoints["control_table"] == "timeseries-control"
+    assert_loopback(endpoints["api_url"])
+    assert endpoints["functions"] == ["TimeSeriesIngest-ingest", "TimeSeriesIngest-query", "TimeSeriesIngest-hotkeys"]
     assert "AWS_ENDPOINT_URL" not in os.environ or os.environ["AWS_ENDPOINT_URL"] != endpoints["endpoint_url"]
 
 
@@ -47,6 +49,11 @@ def test_serve_shows_how_to_use_it(tmp_path: Path, capsys: pytest.CaptureFixture
     assert "python -m tsctl publish --endpoint-url http://127.0.0.1:" in out
     assert "10% of invocations fail" in out
     assert out.count("timeseries-readings-") >= 2  # the current and the next day's table
+    # And the query API's URL with curl commands that need no signature, and the rotator's schedule
+    assert "REST API" in out and "/v1   (no SigV4 locally" in out
+    assert 'curl "$API/entities/sensor-alpha-001/readings?from=' in out
+    assert "every 60 min of the real clock (day tables)" in out
+    assert "TimeSeriesIngest-rotator" in out
 
 
 @pytest.mark.parametrize(

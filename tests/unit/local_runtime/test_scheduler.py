@@ -78,3 +78,17 @@ def test_the_schedule_fires_every_period_of_simulated_time_until_stopped() -> No
 def test_a_period_must_be_positive() -> None:
     with pytest.raises(ValueError):
         Schedule("x", lambda _e: None, every_s=0)
+
+
+def test_a_schedule_started_after_a_run_waits_one_period_first() -> None:
+    # Given a schedule whose caller has just run it, on a clock where a period is 0.2 s of real time
+    ran = threading.Event()
+    schedule = Schedule("rotator", lambda _e: ran.set(), every_s=3600, clock=SimulatedClock(speed=18_000))
+    schedule.start(run_now=False)
+    try:
+        # Then nothing runs at once, and the first run comes a period later
+        assert not ran.wait(0.1)
+        assert ran.wait(5)
+    finally:
+        schedule.stop()
+    assert schedule.runs >= 1 and schedule.last_result is None

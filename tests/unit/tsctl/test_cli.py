@@ -7,7 +7,7 @@ import json
 import pytest
 
 from tsctl.cli import build_parser, main
-from tsctl.commands import demo
+from tsctl.commands import preview
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -16,7 +16,7 @@ def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, s
     return code, captured.out, captured.err
 
 
-@pytest.mark.parametrize("command", ["plan", "keys", "demo"])
+@pytest.mark.parametrize("command", ["plan", "keys", "preview", "demo", "serve"])
 def test_every_command_has_help(command: str, capsys: pytest.CaptureFixture[str]) -> None:
     # Given a command, when asked for help, then argparse prints usage and exits 0
     with pytest.raises(SystemExit) as exc:
@@ -115,9 +115,9 @@ def test_keys_refuses_a_malformed_shard_map(tmp_path, capsys: pytest.CaptureFixt
     assert "global[0]" in err
 
 
-def test_demo_report_shows_the_split_removes_every_hot_key() -> None:
+def test_preview_report_shows_the_split_removes_every_hot_key() -> None:
     # Given the seed scenario at a fixed instant
-    report = demo.build_report(now_ms=1_795_330_671_123)  # 2026-11-22T06:57:51.123Z
+    report = preview.build_report(now_ms=1_795_330_671_123)  # 2026-11-22T06:57:51.123Z
     loads = {row["design"]: row for row in report["key_load"]}
     # Then the seed's N=16 runs every key over the limit, the sized map leaves only the
     # hot sensor's key over it, and after the split no key is over it
@@ -137,5 +137,34 @@ def test_demo_report_shows_the_split_removes_every_hot_key() -> None:
 def test_parser_lists_the_built_commands() -> None:
     parser = build_parser()
     help_text = parser.format_help()
-    for command in ("plan", "keys", "demo"):
+    for command in ("plan", "keys", "preview", "demo", "serve"):
         assert command in help_text
+
+
+def test_preview_writes_its_report_outside_the_demos_directory(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Given the preview (no server), When it runs with --json
+    code, out, _ = run_cli(capsys, "preview", "--out", str(tmp_path / "preview"), "--json")
+    # Then it succeeds, prints its report and writes it where it was told (by default out/preview, so it
+    # never overwrites the local demo's out/demo/report.json)
+    assert code == 0
+    assert json.loads(out)["all_readings_found_by_their_plan"] is True
+    assert (tmp_path / "preview" / "report.json").exists()
+    assert build_parser().parse_args(["preview"]).out.as_posix() == "out/preview"
+
+
+@pytest.mark.parametrize(
+    ("argv", "field"),
+    [
+        (["demo", "--faults", "throttle"], "--faults"),
+        (["demo", "--sensors", "0"], "--sensors"),
+        (["demo", "--hot-rate", "-5"], "--hot-rate"),
+    ],
+)
+def test_demo_refuses_bad_options_before_starting_anything(
+    argv: list[str], field: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given a bad option, When the demo is asked to run, Then it exits 2 naming it (nothing was started)
+    code, _, err = run_cli(capsys, *argv)
+    assert code == 2
+    assert f"{field}" in err
+    assert "Traceback" not in err

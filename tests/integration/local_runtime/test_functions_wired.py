@@ -1,0 +1,139 @@
+"""The four functions wired on start: each with the stack's environment, each through its trigger."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from infra.config import LambdaFunction
+from keydesign import format_ts
+from local_runtime.query_checks import ApiClient, compare_readings, expected_entity_readings
+from tests.integration.local_runtime.conftest import WAIT_S, ingest_only, local_config, publish_readings, readings
+from tsctl.commands.serve import curl_examples
+
+pytestmark = pytest.mark.integration
+
+
+def test_every_function_gets_the_environment_the_stack_builds(running: Any) -> None:
+    # Given every function on (with per-period tables, so the rotator runs too)
+    config = local_config(table_period="day", bucket="15m")
+    system = running(config, ingest_only(query_api=True, hot_keys=True, rotator=True))
+    # Then each function's environment is AppConfig.function_environment with the local wiring, nothing else
+    for function in LambdaFunction:
+        spec = system.functions[system.function_name(function)].spec
+        assert dict(spec.environment) == config.function_environment(function, system.wiring), function
+    # And the wiring holds local values: moto's queue and topic, a secret in moto's Secrets Manager
+    wiring = system.wiring
+    assert wiring.rejects_queue_url == system.endpoints.rejects_queue_url
+    assert wiring.alert_topic_arn == system.endpoints.alarm_topic_arn
+    assert wiring.hotkeys_function_arn == system.functions[system.function_name("hotkeys")].spec.arn
+    assert wiring.hotkeys_failure_destination_arn.endswith(":TimeSeriesIngest-hotkeys-failures")
+    secret = system.client("secretsmanager").get_secret_value(SecretId=wiring.cursor_secret_arn)
+    assert len(secret["SecretString"]) >= 32
+    assert system.endpoints.api_url is not None
+
+
+def test_the_query_api_answers_through_http_with_cursor_pages(running: Any) -> None:
+    # Given the query API served, and readings of 5 entities ingested
+    system = running(options=ingest_only(query_api=True))
+    published = readings(600, entities=5, prefix="q")
+    publish_readings(system, published)
+    assert system.wait_until_idle(WAIT_S)
+    # When one entity's range is read 50 readings a page, following the cursor
+    client = ApiClient(str(system.endpoints.api_url))
+    low = min(r["timestamp"] for r in published)
+    high = max(r["timestamp"] for r in published) + 1
+    params: dict[str, str | int] = {"from": format_ts(low), "to": format_ts(high), "limit": 50}
+    got: list[dict[str, Any]] = []
+    pages = 0
+    while True:
+        response = client.get("/entities/sensor-0003/readings", params)
+        assert response.status == 200, response.body
+        pages += 1
+        got.extend(response.body["items"])
+        if not response.body["next_cursor"]:
+            break
+        params["cursor"] = response.body["next_cursor"]
+    # Then the pages hold exactly the entity's readings, in order, once each (signed cursors from the secret)
+    assert compare_readings(got, expected_entity_readings(published, "sensor-0003", low, high)) is None
+    assert len(got) == 120 and pages == 3
+    # And a tampered cursor is refused, as in AWS
+    response = client.get("/entities/sensor-0003/readings", {**params, "cursor": "AAAA"})
+    assert response.status == 400 and response.body["parameter"] == "cursor"
+
+
+def test_the_curl_examples_tsctl_serve_prints_all_answer(running: Any) -> None:
+    system = running(options=ingest_only(query_api=True))
+    publish_readings(system, [{**r, "entity_id": "sensor-alpha-001"} for r in readings(20, prefix="c")])
+    assert system.wait_until_idle(WAIT_S)
+    api_url = str(system.endpoints.api_url)
+    client = ApiClient(api_url)
+    commands = curl_examples(api_url, int(time.time() * 1000))
+    assert commands[0] == f"API={api_url}"
+    for command in commands[1:]:
+        url = command.removeprefix('curl "').removesuffix('"').replace("$API", "")
+        path, _, query = url.partition("?")
+        params = dict(part.split("=", 1) for part in query.split("&")) if query else None
+        response = client.get(path, params)
+        assert response.status == 200, (command, response.body)
+    latest = client.get("/entities/sensor-alpha-001/latest").body["reading"]
+    assert latest is not None and latest["event_id"] == "c-19"
+
+
+def test_the_hot_key_detector_counts_every_write_into_the_control_table(running: Any) -> None:
+    # Given the detector on the readings table's stream
+    system = running(options=ingest_only(hot_keys=True))
+    table = system.readings_tables()[0]
+    # When readings are ingested and both streams have drained
+    publish_readings(system, readings(500, prefix="h"))
+    assert system.wait_until_idle(WAIT_S)
+    # Then the real handler saw every write, failed none, and added the load to the shared counters (the 8
+    # shards' keys all among the busiest a batch counts; of 50 entities, only the 25 busiest are kept)
+    mapping = system.stats()["event_source_mappings"][f"{system.function_name('hotkeys')}:{table}"]
+    # (stream delivery is at least once, as in AWS: a record read twice is counted twice)
+    received = mapping["records_received"]
+    assert received == mapping["records_succeeded"] >= 500
+    assert mapping["records_skipped"] == 0 and mapping["function_errors"] == 0
+    control = system.client("dynamodb").scan(TableName=system.endpoints.control_table)["Items"]
+    counters = [i for i in control if i["pk"]["S"].startswith("load#")]
+    assert 500 <= sum(int(i["writes"]["N"]) for i in counters if i["sk"]["S"].startswith("key#")) <= received
+
+
+def test_the_rotator_runs_on_a_speed_up_clock_and_maps_each_tables_stream(running: Any) -> None:
+    # Given daily tables, the detector, and the rotator on a clock where a day passes in about 4 s
+    config = local_config(table_period="day", bucket="15m")
+    started_ms = int(time.time() * 1000)
+    system = running(config, ingest_only(hot_keys=True, rotator=True, rotator_clock_speed=21_600))
+    hotkeys_arn = system.function_arn("hotkeys")
+    assert system.lambda_mappings is not None
+    layout = config.layout()
+    period = layout.table_period
+    assert period is not None
+    # Then its first run, before start returned, mapped today's table's stream and the next two days'
+    # (PREBUILD_PERIODS) to the detector; later runs, on the fast clock, may already have done more
+    today = layout.table_for(started_ms)
+    first = {today, layout.table_for(period.next_start(started_ms))}
+    first.add(layout.table_for(period.next_start(period.next_start(started_ms))))
+
+    def mapped() -> set[str | None]:
+        return {m.table for m in system.lambda_mappings.list(hotkeys_arn)}  # type: ignore[union-attr]
+
+    assert first <= mapped()
+    # And readings written to today's table reach the detector through that mapping
+    publish_readings(system, readings(100, prefix="r"))
+    assert system.wait_until_idle(WAIT_S)
+    name = f"{system.function_name('hotkeys')}:{today}"
+    assert system.stats()["event_source_mappings"][name]["records_received"] == 100
+    # And as simulated days pass, it builds the days after and maps their streams too
+    deadline = time.monotonic() + 30
+    later: set[str] = set()
+    while time.monotonic() < deadline and not (later and later <= mapped()):
+        time.sleep(0.5)
+        later = set(system.readings_tables()) - first
+    assert later, "no table was built ahead as simulated days passed"
+    assert later <= mapped()
+    (schedule,) = system.schedules
+    assert schedule.runs >= 2 and schedule.failures == 0
+    assert not schedule.last_result["errors"]

@@ -1,0 +1,146 @@
+"""The rotator's stream mappings in local mode: each one a poller on the table's stream, with the request's settings."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+
+from infra.config import AppConfig
+from local_runtime.event_source_mapping import MappingConfig
+from local_runtime.lambda_mappings import LocalMappings
+from local_runtime.stream_sources import StartingPosition
+from rotator.settings import MappingSettings
+from rotator.specs import create_mapping_request
+
+HOTKEYS_ARN = "arn:aws:lambda:eu-west-1:123456789012:function:TimeSeriesIngest-hotkeys"
+QUEUE_ARN = "arn:aws:sqs:eu-west-1:123456789012:TimeSeriesIngest-hotkeys-failures"
+STREAM_ARN = (
+    "arn:aws:dynamodb:eu-west-1:123456789012:table/timeseries-readings-2026-11-22/stream/2026-11-22T00:00:00.000"
+)
+SETTINGS = MappingSettings(
+    function_arn=HOTKEYS_ARN,
+    batch_size=500,
+    batching_window_s=2,
+    max_retries=7,
+    max_record_age_s=900,
+    parallelization=1,
+    tumbling_window_s=None,
+    on_failure_arn=QUEUE_ARN,
+)
+
+
+@dataclass
+class FakeFunction:
+    name: str = "TimeSeriesIngest-hotkeys"
+
+
+@dataclass
+class FakeOptions:
+    poll_interval_s: float = 0.1
+    region: str = "eu-west-1"
+
+
+@dataclass
+class FakeSystem:
+    """What LocalMappings uses of the LocalSystem: functions by ARN, clients, adding and removing mappings."""
+
+    options: FakeOptions = field(default_factory=FakeOptions)
+    added: list[dict[str, Any]] = field(default_factory=list)
+    removed: list[Any] = field(default_factory=list)
+
+    def function_by_arn(self, arn: str) -> FakeFunction | None:
+        return FakeFunction() if arn == HOTKEYS_ARN else None
+
+    def client(self, service: str) -> object:
+        return object()
+
+    def add_stream_mapping(self, **kwargs: Any) -> Mapping[str, Any]:
+        self.added.append(kwargs)
+        return kwargs
+
+    def remove_stream_mapping(self, mapping: Any) -> None:
+        self.removed.append(mapping)
+
+
+def mappings(system: FakeSystem) -> LocalMappings:
+    destinations = {QUEUE_ARN: "queue"}
+    return LocalMappings(system, destination_for=destinations.get)  # type: ignore[arg-type]
+
+
+def test_a_created_mapping_polls_the_stream_with_the_requests_settings() -> None:
+    # Given the request the rotator makes for a new table's stream
+    system = FakeSystem()
+    api = mappings(system)
+    created = api.create(create_mapping_request(SETTINGS, STREAM_ARN))
+    # Then a poller runs with exactly those settings, failures to the named queue
+    assert created is not None and created.table == "timeseries-readings-2026-11-22" and created.state == "Enabled"
+    (added,) = system.added
+    assert added["name"] == "TimeSeriesIngest-hotkeys:timeseries-readings-2026-11-22"
+    assert added["destination"] == "queue"
+    config: MappingConfig = added["config"]
+    assert (config.batch_size, config.batching_window_s, config.max_retries, config.max_record_age_s) == (
+        500,
+        2,
+        7,
+        900,
+    )
+    assert config.bisect_on_error and config.report_batch_item_failures
+    assert config.starting_position is StartingPosition.TRIM_HORIZON and config.poll_interval_s == 0.1
+    # And listing shows it with its settings, so the rotator sees no drift
+    (listed,) = api.list(HOTKEYS_ARN)
+    assert listed.uuid == created.uuid and listed.config["BatchSize"] == 500
+    assert api.list("arn:aws:lambda:eu-west-1:123456789012:function:other") == []
+
+
+def test_a_second_mapping_of_the_same_stream_is_a_conflict_answered_as_already_there() -> None:
+    system = FakeSystem()
+    api = mappings(system)
+    request = create_mapping_request(SETTINGS, STREAM_ARN)
+    assert api.create(request) is not None
+    assert api.create(request) is None
+    assert len(system.added) == 1
+
+
+def test_update_records_the_settings_and_delete_stops_the_poller() -> None:
+    system = FakeSystem()
+    api = mappings(system)
+    created = api.create(create_mapping_request(SETTINGS, STREAM_ARN))
+    assert created is not None
+    api.update(created.uuid, {"BatchSize": 100})
+    assert api.list(HOTKEYS_ARN)[0].config["BatchSize"] == 100
+    assert api.delete(created.uuid) is True
+    assert system.removed == [system.added[0]]
+    assert api.delete(created.uuid) is False
+    with pytest.raises(ClientError, match="ResourceNotFoundException"):
+        api.update(created.uuid, {})
+
+
+@pytest.mark.parametrize(
+    ("change", "code"),
+    [
+        ({"FunctionName": "arn:aws:lambda:eu-west-1:123456789012:function:missing"}, "ResourceNotFoundException"),
+        ({"EventSourceArn": "arn:aws:kinesis:eu-west-1:123456789012:stream/x"}, "InvalidParameterValueException"),
+        (
+            {"DestinationConfig": {"OnFailure": {"Destination": "arn:aws:sqs:eu-west-1:1:nope"}}},
+            "InvalidParameterValue",
+        ),
+    ],
+)
+def test_what_lambda_would_refuse_is_refused_the_same_way(change: dict[str, Any], code: str) -> None:
+    api = mappings(FakeSystem())
+    with pytest.raises(ClientError, match=code):
+        api.create({**create_mapping_request(SETTINGS, STREAM_ARN), **change})
+
+
+def test_the_hot_key_mapping_takes_the_stacks_settings() -> None:
+    config = AppConfig.from_context(
+        {"hotkeys_batch_size": 250, "hotkeys_max_retries": 3, "hotkeys_batching_window_s": 0}
+    )
+    mapping = MappingConfig.for_hot_keys(config.hot_keys, poll_interval_s=0.05)
+    assert (mapping.batch_size, mapping.max_retries, mapping.batching_window_s) == (250, 3, 0.0)
+    assert mapping.max_record_age_s == config.hot_keys.max_record_age_s
+    assert mapping.bisect_on_error and mapping.report_batch_item_failures and mapping.poll_interval_s == 0.05

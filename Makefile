@@ -9,7 +9,6 @@ STAMP := $(VENV)/.installed
 # jsii warns on every synth that Node 20 is past end of life; the synth works,
 # and the warning drowns the output. Node 22+ needs no such setting.
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
-SITE = $(shell $(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 
 .DEFAULT_GOAL := help
 .PHONY: help venv demo serve bench test test-unit test-integration test-infra lint format typecheck synth plan clean
@@ -23,7 +22,10 @@ $(STAMP): requirements.txt requirements-dev.txt
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements-dev.txt
 	@# functions/ (the Lambda code root) and the repository root on the venv's path
-	@printf '%s\n%s\n' "$(CURDIR)/functions" "$(CURDIR)" > $(SITE)/timeseries-project.pth
+	@# (the site directory is asked for here, once the venv exists: a make variable would be expanded
+	@# before the recipe's first line runs, empty on a fresh clone)
+	@printf '%s\n%s\n' "$(CURDIR)/functions" "$(CURDIR)" \
+		> "$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/timeseries-project.pth"
 	@touch $(STAMP)
 
 venv: $(STAMP) ## Create .venv and install the dev requirements

@@ -56,7 +56,9 @@ class EmbeddedMoto:
             return self.endpoint_url
         if self._requested_port:
             _refuse_taken_port(self._requested_port)
-        path = os.pathsep.join(p for p in (str(_ROOT), os.environ.get("PYTHONPATH", "")) if p)
+        # The repository and the Lambda code root, as the venv's .pth gives them (and pytest's pythonpath).
+        roots = (str(_ROOT), str(_ROOT / "functions"), os.environ.get("PYTHONPATH", ""))
+        path = os.pathsep.join(p for p in roots if p)
         process = subprocess.Popen(  # noqa: S603 - our own module, with this interpreter
             [sys.executable, "-m", "local_runtime.moto_server", str(self._requested_port)],
             stdin=subprocess.PIPE,

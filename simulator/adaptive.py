@@ -25,7 +25,7 @@ decision reads) counts observations instead of writes. 180 million
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Literal
 
 from hotkeys.detector import (
@@ -146,9 +146,6 @@ class DetectorDriver:
                 change_from_ms=change_from,
                 history=closed.history,
             )
-            if not closed.load.keys:
-                # As the Lambda does: a window without one counted write proves nothing about quiet.
-                decisions = replace(decisions, scale_downs=())
             self.windows_judged += 1
             self.windows_with_hot_keys += bool(decisions.hot_keys)
             before = self.shard_map

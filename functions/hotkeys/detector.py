@@ -390,14 +390,20 @@ def decide(
             effective = _effective(shard_map.global_history, change_from_ms)
             global_change = GlobalChange(n_target, needed, effective, crowd[0], crowd[1])
     busy = hot_set | {s.entity for s in splits}
-    scale_downs = _scale_downs(
-        load,
-        history,
-        shard_map,
-        layout_kind=layout_kind,
-        config=config,
-        change_from_ms=change_from_ms,
-        busy=busy,
+    # A window without one counted write (an idle table, or every stream shard's records
+    # still in flight) says nothing about quiet: it never starts a scale-down.
+    scale_downs = (
+        _scale_downs(
+            load,
+            history,
+            shard_map,
+            layout_kind=layout_kind,
+            config=config,
+            change_from_ms=change_from_ms,
+            busy=busy,
+        )
+        if load.keys
+        else []
     )
     return Decisions(
         window_start_ms=load.start_ms,

@@ -34,7 +34,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
@@ -340,10 +340,6 @@ class HotKeyMonitor:
             change_from_ms=self._change_from(now),
             history=history,
         )
-        if not load.keys:
-            # A window without one counted write (an idle table, or every shard's records
-            # still in flight) says nothing about quiet: it never starts a scale-down.
-            decisions = replace(decisions, scale_downs=())
         applied: Applied | None = None
         wanted = (self._auto_entity and (decisions.splits or decisions.scale_downs)) or (
             self._auto_global and decisions.global_change is not None

@@ -276,6 +276,18 @@ def test_too_little_history_prevents_the_scale_down() -> None:
     assert judge(load, split_long_ago(), history=gap, config=config).scale_downs == ()
 
 
+def test_a_window_without_a_single_write_never_starts_a_scale_down() -> None:
+    # Given a quiet span of history, then a judged window in which nothing was counted at all
+    # (an idle table, or every stream shard's records still in flight)
+    config = DetectorConfig(window_ms=60_000, scale_down_windows=3)
+    *history, quiet = quiet_span([1200.0, 1100.0, 1250.0])
+    empty = window(quiet.start_ms)
+    assert not empty.keys
+    # Then it proves nothing about quiet: no scale-down, where a quiet window with writes starts one
+    assert judge(empty, split_long_ago(), history=history, config=config).scale_downs == ()
+    assert judge(quiet, split_long_ago(), history=history, config=config).scale_downs != ()
+
+
 def test_a_scheduled_scale_down_is_undone_when_the_load_comes_back() -> None:
     # Given 5 sub-shards in force, and a scale-down to 2 scheduled for 07:00
     shard_map = split_long_ago(5).with_entity(ALPHA, 2, T0 + HOUR, now_ms=T0)

@@ -514,6 +514,31 @@ class HotKeyMonitor:
                     subject=f"Hot partition key {family}: {hot.wcu_per_s:,.0f} WCU/s from many entities",
                     body={**base, "crowded": True, **action},
                 )
+        # A split is announced even when no single key was over the threshold: an entity's
+        # writes in one window may fall on two keys (its readings straddle a bucket boundary,
+        # or its sub-shards), each under it, while the entity as a whole is over it.
+        for split in decisions.splits:
+            subject_key = f"entity#{split.entity}"
+            if subject_key in alerts:
+                continue
+            rate = entity_rates.get(split.entity, split.wcu_per_s)
+            alerts[subject_key] = Alert(
+                subject_key=subject_key,
+                subject=f"Hot entity {split.entity}: {rate:,.0f} WCU/s",
+                body={
+                    "kind": "hot_entity",
+                    "entity": split.entity,
+                    "entity_wcu_per_s": round(rate, 1),
+                    "threshold_wcu_per_s": threshold,
+                    "window": window,
+                    "table": self._layout.table_for(decisions.window_start_ms),
+                    "action": "split",
+                    "from_shards": split.from_shards,
+                    "to_shards": split.to_shards,
+                    "effective_from": format_ts(split.effective_from_ms),
+                    "applied": entity_applied,
+                },
+            )
         return list(alerts.values())
 
 

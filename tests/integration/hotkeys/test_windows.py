@@ -129,6 +129,39 @@ def test_load_spread_over_stream_shards_is_judged_as_a_whole_and_once(fast: Aws)
     assert note["body"]["action"] == "split" and note["body"]["to_shards"] == 5 and note["body"]["applied"] is True
 
 
+def test_a_split_is_announced_when_no_single_key_was_over_the_threshold(fast: Aws) -> None:
+    # Given sensor-alpha-001 writing 700 WCU/s in the window 06:00:59-06:01:00 (write time), its readings
+    # straddling the 06:01 bucket boundary (event time): 350 WCU/s on each minute's key, both under 500
+    shard_map = ShardMap.initial(MINUTE, 4)
+    layout = fast.layout
+    window_ms = T + 59_000
+    records = []
+    for i in range(70):
+        ts = T + 59_500 + i * 10  # 06:00:59.5 .. 06:01:00.19: half in each bucket
+        reading = Reading(ALPHA, f"straddle-{i}", ts, {"v": 1.0})
+        item = build_item(reading, layout.key_for(reading, shard_map))
+        records.append(item_record(item, approx_s=(window_ms + i * 10) / 1000, size_bytes=KB10))
+    assert len(by_key(records)) == 2
+    clock = SimClock(window_ms + 500)
+    monitor = fast.monitor(clock)
+    monitor.process(records)
+    # When the window is judged
+    clock.ms = window_ms + 2_500
+    quiet = Reading("sensor-0001", "q", window_ms + 2_000, {"v": 1.0})
+    (outcome,) = [
+        monitor.process([item_record(build_item(quiet, layout.key_for(quiet, shard_map)), approx_s=clock.ms / 1000)])
+    ]
+    (decisions,) = judged([outcome], window_ms)
+    # Then no key was hot, the entity was, and its split was announced
+    assert decisions.hot_keys == ()
+    (split,) = decisions.splits
+    assert (split.entity, split.from_shards, split.to_shards) == (ALPHA, 1, 2)
+    (note,) = fast.notifications()
+    assert note["subject"] == f"Hot entity {ALPHA}: 700 WCU/s"
+    assert note["body"]["kind"] == "hot_entity" and note["body"]["action"] == "split"
+    assert note["body"]["to_shards"] == 2 and note["body"]["applied"] is True
+
+
 def test_one_hot_key_is_one_message_until_the_cooldown_ends(fast: Aws) -> None:
     # Given splits are only recommended, so sensor-alpha-001 stays hot window after window
     shard_map = ShardMap.initial(MINUTE, 4)

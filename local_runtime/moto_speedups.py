@@ -1,4 +1,4 @@
-"""Two changes to moto's speed, not its behaviour: how a table orders its items, and how an item is projected.
+"""Three changes to moto's speed, not its behaviour: how a table orders, projects and serialises its items.
 
 * **Order.** moto 5.2's ``Table.all_items`` sorts *every item of the table*
   on every Query and on every Scan page, comparing ``DynamoType`` objects pair
@@ -14,8 +14,15 @@
   partition through moto (the query function always projects). When every
   path is a top-level attribute, :func:`_project` copies just those
   attributes; nested paths still go to moto's own.
+* **Serialisation.** moto 5.2 turns a result into JSON by walking botocore's
+  output model, value by value: for a Query or Scan page that is every
+  attribute of every item, most of what moto spends on a read. An item is
+  already DynamoDB JSON, so :func:`_execute_result` lets moto's serialiser do
+  everything but the ``Items`` list (status, headers, the other members) and
+  writes the items as they are. Anything ``json`` cannot write as it stands
+  (binary values, which the model base64-encodes) goes to moto's own.
 
-Both are installed while an embedded server runs and undone when the last one
+All three are installed while an embedded server runs and undone when the last one
 stops. ``tests/unit/local_runtime/test_moto_speedups.py`` checks each against
 moto's own on mixed data. If moto changes shape (another version), nothing is
 replaced and local mode is only slower.
@@ -24,6 +31,7 @@ replaced and local mode is only slower.
 from __future__ import annotations
 
 import copy
+import json
 import logging
 import threading
 from collections.abc import Callable
@@ -66,8 +74,28 @@ def _project(self: Any, projection_expressions: list[list[str]]) -> Any:
     return item
 
 
-setattr(_all_items, _MARK, True)
-setattr(_project, _MARK, True)
+#: The operations whose result carries an ``Items`` list of DynamoDB JSON items.
+_ITEM_PAGES = frozenset({"Query", "Scan"})
+
+
+def _execute_result(self: Any, context: Any) -> Any:
+    original = _PATCH.originals["execute_result"]
+    result = self.result
+    if context.operation_model.name in _ITEM_PAGES and isinstance(result, dict) and "Items" in result:
+        rest = self.__class__.__new__(self.__class__)
+        rest._result = {k: v for k, v in result.items() if k != "Items"}
+        status, headers, body = original(rest, context)
+        try:
+            document = json.loads(body)
+            document["Items"] = result["Items"]
+            return status, headers, json.dumps(document)
+        except (TypeError, ValueError):  # binary values (bytes), or a body that is not a JSON object
+            pass
+    return original(self, context)
+
+
+for _function in (_all_items, _project, _execute_result):
+    setattr(_function, _MARK, True)
 
 
 class _Patch:
@@ -117,12 +145,16 @@ def _targets() -> dict[str, tuple[type, Callable[..., Any]]] | None:
         import moto  # noqa: PLC0415 - moto is heavy; only local mode needs it
         from moto.dynamodb.models.dynamo_type import Item  # noqa: PLC0415
         from moto.dynamodb.models.table import Table  # noqa: PLC0415
+        from moto.dynamodb.responses import DynamoResult  # noqa: PLC0415
     except ImportError:  # pragma: no cover - moto is a dependency of local mode
         return None
     version = str(getattr(moto, "__version__", ""))
-    if not version.startswith("5.") or not all(
-        callable(getattr(cls, name, None)) for cls, name in ((Table, "all_items"), (Item, "project"))
-    ):
-        _log.info("moto %s: its table order and projection are left as they are", version or "?")
+    known = ((Table, "all_items"), (Item, "project"), (DynamoResult, "execute_result"))
+    if not version.startswith("5.") or not all(callable(getattr(cls, name, None)) for cls, name in known):
+        _log.info("moto %s: its table order, projection and serialisation are left as they are", version or "?")
         return None
-    return {"all_items": (Table, _all_items), "project": (Item, _project)}
+    return {
+        "all_items": (Table, _all_items),
+        "project": (Item, _project),
+        "execute_result": (DynamoResult, _execute_result),
+    }

@@ -1,5 +1,5 @@
-"""The speed-ups give moto's own results (the keyed table order, the top-level projection), and are undone
-when the last user stops."""
+"""The speed-ups give moto's own results (the keyed table order, the top-level projection, the item
+serialisation), and are undone when the last user stops."""
 
 from __future__ import annotations
 
@@ -109,14 +109,87 @@ def test_a_nested_projection_goes_to_moto_s_own() -> None:
 
 
 def test_install_replaces_moto_s_methods_until_the_last_user_uninstalls() -> None:
-    original_order, original_project = Table.all_items, Item.project
+    from moto.dynamodb.responses import DynamoResult  # noqa: PLC0415
+
+    originals = (Table.all_items, Item.project, DynamoResult.execute_result)
+    ours = (moto_speedups._all_items, moto_speedups._project, moto_speedups._execute_result)
+
+    def current() -> tuple[Any, ...]:
+        return (Table.all_items, Item.project, DynamoResult.execute_result)
+
     assert moto_speedups.install() and moto_speedups.install()
     try:
-        assert Table.all_items is moto_speedups._all_items and Item.project is moto_speedups._project
+        assert current() == ours
         moto_speedups.uninstall()
-        assert Table.all_items is moto_speedups._all_items  # one user left
+        assert current() == ours  # one user left
     finally:
         moto_speedups.uninstall()
-    assert Table.all_items is original_order and Item.project is original_project
+    assert current() == originals
     moto_speedups.uninstall()  # one too many is harmless
-    assert Table.all_items is original_order and Item.project is original_project
+    assert current() == originals
+
+
+def pages(client: Any) -> list[dict[str, Any]]:
+    """A Query (projected, paged, filtered) and a Scan: what boto3 parses from moto's responses."""
+    query = {
+        "TableName": "items",
+        "KeyConditionExpression": "pk = :p",
+        "ExpressionAttributeValues": {":p": {"S": "p0"}},
+        "ReturnConsumedCapacity": "TOTAL",
+    }
+    out = [
+        client.query(**query),
+        client.query(**query, Limit=7, ScanIndexForward=False),
+        client.query(**query, ProjectionExpression="sk, a0, a1"),
+        client.query(**query, FilterExpression="attribute_exists(a2)", Select="COUNT"),
+        client.scan(TableName="items"),
+        client.scan(TableName="items", Limit=5, ExclusiveStartKey={"pk": {"S": "p1"}, "sk": {"S": "s4"}}),
+    ]
+    for page in out:
+        page.pop("ResponseMetadata")
+    return [sets_sorted(page) for page in out]
+
+
+def sets_sorted(value: Any) -> Any:
+    """Sets (SS, NS, BS) in a fixed order: moto's own projection round trip may reorder them."""
+    if isinstance(value, dict):
+        return {k: sorted(v) if k in ("SS", "NS", "BS") else sets_sorted(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [sets_sorted(v) for v in value]
+    return value
+
+
+@pytest.mark.parametrize("binary", [False, True], ids=["json-only", "with-binary"])
+def test_the_item_serialisation_is_moto_s_serialisation(binary: bool) -> None:
+    import boto3  # noqa: PLC0415
+    from moto import mock_aws  # noqa: PLC0415
+
+    # Given a table of items of every attribute type (binary ones too: those go to moto's own)
+    rng = random.Random(11)
+    with mock_aws():
+        client = boto3.client("dynamodb", region_name="eu-west-1", aws_access_key_id="x", aws_secret_access_key="x")
+        client.create_table(
+            TableName="items",
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+            AttributeDefinitions=[
+                {"AttributeName": "pk", "AttributeType": "S"},
+                {"AttributeName": "sk", "AttributeType": "S"},
+            ],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        for n in range(60):
+            item = {"pk": {"S": f"p{n % 3}"}, "sk": {"S": f"s{n}"}, **{f"a{k}": attribute(rng) for k in range(4)}}
+            if binary and n % 5 == 0:
+                item["b"] = {"B": bytes([n, 0, 255])}
+                item["bs"] = {"BS": [b"x", bytes([n])]}
+            client.put_item(TableName="items", Item=item)
+        # When the same reads are answered by moto's serialiser and by the speed-up
+        theirs = pages(client)
+        assert moto_speedups.install()
+        try:
+            ours = pages(client)
+        finally:
+            moto_speedups.uninstall()
+    # Then boto3 parses the same pages from both
+    assert ours == theirs
+    assert sum(len(p.get("Items", [])) for p in ours) > 60

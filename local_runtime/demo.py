@@ -47,7 +47,7 @@ from typing import Any, TextIO, TypeVar, cast
 from boto3.dynamodb.types import TypeDeserializer
 
 from infra.config import AppConfig, load_cdk_json_context
-from keydesign import format_ts, parse_duration
+from keydesign import format_ts
 from local_runtime import query_checks
 from local_runtime.demo_report import (
     HOT_SENSOR,
@@ -182,7 +182,7 @@ def run_demo(
         scenario=_scenario(options),
         config=config,
         facts=facts,
-        settings=_settings(config, hot_env),
+        settings=_settings(hot_env),
     )
     report.update(extra or {})
     path = options.out_dir / "report.json"
@@ -577,14 +577,13 @@ def _scenario(options: DemoOptions) -> dict[str, Any]:
     }
 
 
-def _settings(config: AppConfig, hot_env: Mapping[str, str]) -> dict[str, Any]:
-    max_future_s = parse_duration(config.max_future, "max_future") // 1000
-    margin = hot_env.get("HOT_CHANGE_MARGIN") or f"{max_future_s + 60}s"  # the detector's default
+def _settings(hot_env: Mapping[str, str]) -> dict[str, Any]:
+    """The hot-key variables the demo compresses time with (every one is in DEMO_HOT_KEYS_ENVIRONMENT)."""
     return {
-        "hot_window": hot_env.get("HOT_WINDOW", "60s"),
-        "hot_window_grace": hot_env.get("HOT_WINDOW_GRACE", "30s"),
-        "hot_change_margin": margin,
-        "hot_scale_down_windows": int(hot_env.get("HOT_SCALE_DOWN_WINDOWS", "10")),
+        "hot_window": hot_env["HOT_WINDOW"],
+        "hot_window_grace": hot_env["HOT_WINDOW_GRACE"],
+        "hot_change_margin": hot_env["HOT_CHANGE_MARGIN"],
+        "hot_scale_down_windows": int(hot_env["HOT_SCALE_DOWN_WINDOWS"]),
         "context_overrides": dict(DEMO_CONTEXT),
         "hot_keys_environment": dict(hot_env),
     }

@@ -15,14 +15,13 @@ from typing import Any
 import boto3
 import pytest
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
-from moto import mock_aws
 
-from adapters.clients import reset_clients
 from adapters.observability import metrics
 from hotkeys.control_table import ControlTable
 from hotkeys.logic import BatchOutcome, HotKeyMonitor
 from hotkeys.settings import HotKeySettings
 from keydesign import Layout
+from tests.integration.mocked_aws import create_readings_table, mocked_aws
 from tests.unit.hotkeys.stream_events import REGION, TABLE, FakeLambdaContext
 
 CONTROL = "control"
@@ -115,38 +114,12 @@ def base_env(topic_arn: str, **overrides: str) -> dict[str, str]:
     return env
 
 
-def create_table(dynamodb: Any, name: str, *, stream: bool) -> None:
-    extra: dict[str, Any] = {}
-    if stream:
-        extra["StreamSpecification"] = {"StreamEnabled": True, "StreamViewType": "KEYS_ONLY"}
-    dynamodb.create_table(
-        TableName=name,
-        AttributeDefinitions=[
-            {"AttributeName": "pk", "AttributeType": "S"},
-            {"AttributeName": "sk", "AttributeType": "S"},
-        ],
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-        BillingMode="PAY_PER_REQUEST",
-        **extra,
-    )
-
-
 @pytest.fixture
 def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[Aws]:
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_SESSION_TOKEN": "testing",
-        "AWS_DEFAULT_REGION": REGION,
-        "AWS_REGION": REGION,
-    }.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-    with mock_aws():
-        reset_clients()
+    with mocked_aws(monkeypatch, REGION):
         dynamodb = boto3.client("dynamodb", region_name=REGION)
-        create_table(dynamodb, TABLE, stream=True)
-        create_table(dynamodb, CONTROL, stream=False)
+        create_readings_table(dynamodb, TABLE, stream=True)
+        create_readings_table(dynamodb, CONTROL)
         sns = boto3.client("sns", region_name=REGION)
         sqs = boto3.client("sqs", region_name=REGION)
         topic_arn = sns.create_topic(Name="hot-keys")["TopicArn"]
@@ -160,7 +133,6 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[Aws]:
         yield state
         for monitor in state.monitors:
             monitor.close()
-        reset_clients()
 
 
 @pytest.fixture

@@ -14,11 +14,10 @@ from typing import Any
 
 import boto3
 import pytest
-from moto import mock_aws
 
-from adapters.clients import reset_clients
 from adapters.observability import metrics
 from keydesign import Layout, ShardMap
+from tests.integration.mocked_aws import create_readings_table, mocked_aws
 from tests.unit.ingest.kinesis_events import REGION
 
 TABLE = "readings"
@@ -102,27 +101,9 @@ def base_env(queue_url: str, **overrides: str) -> dict[str, str]:
 
 @pytest.fixture
 def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[Aws]:
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_SESSION_TOKEN": "testing",
-        "AWS_DEFAULT_REGION": REGION,
-        "AWS_REGION": REGION,
-    }.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-    with mock_aws():
-        reset_clients()
+    with mocked_aws(monkeypatch, REGION):
         dynamodb = boto3.client("dynamodb", region_name=REGION)
-        dynamodb.create_table(
-            TableName=TABLE,
-            AttributeDefinitions=[
-                {"AttributeName": "pk", "AttributeType": "S"},
-                {"AttributeName": "sk", "AttributeType": "S"},
-            ],
-            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-            BillingMode="PAY_PER_REQUEST",
-        )
+        create_readings_table(dynamodb, TABLE)
         sqs = boto3.client("sqs", region_name=REGION)
         queue_url = sqs.create_queue(QueueName="readings-rejects")["QueueUrl"]
         env = base_env(queue_url)
@@ -130,7 +111,6 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[Aws]:
             monkeypatch.setenv(name, value)
         layout = Layout.from_settings(kind="hybrid", bucket="1h", table_prefix=TABLE)
         yield Aws(dynamodb, sqs, queue_url, layout, ShardMap.initial(layout.bucket, 4), env)
-        reset_clients()
 
 
 @pytest.fixture

@@ -13,9 +13,7 @@ from typing import Any
 import boto3
 import pytest
 from boto3.dynamodb.types import TypeSerializer
-from moto import mock_aws
 
-from adapters.clients import reset_clients
 from adapters.partition_reader import DynamoPartitionReader
 from adapters.shard_map_source import StaticShardMap
 from keydesign import Layout, Reading, ShardMap, build_item, format_ts, parse_timestamp
@@ -23,6 +21,7 @@ from query.api import create_app
 from query.cursor import CursorCodec
 from query.logic import QueryService
 from query.settings import QueryLimits
+from tests.integration.mocked_aws import create_readings_table, mocked_aws
 from tests.unit.query.apigw import ApiClient
 
 REGION = "eu-west-1"
@@ -79,15 +78,7 @@ class Store:
             name = self.layout.table_for(start)
             if name in self.tables:
                 continue
-            self.dynamodb.create_table(
-                TableName=name,
-                AttributeDefinitions=[
-                    {"AttributeName": "pk", "AttributeType": "S"},
-                    {"AttributeName": "sk", "AttributeType": "S"},
-                ],
-                KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-                BillingMode="PAY_PER_REQUEST",
-            )
+            create_readings_table(self.dynamodb, name)
             self.tables.add(name)
 
     def write(self, reading: Reading, *, ttl: int | None = None, copies: int = 1) -> Written:
@@ -147,20 +138,8 @@ def summary_of(rows: Iterable[Written]) -> list[tuple[str, str, str]]:
 
 @pytest.fixture
 def dynamodb(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_SESSION_TOKEN": "testing",
-        "AWS_DEFAULT_REGION": REGION,
-        "AWS_REGION": REGION,
-        "POWERTOOLS_TRACE_DISABLED": "true",
-    }.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-    with mock_aws():
-        reset_clients()
+    with mocked_aws(monkeypatch, REGION, POWERTOOLS_TRACE_DISABLED="true"):
         yield boto3.client("dynamodb", region_name=REGION)
-        reset_clients()
 
 
 StoreFactory = Callable[..., Store]

@@ -28,13 +28,12 @@ from typing import Any
 import boto3
 import pytest
 from botocore.exceptions import ClientError
-from moto import mock_aws
 
-from adapters.clients import reset_clients
 from adapters.observability import metrics
 from keydesign import parse_timestamp
 from rotator.logic import Rotator
 from rotator.settings import RotatorSettings
+from tests.integration.mocked_aws import mocked_aws
 
 REGION = "eu-west-1"
 PREFIX = "readings"
@@ -267,20 +266,13 @@ def base_env(function_arn: str, topic_arn: str, dead_letter_arn: str) -> dict[st
 
 @pytest.fixture
 def world(monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_SESSION_TOKEN": "testing",
-        "AWS_DEFAULT_REGION": REGION,
-        "AWS_REGION": REGION,
-        "POWERTOOLS_SERVICE_NAME": "rotator",
-        "POWERTOOLS_METRICS_NAMESPACE": "TimeSeries",
-        "POWERTOOLS_TRACE_DISABLED": "true",
-    }.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-    with mock_aws():
-        reset_clients()
+    with mocked_aws(
+        monkeypatch,
+        REGION,
+        POWERTOOLS_SERVICE_NAME="rotator",
+        POWERTOOLS_METRICS_NAMESPACE="TimeSeries",
+        POWERTOOLS_TRACE_DISABLED="true",
+    ):
         iam = boto3.client("iam", region_name=REGION)
         role = iam.create_role(RoleName="hotkeys", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
         lambda_ = boto3.client("lambda", region_name=REGION)
@@ -312,7 +304,6 @@ def world(monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
             env=base_env(function_arn, topic_arn, dead_letter_arn),
         )
         metrics.clear_metrics()
-        reset_clients()
 
 
 def days(start: str, count: int) -> list[str]:

@@ -20,7 +20,7 @@ from .errors import ConfigError, InvalidInput, KeyDesignError
 from .hashing import shard_of, stable_hash
 from .items import build_item, item_size, read_units, ttl_for, write_units
 from .layouts import LAYOUTS, ItemKey, Layout, PartitionQuery, QueryPlan
-from .model import Reading, validate_entity_id, validate_event_id
+from .model import Reading, shown_name, validate_entity_id, validate_event_id
 from .periods import Bucket, TablePeriod, parse_duration
 from .shardmap import Change, ShardMap, earliest_change_boundary
 from .timefmt import format_ts, parse_timestamp
@@ -52,6 +52,7 @@ __all__ = [
     "read_units",
     "shard_of",
     "shards_for",
+    "shown_name",
     "stable_hash",
     "ttl_for",
     "validate_entity_id",

@@ -43,6 +43,11 @@ _ALLOWED_FIELDS = frozenset({"entity_id", "event_id", "timestamp", "measures", "
 # DynamoDB numbers: magnitude between 1E-130 and 9.9999999999999999999999999999999999999E+125.
 _DDB_MAX = 9.9999999999999999999999999999999999999e125
 _DDB_MIN = 1e-130
+# The same bounds exactly, for numbers a float cannot hold (decoders hand those over as Decimal).
+_DDB_MAX_EXACT = Decimal("9.9999999999999999999999999999999999999E+125")
+_DDB_MIN_EXACT = Decimal("1E-130")
+_OUT_OF_RANGE = "is outside the range DynamoDB can store (1e-130 .. 9.99e125)"
+_NOT_FINITE = "must be a finite number (NaN, infinity and literals past a double's range such as 1e400 are not)"
 # DynamoDB keeps at most 38 significant digits; a longer integer fails the write.
 _DDB_DIGITS = 38
 
@@ -83,17 +88,46 @@ def _validate_number(value: object, field_name: str) -> int | float:
     if isinstance(value, bool) or not isinstance(value, int | float | Decimal):
         raise InvalidInput(field_name, f"must be a number, got {type(value).__name__}")
     if isinstance(value, Decimal):
-        if not value.is_finite():
-            raise InvalidInput(field_name, "must be finite (NaN and infinity are not numbers DynamoDB stores)")
-        value = int(value) if value == value.to_integral_value() else float(value)
+        value = _exact_number(value, field_name)
     if isinstance(value, float) and not math.isfinite(value):
-        raise InvalidInput(field_name, "must be finite (NaN and infinity are not numbers DynamoDB stores)")
+        raise InvalidInput(field_name, _NOT_FINITE)
     magnitude = abs(value)
     if magnitude > _DDB_MAX or (magnitude != 0 and magnitude < _DDB_MIN):
-        raise InvalidInput(field_name, "is outside the range DynamoDB can store (1e-130 .. 9.99e125)")
+        raise InvalidInput(field_name, _OUT_OF_RANGE)
     if isinstance(value, int) and len(str(abs(value)).rstrip("0")) > _DDB_DIGITS:
         raise InvalidInput(field_name, f"has more than the {_DDB_DIGITS} significant digits DynamoDB can store")
     return value
+
+
+def _exact_number(value: Decimal, field_name: str) -> int | float:
+    """A Decimal checked against DynamoDB's range *before* it becomes an int or a float:
+    ``1e-400`` would round to 0.0 and a 5,000-digit integer is too long for ``str(int)``."""
+    if not value.is_finite():
+        raise InvalidInput(field_name, _NOT_FINITE)
+    magnitude = abs(value)
+    if magnitude > _DDB_MAX_EXACT or (magnitude != 0 and magnitude < _DDB_MIN_EXACT):
+        raise InvalidInput(field_name, _OUT_OF_RANGE)
+    return int(value) if value == value.to_integral_value() else float(value)
+
+
+def shown_name(name: object, limit: int = 100) -> str:
+    """``name`` as it may appear in a field path: control characters, lone surrogates and
+    other unprintable characters escaped (``t\\x01``), cut at ``limit`` characters, so an
+    error naming a bad field is itself safe to log, queue or return."""
+    text = name if isinstance(name, str) else str(name)
+    if text.isascii() and text.isprintable() and len(text) <= limit:
+        return text
+    shown = repr(text[:limit])[1:-1]
+    return shown + "..." if len(text) > limit else shown
+
+
+def _check_text(value: str, field_name: str) -> None:
+    """Refuse a string a UTF-8 store cannot hold (a lone surrogate decoded from ``\\udc80``)."""
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidInput(field_name, "is not valid Unicode text (it holds a lone surrogate)") from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,7 +164,9 @@ class Reading:
             raise InvalidInput("reading", f"must be a JSON object, got {type(obj).__name__}")
         unknown = sorted(set(obj) - _ALLOWED_FIELDS)
         if unknown:
-            raise InvalidInput(unknown[0], f"is not a reading field; expected {', '.join(sorted(_ALLOWED_FIELDS))}")
+            raise InvalidInput(
+                shown_name(unknown[0]) or '""', f"is not a reading field; expected {', '.join(sorted(_ALLOWED_FIELDS))}"
+            )
         if "entity_id" not in obj:
             raise InvalidInput("entity_id", "is required")
         entity_id = validate_entity_id(obj["entity_id"])
@@ -176,7 +212,7 @@ def _parse_measures(raw: object) -> dict[str, int | float]:
     for name, value in raw.items():
         if not isinstance(name, str) or _NAME_RE.match(name) is None:
             raise InvalidInput(
-                f"measures.{name}", "measure names are 1-64 letters, digits or _, not starting with a digit"
+                f"measures.{shown_name(name)}", "measure names are 1-64 letters, digits or _, not starting with a digit"
             )
         out[name] = _validate_number(value, f"measures.{name}")
     return out
@@ -193,7 +229,8 @@ def _parse_dimensions(raw: object) -> dict[str, str]:
     for name, value in raw.items():
         if not isinstance(name, str) or _NAME_RE.match(name) is None:
             raise InvalidInput(
-                f"dimensions.{name}", "dimension names are 1-64 letters, digits or _, not starting with a digit"
+                f"dimensions.{shown_name(name)}",
+                "dimension names are 1-64 letters, digits or _, not starting with a digit",
             )
         if not isinstance(value, str):
             raise InvalidInput(f"dimensions.{name}", f"must be a string, got {type(value).__name__}")
@@ -201,6 +238,7 @@ def _parse_dimensions(raw: object) -> dict[str, str]:
             raise InvalidInput(f"dimensions.{name}", f"is longer than {DIMENSION_VALUE_MAX} characters")
         if _CONTROL_RE.search(value):
             raise InvalidInput(f"dimensions.{name}", "must not contain control characters")
+        _check_text(value, f"dimensions.{name}")
         out[name] = value
     return out
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import re
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from functools import lru_cache
 
 from .errors import InvalidInput
@@ -43,6 +44,12 @@ def parse_timestamp(value: object, field: str = "timestamp") -> int:
     """
     if isinstance(value, bool):
         raise InvalidInput(field, "must be an RFC 3339 string or epoch milliseconds, not a boolean")
+    if isinstance(value, Decimal):  # a number a float or an int could not hold as decoded
+        if not value.is_finite() or value != value.to_integral_value():
+            raise InvalidInput(field, f"epoch milliseconds must be a whole number, got {shown_number(value)}")
+        if not MIN_TS_MS <= value <= MAX_TS_MS:
+            raise InvalidInput(field, _RANGE)
+        value = int(value)
     if isinstance(value, float):
         if not math.isfinite(value) or not value.is_integer():
             raise InvalidInput(field, f"epoch milliseconds must be a whole number, got {value!r}")
@@ -89,10 +96,19 @@ def _parse_rfc3339(text: str, field: str) -> int:
     return _check_range(ms, field)
 
 
+_RANGE = "must lie between 1970-01-01T00:00:00Z and 9999-12-31T23:59:59.999Z"
+
+
 def _check_range(ms: int, field: str) -> int:
     if ms < MIN_TS_MS or ms > MAX_TS_MS:
-        raise InvalidInput(field, "must lie between 1970-01-01T00:00:00Z and 9999-12-31T23:59:59.999Z")
+        raise InvalidInput(field, _RANGE)
     return ms
+
+
+def shown_number(value: Decimal, limit: int = 40) -> str:
+    """A number for an error message: its text, cut to ``limit`` characters with its length."""
+    text = str(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
 
 
 def format_ts(ms: int) -> str:

@@ -142,6 +142,15 @@ class Monitoring(Construct):
             periods=(1, 1),
             what=f"The {name} function is throttled: account concurrency is exhausted",
         )
+        if function is LambdaFunction.INGEST:
+            self._alarm(
+                "ingest-unexpected-rejects",
+                _custom("ReadingsRejectedUnexpectedly", function, statistic="Sum", period=FIVE_MINUTES),
+                threshold=1,
+                periods=(1, 1),
+                what="Ingest rejected readings that raised while being validated: a bug (the payloads are "
+                "on the rejects queue with field 'reading'; see the ingest function's error log)",
+            )
         if function is LambdaFunction.HOTKEYS:
             # DynamoDB streams publish no iterator age of their own; the mapping's is the one.
             self._alarm(

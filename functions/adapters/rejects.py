@@ -32,6 +32,7 @@ import base64
 import hashlib
 import json
 import random
+import re
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -51,6 +52,27 @@ MAX_REQUEST_BYTES = 256 * 1024
 DEFAULT_PAYLOAD_LIMIT = 64 * 1024
 _Entry = tuple[int, dict[str, Any]]  # (index of the reject, SendMessageBatch entry)
 _ATTRIBUTE_ALLOWANCE = 512  # two message attributes (names, types, values up to 128 chars), generously
+
+# What SQS accepts in a message body or attribute (XML 1.0 characters): #x9 #xA #xD,
+# #x20-#xD7FF, #xE000-#xFFFD, #x10000-#x10FFFF. moto does not check; SQS refuses the call.
+_SQS_REFUSED = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+MAX_ATTRIBUTE_CHARS = 128
+
+
+def sqs_text(text: str, limit: int = MAX_ATTRIBUTE_CHARS) -> str:
+    """``text`` with every character SQS refuses written as ``\\uXXXX``, cut to ``limit``
+    characters (``-`` when empty): always a value SQS accepts."""
+    if not text:
+        return "-"
+    if not text.isascii() or not text.isprintable():
+        text = _SQS_REFUSED.sub(lambda found: f"\\u{ord(found.group()):04x}", text)
+    return text[:limit]
+
+
+def sqs_accepts(text: str) -> bool:
+    """True when SQS takes every character of ``text``."""
+    return _SQS_REFUSED.search(text) is None
+
 
 # SQS refuses these codes for reasons a retry cannot fix.
 _PERMANENT_CODES = frozenset(
@@ -212,12 +234,12 @@ class RejectsPublisher:
         entry: dict[str, Any] = {
             "MessageBody": body,
             "MessageAttributes": {
-                "field": {"DataType": "String", "StringValue": reject.field[:128] or "-"},
-                "shard_id": {"DataType": "String", "StringValue": reject.shard_id[:128] or "-"},
+                "field": {"DataType": "String", "StringValue": sqs_text(reject.field)},
+                "shard_id": {"DataType": "String", "StringValue": sqs_text(reject.shard_id)},
             },
         }
         if self._fifo:
-            entry["MessageGroupId"] = reject.shard_id[:128] or "unknown"
+            entry["MessageGroupId"] = sqs_text(reject.shard_id)
             entry["MessageDeduplicationId"] = hashlib.sha256(reject.reject_id.encode()).hexdigest()
         return entry
 

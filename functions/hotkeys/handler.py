@@ -18,6 +18,7 @@ from aws_lambda_powertools.utilities.batch.types import PartialItemFailureRespon
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from adapters.observability import logger, metrics, tracer
+from adapters.stream_events import NotAStreamEvent, stream_records
 from hotkeys.logic import HotKeyMonitor
 from hotkeys.settings import HotKeySettings
 
@@ -32,5 +33,10 @@ PROCESSOR = BatchProcessor(event_type=EventType.DynamoDBStreams, raise_on_entire
 @tracer.capture_lambda_handler(capture_response=False)
 @metrics.log_metrics(capture_cold_start_metric=True)
 def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
-    outcome = MONITOR.process(event.get("Records", []))
+    try:
+        records = stream_records(event)
+    except NotAStreamEvent as exc:
+        logger.error("not a DynamoDB stream event; no load was counted", extra={"reason": str(exc)})
+        raise
+    outcome = MONITOR.process(records)
     return process_partial_response(event=event, record_handler=outcome.settle, processor=PROCESSOR, context=context)

@@ -9,13 +9,23 @@ part that is wrong, never dropped:
   whole (user) record, carrying its bytes as they arrived;
 * an array element that is not a valid reading: one reject for that element
   (its index says where it was), while its neighbours go on.
+
+Numbers are decoded exactly. A float literal that would round to zero or to
+infinity (``1e-400``, ``1e400``) and an integer longer than Python converts
+from text (4,300 digits) arrive as :class:`~decimal.Decimal`, so validation
+refuses them by their true value, naming the field, instead of storing 0 or
+raising. Ordinary numbers take the C decoder's fast path unchanged.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import re
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 from adapters.kinesis_records import MalformedRecord, StreamRecord, parse_event_record, user_records
@@ -26,21 +36,28 @@ from adapters.rejects import Reject
 class Candidate:
     """One decoded JSON value that should be a reading, and where it came from.
 
-    ``raw`` is the user record's bytes when the value is the whole record
-    (so a reject can carry them exactly); for an array element it is None and
-    the element is re-serialised.
+    ``data`` is the user record's bytes. A value that is the whole record
+    (``index`` None) is rejected with them exactly; an array element is
+    written back as JSON, or, in the rare case that cannot be done (nesting
+    deeper than the encoder's limit), rejected with the whole record's bytes.
     """
 
     record: int
     value: object
     sub_sequence_number: int | None
     index: int | None
-    raw: bytes | None
+    data: bytes
 
     def payload(self) -> bytes:
-        if self.raw is not None:
-            return self.raw
-        return json.dumps(self.value, ensure_ascii=False, separators=(",", ":"), default=str).encode("utf-8")
+        """The bytes a reject carries."""
+        if self.index is None:
+            return self.data
+        value = self.value
+        if _has_non_finite(value):
+            # The fast decoder rounds a literal past a double's range (1e400) to infinity; the
+            # exact one keeps its digits. Rare (such a reading is always rejected), so done here.
+            value = _EXACT_DECODER.decode(self.data.decode(json.detect_encoding(self.data)))[self.index]
+        return encode_json(value, fallback=self.data)
 
 
 @dataclass(slots=True)
@@ -104,7 +121,7 @@ def decode_record(position: int, raw: Mapping[str, Any], shard_id: str, sequence
     for member in members:
         sub = member.sub_sequence_number
         try:
-            value = json.loads(member.data)
+            value = decode_json(member.data)
         except UnicodeDecodeError:
             decoded.reject(member.data, "data", "is not UTF-8 text", sub)
             continue
@@ -114,10 +131,13 @@ def decode_record(position: int, raw: Mapping[str, Any], shard_id: str, sequence
         except RecursionError:
             decoded.reject(member.data, "data", "is JSON nested too deeply to be a reading", sub)
             continue
+        except ValueError as exc:  # any other refusal of the decoder: still about these bytes
+            decoded.reject(member.data, "data", f"is not JSON the decoder accepts ({type(exc).__name__})", sub)
+            continue
         if isinstance(value, dict):
             decoded.candidates.append(Candidate(position, value, sub, None, member.data))
         elif isinstance(value, list):
-            decoded.candidates.extend(Candidate(position, item, sub, i, None) for i, item in enumerate(value))
+            decoded.candidates.extend(Candidate(position, item, sub, i, member.data) for i, item in enumerate(value))
         else:
             decoded.reject(
                 member.data,
@@ -136,3 +156,87 @@ def _json_type(value: object) -> str:
     if isinstance(value, str):
         return "a string"
     return "a number"
+
+
+def _float(text: str) -> float | Decimal:
+    value = float(text)
+    # Zero from a literal with a non-zero digit is an underflow (1e-400); infinity is an overflow.
+    mantissa = text.partition("e")[0].partition("E")[0]
+    if (value == 0.0 and any(c in "123456789" for c in mantissa)) or math.isinf(value):
+        return Decimal(text)
+    return value
+
+
+def _int(text: str) -> int | Decimal:
+    return int(text) if len(text) <= 4_000 else Decimal(text)
+
+
+_EXACT_DECODER = json.JSONDecoder(parse_float=_float, parse_int=_int)
+# A float literal rounds to 0.0 only below ~2.5e-324. With an exponent of at most two digits
+# (|e| <= 99) that takes at least 224 zeros after the point; otherwise the exponent is negative
+# with three digits or more. A text showing neither cannot underflow, and takes the C decoder's
+# fast path; one that may is decoded exactly (a hook per number, ~1.5x slower).
+_MANY_ZEROS = "0" * 200
+_LONG_NEGATIVE_EXPONENT = re.compile(r"[0-9][eE]-[0-9]{3}")
+
+
+def decode_json(data: bytes) -> Any:
+    """``json.loads`` that never loses a number's value nor raises for one.
+
+    Raises ``UnicodeDecodeError``, ``json.JSONDecodeError`` or ``RecursionError``
+    for data that is not JSON, as ``json.loads`` does.
+    """
+    text = data.decode(json.detect_encoding(data))
+    if _MANY_ZEROS in text or (("e-" in text or "E-" in text) and _LONG_NEGATIVE_EXPONENT.search(text)):
+        return _EXACT_DECODER.decode(text)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        raise
+    except ValueError:  # an integer past Python's int-from-text limit; decode again, exactly
+        return _EXACT_DECODER.decode(text)
+
+
+def _has_non_finite(value: object, depth: int = 0) -> bool:
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if depth > 64:  # a reading is shallow; anything deeper is written back as it decoded
+        return False
+    if isinstance(value, dict):
+        return any(_has_non_finite(v, depth + 1) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_non_finite(v, depth + 1) for v in value)
+    return False
+
+
+def encode_json(value: object, *, fallback: bytes) -> bytes:
+    """Compact UTF-8 JSON of a decoded value, for a reject's payload; never raises.
+
+    Numbers kept as Decimal are written as the digits they arrived as, and a
+    string holding a lone surrogate (valid JSON, ``"\\udc80"``, but not UTF-8)
+    is written with ASCII escapes, so the payload is valid UTF-8 JSON that
+    decodes to the same value. ``fallback`` is returned when the value is
+    nested too deeply to encode.
+    """
+    try:
+        try:
+            return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=_no_decimal).encode("utf-8")
+        except (UnicodeEncodeError, TypeError):
+            pass
+        marker = uuid.uuid4().hex
+        numbers: list[str] = []
+
+        def hide(found: object) -> str:
+            numbers.append(str(found))
+            return f"{marker}{len(numbers) - 1}"
+
+        text = json.dumps(value, ensure_ascii=True, separators=(",", ":"), default=hide)
+        for position, digits in enumerate(numbers):
+            text = text.replace(f'"{marker}{position}"', digits, 1)
+        return text.encode("ascii")
+    except (RecursionError, ValueError):
+        return fallback
+
+
+def _no_decimal(found: object) -> object:
+    raise TypeError(type(found).__name__)

@@ -17,6 +17,7 @@ from aws_lambda_powertools.utilities.batch.types import PartialItemFailureRespon
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from adapters.observability import logger, metrics, tracer
+from adapters.stream_events import NotAStreamEvent, stream_records
 from ingest.logic import Ingestor
 from ingest.settings import IngestSettings
 
@@ -32,5 +33,10 @@ PROCESSOR = BatchProcessor(event_type=EventType.KinesisDataStreams, raise_on_ent
 @tracer.capture_lambda_handler(capture_response=False)
 @metrics.log_metrics(capture_cold_start_metric=True)
 def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
-    outcome = INGESTOR.ingest(event.get("Records", []), context.get_remaining_time_in_millis())
+    try:
+        records = stream_records(event, sequence=("kinesis", "sequenceNumber"))
+    except NotAStreamEvent as exc:
+        logger.error("not a Kinesis stream event; nothing was ingested", extra={"reason": str(exc)})
+        raise
+    outcome = INGESTOR.ingest(records, context.get_remaining_time_in_millis())
     return process_partial_response(event=event, record_handler=outcome.settle, processor=PROCESSOR, context=context)

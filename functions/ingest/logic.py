@@ -91,6 +91,7 @@ class BatchOutcome:
     rejects: RejectsReport = field(default_factory=RejectsReport)
     reject_fields: Counter[str] = field(default_factory=Counter)
     aggregated_members: int = 0
+    unexpected: int = 0
     max_arrival_lag_ms: int | None = None
     _by_sequence: dict[str, RecordOutcome] = field(default_factory=dict)
 
@@ -332,6 +333,20 @@ class Ingestor:
         except UnstorableValue as exc:
             decoded.reject(candidate.payload(), exc.path, exc.reason, candidate.sub_sequence_number, candidate.index)
             return
+        except Exception as exc:
+            # Nothing here calls AWS: whatever raised, the reading's content made it raise. Handing
+            # its record back would fail the same way on every delivery until the mapping gave up on
+            # the whole batch; rejecting it keeps the reading (payload and all) and its neighbours.
+            logger.exception("a reading raised while being validated; it is rejected, not retried")
+            outcome.unexpected += 1
+            decoded.reject(
+                candidate.payload(),
+                "reading",
+                f"could not be processed ({type(exc).__name__}); please report this with the payload",
+                candidate.sub_sequence_number,
+                candidate.index,
+            )
+            return
         identity = (key.table, key.pk, key.sk)
         pending = PendingWrite(key.table, key.pk, key.sk, low_level)
         existing = writes.get(identity)
@@ -405,6 +420,8 @@ def _emit(outcome: BatchOutcome) -> None:
     metrics.add_metric(name="RejectCalls", unit=count, value=outcome.rejects.calls)
     metrics.add_metric(name="RejectsTruncated", unit=count, value=outcome.rejects.truncated)
     metrics.add_metric(name="KplMembers", unit=count, value=outcome.aggregated_members)
+    if outcome.unexpected:
+        metrics.add_metric(name="ReadingsRejectedUnexpectedly", unit=count, value=outcome.unexpected)
     if outcome.write.latencies_ms:
         latencies = sorted(outcome.write.latencies_ms)
         metrics.add_metric(name="WriteLatency", unit=MetricUnit.Milliseconds, value=latencies[len(latencies) // 2])

@@ -154,6 +154,13 @@ def test_rotation_alarms_when_the_next_table_is_not_ready_or_runs_keep_failing(s
     assert [a for a in _alarms(synthesized.synth("default")) if a.get("MetricName") == "PeriodsReady"] == []
 
 
+def test_ingest_alarms_on_the_first_reading_rejected_for_an_unexpected_error(synthesized: Synthesized) -> None:
+    # A reading that raised while being validated is kept on the rejects queue, but it means a bug.
+    alarm = _custom_alarm(synthesized.synth("default"), "ReadingsRejectedUnexpectedly", "ingest")
+    assert (alarm["Threshold"], alarm["EvaluationPeriods"], alarm["Statistic"]) == (1, 1, "Sum")
+    assert alarm["TreatMissingData"] == "notBreaching"
+
+
 # -- dashboard -----------------------------------------------------------------------------
 
 

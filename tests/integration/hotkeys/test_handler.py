@@ -15,9 +15,11 @@ from botocore.exceptions import ClientError
 
 from adapters.settings import SettingsError
 from adapters.shard_map_store import SHARD_MAP_KEY
+from adapters.stream_events import NotAStreamEvent
 from keydesign import Reading, ShardMap, build_item
 from tests.integration.hotkeys.conftest import CONTROL, Aws, invoke
 from tests.unit.hotkeys.stream_events import REGION, TABLE, item_record, stream_arn, stream_event, stream_record
+from tests.unit.ingest.kinesis_events import FakeLambdaContext
 
 pytestmark = pytest.mark.integration
 
@@ -204,3 +206,16 @@ def test_a_bad_environment_fails_the_cold_start_naming_the_variable(aws: Aws, mo
     with pytest.raises(SettingsError, match="HOT_WINDOW"):
         importlib.import_module("hotkeys.handler")
     sys.modules.pop("hotkeys.handler", None)
+
+
+@pytest.mark.parametrize("event", [{}, [], {"Records": None}, {"records": []}], ids=repr)
+def test_an_event_no_stream_sends_fails_with_one_clear_logged_error(
+    handler_module: ModuleType, monkeypatch: pytest.MonkeyPatch, event: Any
+) -> None:
+    # Given an event without a Records list (a hand-made invocation, a wrong trigger)
+    errors: list[str] = []
+    monkeypatch.setattr(handler_module.logger, "error", lambda message, **_: errors.append(message))
+    # When the handler gets it, Then it fails naming what is wrong, before any record is read
+    with pytest.raises(NotAStreamEvent, match="Records"):
+        handler_module.handler(event, FakeLambdaContext())
+    assert errors == ["not a DynamoDB stream event; no load was counted"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import sys
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -12,9 +13,10 @@ import keydesign.model
 from adapters.kinesis_records import aggregate
 from adapters.settings import SettingsError
 from adapters.shard_map_store import ShardMapStore
+from adapters.stream_events import NotAStreamEvent
 from tests.integration.ingest.conftest import Aws, base_env, now_ms
 from tests.integration.ingest.helpers import invoke
-from tests.unit.ingest.kinesis_events import as_json, kinesis_event, reading, sequence_number
+from tests.unit.ingest.kinesis_events import FakeLambdaContext, as_json, kinesis_event, reading, sequence_number
 
 pytestmark = pytest.mark.integration
 
@@ -334,3 +336,26 @@ def test_the_first_writer_stores_the_initial_map_when_the_control_table_is_empty
     assert result.failed == []
     stored = ShardMapStore(aws.dynamodb, table, aws.shard_map).peek()
     assert stored is not None and stored.global_shards_at(now_ms()) == 4
+
+
+@pytest.mark.parametrize(
+    ("event", "reason"),
+    [
+        ({}, "no Records list"),
+        ([], "must be a JSON object"),
+        ({"Records": [{"eventID": "shardId-0:1"}]}, "Records[0] has no kinesis.sequenceNumber"),
+        ({"Records": ["x"]}, "Records[0] has no kinesis.sequenceNumber"),
+    ],
+    ids=repr,
+)
+def test_an_event_no_mapping_sends_fails_with_one_clear_logged_error(
+    handler_module: ModuleType, monkeypatch: pytest.MonkeyPatch, event: Any, reason: str
+) -> None:
+    # Given an event Lambda's Kinesis mapping never sends (it cannot be answered record by record)
+    errors: list[str] = []
+    monkeypatch.setattr(handler_module.logger, "error", lambda message, **_: errors.append(message))
+    # When the handler gets it, Then it fails with the reason, not a traceback from inside Powertools
+    with pytest.raises(NotAStreamEvent) as caught:
+        handler_module.handler(event, FakeLambdaContext())
+    assert reason in str(caught.value)
+    assert errors == ["not a Kinesis stream event; nothing was ingested"]

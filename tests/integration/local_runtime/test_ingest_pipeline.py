@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
 import threading
+import time
 from collections import Counter
 from typing import Any
 
@@ -22,6 +24,7 @@ from tests.integration.local_runtime.conftest import (
     readings,
     stored,
 )
+from tests.unit.ingest.fakes import sqs_refusal
 
 pytestmark = pytest.mark.integration
 
@@ -116,3 +119,46 @@ def test_a_start_that_fails_stops_what_it_started(running: Any) -> None:
     # And nothing is left behind: the environment is back, no poller runs
     assert os.environ.get("AWS_ENDPOINT_URL") == before
     assert not [t for t in threading.enumerate() if t.name.startswith("ingest-")]
+
+
+POISON = {
+    "measures.t": b'{"entity_id":"sensor-p","timestamp":%d,"measures":{"t":%s}}',  # 5,000 digits
+    "measures.t\\x01": b'{"entity_id":"sensor-p","timestamp":%d,"measures":{"t\\u0001":1}}',
+    "data": b'"\\udc80"',  # a whole record that is a JSON string holding a lone surrogate
+    "measures.u": b'{"entity_id":"sensor-p","timestamp":%d,"measures":{"u":1e-400}}',
+}
+
+
+def test_poison_records_in_the_middle_of_a_batch_cost_no_good_reading(running: Any) -> None:
+    # Given 200 one-reading records in one PutRecords call, four of them poison in the middle
+    # (each of these once failed the whole invocation until the mapping gave up on the batch)
+    system = running()
+    good = readings(196, prefix="p")
+    now = int(time.time() * 1000) - 30_000
+    poison = [
+        (text % (now, b"9" * 5_000) if b"%s" in text else text % now if b"%d" in text else text)
+        for text in POISON.values()
+    ]
+    data = [json.dumps(r).encode() for r in good[:98]] + poison + [json.dumps(r).encode() for r in good[98:]]
+    kinesis = system.client("kinesis")
+    response = kinesis.put_records(
+        StreamName=system.endpoints.stream_name,
+        Records=[{"Data": d, "PartitionKey": "one-shard"} for d in data],
+    )
+    assert response["FailedRecordCount"] == 0
+    # When the stream has drained
+    assert system.wait_until_idle(WAIT_S)
+    # Then every good reading is stored exactly once
+    assert Counter(event_ids(stored(system))) == Counter(r["event_id"] for r in good)
+    # And each poison reading is on the rejects queue with its reason, on a message SQS would take
+    messages = system.client("sqs").receive_message(
+        QueueUrl=system.endpoints.rejects_queue_url, MaxNumberOfMessages=10, MessageAttributeNames=["All"]
+    )["Messages"]
+    assert sorted(json.loads(m["Body"])["field"] for m in messages) == sorted(POISON)
+    for message in messages:
+        assert sqs_refusal({"MessageBody": message["Body"], "MessageAttributes": message["MessageAttributes"]}) is None
+        assert json.loads(message["Body"])["reason"]
+    # And the batch was never failed, bisected or given up on
+    mapping = system.stats()["event_source_mappings"]["ingest"]
+    assert mapping["function_errors"] == 0 and mapping["bisections"] == 0 and mapping["records_skipped"] == 0
+    assert queue_messages(system, system.endpoints.ingest_failures_queue_url) == []

@@ -7,6 +7,8 @@ first use and kept for the container's life.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from typing import Any
 
 from aws_lambda_powertools.logging import correlation_paths
@@ -24,4 +26,35 @@ app = create_app(QueryService.from_settings(QuerySettings.from_env()))
 @tracer.capture_lambda_handler
 @metrics.log_metrics(capture_cold_start_metric=True)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    problem = proxy_event_problem(event)
+    if problem is not None:
+        logger.error("not an API Gateway REST proxy event", extra={"reason": problem})
+        body = {"error": f"not an API Gateway REST proxy event: {problem}", "parameter": None}
+        return {"statusCode": 400, "headers": {"Content-Type": "application/json"}, "body": json.dumps(body)}
     return app.resolve(event, context)
+
+
+def proxy_event_problem(event: object) -> str | None:
+    """What keeps ``event`` from being a REST proxy event the resolver can read, or None.
+
+    API Gateway always sends these fields with these types; an event without
+    them is a hand-made invocation, answered with a 400 instead of a traceback
+    from inside the resolver.
+    """
+    if not isinstance(event, Mapping):
+        return f"the event must be a JSON object, got {type(event).__name__}"
+    for name in ("httpMethod", "path"):
+        if not isinstance(event.get(name), str):
+            return f"{name} must be a string"
+    for name in ("headers", "queryStringParameters", "pathParameters"):
+        value = event.get(name)
+        if value is not None and not (isinstance(value, Mapping) and all(isinstance(v, str) for v in value.values())):
+            return f"{name} must be an object of strings"
+    for name in ("multiValueHeaders", "multiValueQueryStringParameters"):
+        value = event.get(name)
+        if value is not None and not (
+            isinstance(value, Mapping)
+            and all(isinstance(v, list) and all(isinstance(i, str) for i in v) for v in value.values())
+        ):
+            return f"{name} must be an object of string lists"
+    return None

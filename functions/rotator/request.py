@@ -4,6 +4,12 @@ The schedule's payload is ``{}``; an operator or a test may send
 ``{"dry_run": true, "now": "2026-11-22T23:59:59Z"}``. Unknown keys are
 refused rather than ignored: ``{"dryrun": true}`` must not become a live run.
 
+An EventBridge *rule* (rather than Scheduler) wraps its payload in an
+envelope (``version``, ``id``, ``detail-type``, ``source``, ``account``,
+``time``, ``region``, ``resources``, ``detail``). Such an event is a scheduled
+run whose options are its ``detail`` (``{}`` for a rule's schedule); the
+envelope's ``time`` is not taken as ``now``: a live run uses the real clock.
+
 Two rules keep an event from doing harm:
 
 * ``DRY_RUN=true`` in the environment cannot be turned off by an event;
@@ -17,9 +23,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from keydesign import InvalidInput, parse_timestamp
+from keydesign import InvalidInput, parse_timestamp, shown_name
 
 _KEYS = frozenset({"dry_run", "now"})
+# The keys every EventBridge event carries; "detail" holds the rule's payload.
+_ENVELOPE = frozenset({"version", "id", "detail-type", "source", "account", "time", "region", "resources", "detail"})
 
 
 class InvalidRequest(ValueError):  # noqa: N818 - reads as the condition, like keydesign.InvalidInput
@@ -42,9 +50,16 @@ class RotationRequest:
             event = {}
         if not isinstance(event, Mapping):
             raise InvalidRequest("event", f"must be a JSON object, got {type(event).__name__}")
+        if event.keys() >= _ENVELOPE:
+            event = event["detail"] if event["detail"] is not None else {}
+            if not isinstance(event, Mapping):
+                raise InvalidRequest("detail", f"must be a JSON object of rotator options, got {type(event).__name__}")
         unknown = sorted(str(key) for key in event if key not in _KEYS)
         if unknown:
-            raise InvalidRequest(unknown[0], f"is not a rotator option (accepted: {', '.join(sorted(_KEYS))})")
+            raise InvalidRequest(
+                shown_name(unknown[0]),
+                f"is not a rotator option (send {{}} for a scheduled run; options: {', '.join(sorted(_KEYS))})",
+            )
         raw_dry_run = event.get("dry_run")
         if raw_dry_run is not None and not isinstance(raw_dry_run, bool):
             raise InvalidRequest("dry_run", f"must be true or false, got {raw_dry_run!r}")

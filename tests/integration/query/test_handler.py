@@ -11,13 +11,15 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from adapters.clients import client
 from adapters.observability import metrics
 from adapters.settings import SettingsError
 from keydesign import format_ts
 from tests.integration.query.conftest import HOUR, NOW, PREFIX, Store, StoreFactory, reading
-from tests.unit.query.apigw import ApiClient, entity_path
+from tests.unit.query.apigw import ApiClient, FakeLambdaContext, entity_path, rest_event
 
 pytestmark = pytest.mark.integration
 
@@ -110,3 +112,61 @@ def test_a_missing_cursor_secret_fails_the_cold_start_naming_the_variable(
     with pytest.raises(SettingsError, match="CURSOR_SECRET_ARN"):
         load_handler()
     sys.modules.pop("query.handler", None)
+
+
+MALFORMED_EVENTS = [
+    ({}, "httpMethod must be a string"),
+    ([], "must be a JSON object, got list"),
+    ({"httpMethod": None, "path": "/readings"}, "httpMethod must be a string"),
+    ({"httpMethod": "GET", "path": 5}, "path must be a string"),
+    ({"httpMethod": "GET", "path": "/readings", "queryStringParameters": {"from": 5}}, "queryStringParameters"),
+    ({"httpMethod": "GET", "path": "/readings", "multiValueQueryStringParameters": {"from": None}}, "string lists"),
+    ({"httpMethod": "GET", "path": "/readings", "headers": ["Accept"]}, "headers must be an object of strings"),
+]
+
+
+@pytest.mark.parametrize(("event", "reason"), MALFORMED_EVENTS, ids=lambda v: repr(v)[:40])
+def test_an_event_api_gateway_never_sends_is_a_400_and_one_logged_error(
+    handler: ModuleType, monkeypatch: pytest.MonkeyPatch, event: Any, reason: str
+) -> None:
+    # Given an event that is not a REST proxy event (a hand-made invocation)
+    errors: list[str] = []
+    monkeypatch.setattr(handler.logger, "error", lambda message, **_: errors.append(message))
+    # When the handler gets it
+    reply = handler.handler(event, FakeLambdaContext())
+    # Then it answers with the API's error shape instead of raising inside the resolver
+    assert reply["statusCode"] == 400
+    body = json.loads(reply["body"])
+    assert set(body) == {"error", "parameter"} and reason in body["error"]
+    assert errors == ["not an API Gateway REST proxy event"]
+
+
+_hostile_text = st.text(alphabet=st.characters(), max_size=30)  # lone surrogates, controls, anything
+_json_value = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | _hostile_text,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_hostile_text, inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    path=st.sampled_from(["/readings", "/entities/sensor-1/readings", "/entities/sensor-1/latest", "/nope"])
+    | _hostile_text.map(lambda t: "/entities/" + t + "/readings"),
+    params=st.dictionaries(_hostile_text, _hostile_text, max_size=4),
+    extra=st.dictionaries(
+        st.sampled_from(["headers", "pathParameters", "requestContext", "body", "isBase64Encoded", "resource"]),
+        _json_value,
+        max_size=3,
+    ),
+)
+def test_no_event_makes_the_handler_raise_or_answer_5xx(
+    handler: ModuleType, path: str, params: dict[str, str], extra: dict[str, Any]
+) -> None:
+    """Property: whatever the event holds, the answer is a JSON reply with a 2xx or 4xx status."""
+    event = {**rest_event(path, params), **extra}
+    reply = handler.handler(event, FakeLambdaContext())
+    assert 200 <= reply["statusCode"] < 500, reply
+    body = json.loads(reply["body"])
+    if reply["statusCode"] >= 400:
+        assert set(body) == {"error", "parameter"}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from keydesign import parse_timestamp
@@ -50,3 +52,45 @@ def test_a_malformed_event_is_refused(event: object, field: str, fragment: str) 
     with pytest.raises(InvalidRequest, match=fragment) as caught:
         parse(event)
     assert caught.value.field == field
+
+
+def _rule_event(detail: object) -> dict[str, object]:
+    """What an EventBridge rule on a schedule delivers (the documented envelope)."""
+    return {
+        "version": "0",
+        "id": "53dc4d37-cffa-4f76-80c9-8b7d4a4d2eaa",
+        "detail-type": "Scheduled Event",
+        "source": "aws.events",
+        "account": "123456789012",
+        "time": "2030-01-01T00:00:00Z",
+        "region": "eu-west-1",
+        "resources": ["arn:aws:events:eu-west-1:123456789012:rule/rotate"],
+        "detail": detail,
+    }
+
+
+def test_an_eventbridge_rule_envelope_is_a_plain_scheduled_run() -> None:
+    # Given a rule's scheduled event, whose "time" would be 2030
+    # When it is parsed
+    request = parse(_rule_event({}))
+    # Then it is a live run on the real clock, not a refusal naming "account"
+    assert request == RotationRequest(dry_run=False, now_ms=None)
+    assert parse(_rule_event(None)) == RotationRequest(dry_run=False, now_ms=None)
+
+
+def test_a_rule_envelope_carries_its_options_in_detail_under_the_same_rules() -> None:
+    assert parse(_rule_event({"dry_run": True})).dry_run
+    with pytest.raises(InvalidRequest, match="real clock"):
+        parse(_rule_event({"now": "2030-01-01T00:00:00Z"}))
+    with pytest.raises(InvalidRequest, match=re.escape("send {} for a scheduled run")) as caught:
+        parse(_rule_event({"dryrun": True}))
+    assert caught.value.field == "dryrun"
+    with pytest.raises(InvalidRequest, match="JSON object of rotator options") as wrong:
+        parse(_rule_event(["dry_run"]))
+    assert wrong.value.field == "detail"
+
+
+def test_a_bad_option_name_is_shown_escaped() -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        parse({"dry\x00run\udc80": True})
+    assert caught.value.field == "dry\\x00run\\udc80"

@@ -107,11 +107,16 @@ class Reject:
     index: int | None = None
     partition_key: str = ""
     stream_arn: str = ""
+    #: How many readings this reject stands for: 1, or more for a fold (``fold`` is its number).
+    readings: int = 1
+    fold: int | None = None
 
     @property
     def reject_id(self) -> str:
         sub = "-" if self.sub_sequence_number is None else str(self.sub_sequence_number)
         index = "-" if self.index is None else str(self.index)
+        if self.fold is not None:
+            index = f"fold-{self.fold}"
         return f"{self.shard_id}/{self.sequence_number}/{sub}/{index}"
 
 
@@ -160,6 +165,7 @@ def reject_message(reject: Reject, *, payload_limit: int, rejected_at_ms: int) -
             "index": reject.index,
             "partition_key": reject.partition_key,
         },
+        "readings": reject.readings,
         "payload": shown if text is not None else None,
         "payload_base64": shown if text is None else None,
         "payload_bytes": len(raw),
@@ -210,6 +216,10 @@ class RejectsPublisher:
         self._rng_lock = threading.Lock()
         self._wall_clock_ms = wall_clock_ms
         self._pool = ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="rejects")
+
+    @property
+    def payload_limit(self) -> int:
+        return self._payload_limit
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)

@@ -31,6 +31,9 @@ from typing import Any
 from adapters.kinesis_records import MalformedRecord, StreamRecord, parse_event_record, user_records
 from adapters.rejects import Reject
 
+#: A user record's first 25 rejected array elements get a message each; the rest are folded.
+FOLD_AFTER = 25
+
 
 @dataclass(frozen=True, slots=True)
 class Candidate:
@@ -72,6 +75,8 @@ class DecodedRecord:
     kpl_members: int = 0
     candidates: list[Candidate] = field(default_factory=list)
     rejects: list[Reject] = field(default_factory=list)
+    _elements: dict[int | None, int] = field(default_factory=dict)
+    _spill: dict[int | None, list[tuple[Candidate, str, str]]] = field(default_factory=dict)
 
     @property
     def units(self) -> int:
@@ -93,6 +98,58 @@ class DecodedRecord:
         )
         self.rejects.append(made)
         return made
+
+    def reject_candidate(self, candidate: Candidate, field_name: str, reason: str) -> None:
+        """Reject a candidate that is not a valid reading: one message each for the first
+        ``FOLD_AFTER`` array elements of a user record, folded ones past that (see below)."""
+        if candidate.index is not None:
+            sub = candidate.sub_sequence_number
+            seen = self._elements[sub] = self._elements.get(sub, 0) + 1
+            if seen > FOLD_AFTER:
+                self._spill.setdefault(sub, []).append((candidate, field_name, reason))
+                return
+        self.reject(candidate.payload(), field_name, reason, candidate.sub_sequence_number, candidate.index)
+
+    def fold_rejects(self, payload_bytes: int) -> None:
+        """Bound the messages one record can cost: the rejected array elements past the first
+        ``FOLD_AFTER`` travel as JSON arrays of themselves, at most ``payload_bytes`` each (an
+        element over it goes alone), one reject per array.
+
+        Without this, a 1 MB record of 500,000 tiny invalid elements would need 500,000
+        messages, run past the deadline and come back forever: content would cost a retry.
+        """
+        for sub, rest in self._spill.items():
+            start, size = 0, 256
+            while start < len(rest):
+                chunk = rest[start : start + size]
+                payload = encode_json([c.value for c, _, _ in chunk], fallback=b"")
+                if len(payload) > payload_bytes and len(chunk) > 1:
+                    size = max(1, len(chunk) // 2)
+                    continue
+                if not payload:  # too deep to write back together: each its own way
+                    payload = b"[" + b",".join(c.payload() for c, _, _ in chunk) + b"]"
+                self.rejects.append(self._fold(chunk, sub, payload))
+                start += len(chunk)
+                size = max(1, int(len(chunk) * payload_bytes / max(len(payload), 1) * 0.9))
+        self._spill.clear()
+
+    def _fold(self, chunk: list[tuple[Candidate, str, str]], sub: int | None, payload: bytes) -> Reject:
+        first, field_name, reason = chunk[0]
+        return Reject(
+            payload=payload,
+            field=field_name,
+            reason=(
+                f"{len(chunk)} invalid readings (array elements {first.index}..{chunk[-1][0].index}) folded into "
+                f"one message, the payload an array of them; the first: {field_name}: {reason}"
+            ),
+            shard_id=self.shard_id,
+            sequence_number=self.sequence_number,
+            sub_sequence_number=sub,
+            partition_key=self.partition_key,
+            stream_arn=self.stream_arn,
+            readings=len(chunk),
+            fold=first.index,
+        )
 
 
 def decode_record(position: int, raw: Mapping[str, Any], shard_id: str, sequence_number: str) -> DecodedRecord:

@@ -258,6 +258,7 @@ class Ingestor:
                     writes=writes,
                     outcome=outcome,
                 )
+            decoded.fold_rejects(self._rejects.payload_limit)
             for reject in decoded.rejects:
                 rejects.append(reject)
                 reject_record.append(position)
@@ -328,10 +329,10 @@ class Ingestor:
                 )
             low_level = serialize_item(item)
         except InvalidInput as exc:
-            decoded.reject(candidate.payload(), exc.field, exc.reason, candidate.sub_sequence_number, candidate.index)
+            decoded.reject_candidate(candidate, exc.field, exc.reason)
             return
         except UnstorableValue as exc:
-            decoded.reject(candidate.payload(), exc.path, exc.reason, candidate.sub_sequence_number, candidate.index)
+            decoded.reject_candidate(candidate, exc.path, exc.reason)
             return
         except Exception as exc:
             # Nothing here calls AWS: whatever raised, the reading's content made it raise. Handing
@@ -339,13 +340,8 @@ class Ingestor:
             # the whole batch; rejecting it keeps the reading (payload and all) and its neighbours.
             logger.exception("a reading raised while being validated; it is rejected, not retried")
             outcome.unexpected += 1
-            decoded.reject(
-                candidate.payload(),
-                "reading",
-                f"could not be processed ({type(exc).__name__}); please report this with the payload",
-                candidate.sub_sequence_number,
-                candidate.index,
-            )
+            reason = f"could not be processed ({type(exc).__name__}); please report this with the payload"
+            decoded.reject_candidate(candidate, "reading", reason)
             return
         identity = (key.table, key.pk, key.sk)
         pending = PendingWrite(key.table, key.pk, key.sk, low_level)
@@ -367,10 +363,12 @@ class Ingestor:
         self, outcome: BatchOutcome, record: int, reject: Reject, index: int, report: RejectsReport
     ) -> None:
         if index in report.sent:
-            outcome.records[record].rejected += 1
-            outcome.reject_fields[reject.field] += 1
+            outcome.records[record].rejected += reject.readings
+            outcome.reject_fields[reject.field] += reject.readings
         else:
-            outcome.records[record].hand_back(1, f"reject not queued: {report.unsent.get(index, 'unknown')}")
+            outcome.records[record].hand_back(
+                reject.readings, f"reject not queued: {report.unsent.get(index, 'unknown')}"
+            )
 
 
 def _size_bound(value: object) -> int:

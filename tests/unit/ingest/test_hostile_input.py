@@ -327,3 +327,36 @@ def test_a_reading_that_raises_something_unexpected_is_rejected_not_handed_back(
     assert outcome.written == 2 and outcome.rejected == 1 and outcome.unexpected == 1
     (reject,) = _rejects(sqs)
     assert reject["field"] == "reading" and "ZeroDivisionError" in reject["reason"]
+
+
+def test_a_record_of_many_tiny_invalid_elements_costs_messages_bounded_by_its_bytes() -> None:
+    # Given a 200 KB record of 100,000 invalid elements around three good readings
+    bad = 100_000
+    payload = "[" + GOOD + "," + ",".join(["0"] * (bad // 2)) + "," + _good(2) + ","
+    payload += ",".join(["0"] * (bad - bad // 2)) + "," + _good(3) + "]"
+    dynamodb, sqs = FakeDynamoDB(), FakeSQS()
+    ingestor = _ingestor(dynamodb, sqs)
+    try:
+        outcome, failed = handle(ingestor, kinesis_event([payload.encode()]), remaining_ms=60_000)
+    finally:
+        ingestor.close()
+    # Then nothing comes back, every reading is counted, and the rejects fit in a few dozen messages
+    assert failed == [] and outcome.written == 3 and outcome.rejected == bad
+    _assert_every_reject_is_a_message_sqs_accepts(sqs)
+    rejects = _rejects(sqs)
+    assert len(rejects) <= 25 + len(payload) // (55 * 1024) + 2  # folds are filled to about 90%
+    assert sum(r["readings"] for r in rejects) == bad
+    # The first 25 go one by one; the rest are arrays of themselves, never cut, each a fold with its own id
+    folds = [r for r in rejects if "/fold-" in r["reject_id"]]
+    assert len(rejects) - len(folds) == 25 and all(r["readings"] == 1 for r in rejects if r not in folds)
+    assert len({r["reject_id"] for r in folds}) == len(folds)
+    assert all(not r["payload_truncated"] for r in folds)
+    assert sum(len(json.loads(r["payload"])) for r in folds) == sum(r["readings"] for r in folds) == bad - 25
+    assert "folded into one message" in folds[0]["reason"] and folds[0]["field"] == "reading"
+
+
+def test_a_record_with_a_few_invalid_elements_gets_one_message_each() -> None:
+    payload = as_json([json.loads(_good(1)), *([{"entity_id": "x"}] * 25), json.loads(_good(2))])
+    outcome, _, sqs = _one(payload)
+    assert outcome.rejected == 25 and len(sqs.messages) == 25
+    assert {r["readings"] for r in _rejects(sqs)} == {1}

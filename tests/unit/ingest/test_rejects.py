@@ -52,6 +52,7 @@ def test_a_reject_message_says_what_where_and_why() -> None:
             "index": 0,
             "partition_key": "pk",
         },
+        "readings": 1,
         "payload": '{"entity_id":1}',
         "payload_base64": None,
         "payload_bytes": 15,

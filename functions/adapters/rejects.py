@@ -51,7 +51,9 @@ MAX_BATCH_ENTRIES = 10
 MAX_REQUEST_BYTES = 256 * 1024
 DEFAULT_PAYLOAD_LIMIT = 64 * 1024
 _Entry = tuple[int, dict[str, Any]]  # (index of the reject, SendMessageBatch entry)
-_ATTRIBUTE_ALLOWANCE = 512  # two message attributes (names, types, values up to 128 chars), generously
+# Two message attributes: names and types (25 bytes), values of at most 128 characters
+# (field: up to 4 UTF-8 bytes each = 512; shard_id: ASCII, 128). 665 bytes; kept at 1 KiB.
+_ATTRIBUTE_ALLOWANCE = 1024
 
 # What SQS accepts in a message body or attribute (XML 1.0 characters): #x9 #xA #xD,
 # #x20-#xD7FF, #xE000-#xFFFD, #x10000-#x10FFFF. moto does not check; SQS refuses the call.

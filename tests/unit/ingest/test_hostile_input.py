@@ -360,3 +360,23 @@ def test_a_record_with_a_few_invalid_elements_gets_one_message_each() -> None:
     outcome, _, sqs = _one(payload)
     assert outcome.rejected == 25 and len(sqs.messages) == 25
     assert {r["readings"] for r in _rejects(sqs)} == {1}
+
+
+def test_a_reject_at_the_size_limit_with_the_widest_field_still_fits_one_message() -> None:
+    # Given a bad reading whose payload is as large as a reject can carry and whose field name
+    # is made of four-byte characters (the widest message attribute)
+    name = "\U0001f600" * 200
+    payload = _text(f'"{name}":1', extra=',"dimensions":{"d":"' + "x" * 300_000 + '"}')
+    ingestor = _ingestor(FakeDynamoDB(), FakeSQS())
+    sqs = ingestor._rejects._api  # the fake behind the publisher
+    publisher = type(ingestor._rejects)(sqs, "https://q", payload_limit=128 * 1024)
+    ingestor._rejects = publisher
+    try:
+        outcome, failed = handle(ingestor, kinesis_event([f"[{GOOD},{payload}]".encode()]))
+    finally:
+        ingestor.close()
+    # Then it is one message SQS takes (256 KiB with its attributes), cut and saying so
+    assert failed == [] and outcome.rejected == 1
+    _assert_every_reject_is_a_message_sqs_accepts(sqs)
+    (reject,) = _rejects(sqs)
+    assert reject["payload_truncated"] and len(sqs.messages[0]["MessageAttributes"]["field"]["StringValue"]) <= 128

@@ -122,12 +122,15 @@ class DecodedRecord:
             start, size = 0, 256
             while start < len(rest):
                 chunk = rest[start : start + size]
-                payload = encode_json([c.value for c, _, _ in chunk], fallback=b"")
+                values = [c.value for c, _, _ in chunk]
+                # One encoder call for the chunk, unless an element needs its own way back
+                # (a literal rounded to infinity, or nesting too deep to encode together).
+                payload = b"" if _has_non_finite(values) else encode_json(values, fallback=b"")
+                if not payload:
+                    payload = b"[" + b",".join(c.payload() for c, _, _ in chunk) + b"]"
                 if len(payload) > payload_bytes and len(chunk) > 1:
                     size = max(1, len(chunk) // 2)
                     continue
-                if not payload:  # too deep to write back together: each its own way
-                    payload = b"[" + b",".join(c.payload() for c, _, _ in chunk) + b"]"
                 self.rejects.append(self._fold(chunk, sub, payload))
                 start += len(chunk)
                 size = max(1, int(len(chunk) * payload_bytes / max(len(payload), 1) * 0.9))

@@ -380,3 +380,15 @@ def test_a_reject_at_the_size_limit_with_the_widest_field_still_fits_one_message
     _assert_every_reject_is_a_message_sqs_accepts(sqs)
     (reject,) = _rejects(sqs)
     assert reject["payload_truncated"] and len(sqs.messages[0]["MessageAttributes"]["field"]["StringValue"]) <= 128
+
+
+def test_folded_elements_keep_the_digits_of_numbers_a_double_cannot_hold() -> None:
+    elements = [_text(f'"t":1e4{n:02d}') for n in range(40)]  # 1e400 .. 1e439: infinity as a double
+    _, _, sqs = _one(("[" + GOOD + "," + ",".join(elements) + "]").encode())
+    exact = {"parse_float": Decimal, "parse_int": Decimal}
+    sent = [
+        element
+        for r in _rejects(sqs)
+        for element in (json.loads(r["payload"], **exact) if r["readings"] > 1 else [json.loads(r["payload"], **exact)])
+    ]
+    assert sorted(e["measures"]["t"] for e in sent) == [Decimal(f"1e4{n:02d}") for n in range(40)]

@@ -103,13 +103,14 @@ class RejectMessage:
         except UnicodeDecodeError:
             return repr(self.payload)
 
-    def why_not_redrivable(self) -> str | None:
-        """None when the payload can be sent again; otherwise why not."""
+    def why_not_redrivable(self, *, include_closed: bool = False) -> str | None:
+        """None when the payload can be sent again; otherwise why not. A reading refused because
+        its period had closed is not, unless ``include_closed`` (the grace was widened meanwhile)."""
         if self.unreadable is not None:
             return self.unreadable
         if self.payload_truncated:
             return "the payload was truncated when it was rejected; the whole reading is not in the queue"
-        if CLOSED_PERIOD_MARK in self.reason:
+        if CLOSED_PERIOD_MARK in self.reason and not include_closed:
             return "its period is closed: the stream would refuse it again (docs/ingest.md, 'Late readings')"
         return None
 
@@ -265,7 +266,8 @@ class RedriveReport:
 
     dry_run: bool
     sent: list[RejectMessage] = field(default_factory=list)
-    kept: dict[str, str] = field(default_factory=dict)  # reject_id -> why it stays in the queue
+    #: Messages left in the queue, with why (a reject can be in the queue twice: rejects are at least once).
+    kept: list[tuple[RejectMessage, str]] = field(default_factory=list)
     not_selected: int = 0
     readings: list[dict[str, Any]] = field(default_factory=list)
 
@@ -273,7 +275,7 @@ class RedriveReport:
         return {
             "dry_run": self.dry_run,
             "sent_and_deleted" if not self.dry_run else "would_send": len(self.sent),
-            "kept": self.kept,
+            "kept": [{"reject_id": m.reject_id, "message_id": m.message_id, "why": why} for m, why in self.kept],
             "not_selected": self.not_selected,
         }
 
@@ -288,6 +290,7 @@ def redrive(
     dry_run: bool = False,
     visibility_timeout_s: int = 300,
     partition_key: Callable[[str], str] | None = None,
+    include_closed: bool = False,
 ) -> RedriveReport:
     """Send the chosen readings back to the stream; delete each message once Kinesis took its reading.
 
@@ -308,9 +311,9 @@ def redrive(
                 report.not_selected += 1
                 release.append(message)
                 continue
-            record, why = _record_of(message, renames, key_of)
+            record, why = _record_of(message, renames, key_of, include_closed=include_closed)
             if record is None:
-                report.kept[message.reject_id] = why
+                report.kept.append((message, why))
                 release.append(message)
                 continue
             chosen.append((message, record))
@@ -321,17 +324,21 @@ def redrive(
             chosen = []
             return report
         while chosen and publisher is not None:
-            batch, chosen = _next_batch(chosen)
+            batch, rest = _next_batch(chosen)
             refused = {id(r) for r in publisher.send([r for _, r in batch])}
+            chosen = rest  # a crash before this line leaves the batch in ``chosen``, released below
             accepted = [m for m, r in batch if id(r) not in refused]
             for message, record in batch:
                 if id(record) in refused:
-                    report.kept[message.reject_id] = f"Kinesis did not accept it ({publisher.summary.failure})"
+                    report.kept.append((message, f"Kinesis did not accept it ({publisher.summary.failure})"))
                     release.append(message)
-            for message in queue.delete(accepted):
+            undeleted = queue.delete(accepted)
+            for message in undeleted:
                 # Sent but still in the queue: it returns after the timeout and is sent again (idempotent).
-                report.kept[message.reject_id] = "sent, but SQS did not delete the message; a later redrive resends it"
-            report.sent.extend(m for m in accepted if m.reject_id not in report.kept)
+                report.kept.append((message, "sent, but SQS did not delete the message; a later redrive resends it"))
+                release.append(message)
+            left = {id(m) for m in undeleted}
+            report.sent.extend(m for m in accepted if id(m) not in left)
     finally:
         # Whatever happened (even an exception), unsent messages become visible again.
         queue.release([*release, *(m for m, _ in chosen)])
@@ -349,9 +356,9 @@ def _next_batch(
 
 
 def _record_of(
-    message: RejectMessage, renames: Sequence[FieldRename], key_of: Callable[[str], str]
+    message: RejectMessage, renames: Sequence[FieldRename], key_of: Callable[[str], str], *, include_closed: bool
 ) -> tuple[PackedRecord | None, str]:
-    why = message.why_not_redrivable()
+    why = message.why_not_redrivable(include_closed=include_closed)
     if why is not None:
         return None, why
     try:

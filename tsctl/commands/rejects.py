@@ -54,6 +54,11 @@ def register(sub: Any) -> None:
     )
     again.add_argument("--max-messages", type=_positive_int, default=1000, help="messages to take (default: 1000)")
     again.add_argument("--max-attempts", type=_positive_int, default=8, help="PutRecords attempts per record")
+    again.add_argument(
+        "--include-closed",
+        action="store_true",
+        help="also send readings refused because their period had closed (after widening grace: docs/ingest.md)",
+    )
     again.add_argument("--dry-run", action="store_true", help="show what would be sent; send and delete nothing")
 
 
@@ -164,6 +169,7 @@ def _redrive(queue: RejectsQueue, args: argparse.Namespace, outputs: dict[str, s
         limit=args.max_messages,
         dry_run=args.dry_run,
         visibility_timeout_s=args.visibility_timeout,
+        include_closed=args.include_closed,
     )
     if args.json:
         emit_json({**report.as_dict(), "readings": report.readings if args.dry_run else None})
@@ -173,12 +179,12 @@ def _redrive(queue: RejectsQueue, args: argparse.Namespace, outputs: dict[str, s
             f"{verb}: {len(report.sent):,}; kept in the queue: {len(report.kept):,}; "
             f"not chosen: {report.not_selected:,}"
         )
-        for reject_id, why in sorted(report.kept.items()):
-            print(f"kept {reject_id}: {why}", file=sys.stderr)
+        for message, why in report.kept:
+            print(f"kept {message.reject_id}: {why}", file=sys.stderr)
         if args.dry_run:
             for reading in report.readings[:20]:
                 print(f"  {reading}")
-    sent_all = not any("Kinesis did not accept" in why or "did not delete" in why for why in report.kept.values())
+    sent_all = not any("Kinesis did not accept" in why or "did not delete" in why for _, why in report.kept)
     return 0 if sent_all else 1
 
 

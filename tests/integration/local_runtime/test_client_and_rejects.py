@@ -394,3 +394,33 @@ def test_the_docs_examples_run_as_printed(system: LocalSystem) -> None:
     assert stored_ids(system, "doc-") == {"doc-0", "doc-1"}
     queue = RejectsQueue(system.client("sqs"), endpoints.rejects_queue_url)
     assert not [m for m in peek(queue, 1000) if m.field == "doc"]
+
+
+def test_stack_name_resolves_the_api_queue_and_stream_from_cloudformation_outputs(
+    system: LocalSystem, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given a stack whose outputs name the running system's API, queue and stream (moto's CloudFormation;
+    # the running system points every AWS client of this process at moto)
+    endpoints = system.endpoints
+    outputs = {
+        "ApiUrl": str(endpoints.api_url),
+        "RejectsQueueUrl": endpoints.rejects_queue_url,
+        "IngestStreamName": endpoints.stream_name,
+    }
+    template = {
+        "Resources": {"Marker": {"Type": "AWS::SQS::Queue"}},
+        "Outputs": {name: {"Value": value} for name, value in outputs.items()},
+    }
+    system.client("cloudformation").create_stack(StackName="ClientTest", TemplateBody=json.dumps(template))
+    # When the commands are given the stack's name alone, Then they find everything through its outputs
+    assert QueryClient.for_stack("ClientTest", region=endpoints.region).api_url == str(endpoints.api_url)
+    assert (
+        main(["query", "latest", "--stack-name", "ClientTest", "--region", endpoints.region, "--entity", ENTITY]) == 0
+    )
+    assert expected(ENTITY)[-1] in command_output(capsys)[0]
+    publish_bad(system, "stk", good=1, bad=0)
+    stack = ["--stack-name", "ClientTest", "--region", endpoints.region]
+    assert main(["rejects", "redrive", *stack, "--field", "stk", "--rename-field", "stk=measures.temp"]) == 0
+    assert "sent and deleted: 1" in command_output(capsys)[0]
+    assert system.wait_until_idle(WAIT_S)
+    assert stored_ids(system, "stk-") == {"stk-0"}

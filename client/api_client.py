@@ -121,6 +121,8 @@ class QueryClient:
         self.api_url = api_url.rstrip("/")
         self._sign = sign if sign is not None else parts.hostname not in _LOOPBACK
         self._region = region or _region_of(parts.hostname)
+        if self._sign and not self._region:
+            raise ValueError(f"no region to sign requests to {parts.hostname} with: pass region=...")
         self._credentials = credentials
         self._max_attempts = max_attempts
         self._backoff = backoff or Backoff(base_ms=200, max_delay_ms=10_000)

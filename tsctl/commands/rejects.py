@@ -8,6 +8,7 @@ from typing import Any
 
 import boto3
 from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
 
 from client import resolve_stack_outputs
 from keydesign import InvalidInput
@@ -87,6 +88,14 @@ def _filters(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    try:
+        return _run(args)
+    except (BotoCoreError, ClientError) as exc:  # no such stack or queue, no credentials...
+        print(f"tsctl rejects {args.action}: {exc}", file=sys.stderr)
+        return 1
+
+
+def _run(args: argparse.Namespace) -> int:
     outputs = resolve_stack_outputs(args.stack_name, region=args.region) if args.stack_name else {}
     queue_url = args.queue_url or outputs.get("RejectsQueueUrl")
     if not queue_url:

@@ -424,3 +424,8 @@ def test_stack_name_resolves_the_api_queue_and_stream_from_cloudformation_output
     assert "sent and deleted: 1" in command_output(capsys)[0]
     assert system.wait_until_idle(WAIT_S)
     assert stored_ids(system, "stk-") == {"stk-0"}
+    # And a stack that does not exist is one line, not a traceback
+    assert main(["query", "latest", "--stack-name", "NoSuchStack", "--region", endpoints.region, "--entity", "x"]) == 1
+    assert "NoSuchStack" in command_output(capsys)[1]
+    assert main(["rejects", "list", "--stack-name", "NoSuchStack", "--region", endpoints.region]) == 1
+    assert "NoSuchStack" in command_output(capsys)[1]

@@ -165,3 +165,12 @@ def test_aggregate_rows_and_a_missing_pandas(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setitem(sys.modules, "pandas", None)
     with pytest.raises(ModuleNotFoundError, match="pip install pandas"):
         series.to_dataframe()
+
+
+def test_a_custom_domain_needs_a_region_to_sign_with(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("AWS_DEFAULT_REGION", "AWS_REGION", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    with pytest.raises(ValueError, match="region"):
+        QueryClient("https://readings.example.com/v1")
+    assert QueryClient("https://readings.example.com/v1", region="eu-west-1").api_url.endswith("/v1")

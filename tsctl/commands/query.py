@@ -62,6 +62,7 @@ def _route(routes: Any, name: str, help_text: str) -> argparse.ArgumentParser:
     where.add_argument("--stack-name", help="the deployed stack: its ApiUrl output is looked up in CloudFormation")
     p.add_argument("--region", help="AWS region (default: from the URL or the environment)")
     p.add_argument("--format", choices=FORMATS, default="table", help="output (default: %(default)s)")
+    p.add_argument("--json", action="store_const", dest="format", const="jsonl", help="the same as --format jsonl")
     p.add_argument("--measures", help="comma list of measures to return (default: all)")
     p.add_argument("--consistent", action="store_true", help="strongly consistent reads (twice the read units)")
     p.add_argument("--explain", action="store_true", help="print the query plan and its read-unit estimate instead")

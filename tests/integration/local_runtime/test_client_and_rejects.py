@@ -216,7 +216,7 @@ def test_tsctl_query_latest_aggregates_range_and_errors(
 ) -> None:
     api = ["--api-url", str(system.endpoints.api_url)]
     span = ["--from", format_ts(LOW), "--to", format_ts(HIGH)]
-    assert main(["query", "latest", *api, "--entity", ENTITY, "--format", "jsonl"]) == 0
+    assert main(["query", "latest", *api, "--entity", ENTITY, "--json"]) == 0
     assert json.loads(command_output(capsys)[0])["event_id"] == expected(ENTITY)[-1]
     assert main(["query", "aggregates", *api, "--entity", ENTITY, *span, "--interval", "1d", "--format", "csv"]) == 0
     rows = command_output(capsys)[0].splitlines()

@@ -122,15 +122,18 @@ class Publisher:
         self._rng = rng or random.Random()
         self.summary = PublishSummary()
 
-    def send(self, batch: list[PackedRecord]) -> None:
-        """One PutRecords batch (at most 500 records / 5 MiB), retrying only the failed records."""
+    def send(self, batch: list[PackedRecord]) -> list[PackedRecord]:
+        """One PutRecords batch (at most 500 records / 5 MiB), retrying only the failed records.
+
+        Returns the records Kinesis never accepted (empty when all were): a caller
+        that must not lose a record (a redrive) keeps those and acts on the rest."""
         pending = batch
         attempt = 0
         why = ""
         while pending:
             if attempt >= self._max_attempts:
                 self._fail(pending, f"gave up after {attempt} attempts ({why})")
-                return
+                return pending
             if attempt > 0:
                 self._sleep(self._backoff.delay_s(attempt, self._rng))
                 self.summary.records_retried += len(pending)
@@ -150,7 +153,7 @@ class Publisher:
                 if code in _RETRYABLE or status >= 500:
                     continue
                 self._fail(pending, f"{code}: {exc.response.get('Error', {}).get('Message', '')}")
-                return
+                return pending
             except (BotoConnectionError, HTTPClientError) as exc:
                 why = type(exc).__name__
                 self.summary.errors[why] += 1
@@ -168,6 +171,7 @@ class Publisher:
                     self.summary.readings_sent += record.readings
                     self.summary.bytes_sent += record.size
             pending = retry
+        return []
 
     def _fail(self, records: list[PackedRecord], reason: str) -> None:
         self.summary.records_failed += len(records)

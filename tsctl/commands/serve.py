@@ -159,8 +159,7 @@ def render(
         f"{env} python -m tsctl publish --endpoint-url {url} --stream {shlex.quote(e.stream_name)} "
         "--entities 1000 --rate 500 --hot sensor-alpha-001=200 --duration 30s",
         f"{env} aws --endpoint-url {url} dynamodb scan --table-name {table} --select COUNT",
-        f"{env} aws --endpoint-url {url} sqs receive-message --queue-url {e.rejects_queue_url} "
-        "--max-number-of-messages 10",
+        f"{env} python -m tsctl rejects list --endpoint-url {url} --queue-url {e.rejects_queue_url}",
     ]
     out.write("\nTry:\n")
     for example in examples:
@@ -169,6 +168,7 @@ def render(
         out.write("\nThen read it back (after publishing; local mode needs no SigV4 signing):\n")
         for example in curl_examples(e.api_url, now_ms if now_ms is not None else int(time.time() * 1000)):
             out.write(f"  {example}\n")
+        out.write(f"  python -m tsctl query latest --api-url {shlex.quote(e.api_url)} --entity sensor-alpha-001\n")
 
 
 def curl_examples(api_url: str, now_ms: int) -> list[str]:

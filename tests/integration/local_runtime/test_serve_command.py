@@ -47,6 +47,8 @@ def test_serve_shows_how_to_use_it(tmp_path: Path, capsys: pytest.CaptureFixture
     assert code == 0
     assert "AWS endpoint (moto)" in out and "http://127.0.0.1:" in out
     assert "python -m tsctl publish --endpoint-url http://127.0.0.1:" in out
+    assert "python -m tsctl rejects list --endpoint-url http://127.0.0.1:" in out
+    assert "python -m tsctl query latest --api-url http://127.0.0.1:" in out
     assert "10% of invocations fail" in out
     assert out.count("timeseries-readings-") >= 2  # the current and the next day's table
     # And the query API's URL with curl commands that need no signature, and the rotator's schedule

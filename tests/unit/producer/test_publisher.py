@@ -65,8 +65,9 @@ def test_only_the_failed_records_are_sent_again() -> None:
 def test_records_failing_every_attempt_are_counted_failed() -> None:
     stream = FakeStream(refuse={"b"}, times=100)
     publisher = _publisher(stream, FakeClock(), max_attempts=3)
-    publisher.send(_records(["a", "b"]))
+    unsent = publisher.send(_records(["a", "b"]))
     assert len(stream.calls) == 3
+    assert [r.partition_key for r in unsent] == ["b"]  # handed back, so a redrive keeps its message
     assert (publisher.summary.records_sent, publisher.summary.records_failed) == (1, 1)
     assert "gave up after 3 attempts" in (publisher.summary.failure or "")
 

@@ -16,7 +16,7 @@ def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, s
     return code, captured.out, captured.err
 
 
-@pytest.mark.parametrize("command", ["plan", "keys", "preview", "demo", "serve"])
+@pytest.mark.parametrize("command", ["plan", "keys", "preview", "demo", "serve", "query", "rejects"])
 def test_every_command_has_help(command: str, capsys: pytest.CaptureFixture[str]) -> None:
     # Given a command, when asked for help, then argparse prints usage and exits 0
     with pytest.raises(SystemExit) as exc:
@@ -137,7 +137,7 @@ def test_preview_report_shows_the_split_removes_every_hot_key() -> None:
 def test_parser_lists_the_built_commands() -> None:
     parser = build_parser()
     help_text = parser.format_help()
-    for command in ("plan", "keys", "preview", "demo", "serve"):
+    for command in ("plan", "keys", "preview", "demo", "serve", "query", "rejects"):
         assert command in help_text
 
 

@@ -317,7 +317,8 @@ def redrive(
                 release.append(message)
                 continue
             chosen.append((message, record))
-            report.readings.append(json.loads(record.data))
+            sent = json.loads(record.data)
+            report.readings.extend(sent if isinstance(sent, list) else [sent])
         if dry_run:
             report.sent.extend(m for m, _ in chosen)
             release.extend(m for m, _ in chosen)
@@ -365,17 +366,23 @@ def _record_of(
         value = json.loads(message.payload or b"")
     except ValueError as exc:
         return None, f"the payload is not JSON ({exc}); fix it at the producer and publish it again"
-    if not isinstance(value, dict):
-        return None, "the payload is not one reading (a JSON object)"
-    for rename in renames:
-        rename.apply(value)
-    try:
-        # The shape only: the time window is the ingest function's to judge, at the time it receives it.
-        Reading.parse(value)
-    except InvalidInput as exc:
-        return None, f"still invalid after the fix-ups: {exc}"
+    # A fold (ingest's one message for many invalid elements of a record) is an array of readings.
+    readings = value if isinstance(value, list) else [value]
+    for position, reading in enumerate(readings):
+        where = f"element {position}: " if isinstance(value, list) else ""
+        if not isinstance(reading, dict):
+            return None, f"{where}the payload is not a reading (a JSON object)"
+        for rename in renames:
+            rename.apply(reading)
+        try:
+            # The shape only: the time window is the ingest function's to judge, at the time it receives it.
+            Reading.parse(reading)
+        except InvalidInput as exc:
+            return None, f"{where}still invalid after the fix-ups: {exc}"
+    if not readings:
+        return None, "the payload is an empty array"
     data = json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-    return PackedRecord(partition_key=key_of(str(value["entity_id"])), data=data, readings=1), ""
+    return PackedRecord(partition_key=key_of(str(readings[0]["entity_id"])), data=data, readings=len(readings)), ""
 
 
 def _chunks(items: Sequence[RejectMessage], size: int) -> Iterable[Sequence[RejectMessage]]:

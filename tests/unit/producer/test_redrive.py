@@ -169,5 +169,28 @@ def test_a_base64_payload_is_redriven_when_it_is_a_reading() -> None:
     stream = FakeStream()
     report = redrive(RejectsQueue(sqs, "q"), publisher(stream))
     assert [m.reject_id for m in report.sent] == ["r"] and json.loads(stream.stored[0]) == reading
-    assert [(m.reject_id, why) for m, why in report.kept] == [("n", "the payload is not one reading (a JSON object)")]
+    assert [(m.reject_id, why) for m, why in report.kept] == [
+        ("n", "element 0: the payload is not a reading (a JSON object)")
+    ]
     assert list(sqs.messages) == ["m1"]
+
+
+def test_a_fold_of_many_readings_is_redriven_as_one_record_once_every_reading_is_valid() -> None:
+    # Given ingest's fold: one message whose payload is an array of the record's invalid readings
+    readings = [{**GOOD, "event_id": f"f-{n}"} for n in range(30)]
+    fold = Reject(
+        json.dumps(readings).encode(), "tmp", "is not a reading field", "shardId-0", "4959", readings=30, fold=25
+    )
+    bad_fold = Reject(
+        json.dumps([*readings[:2], {"entity_id": "x"}]).encode(), "tmp", "x", "shardId-0", "4960", readings=3, fold=25
+    )
+    sqs = FakeQueue([reject_message(r, payload_limit=65_536, rejected_at_ms=0)[0] for r in (fold, bad_fold)])
+    stream = FakeStream()
+    # When it is redriven with the fix-up
+    report = redrive(RejectsQueue(sqs, "q"), publisher(stream), renames=[FieldRename.parse("tmp=measures.tmp")])
+    # Then the valid fold goes back as one record of 30 readings; the other is kept, naming its bad element
+    assert len(report.sent) == 1 and len(report.readings) == 30
+    (record,) = stream.stored
+    assert [r["event_id"] for r in json.loads(record)] == [f"f-{n}" for n in range(30)]
+    assert [why for _, why in report.kept] == ["element 2: still invalid after the fix-ups: timestamp: is required"]
+    assert len(sqs.messages) == 1 and not sqs.hidden

@@ -107,10 +107,10 @@ DEMO_CONTEXT: Mapping[str, object] = {
     "shards": 8,
 }
 #: cdk.json overrides that compress the rotation's time, on top of DEMO_CONTEXT when there is a
-#: table period (as by default): the demo replays six hours of hourly tables (DemoOptions.history_s).
+#: table period (as by default): the demo replays five hours of hourly tables (DemoOptions.history_s).
 DEMO_ROTATION_CONTEXT: Mapping[str, object] = {
     # Tables past retention within the replayed hours (grace 2h + dial-down delay must stay under it).
-    "retention": "4h",
+    "retention": "3h",
     # The least ingest's 120 s timeout allows: a closed table is dialled down 2h02m after its hour ends.
     "dial_down_delay": "2m",
     # On-demand tables cost nothing idle, so the rotator has nothing to dial down on them: provisioned
@@ -157,7 +157,7 @@ class DemoOptions:
     hotkeys_environment: Mapping[str, str] = field(default_factory=dict)
     #: The rotator's history replayed before the story (seconds of the past), at least how long each
     #: replayed run takes in real time, and the readings per (real) second stamped with that clock.
-    history_s: float = 6 * 3600.0
+    history_s: float = 5 * 3600.0
     history_pace_s: float = 0.4
     history_rate: float = 40.0
     #: Readings published for a period whose table the rotator dropped (ingest must refuse them).

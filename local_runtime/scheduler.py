@@ -61,11 +61,12 @@ class SimulatedClock:
 class ReplayClock:
     """Time replayed from a start in the past, one scheduled run at a time, up to the wall clock.
 
-    It stands still while a run works and moves on to the next due time once the run is over,
-    ``pace_s`` of real time has passed since it last moved, and ``settle()`` has returned (the
-    local system waits there for ingest to take what was published meanwhile, as it would within
-    seconds of a quarter hour), so every run of the replayed schedule happens, and in order with
-    the writes, however long each takes. Once it reaches the wall clock it *is* the wall
+    It stands still while a run works and moves on to the next due time once the run is over and
+    ``pace_s`` of real time has passed since it last moved, so every run of the replayed schedule
+    happens, however long each takes. Before it crosses into a new ``settle_every_ms`` slice of
+    time it also waits for ``settle()`` (the local system waits there for ingest to take what was
+    published so far, as it would within seconds in real time), which bounds how far ingest's
+    work lags the replayed time. Once it reaches the wall clock it *is* the wall
     clock, and the schedule waits real periods. A demo replays hours of a rotator's life in
     seconds this way, ingest running on the same clock (:class:`local_runtime.LocalSystem`).
     """
@@ -78,10 +79,12 @@ class ReplayClock:
         start_ms: int,
         pace_s: float = 0.0,
         settle: Callable[[], object] | None = None,
+        settle_every_ms: int = 3_600_000,
         monotonic: Callable[[], float] = time.monotonic,
         wall_ms: Callable[[], int] = lambda: int(time.time() * 1000),
     ) -> None:
         self._settle = settle
+        self._settle_every_ms = max(1, settle_every_ms)
         if pace_s < 0:
             raise ValueError(f"a replay's pace must be 0 or more, got {pace_s}")
         self.pace_s = pace_s
@@ -115,7 +118,7 @@ class ReplayClock:
             left = self._moved_at + self.pace_s - self._monotonic()
         if left > 0:
             return left
-        if self._settle is not None:
+        if self._settle is not None and target_ms // self._settle_every_ms != self._now_ms // self._settle_every_ms:
             self._settle()
         with self._lock:
             self._now_ms = max(self._now_ms, target_ms)

@@ -1,7 +1,7 @@
 """A small demo, end to end, with and without faults: the whole loop, everything accounted for.
 
 Without faults it runs the shipped default shape, hourly tables and the
-rotator, whose six replayed hours it asserts from the report; with faults it
+rotator, whose five replayed hours it asserts from the report; with faults it
 runs one readings table (``table_period`` none), so the single-table path
 keeps its end-to-end test and the second run skips the replay.
 

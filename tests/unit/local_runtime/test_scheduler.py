@@ -143,10 +143,12 @@ def _eventually(condition: Any, timeout_s: float) -> bool:
     return False
 
 
-def test_a_replay_clock_moves_on_only_once_settled() -> None:
-    # Given a replay clock whose system has something to take before each step
+def test_a_replay_clock_settles_before_it_enters_each_hour() -> None:
+    # Given a replay clock whose system has something to take before each new hour
     settled: list[int] = []
     clock = ReplayClock(start_ms=0, settle=lambda: settled.append(clock.now_ms()), wall_ms=lambda: 10**13)
-    # When a schedule asks for the next step, the clock settles first, then moves
-    assert clock.real_seconds_until(900_000) == 0.0
-    assert settled == [0] and clock.now_ms() == 900_000
+    # When a schedule steps it through five quarter hours
+    for n in range(1, 6):
+        assert clock.real_seconds_until(n * 900_000) == 0.0
+    # Then it settled once, just before it entered the second hour, and moved on after
+    assert settled == [2_700_000] and clock.now_ms() == 4_500_000

@@ -239,7 +239,9 @@ class LocalSystem:
         if rotates:
             # The rotator builds every per-period table, as in AWS (the stack makes none).
             names = replace(names, readings_tables=())
-            self.clock = self._rotator_clock()
+            if options.rotator_replay_s is not None:
+                # Made now: ingest runs on it. It stands still until the rotator's schedule moves it.
+                self.clock = self._rotator_clock()
         self._resources = provisioner.provision(
             self.config, names, kinesis_shards=options.kinesis_shards, cursor_secret=options.cursor_secret
         )
@@ -620,7 +622,9 @@ class LocalSystem:
             self._spec(LambdaFunction.ROTATOR, extra, configure=_rotator_on_local_mappings(mappings))
         )
         every_s = options.rotator_every_s or self.config.rotation_interval_minutes() * 60.0
-        clock = self.clock or SimulatedClock(speed=options.rotator_clock_speed)
+        # A speed-up clock starts with the first run, not before the rest of the system started.
+        clock = self.clock or self._rotator_clock()
+        self.clock = clock
         # The first run happens here, before start() returns: the tables (and their stream mappings)
         # it makes exist by the time anyone publishes. The schedule then runs it every period.
         schedule = Schedule(

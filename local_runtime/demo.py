@@ -440,6 +440,11 @@ class _DemoRun:
         mark = time.monotonic()
         self.say("counting what was stored, rejected and skipped; reading the control table")
         hot_skipped = _drain_queue(self.sqs, e.hotkeys_failures_queue_url) if e.hotkeys_failures_queue_url else []
+        rotators = [s for s in self.system.schedules if s.name.endswith("-rotator")]
+        if rotators:
+            # A last look at every table, on the wall clock, before the scan: a table it drops
+            # is then read back from its export, never half in both.
+            rotators[0].run_once()
         by_table = _scan_tables(self.dynamodb, self.system.readings_tables())
         rejects = _drain_queue(self.sqs, e.rejects_queue_url)
         rotation = self._rotation(by_table, rejects)
@@ -589,7 +594,6 @@ class _DemoRun:
         if not runs:
             return None
         schedule = runs[0]
-        schedule.run_once()  # a last look at every table, on the wall clock
         config = self.system.config
         history = list(self.system.rotations)
         dropped = sorted({t for run in history for t in (run.get("summary") or {}).get("deleted", [])})
@@ -872,7 +876,10 @@ def _scan_tables(dynamodb: Any, tables: Iterable[str]) -> dict[str, list[dict[st
 
 def _capacity(dynamodb: Any, table: str) -> dict[str, Any]:
     """A table's billing and capacity as DescribeTable gives them."""
-    description = dynamodb.describe_table(TableName=table)["Table"]
+    try:
+        description = dynamodb.describe_table(TableName=table)["Table"]
+    except dynamodb.exceptions.ResourceNotFoundException:
+        return {"billing": None, "write_units": None, "read_units": None, "warm_write_units": None}
     billing = description.get("BillingModeSummary", {}).get("BillingMode", "PROVISIONED")
     throughput = description.get("ProvisionedThroughput", {})
     warm = description.get("WarmThroughput", {})

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Literal, cast
 
 from keydesign import ConfigError as KeyDesignConfigError
-from keydesign import Layout, ShardMap, parse_duration, shards_for, write_units
+from keydesign import Layout, ShardMap, Workload, parse_duration, plan_capacity, shards_for, write_units
 from keydesign.items import MAX_ITEM_BYTES
 from keydesign.shardmap import MAX_GLOBAL_SHARDS
 
@@ -34,6 +34,21 @@ from keydesign.shardmap import MAX_GLOBAL_SHARDS
 SEED_PEAK_WRITES_PER_S = 50_000
 SEED_ITEM_BYTES = 500
 SEED_KEY_UTILISATION = 0.5
+# ... and the rest of `make plan`'s seed workload: 10,000 sensors, one of them at 2,000/s.
+SEED_ENTITIES = 10_000
+SEED_HOT_ENTITIES: Mapping[str, float] = {"sensor-alpha-001": 2_000}
+#: The table period the planner's 10 GB rule gives the seed workload: 100 partitions
+#: (96 shards + 4 sub-shards) each written at 25 MB/s / 100 = 250 kB/s fill 95% of 10 GiB
+#: in 11.3 h, so a day's table would outgrow them and an hour's does not (docs/decisions.md).
+SEED_TABLE_PERIOD = plan_capacity(
+    Workload(
+        peak_writes_per_s=SEED_PEAK_WRITES_PER_S,
+        item_bytes=SEED_ITEM_BYTES,
+        entities=SEED_ENTITIES,
+        hot_entities=dict(SEED_HOT_ENTITIES),
+        utilisation=SEED_KEY_UTILISATION,
+    )
+).table_period
 
 #: The public Powertools for AWS Lambda (Python) v3 layer the functions run with:
 #: published by AWS in account 017000801446 of every commercial region, one
@@ -55,7 +70,7 @@ DEFAULTS: Mapping[str, object] = {
     "bucket": "1h",
     "table_prefix": "timeseries-readings",
     "control_table": "timeseries-control",
-    "table_period": None,
+    "table_period": SEED_TABLE_PERIOD,
     "retention": "30d",
     "billing_mode": "PAY_PER_REQUEST",
     "read_capacity_min": 100,

@@ -1,9 +1,16 @@
 """The demo driver: the seed scenario, scaled to one machine and compressed in time, through the real code path.
 
 :func:`run_demo` starts the whole local system (ingest, the query API, the
-hot-key detector; the rotator too with a table period) and plays the seed
-scenario's story end to end:
+hot-key detector; the rotator too with a table period, as by default) and
+plays the seed scenario's story end to end:
 
+0. **The rotator's history** (with a table period). The rotator's clock starts
+   hours in the past and replays them at a few thousand times real speed, one
+   run every 15 minutes of that time, until it meets the wall clock; ingest
+   runs on the same clock, and a trickle of readings stamped with it lands in
+   each hour's table. So the rotator builds tables ahead, dials down closed
+   ones, exports and drops those past retention, all within seconds; then a
+   few readings of a dropped hour are published, and ingest must refuse them.
 1. **Before the split.** Thousands of sensors publish in real time (event
    time = the wall clock), ``sensor-alpha-001`` far above the others, through
    the producer library to Kinesis; ingest writes them. The hot sensor's key
@@ -33,6 +40,7 @@ stderr. Time is compressed by configuration (:data:`DEMO_CONTEXT`,
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import math
 import random
@@ -47,7 +55,7 @@ from typing import Any, TextIO, TypeVar, cast
 from boto3.dynamodb.types import TypeDeserializer
 
 from infra.config import AppConfig, load_cdk_json_context
-from keydesign import format_ts
+from keydesign import format_ts, parse_timestamp
 from local_runtime import query_checks
 from local_runtime.demo_report import (
     HOT_SENSOR,
@@ -59,18 +67,22 @@ from local_runtime.demo_report import (
     partition_load,
     render,
 )
+from local_runtime.demo_rotation import RotationFacts, draw_table_writes, table_writes
 from local_runtime.faults import LocalFaults
 from local_runtime.load_chart import chart_data, draw
+from local_runtime.scheduler import ReplayClock
 from local_runtime.system import LocalOptions, LocalSystem
 from producer import Packer, Publisher, PublishSummary, Workload, generate, kinesis_client, publish
 
 __all__ = [
     "DEMO_CONTEXT",
     "DEMO_HOT_KEYS_ENVIRONMENT",
+    "DEMO_ROTATION_CONTEXT",
     "HOT_SENSOR",
     "NOT_RUN",
     "DemoOptions",
     "build_report",
+    "demo_config",
     "invalid_readings",
     "main",
     "partition_load",
@@ -93,6 +105,20 @@ DEMO_CONTEXT: Mapping[str, object] = {
     # Sized for what one machine ingests (~2,000 readings/s), as 100 is for the seed's 50,000/s:
     # the other sensors' keys stay far below the split threshold.
     "shards": 8,
+}
+#: cdk.json overrides that compress the rotation's time, on top of DEMO_CONTEXT when there is a
+#: table period (as by default): the demo replays five hours of hourly tables (DemoOptions.history_s).
+DEMO_ROTATION_CONTEXT: Mapping[str, object] = {
+    # Tables past retention within the replayed hours (grace 2h + dial-down delay must stay under it).
+    "retention": "3h",
+    # The least ingest's 120 s timeout allows: a closed table is dialled down 2h02m after its hour ends.
+    "dial_down_delay": "2m",
+    # On-demand tables cost nothing idle, so the rotator has nothing to dial down on them: provisioned
+    # tables show that step. The rotator's planner sizes each new table for 2,500 readings/s at 70%.
+    "billing_mode": "PROVISIONED",
+    "peak_writes_per_s": 2_500,
+    # Each table is exported to S3 (moto's) before it is dropped; local mode creates the bucket.
+    "export_bucket": "timeseries-demo-exports",
 }
 #: The hot-key function's own variables (its settings module's; not stack configuration).
 DEMO_HOT_KEYS_ENVIRONMENT: Mapping[str, str] = {
@@ -129,6 +155,13 @@ class DemoOptions:
     #: cdk.json overrides on top of :data:`DEMO_CONTEXT`, and hot-key variables on top of its own.
     context: Mapping[str, object] = field(default_factory=dict)
     hotkeys_environment: Mapping[str, str] = field(default_factory=dict)
+    #: The rotator's history replayed before the story (seconds of the past), at least how long each
+    #: replayed run takes in real time, and the readings per (real) second stamped with that clock.
+    history_s: float = 5 * 3600.0
+    history_pace_s: float = 0.4
+    history_rate: float = 40.0
+    #: Readings published for a period whose table the rotator dropped (ingest must refuse them).
+    refused_readings: int = 3
     #: How long to wait for the detector's split, and for the streams to drain.
     split_timeout_s: float = 240.0
     timeout_s: float = 300.0
@@ -146,8 +179,20 @@ class DemoOptions:
             "trickle_rate": 10.0,
             "invalid_readings": 10,
             "garbage_records": 2,
+            "history_pace_s": 0.2,
+            "history_rate": 25.0,
         }
         return cls(**{**base, **overrides})
+
+
+def demo_config(context: Mapping[str, object] | None = None) -> AppConfig:
+    """cdk.json with the demo's compressed time (and, with a table period, its rotation settings)
+    and then ``context`` on top."""
+    base = {**load_cdk_json_context(REPO_ROOT / "cdk.json"), **DEMO_CONTEXT}
+    plain = AppConfig.from_context({**base, **(context or {})})
+    if plain.table_period is None:
+        return plain
+    return AppConfig.from_context({**base, **DEMO_ROTATION_CONTEXT, **(context or {})})
 
 
 def run_demo(
@@ -160,16 +205,19 @@ def run_demo(
     the report (``report["ok"]`` says if every check passed)."""
     options = options or DemoOptions()
     say = _Say(progress or sys.stderr)
-    config = AppConfig.from_context(
-        {**load_cdk_json_context(REPO_ROOT / "cdk.json"), **DEMO_CONTEXT, **options.context}
-    )
+    config = demo_config(options.context)
     hot_env = {**DEMO_HOT_KEYS_ENVIRONMENT, **options.hotkeys_environment}
     options.out_dir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
 
     say(f"starting the local system (faults: {options.faults.describe()})")
+    rotates = config.table_period is not None
     local = LocalOptions(
-        faults=options.faults, function_log=options.out_dir / "functions.log", hotkeys_environment=hot_env
+        faults=options.faults,
+        function_log=options.out_dir / "functions.log",
+        hotkeys_environment=hot_env,
+        rotator_replay_s=options.history_s if rotates else None,
+        rotator_replay_pace_s=options.history_pace_s,
     )
     with LocalSystem(config, local) as system:
         run = _DemoRun(system, options, say, started)
@@ -178,11 +226,13 @@ def run_demo(
 
     if options.picture and facts.stored:
         facts.picture = _draw(facts, config, options.out_dir / "partition-load.png")
+    if options.picture and facts.rotation is not None:
+        facts.rotation_picture = _draw_tables(facts.rotation, options.out_dir / "table-writes.png")
     report = build_report(
         scenario=_scenario(options),
         config=config,
         facts=facts,
-        settings=_settings(hot_env),
+        settings=_settings(hot_env, rotating=config.table_period is not None),
     )
     report.update(extra or {})
     path = options.out_dir / "report.json"
@@ -203,6 +253,9 @@ class _DemoRun:
         self.dynamodb = system.client("dynamodb")
         self.sqs = system.client("sqs")
         self.ledger: list[dict[str, Any]] = []
+        self.story_from_ms: int | None = None
+        self.refused: dict[str, Any] = {}
+        self.caught_up_after_s: float | None = None
         self.phases: list[Phase] = []
         self.summaries: list[PublishSummary] = []
         self.extra_published = 0
@@ -214,6 +267,10 @@ class _DemoRun:
         self.say(f"moto on {e.endpoint_url}; stream {e.stream_name}; tables {', '.join(e.readings_tables)}")
         self.say(f"query API on {e.api_url}; functions {', '.join(e.functions)}")
         alerts_url = self._subscribe_to_alerts()
+        clock = self.system.clock
+        if isinstance(clock, ReplayClock):
+            self._history(clock)
+        self.story_from_ms = _now_ms()
         first, map_before = self._before_the_split()
         split = self._await_split()
         boundary = _hot_boundary(split) if split is not None else None
@@ -226,12 +283,95 @@ class _DemoRun:
         facts = self._count(drained, alerts_url)
         facts.map_before = map_before
         facts.boundary_ms = boundary
+        facts.story_from_ms = self.story_from_ms if isinstance(clock, ReplayClock) else None
         mark = time.monotonic()
         facts.queries = self._queries(boundary) if e.api_url else None
         self.timings["queries"] = time.monotonic() - mark
         facts.runtime = self.system.stats()
         facts.timings = dict(self.timings)
         return facts
+
+    def _history(self, clock: ReplayClock) -> None:
+        """Step 0: the rotator replays its history on the replay clock while readings stamped with
+        that clock land in each hour's table; then readings of a dropped hour, which ingest refuses."""
+        o, say = self.options, self.say
+        mark = time.monotonic()
+        every = self.system.config.rotation_interval_minutes()
+        say(
+            f"rotation: replaying {o.history_s / 3600:g} h of {self.system.config.table_period} tables, the "
+            f"rotator every {every} min of that time (a run at least every {o.history_pace_s:g} s), "
+            f"{o.history_rate:g} readings/s stamped with the replayed clock"
+        )
+        stop = threading.Event()
+        history = _InThread(lambda: self._publish_history(clock, stop, spread_ms=every * 60_000))
+        try:
+            wait_for(clock.caught_up, o.history_s / (every * 60) * 10 + 120, interval_s=0.2)
+        finally:
+            stop.set()
+            history.result(60)
+        self.caught_up_after_s = time.monotonic() - mark
+        self.timings["rotation_history"] = self.caught_up_after_s
+        runs = list(self.system.rotations)
+        dropped = [t for run in runs for t in (run.get("summary") or {}).get("deleted", [])]
+        say(
+            f"  caught up with the wall clock after {self.caught_up_after_s:.0f} s: {len(runs)} rotator runs; "
+            f"tables now {', '.join(self.system.readings_tables())}; dropped {', '.join(dropped) or 'none'}"
+        )
+        if dropped:
+            self._publish_for_dropped(dropped[0], runs)
+
+    def _publish_history(self, clock: ReplayClock, stop: threading.Event, *, spread_ms: int) -> None:
+        """A trickle of readings stamped with the replayed clock, less up to ``spread_ms`` so they
+        spread over each step (never ahead of it: ingest would refuse a reading from its future),
+        sent every quarter second: the replay moves on only once ingest has taken what was sent."""
+        o = self.options
+        e = self.endpoints
+        publisher = Publisher(kinesis_client(endpoint_url=e.endpoint_url, region=e.region), e.stream_name)
+        seen = _PhaseLedger("rotation history (replayed time)")
+        rng = random.Random(o.seed + 3)
+        per_send = max(1, round(o.history_rate / 4))
+        n = 0
+        while not stop.is_set() and not clock.caught_up():
+            chunk = []
+            for _ in range(per_send):
+                reading = {
+                    "entity_id": f"sensor-{rng.randrange(1, o.sensors + 1):06d}",
+                    "event_id": f"history-{n}",
+                    "timestamp": clock.now_ms() - rng.randrange(spread_ms),
+                    "measures": {"temp": round(rng.uniform(15, 30), 2), "rh": round(rng.uniform(30, 60), 1)},
+                }
+                chunk.append((0.0, reading))
+                seen.add(reading)
+                n += 1
+            publish(chunk, publisher, Packer())  # sent now: the last batch is drained at the end
+            stop.wait(0.25)
+        with self._lock:
+            self.summaries.append(publisher.summary)
+            self.ledger.extend(seen.readings)
+            if seen.readings:
+                self.phases.append(seen.phase())
+
+    def _publish_for_dropped(self, table: str, runs: list[dict[str, Any]]) -> None:
+        """Readings of the hour whose table the rotator dropped: ingest must refuse each, with its reason."""
+        layout = self.system.config.layout()
+        period = layout.table_period
+        assert period is not None  # noqa: S101 - only with a table period
+        low = min(int(r["now_ms"]) for r in runs) - self.system.config.retention_ms - 2 * period.nominal_ms
+        start = next((s for s in period.starts(low, _now_ms()) if layout.table_for(s) == table), None)
+        if start is None:
+            return
+        ids = [f"dropped-period-{n}" for n in range(self.options.refused_readings)]
+        readings = [
+            {"entity_id": "sensor-000001", "event_id": i, "timestamp": start + 1_800_000 + n, "measures": {"temp": 1.0}}
+            for n, i in enumerate(ids)
+        ]
+        e = self.endpoints
+        kinesis = kinesis_client(endpoint_url=e.endpoint_url, region=e.region)
+        summary = publish([(0.0, r) for r in readings], Publisher(kinesis, e.stream_name), Packer(), validate=False)
+        with self._lock:
+            self.summaries.append(summary)
+        self.refused = {"table": table, "event_ids": ids}
+        self.say(f"  published {summary.readings_sent} readings of {format_ts(start)}, whose table {table} is gone")
 
     def _before_the_split(self) -> tuple[Workload, StoredMap | None]:
         """Phase 1, in real time, and the shard map as ingest first stores it (before any change)."""
@@ -300,20 +440,29 @@ class _DemoRun:
         mark = time.monotonic()
         self.say("counting what was stored, rejected and skipped; reading the control table")
         hot_skipped = _drain_queue(self.sqs, e.hotkeys_failures_queue_url) if e.hotkeys_failures_queue_url else []
+        rotators = [s for s in self.system.schedules if s.name.endswith("-rotator")]
+        if rotators:
+            # A last look at every table, on the wall clock, before the scan: a table it drops
+            # is then read back from its export, never half in both.
+            rotators[0].run_once()
+        by_table = _scan_tables(self.dynamodb, self.system.readings_tables())
+        rejects = _drain_queue(self.sqs, e.rejects_queue_url)
+        rotation = self._rotation(by_table, rejects)
         facts = DemoFacts(
             published=sum(s.readings_sent for s in self.summaries) + self.extra_published,
             failed_to_publish=sum(s.readings_failed for s in self.summaries),
             phases=list(self.phases),
             ledger=self.ledger,
-            stored=_scan(self.dynamodb, self.system.readings_tables()),
-            rejects=_drain_queue(self.sqs, e.rejects_queue_url),
+            stored=[item for items in by_table.values() for item in items],
+            rejects=rejects,
             skipped=_drain_queue(self.sqs, e.ingest_failures_queue_url),
             hot_keys_skipped=hot_skipped,
             drained=drained,
             map_after=self._read_map(),
             windows=self._judged_windows(),
             alerts=[_alert(m) for m in _drain_queue(self.sqs, alerts_url)],
-            rotation=self._rotation(),
+            rotation=rotation,
+            exported=[i for items in (rotation.exported_by_table.values() if rotation else ()) for i in items],
         )
         self.timings["verify"] = time.monotonic() - mark
         return facts
@@ -374,7 +523,7 @@ class _DemoRun:
 
     def _waiting_note(self, waited_s: float) -> None:
         mappings = self.system.stats()["event_source_mappings"]
-        hot = [m for name, m in mappings.items() if name.endswith(tuple(self.endpoints.readings_tables))]
+        hot = [m for name, m in mappings.items() if name.endswith(tuple(self.system.readings_tables()))]
         invocations = sum(m["invocations"] for m in hot)
         records = sum(m["records_received"] for m in hot)
         judged = len(self._judged_windows())
@@ -436,12 +585,56 @@ class _DemoRun:
             self.say(f"  {check.name}: {check.summary}; {verdict}")
         return query_checks.summarise(client, checks)
 
-    def _rotation(self) -> dict[str, Any] | None:
+    def _rotation(
+        self, by_table: Mapping[str, list[dict[str, Any]]], rejects: list[dict[str, Any]]
+    ) -> RotationFacts | None:
+        """What the rotator did (its runs, and one more run now), and what it left: the tables'
+        capacity, and each dropped table's readings read back from its export."""
         runs = [s for s in self.system.schedules if s.name.endswith("-rotator")]
         if not runs:
             return None
         schedule = runs[0]
-        return {"status": "run", "runs": schedule.runs, "failures": schedule.failures, "last": schedule.last_result}
+        config = self.system.config
+        history = list(self.system.rotations)
+        dropped = sorted({t for run in history for t in (run.get("summary") or {}).get("deleted", [])})
+        clock = self.system.clock
+        return RotationFacts(
+            layout=config.layout(),
+            retention_ms=config.retention_ms,
+            prebuild_periods=config.rotation.prebuild_periods,
+            runs=history,
+            failures=schedule.failures,
+            every_s=config.rotation_interval_minutes() * 60.0,
+            clock={
+                "replayed_hours": round(self.options.history_s / 3600, 2) if isinstance(clock, ReplayClock) else 0,
+                "replay_pace_s": self.options.history_pace_s,
+                "caught_up_after_s": round(self.caught_up_after_s, 1) if self.caught_up_after_s else None,
+            },
+            tables_now={name: _capacity(self.dynamodb, name) for name in by_table},
+            stored_by_table=by_table,
+            exported_by_table={name: self._read_export(name) for name in dropped},
+            export_bucket=config.rotation.export_bucket,
+            refused=self.refused,
+            rejects=rejects,
+        )
+
+    def _read_export(self, table: str) -> list[dict[str, Any]]:
+        """The readings of a dropped table's export: DynamoDB JSON lines, gzipped, under its prefix."""
+        rotation = self.system.config.rotation
+        if rotation.export_bucket is None:
+            return []
+        s3 = self.system.client("s3")
+        prefix = f"{rotation.export_prefix}/{table}/"
+        items: list[dict[str, Any]] = []
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=rotation.export_bucket, Prefix=prefix):
+            for obj in page.get("Contents", []):
+                if not obj["Key"].endswith(".gz"):
+                    continue
+                body = s3.get_object(Bucket=rotation.export_bucket, Key=obj["Key"])["Body"].read()
+                for line in gzip.decompress(body).decode("utf-8").splitlines():
+                    if line.strip():
+                        items.append(_plain(json.loads(line)["Item"]))
+        return items
 
 
 # -- helpers ------------------------------------------------------------------------------------------
@@ -577,9 +770,11 @@ def _scenario(options: DemoOptions) -> dict[str, Any]:
     }
 
 
-def _settings(hot_env: Mapping[str, str]) -> dict[str, Any]:
-    """The hot-key variables the demo compresses time with (every one is in DEMO_HOT_KEYS_ENVIRONMENT)."""
+def _settings(hot_env: Mapping[str, str], *, rotating: bool = False) -> dict[str, Any]:
+    """The hot-key variables the demo compresses time with (every one is in DEMO_HOT_KEYS_ENVIRONMENT),
+    and the rotation's overrides when it rotates."""
     return {
+        **({"rotation_context_overrides": dict(DEMO_ROTATION_CONTEXT)} if rotating else {}),
         "hot_window": hot_env["HOT_WINDOW"],
         "hot_window_grace": hot_env["HOT_WINDOW_GRACE"],
         "hot_change_margin": hot_env["HOT_CHANGE_MARGIN"],
@@ -590,8 +785,9 @@ def _settings(hot_env: Mapping[str, str]) -> dict[str, Any]:
 
 
 def _draw(facts: DemoFacts, config: AppConfig, path: Path) -> dict[str, Any]:
+    story = facts.story_from_ms
     chart = chart_data(
-        facts.stored,
+        [i for i in facts.stored if story is None or parse_timestamp(str(i["t"]), "t") >= story],
         layout_kind=config.layout().kind,
         threshold_wcu=config.hot_split_threshold_wcu,
         boundary_ms=facts.boundary_ms,
@@ -600,6 +796,20 @@ def _draw(facts: DemoFacts, config: AppConfig, path: Path) -> dict[str, Any]:
         return {}
     split = f"; {HOT_SENSOR} split at {format_ts(facts.boundary_ms)}" if facts.boundary_ms is not None else ""
     draw(chart, path, title=f"Write units per event-time second, hottest partition keys{split}")
+    return {"path": str(path), **chart.as_dict()}
+
+
+def _draw_tables(rotation: RotationFacts, path: Path) -> dict[str, Any]:
+    by_table = {**rotation.exported_by_table, **rotation.stored_by_table}
+    caught_up = None
+    if rotation.runs and rotation.clock.get("caught_up_after_s") is not None:
+        # The first run on the wall clock is the first after the catch-up.
+        replayed = [int(r["now_ms"]) for r in rotation.runs]
+        caught_up = max(replayed[:-1], default=None)
+    chart = table_writes(by_table, runs=rotation.runs, caught_up_ms=caught_up)
+    if chart is None:
+        return {}
+    draw_table_writes(chart, path, title="Readings per table over event time, and what the rotator did to each")
     return {"path": str(path), **chart.as_dict()}
 
 
@@ -654,12 +864,31 @@ def _plain(raw: Mapping[str, Any]) -> dict[str, Any]:
     return {k: _DESERIALIZE(v) for k, v in raw.items()}
 
 
-def _scan(dynamodb: Any, tables: Iterable[str]) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = []
+def _scan_tables(dynamodb: Any, tables: Iterable[str]) -> dict[str, list[dict[str, Any]]]:
+    """Every item of each table, by table."""
+    out: dict[str, list[dict[str, Any]]] = {}
     for table in tables:
+        items = out.setdefault(table, [])
         for page in dynamodb.get_paginator("scan").paginate(TableName=table, ConsistentRead=True):
             items.extend(_plain(raw) for raw in page.get("Items", []))
-    return items
+    return out
+
+
+def _capacity(dynamodb: Any, table: str) -> dict[str, Any]:
+    """A table's billing and capacity as DescribeTable gives them."""
+    try:
+        description = dynamodb.describe_table(TableName=table)["Table"]
+    except dynamodb.exceptions.ResourceNotFoundException:
+        return {"billing": None, "write_units": None, "read_units": None, "warm_write_units": None}
+    billing = description.get("BillingModeSummary", {}).get("BillingMode", "PROVISIONED")
+    throughput = description.get("ProvisionedThroughput", {})
+    warm = description.get("WarmThroughput", {})
+    return {
+        "billing": billing,
+        "write_units": throughput.get("WriteCapacityUnits"),
+        "read_units": throughput.get("ReadCapacityUnits"),
+        "warm_write_units": warm.get("WriteUnitsPerSecond"),
+    }
 
 
 def _drain_queue(sqs: Any, queue_url: str) -> list[dict[str, Any]]:

@@ -29,6 +29,7 @@ from typing import Any
 from infra.config import PARTITION_WCU, AppConfig
 from keydesign import Layout, Reading, ShardMap, format_ts, item_size, parse_timestamp, write_units
 from keydesign.layouts import key_family
+from local_runtime.demo_rotation import RotationFacts, rotation_section
 
 HOT_SENSOR = "sensor-alpha-001"
 NOT_RUN = "not run"
@@ -102,7 +103,14 @@ class DemoFacts:
     boundary_ms: int | None = None
     queries: Mapping[str, Any] | None = None
     picture: Mapping[str, Any] | None = None
-    rotation: Mapping[str, Any] | None = None
+    #: With a table period: what the rotator did, and what it left (None: no rotation ran).
+    rotation: RotationFacts | None = None
+    rotation_picture: Mapping[str, Any] | None = None
+    #: Readings no longer in a table because the rotator dropped it, read back from its export.
+    exported: Sequence[Mapping[str, Any]] = ()
+    #: Where the demo's story (published in real time) begins; readings before it are the rotation's
+    #: replayed history, left out of the partition-load figures (None: no history).
+    story_from_ms: int | None = None
     runtime: Mapping[str, Any] = field(default_factory=dict)
     timings: Mapping[str, float] = field(default_factory=dict)
 
@@ -116,8 +124,10 @@ def build_report(
 ) -> dict[str, Any]:
     """The report; ``report["ok"]`` is every check in ``report["checks"]``."""
     identities = Counter((str(item.get("e")), str(item.get("i"))) for item in facts.stored)
-    duplicates = sum(n - 1 for n in identities.values() if n > 1)
+    in_exports = Counter((str(item.get("e")), str(item.get("i"))) for item in facts.exported)
+    duplicates = sum(n - 1 for n in (identities + in_exports).values() if n > 1)
     written = len(identities)
+    exported = len(set(in_exports) - set(identities))
     distinct_rejects: dict[str, Mapping[str, Any]] = {}
     for message in facts.rejects:
         distinct_rejects.setdefault(str(message.get("reject_id")), message)
@@ -125,13 +135,14 @@ def build_report(
     examples: dict[str, str] = {}
     for message in distinct_rejects.values():
         examples.setdefault(str(message.get("field")), str(message.get("reason")))
-    lost = facts.published - written - len(distinct_rejects)
+    lost = facts.published - written - exported - len(distinct_rejects)
 
     layout = config.layout()
     boundary = facts.boundary_ms
     split = _split_section(facts, layout) if facts.map_after is not None else None
-    before_items = [i for i in facts.stored if boundary is None or _ts(i) < boundary]
-    after_items = [i for i in facts.stored if boundary is not None and _ts(i) >= boundary]
+    story = [i for i in facts.stored if facts.story_from_ms is None or _ts(i) >= facts.story_from_ms]
+    before_items = [i for i in story if boundary is None or _ts(i) < boundary]
+    after_items = [i for i in story if boundary is not None and _ts(i) >= boundary]
     load_after = partition_load(after_items) if boundary is not None else _not_run("the hot sensor was not split")
     hot_after = hot_sensor_after_split(after_items, layout) if boundary is not None else None
     placement = (
@@ -152,6 +163,12 @@ def build_report(
         "every_reading_where_the_key_design_puts_it": bool(placement is not None and placement["misplaced"] == 0),
         "queries_equal_to_published": bool(facts.queries and facts.queries.get("all_equal")),
     }
+    rotation: dict[str, Any] = _not_run("no table_period: one readings table, nothing to rotate")
+    if facts.rotation is not None:
+        rotation, rotation_checks = rotation_section(facts.rotation)
+        if facts.rotation_picture:
+            rotation["picture"] = dict(facts.rotation_picture)
+        checks.update(rotation_checks)
     return {
         "ok": all(checks.values()),
         "checks": checks,
@@ -170,6 +187,7 @@ def build_report(
             "published": facts.published,
             "failed_to_publish": facts.failed_to_publish,
             "written": written,
+            "exported_then_dropped": exported,
             "rejected": len(distinct_rejects),
             "lost": lost,
             "duplicates": duplicates,
@@ -193,16 +211,14 @@ def build_report(
         "hot_key_batches_skipped": _skipped(facts.hot_keys_skipped),
         "hot_keys": hot_keys_section(facts.windows, facts.alerts),
         "shard_map_changes": split if split is not None else _not_run("the shard map was not read"),
-        "partition_load": partition_load(facts.stored),
+        "partition_load": partition_load(story),
         "partition_load_before_split": partition_load(before_items),
         "partition_load_after_split": load_after,
         "hot_sensor_after_split": hot_after if hot_after is not None else _not_run("the hot sensor was not split"),
         "placement": placement if placement is not None else _not_run("the shard map was not read"),
         "queries": dict(facts.queries) if facts.queries is not None else _not_run("the query API was not served"),
         "partition_load_picture": dict(facts.picture) if facts.picture else _not_run("no picture was drawn"),
-        "rotation": dict(facts.rotation)
-        if facts.rotation is not None
-        else _not_run("no table_period: one readings table, nothing to rotate"),
+        "rotation": rotation,
         "runtime": dict(facts.runtime),
         "timings_s": {name: round(value, 2) for name, value in facts.timings.items()},
     }
@@ -378,12 +394,14 @@ def render(report: Mapping[str, Any]) -> str:
     r = report["readings"]
     s = report["scenario"]
     d = report["design"]
+    exported = r.get("exported_then_dropped", 0)
     lines = [
         f"Local demo: {s.get('sensors', 0):,} sensors + {HOT_SENSOR} (faults: {s.get('faults', 'none')})",
         f"  time compressed: {d['bucket']} buckets, shard-map cache {d['shard_map_cache_ttl_s']} s, "
         f"MAX_FUTURE {d['max_future']}" + (f", hot-key windows {d['hot_window']}" if d.get("hot_window") else ""),
-        f"readings: published {r['published']:,}, written {r['written']:,}, rejected {r['rejected']:,}, "
-        f"lost {r['lost']:,}, duplicates {r['duplicates']:,}",
+        f"readings: published {r['published']:,}, written {r['written']:,}"
+        + (f" (+{exported:,} in the exports of dropped tables)" if exported else "")
+        + f", rejected {r['rejected']:,}, lost {r['lost']:,}, duplicates {r['duplicates']:,}",
         "  rejected by reason: "
         + (", ".join(f"{x['field']} {x['count']}" for x in report["rejected_by_reason"]) or "none"),
     ]
@@ -398,14 +416,44 @@ def render(report: Mapping[str, Any]) -> str:
     picture = report.get("partition_load_picture", {})
     if picture.get("path"):
         lines.append(f"picture: {picture['path']}")
-    rotation = report.get("rotation", {})
-    if rotation.get("status") == NOT_RUN:
-        lines.append(f"rotation: not run ({rotation['reason']})")
+    lines.extend(_render_rotation(report.get("rotation", {})))
     failed = [name.replace("_", " ") for name, passed in report["checks"].items() if not passed]
     total = report.get("timings_s", {}).get("total")
     suffix = f" in {total:.0f} s" if isinstance(total, int | float) else ""
     lines.append(("OK" + suffix) if report["ok"] else "FAILED: " + "; ".join(failed))
     return "\n".join(lines)
+
+
+def _render_rotation(rotation: Mapping[str, Any]) -> list[str]:
+    if rotation.get("status") == NOT_RUN:
+        return [f"rotation: not run ({rotation['reason']})"]
+    if not rotation:
+        return []
+    life = rotation["lifecycle"]
+    clock = rotation.get("clock", {})
+    lines = [
+        f"rotation: {rotation['period']} tables, the rotator {rotation['schedule']}; {rotation['runs']} run(s), "
+        f"replaying {clock.get('replayed_hours', '?')} h in {clock.get('caught_up_after_s', '?')} s, "
+        "then on the wall clock",
+        f"  {life['tables']} tables, {life['with_readings']} with readings; prebuilt {len(life['prebuilt'])}, "
+        f"dialled down {len(life['dialled_down'])}, exported {len(life['exported'])}, dropped {len(life['dropped'])}",
+    ]
+    for table in rotation["tables"]:
+        steps = [s["step"] for s in table["steps"] if not s["step"].startswith(("set up", "phase"))]
+        held = f"{table.get('readings_stored', 0):,} readings"
+        if "readings_in_its_export" in table:
+            held = f"{table['readings_in_its_export']:,} readings in its export"
+        lines.append(f"  {table['table']}: {table['state']}; {held}; " + (" -> ".join(steps) or "-"))
+    refused = rotation["refused_for_a_dropped_period"]
+    if refused["published"]:
+        reason = refused["reasons"][0]["reason"] if refused["reasons"] else "not rejected"
+        lines.append(
+            f"  ingest refused {refused['rejected']} of {refused['published']} reading(s) for dropped "
+            f"{refused['table']}: {reason}"
+        )
+    if rotation.get("picture", {}).get("path"):
+        lines.append(f"  picture: {rotation['picture']['path']}")
+    return lines
 
 
 def _render_hot_keys(report: Mapping[str, Any]) -> list[str]:

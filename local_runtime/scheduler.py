@@ -1,7 +1,9 @@
 """A schedule for a function (the rotator's EventBridge Scheduler rule), with a speed-up clock.
 
 :class:`SimulatedClock` runs ``speed`` times faster than the wall clock from a
-given start, so a demo can see an hourly rotation every few seconds;
+given start, so a demo can see an hourly rotation every few seconds, and
+:class:`ReplayClock` replays a schedule from a start in the past, run after
+run, until it meets the wall clock;
 :class:`Schedule` invokes a function every ``every_s`` *simulated* seconds with
 an event made from the simulated time (for the rotator: ``{"now": ...}``, which
 it honours with ``ALLOW_NOW_OVERRIDE=true``).
@@ -24,6 +26,9 @@ _log = logging.getLogger(__name__)
 class SimulatedClock:
     """Epoch milliseconds that advance ``speed`` times as fast as real time from ``start_ms``."""
 
+    #: A plain simulated clock never falls in with the wall clock (see :class:`ReplayClock`).
+    catch_up = False
+
     def __init__(
         self,
         *,
@@ -42,8 +47,83 @@ class SimulatedClock:
     def now_ms(self) -> int:
         return self._start_ms + int((self._monotonic() - self._origin) * 1000 * self.speed)
 
+    def caught_up(self) -> bool:
+        return False
+
     def real_seconds(self, simulated_s: float) -> float:
         return simulated_s / self.speed
+
+    def real_seconds_until(self, target_ms: int) -> float:
+        """Real seconds until the clock shows ``target_ms`` (0 once it has)."""
+        return max(0.0, (target_ms - self.now_ms()) / 1000 / self.speed)
+
+
+class ReplayClock:
+    """Time replayed from a start in the past, one scheduled run at a time, up to the wall clock.
+
+    It stands still while a run works and moves on to the next due time once the run is over and
+    ``pace_s`` of real time has passed since it last moved, so every run of the replayed schedule
+    happens, however long each takes. Before it crosses into a new ``settle_every_ms`` slice of
+    time it also waits for ``settle()`` (the local system waits there for ingest to take what was
+    published so far, as it would within seconds in real time), which bounds how far ingest's
+    work lags the replayed time. Once it reaches the wall clock it *is* the wall
+    clock, and the schedule waits real periods. A demo replays hours of a rotator's life in
+    seconds this way, ingest running on the same clock (:class:`local_runtime.LocalSystem`).
+    """
+
+    catch_up = True
+
+    def __init__(
+        self,
+        *,
+        start_ms: int,
+        pace_s: float = 0.0,
+        settle: Callable[[], object] | None = None,
+        settle_every_ms: int = 3_600_000,
+        monotonic: Callable[[], float] = time.monotonic,
+        wall_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+    ) -> None:
+        self._settle = settle
+        self._settle_every_ms = max(1, settle_every_ms)
+        if pace_s < 0:
+            raise ValueError(f"a replay's pace must be 0 or more, got {pace_s}")
+        self.pace_s = pace_s
+        self._now_ms = start_ms
+        self._monotonic = monotonic
+        self._wall_ms = wall_ms
+        self._moved_at = monotonic()
+        self._caught_up = False
+        self._lock = threading.Lock()
+
+    def now_ms(self) -> int:
+        with self._lock:
+            wall = self._wall_ms()
+            if self._caught_up or self._now_ms >= wall:
+                self._caught_up = True
+                return wall
+            return self._now_ms
+
+    def caught_up(self) -> bool:
+        self.now_ms()
+        return self._caught_up
+
+    def real_seconds_until(self, target_ms: int) -> float:
+        """Real seconds until the clock shows ``target_ms``. While replaying, the clock jumps to
+        ``target_ms`` as soon as ``pace_s`` has passed since it last moved (0 is returned then)."""
+        if self.caught_up():
+            return max(0.0, (target_ms - self._wall_ms()) / 1000)
+        with self._lock:
+            if target_ms <= self._now_ms:
+                return 0.0
+            left = self._moved_at + self.pace_s - self._monotonic()
+        if left > 0:
+            return left
+        if self._settle is not None and target_ms // self._settle_every_ms != self._now_ms // self._settle_every_ms:
+            self._settle()
+        with self._lock:
+            self._now_ms = max(self._now_ms, target_ms)
+            self._moved_at = self._monotonic()
+        return 0.0 if not self.caught_up() else max(0.0, (target_ms - self._wall_ms()) / 1000)
 
 
 def now_event(now_ms: int) -> dict[str, Any]:
@@ -65,7 +145,7 @@ class Schedule:
         invoke: Callable[[Any], Any],
         *,
         every_s: float,
-        clock: SimulatedClock | None = None,
+        clock: SimulatedClock | ReplayClock | None = None,
         event: Callable[[int], dict[str, Any]] = empty_event,
         on_result: Callable[[int, Any], None] | None = None,
     ) -> None:
@@ -74,7 +154,7 @@ class Schedule:
         self.name = name
         self._invoke = invoke
         self._every_s = every_s
-        self.clock = clock or SimulatedClock()
+        self.clock: SimulatedClock | ReplayClock = clock or SimulatedClock()
         self._event = event
         self._on_result = on_result
         self._stop = threading.Event()
@@ -118,17 +198,20 @@ class Schedule:
         return result
 
     def _run(self, run_now: bool) -> None:
-        interval = self.clock.real_seconds(self._every_s)
-        next_at = time.monotonic()
-        if not run_now:
-            next_at += interval
-            if self._stop.wait(interval):
-                return
-        while not self._stop.is_set():
+        # Due times are simulated: a catch-up clock changes speed when it reaches the wall clock.
+        every_ms = int(self._every_s * 1000)
+        due = self.clock.now_ms() + (0 if run_now else every_ms)
+        while not self._wait_until(due):
             self.run_once()
-            next_at += interval
+            due += every_ms
             # A run longer than the period skips the runs it overlapped, as a rate schedule would.
-            while next_at <= time.monotonic():
-                next_at += interval
-            if self._stop.wait(next_at - time.monotonic()):
-                return
+            now = self.clock.now_ms()
+            while due <= now:
+                due += every_ms
+
+    def _wait_until(self, due_ms: int) -> bool:
+        """Wait until the clock shows ``due_ms``; True if stopped first."""
+        while (remaining := self.clock.real_seconds_until(due_ms)) > 0:
+            if self._stop.wait(min(remaining, 1.0)):
+                return True
+        return self._stop.is_set()

@@ -13,7 +13,10 @@ in a :class:`FunctionWiring`):
   queue (``LocalOptions.hot_keys``). With a table period and the rotator on,
   the rotator maps each table's stream, as in AWS (:mod:`.lambda_mappings`);
 * the rotator on its schedule, with a speed-up clock (``LocalOptions.rotator``;
-  only with a table period).
+  only with a table period). It builds the per-period tables, as in AWS (the
+  stack creates none); with ``LocalOptions.rotator_replay_s`` its clock starts
+  that far in the past and replays the rotator's schedule run by run until it
+  meets the wall clock, ingest running on the same clock meanwhile.
 
 Stopping undoes it all in reverse, whatever failed on the way. The plug points
 the functions are wired through (:meth:`LocalSystem.load_function`,
@@ -48,7 +51,7 @@ from local_runtime.function_logs import FunctionLogRouter
 from local_runtime.functions import FunctionSpec, InvocationFaults, InvocationGate, LocalFunction
 from local_runtime.moto_server import EmbeddedMoto
 from local_runtime.resources import Provisioner, ResourceNames, Resources
-from local_runtime.scheduler import Schedule, SimulatedClock, empty_event, now_event
+from local_runtime.scheduler import ReplayClock, Schedule, SimulatedClock, empty_event, now_event
 from local_runtime.stream_sources import DynamoDBStreamSource, KinesisSource, StartingPosition
 
 if TYPE_CHECKING:
@@ -97,10 +100,17 @@ class LocalOptions:
     rotator: bool = True
     #: How many times faster than the wall clock the rotator's clock runs. At 1 the schedule
     #: invokes it with ``{}`` (a live run, as EventBridge Scheduler does); faster, with the
-    #: simulated time as ``{"now": ...}`` and ``ALLOW_NOW_OVERRIDE=true``.
+    #: simulated time as ``{"now": ...}`` and ``ALLOW_NOW_OVERRIDE=true`` (so too when it replays).
     rotator_clock_speed: float = 1.0
     #: The rotator's period in simulated seconds; None: the stack's schedule (15 min or 1 h).
     rotator_every_s: float | None = None
+    #: Start the rotator's clock this many seconds in the past and replay its schedule run by run
+    #: (each at least ``rotator_replay_pace_s`` of real time) until it meets the wall clock, then go
+    #: on with the wall clock (:class:`~local_runtime.scheduler.ReplayClock`). Ingest runs on the
+    #: same clock: it must take the replayed periods' readings as on time, and refuse what the
+    #: rotator has closed. :attr:`LocalSystem.clock` timestamps such readings.
+    rotator_replay_s: float | None = None
+    rotator_replay_pace_s: float = 0.5
     #: The cursor-signing key stored in the local Secrets Manager; None: a random one per start.
     cursor_secret: str | None = None
 
@@ -168,6 +178,10 @@ class LocalSystem:
         self.schedules: list[Schedule] = []
         self._followers: list[_TableStreamFollower] = []
         self.lambda_mappings: LocalMappings | None = None
+        #: The rotator's clock (None without the rotator); ingest's too when it replays.
+        self.clock: SimulatedClock | ReplayClock | None = None
+        #: Every rotator run that returned: ``{"now_ms": ..., "summary": <its summary>}``, in order.
+        self.rotations: list[dict[str, Any]] = []
         self._api: RestApi | None = None
         self._resources: Resources | None = None
         self._endpoint_url: str | None = None
@@ -220,16 +234,28 @@ class LocalSystem:
             sns=self.client("sns"),
             secretsmanager=self.client("secretsmanager"),
         )
+        rotates = options.rotator and self.config.table_period is not None
         names = ResourceNames.for_config(self.config, self._now_ms())
+        if rotates:
+            # The rotator builds every per-period table, as in AWS (the stack makes none).
+            names = replace(names, readings_tables=())
+            if options.rotator_replay_s is not None:
+                # Made now: ingest runs on it. It stands still until the rotator's schedule moves it.
+                self.clock = self._rotator_clock()
         self._resources = provisioner.provision(
             self.config, names, kinesis_shards=options.kinesis_shards, cursor_secret=options.cursor_secret
         )
+        export_bucket = self.config.rotation.export_bucket if rotates else None
+        if export_bucket is not None:
+            # The stack does not create the export bucket (an operator names theirs); locally we do.
+            self.client("s3").create_bucket(
+                Bucket=export_bucket, CreateBucketConfiguration={"LocationConstraint": options.region}
+            )
         self._exit.callback(self._stop_components)
 
         self._start_ingest()
         if options.query_api:
             self._start_query()
-        rotates = options.rotator and self.config.table_period is not None
         if options.hot_keys:
             # With per-period tables and the rotator running, the rotator maps each table's
             # stream (as in AWS); otherwise the one mapping of the stack, on every table.
@@ -306,10 +332,34 @@ class LocalSystem:
             region_name=self.options.region,
             aws_access_key_id="local",
             aws_secret_access_key="local",  # noqa: S106 - moto accepts any credentials
-            config=Config(retries={"mode": "standard", "max_attempts": max_attempts}, max_pool_connections=32),
+            config=Config(
+                retries={"mode": "standard", "max_attempts": max_attempts},
+                max_pool_connections=32,
+                # Buckets as a path: a loopback IP has no subdomains.
+                s3={"addressing_style": "path"},
+            ),
         )
         assert_loopback(str(client.meta.endpoint_url))
         return client
+
+    def _rotator_clock(self) -> SimulatedClock | ReplayClock:
+        options = self.options
+        behind_s = options.rotator_replay_s
+        if behind_s is None:
+            return SimulatedClock(speed=options.rotator_clock_speed)
+        if behind_s <= 0:
+            raise ValueError(f"rotator_replay_s must be above 0, got {behind_s}")
+        return ReplayClock(
+            start_ms=self._now_ms() - int(behind_s * 1000),
+            pace_s=options.rotator_replay_pace_s,
+            settle=self._ingest_settled,
+        )
+
+    def _ingest_settled(self, timeout_s: float = 30.0) -> bool:
+        """Wait until ingest has taken everything published so far (the replay moves on only then)."""
+        with self._lock:
+            ingest = next((m for m in self.mappings if m.name == "ingest"), None)
+        return ingest.wait_until_caught_up(timeout_s) if ingest is not None else True
 
     def readings_tables(self) -> tuple[str, ...]:
         """The readings tables that exist now (the fixed one, or every period's)."""
@@ -482,7 +532,7 @@ class LocalSystem:
             environment=env,
             timeout_s=options.ingest_timeout_s,
             memory_mb=options.ingest_memory_mb,
-            configure=self._ingest_faults if options.faults.writes is not None else None,
+            configure=self._configure_ingest if options.faults.writes is not None or self._ingest_clock() else None,
             close=_close_ingestor,
         )
         function = self.load_function(spec)
@@ -502,23 +552,31 @@ class LocalSystem:
             destination=SqsDestination(self.client("sqs"), resources.ingest_failures_queue_url),
         )
 
-    def _ingest_faults(self, module: ModuleType) -> None:
+    def _ingest_clock(self) -> ReplayClock | None:
+        """The clock ingest runs on, when not the wall clock: the rotator's replay clock."""
+        return self.clock if isinstance(self.clock, ReplayClock) else None
+
+    def _configure_ingest(self, module: ModuleType) -> None:
         """Rebuild the ingest module's Ingestor with a fault injector around its DynamoDB client
-        (``Ingestor.from_settings`` takes the client to use, for exactly this)."""
+        and/or on the rotator's catch-up clock (``Ingestor.from_settings`` takes both, for this)."""
         from adapters.clients import client  # noqa: PLC0415 - after the environment is set
         from ingest.logic import Ingestor  # noqa: PLC0415
 
         plan = self.options.faults.writes
-        if plan is None:
-            return
         for attribute in ("SETTINGS", "INGESTOR"):
             if not hasattr(module, attribute):
-                raise RuntimeError(f"{module.__name__} has no {attribute}: cannot inject write faults")
-        injector = FaultInjectingDynamoDB(client("dynamodb", max_attempts=1), plan)
+                raise RuntimeError(f"{module.__name__} has no {attribute}: cannot rebuild its Ingestor")
+        injector = FaultInjectingDynamoDB(client("dynamodb", max_attempts=1), plan) if plan is not None else None
+        clock = self._ingest_clock()
         namespace = vars(module)
         namespace["INGESTOR"].close()
-        namespace["INGESTOR"] = Ingestor.from_settings(namespace["SETTINGS"], dynamodb=injector)
-        self.write_faults.append(injector)
+        namespace["INGESTOR"] = (
+            Ingestor.from_settings(namespace["SETTINGS"], dynamodb=injector, wall_clock_ms=clock.now_ms)
+            if clock is not None
+            else Ingestor.from_settings(namespace["SETTINGS"], dynamodb=injector)
+        )
+        if injector is not None:
+            self.write_faults.append(injector)
 
     # -- the query API, the hot-key detector, the rotator --------------------------------------
 
@@ -556,7 +614,7 @@ class LocalSystem:
         from local_runtime.lambda_mappings import LocalMappings  # noqa: PLC0415 - imports the rotator's code
 
         options = self.options
-        sped_up = options.rotator_clock_speed != 1.0
+        sped_up = options.rotator_clock_speed != 1.0 or options.rotator_replay_s is not None
         mappings = LocalMappings(self, destination_for=self._destination_for)
         self.lambda_mappings = mappings
         extra = {**({"ALLOW_NOW_OVERRIDE": "true"} if sped_up else {}), **options.rotator_environment}
@@ -564,16 +622,27 @@ class LocalSystem:
             self._spec(LambdaFunction.ROTATOR, extra, configure=_rotator_on_local_mappings(mappings))
         )
         every_s = options.rotator_every_s or self.config.rotation_interval_minutes() * 60.0
-        clock = SimulatedClock(speed=options.rotator_clock_speed)
-        # The first run happens here, before start() returns: the tables' stream mappings it makes
-        # exist by the time anyone publishes. The schedule then runs it every period.
+        # A speed-up clock starts with the first run, not before the rest of the system started.
+        clock = self.clock or self._rotator_clock()
+        self.clock = clock
+        # The first run happens here, before start() returns: the tables (and their stream mappings)
+        # it makes exist by the time anyone publishes. The schedule then runs it every period.
         schedule = Schedule(
-            function.name, function.invoke, every_s=every_s, clock=clock, event=now_event if sped_up else empty_event
+            function.name,
+            function.invoke,
+            every_s=every_s,
+            clock=clock,
+            event=now_event if sped_up else empty_event,
+            on_result=self._record_rotation,
         )
         schedule.run_once()
         with self._lock:
             self.schedules.append(schedule)
         schedule.start(run_now=False)
+
+    def _record_rotation(self, now_ms: int, result: Any) -> None:
+        with self._lock:
+            self.rotations.append({"now_ms": now_ms, "summary": result})
 
     def _destination_for(self, arn: str) -> FailureDestination | None:
         """The local queue an on-failure destination ARN names (the rotator's mapping requests)."""

@@ -182,6 +182,7 @@ class Ingestor:
         sqs: SendMessageBatchApi | None = None,
         clock: Clock = time.monotonic,
         sleep: Sleep = time.sleep,
+        wall_clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
     ) -> Ingestor:
         """Wire the adapters: the real DynamoDB and SQS clients unless others are given
         (a fake, or a fault injector around the real one), and the shard-map source."""
@@ -216,6 +217,7 @@ class Ingestor:
             prebuild_periods=common.prebuild_periods,
             deadline_margin_ms=settings.deadline_margin_ms,
             clock=clock,
+            wall_clock_ms=wall_clock_ms,
         )
 
     def close(self) -> None:
@@ -316,7 +318,9 @@ class Ingestor:
                     reading.ts_ms, now_ms=now_ms, grace_ms=self._grace_ms, prebuilt=self._prebuild_periods
                 )
             key = self._layout.key_for(reading, shard_map, self._rng)
-            ttl = ttl_for(reading, self._retention_ms) if self._layout.table_period is None else None
+            # Per-period tables carry it too: dropping a table keeps a reading up to a period
+            # past RETENTION; the TTL (and reads, which filter expired items) make retention exact.
+            ttl = ttl_for(reading, self._retention_ms)
             item = build_item(reading, key, ttl)
             # DynamoDB's exact accounting costs ~10 µs an item; a bound costs ~1 µs and
             # settles nearly every reading (they are a few hundred bytes).

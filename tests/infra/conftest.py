@@ -1,11 +1,12 @@
 """One synthesis per test session, shared by every infra test.
 
 The app is built with cdk.json's context set explicitly (as the CLI would),
-and holds three stacks so that one synth covers the configurations whose
-templates differ in kind: the shipped defaults; provisioned capacity with
-destroy-on-delete, an alarm email, no API Gateway logging role and uncapped
-ingest retries; and per-period tables (no fixed readings table, a rotator
-that exports before it drops).
+and holds four stacks so that one synth covers the configurations whose
+templates differ in kind: the shipped defaults (hourly tables and the
+rotator); one readings table with TTL (``table_period`` none); provisioned
+capacity on one table with destroy-on-delete, an alarm email, no API Gateway
+logging role and uncapped ingest retries; and daily tables with a rotator
+that exports before it drops.
 """
 
 from __future__ import annotations
@@ -32,8 +33,10 @@ CDK_JSON = REPO_ROOT / "cdk.json"
 #: the CLI would pass strings (``-c key=value``), to exercise that path too.
 VARIANTS: Mapping[str, Mapping[str, object]] = {
     "default": {},
+    "single": {"stack_name": "TimeSeriesSingleTable", "table_period": "null"},
     "provisioned": {
         "stack_name": "TimeSeriesProvisioned",
+        "table_period": "null",
         "billing_mode": "provisioned",
         "read_capacity_min": "50",
         "read_capacity_max": "5000",

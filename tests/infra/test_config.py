@@ -44,15 +44,34 @@ def test_cdk_json_restates_exactly_the_defaults() -> None:
     assert AppConfig.from_context(context) == AppConfig.from_context({})
 
 
+def test_the_default_period_is_the_planners_for_the_seed_workload() -> None:
+    # `make plan`'s workload: 100 partitions written at 25 MB/s in all fill 95% of 10 GiB in 11.3 h,
+    # so a day's table would outgrow its partitions and an hour's does not
+    plan = keydesign.plan_capacity(
+        keydesign.Workload(
+            peak_writes_per_s=50_000, item_bytes=500, entities=10_000, hot_entities={"sensor-alpha-001": 2_000}
+        )
+    )
+    assert plan.fill_hours == pytest.approx(10 * 2**30 * 0.95 / (50_000 * 500 / 100) / 3600, abs=0.01)
+    assert plan.table_period == "hour" == DEFAULTS["table_period"]
+
+
+def test_one_table_is_one_setting_away() -> None:
+    config = AppConfig.from_context({"table_period": "null"})
+    assert config.table_period is None and config.storage.readings_table_name == "timeseries-readings"
+
+
 def test_cdk_json_runs_the_app_with_python3() -> None:
     assert json.loads(CDK_JSON.read_text())["app"] == "python3 app.py"
 
 
 def test_defaults_describe_the_documented_deployment() -> None:
     config = AppConfig.from_context({})
-    assert (config.layout_kind, config.shards, config.bucket, config.table_period) == ("hybrid", 100, "1h", None)
+    assert (config.layout_kind, config.shards, config.bucket, config.table_period) == ("hybrid", 100, "1h", "hour")
     assert config.retention_ms == 30 * 86_400_000
-    assert config.storage.readings_table_name == "timeseries-readings"
+    # Per-period tables by default: the rotator builds them, the stack holds none
+    assert config.storage.readings_table_name is None
+    assert config.rotation_interval_minutes() == 15
     assert config.storage.control_table_name == "timeseries-control"
     assert config.storage.billing_mode == "PAY_PER_REQUEST"
     assert config.storage.deletion_protection and config.storage.point_in_time_recovery
@@ -229,7 +248,7 @@ GOOD_LIMITS = [
     {"log_retention_days": 3653},
     {"ingest_timeout_s": 900, "dial_down_delay": "15m"},
     {"query_timeout_s": 28},
-    {"max_future": "1d"},
+    {"max_future": "1d", "table_period": None},
     {"item_bytes": 409_600},
     {"hotkeys_max_retries": 0, "hotkeys_max_record_age_s": 60},
     {"hotkeys_max_record_age_s": 86_400},
@@ -280,7 +299,7 @@ def test_config_error_is_the_key_design_layers_error_type() -> None:
 
 
 def test_layout_is_the_key_design_layout_of_the_settings() -> None:
-    single = AppConfig.from_context({})
+    single = AppConfig.from_context({"table_period": None})
     assert single.layout() == Layout.from_settings(kind="hybrid", bucket="1h", table_prefix="timeseries-readings")
     assert single.layout().table_for(NOV_22_2026_0600_MS) == "timeseries-readings"
     daily = AppConfig.from_context({"table_period": "day"})
@@ -295,7 +314,9 @@ def test_initial_shard_map_starts_with_the_configured_global_shards() -> None:
 
 
 def test_lambda_environment_of_the_single_table_deployment() -> None:
-    env = AppConfig.from_context({}).to_lambda_environment(rejects_queue_url="https://sqs.example/rejects")
+    env = AppConfig.from_context({"table_period": None}).to_lambda_environment(
+        rejects_queue_url="https://sqs.example/rejects"
+    )
     assert env == {
         "LAYOUT": "hybrid",
         "SHARDS": "100",
@@ -509,7 +530,7 @@ def test_every_variable_a_function_gets_is_one_its_code_reads(function: LambdaFu
 
 
 def test_function_environment_refuses_missing_wiring_and_a_rotator_without_periods() -> None:
-    config = AppConfig.from_context({})
+    config = AppConfig.from_context({"table_period": None})
     with pytest.raises(ValueError, match="rejects_queue_url"):
         config.function_environment(LambdaFunction.INGEST, FunctionWiring())
     with pytest.raises(ValueError, match="cursor_secret_arn"):

@@ -180,7 +180,7 @@ def test_the_shard_map_condition_names_the_key_the_store_uses() -> None:
 def test_ingest_may_write_readings_send_rejects_read_its_stream_and_bootstrap_the_shard_map(
     synthesized: Synthesized,
 ) -> None:
-    synth = synthesized.synth("default")
+    synth = synthesized.synth("single")
     stack = synth.stack
     expected = (
         XRAY
@@ -219,7 +219,7 @@ def test_ingest_may_write_readings_send_rejects_read_its_stream_and_bootstrap_th
 
 
 def test_query_may_only_query_readings_read_the_shard_map_and_its_cursor_key(synthesized: Synthesized) -> None:
-    synth = synthesized.synth("default")
+    synth = synthesized.synth("single")
     stack = synth.stack
     expected = (
         XRAY
@@ -232,7 +232,7 @@ def test_query_may_only_query_readings_read_the_shard_map_and_its_cursor_key(syn
 
 
 def test_hot_keys_may_use_the_control_table_read_the_stream_and_publish_alerts(synthesized: Synthesized) -> None:
-    synth = synthesized.synth("default")
+    synth = synthesized.synth("single")
     stack = synth.stack
     control = [
         "dynamodb:GetItem",
@@ -309,7 +309,7 @@ def test_uncapped_retries_and_age_are_left_to_cloudformations_default(synthesize
 
 
 def test_the_hot_key_mapping_reads_the_readings_stream_with_its_own_failure_queue(synthesized: Synthesized) -> None:
-    synth = synthesized.synth("default")
+    synth = synthesized.synth("single")
     (mapping,) = synth.mappings_of(LambdaFunction.HOTKEYS)
     hot = synth.config.hot_keys
     assert mapping["EventSourceArn"] == synth.resolve(synth.stack.storage.readings_table.table_stream_arn)

@@ -103,7 +103,7 @@ def test_every_function_alarms_on_errors_and_throttles(synthesized: Synthesized,
 
 
 def test_owned_tables_alarm_on_throttling_and_system_errors(synthesized: Synthesized) -> None:
-    synth = synthesized.synth("default")
+    synth = synthesized.synth("single")
     tables = [synth.stack.storage.readings_table, synth.stack.storage.control_table]
     for table in tables:
         name = synth.resolve(table.table_name)
@@ -151,7 +151,7 @@ def test_rotation_alarms_when_the_next_table_is_not_ready_or_runs_keep_failing(s
     errors = _custom_alarm(synth, "RotationErrors", "rotator")
     assert errors["EvaluationPeriods"] == errors["DatapointsToAlarm"] == 3
     assert errors["Period"] == synth.config.rotation_interval_minutes() * 60
-    assert [a for a in _alarms(synthesized.synth("default")) if a.get("MetricName") == "PeriodsReady"] == []
+    assert [a for a in _alarms(synthesized.synth("single")) if a.get("MetricName") == "PeriodsReady"] == []
 
 
 def test_ingest_alarms_on_the_first_reading_rejected_for_an_unexpected_error(synthesized: Synthesized) -> None:
@@ -164,7 +164,7 @@ def test_ingest_alarms_on_the_first_reading_rejected_for_an_unexpected_error(syn
 # -- dashboard -----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("variant", ["default", "periodic"])
+@pytest.mark.parametrize("variant", ["default", "single", "periodic"])
 def test_the_dashboard_shows_ingest_rate_rejects_hot_keys_iterator_age_and_throttles(
     synthesized: Synthesized, variant: str
 ) -> None:
@@ -185,4 +185,4 @@ def test_the_dashboard_shows_ingest_rate_rejects_hot_keys_iterator_age_and_throt
     ):
         assert shown in body, shown
     assert ("WriteThrottleEvents" in body) is True
-    assert ('"PeriodsReady"' in body) == (variant == "periodic")
+    assert ('"PeriodsReady"' in body) == (variant != "single")

@@ -19,9 +19,29 @@ PREFIX = "timeseries-readings"
 
 
 def test_the_rotator_and_its_schedule_exist_only_with_a_table_period(synthesized: Synthesized) -> None:
-    assert synthesized.synth("default").of_type("AWS::Scheduler::Schedule") == {}
-    assert synthesized.stacks["default"].rotation is None
+    assert synthesized.synth("single").of_type("AWS::Scheduler::Schedule") == {}
+    assert synthesized.stacks["single"].rotation is None
     assert len(synthesized.synth("periodic").of_type("AWS::Scheduler::Schedule")) == 1
+
+
+def test_the_default_deployment_rotates_hourly_tables_every_quarter_hour(synthesized: Synthesized) -> None:
+    # Given the shipped defaults: hourly tables, the period the planner's 10 GB rule gives the seed workload
+    synth = synthesized.synth("default")
+    assert synth.config.table_period == "hour"
+    # Then the stack holds no readings table (the rotator builds them), the rotator and its schedule
+    assert synth.stack.storage.readings_table is None
+    rotation = synth.stack.rotation
+    assert rotation is not None
+    (schedule,) = synth.of_type("AWS::Scheduler::Schedule").values()
+    properties = schedule["Properties"]
+    assert properties["ScheduleExpression"] == "rate(15 minutes)"
+    assert properties["State"] == "ENABLED"
+    assert properties["Target"]["Arn"] == synth.resolve(rotation.function.function_arn)
+    # And the rotator builds two periods ahead, sets every table up with TTL and its alarms, keeps 30 days
+    env = synth.function(LambdaFunction.ROTATOR)[1]["Properties"]["Environment"]["Variables"]
+    settings = (env["TABLE_PERIOD"], env["PREBUILD_PERIODS"], env["RETENTION"], env["ALARMS"])
+    assert settings == ("hour", "2", "30d", "true")
+    assert env["ALARM_TOPIC_ARN"] == synth.resolve(synth.stack.alerts.topic.topic_arn)
 
 
 def test_the_schedule_runs_the_rotator_on_a_fixed_rate_with_a_dead_letter_queue(synthesized: Synthesized) -> None:

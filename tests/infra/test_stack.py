@@ -30,7 +30,7 @@ def _table(template: Template, name: str) -> dict[str, Any]:
 
 def test_readings_table_has_the_key_design_schema_ttl_and_a_keys_only_stream(synthesized: Synthesized) -> None:
     # Given the default configuration
-    template = synthesized.templates["default"]
+    template = synthesized.templates["single"]
     # Then the readings table is keyed pk/sk (strings), expires on ttl, and
     # streams keys only, on demand and encrypted with the AWS-managed key
     template.has_resource_properties(
@@ -54,7 +54,7 @@ def test_readings_table_has_the_key_design_schema_ttl_and_a_keys_only_stream(syn
 
 
 def test_readings_table_is_protected_recoverable_and_watched_for_throttled_keys(synthesized: Synthesized) -> None:
-    template = synthesized.templates["default"]
+    template = synthesized.templates["single"]
     template.has_resource(
         GLOBAL_TABLE,
         {
@@ -80,13 +80,13 @@ def test_readings_table_is_protected_recoverable_and_watched_for_throttled_keys(
 
 def test_stored_items_carry_exactly_the_attributes_the_table_declares(synthesized: Synthesized) -> None:
     # Given an item built by the key-design layer under the configured layout
-    config = synthesized.configs["default"]
+    config = synthesized.configs["single"]
     layout = config.layout()
     reading = Reading.parse({"entity_id": "sensor-1", "timestamp": "2026-11-22T06:00:00Z", "measures": {"t": 21.5}})
     key = layout.key_for(reading, ShardMap.initial(layout.bucket, config.shards))
     item = build_item(reading, key, ttl_for(reading, config.retention_ms))
     # When the table's schema is read back from the template
-    table = _table(synthesized.templates["default"], key.table)["Properties"]
+    table = _table(synthesized.templates["single"], key.table)["Properties"]
     # Then the table is keyed as the shared schema says
     assert [k["AttributeName"] for k in table["KeySchema"]] == [READINGS_SCHEMA.partition_key, READINGS_SCHEMA.sort_key]
     assert table["TimeToLiveSpecification"]["AttributeName"] == READINGS_SCHEMA.ttl_attribute
@@ -165,7 +165,7 @@ def test_rejects_queue_is_encrypted_keeps_messages_two_weeks_and_refuses_plain_h
 
 
 def test_outputs_name_every_resource_an_operator_or_producer_needs(synthesized: Synthesized) -> None:
-    outputs = synthesized.templates["default"].find_outputs("*")
+    outputs = synthesized.templates["single"].find_outputs("*")
     assert set(outputs) == {
         "ReadingsTableName",
         "TablePrefix",

@@ -15,6 +15,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -111,6 +112,7 @@ def run(args: argparse.Namespace) -> int:
                     faults=faults,
                     function_log=args.function_log,
                     rotator=_rotator_note(config, args.rotator_speed),
+                    phases=_phases(system.rotations),
                 )
             system.console.flush()
             stop.wait(args.stop_after)
@@ -131,14 +133,20 @@ def render(
     function_log: Path,
     rotator: str = "not run (no table_period)",
     now_ms: int | None = None,
+    phases: Mapping[str, str] | None = None,
 ) -> None:
+    """The endpoints, one line each; with ``phases`` (the rotator's first run: table -> phase)
+    each readings table with its phase."""
     e = endpoints
     url = e.endpoint_url
     env = f"AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local AWS_DEFAULT_REGION={e.region}"
     rows = [
         ("AWS endpoint (moto)", f"{url}   (any credentials; region {e.region})"),
         ("Kinesis stream", e.stream_name),
-        ("readings table(s)", ", ".join(e.readings_tables)),
+        (
+            "readings table(s)",
+            ", ".join(f"{t} ({phases[t]})" if phases and t in phases else t for t in e.readings_tables),
+        ),
         ("control table", e.control_table),
         ("rejects queue", e.rejects_queue_url),
         ("ingest on-failure queue", e.ingest_failures_queue_url),
@@ -189,7 +197,18 @@ def _rotator_note(config: AppConfig, speed: float) -> str:
         return "not run (no table_period: one readings table)"
     every = config.rotation_interval_minutes()
     clock = "the real clock" if speed == 1 else f"a clock {speed:g}x faster than real time"
-    return f"every {every} min of {clock} ({config.table_period} tables)"
+    return (
+        f"every {every} min of {clock} ({config.table_period} tables, {config.rotation.prebuild_periods} built "
+        f"ahead, kept {config.retention}); ran at start, as the stack's schedule rate({every} minutes) would"
+    )
+
+
+def _phases(rotations: list[dict[str, Any]]) -> dict[str, str]:
+    """Each table's phase as the rotator's latest run saw it."""
+    if not rotations:
+        return {}
+    summary = rotations[-1].get("summary") or {}
+    return {str(k): str(v) for k, v in dict(summary.get("phases", {})).items()}
 
 
 def _speed(text: str) -> float:

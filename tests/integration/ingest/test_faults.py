@@ -270,8 +270,9 @@ def test_a_missing_per_period_table_hands_its_readings_back(
         module.INGESTOR.close()
         sys.modules.pop("ingest.handler", None)
 
-    # Then today's readings are written with no TTL (tables are dropped whole), and yesterday's record is handed back
+    # Then today's readings are written, each with its retention TTL (exact retention inside a table
+    # dropped a period later), and yesterday's record is handed back
     assert result.failed == [event["Records"][1]["kinesis"]["sequenceNumber"]]
     items = aws.table_items(today)
-    assert len(items) == 30 and all("ttl" not in i for i in items)
+    assert len(items) == 30 and all("ttl" in i for i in items)
     assert "ResourceNotFoundException" in (result.outcome.failed_records[0].reason or "")

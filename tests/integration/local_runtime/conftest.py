@@ -22,8 +22,14 @@ pytestmark = pytest.mark.integration
 
 
 def local_config(**overrides: object) -> AppConfig:
-    """cdk.json's configuration, with a batching window of 0 (tests need no window) and ``overrides``."""
-    context = {**load_cdk_json_context(REPO_ROOT / "cdk.json"), "ingest_batching_window_s": 0, "shards": 8}
+    """cdk.json's configuration, with a batching window of 0 (tests need no window), one readings
+    table (the single-table path; a test that wants per-period tables says so) and ``overrides``."""
+    context = {
+        **load_cdk_json_context(REPO_ROOT / "cdk.json"),
+        "ingest_batching_window_s": 0,
+        "shards": 8,
+        "table_period": None,
+    }
     return AppConfig.from_context({**context, **overrides})
 
 

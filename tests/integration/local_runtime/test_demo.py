@@ -1,5 +1,10 @@
 """A small demo, end to end, with and without faults: the whole loop, everything accounted for.
 
+Without faults it runs the shipped default shape, hourly tables and the
+rotator, whose five replayed hours it asserts from the report; with faults it
+runs one readings table (``table_period`` none), so the single-table path
+keeps its end-to-end test and the second run skips the replay.
+
 Each run takes about 1.5-2.5 minutes, much of it waiting for the split's
 boundary (the first 1-minute bucket boundary after the cache TTL plus the
 change margin, 15 s in the demo's settings): that wait is the design, not the
@@ -12,6 +17,7 @@ from __future__ import annotations
 import io
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,8 +32,10 @@ FAULTS = "throttle=2,rate=0.05,partial=3,partial_rate=0.2,fraction=0.5,invoke_er
 @pytest.mark.timeout(1200)
 @pytest.mark.parametrize("faults", ["", FAULTS], ids=["no-faults", "faults"])
 def test_a_small_demo_splits_the_hot_sensor_and_accounts_for_every_reading(faults: str, tmp_path: Path) -> None:
-    # Given the quick scenario: 300 sensors at 150 readings/s, the hot sensor at 900/s, in real time
-    options = DemoOptions.quick(faults=LocalFaults.parse(faults), out_dir=tmp_path)
+    # Given the quick scenario: 300 sensors at 150 readings/s, the hot sensor at 900/s, in real time;
+    # without faults on the default hourly tables, with faults on one table
+    context = {"table_period": None} if faults else {}
+    options = DemoOptions.quick(faults=LocalFaults.parse(faults), out_dir=tmp_path, context=context)
     progress = io.StringIO()
     # When the demo runs
     report = run_demo(options, progress=progress)
@@ -37,9 +45,10 @@ def test_a_small_demo_splits_the_hot_sensor_and_accounts_for_every_reading(fault
     # And every reading is written or rejected, none lost, none twice
     readings = report["readings"]
     assert readings["lost"] == 0 and readings["duplicates"] == 0 and readings["failed_to_publish"] == 0
-    assert readings["published"] == readings["written"] + readings["rejected"]
+    assert readings["published"] == readings["written"] + readings["exported_then_dropped"] + readings["rejected"]
+    # (with the rotation, the 3 readings of a dropped hour are refused on their timestamp too)
     assert {r["field"]: r["count"] for r in report["rejected_by_reason"]} == {
-        "timestamp": 4,
+        "timestamp": 4 if faults else 7,
         "measures.temp": 2,
         "entity_id": 2,
         "colour": 2,
@@ -65,6 +74,10 @@ def test_a_small_demo_splits_the_hot_sensor_and_accounts_for_every_reading(fault
     assert post["readings"] > 0 and post["off_sub_shard_keys"] == 0
     assert first["to_sub_shards"] <= post["sub_shard_keys"] <= max(c["to_sub_shards"] for c in hot_changes)
     assert report["placement"]["misplaced"] == 0 and report["placement"]["checked"] == readings["written"]
+    if not faults:
+        _assert_the_rotation(report)
+    else:
+        assert report["rotation"]["status"] == "not run" and report["design"]["table_period"] is None
     # And every query answer through HTTP equals what was published, the full range holding both phases
     queries = report["queries"]
     assert queries["all_equal"] is True and queries["signed"] is False
@@ -90,3 +103,34 @@ def test_a_small_demo_splits_the_hot_sensor_and_accounts_for_every_reading(fault
         assert runtime["invocation_errors_injected"] > 0
         assert runtime["write_faults"][0]["throttled"] >= 2
         assert runtime["write_faults"][0]["items_held_back"] > 0
+
+
+def _assert_the_rotation(report: dict[str, Any]) -> None:
+    """The rotator's replayed hours, from the report: every step of the card's lifecycle happened."""
+    rotation = report["rotation"]
+    assert report["design"]["table_period"] == "hour" and rotation["period"] == "hour"
+    assert rotation["errors"] == [] and rotation["failures"] == 0
+    life = rotation["lifecycle"]
+    # Readings of several hours landed in their own hour's table
+    assert life["with_readings"] >= 2 and rotation["misplaced_examples"] == []
+    # Tables were built ahead of their hour, and at the end the current one and the next two stand ready
+    assert life["prebuilt"] and life["periods_ready_at_the_end"] >= 3
+    by_name = {t["table"]: t for t in rotation["tables"]}
+    upcoming = [t for t in rotation["tables"] if t["state"] == "upcoming"]
+    assert len(upcoming) == 2 and all(t["capacity"]["write_units"] > 1 for t in upcoming)
+    # A closed table was dialled down; one past retention was exported, then dropped, in that order
+    assert life["dialled_down"] and life["dropped"] and set(life["dropped"]) <= set(life["exported"])
+    steps = [s["step"].split(":")[0] for s in by_name[life["dropped"][0]]["steps"]]
+    order = [steps.index(x) for x in ("dialled down", "export started", "export completed", "dropped")]
+    assert order == sorted(order)
+    cold = [t for t in rotation["tables"] if t["state"] == "cold"]
+    assert cold and all(t["capacity"]["write_units"] == 1 for t in cold)
+    # And ingest refused readings of a dropped hour, each with its reason
+    refused = rotation["refused_for_a_dropped_period"]
+    assert refused["table"] in life["dropped"] and refused["rejected"] == refused["published"] == 3
+    assert all(r["reason"].startswith("timestamp: ") for r in refused["reasons"])
+    # And the checks say so, and the picture of which table took the writes was drawn
+    for check in ("rotator_dialled_down_a_closed_table", "rotator_dropped_a_table_past_retention"):
+        assert report["checks"][check] is True
+    assert Path(rotation["picture"]["path"]).read_bytes()[:4] == b"\x89PNG"
+    assert "rotation: hour tables" in render(report)

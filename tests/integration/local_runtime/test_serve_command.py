@@ -16,7 +16,8 @@ pytestmark = pytest.mark.integration
 
 def test_serve_prints_loopback_endpoints_and_stops(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     log = tmp_path / "functions.log"
-    assert main(["serve", "--stop-after", "0", "--json", "--function-log", str(log)]) == 0
+    argv = ["serve", "--stop-after", "0", "--json", "--function-log", str(log), "--context", "table_period=null"]
+    assert main(argv) == 0
     endpoints = json.loads(capsys.readouterr().out)
     assert_loopback(endpoints["endpoint_url"])
     assert endpoints["stream_name"] == "TimeSeriesIngest-readings"
@@ -25,6 +26,18 @@ def test_serve_prints_loopback_endpoints_and_stops(tmp_path: Path, capsys: pytes
     assert_loopback(endpoints["api_url"])
     assert endpoints["functions"] == ["TimeSeriesIngest-ingest", "TimeSeriesIngest-query", "TimeSeriesIngest-hotkeys"]
     assert "AWS_ENDPOINT_URL" not in os.environ or os.environ["AWS_ENDPOINT_URL"] != endpoints["endpoint_url"]
+
+
+def test_serve_starts_the_default_shape_with_the_rotators_tables_and_schedule(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given the shipped defaults: hourly tables
+    assert main(["serve", "--stop-after", "0", "--function-log", str(tmp_path / "f.log")]) == 0
+    out = capsys.readouterr().out
+    # Then the rotator ran at start: this hour's table and the next two, each with its phase
+    assert out.count("(current)") == 1 and out.count("(upcoming)") == 2
+    assert "every 15 min of the real clock (hour tables, 2 built ahead, kept 30d)" in out
+    assert "TimeSeriesIngest-rotator" in out
 
 
 def test_serve_shows_how_to_use_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -50,11 +63,11 @@ def test_serve_shows_how_to_use_it(tmp_path: Path, capsys: pytest.CaptureFixture
     assert "python -m tsctl rejects list --endpoint-url http://127.0.0.1:" in out
     assert "python -m tsctl query latest --api-url http://127.0.0.1:" in out
     assert "10% of invocations fail" in out
-    assert out.count("timeseries-readings-") >= 2  # the current and the next day's table
+    assert out.count("timeseries-readings-") >= 3  # the current day's table and the next two
     # And the query API's URL with curl commands that need no signature, and the rotator's schedule
     assert "REST API" in out and "/v1   (no SigV4 locally" in out
     assert 'curl "$API/entities/sensor-alpha-001/readings?from=' in out
-    assert "every 60 min of the real clock (day tables)" in out
+    assert "every 60 min of the real clock (day tables, 2 built ahead" in out
     assert "TimeSeriesIngest-rotator" in out
 
 

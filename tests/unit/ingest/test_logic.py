@@ -124,7 +124,7 @@ def test_every_layout_writes_every_reading(kind: str) -> None:
     assert len(dynamodb.calls) == 6
 
 
-def test_table_period_routes_by_event_time_and_sets_no_ttl() -> None:
+def test_table_period_routes_by_event_time_and_sets_the_retention_ttl_too() -> None:
     layout = Layout.from_settings(kind="hybrid", bucket="1h", table_prefix="readings", table_period="day")
     today, yesterday = layout.table_for(NOW), layout.table_for(NOW - 86_400_000)
     dynamodb = FakeDynamoDB(tables={today, yesterday})
@@ -134,7 +134,12 @@ def test_table_period_routes_by_event_time_and_sets_no_ttl() -> None:
     outcome = ingestor.ingest(kinesis_event(payloads)["Records"], 60_000)
     assert outcome.written == 2
     assert [len(dynamodb.items(t)) for t in (today, yesterday)] == [1, 1]
-    assert all("ttl" not in i for t in (today, yesterday) for i in dynamodb.items(t))
+    # And each item expires RETENTION after its event time, so retention is exact to the reading
+    # rather than to its table's period (a table is dropped only RETENTION after the period ends).
+    retention_s = 30 * 86_400  # _ingestor keeps 30 days
+    stored = {i["i"]["S"]: i for t in (today, yesterday) for i in dynamodb.items(t)}
+    assert int(stored["t"]["ttl"]["N"]) == (NOW - 1) // 1000 + retention_s
+    assert int(stored["y"]["ttl"]["N"]) == (NOW - 86_400_000) // 1000 + retention_s
 
 
 def test_readings_for_a_closed_or_unbuilt_period_are_rejected_with_the_reason() -> None:

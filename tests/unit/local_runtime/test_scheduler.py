@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 from typing import Any
 
 import pytest
 
 from keydesign import parse_timestamp
 from local_runtime.functions import FunctionError
-from local_runtime.scheduler import Schedule, SimulatedClock, empty_event, now_event
+from local_runtime.scheduler import ReplayClock, Schedule, SimulatedClock, empty_event, now_event
 
 
 class Ticks:
@@ -92,3 +93,62 @@ def test_a_schedule_started_after_a_run_waits_one_period_first() -> None:
     finally:
         schedule.stop()
     assert schedule.runs >= 1 and schedule.last_result is None
+
+
+def test_a_replay_clock_moves_run_by_run_and_then_keeps_the_wall_clock() -> None:
+    # Given a clock replaying from six hours in the past, at least half a real second per step
+    ticks = Ticks()
+    wall = [1_795_330_800_000]
+    start = wall[0] - 6 * 3_600_000
+    clock = ReplayClock(start_ms=start, pace_s=0.5, monotonic=ticks, wall_ms=lambda: wall[0])
+    # It stands still, however much real time passes, until a schedule asks for its next due time
+    ticks.now, wall[0] = 3.0, wall[0] + 3_000
+    assert clock.now_ms() == start and not clock.caught_up()
+    assert clock.real_seconds_until(start + 900_000) == 0.0
+    assert clock.now_ms() == start + 900_000
+    # And the next step waits for the pace
+    assert clock.real_seconds_until(start + 1_800_000) == 0.5
+    ticks.now = 3.5
+    assert clock.real_seconds_until(start + 1_800_000) == 0.0 and clock.now_ms() == start + 1_800_000
+    # Then a step past the wall clock makes it the wall clock: a quarter of an hour is real time again
+    ticks.now = 4.0
+    assert clock.real_seconds_until(wall[0] + 60_000) == 60.0
+    assert clock.caught_up() and clock.now_ms() == wall[0]
+
+
+def test_a_schedule_on_a_replay_clock_runs_every_period_of_the_past_then_waits_real_ones() -> None:
+    # Given a quarter-hourly schedule replaying three hours
+    seen: list[int] = []
+    start = int(time.time() * 1000) - 3 * 3_600_000
+    clock = ReplayClock(start_ms=start)
+    schedule = Schedule("rotator", lambda _e: None, every_s=900, clock=clock, on_result=lambda t, _r: seen.append(t))
+    schedule.start()
+    try:
+        # When the clock has caught up
+        assert _eventually(clock.caught_up, 10)
+        time.sleep(0.2)
+    finally:
+        schedule.stop()
+    # Then every quarter hour of the past had its run, exactly, and none ran ahead of the wall clock
+    assert seen[:12] == [start + n * 900_000 for n in range(12)]
+    assert len(seen) in (12, 13) and seen[-1] <= time.time() * 1000
+
+
+def _eventually(condition: Any, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def test_a_replay_clock_settles_before_it_enters_each_hour() -> None:
+    # Given a replay clock whose system has something to take before each new hour
+    settled: list[int] = []
+    clock = ReplayClock(start_ms=0, settle=lambda: settled.append(clock.now_ms()), wall_ms=lambda: 10**13)
+    # When a schedule steps it through five quarter hours
+    for n in range(1, 6):
+        assert clock.real_seconds_until(n * 900_000) == 0.0
+    # Then it settled once, just before it entered the second hour, and moved on after
+    assert settled == [2_700_000] and clock.now_ms() == 4_500_000

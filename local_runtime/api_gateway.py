@@ -289,7 +289,7 @@ class RestApi:
         def run() -> None:
             try:
                 outcome["result"] = self._invoke(event)
-            except BaseException as exc:  # noqa: BLE001 - handed to the request thread
+            except BaseException as exc:  # handed to the request thread, raised there
                 outcome["error"] = exc
             finally:
                 done.set()

@@ -268,7 +268,7 @@ class QueryService:
                 plan_to = min(window.to_ms, bucket.start(anchor_ms) + bucket.width_ms)
             else:
                 plan_from = anchor_ms
-        plan = self._layout.plan_range(plan_from, plan_to, shard_map)
+        plan, beyond = self._range_chunk(plan_from, plan_to, shard_map, window, descending=descending)
         template = PageRequest(
             plan.partitions[0],
             descending=descending,
@@ -287,6 +287,7 @@ class QueryService:
             bound=bound,
             ordering=RANGE_ORDERING,
             deadline=self._deadline(time_left_ms),
+            beyond=beyond,
         )
 
     def latest(
@@ -436,6 +437,7 @@ class QueryService:
         bound: bytes,
         ordering: str,
         deadline: float | None,
+        beyond: Position | None = None,
     ) -> ReadingsPage:
         stats = ReadStats()
         descending = order == "desc"
@@ -472,6 +474,11 @@ class QueryService:
             # partitions this page already read.
             resume = merger.frontier
             cut_short = "deadline" if merger.stopped == "deadline" else "query_calls"
+        elif resume is None and beyond is not None:
+            # Every partition planned for this page was read, and the range goes on.
+            resume = beyond
+            if len(page) < page_size:
+                cut_short = "query_calls"
         next_cursor = self._cursors.encode(bound, resume) if resume is not None else None
         if resume is None:
             reached_ms = window.from_ms if descending else window.to_ms
@@ -492,6 +499,32 @@ class QueryService:
             reached=format_ts(reached_ms),
             cost=_cost(stats),
         )
+
+    def _range_chunk(
+        self, from_ms: int, to_ms: int, shard_map: ShardMap, window: TimeRange, *, descending: bool
+    ) -> tuple[QueryPlan, Position | None]:
+        """The plan of the buckets of ``[from_ms, to_ms)`` nearest where the read
+        starts that one page can reach (MAX_QUERY_CALLS plus a window of
+        partitions), and the position to resume at when the page reads them all
+        (None when they reach the end of the range). A 31-day plan on 100
+        shards has 74,400 partitions; building them all costs a second of CPU
+        for the few hundred a page may open."""
+        bucket = self._layout.bucket
+        width = bucket.width_ms
+        first = bucket.start(to_ms - 1) if descending else bucket.start(from_ms)
+        first_plan = self._layout.plan_range(max(from_ms, first), min(to_ms, first + width), shard_map)
+        buckets = (self._limits.max_query_calls + self._limits.concurrency) // max(1, len(first_plan.partitions)) + 2
+        if descending:
+            low = first + width - buckets * width
+            if low <= from_ms:
+                return self._layout.plan_range(from_ms, to_ms, shard_map), None
+            # Resume with the bucket below the chunk, which is still to be read.
+            below = max(window.from_ms, low - width)
+            return self._layout.plan_range(low, to_ms, shard_map), Position(_ts(below), POSITION_MAX_SK)
+        high = first + buckets * width
+        if high >= to_ms:
+            return self._layout.plan_range(from_ms, to_ms, shard_map), None
+        return self._layout.plan_range(from_ms, high, shard_map), Position(_ts(high), POSITION_MIN_SK)
 
     def _deadline(self, time_left_ms: int | None) -> float | None:
         """The monotonic instant a read stops at: the function's remaining time

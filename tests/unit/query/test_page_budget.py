@@ -234,3 +234,20 @@ def test_following_cursors_returns_exactly_the_range_in_order_once(  # noqa: PLR
     assert got == expected
     assert all(page.count <= limit for page in pages)
     assert pages[-1].complete
+
+
+def test_a_page_of_an_empty_month_plans_only_the_buckets_it_can_reach() -> None:
+    # Given 100 shards and 1-hour buckets: 74,400 partitions in 31 days
+    svc = service(CountingReader(stored([], shards=100)), shards=100)
+
+    # When the first page of an empty month is read, and then the last, descending
+    first = svc.range_readings(from_=format_ts(NOW - 31 * 24 * HOUR), to=format_ts(NOW))
+    last = svc.range_readings(from_=format_ts(NOW - 31 * 24 * HOUR), to=format_ts(NOW), order="desc")
+
+    # Then each plans a few buckets, stays within the cap plus one bucket, and moves on
+    for page in (first, last):
+        assert isinstance(page, ReadingsPage)
+        assert page.cost.partitions_planned <= 500
+        assert page.cost.queries <= 200 + 100
+        assert page.complete is False and page.next_cursor is not None
+    assert first.reached > format_ts(NOW - 31 * 24 * HOUR) and last.reached < format_ts(NOW)

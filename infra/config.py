@@ -122,6 +122,7 @@ DEFAULTS: Mapping[str, object] = {
     "api_cloudwatch_role": True,
     "query_memory_mb": 1_024,
     "query_timeout_s": 28,
+    "query_reserved_concurrency": 50,
     "log_retention_days": 30,
     "powertools_layer_version": POWERTOOLS_LAYER_VERSION,
 }
@@ -353,10 +354,11 @@ class ApiConfig:
 
 @dataclass(frozen=True, slots=True)
 class FunctionSizing:
-    """Memory and timeout of one Lambda function."""
+    """Memory, timeout and reserved concurrency (None: draws on the account's pool) of one Lambda function."""
 
     memory_mb: int
     timeout_s: int
+    reserved_concurrency: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -795,6 +797,9 @@ def _lambdas(raw: Mapping[str, object]) -> LambdaConfig:
             # Under API Gateway's 29 s integration timeout, so a slow request ends
             # in the function (logged, traced) rather than as a bare 504.
             timeout_s=_integer(raw, "query_timeout_s", 3, API_INTEGRATION_TIMEOUT_S - 1),
+            # Caps how much of the account's concurrency readers can hold, so a
+            # burst of slow reads cannot starve ingest of instances.
+            reserved_concurrency=_optional_integer(raw, "query_reserved_concurrency", 1, 10_000),
         ),
     )
 

@@ -131,7 +131,9 @@ class ServiceFunction(Construct):
             role=self.role,
             log_group=self.log_group,
             tracing=lambda_.Tracing.ACTIVE,
-            reserved_concurrent_executions=reserved_concurrency,
+            reserved_concurrent_executions=(
+                reserved_concurrency if reserved_concurrency is not None else sizing.reserved_concurrency
+            ),
             dead_letter_queue=dead_letter_queue,
         )
         # Without an AWS managed policy the role needs the log group spelt out:

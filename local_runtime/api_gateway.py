@@ -15,7 +15,8 @@ decoded; repeated headers and query parameters are in
 not UTF-8 arrives base64 with ``isBase64Encoded``; a handler that raises or
 returns something that is not a proxy response is a 502
 ``{"message": "Internal server error"}``; one slower than the 29 s
-integration timeout is a 504. Not emulated: authorizers and IAM/SigV4
+integration timeout is a 504, sent at 29 s as API Gateway sends it, while the
+function runs on (its result is then dropped, as Lambda's would be). Not emulated: authorizers and IAM/SigV4
 (requests are not signed locally), usage plans and throttling, request
 validation, custom domains, binary media type negotiation.
 """
@@ -280,13 +281,30 @@ class RestApi:
             http.wfile.write(response.body)
 
     def _call(self, event: dict[str, Any], request_id: str, started: float) -> HttpResponse:
-        try:
-            result = self._invoke(event)
-        except FunctionTimeoutError:
+        # The function runs in its own thread so the gateway can answer at its
+        # timeout whatever the function is doing, as API Gateway does.
+        done = threading.Event()
+        outcome: dict[str, Any] = {}
+
+        def run() -> None:
+            try:
+                outcome["result"] = self._invoke(event)
+            except BaseException as exc:  # handed to the request thread, raised there
+                outcome["error"] = exc
+            finally:
+                done.set()
+
+        threading.Thread(target=run, name=f"invoke-{request_id[:8]}", daemon=True).start()
+        left = self._timeout - (time.monotonic() - started)
+        if not done.wait(max(0.0, left)):
+            _log.warning("the API function passed the %.1f s integration timeout: 504", self._timeout)
             return gateway_error(HTTPStatus.GATEWAY_TIMEOUT, "Endpoint request timed out", request_id)
-        except FunctionError as exc:
-            _log.error("the API function failed: %s", exc)
+        error = outcome.get("error")
+        if isinstance(error, FunctionTimeoutError):
+            return gateway_error(HTTPStatus.GATEWAY_TIMEOUT, "Endpoint request timed out", request_id)
+        if isinstance(error, FunctionError):
+            _log.error("the API function failed: %s", error)
             return gateway_error(HTTPStatus.BAD_GATEWAY, "Internal server error", request_id)
-        if time.monotonic() - started > self._timeout:
-            return gateway_error(HTTPStatus.GATEWAY_TIMEOUT, "Endpoint request timed out", request_id)
-        return http_response(result, request_id=request_id)
+        if error is not None:
+            raise error
+        return http_response(outcome.get("result"), request_id=request_id)

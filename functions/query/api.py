@@ -12,7 +12,8 @@ Error contract: every error body is ``{"error": "...", "parameter": "..."}``.
        repeated parameters, reversed or oversize ranges, bad cursors;
        also a route the deployment's layout cannot serve (parameter null)
 404    no such route
-413    an aggregate would read more than MAX_SCAN_ITEMS (parameter ``to``)
+413    an aggregate would read more than MAX_SCAN_ITEMS, or would pass
+       MAX_QUERY_CALLS or the deadline (parameter ``to``; says how far it got)
 500    a fault of ours (logged with the request id); never caused by input
 503    DynamoDB throttled us after retries; retry after a moment
 =====  ==============================================================
@@ -59,7 +60,10 @@ def _responses(ok: str, *, scan_limited: bool = False) -> dict[int, OpenAPIRespo
     # A 200 without "content" takes the route's return annotation as its schema.
     out: dict[int, OpenAPIResponse] = {200: {"description": ok}, **_ERRORS}
     if scan_limited:
-        out[413] = _error_response("The range holds more items than one aggregate may read; narrow it")
+        out[413] = _error_response(
+            "The aggregate would read more items, make more Query calls or take longer than one request may; "
+            "the message says how far it got: split the range there"
+        )
     return out
 
 
@@ -117,6 +121,7 @@ def create_app(service: QueryService | None) -> APIGatewayRestResolver:
         explain: Annotated[bool, Query(description=_EXPLAIN)] = False,
     ) -> ReadingsPage | Explanation:
         return svc().entity_readings(
+            time_left_ms=_time_left_ms(app),
             entity_id=_path_segment(entity_id),
             from_=from_,
             to=to,
@@ -165,7 +170,9 @@ def create_app(service: QueryService | None) -> APIGatewayRestResolver:
         description=(
             "count, min, max, avg and sum of every measure per interval (aligned to the epoch, UTC), computed by "
             "streaming through the readings of [from, to). Intervals without readings are left out. A request "
-            "may read at most MAX_SCAN_ITEMS items (default 100,000); beyond that it is refused with 413."
+            "may read at most MAX_SCAN_ITEMS items (default 100,000), start at most MAX_QUERY_CALLS Query calls "
+            "(default 200) and must finish before the function's deadline; past any of them it is refused with "
+            "413, which says how far the scan got so the range can be split there."
         ),
         tags=["aggregates"],
         operation_id="getEntityAggregates",
@@ -190,6 +197,7 @@ def create_app(service: QueryService | None) -> APIGatewayRestResolver:
         explain: Annotated[bool, Query(description=_EXPLAIN)] = False,
     ) -> AggregateSeries | Explanation:
         return svc().aggregates(
+            time_left_ms=_time_left_ms(app),
             entity_id=_path_segment(entity_id),
             from_=from_,
             to=to,
@@ -226,6 +234,7 @@ def create_app(service: QueryService | None) -> APIGatewayRestResolver:
         explain: Annotated[bool, Query(description=_EXPLAIN)] = False,
     ) -> ReadingsPage | Explanation:
         return svc().range_readings(
+            time_left_ms=_time_left_ms(app),
             from_=from_,
             to=to,
             limit=limit,
@@ -238,6 +247,12 @@ def create_app(service: QueryService | None) -> APIGatewayRestResolver:
 
     _install_error_mapping(app)
     return app
+
+
+def _time_left_ms(app: APIGatewayRestResolver) -> int | None:
+    """The function's remaining time (None when the resolver runs outside Lambda)."""
+    remaining = getattr(app.lambda_context, "get_remaining_time_in_millis", None)
+    return int(remaining()) if callable(remaining) else None
 
 
 def _path_segment(raw: str) -> str:

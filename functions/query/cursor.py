@@ -109,7 +109,9 @@ def _position(payload: bytes) -> Position:
     if not isinstance(data, dict) or set(data) != {"a", "s"}:
         raise CursorError("carries an unreadable position")
     anchor, sk = data["a"], data["s"]
-    if not isinstance(anchor, str) or not isinstance(sk, str) or not sk or len(sk) > MAX_SK_CHARS:
+    # An empty sort key is an anchor's opening (a page cut short before its first
+    # item there): see query.merge.POSITION_MIN_SK.
+    if not isinstance(anchor, str) or not isinstance(sk, str) or len(sk) > MAX_SK_CHARS:
         raise CursorError("carries an unreadable position")
     if not _is_canonical_ts(anchor):
         raise CursorError("carries an unreadable position")

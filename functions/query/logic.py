@@ -15,6 +15,11 @@ Ordering and resumption (see :mod:`query.merge` and :mod:`query.cursor`):
 
 A page ends after ``limit`` items; its cursor holds the last item's position,
 and the next page re-plans from there and skips everything at or before it.
+A page also ends early, with what it found, when it reaches the function's
+deadline (remaining time less ``RESPONSE_MARGIN``), MAX_QUERY_CALLS Query
+calls, or the response-size cap; its cursor then holds the merge's frontier,
+which may lie past the last item when the page ended in a run of empty
+partitions, so those are not read again.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Literal
 
 from aws_lambda_powertools.metrics import MetricUnit
 
@@ -42,6 +47,7 @@ from query.cursor import CursorCodec, CursorError, binding
 from query.errors import ScanLimitExceeded, UnsupportedByLayout
 from query.merge import (
     POSITION_MAX_SK,
+    POSITION_MIN_SK,
     BudgetExhausted,
     MergeOptions,
     Merger,
@@ -49,6 +55,7 @@ from query.merge import (
     Position,
     ReadStats,
     Submit,
+    narrows,
 )
 from query.models import (
     AggregateSeries,
@@ -166,6 +173,7 @@ class QueryService:
     def entity_readings(
         self,
         *,
+        time_left_ms: int | None = None,
         entity_id: str,
         from_: str,
         to: str,
@@ -216,11 +224,13 @@ class QueryService:
             page_size=page_size,
             bound=bound,
             ordering=ENTITY_ORDERING,
+            deadline=self._deadline(time_left_ms),
         )
 
     def range_readings(
         self,
         *,
+        time_left_ms: int | None = None,
         from_: str,
         to: str,
         limit: int | None = None,
@@ -258,7 +268,7 @@ class QueryService:
                 plan_to = min(window.to_ms, bucket.start(anchor_ms) + bucket.width_ms)
             else:
                 plan_from = anchor_ms
-        plan = self._layout.plan_range(plan_from, plan_to, shard_map)
+        plan, beyond = self._range_chunk(plan_from, plan_to, shard_map, window, descending=descending)
         template = PageRequest(
             plan.partitions[0],
             descending=descending,
@@ -276,6 +286,8 @@ class QueryService:
             page_size=page_size,
             bound=bound,
             ordering=RANGE_ORDERING,
+            deadline=self._deadline(time_left_ms),
+            beyond=beyond,
         )
 
     def latest(
@@ -319,6 +331,7 @@ class QueryService:
     def aggregates(
         self,
         *,
+        time_left_ms: int | None = None,
         entity_id: str,
         from_: str,
         to: str,
@@ -347,17 +360,21 @@ class QueryService:
         )
         streams = [_entity_stream(p, template, None) for p in plan.partitions]
         read = ReadStats()
+        deadline = self._deadline(time_left_ms)
         # Every partition will be read whole: keep the pipeline full.
         options = MergeOptions(
             window=self._limits.concurrency,
             read_ahead=True,
             prefetch=True,
             max_scanned=self._limits.max_scan_items,
+            max_queries=self._limits.max_query_calls,
+            deadline=deadline,
         )
         series = SeriesBuilder(interval_ms, wanted)
         try:
-            with self._fanout(len(streams)) as submit:
-                for _, item in Merger(streams, submit, options, read):
+            with self._fanout(len(streams), abandon=deadline is not None) as submit:
+                merger = Merger(streams, submit, options, read)
+                for _, item in merger:
                     series.add(item.ts, item.measures)
         except BudgetExhausted as exc:
             self._record("aggregates", read, 0)
@@ -366,6 +383,21 @@ class QueryService:
                 f"the range holds more than the {self._limits.max_scan_items} items one aggregate may read "
                 f"(stopped after {exc.scanned}); narrow from/to and aggregate the parts separately",
             ) from None
+        if merger.stopped is not None:
+            # An aggregate is one answer: a part of it would look like a whole.
+            # Say how far the scan got, so the client can split the range there.
+            reached = format_ts(_anchor_ms(merger.frontier) if merger.frontier is not None else window.from_ms)
+            why = (
+                "ran out of time"
+                if merger.stopped == "deadline"
+                else f"used the {self._limits.max_query_calls} Query calls one request may make"
+            )
+            self._record("aggregates", read, 0, cut_short=merger.stopped)
+            raise ScanLimitExceeded(
+                "to",
+                f"the aggregate {why} after reading [{format_ts(window.from_ms)}, {reached}) of the range; "
+                f"aggregate [from, {reached}) and [{reached}, to) separately",
+            )
         self._record("aggregates", read, series.total)
         return AggregateSeries(
             entity_id=entity,
@@ -404,28 +436,55 @@ class QueryService:
         page_size: int,
         bound: bytes,
         ordering: str,
+        deadline: float | None,
+        beyond: Position | None = None,
     ) -> ReadingsPage:
         stats = ReadStats()
-        options = MergeOptions(descending=order == "desc", target=page_size + 1, window=self._limits.concurrency)
+        descending = order == "desc"
+        options = MergeOptions(
+            descending=descending,
+            target=page_size + 1,
+            window=self._limits.concurrency,
+            max_queries=self._limits.max_query_calls,
+            deadline=deadline,
+        )
         page: list[tuple[Position, StoredReading]] = []
-        more = False
+        resume: Position | None = None
+        cut_short: Literal["deadline", "query_calls", "response_size"] | None = None
         size = 0
-        with self._fanout(len(streams)) as submit:
-            merged = iter(Merger(streams, submit, options, stats))
+        with self._fanout(len(streams), abandon=deadline is not None) as submit:
+            merger = Merger(streams, submit, options, stats)
+            merged = iter(merger)
             try:
                 for key, item in merged:
                     # The item after a full page proves there is a next page. A page
                     # also ends before its body would outgrow a Lambda response.
                     item_size = _json_bytes(item)
                     if len(page) == page_size or (page and size + item_size > MAX_PAGE_BYTES):
-                        more = True
+                        resume = page[-1][0]
+                        if len(page) < page_size:
+                            cut_short = "response_size"
                         break
                     page.append((key, item))
                     size += item_size
             finally:
                 _close(merged)
-        next_cursor = self._cursors.encode(bound, page[-1][0]) if more else None
-        self._record(route, stats, len(page))
+        if merger.stopped is not None:
+            # Cut short by time or calls: resume at the frontier, past any empty
+            # partitions this page already read.
+            resume = merger.frontier
+            cut_short = "deadline" if merger.stopped == "deadline" else "query_calls"
+        elif resume is None and beyond is not None:
+            # Every partition planned for this page was read, and the range goes on.
+            resume = beyond
+            if len(page) < page_size:
+                cut_short = "query_calls"
+        next_cursor = self._cursors.encode(bound, resume) if resume is not None else None
+        if resume is None:
+            reached_ms = window.from_ms if descending else window.to_ms
+        else:
+            reached_ms = self._reached_ms(resume, window, descending=descending, per_entity=entity is not None)
+        self._record(route, stats, len(page), cut_short=cut_short)
         return ReadingsPage(
             entity_id=entity,
             from_=format_ts(window.from_ms),
@@ -435,8 +494,55 @@ class QueryService:
             count=len(page),
             items=[_reading(item) for _, item in page],
             next_cursor=next_cursor,
+            complete=cut_short is None,
+            cut_short_by=cut_short,
+            reached=format_ts(reached_ms),
             cost=_cost(stats),
         )
+
+    def _range_chunk(
+        self, from_ms: int, to_ms: int, shard_map: ShardMap, window: TimeRange, *, descending: bool
+    ) -> tuple[QueryPlan, Position | None]:
+        """The plan of the buckets of ``[from_ms, to_ms)`` nearest where the read
+        starts that one page can reach (MAX_QUERY_CALLS plus a window of
+        partitions), and the position to resume at when the page reads them all
+        (None when they reach the end of the range). A 31-day plan on 100
+        shards has 74,400 partitions; building them all costs a second of CPU
+        for the few hundred a page may open."""
+        bucket = self._layout.bucket
+        width = bucket.width_ms
+        first = bucket.start(to_ms - 1) if descending else bucket.start(from_ms)
+        first_plan = self._layout.plan_range(max(from_ms, first), min(to_ms, first + width), shard_map)
+        buckets = (self._limits.max_query_calls + self._limits.concurrency) // max(1, len(first_plan.partitions)) + 2
+        if descending:
+            low = first + width - buckets * width
+            if low <= from_ms:
+                return self._layout.plan_range(from_ms, to_ms, shard_map), None
+            # Resume with the bucket below the chunk, which is still to be read.
+            below = max(window.from_ms, low - width)
+            return self._layout.plan_range(low, to_ms, shard_map), Position(_ts(below), POSITION_MAX_SK)
+        high = first + buckets * width
+        if high >= to_ms:
+            return self._layout.plan_range(from_ms, to_ms, shard_map), None
+        return self._layout.plan_range(from_ms, high, shard_map), Position(_ts(high), POSITION_MIN_SK)
+
+    def _deadline(self, time_left_ms: int | None) -> float | None:
+        """The monotonic instant a read stops at: the function's remaining time
+        less what serializing and sending the answer needs. None outside Lambda."""
+        if time_left_ms is None:
+            return None
+        return time.monotonic() + max(0, time_left_ms - self._limits.response_margin_ms) / 1000
+
+    def _reached_ms(self, resume: Position, window: TimeRange, *, descending: bool, per_entity: bool) -> int:
+        """The time a page cut at ``resume`` has read to (see ``ReadingsPage.reached``)."""
+        anchor_ms = _anchor_ms(resume)
+        if not descending:
+            return anchor_ms
+        if per_entity:
+            # Everything after the anchor's instant has been returned.
+            return min(window.to_ms, anchor_ms + 1)
+        bucket = self._layout.bucket
+        return min(window.to_ms, bucket.start(anchor_ms) + bucket.width_ms)
 
     def _take(
         self, streams: Sequence[PartitionStream], options: MergeOptions, stats: ReadStats, count: int
@@ -449,8 +555,10 @@ class QueryService:
                 _close(merged)
 
     @contextmanager
-    def _fanout(self, partitions: int) -> Iterator[Submit]:
-        """A bounded pool for one request; pending speculative reads are cancelled at the end."""
+    def _fanout(self, partitions: int, *, abandon: bool = False) -> Iterator[Submit]:
+        """A bounded pool for one request; pending speculative reads are cancelled at the end.
+        With ``abandon`` (a read under a deadline) calls still in flight are not
+        waited for: their answers are no longer wanted, and waiting would pass the deadline."""
         pool = ThreadPoolExecutor(max_workers=max(1, min(self._limits.concurrency, partitions)))
         read = _in_trace_context(self._reader.read_page)
 
@@ -460,7 +568,7 @@ class QueryService:
         try:
             yield submit
         finally:
-            pool.shutdown(wait=True, cancel_futures=True)
+            pool.shutdown(wait=not abandon, cancel_futures=True)
 
     def _explain(self, route: str, plan: QueryPlan, *, order: Order, consistent: bool, items: int) -> Explanation:
         per_query = read_units(0, consistent=consistent)
@@ -486,7 +594,7 @@ class QueryService:
             nominal_item_bytes=NOMINAL_ITEM_BYTES,
         )
 
-    def _record(self, route: str, stats: ReadStats, returned: int) -> None:
+    def _record(self, route: str, stats: ReadStats, returned: int, *, cut_short: str | None = None) -> None:
         if stats.missing_tables:
             # A dropped (past retention) or not-yet-created period table reads as empty.
             logger.warning("tables missing, read as empty", extra={"tables": sorted(stats.missing_tables)})
@@ -500,6 +608,7 @@ class QueryService:
                 "items_read": stats.scanned,
                 "items_returned": returned,
                 "read_units": stats.read_units,
+                "cut_short_by": cut_short,
             },
         )
         metrics.add_dimension(name="route", value=route)
@@ -507,6 +616,8 @@ class QueryService:
         metrics.add_metric(name="PartitionsQueried", unit=MetricUnit.Count, value=stats.partitions_queried)
         metrics.add_metric(name="ItemsRead", unit=MetricUnit.Count, value=stats.scanned)
         metrics.add_metric(name="ReadUnits", unit=MetricUnit.Count, value=stats.read_units)
+        if cut_short is not None:
+            metrics.add_metric(name="PagesCutShort", unit=MetricUnit.Count, value=1)
 
 
 # -- streams -------------------------------------------------------------------------
@@ -562,7 +673,7 @@ class _BucketKey:
 
 def _entity_stream(partition: PartitionQuery, template: PageRequest, after: Position | None) -> PartitionStream:
     sk_low = sk_high = None
-    if after is not None and _ts(partition.from_ms) <= after.anchor <= _ts(partition.to_ms - 1):
+    if after is not None and narrows(after) and _ts(partition.from_ms) <= after.anchor <= _ts(partition.to_ms - 1):
         # Resume inside this partition, at the last item returned (it is skipped).
         if template.descending:
             sk_high = after.sk
@@ -571,7 +682,7 @@ def _entity_stream(partition: PartitionQuery, template: PageRequest, after: Posi
     if template.descending:
         open_key = Position(_ts(partition.to_ms - 1), POSITION_MAX_SK)
     else:
-        open_key = Position(_ts(partition.from_ms), "")
+        open_key = Position(_ts(partition.from_ms), POSITION_MIN_SK)
     return PartitionStream(
         template, partition, key_of=_time_key, open_key=open_key, after=after, sk_low=sk_low, sk_high=sk_high
     )
@@ -580,12 +691,12 @@ def _entity_stream(partition: PartitionQuery, template: PageRequest, after: Posi
 def _bucket_stream(partition: PartitionQuery, template: PageRequest, after: Position | None) -> PartitionStream:
     anchor = _ts(partition.from_ms)
     sk_low = sk_high = None
-    if after is not None and after.anchor == anchor:
+    if after is not None and narrows(after) and after.anchor == anchor:
         if template.descending:
             sk_high = after.sk
         else:
             sk_low = after.sk
-    open_key = Position(anchor, POSITION_MAX_SK if template.descending else "")
+    open_key = Position(anchor, POSITION_MAX_SK if template.descending else POSITION_MIN_SK)
     return PartitionStream(
         template, partition, key_of=_BucketKey(anchor), open_key=open_key, after=after, sk_low=sk_low, sk_high=sk_high
     )

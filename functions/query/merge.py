@@ -23,6 +23,18 @@ never pays for speculative reads.
 
 Items at the same position (the random layout's redelivered copies) are
 returned once.
+
+A merge may also stop before its consumer is satisfied: once ``max_queries``
+Query calls have been started, or at ``deadline``. It then ends its iteration
+and leaves ``stopped`` (why) and ``frontier``: a position such that every item
+at or before it (in merge order) has been yielded and nothing after it has.
+That is the last item yielded, or, when every partition opened so far ran dry,
+the ``open_key`` of the first partition not yet opened, so a run of empty
+partitions read before the stop is not read again. A stop never comes before
+the merge has moved past where it started (the first batch of partitions is
+always opened, and the call cap only counts once the frontier has moved), so
+following frontiers always makes progress; only the deadline can end a merge
+that has not.
 """
 
 from __future__ import annotations
@@ -30,9 +42,11 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
+import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
@@ -49,6 +63,20 @@ class Position(NamedTuple):
 
 #: Sorts after every sort key: closes the "anything at this anchor" range.
 POSITION_MAX_SK = "\U0010ffff"
+#: Sorts before every sort key: with an anchor, "nothing at this anchor yet".
+POSITION_MIN_SK = ""
+
+
+def narrows(position: Position) -> bool:
+    """Whether a resume at ``position`` narrows a partition's sort-key range: an
+    anchor's open or close (``POSITION_MIN_SK``/``POSITION_MAX_SK``) does not,
+    since every item of the anchor lies on the right side of it."""
+    return position.sk not in (POSITION_MIN_SK, POSITION_MAX_SK)
+
+
+#: Why a merge stopped before its consumer was satisfied.
+STOP_DEADLINE = "deadline"
+STOP_QUERY_CALLS = "query_calls"
 
 KeyOf = Callable[[StoredReading], Position]
 Submit = Callable[[PageRequest], "Future[Page]"]
@@ -81,7 +109,9 @@ class MergeOptions:
     ``read_ahead``: ask for a partition's next page as soon as one arrives;
     ``prefetch``: keep the first pages of the next ``window`` partitions in
     flight (for reads that will need every partition); ``max_scanned``: the
-    items a request may read before :class:`BudgetExhausted`."""
+    items a request may read before :class:`BudgetExhausted`; ``max_queries``:
+    Query calls the merge may start before it stops; ``deadline``: the
+    :func:`time.monotonic` instant at which it stops, even while waiting."""
 
     descending: bool = False
     target: int | None = None
@@ -89,6 +119,14 @@ class MergeOptions:
     read_ahead: bool = False
     prefetch: bool = False
     max_scanned: int | None = None
+    max_queries: int | None = None
+    deadline: float | None = None
+
+
+class _Stop(Exception):  # noqa: N818 - internal signal, never leaves the merge
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(reason)
 
 
 class PartitionStream:
@@ -138,6 +176,11 @@ class PartitionStream:
     def submit(self, merger: Merger, group: int = 1) -> None:
         self._fetch(merger, group)
 
+    def speculate(self, merger: Merger) -> None:
+        """Ask for the next page ahead of need, unless the budget is spent."""
+        if merger.over_budget() is None:
+            self._fetch(merger)
+
     def _fetch(self, merger: Merger, group: int = 1) -> Future[Page]:
         request = replace(
             self.template,
@@ -148,6 +191,7 @@ class PartitionStream:
             start_key=self._next_key,
         )
         future = self._future = merger.submit(request)
+        merger.started += 1
         self.submitted = True
         return future
 
@@ -158,8 +202,14 @@ class PartitionStream:
             if future is None:
                 if self._finished:
                     return None
+                reason = merger.over_budget()
+                if reason is not None:
+                    raise _Stop(reason)
                 future = self._fetch(merger)
-            page = future.result()
+            try:
+                page = future.result(timeout=merger.wait_s())
+            except FutureTimeout:
+                raise _Stop(STOP_DEADLINE) from None
             self._future = None
             merger.account(page, self.partition.table)
             descending = self.template.descending
@@ -173,7 +223,7 @@ class PartitionStream:
             if page.next_key is None:
                 self._finished = True
             elif merger.options.read_ahead:
-                self.submit(merger)
+                self.speculate(merger)
         return self._buffer[0]
 
     def pop(self) -> tuple[Position, StoredReading]:
@@ -206,7 +256,30 @@ class Merger:
         self.options = options
         self.stats = stats
         self.yielded = 0
+        #: Query calls started (``stats.queries`` counts those answered).
+        self.started = 0
+        #: Why the merge stopped early (None: it ran to the end or its consumer stopped it).
+        self.stopped: str | None = None
+        #: Every item at or before this position has been yielded (see the module doc).
+        self.frontier: Position | None = None
+        self._moved = False
         stats.partitions_planned += len(streams)
+
+    def over_budget(self) -> str | None:
+        """Why no further Query may start, or None. The call cap holds only once
+        the frontier has moved, so every merge makes progress."""
+        options = self.options
+        if options.deadline is not None and time.monotonic() >= options.deadline:
+            return STOP_DEADLINE
+        if options.max_queries is not None and self._moved and self.started >= options.max_queries:
+            return STOP_QUERY_CALLS
+        return None
+
+    def wait_s(self) -> float | None:
+        """How long a fetch may still be waited for."""
+        if self.options.deadline is None:
+            return None
+        return max(0.0, self.options.deadline - time.monotonic())
 
     def page_limit(self, group: int) -> int | None:
         """``Limit`` of the next Query: no more than the consumer can still take
@@ -238,6 +311,12 @@ class Merger:
         return open_key >= head if self.options.descending else open_key <= head
 
     def __iter__(self) -> Iterator[tuple[Position, StoredReading]]:
+        try:
+            yield from self._merge()
+        except _Stop as stop:
+            self.stopped = stop.reason
+
+    def _merge(self) -> Iterator[tuple[Position, StoredReading]]:
         descending = self.options.descending
         pending = deque(sorted(self._streams, key=lambda s: s.open_key, reverse=descending))
         heap: list[_Entry] = []
@@ -251,12 +330,22 @@ class Merger:
                 head = heap[0].key
                 while pending and self._may_hold(pending[0].open_key, head):
                     batch.append(pending.popleft())
+                if batch and (reason := self.over_budget()) is not None:
+                    raise _Stop(reason)
             elif pending:
-                # Every open stream is dry: open the next group. If the last
-                # batch held nothing the data is sparse, so open more behind it
-                # (twice as many each time); if it held items, one group again.
+                # Every stream opened so far ran dry: nothing before the next
+                # one's earliest position is left unread.
+                self.frontier = pending[0].open_key
+                self._moved = self._moved or last_batch > 0
+                if (reason := self.over_budget()) is not None:
+                    raise _Stop(reason)
+                # Open the next group. If the last batch held nothing the data
+                # is sparse, so open more behind it (twice as many each time);
+                # if it held items, one group again.
                 sparse = last_batch > 0 and self.yielded == yielded_before
                 burst = min(self.options.window, 2 * last_batch) if sparse else 1
+                if self.options.max_queries is not None:
+                    burst = min(burst, max(1, self.options.max_queries - self.started))
                 first = pending[0].open_key
                 while pending and (pending[0].open_key == first or len(batch) < burst):
                     batch.append(pending.popleft())
@@ -275,6 +364,8 @@ class Merger:
             if key != last:
                 last = key
                 self.yielded += 1
+                self.frontier = key
+                self._moved = True
                 yield key, item
             found = entry.stream.head(self)
             if found is not None:
@@ -288,5 +379,5 @@ class Merger:
         if self.options.prefetch:
             for stream in itertools.islice(pending, self.options.window):
                 if not stream.submitted:
-                    stream.submit(self)
+                    stream.speculate(self)
         self.stats.partitions_queried += len(batch)

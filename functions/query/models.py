@@ -46,6 +46,18 @@ class ReadingsPage(_Model):
     next_cursor: str | None = Field(
         description="Pass as `cursor`, with the same other parameters, for the next page; null on the last page"
     )
+    complete: bool = Field(
+        description="False when the page was cut short before `limit` readings (see `cut_short_by`); "
+        "`next_cursor` then resumes exactly where it stopped"
+    )
+    cut_short_by: Literal["deadline", "query_calls", "response_size"] | None = Field(
+        description="What ended a page cut short: the function's remaining time, MAX_QUERY_CALLS Query "
+        "calls, or the response-size cap; null when the page is complete"
+    )
+    reached: str = Field(
+        description="How far the read has got, UTC: every reading of [from, reached) (asc) or [reached, to) "
+        "(desc) has been returned on this page or an earlier one"
+    )
     cost: ReadCost
 
 

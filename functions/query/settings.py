@@ -16,6 +16,12 @@ variable                meaning                                               de
 ``MAX_SCAN_ITEMS``      items an aggregate may read before it is refused       100000
                         with 413 (1..10,000,000)
 ``QUERY_CONCURRENCY``   partitions queried at once per request (1..64)        16
+``MAX_QUERY_CALLS``     Query calls one page or aggregate may start before    200
+                        it stops (a page returns what it found and a cursor;
+                        an aggregate answers 413) (1..100,000)
+``RESPONSE_MARGIN``     time kept back from the function's remaining time to  2s
+                        serialize and send the answer: a page stops reading
+                        at the function's deadline minus this
 ======================  ====================================================  ==========
 
 A missing or malformed variable raises :class:`SettingsError` naming it.
@@ -45,6 +51,8 @@ class QueryLimits:
     latest_lookback_ms: int = 7 * 86_400_000
     max_scan_items: int = 100_000
     concurrency: int = 16
+    max_query_calls: int = 200
+    response_margin_ms: int = 2_000
 
     @property
     def default_limit(self) -> int:
@@ -75,6 +83,8 @@ class QuerySettings:
             latest_lookback_ms=_positive_duration(env, "LATEST_LOOKBACK", "7d"),
             max_scan_items=integer(env, "MAX_SCAN_ITEMS", 100_000, 1, 10_000_000),
             concurrency=integer(env, "QUERY_CONCURRENCY", 16, 1, 64),
+            max_query_calls=integer(env, "MAX_QUERY_CALLS", 200, 1, 100_000),
+            response_margin_ms=duration_ms(env, "RESPONSE_MARGIN", "2s"),
         )
         return cls(common=common, limits=limits, cursor_secret=_cursor_secret(env))
 

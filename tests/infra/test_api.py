@@ -105,6 +105,14 @@ def test_the_query_function_times_out_before_the_integration(synthesized: Synthe
         assert method["Properties"]["Integration"]["TimeoutInMillis"] == API_INTEGRATION_TIMEOUT_S * 1000
 
 
+def test_the_query_function_reserves_its_concurrency_and_ingest_draws_on_the_rest(synthesized: Synthesized) -> None:
+    synth = synthesized.synth("default")
+    query = synth.function(LambdaFunction.QUERY)[1]["Properties"]
+    ingest = synth.function(LambdaFunction.INGEST)[1]["Properties"]
+    assert query["ReservedConcurrentExecutions"] == synth.config.lambdas.query.reserved_concurrency == 50
+    assert "ReservedConcurrentExecutions" not in ingest
+
+
 def test_the_cursor_key_is_a_generated_secret_long_enough_for_the_function(synthesized: Synthesized) -> None:
     synth = synthesized.synth("default")
     (secret,) = synth.of_type("AWS::SecretsManager::Secret").values()

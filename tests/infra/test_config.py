@@ -191,6 +191,7 @@ BAD_VALUES = [
     ("ingest_timeout_s", 901),
     ("query_memory_mb", 64),
     ("query_timeout_s", 29),
+    ("query_reserved_concurrency", 0),
     ("max_future", "0s"),
     ("max_future", "2d"),
     ("max_future", "5 minutes"),

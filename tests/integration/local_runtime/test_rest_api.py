@@ -5,6 +5,7 @@ from __future__ import annotations
 import http.client
 import json
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
@@ -131,3 +132,28 @@ def test_stop_closes_the_port(api: RestApi) -> None:
     api.stop()
     with pytest.raises(OSError):
         call(url, "GET", "/entities/x/readings")
+
+
+def test_a_slow_function_is_a_504_sent_at_the_integration_timeout_not_when_it_ends() -> None:
+    # Given a function that takes 3 s behind a gateway whose integration timeout is 0.3 s
+    finished = threading.Event()
+
+    def slow(event: dict[str, Any]) -> dict[str, Any]:
+        finished.wait(3.0)
+        return {"statusCode": 200, "body": "late"}
+
+    server = RestApi(slow, stage="v1", integration_timeout_s=0.3)
+    server.start()
+    try:
+        # When a client calls it
+        started = time.monotonic()
+        status, _, body = call(server.base_url, "GET", "/slow")
+        elapsed = time.monotonic() - started
+    finally:
+        finished.set()
+        server.stop()
+
+    # Then the 504 comes at the timeout, as API Gateway sends it
+    assert status == 504
+    assert json.loads(body) == {"message": "Endpoint request timed out"}
+    assert 0.3 <= elapsed < 1.5

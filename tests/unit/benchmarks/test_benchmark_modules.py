@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import cold_start, query_fanout
+from benchmarks import cold_start, query_fanout, read_budget
 from benchmarks.cold_start import HANDLERS, asset_files, handler_env, slowest_imports, zipped_size
 from benchmarks.simulation import seed_hour
 from hotkeys.settings import HotKeySettings
@@ -90,6 +90,21 @@ def test_query_fanout_figures_become_harness_figures() -> None:
         ("entity_random, 16 partitions: speed-up", 13.5, "x"),
     ]
     assert "20 ms per Query call" in result.method and result.params["partitions"] == [16]
+
+
+def test_the_read_budget_benchmark_measures_bounded_pages_against_unbounded_ones() -> None:
+    figures = read_budget.run(latency_ms=1.0, quick=True)
+
+    cases = {(case["case"], case["max_query_calls"]): case for case in figures["cases"]}
+    capped, unbounded = cases[("range_1d", 200)], cases[("range_1d", read_budget.UNBOUNDED)]
+    assert capped["first_page_queries"] == 200 and not capped["first_page_complete"]
+    assert unbounded["first_page_queries"] == 2_400 and unbounded["first_page_complete"]
+    # Followed to the end, the capped pages read every partition once and find the one reading
+    assert (capped["walk_queries"], capped["walk_readings"]) == (2_400, 0)
+    entity = cases[("entity_31d", 200)]
+    assert (entity["walk_queries"], entity["walk_readings"]) == (744, 1)
+    names = [figure.name for figure in read_budget.to_result(figures).figures]
+    assert "range_1d, cap 200: first page" in names and "entity_31d, unbounded: first page" in names
 
 
 def test_the_simulator_benchmark_runs_the_seed_scenario() -> None:

@@ -22,7 +22,14 @@ FAKE = {"fake": Benchmark("fake", "a benchmark that measures nothing", fake)}
 
 
 def test_every_benchmark_of_the_issue_is_registered() -> None:
-    assert set(registered()) == {"ingest-cpu", "ingest-e2e-moto", "query-fanout", "cold-start", "simulator"}
+    assert set(registered()) == {
+        "ingest-cpu",
+        "ingest-e2e-moto",
+        "query-fanout",
+        "read-budget",
+        "cold-start",
+        "simulator",
+    }
     assert all(b.description for b in registered().values())
 
 

@@ -149,7 +149,7 @@ def test_sparse_ranges_open_batches_that_double() -> None:
             self.request = request
             rounds.append(len(done))  # reads finished before this one was asked for
 
-        def result(self) -> Page:
+        def result(self, timeout: float | None = None) -> Page:
             page = reader.read_page(self.request)
             done.append(page)
             return page

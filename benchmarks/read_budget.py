@@ -1,0 +1,163 @@
+"""What a page of a long, mostly empty range costs under the page budget.
+
+The default deployment's key design (hybrid layout, 100 shards, 1-hour
+buckets) over an in-memory table, every Query call given a 20 ms round trip
+(:class:`benchmarks.query_fanout.LatencyReader`). Three reads, as
+``GET /readings`` and ``GET /entities/{id}/readings`` issue them:
+
+* ``range_1d``: every entity, an empty day (2,400 partitions);
+* ``range_31d``: every entity, an empty 31 days (74,400 partitions);
+* ``entity_31d``: one entity over 31 days, holding one reading at the end
+  (744 partitions).
+
+For each: Query calls and wall time of the first page, with MAX_QUERY_CALLS at
+its default (200) and, for the two shorter reads, unbounded (the behaviour
+before the page budget), side by side; and, where it is short enough to walk,
+the pages, calls and time of following the cursors to the end of the range.
+
+Run: ``python -m benchmarks read-budget`` (harness) or
+``.venv/bin/python -m benchmarks.read_budget`` (prints JSON).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from adapters.observability import logger, metrics
+from adapters.shard_map_source import StaticShardMap
+from benchmarks.harness import Result, benchmark
+from benchmarks.query_fanout import LatencyReader, MemoryReader
+from keydesign import Layout, Reading, ShardMap, format_ts, parse_timestamp
+from query.cursor import CursorCodec
+from query.logic import QueryService
+from query.models import ReadingsPage
+from query.settings import QueryLimits
+
+NOW = parse_timestamp("2026-11-22T12:00:00Z")
+HOUR = 3_600_000
+DAY = 24 * HOUR
+SHARDS = 100
+ENTITY = "sensor-once"
+UNBOUNDED = 100_000
+
+
+def _service(max_query_calls: int, latency_ms: float) -> QueryService:
+    layout = Layout.from_settings(kind="hybrid", bucket="1h", table_prefix="readings")
+    shard_map = ShardMap.initial(layout.bucket, SHARDS)
+    memory = MemoryReader()
+    once = Reading.parse(
+        {"entity_id": ENTITY, "timestamp": format_ts(NOW - 30 * 60_000), "event_id": "only", "measures": {"v": 1}}
+    )
+    key = layout.key_for(once, shard_map)
+    memory.put(key.table, key.pk, key.sk, once)
+    return QueryService(
+        layout=layout,
+        shard_maps=StaticShardMap(shard_map),
+        reader=LatencyReader(memory, latency_ms),
+        cursors=CursorCodec(lambda: b"benchmark-cursor-key-0123456789abcdef"),
+        limits=QueryLimits(max_query_calls=max_query_calls),
+        clock_ms=lambda: NOW,
+    )
+
+
+def _page(service: QueryService, case: str, cursor: str | None) -> ReadingsPage:
+    days = 1 if case == "range_1d" else 31
+    # The one reading is in the last hour: the cross-entity ranges end before it.
+    end_ms = NOW if case == "entity_31d" else NOW - HOUR
+    start, end = format_ts(end_ms - days * DAY), format_ts(end_ms)
+    try:
+        if case == "entity_31d":
+            page = service.entity_readings(entity_id=ENTITY, from_=start, to=end, cursor=cursor, time_left_ms=28_000)
+        else:
+            page = service.range_readings(from_=start, to=end, cursor=cursor, time_left_ms=28_000)
+    finally:
+        metrics.clear_metrics()  # no handler here to flush them
+    if not isinstance(page, ReadingsPage):
+        raise TypeError("expected a page of readings")
+    return page
+
+
+def _measure(case: str, max_query_calls: int, latency_ms: float, walk: bool) -> dict[str, Any]:
+    service = _service(max_query_calls, latency_ms)
+    started = time.perf_counter()
+    first = _page(service, case, None)
+    figures: dict[str, Any] = {
+        "case": case,
+        "max_query_calls": max_query_calls,
+        "first_page_queries": first.cost.queries,
+        "first_page_ms": round((time.perf_counter() - started) * 1000, 1),
+        "first_page_complete": first.complete,
+    }
+    if walk:
+        pages, calls, found, page = 1, first.cost.queries, first.count, first
+        while page.next_cursor is not None:
+            page = _page(service, case, page.next_cursor)
+            pages, calls, found = pages + 1, calls + page.cost.queries, found + page.count
+        figures.update(
+            walk_pages=pages,
+            walk_queries=calls,
+            walk_ms=round((time.perf_counter() - started) * 1000, 1),
+            walk_readings=found,
+        )
+    return figures
+
+
+def run(latency_ms: float = 20.0, quick: bool = False) -> dict[str, Any]:
+    level = logger.log_level
+    logger.setLevel("WARNING")
+    try:
+        cases = [
+            _measure("range_1d", 200, latency_ms, walk=True),
+            _measure("range_1d", UNBOUNDED, latency_ms, walk=False),
+            _measure("entity_31d", 200, latency_ms, walk=True),
+            _measure("entity_31d", UNBOUNDED, latency_ms, walk=False),
+        ]
+        if not quick:
+            cases.append(_measure("range_31d", 200, latency_ms, walk=False))
+    finally:
+        logger.setLevel(level)
+    return {
+        "benchmark": "read_budget",
+        "latency_ms_per_query": latency_ms,
+        "shards": SHARDS,
+        "bucket": "1h",
+        "cases": cases,
+        "command": ".venv/bin/python -m benchmarks.read_budget",
+    }
+
+
+def to_result(figures: dict[str, Any]) -> Result:
+    latency = figures["latency_ms_per_query"]
+    result = Result(
+        params={"latency_ms_per_query": latency, "shards": figures["shards"], "bucket": figures["bucket"]},
+        method=(
+            f"QueryService over an in-memory table (hybrid, {figures['shards']} shards, 1h buckets) wrapped to "
+            f"sleep {latency:g} ms per Query call, 28 s of function time left; first page of each read with "
+            "MAX_QUERY_CALLS 200 and unbounded, and the cursors followed to the end where noted"
+        ),
+    )
+    for case in figures["cases"]:
+        cap = "unbounded" if case["max_query_calls"] == UNBOUNDED else f"cap {case['max_query_calls']}"
+        where = f"{case['case']}, {cap}"
+        note = "complete" if case["first_page_complete"] else "cut short"
+        calls = f"{case['first_page_queries']} Query calls, {note}"
+        result.add(f"{where}: first page", case["first_page_ms"], "ms", calls)
+        if "walk_pages" in case:
+            result.add(
+                f"{where}: whole range",
+                case["walk_ms"],
+                "ms",
+                f"{case['walk_pages']} pages, {case['walk_queries']} Query calls, {case['walk_readings']} readings",
+            )
+    return result
+
+
+@benchmark("read-budget", "one page of empty 1-day/31-day ranges and a once-reporting entity, 20 ms per Query call")
+def read_budget(quick: bool) -> Result:
+    return to_result(run(quick=quick))
+
+
+if __name__ == "__main__":
+    print(json.dumps(run(), indent=2))

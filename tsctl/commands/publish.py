@@ -25,6 +25,7 @@ from producer import (
 )
 from producer.packing import DEFAULT_RECORD_BYTES, KINESIS_MAX_RECORD_BYTES
 from producer.publisher import Progress
+from tsctl.arguments import positive_int
 from tsctl.output import emit_json, table
 
 
@@ -55,7 +56,7 @@ def register(sub: Any) -> None:
     source.add_argument("--format", choices=["jsonl", "csv"], help="input format (default: from the file suffix)")
 
     synthetic = p.add_argument_group("synthetic workload (when there is no --input)")
-    synthetic.add_argument("--entities", type=_positive_int, default=100, help="entity count (default: %(default)s)")
+    synthetic.add_argument("--entities", type=positive_int, default=100, help="entity count (default: %(default)s)")
     synthetic.add_argument("--rate", type=_rate, default=100.0, help="readings/s over all entities (default: 100)")
     synthetic.add_argument("--zipf", type=_non_negative, default=0.0, help="Zipf skew; 0 is uniform (default: 0)")
     synthetic.add_argument(
@@ -75,15 +76,15 @@ def register(sub: Any) -> None:
         default="group",
         help="group: hash of the entity into --groups keys; entity: the entity id; random (default: %(default)s)",
     )
-    packing.add_argument("--groups", type=_positive_int, default=256, help="keys of the group strategy (default: 256)")
+    packing.add_argument("--groups", type=positive_int, default=256, help="keys of the group strategy (default: 256)")
     packing.add_argument(
         "--max-record-bytes",
-        type=_positive_int,
+        type=positive_int,
         default=DEFAULT_RECORD_BYTES,
         help=f"pack readings into records up to this size (default: %(default)s, max {KINESIS_MAX_RECORD_BYTES})",
     )
-    packing.add_argument("--linger-ms", type=_positive_int, default=200, help="flush open records (default: 200)")
-    packing.add_argument("--max-attempts", type=_positive_int, default=8, help="per record (default: %(default)s)")
+    packing.add_argument("--linger-ms", type=positive_int, default=200, help="flush open records (default: 200)")
+    packing.add_argument("--max-attempts", type=positive_int, default=8, help="per record (default: %(default)s)")
     packing.add_argument("--jitter-ms", type=int, default=0, help="random delay before each call (default: 0)")
     packing.add_argument("--no-validate", action="store_true", help="send readings without checking them first")
     p.add_argument("--no-progress", action="store_true", help="no progress on stderr")
@@ -186,16 +187,6 @@ def _start_ms(text: str | None) -> int:
 
 
 # -- argument types: a bad value exits 2 with one line naming the option ------------
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
-    return value
 
 
 def _non_negative(text: str) -> float:

@@ -14,6 +14,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from client import ApiError, QueryClient, Reading, ReadingsPage, ReadingStream, flat_reading
 from keydesign import InvalidInput
+from tsctl.arguments import positive_int
 from tsctl.output import emit_json, table
 
 FORMATS = ("table", "jsonl", "csv")
@@ -66,7 +67,7 @@ def _route(routes: Any, name: str, help_text: str) -> argparse.ArgumentParser:
     p.add_argument("--measures", help="comma list of measures to return (default: all)")
     p.add_argument("--consistent", action="store_true", help="strongly consistent reads (twice the read units)")
     p.add_argument("--explain", action="store_true", help="print the query plan and its read-unit estimate instead")
-    p.add_argument("--max-attempts", type=_positive_int, default=5, help="per request, on 429/503 (default: 5)")
+    p.add_argument("--max-attempts", type=positive_int, default=5, help="per request, on 429/503 (default: 5)")
     p.add_argument("--no-progress", action="store_true", help="no progress line on stderr")
     p.set_defaults(func=run)
     return p
@@ -80,8 +81,8 @@ def _range(p: argparse.ArgumentParser) -> None:
     p.add_argument("--from", dest="from_", required=True, help="start, RFC 3339 or epoch ms (inclusive)")
     p.add_argument("--to", required=True, help="end, RFC 3339 or epoch ms (exclusive)")
     p.add_argument("--order", choices=["asc", "desc"], default="asc", help="time order (default: asc)")
-    p.add_argument("--page-size", type=_positive_int, help="readings per request (the API's limit, 1..1000)")
-    p.add_argument("--max-readings", type=_positive_int, help="stop after this many readings")
+    p.add_argument("--page-size", type=positive_int, help="readings per request (the API's limit, 1..1000)")
+    p.add_argument("--max-readings", type=positive_int, help="stop after this many readings")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -247,13 +248,3 @@ class PageProgress:
 
 def _list(text: str | None) -> list[str] | None:
     return [part.strip() for part in text.split(",") if part.strip()] if text else None
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
-    return value

@@ -14,6 +14,7 @@ from client import resolve_stack_outputs
 from keydesign import InvalidInput
 from producer import Publisher, kinesis_client
 from producer.redrive import FieldRename, RejectMessage, RejectsQueue, peek, redrive, summarise
+from tsctl.arguments import positive_int
 from tsctl.output import emit_json, table
 
 
@@ -38,11 +39,11 @@ def register(sub: Any) -> None:
     )
     actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
     listing = _action(actions, "list", "counts by reason and field, oldest and newest (peek: nothing consumed)")
-    listing.add_argument("--max-messages", type=_positive_int, default=1000, help="messages to look at (default: 1000)")
+    listing.add_argument("--max-messages", type=positive_int, default=1000, help="messages to look at (default: 1000)")
     show = _action(actions, "show", "sample messages with the original payload (peek: nothing consumed)")
     _filters(show)
-    show.add_argument("--limit", type=_positive_int, default=5, help="messages to show (default: 5)")
-    show.add_argument("--max-messages", type=_positive_int, default=1000, help="messages to look at (default: 1000)")
+    show.add_argument("--limit", type=positive_int, default=5, help="messages to show (default: 5)")
+    show.add_argument("--max-messages", type=positive_int, default=1000, help="messages to look at (default: 1000)")
     again = _action(actions, "redrive", "send chosen readings back to the stream, then delete their messages")
     _filters(again)
     again.add_argument("--stream", help="stream name or ARN (default: the stack's IngestStreamName output)")
@@ -53,8 +54,8 @@ def register(sub: Any) -> None:
         metavar="OLD=NEW",
         help="move a field before sending (dots reach into objects: measures.tmp=measures.temp); repeatable",
     )
-    again.add_argument("--max-messages", type=_positive_int, default=1000, help="messages to take (default: 1000)")
-    again.add_argument("--max-attempts", type=_positive_int, default=8, help="PutRecords attempts per record")
+    again.add_argument("--max-messages", type=positive_int, default=1000, help="messages to take (default: 1000)")
+    again.add_argument("--max-attempts", type=positive_int, default=8, help="PutRecords attempts per record")
     again.add_argument(
         "--include-closed",
         action="store_true",
@@ -72,7 +73,7 @@ def _action(actions: Any, name: str, help_text: str) -> argparse.ArgumentParser:
     p.add_argument("--region", help="AWS region (default: from the environment)")
     p.add_argument(
         "--visibility-timeout",
-        type=_positive_int,
+        type=positive_int,
         default=60 if name != "redrive" else 300,
         help="seconds a received message stays hidden if this command dies before releasing it",
     )
@@ -203,13 +204,3 @@ def _selected(message: RejectMessage, args: argparse.Namespace) -> bool:
     if args.reason_contains and args.reason_contains not in message.reason:
         return False
     return not (args.reject_id and message.reject_id not in args.reject_id)
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
-    return value

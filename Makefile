@@ -39,8 +39,12 @@ serve: $(STAMP) ## Leave the whole local system running on loopback (moto, the f
 bench: $(STAMP) ## Run the benchmarks; figures to out/bench/results.json (ARGS=--quick for a smoke run)
 	$(PY) -m benchmarks $(ARGS)
 
+# One pytest-xdist worker per core (at most 4: each end-to-end test runs a whole local system);
+# tests/conftest.py keeps each file, and all of tests/infra, on one worker.
+XDIST := -n auto --maxprocesses 4 --dist loadgroup
+
 test: $(STAMP) lint typecheck ## Run every test (unit, integration, infra), lint and type checks
-	$(PY) -m pytest --cov --cov-report=term:skip-covered tests
+	$(PY) -m pytest $(XDIST) --cov --cov-report=term:skip-covered tests
 
 test-unit: $(STAMP) ## Unit tests only (no network)
 	$(PY) -m pytest tests/unit

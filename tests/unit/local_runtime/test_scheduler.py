@@ -55,7 +55,7 @@ def test_a_failed_run_is_counted_and_the_schedule_goes_on() -> None:
 
 
 def test_the_schedule_fires_every_period_of_simulated_time_until_stopped() -> None:
-    # Given an hourly schedule on a clock 100,000 times faster (one run every 36 ms of real time)
+    # Given an hourly schedule on a clock 20,000 times faster (one run every 180 ms of real time)
     enough = threading.Event()
     seen: list[int] = []
 
@@ -64,15 +64,17 @@ def test_the_schedule_fires_every_period_of_simulated_time_until_stopped() -> No
         if len(seen) >= 4:
             enough.set()
 
-    schedule = Schedule("rotator", lambda _e: None, every_s=3600, clock=SimulatedClock(speed=100_000), on_result=record)
+    schedule = Schedule("rotator", lambda _e: None, every_s=3600, clock=SimulatedClock(speed=20_000), on_result=record)
     schedule.start()
     try:
         assert enough.wait(10)
     finally:
         schedule.stop()
-    # Then runs are about an hour of simulated time apart, and the schedule's thread is gone after stop
+    # Then runs are about an hour of simulated time apart (a run the loaded machine starts late
+    # shortens the next gap by as much: half an hour of slack is 90 ms of real time), and the
+    # schedule's thread is gone after stop
     gaps = [b - a for a, b in itertools.pairwise(seen)]
-    assert all(gap >= 3_000_000 for gap in gaps[:3])
+    assert all(gap >= 1_800_000 for gap in gaps[:3])
     assert not [t for t in threading.enumerate() if t.name == "schedule-rotator"]
 
 

@@ -333,7 +333,9 @@ class BatchRunner:
             return _COMPLETE_FAILURE
         if not failures:
             return None
-        positions = {r.sequence_number: i for i, r in enumerate(batch)}
+        positions: dict[str, int] = {}
+        for i, r in enumerate(batch):  # the first of equal numbers: a retry resumes no later than it
+            positions.setdefault(r.sequence_number, i)
         lowest: int | None = None
         for failure in failures:
             identifier = failure.get("itemIdentifier") if isinstance(failure, Mapping) else None

@@ -1,4 +1,5 @@
-"""Three changes to moto's speed, not its behaviour: how a table orders, projects and serialises its items.
+"""Three changes to moto's speed, not its behaviour (how a table orders, projects and serialises its
+items), and one to its thread safety (how a table's stream numbers its records).
 
 * **Order.** moto 5.2's ``Table.all_items`` sorts *every item of the table*
   on every Query and on every Scan page, comparing ``DynamoType`` objects pair
@@ -22,7 +23,14 @@
   writes the items as they are. Anything ``json`` cannot write as it stands
   (binary values, which the model base64-encodes) goes to moto's own.
 
-All three are installed while an embedded server runs and undone when the last one
+* **Stream numbers.** moto 5.2's ``StreamShard.add`` numbers a record
+  ``len(items) + start`` and only then appends it. The server answers requests
+  on threads, so two writes at once can get one sequence number, and a reader
+  that checkpoints by sequence number (a partial batch failure names one) then
+  resumes past a record it never delivered. :func:`_stream_add` numbers and
+  appends under one lock, as DynamoDB's strictly increasing numbers require.
+
+All four are installed while an embedded server runs and undone when the last one
 stops. ``tests/unit/local_runtime/test_moto_speedups.py`` checks each against
 moto's own on mixed data. If moto changes shape (another version), nothing is
 replaced and local mode is only slower.
@@ -94,7 +102,19 @@ def _execute_result(self: Any, context: Any) -> Any:
     return original(self, context)
 
 
-for _function in (_all_items, _project, _execute_result):
+_STREAM_WRITES = threading.Lock()
+
+
+def _stream_add(self: Any, old: Any, new: Any) -> None:
+    original = _PATCH.originals.get("add")
+    with _STREAM_WRITES:
+        if original is not None:
+            original(self, old, new)
+        else:  # uninstalled meanwhile: the class has moto's own back
+            type(self).add(self, old, new)
+
+
+for _function in (_all_items, _project, _execute_result, _stream_add):
     setattr(_function, _MARK, True)
 
 
@@ -144,12 +164,12 @@ def _targets() -> dict[str, tuple[type, Callable[..., Any]]] | None:
     try:
         import moto  # noqa: PLC0415 - moto is heavy; only local mode needs it
         from moto.dynamodb.models.dynamo_type import Item  # noqa: PLC0415
-        from moto.dynamodb.models.table import Table  # noqa: PLC0415
+        from moto.dynamodb.models.table import StreamShard, Table  # noqa: PLC0415
         from moto.dynamodb.responses import DynamoResult  # noqa: PLC0415
     except ImportError:  # pragma: no cover - moto is a dependency of local mode
         return None
     version = str(getattr(moto, "__version__", ""))
-    known = ((Table, "all_items"), (Item, "project"), (DynamoResult, "execute_result"))
+    known = ((Table, "all_items"), (Item, "project"), (DynamoResult, "execute_result"), (StreamShard, "add"))
     if not version.startswith("5.") or not all(callable(getattr(cls, name, None)) for cls, name in known):
         _log.info("moto %s: its table order, projection and serialisation are left as they are", version or "?")
         return None
@@ -157,4 +177,5 @@ def _targets() -> dict[str, tuple[type, Callable[..., Any]]] | None:
         "all_items": (Table, _all_items),
         "project": (Item, _project),
         "execute_result": (DynamoResult, _execute_result),
+        "add": (StreamShard, _stream_add),
     }

@@ -85,6 +85,20 @@ def test_a_partial_failure_retries_from_the_lowest_reported_sequence_number() ->
     assert (stats.partial_failures, stats.retries, stats.bisections, stats.records_succeeded) == (1, 1, 0, 5)
 
 
+def test_a_failure_named_by_a_number_two_records_share_retries_from_the_first_of_them() -> None:
+    # Given a batch in which two records carry one sequence number (a source that numbered two
+    # writes at once alike), and a handler that reports that number failed the first time
+    records = batch(4)
+    records[2] = record(SHARD, 101)
+    responses = iter([{"batchItemFailures": [{"itemIdentifier": "101"}]}, None])
+    function = FakeFunction(lambda _seqs: next(responses))
+    run, _ = runner(function)
+    # When the batch is delivered
+    run.run(SHARD, records)
+    # Then the retry starts at the first record numbered 101: nothing that may have failed is checkpointed
+    assert function.calls == [["100", "101", "101", "103"], ["101", "101", "103"]]
+
+
 @pytest.mark.parametrize(
     "response",
     [

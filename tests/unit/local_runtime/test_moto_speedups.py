@@ -3,7 +3,9 @@ serialisation), and are undone when the last user stops."""
 
 from __future__ import annotations
 
+import contextlib
 import random
+import threading
 from typing import Any
 
 import pytest
@@ -127,6 +129,39 @@ def test_install_replaces_moto_s_methods_until_the_last_user_uninstalls() -> Non
     assert current() == originals
     moto_speedups.uninstall()  # one too many is harmless
     assert current() == originals
+
+
+def test_two_stream_writes_at_once_get_distinct_increasing_numbers(monkeypatch: pytest.MonkeyPatch) -> None:
+    import moto.dynamodb.models.table as moto_table  # noqa: PLC0415
+
+    # Given a table with a stream, and moto's stream record made slow enough that two writers meet
+    # inside add(): each waits (up to 0.5 s) for the other between numbering and appending
+    t = table("S", "S")
+    t.set_stream_specification({"StreamEnabled": True, "StreamViewType": "KEYS_ONLY"})
+    meet = threading.Barrier(2, timeout=0.5)
+    record = moto_table.StreamRecord
+
+    def slow_record(*args: Any) -> Any:
+        with contextlib.suppress(threading.BrokenBarrierError):
+            meet.wait()
+        return record(*args)
+
+    monkeypatch.setattr(moto_table, "StreamRecord", slow_record)
+    assert moto_speedups.install()
+    try:
+        # When two threads write an item each at once
+        writers = [
+            threading.Thread(target=t.put_item, args=({"pk": {"S": "p"}, "sk": {"S": str(n)}},)) for n in range(2)
+        ]
+        for w in writers:
+            w.start()
+        for w in writers:
+            w.join()
+    finally:
+        moto_speedups.uninstall()
+    # Then the stream holds two records numbered one after the other, in the order they were appended
+    numbers = [int(r.to_json()["dynamodb"]["SequenceNumber"]) for r in t.stream_shard.items]
+    assert len(numbers) == 2 and numbers[1] == numbers[0] + 1
 
 
 def pages(client: Any) -> list[dict[str, Any]]:

@@ -41,12 +41,11 @@ import boto3
 from botocore.config import Config
 
 from adapters.clients import reset_clients
-from adapters.faults import FaultInjectingDynamoDB
 from infra.config import AppConfig, FunctionWiring, LambdaFunction
 from local_runtime.api_gateway import RestApi
 from local_runtime.environment import assert_loopback, aws_environment, patched_environ
 from local_runtime.event_source_mapping import EventSourceMapping, FailureDestination, MappingConfig, SqsDestination
-from local_runtime.faults import LocalFaults
+from local_runtime.faults import FaultInjectingDynamoDB, LocalFaults
 from local_runtime.function_logs import FunctionLogRouter
 from local_runtime.functions import FunctionSpec, InvocationFaults, InvocationGate, LocalFunction
 from local_runtime.moto_server import EmbeddedMoto

@@ -38,9 +38,9 @@ from aws_lambda_powertools.metrics import MetricUnit
 from adapters.observability import logger, metrics, tracer
 from adapters.partition_reader import DynamoPartitionReader, Page, PageRequest, PartitionReader, StoredReading
 from adapters.secret_reader import read_secret
-from adapters.settings import CommonSettings, SettingsError
-from adapters.shard_map_source import CachedShardMap, ShardMapSource, StaticShardMap
-from adapters.shard_map_store import ShardMapStore
+from adapters.settings import SettingsError
+from adapters.shard_map_source import ShardMapSource
+from adapters.shard_map_store import shard_map_source
 from keydesign import Layout, PartitionQuery, QueryPlan, ShardMap, format_ts, parse_timestamp, read_units
 from query.aggregate import SeriesBuilder
 from query.cursor import CursorCodec, CursorError, binding
@@ -108,22 +108,6 @@ class CursorKey:
             return self._key
 
 
-def shard_map_source(common: CommonSettings) -> ShardMapSource:
-    """The shard map readers plan with: the store in ``CONTROL_TABLE`` read through
-    a cache of ``SHARD_MAP_CACHE_TTL`` (a reader never bootstraps it: until a
-    writer stores one, the map is the initial ``SHARDS``, which is what the
-    writer would store), or, without a control table, the static initial map."""
-    initial = ShardMap.initial(common.layout.bucket, common.shards)
-    if common.control_table is None:
-        return StaticShardMap(initial)
-    store = ShardMapStore.from_settings(common)
-
-    def load() -> ShardMap:
-        return store.peek() or initial
-
-    return CachedShardMap(load, common.shard_map_cache_ttl_ms)
-
-
 class QueryService:
     """Answers the four reads. Every public method takes checked, typed values
     (``query.params`` parses the client's strings into them at the route)."""
@@ -153,7 +137,7 @@ class QueryService:
         common = settings.common
         return cls(
             layout=common.layout,
-            shard_maps=shard_map_source(common),
+            shard_maps=shard_map_source(common, bootstrap=False),
             reader=DynamoPartitionReader(pool=max(32, settings.limits.concurrency)),
             cursors=CursorCodec(CursorKey(settings.cursor_secret)),
             limits=settings.limits,

@@ -32,7 +32,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from contextlib import ExitStack
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TextIO
@@ -133,20 +133,11 @@ class Endpoints:
     functions: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "region": self.region,
-            "endpoint_url": self.endpoint_url,
-            "stream_name": self.stream_name,
-            "stream_arn": self.stream_arn,
-            "readings_tables": list(self.readings_tables),
-            "control_table": self.control_table,
-            "rejects_queue_url": self.rejects_queue_url,
-            "ingest_failures_queue_url": self.ingest_failures_queue_url,
-            "alarm_topic_arn": self.alarm_topic_arn,
-            "api_url": self.api_url,
-            "hotkeys_failures_queue_url": self.hotkeys_failures_queue_url,
-            "functions": list(self.functions),
-        }
+        return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
+
+
+def _plain(value: object) -> object:
+    return list(value) if isinstance(value, tuple) else value
 
 
 class LocalSystem:
@@ -536,7 +527,7 @@ class LocalSystem:
         )
         function = self.load_function(spec)
         window = options.batching_window_s
-        mapping_config = MappingConfig.for_ingest(
+        mapping_config = MappingConfig.for_stream(
             self.config.ingest,
             poll_interval_s=options.poll_interval_s,
             **({"batching_window_s": window} if window is not None else {}),
@@ -605,7 +596,7 @@ class LocalSystem:
         if follow_tables:
             self.consume_table_streams(
                 function,
-                MappingConfig.for_hot_keys(self.config.hot_keys, poll_interval_s=self.options.poll_interval_s),
+                MappingConfig.for_stream(self.config.hot_keys, poll_interval_s=self.options.poll_interval_s),
                 destination=SqsDestination(self.client("sqs"), self.resources.hotkeys_failures_queue_url),
             )
 

@@ -523,7 +523,7 @@ class LocalSystem:
             timeout_s=options.ingest_timeout_s,
             memory_mb=options.ingest_memory_mb,
             configure=self._configure_ingest if options.faults.writes is not None or self._ingest_clock() else None,
-            close=_close_ingestor,
+            close=_close_attribute("INGESTOR"),
         )
         function = self.load_function(spec)
         window = options.batching_window_s
@@ -645,14 +645,8 @@ class LocalSystem:
         return SqsDestination(self.client("sqs"), url) if url else None
 
 
-def _close_ingestor(module: ModuleType) -> None:
-    ingestor = getattr(module, "INGESTOR", None)
-    if ingestor is not None:
-        ingestor.close()
-
-
 def _close_attribute(name: str) -> Callable[[ModuleType], None]:
-    """A ``close`` hook that closes the module-level object ``name`` (a handler's monitor)."""
+    """A ``close`` hook that closes the module-level object ``name`` (a handler's ingestor or monitor)."""
 
     def close(module: ModuleType) -> None:
         target = getattr(module, name, None)

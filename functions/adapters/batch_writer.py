@@ -91,14 +91,6 @@ def serialize_item(item: Mapping[str, object]) -> LowLevelItem:
     return _map(item)
 
 
-def attribute_value(value: object, path: str = "value") -> AttributeValue:
-    """One value in low-level form: str, bool, int, float, Decimal, None, maps and lists."""
-    try:
-        return _value(value)
-    except UnstorableValue as exc:
-        raise UnstorableValue(_join(path, exc.path), exc.reason) from None
-
-
 def _join(parent: str, child: str) -> str:
     if not child:
         return parent

@@ -70,11 +70,6 @@ def sqs_text(text: str, limit: int = MAX_ATTRIBUTE_CHARS) -> str:
     return text[:limit]
 
 
-def sqs_accepts(text: str) -> bool:
-    """True when SQS takes every character of ``text``."""
-    return _SQS_REFUSED.search(text) is None
-
-
 # SQS refuses these codes for reasons a retry cannot fix.
 _PERMANENT_CODES = frozenset(
     {

@@ -61,9 +61,6 @@ class Deadline:
     def never(cls, clock: Clock = time.monotonic) -> Deadline:
         return cls(float("inf"), clock)
 
-    def remaining_s(self) -> float:
-        return max(0.0, self.at - self.clock())
-
     def expired(self) -> bool:
         return self.clock() >= self.at
 

@@ -35,6 +35,7 @@ from keydesign import Layout, Reading, ShardMap, format_ts, parse_timestamp
 from query.cursor import CursorCodec
 from query.logic import QueryService
 from query.models import ReadingsPage
+from query.params import PageArgs, TimeRange
 from query.settings import QueryLimits
 
 NOW = parse_timestamp("2026-11-22T12:00:00Z")
@@ -111,13 +112,9 @@ def _setup(kind: str, partitions: int) -> tuple[Layout, ShardMap, MemoryReader, 
 
 
 def _read_page(service: QueryService, kind: str) -> ReadingsPage:
-    start, end = format_ts(NOW - HOUR), format_ts(NOW)
+    page_args = PageArgs(TimeRange(NOW - HOUR, NOW), PAGE)
     try:
-        page = (
-            service.entity_readings(entity_id="sensor-1", from_=start, to=end, limit=PAGE)
-            if kind == "random"
-            else service.range_readings(from_=start, to=end, limit=PAGE)
-        )
+        page = service.entity_readings("sensor-1", page_args) if kind == "random" else service.range_readings(page_args)
     finally:
         metrics.clear_metrics()  # no handler here to flush them
     if not isinstance(page, ReadingsPage):  # explain is never asked for here

@@ -33,7 +33,8 @@ from keydesign import Layout, Reading, ShardMap, format_ts, parse_timestamp
 from query.cursor import CursorCodec
 from query.logic import QueryService
 from query.models import ReadingsPage
-from query.settings import QueryLimits
+from query.params import PageArgs, TimeRange
+from query.settings import DEFAULT_LIMIT, QueryLimits
 
 NOW = parse_timestamp("2026-11-22T12:00:00Z")
 HOUR = 3_600_000
@@ -66,12 +67,12 @@ def _page(service: QueryService, case: str, cursor: str | None) -> ReadingsPage:
     days = 1 if case == "range_1d" else 31
     # The one reading is in the last hour: the cross-entity ranges end before it.
     end_ms = NOW if case == "entity_31d" else NOW - HOUR
-    start, end = format_ts(end_ms - days * DAY), format_ts(end_ms)
+    page_args = PageArgs(TimeRange(end_ms - days * DAY, end_ms), DEFAULT_LIMIT, cursor)
     try:
         if case == "entity_31d":
-            page = service.entity_readings(entity_id=ENTITY, from_=start, to=end, cursor=cursor, time_left_ms=28_000)
+            page = service.entity_readings(ENTITY, page_args, time_left_ms=28_000)
         else:
-            page = service.range_readings(from_=start, to=end, cursor=cursor, time_left_ms=28_000)
+            page = service.range_readings(page_args, time_left_ms=28_000)
     finally:
         metrics.clear_metrics()  # no handler here to flush them
     if not isinstance(page, ReadingsPage):

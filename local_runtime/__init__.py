@@ -18,9 +18,12 @@ a speed-up clock runs the rotator. See docs/local.md.
 * :mod:`.api_gateway`            the REST API on loopback
 * :mod:`.scheduler`              schedules and the speed-up clock
 * :mod:`.lambda_mappings`        the rotator's stream mappings, in process
-* :mod:`.faults`                 ``--faults`` parsing
-* :mod:`.demo`                   the demo driver
-* :mod:`.demo_report`            its report, from what was observed
+* :mod:`.faults`                 fault injectors, and ``--faults`` parsing
+* :mod:`.demo`                   the demo driver: options, the steps in order, the CLI
+* :mod:`.demo_scenario`          the story's traffic, and the ledger of what was published
+* :mod:`.demo_accounting`        the system read from outside
+* :mod:`.demo_report`            the checks, from what was observed
+* :mod:`.demo_presentation`      the summary and the pictures
 * :mod:`.query_checks`           queries through HTTP compared with what was published
 * :mod:`.load_chart`             the picture of partition load
 """

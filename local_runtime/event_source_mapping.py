@@ -39,7 +39,7 @@ import time
 import uuid
 from collections import Counter, deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -118,31 +118,15 @@ class MappingConfig:
             raise ValueError("batching_window_s must be >= 0 and poll_interval_s > 0")
 
     @classmethod
-    def for_ingest(cls, ingest: IngestConfig, **overrides: Any) -> MappingConfig:
-        """The ingest function's mapping, from the same settings the stack deploys."""
+    def for_stream(cls, settings: IngestConfig | HotKeysConfig, **overrides: Any) -> MappingConfig:
+        """The ingest function's mapping, or the hot-key function's on a readings table's stream,
+        from the same settings the stack deploys (bisect, partial batch responses and the trim
+        horizon are the defaults above, as in ``infra/ingestion.py`` and ``infra/hot_keys.py``)."""
         base = cls(
-            batch_size=ingest.batch_size,
-            batching_window_s=float(ingest.batching_window_s),
-            max_retries=ingest.max_retries,
-            max_record_age_s=ingest.max_record_age_s,
-            bisect_on_error=True,
-            report_batch_item_failures=True,
-            starting_position=StartingPosition.TRIM_HORIZON,
-        )
-        return replace(base, **overrides)
-
-    @classmethod
-    def for_hot_keys(cls, hot_keys: HotKeysConfig, **overrides: Any) -> MappingConfig:
-        """The hot-key function's mapping on a readings table's stream, from the settings the stack
-        deploys (``infra/hot_keys.py``; the rotator gives per-period tables the same)."""
-        base = cls(
-            batch_size=hot_keys.batch_size,
-            batching_window_s=float(hot_keys.batching_window_s),
-            max_retries=hot_keys.max_retries,
-            max_record_age_s=hot_keys.max_record_age_s,
-            bisect_on_error=True,
-            report_batch_item_failures=True,
-            starting_position=StartingPosition.TRIM_HORIZON,
+            batch_size=settings.batch_size,
+            batching_window_s=float(settings.batching_window_s),
+            max_retries=settings.max_retries,
+            max_record_age_s=settings.max_record_age_s,
         )
         return replace(base, **overrides)
 
@@ -178,20 +162,8 @@ class MappingStats:
     max_behind_ms: int = 0
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "invocations": self.invocations,
-            "function_errors": self.function_errors,
-            "partial_failures": self.partial_failures,
-            "complete_failures": self.complete_failures,
-            "bisections": self.bisections,
-            "retries": self.retries,
-            "records_received": self.records_received,
-            "records_succeeded": self.records_succeeded,
-            "records_skipped": self.records_skipped,
-            "skipped_by_condition": dict(self.skipped_by_condition),
-            "destination_errors": self.destination_errors,
-            "read_errors": self.read_errors,
-            "max_behind_ms": self.max_behind_ms,
+        return {f.name: getattr(self, f.name) for f in fields(self)} | {
+            "skipped_by_condition": dict(self.skipped_by_condition)
         }
 
 

@@ -32,7 +32,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from contextlib import ExitStack
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TextIO
@@ -41,12 +41,11 @@ import boto3
 from botocore.config import Config
 
 from adapters.clients import reset_clients
-from adapters.faults import FaultInjectingDynamoDB
 from infra.config import AppConfig, FunctionWiring, LambdaFunction
 from local_runtime.api_gateway import RestApi
 from local_runtime.environment import assert_loopback, aws_environment, patched_environ
 from local_runtime.event_source_mapping import EventSourceMapping, FailureDestination, MappingConfig, SqsDestination
-from local_runtime.faults import LocalFaults
+from local_runtime.faults import FaultInjectingDynamoDB, LocalFaults
 from local_runtime.function_logs import FunctionLogRouter
 from local_runtime.functions import FunctionSpec, InvocationFaults, InvocationGate, LocalFunction
 from local_runtime.moto_server import EmbeddedMoto
@@ -134,20 +133,11 @@ class Endpoints:
     functions: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "region": self.region,
-            "endpoint_url": self.endpoint_url,
-            "stream_name": self.stream_name,
-            "stream_arn": self.stream_arn,
-            "readings_tables": list(self.readings_tables),
-            "control_table": self.control_table,
-            "rejects_queue_url": self.rejects_queue_url,
-            "ingest_failures_queue_url": self.ingest_failures_queue_url,
-            "alarm_topic_arn": self.alarm_topic_arn,
-            "api_url": self.api_url,
-            "hotkeys_failures_queue_url": self.hotkeys_failures_queue_url,
-            "functions": list(self.functions),
-        }
+        return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
+
+
+def _plain(value: object) -> object:
+    return list(value) if isinstance(value, tuple) else value
 
 
 class LocalSystem:
@@ -533,11 +523,11 @@ class LocalSystem:
             timeout_s=options.ingest_timeout_s,
             memory_mb=options.ingest_memory_mb,
             configure=self._configure_ingest if options.faults.writes is not None or self._ingest_clock() else None,
-            close=_close_ingestor,
+            close=_close_attribute("INGESTOR"),
         )
         function = self.load_function(spec)
         window = options.batching_window_s
-        mapping_config = MappingConfig.for_ingest(
+        mapping_config = MappingConfig.for_stream(
             self.config.ingest,
             poll_interval_s=options.poll_interval_s,
             **({"batching_window_s": window} if window is not None else {}),
@@ -606,7 +596,7 @@ class LocalSystem:
         if follow_tables:
             self.consume_table_streams(
                 function,
-                MappingConfig.for_hot_keys(self.config.hot_keys, poll_interval_s=self.options.poll_interval_s),
+                MappingConfig.for_stream(self.config.hot_keys, poll_interval_s=self.options.poll_interval_s),
                 destination=SqsDestination(self.client("sqs"), self.resources.hotkeys_failures_queue_url),
             )
 
@@ -655,14 +645,8 @@ class LocalSystem:
         return SqsDestination(self.client("sqs"), url) if url else None
 
 
-def _close_ingestor(module: ModuleType) -> None:
-    ingestor = getattr(module, "INGESTOR", None)
-    if ingestor is not None:
-        ingestor.close()
-
-
 def _close_attribute(name: str) -> Callable[[ModuleType], None]:
-    """A ``close`` hook that closes the module-level object ``name`` (a handler's monitor)."""
+    """A ``close`` hook that closes the module-level object ``name`` (a handler's ingestor or monitor)."""
 
     def close(module: ModuleType) -> None:
         target = getattr(module, name, None)

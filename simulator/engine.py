@@ -45,7 +45,7 @@ from keydesign import (
     write_units,
 )
 from keydesign.capacity import PARTITION_WCU
-from keydesign.layouts import LAYOUTS, LayoutKind
+from keydesign.layouts import CAPABILITIES, LAYOUTS, LayoutKind
 from keydesign.shardmap import MAX_ENTITY_SHARDS, MAX_GLOBAL_SHARDS
 
 from .adaptive import AdaptiveSettings, DetectorDriver, MapChange
@@ -108,13 +108,14 @@ def parse_layout_spec(text: str, *, hybrid_shards: int, suffixes: int) -> Layout
     if name not in kinds:
         raise InvalidInput("layouts", f"{name!r} is not one of {', '.join(kinds)} (with an optional :N)")
     kind: LayoutKind = "hybrid" if name == "adaptive" else next(k for k in LAYOUTS if k == name)
-    limit = MAX_GLOBAL_SHARDS if kind == "hybrid" else MAX_ENTITY_SHARDS
+    shared = CAPABILITIES[kind].shared_partitions
+    limit = MAX_GLOBAL_SHARDS if shared else MAX_ENTITY_SHARDS
     if sep:
         if not count.isdigit() or not 1 <= int(count) <= limit:
             raise InvalidInput("layouts", f"{text!r}: the count must be a whole number from 1 to {limit}")
         shards = int(count)
     else:
-        shards = hybrid_shards if kind == "hybrid" else suffixes
+        shards = hybrid_shards if shared else suffixes
     return LayoutSpec(kind, min(shards, limit), adaptive=name == "adaptive")
 
 
@@ -567,7 +568,7 @@ class Simulation:
         return step
 
     def _keys_estimate(self, spec: LayoutSpec) -> int:
-        if spec.kind == "hybrid":
+        if CAPABILITIES[spec.kind].shared_partitions:
             return spec.shards + 64 * max(1, len(self.workload.hot))  # base keys and a few splits
         return self.workload.entities * spec.shards
 

@@ -250,7 +250,7 @@ def stored_item_bytes(reading: Reading, bucket: str) -> dict[str, int]:
     for kind in LAYOUTS:
         layout = Layout.from_settings(kind=kind, bucket=bucket, table_prefix="readings")
         shard_map = ShardMap.initial(layout.bucket, 1)
-        if kind == "hybrid":
+        if layout.can.shared_partitions:
             boundary = layout.bucket.start(reading.ts_ms)
             shard_map = shard_map.with_entity(reading.entity_id, 2, boundary, now_ms=boundary - 1)
         sizes[kind] = item_size(build_item(reading, layout.key_for(reading, shard_map, random.Random(0))))

@@ -17,7 +17,7 @@ What boto3's own ``batch_writer`` does not do, and this does:
 
 Data access is behind :class:`BatchWriteApi`, the one method of the boto3
 DynamoDB client this module calls: the real client satisfies it, tests pass a
-fake, and :mod:`adapters.faults` wraps either one to inject throttling and
+fake, and :mod:`local_runtime.faults` wraps either one to inject throttling and
 unprocessed items (which moto never produces).
 
 Items are given in DynamoDB's low-level form (``{"S": ...}``); build them with
@@ -32,7 +32,6 @@ as a per-item :class:`UnstorableValue` instead of failing a whole call.
 from __future__ import annotations
 
 import random
-import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -44,7 +43,7 @@ from botocore.exceptions import ClientError, HTTPClientError
 from botocore.exceptions import ConnectionError as BotoConnectionError
 
 from adapters.observability import logger
-from adapters.retry import Backoff, Clock, Deadline, Sleep
+from adapters.retry import Backoff, Clock, Deadline, RetryLoop, Sleep
 
 MAX_BATCH_ITEMS = 25
 MAX_NUMBER_DIGITS = 38
@@ -90,14 +89,6 @@ class UnstorableValue(ValueError):  # noqa: N818 - reads as the condition
 def serialize_item(item: Mapping[str, object]) -> LowLevelItem:
     """The low-level DynamoDB form of a plain-Python item."""
     return _map(item)
-
-
-def attribute_value(value: object, path: str = "value") -> AttributeValue:
-    """One value in low-level form: str, bool, int, float, Decimal, None, maps and lists."""
-    try:
-        return _value(value)
-    except UnstorableValue as exc:
-        raise UnstorableValue(_join(path, exc.path), exc.reason) from None
 
 
 def _join(parent: str, child: str) -> str:
@@ -258,11 +249,8 @@ class BatchWriter:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
         self._api = api
-        self._backoff = backoff or Backoff()
         self._clock = clock
-        self._sleep = sleep
-        self._rng = rng or random.Random()
-        self._rng_lock = threading.Lock()
+        self._retry = RetryLoop(backoff or Backoff(), sleep=sleep, rng=rng)
         self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="batch-write")
         self.concurrency = concurrency
 
@@ -282,34 +270,16 @@ class BatchWriter:
 
     # -- one chunk -------------------------------------------------------------
 
-    def _jitter(self, attempt: int) -> float:
-        with self._rng_lock:
-            return self._backoff.delay_s(attempt, self._rng)
-
     def _write_chunk(self, writes: Sequence[PendingWrite], chunk: list[int], deadline: Deadline) -> WriteReport:
         report = WriteReport()
-        pending = list(chunk)
-        attempt = 0
-        why = ""
-        while pending and self._take_turn(attempt, why, pending, deadline, report):
-            attempt += 1
-            pending, why = self._call(writes, pending, attempt, deadline, report)
+        report.items_retried += self._retry.run(
+            list(chunk),
+            lambda pending, attempt: self._call(writes, pending, attempt, deadline, report),
+            deadline,
+            lambda pending, why: _give_up(report, pending, why),
+            unstarted="not attempted",
+        )
         return report
-
-    def _take_turn(self, attempt: int, why: str, pending: list[int], deadline: Deadline, report: WriteReport) -> bool:
-        """Wait out the backoff before retry ``attempt``; False (items handed back) when time is up."""
-        if attempt == 0:
-            if deadline.expired():
-                _give_up(report, pending, "not attempted because the invocation's time budget ran out")
-                return False
-            return True
-        delay = self._jitter(attempt)
-        if not deadline.allows_sleep(delay):
-            _give_up(report, pending, f"{why}; not retried because the invocation's time budget ran out")
-            return False
-        self._sleep(delay)
-        report.items_retried += len(pending)
-        return True
 
     def _call(
         self, writes: Sequence[PendingWrite], pending: list[int], attempt: int, deadline: Deadline, report: WriteReport

@@ -33,7 +33,6 @@ import hashlib
 import json
 import random
 import re
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -44,7 +43,7 @@ from botocore.exceptions import ClientError, HTTPClientError
 from botocore.exceptions import ConnectionError as BotoConnectionError
 
 from adapters.observability import logger
-from adapters.retry import Backoff, Clock, Deadline, Sleep
+from adapters.retry import Backoff, Deadline, RetryLoop, Sleep
 from keydesign import format_ts
 
 MAX_BATCH_ENTRIES = 10
@@ -69,11 +68,6 @@ def sqs_text(text: str, limit: int = MAX_ATTRIBUTE_CHARS) -> str:
     if not text.isascii() or not text.isprintable():
         text = _SQS_REFUSED.sub(lambda found: f"\\u{ord(found.group()):04x}", text)
     return text[:limit]
-
-
-def sqs_accepts(text: str) -> bool:
-    """True when SQS takes every character of ``text``."""
-    return _SQS_REFUSED.search(text) is None
 
 
 # SQS refuses these codes for reasons a retry cannot fix.
@@ -199,7 +193,6 @@ class RejectsPublisher:
         max_attempts: int = 5,
         concurrency: int = 4,
         backoff: Backoff | None = None,
-        clock: Clock = time.monotonic,
         sleep: Sleep = time.sleep,
         rng: random.Random | None = None,
         wall_clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
@@ -210,12 +203,9 @@ class RejectsPublisher:
         self._queue_url = queue_url
         self._fifo = queue_url.endswith(".fifo")
         self._payload_limit = payload_limit
-        self._max_attempts = max(1, max_attempts)
-        self._backoff = backoff or Backoff(base_ms=100, max_delay_ms=2_000)
-        self._clock = clock
-        self._sleep = sleep
-        self._rng = rng or random.Random()
-        self._rng_lock = threading.Lock()
+        self._retry = RetryLoop(
+            backoff or Backoff(base_ms=100, max_delay_ms=2_000), sleep=sleep, rng=rng, max_attempts=max(1, max_attempts)
+        )
         self._wall_clock_ms = wall_clock_ms
         self._pool = ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="rejects")
 
@@ -255,43 +245,16 @@ class RejectsPublisher:
             entry["MessageDeduplicationId"] = hashlib.sha256(reject.reject_id.encode()).hexdigest()
         return entry
 
-    def _delay(self, attempt: int) -> float:
-        with self._rng_lock:
-            return self._backoff.delay_s(attempt, self._rng)
-
     def _send_batch(self, batch: list[_Entry], deadline: Deadline) -> RejectsReport:
         report = RejectsReport()
-        pending = batch
-        why = ""
-        attempt = 0
-        while pending and self._take_turn(attempt, why, pending, deadline, report):
-            attempt += 1
-            pending, why = self._call(pending, report)
+        report.retried += self._retry.run(
+            batch,
+            lambda pending, _attempt: self._call(pending, report),
+            deadline,
+            lambda pending, why: _unsent(report, pending, why),
+            unstarted="not sent",
+        )
         return report
-
-    def _take_turn(
-        self,
-        attempt: int,
-        why: str,
-        pending: list[_Entry],
-        deadline: Deadline,
-        report: RejectsReport,
-    ) -> bool:
-        if attempt >= self._max_attempts:
-            _unsent(report, pending, f"{why}; gave up after {attempt} attempts")
-            return False
-        if attempt == 0:
-            if deadline.expired():
-                _unsent(report, pending, "not sent because the invocation's time budget ran out")
-                return False
-            return True
-        delay = self._delay(attempt)
-        if not deadline.allows_sleep(delay):
-            _unsent(report, pending, f"{why}; not retried because the invocation's time budget ran out")
-            return False
-        self._sleep(delay)
-        report.retried += len(pending)
-        return True
 
     def _call(self, pending: list[_Entry], report: RejectsReport) -> tuple[list[_Entry], str]:
         """One SendMessageBatch; returns the entries left to retry, and why."""

@@ -7,18 +7,22 @@ many concurrent writers instead of having them collide again in lock-step.
 A :class:`Deadline` turns a Lambda's remaining time into a point on a clock
 that workers compare against before every call and every sleep: a retry that
 would start too late to finish is not started, its items are handed back to
-the caller instead (who reports them for redelivery).
+the caller instead (who reports them for redelivery). :class:`RetryLoop` is the
+one loop the batch writer and the rejects publisher both run.
 """
 
 from __future__ import annotations
 
 import random
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 Clock = Callable[[], float]
 Sleep = Callable[[float], None]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,12 +61,63 @@ class Deadline:
     def never(cls, clock: Clock = time.monotonic) -> Deadline:
         return cls(float("inf"), clock)
 
-    def remaining_s(self) -> float:
-        return max(0.0, self.at - self.clock())
-
     def expired(self) -> bool:
         return self.clock() >= self.at
 
     def allows_sleep(self, seconds: float) -> bool:
         """True when sleeping ``seconds`` still leaves time before the deadline."""
         return self.clock() + seconds < self.at
+
+
+class RetryLoop:
+    """Call, back off with full jitter, call again with what is left: until nothing
+    is left, the deadline would pass, or ``max_attempts`` calls were made.
+    Thread-safe: one per writer, shared by its worker threads."""
+
+    def __init__(
+        self,
+        backoff: Backoff,
+        *,
+        sleep: Sleep = time.sleep,
+        rng: random.Random | None = None,
+        max_attempts: int | None = None,
+    ) -> None:
+        self._backoff = backoff
+        self._sleep = sleep
+        self._rng = rng or random.Random()
+        self._lock = threading.Lock()
+        self._max_attempts = max_attempts
+
+    def run(
+        self,
+        pending: list[T],
+        call: Callable[[list[T], int], tuple[list[T], str]],
+        deadline: Deadline,
+        give_up: Callable[[list[T], str], None],
+        *,
+        unstarted: str,
+    ) -> int:
+        """``call(pending, attempt)`` (attempts from 1) returns the items to retry and why.
+        Items left when time or attempts run out go to ``give_up`` with the reason
+        (``unstarted`` says what the first call would have done). Returns how many
+        items were retried."""
+        retried = attempt = 0
+        why = ""
+        while pending:
+            if self._max_attempts is not None and attempt >= self._max_attempts:
+                give_up(pending, f"{why}; gave up after {attempt} attempts")
+                break
+            if attempt == 0 and deadline.expired():
+                give_up(pending, f"{unstarted} because the invocation's time budget ran out")
+                break
+            if attempt > 0:
+                with self._lock:
+                    delay = self._backoff.delay_s(attempt, self._rng)
+                if not deadline.allows_sleep(delay):
+                    give_up(pending, f"{why}; not retried because the invocation's time budget ran out")
+                    break
+                self._sleep(delay)
+                retried += len(pending)
+            attempt += 1
+            pending, why = call(pending, attempt)
+        return retried

@@ -29,9 +29,8 @@ again and re-apply, with jittered backoff, up to ``max_attempts`` times. Two
 detectors racing therefore leave one map containing both of their changes,
 each judged against the other's.
 
-Callers: the hot-key Lambda (load and apply); the ingest and query Lambdas
-read through ``adapters.shard_map_source.CachedShardMap(store.load, ttl)``
-(a read-only caller passes ``lambda: store.load(bootstrap=False)``).
+Callers: the hot-key Lambda (load and apply); every Lambda reads through
+:func:`shard_map_source`, the one place a function's shard-map source is built.
 """
 
 from __future__ import annotations
@@ -48,6 +47,7 @@ from botocore.exceptions import ClientError
 from adapters.clients import client
 from adapters.observability import logger
 from adapters.settings import CommonSettings, SettingsError
+from adapters.shard_map_source import CachedShardMap, ShardMapSource, StaticShardMap
 from keydesign import ConfigError, ShardMap, format_ts
 from keydesign.shardmap import Change
 
@@ -284,3 +284,27 @@ def _same(a: ShardMap, b: ShardMap) -> bool:
 
 def _code(exc: ClientError) -> str:
     return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+def shard_map_source(
+    common: CommonSettings,
+    *,
+    bootstrap: bool,
+    store: ShardMapStore | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> ShardMapSource:
+    """The shard map a function writes or plans with: the store in ``CONTROL_TABLE``
+    read through a cache no older than ``SHARD_MAP_CACHE_TTL``, or, without a
+    control table, the static initial map (``SHARDS``).
+
+    Writers ``bootstrap``: when the table holds no map yet they store the
+    initial one, so the first writer and the first detector agree on it. A
+    reader never writes: until a writer stores a map, it plans with the
+    initial one, which is what the writer would store. A failed refresh after
+    the cache expires raises (the batch or request fails): writing with a map
+    that may be stale could put a split entity where readers do not look.
+    """
+    if common.control_table is None:
+        return StaticShardMap(ShardMap.initial(common.layout.bucket, common.shards))
+    source = store if store is not None else ShardMapStore.from_settings(common)
+    return CachedShardMap(lambda: source.load(bootstrap=bootstrap), common.shard_map_cache_ttl_ms, clock=clock)

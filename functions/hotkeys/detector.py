@@ -41,7 +41,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from keydesign import ConfigError, ShardMap, shards_for, write_units
+from keydesign import CAPABILITIES, ConfigError, ShardMap, shards_for, write_units
 from keydesign.capacity import PARTITION_WCU
 from keydesign.items import MAX_ITEM_BYTES
 from keydesign.layouts import LayoutKind
@@ -333,7 +333,7 @@ def entity_count_at(shard_map: ShardMap, entity: str, ts_ms: int, layout_kind: L
     own = shard_map.entity_shards_at(entity, ts_ms)
     if own is not None:
         return own
-    return 1 if layout_kind == "hybrid" else shard_map.global_shards_at(ts_ms)
+    return 1 if CAPABILITIES[layout_kind].shared_partitions else shard_map.global_shards_at(ts_ms)
 
 
 def entity_target(shard_map: ShardMap, entity: str, layout_kind: LayoutKind) -> int:
@@ -341,7 +341,7 @@ def entity_target(shard_map: ShardMap, entity: str, layout_kind: LayoutKind) -> 
     history = shard_map.entity_history.get(entity)
     if history:
         return history[-1].shards
-    return 1 if layout_kind == "hybrid" else shard_map.global_history[-1].shards
+    return 1 if CAPABILITIES[layout_kind].shared_partitions else shard_map.global_history[-1].shards
 
 
 def _effective(history: Sequence[Change] | None, change_from_ms: int) -> int:
@@ -382,7 +382,7 @@ def decide(
     hot_set = {e for e, _ in hot_entities}
     hot_keys, crowd = _hot_keys(load, hot_set, config.split_threshold_wcu)
     global_change: GlobalChange | None = None
-    if crowd is not None and layout_kind == "hybrid":
+    if crowd is not None and CAPABILITIES[layout_kind].shared_partitions:
         n_now = shard_map.global_shards_at(load.start_ms)
         n_target = shard_map.global_history[-1].shards
         needed = min(MAX_GLOBAL_SHARDS, math.ceil(n_now * crowd[1] / config.budget_wcu - 1e-9))
@@ -491,7 +491,7 @@ def _scale_downs(
     span = _contiguous(load, history, config.scale_down_windows)
     if span is None:
         return []
-    floor = 1 if layout_kind == "hybrid" else shard_map.global_history[-1].shards
+    floor = 1 if CAPABILITIES[layout_kind].shared_partitions else shard_map.global_history[-1].shards
     changes: list[EntityChange] = []
     for entity, entity_history in sorted(shard_map.entity_history.items()):
         if entity in busy:

@@ -42,8 +42,8 @@ from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import 
 
 from adapters.clients import client
 from adapters.observability import NAMESPACE, logger, metrics, tracer
-from adapters.shard_map_source import CachedShardMap, ShardMapSource
-from adapters.shard_map_store import Applied, ShardMapStore
+from adapters.shard_map_source import ShardMapSource
+from adapters.shard_map_store import Applied, ShardMapStore, shard_map_source
 from hotkeys.alerts import Alert, AlertPublisher
 from hotkeys.control_table import ControlTable, entity_counter, key_counter
 from hotkeys.detector import (
@@ -199,7 +199,7 @@ class HotKeyMonitor:
             config=settings.detector,
             control=control,
             store=store,
-            shard_maps=CachedShardMap(store.load, common.shard_map_cache_ttl_ms, clock=cache_clock),
+            shard_maps=shard_map_source(common, bootstrap=True, store=store, clock=cache_clock),
             alerts=alerts,
             cache_ttl_ms=common.shard_map_cache_ttl_ms,
             change_margin_ms=settings.change_margin_ms,

@@ -40,8 +40,8 @@ from adapters.kinesis_records import sequence_number_of, shard_id_of
 from adapters.observability import logger, metrics, tracer
 from adapters.rejects import Reject, RejectsPublisher, RejectsReport, SendMessageBatchApi
 from adapters.retry import Backoff, Clock, Deadline, Sleep
-from adapters.shard_map_source import CachedShardMap, ShardMapSource, StaticShardMap
-from adapters.shard_map_store import ShardMapStore
+from adapters.shard_map_source import ShardMapSource
+from adapters.shard_map_store import shard_map_source
 from ingest.decoding import Candidate, DecodedRecord, decode_record
 from ingest.settings import IngestSettings
 from keydesign import InvalidInput, Layout, Reading, ShardMap, build_item, item_size, ttl_for
@@ -202,12 +202,11 @@ class Ingestor:
             settings.rejects_queue_url,
             payload_limit=settings.reject_payload_bytes,
             concurrency=settings.reject_concurrency,
-            clock=clock,
             sleep=sleep,
         )
         return cls(
             layout=common.layout,
-            shard_maps=shard_map_source(settings),
+            shard_maps=shard_map_source(settings.common, bootstrap=True),
             writer=writer,
             rejects=rejects,
             retention_ms=common.retention_ms,
@@ -457,20 +456,3 @@ def _emit(outcome: BatchOutcome) -> None:
             },
         )
     logger.info("batch ingested", extra=summary)
-
-
-def shard_map_source(settings: IngestSettings) -> ShardMapSource:
-    """The shard map the writers use: the control table's, read through a cache
-    no older than SHARD_MAP_CACHE_TTL, or the static map (SHARDS) without one.
-
-    The store bootstraps the map from SHARDS when the table holds none yet, so
-    the first writer and the first detector agree on it. A failed refresh after
-    the cache expires fails the batch (it is redelivered): writing with a map
-    that may be stale could put a split entity where readers do not look.
-    """
-    common = settings.common
-    if common.control_table is None:
-        return StaticShardMap(ShardMap.initial(common.layout.bucket, common.shards))
-    # The store's own client keeps standard retries; the writer's makes one attempt per call.
-    store = ShardMapStore.from_settings(common, dynamodb=client("dynamodb"))
-    return CachedShardMap(store.load, common.shard_map_cache_ttl_ms)

@@ -19,13 +19,14 @@ from .capacity import CapacityPlan, Prices, Workload, plan_capacity, shards_for
 from .errors import ConfigError, InvalidInput, KeyDesignError
 from .hashing import shard_of, stable_hash
 from .items import build_item, item_size, read_units, ttl_for, write_units
-from .layouts import LAYOUTS, ItemKey, Layout, PartitionQuery, QueryPlan
+from .layouts import CAPABILITIES, LAYOUTS, ItemKey, Layout, LayoutCapabilities, PartitionQuery, QueryPlan
 from .model import Reading, shown_name, validate_entity_id, validate_event_id
 from .periods import Bucket, TablePeriod, parse_duration
 from .shardmap import Change, ShardMap, earliest_change_boundary
 from .timefmt import format_ts, parse_timestamp
 
 __all__ = [
+    "CAPABILITIES",
     "LAYOUTS",
     "Bucket",
     "CapacityPlan",
@@ -35,6 +36,7 @@ __all__ = [
     "ItemKey",
     "KeyDesignError",
     "Layout",
+    "LayoutCapabilities",
     "PartitionQuery",
     "Prices",
     "QueryPlan",

@@ -38,6 +38,41 @@ _TABLE_PREFIX_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTU
 
 
 @dataclass(frozen=True, slots=True)
+class LayoutCapabilities:
+    """What a layout can do: callers ask this rather than compare layout names.
+
+    ``shared_partitions``: entities share N base partitions keyed by shard and
+    time bucket (an entity without its own count writes to one of them), so
+    every reading of a bucket is in N known partitions: cross-entity range
+    reads are Queries, and a crowded base key calls for a larger global N.
+    Otherwise the partition key holds the entity, which writes to its own n
+    (the global N unless it has its own count) and has no time bucket.
+    ``dedupe``: a redelivered reading can land in another partition (random
+    suffix), so reads drop copies by sort key.
+    """
+
+    shared_partitions: bool
+    dedupe: bool
+
+    @property
+    def range_reads(self) -> bool:
+        """Reads of every entity in a time range are possible without a Scan."""
+        return self.shared_partitions
+
+    @property
+    def time_buckets(self) -> bool:
+        """Partition keys hold a time bucket."""
+        return self.shared_partitions
+
+
+CAPABILITIES: dict[LayoutKind, LayoutCapabilities] = {
+    "random": LayoutCapabilities(shared_partitions=False, dedupe=True),
+    "calculated": LayoutCapabilities(shared_partitions=False, dedupe=False),
+    "hybrid": LayoutCapabilities(shared_partitions=True, dedupe=False),
+}
+
+
+@dataclass(frozen=True, slots=True)
 class ItemKey:
     """Where one reading is stored."""
 
@@ -100,6 +135,11 @@ class Layout:
         _check_table_prefix(table_prefix, period)
         return cls(kind, parsed_bucket, table_prefix, period)
 
+    @property
+    def can(self) -> LayoutCapabilities:
+        """What this layout supports (range reads, dedupe, time buckets...)."""
+        return CAPABILITIES[self.kind]
+
     # -- tables ---------------------------------------------------------------
 
     def table_for(self, ts_ms: int) -> str:
@@ -125,7 +165,7 @@ class Layout:
         ts = reading.ts_ms
         table = self.table_for(ts)
         stamp = format_ts(ts)
-        if self.kind == "hybrid":
+        if self.can.shared_partitions:
             base = shard_of(reading.entity_id, shard_map.global_shards_at(ts))
             label = self.bucket.label(self.bucket.start(ts))
             subs = shard_map.entity_shards_at(reading.entity_id, ts) or 1
@@ -153,7 +193,7 @@ class Layout:
         parts: list[PartitionQuery] = []
         for seg_from, seg_to in self._segments(entity_id, from_ms, to_ms, shard_map):
             table = self.table_for(seg_from)
-            if self.kind == "hybrid":
+            if self.can.shared_partitions:
                 low = f"{entity_id}#{format_ts(seg_from)}"
                 high = f"{entity_id}#{format_ts(seg_to - 1)}#{SK_HIGH}"
                 for pk in self._hybrid_pks(entity_id, seg_from, shard_map):
@@ -162,9 +202,9 @@ class Layout:
                 low, high = format_ts(seg_from), f"{format_ts(seg_to - 1)}#{SK_HIGH}"
                 for suffix in range(self._suffix_count(shard_map, entity_id, seg_from)):
                     parts.append(PartitionQuery(table, f"{entity_id}#{suffix}", low, high, seg_from, seg_to))
-        if self.kind != "hybrid":
+        if not self.can.time_buckets:
             parts = _merge_adjacent(parts)
-        return QueryPlan(tuple(parts), entity_id, from_ms, to_ms, dedupe=self.kind == "random")
+        return QueryPlan(tuple(parts), entity_id, from_ms, to_ms, dedupe=self.can.dedupe)
 
     def plan_range(self, from_ms: int, to_ms: int, shard_map: ShardMap) -> QueryPlan:
         """Every partition of every bucket in ``[from_ms, to_ms)``: a cross-entity read.
@@ -172,7 +212,7 @@ class Layout:
         Only the hybrid layout can answer this with queries; the other layouts
         put the entity in the partition key, so finding all entities is a Scan.
         """
-        if self.kind != "hybrid":
+        if not self.can.range_reads:
             raise InvalidInput(
                 "layout", f"cross-entity range reads need the hybrid layout; the {self.kind} layout has no time buckets"
             )
@@ -203,7 +243,7 @@ class Layout:
         """Split the range where the partitions can change: at buckets (hybrid),
         at shard-map changes, and at table periods."""
         cuts = {from_ms, to_ms, *shard_map.change_points(entity_id, from_ms, to_ms)}
-        if self.kind == "hybrid":
+        if self.can.time_buckets:
             cuts.update(s for s in self.bucket.starts(from_ms, to_ms) if s > from_ms)
         if self.table_period is not None:
             cuts.update(s for s in self.table_period.starts(from_ms, to_ms) if s > from_ms)
@@ -232,7 +272,7 @@ class KeyParts:
 
 def parse_keys(pk: str, sk: str, layout_kind: LayoutKind) -> KeyParts | None:
     """The entity of a readings-table key, and whether its partition key is shared; None if not ours."""
-    if layout_kind == "hybrid":
+    if CAPABILITIES[layout_kind].shared_partitions:
         pk_match, sk_match = _HYBRID_PK.match(pk), _HYBRID_SK.match(sk)
         if pk_match is None or sk_match is None:
             return None
@@ -261,7 +301,7 @@ def key_family(partition_key: str, layout_kind: LayoutKind) -> str:
     returned as they are. Metric dimensions and alert cooldowns use it, so one
     hot shard stays one series and one alert across buckets.
     """
-    if layout_kind == "hybrid":
+    if CAPABILITIES[layout_kind].time_buckets:
         match = _HYBRID_PK.match(partition_key)
         if match is not None:
             shard, _, entity, sub = match.groups()

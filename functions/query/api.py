@@ -21,9 +21,10 @@ Error contract: every error body is ``{"error": "...", "parameter": "..."}``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from http import HTTPStatus
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar, get_type_hints
 from urllib.parse import unquote
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
@@ -41,6 +42,18 @@ from query.cursor import MAX_CURSOR_CHARS
 from query.errors import ScanLimitExceeded, UnsupportedByLayout
 from query.logic import QueryService
 from query.models import AggregateSeries, ErrorBody, Explanation, LatestReading, ReadingsPage
+from query.params import (
+    Order,
+    PageArgs,
+    ReadArgs,
+    parse_entity_id,
+    parse_interval,
+    parse_limit,
+    parse_lookback,
+    parse_measures,
+    parse_range,
+    parse_stats,
+)
 from query.settings import DEFAULT_LIMIT, LIMIT_CEILING
 
 _THROTTLED = frozenset({"ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded"})
@@ -67,20 +80,44 @@ def _responses(ok: str, *, scan_limited: bool = False) -> dict[int, OpenAPIRespo
     return out
 
 
-# -- parameter descriptions, shared by the routes --------------------------------------
+# -- parameters, shared by the routes -------------------------------------------------
 
-_ENTITY = "Entity id, percent-encoded: 1-128 of A-Z a-z 0-9 . _ : @ + = / - ('/' as %2F)"
-_FROM = "Start of the range, inclusive: RFC 3339 with offset (2026-11-22T06:00:00Z) or epoch milliseconds"
-_TO = "End of the range, exclusive (same forms as `from`); `to - from` is at most MAX_RANGE (default 31 days)"
 _LIMIT = (
     f"Readings per page, 1..MAX_LIMIT (a deployment setting; default and ceiling {LIMIT_CEILING}). "
     f"Default {DEFAULT_LIMIT}, or MAX_LIMIT when that is lower"
 )
-_CURSOR = "`next_cursor` of the previous page, unchanged; valid only with the same other parameters (except limit)"
-_ORDER = "Time order of the page"
-_MEASURES = "Comma-separated measure names to return (default: every measure)"
-_CONSISTENT = "Strongly consistent reads (twice the read units)"
-_EXPLAIN = "Return the query plan (partitions, tables, estimated read units) instead of data"
+EntityId = Annotated[
+    str, Path(description="Entity id, percent-encoded: 1-128 of A-Z a-z 0-9 . _ : @ + = / - ('/' as %2F)")
+]
+From = Annotated[
+    str,
+    Query(
+        alias="from",
+        description="Start of the range, inclusive: RFC 3339 with offset (2026-11-22T06:00:00Z) or epoch milliseconds",
+    ),
+]
+To = Annotated[
+    str,
+    Query(
+        description="End of the range, exclusive (same forms as `from`); `to - from` is at most MAX_RANGE "
+        "(default 31 days)"
+    ),
+]
+Limit = Annotated[int | None, Query(ge=1, le=LIMIT_CEILING, description=_LIMIT)]
+Cursor = Annotated[
+    str | None,
+    Query(
+        max_length=MAX_CURSOR_CHARS,
+        description="`next_cursor` of the previous page, unchanged; valid only with the same other parameters "
+        "(except limit)",
+    ),
+]
+OrderParam = Annotated[Literal["asc", "desc"], Query(description="Time order of the page")]
+Measures = Annotated[str | None, Query(description="Comma-separated measure names to return (default: every measure)")]
+Consistent = Annotated[bool, Query(description="Strongly consistent reads (twice the read units)")]
+Explain = Annotated[
+    bool, Query(description="Return the query plan (partitions, tables, estimated read units) instead of data")
+]
 
 
 def create_app(service: QueryService | None) -> APIGatewayRestResolver:
@@ -89,13 +126,38 @@ def create_app(service: QueryService | None) -> APIGatewayRestResolver:
         enable_validation=True,
         response_validation_error_http_code=HTTPStatus.INTERNAL_SERVER_ERROR,
     )
+    declared: dict[tuple[str, str], frozenset[str]] = {}
 
     def svc() -> QueryService:
         if service is None:  # only reachable if someone serves the schema-only app
             raise RuntimeError("the query app was built without a service")
         return service
 
-    @app.get(
+    def get(path: str, **openapi: Any) -> Callable[[_Route], _Route]:
+        """``app.get``, remembering the route's query parameters for the unknown-parameter check."""
+
+        def register(route: _Route) -> _Route:
+            declared[("GET", re.sub(r"<(\w+)>", r"{\1}", path))] = _query_parameters(route)
+            registered: _Route = app.get(path, middlewares=[reject_unknown_parameters], **openapi)(route)
+            return registered
+
+        return register
+
+    def reject_unknown_parameters(app: APIGatewayRestResolver, next_middleware: NextMiddleware) -> Response[Any]:
+        """Route middleware. It runs after Powertools' validation; a request that
+        fails validation is checked for the same problems first, in the
+        RequestValidationError handler, so the typo is what gets reported."""
+        problem = _parameter_problem(app, declared)
+        return problem if problem is not None else next_middleware(app)
+
+    def page_of(from_: str, to: str, limit: int | None, cursor: str | None, order: Order) -> PageArgs:
+        limits = svc().limits
+        window = parse_range(from_, to, limits.max_range_ms)
+        return PageArgs(
+            window, parse_limit(limits.default_limit if limit is None else limit, limits.max_limit), cursor, order
+        )
+
+    @get(
         "/entities/<entity_id>/readings",
         summary="Readings of one entity in a time range",
         description=(
@@ -105,35 +167,26 @@ def create_app(service: QueryService | None) -> APIGatewayRestResolver:
         ),
         tags=["readings"],
         operation_id="getEntityReadings",
-        middlewares=[_reject_unknown_parameters],
         responses=_responses("A page of readings, or the plan when explain=true"),
     )
     def entity_readings(
         *,
-        entity_id: Annotated[str, Path(description=_ENTITY)],
-        from_: Annotated[str, Query(alias="from", description=_FROM)],
-        to: Annotated[str, Query(description=_TO)],
-        limit: Annotated[int | None, Query(ge=1, le=LIMIT_CEILING, description=_LIMIT)] = None,
-        cursor: Annotated[str | None, Query(max_length=MAX_CURSOR_CHARS, description=_CURSOR)] = None,
-        order: Annotated[Literal["asc", "desc"], Query(description=_ORDER)] = "asc",
-        measures: Annotated[str | None, Query(description=_MEASURES)] = None,
-        consistent: Annotated[bool, Query(description=_CONSISTENT)] = False,
-        explain: Annotated[bool, Query(description=_EXPLAIN)] = False,
+        entity_id: EntityId,
+        from_: From,
+        to: To,
+        limit: Limit = None,
+        cursor: Cursor = None,
+        order: OrderParam = "asc",
+        measures: Measures = None,
+        consistent: Consistent = False,
+        explain: Explain = False,
     ) -> ReadingsPage | Explanation:
-        return svc().entity_readings(
-            time_left_ms=_time_left_ms(app),
-            entity_id=_path_segment(entity_id),
-            from_=from_,
-            to=to,
-            limit=limit,
-            cursor=cursor,
-            order=order,
-            measures=measures,
-            consistent=consistent,
-            explain=explain,
-        )
+        entity = _entity(entity_id)
+        page = page_of(from_, to, limit, cursor, order)
+        read = ReadArgs(parse_measures(measures), consistent, explain)
+        return svc().entity_readings(entity, page, read, time_left_ms=_time_left_ms(app))
 
-    @app.get(
+    @get(
         "/entities/<entity_id>/latest",
         summary="The most recent reading of one entity",
         description=(
@@ -142,29 +195,24 @@ def create_app(service: QueryService | None) -> APIGatewayRestResolver:
         ),
         tags=["readings"],
         operation_id="getEntityLatest",
-        middlewares=[_reject_unknown_parameters],
         responses=_responses("The latest reading (null when none in the lookback), or the plan when explain=true"),
     )
     def latest(
         *,
-        entity_id: Annotated[str, Path(description=_ENTITY)],
+        entity_id: EntityId,
         lookback: Annotated[
             str | None,
             Query(description="How far back to look, e.g. 15m, 6h, 7d (default and maximum: LATEST_LOOKBACK)"),
         ] = None,
-        measures: Annotated[str | None, Query(description=_MEASURES)] = None,
-        consistent: Annotated[bool, Query(description=_CONSISTENT)] = False,
-        explain: Annotated[bool, Query(description=_EXPLAIN)] = False,
+        measures: Measures = None,
+        consistent: Consistent = False,
+        explain: Explain = False,
     ) -> LatestReading | Explanation:
-        return svc().latest(
-            entity_id=_path_segment(entity_id),
-            lookback=lookback,
-            measures=measures,
-            consistent=consistent,
-            explain=explain,
-        )
+        entity = _entity(entity_id)
+        lookback_ms = parse_lookback(lookback, svc().limits.latest_lookback_ms)
+        return svc().latest(entity, lookback_ms, ReadArgs(parse_measures(measures), consistent, explain))
 
-    @app.get(
+    @get(
         "/entities/<entity_id>/aggregates",
         summary="Downsampled series of one entity",
         description=(
@@ -176,14 +224,13 @@ def create_app(service: QueryService | None) -> APIGatewayRestResolver:
         ),
         tags=["aggregates"],
         operation_id="getEntityAggregates",
-        middlewares=[_reject_unknown_parameters],
         responses=_responses("The series, or the plan when explain=true", scan_limited=True),
     )
     def aggregates(
         *,
-        entity_id: Annotated[str, Path(description=_ENTITY)],
-        from_: Annotated[str, Query(alias="from", description=_FROM)],
-        to: Annotated[str, Query(description=_TO)],
+        entity_id: EntityId,
+        from_: From,
+        to: To,
         interval: Annotated[
             str, Query(description="Interval length: 90s, 15m, 1h, 1d... at least 1s, at most 10,000 per range")
         ],
@@ -193,22 +240,17 @@ def create_app(service: QueryService | None) -> APIGatewayRestResolver:
         measures: Annotated[
             str | None, Query(description="Comma-separated measures to aggregate (default: all)")
         ] = None,
-        consistent: Annotated[bool, Query(description=_CONSISTENT)] = False,
-        explain: Annotated[bool, Query(description=_EXPLAIN)] = False,
+        consistent: Consistent = False,
+        explain: Explain = False,
     ) -> AggregateSeries | Explanation:
-        return svc().aggregates(
-            time_left_ms=_time_left_ms(app),
-            entity_id=_path_segment(entity_id),
-            from_=from_,
-            to=to,
-            interval=interval,
-            stats=stats,
-            measures=measures,
-            consistent=consistent,
-            explain=explain,
-        )
+        entity = _entity(entity_id)
+        window = parse_range(from_, to, svc().limits.max_range_ms)
+        interval_ms = parse_interval(interval, window)
+        wanted = parse_stats(stats)
+        read = ReadArgs(parse_measures(measures), consistent, explain)
+        return svc().aggregates(entity, window, interval_ms, wanted, read, time_left_ms=_time_left_ms(app))
 
-    @app.get(
+    @get(
         "/readings",
         summary="Readings of every entity in a time range (hybrid layout)",
         description=(
@@ -219,34 +261,42 @@ def create_app(service: QueryService | None) -> APIGatewayRestResolver:
         ),
         tags=["readings"],
         operation_id="getRangeReadings",
-        middlewares=[_reject_unknown_parameters],
         responses=_responses("A page of readings, or the plan when explain=true"),
     )
     def range_readings(
         *,
-        from_: Annotated[str, Query(alias="from", description=_FROM)],
-        to: Annotated[str, Query(description=_TO)],
-        limit: Annotated[int | None, Query(ge=1, le=LIMIT_CEILING, description=_LIMIT)] = None,
-        cursor: Annotated[str | None, Query(max_length=MAX_CURSOR_CHARS, description=_CURSOR)] = None,
-        order: Annotated[Literal["asc", "desc"], Query(description=_ORDER)] = "asc",
-        measures: Annotated[str | None, Query(description=_MEASURES)] = None,
-        consistent: Annotated[bool, Query(description=_CONSISTENT)] = False,
-        explain: Annotated[bool, Query(description=_EXPLAIN)] = False,
+        from_: From,
+        to: To,
+        limit: Limit = None,
+        cursor: Cursor = None,
+        order: OrderParam = "asc",
+        measures: Measures = None,
+        consistent: Consistent = False,
+        explain: Explain = False,
     ) -> ReadingsPage | Explanation:
-        return svc().range_readings(
-            time_left_ms=_time_left_ms(app),
-            from_=from_,
-            to=to,
-            limit=limit,
-            cursor=cursor,
-            order=order,
-            measures=measures,
-            consistent=consistent,
-            explain=explain,
-        )
+        page = page_of(from_, to, limit, cursor, order)
+        read = ReadArgs(parse_measures(measures), consistent, explain)
+        return svc().range_readings(page, read, time_left_ms=_time_left_ms(app))
 
-    _install_error_mapping(app)
+    _install_error_mapping(app, declared)
     return app
+
+
+_Route = TypeVar("_Route", bound=Callable[..., Any])
+
+
+def _query_parameters(route: Callable[..., Any]) -> frozenset[str]:
+    """The query parameters a route function declares, as the client spells them."""
+    names = set()
+    for name, hint in get_type_hints(route, include_extras=True).items():
+        for marker in getattr(hint, "__metadata__", ()):
+            if isinstance(marker, Query):
+                names.add(marker.alias or name)
+    return frozenset(names)
+
+
+def _entity(raw: str) -> str:
+    return parse_entity_id(_path_segment(raw))
 
 
 def _time_left_ms(app: APIGatewayRestResolver) -> int | None:
@@ -278,26 +328,12 @@ def _error(status: int, message: str, parameter: str | None, headers: Mapping[st
     )
 
 
-def _declared_query_parameters(app: APIGatewayRestResolver) -> set[str] | None:
-    route = app.context.get("_route")
-    dependant = getattr(route, "dependant", None)
-    if dependant is None:
-        return None
-    return {param.alias for param in dependant.query_params}
-
-
-def _reject_unknown_parameters(app: APIGatewayRestResolver, next_middleware: NextMiddleware) -> Response[Any]:
-    """Route middleware. It runs after Powertools' validation; a request that
-    fails validation is checked for the same problems first, in the
-    RequestValidationError handler, so the typo is what gets reported."""
-    problem = _parameter_problem(app)
-    return problem if problem is not None else next_middleware(app)
-
-
-def _parameter_problem(app: APIGatewayRestResolver) -> Response[Any] | None:
+def _parameter_problem(
+    app: APIGatewayRestResolver, routes: Mapping[tuple[str, str], frozenset[str]]
+) -> Response[Any] | None:
     """Unknown or repeated query parameters: a typo such as ``form=`` must not
     silently change the meaning of a request."""
-    declared = _declared_query_parameters(app)
+    declared = routes.get((app.request.method, app.request.route))
     if declared is None:
         return None
     event = app.current_event
@@ -336,9 +372,9 @@ def _validation_message(error: Mapping[str, Any]) -> tuple[str, str | None]:
     return (f"{parameter}: {reason}" if parameter else reason), parameter
 
 
-def _install_error_mapping(app: APIGatewayRestResolver) -> None:
+def _install_error_mapping(app: APIGatewayRestResolver, routes: Mapping[tuple[str, str], frozenset[str]]) -> None:
     def invalid_request(exc: RequestValidationError) -> Response[Any]:
-        problem = _parameter_problem(app)
+        problem = _parameter_problem(app, routes)
         if problem is not None:
             return problem
         errors = exc.errors()

@@ -38,9 +38,9 @@ from aws_lambda_powertools.metrics import MetricUnit
 from adapters.observability import logger, metrics, tracer
 from adapters.partition_reader import DynamoPartitionReader, Page, PageRequest, PartitionReader, StoredReading
 from adapters.secret_reader import read_secret
-from adapters.settings import CommonSettings, SettingsError
-from adapters.shard_map_source import CachedShardMap, ShardMapSource, StaticShardMap
-from adapters.shard_map_store import ShardMapStore
+from adapters.settings import SettingsError
+from adapters.shard_map_source import ShardMapSource
+from adapters.shard_map_store import shard_map_source
 from keydesign import Layout, PartitionQuery, QueryPlan, ShardMap, format_ts, parse_timestamp, read_units
 from query.aggregate import SeriesBuilder
 from query.cursor import CursorCodec, CursorError, binding
@@ -66,22 +66,13 @@ from query.models import (
     Reading,
     ReadingsPage,
 )
-from query.params import (
-    Order,
-    TimeRange,
-    describe_ms,
-    parse_entity_id,
-    parse_interval,
-    parse_limit,
-    parse_lookback,
-    parse_measures,
-    parse_range,
-    parse_stats,
-)
+from query.params import STATS, Order, PageArgs, ReadArgs, Stat, TimeRange, describe_ms
 from query.settings import MIN_SECRET_CHARS, CursorSecretSource, QueryLimits, QuerySettings
 
 #: Item size assumed by ``explain`` estimates (a reading with a few measures).
 NOMINAL_ITEM_BYTES = 256
+#: The default read: every measure, eventually consistent, data rather than the plan.
+ALL_MEASURES = ReadArgs()
 #: A page ends before its share of the Lambda response (at most 6 MB) passes this.
 MAX_PAGE_BYTES = 5_000_000
 EXPLAIN_PARTITIONS = 1000
@@ -117,25 +108,9 @@ class CursorKey:
             return self._key
 
 
-def shard_map_source(common: CommonSettings) -> ShardMapSource:
-    """The shard map readers plan with: the store in ``CONTROL_TABLE`` read through
-    a cache of ``SHARD_MAP_CACHE_TTL`` (a reader never bootstraps it: until a
-    writer stores one, the map is the initial ``SHARDS``, which is what the
-    writer would store), or, without a control table, the static initial map."""
-    initial = ShardMap.initial(common.layout.bucket, common.shards)
-    if common.control_table is None:
-        return StaticShardMap(initial)
-    store = ShardMapStore.from_settings(common)
-
-    def load() -> ShardMap:
-        return store.peek() or initial
-
-    return CachedShardMap(load, common.shard_map_cache_ttl_ms)
-
-
 class QueryService:
-    """Answers the four reads. Every public method takes the parameters as the
-    client sent them (strings, after HTTP decoding) and checks them itself."""
+    """Answers the four reads. Every public method takes checked, typed values
+    (``query.params`` parses the client's strings into them at the route)."""
 
     def __init__(
         self,
@@ -162,156 +137,92 @@ class QueryService:
         common = settings.common
         return cls(
             layout=common.layout,
-            shard_maps=shard_map_source(common),
+            shard_maps=shard_map_source(common, bootstrap=False),
             reader=DynamoPartitionReader(pool=max(32, settings.limits.concurrency)),
             cursors=CursorCodec(CursorKey(settings.cursor_secret)),
             limits=settings.limits,
         )
 
+    @property
+    def limits(self) -> QueryLimits:
+        """The bounds requests are checked against (the routes parse with them)."""
+        return self._limits
+
     # -- routes ----------------------------------------------------------------
 
     def entity_readings(
-        self,
-        *,
-        time_left_ms: int | None = None,
-        entity_id: str,
-        from_: str,
-        to: str,
-        limit: int | None = None,
-        cursor: str | None = None,
-        order: Order = "asc",
-        measures: str | None = None,
-        consistent: bool = False,
-        explain: bool = False,
+        self, entity: str, page: PageArgs, read: ReadArgs = ALL_MEASURES, *, time_left_ms: int | None = None
     ) -> ReadingsPage | Explanation:
-        entity = parse_entity_id(entity_id)
-        window = parse_range(from_, to, self._limits.max_range_ms)
-        page_size = parse_limit(self._limits.default_limit if limit is None else limit, self._limits.max_limit)
-        projection = parse_measures(measures)
-        shard_map = self._shard_maps.current()
-        if explain:
-            plan = self._layout.plan_entity(entity, window.from_ms, window.to_ms, shard_map)
-            return self._explain("entity_readings", plan, order=order, consistent=consistent, items=page_size)
-        bound = self._binding("entity_readings", entity, window, order, projection)
-        descending = order == "desc"
-        after: Position | None = None
-        plan_from, plan_to = window.from_ms, window.to_ms
-        if cursor is not None:
-            after = self._cursors.decode(cursor, bound)
-            anchor_ms = _anchor_ms(after)
-            if not window.from_ms <= anchor_ms < window.to_ms:
-                raise CursorError("points outside the requested range")
-            # Plan from the last item returned on: partitions wholly before it drop out.
-            if descending:
-                plan_to = anchor_ms + 1
-            else:
-                plan_from = anchor_ms
-        plan = self._layout.plan_entity(entity, plan_from, plan_to, shard_map)
-        template = PageRequest(
-            plan.partitions[0],
-            descending=descending,
-            consistent=consistent,
-            measures=projection,
-            now_epoch_s=self._clock_ms() // 1000,
-        )
-        streams = [_entity_stream(p, template, after) for p in plan.partitions]
-        return self._page(
-            "entity_readings",
-            streams,
-            entity=entity,
-            window=window,
-            order=order,
-            page_size=page_size,
-            bound=bound,
-            ordering=ENTITY_ORDERING,
-            deadline=self._deadline(time_left_ms),
-        )
+        """A page of one entity's readings, in time order."""
+        return self._readings(entity, page, read, time_left_ms)
 
     def range_readings(
-        self,
-        *,
-        time_left_ms: int | None = None,
-        from_: str,
-        to: str,
-        limit: int | None = None,
-        cursor: str | None = None,
-        order: Order = "asc",
-        measures: str | None = None,
-        consistent: bool = False,
-        explain: bool = False,
+        self, page: PageArgs, read: ReadArgs = ALL_MEASURES, *, time_left_ms: int | None = None
     ) -> ReadingsPage | Explanation:
-        if self._layout.kind != "hybrid":
+        """A page of every entity's readings, bucket by bucket."""
+        if not self._layout.can.range_reads:
             raise UnsupportedByLayout(
                 f"cross-entity reads need the hybrid layout; this deployment uses the {self._layout.kind} layout, "
                 "whose partition keys hold the entity (read per entity with /entities/{entity_id}/readings)"
             )
-        window = parse_range(from_, to, self._limits.max_range_ms)
-        page_size = parse_limit(self._limits.default_limit if limit is None else limit, self._limits.max_limit)
-        projection = parse_measures(measures)
+        return self._readings(None, page, read, time_left_ms)
+
+    def _readings(
+        self, entity: str | None, page: PageArgs, read: ReadArgs, time_left_ms: int | None
+    ) -> ReadingsPage | Explanation:
+        """One skeleton for both paged reads: ``entity`` None is a cross-entity read."""
+        route = "range_readings" if entity is None else "entity_readings"
+        window = page.window
         shard_map = self._shard_maps.current()
-        if explain:
-            plan = self._layout.plan_range(window.from_ms, window.to_ms, shard_map)
-            return self._explain("range_readings", plan, order=order, consistent=consistent, items=page_size)
-        bound = self._binding("range_readings", None, window, order, projection)
-        descending = order == "desc"
-        after: Position | None = None
-        plan_from, plan_to = window.from_ms, window.to_ms
-        if cursor is not None:
-            after = self._cursors.decode(cursor, bound)
-            anchor_ms = _anchor_ms(after)
-            bucket = self._layout.bucket
-            # A cross-entity anchor is where its bucket meets the range: 'from', or a bucket start.
-            inside = window.from_ms < anchor_ms < window.to_ms and bucket.is_boundary(anchor_ms)
-            if not (anchor_ms == window.from_ms or inside):
-                raise CursorError("points outside the requested range")
-            if descending:
-                plan_to = min(window.to_ms, bucket.start(anchor_ms) + bucket.width_ms)
+        if read.explain:
+            if entity is None:
+                plan = self._layout.plan_range(window.from_ms, window.to_ms, shard_map)
             else:
-                plan_from = anchor_ms
-        plan, beyond = self._range_chunk(plan_from, plan_to, shard_map, window, descending=descending)
+                plan = self._layout.plan_entity(entity, window.from_ms, window.to_ms, shard_map)
+            return self._explain(route, plan, order=page.order, consistent=read.consistent, items=page.limit)
+        bound = self._binding(route, entity, window, page.order, read.measures)
+        descending = page.order == "desc"
+        after = self._cursors.decode(page.cursor, bound) if page.cursor is not None else None
+        plan_from, plan_to = window.from_ms, window.to_ms
+        if after is not None:
+            plan_from, plan_to = self._resumed_range(after, window, descending=descending, entity=entity)
+        if entity is None:
+            plan, beyond = self._range_chunk(plan_from, plan_to, shard_map, window, descending=descending)
+        else:
+            plan, beyond = self._layout.plan_entity(entity, plan_from, plan_to, shard_map), None
         template = PageRequest(
             plan.partitions[0],
             descending=descending,
-            consistent=consistent,
-            measures=projection,
+            consistent=read.consistent,
+            measures=read.measures,
             now_epoch_s=self._clock_ms() // 1000,
         )
-        streams = [_bucket_stream(p, template, after) for p in plan.partitions]
+        stream = _bucket_stream if entity is None else _entity_stream
         return self._page(
-            "range_readings",
-            streams,
-            entity=None,
-            window=window,
-            order=order,
-            page_size=page_size,
+            route,
+            [stream(p, template, after) for p in plan.partitions],
+            entity=entity,
+            page=page,
             bound=bound,
-            ordering=RANGE_ORDERING,
             deadline=self._deadline(time_left_ms),
             beyond=beyond,
         )
 
     def latest(
-        self,
-        *,
-        entity_id: str,
-        lookback: str | None = None,
-        measures: str | None = None,
-        consistent: bool = False,
-        explain: bool = False,
+        self, entity: str, lookback_ms: int | None = None, read: ReadArgs = ALL_MEASURES
     ) -> LatestReading | Explanation:
-        entity = parse_entity_id(entity_id)
-        lookback_ms = parse_lookback(lookback, self._limits.latest_lookback_ms)
-        projection = parse_measures(measures)
+        """The newest reading of ``entity`` in the last ``lookback_ms`` (default: LATEST_LOOKBACK)."""
         now = self._clock_ms()
+        lookback_ms = self._limits.latest_lookback_ms if lookback_ms is None else lookback_ms
         window = TimeRange(max(0, now - lookback_ms), now + 1)
         plan = self._layout.plan_entity(entity, window.from_ms, window.to_ms, self._shard_maps.current())
-        if explain:
-            return self._explain("latest", plan, order="desc", consistent=consistent, items=1)
+        if read.explain:
+            return self._explain("latest", plan, order="desc", consistent=read.consistent, items=1)
         template = PageRequest(
             plan.partitions[0],
             descending=True,
-            consistent=consistent,
-            measures=projection,
+            consistent=read.consistent,
+            measures=read.measures,
             now_epoch_s=now // 1000,
         )
         streams = [_entity_stream(p, template, None) for p in plan.partitions]
@@ -330,36 +241,29 @@ class QueryService:
 
     def aggregates(
         self,
+        entity: str,
+        window: TimeRange,
+        interval_ms: int,
+        stats: tuple[Stat, ...] = STATS,
+        read: ReadArgs = ALL_MEASURES,
         *,
         time_left_ms: int | None = None,
-        entity_id: str,
-        from_: str,
-        to: str,
-        interval: str,
-        stats: str | None = None,
-        measures: str | None = None,
-        consistent: bool = False,
-        explain: bool = False,
     ) -> AggregateSeries | Explanation:
-        entity = parse_entity_id(entity_id)
-        window = parse_range(from_, to, self._limits.max_range_ms)
-        interval_ms = parse_interval(interval, window)
-        wanted = parse_stats(stats)
-        projection = parse_measures(measures)
+        """count/min/max/avg/sum of ``entity``'s measures per ``interval_ms`` over ``window``, as one answer."""
         plan = self._layout.plan_entity(entity, window.from_ms, window.to_ms, self._shard_maps.current())
-        if explain:
+        if read.explain:
             return self._explain(
-                "aggregates", plan, order="asc", consistent=consistent, items=self._limits.max_scan_items
+                "aggregates", plan, order="asc", consistent=read.consistent, items=self._limits.max_scan_items
             )
         template = PageRequest(
             plan.partitions[0],
-            consistent=consistent,
-            measures=projection,
+            consistent=read.consistent,
+            measures=read.measures,
             with_dimensions=False,
             now_epoch_s=self._clock_ms() // 1000,
         )
         streams = [_entity_stream(p, template, None) for p in plan.partitions]
-        read = ReadStats()
+        counted = ReadStats()
         deadline = self._deadline(time_left_ms)
         # Every partition will be read whole: keep the pipeline full.
         options = MergeOptions(
@@ -370,14 +274,14 @@ class QueryService:
             max_queries=self._limits.max_query_calls,
             deadline=deadline,
         )
-        series = SeriesBuilder(interval_ms, wanted)
+        series = SeriesBuilder(interval_ms, stats)
         try:
             with self._fanout(len(streams), abandon=deadline is not None) as submit:
-                merger = Merger(streams, submit, options, read)
+                merger = Merger(streams, submit, options, counted)
                 for _, item in merger:
                     series.add(item.ts, item.measures)
         except BudgetExhausted as exc:
-            self._record("aggregates", read, 0)
+            self._record("aggregates", counted, 0)
             raise ScanLimitExceeded(
                 "to",
                 f"the range holds more than the {self._limits.max_scan_items} items one aggregate may read "
@@ -392,22 +296,22 @@ class QueryService:
                 if merger.stopped == "deadline"
                 else f"used the {self._limits.max_query_calls} Query calls one request may make"
             )
-            self._record("aggregates", read, 0, cut_short=merger.stopped)
+            self._record("aggregates", counted, 0, cut_short=merger.stopped)
             raise ScanLimitExceeded(
                 "to",
                 f"the aggregate {why} after reading [{format_ts(window.from_ms)}, {reached}) of the range; "
                 f"aggregate [from, {reached}) and [{reached}, to) separately",
             )
-        self._record("aggregates", read, series.total)
+        self._record("aggregates", counted, series.total)
         return AggregateSeries(
             entity_id=entity,
             from_=format_ts(window.from_ms),
             to=format_ts(window.to_ms),
             interval=describe_ms(interval_ms),
-            stats=list(wanted),
+            stats=list(stats),
             intervals=series.intervals(),
             readings=series.total,
-            cost=_cost(read),
+            cost=_cost(counted),
         )
 
     # -- machinery ---------------------------------------------------------------
@@ -431,15 +335,13 @@ class QueryService:
         streams: list[PartitionStream],
         *,
         entity: str | None,
-        window: TimeRange,
-        order: Order,
-        page_size: int,
+        page: PageArgs,
         bound: bytes,
-        ordering: str,
         deadline: float | None,
-        beyond: Position | None = None,
+        beyond: Position | None,
     ) -> ReadingsPage:
         stats = ReadStats()
+        window, order, page_size = page.window, page.order, page.limit
         descending = order == "desc"
         options = MergeOptions(
             descending=descending,
@@ -448,7 +350,7 @@ class QueryService:
             max_queries=self._limits.max_query_calls,
             deadline=deadline,
         )
-        page: list[tuple[Position, StoredReading]] = []
+        found: list[tuple[Position, StoredReading]] = []
         resume: Position | None = None
         cut_short: Literal["deadline", "query_calls", "response_size"] | None = None
         size = 0
@@ -460,12 +362,12 @@ class QueryService:
                     # The item after a full page proves there is a next page. A page
                     # also ends before its body would outgrow a Lambda response.
                     item_size = _json_bytes(item)
-                    if len(page) == page_size or (page and size + item_size > MAX_PAGE_BYTES):
-                        resume = page[-1][0]
-                        if len(page) < page_size:
+                    if len(found) == page_size or (found and size + item_size > MAX_PAGE_BYTES):
+                        resume = found[-1][0]
+                        if len(found) < page_size:
                             cut_short = "response_size"
                         break
-                    page.append((key, item))
+                    found.append((key, item))
                     size += item_size
             finally:
                 _close(merged)
@@ -477,22 +379,22 @@ class QueryService:
         elif resume is None and beyond is not None:
             # Every partition planned for this page was read, and the range goes on.
             resume = beyond
-            if len(page) < page_size:
+            if len(found) < page_size:
                 cut_short = "query_calls"
         next_cursor = self._cursors.encode(bound, resume) if resume is not None else None
         if resume is None:
             reached_ms = window.from_ms if descending else window.to_ms
         else:
             reached_ms = self._reached_ms(resume, window, descending=descending, per_entity=entity is not None)
-        self._record(route, stats, len(page), cut_short=cut_short)
+        self._record(route, stats, len(found), cut_short=cut_short)
         return ReadingsPage(
             entity_id=entity,
             from_=format_ts(window.from_ms),
             to=format_ts(window.to_ms),
             order=order,
-            ordering=ordering,
-            count=len(page),
-            items=[_reading(item) for _, item in page],
+            ordering=ENTITY_ORDERING if entity is not None else RANGE_ORDERING,
+            count=len(found),
+            items=[_reading(item) for _, item in found],
             next_cursor=next_cursor,
             complete=cut_short is None,
             cut_short_by=cut_short,
@@ -525,6 +427,26 @@ class QueryService:
         if high >= to_ms:
             return self._layout.plan_range(from_ms, to_ms, shard_map), None
         return self._layout.plan_range(from_ms, high, shard_map), Position(_ts(high), POSITION_MIN_SK)
+
+    def _resumed_range(
+        self, after: Position, window: TimeRange, *, descending: bool, entity: str | None
+    ) -> tuple[int, int]:
+        """The part of ``window`` a page resumed at ``after`` plans: partitions wholly
+        before the cursor's anchor drop out. An anchor outside the range is refused."""
+        anchor_ms = _anchor_ms(after)
+        per_entity = entity is not None
+        if per_entity:
+            inside = window.from_ms <= anchor_ms < window.to_ms
+        else:
+            # A cross-entity anchor is where its bucket meets the range: 'from', or a bucket start.
+            inside = anchor_ms == window.from_ms or (
+                window.from_ms < anchor_ms < window.to_ms and self._layout.bucket.is_boundary(anchor_ms)
+            )
+        if not inside:
+            raise CursorError("points outside the requested range")
+        if not descending:
+            return anchor_ms, window.to_ms
+        return window.from_ms, self._reached_ms(after, window, descending=True, per_entity=per_entity)
 
     def _deadline(self, time_left_ms: int | None) -> float | None:
         """The monotonic instant a read stops at: the function's remaining time

@@ -1,8 +1,10 @@
-"""Request parameters, from the strings a query string carries to checked values.
+"""Request parameters, from the strings a query string carries to checked, typed values.
 
-Every function raises :class:`keydesign.InvalidInput` naming the parameter as
-the client spelt it (``from``, ``to``, ``measures``...), so the error mapper
-can answer 400 without knowing which check failed.
+The routes (``query.api``) parse here and hand :class:`QueryService` the typed
+values (:class:`PageArgs`, :class:`ReadArgs`, a :class:`TimeRange`...). Every
+function raises :class:`keydesign.InvalidInput` naming the parameter as the
+client spelt it (``from``, ``to``, ``measures``...), so the error mapper can
+answer 400 without knowing which check failed.
 """
 
 from __future__ import annotations
@@ -32,6 +34,25 @@ class TimeRange:
 
     from_ms: int
     to_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class PageArgs:
+    """Which page of a time range to read: ``limit`` items in ``order``, after ``cursor``."""
+
+    window: TimeRange
+    limit: int
+    cursor: str | None = None
+    order: Order = "asc"
+
+
+@dataclass(frozen=True, slots=True)
+class ReadArgs:
+    """How to read, on every route: measures to project (None: all), consistency, plan only."""
+
+    measures: tuple[str, ...] | None = None
+    consistent: bool = False
+    explain: bool = False
 
 
 def describe_ms(ms: int) -> str:

@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 
 from adapters.clients import client
-from adapters.faults import FaultInjectingDynamoDB, FaultInjectingSQS, FaultPlan, service_error
 from ingest.logic import Ingestor
 from ingest.settings import IngestSettings
 from keydesign import Layout, Reading
+from local_runtime.faults import FaultInjectingDynamoDB, FaultInjectingSQS, FaultPlan, service_error
 from tests.integration.ingest.conftest import Aws, now_ms
 from tests.integration.ingest.helpers import Invocation, invoke
 from tests.unit.ingest.kinesis_events import FakeClock, FakeLambdaContext, as_json, kinesis_event, reading

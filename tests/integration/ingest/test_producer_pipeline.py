@@ -13,7 +13,7 @@ from typing import Any
 import boto3
 import pytest
 
-from adapters.faults import FaultInjectingKinesis, FaultPlan
+from local_runtime.faults import FaultInjectingKinesis, FaultPlan
 from producer import Packer, Publisher, Workload, generate, kinesis_client, publish
 from tests.integration.ingest.conftest import Aws, now_ms
 from tests.integration.ingest.helpers import invoke

@@ -208,7 +208,7 @@ def test_the_emulated_event_source_mapping_has_the_stacks_settings(variant: str,
         if v.source_type(m) == "AWS::Kinesis::Stream"
     ]
     assert len(mappings) == 1, "the stack reads the ingest stream with exactly one mapping"
-    emulated = MappingConfig.for_ingest(v.config.ingest)
+    emulated = MappingConfig.for_stream(v.config.ingest)
     for properties in mappings:
         assert properties["BatchSize"] == emulated.batch_size
         assert properties.get("MaximumBatchingWindowInSeconds", 0) == emulated.batching_window_s
@@ -230,7 +230,7 @@ def test_the_emulated_hot_key_mapping_has_the_stacks_settings(variant: str, vari
         if v.source_type(m) == "AWS::DynamoDB::GlobalTable"
     ]
     # Then local mode's hot-key mapping has the same settings
-    emulated = MappingConfig.for_hot_keys(v.config.hot_keys)
+    emulated = MappingConfig.for_stream(v.config.hot_keys)
     assert properties["BatchSize"] == emulated.batch_size
     assert properties.get("MaximumBatchingWindowInSeconds", 0) == emulated.batching_window_s
     assert properties["MaximumRetryAttempts"] == emulated.max_retries

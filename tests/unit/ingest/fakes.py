@@ -6,7 +6,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from adapters.faults import service_error
+from local_runtime.faults import service_error
 
 
 class FakeDynamoDB:

@@ -20,8 +20,8 @@ from adapters.batch_writer import (
     plan_chunks,
     serialize_item,
 )
-from adapters.faults import FaultInjectingDynamoDB, FaultPlan, service_error
 from adapters.retry import Backoff, Deadline
+from local_runtime.faults import FaultInjectingDynamoDB, FaultPlan, service_error
 from tests.unit.ingest.fakes import FakeDynamoDB
 from tests.unit.ingest.kinesis_events import FakeClock
 

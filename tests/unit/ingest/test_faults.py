@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from adapters.faults import FaultInjectingDynamoDB, FaultInjectingKinesis, FaultInjectingSQS, FaultPlan
+from local_runtime.faults import FaultInjectingDynamoDB, FaultInjectingKinesis, FaultInjectingSQS, FaultPlan
 from tests.unit.ingest.fakes import FakeDynamoDB, FakeSQS
 
 

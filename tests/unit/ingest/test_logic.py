@@ -13,12 +13,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from adapters.batch_writer import BatchWriter
-from adapters.faults import FaultInjectingDynamoDB, FaultPlan
 from adapters.observability import metrics
 from adapters.rejects import RejectsPublisher
 from adapters.shard_map_source import StaticShardMap
 from ingest.logic import BatchOutcome, Ingestor, RecordNotIngested
 from keydesign import Layout, ShardMap
+from local_runtime.faults import FaultInjectingDynamoDB, FaultPlan
 from tests.unit.ingest.fakes import FakeDynamoDB, FakeSQS
 from tests.unit.ingest.kinesis_events import FakeClock, as_json, kinesis_event, reading
 
@@ -50,7 +50,7 @@ def _ingestor(
         layout=layout,
         shard_maps=StaticShardMap(ShardMap.initial(layout.bucket, 4)),
         writer=BatchWriter(dynamodb, concurrency=concurrency, clock=clock, sleep=clock.sleep, rng=random.Random(3)),
-        rejects=RejectsPublisher(sqs or FakeSQS(), QUEUE, clock=clock, sleep=clock.sleep),
+        rejects=RejectsPublisher(sqs or FakeSQS(), QUEUE, sleep=clock.sleep),
         retention_ms=30 * 86_400_000,
         max_future_ms=max_future_ms,
         max_age_ms=7 * 86_400_000,

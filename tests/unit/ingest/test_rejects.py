@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from adapters.faults import FaultInjectingSQS, FaultPlan, service_error
 from adapters.rejects import MAX_REQUEST_BYTES, Reject, RejectsPublisher, reject_message
 from adapters.retry import Deadline
+from local_runtime.faults import FaultInjectingSQS, FaultPlan, service_error
 from tests.unit.ingest.fakes import FakeSQS
 from tests.unit.ingest.kinesis_events import FakeClock
 
@@ -26,7 +26,6 @@ def _publisher(api: Any, clock: FakeClock, queue: str = QUEUE, **kwargs: Any) ->
     return RejectsPublisher(
         api,
         queue,
-        clock=clock,
         sleep=clock.sleep,
         rng=random.Random(4),
         wall_clock_ms=lambda: 1_795_000_000_000,

@@ -310,6 +310,30 @@ def test_range_plans_need_the_hybrid_layout() -> None:
     assert caught.value.field == "layout"
 
 
+@pytest.mark.parametrize("kind", ["random", "calculated", "hybrid"])
+def test_what_a_layout_says_it_supports_is_what_its_plans_do(kind: str) -> None:
+    # Given a layout with a 2-shard map
+    layout = Layout.from_settings(kind=kind, bucket="1h", table_prefix="readings")
+    shard_map = ShardMap.initial(layout.bucket, 2)
+
+    # When it plans an entity's two hours, and is asked for every entity's
+    plan = layout.plan_entity("sensor-a", T0, T0 + 2 * HOUR, shard_map)
+    try:
+        layout.plan_range(T0, T0 + HOUR, shard_map)
+        range_reads = True
+    except InvalidInput:
+        range_reads = False
+
+    # Then its capabilities say so: range reads, dedupe, and time buckets (one query per bucket)
+    assert layout.can.range_reads is range_reads is (kind == "hybrid")
+    assert layout.can.dedupe is plan.dedupe is (kind == "random")
+    buckets = {(p.from_ms, p.to_ms) for p in plan.partitions}
+    assert layout.can.time_buckets is (len(buckets) == 2)
+    # And its partitions are shared (keyed by shard and bucket) or the entity's own
+    own = all(p.pk.startswith("sensor-a#") for p in plan.partitions)
+    assert own is not layout.can.shared_partitions
+
+
 @pytest.mark.parametrize(
     ("from_ms", "to_ms", "field"),
     [

@@ -9,7 +9,7 @@ import pytest
 
 from infra.config import AppConfig
 from keydesign import InvalidInput, Reading, ShardMap, build_item, parse_timestamp
-from local_runtime.demo import invalid_readings
+from local_runtime.demo_presentation import render
 from local_runtime.demo_report import (
     HOT_SENSOR,
     NOT_RUN,
@@ -21,8 +21,8 @@ from local_runtime.demo_report import (
     hot_sensor_after_split,
     partition_load,
     placement_check,
-    render,
 )
+from local_runtime.demo_scenario import invalid_readings
 
 CONFIG = AppConfig.from_context({"bucket": "1m", "shards": 8})
 LAYOUT = CONFIG.layout()

@@ -272,7 +272,7 @@ def test_the_ingest_mapping_takes_the_stack_settings() -> None:
     ingest = IngestConfig(
         batch_size=500, batching_window_s=2, parallelization_factor=1, max_retries=7, max_record_age_s=900
     )
-    config = MappingConfig.for_ingest(ingest, poll_interval_s=0.1)
+    config = MappingConfig.for_stream(ingest, poll_interval_s=0.1)
     assert (config.batch_size, config.batching_window_s, config.max_retries, config.max_record_age_s) == (
         500,
         2.0,

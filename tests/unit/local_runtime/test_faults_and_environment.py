@@ -6,9 +6,8 @@ import os
 
 import pytest
 
-from adapters.faults import FaultPlan
 from local_runtime.environment import NotLoopbackError, assert_loopback, aws_environment, patched_environ
-from local_runtime.faults import LocalFaults
+from local_runtime.faults import FaultPlan, LocalFaults
 
 
 def test_write_faults_and_invocation_errors_are_parsed_from_one_spec() -> None:

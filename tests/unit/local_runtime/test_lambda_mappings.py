@@ -140,7 +140,7 @@ def test_the_hot_key_mapping_takes_the_stacks_settings() -> None:
     config = AppConfig.from_context(
         {"hotkeys_batch_size": 250, "hotkeys_max_retries": 3, "hotkeys_batching_window_s": 0}
     )
-    mapping = MappingConfig.for_hot_keys(config.hot_keys, poll_interval_s=0.05)
+    mapping = MappingConfig.for_stream(config.hot_keys, poll_interval_s=0.05)
     assert (mapping.batch_size, mapping.max_retries, mapping.batching_window_s) == (250, 3, 0.0)
     assert mapping.max_record_age_s == config.hot_keys.max_record_age_s
     assert mapping.bisect_on_error and mapping.report_batch_item_failures and mapping.poll_interval_s == 0.05

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from adapters.faults import FaultInjectingKinesis, FaultPlan, service_error
+from local_runtime.faults import FaultInjectingKinesis, FaultPlan, service_error
 from producer import Packer, Publisher, SourceItem, Workload, generate, publish
 from producer.packing import PackedRecord
 from tests.unit.ingest.kinesis_events import FakeClock

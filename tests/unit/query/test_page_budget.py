@@ -18,7 +18,8 @@ from query.cursor import CursorCodec
 from query.errors import ScanLimitExceeded
 from query.logic import QueryService
 from query.models import ReadingsPage
-from query.settings import QueryLimits
+from query.params import Order, PageArgs, TimeRange
+from query.settings import DEFAULT_LIMIT, QueryLimits
 from tests.unit.query.fakes import InMemoryReader
 
 NOW = parse_timestamp("2026-11-22T12:00:00Z")
@@ -78,11 +79,17 @@ def stored(readings: list[tuple[int, int]], *, kind: str = "hybrid", shards: int
     return store
 
 
-def follow(read: Any, **params: Any) -> list[ReadingsPage]:
+def window(from_ms: int, to_ms: int = NOW) -> TimeRange:
+    return TimeRange(from_ms, to_ms)
+
+
+def follow(
+    read: Any, span: TimeRange, *, limit: int = DEFAULT_LIMIT, order: Order = "asc", **params: Any
+) -> list[ReadingsPage]:
     pages: list[ReadingsPage] = []
     cursor = None
     for _ in range(10_000):
-        page = read(cursor=cursor, **params)
+        page = read(page=PageArgs(span, limit, cursor, order), **params)
         assert isinstance(page, ReadingsPage)
         pages.append(page)
         cursor = page.next_cursor
@@ -97,7 +104,7 @@ def test_an_empty_day_is_read_in_pages_that_stop_at_the_call_cap() -> None:
     svc = service(reader, max_query_calls=20)
 
     # When a cross-entity day is read page by page
-    pages = follow(svc.range_readings, from_=format_ts(NOW - 24 * HOUR), to=format_ts(NOW))
+    pages = follow(svc.range_readings, window(NOW - 24 * HOUR))
 
     # Then no page passes the cap by more than one bucket's shards, every page but
     # the last is cut short with a cursor further on, and the day is read once
@@ -117,7 +124,7 @@ def test_a_page_cut_in_an_empty_run_resumes_after_the_empty_partitions_it_read()
     svc = service(reader, max_query_calls=10)
 
     # When the entity's day is read with a cap of 10 calls per page
-    pages = follow(svc.entity_readings, entity_id="a-1", from_=format_ts(NOW - 24 * HOUR), to=format_ts(NOW))
+    pages = follow(svc.entity_readings, window(NOW - 24 * HOUR), entity="a-1")
 
     # Then the reading comes once, and no partition is queried twice
     assert [item.event_id for page in pages for item in page.items] == ["ev0000"]
@@ -133,7 +140,7 @@ def test_a_page_stops_at_the_deadline_even_while_a_query_is_in_flight() -> None:
 
     # When a page is asked for
     started = time.monotonic()
-    page = svc.range_readings(from_=format_ts(NOW - 24 * HOUR), to=format_ts(NOW), time_left_ms=2_300)
+    page = svc.range_readings(PageArgs(window(NOW - 24 * HOUR), DEFAULT_LIMIT), time_left_ms=2_300)
     elapsed = time.monotonic() - started
 
     # Then it answers at the deadline, cut short, with a cursor from where it started
@@ -151,9 +158,7 @@ def test_deadline_cut_pages_followed_return_everything() -> None:
     svc = service(reader)
 
     # When every page has 100 ms
-    pages = follow(
-        svc.range_readings, from_=format_ts(NOW - 24 * HOUR), to=format_ts(NOW), limit=1000, time_left_ms=2_100
-    )
+    pages = follow(svc.range_readings, window(NOW - 24 * HOUR), limit=1000, time_left_ms=2_100)
 
     # Then some pages were cut by the deadline, and together they hold every reading once
     assert any(page.cut_short_by == "deadline" for page in pages)
@@ -165,7 +170,7 @@ def test_an_aggregate_past_the_call_cap_is_refused_saying_how_far_it_got() -> No
     svc = service(CountingReader(stored([(0, 47 * 60)])), max_query_calls=10)
 
     with pytest.raises(ScanLimitExceeded) as refused:
-        svc.aggregates(entity_id="a-1", from_=format_ts(NOW - 24 * HOUR), to=format_ts(NOW), interval="1h")
+        svc.aggregates("a-1", window(NOW - 24 * HOUR), HOUR)
 
     assert refused.value.parameter == "to"
     assert "10 Query calls" in refused.value.reason
@@ -203,19 +208,12 @@ def test_following_cursors_returns_exactly_the_range_in_order_once(  # noqa: PLR
     svc = service(store, kind=kind, shards=shards, max_query_calls=cap)
     first = min(span[0], span[1] - 1)
     from_ms, to_ms = START + first * HOUR - 7 * MINUTE, START + span[1] * HOUR + 11 * MINUTE
-    order = "desc" if descending else "asc"
+    order: Order = "desc" if descending else "asc"
 
     if entity is None:
-        pages = follow(svc.range_readings, from_=format_ts(from_ms), to=format_ts(to_ms), limit=limit, order=order)
+        pages = follow(svc.range_readings, window(from_ms, to_ms), limit=limit, order=order)
     else:
-        pages = follow(
-            svc.entity_readings,
-            entity_id=ENTITIES[entity],
-            from_=format_ts(from_ms),
-            to=format_ts(to_ms),
-            limit=limit,
-            order=order,
-        )
+        pages = follow(svc.entity_readings, window(from_ms, to_ms), limit=limit, order=order, entity=ENTITIES[entity])
 
     def position(n: int) -> tuple[Any, ...]:
         who, minute = readings[n]
@@ -241,8 +239,9 @@ def test_a_page_of_an_empty_month_plans_only_the_buckets_it_can_reach() -> None:
     svc = service(CountingReader(stored([], shards=100)), shards=100)
 
     # When the first page of an empty month is read, and then the last, descending
-    first = svc.range_readings(from_=format_ts(NOW - 31 * 24 * HOUR), to=format_ts(NOW))
-    last = svc.range_readings(from_=format_ts(NOW - 31 * 24 * HOUR), to=format_ts(NOW), order="desc")
+    month = window(NOW - 31 * 24 * HOUR)
+    first = svc.range_readings(PageArgs(month, DEFAULT_LIMIT))
+    last = svc.range_readings(PageArgs(month, DEFAULT_LIMIT, order="desc"))
 
     # Then each plans a few buckets, stays within the cap plus one bucket, and moves on
     for page in (first, last):

@@ -13,6 +13,7 @@ from moto import mock_aws
 from moto.dynamodb.models import DynamoDBBackend
 
 from adapters.clients import reset_clients
+from local_runtime import moto_speedups
 
 
 @contextmanager
@@ -31,10 +32,16 @@ def mocked_aws(monkeypatch: pytest.MonkeyPatch, region: str, **env: str) -> Iter
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
     for name in _ITEM_WRITES:
         monkeypatch.setattr(DynamoDBBackend, name, _atomic(getattr(DynamoDBBackend, name)))
-    with mock_aws():
-        reset_clients()
-        yield
-        reset_clients()
+    # The local runtime's speed-ups to moto (same results: tests/unit/local_runtime/test_moto_speedups.py)
+    # make a Query cost what it returns, not the size of its table, here as in local mode.
+    moto_speedups.install()
+    try:
+        with mock_aws():
+            reset_clients()
+            yield
+            reset_clients()
+    finally:
+        moto_speedups.uninstall()
 
 
 # DynamoDB applies each item write atomically; moto's are read-modify-writes in Python, so two

@@ -35,7 +35,9 @@ from typing import Any, Literal
 
 from aws_lambda_powertools.metrics import MetricUnit
 
+from adapters.clients import client
 from adapters.observability import logger, metrics, tracer
+from adapters.occupancy import OccupancyReader, OccupancyStore
 from adapters.partition_reader import DynamoPartitionReader, Page, PageRequest, PartitionReader, StoredReading
 from adapters.secret_reader import read_secret
 from adapters.settings import CommonSettings, SettingsError
@@ -66,6 +68,7 @@ from query.models import (
     Reading,
     ReadingsPage,
 )
+from query.occupancy_plan import OccupancyPlanner, PlanningCost
 from query.params import (
     Order,
     TimeRange,
@@ -146,8 +149,12 @@ class QueryService:
         cursors: CursorCodec,
         limits: QueryLimits,
         clock_ms: Callable[[], int] = wall_clock_ms,
+        occupancy: OccupancyReader | None = None,
     ) -> None:
         self._layout = layout
+        self._planner = (
+            OccupancyPlanner(layout, occupancy, concurrency=limits.concurrency) if occupancy is not None else None
+        )
         self._shard_maps = shard_maps
         self._reader = reader
         self._cursors = cursors
@@ -166,6 +173,7 @@ class QueryService:
             reader=DynamoPartitionReader(pool=max(32, settings.limits.concurrency)),
             cursors=CursorCodec(CursorKey(settings.cursor_secret)),
             limits=settings.limits,
+            occupancy=occupancy_reader(common),
         )
 
     # -- routes ----------------------------------------------------------------
@@ -206,15 +214,32 @@ class QueryService:
                 plan_to = anchor_ms + 1
             else:
                 plan_from = anchor_ms
-        plan = self._layout.plan_entity(entity, plan_from, plan_to, shard_map)
-        template = PageRequest(
-            plan.partitions[0],
+        planning = PlanningCost()
+        occupancy = self._planner.occupancy(consistent=consistent) if self._planner else None
+        beyond: Position | None = None
+        if self._planner is None or occupancy is None:
+            partitions = self._layout.plan_entity(entity, plan_from, plan_to, shard_map).partitions
+        else:
+            pruned = self._planner.entity_walk(
+                occupancy,
+                entity,
+                plan_from,
+                plan_to,
+                shard_map,
+                descending=descending,
+                consistent=consistent,
+                enough=self._limits.concurrency,
+                cost=planning,
+            )
+            partitions, beyond = pruned.partitions, pruned.beyond
+        template = _template(
+            partitions,
             descending=descending,
             consistent=consistent,
             measures=projection,
             now_epoch_s=self._clock_ms() // 1000,
         )
-        streams = [_entity_stream(p, template, after) for p in plan.partitions]
+        streams = [_entity_stream(p, template, after) for p in partitions]
         return self._page(
             "entity_readings",
             streams,
@@ -225,6 +250,8 @@ class QueryService:
             bound=bound,
             ordering=ENTITY_ORDERING,
             deadline=self._deadline(time_left_ms),
+            beyond=beyond,
+            planning=planning,
         )
 
     def range_readings(
@@ -268,15 +295,32 @@ class QueryService:
                 plan_to = min(window.to_ms, bucket.start(anchor_ms) + bucket.width_ms)
             else:
                 plan_from = anchor_ms
-        plan, beyond = self._range_chunk(plan_from, plan_to, shard_map, window, descending=descending)
-        template = PageRequest(
-            plan.partitions[0],
+        planning = PlanningCost()
+        occupancy = self._planner.occupancy(consistent=consistent) if self._planner else None
+        if self._planner is None or occupancy is None:
+            plan, beyond = self._range_chunk(plan_from, plan_to, shard_map, window, descending=descending)
+            partitions = plan.partitions
+        else:
+            pruned = self._planner.range_walk(
+                occupancy,
+                plan_from,
+                plan_to,
+                shard_map,
+                window_from_ms=window.from_ms,
+                descending=descending,
+                consistent=consistent,
+                enough=self._limits.max_query_calls + self._limits.concurrency,
+                cost=planning,
+            )
+            partitions, beyond = pruned.partitions, pruned.beyond
+        template = _template(
+            partitions,
             descending=descending,
             consistent=consistent,
             measures=projection,
             now_epoch_s=self._clock_ms() // 1000,
         )
-        streams = [_bucket_stream(p, template, after) for p in plan.partitions]
+        streams = [_bucket_stream(p, template, after) for p in partitions]
         return self._page(
             "range_readings",
             streams,
@@ -288,6 +332,7 @@ class QueryService:
             ordering=RANGE_ORDERING,
             deadline=self._deadline(time_left_ms),
             beyond=beyond,
+            planning=planning,
         )
 
     def latest(
@@ -351,15 +396,20 @@ class QueryService:
             return self._explain(
                 "aggregates", plan, order="asc", consistent=consistent, items=self._limits.max_scan_items
             )
-        template = PageRequest(
-            plan.partitions[0],
+        planning = PlanningCost()
+        partitions = plan.partitions
+        occupancy = self._planner.occupancy(consistent=consistent) if self._planner else None
+        if self._planner is not None and occupancy is not None:
+            partitions = self._planner.entity_whole(occupancy, partitions, consistent=consistent, cost=planning)
+        template = _template(
+            partitions,
             consistent=consistent,
             measures=projection,
             with_dimensions=False,
             now_epoch_s=self._clock_ms() // 1000,
         )
-        streams = [_entity_stream(p, template, None) for p in plan.partitions]
-        read = ReadStats()
+        streams = [_entity_stream(p, template, None) for p in partitions]
+        read = ReadStats(queries=planning.queries, read_units=planning.read_units)
         deadline = self._deadline(time_left_ms)
         # Every partition will be read whole: keep the pipeline full.
         options = MergeOptions(
@@ -438,8 +488,12 @@ class QueryService:
         ordering: str,
         deadline: float | None,
         beyond: Position | None = None,
+        planning: PlanningCost | None = None,
     ) -> ReadingsPage:
         stats = ReadStats()
+        if planning is not None:
+            # Occupancy reads are Query calls of this request too.
+            stats.queries, stats.read_units = planning.queries, planning.read_units
         descending = order == "desc"
         options = MergeOptions(
             descending=descending,
@@ -620,7 +674,21 @@ class QueryService:
             metrics.add_metric(name="PagesCutShort", unit=MetricUnit.Count, value=1)
 
 
+def occupancy_reader(common: CommonSettings) -> OccupancyReader | None:
+    """The occupancy records in ``CONTROL_TABLE`` (none without a control table: nothing is pruned)."""
+    if common.control_table is None:
+        return None
+    return OccupancyReader(OccupancyStore(client("dynamodb"), common.control_table, common.layout.table_prefix))
+
+
 # -- streams -------------------------------------------------------------------------
+
+
+def _template(partitions: Sequence[PartitionQuery], **options: Any) -> PageRequest:
+    """The request every stream of a read starts from (a plan pruned to nothing has no
+    stream, but the template still needs a partition to be built)."""
+    first = partitions[0] if partitions else PartitionQuery("", "", None, None, 0, 1)
+    return PageRequest(first, **options)
 
 
 def _close(iterator: Iterator[Any]) -> None:

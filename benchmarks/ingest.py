@@ -16,8 +16,11 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
-from adapters.batch_writer import serialize_item
+from adapters.batch_writer import BatchWriter, serialize_item
 from adapters.observability import logger, metrics
+from adapters.occupancy import OccupancyRecorder, OccupancyStore
+from adapters.rejects import RejectsPublisher
+from adapters.shard_map_source import StaticShardMap
 from benchmarks.harness import Result, benchmark
 from ingest.decoding import decode_record
 from ingest.logic import Ingestor
@@ -28,18 +31,52 @@ from producer import Packer, Workload, generate
 SHARD = "shardId-000000000000"
 ARN = "arn:aws:kinesis:eu-west-1:123456789012:stream/readings"
 REGION = "eu-west-1"
+CONTROL_TABLE = "control"
 
 logger.setLevel("WARNING")  # one "batch ingested" line per run would interleave with the results table
 
 
 class NullDynamoDB:
-    """Accepts every BatchWriteItem at once: the network and DynamoDB cost nothing."""
+    """Accepts every BatchWriteItem (and the occupancy marker's PutItem) at once:
+    the network and DynamoDB cost nothing. Counts the items put per table."""
 
-    calls = 0
+    def __init__(self) -> None:
+        self.calls = 0
+        self.items: dict[str, int] = {}
 
     def batch_write_item(self, **kwargs: Any) -> Mapping[str, Any]:
         self.calls += 1
+        for table, requests in kwargs["RequestItems"].items():
+            self.items[table] = self.items.get(table, 0) + len(requests)
         return {"UnprocessedItems": {}}
+
+    def put_item(self, **kwargs: Any) -> Mapping[str, Any]:
+        return {}
+
+    def get_item(self, **kwargs: Any) -> Mapping[str, Any]:
+        return {}
+
+    def query(self, **kwargs: Any) -> Mapping[str, Any]:
+        return {"Items": []}
+
+
+def _recording_ingestor(settings: IngestSettings, dynamodb: NullDynamoDB) -> Ingestor:
+    """The Ingestor as ``from_settings`` wires it with a control table, but with a static shard map
+    (the store would read the network) and a fresh occupancy recorder: a cold container, which
+    writes one record per partition the batch touches (the most occupancy ever costs a batch)."""
+    common = settings.common
+    return Ingestor(
+        layout=common.layout,
+        shard_maps=StaticShardMap(ShardMap.initial(common.layout.bucket, common.shards)),
+        writer=BatchWriter(dynamodb, concurrency=settings.write_concurrency),
+        rejects=RejectsPublisher(NullSQS(), settings.rejects_queue_url),
+        retention_ms=common.retention_ms,
+        max_future_ms=settings.max_future_ms,
+        max_age_ms=settings.max_age_ms,
+        occupancy=OccupancyRecorder(
+            OccupancyStore(dynamodb, CONTROL_TABLE, common.layout.table_prefix), max_future_ms=settings.max_future_ms
+        ),
+    )
 
 
 class NullSQS:
@@ -139,6 +176,7 @@ def ingest_cpu(quick: bool) -> Result:
             result.add(
                 "BatchWriteItem calls per 10,000 readings", outcome.write.calls * 10_000 / count, "calls", "floor 400"
             )
+            _occupancy_cost(result, settings, records, repeats=repeats, cpu_off=cpu)
     result.params = {"readings": count, "repeats": repeats, "layout": "hybrid", "shards": 16, "write_concurrency": 8}
     result.method = (
         "the real Ingestor (decode, validate, key, item, chunk, thread pool, attribution, metrics) on 10,000 "
@@ -174,7 +212,58 @@ def ingest_cpu(quick: bool) -> Result:
     )
     for stage, cpu in stages:
         result.add(f"stage {stage}", round(cpu / count * 1e6, 2), "µs/reading")
+    # What occupancy adds to every batch of a warm container: group the items by
+    # (table, partition, day) and find them all remembered (no write).
+    warm = _recording_ingestor(settings, NullDynamoDB())
+    try:
+        warm.ingest(records, 900_000)
+        cpu_warm, _, _ = _best(repeats, lambda: warm.ingest(records, 900_000))
+        warm_off = Ingestor.from_settings(settings, dynamodb=NullDynamoDB(), sqs=NullSQS())
+        cpu_off, _, _ = _best(repeats, lambda: warm_off.ingest(records, 900_000))
+        warm_off.close()
+    finally:
+        warm.close()
+        metrics.clear_metrics()
+    result.add(
+        "occupancy CPU overhead, warm recorder (packed)",
+        round((cpu_warm / cpu_off - 1) * 100, 1),
+        "%",
+        "whole batches, best of N each",
+    )
     return result
+
+
+def _occupancy_cost(
+    result: Result, settings: IngestSettings, records: list[dict[str, Any]], *, repeats: int, cpu_off: float
+) -> None:
+    """The same packed batch with occupancy recorded; before each run the recorder forgets
+    what it wrote, so every run pays what a cold container pays."""
+    dynamodb = NullDynamoDB()
+    ingestor = _recording_ingestor(settings, dynamodb)
+    recorder = ingestor.occupancy
+    assert recorder is not None
+
+    def run() -> Any:
+        recorder.forget()
+        dynamodb.items.clear()
+        return ingestor.ingest(records, 900_000)
+
+    try:
+        cpu, _, outcome = _best(repeats, run)
+    finally:
+        ingestor.close()
+        metrics.clear_metrics()
+    count = outcome.readings
+    assert outcome.written == count and not outcome.failed_records, "the benchmark must ingest everything"
+    recorded = dynamodb.items.get(CONTROL_TABLE, 0)
+    result.add("readings/s/core (packed, occupancy recorded)", round(count / cpu), "readings/s", "cold recorder")
+    result.add("occupancy CPU overhead (packed)", round((cpu / cpu_off - 1) * 100, 1), "%", "same run, best of N each")
+    result.add(
+        "occupancy write units per 10,000 readings",
+        recorded * 10_000 / count,
+        "WCU",
+        f"{recorded} records (items < 1 KB: 1 WCU each) beside {dynamodb.items.get('readings', 0)} readings",
+    )
 
 
 @benchmark("ingest-e2e-moto", "end to end on an embedded moto server: our ingest vs one PutItem per reading")

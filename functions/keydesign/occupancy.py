@@ -6,7 +6,8 @@ event time, in the control table, *before* it writes the readings::
     pk = "occupancy#<table prefix>#<YYYY-MM-DD>"    one item collection per day
     sk = "<table>#<readings partition key>"          one item per occupied partition
     bucket = <bucket start, epoch ms>                lets a cross-entity read skip whole buckets
-    ttl    = end of the day + retention + 1 day      outlives every reading it stands for
+    expires_at = end of the day + retention + 1 day  the control table's TTL attribute:
+                                                     outlives every reading it stands for
 
 Readers load a day with one Query (per-entity reads narrow it with
 ``begins_with`` on the common prefix of their partitions) and keep a
@@ -97,7 +98,8 @@ class OccupancyRecord:
             "pk": day_pk(self.table_prefix, self.day_ms),
             "sk": partition_sk(self.table, self.partition_key),
             "bucket": self.bucket_ms,
-            "ttl": occupancy_ttl(self.day_ms, retention_ms),
+            # The control table's TTL attribute (infra.config.CONTROL_SCHEMA), not the readings' "ttl".
+            "expires_at": occupancy_ttl(self.day_ms, retention_ms),
         }
 
 

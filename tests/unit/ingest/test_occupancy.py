@@ -79,7 +79,7 @@ def test_every_partition_written_to_is_recorded_first_and_once() -> None:
     # ... with a TTL past the last reading of the day and the bucket start
     for (pk, _), item in db.tables[CONTROL].items():
         if pk != SINCE_PK:
-            assert int(item["ttl"]["N"]) * 1000 > NOW + 30 * DAY
+            assert int(item["expires_at"]["N"]) * 1000 > NOW + 30 * DAY
             assert int(item["bucket"]["N"]) % 3_600_000 == 0
     # And the marker says from when on pruning is safe
     marker = db.tables[CONTROL][(SINCE_PK, "readings")]

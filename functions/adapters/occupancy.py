@@ -220,11 +220,6 @@ class OccupancyRecorder:
             while len(self._recorded) > self._entries:
                 self._recorded.popitem(last=False)
 
-    def forget(self) -> None:
-        """Forget every record written (as a new container would); the next batches write them again."""
-        with self._lock:
-            self._recorded.clear()
-
     def ensure_marked(self, now_ms: int) -> None:
         """Store the ``since`` marker once per container. A failure is logged and tried
         again with the next batch: without a marker readers prune nothing, which is safe,

@@ -233,11 +233,6 @@ class Ingestor:
             wall_clock_ms=wall_clock_ms,
         )
 
-    @property
-    def occupancy(self) -> OccupancyRecorder | None:
-        """The occupancy recorder (None without a control table)."""
-        return self._occupancy
-
     def close(self) -> None:
         self._writer.close()
         self._rejects.close()
@@ -393,16 +388,7 @@ class Ingestor:
         if recorder is None or not distinct:
             return {}
         recorder.ensure_marked(now_ms)
-        # Grouped on a plain tuple first: most items of a batch share a few partitions.
-        groups: dict[tuple[str, str, int], list[int]] = {}
-        for index, write in enumerate(distinct):
-            pending = write.pending
-            groups.setdefault((pending.table, pending.pk, day_of(write.ts_ms)), []).append(index)
-        prefix, bucket = self._layout.table_prefix, self._layout.bucket
-        records = {
-            OccupancyRecord.of(prefix, bucket, table, pk, distinct[members[0]].ts_ms): members
-            for (table, pk, _), members in groups.items()
-        }
+        records = occupancy_groups(self._layout, [(w.pending.table, w.pending.pk, w.ts_ms) for w in distinct])
         missing = recorder.unrecorded(records)
         if not missing:
             return {}
@@ -435,6 +421,20 @@ class Ingestor:
             outcome.records[record].hand_back(
                 reject.readings, f"reject not queued: {report.unsent.get(index, 'unknown')}"
             )
+
+
+def occupancy_groups(layout: Layout, writes: Sequence[tuple[str, str, int]]) -> dict[OccupancyRecord, list[int]]:
+    """The occupancy record of every (table, partition key, UTC day) among ``writes``
+    (table, partition key, event time), with the indexes of the writes it stands for."""
+    # Grouped on a plain tuple first: most items of a batch share a few partitions.
+    groups: dict[tuple[str, str, int], list[int]] = {}
+    for index, (table, pk, ts_ms) in enumerate(writes):
+        groups.setdefault((table, pk, day_of(ts_ms)), []).append(index)
+    prefix, bucket = layout.table_prefix, layout.bucket
+    return {
+        OccupancyRecord.of(prefix, bucket, table, pk, writes[members[0]][2]): members
+        for (table, pk, _), members in groups.items()
+    }
 
 
 def _size_bound(value: object) -> int:

@@ -140,3 +140,22 @@ def test_without_a_recorder_nothing_is_written_to_the_control_table() -> None:
     ingestor._occupancy = None
     ingestor.ingest(kinesis_event([as_json(reading("a", NOW, "1"))])["Records"], 60_000)
     assert db.tables[CONTROL] == {}
+
+
+def test_readings_wait_for_a_throttled_record_and_are_handed_back_when_it_never_lands() -> None:
+    # Given a control table that leaves every occupancy record unprocessed
+    class Unprocessed(FakeDynamoDB):
+        def batch_write_item(self, **kwargs: Any) -> Any:
+            control = kwargs["RequestItems"].get(CONTROL)
+            if control is None:
+                return super().batch_write_item(**kwargs)
+            return {"UnprocessedItems": {CONTROL: control}}
+
+    db = Unprocessed({"readings", CONTROL})
+    ingestor = _ingestor(db)
+    # When a batch is ingested within a short time budget
+    outcome = ingestor.ingest(kinesis_event([as_json(reading("a", NOW, "1"))])["Records"], 3_000)
+    # Then nothing reaches the readings table and the record is redelivered later
+    assert db.items("readings") == []
+    assert outcome.records[0].retry == 1 and outcome.records[0].written == 0
+    assert "occupancy not recorded" in (outcome.records[0].reason or "")

@@ -214,24 +214,9 @@ class QueryService:
                 plan_to = anchor_ms + 1
             else:
                 plan_from = anchor_ms
-        planning = PlanningCost()
-        occupancy = self._planner.occupancy(consistent=consistent) if self._planner else None
-        beyond: Position | None = None
-        if self._planner is None or occupancy is None:
-            partitions = self._layout.plan_entity(entity, plan_from, plan_to, shard_map).partitions
-        else:
-            pruned = self._planner.entity_walk(
-                occupancy,
-                entity,
-                plan_from,
-                plan_to,
-                shard_map,
-                descending=descending,
-                consistent=consistent,
-                enough=self._limits.concurrency,
-                cost=planning,
-            )
-            partitions, beyond = pruned.partitions, pruned.beyond
+        partitions, beyond, planning = self._entity_plan(
+            entity, plan_from, plan_to, shard_map, descending=descending, consistent=consistent
+        )
         template = _template(
             partitions,
             descending=descending,
@@ -295,24 +280,9 @@ class QueryService:
                 plan_to = min(window.to_ms, bucket.start(anchor_ms) + bucket.width_ms)
             else:
                 plan_from = anchor_ms
-        planning = PlanningCost()
-        occupancy = self._planner.occupancy(consistent=consistent) if self._planner else None
-        if self._planner is None or occupancy is None:
-            plan, beyond = self._range_chunk(plan_from, plan_to, shard_map, window, descending=descending)
-            partitions = plan.partitions
-        else:
-            pruned = self._planner.range_walk(
-                occupancy,
-                plan_from,
-                plan_to,
-                shard_map,
-                window_from_ms=window.from_ms,
-                descending=descending,
-                consistent=consistent,
-                enough=self._limits.max_query_calls + self._limits.concurrency,
-                cost=planning,
-            )
-            partitions, beyond = pruned.partitions, pruned.beyond
+        partitions, beyond, planning = self._range_plan(
+            plan_from, plan_to, shard_map, window, descending=descending, consistent=consistent
+        )
         template = _template(
             partitions,
             descending=descending,
@@ -396,11 +366,7 @@ class QueryService:
             return self._explain(
                 "aggregates", plan, order="asc", consistent=consistent, items=self._limits.max_scan_items
             )
-        planning = PlanningCost()
-        partitions = plan.partitions
-        occupancy = self._planner.occupancy(consistent=consistent) if self._planner else None
-        if self._planner is not None and occupancy is not None:
-            partitions = self._planner.entity_whole(occupancy, partitions, consistent=consistent, cost=planning)
+        partitions, planning = self._pruned(plan, consistent=consistent)
         template = _template(
             partitions,
             consistent=consistent,
@@ -553,6 +519,60 @@ class QueryService:
             reached=format_ts(reached_ms),
             cost=_cost(stats),
         )
+
+    # -- plans, pruned by occupancy when the control table has it -----------------------
+
+    def _entity_plan(
+        self, entity: str, from_ms: int, to_ms: int, shard_map: ShardMap, *, descending: bool, consistent: bool
+    ) -> tuple[Sequence[PartitionQuery], Position | None, PlanningCost]:
+        """The partitions one entity page reads, where to resume if they end before the
+        range does, and what reading occupancy cost."""
+        planning = PlanningCost()
+        occupancy = self._planner.occupancy(consistent=consistent) if self._planner else None
+        if self._planner is None or occupancy is None:
+            return self._layout.plan_entity(entity, from_ms, to_ms, shard_map).partitions, None, planning
+        pruned = self._planner.entity_walk(
+            occupancy,
+            entity,
+            from_ms,
+            to_ms,
+            shard_map,
+            descending=descending,
+            consistent=consistent,
+            enough=self._limits.concurrency,
+            cost=planning,
+        )
+        return pruned.partitions, pruned.beyond, planning
+
+    def _range_plan(
+        self, from_ms: int, to_ms: int, shard_map: ShardMap, window: TimeRange, *, descending: bool, consistent: bool
+    ) -> tuple[Sequence[PartitionQuery], Position | None, PlanningCost]:
+        """The partitions one cross-entity page reads (see :meth:`_entity_plan`)."""
+        planning = PlanningCost()
+        occupancy = self._planner.occupancy(consistent=consistent) if self._planner else None
+        if self._planner is None or occupancy is None:
+            plan, beyond = self._range_chunk(from_ms, to_ms, shard_map, window, descending=descending)
+            return plan.partitions, beyond, planning
+        pruned = self._planner.range_walk(
+            occupancy,
+            from_ms,
+            to_ms,
+            shard_map,
+            window_from_ms=window.from_ms,
+            descending=descending,
+            consistent=consistent,
+            enough=self._limits.max_query_calls + self._limits.concurrency,
+            cost=planning,
+        )
+        return pruned.partitions, pruned.beyond, planning
+
+    def _pruned(self, plan: QueryPlan, *, consistent: bool) -> tuple[Sequence[PartitionQuery], PlanningCost]:
+        """Every partition of ``plan`` that may hold data (an aggregate reads them all)."""
+        planning = PlanningCost()
+        occupancy = self._planner.occupancy(consistent=consistent) if self._planner else None
+        if self._planner is None or occupancy is None:
+            return plan.partitions, planning
+        return self._planner.entity_whole(occupancy, plan.partitions, consistent=consistent, cost=planning), planning
 
     def _range_chunk(
         self, from_ms: int, to_ms: int, shard_map: ShardMap, window: TimeRange, *, descending: bool

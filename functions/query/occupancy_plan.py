@@ -103,7 +103,8 @@ class OccupancyPlanner:
         cost: PlanningCost,
     ) -> PrunedPlan:
         """The partitions of ``[from_ms, to_ms)`` that may hold the entity's readings,
-        walked day by day in read order until at least ``enough`` are found."""
+        walked day by day in read order until at least ``enough`` are found, or a
+        batch of days in which every partition holds data."""
         days = days_of(from_ms, to_ms)
         if descending:
             days.reverse()
@@ -115,9 +116,13 @@ class OccupancyPlanner:
             low, high = max(from_ms, min(chunk)), min(to_ms, max(chunk) + DAY_MS)
             parts = self._layout.plan_entity(entity, low, high, shard_map).partitions
             self.load(occupancy, _prefixes(parts), consistent=consistent, cost=cost)
-            kept.extend(occupancy.prune(parts))
+            found = occupancy.prune(parts)
+            kept.extend(found)
             batch = min(MAX_BATCH_DAYS, batch * 2)
-            if len(kept) >= enough and done < len(days):
+            # Enough for a page: a window's worth, or every partition of these days
+            # (a busy entity on a layout with few partitions, such as 4 suffixes).
+            full = bool(found) and len(found) == len(parts)
+            if (len(kept) >= enough or full) and done < len(days):
                 kept.sort(key=lambda p: p.from_ms)
                 if descending:
                     return PrunedPlan(tuple(kept), Position(format_ts(low - 1), POSITION_MAX_SK))

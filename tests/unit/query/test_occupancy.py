@@ -139,6 +139,22 @@ def test_a_31_day_aggregate_of_a_quiet_entity_answers_within_the_call_cap() -> N
         raise AssertionError("the unpruned aggregate should pass the call cap")
 
 
+def test_a_busy_entity_on_few_suffixes_pays_one_occupancy_query_per_page() -> None:
+    # Given an entity writing every 10 minutes for 31 days over 4 random suffixes
+    layout = Layout.from_settings(kind="random", bucket="1h", table_prefix="readings")
+    world = World(layout, ShardMap.initial(layout.bucket, 4), NOW - 40 * DAY)
+    for n in range(31 * 144):
+        world.write(reading("busy", NOW - 31 * DAY + n * 600_000, f"b{n:05d}"))
+    # When its first page of the month is read
+    page = world.service(pruned=True).entity_readings(
+        entity_id="busy", from_=format_ts(NOW - 31 * DAY), to=format_ts(NOW), limit=50
+    )
+    # Then one day's occupancy was enough to plan it
+    assert isinstance(page, ReadingsPage) and page.count == 50 and page.next_cursor is not None
+    occupancy_queries = page.cost.queries - len(world.readings.requests)
+    assert occupancy_queries == 1
+
+
 def test_without_a_marker_nothing_is_pruned() -> None:
     # Given readings written with no marker stored (recording never started, or data from before it)
     world = hybrid_world(since_ms=None, shards=4)

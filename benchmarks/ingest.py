@@ -16,11 +16,14 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
-from adapters.batch_writer import serialize_item
+from adapters.batch_writer import BatchWriter, serialize_item
 from adapters.observability import logger, metrics
+from adapters.occupancy import OccupancyRecorder, OccupancyStore
+from adapters.rejects import RejectsPublisher
+from adapters.shard_map_source import StaticShardMap
 from benchmarks.harness import Result, benchmark
 from ingest.decoding import decode_record
-from ingest.logic import Ingestor
+from ingest.logic import Ingestor, occupancy_groups
 from ingest.settings import IngestSettings
 from keydesign import Layout, Reading, ShardMap, build_item, item_size, ttl_for
 from producer import Packer, Workload, generate
@@ -28,18 +31,52 @@ from producer import Packer, Workload, generate
 SHARD = "shardId-000000000000"
 ARN = "arn:aws:kinesis:eu-west-1:123456789012:stream/readings"
 REGION = "eu-west-1"
+CONTROL_TABLE = "control"
 
 logger.setLevel("WARNING")  # one "batch ingested" line per run would interleave with the results table
 
 
 class NullDynamoDB:
-    """Accepts every BatchWriteItem at once: the network and DynamoDB cost nothing."""
+    """Accepts every BatchWriteItem (and the occupancy marker's PutItem) at once:
+    the network and DynamoDB cost nothing. Counts the items put per table."""
 
-    calls = 0
+    def __init__(self) -> None:
+        self.calls = 0
+        self.items: dict[str, int] = {}
 
     def batch_write_item(self, **kwargs: Any) -> Mapping[str, Any]:
         self.calls += 1
+        for table, requests in kwargs["RequestItems"].items():
+            self.items[table] = self.items.get(table, 0) + len(requests)
         return {"UnprocessedItems": {}}
+
+    def put_item(self, **kwargs: Any) -> Mapping[str, Any]:
+        return {}
+
+    def get_item(self, **kwargs: Any) -> Mapping[str, Any]:
+        return {}
+
+    def query(self, **kwargs: Any) -> Mapping[str, Any]:
+        return {"Items": []}
+
+
+def _recording_ingestor(settings: IngestSettings, dynamodb: NullDynamoDB) -> Ingestor:
+    """The Ingestor as ``from_settings`` wires it with a control table, but with a static shard map
+    (the store would read the network) and a fresh occupancy recorder: a cold container, which
+    writes one record per partition the batch touches (the most occupancy ever costs a batch)."""
+    common = settings.common
+    return Ingestor(
+        layout=common.layout,
+        shard_maps=StaticShardMap(ShardMap.initial(common.layout.bucket, common.shards)),
+        writer=BatchWriter(dynamodb, concurrency=settings.write_concurrency),
+        rejects=RejectsPublisher(NullSQS(), settings.rejects_queue_url),
+        retention_ms=common.retention_ms,
+        max_future_ms=settings.max_future_ms,
+        max_age_ms=settings.max_age_ms,
+        occupancy=OccupancyRecorder(
+            OccupancyStore(dynamodb, CONTROL_TABLE, common.layout.table_prefix), max_future_ms=settings.max_future_ms
+        ),
+    )
 
 
 class NullSQS:
@@ -120,6 +157,7 @@ def ingest_cpu(quick: bool) -> Result:
     repeats = 2 if quick else 5
     items = readings(count)
     settings = IngestSettings.from_env(_env("readings"))
+    packed_cpu = float("nan")
     for packed in (True, False):
         records = lambda_records(items, packed=packed)
         dynamodb = NullDynamoDB()
@@ -136,9 +174,11 @@ def ingest_cpu(quick: bool) -> Result:
         result.add(f"readings/s/core ({label})", round(count / cpu), "readings/s", f"{len(records)} records")
         result.add(f"readings/s wall ({label})", round(count / wall), "readings/s")
         if packed:
+            packed_cpu = cpu
             result.add(
                 "BatchWriteItem calls per 10,000 readings", outcome.write.calls * 10_000 / count, "calls", "floor 400"
             )
+            _occupancy_writes(result, settings, records)
     result.params = {"readings": count, "repeats": repeats, "layout": "hybrid", "shards": 16, "write_concurrency": 8}
     result.method = (
         "the real Ingestor (decode, validate, key, item, chunk, thread pool, attribution, metrics) on 10,000 "
@@ -164,6 +204,18 @@ def ingest_cpu(quick: bool) -> Result:
     )
     cpu_size, _, _ = _best(repeats, lambda: [item_size(i) for i in built])
     cpu_serialize, _, _ = _best(repeats, lambda: [serialize_item(i) for i in built])
+    # A warm container's occupancy work on every batch: group the items by (table, partition,
+    # day) and find every record already written (the usual case: no write at all).
+    recorder = OccupancyRecorder(OccupancyStore(NullDynamoDB(), CONTROL_TABLE, layout.table_prefix), max_future_ms=0)
+    partitions = [(k.table, k.pk, r.ts_ms) for r, k in zip(parsed, keys, strict=True)]
+    recorder.remember(list(occupancy_groups(layout, partitions)))
+    cpu_occupancy, _, missing = _best(
+        repeats,
+        lambda: recorder.unrecorded(
+            occupancy_groups(layout, [(k.table, k.pk, r.ts_ms) for r, k in zip(parsed, keys, strict=True)])
+        ),
+    )
+    assert missing == [], "a warm recorder writes nothing"
     stages = (
         ("decode (base64, KPL, JSON)", cpu_decode),
         ("validate (Reading.parse)", cpu_parse),
@@ -171,10 +223,38 @@ def ingest_cpu(quick: bool) -> Result:
         ("item (build_item + ttl)", cpu_item),
         ("exact item_size (skipped by the bound)", cpu_size),
         ("serialize (low-level form)", cpu_serialize),
+        ("occupancy, warm container (group, all recorded)", cpu_occupancy),
     )
     for stage, cpu in stages:
         result.add(f"stage {stage}", round(cpu / count * 1e6, 2), "µs/reading")
+    per_reading_us = packed_cpu / count * 1e6
+    result.add(
+        "occupancy CPU overhead, warm container",
+        round(cpu_occupancy / count * 1e6 / per_reading_us * 100, 2),
+        "%",
+        "occupancy stage / a packed reading's whole CPU cost, same run",
+    )
     return result
+
+
+def _occupancy_writes(result: Result, settings: IngestSettings, records: list[dict[str, Any]]) -> None:
+    """What a cold container (nothing recorded yet) writes for the same packed batch."""
+    dynamodb = NullDynamoDB()
+    ingestor = _recording_ingestor(settings, dynamodb)
+    try:
+        outcome = ingestor.ingest(records, 900_000)
+    finally:
+        ingestor.close()
+        metrics.clear_metrics()
+    count = outcome.readings
+    assert outcome.written == count and not outcome.failed_records, "the benchmark must ingest everything"
+    recorded = dynamodb.items.get(CONTROL_TABLE, 0)
+    result.add(
+        "occupancy write units per 10,000 readings, cold container",
+        recorded * 10_000 / count,
+        "WCU",
+        f"{recorded} records (items < 1 KB: 1 WCU each) beside {dynamodb.items.get('readings', 0)} readings",
+    )
 
 
 @benchmark("ingest-e2e-moto", "end to end on an embedded moto server: our ingest vs one PutItem per reading")

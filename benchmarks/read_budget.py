@@ -10,10 +10,15 @@ buckets) over an in-memory table, every Query call given a 20 ms round trip
 * ``entity_31d``: one entity over 31 days, holding one reading at the end
   (744 partitions).
 
+* ``aggregate_31d``: ``/aggregates`` of that entity over 31 days, 1-hour intervals.
+
 For each: Query calls and wall time of the first page, with MAX_QUERY_CALLS at
 its default (200) and, for the two shorter reads, unbounded (the behaviour
 before the page budget), side by side; and, where it is short enough to walk,
 the pages, calls and time of following the cursors to the end of the range.
+Every read is also measured with occupancy records (``pruned``): the control
+table, in memory behind the same 20 ms per call, holds the record ingest
+writes for the one reading and a ``since`` marker older than the ranges.
 
 Run: ``python -m benchmarks read-budget`` (harness) or
 ``.venv/bin/python -m benchmarks.read_budget`` (prints JSON).
@@ -25,14 +30,18 @@ import json
 import time
 from typing import Any
 
+from adapters.batch_writer import serialize_item
 from adapters.observability import logger, metrics
+from adapters.occupancy import OccupancyReader, OccupancyStore
 from adapters.shard_map_source import StaticShardMap
 from benchmarks.harness import Result, benchmark
 from benchmarks.query_fanout import LatencyReader, MemoryReader
 from keydesign import Layout, Reading, ShardMap, format_ts, parse_timestamp
+from keydesign.occupancy import OccupancyRecord
 from query.cursor import CursorCodec
+from query.errors import ScanLimitExceeded
 from query.logic import QueryService
-from query.models import ReadingsPage
+from query.models import AggregateSeries, ReadingsPage
 from query.params import PageArgs, TimeRange
 from query.settings import DEFAULT_LIMIT, QueryLimits
 
@@ -44,7 +53,33 @@ ENTITY = "sensor-once"
 UNBOUNDED = 100_000
 
 
-def _service(max_query_calls: int, latency_ms: float) -> QueryService:
+class MemoryControlTable:
+    """The control table's occupancy items in memory, every call given the same round trip
+    as a readings Query (``query`` with ``begins_with``, ``get_item``, ``put_item``)."""
+
+    def __init__(self, latency_ms: float) -> None:
+        self._latency_s = latency_ms / 1000
+        self._items: dict[tuple[str, str], dict[str, Any]] = {}
+
+    def put_item(self, **kwargs: Any) -> dict[str, Any]:
+        item = kwargs["Item"]
+        self._items[item["pk"]["S"], item["sk"]["S"]] = item
+        return {}
+
+    def get_item(self, **kwargs: Any) -> dict[str, Any]:
+        time.sleep(self._latency_s)
+        found = self._items.get((kwargs["Key"]["pk"]["S"], kwargs["Key"]["sk"]["S"]))
+        return {} if found is None else {"Item": found}
+
+    def query(self, **kwargs: Any) -> dict[str, Any]:
+        time.sleep(self._latency_s)
+        values = kwargs["ExpressionAttributeValues"]
+        pk, prefix = values[":pk"]["S"], values.get(":prefix", {"S": ""})["S"]
+        items = [item for (ipk, sk), item in sorted(self._items.items()) if ipk == pk and sk.startswith(prefix)]
+        return {"Items": items, "ConsumedCapacity": {"CapacityUnits": 0.5}}
+
+
+def _service(max_query_calls: int, latency_ms: float, *, pruned: bool = False) -> QueryService:
     layout = Layout.from_settings(kind="hybrid", bucket="1h", table_prefix="readings")
     shard_map = ShardMap.initial(layout.bucket, SHARDS)
     memory = MemoryReader()
@@ -53,6 +88,14 @@ def _service(max_query_calls: int, latency_ms: float) -> QueryService:
     )
     key = layout.key_for(once, shard_map)
     memory.put(key.table, key.pk, key.sk, once)
+    occupancy = None
+    if pruned:
+        control = MemoryControlTable(latency_ms)
+        store = OccupancyStore(control, "control", layout.table_prefix)
+        store.mark_since(NOW - 60 * DAY)  # recording started before every range read here
+        record = OccupancyRecord.of(layout.table_prefix, layout.bucket, key.table, key.pk, once.ts_ms)
+        control.put_item(TableName="control", Item=serialize_item(record.item(30 * DAY)))
+        occupancy = OccupancyReader(store)
     return QueryService(
         layout=layout,
         shard_maps=StaticShardMap(shard_map),
@@ -60,7 +103,21 @@ def _service(max_query_calls: int, latency_ms: float) -> QueryService:
         cursors=CursorCodec(lambda: b"benchmark-cursor-key-0123456789abcdef"),
         limits=QueryLimits(max_query_calls=max_query_calls),
         clock_ms=lambda: NOW,
+        occupancy=occupancy,
     )
+
+
+def _aggregate(service: QueryService) -> dict[str, Any]:
+    """One 31-day aggregate on 1-hour intervals: its Query calls, or the 413 it answers."""
+    try:
+        series = service.aggregates(ENTITY, TimeRange(NOW - 31 * DAY, NOW), HOUR, time_left_ms=28_000)
+    except ScanLimitExceeded as exc:
+        return {"answer": "413", "why": str(exc)}
+    finally:
+        metrics.clear_metrics()
+    if not isinstance(series, AggregateSeries):
+        raise TypeError("expected a series")
+    return {"answer": "200", "queries": series.cost.queries, "readings": series.readings}
 
 
 def _page(service: QueryService, case: str, cursor: str | None) -> ReadingsPage:
@@ -80,12 +137,24 @@ def _page(service: QueryService, case: str, cursor: str | None) -> ReadingsPage:
     return page
 
 
-def _measure(case: str, max_query_calls: int, latency_ms: float, walk: bool) -> dict[str, Any]:
-    service = _service(max_query_calls, latency_ms)
+def _measure(case: str, max_query_calls: int, latency_ms: float, walk: bool, *, pruned: bool = False) -> dict[str, Any]:
+    service = _service(max_query_calls, latency_ms, pruned=pruned)
     started = time.perf_counter()
+    if case == "aggregate_31d":
+        answer = _aggregate(service)
+        return {
+            "case": case,
+            "pruned": pruned,
+            "max_query_calls": max_query_calls,
+            "first_page_queries": answer.get("queries"),
+            "first_page_ms": round((time.perf_counter() - started) * 1000, 1),
+            "first_page_complete": answer["answer"] == "200",
+            "answer": answer["answer"],
+        }
     first = _page(service, case, None)
     figures: dict[str, Any] = {
         "case": case,
+        "pruned": pruned,
         "max_query_calls": max_query_calls,
         "first_page_queries": first.cost.queries,
         "first_page_ms": round((time.perf_counter() - started) * 1000, 1),
@@ -117,6 +186,10 @@ def run(latency_ms: float = 20.0, quick: bool = False) -> dict[str, Any]:
         ]
         if not quick:
             cases.append(_measure("range_31d", 200, latency_ms, walk=False))
+        cases.append(_measure("aggregate_31d", 200, latency_ms, walk=False))
+        # The same reads with occupancy records: empty partitions are skipped.
+        for case in ("range_1d", "range_31d", "entity_31d", "aggregate_31d"):
+            cases.append(_measure(case, 200, latency_ms, walk=case != "aggregate_31d", pruned=True))
     finally:
         logger.setLevel(level)
     return {
@@ -136,12 +209,18 @@ def to_result(figures: dict[str, Any]) -> Result:
         method=(
             f"QueryService over an in-memory table (hybrid, {figures['shards']} shards, 1h buckets) wrapped to "
             f"sleep {latency:g} ms per Query call, 28 s of function time left; first page of each read with "
-            "MAX_QUERY_CALLS 200 and unbounded, and the cursors followed to the end where noted"
+            "MAX_QUERY_CALLS 200 and unbounded, and the cursors followed to the end where noted; 'occupancy': "
+            "the same reads pruned by occupancy records in an in-memory control table behind the same latency "
+            "(a cold cache: every day's record is read)"
         ),
     )
     for case in figures["cases"]:
         cap = "unbounded" if case["max_query_calls"] == UNBOUNDED else f"cap {case['max_query_calls']}"
-        where = f"{case['case']}, {cap}"
+        where = f"{case['case']}, {cap}" + (", occupancy" if case.get("pruned") else "")
+        if case["case"] == "aggregate_31d":
+            answer = "413" if case["answer"] == "413" else f"200, {case['first_page_queries']} Query calls"
+            result.add(f"{where}: answer", case["first_page_ms"], "ms", answer)
+            continue
         note = "complete" if case["first_page_complete"] else "cut short"
         calls = f"{case['first_page_queries']} Query calls, {note}"
         result.add(f"{where}: first page", case["first_page_ms"], "ms", calls)

@@ -52,11 +52,13 @@ class TimeSeriesStack(Stack):
         self.ingestion = Ingestion(self, "Ingestion", config=config, runtime=runtime, removal_policy=removal_policy)
         self.storage.grant_readings_write(self.ingestion.function)
         self.storage.grant_shard_map_bootstrap(self.ingestion.function)
+        self.storage.grant_occupancy_record(self.ingestion.function)
 
         # API -> query -> readings table(s); the query function only reads the shard map.
         self.api = QueryApi(self, "Api", config=config, runtime=runtime, removal_policy=removal_policy)
         self.storage.grant_readings_query(self.api.function)
         self.storage.grant_shard_map_read(self.api.function)
+        self.storage.grant_occupancy_read(self.api.function)
 
         # Readings stream -> hot keys -> shard map and counters in the control table, alerts to the topic.
         self.hot_keys = HotKeys(

@@ -19,6 +19,8 @@ from infra.config import CONTROL_SCHEMA, READINGS_SCHEMA, StorageConfig, TableSc
 #: The partition key of the shard-map item (``adapters.shard_map_store``): the
 #: only control-table item ingest and query touch.
 SHARD_MAP_PARTITION = "shardmap"
+#: Partition keys of the occupancy records and their marker (keydesign.occupancy).
+OCCUPANCY_PARTITIONS = "occupancy#*"
 #: What the hot-key detector does on the control table: the shard map
 #: (conditional puts), window counters (ADD), claims, cooldowns, and reading
 #: a window's counters back (Query, BatchGetItem).
@@ -123,6 +125,24 @@ class Storage(Construct):
     def grant_shard_map_bootstrap(self, grantee: iam.IGrantable) -> None:
         """Ingest reads the shard map, and the first writer stores the initial one."""
         self._allow_shard_map(grantee, ["dynamodb:GetItem", "dynamodb:PutItem"])
+
+    def grant_occupancy_record(self, grantee: iam.IGrantable) -> None:
+        """Ingest writes occupancy records (BatchWriteItem) and the marker (a conditional PutItem)."""
+        self._allow_occupancy(grantee, ["dynamodb:BatchWriteItem", "dynamodb:PutItem"])
+
+    def grant_occupancy_read(self, grantee: iam.IGrantable) -> None:
+        """The query API reads a day's occupancy (Query) and the marker (GetItem)."""
+        self._allow_occupancy(grantee, ["dynamodb:Query", "dynamodb:GetItem"])
+
+    def _allow_occupancy(self, grantee: iam.IGrantable, actions: list[str]) -> None:
+        grantee.grant_principal.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=actions,
+                resources=[self.control_table.table_arn],
+                # Only the occupancy items: never the shard map, counters or claims.
+                conditions={"ForAllValues:StringLike": {"dynamodb:LeadingKeys": [OCCUPANCY_PARTITIONS]}},
+            )
+        )
 
     def grant_control_table_use(self, grantee: iam.IGrantable) -> None:
         """The hot-key detector: shard map, counters, claims and cooldowns (many partition keys)."""

@@ -38,6 +38,7 @@ from adapters.batch_writer import BatchWriteApi, BatchWriter, PendingWrite, Unst
 from adapters.clients import client
 from adapters.kinesis_records import sequence_number_of, shard_id_of
 from adapters.observability import logger, metrics, tracer
+from adapters.occupancy import OccupancyRecorder, OccupancyStore
 from adapters.rejects import Reject, RejectsPublisher, RejectsReport, SendMessageBatchApi
 from adapters.retry import Backoff, Clock, Deadline, Sleep
 from adapters.shard_map_source import ShardMapSource
@@ -46,6 +47,7 @@ from ingest.decoding import Candidate, DecodedRecord, decode_record
 from ingest.settings import IngestSettings
 from keydesign import InvalidInput, Layout, Reading, ShardMap, build_item, item_size, ttl_for
 from keydesign.items import MAX_ITEM_BYTES
+from keydesign.occupancy import OccupancyRecord, day_of
 
 
 class RecordNotIngested(Exception):  # noqa: N818 - reads as the outcome it reports
@@ -91,6 +93,7 @@ class BatchOutcome:
     rejects: RejectsReport = field(default_factory=RejectsReport)
     reject_fields: Counter[str] = field(default_factory=Counter)
     aggregated_members: int = 0
+    occupancy: WriteReport = field(default_factory=WriteReport)
     unexpected: int = 0
     max_arrival_lag_ms: int | None = None
     _by_sequence: dict[str, RecordOutcome] = field(default_factory=dict)
@@ -135,6 +138,7 @@ class _Write:
 
     pending: PendingWrite
     origins: list[Candidate]
+    ts_ms: int
 
 
 class Ingestor:
@@ -157,8 +161,10 @@ class Ingestor:
         clock: Clock = time.monotonic,
         wall_clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
         rng: random.Random | None = None,
+        occupancy: OccupancyRecorder | None = None,
     ) -> None:
         self._layout = layout
+        self._occupancy = occupancy
         self._shard_maps = shard_maps
         self._writer = writer
         self._rejects = rejects
@@ -204,9 +210,16 @@ class Ingestor:
             concurrency=settings.reject_concurrency,
             sleep=sleep,
         )
+        occupancy = None
+        if common.control_table is not None:
+            # Records go through the writer (and any fault injector around it); only the
+            # one-off marker uses the store's own client, with standard retries.
+            store = OccupancyStore(client("dynamodb"), common.control_table, common.layout.table_prefix)
+            occupancy = OccupancyRecorder(store, max_future_ms=settings.max_future_ms)
         return cls(
             layout=common.layout,
             shard_maps=shard_map_source(settings.common, bootstrap=True),
+            occupancy=occupancy,
             writer=writer,
             rejects=rejects,
             retention_ms=common.retention_ms,
@@ -264,9 +277,18 @@ class Ingestor:
                 rejects.append(reject)
                 reject_record.append(position)
 
-        pendings = [w.pending for w in writes.values()]
-        origins = [w.origins for w in writes.values()]
-        outcome.items = len(pendings)
+        distinct = list(writes.values())
+        outcome.items = len(distinct)
+        # A partition's occupancy is recorded before its readings are written, so a
+        # reader never finds readings in a partition it was told is empty.
+        blocked = self._record_occupancy(distinct, deadline, now_ms, outcome) if self._occupancy else {}
+        if blocked:
+            distinct = [w for index, w in enumerate(distinct) if index not in blocked]
+            for reason, group in blocked.values():
+                for origin in group:
+                    outcome.records[origin.record].hand_back(1, reason)
+        pendings = [w.pending for w in distinct]
+        origins = [w.origins for w in distinct]
         handle = self._writer.submit(pendings, deadline)
         outcome.rejects = self._rejects.publish(rejects, deadline)
         outcome.write = handle.wait()
@@ -350,11 +372,37 @@ class Ingestor:
         pending = PendingWrite(key.table, key.pk, key.sk, low_level)
         existing = writes.get(identity)
         if existing is None:
-            writes[identity] = _Write(pending, [candidate])
+            writes[identity] = _Write(pending, [candidate], reading.ts_ms)
         else:
             existing.pending = pending  # the last one wins
             existing.origins.append(candidate)
             outcome.duplicates += 1
+
+    def _record_occupancy(
+        self, distinct: Sequence[_Write], deadline: Deadline, now_ms: int, outcome: BatchOutcome
+    ) -> dict[int, tuple[str, list[Candidate]]]:
+        """Write the occupancy records this container has not written yet; the
+        writes (by index) whose record could not be written, with the reason."""
+        recorder = self._occupancy
+        if recorder is None or not distinct:
+            return {}
+        recorder.ensure_marked(now_ms)
+        records = occupancy_groups(self._layout, [(w.pending.table, w.pending.pk, w.ts_ms) for w in distinct])
+        missing = recorder.unrecorded(records)
+        if not missing:
+            return {}
+        store = recorder.store
+        report = self._writer.write([store.pending_write(r, self._retention_ms) for r in missing], deadline)
+        outcome.occupancy = report
+        recorder.remember([missing[i] for i in sorted(report.written)])
+        blocked: dict[int, tuple[str, list[Candidate]]] = {}
+        for position, record in enumerate(missing):
+            if position in report.written:
+                continue
+            why = report.unwritten.get(position) or report.rejected.get(position) or "unknown"
+            for index in records[record]:
+                blocked[index] = (f"occupancy not recorded: {why}", distinct[index].origins)
+        return blocked
 
     def _note_arrival(self, outcome: BatchOutcome, raw: Mapping[str, Any], now_ms: int) -> None:
         arrival = (raw.get("kinesis") or {}).get("approximateArrivalTimestamp")
@@ -372,6 +420,20 @@ class Ingestor:
             outcome.records[record].hand_back(
                 reject.readings, f"reject not queued: {report.unsent.get(index, 'unknown')}"
             )
+
+
+def occupancy_groups(layout: Layout, writes: Sequence[tuple[str, str, int]]) -> dict[OccupancyRecord, list[int]]:
+    """The occupancy record of every (table, partition key, UTC day) among ``writes``
+    (table, partition key, event time), with the indexes of the writes it stands for."""
+    # Grouped on a plain tuple first: most items of a batch share a few partitions.
+    groups: dict[tuple[str, str, int], list[int]] = {}
+    for index, (table, pk, ts_ms) in enumerate(writes):
+        groups.setdefault((table, pk, day_of(ts_ms)), []).append(index)
+    prefix, bucket = layout.table_prefix, layout.bucket
+    return {
+        OccupancyRecord.of(prefix, bucket, table, pk, writes[members[0]][2]): members
+        for (table, pk, _), members in groups.items()
+    }
 
 
 def _size_bound(value: object) -> int:
@@ -421,6 +483,7 @@ def _emit(outcome: BatchOutcome) -> None:
     metrics.add_metric(name="RejectCalls", unit=count, value=outcome.rejects.calls)
     metrics.add_metric(name="RejectsTruncated", unit=count, value=outcome.rejects.truncated)
     metrics.add_metric(name="KplMembers", unit=count, value=outcome.aggregated_members)
+    metrics.add_metric(name="OccupancyRecordsWritten", unit=count, value=len(outcome.occupancy.written))
     if outcome.unexpected:
         metrics.add_metric(name="ReadingsRejectedUnexpectedly", unit=count, value=outcome.unexpected)
     if outcome.write.latencies_ms:

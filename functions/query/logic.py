@@ -35,10 +35,12 @@ from typing import Any, Literal
 
 from aws_lambda_powertools.metrics import MetricUnit
 
+from adapters.clients import client
 from adapters.observability import logger, metrics, tracer
+from adapters.occupancy import OccupancyReader, OccupancyStore
 from adapters.partition_reader import DynamoPartitionReader, Page, PageRequest, PartitionReader, StoredReading
 from adapters.secret_reader import read_secret
-from adapters.settings import SettingsError
+from adapters.settings import CommonSettings, SettingsError
 from adapters.shard_map_source import ShardMapSource
 from adapters.shard_map_store import shard_map_source
 from keydesign import Layout, PartitionQuery, QueryPlan, ShardMap, format_ts, parse_timestamp, read_units
@@ -66,6 +68,7 @@ from query.models import (
     Reading,
     ReadingsPage,
 )
+from query.occupancy_plan import OccupancyPlanner, PlanningCost
 from query.params import STATS, Order, PageArgs, ReadArgs, Stat, TimeRange, describe_ms
 from query.settings import MIN_SECRET_CHARS, CursorSecretSource, QueryLimits, QuerySettings
 
@@ -121,8 +124,12 @@ class QueryService:
         cursors: CursorCodec,
         limits: QueryLimits,
         clock_ms: Callable[[], int] = wall_clock_ms,
+        occupancy: OccupancyReader | None = None,
     ) -> None:
         self._layout = layout
+        self._planner = (
+            OccupancyPlanner(layout, occupancy, concurrency=limits.concurrency) if occupancy is not None else None
+        )
         self._shard_maps = shard_maps
         self._reader = reader
         self._cursors = cursors
@@ -141,6 +148,7 @@ class QueryService:
             reader=DynamoPartitionReader(pool=max(32, settings.limits.concurrency)),
             cursors=CursorCodec(CursorKey(settings.cursor_secret)),
             limits=settings.limits,
+            occupancy=occupancy_reader(common),
         )
 
     @property
@@ -187,11 +195,15 @@ class QueryService:
         if after is not None:
             plan_from, plan_to = self._resumed_range(after, window, descending=descending, entity=entity)
         if entity is None:
-            plan, beyond = self._range_chunk(plan_from, plan_to, shard_map, window, descending=descending)
+            partitions, beyond, planning = self._range_plan(
+                plan_from, plan_to, shard_map, window, descending=descending, consistent=read.consistent
+            )
         else:
-            plan, beyond = self._layout.plan_entity(entity, plan_from, plan_to, shard_map), None
-        template = PageRequest(
-            plan.partitions[0],
+            partitions, beyond, planning = self._entity_plan(
+                entity, plan_from, plan_to, shard_map, descending=descending, consistent=read.consistent
+            )
+        template = _template(
+            partitions,
             descending=descending,
             consistent=read.consistent,
             measures=read.measures,
@@ -200,12 +212,13 @@ class QueryService:
         stream = _bucket_stream if entity is None else _entity_stream
         return self._page(
             route,
-            [stream(p, template, after) for p in plan.partitions],
+            [stream(p, template, after) for p in partitions],
             entity=entity,
             page=page,
             bound=bound,
             deadline=self._deadline(time_left_ms),
             beyond=beyond,
+            planning=planning,
         )
 
     def latest(
@@ -255,15 +268,16 @@ class QueryService:
             return self._explain(
                 "aggregates", plan, order="asc", consistent=read.consistent, items=self._limits.max_scan_items
             )
-        template = PageRequest(
-            plan.partitions[0],
+        partitions, planning = self._pruned(plan, consistent=read.consistent)
+        template = _template(
+            partitions,
             consistent=read.consistent,
             measures=read.measures,
             with_dimensions=False,
             now_epoch_s=self._clock_ms() // 1000,
         )
-        streams = [_entity_stream(p, template, None) for p in plan.partitions]
-        counted = ReadStats()
+        streams = [_entity_stream(p, template, None) for p in partitions]
+        counted = ReadStats(queries=planning.queries, read_units=planning.read_units)
         deadline = self._deadline(time_left_ms)
         # Every partition will be read whole: keep the pipeline full.
         options = MergeOptions(
@@ -339,8 +353,12 @@ class QueryService:
         bound: bytes,
         deadline: float | None,
         beyond: Position | None,
+        planning: PlanningCost | None = None,
     ) -> ReadingsPage:
         stats = ReadStats()
+        if planning is not None:
+            # Occupancy reads are Query calls of this request too.
+            stats.queries, stats.read_units = planning.queries, planning.read_units
         window, order, page_size = page.window, page.order, page.limit
         descending = order == "desc"
         options = MergeOptions(
@@ -401,6 +419,60 @@ class QueryService:
             reached=format_ts(reached_ms),
             cost=_cost(stats),
         )
+
+    # -- plans, pruned by occupancy when the control table has it -----------------------
+
+    def _entity_plan(
+        self, entity: str, from_ms: int, to_ms: int, shard_map: ShardMap, *, descending: bool, consistent: bool
+    ) -> tuple[Sequence[PartitionQuery], Position | None, PlanningCost]:
+        """The partitions one entity page reads, where to resume if they end before the
+        range does, and what reading occupancy cost."""
+        planning = PlanningCost()
+        occupancy = self._planner.occupancy(consistent=consistent) if self._planner else None
+        if self._planner is None or occupancy is None:
+            return self._layout.plan_entity(entity, from_ms, to_ms, shard_map).partitions, None, planning
+        pruned = self._planner.entity_walk(
+            occupancy,
+            entity,
+            from_ms,
+            to_ms,
+            shard_map,
+            descending=descending,
+            consistent=consistent,
+            enough=self._limits.concurrency,
+            cost=planning,
+        )
+        return pruned.partitions, pruned.beyond, planning
+
+    def _range_plan(
+        self, from_ms: int, to_ms: int, shard_map: ShardMap, window: TimeRange, *, descending: bool, consistent: bool
+    ) -> tuple[Sequence[PartitionQuery], Position | None, PlanningCost]:
+        """The partitions one cross-entity page reads (see :meth:`_entity_plan`)."""
+        planning = PlanningCost()
+        occupancy = self._planner.occupancy(consistent=consistent) if self._planner else None
+        if self._planner is None or occupancy is None:
+            plan, beyond = self._range_chunk(from_ms, to_ms, shard_map, window, descending=descending)
+            return plan.partitions, beyond, planning
+        pruned = self._planner.range_walk(
+            occupancy,
+            from_ms,
+            to_ms,
+            shard_map,
+            window_from_ms=window.from_ms,
+            descending=descending,
+            consistent=consistent,
+            enough=self._limits.max_query_calls + self._limits.concurrency,
+            cost=planning,
+        )
+        return pruned.partitions, pruned.beyond, planning
+
+    def _pruned(self, plan: QueryPlan, *, consistent: bool) -> tuple[Sequence[PartitionQuery], PlanningCost]:
+        """Every partition of ``plan`` that may hold data (an aggregate reads them all)."""
+        planning = PlanningCost()
+        occupancy = self._planner.occupancy(consistent=consistent) if self._planner else None
+        if self._planner is None or occupancy is None:
+            return plan.partitions, planning
+        return self._planner.entity_whole(occupancy, plan.partitions, consistent=consistent, cost=planning), planning
 
     def _range_chunk(
         self, from_ms: int, to_ms: int, shard_map: ShardMap, window: TimeRange, *, descending: bool
@@ -542,7 +614,21 @@ class QueryService:
             metrics.add_metric(name="PagesCutShort", unit=MetricUnit.Count, value=1)
 
 
+def occupancy_reader(common: CommonSettings) -> OccupancyReader | None:
+    """The occupancy records in ``CONTROL_TABLE`` (none without a control table: nothing is pruned)."""
+    if common.control_table is None:
+        return None
+    return OccupancyReader(OccupancyStore(client("dynamodb"), common.control_table, common.layout.table_prefix))
+
+
 # -- streams -------------------------------------------------------------------------
+
+
+def _template(partitions: Sequence[PartitionQuery], **options: Any) -> PageRequest:
+    """The request every stream of a read starts from (a plan pruned to nothing has no
+    stream, but the template still needs a partition to be built)."""
+    first = partitions[0] if partitions else PartitionQuery("", "", None, None, 0, 1)
+    return PageRequest(first, **options)
 
 
 def _close(iterator: Iterator[Any]) -> None:

@@ -41,6 +41,10 @@ def _shard_map_only(synth: Synth) -> dict[str, Any]:
     return {"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [SHARD_MAP_PARTITION]}}
 
 
+def _occupancy_only(synth: Synth) -> dict[str, Any]:
+    return {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["occupancy#*"]}}
+
+
 # -- shape -------------------------------------------------------------------------------
 
 
@@ -192,6 +196,12 @@ def test_ingest_may_write_readings_send_rejects_read_its_stream_and_bootstrap_th
             stack.storage.control_table.table_arn,
             _shard_map_only(synth),
         )
+        | _triples(
+            synth,
+            ["dynamodb:BatchWriteItem", "dynamodb:PutItem"],
+            stack.storage.control_table.table_arn,
+            _occupancy_only(synth),
+        )
         | _triples(synth, ["sqs:SendMessage"], stack.ingestion.rejects_queue.queue_arn)
         # the mapping's on-failure destination, as CDK grants it
         | _triples(
@@ -226,6 +236,9 @@ def test_query_may_only_query_readings_read_the_shard_map_and_its_cursor_key(syn
         | _triples(synth, ["logs:CreateLogStream", "logs:PutLogEvents"], stack.api.query.log_group.log_group_arn)
         | _triples(synth, ["dynamodb:Query"], stack.storage.readings_table.table_arn)
         | _triples(synth, ["dynamodb:GetItem"], stack.storage.control_table.table_arn, _shard_map_only(synth))
+        | _triples(
+            synth, ["dynamodb:Query", "dynamodb:GetItem"], stack.storage.control_table.table_arn, _occupancy_only(synth)
+        )
         | _triples(synth, ["secretsmanager:GetSecretValue"], stack.api.cursor_key.secret_arn)
     )
     assert grants(synth.role_statements(LambdaFunction.QUERY)) == expected

@@ -95,7 +95,8 @@ def test_query_fanout_figures_become_harness_figures() -> None:
 def test_the_read_budget_benchmark_measures_bounded_pages_against_unbounded_ones() -> None:
     figures = read_budget.run(latency_ms=1.0, quick=True)
 
-    cases = {(case["case"], case["max_query_calls"]): case for case in figures["cases"]}
+    cases = {(case["case"], case["max_query_calls"]): case for case in figures["cases"] if not case["pruned"]}
+    pruned = {case["case"]: case for case in figures["cases"] if case["pruned"]}
     capped, unbounded = cases[("range_1d", 200)], cases[("range_1d", read_budget.UNBOUNDED)]
     assert capped["first_page_queries"] == 200 and not capped["first_page_complete"]
     assert unbounded["first_page_queries"] == 2_400 and unbounded["first_page_complete"]
@@ -103,8 +104,16 @@ def test_the_read_budget_benchmark_measures_bounded_pages_against_unbounded_ones
     assert (capped["walk_queries"], capped["walk_readings"]) == (2_400, 0)
     entity = cases[("entity_31d", 200)]
     assert (entity["walk_queries"], entity["walk_readings"]) == (744, 1)
+    assert cases[("aggregate_31d", 200)]["answer"] == "413"
+    # With occupancy records each read is one complete page of at most 50 calls, and the aggregate answers
+    assert set(pruned) == {"range_1d", "range_31d", "entity_31d", "aggregate_31d"}
+    for case in pruned.values():
+        assert case["first_page_complete"] and case["first_page_queries"] <= 50, case
+    assert (pruned["entity_31d"]["walk_pages"], pruned["entity_31d"]["walk_readings"]) == (1, 1)
+    assert pruned["range_31d"]["walk_readings"] == 0
     names = [figure.name for figure in read_budget.to_result(figures).figures]
     assert "range_1d, cap 200: first page" in names and "entity_31d, unbounded: first page" in names
+    assert "aggregate_31d, cap 200, occupancy: answer" in names
 
 
 def test_the_simulator_benchmark_runs_the_seed_scenario() -> None:

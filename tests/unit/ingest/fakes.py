@@ -57,6 +57,38 @@ class FakeDynamoDB:
     def items(self, table: str = "readings") -> list[dict[str, Any]]:
         return list(self.tables[table].values())
 
+    # The control table's calls: the occupancy marker (conditional put, get) and a day's records (query).
+
+    def put_item(self, **kwargs: Any) -> Mapping[str, Any]:
+        item = kwargs["Item"]
+        key = (item["pk"]["S"], item["sk"]["S"])
+        with self._lock:
+            rows = self.tables[kwargs["TableName"]]
+            if kwargs.get("ConditionExpression") == "attribute_not_exists(pk)" and key in rows:
+                raise service_error("ConditionalCheckFailedException", "PutItem", "The conditional request failed")
+            rows[key] = item
+        return {}
+
+    def get_item(self, **kwargs: Any) -> Mapping[str, Any]:
+        key = (kwargs["Key"]["pk"]["S"], kwargs["Key"]["sk"]["S"])
+        with self._lock:
+            found = self.tables[kwargs["TableName"]].get(key)
+        return {} if found is None else {"Item": found}
+
+    def query(self, **kwargs: Any) -> Mapping[str, Any]:
+        """``pk = :pk`` with an optional ``begins_with(sk, :prefix)``, one page."""
+        values = kwargs["ExpressionAttributeValues"]
+        pk = values[":pk"]["S"]
+        prefix = values.get(":prefix", {"S": ""})["S"]
+        with self._lock:
+            self.queries = getattr(self, "queries", 0) + 1
+            rows = [
+                item
+                for (ipk, isk), item in sorted(self.tables[kwargs["TableName"]].items())
+                if ipk == pk and isk.startswith(prefix)
+            ]
+        return {"Items": rows, "Count": len(rows), "ConsumedCapacity": {"CapacityUnits": 0.5}}
+
 
 def sqs_allows(text: str) -> bool:
     """SQS's rule, written from its documentation (independent of the code under test):

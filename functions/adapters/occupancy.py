@@ -1,0 +1,234 @@
+"""Occupancy records in the control table: ingest writes them, the query function reads them.
+
+The item shapes and keys come from :mod:`keydesign.occupancy`; this module
+only moves them. Writers (:class:`OccupancyRecorder`) remember, per container,
+which partitions they have recorded (a bounded LRU), so a partition costs one
+write per container, not one per reading. Readers (:class:`OccupancyReader`)
+load a day with one Query (more pages only past 1 MB) and keep it for
+``CACHE_TTL_S``; a consistent read bypasses the cache and reads consistently,
+so it sees every partition whose readings it can see.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from botocore.exceptions import ClientError
+
+from adapters.batch_writer import PendingWrite, serialize_item
+from adapters.observability import logger
+from keydesign.occupancy import SINCE_PK, DayOccupancy, OccupancyRecord, day_pk, recording_since
+
+#: How long a reader trusts a loaded day. A partition first written after the
+#: load is seen at most this late by eventually consistent reads (DynamoDB's own
+#: replicas lag too); ``consistent=true`` reads never use the cache.
+CACHE_TTL_S = 10.0
+#: Days (or day prefixes) a reader keeps. A full day on 100 shards of 1-hour
+#: buckets is 2,400 short strings (~200 KB); 256 of them bound the cache's memory.
+CACHE_ENTRIES = 256
+#: Partitions a writer remembers as recorded. 65,536 covers 100 shards x 24
+#: buckets x 27 days of late readings per container; an evicted one is written
+#: again (idempotent), which costs one write unit, never correctness.
+RECORDED_ENTRIES = 65_536
+_CONDITION_FAILED = "ConditionalCheckFailedException"
+
+
+class OccupancyApi(Protocol):
+    """The DynamoDB client methods used here (the real client, a fake or a fault injector)."""
+
+    def query(self, **kwargs: Any) -> Mapping[str, Any]: ...
+
+    def get_item(self, **kwargs: Any) -> Mapping[str, Any]: ...
+
+    def put_item(self, **kwargs: Any) -> Mapping[str, Any]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class DayRead:
+    """One day loaded, and what loading it cost."""
+
+    day: DayOccupancy
+    queries: int
+    read_units: float
+
+
+class OccupancyStore:
+    """The occupancy items of one table prefix in the control table. Holds no state."""
+
+    def __init__(self, dynamodb: OccupancyApi, control_table: str, table_prefix: str) -> None:
+        self._db = dynamodb
+        self.control_table = control_table
+        self.table_prefix = table_prefix
+
+    def pending_write(self, record: OccupancyRecord, retention_ms: int) -> PendingWrite:
+        """The record as an item for :class:`adapters.batch_writer.BatchWriter` (a plain put)."""
+        item = record.item(retention_ms)
+        return PendingWrite(self.control_table, str(item["pk"]), str(item["sk"]), serialize_item(item))
+
+    def mark_since(self, since_ms: int) -> bool:
+        """Store the ``since`` marker unless one exists; True when this call stored it."""
+        try:
+            self._db.put_item(
+                TableName=self.control_table,
+                Item={"pk": {"S": SINCE_PK}, "sk": {"S": self.table_prefix}, "since": {"N": str(since_ms)}},
+                ConditionExpression="attribute_not_exists(pk)",
+            )
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") == _CONDITION_FAILED:
+                return False
+            raise
+        return True
+
+    def read_since(self, *, consistent: bool = False) -> int | None:
+        response = self._db.get_item(
+            TableName=self.control_table,
+            Key={"pk": {"S": SINCE_PK}, "sk": {"S": self.table_prefix}},
+            ConsistentRead=consistent,
+        )
+        item = response.get("Item")
+        if item is None:
+            return None
+        return int(item["since"]["N"])
+
+    def read_day(self, day_ms: int, prefix: str, *, consistent: bool = False) -> DayRead:
+        """Every occupied partition of ``day_ms`` whose sort key starts with ``prefix``."""
+        key = "pk = :pk"
+        values: dict[str, Any] = {":pk": {"S": day_pk(self.table_prefix, day_ms)}}
+        if prefix:
+            key += " AND begins_with(sk, :prefix)"
+            values[":prefix"] = {"S": prefix}
+        kwargs: dict[str, Any] = {
+            "TableName": self.control_table,
+            "KeyConditionExpression": key,
+            "ExpressionAttributeValues": values,
+            "ExpressionAttributeNames": {"#b": "bucket"},
+            "ProjectionExpression": "sk, #b",
+            "ConsistentRead": consistent,
+            "ReturnConsumedCapacity": "TOTAL",
+        }
+        partitions: set[str] = set()
+        buckets: set[int] = set()
+        queries, units = 0, 0.0
+        while True:
+            response = self._db.query(**kwargs)
+            queries += 1
+            units += float((response.get("ConsumedCapacity") or {}).get("CapacityUnits", 0.0))
+            for raw in response.get("Items", ()):
+                partitions.add(raw["sk"]["S"])
+                if "bucket" in raw:
+                    buckets.add(int(raw["bucket"]["N"]))
+            last = response.get("LastEvaluatedKey")
+            if not last:
+                break
+            kwargs["ExclusiveStartKey"] = last
+        return DayRead(DayOccupancy(prefix, frozenset(partitions), frozenset(buckets)), queries, units)
+
+
+class _TtlCache:
+    """A small thread-safe LRU whose entries expire ``ttl_s`` after they were loaded."""
+
+    def __init__(self, ttl_s: float, entries: int, clock: Callable[[], float]) -> None:
+        self._ttl_s = ttl_s
+        self._entries = entries
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._data: OrderedDict[Hashable, tuple[float, Any]] = OrderedDict()
+
+    def get(self, key: Hashable) -> tuple[bool, Any]:
+        with self._lock:
+            found = self._data.get(key)
+            if found is None or self._clock() - found[0] >= self._ttl_s:
+                return False, None
+            self._data.move_to_end(key)
+            return True, found[1]
+
+    def put(self, key: Hashable, value: Any, loaded_at: float) -> None:
+        with self._lock:
+            self._data[key] = (loaded_at, value)
+            self._data.move_to_end(key)
+            while len(self._data) > self._entries:
+                self._data.popitem(last=False)
+
+
+class OccupancyReader:
+    """The query function's view of occupancy, through a short cache. Thread-safe."""
+
+    def __init__(
+        self,
+        store: OccupancyStore,
+        *,
+        ttl_s: float = CACHE_TTL_S,
+        entries: int = CACHE_ENTRIES,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._store = store
+        self._clock = clock
+        self._cache = _TtlCache(ttl_s, entries, clock)
+
+    def since(self, *, consistent: bool = False) -> tuple[int | None, int]:
+        """The marker, and the calls made to read it (0 when cached)."""
+        if not consistent:
+            hit, value = self._cache.get("since")
+            if hit:
+                return value, 0
+        loaded_at = self._clock()
+        value = self._store.read_since(consistent=consistent)
+        if not consistent:
+            self._cache.put("since", value, loaded_at)
+        return value, 1
+
+    def day(self, day_ms: int, prefix: str, *, consistent: bool = False) -> DayRead:
+        """One day under ``prefix``; a cached answer costs no call."""
+        key = ("day", day_ms, prefix)
+        if not consistent:
+            hit, value = self._cache.get(key)
+            if hit:
+                return DayRead(value, 0, 0.0)
+        loaded_at = self._clock()
+        read = self._store.read_day(day_ms, prefix, consistent=consistent)
+        if not consistent:
+            self._cache.put(key, read.day, loaded_at)
+        return read
+
+
+class OccupancyRecorder:
+    """Ingest's side: which records still need writing, and the ``since`` marker."""
+
+    def __init__(self, store: OccupancyStore, *, max_future_ms: int, entries: int = RECORDED_ENTRIES) -> None:
+        self.store = store
+        self._max_future_ms = max_future_ms
+        self._entries = entries
+        self._recorded: OrderedDict[OccupancyRecord, None] = OrderedDict()
+        self._lock = threading.Lock()
+        self._marked = False
+
+    def unrecorded(self, records: Iterable[OccupancyRecord]) -> list[OccupancyRecord]:
+        """The records this container has not written yet (or has forgotten)."""
+        with self._lock:
+            return [r for r in records if r not in self._recorded]
+
+    def remember(self, records: Sequence[OccupancyRecord]) -> None:
+        with self._lock:
+            for record in records:
+                self._recorded[record] = None
+                self._recorded.move_to_end(record)
+            while len(self._recorded) > self._entries:
+                self._recorded.popitem(last=False)
+
+    def ensure_marked(self, now_ms: int) -> None:
+        """Store the ``since`` marker once per container. A failure is logged and tried
+        again with the next batch: without a marker readers prune nothing, which is safe,
+        and a later marker only prunes less."""
+        if self._marked:
+            return
+        try:
+            self.store.mark_since(recording_since(now_ms, self._max_future_ms))
+        except Exception:
+            logger.warning("occupancy marker not stored; will try again", exc_info=True)
+            return
+        self._marked = True

@@ -1,0 +1,186 @@
+"""Plans pruned to the partitions that hold data, from the occupancy records.
+
+The key-design layer plans every partition that *can* hold a range's readings;
+:mod:`keydesign.occupancy` says which of them provably hold none. This module
+walks a read's range in its order, loads the occupancy of the days it reaches
+(in batches that double, in parallel) and keeps the partitions that may hold
+data, until it has as many as one page can use. The walk stops there and
+returns the position to resume at, so an empty month costs a few dozen small
+Queries and a busy day one, not one per day.
+
+Without a control table, or before ingest has stored the ``since`` marker,
+nothing is loaded and nothing is pruned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from adapters.occupancy import OccupancyReader
+from keydesign import Layout, PartitionQuery, ShardMap, format_ts
+from keydesign.occupancy import Occupancy, common_prefix, days_of
+from keydesign.periods import DAY_MS
+from query.merge import POSITION_MAX_SK, POSITION_MIN_SK, Position
+
+#: Days loaded by the first batch of a walk; each further batch doubles, up to MAX_BATCH_DAYS.
+FIRST_BATCH_DAYS = 1
+MAX_BATCH_DAYS = 16
+
+
+@dataclass(slots=True)
+class PlanningCost:
+    """The occupancy reads a request made (counted in its ``cost``)."""
+
+    queries: int = 0
+    read_units: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class PrunedPlan:
+    """The partitions to read, and where to resume when the walk stopped before the range's end."""
+
+    partitions: tuple[PartitionQuery, ...]
+    beyond: Position | None
+
+
+class OccupancyPlanner:
+    """Prunes plans with an :class:`OccupancyReader`; one per service, thread-safe."""
+
+    def __init__(self, layout: Layout, reader: OccupancyReader, *, concurrency: int) -> None:
+        self._layout = layout
+        self._reader = reader
+        self._concurrency = max(1, concurrency)
+
+    def occupancy(self, *, consistent: bool) -> Occupancy | None:
+        """What is known before any day is loaded; None when nothing may be pruned."""
+        # A GetItem (at most one per cache period), not a Query: not counted in ``cost.queries``.
+        since, _ = self._reader.since(consistent=consistent)
+        return None if since is None else Occupancy(since)
+
+    def load(self, occupancy: Occupancy, wants: dict[int, str], *, consistent: bool, cost: PlanningCost) -> None:
+        """Load the days of ``wants`` (day -> sort-key prefix) not yet known, in parallel."""
+        missing = [
+            (day, prefix)
+            for day, prefix in wants.items()
+            if occupancy.needs(day) or (day in occupancy.days and not prefix.startswith(occupancy.days[day].prefix))
+        ]
+        if not missing:
+            return
+        with ThreadPoolExecutor(max_workers=min(self._concurrency, len(missing))) as pool:
+            reads = list(pool.map(lambda want: self._reader.day(want[0], want[1], consistent=consistent), missing))
+        for (day, _), read in zip(missing, reads, strict=True):
+            occupancy.days[day] = read.day
+            cost.queries += read.queries
+            cost.read_units += read.read_units
+
+    # -- per entity -------------------------------------------------------------------
+
+    def entity_whole(
+        self,
+        occupancy: Occupancy,
+        partitions: Sequence[PartitionQuery],
+        *,
+        consistent: bool,
+        cost: PlanningCost,
+    ) -> tuple[PartitionQuery, ...]:
+        """Every partition of a plan that may hold data (aggregates read the whole range)."""
+        self.load(occupancy, _prefixes(partitions), consistent=consistent, cost=cost)
+        return tuple(occupancy.prune(partitions))
+
+    def entity_walk(
+        self,
+        occupancy: Occupancy,
+        entity: str,
+        from_ms: int,
+        to_ms: int,
+        shard_map: ShardMap,
+        *,
+        descending: bool,
+        consistent: bool,
+        enough: int,
+        cost: PlanningCost,
+    ) -> PrunedPlan:
+        """The partitions of ``[from_ms, to_ms)`` that may hold the entity's readings,
+        walked day by day in read order until at least ``enough`` are found, or a
+        batch of days in which every partition holds data."""
+        days = days_of(from_ms, to_ms)
+        if descending:
+            days.reverse()
+        kept: list[PartitionQuery] = []
+        done, batch = 0, FIRST_BATCH_DAYS
+        while done < len(days):
+            chunk = days[done : done + batch]
+            done += len(chunk)
+            low, high = max(from_ms, min(chunk)), min(to_ms, max(chunk) + DAY_MS)
+            parts = self._layout.plan_entity(entity, low, high, shard_map).partitions
+            self.load(occupancy, _prefixes(parts), consistent=consistent, cost=cost)
+            found = occupancy.prune(parts)
+            kept.extend(found)
+            batch = min(MAX_BATCH_DAYS, batch * 2)
+            # Enough for a page: a window's worth, or every partition of these days
+            # (a busy entity on a layout with few partitions, such as 4 suffixes).
+            full = bool(found) and len(found) == len(parts)
+            if (len(kept) >= enough or full) and done < len(days):
+                kept.sort(key=lambda p: p.from_ms)
+                if descending:
+                    return PrunedPlan(tuple(kept), Position(format_ts(low - 1), POSITION_MAX_SK))
+                return PrunedPlan(tuple(kept), Position(format_ts(high), POSITION_MIN_SK))
+        kept.sort(key=lambda p: p.from_ms)
+        return PrunedPlan(tuple(kept), None)
+
+    # -- every entity -------------------------------------------------------------------
+
+    def range_walk(
+        self,
+        occupancy: Occupancy,
+        from_ms: int,
+        to_ms: int,
+        shard_map: ShardMap,
+        *,
+        window_from_ms: int,
+        descending: bool,
+        consistent: bool,
+        enough: int,
+        cost: PlanningCost,
+    ) -> PrunedPlan:
+        """The partitions of the buckets of ``[from_ms, to_ms)`` that may hold data, bucket
+        by bucket in read order until at least ``enough`` are found. A bucket with no
+        occupied partition is skipped without being planned."""
+        bucket = self._layout.bucket
+        width = bucket.width_ms
+        starts = list(bucket.starts(from_ms, to_ms))
+        days = days_of(from_ms, to_ms)
+        if descending:
+            starts.reverse()
+            days.reverse()
+        kept: list[PartitionQuery] = []
+        next_day, batch = 0, FIRST_BATCH_DAYS
+        for index, start in enumerate(starts):
+            seg_from, seg_to = max(from_ms, start), min(to_ms, start + width)
+            needed = days_of(seg_from, seg_to)
+            while next_day < len(days) and any(occupancy.needs(d) for d in needed):
+                wave = days[next_day : next_day + batch]
+                next_day += len(wave)
+                batch = min(MAX_BATCH_DAYS, batch * 2)
+                self.load(occupancy, dict.fromkeys(wave, ""), consistent=consistent, cost=cost)
+            if not occupancy.bucket_may_hold(start, seg_from, seg_to):
+                continue
+            kept.extend(occupancy.prune(self._layout.plan_range(seg_from, seg_to, shard_map).partitions))
+            if len(kept) >= enough and index + 1 < len(starts):
+                following = starts[index + 1]
+                if descending:
+                    # Resume with the bucket below, which is still to be read.
+                    return PrunedPlan(tuple(kept), Position(format_ts(max(window_from_ms, following)), POSITION_MAX_SK))
+                return PrunedPlan(tuple(kept), Position(format_ts(following), POSITION_MIN_SK))
+        return PrunedPlan(tuple(kept), None)
+
+
+def _prefixes(partitions: Sequence[PartitionQuery]) -> dict[int, str]:
+    """Per day the partitions touch, the sort-key prefix their occupancy shares."""
+    by_day: dict[int, list[PartitionQuery]] = {}
+    for part in partitions:
+        for day in days_of(part.from_ms, part.to_ms):
+            by_day.setdefault(day, []).append(part)
+    return {day: common_prefix(parts) for day, parts in by_day.items()}

@@ -5,8 +5,11 @@ only moves them. Writers (:class:`OccupancyRecorder`) remember, per container,
 which partitions they have recorded (a bounded LRU), so a partition costs one
 write per container, not one per reading. Readers (:class:`OccupancyReader`)
 load a day with one Query (more pages only past 1 MB) and keep it for
-``CACHE_TTL_S``; a consistent read bypasses the cache and reads consistently,
-so it sees every partition whose readings it can see.
+``CACHE_TTL_S``, except the current and the previous UTC day, which take
+nearly every new partition (a new bucket, a split's new shard, readings a few
+hours late) and are read afresh by every request; a consistent read bypasses
+the cache and reads consistently, so it sees every partition whose readings it
+can see.
 """
 
 from __future__ import annotations
@@ -22,11 +25,13 @@ from botocore.exceptions import ClientError
 
 from adapters.batch_writer import PendingWrite, serialize_item
 from adapters.observability import logger
-from keydesign.occupancy import SINCE_PK, DayOccupancy, OccupancyRecord, day_pk, recording_since
+from keydesign.occupancy import SINCE_PK, DayOccupancy, OccupancyRecord, day_of, day_pk, recording_since
+from keydesign.periods import DAY_MS
 
-#: How long a reader trusts a loaded day. A partition first written after the
-#: load is seen at most this late by eventually consistent reads (DynamoDB's own
-#: replicas lag too); ``consistent=true`` reads never use the cache.
+#: How long a reader trusts a loaded day older than yesterday (UTC). A partition of
+#: such a day first written after the load (a reading more than a day late) is seen
+#: at most this late by eventually consistent reads (DynamoDB's own replicas lag
+#: too); today and yesterday are never cached, ``consistent=true`` reads never use the cache.
 CACHE_TTL_S = 10.0
 #: Days (or day prefixes) a reader keeps. A full day on 100 shards of 1-hour
 #: buckets is 2,400 short strings (~200 KB); 256 of them bound the cache's memory.
@@ -165,9 +170,11 @@ class OccupancyReader:
         ttl_s: float = CACHE_TTL_S,
         entries: int = CACHE_ENTRIES,
         clock: Callable[[], float] = time.monotonic,
+        wall_ms: Callable[[], int] = lambda: int(time.time() * 1000),
     ) -> None:
         self._store = store
         self._clock = clock
+        self._wall_ms = wall_ms
         self._cache = _TtlCache(ttl_s, entries, clock)
 
     def since(self, *, consistent: bool = False) -> tuple[int | None, int]:
@@ -183,15 +190,17 @@ class OccupancyReader:
         return value, 1
 
     def day(self, day_ms: int, prefix: str, *, consistent: bool = False) -> DayRead:
-        """One day under ``prefix``; a cached answer costs no call."""
+        """One day under ``prefix``; a cached answer costs no call. Today and yesterday (UTC) are
+        read every time: they are where new partitions appear."""
         key = ("day", day_ms, prefix)
-        if not consistent:
+        cacheable = not consistent and day_ms < day_of(self._wall_ms()) - DAY_MS
+        if cacheable:
             hit, value = self._cache.get(key)
             if hit:
                 return DayRead(value, 0, 0.0)
         loaded_at = self._clock()
         read = self._store.read_day(day_ms, prefix, consistent=consistent)
-        if not consistent:
+        if cacheable:
             self._cache.put(key, read.day, loaded_at)
         return read
 

@@ -12,7 +12,7 @@ from adapters.batch_writer import serialize_item
 from adapters.occupancy import OccupancyReader, OccupancyStore
 from adapters.shard_map_source import StaticShardMap
 from keydesign import Layout, Reading, ShardMap, format_ts, parse_timestamp
-from keydesign.occupancy import OccupancyRecord
+from keydesign.occupancy import OccupancyRecord, day_of
 from query.cursor import CursorCodec
 from query.errors import ScanLimitExceeded
 from query.logic import QueryService
@@ -223,6 +223,40 @@ def test_a_consistent_read_bypasses_a_stale_cache() -> None:
     # Then a consistent read sees it at once; an eventually consistent one within the cache's TTL
     fresh = entity_page(svc, "a-1", NOW - DAY, NOW, consistent=True)
     assert isinstance(fresh, ReadingsPage) and [i.event_id for i in fresh.items] == ["new"]
+
+
+def test_today_and_yesterday_are_read_afresh_older_days_through_the_cache() -> None:
+    # Given a reader whose cache would keep a day for an hour, on a wall clock at NOW
+    world = hybrid_world(shards=4)
+    loads: list[int] = []
+    read_day = world.store.read_day
+
+    def counted(day_ms: int, prefix: str, **options: Any) -> Any:
+        loads.append(day_ms)
+        return read_day(day_ms, prefix, **options)
+
+    world.store.read_day = counted  # type: ignore[method-assign]
+    reader = OccupancyReader(world.store, ttl_s=3600, wall_ms=lambda: NOW)
+    svc = QueryService(
+        layout=world.layout,
+        shard_maps=StaticShardMap(world.shard_map),
+        reader=world.readings,
+        cursors=CursorCodec(lambda: b"k" * 40),
+        limits=QueryLimits(),
+        clock_ms=lambda: NOW,
+        occupancy=reader,
+    )
+    today, yesterday, older = day_of(NOW), day_of(NOW) - DAY, day_of(NOW) - 2 * DAY
+    # When each day is asked for twice
+    for day in (today, today, yesterday, yesterday, older, older):
+        reader.day(day, "")
+    # Then today and yesterday were loaded each time, the older day once
+    assert loads == [today, today, yesterday, yesterday, older]
+    # And so a reading in a partition first written after a read shows in the next eventually
+    # consistent read at once
+    assert entity_page(svc, "a-1", NOW - DAY, NOW).count == 0
+    world.write(reading("a-1", NOW - HOUR, "new"))
+    assert [i.event_id for i in entity_page(svc, "a-1", NOW - DAY, NOW).items] == ["new"]
 
 
 # -- the property: occupancy never hides a reading -------------------------------------------------

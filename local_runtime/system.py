@@ -53,6 +53,7 @@ from local_runtime.moto_server import EmbeddedMoto
 from local_runtime.resources import Provisioner, ResourceNames, Resources
 from local_runtime.scheduler import ReplayClock, Schedule, SimulatedClock, empty_event, now_event
 from local_runtime.stream_sources import DynamoDBStreamSource, KinesisSource, StartingPosition
+from rotator.settings import RotatorSettings
 
 if TYPE_CHECKING:
     from local_runtime.lambda_mappings import LocalMappings
@@ -617,7 +618,7 @@ class LocalSystem:
         sped_up = options.rotator_clock_speed != 1.0 or options.rotator_replay_s is not None
         mappings = LocalMappings(self, destination_for=self._destination_for)
         self.lambda_mappings = mappings
-        extra = {**({"ALLOW_NOW_OVERRIDE": "true"} if sped_up else {}), **options.rotator_environment}
+        extra = {**RotatorSettings.render(allow_now_override=sped_up or None), **options.rotator_environment}
         function = self.load_function(
             self._spec(LambdaFunction.ROTATOR, extra, configure=_rotator_on_local_mappings(mappings))
         )

@@ -48,7 +48,7 @@ def test_every_setting_is_read() -> None:
         "HOT_CONCURRENCY": "4",
         "HOT_CLOSE_LEASE": "1m",
         "HOT_AUTO_APPLY_ENTITY": "false",
-        "HOT_AUTO_APPLY_GLOBAL": "yes",
+        "HOT_AUTO_APPLY_GLOBAL": "TRUE",
         "HOT_ALERT_TOPIC_ARN": "arn:aws:sns:eu-west-1:123456789012:hot-keys",
         "HOT_ALERT_COOLDOWN": "15m",
         "HOT_ASSUMED_ITEM_BYTES": "2048",

@@ -350,13 +350,13 @@ class AppConfig:
         """
         c = Context.parse(context)
         layout = c._layout
+        # The keys AppConfig keeps as they are, under their own names (bucket and period: as the layout spells them).
+        same = {f.name for f in fields(cls)} & set(Context.model_fields) - {"bucket", "table_period"}
         return cls(
-            stack_name=c.stack_name,
+            **{name: getattr(c, name) for name in same},
             layout_kind=layout.kind,
-            shards=c.shards,
             bucket=layout.bucket.spec,
             table_period=layout.table_period.name if layout.table_period else None,
-            retention=c.retention,
             retention_ms=parse_duration(c.retention, "retention"),
             storage=StorageConfig(
                 table_prefix=layout.table_prefix,
@@ -379,13 +379,6 @@ class AppConfig:
             stream=_group(StreamConfig, c, "kinesis_"),
             ingest=_group(IngestConfig, c, "ingest_"),
             api=_group(ApiConfig, c, "api_"),
-            hot_split_threshold_wcu=c.hot_split_threshold_wcu,
-            shard_map_cache_ttl_s=c.shard_map_cache_ttl_s,
-            alarm_email=c.alarm_email,
-            log_retention_days=c.log_retention_days,
-            max_future=c.max_future,
-            item_bytes=c.item_bytes,
-            iterator_age_alarm_s=c.iterator_age_alarm_s,
             lambdas=LambdaConfig(
                 powertools_layer_version=c.powertools_layer_version,
                 log_retention_days=c.log_retention_days,

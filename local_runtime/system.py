@@ -42,7 +42,8 @@ from botocore.config import Config
 
 from adapters.clients import reset_clients
 from adapters.faults import FaultInjectingDynamoDB
-from infra.config import AppConfig, FunctionWiring, LambdaFunction
+from adapters.settings import CommonSettings
+from infra.config import METRICS_NAMESPACE, AppConfig, FunctionWiring, LambdaFunction
 from local_runtime.api_gateway import RestApi
 from local_runtime.environment import assert_loopback, aws_environment, patched_environ
 from local_runtime.event_source_mapping import EventSourceMapping, FailureDestination, MappingConfig, SqsDestination
@@ -221,7 +222,7 @@ class LocalSystem:
             **aws_environment(endpoint, options.region),
             "POWERTOOLS_TRACE_DISABLED": "true",
             "POWERTOOLS_LOG_LEVEL": options.function_log_level,
-            "POWERTOOLS_METRICS_NAMESPACE": "TimeSeries",
+            **CommonSettings.render(metrics_namespace=METRICS_NAMESPACE),
         }
         self._exit.enter_context(patched_environ(process_env))
         # Cached clients made before the environment changed would point elsewhere.

@@ -114,6 +114,15 @@ class EnvSettings(BaseModel):
         """Field name -> environment variable."""
         return {name: field.alias or name for name, field in cls.model_fields.items()}
 
+    def check(self, condition: bool, field: str, reason: str) -> None:
+        """A rule of a model validator: unless ``condition``, ``field``'s variable is refused for ``reason``."""
+        if not condition:
+            raise self.invalid(field, reason)
+
+    @classmethod
+    def invalid(cls, field: str, reason: str) -> SettingsError:
+        return SettingsError(cls.variables()[field], reason)
+
     def view(self, cls: type[View], prefix: str = "") -> View:
         """The dataclass ``cls`` filled from this model's fields of the same names (after ``prefix``)."""
         return cls(**{f.name: getattr(self, prefix + f.name) for f in dataclasses.fields(cls)})  # type: ignore[arg-type]
@@ -167,12 +176,6 @@ def _settings_error(model: type[BaseModel], exc: ValidationError) -> SettingsErr
     return SettingsError(variable, str(cause) if cause is not None else error["msg"])
 
 
-def check(condition: bool, variable: str, reason: str) -> None:
-    """A cross-field rule of a model validator: ``reason`` names what is wrong, under ``variable``."""
-    if not condition:
-        raise SettingsError(variable, reason)
-
-
 class CommonSettings(EnvSettings):
     """What every function reads: the key layout, the shard count, the tables."""
 
@@ -216,8 +219,8 @@ class CommonSettings(EnvSettings):
                 table_period=self.table_period,
             )
         except KeyDesignError as exc:
-            variable = {"layout": "LAYOUT", "bucket": "BUCKET", "table_period": "TABLE_PERIOD"}
-            raise SettingsError(variable.get(exc.field, "TABLE_PREFIX"), exc.reason) from None
+            field = {"layout": "layout_kind", "bucket": "bucket", "table_period": "table_period"}
+            raise self.invalid(field.get(exc.field, "table_prefix"), exc.reason) from None
         self._layout = layout
         return self
 

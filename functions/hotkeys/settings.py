@@ -18,7 +18,7 @@ from typing import Self
 
 from pydantic import model_validator
 
-from adapters.settings import CommonSettings, DurationMs, Flag, SettingsError, check, env
+from adapters.settings import CommonSettings, DurationMs, Flag, env
 from hotkeys.detector import MAX_TOP_K, DetectorConfig
 from keydesign import ConfigError
 from keydesign.items import MAX_ITEM_BYTES
@@ -69,31 +69,32 @@ class HotKeySettings(CommonSettings):
         try:
             self.detector  # noqa: B018 - built here so a bad combination fails at cold start
         except ConfigError as exc:
-            names = self.variables()
-            raise SettingsError(names.get(exc.field) or names.get(f"{exc.field}_ms", exc.field), exc.reason) from None
+            raise self.invalid(
+                exc.field if exc.field in type(self).model_fields else f"{exc.field}_ms", exc.reason
+            ) from None
         window_ms = self.window_ms
         bucket = self.layout.bucket
-        check(
+        self.check(
             bucket.width_ms % window_ms == 0,
-            "HOT_WINDOW",
+            "window_ms",
             f"{window_ms // 1000}s must divide the {bucket.spec} bucket, so no window spans two",
         )
-        check(
+        self.check(
             self.change_margin_ms >= self.max_future_ms,
-            "HOT_CHANGE_MARGIN",
+            "change_margin",
             f"{self.change_margin_ms // 1000}s is less than MAX_FUTURE ({self.max_future_ms // 1000}s): a writer "
             "with the old map may key a reading that far ahead, past the boundary",
         )
         needed = window_ms * (self.scale_down_windows + 2) + self.window_grace_ms
-        check(
+        self.check(
             self.counter_retention_ms >= needed,
-            "HOT_COUNTER_RETENTION",
+            "counter_retention_ms",
             f"must cover HOT_SCALE_DOWN_WINDOWS + 2 windows plus the grace ({math.ceil(needed / 1000)}s)",
         )
         topic = self.alert_topic_arn
-        check(
+        self.check(
             topic is None or topic.startswith("arn:"),
-            "HOT_ALERT_TOPIC_ARN",
+            "alert_topic_arn",
             f"{str(topic)[:80]!r} is not an SNS topic ARN",
         )
         return self

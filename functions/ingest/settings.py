@@ -14,7 +14,7 @@ from typing import Self
 
 from pydantic import model_validator
 
-from adapters.settings import CommonSettings, DurationMs, check, env
+from adapters.settings import CommonSettings, DurationMs, env
 
 
 class IngestSettings(CommonSettings):
@@ -38,20 +38,20 @@ class IngestSettings(CommonSettings):
     @model_validator(mode="after")
     def _rules(self) -> Self:
         url = self.rejects_queue_url
-        check(
+        self.check(
             url.startswith(("https://", "http://")),
-            "REJECTS_QUEUE_URL",
+            "rejects_queue_url",
             f"{url!r} is not a queue URL (https://sqs.<region>...)",
         )
-        check(
+        self.check(
             self.max_age_ms <= self.retention_ms,
-            "MAX_AGE",
+            "max_age",
             "must not exceed RETENTION: an older reading would be stored already expired or routed to a table "
             "already dropped",
         )
-        check(
+        self.check(
             self.retry_max_delay_ms >= self.retry_base_ms,
-            "RETRY_MAX_DELAY_MS",
+            "retry_max_delay_ms",
             f"{self.retry_max_delay_ms} is below RETRY_BASE_MS ({self.retry_base_ms})",
         )
         return self

@@ -12,7 +12,7 @@ from typing import Self
 
 from pydantic import model_validator
 
-from adapters.settings import CommonSettings, DurationMs, check, env
+from adapters.settings import CommonSettings, DurationMs, env
 
 #: The hard ceiling of ``limit``, whatever MAX_LIMIT says (and the OpenAPI maximum).
 LIMIT_CEILING = 1000
@@ -72,12 +72,12 @@ class QuerySettings(CommonSettings):
     def _one_secret(self) -> Self:
         if self.cursor_secret_arn is None:
             literal = self.cursor_secret_literal
-            check(
-                literal is not None, "CURSOR_SECRET_ARN", "is required (or CURSOR_SECRET, the key itself, outside AWS)"
+            self.check(
+                literal is not None, "cursor_secret_arn", "is required (or CURSOR_SECRET, the key itself, outside AWS)"
             )
-            check(
+            self.check(
                 len(literal or "") >= MIN_SECRET_CHARS,
-                "CURSOR_SECRET",
+                "cursor_secret_literal",
                 f"must be at least {MIN_SECRET_CHARS} characters",
             )
         return self

@@ -20,7 +20,7 @@ from typing import Annotated, Literal, Self, cast
 
 from pydantic import BeforeValidator, model_validator
 
-from adapters.settings import CommonSettings, DurationMs, Flag, SettingsError, check, env, matching
+from adapters.settings import CommonSettings, DurationMs, Flag, env, matching
 from keydesign import TablePeriod, Workload, plan_capacity
 
 BillingMode = Literal["PAY_PER_REQUEST", "PROVISIONED"]
@@ -172,25 +172,25 @@ class RotatorSettings(CommonSettings):
 
     @model_validator(mode="after")
     def _rules(self) -> Self:
-        check(
+        self.check(
             self.table_period is not None,
-            "TABLE_PERIOD",
+            "table_period",
             "is required by the rotator (hour, day, week or month): with one table there is nothing to rotate",
         )
-        check(
+        self.check(
             self.grace_ms + self.dial_down_delay_ms < self.retention_ms,
-            "GRACE",
+            "grace_ms",
             "GRACE plus DIAL_DOWN_DELAY must be shorter than RETENTION: a table would be due for dropping "
             "while it still takes late readings",
         )
-        check(
+        self.check(
             self.billing_mode.upper() in ("PAY_PER_REQUEST", "PROVISIONED"),
-            "BILLING_MODE",
+            "billing_mode",
             f"{self.billing_mode!r} is not PAY_PER_REQUEST or PROVISIONED",
         )
-        check(
+        self.check(
             self.alarm_datapoints <= self.alarm_evaluation_minutes,
-            "ALARM_DATAPOINTS",
+            "alarm_datapoints",
             f"{self.alarm_datapoints} is above ALARM_EVALUATION_MINUTES ({self.alarm_evaluation_minutes})",
         )
         self.capacity  # noqa: B018 - built here so a bad combination fails at cold start
@@ -228,8 +228,8 @@ class RotatorSettings(CommonSettings):
         if mode == "PROVISIONED":
             write = self.write_capacity if self.write_capacity is not None else planned
             if write is None:
-                raise SettingsError(
-                    "WRITE_CAPACITY",
+                raise self.invalid(
+                    "write_capacity",
                     "is required with BILLING_MODE=PROVISIONED unless PEAK_WRITES_PER_S lets the planner size it",
                 )
             if write > DEFAULT_TABLE_WCU_QUOTA:
@@ -237,9 +237,9 @@ class RotatorSettings(CommonSettings):
                     f"WRITE_CAPACITY {write:,} is above DynamoDB's default per-table quota of "
                     f"{DEFAULT_TABLE_WCU_QUOTA:,} WCU: table creation fails unless the quota was raised"
                 )
-            check(
+            self.check(
                 self.min_write_capacity <= write,
-                "MIN_WRITE_CAPACITY",
+                "min_write_capacity",
                 f"{self.min_write_capacity:,} is above the write capacity of a new table ({write:,})",
             )
         else:
@@ -278,25 +278,25 @@ class RotatorSettings(CommonSettings):
         try:
             parsed = json.loads(self.table_tags_json)
         except json.JSONDecodeError as exc:
-            raise SettingsError("TABLE_TAGS", f"is not JSON ({exc.msg}); expected an object of strings") from None
-        check(
+            raise self.invalid("table_tags_json", f"is not JSON ({exc.msg}); expected an object of strings") from None
+        self.check(
             isinstance(parsed, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in parsed.items()),
-            "TABLE_TAGS",
+            "table_tags_json",
             'must be a JSON object of strings, e.g. {"team": "iot"}',
         )
         tags = cast(dict[str, str], parsed)
         room = _MAX_TAGS - len(_RESERVED_TAGS)
-        check(len(tags) <= room, "TABLE_TAGS", f"holds {len(tags)} tags; at most {room} fit")
+        self.check(len(tags) <= room, "table_tags_json", f"holds {len(tags)} tags; at most {room} fit")
         for key, value in tags.items():
-            check(key not in _RESERVED_TAGS, "TABLE_TAGS", f"{key!r} is set by the rotator itself")
-            check(
+            self.check(key not in _RESERVED_TAGS, "table_tags_json", f"{key!r} is set by the rotator itself")
+            self.check(
                 1 <= len(key) <= 128 and not key.lower().startswith("aws:") and bool(_TAG_TEXT.match(key)),
-                "TABLE_TAGS",
+                "table_tags_json",
                 f"{key!r} is not a tag key (1-128 characters, not 'aws:...')",
             )
-            check(
+            self.check(
                 len(value) <= 256 and bool(_TAG_TEXT.match(value)),
-                "TABLE_TAGS",
+                "table_tags_json",
                 f"the value of {key!r} is not a tag value (0-256 characters)",
             )
         return dict(tags)

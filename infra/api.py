@@ -20,9 +20,10 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
-from infra.acknowledgements import acknowledge, acknowledge_unscoped_actions
+from infra.acknowledgements import acknowledge
 from infra.config import AppConfig, FunctionWiring, LambdaFunction
-from infra.lambdas import LambdaRuntime, ServiceFunction, log_retention
+from infra.lambdas import Invocation, LambdaRuntime, ServiceFunction, log_retention
+from query.openapi import document as openapi_document
 
 #: The cursor-signing key: 64 letters and digits (the function wants 32 bytes at least).
 CURSOR_KEY_LENGTH = 64
@@ -30,24 +31,24 @@ CURSOR_KEY_LENGTH = 64
 
 @dataclass(frozen=True, slots=True)
 class Route:
-    """One GET route of ``docs/openapi.json`` and its query parameters (name -> required)."""
+    """One route of the query app and its query parameters (name -> required)."""
 
+    method: str
     path: str
     query: Mapping[str, bool]
 
 
-_READ_PAGE = {"limit": False, "cursor": False, "order": False, "measures": False, "consistent": False}
-_COMMON = {"measures": False, "consistent": False, "explain": False}
-#: The routes of ``functions/query/api.py`` (a test keeps them equal to docs/openapi.json).
-ROUTES = (
-    Route("/entities/{entity_id}/readings", {"from": True, "to": True, **_READ_PAGE, "explain": False}),
-    Route("/entities/{entity_id}/latest", {"lookback": False, **_COMMON}),
-    Route(
-        "/entities/{entity_id}/aggregates",
-        {"from": True, "to": True, "interval": True, "stats": False, **_COMMON},
-    ),
-    Route("/readings", {"from": True, "to": True, **_READ_PAGE, "explain": False}),
-)
+def app_routes() -> tuple[Route, ...]:
+    """The routes the query function serves, read from its own OpenAPI document (``query.openapi``),
+    so a route added to the app reaches the gateway with nothing restated here."""
+    routes = []
+    for path, operations in openapi_document()["paths"].items():
+        for method, operation in operations.items():
+            params = operation.get("parameters", [])
+            query = {p["name"]: bool(p.get("required", False)) for p in params if p["in"] == "query"}
+            routes.append(Route(method.upper(), path, query))
+    return tuple(routes)
+
 
 #: One JSON object per request: who called (the SigV4 principal), what, and how it went.
 ACCESS_LOG_FORMAT = json.dumps(
@@ -114,22 +115,14 @@ class QueryApi(Construct):
             "Query",
             runtime=runtime,
             function=LambdaFunction.QUERY,
-            function_name=f"{config.stack_name}-{LambdaFunction.QUERY.value}",
             description="Answers the query API: readings, latest, aggregates",
             environment=config.function_environment(
                 LambdaFunction.QUERY, FunctionWiring(cursor_secret_arn=self.cursor_key.secret_arn)
             ),
             removal_policy=removal_policy,
+            invocation=Invocation.API,
         )
         self.function = self.query.function
-        acknowledge_unscoped_actions(self.query.role)
-        acknowledge(
-            self.function,
-            "Serverless-LambdaDLQ",
-            "A function DLQ only receives failed asynchronous invocations, and this function is only invoked "
-            "synchronously by API Gateway's Lambda proxy integration: a failure is the HTTP response the caller "
-            "gets (and is logged, traced and alarmed on), with nothing left to redeliver.",
-        )
         # GetSecretValue on this secret only (grant_read would add DescribeSecret, which the code never calls).
         self.function.add_to_role_policy(
             iam.PolicyStatement(actions=["secretsmanager:GetSecretValue"], resources=[self.cursor_key.secret_arn])
@@ -179,10 +172,10 @@ class QueryApi(Construct):
         integration = apigateway.LambdaIntegration(
             self.function, proxy=True, allow_test_invoke=False, timeout=Duration.seconds(29)
         )
-        for route in ROUTES:
+        for route in app_routes():
             resource = self.rest_api.root.resource_for_path(route.path)
             resource.add_method(
-                "GET",
+                route.method,
                 integration,
                 authorization_type=apigateway.AuthorizationType.IAM,
                 request_validator=self.validator,

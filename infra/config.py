@@ -7,8 +7,9 @@ configuration without synthesizing anything.
 
 Every value is checked against the limit AWS itself enforces, so a bad value
 fails here, naming the context key, instead of half-way through a deploy.
-``docs/configuration.md`` documents every key; ``DEFAULTS`` is the one place
-the defaults live (``cdk.json`` restates them, and a test keeps the two equal).
+``docs/configuration.md`` documents every key; the :class:`Context` model is
+the one place the keys and their defaults live (``cdk.json`` restates the
+defaults, and a test keeps it to them).
 """
 
 from __future__ import annotations
@@ -17,16 +18,32 @@ import difflib
 import json
 import math
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
 from enum import StrEnum
 from pathlib import Path
-from typing import Literal, cast
+from typing import Annotated, Any, Literal, Self, TypeVar, cast
 
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    model_validator,
+)
+
+from adapters.settings import CommonSettings, Flag, matching
+from hotkeys.settings import HotKeySettings
+from ingest.settings import IngestSettings
 from keydesign import ConfigError as KeyDesignConfigError
 from keydesign import Layout, ShardMap, Workload, parse_duration, plan_capacity, shards_for, write_units
 from keydesign.items import MAX_ITEM_BYTES
 from keydesign.shardmap import MAX_GLOBAL_SHARDS
+from query.settings import QuerySettings
+from rotator.settings import RotatorSettings
 
 # The seed workload the default shard count is sized for: 50,000 writes/s of
 # 500-byte items (1 WCU each), with every partition key kept at 50% of its
@@ -62,71 +79,6 @@ POWERTOOLS_LAYER_VERSION = 38
 #: The namespace of every function's EMF metrics (POWERTOOLS_METRICS_NAMESPACE).
 METRICS_NAMESPACE = "TimeSeries"
 
-#: Every context key this stack reads, with its default. ``None`` means "not set".
-DEFAULTS: Mapping[str, object] = {
-    "stack_name": "TimeSeriesIngest",
-    "layout": "hybrid",
-    "shards": shards_for(SEED_PEAK_WRITES_PER_S * write_units(SEED_ITEM_BYTES), SEED_KEY_UTILISATION),
-    "bucket": "1h",
-    "table_prefix": "timeseries-readings",
-    "control_table": "timeseries-control",
-    "table_period": SEED_TABLE_PERIOD,
-    "retention": "30d",
-    "billing_mode": "PAY_PER_REQUEST",
-    "read_capacity_min": 100,
-    "read_capacity_max": 12_000,
-    "write_capacity_min": 1_000,
-    "write_capacity_max": 40_000,
-    "autoscaling_target_percent": 70,
-    "warm_writes_per_s": None,
-    "deletion_protection": True,
-    "removal_policy": "retain",
-    "point_in_time_recovery": True,
-    "contributor_insights": "throttled_keys",
-    "kinesis_mode": "on_demand",
-    "kinesis_shards": 50,
-    "kinesis_retention_hours": 24,
-    "ingest_batch_size": 1_000,
-    "ingest_batching_window_s": 1,
-    "ingest_parallelization_factor": 1,
-    "ingest_max_retries": 5,
-    "ingest_max_record_age_s": 3_600,
-    "ingest_memory_mb": 1_024,
-    "ingest_timeout_s": 120,
-    "max_future": "5m",
-    "hot_split_threshold_wcu": 500,
-    "shard_map_cache_ttl_s": 60,
-    "item_bytes": SEED_ITEM_BYTES,
-    "hotkeys_batch_size": 1_000,
-    "hotkeys_batching_window_s": 1,
-    "hotkeys_parallelization_factor": 1,
-    "hotkeys_max_retries": 5,
-    "hotkeys_max_record_age_s": 3_600,
-    "hot_auto_apply_entity": True,
-    "hot_auto_apply_global": False,
-    "grace": "2h",
-    "prebuild_periods": 2,
-    "dial_down_delay": "15m",
-    "peak_writes_per_s": None,
-    "period_write_capacity": None,
-    "period_read_capacity": 100,
-    "export_bucket": None,
-    "export_prefix": "dynamodb-exports",
-    "max_deletes_per_run": 2,
-    "rotation_dry_run": False,
-    "alarm_email": None,
-    "iterator_age_alarm_s": 60,
-    "api_stage": "v1",
-    "api_throttle_rate": 100,
-    "api_throttle_burst": 200,
-    "api_cloudwatch_role": True,
-    "query_memory_mb": 1_024,
-    "query_timeout_s": 28,
-    "query_reserved_concurrency": 50,
-    "log_retention_days": 30,
-    "powertools_layer_version": POWERTOOLS_LAYER_VERSION,
-}
-
 # CloudWatch Logs accepts only these retention periods (PutRetentionPolicy).
 # fmt: off
 LOG_RETENTION_DAYS = (
@@ -134,17 +86,13 @@ LOG_RETENTION_DAYS = (
 )
 # fmt: on
 
-# Our own keys are snake_case identifiers. CDK's keys (feature flags such as
-# "@aws-cdk/core:...", "aws:cdk:...", lookup caches "availability-zones:...",
-# "acknowledged-issue-numbers") never are, so anything snake_case that is not
-# a known key is a typo and is refused rather than silently ignored.
 _OWN_KEY = re.compile(r"^[a-z][a-z0-9_]*$")
 _STACK_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,127}$")
 _TABLE_NAME = re.compile(r"^[A-Za-z0-9_.-]{3,255}$")
 _API_STAGE = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
-_S3_PREFIX = re.compile(r"^[A-Za-z0-9/_.-]*$")
+_S3_PREFIX = re.compile(r"^[A-Za-z0-9/_.-]{0,768}$")
 _NULLS = frozenset({"", "null", "none"})
 
 # Lambda event source mapping limits for a Kinesis source (CreateEventSourceMapping).
@@ -169,70 +117,11 @@ HOT_COUNTERS_PER_WINDOW = 25
 DAY_MS = 86_400_000
 
 
+Group = TypeVar("Group")
+
+
 class ConfigError(KeyDesignConfigError):
     """A context value is not acceptable. ``field`` is the context key, ``reason`` says why."""
-
-
-class LambdaEnv(StrEnum):
-    """Names of the environment variables the Lambdas read: the one place the stack spells them.
-
-    They match what ``functions/adapters/settings.py`` and each function's
-    ``settings.py`` parse at cold start (durations such as ``RETENTION`` and
-    ``SHARD_MAP_CACHE_TTL`` in ``parse_duration`` form, e.g. ``30d``, ``60s``);
-    ``tests/infra/test_config.py`` feeds :meth:`AppConfig.function_environment`
-    through those parsers.
-    """
-
-    LAYOUT = "LAYOUT"
-    SHARDS = "SHARDS"
-    BUCKET = "BUCKET"
-    TABLE_PREFIX = "TABLE_PREFIX"
-    TABLE_PERIOD = "TABLE_PERIOD"
-    RETENTION = "RETENTION"
-    READINGS_TABLE = "READINGS_TABLE"
-    CONTROL_TABLE = "CONTROL_TABLE"
-    REJECTS_QUEUE_URL = "REJECTS_QUEUE_URL"
-    HOT_SPLIT_THRESHOLD_WCU = "HOT_SPLIT_THRESHOLD_WCU"
-    SHARD_MAP_CACHE_TTL = "SHARD_MAP_CACHE_TTL"
-    WARM_WRITES_PER_S = "WARM_WRITES_PER_S"
-    GRACE = "GRACE"
-    PREBUILD_PERIODS = "PREBUILD_PERIODS"
-    # Powertools, every function
-    POWERTOOLS_SERVICE_NAME = "POWERTOOLS_SERVICE_NAME"
-    POWERTOOLS_METRICS_NAMESPACE = "POWERTOOLS_METRICS_NAMESPACE"
-    # ingest (and hotkeys, which must cover it)
-    MAX_FUTURE = "MAX_FUTURE"
-    # query
-    CURSOR_SECRET_ARN = "CURSOR_SECRET_ARN"  # noqa: S105 - the variable's name, not a secret
-    # hotkeys
-    HOT_ALERT_TOPIC_ARN = "HOT_ALERT_TOPIC_ARN"
-    HOT_AUTO_APPLY_ENTITY = "HOT_AUTO_APPLY_ENTITY"
-    HOT_AUTO_APPLY_GLOBAL = "HOT_AUTO_APPLY_GLOBAL"
-    HOT_ASSUMED_ITEM_BYTES = "HOT_ASSUMED_ITEM_BYTES"
-    HOT_COUNTERS_PER_WINDOW = "HOT_COUNTERS_PER_WINDOW"
-    # rotator
-    DIAL_DOWN_DELAY = "DIAL_DOWN_DELAY"
-    BILLING_MODE = "BILLING_MODE"
-    WRITE_CAPACITY = "WRITE_CAPACITY"
-    READ_CAPACITY = "READ_CAPACITY"
-    PEAK_WRITES_PER_S = "PEAK_WRITES_PER_S"
-    ITEM_BYTES = "ITEM_BYTES"
-    TARGET_UTILISATION_PERCENT = "TARGET_UTILISATION_PERCENT"
-    POINT_IN_TIME_RECOVERY = "POINT_IN_TIME_RECOVERY"
-    DELETION_PROTECTION = "DELETION_PROTECTION"
-    EXPORT_BUCKET = "EXPORT_BUCKET"
-    EXPORT_PREFIX = "EXPORT_PREFIX"
-    HOTKEYS_FUNCTION_ARN = "HOTKEYS_FUNCTION_ARN"
-    HOTKEYS_BATCH_SIZE = "HOTKEYS_BATCH_SIZE"
-    HOTKEYS_BATCHING_WINDOW_S = "HOTKEYS_BATCHING_WINDOW_S"
-    HOTKEYS_PARALLELIZATION = "HOTKEYS_PARALLELIZATION"
-    HOTKEYS_MAX_RETRIES = "HOTKEYS_MAX_RETRIES"
-    HOTKEYS_MAX_RECORD_AGE_S = "HOTKEYS_MAX_RECORD_AGE_S"
-    HOTKEYS_ON_FAILURE_ARN = "HOTKEYS_ON_FAILURE_ARN"
-    ALARMS = "ALARMS"
-    ALARM_TOPIC_ARN = "ALARM_TOPIC_ARN"
-    MAX_DELETES_PER_RUN = "MAX_DELETES_PER_RUN"
-    DRY_RUN = "DRY_RUN"
 
 
 class LambdaFunction(StrEnum):
@@ -249,6 +138,17 @@ class LambdaFunction(StrEnum):
     def handler(self) -> str:
         """The Lambda handler, relative to the ``functions/`` code root."""
         return f"{self.value}.handler.handler"
+
+    @property
+    def settings(self) -> type[CommonSettings]:
+        """The model of the function's environment (``functions/<function>/settings.py``)."""
+        models: dict[LambdaFunction, type[CommonSettings]] = {
+            LambdaFunction.INGEST: IngestSettings,
+            LambdaFunction.QUERY: QuerySettings,
+            LambdaFunction.HOTKEYS: HotKeySettings,
+            LambdaFunction.ROTATOR: RotatorSettings,
+        }
+        return models[self]
 
 
 @dataclass(frozen=True, slots=True)
@@ -438,6 +338,8 @@ class AppConfig:
     lambdas: LambdaConfig
     hot_keys: HotKeysConfig
     rotation: RotationConfig
+    #: Every key as validated: what the groups above do not gather is read from here.
+    context: Context
 
     @classmethod
     def from_context(cls, context: Mapping[str, object]) -> AppConfig:
@@ -446,40 +348,46 @@ class AppConfig:
         Values may be JSON-typed (from ``cdk.json``) or strings (``-c key=value``
         always passes strings). Raises :class:`ConfigError` naming the first bad key.
         """
-        _refuse_unknown_keys(context)
-        raw = {**DEFAULTS, **{k: v for k, v in context.items() if k in DEFAULTS}}
-        layout = _layout(raw)
-        retention, retention_ms = _retention(raw, layout)
-        stream = _stream(raw)
-        storage = _storage(raw, layout)
-        lambdas = _lambdas(raw)
+        c = Context.parse(context)
+        layout = c._layout
+        # The keys AppConfig keeps as they are, under their own names (bucket and period: as the layout spells them).
+        same = {f.name for f in fields(cls)} & set(Context.model_fields) - {"bucket", "table_period"}
         return cls(
-            stack_name=_stack_name(raw),
+            **{name: getattr(c, name) for name in same},
             layout_kind=layout.kind,
-            shards=_integer(raw, "shards", 1, MAX_GLOBAL_SHARDS),
             bucket=layout.bucket.spec,
             table_period=layout.table_period.name if layout.table_period else None,
-            retention=retention,
-            retention_ms=retention_ms,
-            storage=storage,
-            stream=stream,
-            ingest=_ingest(raw, stream),
-            api=ApiConfig(
-                stage=_matching(raw, "api_stage", _API_STAGE, "must be 1-128 letters, digits, '_' or '-'"),
-                throttle_rate=_number(raw, "api_throttle_rate"),
-                throttle_burst=_integer(raw, "api_throttle_burst", 1, None),
-                cloudwatch_role=_boolean(raw, "api_cloudwatch_role"),
+            retention_ms=parse_duration(c.retention, "retention"),
+            storage=StorageConfig(
+                table_prefix=layout.table_prefix,
+                readings_table_name=layout.table_for(0) if layout.table_period is None else None,
+                control_table_name=c.control_table,
+                billing_mode=cast(BillingMode, c.billing_mode),
+                capacity=ProvisionedCapacity(
+                    c.read_capacity_min,
+                    c.read_capacity_max,
+                    c.write_capacity_min,
+                    c.write_capacity_max,
+                    c.autoscaling_target_percent,
+                ),
+                warm_writes_per_s=c.warm_writes_per_s,
+                deletion_protection=c.deletion_protection,
+                removal_policy=cast(RemovalPolicy, c.removal_policy),
+                point_in_time_recovery=c.point_in_time_recovery,
+                contributor_insights=cast(ContributorInsights, c.contributor_insights),
             ),
-            hot_split_threshold_wcu=_integer(raw, "hot_split_threshold_wcu", 1, PARTITION_WCU - 1),
-            shard_map_cache_ttl_s=_integer(raw, "shard_map_cache_ttl_s", 1, 3_600),
-            alarm_email=_alarm_email(raw),
-            log_retention_days=lambdas.log_retention_days,
-            max_future=_max_future(raw, layout),
-            item_bytes=_integer(raw, "item_bytes", 1, MAX_ITEM_BYTES),
-            iterator_age_alarm_s=_integer(raw, "iterator_age_alarm_s", 1, ESM_MAX_RECORD_AGE_S),
-            lambdas=lambdas,
-            hot_keys=_hot_keys(raw),
-            rotation=_rotation(raw, layout, retention_ms, storage, lambdas),
+            stream=_group(StreamConfig, c, "kinesis_"),
+            ingest=_group(IngestConfig, c, "ingest_"),
+            api=_group(ApiConfig, c, "api_"),
+            lambdas=LambdaConfig(
+                powertools_layer_version=c.powertools_layer_version,
+                log_retention_days=c.log_retention_days,
+                ingest=FunctionSizing(c.ingest_memory_mb, c.ingest_timeout_s),
+                query=FunctionSizing(c.query_memory_mb, c.query_timeout_s, c.query_reserved_concurrency),
+            ),
+            hot_keys=_group(HotKeysConfig, c, "hotkeys_", "hot_"),
+            rotation=_group(RotationConfig, c, "", "rotation_"),
+            context=c,
         )
 
     # -- views for the rest of the code ------------------------------------
@@ -497,123 +405,99 @@ class AppConfig:
         """The shard map a fresh deployment starts with: global N = ``shards`` since the epoch."""
         return ShardMap.initial(self.layout().bucket, self.shards)
 
-    def to_lambda_environment(self, *, rejects_queue_url: str | None = None) -> dict[str, str]:
-        """Environment variables every Lambda reads to rebuild the layout and find its tables.
+    def function_environment(self, function: LambdaFunction, wiring: FunctionWiring) -> dict[str, str]:
+        """The whole environment of one function, rendered by its settings model: the one
+        place the stack (and the local runtime) decides what each function is told.
 
-        The part every function shares; :meth:`function_environment` adds each
-        function's own. ``rejects_queue_url`` is a deploy-time value (a CDK token
-        in the stack, a moto URL locally), so the caller passes it. Variables
-        without a value are left out rather than set to an empty string:
-        ``TABLE_PERIOD``, ``GRACE`` and ``PREBUILD_PERIODS`` are present only with
-        per-period tables, ``READINGS_TABLE`` only with the fixed table.
+        Values the function would default to anyway are still written when the
+        configuration owns them (so a change here reaches the function), and left
+        out when it does not (the function's default is the documented one).
+        Raises ``ValueError`` when ``wiring`` lacks a value the function requires,
+        or for the rotator without a table period.
         """
-        env: dict[str, str] = {
-            LambdaEnv.LAYOUT: self.layout_kind,
-            LambdaEnv.SHARDS: str(self.shards),
-            LambdaEnv.BUCKET: self.bucket,
-            LambdaEnv.TABLE_PREFIX: self.storage.table_prefix,
-            LambdaEnv.RETENTION: self.retention,
-            LambdaEnv.CONTROL_TABLE: self.storage.control_table_name,
-            LambdaEnv.HOT_SPLIT_THRESHOLD_WCU: str(self.hot_split_threshold_wcu),
-            LambdaEnv.SHARD_MAP_CACHE_TTL: f"{self.shard_map_cache_ttl_s}s",
+        own: dict[LambdaFunction, Callable[[], dict[str, object]]] = {
+            LambdaFunction.INGEST: lambda: {
+                "rejects_queue_url": _needed(wiring.rejects_queue_url, "rejects_queue_url", function),
+                "max_future_ms": parse_duration(self.max_future, "max_future"),
+            },
+            LambdaFunction.QUERY: lambda: {
+                "cursor_secret_arn": _needed(wiring.cursor_secret_arn, "cursor_secret_arn", function)
+            },
+            LambdaFunction.HOTKEYS: lambda: self._hot_keys_settings(wiring),
+            LambdaFunction.ROTATOR: lambda: self._rotator_settings(wiring),
         }
-        if self.table_period is not None:
-            env[LambdaEnv.TABLE_PERIOD] = self.table_period
+        periodic = self.table_period is not None
+        return function.settings.render(
+            service_name=function.value,
+            metrics_namespace=METRICS_NAMESPACE,
+            layout_kind=self.layout_kind,
+            shards=self.shards,
+            bucket=self.bucket,
+            table_prefix=self.storage.table_prefix,
+            table_period=self.table_period,
+            retention_ms=self.retention_ms,
+            readings_table=self.storage.readings_table_name,
+            control_table=self.storage.control_table_name,
+            shard_map_cache_ttl_ms=self.shard_map_cache_ttl_s * 1000,
             # Ingest and the rotator must agree on both: ingest refuses a reading
             # whose table the rotator has retired or not built yet.
-            env[LambdaEnv.GRACE] = self.rotation.grace
-            env[LambdaEnv.PREBUILD_PERIODS] = str(self.rotation.prebuild_periods)
-        if self.storage.readings_table_name is not None:
-            env[LambdaEnv.READINGS_TABLE] = self.storage.readings_table_name
-        if self.storage.warm_writes_per_s is not None:
-            env[LambdaEnv.WARM_WRITES_PER_S] = str(self.storage.warm_writes_per_s)
-        if rejects_queue_url is not None:
-            env[LambdaEnv.REJECTS_QUEUE_URL] = rejects_queue_url
-        return {str(k): v for k, v in env.items()}
-
-    def function_environment(self, function: LambdaFunction, wiring: FunctionWiring) -> dict[str, str]:
-        """The whole environment of one function: the one place the stack (and the
-        local runtime) spells what each function is told.
-
-        The shared variables of :meth:`to_lambda_environment`, Powertools' two,
-        and the function's own. Values the function would default to anyway are
-        still written when the configuration owns them (so a change here reaches
-        the function), and left out when it does not (the function's default is
-        the documented one). Raises ``ValueError`` when ``wiring`` lacks a value
-        the function requires, or for the rotator without a table period.
-        """
-        env: dict[str, str] = self.to_lambda_environment(
-            rejects_queue_url=_needed(wiring.rejects_queue_url, "rejects_queue_url", function)
-            if function is LambdaFunction.INGEST
-            else None
+            grace_ms=parse_duration(self.rotation.grace, "grace") if periodic else None,
+            prebuild_periods=self.rotation.prebuild_periods if periodic else None,
+            **own[function](),
         )
-        env[LambdaEnv.POWERTOOLS_SERVICE_NAME] = function.value
-        env[LambdaEnv.POWERTOOLS_METRICS_NAMESPACE] = METRICS_NAMESPACE
-        if function is LambdaFunction.INGEST:
-            env[LambdaEnv.MAX_FUTURE] = self.max_future
-        elif function is LambdaFunction.QUERY:
-            env[LambdaEnv.CURSOR_SECRET_ARN] = _needed(wiring.cursor_secret_arn, "cursor_secret_arn", function)
-        elif function is LambdaFunction.HOTKEYS:
-            env.update(self._hot_keys_environment(wiring))
-        else:
-            env.update(self._rotator_environment(wiring))
-        return {str(k): v for k, v in env.items()}
 
-    def _hot_keys_environment(self, wiring: FunctionWiring) -> dict[str, str]:
+    def _hot_keys_settings(self, wiring: FunctionWiring) -> dict[str, object]:
         hot = self.hot_keys
         return {
-            LambdaEnv.HOT_ALERT_TOPIC_ARN: _needed(wiring.alert_topic_arn, "alert_topic_arn", LambdaFunction.HOTKEYS),
-            LambdaEnv.HOT_AUTO_APPLY_ENTITY: _flag(hot.auto_apply_entity),
-            LambdaEnv.HOT_AUTO_APPLY_GLOBAL: _flag(hot.auto_apply_global),
+            "split_threshold_wcu": self.hot_split_threshold_wcu,
+            "alert_topic_arn": _needed(wiring.alert_topic_arn, "alert_topic_arn", LambdaFunction.HOTKEYS),
+            "auto_apply_entity": hot.auto_apply_entity,
+            "auto_apply_global": hot.auto_apply_global,
             # The stream is KEYS_ONLY: its SizeBytes is the keys' size, so the
             # stored item's size is what a write costs (at least).
-            LambdaEnv.HOT_ASSUMED_ITEM_BYTES: str(self.item_bytes),
+            "assumed_item_bytes": self.item_bytes,
             # A key over the threshold carries at least threshold/1,000 of its
             # stream shard's writes, so it is among a batch's top 1,000/threshold:
             # the detector refuses fewer counters than that.
-            LambdaEnv.HOT_COUNTERS_PER_WINDOW: str(
-                max(HOT_COUNTERS_PER_WINDOW, math.ceil(PARTITION_WCU / self.hot_split_threshold_wcu))
+            "counters_per_window": max(
+                HOT_COUNTERS_PER_WINDOW, math.ceil(PARTITION_WCU / self.hot_split_threshold_wcu)
             ),
             # The change margin's default is MAX_FUTURE + 60 s: the detector reads ingest's value.
-            LambdaEnv.MAX_FUTURE: self.max_future,
+            "max_future_ms": parse_duration(self.max_future, "max_future"),
         }
 
-    def _rotator_environment(self, wiring: FunctionWiring) -> dict[str, str]:
+    def _rotator_settings(self, wiring: FunctionWiring) -> dict[str, object]:
         if self.table_period is None:
             raise ValueError("the rotator runs only with a table_period: with one table there is nothing to rotate")
         rotation, hot, storage = self.rotation, self.hot_keys, self.storage
-        env: dict[str, str] = {
-            LambdaEnv.DIAL_DOWN_DELAY: rotation.dial_down_delay,
-            LambdaEnv.BILLING_MODE: storage.billing_mode,
-            LambdaEnv.READ_CAPACITY: str(rotation.period_read_capacity),
-            LambdaEnv.ITEM_BYTES: str(self.item_bytes),
-            LambdaEnv.TARGET_UTILISATION_PERCENT: str(storage.capacity.target_percent),
-            LambdaEnv.POINT_IN_TIME_RECOVERY: _flag(storage.point_in_time_recovery),
-            LambdaEnv.DELETION_PROTECTION: _flag(storage.deletion_protection),
-            LambdaEnv.EXPORT_PREFIX: rotation.export_prefix,
-            LambdaEnv.HOTKEYS_FUNCTION_ARN: _needed(
-                wiring.hotkeys_function_arn, "hotkeys_function_arn", LambdaFunction.ROTATOR
+        rotator = LambdaFunction.ROTATOR
+        return {
+            "dial_down_delay_ms": parse_duration(rotation.dial_down_delay, "dial_down_delay"),
+            "billing_mode": storage.billing_mode,
+            "write_capacity": rotation.period_write_capacity,
+            "read_capacity": rotation.period_read_capacity,
+            "warm_writes_per_s": storage.warm_writes_per_s,
+            "peak_writes_per_s": rotation.peak_writes_per_s,
+            "item_bytes": self.item_bytes,
+            "target_utilisation_percent": storage.capacity.target_percent,
+            "point_in_time_recovery_setting": storage.point_in_time_recovery,
+            "deletion_protection": storage.deletion_protection,
+            "export_bucket": rotation.export_bucket,
+            "export_prefix": rotation.export_prefix,
+            "hotkeys_function_arn": _needed(wiring.hotkeys_function_arn, "hotkeys_function_arn", rotator),
+            "hotkeys_batch_size": hot.batch_size,
+            "hotkeys_batching_window_s": hot.batching_window_s,
+            "hotkeys_parallelization": hot.parallelization_factor,
+            "hotkeys_max_retries": hot.max_retries,
+            "hotkeys_max_record_age_s": hot.max_record_age_s,
+            "hotkeys_on_failure_arn": _needed(
+                wiring.hotkeys_failure_destination_arn, "hotkeys_failure_destination_arn", rotator
             ),
-            LambdaEnv.HOTKEYS_BATCH_SIZE: str(hot.batch_size),
-            LambdaEnv.HOTKEYS_BATCHING_WINDOW_S: str(hot.batching_window_s),
-            LambdaEnv.HOTKEYS_PARALLELIZATION: str(hot.parallelization_factor),
-            LambdaEnv.HOTKEYS_MAX_RETRIES: str(hot.max_retries),
-            LambdaEnv.HOTKEYS_MAX_RECORD_AGE_S: str(hot.max_record_age_s),
-            LambdaEnv.HOTKEYS_ON_FAILURE_ARN: _needed(
-                wiring.hotkeys_failure_destination_arn, "hotkeys_failure_destination_arn", LambdaFunction.ROTATOR
-            ),
-            LambdaEnv.ALARMS: "true",
-            LambdaEnv.ALARM_TOPIC_ARN: _needed(wiring.alert_topic_arn, "alert_topic_arn", LambdaFunction.ROTATOR),
-            LambdaEnv.MAX_DELETES_PER_RUN: str(rotation.max_deletes_per_run),
-            LambdaEnv.DRY_RUN: _flag(rotation.dry_run),
+            "alarms_on": True,
+            "alarm_topic_arn": _needed(wiring.alert_topic_arn, "alert_topic_arn", rotator),
+            "max_deletes_per_run": rotation.max_deletes_per_run,
+            "dry_run": rotation.dry_run,
         }
-        if rotation.period_write_capacity is not None:
-            env[LambdaEnv.WRITE_CAPACITY] = str(rotation.period_write_capacity)
-        if rotation.peak_writes_per_s is not None:
-            env[LambdaEnv.PEAK_WRITES_PER_S] = str(rotation.peak_writes_per_s)
-        if rotation.export_bucket is not None:
-            env[LambdaEnv.EXPORT_BUCKET] = rotation.export_bucket
-        return env
 
     def rotation_interval_minutes(self) -> int:
         """How often the rotator runs: every 15 minutes for hourly tables, hourly otherwise.
@@ -623,6 +507,30 @@ class AppConfig:
         moment it matters, and a failed run is redone by the next one.
         """
         return 15 if self.table_period == "hour" else 60
+
+
+def environment_reference() -> str:
+    """The variables every function reads, with defaults, bounds and meaning, from the settings
+    models: docs/configuration.md holds this text (a test keeps the two equal)."""
+    sections = [("Every function", CommonSettings, set(CommonSettings.model_fields))]
+    sections += [(f"`{f.value}` adds", f.settings, set(f.settings.__annotations__)) for f in LambdaFunction]
+    lines: list[str] = []
+    for title, model, names in sections:
+        lines += [f"{title}:", "", "| Variable | Default | Range | Meaning |", "|---|---|---|---|"]
+        for name in (n for n in model.model_fields if n in names):
+            field = model.model_fields[name]
+            default = field.default
+            shown = "(required)" if field.is_required() else "unset" if default is None else f"`{default}`"
+            if isinstance(default, bool):
+                shown = f"`{json.dumps(default)}`"
+            bound = {a: getattr(m, a) for m in field.metadata for a in ("ge", "gt", "le", "lt") if hasattr(m, a)}
+            low = f"{bound['ge']:,}" if "ge" in bound else f"> {bound['gt']}" if "gt" in bound else ""
+            high = f"{bound['le']:,}" if "le" in bound else f"< {bound['lt']}" if "lt" in bound else ""
+            span = f"{low}..{high}" if low and high else low or high
+            meaning = " ".join((field.description or "").split())
+            lines.append(f"| `{field.alias}` | {shown} | {span} | {meaning} |")
+        lines.append("")
+    return "\n".join(lines)
 
 
 def load_cdk_json_context(path: Path) -> dict[str, object]:
@@ -637,365 +545,326 @@ def load_cdk_json_context(path: Path) -> dict[str, object]:
     return context
 
 
-# -- groups of keys, each validated together ------------------------------------
-
-
-def _layout(raw: Mapping[str, object]) -> Layout:
-    try:
-        return Layout.from_settings(
-            kind=_string(raw, "layout"),
-            bucket=_string(raw, "bucket"),
-            table_prefix=_string(raw, "table_prefix"),
-            table_period=_optional_string(raw, "table_period"),
-        )
-    except ConfigError:
-        raise
-    except KeyDesignConfigError as exc:  # the key-design layer names fields as our keys do
-        raise ConfigError(exc.field, exc.reason) from None
-
-
-def _retention(raw: Mapping[str, object], layout: Layout) -> tuple[str, int]:
-    retention = _string(raw, "retention")
-    try:
-        retention_ms = parse_duration(retention, "retention")
-    except KeyDesignConfigError as exc:
-        raise ConfigError("retention", exc.reason) from None
-    if retention_ms <= 0:
-        raise ConfigError("retention", "must be longer than zero")
-    period = layout.table_period
-    if period is not None and retention_ms < period.nominal_ms:
-        raise ConfigError(
-            "retention",
-            f"{retention} is shorter than one {period.name} table period: the table being written "
-            "would already be due for dropping",
-        )
-    return retention, retention_ms
-
-
-def _storage(raw: Mapping[str, object], layout: Layout) -> StorageConfig:
-    control_table = _matching(raw, "control_table", _TABLE_NAME, "must be 3-255 letters, digits, '_', '.' or '-'")
-    if control_table == layout.table_prefix or control_table.startswith(f"{layout.table_prefix}-"):
-        # Per-period tables are named "<table_prefix>-<label>": a control table in
-        # that namespace could be taken for a readings table and dropped with it.
-        raise ConfigError(
-            "control_table", f"{control_table!r} must not equal table_prefix or start with '{layout.table_prefix}-'"
-        )
-
-    removal_policy = cast(RemovalPolicy, _choice(raw, "removal_policy", ("retain", "destroy")))
-    deletion_protection = _boolean(raw, "deletion_protection")
-    if removal_policy == "destroy" and deletion_protection:
-        raise ConfigError(
-            "removal_policy",
-            "'destroy' cannot delete a table with deletion_protection true; set deletion_protection to false too",
-        )
-
-    capacity = ProvisionedCapacity(
-        read_min=_integer(raw, "read_capacity_min", 1, None),
-        read_max=_integer(raw, "read_capacity_max", 1, None),
-        write_min=_integer(raw, "write_capacity_min", 1, None),
-        write_max=_integer(raw, "write_capacity_max", 1, None),
-        # Application Auto Scaling's target-tracking range for DynamoDB.
-        target_percent=_integer(raw, "autoscaling_target_percent", 20, 90),
-    )
-    if capacity.read_min > capacity.read_max:
-        raise ConfigError(
-            "read_capacity_min", f"{capacity.read_min:,} is above read_capacity_max {capacity.read_max:,}"
-        )
-    if capacity.write_min > capacity.write_max:
-        raise ConfigError(
-            "write_capacity_min", f"{capacity.write_min:,} is above write_capacity_max {capacity.write_max:,}"
-        )
-
-    return StorageConfig(
-        table_prefix=layout.table_prefix,
-        readings_table_name=layout.table_for(0) if layout.table_period is None else None,
-        control_table_name=control_table,
-        billing_mode=cast(BillingMode, _choice(raw, "billing_mode", ("PAY_PER_REQUEST", "PROVISIONED"), upper=True)),
-        capacity=capacity,
-        warm_writes_per_s=_optional_integer(raw, "warm_writes_per_s", 1, None),
-        deletion_protection=deletion_protection,
-        removal_policy=removal_policy,
-        point_in_time_recovery=_boolean(raw, "point_in_time_recovery"),
-        contributor_insights=cast(
-            ContributorInsights,
-            _choice(raw, "contributor_insights", ("throttled_keys", "accessed_and_throttled_keys", "off")),
-        ),
-    )
-
-
-def _stream(raw: Mapping[str, object]) -> StreamConfig:
-    return StreamConfig(
-        mode=cast(KinesisMode, _choice(raw, "kinesis_mode", ("on_demand", "provisioned"))),
-        shards=_integer(raw, "kinesis_shards", 1, None),
-        # Kinesis keeps records from 24 hours to 365 days.
-        retention_hours=_integer(raw, "kinesis_retention_hours", 24, 8_760),
-    )
-
-
-def _ingest(raw: Mapping[str, object], stream: StreamConfig) -> IngestConfig:
-    ingest = IngestConfig(
-        batch_size=_integer(raw, "ingest_batch_size", 1, ESM_MAX_BATCH),
-        batching_window_s=_integer(raw, "ingest_batching_window_s", 0, ESM_MAX_WINDOW_S),
-        parallelization_factor=_integer(raw, "ingest_parallelization_factor", 1, ESM_MAX_PARALLELIZATION),
-        max_retries=_integer(raw, "ingest_max_retries", -1, ESM_MAX_RETRIES),
-        max_record_age_s=_integer(raw, "ingest_max_record_age_s", -1, ESM_MAX_RECORD_AGE_S),
-    )
-    age = ingest.max_record_age_s
-    if age != -1 and age < ESM_MIN_RECORD_AGE_S:
-        raise ConfigError(
-            "ingest_max_record_age_s",
-            f"must be -1 (no limit) or {ESM_MIN_RECORD_AGE_S:,} to {ESM_MAX_RECORD_AGE_S:,} seconds, got {age:,}",
-        )
-    if age > stream.retention_hours * 3600:
-        raise ConfigError(
-            "ingest_max_record_age_s",
-            f"{age:,} s is longer than the stream keeps records (kinesis_retention_hours "
-            f"{stream.retention_hours} = {stream.retention_hours * 3600:,} s)",
-        )
-    return ingest
-
-
-def _alarm_email(raw: Mapping[str, object]) -> str | None:
-    email = _optional_string(raw, "alarm_email")
-    if email is not None and not _EMAIL.match(email):
-        raise ConfigError("alarm_email", f"{email!r} is not an email address")
-    return email
-
-
-def _log_retention(raw: Mapping[str, object]) -> int:
-    days = _integer(raw, "log_retention_days", 1, None)
-    if days not in LOG_RETENTION_DAYS:
-        allowed = ", ".join(map(str, LOG_RETENTION_DAYS))
-        raise ConfigError("log_retention_days", f"{days} is not a CloudWatch Logs retention; use one of {allowed}")
-    return days
-
-
-def _stack_name(raw: Mapping[str, object]) -> str:
-    name = _matching(raw, "stack_name", _STACK_NAME, "must start with a letter and hold 1-128 letters, digits or '-'")
-    longest = max(len(f.value) for f in LambdaFunction)
-    if len(name) + 1 + longest > LAMBDA_MAX_NAME:
-        raise ConfigError(
-            "stack_name",
-            f"{name!r} is {len(name)} characters: the functions are named '<stack_name>-<function>' and Lambda "
-            f"takes {LAMBDA_MAX_NAME} at most, so it may hold {LAMBDA_MAX_NAME - 1 - longest}",
-        )
-    return name
-
-
-def _lambdas(raw: Mapping[str, object]) -> LambdaConfig:
-    return LambdaConfig(
-        powertools_layer_version=_integer(raw, "powertools_layer_version", 1, None),
-        log_retention_days=_log_retention(raw),
-        ingest=FunctionSizing(
-            memory_mb=_integer(raw, "ingest_memory_mb", LAMBDA_MIN_MEMORY_MB, LAMBDA_MAX_MEMORY_MB),
-            # Ingest keeps DEADLINE_MARGIN_MS (2 s) back for its response and
-            # retries writes until then: a short timeout leaves no room to retry.
-            timeout_s=_integer(raw, "ingest_timeout_s", 10, LAMBDA_MAX_TIMEOUT_S),
-        ),
-        query=FunctionSizing(
-            memory_mb=_integer(raw, "query_memory_mb", LAMBDA_MIN_MEMORY_MB, LAMBDA_MAX_MEMORY_MB),
-            # Under API Gateway's 29 s integration timeout, so a slow request ends
-            # in the function (logged, traced) rather than as a bare 504.
-            timeout_s=_integer(raw, "query_timeout_s", 3, API_INTEGRATION_TIMEOUT_S - 1),
-            # Caps how much of the account's concurrency readers can hold, so a
-            # burst of slow reads cannot starve ingest of instances.
-            reserved_concurrency=_optional_integer(raw, "query_reserved_concurrency", 1, 10_000),
-        ),
-    )
-
-
-def _max_future(raw: Mapping[str, object], layout: Layout) -> str:
-    max_future, max_future_ms = _duration(raw, "max_future", low_ms=1_000, high_ms=DAY_MS)
-    period = layout.table_period
-    if period is not None and max_future_ms > period.nominal_ms:
-        raise ConfigError(
-            "max_future",
-            f"{max_future} is longer than one {period.name} table period: a reading that far ahead would be "
-            "routed to a table the rotator has not built yet",
-        )
-    return max_future
-
-
-def _hot_keys(raw: Mapping[str, object]) -> HotKeysConfig:
-    return HotKeysConfig(
-        batch_size=_integer(raw, "hotkeys_batch_size", 1, ESM_MAX_BATCH),
-        batching_window_s=_integer(raw, "hotkeys_batching_window_s", 0, ESM_MAX_WINDOW_S),
-        parallelization_factor=_integer(raw, "hotkeys_parallelization_factor", 1, ESM_MAX_PARALLELIZATION),
-        # No -1 (forever) for either: the point of both caps is that one poison
-        # batch cannot hold a stream shard; and the stream keeps records 24 h.
-        max_retries=_integer(raw, "hotkeys_max_retries", 0, ESM_MAX_RETRIES),
-        max_record_age_s=_integer(raw, "hotkeys_max_record_age_s", ESM_MIN_RECORD_AGE_S, DYNAMODB_STREAM_RETENTION_S),
-        auto_apply_entity=_boolean(raw, "hot_auto_apply_entity"),
-        auto_apply_global=_boolean(raw, "hot_auto_apply_global"),
-    )
-
-
-def _rotation(
-    raw: Mapping[str, object], layout: Layout, retention_ms: int, storage: StorageConfig, lambdas: LambdaConfig
-) -> RotationConfig:
-    grace, grace_ms = _duration(raw, "grace", low_ms=0, high_ms=None)
-    dial_down_delay, delay_ms = _duration(raw, "dial_down_delay", low_ms=0, high_ms=None)
-    rotation = RotationConfig(
-        grace=grace,
-        prebuild_periods=_integer(raw, "prebuild_periods", 1, 366),
-        dial_down_delay=dial_down_delay,
-        peak_writes_per_s=_optional_integer(raw, "peak_writes_per_s", 1, 10_000_000),
-        period_write_capacity=_optional_integer(raw, "period_write_capacity", 1, 1_000_000),
-        period_read_capacity=_integer(raw, "period_read_capacity", 1, 1_000_000),
-        export_bucket=_export_bucket(raw),
-        export_prefix=_export_prefix(raw),
-        max_deletes_per_run=_integer(raw, "max_deletes_per_run", 0, 100),
-        dry_run=_boolean(raw, "rotation_dry_run"),
-    )
-    if layout.table_period is None:
-        return rotation
-    # The same rules the rotator applies at cold start, caught here instead of
-    # in a deployed function that fails every run.
-    if grace_ms + delay_ms >= retention_ms:
-        raise ConfigError(
-            "grace",
-            f"grace ({grace}) plus dial_down_delay ({dial_down_delay}) must be shorter than retention "
-            f"({raw['retention']}): a table would be due for dropping while it still takes late readings",
-        )
-    if delay_ms < lambdas.ingest.timeout_s * 1_000:
-        raise ConfigError(
-            "dial_down_delay",
-            f"{dial_down_delay} is shorter than ingest_timeout_s ({lambdas.ingest.timeout_s} s): a write ingest "
-            "accepted just before GRACE ended could still be in flight when the table is dialled down",
-        )
-    needs_capacity = rotation.period_write_capacity is None and rotation.peak_writes_per_s is None
-    if storage.billing_mode == "PROVISIONED" and needs_capacity:
-        raise ConfigError(
-            "period_write_capacity",
-            "is required with billing_mode PROVISIONED and a table_period, unless peak_writes_per_s lets the "
-            "rotator size new tables",
-        )
-    return rotation
-
-
-def _export_bucket(raw: Mapping[str, object]) -> str | None:
-    bucket = _optional_string(raw, "export_bucket")
-    if bucket is not None and not _BUCKET.match(bucket):
-        raise ConfigError("export_bucket", f"{bucket!r} is not an S3 bucket name")
-    return bucket
-
-
-def _export_prefix(raw: Mapping[str, object]) -> str:
-    prefix = str(raw["export_prefix"] or "").strip().strip("/")
-    if len(prefix) > 768 or not _S3_PREFIX.match(prefix):
-        raise ConfigError("export_prefix", f"{prefix[:80]!r} must be up to 768 letters, digits, '/', '_', '.' or '-'")
-    return prefix
-
-
-def _duration(raw: Mapping[str, object], key: str, *, low_ms: int, high_ms: int | None) -> tuple[str, int]:
-    text = _string(raw, key)
-    try:
-        value_ms = parse_duration(text, key)
-    except KeyDesignConfigError as exc:
-        raise ConfigError(key, exc.reason) from None
-    if value_ms < low_ms or (high_ms is not None and value_ms > high_ms):
-        bounds = f"from {low_ms // 1000:,} s" + (f" to {high_ms // 1000:,} s" if high_ms is not None else " up")
-        raise ConfigError(key, f"{text} is outside {bounds}")
-    return text, value_ms
-
-
-def _flag(value: bool) -> str:
-    return "true" if value else "false"
-
-
 def _needed(value: str | None, name: str, function: LambdaFunction) -> str:
     if not value:
         raise ValueError(f"the {function.value} function's environment needs FunctionWiring.{name}")
     return value
 
 
-# -- value parsing: JSON values from cdk.json, strings from -c key=value --------
+# -- the context: one field per cdk.json key --------------------------------------------
+# Values may be JSON-typed (cdk.json) or strings (``-c key=value``); each type below
+# takes both. "null", "none" and "" mean "not set" for the optional keys.
 
 
-def _refuse_unknown_keys(context: Mapping[str, object]) -> None:
-    for key in context:
-        if key not in DEFAULTS and _OWN_KEY.match(key):
-            close = difflib.get_close_matches(key, list(DEFAULTS), n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else "; see docs/configuration.md for the keys"
-            raise ConfigError(key, f"is not a configuration key{hint}")
+def _null(value: object) -> object:
+    return None if value is None or (isinstance(value, str) and value.strip().lower() in _NULLS) else value
 
 
-def _string(raw: Mapping[str, object], key: str) -> str:
-    value = raw[key]
+def _text(value: object) -> str:
     if not isinstance(value, str) or not value.strip():
-        raise ConfigError(key, f"must be a non-empty string, got {value!r}")
+        raise ValueError(f"must be a non-empty string, got {value!r}")
     return value.strip()
 
 
-def _matching(raw: Mapping[str, object], key: str, pattern: re.Pattern[str], rule: str) -> str:
-    value = _string(raw, key)
-    if not pattern.match(value):
-        raise ConfigError(key, f"{value!r} {rule}")
-    return value
-
-
-def _optional_string(raw: Mapping[str, object], key: str) -> str | None:
-    value = raw[key]
-    if value is None or (isinstance(value, str) and value.strip().lower() in _NULLS):
-        return None
-    return _string(raw, key)
-
-
-def _boolean(raw: Mapping[str, object], key: str) -> bool:
-    value = raw[key]
-    if isinstance(value, bool):
+def _whole(value: object) -> int:
+    if isinstance(value, int) and not isinstance(value, bool):
         return value
-    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
-        return value.strip().lower() == "true"
-    raise ConfigError(key, f"must be true or false, got {value!r}")
-
-
-def _integer(raw: Mapping[str, object], key: str, low: int, high: int | None) -> int:
-    value = raw[key]
-    number: int | None = None
-    if isinstance(value, bool):
-        number = None
-    elif isinstance(value, int):
-        number = value
-    elif (isinstance(value, float) and value.is_integer()) or (
+    if (isinstance(value, float) and value.is_integer()) or (
         isinstance(value, str) and re.fullmatch(r"\s*-?\d+\s*", value)
     ):
-        number = int(value)
-    if number is None:
-        raise ConfigError(key, f"must be a whole number, got {value!r}")
-    if number < low or (high is not None and number > high):
-        bounds = f"from {low:,} to {high:,}" if high is not None else f"at least {low:,}"
-        raise ConfigError(key, f"must be {bounds}, got {number:,}")
-    return number
+        return int(value)
+    raise ValueError(f"must be a whole number, got {value!r}")
 
 
-def _optional_integer(raw: Mapping[str, object], key: str, low: int, high: int | None) -> int | None:
-    value = raw[key]
-    if value is None or (isinstance(value, str) and value.strip().lower() in _NULLS):
-        return None
-    return _integer(raw, key, low, high)
-
-
-def _number(raw: Mapping[str, object], key: str) -> float:
-    value = raw[key]
+def _positive_number(value: object) -> float:
     number: float | None = None
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        number = float(value)
-    elif isinstance(value, str):
+    if isinstance(value, int | float | str) and not isinstance(value, bool):
         try:
             number = float(value)
         except ValueError:
             number = None
     if number is None or not math.isfinite(number) or number <= 0:
-        raise ConfigError(key, f"must be a number above 0, got {value!r}")
+        raise ValueError(f"must be a number above 0, got {value!r}")
     return number
 
 
-def _choice(raw: Mapping[str, object], key: str, allowed: tuple[str, ...], *, upper: bool = False) -> str:
-    value = raw[key]
-    text = value.strip() if isinstance(value, str) else value
-    if isinstance(text, str):
-        text = text.upper() if upper else text.lower()
-    if text not in allowed:
-        raise ConfigError(key, f"{value!r} is not one of {', '.join(allowed)}")
-    return text
+def _duration(low_ms: int, high_ms: int | None = None) -> AfterValidator:
+    def check(text: str) -> str:
+        try:
+            value_ms = parse_duration(text, "duration")
+        except KeyDesignConfigError as exc:
+            raise ValueError(exc.reason) from None
+        if value_ms < low_ms or (high_ms is not None and value_ms > high_ms):
+            bounds = f"from {low_ms // 1000:,} s" + (f" to {high_ms // 1000:,} s" if high_ms is not None else " up")
+            raise ValueError(f"{text} is outside {bounds}")
+        return text
+
+    return AfterValidator(check)
+
+
+def _one_of(*allowed: str) -> BeforeValidator:
+    def check(value: object) -> str:
+        text = value.strip() if isinstance(value, str) else value
+        if isinstance(text, str):
+            text = text.upper() if allowed[0].isupper() else text.lower()
+        if text not in allowed:
+            raise ValueError(f"{value!r} is not one of {', '.join(allowed)}")
+        return text
+
+    return BeforeValidator(check)
+
+
+def _in(allowed: tuple[int, ...], what: str) -> AfterValidator:
+    def check(value: int) -> int:
+        if value not in allowed:
+            raise ValueError(f"{value} is not {what}; use one of {', '.join(map(str, allowed))}")
+        return value
+
+    return AfterValidator(check)
+
+
+Text = Annotated[str, BeforeValidator(_text)]
+OptionalText = Annotated[Text | None, BeforeValidator(_null)]
+Whole = Annotated[int, BeforeValidator(_whole)]
+OptionalWhole = Annotated[Whole | None, BeforeValidator(_null)]
+Duration = Annotated[Text, _duration(0)]
+
+
+def key(default: object, *, low: int | None = None, high: int | None = None) -> Any:
+    """A context key with its default (the one place it lives) and, for numbers, AWS's bounds."""
+    return Field(default, ge=low, le=high, validate_default=True)
+
+
+class Context(BaseModel):
+    """Every key of cdk.json's ``"context"`` this stack reads, with its default and AWS's limit.
+
+    A bad value fails here, naming the key, instead of half-way through a deploy;
+    the cross-field rules are the model validator. :data:`DEFAULTS` is derived from it.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    stack_name: Annotated[
+        Text, matching(_STACK_NAME, "a stack name: a letter, then up to 127 letters, digits or '-'")
+    ] = key("TimeSeriesIngest")
+    layout: Text = key("hybrid")
+    shards: Whole = key(
+        shards_for(SEED_PEAK_WRITES_PER_S * write_units(SEED_ITEM_BYTES), SEED_KEY_UTILISATION),
+        low=1,
+        high=MAX_GLOBAL_SHARDS,
+    )
+    bucket: Text = key("1h")
+    table_prefix: Text = key("timeseries-readings")
+    control_table: Annotated[Text, matching(_TABLE_NAME, "a table name: 3-255 letters, digits, '_', '.' or '-'")] = key(
+        "timeseries-control"
+    )
+    table_period: OptionalText = key(SEED_TABLE_PERIOD)
+    retention: Duration = key("30d")
+    billing_mode: Annotated[str, _one_of("PAY_PER_REQUEST", "PROVISIONED")] = key("PAY_PER_REQUEST")
+    read_capacity_min: Whole = key(100, low=1)
+    read_capacity_max: Whole = key(12_000, low=1)
+    write_capacity_min: Whole = key(1_000, low=1)
+    write_capacity_max: Whole = key(40_000, low=1)
+    # Application Auto Scaling's target-tracking range for DynamoDB.
+    autoscaling_target_percent: Whole = key(70, low=20, high=90)
+    warm_writes_per_s: OptionalWhole = key(None, low=1)
+    deletion_protection: Flag = key(True)
+    removal_policy: Annotated[str, _one_of("retain", "destroy")] = key("retain")
+    point_in_time_recovery: Flag = key(True)
+    contributor_insights: Annotated[str, _one_of("throttled_keys", "accessed_and_throttled_keys", "off")] = key(
+        "throttled_keys"
+    )
+    kinesis_mode: Annotated[str, _one_of("on_demand", "provisioned")] = key("on_demand")
+    kinesis_shards: Whole = key(50, low=1)
+    # Kinesis keeps records from 24 hours to 365 days.
+    kinesis_retention_hours: Whole = key(24, low=24, high=8_760)
+    ingest_batch_size: Whole = key(1_000, low=1, high=ESM_MAX_BATCH)
+    ingest_batching_window_s: Whole = key(1, low=0, high=ESM_MAX_WINDOW_S)
+    ingest_parallelization_factor: Whole = key(1, low=1, high=ESM_MAX_PARALLELIZATION)
+    ingest_max_retries: Whole = key(5, low=-1, high=ESM_MAX_RETRIES)
+    ingest_max_record_age_s: Whole = key(3_600, low=-1, high=ESM_MAX_RECORD_AGE_S)
+    ingest_memory_mb: Whole = key(1_024, low=LAMBDA_MIN_MEMORY_MB, high=LAMBDA_MAX_MEMORY_MB)
+    # Ingest keeps DEADLINE_MARGIN_MS (2 s) back for its response and retries
+    # writes until then: a short timeout leaves no room to retry.
+    ingest_timeout_s: Whole = key(120, low=10, high=LAMBDA_MAX_TIMEOUT_S)
+    max_future: Annotated[Text, _duration(1_000, DAY_MS)] = key("5m")
+    hot_split_threshold_wcu: Whole = key(500, low=1, high=PARTITION_WCU - 1)
+    shard_map_cache_ttl_s: Whole = key(60, low=1, high=3_600)
+    item_bytes: Whole = key(SEED_ITEM_BYTES, low=1, high=MAX_ITEM_BYTES)
+    hotkeys_batch_size: Whole = key(1_000, low=1, high=ESM_MAX_BATCH)
+    hotkeys_batching_window_s: Whole = key(1, low=0, high=ESM_MAX_WINDOW_S)
+    hotkeys_parallelization_factor: Whole = key(1, low=1, high=ESM_MAX_PARALLELIZATION)
+    # No -1 (forever) for either: the point of both caps is that one poison
+    # batch cannot hold a stream shard; and the stream keeps records 24 h.
+    hotkeys_max_retries: Whole = key(5, low=0, high=ESM_MAX_RETRIES)
+    hotkeys_max_record_age_s: Whole = key(3_600, low=ESM_MIN_RECORD_AGE_S, high=DYNAMODB_STREAM_RETENTION_S)
+    hot_auto_apply_entity: Flag = key(True)
+    hot_auto_apply_global: Flag = key(False)
+    grace: Duration = key("2h")
+    prebuild_periods: Whole = key(2, low=1, high=366)
+    dial_down_delay: Duration = key("15m")
+    peak_writes_per_s: OptionalWhole = key(None, low=1, high=10_000_000)
+    period_write_capacity: OptionalWhole = key(None, low=1, high=1_000_000)
+    period_read_capacity: Whole = key(100, low=1, high=1_000_000)
+    export_bucket: Annotated[OptionalText, matching(_BUCKET, "an S3 bucket name")] = key(None)
+    export_prefix: Annotated[
+        str,
+        BeforeValidator(lambda v: str(v or "").strip().strip("/")),
+        matching(_S3_PREFIX, "a key prefix: up to 768 letters, digits, '/', '_', '.' or '-'"),
+    ] = key("dynamodb-exports")
+    max_deletes_per_run: Whole = key(2, low=0, high=100)
+    rotation_dry_run: Flag = key(False)
+    alarm_email: Annotated[OptionalText, matching(_EMAIL, "an email address")] = key(None)
+    iterator_age_alarm_s: Whole = key(60, low=1, high=ESM_MAX_RECORD_AGE_S)
+    api_stage: Annotated[Text, matching(_API_STAGE, "a stage name: 1-128 letters, digits, '_' or '-'")] = key("v1")
+    api_throttle_rate: Annotated[float, BeforeValidator(_positive_number)] = key(100)
+    api_throttle_burst: Whole = key(200, low=1)
+    api_cloudwatch_role: Flag = key(True)
+    query_memory_mb: Whole = key(1_024, low=LAMBDA_MIN_MEMORY_MB, high=LAMBDA_MAX_MEMORY_MB)
+    # Under API Gateway's 29 s integration timeout, so a slow request ends
+    # in the function (logged, traced) rather than as a bare 504.
+    query_timeout_s: Whole = key(28, low=3, high=API_INTEGRATION_TIMEOUT_S - 1)
+    # Caps how much of the account's concurrency readers can hold, so a
+    # burst of slow reads cannot starve ingest of instances.
+    query_reserved_concurrency: OptionalWhole = key(50, low=1, high=10_000)
+    log_retention_days: Annotated[Whole, _in(LOG_RETENTION_DAYS, "a CloudWatch Logs retention")] = key(30, low=1)
+    powertools_layer_version: Whole = key(POWERTOOLS_LAYER_VERSION, low=1)
+
+    @model_validator(mode="after")
+    def _rules(self) -> Self:
+        """The rules between keys; the rotator applies the rotation ones at cold start too."""
+        try:
+            layout = Layout.from_settings(
+                kind=self.layout, bucket=self.bucket, table_prefix=self.table_prefix, table_period=self.table_period
+            )
+        except KeyDesignConfigError as exc:  # the key-design layer names fields as our keys do
+            raise ConfigError(exc.field, exc.reason) from None
+        period, prefix = layout.table_period, layout.table_prefix
+        retention_ms = parse_duration(self.retention, "retention")
+        _rule(retention_ms > 0, "retention", "must be longer than zero")
+        _rule(
+            period is None or retention_ms >= period.nominal_ms,
+            "retention",
+            f"{self.retention} is shorter than one {period and period.name} table period: the table being written "
+            "would already be due for dropping",
+        )
+        # Per-period tables are named "<table_prefix>-<label>": a control table in
+        # that namespace could be taken for a readings table and dropped with it.
+        _rule(
+            self.control_table != prefix and not self.control_table.startswith(f"{prefix}-"),
+            "control_table",
+            f"{self.control_table!r} must not equal table_prefix or start with '{prefix}-'",
+        )
+        _rule(
+            not (self.removal_policy == "destroy" and self.deletion_protection),
+            "removal_policy",
+            "'destroy' cannot delete a table with deletion_protection true; set deletion_protection to false too",
+        )
+        for kind in ("read", "write"):
+            low, high = getattr(self, f"{kind}_capacity_min"), getattr(self, f"{kind}_capacity_max")
+            _rule(low <= high, f"{kind}_capacity_min", f"{low:,} is above {kind}_capacity_max {high:,}")
+        age, hours = self.ingest_max_record_age_s, self.kinesis_retention_hours
+        _rule(
+            age == -1 or age >= ESM_MIN_RECORD_AGE_S,
+            "ingest_max_record_age_s",
+            f"must be -1 (no limit) or {ESM_MIN_RECORD_AGE_S:,} to {ESM_MAX_RECORD_AGE_S:,} seconds, got {age:,}",
+        )
+        _rule(
+            age <= hours * 3600,
+            "ingest_max_record_age_s",
+            f"{age:,} s is longer than the stream keeps records (kinesis_retention_hours {hours} = {hours * 3600:,} s)",
+        )
+        longest = max(len(f.value) for f in LambdaFunction)
+        name = self.stack_name
+        _rule(
+            len(name) + 1 + longest <= LAMBDA_MAX_NAME,
+            "stack_name",
+            f"{name!r} is {len(name)} characters: the functions are named '<stack_name>-<function>' and Lambda "
+            f"takes {LAMBDA_MAX_NAME} at most, so it may hold {LAMBDA_MAX_NAME - 1 - longest}",
+        )
+        if period is not None:
+            self._rotation_rules(period.name, period.nominal_ms, retention_ms)
+        self._layout = layout
+        return self
+
+    def _rotation_rules(self, period: str, period_ms: int, retention_ms: int) -> None:
+        _rule(
+            parse_duration(self.max_future, "max_future") <= period_ms,
+            "max_future",
+            f"{self.max_future} is longer than one {period} table period: a reading that far ahead would be "
+            "routed to a table the rotator has not built yet",
+        )
+        grace_ms, delay_ms = parse_duration(self.grace, "grace"), parse_duration(self.dial_down_delay, "delay")
+        _rule(
+            grace_ms + delay_ms < retention_ms,
+            "grace",
+            f"grace ({self.grace}) plus dial_down_delay ({self.dial_down_delay}) must be shorter than retention "
+            f"({self.retention}): a table would be due for dropping while it still takes late readings",
+        )
+        _rule(
+            delay_ms >= self.ingest_timeout_s * 1_000,
+            "dial_down_delay",
+            f"{self.dial_down_delay} is shorter than ingest_timeout_s ({self.ingest_timeout_s} s): a write ingest "
+            "accepted just before GRACE ended could still be in flight when the table is dialled down",
+        )
+        _rule(
+            not (
+                self.billing_mode == "PROVISIONED"
+                and self.period_write_capacity is None
+                and self.peak_writes_per_s is None
+            ),
+            "period_write_capacity",
+            "is required with billing_mode PROVISIONED and a table_period, unless peak_writes_per_s lets the "
+            "rotator size new tables",
+        )
+
+    _layout: Layout = PrivateAttr()
+
+    @classmethod
+    def parse(cls, context: Mapping[str, object]) -> Context:
+        """The context's own keys, validated; a misspelt one is refused with the nearest valid name.
+
+        Our keys are snake_case identifiers. CDK's keys (feature flags such as
+        "@aws-cdk/core:...", "aws:cdk:...", lookup caches "availability-zones:...",
+        "acknowledged-issue-numbers") never are, so anything snake_case that is not
+        a known key is a typo and is refused rather than silently ignored.
+        """
+        for name in context:
+            if name not in cls.model_fields and _OWN_KEY.match(name):
+                close = difflib.get_close_matches(name, list(cls.model_fields), n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else "; see docs/configuration.md for the keys"
+                raise ConfigError(name, f"is not a configuration key{hint}")
+        try:
+            return cls.model_validate({k: v for k, v in context.items() if k in cls.model_fields})
+        except ValidationError as exc:
+            raise _config_error(exc) from None
+
+
+def _group(cls: type[Group], c: Context, *prefixes: str) -> Group:
+    """The dataclass ``cls`` from the context keys named as its fields, after the first of ``prefixes`` that fits."""
+    names = {f.name: next(p + f.name for p in prefixes if p + f.name in Context.model_fields) for f in fields(cls)}  # type: ignore[arg-type]
+    return cls(**{name: getattr(c, key) for name, key in names.items()})
+
+
+def _rule(holds: bool, key: str, reason: str) -> None:
+    if not holds:
+        raise ConfigError(key, reason)
+
+
+def _config_error(exc: ValidationError) -> ConfigError:
+    error = exc.errors(include_url=False)[0]
+    cause = error.get("ctx", {}).get("error")
+    if isinstance(cause, ConfigError):
+        return cause
+    name = str(error["loc"][0])
+    if error["type"] in ("greater_than_equal", "less_than_equal"):
+        field = Context.model_fields[name]
+        low = next((m.ge for m in field.metadata if hasattr(m, "ge")), None)
+        high = next((m.le for m in field.metadata if hasattr(m, "le")), None)
+        bounds = f"from {low:,} to {high:,}" if high is not None else f"at least {low:,}"
+        return ConfigError(name, f"must be {bounds}, got {error['input']:,}")
+    return ConfigError(name, str(cause) if cause is not None else error["msg"])
+
+
+#: Every context key this stack reads, with its default (``None``: not set).
+DEFAULTS: Mapping[str, object] = {name: field.default for name, field in Context.model_fields.items()}

@@ -15,10 +15,8 @@ from aws_cdk import aws_lambda_event_sources as sources
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
-from infra.acknowledgements import acknowledge, acknowledge_unscoped_actions
 from infra.config import AppConfig, FunctionWiring, LambdaFunction
-from infra.ingestion import STREAM_FUNCTION_DLQ_REASON, terminal_queue
-from infra.lambdas import LambdaRuntime, ServiceFunction
+from infra.lambdas import Invocation, LambdaRuntime, ServiceFunction
 
 
 class HotKeys(Construct):
@@ -38,27 +36,21 @@ class HotKeys(Construct):
         super().__init__(scope, construct_id)
         hot = config.hot_keys
 
-        self.failure_queue = terminal_queue(
-            self,
-            "FailureQueue",
-            removal_policy=removal_policy,
-            holds="the record of a stream batch the hot-key mapping gave up on (its load went uncounted)",
-        )
         self.detector = ServiceFunction(
             self,
             "Detector",
             runtime=runtime,
             function=LambdaFunction.HOTKEYS,
-            function_name=f"{config.stack_name}-{LambdaFunction.HOTKEYS.value}",
             description="Measures write load per partition key and entity from the readings stream; splits hot ones",
             environment=config.function_environment(
                 LambdaFunction.HOTKEYS, FunctionWiring(alert_topic_arn=alerts_topic.topic_arn)
             ),
             removal_policy=removal_policy,
+            invocation=Invocation.STREAM,
+            failures_hold="the record of a stream batch the hot-key mapping gave up on (its load went uncounted)",
         )
         self.function = self.detector.function
-        acknowledge_unscoped_actions(self.detector.role)
-        acknowledge(self.function, "Serverless-LambdaDLQ", STREAM_FUNCTION_DLQ_REASON)
+        self.failure_queue = self.detector.failure_queue
         # Lambda sends a failed batch's record to the destination with the
         # function's role, also for the mappings the rotator creates at run time.
         self.failure_queue.grant(self.function, "sqs:SendMessage")

@@ -9,53 +9,14 @@ back at the stream by shard and sequence numbers.
 
 from __future__ import annotations
 
-from aws_cdk import Acknowledgment, Duration, RemovalPolicy, Validations
+from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_kinesis as kinesis
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as sources
-from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from infra.acknowledgements import acknowledge, acknowledge_unscoped_actions
 from infra.config import AppConfig, FunctionWiring, LambdaFunction
-from infra.lambdas import LambdaRuntime, ServiceFunction
-
-#: Why a function fed by an event source mapping has no dead-letter queue of its own.
-STREAM_FUNCTION_DLQ_REASON = (
-    "A function DLQ only receives failed asynchronous invocations, and this function is only ever invoked "
-    "synchronously by its stream event source mapping. Failed batches go to the mapping's own on-failure SQS "
-    "destination (with bisect, a retry cap and a maximum record age), which is alarmed."
-)
-
-#: SQS's maximum: operators get two weeks to inspect or replay a reject.
-REJECTS_RETENTION = Duration.days(14)
-
-
-def terminal_queue(scope: Construct, construct_id: str, *, removal_policy: RemovalPolicy, holds: str) -> sqs.Queue:
-    """An encrypted, TLS-only queue kept 14 days that is itself the end of the line.
-
-    Nothing consumes it automatically, so a further dead-letter queue would only
-    move the same messages one hop; its depth is alarmed instead.
-    """
-    queue = sqs.Queue(
-        scope,
-        construct_id,
-        encryption=sqs.QueueEncryption.SQS_MANAGED,
-        enforce_ssl=True,
-        retention_period=REJECTS_RETENTION,
-        removal_policy=removal_policy,
-    )
-    reason = (
-        f"This queue is itself a terminal dead-letter destination: every message in it is {holds}. "
-        "No consumer reads it automatically; operators inspect or replay messages by hand within the 14-day "
-        "retention and an alarm fires on the first message, so a further DLQ would only move the same messages "
-        "one hop."
-    )
-    Validations.of(queue).acknowledge(
-        Acknowledgment(id="AwsSolutions-SQS3", reason=reason),
-        Acknowledgment(id="Serverless-SQSRedrivePolicy", reason=reason),
-    )
-    return queue
+from infra.lambdas import Invocation, LambdaRuntime, ServiceFunction, terminal_queue
 
 
 class Ingestion(Construct):
@@ -92,30 +53,23 @@ class Ingestion(Construct):
         self.rejects_queue = terminal_queue(
             self, "RejectsQueue", removal_policy=removal_policy, holds="a reading that already failed validation"
         )
-        # Where the mapping reports a batch it gave up on: the shard and the
-        # sequence-number range, to replay from the stream while it keeps them.
-        self.failure_queue = terminal_queue(
-            self,
-            "FailureQueue",
-            removal_policy=removal_policy,
-            holds="the record of a batch the event source mapping gave up on, to replay from the stream",
-        )
-
         self.ingest = ServiceFunction(
             self,
             "Ingest",
             runtime=runtime,
             function=LambdaFunction.INGEST,
-            function_name=f"{config.stack_name}-{LambdaFunction.INGEST.value}",
             description="Writes readings from the Kinesis stream into the readings table(s)",
             environment=config.function_environment(
                 LambdaFunction.INGEST, FunctionWiring(rejects_queue_url=self.rejects_queue.queue_url)
             ),
             removal_policy=removal_policy,
+            # Where the mapping reports a batch it gave up on: the shard and the
+            # sequence-number range, to replay from the stream while it keeps them.
+            invocation=Invocation.STREAM,
+            failures_hold="the record of a batch the event source mapping gave up on, to replay from the stream",
         )
         self.function = self.ingest.function
-        acknowledge_unscoped_actions(self.ingest.role)
-        acknowledge(self.function, "Serverless-LambdaDLQ", STREAM_FUNCTION_DLQ_REASON)
+        self.failure_queue = self.ingest.failure_queue
         # SendMessageBatch is authorised by sqs:SendMessage; ingest needs nothing else of the queue.
         self.rejects_queue.grant(self.function, "sqs:SendMessage")
 

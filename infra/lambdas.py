@@ -15,15 +15,17 @@ Docker.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from enum import Enum
 from pathlib import Path
 
-from aws_cdk import Aws, Duration, RemovalPolicy
+from aws_cdk import Acknowledgment, Aws, Duration, RemovalPolicy, Stack, Validations
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from infra.acknowledgements import acknowledge, acknowledge_unscoped_actions
 from infra.config import POWERTOOLS_LAYER_ACCOUNT, POWERTOOLS_LAYER_NAME, LambdaConfig, LambdaFunction
 
 #: The Lambda code root: the handlers import their packages from here.
@@ -84,8 +86,66 @@ class LambdaRuntime(Construct):
         )
 
 
+#: SQS's maximum: operators get two weeks to inspect or replay a message of a terminal queue.
+TERMINAL_QUEUE_RETENTION = Duration.days(14)
+
+
+def terminal_queue(scope: Construct, construct_id: str, *, removal_policy: RemovalPolicy, holds: str) -> sqs.Queue:
+    """An encrypted, TLS-only queue kept 14 days that is itself the end of the line.
+
+    Nothing consumes it automatically, so a further dead-letter queue would only
+    move the same messages one hop; its depth is alarmed instead.
+    """
+    queue = sqs.Queue(
+        scope,
+        construct_id,
+        encryption=sqs.QueueEncryption.SQS_MANAGED,
+        enforce_ssl=True,
+        retention_period=TERMINAL_QUEUE_RETENTION,
+        removal_policy=removal_policy,
+    )
+    reason = (
+        f"This queue is itself a terminal dead-letter destination: every message in it is {holds}. "
+        "No consumer reads it automatically; operators inspect or replay messages by hand within the 14-day "
+        "retention and an alarm fires on the first message, so a further DLQ would only move the same messages "
+        "one hop."
+    )
+    Validations.of(queue).acknowledge(
+        Acknowledgment(id="AwsSolutions-SQS3", reason=reason),
+        Acknowledgment(id="Serverless-SQSRedrivePolicy", reason=reason),
+    )
+    return queue
+
+
+class Invocation(Enum):
+    """How a function is invoked, which decides where its failures go (and why it has no DLQ of its own)."""
+
+    #: By a stream event source mapping, synchronously: a batch the mapping gives up on is
+    #: recorded in the failure queue (its on-failure destination).
+    STREAM = (
+        "A function DLQ only receives failed asynchronous invocations, and this function is only ever invoked "
+        "synchronously by its stream event source mapping. Failed batches go to the mapping's own on-failure SQS "
+        "destination (with bisect, a retry cap and a maximum record age), which is alarmed."
+    )
+    #: By API Gateway's Lambda proxy integration: a failure is the caller's HTTP response.
+    API = (
+        "A function DLQ only receives failed asynchronous invocations, and this function is only invoked "
+        "synchronously by API Gateway's Lambda proxy integration: a failure is the HTTP response the caller "
+        "gets (and is logged, traced and alarmed on), with nothing left to redeliver."
+    )
+    #: Asynchronously, by a schedule: the failure queue is the function's dead-letter queue.
+    SCHEDULE = None
+
+
 class ServiceFunction(Construct):
-    """One of the four functions, with its own role and log group."""
+    """One of the four functions, named ``<stack name>-<function>``, with its own role and log group.
+
+    It makes the acknowledgements every function needs: X-Ray's unscoped actions on
+    its role (plus the role's own list actions, ``unscoped_also``), and why it has no
+    dead-letter queue of its own when it has none. A function invoked by a stream or a
+    schedule gets a terminal failure queue beside it (``<scope>/FailureQueue``), which
+    holds ``failures_hold``.
+    """
 
     def __init__(
         self,
@@ -94,15 +154,21 @@ class ServiceFunction(Construct):
         *,
         runtime: LambdaRuntime,
         function: LambdaFunction,
-        function_name: str,
         description: str,
         environment: Mapping[str, str],
         removal_policy: RemovalPolicy,
+        invocation: Invocation,
+        failures_hold: str = "",
+        unscoped_also: str = "",
         reserved_concurrency: int | None = None,
-        dead_letter_queue: sqs.IQueue | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         sizing = runtime.config.sizing(function)
+        self._failure_queue: sqs.Queue | None = None
+        if invocation is not Invocation.API:
+            self._failure_queue = terminal_queue(
+                scope, "FailureQueue", removal_policy=removal_policy, holds=failures_hold
+            )
         self.role = iam.Role(
             self,
             "Role",
@@ -118,7 +184,7 @@ class ServiceFunction(Construct):
         self.function = lambda_.Function(
             self,
             "Function",
-            function_name=function_name,
+            function_name=f"{Stack.of(self).stack_name}-{function.value}",
             description=description,
             runtime=RUNTIME,
             architecture=ARCHITECTURE,
@@ -134,8 +200,18 @@ class ServiceFunction(Construct):
             reserved_concurrent_executions=(
                 reserved_concurrency if reserved_concurrency is not None else sizing.reserved_concurrency
             ),
-            dead_letter_queue=dead_letter_queue,
+            dead_letter_queue=self._failure_queue if invocation is Invocation.SCHEDULE else None,
         )
         # Without an AWS managed policy the role needs the log group spelt out:
         # creating streams and putting events in this one group, nothing else.
         self.log_group.grant_write(self.role)
+        acknowledge_unscoped_actions(self.role, also=unscoped_also)
+        if invocation.value is not None:
+            acknowledge(self.function, "Serverless-LambdaDLQ", invocation.value)
+
+    @property
+    def failure_queue(self) -> sqs.Queue:
+        """The terminal queue of a stream or scheduled function."""
+        if self._failure_queue is None:
+            raise AttributeError("a function behind the API has no failure queue")
+        return self._failure_queue

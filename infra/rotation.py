@@ -20,10 +20,9 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from infra.acknowledgements import account_arn, acknowledge_unscoped_actions, acknowledge_wildcard
+from infra.acknowledgements import account_arn, acknowledge_wildcard
 from infra.config import AppConfig, FunctionWiring, LambdaFunction
-from infra.ingestion import terminal_queue
-from infra.lambdas import LambdaRuntime, ServiceFunction
+from infra.lambdas import Invocation, LambdaRuntime, ServiceFunction
 
 #: The tags the rotator writes on every table it creates (``rotator.settings``)
 #: and checks before it dials one down or drops it.
@@ -73,22 +72,11 @@ class Rotation(Construct):
         super().__init__(scope, construct_id)
         prefix = config.storage.table_prefix
 
-        # Invocations that failed (after Lambda's own handling) or that the
-        # scheduler could not deliver. Each run is complete in itself and the
-        # next one redoes whatever is left, so nothing here needs replaying:
-        # the queue is there to be alarmed on.
-        self.failure_queue = terminal_queue(
-            self,
-            "FailureQueue",
-            removal_policy=removal_policy,
-            holds="a rotation run that failed or could not be delivered (the next scheduled run redoes its work)",
-        )
         self.rotator = ServiceFunction(
             self,
             "Rotator",
             runtime=runtime,
             function=LambdaFunction.ROTATOR,
-            function_name=f"{config.stack_name}-{LambdaFunction.ROTATOR.value}",
             description=f"Creates, tends, exports and drops the {prefix}-<{config.table_period}> tables",
             environment=config.function_environment(
                 LambdaFunction.ROTATOR,
@@ -101,10 +89,22 @@ class Rotation(Construct):
             removal_policy=removal_policy,
             # Runs are idempotent, but two at once only race each other.
             reserved_concurrency=1,
-            # The scheduler invokes asynchronously: a run that still fails after
-            # Lambda's two retries lands here (and is alarmed).
-            dead_letter_queue=self.failure_queue,
+            # The scheduler invokes asynchronously: a run that still fails after Lambda's two retries,
+            # or that the scheduler could not deliver, lands in the failure queue (and is alarmed).
+            # Each run is complete in itself and the next one redoes whatever is left, so nothing
+            # there needs replaying: the queue is there to be alarmed on.
+            invocation=Invocation.SCHEDULE,
+            failures_hold=(
+                "a rotation run that failed or could not be delivered (the next scheduled run redoes its work)"
+            ),
+            unscoped_also=(
+                "dynamodb:ListTables, dynamodb:ListExports, cloudwatch:DescribeAlarms and "
+                "lambda:ListEventSourceMappings are list calls that take no resource; "
+                "lambda:CreateEventSourceMapping takes none either and is held to the hot-key function by the "
+                "lambda:FunctionArn condition."
+            ),
         )
+        self.failure_queue = self.rotator.failure_queue
         self.function = self.rotator.function
         self._grant(config, prefix, hot_keys_function)
         self.schedule = self._schedule(config.rotation_interval_minutes())
@@ -214,15 +214,6 @@ class Rotation(Construct):
 
     def _acknowledge(self, prefix: str) -> None:
         role = self.rotator.role
-        acknowledge_unscoped_actions(
-            role,
-            also=(
-                "dynamodb:ListTables, dynamodb:ListExports, cloudwatch:DescribeAlarms and "
-                "lambda:ListEventSourceMappings are list calls that take no resource; "
-                "lambda:CreateEventSourceMapping takes none either and is held to the hot-key function by the "
-                "lambda:FunctionArn condition."
-            ),
-        )
         runtime_tables = (
             f"The rotator's whole job is the per-period tables named '{prefix}-<period label>', which it creates at "
             "run time, so they cannot be named in advance; the configuration keeps every other table of the stack "

@@ -122,57 +122,35 @@ class TimeSeriesStack(Stack):
     def _outputs(self) -> None:
         # Plain outputs, not CloudFormation exports: an export pins its value for
         # as long as another stack imports it, which would block every rename.
-        config = self.config
-        if self.storage.readings_table is not None:
-            CfnOutput(
-                self,
-                "ReadingsTableName",
-                value=self.storage.readings_table.table_name,
-                description="The readings table (one table, TTL retention)",
-            )
-        CfnOutput(
-            self,
-            "TablePrefix",
-            value=config.storage.table_prefix,
-            description=(
+        periodic = self.config.table_period is not None
+        outputs = {
+            "TablePrefix": (
+                self.config.storage.table_prefix,
                 "Readings tables are named <prefix>-<period label> and created by the rotator"
-                if config.table_period
-                else "The readings table's name: the layout's table prefix"
+                if periodic
+                else "The readings table's name: the layout's table prefix",
             ),
-        )
-        CfnOutput(
-            self,
-            "ControlTableName",
-            value=self.storage.control_table.table_name,
-            description="The control table holding the shard map",
-        )
-        CfnOutput(
-            self,
-            "IngestStreamName",
-            value=self.ingestion.stream.stream_name,
-            description="The Kinesis data stream producers publish readings to",
-        )
-        CfnOutput(
-            self,
-            "RejectsQueueUrl",
-            value=self.ingestion.rejects_queue.queue_url,
-            description="The SQS queue holding readings ingest rejected, each with its reason",
-        )
-        CfnOutput(
-            self,
-            "ApiUrl",
-            value=self.api.rest_api.url,
-            description="The query API's stage URL; every request must be SigV4-signed (service execute-api)",
-        )
-        CfnOutput(
-            self,
-            "AlertsTopicArn",
-            value=self.alerts.topic.topic_arn,
-            description="Hot-key notifications and every alarm; subscribe to it",
-        )
-        CfnOutput(
-            self,
-            "DashboardName",
-            value=self.monitoring.dashboard.dashboard_name,
-            description="The CloudWatch dashboard: ingest rate, rejects, hot keys, iterator age, throttles",
-        )
+            "ControlTableName": (self.storage.control_table.table_name, "The control table holding the shard map"),
+            "IngestStreamName": (
+                self.ingestion.stream.stream_name,
+                "The Kinesis data stream producers publish readings to",
+            ),
+            "RejectsQueueUrl": (
+                self.ingestion.rejects_queue.queue_url,
+                "The SQS queue holding readings ingest rejected, each with its reason",
+            ),
+            "ApiUrl": (
+                self.api.rest_api.url,
+                "The query API's stage URL; every request must be SigV4-signed (service execute-api)",
+            ),
+            "AlertsTopicArn": (self.alerts.topic.topic_arn, "Hot-key notifications and every alarm; subscribe to it"),
+            "DashboardName": (
+                self.monitoring.dashboard.dashboard_name,
+                "The CloudWatch dashboard: ingest rate, rejects, hot keys, iterator age, throttles",
+            ),
+        }
+        if self.storage.readings_table is not None:
+            table = (self.storage.readings_table.table_name, "The readings table (one table, TTL retention)")
+            outputs = {"ReadingsTableName": table, **outputs}
+        for name, (value, description) in outputs.items():
+            CfnOutput(self, name, value=value, description=description)

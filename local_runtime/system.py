@@ -41,7 +41,8 @@ import boto3
 from botocore.config import Config
 
 from adapters.clients import reset_clients
-from infra.config import AppConfig, FunctionWiring, LambdaFunction
+from adapters.settings import CommonSettings
+from infra.config import METRICS_NAMESPACE, AppConfig, FunctionWiring, LambdaFunction
 from local_runtime.api_gateway import RestApi
 from local_runtime.environment import assert_loopback, aws_environment, patched_environ
 from local_runtime.event_source_mapping import EventSourceMapping, FailureDestination, MappingConfig, SqsDestination
@@ -52,6 +53,7 @@ from local_runtime.moto_server import EmbeddedMoto
 from local_runtime.resources import Provisioner, ResourceNames, Resources
 from local_runtime.scheduler import ReplayClock, Schedule, SimulatedClock, empty_event, now_event
 from local_runtime.stream_sources import DynamoDBStreamSource, KinesisSource, StartingPosition
+from rotator.settings import RotatorSettings
 
 if TYPE_CHECKING:
     from local_runtime.lambda_mappings import LocalMappings
@@ -210,7 +212,7 @@ class LocalSystem:
             **aws_environment(endpoint, options.region),
             "POWERTOOLS_TRACE_DISABLED": "true",
             "POWERTOOLS_LOG_LEVEL": options.function_log_level,
-            "POWERTOOLS_METRICS_NAMESPACE": "TimeSeries",
+            **CommonSettings.render(metrics_namespace=METRICS_NAMESPACE),
         }
         self._exit.enter_context(patched_environ(process_env))
         # Cached clients made before the environment changed would point elsewhere.
@@ -607,7 +609,7 @@ class LocalSystem:
         sped_up = options.rotator_clock_speed != 1.0 or options.rotator_replay_s is not None
         mappings = LocalMappings(self, destination_for=self._destination_for)
         self.lambda_mappings = mappings
-        extra = {**({"ALLOW_NOW_OVERRIDE": "true"} if sped_up else {}), **options.rotator_environment}
+        extra = {**RotatorSettings.render(allow_now_override=sped_up or None), **options.rotator_environment}
         function = self.load_function(
             self._spec(LambdaFunction.ROTATOR, extra, configure=_rotator_on_local_mappings(mappings))
         )

@@ -1,25 +1,18 @@
-"""Settings every handler shares, parsed from the environment at cold start.
+"""Settings every handler shares, and the base every function's settings model is built on.
 
-A missing or malformed variable raises :class:`SettingsError` at import time
-of the handler, naming the variable, so a misconfigured function fails its
-first invocation loudly instead of writing to the wrong place.
+Each function's settings are one pydantic model (``ingest.settings.IngestSettings``
+and so on) whose fields are its environment variables: a field's alias is the
+variable's name, written there and nowhere else. :meth:`EnvSettings.from_env`
+parses the environment at cold start; :meth:`EnvSettings.render` writes one,
+which is how the stack and the local runtime build each function's
+environment. A missing or malformed variable raises :class:`SettingsError`
+naming it, so a misconfigured function fails its first invocation loudly
+instead of writing to the wrong place. ``docs/configuration.md`` lists every
+variable with its default; a test keeps it equal to the models.
 
-=========================  ============================================  ===========
-variable                   meaning                                       default
-=========================  ============================================  ===========
-``LAYOUT``                 random, calculated or hybrid                  hybrid
-``SHARDS``                 global shard count N before any map change    (required)
-``BUCKET``                 bucket granularity, e.g. 15m, 1h, 1d          1h
-``TABLE_PREFIX``           readings table, or prefix of per-period ones  (required)
-``TABLE_PERIOD``           hour, day, week, month, or empty              empty
-``RETENTION``              how long readings are kept, e.g. 30d          30d
-``CONTROL_TABLE``          shard-map table; empty = static map           empty
-``SHARD_MAP_CACHE_TTL``    how long a process trusts its copy            60s
-``GRACE``                  late writes a period's table takes after it   2h
-                           ends (per-period tables only)
-``PREBUILD_PERIODS``       periods the rotator builds ahead of the       2
-                           current one (per-period tables only)
-=========================  ============================================  ===========
+Conventions, the same for every function: a variable set to an empty string is
+unset; durations are ``90s``, ``15m``, ``2h``, ``30d``; flags are ``true`` or
+``false`` (any case) and nothing else.
 
 ``GRACE`` and ``PREBUILD_PERIODS`` are read by the rotator too, under the same
 names, so ingest never writes to a table the rotator has not built or has
@@ -28,11 +21,28 @@ started to retire.
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from typing import Annotated, Any, Self, TypeVar
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    PrivateAttr,
+    ValidationError,
+    model_validator,
+)
 
 from keydesign import KeyDesignError, Layout, parse_duration
+
+View = TypeVar("View")
+_UNITS = (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1_000))
 
 
 class SettingsError(ValueError):
@@ -40,70 +50,185 @@ class SettingsError(ValueError):
 
     def __init__(self, variable: str, reason: str) -> None:
         self.variable = variable
+        self.reason = reason
         super().__init__(f"environment variable {variable}: {reason}")
 
 
-def required(env: Mapping[str, str], name: str) -> str:
-    value = env.get(name, "").strip()
-    if not value:
-        raise SettingsError(name, "is required")
+def _duration_ms(value: object) -> object:
+    if isinstance(value, str):
+        try:
+            return parse_duration(value, "duration")
+        except KeyDesignError as exc:
+            raise ValueError(exc.reason) from None
     return value
 
 
-def integer(env: Mapping[str, str], name: str, default: int | None, low: int, high: int) -> int:
-    raw = env.get(name, "").strip()
-    if not raw:
-        if default is None:
-            raise SettingsError(name, "is required")
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise SettingsError(name, f"{raw!r} is not a whole number") from None
-    if not low <= value <= high:
-        raise SettingsError(name, f"{value} is outside {low}..{high}")
-    return value
+def render_duration(ms: int) -> str:
+    """``ms`` in the largest unit that holds it exactly (``7200000`` -> ``2h``)."""
+    unit, size = next((u, s) for u, s in _UNITS if ms % s == 0 or u == "s")
+    return f"{ms // size}{unit}"
 
 
-def duration_ms(env: Mapping[str, str], name: str, default: str) -> int:
-    raw = env.get(name, "").strip() or default
-    try:
-        return parse_duration(raw, name)
-    except KeyDesignError as exc:
-        raise SettingsError(name, exc.reason) from None
+def _flag(value: object) -> bool:
+    text = value.strip().lower() if isinstance(value, str) else value
+    if text not in (True, False, "true", "false") or not isinstance(text, bool | str):
+        raise ValueError(f"{value!r} is not true or false")
+    return text in (True, "true")
 
 
-@dataclass(frozen=True, slots=True)
-class CommonSettings:
-    layout: Layout
-    shards: int
-    retention_ms: int
-    control_table: str | None
-    shard_map_cache_ttl_ms: int
-    grace_ms: int = 7_200_000
-    prebuild_periods: int = 2
+#: A duration in milliseconds, read and written as ``90s``, ``15m``, ``2h``, ``30d``.
+DurationMs = Annotated[
+    int, BeforeValidator(_duration_ms), PlainSerializer(render_duration, return_type=str, when_used="json")
+]
+#: A flag: ``true`` or ``false``, in any case. The one boolean syntax of every function (and of cdk.json).
+Flag = Annotated[
+    bool, BeforeValidator(_flag), PlainSerializer(lambda v: "true" if v else "false", return_type=str, when_used="json")
+]
+
+
+def matching(pattern: re.Pattern[str], what: str) -> AfterValidator:
+    """Refuse a text ``pattern`` does not match, saying it is not ``what``."""
+
+    def matches(value: str | None) -> str | None:
+        if value is not None and not pattern.match(value):
+            raise ValueError(f"{value[:80]!r} is not {what}")
+        return value
+
+    return AfterValidator(matches)
+
+
+def env(name: str, default: Any = ..., **constraints: Any) -> Any:
+    """A field read from the environment variable ``name`` (``...``: required).
+
+    The docstring under the field says what it is (and docs/configuration.md shows it)."""
+    return Field(default, alias=name, validate_default=True, **constraints)
+
+
+class EnvSettings(BaseModel):
+    """A function's settings: each field is an environment variable (its alias)."""
+
+    model_config = ConfigDict(frozen=True, populate_by_name=True, extra="forbid", use_attribute_docstrings=True)
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> CommonSettings:
-        env = os.environ if env is None else env
+    def variables(cls) -> dict[str, str]:
+        """Field name -> environment variable."""
+        return {name: field.alias or name for name, field in cls.model_fields.items()}
+
+    def check(self, condition: bool, field: str, reason: str) -> None:
+        """A rule of a model validator: unless ``condition``, ``field``'s variable is refused for ``reason``."""
+        if not condition:
+            raise self.invalid(field, reason)
+
+    @classmethod
+    def invalid(cls, field: str, reason: str) -> SettingsError:
+        return SettingsError(cls.variables()[field], reason)
+
+    def view(self, cls: type[View], prefix: str = "") -> View:
+        """The dataclass ``cls`` filled from this model's fields of the same names (after ``prefix``)."""
+        return cls(**{f.name: getattr(self, prefix + f.name) for f in dataclasses.fields(cls)})  # type: ignore[arg-type]
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Self:
+        environ = os.environ if environ is None else environ
+        raw = {var: environ[var].strip() for var in cls.variables().values() if environ.get(var, "").strip()}
+        try:
+            return cls.model_validate(raw)
+        except ValidationError as exc:
+            raise _settings_error(cls, exc) from None
+
+    @classmethod
+    def render(cls, **values: object) -> dict[str, str]:
+        """The environment that sets exactly ``values`` (field name -> value; None: left out).
+
+        Not validated here: deploy-time values are CDK tokens in the stack. The
+        stack's and the local runtime's environments are parsed back by tests.
+        """
+        unknown = set(values) - set(cls.model_fields)
+        if unknown:
+            raise TypeError(f"{cls.__name__} has no setting {', '.join(sorted(unknown))}")
+        given = {name: value for name, value in values.items() if value is not None}
+        dumped = cls.model_construct(None, **given).model_dump(mode="json", by_alias=True, include=set(given))
+        return {name: str(value) for name, value in dumped.items()}
+
+
+def _settings_error(model: type[BaseModel], exc: ValidationError) -> SettingsError:
+    error = exc.errors(include_url=False)[0]
+    variable = str(error["loc"][0]) if error["loc"] else "?"
+    field = next((f for f in model.model_fields.values() if f.alias == variable), None)
+    kind, value = error["type"], error.get("input")
+    if kind == "missing":
+        return SettingsError(variable, "is required")
+    if kind in ("int_parsing", "int_from_float"):
+        return SettingsError(variable, f"{value!r} is not a whole number")
+    if kind == "float_parsing":
+        return SettingsError(variable, f"{value!r} is not a number")
+    if kind in ("greater_than_equal", "less_than_equal", "greater_than", "less_than") and field is not None:
+        low = next((getattr(m, a) for m in field.metadata for a in ("ge", "gt") if hasattr(m, a)), None)
+        high = next((getattr(m, a) for m in field.metadata for a in ("le", "lt") if hasattr(m, a)), None)
+        if low is not None and high is not None:
+            return SettingsError(variable, f"{value} is outside {low}..{high}")
+        return SettingsError(variable, f"{value} must be {'above' if kind == 'greater_than' else 'at least'} {low}")
+    if kind == "literal_error":
+        return SettingsError(variable, f"{value!r} is not {error['ctx']['expected']}")
+    cause = error.get("ctx", {}).get("error")
+    if isinstance(cause, SettingsError):
+        return cause
+    return SettingsError(variable, str(cause) if cause is not None else error["msg"])
+
+
+class CommonSettings(EnvSettings):
+    """What every function reads: the key layout, the shard count, the tables."""
+
+    service_name: str | None = env("POWERTOOLS_SERVICE_NAME", None)
+    """Read by Powertools: the service of logs, traces and metrics."""
+    metrics_namespace: str | None = env("POWERTOOLS_METRICS_NAMESPACE", None)
+    """Read by Powertools: the namespace of every metric."""
+    layout_kind: str = env("LAYOUT", "hybrid")
+    """Random, calculated or hybrid."""
+    shards: int = env("SHARDS", ge=1, le=9_999)
+    """Global shard count N before any map change."""
+    bucket: str = env("BUCKET", "1h")
+    """Bucket granularity, e.g. 15m, 1h, 1d."""
+    table_prefix: str = env("TABLE_PREFIX")
+    """Readings table, or prefix of per-period ones."""
+    table_period: str | None = env("TABLE_PERIOD", None)
+    """Hour, day, week, month, or empty."""
+    retention_ms: DurationMs = env("RETENTION", "30d")
+    """How long readings are kept, e.g. 30d."""
+    readings_table: str | None = env("READINGS_TABLE", None)
+    """The fixed readings table (informational: functions derive it from TABLE_PREFIX)."""
+    control_table: str | None = env("CONTROL_TABLE", None)
+    """Shard-map table; unset: the static map of SHARDS (required by hot keys)."""
+    shard_map_cache_ttl_ms: DurationMs = env("SHARD_MAP_CACHE_TTL", "60s")
+    """How long a process trusts its copy."""
+    grace_ms: DurationMs = env("GRACE", "2h")
+    """Late readings a period's table takes after the period ends (per-period tables)."""
+    prebuild_periods: int = env("PREBUILD_PERIODS", 2, ge=1, le=366)
+    """Tables built ahead of the current period (per-period tables)."""
+    max_future_ms: DurationMs = env("MAX_FUTURE", "5m")
+    """How far past now an event time may lie (ingest); the hot-key change margin must cover it."""
+    _layout: Layout = PrivateAttr()
+
+    @model_validator(mode="after")
+    def _layout_holds(self) -> Self:
         try:
             layout = Layout.from_settings(
-                kind=env.get("LAYOUT", "").strip() or "hybrid",
-                bucket=env.get("BUCKET", "").strip() or "1h",
-                table_prefix=required(env, "TABLE_PREFIX"),
-                table_period=env.get("TABLE_PERIOD", "").strip() or None,
+                kind=self.layout_kind,
+                bucket=self.bucket,
+                table_prefix=self.table_prefix,
+                table_period=self.table_period,
             )
         except KeyDesignError as exc:
-            variable = {"layout": "LAYOUT", "bucket": "BUCKET", "table_period": "TABLE_PERIOD"}.get(
-                exc.field, "TABLE_PREFIX"
-            )
-            raise SettingsError(variable, exc.reason) from None
-        return cls(
-            layout=layout,
-            shards=integer(env, "SHARDS", None, 1, 9_999),
-            retention_ms=duration_ms(env, "RETENTION", "30d"),
-            control_table=env.get("CONTROL_TABLE", "").strip() or None,
-            shard_map_cache_ttl_ms=duration_ms(env, "SHARD_MAP_CACHE_TTL", "60s"),
-            grace_ms=duration_ms(env, "GRACE", "2h"),
-            prebuild_periods=integer(env, "PREBUILD_PERIODS", 2, 1, 366),
-        )
+            field = {"layout": "layout_kind", "bucket": "bucket", "table_period": "table_period"}
+            raise self.invalid(field.get(exc.field, "table_prefix"), exc.reason) from None
+        self._layout = layout
+        return self
+
+    @property
+    def layout(self) -> Layout:
+        return self._layout
+
+    @property
+    def common(self) -> CommonSettings:
+        """The shared part (every function's settings extend it)."""
+        return self

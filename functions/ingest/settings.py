@@ -1,21 +1,7 @@
 """Settings of the ingest Lambda, parsed from the environment at cold start.
 
-On top of :class:`adapters.settings.CommonSettings` (LAYOUT, SHARDS, BUCKET,
-TABLE_PREFIX, TABLE_PERIOD, RETENTION, CONTROL_TABLE, SHARD_MAP_CACHE_TTL):
-
-=========================  ==========================================================  ==============
-variable                   meaning                                                     default
-=========================  ==========================================================  ==============
-``REJECTS_QUEUE_URL``      SQS queue (standard or FIFO) for readings never stored      (required)
-``MAX_FUTURE``             how far past now an event time may lie                      5m
-``MAX_AGE``                how far before now an event time may lie (<= RETENTION)     RETENTION
-``WRITE_CONCURRENCY``      BatchWriteItem calls in flight at once (1..32)              8
-``REJECT_CONCURRENCY``     SendMessageBatch calls in flight at once (1..16)            4
-``DEADLINE_MARGIN_MS``     time kept back from the Lambda timeout for the response     2000
-``RETRY_BASE_MS``          first backoff ceiling; doubles per retry, full jitter       50
-``RETRY_MAX_DELAY_MS``     largest backoff ceiling                                     5000
-``REJECT_PAYLOAD_BYTES``   a rejected payload is cut past this many bytes              65536
-=========================  ==========================================================  ==============
+On top of :class:`adapters.settings.CommonSettings`; docs/configuration.md
+lists every variable (from the model).
 
 ``MAX_AGE`` may not exceed ``RETENTION``: an older reading would be stored
 already expired (single table) or routed to a table already dropped (per
@@ -24,53 +10,53 @@ period), which would retry forever.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping
-from dataclasses import dataclass
+from typing import Self
 
-from adapters.settings import CommonSettings, SettingsError, duration_ms, integer, required
+from pydantic import model_validator
+
+from adapters.settings import CommonSettings, DurationMs, env
 
 
-@dataclass(frozen=True, slots=True)
-class IngestSettings:
-    common: CommonSettings
-    rejects_queue_url: str
-    max_future_ms: int
-    max_age_ms: int
-    write_concurrency: int
-    reject_concurrency: int
-    deadline_margin_ms: int
-    retry_base_ms: int
-    retry_max_delay_ms: int
-    reject_payload_bytes: int
+class IngestSettings(CommonSettings):
+    rejects_queue_url: str = env("REJECTS_QUEUE_URL")
+    """SQS queue (standard or FIFO) for readings never stored."""
+    max_age: DurationMs | None = env("MAX_AGE", None)
+    """How far before now an event time may lie (<= RETENTION); unset: RETENTION."""
+    write_concurrency: int = env("WRITE_CONCURRENCY", 8, ge=1, le=32)
+    """BatchWriteItem calls in flight at once."""
+    reject_concurrency: int = env("REJECT_CONCURRENCY", 4, ge=1, le=16)
+    """SendMessageBatch calls in flight at once."""
+    deadline_margin_ms: int = env("DEADLINE_MARGIN_MS", 2_000, ge=0, le=60_000)
+    """Time (ms) kept back from the Lambda timeout."""
+    retry_base_ms: int = env("RETRY_BASE_MS", 50, ge=1, le=10_000)
+    """First backoff ceiling; doubles per retry, full jitter."""
+    retry_max_delay_ms: int = env("RETRY_MAX_DELAY_MS", 5_000, ge=1, le=60_000)
+    """Largest backoff ceiling."""
+    reject_payload_bytes: int = env("REJECT_PAYLOAD_BYTES", 65_536, ge=1_024, le=131_072)
+    """A rejected payload is cut past this many bytes."""
 
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> IngestSettings:
-        env = os.environ if env is None else env
-        common = CommonSettings.from_env(env)
-        queue_url = required(env, "REJECTS_QUEUE_URL")
-        if not queue_url.startswith(("https://", "http://")):
-            raise SettingsError("REJECTS_QUEUE_URL", f"{queue_url!r} is not a queue URL (https://sqs.<region>...)")
-        max_age = duration_ms(env, "MAX_AGE", "") if env.get("MAX_AGE", "").strip() else common.retention_ms
-        if max_age > common.retention_ms:
-            raise SettingsError(
-                "MAX_AGE",
-                "must not exceed RETENTION: an older reading would be stored already expired "
-                "or routed to a table already dropped",
-            )
-        retry_base = integer(env, "RETRY_BASE_MS", 50, 1, 10_000)
-        retry_max = integer(env, "RETRY_MAX_DELAY_MS", 5_000, 1, 60_000)
-        if retry_max < retry_base:
-            raise SettingsError("RETRY_MAX_DELAY_MS", f"{retry_max} is below RETRY_BASE_MS ({retry_base})")
-        return cls(
-            common=common,
-            rejects_queue_url=queue_url,
-            max_future_ms=duration_ms(env, "MAX_FUTURE", "5m"),
-            max_age_ms=max_age,
-            write_concurrency=integer(env, "WRITE_CONCURRENCY", 8, 1, 32),
-            reject_concurrency=integer(env, "REJECT_CONCURRENCY", 4, 1, 16),
-            deadline_margin_ms=integer(env, "DEADLINE_MARGIN_MS", 2_000, 0, 60_000),
-            retry_base_ms=retry_base,
-            retry_max_delay_ms=retry_max,
-            reject_payload_bytes=integer(env, "REJECT_PAYLOAD_BYTES", 65_536, 1_024, 131_072),
+    @model_validator(mode="after")
+    def _rules(self) -> Self:
+        url = self.rejects_queue_url
+        self.check(
+            url.startswith(("https://", "http://")),
+            "rejects_queue_url",
+            f"{url!r} is not a queue URL (https://sqs.<region>...)",
         )
+        self.check(
+            self.max_age_ms <= self.retention_ms,
+            "max_age",
+            "must not exceed RETENTION: an older reading would be stored already expired or routed to a table "
+            "already dropped",
+        )
+        self.check(
+            self.retry_max_delay_ms >= self.retry_base_ms,
+            "retry_max_delay_ms",
+            f"{self.retry_max_delay_ms} is below RETRY_BASE_MS ({self.retry_base_ms})",
+        )
+        return self
+
+    @property
+    def max_age_ms(self) -> int:
+        """How far before now an event time may lie: MAX_AGE, or RETENTION when unset."""
+        return self.retention_ms if self.max_age is None else self.max_age

@@ -1,39 +1,18 @@
 """Settings of the query Lambda, parsed from the environment at cold start.
 
-On top of :class:`adapters.settings.CommonSettings` (layout, shards, tables...):
-
-======================  ====================================================  ==========
-variable                meaning                                               default
-======================  ====================================================  ==========
-``CURSOR_SECRET_ARN``   Secrets Manager secret (name or ARN) whose value      (one of the
-                        signs pagination cursors; read once per container     two is
-``CURSOR_SECRET``       the signing key itself (local mode, tests); at least  required)
-                        32 characters; used when no ARN is set
-``MAX_RANGE``           widest ``to - from`` a read or aggregate may ask for  31d
-``MAX_LIMIT``           largest page a client may ask for (1..1000)           1000
-``LATEST_LOOKBACK``     how far back ``/latest`` looks (and its ``lookback``   7d
-                        parameter's maximum)
-``MAX_SCAN_ITEMS``      items an aggregate may read before it is refused       100000
-                        with 413 (1..10,000,000)
-``QUERY_CONCURRENCY``   partitions queried at once per request (1..64)        16
-``MAX_QUERY_CALLS``     Query calls one page or aggregate may start before    200
-                        it stops (a page returns what it found and a cursor;
-                        an aggregate answers 413) (1..100,000)
-``RESPONSE_MARGIN``     time kept back from the function's remaining time to  2s
-                        serialize and send the answer: a page stops reading
-                        at the function's deadline minus this
-======================  ====================================================  ==========
-
-A missing or malformed variable raises :class:`SettingsError` naming it.
+On top of :class:`adapters.settings.CommonSettings`; docs/configuration.md
+lists every variable (from the model). One of ``CURSOR_SECRET_ARN`` and
+``CURSOR_SECRET`` is required.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Self
 
-from adapters.settings import CommonSettings, SettingsError, duration_ms, integer
+from pydantic import model_validator
+
+from adapters.settings import CommonSettings, DurationMs, env
 
 #: The hard ceiling of ``limit``, whatever MAX_LIMIT says (and the OpenAPI maximum).
 LIMIT_CEILING = 1000
@@ -67,42 +46,48 @@ class CursorSecretSource:
     literal: bytes | None
 
 
-@dataclass(frozen=True, slots=True)
-class QuerySettings:
-    common: CommonSettings
-    limits: QueryLimits
-    cursor_secret: CursorSecretSource
+class QuerySettings(CommonSettings):
+    cursor_secret_arn: str | None = env("CURSOR_SECRET_ARN", None)
+    """Secrets Manager secret (name or ARN) whose value signs pagination cursors; read once per container."""
+    cursor_secret_literal: str | None = env("CURSOR_SECRET", None)
+    """The signing key itself (local mode, tests); at least 32 characters; used when no ARN is set."""
+    max_range_ms: DurationMs = env("MAX_RANGE", "31d", gt=0)
+    """Widest `to - from` a read or aggregate may ask for."""
+    max_limit: int = env("MAX_LIMIT", LIMIT_CEILING, ge=1, le=LIMIT_CEILING)
+    """Largest page a client may ask for."""
+    latest_lookback_ms: DurationMs = env("LATEST_LOOKBACK", "7d", gt=0)
+    """How far back `/latest` looks (and its `lookback` parameter's maximum)."""
+    max_scan_items: int = env("MAX_SCAN_ITEMS", 100_000, ge=1, le=10_000_000)
+    """Items an aggregate may read before it is refused with 413."""
+    concurrency: int = env("QUERY_CONCURRENCY", 16, ge=1, le=64)
+    """Partitions queried at once per request."""
+    max_query_calls: int = env("MAX_QUERY_CALLS", 200, ge=1, le=100_000)
+    """Query calls one page or aggregate may start before it stops (a page returns what it found and a cursor;
+    an aggregate answers 413)."""
+    response_margin_ms: DurationMs = env("RESPONSE_MARGIN", "2s")
+    """Time kept back from the function's remaining time to serialize and send the answer: a page stops reading
+    at the function's deadline minus this."""
 
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> QuerySettings:
-        env = os.environ if env is None else env
-        common = CommonSettings.from_env(env)
-        limits = QueryLimits(
-            max_range_ms=_positive_duration(env, "MAX_RANGE", "31d"),
-            max_limit=integer(env, "MAX_LIMIT", LIMIT_CEILING, 1, LIMIT_CEILING),
-            latest_lookback_ms=_positive_duration(env, "LATEST_LOOKBACK", "7d"),
-            max_scan_items=integer(env, "MAX_SCAN_ITEMS", 100_000, 1, 10_000_000),
-            concurrency=integer(env, "QUERY_CONCURRENCY", 16, 1, 64),
-            max_query_calls=integer(env, "MAX_QUERY_CALLS", 200, 1, 100_000),
-            response_margin_ms=duration_ms(env, "RESPONSE_MARGIN", "2s"),
-        )
-        return cls(common=common, limits=limits, cursor_secret=_cursor_secret(env))
+    @model_validator(mode="after")
+    def _one_secret(self) -> Self:
+        if self.cursor_secret_arn is None:
+            literal = self.cursor_secret_literal
+            self.check(
+                literal is not None, "cursor_secret_arn", "is required (or CURSOR_SECRET, the key itself, outside AWS)"
+            )
+            self.check(
+                len(literal or "") >= MIN_SECRET_CHARS,
+                "cursor_secret_literal",
+                f"must be at least {MIN_SECRET_CHARS} characters",
+            )
+        return self
 
+    @property
+    def limits(self) -> QueryLimits:
+        return self.view(QueryLimits)
 
-def _positive_duration(env: Mapping[str, str], name: str, default: str) -> int:
-    value = duration_ms(env, name, default)
-    if value <= 0:
-        raise SettingsError(name, "must be longer than zero")
-    return value
-
-
-def _cursor_secret(env: Mapping[str, str]) -> CursorSecretSource:
-    secret_id = env.get("CURSOR_SECRET_ARN", "").strip()
-    if secret_id:
-        return CursorSecretSource(secret_id=secret_id, literal=None)
-    literal = env.get("CURSOR_SECRET", "")
-    if not literal:
-        raise SettingsError("CURSOR_SECRET_ARN", "is required (or CURSOR_SECRET, the key itself, outside AWS)")
-    if len(literal) < MIN_SECRET_CHARS:
-        raise SettingsError("CURSOR_SECRET", f"must be at least {MIN_SECRET_CHARS} characters")
-    return CursorSecretSource(secret_id=None, literal=literal.encode("utf-8"))
+    @property
+    def cursor_secret(self) -> CursorSecretSource:
+        if self.cursor_secret_arn is not None:
+            return CursorSecretSource(secret_id=self.cursor_secret_arn, literal=None)
+        return CursorSecretSource(secret_id=None, literal=(self.cursor_secret_literal or "").encode("utf-8"))

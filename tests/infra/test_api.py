@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.api import ACCESS_LOG_FORMAT, ROUTES, _path_names
+from infra.api import ACCESS_LOG_FORMAT, _path_names, app_routes
 from infra.config import API_INTEGRATION_TIMEOUT_S, LambdaFunction
 from query.settings import MIN_SECRET_CHARS
 from tests.infra.conftest import Synthesized
@@ -18,31 +18,35 @@ pytestmark = pytest.mark.infra
 OPENAPI = Path(__file__).resolve().parents[2] / "docs" / "openapi.json"
 
 
+def _documented() -> dict[tuple[str, str], dict[str, bool]]:
+    """(method, path) -> query parameter -> required, as docs/openapi.json (generated from the app) has them."""
+    spec = json.loads(OPENAPI.read_text(encoding="utf-8"))
+    return {
+        (method.upper(), path): {p["name"]: p["required"] for p in operation["parameters"] if p["in"] == "query"}
+        for path, operations in spec["paths"].items()
+        for method, operation in operations.items()
+    }
+
+
 def test_the_routes_are_the_ones_the_function_serves() -> None:
     # docs/openapi.json is generated from functions/query/api.py (a unit test keeps it fresh).
+    assert {(route.method, route.path): dict(route.query) for route in app_routes()} == _documented()
     spec = json.loads(OPENAPI.read_text(encoding="utf-8"))
-    documented = {
-        path: {p["name"]: p["required"] for p in operation["get"]["parameters"] if p["in"] == "query"}
-        for path, operation in spec["paths"].items()
-    }
-    assert {route.path: dict(route.query) for route in ROUTES} == documented
-    for path, operation in spec["paths"].items():
-        in_path = [p["name"] for p in operation["get"]["parameters"] if p["in"] == "path"]
-        assert _path_names(path) == in_path
-        assert set(operation) == {"get"}
+    for path, operations in spec["paths"].items():
+        for operation in operations.values():
+            assert _path_names(path) == [p["name"] for p in operation["parameters"] if p["in"] == "path"]
 
 
 def test_every_method_requires_iam_and_validates_its_parameters(synthesized: Synthesized) -> None:
     synth = synthesized.synth("default")
     methods = synth.of_type("AWS::ApiGateway::Method")
-    assert len(methods) == len(ROUTES)
+    assert sorted(m["Properties"]["HttpMethod"] for m in methods.values()) == sorted(m for m, _ in _documented())
     (validator_id,) = synth.of_type("AWS::ApiGateway::RequestValidator")
     validator = synth.resources[validator_id]["Properties"]
     assert validator["ValidateRequestParameters"] is True
     query_function = synth.function(LambdaFunction.QUERY)[0]
     for method in methods.values():
         properties = method["Properties"]
-        assert properties["HttpMethod"] == "GET"
         assert properties["AuthorizationType"] == "AWS_IAM"
         assert properties["RequestValidatorId"] == {"Ref": validator_id}
         assert properties["Integration"]["Type"] == "AWS_PROXY"
@@ -53,10 +57,13 @@ def test_every_method_requires_iam_and_validates_its_parameters(synthesized: Syn
         for name, is_required in method["Properties"]["RequestParameters"].items()
         if is_required
     )
-    # entity_id on the three entity routes; from and to on three routes; interval on aggregates
-    assert required.count("method.request.path.entity_id") == 3
-    assert required.count("method.request.querystring.from") == 3
-    assert required.count("method.request.querystring.interval") == 1
+    # Every path parameter and every required query parameter of the app's routes, and nothing else.
+    expected = sorted(
+        [f"method.request.path.{name}" for _, path in _documented() for name in _path_names(path)]
+        + [f"method.request.querystring.{n}" for query in _documented().values() for n, req in query.items() if req]
+    )
+    assert required == expected
+    assert "method.request.querystring.from" in required
 
 
 def test_a_missing_parameter_is_answered_in_the_functions_error_shape(synthesized: Synthesized) -> None:
@@ -130,7 +137,7 @@ def test_only_the_api_may_invoke_the_query_function(synthesized: Synthesized) ->
         for p in synth.of_type("AWS::Lambda::Permission").values()
         if p["Properties"]["FunctionName"] == {"Fn::GetAtt": [function_id, "Arn"]}
     ]
-    assert len(permissions) == len(ROUTES)  # one per method, no test-invoke permissions
+    assert len(permissions) == len(app_routes())  # one per method, no test-invoke permissions
     stage = synth.logical_id(synth.stack.api.rest_api.deployment_stage)
     for permission in permissions:
         assert permission["Principal"] == "apigateway.amazonaws.com"

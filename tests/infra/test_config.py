@@ -15,8 +15,8 @@ from infra.config import (
     AppConfig,
     ConfigError,
     FunctionWiring,
-    LambdaEnv,
     LambdaFunction,
+    environment_reference,
     load_cdk_json_context,
 )
 from keydesign import Layout, Workload, parse_duration, plan_capacity
@@ -37,10 +37,11 @@ def test_default_shard_count_is_what_the_capacity_planner_gives_for_the_seed_wor
     assert DEFAULTS["shards"] == plan.global_shards == 100
 
 
-def test_cdk_json_restates_exactly_the_defaults() -> None:
+def test_cdk_json_restates_only_defaults() -> None:
+    # cdk.json shows the keys with their defaults; the model holds them, so a new key need not be added there.
     context = load_cdk_json_context(CDK_JSON)
     own = {k: v for k, v in context.items() if re.match(r"^[a-z][a-z0-9_]*$", k)}
-    assert own == dict(DEFAULTS)
+    assert own.items() <= dict(DEFAULTS).items()
     assert AppConfig.from_context(context) == AppConfig.from_context({})
 
 
@@ -314,11 +315,13 @@ def test_initial_shard_map_starts_with_the_configured_global_shards() -> None:
     assert shard_map.global_shards_at(0) == shard_map.global_shards_at(NOV_22_2026_0600_MS) == 64
 
 
-def test_lambda_environment_of_the_single_table_deployment() -> None:
-    env = AppConfig.from_context({"table_period": None}).to_lambda_environment(
-        rejects_queue_url="https://sqs.example/rejects"
+def test_environment_of_the_single_table_deployment() -> None:
+    env = AppConfig.from_context({"table_period": None}).function_environment(
+        LambdaFunction.INGEST, FunctionWiring(rejects_queue_url="https://sqs.example/rejects")
     )
     assert env == {
+        "POWERTOOLS_SERVICE_NAME": "ingest",
+        "POWERTOOLS_METRICS_NAMESPACE": "TimeSeries",
         "LAYOUT": "hybrid",
         "SHARDS": "100",
         "BUCKET": "1h",
@@ -327,14 +330,14 @@ def test_lambda_environment_of_the_single_table_deployment() -> None:
         "READINGS_TABLE": "timeseries-readings",
         "CONTROL_TABLE": "timeseries-control",
         "REJECTS_QUEUE_URL": "https://sqs.example/rejects",
-        "HOT_SPLIT_THRESHOLD_WCU": "500",
-        "SHARD_MAP_CACHE_TTL": "60s",
+        "SHARD_MAP_CACHE_TTL": "1m",
+        "MAX_FUTURE": "5m",
     }
-    assert set(env) <= {member.value for member in LambdaEnv}
 
 
-def test_lambda_environment_of_per_period_tables_has_a_period_and_no_fixed_table() -> None:
-    env = AppConfig.from_context({"table_period": "week", "warm_writes_per_s": 12_000}).to_lambda_environment()
+def test_environment_of_per_period_tables_has_a_period_and_no_fixed_table() -> None:
+    config = AppConfig.from_context({"table_period": "week", "warm_writes_per_s": 12_000})
+    env = config.function_environment(LambdaFunction.ROTATOR, _wiring())
     assert env["TABLE_PERIOD"] == "week"
     assert (env["GRACE"], env["PREBUILD_PERIODS"]) == ("2h", "2")
     assert env["WARM_WRITES_PER_S"] == "12000"
@@ -347,10 +350,10 @@ def test_lambda_environment_of_per_period_tables_has_a_period_and_no_fixed_table
     [{}, {"layout": "random", "bucket": "1d", "table_period": "month", "retention": "90d"}, {"layout": "calculated"}],
     ids=["hybrid", "random-monthly", "calculated"],
 )
-def test_lambda_environment_rebuilds_the_same_layout_and_retention(context: dict[str, object]) -> None:
+def test_environment_rebuilds_the_same_layout_and_retention(context: dict[str, object]) -> None:
     # Given the variables a Lambda receives
     config = AppConfig.from_context(context)
-    env = config.to_lambda_environment()
+    env = config.function_environment(LambdaFunction.QUERY, _wiring())
     # When it rebuilds its settings from them alone
     layout = Layout.from_settings(
         kind=env["LAYOUT"], bucket=env["BUCKET"], table_prefix=env["TABLE_PREFIX"], table_period=env.get("TABLE_PERIOD")
@@ -482,52 +485,16 @@ def _check_rotator(config: AppConfig, wiring: FunctionWiring) -> None:
         assert (rotator.export.bucket, rotator.export.prefix) == (rotation.export_bucket, rotation.export_prefix)
 
 
-def test_lambda_environment_is_what_the_handlers_settings_parse() -> None:
-    # The shared part alone is enough for CommonSettings (the local runtime uses it as is).
-    from adapters.settings import CommonSettings  # noqa: PLC0415 - runtime code, imported only here
-
-    config = AppConfig.from_context({"table_period": "day", "bucket": "15m", "shards": 64, "shard_map_cache_ttl_s": 90})
-    settings = CommonSettings.from_env(config.to_lambda_environment(rejects_queue_url="https://sqs.example/q"))
-    assert settings.layout == config.layout()
-    assert settings.shards == 64
-    assert settings.retention_ms == config.retention_ms
-    assert settings.control_table == config.storage.control_table_name
-    assert settings.shard_map_cache_ttl_ms == 90_000
-
-
-# Read by no function: functions derive the table from TABLE_PREFIX through
-# the key-design layer. Kept for operators reading a function's configuration.
-INFORMATIONAL = {"READINGS_TABLE"}
-# Read by Powertools itself (the service name) rather than by project code.
-READ_BY_POWERTOOLS = {"POWERTOOLS_SERVICE_NAME"}
-
-
-def _code_of(*packages: str) -> str:
-    paths = [FUNCTIONS / "adapters" / "settings.py", FUNCTIONS / "adapters" / "observability.py"]
-    for package in packages:
-        paths.extend((FUNCTIONS / package).glob("*.py"))
-    return "".join(path.read_text(encoding="utf-8") for path in paths)
-
-
 @pytest.mark.parametrize("function", list(LambdaFunction), ids=[f.value for f in LambdaFunction])
-def test_every_variable_a_function_gets_is_one_its_code_reads(function: LambdaFunction) -> None:
+def test_every_variable_a_function_gets_is_a_setting_of_its_model(function: LambdaFunction) -> None:
     # A misspelt name would parse (the setting falls back to its default) and
-    # silently ignore the configuration: each name must appear in the code that
-    # reads it. The shared variables go to every function; each must be read by
-    # at least one.
+    # silently ignore the configuration: every variable is a field of the
+    # function's own settings model, which parses it (the whole environment
+    # parsing is checked above).
     config = AppConfig.from_context({"table_period": "day", "warm_writes_per_s": 20_000, "peak_writes_per_s": 5})
     env = config.function_environment(function, _wiring())
-    shared = set(config.to_lambda_environment(rejects_queue_url="https://sqs.example/q"))
-    own_code = _code_of(function.value)
-    all_code = _code_of(*(f.value for f in LambdaFunction))
-    unread = [
-        name
-        for name in env
-        if name not in INFORMATIONAL | READ_BY_POWERTOOLS
-        and f'"{name}"' not in own_code
-        and not (name in shared and f'"{name}"' in all_code)
-    ]
-    assert unread == []
+    assert set(env) <= set(function.settings.variables().values())
+    assert function.settings.from_env(env).service_name == function.value
 
 
 def test_function_environment_refuses_missing_wiring_and_a_rotator_without_periods() -> None:
@@ -585,7 +552,8 @@ def test_docs_list_every_key_with_its_real_default() -> None:
         assert documented[key] == f"`{json.dumps(default)}`", key
 
 
-def test_docs_name_every_lambda_environment_variable() -> None:
-    text = DOCS.read_text(encoding="utf-8")
-    missing = [member.value for member in LambdaEnv if f"`{member.value}`" not in text]
-    assert missing == []
+def test_docs_list_every_lambda_environment_variable_as_the_models_define_it() -> None:
+    reference = environment_reference()
+    variables = {name for function in LambdaFunction for name in function.settings.variables().values()}
+    assert sorted(name for name in variables if f"| `{name}` |" not in reference) == []
+    assert reference in DOCS.read_text(encoding="utf-8"), "regenerate docs/configuration.md's Lambda environment"

@@ -116,3 +116,14 @@ def test_cache_never_serves_an_expired_map_when_the_refresh_fails() -> None:
 def test_static_source_returns_its_map() -> None:
     shard_map = ShardMap.initial(Bucket.parse("1h"), 8)
     assert StaticShardMap(shard_map).current() is shard_map
+
+
+def test_render_writes_exactly_the_given_settings_under_their_variables() -> None:
+    env = CommonSettings.render(shards=64, retention_ms=7 * 86_400_000, table_period=None, control_table="control")
+    assert env == {"SHARDS": "64", "RETENTION": "7d", "CONTROL_TABLE": "control"}
+    assert CommonSettings.from_env({**env, "TABLE_PREFIX": "readings"}).retention_ms == 7 * 86_400_000
+
+
+def test_render_refuses_a_setting_the_model_does_not_have() -> None:
+    with pytest.raises(TypeError, match="shard_count"):
+        CommonSettings.render(shard_count=64)

@@ -48,7 +48,7 @@ def test_every_setting_is_read() -> None:
         "HOT_CONCURRENCY": "4",
         "HOT_CLOSE_LEASE": "1m",
         "HOT_AUTO_APPLY_ENTITY": "false",
-        "HOT_AUTO_APPLY_GLOBAL": "yes",
+        "HOT_AUTO_APPLY_GLOBAL": "TRUE",
         "HOT_ALERT_TOPIC_ARN": "arn:aws:sns:eu-west-1:123456789012:hot-keys",
         "HOT_ALERT_COOLDOWN": "15m",
         "HOT_ASSUMED_ITEM_BYTES": "2048",
@@ -109,3 +109,12 @@ def test_the_margin_must_cover_how_far_ahead_ingest_accepts_event_times() -> Non
     with pytest.raises(SettingsError, match="MAX_FUTURE"):
         HotKeySettings.from_env({**VALID, "MAX_FUTURE": "10m", "HOT_CHANGE_MARGIN": "5m"})
     assert HotKeySettings.from_env({**VALID, "MAX_FUTURE": "10m"}).change_margin_ms == 660_000
+
+
+@pytest.mark.parametrize("word", ["yes", "on", "1", "no", "off", "0"])
+def test_a_flag_is_true_or_false_and_nothing_else(word: str) -> None:
+    # One boolean syntax for every function and for cdk.json (docs/decisions.md).
+    with pytest.raises(SettingsError) as raised:
+        HotKeySettings.from_env({**VALID, "HOT_AUTO_APPLY_GLOBAL": word})
+    assert raised.value.variable == "HOT_AUTO_APPLY_GLOBAL"
+    assert "not true or false" in str(raised.value)

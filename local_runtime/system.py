@@ -41,6 +41,7 @@ import boto3
 from botocore.config import Config
 
 from adapters.clients import reset_clients
+from adapters.occupancy import OccupancyStore
 from adapters.settings import CommonSettings
 from infra.config import METRICS_NAMESPACE, AppConfig, FunctionWiring, LambdaFunction
 from local_runtime.api_gateway import RestApi
@@ -237,6 +238,10 @@ class LocalSystem:
         self._resources = provisioner.provision(
             self.config, names, kinesis_shards=options.kinesis_shards, cursor_secret=options.cursor_secret
         )
+        # A fresh local stack holds no reading written without its occupancy record, so reads
+        # may prune from the start. (In AWS the first ingest batch sets the marker about 20 min
+        # ahead: containers of the previous code may still be writing; docs/query.md.)
+        OccupancyStore(self.client("dynamodb"), names.control_table, self.config.storage.table_prefix).mark_since(0)
         export_bucket = self.config.rotation.export_bucket if rotates else None
         if export_bucket is not None:
             # The stack does not create the export bucket (an operator names theirs); locally we do.

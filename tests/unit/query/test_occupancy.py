@@ -58,7 +58,10 @@ class World:
                 )
                 self.control.put_item(TableName=CONTROL, Item=serialize_item(record.item(30 * DAY)))
 
-    def service(self, *, pruned: bool, **limits: Any) -> QueryService:
+    def service(self, *, pruned: bool, reader: OccupancyReader | None = None, **limits: Any) -> QueryService:
+        """The query service over this world; ``pruned`` with an uncached reader unless ``reader`` is given."""
+        if pruned and reader is None:
+            reader = OccupancyReader(self.store, ttl_s=0)
         return QueryService(
             layout=self.layout,
             shard_maps=StaticShardMap(self.shard_map),
@@ -66,7 +69,7 @@ class World:
             cursors=CursorCodec(lambda: b"k" * 40),
             limits=QueryLimits(**limits),
             clock_ms=lambda: NOW,
-            occupancy=OccupancyReader(self.store, ttl_s=0) if pruned else None,
+            occupancy=reader if pruned else None,
         )
 
 
@@ -207,15 +210,7 @@ def test_a_consistent_read_bypasses_a_stale_cache() -> None:
     # Given a reader that has cached an empty day
     world = hybrid_world(shards=4)
     reader = OccupancyReader(world.store, ttl_s=3600)
-    svc = QueryService(
-        layout=world.layout,
-        shard_maps=StaticShardMap(world.shard_map),
-        reader=world.readings,
-        cursors=CursorCodec(lambda: b"k" * 40),
-        limits=QueryLimits(),
-        clock_ms=lambda: NOW,
-        occupancy=reader,
-    )
+    svc = world.service(pruned=True, reader=reader)
     first = entity_page(svc, "a-1", NOW - DAY, NOW)
     assert isinstance(first, ReadingsPage) and first.count == 0
     # When a reading lands in a new partition
@@ -237,15 +232,7 @@ def test_today_and_yesterday_are_read_afresh_older_days_through_the_cache() -> N
 
     world.store.read_day = counted  # type: ignore[method-assign]
     reader = OccupancyReader(world.store, ttl_s=3600, wall_ms=lambda: NOW)
-    svc = QueryService(
-        layout=world.layout,
-        shard_maps=StaticShardMap(world.shard_map),
-        reader=world.readings,
-        cursors=CursorCodec(lambda: b"k" * 40),
-        limits=QueryLimits(),
-        clock_ms=lambda: NOW,
-        occupancy=reader,
-    )
+    svc = world.service(pruned=True, reader=reader)
     today, yesterday, older = day_of(NOW), day_of(NOW) - DAY, day_of(NOW) - 2 * DAY
     # When each day is asked for twice
     for day in (today, today, yesterday, yesterday, older, older):

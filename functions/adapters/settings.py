@@ -104,6 +104,13 @@ def env(name: str, default: Any = ..., **constraints: Any) -> Any:
     return Field(default, alias=name, validate_default=True, **constraints)
 
 
+def deadline_margin(default_ms: int, most_ms: int) -> Any:
+    """``DEADLINE_MARGIN_MS``, read by the functions that stop early (ingest, rotator) with their own bounds."""
+    return env(
+        "DEADLINE_MARGIN_MS", default_ms, ge=0, le=most_ms, description="Time (ms) kept back from the Lambda timeout."
+    )
+
+
 class EnvSettings(BaseModel):
     """A function's settings: each field is an environment variable (its alias)."""
 

@@ -14,7 +14,7 @@ from typing import Self
 
 from pydantic import model_validator
 
-from adapters.settings import CommonSettings, DurationMs, env
+from adapters.settings import CommonSettings, DurationMs, deadline_margin, env
 
 
 class IngestSettings(CommonSettings):
@@ -26,8 +26,7 @@ class IngestSettings(CommonSettings):
     """BatchWriteItem calls in flight at once."""
     reject_concurrency: int = env("REJECT_CONCURRENCY", 4, ge=1, le=16)
     """SendMessageBatch calls in flight at once."""
-    deadline_margin_ms: int = env("DEADLINE_MARGIN_MS", 2_000, ge=0, le=60_000)
-    """Time (ms) kept back from the Lambda timeout."""
+    deadline_margin_ms: int = deadline_margin(2_000, most_ms=60_000)
     retry_base_ms: int = env("RETRY_BASE_MS", 50, ge=1, le=10_000)
     """First backoff ceiling; doubles per retry, full jitter."""
     retry_max_delay_ms: int = env("RETRY_MAX_DELAY_MS", 5_000, ge=1, le=60_000)

@@ -20,7 +20,7 @@ from typing import Annotated, Literal, Self, cast
 
 from pydantic import BeforeValidator, model_validator
 
-from adapters.settings import CommonSettings, DurationMs, Flag, env, matching
+from adapters.settings import CommonSettings, DurationMs, Flag, deadline_margin, env, matching
 from keydesign import TablePeriod, Workload, plan_capacity
 
 BillingMode = Literal["PAY_PER_REQUEST", "PROVISIONED"]
@@ -167,8 +167,7 @@ class RotatorSettings(CommonSettings):
     """Report only, change nothing (an event can ask for it too)."""
     allow_now_override: Flag = env("ALLOW_NOW_OVERRIDE", False)
     """Let a live run take `now` from its event (tests, local)."""
-    deadline_margin_ms: int = env("DEADLINE_MARGIN_MS", 10_000, ge=0, le=600_000)
-    """Time (ms) kept back from the Lambda timeout."""
+    deadline_margin_ms: int = deadline_margin(10_000, most_ms=600_000)
 
     @model_validator(mode="after")
     def _rules(self) -> Self:

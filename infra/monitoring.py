@@ -32,6 +32,7 @@ FIVE_MINUTES = Duration.minutes(5)
 ONE_HOUR = Duration.hours(1)
 #: "Sustained": breaching in 3 of the last 5 one-minute periods (as the rotator's per-table alarms).
 SUSTAINED = (5, 3)
+THROTTLE_EVENTS = ("WriteThrottleEvents", "ReadThrottleEvents")
 AT_LEAST = cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD
 
 
@@ -65,137 +66,110 @@ class Monitoring(Construct):
         self.alarms: list[cloudwatch.Alarm] = []
 
         for name, watched in tables.items():
-            self._table_alarms(name, watched)
-        self._stream_alarms(stream)
+            for event in THROTTLE_EVENTS:
+                self.alarm(
+                    f"{name}-{event.removesuffix('ThrottleEvents').lower()}-throttles",
+                    watched.table.metric(event, statistic="Sum", period=ONE_MINUTE),
+                    f"The {name} table throttles ({event}): a hot partition key or too little capacity",
+                )
+            self.alarm(
+                f"{name}-system-errors",
+                watched.table.metric_system_errors_for_operations(
+                    operations=list(watched.operations), period=ONE_MINUTE
+                ),
+                f"DynamoDB answers 5xx (SystemErrors) on the {name} table",
+            )
+        behind_s = config.iterator_age_alarm_s
+        self.alarm(
+            "stream-iterator-age",
+            stream.metric_get_records_iterator_age_milliseconds(statistic="Maximum", period=ONE_MINUTE),
+            f"Ingest is more than {behind_s} s behind the Kinesis stream",
+            threshold=behind_s * 1_000,
+        )
+        self.alarm(
+            "stream-write-throttles",
+            stream.metric_write_provisioned_throughput_exceeded(statistic="Sum", period=ONE_MINUTE),
+            "Producers are throttled by the Kinesis stream (WriteProvisionedThroughputExceeded): add shards",
+        )
         for function, fn in functions.items():
-            self._function_alarms(function, fn)
+            failures = (
+                ("errors", fn.metric_errors, "failed invocations (whole batches or requests, not single readings)"),
+                ("throttles", fn.metric_throttles, "is throttled: account concurrency is exhausted"),
+            )
+            for kind, metric, what in failures:
+                self.alarm(
+                    f"{function.value}-{kind}",
+                    metric(statistic="Sum", period=FIVE_MINUTES),
+                    f"The {function.value} function {what}",
+                    periods=(1, 1),
+                )
+        self.alarm(
+            "ingest-unexpected-rejects",
+            custom_metric("ReadingsRejectedUnexpectedly", LambdaFunction.INGEST, period=FIVE_MINUTES),
+            "Ingest rejected readings that raised while being validated: a bug (the payloads are "
+            "on the rejects queue with field 'reading'; see the ingest function's error log)",
+            periods=(1, 1),
+        )
+        # DynamoDB streams publish no iterator age of their own; the mapping's is the one.
+        self.alarm(
+            "hotkeys-iterator-age",
+            functions[LambdaFunction.HOTKEYS].metric("IteratorAge", statistic="Maximum", period=ONE_MINUTE),
+            f"The hot-key detector is more than {behind_s} s behind the stream",
+            threshold=behind_s * 1_000,
+        )
         for name, queue in queues.items():
-            self._alarm(
+            self.alarm(
                 f"{name}-not-empty",
                 queue.metric_approximate_number_of_messages_visible(statistic="Maximum", period=ONE_MINUTE),
-                threshold=1,
+                f"The {name} queue holds messages: each is a reading, a batch or a run an operator should look at",
                 periods=(1, 1),
-                what=f"The {name} queue holds messages: each is a reading, a batch or a run an operator should look at",
             )
-        self._alarm(
+        self.alarm(
             "api-5xx",
             api.metric_server_error(statistic="Sum", period=ONE_MINUTE),
-            threshold=1,
-            periods=SUSTAINED,
-            what="The query API answers 5xx: a fault in the function or DynamoDB throttling after retries",
+            "The query API answers 5xx: a fault in the function or DynamoDB throttling after retries",
         )
         if config.table_period is not None:
-            self._rotation_alarms()
+            rotator = LambdaFunction.ROTATOR
+            self.alarm(
+                "rotation-periods-ready",
+                custom_metric("PeriodsReady", rotator, statistic="Minimum", period=ONE_HOUR),
+                "The next period's readings table is not ready (or the rotator has not run for an hour)",
+                threshold=2,
+                periods=(1, 1),
+                comparison=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
+                # No run in an hour means no table is being built.
+                missing=cloudwatch.TreatMissingData.BREACHING,
+            )
+            interval = Duration.minutes(config.rotation_interval_minutes())
+            self.alarm(
+                "rotation-errors",
+                custom_metric("RotationErrors", rotator, period=interval),
+                "Three rotation runs in a row reported errors (see the rotator's 'rotation run' log lines)",
+                periods=(3, 3),
+            )
 
         self.dashboard = self._dashboard(tables, stream, functions, queues, api)
 
-    # -- alarms --------------------------------------------------------------------------
-
-    def _table_alarms(self, name: str, watched: WatchedTable) -> None:
-        table = watched.table
-        for event in ("WriteThrottleEvents", "ReadThrottleEvents"):
-            self._alarm(
-                f"{name}-{'write' if event.startswith('Write') else 'read'}-throttles",
-                table.metric(event, statistic="Sum", period=ONE_MINUTE),
-                threshold=1,
-                periods=SUSTAINED,
-                what=f"The {name} table throttles ({event}): a hot partition key or too little capacity",
-            )
-        self._alarm(
-            f"{name}-system-errors",
-            table.metric_system_errors_for_operations(operations=list(watched.operations), period=ONE_MINUTE),
-            threshold=1,
-            periods=SUSTAINED,
-            what=f"DynamoDB answers 5xx (SystemErrors) on the {name} table",
-        )
-
-    def _stream_alarms(self, stream: kinesis.IStream) -> None:
-        age_ms = self._config.iterator_age_alarm_s * 1_000
-        self._alarm(
-            "stream-iterator-age",
-            stream.metric_get_records_iterator_age_milliseconds(statistic="Maximum", period=ONE_MINUTE),
-            threshold=age_ms,
-            periods=SUSTAINED,
-            what=f"Ingest is more than {self._config.iterator_age_alarm_s} s behind the Kinesis stream",
-        )
-        self._alarm(
-            "stream-write-throttles",
-            stream.metric_write_provisioned_throughput_exceeded(statistic="Sum", period=ONE_MINUTE),
-            threshold=1,
-            periods=SUSTAINED,
-            what="Producers are throttled by the Kinesis stream (WriteProvisionedThroughputExceeded): add shards",
-        )
-
-    def _function_alarms(self, function: LambdaFunction, fn: lambda_.IFunction) -> None:
-        name = function.value
-        self._alarm(
-            f"{name}-errors",
-            fn.metric_errors(statistic="Sum", period=FIVE_MINUTES),
-            threshold=1,
-            periods=(1, 1),
-            what=f"The {name} function failed invocations (whole batches or requests, not single readings)",
-        )
-        self._alarm(
-            f"{name}-throttles",
-            fn.metric_throttles(statistic="Sum", period=FIVE_MINUTES),
-            threshold=1,
-            periods=(1, 1),
-            what=f"The {name} function is throttled: account concurrency is exhausted",
-        )
-        if function is LambdaFunction.INGEST:
-            self._alarm(
-                "ingest-unexpected-rejects",
-                _custom("ReadingsRejectedUnexpectedly", function, statistic="Sum", period=FIVE_MINUTES),
-                threshold=1,
-                periods=(1, 1),
-                what="Ingest rejected readings that raised while being validated: a bug (the payloads are "
-                "on the rejects queue with field 'reading'; see the ingest function's error log)",
-            )
-        if function is LambdaFunction.HOTKEYS:
-            # DynamoDB streams publish no iterator age of their own; the mapping's is the one.
-            self._alarm(
-                "hotkeys-iterator-age",
-                fn.metric("IteratorAge", statistic="Maximum", period=ONE_MINUTE),
-                threshold=self._config.iterator_age_alarm_s * 1_000,
-                periods=SUSTAINED,
-                what=f"The hot-key detector is more than {self._config.iterator_age_alarm_s} s behind the stream",
-            )
-
-    def _rotation_alarms(self) -> None:
-        interval = Duration.minutes(self._config.rotation_interval_minutes())
-        self._alarm(
-            "rotation-periods-ready",
-            _custom("PeriodsReady", LambdaFunction.ROTATOR, statistic="Minimum", period=ONE_HOUR),
-            threshold=2,
-            periods=(1, 1),
-            comparison=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
-            # No run in an hour means no table is being built.
-            missing=cloudwatch.TreatMissingData.BREACHING,
-            what="The next period's readings table is not ready (or the rotator has not run for an hour)",
-        )
-        self._alarm(
-            "rotation-errors",
-            _custom("RotationErrors", LambdaFunction.ROTATOR, statistic="Sum", period=interval),
-            threshold=1,
-            periods=(3, 3),
-            what="Three rotation runs in a row reported errors (see the rotator's 'rotation run' log lines)",
-        )
-
-    def _alarm(
+    def alarm(
         self,
         slug: str,
         metric: cloudwatch.IMetric,
-        *,
-        threshold: float,
-        periods: tuple[int, int],
         what: str,
+        *,
+        threshold: float = 1,
+        periods: tuple[int, int] = SUSTAINED,
         comparison: cloudwatch.ComparisonOperator = AT_LEAST,
         missing: cloudwatch.TreatMissingData = cloudwatch.TreatMissingData.NOT_BREACHING,
     ) -> cloudwatch.Alarm:
+        """An alarm ``<stack>-<slug>`` on ``metric`` that notifies the topic on ALARM and OK; ``what`` describes it.
+
+        By default it raises on a metric at or above 1 in 3 of 5 periods, and a quiet metric is healthy.
+        """
         evaluation, datapoints = periods
         alarm = cloudwatch.Alarm(
             self,
-            _construct_id(slug),
+            "".join(part.capitalize() for part in slug.split("-")) + "Alarm",
             alarm_name=f"{self._config.stack_name}-{slug}",
             alarm_description=what,
             metric=metric,
@@ -228,7 +202,7 @@ class Monitoring(Construct):
                 _graph(
                     "Ingest rate (readings per minute)",
                     [
-                        _custom(name, ingest, statistic="Sum", period=ONE_MINUTE)
+                        custom_metric(name, ingest)
                         for name in ("ReadingsReceived", "ReadingsWritten", "ReadingsRejected", "ReadingsHandedBack")
                     ]
                     + [stream.metric_incoming_records(statistic="Sum", period=ONE_MINUTE, label="Kinesis records in")],
@@ -246,12 +220,8 @@ class Monitoring(Construct):
             [
                 _graph(
                     "Hot keys (per judged window)",
-                    [
-                        _custom("HotKeys", hot, statistic="Sum", period=ONE_MINUTE),
-                        _custom("SplitsScheduled", hot, statistic="Sum", period=ONE_MINUTE),
-                        _custom("ScaleDownsScheduled", hot, statistic="Sum", period=ONE_MINUTE),
-                    ],
-                    right=[_custom("HottestKeyWriteUnitsPerSecond", hot, statistic="Maximum", period=ONE_MINUTE)],
+                    [custom_metric(name, hot) for name in ("HotKeys", "SplitsScheduled", "ScaleDownsScheduled")],
+                    right=[custom_metric("HottestKeyWriteUnitsPerSecond", hot, statistic="Maximum")],
                 ),
                 _graph(
                     "Iterator age (ms)",
@@ -272,7 +242,7 @@ class Monitoring(Construct):
                         stream.metric_write_provisioned_throughput_exceeded(
                             statistic="Sum", period=ONE_MINUTE, label="Kinesis writes"
                         ),
-                        _custom("ThrottledCalls", ingest, statistic="Sum", period=ONE_MINUTE),
+                        custom_metric("ThrottledCalls", ingest),
                         *self._table_throttles(tables),
                         *(
                             fn.metric_throttles(statistic="Sum", period=ONE_MINUTE, label=f"{function.value} Lambda")
@@ -308,10 +278,10 @@ class Monitoring(Construct):
                     _graph(
                         "Rotation",
                         [
-                            _custom(name, rotator, statistic="Sum", period=ONE_HOUR)
+                            custom_metric(name, rotator, period=ONE_HOUR)
                             for name in ("TablesCreated", "TablesDialledDown", "TablesDeleted", "RotationErrors")
                         ],
-                        right=[_custom("PeriodsReady", rotator, statistic="Minimum", period=ONE_HOUR)],
+                        right=[custom_metric("PeriodsReady", rotator, statistic="Minimum", period=ONE_HOUR)],
                     )
                 ]
             )
@@ -321,10 +291,11 @@ class Monitoring(Construct):
         return dashboard
 
     def _table_throttles(self, tables: Mapping[str, WatchedTable]) -> list[cloudwatch.IMetric]:
-        metrics: list[cloudwatch.IMetric] = []
-        for name, watched in tables.items():
-            for event in ("WriteThrottleEvents", "ReadThrottleEvents"):
-                metrics.append(watched.table.metric(event, statistic="Sum", period=ONE_MINUTE, label=f"{name} {event}"))
+        metrics: list[cloudwatch.IMetric] = [
+            watched.table.metric(event, statistic="Sum", period=ONE_MINUTE, label=f"{name} {event}")
+            for name, watched in tables.items()
+            for event in THROTTLE_EVENTS
+        ]
         if self._config.table_period is not None:
             # The per-period tables come and go: find them by name.
             prefix = self._config.storage.table_prefix
@@ -341,7 +312,9 @@ class Monitoring(Construct):
         return metrics
 
 
-def _custom(name: str, function: LambdaFunction, *, statistic: str, period: Duration) -> cloudwatch.Metric:
+def custom_metric(
+    name: str, function: LambdaFunction, *, statistic: str = "Sum", period: Duration = ONE_MINUTE
+) -> cloudwatch.Metric:
     """One of the functions' own EMF metrics (Powertools: dimension ``service``)."""
     return cloudwatch.Metric(
         namespace=METRICS_NAMESPACE,
@@ -356,7 +329,3 @@ def _graph(
     title: str, left: Sequence[cloudwatch.IMetric], *, right: Sequence[cloudwatch.IMetric] = ()
 ) -> cloudwatch.GraphWidget:
     return cloudwatch.GraphWidget(title=title, left=list(left), right=list(right), width=12, height=6)
-
-
-def _construct_id(slug: str) -> str:
-    return "".join(part.capitalize() for part in slug.split("-")) + "Alarm"

@@ -29,7 +29,6 @@ the next invocation judges it.
 from __future__ import annotations
 
 import json
-import os
 import time
 import uuid
 from collections import Counter
@@ -148,6 +147,7 @@ class HotKeyMonitor:
         auto_apply_global: bool = False,
         clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
         owner: str | None = None,
+        service: str = "hotkeys",
     ) -> None:
         self._layout = layout
         self._config = config
@@ -165,7 +165,7 @@ class HotKeyMonitor:
         self._clock_ms = clock_ms
         self.owner = owner or uuid.uuid4().hex
         self._settled: set[int] = set()
-        self._service = os.environ.get("POWERTOOLS_SERVICE_NAME", "hotkeys")
+        self._service = service
 
     @classmethod
     def from_settings(
@@ -209,6 +209,7 @@ class HotKeyMonitor:
             auto_apply_entity=settings.auto_apply_entity,
             auto_apply_global=settings.auto_apply_global,
             clock_ms=wall,
+            service=settings.service_name or "hotkeys",
         )
 
     def close(self) -> None:
@@ -404,29 +405,23 @@ class HotKeyMonitor:
 
     def _publish_top(self, load: WindowLoad, decisions: Decisions) -> None:
         window = format_ts(load.start_ms)
-        for rank, (key, rate) in enumerate(decisions.top_keys, start=1):
-            with single_metric(
-                name="KeyWriteUnitsPerSecond",
-                unit=MetricUnit.CountPerSecond,
-                value=rate,
-                namespace=NAMESPACE,
-                default_dimensions={"service": self._service},
-            ) as metric:
-                metric.add_dimension(name="PartitionKey", value=key_family(key, self._layout.kind))
-                metric.add_metadata(key="partition_key", value=key)
-                metric.add_metadata(key="rank", value=rank)
-                metric.add_metadata(key="window", value=window)
-        for rank, (entity, rate) in enumerate(decisions.top_entities, start=1):
-            with single_metric(
-                name="EntityWriteUnitsPerSecond",
-                unit=MetricUnit.CountPerSecond,
-                value=rate,
-                namespace=NAMESPACE,
-                default_dimensions={"service": self._service},
-            ) as metric:
-                metric.add_dimension(name="Entity", value=entity)
-                metric.add_metadata(key="rank", value=rank)
-                metric.add_metadata(key="window", value=window)
+        ranked = (("KeyWriteUnitsPerSecond", decisions.top_keys), ("EntityWriteUnitsPerSecond", decisions.top_entities))
+        for name, top in ranked:
+            for rank, (what, rate) in enumerate(top, start=1):
+                with single_metric(
+                    name=name,
+                    unit=MetricUnit.CountPerSecond,
+                    value=rate,
+                    namespace=NAMESPACE,
+                    default_dimensions={"service": self._service},
+                ) as metric:
+                    if name == "KeyWriteUnitsPerSecond":
+                        metric.add_dimension(name="PartitionKey", value=key_family(what, self._layout.kind))
+                        metric.add_metadata(key="partition_key", value=what)
+                    else:
+                        metric.add_dimension(name="Entity", value=what)
+                    metric.add_metadata(key="rank", value=rank)
+                    metric.add_metadata(key="window", value=window)
         metrics.add_metric(name="WindowsJudged", unit=MetricUnit.Count, value=1)
         metrics.add_metric(name="HotKeys", unit=MetricUnit.Count, value=len(decisions.hot_keys))
         metrics.add_metric(name="SplitsScheduled", unit=MetricUnit.Count, value=len(decisions.splits))

@@ -31,6 +31,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from http import HTTPStatus
@@ -283,28 +284,23 @@ class RestApi:
     def _call(self, event: dict[str, Any], request_id: str, started: float) -> HttpResponse:
         # The function runs in its own thread so the gateway can answer at its
         # timeout whatever the function is doing, as API Gateway does.
-        done = threading.Event()
-        outcome: dict[str, Any] = {}
+        outcome: Future[Any] = Future()
 
         def run() -> None:
             try:
-                outcome["result"] = self._invoke(event)
+                outcome.set_result(self._invoke(event))
             except BaseException as exc:  # handed to the request thread, raised there
-                outcome["error"] = exc
-            finally:
-                done.set()
+                outcome.set_exception(exc)
 
         threading.Thread(target=run, name=f"invoke-{request_id[:8]}", daemon=True).start()
-        left = self._timeout - (time.monotonic() - started)
-        if not done.wait(max(0.0, left)):
-            _log.warning("the API function passed the %.1f s integration timeout: 504", self._timeout)
+        try:
+            result = outcome.result(timeout=max(0.0, self._timeout - (time.monotonic() - started)))
+        except FunctionTimeoutError:
             return gateway_error(HTTPStatus.GATEWAY_TIMEOUT, "Endpoint request timed out", request_id)
-        error = outcome.get("error")
-        if isinstance(error, FunctionTimeoutError):
-            return gateway_error(HTTPStatus.GATEWAY_TIMEOUT, "Endpoint request timed out", request_id)
-        if isinstance(error, FunctionError):
+        except FunctionError as error:
             _log.error("the API function failed: %s", error)
             return gateway_error(HTTPStatus.BAD_GATEWAY, "Internal server error", request_id)
-        if error is not None:
-            raise error
-        return http_response(outcome.get("result"), request_id=request_id)
+        except TimeoutError:  # the gateway's own timeout (FunctionTimeoutError is not one)
+            _log.warning("the API function passed the %.1f s integration timeout: 504", self._timeout)
+            return gateway_error(HTTPStatus.GATEWAY_TIMEOUT, "Endpoint request timed out", request_id)
+        return http_response(result, request_id=request_id)

@@ -72,15 +72,15 @@ def patched_environ(changes: Mapping[str, str | None]) -> Iterator[None]:
     """Set (value) or remove (None) variables of ``os.environ``; restore them all on exit."""
     saved = {name: os.environ.get(name) for name in changes}
     try:
-        for name, value in changes.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+        _apply(changes)
         yield
     finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+        _apply(saved)
+
+
+def _apply(changes: Mapping[str, str | None]) -> None:
+    for name, value in changes.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value

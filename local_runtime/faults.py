@@ -120,7 +120,7 @@ def service_error(code: str, operation: str, message: str = "", status: int = 40
 
 
 class _Injector:
-    def __init__(self, inner: Any, plan: FaultPlan, sleep: Sleep) -> None:
+    def __init__(self, inner: Any, plan: FaultPlan, sleep: Sleep = time.sleep) -> None:
         self.inner = inner
         self.plan = plan
         self.counters = FaultCounters()
@@ -170,9 +170,6 @@ class _Injector:
 class FaultInjectingDynamoDB(_Injector):
     """Wraps a DynamoDB client: ``batch_write_item`` throttles or leaves items unprocessed."""
 
-    def __init__(self, inner: Any, plan: FaultPlan, sleep: Sleep = time.sleep) -> None:
-        super().__init__(inner, plan, sleep)
-
     def batch_write_item(self, **kwargs: Any) -> Mapping[str, Any]:
         partial = self._begin("BatchWriteItem")
         request: Mapping[str, Sequence[Mapping[str, Any]]] = kwargs["RequestItems"]
@@ -196,9 +193,6 @@ class FaultInjectingDynamoDB(_Injector):
 
 class FaultInjectingKinesis(_Injector):
     """Wraps a Kinesis client: ``put_records`` throttles or fails some records."""
-
-    def __init__(self, inner: Any, plan: FaultPlan, sleep: Sleep = time.sleep) -> None:
-        super().__init__(inner, plan, sleep)
 
     def put_records(self, **kwargs: Any) -> Mapping[str, Any]:
         partial = self._begin("PutRecords")
@@ -231,9 +225,6 @@ class FaultInjectingKinesis(_Injector):
 
 class FaultInjectingSQS(_Injector):
     """Wraps an SQS client: ``send_message_batch`` throttles or fails some entries."""
-
-    def __init__(self, inner: Any, plan: FaultPlan, sleep: Sleep = time.sleep) -> None:
-        super().__init__(inner, plan, sleep)
 
     def send_message_batch(self, **kwargs: Any) -> Mapping[str, Any]:
         partial = self._begin("SendMessageBatch")

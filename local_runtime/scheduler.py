@@ -26,9 +26,6 @@ _log = logging.getLogger(__name__)
 class SimulatedClock:
     """Epoch milliseconds that advance ``speed`` times as fast as real time from ``start_ms``."""
 
-    #: A plain simulated clock never falls in with the wall clock (see :class:`ReplayClock`).
-    catch_up = False
-
     def __init__(
         self,
         *,
@@ -70,8 +67,6 @@ class ReplayClock:
     clock, and the schedule waits real periods. A demo replays hours of a rotator's life in
     seconds this way, ingest running on the same clock (:class:`local_runtime.LocalSystem`).
     """
-
-    catch_up = True
 
     def __init__(
         self,

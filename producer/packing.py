@@ -123,10 +123,6 @@ class Packer:
         self._open.clear()
         return closed
 
-    @property
-    def open_readings(self) -> int:
-        return sum(len(parts) for parts, _ in self._open.values())
-
     def _close(self, slot: str, parts: list[bytes]) -> PackedRecord:
         key = self._key("") if self._shared else slot
         return PackedRecord(key, b"[" + b",".join(parts) + b"]", len(parts))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, astuple, dataclass, field
 from typing import Any
 
 
@@ -66,13 +66,7 @@ class Reading:
         )
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "entity_id": self.entity_id,
-            "event_id": self.event_id,
-            "timestamp": self.timestamp,
-            "measures": dict(self.measures),
-            "dimensions": dict(self.dimensions),
-        }
+        return asdict(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,22 +82,11 @@ class ReadCost:
     @classmethod
     def from_json(cls, body: Mapping[str, Any] | None) -> ReadCost:
         body = body or {}
-        return cls(
-            partitions_planned=int(body.get("partitions_planned", 0)),
-            partitions_queried=int(body.get("partitions_queried", 0)),
-            queries=int(body.get("queries", 0)),
-            items_read=int(body.get("items_read", 0)),
-            read_units=float(body.get("read_units", 0.0)),
-        )
+        # Each field has the type of its default: int counts, float read units.
+        return cls(**{name: type(zero)(body.get(name, zero)) for name, zero in asdict(cls()).items()})
 
     def __add__(self, other: ReadCost) -> ReadCost:
-        return ReadCost(
-            self.partitions_planned + other.partitions_planned,
-            self.partitions_queried + other.partitions_queried,
-            self.queries + other.queries,
-            self.items_read + other.items_read,
-            self.read_units + other.read_units,
-        )
+        return ReadCost(*(mine + theirs for mine, theirs in zip(astuple(self), astuple(other), strict=True)))
 
 
 @dataclass(frozen=True, slots=True)

@@ -94,6 +94,21 @@ class LatencyReader:
         return self._inner.read_page(request)
 
 
+def timed_service(
+    layout: Layout, shard_map: ShardMap, memory: MemoryReader, latency_ms: float, limits: QueryLimits, **extra: Any
+) -> QueryService:
+    """A query service over ``memory`` with ``latency_ms`` per Query call, at the fixed time NOW."""
+    return QueryService(
+        layout=layout,
+        shard_maps=StaticShardMap(shard_map),
+        reader=LatencyReader(memory, latency_ms),
+        cursors=CursorCodec(lambda: b"benchmark-cursor-key-0123456789abcdef"),
+        limits=limits,
+        clock_ms=lambda: NOW,
+        **extra,
+    )
+
+
 def _setup(kind: str, partitions: int) -> tuple[Layout, ShardMap, MemoryReader, list[str]]:
     layout = Layout.from_settings(kind=kind, bucket="1h", table_prefix="readings")
     shard_map = ShardMap.initial(layout.bucket, partitions)
@@ -128,14 +143,7 @@ def _measure(kind: str, partitions: int, latency_ms: float, repeats: int) -> dic
     figures["partitions"] = partitions
     pages: dict[str, list[str]] = {}
     for mode, concurrency in (("parallel", min(partitions, 64)), ("sequential", 1)):
-        service = QueryService(
-            layout=layout,
-            shard_maps=StaticShardMap(shard_map),
-            reader=LatencyReader(memory, latency_ms),
-            cursors=CursorCodec(lambda: b"benchmark-cursor-key-0123456789abcdef"),
-            limits=QueryLimits(concurrency=concurrency),
-            clock_ms=lambda: NOW,
-        )
+        service = timed_service(layout, shard_map, memory, latency_ms, QueryLimits(concurrency=concurrency))
         times: list[float] = []
         page = _read_page(service, kind)  # warm-up: thread start-up, imports
         for _ in range(repeats):

@@ -33,19 +33,16 @@ from typing import Any
 from adapters.batch_writer import serialize_item
 from adapters.observability import logger, metrics
 from adapters.occupancy import OccupancyReader, OccupancyStore
-from adapters.shard_map_source import StaticShardMap
 from benchmarks.harness import Result, benchmark
-from benchmarks.query_fanout import LatencyReader, MemoryReader
-from keydesign import Layout, Reading, ShardMap, format_ts, parse_timestamp
+from benchmarks.query_fanout import NOW, MemoryReader, timed_service
+from keydesign import Layout, Reading, ShardMap, format_ts
 from keydesign.occupancy import OccupancyRecord
-from query.cursor import CursorCodec
 from query.errors import ScanLimitExceeded
 from query.logic import QueryService
 from query.models import AggregateSeries, ReadingsPage
 from query.params import PageArgs, TimeRange
 from query.settings import DEFAULT_LIMIT, QueryLimits
 
-NOW = parse_timestamp("2026-11-22T12:00:00Z")
 HOUR = 3_600_000
 DAY = 24 * HOUR
 SHARDS = 100
@@ -96,14 +93,8 @@ def _service(max_query_calls: int, latency_ms: float, *, pruned: bool = False) -
         record = OccupancyRecord.of(layout.table_prefix, layout.bucket, key.table, key.pk, once.ts_ms)
         control.put_item(TableName="control", Item=serialize_item(record.item(30 * DAY)))
         occupancy = OccupancyReader(store)
-    return QueryService(
-        layout=layout,
-        shard_maps=StaticShardMap(shard_map),
-        reader=LatencyReader(memory, latency_ms),
-        cursors=CursorCodec(lambda: b"benchmark-cursor-key-0123456789abcdef"),
-        limits=QueryLimits(max_query_calls=max_query_calls),
-        clock_ms=lambda: NOW,
-        occupancy=occupancy,
+    return timed_service(
+        layout, shard_map, memory, latency_ms, QueryLimits(max_query_calls=max_query_calls), occupancy=occupancy
     )
 
 

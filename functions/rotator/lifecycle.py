@@ -170,15 +170,6 @@ class Lifecycle:
             tables.append(earlier)
         return tables
 
-    def last_prebuilt(self, now_ms: int) -> PeriodTable:
-        """The furthest table :meth:`wanted` asks for at ``now_ms``."""
-        table = self.table(now_ms)
-        for _ in range(self.prebuild_periods):
-            if table.end_ms > MAX_TS_MS:
-                break
-            table = self.table(table.end_ms)
-        return table
-
     def check_deletable(self, table: PeriodTable, now_ms: int) -> None:
         """Raise :class:`DeletionRefused` unless ``table`` is past retention.
 

@@ -117,7 +117,6 @@ def test_wanted_tables_most_urgent_first() -> None:
     assert names == ["readings-2026-11-22", "readings-2026-11-23", "readings-2026-11-24", "readings-2026-11-21"]
     names = [t.name for t in life.wanted(at("2026-11-22T02:00:00Z"))]
     assert names == ["readings-2026-11-22", "readings-2026-11-23", "readings-2026-11-24"]
-    assert life.last_prebuilt(at("2026-11-22T02:00:00Z")).name == "readings-2026-11-24"
 
 
 def test_a_long_grace_keeps_several_hourly_tables_wanted() -> None:

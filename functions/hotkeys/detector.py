@@ -179,21 +179,21 @@ class WindowLoad:
         return load.wcu * 1000 / self.width_ms
 
     def key_rate(self, key: str) -> float:
-        load = self.keys.get(key)
-        return 0.0 if load is None else self.rate(load)
+        return self.rate(self.keys.get(key, Load()))
 
     def entity_rate(self, entity: str) -> float:
-        load = self.entities.get(entity)
-        return 0.0 if load is None else self.rate(load)
+        return self.rate(self.entities.get(entity, Load()))
 
     def top_keys(self, n: int) -> list[tuple[str, float]]:
         """The ``n`` busiest partition keys with their WCU/s, busiest first (ties by name)."""
-        ranked = sorted(self.keys.items(), key=lambda kv: (-kv[1].wcu, kv[0]))[:n]
-        return [(k, self.rate(v)) for k, v in ranked]
+        return self._top(self.keys, n)
 
     def top_entities(self, n: int) -> list[tuple[str, float]]:
-        ranked = sorted(self.entities.items(), key=lambda kv: (-kv[1].wcu, kv[0]))[:n]
-        return [(e, self.rate(v)) for e, v in ranked]
+        return self._top(self.entities, n)
+
+    def _top(self, loads: Mapping[str, Load], n: int) -> list[tuple[str, float]]:
+        ranked = sorted(loads.items(), key=lambda kv: (-kv[1].wcu, kv[0]))[:n]
+        return [(name, self.rate(load)) for name, load in ranked]
 
     def select(self, limit: int, always: Iterable[str] = ()) -> tuple[WindowLoad, int]:
         """The part worth a shared counter: the ``limit`` busiest keys and entities, plus

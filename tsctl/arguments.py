@@ -3,14 +3,28 @@
 from __future__ import annotations
 
 import argparse
+import math
+from collections.abc import Callable
+from typing import TypeVar
+
+N = TypeVar("N", int, float)
 
 
-def positive_int(text: str) -> int:
-    """A whole number of at least 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
-    return value
+def checked(parse: Callable[[str], N], accept: Callable[[N], bool], kind: str, refusal: str) -> Callable[[str], N]:
+    """An argument type: text ``parse`` fails on is not ``kind``; a value ``accept`` refuses gets
+    ``refusal`` (formatted with the value)."""
+
+    def convert(text: str) -> N:
+        try:
+            value = parse(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {kind}") from None
+        if not accept(value):
+            raise argparse.ArgumentTypeError(refusal.format(value))
+        return value
+
+    return convert
+
+
+positive_int = checked(int, lambda v: v >= 1, "a whole number", "{} must be at least 1")
+non_negative = checked(float, lambda v: 0 <= v < math.inf, "a number", "{} must be a finite number of 0 or more")

@@ -25,7 +25,7 @@ from producer import (
 )
 from producer.packing import DEFAULT_RECORD_BYTES, KINESIS_MAX_RECORD_BYTES
 from producer.publisher import Progress
-from tsctl.arguments import positive_int
+from tsctl.arguments import non_negative, positive_int
 from tsctl.output import emit_json, table
 
 
@@ -58,7 +58,7 @@ def register(sub: Any) -> None:
     synthetic = p.add_argument_group("synthetic workload (when there is no --input)")
     synthetic.add_argument("--entities", type=positive_int, default=100, help="entity count (default: %(default)s)")
     synthetic.add_argument("--rate", type=_rate, default=100.0, help="readings/s over all entities (default: 100)")
-    synthetic.add_argument("--zipf", type=_non_negative, default=0.0, help="Zipf skew; 0 is uniform (default: 0)")
+    synthetic.add_argument("--zipf", type=non_negative, default=0.0, help="Zipf skew; 0 is uniform (default: 0)")
     synthetic.add_argument(
         "--hot", type=_hot, action="append", default=[], metavar="ENTITY=RATE", help="a hot entity with its own rate"
     )
@@ -189,18 +189,8 @@ def _start_ms(text: str | None) -> int:
 # -- argument types: a bad value exits 2 with one line naming the option ------------
 
 
-def _non_negative(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not value >= 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"{text} must be a finite number of 0 or more")
-    return value
-
-
 def _rate(text: str) -> float:
-    value = _non_negative(text)
+    value = non_negative(text)
     if value > 1_000_000:
         raise argparse.ArgumentTypeError(f"{text} readings/s is more than one process can generate")
     return value

@@ -21,11 +21,16 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from infra.config import AppConfig, load_cdk_json_context
 from keydesign import InvalidInput, format_ts
+from tsctl.arguments import checked
 
 if TYPE_CHECKING:
     from local_runtime import Endpoints, LocalFaults
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+_port = checked(
+    int, lambda v: 0 <= v <= 65_535, "a port number", "{} is not a port number (0-65535; 0 picks a free one)"
+)
+_speed = checked(float, lambda v: 0 < v <= 1_000_000, "a number", "{:g} must lie in (0, 1,000,000]")
 
 
 def register(sub: Any) -> None:
@@ -211,16 +216,6 @@ def _phases(rotations: list[dict[str, Any]]) -> dict[str, str]:
     return {str(k): str(v) for k, v in dict(summary.get("phases", {})).items()}
 
 
-def _speed(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0 < value <= 1_000_000:
-        raise argparse.ArgumentTypeError(f"{value:g} must lie in (0, 1,000,000]")
-    return value
-
-
 def _context(pairs: list[str]) -> dict[str, object]:
     out: dict[str, object] = {}
     for pair in pairs:
@@ -229,13 +224,3 @@ def _context(pairs: list[str]) -> dict[str, object]:
             raise InvalidInput("--context", f"{pair!r} is not KEY=VALUE")
         out[key.strip()] = value.strip()
     return out
-
-
-def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
-    if not 0 <= value <= 65_535:
-        raise argparse.ArgumentTypeError(f"{value} is not a port number (0-65535; 0 picks a free one)")
-    return value

@@ -18,7 +18,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import IO, Any, Protocol
 
 import boto3
@@ -76,22 +76,12 @@ class PublishSummary:
     invalid_examples: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "readings_in": self.readings_in,
-            "readings_sent": self.readings_sent,
-            "readings_failed": self.readings_failed,
-            "readings_invalid": self.readings_invalid,
-            "records_sent": self.records_sent,
-            "records_retried": self.records_retried,
-            "records_failed": self.records_failed,
-            "put_calls": self.put_calls,
-            "bytes_sent": self.bytes_sent,
-            "elapsed_s": round(self.elapsed_s, 3),
-            "readings_per_s": round(self.readings_sent / self.elapsed_s, 1) if self.elapsed_s else None,
-            "readings_per_record": round(self.readings_sent / self.records_sent, 2) if self.records_sent else None,
+        sent, elapsed = self.readings_sent, self.elapsed_s
+        return asdict(self) | {
+            "elapsed_s": round(elapsed, 3),
+            "readings_per_s": round(sent / elapsed, 1) if elapsed else None,
+            "readings_per_record": round(sent / self.records_sent, 2) if self.records_sent else None,
             "errors": dict(self.errors),
-            "failure": self.failure,
-            "invalid_examples": list(self.invalid_examples),
         }
 
 

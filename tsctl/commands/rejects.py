@@ -38,12 +38,10 @@ def register(sub: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
-    listing = _action(actions, "list", "counts by reason and field, oldest and newest (peek: nothing consumed)")
-    listing.add_argument("--max-messages", type=positive_int, default=1000, help="messages to look at (default: 1000)")
+    _action(actions, "list", "counts by reason and field, oldest and newest (peek: nothing consumed)")
     show = _action(actions, "show", "sample messages with the original payload (peek: nothing consumed)")
     _filters(show)
     show.add_argument("--limit", type=positive_int, default=5, help="messages to show (default: 5)")
-    show.add_argument("--max-messages", type=positive_int, default=1000, help="messages to look at (default: 1000)")
     again = _action(actions, "redrive", "send chosen readings back to the stream, then delete their messages")
     _filters(again)
     again.add_argument("--stream", help="stream name or ARN (default: the stack's IngestStreamName output)")
@@ -54,7 +52,6 @@ def register(sub: Any) -> None:
         metavar="OLD=NEW",
         help="move a field before sending (dots reach into objects: measures.tmp=measures.temp); repeatable",
     )
-    again.add_argument("--max-messages", type=positive_int, default=1000, help="messages to take (default: 1000)")
     again.add_argument("--max-attempts", type=positive_int, default=8, help="PutRecords attempts per record")
     again.add_argument(
         "--include-closed",
@@ -77,6 +74,8 @@ def _action(actions: Any, name: str, help_text: str) -> argparse.ArgumentParser:
         default=60 if name != "redrive" else 300,
         help="seconds a received message stays hidden if this command dies before releasing it",
     )
+    verb = "take" if name == "redrive" else "look at"
+    p.add_argument("--max-messages", type=positive_int, default=1000, help=f"messages to {verb} (default: 1000)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=run)
     return p

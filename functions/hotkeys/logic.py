@@ -49,6 +49,7 @@ from hotkeys.detector import (
     Decisions,
     DetectorConfig,
     EntityChange,
+    GlobalChange,
     Observation,
     WindowLoad,
     apply_decisions,
@@ -455,6 +456,11 @@ class HotKeyMonitor:
         kind = self._layout.kind
         threshold = self._config.split_threshold_wcu
         window = {"start": format_ts(decisions.window_start_ms), "end": format_ts(decisions.window_end_ms)}
+        measured = {
+            "threshold_wcu_per_s": threshold,
+            "window": window,
+            "table": self._layout.table_for(decisions.window_start_ms),
+        }
         splits = {s.entity: s for s in decisions.splits}
         entity_rates = dict(decisions.hot_entities)
         entity_applied = applied is not None and self._auto_entity
@@ -466,21 +472,13 @@ class HotKeyMonitor:
                 "partition_key": hot.key,
                 "key_family": family,
                 "wcu_per_s": round(hot.wcu_per_s, 1),
-                "threshold_wcu_per_s": threshold,
-                "window": window,
-                "table": self._layout.table_for(decisions.window_start_ms),
+                **measured,
             }
             if hot.entity is not None and f"entity#{hot.entity}" not in alerts:
                 split = splits.get(hot.entity)
                 action: dict[str, object]
                 if split is not None:
-                    action = {
-                        "action": "split",
-                        "from_shards": split.from_shards,
-                        "to_shards": split.to_shards,
-                        "effective_from": format_ts(split.effective_from_ms),
-                        "applied": entity_applied,
-                    }
+                    action = _scheduled("split", split, applied=entity_applied)
                 elif hot.entity in decisions.at_limit:
                     action = {"action": "none: at the sub-shard limit"}
                 else:
@@ -494,13 +492,7 @@ class HotKeyMonitor:
             if hot.crowded and f"key#{family}" not in alerts:
                 change = decisions.global_change
                 action = (
-                    {
-                        "action": "increase global shards",
-                        "from_shards": change.from_shards,
-                        "to_shards": change.to_shards,
-                        "effective_from": format_ts(change.effective_from_ms),
-                        "applied": applied is not None and self._auto_global,
-                    }
+                    _scheduled("increase global shards", change, applied=applied is not None and self._auto_global)
                     if change is not None
                     else {"action": "none: a larger global N is already scheduled"}
                 )
@@ -524,17 +516,22 @@ class HotKeyMonitor:
                     "kind": "hot_entity",
                     "entity": split.entity,
                     "entity_wcu_per_s": round(rate, 1),
-                    "threshold_wcu_per_s": threshold,
-                    "window": window,
-                    "table": self._layout.table_for(decisions.window_start_ms),
-                    "action": "split",
-                    "from_shards": split.from_shards,
-                    "to_shards": split.to_shards,
-                    "effective_from": format_ts(split.effective_from_ms),
-                    "applied": entity_applied,
+                    **measured,
+                    **_scheduled("split", split, applied=entity_applied),
                 },
             )
         return list(alerts.values())
+
+
+def _scheduled(action: str, change: EntityChange | GlobalChange, *, applied: bool) -> dict[str, object]:
+    """An alert's account of a scheduled shard-count change."""
+    return {
+        "action": action,
+        "from_shards": change.from_shards,
+        "to_shards": change.to_shards,
+        "effective_from": format_ts(change.effective_from_ms),
+        "applied": applied,
+    }
 
 
 def _emit(outcome: BatchOutcome) -> None:

@@ -165,6 +165,7 @@ class Monitoring(Construct):
         """An alarm ``<stack>-<slug>`` on ``metric`` that notifies the topic on ALARM and OK; ``what`` describes it.
 
         By default it raises on a metric at or above 1 in 3 of 5 periods, and a quiet metric is healthy.
+        The dashboard's status widget lists the alarms made before it, in the constructor.
         """
         evaluation, datapoints = periods
         alarm = cloudwatch.Alarm(

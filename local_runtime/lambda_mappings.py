@@ -24,19 +24,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from botocore.exceptions import ClientError
-
 from local_runtime.event_source_mapping import EventSourceMapping, FailureDestination, MappingConfig
+from local_runtime.faults import service_error
 from local_runtime.stream_sources import DynamoDBStreamSource
 from rotator.stream_mappings import StreamMapping, table_of_stream
 
 if TYPE_CHECKING:
     from local_runtime.system import LocalSystem
-
-
-def client_error(code: str, message: str, operation: str) -> ClientError:
-    """The error botocore raises for a service error ``code`` (what the rotator handles)."""
-    return ClientError({"Error": {"Code": code, "Message": message}}, operation)
 
 
 @dataclass(slots=True)
@@ -82,10 +76,10 @@ class LocalMappings:
         source_arn = str(request.get("EventSourceArn", ""))
         function = self._system.function_by_arn(function_arn)
         if function is None:
-            raise client_error("ResourceNotFoundException", f"Function not found: {function_arn}", operation)
+            raise service_error("ResourceNotFoundException", operation, f"Function not found: {function_arn}")
         table = table_of_stream(source_arn)
         if table is None:
-            raise client_error("InvalidParameterValueException", f"{source_arn} is not a DynamoDB stream", operation)
+            raise service_error("InvalidParameterValueException", operation, f"{source_arn} is not a DynamoDB stream")
         with self._lock:
             if any(
                 e.function_arn == function_arn and e.request["EventSourceArn"] == source_arn
@@ -95,8 +89,8 @@ class LocalMappings:
             destination_arn = request.get("DestinationConfig", {}).get("OnFailure", {}).get("Destination")
             destination = self._destination_for(str(destination_arn)) if destination_arn else None
             if destination_arn and destination is None:
-                raise client_error(
-                    "InvalidParameterValueException", f"no local destination {destination_arn}", operation
+                raise service_error(
+                    "InvalidParameterValueException", operation, f"no local destination {destination_arn}"
                 )
             config = MappingConfig.from_request(request, poll_interval_s=self._system.options.poll_interval_s)
             mapping = self._system.add_stream_mapping(
@@ -116,8 +110,8 @@ class LocalMappings:
         with self._lock:
             entry = self._entries.get(mapping_uuid)
             if entry is None:
-                raise client_error(
-                    "ResourceNotFoundException", f"no mapping {mapping_uuid}", "UpdateEventSourceMapping"
+                raise service_error(
+                    "ResourceNotFoundException", "UpdateEventSourceMapping", f"no mapping {mapping_uuid}"
                 )
             entry.changes.update(changes)
 

@@ -1,5 +1,11 @@
 """boto3 clients, created once per container with botocore's ``standard`` retry mode.
 
+Every client comes from one boto3 session: a session loads each service's
+model and the endpoint rules once, so a second client costs 10-30 ms instead
+of the 110-170 ms a fresh session pays again (docs/benchmarks.md, cold start).
+There is one client per service and configuration; boto3 clients are
+thread-safe, sessions are not, hence the lock around creation.
+
 The region comes from the environment (``AWS_REGION`` in Lambda); the endpoint
 too: boto3 honours ``AWS_ENDPOINT_URL`` (and ``AWS_ENDPOINT_URL_<SERVICE>``),
 which is how the local runtime points every client at its moto server without
@@ -15,7 +21,8 @@ import boto3
 from botocore.config import Config
 
 _lock = threading.Lock()
-_clients: dict[tuple[str, int], Any] = {}
+_clients: dict[tuple[str, int, int], Any] = {}
+_session: list[boto3.session.Session] = []
 
 
 def client_config(*, max_attempts: int = 3, pool: int = 32) -> Config:
@@ -33,19 +40,22 @@ def client_config(*, max_attempts: int = 3, pool: int = 32) -> Config:
 
 def client(service: str, *, max_attempts: int = 3, pool: int = 32) -> Any:
     """The process-wide client for ``service``; thread-safe, created on first use."""
-    key = (service, max_attempts)
+    key = (service, max_attempts, pool)
     found = _clients.get(key)
     if found is not None:
         return found
     with _lock:
         found = _clients.get(key)
         if found is None:
-            found = boto3.session.Session().client(service, config=client_config(max_attempts=max_attempts, pool=pool))
+            if not _session:
+                _session.append(boto3.session.Session())
+            found = _session[0].client(service, config=client_config(max_attempts=max_attempts, pool=pool))
             _clients[key] = found
         return found
 
 
 def reset_clients() -> None:
-    """Forget every cached client (tests that switch mocks or endpoints call this)."""
+    """Forget every cached client and the session (tests that switch mocks, endpoints or credentials call this)."""
     with _lock:
         _clients.clear()
+        _session.clear()

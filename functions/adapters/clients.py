@@ -21,26 +21,29 @@ import boto3
 from botocore.config import Config
 
 _lock = threading.Lock()
-_clients: dict[tuple[str, int, int], Any] = {}
+_clients: dict[tuple[str, int, int, bool], Any] = {}
 _session: list[boto3.session.Session] = []
 
 
-def client_config(*, max_attempts: int = 3, pool: int = 32) -> Config:
+def client_config(*, max_attempts: int = 3, pool: int = 32, validate: bool = True) -> Config:
     """botocore config: standard retries (with its own backoff for throttling), a
     connection pool sized for the parallel calls a handler makes, and timeouts
-    well inside a Lambda's own."""
+    well inside a Lambda's own. ``validate=False`` skips botocore's walk of every
+    parameter before a call: for requests our own serialiser built, which refuses
+    what DynamoDB would (DynamoDB still validates them)."""
     return Config(
         retries={"mode": "standard", "max_attempts": max_attempts},
         max_pool_connections=pool,
         connect_timeout=5,
         read_timeout=20,
         tcp_keepalive=True,
+        parameter_validation=validate,
     )
 
 
-def client(service: str, *, max_attempts: int = 3, pool: int = 32) -> Any:
-    """The process-wide client for ``service``; thread-safe, created on first use."""
-    key = (service, max_attempts, pool)
+def client(service: str, *, max_attempts: int = 3, pool: int = 32, validate: bool = True) -> Any:
+    """The process-wide client for ``service`` and this configuration; thread-safe, created on first use."""
+    key = (service, max_attempts, pool, validate)
     found = _clients.get(key)
     if found is not None:
         return found
@@ -49,7 +52,8 @@ def client(service: str, *, max_attempts: int = 3, pool: int = 32) -> Any:
         if found is None:
             if not _session:
                 _session.append(boto3.session.Session())
-            found = _session[0].client(service, config=client_config(max_attempts=max_attempts, pool=pool))
+            config = client_config(max_attempts=max_attempts, pool=pool, validate=validate)
+            found = _session[0].client(service, config=config)
             _clients[key] = found
         return found
 

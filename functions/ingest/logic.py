@@ -195,9 +195,10 @@ class Ingestor:
         common = settings.common
         backoff = Backoff(settings.retry_base_ms, settings.retry_max_delay_ms)
         # One attempt per botocore call: the writer does the retrying, so every
-        # wait is jittered, counted, and bounded by the invocation's deadline.
+        # wait is jittered, counted, and bounded by the invocation's deadline. Its
+        # requests come from serialize_item: botocore's validation walk is skipped.
         writer = BatchWriter(
-            dynamodb if dynamodb is not None else client("dynamodb", max_attempts=1),
+            dynamodb if dynamodb is not None else client("dynamodb", max_attempts=1, validate=False),
             concurrency=settings.write_concurrency,
             backoff=backoff,
             clock=clock,

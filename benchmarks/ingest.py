@@ -321,11 +321,15 @@ def ingest_e2e_moto(quick: bool) -> Result:
     return result
 
 
-def _naive_put_item(endpoint: str, items: list[dict[str, Any]], table: str = "bench-naive") -> float:
-    """The seed article's writer: boto3 resource, Decimal(str(v)), one put_item per reading, in a loop."""
+def _naive_put_item(
+    endpoint: str, items: list[dict[str, Any]], table: str = "bench-naive", warm_up_table: str | None = None
+) -> float:
+    """The seed article's writer: boto3 resource, Decimal(str(v)), one put_item per reading, in a loop
+    (after one unclocked put into ``warm_up_table``, if given)."""
     layout = Layout.from_settings(kind="hybrid", bucket="1h", table_prefix=table)
     resource = boto3.resource("dynamodb", endpoint_url=endpoint, region_name=REGION)
-    resource.Table("warm-up").put_item(Item={"pk": "w", "sk": table})  # the first call, unclocked
+    if warm_up_table is not None:
+        resource.Table(warm_up_table).put_item(Item={"pk": "w", "sk": table})
     writer = resource.Table(table)
     shard_map = ShardMap.initial(layout.bucket, 16)
     started = time.perf_counter()

@@ -3,7 +3,12 @@
 Import time is measured in a fresh interpreter per run (``python -c``), with
 a clean environment holding only what the function's settings need (see each
 ``functions/<name>/settings.py``), so nothing is cached from an earlier
-import. The child times ``import <name>.handler`` with ``time.perf_counter``
+import. ``LAMBDA_TASK_ROOT`` is set, as the Lambda runtime sets it (tracing is
+on, as deployed); a second figure per handler leaves it out, as local mode
+runs (tracing off, but the X-Ray SDK builds its sampler). The floor is the
+same interpreter importing only boto3 and Powertools' Logger, Tracer and
+Metrics: what every handler pays before a line of its own. The child times
+``import <name>.handler`` with ``time.perf_counter``
 and refuses every socket connection first: a handler that called AWS while
 importing would fail the benchmark (the clients are created at import, the
 calls must wait for the first event). A separate run under ``python -X
@@ -72,7 +77,7 @@ socket.socket.connect = refuse
 socket.socket.connect_ex = refuse
 socket.create_connection = refuse
 started = time.perf_counter()
-__import__({module!r})  # the import statement's own path: -X importtime times it (importlib's would not)
+{statement}
 seconds = time.perf_counter() - started
 files, third = [], set()
 for name, mod in list(sys.modules.items()):
@@ -85,24 +90,38 @@ print(json.dumps({{"seconds": seconds, "files": sorted(files), "third_party": so
 """
 
 
-def handler_env(name: str) -> dict[str, str]:
-    """A clean environment for the handler ``name``: only what its settings need, plus PATH and HOME."""
-    _, extra = HANDLERS[name]
+#: What every handler runs before its own code (boto3, and the three objects of adapters/observability.py):
+#: the floor of its import time.
+FLOOR = "floor"
+_FLOOR = (
+    "import boto3\nfrom aws_lambda_powertools import Logger, Metrics, Tracer\n"
+    "Logger(); Tracer(patch_modules=('botocore',)); Metrics(namespace='TimeSeries')"
+)
+
+
+def handler_env(name: str, *, in_lambda: bool = True) -> dict[str, str]:
+    """A clean environment for the handler ``name``: only what its settings need, plus PATH and HOME, and
+    ``LAMBDA_TASK_ROOT`` when ``in_lambda``."""
+    _, extra = HANDLERS.get(name, ("", {}))
     env = {key: os.environ[key] for key in ("PATH", "HOME") if key in os.environ}
     env.update(_COMMON)
     env.update(extra)
     env["POWERTOOLS_SERVICE_NAME"] = name
+    if in_lambda:
+        env["LAMBDA_TASK_ROOT"] = str(FUNCTIONS)
     return env
 
 
-def import_once(name: str, *, importtime: bool = False) -> tuple[dict[str, Any], str]:
-    """Import one handler in a fresh interpreter: its report, and stderr (``-X importtime`` output)."""
-    module, _ = HANDLERS[name]
+def import_once(name: str, *, importtime: bool = False, in_lambda: bool = True) -> tuple[dict[str, Any], str]:
+    """Import one handler (or the :data:`FLOOR`) in a fresh interpreter: its report, and stderr (``-X
+    importtime`` output)."""
+    # __import__: the import statement's own path, which -X importtime times (importlib's would not)
+    statement = _FLOOR if name == FLOOR else f"__import__({HANDLERS[name][0]!r})"
     flags = ["-X", "importtime"] if importtime else []
-    child = _CHILD.format(functions=str(FUNCTIONS), module=module)
+    child = _CHILD.format(functions=str(FUNCTIONS), statement=statement)
     done = subprocess.run(  # noqa: S603 - our own interpreter running our own code
         [sys.executable, *flags, "-c", child],
-        env=handler_env(name),
+        env=handler_env(name, in_lambda=in_lambda),
         capture_output=True,
         text=True,
         check=False,
@@ -110,7 +129,7 @@ def import_once(name: str, *, importtime: bool = False) -> tuple[dict[str, Any],
         timeout=120,
     )
     if done.returncode != 0:
-        raise RuntimeError(f"importing {module} failed: {done.stderr.strip().splitlines()[-1:]}")
+        raise RuntimeError(f"importing {name} failed: {done.stderr.strip().splitlines()[-1:]}")
     return json.loads(done.stdout.strip().splitlines()[-1]), done.stderr
 
 
@@ -188,7 +207,8 @@ def cold_start(quick: bool) -> Result:
     result = Result(
         method=(
             f"per handler, {repeats} fresh interpreters (python -c) with a clean environment holding only what its "
-            "settings need and every socket connection refused; time.perf_counter around `import <name>.handler` "
+            "settings need, LAMBDA_TASK_ROOT set (and again without it), every socket connection refused; "
+            "time.perf_counter around `import <name>.handler` "
             "in the child, median; one more run under -X importtime names the slowest top-level imports. Assets: "
             "functions/ zipped (deflate 9) without caches and tests, and per function only the first-party files "
             "its import loaded"
@@ -197,19 +217,25 @@ def cold_start(quick: bool) -> Result:
     result.add("interpreter start and exit (python -c pass)", round(baseline * 1000, 1), "ms", "median, for scale")
     shared_zip, shared_raw = zipped_size(FUNCTIONS, asset_files(FUNCTIONS))
     third_party: dict[str, list[str]] = {}
+
+    def median_ms(name: str, *, in_lambda: bool = True) -> tuple[float, Mapping[str, Any]]:
+        reports = [import_once(name, in_lambda=in_lambda)[0] for _ in range(repeats)]
+        return round(statistics.median(float(r["seconds"]) for r in reports) * 1000, 1), reports[-1]
+
+    floor_ms, _ = median_ms(FLOOR)
+    result.add("floor: boto3 + Powertools Logger, Tracer, Metrics", floor_ms, "ms", "what every handler imports first")
     for name in HANDLERS:
-        times = []
-        report: Mapping[str, Any] = {}
-        for _ in range(repeats):
-            report, _ = import_once(name)
-            times.append(float(report["seconds"]))
+        ms, report = median_ms(name)
         _, importtime = import_once(name, importtime=True)
         slowest = ", ".join(f"{module} {ms:.0f} ms" for module, ms in slowest_imports(importtime))
         result.add(
-            f"{name}: import handler",
-            round(statistics.median(times) * 1000, 1),
+            f"{name}: import handler", ms, "ms", f"{ms / floor_ms:.2f}x the floor; most of it: {slowest} (cumulative)"
+        )
+        result.add(
+            f"{name}: import handler, outside Lambda",
+            median_ms(name, in_lambda=False)[0],
             "ms",
-            f"most of it: {slowest} (cumulative, overlapping)",
+            "no LAMBDA_TASK_ROOT, as local mode",
         )
         own_zip, own_raw = zipped_size(FUNCTIONS, [Path(f) for f in report["files"]])
         result.add(

@@ -321,16 +321,22 @@ def ingest_e2e_moto(quick: bool) -> Result:
     return result
 
 
-def _naive_put_item(endpoint: str, items: list[dict[str, Any]]) -> float:
-    """The seed article's writer: boto3 resource, Decimal(str(v)), one put_item per reading, in a loop."""
-    table = boto3.resource("dynamodb", endpoint_url=endpoint, region_name=REGION).Table("bench-naive")
-    layout = Layout.from_settings(kind="hybrid", bucket="1h", table_prefix="bench-naive")
+def _naive_put_item(
+    endpoint: str, items: list[dict[str, Any]], table: str = "bench-naive", warm_up_table: str | None = None
+) -> float:
+    """The seed article's writer: boto3 resource, Decimal(str(v)), one put_item per reading, in a loop
+    (after one unclocked put into ``warm_up_table``, if given)."""
+    layout = Layout.from_settings(kind="hybrid", bucket="1h", table_prefix=table)
+    resource = boto3.resource("dynamodb", endpoint_url=endpoint, region_name=REGION)
+    if warm_up_table is not None:
+        resource.Table(warm_up_table).put_item(Item={"pk": "w", "sk": table})
+    writer = resource.Table(table)
     shard_map = ShardMap.initial(layout.bucket, 16)
     started = time.perf_counter()
     for raw in items:
         reading = Reading.parse(raw)
         key = layout.key_for(reading, shard_map)
-        table.put_item(
+        writer.put_item(
             Item={
                 "pk": key.pk,
                 "sk": key.sk,

@@ -1,5 +1,5 @@
 """Three changes to moto's speed, not its behaviour (how a table orders, projects and serialises its
-items), and one to its thread safety (how a table's stream numbers its records).
+items), and one to its thread safety (item writes, one at a time, as DynamoDB applies them).
 
 * **Order.** moto 5.2's ``Table.all_items`` sorts *every item of the table*
   on every Query and on every Scan page, comparing ``DynamoType`` objects pair
@@ -23,14 +23,20 @@ items), and one to its thread safety (how a table's stream numbers its records).
   writes the items as they are. Anything ``json`` cannot write as it stands
   (binary values, which the model base64-encodes) goes to moto's own.
 
-* **Stream numbers.** moto 5.2's ``StreamShard.add`` numbers a record
-  ``len(items) + start`` and only then appends it. The server answers requests
-  on threads, so two writes at once can get one sequence number, and a reader
-  that checkpoints by sequence number (a partial batch failure names one) then
-  resumes past a record it never delivered. :func:`_stream_add` numbers and
-  appends under one lock, as DynamoDB's strictly increasing numbers require.
+* **Item writes.** moto applies a write in Python, in steps, and its server
+  answers requests on threads. Two of them writing the first items of one
+  partition at once can each find it missing and each insert a fresh one, the
+  second replacing the first with the item the first just stored (measured:
+  16 of 4,000 items lost, ``tests/integration/local_runtime/test_moto_writes.py``);
+  ``StreamShard.add`` numbers a stream record ``len(items) + start`` before
+  appending it, so two writes can share a sequence number and a reader
+  checkpointing by it resumes past a record it never delivered; an UpdateItem
+  ``ADD`` reads, changes and writes back, losing a concurrent one. DynamoDB
+  applies each item write atomically: :func:`_serialised` runs moto's item
+  writes (put, delete, update, and so the stream record each appends) one at
+  a time, under one lock.
 
-All four are installed while an embedded server runs and undone when the last one
+All are installed while an embedded server runs and undone when the last one
 stops. ``tests/unit/local_runtime/test_moto_speedups.py`` checks each against
 moto's own on mixed data. If moto changes shape (another version), nothing is
 replaced and local mode is only slower.
@@ -102,19 +108,26 @@ def _execute_result(self: Any, context: Any) -> Any:
     return original(self, context)
 
 
-_STREAM_WRITES = threading.Lock()
+_WRITES = threading.RLock()  # reentrant: an update writes through the table's put_item
 
 
-def _stream_add(self: Any, old: Any, new: Any) -> None:
-    original = _PATCH.originals.get("add")
-    with _STREAM_WRITES:
-        if original is not None:
-            original(self, old, new)
-        else:  # uninstalled meanwhile: the class has moto's own back
-            type(self).add(self, old, new)
+def _serialised(key: str) -> Callable[..., Any]:
+    """moto's write method ``key`` (``Class.method``), run under the lock every item write takes."""
+
+    def write(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with _WRITES:
+            original = _PATCH.originals.get(key)
+            if original is None:  # uninstalled meanwhile: the class has moto's own back
+                original = getattr(type(self), _attribute(key))
+            return original(self, *args, **kwargs)
+
+    setattr(write, _MARK, True)
+    return write
 
 
-for _function in (_all_items, _project, _execute_result, _stream_add):
+_WRITE_METHODS = ("Table.put_item", "Table.delete_item", "DynamoDBBackend.update_item", "DynamoDBBackend.delete_item")
+_WRITERS = {key: _serialised(key) for key in _WRITE_METHODS}
+for _function in (_all_items, _project, _execute_result):
     setattr(_function, _MARK, True)
 
 
@@ -137,11 +150,11 @@ def install() -> bool:
         if targets is None:
             return False
         if _PATCH.users == 0:
-            for name, (cls, replacement) in targets.items():
-                current = getattr(cls, name)
+            for key, (cls, replacement) in targets.items():
+                current = getattr(cls, _attribute(key))
                 if not getattr(current, _MARK, False):
-                    _PATCH.originals[name] = current
-                    setattr(cls, name, replacement)
+                    _PATCH.originals[key] = current
+                    setattr(cls, _attribute(key), replacement)
         _PATCH.users += 1
         return True
 
@@ -153,29 +166,36 @@ def uninstall() -> None:
         _PATCH.users -= 1
         targets = _targets()
         if _PATCH.users == 0 and targets is not None:
-            for name, (cls, _) in targets.items():
-                original = _PATCH.originals.pop(name, None)
+            for key, (cls, _) in targets.items():
+                original = _PATCH.originals.pop(key, None)
                 if original is not None:
-                    setattr(cls, name, original)
+                    setattr(cls, _attribute(key), original)
+
+
+def _attribute(key: str) -> str:
+    return key.rpartition(".")[2]
 
 
 def _targets() -> dict[str, tuple[type, Callable[..., Any]]] | None:
     """moto's classes and what replaces their methods, when moto is the shape this module knows (5.x)."""
     try:
         import moto  # noqa: PLC0415 - moto is heavy; only local mode needs it
+        from moto.dynamodb.models import DynamoDBBackend  # noqa: PLC0415
         from moto.dynamodb.models.dynamo_type import Item  # noqa: PLC0415
-        from moto.dynamodb.models.table import StreamShard, Table  # noqa: PLC0415
+        from moto.dynamodb.models.table import Table  # noqa: PLC0415
         from moto.dynamodb.responses import DynamoResult  # noqa: PLC0415
     except ImportError:  # pragma: no cover - moto is a dependency of local mode
         return None
     version = str(getattr(moto, "__version__", ""))
-    known = ((Table, "all_items"), (Item, "project"), (DynamoResult, "execute_result"), (StreamShard, "add"))
-    if not version.startswith("5.") or not all(callable(getattr(cls, name, None)) for cls, name in known):
-        _log.info("moto %s: its table order, projection and serialisation are left as they are", version or "?")
-        return None
-    return {
+    targets: dict[str, tuple[type, Callable[..., Any]]] = {
         "all_items": (Table, _all_items),
         "project": (Item, _project),
         "execute_result": (DynamoResult, _execute_result),
-        "add": (StreamShard, _stream_add),
     }
+    classes = {"Table": Table, "DynamoDBBackend": DynamoDBBackend}
+    targets.update({key: (classes[key.split(".")[0]], writer) for key, writer in _WRITERS.items()})
+    shaped = all(callable(getattr(cls, _attribute(key), None)) for key, (cls, _) in targets.items())
+    if not version.startswith("5.") or not shaped:
+        _log.info("moto %s: its table order, projection, serialisation and writes are left as they are", version or "?")
+        return None
+    return targets

@@ -15,5 +15,7 @@ from aws_lambda_powertools import Logger, Metrics, Tracer
 NAMESPACE = os.environ.get("POWERTOOLS_METRICS_NAMESPACE", "TimeSeries")
 
 logger = Logger()
-tracer = Tracer()
+# Only botocore is patched: every AWS call goes through it, and patching all (the default) imports
+# requests and the other libraries the X-Ray SDK can patch, at cold start, for nothing.
+tracer = Tracer(patch_modules=("botocore",))
 metrics = Metrics(namespace=NAMESPACE)

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import functools
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import pytest
 from moto import mock_aws
-from moto.dynamodb.models import DynamoDBBackend
 
 from adapters.clients import reset_clients
 from local_runtime import moto_speedups
@@ -30,10 +27,9 @@ def mocked_aws(monkeypatch: pytest.MonkeyPatch, region: str, **env: str) -> Iter
     }.items():
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-    for name in _ITEM_WRITES:
-        monkeypatch.setattr(DynamoDBBackend, name, _atomic(getattr(DynamoDBBackend, name)))
     # The local runtime's speed-ups to moto (same results: tests/unit/local_runtime/test_moto_speedups.py)
-    # make a Query cost what it returns, not the size of its table, here as in local mode.
+    # make a Query cost what it returns, not the size of its table, here as in local mode, and apply
+    # each item write atomically, as DynamoDB does (tests that run containers in threads need it).
     moto_speedups.install()
     try:
         with mock_aws():
@@ -42,22 +38,6 @@ def mocked_aws(monkeypatch: pytest.MonkeyPatch, region: str, **env: str) -> Iter
             reset_clients()
     finally:
         moto_speedups.uninstall()
-
-
-# DynamoDB applies each item write atomically; moto's are read-modify-writes in Python, so two
-# threads ADDing to one counter can lose an update (seen: 1,230 of 1,800 WCU counted by three
-# concurrent hot-key containers). Tests that run containers in threads need DynamoDB's atomicity.
-_ITEM_WRITES = ("put_item", "update_item", "delete_item")
-_WRITE_LOCK = threading.RLock()
-
-
-def _atomic(write: Callable[..., Any]) -> Callable[..., Any]:
-    @functools.wraps(write)
-    def locked(*args: Any, **kwargs: Any) -> Any:
-        with _WRITE_LOCK:
-            return write(*args, **kwargs)
-
-    return locked
 
 
 def create_readings_table(dynamodb: Any, name: str, *, stream: bool = False) -> None:

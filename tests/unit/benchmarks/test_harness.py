@@ -25,6 +25,7 @@ def test_every_benchmark_of_the_issue_is_registered() -> None:
     assert set(registered()) == {
         "ingest-cpu",
         "ingest-e2e-moto",
+        "ingest-network",
         "query-fanout",
         "read-budget",
         "cold-start",

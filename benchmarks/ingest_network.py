@@ -1,0 +1,219 @@
+"""Ingest where the network is the cost: DynamoDB answers every call after a fixed latency.
+
+A stub DynamoDB on loopback (a threaded HTTP server, in a process of its own) takes PutItem and BatchWriteItem,
+remembers every key it was sent and answers after ``latency`` milliseconds, as DynamoDB
+in another building would; its own work is a JSON parse. Real boto3 clients (HTTP,
+signing, serialising) talk to it. The same readings go through three writers, one
+after the other, into three tables:
+
+* **seed**: the seed article's writer, a boto3 resource ``put_item`` per reading;
+* **peer**: what the AWS serverless samples write, a handler looping over the Kinesis
+  records into ``Table.batch_writer()`` (25 items a call, one call at a time);
+* **ours**: the real ``Ingestor`` (BatchWriteItem, ``WRITE_CONCURRENCY`` calls in flight).
+
+Each table is counted afterwards against the readings sent. The seed writer makes one
+call per reading, so it writes a prefix of the readings (its rate does not depend on how
+many). Rerun: ``python -m benchmarks ingest-network``.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import multiprocessing
+import os
+import threading
+import time
+import urllib.request
+from decimal import Decimal
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from multiprocessing.connection import Connection
+from typing import Any
+
+import boto3
+
+from adapters.clients import client_config
+from adapters.observability import metrics
+from benchmarks.harness import Result, benchmark
+from benchmarks.ingest import NullSQS, _env, _naive_put_item, lambda_records, readings
+from ingest.logic import Ingestor
+from ingest.settings import IngestSettings
+from keydesign import Layout, Reading, ShardMap, build_item, ttl_for
+
+REGION = "eu-west-1"
+LATENCIES_MS = (5, 20)
+
+
+class StubDynamoDB(ThreadingHTTPServer):
+    """PutItem and BatchWriteItem on loopback, answered after ``latency_s``; keys kept per table.
+
+    ``GET /latency/<ms>`` sets the latency, ``GET /count/<table>`` answers the distinct keys
+    stored in ``table``."""
+
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _StubHandler)
+        self.latency_s = 0.0
+        self.keys: dict[str, set[tuple[str, str]]] = {}
+        self.lock = threading.Lock()
+
+    def store(self, table: str, items: list[dict[str, Any]]) -> None:
+        with self.lock:
+            self.keys.setdefault(table, set()).update((i["pk"]["S"], i["sk"]["S"]) for i in items)
+
+
+class _StubHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive, as botocore's pool expects
+    disable_nagle_algorithm = True  # headers and body go out as two writes: no 40 ms delayed-ACK stall
+    server: StubDynamoDB
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        operation = self.headers.get("X-Amz-Target", "").rpartition(".")[2]
+        if operation == "PutItem":
+            self.server.store(body["TableName"], [body["Item"]])
+            answer: dict[str, Any] = {}
+        elif operation == "BatchWriteItem":
+            for table, requests in body["RequestItems"].items():
+                self.server.store(table, [r["PutRequest"]["Item"] for r in requests])
+            answer = {"UnprocessedItems": {}}
+        else:
+            self.send_error(400, f"the stub does not answer {operation}")
+            return
+        time.sleep(self.server.latency_s)
+        self._answer(answer)
+
+    def do_GET(self) -> None:
+        _, what, arg = self.path.split("/", 2)
+        if what == "latency":
+            self.server.latency_s = int(arg) / 1000
+            self._answer({})
+        else:
+            with self.server.lock:
+                self._answer({"count": len(self.server.keys.get(arg, ()))})
+
+    def _answer(self, answer: dict[str, Any]) -> None:
+        data = json.dumps(answer).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-amz-json-1.0")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def _serve(port: Connection) -> None:
+    server = StubDynamoDB()
+    port.send(server.server_address[1])
+    server.serve_forever()
+
+
+class StubProcess:
+    """The stub in a process of its own: its work does not take the writers' interpreter lock."""
+
+    def __init__(self) -> None:
+        parent, child = multiprocessing.Pipe()
+        self._process = multiprocessing.get_context("spawn").Process(target=_serve, args=(child,), daemon=True)
+        self._process.start()
+        self.endpoint = f"http://127.0.0.1:{parent.recv()}"
+
+    def get(self, path: str) -> dict[str, Any]:
+        with urllib.request.urlopen(f"{self.endpoint}{path}", timeout=30) as answer:  # noqa: S310 - loopback
+            return dict(json.loads(answer.read()))
+
+    def stop(self) -> None:
+        self._process.terminate()
+        self._process.join(10)
+
+
+def peer_batch_writer(table: Any, records: list[dict[str, Any]]) -> None:
+    """The AWS samples' stream handler: decode each record, put each reading through ``batch_writer``."""
+    layout = Layout.from_settings(kind="hybrid", bucket="1h", table_prefix=table.name)
+    shard_map = ShardMap.initial(layout.bucket, 16)
+    with table.batch_writer() as batch:
+        for record in records:
+            payload = json.loads(base64.b64decode(record["kinesis"]["data"]))
+            for raw in payload if isinstance(payload, list) else [payload]:
+                reading = Reading.parse(raw)
+                item = build_item(reading, layout.key_for(reading, shard_map), ttl_for(reading, 30 * 86_400_000))
+                item["m"] = {k: Decimal(str(v)) for k, v in reading.measures.items()}
+                batch.put_item(Item=item)
+
+
+def our_ingestor(endpoint: str, table: str, warm_up: list[dict[str, Any]]) -> Ingestor:
+    """The project's ingest on a boto3 client of the stub, as ``from_settings`` wires it, warm as a
+    container that has served a batch: it has ingested ``warm_up`` (records it will be given again)."""
+    # The configuration adapters.clients gives ingest's writes (ingest retries unprocessed items itself)
+    dynamodb = boto3.client(
+        "dynamodb", endpoint_url=endpoint, region_name=REGION, config=client_config(max_attempts=1, validate=False)
+    )
+    ingestor = Ingestor.from_settings(IngestSettings.from_env(_env(table)), dynamodb=dynamodb, sqs=NullSQS())
+    ingestor.ingest(warm_up, 900_000)
+    metrics.clear_metrics()
+    return ingestor
+
+
+def ours(ingestor: Ingestor, records: list[dict[str, Any]]) -> int:
+    """Ingest ``records``; the BatchWriteItem calls it made."""
+    try:
+        outcome = ingestor.ingest(records, 900_000)
+    finally:
+        ingestor.close()
+        metrics.clear_metrics()
+    assert outcome.written == outcome.readings and not outcome.failed_records, "ours must ingest everything"
+    return outcome.write.calls
+
+
+@benchmark("ingest-network", "readings/s with DynamoDB answering after 5 and 20 ms: seed, batch_writer peer, ours")
+def ingest_network(quick: bool) -> Result:
+    logging.getLogger("botocore").setLevel(logging.WARNING)
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        os.environ.setdefault(name, "benchmark")
+    count, seed_count = (1_000, 100) if quick else (5_000, 400)
+    items = readings(count, seed=13)
+    records = lambda_records(items, packed=True)
+    result = Result(
+        params={"readings": count, "seed_readings": seed_count, "records": len(records), "write_concurrency": 8},
+        method=(
+            "a stub DynamoDB on loopback, in its own process (threaded HTTP server: parses each call, keeps its "
+            "keys, sleeps the latency, answers); real boto3 clients; peer and ours first write the first 4 records "
+            "unclocked (a warm container; the same keys again); per latency the "
+            "three writers run one after the other into their own table, each table's distinct keys counted "
+            "afterwards; wall time of each write phase. seed = resource put_item per reading (a prefix of the "
+            "readings), peer = Table.batch_writer() over the records as the AWS samples do, ours = the Ingestor "
+            "with WRITE_CONCURRENCY 8 on the client configuration adapters.clients gives it"
+        ),
+    )
+    stub = StubProcess()
+    try:
+        for latency_ms in LATENCIES_MS:
+            stub.get(f"/latency/{latency_ms}")
+            tables = {w: f"{w}-{latency_ms}ms" for w in ("seed", "peer", "ours")}
+            started = time.perf_counter()
+            _naive_put_item(stub.endpoint, items[:seed_count], table=tables["seed"], warm_up_table="warm-up")
+            seed_s = time.perf_counter() - started
+            resource = boto3.resource("dynamodb", endpoint_url=stub.endpoint, region_name=REGION)
+            peer = resource.Table(tables["peer"])
+            peer_batch_writer(peer, records[:4])  # unclocked, as ours: the same keys again below
+            started = time.perf_counter()
+            peer_batch_writer(peer, records)
+            peer_s = time.perf_counter() - started
+            ingestor = our_ingestor(stub.endpoint, tables["ours"], records[:4])
+            started = time.perf_counter()
+            calls = ours(ingestor, records)
+            ours_s = time.perf_counter() - started
+            stored = {w: stub.get(f"/count/{t}")["count"] for w, t in tables.items()}
+            assert stored == {"seed": seed_count, "peer": count, "ours": count}, stored
+            peer_rate, ours_rate = count / peer_s, count / ours_s
+            result.add(f"{latency_ms} ms: seed readings/s", round(seed_count / seed_s), "readings/s", "PutItem each")
+            result.add(f"{latency_ms} ms: peer readings/s", round(peer_rate), "readings/s", "batch_writer")
+            result.add(f"{latency_ms} ms: ours readings/s", round(ours_rate), "readings/s", f"{calls} calls")
+            result.add(f"{latency_ms} ms: ours / peer", round(ours_rate / peer_rate, 1), "x", "side by side")
+            result.add(f"{latency_ms} ms: ours / seed", round(ours_rate / (seed_count / seed_s), 1), "x")
+    finally:
+        stub.stop()
+    return result

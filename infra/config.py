@@ -14,7 +14,10 @@ defaults, and a test keeps it to them).
 
 from __future__ import annotations
 
+import ast
 import difflib
+import inspect
+import itertools
 import json
 import math
 import re
@@ -509,6 +512,23 @@ class AppConfig:
         return 15 if self.table_period == "hour" else 60
 
 
+def attribute_docs(model: type) -> dict[str, str]:
+    """The docstring under each field of ``model`` and its bases (the settings models do not ask pydantic
+    for them: reading every class's source at import costs each function's cold start tens of ms)."""
+    docs: dict[str, str] = {}
+    for cls in reversed(model.__mro__[:-1]):
+        try:
+            body = ast.parse(inspect.getsource(cls)).body[0]
+        except (OSError, TypeError, IndexError):
+            continue
+        statements = body.body if isinstance(body, ast.ClassDef) else []
+        for stmt, after in itertools.pairwise(statements):
+            target = stmt.target if isinstance(stmt, ast.AnnAssign) else None
+            if isinstance(target, ast.Name) and isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant):
+                docs[target.id] = inspect.cleandoc(str(after.value.value))
+    return docs
+
+
 def environment_reference() -> str:
     """The variables every function reads, with defaults, bounds and meaning, from the settings
     models: docs/configuration.md holds this text (a test keeps the two equal)."""
@@ -516,6 +536,7 @@ def environment_reference() -> str:
     sections += [(f"`{f.value}` adds", f.settings, set(f.settings.__annotations__)) for f in LambdaFunction]
     lines: list[str] = []
     for title, model, names in sections:
+        docs = attribute_docs(model)
         lines += [f"{title}:", "", "| Variable | Default | Range | Meaning |", "|---|---|---|---|"]
         for name in (n for n in model.model_fields if n in names):
             field = model.model_fields[name]
@@ -527,7 +548,7 @@ def environment_reference() -> str:
             low = f"{bound['ge']:,}" if "ge" in bound else f"> {bound['gt']}" if "gt" in bound else ""
             high = f"{bound['le']:,}" if "le" in bound else f"< {bound['lt']}" if "lt" in bound else ""
             span = f"{low}..{high}" if low and high else low or high
-            meaning = " ".join((field.description or "").split())
+            meaning = " ".join((field.description or docs.get(name, "")).split())
             lines.append(f"| `{field.alias}` | {shown} | {span} | {meaning} |")
         lines.append("")
     return "\n".join(lines)

@@ -100,7 +100,7 @@ def matching(pattern: re.Pattern[str], what: str) -> AfterValidator:
 def env(name: str, default: Any = ..., **constraints: Any) -> Any:
     """A field read from the environment variable ``name`` (``...``: required).
 
-    The docstring under the field says what it is (and docs/configuration.md shows it)."""
+    The docstring under the field says what it is (``infra.config.attribute_docs`` reads it for the docs)."""
     return Field(default, alias=name, validate_default=True, **constraints)
 
 
@@ -114,7 +114,7 @@ def deadline_margin(default_ms: int, most_ms: int) -> Any:
 class EnvSettings(BaseModel):
     """A function's settings: each field is an environment variable (its alias)."""
 
-    model_config = ConfigDict(frozen=True, populate_by_name=True, extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(frozen=True, populate_by_name=True, extra="forbid")
 
     @classmethod
     def variables(cls) -> dict[str, str]:

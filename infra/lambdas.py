@@ -160,7 +160,6 @@ class ServiceFunction(Construct):
         invocation: Invocation,
         failures_hold: str = "",
         unscoped_also: str = "",
-        reserved_concurrency: int | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         sizing = runtime.config.sizing(function)
@@ -197,9 +196,7 @@ class ServiceFunction(Construct):
             role=self.role,
             log_group=self.log_group,
             tracing=lambda_.Tracing.ACTIVE,
-            reserved_concurrent_executions=(
-                reserved_concurrency if reserved_concurrency is not None else sizing.reserved_concurrency
-            ),
+            reserved_concurrent_executions=sizing.reserved_concurrency,
             dead_letter_queue=self._failure_queue if invocation is Invocation.SCHEDULE else None,
         )
         # Without an AWS managed policy the role needs the log group spelt out:

@@ -126,11 +126,13 @@ def render(value: Any) -> str:
     return json.dumps(value, sort_keys=True)
 
 
-def grants(statements: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
-    """Every (action, resource, condition) an identity policy allows, one triple per action and resource."""
+def grants(statements: list[dict[str, Any]], effect: str = "Allow") -> set[tuple[str, str, str]]:
+    """Every (action, resource, condition) an identity policy allows (or denies), one triple per action and resource."""
     found: set[tuple[str, str, str]] = set()
     for statement in statements:
-        assert statement["Effect"] == "Allow", statement
+        assert statement["Effect"] in ("Allow", "Deny"), statement
+        if statement["Effect"] != effect:
+            continue
         condition = json.dumps(statement.get("Condition", {}), sort_keys=True)
         for action in actions(statement):
             for resource in resources(statement):

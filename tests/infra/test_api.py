@@ -120,6 +120,24 @@ def test_the_query_function_reserves_its_concurrency_and_ingest_draws_on_the_res
     assert "ReservedConcurrentExecutions" not in ingest
 
 
+def test_every_functions_reserved_concurrency_is_a_setting_and_the_rotator_runs_alone(synthesized: Synthesized) -> None:
+    # Given the defaults: only the query function (and the rotator, always) reserved
+    default = synthesized.synth("default")
+    reserved = {f: default.function(f)[1]["Properties"].get("ReservedConcurrentExecutions") for f in LambdaFunction}
+    assert reserved == {
+        LambdaFunction.INGEST: None,
+        LambdaFunction.QUERY: 50,
+        LambdaFunction.HOTKEYS: None,
+        LambdaFunction.ROTATOR: 1,
+    }
+    # When ingest and the hot-key detector are reserved too (an 8-shard provisioned stream)
+    provisioned = synthesized.synth("provisioned")
+    properties = {f: provisioned.function(f)[1]["Properties"] for f in (LambdaFunction.INGEST, LambdaFunction.HOTKEYS)}
+    # Then each gets its own setting
+    assert properties[LambdaFunction.INGEST]["ReservedConcurrentExecutions"] == 8
+    assert properties[LambdaFunction.HOTKEYS]["ReservedConcurrentExecutions"] == 4
+
+
 def test_the_cursor_key_is_a_generated_secret_long_enough_for_the_function(synthesized: Synthesized) -> None:
     synth = synthesized.synth("default")
     (secret,) = synth.of_type("AWS::SecretsManager::Secret").values()

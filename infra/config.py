@@ -250,6 +250,8 @@ class ApiConfig:
     throttle_burst: int
     #: Create API Gateway's account-wide CloudWatch Logs role (one per account and region).
     cloudwatch_role: bool
+    #: Days between rotations of the cursor-signing key.
+    cursor_key_rotation_days: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -725,6 +727,8 @@ class Context(BaseModel):
     api_throttle_rate: Annotated[float, BeforeValidator(_positive_number)] = key(100)
     api_throttle_burst: Whole = key(200, low=1)
     api_cloudwatch_role: Flag = key(True)
+    # Secrets Manager rotates at most every 4 hours and at least every 1,000 days (in days here).
+    api_cursor_key_rotation_days: Whole = key(30, low=1, high=1_000)
     query_memory_mb: Whole = key(1_024, low=LAMBDA_MIN_MEMORY_MB, high=LAMBDA_MAX_MEMORY_MB)
     # Under API Gateway's 29 s integration timeout, so a slow request ends
     # in the function (logged, traced) rather than as a bare 504.

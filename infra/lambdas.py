@@ -15,6 +15,7 @@ Docker.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
@@ -26,7 +27,13 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from infra.acknowledgements import acknowledge, acknowledge_unscoped_actions
-from infra.config import POWERTOOLS_LAYER_ACCOUNT, POWERTOOLS_LAYER_NAME, LambdaConfig, LambdaFunction
+from infra.config import (
+    POWERTOOLS_LAYER_ACCOUNT,
+    POWERTOOLS_LAYER_NAME,
+    FunctionSizing,
+    LambdaConfig,
+    LambdaFunction,
+)
 
 #: The Lambda code root: the handlers import their packages from here.
 FUNCTIONS_DIR = Path(__file__).resolve().parents[1] / "functions"
@@ -117,6 +124,19 @@ def terminal_queue(scope: Construct, construct_id: str, *, removal_policy: Remov
     return queue
 
 
+@dataclass(frozen=True, slots=True)
+class HelperFunction:
+    """A function beside the four of the data path (``LambdaFunction``), with a fixed size and no
+    settings model: its package under ``functions/`` and its handler there."""
+
+    value: str
+    sizing: FunctionSizing
+
+    @property
+    def handler(self) -> str:
+        return f"{self.value}.handler.handler"
+
+
 class Invocation(Enum):
     """How a function is invoked, which decides where its failures go (and why it has no DLQ of its own)."""
 
@@ -132,6 +152,12 @@ class Invocation(Enum):
         "A function DLQ only receives failed asynchronous invocations, and this function is only invoked "
         "synchronously by API Gateway's Lambda proxy integration: a failure is the HTTP response the caller "
         "gets (and is logged, traced and alarmed on), with nothing left to redeliver."
+    )
+    #: By Secrets Manager, once per rotation step, synchronously.
+    KEY_ROTATION = (
+        "A function DLQ only receives failed asynchronous invocations, and Secrets Manager invokes this rotation "
+        "function synchronously, one step at a time. A failed step fails that rotation: the secret keeps its "
+        "AWSCURRENT version, Secrets Manager records the failure (RotationFailed) and rotates again on schedule."
     )
     #: Asynchronously, by a schedule: the failure queue is the function's dead-letter queue.
     SCHEDULE = None
@@ -153,7 +179,7 @@ class ServiceFunction(Construct):
         construct_id: str,
         *,
         runtime: LambdaRuntime,
-        function: LambdaFunction,
+        function: LambdaFunction | HelperFunction,
         description: str,
         environment: Mapping[str, str],
         removal_policy: RemovalPolicy,
@@ -162,9 +188,9 @@ class ServiceFunction(Construct):
         unscoped_also: str = "",
     ) -> None:
         super().__init__(scope, construct_id)
-        sizing = runtime.config.sizing(function)
+        sizing = function.sizing if isinstance(function, HelperFunction) else runtime.config.sizing(function)
         self._failure_queue: sqs.Queue | None = None
-        if invocation is not Invocation.API:
+        if invocation in (Invocation.STREAM, Invocation.SCHEDULE):
             self._failure_queue = terminal_queue(
                 scope, "FailureQueue", removal_policy=removal_policy, holds=failures_hold
             )

@@ -26,6 +26,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from infra.config import METRICS_NAMESPACE, AppConfig, LambdaFunction
+from infra.lambdas import HelperFunction
 
 ONE_MINUTE = Duration.minutes(1)
 FIVE_MINUTES = Duration.minutes(5)
@@ -55,7 +56,7 @@ class Monitoring(Construct):
         topic: sns.ITopic,
         tables: Mapping[str, WatchedTable],
         stream: kinesis.IStream,
-        functions: Mapping[LambdaFunction, lambda_.IFunction],
+        functions: Mapping[LambdaFunction | HelperFunction, lambda_.IFunction],
         queues: Mapping[str, sqs.IQueue],
         api: apigateway.RestApi,
     ) -> None:
@@ -126,7 +127,7 @@ class Monitoring(Construct):
             what="Producers are throttled by the Kinesis stream (WriteProvisionedThroughputExceeded): add shards",
         )
 
-    def _function_alarms(self, function: LambdaFunction, fn: lambda_.IFunction) -> None:
+    def _function_alarms(self, function: LambdaFunction | HelperFunction, fn: lambda_.IFunction) -> None:
         name = function.value
         self._alarm(
             f"{name}-errors",
@@ -216,7 +217,7 @@ class Monitoring(Construct):
         self,
         tables: Mapping[str, WatchedTable],
         stream: kinesis.IStream,
-        functions: Mapping[LambdaFunction, lambda_.IFunction],
+        functions: Mapping[LambdaFunction | HelperFunction, lambda_.IFunction],
         queues: Mapping[str, sqs.IQueue],
         api: apigateway.RestApi,
     ) -> cloudwatch.Dashboard:

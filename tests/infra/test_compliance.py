@@ -33,7 +33,10 @@ _EVERY_STACK = {
     # X-Ray takes no resource; stream- and API-invoked functions are never invoked asynchronously.
     *((f"{fn}/Role", "AwsSolutions-IAM5[Resource::*]") for fn in ("Ingestion/Ingest", "Api/Query", "HotKeys/Detector")),
     *((f"{fn}/Function", "Serverless-LambdaDLQ") for fn in ("Ingestion/Ingest", "Api/Query", "HotKeys/Detector")),
-    ("Api/CursorKey", "AwsSolutions-SMG4"),
+    # The cursor key's rotation function: GetRandomPassword and X-Ray take no resource; Secrets Manager
+    # invokes it synchronously.
+    ("Api/CursorKeyRotation/Role", "AwsSolutions-IAM5[Resource::*]"),
+    ("Api/CursorKeyRotation/Function", "Serverless-LambdaDLQ"),
     ("Api/RestApi", "AwsSolutions-APIG3"),
     ("Api/RestApi", "AwsSolutions-COG4"),
 }

@@ -1,0 +1,131 @@
+"""IAM conformance: every AWS action a function's code calls is granted to that function's role.
+
+A test drives one function's real code against moto inside :func:`recording`; every
+botocore call made meanwhile from code under ``functions/`` (the function's package, the
+shared adapters, in any thread, so its thread pools too) counts for that function, and
+calls the test itself makes (creating tables, reading results) do not. The recorded
+actions are then looked up in the function's role in the synthesized templates: the
+default one (hourly tables, no export bucket) and one with daily tables and an export
+bucket. This turns a missing permission into a failing test instead of an AccessDenied
+in the account. Only the action is checked, not the resource or the condition: those
+are asserted per statement in tests/infra.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+from unittest.mock import patch
+
+from botocore.client import BaseClient
+
+FUNCTIONS_DIR = str(Path(__file__).resolve().parents[2] / "functions") + os.sep
+REPO_ROOT = Path(__file__).resolve().parents[2]
+#: IAM's service prefix where it differs from the name botocore signs with.
+IAM_PREFIX = {"monitoring": "cloudwatch"}
+#: Operations IAM authorises with another action.
+AUTHORISED_BY = {
+    "sqs:SendMessageBatch": "sqs:SendMessage",
+    "sqs:DeleteMessageBatch": "sqs:DeleteMessage",
+    "sqs:ChangeMessageVisibilityBatch": "sqs:ChangeMessageVisibility",
+}
+#: The deployments checked: the shipped defaults, and daily tables exported before they are dropped.
+VARIANTS: Mapping[str, Mapping[str, object]] = {
+    "default": {},
+    "daily-with-exports": {"stack_name": "IamDaily", "table_period": "day", "export_bucket": "iam-exports-example"},
+}
+
+
+def iam_action(client: Any, operation: str) -> str:
+    model = client.meta.service_model
+    prefix = IAM_PREFIX.get(model.signing_name, model.signing_name)
+    action = f"{prefix}:{operation}"
+    return AUTHORISED_BY.get(action, action)
+
+
+def _from_function_code() -> bool:
+    frame = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code.co_filename.startswith(FUNCTIONS_DIR):
+            return True
+        frame = frame.f_back  # type: ignore[assignment]
+    return False
+
+
+@contextmanager
+def recording() -> Iterator[set[str]]:
+    """The IAM actions called from code under ``functions/`` while inside."""
+    actions: set[str] = set()
+    real = BaseClient._make_api_call
+
+    def record(client: Any, operation: str, params: Any) -> Any:
+        if _from_function_code():
+            actions.add(iam_action(client, operation))
+        return real(client, operation, params)
+
+    with patch.object(BaseClient, "_make_api_call", record):
+        yield actions
+
+
+@functools.cache
+def _templates() -> dict[str, dict[str, Any]]:
+    """Synthesized once per test process (a few tens of seconds: the CDK's jsii runtime)."""
+    os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+    import aws_cdk as cdk  # noqa: PLC0415
+
+    from infra.config import AppConfig, load_cdk_json_context  # noqa: PLC0415
+    from infra.stack import TimeSeriesStack  # noqa: PLC0415
+
+    outdir = tempfile.mkdtemp(prefix="iam-conformance-")
+    app = cdk.App(context=load_cdk_json_context(REPO_ROOT / "cdk.json"), outdir=outdir)
+    names = {}
+    for variant, overrides in VARIANTS.items():
+        config = AppConfig.from_context({**app.node.get_all_context(), **overrides})
+        names[variant] = TimeSeriesStack(app, config.stack_name, config=config).stack_name
+    app.synth()
+    return {v: json.loads((Path(outdir) / f"{name}.template.json").read_text()) for v, name in names.items()}
+
+
+def granted(function: str) -> dict[str, frozenset[str]]:
+    """Per variant, the actions the role of function ``<stack>-<function>`` is allowed."""
+    found: dict[str, frozenset[str]] = {}
+    for variant, template in _templates().items():
+        resources = template["Resources"]
+        roles = [
+            r["Properties"]["Role"]["Fn::GetAtt"][0]
+            for r in resources.values()
+            if r["Type"] == "AWS::Lambda::Function"
+            and str(r["Properties"].get("FunctionName", "")).endswith(f"-{function}")
+        ]
+        if not roles:
+            continue  # the rotator exists only with a table period
+        actions: set[str] = set()
+        for policy in resources.values():
+            if policy["Type"] == "AWS::IAM::Policy" and {"Ref": roles[0]} in policy["Properties"]["Roles"]:
+                for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+                    if statement["Effect"] == "Allow":
+                        action = statement["Action"]
+                        actions.update([action] if isinstance(action, str) else action)
+        found[variant] = frozenset(actions)
+    return found
+
+
+def assert_conforms(function: str, called: set[str], *, not_called: Mapping[str, str]) -> None:
+    """Every action ``called`` is granted to the function in every variant; every granted action is
+    either called or listed in ``not_called`` with the reason it is granted anyway."""
+    assert called, f"the {function} test recorded no AWS call: it drives nothing"
+    for variant, actions in granted(function).items():
+        missing = called - actions
+        assert not missing, f"{function} calls {sorted(missing)}, which its role does not grant ({variant})"
+        unexercised = actions - called - set(not_called)
+        assert not unexercised, (
+            f"{function}'s role grants {sorted(unexercised)} ({variant}) but no test exercises them: "
+            "exercise them here or remove the grant"
+        )

@@ -1,9 +1,11 @@
 """IAM conformance: every AWS action a function's code calls is granted to that function's role.
 
-A test drives one function's real code against moto inside :func:`recording`; every
-botocore call made meanwhile from code under ``functions/`` (the function's package, the
-shared adapters, in any thread, so its thread pools too) counts for that function, and
-calls the test itself makes (creating tables, reading results) do not. The recorded
+A test drives one function's real code against moto inside :func:`recording`; a
+botocore call made meanwhile counts for that function when the function's own package
+(``functions/<package>/``) is on the calling stack, or when it is made from code under
+``functions/`` on another thread (the thread pools the function's code starts: those
+stacks hold only the shared adapters). Calls the test itself makes on its own thread
+(creating tables, reading results, even through the adapters) do not count. The recorded
 actions are then looked up in the function's role in the synthesized templates: the
 default one (hourly tables, no export bucket) and one with daily tables and an export
 bucket. This turns a missing permission into a failing test instead of an AccessDenied
@@ -18,6 +20,7 @@ import json
 import os
 import sys
 import tempfile
+import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -50,23 +53,26 @@ def iam_action(client: Any, operation: str) -> str:
     return AUTHORISED_BY.get(action, action)
 
 
-def _from_function_code() -> bool:
+def _made_by(package: str) -> bool:
+    own = f"{FUNCTIONS_DIR}{package}{os.sep}"
+    pooled = threading.current_thread() is not threading.main_thread()
     frame = sys._getframe(2)
     while frame is not None:
-        if frame.f_code.co_filename.startswith(FUNCTIONS_DIR):
+        filename = frame.f_code.co_filename
+        if filename.startswith(own) or (pooled and filename.startswith(FUNCTIONS_DIR)):
             return True
         frame = frame.f_back  # type: ignore[assignment]
     return False
 
 
 @contextmanager
-def recording() -> Iterator[set[str]]:
-    """The IAM actions called from code under ``functions/`` while inside."""
+def recording(package: str) -> Iterator[set[str]]:
+    """The IAM actions the code of ``functions/<package>`` calls while inside."""
     actions: set[str] = set()
     real = BaseClient._make_api_call
 
     def record(client: Any, operation: str, params: Any) -> Any:
-        if _from_function_code():
+        if _made_by(package):
             actions.add(iam_action(client, operation))
         return real(client, operation, params)
 

@@ -32,7 +32,7 @@ def test_every_call_ingest_makes_is_granted_to_its_role(
     # And a batch with good readings and a bad one
     ts = now_ms() - 60_000
     payloads = [as_json(reading(f"sensor-{n}", ts + n, f"e{n}")) for n in range(30)] + [b"not json"]
-    with recording() as called:
+    with recording("ingest") as called:
         sys.modules.pop("ingest.handler", None)
         module = importlib.import_module("ingest.handler")
         try:

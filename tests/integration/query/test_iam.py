@@ -31,7 +31,7 @@ def test_every_call_the_query_function_makes_is_granted_to_its_role(
         monkeypatch.setenv(name, value)
     window = {"from_": format_ts(NOW - 4 * HOUR), "to": format_ts(NOW)}
     # When it starts cold and serves every route, following a cursor
-    with recording() as called:
+    with recording("query") as called:
         api = ApiClient(load_handler().handler)
         first = api.get(entity_path("sensor-1", "readings"), **window, limit=5)
         pages = [

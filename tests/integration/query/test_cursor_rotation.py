@@ -21,6 +21,7 @@ from query.api import create_app
 from query.cursor import CursorCodec, CursorKeys
 from query.logic import QueryService
 from query.settings import CursorSecretSource, QueryLimits
+from tests.integration.iam_conformance import assert_conforms, recording
 from tests.integration.query.conftest import HOUR, NOW, REGION, Store, StoreFactory, reading
 from tests.integration.query.test_cursors import FROM, PATH, TO, assert_cursor_refused, first_cursor
 from tests.unit.query.apigw import ApiClient
@@ -154,3 +155,22 @@ def test_a_warm_container_accepts_cursors_signed_after_a_rotation_it_has_not_see
     # Then the warm one, inside its TTL, fetches the keys again and pages on
     reply = warm.get(PATH, from_=FROM, to=TO, limit=5, cursor=cursor)
     assert reply.status == 200, reply.body
+
+
+def test_every_call_the_rotation_function_makes_is_granted_to_its_role(
+    secret_arn: str, rotate: Callable[[str], None]
+) -> None:
+    # IAM conformance (tests/integration/iam_conformance.py): two rotations, all four steps each
+    with recording("cursor_rotation") as called:
+        rotate(secret_arn)
+        rotate(secret_arn)
+    assert_conforms(
+        "cursor_rotation",
+        called,
+        not_called={
+            "xray:PutTraceSegments": "the Lambda service's X-Ray integration, not the function's code",
+            "xray:PutTelemetryRecords": "the Lambda service's X-Ray integration, not the function's code",
+            "logs:CreateLogStream": "the Lambda runtime writes the function's log",
+            "logs:PutLogEvents": "the Lambda runtime writes the function's log",
+        },
+    )

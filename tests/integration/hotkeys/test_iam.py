@@ -12,7 +12,7 @@ from tests.integration.hotkeys.test_windows import (
 from tests.integration.hotkeys.test_windows import (
     test_load_spread_over_stream_shards_is_judged_as_a_whole_and_once as split_across_containers,
 )
-from tests.integration.iam_conformance import assert_conforms, recording
+from tests.integration.iam_conformance import FAILURE_DESTINATION, assert_conforms, recording
 
 pytestmark = pytest.mark.integration
 __all__ = ["fast"]  # fixture
@@ -24,14 +24,9 @@ SERVICE_ONLY = {
         for action in ("DescribeStream", "GetRecords", "GetShardIterator", "ListStreams")
     },
     "sqs:SendMessage": "the event source mapping sends failed batches to the on-failure destination",
-    "sqs:GetQueueAttributes": "the event source mapping checks its on-failure destination",
-    "sqs:GetQueueUrl": "granted with the destination by CDK's grant; the mapping may resolve the queue",
+    **FAILURE_DESTINATION,
     "kms:GenerateDataKey": "SNS encrypts a published message with the topic's key on the publisher's behalf",
     "kms:Decrypt": "SNS encrypts a published message with the topic's key on the publisher's behalf",
-    "xray:PutTraceSegments": "the Lambda service's X-Ray integration, not the function's code",
-    "xray:PutTelemetryRecords": "the Lambda service's X-Ray integration, not the function's code",
-    "logs:CreateLogStream": "the Lambda runtime writes the function's log",
-    "logs:PutLogEvents": "the Lambda runtime writes the function's log",
 }
 
 

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from tests.integration.iam_conformance import assert_conforms, recording
+from tests.integration.iam_conformance import FAILURE_DESTINATION, assert_conforms, recording
 from tests.integration.ingest.conftest import Aws, now_ms
 from tests.integration.ingest.helpers import invoke
 from tests.unit.ingest.kinesis_events import as_json, kinesis_event, reading
@@ -47,12 +47,7 @@ def test_every_call_ingest_makes_is_granted_to_its_role(
         called,
         not_called={
             **ESM_KINESIS,
-            "sqs:GetQueueAttributes": "the event source mapping checks its on-failure destination",
-            "sqs:GetQueueUrl": "granted with the destination by CDK's grant; the mapping may resolve the queue",
-            "xray:PutTraceSegments": "the Lambda service's X-Ray integration, not the function's code",
-            "xray:PutTelemetryRecords": "the Lambda service's X-Ray integration, not the function's code",
-            "logs:CreateLogStream": "the Lambda runtime writes the function's log",
-            "logs:PutLogEvents": "the Lambda runtime writes the function's log",
+            **FAILURE_DESTINATION,
         },
     )
 

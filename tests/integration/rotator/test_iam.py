@@ -20,10 +20,6 @@ pytestmark = pytest.mark.integration
 
 SERVICE_ONLY = {
     "sqs:SendMessage": "Lambda sends a failed asynchronous invocation to the function's dead-letter queue",
-    "xray:PutTraceSegments": "the Lambda service's X-Ray integration, not the function's code",
-    "xray:PutTelemetryRecords": "the Lambda service's X-Ray integration, not the function's code",
-    "logs:CreateLogStream": "the Lambda runtime writes the function's log",
-    "logs:PutLogEvents": "the Lambda runtime writes the function's log",
     **{
         action: "DynamoDB writes the export to S3 with the caller's permissions, not the function's code"
         for action in ("s3:AbortMultipartUpload", "s3:PutObject", "s3:PutObjectAcl")

@@ -1,4 +1,4 @@
-"""What the four functions share: one code asset, the public Powertools layer, and one shape.
+"""What the functions share: one code asset, the public Powertools layer, and one shape.
 
 Every function gets the same shape from :class:`ServiceFunction`: the newest
 Python runtime on arm64, Powertools from AWS's public layer, active tracing,
@@ -85,7 +85,7 @@ class LambdaRuntime(Construct):
     def __init__(self, scope: Construct, construct_id: str, *, config: LambdaConfig) -> None:
         super().__init__(scope, construct_id)
         self.config = config
-        # One asset for the four functions: they share the key-design layer and
+        # One asset for every function: they share the key-design layer and
         # the adapters, and CDK uploads an asset once however many use it.
         self.code = lambda_.Code.from_asset(str(FUNCTIONS_DIR), exclude=ASSET_EXCLUDE)
         self.powertools = lambda_.LayerVersion.from_layer_version_arn(
@@ -164,7 +164,7 @@ class Invocation(Enum):
 
 
 class ServiceFunction(Construct):
-    """One of the four functions, named ``<stack name>-<function>``, with its own role and log group.
+    """One of the stack's functions, named ``<stack name>-<function>``, with its own role and log group.
 
     It makes the acknowledgements every function needs: X-Ray's unscoped actions on
     its role (plus the role's own list actions, ``unscoped_also``), and why it has no

@@ -38,6 +38,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from adapters.observability import logger
 from adapters.secret_reader import CURRENT, PREVIOUS
 from adapters.settings import SettingsError
 from keydesign import InvalidInput, format_ts, parse_timestamp
@@ -154,6 +155,7 @@ class CursorKeys:
         except Exception:
             if not self._keys:
                 raise
+            logger.warning("cursor keys not refreshed; keeping the ones held", exc_info=True)
             self._fetched_at, self._expires_at = now, now + MISS_REFRESH_MS
             return
         self._keys = (current,) if previous is None or previous == current else (current, previous)

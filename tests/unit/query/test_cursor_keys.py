@@ -126,13 +126,16 @@ def test_forged_cursors_are_refused_and_refetch_at_most_once_per_interval(raw: b
     assert secret.reads - reads == 2
 
 
-def test_an_unreachable_secret_keeps_the_keys_already_held(secret: RotatingSecret, clock: Clock) -> None:
+def test_an_unreachable_secret_keeps_the_keys_already_held(
+    secret: RotatingSecret, clock: Clock, caplog: pytest.LogCaptureFixture
+) -> None:
     codec = container(secret, clock)
     token = codec.encode(BOUND, POSITION)
     secret.unreachable = True
     clock.now += TTL_MS
 
     assert codec.decode(token, BOUND) == POSITION
+    assert "keeping the ones held" in caplog.text
 
 
 def test_a_secret_unreachable_at_first_use_fails_loudly(secret: RotatingSecret, clock: Clock) -> None:

@@ -111,14 +111,14 @@ def _templates() -> dict[str, dict[str, Any]]:
     from infra.config import AppConfig, load_cdk_json_context  # noqa: PLC0415
     from infra.stack import TimeSeriesStack  # noqa: PLC0415
 
-    outdir = tempfile.mkdtemp(prefix="iam-conformance-")
-    app = cdk.App(context=load_cdk_json_context(REPO_ROOT / "cdk.json"), outdir=outdir)
-    names = {}
-    for variant, overrides in VARIANTS.items():
-        config = AppConfig.from_context({**app.node.get_all_context(), **overrides})
-        names[variant] = TimeSeriesStack(app, config.stack_name, config=config).stack_name
-    app.synth()
-    return {v: json.loads((Path(outdir) / f"{name}.template.json").read_text()) for v, name in names.items()}
+    with tempfile.TemporaryDirectory(prefix="iam-conformance-") as outdir:
+        app = cdk.App(context=load_cdk_json_context(REPO_ROOT / "cdk.json"), outdir=outdir)
+        names = {}
+        for variant, overrides in VARIANTS.items():
+            config = AppConfig.from_context({**app.node.get_all_context(), **overrides})
+            names[variant] = TimeSeriesStack(app, config.stack_name, config=config).stack_name
+        app.synth()
+        return {v: json.loads((Path(outdir) / f"{name}.template.json").read_text()) for v, name in names.items()}
 
 
 def granted(function: str) -> dict[str, frozenset[str]]:

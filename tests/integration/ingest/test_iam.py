@@ -5,10 +5,11 @@ from __future__ import annotations
 import importlib
 import sys
 
+import boto3
 import pytest
 
-from tests.integration.iam_conformance import FAILURE_DESTINATION, assert_conforms, recording
-from tests.integration.ingest.conftest import Aws, now_ms
+from tests.integration.iam_conformance import FAILURE_DESTINATION, assert_conforms, iam_action, recording
+from tests.integration.ingest.conftest import REGION, Aws, now_ms
 from tests.integration.ingest.helpers import invoke
 from tests.unit.ingest.kinesis_events import as_json, kinesis_event, reading
 
@@ -66,3 +67,19 @@ ESM_KINESIS = {
         "SubscribeToShard",
     )
 }
+
+
+def test_the_check_fails_on_a_missing_grant_and_on_an_unexercised_one() -> None:
+    with pytest.raises(AssertionError, match=r"calls \['dynamodb:DeleteTable'\], which its role does not grant"):
+        assert_conforms("ingest", {"dynamodb:BatchWriteItem", "dynamodb:DeleteTable"}, not_called={})
+    with pytest.raises(AssertionError, match="no test exercises them"):
+        assert_conforms("ingest", {"dynamodb:BatchWriteItem"}, not_called={})
+
+
+def test_calls_are_named_as_iam_names_them_and_the_tests_own_calls_do_not_count(aws: Aws) -> None:
+    assert iam_action(boto3.client("cloudwatch", region_name=REGION), "PutMetricData") == "cloudwatch:PutMetricData"
+    assert iam_action(aws.sqs, "SendMessageBatch") == "sqs:SendMessage"
+    assert iam_action(aws.dynamodb, "BatchWriteItem") == "dynamodb:BatchWriteItem"
+    with recording("ingest") as called:
+        aws.dynamodb.list_tables()
+    assert called == set()

@@ -13,20 +13,22 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from aws_cdk import Acknowledgment, Duration, RemovalPolicy, Validations
+from aws_cdk import Acknowledgment, Aws, Duration, RemovalPolicy, Validations
 from aws_cdk import aws_apigateway as apigateway
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
+from cursor_rotation.logic import KEY_LENGTH as CURSOR_KEY_LENGTH
 from infra.acknowledgements import acknowledge
-from infra.config import AppConfig, FunctionWiring, LambdaFunction
-from infra.lambdas import Invocation, LambdaRuntime, ServiceFunction, log_retention
+from infra.config import AppConfig, FunctionSizing, FunctionWiring, LambdaFunction
+from infra.lambdas import HelperFunction, Invocation, LambdaRuntime, ServiceFunction, log_retention
 from query.openapi import document as openapi_document
 
-#: The cursor-signing key: 64 letters and digits (the function wants 32 bytes at least).
-CURSOR_KEY_LENGTH = 64
+#: Rotates the cursor-signing key (``functions/cursor_rotation``): a few Secrets Manager calls per step.
+CURSOR_ROTATION = HelperFunction("cursor_rotation", FunctionSizing(memory_mb=256, timeout_s=30))
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,22 +95,39 @@ class QueryApi(Construct):
         self.cursor_key = secretsmanager.Secret(
             self,
             "CursorKey",
-            description="Signs the query API's pagination cursors (HMAC-SHA256); rotating it voids open cursors",
+            description=(
+                "Signs the query API's pagination cursors (HMAC-SHA256); cursors signed with the previous version "
+                "stay valid until the next rotation"
+            ),
             generate_secret_string=secretsmanager.SecretStringGenerator(
                 password_length=CURSOR_KEY_LENGTH, exclude_punctuation=True
             ),
             removal_policy=removal_policy,
         )
-        Validations.of(self.cursor_key).acknowledge(
-            Acknowledgment(
-                id="AwsSolutions-SMG4",
-                reason=(
-                    "The secret is an HMAC key for pagination cursors, not a credential: nothing outside this stack "
-                    "holds it and no client ever sees it. Rotating it would only void every cursor in flight, so it "
-                    "is rotated by hand (update the secret value) when a leak is suspected, not on a schedule."
-                ),
-            )
+        self.cursor_rotation = ServiceFunction(
+            self,
+            "CursorKeyRotation",
+            runtime=runtime,
+            function=CURSOR_ROTATION,
+            description="Rotates the query API's cursor-signing key (Secrets Manager's four rotation steps)",
+            environment={"POWERTOOLS_SERVICE_NAME": CURSOR_ROTATION.value},
+            removal_policy=removal_policy,
+            invocation=Invocation.KEY_ROTATION,
+            unscoped_also=(
+                "secretsmanager:GetRandomPassword takes no resource: it generates the new key and touches no secret."
+            ),
         )
+        # The L2 schedule grants Secrets Manager invoke on the function, and the function DescribeSecret,
+        # GetSecretValue, PutSecretValue and UpdateSecretVersionStage on this secret only.
+        self.cursor_key.add_rotation_schedule(
+            "Rotation",
+            rotation_lambda=self.cursor_rotation.function,
+            automatically_after=Duration.days(config.api.cursor_key_rotation_days),
+        )
+        # Its invoke permission names no account: hold it to this one's Secrets Manager (confused deputy).
+        for child in self.cursor_rotation.function.node.children:
+            if isinstance(child, lambda_.CfnPermission) and child.principal == "secretsmanager.amazonaws.com":
+                child.source_account = Aws.ACCOUNT_ID
 
         self.query = ServiceFunction(
             self,
@@ -123,7 +142,8 @@ class QueryApi(Construct):
             invocation=Invocation.API,
         )
         self.function = self.query.function
-        # GetSecretValue on this secret only (grant_read would add DescribeSecret, which the code never calls).
+        # GetSecretValue (AWSCURRENT and AWSPREVIOUS) on this secret only: grant_read would add DescribeSecret,
+        # which the code never calls.
         self.function.add_to_role_policy(
             iam.PolicyStatement(actions=["secretsmanager:GetSecretValue"], resources=[self.cursor_key.secret_arn])
         )

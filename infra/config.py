@@ -253,6 +253,8 @@ class ApiConfig:
     throttle_burst: int
     #: Create API Gateway's account-wide CloudWatch Logs role (one per account and region).
     cloudwatch_role: bool
+    #: Days between rotations of the cursor-signing key.
+    cursor_key_rotation_days: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,11 +274,12 @@ class LambdaConfig:
     log_retention_days: int
     ingest: FunctionSizing
     query: FunctionSizing
-    #: Fixed: one stream batch of keys is light work, and the rotator's run is
-    #: bounded by DEADLINE_MARGIN_MS inside its timeout (a few minutes, for
-    #: hundreds of hourly tables to describe).
-    hotkeys: FunctionSizing = FunctionSizing(memory_mb=512, timeout_s=60)
-    rotator: FunctionSizing = FunctionSizing(memory_mb=512, timeout_s=300)
+    #: Memory and timeout fixed: one stream batch of keys is light work.
+    hotkeys: FunctionSizing
+    #: Fixed: the run is bounded by DEADLINE_MARGIN_MS inside its timeout (a few minutes,
+    #: for hundreds of hourly tables to describe), and runs are one at a time (two would
+    #: only race each other over the same tables).
+    rotator: FunctionSizing = FunctionSizing(memory_mb=512, timeout_s=300, reserved_concurrency=1)
 
     def sizing(self, function: LambdaFunction) -> FunctionSizing:
         return {
@@ -385,8 +388,9 @@ class AppConfig:
             lambdas=LambdaConfig(
                 powertools_layer_version=c.powertools_layer_version,
                 log_retention_days=c.log_retention_days,
-                ingest=FunctionSizing(c.ingest_memory_mb, c.ingest_timeout_s),
+                ingest=FunctionSizing(c.ingest_memory_mb, c.ingest_timeout_s, c.ingest_reserved_concurrency),
                 query=FunctionSizing(c.query_memory_mb, c.query_timeout_s, c.query_reserved_concurrency),
+                hotkeys=FunctionSizing(512, 60, c.hotkeys_reserved_concurrency),
             ),
             hot_keys=_group(HotKeysConfig, c, "hotkeys_", "hot_"),
             rotation=_group(RotationConfig, c, "", "rotation_"),
@@ -708,6 +712,8 @@ class Context(BaseModel):
     # Ingest keeps DEADLINE_MARGIN_MS (2 s) back for its response and retries
     # writes until then: a short timeout leaves no room to retry.
     ingest_timeout_s: Whole = key(120, low=10, high=LAMBDA_MAX_TIMEOUT_S)
+    # A reservation is also a cap: unset, ingest draws on the account's unreserved pool.
+    ingest_reserved_concurrency: OptionalWhole = key(None, low=1, high=10_000)
     max_future: Annotated[Text, _duration(1_000, DAY_MS)] = key("5m")
     hot_split_threshold_wcu: Whole = key(500, low=1, high=PARTITION_WCU - 1)
     shard_map_cache_ttl_s: Whole = key(60, low=1, high=3_600)
@@ -719,6 +725,7 @@ class Context(BaseModel):
     # batch cannot hold a stream shard; and the stream keeps records 24 h.
     hotkeys_max_retries: Whole = key(5, low=0, high=ESM_MAX_RETRIES)
     hotkeys_max_record_age_s: Whole = key(3_600, low=ESM_MIN_RECORD_AGE_S, high=DYNAMODB_STREAM_RETENTION_S)
+    hotkeys_reserved_concurrency: OptionalWhole = key(None, low=1, high=10_000)
     hot_auto_apply_entity: Flag = key(True)
     hot_auto_apply_global: Flag = key(False)
     grace: Duration = key("2h")
@@ -741,6 +748,8 @@ class Context(BaseModel):
     api_throttle_rate: Annotated[float, BeforeValidator(_positive_number)] = key(100)
     api_throttle_burst: Whole = key(200, low=1)
     api_cloudwatch_role: Flag = key(True)
+    # Secrets Manager rotates at most every 4 hours and at least every 1,000 days (in days here).
+    api_cursor_key_rotation_days: Whole = key(30, low=1, high=1_000)
     query_memory_mb: Whole = key(1_024, low=LAMBDA_MIN_MEMORY_MB, high=LAMBDA_MAX_MEMORY_MB)
     # Under API Gateway's 29 s integration timeout, so a slow request ends
     # in the function (logged, traced) rather than as a bare 504.
@@ -802,6 +811,14 @@ class Context(BaseModel):
             "stack_name",
             f"{name!r} is {len(name)} characters: the functions are named '<stack_name>-<function>' and Lambda "
             f"takes {LAMBDA_MAX_NAME} at most, so it may hold {LAMBDA_MAX_NAME - 1 - longest}",
+        )
+        stream_shards = self.kinesis_shards * self.ingest_parallelization_factor
+        reserved = self.ingest_reserved_concurrency
+        _rule(
+            not (self.kinesis_mode == "provisioned" and reserved is not None and reserved < stream_shards),
+            "ingest_reserved_concurrency",
+            f"{self.ingest_reserved_concurrency} is below kinesis_shards x ingest_parallelization_factor "
+            f"({stream_shards}), the batches the stream hands ingest at once: the stream would fall behind",
         )
         if period is not None:
             self._rotation_rules(period.name, period.nominal_ms, retention_ms)

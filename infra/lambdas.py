@@ -1,4 +1,4 @@
-"""What the four functions share: one code asset, the public Powertools layer, and one shape.
+"""What the functions share: one code asset, the public Powertools layer, and one shape.
 
 Every function gets the same shape from :class:`ServiceFunction`: the newest
 Python runtime on arm64, Powertools from AWS's public layer, active tracing,
@@ -15,6 +15,7 @@ Docker.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
@@ -26,7 +27,13 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from infra.acknowledgements import acknowledge, acknowledge_unscoped_actions
-from infra.config import POWERTOOLS_LAYER_ACCOUNT, POWERTOOLS_LAYER_NAME, LambdaConfig, LambdaFunction
+from infra.config import (
+    POWERTOOLS_LAYER_ACCOUNT,
+    POWERTOOLS_LAYER_NAME,
+    FunctionSizing,
+    LambdaConfig,
+    LambdaFunction,
+)
 
 #: The Lambda code root: the handlers import their packages from here.
 FUNCTIONS_DIR = Path(__file__).resolve().parents[1] / "functions"
@@ -78,7 +85,7 @@ class LambdaRuntime(Construct):
     def __init__(self, scope: Construct, construct_id: str, *, config: LambdaConfig) -> None:
         super().__init__(scope, construct_id)
         self.config = config
-        # One asset for the four functions: they share the key-design layer and
+        # One asset for every function: they share the key-design layer and
         # the adapters, and CDK uploads an asset once however many use it.
         self.code = lambda_.Code.from_asset(str(FUNCTIONS_DIR), exclude=ASSET_EXCLUDE)
         self.powertools = lambda_.LayerVersion.from_layer_version_arn(
@@ -117,6 +124,19 @@ def terminal_queue(scope: Construct, construct_id: str, *, removal_policy: Remov
     return queue
 
 
+@dataclass(frozen=True, slots=True)
+class HelperFunction:
+    """A function beside the four of the data path (``LambdaFunction``), with a fixed size and no
+    settings model: its package under ``functions/`` and its handler there."""
+
+    value: str
+    sizing: FunctionSizing
+
+    @property
+    def handler(self) -> str:
+        return f"{self.value}.handler.handler"
+
+
 class Invocation(Enum):
     """How a function is invoked, which decides where its failures go (and why it has no DLQ of its own)."""
 
@@ -133,12 +153,18 @@ class Invocation(Enum):
         "synchronously by API Gateway's Lambda proxy integration: a failure is the HTTP response the caller "
         "gets (and is logged, traced and alarmed on), with nothing left to redeliver."
     )
+    #: By Secrets Manager, once per rotation step, synchronously.
+    KEY_ROTATION = (
+        "A function DLQ only receives failed asynchronous invocations, and Secrets Manager invokes this rotation "
+        "function synchronously, one step at a time. A failed step fails that rotation: the secret keeps its "
+        "AWSCURRENT version, Secrets Manager records the failure (RotationFailed) and rotates again on schedule."
+    )
     #: Asynchronously, by a schedule: the failure queue is the function's dead-letter queue.
     SCHEDULE = None
 
 
 class ServiceFunction(Construct):
-    """One of the four functions, named ``<stack name>-<function>``, with its own role and log group.
+    """One of the stack's functions, named ``<stack name>-<function>``, with its own role and log group.
 
     It makes the acknowledgements every function needs: X-Ray's unscoped actions on
     its role (plus the role's own list actions, ``unscoped_also``), and why it has no
@@ -153,19 +179,18 @@ class ServiceFunction(Construct):
         construct_id: str,
         *,
         runtime: LambdaRuntime,
-        function: LambdaFunction,
+        function: LambdaFunction | HelperFunction,
         description: str,
         environment: Mapping[str, str],
         removal_policy: RemovalPolicy,
         invocation: Invocation,
         failures_hold: str = "",
         unscoped_also: str = "",
-        reserved_concurrency: int | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
-        sizing = runtime.config.sizing(function)
+        sizing = function.sizing if isinstance(function, HelperFunction) else runtime.config.sizing(function)
         self._failure_queue: sqs.Queue | None = None
-        if invocation is not Invocation.API:
+        if invocation in (Invocation.STREAM, Invocation.SCHEDULE):
             self._failure_queue = terminal_queue(
                 scope, "FailureQueue", removal_policy=removal_policy, holds=failures_hold
             )
@@ -197,9 +222,7 @@ class ServiceFunction(Construct):
             role=self.role,
             log_group=self.log_group,
             tracing=lambda_.Tracing.ACTIVE,
-            reserved_concurrent_executions=(
-                reserved_concurrency if reserved_concurrency is not None else sizing.reserved_concurrency
-            ),
+            reserved_concurrent_executions=sizing.reserved_concurrency,
             dead_letter_queue=self._failure_queue if invocation is Invocation.SCHEDULE else None,
         )
         # Without an AWS managed policy the role needs the log group spelt out:

@@ -26,6 +26,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from infra.config import METRICS_NAMESPACE, AppConfig, LambdaFunction
+from infra.lambdas import HelperFunction
 
 ONE_MINUTE = Duration.minutes(1)
 FIVE_MINUTES = Duration.minutes(5)
@@ -56,7 +57,7 @@ class Monitoring(Construct):
         topic: sns.ITopic,
         tables: Mapping[str, WatchedTable],
         stream: kinesis.IStream,
-        functions: Mapping[LambdaFunction, lambda_.IFunction],
+        functions: Mapping[LambdaFunction | HelperFunction, lambda_.IFunction],
         queues: Mapping[str, sqs.IQueue],
         api: apigateway.RestApi,
     ) -> None:
@@ -191,7 +192,7 @@ class Monitoring(Construct):
         self,
         tables: Mapping[str, WatchedTable],
         stream: kinesis.IStream,
-        functions: Mapping[LambdaFunction, lambda_.IFunction],
+        functions: Mapping[LambdaFunction | HelperFunction, lambda_.IFunction],
         queues: Mapping[str, sqs.IQueue],
         api: apigateway.RestApi,
     ) -> cloudwatch.Dashboard:

@@ -4,8 +4,9 @@ The rotator builds each period's table ahead of time, maps its stream to the
 hot-key function, puts three alarms on it, dials it down after its grace
 period, and exports and drops it past retention. Every table it may touch is
 named ``<table_prefix>-<label>``, so its permissions are scoped to that name
-pattern, and dropping a table additionally requires the tags the rotator puts
-on the tables it creates.
+pattern; and what could take a table away (drop it, turn its deletion
+protection off) also requires the ownership tags, which the role can write
+only on a table it is creating (docs/rotation.md, "Who may drop a table").
 """
 
 from __future__ import annotations
@@ -23,29 +24,20 @@ from constructs import Construct
 from infra.acknowledgements import account_arn, acknowledge_wildcard
 from infra.config import AppConfig, FunctionWiring, LambdaFunction
 from infra.lambdas import Invocation, LambdaRuntime, ServiceFunction
+from rotator.settings import MANAGED_BY_TAG, MANAGED_BY_VALUE, PREFIX_TAG
 
-#: The tags the rotator writes on every table it creates (``rotator.settings``)
-#: and checks before it dials one down or drops it.
-MANAGED_BY_TAG = "timeseries:managed-by"
-MANAGED_BY_VALUE = "rotator"
-PREFIX_TAG = "timeseries:table-prefix"
-
-#: What a run does to the tables of its prefix: list and describe them, create
-#: (with tags), set up TTL, PITR and the stream, change capacity, export.
+#: What a run does to any table of its prefix: describe it, read its tags, set up
+#: TTL and PITR. Creating, tagging, updating and dropping need the ownership tags.
 TABLE_ACTIONS = (
-    "dynamodb:CreateTable",
     "dynamodb:DescribeTable",
-    "dynamodb:UpdateTable",
-    "dynamodb:TagResource",
     "dynamodb:ListTagsOfResource",
     "dynamodb:DescribeTimeToLive",
     "dynamodb:UpdateTimeToLive",
     "dynamodb:DescribeContinuousBackups",
     "dynamodb:UpdateContinuousBackups",
-    "dynamodb:ExportTableToPointInTime",
 )
 ALARM_ACTIONS = ("cloudwatch:PutMetricAlarm", "cloudwatch:DeleteAlarms", "cloudwatch:TagResource")
-#: Writing an export (DynamoDB writes it with the caller's permissions).
+#: Writing an export (DynamoDB writes it with the caller's permissions); only with an export bucket.
 EXPORT_ACTIONS = ("s3:AbortMultipartUpload", "s3:PutObject", "s3:PutObjectAcl")
 
 
@@ -87,8 +79,6 @@ class Rotation(Construct):
                 ),
             ),
             removal_policy=removal_policy,
-            # Runs are idempotent, but two at once only race each other.
-            reserved_concurrency=1,
             # The scheduler invokes asynchronously: a run that still fails after Lambda's two retries,
             # or that the scheduler could not deliver, lands in the failure queue (and is alarmed).
             # Each run is complete in itself and the next one redoes whatever is left, so nothing
@@ -98,7 +88,7 @@ class Rotation(Construct):
                 "a rotation run that failed or could not be delivered (the next scheduled run redoes its work)"
             ),
             unscoped_also=(
-                "dynamodb:ListTables, dynamodb:ListExports, cloudwatch:DescribeAlarms and "
+                "dynamodb:ListTables, dynamodb:ListExports (with an export bucket), cloudwatch:DescribeAlarms and "
                 "lambda:ListEventSourceMappings are list calls that take no resource; "
                 "lambda:CreateEventSourceMapping takes none either and is held to the hot-key function by the "
                 "lambda:FunctionArn condition."
@@ -150,7 +140,6 @@ class Rotation(Construct):
     def _grant(self, config: AppConfig, prefix: str, hot_keys_function: lambda_.IFunction) -> None:
         stack = Stack.of(self)
         tables = stack.format_arn(service="dynamodb", resource="table", resource_name=f"{prefix}-*")
-        exports = stack.format_arn(service="dynamodb", resource="table", resource_name=f"{prefix}-*/export/*")
         alarms = stack.format_arn(
             service="cloudwatch",
             resource="alarm",
@@ -164,25 +153,41 @@ class Rotation(Construct):
             arn_format=ArnFormat.COLON_RESOURCE_NAME,
         )
         only_hot_keys = {"StringEquals": {"lambda:FunctionArn": hot_keys_function.function_arn}}
+        ownership = {MANAGED_BY_TAG: MANAGED_BY_VALUE, PREFIX_TAG: prefix}
+        requested = {f"aws:RequestTag/{key}": value for key, value in ownership.items()}
+        carried = {f"aws:ResourceTag/{key}": value for key, value in ownership.items()}
         statements = [
             # Listing names no table: these three cannot be scoped to a resource.
             iam.PolicyStatement(
-                actions=["dynamodb:ListTables", "dynamodb:ListExports", "cloudwatch:DescribeAlarms"],
+                actions=["dynamodb:ListTables", "cloudwatch:DescribeAlarms"],
                 resources=["*"],
             ),
             iam.PolicyStatement(actions=list(TABLE_ACTIONS), resources=[tables]),
-            # Dropping is allowed only for tables the rotator itself created for this prefix.
+            # The ownership tags are written only by a CreateTable that carries them...
             iam.PolicyStatement(
-                actions=["dynamodb:DeleteTable"],
-                resources=[tables],
-                conditions={
-                    "StringEquals": {
-                        f"aws:ResourceTag/{MANAGED_BY_TAG}": MANAGED_BY_VALUE,
-                        f"aws:ResourceTag/{PREFIX_TAG}": prefix,
-                    }
-                },
+                actions=["dynamodb:CreateTable"], resources=[tables], conditions={"StringEquals": requested}
             ),
-            iam.PolicyStatement(actions=["dynamodb:DescribeExport"], resources=[exports]),
+            # ...whose tags DynamoDB authorises as TagResource too. Tagging needs a table that carries
+            # them already (a table being created carries its request's tags), and must restate them
+            # unchanged: the role cannot adopt someone else's table by tagging it.
+            iam.PolicyStatement(
+                actions=["dynamodb:TagResource"],
+                resources=[tables],
+                conditions={"StringEquals": {**requested, **carried}},
+            ),
+            # Only the rotator's own tables can be changed (deletion protection off, capacity) or dropped.
+            iam.PolicyStatement(
+                actions=["dynamodb:UpdateTable", "dynamodb:DeleteTable"],
+                resources=[tables],
+                conditions={"StringEquals": carried},
+            ),
+            # UntagResource is granted nowhere; this keeps the ownership tags on even if it ever is.
+            iam.PolicyStatement(
+                effect=iam.Effect.DENY,
+                actions=["dynamodb:UntagResource"],
+                resources=[tables],
+                conditions={"ForAnyValue:StringEquals": {"aws:TagKeys": sorted(ownership)}},
+            ),
             iam.PolicyStatement(actions=list(ALARM_ACTIONS), resources=[alarms]),
             # Stream mappings: only ever to the hot-key function.
             iam.PolicyStatement(actions=["lambda:ListEventSourceMappings"], resources=["*"]),
@@ -194,13 +199,23 @@ class Rotation(Construct):
             ),
         ]
         rotation = config.rotation
-        if rotation.export_bucket is not None:
+        if rotation.export_bucket is not None:  # without one the rotator never exports, lists or describes one
             key_prefix = f"{rotation.export_prefix}/" if rotation.export_prefix else ""
-            statements.append(
+            exports = stack.format_arn(service="dynamodb", resource="table", resource_name=f"{prefix}-*/export/*")
+            statements += [
+                iam.PolicyStatement(actions=["dynamodb:ListExports"], resources=["*"]),
+                iam.PolicyStatement(actions=["dynamodb:ExportTableToPointInTime"], resources=[tables]),
+                iam.PolicyStatement(actions=["dynamodb:DescribeExport"], resources=[exports]),
                 iam.PolicyStatement(
                     actions=list(EXPORT_ACTIONS),
                     resources=[f"arn:{stack.partition}:s3:::{rotation.export_bucket}/{key_prefix}*"],
-                )
+                ),
+            ]
+            acknowledge_wildcard(
+                self.rotator.role,
+                account_arn("dynamodb", f"table/{prefix}-*/export/*"),
+                f"Exports get an id only when started; DescribeExport is limited to exports of the '{prefix}-*' "
+                "tables.",
             )
             acknowledge_wildcard(
                 self.rotator.role,
@@ -217,14 +232,10 @@ class Rotation(Construct):
         runtime_tables = (
             f"The rotator's whole job is the per-period tables named '{prefix}-<period label>', which it creates at "
             "run time, so they cannot be named in advance; the configuration keeps every other table of the stack "
-            "out of that namespace, and DeleteTable further requires the tags the rotator puts on its own tables."
+            "out of that namespace, and UpdateTable and DeleteTable further require the ownership tags, which the role "
+            "can write only while creating a table."
         )
         acknowledge_wildcard(role, account_arn("dynamodb", f"table/{prefix}-*"), runtime_tables)
-        acknowledge_wildcard(
-            role,
-            account_arn("dynamodb", f"table/{prefix}-*/export/*"),
-            f"Exports get an id only when started; DescribeExport is limited to exports of the '{prefix}-*' tables.",
-        )
         acknowledge_wildcard(
             role,
             account_arn("cloudwatch", f"alarm:{prefix}-*"),

@@ -8,14 +8,15 @@ from __future__ import annotations
 
 from aws_cdk import CfnOutput, RemovalPolicy, Stack
 from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
 from infra.alerts import Alerts
-from infra.api import QueryApi
+from infra.api import CURSOR_ROTATION, QueryApi
 from infra.config import AppConfig, LambdaFunction
 from infra.hot_keys import HotKeys
 from infra.ingestion import Ingestion
-from infra.lambdas import LambdaRuntime
+from infra.lambdas import HelperFunction, LambdaRuntime
 from infra.monitoring import Monitoring, WatchedTable
 from infra.rotation import Rotation
 from infra.storage import Storage
@@ -89,10 +90,11 @@ class TimeSeriesStack(Stack):
                 removal_policy=removal_policy,
             )
 
-        functions = {
+        functions: dict[LambdaFunction | HelperFunction, lambda_.IFunction] = {
             LambdaFunction.INGEST: self.ingestion.function,
             LambdaFunction.QUERY: self.api.function,
             LambdaFunction.HOTKEYS: self.hot_keys.function,
+            CURSOR_ROTATION: self.api.cursor_rotation.function,
         }
         queues = {
             "rejects": self.ingestion.rejects_queue,

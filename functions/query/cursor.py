@@ -16,6 +16,14 @@ digest of the request parameters the position is only meaningful for (route,
 key design, entity, range, order, projection); a cursor replayed on another
 query fails the comparison. Failures are told apart so a client can tell a
 bug (tampered, truncated) from a misuse (foreign cursor, old version).
+
+The key rotates (Secrets Manager staging labels, docs/deploy.md): a cursor is
+signed with ``AWSCURRENT`` and accepted under ``AWSCURRENT`` or ``AWSPREVIOUS``,
+so one issued just before a rotation still works after it, and one from two
+rotations ago does not. :class:`CursorKeys` keeps both for ``CURSOR_KEY_TTL``
+and, when a cursor verifies under neither, fetches them again early, at most
+once per :data:`MISS_REFRESH_MS` (a container that has not yet seen a rotation
+meets cursors signed with the new key; forged cursors cannot make it fetch more).
 """
 
 from __future__ import annotations
@@ -26,10 +34,16 @@ import hashlib
 import hmac
 import json
 import re
+import threading
+import time
 from collections.abc import Callable
 
+from adapters.observability import logger
+from adapters.secret_reader import CURRENT, PREVIOUS
+from adapters.settings import SettingsError
 from keydesign import InvalidInput, format_ts, parse_timestamp
 from query.merge import Position
+from query.settings import MIN_SECRET_CHARS, CursorSecretSource
 
 VERSION = 1
 MAX_CURSOR_CHARS = 1024
@@ -54,19 +68,118 @@ def binding(**params: object) -> bytes:
     return hashlib.sha256(canonical.encode("ascii")).digest()[:_BINDING_BYTES]
 
 
+#: A cursor no kept key verifies makes the keys be fetched again at most this often.
+MISS_REFRESH_MS = 10_000
+
+
+def _monotonic_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
+class CursorKeys:
+    """The key cursors are signed with and the keys they are accepted under, kept ``ttl_ms``.
+
+    ``fetch(stage)`` gives the key at a staging label (``AWSCURRENT``, ``AWSPREVIOUS``),
+    None when no version carries it. Fetched on first use, again once ``ttl_ms`` has
+    passed, and early on :meth:`refresh_after_miss`. A failed refetch keeps the keys
+    already held (and tries again after :data:`MISS_REFRESH_MS`): Secrets Manager
+    being briefly unreachable must not fail reads that need no new key.
+    """
+
+    def __init__(
+        self,
+        fetch: Callable[[str], bytes | None],
+        *,
+        ttl_ms: int | None,
+        clock_ms: Callable[[], int] = _monotonic_ms,
+    ) -> None:
+        self._fetch = fetch
+        self._ttl_ms = ttl_ms
+        self._clock_ms = clock_ms
+        self._lock = threading.Lock()
+        self._keys: tuple[bytes, ...] = ()
+        self._fetched_at = 0
+        self._expires_at = 0
+
+    @classmethod
+    def from_source(cls, source: CursorSecretSource, read: Callable[[str, str], bytes | None]) -> CursorKeys:
+        """Keys from the function's settings: a fixed literal, or the secret read with ``read(secret_id, stage)``."""
+        if source.secret_id is None:
+            literal = source.literal or b""
+            return cls(lambda stage: literal if stage == CURRENT else None, ttl_ms=None)
+        secret_id = source.secret_id
+
+        def fetch(stage: str) -> bytes | None:
+            key = read(secret_id, stage)
+            if key is not None and len(key) < MIN_SECRET_CHARS:
+                raise SettingsError(
+                    "CURSOR_SECRET_ARN", f"the secret ({stage}) must be at least {MIN_SECRET_CHARS} bytes"
+                )
+            return key
+
+        return cls(fetch, ttl_ms=source.ttl_ms)
+
+    def signing(self) -> bytes:
+        """The key new cursors are signed with (``AWSCURRENT``)."""
+        return self.accepted()[0]
+
+    def accepted(self) -> tuple[bytes, ...]:
+        """The keys a cursor may have been signed with: the current one first, then the previous one."""
+        keys = self._keys
+        if keys and (self._ttl_ms is None or self._clock_ms() < self._expires_at):
+            return keys
+        with self._lock:
+            if not self._keys or (self._ttl_ms is not None and self._clock_ms() >= self._expires_at):
+                self._load()
+            return self._keys
+
+    def refresh_after_miss(self) -> bool:
+        """Fetch the keys again if they were last fetched :data:`MISS_REFRESH_MS` ago or more;
+        True when that gave keys not held before."""
+        if self._ttl_ms is None:
+            return False
+        with self._lock:
+            if self._clock_ms() - self._fetched_at < MISS_REFRESH_MS:
+                return False
+            before = self._keys
+            self._load()
+            return self._keys != before
+
+    def _load(self) -> None:
+        now = self._clock_ms()
+        try:
+            current = self._fetch(CURRENT)
+            if current is None:
+                raise SettingsError("CURSOR_SECRET_ARN", "the secret has no AWSCURRENT version")
+            previous = self._fetch(PREVIOUS)
+        except Exception:
+            if not self._keys:
+                raise
+            logger.warning("cursor keys not refreshed; keeping the ones held", exc_info=True)
+            self._fetched_at, self._expires_at = now, now + MISS_REFRESH_MS
+            return
+        self._keys = (current,) if previous is None or previous == current else (current, previous)
+        self._fetched_at, self._expires_at = now, now + (self._ttl_ms or 0)
+
+
 class CursorCodec:
-    """Signs and checks cursors with an HMAC key fetched on first use."""
+    """Signs and checks cursors; ``keys`` is a :class:`CursorKeys` or, for one fixed key, a function giving it."""
 
-    def __init__(self, key: Callable[[], bytes]) -> None:
-        self._key = key
+    def __init__(self, keys: CursorKeys | Callable[[], bytes]) -> None:
+        self._keys = keys if isinstance(keys, CursorKeys) else CursorKeys(_only_current(keys), ttl_ms=None)
 
-    def _mac(self, body: bytes) -> bytes:
-        return hmac.new(self._key(), _DOMAIN + body, hashlib.sha256).digest()
+    def _verifies(self, mac: bytes, body: bytes) -> bool:
+        if any(hmac.compare_digest(mac, _mac(key, body)) for key in self._keys.accepted()):
+            return True
+        # Perhaps the key has rotated since it was fetched: look again (rate-limited), then once more.
+        return self._keys.refresh_after_miss() and any(
+            hmac.compare_digest(mac, _mac(key, body)) for key in self._keys.accepted()
+        )
 
     def encode(self, bound_to: bytes, position: Position) -> str:
         payload = json.dumps({"a": position.anchor, "s": position.sk}, separators=(",", ":"), ensure_ascii=True)
         body = bytes([VERSION]) + bound_to + payload.encode("ascii")
-        raw = body[:1] + self._mac(body) + body[1:]
+        raw = body[:1] + _mac(self._keys.signing(), body) + body[1:]
         return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
 
     def decode(self, token: str, bound_to: bytes) -> Position:
@@ -89,14 +202,25 @@ class CursorCodec:
         if raw[0] != VERSION:
             raise CursorError(f"has version {raw[0]}, which this API no longer reads; start again without a cursor")
         mac, body = raw[1 : 1 + _MAC_BYTES], raw[:1] + raw[1 + _MAC_BYTES :]
-        if not hmac.compare_digest(mac, self._mac(body)):
-            raise CursorError("has been altered or truncated, or was not issued by this API")
+        if not self._verifies(mac, body):
+            raise CursorError(
+                "has been altered or truncated, was not issued by this API, or was signed with a key that has since "
+                "been rotated out; start again without a cursor"
+            )
         if not hmac.compare_digest(body[1 : 1 + _BINDING_BYTES], bound_to):
             raise CursorError(
                 "was issued for a different query (entity, from, to, order, measures or route differ); "
                 "send the same parameters as the page it came from, or start again without a cursor"
             )
         return _position(body[1 + _BINDING_BYTES :])
+
+
+def _mac(key: bytes, body: bytes) -> bytes:
+    return hmac.new(key, _DOMAIN + body, hashlib.sha256).digest()
+
+
+def _only_current(key: Callable[[], bytes]) -> Callable[[str], bytes | None]:
+    return lambda stage: key() if stage == CURRENT else None
 
 
 def _position(payload: bytes) -> Position:

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import functools
 import itertools
-import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -40,12 +39,12 @@ from adapters.observability import logger, metrics, tracer
 from adapters.occupancy import OccupancyReader, OccupancyStore
 from adapters.partition_reader import DynamoPartitionReader, Page, PageRequest, PartitionReader, StoredReading
 from adapters.secret_reader import read_secret
-from adapters.settings import CommonSettings, SettingsError
+from adapters.settings import CommonSettings
 from adapters.shard_map_source import ShardMapSource
 from adapters.shard_map_store import shard_map_source
 from keydesign import Layout, PartitionQuery, QueryPlan, ShardMap, format_ts, parse_timestamp, read_units
 from query.aggregate import SeriesBuilder
-from query.cursor import CursorCodec, CursorError, binding
+from query.cursor import CursorCodec, CursorError, CursorKeys, binding
 from query.errors import ScanLimitExceeded, UnsupportedByLayout
 from query.merge import (
     POSITION_MAX_SK,
@@ -70,7 +69,7 @@ from query.models import (
 )
 from query.occupancy_plan import OccupancyPlanner, PlanningCost
 from query.params import STATS, Order, PageArgs, ReadArgs, Stat, TimeRange, describe_ms
-from query.settings import MIN_SECRET_CHARS, CursorSecretSource, QueryLimits, QuerySettings
+from query.settings import QueryLimits, QuerySettings
 
 #: Item size assumed by ``explain`` estimates (a reading with a few measures).
 NOMINAL_ITEM_BYTES = 256
@@ -85,30 +84,6 @@ RANGE_ORDERING = "bucket by bucket in time order; within a bucket by entity id, 
 
 def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-class CursorKey:
-    """The cursor-signing key, fetched on first use and kept for the container's life."""
-
-    def __init__(self, source: CursorSecretSource, fetch: Callable[[str], bytes] = read_secret) -> None:
-        self._secret_id = source.secret_id
-        self._fetch = fetch
-        self._lock = threading.Lock()
-        self._key: bytes | None = source.literal
-
-    def __call__(self) -> bytes:
-        key = self._key
-        if key is not None:
-            return key
-        with self._lock:
-            if self._key is None:
-                if self._secret_id is None:
-                    raise SettingsError("CURSOR_SECRET_ARN", "is required")
-                fetched = self._fetch(self._secret_id)
-                if len(fetched) < MIN_SECRET_CHARS:
-                    raise SettingsError("CURSOR_SECRET_ARN", f"the secret must be at least {MIN_SECRET_CHARS} bytes")
-                self._key = fetched
-            return self._key
 
 
 class QueryService:
@@ -146,7 +121,7 @@ class QueryService:
             layout=common.layout,
             shard_maps=shard_map_source(common, bootstrap=False),
             reader=DynamoPartitionReader(pool=max(32, settings.limits.concurrency)),
-            cursors=CursorCodec(CursorKey(settings.cursor_secret)),
+            cursors=CursorCodec(CursorKeys.from_source(settings.cursor_secret, read_secret)),
             limits=settings.limits,
             occupancy=occupancy_reader(common),
         )

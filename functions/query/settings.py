@@ -44,13 +44,19 @@ class CursorSecretSource:
 
     secret_id: str | None
     literal: bytes | None
+    #: How long the secret's keys are kept before they are fetched again.
+    ttl_ms: int = 300_000
 
 
 class QuerySettings(CommonSettings):
     cursor_secret_arn: str | None = env("CURSOR_SECRET_ARN", None)
-    """Secrets Manager secret (name or ARN) whose value signs pagination cursors; read once per container."""
+    """Secrets Manager secret (name or ARN) whose value signs pagination cursors (`AWSCURRENT`; `AWSPREVIOUS` is
+    still accepted, so the key can rotate)."""
     cursor_secret_literal: str | None = env("CURSOR_SECRET", None)
     """The signing key itself (local mode, tests); at least 32 characters; used when no ARN is set."""
+    cursor_key_ttl_ms: DurationMs = env("CURSOR_KEY_TTL", "5m", gt=0)
+    """How long the cursor keys read from the secret are kept before they are read again; a cursor signed with a
+    key not held yet makes them be read early (at most every 10 s). Keep it well under the rotation interval."""
     max_range_ms: DurationMs = env("MAX_RANGE", "31d", gt=0)
     """Widest `to - from` a read or aggregate may ask for."""
     max_limit: int = env("MAX_LIMIT", LIMIT_CEILING, ge=1, le=LIMIT_CEILING)
@@ -89,5 +95,5 @@ class QuerySettings(CommonSettings):
     @property
     def cursor_secret(self) -> CursorSecretSource:
         if self.cursor_secret_arn is not None:
-            return CursorSecretSource(secret_id=self.cursor_secret_arn, literal=None)
+            return CursorSecretSource(secret_id=self.cursor_secret_arn, literal=None, ttl_ms=self.cursor_key_ttl_ms)
         return CursorSecretSource(secret_id=None, literal=(self.cursor_secret_literal or "").encode("utf-8"))

@@ -5,8 +5,9 @@ and holds four stacks so that one synth covers the configurations whose
 templates differ in kind: the shipped defaults (hourly tables and the
 rotator); one readings table with TTL (``table_period`` none); provisioned
 capacity on one table with destroy-on-delete, an alarm email, no API Gateway
-logging role and uncapped ingest retries; and daily tables with a rotator
-that exports before it drops.
+logging role, uncapped ingest retries and reserved concurrency for ingest and
+the hot-key detector; and daily tables with a rotator that exports before it
+drops.
 """
 
 from __future__ import annotations
@@ -56,6 +57,8 @@ VARIANTS: Mapping[str, Mapping[str, object]] = {
         "hot_split_threshold_wcu": "10",
         "ingest_max_retries": "-1",
         "ingest_max_record_age_s": "-1",
+        "ingest_reserved_concurrency": "8",
+        "hotkeys_reserved_concurrency": "4",
     },
     "periodic": {
         "stack_name": "TimeSeriesPeriodic",

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from infra.config import AppConfig, LambdaFunction
+from infra.lambdas import HelperFunction
 
 #: Stand-ins for deploy-time values, in the shapes the functions' settings check.
 ACCOUNT = "123456789012"
@@ -45,7 +46,7 @@ class Synth:
 
     # -- functions ---------------------------------------------------------------------
 
-    def function(self, function: LambdaFunction) -> tuple[str, Mapping[str, Any]]:
+    def function(self, function: LambdaFunction | HelperFunction) -> tuple[str, Mapping[str, Any]]:
         name = f"{self.config.stack_name}-{function.value}"
         found = [(k, v) for k, v in self.of_type("AWS::Lambda::Function").items() if _name(v) == name]
         assert len(found) == 1, f"expected one function named {name}, found {len(found)}"
@@ -55,7 +56,7 @@ class Synth:
         variables: dict[str, Any] = self.function(function)[1]["Properties"]["Environment"]["Variables"]
         return variables
 
-    def role_statements(self, function: LambdaFunction) -> list[dict[str, Any]]:
+    def role_statements(self, function: LambdaFunction | HelperFunction) -> list[dict[str, Any]]:
         """Every statement of every inline policy attached to the function's role."""
         role_id = self.function(function)[1]["Properties"]["Role"]["Fn::GetAtt"][0]
         return self.statements_of_role(role_id)
@@ -126,11 +127,13 @@ def render(value: Any) -> str:
     return json.dumps(value, sort_keys=True)
 
 
-def grants(statements: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
-    """Every (action, resource, condition) an identity policy allows, one triple per action and resource."""
+def grants(statements: list[dict[str, Any]], effect: str = "Allow") -> set[tuple[str, str, str]]:
+    """Every (action, resource, condition) an identity policy allows (or denies), one triple per action and resource."""
     found: set[tuple[str, str, str]] = set()
     for statement in statements:
-        assert statement["Effect"] == "Allow", statement
+        assert statement["Effect"] in ("Allow", "Deny"), statement
+        if statement["Effect"] != effect:
+            continue
         condition = json.dumps(statement.get("Condition", {}), sort_keys=True)
         for action in actions(statement):
             for resource in resources(statement):

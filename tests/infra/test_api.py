@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from infra.api import ACCESS_LOG_FORMAT, _path_names, app_routes
+from infra.api import ACCESS_LOG_FORMAT, CURSOR_ROTATION, _path_names, app_routes
 from infra.config import API_INTEGRATION_TIMEOUT_S, LambdaFunction
 from query.settings import MIN_SECRET_CHARS
 from tests.infra.conftest import Synthesized
-from tests.infra.template_queries import render
+from tests.infra.template_queries import grants, render
 
 pytestmark = pytest.mark.infra
 
@@ -120,6 +120,24 @@ def test_the_query_function_reserves_its_concurrency_and_ingest_draws_on_the_res
     assert "ReservedConcurrentExecutions" not in ingest
 
 
+def test_every_functions_reserved_concurrency_is_a_setting_and_the_rotator_runs_alone(synthesized: Synthesized) -> None:
+    # Given the defaults: only the query function (and the rotator, always) reserved
+    default = synthesized.synth("default")
+    reserved = {f: default.function(f)[1]["Properties"].get("ReservedConcurrentExecutions") for f in LambdaFunction}
+    assert reserved == {
+        LambdaFunction.INGEST: None,
+        LambdaFunction.QUERY: 50,
+        LambdaFunction.HOTKEYS: None,
+        LambdaFunction.ROTATOR: 1,
+    }
+    # When ingest and the hot-key detector are reserved too (an 8-shard provisioned stream)
+    provisioned = synthesized.synth("provisioned")
+    properties = {f: provisioned.function(f)[1]["Properties"] for f in (LambdaFunction.INGEST, LambdaFunction.HOTKEYS)}
+    # Then each gets its own setting
+    assert properties[LambdaFunction.INGEST]["ReservedConcurrentExecutions"] == 8
+    assert properties[LambdaFunction.HOTKEYS]["ReservedConcurrentExecutions"] == 4
+
+
 def test_the_cursor_key_is_a_generated_secret_long_enough_for_the_function(synthesized: Synthesized) -> None:
     synth = synthesized.synth("default")
     (secret,) = synth.of_type("AWS::SecretsManager::Secret").values()
@@ -127,6 +145,51 @@ def test_the_cursor_key_is_a_generated_secret_long_enough_for_the_function(synth
     assert generated["PasswordLength"] >= MIN_SECRET_CHARS
     assert generated["ExcludePunctuation"] is True
     assert "SecretString" not in secret["Properties"]  # the value never appears in the template
+
+
+def test_the_cursor_key_rotates_on_schedule_through_its_own_function(synthesized: Synthesized) -> None:
+    synth = synthesized.synth("default")
+    api = synth.stack.api
+    secret = synth.resolve(api.cursor_key.secret_arn)
+    function_id, function = synth.function(CURSOR_ROTATION)
+    # The schedule: every api_cursor_key_rotation_days, by the rotation function
+    (schedule,) = synth.of_type("AWS::SecretsManager::RotationSchedule").values()
+    assert schedule["Properties"] == {
+        "SecretId": secret,
+        "RotationLambdaARN": {"Fn::GetAtt": [function_id, "Arn"]},
+        "RotationRules": {"ScheduleExpression": f"rate({synth.config.api.cursor_key_rotation_days} days)"},
+    }
+    assert function["Properties"]["Handler"] == "cursor_rotation.handler.handler"
+    # Only this account's Secrets Manager may invoke it
+    (permission,) = [
+        p["Properties"]
+        for p in synth.of_type("AWS::Lambda::Permission").values()
+        if p["Properties"]["FunctionName"] == {"Fn::GetAtt": [function_id, "Arn"]}
+    ]
+    assert (permission["Principal"], permission["SourceAccount"]) == (
+        "secretsmanager.amazonaws.com",
+        {"Ref": "AWS::AccountId"},
+    )
+    # And its role reaches this secret only, with the four calls a rotation makes (the key generator takes no
+    # resource); the query function may only read it
+    secret_text = render(secret)
+    assert grants(synth.role_statements(CURSOR_ROTATION)) == {
+        *(
+            (f"secretsmanager:{action}", secret_text, "{}")
+            for action in ("DescribeSecret", "GetSecretValue", "PutSecretValue", "UpdateSecretVersionStage")
+        ),
+        ("secretsmanager:GetRandomPassword", "*", "{}"),
+        ("xray:PutTraceSegments", "*", "{}"),
+        ("xray:PutTelemetryRecords", "*", "{}"),
+        *(
+            (action, render(synth.resolve(api.cursor_rotation.log_group.log_group_arn)), "{}")
+            for action in ("logs:CreateLogStream", "logs:PutLogEvents")
+        ),
+    }
+    query_secret_grants = {
+        g for g in grants(synth.role_statements(LambdaFunction.QUERY)) if g[0].startswith("secretsmanager:")
+    }
+    assert query_secret_grants == {("secretsmanager:GetSecretValue", secret_text, "{}")}
 
 
 def test_only_the_api_may_invoke_the_query_function(synthesized: Synthesized) -> None:

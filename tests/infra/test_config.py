@@ -193,6 +193,8 @@ BAD_VALUES = [
     ("query_memory_mb", 64),
     ("query_timeout_s", 29),
     ("query_reserved_concurrency", 0),
+    ("ingest_reserved_concurrency", 0),
+    ("hotkeys_reserved_concurrency", 10_001),
     ("max_future", "0s"),
     ("max_future", "2d"),
     ("max_future", "5 minutes"),
@@ -279,6 +281,16 @@ CROSS_FIELD = [
     ({"table_period": "day", "dial_down_delay": "1m"}, "dial_down_delay", "ingest_timeout_s"),
     ({"table_period": "hour", "retention": "2d", "max_future": "2h"}, "max_future", "hour"),
     ({"table_period": "day", "billing_mode": "PROVISIONED"}, "period_write_capacity", "peak_writes_per_s"),
+    (
+        {
+            "kinesis_mode": "provisioned",
+            "kinesis_shards": 8,
+            "ingest_parallelization_factor": 2,
+            "ingest_reserved_concurrency": 15,
+        },
+        "ingest_reserved_concurrency",
+        "(16)",
+    ),
 ]
 
 

@@ -10,6 +10,7 @@ import pytest
 from adapters.settings import CommonSettings
 from adapters.shard_map_store import SHARD_MAP_KEY
 from hotkeys.settings import HotKeySettings
+from infra.api import CURSOR_ROTATION
 from infra.config import LambdaFunction
 from infra.lambdas import FUNCTIONS_DIR
 from infra.storage import SHARD_MAP_PARTITION
@@ -54,12 +55,12 @@ def test_every_function_runs_python_3_14_on_arm64_with_the_public_powertools_lay
 ) -> None:
     synth = synthesized.synth(variant)
     functions = synth.of_type("AWS::Lambda::Function")
-    assert len(functions) == len(_functions(synth))
+    assert len(functions) == len(_functions(synth)) + 1  # and the cursor key's rotation function
     version = synth.config.lambdas.powertools_layer_version
-    for function in _functions(synth):
+    for function in (*_functions(synth), CURSOR_ROTATION):
         _, resource = synth.function(function)
         properties = resource["Properties"]
-        sizing = synth.config.lambdas.sizing(function)
+        sizing = CURSOR_ROTATION.sizing if function is CURSOR_ROTATION else synth.config.lambdas.sizing(function)
         assert properties["Runtime"] == "python3.14"
         assert properties["Architectures"] == ["arm64"]
         assert properties["Handler"] == f"{function.value}.handler.handler"

@@ -89,36 +89,31 @@ def test_the_tags_the_delete_condition_requires_are_the_ones_the_rotator_writes(
     )
 
 
+def _ownership(condition: str, prefix: str = PREFIX) -> dict[str, str]:
+    return {
+        f"aws:{condition}/timeseries:managed-by": "rotator",
+        f"aws:{condition}/timeseries:table-prefix": prefix,
+    }
+
+
+def _condition(condition: dict[str, object]) -> str:
+    return json.dumps(condition, sort_keys=True)
+
+
 def test_the_rotator_may_manage_only_its_prefixed_tables_alarms_and_hot_key_mappings(
     synthesized: Synthesized,
 ) -> None:
     synth = synthesized.synth("periodic")
     stack = synth.stack
     tables = ACCOUNT_ARN % ("dynamodb", f"table/{PREFIX}-*")
-    hot_keys = json.dumps(
-        {"StringEquals": {"lambda:FunctionArn": synth.resolve(stack.hot_keys.function.function_arn)}},
-        sort_keys=True,
-    )
-    only_its_own = json.dumps(
-        {
-            "StringEquals": {
-                "aws:ResourceTag/timeseries:managed-by": "rotator",
-                "aws:ResourceTag/timeseries:table-prefix": PREFIX,
-            }
-        },
-        sort_keys=True,
-    )
+    hot_keys = _condition({"StringEquals": {"lambda:FunctionArn": synth.resolve(stack.hot_keys.function.function_arn)}})
     table_actions = [
-        "CreateTable",
         "DescribeTable",
-        "UpdateTable",
-        "TagResource",
         "ListTagsOfResource",
         "DescribeTimeToLive",
         "UpdateTimeToLive",
         "DescribeContinuousBackups",
         "UpdateContinuousBackups",
-        "ExportTableToPointInTime",
     ]
     expected = {
         ("xray:PutTraceSegments", "*", "{}"),
@@ -128,11 +123,22 @@ def test_the_rotator_may_manage_only_its_prefixed_tables_alarms_and_hot_key_mapp
         # its own dead-letter queue
         ("sqs:SendMessage", render(synth.resolve(stack.rotation.failure_queue.queue_arn)), "{}"),
         ("dynamodb:ListTables", "*", "{}"),
-        ("dynamodb:ListExports", "*", "{}"),
         ("cloudwatch:DescribeAlarms", "*", "{}"),
         ("lambda:ListEventSourceMappings", "*", "{}"),
         *((f"dynamodb:{action}", tables, "{}") for action in table_actions),
-        ("dynamodb:DeleteTable", tables, only_its_own),
+        # The ownership tags: written only by a CreateTable that carries them, and as TagResource only
+        # on a table that carries them already, unchanged; changing or dropping a table needs them.
+        ("dynamodb:CreateTable", tables, _condition({"StringEquals": _ownership("RequestTag")})),
+        (
+            "dynamodb:TagResource",
+            tables,
+            _condition({"StringEquals": {**_ownership("RequestTag"), **_ownership("ResourceTag")}}),
+        ),
+        ("dynamodb:UpdateTable", tables, _condition({"StringEquals": _ownership("ResourceTag")})),
+        ("dynamodb:DeleteTable", tables, _condition({"StringEquals": _ownership("ResourceTag")})),
+        # Exports, only because this variant has an export bucket.
+        ("dynamodb:ListExports", "*", "{}"),
+        ("dynamodb:ExportTableToPointInTime", tables, "{}"),
         ("dynamodb:DescribeExport", ACCOUNT_ARN % ("dynamodb", f"table/{PREFIX}-*/export/*"), "{}"),
         *(
             (f"cloudwatch:{action}", ACCOUNT_ARN % ("cloudwatch", f"alarm:{PREFIX}-*"), "{}")
@@ -148,4 +154,34 @@ def test_the_rotator_may_manage_only_its_prefixed_tables_alarms_and_hot_key_mapp
             for action in ("s3:AbortMultipartUpload", "s3:PutObject", "s3:PutObjectAcl")
         ),
     }
-    assert grants(synth.role_statements(LambdaFunction.ROTATOR)) == expected
+    statements = synth.role_statements(LambdaFunction.ROTATOR)
+    assert grants(statements) == expected
+    # And the ownership tags never come off, even if a later grant allowed untagging.
+    keys = ["timeseries:managed-by", "timeseries:table-prefix"]
+    assert grants(statements, "Deny") == {
+        ("dynamodb:UntagResource", tables, _condition({"ForAnyValue:StringEquals": {"aws:TagKeys": keys}}))
+    }
+
+
+def test_no_action_that_can_take_a_table_away_or_claim_one_goes_without_the_ownership_tags(
+    synthesized: Synthesized,
+) -> None:
+    # Given both rotating deployments (hourly tables without exports, daily tables with them)
+    for variant in ("default", "periodic"):
+        statements = synthesized.synth(variant).role_statements(LambdaFunction.ROTATOR)
+        # Then every grant of an action that writes tags, changes a table's protection or drops it is conditioned
+        for action, _, condition in grants(statements):
+            if action in ("dynamodb:TagResource", "dynamodb:UpdateTable", "dynamodb:DeleteTable"):
+                assert _ownership("ResourceTag").items() <= json.loads(condition)["StringEquals"].items(), action
+            if action in ("dynamodb:CreateTable", "dynamodb:TagResource"):
+                assert _ownership("RequestTag").items() <= json.loads(condition)["StringEquals"].items(), action
+            # And untagging is allowed nowhere
+            assert action not in ("dynamodb:UntagResource", "dynamodb:*"), action
+
+
+def test_without_an_export_bucket_the_rotator_cannot_export(synthesized: Synthesized) -> None:
+    synth = synthesized.synth("default")
+    assert synth.config.rotation.export_bucket is None
+    granted = {action for action, _, _ in grants(synth.role_statements(LambdaFunction.ROTATOR))}
+    assert not granted & {"dynamodb:ExportTableToPointInTime", "dynamodb:ListExports", "dynamodb:DescribeExport"}
+    assert not any(action.startswith("s3:") for action in granted)

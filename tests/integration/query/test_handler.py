@@ -71,7 +71,8 @@ def test_pages_follow_across_invocations_with_the_secret_fetched_once(
 ) -> None:
     fetches: list[str] = []
     client("secretsmanager").meta.events.register(
-        "before-call.secrets-manager.GetSecretValue", lambda **kwargs: fetches.append("get")
+        "before-parameter-build.secrets-manager.GetSecretValue",
+        lambda params, **kwargs: fetches.append(params["VersionStage"]),
     )
     api = ApiClient(handler.handler)
     path = entity_path("sensor-1", "readings")
@@ -85,7 +86,8 @@ def test_pages_follow_across_invocations_with_the_secret_fetched_once(
     ids = [i["event_id"] for r in (first, second, third) for i in r.body["items"]]
     assert ids == [f"e{n:02d}" for n in range(12)]
     assert third.body["next_cursor"] is None
-    assert fetches == ["get"]
+    # Both keys (sign with the current one, accept the previous one too), read once for the three pages.
+    assert fetches == ["AWSCURRENT", "AWSPREVIOUS"]
     emitted = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
     reads = [blob for blob in emitted if "QueryCalls" in blob]
     assert [blob["route"] for blob in reads] == ["entity_readings"] * 3

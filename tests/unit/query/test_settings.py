@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from adapters.settings import SettingsError
-from query.logic import CursorKey
+from query.cursor import CursorKeys
 from query.settings import CursorSecretSource, QueryLimits, QuerySettings
 
 BASE = {"TABLE_PREFIX": "readings", "SHARDS": "8", "CURSOR_SECRET": "s" * 32}
@@ -60,23 +60,31 @@ def test_a_bad_variable_is_named(overrides: dict[str, str], variable: str) -> No
     assert caught.value.variable == variable
 
 
-def test_an_arn_wins_over_a_literal_and_is_fetched_once() -> None:
-    settings = QuerySettings.from_env({**BASE, "CURSOR_SECRET_ARN": "arn:aws:secretsmanager:eu-west-1:1:secret:c"})
-    calls: list[str] = []
+def test_an_arn_wins_over_a_literal_and_is_fetched_once_per_ttl() -> None:
+    arn = "arn:aws:secretsmanager:eu-west-1:1:secret:c"
+    settings = QuerySettings.from_env({**BASE, "CURSOR_SECRET_ARN": arn, "CURSOR_KEY_TTL": "2m"})
+    assert settings.cursor_secret == CursorSecretSource(secret_id=arn, literal=None, ttl_ms=120_000)
+    calls: list[tuple[str, str]] = []
 
-    def fetch(secret_id: str) -> bytes:
-        calls.append(secret_id)
-        return b"f" * 40
+    def fetch(secret_id: str, stage: str) -> bytes | None:
+        calls.append((secret_id, stage))
+        return b"f" * 40 if stage == "AWSCURRENT" else None
 
-    key = CursorKey(settings.cursor_secret, fetch)
+    keys = CursorKeys.from_source(settings.cursor_secret, fetch)
 
-    assert key() == key() == b"f" * 40
-    assert calls == ["arn:aws:secretsmanager:eu-west-1:1:secret:c"]
+    assert keys.signing() == keys.signing() == b"f" * 40
+    assert keys.accepted() == (b"f" * 40,)
+    assert calls == [(arn, "AWSCURRENT"), (arn, "AWSPREVIOUS")]
+
+
+def test_the_cursor_key_ttl_defaults_to_five_minutes() -> None:
+    settings = QuerySettings.from_env({**BASE, "CURSOR_SECRET_ARN": "arn:x"})
+    assert settings.cursor_secret.ttl_ms == 300_000
 
 
 def test_a_short_fetched_secret_is_a_configuration_error() -> None:
-    key = CursorKey(CursorSecretSource(secret_id="arn:x", literal=None), lambda _: b"short")
+    keys = CursorKeys.from_source(CursorSecretSource(secret_id="arn:x", literal=None), lambda _, __: b"short")
 
     with pytest.raises(SettingsError) as caught:
-        key()
+        keys.signing()
     assert caught.value.variable == "CURSOR_SECRET_ARN"

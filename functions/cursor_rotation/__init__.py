@@ -1,0 +1,1 @@
+"""Rotates the query API's cursor-signing key: Secrets Manager's four rotation steps for a random HMAC key."""

@@ -1,0 +1,20 @@
+"""Lambda entry point of the cursor-key rotation (``cursor_rotation.handler.handler``), invoked by
+Secrets Manager once per rotation step. Thin on purpose: Powertools decorators, the event parsed, one call."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from adapters.observability import logger, tracer
+from adapters.secret_versions import SecretVersions
+from cursor_rotation.logic import KeyRotation, RotationStep
+
+ROTATION = KeyRotation(SecretVersions())
+
+
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler(capture_response=False)
+def handler(event: dict[str, Any], context: LambdaContext) -> None:
+    ROTATION.run(RotationStep.from_event(event))

@@ -1,0 +1,85 @@
+"""IAM conformance of the ingest function (tests/integration/iam_conformance.py)."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import boto3
+import pytest
+
+from tests.integration.iam_conformance import FAILURE_DESTINATION, assert_conforms, iam_action, recording
+from tests.integration.ingest.conftest import REGION, Aws, now_ms
+from tests.integration.ingest.helpers import invoke
+from tests.unit.ingest.kinesis_events import as_json, kinesis_event, reading
+
+pytestmark = pytest.mark.integration
+
+
+def test_every_call_ingest_makes_is_granted_to_its_role(
+    aws: Aws, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a cold start as deployed (the shard map and occupancy in the control table)
+    aws.dynamodb.create_table(
+        TableName="control",
+        AttributeDefinitions=[
+            {"AttributeName": "pk", "AttributeType": "S"},
+            {"AttributeName": "sk", "AttributeType": "S"},
+        ],
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    monkeypatch.setenv("CONTROL_TABLE", "control")
+    # And a batch with good readings and a bad one
+    ts = now_ms() - 60_000
+    payloads = [as_json(reading(f"sensor-{n}", ts + n, f"e{n}")) for n in range(30)] + [b"not json"]
+    with recording("ingest") as called:
+        sys.modules.pop("ingest.handler", None)
+        module = importlib.import_module("ingest.handler")
+        try:
+            result = invoke(module, kinesis_event(payloads), capsys)
+        finally:
+            module.INGESTOR.close()
+            sys.modules.pop("ingest.handler", None)
+    assert result.outcome.written == 30 and result.outcome.rejected == 1
+    # Then every action it called is granted, and everything granted is called or is the service's own
+    assert_conforms(
+        "ingest",
+        called,
+        not_called={
+            **ESM_KINESIS,
+            **FAILURE_DESTINATION,
+        },
+    )
+
+
+#: Read by the event source mapping with the function's role, never by its code.
+ESM_KINESIS = {
+    f"kinesis:{action}": "the Kinesis event source mapping reads the stream with the function's role"
+    for action in (
+        "DescribeStream",
+        "DescribeStreamConsumer",
+        "DescribeStreamSummary",
+        "GetRecords",
+        "GetShardIterator",
+        "ListShards",
+        "ListStreams",
+        "SubscribeToShard",
+    )
+}
+
+
+def test_the_check_fails_on_a_missing_grant_and_on_an_unexercised_one() -> None:
+    with pytest.raises(AssertionError, match=r"calls \['dynamodb:DeleteTable'\], which its role does not grant"):
+        assert_conforms("ingest", {"dynamodb:BatchWriteItem", "dynamodb:DeleteTable"}, not_called={})
+    with pytest.raises(AssertionError, match="no test exercises them"):
+        assert_conforms("ingest", {"dynamodb:BatchWriteItem"}, not_called={})
+
+
+def test_calls_are_named_as_iam_names_them_and_the_tests_own_calls_do_not_count(aws: Aws) -> None:
+    assert iam_action(boto3.client("cloudwatch", region_name=REGION), "PutMetricData") == "cloudwatch:PutMetricData"
+    assert iam_action(aws.sqs, "SendMessageBatch") == "sqs:SendMessage"
+    assert iam_action(aws.dynamodb, "BatchWriteItem") == "dynamodb:BatchWriteItem"
+    with recording("ingest") as called:
+        aws.dynamodb.list_tables()
+    assert called == set()

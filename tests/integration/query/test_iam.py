@@ -1,0 +1,52 @@
+"""IAM conformance of the query function (tests/integration/iam_conformance.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from keydesign import format_ts
+from tests.integration.iam_conformance import assert_conforms, recording
+from tests.integration.query.conftest import HOUR, NOW, Store
+from tests.integration.query.test_handler import ENV, load_handler, secret_arn, store
+from tests.unit.query.apigw import ApiClient, entity_path
+
+pytestmark = pytest.mark.integration
+__all__ = ["secret_arn", "store"]  # fixtures
+
+
+def test_every_call_the_query_function_makes_is_granted_to_its_role(
+    store: Store, secret_arn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given the function as deployed: the shard map and occupancy records in the control table
+    store.dynamodb.create_table(
+        TableName="control",
+        AttributeDefinitions=[
+            {"AttributeName": "pk", "AttributeType": "S"},
+            {"AttributeName": "sk", "AttributeType": "S"},
+        ],
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    for name, value in {**ENV, "CURSOR_SECRET_ARN": secret_arn, "CONTROL_TABLE": "control"}.items():
+        monkeypatch.setenv(name, value)
+    window = {"from_": format_ts(NOW - 4 * HOUR), "to": format_ts(NOW)}
+    # When it starts cold and serves every route, following a cursor
+    with recording("query") as called:
+        api = ApiClient(load_handler().handler)
+        first = api.get(entity_path("sensor-1", "readings"), **window, limit=5)
+        pages = [
+            first,
+            api.get(entity_path("sensor-1", "readings"), **window, limit=5, cursor=first.body["next_cursor"]),
+        ]
+        pages += [
+            api.get(entity_path("sensor-1", "latest")),
+            api.get(entity_path("sensor-1", "aggregates"), **window, interval="1h", stats="avg"),
+            api.get("/readings", **window, limit=5),
+        ]
+    assert [page.status for page in pages] == [200] * 5, [page.body for page in pages if page.status != 200]
+    # Then every action it called is granted, and everything granted is called or is the service's own
+    assert_conforms(
+        "query",
+        called,
+        not_called={},
+    )

@@ -10,6 +10,8 @@ that happened before the mark that asked for them.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +35,8 @@ from keydesign.rollup import (
 #: BatchGetItem's key limit per call.
 _GET_KEYS = 100
 _GET_ATTEMPTS = 8
+#: Marks an ingest container remembers as written: one per entity and finest interval per stamp minute.
+MARK_ENTRIES = 65_536
 
 
 @dataclass(slots=True)
@@ -76,12 +80,48 @@ def plain(value: Mapping[str, Any]) -> Any:
     raise ValueError(f"unexpected attribute type {kind}")
 
 
+class MarkRecorder:
+    """Ingest's side: the marks of a batch's written readings, each written once per container
+    (a bounded LRU; an evicted mark is written again, which costs a write unit, never correctness)."""
+
+    def __init__(self, store: RollupStore, level: int, *, entries: int = MARK_ENTRIES) -> None:
+        self.store = store
+        self._level = level
+        self._entries = entries
+        self._written: OrderedDict[Mark, None] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def write(self, readings: Sequence[tuple[int, str, int]], stamp_ms: int, deadline: Deadline) -> dict[int, str]:
+        """Write the marks of ``readings`` (index, entity, event time) stamped ``stamp_ms``; the
+        indexes whose mark could not be written, with the reason (their records are redelivered)."""
+        groups: dict[Mark, list[int]] = {}
+        for index, entity, ts_ms in readings:
+            groups.setdefault(Mark.of(stamp_ms, self._level, ts_ms, entity), []).append(index)
+        with self._lock:
+            missing = [mark for mark in groups if mark not in self._written]
+        if not missing:
+            return {}
+        report = self.store.writer.write([self.store.mark_write(m) for m in missing], deadline)
+        failed: dict[int, str] = {}
+        with self._lock:
+            for position, mark in enumerate(missing):
+                if position in report.written:
+                    self._written[mark] = None
+                    self._written.move_to_end(mark)
+                else:
+                    why = report.unwritten.get(position) or report.rejected.get(position) or "unknown"
+                    failed.update(dict.fromkeys(groups[mark], why))
+            while len(self._written) > self._entries:
+                self._written.popitem(last=False)
+        return failed
+
+
 class RollupStore:
     """Rollup items of one table prefix. Holds no state but its clients."""
 
     def __init__(self, dynamodb: Any, writer: BatchWriter, control_table: str, prefix: str, retention_ms: int) -> None:
         self._db = dynamodb
-        self._writer = writer
+        self.writer = writer
         self.table = control_table
         self.prefix = prefix
         self._retention_ms = retention_ms
@@ -117,7 +157,7 @@ class RollupStore:
         """Put every item, or raise: a run that could not write its results is repeated."""
         if not writes:
             return
-        report = self._writer.write(writes, deadline)
+        report = self.writer.write(writes, deadline)
         failed = {**report.unwritten, **report.rejected}
         if failed:
             index, why = next(iter(failed.items()))

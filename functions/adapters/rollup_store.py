@@ -101,7 +101,10 @@ class MarkRecorder:
             missing = [mark for mark in groups if mark not in self._written]
         if not missing:
             return {}
-        report = self.store.writer.write([self.store.mark_write(m) for m in missing], deadline)
+        writer = self.store.writer
+        if writer is None:
+            raise RuntimeError("marks need a rollup store that writes")
+        report = writer.write([self.store.mark_write(m) for m in missing], deadline)
         failed: dict[int, str] = {}
         with self._lock:
             for position, mark in enumerate(missing):
@@ -119,7 +122,9 @@ class MarkRecorder:
 class RollupStore:
     """Rollup items of one table prefix. Holds no state but its clients."""
 
-    def __init__(self, dynamodb: Any, writer: BatchWriter, control_table: str, prefix: str, retention_ms: int) -> None:
+    def __init__(
+        self, dynamodb: Any, writer: BatchWriter | None, control_table: str, prefix: str, retention_ms: int
+    ) -> None:
         self._db = dynamodb
         self.writer = writer
         self.table = control_table
@@ -157,6 +162,8 @@ class RollupStore:
         """Put every item, or raise: a run that could not write its results is repeated."""
         if not writes:
             return
+        if self.writer is None:
+            raise RuntimeError("this rollup store reads only")
         report = self.writer.write(writes, deadline)
         failed = {**report.unwritten, **report.rejected}
         if failed:

@@ -9,12 +9,13 @@ every reading it stands for with it. For each closed slot, finest level first:
 1. every marked interval of the finest level is recomputed from its raw
    partitions (strongly consistent reads) and put;
 2. each interval of a coarser level that holds a recomputed one is recomputed
-   from the finer rollups when it has ended by the slot, or else deferred: a
-   mark for it is stamped with the slot in which it ends;
+   from the finer rollups when the slot is its last or later, or else deferred:
+   a mark for it is stamped with its last slot;
 3. the total of every recomputed interval is recomputed from every entity's
    rollup of that interval and put.
 
-The watermark ``through`` then moves past the slot. Every write is a put of a
+The watermark ``through`` then moves past the slot: every reading stored
+before it is in the rollup of every interval that ends by it. Every write is a put of a
 recomputed value, so a slot applied twice (a run that failed half-way) gives
 the same items. Marks of intervals that ended more than ``LATENESS`` before
 their stamp are counted, not applied: their raw partitions may be in a table
@@ -193,10 +194,12 @@ class RollupRunner:
             deferred: list[Mark] = []
             for start, entity in intervals:
                 coarse_start = floor_to(start, coarse)
-                if coarse_start + coarse <= slot:
+                # Recomputed in the interval's last slot (after that slot's finer changes), or now if it has passed.
+                last_slot = coarse_start + coarse - SLOT_MS
+                if last_slot <= slot:
                     todo[coarse].add((coarse_start, entity))
                 else:
-                    mark = Mark.of(coarse_start + coarse, coarse, coarse_start, entity)
+                    mark = Mark.of(last_slot, coarse, coarse_start, entity)
                     if mark not in self._deferred:
                         deferred.append(mark)
             self._store.write([self._store.mark_write(m) for m in deferred], deadline)

@@ -41,6 +41,9 @@ MARK_SHARDS = 8
 ROLLUP_SHARDS = 8
 TOTAL_PERIOD_INTERVALS = 1000
 STATE_PK = "rollstate"
+#: The partition keys each side may touch, as IAM ``dynamodb:LeadingKeys`` patterns.
+MARK_KEYS = ("rollmark#*",)
+READ_KEYS = ("rollup#*", "rollall#*", STATE_PK)
 #: Rollups and marks outlive the readings they stand for by this much.
 TTL_SLACK_MS = DAY_MS
 

@@ -17,7 +17,7 @@ class RollupSettings(CommonSettings):
     lateness_ms: DurationMs = env("ROLLUP_LATENESS", "1d", gt=0)
     """Marks of an interval that ended longer than this before they were stamped are counted
     (RollupLateMarks), not applied; the readings stay in the raw table."""
-    settle_ms: DurationMs = env("ROLLUP_SETTLE", "2m", gt=0)
+    settle_ms: DurationMs = env("ROLLUP_SETTLE", "3m", gt=0)
     """How long after a slot (minute) of marks ends before it is applied; longer than ingest's timeout."""
     concurrency: int = env("ROLLUP_CONCURRENCY", 16, ge=1, le=64)
     """Intervals recomputed at once."""

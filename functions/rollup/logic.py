@@ -117,7 +117,7 @@ class RollupRunner:
         self._deferred: set[Mark] = set()
 
     @classmethod
-    def from_settings(cls, settings: RollupSettings) -> RollupRunner:
+    def from_settings(cls, settings: RollupSettings, *, clock_ms: Callable[[], int] | None = None) -> RollupRunner:
         common = settings.common
         if common.granularities is None or common.control_table is None:  # the settings refuse both
             raise ValueError("rollups need ROLLUPS and CONTROL_TABLE")
@@ -134,6 +134,7 @@ class RollupRunner:
             lateness_ms=settings.lateness_ms,
             settle_ms=settings.settle_ms,
             concurrency=settings.concurrency,
+            **({"clock_ms": clock_ms} if clock_ms is not None else {}),
         )
 
     def close(self) -> None:

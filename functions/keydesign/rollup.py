@@ -37,8 +37,8 @@ from .timefmt import format_ts, parse_timestamp
 
 #: Marks are grouped by the minute they were stamped in: the rollup function's unit of progress.
 SLOT_MS = 60_000
-MARK_SHARDS = 8
-ROLLUP_SHARDS = 8
+MARK_SHARDS = 32
+ROLLUP_SHARDS = 32
 TOTAL_PERIOD_INTERVALS = 1000
 STATE_PK = "rollstate"
 #: The partition keys each side may touch, as IAM ``dynamodb:LeadingKeys`` patterns.

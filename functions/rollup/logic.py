@@ -192,7 +192,7 @@ class RollupRunner:
             coarse = self._levels.coarser(level)
             if coarse is None:
                 continue
-            deferred: list[Mark] = []
+            deferred: dict[Mark, None] = {}  # several fine intervals defer the same coarse one
             for start, entity in intervals:
                 coarse_start = floor_to(start, coarse)
                 # Recomputed in the interval's last slot (after that slot's finer changes), or now if it has passed.
@@ -202,7 +202,7 @@ class RollupRunner:
                 else:
                     mark = Mark.of(last_slot, coarse, coarse_start, entity)
                     if mark not in self._deferred:
-                        deferred.append(mark)
+                        deferred[mark] = None
             self._store.write([self._store.mark_write(m) for m in deferred], deadline)
             self._deferred.update(deferred)
             report.deferred += len(deferred)

@@ -23,12 +23,12 @@ from adapters.batch_writer import BatchWriter
 from adapters.retry import Deadline
 from adapters.rollup_store import ReadCount, RollupStore
 from adapters.shard_map_source import StaticShardMap
+from benchmarks.memory_dynamo import MemoryDynamo as FakeDynamo
 from keydesign import Layout, Reading, ShardMap
 from keydesign.rollup import Figures, Granularities, floor_to, marks_of
 from rollup.logic import RollupRunner
 from tests.unit.keydesign.strategies import PROPERTY
 from tests.unit.query.fakes import InMemoryReader
-from tests.unit.rollup.fakes import FakeDynamo
 
 MINUTE = 60_000
 T0 = 1_795_000_000_000 - 1_795_000_000_000 % (3_600_000)  # an hour boundary in 2026

@@ -1,31 +1,45 @@
-"""An in-memory stand-in for the DynamoDB client calls the rollup store makes (low-level item shapes).
+"""An in-memory stand-in for the DynamoDB client calls the rollup store makes (low-level item shapes),
+for the rollup benchmark and tests.
 
 Query supports ``pk = :pk`` with an optional ``sk BETWEEN :low AND :high`` and
 pages of ``page_items``; BatchGetItem leaves keys past ``get_limit`` unprocessed;
 ``fail_writes`` makes the next BatchWriteItem calls raise, as a run dying half-way would.
+Writes are counted per kind of partition key (the text before its first ``#``), with their write
+units; reads report the read units DynamoDB would (item sizes by its rules, 4 KB units).
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
+
+from adapters.rollup_store import plain
+from keydesign import item_size, read_units, write_units
+
+
+def _size(item: dict[str, Any]) -> int:
+    return item_size({k: plain(v) for k, v in item.items()})
+
 
 # ruff: noqa: N803  (the client's own parameter names)
 
 
-class FakeDynamo:
+class MemoryDynamo:
     def __init__(self, page_items: int = 7, get_limit: int = 40) -> None:
         self.items: dict[tuple[str, str, str], dict[str, Any]] = {}
         self.page_items = page_items
         self.get_limit = get_limit
         self.fail_writes = 0
         self.calls: dict[str, int] = {}
+        self.written: Counter[str] = Counter()
+        self.write_units: Counter[str] = Counter()
 
     def _count(self, name: str) -> None:
         self.calls[name] = self.calls.get(name, 0) + 1
 
     def put_item(self, *, TableName: str, Item: dict[str, Any], **_: Any) -> dict[str, Any]:
         self._count("put_item")
-        self.items[(TableName, Item["pk"]["S"], Item["sk"]["S"])] = Item
+        self._store(TableName, Item)
         return {}
 
     def get_item(self, *, TableName: str, Key: dict[str, Any], **_: Any) -> dict[str, Any]:
@@ -33,16 +47,22 @@ class FakeDynamo:
         found = self.items.get((TableName, Key["pk"]["S"], Key["sk"]["S"]))
         return {"Item": found} if found is not None else {}
 
-    def batch_write_item(self, *, RequestItems: dict[str, list[dict[str, Any]]], **_: Any) -> dict[str, Any]:
+    def batch_write_item(self, **kwargs: Any) -> dict[str, Any]:
         self._count("batch_write_item")
+        request_items: dict[str, list[dict[str, Any]]] = kwargs["RequestItems"]
         if self.fail_writes:
             self.fail_writes -= 1
             raise ConnectionError("injected: the run dies here")
-        for table, requests in RequestItems.items():
+        for table, requests in request_items.items():
             for request in requests:
-                item = request["PutRequest"]["Item"]
-                self.items[(table, item["pk"]["S"], item["sk"]["S"])] = item
+                self._store(table, request["PutRequest"]["Item"])
         return {"UnprocessedItems": {}}
+
+    def _store(self, table: str, item: dict[str, Any]) -> None:
+        kind = item["pk"]["S"].split("#", 1)[0]
+        self.written[kind] += 1
+        self.write_units[kind] += write_units(_size(item))
+        self.items[(table, item["pk"]["S"], item["sk"]["S"])] = item
 
     def batch_get_item(self, *, RequestItems: dict[str, Any], **_: Any) -> dict[str, Any]:
         self._count("batch_get_item")
@@ -57,7 +77,15 @@ class FakeDynamo:
         return {
             "Responses": {table: found},
             "UnprocessedKeys": {table: {"Keys": rest}} if rest else {},
-            "ConsumedCapacity": [{"CapacityUnits": 0.5 * len(keys[: self.get_limit])}],
+            # Each key is a GetItem's worth: at least one 4 KB unit, found or not.
+            "ConsumedCapacity": [
+                {
+                    "CapacityUnits": sum(
+                        read_units(_size(item), consistent=request.get("ConsistentRead", False)) for item in found
+                    )
+                    + read_units(0) * (len(keys[: self.get_limit]) - len(found))
+                }
+            ],
         }
 
     def query(self, *, TableName: str, ExpressionAttributeValues: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
@@ -72,7 +100,8 @@ class FakeDynamo:
             if table == TableName and p == pk and (low is None or low <= sk <= high) and (start is None or sk > start)
         )
         page = [item for _, item in rows[: self.page_items]]
-        out: dict[str, Any] = {"Items": page, "ConsumedCapacity": {"CapacityUnits": 0.5}}
+        units = read_units(sum(_size(item) for item in page), consistent=kwargs.get("ConsistentRead", False))
+        out: dict[str, Any] = {"Items": page, "ConsumedCapacity": {"CapacityUnits": units}}
         if len(rows) > self.page_items:
             out["LastEvaluatedKey"] = {"pk": {"S": pk}, "sk": page[-1]["sk"]}
         return out

@@ -241,3 +241,11 @@ def marks_of(stamp_ms: int, level: int, readings: Iterable[tuple[str, int]]) -> 
     """The marks a batch stamped at ``stamp_ms`` writes for its readings (entity, event time):
     one per entity and finest interval, whatever the number of readings."""
     return sorted({Mark.of(stamp_ms, level, ts_ms, entity) for entity, ts_ms in readings})
+
+
+def hottest_rollup_keys(entities: int) -> tuple[float, float]:
+    """The rollup key load of ``entities`` writing continuously, whatever their rates: ingest's marks on
+    the hottest mark key (WCU/s, one mark per entity-minute over MARK_SHARDS keys), and the most puts one
+    rollup run makes on one key (a minute's rollups over ROLLUP_SHARDS keys, or every entity's deferred
+    hour mark over MARK_SHARDS keys, at once)."""
+    return entities / MARK_SHARDS / (SLOT_MS / 1000), entities / min(MARK_SHARDS, ROLLUP_SHARDS)

@@ -25,7 +25,7 @@ from adapters.rollup_store import ReadCount, RollupStore
 from adapters.shard_map_source import StaticShardMap
 from benchmarks.memory_dynamo import MemoryDynamo as FakeDynamo
 from keydesign import Layout, Reading, ShardMap
-from keydesign.rollup import Figures, Granularities, floor_to, marks_of
+from keydesign.rollup import Figures, Granularities, floor_to, hottest_rollup_keys, marks_of
 from rollup.logic import RollupRunner
 from tests.unit.keydesign.strategies import PROPERTY
 from tests.unit.query.fakes import InMemoryReader
@@ -183,3 +183,10 @@ def ingest_readings_only(world: World, batch: Batch) -> None:
         rows = world.reader.partitions.get((key.table, key.pk), [])
         rows[:] = [row for row in rows if row.sk != key.sk]
         world.reader.put(world.layout, world.shard_map, reading)  # type: ignore[attr-defined]
+
+
+def test_rollup_keys_stay_far_below_a_partitions_limit_at_the_seed_scenario() -> None:
+    # 10,000 sensors: one mark per sensor-minute over 32 keys, a run's puts over 32 keys
+    mark_wcu, burst = hottest_rollup_keys(10_000)
+    assert mark_wcu == 10_000 / 32 / 60 < 6
+    assert burst == 312.5 < 1_000

@@ -44,8 +44,10 @@ from ingest.settings import IngestSettings
 from keydesign import ConfigError as KeyDesignConfigError
 from keydesign import Layout, ShardMap, Workload, parse_duration, plan_capacity, shards_for, write_units
 from keydesign.items import MAX_ITEM_BYTES
+from keydesign.rollup import Granularities
 from keydesign.shardmap import MAX_GLOBAL_SHARDS
 from query.settings import QuerySettings
+from rollup.settings import RollupSettings
 from rotator.settings import RotatorSettings
 
 # The seed workload the default shard count is sized for: 50,000 writes/s of
@@ -136,6 +138,7 @@ class LambdaFunction(StrEnum):
     QUERY = "query"
     HOTKEYS = "hotkeys"
     ROTATOR = "rotator"
+    ROLLUP = "rollup"
 
     @property
     def handler(self) -> str:
@@ -150,6 +153,7 @@ class LambdaFunction(StrEnum):
             LambdaFunction.QUERY: QuerySettings,
             LambdaFunction.HOTKEYS: HotKeySettings,
             LambdaFunction.ROTATOR: RotatorSettings,
+            LambdaFunction.ROLLUP: RollupSettings,
         }
         return models[self]
 
@@ -280,6 +284,8 @@ class LambdaConfig:
     #: for hundreds of hourly tables to describe), and runs are one at a time (two would
     #: only race each other over the same tables).
     rotator: FunctionSizing = FunctionSizing(memory_mb=512, timeout_s=300, reserved_concurrency=1)
+    #: A run applies closed minutes until 5 s before its timeout; the next run (a minute later) goes on.
+    rollup: FunctionSizing = FunctionSizing(memory_mb=1_024, timeout_s=120, reserved_concurrency=1)
 
     def sizing(self, function: LambdaFunction) -> FunctionSizing:
         return {
@@ -287,6 +293,7 @@ class LambdaConfig:
             LambdaFunction.QUERY: self.query,
             LambdaFunction.HOTKEYS: self.hotkeys,
             LambdaFunction.ROTATOR: self.rotator,
+            LambdaFunction.ROLLUP: self.rollup,
         }[function]
 
 
@@ -432,6 +439,12 @@ class AppConfig:
             },
             LambdaFunction.HOTKEYS: lambda: self._hot_keys_settings(wiring),
             LambdaFunction.ROTATOR: lambda: self._rotator_settings(wiring),
+            LambdaFunction.ROLLUP: lambda: {
+                # Never past retention: a late interval is recomputed from raw readings that must still be there.
+                "lateness_ms": min(parse_duration(self.context.rollup_lateness, "rollup_lateness"), self.retention_ms),
+                # A minute of marks is applied once no ingest invocation stamped in it can still be writing.
+                "settle_ms": (self.lambdas.ingest.timeout_s + 60) * 1000,
+            },
         }
         periodic = self.table_period is not None
         return function.settings.render(
@@ -450,6 +463,8 @@ class AppConfig:
             # whose table the rotator has retired or not built yet.
             grace_ms=parse_duration(self.rotation.grace, "grace") if periodic else None,
             prebuild_periods=self.rotation.prebuild_periods if periodic else None,
+            # Ingest marks, the rollup function applies, the query function reads: one value for all three.
+            rollups=self.context.rollups or None,
             **own[function](),
         )
 
@@ -715,6 +730,8 @@ class Context(BaseModel):
     # A reservation is also a cap: unset, ingest draws on the account's unreserved pool.
     ingest_reserved_concurrency: OptionalWhole = key(None, low=1, high=10_000)
     max_future: Annotated[Text, _duration(1_000, DAY_MS)] = key("5m")
+    rollups: OptionalText = key("1m,1h,1d")
+    rollup_lateness: Annotated[Text, _duration(60_000)] = key("1d")
     hot_split_threshold_wcu: Whole = key(500, low=1, high=PARTITION_WCU - 1)
     shard_map_cache_ttl_s: Whole = key(60, low=1, high=3_600)
     item_bytes: Whole = key(SEED_ITEM_BYTES, low=1, high=MAX_ITEM_BYTES)
@@ -822,8 +839,16 @@ class Context(BaseModel):
         )
         if period is not None:
             self._rotation_rules(period.name, period.nominal_ms, retention_ms)
+        if self.rollups:
+            self._rollup_rules()
         self._layout = layout
         return self
+
+    def _rollup_rules(self) -> None:
+        try:
+            Granularities.parse(self.rollups or "", "rollups")
+        except KeyDesignConfigError as exc:
+            raise ConfigError("rollups", exc.reason) from None
 
     def _rotation_rules(self, period: str, period_ms: int, retention_ms: int) -> None:
         _rule(

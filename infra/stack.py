@@ -18,8 +18,10 @@ from infra.hot_keys import HotKeys
 from infra.ingestion import Ingestion
 from infra.lambdas import HelperFunction, LambdaRuntime
 from infra.monitoring import Monitoring, WatchedTable
+from infra.rollups import Rollups, grant_control_keys
 from infra.rotation import Rotation
 from infra.storage import Storage
+from keydesign.rollup import MARK_KEYS, READ_KEYS
 
 _REMOVAL = {"retain": RemovalPolicy.RETAIN, "destroy": RemovalPolicy.DESTROY}
 Op = dynamodb.Operation
@@ -90,6 +92,26 @@ class TimeSeriesStack(Stack):
                 removal_policy=removal_policy,
             )
 
+        # Scheduler -> rollup function: ingest marks what changed, it recomputes, the API reads the rollups.
+        self.rollups: Rollups | None = None
+        if config.context.rollups:
+            self.rollups = Rollups(
+                self,
+                "Rollups",
+                config=config,
+                runtime=runtime,
+                storage=self.storage,
+                alerts_topic=self.alerts.topic,
+                removal_policy=removal_policy,
+            )
+            grant_control_keys(self.storage, self.ingestion.function, ["dynamodb:BatchWriteItem"], MARK_KEYS)
+            grant_control_keys(
+                self.storage,
+                self.api.function,
+                ["dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query"],
+                READ_KEYS,
+            )
+
         functions: dict[LambdaFunction | HelperFunction, lambda_.IFunction] = {
             LambdaFunction.INGEST: self.ingestion.function,
             LambdaFunction.QUERY: self.api.function,
@@ -107,6 +129,9 @@ class TimeSeriesStack(Stack):
         if self.rotation is not None:
             functions[LambdaFunction.ROTATOR] = self.rotation.function
             queues["rotation-failures"] = self.rotation.failure_queue
+        if self.rollups is not None:
+            functions[LambdaFunction.ROLLUP] = self.rollups.function
+            queues["rollup-failures"] = self.rollups.failure_queue
         self.monitoring = Monitoring(
             self,
             "Monitoring",
@@ -118,6 +143,8 @@ class TimeSeriesStack(Stack):
             queues=queues,
             api=self.api.rest_api,
         )
+        if self.rollups is not None:
+            self.monitoring.dashboard.add_widgets(*self.rollups.widgets())
 
         self._outputs()
 

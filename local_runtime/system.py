@@ -27,6 +27,7 @@ the functions are wired through (:meth:`LocalSystem.load_function`,
 from __future__ import annotations
 
 import logging
+import math
 import sys
 import threading
 import time
@@ -113,6 +114,16 @@ class LocalOptions:
     #: rotator has closed. :attr:`LocalSystem.clock` timestamps such readings.
     rotator_replay_s: float | None = None
     rotator_replay_pace_s: float = 0.5
+    #: Maintain rollups: ingest marks, the rollup function runs every ``rollup_every_s`` (wall clock),
+    #: the query function reads them. Off: every function runs as with ``rollups: null``.
+    rollups: bool = False
+    rollup_every_s: float = 60.0
+    #: On top of the stack's environment; ROLLUP_SETTLE (the stack's: ingest timeout + 60 s) is here
+    #: ``ingest_timeout_s`` + 5 s by default: local invocations run in this process, on this clock.
+    rollup_environment: Mapping[str, str] = field(default_factory=dict)
+    #: Run the rollup function this far ahead of the wall clock: compressed time for tests and the
+    #: demo, so the minute just ingested is already closed (0: the real schedule's behaviour).
+    rollup_ahead_s: float = 0.0
     #: The cursor-signing key stored in the local Secrets Manager; None: a random one per start.
     cursor_secret: str | None = None
 
@@ -259,6 +270,8 @@ class LocalSystem:
             self._start_hot_keys(follow_tables=not rotates)
         if rotates:
             self._start_rotator()
+        if options.rollups and self.config.context.rollups:
+            self._start_rollups()
 
     def stop(self) -> None:
         """Stop everything that started, in reverse order. Safe to call twice."""
@@ -397,6 +410,8 @@ class LocalSystem:
         """``function``'s environment as the stack builds it (:meth:`AppConfig.function_environment`
         with :attr:`wiring`), plus ``extra``."""
         env = self.config.function_environment(LambdaFunction(function), self.wiring)
+        if not self.options.rollups:
+            env.pop("ROLLUPS", None)
         env.update(extra)
         return env
 
@@ -637,6 +652,28 @@ class LocalSystem:
             self.schedules.append(schedule)
         schedule.start(run_now=False)
 
+    def _start_rollups(self) -> None:
+        options = self.options
+        settle = {"ROLLUP_SETTLE": f"{math.ceil(options.ingest_timeout_s) + 5}s"}
+        function = self.load_function(
+            self._spec(
+                LambdaFunction.ROLLUP,
+                {**settle, **options.rollup_environment},
+                close=_close_attribute("RUNNER"),
+                configure=_rollups_ahead(options.rollup_ahead_s) if options.rollup_ahead_s else None,
+            )
+        )
+        schedule = Schedule(function.name, function.invoke, every_s=options.rollup_every_s)
+        with self._lock:
+            self.schedules.append(schedule)
+        # The first run one period after the start, as a new schedule's in AWS.
+        schedule.start(run_now=False)
+
+    def rollup_schedule(self) -> Schedule | None:
+        """The rollup function's schedule (None when rollups are off)."""
+        name = self.function_name(LambdaFunction.ROLLUP)
+        return next((s for s in self.schedules if s.name == name), None)
+
     def _record_rotation(self, now_ms: int, result: Any) -> None:
         with self._lock:
             self.rotations.append({"now_ms": now_ms, "summary": result})
@@ -662,6 +699,22 @@ def _close_attribute(name: str) -> Callable[[ModuleType], None]:
             closer()
 
     return close
+
+
+def _rollups_ahead(ahead_s: float) -> Callable[[ModuleType], None]:
+    """Rebuild the rollup module's ``RUNNER`` on a clock ``ahead_s`` ahead of the wall clock."""
+
+    def configure(module: ModuleType) -> None:
+        from rollup.logic import RollupRunner  # noqa: PLC0415 - after the environment is set
+
+        namespace = vars(module)
+        namespace["RUNNER"].close()
+        ahead_ms = int(ahead_s * 1000)
+        namespace["RUNNER"] = RollupRunner.from_settings(
+            namespace["SETTINGS"], clock_ms=lambda: time.time_ns() // 1_000_000 + ahead_ms
+        )
+
+    return configure
 
 
 def _rotator_on_local_mappings(mappings: LocalMappings) -> Callable[[ModuleType], None]:

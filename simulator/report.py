@@ -6,6 +6,7 @@ from pathlib import Path
 
 from keydesign import format_ts
 from keydesign.capacity import PARTITION_WCU
+from keydesign.rollup import MARK_SHARDS, hottest_rollup_keys
 
 from .engine import LayoutResult, SimulationResult
 from .reads import duration_label
@@ -149,6 +150,12 @@ def notes(sim: SimulationResult) -> list[str]:
             f"({format_ts(start)}) every entity is taken to write at its mean rate over the run: the fan-out is "
             "exact, the read units of that part an estimate."
         )
+    mark_wcu, burst = hottest_rollup_keys(sim.workload.entities)
+    out.append(
+        f"rollups (1m,1h,1d): the hottest rollup key takes {mark_wcu:,.1f} WCU/s (ingest's marks, one per "
+        f"entity-minute over {MARK_SHARDS} keys, whatever the rates) and at most {burst:,.1f} puts per rollup run; "
+        "docs/rollups.md."
+    )
     out.append(
         "p99, mean and max/mean are over the key-seconds that took writes; a key-second over "
         f"{PARTITION_WCU:,} WCU is throttled and 'throttled WCU' is the excess."

@@ -40,6 +40,7 @@ from pydantic import (
 )
 
 from keydesign import KeyDesignError, Layout, parse_duration
+from keydesign.rollup import Granularities
 
 View = TypeVar("View")
 _UNITS = (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1_000))
@@ -214,7 +215,10 @@ class CommonSettings(EnvSettings):
     """Tables built ahead of the current period (per-period tables)."""
     max_future_ms: DurationMs = env("MAX_FUTURE", "5m")
     """How far past now an event time may lie (ingest); the hot-key change margin must cover it."""
+    rollups: str | None = env("ROLLUPS", None)
+    """Rollup granularities, finest first, each a multiple of the one before (1m,1h,1d); empty: no rollups."""
     _layout: Layout = PrivateAttr()
+    _granularities: Granularities | None = PrivateAttr(None)
 
     @model_validator(mode="after")
     def _layout_holds(self) -> Self:
@@ -229,7 +233,16 @@ class CommonSettings(EnvSettings):
             field = {"layout": "layout_kind", "bucket": "bucket", "table_period": "table_period"}
             raise self.invalid(field.get(exc.field, "table_prefix"), exc.reason) from None
         self._layout = layout
+        try:
+            self._granularities = Granularities.parse(self.rollups, "rollups") if self.rollups else None
+        except KeyDesignError as exc:
+            raise self.invalid("rollups", exc.reason) from None
         return self
+
+    @property
+    def granularities(self) -> Granularities | None:
+        """The rollup levels, or None when rollups are off."""
+        return self._granularities
 
     @property
     def layout(self) -> Layout:

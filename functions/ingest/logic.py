@@ -41,6 +41,7 @@ from adapters.observability import logger, metrics, tracer
 from adapters.occupancy import OccupancyRecorder, OccupancyStore
 from adapters.rejects import Reject, RejectsPublisher, RejectsReport, SendMessageBatchApi
 from adapters.retry import Backoff, Clock, Deadline, Sleep
+from adapters.rollup_store import MarkRecorder, RollupStore
 from adapters.shard_map_source import ShardMapSource
 from adapters.shard_map_store import shard_map_source
 from ingest.decoding import Candidate, DecodedRecord, decode_record
@@ -139,6 +140,7 @@ class _Write:
     pending: PendingWrite
     origins: list[Candidate]
     ts_ms: int
+    entity: str
 
 
 class Ingestor:
@@ -162,9 +164,11 @@ class Ingestor:
         wall_clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
         rng: random.Random | None = None,
         occupancy: OccupancyRecorder | None = None,
+        rollup_marks: MarkRecorder | None = None,
     ) -> None:
         self._layout = layout
         self._occupancy = occupancy
+        self._rollup_marks = rollup_marks
         self._shard_maps = shard_maps
         self._writer = writer
         self._rejects = rejects
@@ -217,10 +221,17 @@ class Ingestor:
             # one-off marker uses the store's own client, with standard retries.
             store = OccupancyStore(client("dynamodb"), common.control_table, common.layout.table_prefix)
             occupancy = OccupancyRecorder(store, max_future_ms=settings.max_future_ms)
+        rollup_marks = None
+        if common.control_table is not None and common.granularities is not None:
+            rollups = RollupStore(
+                client("dynamodb"), writer, common.control_table, common.layout.table_prefix, common.retention_ms
+            )
+            rollup_marks = MarkRecorder(rollups, common.granularities.finest)
         return cls(
             layout=common.layout,
             shard_maps=shard_map_source(settings.common, bootstrap=True),
             occupancy=occupancy,
+            rollup_marks=rollup_marks,
             writer=writer,
             rejects=rejects,
             retention_ms=common.retention_ms,
@@ -293,6 +304,7 @@ class Ingestor:
         handle = self._writer.submit(pendings, deadline)
         outcome.rejects = self._rejects.publish(rejects, deadline)
         outcome.write = handle.wait()
+        self._mark_rollups(distinct, outcome.write, now_ms, deadline)
 
         for index, record in enumerate(reject_record):
             self._settle_reject(outcome, record, rejects[index], index, outcome.rejects)
@@ -373,7 +385,7 @@ class Ingestor:
         pending = PendingWrite(key.table, key.pk, key.sk, low_level)
         existing = writes.get(identity)
         if existing is None:
-            writes[identity] = _Write(pending, [candidate], reading.ts_ms)
+            writes[identity] = _Write(pending, [candidate], reading.ts_ms, reading.entity_id)
         else:
             existing.pending = pending  # the last one wins
             existing.origins.append(candidate)
@@ -404,6 +416,16 @@ class Ingestor:
             for index in records[record]:
                 blocked[index] = (f"occupancy not recorded: {why}", distinct[index].origins)
         return blocked
+
+    def _mark_rollups(self, distinct: Sequence[_Write], write: WriteReport, now_ms: int, deadline: Deadline) -> None:
+        """Mark the written readings' intervals for the rollup function: after the readings, stamped
+        with the batch's start (see rollup.logic). A reading whose mark is not written is handed back."""
+        if self._rollup_marks is None:
+            return
+        written = [(i, distinct[i].entity, distinct[i].ts_ms) for i in sorted(write.written)]
+        for index, why in self._rollup_marks.write(written, now_ms, deadline).items():
+            write.written.discard(index)
+            write.unwritten[index] = f"rollup mark not written: {why}"
 
     def _note_arrival(self, outcome: BatchOutcome, raw: Mapping[str, Any], now_ms: int) -> None:
         arrival = (raw.get("kinesis") or {}).get("approximateArrivalTimestamp")

@@ -120,6 +120,13 @@ Explain = Annotated[
 ]
 
 
+Interval = Annotated[
+    str, Query(description="Interval length: 90s, 15m, 1h, 1d... at least 1s, at most 10,000 per range")
+]
+Stats = Annotated[str | None, Query(description="Comma-separated subset of count,min,max,avg,sum (default: all)")]
+AggregateMeasures = Annotated[str | None, Query(description="Comma-separated measures to aggregate (default: all)")]
+
+
 def create_app(service: QueryService | None) -> APIGatewayRestResolver:
     """The resolver with every route. ``service`` may be None only to render the OpenAPI document."""
     app = APIGatewayRestResolver(
@@ -216,11 +223,13 @@ def create_app(service: QueryService | None) -> APIGatewayRestResolver:
         "/entities/<entity_id>/aggregates",
         summary="Downsampled series of one entity",
         description=(
-            "count, min, max, avg and sum of every measure per interval (aligned to the epoch, UTC), computed by "
-            "streaming through the readings of [from, to). Intervals without readings are left out. A request "
-            "may read at most MAX_SCAN_ITEMS items (default 100,000), start at most MAX_QUERY_CALLS Query calls "
-            "(default 200) and must finish before the function's deadline; past any of them it is refused with "
-            "413, which says how far the scan got so the range can be split there."
+            "count, min, max, avg and sum of every measure per interval (aligned to the epoch, UTC). When the "
+            "interval is a whole multiple of a rollup granularity (ROLLUPS, default 1m,1h,1d) and from/to fall on "
+            "its boundaries, the intervals the rollups cover are read from them (`source`, `rollups_through`); "
+            "the rest is computed by streaming through the readings. Intervals without readings are left out. "
+            "The raw part may read at most MAX_SCAN_ITEMS items (default 100,000), start at most MAX_QUERY_CALLS "
+            "Query calls (default 200) and must finish before the function's deadline; past any of them the "
+            "request is refused with 413, which says how far the scan got so the range can be split there."
         ),
         tags=["aggregates"],
         operation_id="getEntityAggregates",
@@ -231,15 +240,9 @@ def create_app(service: QueryService | None) -> APIGatewayRestResolver:
         entity_id: EntityId,
         from_: From,
         to: To,
-        interval: Annotated[
-            str, Query(description="Interval length: 90s, 15m, 1h, 1d... at least 1s, at most 10,000 per range")
-        ],
-        stats: Annotated[
-            str | None, Query(description="Comma-separated subset of count,min,max,avg,sum (default: all)")
-        ] = None,
-        measures: Annotated[
-            str | None, Query(description="Comma-separated measures to aggregate (default: all)")
-        ] = None,
+        interval: Interval,
+        stats: Stats = None,
+        measures: AggregateMeasures = None,
         consistent: Consistent = False,
         explain: Explain = False,
     ) -> AggregateSeries | Explanation:
@@ -249,6 +252,33 @@ def create_app(service: QueryService | None) -> APIGatewayRestResolver:
         wanted = parse_stats(stats)
         read = ReadArgs(parse_measures(measures), consistent, explain)
         return svc().aggregates(entity, window, interval_ms, wanted, read, time_left_ms=_time_left_ms(app))
+
+    @get(
+        "/aggregates",
+        summary="Downsampled series of every entity, from rollups",
+        description=(
+            "count, min, max, avg and sum of every measure over every entity per interval, read from the rollup "
+            "totals only (no raw reading is read): the interval must be a whole multiple of a rollup granularity "
+            "(ROLLUPS, default 1m,1h,1d) and from/to must fall on its boundaries, or the request is refused with "
+            "400. Intervals the rollups do not cover yet are left out: `reached` says how far the answer goes. "
+            "At most 10,000 intervals per range, as per entity; the answer is one page."
+        ),
+        tags=["aggregates"],
+        operation_id="getTotalAggregates",
+        responses=_responses("The series over every entity"),
+    )
+    def total_aggregates(
+        *,
+        from_: From,
+        to: To,
+        interval: Interval,
+        stats: Stats = None,
+        measures: AggregateMeasures = None,
+        consistent: Consistent = False,
+    ) -> AggregateSeries:
+        window = parse_range(from_, to, svc().limits.max_range_ms)
+        read = ReadArgs(parse_measures(measures), consistent, False)
+        return svc().total_aggregates(window, parse_interval(interval, window), parse_stats(stats), read)
 
     @get(
         "/readings",

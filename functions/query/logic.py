@@ -38,11 +38,12 @@ from adapters.clients import client
 from adapters.observability import logger, metrics, tracer
 from adapters.occupancy import OccupancyReader, OccupancyStore
 from adapters.partition_reader import DynamoPartitionReader, Page, PageRequest, PartitionReader, StoredReading
+from adapters.rollup_store import ReadCount, RollupStore
 from adapters.secret_reader import read_secret
 from adapters.settings import CommonSettings
 from adapters.shard_map_source import ShardMapSource
 from adapters.shard_map_store import shard_map_source
-from keydesign import Layout, PartitionQuery, QueryPlan, ShardMap, format_ts, parse_timestamp, read_units
+from keydesign import InvalidInput, Layout, PartitionQuery, QueryPlan, ShardMap, format_ts, parse_timestamp, read_units
 from query.aggregate import SeriesBuilder
 from query.cursor import CursorCodec, CursorError, CursorKeys, binding
 from query.errors import ScanLimitExceeded, UnsupportedByLayout
@@ -61,6 +62,7 @@ from query.merge import (
 from query.models import (
     AggregateSeries,
     Explanation,
+    Interval,
     LatestReading,
     PlannedPartition,
     ReadCost,
@@ -69,6 +71,7 @@ from query.models import (
 )
 from query.occupancy_plan import OccupancyPlanner, PlanningCost
 from query.params import STATS, Order, PageArgs, ReadArgs, Stat, TimeRange, describe_ms
+from query.rollups import RollupAnswers, Source
 from query.settings import QueryLimits, QuerySettings
 
 #: Item size assumed by ``explain`` estimates (a reading with a few measures).
@@ -100,8 +103,10 @@ class QueryService:
         limits: QueryLimits,
         clock_ms: Callable[[], int] = wall_clock_ms,
         occupancy: OccupancyReader | None = None,
+        rollups: RollupAnswers | None = None,
     ) -> None:
         self._layout = layout
+        self._rollups = rollups
         self._planner = (
             OccupancyPlanner(layout, occupancy, concurrency=limits.concurrency) if occupancy is not None else None
         )
@@ -124,6 +129,7 @@ class QueryService:
             cursors=CursorCodec(CursorKeys.from_source(settings.cursor_secret, read_secret)),
             limits=settings.limits,
             occupancy=occupancy_reader(common),
+            rollups=rollup_answers(common),
         )
 
     @property
@@ -237,12 +243,133 @@ class QueryService:
         *,
         time_left_ms: int | None = None,
     ) -> AggregateSeries | Explanation:
-        """count/min/max/avg/sum of ``entity``'s measures per ``interval_ms`` over ``window``, as one answer."""
-        plan = self._layout.plan_entity(entity, window.from_ms, window.to_ms, self._shard_maps.current())
+        """count/min/max/avg/sum of ``entity``'s measures per ``interval_ms`` over ``window``, as one answer:
+        from rollups where they serve the request, from the raw readings elsewhere."""
+        source = self._source(interval_ms, window, consistent=read.consistent)
+        raw_from = max(window.from_ms, source.split_ms)
         if read.explain:
-            return self._explain(
+            # The plan lists the raw part only (none when the rollups cover the range).
+            if raw_from < window.to_ms:
+                plan = self._layout.plan_entity(entity, raw_from, window.to_ms, self._shard_maps.current())
+            else:
+                plan = QueryPlan((), entity, raw_from, window.to_ms, dedupe=False)
+            explained = self._explain(
                 "aggregates", plan, order="asc", consistent=read.consistent, items=self._limits.max_scan_items
             )
+            return explained.model_copy(update={"source": source.name(window), "source_reason": source.reason})
+        counted = ReadStats()
+        intervals: list[Interval] = []
+        readings = 0
+        if source.level is not None and raw_from > window.from_ms:
+            rolled = ReadCount()
+            intervals, readings = self._rollups_of(
+                entity,
+                source.level,
+                TimeRange(window.from_ms, raw_from),
+                interval_ms=interval_ms,
+                stats=stats,
+                read=read,
+                cost=rolled,
+            )
+            counted.queries, counted.scanned, counted.read_units = rolled.calls, rolled.items, rolled.read_units
+        if raw_from < window.to_ms:
+            raw, total = self._raw_series(
+                entity,
+                window=TimeRange(raw_from, window.to_ms),
+                interval_ms=interval_ms,
+                stats=stats,
+                read=read,
+                counted=counted,
+                time_left_ms=time_left_ms,
+            )
+            intervals += raw
+            readings += total
+        self._record("aggregates", counted, readings)
+        return AggregateSeries(
+            entity_id=entity,
+            from_=format_ts(window.from_ms),
+            to=format_ts(window.to_ms),
+            interval=describe_ms(interval_ms),
+            stats=list(stats),
+            intervals=intervals,
+            readings=readings,
+            source=source.name(window),
+            rollups_through=source.through,
+            reached=None,
+            cost=_cost(counted),
+        )
+
+    def total_aggregates(
+        self, window: TimeRange, interval_ms: int, stats: tuple[Stat, ...] = STATS, read: ReadArgs = ALL_MEASURES
+    ) -> AggregateSeries:
+        """Every entity's readings per ``interval_ms`` over ``window``, from the rollups' totals only."""
+        source = self._source(interval_ms, window, consistent=read.consistent)
+        if source.level is None:
+            raise InvalidInput("interval", f"every-entity aggregates are read from rollups only: {source.reason}")
+        rolled = ReadCount()
+        answered = TimeRange(window.from_ms, source.split_ms)
+        intervals, readings = self._rollups_of(
+            None, source.level, answered, interval_ms=interval_ms, stats=stats, read=read, cost=rolled
+        )
+        counted = ReadStats(queries=rolled.calls, scanned=rolled.items, read_units=rolled.read_units)
+        self._record("total_aggregates", counted, readings)
+        return AggregateSeries(
+            entity_id=None,
+            from_=format_ts(window.from_ms),
+            to=format_ts(window.to_ms),
+            interval=describe_ms(interval_ms),
+            stats=list(stats),
+            intervals=intervals,
+            readings=readings,
+            source="rollups",
+            rollups_through=source.through,
+            reached=format_ts(source.split_ms),
+            cost=_cost(counted),
+        )
+
+    def _source(self, interval_ms: int, window: TimeRange, *, consistent: bool) -> Source:
+        if self._rollups is None:
+            return Source(None, window.from_ms, "rollups are off in this deployment (ROLLUPS unset)", None)
+        return self._rollups.source(interval_ms, window, consistent=consistent)
+
+    def _rollups_of(
+        self,
+        entity: str | None,
+        level: int,
+        window: TimeRange,
+        *,
+        interval_ms: int,
+        stats: tuple[Stat, ...],
+        read: ReadArgs,
+        cost: ReadCount,
+    ) -> tuple[list[Interval], int]:
+        if self._rollups is None:
+            raise RuntimeError("a rollup source without rollups")
+        return self._rollups.series(
+            entity,
+            level,
+            window.from_ms,
+            window.to_ms,
+            interval_ms=interval_ms,
+            stats=stats,
+            measures=read.measures,
+            consistent=read.consistent,
+            cost=cost,
+        )
+
+    def _raw_series(
+        self,
+        entity: str,
+        *,
+        window: TimeRange,
+        interval_ms: int,
+        stats: tuple[Stat, ...],
+        read: ReadArgs,
+        counted: ReadStats,
+        time_left_ms: int | None,
+    ) -> tuple[list[Interval], int]:
+        """The intervals of ``window`` streamed from the raw readings (raises 413 past the budget)."""
+        plan = self._layout.plan_entity(entity, window.from_ms, window.to_ms, self._shard_maps.current())
         partitions, planning = self._pruned(plan, consistent=read.consistent)
         template = _template(
             partitions,
@@ -252,7 +379,8 @@ class QueryService:
             now_epoch_s=self._clock_ms() // 1000,
         )
         streams = [_entity_stream(p, template, None) for p in partitions]
-        counted = ReadStats(queries=planning.queries, read_units=planning.read_units)
+        counted.queries += planning.queries
+        counted.read_units += planning.read_units
         deadline = self._deadline(time_left_ms)
         # Every partition will be read whole: keep the pipeline full.
         options = MergeOptions(
@@ -291,17 +419,7 @@ class QueryService:
                 f"the aggregate {why} after reading [{format_ts(window.from_ms)}, {reached}) of the range; "
                 f"aggregate [from, {reached}) and [{reached}, to) separately",
             )
-        self._record("aggregates", counted, series.total)
-        return AggregateSeries(
-            entity_id=entity,
-            from_=format_ts(window.from_ms),
-            to=format_ts(window.to_ms),
-            interval=describe_ms(interval_ms),
-            stats=list(stats),
-            intervals=series.intervals(),
-            readings=series.total,
-            cost=_cost(counted),
-        )
+        return series.intervals(), series.total
 
     # -- machinery ---------------------------------------------------------------
 
@@ -561,6 +679,8 @@ class QueryService:
             minimum_read_units=minimum,
             estimated_read_units=minimum + read_units(items * NOMINAL_ITEM_BYTES, consistent=consistent),
             nominal_item_bytes=NOMINAL_ITEM_BYTES,
+            source=None,
+            source_reason=None,
         )
 
     def _record(self, route: str, stats: ReadStats, returned: int, *, cut_short: str | None = None) -> None:
@@ -594,6 +714,14 @@ def occupancy_reader(common: CommonSettings) -> OccupancyReader | None:
     if common.control_table is None:
         return None
     return OccupancyReader(OccupancyStore(client("dynamodb"), common.control_table, common.layout.table_prefix))
+
+
+def rollup_answers(common: CommonSettings) -> RollupAnswers | None:
+    """Reads of the rollups in ``CONTROL_TABLE`` (none when ROLLUPS is unset: every aggregate is read raw)."""
+    if common.control_table is None or common.granularities is None:
+        return None
+    store = RollupStore(client("dynamodb"), None, common.control_table, common.layout.table_prefix, common.retention_ms)
+    return RollupAnswers(store, common.granularities)
 
 
 # -- streams -------------------------------------------------------------------------

@@ -28,7 +28,7 @@ class ReadCost(_Model):
 
     partitions_planned: int = Field(description="Partitions the plan could have to query")
     partitions_queried: int = Field(description="Partitions actually opened (reads open them lazily, in order)")
-    queries: int = Field(description="DynamoDB Query calls made")
+    queries: int = Field(description="DynamoDB read calls made (Query; GetItem and BatchGetItem for rollups)")
     items_read: int = Field(description="Items DynamoDB evaluated (before filters such as TTL)")
     read_units: float = Field(description="Read capacity consumed, as DynamoDB reported it")
 
@@ -83,13 +83,25 @@ class Interval(_Model):
 class AggregateSeries(_Model):
     """A downsampled series: one entry per interval that holds readings."""
 
-    entity_id: str
+    entity_id: str | None = Field(description="The entity; null for every entity (GET /aggregates)")
     from_: str = Field(serialization_alias="from")
     to: str
     interval: str
     stats: list[Stat]
     intervals: list[Interval]
     readings: int = Field(description="Readings aggregated (after removing expired items and duplicates)")
+    source: Literal["raw", "rollups", "rollups+raw"] = Field(
+        description="Where the figures come from: rollups for the intervals they cover, raw readings after"
+    )
+    rollups_through: str | None = Field(
+        description="Every reading stored before this instant is in the rollups (null: no rollups); a reading "
+        "stored later, even one for an earlier interval, appears after the rollup function's next run"
+    )
+    reached: str | None = Field(
+        None,
+        description="Every-entity aggregates only: the intervals of [from, reached) are answered; the later ones "
+        "are not rolled up yet (reached = to when the whole range is)",
+    )
     cost: ReadCost
 
 
@@ -128,6 +140,10 @@ class Explanation(_Model):
         "at `nominal_item_bytes` each"
     )
     nominal_item_bytes: int
+    source: Literal["raw", "rollups", "rollups+raw"] | None = Field(
+        None, description="Aggregates only: where the figures would come from (the plan lists the raw part)"
+    )
+    source_reason: str | None = Field(None, description="Aggregates only: why that source")
 
 
 class ErrorBody(_Model):

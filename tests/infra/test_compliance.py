@@ -27,11 +27,19 @@ _EVERY_STACK = {
     # Queues that are themselves the last stop (rejects, failed batches): alarmed, not redriven.
     *(
         (queue, rule)
-        for queue in ("Ingestion/RejectsQueue", "Ingestion/FailureQueue", "HotKeys/FailureQueue")
+        for queue in (
+            "Ingestion/RejectsQueue",
+            "Ingestion/FailureQueue",
+            "HotKeys/FailureQueue",
+            "Rollups/FailureQueue",
+        )
         for rule in _TERMINAL_QUEUE
     ),
     # X-Ray takes no resource; stream- and API-invoked functions are never invoked asynchronously.
-    *((f"{fn}/Role", "AwsSolutions-IAM5[Resource::*]") for fn in ("Ingestion/Ingest", "Api/Query", "HotKeys/Detector")),
+    *(
+        (f"{fn}/Role", "AwsSolutions-IAM5[Resource::*]")
+        for fn in ("Ingestion/Ingest", "Api/Query", "HotKeys/Detector", "Rollups/Rollup")
+    ),
     *((f"{fn}/Function", "Serverless-LambdaDLQ") for fn in ("Ingestion/Ingest", "Api/Query", "HotKeys/Detector")),
     # The cursor key's rotation function: GetRandomPassword and X-Ray take no resource; Secrets Manager
     # invokes it synchronously.
@@ -50,6 +58,7 @@ _ROTATION = {("Rotation/FailureQueue", rule) for rule in _TERMINAL_QUEUE} | {
     ("Ingestion/Ingest/Role", f"AwsSolutions-IAM5[Resource::{PERIOD_TABLES}]"),
     ("Api/Query/Role", f"AwsSolutions-IAM5[Resource::{PERIOD_TABLES}]"),
     ("HotKeys/Detector/Role", f"AwsSolutions-IAM5[Resource::{PERIOD_TABLES}/stream/*]"),
+    ("Rollups/Rollup/Role", f"AwsSolutions-IAM5[Resource::{PERIOD_TABLES}]"),
     ("Rotation/Rotator/Role", "AwsSolutions-IAM5[Resource::*]"),
     ("Rotation/Rotator/Role", f"AwsSolutions-IAM5[Resource::{PERIOD_TABLES}]"),
     (

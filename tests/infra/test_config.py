@@ -344,6 +344,7 @@ def test_environment_of_the_single_table_deployment() -> None:
         "REJECTS_QUEUE_URL": "https://sqs.example/rejects",
         "SHARD_MAP_CACHE_TTL": "1m",
         "MAX_FUTURE": "5m",
+        "ROLLUPS": "1m,1h,1d",
     }
 
 
@@ -569,3 +570,16 @@ def test_docs_list_every_lambda_environment_variable_as_the_models_define_it() -
     variables = {name for function in LambdaFunction for name in function.settings.variables().values()}
     assert sorted(name for name in variables if f"| `{name}` |" not in reference) == []
     assert reference in DOCS.read_text(encoding="utf-8"), "regenerate docs/configuration.md's Lambda environment"
+
+
+def test_rollups_reach_ingest_query_and_the_rollup_function_and_can_be_turned_off() -> None:
+    config = AppConfig.from_context({"ingest_timeout_s": 300, "retention": "12h"})
+    env = config.function_environment(LambdaFunction.ROLLUP, FunctionWiring())
+    # The settle time covers ingest's timeout; the lateness never reaches past retention
+    assert (env["ROLLUPS"], env["ROLLUP_SETTLE"], env["ROLLUP_LATENESS"]) == ("1m,1h,1d", "6m", "12h")
+    assert config.function_environment(LambdaFunction.QUERY, _wiring())["ROLLUPS"] == "1m,1h,1d"
+    off = AppConfig.from_context({"rollups": ""})
+    assert "ROLLUPS" not in off.function_environment(LambdaFunction.QUERY, _wiring())
+    with pytest.raises(ConfigError) as refused:
+        AppConfig.from_context({"rollups": "1h,90m"})
+    assert refused.value.field == "rollups"

@@ -1,4 +1,4 @@
-"""The four Lambda functions: runtime and shape, environment, one least-privilege role each, stream mappings."""
+"""The five Lambda functions: runtime and shape, environment, one least-privilege role each, stream mappings."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from infra.lambdas import FUNCTIONS_DIR
 from infra.storage import SHARD_MAP_PARTITION
 from ingest.settings import IngestSettings
 from query.settings import QuerySettings
+from rollup.settings import RollupSettings
 from rotator.settings import RotatorSettings
 from tests.infra.conftest import VARIANTS, Synthesized
 from tests.infra.template_queries import Synth, grants, render, walk
@@ -23,7 +24,7 @@ from tests.infra.template_queries import Synth, grants, render, walk
 pytestmark = pytest.mark.infra
 
 ALL = tuple(LambdaFunction)
-WITHOUT_ROTATOR = (LambdaFunction.INGEST, LambdaFunction.QUERY, LambdaFunction.HOTKEYS)
+WITHOUT_ROTATOR = (LambdaFunction.INGEST, LambdaFunction.QUERY, LambdaFunction.HOTKEYS, LambdaFunction.ROLLUP)
 XRAY = {("xray:PutTraceSegments", "*", "{}"), ("xray:PutTelemetryRecords", "*", "{}")}
 NO_CONDITION = "{}"
 
@@ -44,6 +45,13 @@ def _shard_map_only(synth: Synth) -> dict[str, Any]:
 
 def _occupancy_only(synth: Synth) -> dict[str, Any]:
     return {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["occupancy#*"]}}
+
+
+def _keys_only(*keys: str) -> dict[str, Any]:
+    return {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": list(keys)}}
+
+
+ROLLUP_READS = ("rollup#*", "rollall#*", "rollstate")
 
 
 # -- shape -------------------------------------------------------------------------------
@@ -125,6 +133,7 @@ def test_each_function_gets_the_environment_the_config_builds_and_its_settings_p
             LambdaFunction.QUERY: QuerySettings.from_env,
             LambdaFunction.HOTKEYS: HotKeySettings.from_env,
             LambdaFunction.ROTATOR: RotatorSettings.from_env,
+            LambdaFunction.ROLLUP: RollupSettings.from_env,
         }[function](env)
 
 
@@ -203,6 +212,7 @@ def test_ingest_may_write_readings_send_rejects_read_its_stream_and_bootstrap_th
             stack.storage.control_table.table_arn,
             _occupancy_only(synth),
         )
+        | _triples(synth, ["dynamodb:BatchWriteItem"], stack.storage.control_table.table_arn, _keys_only("rollmark#*"))
         | _triples(synth, ["sqs:SendMessage"], stack.ingestion.rejects_queue.queue_arn)
         # the mapping's on-failure destination, as CDK grants it
         | _triples(
@@ -240,9 +250,50 @@ def test_query_may_only_query_readings_read_the_shard_map_and_its_cursor_key(syn
         | _triples(
             synth, ["dynamodb:Query", "dynamodb:GetItem"], stack.storage.control_table.table_arn, _occupancy_only(synth)
         )
+        | _triples(
+            synth,
+            ["dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query"],
+            stack.storage.control_table.table_arn,
+            _keys_only(*ROLLUP_READS),
+        )
         | _triples(synth, ["secretsmanager:GetSecretValue"], stack.api.cursor_key.secret_arn)
     )
     assert grants(synth.role_statements(LambdaFunction.QUERY)) == expected
+
+
+def test_the_rollup_function_may_query_readings_and_touch_only_rollup_items_in_the_control_table(
+    synthesized: Synthesized,
+) -> None:
+    synth = synthesized.synth("single")
+    stack = synth.stack
+    rollups = stack.rollups
+    assert rollups is not None
+    control = stack.storage.control_table.table_arn
+    expected = (
+        XRAY
+        | _triples(synth, ["logs:CreateLogStream", "logs:PutLogEvents"], rollups.rollup.log_group.log_group_arn)
+        | _triples(synth, ["dynamodb:Query"], stack.storage.readings_table.table_arn)
+        | _triples(synth, ["dynamodb:GetItem"], control, _shard_map_only(synth))
+        | _triples(
+            synth,
+            [
+                "dynamodb:Query",
+                "dynamodb:GetItem",
+                "dynamodb:BatchGetItem",
+                "dynamodb:PutItem",
+                "dynamodb:BatchWriteItem",
+            ],
+            control,
+            _keys_only("rollmark#*", *ROLLUP_READS),
+        )
+        # its schedule's dead-letter queue is the function's own (asynchronous invocation)
+        | _triples(synth, ["sqs:SendMessage"], rollups.failure_queue.queue_arn)
+    )
+    assert grants(synth.role_statements(LambdaFunction.ROLLUP)) == expected
+    (schedule,) = [
+        s for s in synth.of_type("AWS::Scheduler::Schedule").values() if "rollup" in s["Properties"]["Description"]
+    ]
+    assert schedule["Properties"]["ScheduleExpression"] == "rate(1 minute)"
 
 
 def test_hot_keys_may_use_the_control_table_read_the_stream_and_publish_alerts(synthesized: Synthesized) -> None:
@@ -343,7 +394,7 @@ def test_the_hot_key_mapping_reads_the_readings_stream_with_its_own_failure_queu
 def test_every_queue_is_encrypted_and_refuses_plain_http(synthesized: Synthesized) -> None:
     synth = synthesized.synth("periodic")
     queues = synth.of_type("AWS::SQS::Queue")
-    assert len(queues) == 4  # rejects, ingest failures, hot-key failures, rotation failures
+    assert len(queues) == 5  # rejects, ingest failures, hot-key failures, rotation failures, rollup failures
     policies = synth.of_type("AWS::SQS::QueuePolicy").values()
     for logical_id, queue in queues.items():
         assert queue["Properties"]["SqsManagedSseEnabled"] is True

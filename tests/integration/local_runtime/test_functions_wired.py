@@ -17,13 +17,17 @@ pytestmark = pytest.mark.integration
 
 
 def test_every_function_gets_the_environment_the_stack_builds(running: Any) -> None:
-    # Given every function on (with per-period tables, so the rotator runs too)
+    # Given every function on (with per-period tables, so the rotator runs too; rollups, not run in the test)
     config = local_config(table_period="day", bucket="15m")
-    system = running(config, ingest_only(query_api=True, hot_keys=True, rotator=True))
+    options = ingest_only(query_api=True, hot_keys=True, rotator=True, rollups=True, rollup_every_s=3600.0)
+    system = running(config, options)
     # Then each function's environment is AppConfig.function_environment with the local wiring, nothing else
+    # but the rollups' settle time, which follows the local ingest timeout
+    local = {LambdaFunction.ROLLUP: {"ROLLUP_SETTLE": f"{int(options.ingest_timeout_s) + 5}s"}}
     for function in LambdaFunction:
         spec = system.functions[system.function_name(function)].spec
-        assert dict(spec.environment) == config.function_environment(function, system.wiring), function
+        expected = {**config.function_environment(function, system.wiring), **local.get(function, {})}
+        assert dict(spec.environment) == expected, function
     # And the wiring holds local values: moto's queue and topic, a secret in moto's Secrets Manager
     wiring = system.wiring
     assert wiring.rejects_queue_url == system.endpoints.rejects_queue_url

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import cold_start, query_fanout, read_budget
+from benchmarks import cold_start, query_fanout, read_budget, rollups
 from benchmarks.cold_start import HANDLERS, asset_files, handler_env, slowest_imports, zipped_size
 from benchmarks.simulation import seed_hour
 from hotkeys.settings import HotKeySettings
@@ -120,3 +120,17 @@ def test_the_simulator_benchmark_runs_the_seed_scenario() -> None:
     workload = seed_hour(3_600)
     assert (workload.rate, workload.entities, workload.duration_s) == (50_000, 10_000, 3_600)
     assert [(h.entity_id, h.rate) for h in workload.hot] == [("sensor-alpha-001", 2_000.0)]
+
+
+def test_the_rollups_benchmark_meets_the_issue_targets() -> None:
+    figures = rollups.run(quick=True)
+    writes, reads = figures["writes"], figures["reads"]
+    # Rollups cost under 5% of the raw writes at the seed rate, and no key near 1,000 WCU/s
+    assert writes["seed_overhead_percent"] <= 5
+    assert writes["raw_items_reread_per_reading"] == 1.0
+    assert writes["largest_burst_per_key_per_run"] < 1_000
+    # (a) a day of sensor-alpha-001 at 1 minute reads at most 2,000 items; (b) seed 003 reads no raw item
+    assert reads["a_alpha_24h_1m"]["rollups"]["items_read"] <= 2_000
+    assert reads["a_alpha_24h_1m"]["raw"]["items_read"] == 172_800_000
+    assert reads["b_every_sensor_7d_1h"]["source"] == "rollups"
+    assert reads["b_every_sensor_7d_1h"]["rollups"]["items_read"] == 168

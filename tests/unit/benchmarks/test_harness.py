@@ -30,6 +30,7 @@ def test_every_benchmark_of_the_issue_is_registered() -> None:
         "read-budget",
         "cold-start",
         "simulator",
+        "rollups",
     }
     assert all(b.description for b in registered().values())
 

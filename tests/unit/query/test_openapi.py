@@ -27,6 +27,7 @@ def test_every_route_documents_its_errors_with_the_error_body_and_no_powertools_
     operations = [op for path in doc["paths"].values() for op in path.values()]
 
     assert sorted(doc["paths"]) == [
+        "/aggregates",
         "/entities/{entity_id}/aggregates",
         "/entities/{entity_id}/latest",
         "/entities/{entity_id}/readings",

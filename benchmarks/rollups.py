@@ -1,0 +1,199 @@
+"""Rollups against raw reads, and what maintaining them costs, at the seed scenario.
+
+Measured in memory with the real code (ingest's :class:`MarkRecorder`, the
+:class:`RollupRunner`, the :class:`QueryService`), the control table behind
+:class:`benchmarks.memory_dynamo.MemoryDynamo` (DynamoDB's item-size and unit rules):
+
+* ``writes``: E entities, each with readings in every minute for M minutes,
+  ingested one batch per minute and rolled up every minute (1m, 1h, 1d);
+  the write units of marks, rollups, totals and state per entity-minute,
+  scaled to the seed's 10,000 sensors and set against its 50,000 raw WCU/s;
+* ``(a)`` ``/entities/sensor-alpha-001/aggregates`` over 24 h at 1 minute,
+  from 1,440 minute rollups as the seed rate (2,000/s) fills them;
+* ``(b)`` ``/aggregates`` (every entity) over 7 days at 1 hour, from 168 hourly totals.
+
+The raw side of (a) and (b) is the key-design layer's arithmetic (too many
+items to hold: 172.8 M and 30.24 G): every reading read once, 500 bytes
+each (the seed item), Query pages of 1 MB, eventually consistent.
+
+Run: ``python -m benchmarks rollups`` (harness) or ``.venv/bin/python -m benchmarks.rollups`` (prints JSON).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from adapters.batch_writer import BatchWriter
+from adapters.retry import Deadline
+from adapters.rollup_store import MarkRecorder, RollupState, RollupStore
+from adapters.shard_map_source import StaticShardMap
+from benchmarks.harness import Result, benchmark
+from benchmarks.memory_dynamo import MemoryDynamo
+from benchmarks.query_fanout import MemoryReader
+from keydesign import Layout, Reading, ShardMap, parse_timestamp, read_units
+from keydesign.rollup import MARK_SHARDS, ROLLUP_SHARDS, Figures, Granularities
+from query.cursor import CursorCodec
+from query.logic import QueryService
+from query.models import AggregateSeries
+from query.params import TimeRange
+from query.rollups import RollupAnswers
+from query.settings import QueryLimits
+from rollup.logic import RollupRunner
+
+T0 = parse_timestamp("2026-11-22T00:00:00Z")
+MINUTE, HOUR, DAY = 60_000, 3_600_000, 86_400_000
+SEED_RATE, SEED_SENSORS, ALPHA_RATE, ITEM_BYTES = 50_000, 10_000, 2_000, 500
+PAGE_BYTES = 1_048_576
+LEVELS = Granularities.parse("1m,1h,1d")
+CONTROL = "control"
+
+
+def _store(db: MemoryDynamo) -> RollupStore:
+    return RollupStore(db, BatchWriter(db, concurrency=1), CONTROL, "readings", 30 * DAY)
+
+
+def _service(store: RollupStore, now_ms: int) -> QueryService:
+    layout = Layout.from_settings(kind="hybrid", bucket="1h", table_prefix="readings")
+    return QueryService(
+        layout=layout,
+        shard_maps=StaticShardMap(ShardMap.initial(layout.bucket, 100)),
+        reader=MemoryReader(),
+        cursors=CursorCodec(lambda: b"k" * 40),
+        limits=QueryLimits(),
+        clock_ms=lambda: now_ms,
+        rollups=RollupAnswers(store, LEVELS),
+    )
+
+
+def write_costs(entities: int, minutes: int, readings_per_minute: int = 6) -> dict[str, Any]:
+    """Ingest and roll up ``entities`` x ``minutes``; write units by item kind and raw items re-read."""
+    layout = Layout.from_settings(kind="hybrid", bucket="1h", table_prefix="readings")
+    shard_maps = StaticShardMap(ShardMap.initial(layout.bucket, 100))
+    reader, db = MemoryReader(), MemoryDynamo(page_items=1000, get_limit=100)
+    store = _store(db)
+    now = [T0 - 5 * MINUTE]
+    runner = RollupRunner(
+        layout=layout, shard_maps=shard_maps, reader=reader, store=store, granularities=LEVELS,
+        lateness_ms=HOUR, settle_ms=MINUTE, clock_ms=lambda: now[0], concurrency=1,
+    )  # fmt: skip
+    runner.run(Deadline.never())
+    marks = MarkRecorder(store, MINUTE)
+    readings, raw_read = 0, 0
+    for minute in range(minutes):
+        batch: list[tuple[int, str, int]] = []
+        for e in range(entities):
+            for n in range(readings_per_minute):
+                ts = T0 + minute * MINUTE + n * (MINUTE // readings_per_minute)
+                reading = Reading(entity_id=f"sensor-{e:05d}", event_id=f"{minute}-{n}", ts_ms=ts, measures={"v": n})
+                key = layout.key_for(reading, shard_maps.current())
+                reader.put(key.table, key.pk, key.sk, reading)
+                batch.append((len(batch), reading.entity_id, ts))
+        readings += len(batch)
+        marks.write(batch, T0 + minute * MINUTE, Deadline.never())
+        now[0] = T0 + (minute + 2) * MINUTE  # a run a minute after each minute closes
+        raw_read = raw_read + runner.run(Deadline.never()).raw.items
+    now[0] = T0 + (minutes + 26 * 60) * MINUTE  # past the last day's end: every deferred level applied
+    runner.run(Deadline.never())
+    runner.close()
+    entity_minutes = entities * minutes
+    units = {kind: db.write_units[kind] / entity_minutes for kind in ("rollmark", "rollup")}
+    # Marks and rollups scale with entities; totals and the state put with intervals only.
+    per_minute: float = (db.write_units["rollall"] + db.write_units["rollstate"]) / minutes
+    seed_wcu = sum(units.values()) * SEED_SENSORS / 60 + per_minute / 60
+    return {
+        "entities": entities,
+        "minutes": minutes,
+        "readings": readings,
+        "wcu_per_entity_minute": units,
+        "totals_and_state_wcu_per_minute": per_minute,
+        "seed_rollup_wcu_per_s": seed_wcu,
+        "seed_raw_wcu_per_s": float(SEED_RATE),
+        "seed_overhead_percent": 100 * seed_wcu / SEED_RATE,
+        "wcu_per_reading_at_seed": seed_wcu / SEED_RATE,
+        "raw_items_reread_per_reading": raw_read / readings,
+        "rollup_rcu_per_reading_at_500_bytes": raw_read / readings * read_units(ITEM_BYTES * 8, consistent=True) / 8,
+        # Ingest's marks of a minute spread over the minute; a run's puts (the minute's rollups, or at the
+        # top of an hour every entity's deferred hour mark) land on one slot's or interval's keys at once.
+        "hottest_mark_key_wcu_per_s": SEED_SENSORS / MARK_SHARDS / 60,
+        "largest_burst_per_key_per_run": SEED_SENSORS / min(MARK_SHARDS, ROLLUP_SHARDS),
+    }
+
+
+def _raw(items: int, queries_at_least: int) -> dict[str, Any]:
+    return {
+        "items_read": items,
+        "query_calls_at_least": max(queries_at_least, math.ceil(items * ITEM_BYTES / PAGE_BYTES)),
+        "read_units": read_units(items * ITEM_BYTES),
+    }
+
+
+def read_costs() -> dict[str, Any]:
+    db = MemoryDynamo(page_items=1000, get_limit=100)
+    store = _store(db)
+    alpha = Figures()
+    alpha.add({"v": 1.0})
+    alpha.readings = ALPHA_RATE * 60  # a minute of sensor-alpha-001 at the seed rate
+    store.write(
+        [store.rollup_write(MINUTE, T0 + m * MINUTE, "sensor-alpha-001", alpha) for m in range(1440)], Deadline.never()
+    )
+    every = Figures()
+    every.add({"v": 1.0})
+    every.readings = SEED_RATE * 3600
+    store.write([store.rollup_write(HOUR, T0 + h * HOUR, None, every) for h in range(168)], Deadline.never())
+    store.save_state(RollupState(T0 + 7 * DAY))
+    service = _service(store, T0 + 7 * DAY)
+    day = service.aggregates("sensor-alpha-001", TimeRange(T0, T0 + DAY), MINUTE)
+    assert isinstance(day, AggregateSeries)
+    week = service.total_aggregates(TimeRange(T0, T0 + 7 * DAY), HOUR)
+    out: dict[str, Any] = {}
+    for name, answer, raw in (
+        ("a_alpha_24h_1m", day, _raw(ALPHA_RATE * 86_400, 24)),
+        ("b_every_sensor_7d_1h", week, _raw(SEED_RATE * 7 * 86_400, 168 * 100)),
+    ):
+        cost = answer.cost
+        out[name] = {
+            "source": answer.source,
+            "rollups": {"items_read": cost.items_read, "calls": cost.queries, "read_units": cost.read_units},
+            "raw": raw,
+        }
+    return out
+
+
+def run(quick: bool = False) -> dict[str, Any]:
+    return {"writes": write_costs(20 if quick else 100, 60 if quick else 120), "reads": read_costs()}
+
+
+def to_result(figures: dict[str, Any]) -> Result:
+    writes = figures["writes"]
+    result = Result(
+        params={"entities": writes["entities"], "minutes": writes["minutes"], "granularities": "1m,1h,1d"},
+        method=(
+            "the real mark writer, rollup function and query service in memory (DynamoDB's item-size and unit "
+            "rules); write units per entity-minute scaled to 10,000 sensors / 50,000 readings/s; raw reads are "
+            "the key-design arithmetic (500-byte items, 1 MB pages, eventually consistent)"
+        ),
+    )
+    result.add("rollup write units at the seed rate", writes["seed_rollup_wcu_per_s"], "WCU/s")
+    result.add("rollup writes vs raw writes", writes["seed_overhead_percent"], "%", "target <= 5%")
+    result.add("raw items re-read by the rollup function", writes["raw_items_reread_per_reading"], "per reading")
+    result.add("hottest mark key (ingest)", writes["hottest_mark_key_wcu_per_s"], "WCU/s", "limit 1,000")
+    result.add("largest burst on one key per run", writes["largest_burst_per_key_per_run"], "puts", "once a minute")
+    for name, case in figures["reads"].items():
+        for side in ("rollups", "raw"):
+            figures_of = case[side]
+            result.add(f"{name} {side}: items read", figures_of["items_read"], "items")
+            result.add(f"{name} {side}: read units", figures_of["read_units"], "RCU")
+            calls = figures_of.get("calls", figures_of.get("query_calls_at_least"))
+            result.add(f"{name} {side}: calls", calls, "calls", "at least" if side == "raw" else "")
+    return result
+
+
+@benchmark("rollups", "raw vs rollups: 24 h of sensor-alpha-001 at 1 m, 7 d of every sensor at 1 h, write overhead")
+def rollups(quick: bool) -> Result:
+    return to_result(run(quick=quick))
+
+
+if __name__ == "__main__":
+    print(json.dumps(run(), indent=2))

@@ -1,0 +1,268 @@
+"""Rollup marks, rollups, totals and the rollup function's state in the control table.
+
+Keys come from :mod:`keydesign.rollup`; this module only moves items. Writes go
+through :class:`adapters.batch_writer.BatchWriter` (25 items a call, backoff,
+per-item failures); an unwritten item fails the run, which is then repeated
+whole (every write is a put of a recomputed value, so repeating is harmless).
+Reads that feed a recompute are strongly consistent, so they see every write
+that happened before the mark that asked for them.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from adapters.batch_writer import BatchWriter, PendingWrite, serialize_item
+from adapters.retry import Deadline
+from keydesign import format_ts, parse_timestamp
+from keydesign.rollup import (
+    ROLLUP_SHARDS,
+    STATE_PK,
+    Figures,
+    Mark,
+    mark_pks,
+    rollup_key,
+    rollup_pk,
+    rollup_ttl,
+    total_pk,
+    total_pks,
+)
+
+#: BatchGetItem's key limit per call.
+_GET_KEYS = 100
+_GET_ATTEMPTS = 8
+#: Marks an ingest container remembers as written: one per entity and finest interval per stamp minute.
+MARK_ENTRIES = 65_536
+
+
+@dataclass(slots=True)
+class ReadCount:
+    """What reading rollups cost."""
+
+    calls: int = 0
+    items: int = 0
+    read_units: float = 0.0
+
+    def add(self, response: Mapping[str, Any], items: int) -> None:
+        self.calls += 1
+        self.items += items
+        consumed = response.get("ConsumedCapacity") or {}
+        if isinstance(consumed, list):
+            self.read_units += sum(float(c.get("CapacityUnits", 0.0)) for c in consumed)
+        else:
+            self.read_units += float(consumed.get("CapacityUnits", 0.0))
+
+
+@dataclass(frozen=True, slots=True)
+class RollupState:
+    """Marks of every slot before ``through_ms`` have been applied; ``late`` marks were past the lateness."""
+
+    through_ms: int
+    late: int = 0
+    last_late_ms: int | None = None
+
+
+def plain(value: Mapping[str, Any]) -> Any:
+    """A low-level attribute value as a plain Python value (the types rollups use)."""
+    ((kind, raw),) = value.items()
+    if kind == "S":
+        return raw
+    if kind == "N":
+        return int(raw) if raw.lstrip("-").isdigit() else float(raw)
+    if kind == "M":
+        return {k: plain(v) for k, v in raw.items()}
+    if kind == "NULL":
+        return None
+    raise ValueError(f"unexpected attribute type {kind}")
+
+
+class MarkRecorder:
+    """Ingest's side: the marks of a batch's written readings, each written once per container
+    (a bounded LRU; an evicted mark is written again, which costs a write unit, never correctness)."""
+
+    def __init__(self, store: RollupStore, level: int, *, entries: int = MARK_ENTRIES) -> None:
+        self.store = store
+        self._level = level
+        self._entries = entries
+        self._written: OrderedDict[Mark, None] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def write(self, readings: Sequence[tuple[int, str, int]], stamp_ms: int, deadline: Deadline) -> dict[int, str]:
+        """Write the marks of ``readings`` (index, entity, event time) stamped ``stamp_ms``; the
+        indexes whose mark could not be written, with the reason (their records are redelivered)."""
+        groups: dict[Mark, list[int]] = {}
+        for index, entity, ts_ms in readings:
+            groups.setdefault(Mark.of(stamp_ms, self._level, ts_ms, entity), []).append(index)
+        with self._lock:
+            missing = [mark for mark in groups if mark not in self._written]
+        if not missing:
+            return {}
+        writer = self.store.writer
+        if writer is None:
+            raise RuntimeError("marks need a rollup store that writes")
+        report = writer.write([self.store.mark_write(m) for m in missing], deadline)
+        failed: dict[int, str] = {}
+        with self._lock:
+            for position, mark in enumerate(missing):
+                if position in report.written:
+                    self._written[mark] = None
+                    self._written.move_to_end(mark)
+                else:
+                    why = report.unwritten.get(position) or report.rejected.get(position) or "unknown"
+                    failed.update(dict.fromkeys(groups[mark], why))
+            while len(self._written) > self._entries:
+                self._written.popitem(last=False)
+        return failed
+
+
+class RollupStore:
+    """Rollup items of one table prefix. Holds no state but its clients."""
+
+    def __init__(
+        self, dynamodb: Any, writer: BatchWriter | None, control_table: str, prefix: str, retention_ms: int
+    ) -> None:
+        self._db = dynamodb
+        self.writer = writer
+        self.table = control_table
+        self.prefix = prefix
+        self._retention_ms = retention_ms
+
+    # -- marks ----------------------------------------------------------------
+
+    def mark_write(self, mark: Mark) -> PendingWrite:
+        pk, sk = mark.key(self.prefix)
+        end = max(mark.slot_ms, mark.start_ms + mark.level)
+        return PendingWrite(
+            self.table, pk, sk, serialize_item({"pk": pk, "sk": sk, "expires_at": rollup_ttl(end, self._retention_ms)})
+        )
+
+    def marks(self, slot_ms: int, cost: ReadCount) -> list[Mark]:
+        out: list[Mark] = []
+        for pk in mark_pks(self.prefix, slot_ms):
+            for item in self._query(pk, cost, projection="sk"):
+                out.append(Mark.parse(slot_ms, item["sk"]))
+        return out
+
+    # -- rollups --------------------------------------------------------------
+
+    def rollup_write(self, level: int, start_ms: int, entity: str | None, figures: Figures) -> PendingWrite:
+        """A put of one entity's interval (``entity`` None: the total of every entity)."""
+        if entity is None:
+            pk, sk = total_pk(self.prefix, level, start_ms), format_ts(start_ms)
+        else:
+            pk, sk = rollup_key(self.prefix, level, start_ms, entity)
+        item = {"pk": pk, "sk": sk, **figures.item(), "expires_at": rollup_ttl(start_ms + level, self._retention_ms)}
+        return PendingWrite(self.table, pk, sk, serialize_item(item))
+
+    def write(self, writes: Sequence[PendingWrite], deadline: Deadline) -> None:
+        """Put every item, or raise: a run that could not write its results is repeated."""
+        if not writes:
+            return
+        if self.writer is None:
+            raise RuntimeError("this rollup store reads only")
+        report = self.writer.write(writes, deadline)
+        failed = {**report.unwritten, **report.rejected}
+        if failed:
+            index, why = next(iter(failed.items()))
+            raise RuntimeError(f"{len(failed)} rollup items not written (first: {writes[index].pk}: {why})")
+
+    def entity_rollups(
+        self, level: int, starts: Iterable[int], entity: str, cost: ReadCount, *, consistent: bool = False
+    ) -> dict[int, Figures]:
+        """``entity``'s rollups of the intervals starting at ``starts`` (absent: no readings)."""
+        keys = {rollup_key(self.prefix, level, start, entity): start for start in starts}
+        out: dict[int, Figures] = {}
+        wanted = [{"pk": {"S": pk}, "sk": {"S": sk}} for pk, sk in keys]
+        for first in range(0, len(wanted), _GET_KEYS):
+            pending = wanted[first : first + _GET_KEYS]
+            for _ in range(_GET_ATTEMPTS):
+                response = self._db.batch_get_item(
+                    RequestItems={self.table: {"Keys": pending, "ConsistentRead": consistent}},
+                    ReturnConsumedCapacity="TOTAL",
+                )
+                found = response.get("Responses", {}).get(self.table, [])
+                cost.add(response, len(found))
+                for raw in found:
+                    item = {k: plain(v) for k, v in raw.items()}
+                    out[keys[(item["pk"], item["sk"])]] = Figures.from_item(item)
+                pending = (response.get("UnprocessedKeys") or {}).get(self.table, {}).get("Keys", [])
+                if not pending:
+                    break
+            if pending:
+                raise RuntimeError(f"{len(pending)} rollups still unprocessed after {_GET_ATTEMPTS} BatchGetItem calls")
+        return out
+
+    def interval_rollups(self, level: int, start_ms: int, cost: ReadCount) -> dict[str, Figures]:
+        """Every entity's rollup of one interval (consistent: it feeds the total)."""
+        out: dict[str, Figures] = {}
+        for shard in range(ROLLUP_SHARDS):
+            for item in self._query(rollup_pk(self.prefix, level, start_ms, shard), cost):
+                out[item["sk"]] = Figures.from_item(item)
+        return out
+
+    def totals(
+        self, level: int, from_ms: int, to_ms: int, cost: ReadCount, *, consistent: bool = False
+    ) -> dict[int, Figures]:
+        """The totals of the intervals in ``[from_ms, to_ms)``."""
+        out: dict[int, Figures] = {}
+        high = format_ts(to_ms - 1)
+        for pk in total_pks(self.prefix, level, from_ms, to_ms):
+            for item in self._query(pk, cost, low=format_ts(from_ms), high=high, consistent=consistent):
+                out[parse_timestamp(item["sk"], "sk")] = Figures.from_item(item)
+        return out
+
+    # -- state ----------------------------------------------------------------
+
+    def state(self, *, consistent: bool = False) -> RollupState | None:
+        response = self._db.get_item(
+            TableName=self.table, Key={"pk": {"S": STATE_PK}, "sk": {"S": self.prefix}}, ConsistentRead=consistent
+        )
+        raw = response.get("Item")
+        if raw is None:
+            return None
+        item = {k: plain(v) for k, v in raw.items()}
+        return RollupState(item["through"], item.get("late", 0), item.get("last_late"))
+
+    def save_state(self, state: RollupState) -> None:
+        item: dict[str, object] = {"pk": STATE_PK, "sk": self.prefix, "through": state.through_ms, "late": state.late}
+        if state.last_late_ms is not None:
+            item["last_late"] = state.last_late_ms
+        self._db.put_item(TableName=self.table, Item=serialize_item(item))
+
+    def _query(
+        self,
+        pk: str,
+        cost: ReadCount,
+        *,
+        projection: str | None = None,
+        low: str | None = None,
+        high: str | None = None,
+        consistent: bool = True,
+    ) -> list[dict[str, Any]]:
+        condition = "pk = :pk" + (" AND sk BETWEEN :low AND :high" if low is not None else "")
+        values: dict[str, Any] = {":pk": {"S": pk}}
+        if low is not None:
+            values.update({":low": {"S": low}, ":high": {"S": high}})
+        kwargs: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": condition,
+            "ExpressionAttributeValues": values,
+            "ConsistentRead": consistent,
+            "ReturnConsumedCapacity": "TOTAL",
+        }
+        if projection:
+            kwargs["ProjectionExpression"] = projection
+        out: list[dict[str, Any]] = []
+        while True:
+            response = self._db.query(**kwargs)
+            items = response.get("Items", [])
+            cost.add(response, len(items))
+            out.extend({k: plain(v) for k, v in raw.items()} for raw in items)
+            last = response.get("LastEvaluatedKey")
+            if not last:
+                return out
+            kwargs["ExclusiveStartKey"] = last

@@ -1,0 +1,1 @@
+"""The rollup function: keeps per-interval figures of every entity, and their totals, equal to the raw readings."""

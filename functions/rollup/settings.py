@@ -1,0 +1,29 @@
+"""Settings of the rollup Lambda, parsed from the environment at cold start.
+
+On top of :class:`adapters.settings.CommonSettings`; ``ROLLUPS`` and
+``CONTROL_TABLE`` are required here. docs/configuration.md lists every variable.
+"""
+
+from __future__ import annotations
+
+from typing import Self
+
+from pydantic import model_validator
+
+from adapters.settings import CommonSettings, DurationMs, env
+
+
+class RollupSettings(CommonSettings):
+    lateness_ms: DurationMs = env("ROLLUP_LATENESS", "1d", gt=0)
+    """Marks of an interval that ended longer than this before they were stamped are counted
+    (RollupLateMarks), not applied; the readings stay in the raw table."""
+    settle_ms: DurationMs = env("ROLLUP_SETTLE", "3m", gt=0)
+    """How long after a slot (minute) of marks ends before it is applied; longer than ingest's timeout."""
+    concurrency: int = env("ROLLUP_CONCURRENCY", 16, ge=1, le=64)
+    """Intervals recomputed at once."""
+
+    @model_validator(mode="after")
+    def _needs_rollups(self) -> Self:
+        self.check(self.granularities is not None, "rollups", "is required by the rollup function")
+        self.check(self.control_table is not None, "control_table", "is required by the rollup function")
+        return self

@@ -1,0 +1,160 @@
+"""Rollups: the rollup function, the schedule that runs it every minute, its grants and alarms.
+
+Ingest marks what changed, the rollup function recomputes it and the query
+function reads the results, all in the control table; each may reach only its
+own partition keys there (``dynamodb:LeadingKeys``, patterns from
+``keydesign.rollup``), so none of them can touch the shard map through a rollup grant.
+"""
+
+from __future__ import annotations
+
+import json
+
+from aws_cdk import Aws, Duration, RemovalPolicy, Stack
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as actions
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_scheduler as scheduler
+from aws_cdk import aws_sns as sns
+from constructs import Construct
+
+from infra.config import METRICS_NAMESPACE, AppConfig, FunctionWiring, LambdaFunction
+from infra.lambdas import Invocation, LambdaRuntime, ServiceFunction
+from infra.storage import Storage
+from keydesign.rollup import MARK_KEYS, READ_KEYS
+
+#: Control-table actions of the rollup function: read marks, rollups and state; put rollups, deferred marks, state.
+ROLLUP_ACTIONS = (
+    "dynamodb:Query",
+    "dynamodb:GetItem",
+    "dynamodb:BatchGetItem",
+    "dynamodb:PutItem",
+    "dynamodb:BatchWriteItem",
+)
+#: The rollups are this far behind (RollupLagSeconds) before the lag alarm fires: ten missed runs.
+LAG_ALARM_S = 600
+
+
+class Rollups(Construct):
+    """The rollup function and its every-minute schedule."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: AppConfig,
+        runtime: LambdaRuntime,
+        storage: Storage,
+        alerts_topic: sns.ITopic,
+        removal_policy: RemovalPolicy,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.rollup = ServiceFunction(
+            self,
+            "Rollup",
+            runtime=runtime,
+            function=LambdaFunction.ROLLUP,
+            description=f"Recomputes the {config.context.rollups} rollups of what ingest marked, every minute",
+            environment=config.function_environment(LambdaFunction.ROLLUP, FunctionWiring()),
+            removal_policy=removal_policy,
+            invocation=Invocation.SCHEDULE,
+            failures_hold="a rollup run that failed or could not be delivered (the next run starts from the watermark)",
+        )
+        self.function = self.rollup.function
+        self.failure_queue = self.rollup.failure_queue
+        storage.grant_readings_query(self.function)
+        storage.grant_shard_map_read(self.function)
+        grant_control_keys(storage, self.function, list(ROLLUP_ACTIONS), (*MARK_KEYS, *READ_KEYS))
+        self.schedule = self._schedule()
+        self.lag = _metric("RollupLagSeconds", "Maximum")
+        self.late = _metric("RollupLateMarks", "Sum")
+        self.alarms = [
+            self._alarm("rollup-lag", self.lag, LAG_ALARM_S, "The rollups are more than 10 minutes behind"),
+            self._alarm(
+                "rollup-late-marks",
+                self.late,
+                1,
+                "Readings arrived later than rollup_lateness: their intervals' rollups are stale (raw data is kept)",
+            ),
+        ]
+        action = actions.SnsAction(alerts_topic)
+        for alarm in self.alarms:
+            alarm.add_alarm_action(action)
+            alarm.add_ok_action(action)
+
+    def widgets(self) -> list[cloudwatch.IWidget]:
+        """The dashboard row: lag and late marks."""
+        return [
+            cloudwatch.GraphWidget(title="Rollup lag (s)", left=[self.lag], width=12, height=6),
+            cloudwatch.GraphWidget(title="Rollup late marks", left=[self.late], width=12, height=6),
+        ]
+
+    def _alarm(self, slug: str, metric: cloudwatch.Metric, threshold: float, what: str) -> cloudwatch.Alarm:
+        return metric.create_alarm(
+            self,
+            "".join(part.capitalize() for part in slug.split("-")) + "Alarm",
+            alarm_name=f"{Stack.of(self).stack_name}-{slug}",
+            threshold=threshold,
+            evaluation_periods=3,
+            datapoints_to_alarm=3,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            # No data is a stopped function: its Errors alarm and the failure queue cover that.
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            alarm_description=what,
+        )
+
+    def _schedule(self) -> scheduler.CfnSchedule:
+        # As the rotator's: an L1 schedule with a role that may invoke this function only.
+        role = iam.Role(
+            self,
+            "ScheduleRole",
+            assumed_by=iam.ServicePrincipal(
+                "scheduler.amazonaws.com", conditions={"StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID}}
+            ),
+            description="Lets EventBridge Scheduler invoke the rollup function",
+        )
+        role.add_to_policy(
+            iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[self.function.function_arn])
+        )
+        self.failure_queue.grant(role, "sqs:SendMessage")
+        return scheduler.CfnSchedule(
+            self,
+            "Schedule",
+            description="Runs the rollup function every minute",
+            schedule_expression="rate(1 minute)",
+            flexible_time_window=scheduler.CfnSchedule.FlexibleTimeWindowProperty(mode="OFF"),
+            state="ENABLED",
+            target=scheduler.CfnSchedule.TargetProperty(
+                arn=self.function.function_arn,
+                role_arn=role.role_arn,
+                input=json.dumps({}),
+                dead_letter_config=scheduler.CfnSchedule.DeadLetterConfigProperty(arn=self.failure_queue.queue_arn),
+                # A run older than a minute is superseded by the next one.
+                retry_policy=scheduler.CfnSchedule.RetryPolicyProperty(
+                    maximum_retry_attempts=0, maximum_event_age_in_seconds=60
+                ),
+            ),
+        )
+
+
+def _metric(name: str, statistic: str) -> cloudwatch.Metric:
+    """One of the rollup function's EMF metrics (Powertools: dimension ``service``)."""
+    return cloudwatch.Metric(
+        namespace=METRICS_NAMESPACE,
+        metric_name=name,
+        dimensions_map={"service": LambdaFunction.ROLLUP.value},
+        statistic=statistic,
+        period=Duration.minutes(1),
+    )
+
+
+def grant_control_keys(storage: Storage, grantee: iam.IGrantable, actions: list[str], keys: tuple[str, ...]) -> None:
+    """``actions`` on the control table's items whose partition key matches one of ``keys``, and no other."""
+    grantee.grant_principal.add_to_principal_policy(
+        iam.PolicyStatement(
+            actions=actions,
+            resources=[storage.control_table.table_arn],
+            conditions={"ForAllValues:StringLike": {"dynamodb:LeadingKeys": list(keys)}},
+        )
+    )

@@ -1,0 +1,77 @@
+"""Ingest marks the intervals of the readings it wrote for the rollup function: after them, once per container."""
+
+from __future__ import annotations
+
+import random
+
+from adapters.batch_writer import BatchWriter
+from adapters.rejects import RejectsPublisher
+from adapters.rollup_store import MarkRecorder, RollupStore
+from adapters.shard_map_source import StaticShardMap
+from ingest.logic import Ingestor
+from keydesign import Layout, ShardMap, parse_timestamp
+from keydesign.rollup import Mark
+from tests.unit.ingest.fakes import FakeDynamoDB, FakeSQS
+from tests.unit.ingest.kinesis_events import FakeClock, as_json, kinesis_event, reading
+
+NOW = 1_795_000_000_000
+MINUTE = 60_000
+CONTROL = "control"
+
+
+def _ingestor(db: FakeDynamoDB) -> Ingestor:
+    clock = FakeClock()
+    layout = Layout.from_settings(kind="hybrid", bucket="1h", table_prefix="readings")
+    writer = BatchWriter(db, concurrency=1, clock=clock, sleep=clock.sleep, rng=random.Random(3))
+    return Ingestor(
+        layout=layout,
+        shard_maps=StaticShardMap(ShardMap.initial(layout.bucket, 4)),
+        writer=writer,
+        rejects=RejectsPublisher(FakeSQS(), "https://sqs.eu-west-1.amazonaws.com/1/rejects", sleep=clock.sleep),
+        retention_ms=30 * 86_400_000,
+        max_future_ms=300_000,
+        max_age_ms=None,
+        clock=clock,
+        wall_clock_ms=lambda: NOW,
+        rollup_marks=MarkRecorder(RollupStore(db, writer, CONTROL, "readings", 30 * 86_400_000), MINUTE),
+    )
+
+
+def _marks(db: FakeDynamoDB) -> set[Mark]:
+    return {Mark.parse(parse_timestamp(pk.split("#")[2]), sk) for pk, sk in db.tables[CONTROL]}
+
+
+def test_one_mark_per_entity_minute_after_the_readings_and_once_per_container() -> None:
+    # Given readings of two entities, two of them in one minute, one a minute late
+    db = FakeDynamoDB({"readings", CONTROL})
+    ingestor = _ingestor(db)
+    batch = [
+        as_json(reading("a", NOW, "1")),
+        as_json(reading("a", NOW + 5, "2")),
+        as_json(reading("b", NOW - MINUTE, "3")),
+    ]
+    # When they are ingested
+    outcome = ingestor.ingest(kinesis_event(batch)["Records"], 60_000)
+    # Then each (entity, minute) is marked once, stamped with the batch's start, after the readings
+    assert outcome.written == 3
+    start = NOW - NOW % MINUTE
+    assert _marks(db) == {Mark(start, MINUTE, start, "a"), Mark(start, MINUTE, start - MINUTE, "b")}
+    first_mark = next(i for i, call in enumerate(db.calls) if CONTROL in call)
+    assert all(CONTROL not in call for call in db.calls[:first_mark]) and "readings" in db.calls[0]
+    # When the batch is redelivered, its marks are not written again by this container
+    calls = len(db.calls)
+    ingestor.ingest(kinesis_event(batch)["Records"], 60_000)
+    assert all(CONTROL not in call for call in db.calls[calls:])
+
+
+def test_a_reading_whose_mark_is_not_written_is_handed_back() -> None:
+    # Given a control table that refuses every write
+    db = FakeDynamoDB(
+        {"readings", CONTROL}, refuse=lambda item: "no" if item["pk"]["S"].startswith("rollmark") else None
+    )
+    ingestor = _ingestor(db)
+    # When a reading is ingested, it is stored but its record is not settled: redelivery marks it again
+    outcome = ingestor.ingest(kinesis_event([as_json(reading("a", NOW, "1"))])["Records"], 60_000)
+    assert len(db.items("readings")) == 1
+    assert outcome.written == 0
+    assert outcome.records[0].failed

@@ -1,0 +1,193 @@
+"""Rollups equal the raw readings, whatever the delivery does.
+
+Random workloads interleave ingest batches and rollup runs. A batch writes its
+readings (a put per sort key: a redelivered copy or a correction overwrites),
+then the marks of :func:`keydesign.rollup.marks_of`; a batch whose marks were
+lost (the write failed, so ingest handed the records back) is delivered again
+later. Readings arrive up to MAX_FUTURE early and up to far past LATENESS
+late, an entity is split mid-workload, tables may be per-period, and a run may
+die half-way. After a final run, every rollup and every total equals the
+figures computed from the raw readings, except the intervals a late mark
+could not update, which are exactly the ones counted as late.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from adapters.batch_writer import BatchWriter
+from adapters.retry import Deadline
+from adapters.rollup_store import ReadCount, RollupStore
+from adapters.shard_map_source import StaticShardMap
+from benchmarks.memory_dynamo import MemoryDynamo as FakeDynamo
+from keydesign import Layout, Reading, ShardMap
+from keydesign.rollup import Figures, Granularities, floor_to, hottest_rollup_keys, marks_of
+from rollup.logic import RollupRunner
+from tests.unit.keydesign.strategies import PROPERTY
+from tests.unit.query.fakes import InMemoryReader
+
+MINUTE = 60_000
+T0 = 1_795_000_000_000 - 1_795_000_000_000 % (3_600_000)  # an hour boundary in 2026
+LEVELS = Granularities.parse("1m,5m,30m")
+LATENESS = 20 * MINUTE
+SETTLE = 2 * MINUTE
+ENTITIES = ("sensor-a", "sensor-b", "hot-1")
+
+
+@dataclass(frozen=True)
+class Batch:
+    arrival: int  # minutes after T0
+    readings: tuple[tuple[str, int, str, int | float], ...]  # entity, ts offset (ms), event id, value
+    marks_lost: bool
+
+
+values = st.one_of(st.integers(-1000, 1000), st.floats(-1e6, 1e6, allow_nan=False))
+readings = st.tuples(
+    st.sampled_from(ENTITIES), st.integers(-40 * MINUTE, 90 * MINUTE), st.sampled_from(("e1", "e2", "e3")), values
+)
+batches = st.builds(Batch, st.integers(0, 90), st.lists(readings, min_size=1, max_size=6).map(tuple), st.booleans())
+
+
+@dataclass
+class World:
+    layout: Layout
+    reader: InMemoryReader
+    db: FakeDynamo
+    store: RollupStore
+    runner: RollupRunner
+    now: int = T0
+
+
+def build(period: str | None, split: bool) -> World:
+    layout = Layout.from_settings(kind="hybrid", bucket="15m", table_prefix="readings", table_period=period)
+    shard_map = ShardMap.initial(layout.bucket, 3)
+    if split:  # hot-1 gets 4 partitions of its own from 45 minutes in
+        shard_map = shard_map.with_entity("hot-1", 4, T0 + 45 * MINUTE, now_ms=T0 - 3_600_000)
+    db = FakeDynamo()
+    store = RollupStore(db, BatchWriter(db, concurrency=2), "control", "readings", retention_ms=30 * 86_400_000)
+    world = World(layout, InMemoryReader(page_items=3), db, store, None)  # type: ignore[arg-type]
+    world.runner = RollupRunner(
+        layout=layout,
+        shard_maps=StaticShardMap(shard_map),
+        reader=world.reader,
+        store=store,
+        granularities=LEVELS,
+        lateness_ms=LATENESS,
+        settle_ms=SETTLE,
+        concurrency=2,
+        clock_ms=lambda: world.now,
+    )
+    world.shard_map = shard_map  # type: ignore[attr-defined]
+    return world
+
+
+def ingest(world: World, batch: Batch, raw: dict[tuple[str, int, str], int | float], stamp: int) -> None:
+    """What ingest does with one batch: the readings (overwriting by key), then the marks."""
+    for entity, offset, event_id, value in batch.readings:
+        reading = Reading(entity_id=entity, event_id=event_id, ts_ms=T0 + offset, measures={"v": value})
+        key = world.layout.key_for(reading, world.shard_map)  # type: ignore[attr-defined]
+        rows = world.reader.partitions.get((key.table, key.pk), [])
+        rows[:] = [row for row in rows if row.sk != key.sk]
+        world.reader.put(world.layout, world.shard_map, reading)  # type: ignore[attr-defined]
+        raw[(entity, T0 + offset, event_id)] = value
+    marks = marks_of(stamp, LEVELS.finest, [(e, T0 + o) for e, o, _, _ in batch.readings])
+    world.store.write([world.store.mark_write(m) for m in marks], Deadline.never())
+
+
+def expected(raw: dict[tuple[str, int, str], int | float], level: int, entity: str | None) -> dict[int, Figures]:
+    out: dict[int, Figures] = {}
+    for (e, ts, _), value in sorted(raw.items()):
+        if entity is None or e == entity:
+            out.setdefault(floor_to(ts, level), Figures()).add({"v": value})
+    return out
+
+
+@PROPERTY
+@given(
+    batches=st.lists(batches, min_size=1, max_size=12),
+    runs=st.lists(st.integers(0, 100), max_size=6),
+    period=st.sampled_from((None, "hour")),
+    split=st.booleans(),
+    die_at=st.sampled_from((0, 1, 3)),
+)
+def test_every_rollup_equals_its_raw_readings(
+    batches: list[Batch], runs: list[int], period: str | None, split: bool, die_at: int
+) -> None:
+    # Given a world, and batches and runs in time order (a lost-marks batch is redelivered 3 minutes later)
+    world = build(period, split)
+    events: list[tuple[int, int, object]] = []
+    for batch in batches:
+        events.append((batch.arrival * MINUTE, 1, batch))
+        if batch.marks_lost:
+            events.append(((batch.arrival + 3) * MINUTE, 1, Batch(batch.arrival + 3, batch.readings, False)))
+    # The function is deployed before the first reading: its first run starts LATENESS back.
+    events += [(minute * MINUTE, 0, None) for minute in [-1, *runs]]
+    raw: dict[tuple[str, int, str], int | float] = {}
+    stale: set[tuple[str, int]] = set()
+    late = set()
+    for at, _, batch in sorted(events, key=lambda e: (e[0], e[1])):
+        world.now = T0 + at
+        if batch is None:
+            world.db.fail_writes = die_at
+            with contextlib.suppress(RuntimeError):  # a run that dies half-way is taken up by the next
+                world.runner.run(Deadline.never())
+            world.db.fail_writes = 0
+            continue
+        assert isinstance(batch, Batch)
+        if batch.marks_lost:
+            for entity, offset, event_id, value in batch.readings:  # readings stored, marks never written
+                raw[(entity, T0 + offset, event_id)] = value
+            ingest_readings_only(world, batch)
+            continue
+        ingest(world, batch, raw, world.now)
+        for entity, offset, _, _ in batch.readings:
+            minute = floor_to(T0 + offset, MINUTE)
+            if minute + MINUTE + LATENESS < floor_to(world.now, MINUTE):
+                stale.add((entity, minute))
+                late.add((floor_to(world.now, MINUTE), entity, minute))
+
+    # When a last run comes well after everything has closed
+    world.now = T0 + 300 * MINUTE
+    report = world.runner.run(Deadline.never())
+
+    # Then every rollup and total equals the raw figures, outside the intervals late marks could not update
+    state = world.store.state()
+    assert state is not None and state.late == len(late)
+    cost = ReadCount()
+    for level in LEVELS.levels:
+        everything = expected(raw, level, None)
+        starts = range(T0 - 60 * MINUTE, T0 + 120 * MINUTE, level)
+        for entity in ENTITIES:
+            want = expected(raw, level, entity)
+            got = world.store.entity_rollups(level, starts, entity, cost)
+            for start in starts:
+                if any((entity, m) in stale for m in range(start, start + level, MINUTE)):
+                    continue
+                assert got.get(start, Figures()).same_as(want.get(start, Figures())), (level, entity, start)
+        totals = world.store.totals(level, starts.start, starts.stop, cost)
+        for start in starts:
+            if any((e, m) in stale for e in ENTITIES for m in range(start, start + level, MINUTE)):
+                continue
+            assert totals.get(start, Figures()).same_as(everything.get(start, Figures())), (level, start)
+    assert report.lag_ms < 3 * MINUTE
+
+
+def ingest_readings_only(world: World, batch: Batch) -> None:
+    for entity, offset, event_id, value in batch.readings:
+        reading = Reading(entity_id=entity, event_id=event_id, ts_ms=T0 + offset, measures={"v": value})
+        key = world.layout.key_for(reading, world.shard_map)  # type: ignore[attr-defined]
+        rows = world.reader.partitions.get((key.table, key.pk), [])
+        rows[:] = [row for row in rows if row.sk != key.sk]
+        world.reader.put(world.layout, world.shard_map, reading)  # type: ignore[attr-defined]
+
+
+def test_rollup_keys_stay_far_below_a_partitions_limit_at_the_seed_scenario() -> None:
+    # 10,000 sensors: one mark per sensor-minute over 32 keys, a run's puts over 32 keys
+    mark_wcu, burst = hottest_rollup_keys(10_000)
+    assert mark_wcu == 10_000 / 32 / 60 < 6
+    assert burst == 312.5
+    assert burst < 1_000

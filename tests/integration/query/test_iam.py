@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from adapters.rollup_store import RollupState, RollupStore
 from keydesign import format_ts
 from tests.integration.iam_conformance import assert_conforms, recording
-from tests.integration.query.conftest import HOUR, NOW, Store
+from tests.integration.query.conftest import HOUR, NOW, PREFIX, Store
 from tests.integration.query.test_handler import ENV, load_handler, secret_arn, store
 from tests.unit.query.apigw import ApiClient, entity_path
 
@@ -27,7 +28,9 @@ def test_every_call_the_query_function_makes_is_granted_to_its_role(
         KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
         BillingMode="PAY_PER_REQUEST",
     )
-    for name, value in {**ENV, "CURSOR_SECRET_ARN": secret_arn, "CONTROL_TABLE": "control"}.items():
+    # and the rollup function has rolled up everything before NOW (an hour boundary)
+    RollupStore(store.dynamodb, None, "control", PREFIX, 30 * 24 * HOUR).save_state(RollupState(through_ms=NOW))
+    for name, value in {**ENV, "CURSOR_SECRET_ARN": secret_arn, "CONTROL_TABLE": "control", "ROLLUPS": "1m,1h,1d"}.items():
         monkeypatch.setenv(name, value)
     window = {"from_": format_ts(NOW - 4 * HOUR), "to": format_ts(NOW)}
     # When it starts cold and serves every route, following a cursor
@@ -41,9 +44,12 @@ def test_every_call_the_query_function_makes_is_granted_to_its_role(
         pages += [
             api.get(entity_path("sensor-1", "latest")),
             api.get(entity_path("sensor-1", "aggregates"), **window, interval="1h", stats="avg"),
+            api.get(entity_path("sensor-1", "aggregates"), **window, interval="1m", stats="avg"),
+            api.get("/aggregates", **window, interval="1h"),
             api.get("/readings", **window, limit=5),
         ]
-    assert [page.status for page in pages] == [200] * 5, [page.body for page in pages if page.status != 200]
+    assert [page.body.get("source") for page in pages[3:5]] == ["rollups", "rollups"]
+    assert [page.status for page in pages] == [200] * 7, [page.body for page in pages if page.status != 200]
     # Then every action it called is granted, and everything granted is called or is the service's own
     assert_conforms(
         "query",

@@ -120,7 +120,7 @@ def test_the_query_function_reserves_its_concurrency_and_ingest_draws_on_the_res
     assert "ReservedConcurrentExecutions" not in ingest
 
 
-def test_every_functions_reserved_concurrency_is_a_setting_and_the_scheduled_ones_run_alone(synthesized: Synthesized) -> None:
+def test_each_reserved_concurrency_is_a_setting_and_the_scheduled_functions_run_alone(synthesized: Synthesized) -> None:
     # Given the defaults: only the query function (and the rotator and the rollup function, always) reserved
     default = synthesized.synth("default")
     reserved = {f: default.function(f)[1]["Properties"].get("ReservedConcurrentExecutions") for f in LambdaFunction}

@@ -30,7 +30,8 @@ def test_every_call_the_query_function_makes_is_granted_to_its_role(
     )
     # and the rollup function has rolled up everything before NOW (an hour boundary)
     RollupStore(store.dynamodb, None, "control", PREFIX, 30 * 24 * HOUR).save_state(RollupState(through_ms=NOW))
-    for name, value in {**ENV, "CURSOR_SECRET_ARN": secret_arn, "CONTROL_TABLE": "control", "ROLLUPS": "1m,1h,1d"}.items():
+    deployed = {"CURSOR_SECRET_ARN": secret_arn, "CONTROL_TABLE": "control", "ROLLUPS": "1m,1h,1d"}
+    for name, value in {**ENV, **deployed}.items():
         monkeypatch.setenv(name, value)
     window = {"from_": format_ts(NOW - 4 * HOUR), "to": format_ts(NOW)}
     # When it starts cold and serves every route, following a cursor

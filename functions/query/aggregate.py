@@ -8,29 +8,15 @@ nothing but the running figures is kept.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from keydesign import format_ts, parse_timestamp
+from keydesign.rollup import Stat as Running
 from keydesign.timefmt import MAX_TS_MS
 from query.models import Interval
 from query.params import Stat
 
 #: Sorts after every timestamp: the end of an interval that reaches past year 9999.
 _AFTER_ALL = "~"
-
-
-@dataclass(slots=True)
-class _Running:
-    count: int
-    total: int | float
-    low: int | float
-    high: int | float
-
-    def add(self, value: int | float) -> None:
-        self.count += 1
-        self.total += value
-        self.low = min(self.low, value)
-        self.high = max(self.high, value)
 
 
 class SeriesBuilder:
@@ -43,7 +29,7 @@ class SeriesBuilder:
         self._start: str | None = None
         self._end = ""
         self._readings = 0
-        self._measures: dict[str, _Running] = {}
+        self._measures: dict[str, Running] = {}
         self.total = 0
 
     def add(self, ts: str, measures: Mapping[str, int | float]) -> None:
@@ -59,7 +45,7 @@ class SeriesBuilder:
         for name, value in measures.items():
             running = self._measures.get(name)
             if running is None:
-                self._measures[name] = _Running(1, value, value, value)
+                self._measures[name] = Running(1, value, value, value)
             else:
                 running.add(value)
 
@@ -76,7 +62,7 @@ class SeriesBuilder:
         self._readings = 0
         self._measures = {}
 
-    def _figures(self, running: _Running) -> dict[Stat, int | float]:
+    def _figures(self, running: Running) -> dict[Stat, int | float]:
         every: dict[Stat, int | float] = {
             "count": running.count,
             "min": running.low,

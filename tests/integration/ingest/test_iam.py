@@ -11,6 +11,7 @@ import pytest
 from tests.integration.iam_conformance import FAILURE_DESTINATION, assert_conforms, iam_action, recording
 from tests.integration.ingest.conftest import REGION, Aws, now_ms
 from tests.integration.ingest.helpers import invoke
+from tests.integration.mocked_aws import create_readings_table
 from tests.unit.ingest.kinesis_events import as_json, kinesis_event, reading
 
 pytestmark = pytest.mark.integration
@@ -20,15 +21,7 @@ def test_every_call_ingest_makes_is_granted_to_its_role(
     aws: Aws, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Given a cold start as deployed (the shard map and occupancy in the control table)
-    aws.dynamodb.create_table(
-        TableName="control",
-        AttributeDefinitions=[
-            {"AttributeName": "pk", "AttributeType": "S"},
-            {"AttributeName": "sk", "AttributeType": "S"},
-        ],
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-        BillingMode="PAY_PER_REQUEST",
-    )
+    create_readings_table(aws.dynamodb, "control")  # the same string pk and sk
     monkeypatch.setenv("CONTROL_TABLE", "control")
     # And a batch with good readings and a bad one
     ts = now_ms() - 60_000

@@ -7,6 +7,7 @@ import pytest
 from adapters.rollup_store import RollupState, RollupStore
 from keydesign import format_ts
 from tests.integration.iam_conformance import assert_conforms, recording
+from tests.integration.mocked_aws import create_readings_table
 from tests.integration.query.conftest import HOUR, NOW, PREFIX, Store
 from tests.integration.query.test_handler import ENV, load_handler, secret_arn, store
 from tests.unit.query.apigw import ApiClient, entity_path
@@ -19,15 +20,7 @@ def test_every_call_the_query_function_makes_is_granted_to_its_role(
     store: Store, secret_arn: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Given the function as deployed: the shard map and occupancy records in the control table
-    store.dynamodb.create_table(
-        TableName="control",
-        AttributeDefinitions=[
-            {"AttributeName": "pk", "AttributeType": "S"},
-            {"AttributeName": "sk", "AttributeType": "S"},
-        ],
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-        BillingMode="PAY_PER_REQUEST",
-    )
+    create_readings_table(store.dynamodb, "control")  # the same string pk and sk
     # and the rollup function has rolled up everything before NOW (an hour boundary)
     RollupStore(store.dynamodb, None, "control", PREFIX, 30 * 24 * HOUR).save_state(RollupState(through_ms=NOW))
     deployed = {"CURSOR_SECRET_ARN": secret_arn, "CONTROL_TABLE": "control", "ROLLUPS": "1m,1h,1d"}

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from adapters.batch_writer import BatchWriter
@@ -13,6 +11,7 @@ from keydesign.rollup import marks_of
 from rollup.logic import RollupRunner
 from rollup.settings import RollupSettings
 from tests.integration.iam_conformance import assert_conforms, recording
+from tests.integration.mocked_aws import create_readings_table
 from tests.integration.query.conftest import HOUR, NOW, PREFIX, StoreFactory, dynamodb, make_store, reading
 
 pytestmark = pytest.mark.integration
@@ -32,23 +31,11 @@ ENV = {
 }
 
 
-def _control_table(dynamodb: Any) -> None:
-    dynamodb.create_table(
-        TableName="control",
-        AttributeDefinitions=[
-            {"AttributeName": "pk", "AttributeType": "S"},
-            {"AttributeName": "sk", "AttributeType": "S"},
-        ],
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-        BillingMode="PAY_PER_REQUEST",
-    )
-
-
 def test_every_call_the_rollup_function_makes_is_granted_to_its_role(make_store: StoreFactory) -> None:
     # Given readings of two entities in the minute 10 minutes before NOW (an hour boundary), and the
     # marks ingest wrote for them
     store = make_store("hybrid")
-    _control_table(store.dynamodb)
+    create_readings_table(store.dynamodb, "control")  # the same string pk and sk
     stamp = NOW - 10 * MINUTE
     written = [reading(entity, stamp + n * 1_000, f"e{n}", v=float(n)) for entity in ("s-1", "s-2") for n in range(3)]
     for r in written:

@@ -134,7 +134,9 @@ def _query(self: Any, hash_key: Any, *args: Any, **kwargs: Any) -> Any:
         return original(self, hash_key, *args, **kwargs)
     _PARTITION.key = hash_key
     comparison, bounds = (args[0], args[1]) if len(args) > 1 else (None, [])
-    if comparison == "BETWEEN" and len(bounds) == 2 and all(b.type == "S" for b in bounds):  # the sort key range of a string key
+    if (
+        comparison == "BETWEEN" and len(bounds) == 2 and all(b.type == "S" for b in bounds)
+    ):  # the sort key range of a string key
         _PARTITION.between = (bounds[0].cast_value, bounds[1].cast_value)
     try:
         return original(self, hash_key, *args, **kwargs)

@@ -142,7 +142,9 @@ def _assert_the_rotation(report: dict[str, Any]) -> None:
 def _assert_the_rollups(report: dict[str, Any]) -> None:
     # The rollups, applied once the streams drained, answered the hot sensor's minutes and every
     # entity's with the published readings' figures, the hot sensor's beside what its raw read costs
-    assert report["checks"]["rollups_applied"] is True and report["rollups"]["late"] == 0
+    # (late marks, of readings older than ROLLUP_LATENESS on arrival such as the replayed history, are
+    # counted, not applied: the checks below read minutes of the story only)
+    assert report["checks"]["rollups_applied"] is True and report["rollups"]["recomputed"]["60000"] > 0
     rolled = {c["path"]: c for c in report["queries"]["checks"] if c["name"].endswith("from rollups")}
     assert set(rolled) == {f"/entities/{HOT_SENSOR}/aggregates", "/aggregates"}
     assert (

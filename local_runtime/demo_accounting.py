@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from boto3.dynamodb.types import TypeDeserializer
 
+from keydesign import format_ts, parse_timestamp
 from local_runtime import query_checks
 from local_runtime.demo_report import HOT_SENSOR, DemoFacts, StoredMap
 from local_runtime.demo_rotation import RotationFacts
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from local_runtime.demo_scenario import Scenario
 
 Say = Callable[[str], None]
+MINUTE = 60_000
 
 
 class Observer:
@@ -143,9 +145,28 @@ class Observer:
             exported=[i for items in (rotation.exported_by_table.values() if rotation else ()) for i in items],
         )
 
+    def roll_up(self, through_ms: int, say: Say) -> dict[str, Any] | None:
+        """Run the rollup function (on its clock ahead of the wall clock) until its watermark passes
+        ``through_ms``: with the streams drained, no ingest invocation is still writing, so every minute
+        it closes is closed in fact. Its last run's summary, or why not (None: rollups are off)."""
+        schedule = self.system.rollup_schedule()
+        if schedule is None:
+            return None
+        say(f"running the rollup function until its watermark passes {format_ts(through_ms)}")
+        summary = None
+        for _ in range(20):  # bounded: each run applies some minutes or fails
+            summary = schedule.run_once()
+            if summary is not None and parse_timestamp(summary["through"], "through") >= through_ms:
+                say(f"rollups applied through {summary['through']} ({summary['late']} late mark(s) in the last run)")
+                return cast("dict[str, Any]", summary)
+        say(f"the rollup function did not reach {format_ts(through_ms)} in 20 runs: {summary}")
+        return {"status": "not run", "reason": f"not through {format_ts(through_ms)} in 20 runs", "last": summary}
+
     def queries(self, ledger: Sequence[Mapping[str, Any]], boundary: int | None, say: Say) -> dict[str, Any]:
         """The hot sensor's range page by page, its latest reading and aggregates, and a cross-entity
-        page around the split, through the HTTP API, each compared with the ledger."""
+        page around the split, through the HTTP API, each compared with the ledger. With rollups: the
+        hot sensor's whole minutes and every entity's (``GET /aggregates``) from rollups, compared with
+        the ledger, and what reading the hot sensor's raw costs."""
         api_url = self.endpoints.api_url
         assert api_url is not None  # noqa: S101 - the caller checked
         client = query_checks.ApiClient(api_url)
@@ -164,6 +185,14 @@ class Observer:
             ),
             query_checks.check_range_page(client, ledger, middle - 20_000, middle + 20_000, bucket),
         ]
+        if self.system.rollup_schedule() is not None:
+            low, high = low - low % MINUTE, high - high % MINUTE + MINUTE
+            checks += [
+                query_checks.check_rollups(
+                    client, ledger, HOT_SENSOR, low, high, interval="1m", interval_ms=MINUTE, raw_interval="30s"
+                ),
+                query_checks.check_rollups(client, ledger, None, low, high, interval="1m", interval_ms=MINUTE),
+            ]
         for check in checks:
             verdict = "equal" if check.difference is None else f"DIFFERENT: {check.difference}"
             say(f"  {check.name}: {check.summary}; {verdict}")

@@ -79,6 +79,16 @@ def render(report: Mapping[str, Any]) -> str:
         )
     lines.extend(_render_hot_keys(report))
     lines.extend(_render_load(report))
+    rollups = report.get("rollups", {})
+    if rollups.get("through"):
+        lines.append(
+            f"rollups: applied through {rollups['through']} once the streams drained; the last run recomputed "
+            f"{sum(rollups.get('recomputed', {}).values()):,} interval(s) in {rollups.get('steps', 0)} step(s), "
+            f"read {rollups.get('raw_items_read', 0):,} raw item(s); {rollups.get('late', 0)} late mark(s) "
+            "(readings older than ROLLUP_LATENESS on arrival, left raw)"
+        )
+    elif "checks" in report and "rollups_applied" in report["checks"]:
+        lines.append(f"rollups: NOT applied ({rollups.get('reason')})")
     lines.extend(_render_queries(report["queries"]))
     picture = report.get("partition_load_picture", {})
     if picture.get("path"):

@@ -102,6 +102,8 @@ class DemoFacts:
     #: When the hot sensor's split took effect (None: no split happened).
     boundary_ms: int | None = None
     queries: Mapping[str, Any] | None = None
+    #: The rollup function's last run once the streams drained, or why it did not get there (None: off).
+    rollups: Mapping[str, Any] | None = None
     picture: Mapping[str, Any] | None = None
     #: With a table period: what the rotator did, and what it left (None: no rotation ran).
     rotation: RotationFacts | None = None
@@ -163,6 +165,8 @@ def build_report(
         "every_reading_where_the_key_design_puts_it": bool(placement is not None and placement["misplaced"] == 0),
         "queries_equal_to_published": bool(facts.queries and facts.queries.get("all_equal")),
     }
+    if facts.rollups is not None:
+        checks["rollups_applied"] = "through" in facts.rollups
     rotation: dict[str, Any] = _not_run("no table_period: one readings table, nothing to rotate")
     if facts.rotation is not None:
         rotation, rotation_checks = rotation_section(facts.rotation)
@@ -217,6 +221,7 @@ def build_report(
         "hot_sensor_after_split": hot_after if hot_after is not None else _not_run("the hot sensor was not split"),
         "placement": placement if placement is not None else _not_run("the shard map was not read"),
         "queries": dict(facts.queries) if facts.queries is not None else _not_run("the query API was not served"),
+        "rollups": dict(facts.rollups) if facts.rollups is not None else _not_run("rollups are off"),
         "partition_load_picture": dict(facts.picture) if facts.picture else _not_run("no picture was drawn"),
         "rotation": rotation,
         "runtime": dict(facts.runtime),

@@ -103,10 +103,12 @@ def expected_latest(ledger: Iterable[Mapping[str, Any]], entity: str, now_ms: in
 
 
 def expected_aggregates(
-    ledger: Iterable[Mapping[str, Any]], entity: str, from_ms: int, to_ms: int, interval_ms: int
+    ledger: Iterable[Mapping[str, Any]], entity: str | None, from_ms: int, to_ms: int, interval_ms: int
 ) -> list[dict[str, Any]]:
+    """Per interval, the figures of ``entity``'s readings (None: every entity's)."""
     chosen = sorted(
-        (r for r in ledger if r["entity_id"] == entity and from_ms <= _ms(r["timestamp"]) < to_ms), key=sort_key
+        (r for r in ledger if entity in (None, r["entity_id"]) and from_ms <= _ms(r["timestamp"]) < to_ms),
+        key=sort_key,
     )
     intervals: dict[int, list[Mapping[str, Any]]] = defaultdict(list)
     for reading in chosen:
@@ -298,6 +300,51 @@ def check_aggregates(
     check.difference = compare_aggregates(body.get("intervals", []), want)
     check.summary = f"{len(body.get('intervals', []))} interval(s) over {body.get('readings', 0):,} readings"
     return check
+
+
+def check_rollups(
+    client: ApiClient,
+    ledger: Sequence[Mapping[str, Any]],
+    entity: str | None,
+    from_ms: int,
+    to_ms: int,
+    *,
+    interval: str,
+    interval_ms: int,
+    raw_interval: str | None = None,
+) -> Check:
+    """An aggregate the rollups tile (``from``/``to`` on ``interval`` boundaries) must come from them
+    and equal the ledger's figures; with ``raw_interval`` (not a multiple of a granularity) the same
+    range is read raw too, to compare the costs. ``entity`` None: ``GET /aggregates`` (every entity)."""
+    path = "/aggregates" if entity is None else entity_path(entity, "aggregates")
+    check = Check(f"{entity or 'every entity'} aggregates per {interval}, from rollups", path)
+    window = {"from": format_ts(from_ms), "to": format_ts(to_ms)}
+    body = check.observe(client.get(path, {**window, "interval": interval}))
+    if body is None:
+        return check
+    want = expected_aggregates(ledger, entity, from_ms, to_ms, interval_ms)
+    got = body.get("intervals", [])
+    if body.get("source") != "rollups":
+        check.difference = f"source {body.get('source')!r}, not rollups (rollups through {body.get('rollups_through')})"
+    else:
+        check.difference = compare_aggregates(got, want)
+    check.summary = f"{len(got)} interval(s) over {body.get('readings', 0):,} readings; rollups read {_cost(body)}"
+    if raw_interval is not None and check.difference is None:
+        raw = check.observe(client.get(path, {**window, "interval": raw_interval}))
+        if raw is None:
+            return check
+        if raw.get("source") != "raw" or raw.get("readings") != body.get("readings"):
+            check.difference = f"per {raw_interval}: source {raw.get('source')}, {raw.get('readings')} readings"
+        check.summary += f"; raw (per {raw_interval}) read {_cost(raw)}"
+    return check
+
+
+def _cost(body: Mapping[str, Any]) -> str:
+    cost = body.get("cost") or {}
+    return (
+        f"{cost.get('items_read', 0):,} items in {cost.get('queries', 0):,} Query call(s), "
+        f"{float(cost.get('read_units', 0)):,.1f} RCU"
+    )
 
 
 def check_range_page(

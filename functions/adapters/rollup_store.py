@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,11 +59,14 @@ class ReadCount:
 
 @dataclass(frozen=True, slots=True)
 class RollupState:
-    """Marks of every slot before ``through_ms`` have been applied; ``late`` marks were past the lateness."""
+    """Marks of every slot before ``through_ms`` have been applied, and the first ``step`` steps of the
+    slot at ``through_ms`` (``rollup.logic`` plans a slot's work as steps); ``late`` marks were past the
+    lateness."""
 
     through_ms: int
     late: int = 0
     last_late_ms: int | None = None
+    step: int = 0
 
 
 def plain(value: Mapping[str, Any]) -> Any:
@@ -140,12 +143,10 @@ class RollupStore:
             self.table, pk, sk, serialize_item({"pk": pk, "sk": sk, "expires_at": rollup_ttl(end, self._retention_ms)})
         )
 
-    def marks(self, slot_ms: int, cost: ReadCount) -> list[Mark]:
-        out: list[Mark] = []
-        for pk in mark_pks(self.prefix, slot_ms):
-            for item in self._query(pk, cost, projection="sk"):
-                out.append(Mark.parse(slot_ms, item["sk"]))
-        return out
+    def marks(self, slot_ms: int, cost: ReadCount, map_: Callable[..., Iterable[Any]] = map) -> list[Mark]:
+        """Every mark of the slot; ``map_`` (a pool's) reads its keys side by side."""
+        pages = map_(lambda pk: self._query(pk, cost, projection="sk"), mark_pks(self.prefix, slot_ms))
+        return [Mark.parse(slot_ms, item["sk"]) for page in pages for item in page]
 
     # -- rollups --------------------------------------------------------------
 
@@ -225,12 +226,14 @@ class RollupStore:
         if raw is None:
             return None
         item = {k: plain(v) for k, v in raw.items()}
-        return RollupState(item["through"], item.get("late", 0), item.get("last_late"))
+        return RollupState(item["through"], item.get("late", 0), item.get("last_late"), item.get("step", 0))
 
     def save_state(self, state: RollupState) -> None:
         item: dict[str, object] = {"pk": STATE_PK, "sk": self.prefix, "through": state.through_ms, "late": state.late}
         if state.last_late_ms is not None:
             item["last_late"] = state.last_late_ms
+        if state.step:
+            item["step"] = state.step
         self._db.put_item(TableName=self.table, Item=serialize_item(item))
 
     def _query(

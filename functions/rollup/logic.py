@@ -15,21 +15,25 @@ every reading it stands for with it. For each closed slot, finest level first:
    rollup of that interval and put.
 
 The watermark ``through`` then moves past the slot: every reading stored
-before it is in the rollup of every interval that ends by it. Every write is a put of a
-recomputed value, so a slot applied twice (a run that failed half-way) gives
-the same items. Marks of intervals that ended more than ``LATENESS`` before
-their stamp are counted, not applied: their raw partitions may be in a table
-the rotator has dropped (the readings themselves were stored like any other).
+before it is in the rollup of every interval that ends by it. The slot's work
+is planned as steps of at most 4 x concurrency intervals, and the state records
+how many steps of the current slot are done, so a run cut short by its
+deadline loses at most one step. Every write is a put of a recomputed value,
+so a step applied twice (a run that failed half-way) gives the same items.
+Marks of intervals that ended more than ``LATENESS`` before their stamp are
+counted, not applied: their raw partitions may be in a table the rotator has
+dropped (the readings themselves were stored like any other).
 """
 
 from __future__ import annotations
 
+import bisect
 import functools
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
 
 from aws_lambda_powertools.metrics import MetricUnit
 
@@ -45,8 +49,20 @@ from keydesign import Layout, format_ts
 from keydesign.rollup import SLOT_MS, Figures, Granularities, Mark, floor_to
 from rollup.settings import RollupSettings
 
-#: Deferred marks a container remembers having written (one per entity and open coarse interval).
-DEFERRED_ENTRIES = 1_000_000
+#: A run of one entity's marked finest intervals read in one pass: neighbours at most RUN_GAP intervals
+#: apart, RUN_SPAN intervals in all (an hour of minutes; the unmarked ones between are read, not used).
+RUN_GAP = 5
+RUN_SPAN = 60
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One step of a slot's work: recompute and put ``intervals`` (start, entity) of ``level``; or put
+    the totals of their starts (entity ""); or defer them (a mark in each coarse interval's last slot)."""
+
+    kind: Literal["rollups", "totals", "defer"]
+    level: int
+    intervals: tuple[tuple[int, str], ...]
 
 
 @dataclass(slots=True)
@@ -54,6 +70,7 @@ class RunReport:
     """What one run did."""
 
     slots: int = 0
+    steps: int = 0
     marks: int = 0
     late: int = 0
     recomputed: dict[int, int] = field(default_factory=dict)
@@ -67,6 +84,7 @@ class RunReport:
     def summary(self) -> dict[str, Any]:
         return {
             "slots": self.slots,
+            "steps": self.steps,
             "marks": self.marks,
             "late": self.late,
             "recomputed": {str(level): n for level, n in self.recomputed.items()},
@@ -77,6 +95,10 @@ class RunReport:
             "through": format_ts(self.through_ms),
             "lag_ms": self.lag_ms,
         }
+
+
+def _chunks(items: Sequence[tuple[int, str]], size: int) -> list[tuple[tuple[int, str], ...]]:
+    return [tuple(items[i : i + size]) for i in range(0, len(items), size)]
 
 
 def emit(report: RunReport) -> None:
@@ -114,6 +136,8 @@ class RollupRunner:
         self._settle_ms = settle_ms
         self._clock_ms = clock_ms
         self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="rollup")
+        self._chunk = 4 * concurrency
+        self._longest_step_s = 0.0
         self._deferred: set[Mark] = set()
 
     @classmethod
@@ -151,10 +175,20 @@ class RollupRunner:
         state = self._store.state(consistent=True) or RollupState(floor_to(target - self._lateness_ms, SLOT_MS))
         report = RunReport(through_ms=state.through_ms)
         slot = state.through_ms
-        while slot < target and not deadline.expired():
-            marks = self._store.marks(slot, report.rollups)
+        while slot < target and self._time_for_a_step(deadline):
+            marks = self._store.marks(slot, report.rollups, self._pool.map)
             late = [m for m in marks if m.start_ms + m.level + self._lateness_ms < m.slot_ms]
-            self._apply(slot, [m for m in marks if m not in late], deadline, report)
+            steps = self._plan(slot, [m for m in marks if m not in late])
+            while state.step < len(steps) and self._time_for_a_step(deadline):
+                started = time.monotonic()
+                self._do(slot, steps[state.step], deadline, report)
+                self._longest_step_s = max(self._longest_step_s, time.monotonic() - started)
+                state = replace(state, step=state.step + 1)
+                report.steps += 1
+                if state.step < len(steps):  # progress inside the slot: a run cut short goes on from here
+                    self._store.save_state(state)
+            if state.step < len(steps):
+                break
             state = RollupState(
                 slot + SLOT_MS,
                 state.late + len(late),
@@ -170,25 +204,26 @@ class RollupRunner:
         report.lag_ms = max(0, now - slot)
         return report
 
-    def _apply(self, slot: int, marks: Iterable[Mark], deadline: Deadline, report: RunReport) -> None:
+    def _time_for_a_step(self, deadline: Deadline) -> bool:
+        """Room before the deadline for one more step, judged by the longest this container has taken."""
+        return deadline.allows_sleep(1.5 * self._longest_step_s)
+
+    def _plan(self, slot: int, marks: Iterable[Mark]) -> list[Step]:
+        """The slot's work as steps of at most ``chunk`` intervals each. It depends only on the slot's
+        marks (closed, so fixed), hence a run that stopped after step k can go on at step k."""
         todo: dict[int, set[tuple[int, str]]] = {level: set() for level in self._levels.levels}
         for mark in marks:
             if mark.level in todo:
                 todo[mark.level].add((mark.start_ms, mark.entity))
+        steps: list[Step] = []
         for level in self._levels.levels:
-            intervals = sorted(todo[level])
+            # By entity, then time: neighbouring minutes of one entity are read together (_recompute).
+            intervals = sorted(todo[level], key=lambda i: (i[1], i[0]))
             if not intervals:
                 continue
-            figures = list(self._pool.map(functools.partial(self._recompute, level, report=report), intervals))
-            writes = [self._store.rollup_write(level, s, e, f) for (s, e), f in zip(intervals, figures, strict=True)]
-            self._store.write(writes, deadline)
-            report.recomputed[level] = report.recomputed.get(level, 0) + len(intervals)
-            starts = sorted({start for start, _ in intervals})
-            totals = list(self._pool.map(functools.partial(self._total, level, report=report), starts))
-            self._store.write(
-                [self._store.rollup_write(level, s, None, f) for s, f in zip(starts, totals, strict=True)], deadline
-            )
-            report.totals += len(starts)
+            steps += [Step("rollups", level, c) for c in _chunks(intervals, self._chunk)]
+            starts = sorted({(start, "") for start, _ in intervals})
+            steps += [Step("totals", level, c) for c in _chunks(starts, self._chunk)]
             coarse = self._levels.coarser(level)
             if coarse is None:
                 continue
@@ -200,27 +235,69 @@ class RollupRunner:
                 if last_slot <= slot:
                     todo[coarse].add((coarse_start, entity))
                 else:
-                    mark = Mark.of(last_slot, coarse, coarse_start, entity)
-                    if mark not in self._deferred:
-                        deferred[mark] = None
-            self._store.write([self._store.mark_write(m) for m in deferred], deadline)
-            self._deferred.update(deferred)
-            report.deferred += len(deferred)
+                    deferred[Mark.of(last_slot, coarse, coarse_start, entity)] = None
+            if deferred:
+                steps.append(Step("defer", coarse, tuple((m.start_ms, m.entity) for m in deferred)))
+        return steps
 
-    def _recompute(self, level: int, interval: tuple[int, str], *, report: RunReport) -> Figures:
-        start, entity = interval
+    def _do(self, slot: int, step: Step, deadline: Deadline, report: RunReport) -> None:
+        level = step.level
+        if step.kind == "rollups":
+            figures = self._recompute(level, step.intervals, report)
+            self._store.write(
+                [self._store.rollup_write(level, s, e, figures[s, e]) for s, e in step.intervals], deadline
+            )
+            report.recomputed[level] = report.recomputed.get(level, 0) + len(step.intervals)
+        elif step.kind == "totals":
+            starts = [start for start, _ in step.intervals]
+            totals = self._pool.map(functools.partial(self._total, level, report=report), starts)
+            self._store.write(
+                [self._store.rollup_write(level, s, None, f) for s, f in zip(starts, totals, strict=True)], deadline
+            )
+            report.totals += len(starts)
+        else:  # defer: a mark for each coarse interval, in its last slot
+            marks = [Mark.of(s + level - SLOT_MS, level, s, e) for s, e in step.intervals]
+            marks = [m for m in marks if m not in self._deferred]
+            self._store.write([self._store.mark_write(m) for m in marks], deadline)
+            self._deferred.update(marks)
+            report.deferred += len(marks)
+
+    def _recompute(
+        self, level: int, intervals: Sequence[tuple[int, str]], report: RunReport
+    ) -> dict[tuple[int, str], Figures]:
+        """Each interval's figures: a coarse one from its finer rollups, a finest one from raw, where
+        one read per partition covers a run of an entity's neighbouring intervals (a backfill of an
+        hour costs one read per partition, not sixty)."""
         finer = self._levels.finer(level)
         if finer is not None:
-            parts = self._store.entity_rollups(
-                finer, range(start, start + level, finer), entity, report.rollups, consistent=True
-            )
-            return Figures.combined(parts.values())
-        return self.raw_figures(entity, start, start + level, report.raw)
 
-    def raw_figures(self, entity: str, from_ms: int, to_ms: int, cost: ReadCount) -> Figures:
-        """``entity``'s readings in ``[from_ms, to_ms)``, read whole and consistently (expired ones left out)."""
-        plan = self._layout.plan_entity(entity, from_ms, to_ms, self._shard_maps.current())
-        seen: dict[str, dict[str, int | float]] = {}
+            def combined(interval: tuple[int, str]) -> Figures:
+                start, entity = interval
+                parts = self._store.entity_rollups(
+                    finer, range(start, start + level, finer), entity, report.rollups, consistent=True
+                )
+                return Figures.combined(parts.values())
+
+            return dict(zip(intervals, self._pool.map(combined, intervals), strict=True))
+        runs: list[tuple[str, list[int]]] = []
+        for start, entity in intervals:  # sorted by entity, then start
+            last = runs[-1] if runs else ("", [])
+            if last[0] == entity and start - last[1][-1] <= RUN_GAP * level and start - last[1][0] < RUN_SPAN * level:
+                last[1].append(start)
+            else:
+                runs.append((entity, [start]))
+        read = self._pool.map(lambda run: self.raw_figures(run[0], run[1], level, report.raw), runs)
+        return {
+            (start, entity): f for (entity, _), figures in zip(runs, read, strict=True) for start, f in figures.items()
+        }
+
+    def raw_figures(self, entity: str, starts: Sequence[int], level: int, cost: ReadCount) -> dict[int, Figures]:
+        """``entity``'s figures in each interval ``[start, start + level)`` of ``starts`` (ascending), read
+        whole and consistently in one pass over ``[starts[0], starts[-1] + level)`` (expired ones left out)."""
+        plan = self._layout.plan_entity(entity, starts[0], starts[-1] + level, self._shard_maps.current())
+        bounds = [format_ts(start) for start in starts]
+        ends = [format_ts(start + level) for start in starts]
+        seen: dict[str, tuple[int, Mapping[str, int | float]]] = {}
         now_s = self._clock_ms() // 1000
         for partition in plan.partitions:
             request = PageRequest(partition, consistent=True, with_dimensions=False, now_epoch_s=now_s)
@@ -230,15 +307,15 @@ class RollupRunner:
                 cost.items += page.scanned
                 cost.read_units += page.read_units
                 for item in page.items:
-                    seen[item.sk] = dict(item.measures)  # a copy in another partition (random layout) counts once
+                    at = bisect.bisect_right(bounds, item.ts) - 1
+                    if at >= 0 and item.ts < ends[at]:  # a minute between the run's marked ones is skipped
+                        seen[item.sk] = (at, item.measures)  # a copy in another partition (random layout) counts once
                 if page.next_key is None:
                     break
-                request = PageRequest(
-                    partition, consistent=True, with_dimensions=False, now_epoch_s=now_s, start_key=page.next_key
-                )
-        figures = Figures()
-        for measures in seen.values():
-            figures.add(measures)
+                request = replace(request, start_key=page.next_key)
+        figures = {start: Figures() for start in starts}
+        for at, measures in seen.values():
+            figures[starts[at]].add(measures)
         return figures
 
     def _total(self, level: int, start: int, *, report: RunReport) -> Figures:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import shlex
 import signal
 import sys
@@ -24,9 +25,12 @@ from keydesign import InvalidInput, format_ts
 from tsctl.arguments import checked
 
 if TYPE_CHECKING:
-    from local_runtime import Endpoints, LocalFaults
+    from local_runtime import Endpoints, LocalFaults, LocalOptions
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+#: How far back the rollup function's first run starts: each minute of it is a Query per mark key (32)
+#: on moto, so the stack's 1 d would keep a fresh local system busy for minutes with empty ones.
+SERVE_ROLLUP_LATENESS = "1h"
 _port = checked(
     int, lambda v: 0 <= v <= 65_535, "a port number", "{} is not a port number (0-65535; 0 picks a free one)"
 )
@@ -98,6 +102,8 @@ def run(args: argparse.Namespace) -> int:
         faults=faults,
         function_log=args.function_log,
         rotator_clock_speed=args.rotator_speed,
+        rollups=True,
+        rollup_environment={"ROLLUP_LATENESS": SERVE_ROLLUP_LATENESS},
     )
     stop = threading.Event()
     # Ctrl-C and SIGTERM set the event rather than raise inside the wait (a
@@ -117,6 +123,7 @@ def run(args: argparse.Namespace) -> int:
                     faults=faults,
                     function_log=args.function_log,
                     rotator=_rotator_note(config, args.rotator_speed),
+                    rollups=_rollups_note(config, options),
                     phases=_phases(system.rotations),
                 )
             system.console.flush()
@@ -137,6 +144,7 @@ def render(
     faults: LocalFaults,
     function_log: Path,
     rotator: str = "not run (no table_period)",
+    rollups: str = "off",
     now_ms: int | None = None,
     phases: Mapping[str, str] | None = None,
 ) -> None:
@@ -160,6 +168,7 @@ def render(
         ("REST API", f"{e.api_url}   (no SigV4 locally: plain HTTP)" if e.api_url else "not served"),
         ("functions", ", ".join(e.functions)),
         ("rotator", rotator),
+        ("rollups", rollups),
         ("faults", faults.describe()),
         ("function logs", str(function_log)),
     ]
@@ -194,7 +203,24 @@ def curl_examples(api_url: str, now_ms: int) -> list[str]:
         f'curl "$API/entities/sensor-alpha-001/aggregates?from={since}&to={until}&interval=1m&stats=count,avg,max"',
         f'curl "$API/readings?from={since}&to={until}&limit=5"',
         f'curl "$API/entities/sensor-alpha-001/readings?from={since}&to={until}&explain=true"',
+        # Rollups tile whole minutes only (and answer up to their watermark, `reached`).
+        f'curl "$API/aggregates?from={format_ts(floor_minute(now_ms - 3_600_000))}'
+        f'&to={format_ts(floor_minute(now_ms + 3_600_000))}&interval=1m&stats=count,avg"',
     ]
+
+
+def floor_minute(ms: int) -> int:
+    return ms - ms % 60_000
+
+
+def _rollups_note(config: AppConfig, options: LocalOptions) -> str:
+    if not config.context.rollups:
+        return "off (rollups: null)"
+    settle = math.ceil(options.ingest_timeout_s) + 5
+    return (
+        f"{config.context.rollups}, every {options.rollup_every_s:g} s of the real clock: a minute is applied "
+        f"{settle} s after it ends; marks later than {SERVE_ROLLUP_LATENESS} counted as late"
+    )
 
 
 def _rotator_note(config: AppConfig, speed: float) -> str:

@@ -69,7 +69,8 @@ def test_the_query_api_answers_through_http_with_cursor_pages(running: Any) -> N
 
 
 def test_the_curl_examples_tsctl_serve_prints_all_answer(running: Any) -> None:
-    system = running(options=ingest_only(query_api=True))
+    # (rollups on, as serve has them, for GET /aggregates; their schedule need not run for it to answer)
+    system = running(options=ingest_only(query_api=True, rollups=True, rollup_every_s=3600.0))
     publish_readings(system, [{**r, "entity_id": "sensor-alpha-001"} for r in readings(20, prefix="c")])
     assert system.wait_until_idle(WAIT_S)
     api_url = str(system.endpoints.api_url)

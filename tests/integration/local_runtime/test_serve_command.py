@@ -24,7 +24,12 @@ def test_serve_prints_loopback_endpoints_and_stops(tmp_path: Path, capsys: pytes
     assert endpoints["readings_tables"] == ["timeseries-readings"]
     assert endpoints["control_table"] == "timeseries-control"
     assert_loopback(endpoints["api_url"])
-    assert endpoints["functions"] == ["TimeSeriesIngest-ingest", "TimeSeriesIngest-query", "TimeSeriesIngest-hotkeys"]
+    assert endpoints["functions"] == [
+        "TimeSeriesIngest-ingest",
+        "TimeSeriesIngest-query",
+        "TimeSeriesIngest-hotkeys",
+        "TimeSeriesIngest-rollup",
+    ]
     assert "AWS_ENDPOINT_URL" not in os.environ or os.environ["AWS_ENDPOINT_URL"] != endpoints["endpoint_url"]
 
 
@@ -38,6 +43,9 @@ def test_serve_starts_the_default_shape_with_the_rotators_tables_and_schedule(
     assert out.count("(current)") == 1 and out.count("(upcoming)") == 2
     assert "every 15 min of the real clock (hour tables, 2 built ahead, kept 30d)" in out
     assert "TimeSeriesIngest-rotator" in out
+    # And rollups on their schedule, with a route that reads them alone
+    assert "1m,1h,1d, every 60 s of the real clock: a minute is applied 125 s after it ends" in out
+    assert "TimeSeriesIngest-rollup" in out and 'curl "$API/aggregates?from=' in out
 
 
 def test_serve_shows_how_to_use_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

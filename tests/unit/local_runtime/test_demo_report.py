@@ -133,6 +133,15 @@ def test_a_reading_stored_twice_is_a_duplicate() -> None:
     assert r["placement"]["misplaced"] == 1
 
 
+@pytest.mark.parametrize(
+    ("rollups", "verdict"), [({"through": "2026-11-22T07:05:00.000Z", "late": 0}, True), ({"status": "not run"}, False)]
+)
+def test_rollups_that_did_not_catch_up_fail_the_demo(rollups: dict[str, Any], verdict: bool) -> None:
+    r = report(rollups=rollups)
+    assert r["checks"]["rollups_applied"] is verdict and r["ok"] is verdict
+    assert ("rollups: applied through 2026-11-22T07:05" in render(r)) is verdict
+
+
 def test_a_stream_that_did_not_drain_fails_the_demo() -> None:
     assert report(drained=False)["checks"]["stream_drained"] is False
 

@@ -177,6 +177,26 @@ def pages(client: Any) -> list[dict[str, Any]]:
         client.query(**query, Limit=7, ScanIndexForward=False),
         client.query(**query, ProjectionExpression="sk, a0, a1"),
         client.query(**query, FilterExpression="attribute_exists(a2)", Select="COUNT"),
+        client.query(**query, Limit=4, ExclusiveStartKey={"pk": {"S": "p0"}, "sk": {"S": "s21"}}),
+        client.query(
+            TableName="items",
+            KeyConditionExpression="pk = :p AND sk BETWEEN :low AND :high",
+            ExpressionAttributeValues={":p": {"S": "p1"}, ":low": {"S": "s2"}, ":high": {"S": "s4"}},
+        ),
+        client.query(
+            TableName="items",
+            KeyConditionExpression="pk = :p AND sk BETWEEN :low AND :high",
+            ExpressionAttributeValues={":p": {"S": "p2"}, ":low": {"S": "s1"}, ":high": {"S": "s5"}},
+            Limit=3,
+            ExclusiveStartKey={"pk": {"S": "p2"}, "sk": {"S": "s14"}},
+            ScanIndexForward=False,
+        ),
+        client.query(
+            TableName="items",
+            KeyConditionExpression="pk = :p AND sk > :low",
+            ExpressionAttributeValues={":p": {"S": "p0"}, ":low": {"S": "s5"}},
+        ),
+        client.query(**{**query, "ExpressionAttributeValues": {":p": {"S": "absent"}}}),
         client.scan(TableName="items"),
         client.scan(TableName="items", Limit=5, ExclusiveStartKey={"pk": {"S": "p1"}, "sk": {"S": "s4"}}),
     ]

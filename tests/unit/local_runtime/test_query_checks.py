@@ -11,6 +11,7 @@ from local_runtime.query_checks import (
     Check,
     Response,
     api_reading,
+    check_rollups,
     compare_aggregates,
     compare_readings,
     expected_aggregates,
@@ -61,6 +62,67 @@ def test_aggregates_are_per_epoch_aligned_interval() -> None:
         ("2026-11-22T07:01:00.000Z", 1),
     ]
     assert got[0]["measures"]["temp"] == {"count": 3, "min": 10.0, "max": 20.0, "avg": 50.0 / 3, "sum": 50.0}
+
+
+def test_aggregates_of_no_entity_are_every_entitys() -> None:
+    got = expected_aggregates(LEDGER, None, T0, T0 + 120_000, 60_000)
+    assert [(i["start"], i["readings"]) for i in got] == [
+        ("2026-11-22T07:00:00.000Z", 4),
+        ("2026-11-22T07:01:00.000Z", 2),
+    ]
+
+
+class _Api:
+    """Answers each path and interval with a canned body."""
+
+    base_url = "http://127.0.0.1:1/v1"
+
+    def __init__(self, bodies: dict[tuple[str, str], dict[str, Any]]) -> None:
+        self.bodies = bodies
+
+    def get(self, path: str, params: dict[str, Any]) -> Response:
+        return Response(200, self.bodies[path, params["interval"]], 1.0)
+
+
+COST = {"items_read": 4, "queries": 2, "read_units": 1.5}
+
+
+@pytest.mark.parametrize(
+    ("source", "sum_", "raw_readings", "verdict"),
+    [
+        ("rollups", 70.0, 4, None),
+        ("rollups", 71.0, 4, "temp.sum"),
+        ("raw", 70.0, 4, "not rollups"),
+        ("rollups", 70.0, 3, "3 readings"),
+    ],
+)
+def test_a_rollup_check_wants_rollups_the_published_figures_and_reads_raw_for_the_cost(
+    source: str, sum_: float, raw_readings: int, verdict: str | None
+) -> None:
+    # Given every entity's first minute answered (from `source`) and the same range per 30 s, raw
+    want = expected_aggregates(LEDGER, None, T0, T0 + 60_000, 60_000)
+    got = [{**want[0], "measures": {"temp": {**want[0]["measures"]["temp"], "sum": sum_}}}]
+    api = _Api(
+        {
+            ("/aggregates", "1m"): {"intervals": got, "readings": 4, "source": source, "cost": COST},
+            ("/aggregates", "30s"): {"readings": raw_readings, "source": "raw", "cost": {**COST, "items_read": 9}},
+        }
+    )
+    # When the check runs
+    check = check_rollups(
+        api,
+        LEDGER,
+        None,
+        T0,
+        T0 + 60_000,
+        interval="1m",
+        interval_ms=60_000,
+        raw_interval="30s",  # type: ignore[arg-type]
+    )
+    # Then it names what differs, and otherwise both costs
+    assert (check.difference is None) if verdict is None else (verdict in str(check.difference))
+    if verdict is None:
+        assert "rollups read 4 items in 2 Query call(s), 1.5 RCU; raw (per 30s) read 9 items" in check.summary
 
 
 def test_a_cross_entity_page_goes_bucket_by_bucket_then_entity_time_event() -> None:

@@ -6,12 +6,15 @@ a clean environment holding only what the function's settings need (see each
 import. ``LAMBDA_TASK_ROOT`` is set, as the Lambda runtime sets it (tracing is
 on, as deployed); a second figure per handler leaves it out, as local mode
 runs (tracing off, but the X-Ray SDK builds its sampler). The floor is the
-same interpreter importing only boto3 and Powertools' Logger, Tracer and
-Metrics: what every handler pays before a line of its own. The child times
+same interpreter importing only botocore's session and building Powertools'
+Logger, Tracer and Metrics: what every handler pays before a line of its own
+(and again with boto3, which the handlers no longer import). The child times
 ``import <name>.handler`` with ``time.perf_counter``
 and refuses every socket connection first: a handler that called AWS while
 importing would fail the benchmark (the clients are created at import, the
-calls must wait for the first event). A separate run under ``python -X
+calls must wait for the first event). Another set of runs times the calls to
+``adapters.clients.client`` during the import: the part of it that creating
+clients on first use would move to the first invocation. A separate run under ``python -X
 importtime`` names the slowest top-level imports. This is the import part of
 a Lambda cold start on this machine; the Lambda service adds its own start-up
 (sandbox, runtime) on top, and its CPU share depends on the memory setting.
@@ -55,15 +58,16 @@ _COMMON = {
     "AWS_DEFAULT_REGION": "eu-west-1",
     "AWS_EC2_METADATA_DISABLED": "true",
     "POWERTOOLS_METRICS_NAMESPACE": "TimeSeries",
+    "CONTROL_TABLE": "control",  # the stack sets it for every function
 }
 #: Each handler module and the environment its settings need at cold start.
 HANDLERS: dict[str, tuple[str, dict[str, str]]] = {
     "ingest": (
         "ingest.handler",
-        {"REJECTS_QUEUE_URL": "https://sqs.eu-west-1.amazonaws.com/123456789012/rejects", "CONTROL_TABLE": "control"},
+        {"REJECTS_QUEUE_URL": "https://sqs.eu-west-1.amazonaws.com/123456789012/rejects"},
     ),
     "query": ("query.handler", {"CURSOR_SECRET": "benchmark-cursor-secret-0123456789abcdef"}),
-    "hotkeys": ("hotkeys.handler", {"CONTROL_TABLE": "control"}),
+    "hotkeys": ("hotkeys.handler", {}),
     "rotator": ("rotator.handler", {"TABLE_PERIOD": "day"}),
 }
 
@@ -86,17 +90,33 @@ for name, mod in list(sys.modules.items()):
         files.append(path)
     elif "site-packages" in path and not name.startswith("_"):
         third.add(name.split(".")[0])
-print(json.dumps({{"seconds": seconds, "files": sorted(files), "third_party": sorted(third)}}))
+made = getattr(sys.modules.get("adapters.clients"), "_clients", {{}})
+report = {{"seconds": seconds, "files": sorted(files), "third_party": sorted(third), "clients": len(made)}}
+print(json.dumps({{**report, "client_seconds": sum(globals().get("_spent", []))}}))
 """
 
 
-#: What every handler runs before its own code (boto3, and the three objects of adapters/observability.py):
-#: the floor of its import time.
-FLOOR = "floor"
-_FLOOR = (
-    "import boto3\nfrom aws_lambda_powertools import Logger, Metrics, Tracer\n"
+#: What every handler runs before its own code (botocore's session, and the three objects of
+#: adapters/observability.py): the floor of its import time; and the same with boto3, for comparison.
+FLOOR, FLOOR_BOTO3 = "floor", "floor with boto3"
+_POWERTOOLS = (
+    "from aws_lambda_powertools import Logger, Metrics, Tracer\n"
     "Logger(); Tracer(patch_modules=('botocore',)); Metrics(namespace='TimeSeries')"
 )
+_FLOORS = {FLOOR: "import botocore.session\n" + _POWERTOOLS, FLOOR_BOTO3: "import boto3\n" + _POWERTOOLS}
+#: Before a handler's import: time every call to adapters.clients.client (the ones that create a client
+#: cost; the rest are a dict look-up). Imports botocore first, so only its client figure is used.
+_TIME_CLIENTS = """
+import adapters.clients
+_spent, _client = [], adapters.clients.client
+def _timed(*args, **kwargs):
+    begun = time.perf_counter()
+    try:
+        return _client(*args, **kwargs)
+    finally:
+        _spent.append(time.perf_counter() - begun)
+adapters.clients.client = _timed
+"""
 
 
 def handler_env(name: str, *, in_lambda: bool = True) -> dict[str, str]:
@@ -112,13 +132,17 @@ def handler_env(name: str, *, in_lambda: bool = True) -> dict[str, str]:
     return env
 
 
-def import_once(name: str, *, importtime: bool = False, in_lambda: bool = True) -> tuple[dict[str, Any], str]:
-    """Import one handler (or the :data:`FLOOR`) in a fresh interpreter: its report, and stderr (``-X
-    importtime`` output)."""
+def import_once(
+    name: str, *, importtime: bool = False, in_lambda: bool = True, time_clients: bool = False
+) -> tuple[dict[str, Any], str]:
+    """Import one handler (or a floor) in a fresh interpreter: its report, and stderr (``-X importtime``
+    output). ``time_clients``: the report's ``client_seconds`` is the time spent creating clients."""
     # __import__: the import statement's own path, which -X importtime times (importlib's would not)
-    statement = _FLOOR if name == FLOOR else f"__import__({HANDLERS[name][0]!r})"
+    statement = _FLOORS.get(name) or f"__import__({HANDLERS[name][0]!r})"
     flags = ["-X", "importtime"] if importtime else []
     child = _CHILD.format(functions=str(FUNCTIONS), statement=statement)
+    if time_clients:
+        child = child.replace("started = ", _TIME_CLIENTS + "started = ", 1)
     done = subprocess.run(  # noqa: S603 - our own interpreter running our own code
         [sys.executable, *flags, "-c", child],
         env=handler_env(name, in_lambda=in_lambda),
@@ -218,18 +242,32 @@ def cold_start(quick: bool) -> Result:
     shared_zip, shared_raw = zipped_size(FUNCTIONS, asset_files(FUNCTIONS))
     third_party: dict[str, list[str]] = {}
 
-    def median_ms(name: str, *, in_lambda: bool = True) -> tuple[float, Mapping[str, Any]]:
-        reports = [import_once(name, in_lambda=in_lambda)[0] for _ in range(repeats)]
-        return round(statistics.median(float(r["seconds"]) for r in reports) * 1000, 1), reports[-1]
+    def median_ms(
+        name: str, *, in_lambda: bool = True, figure: str = "seconds", time_clients: bool = False
+    ) -> tuple[float, Mapping[str, Any]]:
+        reports = [import_once(name, in_lambda=in_lambda, time_clients=time_clients)[0] for _ in range(repeats)]
+        return round(statistics.median(float(r[figure]) for r in reports) * 1000, 1), reports[-1]
 
     floor_ms, _ = median_ms(FLOOR)
-    result.add("floor: boto3 + Powertools Logger, Tracer, Metrics", floor_ms, "ms", "what every handler imports first")
+    result.add("floor: botocore + Powertools Logger, Tracer, Metrics", floor_ms, "ms", "what every handler pays first")
+    boto3_ms, _ = median_ms(FLOOR_BOTO3)
+    result.add("floor with boto3 instead of botocore", boto3_ms, "ms", f"{boto3_ms / floor_ms:.2f}x the floor")
     for name in HANDLERS:
         ms, report = median_ms(name)
         _, importtime = import_once(name, importtime=True)
         slowest = ", ".join(f"{module} {ms:.0f} ms" for module, ms in slowest_imports(importtime))
         result.add(
-            f"{name}: import handler", ms, "ms", f"{ms / floor_ms:.2f}x the floor; most of it: {slowest} (cumulative)"
+            f"{name}: import handler",
+            ms,
+            "ms",
+            f"{ms / floor_ms:.2f}x the floor, {ms - floor_ms:.0f} ms above it; most of it: {slowest} (cumulative)",
+        )
+        clients_ms, _ = median_ms(name, figure="client_seconds", time_clients=True)
+        result.add(
+            f"{name}: creating its clients, within the import",
+            clients_ms,
+            "ms",
+            f"{report['clients']} clients; what creating them on first use would move to the first invocation",
         )
         result.add(
             f"{name}: import handler, outside Lambda",

@@ -9,11 +9,12 @@ runs (tracing off, but the X-Ray SDK builds its sampler). The floor is the
 same interpreter importing only botocore's session and building Powertools'
 Logger, Tracer and Metrics: what every handler pays before a line of its own
 (and again with boto3, which the handlers no longer import). The child times
-``import <name>.handler`` with ``time.perf_counter``
-and refuses every socket connection first: a handler that called AWS while
+``import <name>.handler`` with ``time.perf_counter`` (and its CPU time with
+``time.process_time``, which other processes on a shared machine disturb far
+less) and refuses every socket connection first: a handler that called AWS while
 importing would fail the benchmark (the clients are created at import, the
-calls must wait for the first event). Another set of runs times the calls to
-``adapters.clients.client`` during the import: the part of it that creating
+calls must wait for the first event). Another set of runs takes the CPU time of
+the calls to ``adapters.clients.client`` during the import: the part of it that creating
 clients on first use would move to the first invocation. A separate run under ``python -X
 importtime`` names the slowest top-level imports. This is the import part of
 a Lambda cold start on this machine; the Lambda service adds its own start-up
@@ -80,9 +81,9 @@ def refuse(*args, **kwargs):
 socket.socket.connect = refuse
 socket.socket.connect_ex = refuse
 socket.create_connection = refuse
-started = time.perf_counter()
+started, cpu_started = time.perf_counter(), time.process_time()
 {statement}
-seconds = time.perf_counter() - started
+seconds, cpu_seconds = time.perf_counter() - started, time.process_time() - cpu_started
 files, third = [], set()
 for name, mod in list(sys.modules.items()):
     path = getattr(mod, "__file__", None) or ""
@@ -91,8 +92,8 @@ for name, mod in list(sys.modules.items()):
     elif "site-packages" in path and not name.startswith("_"):
         third.add(name.split(".")[0])
 made = getattr(sys.modules.get("adapters.clients"), "_clients", {{}})
-report = {{"seconds": seconds, "files": sorted(files), "third_party": sorted(third), "clients": len(made)}}
-print(json.dumps({{**report, "client_seconds": sum(globals().get("_spent", []))}}))
+report = {{"seconds": seconds, "cpu_seconds": cpu_seconds, "files": sorted(files), "third_party": sorted(third)}}
+print(json.dumps({{**report, "clients": len(made), "client_seconds": sum(globals().get("_spent", []))}}))
 """
 
 
@@ -104,17 +105,17 @@ _POWERTOOLS = (
     "Logger(); Tracer(patch_modules=('botocore',)); Metrics(namespace='TimeSeries')"
 )
 _FLOORS = {FLOOR: "import botocore.session\n" + _POWERTOOLS, FLOOR_BOTO3: "import boto3\n" + _POWERTOOLS}
-#: Before a handler's import: time every call to adapters.clients.client (the ones that create a client
-#: cost; the rest are a dict look-up). Imports botocore first, so only its client figure is used.
+#: Before a handler's import: the CPU time of every call to adapters.clients.client (the ones that create
+#: a client cost; the rest are a dict look-up). Imports botocore first, so only its client figure is used.
 _TIME_CLIENTS = """
 import adapters.clients
 _spent, _client = [], adapters.clients.client
 def _timed(*args, **kwargs):
-    begun = time.perf_counter()
+    begun = time.process_time()
     try:
         return _client(*args, **kwargs)
     finally:
-        _spent.append(time.perf_counter() - begun)
+        _spent.append(time.process_time() - begun)
 adapters.clients.client = _timed
 """
 
@@ -142,7 +143,7 @@ def import_once(
     flags = ["-X", "importtime"] if importtime else []
     child = _CHILD.format(functions=str(FUNCTIONS), statement=statement)
     if time_clients:
-        child = child.replace("started = ", _TIME_CLIENTS + "started = ", 1)
+        child = child.replace("started, ", _TIME_CLIENTS + "started, ", 1)
     done = subprocess.run(  # noqa: S603 - our own interpreter running our own code
         [sys.executable, *flags, "-c", child],
         env=handler_env(name, in_lambda=in_lambda),
@@ -232,8 +233,9 @@ def cold_start(quick: bool) -> Result:
         method=(
             f"per handler, {repeats} fresh interpreters (python -c) with a clean environment holding only what its "
             "settings need, LAMBDA_TASK_ROOT set (and again without it), every socket connection refused; "
-            "time.perf_counter around `import <name>.handler` "
-            "in the child, median; one more run under -X importtime names the slowest top-level imports. Assets: "
+            "time.perf_counter (and time.process_time: CPU) around `import <name>.handler` "
+            "in the child, median; the CPU time of creating clients in another set of runs; "
+            "one more run under -X importtime names the slowest top-level imports. Assets: "
             "functions/ zipped (deflate 9) without caches and tests, and per function only the first-party files "
             "its import loaded"
         )
@@ -244,27 +246,45 @@ def cold_start(quick: bool) -> Result:
 
     def median_ms(
         name: str, *, in_lambda: bool = True, figure: str = "seconds", time_clients: bool = False
-    ) -> tuple[float, Mapping[str, Any]]:
+    ) -> tuple[float, Mapping[str, Any], list[dict[str, Any]]]:
         reports = [import_once(name, in_lambda=in_lambda, time_clients=time_clients)[0] for _ in range(repeats)]
-        return round(statistics.median(float(r[figure]) for r in reports) * 1000, 1), reports[-1]
+        return round(statistics.median(float(r[figure]) for r in reports) * 1000, 1), reports[-1], reports
 
-    floor_ms, _ = median_ms(FLOOR)
-    result.add("floor: botocore + Powertools Logger, Tracer, Metrics", floor_ms, "ms", "what every handler pays first")
-    boto3_ms, _ = median_ms(FLOOR_BOTO3)
-    result.add("floor with boto3 instead of botocore", boto3_ms, "ms", f"{boto3_ms / floor_ms:.2f}x the floor")
+    def cpu_ms(reports: Iterable[Mapping[str, Any]]) -> float:
+        return round(statistics.median(float(r["cpu_seconds"]) for r in reports) * 1000, 1)
+
+    floor_ms, _, floor_reports = median_ms(FLOOR)
+    floor_cpu = cpu_ms(floor_reports)
+    result.add(
+        "floor: botocore + Powertools Logger, Tracer, Metrics",
+        floor_ms,
+        "ms",
+        f"what every handler pays first; CPU time {floor_cpu:.0f} ms",
+    )
+    boto3_ms, _, boto3_reports = median_ms(FLOOR_BOTO3)
+    boto3_cpu = cpu_ms(boto3_reports)
+    result.add(
+        "floor with boto3 instead of botocore",
+        boto3_ms,
+        "ms",
+        f"{boto3_ms / floor_ms:.2f}x the floor; CPU time {boto3_cpu:.0f} ms, {boto3_cpu / floor_cpu:.2f}x",
+    )
     for name in HANDLERS:
-        ms, report = median_ms(name)
+        ms, report, reports = median_ms(name)
+        cpu = cpu_ms(reports)
         _, importtime = import_once(name, importtime=True)
         slowest = ", ".join(f"{module} {ms:.0f} ms" for module, ms in slowest_imports(importtime))
         result.add(
             f"{name}: import handler",
             ms,
             "ms",
-            f"{ms / floor_ms:.2f}x the floor, {ms - floor_ms:.0f} ms above it; most of it: {slowest} (cumulative)",
+            f"{ms / floor_ms:.2f}x the floor, {ms - floor_ms:.0f} ms above it; CPU time {cpu:.0f} ms, "
+            f"{cpu / floor_cpu:.2f}x the floor's, {cpu - floor_cpu:.0f} ms above it; "
+            f"most of it: {slowest} (cumulative)",
         )
-        clients_ms, _ = median_ms(name, figure="client_seconds", time_clients=True)
+        clients_ms, *_ = median_ms(name, figure="client_seconds", time_clients=True)
         result.add(
-            f"{name}: creating its clients, within the import",
+            f"{name}: creating its clients, within the import (CPU time)",
             clients_ms,
             "ms",
             f"{report['clients']} clients; what creating them on first use would move to the first invocation",

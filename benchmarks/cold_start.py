@@ -93,6 +93,8 @@ for name, mod in list(sys.modules.items()):
         third.add(name.split(".")[0])
 made = getattr(sys.modules.get("adapters.clients"), "_clients", {{}})
 report = {{"seconds": seconds, "cpu_seconds": cpu_seconds, "files": sorted(files), "third_party": sorted(third)}}
+# Powertools' batch utilities import every parser model when pydantic came first (+80 ms): no handler may
+report["parser_models"] = "aws_lambda_powertools.utilities.parser.models" in sys.modules
 print(json.dumps({{**report, "clients": len(made), "client_seconds": sum(globals().get("_spent", []))}}))
 """
 
@@ -243,6 +245,7 @@ def cold_start(quick: bool) -> Result:
     result.add("interpreter start and exit (python -c pass)", round(baseline * 1000, 1), "ms", "median, for scale")
     shared_zip, shared_raw = zipped_size(FUNCTIONS, asset_files(FUNCTIONS))
     third_party: dict[str, list[str]] = {}
+    parser_models: dict[str, bool] = {}
 
     def median_ms(
         name: str, *, in_lambda: bool = True, figure: str = "seconds", time_clients: bool = False
@@ -287,7 +290,7 @@ def cold_start(quick: bool) -> Result:
             f"{name}: creating its clients, within the import (CPU time)",
             clients_ms,
             "ms",
-            f"{report['clients']} clients; what creating them on first use would move to the first invocation",
+            f"clients: {report['clients']}; what creating them on first use would move to the first invocation",
         )
         result.add(
             f"{name}: import handler, outside Lambda",
@@ -303,11 +306,12 @@ def cold_start(quick: bool) -> Result:
             f"{len(report['files'])} files, {own_raw / 1024:.0f} KiB unzipped",
         )
         third_party[name] = list(report["third_party"])
+        parser_models[name] = bool(report["parser_models"])
     result.add(
         "shared asset: functions/ zipped",
         round(shared_zip / 1024, 1),
         "KiB",
         f"{len(asset_files(FUNCTIONS))} files, {shared_raw / 1024:.0f} KiB unzipped; one asset serves every function",
     )
-    result.params = {"repeats": repeats, "third_party_imported": third_party}
+    result.params = {"repeats": repeats, "third_party_imported": third_party, "parser_models_imported": parser_models}
     return result

@@ -6,12 +6,16 @@ a clean environment holding only what the function's settings need (see each
 import. ``LAMBDA_TASK_ROOT`` is set, as the Lambda runtime sets it (tracing is
 on, as deployed); a second figure per handler leaves it out, as local mode
 runs (tracing off, but the X-Ray SDK builds its sampler). The floor is the
-same interpreter importing only boto3 and Powertools' Logger, Tracer and
-Metrics: what every handler pays before a line of its own. The child times
-``import <name>.handler`` with ``time.perf_counter``
-and refuses every socket connection first: a handler that called AWS while
+same interpreter importing only botocore's session and building Powertools'
+Logger, Tracer and Metrics: what every handler pays before a line of its own
+(and again with boto3, which the handlers no longer import). The child times
+``import <name>.handler`` with ``time.perf_counter`` (and its CPU time with
+``time.process_time``, which other processes on a shared machine disturb far
+less) and refuses every socket connection first: a handler that called AWS while
 importing would fail the benchmark (the clients are created at import, the
-calls must wait for the first event). A separate run under ``python -X
+calls must wait for the first event). Another set of runs takes the CPU time of
+the calls to ``adapters.clients.client`` during the import: the part of it that creating
+clients on first use would move to the first invocation. A separate run under ``python -X
 importtime`` names the slowest top-level imports. This is the import part of
 a Lambda cold start on this machine; the Lambda service adds its own start-up
 (sandbox, runtime) on top, and its CPU share depends on the memory setting.
@@ -55,15 +59,16 @@ _COMMON = {
     "AWS_DEFAULT_REGION": "eu-west-1",
     "AWS_EC2_METADATA_DISABLED": "true",
     "POWERTOOLS_METRICS_NAMESPACE": "TimeSeries",
+    "CONTROL_TABLE": "control",  # the stack sets it for every function
 }
 #: Each handler module and the environment its settings need at cold start.
 HANDLERS: dict[str, tuple[str, dict[str, str]]] = {
     "ingest": (
         "ingest.handler",
-        {"REJECTS_QUEUE_URL": "https://sqs.eu-west-1.amazonaws.com/123456789012/rejects", "CONTROL_TABLE": "control"},
+        {"REJECTS_QUEUE_URL": "https://sqs.eu-west-1.amazonaws.com/123456789012/rejects"},
     ),
     "query": ("query.handler", {"CURSOR_SECRET": "benchmark-cursor-secret-0123456789abcdef"}),
-    "hotkeys": ("hotkeys.handler", {"CONTROL_TABLE": "control"}),
+    "hotkeys": ("hotkeys.handler", {}),
     "rotator": ("rotator.handler", {"TABLE_PERIOD": "day"}),
 }
 
@@ -76,9 +81,9 @@ def refuse(*args, **kwargs):
 socket.socket.connect = refuse
 socket.socket.connect_ex = refuse
 socket.create_connection = refuse
-started = time.perf_counter()
+started, cpu_started = time.perf_counter(), time.process_time()
 {statement}
-seconds = time.perf_counter() - started
+seconds, cpu_seconds = time.perf_counter() - started, time.process_time() - cpu_started
 files, third = [], set()
 for name, mod in list(sys.modules.items()):
     path = getattr(mod, "__file__", None) or ""
@@ -86,17 +91,35 @@ for name, mod in list(sys.modules.items()):
         files.append(path)
     elif "site-packages" in path and not name.startswith("_"):
         third.add(name.split(".")[0])
-print(json.dumps({{"seconds": seconds, "files": sorted(files), "third_party": sorted(third)}}))
+made = getattr(sys.modules.get("adapters.clients"), "_clients", {{}})
+report = {{"seconds": seconds, "cpu_seconds": cpu_seconds, "files": sorted(files), "third_party": sorted(third)}}
+# Powertools' batch utilities import every parser model when pydantic came first (+80 ms): no handler may
+report["parser_models"] = "aws_lambda_powertools.utilities.parser.models" in sys.modules
+print(json.dumps({{**report, "clients": len(made), "client_seconds": sum(globals().get("_spent", []))}}))
 """
 
 
-#: What every handler runs before its own code (boto3, and the three objects of adapters/observability.py):
-#: the floor of its import time.
-FLOOR = "floor"
-_FLOOR = (
-    "import boto3\nfrom aws_lambda_powertools import Logger, Metrics, Tracer\n"
+#: What every handler runs before its own code (botocore's session, and the three objects of
+#: adapters/observability.py): the floor of its import time; and the same with boto3, for comparison.
+FLOOR, FLOOR_BOTO3 = "floor", "floor with boto3"
+_POWERTOOLS = (
+    "from aws_lambda_powertools import Logger, Metrics, Tracer\n"
     "Logger(); Tracer(patch_modules=('botocore',)); Metrics(namespace='TimeSeries')"
 )
+_FLOORS = {FLOOR: "import botocore.session\n" + _POWERTOOLS, FLOOR_BOTO3: "import boto3\n" + _POWERTOOLS}
+#: Before a handler's import: the CPU time of every call to adapters.clients.client (the ones that create
+#: a client cost; the rest are a dict look-up). Imports botocore first, so only its client figure is used.
+_TIME_CLIENTS = """
+import adapters.clients
+_spent, _client = [], adapters.clients.client
+def _timed(*args, **kwargs):
+    begun = time.process_time()
+    try:
+        return _client(*args, **kwargs)
+    finally:
+        _spent.append(time.process_time() - begun)
+adapters.clients.client = _timed
+"""
 
 
 def handler_env(name: str, *, in_lambda: bool = True) -> dict[str, str]:
@@ -112,13 +135,17 @@ def handler_env(name: str, *, in_lambda: bool = True) -> dict[str, str]:
     return env
 
 
-def import_once(name: str, *, importtime: bool = False, in_lambda: bool = True) -> tuple[dict[str, Any], str]:
-    """Import one handler (or the :data:`FLOOR`) in a fresh interpreter: its report, and stderr (``-X
-    importtime`` output)."""
+def import_once(
+    name: str, *, importtime: bool = False, in_lambda: bool = True, time_clients: bool = False
+) -> tuple[dict[str, Any], str]:
+    """Import one handler (or a floor) in a fresh interpreter: its report, and stderr (``-X importtime``
+    output). ``time_clients``: the report's ``client_seconds`` is the time spent creating clients."""
     # __import__: the import statement's own path, which -X importtime times (importlib's would not)
-    statement = _FLOOR if name == FLOOR else f"__import__({HANDLERS[name][0]!r})"
+    statement = _FLOORS.get(name) or f"__import__({HANDLERS[name][0]!r})"
     flags = ["-X", "importtime"] if importtime else []
     child = _CHILD.format(functions=str(FUNCTIONS), statement=statement)
+    if time_clients:
+        child = child.replace("started, ", _TIME_CLIENTS + "started, ", 1)
     done = subprocess.run(  # noqa: S603 - our own interpreter running our own code
         [sys.executable, *flags, "-c", child],
         env=handler_env(name, in_lambda=in_lambda),
@@ -208,8 +235,9 @@ def cold_start(quick: bool) -> Result:
         method=(
             f"per handler, {repeats} fresh interpreters (python -c) with a clean environment holding only what its "
             "settings need, LAMBDA_TASK_ROOT set (and again without it), every socket connection refused; "
-            "time.perf_counter around `import <name>.handler` "
-            "in the child, median; one more run under -X importtime names the slowest top-level imports. Assets: "
+            "time.perf_counter (and time.process_time: CPU) around `import <name>.handler` "
+            "in the child, median; the CPU time of creating clients in another set of runs; "
+            "one more run under -X importtime names the slowest top-level imports. Assets: "
             "functions/ zipped (deflate 9) without caches and tests, and per function only the first-party files "
             "its import loaded"
         )
@@ -217,19 +245,52 @@ def cold_start(quick: bool) -> Result:
     result.add("interpreter start and exit (python -c pass)", round(baseline * 1000, 1), "ms", "median, for scale")
     shared_zip, shared_raw = zipped_size(FUNCTIONS, asset_files(FUNCTIONS))
     third_party: dict[str, list[str]] = {}
+    parser_models: dict[str, bool] = {}
 
-    def median_ms(name: str, *, in_lambda: bool = True) -> tuple[float, Mapping[str, Any]]:
-        reports = [import_once(name, in_lambda=in_lambda)[0] for _ in range(repeats)]
-        return round(statistics.median(float(r["seconds"]) for r in reports) * 1000, 1), reports[-1]
+    def median_ms(
+        name: str, *, in_lambda: bool = True, figure: str = "seconds", time_clients: bool = False
+    ) -> tuple[float, Mapping[str, Any], list[dict[str, Any]]]:
+        reports = [import_once(name, in_lambda=in_lambda, time_clients=time_clients)[0] for _ in range(repeats)]
+        return round(statistics.median(float(r[figure]) for r in reports) * 1000, 1), reports[-1], reports
 
-    floor_ms, _ = median_ms(FLOOR)
-    result.add("floor: boto3 + Powertools Logger, Tracer, Metrics", floor_ms, "ms", "what every handler imports first")
+    def cpu_ms(reports: Iterable[Mapping[str, Any]]) -> float:
+        return round(statistics.median(float(r["cpu_seconds"]) for r in reports) * 1000, 1)
+
+    floor_ms, _, floor_reports = median_ms(FLOOR)
+    floor_cpu = cpu_ms(floor_reports)
+    result.add(
+        "floor: botocore + Powertools Logger, Tracer, Metrics",
+        floor_ms,
+        "ms",
+        f"what every handler pays first; CPU time {floor_cpu:.0f} ms",
+    )
+    boto3_ms, _, boto3_reports = median_ms(FLOOR_BOTO3)
+    boto3_cpu = cpu_ms(boto3_reports)
+    result.add(
+        "floor with boto3 instead of botocore",
+        boto3_ms,
+        "ms",
+        f"{boto3_ms / floor_ms:.2f}x the floor; CPU time {boto3_cpu:.0f} ms, {boto3_cpu / floor_cpu:.2f}x",
+    )
     for name in HANDLERS:
-        ms, report = median_ms(name)
+        ms, report, reports = median_ms(name)
+        cpu = cpu_ms(reports)
         _, importtime = import_once(name, importtime=True)
         slowest = ", ".join(f"{module} {ms:.0f} ms" for module, ms in slowest_imports(importtime))
         result.add(
-            f"{name}: import handler", ms, "ms", f"{ms / floor_ms:.2f}x the floor; most of it: {slowest} (cumulative)"
+            f"{name}: import handler",
+            ms,
+            "ms",
+            f"{ms / floor_ms:.2f}x the floor, {ms - floor_ms:.0f} ms above it; CPU time {cpu:.0f} ms, "
+            f"{cpu / floor_cpu:.2f}x the floor's, {cpu - floor_cpu:.0f} ms above it; "
+            f"most of it: {slowest} (cumulative)",
+        )
+        clients_ms, *_ = median_ms(name, figure="client_seconds", time_clients=True)
+        result.add(
+            f"{name}: creating its clients, within the import (CPU time)",
+            clients_ms,
+            "ms",
+            f"clients: {report['clients']}; what creating them on first use would move to the first invocation",
         )
         result.add(
             f"{name}: import handler, outside Lambda",
@@ -245,11 +306,12 @@ def cold_start(quick: bool) -> Result:
             f"{len(report['files'])} files, {own_raw / 1024:.0f} KiB unzipped",
         )
         third_party[name] = list(report["third_party"])
+        parser_models[name] = bool(report["parser_models"])
     result.add(
         "shared asset: functions/ zipped",
         round(shared_zip / 1024, 1),
         "KiB",
         f"{len(asset_files(FUNCTIONS))} files, {shared_raw / 1024:.0f} KiB unzipped; one asset serves every function",
     )
-    result.params = {"repeats": repeats, "third_party_imported": third_party}
+    result.params = {"repeats": repeats, "third_party_imported": third_party, "parser_models_imported": parser_models}
     return result

@@ -1,28 +1,63 @@
-"""boto3 clients, created once per container with botocore's ``standard`` retry mode.
+"""botocore clients, created once per container with botocore's ``standard`` retry mode.
 
-Every client comes from one boto3 session: a session loads each service's
-model and the endpoint rules once, so a second client costs 10-30 ms instead
-of the 110-170 ms a fresh session pays again (docs/benchmarks.md, cold start).
-There is one client per service and configuration; boto3 clients are
-thread-safe, sessions are not, hence the lock around creation.
+Every client comes from one botocore session (boto3 is not imported: nothing
+on a handler's path uses it, and importing it and its session cost 25-40 ms
+of every cold start). A session loads each service's model and the endpoint
+rules once, so a second client costs 10-30 ms instead of the 110-170 ms a
+fresh session pays again (docs/benchmarks.md, cold start). There is one
+client per service and configuration; botocore clients are thread-safe,
+sessions are not, hence the lock around creation.
 
 The region comes from the environment (``AWS_REGION`` in Lambda); the endpoint
-too: boto3 honours ``AWS_ENDPOINT_URL`` (and ``AWS_ENDPOINT_URL_<SERVICE>``),
+too: botocore honours ``AWS_ENDPOINT_URL`` (and ``AWS_ENDPOINT_URL_<SERVICE>``),
 which is how the local runtime points every client at its moto server without
 a line of special code here.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import threading
 from typing import Any
 
-import boto3
 from botocore.config import Config
+from botocore.loaders import JSONFileLoader, Loader
+from botocore.session import Session
 
 _lock = threading.Lock()
 _clients: dict[tuple[str, int, int, bool], Any] = {}
-_session: list[boto3.session.Session] = []
+_session: list[Session] = []
+
+
+class _PlainJSONFiles(JSONFileLoader):  # type: ignore[misc]  # botocore is untyped (no stubs)
+    """botocore's data files parsed into plain dicts (ordered, as every dict is) instead of through
+    the ``OrderedDict`` hook botocore passes, which doubles the parse of the 1.2 MB endpoints.json."""
+
+    def _load_file(self, full_path: str, open_method: Any) -> Any:
+        if not os.path.isfile(full_path):
+            return None
+        with open_method(full_path, "rb") as fp:
+            return json.loads(fp.read())
+
+
+class _DataLoader(Loader):  # type: ignore[misc]  # botocore is untyped
+    """botocore's loader, but a service is any directory of the data path: botocore lists each of its
+    ~440 service directories to find which hold the file type asked for (twice per cold start, once
+    for models and once for endpoint rules); a name that is not a service still fails, on loading."""
+
+    FILE_LOADER_CLASS = _PlainJSONFiles
+
+    def list_available_services(self, type_name: str) -> list[str]:
+        return sorted({name for path in self.search_paths if os.path.isdir(path) for name in os.listdir(path)})
+
+
+def _new_session() -> Session:
+    session = Session()
+    extra = session.get_config_variable("data_path")  # AWS_DATA_PATH, as botocore's own loader reads it
+    paths = [os.path.expanduser(os.path.expandvars(p)) for p in extra.split(os.pathsep)] if extra else []
+    session.register_component("data_loader", _DataLoader(extra_search_paths=paths))
+    return session
 
 
 def client_config(*, max_attempts: int = 3, pool: int = 32, validate: bool = True) -> Config:
@@ -51,9 +86,9 @@ def client(service: str, *, max_attempts: int = 3, pool: int = 32, validate: boo
         found = _clients.get(key)
         if found is None:
             if not _session:
-                _session.append(boto3.session.Session())
+                _session.append(_new_session())
             config = client_config(max_attempts=max_attempts, pool=pool, validate=validate)
-            found = _session[0].client(service, config=config)
+            found = _session[0].create_client(service, config=config)
             _clients[key] = found
         return found
 

@@ -1,13 +1,14 @@
-"""Reading a secret from AWS Secrets Manager, through Powertools' parameters utility.
+"""Reading a secret from AWS Secrets Manager: one GetSecretValue on the shared client.
 
 The client is the shared one (standard retries, region and endpoint from the
-environment). Callers decide how long to keep the value; this module does not cache.
+environment). Callers decide how long to keep the value; this module does not
+cache, which is why Powertools' parameters utility is not used here: without its
+cache it adds nothing to the call, and importing it (with boto3 and every other
+provider) cost the query function's cold start 40-60 ms (docs/decisions.md).
 """
 
 from __future__ import annotations
 
-from aws_lambda_powertools.utilities.parameters import SecretsProvider
-from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterError
 from botocore.exceptions import ClientError
 
 from adapters.clients import client
@@ -21,19 +22,14 @@ def read_secret(secret_id: str, stage: str = CURRENT) -> bytes | None:
     """The value of secret ``secret_id`` (a name or ARN) at staging label ``stage``, as bytes:
     the ``SecretString`` UTF-8 encoded, or the ``SecretBinary`` as stored. None when no version
     carries the label (a secret never rotated has no ``AWSPREVIOUS``)."""
-    provider = SecretsProvider(boto3_client=client("secretsmanager"))
     try:
-        # max_age=0: no Powertools cache; the caller decides how long to keep the value.
-        value = provider.get(secret_id, max_age=0, VersionStage=stage)
-    except GetParameterError as exc:
-        # Powertools re-raises the client's error inside its handler: the ClientError is the context.
-        cause = exc.__context__
-        missing = isinstance(cause, ClientError) and cause.response["Error"]["Code"] == "ResourceNotFoundException"
-        if missing and stage != CURRENT:
+        found = client("secretsmanager").get_secret_value(SecretId=secret_id, VersionStage=stage)
+    except ClientError as exc:
+        if stage != CURRENT and exc.response["Error"]["Code"] == "ResourceNotFoundException":
             return None
         raise
-    if isinstance(value, bytes):
-        return value
-    if isinstance(value, str):
-        return value.encode("utf-8")
+    if "SecretString" in found:
+        return str(found["SecretString"]).encode("utf-8")
+    if "SecretBinary" in found:
+        return bytes(found["SecretBinary"])
     raise TypeError(f"secret {secret_id} is neither a string nor binary")

@@ -12,6 +12,7 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.exceptions import ClientError
 from moto.awslambda.models import LambdaBackend
 
 from adapters.partition_reader import DynamoPartitionReader
@@ -169,3 +170,17 @@ def test_every_call_the_rotation_function_makes_is_granted_to_its_role(
         called,
         not_called={},
     )
+
+
+def test_the_reader_returns_text_or_binary_as_bytes_and_none_for_a_label_no_version_carries(dynamodb: Any) -> None:
+    # Given a text secret never rotated and a binary one, read with one GetSecretValue each
+    secrets = boto3.client("secretsmanager", region_name=REGION)
+    text = secrets.create_secret(Name="text-key", SecretString="k\u00e9y")["ARN"]
+    binary = secrets.create_secret(Name="binary-key", SecretBinary=b"\x00\xffkey")["ARN"]
+    # Then both come back as bytes, and AWSPREVIOUS, which no version carries yet, as None
+    assert read_secret(text) == "k\u00e9y".encode()
+    assert read_secret(binary) == b"\x00\xffkey"
+    assert read_secret(text, "AWSPREVIOUS") is None
+    # But a missing AWSCURRENT (no such secret) is an error, not None
+    with pytest.raises(ClientError, match="ResourceNotFoundException"):
+        read_secret("no-such-secret")

@@ -1,10 +1,12 @@
-"""The adapters' boto3 clients: one session for all, one client per service and configuration."""
+"""The adapters' botocore clients: one session for all, one client per service and configuration."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
 import pytest
+from botocore.exceptions import DataNotFoundError, UnknownServiceError
+from botocore.loaders import create_loader
 
 from adapters import clients
 
@@ -35,3 +37,25 @@ def test_reset_forgets_the_clients_and_the_session() -> None:
     first = clients.client("dynamodb")
     clients.reset_clients()
     assert clients.client("dynamodb") is not first
+
+
+def test_the_loader_reads_the_same_models_as_botocores_own_and_still_refuses_an_unknown_service() -> None:
+    # Given the shared session's loader (plain dicts, a cheaper service listing) and botocore's default one
+    clients.client("dynamodb")
+    assert isinstance(clients._session[0].get_component("data_loader"), clients._DataLoader)
+    ours, theirs = clients._DataLoader(), create_loader()  # fresh: a resolver adds to the data it was given
+    # Then every file a client reads holds the same data
+    for service, kind in (("dynamodb", "service-2"), ("sqs", "endpoint-rule-set-1")):
+        assert ours.load_service_model(service, kind) == theirs.load_service_model(service, kind)
+    assert ours.load_data("endpoints") == theirs.load_data("endpoints")
+    # And a name that is no service still fails when its client is asked for
+    with pytest.raises((DataNotFoundError, UnknownServiceError)):
+        clients.client("no-such-service")
+
+
+def test_the_endpoint_comes_from_aws_endpoint_url(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Given AWS_ENDPOINT_URL set, as the local runtime sets it for its moto server
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:4566")
+    # Then every client is pointed there, with no code of ours
+    assert clients.client("dynamodb").meta.endpoint_url == "http://127.0.0.1:4566"
+    assert clients.client("sqs").meta.endpoint_url == "http://127.0.0.1:4566"

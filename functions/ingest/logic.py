@@ -43,7 +43,7 @@ from adapters.rejects import Reject, RejectsPublisher, RejectsReport, SendMessag
 from adapters.retry import Backoff, Clock, Deadline, Sleep
 from adapters.rollup_store import MarkRecorder, RollupStore
 from adapters.shard_map_source import ShardMapSource
-from adapters.shard_map_store import shard_map_source
+from adapters.shard_map_store import ShardMapStore, shard_map_source
 from ingest.decoding import Candidate, DecodedRecord, decode_record
 from ingest.settings import IngestSettings
 from keydesign import InvalidInput, Layout, Reading, ShardMap, build_item, item_size, ttl_for
@@ -190,12 +190,14 @@ class Ingestor:
         *,
         dynamodb: BatchWriteApi | None = None,
         sqs: SendMessageBatchApi | None = None,
+        control: Any = None,
         clock: Clock = time.monotonic,
         sleep: Sleep = time.sleep,
         wall_clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
     ) -> Ingestor:
         """Wire the adapters: the real DynamoDB and SQS clients unless others are given
-        (a fake, or a fault injector around the real one), and the shard-map source."""
+        (a fake, or a fault injector around the real one), and the shard-map source. ``control``
+        is the control table's client (shard map, occupancy marker, rollups): a real one unless given."""
         common = settings.common
         backoff = Backoff(settings.retry_base_ms, settings.retry_max_delay_ms)
         # One attempt per botocore call: the writer does the retrying, so every
@@ -216,20 +218,24 @@ class Ingestor:
             sleep=sleep,
         )
         occupancy = None
+        if common.control_table is not None and control is None:
+            control = client("dynamodb")
         if common.control_table is not None:
             # Records go through the writer (and any fault injector around it); only the
             # one-off marker uses the store's own client, with standard retries.
-            store = OccupancyStore(client("dynamodb"), common.control_table, common.layout.table_prefix)
+            store = OccupancyStore(control, common.control_table, common.layout.table_prefix)
             occupancy = OccupancyRecorder(store, max_future_ms=settings.max_future_ms)
         rollup_marks = None
         if common.control_table is not None and common.granularities is not None:
             rollups = RollupStore(
-                client("dynamodb"), writer, common.control_table, common.layout.table_prefix, common.retention_ms
+                control, writer, common.control_table, common.layout.table_prefix, common.retention_ms
             )
             rollup_marks = MarkRecorder(rollups, common.granularities.finest)
         return cls(
             layout=common.layout,
-            shard_maps=shard_map_source(settings.common, bootstrap=True),
+            shard_maps=shard_map_source(
+                common, bootstrap=True, store=ShardMapStore.from_settings(common, control) if control else None
+            ),
             occupancy=occupancy,
             rollup_marks=rollup_marks,
             writer=writer,

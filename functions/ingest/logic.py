@@ -272,29 +272,7 @@ class Ingestor:
             )
         shard_map = self._shard_maps.current()
 
-        rejects: list[Reject] = []
-        reject_record: list[int] = []
-        writes: dict[tuple[str, str, str], _Write] = {}
-        for position, raw in enumerate(records):
-            decoded = decode_record(position, raw, shard_id_of(raw), outcome.records[position].sequence_number)
-            self._note_arrival(outcome, raw, now_ms)
-            # Counted before keying: a candidate that fails validation becomes a reject, not a second unit.
-            outcome.records[position].readings = decoded.units
-            outcome.aggregated_members += decoded.kpl_members
-            for candidate in decoded.candidates:
-                self._key(
-                    candidate=candidate,
-                    decoded=decoded,
-                    shard_map=shard_map,
-                    now_ms=now_ms,
-                    writes=writes,
-                    outcome=outcome,
-                )
-            decoded.fold_rejects(self._rejects.payload_limit)
-            for reject in decoded.rejects:
-                rejects.append(reject)
-                reject_record.append(position)
-
+        writes, rejects, reject_record = self._decode(records, outcome, shard_map, now_ms)
         distinct = list(writes.values())
         outcome.items = len(distinct)
         # A partition's occupancy is recorded before its readings are written, so a
@@ -336,6 +314,41 @@ class Ingestor:
             outcome.rejects.retried += late.retried
         _emit(outcome)
         return outcome
+
+    def _decode(
+        self, records: Sequence[Mapping[str, Any]], outcome: BatchOutcome, shard_map: ShardMap, now_ms: int
+    ) -> tuple[dict[tuple[str, str, str], _Write], list[Reject], list[int]]:
+        """Decode, validate and key every record: the distinct writes (by key), the rejects and their records."""
+        rejects: list[Reject] = []
+        reject_record: list[int] = []
+        writes: dict[tuple[str, str, str], _Write] = {}
+        earliest: float | None = None  # the earliest arrival, whose lag is the batch's largest
+        for position, raw in enumerate(records):
+            record = outcome.records[position]
+            decoded = decode_record(position, raw, shard_id_of(raw), record.sequence_number)
+            arrival = raw["kinesis"].get("approximateArrivalTimestamp")
+            if isinstance(arrival, int | float) and (earliest is None or arrival < earliest):
+                earliest = arrival
+            # Counted before keying: a candidate that fails validation becomes a reject, not a second unit.
+            record.readings = decoded.units
+            outcome.aggregated_members += decoded.kpl_members
+            for candidate in decoded.candidates:
+                self._key(
+                    candidate=candidate,
+                    decoded=decoded,
+                    shard_map=shard_map,
+                    now_ms=now_ms,
+                    writes=writes,
+                    outcome=outcome,
+                )
+            decoded.fold_rejects(self._rejects.payload_limit)
+            for reject in decoded.rejects:
+                rejects.append(reject)
+                reject_record.append(position)
+
+        if earliest is not None:
+            outcome.max_arrival_lag_ms = max(0, now_ms - round(float(earliest) * 1000))
+        return writes, rejects, reject_record
 
     def _key(
         self,
@@ -433,12 +446,6 @@ class Ingestor:
             write.written.discard(index)
             write.unwritten[index] = f"rollup mark not written: {why}"
 
-    def _note_arrival(self, outcome: BatchOutcome, raw: Mapping[str, Any], now_ms: int) -> None:
-        arrival = (raw.get("kinesis") or {}).get("approximateArrivalTimestamp")
-        if isinstance(arrival, int | float):
-            lag = max(0, now_ms - round(float(arrival) * 1000))
-            outcome.max_arrival_lag_ms = max(lag, outcome.max_arrival_lag_ms or 0)
-
     def _settle_reject(
         self, outcome: BatchOutcome, record: int, reject: Reject, index: int, report: RejectsReport
     ) -> None:
@@ -505,12 +512,15 @@ def _reject_of(
 def _emit(outcome: BatchOutcome) -> None:
     """Metrics (EMF, flushed by the handler's ``log_metrics``) and one summary log line."""
     count = MetricUnit.Count
+    # Each total is a pass over the records: taken once.
+    readings, written, rejected, retry = outcome.readings, outcome.written, outcome.rejected, outcome.retry
+    failed = outcome.failed_records
     metrics.add_metric(name="RecordsReceived", unit=count, value=len(outcome.records))
-    metrics.add_metric(name="ReadingsReceived", unit=count, value=outcome.readings)
-    metrics.add_metric(name="ReadingsWritten", unit=count, value=outcome.written)
-    metrics.add_metric(name="ReadingsRejected", unit=count, value=outcome.rejected)
-    metrics.add_metric(name="ReadingsHandedBack", unit=count, value=outcome.retry)
-    metrics.add_metric(name="RecordsFailed", unit=count, value=len(outcome.failed_records))
+    metrics.add_metric(name="ReadingsReceived", unit=count, value=readings)
+    metrics.add_metric(name="ReadingsWritten", unit=count, value=written)
+    metrics.add_metric(name="ReadingsRejected", unit=count, value=rejected)
+    metrics.add_metric(name="ReadingsHandedBack", unit=count, value=retry)
+    metrics.add_metric(name="RecordsFailed", unit=count, value=len(failed))
     metrics.add_metric(name="DuplicatesCollapsed", unit=count, value=outcome.duplicates)
     metrics.add_metric(name="ItemsWritten", unit=count, value=len(outcome.write.written))
     metrics.add_metric(name="BatchWriteCalls", unit=count, value=outcome.write.calls)
@@ -532,20 +542,19 @@ def _emit(outcome: BatchOutcome) -> None:
 
     summary = {
         "records": len(outcome.records),
-        "readings": outcome.readings,
-        "written": outcome.written,
-        "rejected": outcome.rejected,
-        "handed_back": outcome.retry,
+        "readings": readings,
+        "written": written,
+        "rejected": rejected,
+        "handed_back": retry,
         "duplicates_collapsed": outcome.duplicates,
         "batch_write_calls": outcome.write.calls,
         "items_retried": outcome.write.items_retried,
     }
-    if outcome.rejected:
+    if rejected:
         logger.warning(
             "readings rejected to the rejects queue",
             extra={"reject_fields": dict(outcome.reject_fields.most_common(10))},
         )
-    failed = outcome.failed_records
     if failed:
         logger.warning(
             "records handed back for redelivery",

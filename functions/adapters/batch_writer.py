@@ -191,10 +191,12 @@ class WriteReport:
     consumed_wcu: float = 0.0
     latencies_ms: list[float] = field(default_factory=list)
 
-    def merge(self, other: WriteReport) -> None:
-        self.written |= other.written
-        self.unwritten.update(other.unwritten)
-        self.rejected.update(other.rejected)
+    def merge(self, other: WriteReport, positions: Sequence[int] | None = None) -> None:
+        """Add ``other``'s outcomes; with ``positions``, its index i is this report's ``positions[i]``."""
+        at = positions.__getitem__ if positions is not None else int
+        self.written.update(at(i) for i in other.written)
+        self.unwritten.update((at(i), why) for i, why in other.unwritten.items())
+        self.rejected.update((at(i), why) for i, why in other.rejected.items())
         self.calls += other.calls
         self.items_retried += other.items_retried
         self.throttled_calls += other.throttled_calls

@@ -34,7 +34,16 @@ from typing import Any
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.data_classes.kinesis_stream_event import KinesisStreamRecord
 
-from adapters.batch_writer import BatchWriteApi, BatchWriter, PendingWrite, UnstorableValue, WriteReport, serialize_item
+from adapters.batch_writer import (
+    MAX_BATCH_ITEMS,
+    BatchWriteApi,
+    BatchWriter,
+    PendingWrite,
+    UnstorableValue,
+    WriteHandle,
+    WriteReport,
+    serialize_item,
+)
 from adapters.clients import client
 from adapters.kinesis_records import sequence_number_of, shard_id_of
 from adapters.observability import logger, metrics, tracer
@@ -143,6 +152,38 @@ class _Write:
     entity: str
 
 
+@dataclass(slots=True)
+class _Flight:
+    """A batch's distinct writes, sent a segment at a time while the rest is still being keyed.
+
+    A key seen again after its write was sent is held in ``again`` (the last one wins there too)
+    and written once every write sent before it is done: an earlier value in flight never lands
+    after a later one.
+    """
+
+    distinct: list[_Write] = field(default_factory=list)
+    index: dict[tuple[str, str, str], int] = field(default_factory=dict)
+    again: dict[tuple[str, str, str], _Write] = field(default_factory=dict)
+    sent: int = 0
+    sends: list[tuple[list[int], WriteHandle]] = field(default_factory=list)
+    report: WriteReport = field(default_factory=WriteReport)
+
+    def add(self, identity: tuple[str, str, str], write: _Write) -> bool:
+        """Take one reading's write; True when its key was already in the batch."""
+        at = self.index.get(identity)
+        if at is None:
+            self.index[identity] = len(self.distinct)
+            self.distinct.append(write)
+            return False
+        existing = self.distinct[at] if at >= self.sent else self.again.get(identity)
+        if existing is None:
+            self.again[identity] = write
+        else:
+            existing.pending = write.pending  # the last one wins
+            existing.origins.extend(write.origins)
+        return True
+
+
 class Ingestor:
     """Ingests Kinesis batches. Thread-safe writers inside; one instance per container."""
 
@@ -165,8 +206,11 @@ class Ingestor:
         rng: random.Random | None = None,
         occupancy: OccupancyRecorder | None = None,
         rollup_marks: MarkRecorder | None = None,
+        segment_items: int | None = None,
     ) -> None:
         self._layout = layout
+        # Writes start once this many distinct items are keyed: enough for every writer thread.
+        self._segment = segment_items or MAX_BATCH_ITEMS * writer.concurrency
         self._occupancy = occupancy
         self._rollup_marks = rollup_marks
         self._shard_maps = shard_maps
@@ -272,29 +316,20 @@ class Ingestor:
             )
         shard_map = self._shard_maps.current()
 
-        writes, rejects, reject_record = self._decode(records, outcome, shard_map, now_ms)
-        distinct = list(writes.values())
-        outcome.items = len(distinct)
-        # A partition's occupancy is recorded before its readings are written, so a
-        # reader never finds readings in a partition it was told is empty.
-        blocked = self._record_occupancy(distinct, deadline, now_ms, outcome) if self._occupancy else {}
-        if blocked:
-            distinct = [w for index, w in enumerate(distinct) if index not in blocked]
-            for reason, group in blocked.values():
-                for origin in group:
-                    outcome.records[origin.record].hand_back(1, reason)
-        pendings = [w.pending for w in distinct]
-        origins = [w.origins for w in distinct]
-        handle = self._writer.submit(pendings, deadline)
+        flight = _Flight()
+        rejects, reject_record = self._decode(records, outcome, shard_map, now_ms, flight=flight, deadline=deadline)
+        self._send(flight, deadline, now_ms, outcome)
         outcome.rejects = self._rejects.publish(rejects, deadline)
-        outcome.write = handle.wait()
+        outcome.write = self._wait(flight, deadline, now_ms, outcome)
+        distinct = flight.distinct
+        outcome.items = len(distinct)
         self._mark_rollups(distinct, outcome.write, now_ms, deadline)
 
         for index, record in enumerate(reject_record):
             self._settle_reject(outcome, record, rejects[index], index, outcome.rejects)
         late_rejects: list[Reject] = []
         late_record: list[int] = []
-        for index, group in enumerate(origins):
+        for index, group in enumerate(w.origins for w in distinct):
             if index in outcome.write.written:
                 for origin in group:
                     outcome.records[origin.record].written += 1
@@ -316,12 +351,19 @@ class Ingestor:
         return outcome
 
     def _decode(
-        self, records: Sequence[Mapping[str, Any]], outcome: BatchOutcome, shard_map: ShardMap, now_ms: int
-    ) -> tuple[dict[tuple[str, str, str], _Write], list[Reject], list[int]]:
-        """Decode, validate and key every record: the distinct writes (by key), the rejects and their records."""
+        self,
+        records: Sequence[Mapping[str, Any]],
+        outcome: BatchOutcome,
+        shard_map: ShardMap,
+        now_ms: int,
+        *,
+        flight: _Flight,
+        deadline: Deadline,
+    ) -> tuple[list[Reject], list[int]]:
+        """Decode, validate and key every record into ``flight``, sending each full segment as it
+        fills (its round trips overlap the keying of the next); the rejects and their records."""
         rejects: list[Reject] = []
         reject_record: list[int] = []
-        writes: dict[tuple[str, str, str], _Write] = {}
         earliest: float | None = None  # the earliest arrival, whose lag is the batch's largest
         for position, raw in enumerate(records):
             record = outcome.records[position]
@@ -338,17 +380,56 @@ class Ingestor:
                     decoded=decoded,
                     shard_map=shard_map,
                     now_ms=now_ms,
-                    writes=writes,
+                    flight=flight,
                     outcome=outcome,
                 )
             decoded.fold_rejects(self._rejects.payload_limit)
             for reject in decoded.rejects:
                 rejects.append(reject)
                 reject_record.append(position)
+            if len(flight.distinct) - flight.sent >= self._segment:
+                self._send(flight, deadline, now_ms, outcome, whole=True)
 
         if earliest is not None:
             outcome.max_arrival_lag_ms = max(0, now_ms - round(float(earliest) * 1000))
-        return writes, rejects, reject_record
+        return rejects, reject_record
+
+    def _send(
+        self, flight: _Flight, deadline: Deadline, now_ms: int, outcome: BatchOutcome, *, whole: bool = False
+    ) -> None:
+        """Start writing the writes not sent yet (``whole``: full calls of 25 only, the rest waits
+        for more), once their partitions' occupancy is recorded."""
+        start = flight.sent
+        end = start + (len(flight.distinct) - start) // MAX_BATCH_ITEMS * MAX_BATCH_ITEMS if whole else None
+        segment = flight.distinct[start:end]
+        flight.sent = start + len(segment)
+        if not segment:
+            return
+        # A partition's occupancy is recorded before its readings are written, so a
+        # reader never finds readings in a partition it was told is empty.
+        blocked = self._record_occupancy(segment, deadline, now_ms, outcome) if self._occupancy else {}
+        for index, why in blocked.items():
+            flight.report.unwritten[start + index] = why
+        order = [start + i for i in range(len(segment)) if i not in blocked]
+        flight.sends.append((order, self._writer.submit([flight.distinct[i].pending for i in order], deadline)))
+
+    def _wait(self, flight: _Flight, deadline: Deadline, now_ms: int, outcome: BatchOutcome) -> WriteReport:
+        """Every write's outcome, by index in ``flight.distinct``; the keys seen again after their
+        write was sent are written last, after every write sent before them is done."""
+        report = flight.report
+        for again in (False, True):
+            if again:
+                if not flight.again:
+                    break
+                for identity, write in flight.again.items():
+                    flight.index[identity] = len(flight.distinct)
+                    flight.distinct.append(write)
+                flight.again = {}
+                self._send(flight, deadline, now_ms, outcome)
+            for order, handle in flight.sends:
+                report.merge(handle.wait(), order)
+            flight.sends.clear()
+        return report
 
     def _key(
         self,
@@ -357,7 +438,7 @@ class Ingestor:
         decoded: DecodedRecord,
         shard_map: ShardMap,
         now_ms: int,
-        writes: dict[tuple[str, str, str], _Write],
+        flight: _Flight,
         outcome: BatchOutcome,
     ) -> None:
         try:
@@ -400,19 +481,13 @@ class Ingestor:
             reason = f"could not be processed ({type(exc).__name__}); please report this with the payload"
             decoded.reject_candidate(candidate, "reading", reason)
             return
-        identity = (key.table, key.pk, key.sk)
         pending = PendingWrite(key.table, key.pk, key.sk, low_level)
-        existing = writes.get(identity)
-        if existing is None:
-            writes[identity] = _Write(pending, [candidate], reading.ts_ms, reading.entity_id)
-        else:
-            existing.pending = pending  # the last one wins
-            existing.origins.append(candidate)
+        if flight.add((key.table, key.pk, key.sk), _Write(pending, [candidate], reading.ts_ms, reading.entity_id)):
             outcome.duplicates += 1
 
     def _record_occupancy(
         self, distinct: Sequence[_Write], deadline: Deadline, now_ms: int, outcome: BatchOutcome
-    ) -> dict[int, tuple[str, list[Candidate]]]:
+    ) -> dict[int, str]:
         """Write the occupancy records this container has not written yet; the
         writes (by index) whose record could not be written, with the reason."""
         recorder = self._occupancy
@@ -425,15 +500,17 @@ class Ingestor:
             return {}
         store = recorder.store
         report = self._writer.write([store.pending_write(r, self._retention_ms) for r in missing], deadline)
-        outcome.occupancy = report
+        done = outcome.occupancy  # every index is in one of its three: the records so far
+        base = len(done.written) + len(done.unwritten) + len(done.rejected)
+        done.merge(report, range(base, base + len(missing)))
         recorder.remember([missing[i] for i in sorted(report.written)])
-        blocked: dict[int, tuple[str, list[Candidate]]] = {}
+        blocked: dict[int, str] = {}
         for position, record in enumerate(missing):
             if position in report.written:
                 continue
             why = report.unwritten.get(position) or report.rejected.get(position) or "unknown"
             for index in records[record]:
-                blocked[index] = (f"occupancy not recorded: {why}", distinct[index].origins)
+                blocked[index] = f"occupancy not recorded: {why}"
         return blocked
 
     def _mark_rollups(self, distinct: Sequence[_Write], write: WriteReport, now_ms: int, deadline: Deadline) -> None:

@@ -42,6 +42,7 @@ from adapters.batch_writer import (
     UnstorableValue,
     WriteHandle,
     WriteReport,
+    send_prebuilt_json,
     serialize_item,
 )
 from adapters.clients import client
@@ -247,8 +248,11 @@ class Ingestor:
         # One attempt per botocore call: the writer does the retrying, so every
         # wait is jittered, counted, and bounded by the invocation's deadline. Its
         # requests come from serialize_item: botocore's validation walk is skipped.
+        if dynamodb is None:
+            dynamodb = client("dynamodb", max_attempts=1, validate=False)
+            send_prebuilt_json(dynamodb)
         writer = BatchWriter(
-            dynamodb if dynamodb is not None else client("dynamodb", max_attempts=1, validate=False),
+            dynamodb,
             concurrency=settings.write_concurrency,
             backoff=backoff,
             clock=clock,

@@ -33,6 +33,7 @@ from typing import Any
 
 import boto3
 
+from adapters.batch_writer import send_prebuilt_json
 from adapters.clients import client_config
 from adapters.observability import metrics
 from benchmarks.harness import Result, benchmark
@@ -151,6 +152,7 @@ def our_ingestor(endpoint: str, table: str, warm_up: list[dict[str, Any]]) -> In
     dynamodb = boto3.client(
         "dynamodb", endpoint_url=endpoint, region_name=REGION, config=client_config(max_attempts=1, validate=False)
     )
+    send_prebuilt_json(dynamodb)  # as from_settings does for the client it creates
     ingestor = Ingestor.from_settings(IngestSettings.from_env(_env(table)), dynamodb=dynamodb, sqs=NullSQS())
     ingestor.ingest(warm_up, 900_000)
     metrics.clear_metrics()

@@ -19,6 +19,7 @@ raising. Ordinary numbers take the C decoder's fast path unchanged.
 
 from __future__ import annotations
 
+import binascii
 import json
 import math
 import re
@@ -35,7 +36,7 @@ from adapters.rejects import Reject
 FOLD_AFTER = 25
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: made for every reading, and a frozen one costs three times as much
 class Candidate:
     """One decoded JSON value that should be a reading, and where it came from.
 
@@ -75,8 +76,9 @@ class DecodedRecord:
     kpl_members: int = 0
     candidates: list[Candidate] = field(default_factory=list)
     rejects: list[Reject] = field(default_factory=list)
-    _elements: dict[int | None, int] = field(default_factory=dict)
-    _spill: dict[int | None, list[tuple[Candidate, str, str]]] = field(default_factory=dict)
+    # Made on a record's first rejected array element: most records never need them.
+    _elements: dict[int | None, int] | None = None
+    _spill: dict[int | None, list[tuple[Candidate, str, str]]] | None = None
 
     @property
     def units(self) -> int:
@@ -104,9 +106,11 @@ class DecodedRecord:
         ``FOLD_AFTER`` array elements of a user record, folded ones past that (see below)."""
         if candidate.index is not None:
             sub = candidate.sub_sequence_number
-            seen = self._elements[sub] = self._elements.get(sub, 0) + 1
+            elements = self._elements = self._elements if self._elements is not None else {}
+            seen = elements[sub] = elements.get(sub, 0) + 1
             if seen > FOLD_AFTER:
-                self._spill.setdefault(sub, []).append((candidate, field_name, reason))
+                spill = self._spill = self._spill if self._spill is not None else {}
+                spill.setdefault(sub, []).append((candidate, field_name, reason))
                 return
         self.reject(candidate.payload(), field_name, reason, candidate.sub_sequence_number, candidate.index)
 
@@ -118,6 +122,8 @@ class DecodedRecord:
         Without this, a 1 MB record of 500,000 tiny invalid elements would need 500,000
         messages, run past the deadline and come back forever: content would cost a retry.
         """
+        if not self._spill:
+            return
         for sub, rest in self._spill.items():
             start, size = 0, 256
             while start < len(rest):
@@ -165,6 +171,10 @@ def decode_record(position: int, raw: Mapping[str, Any], shard_id: str, sequence
         partition_key=str(kinesis.get("partitionKey", "")),
         stream_arn=str(raw.get("eventSourceARN", "")),
     )
+    plain = _plain_object(kinesis)
+    if plain is not None:
+        decoded.candidates.append(Candidate(position, plain[1], None, None, plain[0]))
+        return decoded
     try:
         record: StreamRecord = parse_event_record(raw)
     except MalformedRecord as exc:
@@ -208,6 +218,34 @@ def decode_record(position: int, raw: Mapping[str, Any], shard_id: str, sequence
     return decoded
 
 
+def _plain_object(kinesis: Mapping[str, Any]) -> tuple[bytes, dict[str, Any]] | None:
+    """The data and the JSON object of a record that is one plain JSON object (not KPL, UTF-8, no
+    number the C decoder would lose), the shape most producers send; None for anything else.
+
+    The same answer as the general path below, without its objects (StreamRecord, UserRecord,
+    encoding detection): about half a one-reading record's decoding. Whatever does not fit,
+    or raises, is left to the general path, which says why (tests/unit/ingest compare both).
+    """
+    encoded = kinesis.get("data")
+    # Base64 of a '{' starts with 'e' (its top six bits): an array or an aggregate is not decoded twice.
+    if type(encoded) is not str or encoded[:1] != "e" or type(kinesis.get("sequenceNumber")) is not str:
+        return None
+    try:
+        data = binascii.a2b_base64(encoded, strict_mode=True)  # what b64decode(validate=True) calls
+        # '{' then a non-zero byte is UTF-8 to json.detect_encoding; the KPL magic starts 0xF3.
+        if data[:1] != b"{" or data[1:2] == b"\x00":
+            return None
+        text = data.decode("utf-8")
+        if _may_lose_a_number(text):
+            return None
+        value, end = _SCAN(text, 0)
+        if end != len(text) and _WHITESPACE.match(text, end).end() != len(text):  # type: ignore[union-attr]
+            return None
+    except Exception:  # any refusal: the general path decodes again and says why
+        return None
+    return data, value
+
+
 def _json_type(value: object) -> str:
     if value is None:
         return "null"
@@ -238,6 +276,13 @@ _EXACT_DECODER = json.JSONDecoder(parse_float=_float, parse_int=_int)
 # fast path; one that may is decoded exactly (a hook per number, ~1.5x slower).
 _MANY_ZEROS = "0" * 200
 _LONG_NEGATIVE_EXPONENT = re.compile(r"[0-9][eE]-[0-9]{3}")
+# json.loads' own parts: the C scanner with the default hooks, and JSON's whitespace after a value.
+_SCAN = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+_WHITESPACE = re.compile(r"[ \t\n\r]*")
+
+
+def _may_lose_a_number(text: str) -> bool:
+    return _MANY_ZEROS in text or (("e-" in text or "E-" in text) and _LONG_NEGATIVE_EXPONENT.search(text) is not None)
 
 
 def decode_json(data: bytes) -> Any:
@@ -247,7 +292,7 @@ def decode_json(data: bytes) -> Any:
     for data that is not JSON, as ``json.loads`` does.
     """
     text = data.decode(json.detect_encoding(data))
-    if _MANY_ZEROS in text or (("e-" in text or "E-" in text) and _LONG_NEGATIVE_EXPONENT.search(text)):
+    if _may_lose_a_number(text):
         return _EXACT_DECODER.decode(text)
     try:
         return json.loads(text)

@@ -34,7 +34,17 @@ from typing import Any
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.data_classes.kinesis_stream_event import KinesisStreamRecord
 
-from adapters.batch_writer import BatchWriteApi, BatchWriter, PendingWrite, UnstorableValue, WriteReport, serialize_item
+from adapters.batch_writer import (
+    MAX_BATCH_ITEMS,
+    BatchWriteApi,
+    BatchWriter,
+    PendingWrite,
+    UnstorableValue,
+    WriteHandle,
+    WriteReport,
+    send_prebuilt_json,
+    serialize_item,
+)
 from adapters.clients import client
 from adapters.kinesis_records import sequence_number_of, shard_id_of
 from adapters.observability import logger, metrics, tracer
@@ -43,7 +53,7 @@ from adapters.rejects import Reject, RejectsPublisher, RejectsReport, SendMessag
 from adapters.retry import Backoff, Clock, Deadline, Sleep
 from adapters.rollup_store import MarkRecorder, RollupStore
 from adapters.shard_map_source import ShardMapSource
-from adapters.shard_map_store import shard_map_source
+from adapters.shard_map_store import ShardMapStore, shard_map_source
 from ingest.decoding import Candidate, DecodedRecord, decode_record
 from ingest.settings import IngestSettings
 from keydesign import InvalidInput, Layout, Reading, ShardMap, build_item, item_size, ttl_for
@@ -143,6 +153,38 @@ class _Write:
     entity: str
 
 
+@dataclass(slots=True)
+class _Flight:
+    """A batch's distinct writes, sent a segment at a time while the rest is still being keyed.
+
+    A key seen again after its write was sent is held in ``again`` (the last one wins there too)
+    and written once every write sent before it is done: an earlier value in flight never lands
+    after a later one.
+    """
+
+    distinct: list[_Write] = field(default_factory=list)
+    index: dict[tuple[str, str, str], int] = field(default_factory=dict)
+    again: dict[tuple[str, str, str], _Write] = field(default_factory=dict)
+    sent: int = 0
+    sends: list[tuple[list[int], WriteHandle]] = field(default_factory=list)
+    report: WriteReport = field(default_factory=WriteReport)
+
+    def add(self, identity: tuple[str, str, str], write: _Write) -> bool:
+        """Take one reading's write; True when its key was already in the batch."""
+        at = self.index.get(identity)
+        if at is None:
+            self.index[identity] = len(self.distinct)
+            self.distinct.append(write)
+            return False
+        existing = self.distinct[at] if at >= self.sent else self.again.get(identity)
+        if existing is None:
+            self.again[identity] = write
+        else:
+            existing.pending = write.pending  # the last one wins
+            existing.origins.extend(write.origins)
+        return True
+
+
 class Ingestor:
     """Ingests Kinesis batches. Thread-safe writers inside; one instance per container."""
 
@@ -165,8 +207,11 @@ class Ingestor:
         rng: random.Random | None = None,
         occupancy: OccupancyRecorder | None = None,
         rollup_marks: MarkRecorder | None = None,
+        segment_items: int | None = None,
     ) -> None:
         self._layout = layout
+        # Writes start once this many distinct items are keyed: enough for every writer thread.
+        self._segment = segment_items or MAX_BATCH_ITEMS * writer.concurrency
         self._occupancy = occupancy
         self._rollup_marks = rollup_marks
         self._shard_maps = shard_maps
@@ -190,19 +235,24 @@ class Ingestor:
         *,
         dynamodb: BatchWriteApi | None = None,
         sqs: SendMessageBatchApi | None = None,
+        control: Any = None,
         clock: Clock = time.monotonic,
         sleep: Sleep = time.sleep,
         wall_clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
     ) -> Ingestor:
         """Wire the adapters: the real DynamoDB and SQS clients unless others are given
-        (a fake, or a fault injector around the real one), and the shard-map source."""
+        (a fake, or a fault injector around the real one), and the shard-map source. ``control``
+        is the control table's client (shard map, occupancy marker, rollups): a real one unless given."""
         common = settings.common
         backoff = Backoff(settings.retry_base_ms, settings.retry_max_delay_ms)
         # One attempt per botocore call: the writer does the retrying, so every
         # wait is jittered, counted, and bounded by the invocation's deadline. Its
         # requests come from serialize_item: botocore's validation walk is skipped.
+        if dynamodb is None:
+            dynamodb = client("dynamodb", max_attempts=1, validate=False)
+            send_prebuilt_json(dynamodb)
         writer = BatchWriter(
-            dynamodb if dynamodb is not None else client("dynamodb", max_attempts=1, validate=False),
+            dynamodb,
             concurrency=settings.write_concurrency,
             backoff=backoff,
             clock=clock,
@@ -216,20 +266,24 @@ class Ingestor:
             sleep=sleep,
         )
         occupancy = None
+        if common.control_table is not None and control is None:
+            control = client("dynamodb")
         if common.control_table is not None:
             # Records go through the writer (and any fault injector around it); only the
             # one-off marker uses the store's own client, with standard retries.
-            store = OccupancyStore(client("dynamodb"), common.control_table, common.layout.table_prefix)
+            store = OccupancyStore(control, common.control_table, common.layout.table_prefix)
             occupancy = OccupancyRecorder(store, max_future_ms=settings.max_future_ms)
         rollup_marks = None
         if common.control_table is not None and common.granularities is not None:
             rollups = RollupStore(
-                client("dynamodb"), writer, common.control_table, common.layout.table_prefix, common.retention_ms
+                control, writer, common.control_table, common.layout.table_prefix, common.retention_ms
             )
             rollup_marks = MarkRecorder(rollups, common.granularities.finest)
         return cls(
             layout=common.layout,
-            shard_maps=shard_map_source(settings.common, bootstrap=True),
+            shard_maps=shard_map_source(
+                common, bootstrap=True, store=ShardMapStore.from_settings(common, control) if control else None
+            ),
             occupancy=occupancy,
             rollup_marks=rollup_marks,
             writer=writer,
@@ -266,51 +320,20 @@ class Ingestor:
             )
         shard_map = self._shard_maps.current()
 
-        rejects: list[Reject] = []
-        reject_record: list[int] = []
-        writes: dict[tuple[str, str, str], _Write] = {}
-        for position, raw in enumerate(records):
-            decoded = decode_record(position, raw, shard_id_of(raw), outcome.records[position].sequence_number)
-            self._note_arrival(outcome, raw, now_ms)
-            # Counted before keying: a candidate that fails validation becomes a reject, not a second unit.
-            outcome.records[position].readings = decoded.units
-            outcome.aggregated_members += decoded.kpl_members
-            for candidate in decoded.candidates:
-                self._key(
-                    candidate=candidate,
-                    decoded=decoded,
-                    shard_map=shard_map,
-                    now_ms=now_ms,
-                    writes=writes,
-                    outcome=outcome,
-                )
-            decoded.fold_rejects(self._rejects.payload_limit)
-            for reject in decoded.rejects:
-                rejects.append(reject)
-                reject_record.append(position)
-
-        distinct = list(writes.values())
-        outcome.items = len(distinct)
-        # A partition's occupancy is recorded before its readings are written, so a
-        # reader never finds readings in a partition it was told is empty.
-        blocked = self._record_occupancy(distinct, deadline, now_ms, outcome) if self._occupancy else {}
-        if blocked:
-            distinct = [w for index, w in enumerate(distinct) if index not in blocked]
-            for reason, group in blocked.values():
-                for origin in group:
-                    outcome.records[origin.record].hand_back(1, reason)
-        pendings = [w.pending for w in distinct]
-        origins = [w.origins for w in distinct]
-        handle = self._writer.submit(pendings, deadline)
+        flight = _Flight()
+        rejects, reject_record = self._decode(records, outcome, shard_map, now_ms, flight=flight, deadline=deadline)
+        self._send(flight, deadline, now_ms, outcome)
         outcome.rejects = self._rejects.publish(rejects, deadline)
-        outcome.write = handle.wait()
+        outcome.write = self._wait(flight, deadline, now_ms, outcome)
+        distinct = flight.distinct
+        outcome.items = len(distinct)
         self._mark_rollups(distinct, outcome.write, now_ms, deadline)
 
         for index, record in enumerate(reject_record):
             self._settle_reject(outcome, record, rejects[index], index, outcome.rejects)
         late_rejects: list[Reject] = []
         late_record: list[int] = []
-        for index, group in enumerate(origins):
+        for index, group in enumerate(w.origins for w in distinct):
             if index in outcome.write.written:
                 for origin in group:
                     outcome.records[origin.record].written += 1
@@ -331,6 +354,87 @@ class Ingestor:
         _emit(outcome)
         return outcome
 
+    def _decode(
+        self,
+        records: Sequence[Mapping[str, Any]],
+        outcome: BatchOutcome,
+        shard_map: ShardMap,
+        now_ms: int,
+        *,
+        flight: _Flight,
+        deadline: Deadline,
+    ) -> tuple[list[Reject], list[int]]:
+        """Decode, validate and key every record into ``flight``, sending each full segment as it
+        fills (its round trips overlap the keying of the next); the rejects and their records."""
+        rejects: list[Reject] = []
+        reject_record: list[int] = []
+        earliest: float | None = None  # the earliest arrival, whose lag is the batch's largest
+        for position, raw in enumerate(records):
+            record = outcome.records[position]
+            decoded = decode_record(position, raw, shard_id_of(raw), record.sequence_number)
+            arrival = raw["kinesis"].get("approximateArrivalTimestamp")
+            if isinstance(arrival, int | float) and (earliest is None or arrival < earliest):
+                earliest = arrival
+            # Counted before keying: a candidate that fails validation becomes a reject, not a second unit.
+            record.readings = decoded.units
+            outcome.aggregated_members += decoded.kpl_members
+            for candidate in decoded.candidates:
+                self._key(
+                    candidate=candidate,
+                    decoded=decoded,
+                    shard_map=shard_map,
+                    now_ms=now_ms,
+                    flight=flight,
+                    outcome=outcome,
+                )
+            decoded.fold_rejects(self._rejects.payload_limit)
+            for reject in decoded.rejects:
+                rejects.append(reject)
+                reject_record.append(position)
+            if len(flight.distinct) - flight.sent >= self._segment:
+                self._send(flight, deadline, now_ms, outcome, whole=True)
+
+        if earliest is not None:
+            outcome.max_arrival_lag_ms = max(0, now_ms - round(float(earliest) * 1000))
+        return rejects, reject_record
+
+    def _send(
+        self, flight: _Flight, deadline: Deadline, now_ms: int, outcome: BatchOutcome, *, whole: bool = False
+    ) -> None:
+        """Start writing the writes not sent yet (``whole``: full calls of 25 only, the rest waits
+        for more), once their partitions' occupancy is recorded."""
+        start = flight.sent
+        end = start + (len(flight.distinct) - start) // MAX_BATCH_ITEMS * MAX_BATCH_ITEMS if whole else None
+        segment = flight.distinct[start:end]
+        flight.sent = start + len(segment)
+        if not segment:
+            return
+        # A partition's occupancy is recorded before its readings are written, so a
+        # reader never finds readings in a partition it was told is empty.
+        blocked = self._record_occupancy(segment, deadline, now_ms, outcome) if self._occupancy else {}
+        for index, why in blocked.items():
+            flight.report.unwritten[start + index] = why
+        order = [start + i for i in range(len(segment)) if i not in blocked]
+        flight.sends.append((order, self._writer.submit([flight.distinct[i].pending for i in order], deadline)))
+
+    def _wait(self, flight: _Flight, deadline: Deadline, now_ms: int, outcome: BatchOutcome) -> WriteReport:
+        """Every write's outcome, by index in ``flight.distinct``; the keys seen again after their
+        write was sent are written last, after every write sent before them is done."""
+        report = flight.report
+        for again in (False, True):
+            if again:
+                if not flight.again:
+                    break
+                for identity, write in flight.again.items():
+                    flight.index[identity] = len(flight.distinct)
+                    flight.distinct.append(write)
+                flight.again = {}
+                self._send(flight, deadline, now_ms, outcome)
+            for order, handle in flight.sends:
+                report.merge(handle.wait(), order)
+            flight.sends.clear()
+        return report
+
     def _key(
         self,
         candidate: Candidate,
@@ -338,7 +442,7 @@ class Ingestor:
         decoded: DecodedRecord,
         shard_map: ShardMap,
         now_ms: int,
-        writes: dict[tuple[str, str, str], _Write],
+        flight: _Flight,
         outcome: BatchOutcome,
     ) -> None:
         try:
@@ -381,19 +485,13 @@ class Ingestor:
             reason = f"could not be processed ({type(exc).__name__}); please report this with the payload"
             decoded.reject_candidate(candidate, "reading", reason)
             return
-        identity = (key.table, key.pk, key.sk)
         pending = PendingWrite(key.table, key.pk, key.sk, low_level)
-        existing = writes.get(identity)
-        if existing is None:
-            writes[identity] = _Write(pending, [candidate], reading.ts_ms, reading.entity_id)
-        else:
-            existing.pending = pending  # the last one wins
-            existing.origins.append(candidate)
+        if flight.add((key.table, key.pk, key.sk), _Write(pending, [candidate], reading.ts_ms, reading.entity_id)):
             outcome.duplicates += 1
 
     def _record_occupancy(
         self, distinct: Sequence[_Write], deadline: Deadline, now_ms: int, outcome: BatchOutcome
-    ) -> dict[int, tuple[str, list[Candidate]]]:
+    ) -> dict[int, str]:
         """Write the occupancy records this container has not written yet; the
         writes (by index) whose record could not be written, with the reason."""
         recorder = self._occupancy
@@ -406,15 +504,17 @@ class Ingestor:
             return {}
         store = recorder.store
         report = self._writer.write([store.pending_write(r, self._retention_ms) for r in missing], deadline)
-        outcome.occupancy = report
+        done = outcome.occupancy  # every index is in one of its three: the records so far
+        base = len(done.written) + len(done.unwritten) + len(done.rejected)
+        done.merge(report, range(base, base + len(missing)))
         recorder.remember([missing[i] for i in sorted(report.written)])
-        blocked: dict[int, tuple[str, list[Candidate]]] = {}
+        blocked: dict[int, str] = {}
         for position, record in enumerate(missing):
             if position in report.written:
                 continue
             why = report.unwritten.get(position) or report.rejected.get(position) or "unknown"
             for index in records[record]:
-                blocked[index] = (f"occupancy not recorded: {why}", distinct[index].origins)
+                blocked[index] = f"occupancy not recorded: {why}"
         return blocked
 
     def _mark_rollups(self, distinct: Sequence[_Write], write: WriteReport, now_ms: int, deadline: Deadline) -> None:
@@ -426,12 +526,6 @@ class Ingestor:
         for index, why in self._rollup_marks.write(written, now_ms, deadline).items():
             write.written.discard(index)
             write.unwritten[index] = f"rollup mark not written: {why}"
-
-    def _note_arrival(self, outcome: BatchOutcome, raw: Mapping[str, Any], now_ms: int) -> None:
-        arrival = (raw.get("kinesis") or {}).get("approximateArrivalTimestamp")
-        if isinstance(arrival, int | float):
-            lag = max(0, now_ms - round(float(arrival) * 1000))
-            outcome.max_arrival_lag_ms = max(lag, outcome.max_arrival_lag_ms or 0)
 
     def _settle_reject(
         self, outcome: BatchOutcome, record: int, reject: Reject, index: int, report: RejectsReport
@@ -499,12 +593,15 @@ def _reject_of(
 def _emit(outcome: BatchOutcome) -> None:
     """Metrics (EMF, flushed by the handler's ``log_metrics``) and one summary log line."""
     count = MetricUnit.Count
+    # Each total is a pass over the records: taken once.
+    readings, written, rejected, retry = outcome.readings, outcome.written, outcome.rejected, outcome.retry
+    failed = outcome.failed_records
     metrics.add_metric(name="RecordsReceived", unit=count, value=len(outcome.records))
-    metrics.add_metric(name="ReadingsReceived", unit=count, value=outcome.readings)
-    metrics.add_metric(name="ReadingsWritten", unit=count, value=outcome.written)
-    metrics.add_metric(name="ReadingsRejected", unit=count, value=outcome.rejected)
-    metrics.add_metric(name="ReadingsHandedBack", unit=count, value=outcome.retry)
-    metrics.add_metric(name="RecordsFailed", unit=count, value=len(outcome.failed_records))
+    metrics.add_metric(name="ReadingsReceived", unit=count, value=readings)
+    metrics.add_metric(name="ReadingsWritten", unit=count, value=written)
+    metrics.add_metric(name="ReadingsRejected", unit=count, value=rejected)
+    metrics.add_metric(name="ReadingsHandedBack", unit=count, value=retry)
+    metrics.add_metric(name="RecordsFailed", unit=count, value=len(failed))
     metrics.add_metric(name="DuplicatesCollapsed", unit=count, value=outcome.duplicates)
     metrics.add_metric(name="ItemsWritten", unit=count, value=len(outcome.write.written))
     metrics.add_metric(name="BatchWriteCalls", unit=count, value=outcome.write.calls)
@@ -526,20 +623,19 @@ def _emit(outcome: BatchOutcome) -> None:
 
     summary = {
         "records": len(outcome.records),
-        "readings": outcome.readings,
-        "written": outcome.written,
-        "rejected": outcome.rejected,
-        "handed_back": outcome.retry,
+        "readings": readings,
+        "written": written,
+        "rejected": rejected,
+        "handed_back": retry,
         "duplicates_collapsed": outcome.duplicates,
         "batch_write_calls": outcome.write.calls,
         "items_retried": outcome.write.items_retried,
     }
-    if outcome.rejected:
+    if rejected:
         logger.warning(
             "readings rejected to the rejects queue",
             extra={"reject_fields": dict(outcome.reject_fields.most_common(10))},
         )
-    failed = outcome.failed_records
     if failed:
         logger.warning(
             "records handed back for redelivery",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 import threading
 from decimal import Decimal
@@ -9,15 +10,19 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.awsrequest import AWSResponse
+from botocore.config import Config
 from botocore.exceptions import EndpointConnectionError
 from botocore.stub import Stubber
 
+from adapters import batch_writer
 from adapters.batch_writer import (
     BatchWriter,
     PendingWrite,
     UnstorableValue,
     number_text,
     plan_chunks,
+    send_prebuilt_json,
     serialize_item,
 )
 from adapters.retry import Backoff, Deadline
@@ -248,3 +253,60 @@ def test_backoff_ceilings_double_up_to_the_cap() -> None:
     assert all(0 <= backoff.delay_s(5, rng) <= 0.8 for _ in range(200))
     with pytest.raises(ValueError):
         Backoff(base_ms=10, max_delay_ms=5)
+
+
+def _capturing_client(*, validate: bool) -> tuple[Any, list[bytes]]:
+    """A real client whose requests are captured before they would be sent, and answered at once."""
+    dynamodb = boto3.client(
+        "dynamodb",
+        region_name="eu-west-1",
+        aws_access_key_id="x",
+        aws_secret_access_key="x",
+        config=Config(parameter_validation=validate, retries={"mode": "standard", "max_attempts": 1}),
+    )
+    bodies: list[bytes] = []
+
+    class _Raw:
+        def stream(self, **_: Any) -> Any:
+            yield b'{"UnprocessedItems":{}}'
+
+    def answer(request: Any, **_: Any) -> AWSResponse:
+        bodies.append(request.body)
+        return AWSResponse(request.url, 200, {}, _Raw())
+
+    dynamodb.meta.events.register("before-send.dynamodb.BatchWriteItem", answer)
+    if not validate:
+        send_prebuilt_json(dynamodb)
+    return dynamodb, bodies
+
+
+def _serialized_by_botocore(client: Any) -> list[bytes]:
+    """The bodies botocore's serializer made, before any handler of ``before-call`` ran."""
+    bodies: list[bytes] = []
+    client.meta.events.register_first(
+        "before-call.dynamodb.BatchWriteItem", lambda params, **_: bodies.append(params["body"])
+    )
+    return bodies
+
+
+def test_a_client_without_validation_sends_the_same_json_without_botocores_serializer() -> None:
+    # Given items with hostile text (a lone surrogate, non-ASCII, JSON syntax) in two tables
+    item = serialize_item({"pk": "p", "sk": 'é"\\\udc80', "m": {"t": 1.5, "l": [None, True, "x"]}})
+    writes = [PendingWrite("a-table", "p", "0", {**item, "sk": {"S": "0"}}), PendingWrite("b-table", "p", "1", item)]
+    # When the writer sends them on a client that skips validation (sending prebuilt JSON), and one that validates
+    fast, fast_bodies = _capturing_client(validate=False)
+    slow, slow_bodies = _capturing_client(validate=True)
+    fast_serialized, slow_serialized = _serialized_by_botocore(fast), _serialized_by_botocore(slow)
+    for client in (fast, slow):
+        report = _writer(client, FakeClock(), concurrency=1).write(writes, Deadline.after_ms(5_000, FakeClock()))
+        assert report.written == {0, 1}
+    # Then the shortcut applies to the first only, and both bodies say the same
+    assert [json.loads(b) for b in fast_bodies] == [json.loads(b) for b in slow_bodies]
+    assert json.loads(fast_bodies[1])["RequestItems"]["b-table"][0]["PutRequest"]["Item"]["sk"]["S"] == 'é"\\\udc80'
+    assert json.loads(fast_serialized[0])["RequestItems"] == {"a-table": []}  # botocore walked no item
+    assert slow_serialized == slow_bodies
+    # A parameter JSON cannot write is left to botocore (which refuses it here: not a valid type)
+    context: dict[str, Any] = {}
+    params: dict[str, Any] = {"RequestItems": {"t": [{"PutRequest": {"Item": {"b": {"B": b"\x00"}}}}]}}
+    batch_writer._stash_body(params, context)
+    assert context == {} and params["RequestItems"]["t"][0]["PutRequest"]["Item"]["b"]["B"] == b"\x00"

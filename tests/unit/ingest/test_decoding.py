@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from adapters.kinesis_records import aggregate
+from ingest import decoding
 from ingest.decoding import decode_record
 from tests.unit.ingest.kinesis_events import SHARD_ID, as_json, kinesis_record, sequence_number
+from tests.unit.ingest.test_hostile_input import reading_text
 
 
 def _decode(data: bytes) -> tuple[list[object], list[tuple[str, int | None, int | None]]]:
@@ -62,3 +66,64 @@ def test_kpl_members_each_decode_on_their_own() -> None:
     decoded = decode_record(0, kinesis_record(data, 0), SHARD_ID, sequence_number(0))
     assert decoded.kpl_members == 3
     assert [c.sub_sequence_number for c in decoded.candidates] == [0, 0, 2]
+
+
+# -- the fast path for a plain JSON object gives the general path's answer ----------------------
+
+
+def _both_paths(record: dict[str, object], monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]:
+    fast = decode_record(0, record, SHARD_ID, sequence_number(0))
+    with monkeypatch.context() as patched:
+        patched.setattr(decoding, "_plain_object", lambda kinesis: None)
+        general = decode_record(0, record, SHARD_ID, sequence_number(0))
+    # repr tells 1 from 1.0 and True, and shows NaN, Decimal and lone surrogates as they are
+    return repr((fast.candidates, fast.rejects, fast.kpl_members)), repr(
+        (general.candidates, general.rejects, general.kpl_members)
+    )
+
+
+_text_around_an_object = st.one_of(
+    reading_text(),
+    st.builds(
+        lambda text, pad: pad + text + pad, reading_text(), st.sampled_from(["", " ", "\n\t\r", "\x0c", "\u00a0"])
+    ),
+    reading_text().map(lambda text: text[: len(text) // 2]),  # truncated
+    reading_text().map(lambda text: text + "x"),  # trailing garbage
+    st.builds(lambda a, b: a + b, reading_text(), reading_text()),  # two objects
+)
+_encodings = st.sampled_from(["utf-8", "utf-8-sig", "utf-16-le", "utf-16-be", "utf-16", "utf-32", "latin-1"])
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=_text_around_an_object, encoding=_encodings)
+def test_the_plain_object_fast_path_decodes_as_the_general_path(
+    text: str, encoding: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a record of (nearly) one JSON object, in any encoding, with hostile strings and numbers
+    data = text.encode(encoding, errors="surrogatepass" if encoding.startswith("utf") else "replace")
+    # When it is decoded with the fast path, and again with the general path alone
+    fast, general = _both_paths(kinesis_record(data, 0), monkeypatch)
+    # Then both give the same candidates and rejects
+    assert fast == general
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.binary(max_size=64) | st.binary(max_size=8).map(lambda tail: b"{" + tail))
+def test_the_fast_path_agrees_on_any_bytes(data: bytes, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _both_paths(kinesis_record(data, 0), monkeypatch)[0] == _both_paths(kinesis_record(data, 0), monkeypatch)[1]
+
+
+@pytest.mark.parametrize(
+    "kinesis",
+    [
+        {"data": "eyJhIjoxfQ=="},  # no sequence number: not a Kinesis record
+        {"sequenceNumber": "1", "data": "eyJhIjoxfQ"},  # base64 without its padding
+        {"sequenceNumber": "1", "data": "eyJhIjo\nxfQ=="},  # a line break inside
+        {"sequenceNumber": "1", "data": "éyJhIjoxfQ=="},  # not ASCII
+        {"sequenceNumber": "1", "data": b"eyJhIjoxfQ=="},  # bytes, not text
+        {"sequenceNumber": 1, "data": "eyJhIjoxfQ=="},
+    ],
+)
+def test_the_fast_path_leaves_odd_envelopes_to_the_general_path(kinesis: dict[str, object]) -> None:
+    assert decoding._plain_object(kinesis) is None
+    assert decoding._plain_object({"sequenceNumber": "1", "data": "eyJhIjoxfQ=="}) == (b'{"a":1}', {"a": 1})

@@ -43,6 +43,7 @@ def _ingestor(
     period: str | None = None,
     grace_ms: int = 7_200_000,
     max_future_ms: int = 300_000,
+    segment_items: int | None = None,
 ) -> Ingestor:
     clock = clock or FakeClock()
     layout = Layout.from_settings(kind=kind, bucket="1h", table_prefix="readings", table_period=period)
@@ -60,6 +61,7 @@ def _ingestor(
         clock=clock,
         wall_clock_ms=lambda: NOW,
         rng=random.Random(5),
+        segment_items=segment_items,
     )
 
 

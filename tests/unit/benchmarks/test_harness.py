@@ -31,6 +31,7 @@ def test_every_benchmark_of_the_issue_is_registered() -> None:
         "cold-start",
         "simulator",
         "rollups",
+        "moto-query",
     }
     assert all(b.description for b in registered().values())
 

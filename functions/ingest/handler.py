@@ -18,7 +18,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from adapters.observability import logger, metrics, tracer
 from adapters.stream_events import NotAStreamEvent, stream_records
-from ingest.logic import Ingestor
+from ingest.logic import Ingestor, tune_collector
 from ingest.settings import IngestSettings
 
 SETTINGS = IngestSettings.from_env()
@@ -27,6 +27,7 @@ INGESTOR = Ingestor.from_settings(SETTINGS)
 # retries from the first one, exactly as it would after an exception, but the
 # invocation is not counted as a function error and the metrics still flush.
 PROCESSOR = BatchProcessor(event_type=EventType.KinesisDataStreams, raise_on_entire_batch_failure=False)
+tune_collector()  # last: everything above is init
 
 
 @logger.inject_lambda_context(clear_state=True)

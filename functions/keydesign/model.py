@@ -85,6 +85,10 @@ def _validate_id(value: object, field_name: str, max_len: int) -> str:
 
 
 def _validate_number(value: object, field_name: str) -> int | float:
+    if type(value) is float:  # the usual measure: one range check (NaN and infinities fail it)
+        magnitude = abs(value)
+        if magnitude <= _DDB_MAX and (magnitude >= _DDB_MIN or magnitude == 0.0):
+            return value
     if isinstance(value, bool) or not isinstance(value, int | float | Decimal):
         raise InvalidInput(field_name, f"must be a number, got {type(value).__name__}")
     if isinstance(value, Decimal):
@@ -162,7 +166,7 @@ class Reading:
         """
         if not isinstance(obj, Mapping):
             raise InvalidInput("reading", f"must be a JSON object, got {type(obj).__name__}")
-        unknown = sorted(set(obj) - _ALLOWED_FIELDS)
+        unknown = [] if _ALLOWED_FIELDS.issuperset(obj) else sorted(set(obj) - _ALLOWED_FIELDS)
         if unknown:
             raise InvalidInput(
                 shown_name(unknown[0]) or '""', f"is not a reading field; expected {', '.join(sorted(_ALLOWED_FIELDS))}"

@@ -127,15 +127,7 @@ class TablePeriod:
     def label(self, ts_ms: int) -> str:
         """Label of the period holding ``ts_ms``: ``2026-11-22-06``, ``2026-11-22``,
         ``2026-W47`` or ``2026-11``. Labels are valid in DynamoDB table names."""
-        dt = to_datetime(self.start(ts_ms))
-        if self.name == "hour":
-            return f"{dt:%Y-%m-%d-%H}"
-        if self.name == "day":
-            return f"{dt:%Y-%m-%d}"
-        if self.name == "week":
-            iso = dt.isocalendar()
-            return f"{iso.year:04d}-W{iso.week:02d}"
-        return f"{dt:%Y-%m}"
+        return _period_label(self.name, self.start(ts_ms))
 
     def starts(self, from_ms: int, to_ms: int) -> Iterator[int]:
         """Starts of every period that intersects ``[from_ms, to_ms)``."""
@@ -152,17 +144,15 @@ class TablePeriod:
         the rotator builds the ``prebuilt`` periods after the current one ahead
         of time, so anything later has no table yet.
         """
-        closes = self.next_start(ts_ms) + grace_ms
-        if now_ms >= closes:
+        low, high = _admitted(self, now_ms, grace_ms, prebuilt)  # once a batch: ingest's now is the batch's
+        if ts_ms < low:
+            closes = self.next_start(ts_ms) + grace_ms
             raise InvalidInput(
                 "timestamp",
                 f"period {self.label(ts_ms)} closed at {format_ts(closes)} (its end plus the grace window); "
                 "its table no longer takes writes",
             )
-        last = self.start(now_ms)
-        for _ in range(prebuilt):
-            last = self.next_start(last)
-        if self.start(ts_ms) > last:
+        if ts_ms >= high:
             raise InvalidInput("timestamp", f"the table for period {self.label(ts_ms)} is not built yet")
 
     def check_nests(self, bucket: Bucket) -> None:
@@ -180,3 +170,29 @@ def parse_duration(spec: str, field: str) -> int:
         raise ConfigError(field, f"{spec!r} is not a duration like '90s', '15m', '2h' or '30d'")
     unit_ms = {"s": 1000, **_UNIT_MS}[match.group(2)]
     return int(match.group(1)) * unit_ms
+
+
+@lru_cache(maxsize=64)
+def _period_label(name: str, start_ms: int) -> str:
+    # Every reading of a period names the same table: format it once (datetime formatting was a
+    # tenth of keying a reading).
+    dt = to_datetime(start_ms)
+    if name == "hour":
+        return f"{dt:%Y-%m-%d-%H}"
+    if name == "day":
+        return f"{dt:%Y-%m-%d}"
+    if name == "week":
+        iso = dt.isocalendar()
+        return f"{iso.year:04d}-W{iso.week:02d}"
+    return f"{dt:%Y-%m}"
+
+
+@lru_cache(maxsize=8)
+def _admitted(period: TablePeriod, now_ms: int, grace_ms: int, prebuilt: int) -> tuple[int, int]:
+    """``[low, high)``: the event times whose table takes writes at ``now_ms``. A period's table
+    takes them until ``grace_ms`` after it ends, so up from the start of the period holding
+    ``now_ms - grace_ms``; the last table built is ``prebuilt`` periods after the current one."""
+    last = period.start(now_ms)
+    for _ in range(prebuilt):
+        last = period.next_start(last)
+    return period.start(now_ms - grace_ms), period.next_start(last)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import importlib
 import sys
 from types import ModuleType
@@ -14,6 +15,7 @@ from adapters.kinesis_records import aggregate
 from adapters.settings import SettingsError
 from adapters.shard_map_store import ShardMapStore
 from adapters.stream_events import NotAStreamEvent
+from ingest.logic import YOUNG_COLLECTION_ALLOCATIONS
 from tests.integration.ingest.conftest import Aws, base_env, now_ms
 from tests.integration.ingest.helpers import invoke
 from tests.unit.ingest.kinesis_events import FakeLambdaContext, as_json, kinesis_event, reading, sequence_number
@@ -214,7 +216,8 @@ def test_duplicate_keys_in_one_batch_are_collapsed_last_one_wins(
 def test_an_item_over_400_kb_is_rejected_not_retried(
     aws: Aws, handler_module: ModuleType, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Given a key-design layer that lets a 410 KB dimension through (today's limits keep items far smaller)
+    # Given a key-design layer that lets a 410 KB dimension through (today's limits keep items under
+    # 80 KB, so ingest does not size items: DynamoDB's refusal is what rejects this one)
     monkeypatch.setattr(keydesign.model, "DIMENSION_VALUE_MAX", 1_000_000)
     ts = now_ms() - 60_000
     huge = reading("sensor-huge", ts, "big")
@@ -228,7 +231,7 @@ def test_an_item_over_400_kb_is_rejected_not_retried(
     assert sorted(i["i"]["S"] for i in aws.table_items()) == ["ok1", "ok2"]
     (reject,) = aws.rejects()
     assert reject["field"] == "item"
-    assert "409,600" in reject["reason"]
+    assert reject["reason"] == "DynamoDB refused the item: Item size has exceeded the maximum allowed size"
     assert reject["payload_truncated"] is True
     assert reject["payload_bytes"] > 410_000
     assert len(reject["payload"]) <= 64 * 1024
@@ -277,6 +280,24 @@ def test_importing_the_handler_with_a_bad_environment_fails_naming_the_variable(
     sys.modules.pop("ingest.handler", None)
     assert caught.value.variable == variable
     assert str(caught.value).startswith(f"environment variable {variable}:")
+
+
+def test_the_handler_tunes_the_garbage_collector_once_its_init_is_done(
+    aws: Aws, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    before = gc.get_threshold()
+    frozen: list[int] = []
+    monkeypatch.setattr(gc, "freeze", lambda: frozen.append(len(sys.modules)))
+    sys.modules.pop("ingest.handler", None)
+    module = importlib.import_module("ingest.handler")
+    try:
+        # Frozen once, after the handler's imports (what init built is frozen out of the collector's walks)
+        assert len(frozen) == 1 and "ingest.logic" in sys.modules
+        assert gc.get_threshold() == (YOUNG_COLLECTION_ALLOCATIONS, *before[1:])
+    finally:
+        module.INGESTOR.close()
+        sys.modules.pop("ingest.handler", None)
+        gc.set_threshold(*before)
 
 
 def _control_table(aws: Aws, name: str = "readings-control") -> str:

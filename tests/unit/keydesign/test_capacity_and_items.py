@@ -3,16 +3,29 @@
 from __future__ import annotations
 
 import math
+import random
 from decimal import Decimal
 
 import pytest
 
-from keydesign import InvalidInput, Prices, Reading, Workload, build_item, item_size, plan_capacity, shards_for
+from keydesign import (
+    InvalidInput,
+    Layout,
+    Prices,
+    Reading,
+    ShardMap,
+    Workload,
+    build_item,
+    item_size,
+    plan_capacity,
+    shards_for,
+)
 from keydesign import read_units as read_units_for
 from keydesign import write_units as write_units_for
 from keydesign.capacity import PARTITION_WCU, choose_period, fill_hours, key_load
-from keydesign.items import number_size, ttl_for, value_size
-from keydesign.layouts import ItemKey
+from keydesign.items import MAX_ITEM_BYTES, number_size, ttl_for, value_size
+from keydesign.layouts import LAYOUTS, ItemKey
+from keydesign.model import DIMENSION_VALUE_MAX, ENTITY_ID_MAX, EVENT_ID_MAX, MAX_DIMENSIONS, MAX_MEASURES
 
 # -- the 10 GB rule and the AWS guide's worked example --------------------------------
 
@@ -244,6 +257,27 @@ def test_the_size_of_a_stored_reading_matches_a_hand_count() -> None:
     assert item_size(bare) == 134 - 11 - 9
     # Attribute names are counted in UTF-8 too.
     assert item_size({"ü": "x", "pk": ""}) == 2 + 1 + 2
+
+
+@pytest.mark.parametrize("kind", LAYOUTS)
+def test_the_largest_valid_reading_is_far_under_dynamodbs_item_limit(kind: str) -> None:
+    """Ingest does not size items (it was a tenth of its per-reading CPU): the reading limits keep
+    every item under a fifth of DynamoDB's 400 KB. Raising a limit far enough fails this test."""
+    name = "n" * 63
+    reading = Reading.parse(
+        {
+            "entity_id": "e" * ENTITY_ID_MAX,
+            "event_id": "v" * EVENT_ID_MAX,
+            "timestamp": "2026-11-22T06:57:51.123Z",
+            "measures": {f"{name}{i:02d}"[-64:]: -1.2345678901234567e-100 for i in range(MAX_MEASURES)},
+            "dimensions": {f"{name}{i:02d}"[-64:]: "\U0001d11e" * DIMENSION_VALUE_MAX for i in range(MAX_DIMENSIONS)},
+        }
+    )
+    assert len(reading.measures) == MAX_MEASURES and len(reading.dimensions) == MAX_DIMENSIONS
+    layout = Layout.from_settings(kind=kind, bucket="1h", table_prefix="readings", table_period="day")
+    key = layout.key_for(reading, ShardMap.initial(layout.bucket, 9_999), random.Random(1))
+    size = item_size(build_item(reading, key, ttl_epoch_s=9_999_999_999))
+    assert 50_000 < size < MAX_ITEM_BYTES // 5
 
 
 def test_ttl_is_event_time_plus_retention_in_epoch_seconds() -> None:

@@ -226,3 +226,25 @@ class TestPeriodAdmission:
             self.check(today + 3 * self.DAY)
         assert exc.value.reason == "the table for period 2026-11-25 is not built yet"
         self.check(today + 3 * self.DAY, prebuilt=3)
+
+    @PROPERTY
+    @given(
+        name=st.sampled_from(["hour", "day", "week", "month"]),
+        now=st.integers(0, 4_000_000_000_000),
+        offset=st.integers(-100 * 86_400_000, 100 * 86_400_000),
+        grace_ms=st.integers(0, 40 * 86_400_000),
+        prebuilt=st.integers(0, 5),
+    )
+    def test_admission_is_its_definition(self, name: str, now: int, offset: int, grace_ms: int, prebuilt: int) -> None:
+        """Open until its end plus the grace window; built up to ``prebuilt`` periods after the current one."""
+        period, ts = TablePeriod.parse(name), max(0, now + offset)
+        last = period.start(now)
+        for _ in range(prebuilt):
+            last = period.next_start(last)
+        closed, unbuilt = now >= period.next_start(ts) + grace_ms, period.start(ts) > last
+        try:
+            period.check_admits(ts, now_ms=now, grace_ms=grace_ms, prebuilt=prebuilt)
+        except InvalidInput as exc:
+            assert ("closed at" in exc.reason) == closed and ("not built yet" in exc.reason) == (unbuilt and not closed)
+        else:
+            assert not closed and not unbuilt

@@ -101,19 +101,10 @@ def _join(parent: str, child: str) -> str:
 def _map(value: Mapping[Any, object]) -> dict[str, AttributeValue]:
     out: dict[str, AttributeValue] = {}
     for key, inner in value.items():
-        # Strings and plain floats inline: a reading's item is little else, and a call per value
-        # was a third of ingest's serialising.
-        kind = type(inner)
-        if kind is str:
-            attribute: AttributeValue = {"S": inner}
-        elif kind is float and "e" not in (text := repr(inner)) and "n" not in text:
-            attribute = {"N": text}
-        else:
-            try:
-                attribute = _value(inner)
-            except UnstorableValue as exc:  # the path is built only on the (rare) way out
-                raise UnstorableValue(_join(str(key), exc.path), exc.reason) from None
-        out[key if type(key) is str else str(key)] = attribute
+        try:
+            out[str(key)] = _value(inner)
+        except UnstorableValue as exc:  # the path is built only on the (rare) way out
+            raise UnstorableValue(_join(str(key), exc.path), exc.reason) from None
     return out
 
 

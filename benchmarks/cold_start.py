@@ -15,7 +15,9 @@ less) and refuses every socket connection first: a handler that called AWS while
 importing would fail the benchmark (the clients are created at import, the
 calls must wait for the first event). Another set of runs takes the CPU time of
 the calls to ``adapters.clients.client`` during the import: the part of it that creating
-clients on first use would move to the first invocation. A separate run under ``python -X
+clients on first use would move to the first invocation. One more set imports a copy of
+``functions/`` without bytecode, as the deployed asset is (no ``__pycache__``, and Lambda's
+``/var/task`` is read-only, so every cold start compiles our modules again). A separate run under ``python -X
 importtime`` names the slowest top-level imports. This is the import part of
 a Lambda cold start on this machine; the Lambda service adds its own start-up
 (sandbox, runtime) on top, and its CPU share depends on the memory setting.
@@ -34,9 +36,11 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import zipfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -136,19 +140,28 @@ def handler_env(name: str, *, in_lambda: bool = True) -> dict[str, str]:
 
 
 def import_once(
-    name: str, *, importtime: bool = False, in_lambda: bool = True, time_clients: bool = False
+    name: str,
+    *,
+    importtime: bool = False,
+    in_lambda: bool = True,
+    time_clients: bool = False,
+    functions: Path = FUNCTIONS,
 ) -> tuple[dict[str, Any], str]:
     """Import one handler (or a floor) in a fresh interpreter: its report, and stderr (``-X importtime``
-    output). ``time_clients``: the report's ``client_seconds`` is the time spent creating clients."""
+    output). ``time_clients``: the report's ``client_seconds`` is the time spent creating clients.
+    ``functions``: where the code is; a copy without bytecode is imported as the deployed asset is."""
     # __import__: the import statement's own path, which -X importtime times (importlib's would not)
     statement = _FLOORS.get(name) or f"__import__({HANDLERS[name][0]!r})"
     flags = ["-X", "importtime"] if importtime else []
-    child = _CHILD.format(functions=str(FUNCTIONS), statement=statement)
+    child = _CHILD.format(functions=str(functions), statement=statement)
     if time_clients:
         child = child.replace("started, ", _TIME_CLIENTS + "started, ", 1)
+    env = handler_env(name, in_lambda=in_lambda)
+    if functions != FUNCTIONS:
+        env["PYTHONDONTWRITEBYTECODE"] = "1"  # /var/task is read-only: every cold start compiles again
     done = subprocess.run(  # noqa: S603 - our own interpreter running our own code
         [sys.executable, *flags, "-c", child],
-        env=handler_env(name, in_lambda=in_lambda),
+        env=env,
         capture_output=True,
         text=True,
         check=False,
@@ -247,10 +260,22 @@ def cold_start(quick: bool) -> Result:
     third_party: dict[str, list[str]] = {}
     parser_models: dict[str, bool] = {}
 
+    # The asset as deployed: no __pycache__ (ASSET_EXCLUDE), and Lambda's /var/task is read-only.
+    no_bytecode = Path(tempfile.mkdtemp(prefix="cold-start-")) / "functions"
+    shutil.copytree(FUNCTIONS, no_bytecode, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+
     def median_ms(
-        name: str, *, in_lambda: bool = True, figure: str = "seconds", time_clients: bool = False
+        name: str,
+        *,
+        in_lambda: bool = True,
+        figure: str = "seconds",
+        time_clients: bool = False,
+        functions: Path = FUNCTIONS,
     ) -> tuple[float, Mapping[str, Any], list[dict[str, Any]]]:
-        reports = [import_once(name, in_lambda=in_lambda, time_clients=time_clients)[0] for _ in range(repeats)]
+        reports = [
+            import_once(name, in_lambda=in_lambda, time_clients=time_clients, functions=functions)[0]
+            for _ in range(repeats)
+        ]
         return round(statistics.median(float(r[figure]) for r in reports) * 1000, 1), reports[-1], reports
 
     def cpu_ms(reports: Iterable[Mapping[str, Any]]) -> float:
@@ -293,6 +318,12 @@ def cold_start(quick: bool) -> Result:
             f"clients: {report['clients']}; what creating them on first use would move to the first invocation",
         )
         result.add(
+            f"{name}: import handler, no bytecode cache",
+            median_ms(name, functions=no_bytecode)[0],
+            "ms",
+            "as deployed: the asset ships no .pyc and /var/task is read-only, so our modules compile each cold start",
+        )
+        result.add(
             f"{name}: import handler, outside Lambda",
             median_ms(name, in_lambda=False)[0],
             "ms",
@@ -313,5 +344,6 @@ def cold_start(quick: bool) -> Result:
         "KiB",
         f"{len(asset_files(FUNCTIONS))} files, {shared_raw / 1024:.0f} KiB unzipped; one asset serves every function",
     )
+    shutil.rmtree(no_bytecode.parent, ignore_errors=True)
     result.params = {"repeats": repeats, "third_party_imported": third_party, "parser_models_imported": parser_models}
     return result

@@ -28,6 +28,8 @@ import statistics
 import threading
 import time
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from multiprocessing.connection import Connection
@@ -172,6 +174,24 @@ def ours(ingestor: Ingestor, records: list[dict[str, Any]]) -> int:
     return outcome.write.calls
 
 
+@contextmanager
+def _collector_time() -> Iterator[list[float]]:
+    """Seconds the garbage collector runs inside the block (the list's one element, filled at its end)."""
+    spent, began = [0.0], [0.0]
+
+    def clock(phase: str, _: dict[str, Any]) -> None:
+        if phase == "start":
+            began[0] = time.perf_counter()
+        else:
+            spent[0] += time.perf_counter() - began[0]
+
+    gc.callbacks.append(clock)
+    try:
+        yield spent
+    finally:
+        gc.callbacks.remove(clock)
+
+
 @benchmark("ingest-network", "readings/s with DynamoDB answering after 5 and 20 ms: seed, batch_writer peer, ours")
 def ingest_network(quick: bool) -> Result:
     logging.getLogger("botocore").setLevel(logging.WARNING)
@@ -197,7 +217,8 @@ def ingest_network(quick: bool) -> Result:
             "of the medians (each round's ratio in the note). seed = resource put_item per reading, peer = "
             "Table.batch_writer() over the records as the AWS samples do, ours = the Ingestor with "
             "WRITE_CONCURRENCY 8 on the client configuration adapters.clients gives it, and the garbage "
-            "collector as its handler sets it (tune_collector; the peer runs with Python's defaults)"
+            "collector as its handler sets it (tune_collector; the peer runs with Python's defaults); each round "
+            "also runs ours with Python's collector (untuned), and times the collector in both"
         ),
     )
     stub = StubProcess()
@@ -207,7 +228,8 @@ def ingest_network(quick: bool) -> Result:
             started = time.perf_counter()
             _naive_put_item(stub.endpoint, items[:seed_count], table=f"seed-{latency_ms}ms", warm_up_table="warm-up")
             seed_rate = seed_count / (time.perf_counter() - started)
-            rates: dict[str, list[float]] = {"peer": [], "ours": []}
+            rates: dict[str, list[float]] = {"peer": [], "untuned": [], "ours": []}
+            collecting: dict[str, list[float]] = {"untuned": [], "ours": []}
             for round_ in range(rounds):
                 table = f"peer-{latency_ms}ms-{round_}"
                 peer = boto3.resource("dynamodb", endpoint_url=stub.endpoint, region_name=REGION).Table(table)
@@ -215,23 +237,33 @@ def ingest_network(quick: bool) -> Result:
                 started = time.perf_counter()
                 peer_batch_writer(peer, records)
                 rates["peer"].append(count / (time.perf_counter() - started))
-                ingestor = our_ingestor(stub.endpoint, f"ours-{latency_ms}ms-{round_}", records[:4])
-                thresholds = tune_collector()
-                try:
-                    started = time.perf_counter()
-                    calls = ours(ingestor, records)
-                    rates["ours"].append(count / (time.perf_counter() - started))
-                finally:
-                    gc.unfreeze()
-                    gc.set_threshold(*thresholds)
+                for writer in ("untuned", "ours"):  # ours with Python's collector, then as the handler tunes it
+                    ingestor = our_ingestor(stub.endpoint, f"{writer}-{latency_ms}ms-{round_}", records[:4])
+                    thresholds = tune_collector() if writer == "ours" else gc.get_threshold()
+                    try:
+                        with _collector_time() as spent:
+                            started = time.perf_counter()
+                            calls = ours(ingestor, records)
+                            rates[writer].append(count / (time.perf_counter() - started))
+                        collecting[writer].append(spent[0])
+                    finally:
+                        gc.unfreeze()
+                        gc.set_threshold(*thresholds)
                 stored = {w: stub.get(f"/count/{w}-{latency_ms}ms-{round_}")["count"] for w in rates}
-                assert stored == {"peer": count, "ours": count}, stored
+                assert stored == dict.fromkeys(rates, count), stored
             assert stub.get(f"/count/seed-{latency_ms}ms")["count"] == seed_count
-            peer_rate, ours_rate = (statistics.median(rates[w]) for w in ("peer", "ours"))
+            peer_rate, untuned_rate, ours_rate = (statistics.median(rates[w]) for w in rates)
             each = ", ".join(f"{o / p:.1f}" for p, o in zip(rates["peer"], rates["ours"], strict=True))
+            gc_ms = {w: round(statistics.median(v) * 1000) for w, v in collecting.items()}
             result.add(f"{latency_ms} ms: seed readings/s", round(seed_rate), "readings/s", "PutItem each")
             result.add(f"{latency_ms} ms: peer readings/s", round(peer_rate), "readings/s", "batch_writer, median")
             result.add(f"{latency_ms} ms: ours readings/s", round(ours_rate), "readings/s", f"median; {calls} calls")
+            result.add(
+                f"{latency_ms} ms: ours with Python's collector",
+                round(untuned_rate),
+                "readings/s",
+                f"median; collecting {gc_ms['untuned']} ms a batch, tuned {gc_ms['ours']} ms",
+            )
             result.add(f"{latency_ms} ms: ours / peer", round(ours_rate / peer_rate, 1), "x", f"rounds: {each}")
             result.add(f"{latency_ms} ms: ours / seed", round(ours_rate / seed_rate, 1), "x")
     finally:

@@ -71,7 +71,8 @@ def tune_collector() -> tuple[int, int, int]:
     only walks survivors to promote them. The collector's time in a 5,000-reading batch: 133 ms
     before, 21 ms after (docs/benchmarks.md, ingest-network). Returns the thresholds it replaced."""
     previous = gc.get_threshold()
-    gc.freeze()  # no gc.collect() first: it takes 40 ms at cold start and finds nothing
+    if not gc.get_freeze_count():  # once a process: a second init (tests, local mode) freezes nothing more
+        gc.freeze()  # no gc.collect() first: it takes 40 ms at cold start and finds nothing
     gc.set_threshold(YOUNG_COLLECTION_ALLOCATIONS, *previous[1:])
     return previous
 

@@ -603,15 +603,3 @@ class Simulation:
             recorded={r.spec.label: r.recorded for r in self.runs if r.recorded is not None} if self.record else None,
             entity_counts=entity_counts,
         )
-
-
-__all__ = [
-    "LayoutResult",
-    "LayoutSpec",
-    "Simulation",
-    "SimulationResult",
-    "ThrottledKey",
-    "WriteFigures",
-    "default_shards",
-    "parse_layout_spec",
-]

@@ -190,10 +190,9 @@ class QueryService:
             measures=read.measures,
             now_epoch_s=self._clock_ms() // 1000,
         )
-        stream = _bucket_stream if entity is None else _entity_stream
         return self._page(
             route,
-            [stream(p, template, after) for p in partitions],
+            [_stream(p, template, after, per_entity=entity is not None) for p in partitions],
             entity=entity,
             page=page,
             bound=bound,
@@ -219,7 +218,7 @@ class QueryService:
             measures=read.measures,
             now_epoch_s=now // 1000,
         )
-        streams = [_entity_stream(p, template, None) for p in plan.partitions]
+        streams = [_stream(p, template, None) for p in plan.partitions]
         stats = ReadStats()
         # Newest buckets open first; older ones only while nothing was found.
         options = MergeOptions(descending=True, target=1, window=self._limits.concurrency)
@@ -378,7 +377,7 @@ class QueryService:
             with_dimensions=False,
             now_epoch_s=self._clock_ms() // 1000,
         )
-        streams = [_entity_stream(p, template, None) for p in partitions]
+        streams = [_stream(p, template, None) for p in partitions]
         counted.queries += planning.queries
         counted.read_units += planning.read_units
         deadline = self._deadline(time_left_ms)
@@ -782,34 +781,29 @@ class _BucketKey:
         return Position(self.anchor, item.sk)
 
 
-def _entity_stream(partition: PartitionQuery, template: PageRequest, after: Position | None) -> PartitionStream:
+def _stream(
+    partition: PartitionQuery, template: PageRequest, after: Position | None, *, per_entity: bool = True
+) -> PartitionStream:
+    """A partition's stream of items in merge order: per entity by time, across entities by the
+    partition's bucket (its start, as range-clipped) and then sort key."""
+    first = _ts(partition.from_ms)
+    edge = POSITION_MAX_SK if template.descending else POSITION_MIN_SK
+    if per_entity:
+        last = _ts(partition.to_ms - 1)
+        inside = after is not None and first <= after.anchor <= last
+        key_of, open_key = _time_key, Position(last if template.descending else first, edge)
+    else:
+        inside = after is not None and after.anchor == first
+        key_of, open_key = _BucketKey(first), Position(first, edge)
     sk_low = sk_high = None
-    if after is not None and narrows(after) and _ts(partition.from_ms) <= after.anchor <= _ts(partition.to_ms - 1):
+    if after is not None and inside and narrows(after):
         # Resume inside this partition, at the last item returned (it is skipped).
         if template.descending:
             sk_high = after.sk
         else:
             sk_low = after.sk
-    if template.descending:
-        open_key = Position(_ts(partition.to_ms - 1), POSITION_MAX_SK)
-    else:
-        open_key = Position(_ts(partition.from_ms), POSITION_MIN_SK)
     return PartitionStream(
-        template, partition, key_of=_time_key, open_key=open_key, after=after, sk_low=sk_low, sk_high=sk_high
-    )
-
-
-def _bucket_stream(partition: PartitionQuery, template: PageRequest, after: Position | None) -> PartitionStream:
-    anchor = _ts(partition.from_ms)
-    sk_low = sk_high = None
-    if after is not None and narrows(after) and after.anchor == anchor:
-        if template.descending:
-            sk_high = after.sk
-        else:
-            sk_low = after.sk
-    open_key = Position(anchor, POSITION_MAX_SK if template.descending else POSITION_MIN_SK)
-    return PartitionStream(
-        template, partition, key_of=_BucketKey(anchor), open_key=open_key, after=after, sk_low=sk_low, sk_high=sk_high
+        template, partition, key_of=key_of, open_key=open_key, after=after, sk_low=sk_low, sk_high=sk_high
     )
 
 

@@ -15,6 +15,7 @@ from typing import Literal
 from adapters.rollup_store import ReadCount, RollupState, RollupStore
 from keydesign import format_ts
 from keydesign.rollup import Figures, Granularities, floor_to
+from query.aggregate import stat_figures
 from query.models import Interval
 from query.params import Stat, TimeRange, describe_ms
 
@@ -101,16 +102,9 @@ class RollupAnswers:
 
 
 def interval_of(start: int, figures: Figures, stats: tuple[Stat, ...], measures: tuple[str, ...] | None) -> Interval:
-    shown: dict[str, dict[Stat, int | float]] = {}
-    for name, stat in sorted(figures.measures.items()):
-        if measures is not None and name not in measures:
-            continue
-        every: dict[Stat, int | float] = {
-            "count": stat.count,
-            "min": stat.low,
-            "max": stat.high,
-            "avg": stat.total / stat.count,
-            "sum": stat.total,
-        }
-        shown[name] = {s: every[s] for s in stats}
+    shown = {
+        name: stat_figures(stat, stats)
+        for name, stat in sorted(figures.measures.items())
+        if measures is None or name in measures
+    }
     return Interval(start=format_ts(start), readings=figures.readings, measures=shown)

@@ -180,3 +180,12 @@ def parse_duration(spec: str, field: str) -> int:
         raise ConfigError(field, f"{spec!r} is not a duration like '90s', '15m', '2h' or '30d'")
     unit_ms = {"s": 1000, **_UNIT_MS}[match.group(2)]
     return int(match.group(1)) * unit_ms
+
+
+def format_duration(ms: int) -> str:
+    """``ms`` as :func:`parse_duration` reads it, in the largest unit that holds it exactly
+    (``7200000`` -> ``2h``); ``1500ms`` when none does."""
+    for unit, size in (("d", DAY_MS), ("h", HOUR_MS), ("m", MINUTE_MS), ("s", 1000)):
+        if ms % size == 0:
+            return f"{ms // size}{unit}"
+    return f"{ms}ms"

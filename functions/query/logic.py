@@ -44,6 +44,7 @@ from adapters.settings import CommonSettings
 from adapters.shard_map_source import ShardMapSource
 from adapters.shard_map_store import shard_map_source
 from keydesign import InvalidInput, Layout, PartitionQuery, QueryPlan, ShardMap, format_ts, parse_timestamp, read_units
+from keydesign.periods import format_duration
 from query.aggregate import SeriesBuilder
 from query.cursor import CursorCodec, CursorError, CursorKeys, binding
 from query.errors import ScanLimitExceeded, UnsupportedByLayout
@@ -70,7 +71,7 @@ from query.models import (
     ReadingsPage,
 )
 from query.occupancy_plan import OccupancyPlanner, PlanningCost
-from query.params import STATS, Order, PageArgs, ReadArgs, Stat, TimeRange, describe_ms
+from query.params import STATS, Order, PageArgs, ReadArgs, Stat, TimeRange
 from query.rollups import RollupAnswers, Source
 from query.settings import QueryLimits, QuerySettings
 
@@ -288,7 +289,7 @@ class QueryService:
             entity_id=entity,
             from_=format_ts(window.from_ms),
             to=format_ts(window.to_ms),
-            interval=describe_ms(interval_ms),
+            interval=format_duration(interval_ms),
             stats=list(stats),
             intervals=intervals,
             readings=readings,
@@ -316,7 +317,7 @@ class QueryService:
             entity_id=None,
             from_=format_ts(window.from_ms),
             to=format_ts(window.to_ms),
-            interval=describe_ms(interval_ms),
+            interval=format_duration(interval_ms),
             stats=list(stats),
             intervals=intervals,
             readings=readings,

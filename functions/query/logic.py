@@ -223,7 +223,12 @@ class QueryService:
         stats = ReadStats()
         # Newest buckets open first; older ones only while nothing was found.
         options = MergeOptions(descending=True, target=1, window=self._limits.concurrency)
-        found = self._take(streams, options, stats, 1)
+        with self._fanout(len(streams)) as submit:
+            merged = iter(Merger(streams, submit, options, stats))
+            try:
+                found = list(itertools.islice(merged, 1))
+            finally:
+                _close(merged)
         self._record("latest", stats, len(found))
         return LatestReading(
             entity_id=entity,
@@ -630,16 +635,6 @@ class QueryService:
             return min(window.to_ms, anchor_ms + 1)
         bucket = self._layout.bucket
         return min(window.to_ms, bucket.start(anchor_ms) + bucket.width_ms)
-
-    def _take(
-        self, streams: Sequence[PartitionStream], options: MergeOptions, stats: ReadStats, count: int
-    ) -> list[tuple[Position, StoredReading]]:
-        with self._fanout(len(streams)) as submit:
-            merged = iter(Merger(streams, submit, options, stats))
-            try:
-                return list(itertools.islice(merged, count))
-            finally:
-                _close(merged)
 
     @contextmanager
     def _fanout(self, partitions: int, *, abandon: bool = False) -> Iterator[Submit]:

@@ -2,7 +2,7 @@
 
 The default deployment's key design (hybrid layout, 100 shards, 1-hour
 buckets) over an in-memory table, every Query call given a 20 ms round trip
-(:class:`benchmarks.query_fanout.LatencyReader`). Three reads, as
+(:class:`benchmarks.query_fanout.Slow`). Three reads, as
 ``GET /readings`` and ``GET /entities/{id}/readings`` issue them:
 
 * ``range_1d``: every entity, an empty day (2,400 partitions);

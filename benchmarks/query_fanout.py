@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from adapters.observability import logger, metrics
-from adapters.partition_reader import Page, PageRequest, PartitionReader, StoredReading, effective_bounds
+from adapters.partition_reader import Page, PageRequest, StoredReading, effective_bounds
 from adapters.shard_map_source import StaticShardMap
 from benchmarks.harness import Result, benchmark
 from keydesign import Layout, Reading, ShardMap, format_ts, parse_timestamp
@@ -82,16 +82,22 @@ class MemoryReader:
         return Page(tuple(row.reading for row in page), next_key, len(page), 0.5)
 
 
-class LatencyReader:
-    """Adds a fixed network round trip to every Query call of the wrapped reader."""
+class Slow:
+    """``target``'s methods, each answering after ``latency_ms`` (a network round trip); ``calls`` counts them."""
 
-    def __init__(self, inner: PartitionReader, latency_ms: float) -> None:
-        self._inner = inner
-        self._latency_s = latency_ms / 1000
+    def __init__(self, target: Any, latency_ms: float) -> None:
+        self._target, self._latency_s = target, latency_ms / 1000
+        self.calls = 0
 
-    def read_page(self, request: PageRequest) -> Page:
-        time.sleep(self._latency_s)
-        return self._inner.read_page(request)
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._target, name)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            self.calls += 1
+            time.sleep(self._latency_s)
+            return method(*args, **kwargs)
+
+        return call
 
 
 def timed_service(
@@ -101,7 +107,7 @@ def timed_service(
     return QueryService(
         layout=layout,
         shard_maps=StaticShardMap(shard_map),
-        reader=LatencyReader(memory, latency_ms),
+        reader=Slow(memory, latency_ms),
         cursors=CursorCodec(lambda: b"benchmark-cursor-key-0123456789abcdef"),
         limits=limits,
         clock_ms=lambda: NOW,

@@ -2,7 +2,7 @@
 
 The default deployment's key design (hybrid layout, 100 shards, 1-hour
 buckets) over an in-memory table, every Query call given a 20 ms round trip
-(:class:`benchmarks.query_fanout.LatencyReader`). Three reads, as
+(:class:`benchmarks.query_fanout.Slow`). Three reads, as
 ``GET /readings`` and ``GET /entities/{id}/readings`` issue them:
 
 * ``range_1d``: every entity, an empty day (2,400 partitions);
@@ -34,7 +34,7 @@ from adapters.batch_writer import serialize_item
 from adapters.observability import logger, metrics
 from adapters.occupancy import OccupancyReader, OccupancyStore
 from benchmarks.harness import Result, benchmark
-from benchmarks.query_fanout import NOW, MemoryReader, timed_service
+from benchmarks.query_fanout import NOW, MemoryReader, Slow, timed_service
 from keydesign import Layout, Reading, ShardMap, format_ts
 from keydesign.occupancy import OccupancyRecord
 from query.errors import ScanLimitExceeded
@@ -51,11 +51,9 @@ UNBOUNDED = 100_000
 
 
 class MemoryControlTable:
-    """The control table's occupancy items in memory, every call given the same round trip
-    as a readings Query (``query`` with ``begins_with``, ``get_item``, ``put_item``)."""
+    """The control table's occupancy items in memory (``query`` with ``begins_with``, ``get_item``, ``put_item``)."""
 
-    def __init__(self, latency_ms: float) -> None:
-        self._latency_s = latency_ms / 1000
+    def __init__(self) -> None:
         self._items: dict[tuple[str, str], dict[str, Any]] = {}
 
     def put_item(self, **kwargs: Any) -> dict[str, Any]:
@@ -64,12 +62,10 @@ class MemoryControlTable:
         return {}
 
     def get_item(self, **kwargs: Any) -> dict[str, Any]:
-        time.sleep(self._latency_s)
         found = self._items.get((kwargs["Key"]["pk"]["S"], kwargs["Key"]["sk"]["S"]))
         return {} if found is None else {"Item": found}
 
     def query(self, **kwargs: Any) -> dict[str, Any]:
-        time.sleep(self._latency_s)
         values = kwargs["ExpressionAttributeValues"]
         pk, prefix = values[":pk"]["S"], values.get(":prefix", {"S": ""})["S"]
         items = [item for (ipk, sk), item in sorted(self._items.items()) if ipk == pk and sk.startswith(prefix)]
@@ -87,8 +83,9 @@ def _service(max_query_calls: int, latency_ms: float, *, pruned: bool = False) -
     memory.put(key.table, key.pk, key.sk, once)
     occupancy = None
     if pruned:
-        control = MemoryControlTable(latency_ms)
-        store = OccupancyStore(control, "control", layout.table_prefix)
+        # Behind the same round trip as a readings Query.
+        control = MemoryControlTable()
+        store = OccupancyStore(Slow(control, latency_ms), "control", layout.table_prefix)
         store.mark_since(NOW - 60 * DAY)  # recording started before every range read here
         record = OccupancyRecord.of(layout.table_prefix, layout.bucket, key.table, key.pk, once.ts_ms)
         control.put_item(TableName="control", Item=serialize_item(record.item(30 * DAY)))

@@ -35,7 +35,7 @@ from adapters.rollup_store import MarkRecorder, RollupState, RollupStore
 from adapters.shard_map_source import StaticShardMap
 from benchmarks.harness import Result, benchmark
 from benchmarks.memory_dynamo import MemoryDynamo
-from benchmarks.query_fanout import MemoryReader
+from benchmarks.query_fanout import MemoryReader, Slow
 from keydesign import Layout, Reading, ShardMap, parse_timestamp, read_units
 from keydesign.rollup import MARK_SHARDS, ROLLUP_SHARDS, Figures, Granularities
 from query.cursor import CursorCodec
@@ -165,31 +165,13 @@ def read_costs() -> dict[str, Any]:
     return out
 
 
-class _Slow:
-    """``target``'s methods, each answering after ``latency_s`` (a round trip to DynamoDB)."""
-
-    def __init__(self, target: Any, latency_s: float) -> None:
-        self._target, self._latency_s = target, latency_s
-        self.calls = 0
-
-    def __getattr__(self, name: str) -> Any:
-        method = getattr(self._target, name)
-
-        def call(*args: Any, **kwargs: Any) -> Any:
-            self.calls += 1
-            time.sleep(self._latency_s)
-            return method(*args, **kwargs)
-
-        return call
-
-
 def keep_up(entities: int, latency_ms: float = 10.0, concurrency: int = 16) -> dict[str, Any]:
     """One run applying a minute in which each of ``entities`` sent readings (5 each: one Query page,
     as the seed's 300 of 500 bytes would be), every call slowed by ``latency_ms``."""
     layout = Layout.from_settings(kind="hybrid", bucket="1h", table_prefix="readings")
     shard_maps = StaticShardMap(ShardMap.initial(layout.bucket, 100))
     memory, db = MemoryReader(), MemoryDynamo(page_items=1000, get_limit=100)
-    reader, slow_db = _Slow(memory, latency_ms / 1000), _Slow(db, latency_ms / 1000)
+    reader, slow_db = Slow(memory, latency_ms), Slow(db, latency_ms)
     store = RollupStore(slow_db, BatchWriter(slow_db, concurrency=concurrency), CONTROL, "readings", 30 * DAY)
     minute = T0 + 30 * MINUTE
     batch: list[tuple[int, str, int]] = []

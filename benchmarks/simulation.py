@@ -6,7 +6,7 @@ import time
 
 from benchmarks.harness import Result, benchmark
 from keydesign import parse_timestamp
-from simulator import ReadPattern, SimWorkload, parse_layout_spec, simulate
+from simulator import ReadPattern, Simulation, SimWorkload, parse_layout_spec
 from simulator.engine import default_shards
 from tsctl import seed
 from tsctl.commands.simulate import DEFAULT_LAYOUTS, DEFAULT_START, parse_hot
@@ -30,13 +30,13 @@ def simulator_speed(quick: bool) -> Result:
     hybrid_n, suffixes = default_shards(workload, 0.5)
     layouts = [parse_layout_spec(s, hybrid_shards=hybrid_n, suffixes=suffixes) for s in DEFAULT_LAYOUTS.split(",")]
     started = time.perf_counter()
-    outcome = simulate(workload, layouts, reads=ReadPattern.default(workload))
+    outcome = Simulation(workload, layouts, reads=ReadPattern.default(workload)).run()
     wall = time.perf_counter() - started
     labels = ", ".join(r.spec.label for r in outcome.layouts)
     result = Result(
         params={"simulated_s": duration, "layouts": labels, "chunk_seconds": outcome.chunk_seconds},
         method=(
-            "simulate() on the seed scenario (tsctl simulate's defaults), every layout side by side on the same "
+            "Simulation.run() on the seed scenario (tsctl simulate's defaults), every layout side by side on the same "
             "writes, reads included; wall time of the call (the process's only work)"
         ),
     )

@@ -288,13 +288,9 @@ class LambdaConfig:
     rollup: FunctionSizing = FunctionSizing(memory_mb=1_024, timeout_s=120, reserved_concurrency=1)
 
     def sizing(self, function: LambdaFunction) -> FunctionSizing:
-        return {
-            LambdaFunction.INGEST: self.ingest,
-            LambdaFunction.QUERY: self.query,
-            LambdaFunction.HOTKEYS: self.hotkeys,
-            LambdaFunction.ROTATOR: self.rotator,
-            LambdaFunction.ROLLUP: self.rollup,
-        }[function]
+        """The size of ``function``: the field named after it."""
+        sizing: FunctionSizing = getattr(self, function.value)
+        return sizing
 
 
 @dataclass(frozen=True, slots=True)

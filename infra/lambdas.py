@@ -14,6 +14,7 @@ Docker.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
@@ -23,6 +24,7 @@ from aws_cdk import Acknowledgment, Aws, Duration, RemovalPolicy, Stack, Validat
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
+from aws_cdk import aws_scheduler as scheduler
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
@@ -238,3 +240,42 @@ class ServiceFunction(Construct):
         if self._failure_queue is None:
             raise AttributeError("a function behind the API has no failure queue")
         return self._failure_queue
+
+
+def run_on_schedule(
+    scope: Construct, *, runs: ServiceFunction, what: str, every: str, expression: str, retries: int, max_age_s: int
+) -> scheduler.CfnSchedule:
+    """An EventBridge Scheduler schedule invoking ``runs`` with ``{}`` (a live run on the real clock) on
+    ``expression``, exactly on the rate; an invocation that fails ``retries`` times or is older than
+    ``max_age_s`` (superseded by the next run) goes to the function's failure queue.
+
+    The L1 resource with a role of its own: the L2 target grants invoke on the function's every
+    version and alias too ("<arn>:*"), and a schedule only ever invokes the function itself.
+    """
+    role = iam.Role(
+        scope,
+        "ScheduleRole",
+        assumed_by=iam.ServicePrincipal(
+            "scheduler.amazonaws.com", conditions={"StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID}}
+        ),
+        description=f"Lets EventBridge Scheduler invoke the {what}",
+    )
+    role.add_to_policy(iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[runs.function.function_arn]))
+    runs.failure_queue.grant(role, "sqs:SendMessage")
+    return scheduler.CfnSchedule(
+        scope,
+        "Schedule",
+        description=f"Runs the {what} {every}",
+        schedule_expression=expression,
+        flexible_time_window=scheduler.CfnSchedule.FlexibleTimeWindowProperty(mode="OFF"),
+        state="ENABLED",
+        target=scheduler.CfnSchedule.TargetProperty(
+            arn=runs.function.function_arn,
+            role_arn=role.role_arn,
+            input=json.dumps({}),
+            dead_letter_config=scheduler.CfnSchedule.DeadLetterConfigProperty(arn=runs.failure_queue.queue_arn),
+            retry_policy=scheduler.CfnSchedule.RetryPolicyProperty(
+                maximum_retry_attempts=retries, maximum_event_age_in_seconds=max_age_s
+            ),
+        ),
+    )

@@ -8,18 +8,16 @@ own partition keys there (``dynamodb:LeadingKeys``, patterns from
 
 from __future__ import annotations
 
-import json
-
-from aws_cdk import Aws, Duration, RemovalPolicy, Stack
+from aws_cdk import RemovalPolicy, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as actions
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_scheduler as scheduler
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
-from infra.config import METRICS_NAMESPACE, AppConfig, FunctionWiring, LambdaFunction
-from infra.lambdas import Invocation, LambdaRuntime, ServiceFunction
+from infra.config import AppConfig, FunctionWiring, LambdaFunction
+from infra.lambdas import Invocation, LambdaRuntime, ServiceFunction, run_on_schedule
+from infra.monitoring import custom_metric
 from infra.storage import Storage
 from keydesign.rollup import MARK_KEYS, READ_KEYS
 
@@ -66,9 +64,18 @@ class Rollups(Construct):
         storage.grant_readings_query(self.function)
         storage.grant_shard_map_read(self.function)
         grant_control_keys(storage, self.function, list(ROLLUP_ACTIONS), (*MARK_KEYS, *READ_KEYS))
-        self.schedule = self._schedule()
-        self.lag = _metric("RollupLagSeconds", "Maximum")
-        self.late = _metric("RollupLateMarks", "Sum")
+        # A run older than a minute is superseded by the next one.
+        self.schedule = run_on_schedule(
+            self,
+            runs=self.rollup,
+            what="rollup function",
+            every="every minute",
+            expression="rate(1 minute)",
+            retries=0,
+            max_age_s=60,
+        )
+        self.lag = custom_metric("RollupLagSeconds", LambdaFunction.ROLLUP, statistic="Maximum")
+        self.late = custom_metric("RollupLateMarks", LambdaFunction.ROLLUP)
         self.alarms = [
             self._alarm("rollup-lag", self.lag, LAG_ALARM_S, "The rollups are more than 10 minutes behind"),
             self._alarm(
@@ -103,50 +110,6 @@ class Rollups(Construct):
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
             alarm_description=what,
         )
-
-    def _schedule(self) -> scheduler.CfnSchedule:
-        # As the rotator's: an L1 schedule with a role that may invoke this function only.
-        role = iam.Role(
-            self,
-            "ScheduleRole",
-            assumed_by=iam.ServicePrincipal(
-                "scheduler.amazonaws.com", conditions={"StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID}}
-            ),
-            description="Lets EventBridge Scheduler invoke the rollup function",
-        )
-        role.add_to_policy(
-            iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[self.function.function_arn])
-        )
-        self.failure_queue.grant(role, "sqs:SendMessage")
-        return scheduler.CfnSchedule(
-            self,
-            "Schedule",
-            description="Runs the rollup function every minute",
-            schedule_expression="rate(1 minute)",
-            flexible_time_window=scheduler.CfnSchedule.FlexibleTimeWindowProperty(mode="OFF"),
-            state="ENABLED",
-            target=scheduler.CfnSchedule.TargetProperty(
-                arn=self.function.function_arn,
-                role_arn=role.role_arn,
-                input=json.dumps({}),
-                dead_letter_config=scheduler.CfnSchedule.DeadLetterConfigProperty(arn=self.failure_queue.queue_arn),
-                # A run older than a minute is superseded by the next one.
-                retry_policy=scheduler.CfnSchedule.RetryPolicyProperty(
-                    maximum_retry_attempts=0, maximum_event_age_in_seconds=60
-                ),
-            ),
-        )
-
-
-def _metric(name: str, statistic: str) -> cloudwatch.Metric:
-    """One of the rollup function's EMF metrics (Powertools: dimension ``service``)."""
-    return cloudwatch.Metric(
-        namespace=METRICS_NAMESPACE,
-        metric_name=name,
-        dimensions_map={"service": LambdaFunction.ROLLUP.value},
-        statistic=statistic,
-        period=Duration.minutes(1),
-    )
 
 
 def grant_control_keys(storage: Storage, grantee: iam.IGrantable, actions: list[str], keys: tuple[str, ...]) -> None:

@@ -11,19 +11,16 @@ only on a table it is creating (docs/rotation.md, "Who may drop a table").
 
 from __future__ import annotations
 
-import json
-
-from aws_cdk import ArnFormat, Aws, RemovalPolicy, Stack
+from aws_cdk import ArnFormat, RemovalPolicy, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_scheduler as scheduler
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from infra.acknowledgements import account_arn, acknowledge_wildcard
 from infra.config import AppConfig, FunctionWiring, LambdaFunction
-from infra.lambdas import Invocation, LambdaRuntime, ServiceFunction
+from infra.lambdas import Invocation, LambdaRuntime, ServiceFunction, run_on_schedule
 from rotator.settings import MANAGED_BY_TAG, MANAGED_BY_VALUE, PREFIX_TAG
 
 #: What a run does to any table of its prefix: describe it, read its tags, set up
@@ -97,44 +94,17 @@ class Rotation(Construct):
         self.failure_queue = self.rotator.failure_queue
         self.function = self.rotator.function
         self._grant(config, prefix, hot_keys_function)
-        self.schedule = self._schedule(config.rotation_interval_minutes())
-
-    def _schedule(self, interval: int) -> scheduler.CfnSchedule:
-        # The L1 resource with a role of our own: the L2 target grants invoke on
-        # the function's every version and alias too ("<arn>:*"), and this
-        # schedule only ever invokes the function itself.
-        self.schedule_role = iam.Role(
+        interval = config.rotation_interval_minutes()
+        # Two retries (Lambda's own for an asynchronous call); a run older than the interval is
+        # superseded by the next one.
+        self.schedule = run_on_schedule(
             self,
-            "ScheduleRole",
-            assumed_by=iam.ServicePrincipal(
-                "scheduler.amazonaws.com", conditions={"StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID}}
-            ),
-            description="Lets EventBridge Scheduler invoke the table rotator",
-        )
-        self.schedule_role.add_to_policy(
-            iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[self.function.function_arn])
-        )
-        self.failure_queue.grant(self.schedule_role, "sqs:SendMessage")
-        return scheduler.CfnSchedule(
-            self,
-            "Schedule",
-            description=f"Runs the table rotator every {interval} minutes",
-            schedule_expression=schedule_expression(interval),
-            # Exactly on the rate, no flexible window: runs stay evenly spaced.
-            flexible_time_window=scheduler.CfnSchedule.FlexibleTimeWindowProperty(mode="OFF"),
-            state="ENABLED",
-            target=scheduler.CfnSchedule.TargetProperty(
-                arn=self.function.function_arn,
-                role_arn=self.schedule_role.role_arn,
-                # A live run on the real clock.
-                input=json.dumps({}),
-                dead_letter_config=scheduler.CfnSchedule.DeadLetterConfigProperty(arn=self.failure_queue.queue_arn),
-                retry_policy=scheduler.CfnSchedule.RetryPolicyProperty(
-                    maximum_retry_attempts=2,
-                    # An invocation older than the interval is superseded by the next run.
-                    maximum_event_age_in_seconds=interval * 60,
-                ),
-            ),
+            runs=self.rotator,
+            what="table rotator",
+            every=f"every {interval} minutes",
+            expression=schedule_expression(interval),
+            retries=2,
+            max_age_s=interval * 60,
         )
 
     def _grant(self, config: AppConfig, prefix: str, hot_keys_function: lambda_.IFunction) -> None:

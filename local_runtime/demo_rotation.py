@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from keydesign import Layout, format_ts, parse_timestamp
+from local_runtime.load_chart import png
 
 #: Slices of event time the picture counts readings in.
 SLICE_MS = 5 * 60_000
@@ -316,17 +317,15 @@ def table_writes(
 
 def draw_table_writes(chart: TableWrites, path: Path, *, title: str) -> Path:
     """Stacked bars of readings per slice, one colour per table; the rotator's dial-downs and drops as
-    marks along the top, the moment the replayed clock met the wall clock as a line (Agg backend)."""
+    marks along the top, the moment the replayed clock met the wall clock as a line."""
     import matplotlib  # noqa: PLC0415 - only the demo draws
-
-    matplotlib.use("Agg")
-    from matplotlib import pyplot as plt  # noqa: PLC0415
 
     hours = [(chart.origin_ms + n * chart.slice_ms - chart.origin_ms) / 3_600_000 for n in range(chart.slices)]
     bar = chart.slice_ms / 3_600_000
-    figure, axes = plt.subplots(figsize=(11, 5.5), dpi=110)
-    try:
-        colours = plt.get_cmap("tab10")
+    with png(
+        path, title=title, legend={"loc": "upper left", "fontsize": 7, "title": "table", "title_fontsize": 8}
+    ) as axes:
+        colours = matplotlib.colormaps["tab10"]
         bottom = [0] * chart.slices
         colour_of: dict[str, Any] = {}
         for index, (name, values) in enumerate(chart.series):
@@ -350,12 +349,4 @@ def draw_table_writes(chart: TableWrites, path: Path, *, title: str) -> Path:
             )
         axes.set_xlabel(f"event time, hours since {format_ts(chart.origin_ms)}")
         axes.set_ylabel(f"readings per {chart.slice_ms // 60_000} min (log scale)")
-        axes.set_title(title)
-        axes.grid(alpha=0.3)
-        axes.legend(loc="upper left", fontsize=7, title="table", title_fontsize=8)
-        figure.tight_layout()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        figure.savefig(path)
-    finally:
-        plt.close(figure)
     return path

@@ -12,7 +12,8 @@ the detector's threshold as horizontal ones.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -81,8 +82,10 @@ def chart_data(
     )
 
 
-def draw(chart: LoadChart, path: Path, *, title: str) -> Path:
-    """Render ``chart`` to a PNG at ``path`` (Agg backend)."""
+@contextmanager
+def png(path: Path, *, title: str, legend: Mapping[str, Any]) -> Iterator[Any]:
+    """The axes of a demo-sized figure to draw on; then titled, gridded, with ``legend``, saved to
+    ``path`` as a PNG (Agg backend) and closed."""
     import matplotlib  # noqa: PLC0415 - only the demo draws; a second to import
 
     matplotlib.use("Agg")
@@ -90,6 +93,21 @@ def draw(chart: LoadChart, path: Path, *, title: str) -> Path:
 
     figure, axes = plt.subplots(figsize=(11, 5.5), dpi=110)
     try:
+        yield axes
+        axes.set_title(title)
+        axes.grid(alpha=0.3)
+        axes.legend(**legend)
+        figure.tight_layout()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        figure.savefig(path)
+    finally:
+        plt.close(figure)
+
+
+def draw(chart: LoadChart, path: Path, *, title: str) -> Path:
+    """Render ``chart`` to a PNG at ``path``."""
+    legend = {"loc": "upper right", "fontsize": 8, "title": "partition key, without its bucket", "title_fontsize": 8}
+    with png(path, title=title, legend=legend) as axes:
         for label, values in chart.series:
             style: dict[str, Any] = (
                 {"color": "0.6", "linewidth": 0.8, "linestyle": ":"} if label == OTHERS else {"linewidth": 1.1}
@@ -105,13 +123,5 @@ def draw(chart: LoadChart, path: Path, *, title: str) -> Path:
             axes.axvline(chart.boundary_s, color="black", linewidth=1.2, label="split takes effect")
         axes.set_xlabel(f"event time, seconds since {format_ts(chart.origin_ms)}")
         axes.set_ylabel("write units per second")
-        axes.set_title(title)
         axes.set_ylim(bottom=0)
-        axes.grid(alpha=0.3)
-        axes.legend(loc="upper right", fontsize=8, title="partition key, without its bucket", title_fontsize=8)
-        figure.tight_layout()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        figure.savefig(path)
-    finally:
-        plt.close(figure)
     return path

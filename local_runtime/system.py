@@ -33,7 +33,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from contextlib import ExitStack
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TextIO
@@ -145,13 +145,6 @@ class Endpoints:
     hotkeys_failures_queue_url: str | None = None
     #: The functions running, by their stack name (``<stack_name>-<function>``).
     functions: tuple[str, ...] = ()
-
-    def as_dict(self) -> dict[str, Any]:
-        return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
-
-
-def _plain(value: object) -> object:
-    return list(value) if isinstance(value, tuple) else value
 
 
 class LocalSystem:
@@ -575,17 +568,16 @@ class LocalSystem:
         from ingest.logic import Ingestor  # noqa: PLC0415
 
         plan = self.options.faults.writes
-        for attribute in ("SETTINGS", "INGESTOR"):
-            if not hasattr(module, attribute):
-                raise RuntimeError(f"{module.__name__} has no {attribute}: cannot rebuild its Ingestor")
         injector = FaultInjectingDynamoDB(client("dynamodb", max_attempts=1), plan) if plan is not None else None
         clock = self._ingest_clock()
-        namespace = vars(module)
-        namespace["INGESTOR"].close()
-        namespace["INGESTOR"] = (
-            Ingestor.from_settings(namespace["SETTINGS"], dynamodb=injector, wall_clock_ms=clock.now_ms)
-            if clock is not None
-            else Ingestor.from_settings(namespace["SETTINGS"], dynamodb=injector)
+        _rebuild(
+            module,
+            "INGESTOR",
+            lambda settings: (
+                Ingestor.from_settings(settings, dynamodb=injector, wall_clock_ms=clock.now_ms)
+                if clock is not None
+                else Ingestor.from_settings(settings, dynamodb=injector)
+            ),
         )
         if injector is not None:
             self.write_faults.append(injector)
@@ -663,11 +655,8 @@ class LocalSystem:
                 configure=_rollups_ahead(options.rollup_ahead_s) if options.rollup_ahead_s else None,
             )
         )
-        schedule = Schedule(function.name, function.invoke, every_s=options.rollup_every_s)
-        with self._lock:
-            self.schedules.append(schedule)
         # The first run one period after the start, as a new schedule's in AWS.
-        schedule.start(run_now=False)
+        self.schedule(function, every_s=options.rollup_every_s, run_now=False)
 
     def rollup_schedule(self) -> Schedule | None:
         """The rollup function's schedule (None when rollups are off)."""
@@ -701,17 +690,29 @@ def _close_attribute(name: str) -> Callable[[ModuleType], None]:
     return close
 
 
+def _rebuild(module: ModuleType, attribute: str, build: Callable[[Any], Any]) -> None:
+    """Replace the handler module's ``attribute`` (its logic object, made at import from its ``SETTINGS``)
+    with ``build(SETTINGS)``, closing the one it replaces."""
+    for name in ("SETTINGS", attribute):
+        if not hasattr(module, name):
+            raise RuntimeError(f"{module.__name__} has no {name}: cannot rebuild its {attribute}")
+    _close_attribute(attribute)(module)
+    setattr(module, attribute, build(module.SETTINGS))
+
+
 def _rollups_ahead(ahead_s: float) -> Callable[[ModuleType], None]:
     """Rebuild the rollup module's ``RUNNER`` on a clock ``ahead_s`` ahead of the wall clock."""
 
     def configure(module: ModuleType) -> None:
         from rollup.logic import RollupRunner  # noqa: PLC0415 - after the environment is set
 
-        namespace = vars(module)
-        namespace["RUNNER"].close()
         ahead_ms = int(ahead_s * 1000)
-        namespace["RUNNER"] = RollupRunner.from_settings(
-            namespace["SETTINGS"], clock_ms=lambda: time.time_ns() // 1_000_000 + ahead_ms
+        _rebuild(
+            module,
+            "RUNNER",
+            lambda settings: RollupRunner.from_settings(
+                settings, clock_ms=lambda: time.time_ns() // 1_000_000 + ahead_ms
+            ),
         )
 
     return configure
@@ -725,14 +726,13 @@ def _rotator_on_local_mappings(mappings: LocalMappings) -> Callable[[ModuleType]
     def configure(module: ModuleType) -> None:
         from rotator.logic import Rotator  # noqa: PLC0415 - after the environment is set
 
-        for attribute in ("SETTINGS", "ROTATOR"):
-            if not hasattr(module, attribute):
-                raise RuntimeError(f"{module.__name__} has no {attribute}: cannot wire its stream mappings")
-        namespace = vars(module)
-        rotator = Rotator.from_settings(namespace["SETTINGS"])
-        if rotator.mappings is not None:
-            rotator.mappings = mappings
-        namespace["ROTATOR"] = rotator
+        def build(settings: Any) -> Rotator:
+            rotator = Rotator.from_settings(settings)
+            if rotator.mappings is not None:
+                rotator.mappings = mappings
+            return rotator
+
+        _rebuild(module, "ROTATOR", build)
 
     return configure
 

@@ -12,11 +12,10 @@ number of writes is a count, so it never builds 180 million readings.
 * :mod:`.engine`    the simulation: counts -> keys -> per-key-second load, figures per layout
 * :mod:`.reads`     read fan-out and read units from the key-design layer's query plans
 * :mod:`.report`    table, JSON and the PNG chart
-* :mod:`.reference` a brute-force run (one ``key_for`` per reading) to check the engine against
 """
 
 from .adaptive import AdaptiveSettings
-from .engine import LayoutResult, LayoutSpec, Simulation, SimulationResult, parse_layout_spec, simulate
+from .engine import LayoutResult, LayoutSpec, Simulation, SimulationResult, parse_layout_spec
 from .reads import ReadFigure, ReadPattern
 from .workload import Burst, HotEntity, SimWorkload
 
@@ -32,5 +31,4 @@ __all__ = [
     "Simulation",
     "SimulationResult",
     "parse_layout_spec",
-    "simulate",
 ]

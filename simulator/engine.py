@@ -30,7 +30,7 @@ import time
 import zlib
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -154,28 +154,12 @@ class WriteFigures:
     throttled_keys: tuple[ThrottledKey, ...]
 
     def to_dict(self) -> dict[str, object]:
-        return {
-            "keys_written": self.keys_written,
-            "total_wcu": self.total_wcu,
-            "hottest_wcu": self.hottest_wcu,
-            "hottest_key": self.hottest_key,
-            "hottest_at_ms": self.hottest_at_ms,
-            "p99_wcu": self.p99_wcu,
-            "mean_wcu": round(self.mean_wcu, 2),
-            "imbalance": round(self.imbalance, 2),
-            "throttled_key_seconds": self.throttled_key_seconds,
-            "throttled_wcu": self.throttled_wcu,
-            "throttled_keys": [
-                {
-                    "key": t.key,
-                    "bucket_start_ms": t.bucket_start_ms,
-                    "seconds": t.seconds,
-                    "top_writer": t.top_writer,
-                    "top_writer_share": round(t.top_writer_share, 3),
-                }
-                for t in self.throttled_keys
-            ],
-        }
+        out = asdict(self)
+        out["mean_wcu"], out["imbalance"] = round(self.mean_wcu, 2), round(self.imbalance, 2)
+        out["throttled_keys"] = [
+            {**t, "top_writer_share": round(t["top_writer_share"], 3)} for t in out["throttled_keys"]
+        ]
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -619,33 +603,3 @@ class Simulation:
             recorded={r.spec.label: r.recorded for r in self.runs if r.recorded is not None} if self.record else None,
             entity_counts=entity_counts,
         )
-
-
-def simulate(
-    workload: SimWorkload,
-    layouts: Sequence[LayoutSpec],
-    *,
-    bucket: str = "1h",
-    adaptive: AdaptiveSettings | None = None,
-    reads: ReadPattern | None = None,
-    record: bool = False,
-    counts: CountProvider | None = None,
-) -> SimulationResult:
-    """Simulate ``workload`` under every layout in ``layouts``; see :class:`Simulation`."""
-    simulation = Simulation(
-        workload, layouts, bucket=bucket, adaptive=adaptive, reads=reads, record=record, counts=counts
-    )
-    return simulation.run()
-
-
-__all__ = [
-    "LayoutResult",
-    "LayoutSpec",
-    "Simulation",
-    "SimulationResult",
-    "ThrottledKey",
-    "WriteFigures",
-    "default_shards",
-    "parse_layout_spec",
-    "simulate",
-]

@@ -279,6 +279,3 @@ def _cross_read(ctx: ReadContext, pattern: ReadPattern, label: str, window: int)
         items_returned=round(returned),
         read_units=units,
     )
-
-
-__all__ = ["ReadContext", "ReadFigure", "ReadPattern", "measure_reads", "query_cost"]

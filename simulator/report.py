@@ -80,19 +80,10 @@ def read_rows(sim: SimulationResult) -> list[list[object]]:
     for result in sim.layouts:
         for read in result.reads:
             if read.not_applicable is not None:
-                rows.append([result.spec.label, read.read, "N/A", "N/A", "N/A", "N/A", "N/A (a Scan; see notes)"])
+                figures: tuple[object, ...] = ("N/A", "N/A", "N/A", "N/A", "N/A (a Scan; see notes)")
             else:
-                rows.append(
-                    [
-                        result.spec.label,
-                        read.read,
-                        read.partitions,
-                        read.queries,
-                        read.items_read,
-                        read.items_returned,
-                        read.read_units,
-                    ]
-                )
+                figures = (read.partitions, read.queries, read.items_read, read.items_returned, read.read_units)
+            rows.append([result.spec.label, read.read, *figures])
     return rows
 
 

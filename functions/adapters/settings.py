@@ -40,10 +40,10 @@ from pydantic import (
 )
 
 from keydesign import KeyDesignError, Layout, parse_duration
+from keydesign.periods import format_duration
 from keydesign.rollup import Granularities
 
 View = TypeVar("View")
-_UNITS = (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1_000))
 
 
 class SettingsError(ValueError):
@@ -64,12 +64,6 @@ def _duration_ms(value: object) -> object:
     return value
 
 
-def render_duration(ms: int) -> str:
-    """``ms`` in the largest unit that holds it exactly (``7200000`` -> ``2h``)."""
-    unit, size = next((u, s) for u, s in _UNITS if ms % s == 0 or u == "s")
-    return f"{ms // size}{unit}"
-
-
 def _flag(value: object) -> bool:
     text = value.strip().lower() if isinstance(value, str) else value
     if text not in (True, False, "true", "false") or not isinstance(text, bool | str):
@@ -79,7 +73,7 @@ def _flag(value: object) -> bool:
 
 #: A duration in milliseconds, read and written as ``90s``, ``15m``, ``2h``, ``30d``.
 DurationMs = Annotated[
-    int, BeforeValidator(_duration_ms), PlainSerializer(render_duration, return_type=str, when_used="json")
+    int, BeforeValidator(_duration_ms), PlainSerializer(format_duration, return_type=str, when_used="json")
 ]
 #: A flag: ``true`` or ``false``, in any case. The one boolean syntax of every function (and of cdk.json).
 Flag = Annotated[

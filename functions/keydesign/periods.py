@@ -196,3 +196,12 @@ def _admitted(period: TablePeriod, now_ms: int, grace_ms: int, prebuilt: int) ->
     for _ in range(prebuilt):
         last = period.next_start(last)
     return period.start(now_ms - grace_ms), period.next_start(last)
+
+
+def format_duration(ms: int) -> str:
+    """``ms`` as :func:`parse_duration` reads it, in the largest unit that holds it exactly
+    (``7200000`` -> ``2h``); ``1500ms`` when none does."""
+    for unit, size in (("d", DAY_MS), ("h", HOUR_MS), ("m", MINUTE_MS), ("s", 1000)):
+        if ms % size == 0:
+            return f"{ms // size}{unit}"
+    return f"{ms}ms"

@@ -25,7 +25,6 @@ the answer being right.
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -214,18 +213,6 @@ class Figures:
             {k: Stat(int(v["c"]), _number(v["s"]), _number(v["lo"]), _number(v["hi"])) for k, v in measures.items()},
         )
 
-    def same_as(self, other: Figures, rel_tol: float = 1e-9) -> bool:
-        """Equal counts, minima and maxima; equal sums (within float rounding when a sum is a float)."""
-        if self.readings != other.readings or self.measures.keys() != other.measures.keys():
-            return False
-        for name, mine in self.measures.items():
-            theirs = other.measures[name]
-            if (mine.count, mine.low, mine.high) != (theirs.count, theirs.low, theirs.high):
-                return False
-            if not math.isclose(mine.total, theirs.total, rel_tol=rel_tol, abs_tol=1e-9):
-                return False
-        return True
-
 
 def _number(value: object) -> int | float:
     if isinstance(value, int | float):
@@ -235,12 +222,6 @@ def _number(value: object) -> int | float:
         return int(text)
     except ValueError:
         return float(text)
-
-
-def marks_of(stamp_ms: int, level: int, readings: Iterable[tuple[str, int]]) -> list[Mark]:
-    """The marks a batch stamped at ``stamp_ms`` writes for its readings (entity, event time):
-    one per entity and finest interval, whatever the number of readings."""
-    return sorted({Mark.of(stamp_ms, level, ts_ms, entity) for entity, ts_ms in readings})
 
 
 def hottest_rollup_keys(entities: int) -> tuple[float, float]:

@@ -56,23 +56,25 @@ class SeriesBuilder:
             Interval(
                 start=self._start,
                 readings=self._readings,
-                measures={name: self._figures(r) for name, r in sorted(self._measures.items())},
+                measures={name: stat_figures(r, self._stats) for name, r in sorted(self._measures.items())},
             )
         )
         self._readings = 0
         self._measures = {}
 
-    def _figures(self, running: Running) -> dict[Stat, int | float]:
-        every: dict[Stat, int | float] = {
-            "count": running.count,
-            "min": running.low,
-            "max": running.high,
-            "avg": running.total / running.count,
-            "sum": running.total,
-        }
-        return {name: every[name] for name in self._stats}
-
     def intervals(self) -> list[Interval]:
         self._close()
         self._start = None
         return self._done
+
+
+def stat_figures(running: Running, stats: tuple[Stat, ...]) -> dict[Stat, int | float]:
+    """The statistics ``stats`` of one measure's running figures."""
+    every: dict[Stat, int | float] = {
+        "count": running.count,
+        "min": running.low,
+        "max": running.high,
+        "avg": running.total / running.count,
+        "sum": running.total,
+    }
+    return {name: every[name] for name in stats}

@@ -44,6 +44,7 @@ from adapters.settings import CommonSettings
 from adapters.shard_map_source import ShardMapSource
 from adapters.shard_map_store import shard_map_source
 from keydesign import InvalidInput, Layout, PartitionQuery, QueryPlan, ShardMap, format_ts, parse_timestamp, read_units
+from keydesign.periods import format_duration
 from query.aggregate import SeriesBuilder
 from query.cursor import CursorCodec, CursorError, CursorKeys, binding
 from query.errors import ScanLimitExceeded, UnsupportedByLayout
@@ -70,7 +71,7 @@ from query.models import (
     ReadingsPage,
 )
 from query.occupancy_plan import OccupancyPlanner, PlanningCost
-from query.params import STATS, Order, PageArgs, ReadArgs, Stat, TimeRange, describe_ms
+from query.params import STATS, Order, PageArgs, ReadArgs, Stat, TimeRange
 from query.rollups import RollupAnswers, Source
 from query.settings import QueryLimits, QuerySettings
 
@@ -190,10 +191,9 @@ class QueryService:
             measures=read.measures,
             now_epoch_s=self._clock_ms() // 1000,
         )
-        stream = _bucket_stream if entity is None else _entity_stream
         return self._page(
             route,
-            [stream(p, template, after) for p in partitions],
+            [_stream(p, template, after, per_entity=entity is not None) for p in partitions],
             entity=entity,
             page=page,
             bound=bound,
@@ -219,11 +219,16 @@ class QueryService:
             measures=read.measures,
             now_epoch_s=now // 1000,
         )
-        streams = [_entity_stream(p, template, None) for p in plan.partitions]
+        streams = [_stream(p, template, None) for p in plan.partitions]
         stats = ReadStats()
         # Newest buckets open first; older ones only while nothing was found.
         options = MergeOptions(descending=True, target=1, window=self._limits.concurrency)
-        found = self._take(streams, options, stats, 1)
+        with self._fanout(len(streams)) as submit:
+            merged = iter(Merger(streams, submit, options, stats))
+            try:
+                found = list(itertools.islice(merged, 1))
+            finally:
+                _close(merged)
         self._record("latest", stats, len(found))
         return LatestReading(
             entity_id=entity,
@@ -289,7 +294,7 @@ class QueryService:
             entity_id=entity,
             from_=format_ts(window.from_ms),
             to=format_ts(window.to_ms),
-            interval=describe_ms(interval_ms),
+            interval=format_duration(interval_ms),
             stats=list(stats),
             intervals=intervals,
             readings=readings,
@@ -317,7 +322,7 @@ class QueryService:
             entity_id=None,
             from_=format_ts(window.from_ms),
             to=format_ts(window.to_ms),
-            interval=describe_ms(interval_ms),
+            interval=format_duration(interval_ms),
             stats=list(stats),
             intervals=intervals,
             readings=readings,
@@ -378,7 +383,7 @@ class QueryService:
             with_dimensions=False,
             now_epoch_s=self._clock_ms() // 1000,
         )
-        streams = [_entity_stream(p, template, None) for p in partitions]
+        streams = [_stream(p, template, None) for p in partitions]
         counted.queries += planning.queries
         counted.read_units += planning.read_units
         deadline = self._deadline(time_left_ms)
@@ -631,16 +636,6 @@ class QueryService:
         bucket = self._layout.bucket
         return min(window.to_ms, bucket.start(anchor_ms) + bucket.width_ms)
 
-    def _take(
-        self, streams: Sequence[PartitionStream], options: MergeOptions, stats: ReadStats, count: int
-    ) -> list[tuple[Position, StoredReading]]:
-        with self._fanout(len(streams)) as submit:
-            merged = iter(Merger(streams, submit, options, stats))
-            try:
-                return list(itertools.islice(merged, count))
-            finally:
-                _close(merged)
-
     @contextmanager
     def _fanout(self, partitions: int, *, abandon: bool = False) -> Iterator[Submit]:
         """A bounded pool for one request; pending speculative reads are cancelled at the end.
@@ -782,34 +777,29 @@ class _BucketKey:
         return Position(self.anchor, item.sk)
 
 
-def _entity_stream(partition: PartitionQuery, template: PageRequest, after: Position | None) -> PartitionStream:
+def _stream(
+    partition: PartitionQuery, template: PageRequest, after: Position | None, *, per_entity: bool = True
+) -> PartitionStream:
+    """A partition's stream of items in merge order: per entity by time, across entities by the
+    partition's bucket (its start, as range-clipped) and then sort key."""
+    first = _ts(partition.from_ms)
+    edge = POSITION_MAX_SK if template.descending else POSITION_MIN_SK
+    if per_entity:
+        last = _ts(partition.to_ms - 1)
+        inside = after is not None and first <= after.anchor <= last
+        key_of, open_key = _time_key, Position(last if template.descending else first, edge)
+    else:
+        inside = after is not None and after.anchor == first
+        key_of, open_key = _BucketKey(first), Position(first, edge)
     sk_low = sk_high = None
-    if after is not None and narrows(after) and _ts(partition.from_ms) <= after.anchor <= _ts(partition.to_ms - 1):
+    if after is not None and inside and narrows(after):
         # Resume inside this partition, at the last item returned (it is skipped).
         if template.descending:
             sk_high = after.sk
         else:
             sk_low = after.sk
-    if template.descending:
-        open_key = Position(_ts(partition.to_ms - 1), POSITION_MAX_SK)
-    else:
-        open_key = Position(_ts(partition.from_ms), POSITION_MIN_SK)
     return PartitionStream(
-        template, partition, key_of=_time_key, open_key=open_key, after=after, sk_low=sk_low, sk_high=sk_high
-    )
-
-
-def _bucket_stream(partition: PartitionQuery, template: PageRequest, after: Position | None) -> PartitionStream:
-    anchor = _ts(partition.from_ms)
-    sk_low = sk_high = None
-    if after is not None and narrows(after) and after.anchor == anchor:
-        if template.descending:
-            sk_high = after.sk
-        else:
-            sk_low = after.sk
-    open_key = Position(anchor, POSITION_MAX_SK if template.descending else POSITION_MIN_SK)
-    return PartitionStream(
-        template, partition, key_of=_BucketKey(anchor), open_key=open_key, after=after, sk_low=sk_low, sk_high=sk_high
+        template, partition, key_of=key_of, open_key=open_key, after=after, sk_low=sk_low, sk_high=sk_high
     )
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from keydesign import ConfigError, InvalidInput, format_ts, parse_duration, parse_timestamp, validate_entity_id
+from keydesign.periods import format_duration
 
 Order = Literal["asc", "desc"]
 Stat = Literal["count", "min", "max", "avg", "sum"]
@@ -55,14 +56,6 @@ class ReadArgs:
     explain: bool = False
 
 
-def describe_ms(ms: int) -> str:
-    """A duration the way the settings spell them: ``31d``, ``2h``, ``90s``, ``1500ms``."""
-    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1_000)):
-        if ms % size == 0:
-            return f"{ms // size}{unit}"
-    return f"{ms}ms"
-
-
 def parse_time(raw: str, name: str) -> int:
     """An instant as RFC 3339 with offset, or whole epoch milliseconds."""
     if _EPOCH_MS.match(raw):
@@ -85,8 +78,8 @@ def parse_range(from_raw: str, to_raw: str, max_range_ms: int) -> TimeRange:
     if to_ms - from_ms > max_range_ms:
         raise InvalidInput(
             "to",
-            f"the range spans {describe_ms(to_ms - from_ms)}; one request may span at most "
-            f"{describe_ms(max_range_ms)} (split the range)",
+            f"the range spans {format_duration(to_ms - from_ms)}; one request may span at most "
+            f"{format_duration(max_range_ms)} (split the range)",
         )
     return TimeRange(from_ms, to_ms)
 
@@ -146,13 +139,13 @@ def parse_interval(raw: str, window: TimeRange) -> int:
     """An aggregation interval: at least 1s, and at most ``MAX_INTERVALS`` of them over the range."""
     interval = parse_duration_param(raw, "interval")
     if interval < MIN_INTERVAL_MS:
-        raise InvalidInput("interval", f"must be at least {describe_ms(MIN_INTERVAL_MS)}")
+        raise InvalidInput("interval", f"must be at least {format_duration(MIN_INTERVAL_MS)}")
     first = window.from_ms - window.from_ms % interval
     count = math.ceil((window.to_ms - first) / interval)
     if count > MAX_INTERVALS:
         raise InvalidInput(
             "interval",
-            f"{describe_ms(interval)} cuts the range into {count} intervals; the maximum is {MAX_INTERVALS} "
+            f"{format_duration(interval)} cuts the range into {count} intervals; the maximum is {MAX_INTERVALS} "
             "(choose a longer interval or a narrower range)",
         )
     return interval
@@ -163,5 +156,5 @@ def parse_lookback(raw: str | None, maximum_ms: int) -> int:
         return maximum_ms
     lookback = parse_duration_param(raw, "lookback")
     if not 0 < lookback <= maximum_ms:
-        raise InvalidInput("lookback", f"must be longer than 0 and at most {describe_ms(maximum_ms)}")
+        raise InvalidInput("lookback", f"must be longer than 0 and at most {format_duration(maximum_ms)}")
     return lookback

@@ -14,9 +14,11 @@ from typing import Literal
 
 from adapters.rollup_store import ReadCount, RollupState, RollupStore
 from keydesign import format_ts
+from keydesign.periods import format_duration
 from keydesign.rollup import Figures, Granularities, floor_to
+from query.aggregate import stat_figures
 from query.models import Interval
-from query.params import Stat, TimeRange, describe_ms
+from query.params import Stat, TimeRange
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,20 +50,18 @@ class RollupAnswers:
     def source(self, interval_ms: int, window: TimeRange, *, consistent: bool) -> Source:
         level = self.levels.serving(interval_ms, window.from_ms, window.to_ms)
         if level is None:
-            spelled = ", ".join(describe_ms(g) for g in self.levels.levels)
+            spelled = ", ".join(format_duration(g) for g in self.levels.levels)
             why = f"the interval is not a multiple of a rollup granularity ({spelled}), or from/to are not on one"
             return Source(None, window.from_ms, why, None)
         state = self.store.state(consistent=consistent)
         if state is None:
             return Source(level, window.from_ms, "the rollup function has not run yet", None)
         split = max(window.from_ms, min(window.to_ms, floor_to(state.through_ms, interval_ms)))
-        through = format_ts(state.through_ms)
+        through, rollups = format_ts(state.through_ms), f"{format_duration(level)} rollups"
         if split >= window.to_ms:
-            why = f"{describe_ms(level)} rollups tile the range and cover it (every reading stored before {through})"
+            why = f"{rollups} tile the range and cover it (every reading stored before {through})"
         elif split > window.from_ms:
-            why = (
-                f"{describe_ms(level)} rollups up to {format_ts(split)}; the intervals after the rollups' {through} raw"
-            )
+            why = f"{rollups} up to {format_ts(split)}; the intervals after the rollups' {through} raw"
         else:
             why = f"the range starts after the last interval the rollups cover ({through})"
         return Source(level, split, why, state)
@@ -101,16 +101,9 @@ class RollupAnswers:
 
 
 def interval_of(start: int, figures: Figures, stats: tuple[Stat, ...], measures: tuple[str, ...] | None) -> Interval:
-    shown: dict[str, dict[Stat, int | float]] = {}
-    for name, stat in sorted(figures.measures.items()):
-        if measures is not None and name not in measures:
-            continue
-        every: dict[Stat, int | float] = {
-            "count": stat.count,
-            "min": stat.low,
-            "max": stat.high,
-            "avg": stat.total / stat.count,
-            "sum": stat.total,
-        }
-        shown[name] = {s: every[s] for s in stats}
+    shown = {
+        name: stat_figures(stat, stats)
+        for name, stat in sorted(figures.measures.items())
+        if measures is None or name in measures
+    }
     return Interval(start=format_ts(start), readings=figures.readings, measures=shown)

@@ -8,6 +8,7 @@ schedule; the endpoints and commands that work against them are printed.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import math
@@ -114,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
         with LocalSystem(config, options) as system:
             endpoints = system.endpoints
             if args.json:
-                json.dump(endpoints.as_dict(), system.console, indent=2)
+                json.dump(dataclasses.asdict(endpoints), system.console, indent=2)
                 system.console.write("\n")
             else:
                 render(

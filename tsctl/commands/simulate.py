@@ -267,12 +267,12 @@ def _naming_options() -> Iterator[None]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from simulator import simulate  # noqa: PLC0415 - see the imports
+    from simulator import Simulation  # noqa: PLC0415 - see the imports
     from simulator.report import chart  # noqa: PLC0415
 
     with _naming_options():
         workload, specs, adaptive, reads = build(args)
-        result = simulate(workload, specs, bucket=args.bucket, adaptive=adaptive, reads=reads)
+        result = Simulation(workload, specs, bucket=args.bucket, adaptive=adaptive, reads=reads).run()
     path = chart(result, args.chart) if args.chart is not None else None
     sizes = measured_sizes(args)
     if args.json:

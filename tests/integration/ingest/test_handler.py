@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 
 import keydesign.model
-from adapters.kinesis_records import aggregate
 from adapters.settings import SettingsError
 from adapters.shard_map_store import ShardMapStore
 from adapters.stream_events import NotAStreamEvent
@@ -19,6 +18,7 @@ from ingest.logic import YOUNG_COLLECTION_ALLOCATIONS
 from tests.integration.ingest.conftest import Aws, base_env, now_ms
 from tests.integration.ingest.helpers import invoke
 from tests.unit.ingest.kinesis_events import FakeLambdaContext, as_json, kinesis_event, reading, sequence_number
+from tests.unit.ingest.kpl import aggregate
 
 pytestmark = pytest.mark.integration
 

@@ -7,12 +7,12 @@ import pytest
 from adapters.batch_writer import BatchWriter
 from adapters.retry import Deadline
 from adapters.rollup_store import RollupStore
-from keydesign.rollup import marks_of
 from rollup.logic import RollupRunner
 from rollup.settings import RollupSettings
 from tests.integration.iam_conformance import assert_conforms, recording
 from tests.integration.mocked_aws import create_readings_table
 from tests.integration.query.conftest import HOUR, NOW, PREFIX, StoreFactory, dynamodb, make_store, reading
+from tests.unit.rollup.oracles import marks_of
 
 pytestmark = pytest.mark.integration
 __all__ = ["dynamodb", "make_store"]  # fixtures

@@ -6,10 +6,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from adapters.kinesis_records import aggregate
 from ingest import decoding
 from ingest.decoding import decode_record
 from tests.unit.ingest.kinesis_events import SHARD_ID, as_json, kinesis_record, sequence_number
+from tests.unit.ingest.kpl import aggregate
 from tests.unit.ingest.test_hostile_input import reading_text
 
 

@@ -18,13 +18,13 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, pro
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from adapters.kinesis_records import aggregate
 from adapters.observability import metrics
 from ingest import logic
 from ingest.logic import BatchOutcome
 from local_runtime.faults import FaultInjectingDynamoDB, FaultPlan, service_error
 from tests.unit.ingest.fakes import FakeDynamoDB, FakeSQS, sqs_refusal
 from tests.unit.ingest.kinesis_events import FakeClock, FakeLambdaContext, as_json, kinesis_event, reading
+from tests.unit.ingest.kpl import aggregate
 from tests.unit.ingest.test_logic import NOW, _ingestor
 
 PROCESSOR = BatchProcessor(event_type=EventType.KinesisDataStreams, raise_on_entire_batch_failure=False)

@@ -11,13 +11,13 @@ from adapters.kinesis_records import (
     KPL_MAGIC,
     MalformedRecord,
     StreamRecord,
-    aggregate,
     deaggregate,
     parse_event_record,
     shard_id_of,
     user_records,
 )
 from tests.unit.ingest.kinesis_events import SHARD_ID, STREAM_ARN, kinesis_record, sequence_number
+from tests.unit.ingest.kpl import aggregate
 
 
 def _wrap(message: bytes) -> bytes:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from keydesign import InvalidInput, parse_timestamp
+from keydesign.periods import format_duration
 from query.params import (
     MAX_INTERVALS,
     TimeRange,
-    describe_ms,
     parse_interval,
     parse_limit,
     parse_lookback,
@@ -115,4 +115,10 @@ def test_lookback_defaults_to_and_is_capped_by_the_setting() -> None:
 
 
 def test_durations_are_described_in_their_largest_whole_unit() -> None:
-    assert [describe_ms(v) for v in (31 * DAY, 7_200_000, 90_000, 1_000, 1_500)] == ["31d", "2h", "90s", "1s", "1500ms"]
+    assert [format_duration(v) for v in (31 * DAY, 7_200_000, 90_000, 1_000, 1_500)] == [
+        "31d",
+        "2h",
+        "90s",
+        "1s",
+        "1500ms",
+    ]

@@ -12,7 +12,7 @@ from adapters.rollup_store import RollupStore
 from adapters.shard_map_source import StaticShardMap
 from benchmarks.memory_dynamo import MemoryDynamo as FakeDynamo
 from keydesign import InvalidInput, Layout, Reading, ShardMap, format_ts
-from keydesign.rollup import Granularities, marks_of
+from keydesign.rollup import Granularities
 from query.api import create_app
 from query.cursor import CursorCodec
 from query.logic import QueryService
@@ -23,6 +23,7 @@ from query.settings import QueryLimits
 from rollup.logic import RollupRunner
 from tests.unit.query.apigw import ApiClient
 from tests.unit.query.fakes import InMemoryReader
+from tests.unit.rollup.oracles import marks_of
 
 MINUTE, HOUR = 60_000, 3_600_000
 T0 = 1_795_000_000_000 - 1_795_000_000_000 % 86_400_000  # a day boundary

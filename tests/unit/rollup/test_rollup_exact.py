@@ -2,7 +2,7 @@
 
 Random workloads interleave ingest batches and rollup runs. A batch writes its
 readings (a put per sort key: a redelivered copy or a correction overwrites),
-then the marks of :func:`keydesign.rollup.marks_of`; a batch whose marks were
+then the marks of :func:`tests.unit.rollup.oracles.marks_of`; a batch whose marks were
 lost (the write failed, so ingest handed the records back) is delivered again
 later. Readings arrive up to MAX_FUTURE early and up to far past LATENESS
 late, an entity is split mid-workload, tables may be per-period, and a run may
@@ -26,10 +26,11 @@ from adapters.rollup_store import ReadCount, RollupStore
 from adapters.shard_map_source import StaticShardMap
 from benchmarks.memory_dynamo import MemoryDynamo as FakeDynamo
 from keydesign import Layout, Reading, ShardMap
-from keydesign.rollup import Figures, Granularities, floor_to, hottest_rollup_keys, marks_of
+from keydesign.rollup import Figures, Granularities, floor_to, hottest_rollup_keys
 from rollup.logic import RollupRunner
 from tests.unit.keydesign.strategies import PROPERTY
 from tests.unit.query.fakes import InMemoryReader
+from tests.unit.rollup.oracles import marks_of, same_figures
 
 MINUTE = 60_000
 T0 = 1_795_000_000_000 - 1_795_000_000_000 % (3_600_000)  # an hour boundary in 2026
@@ -169,12 +170,12 @@ def test_every_rollup_equals_its_raw_readings(
             for start in starts:
                 if any((entity, m) in stale for m in range(start, start + level, MINUTE)):
                     continue
-                assert got.get(start, Figures()).same_as(want.get(start, Figures())), (level, entity, start)
+                assert same_figures(got.get(start, Figures()), want.get(start, Figures())), (level, entity, start)
         totals = world.store.totals(level, starts.start, starts.stop, cost)
         for start in starts:
             if any((e, m) in stale for e in ENTITIES for m in range(start, start + level, MINUTE)):
                 continue
-            assert totals.get(start, Figures()).same_as(everything.get(start, Figures())), (level, start)
+            assert same_figures(totals.get(start, Figures()), everything.get(start, Figures())), (level, start)
     assert report.lag_ms < 3 * MINUTE
 
 

@@ -7,7 +7,7 @@ from dataclasses import replace
 from hotkeys.detector import LoadTracker, Observation, apply_decisions, decide
 from keydesign import Layout, Reading, ShardMap, earliest_change_boundary, parse_timestamp
 from keydesign.layouts import parse_keys
-from simulator import Burst, HotEntity, LayoutSpec, ReadPattern, simulate
+from simulator import Burst, HotEntity, LayoutSpec, ReadPattern, Simulation
 from tests.unit.simulator.workloads import HOT, quick_detector, small_workload
 
 NO_READS = ReadPattern((HOT,), (60_000,), None)
@@ -16,14 +16,14 @@ NO_READS = ReadPattern((HOT,), (60_000,), None)
 def test_the_shard_map_is_the_one_the_detector_reaches_write_by_write() -> None:
     # Given the small workload under the adaptive layout (aggregated observations)
     settings = quick_detector()
-    result = simulate(
+    result = Simulation(
         small_workload(),
         [LayoutSpec("hybrid", 4, adaptive=True)],
         bucket="1m",
         adaptive=settings,
         reads=NO_READS,
         record=True,
-    )
+    ).run()
     assert result.entity_counts is not None
     # When the same writes are observed one by one, second by second, as the hot-key Lambda sees them
     layout = Layout.from_settings(kind="hybrid", bucket="1m", table_prefix="readings")
@@ -60,9 +60,9 @@ def test_the_shard_map_is_the_one_the_detector_reaches_write_by_write() -> None:
 
 def test_changes_wait_for_the_cache_ttl_and_margin() -> None:
     settings = replace(quick_detector(), margin_ms=65_000)
-    result = simulate(
+    result = Simulation(
         small_workload(), [LayoutSpec("hybrid", 4, adaptive=True)], bucket="1m", adaptive=settings, reads=NO_READS
-    )
+    ).run()
     run = result.layout("adaptive:4")
     (split,) = [c for c in run.changes if c.kind == "split"]
     # Decided at 06:58:12 (first window + 2 s grace); 06:58:12 + 5 s TTL + 65 s margin is past 06:59
@@ -78,9 +78,9 @@ def test_a_burst_that_ends_is_scaled_back_down_after_quiet_windows() -> None:
     workload = replace(
         small_workload(duration_s=300), hot=(HotEntity(HOT, 240.0, (Burst(0, 120),)),)
     )  # bursting 06:58-07:00, then a typical sensor
-    result = simulate(
+    result = Simulation(
         workload, [LayoutSpec("hybrid", 4, adaptive=True)], bucket="1m", adaptive=settings, reads=NO_READS
-    )
+    ).run()
     run = result.layout("adaptive:4")
     kinds = [(c.kind, c.from_shards, c.to_shards) for c in run.changes]
     assert kinds == [("split", 1, 3), ("scale_down", 3, 1)]
@@ -93,9 +93,9 @@ def test_a_burst_that_ends_is_scaled_back_down_after_quiet_windows() -> None:
 def test_a_crowded_base_key_gets_a_recommendation_not_a_change() -> None:
     # Given ~300 WCU/s of 40 quiet sensors on one base key: three times the 100 WCU/s threshold
     crowded = replace(small_workload(hot_rate=0.001), rate=300.0)
-    result = simulate(
+    result = Simulation(
         crowded, [LayoutSpec("hybrid", 1, adaptive=True)], bucket="1m", adaptive=quick_detector(), reads=NO_READS
-    )
+    ).run()
     run = result.layout("adaptive:1")
     recommended = [c for c in run.changes if c.kind == "global"]
     assert recommended and not any(c.applied for c in recommended)

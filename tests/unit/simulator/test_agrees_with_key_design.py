@@ -17,10 +17,10 @@ import numpy.typing as npt
 import pytest
 
 from keydesign import Layout, ShardMap, parse_timestamp, write_units
-from simulator import HotEntity, LayoutSpec, ReadPattern, SimWorkload, simulate
+from simulator import HotEntity, LayoutSpec, ReadPattern, Simulation, SimWorkload
 from simulator.engine import SimulationResult
 from simulator.keyspace import Probes, build_key_table
-from simulator.reference import brute_force_writes
+from tests.unit.simulator.reference import brute_force_writes
 from tests.unit.simulator.workloads import HOT, START, quick_detector, small_workload
 from tsctl import seed
 
@@ -91,7 +91,7 @@ def assert_agree(result: SimulationResult, label: str) -> None:
 
 
 def test_hybrid_with_a_fixed_map_keys_every_write_as_key_for_does() -> None:
-    result = simulate(small_workload(), [LayoutSpec("hybrid", 4)], bucket="1m", reads=NO_READS, record=True)
+    result = Simulation(small_workload(), [LayoutSpec("hybrid", 4)], bucket="1m", reads=NO_READS, record=True).run()
     assert_agree(result, "hybrid:4")
     # Every key is a shared base key: agreement is exact second by second
     layout, shard_map = layout_of(result, "hybrid:4")
@@ -100,14 +100,14 @@ def test_hybrid_with_a_fixed_map_keys_every_write_as_key_for_does() -> None:
 
 
 def test_adaptive_hybrid_agrees_before_and_after_its_split() -> None:
-    result = simulate(
+    result = Simulation(
         small_workload(),
         [LayoutSpec("hybrid", 4, adaptive=True)],
         bucket="1m",
         adaptive=quick_detector(),
         reads=NO_READS,
         record=True,
-    )
+    ).run()
     run = result.layout("adaptive:4")
     # The detector split the hot sensor into 3 sub-shards from 06:59 (240 WCU/s at a 100 WCU/s budget)
     assert run.shard_map.entity_shards_at(HOT, parse_timestamp("2026-11-22T06:59:00Z")) == 3
@@ -117,9 +117,9 @@ def test_adaptive_hybrid_agrees_before_and_after_its_split() -> None:
 
 @pytest.mark.parametrize("kind", ["calculated", "random"])
 def test_suffix_layouts_agree_in_distribution(kind: str) -> None:
-    result = simulate(
+    result = Simulation(
         small_workload(arrivals="poisson"), [LayoutSpec(kind, 3)], bucket="1m", reads=NO_READS, record=True
-    )  # type: ignore[arg-type]
+    ).run()  # type: ignore[arg-type]
     assert_agree(result, f"{kind}:3")
 
 
@@ -149,13 +149,13 @@ def test_one_second_of_the_seed_generator_loads_every_key_as_tsctl_seed_does() -
     )
     assert set(workload.names) == {seed.sensor_name(i) for i in range(seed.SENSORS)}
     # When the simulator distributes those exact counts under the seed's N=16 and the plan's N=96
-    result = simulate(
+    result = Simulation(
         workload,
         [LayoutSpec("hybrid", 16), LayoutSpec("hybrid", 96)],
         reads=ReadPattern((seed.HOT_SENSOR,), (3_600_000,), None),
         record=True,
         counts=FixedCounts([per_sensor[name] for name in workload.names]),
-    )
+    ).run()
     # Then every partition key carries exactly the write units seed.key_load adds up reading by reading
     layout = Layout.from_settings(kind="hybrid", bucket="1h", table_prefix="readings")
     assert result.recorded is not None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from keydesign import Layout, parse_timestamp, read_units
-from simulator import LayoutSpec, ReadPattern, simulate
+from simulator import LayoutSpec, ReadPattern, Simulation
 from simulator.engine import SimulationResult
 from simulator.reads import QUERY_PAGE_BYTES, duration_label, query_cost
 from tests.unit.simulator.workloads import HOT, START, quick_detector, small_workload
@@ -22,7 +22,7 @@ def result() -> SimulationResult:
         LayoutSpec("hybrid", 4),
         LayoutSpec("hybrid", 4, adaptive=True),
     ]
-    return simulate(small_workload(), layouts, bucket="1m", adaptive=quick_detector(), reads=READS, record=True)
+    return Simulation(small_workload(), layouts, bucket="1m", adaptive=quick_detector(), reads=READS, record=True).run()
 
 
 def test_query_cost_pages_at_one_megabyte_and_rounds_each_page_to_4_kb() -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from keydesign import Layout, earliest_change_boundary, parse_timestamp, plan_capacity
-from simulator import LayoutSpec, ReadPattern, SimWorkload, simulate
+from simulator import LayoutSpec, ReadPattern, Simulation, SimWorkload
 from simulator.engine import SimulationResult, default_shards
 from tsctl import seed
 from tsctl.commands.simulate import parse_hot
@@ -31,7 +31,7 @@ def seed_run() -> SimulationResult:
     )
     n, _ = default_shards(workload, 0.5)
     layouts = [LayoutSpec("hybrid", 16), LayoutSpec("hybrid", n), LayoutSpec("hybrid", n, adaptive=True)]
-    return simulate(workload, layouts, reads=ReadPattern((seed.HOT_SENSOR,), (3_600_000,), 3_600_000))
+    return Simulation(workload, layouts, reads=ReadPattern((seed.HOT_SENSOR,), (3_600_000,), 3_600_000)).run()
 
 
 def test_the_planned_n_is_the_capacity_plans() -> None:

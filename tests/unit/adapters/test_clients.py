@@ -59,3 +59,23 @@ def test_the_endpoint_comes_from_aws_endpoint_url(monkeypatch: pytest.MonkeyPatc
     # Then every client is pointed there, with no code of ours
     assert clients.client("dynamodb").meta.endpoint_url == "http://127.0.0.1:4566"
     assert clients.client("sqs").meta.endpoint_url == "http://127.0.0.1:4566"
+
+
+def test_every_call_carries_the_products_user_agent_made_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Given a request botocore prepares for one of our clients (sent nowhere: the hook raises first)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    dynamodb = clients.client("dynamodb", max_attempts=1)
+    sent: list[str] = []
+
+    def capture(request: object, **_: object) -> None:
+        sent.append(request.headers["User-Agent"].decode())  # type: ignore[attr-defined]
+        raise RuntimeError("captured")
+
+    dynamodb.meta.events.register_last("before-send.dynamodb.ListTables", capture)
+    for _ in range(2):
+        with pytest.raises(RuntimeError, match="captured"):
+            dynamodb.list_tables()
+    # Then the header is the fixed one (botocore's own default is rebuilt twice a call)
+    assert sent == [clients.USER_AGENT] * 2
+    assert clients.USER_AGENT.startswith("timeseries-dynamodb Botocore/")

@@ -154,11 +154,22 @@ class Observer:
             return None
         say(f"running the rollup function until its watermark passes {format_ts(through_ms)}")
         summary = None
+        # Summed over the runs: a run can do the work and still fail (an injected invoke error, after
+        # the handler ran), and the next one then finds little left; a failed run's figures are unseen.
+        work: dict[str, Any] = {"runs": 0, "failed_runs": 0, "steps": 0, "recomputed": {}, "raw_items_read": 0}
         for _ in range(20):  # bounded: each run applies some minutes or fails
             summary = schedule.run_once()
-            if summary is not None and parse_timestamp(summary["through"], "through") >= through_ms:
+            work["runs"] += 1
+            if summary is None:
+                work["failed_runs"] += 1
+                continue
+            work["steps"] += summary["steps"]
+            work["raw_items_read"] += summary["raw_items_read"]
+            for level, count in summary["recomputed"].items():
+                work["recomputed"][level] = work["recomputed"].get(level, 0) + count
+            if parse_timestamp(summary["through"], "through") >= through_ms:
                 say(f"rollups applied through {summary['through']} ({summary['late']} late mark(s) in the last run)")
-                return cast("dict[str, Any]", summary)
+                return {**cast("dict[str, Any]", summary), **work}
         say(f"the rollup function did not reach {format_ts(through_ms)} in 20 runs: {summary}")
         return {"status": "not run", "reason": f"not through {format_ts(through_ms)} in 20 runs", "last": summary}
 

@@ -82,10 +82,11 @@ def render(report: Mapping[str, Any]) -> str:
     rollups = report.get("rollups", {})
     if rollups.get("through"):
         lines.append(
-            f"rollups: applied through {rollups['through']} once the streams drained; the last run recomputed "
+            f"rollups: applied through {rollups['through']} once the streams drained; {rollups.get('runs', 1)} "
+            f"run(s) ({rollups.get('failed_runs', 0)} failed, their figures unseen) recomputed "
             f"{sum(rollups.get('recomputed', {}).values()):,} interval(s) in {rollups.get('steps', 0)} step(s), "
             f"read {rollups.get('raw_items_read', 0):,} raw item(s); {rollups.get('late', 0)} late mark(s) "
-            "(readings older than ROLLUP_LATENESS on arrival, left raw)"
+            "in the last run (readings older than ROLLUP_LATENESS on arrival, left raw)"
         )
     elif "checks" in report and "rollups_applied" in report["checks"]:
         lines.append(f"rollups: NOT applied ({rollups.get('reason')})")

@@ -146,7 +146,10 @@ def _assert_the_rollups(report: dict[str, Any]) -> None:
     # entity's with the published readings' figures, the hot sensor's beside what its raw read costs
     # (late marks, of readings older than ROLLUP_LATENESS on arrival such as the replayed history, are
     # counted, not applied: the checks below read minutes of the story only)
-    assert report["checks"]["rollups_applied"] is True and report["rollups"]["recomputed"]["60000"] > 0
+    # (with injected invoke errors a run can do the work and fail after it: its figures are unseen)
+    rollups = report["rollups"]
+    assert report["checks"]["rollups_applied"] is True and rollups["runs"] >= 1
+    assert rollups["recomputed"].get("60000", 0) > 0 or rollups["failed_runs"] > 0
     rolled = {c["path"]: c for c in report["queries"]["checks"] if c["name"].endswith("from rollups")}
     assert set(rolled) == {f"/entities/{HOT_SENSOR}/aggregates", "/aggregates"}
     assert (

@@ -1,0 +1,49 @@
+"""The demo's rollup step: runs until the watermark passes, and reports the work of every run."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+from local_runtime.demo_accounting import Observer
+
+
+class ScriptedSchedule:
+    """``run_once`` answers the scripted summaries in turn (None: a run that failed)."""
+
+    def __init__(self, answers: list[dict[str, Any] | None]) -> None:
+        self.answers = answers
+
+    def run_once(self) -> dict[str, Any] | None:
+        return self.answers.pop(0)
+
+
+def run(minute: str, recomputed: dict[str, int], steps: int = 1) -> dict[str, Any]:
+    return {"through": f"2026-11-22T07:{minute}:00.000Z", "late": 0, "steps": steps,
+            "recomputed": recomputed, "raw_items_read": 10 * steps}  # fmt: skip
+
+
+def observe(answers: list[dict[str, Any] | None]) -> Observer:
+    observer = Observer.__new__(Observer)  # no system: only the rollup schedule is read
+    observer.system = SimpleNamespace(rollup_schedule=lambda: ScriptedSchedule(answers))  # type: ignore[assignment]
+    return observer
+
+
+THROUGH_MS = 1_795_330_800_000  # 2026-11-22T07:00:00Z
+
+
+def test_the_work_of_every_run_is_summed_and_a_failed_run_is_counted() -> None:
+    # Given three runs: one that applies minutes, one that fails (after doing its work, unseen), one that finishes
+    answers = [run("00", {"60000": 5}, steps=2), None, run("05", {"3600000": 1})]
+    summary = observe(answers).roll_up(THROUGH_MS + 5 * 60_000, lambda _: None)
+    assert summary is not None
+    # Then the report sums what it saw and says what it could not see
+    assert summary["runs"] == 3 and summary["failed_runs"] == 1
+    assert summary["recomputed"] == {"60000": 5, "3600000": 1} and summary["steps"] == 3
+    assert summary["raw_items_read"] == 30 and summary["through"] == "2026-11-22T07:05:00.000Z"
+
+
+def test_a_step_that_never_reaches_the_wall_clock_says_not_run() -> None:
+    answers: list[dict[str, Any] | None] = [run("00", {"60000": 1})] * 20
+    summary = observe(answers).roll_up(THROUGH_MS + 60 * 60_000, lambda _: None)
+    assert summary is not None and summary["status"] == "not run" and "20 runs" in summary["reason"]

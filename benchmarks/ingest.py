@@ -22,7 +22,7 @@ from adapters.observability import logger, metrics
 from adapters.occupancy import OccupancyRecorder, OccupancyStore
 from adapters.retry import Deadline
 from adapters.rollup_store import MarkRecorder, RollupStore
-from benchmarks.harness import Result, benchmark
+from benchmarks.harness import Result, benchmark, create_readings_table
 from infra.config import AppConfig, FunctionWiring, LambdaFunction
 from ingest.decoding import decode_record
 from ingest.logic import Ingestor, occupancy_groups, tune_collector
@@ -301,15 +301,7 @@ def ingest_e2e_moto(quick: bool) -> Result:
         dynamodb = boto3.client("dynamodb", endpoint_url=endpoint, region_name=REGION, config=config)
         sqs = boto3.client("sqs", endpoint_url=endpoint, region_name=REGION, config=config)
         for table in ("bench-ours", "bench-naive"):
-            dynamodb.create_table(
-                TableName=table,
-                AttributeDefinitions=[
-                    {"AttributeName": "pk", "AttributeType": "S"},
-                    {"AttributeName": "sk", "AttributeType": "S"},
-                ],
-                KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-                BillingMode="PAY_PER_REQUEST",
-            )
+            create_readings_table(dynamodb, table)
         queue_url = sqs.create_queue(QueueName="bench-rejects")["QueueUrl"]
         items = readings(count, seed=11)
         records = lambda_records(items, packed=True)

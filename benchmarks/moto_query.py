@@ -15,21 +15,13 @@ import random
 import time
 from typing import Any
 
-from benchmarks.harness import Result, benchmark
+from benchmarks.harness import Result, benchmark, create_readings_table
 
 REGION = "eu-west-1"
 
 
 def _fill(client: Any, items: int, rng: random.Random) -> None:
-    client.create_table(
-        TableName="t",
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-        AttributeDefinitions=[
-            {"AttributeName": "pk", "AttributeType": "S"},
-            {"AttributeName": "sk", "AttributeType": "S"},
-        ],
-        BillingMode="PAY_PER_REQUEST",
-    )
+    create_readings_table(client, "t")
     puts = []
     for n in range(items):
         entity = f"sensor-{rng.randrange(2_000):05d}"

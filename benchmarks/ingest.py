@@ -18,6 +18,7 @@ import boto3
 from botocore.config import Config
 
 from adapters.batch_writer import BatchWriter, serialize_item
+from adapters.collector import tune_collector
 from adapters.observability import logger, metrics
 from adapters.occupancy import OccupancyRecorder, OccupancyStore
 from adapters.retry import Deadline
@@ -25,7 +26,7 @@ from adapters.rollup_store import MarkRecorder, RollupStore
 from benchmarks.harness import Result, benchmark, create_readings_table
 from infra.config import AppConfig, FunctionWiring, LambdaFunction
 from ingest.decoding import decode_record
-from ingest.logic import Ingestor, occupancy_groups, tune_collector
+from ingest.logic import Ingestor, occupancy_groups
 from ingest.settings import IngestSettings
 from keydesign import Layout, Reading, ShardMap, build_item, ttl_for
 from producer import Packer, Workload, generate

@@ -39,10 +39,11 @@ import boto3
 
 from adapters.batch_writer import send_prebuilt_json
 from adapters.clients import client_config
+from adapters.collector import tune_collector
 from adapters.observability import metrics
 from benchmarks.harness import Result, benchmark
 from benchmarks.ingest import NullSQS, _env, _naive_put_item, lambda_records, readings
-from ingest.logic import Ingestor, tune_collector
+from ingest.logic import Ingestor
 from ingest.settings import IngestSettings
 from keydesign import Layout, Reading, ShardMap, build_item, ttl_for
 
@@ -213,8 +214,9 @@ def ingest_network(quick: bool) -> Result:
             "keys, sleeps the latency, answers); real boto3 clients; per latency the seed writer once (a prefix "
             f"of the readings), then peer and ours alternating {rounds} times, each into a table of its own, "
             "first writing the first 4 records unclocked (a warm container; the same keys again); every table's "
-            "distinct keys counted afterwards; wall time of each write phase, median per writer; the ratio is "
-            "of the medians (each round's ratio in the note). seed = resource put_item per reading, peer = "
+            "distinct keys counted afterwards; wall time and CPU time (this process, all threads) of each write "
+            "phase, median per writer; the ratio is of the medians (each round's ratio in the note). "
+            "seed = resource put_item per reading, peer = "
             "Table.batch_writer() over the records as the AWS samples do, ours = the Ingestor with "
             "WRITE_CONCURRENCY 8 on the client configuration adapters.clients gives it, and the garbage "
             "collector as its handler sets it (tune_collector; the peer runs with Python's defaults); each round "
@@ -229,22 +231,26 @@ def ingest_network(quick: bool) -> Result:
             _naive_put_item(stub.endpoint, items[:seed_count], table=f"seed-{latency_ms}ms", warm_up_table="warm-up")
             seed_rate = seed_count / (time.perf_counter() - started)
             rates: dict[str, list[float]] = {"peer": [], "untuned": [], "ours": []}
+            cpu: dict[str, list[float]] = {"peer": [], "ours": []}  # CPU seconds of this process, all threads
             collecting: dict[str, list[float]] = {"untuned": [], "ours": []}
             for round_ in range(rounds):
                 table = f"peer-{latency_ms}ms-{round_}"
                 peer = boto3.resource("dynamodb", endpoint_url=stub.endpoint, region_name=REGION).Table(table)
                 peer_batch_writer(peer, records[:4])  # unclocked, as ours: the same keys again below
-                started = time.perf_counter()
+                started, cpu_started = time.perf_counter(), time.process_time()
                 peer_batch_writer(peer, records)
                 rates["peer"].append(count / (time.perf_counter() - started))
+                cpu["peer"].append(time.process_time() - cpu_started)
                 for writer in ("untuned", "ours"):  # ours with Python's collector, then as the handler tunes it
                     ingestor = our_ingestor(stub.endpoint, f"{writer}-{latency_ms}ms-{round_}", records[:4])
                     thresholds = tune_collector() if writer == "ours" else gc.get_threshold()
                     try:
                         with _collector_time() as spent:
-                            started = time.perf_counter()
+                            started, cpu_started = time.perf_counter(), time.process_time()
                             calls = ours(ingestor, records)
                             rates[writer].append(count / (time.perf_counter() - started))
+                            if writer == "ours":
+                                cpu["ours"].append(time.process_time() - cpu_started)
                         collecting[writer].append(spent[0])
                     finally:
                         gc.unfreeze()
@@ -252,20 +258,48 @@ def ingest_network(quick: bool) -> Result:
                 stored = {w: stub.get(f"/count/{w}-{latency_ms}ms-{round_}")["count"] for w in rates}
                 assert stored == dict.fromkeys(rates, count), stored
             assert stub.get(f"/count/seed-{latency_ms}ms")["count"] == seed_count
-            peer_rate, untuned_rate, ours_rate = (statistics.median(rates[w]) for w in rates)
-            each = ", ".join(f"{o / p:.1f}" for p, o in zip(rates["peer"], rates["ours"], strict=True))
-            gc_ms = {w: round(statistics.median(v) * 1000) for w, v in collecting.items()}
-            result.add(f"{latency_ms} ms: seed readings/s", round(seed_rate), "readings/s", "PutItem each")
-            result.add(f"{latency_ms} ms: peer readings/s", round(peer_rate), "readings/s", "batch_writer, median")
-            result.add(f"{latency_ms} ms: ours readings/s", round(ours_rate), "readings/s", f"median; {calls} calls")
-            result.add(
-                f"{latency_ms} ms: ours with Python's collector",
-                round(untuned_rate),
-                "readings/s",
-                f"median; collecting {gc_ms['untuned']} ms a batch, tuned {gc_ms['ours']} ms",
+            _report(
+                result,
+                f"{latency_ms} ms",
+                count=count,
+                seed_rate=seed_rate,
+                rates=rates,
+                cpu=cpu,
+                collecting=collecting,
+                calls=calls,
             )
-            result.add(f"{latency_ms} ms: ours / peer", round(ours_rate / peer_rate, 1), "x", f"rounds: {each}")
-            result.add(f"{latency_ms} ms: ours / seed", round(ours_rate / seed_rate, 1), "x")
     finally:
         stub.stop()
     return result
+
+
+def _report(
+    result: Result,
+    at: str,
+    *,
+    count: int,
+    seed_rate: float,
+    rates: dict[str, list[float]],
+    cpu: dict[str, list[float]],
+    collecting: dict[str, list[float]],
+    calls: int,
+) -> None:
+    """One latency's figures: rates (medians), ratios with each round's, CPU per reading, the collector."""
+    peer_rate, untuned_rate, ours_rate = (statistics.median(rates[w]) for w in rates)
+    each = ", ".join(f"{o / p:.1f}" for p, o in zip(rates["peer"], rates["ours"], strict=True))
+    gc_ms = {w: round(statistics.median(v) * 1000) for w, v in collecting.items()}
+    result.add(f"{at}: seed readings/s", round(seed_rate), "readings/s", "PutItem each")
+    result.add(f"{at}: peer readings/s", round(peer_rate), "readings/s", "batch_writer, median")
+    result.add(f"{at}: ours readings/s", round(ours_rate), "readings/s", f"median; {calls} calls")
+    result.add(
+        f"{at}: ours with Python's collector",
+        round(untuned_rate),
+        "readings/s",
+        f"median; collecting {gc_ms['untuned']} ms a batch, tuned {gc_ms['ours']} ms",
+    )
+    result.add(f"{at}: ours / peer", round(ours_rate / peer_rate, 1), "x", f"rounds: {each}")
+    for writer, seconds in cpu.items():  # ours' wall time is about its CPU time: bound by CPU, not waiting
+        busy = statistics.median(seconds) / count * 1e6
+        wall = 1e6 / statistics.median(rates[writer])
+        result.add(f"{at}: {writer} CPU per reading", round(busy), "us", f"wall {round(wall)} us a reading")
+    result.add(f"{at}: ours / seed", round(ours_rate / seed_rate, 1), "x")

@@ -7,11 +7,13 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from adapters.collector import tune_collector
 from adapters.observability import logger, tracer
 from adapters.secret_versions import SecretVersions
 from cursor_rotation.logic import KeyRotation, RotationStep
 
 ROTATION = KeyRotation(SecretVersions())
+tune_collector()  # last: everything above is init
 
 
 @logger.inject_lambda_context(clear_state=True)

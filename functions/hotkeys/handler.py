@@ -17,6 +17,7 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, pro
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from adapters.collector import tune_collector
 from adapters.observability import logger, metrics, tracer
 from adapters.stream_events import NotAStreamEvent, stream_records
 from hotkeys.logic import HotKeyMonitor
@@ -27,6 +28,7 @@ MONITOR = HotKeyMonitor.from_settings(SETTINGS)
 # Every record failed is still a partial response, not an exception: Lambda
 # retries from the first failed record either way, and the metrics still flush.
 PROCESSOR = BatchProcessor(event_type=EventType.DynamoDBStreams, raise_on_entire_batch_failure=False)
+tune_collector()  # last: everything above is init
 
 
 @logger.inject_lambda_context(clear_state=True)

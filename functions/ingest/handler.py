@@ -16,9 +16,10 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, pro
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from adapters.collector import tune_collector
 from adapters.observability import logger, metrics, tracer
 from adapters.stream_events import NotAStreamEvent, stream_records
-from ingest.logic import Ingestor, tune_collector
+from ingest.logic import Ingestor
 from ingest.settings import IngestSettings
 
 SETTINGS = IngestSettings.from_env()

@@ -24,7 +24,6 @@ tests check on every batch.
 
 from __future__ import annotations
 
-import gc
 import random
 import time
 from collections import Counter
@@ -59,22 +58,6 @@ from ingest.decoding import Candidate, DecodedRecord, decode_record
 from ingest.settings import IngestSettings
 from keydesign import InvalidInput, Layout, Reading, ShardMap, build_item, ttl_for
 from keydesign.occupancy import OccupancyRecord, day_of
-
-#: Allocations between two young garbage collections in a warm container (CPython's default is 700).
-YOUNG_COLLECTION_ALLOCATIONS = 10_000
-
-
-def tune_collector() -> tuple[int, int, int]:
-    """Once a container's init is done: what init built (botocore's service models, settings,
-    Powertools) lives as long as the container, so it is frozen out of the collector's walks; and
-    a batch keeps its readings alive until it ends, so a young collection every 700 allocations
-    only walks survivors to promote them. The collector's time in a 5,000-reading batch: 133 ms
-    before, 21 ms after (docs/benchmarks.md, ingest-network). Returns the thresholds it replaced."""
-    previous = gc.get_threshold()
-    if not gc.get_freeze_count():  # once a process: a second init (tests, local mode) freezes nothing more
-        gc.freeze()  # no gc.collect() first: it takes 40 ms at cold start and finds nothing
-    gc.set_threshold(YOUNG_COLLECTION_ALLOCATIONS, *previous[1:])
-    return previous
 
 
 class RecordNotIngested(Exception):  # noqa: N818 - reads as the outcome it reports

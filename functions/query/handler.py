@@ -14,12 +14,14 @@ from typing import Any
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from adapters.collector import tune_collector
 from adapters.observability import logger, metrics, tracer
 from query.api import create_app
 from query.logic import QueryService
 from query.settings import QuerySettings
 
 app = create_app(QueryService.from_settings(QuerySettings.from_env()))
+tune_collector()  # last: everything above is init
 
 
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)

@@ -11,6 +11,7 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from adapters.collector import tune_collector
 from adapters.observability import logger, metrics, tracer
 from adapters.retry import Deadline
 from rollup.logic import RollupRunner, emit
@@ -20,6 +21,7 @@ SETTINGS = RollupSettings.from_env()
 RUNNER = RollupRunner.from_settings(SETTINGS)
 #: Time kept back from the invocation's remaining time to save the watermark and return.
 MARGIN_MS = 5_000
+tune_collector()  # last: everything above is init
 
 
 @logger.inject_lambda_context(clear_state=True)

@@ -16,6 +16,7 @@ from typing import Any
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from adapters.collector import tune_collector
 from adapters.observability import logger, metrics, tracer
 from rotator.logic import Rotator
 from rotator.request import InvalidRequest, RotationRequest
@@ -23,6 +24,7 @@ from rotator.settings import RotatorSettings
 
 SETTINGS = RotatorSettings.from_env()
 ROTATOR = Rotator.from_settings(SETTINGS)
+tune_collector()  # last: everything above is init
 
 
 @logger.inject_lambda_context(clear_state=True)

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 import keydesign.model
+from adapters.collector import YOUNG_COLLECTION_ALLOCATIONS
 from adapters.settings import SettingsError
 from adapters.shard_map_store import ShardMapStore
 from adapters.stream_events import NotAStreamEvent
-from ingest.logic import YOUNG_COLLECTION_ALLOCATIONS
 from tests.integration.ingest.conftest import Aws, base_env, now_ms
 from tests.integration.ingest.helpers import invoke
 from tests.unit.ingest.kinesis_events import FakeLambdaContext, as_json, kinesis_event, reading, sequence_number

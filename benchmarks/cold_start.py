@@ -159,18 +159,24 @@ def import_once(
     env = handler_env(name, in_lambda=in_lambda)
     if functions != FUNCTIONS:
         env["PYTHONDONTWRITEBYTECODE"] = "1"  # /var/task is read-only: every cold start compiles again
+    return run_child([*flags, "-c", child], env, what=f"importing {name}", timeout=120)
+
+
+def run_child(args: list[str], env: dict[str, str], *, what: str, timeout: int) -> tuple[dict[str, Any], str]:
+    """Run this interpreter with ``args`` in ``env`` from the repository's root: the JSON object its
+    stdout ends with, and its stderr. Raises naming ``what`` if the child fails."""
     done = subprocess.run(  # noqa: S603 - our own interpreter running our own code
-        [sys.executable, *flags, "-c", child],
+        [sys.executable, *args],
         env=env,
         capture_output=True,
         text=True,
         check=False,
         cwd=ROOT,
-        timeout=120,
+        timeout=timeout,
     )
     if done.returncode != 0:
-        raise RuntimeError(f"importing {name} failed: {done.stderr.strip().splitlines()[-1:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1]), done.stderr
+        raise RuntimeError(f"{what} failed: {done.stderr.strip().splitlines()[-3:]}")
+    return dict(json.loads(done.stdout.strip().splitlines()[-1])), done.stderr
 
 
 def interpreter_start() -> float:

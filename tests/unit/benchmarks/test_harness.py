@@ -32,6 +32,7 @@ def test_every_benchmark_of_the_issue_is_registered() -> None:
         "simulator",
         "rollups",
         "moto-query",
+        "query-cpu",
     }
     assert all(b.description for b in registered().values())
 

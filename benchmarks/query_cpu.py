@@ -21,44 +21,14 @@ import json
 import os
 import statistics
 import sys
-from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
-from benchmarks.cold_start import handler_env, run_child
+from benchmarks.cold_start import FUNCTIONS, ROOT, handler_env, run_child
 from benchmarks.harness import Result, benchmark
 
-ROOT = Path(__file__).resolve().parent.parent
 PAGE = 1_000
 MODES = ("python", "tuned")
-
-
-def _event(entity: str, params: dict[str, str]) -> dict[str, Any]:
-    """The REST proxy event API Gateway sends for ``GET /entities/<entity>/readings?params``."""
-    path = f"/entities/{entity}/readings"
-    resource = "/entities/{entity_id}/readings"
-    return {
-        "resource": resource,
-        "path": path,
-        "httpMethod": "GET",
-        "headers": {"Accept": "application/json"},
-        "multiValueHeaders": {"Accept": ["application/json"]},
-        "queryStringParameters": params,
-        "multiValueQueryStringParameters": {k: [v] for k, v in params.items()},
-        "pathParameters": {"entity_id": entity},
-        "stageVariables": None,
-        "requestContext": {
-            "accountId": "123456789012",
-            "apiId": "bench",
-            "httpMethod": "GET",
-            "path": f"/prod{path}",
-            "requestId": "bench",
-            "resourcePath": resource,
-            "stage": "prod",
-            "identity": {"sourceIp": "127.0.0.1"},
-        },
-        "body": None,
-        "isBase64Encoded": False,
-    }
 
 
 class _Context:
@@ -87,16 +57,20 @@ def child(mode: str, pages: int) -> dict[str, Any]:
     from adapters.observability import metrics  # noqa: PLC0415
     from benchmarks import query_fanout  # noqa: PLC0415
     from keydesign import format_ts  # noqa: PLC0415
+    from local_runtime.api_gateway import HttpRequest, proxy_event  # noqa: PLC0415
     from query.api import create_app  # noqa: PLC0415
     from query.settings import QueryLimits  # noqa: PLC0415
 
     query_fanout.READINGS_PER_PARTITION = 100  # 16 partitions: 1,600 readings, one page of 1,000
     layout, shard_map, memory, _ = query_fanout._setup("random", 16)
     app = create_app(query_fanout.timed_service(layout, shard_map, memory, 0.0, QueryLimits(concurrency=16)))
-    params = {"from": format_ts(query_fanout.NOW - query_fanout.HOUR), "to": format_ts(query_fanout.NOW)}
-    event = _event("sensor-1", {**params, "limit": str(PAGE)})
+    params = urlencode(
+        {"from": format_ts(query_fanout.NOW - query_fanout.HOUR), "to": format_ts(query_fanout.NOW), "limit": PAGE}
+    )
+    request = HttpRequest("GET", f"/prod/entities/sensor-1/readings?{params}", [], b"", "127.0.0.1", "localhost")
+    event = proxy_event(request, stage="prod", request_id="bench", now_ms=query_fanout.NOW)
 
-    collecting, began, full = [0.0], [0.0], [0]
+    collecting, began, full = [0.0], [0.0], [0]  # this page's collector time and full collections
 
     def clock(phase: str, info: dict[str, Any]) -> None:
         if phase == "start":
@@ -107,8 +81,9 @@ def child(mode: str, pages: int) -> dict[str, Any]:
 
     cpu: list[float] = []
     gc_ms: list[float] = []
+    fulls = 0
     for n in range(pages + 20):  # the first 20 warm the container (threads, caches) and are not counted
-        collecting[0], full[0] = 0.0, full[0] if n >= 20 else 0
+        collecting[0], full[0] = 0.0, 0
         gc.callbacks.append(clock)
         started = time.process_time()
         answer = app.resolve(event, _Context())  # type: ignore[arg-type]
@@ -120,11 +95,12 @@ def child(mode: str, pages: int) -> dict[str, Any]:
         if n >= 20:
             cpu.append(spent * 1000)
             gc_ms.append(collecting[0] * 1000)
+            fulls += full[0]
     return {
         "mode": mode,
         "cpu_ms": cpu,
         "gc_ms": gc_ms,
-        "full_collections": full[0],
+        "full_collections": fulls,
         "frozen": frozen,
         "full_collection_ms": walk * 1000,
     }
@@ -135,14 +111,9 @@ def _run_child(mode: str, pages: int) -> dict[str, Any]:
     env.update(
         POWERTOOLS_TRACE_DISABLED="true",  # no X-Ray daemon here; as the other benchmarks run
         POWERTOOLS_LOG_LEVEL="WARNING",
-        PYTHONPATH=os.pathsep.join([str(ROOT / "functions"), str(ROOT)]),
+        PYTHONPATH=os.pathsep.join([str(FUNCTIONS), str(ROOT)]),
     )
     return run_child(["-m", "benchmarks.query_cpu", mode, str(pages)], env, what=f"the {mode} run", timeout=600)[0]
-
-
-def _p99(values: list[float]) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))]
 
 
 @benchmark("query-cpu", "CPU of a 1,000-reading query page through the API: Python's collector vs the handler's")
@@ -168,7 +139,7 @@ def query_cpu(quick: bool) -> Result:
         every = [ms for c in children for ms in c["cpu_ms"]]
         figures[mode] = {
             "median": statistics.median(statistics.median(c["cpu_ms"]) for c in children),
-            "p99": _p99(every),
+            "p99": statistics.quantiles(every, n=100)[98],
             "gc": statistics.median(statistics.mean(c["gc_ms"]) for c in children),
             "full": sum(c["full_collections"] for c in children) * 100 / (runs * pages),
         }

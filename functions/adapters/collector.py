@@ -9,7 +9,7 @@ allocations only walks survivors to promote them, and the promoted ones later
 cost full collections. Measured (docs/benchmarks.md): the collector's time in a
 5,000-reading ingest batch fell from 133 to 21 ms; a 1,000-reading query page
 no longer pays 4-5 ms of collection on average, nor a full collection every
-ten pages, and its 99th-percentile CPU fell to 0.40-0.47x.
+ten pages, and its 99th-percentile CPU fell to 0.39-0.47x.
 """
 
 from __future__ import annotations

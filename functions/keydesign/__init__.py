@@ -10,16 +10,18 @@ Modules:
 * :mod:`.hashing`   the documented stable hash
 * :mod:`.periods`   bucket granularity and table periods
 * :mod:`.shardmap`  the shard map, versioned by time
-* :mod:`.layouts`   random, calculated and hybrid keys; query plans
-* :mod:`.items`     the stored item and its size, write and read units
+* :mod:`.blocks`    many readings of one entity in one compressed item
+* :mod:`.layouts`   random, calculated and hybrid keys; packing into blocks; query plans
+* :mod:`.items`     item sizes, write and read units
 * :mod:`.capacity`  shard counts, table period and monthly cost
 """
 
+from .blocks import BlockError, decode_block, encode_block
 from .capacity import CapacityPlan, Prices, Workload, plan_capacity, shards_for
 from .errors import ConfigError, InvalidInput, KeyDesignError
 from .hashing import shard_of, stable_hash
-from .items import build_item, item_size, read_units, ttl_for, write_units
-from .layouts import CAPABILITIES, LAYOUTS, ItemKey, Layout, LayoutCapabilities, PartitionQuery, QueryPlan
+from .items import item_size, read_units, ttl_for, write_units
+from .layouts import CAPABILITIES, LAYOUTS, Block, ItemKey, Layout, LayoutCapabilities, PartitionQuery, QueryPlan
 from .model import Reading, shown_name, validate_entity_id, validate_event_id
 from .periods import Bucket, TablePeriod, parse_duration
 from .shardmap import Change, ShardMap, earliest_change_boundary
@@ -28,6 +30,8 @@ from .timefmt import format_ts, parse_timestamp
 __all__ = [
     "CAPABILITIES",
     "LAYOUTS",
+    "Block",
+    "BlockError",
     "Bucket",
     "CapacityPlan",
     "Change",
@@ -44,8 +48,9 @@ __all__ = [
     "ShardMap",
     "TablePeriod",
     "Workload",
-    "build_item",
+    "decode_block",
     "earliest_change_boundary",
+    "encode_block",
     "format_ts",
     "item_size",
     "parse_duration",

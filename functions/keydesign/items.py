@@ -1,18 +1,8 @@
-"""The stored item, and its size in DynamoDB's own accounting.
+"""Item sizes, write units and read units, in DynamoDB's own accounting.
 
-Attribute names are short on purpose: every byte of every name is paid for
-in every item, on every write and every read.
-
-=========  =====================================================
-``pk``     partition key (string)
-``sk``     sort key (string)
-``e``      entity id
-``t``      event time, fixed-width UTC string
-``i``      event id
-``m``      measures (map of name to number)
-``d``      dimensions (map of name to string), only when present
-``ttl``    expiry, epoch seconds (single-table retention only)
-=========  =====================================================
+Every stored item is a block (:mod:`keydesign.blocks`): ``pk``, ``sk``, the payload
+``b`` and ``ttl``. Attribute names are one to three characters on purpose: every byte
+of every name is paid for in every item, on every write and every read.
 """
 
 from __future__ import annotations
@@ -21,29 +11,11 @@ import math
 from collections.abc import Mapping
 from decimal import Decimal
 
-from .layouts import ItemKey
 from .model import Reading
 
 MAX_ITEM_BYTES = 400 * 1024
 WRITE_UNIT_BYTES = 1024
 READ_UNIT_BYTES = 4096
-
-
-def build_item(reading: Reading, key: ItemKey, ttl_epoch_s: int | None = None) -> dict[str, object]:
-    """The item for ``reading`` under ``key``, in plain Python values."""
-    item: dict[str, object] = {
-        "pk": key.pk,
-        "sk": key.sk,
-        "e": reading.entity_id,
-        "t": reading.ts,
-        "i": reading.event_id,
-        "m": dict(reading.measures),
-    }
-    if reading.dimensions:
-        item["d"] = dict(reading.dimensions)
-    if ttl_epoch_s is not None:
-        item["ttl"] = ttl_epoch_s
-    return item
 
 
 def ttl_for(reading: Reading, retention_ms: int) -> int:

@@ -1,13 +1,20 @@
-"""Layouts: where a reading is written, and which partitions a query must read.
+"""Layouts: where a block of readings is written, and which partitions a query must read.
 
-``random``      PK ``<entity>#<r>``, r uniform in [0, n); SK ``<ts>#<event_id>``.
-                Redelivery can land a copy in another partition, so reads of
-                this layout dedupe by sort key (``QueryPlan.dedupe``).
-``calculated``  PK ``<entity>#<h>``, h = stable_hash(event_id) mod n; same SK.
-``hybrid``      PK ``<shard>#<bucket>``, shard = stable_hash(entity) mod N,
-                SK ``<entity>#<ts>#<event_id>``. An entity with k > 1 sub-shards
-                in a bucket writes to its own partitions
-                ``<shard>#<bucket>#<entity>#<sub>``, sub = stable_hash(event_id) mod k.
+Readings are stored in blocks (:mod:`keydesign.blocks`): the readings of one entity
+in one partition and one bucket that one ingest batch holds. The layout chooses
+the block's partition key:
+
+``random``      PK ``<entity>#<r>``, r uniform in [0, n), drawn per block.
+``calculated``  PK ``<entity>#<h>``, h = stable_hash(block id) mod n: the same block
+                (a redelivered batch) always lands in the same partition.
+``hybrid``      PK ``<shard>#<bucket>``, shard = stable_hash(entity) mod N. An entity
+                with k > 1 sub-shards in a bucket writes to its own partitions
+                ``<shard>#<bucket>#<entity>#<sub>``, sub = stable_hash(block id) mod k.
+
+The sort key is the block's (see :mod:`keydesign.blocks`): ``<first ts>#<id>#<units>``,
+behind ``<entity>#`` in the hybrid layout. A reading's *position* in merged reads is
+the sort key a reading alone would have had: ``<entity>#<ts>#<event id>`` (hybrid) or
+``<ts>#<event id>`` (:meth:`Layout.reading_key`).
 
 n is the entity's own count from the shard map, or the global N. Shards are
 zero-padded to 4 digits (hybrid) so keys have a fixed shape. Time ranges are
@@ -19,21 +26,32 @@ from __future__ import annotations
 import itertools
 import random as _random
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from .blocks import (
+    HIGH,
+    MAX_BLOCK_ITEM_BYTES,
+    MAX_BLOCK_READINGS,
+    MAX_BLOCK_SPAN_MS,
+    Encoded,
+    block_item,
+    encode_block,
+    keyed_item,
+    parse_block_sk,
+    sk_stem,
+)
 from .errors import ConfigError, InvalidInput, KeyDesignError
 from .hashing import shard_of
 from .model import Reading, validate_entity_id
 from .periods import Bucket, TablePeriod
 from .shardmap import ShardMap
-from .timefmt import MAX_TS_MS, format_ts
+from .timefmt import MAX_TS_MS, format_ts, parse_timestamp
 
 LayoutKind = Literal["random", "calculated", "hybrid"]
 LAYOUTS: tuple[LayoutKind, ...] = ("random", "calculated", "hybrid")
 
-#: Sorts after every character allowed in an event id: closes an SK range.
-SK_HIGH = "~"
 _TABLE_PREFIX_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
 
 
@@ -47,8 +65,9 @@ class LayoutCapabilities:
     reads are Queries, and a crowded base key calls for a larger global N.
     Otherwise the partition key holds the entity, which writes to its own n
     (the global N unless it has its own count) and has no time bucket.
-    ``dedupe``: a redelivered reading can land in another partition (random
-    suffix), so reads drop copies by sort key.
+    ``dedupe``: a reading can be stored in two blocks (a regrouped redelivery,
+    a correction), so reads keep one copy of each reading, the newest version's.
+    Every layout does since readings are stored in blocks.
     """
 
     shared_partitions: bool
@@ -67,14 +86,14 @@ class LayoutCapabilities:
 
 CAPABILITIES: dict[LayoutKind, LayoutCapabilities] = {
     "random": LayoutCapabilities(shared_partitions=False, dedupe=True),
-    "calculated": LayoutCapabilities(shared_partitions=False, dedupe=False),
-    "hybrid": LayoutCapabilities(shared_partitions=True, dedupe=False),
+    "calculated": LayoutCapabilities(shared_partitions=False, dedupe=True),
+    "hybrid": LayoutCapabilities(shared_partitions=True, dedupe=True),
 }
 
 
 @dataclass(frozen=True, slots=True)
 class ItemKey:
-    """Where one reading is stored."""
+    """Where one block is stored."""
 
     table: str
     pk: str
@@ -82,12 +101,44 @@ class ItemKey:
 
 
 @dataclass(frozen=True, slots=True)
-class PartitionQuery:
-    """One Query: a partition key, an inclusive sort-key range, and the time range it serves.
+class Block:
+    """One block, ready to write: its key, its readings and the entries they came from.
 
-    ``sk_low``/``sk_high`` are None for a whole partition. ``time_filter`` is
-    True when the key condition cannot express the time range (cross-entity
-    reads of a partial bucket), so the reader must filter on the ``ts`` attribute.
+    ``origins`` are the indexes (in what :meth:`Layout.pack` was given) of every entry
+    the block stands for: its readings, and the earlier copies of them in the same
+    batch that they replaced. ``write_units`` is what a put of :meth:`item` is billed.
+    """
+
+    key: ItemKey
+    entity_id: str
+    readings: tuple[Reading, ...]
+    origins: tuple[int, ...]
+    encoded: Encoded
+    size: int
+    write_units: int
+    ttl: int | None
+
+    @property
+    def first_ms(self) -> int:
+        return self.encoded.first_ms
+
+    @property
+    def last_ms(self) -> int:
+        return self.encoded.last_ms
+
+    def item(self) -> dict[str, object]:
+        """The item in plain Python values (the payload as bytes)."""
+        return block_item(self.key.pk, self.key.sk, self.encoded.payload, self.ttl)
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionQuery:
+    """One Query: a partition key, an inclusive range of block sort keys, and the time range it serves.
+
+    ``sk_low``/``sk_high`` are None for a whole partition. The blocks in the sort-key
+    range are every block that may hold a reading of ``[from_ms, to_ms)``; they may hold
+    readings outside it too, which the reader drops once decoded. ``time_filter`` is True
+    when the range cuts a whole-partition read (cross-entity reads of a partial bucket).
     """
 
     table: str
@@ -159,24 +210,148 @@ class Layout:
                 f"the shard map uses {shard_map.bucket.spec} buckets but the layout uses {self.bucket.spec}",
             )
 
-    def key_for(self, reading: Reading, shard_map: ShardMap, rng: _random.Random | None = None) -> ItemKey:
-        """The key of ``reading``. Deterministic except for the ``random`` layout."""
+    def pack(
+        self,
+        entries: Sequence[tuple[Reading, int]],
+        shard_map: ShardMap,
+        *,
+        retention_ms: int | None = None,
+        rng: _random.Random | None = None,
+    ) -> list[Block]:
+        """The blocks that store ``entries`` (reading, version), in the order given.
+
+        Readings are grouped by entity and bucket (so by partition key too), and a group
+        is cut into blocks of at most :data:`MAX_BLOCK_SPAN_MS`, :data:`MAX_BLOCK_READINGS`
+        and :data:`MAX_BLOCK_ITEM_BYTES`. Two entries of one reading (same entity, time and
+        event id) are stored once: the later one wins. The result depends only on the
+        entries (and ``rng`` for the random layout): a redelivered batch makes the same blocks.
+        ``retention_ms`` sets each block's ``ttl`` to its newest reading's expiry.
+        """
         self.check_shard_map(shard_map)
-        ts = reading.ts_ms
-        table = self.table_for(ts)
-        stamp = format_ts(ts)
+        winners: dict[tuple[str, int, str], int] = {}
+        replaced: dict[int, list[int]] = {}  # a winning entry -> the earlier entries of its reading
+        for index, (reading, _) in enumerate(entries):
+            identity = (reading.entity_id, reading.ts_ms, reading.event_id)
+            earlier = winners.get(identity)
+            if earlier is not None:
+                replaced[index] = [*replaced.pop(earlier, ()), earlier]
+            winners[identity] = index
+        width = self.bucket.width_ms
+        groups: dict[tuple[str, int], list[tuple[int, str, int]]] = {}
+        for (entity, ts, event_id), index in winners.items():
+            groups.setdefault((entity, ts - ts % width), []).append((ts, event_id, index))
+        blocks: list[Block] = []
+        for (entity, bucket_start), members in groups.items():
+            members.sort()
+            for run in _runs(members):
+                blocks.extend(
+                    self._blocks(
+                        entity,
+                        bucket_start,
+                        run,
+                        entries=entries,
+                        replaced=replaced,
+                        shard_map=shard_map,
+                        retention_ms=retention_ms,
+                        rng=rng,
+                    )
+                )
+        return blocks
+
+    def _blocks(
+        self,
+        entity: str,
+        bucket_start: int,
+        run: list[int],
+        *,
+        entries: Sequence[tuple[Reading, int]],
+        replaced: dict[int, list[int]],
+        shard_map: ShardMap,
+        retention_ms: int | None,
+        rng: _random.Random | None,
+    ) -> list[Block]:
+        """``run`` (entry indexes, in time order) as one block, or halves of it while one is too large."""
+        readings = tuple(entries[i][0] for i in run)
+        version = max(entries[i][1] for i in run)
+        encoded = encode_block(readings, version)
+        table = self.table_for(bucket_start)
+        pk = self._block_pk(entity, bucket_start, encoded.block_id, shard_map, rng)
+        stem = sk_stem(entity if self.can.shared_partitions else None, format_ts(encoded.first_ms), encoded.block_id)
+        ttl = (encoded.last_ms + retention_ms) // 1000 if retention_ms is not None else None
+        item, size, units = keyed_item(pk, stem, encoded.payload, ttl)
+        if size > MAX_BLOCK_ITEM_BYTES and len(run) > 1:
+            half = len(run) // 2
+            return [
+                block
+                for part in (run[:half], run[half:])
+                for block in self._blocks(
+                    entity,
+                    bucket_start,
+                    part,
+                    entries=entries,
+                    replaced=replaced,
+                    shard_map=shard_map,
+                    retention_ms=retention_ms,
+                    rng=rng,
+                )
+            ]
+        origins = tuple(sorted(j for i in run for j in (i, *replaced.get(i, ()))))
+        key = ItemKey(table, pk, str(item["sk"]))
+        return [Block(key, entity, readings, origins, encoded, size, units, ttl)]
+
+    def _block_pk(
+        self, entity: str, bucket_start: int, block_id: str, shard_map: ShardMap, rng: _random.Random | None
+    ) -> str:
         if self.can.shared_partitions:
-            base = shard_of(reading.entity_id, shard_map.global_shards_at(ts))
-            label = self.bucket.label(self.bucket.start(ts))
-            subs = shard_map.entity_shards_at(reading.entity_id, ts) or 1
+            base = shard_of(entity, shard_map.global_shards_at(bucket_start))
+            label = self.bucket.label(bucket_start)
+            subs = shard_map.entity_shards_at(entity, bucket_start) or 1
             if subs == 1:
-                pk = f"{base:04d}#{label}"
-            else:
-                pk = f"{base:04d}#{label}#{reading.entity_id}#{shard_of(reading.event_id, subs):03d}"
-            return ItemKey(table, pk, f"{reading.entity_id}#{stamp}#{reading.event_id}")
-        count = self._suffix_count(shard_map, reading.entity_id, ts)
-        suffix = (rng or _random).randrange(count) if self.kind == "random" else shard_of(reading.event_id, count)
-        return ItemKey(table, f"{reading.entity_id}#{suffix}", f"{stamp}#{reading.event_id}")
+                return f"{base:04d}#{label}"
+            return f"{base:04d}#{label}#{entity}#{shard_of(block_id, subs):03d}"
+        count = self._suffix_count(shard_map, entity, bucket_start)
+        suffix = (rng or _random).randrange(count) if self.kind == "random" else shard_of(block_id, count)
+        return f"{entity}#{suffix}"
+
+    def partitions_of(self, entity_id: str, ts_ms: int, shard_map: ShardMap) -> list[str]:
+        """Every partition key a block of ``entity_id`` holding ``ts_ms`` can have."""
+        start = self.bucket.start(ts_ms)
+        if self.can.shared_partitions:
+            return self._hybrid_pks(entity_id, start, shard_map)
+        return [f"{entity_id}#{s}" for s in range(self._suffix_count(shard_map, entity_id, start))]
+
+    # -- positions: the order reads return readings in ------------------------------------
+
+    def reading_key(self, entity_id: str, ts: str, event_id: str) -> str:
+        """A reading's position inside its partition's order: ``<entity>#<ts>#<event id>``
+        (hybrid) or ``<ts>#<event id>``. Reads merge and resume by it."""
+        if self.can.shared_partitions:
+            return f"{entity_id}#{ts}#{event_id}"
+        return f"{ts}#{event_id}"
+
+    def block_sk_from(self, entity_id: str, ts_ms: int) -> str:
+        """The lowest block sort key that may hold a reading of ``entity_id`` at or after
+        ``ts_ms``: a block starts at most a span before its readings, and in their bucket."""
+        start = max(self.bucket.start(ts_ms), ts_ms - MAX_BLOCK_SPAN_MS + 1)
+        return f"{self._sk_prefix(entity_id)}{format_ts(start)}"
+
+    def block_sk_through(self, entity_id: str, ts_ms: int) -> str:
+        """The highest block sort key that may hold a reading of ``entity_id`` at or before ``ts_ms``."""
+        return f"{self._sk_prefix(entity_id)}{format_ts(ts_ms)}#{HIGH}"
+
+    def block_reach(self, sk: str) -> tuple[str, str] | None:
+        """``(lowest, highest)`` reading positions a block with sort key ``sk`` can hold, from its key
+        alone (its first reading, and a span on, inside its bucket); None when ``sk`` is not a block's."""
+        parts = parse_block_sk(sk, shared=self.can.shared_partitions)
+        if parts is None:
+            return None
+        first_ms = parse_timestamp(parts.first_ts, "sk")
+        last_ms = min(first_ms + MAX_BLOCK_SPAN_MS - 1, self.bucket.start(first_ms) + self.bucket.width_ms - 1)
+        prefix = self._sk_prefix(parts.entity) if parts.entity is not None else ""
+        return f"{prefix}{parts.first_ts}", f"{prefix}{format_ts(last_ms)}#{HIGH}"
+
+    def _sk_prefix(self, entity_id: str) -> str:
+        return f"{entity_id}#" if self.can.shared_partitions else ""
 
     def _suffix_count(self, shard_map: ShardMap, entity_id: str, ts_ms: int) -> int:
         own = shard_map.entity_shards_at(entity_id, ts_ms)
@@ -193,13 +368,11 @@ class Layout:
         parts: list[PartitionQuery] = []
         for seg_from, seg_to in self._segments(entity_id, from_ms, to_ms, shard_map):
             table = self.table_for(seg_from)
+            low, high = self.block_sk_from(entity_id, seg_from), self.block_sk_through(entity_id, seg_to - 1)
             if self.can.shared_partitions:
-                low = f"{entity_id}#{format_ts(seg_from)}"
-                high = f"{entity_id}#{format_ts(seg_to - 1)}#{SK_HIGH}"
                 for pk in self._hybrid_pks(entity_id, seg_from, shard_map):
                     parts.append(PartitionQuery(table, pk, low, high, seg_from, seg_to))
             else:
-                low, high = format_ts(seg_from), f"{format_ts(seg_to - 1)}#{SK_HIGH}"
                 for suffix in range(self._suffix_count(shard_map, entity_id, seg_from)):
                     parts.append(PartitionQuery(table, f"{entity_id}#{suffix}", low, high, seg_from, seg_to))
         if not self.can.time_buckets:
@@ -256,18 +429,20 @@ class Layout:
 _STAMP = r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z"
 _LABEL = r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}"
 _HYBRID_PK = re.compile(rf"^(\d{{4}})#({_LABEL})(?:#([^#]+)#(\d{{3}}))?\Z")
-_HYBRID_SK = re.compile(rf"^([^#]+)#{_STAMP}#[^#]+\Z")
+_HYBRID_SK = re.compile(rf"^([^#]+)#{_STAMP}#[0-9a-f]{{16}}#([1-9]\d{{0,2}})\Z")
 _SUFFIX_PK = re.compile(r"^([^#]+)#(\d{1,4})\Z")
-_SUFFIX_SK = re.compile(rf"^{_STAMP}#[^#]+\Z")
+_SUFFIX_SK = re.compile(rf"^{_STAMP}#[0-9a-f]{{16}}#([1-9]\d{{0,2}})\Z")
 
 
 @dataclass(frozen=True, slots=True)
 class KeyParts:
-    """What a stored key says: whose reading it is, and whether its partition
-    key is shared with other entities (a hybrid base shard) or the entity's own."""
+    """What a stored block's key says: whose readings it holds, whether its partition
+    key is shared with other entities (a hybrid base shard) or the entity's own, and
+    the write units a put of it is billed."""
 
     entity: str
     shared: bool
+    write_units: int
 
 
 def parse_keys(pk: str, sk: str, layout_kind: LayoutKind) -> KeyParts | None:
@@ -276,7 +451,7 @@ def parse_keys(pk: str, sk: str, layout_kind: LayoutKind) -> KeyParts | None:
         pk_match, sk_match = _HYBRID_PK.match(pk), _HYBRID_SK.match(sk)
         if pk_match is None or sk_match is None:
             return None
-        entity = sk_match.group(1)
+        entity, units = sk_match.group(1), sk_match.group(2)
         own = pk_match.group(3)
         if own is not None and own != entity:
             return None
@@ -285,12 +460,12 @@ def parse_keys(pk: str, sk: str, layout_kind: LayoutKind) -> KeyParts | None:
         pk_match, sk_match = _SUFFIX_PK.match(pk), _SUFFIX_SK.match(sk)
         if pk_match is None or sk_match is None:
             return None
-        entity, shared = pk_match.group(1), False
+        entity, shared, units = pk_match.group(1), False, sk_match.group(1)
     try:
         validate_entity_id(entity)
     except KeyDesignError:
         return None
-    return KeyParts(entity, shared)
+    return KeyParts(entity, shared, int(units))
 
 
 def key_family(partition_key: str, layout_kind: LayoutKind) -> str:
@@ -307,6 +482,23 @@ def key_family(partition_key: str, layout_kind: LayoutKind) -> str:
             shard, _, entity, sub = match.groups()
             return shard if entity is None else f"{shard}#{entity}#{sub}"
     return partition_key
+
+
+def _runs(members: list[tuple[int, str, int]]) -> list[list[int]]:
+    """A group's entries (time, event id, index; sorted) cut into runs a block may hold: each run
+    within MAX_BLOCK_SPAN_MS of its first reading and at most MAX_BLOCK_READINGS long."""
+    runs: list[list[int]] = []
+    run: list[int] = []
+    first = 0
+    for ts, _, index in members:
+        if run and (ts - first >= MAX_BLOCK_SPAN_MS or len(run) == MAX_BLOCK_READINGS):
+            runs.append(run)
+            run = []
+        if not run:
+            first = ts
+        run.append(index)
+    runs.append(run)
+    return runs
 
 
 def _merge_adjacent(parts: list[PartitionQuery]) -> list[PartitionQuery]:

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from adapters.partition_reader import Page, PageRequest
 from adapters.shard_map_source import StaticShardMap
+from benchmarks.memory_dynamo import MemoryReader
 from keydesign import Layout, Reading, ShardMap, format_ts, parse_timestamp
 from query.api import create_app
 from query.cursor import CursorCodec
@@ -21,7 +22,6 @@ from query.merge import Position
 from query.params import TimeRange
 from query.settings import QueryLimits
 from tests.unit.query.apigw import ApiClient, entity_path, rest_event
-from tests.unit.query.fakes import InMemoryReader
 
 NOW = parse_timestamp("2026-11-22T12:00:00Z")
 HOUR = 3_600_000
@@ -42,24 +42,23 @@ PARAMETERS = {
 
 def build(
     kind: str = "hybrid", reader: Any = None, limits: QueryLimits | None = None
-) -> tuple[ApiClient, InMemoryReader]:
+) -> tuple[ApiClient, MemoryReader]:
     layout = Layout.from_settings(kind=kind, bucket="1h", table_prefix="readings")
     shard_map = ShardMap.initial(layout.bucket, 4)
-    store = InMemoryReader(page_items=5)
+    store = MemoryReader(page_items=5)
     store.tables.add("readings")
-    for n in range(40):
-        store.put(
-            layout,
-            shard_map,
-            Reading.parse(
-                {
-                    "entity_id": f"sensor-{n % 3}",
-                    "timestamp": format_ts(NOW - 5 * HOUR + n * 400_000),
-                    "event_id": f"e{n:03d}",
-                    "measures": {"temp": n / 2, "rh": 40 + n},
-                }
-            ),
+    readings = [
+        Reading.parse(
+            {
+                "entity_id": f"sensor-{n % 3}",
+                "timestamp": format_ts(NOW - 5 * HOUR + n * 400_000),
+                "event_id": f"e{n:03d}",
+                "measures": {"temp": n / 2, "rh": 40 + n},
+            }
         )
+        for n in range(40)
+    ]
+    store.store(layout, shard_map, [(reading, 1) for reading in readings])
     service = QueryService(
         layout=layout,
         shard_maps=StaticShardMap(shard_map),
@@ -163,9 +162,11 @@ def test_an_aggregate_over_the_scan_limit_is_a_413_naming_the_range() -> None:
 
     reply = api.get(path, **params)
 
+    # Then it is refused saying which budget and where to split the range
     assert reply.status == 413
     assert reply.body["parameter"] == "to"
-    assert "narrow from/to" in reply.body["error"]
+    assert "decoded the 10 readings one request may read after reading [" in reply.body["error"]
+    assert reply.body["error"].endswith(" separately")
 
 
 def test_max_limit_lowers_the_default_and_the_ceiling() -> None:
@@ -228,22 +229,21 @@ def test_a_page_of_large_readings_ends_before_the_lambda_response_limit_and_resu
     # backslashes (escaped twice in the response), some outside ASCII (escaped as \\uXXXX)
     layout = Layout.from_settings(kind="calculated", bucket="1h", table_prefix="readings")
     shard_map = ShardMap.initial(layout.bucket, 4)
-    store = InMemoryReader()
+    store = MemoryReader()
     dims = {f"d{k:02d}": ('"\\' * 128 if k % 2 else chr(0x3B1 + k % 20) * 256) for k in range(50)}
-    for n in range(1000):
-        store.put(
-            layout,
-            shard_map,
-            Reading.parse(
-                {
-                    "entity_id": "sensor-1",
-                    "timestamp": format_ts(NOW - HOUR + n),
-                    "event_id": f"e{n:04d}",
-                    "measures": {"v": n},
-                    "dimensions": dims,
-                }
-            ),
+    readings = [
+        Reading.parse(
+            {
+                "entity_id": "sensor-1",
+                "timestamp": format_ts(NOW - HOUR + n),
+                "event_id": f"e{n:04d}",
+                "measures": {"v": n},
+                "dimensions": dims,
+            }
         )
+        for n in range(1000)
+    ]
+    store.store(layout, shard_map, [(reading, 1) for reading in readings])
     service = QueryService(
         layout=layout,
         shard_maps=StaticShardMap(shard_map),
@@ -291,7 +291,7 @@ def test_a_validly_signed_cursor_outside_the_range_is_still_refused(route: str, 
     service = QueryService(
         layout=layout,
         shard_maps=StaticShardMap(ShardMap.initial(layout.bucket, 4)),
-        reader=InMemoryReader(),
+        reader=MemoryReader(),
         cursors=codec,
         limits=QueryLimits(),
         clock_ms=lambda: NOW,

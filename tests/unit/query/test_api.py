@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import string
 from typing import Any
@@ -11,10 +12,11 @@ from botocore.exceptions import ClientError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from adapters.partition_reader import Page, PageRequest
+from adapters.partition_reader import Page, PageRequest, StoredBlock
 from adapters.shard_map_source import StaticShardMap
 from benchmarks.memory_dynamo import MemoryReader
 from keydesign import Layout, Reading, ShardMap, format_ts, parse_timestamp
+from keydesign.blocks import read_header
 from query.api import create_app
 from query.cursor import CursorCodec
 from query.logic import QueryService
@@ -154,6 +156,35 @@ def test_a_fault_of_ours_is_a_500_json_body_with_the_request_id() -> None:
     assert reply.status == 500
     assert reply.body["error"].startswith("internal error (request id ")
     assert "bug" not in reply.body["error"]
+
+
+class Damaged:
+    """Every block it returns has lost its body after the header."""
+
+    def __init__(self, inner: MemoryReader) -> None:
+        self.inner = inner
+
+    def read_page(self, request: PageRequest) -> Page:
+        page = self.inner.read_page(request)
+        blocks = tuple(StoredBlock(b.sk, b.payload[: read_header(b.payload).body_at] + b"\x00") for b in page.blocks)
+        return dataclasses.replace(page, blocks=blocks)
+
+
+def test_a_block_that_does_not_decode_is_a_500_saying_so_and_its_key_is_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    _, store = build()
+    api, _ = build(reader=Damaged(store))
+    path, params = ROUTES["entity_readings"]
+
+    reply = api.get(path, **params)
+
+    # Then the read fails rather than return the range with a hole, and the operator can find the block
+    assert reply.status == 500
+    assert reply.body["error"].startswith("a stored block of readings in this range cannot be decoded")
+    (error,) = [record.__dict__ for record in caplog.records if record.getMessage() == "a stored block does not decode"]
+    assert error["table"] == "readings" and error["pk"].startswith("000")
+    assert error["sk"].startswith("sensor-1#") and "does not decompress" in error["reason"]
 
 
 def test_an_aggregate_over_the_scan_limit_is_a_413_naming_the_range() -> None:

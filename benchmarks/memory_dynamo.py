@@ -28,6 +28,9 @@ from keydesign import Block, Layout, Reading, ShardMap, item_size, read_units, w
 
 #: DynamoDB stops a Query page once it has read this much.
 PAGE_BYTES = 1024 * 1024
+#: A Kinesis sequence number (56 digits, as a shard's are): block versions are of this size,
+#: which is what a block's header carries and what decoding it reads.
+SEQUENCE_BASE = 49_590_338_271_490_256_608_559_692_538_361_571_095_921_575_989_136_588_898
 
 
 def _size(item: dict[str, Any]) -> int:

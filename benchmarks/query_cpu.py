@@ -110,7 +110,7 @@ def _api(per_block: int) -> tuple[APIGatewayRestResolver, dict[str, Any]]:
     import random  # noqa: PLC0415
 
     from benchmarks import query_fanout  # noqa: PLC0415
-    from benchmarks.memory_dynamo import MemoryReader  # noqa: PLC0415
+    from benchmarks.memory_dynamo import SEQUENCE_BASE, MemoryReader  # noqa: PLC0415
     from keydesign import Layout, Reading, ShardMap, format_ts  # noqa: PLC0415
     from local_runtime.api_gateway import HttpRequest, proxy_event  # noqa: PLC0415
     from query.api import create_app  # noqa: PLC0415
@@ -121,8 +121,9 @@ def _api(per_block: int) -> tuple[APIGatewayRestResolver, dict[str, Any]]:
     memory, rng = MemoryReader(), random.Random(16)
     start = query_fanout.NOW - query_fanout.HOUR
     readings = [Reading("sensor-1", f"e{n:06d}", start + 100 * n, {"v": n}) for n in range(READINGS)]
-    for at in range(0, READINGS, per_block):  # one ingest batch (version) per block
-        memory.store(layout, shard_map, [(reading, at) for reading in readings[at : at + per_block]], rng=rng)
+    for at in range(0, READINGS, per_block):  # one ingest batch (a Kinesis sequence number) per block
+        batch = [(reading, SEQUENCE_BASE + at) for reading in readings[at : at + per_block]]
+        memory.store(layout, shard_map, batch, rng=rng)
     app = create_app(query_fanout.timed_service(layout, shard_map, memory, 0.0, QueryLimits(concurrency=16)))
     params = urlencode({"from": format_ts(start), "to": format_ts(query_fanout.NOW), "limit": PAGE})
     request = HttpRequest("GET", f"/prod/entities/sensor-1/readings?{params}", [], b"", "127.0.0.1", "localhost")

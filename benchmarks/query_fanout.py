@@ -32,7 +32,7 @@ from typing import Any
 from adapters.observability import logger, metrics
 from adapters.shard_map_source import StaticShardMap
 from benchmarks.harness import Result, benchmark
-from benchmarks.memory_dynamo import MemoryReader
+from benchmarks.memory_dynamo import SEQUENCE_BASE, MemoryReader
 from keydesign import Layout, Reading, ShardMap, parse_timestamp
 from query.cursor import CursorCodec
 from query.logic import QueryService
@@ -88,7 +88,7 @@ def store_batches(
     batches: dict[int, list[tuple[Reading, int]]] = {}
     for reading in readings:
         batch = reading.ts_ms // BATCH_MS
-        batches.setdefault(batch, []).append((reading, batch))
+        batches.setdefault(batch, []).append((reading, SEQUENCE_BASE + batch))
     for entries in batches.values():
         reader.store(layout, shard_map, entries, rng=rng)
 

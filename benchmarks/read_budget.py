@@ -46,7 +46,7 @@ from adapters.batch_writer import serialize_item
 from adapters.observability import logger, metrics
 from adapters.occupancy import OccupancyReader, OccupancyStore
 from benchmarks.harness import Result, benchmark
-from benchmarks.memory_dynamo import MemoryReader
+from benchmarks.memory_dynamo import SEQUENCE_BASE, MemoryReader
 from benchmarks.query_fanout import NOW, Slow, timed_service
 from keydesign import Layout, Reading, ShardMap, item_size
 from keydesign.occupancy import OccupancyRecord
@@ -222,7 +222,8 @@ def entity_day(rate: int, batch_s: int, hours: int = 24) -> dict[str, Any]:
     readings = _day_readings(rate, hours)
     batch = rate * batch_s
     for at in range(0, len(readings), batch):
-        memory.store(layout, shard_map, [(r, at) for r in readings[at : at + batch]], retention_ms=RETENTION_MS)
+        entries = [(r, SEQUENCE_BASE + at) for r in readings[at : at + batch]]
+        memory.store(layout, shard_map, entries, retention_ms=RETENTION_MS)
     service = timed_service(layout, shard_map, memory, 0.0, QueryLimits(), retention_ms=RETENTION_MS)
     units, returned, pages, calls = 0.0, 0, 0, 0
     cursor: str | None = None

@@ -94,8 +94,8 @@ from query.rollups import RollupAnswers, Source
 from query.settings import QueryLimits, QuerySettings
 
 #: Bytes of block ``explain`` assumes per reading: a reading with a few measures and a
-#: dimension takes about 29 bytes in a block of ten (its share of the block's key, header
-#: and compressed columns), 190 alone in a block, 7 in a block of a thousand
+#: dimension takes about 31 bytes in a block of ten (its share of the block's key, header
+#: and compressed columns), 207 alone in a block, 7 in a block of a thousand
 #: (tests/unit/query/test_explain_estimate.py).
 NOMINAL_READING_BYTES = 32
 #: The default read: every measure, eventually consistent, data rather than the plan.
@@ -104,12 +104,13 @@ ALL_MEASURES = ReadArgs()
 MAX_PAGE_BYTES = 5_000_000
 EXPLAIN_PARTITIONS = 1000
 ENTITY_ORDERING = "time, then event id"
+RANGE_ORDERING = "bucket by bucket in time order; within a bucket by entity id, then time, then event id"
+#: What a merge's stop is called on a page cut short by it.
 _CUT_SHORT: dict[str, CutShort] = {
     STOP_DEADLINE: "deadline",
     STOP_QUERY_CALLS: "query_calls",
     STOP_SCAN_ITEMS: "scan_items",
 }
-RANGE_ORDERING = "bucket by bucket in time order; within a bucket by entity id, then time, then event id"
 
 
 def wall_clock_ms() -> int:
@@ -525,7 +526,7 @@ class QueryService:
             order=order,
             ordering=ENTITY_ORDERING if entity is not None else RANGE_ORDERING,
             count=len(found),
-            items=[_reading(item, wanted) for _, item in found],
+            items=[_reading(item, wanted, key.anchor if entity is not None else None) for key, item in found],
             next_cursor=next_cursor,
             complete=cut_short is None,
             cut_short_by=cut_short,
@@ -860,12 +861,13 @@ def _in_trace_context(read: Callable[[PageRequest], Page]) -> Callable[[PageRequ
 # -- shapes --------------------------------------------------------------------------
 
 
-def _reading(reading: DecodedReading, measures: tuple[str, ...] | None) -> Reading:
+def _reading(reading: DecodedReading, measures: tuple[str, ...] | None, ts: str | None = None) -> Reading:
+    """The reading as the API returns it (``ts``: its timestamp, when the caller has it formatted)."""
     values = reading.measures
     return Reading(
         entity_id=reading.entity_id,
         event_id=reading.event_id,
-        timestamp=format_ts(reading.ts_ms),
+        timestamp=ts or format_ts(reading.ts_ms),
         measures=dict(values) if measures is None else {name: values[name] for name in measures if name in values},
         dimensions=dict(reading.dimensions),
     )

@@ -60,6 +60,7 @@ deadline can end a merge that has not.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import itertools
 import math
@@ -72,8 +73,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 from adapters.partition_reader import CorruptBlock, Page, PageRequest, StoredBlock, decode, header_of
-from keydesign import Layout, PartitionQuery, Reading, format_ts
-from keydesign.blocks import HIGH, parse_block_sk
+from keydesign import KeyDesignError, Layout, PartitionQuery, Reading, format_ts, parse_timestamp
+from keydesign.blocks import HIGH, MAX_BLOCK_SPAN_MS
 
 
 class Position(NamedTuple):
@@ -157,24 +158,24 @@ class Placement:
     entity: str | None
     live_from_ms: int = 0
 
-    def entity_of(self, partition: PartitionQuery, sk: str) -> str:
-        if self.entity is not None:
-            return self.entity
-        parts = parse_block_sk(sk, shared=True)
-        if parts is None or parts.entity is None:
-            raise CorruptBlock(partition.table, partition.pk, sk, "the sort key is not a block's")
-        return parts.entity
+    def reach(self, partition: PartitionQuery, sk: str, anchor: str | None, *, descending: bool) -> _Fetched:
+        """What the sort key ``sk`` says of its block before it is decoded: its first reading, and
+        the lowest (ascending) or highest (descending) position it can hold.
 
-    def bound(self, partition: PartitionQuery, sk: str, anchor: str | None, *, descending: bool) -> Position:
-        """The lowest (ascending) or highest (descending) position the block ``sk`` can hold."""
-        reach = self.layout.block_reach(sk)
-        if reach is None:
-            raise CorruptBlock(partition.table, partition.pk, sk, "the sort key is not a block's")
-        if descending:
-            high = reach[1]  # <prefix><last ts>#~
-            return Position(anchor or high[-_TS_CHARS - 2 : -2], high)
-        low = reach[0]  # <prefix><first ts>
-        return Position(anchor or low[-_TS_CHARS:], low)
+        ``Layout.block_reach`` says the same (a test holds the two equal); it parses the time
+        with ``parse_timestamp``, which costs more than decoding a small block."""
+        cut = sk.rfind("#", 0, sk.rfind("#"))  # <prefix><first ts> | #<block id>#<write units>
+        low = sk[:cut]
+        try:
+            first_ms = _ts_ms(low[-_TS_CHARS:])
+        except (KeyDesignError, ValueError):
+            raise CorruptBlock(partition.table, partition.pk, sk, "the sort key is not a block's") from None
+        entity = self.entity if self.entity is not None else low[: -_TS_CHARS - 1]
+        if not descending:
+            return _Fetched(first_ms, entity, Position(anchor or low[-_TS_CHARS:], low))
+        bucket = self.layout.bucket
+        last = format_ts(min(first_ms + MAX_BLOCK_SPAN_MS - 1, bucket.start(first_ms) + bucket.width_ms - 1))
+        return _Fetched(first_ms, entity, Position(anchor or last, f"{low[:-_TS_CHARS]}{last}#{HIGH}"))
 
     def span(self, entity: str, first_ms: int, last_ms: int, anchor: str | None) -> tuple[Position, Position]:
         """Positions at or below, and at or above, every reading of ``entity`` in ``[first_ms, last_ms]``."""
@@ -182,9 +183,25 @@ class Placement:
         key = self.layout.reading_key
         return Position(anchor or first, key(entity, first, "")), Position(anchor or last, key(entity, last, HIGH))
 
-    def position(self, reading: Reading, anchor: str | None) -> Position:
-        ts = format_ts(reading.ts_ms)
-        return Position(anchor or ts, self.layout.reading_key(reading.entity_id, ts, reading.event_id))
+
+class _Fetched(NamedTuple):
+    """A fetched block's first reading and entity, and the bound of the positions it can hold."""
+
+    first_ms: int
+    entity: str
+    bound: Position
+
+
+@functools.lru_cache(maxsize=16_384)
+def _second_ms(text: str) -> int:
+    return parse_timestamp(f"{text}.000Z", "sk")
+
+
+def _ts_ms(ts: str) -> int:
+    """Epoch ms of a fixed-width UTC time, remembered by the second (blocks come clustered in time)."""
+    if len(ts) != _TS_CHARS or ts[19] != "." or ts[23] != "Z" or not ts[20:23].isdigit():
+        raise ValueError(ts)
+    return _second_ms(ts[:19]) + int(ts[20:23])
 
 
 class _Stop(Exception):  # noqa: N818 - internal signal, never leaves the merge
@@ -267,8 +284,8 @@ class PartitionStream:
         self._after = after
         self._low_ms = max(partition.from_ms, placement.live_from_ms)
         self._high_ms = partition.to_ms
-        # Fetched, not yet decoded: each block with the bound of what it can hold.
-        self._blocks: deque[tuple[StoredBlock, Position]] = deque()
+        # Fetched, not yet decoded: each block with what its sort key says of it.
+        self._blocks: deque[tuple[StoredBlock, _Fetched]] = deque()
         # Decoded, not yet emitted: a heap of runs by their next reading.
         self._runs: list[_Run] = []
         # An ascending read resumed at an instant first reads the blocks that start by it (from
@@ -310,10 +327,10 @@ class PartitionStream:
         while True:
             if blocks:
                 if runs:
-                    key, bound = runs[0].key, blocks[0][1]
+                    key, bound = runs[0].key, blocks[0][1].bound
                     if key > bound if descending else key < bound:
                         return runs[0]
-                self._decode(blocks.popleft()[0], merger)
+                self._decode(*blocks.popleft(), merger)
             elif self._future is None and self._finished:
                 return runs[0] if runs else None
             else:
@@ -344,43 +361,55 @@ class PartitionStream:
         merger.account(page, self.partition.table)
         descending, anchor, part, placement = self.template.descending, self._anchor, self.partition, self.placement
         self._blocks.extend(
-            (block, placement.bound(part, block.sk, anchor, descending=descending)) for block in page.blocks
+            (block, placement.reach(part, block.sk, anchor, descending=descending)) for block in page.blocks
         )
         self._next_key = page.next_key
         if page.next_key is None:
             lookback = self._lookback
             highs = [high for high in (self.partition.sk_high, self.sk_high) if high is not None]
-            if lookback is None or (highs and min(highs) <= lookback):
+            if lookback is None or page.table_missing or (highs and min(highs) <= lookback):
                 self._finished = True
             else:  # the look-back is read: on from the first block that starts after it
                 self.sk_low, self._lookback = lookback, None
         if not self._finished and merger.options.read_ahead:
             self.speculate(merger)
 
-    def _decode(self, block: StoredBlock, merger: Merger) -> None:
-        """Add ``block``'s wanted readings to the reorder buffer, unless its header shows it has none."""
+    def _decode(self, block: StoredBlock, fetched: _Fetched, merger: Merger) -> None:
+        """Add ``block``'s wanted readings to the reorder buffer, unless it provably has none. Its
+        sort key says where it starts; when that is near the range's start or the resume point,
+        its header (no decompression) says where it ends."""
         part, placement, after, anchor = self.partition, self.placement, self._after, self._anchor
         descending = self.template.descending
-        header = header_of(part, block)
-        merger.looked_at(header.count)
         low_ms, high_ms = self._low_ms, self._high_ms
-        if header.last_ms < low_ms or header.first_ms >= high_ms:
+        first_ms, entity, bound = fetched
+        if first_ms >= high_ms:
             return
-        entity = placement.entity_of(part, block.sk)
-        if after is not None:
-            lowest, highest = placement.span(entity, header.first_ms, header.last_ms, anchor)
-            if lowest >= after if descending else highest <= after:
-                return  # an earlier page returned all of it
-        merger.will_decode(header.count)
-        _, readings = decode(part, block, entity)
+        # Wholly on the wanted side of the range's start and the resume point, from its key alone?
+        inside = first_ms >= low_ms and (after is None or (bound < after if descending else bound > after))
+        if not inside:
+            header = header_of(part, block)
+            if header.last_ms < low_ms:
+                merger.looked_at(header.count)
+                return
+            if after is not None:
+                lowest, highest = placement.span(entity, header.first_ms, header.last_ms, anchor)
+                if lowest >= after if descending else highest <= after:
+                    merger.looked_at(header.count)
+                    return  # an earlier page returned all of it
+        merger.will_decode()
+        header, readings = decode(part, block, entity)
+        merger.decoded(header.count)
         if descending:
             readings.reverse()
-        position = placement.position
+        key_of = placement.layout.reading_key
+        beyond = None if inside else after  # readings at or before it were returned by an earlier page
         items: list[tuple[Position, Reading]] = []
         for reading in readings:
-            if low_ms <= reading.ts_ms < high_ms:
-                key = position(reading, anchor)
-                if after is None or (key < after if descending else key > after):
+            ms = reading.ts_ms
+            if low_ms <= ms < high_ms:
+                ts = format_ts(ms)
+                key = Position(anchor or ts, key_of(entity, ts, reading.event_id))
+                if beyond is None or (key < beyond if descending else key > beyond):
                     items.append((key, reading))
         if items:
             heapq.heappush(self._runs, _Run(items, header.version, descending))
@@ -444,18 +473,22 @@ class Merger:
         return max(0.0, self.options.deadline - time.monotonic())
 
     def looked_at(self, readings: int) -> None:
+        """Count a block of ``readings`` the merge has looked at (the density Limits are set by)."""
         self._blocks_seen += 1
         self._readings_seen += readings
 
-    def will_decode(self, readings: int) -> None:
-        """Count a block's ``readings`` as decoded, or stop: at the deadline, or when they would
-        take the merge past ``max_decoded`` once it has moved."""
-        options, stats = self.options, self.stats
+    def will_decode(self) -> None:
+        """Stop rather than decode another block: at the deadline, or once the merge has moved and
+        decoded ``max_decoded`` readings (so it decodes at most a block's worth past them)."""
+        options = self.options
         if options.deadline is not None and time.monotonic() >= options.deadline:
             raise _Stop(STOP_DEADLINE)
-        if options.max_decoded is not None and self._moved and stats.decoded + readings > options.max_decoded:
+        if options.max_decoded is not None and self._moved and self.stats.decoded >= options.max_decoded:
             raise _Stop(STOP_SCAN_ITEMS)
-        stats.decoded += readings
+
+    def decoded(self, readings: int) -> None:
+        self.stats.decoded += readings
+        self.looked_at(readings)
 
     def page_limit(self, group: int) -> int | None:
         """``Limit`` (in blocks) of the next Query: the blocks that hold what the consumer
@@ -538,7 +571,7 @@ class Merger:
                     if found is not None:
                         heapq.heappush(heap, _Entry(found, next(seq), stream, descending))
                 continue
-            entry = heapq.heappop(heap)
+            entry = heap[0]
             key, reading = entry.stream.pop()
             if key != last:  # a copy of the reading just yielded (an older version) is not
                 last = key
@@ -547,8 +580,11 @@ class Merger:
                 self._moved = True
                 yield key, reading
             found = entry.stream.head(self)
-            if found is not None:
-                heapq.heappush(heap, _Entry(found, next(seq), entry.stream, descending))
+            if found is None:
+                heapq.heappop(heap)
+            else:  # the stream's next reading takes its place: one sift, not a pop and a push
+                entry.key, entry.version, entry.seq = found.key, found.version, next(seq)
+                heapq.heapreplace(heap, entry)
 
     def _open(self, batch: list[PartitionStream], pending: deque[PartitionStream]) -> None:
         groups = Counter(stream.open_key for stream in batch)

@@ -331,6 +331,16 @@ class PartitionStream:
                     if key > bound if descending else key < bound:
                         return runs[0]
                 self._decode(*blocks.popleft(), merger)
+                # The page's last block only bounds the readings decoded: past them, the next page
+                # is needed. Ask for it now if they may not be enough, so that partitions read in
+                # parallel wait for it in parallel.
+                if (
+                    len(blocks) == 1
+                    and self._future is None
+                    and not self._finished
+                    and merger.wants_more(sum(len(run.items) - run.at for run in runs))
+                ):
+                    self.speculate(merger)
             elif self._future is None and self._finished:
                 return runs[0] if runs else None
             else:
@@ -471,6 +481,11 @@ class Merger:
         if self.options.deadline is None:
             return None
         return max(0.0, self.options.deadline - time.monotonic())
+
+    def wants_more(self, buffered: int) -> bool:
+        """Whether a stream holding ``buffered`` readings may have to give the consumer more."""
+        target = self.options.target
+        return target is None or buffered < target - self.yielded
 
     def looked_at(self, readings: int) -> None:
         """Count a block of ``readings`` the merge has looked at (the density Limits are set by)."""

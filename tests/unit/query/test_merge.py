@@ -267,10 +267,38 @@ def test_a_sparse_partition_grows_its_limit_to_what_the_page_needs() -> None:
 
     found, _, _ = run(reader, [stream("e1#0", 0, 400_000)], MergeOptions(target=101), take=101)
 
-    # Then after the first small Query, one more asks for what the page still needs
+    # Then after the first small Query, one more asks for what the page needs, as soon as the first
+    # block is decoded (the readings at hand cannot fill the page)
     limits = [r.limit for r in reader.requests]
     assert ids(found) == [f"x{t:03d}" for t in range(101)]
-    assert limits == [FIRST_PAGE_BLOCKS, 101 - 1 + 1]
+    assert limits == [FIRST_PAGE_BLOCKS, 101 + 1]
+
+
+def test_partitions_read_together_wait_for_their_next_pages_together() -> None:
+    # Given 16 partitions sharing a range, each reading alone in its block
+    reader = MemoryReader()
+    for n in range(16):
+        for t in range(n, 640, 16):
+            put(reader, f"e1#{n}", t, [reading(t * 1000, f"x{t:03d}")])
+    streams = [stream(f"e1#{n}", 0, 1_000_000) for n in range(16)]
+    clock = [0]  # round trips: a call sent at round r is answered at round r + 1
+
+    class Deferred:
+        def __init__(self, request: PageRequest) -> None:
+            self.request, self.sent = request, clock[0]
+
+        def result(self, timeout: float | None = None) -> Page:
+            clock[0] = max(clock[0], self.sent + 1)
+            return reader.read_page(self.request)
+
+    # When a page of 100 (+1) is taken
+    merger = Merger(streams, Deferred, MergeOptions(target=101), ReadStats())  # type: ignore[arg-type]
+    found = list(itertools.islice(iter(merger), 101))
+
+    # Then each partition's second Query went out as soon as its first block was decoded: two round
+    # trips in all, not one more per partition that runs out of blocks
+    assert ids(found) == [f"x{t:03d}" for t in range(101)]
+    assert clock[0] == 2
 
 
 def test_query_limits_split_a_groups_share_at_the_density_seen() -> None:

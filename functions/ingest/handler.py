@@ -1,7 +1,8 @@
 """Lambda entry point of the ingest function (``ingest.handler.handler``).
 
-Thin on purpose: Powertools decorators, then the logic. The logic works the
-whole batch at once (writes go out 25 at a time across records); Powertools'
+Thin on purpose: Powertools decorators, the event parsed once into typed records
+(``adapters.kinesis_records.StreamRecord``), then the logic. The logic works the
+whole batch at once (blocks hold readings of many records); Powertools'
 ``BatchProcessor`` then asks :meth:`BatchOutcome.settle` about each record and
 builds the ``ReportBatchItemFailures`` response from the ones it raises for.
 Settings are parsed at import, so a bad environment fails the cold start with
@@ -17,8 +18,9 @@ from aws_lambda_powertools.utilities.batch.types import PartialItemFailureRespon
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from adapters.collector import tune_collector
+from adapters.kinesis_records import parse_records
 from adapters.observability import logger, metrics, tracer
-from adapters.stream_events import NotAStreamEvent, stream_records
+from adapters.stream_events import NotAStreamEvent
 from ingest.logic import Ingestor
 from ingest.settings import IngestSettings
 
@@ -36,7 +38,7 @@ tune_collector()  # last: everything above is init
 @metrics.log_metrics(capture_cold_start_metric=True)
 def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
     try:
-        records = stream_records(event, sequence=("kinesis", "sequenceNumber"))
+        records = parse_records(event)
     except NotAStreamEvent as exc:
         logger.error("not a Kinesis stream event; nothing was ingested", extra={"reason": str(exc)})
         raise

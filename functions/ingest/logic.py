@@ -384,20 +384,9 @@ class Ingestor:
             decoded.reject_candidate(candidate, exc.field, exc.reason)
             return None
         except Exception as exc:
-            self._reject_unexpected(candidate, decoded, exc, outcome)
+            decoded.reject_candidate(candidate, "reading", _unexpected(exc, outcome))
             return None
         return reading
-
-    def _reject_unexpected(
-        self, candidate: Candidate, decoded: DecodedRecord, exc: Exception, outcome: BatchOutcome
-    ) -> None:
-        # Nothing here calls AWS: whatever raised, the reading's content made it raise. Handing
-        # its record back would fail the same way on every delivery until the mapping gave up on
-        # the whole batch; rejecting it keeps the reading (payload and all) and its neighbours.
-        logger.error("a reading raised while being validated or packed; it is rejected, not retried", exc_info=exc)
-        outcome.unexpected += 1
-        reason = f"could not be processed ({type(exc).__name__}); please report this with the payload"
-        decoded.reject_candidate(candidate, "reading", reason)
 
     def _pack(self, batch: _Batch, shard_map: ShardMap, outcome: BatchOutcome) -> list[Block]:
         """The batch's blocks. Should packing raise (a bug: validated readings always pack), each
@@ -412,12 +401,13 @@ class Ingestor:
             try:
                 self._layout.pack([entry], shard_map, retention_ms=self._retention_ms, rng=self._rng)
             except Exception as exc:
-                candidate = batch.origins[index]
-                decoded = batch.decoded[candidate.record]
-                before = len(decoded.rejects)
-                self._reject_unexpected(candidate, decoded, exc, outcome)
-                batch.rejects.extend(decoded.rejects[before:])
-                batch.reject_record.extend([candidate.record] * (len(decoded.rejects) - before))
+                # One message each (not folded: the record's folds are made already). A bug, so rare.
+                origin = batch.origins[index]
+                reject = batch.decoded[origin.record].reject_of(
+                    origin.payload(), "reading", _unexpected(exc, outcome), origin.sub_sequence_number, origin.index
+                )
+                batch.rejects.append(reject)
+                batch.reject_record.append(origin.record)
             else:
                 keep.append(index)
         batch.entries = [batch.entries[i] for i in keep]
@@ -470,6 +460,17 @@ class Ingestor:
             outcome.records[record].hand_back(
                 reject.readings, f"reject not queued: {report.unsent.get(index, 'unknown')}"
             )
+
+
+def _unexpected(exc: Exception, outcome: BatchOutcome) -> str:
+    """Log a reading's unexpected exception and count it; the reason its reject gives.
+
+    Nothing that raises here calls AWS: whatever raised, the reading's content made it raise.
+    Handing its record back would fail the same way on every delivery until the mapping gave up
+    on the whole batch; rejecting it keeps the reading (payload and all) and its neighbours."""
+    logger.error("a reading raised while being validated or packed; it is rejected, not retried", exc_info=exc)
+    outcome.unexpected += 1
+    return f"could not be processed ({type(exc).__name__}); please report this with the payload"
 
 
 def _pending(block: Block) -> PendingWrite:

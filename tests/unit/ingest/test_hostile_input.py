@@ -327,19 +327,37 @@ def test_a_reading_that_raises_something_unexpected_is_rejected_not_handed_back(
     _assert_one_of_three_rejected_as_a_bug()
 
 
-def test_a_reading_that_makes_packing_raise_is_rejected_and_its_neighbours_stored(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    # Given a bug that makes packing one reading into a block raise
+def _packing_raises_for(entity: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bug that makes packing the readings of ``entity`` into a block raise."""
     real = layouts.encode_block
 
     def flaky_encode(readings: Any, version: int) -> Any:
-        if any(r.entity_id == "sensor-2" for r in readings):
+        if any(r.entity_id == entity for r in readings):
             raise ZeroDivisionError("a bug")
         return real(readings, version)
 
     monkeypatch.setattr(layouts, "encode_block", flaky_encode)
+
+
+def test_a_reading_that_makes_packing_raise_is_rejected_and_its_neighbours_stored(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _packing_raises_for("sensor-2", monkeypatch)
     _assert_one_of_three_rejected_as_a_bug()
+
+
+def test_a_reading_that_makes_packing_raise_after_its_records_folds_still_gets_a_message(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Given a record whose invalid elements were folded already, and a bug in packing one of its readings
+    _packing_raises_for("sensor-2", monkeypatch)
+    elements = [*([0] * 40), json.loads(_good(1)), json.loads(_good(2))]
+    outcome, _, sqs = _one(as_json(elements))
+    # Then every reading is counted: 40 folded rejects, one stored, one rejected on a message of its own
+    _readings_of(outcome)
+    assert (outcome.written, outcome.rejected, outcome.retry) == (1, 41, 0)
+    assert sum(r["readings"] for r in _rejects(sqs)) == 41
+    assert [r["source"]["index"] for r in _rejects(sqs) if "ZeroDivisionError" in r["reason"]] == [41]
 
 
 def _assert_one_of_three_rejected_as_a_bug() -> None:

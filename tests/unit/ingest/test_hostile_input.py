@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from adapters.observability import metrics
 from ingest.logic import BatchOutcome
-from keydesign import Reading, layouts
+from keydesign import Reading, blocks, layouts
 from local_runtime.faults import FaultInjectingDynamoDB, FaultPlan, service_error
 from tests.unit.ingest.fakes import FakeDynamoDB, FakeSQS, sqs_refusal
 from tests.unit.ingest.kinesis_events import FakeClock, FakeLambdaContext, as_json, kinesis_event, parsed, reading
@@ -318,7 +318,7 @@ def test_a_reading_that_raises_something_unexpected_is_rejected_not_handed_back(
     # Given a bug that makes validating one reading raise (content is the only input there)
     real = Reading.parse.__func__  # type: ignore[attr-defined]
 
-    def flaky_parse(cls: type[Reading], obj: Any, **kwargs: Any) -> Reading:
+    def flaky_parse(cls: type[Reading], /, obj: Any, **kwargs: Any) -> Reading:
         if obj.get("entity_id") == "sensor-2":
             raise ZeroDivisionError("a bug")
         return real(cls, obj, **kwargs)  # type: ignore[no-any-return]
@@ -329,7 +329,7 @@ def test_a_reading_that_raises_something_unexpected_is_rejected_not_handed_back(
 
 def _packing_raises_for(entity: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """A bug that makes packing the readings of ``entity`` into a block raise."""
-    real = layouts.encode_block
+    real = blocks.encode_block  # what keydesign.layouts calls, under the name it imported it by
 
     def flaky_encode(readings: Any, version: int) -> Any:
         if any(r.entity_id == entity for r in readings):

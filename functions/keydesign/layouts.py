@@ -402,7 +402,7 @@ class Layout:
                 if subs > 1:
                     for pk in self._hybrid_pks(entity_id, start, shard_map):
                         parts.append(PartitionQuery(table, pk, None, None, seg_from, seg_to, partial))
-        return QueryPlan(tuple(parts), None, from_ms, to_ms, dedupe=False)
+        return QueryPlan(tuple(parts), None, from_ms, to_ms, dedupe=self.can.dedupe)
 
     def _hybrid_pks(self, entity_id: str, bucket_start: int, shard_map: ShardMap) -> list[str]:
         base = shard_of(entity_id, shard_map.global_shards_at(bucket_start))

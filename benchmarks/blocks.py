@@ -43,7 +43,17 @@ from typing import Any
 
 from benchmarks.harness import Result, benchmark
 from infra.config import AppConfig
-from keydesign import Layout, Reading, ShardMap, item_size, parse_timestamp, shard_of, stable_hash, write_units
+from keydesign import (
+    Layout,
+    Reading,
+    ShardMap,
+    item_size,
+    parse_timestamp,
+    shard_of,
+    stable_hash,
+    ttl_for,
+    write_units,
+)
 
 START_MS = parse_timestamp("2026-11-22T06:10:00Z")  # well inside an hour's bucket
 WINDOWS_S = (0, 1, 2, 5, 10, 20)
@@ -199,7 +209,7 @@ def old_item(reading: Reading, deployment: Deployment) -> dict[str, object]:
     }
     if reading.dimensions:
         item["d"] = dict(reading.dimensions)
-    item["ttl"] = (reading.ts_ms + deployment.retention_ms) // 1000
+    item["ttl"] = ttl_for(reading, deployment.retention_ms)
     return item
 
 
@@ -405,6 +415,8 @@ def to_result(figures: dict[str, Any]) -> Result:
         ),
     )
     first = figures["sweep"][0]
+    hot = first["hot key"]
+    result.add("hottest key, one item per reading: write units", round(hot["item_wcu_per_s"], 1), "WCU/s", hot["pk"])
     for name in ("seed 000", "seed 003", "sparse"):
         result.add(
             f"{name}, one item per reading: write units", round(first[name]["item_wu_per_reading"], 3), "WU/reading"

@@ -122,8 +122,10 @@ def test_throttled_until_time_runs_out_reports_exactly_the_affected_records(
     # When the batch is ingested with 10 s left (2 s kept back as the margin)
     result = invoke(handler_module, event, capsys, FakeLambdaContext(remaining_ms=10_000))
 
-    # Then the retries stopped at the deadline, not before and not after ...
-    assert 7.0 <= clock() - 1_000.0 <= 8.0
+    # Then the retries stopped at the deadline, never after it, and before it only by a wait that
+    # would have ended past it (full jitter draws up to RETRY_MAX_DELAY_MS, 5 s; the hot blocks are
+    # one call's, so one retry loop decides) ...
+    assert 8.0 - 5.0 < clock() - 1_000.0 <= 8.0
     # ... exactly the records of the hot entities are reported, with the reason
     hot_sequences = {
         r["kinesis"]["sequenceNumber"]

@@ -506,9 +506,7 @@ def _emit(outcome: BatchOutcome) -> None:
     metrics.add_metric(name="ReadingsHandedBack", unit=count, value=retry)
     metrics.add_metric(name="RecordsFailed", unit=count, value=len(failed))
     metrics.add_metric(name="DuplicatesCollapsed", unit=count, value=outcome.duplicates)
-    # The readings tables' items are blocks: ItemsWritten keeps its name for dashboards that use it.
     blocks_written = len(outcome.write.written)
-    metrics.add_metric(name="ItemsWritten", unit=count, value=blocks_written)
     metrics.add_metric(name="BlocksWritten", unit=count, value=blocks_written)
     metrics.add_metric(name="WriteUnitsBilled", unit=count, value=outcome.write_units)
     if blocks_written:

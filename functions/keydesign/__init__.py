@@ -17,7 +17,7 @@ Modules:
 """
 
 from .blocks import BlockError, decode_block, encode_block
-from .capacity import CapacityPlan, Prices, Workload, plan_capacity, shards_for
+from .capacity import CapacityPlan, Ingest, Prices, Workload, plan_capacity, shards_for
 from .errors import ConfigError, InvalidInput, KeyDesignError
 from .hashing import shard_of, stable_hash
 from .items import item_size, read_units, ttl_for, write_units
@@ -36,6 +36,7 @@ __all__ = [
     "CapacityPlan",
     "Change",
     "ConfigError",
+    "Ingest",
     "InvalidInput",
     "ItemKey",
     "KeyDesignError",

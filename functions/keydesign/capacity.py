@@ -305,19 +305,20 @@ class BlockSizer:
         head = read_header(one.encoded.payload).body_at
         fixed = one.size - len(one.encoded.payload) + head
         per_reading = self._reading_bytes
-        return _split_sizes(readings, lambda m: fixed + math.ceil(m * per_reading))
+        return split_sizes(readings, lambda m: fixed + math.ceil(m * per_reading))
 
     def _pack(self, readings: list[Reading]) -> list[Block]:
         return self._layout.pack([(r, _VERSION) for r in readings], self._map, retention_ms=self._retention_ms)
 
 
-def _split_sizes(readings: int, size_of: Callable[[int], int]) -> tuple[int, ...]:
-    """Sizes of a run of ``readings`` halved as ``Layout.pack`` halves a block over 64 KB."""
+def split_sizes(readings: int, size_of: Callable[[int], int]) -> tuple[int, ...]:
+    """Sizes of the blocks of a run of ``readings``, a block of ``m`` readings taking ``size_of(m)`` bytes,
+    halved as ``Layout.pack`` halves a block over 64 KB."""
     size = size_of(readings)
     if size <= MAX_BLOCK_ITEM_BYTES or readings == 1:
         return (size,)
     half = readings // 2
-    return _split_sizes(half, size_of) + _split_sizes(readings - half, size_of)
+    return split_sizes(half, size_of) + split_sizes(readings - half, size_of)
 
 
 #: The name :class:`EntityBlocks` gives every entity that is not hot.
@@ -357,6 +358,7 @@ def entity_blocks(
     reading of that size.
     """
     per_batch = rate * batch_s
+    sizes: tuple[int, ...]
     if item_bytes is not None:
         per_run, sizes = 1.0, (item_bytes,)
     else:
@@ -520,7 +522,7 @@ def fleet_blocks(
     workload: Workload, batch_s: float, *, scale: float = 1.0, sizer: BlockSizer | None = None
 ) -> tuple[EntityBlocks, ...]:
     """The typical entity's blocks, then each hot entity's, with every rate times ``scale``."""
-    sizer = sizer or _sizer(workload)
+    sizer = sizer or sizer_for(workload)
     rate, _ = workload.typical()
     item = workload.item_bytes
     typical = entity_blocks(TYPICAL, rate * scale, batch_s, sizer, item_bytes=item)
@@ -528,7 +530,8 @@ def fleet_blocks(
     return (typical, *hot)
 
 
-def _sizer(workload: Workload) -> BlockSizer:
+def sizer_for(workload: Workload) -> BlockSizer:
+    """The block sizer of ``workload``'s readings (its sample, its compressed size, its retention)."""
     retention_ms = round(workload.retention_days * 86_400_000)
     return BlockSizer(workload.sample, reading_bytes=workload.reading_bytes, retention_ms=retention_ms)
 
@@ -550,7 +553,7 @@ def plan_capacity(workload: Workload, prices: Prices | None = None) -> CapacityP
     prices = prices or Prices()
     notes: list[str] = []
     budget = PARTITION_WCU * workload.utilisation
-    sizer = _sizer(workload)
+    sizer = sizer_for(workload)
 
     stream = stream_figures(workload, workload.peak_writes_per_s)
     blocks = fleet_blocks(workload, stream.batch_s, sizer=sizer)

@@ -112,6 +112,9 @@ class Batcher:
         """The blocks written in seconds ``first_s ..`` for ``counts`` (seconds x entities); ``close``
         ends every batch at the chunk's last second (a bucket boundary or the end of the run)."""
         seconds, entities = counts.shape
+        if self.batch_s == 1:  # every second is every entity's batch (the stack's default): one lookup in all
+            packed = self._pack(counts, self._table_of[None, :])
+            return Emitted(packed[0], packed[1], packed[2], packed[3])
         out = np.zeros((4, seconds, entities), dtype=np.int64)
         for row in range(seconds):
             self._run += counts[row]
@@ -122,7 +125,7 @@ class Batcher:
                 batch_end[:] = run_end[:] = True
             closing = np.flatnonzero(run_end & (self._run > 0))
             if closing.size:
-                self._open[:, closing] += self._pack(closing, self._run[closing])
+                self._open[:, closing] += self._pack(self._run[closing], self._table_of[closing])
                 self._run[closing] = 0
             written = np.flatnonzero(batch_end & (self._open[3] > 0))
             if written.size:
@@ -130,10 +133,9 @@ class Batcher:
                 self._open[:, written] = 0
         return Emitted(out[0], out[1], out[2], out[3])
 
-    def _pack(self, entities: Ints, readings: Ints) -> Ints:
-        """(blocks, units, bytes, readings) of one run of ``readings`` for each of ``entities``."""
+    def _pack(self, readings: Ints, table: Ints) -> Ints:
+        """(blocks, units, bytes, readings) of one run of ``readings`` each, sized by block table ``table``."""
         full, rest = np.divmod(readings, MAX_BLOCK_READINGS)
-        table = self._table_of[entities]
         return np.stack(
             [
                 full * values[table, MAX_BLOCK_READINGS] + values[table, rest]

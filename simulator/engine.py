@@ -381,24 +381,28 @@ class _LayoutRun:
         table = self.table(self.layout.bucket.start(chunk_ms))
         columns = (emitted.blocks, emitted.units, emitted.bytes, emitted.readings)
         seconds, keys = emitted.units.shape[0], table.keys
-        per_key = np.zeros((4, seconds, keys), dtype=np.int64)
+        # Write units per key-second (the load); blocks, bytes and readings per key only in all (reads need no more).
+        load = np.zeros((seconds, keys), dtype=np.int64)
+        totals = np.zeros((4, keys), dtype=np.int64)
         single = table.single_key_entities()
         if single.size:
             cells = (np.arange(seconds, dtype=np.int64)[:, None] * keys + table.first[single][None, :]).ravel()
+            spread = np.bincount(cells, weights=emitted.units[:, single].ravel(), minlength=seconds * keys)
+            load += spread.astype(np.int64).reshape(seconds, keys)
             for column, values in enumerate(columns):
-                spread = np.bincount(cells, weights=values[:, single].ravel(), minlength=seconds * keys)
-                per_key[column] += spread.astype(np.int64).reshape(seconds, keys)
+                sums = values[:, single].sum(axis=0)
+                totals[column] += np.bincount(table.first[single], weights=sums, minlength=keys).astype(np.int64)
         splits: dict[int, tuple[Ints, Ints]] = {}
         for ways, entities in table.multi_key_groups().items():
             blocks = emitted.blocks[:, entities]
             parts = sim.splitter.split(blocks, ways, entities)
             shares = np.stack([parts, *(_share(v[:, entities], parts, blocks) for v in columns[1:])])
             ids = (table.first[entities][:, None] + np.arange(ways, dtype=np.int64)[None, :]).ravel()
-            per_key[:, :, ids] += shares.reshape(4, seconds, -1)
+            load[:, ids] += shares[UNITS].reshape(seconds, -1)
+            totals[:, ids] += shares.sum(axis=1).reshape(4, -1)
             splits[ways] = (entities, shares)
-        load = per_key[UNITS]
         self.stats.add(chunk_ms, load, table)
-        self.key_totals[table.bucket_start_ms] += per_key.sum(axis=1)
+        self.key_totals[table.bucket_start_ms] += totals
         self._track_reads(chunk_ms, columns, table, splits)
         if self.driver is not None:
             self._observe(chunk_ms, emitted.units, table, splits)

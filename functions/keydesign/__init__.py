@@ -13,7 +13,7 @@ Modules:
 * :mod:`.blocks`    many readings of one entity in one compressed item
 * :mod:`.layouts`   random, calculated and hybrid keys; packing into blocks; query plans
 * :mod:`.items`     item sizes, write and read units
-* :mod:`.capacity`  shard counts, table period and monthly cost
+* :mod:`.capacity`  readings per block, write units and bytes per reading, shards, table period, monthly cost
 """
 
 from .blocks import BlockError, decode_block, encode_block

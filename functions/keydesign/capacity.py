@@ -49,6 +49,7 @@ tiers. Prices differ by region and change: pass your own.
 
 from __future__ import annotations
 
+import json
 import math
 import random
 from collections.abc import Callable
@@ -442,8 +443,6 @@ def stream_figures(workload: Workload, readings_per_s: float) -> StreamFigures:
 
 
 def _json(obj: object) -> str:
-    import json  # noqa: PLC0415 - only the stream figures need it
-
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
 
 
@@ -686,8 +685,3 @@ def _stream_cost(workload: Workload, stream: StreamFigures, prices: Prices) -> f
     return (
         stream.shards * HOURS_PER_MONTH * prices.kinesis_shard_hour + units / 1e6 * prices.kinesis_put_units_per_million
     )
-
-
-def key_load(wcu_per_s: float, shards: int) -> float:
-    """WCU/s on each of ``shards`` keys sharing ``wcu_per_s`` evenly."""
-    return wcu_per_s / shards

@@ -29,8 +29,10 @@ pytestmark = pytest.mark.integration
 
 
 def _use(handler_module: ModuleType, monkeypatch: pytest.MonkeyPatch, ingestor: Ingestor) -> None:
+    """The handler the module's factory makes around ``ingestor`` (the local runtime's way)."""
     handler_module.INGESTOR.close()
     monkeypatch.setattr(handler_module, "INGESTOR", ingestor)
+    monkeypatch.setattr(handler_module, "handler", handler_module.create_handler(ingestor))
 
 
 def _batch(entities: int = 8, per_record: int = 30, start: int | None = None) -> tuple[dict[str, Any], int]:
@@ -138,8 +140,7 @@ def test_throttled_until_time_runs_out_reports_exactly_the_affected_records(
     assert {r.entity_id for r in aws.readings()} == {f"sensor-{e:03d}" for e in range(8)} - hot_entities
 
     # When the partition cools down and Lambda redelivers from the first failed record on
-    handler_module.INGESTOR.close()
-    monkeypatch.setattr(handler_module, "INGESTOR", Ingestor.from_settings(settings))
+    _use(handler_module, monkeypatch, Ingestor.from_settings(settings))
     second = invoke(handler_module, _redeliver(event, result), capsys)
 
     # Then everything is stored, and nothing twice: a block per entity, the same blocks again
@@ -209,8 +210,7 @@ def test_rejects_queue_down_hands_back_only_the_records_with_rejects(
     assert sqs.counters.calls == 5  # retried with backoff, then given up
 
     # When SQS recovers and Lambda redelivers
-    handler_module.INGESTOR.close()
-    monkeypatch.setattr(handler_module, "INGESTOR", Ingestor.from_settings(settings))
+    _use(handler_module, monkeypatch, Ingestor.from_settings(settings))
     second = invoke(handler_module, _redeliver(event, first), capsys)
 
     # Then the reject is queued once and the table is unchanged

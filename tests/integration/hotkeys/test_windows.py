@@ -19,9 +19,9 @@ import pytest
 from adapters.shard_map_store import ShardMapStore
 from hotkeys.detector import decide, tally
 from hotkeys.records import parse_record
-from keydesign import Bucket, Reading, ShardMap, build_item, format_ts, parse_timestamp, shard_of
+from keydesign import Bucket, ShardMap, format_ts, parse_timestamp, shard_of
 from tests.integration.hotkeys.conftest import CONTROL, Aws, SimClock, invoke, run
-from tests.unit.hotkeys.stream_events import item_record, stream_event
+from tests.unit.hotkeys.stream_events import block_record, stream_event
 
 pytestmark = pytest.mark.integration
 
@@ -39,7 +39,7 @@ T = parse_timestamp("2026-11-22T06:00:00Z")
 MINUTE = Bucket.parse("1m")
 ALPHA = "sensor-alpha-001"
 BETA = "sensor-beta-002"
-KB10 = 10_240  # a 10 KB write: 10 write units
+UNITS = 10  # a block of about 10 KB: 10 write units
 
 
 @pytest.fixture
@@ -63,19 +63,23 @@ def split_since(aws: Aws, entity: str, shards: int, effective_ms: int) -> ShardM
 
 
 def writes(
-    aws: Aws, shard_map: ShardMap, entity: str, wcu_per_s: int, second_ms: int, *, size: int = KB10, **kw: Any
+    aws: Aws, shard_map: ShardMap, entity: str, wcu_per_s: int, second_ms: int, *, units: int = UNITS, **kw: Any
 ) -> list[dict[str, Any]]:
-    """Stream records of ``entity`` writing ``wcu_per_s`` in the second starting at ``second_ms``."""
-    layout = aws.layout
-    units = -(-size // 1024)
-    count = wcu_per_s // units
-    out = []
-    for i in range(count):
-        ts = second_ms + i * 1000 // count
-        reading = Reading(entity, f"{entity}-{ts}-{i}", ts, {"v": 1.0})
-        item = build_item(reading, layout.key_for(reading, shard_map))
-        out.append(item_record(item, approx_s=ts / 1000, size_bytes=size, **kw))
-    return out
+    """Stream records of ``entity`` writing ``wcu_per_s`` in the second starting at ``second_ms``:
+    blocks keyed with ``shard_map``, each billed ``units`` write units."""
+    count = max(1, wcu_per_s // units)
+    return [
+        block_record(
+            aws.layout,
+            shard_map,
+            entity,
+            second_ms + i * 1000 // count,
+            units=min(units, wcu_per_s),
+            event_id=f"{entity}-{second_ms}-{i}",
+            **kw,
+        )
+        for i in range(count)
+    ]
 
 
 def by_key(records: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
@@ -113,8 +117,7 @@ def test_load_spread_over_stream_shards_is_judged_as_a_whole_and_once(fast: Aws)
     assert window.entities[ALPHA].wcu == 1_800  # every ADD landed: 1,800 WCU over the second
     # And after the grace period all three get another batch
     clock.ms = T + 2_000
-    quiet = Reading("sensor-0001", "q", T + 1_500, {"v": 1.0})
-    quiet_record = item_record(build_item(quiet, fast.layout.key_for(quiet, shard_map)), approx_s=(T + 1_500) / 1000)
+    quiet_record = block_record(fast.layout, shard_map, "sensor-0001", T + 1_500)
     outcomes = [m.process([quiet_record]) for m in monitors]
     # Then exactly one of them judged the window, on the whole load: 1,800 WCU/s needs 5 sub-shards
     (decisions,) = judged(outcomes, T)
@@ -135,21 +138,27 @@ def test_a_split_is_announced_when_no_single_key_was_over_the_threshold(fast: Aw
     shard_map = ShardMap.initial(MINUTE, 4)
     layout = fast.layout
     window_ms = T + 59_000
-    records = []
-    for i in range(70):
-        ts = T + 59_500 + i * 10  # 06:00:59.5 .. 06:01:00.19: half in each bucket
-        reading = Reading(ALPHA, f"straddle-{i}", ts, {"v": 1.0})
-        item = build_item(reading, layout.key_for(reading, shard_map))
-        records.append(item_record(item, approx_s=(window_ms + i * 10) / 1000, size_bytes=KB10))
+    records = [
+        # 06:00:59.5 .. 06:01:00.19: half in each bucket
+        block_record(
+            layout,
+            shard_map,
+            ALPHA,
+            T + 59_500 + i * 10,
+            units=UNITS,
+            event_id=f"straddle-{i}",
+            approx_s=(window_ms + i * 10) / 1000,
+        )
+        for i in range(70)
+    ]
     assert len(by_key(records)) == 2
     clock = SimClock(window_ms + 500)
     monitor = fast.monitor(clock)
     monitor.process(records)
     # When the window is judged
     clock.ms = window_ms + 2_500
-    quiet = Reading("sensor-0001", "q", window_ms + 2_000, {"v": 1.0})
     (outcome,) = [
-        monitor.process([item_record(build_item(quiet, layout.key_for(quiet, shard_map)), approx_s=clock.ms / 1000)])
+        monitor.process([block_record(layout, shard_map, "sensor-0001", window_ms + 2_000, approx_s=clock.ms / 1000)])
     ]
     (decisions,) = judged([outcome], window_ms)
     # Then no key was hot, the entity was, and its split was announced

@@ -85,6 +85,15 @@ class RunReport:
     failed: Mapping[str, str]
 
 
+def encode_load(load: WindowLoad) -> str:
+    """A run's load as its item stores it (the JSON in the module docstring)."""
+    body = {
+        "k": {k: [v.wcu, v.writes, v.deletes, int(k in load.shared_keys)] for k, v in load.keys.items()},
+        "e": {e: [v.wcu, v.writes, v.deletes, sorted(load.entity_keys.get(e, ()))] for e, v in load.entities.items()},
+    }
+    return json.dumps(body, separators=(",", ":"), sort_keys=True)
+
+
 class ControlTable:
     """Runs, claims and cooldowns. Thread-safe; one instance per container."""
 
@@ -126,19 +135,13 @@ class ControlTable:
 
     def _run_put(self, run: RunLoad, expires: str) -> dict[str, Any]:
         load = run.load
-        body = {
-            "k": {k: [v.wcu, v.writes, v.deletes, int(k in load.shared_keys)] for k, v in load.keys.items()},
-            "e": {
-                e: [v.wcu, v.writes, v.deletes, sorted(load.entity_keys.get(e, ()))] for e, v in load.entities.items()
-            },
-        }
         pk = f"load#{format_ts(load.start_ms)}#{shard_of(run.run_id, self._shards):02d}"
         return {
             "TableName": self._table,
             "Item": {
                 "pk": {"S": pk},
                 "sk": {"S": f"run#{run.run_id}"},
-                "load": {"S": json.dumps(body, separators=(",", ":"), sort_keys=True)},
+                "load": {"S": encode_load(load)},
                 "first": {"S": run.first_sequence},
                 "last": {"S": run.last_sequence},
                 "records": {"N": str(run.records)},

@@ -190,12 +190,18 @@ class _RunSize:
         self._seen: set[tuple[str, str]] = set()
 
     def grown(self, obs: Observation) -> int:
-        names = (("k", obs.partition_key, 48), ("e", obs.entity, 48), (obs.entity, obs.partition_key, 3))
-        return self.bytes + sum(len(name) + extra for kind, name, extra in names if (kind, name) not in self._seen)
+        return self.bytes + sum(
+            len(name) + extra for kind, name, extra in _names(obs) if (kind, name) not in self._seen
+        )
 
     def add(self, obs: Observation) -> None:
         self.bytes = self.grown(obs)
-        self._seen.update({("k", obs.partition_key), ("e", obs.entity), (obs.entity, obs.partition_key)})
+        self._seen.update((kind, name) for kind, name, _ in _names(obs))
+
+
+def _names(obs: Observation) -> tuple[tuple[str, str, int], ...]:
+    # An entity id has no '#', so "entity#key" names the pair (and bounds its length from above).
+    return (("k", obs.partition_key, 48), ("e", obs.entity, 48), ("p", f"{obs.entity}#{obs.partition_key}", 3))
 
 
 class HotKeyMonitor:

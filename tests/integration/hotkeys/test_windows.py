@@ -385,3 +385,63 @@ def test_a_crowded_base_key_asks_for_a_larger_global_n(fast: Aws, auto_apply: bo
     final = store(fast, clock.ms).load()
     assert final.global_shards_at(T + 60_000) == (8 if auto_apply else 4)
     assert final.global_shards_at(T + 59_999) == 4
+
+
+def test_a_window_with_an_unreadable_run_counts_the_others(fast: Aws) -> None:
+    # Given a window's runs, and a run item someone mangled
+    shard_map = ShardMap.initial(MINUTE, 4)
+    clock = SimClock(T + 500)
+    monitor = fast.monitor(clock)
+    monitor.process(writes(fast, shard_map, ALPHA, 600, T))
+    fast.dynamodb.put_item(
+        TableName=CONTROL,
+        Item={
+            "pk": {"S": f"load#{format_ts(T)}#00"},
+            "sk": {"S": "run#readings#1"},
+            "load": {"S": '{"k": {"x": [1]}}'},
+            "window_ms": {"N": "1000"},
+        },
+    )
+    # When the window is read back, Then the good runs are all there and the bad one is skipped
+    window = fast.counters().read_window(T, 1_000)
+    assert window.entities[ALPHA].wcu == 600 and set(window.entities) == {ALPHA}
+
+
+def test_a_judged_window_whose_loads_cannot_be_read_holds_a_scale_down_back(fast: Aws) -> None:
+    # Given sensor-alpha-001 in 5 sub-shards and quiet, with a scale-down after three quiet windows
+    shard_map = split_since(fast, ALPHA, 5, T - 60_000)
+    clock = SimClock(T)
+    monitor = fast.monitor(clock)
+    for second in range(3):
+        clock.ms = T + second * 1000 + 500
+        monitor.process(writes(fast, shard_map, ALPHA, 100, T + second * 1000))
+    # And the load window 06:00:00 was judged with is mangled
+    page = {"pk": {"S": f"close#{format_ts(T)}"}, "sk": {"S": "entities#000"}}
+    assert "Item" in fast.dynamodb.get_item(TableName=CONTROL, Key=page)
+    fast.dynamodb.put_item(TableName=CONTROL, Item={**page, "load": {"S": "not json"}})
+    # When the next windows are judged, Then nothing scales down while that window is in the span
+    for second in range(3, 5):
+        clock.ms = T + second * 1000 + 500
+        monitor.process(writes(fast, shard_map, ALPHA, 100, T + second * 1000))
+    assert store(fast, clock.ms).load().version == 1
+    # And once it has left the span, the scale-down comes
+    clock.ms = T + 5_500
+    monitor.process(writes(fast, shard_map, ALPHA, 100, T + 5_000))
+    assert store(fast, clock.ms).load().version == 2
+
+
+def test_judging_a_window_folds_the_changes_retention_has_passed(fast: Aws) -> None:
+    # Given sensor-alpha-001 split three hours ago and back on its base key since two, with one hour of retention
+    hour = 3_600_000
+    store(fast, T - 4 * hour).apply(lambda m: m.with_entity(ALPHA, 5, T - 3 * hour, now_ms=T - 4 * hour), reason="up")
+    store(fast, T - 3 * hour).apply(lambda m: m.with_entity(ALPHA, 1, T - 2 * hour, now_ms=T - 3 * hour), reason="down")
+    assert store(fast, T).load().entity_history[ALPHA][-1].shards == 1
+    # When the detector judges a window
+    clock = SimClock(T + 2_500)
+    monitor = fast.monitor(clock, RETENTION="1h")
+    assert monitor.process(writes(fast, ShardMap.initial(MINUTE, 4), BETA, 10, T + 2_000)).windows_judged
+    # Then the entity, on its default count since before retention began, has left the map
+    compacted = store(fast, clock.ms).load()
+    assert ALPHA not in compacted.entity_history and compacted.version == 3
+    (stored,) = fast.control_items("shardmap")
+    assert "folded" in stored["reason"]["S"]

@@ -14,15 +14,19 @@ from collections import Counter
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hotkeys.detector import Observation
+from hotkeys.control_table import encode_load
+from hotkeys.detector import DetectorConfig, Observation, tally
 from hotkeys.logic import RUN_BYTES, Counted, Run, runs_of
+from keydesign.model import ENTITY_ID_MAX
 from tests.unit.keydesign.strategies import PROPERTY
 
 WINDOW_MS = 1_000
 T0 = 1_795_000_000_000
 
 
-def counted(n: int, ts_ms: int, entity: str = "sensor-1", units: int = 1, key: str = "0001#2026-11-22T06:00") -> Counted:
+def counted(
+    n: int, ts_ms: int, entity: str = "sensor-1", units: int = 1, key: str = "0001#2026-11-22T06:00"
+) -> Counted:
     obs = Observation(
         partition_key=key, entity=entity, write_units=units, approx_time_ms=ts_ms, event_name="INSERT", shared_key=True
     )
@@ -57,15 +61,27 @@ def test_a_run_ends_where_the_window_changes_and_is_named_by_its_first_record() 
 
 
 def test_a_run_too_large_to_store_is_cut_where_it_would_outgrow_an_item() -> None:
-    # Given one window of writes to thousands of distinct keys (each entry costs its name and its counts)
-    records = [counted(n, T0, entity=f"e{n:05d}", key=f"{n:04d}#2026-11-22T06:00") for n in range(4_000)]
+    # Given one window of 4,000 writes, each by another entity (of the longest id) with its own sub-shard key,
+    # every one of them split (so every entity is kept, not only the busiest)
+    def entity(n: int) -> str:
+        return f"{n:05d}".rjust(ENTITY_ID_MAX, "x")
+
+    records = [
+        counted(n, T0 + n % 1_000, entity=entity(n), units=1 + n % 400, key=f"0001#2026-11-22T06:00#{entity(n)}#007")
+        for n in range(4_000)
+    ]
     cut = runs(records)
-    # Then it is stored as several runs, each under the bound, and every record is in exactly one
+    # Then it is stored as several runs, every record in exactly one
     assert len(cut) > 1
     assert [m.position for r in cut for m in r.members] == list(range(4_000))
+    # And each run's stored load stays under the bound (an item holds 400 KB)
+    config = DetectorConfig(window_ms=WINDOW_MS)
+    for run in cut:
+        full = tally((m.observation for m in run.members), config)[run.window_start_ms].load()
+        kept, _ = full.select(config.counters_per_window, always=full.entities)
+        assert len(encode_load(kept)) <= RUN_BYTES < 400 * 1024
     # And the cuts depend only on the records from the batch's first on: delivered again, the same runs
     assert runs(records) == cut
-    assert RUN_BYTES < 400 * 1024
 
 
 @st.composite
@@ -81,7 +97,9 @@ def streams(draw: st.DrawFn) -> list[Counted]:
 
 @PROPERTY
 @given(records=streams(), data=st.data())
-def test_however_lambda_redelivers_every_record_is_counted_exactly_once(records: list[Counted], data: st.DataObject) -> None:
+def test_however_lambda_redelivers_every_record_is_counted_exactly_once(
+    records: list[Counted], data: st.DataObject
+) -> None:
     store: dict[str, Counter[str]] = {}
     # Deliveries Lambda owes: the halves of a bisected batch, in order
     owed: list[tuple[int, int]] = []

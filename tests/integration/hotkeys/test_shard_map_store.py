@@ -400,20 +400,7 @@ class Counting:
 
 
 def shard_map_items(aws: Aws) -> list[dict[str, Any]]:
-    """Every item of the shard map's partition (LastEvaluatedKey followed: a page of results stops at 1 MB)."""
-    request: dict[str, Any] = {
-        "TableName": CONTROL,
-        "KeyConditionExpression": "pk = :pk",
-        "ExpressionAttributeValues": {":pk": {"S": "shardmap"}},
-        "ConsistentRead": True,
-    }
-    items: list[dict[str, Any]] = []
-    while True:
-        page = aws.dynamodb.query(**request)
-        items.extend(page["Items"])
-        if "LastEvaluatedKey" not in page:
-            return items
-        request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+    return aws.control_items("shardmap")
 
 
 def test_a_fleet_map_is_stored_in_pages_no_item_near_the_limit_and_a_refresh_reads_what_changed(aws: Aws) -> None:

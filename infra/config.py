@@ -471,9 +471,6 @@ class AppConfig:
             "alert_topic_arn": _needed(wiring.alert_topic_arn, "alert_topic_arn", LambdaFunction.HOTKEYS),
             "auto_apply_entity": hot.auto_apply_entity,
             "auto_apply_global": hot.auto_apply_global,
-            # The stream is KEYS_ONLY: its SizeBytes is the keys' size, so the
-            # stored item's size is what a write costs (at least).
-            "assumed_item_bytes": self.item_bytes,
             # A key over the threshold carries at least threshold/1,000 of its
             # stream shard's writes, so it is among a batch's top 1,000/threshold:
             # the detector refuses fewer counters than that.

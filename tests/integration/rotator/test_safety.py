@@ -180,7 +180,8 @@ def test_the_guard_refuses_to_drop_live_tables_even_when_the_lifecycle_is_wrong(
     monkeypatch.setattr(Lifecycle, "phase", always_expired)
     summary = rotator.run()
 
-    # Then the deletion guard refuses each one, says why, and every table is still there
+    # Then the deletion guard refuses each one, says why, and every table is still there, with its mapping
+    # and alarms (the sweep never takes them from the current or a future period's table)
     assert summary.deleted == []
     assert sorted((e.table, e.code) for e in summary.errors) == [
         ("readings-2026-11-22", "DeletionRefused"),

@@ -89,7 +89,7 @@ def test_a_run_makes_as_many_calls_with_1440_tables_as_with_720(world: World) ->
     # within the hour, the one whose class review is due (closed a day ago), and AUDITED_PER_RUN closed
     # ones in turn: not the 720
     assert month["DescribeTable"] == 6 + 1 + 1 + AUDITED_PER_RUN
-    assert sum(month.values()) == 54, month  # and 8 pages of ListTables: 62 calls, where describing all took 746
+    assert sum(month.values()) == 54, month  # with 8 pages of ListTables, 62 calls; describing every table was 724
 
 
 def test_only_open_tables_have_alarms_at_most_eighteen_with_hourly_tables(world: World) -> None:

@@ -14,11 +14,10 @@ map for every instant it keys, as in production.
 
 One difference in form, none in figures: the tracker is given one
 observation per (window, partition key, entity) standing for all of that
-entity's blocks written to the key in the window, sized so that the
-detector's ``write_units_of(size)`` is exactly their total write units (u
-units: ``u * 1024`` bytes). The detector judges write units per window only,
-so its windows, rates and decisions are those it would reach from one
-observation per block; the window's ``writes`` tally (which no decision
+entity's blocks written to the key in the window, with their total write
+units (what each block's sort key says). The detector judges write units per
+window only, so its windows, rates and decisions are those it would reach from
+one observation per block; the window's ``writes`` tally (which no decision
 reads) counts observations instead of blocks.
 """
 
@@ -36,7 +35,6 @@ from hotkeys.detector import (
     entity_target,
 )
 from keydesign import ConfigError, Layout, ShardMap, earliest_change_boundary
-from keydesign.items import WRITE_UNIT_BYTES
 
 ChangeKind = Literal["split", "scale_down", "global"]
 
@@ -121,8 +119,14 @@ class DetectorDriver:
 
     def observe(self, time_ms: int, partition_key: str, entity: str, units: int, *, shared: bool) -> None:
         """Blocks of ``entity`` costing ``units`` write units put to ``partition_key`` in the window of ``time_ms``."""
-        size = units * WRITE_UNIT_BYTES  # see the module docstring
-        obs = Observation(partition_key, entity, size, time_ms, "INSERT", None, shared)
+        obs = Observation(
+            partition_key=partition_key,
+            entity=entity,
+            write_units=units,
+            approx_time_ms=time_ms,
+            event_name="INSERT",
+            shared_key=shared,
+        )
         if not self._tracker.observe(obs):
             raise AssertionError(f"an observation at {time_ms} arrived after its window was judged")
 

@@ -53,8 +53,16 @@ def test_the_shard_map_is_the_one_the_detector_reaches_block_by_block() -> None:
         for block in blocks:
             parts = parse_keys(block.key.pk, block.key.sk, "hybrid")
             assert parts is not None and parts.write_units == block.write_units
-            size = parts.write_units * 1024
-            tracker.observe(Observation(block.key.pk, parts.entity, size, second, "INSERT", None, parts.shared))
+            tracker.observe(
+                Observation(
+                    partition_key=block.key.pk,
+                    entity=parts.entity,
+                    write_units=parts.write_units,
+                    approx_time_ms=second,
+                    event_name="INSERT",
+                    shared_key=parts.shared,
+                )
+            )
     # Then the simulator's map is that map: same splits, same boundaries
     assert result.layout("adaptive:4").shard_map.to_dict() == shard_map.to_dict()
     assert shard_map.entity_history[HOT][0].shards == 3

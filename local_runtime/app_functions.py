@@ -9,12 +9,14 @@ never by replacing a module global:
 
 * ingest: a fault injector around its DynamoDB client (``--faults``), and the
   rotator's replay clock as its wall clock while the rotator replays;
-* the rotator: :class:`~local_runtime.mappings.LocalLambda` as its Lambda client;
+* the rotator: :class:`~local_runtime.mappings.LocalLambda` as its Lambda client, and a DynamoDB client
+  that answers the Contributor Insights calls moto's server does not serve (:class:`ContributorInsights`);
 * the rollup function: a clock ``rollup_ahead_s`` ahead of the wall clock.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import threading
 import time
@@ -22,6 +24,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
+
+from botocore.awsrequest import AWSResponse
 
 from infra.config import AppConfig, FunctionWiring, LambdaFunction
 from local_runtime.faults import FaultInjectingDynamoDB
@@ -138,13 +142,14 @@ class AppFunctions:
         return build
 
     @staticmethod
-    def rotator_build(lambda_client: Any) -> Build:
-        """The rotator's handler around a Rotator whose mapping calls go to ``lambda_client``."""
+    def rotator_build(lambda_client: Any, dynamodb: Any) -> Build:
+        """The rotator's handler around a Rotator on these clients (see the module's docstring)."""
 
         def build(module: ModuleType) -> tuple[Any, list[Any]]:
             from rotator.logic import Rotator  # noqa: PLC0415 - after the environment is set
 
-            rotator = Rotator.from_settings(module.SETTINGS, lambda_client=lambda_client)
+            ContributorInsights().install(dynamodb)
+            rotator = Rotator.from_settings(module.SETTINGS, dynamodb=dynamodb, lambda_client=lambda_client)
             return module.create_handler(rotator, module.SETTINGS), []
 
         return build
@@ -184,3 +189,35 @@ class AppFunctions:
     def close(self) -> None:
         for function in self.loaded.values():
             function.close()
+
+
+class ContributorInsights:
+    """DescribeContributorInsights and UpdateContributorInsights on a botocore client, answered here:
+    moto's server does not serve them (a 500). Each table's status is kept, enabled at once (as moto
+    makes tables ACTIVE at once). Nothing is measured: locally there is no traffic to rank."""
+
+    def __init__(self) -> None:
+        self._tables: dict[str, dict[str, str]] = {}
+
+    def install(self, dynamodb: Any) -> None:
+        events = dynamodb.meta.events
+        events.register("before-call.dynamodb.DescribeContributorInsights", self._describe)
+        events.register("before-call.dynamodb.UpdateContributorInsights", self._update)
+
+    def _describe(self, params: dict[str, Any], **_: Any) -> tuple[AWSResponse, dict[str, Any]]:
+        name = json.loads(params["body"])["TableName"]
+        return _answer({"TableName": name, "ContributorInsightsStatus": "DISABLED", **self._tables.get(name, {})})
+
+    def _update(self, params: dict[str, Any], **_: Any) -> tuple[AWSResponse, dict[str, Any]]:
+        body = json.loads(params["body"])
+        if body["ContributorInsightsAction"] == "ENABLE":
+            mode = body.get("ContributorInsightsMode", "ACCESSED_AND_THROTTLED_KEYS")
+            self._tables[body["TableName"]] = {"ContributorInsightsStatus": "ENABLED", "ContributorInsightsMode": mode}
+        else:
+            self._tables.pop(body["TableName"], None)
+        return self._describe(params)
+
+
+def _answer(parsed: dict[str, Any]) -> tuple[AWSResponse, dict[str, Any]]:
+    """A botocore ``before-call`` answer: the call is not sent, this is its parsed response."""
+    return AWSResponse("http://127.0.0.1/", 200, {}, None), parsed

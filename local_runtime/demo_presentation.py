@@ -87,6 +87,7 @@ def draw_load(
         if boundary_ms is not None:
             axes.axvline(boundary_ms / 1000 - first, color="black", linewidth=1.2, label="split takes effect")
         axes.set_yscale("symlog", linthresh=10)
+        axes.set_ylim(bottom=0)
         axes.set_xlabel(f"seconds since {format_ts(first * 1000)} (event time of each block's first reading)")
         axes.set_ylabel("write units per second (log scale)")
     return {
@@ -124,6 +125,7 @@ def draw_tables(
             axes.bar(x, values, width=SLICE_MS / 3_600_000, bottom=bottom, align="edge", color=colour[name], label=name)
             bottom = [b + v for b, v in zip(bottom, values, strict=True)]
         axes.set_yscale("symlog", linthresh=10)
+        axes.set_ylim(bottom=0)
         for name, at_ms in drops:
             axes.scatter([hours(at_ms)], [max(bottom) * 2], marker="x", color=colour.get(name, "0.3"))
         axes.scatter([], [], marker="x", color="0.3", label="rotator: dropped (after its export)")

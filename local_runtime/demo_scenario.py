@@ -8,6 +8,7 @@ recorded in the ledger, under its phase's name, as it is published.
 
 from __future__ import annotations
 
+import itertools
 import random
 import threading
 import time
@@ -30,6 +31,8 @@ Say = Callable[[str], None]
 #: The hot sensor measures vibration too: four channels of noise, which compress far less than the
 #: others' slow temperatures, so its blocks make its key hot in write units.
 CHANNELS = ("vib_x", "vib_y", "vib_z", "vib_rms")
+#: Published a quarter second of readings at a time.
+SLICE_S = 0.25
 
 
 class Scenario:
@@ -49,27 +52,29 @@ class Scenario:
         """The rotator replays its past on the replay clock while readings stamped with that clock land in
         each hour's table; then readings of a dropped hour, which ingest must refuse, each with its reason."""
         o, config, started = self.options, self.system.config, time.monotonic()
-        every_ms = config.rotation_interval_minutes() * 60_000
+        spread_ms = config.rotation_interval_minutes() * 60_000
         self.say(
             f"rotation: replaying {o.history_s / 3600:g} h of {config.table_period} tables, "
             f"{o.history_rate:g} readings/s stamped with the replayed clock"
         )
-        stop = threading.Event()
-        history = self._threads.submit(self._publish_history, clock, stop, every_ms)
-        try:
-            wait_for(clock.caught_up, o.history_s / every_ms * 10_000 + 120, interval_s=0.2)
-        finally:
-            stop.set()
-            history.result(60)
+        rng, deadline = random.Random(o.seed + 3), started + o.history_s / spread_ms * 10_000 + 120
+
+        def readings() -> Iterator[tuple[float, dict[str, Any]]]:
+            # Each less up to a rotator period, so they spread over it (never ahead of the clock: ingest
+            # refuses a reading from its future); the replay moves on once ingest has taken what was sent.
+            going = lambda _: not clock.caught_up() and time.monotonic() < deadline  # noqa: E731
+            for n in itertools.takewhile(going, itertools.count()):
+                yield (
+                    n / o.history_rate,
+                    _reading(rng, o.sensors, f"history-{n}", clock.now_ms() - rng.randrange(spread_ms)),
+                )
+
+        self.publish("rotation history (replayed time)", readings())
         self.caught_up_after_s = time.monotonic() - started
         runs = list(self.system.rotations)
         dropped = [t for run in runs for t in (run.get("summary") or {}).get("deleted", [])]
-        self.say(
-            f"  caught up after {self.caught_up_after_s:.0f} s: {len(runs)} rotator runs; "
-            f"dropped {', '.join(dropped) or 'none'}"
-        )
-        layout = config.layout()
-        period = layout.table_period
+        self.say(f"  caught up after {self.caught_up_after_s:.0f} s, {len(runs)} runs; dropped {len(dropped)} tables")
+        layout, period = config.layout(), config.layout().table_period
         if dropped and period is not None:
             low = min(int(r["now_ms"]) for r in runs) - config.retention_ms - 2 * period.nominal_ms
             start = next(s for s in period.starts(low, now_ms()) if layout.table_for(s) == dropped[0])
@@ -86,21 +91,6 @@ class Scenario:
             self._record(publish([(0.0, r) for r in readings], self._publisher(), Packer(), validate=False))
             self.refused = {"table": dropped[0], "event_ids": ids}
             self.say(f"  published {len(ids)} readings of {format_ts(start)}, whose table {dropped[0]} is gone")
-
-    def _publish_history(self, clock: ReplayClock, stop: threading.Event, spread_ms: int) -> None:
-        """Readings stamped with the replayed clock, less up to ``spread_ms`` so they spread over each
-        step (never ahead of it: ingest would refuse a reading from its future), sent every quarter
-        second: the replay moves on only once ingest has taken what was sent."""
-        o, publisher, rng, n = self.options, self._publisher(), random.Random(self.options.seed + 3), 0
-        while not stop.is_set() and not clock.caught_up():
-            chunk = []
-            for _ in range(max(1, round(o.history_rate / 4))):
-                chunk.append((0.0, _reading(rng, o.sensors, f"history-{n}", clock.now_ms() - rng.randrange(spread_ms))))
-                n += 1
-            publish(chunk, publisher, Packer())
-            self._record(None, "rotation history (replayed time)", [r for _, r in chunk])
-            stop.wait(0.25)
-        self._record(publisher.summary)
 
     def before_the_split(self, read_map: Callable[[], T | None]) -> tuple[Workload, T | None]:
         """Phase 1 in real time, and the shard map as ingest first stores it (``read_map()``, before any
@@ -136,13 +126,12 @@ class Scenario:
         self.say(f"waiting for the hot-key detector to split {HOT_SENSOR} (the others trickle at {o.trickle_rate:g}/s)")
 
         def trickle() -> Iterator[tuple[float, dict[str, Any]]]:
-            rng, start, n = random.Random(o.seed + 2), now_ms(), 0
-            while not stop.is_set():
+            rng, start = random.Random(o.seed + 2), now_ms()
+            for n in itertools.takewhile(lambda _: not stop.is_set(), itertools.count()):
                 yield (
                     n / o.trickle_rate,
                     _reading(rng, o.sensors, f"trickle-{n}", start + int(n * 1000 / o.trickle_rate)),
                 )
-                n += 1
 
         others = self._threads.submit(self.publish, "waiting for the split", trickle())
         try:
@@ -151,11 +140,11 @@ class Scenario:
             if boundary is None:
                 self.say(f"no split of {HOT_SENSOR} within {o.split_timeout_s:.0f} s")
                 return None
+            wait_s = max(0, boundary - now_ms()) / 1000
             self.say(
-                f"split scheduled from {format_ts(boundary)}; "
-                f"waiting {max(0, boundary - now_ms()) / 1000:.0f} s for the wall clock to pass it"
+                f"split scheduled from {format_ts(boundary)}; waiting {wait_s:.0f} s for the wall clock to pass it"
             )
-            wait_for(lambda: now_ms() >= boundary + 500 or None, (boundary - now_ms()) / 1000 + 30)
+            wait_for(lambda: now_ms() >= boundary + 500 or None, wait_s + 30)
             return boundary
         finally:
             stop.set()
@@ -168,23 +157,32 @@ class Scenario:
         self.publish("after the split", with_channels(generate(second), self.options.seed + 1))
 
     def publish(self, phase: str, items: Iterable[tuple[float, dict[str, Any]]]) -> None:
-        """Publish ``items`` paced in real time, recording each reading in the ledger as it goes."""
+        """Publish ``(offset_s, reading)`` pairs in real time, a quarter second of them at a time (the
+        producer's paced mode holds records back until a PutRecords call of 500 is full, so a slow stream
+        would arrive in bursts), recording each reading in the ledger."""
+        publisher, started, chunk, until = self._publisher(), time.monotonic(), [], 0.0
+        for offset, reading in items:
+            if offset >= until:
+                self._send(publisher, phase, chunk)
+                chunk, until = [], offset - offset % SLICE_S + SLICE_S
+                time.sleep(max(0.0, started + offset - time.monotonic()))
+            chunk.append(reading)
+        self._send(publisher, phase, chunk)
+        self._record(publisher.summary)
 
-        def recorded() -> Iterator[tuple[float, dict[str, Any]]]:
-            for offset, reading in items:
-                self._record(None, phase, [reading])
-                yield offset, reading
-
-        self._record(publish(recorded(), self._publisher(), Packer(), pace=True))
+    def _send(self, publisher: Publisher, phase: str, readings: list[dict[str, Any]]) -> None:
+        if readings:
+            publish([(0.0, r) for r in readings], publisher, Packer())
+            with self._lock:
+                self.ledger.extend((phase, r) for r in readings)
 
     def _publisher(self) -> Publisher:
         e = self.system.endpoints
         return Publisher(kinesis_client(endpoint_url=e.endpoint_url, region=e.region), e.stream_name)
 
-    def _record(self, summary: PublishSummary | None, phase: str = "", readings: Iterable[dict[str, Any]] = ()) -> None:
+    def _record(self, summary: PublishSummary) -> None:
         with self._lock:
-            self.summaries.extend([summary] if summary is not None else [])
-            self.ledger.extend((phase, r) for r in readings)
+            self.summaries.append(summary)
 
 
 def with_channels(items: Iterable[tuple[float, dict[str, Any]]], seed: int) -> Iterator[tuple[float, dict[str, Any]]]:

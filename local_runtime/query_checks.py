@@ -3,9 +3,9 @@
 The expected answers come from the readings the demo published (its ledger), by the API's documented
 rules, not by the query code: an entity's readings in ``[from, to)`` in (time, event id) order, each
 once across the cursor's pages; ``latest``, the greatest (time, event id) at or before now;
-``aggregates``, per epoch-aligned interval, count / min / max / avg / sum of every measure (sums and
-averages to a relative 1e-9: the API adds floats in time order, as this does, but numbers pass through
-DynamoDB's decimals); cross-entity ``/readings``, bucket by bucket, then entity, time and event id.
+``aggregates``, per epoch-aligned interval, count / min / max / avg / sum of every measure (to a
+relative 1e-9: numbers pass through DynamoDB's decimals); cross-entity ``/readings``, bucket by bucket,
+then entity, time and event id.
 """
 
 from __future__ import annotations
@@ -63,22 +63,15 @@ class ApiClient:
 
 def api_reading(reading: Mapping[str, Any]) -> dict[str, Any]:
     """A published reading as the API returns it."""
-    return {
-        "entity_id": str(reading["entity_id"]),
-        "event_id": str(reading["event_id"]),
-        "timestamp": format_ts(reading["timestamp"]),
-        "measures": dict(reading.get("measures") or {}),
-        "dimensions": dict(reading.get("dimensions") or {}),
-    }
-
-
-def sort_key(reading: Mapping[str, Any]) -> tuple[str, int, str]:
-    return str(reading["entity_id"]), int(reading["timestamp"]), str(reading["event_id"])
+    fields = {"entity_id": str(reading["entity_id"]), "event_id": str(reading["event_id"])}
+    extras = {"measures": dict(reading.get("measures") or {}), "dimensions": dict(reading.get("dimensions") or {})}
+    return {**fields, "timestamp": format_ts(reading["timestamp"]), **extras}
 
 
 def _chosen(ledger: Ledger, entity: str | None, from_ms: int, to_ms: int) -> list[Mapping[str, Any]]:
+    """``entity``'s readings (None: every entity's) in ``[from_ms, to_ms)``, by entity, time, event id."""
     wanted = [r for r in ledger if entity in (None, r["entity_id"]) and from_ms <= r["timestamp"] < to_ms]
-    return sorted(wanted, key=sort_key)
+    return sorted(wanted, key=lambda r: (r["entity_id"], r["timestamp"], r["event_id"]))
 
 
 def expected_entity_readings(ledger: Ledger, entity: str, from_ms: int, to_ms: int) -> list[dict[str, Any]]:
@@ -90,35 +83,30 @@ def expected_latest(ledger: Ledger, entity: str, now_ms: int) -> dict[str, Any] 
     return api_reading(chosen[-1]) if chosen else None
 
 
+def expected_range_page(ledger: Ledger, from_ms: int, to_ms: int, bucket: Bucket, limit: int) -> list[dict[str, Any]]:
+    """The first ``limit`` readings of a cross-entity read: bucket by bucket, then entity, time, event id."""
+    chosen = _chosen(ledger, None, from_ms, to_ms)
+    return [api_reading(r) for r in sorted(chosen, key=lambda r: bucket.start(r["timestamp"]))[:limit]]
+
+
 def expected_aggregates(
     ledger: Ledger, entity: str | None, from_ms: int, to_ms: int, interval_ms: int
 ) -> list[dict[str, Any]]:
-    """Per interval, the figures of ``entity``'s readings (None: every entity's), in the order read."""
-    intervals: dict[int, list[Mapping[str, Any]]] = defaultdict(list)
+    """Per interval, the figures of ``entity``'s readings (None: every entity's)."""
+    values: dict[int, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    counts: dict[int, int] = defaultdict(int)
     for reading in _chosen(ledger, entity, from_ms, to_ms):
-        intervals[reading["timestamp"] - reading["timestamp"] % interval_ms].append(reading)
+        start = reading["timestamp"] - reading["timestamp"] % interval_ms
+        counts[start] += 1
+        for name, value in (reading.get("measures") or {}).items():
+            values[start][name].append(value)
     out = []
-    for start, readings in sorted(intervals.items()):
-        values: dict[str, list[float]] = defaultdict(list)
-        for reading in readings:
-            for name, value in (reading.get("measures") or {}).items():
-                values[name].append(value)
-        measures = {}
-        for name, series in sorted(values.items()):
-            total = 0.0
-            for value in series:
-                total += value
-            measures[name] = dict(
-                zip(STATS, (len(series), min(series), max(series), total / len(series), total), strict=True)
-            )
-        out.append({"start": format_ts(start), "readings": len(readings), "measures": measures})
+    for start in sorted(counts):
+        measures = sorted(values[start].items())
+        figures = {n: (len(v), min(v), max(v), math.fsum(v) / len(v), math.fsum(v)) for n, v in measures}
+        stats = {name: dict(zip(STATS, f, strict=True)) for name, f in figures.items()}
+        out.append({"start": format_ts(start), "readings": counts[start], "measures": stats})
     return out
-
-
-def expected_range_page(ledger: Ledger, from_ms: int, to_ms: int, bucket: Bucket, limit: int) -> list[dict[str, Any]]:
-    """The first ``limit`` readings of a cross-entity read: bucket by bucket, then entity, time, event id."""
-    chosen = sorted(_chosen(ledger, None, from_ms, to_ms), key=lambda r: (bucket.start(r["timestamp"]), sort_key(r)))
-    return [api_reading(r) for r in chosen[:limit]]
 
 
 # -- comparisons ---------------------------------------------------------------------------------------
@@ -126,12 +114,12 @@ def expected_range_page(ledger: Ledger, from_ms: int, to_ms: int, bucket: Bucket
 
 def compare_readings(got: Sequence[Mapping[str, Any]], want: Sequence[Mapping[str, Any]]) -> str | None:
     """None when ``got`` is exactly ``want`` (same readings, same order); else what differs first."""
-    ids = [r.get("event_id") for r in got]
+    ids, wanted = [r.get("event_id") for r in got], {r["event_id"] for r in want}
     if len(ids) != len(set(ids)):
         return f"{len(ids) - len(set(ids))} reading(s) returned twice"
     if len(got) != len(want):
-        missing, extra = {r["event_id"] for r in want} - set(ids), set(ids) - {r["event_id"] for r in want}
-        return f"{len(got)} readings instead of {len(want)} ({len(missing)} missing, {len(extra)} unexpected)"
+        missing, extra = len(wanted - set(ids)), len(set(ids) - wanted)
+        return f"{len(got)} readings instead of {len(want)} ({missing} missing, {extra} unexpected)"
     for index, (a, b) in enumerate(zip(got, want, strict=True)):
         if _normal(a) != _normal(b):
             return f"reading {index} ({b['event_id']}) differs: got {dict(a)}, published {dict(b)}"
@@ -140,26 +128,24 @@ def compare_readings(got: Sequence[Mapping[str, Any]], want: Sequence[Mapping[st
 
 def _normal(reading: Mapping[str, Any]) -> tuple[Any, ...]:
     measures = {k: float(v) for k, v in (reading.get("measures") or {}).items()}
-    fields = ("entity_id", "event_id", "timestamp")
-    return (*(reading.get(f) for f in fields), measures, dict(reading.get("dimensions") or {}))
+    names = (reading.get("entity_id"), reading.get("event_id"), reading.get("timestamp"))
+    return (*names, measures, dict(reading.get("dimensions") or {}))
 
 
 def compare_aggregates(got: Sequence[Mapping[str, Any]], want: Sequence[Mapping[str, Any]]) -> str | None:
     if len(got) != len(want):
         return f"{len(got)} intervals instead of {len(want)}"
     for a, b in zip(got, want, strict=True):
-        if a.get("start") != b["start"] or a.get("readings") != b["readings"]:
-            return (
-                f"interval {b['start']}: got {a.get('start')} with {a.get('readings')} readings, want {b['readings']}"
-            )
+        if (a.get("start"), a.get("readings")) != (b["start"], b["readings"]):
+            return f"interval {b['start']}: got {a.get('start')}, {a.get('readings')} readings; want {b['readings']}"
         measures = a.get("measures") or {}
         if set(measures) != set(b["measures"]):
             return f"interval {b['start']}: measures {sorted(measures)} instead of {sorted(b['measures'])}"
         for name, stats in b["measures"].items():
-            for stat in STATS:
+            for stat, expected in stats.items():
                 have = measures[name].get(stat)
-                if have is None or not math.isclose(float(have), float(stats[stat]), rel_tol=1e-9, abs_tol=1e-9):
-                    return f"interval {b['start']} {name}.{stat}: got {have}, want {stats[stat]}"
+                if have is None or not math.isclose(float(have), float(expected), rel_tol=1e-9, abs_tol=1e-9):
+                    return f"interval {b['start']} {name}.{stat}: got {have}, want {expected}"
     return None
 
 
@@ -188,18 +174,16 @@ class Check:
 
     def as_dict(self) -> dict[str, Any]:
         lat = self.latencies_ms or [0.0]
+        latency = {"p50": round(statistics.median(lat), 1), "max": round(max(lat), 1), "total": round(sum(lat), 1)}
+        equal = self.difference is None and bool(self.statuses)
         return {
             "name": self.name,
             "path": self.path,
-            "equal": self.difference is None and bool(self.statuses),
+            "equal": equal,
             "difference": self.difference,
             "summary": self.summary,
             "requests": len(self.statuses),
-            "latency_ms": {
-                "p50": round(statistics.median(lat), 1),
-                "max": round(max(lat), 1),
-                "total": round(sum(lat), 1),
-            },
+            "latency_ms": latency,
         }
 
 
@@ -280,8 +264,7 @@ def check_aggregates(
     if rollups and body.get("source") != "rollups":
         check.difference = f"source {body.get('source')!r}, not rollups (through {body.get('rollups_through')})"
     check.summary = f"{len(body.get('intervals', []))} interval(s) over {body.get('readings', 0):,} readings"
-    if rollups:
-        check.summary += f"; rollups read {_cost(body)}"
+    check.summary += f"; rollups read {_cost(body)}" if rollups else ""
     if raw_interval is not None and check.difference is None:
         raw = check.observe(client.get(path, _window(from_ms, to_ms, interval=raw_interval))) or {}
         if raw.get("source") != "raw" or raw.get("readings") != body.get("readings"):

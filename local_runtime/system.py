@@ -273,7 +273,8 @@ class LocalSystem:
             destination_for=lambda arn: self._queue(queues[arn]) if arn in queues else None,
             poll_interval_s=self.options.poll_interval_s,
         )
-        rotator = self.functions.start(LambdaFunction.ROTATOR, build=self.functions.rotator_build(self.lambda_api))
+        build = self.functions.rotator_build(self.lambda_api, self.client("dynamodb"))
+        rotator = self.functions.start(LambdaFunction.ROTATOR, build=build)
         self.clock = self.clock or self._rotator_clock()
         schedule = Schedule(
             rotator.name,

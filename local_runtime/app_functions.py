@@ -135,8 +135,11 @@ class AppFunctions:
             injector = FaultInjectingDynamoDB(client("dynamodb", max_attempts=1), plan) if plan is not None else None
             if injector is not None:
                 self.write_faults.append(injector)
-            clock = {"wall_clock_ms": wall_clock_ms} if wall_clock_ms is not None else {}
-            ingestor = Ingestor.from_settings(module.SETTINGS, dynamodb=injector, **clock)
+            ingestor = (
+                Ingestor.from_settings(module.SETTINGS, dynamodb=injector, wall_clock_ms=wall_clock_ms)
+                if wall_clock_ms is not None
+                else Ingestor.from_settings(module.SETTINGS, dynamodb=injector)
+            )
             return module.create_handler(ingestor), [ingestor]
 
         return build

@@ -24,22 +24,13 @@ from typing import Any, TextIO, TypeVar
 
 from infra.config import AppConfig, LambdaFunction, load_cdk_json_context
 from local_runtime.demo_accounting import Observer
-from local_runtime.demo_presentation import draw_pictures, render
+from local_runtime.demo_presentation import draw_pictures
 from local_runtime.demo_report import HOT_SENSOR, DemoFacts, RotationFacts, build_report
 from local_runtime.demo_scenario import Scenario, now_ms
 from local_runtime.faults import LocalFaults
 from local_runtime.scheduler import ReplayClock
 from local_runtime.system import LocalOptions, LocalSystem
 
-__all__ = [
-    "DEMO_CONTEXT",
-    "DEMO_HOT_KEYS_ENVIRONMENT",
-    "HOT_SENSOR",
-    "DemoOptions",
-    "demo_config",
-    "render",
-    "run_demo",
-]
 T = TypeVar("T")
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -106,9 +97,8 @@ class DemoOptions:
     seed: int = 7
     faults: LocalFaults = field(default_factory=LocalFaults)
     out_dir: Path = Path("out/demo")
-    #: cdk.json overrides on top of :data:`DEMO_CONTEXT`, and hot-key variables on top of its own.
+    #: cdk.json overrides on top of :data:`DEMO_CONTEXT`.
     context: Mapping[str, object] = field(default_factory=dict)
-    hotkeys_environment: Mapping[str, str] = field(default_factory=dict)
     #: The rotator's history replayed before the story (seconds of the past), at least how long each
     #: replayed run takes in real time, and the readings per (real) second stamped with that clock.
     history_s: float = 5 * 3600.0
@@ -119,7 +109,6 @@ class DemoOptions:
     #: How long to wait for the detector's split, and for the streams to drain.
     split_timeout_s: float = 240.0
     timeout_s: float = 300.0
-    picture: bool = True
 
     @classmethod
     def quick(cls, **overrides: Any) -> DemoOptions:
@@ -161,7 +150,7 @@ def run_demo(
             stream.flush()
 
     config = demo_config(options.context)
-    hot_env = {**DEMO_HOT_KEYS_ENVIRONMENT, **options.hotkeys_environment}
+    hot_env = dict(DEMO_HOT_KEYS_ENVIRONMENT)
     options.out_dir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     say(f"starting the local system (faults: {options.faults.describe()})")
@@ -181,8 +170,7 @@ def run_demo(
     with LocalSystem(config, local) as system:
         facts = _play(system, options, say, {"start": time.monotonic() - started})
     facts.timings = {**facts.timings, "total": time.monotonic() - started}
-    if options.picture:
-        draw_pictures(facts, config, options.out_dir)
+    draw_pictures(facts, config, options.out_dir)
     settings = {
         **({"rotation_context_overrides": dict(DEMO_ROTATION_CONTEXT)} if rotates else {}),
         "hot_split_threshold_note": f"lowered to {config.hot_split_threshold_wcu} WCU/s for the demo (stack: 500)",

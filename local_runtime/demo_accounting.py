@@ -143,7 +143,8 @@ class Observer:
         if schedule is None:
             return None
         say(f"running the rollup function until its watermark passes {format_ts(through_ms)}")
-        summary, work = None, {"runs": 0, "failed_runs": 0, "steps": 0, "recomputed": {}, "raw_items_read": 0}
+        summary = None
+        work: dict[str, Any] = {"runs": 0, "failed_runs": 0, "steps": 0, "recomputed": {}, "raw_items_read": 0}
         for _ in range(20):  # bounded: each run applies some minutes or fails
             summary = schedule.run_once()
             work["runs"] += 1

@@ -12,6 +12,7 @@ rotator's run summaries tell it.
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -159,8 +160,8 @@ def build_report(
         "stream_drained": facts.drained,
         "phases": _phases(facts.ledger),
     }
-    no_split = {"status": NOT_RUN, "reason": "the hot sensor was not split"}
-    no_map = {"status": NOT_RUN, "reason": "the shard map was not read"}
+    no_split: dict[str, Any] = {"status": NOT_RUN, "reason": "the hot sensor was not split"}
+    no_map: dict[str, Any] = {"status": NOT_RUN, "reason": "the shard map was not read"}
     after = [b for b in story if boundary is not None and b.first_ms >= boundary]
     load_after = partition_load(after) if boundary is not None else no_split
     hot_after = hot_sensor_after_split(after, layout) if boundary is not None else no_split
@@ -181,7 +182,7 @@ def build_report(
     }
     if facts.rollups is not None:
         checks["rollups_applied"] = "through" in facts.rollups
-    rotation = {"status": NOT_RUN, "reason": "no table_period: one readings table, nothing to rotate"}
+    rotation: dict[str, Any] = {"status": NOT_RUN, "reason": "no table_period: one readings table, nothing to rotate"}
     if facts.rotation is not None:
         rotation, rotation_checks = rotation_section(facts.rotation, config, stored, facts.exported, facts.rejects)
         rotation["picture"] = dict(facts.rotation_picture or {})
@@ -351,7 +352,7 @@ def placement_check(
 
 def hot_keys_section(windows: Sequence[Mapping[str, Any]], alerts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """The detector's judged windows that found a hot key or split (as it recorded them), and its alerts."""
-    hot = []
+    hot: list[dict[str, Any]] = []
     for window in sorted(windows, key=lambda w: str(w.get("window"))):
         summary = window.get("summary") or {}
         keys, splits = summary.get("hot_keys") or [], summary.get("splits") or []
@@ -410,6 +411,8 @@ def rotation_section(
     say of it (every list or mapping in them naming the table; a phase when it changes), not a fixed
     list, so they follow the rotator as it changes; its readings, live or read back from its export."""
     layout, prefix = config.layout(), f"{config.storage.table_prefix}-"
+    period, retention = layout.table_period, config.retention_ms
+    assert period is not None  # noqa: S101 - the rotator runs only with a table period
     starts = _period_starts(facts, config)
     steps: dict[str, list[dict[str, str]]] = defaultdict(list)
     when: dict[str, dict[str, int]] = defaultdict(dict)
@@ -456,8 +459,6 @@ def rotation_section(
     ]
     last = (facts.runs[-1].get("summary") or {}) if facts.runs else {}
     refused = _refused(facts.refused, rejects)
-    period, retention = layout.table_period, config.retention_ms
-    retired = [n for n in dropped if n in starts and period is not None]
     checks = {
         "readings_landed_in_two_or_more_period_tables": sum(1 for rs in holding.values() if rs) >= 2,
         "every_reading_in_its_periods_table": not misplaced,
@@ -465,12 +466,9 @@ def rotation_section(
         and int(last.get("periods_ready", 0)) >= 1 + config.rotation.prebuild_periods,
         "rotator_took_a_table_through_its_phases_to_its_drop": any(len(phases[n]) >= 2 for n in dropped),
         "rotator_dropped_a_table_past_retention": bool(dropped)
-        and retired == dropped
-        and all(when[n]["deleted"] >= period.next_start(starts[n]) + retention for n in retired),  # type: ignore[union-attr]
+        and all(n in starts and when[n]["deleted"] >= period.next_start(starts[n]) + retention for n in dropped),
         "rotator_exported_each_table_before_dropping_it": config.rotation.export_bucket is None
-        or all(
-            when[n].get("exported", when[n]["deleted"] + 1) <= when[n]["deleted"] and n in exported for n in dropped
-        ),
+        or all(n in exported and when[n].get("exported", math.inf) <= when[n]["deleted"] for n in dropped),
         "rotator_runs_without_errors": not errors and facts.failures == 0,
         "ingest_refused_readings_of_a_dropped_period": 0 < refused["published"] == refused["rejected"],
     }
@@ -484,7 +482,7 @@ def rotation_section(
     }
     return {
         "status": "run",
-        "period": period.name if period else None,
+        "period": period.name,
         "schedule": f"every {config.rotation_interval_minutes()} min of the rotator's clock",
         "clock": dict(facts.clock),
         "runs": len(facts.runs),

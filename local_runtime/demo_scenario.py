@@ -79,7 +79,7 @@ class Scenario:
             low = min(int(r["now_ms"]) for r in runs) - config.retention_ms - 2 * period.nominal_ms
             start = next(s for s in period.starts(low, now_ms()) if layout.table_for(s) == dropped[0])
             ids = [f"dropped-period-{n}" for n in range(o.refused_readings)]
-            readings = [
+            refused = [
                 {
                     "entity_id": "sensor-000001",
                     "event_id": i,
@@ -88,7 +88,7 @@ class Scenario:
                 }
                 for n, i in enumerate(ids)
             ]
-            self._record(publish([(0.0, r) for r in readings], self._publisher(), Packer(), validate=False))
+            self._record(publish([(0.0, r) for r in refused], self._publisher(), Packer(), validate=False))
             self.refused = {"table": dropped[0], "event_ids": ids}
             self.say(f"  published {len(ids)} readings of {format_ts(start)}, whose table {dropped[0]} is gone")
 
@@ -160,7 +160,8 @@ class Scenario:
         """Publish ``(offset_s, reading)`` pairs in real time, a quarter second of them at a time (the
         producer's paced mode holds records back until a PutRecords call of 500 is full, so a slow stream
         would arrive in bursts), recording each reading in the ledger."""
-        publisher, started, chunk, until = self._publisher(), time.monotonic(), [], 0.0
+        publisher, started, until = self._publisher(), time.monotonic(), 0.0
+        chunk: list[dict[str, Any]] = []
         for offset, reading in items:
             if offset >= until:
                 self._send(publisher, phase, chunk)

@@ -110,6 +110,7 @@ def import_handler(spec: FunctionSpec) -> tuple[ModuleType, Handler, list[Any]]:
         sys.modules.pop(module_name, None)
         module = importlib.import_module(module_name)
         closing = [getattr(module, name) for name in spec.close]
+        handler: Any
         if spec.build is not None:
             handler, built = spec.build(module)
             closing.extend(built)

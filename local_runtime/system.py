@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, TypeVar
 
 from adapters.clients import reset_clients
 from adapters.settings import CommonSettings
@@ -46,6 +46,8 @@ from local_runtime.moto_server import EmbeddedMoto
 from local_runtime.resources import Provisioner, ResourceNames, Resources, existing_readings_tables
 from local_runtime.scheduler import ReplayClock, Schedule, SimulatedClock, empty_event, now_event
 from local_runtime.stream_sources import KinesisSource
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -357,32 +359,21 @@ class LocalSystem:
 
     @property
     def resources(self) -> Resources:
-        if self._resources is None:
-            raise RuntimeError("the system is not running")
-        return self._resources
+        return _running(self._resources)
 
     @property
     def mappings(self) -> StreamMappings:
-        if self._mappings is None:
-            raise RuntimeError("the system is not running")
-        return self._mappings
+        return _running(self._mappings)
 
     @property
     def endpoint_url(self) -> str:
-        if self._endpoint_url is None:
-            raise RuntimeError("the system is not running")
-        return self._endpoint_url
+        return _running(self._endpoint_url)
 
     @property
     def console(self) -> TextIO:
         """Where the command's own output goes: the stdout from before the system started when the
         functions' output is routed to a log file, else stdout."""
         return self._router.console if self._router is not None else sys.stdout
-
-    @property
-    def wiring(self) -> FunctionWiring:
-        """The deploy-time values of the functions' environments, as local mode has them."""
-        return self.functions.wiring
 
     @property
     def endpoints(self) -> Endpoints:
@@ -427,3 +418,9 @@ class LocalSystem:
             "api_requests": len(self.api.latencies_ms) if self.api is not None else 0,
             "schedules": {s.name: {"runs": s.runs, "failures": s.failures} for s in self.schedules},
         }
+
+
+def _running(part: T | None) -> T:
+    if part is None:
+        raise RuntimeError("the system is not running")
+    return part

@@ -12,7 +12,7 @@ a message naming the variable.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
@@ -48,7 +48,8 @@ def create_handler(ingestor: Ingestor) -> Callable[[dict[str, Any], LambdaContex
             event=event, record_handler=outcome.settle, processor=processor, context=context
         )
 
-    return handler
+    # Powertools' decorators are untyped: the handler is the function above, as declared.
+    return cast("Callable[[dict[str, Any], LambdaContext], PartialItemFailureResponse]", handler)
 
 
 SETTINGS = IngestSettings.from_env()

@@ -8,7 +8,7 @@ raises (the Errors alarm); the next run starts again from the stored watermark.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
@@ -34,7 +34,8 @@ def create_handler(runner: RollupRunner) -> Callable[[dict[str, Any], LambdaCont
         emit(report)
         return report.summary()
 
-    return handler
+    # Powertools' decorators are untyped: the handler is the function above, as declared.
+    return cast("Callable[[dict[str, Any], LambdaContext], dict[str, Any]]", handler)
 
 
 SETTINGS = RollupSettings.from_env()

@@ -12,7 +12,7 @@ against the same fault, would rarely help).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -46,7 +46,8 @@ def create_handler(
         )
         return summary.to_dict()
 
-    return handler
+    # Powertools' decorators are untyped: the handler is the function above, as declared.
+    return cast("Callable[[dict[str, Any], LambdaContext], dict[str, Any]]", handler)
 
 
 SETTINGS = RotatorSettings.from_env()

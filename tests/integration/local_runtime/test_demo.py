@@ -22,7 +22,8 @@ from typing import Any
 import pytest
 
 from local_runtime import LocalFaults
-from local_runtime.demo import HOT_SENSOR, DemoOptions, render, run_demo
+from local_runtime.demo import HOT_SENSOR, DemoOptions, run_demo
+from local_runtime.demo_presentation import render
 
 pytestmark = pytest.mark.integration
 

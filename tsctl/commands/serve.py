@@ -43,7 +43,7 @@ def register(sub: Any) -> None:
         help="run the whole system locally (embedded moto, in-process handlers) until Ctrl-C",
         description=(
             "Start the embedded local runtime: moto's server on a loopback port with the stream, tables, "
-            "queues, topic and secret of the stack's configuration, and the four functions running in this "
+            "queues, topic and secret of the stack's configuration, and the functions running in this "
             "process, triggered as Lambda triggers them (the query API served on its own loopback port). "
             "Prints the endpoints and example commands, then runs until Ctrl-C. No AWS account is used: every "
             "endpoint is on 127.0.0.1, and local requests need no SigV4 signature."

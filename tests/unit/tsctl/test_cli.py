@@ -138,7 +138,7 @@ def test_keys_shows_the_block_and_a_plan_that_contains_it(capsys: pytest.Capture
     # entity#ts#event, and the plan holds that partition
     assert code == 0
     assert result["key"]["pk"].endswith("#2026-11-22T06:00")
-    assert re.fullmatch(r"sensor-alpha-001#2026-11-22T06:57:51\.000Z#[0-9a-f]{16}#1", result["key"]["sk"])
+    assert re.fullmatch(r"sensor-alpha-001#2026-11-22T06:57:51\.000Z#[0-9a-f]{12}#1", result["key"]["sk"])
     assert result["position"] == "sensor-alpha-001#2026-11-22T06:57:51.000Z#e-1"
     assert result["write_units"] == 1 and 100 < result["item_bytes"] < 1_024
     assert result["query"]["partition_count"] == 3

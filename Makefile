@@ -71,7 +71,7 @@ synth: $(STAMP) ## Synthesize the CloudFormation template into cdk.out/ (offline
 	@echo "template: cdk.out/$$(ls cdk.out | grep -m1 '\.template\.json$$')"
 
 plan: $(STAMP) ## Capacity plan for the seed workload (see `python -m tsctl plan --help`)
-	$(PY) -m tsctl plan --peak-writes 50000 --item-bytes 500 --entities 10000 --hot sensor-alpha-001=2000
+	$(PY) -m tsctl plan --peak-writes 50000 --entities 10000 --hot sensor-alpha-001=2000
 
 clean: ## Remove the virtual environment and build outputs
 	rm -rf $(VENV) cdk.out out .pytest_cache .mypy_cache .ruff_cache .hypothesis .coverage

@@ -1,5 +1,8 @@
 """Ingest benchmarks: the handler's own work with the network stubbed, and an end-to-end
-comparison on an embedded moto server against the seed article's one-PutItem-per-reading."""
+comparison on an embedded moto server against the seed article's one-PutItem-per-reading.
+
+Ingest stores blocks (``keydesign.blocks``); the writers it is compared with store one item
+per reading, the item a reading alone had before blocks (:func:`one_item_per_reading`)."""
 
 from __future__ import annotations
 
@@ -10,7 +13,7 @@ import logging
 import os
 import random
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from decimal import Decimal
 from typing import Any
 
@@ -19,6 +22,7 @@ from botocore.config import Config
 
 from adapters.batch_writer import BatchWriter, serialize_item
 from adapters.collector import tune_collector
+from adapters.kinesis_records import parse_records
 from adapters.observability import logger, metrics
 from adapters.occupancy import OccupancyRecorder, OccupancyStore
 from adapters.retry import Deadline
@@ -28,7 +32,8 @@ from infra.config import AppConfig, FunctionWiring, LambdaFunction
 from ingest.decoding import decode_record
 from ingest.logic import Ingestor, occupancy_groups
 from ingest.settings import IngestSettings
-from keydesign import Layout, Reading, ShardMap, build_item, ttl_for
+from keydesign import Layout, Reading, ShardMap, decode_block, ttl_for
+from keydesign.layouts import parse_keys
 from producer import Packer, Workload, generate
 
 SHARD = "shardId-000000000000"
@@ -122,6 +127,41 @@ def lambda_records(items: list[dict[str, Any]], *, packed: bool) -> list[dict[st
     ]
 
 
+def one_item_per_reading(layout: Layout, shard_map: ShardMap, reading: Reading) -> dict[str, Any]:
+    """The item a reading alone had before blocks (``pk``, ``sk``, ``e``, ``t``, ``i``, ``m``, ``d``,
+    ``ttl``; numbers as Decimal, for boto3's resource layer): what the writers ingest is compared
+    with put, one per reading. Its key is the one the layout gave a reading alone (no entity split)."""
+    (pk,) = layout.partitions_of(reading.entity_id, reading.ts_ms, shard_map)
+    item: dict[str, Any] = {
+        "pk": pk,
+        "sk": layout.reading_key(reading.entity_id, reading.ts, reading.event_id),
+        "e": reading.entity_id,
+        "t": reading.ts,
+        "i": reading.event_id,
+        "m": {k: Decimal(str(v)) for k, v in reading.measures.items()},
+        "ttl": ttl_for(reading, 30 * 86_400_000),
+    }
+    if reading.dimensions:
+        item["d"] = dict(reading.dimensions)
+    return item
+
+
+def distinct_readings(items: Iterable[Mapping[str, Any]], layout: str = "hybrid") -> int:
+    """How many distinct readings low-level ``items`` hold: every reading of a block (``b``) once,
+    and one per item of any other kind (one item per reading)."""
+    identities: set[tuple[str, int, str]] = set()
+    others = 0
+    for item in items:
+        if "b" not in item:
+            others += 1
+            continue
+        parts = parse_keys(item["pk"]["S"], item["sk"]["S"], layout)  # type: ignore[arg-type]
+        assert parts is not None, "a block whose key is not a block's"
+        _, readings = decode_block(parts.entity, item["b"]["B"])
+        identities.update((r.entity_id, r.ts_ms, r.event_id) for r in readings)
+    return len(identities) + others
+
+
 def _best(repeats: int, fn: Any) -> tuple[float, float, Any]:
     """Best (lowest CPU) of ``repeats`` runs: (cpu seconds, wall seconds, last result)."""
     best_cpu, best_wall, out = float("inf"), float("inf"), None
@@ -141,7 +181,7 @@ def stack_env(queue_url: str = "https://sqs.eu-west-1.amazonaws.com/123456789012
     return config.function_environment(LambdaFunction.INGEST, FunctionWiring(rejects_queue_url=queue_url))
 
 
-@benchmark("ingest-cpu", "readings/s per core of the handler's own work, network stubbed; calls per 10,000")
+@benchmark("ingest-cpu", "readings/s per core of the handler's own work, network stubbed; blocks and calls per 10,000")
 def ingest_cpu(quick: bool) -> Result:
     result = Result()
     count = 10_000
@@ -149,7 +189,10 @@ def ingest_cpu(quick: bool) -> Result:
     items = readings(count)
     settings = IngestSettings.from_env(stack_env())
     common = settings.common
-    shapes = {"packed": lambda_records(items, packed=True), "one-per-record": lambda_records(items, packed=False)}
+    shapes = {
+        "packed": {"Records": lambda_records(items, packed=True)},
+        "one-per-record": {"Records": lambda_records(items, packed=False)},
+    }
     fakes = {label: NullDynamoDB() for label in shapes}
     ingestors = {
         label: Ingestor.from_settings(settings, dynamodb=fake, sqs=NullSQS(), control=fake)
@@ -159,12 +202,13 @@ def ingest_cpu(quick: bool) -> Result:
     thresholds = tune_collector()  # as the handler does once its init is done
     try:
         # The first run is a cold container's (occupancy records and rollup marks written); the best is warm.
-        cold = ingestors["packed"].ingest(shapes["packed"], 900_000)
+        # Each run parses its event as the handler does (parse_records), inside the clock.
+        cold = ingestors["packed"].ingest(parse_records(shapes["packed"]), 900_000)
         after_cold = dict(fakes["packed"].items)
-        ingestors["one-per-record"].ingest(shapes["one-per-record"], 900_000)
+        ingestors["one-per-record"].ingest(parse_records(shapes["one-per-record"]), 900_000)
         for _ in range(repeats):  # the two shapes alternate: both see the same load on a shared machine
-            for label, records in shapes.items():
-                cpu, wall, outcome = _best(1, lambda i=ingestors[label], r=records: i.ingest(r, 900_000))
+            for label, event in shapes.items():
+                cpu, wall, outcome = _best(1, lambda i=ingestors[label], e=event: i.ingest(parse_records(e), 900_000))
                 assert outcome.written == count and not outcome.failed_records, "the benchmark must ingest everything"
                 best[label] = min(best.get(label, (cpu, wall)), (cpu, wall))
             metrics.clear_metrics()
@@ -175,11 +219,22 @@ def ingest_cpu(quick: bool) -> Result:
             ingestor.close()
         metrics.clear_metrics()
     for label, (cpu, wall) in best.items():
-        result.add(f"readings/s/core ({label})", round(count / cpu), "readings/s", f"{len(shapes[label])} records")
+        records = len(shapes[label]["Records"])
+        result.add(f"readings/s/core ({label})", round(count / cpu), "readings/s", f"{records} records")
+        result.add(f"CPU per reading ({label})", round(cpu / count * 1e6, 1), "µs", "all threads")
         result.add(f"readings/s wall ({label})", round(count / wall), "readings/s")
     packed_cpu = best["packed"][0]
     result.add("one-per-record / packed", round(packed_cpu / best["one-per-record"][0], 2), "x", "readings/s/core")
-    result.add("BatchWriteItem calls per 10,000 readings", outcome.write.calls * 10_000 / count, "calls", "floor 400")
+    per = 10_000 / count
+    result.add(
+        "blocks per 10,000 readings", outcome.blocks * per, "items", f"{count / outcome.blocks:.1f} readings a block"
+    )
+    result.add(
+        "write units per 10,000 readings", outcome.write_units * per, "WCU", "one item per reading: 10,000 at least"
+    )
+    result.add(
+        "BatchWriteItem calls per 10,000 readings", outcome.write.calls * per, "calls", "one item per reading: 400"
+    )
     _control_writes(result, cold, after_cold, common.control_table or "")
     result.params = {
         "readings": count,
@@ -192,66 +247,56 @@ def ingest_cpu(quick: bool) -> Result:
         "write_concurrency": settings.write_concurrency,
     }
     result.method = (
-        "the real Ingestor as the default stack configures it (decode, validate, key, item, occupancy, chunk, "
-        "thread pool, rollup marks, attribution, metrics) on 10,000 generated readings, DynamoDB and SQS replaced "
+        "the real Ingestor as the default stack configures it (parse the event, decode, validate, pack into "
+        "blocks, occupancy, chunk, thread pool, rollup marks, attribution, metrics) on 10,000 generated readings "
+        "of 1,000 entities over 10 s, DynamoDB and SQS replaced "
         "by fakes that accept everything; after one unclocked cold run, best of N runs by CPU time (a warm "
         "container), the packed and one-per-record runs alternating, the garbage collector as the handler sets it; "
         "readings/s per core = readings / CPU seconds of the process (all threads); stages timed "
         "alone, single thread"
     )
 
-    _stages(result, settings, lambda_records(items, packed=True), repeats, packed_cpu / count * 1e6)
+    _stages(result, settings, shapes["packed"], repeats, packed_cpu / count * 1e6)
     return result
 
 
 def _stages(
-    result: Result, settings: IngestSettings, records: list[dict[str, Any]], repeats: int, per_reading_us: float
+    result: Result, settings: IngestSettings, event: dict[str, Any], repeats: int, per_reading_us: float
 ) -> None:
     """Where the time goes, stage by stage (single thread, packed records)."""
     common = settings.common
     layout = common.layout
     shard_map = ShardMap.initial(layout.bucket, common.shards)
-    cpu_decode, _, decoded = _best(
-        repeats, lambda: [decode_record(i, r, SHARD, r["kinesis"]["sequenceNumber"]) for i, r in enumerate(records)]
-    )
-    values = [c.value for d in decoded for c in d.candidates]
+    cpu_decode, _, decoded = _best(repeats, lambda: [decode_record(i, r) for i, r in enumerate(parse_records(event))])
+    values = [(c.value, d.record.version) for d in decoded for c in d.candidates]
     count = len(values)
-    cpu_parse, _, parsed = _best(repeats, lambda: [Reading.parse(v) for v in values])
+    cpu_parse, _, entries = _best(repeats, lambda: [(Reading.parse(v), version) for v, version in values])
     rng = random.Random(1)
-
-    cpu_key, _, keys = _best(repeats, lambda: [layout.key_for(r, shard_map, rng) for r in parsed])
-    cpu_item, _, built = _best(
-        repeats, lambda: [build_item(r, k, ttl_for(r, 86_400_000)) for r, k in zip(parsed, keys, strict=True)]
+    cpu_pack, _, blocks = _best(
+        repeats, lambda: layout.pack(entries, shard_map, retention_ms=common.retention_ms, rng=rng)
     )
-    cpu_serialize, _, _ = _best(repeats, lambda: [serialize_item(i) for i in built])
-    # A warm container's occupancy work on every batch: group the items by (table, partition,
+    cpu_serialize, _, _ = _best(repeats, lambda: [serialize_item(b.item()) for b in blocks])
+    # A warm container's occupancy work on every batch: group the blocks by (table, partition,
     # day) and find every record already written (the usual case: no write at all).
     null = NullDynamoDB()
     recorder = OccupancyRecorder(OccupancyStore(null, CONTROL_TABLE, layout.table_prefix), max_future_ms=0)
-    partitions = [(k.table, k.pk, r.ts_ms) for r, k in zip(parsed, keys, strict=True)]
-    recorder.remember(list(occupancy_groups(layout, partitions)))
-    cpu_occupancy, _, missing = _best(
-        repeats,
-        lambda: recorder.unrecorded(
-            occupancy_groups(layout, [(k.table, k.pk, r.ts_ms) for r, k in zip(parsed, keys, strict=True)])
-        ),
-    )
+    recorder.remember(list(occupancy_groups(layout, blocks)))
+    cpu_occupancy, _, missing = _best(repeats, lambda: recorder.unrecorded(occupancy_groups(layout, blocks)))
     assert missing == [], "a warm recorder writes nothing"
     # Likewise the rollup marks: group the written readings by (entity, finest interval), all written already.
     writer = BatchWriter(null, concurrency=1)
     store = RollupStore(null, writer, CONTROL_TABLE, layout.table_prefix, common.retention_ms)
     marks = MarkRecorder(store, common.granularities.finest if common.granularities else 60_000)
-    written = [(i, r.entity_id, r.ts_ms) for i, r in enumerate(parsed)]
+    written = [(i, r.entity_id, r.ts_ms) for i, b in enumerate(blocks) for r in b.readings]
     stamp, deadline = int(time.time() * 1000), Deadline.after_ms(900_000)
     assert marks.write(written, stamp, deadline) == {}, "every mark is written once"
     cpu_marks, _, failed = _best(repeats, lambda: marks.write(written, stamp, deadline))
     writer.close()
     assert failed == {} and null.calls > 0, "a warm recorder writes nothing more"
     stages = (
-        ("decode (base64, KPL, JSON)", cpu_decode),
+        ("decode (parse the event, base64, KPL, JSON)", cpu_decode),
         ("validate (Reading.parse)", cpu_parse),
-        ("key (Layout.key_for)", cpu_key),
-        ("item (build_item + ttl)", cpu_item),
+        ("pack (Layout.pack: group, encode, compress, key)", cpu_pack),
         ("serialize (low-level form)", cpu_serialize),
         ("occupancy, warm container (group, all recorded)", cpu_occupancy),
         ("rollup marks, warm container (group, all written)", cpu_marks),
@@ -268,11 +313,11 @@ def _stages(
 
 
 def _control_writes(result: Result, cold: Any, items: dict[str, int], control_table: str) -> None:
-    """What a cold container (nothing recorded yet) wrote beside the readings: occupancy records and
+    """What a cold container (nothing recorded yet) wrote beside the blocks: occupancy records and
     rollup marks (items < 1 KB: one write unit each)."""
     count = cold.readings
     assert cold.written == count and not cold.failed_records, "the benchmark must ingest everything"
-    readings_items = sum(n for table, n in items.items() if table != control_table)
+    blocks = sum(n for table, n in items.items() if table != control_table)
     occupancy = len(cold.occupancy.written)
     marks = items.get(control_table, 0) - occupancy  # the control table's other items are the marks
     for what, written in (("occupancy", occupancy), ("rollup mark", marks)):
@@ -280,7 +325,7 @@ def _control_writes(result: Result, cold: Any, items: dict[str, int], control_ta
             f"{what} write units per 10,000 readings, cold container",
             written * 10_000 / count,
             "WCU",
-            f"{written} items beside {readings_items} readings",
+            f"{written} items beside {blocks} blocks of {count} readings",
         )
 
 
@@ -305,13 +350,13 @@ def ingest_e2e_moto(quick: bool) -> Result:
             create_readings_table(dynamodb, table)
         queue_url = sqs.create_queue(QueueName="bench-rejects")["QueueUrl"]
         items = readings(count, seed=11)
-        records = lambda_records(items, packed=True)
+        event = {"Records": lambda_records(items, packed=True)}
 
         settings = IngestSettings.from_env(_env("bench-ours", queue_url))
         ingestor = Ingestor.from_settings(settings, dynamodb=dynamodb, sqs=sqs)
         try:
             started = time.perf_counter()
-            outcome = ingestor.ingest(records, 900_000)
+            outcome = ingestor.ingest(parse_records(event), 900_000)
             ours = time.perf_counter() - started
         finally:
             ingestor.close()
@@ -319,25 +364,40 @@ def ingest_e2e_moto(quick: bool) -> Result:
         assert outcome.written == count and not outcome.failed_records
 
         naive = _naive_put_item(endpoint, items)
-        stored = {
-            t: dynamodb.scan(TableName=t, Select="COUNT")["Count"] for t in ("bench-ours", "bench-naive")
-        }  # one page is enough: COUNT pages are 1 MB of items, far more than these
+        stored = {t: distinct_readings(_scan(dynamodb, t)) for t in ("bench-ours", "bench-naive")}
         assert stored == {"bench-ours": count, "bench-naive": count}, stored
     finally:
         server.stop()
     result = Result(
-        params={"readings": count, "records": len(records), "write_concurrency": 8, "endpoint": "moto"},
+        params={"readings": count, "records": len(event["Records"]), "write_concurrency": 8, "endpoint": "moto"},
         method=(
             "one embedded moto server (ThreadedMotoServer on loopback) playing DynamoDB and SQS; the same readings "
             "written into two empty tables, one after the other in this run: ours = the real Ingestor with boto3 "
-            "clients (BatchWriteItem, 8 in flight), naive = the seed article's writer (boto3 resource put_item per "
-            "reading, in a loop); both tables counted afterwards; wall time of each write phase"
+            "clients (blocks, BatchWriteItem, 8 in flight), naive = the seed article's writer (boto3 resource "
+            "put_item per reading, in a loop); both tables' distinct readings counted afterwards (blocks decoded); "
+            "wall time of each write phase"
         ),
     )
-    result.add("ours readings/s", round(count / ours), "readings/s", f"{outcome.write.calls} BatchWriteItem calls")
+    result.add(
+        "ours readings/s",
+        round(count / ours),
+        "readings/s",
+        f"{outcome.blocks} blocks in {outcome.write.calls} BatchWriteItem calls",
+    )
     result.add("naive readings/s", round(count / naive), "readings/s", f"{count} PutItem calls")
     result.add("speed-up (ours / naive)", round(naive / ours, 1), "x")
     return result
+
+
+def _scan(dynamodb: Any, table: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    kwargs: dict[str, Any] = {"TableName": table}
+    while True:
+        page = dynamodb.scan(**kwargs)
+        items.extend(page["Items"])
+        if "LastEvaluatedKey" not in page:
+            return items
+        kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
 
 def _naive_put_item(
@@ -353,16 +413,5 @@ def _naive_put_item(
     shard_map = ShardMap.initial(layout.bucket, 16)
     started = time.perf_counter()
     for raw in items:
-        reading = Reading.parse(raw)
-        key = layout.key_for(reading, shard_map)
-        writer.put_item(
-            Item={
-                "pk": key.pk,
-                "sk": key.sk,
-                "e": reading.entity_id,
-                "t": reading.ts,
-                "m": {k: Decimal(str(v)) for k, v in reading.measures.items()},
-                "ttl": ttl_for(reading, 30 * 86_400_000),
-            }
-        )
+        writer.put_item(Item=one_item_per_reading(layout, shard_map, Reading.parse(raw)))
     return time.perf_counter() - started

@@ -1,7 +1,7 @@
 """Ingest where the network is the cost: DynamoDB answers every call after a fixed latency.
 
 A stub DynamoDB on loopback (a threaded HTTP server, in a process of its own) takes PutItem and BatchWriteItem,
-remembers every key it was sent and answers after ``latency`` milliseconds, as DynamoDB
+remembers every item it was sent and answers after ``latency`` milliseconds, as DynamoDB
 in another building would; its own work is a JSON parse. Real boto3 clients (HTTP,
 signing, serialising) talk to it. The same readings go through three writers into tables of their own
 (the seed writer once, the other two alternating round by round):
@@ -9,9 +9,11 @@ signing, serialising) talk to it. The same readings go through three writers int
 * **seed**: the seed article's writer, a boto3 resource ``put_item`` per reading;
 * **peer**: what the AWS serverless samples write, a handler looping over the Kinesis
   records into ``Table.batch_writer()`` (25 items a call, one call at a time);
-* **ours**: the real ``Ingestor`` (BatchWriteItem, ``WRITE_CONCURRENCY`` calls in flight).
+* **ours**: the real ``Ingestor`` (blocks, BatchWriteItem, ``WRITE_CONCURRENCY`` calls in flight).
 
-Each table is counted afterwards against the readings sent. The seed writer makes one
+Seed and peer put one item per reading (``benchmarks.ingest.one_item_per_reading``);
+ours puts blocks. Each table's distinct readings (blocks decoded) are counted afterwards
+against the readings sent. The seed writer makes one
 call per reading, so it writes a prefix of the readings (its rate does not depend on how
 many). Rerun: ``python -m benchmarks ingest-network``.
 """
@@ -30,7 +32,6 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
-from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from multiprocessing.connection import Connection
 from typing import Any
@@ -40,34 +41,43 @@ import boto3
 from adapters.batch_writer import send_prebuilt_json
 from adapters.clients import client_config
 from adapters.collector import tune_collector
+from adapters.kinesis_records import parse_records
 from adapters.observability import metrics
 from benchmarks.harness import Result, benchmark
-from benchmarks.ingest import NullSQS, _env, _naive_put_item, lambda_records, readings
-from ingest.logic import Ingestor
+from benchmarks.ingest import (
+    NullSQS,
+    _env,
+    _naive_put_item,
+    distinct_readings,
+    lambda_records,
+    one_item_per_reading,
+    readings,
+)
+from ingest.logic import BatchOutcome, Ingestor
 from ingest.settings import IngestSettings
-from keydesign import Layout, Reading, ShardMap, build_item, ttl_for
+from keydesign import Layout, Reading, ShardMap
 
 REGION = "eu-west-1"
 LATENCIES_MS = (5, 20)
 
 
 class StubDynamoDB(ThreadingHTTPServer):
-    """PutItem and BatchWriteItem on loopback, answered after ``latency_s``; keys kept per table.
+    """PutItem and BatchWriteItem on loopback, answered after ``latency_s``; items kept per table.
 
-    ``GET /latency/<ms>`` sets the latency, ``GET /count/<table>`` answers the distinct keys
-    stored in ``table``."""
+    ``GET /latency/<ms>`` sets the latency, ``GET /count/<table>`` answers the distinct readings
+    stored in ``table`` (a block's once each, decoded then: not on the clock)."""
 
     daemon_threads = True
 
     def __init__(self) -> None:
         super().__init__(("127.0.0.1", 0), _StubHandler)
         self.latency_s = 0.0
-        self.keys: dict[str, set[tuple[str, str]]] = {}
+        self.items: dict[str, dict[tuple[str, str], dict[str, Any]]] = {}
         self.lock = threading.Lock()
 
     def store(self, table: str, items: list[dict[str, Any]]) -> None:
         with self.lock:
-            self.keys.setdefault(table, set()).update((i["pk"]["S"], i["sk"]["S"]) for i in items)
+            self.items.setdefault(table, {}).update(((i["pk"]["S"], i["sk"]["S"]), i) for i in items)
 
 
 class _StubHandler(BaseHTTPRequestHandler):
@@ -98,7 +108,10 @@ class _StubHandler(BaseHTTPRequestHandler):
             self._answer({})
         else:
             with self.server.lock:
-                self._answer({"count": len(self.server.keys.get(arg, ()))})
+                stored = list(self.server.items.get(arg, {}).values())
+            # A block's payload arrived as the JSON protocol writes a blob: base64 text.
+            blocks = [{**i, "b": {"B": base64.b64decode(i["b"]["B"])}} if "b" in i else i for i in stored]
+            self._answer({"count": distinct_readings(blocks)})
 
     def _answer(self, answer: dict[str, Any]) -> None:
         data = json.dumps(answer).encode()
@@ -144,10 +157,7 @@ def peer_batch_writer(table: Any, records: list[dict[str, Any]]) -> None:
         for record in records:
             payload = json.loads(base64.b64decode(record["kinesis"]["data"]))
             for raw in payload if isinstance(payload, list) else [payload]:
-                reading = Reading.parse(raw)
-                item = build_item(reading, layout.key_for(reading, shard_map), ttl_for(reading, 30 * 86_400_000))
-                item["m"] = {k: Decimal(str(v)) for k, v in reading.measures.items()}
-                batch.put_item(Item=item)
+                batch.put_item(Item=one_item_per_reading(layout, shard_map, Reading.parse(raw)))
 
 
 def our_ingestor(endpoint: str, table: str, warm_up: list[dict[str, Any]]) -> Ingestor:
@@ -159,20 +169,20 @@ def our_ingestor(endpoint: str, table: str, warm_up: list[dict[str, Any]]) -> In
     )
     send_prebuilt_json(dynamodb)  # as from_settings does for the client it creates
     ingestor = Ingestor.from_settings(IngestSettings.from_env(_env(table)), dynamodb=dynamodb, sqs=NullSQS())
-    ingestor.ingest(warm_up, 900_000)
+    ingestor.ingest(parse_records({"Records": warm_up}), 900_000)
     metrics.clear_metrics()
     return ingestor
 
 
-def ours(ingestor: Ingestor, records: list[dict[str, Any]]) -> int:
-    """Ingest ``records``; the BatchWriteItem calls it made."""
+def ours(ingestor: Ingestor, records: list[dict[str, Any]]) -> BatchOutcome:
+    """Ingest ``records`` (parsed as the handler parses its event); what became of them."""
     try:
-        outcome = ingestor.ingest(records, 900_000)
+        outcome = ingestor.ingest(parse_records({"Records": records}), 900_000)
     finally:
         ingestor.close()
         metrics.clear_metrics()
     assert outcome.written == outcome.readings and not outcome.failed_records, "ours must ingest everything"
-    return outcome.write.calls
+    return outcome
 
 
 @contextmanager
@@ -211,13 +221,14 @@ def ingest_network(quick: bool) -> Result:
         },
         method=(
             "a stub DynamoDB on loopback, in its own process (threaded HTTP server: parses each call, keeps its "
-            "keys, sleeps the latency, answers); real boto3 clients; per latency the seed writer once (a prefix "
+            "items, sleeps the latency, answers); real boto3 clients; per latency the seed writer once (a prefix "
             f"of the readings), then peer and ours alternating {rounds} times, each into a table of its own, "
-            "first writing the first 4 records unclocked (a warm container; the same keys again); every table's "
-            "distinct keys counted afterwards; wall time and CPU time (this process, all threads) of each write "
-            "phase, median per writer; the ratio is of the medians (each round's ratio in the note). "
-            "seed = resource put_item per reading, peer = "
-            "Table.batch_writer() over the records as the AWS samples do, ours = the Ingestor with "
+            "first writing the first 4 records unclocked (a warm container; the same readings again); every "
+            "table's distinct readings counted afterwards (blocks decoded); wall time and CPU time (this process, "
+            "all threads) of each write phase, median per writer; the ratio is of the medians (each round's ratio "
+            "in the note). seed = resource put_item per reading, peer = "
+            "Table.batch_writer() over the records as the AWS samples do (one item per reading), ours = the "
+            "Ingestor (blocks, its event parsed as the handler parses it) with "
             "WRITE_CONCURRENCY 8 on the client configuration adapters.clients gives it, and the garbage "
             "collector as its handler sets it (tune_collector; the peer runs with Python's defaults); each round "
             "also runs ours with Python's collector (untuned), and times the collector in both"
@@ -247,7 +258,7 @@ def ingest_network(quick: bool) -> Result:
                     try:
                         with _collector_time() as spent:
                             started, cpu_started = time.perf_counter(), time.process_time()
-                            calls = ours(ingestor, records)
+                            calls = ours(ingestor, records).write.calls
                             rates[writer].append(count / (time.perf_counter() - started))
                             if writer == "ours":
                                 cpu["ours"].append(time.process_time() - cpu_started)

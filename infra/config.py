@@ -320,6 +320,7 @@ class RotationConfig:
     export_prefix: str
     max_deletes_per_run: int
     dry_run: bool
+    infrequent_access_storage_percent: int | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -471,9 +472,6 @@ class AppConfig:
             "alert_topic_arn": _needed(wiring.alert_topic_arn, "alert_topic_arn", LambdaFunction.HOTKEYS),
             "auto_apply_entity": hot.auto_apply_entity,
             "auto_apply_global": hot.auto_apply_global,
-            # The stream is KEYS_ONLY: its SizeBytes is the keys' size, so the
-            # stored item's size is what a write costs (at least).
-            "assumed_item_bytes": self.item_bytes,
             # A key over the threshold carries at least threshold/1,000 of its
             # stream shard's writes, so it is among a batch's top 1,000/threshold:
             # the detector refuses fewer counters than that.
@@ -500,6 +498,9 @@ class AppConfig:
             "target_utilisation_percent": storage.capacity.target_percent,
             "point_in_time_recovery_setting": storage.point_in_time_recovery,
             "deletion_protection": storage.deletion_protection,
+            # Open period tables get what the single table gets; closed ones shed it.
+            "contributor_insights": storage.contributor_insights,
+            "infrequent_access_storage_percent": rotation.infrequent_access_storage_percent,
             "export_bucket": rotation.export_bucket,
             "export_prefix": rotation.export_prefix,
             "hotkeys_function_arn": _needed(wiring.hotkeys_function_arn, "hotkeys_function_arn", rotator),
@@ -715,7 +716,7 @@ class Context(BaseModel):
     # Kinesis keeps records from 24 hours to 365 days.
     kinesis_retention_hours: Whole = key(24, low=24, high=8_760)
     ingest_batch_size: Whole = key(1_000, low=1, high=ESM_MAX_BATCH)
-    ingest_batching_window_s: Whole = key(1, low=0, high=ESM_MAX_WINDOW_S)
+    ingest_batching_window_s: Whole = key(5, low=0, high=ESM_MAX_WINDOW_S)
     ingest_parallelization_factor: Whole = key(1, low=1, high=ESM_MAX_PARALLELIZATION)
     ingest_max_retries: Whole = key(5, low=-1, high=ESM_MAX_RETRIES)
     ingest_max_record_age_s: Whole = key(3_600, low=-1, high=ESM_MAX_RECORD_AGE_S)
@@ -754,6 +755,8 @@ class Context(BaseModel):
         matching(_S3_PREFIX, "a key prefix: up to 768 letters, digits, '/', '_', '.' or '-'"),
     ] = key("dynamodb-exports")
     max_deletes_per_run: Whole = key(2, low=0, high=100)
+    # Storage as a percentage of requests at which a closed table moves to Standard-IA (break-even: 42).
+    infrequent_access_storage_percent: OptionalWhole = key(50, low=0, high=100_000)
     rotation_dry_run: Flag = key(False)
     alarm_email: Annotated[OptionalText, matching(_EMAIL, "an email address")] = key(None)
     iterator_age_alarm_s: Whole = key(60, low=1, high=ESM_MAX_RECORD_AGE_S)

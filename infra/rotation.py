@@ -1,12 +1,14 @@
 """Rotation: the rotator function and its schedule (only with a table period).
 
 The rotator builds each period's table ahead of time, maps its stream to the
-hot-key function, puts three alarms on it, dials it down after its grace
-period, and exports and drops it past retention. Every table it may touch is
-named ``<table_prefix>-<label>``, so its permissions are scoped to that name
-pattern; and what could take a table away (drop it, turn its deletion
-protection off) also requires the ownership tags, which the role can write
-only on a table it is creating (docs/rotation.md, "Who may drop a table").
+hot-key function, puts three alarms and Contributor Insights on it, closes it
+after its grace period (on-demand, no alarms, mapping or Contributor Insights;
+later maybe Standard-IA), and exports and drops it past retention. Every table
+it may touch is named ``<table_prefix>-<label>``, so its permissions are scoped
+to that name pattern; and every change to a table (its setup, capacity, class,
+deletion protection, or dropping it) also requires the ownership tags, which
+the role can write only on a table it is creating (docs/rotation.md, "Who may
+drop a table").
 """
 
 from __future__ import annotations
@@ -19,20 +21,28 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from infra.acknowledgements import account_arn, acknowledge_wildcard
+from infra.alerts import allow_alarms
 from infra.config import AppConfig, FunctionWiring, LambdaFunction
 from infra.lambdas import Invocation, LambdaRuntime, ServiceFunction, run_on_schedule
 from rotator.settings import MANAGED_BY_TAG, MANAGED_BY_VALUE, PREFIX_TAG
 
-#: What a run does to any table of its prefix: describe it, read its tags, set up
-#: TTL and PITR. Creating, tagging, updating and dropping need the ownership tags.
-TABLE_ACTIONS = (
+#: What a run may read of any table of its prefix. Every change needs the ownership tags.
+TABLE_READS = (
     "dynamodb:DescribeTable",
     "dynamodb:ListTagsOfResource",
     "dynamodb:DescribeTimeToLive",
-    "dynamodb:UpdateTimeToLive",
     "dynamodb:DescribeContinuousBackups",
+)
+#: What a run may change on the tables that carry its ownership tags (and only on those).
+TABLE_CHANGES = (
+    "dynamodb:UpdateTable",
+    "dynamodb:DeleteTable",
+    "dynamodb:UpdateTimeToLive",
     "dynamodb:UpdateContinuousBackups",
 )
+#: Enabling Contributor Insights makes DynamoDB create this role the first time, with the caller's permission.
+INSIGHTS_SERVICE = "contributorinsights.dynamodb.amazonaws.com"
+INSIGHTS_ROLE = f"role/aws-service-role/{INSIGHTS_SERVICE}/AWSServiceRoleForDynamoDBCloudWatchContributorInsights"
 ALARM_ACTIONS = ("cloudwatch:PutMetricAlarm", "cloudwatch:DeleteAlarms", "cloudwatch:TagResource")
 #: Writing an export (DynamoDB writes it with the caller's permissions); only with an export bucket.
 EXPORT_ACTIONS = ("s3:AbortMultipartUpload", "s3:PutObject", "s3:PutObjectAcl")
@@ -86,7 +96,8 @@ class Rotation(Construct):
             ),
             unscoped_also=(
                 "dynamodb:ListTables, dynamodb:ListExports (with an export bucket), cloudwatch:DescribeAlarms and "
-                "lambda:ListEventSourceMappings are list calls that take no resource; "
+                "lambda:ListEventSourceMappings are list calls that take no resource; so is "
+                "cloudwatch:GetMetricData (a closed table's consumed capacity, for its table class); "
                 "lambda:CreateEventSourceMapping takes none either and is held to the hot-key function by the "
                 "lambda:FunctionArn condition."
             ),
@@ -94,6 +105,8 @@ class Rotation(Construct):
         self.failure_queue = self.rotator.failure_queue
         self.function = self.rotator.function
         self._grant(config, prefix, hot_keys_function)
+        # The per-table alarms are "<table>-<kind>", and every table is "<prefix>-<period label>".
+        allow_alarms(alerts_topic, alarm_prefix=f"{prefix}-", sid="TableAlarms")
         interval = config.rotation_interval_minutes()
         # Two retries (Lambda's own for an asynchronous call); a run older than the interval is
         # superseded by the next one.
@@ -126,13 +139,17 @@ class Rotation(Construct):
         ownership = {MANAGED_BY_TAG: MANAGED_BY_VALUE, PREFIX_TAG: prefix}
         requested = {f"aws:RequestTag/{key}": value for key, value in ownership.items()}
         carried = {f"aws:ResourceTag/{key}": value for key, value in ownership.items()}
+        rotation = config.rotation
+        insights = config.storage.contributor_insights != "off"
+        reads = [*TABLE_READS, *(["dynamodb:DescribeContributorInsights"] if insights else [])]
+        changes = [*TABLE_CHANGES, *(["dynamodb:UpdateContributorInsights"] if insights else [])]
         statements = [
             # Listing names no table: these three cannot be scoped to a resource.
             iam.PolicyStatement(
                 actions=["dynamodb:ListTables", "cloudwatch:DescribeAlarms"],
                 resources=["*"],
             ),
-            iam.PolicyStatement(actions=list(TABLE_ACTIONS), resources=[tables]),
+            iam.PolicyStatement(actions=reads, resources=[tables]),
             # The ownership tags are written only by a CreateTable that carries them...
             iam.PolicyStatement(
                 actions=["dynamodb:CreateTable"], resources=[tables], conditions={"StringEquals": requested}
@@ -145,12 +162,8 @@ class Rotation(Construct):
                 resources=[tables],
                 conditions={"StringEquals": {**requested, **carried}},
             ),
-            # Only the rotator's own tables can be changed (deletion protection off, capacity) or dropped.
-            iam.PolicyStatement(
-                actions=["dynamodb:UpdateTable", "dynamodb:DeleteTable"],
-                resources=[tables],
-                conditions={"StringEquals": carried},
-            ),
+            # Only the rotator's own tables can be changed (setup, capacity, class, deletion protection) or dropped.
+            iam.PolicyStatement(actions=changes, resources=[tables], conditions={"StringEquals": carried}),
             # UntagResource is granted nowhere; this keeps the ownership tags on even if it ever is.
             iam.PolicyStatement(
                 effect=iam.Effect.DENY,
@@ -168,7 +181,17 @@ class Rotation(Construct):
                 conditions=only_hot_keys,
             ),
         ]
-        rotation = config.rotation
+        if insights:
+            statements.append(
+                iam.PolicyStatement(
+                    actions=["iam:CreateServiceLinkedRole"],
+                    resources=[stack.format_arn(service="iam", region="", resource=INSIGHTS_ROLE)],
+                    conditions={"StringEquals": {"iam:AWSServiceName": INSIGHTS_SERVICE}},
+                )
+            )
+        if rotation.infrequent_access_storage_percent is not None:
+            # Consumed capacity of the closed tables whose class is reviewed; metrics take no resource.
+            statements.append(iam.PolicyStatement(actions=["cloudwatch:GetMetricData"], resources=["*"]))
         if rotation.export_bucket is not None:  # without one the rotator never exports, lists or describes one
             key_prefix = f"{rotation.export_prefix}/" if rotation.export_prefix else ""
             exports = stack.format_arn(service="dynamodb", resource="table", resource_name=f"{prefix}-*/export/*")

@@ -1,31 +1,32 @@
 """The embedded local runtime: the whole system on one machine, with no AWS account.
 
-moto's server plays DynamoDB (with streams), Kinesis, SQS, SNS, Secrets Manager
-and CloudWatch on a loopback port; the four handlers run in process, triggered
-the way Lambda triggers them: an event source mapping emulator polls the
-Kinesis stream (ingest) and the tables' streams (hot keys), a REST API emulator
-turns HTTP requests into API Gateway proxy events (query), and a scheduler with
-a speed-up clock runs the rotator. See docs/local.md.
+moto's server plays DynamoDB (with streams), Kinesis, SQS, SNS, S3, Secrets
+Manager and CloudWatch on a loopback port; the five handlers run in process,
+triggered the way Lambda triggers them: an event source mapping emulator polls
+the Kinesis stream (ingest) and the tables' streams (hot keys), a REST API
+emulator turns HTTP requests into API Gateway proxy events (query), and
+schedules on their clocks run the rotator and the rollups. See docs/local.md.
 
-* :mod:`.system`                 :class:`LocalSystem`, the runtime object
+* :mod:`.system`                 :class:`LocalSystem`: composes the parts below, starts and stops them
+* :mod:`.resources`              the resources, provisioned from the stack's configuration
 * :mod:`.moto_server`            the embedded moto server
 * :mod:`.moto_speedups`          moto's table order and projection: same results, far faster
-* :mod:`.environment`            the process environment (loopback only)
-* :mod:`.resources`              provisioning from the stack's configuration
-* :mod:`.functions`              handlers in process, their context and gate
-* :mod:`.stream_sources`         Kinesis and DynamoDB stream shards as Lambda sees them
+* :mod:`.environment`            the process environment (loopback only), clients for it
+* :mod:`.app_functions`          the app's functions: environment, size, local parts via their factories
+* :mod:`.functions`              a handler in process: imported with its environment, its context, its gate
+* :mod:`.mappings`               the running event source mappings, and the rotator's Lambda API
 * :mod:`.event_source_mapping`   batching, partial failures, bisect, retries, on-failure destination
+* :mod:`.stream_sources`         Kinesis and DynamoDB stream shards as Lambda sees them
+* :mod:`.scheduler`              schedules, the speed-up and replay clocks
 * :mod:`.api_gateway`            the REST API on loopback
-* :mod:`.scheduler`              schedules and the speed-up clock
-* :mod:`.lambda_mappings`        the rotator's stream mappings, in process
 * :mod:`.faults`                 fault injectors, and ``--faults`` parsing
-* :mod:`.demo`                   the demo driver: options, the steps in order, the CLI
+* :mod:`.function_logs`          the functions' stdout routed to a log file
+* :mod:`.demo`                   the demo: options, settings, the steps in order
 * :mod:`.demo_scenario`          the story's traffic, and the ledger of what was published
 * :mod:`.demo_accounting`        the system read from outside
-* :mod:`.demo_report`            the checks, from what was observed
+* :mod:`.demo_report`            the checks and the report, from what was observed
 * :mod:`.demo_presentation`      the summary and the pictures
 * :mod:`.query_checks`           queries through HTTP compared with what was published
-* :mod:`.load_chart`             the picture of partition load
 """
 
 from local_runtime.faults import LocalFaults

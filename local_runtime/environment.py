@@ -15,7 +15,11 @@ import ipaddress
 import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from typing import Any
 from urllib.parse import urlsplit
+
+import boto3
+from botocore.config import Config
 
 #: moto's default account; ARNs it builds carry it.
 ACCOUNT_ID = "123456789012"
@@ -43,6 +47,25 @@ def assert_loopback(url: str) -> str:
     if not loopback:
         raise NotLoopbackError(f"{url!r} is not a loopback endpoint; local mode never talks to a remote service")
     return url
+
+
+def local_client(service: str, endpoint_url: str, region: str, *, max_attempts: int = 3) -> Any:
+    """A boto3 client for the embedded moto server (never another endpoint)."""
+    client = boto3.session.Session().client(
+        service,
+        endpoint_url=assert_loopback(endpoint_url),
+        region_name=region,
+        aws_access_key_id="local",
+        aws_secret_access_key="local",  # noqa: S106 - moto accepts any credentials
+        config=Config(
+            retries={"mode": "standard", "max_attempts": max_attempts},
+            max_pool_connections=32,
+            # Buckets as a path: a loopback IP has no subdomains.
+            s3={"addressing_style": "path"},
+        ),
+    )
+    assert_loopback(str(client.meta.endpoint_url))
+    return client
 
 
 def aws_environment(endpoint_url: str, region: str) -> dict[str, str | None]:

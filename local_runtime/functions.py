@@ -1,10 +1,15 @@
 """Lambda functions, in process: loaded from their handler path, invoked with a Lambda-like context.
 
-A handler module parses its settings from the environment at import, so it is
-imported *fresh*, with the function's environment applied for the import
-only: two functions may then read different values of one variable, as two
-Lambdas would. Everything else (the AWS endpoint, credentials, Powertools
-switches) is process-wide and set by :class:`local_runtime.system.LocalSystem`.
+A function is built the way Lambda builds it: its environment first, then the
+handler module imported *fresh* (which parses its settings and makes its
+objects, as a cold start does), the environment applied for that only: two
+functions may then read different values of one variable, as two Lambdas
+would. A function the local runtime needs with a part of its own (a fault
+injector around a client, a replayed clock) is built by its handler module's
+factory (``create_handler``) around objects made with that part; no module
+global is replaced after import. Everything else (the AWS endpoint,
+credentials, Powertools switches) is process-wide and set by
+:class:`local_runtime.system.LocalSystem`.
 
 Handlers share one interpreter, and with it module state that separate Lambda
 containers would not share (Powertools' metric set and logger keys are
@@ -22,7 +27,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -31,6 +36,9 @@ from typing import Any
 from local_runtime.environment import ACCOUNT_ID, patched_environ
 
 Handler = Callable[[Any, Any], Any]
+#: Builds the handler from the freshly imported module (its factory around objects made with local
+#: parts); returns it and those objects, closed with the function.
+Build = Callable[[ModuleType], tuple[Handler, Sequence[Any]]]
 _IMPORT_LOCK = threading.Lock()
 
 
@@ -51,8 +59,10 @@ class FunctionSpec:
     """A function as local mode runs it.
 
     ``handler`` is the Lambda handler string (``ingest.handler.handler``).
-    ``configure`` runs once after the fresh import (e.g. to put a fault
-    injector around a client); ``close`` when the system stops.
+    ``build``, when given, makes the handler from the imported module instead
+    of taking its attribute. ``close`` names module attributes holding objects
+    the import made (a thread pool), closed when the function stops: in Lambda
+    the container's end does that, here the process lives on.
     """
 
     name: str
@@ -61,8 +71,8 @@ class FunctionSpec:
     timeout_s: float = 60.0
     memory_mb: int = 1024
     region: str = "us-east-1"
-    configure: Callable[[ModuleType], None] | None = None
-    close: Callable[[ModuleType], None] | None = None
+    build: Build | None = None
+    close: tuple[str, ...] = ()
 
     @property
     def arn(self) -> str:
@@ -90,20 +100,25 @@ class LambdaContext:
         return max(0, int((self._deadline - self._clock()) * 1000))
 
 
-def import_handler(spec: FunctionSpec) -> tuple[ModuleType, Handler]:
-    """Import the handler's module afresh with the function's environment; return it and the handler."""
+def import_handler(spec: FunctionSpec) -> tuple[ModuleType, Handler, list[Any]]:
+    """Import the handler's module afresh with the function's environment and build its handler;
+    return the module, the handler and what to close with it."""
     module_name, _, attribute = spec.handler.rpartition(".")
     if not module_name:
         raise ValueError(f"handler {spec.handler!r} is not 'module.function'")
     with _IMPORT_LOCK, patched_environ(dict(spec.environment)):
         sys.modules.pop(module_name, None)
         module = importlib.import_module(module_name)
-    handler = getattr(module, attribute, None)
+        closing = [getattr(module, name) for name in spec.close]
+        handler: Any
+        if spec.build is not None:
+            handler, built = spec.build(module)
+            closing.extend(built)
+        else:
+            handler = getattr(module, attribute, None)
     if not callable(handler):
         raise ValueError(f"handler {spec.handler!r}: {module_name} has no function {attribute!r}")
-    if spec.configure is not None:
-        spec.configure(module)
-    return module, handler
+    return module, handler, closing
 
 
 class InvocationGate:
@@ -174,8 +189,9 @@ class LocalFunction:
     ) -> None:
         self.spec = spec
         self._module: ModuleType | None = None
+        self._closing: list[Any] = []
         if handler is None:
-            self._module, handler = import_handler(spec)
+            self._module, handler, self._closing = import_handler(spec)
         self._handler = handler
         self._gate = gate or InvocationGate()
         self._faults = faults
@@ -219,8 +235,8 @@ class LocalFunction:
         module, self._module = self._module, None
         if module is None:
             return
-        if self.spec.close is not None:
-            self.spec.close(module)
+        for target in self._closing:
+            target.close()
         # A later import (another system, a test) must parse its own environment.
         if sys.modules.get(module.__name__) is module:
             del sys.modules[module.__name__]

@@ -10,7 +10,9 @@ cannot drift apart.
 
 The stack lets CloudFormation name the stream, the queues, the topic and the
 cursor-signing secret; locally they need names, derived from the stack name
-(:class:`ResourceNames`).
+(:class:`ResourceNames`). With per-period tables the rotator builds every
+readings table, as in AWS (the stack creates none), and with ``export_bucket``
+set local mode creates that bucket (an operator names theirs).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from adapters.occupancy import OccupancyStore
 from infra.config import CONTROL_SCHEMA, READINGS_SCHEMA, AppConfig, TableSchema
 from local_runtime.environment import assert_loopback
 
@@ -101,6 +104,17 @@ def readings_tables(config: AppConfig, now_ms: int) -> tuple[str, ...]:
     return (layout.table_for(now_ms), layout.table_for(period.next_start(now_ms)))
 
 
+def existing_readings_tables(dynamodb: Any, config: AppConfig) -> tuple[str, ...]:
+    """The readings tables that exist now: the fixed one, or every period's."""
+    if config.storage.readings_table_name is not None:
+        return (config.storage.readings_table_name,)
+    prefix = f"{config.storage.table_prefix}-"
+    found: list[str] = []
+    for page in dynamodb.get_paginator("list_tables").paginate():
+        found.extend(t for t in page.get("TableNames", []) if t.startswith(prefix))
+    return tuple(sorted(found))
+
+
 def table_definitions(config: AppConfig, names: ResourceNames) -> list[TableDefinition]:
     """The readings table(s) with the configured billing, and the control table (always on demand, as the stack)."""
     storage = config.storage
@@ -134,22 +148,26 @@ class Resources:
 class Provisioner:
     """Creates the resources on a (moto) endpoint with the given boto3 clients."""
 
-    def __init__(self, *, dynamodb: Any, kinesis: Any, sqs: Any, sns: Any, secretsmanager: Any = None) -> None:
-        for client in (dynamodb, kinesis, sqs, sns, *([secretsmanager] if secretsmanager is not None else [])):
-            assert_loopback(str(client.meta.endpoint_url))
+    def __init__(
+        self, *, dynamodb: Any, kinesis: Any, sqs: Any, sns: Any, secretsmanager: Any = None, s3: Any = None
+    ) -> None:
+        for client in (dynamodb, kinesis, sqs, sns, secretsmanager, s3):
+            if client is not None:
+                assert_loopback(str(client.meta.endpoint_url))
         self._dynamodb = dynamodb
         self._kinesis = kinesis
         self._sqs = sqs
         self._sns = sns
         self._secrets = secretsmanager
+        self._s3 = s3
 
     def provision(
         self,
         config: AppConfig,
         names: ResourceNames,
         *,
-        kinesis_shards: int | None = None,
         cursor_secret: str | None = None,
+        export_bucket: str | None = None,
     ) -> Resources:
         """Create everything; ``cursor_secret`` is the value of the cursor-signing secret (random when None)."""
         stream_arns = {}
@@ -157,7 +175,7 @@ class Provisioner:
             arn = self.create_table(table)
             if arn is not None:
                 stream_arns[table.name] = arn
-        stream_arn = self._create_stream(config, names.stream, kinesis_shards)
+        stream_arn = self._create_stream(config, names.stream)
         rejects_url = self._create_queue(names.rejects_queue)
         failures_url = self._create_queue(names.ingest_failures_queue)
         hot_failures_url = self._create_queue(names.hotkeys_failures_queue)
@@ -168,6 +186,13 @@ class Provisioner:
             # moto plays Secrets Manager, so the handler reads it the way it does in AWS.
             value = cursor_secret if cursor_secret is not None else secrets.token_urlsafe(48)
             secret_arn = str(self._secrets.create_secret(Name=names.cursor_secret, SecretString=value)["ARN"])
+        if export_bucket is not None:
+            region = self._s3.meta.region_name
+            self._s3.create_bucket(Bucket=export_bucket, CreateBucketConfiguration={"LocationConstraint": region})
+        # A fresh local stack holds no reading written without its occupancy record, so reads may prune
+        # from the start. (In AWS the first ingest batch sets the marker about 20 min ahead: containers of
+        # the previous code may still be writing; docs/query.md.)
+        OccupancyStore(self._dynamodb, names.control_table, config.storage.table_prefix).mark_since(0)
         return Resources(
             names=names,
             stream_arn=stream_arn,
@@ -199,11 +224,9 @@ class Provisioner:
         arn = description.get("LatestStreamArn")
         return str(arn) if arn else None
 
-    def _create_stream(self, config: AppConfig, name: str, shards: int | None) -> str:
+    def _create_stream(self, config: AppConfig, name: str) -> str:
         stream = config.stream
-        if shards is not None:
-            self._kinesis.create_stream(StreamName=name, ShardCount=shards)
-        elif stream.mode == "on_demand":
+        if stream.mode == "on_demand":
             self._kinesis.create_stream(StreamName=name, StreamModeDetails={"StreamMode": "ON_DEMAND"})
         else:
             self._kinesis.create_stream(StreamName=name, ShardCount=stream.shards)

@@ -1,15 +1,17 @@
 """The workload simulator: second by second write load on every partition key, and read costs, per layout.
 
 It measures the trade-offs the seed articles argue in words. Keys, plans,
-sizes and capacity figures come from the key-design layer; the adaptive layout
-is driven by the hot-key detector's own logic (``hotkeys.detector``). What the
-simulator adds is the arithmetic of counts: per second and per entity the
-number of writes is a count, so it never builds 180 million readings.
+block sizes and capacity figures come from the key-design layer; the adaptive
+layout is driven by the hot-key detector's own logic (``hotkeys.detector``).
+What the simulator adds is the arithmetic of counts: per second and per entity
+the number of readings is a count, and the blocks ingest packs them into follow
+from counts too, so it never builds 180 million readings.
 
-* :mod:`.workload`  the described workload and its per-second write counts
-* :mod:`.keyspace`  the partition keys each entity can write to in a bucket (from the key-design layer)
+* :mod:`.workload`  the described workload and its per-second reading counts
+* :mod:`.blocks`    batches and the blocks they make, in bulk (``Layout.pack``'s arithmetic)
+* :mod:`.keyspace`  the partition keys each entity's blocks can go to in a bucket (from the key-design layer)
 * :mod:`.adaptive`  the detector driven window by window, changing the shard map
-* :mod:`.engine`    the simulation: counts -> keys -> per-key-second load, figures per layout
+* :mod:`.engine`    the simulation: counts -> blocks -> keys -> per-key-second load, figures per layout
 * :mod:`.reads`     read fan-out and read units from the key-design layer's query plans
 * :mod:`.report`    table, JSON and the PNG chart
 """

@@ -14,13 +14,11 @@ map for every instant it keys, as in production.
 
 One difference in form, none in figures: the tracker is given one
 observation per (window, partition key, entity) standing for all of that
-entity's writes to the key in the window, sized so that the detector's
-``write_units_of(size)`` is exactly their total write units (n writes of w
-units each: ``n * w * 1024`` bytes). The detector judges write units per
-window only, so its windows, rates and decisions are those it would reach
-from one observation per write; the window's ``writes`` tally (which no
-decision reads) counts observations instead of writes. 180 million
-``observe`` calls an hour would not fit in a minute.
+entity's blocks written to the key in the window, with their total write
+units (what each block's sort key says). The detector judges write units per
+window only, so its windows, rates and decisions are those it would reach from
+one observation per block; the window's ``writes`` tally (which no decision
+reads) counts observations instead of blocks.
 """
 
 from __future__ import annotations
@@ -37,7 +35,6 @@ from hotkeys.detector import (
     entity_target,
 )
 from keydesign import ConfigError, Layout, ShardMap, earliest_change_boundary
-from keydesign.items import WRITE_UNIT_BYTES
 
 ChangeKind = Literal["split", "scale_down", "global"]
 
@@ -52,7 +49,7 @@ class AdaptiveSettings:
     margin_ms: int = 360_000
     auto_global: bool = False
 
-    def validate(self, layout: Layout, item_bytes: int) -> None:
+    def validate(self, layout: Layout) -> None:
         """Raise :class:`ConfigError` naming the setting that cannot work with ``layout``."""
         window = self.detector.window_ms
         if layout.bucket.width_ms % window:
@@ -61,8 +58,6 @@ class AdaptiveSettings:
             raise ConfigError("grace", "must be whole seconds, 0 or more")
         if self.cache_ttl_ms < 0 or self.margin_ms < 0:
             raise ConfigError("cache_ttl" if self.cache_ttl_ms < 0 else "margin", "must not be negative")
-        if self.detector.assumed_item_bytes > item_bytes:
-            raise ConfigError("assumed_item_bytes", "the simulator knows the item size; leave it at most item_bytes")
 
     def to_dict(self) -> dict[str, object]:
         d = self.detector
@@ -113,20 +108,25 @@ class MapChange:
 class DetectorDriver:
     """Feeds one layout's simulated writes to the detector and keeps the shard map it produces."""
 
-    def __init__(self, layout: Layout, shard_map: ShardMap, settings: AdaptiveSettings, wcu_per_item: int) -> None:
+    def __init__(self, layout: Layout, shard_map: ShardMap, settings: AdaptiveSettings) -> None:
         self._layout = layout
         self._settings = settings
-        self._wcu = wcu_per_item
         self._tracker = LoadTracker(settings.detector)
         self.shard_map = shard_map
         self.changes: list[MapChange] = []
         self.windows_judged = 0
         self.windows_with_hot_keys = 0
 
-    def observe(self, time_ms: int, partition_key: str, entity: str, writes: int, *, shared: bool) -> None:
-        """``writes`` writes of ``entity`` to ``partition_key`` in the window holding ``time_ms``."""
-        size = writes * self._wcu * WRITE_UNIT_BYTES  # see the module docstring
-        obs = Observation(partition_key, entity, size, time_ms, "INSERT", None, shared)
+    def observe(self, time_ms: int, partition_key: str, entity: str, units: int, *, shared: bool) -> None:
+        """Blocks of ``entity`` costing ``units`` write units put to ``partition_key`` in the window of ``time_ms``."""
+        obs = Observation(
+            partition_key=partition_key,
+            entity=entity,
+            write_units=units,
+            approx_time_ms=time_ms,
+            event_name="INSERT",
+            shared_key=shared,
+        )
         if not self._tracker.observe(obs):
             raise AssertionError(f"an observation at {time_ms} arrived after its window was judged")
 

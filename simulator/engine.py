@@ -1,26 +1,30 @@
-"""The simulation: per-second write counts -> partition keys -> load on every key, for several layouts at once.
+"""The simulation: per-second reading counts -> batches -> blocks -> partition keys -> load, for several layouts.
 
 Per chunk of seconds (a few tens of seconds; never across a bucket boundary
 or a detector window), the workload's counts ``C[second, entity]`` are drawn
-once and every layout distributes the same writes over its own keys
+once and turned into the blocks each entity's ingest batches write, second by
+second (:mod:`.blocks`: the same arithmetic as ``Layout.pack``, on arrays).
+Every layout then distributes the same blocks over its own keys
 (:mod:`.keyspace`):
 
-* an entity with one key in the bucket puts all its writes there;
-* an entity with k keys of its own spreads them uniformly: each write picks a
-  key independently (a random suffix, or the hash of a unique event id, which
-  is as uniform), so the split of a count is multinomial. It is drawn per
-  chunk; layouts that split the same entities the same number of ways (for
-  example ``random:4`` and ``calculated:4``) share one draw, so they show the
-  same figures: they differ on redelivery and reads, not on load.
+* an entity with one key in the bucket puts all its blocks there;
+* an entity with k keys of its own spreads them uniformly: each *block* picks a
+  key independently (a random suffix, or the hash of its block id, which is as
+  uniform), so the split of a second's blocks is multinomial; each key takes
+  the write units and bytes of the blocks it got (in proportion, when one
+  second's blocks differ in size). It is drawn per chunk; layouts that split
+  the same entities the same number of ways (for example ``random:4`` and
+  ``calculated:4``) share one draw, so they show the same figures: they differ
+  on redelivery and reads, not on load.
 
-The load of key k in second t is the sum over its writers, in write units
-(writes times ``write_units(item_bytes)``). A key-second over 1,000 WCU is
-throttled. Adaptive layouts advance the hot-key detector before each chunk, so
-a change it schedules applies from its boundary on (see :mod:`.adaptive`).
+The load of key k in second t is the write units of the blocks written to it
+then. A key-second over 1,000 WCU is throttled. Adaptive layouts advance the
+hot-key detector before each chunk, so a change it schedules applies from its
+boundary on (see :mod:`.adaptive`).
 
-Cost grows with seconds x (entities + keys), not with writes: an hour of
-50,000 writes/s is 120 chunks of array operations over 10,000 entities and
-their keys, not 180 million calls to ``key_for``.
+Cost grows with seconds x (entities + keys), not with readings: an hour of
+50,000 readings/s is a few thousand array steps over 10,000 entities and their
+keys, not 180 million readings packed.
 """
 
 from __future__ import annotations
@@ -35,21 +39,14 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import numpy.typing as npt
 
-from keydesign import (
-    InvalidInput,
-    Layout,
-    ShardMap,
-    Workload,
-    plan_capacity,
-    shards_for,
-    write_units,
-)
-from keydesign.capacity import PARTITION_WCU
+from keydesign import Ingest, InvalidInput, Layout, ShardMap, Workload, plan_capacity, shards_for
+from keydesign.capacity import PARTITION_WCU, TYPICAL, entity_blocks, sizer_for, stream_figures
 from keydesign.layouts import CAPABILITIES, LAYOUTS, LayoutKind
 from keydesign.shardmap import MAX_ENTITY_SHARDS, MAX_GLOBAL_SHARDS
 
 from .adaptive import AdaptiveSettings, DetectorDriver, MapChange
-from .keyspace import KeyTable, Probes, build_key_table
+from .blocks import Batcher, BlockTable, Emitted
+from .keyspace import KeyTable, build_key_table
 from .reads import ReadContext, ReadFigure, ReadPattern, measure_reads
 from .workload import CountProvider, CountSource, SimWorkload
 
@@ -82,19 +79,25 @@ class LayoutSpec:
         return self.shard_map if self.shard_map is not None else ShardMap.initial(layout.bucket, self.shards)
 
 
-def default_shards(workload: SimWorkload, utilisation: float) -> tuple[int, int]:
-    """(global N of the hybrid layout from ``plan_capacity``, suffixes the hottest entity needs)."""
-    plan = plan_capacity(
-        Workload(
-            peak_writes_per_s=workload.rate,
-            item_bytes=workload.item_bytes,
-            entities=workload.entities,
-            hot_entities={h.entity_id: h.rate for h in workload.hot},
-            utilisation=utilisation,
-        )
+def planner_workload(workload: SimWorkload, utilisation: float = 0.5) -> Workload:
+    """``workload`` as the capacity planner describes it (its peak, with every hot entity bursting)."""
+    return Workload(
+        peak_writes_per_s=workload.rate,
+        entities=workload.entities,
+        hot_entities={h.entity_id: h.rate for h in workload.hot},
+        sample=workload.sample,
+        ingest=Ingest(batching_window_s=workload.batching_window_s),
+        utilisation=utilisation,
     )
-    suffixes = shards_for(workload.peak_entity_rate() * write_units(workload.item_bytes), utilisation)
-    return plan.global_shards, suffixes
+
+
+def default_shards(workload: SimWorkload, utilisation: float) -> tuple[int, int]:
+    """(global N of the hybrid layout from ``plan_capacity``, suffixes the hottest entity's blocks need)."""
+    described = planner_workload(workload, utilisation)
+    plan = plan_capacity(described)
+    # With a Zipf skew the top background entity writes more than the plan's typical one.
+    top = entity_blocks(TYPICAL, workload.peak_entity_rate(), plan.stream.batch_s, sizer_for(described))
+    return plan.global_shards, shards_for(max(top.wcu, *(b.wcu for b in plan.blocks)), utilisation)
 
 
 def parse_layout_spec(text: str, *, hybrid_shards: int, suffixes: int) -> LayoutSpec:
@@ -210,7 +213,9 @@ class SimulationResult:
     wall_seconds: float
     simulated_writes: int
     chunk_seconds: int
-    #: With ``record=True`` only (small runs, tests): writes per (second, key) per layout, and per (second, entity).
+    batch_seconds: int
+    #: With ``record=True`` only (small runs, tests): write units per (second, key) per layout, and readings
+    #: per (second, entity).
     recorded: dict[str, Counter[tuple[int, str]]] | None = None
     entity_counts: Counter[tuple[int, str]] | None = None
 
@@ -231,6 +236,7 @@ class SimulationResult:
                 "wall_seconds": round(self.wall_seconds, 2),
                 "simulated_writes": self.simulated_writes,
                 "chunk_seconds": self.chunk_seconds,
+                "batch_seconds": self.batch_seconds,
             },
         }
 
@@ -268,14 +274,26 @@ class _Splitter:
         return result
 
 
+def _share(totals: Ints, parts: Ints, blocks: Ints) -> Ints:
+    """``totals`` (seconds x m: units, bytes or readings of the blocks) over the ways the blocks went
+    (``parts``: seconds x m x ways), in proportion to blocks; the rounding goes to the busiest way."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = np.where(blocks[..., None] > 0, totals[..., None] * parts // np.maximum(blocks, 1)[..., None], 0)
+    rest = totals - share.sum(axis=-1)
+    busiest = parts.argmax(axis=-1)[..., None]
+    np.put_along_axis(share, busiest, np.take_along_axis(share, busiest, axis=-1) + rest[..., None], axis=-1)
+    return share.astype(np.int64)
+
+
 class _WriteStats:
-    def __init__(self, start_ms: int, duration_s: int, wcu: int) -> None:
+    """Write units per key-second over the run: the hottest, the histogram, what throttled."""
+
+    def __init__(self, start_ms: int, duration_s: int) -> None:
         self.start_ms = start_ms
-        self.wcu = wcu
         self.max_per_second = np.zeros(duration_s, dtype=np.int64)
         self.throttled_per_second = np.zeros(duration_s, dtype=np.int64)
-        self.histogram = np.zeros(1, dtype=np.int64)  # active key-seconds by writes
-        self.total_writes = 0
+        self.histogram = np.zeros(1, dtype=np.int64)  # active key-seconds by write units
+        self.total_units = 0
         self.throttled_wcu = 0
         self.hottest = (0, "", 0)
         self.throttled_by_key: Counter[tuple[int, str]] = Counter()
@@ -283,13 +301,12 @@ class _WriteStats:
     def add(self, chunk_ms: int, load: Ints, table: KeyTable) -> None:
         offset = (chunk_ms - self.start_ms) // 1000
         seconds = load.shape[0]
-        wcu = load * self.wcu
-        row_max = wcu.max(axis=1) if load.shape[1] else np.zeros(seconds, dtype=np.int64)
+        row_max = load.max(axis=1) if load.shape[1] else np.zeros(seconds, dtype=np.int64)
         self.max_per_second[offset : offset + seconds] = row_max
         if row_max.size and row_max.max() > self.hottest[0]:
             row = int(row_max.argmax())
-            column = int(wcu[row].argmax())
-            self.hottest = (int(wcu[row, column]), table.names[column], chunk_ms + row * 1000)
+            column = int(load[row].argmax())
+            self.hottest = (int(load[row, column]), table.names[column], chunk_ms + row * 1000)
         active = load[load > 0]
         counts = np.bincount(active)
         if counts.size > self.histogram.size:
@@ -297,11 +314,11 @@ class _WriteStats:
             self.histogram = counts
         else:
             self.histogram[: counts.size] += counts
-        self.total_writes += int(active.sum())
-        over = wcu > PARTITION_WCU
+        self.total_units += int(active.sum())
+        over = load > PARTITION_WCU
         self.throttled_per_second[offset : offset + seconds] = over.sum(axis=1)
         if over.any():
-            self.throttled_wcu += int((wcu[over] - PARTITION_WCU).sum())
+            self.throttled_wcu += int((load[over] - PARTITION_WCU).sum())
             for column in np.flatnonzero(over.any(axis=0)).tolist():
                 self.throttled_by_key[(table.bucket_start_ms, table.names[column])] += int(over[:, column].sum())
 
@@ -310,11 +327,15 @@ class _WriteStats:
         cumulative = np.cumsum(self.histogram)
         if cumulative[-1] == 0:
             return 0
-        return int(np.searchsorted(cumulative, q * cumulative[-1]) * self.wcu)
+        return int(np.searchsorted(cumulative, q * cumulative[-1]))
 
     @property
     def active_key_seconds(self) -> int:
         return int(self.histogram.sum())
+
+
+#: Per key (or per tracked entity's key), what its blocks hold: blocks, write units, bytes, readings.
+BLOCKS, UNITS, BYTES, READINGS = range(4)
 
 
 class _LayoutRun:
@@ -330,13 +351,15 @@ class _LayoutRun:
         self.fixed_map = initial
         self.driver: DetectorDriver | None = None
         if spec.adaptive:
-            sim.adaptive.validate(self.layout, workload.item_bytes)
-            self.driver = DetectorDriver(self.layout, initial, sim.adaptive, sim.wcu)
+            sim.adaptive.validate(self.layout)
+            self.driver = DetectorDriver(self.layout, initial, sim.adaptive)
         self.tables: dict[int, KeyTable] = {}
-        self.key_writes: dict[int, Ints] = {}
-        self.stats = _WriteStats(workload.start_ms, workload.duration_s, sim.wcu)
+        #: Per bucket: (blocks, units, bytes, readings) x keys.
+        self.key_totals: dict[int, Ints] = {}
+        self.stats = _WriteStats(workload.start_ms, workload.duration_s)
+        #: Per tracked entity and key: (blocks, units, bytes, readings) x seconds of the run.
         self.tracked: dict[str, dict[str, Ints]] = {e: {} for e in sim.reads.entities}
-        self.window_writes: Ints | None = None
+        self.window_units: Ints | None = None
         self.window_multi: dict[int, Ints] = {}
         self.recorded: Counter[tuple[int, str]] | None = Counter() if sim.record else None
 
@@ -348,78 +371,93 @@ class _LayoutRun:
         table = self.tables.get(bucket_start)
         if table is None:
             table = self.tables[bucket_start] = build_key_table(
-                self.layout, self.shard_map, self.sim.probes, bucket_start
+                self.layout, self.shard_map, self.sim.workload.names, bucket_start
             )
-            self.key_writes[bucket_start] = np.zeros(table.keys, dtype=np.int64)
+            self.key_totals[bucket_start] = np.zeros((4, table.keys), dtype=np.int64)
         return table
 
-    def process(self, chunk_ms: int, counts: Ints) -> None:
+    def process(self, chunk_ms: int, emitted: Emitted) -> None:
         sim = self.sim
         table = self.table(self.layout.bucket.start(chunk_ms))
-        seconds, keys = counts.shape[0], table.keys
+        columns = (emitted.blocks, emitted.units, emitted.bytes, emitted.readings)
+        seconds, keys = emitted.units.shape[0], table.keys
+        # Write units per key-second (the load); blocks, bytes and readings per key only in all (reads need no more).
         load = np.zeros((seconds, keys), dtype=np.int64)
+        totals = np.zeros((4, keys), dtype=np.int64)
         single = table.single_key_entities()
         if single.size:
-            flat = (np.arange(seconds, dtype=np.int64)[:, None] * keys + table.first[single][None, :]).ravel()
-            spread = np.bincount(flat, weights=counts[:, single].ravel(), minlength=seconds * keys)
+            cells = (np.arange(seconds, dtype=np.int64)[:, None] * keys + table.first[single][None, :]).ravel()
+            spread = np.bincount(cells, weights=emitted.units[:, single].ravel(), minlength=seconds * keys)
             load += spread.astype(np.int64).reshape(seconds, keys)
+            for column, values in enumerate(columns):
+                sums = values[:, single].sum(axis=0)
+                totals[column] += np.bincount(table.first[single], weights=sums, minlength=keys).astype(np.int64)
         splits: dict[int, tuple[Ints, Ints]] = {}
         for ways, entities in table.multi_key_groups().items():
-            parts = sim.splitter.split(counts[:, entities], ways, entities)
-            ids = table.first[entities][:, None] + np.arange(ways, dtype=np.int64)[None, :]
-            load[:, ids.ravel()] += parts.reshape(seconds, -1)
-            splits[ways] = (entities, parts)
+            blocks = emitted.blocks[:, entities]
+            parts = sim.splitter.split(blocks, ways, entities)
+            shares = np.stack([parts, *(_share(v[:, entities], parts, blocks) for v in columns[1:])])
+            ids = (table.first[entities][:, None] + np.arange(ways, dtype=np.int64)[None, :]).ravel()
+            load[:, ids] += shares[UNITS].reshape(seconds, -1)
+            totals[:, ids] += shares.sum(axis=1).reshape(4, -1)
+            splits[ways] = (entities, shares)
         self.stats.add(chunk_ms, load, table)
-        self.key_writes[table.bucket_start_ms] += load.sum(axis=0)
-        self._track_reads(chunk_ms, counts, table, splits)
+        self.key_totals[table.bucket_start_ms] += totals
+        self._track_reads(chunk_ms, columns, table, splits)
         if self.driver is not None:
-            self._observe(chunk_ms, counts, table, splits)
+            self._observe(chunk_ms, emitted.units, table, splits)
         if self.recorded is not None:
             for row, column in zip(*np.nonzero(load), strict=True):
                 self.recorded[(chunk_ms + int(row) * 1000, table.names[column])] += int(load[row, column])
 
     def _entity_parts(self, entity: int, splits: dict[int, tuple[Ints, Ints]]) -> Ints:
-        for entities, parts in splits.values():
+        """(blocks, units, bytes, readings) x seconds x ways of an entity with several keys."""
+        for entities, shares in splits.values():
             position = np.flatnonzero(entities == entity)
             if position.size:
-                return parts[:, int(position[0]), :]
+                return shares[:, :, int(position[0]), :]
         raise AssertionError(f"entity {entity} has several keys but no split")
 
-    def _track_reads(self, chunk_ms: int, counts: Ints, table: KeyTable, splits: dict[int, tuple[Ints, Ints]]) -> None:
+    def _track_reads(
+        self, chunk_ms: int, columns: tuple[Ints, ...], table: KeyTable, splits: dict[int, tuple[Ints, Ints]]
+    ) -> None:
         offset = (chunk_ms - self.sim.workload.start_ms) // 1000
-        seconds = counts.shape[0]
+        seconds = columns[0].shape[0]
         for name, tracks in self.tracked.items():
             entity = self.sim.index[name]
             keys = table.entity_keys(entity)
-            per_key = counts[:, entity : entity + 1] if len(keys) == 1 else self._entity_parts(entity, splits)
+            if len(keys) == 1:
+                parts = np.stack([c[:, entity : entity + 1] for c in columns])
+            else:
+                parts = self._entity_parts(entity, splits)
             for j, pk in enumerate(keys):
                 track = tracks.get(pk)
                 if track is None:
-                    track = tracks[pk] = np.zeros(self.sim.workload.duration_s, dtype=np.int64)
-                track[offset : offset + seconds] += per_key[:, j]
+                    track = tracks[pk] = np.zeros((4, self.sim.workload.duration_s), dtype=np.int64)
+                track[:, offset : offset + seconds] += parts[:, :, j]
 
-    def _observe(self, chunk_ms: int, counts: Ints, table: KeyTable, splits: dict[int, tuple[Ints, Ints]]) -> None:
+    def _observe(self, chunk_ms: int, units: Ints, table: KeyTable, splits: dict[int, tuple[Ints, Ints]]) -> None:
         driver = self.driver
         if driver is None:
             return
         window = self.sim.adaptive.detector.window_ms
-        if self.window_writes is None:
-            self.window_writes = np.zeros(counts.shape[1], dtype=np.int64)
-        self.window_writes += counts.sum(axis=0)
-        for entities, parts in splits.values():
+        if self.window_units is None:
+            self.window_units = np.zeros(units.shape[1], dtype=np.int64)
+        self.window_units += units.sum(axis=0)
+        for entities, shares in splits.values():
             for position, entity in enumerate(entities.tolist()):
                 acc = self.window_multi.get(entity)
-                self.window_multi[entity] = parts[:, position, :].sum(axis=0) + (0 if acc is None else acc)
-        chunk_end = chunk_ms + counts.shape[0] * 1000
+                self.window_multi[entity] = shares[UNITS, :, position, :].sum(axis=0) + (0 if acc is None else acc)
+        chunk_end = chunk_ms + units.shape[0] * 1000
         if chunk_end % window:
             return
         window_start = chunk_end - window
         names = self.sim.workload.names
-        writes = self.window_writes
-        for entity in np.flatnonzero((writes > 0) & (table.count == 1)).tolist():
+        written = self.window_units
+        for entity in np.flatnonzero((written > 0) & (table.count == 1)).tolist():
             key = int(table.first[entity])
             driver.observe(
-                window_start, table.names[key], names[entity], int(writes[entity]), shared=bool(table.shared[key])
+                window_start, table.names[key], names[entity], int(written[entity]), shared=bool(table.shared[key])
             )
         for entity, per_key in self.window_multi.items():
             first = int(table.first[entity])
@@ -427,7 +465,7 @@ class _LayoutRun:
                 if n:
                     key = first + j
                     driver.observe(window_start, table.names[key], names[entity], n, shared=bool(table.shared[key]))
-        self.window_writes = None
+        self.window_units = None
         self.window_multi = {}
 
     # -- figures ----------------------------------------------------------------------------
@@ -435,18 +473,18 @@ class _LayoutRun:
     def result(self, reads: tuple[ReadFigure, ...]) -> LayoutResult:
         stats = self.stats
         keys_written: set[str] = set()
-        for bucket, key_writes in self.key_writes.items():
+        for bucket, totals in self.key_totals.items():
             names = self.tables[bucket].names
-            keys_written.update(names[i] for i in np.flatnonzero(key_writes).tolist())
+            keys_written.update(names[i] for i in np.flatnonzero(totals[BLOCKS]).tolist())
         throttled = tuple(
             self._throttled_key(bucket, key, seconds)
             for (bucket, key), seconds in sorted(stats.throttled_by_key.items(), key=lambda kv: (-kv[1], kv[0]))
         )
-        mean = stats.total_writes * self.sim.wcu / stats.active_key_seconds if stats.active_key_seconds else 0.0
+        mean = stats.total_units / stats.active_key_seconds if stats.active_key_seconds else 0.0
         hottest, hottest_key, hottest_at = stats.hottest
         writes = WriteFigures(
             keys_written=len(keys_written),
-            total_wcu=stats.total_writes * self.sim.wcu,
+            total_wcu=stats.total_units,
             hottest_wcu=hottest,
             hottest_key=hottest_key,
             hottest_at_ms=hottest_at,
@@ -483,11 +521,11 @@ class _LayoutRun:
         owners = np.flatnonzero((table.count > 1) & (table.first <= key_id) & (table.first + table.count > key_id))
         if owners.size:  # an entity's own key (sub-shard or suffix): it is the only writer
             return ThrottledKey(key, bucket, seconds, self.sim.workload.names[int(owners[0])], 1.0)
-        entity_writes = self.sim.bucket_entity_writes[bucket]
+        entity_units = self.sim.bucket_entity_units[bucket]
         writers = np.flatnonzero((table.first == key_id) & (table.count == 1))
-        top = int(writers[int(entity_writes[writers].argmax())])
-        total = int(self.key_writes[bucket][key_id])
-        share = int(entity_writes[top]) / total if total else 0.0
+        top = int(writers[int(entity_units[writers].argmax())])
+        total = int(self.key_totals[bucket][UNITS, key_id])
+        share = int(entity_units[top]) / total if total else 0.0
         return ThrottledKey(key, bucket, seconds, self.sim.workload.names[top], share)
 
     def read_context(self) -> ReadContext:
@@ -495,17 +533,17 @@ class _LayoutRun:
             layout=self.layout,
             shard_map=self.shard_map,
             workload=self.sim.workload,
-            probes=self.sim.probes,
             tables=self.tables,
-            key_writes=self.key_writes,
+            key_totals=self.key_totals,
             tracked=self.tracked,
             entity_rates=self.sim.mean_rates(),
+            bytes_per_reading=self.sim.bytes_per_reading(),
             writes_per_second=self.sim.writes_per_second,
         )
 
 
 class Simulation:
-    """Runs ``layouts`` over ``workload`` side by side (same writes for every layout)."""
+    """Runs ``layouts`` over ``workload`` side by side (same readings, same blocks for every layout)."""
 
     def __init__(
         self,
@@ -530,13 +568,13 @@ class Simulation:
         self.reads.validate(workload)
         self.record = record
         self.count_source: CountProvider = counts if counts is not None else CountSource(workload)
-        self.wcu = write_units(workload.item_bytes)
         self.index = {name: i for i, name in enumerate(workload.names)}
-        self.probes = Probes(workload.names)
         self.splitter = _Splitter(workload.seed)
+        self.batcher = _batcher(workload)
         self.writes_per_second = np.zeros(workload.duration_s, dtype=np.int64)
         self.entity_writes = np.zeros(workload.entities, dtype=np.int64)
-        self.bucket_entity_writes: dict[int, Ints] = {}
+        self.entity_bytes = np.zeros(workload.entities, dtype=np.int64)
+        self.bucket_entity_units: dict[int, Ints] = {}
         self.runs = [_LayoutRun(spec, self) for spec in layouts]
         self.chunk_seconds = self._chunk_seconds()
 
@@ -547,7 +585,7 @@ class Simulation:
         if any(r.driver is not None for r in self.runs):
             step = math.gcd(step, math.gcd(self.adaptive.detector.window_ms // 1000, self.adaptive.grace_ms // 1000))
         widest = max(self._keys_estimate(r.spec) for r in self.runs) + self.workload.entities
-        while step > 1 and step * widest > MAX_CHUNK_CELLS:
+        while step > 1 and step * widest * 4 > MAX_CHUNK_CELLS:
             step = max(d for d in range(1, step) if step % d == 0)
         return step
 
@@ -557,8 +595,13 @@ class Simulation:
         return self.workload.entities * spec.shards
 
     def mean_rates(self) -> npt.NDArray[np.float64]:
-        """Each entity's mean writes/s over the run."""
+        """Each entity's mean readings/s over the run."""
         return self.entity_writes / self.workload.duration_s
+
+    def bytes_per_reading(self) -> npt.NDArray[np.float64]:
+        """Each entity's block bytes per reading over the run (0 for one that wrote nothing)."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(self.entity_writes > 0, self.entity_bytes / np.maximum(self.entity_writes, 1), 0.0)
 
     def run(self) -> SimulationResult:
         started = time.perf_counter()
@@ -576,19 +619,22 @@ class Simulation:
             first_s = (chunk_ms - workload.start_ms) // 1000
             seconds = (chunk_end - chunk_ms) // 1000
             counts = source.counts(first_s, seconds)
-            per_entity = counts.sum(axis=0)
-            self.entity_writes += per_entity
+            # A bucket boundary (or the run's end) closes every batch: a block never straddles a bucket.
+            close = chunk_end == workload.end_ms or bucket.is_boundary(chunk_end)
+            emitted = self.batcher.step(first_s, counts, close=close)
+            self.entity_writes += counts.sum(axis=0)
+            self.entity_bytes += emitted.bytes.sum(axis=0)
             self.writes_per_second[first_s : first_s + seconds] = counts.sum(axis=1)
             bucket_start = bucket.start(chunk_ms)
-            if bucket_start not in self.bucket_entity_writes:
-                self.bucket_entity_writes[bucket_start] = np.zeros(workload.entities, dtype=np.int64)
-            self.bucket_entity_writes[bucket_start] += per_entity
+            if bucket_start not in self.bucket_entity_units:
+                self.bucket_entity_units[bucket_start] = np.zeros(workload.entities, dtype=np.int64)
+            self.bucket_entity_units[bucket_start] += emitted.units.sum(axis=0)
             if entity_counts is not None:
                 for row, column in zip(*np.nonzero(counts), strict=True):
                     entity_counts[(chunk_ms + int(row) * 1000, workload.names[column])] += int(counts[row, column])
             self.splitter.new_chunk()
             for run in self.runs:
-                run.process(chunk_ms, counts)
+                run.process(chunk_ms, emitted)
             chunk_ms = chunk_end
         results = [run.result(measure_reads(run.read_context(), self.reads, run.spec.label)) for run in self.runs]
         return SimulationResult(
@@ -600,6 +646,23 @@ class Simulation:
             wall_seconds=time.perf_counter() - started,
             simulated_writes=int(self.entity_writes.sum()),
             chunk_seconds=self.chunk_seconds,
+            batch_seconds=self.batcher.batch_s,
             recorded={r.spec.label: r.recorded for r in self.runs if r.recorded is not None} if self.record else None,
             entity_counts=entity_counts,
         )
+
+
+def batch_seconds(workload: SimWorkload) -> int:
+    """How long the workload's ingest batches last, in whole seconds (the planner's batch length)."""
+    return max(1, round(stream_figures(planner_workload(workload), workload.rate).batch_s))
+
+
+def _batcher(workload: SimWorkload) -> Batcher:
+    """The batcher of ``workload``: block tables measured for its typical entity and each hot one."""
+    sizer = sizer_for(planner_workload(workload))
+    tables = [BlockTable.measure(sizer, entity=None, rate=max(workload.typical_rate, 1e-3))]
+    table_of = np.zeros(workload.entities, dtype=np.int64)
+    for i, hot in enumerate(workload.hot):
+        tables.append(BlockTable.measure(sizer, entity=hot.entity_id, rate=hot.rate))
+        table_of[workload.background_entities + i] = i + 1
+    return Batcher(workload.names, batch_seconds(workload), tables, table_of)

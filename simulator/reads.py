@@ -5,24 +5,23 @@ default) for one entity, and over the last hour for every entity. The plan
 is ``Layout.plan_entity`` / ``Layout.plan_range`` with the layout's final
 shard map (which holds its whole history, so a read across a split plans
 both sides of it). Its partition count is the fan-out; each partition query
-is paged at 1 MB and pays ``read_units`` per page (eventually consistent
-unless asked otherwise).
+reads the blocks of its range, is paged at 1 MB and pays ``read_units`` per
+page (eventually consistent unless asked otherwise).
 
-Items in a partition come from the simulated writes for the part of the read
+Blocks in a partition come from the simulated blocks for the part of the read
 inside the run. A read reaching further back than the run assumes that every
-entity wrote at its mean rate over the run, spread evenly over the keys the
-layout gave it then: the fan-out is exact either way, the read units for the
-part before the run are an estimate.
+entity wrote at its mean rate over the run, in blocks of its mean bytes per
+reading, spread evenly over the keys the layout gave it then: the fan-out is
+exact either way, the read units for the part before the run are an estimate.
 
 A cross-entity read of a partial bucket cannot express the time range in the
 key condition (``time_filter``): it reads the whole partition and filters, and
-pays for every item read. ``items_read`` counts those, ``items_returned`` what
-the range holds.
+pays for every block read. ``blocks_read`` counts those, ``readings_returned``
+what the range holds.
 """
 
 from __future__ import annotations
 
-import random
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -33,7 +32,7 @@ from keydesign import InvalidInput, Layout, ShardMap, read_units
 from keydesign.layouts import PartitionQuery
 from keydesign.periods import DAY_MS, HOUR_MS
 
-from .keyspace import KeyTable, Probes, build_key_table, entity_keys
+from .keyspace import KeyTable, build_key_table, entity_keys
 from .workload import SimWorkload
 
 Ints = npt.NDArray[np.int64]
@@ -92,8 +91,8 @@ class ReadFigure:
     window_ms: int
     partitions: int | None = None
     queries: int | None = None
-    items_read: int | None = None
-    items_returned: int | None = None
+    blocks_read: int | None = None
+    readings_returned: int | None = None
     read_units: float | None = None
     not_applicable: str | None = None
 
@@ -104,8 +103,8 @@ class ReadFigure:
             "window": duration_label(self.window_ms),
             "partitions": self.partitions,
             "queries": self.queries,
-            "items_read": self.items_read,
-            "items_returned": self.items_returned,
+            "blocks_read": self.blocks_read,
+            "readings_returned": self.readings_returned,
             "read_units": self.read_units,
             "not_applicable": self.not_applicable,
         }
@@ -118,11 +117,13 @@ class ReadContext:
     layout: Layout
     shard_map: ShardMap
     workload: SimWorkload
-    probes: Probes
     tables: Mapping[int, KeyTable]
-    key_writes: Mapping[int, Ints]
+    #: Per bucket: (blocks, units, bytes, readings) x keys.
+    key_totals: Mapping[int, Ints]
+    #: Per tracked entity and key: (blocks, units, bytes, readings) x seconds.
     tracked: Mapping[str, Mapping[str, Ints]]
     entity_rates: npt.NDArray[np.float64]
+    bytes_per_reading: npt.NDArray[np.float64]
     writes_per_second: Ints
     _built: dict[int, KeyTable] = field(default_factory=dict)
     _key_ids: dict[int, dict[str, int]] = field(default_factory=dict)
@@ -132,7 +133,9 @@ class ReadContext:
         """The run's key table of a bucket, or one built from the final map for a bucket before the run."""
         table = self.tables.get(bucket_start) or self._built.get(bucket_start)
         if table is None:
-            table = self._built[bucket_start] = build_key_table(self.layout, self.shard_map, self.probes, bucket_start)
+            table = self._built[bucket_start] = build_key_table(
+                self.layout, self.shard_map, self.workload.names, bucket_start
+            )
         return table
 
     def key_id(self, bucket_start: int, pk: str) -> int | None:
@@ -187,7 +190,6 @@ def _entity_read(ctx: ReadContext, pattern: ReadPattern, label: str, entity: str
     index = workload.index_of(entity)
     rate = float(ctx.entity_rates[index])
     tracks = ctx.tracked.get(entity, {})
-    rng = random.Random(0)
     keys_by_bucket: dict[int, tuple[str, ...]] = {}
 
     def keys_in(bucket_start: int) -> tuple[str, ...]:
@@ -197,31 +199,37 @@ def _entity_read(ctx: ReadContext, pattern: ReadPattern, label: str, entity: str
             if table is not None:
                 keys = table.entity_keys(index)
             else:
-                reading = ctx.probes.reading(index, bucket_start)
-                keys = entity_keys(layout, ctx.shard_map, reading, bucket_start, rng)
+                keys = entity_keys(layout, ctx.shard_map, entity, bucket_start)
             keys_by_bucket[bucket_start] = keys
         return keys
 
-    def items(part: PartitionQuery) -> float:
-        total = 0.0
+    tracked = sum((t.sum(axis=1) for t in tracks.values()), np.zeros(4, dtype=np.int64))
+    per_block = tracked[3] / tracked[0] if tracked[0] else 1.0  # readings per block over the run
+    per_reading = float(ctx.bytes_per_reading[index])
+
+    def blocks_and_bytes(part: PartitionQuery) -> tuple[float, float]:
+        blocks = size = 0.0
         for bucket_start in layout.bucket.starts(part.from_ms, part.to_ms):
             low, high = max(part.from_ms, bucket_start), min(part.to_ms, bucket_start + layout.bucket.width_ms)
             before = min(high, start)
             if before > low:
                 keys = keys_in(bucket_start)
                 if part.pk in keys:
-                    total += rate * (before - low) / 1000 / len(keys)
+                    readings = rate * (before - low) / 1000 / len(keys)
+                    blocks, size = blocks + readings / per_block, size + readings * per_reading
             run_low, run_high = max(low, start), min(high, end)
             track = tracks.get(part.pk)
             if run_high > run_low and track is not None:
-                total += float(track[(run_low - start) // 1000 : (run_high - start) // 1000].sum())
-        return total
+                written = track[:, (run_low - start) // 1000 : (run_high - start) // 1000].sum(axis=1)
+                blocks, size = blocks + float(written[0]), size + float(written[2])
+        return blocks, size
 
     queries, units, read = 0, 0.0, 0
     for part in plan.partitions:
-        count = round(items(part))
-        pages, cost = query_cost(count * workload.item_bytes, consistent=pattern.consistent)
-        queries, units, read = queries + pages, units + cost, read + count
+        blocks, size = blocks_and_bytes(part)
+        pages, cost = query_cost(round(size), consistent=pattern.consistent)
+        queries, units, read = queries + pages, units + cost, read + round(blocks)
+    returned = _returned(ctx, index, end - window)
     return ReadFigure(
         label,
         f"{entity}, last {duration_label(window)}",
@@ -229,10 +237,20 @@ def _entity_read(ctx: ReadContext, pattern: ReadPattern, label: str, entity: str
         window,
         partitions=len(plan.partitions),
         queries=queries,
-        items_read=read,
-        items_returned=read,  # the key condition is exact: every item read is in the range
+        blocks_read=read,
+        readings_returned=round(returned),
         read_units=units,
     )
+
+
+def _returned(ctx: ReadContext, index: int, low: int) -> float:
+    """Readings of entity ``index`` from ``low`` to the end of the run (its mean rate before the run)."""
+    start = ctx.workload.start_ms
+    name = ctx.workload.names[index]
+    tracked = sum(
+        float(track[3, max(0, (low - start) // 1000) :].sum()) for track in ctx.tracked.get(name, {}).values()
+    )
+    return float(ctx.entity_rates[index]) * max(0, start - low) / 1000 + tracked
 
 
 def _cross_read(ctx: ReadContext, pattern: ReadPattern, label: str, window: int) -> ReadFigure:
@@ -248,22 +266,26 @@ def _cross_read(ctx: ReadContext, pattern: ReadPattern, label: str, window: int)
         )
         return ReadFigure(label, name, None, window, not_applicable=reason)
     width = layout.bucket.width_ms
+    rates = ctx.entity_rates
+    per_reading = float((rates * ctx.bytes_per_reading).sum() / rates.sum()) if rates.sum() else 0.0
+    totals = sum((t.sum(axis=1) for t in ctx.key_totals.values()), np.zeros(4, dtype=np.int64))
+    per_block = totals[3] / totals[0] if totals[0] else 1.0
     queries, units, read = 0, 0.0, 0
     for part in plan.partitions:
         bucket_start = layout.bucket.start(part.from_ms)
         key = ctx.key_id(bucket_start, part.pk)
-        count = 0.0
+        blocks = size = 0.0
         if key is not None:
             before = min(bucket_start + width, start)
             if before > bucket_start:
-                count += float(ctx.key_rates(bucket_start)[key]) * (before - bucket_start) / 1000
-            run_writes = ctx.key_writes.get(bucket_start)
-            if run_writes is not None:
-                count += float(run_writes[key])
-        # A partial bucket is read whole and filtered on the ts attribute: every item read is paid for.
-        whole = round(count)
-        pages, cost = query_cost(whole * workload.item_bytes, consistent=pattern.consistent)
-        queries, units, read = queries + pages, units + cost, read + whole
+                readings = float(ctx.key_rates(bucket_start)[key]) * (before - bucket_start) / 1000
+                blocks, size = readings / per_block, readings * per_reading
+            run_totals = ctx.key_totals.get(bucket_start)
+            if run_totals is not None:
+                blocks, size = blocks + float(run_totals[0, key]), size + float(run_totals[2, key])
+        # A partial bucket is read whole and filtered once decoded: every block read is paid for.
+        pages, cost = query_cost(round(size), consistent=pattern.consistent)
+        queries, units, read = queries + pages, units + cost, read + round(blocks)
     mean_rate = float(ctx.writes_per_second.mean()) if ctx.writes_per_second.size else 0.0
     low = end - window
     returned = mean_rate * max(0, start - low) / 1000
@@ -275,7 +297,7 @@ def _cross_read(ctx: ReadContext, pattern: ReadPattern, label: str, window: int)
         window,
         partitions=len(plan.partitions),
         queries=queries,
-        items_read=read,
-        items_returned=round(returned),
+        blocks_read=read,
+        readings_returned=round(returned),
         read_units=units,
     )

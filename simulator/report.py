@@ -72,7 +72,7 @@ WRITE_HEADERS = [
     "throttled keys (cause)",
     "throttled after split",
 ]
-READ_HEADERS = ["layout", "read", "partitions", "Query calls", "items read", "items returned", "read units"]
+READ_HEADERS = ["layout", "read", "partitions", "Query calls", "blocks read", "readings returned", "read units"]
 
 
 def read_rows(sim: SimulationResult) -> list[list[object]]:
@@ -82,7 +82,7 @@ def read_rows(sim: SimulationResult) -> list[list[object]]:
             if read.not_applicable is not None:
                 figures: tuple[object, ...] = ("N/A", "N/A", "N/A", "N/A", "N/A (a Scan; see notes)")
             else:
-                figures = (read.partitions, read.queries, read.items_read, read.items_returned, read.read_units)
+                figures = (read.partitions, read.queries, read.blocks_read, read.readings_returned, read.read_units)
             rows.append([result.spec.label, read.read, *figures])
     return rows
 
@@ -92,10 +92,10 @@ def notes(sim: SimulationResult) -> list[str]:
     labels = {r.spec.kind: r.spec.label for r in sim.layouts}
     if "random" in labels and "calculated" in labels:
         out.append(
-            "random and calculated spread unique event ids alike (a uniform draw vs a uniform hash): with the "
+            "random and calculated spread blocks alike (a uniform draw vs the hash of the block id): with the "
             "same suffix count they share one draw and show the same load. They differ on redelivery: a "
-            "redelivered reading keeps its calculated suffix but may get a new random one (a duplicate that "
-            "reads must dedupe)."
+            "redelivered batch's block keeps its calculated suffix but may get a new random one (a second copy "
+            "that reads resolve by the block's version)."
         )
     reasons = {r.not_applicable for res in sim.layouts for r in res.reads if r.not_applicable}
     for reason in sorted(str(r) for r in reasons):
@@ -148,7 +148,9 @@ def notes(sim: SimulationResult) -> list[str]:
         "docs/rollups.md."
     )
     out.append(
-        "p99, mean and max/mean are over the key-seconds that took writes; a key-second over "
+        f"readings are stored in blocks: each entity's readings of an ingest batch ({sim.batch_seconds} s), "
+        "cut at 10 s, 1,000 readings and 64 KB as Layout.pack cuts them; a batch's blocks are written in its "
+        "last second. p99, mean and max/mean are over the key-seconds that took writes; a key-second over "
         f"{PARTITION_WCU:,} WCU is throttled and 'throttled WCU' is the excess."
     )
     return out
@@ -163,10 +165,10 @@ def header(sim: SimulationResult) -> str:
         for h in w.hot
     )
     return (
-        f"simulated {w.duration_s:,} s from {format_ts(w.start_ms)}: {sim.simulated_writes:,} writes "
+        f"simulated {w.duration_s:,} s from {format_ts(w.start_ms)}: {sim.simulated_writes:,} readings "
         f"({w.rate:,.0f}/s peak over {w.entities:,} entities, zipf {w.zipf:g}{'; ' + hot if hot else ''}; "
-        f"{w.arrivals} arrivals), {w.item_bytes}-byte items, {sim.bucket} buckets; "
-        f"{sim.wall_seconds:.1f} s wall"
+        f"{w.arrivals} arrivals), readings of {len(w.sample.measures)} measure(s) in blocks of {sim.batch_seconds} s "
+        f"batches, {sim.bucket} buckets; {sim.wall_seconds:.1f} s wall"
     )
 
 

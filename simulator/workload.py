@@ -18,21 +18,22 @@ Per second and per entity the number of writes is a count:
   more than one.
 
 Background entities are named ``name_format.format(rank=k)``; the default
-matches ``tsctl.seed.sensor_name``.
+matches ``tsctl.seed.sensor_name``. Every reading has the shape of ``sample``
+(the planner's default: three measures, no event id), and ingest batches them
+every ``batching_window_s`` (:mod:`.blocks` packs each batch into blocks).
 """
 
 from __future__ import annotations
 
 import math
-import random
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
-from keydesign import InvalidInput, Layout, Reading, ShardMap, build_item, item_size, validate_entity_id
-from keydesign.layouts import LAYOUTS
+from keydesign import InvalidInput, Reading, validate_entity_id
+from keydesign.capacity import SAMPLE_READING
 
 Arrivals = Literal["poisson", "even"]
 ARRIVALS: tuple[Arrivals, ...] = ("poisson", "even")
@@ -67,13 +68,15 @@ class HotEntity:
 
 @dataclass(frozen=True, slots=True)
 class SimWorkload:
-    """What to simulate. Rates are writes per second; ``item_bytes`` is the stored item's size."""
+    """What to simulate. Rates are readings per second, each shaped like ``sample``; ingest's
+    ``MaximumBatchingWindowInSeconds`` is ``batching_window_s``."""
 
     rate: float
     entities: int
-    item_bytes: int
     start_ms: int
     duration_s: int
+    sample: Reading = SAMPLE_READING
+    batching_window_s: int = 1
     zipf: float = 0.0
     hot: tuple[HotEntity, ...] = ()
     arrivals: Arrivals = "poisson"
@@ -93,7 +96,7 @@ class SimWorkload:
         checks: list[tuple[str, bool, str]] = [
             ("rate", finite(self.rate) and self.rate > 0, "must be above 0 writes/s"),
             ("entities", 1 <= self.entities <= MAX_ENTITIES, f"must be 1 to {MAX_ENTITIES:,}"),
-            ("item_bytes", 1 <= self.item_bytes <= 400 * 1024, "must be 1 .. 409,600 bytes (DynamoDB's item limit)"),
+            ("batching_window", 0 <= self.batching_window_s <= 300, "must be 0 to 300 s (Lambda's limit)"),
             ("zipf", finite(self.zipf) and self.zipf >= 0, "must be 0 (uniform) or more"),
             ("duration", 1 <= self.duration_s <= MAX_DURATION_S, f"must be 1 s to {MAX_DURATION_S // 86_400} days"),
             ("start", self.start_ms >= 0 and self.start_ms % 1000 == 0, "must be a whole second after 1970"),
@@ -195,7 +198,8 @@ class SimWorkload:
             "entities": self.entities,
             "background_rate": round(self.background_rate, 3),
             "zipf": self.zipf,
-            "item_bytes": self.item_bytes,
+            "sample": self.sample.to_json(),
+            "batching_window_s": self.batching_window_s,
             "start_ms": self.start_ms,
             "duration_s": self.duration_s,
             "arrivals": self.arrivals,
@@ -237,21 +241,3 @@ class CountSource:
         self._expected = cumulative[-1].copy()
         counts = np.floor(cumulative + self._phase) - np.floor(previous + self._phase)
         return counts.astype(np.int64)
-
-
-def stored_item_bytes(reading: Reading, bucket: str) -> dict[str, int]:
-    """The size DynamoDB counts for ``reading`` stored under each layout (``build_item`` + ``item_size``).
-
-    Keys differ in length between layouts (the hybrid sort key carries the
-    entity), and a hybrid sub-shard key is the longest: that is the size given
-    for ``hybrid``.
-    """
-    sizes: dict[str, int] = {}
-    for kind in LAYOUTS:
-        layout = Layout.from_settings(kind=kind, bucket=bucket, table_prefix="readings")
-        shard_map = ShardMap.initial(layout.bucket, 1)
-        if layout.can.shared_partitions:
-            boundary = layout.bucket.start(reading.ts_ms)
-            shard_map = shard_map.with_entity(reading.entity_id, 2, boundary, now_ms=boundary - 1)
-        sizes[kind] = item_size(build_item(reading, layout.key_for(reading, shard_map, random.Random(0))))
-    return sizes

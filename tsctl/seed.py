@@ -1,8 +1,11 @@
 """The seed scenario: 10,000 sensors at 50,000 readings/s, sensor-alpha-001 bursting to 2,000/s.
 
-One simulated second of that traffic is pushed through the key-design layer
-to measure the write load every partition key would take under a given
-layout and shard map. It computes; it does not estimate.
+Each reading carries three measures and no event id (ingest derives one, and a
+block stores none). One second of that traffic is one ingest batch at the
+stack's 1 s batching window: packed into blocks by the key-design layer
+(``Layout.pack``, as ingest packs them), it gives the write units every
+partition key takes under a layout and shard map. It computes; it does not
+estimate.
 """
 
 from __future__ import annotations
@@ -11,23 +14,28 @@ import random
 from collections import Counter
 from dataclasses import dataclass
 
-from keydesign import Layout, Reading, ShardMap, Workload, build_item, item_size, write_units
-from keydesign.capacity import PARTITION_WCU
+from keydesign import Block, Ingest, Layout, Reading, ShardMap, Workload
+from keydesign.capacity import PARTITION_WCU, SAMPLE_READING
 
 GLOBAL_RATE = 50_000
 SENSORS = 10_000
 HOT_SENSOR = "sensor-alpha-001"
 HOT_RATE = 2_000
-ITEM_BYTES = 500
+#: A seed reading's shape, for the planner: three measures, no event id.
+SAMPLE = SAMPLE_READING
+#: A Kinesis sequence number's size, as the version of every block (56 digits).
+VERSION = 10**55
+RETENTION_MS = 30 * 86_400_000
 
 
 @dataclass(frozen=True, slots=True)
 class KeyLoad:
-    """Write units per second on every partition key during one second."""
+    """Write units per second on every partition key during one second, and the blocks behind them."""
 
     label: str
     per_key: Counter[str]
     readings: int
+    blocks: tuple[Block, ...]
 
     @property
     def hottest(self) -> tuple[str, int]:
@@ -46,6 +54,7 @@ class KeyLoad:
         return {
             "design": self.label,
             "partition_keys": len(self.per_key),
+            "blocks": len(self.blocks),
             "hottest_key": key,
             "hottest_wcu": wcu,
             "mean_wcu": round(self.mean, 1),
@@ -59,39 +68,41 @@ def sensor_name(i: int) -> str:
 
 def one_second(start_ms: int, seed: int = 7) -> list[Reading]:
     """50,000 readings in the second from ``start_ms``: 2,000 from the hot sensor,
-    the rest spread evenly over the other 9,999 sensors."""
+    the rest spread evenly over the other 9,999 sensors, each with three noisy measures."""
     rng = random.Random(seed)
     readings = []
-    # Two dimensions bring the stored item to about ITEM_BYTES (one write unit).
-    dims = {"site": "plant-7/" + "x" * 180, "note": "y" * 180}
     for n in range(GLOBAL_RATE):
         sensor = sensor_name(0) if n < HOT_RATE else sensor_name(1 + n % (SENSORS - 1))
         readings.append(
             Reading.parse(
                 {
                     "entity_id": sensor,
-                    "event_id": f"{sensor}-{n}",
                     "timestamp": start_ms + rng.randrange(1000),
-                    "measures": {"temp": round(rng.uniform(15, 30), 2)},
-                    "dimensions": dims,
+                    "measures": {
+                        "temp": round(rng.gauss(21.5, 0.3), 2),
+                        "rh": round(rng.gauss(45.0, 0.5), 1),
+                        "pressure": round(rng.gauss(1013.25, 8.0), 2),
+                    },
                 }
             )
         )
     return readings
 
 
-def workload() -> Workload:
+def workload(batching_window_s: float = 1.0) -> Workload:
     return Workload(
         peak_writes_per_s=GLOBAL_RATE,
-        item_bytes=ITEM_BYTES,
         entities=SENSORS,
         hot_entities={HOT_SENSOR: HOT_RATE},
+        sample=SAMPLE,
+        ingest=Ingest(batching_window_s=batching_window_s),
     )
 
 
 def key_load(label: str, layout: Layout, shard_map: ShardMap, readings: list[Reading]) -> KeyLoad:
+    """``readings`` as one ingest batch: packed into blocks, write units summed per partition key."""
+    blocks = layout.pack([(r, VERSION) for r in readings], shard_map, retention_ms=RETENTION_MS)
     counts: Counter[str] = Counter()
-    for reading in readings:
-        key = layout.key_for(reading, shard_map)
-        counts[key.pk] += write_units(item_size(build_item(reading, key)))
-    return KeyLoad(label, counts, len(readings))
+    for block in blocks:
+        counts[block.key.pk] += block.write_units
+    return KeyLoad(label, counts, len(readings), tuple(blocks))

@@ -20,10 +20,10 @@ DynamoDB client this module calls: the real client satisfies it, tests pass a
 fake, and :mod:`local_runtime.faults` wraps either one to inject throttling and
 unprocessed items (which moto never produces).
 
-Items are given in DynamoDB's low-level form (``{"S": ...}``); build them with
-:func:`serialize_item`. We use the low-level client and our own serializer
-instead of the resource layer's ``TypeSerializer``: the item shape is known
-(strings, numbers, maps of them), floats become numbers through ``repr`` (the
+Items are given in DynamoDB's low-level form (``{"S": ...}``, ``{"B": bytes}``);
+build them with :func:`serialize_item`. We use the low-level client and our own
+serializer instead of the resource layer's ``TypeSerializer``: the item shape is
+known (strings, numbers, bytes, maps of them), floats become numbers through ``repr`` (the
 shortest text that round-trips, the same digits the producer sent), and a
 number DynamoDB would refuse (more than 38 significant digits) is caught here
 as a per-item :class:`UnstorableValue` instead of failing a whole call.
@@ -31,6 +31,7 @@ as a per-item :class:`UnstorableValue` instead of failing a whole call.
 
 from __future__ import annotations
 
+import base64
 import json
 import random
 import time
@@ -117,6 +118,8 @@ def _value(value: object) -> AttributeValue:
         return {"N": number_text(value)}  # type: ignore[arg-type]
     if kind is dict:
         return {"M": _map(value)}  # type: ignore[arg-type]
+    if kind is bytes:  # a block's payload: boto3 takes raw bytes for B (base64 on the wire)
+        return {"B": value}
     if isinstance(value, bool):
         return {"BOOL": value}
     if isinstance(value, str):
@@ -347,12 +350,13 @@ def send_prebuilt_json(api: object) -> None:
 
     The items are already in DynamoDB's wire form (:func:`serialize_item`), yet botocore's
     serializer walks every attribute against the service model: about a third of the call's CPU,
-    which the writer threads take from the one that is keying readings. ``json.dumps`` writes the
-    same body (the JSON protocol is the parameters themselves) at a tenth of that: botocore is
-    handed each table with no items to walk, and the body is put back before the request is
-    signed. A parameter ``json`` cannot write (bytes) leaves the call to botocore's serializer.
-    Only for a client created with ``parameter_validation`` off (ingest's write client): its
-    validation would check the stand-in. Anything that is not a boto3 client is left alone.
+    which the writer threads take from the one that is validating readings. ``json.dumps`` writes
+    the same body (the JSON protocol is the parameters themselves, a Binary value as base64 text,
+    as botocore writes it) at a tenth of that: botocore is handed each table with no items to
+    walk, and the body is put back before the request is signed. A parameter ``json`` cannot
+    write leaves the call to botocore's serializer. Only for a client created with
+    ``parameter_validation`` off (ingest's write client): its validation would check the
+    stand-in. Anything that is not a boto3 client is left alone.
     """
     events = getattr(getattr(api, "meta", None), "events", None)
     if events is None:
@@ -364,11 +368,18 @@ def send_prebuilt_json(api: object) -> None:
 
 def _stash_body(params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
     try:
-        body = json.dumps(params, separators=(",", ":")).encode()
+        body = json.dumps(params, separators=(",", ":"), default=_base64).encode()
     except (TypeError, ValueError):
         return
     context["batch_writer_body"] = body
     params["RequestItems"] = dict.fromkeys(params["RequestItems"], ())  # the tables stay, for endpoint rules
+
+
+def _base64(value: object) -> str:
+    """The JSON protocol's form of a blob (``B``, and each member of ``BS``): base64 text."""
+    if isinstance(value, bytes | bytearray):
+        return base64.b64encode(value).decode("ascii")
+    raise TypeError(f"{type(value).__name__} is not JSON")
 
 
 def _restore_body(params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:

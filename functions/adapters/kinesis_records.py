@@ -34,14 +34,16 @@ Only the tests write aggregates (``tests/unit/ingest/kpl.py``): nothing here enc
 
 from __future__ import annotations
 
-import base64
 import binascii
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+
+from adapters.stream_events import NotAStreamEvent, stream_records
 
 KPL_MAGIC = b"\xf3\x89\x9a\xc2"
+#: Kinesis' own pattern for a sequence number: ``0|([1-9]\d{0,128})``.
+MAX_SEQUENCE_DIGITS = 129
 _DIGEST_BYTES = 16
 
 _VARINT = 0
@@ -65,14 +67,26 @@ class MalformedRecord(ValueError):  # noqa: N818 - reads as the condition, like 
 
 @dataclass(frozen=True, slots=True)
 class StreamRecord:
-    """One record of a Lambda Kinesis event, with its data decoded from base64."""
+    """One record of a Lambda Kinesis event, parsed once at the edge: where it came from, its
+    version and its bytes. Everything downstream takes this, never the event's dict.
+
+    ``version`` is the sequence number as an integer (Kinesis writes it as a decimal string
+    that grows along a shard): every block holding a reading of this record carries the
+    largest version among its records (``keydesign.blocks``). ``sequence_number`` keeps the
+    string for reporting (the partial batch response, rejects, logs).
+
+    ``data`` is ``kinesis.data`` decoded from base64. When it is not base64, ``malformed``
+    says why and ``data`` holds the text as it arrived (UTF-8), for the reject that carries it.
+    """
 
     shard_id: str
     sequence_number: str
+    version: int
     partition_key: str
     data: bytes
     arrival_ms: int | None
     stream_arn: str
+    malformed: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,46 +102,59 @@ class UserRecord:
     sub_sequence_number: int | None = None
 
 
-def shard_id_of(raw: Mapping[str, Any]) -> str:
-    """The shard id of an event record (``eventID`` is ``<shard id>:<sequence number>``)."""
-    event_id = str(raw.get("eventID", ""))
-    shard, sep, _ = event_id.partition(":")
-    return shard if sep else "unknown"
+def parse_records(event: object) -> list[StreamRecord]:
+    """Every record of a Lambda Kinesis event, parsed (:func:`parse_event_record`).
 
-
-def sequence_number_of(raw: Mapping[str, Any]) -> str:
-    """The sequence number of an event record; a record without one is not a Kinesis record."""
-    kinesis = raw.get("kinesis")
-    if not isinstance(kinesis, Mapping) or not isinstance(kinesis.get("sequenceNumber"), str):
-        raise ValueError("not a Kinesis event record: kinesis.sequenceNumber is missing")
-    return str(kinesis["sequenceNumber"])
-
-
-def parse_event_record(raw: Mapping[str, Any]) -> StreamRecord:
-    """Decode one record of a Lambda Kinesis event.
-
-    Raises :class:`MalformedRecord` when ``kinesis.data`` is not base64, and
-    ``ValueError`` when the record has no sequence number at all (then it is
-    not a Kinesis record and cannot even be reported back).
+    Raises :class:`~adapters.stream_events.NotAStreamEvent` naming the first record that
+    is not a Kinesis record: such an event cannot be answered record by record.
     """
-    sequence_number = sequence_number_of(raw)
-    kinesis = raw["kinesis"]
+    records = stream_records(event)
+    out: list[StreamRecord] = []
+    for position, raw in enumerate(records):
+        try:
+            out.append(parse_event_record(raw))
+        except NotAStreamEvent as exc:
+            raise NotAStreamEvent(f"Records[{position}] {exc}") from None
+    return out
+
+
+def parse_event_record(raw: object) -> StreamRecord:
+    """Parse one record of a Lambda Kinesis event.
+
+    Raises :class:`~adapters.stream_events.NotAStreamEvent` when it has no sequence number,
+    or one that is not a decimal number: then it is not a Kinesis record and cannot even be
+    reported back. Data that is not base64 is not an error here: the record is one reject
+    (``malformed`` says why).
+    """
+    if (
+        not isinstance(raw, Mapping)
+        or not isinstance(kinesis := raw.get("kinesis"), Mapping)
+        or not isinstance(sequence_number := kinesis.get("sequenceNumber"), str)
+    ):
+        raise NotAStreamEvent("has no kinesis.sequenceNumber")
+    if not (sequence_number.isdigit() and sequence_number.isascii() and len(sequence_number) <= MAX_SEQUENCE_DIGITS):
+        raise NotAStreamEvent(f"has kinesis.sequenceNumber {sequence_number[:64]!r}, not a Kinesis sequence number")
     encoded = kinesis.get("data")
-    if not isinstance(encoded, str):
-        raise MalformedRecord("data", "is missing or not a base64 string")
-    try:
-        data = base64.b64decode(encoded, validate=True)
-    except (binascii.Error, ValueError):
-        raise MalformedRecord("data", "is not valid base64") from None
+    malformed: str | None = None
+    if isinstance(encoded, str):
+        try:
+            data = binascii.a2b_base64(encoded, strict_mode=True)  # what b64decode(validate=True) calls
+        except (binascii.Error, ValueError):
+            data, malformed = encoded.encode("utf-8", errors="replace"), "is not valid base64"
+    else:
+        data, malformed = b"", "is missing or not a base64 string"
     arrival = kinesis.get("approximateArrivalTimestamp")
-    arrival_ms = round(float(arrival) * 1000) if isinstance(arrival, int | float) else None
+    event_id = raw.get("eventID")
+    shard, sep, _ = event_id.partition(":") if isinstance(event_id, str) else ("", "", "")
     return StreamRecord(
-        shard_id=shard_id_of(raw),
+        shard_id=shard if sep else "unknown",  # eventID is <shard id>:<sequence number>
         sequence_number=sequence_number,
+        version=int(sequence_number),
         partition_key=str(kinesis.get("partitionKey", "")),
         data=data,
-        arrival_ms=arrival_ms,
+        arrival_ms=round(float(arrival) * 1000) if isinstance(arrival, int | float) else None,
         stream_arn=str(raw.get("eventSourceARN", "")),
+        malformed=malformed,
     )
 
 

@@ -1,33 +1,52 @@
 """The shard-map store: the versioned shard map in the control table, read and changed safely.
 
-One item holds the whole map (its complete history, which is what readers need
-to find any past bucket)::
+Items, all in partition ``shardmap`` (the only control-table partition ingest and
+query may read)::
 
-    pk = "shardmap", sk = "current"
-    map         S   JSON of ShardMap.to_dict()
+    pk = "shardmap", sk = "current"                         the head
+    map         S   JSON of ShardMap.to_dict(), with "entities" {} when they are in pages
+    pages       L   sort keys of the pages holding the entities (absent: they are in "map")
     version     N   the map's version; the optimistic-concurrency token
     updated_at  S   when it was last written (RFC 3339)
     reason      S   why (for the humans reading the table)
 
-**Reading** (:meth:`ShardMapStore.load`) is a strongly consistent GetItem,
-then full validation: JSON, ``ShardMap.from_dict``, the ``version`` attribute
-equal to the map's, the bucket equal to the configured one. Anything off
-raises :class:`MalformedShardMap` naming the table and the fault: a caller
-keeps no half-parsed map, and nothing is ever written over a bad entry.
+    pk = "shardmap", sk = "page#<version>#<nnn>#<token>"   a page (never changed once written)
+    entities    S   JSON {entity: history}, the entities whose stable hash mod len(pages) is nnn
+    version     N   the version of the head it was written for
 
-**Bootstrap**: an absent item is created from the configured initial map
+A map whose JSON fits in :data:`PAGE_BYTES` is the head alone (the form every
+map had before pages existed, which is still read as it is). A larger one puts
+its entities in 2, 4, 8 ... pages, each at most :data:`PAGE_BYTES`, so no item
+comes near DynamoDB's 400 KB. A change rewrites only the pages whose entities
+changed; the others keep their sort keys. A page's content never changes under
+its key, so a reader keeps the pages it has read and, on each refresh, reads
+the head and only the pages it has not seen (:meth:`ShardMapStore.load`).
+
+**Reading** is a strongly consistent GetItem of the head (and of each page not
+yet held), then full validation: JSON, ``ShardMap.from_dict``, the ``version``
+attribute equal to the map's, the bucket equal to the configured one, no
+entity in two places. Anything off raises :class:`MalformedShardMap` naming
+the table and the fault: a caller keeps no half-parsed map, and nothing is
+ever written over a bad entry. A page gone between reading the head and the
+page (a writer replaced it) sends the reader back to the new head.
+
+**Bootstrap**: an absent head is created from the configured initial map
 (``SHARDS``, ``BUCKET``) with ``attribute_not_exists``, so concurrent cold
 starts agree on one. From then on the stored map is the truth and ``SHARDS``
 is ignored: changing it later cannot move old data out of readers' sight.
 
 **Changing** (:meth:`ShardMapStore.apply`): read, compute the new map with a
-pure function of the map read, check it only adds changes in the future (the
-past is never rewritten, whatever the function did), then PutItem on the
-condition that the version is still the one read. A
-``ConditionalCheckFailedException`` means another writer got there first: read
-again and re-apply, with jittered backoff, up to ``max_attempts`` times. Two
-detectors racing therefore leave one map containing both of their changes,
-each judged against the other's.
+pure function of the map read, fold what is past retention
+(:class:`Compaction`), check it only adds changes in the future (the past still
+readable is never rewritten, whatever the function did), put the new pages
+(fresh sort keys), then put the head on the condition that the version is
+still the one read. A ``ConditionalCheckFailedException`` means another writer
+got there first: delete the pages just put, read again and re-apply, with
+jittered backoff, up to ``max_attempts`` times. Once the head lands, the pages
+it no longer names are deleted. Two detectors racing therefore leave one map
+containing both of their changes, each judged against the other's. (A writer
+that dies between its pages and its head leaves pages no head names; they are
+never read.)
 
 Callers: the hot-key Lambda (load and apply); every Lambda reads through
 :func:`shard_map_source`, the one place a function's shard-map source is built.
@@ -37,8 +56,11 @@ from __future__ import annotations
 
 import json
 import random
+import secrets
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -48,12 +70,19 @@ from adapters.clients import client
 from adapters.observability import logger
 from adapters.settings import CommonSettings, SettingsError
 from adapters.shard_map_source import CachedShardMap, ShardMapSource, StaticShardMap
-from keydesign import ConfigError, ShardMap, format_ts
+from keydesign import ConfigError, ShardMap, format_ts, shard_of
 from keydesign.shardmap import Change
 
-SHARD_MAP_KEY: Mapping[str, Mapping[str, str]] = {"pk": {"S": "shardmap"}, "sk": {"S": "current"}}
-#: Refuse to write a map close to DynamoDB's 400 KB item limit (thousands of changes).
-MAX_MAP_BYTES = 350_000
+SHARD_MAP_PARTITION = "shardmap"
+SHARD_MAP_KEY: Mapping[str, Mapping[str, str]] = {"pk": {"S": SHARD_MAP_PARTITION}, "sk": {"S": "current"}}
+#: The head holding the whole map, or one page of its entities, stays under this many bytes of JSON.
+PAGE_BYTES = 64 * 1024
+#: Pages at most (16 MB of map); the head names them all in a few KB.
+MAX_PAGES = 256
+#: Page reads in flight at once (a cold start reads every page).
+_PAGE_READS = 8
+#: Times a reader goes back to a new head after a page it named was replaced.
+_HEAD_ATTEMPTS = 3
 _CONDITION_FAILED = "ConditionalCheckFailedException"
 
 
@@ -78,12 +107,32 @@ class PastRewrite(ShardMapStoreError):  # noqa: N818 - reads as the condition
     """A change would alter the map at or before now; refused before anything is written."""
 
 
+class _PageGone(Exception):  # noqa: N818 - reads as the condition
+    """A page the head named is not there (a newer head replaced it)."""
+
+
 class ShardMapItemApi(Protocol):
-    """The two DynamoDB client methods the store calls (the real client, a fake or a fault injector)."""
+    """The DynamoDB client methods the store calls (the real client, a fake or a fault injector)."""
 
     def get_item(self, **kwargs: Any) -> Mapping[str, Any]: ...
 
     def put_item(self, **kwargs: Any) -> Mapping[str, Any]: ...
+
+    def delete_item(self, **kwargs: Any) -> Mapping[str, Any]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Compaction:
+    """What the map may forget: every change in force ``keep_ms`` before now is folded into the
+    state it left (``ShardMap.compacted``). ``keep_ms`` must cover the oldest reading any
+    function may still write or read (``RETENTION``) plus a margin for clocks; ``entity_default``
+    is the layout's count for an entity without its own (1 in hybrid, None: the global N)."""
+
+    keep_ms: int
+    entity_default: int | None
+
+    def horizon(self, now_ms: int) -> int:
+        return now_ms - self.keep_ms
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,8 +145,17 @@ class Applied:
     attempts: int
 
 
+@dataclass(frozen=True, slots=True)
+class _Stored:
+    """A map as stored: the map, and the sort keys of its pages (in page order)."""
+
+    shard_map: ShardMap
+    pages: tuple[str, ...]
+
+
 class ShardMapStore:
-    """The shard map in the control table. Thread-safe (it holds no mutable state)."""
+    """The shard map in the control table. Thread-safe: its one piece of state, the pages
+    already read, is replaced whole under a lock."""
 
     def __init__(
         self,
@@ -105,6 +163,7 @@ class ShardMapStore:
         table: str,
         initial: ShardMap,
         *,
+        compaction: Compaction | None = None,
         clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
         sleep: Callable[[float], None] = time.sleep,
         max_attempts: int = 8,
@@ -116,15 +175,20 @@ class ShardMapStore:
         self._db = dynamodb
         self._table = table
         self._initial = initial
+        self._compaction = compaction
         self._clock_ms = clock_ms
         self._sleep = sleep
         self._max_attempts = max_attempts
         self._backoff_ms = backoff_ms
         self._rng = rng or random.Random()
+        self._lock = threading.Lock()
+        # Pages read (sort key -> their JSON), and the last map assembled (by its head's JSON and pages).
+        self._pages: dict[str, str] = {}
+        self._last: tuple[str, int, tuple[str, ...], ShardMap] | None = None
 
     @classmethod
     def from_settings(cls, common: CommonSettings, dynamodb: ShardMapItemApi | None = None) -> ShardMapStore:
-        """The store of ``CONTROL_TABLE``, bootstrapping with ``SHARDS`` and ``BUCKET``."""
+        """The store of ``CONTROL_TABLE``, bootstrapping with ``SHARDS`` and ``BUCKET`` (it never compacts)."""
         if common.control_table is None:
             raise SettingsError("CONTROL_TABLE", "is required to read the shard map from its store")
         initial = ShardMap.initial(common.layout.bucket, common.shards)
@@ -138,9 +202,8 @@ class ShardMapStore:
 
     def peek(self) -> ShardMap | None:
         """The stored map, or None when there is none yet. Never writes."""
-        response = self._db.get_item(TableName=self._table, Key=dict(SHARD_MAP_KEY), ConsistentRead=True)
-        item = response.get("Item")
-        return None if item is None else self._parse(item)
+        stored = self._read()
+        return None if stored is None else stored.shard_map
 
     def load(self, *, bootstrap: bool = True) -> ShardMap:
         """The stored map. When there is none yet: the initial map, stored first
@@ -151,7 +214,7 @@ class ShardMapStore:
         if not bootstrap:
             return self._initial
         try:
-            self._put(self._initial, expected=None, reason="bootstrap from SHARDS and BUCKET")
+            self._put(self._initial, None, expected=None, reason="bootstrap from SHARDS and BUCKET")
             logger.info("shard map bootstrapped", table=self._table, shards=self._initial.global_history[0].shards)
             return self._initial
         except ClientError as exc:
@@ -163,26 +226,130 @@ class ShardMapStore:
             raise ShardMapStoreError(f"shard map in table {self._table} vanished while being bootstrapped")
         return found
 
+    def _read(self) -> _Stored | None:
+        for _ in range(_HEAD_ATTEMPTS):
+            head = self._get(dict(SHARD_MAP_KEY))
+            if head is None:
+                return None
+            try:
+                return self._assemble(head)
+            except _PageGone:
+                continue
+        raise MalformedShardMap(self._table, f"pages named by the head kept vanishing ({_HEAD_ATTEMPTS} reads)")
+
+    def _assemble(self, head: Mapping[str, Any]) -> _Stored:
+        raw_map, raw_version, raw_pages = head.get("map"), head.get("version"), head.get("pages", {"L": []})
+        if not isinstance(raw_map, Mapping) or not isinstance(raw_map.get("S"), str):
+            raise MalformedShardMap(self._table, "attribute 'map' must be a string holding the map's JSON")
+        if not isinstance(raw_version, Mapping) or not isinstance(raw_version.get("N"), str):
+            raise MalformedShardMap(self._table, "attribute 'version' must be a number")
+        try:
+            version = int(raw_version["N"])
+        except ValueError:
+            raise MalformedShardMap(self._table, f"version {raw_version['N']!r} is not a whole number") from None
+        pages = _page_keys(raw_pages)
+        if pages is None:
+            raise MalformedShardMap(self._table, "attribute 'pages' must be a list of page sort keys")
+        last = self._last
+        if last is not None and last[:3] == (raw_map["S"], version, pages):
+            return _Stored(last[3], pages)
+        try:
+            data = json.loads(raw_map["S"])
+        except ValueError as exc:
+            raise MalformedShardMap(self._table, f"attribute 'map' is not JSON ({exc})") from None
+        texts = self._page_texts(pages)
+        if pages and isinstance(data, dict):
+            data["entities"] = self._merge(data.get("entities"), pages, texts)
+        try:
+            shard_map = ShardMap.from_dict(data)
+        except ConfigError as exc:
+            raise MalformedShardMap(self._table, str(exc)) from None
+        if shard_map.version != version:
+            raise MalformedShardMap(
+                self._table, f"attribute version {version} does not match the map's own version {shard_map.version}"
+            )
+        if shard_map.bucket != self._initial.bucket:
+            raise MalformedShardMap(
+                self._table,
+                f"the stored map uses {shard_map.bucket.spec} buckets but BUCKET is {self._initial.bucket.spec}; "
+                "keys built with one cannot be found with the other",
+            )
+        with self._lock:
+            self._pages = dict(zip(pages, texts, strict=True))
+            self._last = (raw_map["S"], version, pages, shard_map)
+        return _Stored(shard_map, pages)
+
+    def _page_texts(self, pages: Sequence[str]) -> list[str]:
+        """Each page's JSON: from the pages already read, the others fetched (several at once)."""
+        held = self._pages
+        missing = [sk for sk in pages if sk not in held]
+        if len(missing) > 1:
+            with ThreadPoolExecutor(max_workers=min(_PAGE_READS, len(missing))) as pool:
+                fetched = dict(zip(missing, pool.map(self._page_text, missing), strict=True))
+        else:
+            fetched = {sk: self._page_text(sk) for sk in missing}
+        return [held[sk] if sk in held else fetched[sk] for sk in pages]
+
+    def _page_text(self, sk: str) -> str:
+        item = self._get({"pk": {"S": SHARD_MAP_PARTITION}, "sk": {"S": sk}})
+        if item is None:
+            raise _PageGone(sk)
+        text = item.get("entities", {}).get("S")
+        if not isinstance(text, str):
+            raise MalformedShardMap(self._table, f"page {sk}: attribute 'entities' must be a string of JSON")
+        return text
+
+    def _merge(self, inline: object, pages: Sequence[str], texts: Sequence[str]) -> dict[str, object]:
+        merged: dict[str, object] = dict(inline) if isinstance(inline, Mapping) else {}
+        if merged:
+            raise MalformedShardMap(self._table, "a paged map must not hold entities in the head too")
+        for sk, text in zip(pages, texts, strict=True):
+            try:
+                entities = json.loads(text)
+            except ValueError as exc:
+                raise MalformedShardMap(self._table, f"page {sk} is not JSON ({exc})") from None
+            if not isinstance(entities, dict):
+                raise MalformedShardMap(self._table, f"page {sk} must be an object of entity id to history")
+            twice = sorted(set(entities) & set(merged))
+            if twice:
+                raise MalformedShardMap(self._table, f"entity {twice[0]!r} is in two pages")
+            merged.update(entities)
+        return merged
+
+    def _get(self, key: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        item: Mapping[str, Any] | None = self._db.get_item(TableName=self._table, Key=key, ConsistentRead=True).get(
+            "Item"
+        )
+        return item
+
     # -- changing ---------------------------------------------------------------------------
 
     def apply(self, change: Callable[[ShardMap], ShardMap], *, reason: str) -> Applied:
-        """Apply ``change`` (a pure function of the map it is given) with optimistic concurrency.
+        """Apply ``change`` (a pure function of the map it is given) with optimistic concurrency,
+        folding what is past retention when the store compacts.
 
         Raises :class:`MalformedShardMap` when the stored entry is invalid,
         :class:`PastRewrite` when ``change`` alters the past, and
         :class:`ShardMapConflict` when no write landed in ``max_attempts`` tries.
         """
         for attempt in range(1, self._max_attempts + 1):
-            stored = self.peek()
-            current = stored if stored is not None else self._initial
+            stored = self._read()
+            current = stored.shard_map if stored is not None else self._initial
             now_ms = self._clock_ms()
             proposed = change(current)
+            why = reason
+            if self._compaction is not None:
+                horizon = self._compaction.horizon(now_ms)
+                folded = proposed.compacted(horizon, entity_default=self._compaction.entity_default)
+                if not _same(folded, proposed):
+                    why = f"{reason} (changes in force before {format_ts(horizon)} folded)"
+                proposed = folded
             if proposed is current or _same(proposed, current):
                 return Applied(current, current, changed=False, attempts=attempt)
-            check_future_only(current, proposed, now_ms)
+            check_future_only(current, proposed, now_ms, compaction=self._compaction)
             new = replace(proposed, version=current.version + 1)
             try:
-                self._put(new, expected=None if stored is None else current.version, reason=reason)
+                self._put(new, stored, expected=None if stored is None else current.version, reason=why)
             except ClientError as exc:
                 if _code(exc) != _CONDITION_FAILED:
                     raise
@@ -198,71 +365,121 @@ class ShardMapStore:
 
     # -- internals -------------------------------------------------------------------------
 
-    def _put(self, shard_map: ShardMap, *, expected: int | None, reason: str) -> None:
-        body = json.dumps(shard_map.to_dict(), separators=(",", ":"), sort_keys=True)
-        if len(body) > MAX_MAP_BYTES:
-            raise ShardMapStoreError(
-                f"shard map version {shard_map.version} is {len(body):,} bytes, over the {MAX_MAP_BYTES:,} "
-                "this store writes (DynamoDB items stop at 400 KB)"
-            )
+    def _put(self, shard_map: ShardMap, previous: _Stored | None, *, expected: int | None, reason: str) -> None:
+        data = shard_map.to_dict()
         # Validate what we are about to write exactly as a reader will parse it.
-        ShardMap.from_dict(json.loads(body))
-        item = {
+        ShardMap.from_dict(json.loads(json.dumps(data)))
+        entities: dict[str, object] = data.pop("entities")  # type: ignore[assignment]
+        old_pages = previous.pages if previous is not None else ()
+        texts = self._layout(data, entities, len(old_pages))
+        pages: list[str] = []
+        written: list[str] = []
+        if texts is None:
+            data["entities"] = entities
+        else:
+            data["entities"] = {}
+            held = self._pages
+            token = secrets.token_hex(4)
+            for number, text in enumerate(texts):
+                reuse = old_pages[number] if len(texts) == len(old_pages) else None
+                if reuse is not None and held.get(reuse) == text:
+                    pages.append(reuse)
+                    continue
+                sk = f"page#{shard_map.version:010d}#{number:03d}#{token}"
+                self._put_page(sk, text, shard_map.version)
+                written.append(sk)
+                pages.append(sk)
+        item: dict[str, Any] = {
             **SHARD_MAP_KEY,
-            "map": {"S": body},
+            "map": {"S": _dumps(data)},
             "version": {"N": str(shard_map.version)},
             "updated_at": {"S": format_ts(self._clock_ms())},
             "reason": {"S": reason[:1000] or "unspecified"},
         }
-        if expected is None:
-            self._db.put_item(TableName=self._table, Item=item, ConditionExpression="attribute_not_exists(pk)")
-        else:
-            self._db.put_item(
-                TableName=self._table,
-                Item=item,
-                ConditionExpression="#v = :expected",
-                ExpressionAttributeNames={"#v": "version"},
-                ExpressionAttributeValues={":expected": {"N": str(expected)}},
-            )
-
-    def _parse(self, item: Mapping[str, Any]) -> ShardMap:
-        raw_map = item.get("map")
-        raw_version = item.get("version")
-        if not isinstance(raw_map, Mapping) or not isinstance(raw_map.get("S"), str):
-            raise MalformedShardMap(self._table, "attribute 'map' must be a string holding the map's JSON")
-        if not isinstance(raw_version, Mapping) or not isinstance(raw_version.get("N"), str):
-            raise MalformedShardMap(self._table, "attribute 'version' must be a number")
+        if pages:
+            item["pages"] = {"L": [{"S": sk} for sk in pages]}
         try:
-            version = int(raw_version["N"])
-        except ValueError:
-            raise MalformedShardMap(self._table, f"version {raw_version['N']!r} is not a whole number") from None
-        try:
-            data = json.loads(raw_map["S"])
-        except ValueError as exc:
-            raise MalformedShardMap(self._table, f"attribute 'map' is not JSON ({exc})") from None
-        try:
-            shard_map = ShardMap.from_dict(data)
-        except ConfigError as exc:
-            raise MalformedShardMap(self._table, str(exc)) from None
-        if shard_map.version != version:
-            raise MalformedShardMap(
-                self._table, f"attribute version {version} does not match the map's own version {shard_map.version}"
-            )
-        if shard_map.bucket != self._initial.bucket:
-            raise MalformedShardMap(
-                self._table,
-                f"the stored map uses {shard_map.bucket.spec} buckets but BUCKET is {self._initial.bucket.spec}; "
-                "keys built with one cannot be found with the other",
-            )
-        return shard_map
+            if expected is None:
+                self._db.put_item(TableName=self._table, Item=item, ConditionExpression="attribute_not_exists(pk)")
+            else:
+                self._db.put_item(
+                    TableName=self._table,
+                    Item=item,
+                    ConditionExpression="#v = :expected",
+                    ExpressionAttributeNames={"#v": "version"},
+                    ExpressionAttributeValues={":expected": {"N": str(expected)}},
+                )
+        except Exception:
+            self._delete_pages(written)  # no head names them
+            raise
+        self._delete_pages([sk for sk in old_pages if sk not in pages])
+
+    def _layout(self, data: dict[str, object], entities: dict[str, object], old_count: int) -> list[str] | None:
+        """The pages' JSON for ``entities`` (None: they fit in the head). The page count stays
+        as it was while its pages fit and are more than a quarter full; otherwise it is the
+        smallest that fits, so a map near a threshold does not rewrite every page at each change."""
+        whole = len(_dumps({**data, "entities": entities}))
+        parts = {e: len(_dumps({e: h})) for e, h in entities.items()}
+        total = sum(parts.values())
+
+        def pages_of(count: int) -> list[str] | None:
+            if count == 0:
+                return [] if whole <= PAGE_BYTES else None
+            groups: list[dict[str, object]] = [{} for _ in range(count)]
+            sizes = [0] * count
+            for entity, size in parts.items():
+                index = shard_of(entity, count)
+                groups[index][entity] = entities[entity]
+                sizes[index] += size
+            if max(sizes) > PAGE_BYTES:  # the sum of the parts bounds each page's JSON
+                return None
+            return [_dumps(group) for group in groups]
+
+        if old_count and total > old_count * PAGE_BYTES // 4:
+            kept = pages_of(old_count)
+            if kept is not None:
+                return kept
+        for count in (0, *(1 << k for k in range(MAX_PAGES.bit_length()))):
+            laid = pages_of(count)
+            if laid is not None:
+                return laid or None
+        raise ShardMapStoreError(
+            f"shard map version {data['version']}: {len(entities):,} entities ({total:,} bytes) do not fit in "
+            f"{MAX_PAGES} pages of {PAGE_BYTES:,} bytes"
+        )
+
+    def _put_page(self, sk: str, text: str, version: int) -> None:
+        self._db.put_item(
+            TableName=self._table,
+            Item={
+                "pk": {"S": SHARD_MAP_PARTITION},
+                "sk": {"S": sk},
+                "entities": {"S": text},
+                "version": {"N": str(version)},
+            },
+            ConditionExpression="attribute_not_exists(pk)",
+        )
+
+    def _delete_pages(self, pages: Sequence[str]) -> None:
+        for sk in pages:
+            try:
+                self._db.delete_item(TableName=self._table, Key={"pk": {"S": SHARD_MAP_PARTITION}, "sk": {"S": sk}})
+            except Exception:
+                # Unnamed by any head, it is never read: a leftover, not a fault.
+                logger.warning("could not delete a shard-map page no head names", table=self._table, page=sk)
 
 
-def check_future_only(old: ShardMap, new: ShardMap, now_ms: int) -> None:
+def check_future_only(old: ShardMap, new: ShardMap, now_ms: int, *, compaction: Compaction | None = None) -> None:
     """Raise :class:`PastRewrite` unless ``new`` equals ``old`` up to ``now_ms`` and only
     differs after it: every history keeps its entries at or before now, unchanged, and
-    no entity disappears."""
+    no entity disappears. With ``compaction``, both maps are compared folded at its
+    horizon: what took effect before it may be forgotten, nothing after."""
     if new.bucket != old.bucket:
         raise PastRewrite(f"the bucket may not change ({old.bucket.spec} -> {new.bucket.spec})")
+    if compaction is not None:
+        horizon = compaction.horizon(now_ms)
+        old = old.compacted(horizon, entity_default=compaction.entity_default)
+        new = new.compacted(horizon, entity_default=compaction.entity_default)
     _check_history("global", old.global_history, new.global_history, now_ms)
     for entity, history in old.entity_history.items():
         _check_history(f"entities.{entity}", history, new.entity_history.get(entity, ()), now_ms)
@@ -280,6 +497,19 @@ def _check_history(name: str, old: Sequence[Change], new: Sequence[Change], now_
 
 def _same(a: ShardMap, b: ShardMap) -> bool:
     return a.global_history == b.global_history and dict(a.entity_history) == dict(b.entity_history)
+
+
+def _page_keys(raw: object) -> tuple[str, ...] | None:
+    if not isinstance(raw, Mapping) or not isinstance(raw.get("L"), list):
+        return None
+    keys = tuple(v.get("S") if isinstance(v, Mapping) else None for v in raw["L"])
+    if not all(isinstance(k, str) and k.startswith("page#") for k in keys) or len(set(keys)) != len(keys):
+        return None
+    return keys  # type: ignore[return-value]
+
+
+def _dumps(value: object) -> str:
+    return json.dumps(value, separators=(",", ":"), sort_keys=True)
 
 
 def _code(exc: ClientError) -> str:

@@ -7,8 +7,8 @@ Modules, from the pure core outwards:
 * :mod:`.records`        a DynamoDB stream record in, an :class:`~.detector.Observation` or a reason to skip it out
                          (pure)
 * :mod:`.settings`       the environment, parsed at cold start
-* :mod:`.control_table`  load counters, window-close claims and alert cooldowns in the control table
+* :mod:`.control_table`  the load of stream runs, window-close claims and alert cooldowns in the control table
 * :mod:`.alerts`         the SNS notification
-* :mod:`.logic`          one batch: parse, count, add to the shared counters, close due windows
+* :mod:`.logic`          one batch: parse, cut into runs, store their load, close due windows
 * :mod:`.handler`        the Lambda entry point (thin)
 """

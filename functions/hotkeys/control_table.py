@@ -1,26 +1,34 @@
-"""The hot-key function's state in the control table: shared load counters, window-close
+"""The hot-key function's state in the control table: the load counted from the stream, window-close
 claims and alert cooldowns. (The shard map, in the same table, is ``adapters.shard_map_store``.)
 
 Item layout (every key a string; ``expires_at`` is epoch seconds for the table's TTL)::
 
-    counter   pk = load#<window start>#<cc>   sk = entity#<entity> | key#<partition key>
-              wcu, writes, deletes (N, atomic ADD by every invocation)
-              keys (SS, entities: the partition keys written), shared (BOOL, keys: a base key)
-              window_ms, expires_at
+    run       pk = load#<window start>#<cc>   sk = run#<table>#<sequence number of its first record>
+              load (S, JSON below), first, last (S: sequence numbers), records (N), window_ms, expires_at
     claim     pk = close#<window start>       sk = window
-              state (claimed | done), owner, lease_until, summary, observed (BOOL), expires_at
+              state (claimed | done), owner, lease_until, summary, observed (BOOL), pages (N), expires_at
+    judged    pk = close#<window start>       sk = entities#<nnn>  (nnn < the claim's pages)
+              load (S, JSON {entity: write units}): the entities with their own count, as judged
     cooldown  pk = alert                      sk = entity#<entity> | key#<key family>
               until, owner, expires_at
 
-``<cc>`` is ``shard_of(sk, counter_shards)``: every invocation of every stream
-shard adds to the same window's counters, so they are write-sharded like the
-readings themselves and no counter partition key becomes the hot key.
-Counters are added with ``ADD``, which DynamoDB applies atomically, so
-concurrent invocations never lose each other's counts.
+A *run* is the load of a stretch of one stream batch that falls in one window
+(see ``hotkeys.logic``), named by the record it starts at. It is **put**, not
+added: a batch delivered again makes the same runs again, and each one lands on
+its own earlier copy, so a redelivery counts nothing twice. A window's load is
+the sum of its runs. Its JSON::
+
+    {"k": {partition key: [wcu, writes, deletes, shared (0|1)]},
+     "e": {entity: [wcu, writes, deletes, [partition keys written]]}}
+
+``<cc>`` is ``shard_of(run id, counter_shards)``: every invocation of every
+stream shard writes runs into the same window, so they are spread over several
+partition keys, which the judging invocation queries.
 """
 
 from __future__ import annotations
 
+import json
 import random
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -37,6 +45,8 @@ from keydesign import format_ts, shard_of
 
 CLAIMED = "claimed"
 DONE = "done"
+#: Entities per page of a judged window's loads: 2,000 ids of at most 128 characters stay under 300 KB.
+JUDGED_PAGE_ENTITIES = 2_000
 _CONDITION_FAILED = "ConditionalCheckFailedException"
 _BATCH_GET_KEYS = 100
 _BATCH_GET_ATTEMPTS = 6
@@ -57,23 +67,35 @@ class ControlTableApi(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
-class CounterReport:
-    """What became of one window's counter writes: the sort keys that failed, and why."""
+class RunLoad:
+    """The load one run adds to its window (``load.start_ms``), and the records it covers."""
+
+    run_id: str
+    first_sequence: str
+    last_sequence: str
+    records: int
+    load: WindowLoad
+
+
+@dataclass(frozen=True, slots=True)
+class RunReport:
+    """What became of one batch's run writes: the runs that failed, and why."""
 
     written: int
     failed: Mapping[str, str]
 
 
-def entity_counter(entity: str) -> str:
-    return f"entity#{entity}"
-
-
-def key_counter(partition_key: str) -> str:
-    return f"key#{partition_key}"
+def encode_load(load: WindowLoad) -> str:
+    """A run's load as its item stores it (the JSON in the module docstring)."""
+    body = {
+        "k": {k: [v.wcu, v.writes, v.deletes, int(k in load.shared_keys)] for k, v in load.keys.items()},
+        "e": {e: [v.wcu, v.writes, v.deletes, sorted(load.entity_keys.get(e, ()))] for e, v in load.entities.items()},
+    }
+    return json.dumps(body, separators=(",", ":"), sort_keys=True)
 
 
 class ControlTable:
-    """Counters, claims and cooldowns. Thread-safe; one instance per container."""
+    """Runs, claims and cooldowns. Thread-safe; one instance per container."""
 
     def __init__(
         self,
@@ -95,135 +117,88 @@ class ControlTable:
     def close(self) -> None:
         self._pool.shutdown(wait=True)
 
-    # -- counters ---------------------------------------------------------------------------
+    # -- runs -------------------------------------------------------------------------------
 
-    def _counter_pk(self, start_ms: int, sk: str) -> str:
-        return f"load#{format_ts(start_ms)}#{shard_of(sk, self._shards):02d}"
-
-    def add_counters(self, load: WindowLoad, now_ms: int) -> CounterReport:
-        """ADD every key and entity of ``load`` to the window's shared counters, in parallel."""
+    def put_runs(self, runs: Sequence[RunLoad], now_ms: int) -> RunReport:
+        """Put every run over any earlier copy of it, in parallel."""
         expires = str((now_ms + self._retention_ms) // 1000)
-        updates: list[tuple[str, dict[str, Any]]] = []
-        for entity, entity_load in load.entities.items():
-            sk = entity_counter(entity)
-            keys = sorted(load.entity_keys.get(entity, ()))
-            updates.append((sk, self._counter_update(load, sk, entity_load, expires, keys=keys)))
-        for key, key_load in load.keys.items():
-            sk = key_counter(key)
-            updates.append((sk, self._counter_update(load, sk, key_load, expires, shared=key in load.shared_keys)))
-        futures = [(sk, self._pool.submit(self._db.update_item, **request)) for sk, request in updates]
+        futures = [(run.run_id, self._pool.submit(self._db.put_item, **self._run_put(run, expires))) for run in runs]
         failed: dict[str, str] = {}
-        for sk, future in futures:
+        for run_id, future in futures:
             try:
                 future.result()
             except ClientError as exc:
-                failed[sk] = _code(exc) or "ClientError"
-            except Exception as exc:  # a dropped connection, a timeout: the same outcome for the record
-                failed[sk] = type(exc).__name__
-        return CounterReport(len(updates) - len(failed), MappingProxyType(failed))
+                failed[run_id] = _code(exc) or "ClientError"
+            except Exception as exc:  # a dropped connection, a timeout: the same outcome for the records
+                failed[run_id] = type(exc).__name__
+        return RunReport(len(runs) - len(failed), MappingProxyType(failed))
 
-    def _counter_update(
-        self, load: WindowLoad, sk: str, counted: Load, expires: str, *, keys: Sequence[str] = (), shared: bool = False
-    ) -> dict[str, Any]:
-        adds = ["#wcu :wcu", "#writes :writes", "#deletes :deletes"]
-        sets = ["#window = :window", "#expires = :expires"]
-        names = {
-            "#wcu": "wcu",
-            "#writes": "writes",
-            "#deletes": "deletes",
-            "#window": "window_ms",
-            "#expires": "expires_at",
-        }
-        values: dict[str, Any] = {
-            ":wcu": {"N": str(counted.wcu)},
-            ":writes": {"N": str(counted.writes)},
-            ":deletes": {"N": str(counted.deletes)},
-            ":window": {"N": str(load.width_ms)},
-            ":expires": {"N": expires},
-        }
-        if keys:
-            adds.append("#keys :keys")
-            names["#keys"] = "keys"
-            values[":keys"] = {"SS": list(keys)}
-        if shared:
-            sets.append("#shared = :shared")
-            names["#shared"] = "shared"
-            values[":shared"] = {"BOOL": True}
+    def _run_put(self, run: RunLoad, expires: str) -> dict[str, Any]:
+        load = run.load
+        pk = f"load#{format_ts(load.start_ms)}#{shard_of(run.run_id, self._shards):02d}"
         return {
             "TableName": self._table,
-            "Key": {"pk": {"S": self._counter_pk(load.start_ms, sk)}, "sk": {"S": sk}},
-            "UpdateExpression": f"ADD {', '.join(adds)} SET {', '.join(sets)}",
-            "ExpressionAttributeNames": names,
-            "ExpressionAttributeValues": values,
+            "Item": {
+                "pk": {"S": pk},
+                "sk": {"S": f"run#{run.run_id}"},
+                "load": {"S": encode_load(load)},
+                "first": {"S": run.first_sequence},
+                "last": {"S": run.last_sequence},
+                "records": {"N": str(run.records)},
+                "window_ms": {"N": str(load.width_ms)},
+                "expires_at": {"N": expires},
+            },
         }
 
     def read_window(self, start_ms: int, width_ms: int) -> WindowLoad:
-        """Every counter of one window, added up by all invocations: the window's load."""
-        items: list[Mapping[str, Any]] = []
-        for shard in range(self._shards):
+        """Every run of one window, from every invocation, added up: the window's load."""
+        keys: dict[str, list[int]] = {}
+        entities: dict[str, list[int]] = {}
+        entity_keys: dict[str, set[str]] = {}
+        shared: set[str] = set()
+        skipped = 0
+        for item in self._query_all(f"load#{format_ts(start_ms)}#{shard:02d}" for shard in range(self._shards)):
+            try:
+                if _n(item, "window_ms") != width_ms or not _s(item, "sk").startswith("run#"):
+                    raise ValueError("not a run of this window")
+                body = json.loads(_s(item, "load"))
+                run_keys = [(str(k), _load(v[:3]), v[3] == 1) for k, v in body["k"].items()]
+                run_entities = [(str(e), _load(v[:3]), [str(k) for k in v[3]]) for e, v in body["e"].items()]
+            except (KeyError, TypeError, ValueError, IndexError, AttributeError):
+                skipped += 1
+                continue
+            for key, counted, is_shared in run_keys:
+                _add(keys.setdefault(key, [0, 0, 0]), counted)
+                if is_shared:
+                    shared.add(key)
+            for entity, counted, written in run_entities:
+                _add(entities.setdefault(entity, [0, 0, 0]), counted)
+                entity_keys.setdefault(entity, set()).update(written)
+        if skipped:
+            logger.warning("run items skipped", window=format_ts(start_ms), skipped=skipped)
+        return WindowLoad(
+            start_ms,
+            width_ms,
+            MappingProxyType({k: Load(*v) for k, v in keys.items()}),
+            MappingProxyType({e: Load(*v) for e, v in entities.items()}),
+            MappingProxyType({e: frozenset(v) for e, v in entity_keys.items()}),
+            frozenset(shared),
+        )
+
+    def _query_all(self, partition_keys: Iterable[str]) -> Iterable[Mapping[str, Any]]:
+        for pk in partition_keys:
             request: dict[str, Any] = {
                 "TableName": self._table,
                 "KeyConditionExpression": "pk = :pk",
-                "ExpressionAttributeValues": {":pk": {"S": f"load#{format_ts(start_ms)}#{shard:02d}"}},
+                "ExpressionAttributeValues": {":pk": {"S": pk}},
                 "ConsistentRead": True,
             }
             while True:
                 page = self._db.query(**request)
-                items.extend(page.get("Items", []))
+                yield from page.get("Items", [])
                 if not page.get("LastEvaluatedKey"):
                     break
                 request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
-        return self._window_of(start_ms, width_ms, items)
-
-    def read_entities(self, starts: Sequence[int], entities: Iterable[str], width_ms: int) -> dict[int, WindowLoad]:
-        """The counters of ``entities`` in each window of ``starts`` (missing counters are zero load)."""
-        sks = [entity_counter(e) for e in sorted(set(entities))]
-        keys = [{"pk": {"S": self._counter_pk(s, sk)}, "sk": {"S": sk}} for s in starts for sk in sks]
-        items = self._batch_get(keys)
-        by_start: dict[int, list[Mapping[str, Any]]] = {s: [] for s in starts}
-        prefix_to_start = {format_ts(s): s for s in starts}
-        for item in items:
-            label = _s(item, "pk").removeprefix("load#").rpartition("#")[0]
-            start = prefix_to_start.get(label)
-            if start is not None:
-                by_start[start].append(item)
-        return {s: self._window_of(s, width_ms, found) for s, found in by_start.items()}
-
-    def _window_of(self, start_ms: int, width_ms: int, items: Iterable[Mapping[str, Any]]) -> WindowLoad:
-        keys: dict[str, Load] = {}
-        entities: dict[str, Load] = {}
-        entity_keys: dict[str, frozenset[str]] = {}
-        shared: set[str] = set()
-        skipped = 0
-        for item in items:
-            try:
-                sk = _s(item, "sk")
-                counted = Load(_n(item, "wcu"), _n(item, "writes"), _n(item, "deletes"))
-                if _n(item, "window_ms") != width_ms:
-                    raise ValueError("window_ms")
-            except (KeyError, TypeError, ValueError):
-                skipped += 1
-                continue
-            kind, _, name = sk.partition("#")
-            if kind == "entity" and name:
-                entities[name] = counted
-                entity_keys[name] = frozenset(item.get("keys", {}).get("SS", []))
-            elif kind == "key" and name:
-                keys[name] = counted
-                if item.get("shared", {}).get("BOOL") is True:
-                    shared.add(name)
-            else:
-                skipped += 1
-        if skipped:
-            logger.warning("counter items skipped", window=format_ts(start_ms), skipped=skipped)
-        return WindowLoad(
-            start_ms,
-            width_ms,
-            MappingProxyType(keys),
-            MappingProxyType(entities),
-            MappingProxyType(entity_keys),
-            frozenset(shared),
-        )
 
     # -- window-close claims -------------------------------------------------------------------
 
@@ -248,13 +223,32 @@ class ControlTable:
             ExpressionAttributeValues={":claimed": {"S": CLAIMED}, ":now": {"N": str(now_ms)}},
         )
 
-    def finish_close(self, start_ms: int, owner: str, now_ms: int, summary: str, *, observed: bool) -> bool:
-        """Mark the window judged. ``observed``: it had counted writes (history for scale-downs)."""
+    def finish_close(
+        self, start_ms: int, owner: str, now_ms: int, summary: str, *, observed: bool, judged: Mapping[str, int]
+    ) -> bool:
+        """Mark the window judged. ``observed``: it had counted writes (history for scale-downs);
+        ``judged``: the write units of the entities with their own count, kept for the scale-downs
+        of later windows (in pages, put before the claim names how many there are)."""
+        ranked = sorted(judged.items())
+        pages = [ranked[i : i + JUDGED_PAGE_ENTITIES] for i in range(0, len(ranked), JUDGED_PAGE_ENTITIES)]
+        expires = str((now_ms + self._retention_ms) // 1000)
+        for number, page in enumerate(pages):
+            self._db.put_item(
+                TableName=self._table,
+                Item={
+                    "pk": {"S": f"close#{format_ts(start_ms)}"},
+                    "sk": {"S": f"entities#{number:03d}"},
+                    "load": {"S": json.dumps(dict(page), separators=(",", ":"))},
+                    "expires_at": {"N": expires},
+                },
+            )
         return self._conditional(
             self._db.update_item,
             TableName=self._table,
             Key=self._claim_key(start_ms),
-            UpdateExpression="SET #state = :done, summary = :summary, closed_at = :now, observed = :observed",
+            UpdateExpression=(
+                "SET #state = :done, summary = :summary, closed_at = :now, observed = :observed, pages = :pages"
+            ),
             ConditionExpression="#owner = :me",
             ExpressionAttributeNames={"#state": "state", "#owner": "owner"},
             ExpressionAttributeValues={
@@ -263,6 +257,7 @@ class ControlTable:
                 ":now": {"N": str(now_ms)},
                 ":me": {"S": owner},
                 ":observed": {"BOOL": observed},
+                ":pages": {"N": str(len(pages))},
             },
         )
 
@@ -277,20 +272,35 @@ class ControlTable:
             ExpressionAttributeValues={":me": {"S": owner}, ":claimed": {"S": CLAIMED}},
         )
 
-    def observed_windows(self, starts: Sequence[int]) -> set[int]:
-        """Which of ``starts`` have been judged (state done) with writes counted in them."""
+    def read_history(self, starts: Sequence[int], width_ms: int) -> dict[int, WindowLoad]:
+        """The judged load (entities with their own count) of each window of ``starts`` that was
+        judged with writes counted in it. A window not judged, judged without writes, or whose
+        pages cannot be read is left out: it can only hold a scale-down back."""
         by_label = {format_ts(s): s for s in starts}
-        found = self._batch_get([self._claim_key(s) for s in starts])
-        observed: set[int] = set()
-        for item in found:
-            label = _s(item, "pk").removeprefix("close#")
-            if (
-                label in by_label
-                and item.get("state", {}).get("S") == DONE
-                and item.get("observed", {}).get("BOOL") is True
-            ):
-                observed.add(by_label[label])
-        return observed
+        pages: dict[int, int] = {}
+        for item in self._batch_get([self._claim_key(s) for s in starts]):
+            start = by_label.get(_s(item, "pk").removeprefix("close#"))
+            if start is not None and item.get("state", {}).get("S") == DONE and item.get("observed", {}).get("BOOL"):
+                pages[start] = int(item.get("pages", {}).get("N", "0"))
+        keys = [
+            {"pk": {"S": f"close#{format_ts(s)}"}, "sk": {"S": f"entities#{n:03d}"}}
+            for s, count in pages.items()
+            for n in range(count)
+        ]
+        loads: dict[int, dict[str, Load]] = {s: {} for s in pages}
+        found: dict[int, int] = dict.fromkeys(pages, 0)
+        for item in self._batch_get(keys):
+            start = by_label[_s(item, "pk").removeprefix("close#")]
+            try:
+                loads[start].update((str(e), _load([wcu, 0, 0])) for e, wcu in json.loads(_s(item, "load")).items())
+                found[start] += 1
+            except (KeyError, TypeError, ValueError, AttributeError):
+                logger.warning("a judged window's page is unreadable", window=format_ts(start))
+        return {
+            s: WindowLoad(s, width_ms, MappingProxyType({}), MappingProxyType(e), MappingProxyType({}), frozenset())
+            for s, e in loads.items()
+            if found[s] == pages[s]
+        }
 
     # -- alert cooldowns ------------------------------------------------------------------------
 
@@ -369,3 +379,16 @@ def _s(item: Mapping[str, Any], name: str) -> str:
 
 def _n(item: Mapping[str, Any], name: str) -> int:
     return int(item[name]["N"])
+
+
+def _load(values: Sequence[object]) -> Load:
+    counts = [v for v in values if isinstance(v, int) and not isinstance(v, bool) and v >= 0]
+    if len(counts) != len(values) or len(counts) != 3:
+        raise ValueError("a load is three whole numbers")
+    return Load(*counts)
+
+
+def _add(total: list[int], counted: Load) -> None:
+    total[0] += counted.wcu
+    total[1] += counted.writes
+    total[2] += counted.deletes

@@ -6,10 +6,11 @@ invocations in the control table; the workload simulator feeds it directly
 through :class:`LoadTracker`. Both get their decisions from :func:`decide` and
 turn them into a shard map with :func:`apply_decisions`.
 
-Load is counted in write units: a write of ``size`` bytes costs
-``write_units(size)`` (1 per KB, at least 1), alike for a put, an update and a
-user delete. TTL deletions cost no write capacity and are not counted. A
-window's rate is its write units divided by its length.
+Load is counted in write units, exactly: a block's sort key carries the units a
+put of it is billed (``keydesign.layouts.parse_keys``), and a user delete of it
+is billed the same (DynamoDB bills a delete by the size of the item deleted).
+TTL deletions cost no write capacity and are not counted. A window's rate is
+its write units divided by its length.
 
 The rules (thresholds are per partition key, in WCU/s):
 
@@ -41,9 +42,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from keydesign import CAPABILITIES, ConfigError, ShardMap, shards_for, write_units
+from keydesign import CAPABILITIES, ConfigError, ShardMap, shards_for
 from keydesign.capacity import PARTITION_WCU
-from keydesign.items import MAX_ITEM_BYTES
 from keydesign.layouts import LayoutKind
 from keydesign.shardmap import MAX_ENTITY_SHARDS, MAX_GLOBAL_SHARDS, Change
 
@@ -55,9 +55,9 @@ TTL_PRINCIPAL = "dynamodb.amazonaws.com"
 MAX_TOP_K = 10
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Observation:
-    """One write seen on the stream.
+    """One write seen on the stream: ``write_units`` is what it was billed.
 
     ``shared_key`` is True for a partition key many entities share (a hybrid
     base key ``SSSS#bucket``); an entity's own keys are not shared.
@@ -65,7 +65,7 @@ class Observation:
 
     partition_key: str
     entity: str
-    size_bytes: int
+    write_units: int
     approx_time_ms: int
     event_name: str
     principal: str | None = None
@@ -87,7 +87,6 @@ class DetectorConfig:
     scale_down_fraction: float = 0.8
     top_k: int = 5
     counters_per_window: int = 25
-    assumed_item_bytes: int = 0
 
     def __post_init__(self) -> None:
         if self.window_ms < 1_000 or self.window_ms % 1_000:
@@ -116,16 +115,11 @@ class DetectorConfig:
                 f"must be at least {floor} (1,000 / threshold) so that no key over the threshold "
                 f"can be left out of a batch's counters; got {self.counters_per_window}",
             )
-        if not 0 <= self.assumed_item_bytes <= MAX_ITEM_BYTES:
-            raise ConfigError("assumed_item_bytes", f"must be 0 to {MAX_ITEM_BYTES}; got {self.assumed_item_bytes}")
 
     @property
     def budget_wcu(self) -> float:
         """WCU/s a partition key is sized for when an entity is split."""
         return min(self.split_threshold_wcu, self.target_utilisation * PARTITION_WCU)
-
-    def write_units_of(self, size_bytes: int) -> int:
-        return write_units(max(size_bytes, self.assumed_item_bytes))
 
     def shards_needed(self, wcu_per_s: float) -> int:
         """Partitions that carry ``wcu_per_s`` at or under the budget each."""
@@ -196,7 +190,7 @@ class WindowLoad:
         return [(name, self.rate(load)) for name, load in ranked]
 
     def select(self, limit: int, always: Iterable[str] = ()) -> tuple[WindowLoad, int]:
-        """The part worth a shared counter: the ``limit`` busiest keys and entities, plus
+        """The part worth storing: the ``limit`` busiest keys and entities, plus
         every entity in ``always`` that wrote here (split entities: their quiet windows
         decide a scale-down, so none of their load may go uncounted). Returns it with the
         number of keys and entities left out."""
@@ -262,7 +256,7 @@ def tally(observations: Iterable[Observation], config: DetectorConfig) -> dict[i
         window.add(
             obs.partition_key,
             obs.entity,
-            config.write_units_of(obs.size_bytes),
+            obs.write_units,
             deletes=1 if obs.event_name == "REMOVE" else 0,
             shared_key=obs.shared_key,
         )
@@ -592,7 +586,7 @@ class LoadTracker:
         window.add(
             obs.partition_key,
             obs.entity,
-            self._config.write_units_of(obs.size_bytes),
+            obs.write_units,
             deletes=1 if obs.event_name == "REMOVE" else 0,
             shared_key=obs.shared_key,
         )

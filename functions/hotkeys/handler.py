@@ -2,7 +2,7 @@
 
 Triggered by the readings table's DynamoDB stream. Thin on purpose: Powertools
 decorators, then the logic. The logic works the whole batch at once (its load
-is added to the shared counters window by window, not record by record);
+is stored run by run, not record by record);
 Powertools' ``BatchProcessor`` then asks :meth:`BatchOutcome.settle` about each
 record and builds the ``ReportBatchItemFailures`` response from the ones whose
 load could not be counted. Settings are parsed at import, so a bad environment

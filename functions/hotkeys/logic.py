@@ -1,29 +1,37 @@
-"""The hot-key logic: one stream batch in, its load added to the shared window counters,
+"""The hot-key logic: one stream batch in, its load stored in the control table,
 and every window that is due judged once.
 
 Per batch (one invocation, one stream shard):
 
 1. parse every record; TTL deletions, other tables' or layouts' records and
    garbage are skipped, counted and logged (a few of each), never judged;
-2. tally the batch per window, per partition key and per entity
-   (:mod:`hotkeys.detector`), keep the busiest keys and entities plus every
-   entity with its own count, and ADD them to the window's counters in the
-   control table. Every invocation of every stream shard adds to the same
-   counters, so a split entity whose sub-shards are read by several
-   concurrent invocations is still judged on its whole load;
+2. cut the counted records into *runs* (:func:`runs_of`: consecutive records
+   of one window), tally each run per partition key and per entity
+   (:mod:`hotkeys.detector`), keep its busiest keys and entities plus every
+   entity with its own count, and put it in the control table under the
+   sequence number of the record it starts at. Every invocation of every
+   stream shard writes runs into the same windows, so a split entity whose
+   sub-shards are read by several concurrent invocations is still judged on
+   its whole load;
 3. for each window whose end is ``HOT_WINDOW_GRACE`` in the past and that the
    batch's own stream position has passed, try to claim it (a conditional
-   write: exactly one invocation wins). The winner reads the
-   window's counters, decides (:func:`hotkeys.detector.decide`), applies the
-   changes to the shard map with optimistic concurrency, sends the alerts
-   (one per hot key per cooldown), publishes the top-k metrics, and marks the
-   window done.
+   write: exactly one invocation wins). The winner adds up the window's
+   runs, decides (:func:`hotkeys.detector.decide`), applies the changes to
+   the shard map with optimistic concurrency (folding what is past retention,
+   see ``adapters.shard_map_store``), sends the alerts (one per hot key per
+   cooldown), publishes the top-k metrics, and marks the window done with
+   the load of every entity with its own count (what later scale-downs read).
 
-Records are reported for redelivery (partial batch response) only when their
-load could not be added to a counter; redelivery may then count the rest of
-the batch twice for that window, an over-estimate that can only make a split
-come early. Judging a window never fails a record: its claim is released and
-the next invocation judges it.
+Redelivery counts nothing twice. Lambda redelivers a stream batch whole (the
+function failed), from a record the partial batch response named, or in
+halves (bisect on error): each time from a record it delivered before, with
+the records after it in stream order. A run starts at the batch's first
+counted record or where the window changes, so a redelivery from a run's
+start makes that run again under the same name, and its put replaces the
+earlier copy instead of adding to it. Records are reported for redelivery
+only when their run could not be put, and then from the run's start.
+Judging a window never fails a record: its claim is released and the next
+invocation judges it.
 """
 
 from __future__ import annotations
@@ -42,9 +50,9 @@ from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import 
 from adapters.clients import client
 from adapters.observability import NAMESPACE, logger, metrics, tracer
 from adapters.shard_map_source import ShardMapSource
-from adapters.shard_map_store import Applied, ShardMapStore, shard_map_source
+from adapters.shard_map_store import Applied, Compaction, ShardMapStore, shard_map_source
 from hotkeys.alerts import Alert, AlertPublisher
-from hotkeys.control_table import ControlTable, entity_counter, key_counter
+from hotkeys.control_table import ControlTable, RunLoad
 from hotkeys.detector import (
     Decisions,
     DetectorConfig,
@@ -56,7 +64,7 @@ from hotkeys.detector import (
     decide,
     tally,
 )
-from hotkeys.records import SkipKind, Skipped, parse_record
+from hotkeys.records import SkipKind, Skipped, parse_record, table_of
 from hotkeys.settings import HotKeySettings
 from keydesign import Layout, ShardMap, earliest_change_boundary, format_ts
 from keydesign.layouts import key_family
@@ -65,10 +73,12 @@ from keydesign.layouts import key_family
 CLOSE_LOOKBACK_WINDOWS = 3
 #: Skipped records logged per kind per batch (the rest are only counted).
 _SKIP_LOG_SAMPLES = 3
+#: A run is cut before the record that would take its estimated JSON past this (an item holds 400 KB).
+RUN_BYTES = 256 * 1024
 
 
 class RecordNotCounted(Exception):  # noqa: N818 - reads as the outcome it reports
-    """A stream record whose load is not in the shared counters: redeliver it."""
+    """A stream record whose load is not in the control table: redeliver it."""
 
     def __init__(self, sequence_number: str | None, reason: str) -> None:
         self.sequence_number = sequence_number
@@ -127,6 +137,73 @@ class BatchOutcome:
         return outcome.sequence_number
 
 
+@dataclass(frozen=True, slots=True)
+class Counted:
+    """A record that counts: where it is in the batch, its sequence number, what it wrote."""
+
+    position: int
+    sequence_number: str
+    observation: Observation
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """Consecutive counted records of one batch in one window, named by the first one."""
+
+    run_id: str
+    window_start_ms: int
+    members: tuple[Counted, ...]
+
+
+def runs_of(counted: Sequence[Counted], *, window_ms: int, table: str) -> list[Run]:
+    """``counted`` (in stream order) cut into runs: a run ends where the next record's write
+    time falls in another window, or where its stored load could pass :data:`RUN_BYTES`.
+
+    Where a run starts depends only on the records from the batch's first one on, so a batch
+    delivered again from any run's start makes that run, and every one after it, again.
+    """
+    runs: list[Run] = []
+    members: list[Counted] = []
+    size = _RunSize()
+    window = 0
+    for record in counted:
+        obs = record.observation
+        start = obs.approx_time_ms - obs.approx_time_ms % window_ms
+        if members and (start != window or size.grown(obs) > RUN_BYTES):
+            runs.append(Run(f"{table}#{members[0].sequence_number}", window, tuple(members)))
+            members, size = [], _RunSize()
+        if not members:
+            window = start
+        size.add(obs)
+        members.append(record)
+    if members:
+        runs.append(Run(f"{table}#{members[0].sequence_number}", window, tuple(members)))
+    return runs
+
+
+class _RunSize:
+    """A bound on the JSON a run's load is stored as (``hotkeys.control_table``): per new key
+    or entity its name and 48 bytes of counts, per new (entity, key) pair the key again."""
+
+    def __init__(self) -> None:
+        self.bytes = 0
+        self._seen: set[tuple[str, str]] = set()
+
+    def grown(self, obs: Observation) -> int:
+        return self.bytes + sum(
+            len(name) + extra for kind, name, extra in _names(obs) if (kind, name) not in self._seen
+        )
+
+    def add(self, obs: Observation) -> None:
+        self.bytes = self.grown(obs)
+        self._seen.update((kind, name) for kind, name, _ in _names(obs))
+
+
+def _names(obs: Observation) -> tuple[tuple[str, str, int], ...]:
+    # An entity id has no '#', so "entity#key" names the pair (and bounds its length from above).
+    return (("k", obs.partition_key, 48), ("e", obs.entity, 48), ("p", f"{obs.entity}#{obs.partition_key}", 3))
+
+
 class HotKeyMonitor:
     """Counts stream batches into the control table and judges due windows. One per container."""
 
@@ -181,8 +258,18 @@ class HotKeyMonitor:
         common = settings.common
         wall = clock_ms or (lambda: int(time.time() * 1000))
         db = dynamodb if dynamodb is not None else client("dynamodb", max_attempts=5)
+        # Forget what no function may still write or read: changes in force a retention, plus the
+        # margin that covers clocks and in-flight batches, ago (cached copies are older, so fuller).
+        compaction = Compaction(
+            keep_ms=common.retention_ms + settings.change_margin_ms,
+            entity_default=1 if common.layout.can.shared_partitions else None,
+        )
         store = ShardMapStore(
-            db, settings.control_table, ShardMap.initial(common.layout.bucket, common.shards), clock_ms=wall
+            db,
+            settings.control_table,
+            ShardMap.initial(common.layout.bucket, common.shards),
+            compaction=compaction,
+            clock_ms=wall,
         )
         control = ControlTable(
             db,
@@ -223,10 +310,11 @@ class HotKeyMonitor:
         """Count one batch of Lambda DynamoDB stream records, then judge the windows that are due."""
         now = self._clock_ms()
         outcome = BatchOutcome.of(records)
-        observations: list[tuple[int, Observation]] = []
+        counted: list[Counted] = []
         logged: Counter[SkipKind] = Counter()
         for position, raw in enumerate(records):
             parsed = parse_record(raw, layout_kind=self._layout.kind, table_prefix=self._layout.table_prefix)
+            sequence_number = outcome.records[position].sequence_number
             if isinstance(parsed, Skipped):
                 outcome.records[position].skipped = parsed.kind
                 outcome.skipped[parsed.kind] += 1
@@ -236,65 +324,62 @@ class HotKeyMonitor:
                         "stream record skipped",
                         skip=parsed.kind.value,
                         reason=parsed.reason,
-                        sequence_number=outcome.records[position].sequence_number,
+                        sequence_number=sequence_number,
                     )
                 continue
-            observations.append((position, parsed))
+            if sequence_number is not None:  # parse_record requires one
+                counted.append(Counted(position, sequence_number, parsed))
 
         # How far this shard's stream has got: a window is judged only once some
         # batch has read past its end, never on wall-clock time alone (a lagging
         # or just-started stream would make a busy window look quiet).
-        watermark = max((o.approx_time_ms for _, o in observations), default=None)
-        if observations:
+        watermark = max((c.observation.approx_time_ms for c in counted), default=None)
+        if counted:
             try:
                 shard_map = self._shard_maps.current()
             except Exception as exc:
                 # Without the map we cannot tell split entities apart; nothing is
                 # counted yet, so redelivering the whole batch counts it once.
                 logger.exception("shard map unavailable; the batch will be redelivered")
-                for position, _ in observations:
-                    outcome.fail(position, f"shard map unavailable: {type(exc).__name__}")
+                for record in counted:
+                    outcome.fail(record.position, f"shard map unavailable: {type(exc).__name__}")
             else:
-                self._count(observations, shard_map, now, outcome)
+                self._count(counted, table_of(records[counted[0].position]), shard_map, now, outcome)
         if watermark is not None:
             self._judge_due_windows(now, watermark, outcome)
         _emit(outcome)
         return outcome
 
-    def _count(
-        self, observations: list[tuple[int, Observation]], shard_map: ShardMap, now: int, outcome: BatchOutcome
-    ) -> None:
+    def _count(self, counted: list[Counted], table: str, shard_map: ShardMap, now: int, outcome: BatchOutcome) -> None:
         config = self._config
-        outcome.counted = len(observations)
-        outcome.user_deletes = sum(1 for _, o in observations if o.event_name == "REMOVE")
-        windows = tally((o for _, o in observations), config)
+        outcome.counted = len(counted)
+        outcome.user_deletes = sum(1 for c in counted if c.observation.event_name == "REMOVE")
         always = set(shard_map.entity_history)
-        failed: dict[int, Mapping[str, str]] = {}
-        for start, window in sorted(windows.items()):
-            full = window.load()
+        runs = runs_of(counted, window_ms=config.window_ms, table=table)
+        loads: list[RunLoad] = []
+        for run in runs:
+            full = tally((c.observation for c in run.members), config)[run.window_start_ms].load()
             load, dropped = full.select(config.counters_per_window, always=always)
             outcome.counters_dropped += dropped
-            if start + config.window_ms + self._grace_ms <= now:
+            if run.window_start_ms + config.window_ms + self._grace_ms <= now:
                 # Its window is (or is about to be) judged already: visible, not lost.
-                outcome.late += sum(v.writes for v in full.keys.values())
-            report = self._control.add_counters(load, now)
-            outcome.counters_written += report.written
-            outcome.counters_failed += len(report.failed)
-            if report.failed:
-                failed[start] = report.failed
-                logger.error(
-                    "counter writes failed; their records will be redelivered",
-                    window=format_ts(start),
-                    failed=len(report.failed),
-                    errors=sorted(set(report.failed.values())),
-                )
-        if failed:
-            for position, obs in observations:
-                in_window = failed.get(config.window_start(obs.approx_time_ms))
-                if in_window:
-                    reason = in_window.get(entity_counter(obs.entity)) or in_window.get(key_counter(obs.partition_key))
-                    if reason is not None:
-                        outcome.fail(position, f"counter write failed: {reason}")
+                outcome.late += len(run.members)
+            first, last = run.members[0].sequence_number, run.members[-1].sequence_number
+            loads.append(RunLoad(run.run_id, first, last, len(run.members), load))
+        report = self._control.put_runs(loads, now)
+        outcome.counters_written += report.written
+        outcome.counters_failed += len(report.failed)
+        if report.failed:
+            logger.error(
+                "run writes failed; their records will be redelivered",
+                failed=len(report.failed),
+                errors=sorted(set(report.failed.values())),
+            )
+            for run in runs:
+                reason = report.failed.get(run.run_id)
+                if reason is not None:
+                    for record in run.members:
+                        outcome.fail(record.position, f"run write failed: {reason}")
 
     # -- judging windows ------------------------------------------------------------------------
 
@@ -342,25 +427,30 @@ class HotKeyMonitor:
             change_from_ms=self._change_from(now),
             history=history,
         )
-        applied: Applied | None = None
         wanted = (self._auto_entity and (decisions.splits or decisions.scale_downs)) or (
             self._auto_global and decisions.global_change is not None
         )
-        if wanted:
-            applied = self._store.apply(self._change_fn(decisions), reason=_summary(decisions))
-            if applied.changed:
-                logger.info(
-                    "shard map changed",
-                    version=applied.shard_map.version,
-                    attempts=applied.attempts,
-                    decisions=_summary(decisions),
-                )
+        # Applied even when nothing is wanted: the store folds what retention has passed, so the
+        # map is compacted as windows are judged (a write only when a change has aged out).
+        applied = self._store.apply(
+            self._change_fn(decisions) if wanted else _unchanged,
+            reason=_summary(decisions) if wanted else "compaction",
+        )
+        if applied.changed:
+            logger.info(
+                "shard map changed",
+                version=applied.shard_map.version,
+                attempts=applied.attempts,
+                decisions=_summary(decisions) if wanted else "compaction",
+            )
         self._publish_top(load, decisions)
-        self._send_alerts(decisions, applied, outcome)
+        self._send_alerts(decisions, applied if wanted else None, outcome)
         if decisions.hot_keys or decisions.has_changes:
             logger.info("window judged", window=format_ts(start), decisions=_summary(decisions))
-        observed = bool(load.keys)
-        self._control.finish_close(start, self.owner, self._clock_ms(), _summary(decisions), observed=observed)
+        judged = {e: load.entities[e].wcu for e in shard_map.entity_history if e in load.entities}
+        self._control.finish_close(
+            start, self.owner, self._clock_ms(), _summary(decisions), observed=bool(load.keys), judged=judged
+        )
         return decisions
 
     def _change_from(self, now: int) -> int:
@@ -383,24 +473,18 @@ class HotKeyMonitor:
 
     def _history(self, start: int, shard_map: ShardMap) -> list[WindowLoad]:
         """The windows just before ``start`` (contiguous, judged, and with writes counted in
-        them), with the load of every entity that has its own count: what a scale-down is
-        judged on. A window without a single counted write proves nothing about quiet: the
-        table may have been idle, or the function not yet reading the stream."""
+        them), with the load every entity with its own count had when each was judged: what a
+        scale-down is judged on. A window without a single counted write proves nothing about
+        quiet: the table may have been idle, or the function not yet reading the stream."""
         count = self._config.scale_down_windows - 1
         if count < 1 or not shard_map.entity_history:
             return []
         width = self._config.window_ms
         starts = [start - i * width for i in range(1, count + 1)]
-        closed = self._control.observed_windows(starts)
-        contiguous: list[int] = []
-        for s in starts:
-            if s not in closed:
-                break
-            contiguous.append(s)
-        if len(contiguous) < count:
+        loads = self._control.read_history(starts, width)
+        if any(s not in loads for s in starts):
             return []
-        loads = self._control.read_entities(contiguous, shard_map.entity_history, width)
-        return [loads[s] for s in sorted(contiguous)]
+        return [loads[s] for s in sorted(starts)]
 
     # -- metrics and alerts -------------------------------------------------------------------------
 
@@ -521,6 +605,10 @@ class HotKeyMonitor:
                 },
             )
         return list(alerts.values())
+
+
+def _unchanged(shard_map: ShardMap) -> ShardMap:
+    return shard_map
 
 
 def _scheduled(action: str, change: EntityChange | GlobalChange, *, applied: bool) -> dict[str, object]:

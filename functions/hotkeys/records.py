@@ -9,44 +9,43 @@ logged by the caller; nothing here raises):
 * ``eventSourceARN``, when present, names the readings table (``TABLE_PREFIX``,
   or ``TABLE_PREFIX-<period>``);
 * ``dynamodb.Keys`` is exactly ``pk`` and ``sk``, both strings, in one of the
-  layout's key forms (see ``keydesign.layouts``): hybrid ``SSSS#YYYY-MM-DDTHH:MM``
-  or ``SSSS#YYYY-MM-DDTHH:MM#<entity>#NNN`` with sort key ``<entity>#<ts>#<event id>``;
-  random and calculated ``<entity>#<n>`` with sort key ``<ts>#<event id>``;
-* ``dynamodb.SizeBytes`` a whole number of bytes, ``ApproximateCreationDateTime``
-  epoch **seconds** (what Lambda sends).
+  layout's block key forms (see ``keydesign.layouts``): hybrid ``SSSS#YYYY-MM-DDTHH:MM``
+  or ``SSSS#YYYY-MM-DDTHH:MM#<entity>#NNN`` with sort key
+  ``<entity>#<first ts>#<block id>#<write units>``; random and calculated
+  ``<entity>#<n>`` with sort key ``<first ts>#<block id>#<write units>``;
+* ``dynamodb.SequenceNumber`` a string;
+* ``ApproximateCreationDateTime`` epoch **seconds** (what Lambda sends).
 
 Skip reasons: ``ttl_delete`` (a REMOVE by ``dynamodb.amazonaws.com``: TTL
 deletes cost no write capacity), ``foreign`` (another table, key schema or
 layout: not ours to judge), ``malformed`` (not a stream record at all).
 
-Item size: a ``KEYS_ONLY`` stream (what the stack configures) carries only the
-keys, and ``SizeBytes`` is the size of the *record*, so the write-unit count is
-exact for items up to 1 KB and a lower bound above (set ``HOT_ASSUMED_ITEM_BYTES``).
-When the record carries images, the larger image is measured instead, by
-DynamoDB's own size rules: that is what the write was billed on.
+Write units: every stored item is a block, and its sort key ends with the write
+units a put of it is billed (``<...>#<block id>#<write units>``, see
+``keydesign.blocks``). So the ``KEYS_ONLY`` stream the stack configures is
+enough to count exactly what each write cost, however large the block: a put
+and a user delete of a block are both billed by its size (a block is never
+changed in place: a redelivered ingest batch writes the same blocks again, and a
+put that changes nothing is billed but leaves no stream record, so it goes
+uncounted). Nothing is read from ``SizeBytes`` (the size of the stream
+*record*) or from images.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
 from enum import StrEnum
 
 from hotkeys.detector import EVENT_NAMES, TTL_PRINCIPAL, Observation
-from keydesign.items import MAX_ITEM_BYTES, number_size
 from keydesign.layouts import LayoutKind, parse_keys
 
 # Seconds since the epoch: 2001-09-09 .. 5138-11-16. Lambda sends seconds; a
 # value past this range is almost certainly milliseconds.
 _MIN_SECONDS = 1_000_000_000
 _MAX_SECONDS = 100_000_000_000
-# A stream record holds the keys and at most two images of a 400 KB item.
-_MAX_RECORD_BYTES = 2 * MAX_ITEM_BYTES + 4096
 
 _ARN_TABLE = re.compile(r"^arn:[^:]+:dynamodb:[^:]*:[^:]*:table/([^/]+)(?:/stream/.*)?\Z")
 
@@ -97,16 +96,29 @@ def parse_record(raw: object, *, layout_kind: LayoutKind, table_prefix: str) -> 
     parts = parse_keys(pk, sk, layout_kind)
     if parts is None:
         return Skipped(SkipKind.FOREIGN, f"key {pk[:80]!r} is not a {layout_kind} readings key")
-    size = _size(body)
-    if isinstance(size, str):
-        return Skipped(SkipKind.MALFORMED, size)
     when = _seconds(body.get("ApproximateCreationDateTime"))
     if isinstance(when, str):
         return Skipped(SkipKind.MALFORMED, when)
     principal = _principal(raw.get("userIdentity"))
     if event_name == "REMOVE" and principal == TTL_PRINCIPAL:
         return Skipped(SkipKind.TTL_DELETE, "deleted by TTL")
-    return Observation(pk, parts.entity, size, when, event_name, principal, parts.shared)
+    return Observation(
+        partition_key=pk,
+        entity=parts.entity,
+        write_units=parts.write_units,
+        approx_time_ms=when,
+        event_name=event_name,
+        principal=principal,
+        shared_key=parts.shared,
+    )
+
+
+def table_of(raw: Mapping[str, object]) -> str:
+    """The table whose stream sent ``raw`` (a record :func:`parse_record` accepted), or ''
+    when it names none: with a table per period, each table has a stream of its own."""
+    arn = raw.get("eventSourceARN")
+    match = _ARN_TABLE.match(arn) if isinstance(arn, str) else None
+    return match.group(1) if match is not None else ""
 
 
 def _string_key(keys: Mapping[object, object], name: str) -> str | None:
@@ -131,56 +143,3 @@ def _seconds(value: object) -> int | str:
     if not _MIN_SECONDS <= value < _MAX_SECONDS:
         return f"ApproximateCreationDateTime {value!r} is not epoch seconds (milliseconds?)"
     return int(value * 1000)
-
-
-def _size(body: Mapping[str, object]) -> int | str:
-    declared = body.get("SizeBytes")
-    if isinstance(declared, bool) or not isinstance(declared, int) or not 1 <= declared <= _MAX_RECORD_BYTES:
-        return "dynamodb.SizeBytes must be a whole number of bytes"
-    images = [body[name] for name in ("NewImage", "OldImage") if name in body]
-    if not images:
-        return declared
-    try:
-        return max(_image_size(image) for image in images)
-    except (TypeError, ValueError, KeyError, InvalidOperation, binascii.Error):
-        return "dynamodb.NewImage/OldImage is not an item in DynamoDB JSON"
-
-
-def _image_size(image: object) -> int:
-    if not isinstance(image, Mapping):
-        raise TypeError("image")
-    return sum(len(str(name).encode("utf-8")) + _value_size(value) for name, value in image.items())
-
-
-def _value_size(value: object) -> int:
-    """DynamoDB's size of one typed value (as keydesign.items.value_size counts plain ones)."""
-    if not isinstance(value, Mapping) or len(value) != 1:
-        raise TypeError("value")
-    ((kind, inner),) = value.items()
-    if kind == "S":
-        return len(str(inner).encode("utf-8"))
-    if kind == "N":
-        return number_size(Decimal(str(inner)))
-    if kind == "B":
-        return len(base64.b64decode(str(inner), validate=True))
-    if kind in ("BOOL", "NULL"):
-        return 1
-    if kind == "SS":
-        return sum(len(str(v).encode("utf-8")) for v in _list(inner))
-    if kind == "NS":
-        return sum(number_size(Decimal(str(v))) for v in _list(inner))
-    if kind == "BS":
-        return sum(len(base64.b64decode(str(v), validate=True)) for v in _list(inner))
-    if kind == "M":
-        if not isinstance(inner, Mapping):
-            raise TypeError("map")
-        return 3 + sum(len(str(k).encode("utf-8")) + _value_size(v) + 1 for k, v in inner.items())
-    if kind == "L":
-        return 3 + sum(_value_size(v) + 1 for v in _list(inner))
-    raise ValueError(f"unknown type {kind!r}")
-
-
-def _list(inner: object) -> list[object]:
-    if not isinstance(inner, list):
-        raise TypeError("list")
-    return inner

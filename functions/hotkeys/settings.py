@@ -21,7 +21,6 @@ from pydantic import model_validator
 from adapters.settings import CommonSettings, DurationMs, Flag, env
 from hotkeys.detector import MAX_TOP_K, DetectorConfig
 from keydesign import ConfigError
-from keydesign.items import MAX_ITEM_BYTES
 
 
 class HotKeySettings(CommonSettings):
@@ -41,8 +40,6 @@ class HotKeySettings(CommonSettings):
     """Keys and entities published as metric dimensions."""
     counters_per_window: int = env("HOT_COUNTERS_PER_WINDOW", 25, ge=1, le=1_000)
     """Busiest keys and entities one batch adds to shared counters."""
-    assumed_item_bytes: int = env("HOT_ASSUMED_ITEM_BYTES", 0, ge=0, le=MAX_ITEM_BYTES)
-    """Item size floor for a KEYS_ONLY stream (0 = use SizeBytes)."""
     window_grace_ms: DurationMs = env("HOT_WINDOW_GRACE", "30s")
     """Wait after a window ends before judging it (stream lag)."""
     change_margin: DurationMs | None = env("HOT_CHANGE_MARGIN", None)

@@ -19,17 +19,15 @@ raising. Ordinary numbers take the C decoder's fast path unchanged.
 
 from __future__ import annotations
 
-import binascii
 import json
 import math
 import re
 import uuid
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from adapters.kinesis_records import MalformedRecord, StreamRecord, parse_event_record, user_records
+from adapters.kinesis_records import MalformedRecord, StreamRecord, user_records
 from adapters.rejects import Reject
 
 #: A user record's first 25 rejected array elements get a message each; the rest are folded.
@@ -69,10 +67,7 @@ class DecodedRecord:
     """A Kinesis record split into candidates and rejects (``units`` counts both)."""
 
     position: int
-    sequence_number: str
-    shard_id: str
-    partition_key: str
-    stream_arn: str
+    record: StreamRecord
     kpl_members: int = 0
     candidates: list[Candidate] = field(default_factory=list)
     rejects: list[Reject] = field(default_factory=list)
@@ -84,22 +79,37 @@ class DecodedRecord:
     def units(self) -> int:
         return len(self.candidates) + len(self.rejects)
 
-    def reject(
-        self, payload: bytes, field_name: str, reason: str, sub: int | None = None, index: int | None = None
+    def reject_of(
+        self,
+        payload: bytes,
+        field_name: str,
+        reason: str,
+        sub: int | None = None,
+        index: int | None = None,
+        *,
+        readings: int = 1,
+        fold: int | None = None,
     ) -> Reject:
-        made = Reject(
+        """A reject of (part of) this record, not yet counted among its rejects."""
+        record = self.record
+        return Reject(
             payload=payload,
             field=field_name,
             reason=reason,
-            shard_id=self.shard_id,
-            sequence_number=self.sequence_number,
+            shard_id=record.shard_id,
+            sequence_number=record.sequence_number,
             sub_sequence_number=sub,
             index=index,
-            partition_key=self.partition_key,
-            stream_arn=self.stream_arn,
+            partition_key=record.partition_key,
+            stream_arn=record.stream_arn,
+            readings=readings,
+            fold=fold,
         )
-        self.rejects.append(made)
-        return made
+
+    def reject(
+        self, payload: bytes, field_name: str, reason: str, sub: int | None = None, index: int | None = None
+    ) -> None:
+        self.rejects.append(self.reject_of(payload, field_name, reason, sub, index))
 
     def reject_candidate(self, candidate: Candidate, field_name: str, reason: str) -> None:
         """Reject a candidate that is not a valid reading: one message each for the first
@@ -144,42 +154,26 @@ class DecodedRecord:
 
     def _fold(self, chunk: list[tuple[Candidate, str, str]], sub: int | None, payload: bytes) -> Reject:
         first, field_name, reason = chunk[0]
-        return Reject(
-            payload=payload,
-            field=field_name,
-            reason=(
-                f"{len(chunk)} invalid readings (array elements {first.index}..{chunk[-1][0].index}) folded into "
-                f"one message, the payload an array of them; the first: {field_name}: {reason}"
-            ),
-            shard_id=self.shard_id,
-            sequence_number=self.sequence_number,
-            sub_sequence_number=sub,
-            partition_key=self.partition_key,
-            stream_arn=self.stream_arn,
+        return self.reject_of(
+            payload,
+            field_name,
+            f"{len(chunk)} invalid readings (array elements {first.index}..{chunk[-1][0].index}) folded into "
+            f"one message, the payload an array of them; the first: {field_name}: {reason}",
+            sub,
             readings=len(chunk),
             fold=first.index,
         )
 
 
-def decode_record(position: int, raw: Mapping[str, Any], shard_id: str, sequence_number: str) -> DecodedRecord:
-    """Split one event record into reading candidates and rejects."""
-    kinesis = raw.get("kinesis") or {}
-    decoded = DecodedRecord(
-        position=position,
-        sequence_number=sequence_number,
-        shard_id=shard_id,
-        partition_key=str(kinesis.get("partitionKey", "")),
-        stream_arn=str(raw.get("eventSourceARN", "")),
-    )
-    plain = _plain_object(kinesis)
-    if plain is not None:
-        decoded.candidates.append(Candidate(position, plain[1], None, None, plain[0]))
+def decode_record(position: int, record: StreamRecord) -> DecodedRecord:
+    """Split one Kinesis record (the ``position``-th of its batch) into reading candidates and rejects."""
+    decoded = DecodedRecord(position, record)
+    if record.malformed is not None:
+        decoded.reject(record.data, "data", record.malformed)
         return decoded
-    try:
-        record: StreamRecord = parse_event_record(raw)
-    except MalformedRecord as exc:
-        data = kinesis.get("data")
-        decoded.reject(data.encode("utf-8", errors="replace") if isinstance(data, str) else b"", exc.field, exc.reason)
+    plain = _plain_object(record.data)
+    if plain is not None:
+        decoded.candidates.append(Candidate(position, plain, None, None, record.data))
         return decoded
     try:
         members = user_records(record)
@@ -218,23 +212,18 @@ def decode_record(position: int, raw: Mapping[str, Any], shard_id: str, sequence
     return decoded
 
 
-def _plain_object(kinesis: Mapping[str, Any]) -> tuple[bytes, dict[str, Any]] | None:
-    """The data and the JSON object of a record that is one plain JSON object (not KPL, UTF-8, no
-    number the C decoder would lose), the shape most producers send; None for anything else.
+def _plain_object(data: bytes) -> dict[str, Any] | None:
+    """The JSON object of a record that is one plain JSON object (not KPL, UTF-8, no number the
+    C decoder would lose), the shape most producers send; None for anything else.
 
-    The same answer as the general path below, without its objects (StreamRecord, UserRecord,
-    encoding detection): about half a one-reading record's decoding. Whatever does not fit,
-    or raises, is left to the general path, which says why (tests/unit/ingest compare both).
+    The same answer as the general path below, without its objects (UserRecord, encoding
+    detection): about half a one-reading record's decoding. Whatever does not fit, or
+    raises, is left to the general path, which says why (tests/unit/ingest compare both).
     """
-    encoded = kinesis.get("data")
-    # Base64 of a '{' starts with 'e' (its top six bits): an array or an aggregate is not decoded twice.
-    if type(encoded) is not str or encoded[:1] != "e" or type(kinesis.get("sequenceNumber")) is not str:
+    # '{' then a non-zero byte is UTF-8 to json.detect_encoding; the KPL magic starts 0xF3.
+    if data[:1] != b"{" or data[1:2] == b"\x00":
         return None
     try:
-        data = binascii.a2b_base64(encoded, strict_mode=True)  # what b64decode(validate=True) calls
-        # '{' then a non-zero byte is UTF-8 to json.detect_encoding; the KPL magic starts 0xF3.
-        if data[:1] != b"{" or data[1:2] == b"\x00":
-            return None
         text = data.decode("utf-8")
         if _may_lose_a_number(text):
             return None
@@ -243,7 +232,7 @@ def _plain_object(kinesis: Mapping[str, Any]) -> tuple[bytes, dict[str, Any]] | 
             return None
     except Exception:  # any refusal: the general path decodes again and says why
         return None
-    return data, value
+    return value  # type: ignore[no-any-return]
 
 
 def _json_type(value: object) -> str:

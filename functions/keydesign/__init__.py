@@ -13,11 +13,11 @@ Modules:
 * :mod:`.blocks`    many readings of one entity in one compressed item
 * :mod:`.layouts`   random, calculated and hybrid keys; packing into blocks; query plans
 * :mod:`.items`     item sizes, write and read units
-* :mod:`.capacity`  shard counts, table period and monthly cost
+* :mod:`.capacity`  readings per block, write units and bytes per reading, shards, table period, monthly cost
 """
 
 from .blocks import BlockError, decode_block, encode_block
-from .capacity import CapacityPlan, Prices, Workload, plan_capacity, shards_for
+from .capacity import CapacityPlan, Ingest, Prices, Workload, plan_capacity, shards_for
 from .errors import ConfigError, InvalidInput, KeyDesignError
 from .hashing import shard_of, stable_hash
 from .items import item_size, read_units, ttl_for, write_units
@@ -36,6 +36,7 @@ __all__ = [
     "CapacityPlan",
     "Change",
     "ConfigError",
+    "Ingest",
     "InvalidInput",
     "ItemKey",
     "KeyDesignError",

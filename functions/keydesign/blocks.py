@@ -26,24 +26,25 @@ The item::
     ttl  N  expiry of the block's newest reading, epoch seconds
 
 ``<first ts>`` is the fixed-width UTC time of the block's oldest reading, so blocks
-sort by where they start. ``<block id>`` is 16 hex digits of SHA-256 over the
-entity, the version and the uncompressed body: the same readings with the same
+sort by where they start. ``<block id>`` is 12 hex digits of SHA-256 over the
+entity, the version and the uncompressed body (48 bits: two blocks collide only if
+they share a partition, an entity and a first millisecond as well): the same readings with the same
 version make the same block, so a redelivered batch overwrites its own blocks.
 ``<write units>`` is what a put of the item is billed (1 per KB, rounded up): the
 hot-key detector reads it from the key, since the table's stream is ``KEYS_ONLY``.
 
-The payload, format 1 (all integers unsigned LEB128 varints)::
+The payload (all integers unsigned LEB128 varints)::
 
-    0x01                      format
+    0x01 | 0x02               format: 1, the body is raw DEFLATE (RFC 1951); 2, the body as is
+                              (a small body that DEFLATE would not shrink)
     varint  count             readings in the block (>= 1)
     varint  first_ms          epoch ms of the oldest reading
     varint  span_ms           newest minus oldest
     varint  version           the largest Kinesis sequence number among the readings
-    raw DEFLATE (RFC 1951) of a UTF-8 JSON array:
-      [deltas, event_ids, measures, dimensions]
-      deltas      [int]            ms from the previous reading (the first: 0)
-      event_ids   null | [str|null]  null: every id is the derived one; null entry: that one is
+    body: a UTF-8 JSON array [deltas, measures, event_ids, dimensions], trailing nulls left out
+      deltas      [int]                   ms from the previous reading (the first: 0)
       measures    {name: [number|null]}   null: the reading has no such measure
+      event_ids   null | [str|null]       null: every id is the derived one; null entry: that one is
       dimensions  null | {name: [str|null]}
 
 Readings are stored in (time, event id) order, once each. A *derived* event id (a
@@ -68,7 +69,9 @@ from .errors import KeyDesignError
 from .items import item_size, write_units
 from .model import Reading, derive_event_id
 
-FORMAT = 1
+#: The payload's first byte: how its body is stored.
+DEFLATED = 1
+RAW = 2
 #: A block's readings lie within this much of its first one.
 MAX_BLOCK_SPAN_MS = 10_000
 #: Readings in one block at most: what a reader decodes to get at one of them.
@@ -76,7 +79,7 @@ MAX_BLOCK_READINGS = 1_000
 #: A block's item size (DynamoDB's accounting) at most, unless it holds one reading.
 MAX_BLOCK_ITEM_BYTES = 64 * 1024
 #: Hex digits of the block id.
-BLOCK_ID_DIGITS = 16
+BLOCK_ID_DIGITS = 12
 #: Sorts after every character of a block sort key's tail: closes a range at an instant.
 _HIGH = "~"
 _LEVEL = 6
@@ -180,15 +183,17 @@ def encode_block(readings: Sequence[Reading], version: int) -> Encoded:
         if dimension_names
         else None
     )
-    body = json.dumps(
-        [deltas, ids if stored_ids else None, measures, dimensions], separators=(",", ":"), ensure_ascii=False
-    ).encode("utf-8")
-    head = bytearray([FORMAT])
+    columns: list[object] = [deltas, measures, ids if stored_ids else None, dimensions]
+    while columns[-1] is None:
+        columns.pop()
+    body = json.dumps(columns, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    packer = zlib.compressobj(_LEVEL, zlib.DEFLATED, -15)
+    deflated = packer.compress(body) + packer.flush()
+    head = bytearray([DEFLATED if len(deflated) < len(body) else RAW])
     for number in (len(readings), first, previous - first, version):
         _varint(number, head)
     digest = hashlib.sha256(f"{entity}\n{version}\n".encode() + body).hexdigest()[:BLOCK_ID_DIGITS]
-    packer = zlib.compressobj(_LEVEL, zlib.DEFLATED, -15)
-    payload = bytes(head) + packer.compress(body) + packer.flush()
+    payload = bytes(head) + (deflated if head[0] == DEFLATED else body)
     return Encoded(payload, digest, first, previous, len(readings), version)
 
 
@@ -196,8 +201,8 @@ def read_header(payload: bytes) -> BlockHeader:
     """The header of ``payload``; raises :class:`BlockError` when it is not a block this code reads."""
     if not payload:
         raise BlockError("b", "the payload is empty")
-    if payload[0] != FORMAT:
-        raise BlockError("b", f"block format {payload[0]} is not one this code reads (it reads {FORMAT})")
+    if payload[0] not in (DEFLATED, RAW):
+        raise BlockError("b", f"block format {payload[0]} is not one this code reads ({DEFLATED} or {RAW})")
     pos = 1
     numbers: list[int] = []
     for _ in range(4):
@@ -216,13 +221,14 @@ def decode_block(entity_id: str, payload: bytes) -> tuple[BlockHeader, list[Read
     well-formed block.
     """
     header = read_header(payload)
+    raw = payload[header.body_at :]
     try:
-        body = json.loads(zlib.decompress(payload[header.body_at :], -15))
+        body = json.loads(zlib.decompress(raw, -15) if payload[0] == DEFLATED else raw)
     except (zlib.error, ValueError) as exc:
         raise BlockError("b", f"the body does not decompress to JSON ({exc})") from None
-    if not isinstance(body, list) or len(body) != 4:
-        raise BlockError("b", "the body is not the four columns of a block")
-    deltas, ids, measures, dimensions = body
+    if not isinstance(body, list) or not 2 <= len(body) <= 4:
+        raise BlockError("b", "the body is not the columns of a block")
+    deltas, measures, ids, dimensions = [*body, None, None][:4]
     count = header.count
     if not isinstance(deltas, list) or len(deltas) != count or not isinstance(measures, dict):
         raise BlockError("b", f"the body's columns do not hold the {count} readings the header counts")

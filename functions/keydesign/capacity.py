@@ -1,24 +1,69 @@
-"""Capacity arithmetic: shards, sub-shards, table period and monthly cost.
+"""Capacity arithmetic with blocks: write units and bytes per reading, shards, table period, monthly cost.
 
-The limits used (DynamoDB documentation): one partition key takes at most
-1,000 write units/s and 3,000 read units/s; a physical partition holds 10 GB
-(taken here as 10 GiB); a write unit is 1 KB, a read unit 4 KB.
+Readings are stored in blocks (:mod:`keydesign.blocks`), so what a reading costs
+depends on how many readings share its block: an entity's readings in one ingest
+batch, in one bucket, cut as :meth:`keydesign.Layout.pack` cuts them (a span under
+10 s, at most 1,000 readings and 64 KB). The planner works that out in four steps:
 
-Default prices are AWS's published us-east-1 list prices for the Standard
-table class as of November 2024 (on-demand writes were halved then): on-demand
-$0.625 per million write request units and $0.125 per million read request
-units; provisioned $0.00065 per WCU-hour and $0.00013 per RCU-hour; storage
-$0.25 per GB-month. Prices differ by region and change: pass your own.
+1. **The batch.** The ingest function is invoked per Kinesis shard (and per
+   parallel batcher of a shard) every ``max(batching window, 1 s)``: the window
+   is the event source mapping's ``MaximumBatchingWindowInSeconds`` and Lambda
+   polls a shard once a second. A batch closes earlier when it would exceed
+   ``batch_size`` records or Lambda's 6 MB payload (record data is base64 in it,
+   4/3 of its bytes). Every reading of an entity goes to one shard (the producer's
+   ``group`` and ``entity`` partition keys), so an entity writing ``r`` readings/s
+   puts ``n = r x T`` readings in a batch of ``T`` seconds.
+2. **The blocks.** Those ``n`` readings form ``ceil(T / 10 s)`` runs (a block spans
+   under 10 s), each cut into blocks of at most 1,000 readings and 64 KB. ``n`` at or
+   under 1 gives blocks of one reading: a sparse fleet (one reading per entity per
+   minute) stores every reading alone, as in a one-item-per-reading design.
+3. **The bytes.** A block's size is measured, not guessed: ``m`` representative
+   readings (:func:`representative_readings`: the sample reading's entity, measures
+   and dimensions, its measures with 1% Gaussian noise at the sample's precision, an
+   event id only if the sample has one of its own) go through ``Layout.pack`` (the
+   hybrid layout, 1-hour buckets, ``ttl`` set) and the resulting items are sized by
+   DynamoDB's rules. A caller who knows its readings' compressed size passes
+   ``reading_bytes`` instead. DynamoDB bills the item's bytes plus 100 per item for
+   storage; a put costs ``ceil(bytes / 1 KB)`` write units.
+4. **The fleet.** Hot entities at their own rates, the other entities sharing the
+   rest of the peak evenly; the hybrid layout's N and sub-shards follow from their
+   write units, and the cost from the average rate.
+
+Limits used (DynamoDB documentation): one partition key takes at most 1,000 write
+units/s and 3,000 read units/s; a physical partition holds 10 GB (taken as 10 GiB);
+a write unit is 1 KB, a read unit 4 KB. Kinesis: a shard takes 1 MB/s and 1,000
+records/s.
+
+Default prices (:class:`Prices`) are AWS's published us-east-1 list prices:
+DynamoDB Standard table class as of November 2024 (on-demand $0.625 per million
+write request units and $0.125 per million read request units; provisioned
+$0.00065 per WCU-hour and $0.00013 per RCU-hour; storage $0.25 per GB-month).
+Kinesis Data Streams on-demand (the stack's default mode): $0.08 per GB of data in
+(each record rounded up to 1 KB), $0.04 per GB read (by the ingest function, the
+one consumer), $0.04 per stream-hour; provisioned: $0.015 per shard-hour and
+$0.014 per million PUT payload units (25 KB each). Lambda on arm64 (the stack's
+architecture): $0.0000133334 per GB-second and $0.20 per million requests.
+Not counted: the hot-key function on the table's stream, rollups, the API, free
+tiers. Prices differ by region and change: pass your own.
 """
 
 from __future__ import annotations
 
+import json
 import math
+import random
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from typing import Literal
 
+from .blocks import MAX_BLOCK_ITEM_BYTES, MAX_BLOCK_READINGS, MAX_BLOCK_SPAN_MS, read_header
 from .errors import InvalidInput
 from .items import READ_UNIT_BYTES, write_units
+from .layouts import Block, Layout
+from .model import Reading, derive_event_id
 from .periods import PERIODS
+from .shardmap import ShardMap
+from .timefmt import parse_timestamp
 
 PARTITION_WCU = 1_000
 PARTITION_RCU = 3_000
@@ -27,30 +72,109 @@ PARTITION_BYTES = 10 * 1024**3
 STORAGE_OVERHEAD_BYTES = 100
 HOURS_PER_MONTH = 730
 SECONDS_PER_MONTH = HOURS_PER_MONTH * 3600
+#: Lambda polls each Kinesis shard once a second: a batch is at least this long.
+POLL_INTERVAL_S = 1.0
+#: Lambda's synchronous payload, which a batch's records (base64, 4/3 of their bytes) must fit.
+LAMBDA_PAYLOAD_BYTES = 6 * 1024 * 1024
+SHARD_BYTES_PER_S = 1024 * 1024
+SHARD_RECORDS_PER_S = 1_000
+KINESIS_BILLING_KB = 1024
+PUT_PAYLOAD_UNIT_BYTES = 25 * 1024
+#: What a Kinesis sequence number takes as a block's version (56 digits, as Kinesis issues them).
+_VERSION = 10**55
+#: Where representative readings start: a bucket boundary, so a run of them stays in one bucket.
+_REFERENCE_MS = parse_timestamp("2026-01-01T00:00:00Z")
+_NOISE = 0.01
+
+#: A typical reading when the caller gives none: the seed scenario's three measures, no event id.
+SAMPLE_READING = Reading.parse(
+    {
+        "entity_id": "sensor-00001",
+        "timestamp": _REFERENCE_MS,
+        "measures": {"temp": 21.53, "rh": 45.2, "pressure": 1013.25},
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)
 class Prices:
-    """List prices in USD; the defaults are us-east-1, November 2024."""
+    """List prices in USD; the defaults are us-east-1 (DynamoDB as of November 2024; see the module)."""
 
     ondemand_write_per_million: float = 0.625
     ondemand_read_per_million: float = 0.125
     provisioned_wcu_hour: float = 0.00065
     provisioned_rcu_hour: float = 0.00013
     storage_gb_month: float = 0.25
+    kinesis_gb_in: float = 0.08
+    kinesis_gb_out: float = 0.04
+    kinesis_stream_hour: float = 0.04
+    kinesis_shard_hour: float = 0.015
+    kinesis_put_units_per_million: float = 0.014
+    lambda_gb_second: float = 0.0000133334
+    lambda_requests_per_million: float = 0.20
+
+
+@dataclass(frozen=True, slots=True)
+class Ingest:
+    """How readings reach the table: the Kinesis stream and the ingest function (defaults: cdk.json's).
+
+    ``batching_window_s`` is ``MaximumBatchingWindowInSeconds``; ``shards`` the stream's
+    (cdk.json's ``kinesis_shards``; an on-demand stream picks its own: more shards mean
+    more invocations, not other blocks, unless a batch reaches 6 MB). ``record_bytes`` is what
+    the producer packs readings into (64 KB: its default). ``ms_per_reading`` is the
+    ingest function's billed time per reading: 0.14 ms is the wall clock per reading
+    the ``ingest-network`` benchmark measured at 5 ms a call, before blocks
+    (docs/benchmarks.md); pass your own.
+    """
+
+    batching_window_s: float = 1.0
+    shards: int = 50
+    parallelization: int = 1
+    batch_size: int = 1_000
+    record_bytes: int = 64 * 1024
+    kinesis_mode: Literal["on_demand", "provisioned"] = "on_demand"
+    memory_mb: int = 1_024
+    ms_per_reading: float = 0.14
+
+    def validate(self) -> None:
+        finite = math.isfinite
+        checks: list[tuple[str, bool, str]] = [
+            ("batching_window_s", 0 <= self.batching_window_s <= 300, "must be 0 to 300 s (Lambda's limit)"),
+            ("shards", self.shards >= 1, "must be at least 1"),
+            ("parallelization", 1 <= self.parallelization <= 10, "must be 1 to 10 (Lambda's limit)"),
+            ("batch_size", 1 <= self.batch_size <= 10_000, "must be 1 to 10,000 records (Lambda's limit)"),
+            ("record_bytes", 1 <= self.record_bytes <= 1024 * 1024, "must be 1 .. 1,048,576 (Kinesis's record limit)"),
+            ("kinesis_mode", self.kinesis_mode in ("on_demand", "provisioned"), "must be on_demand or provisioned"),
+            ("memory_mb", 128 <= self.memory_mb <= 10_240, "must be 128 to 10,240 MB (Lambda's range)"),
+            ("ms_per_reading", finite(self.ms_per_reading) and self.ms_per_reading >= 0, "must not be negative"),
+        ]
+        for name, ok, reason in checks:
+            if not ok:
+                raise InvalidInput(f"ingest.{name}", reason)
 
 
 @dataclass(frozen=True, slots=True)
 class Workload:
-    """A described workload. Rates are per second; sizes are DynamoDB item bytes."""
+    """A described workload. Rates are readings per second.
+
+    ``entities`` (all of them, hot ones included) is what tells how many readings share
+    a block; ``sample`` is a typical reading (default :data:`SAMPLE_READING`) and
+    ``reading_bytes`` overrides the compressed bytes a reading adds to a block.
+    ``item_bytes`` describes every block as holding one reading of that many bytes: the
+    bound for a fleet too sparse to share blocks, and what a caller that knows nothing of
+    batching (no ``entities``) gets.
+    """
 
     peak_writes_per_s: float
-    item_bytes: int
-    avg_writes_per_s: float | None = None
     entities: int | None = None
     hot_entities: dict[str, float] = field(default_factory=dict)
+    avg_writes_per_s: float | None = None
+    sample: Reading = SAMPLE_READING
+    reading_bytes: float | None = None
+    item_bytes: int | None = None
+    ingest: Ingest = Ingest()
     reads_per_s: float = 0.0
-    items_per_read: float = 1.0
+    readings_per_read: float = 1.0
     retention_days: float = 30.0
     utilisation: float = 0.5
     partition_headroom: float = 0.05
@@ -61,12 +185,33 @@ class Workload:
         finite = math.isfinite
         checks: list[tuple[str, bool, str]] = [
             ("peak_writes_per_s", finite(self.peak_writes_per_s) and self.peak_writes_per_s > 0, "must be above 0"),
-            ("item_bytes", 1 <= self.item_bytes <= 400 * 1024, "must be 1 .. 409,600 bytes (DynamoDB's item limit)"),
             ("entities", self.entities is None or self.entities >= 1, "must be at least 1"),
+            (
+                "entities",
+                self.entities is not None or self.item_bytes is not None,
+                "is needed to know how many readings share a block (or give item_bytes: one reading a block)",
+            ),
+            (
+                "entities",
+                self.entities is None
+                or self.entities > len(self.hot_entities)
+                or (self.entities == len(self.hot_entities) and self.typical()[0] == 0),
+                "must count the hot entities and at least one more to write the rest of the peak",
+            ),
+            (
+                "item_bytes",
+                self.item_bytes is None or 1 <= self.item_bytes <= 400 * 1024,
+                "must be 1 .. 409,600 bytes (DynamoDB's item limit)",
+            ),
+            (
+                "reading_bytes",
+                self.reading_bytes is None or (finite(self.reading_bytes) and 0 < self.reading_bytes <= 400 * 1024),
+                "must be above 0 and at most 409,600 bytes",
+            ),
             ("utilisation", 0 < self.utilisation <= 1, "must be in (0, 1]"),
             ("partition_headroom", 0 <= self.partition_headroom < 1, "must be in [0, 1)"),
             ("reads_per_s", finite(self.reads_per_s) and self.reads_per_s >= 0, "must not be negative"),
-            ("items_per_read", finite(self.items_per_read) and self.items_per_read > 0, "must be above 0"),
+            ("readings_per_read", finite(self.readings_per_read) and self.readings_per_read > 0, "must be above 0"),
             ("retention_days", finite(self.retention_days) and self.retention_days > 0, "must be above 0"),
         ]
         if self.avg_writes_per_s is not None:
@@ -78,27 +223,281 @@ class Workload:
         for name, ok, reason in checks:
             if not ok:
                 raise InvalidInput(name, reason)
+        self.ingest.validate()
+
+    def typical(self) -> tuple[float, int]:
+        """(readings/s of an entity that is not hot, how many there are) at the peak: the rest of the
+        peak shared evenly. Without ``entities`` the rest counts as one entity (``item_bytes`` then
+        makes every block one reading, whatever the rate)."""
+        spread = max(self.peak_writes_per_s - sum(self.hot_entities.values()), 0.0)
+        if self.entities is None:
+            return spread, 1
+        others = self.entities - len(self.hot_entities)
+        return (spread / others if others else 0.0), others
+
+
+# -- representative readings and the blocks they make ----------------------------------------
+
+
+def representative_readings(sample: Reading, count: int, step_ms: float, *, entity: str | None = None) -> list[Reading]:
+    """``count`` readings like ``sample``, ``step_ms`` apart from a bucket boundary: its entity (or
+    ``entity``), measure names and dimensions; each measure with 1% Gaussian noise at the sample's
+    precision; derived event ids when the sample's is derived, else random hex ids of its length."""
+    rng = random.Random(0)
+    name = entity or sample.entity_id
+    derived = sample.event_id == derive_event_id(sample.entity_id, sample.ts_ms, sample.measures, sample.dimensions)
+    dimensions = dict(sample.dimensions)
+    out: list[Reading] = []
+    for i in range(count):
+        ts = _REFERENCE_MS + int(i * step_ms)
+        measures = {key: _jitter(value, rng) for key, value in sample.measures.items()}
+        if derived:
+            event_id = derive_event_id(name, ts, measures, dimensions)
+        else:
+            event_id = "".join(rng.choice("0123456789abcdef") for _ in sample.event_id)
+        out.append(Reading(name, event_id, ts, measures, dimensions))
+    return out
+
+
+def _jitter(value: int | float, rng: random.Random) -> int | float:
+    if isinstance(value, int):
+        return value + round(rng.gauss(0.0, max(1.0, abs(value) * _NOISE)))
+    text = repr(value)
+    if "e" in text or "E" in text or "." not in text:
+        return float(f"{value * (1 + rng.gauss(0.0, _NOISE)):.6g}")
+    decimals = len(text.split(".")[1])
+    return round(value + rng.gauss(0.0, max(abs(value) * _NOISE, 10.0**-decimals)), decimals)
+
+
+class BlockSizer:
+    """Item bytes of the blocks one run of readings becomes, measured by ``Layout.pack``.
+
+    A *run* is what one batch holds of one entity within a span: at most
+    :data:`MAX_BLOCK_READINGS` readings, which ``pack`` halves while a block exceeds
+    :data:`MAX_BLOCK_ITEM_BYTES`. Results are cached per (entity, readings, step).
+    """
+
+    def __init__(self, sample: Reading, *, reading_bytes: float | None = None, retention_ms: int | None = None) -> None:
+        self._sample = sample
+        self._reading_bytes = reading_bytes
+        self._retention_ms = retention_ms
+        self._layout = Layout.from_settings(kind="hybrid", bucket="1h", table_prefix="readings")
+        self._map = ShardMap.initial(self._layout.bucket, 1)
+        self._cache: dict[tuple[str, int, float], tuple[int, ...]] = {}
+
+    def run(self, readings: int, *, entity: str | None = None, rate: float = 1.0) -> tuple[int, ...]:
+        """Item sizes of the blocks a run of ``readings`` (1 .. 1,000) of ``entity`` at ``rate`` readings/s makes."""
+        if not 1 <= readings <= MAX_BLOCK_READINGS:
+            raise ValueError(f"a run holds 1 to {MAX_BLOCK_READINGS} readings, not {readings}")
+        # Readings a run holds lie within a span: space them closer when the rate would spread them wider.
+        step = min(1000.0 / rate, (MAX_BLOCK_SPAN_MS - 1) / readings) if rate > 0 else 1.0
+        key = (entity or self._sample.entity_id, readings, round(step, 3))
+        sizes = self._cache.get(key)
+        if sizes is None:
+            sizes = self._cache[key] = self._measure(key[0], readings, step)
+        return sizes
+
+    def _measure(self, entity: str, readings: int, step: float) -> tuple[int, ...]:
+        if self._reading_bytes is None:
+            batch = representative_readings(self._sample, readings, step, entity=entity)
+            return tuple(b.size for b in self._pack(batch))
+        # A given compressed size: one packed reading gives the keys and the payload's header.
+        (one,) = self._pack(representative_readings(self._sample, 1, step, entity=entity))
+        head = read_header(one.encoded.payload).body_at
+        fixed = one.size - len(one.encoded.payload) + head
+        per_reading = self._reading_bytes
+        return split_sizes(readings, lambda m: fixed + math.ceil(m * per_reading))
+
+    def _pack(self, readings: list[Reading]) -> list[Block]:
+        return self._layout.pack([(r, _VERSION) for r in readings], self._map, retention_ms=self._retention_ms)
+
+
+def split_sizes(readings: int, size_of: Callable[[int], int]) -> tuple[int, ...]:
+    """Sizes of the blocks of a run of ``readings``, a block of ``m`` readings taking ``size_of(m)`` bytes,
+    halved as ``Layout.pack`` halves a block over 64 KB."""
+    size = size_of(readings)
+    if size <= MAX_BLOCK_ITEM_BYTES or readings == 1:
+        return (size,)
+    half = readings // 2
+    return split_sizes(half, size_of) + split_sizes(readings - half, size_of)
+
+
+#: The name :class:`EntityBlocks` gives every entity that is not hot.
+TYPICAL = "typical"
+
+
+@dataclass(frozen=True, slots=True)
+class EntityBlocks:
+    """What one entity (or each entity that is not hot: :data:`TYPICAL`) writes, in blocks.
+
+    ``readings_per_batch`` is its rate times the batch length; ``readings_per_block`` the
+    mean a block holds (1: a sparse entity, each reading alone); ``burst_wcu`` the write
+    units of one batch, all put in the second the batch is written.
+    """
+
+    entity: str
+    readings_per_s: float
+    readings_per_batch: float
+    readings_per_block: float
+    block_bytes: float
+    write_units_per_block: float
+    write_units_per_reading: float
+    item_bytes_per_reading: float
+    bytes_stored_per_reading: float
+    wcu: float
+    burst_wcu: float
+
+
+def entity_blocks(
+    name: str, rate: float, batch_s: float, sizer: BlockSizer, *, item_bytes: int | None = None
+) -> EntityBlocks:
+    """The blocks an entity writing ``rate`` readings/s makes with batches of ``batch_s`` seconds.
+
+    A batch holds ``rate x batch_s`` readings in ``ceil(batch_s / 10 s)`` runs (a mean: 4.8
+    readings a second make one block a second); a run of ``m`` readings is ``m // 1000``
+    runs of 1,000 and one of the rest, each packed. With ``item_bytes`` every block is one
+    reading of that size.
+    """
+    per_batch = rate * batch_s
+    sizes: tuple[int, ...]
+    if item_bytes is not None:
+        per_run, sizes = 1.0, (item_bytes,)
+    else:
+        runs = max(1, math.ceil(batch_s * 1000 / MAX_BLOCK_SPAN_MS - 1e-9))
+        per_run = max(1.0, per_batch / runs)
+        full, rest = divmod(max(1, round(per_run)), MAX_BLOCK_READINGS)
+        entity = None if name == TYPICAL else name
+        sizes = sizer.run(MAX_BLOCK_READINGS, entity=entity, rate=rate) * full
+        if rest:
+            sizes += sizer.run(rest, entity=entity, rate=rate)
+    units = sum(write_units(s) for s in sizes)
+    return EntityBlocks(
+        entity=name,
+        readings_per_s=rate,
+        readings_per_batch=per_batch,
+        readings_per_block=per_run / len(sizes),
+        block_bytes=sum(sizes) / len(sizes),
+        write_units_per_block=units / len(sizes),
+        write_units_per_reading=units / per_run,
+        item_bytes_per_reading=sum(sizes) / per_run,
+        bytes_stored_per_reading=sum(s + STORAGE_OVERHEAD_BYTES for s in sizes) / per_run,
+        wcu=rate / per_run * units,
+        burst_wcu=max(1.0, per_batch / per_run) * units,
+    )
+
+
+# -- the stream and the ingest function ------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class StreamFigures:
+    """Kinesis and the ingest function at a rate of readings/s."""
+
+    reading_json_bytes: int
+    readings_per_record: int
+    record_bytes: int
+    records_per_s: float
+    shards: int
+    shards_needed: int
+    batch_s: float
+    invocations_per_s: float
+    readings_per_invocation: float
+    gb_in_per_month: float
+
+
+def stream_figures(workload: Workload, readings_per_s: float) -> StreamFigures:
+    """Records, shards, batch length and invocations for ``readings_per_s`` (see the module)."""
+    ingest = workload.ingest
+    sample = workload.sample
+    sent = sample.to_json()
+    if sample.event_id == derive_event_id(sample.entity_id, sample.ts_ms, sample.measures, sample.dimensions):
+        del sent["event_id"]  # a producer sends none; ingest derives it
+    json_bytes = len(_json(sent).encode("utf-8"))
+    per_record = max(1, (ingest.record_bytes - 1) // (json_bytes + 1))  # "[a,b]": one byte per reading, one more
+    record_bytes = per_record * (json_bytes + 1) + 1
+    records = readings_per_s / per_record
+    bytes_s = records * record_bytes
+    needed = max(1, math.ceil(bytes_s / SHARD_BYTES_PER_S - 1e-9), math.ceil(records / SHARD_RECORDS_PER_S - 1e-9))
+    batchers = ingest.shards * ingest.parallelization
+    batch = max(ingest.batching_window_s, POLL_INTERVAL_S)
+    per_batcher_records = records / batchers
+    if per_batcher_records > 0:
+        batch = min(
+            batch,
+            ingest.batch_size / per_batcher_records,
+            LAMBDA_PAYLOAD_BYTES * 3 / 4 / (per_batcher_records * record_bytes),
+        )
+    billed_kb = math.ceil(record_bytes / KINESIS_BILLING_KB)
+    return StreamFigures(
+        reading_json_bytes=json_bytes,
+        readings_per_record=per_record,
+        record_bytes=record_bytes,
+        records_per_s=records,
+        shards=ingest.shards,
+        shards_needed=needed,
+        batch_s=batch,
+        invocations_per_s=batchers / batch,
+        readings_per_invocation=readings_per_s / (batchers / batch),
+        gb_in_per_month=records * billed_kb * KINESIS_BILLING_KB * SECONDS_PER_MONTH / 1024**3,
+    )
+
+
+def _json(obj: object) -> str:
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+
+
+# -- the plan --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class MonthlyCost:
+    """USD a month, in parts."""
+
+    writes: float
+    reads: float
+    storage: float
+    stream: float
+    ingest_lambda: float
+
+    @property
+    def total(self) -> float:
+        return round(self.writes + self.reads + self.storage + self.stream + self.ingest_lambda, 2)
+
+    def to_dict(self) -> dict[str, float]:
+        return {**{k: round(v, 2) for k, v in asdict(self).items()}, "total": self.total}
 
 
 @dataclass(frozen=True, slots=True)
 class CapacityPlan:
-    """What :func:`plan_capacity` recommends, with the figures behind it."""
+    """What :func:`plan_capacity` recommends, with the figures behind it (rates at the peak)."""
 
-    wcu_per_item: int
+    write_units_per_reading: float
+    bytes_stored_per_reading: float
+    blocks: tuple[EntityBlocks, ...]
     peak_wcu: float
     key_budget_wcu: float
     global_shards: int
     load_per_shard_wcu: float
     entity_shards: dict[str, int]
+    hottest_key_wcu: float
+    hottest_key: str
     fill_hours: float
     table_period: str | None
-    monthly_cost_ondemand: float
-    monthly_cost_provisioned: float
+    stream: StreamFigures
     monthly_storage_gb: float
+    monthly_ondemand: MonthlyCost
+    monthly_provisioned: MonthlyCost
     notes: list[str]
 
+    def blocks_of(self, entity: str) -> EntityBlocks:
+        """The blocks of a hot entity, or of a typical one."""
+        return next((b for b in self.blocks if b.entity == entity), self.blocks[0])
+
     def to_dict(self) -> dict[str, object]:
-        return asdict(self)
+        out = asdict(self)
+        out["monthly_ondemand"] = self.monthly_ondemand.to_dict()
+        out["monthly_provisioned"] = self.monthly_provisioned.to_dict()
+        return out
 
 
 def shards_for(wcu: float, utilisation: float) -> int:
@@ -118,71 +517,171 @@ def choose_period(hours: float) -> str | None:
     return fitting[-1] if fitting else None
 
 
+def fleet_blocks(
+    workload: Workload, batch_s: float, *, scale: float = 1.0, sizer: BlockSizer | None = None
+) -> tuple[EntityBlocks, ...]:
+    """The typical entity's blocks, then each hot entity's, with every rate times ``scale``."""
+    sizer = sizer or sizer_for(workload)
+    rate, _ = workload.typical()
+    item = workload.item_bytes
+    typical = entity_blocks(TYPICAL, rate * scale, batch_s, sizer, item_bytes=item)
+    hot = [entity_blocks(e, r * scale, batch_s, sizer, item_bytes=item) for e, r in workload.hot_entities.items()]
+    return (typical, *hot)
+
+
+def sizer_for(workload: Workload) -> BlockSizer:
+    """The block sizer of ``workload``'s readings (its sample, its compressed size, its retention)."""
+    retention_ms = round(workload.retention_days * 86_400_000)
+    return BlockSizer(workload.sample, reading_bytes=workload.reading_bytes, retention_ms=retention_ms)
+
+
+def _totals(workload: Workload, blocks: tuple[EntityBlocks, ...]) -> tuple[float, float, float]:
+    """(WCU/s, item bytes/s, stored bytes/s) of the fleet: the typical entity times how many there are."""
+    _, count = workload.typical()
+    weights = [count] + [1] * (len(blocks) - 1)
+    return (
+        sum(w * b.wcu for w, b in zip(weights, blocks, strict=True)),
+        sum(w * b.readings_per_s * b.item_bytes_per_reading for w, b in zip(weights, blocks, strict=True)),
+        sum(w * b.readings_per_s * b.bytes_stored_per_reading for w, b in zip(weights, blocks, strict=True)),
+    )
+
+
 def plan_capacity(workload: Workload, prices: Prices | None = None) -> CapacityPlan:
-    """Size the hybrid layout (global N, hot-entity sub-shards), the table period and the cost."""
+    """Size the hybrid layout (global N, hot-entity sub-shards), the table period and the monthly cost."""
     workload.validate()
     prices = prices or Prices()
-    wcu_item = write_units(workload.item_bytes)
-    budget = PARTITION_WCU * workload.utilisation
-    peak_wcu = workload.peak_writes_per_s * wcu_item
-    hot_total = sum(workload.hot_entities.values()) * wcu_item
     notes: list[str] = []
+    budget = PARTITION_WCU * workload.utilisation
+    sizer = sizer_for(workload)
+
+    stream = stream_figures(workload, workload.peak_writes_per_s)
+    blocks = fleet_blocks(workload, stream.batch_s, sizer=sizer)
+    typical, hot = blocks[0], {b.entity: b for b in blocks[1:]}
+    peak_wcu, _, _ = _totals(workload, blocks)
+    spread_wcu = peak_wcu - sum(b.wcu for b in hot.values())
 
     # The hot entities get their own partitions; the rest is spread by hash.
-    entity_shards = {e: shards_for(rate * wcu_item, workload.utilisation) for e, rate in workload.hot_entities.items()}
-    spread_wcu = max(peak_wcu - hot_total, 0.0)
+    entity_shards = {e: shards_for(b.wcu, workload.utilisation) for e, b in hot.items()}
     global_shards = shards_for(spread_wcu, workload.utilisation)
     load_per_shard = spread_wcu / global_shards
+    # The hash already spreads the other entities unevenly, by about load / sqrt(entities per key):
+    # an entity writing less than that changes nothing the utilisation target does not absorb.
+    _, others = workload.typical()
+    noise = load_per_shard / math.sqrt(others / global_shards) if workload.entities and others else 0.0
     for entity, subs in entity_shards.items():
-        if subs == 1 and workload.hot_entities[entity] * wcu_item + load_per_shard > budget:
+        if subs == 1 and hot[entity].wcu + load_per_shard > budget and hot[entity].wcu > noise:
             entity_shards[entity] = 2
             notes.append(f"{entity}: split in 2 so it does not push its base shard over the budget")
-    others = (workload.entities or 0) - len(workload.hot_entities)
-    typical_entity_wcu = spread_wcu / others if others > 0 else 0.0
-    if typical_entity_wcu > budget:
+    entity_shards = {e: s for e, s in entity_shards.items() if s > 1}
+    hottest_key, hottest_wcu = "a base shard", load_per_shard
+    for entity, b in hot.items():
+        subs = entity_shards.get(entity, 1)
+        wcu = b.wcu / subs if subs > 1 else b.wcu + load_per_shard
+        if wcu > hottest_wcu:
+            hottest_key = f"a sub-shard of {entity}" if subs > 1 else f"the base shard of {entity}"
+            hottest_wcu = wcu
+        if b.burst_wcu / subs > PARTITION_WCU:
+            notes.append(
+                f"{entity}: one batch puts {b.burst_wcu:,.0f} write units in one second, over a key's "
+                f"{PARTITION_WCU:,} WCU/s even on {subs} key(s); a shorter batching window spreads them"
+            )
+    if typical.wcu > budget:
         notes.append(
-            f"a typical entity writes {typical_entity_wcu:.0f} WCU/s, over the {budget:.0f} WCU/s key budget: "
+            f"a typical entity writes {typical.wcu:.0f} WCU/s, over the {budget:.0f} WCU/s key budget: "
             "every entity needs sub-shards; consider the calculated layout"
         )
+    if stream.shards_needed > stream.shards:
+        notes.append(f"the stream needs at least {stream.shards_needed} shards (1 MB/s and 1,000 records/s each)")
+    if workload.item_bytes is not None:
+        notes.append(f"item_bytes given: every block is taken to hold one reading of {workload.item_bytes:,} B")
+    elif typical.readings_per_batch <= 1:
+        notes.append(
+            f"a typical entity sends {typical.readings_per_batch:.2g} readings a batch ({stream.batch_s:g} s): "
+            "blocks of one reading, each paying a whole write unit and 100 B of storage overhead"
+        )
+
+    # The average rate: what the month costs.
+    scale = (workload.avg_writes_per_s or workload.peak_writes_per_s) / workload.peak_writes_per_s
+    avg_readings = workload.peak_writes_per_s * scale
+    avg_stream = stream_figures(workload, avg_readings)
+    avg_blocks = blocks if scale == 1 else fleet_blocks(workload, avg_stream.batch_s, scale=scale, sizer=sizer)
+    avg_wcu, avg_item_bytes, avg_stored = _totals(workload, avg_blocks)
 
     # Table period: the guide's 10 GB rule, per physical partition.
     partitions = max(1, math.ceil(peak_wcu / PARTITION_WCU), global_shards + sum(entity_shards.values()))
-    avg_writes = workload.avg_writes_per_s or workload.peak_writes_per_s
-    per_partition_bytes_s = avg_writes * workload.item_bytes / partitions
-    hours = fill_hours(per_partition_bytes_s, workload.partition_headroom)
+    hours = fill_hours(avg_item_bytes / partitions, workload.partition_headroom)
     period = choose_period(hours)
     if period is None:
         notes.append(f"one partition fills in {hours:.2f} h: even hourly tables would split; shard further")
 
-    # Cost per month.
-    stored_bytes = avg_writes * (workload.item_bytes + STORAGE_OVERHEAD_BYTES) * workload.retention_days * 86_400
-    storage_gb = stored_bytes / 1024**3
-    read_units_each = max(1, math.ceil(workload.items_per_read * workload.item_bytes / READ_UNIT_BYTES)) / 2
-    ondemand = (
-        avg_writes * wcu_item * SECONDS_PER_MONTH / 1e6 * prices.ondemand_write_per_million
-        + workload.reads_per_s * read_units_each * SECONDS_PER_MONTH / 1e6 * prices.ondemand_read_per_million
+    storage_gb = avg_stored * workload.retention_days * 86_400 / 1024**3
+    ondemand, provisioned = _monthly(
+        workload, prices, typical=typical, peak_wcu=peak_wcu, avg_wcu=avg_wcu, storage_gb=storage_gb, stream=avg_stream
     )
-    provisioned = (
-        math.ceil(peak_wcu) * HOURS_PER_MONTH * prices.provisioned_wcu_hour
-        + math.ceil(workload.reads_per_s * read_units_each) * HOURS_PER_MONTH * prices.provisioned_rcu_hour
-    )
-    storage_cost = storage_gb * prices.storage_gb_month
     return CapacityPlan(
-        wcu_per_item=wcu_item,
-        peak_wcu=peak_wcu,
+        write_units_per_reading=round(peak_wcu / workload.peak_writes_per_s, 4),
+        bytes_stored_per_reading=round(avg_stored / avg_readings, 1),
+        blocks=blocks,
+        peak_wcu=round(peak_wcu, 1),
         key_budget_wcu=budget,
         global_shards=global_shards,
         load_per_shard_wcu=round(load_per_shard, 1),
         entity_shards=entity_shards,
+        hottest_key_wcu=round(hottest_wcu, 1),
+        hottest_key=hottest_key,
         fill_hours=round(hours, 2),
         table_period=period,
-        monthly_cost_ondemand=round(ondemand + storage_cost, 2),
-        monthly_cost_provisioned=round(provisioned + storage_cost, 2),
+        stream=stream,
         monthly_storage_gb=round(storage_gb, 1),
+        monthly_ondemand=ondemand,
+        monthly_provisioned=provisioned,
         notes=notes,
     )
 
 
-def key_load(writes_per_s: float, shards: int, item_bytes: int) -> float:
-    """WCU/s on each of ``shards`` keys sharing ``writes_per_s`` evenly."""
-    return writes_per_s * write_units(item_bytes) / shards
+def _monthly(
+    workload: Workload,
+    prices: Prices,
+    *,
+    typical: EntityBlocks,
+    peak_wcu: float,
+    avg_wcu: float,
+    storage_gb: float,
+    stream: StreamFigures,
+) -> tuple[MonthlyCost, MonthlyCost]:
+    """The month on-demand and provisioned (the table's capacity modes; the rest is alike)."""
+    # A read of one entity's readings: its blocks, and one more that the range cuts at an edge.
+    blocks_read = workload.readings_per_read / typical.readings_per_block + 1
+    read_units_each = max(1, math.ceil(blocks_read * typical.block_bytes / READ_UNIT_BYTES)) / 2
+    readings = workload.avg_writes_per_s or workload.peak_writes_per_s
+    ingest = workload.ingest
+    gb_seconds = readings * ingest.ms_per_reading / 1000 * ingest.memory_mb / 1024 * SECONDS_PER_MONTH
+    shared = {
+        "storage": storage_gb * prices.storage_gb_month,
+        "stream": _stream_cost(workload, stream, prices),
+        "ingest_lambda": stream.invocations_per_s * SECONDS_PER_MONTH / 1e6 * prices.lambda_requests_per_million
+        + gb_seconds * prices.lambda_gb_second,
+    }
+    ondemand = MonthlyCost(
+        writes=avg_wcu * SECONDS_PER_MONTH / 1e6 * prices.ondemand_write_per_million,
+        reads=workload.reads_per_s * read_units_each * SECONDS_PER_MONTH / 1e6 * prices.ondemand_read_per_million,
+        **shared,
+    )
+    provisioned = MonthlyCost(
+        writes=math.ceil(peak_wcu) * HOURS_PER_MONTH * prices.provisioned_wcu_hour,
+        reads=math.ceil(workload.reads_per_s * read_units_each) * HOURS_PER_MONTH * prices.provisioned_rcu_hour,
+        **shared,
+    )
+    return ondemand, provisioned
+
+
+def _stream_cost(workload: Workload, stream: StreamFigures, prices: Prices) -> float:
+    if workload.ingest.kinesis_mode == "on_demand":
+        return (
+            stream.gb_in_per_month * (prices.kinesis_gb_in + prices.kinesis_gb_out)
+            + HOURS_PER_MONTH * prices.kinesis_stream_hour
+        )
+    units = stream.records_per_s * math.ceil(stream.record_bytes / PUT_PAYLOAD_UNIT_BYTES) * SECONDS_PER_MONTH
+    return (
+        stream.shards * HOURS_PER_MONTH * prices.kinesis_shard_hour + units / 1e6 * prices.kinesis_put_units_per_million
+    )

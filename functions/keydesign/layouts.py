@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from .blocks import (
+    BLOCK_ID_DIGITS,
     HIGH,
     MAX_BLOCK_ITEM_BYTES,
     MAX_BLOCK_READINGS,
@@ -402,7 +403,7 @@ class Layout:
                 if subs > 1:
                     for pk in self._hybrid_pks(entity_id, start, shard_map):
                         parts.append(PartitionQuery(table, pk, None, None, seg_from, seg_to, partial))
-        return QueryPlan(tuple(parts), None, from_ms, to_ms, dedupe=False)
+        return QueryPlan(tuple(parts), None, from_ms, to_ms, dedupe=self.can.dedupe)
 
     def _hybrid_pks(self, entity_id: str, bucket_start: int, shard_map: ShardMap) -> list[str]:
         base = shard_of(entity_id, shard_map.global_shards_at(bucket_start))
@@ -429,9 +430,9 @@ class Layout:
 _STAMP = r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z"
 _LABEL = r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}"
 _HYBRID_PK = re.compile(rf"^(\d{{4}})#({_LABEL})(?:#([^#]+)#(\d{{3}}))?\Z")
-_HYBRID_SK = re.compile(rf"^([^#]+)#{_STAMP}#[0-9a-f]{{16}}#([1-9]\d{{0,2}})\Z")
+_HYBRID_SK = re.compile(rf"^([^#]+)#{_STAMP}#[0-9a-f]{{{BLOCK_ID_DIGITS}}}#([1-9]\d{{0,2}})\Z")
 _SUFFIX_PK = re.compile(r"^([^#]+)#(\d{1,4})\Z")
-_SUFFIX_SK = re.compile(rf"^{_STAMP}#[0-9a-f]{{16}}#([1-9]\d{{0,2}})\Z")
+_SUFFIX_SK = re.compile(rf"^{_STAMP}#[0-9a-f]{{{BLOCK_ID_DIGITS}}}#([1-9]\d{{0,2}})\Z")
 
 
 @dataclass(frozen=True, slots=True)

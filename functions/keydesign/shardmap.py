@@ -14,6 +14,10 @@ for a boundary in the future. Writers cache the map for at most
 every writer before it takes effect (see :func:`earliest_change_boundary`).
 So for any bucket, readers and writers agree on exactly which partitions hold
 it: no dual writes, no backfill.
+
+Changes that took effect before the oldest reading anyone may still write or
+read are folded away (:meth:`ShardMap.compacted`), so the map holds the changes
+within retention and the counts in force, not every change ever made.
 """
 
 from __future__ import annotations
@@ -122,6 +126,40 @@ class ShardMap:
         entities[entity_id] = history
         return ShardMap(self.bucket, self.global_history, MappingProxyType(entities), self.version + 1)
 
+    def compacted(self, horizon_ms: int, *, entity_default: int | None) -> ShardMap:
+        """This map with every change in force at ``horizon_ms`` folded into the state it left.
+
+        Each history keeps its changes after ``horizon_ms`` and, of those at or before it,
+        only the last (the count in force at the horizon; the global one moves to the
+        epoch, where a global history starts). ``entity_default`` is the count an entity
+        without an entry has: 1 where entities share partitions (hybrid), None where it
+        is the global N. An entity whose count at the horizon is that default (and, for
+        None, stays equal to the global N until its next change) loses that entry, and
+        one left without entries leaves the map.
+
+        Every count at or after ``horizon_ms`` stays the same, with the default standing
+        for a dropped entry, so every plan for a range that starts at or after the horizon
+        does too. A map is compacted with a horizon no reading older than it may still be
+        written or read at (retention, plus a margin for clocks and cached maps). The
+        version is kept (a store that writes the result gives it the next one); ``self``
+        comes back when there is nothing to fold.
+        """
+        global_history = _fold(self.global_history, horizon_ms)
+        if global_history[0].effective_from_ms != 0:
+            global_history = (Change(0, global_history[0].shards), *global_history[1:])
+        entities: dict[str, tuple[Change, ...]] = {}
+        for entity_id, history in self.entity_history.items():
+            folded = _fold(history, horizon_ms)
+            if folded[0].effective_from_ms <= horizon_ms:
+                until = folded[1].effective_from_ms if len(folded) > 1 else None
+                if _is_default(folded[0].shards, entity_default, global_history, horizon_ms, until):
+                    folded = folded[1:]
+            if folded:
+                entities[entity_id] = folded
+        if global_history == self.global_history and entities == dict(self.entity_history):
+            return self
+        return ShardMap(self.bucket, global_history, MappingProxyType(entities), self.version)
+
     # -- serialisation -------------------------------------------------------
 
     def to_dict(self) -> dict[str, object]:
@@ -162,6 +200,24 @@ class ShardMap:
                 raise ConfigError("entities", str(exc)) from None
             entities[entity_id] = _parse_history(raw, bucket, f"entities.{entity_id}", MAX_ENTITY_SHARDS)
         return cls(bucket, global_history, MappingProxyType(entities), version)
+
+
+def _fold(history: tuple[Change, ...], horizon_ms: int) -> tuple[Change, ...]:
+    """``history`` from the last change at or before ``horizon_ms`` on."""
+    index = bisect.bisect_right([c.effective_from_ms for c in history], horizon_ms) - 1
+    return history[index:] if index > 0 else history
+
+
+def _is_default(
+    shards: int, default: int | None, global_history: tuple[Change, ...], from_ms: int, until_ms: int | None
+) -> bool:
+    """Whether an entity's own ``shards`` equals what it would have without them over [from, until)."""
+    if default is not None:
+        return shards == default
+    changes_between = any(
+        from_ms < c.effective_from_ms and (until_ms is None or c.effective_from_ms < until_ms) for c in global_history
+    )
+    return not changes_between and _count_at(global_history, from_ms) == shards
 
 
 def _change_dict(change: Change) -> dict[str, object]:

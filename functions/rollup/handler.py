@@ -7,7 +7,8 @@ raises (the Errors alarm); the next run starts again from the stored watermark.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, cast
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
@@ -17,17 +18,27 @@ from adapters.retry import Deadline
 from rollup.logic import RollupRunner, emit
 from rollup.settings import RollupSettings
 
-SETTINGS = RollupSettings.from_env()
-RUNNER = RollupRunner.from_settings(SETTINGS)
 #: Time kept back from the invocation's remaining time to save the watermark and return.
 MARGIN_MS = 5_000
+
+
+def create_handler(runner: RollupRunner) -> Callable[[dict[str, Any], LambdaContext], dict[str, Any]]:
+    """The handler around ``runner``. Lambda's is made below from the environment; the local
+    runtime makes its own around a runner on a clock ahead of the wall clock (compressed time)."""
+
+    @logger.inject_lambda_context(clear_state=True)
+    @tracer.capture_lambda_handler(capture_response=False)
+    @metrics.log_metrics(capture_cold_start_metric=True)
+    def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+        report = runner.run(Deadline.after_ms(context.get_remaining_time_in_millis() - MARGIN_MS))
+        emit(report)
+        return report.summary()
+
+    # Powertools' decorators are untyped: the handler is the function above, as declared.
+    return cast("Callable[[dict[str, Any], LambdaContext], dict[str, Any]]", handler)
+
+
+SETTINGS = RollupSettings.from_env()
+RUNNER = RollupRunner.from_settings(SETTINGS)
+handler = create_handler(RUNNER)
 tune_collector()  # last: everything above is init
-
-
-@logger.inject_lambda_context(clear_state=True)
-@tracer.capture_lambda_handler(capture_response=False)
-@metrics.log_metrics(capture_cold_start_metric=True)
-def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    report = RUNNER.run(Deadline.after_ms(context.get_remaining_time_in_millis() - MARGIN_MS))
-    emit(report)
-    return report.summary()

@@ -11,7 +11,8 @@ against the same fault, would rarely help).
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, cast
 
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -22,23 +23,34 @@ from rotator.logic import Rotator
 from rotator.request import InvalidRequest, RotationRequest
 from rotator.settings import RotatorSettings
 
+
+def create_handler(
+    rotator: Rotator, settings: RotatorSettings
+) -> Callable[[dict[str, Any], LambdaContext], dict[str, Any]]:
+    """The handler around ``rotator``. Lambda's is made below from the environment; the local
+    runtime makes its own around a Rotator whose Lambda client is its in-process mapping API."""
+
+    @logger.inject_lambda_context(clear_state=True)
+    @tracer.capture_lambda_handler(capture_response=False)
+    @metrics.log_metrics(capture_cold_start_metric=True)
+    def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+        try:
+            request = RotationRequest.from_event(
+                event, dry_run_default=settings.dry_run, allow_now_override=settings.allow_now_override
+            )
+        except InvalidRequest:
+            metrics.add_metric(name="RotationRequestsRefused", unit=MetricUnit.Count, value=1)
+            raise
+        summary = rotator.run(
+            now_ms=request.now_ms, dry_run=request.dry_run, budget_ms=context.get_remaining_time_in_millis()
+        )
+        return summary.to_dict()
+
+    # Powertools' decorators are untyped: the handler is the function above, as declared.
+    return cast("Callable[[dict[str, Any], LambdaContext], dict[str, Any]]", handler)
+
+
 SETTINGS = RotatorSettings.from_env()
 ROTATOR = Rotator.from_settings(SETTINGS)
+handler = create_handler(ROTATOR, SETTINGS)
 tune_collector()  # last: everything above is init
-
-
-@logger.inject_lambda_context(clear_state=True)
-@tracer.capture_lambda_handler(capture_response=False)
-@metrics.log_metrics(capture_cold_start_metric=True)
-def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    try:
-        request = RotationRequest.from_event(
-            event, dry_run_default=SETTINGS.dry_run, allow_now_override=SETTINGS.allow_now_override
-        )
-    except InvalidRequest:
-        metrics.add_metric(name="RotationRequestsRefused", unit=MetricUnit.Count, value=1)
-        raise
-    summary = ROTATOR.run(
-        now_ms=request.now_ms, dry_run=request.dry_run, budget_ms=context.get_remaining_time_in_millis()
-    )
-    return summary.to_dict()

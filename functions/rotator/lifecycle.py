@@ -5,12 +5,20 @@ A table holds the readings whose event time falls in its period
 
 * ``upcoming``  its period has not begun: prebuilt, waiting for traffic;
 * ``current``   its period holds ``now``: every on-time reading goes there;
-* ``grace``     its period ended less than GRACE + DIAL_DOWN_DELAY ago: ingest
-                takes late readings until ``end + GRACE``, and writes already
-                accepted may still land during DIAL_DOWN_DELAY;
-* ``cold``      nobody writes any more: capacity is dialled down;
-* ``expired``   its newest reading is older than RETENTION (``now >= end +
-                RETENTION``): exported if configured, then dropped.
+* ``grace``     its period ended less than GRACE + DIAL_DOWN_DELAY ago: it keeps
+                its full setup while late readings still arrive at full rate
+                (and writes already accepted land during DIAL_DOWN_DELAY);
+* ``cold``      closed: it sheds what costs money idle (provisioned capacity,
+                alarms, mapping, Contributor Insights) but stays writable, for
+                readings up to MAX_AGE old may still arrive;
+* ``expired``   past :meth:`Lifecycle.expires_at`: its newest reading is older
+                than RETENTION and no reading can reach it any more (MAX_AGE
+                plus DIAL_DOWN_DELAY after its end): exported if configured,
+                then dropped.
+
+A cold table's steps fall due at known times, so a run looks at a cold table
+only then (:meth:`Lifecycle.closing`, :meth:`Lifecycle.class_review_due`), not
+on every run: that is what keeps a run's work bounded with hundreds of tables.
 
 Nothing here calls AWS, so every rule is tested on its own, including the one
 that matters most: :meth:`Lifecycle.check_deletable`, which refuses to let a
@@ -26,12 +34,14 @@ from enum import StrEnum
 
 from keydesign import Layout, TablePeriod
 from keydesign.timefmt import MAX_TS_MS, from_datetime
+from rotator.settings import RotatorSettings
 
 HOUR_MS = 3_600_000
 DAY_MS = 86_400_000
-#: DynamoDB allows four decreases of a table's provisioned throughput at any
-#: time in a UTC day, then one more per hour that follows an hour without one.
-FREE_DECREASES_PER_DAY = 4
+#: How long a closed table is watched before its table class is decided: a day of
+#: its reads and writes as a closed table (and DynamoDB refreshes TableSizeBytes
+#: about every six hours, so its size is known by then).
+CLASS_REVIEW_AFTER_MS = DAY_MS
 
 _LABELS = {
     "hour": re.compile(r"(\d{4})-(\d{2})-(\d{2})-(\d{2})", re.ASCII),
@@ -49,8 +59,8 @@ class Phase(StrEnum):
     EXPIRED = "expired"
 
     @property
-    def writable(self) -> bool:
-        """Readings may still be written to a table in this phase."""
+    def open(self) -> bool:
+        """The table is set up in full: full capacity, TTL, PITR, mapping, alarms, Contributor Insights."""
         return self in (Phase.UPCOMING, Phase.CURRENT, Phase.GRACE)
 
 
@@ -83,12 +93,28 @@ class Lifecycle:
     grace_ms: int
     dial_down_delay_ms: int
     retention_ms: int
+    #: How old a reading ingest still takes (MAX_AGE): a closed table takes writes until then.
+    max_age_ms: int
 
     def __post_init__(self) -> None:
         if self.layout.table_period != self.period:
             raise ValueError("the lifecycle's period must be the layout's table period")
         if self.grace_ms + self.dial_down_delay_ms >= self.retention_ms:
             raise ValueError("grace plus dial-down delay must be shorter than retention")
+        if self.max_age_ms > self.retention_ms:
+            raise ValueError("max age must not exceed retention")
+
+    @classmethod
+    def from_settings(cls, settings: RotatorSettings) -> Lifecycle:
+        return cls(
+            layout=settings.common.layout,
+            period=settings.period,
+            prebuild_periods=settings.prebuild_periods,
+            grace_ms=settings.grace_ms,
+            dial_down_delay_ms=settings.dial_down_delay_ms,
+            retention_ms=settings.retention_ms,
+            max_age_ms=settings.max_age_ms,
+        )
 
     # -- naming ---------------------------------------------------------------
 
@@ -146,12 +172,33 @@ class Lifecycle:
         return table.end_ms + self.grace_ms
 
     def dial_down_at(self, table: PeriodTable) -> int:
-        """When no accepted reading can still be on its way to the table."""
+        """When the table closes: no reading accepted within GRACE can still be on its way."""
         return table.end_ms + self.grace_ms + self.dial_down_delay_ms
 
+    def last_write_at(self, table: PeriodTable) -> int:
+        """When no reading can reach the table any more: ingest takes a reading up to MAX_AGE
+        old (the newest a table holds is just before its end), and a write it accepted may
+        land DIAL_DOWN_DELAY later (which covers ingest's timeout)."""
+        return table.end_ms + self.max_age_ms + self.dial_down_delay_ms
+
     def expires_at(self, table: PeriodTable) -> int:
-        """When the table's newest reading has been kept for RETENTION."""
-        return table.end_ms + self.retention_ms
+        """When the table may be exported and dropped: its newest reading has been kept for
+        RETENTION, and no write can still land (an export started earlier could miss one)."""
+        return max(table.end_ms + self.retention_ms, self.last_write_at(table))
+
+    def closing(self, table: PeriodTable, now_ms: int) -> bool:
+        """The table closed less than one of its periods ago: the runs of that window shed
+        what it no longer needs (one period is a handful of runs whatever the period)."""
+        closed = self.dial_down_at(table)
+        return closed <= now_ms < closed + (table.end_ms - table.start_ms)
+
+    def class_review_at(self, table: PeriodTable) -> int:
+        """When a closed table's table class is decided, on its first day of closed traffic."""
+        return self.dial_down_at(table) + CLASS_REVIEW_AFTER_MS
+
+    def class_review_due(self, table: PeriodTable, now_ms: int) -> bool:
+        review = self.class_review_at(table)
+        return review <= now_ms < review + (table.end_ms - table.start_ms) and now_ms < self.expires_at(table)
 
     def wanted(self, now_ms: int) -> list[PeriodTable]:
         """Tables that must exist now, most urgent first: the current period's,
@@ -183,8 +230,10 @@ class Lifecycle:
             raise DeletionRefused(table.name, "its period still takes late readings")
         if now_ms < self.dial_down_at(table):
             raise DeletionRefused(table.name, "readings accepted in its grace window may still be landing")
-        if now_ms < self.expires_at(table):
+        if now_ms < table.end_ms + self.retention_ms:
             raise DeletionRefused(table.name, "it holds readings younger than the retention period")
+        if now_ms < self.last_write_at(table):
+            raise DeletionRefused(table.name, "readings up to MAX_AGE old may still be written to it")
 
 
 def _period_start(period: str, numbers: list[int]) -> datetime:
@@ -197,24 +246,3 @@ def _period_start(period: str, numbers: list[int]) -> datetime:
     if period == "day":
         return datetime(numbers[0], numbers[1], numbers[2], tzinfo=UTC)
     return datetime(numbers[0], numbers[1], numbers[2], numbers[3], tzinfo=UTC)
-
-
-def next_decrease_at(decreases_today: int, last_decrease_ms: int | None, now_ms: int) -> int | None:
-    """None when DynamoDB allows a provisioned-throughput decrease at ``now_ms``,
-    else the earliest time it will.
-
-    The rule (DynamoDB quotas): four decreases at any time in a UTC day, then
-    one more each time an hour has passed since the last decrease; the count
-    resets at midnight UTC. ``decreases_today`` and ``last_decrease_ms`` come
-    from DescribeTable, so decreases made by anyone (an operator, another run)
-    are counted, not only ours.
-    """
-    day_start = now_ms - now_ms % DAY_MS
-    if last_decrease_ms is None or last_decrease_ms < day_start:
-        return None
-    if decreases_today < FREE_DECREASES_PER_DAY:
-        return None
-    hourly = last_decrease_ms + HOUR_MS
-    if now_ms >= hourly:
-        return None
-    return min(hourly, day_start + DAY_MS)

@@ -14,21 +14,28 @@ One run, in order:
 2. list the tables, keep those named exactly ``<prefix>-<period label>``;
 3. create the tables that must exist and do not: the current period's, the
    next PREBUILD_PERIODS, and earlier ones still taking late readings;
-4. walk every table of ours, most urgent first, and move it along: set up
-   (TTL, PITR, stream, mapping, alarms, capacity) while writable; dial down
-   once cold; export and drop once expired;
-5. remove mappings and alarms whose table is gone.
+4. look at the tables that can need something now, most urgent first: every
+   open one (set up: stream, TTL, PITR, Contributor Insights, capacity,
+   mapping, alarms); a closed one in the period after it closed (on-demand,
+   Contributor Insights off) and on its class-review day (Standard-IA); a
+   few more closed ones in turn, to catch what those windows missed; and
+   the oldest expired ones (export, drop). Every other closed table needs
+   nothing and is not described, so the work of a run does not grow with the
+   number of tables (hundreds with hourly ones);
+5. decide the table class of the closed tables reviewed (one CloudWatch call);
+6. remove the mappings and alarms of every table that is not open (closed,
+   expired, or gone).
 
-What cannot be done now (a table still CREATING, the capacity-decrease budget
-spent, DynamoDB's LimitExceededException, the run's time running out) is
-skipped with its reason and done by a later run. A failed call is recorded
-and the run goes on with the next step or table.
+What cannot be done now (a table still CREATING, DynamoDB's
+LimitExceededException, the run's time running out) is skipped with its
+reason and done by a later run. A failed call is recorded and the run goes on
+with the next step or table.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, TypeVar
@@ -39,26 +46,36 @@ from botocore.exceptions import ClientError
 from adapters.clients import client
 from adapters.observability import logger, metrics, tracer
 from adapters.retry import Clock, Deadline
-from keydesign import format_ts
-from rotator.alarms import AlarmApi, CloudWatchAlarms, ExistingAlarm
-from rotator.lifecycle import DeletionRefused, Lifecycle, PeriodTable, Phase, next_decrease_at
+from rotator.alarms import DELETE_BATCH, AlarmApi, CloudWatchAlarms, ExistingAlarm
+from rotator.lifecycle import CLASS_REVIEW_AFTER_MS, HOUR_MS, DeletionRefused, Lifecycle, PeriodTable, Phase
 from rotator.settings import RotatorSettings
 from rotator.specs import (
     ALARM_MARKER,
     STREAM_VIEW,
     TTL_ATTRIBUTE,
-    alarm_names,
     alarm_requests,
     create_mapping_request,
     create_table_request,
     export_client_token,
+    insights_mode,
     is_managed,
     mapping_drift,
     table_of_alarm,
 )
 from rotator.stream_mappings import LambdaMappings, MappingApi, StreamMapping
 from rotator.summary import DialDown, RunSummary
-from rotator.tables import DynamoTables, TableApi, TableState, error_code, error_message
+from rotator.table_class import storage_dominates
+from rotator.tables import (
+    INFREQUENT_ACCESS,
+    STANDARD,
+    DynamoTables,
+    InsightsMode,
+    TableApi,
+    TableState,
+    error_code,
+    error_message,
+)
+from rotator.usage import CloudWatchUsage, UsageApi
 
 T = TypeVar("T")
 
@@ -72,6 +89,15 @@ _LATER = {
 }
 #: Table statuses in which UpdateTable and DeleteTable are refused.
 _STEADY = "ACTIVE"
+#: Closed tables looked at again each run, in turn, beyond those whose step is due: they catch
+#: what a due window missed (the rotator stopped, the table operation limit). With 720 closed
+#: tables each is seen again within 720 / 12 = 60 hours.
+AUDITED_PER_RUN = 12
+#: Expired tables looked at per run (oldest first), at least MAX_DELETES_PER_RUN.
+EXPIRED_PER_RUN = 10
+#: Stale mappings deleted per run (one call each) and stale alarms (100 per call).
+MAPPING_DELETES_PER_RUN = 25
+ALARM_DELETES_PER_RUN = 5 * DELETE_BATCH
 
 
 def wall_clock_ms() -> int:
@@ -95,21 +121,16 @@ class Rotator:
         tables: TableApi,
         mappings: MappingApi | None = None,
         alarms: AlarmApi | None = None,
+        usage: UsageApi | None = None,
         clock_ms: Callable[[], int] = wall_clock_ms,
         monotonic: Clock = time.monotonic,
     ) -> None:
         self.settings = settings
-        self.lifecycle = Lifecycle(
-            layout=settings.common.layout,
-            period=settings.period,
-            prebuild_periods=settings.prebuild_periods,
-            grace_ms=settings.grace_ms,
-            dial_down_delay_ms=settings.dial_down_delay_ms,
-            retention_ms=settings.retention_ms,
-        )
+        self.lifecycle = Lifecycle.from_settings(settings)
         self.tables = tables
         self.mappings = mappings if settings.mapping is not None else None
         self.alarms = alarms if settings.alarms is not None else None
+        self.usage = usage if settings.infrequent_access_storage_percent is not None else None
         self._clock_ms = clock_ms
         self._monotonic = monotonic
 
@@ -125,6 +146,7 @@ class Rotator:
     ) -> Rotator:
         """Wire the data access on the given clients (a moto one, or one with fault
         hooks), or on the process-wide ones."""
+        watch = cloudwatch if cloudwatch is not None else client("cloudwatch")
         return cls(
             settings=settings,
             tables=DynamoTables(dynamodb if dynamodb is not None else client("dynamodb")),
@@ -133,11 +155,8 @@ class Rotator:
                 if settings.mapping is not None
                 else None
             ),
-            alarms=(
-                CloudWatchAlarms(cloudwatch if cloudwatch is not None else client("cloudwatch"))
-                if settings.alarms is not None
-                else None
-            ),
+            alarms=CloudWatchAlarms(watch) if settings.alarms is not None else None,
+            usage=CloudWatchUsage(watch) if settings.infrequent_access_storage_percent is not None else None,
             clock_ms=clock_ms,
         )
 
@@ -178,6 +197,14 @@ class _Run:
     statuses: dict[str, str] = field(default_factory=dict)
     #: Tables this run sent an UpdateTable to: a second one would find them UPDATING.
     updating: set[str] = field(default_factory=set)
+    #: Whether each table looked at carries this rotator's ownership tags (read once a run, when needed).
+    owned: dict[str, bool] = field(default_factory=dict)
+    #: Existing tables of ours that are open: the only ones that keep a mapping and alarms.
+    open_tables: set[str] = field(default_factory=set)
+    #: Closed Standard tables due for their table-class decision.
+    class_candidates: list[tuple[PeriodTable, TableState]] = field(default_factory=list)
+    #: Mapping UUIDs and alarm names removed this run (the snapshot still lists them).
+    removed: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         lifecycle = self.rotator.lifecycle
@@ -214,21 +241,52 @@ class _Run:
         for table in wanted:
             if table.name not in ours and self._create(table):
                 ours[table.name] = table
-        for table in sorted(ours.values(), key=partial(self._urgency, {t.name: i for i, t in enumerate(wanted)})):
+        for table in ours.values():
+            phase = self.lifecycle.phase(table, self.now)
+            self.summary.phases[table.name] = phase.value
+            if phase.open:
+                self.open_tables.add(table.name)
+        for table in self._due(ours, wanted):
             self._guarded(table.name, "tend", partial(self._tend, table))
-        self._sweep(set(names) | set(ours))
+        if self.class_candidates:
+            self._guarded("*", "table_class", self._review_classes)
+        self._sweep()
         self.summary.periods_ready = self._periods_ready()
         return self.summary
 
-    def _urgency(self, wanted: dict[str, int], table: PeriodTable) -> tuple[int, int]:
-        """Order of work: the wanted tables as :meth:`Lifecycle.wanted` ranks them,
-        then the others newest first, except expired ones, oldest first (the
-        per-run deletion cap then drops the oldest)."""
-        if table.name in wanted:
-            return (0, wanted[table.name])
-        if self.lifecycle.phase(table, self.now) is Phase.EXPIRED:
-            return (2, table.start_ms)
-        return (1, -table.start_ms)
+    def _due(self, ours: Mapping[str, PeriodTable], wanted: list[PeriodTable]) -> list[PeriodTable]:
+        """The tables this run looks at, most urgent first (see the module docstring).
+
+        Open tables in the order :meth:`Lifecycle.wanted` ranks them; closed tables whose
+        step falls due now, newest first; :data:`AUDITED_PER_RUN` other closed tables in
+        turn; then the oldest expired tables (the per-run deletion cap drops the oldest).
+        """
+        rank = {t.name: i for i, t in enumerate(wanted)}
+        open_, due, idle, expired = [], [], [], []
+        reviews = self.rotator.usage is not None
+        for table in ours.values():
+            phase = self.lifecycle.phase(table, self.now)
+            if phase.open:
+                open_.append(table)
+            elif phase is Phase.EXPIRED:
+                expired.append(table)
+            elif self.lifecycle.closing(table, self.now) or (
+                reviews and self.lifecycle.class_review_due(table, self.now)
+            ):
+                due.append(table)
+            else:
+                idle.append(table)
+        open_.sort(key=lambda t: (rank.get(t.name, len(rank)), -t.start_ms))
+        due.sort(key=lambda t: -t.start_ms)
+        idle.sort(key=lambda t: t.start_ms)
+        # In turn: the slice moves on every hour, so every closed table comes round.
+        first = (self.now // HOUR_MS * AUDITED_PER_RUN) % len(idle) if idle else 0
+        audited = [idle[(first + i) % len(idle)] for i in range(min(AUDITED_PER_RUN, len(idle)))]
+        expired.sort(key=lambda t: t.start_ms)
+        most = max(EXPIRED_PER_RUN, self.settings.max_deletes_per_run)
+        if len(expired) > most:
+            self.summary.skip("*", f"{len(expired) - most} more expired tables: looked at by the next runs")
+        return open_ + due + audited + expired[:most]
 
     def _snapshot(self) -> None:
         """Read the mappings and alarms once, before the tables (see the module docstring)."""
@@ -312,6 +370,7 @@ class _Run:
             return False
         if state is not None:
             self.summary.created.append(table.name)
+            self.owned[table.name] = True  # created here, with the ownership tags
         # Created here or by a concurrent run (None): either way it exists, tend it below.
         return True
 
@@ -319,7 +378,6 @@ class _Run:
 
     def _tend(self, table: PeriodTable) -> None:
         phase = self.lifecycle.phase(table, self.now)
-        self.summary.phases[table.name] = phase.value
         state = self._call(table.name, "describe_table", partial(self.rotator.tables.describe, table.name))
         if isinstance(state, _Failed):
             return
@@ -335,18 +393,32 @@ class _Run:
             return
         if phase is Phase.EXPIRED:
             self._retire(table, state)
-            return
-        self._drop_stale_mappings(table, state)
-        if phase.writable:
+        elif phase.open:
+            self._drop_stale_mappings(table, state)
             self._set_up(table, state, phase)
         else:
-            self._keep_alarms(table)
-            self._dial_down(table, state)
+            self._close(table, state)
+
+    def _owned(self, table: PeriodTable, state: TableState, step: str) -> bool:
+        """Only tables this rotator created are changed (their setup, capacity, class) or dropped:
+        their tags say so, and its role is allowed those changes only on them. Read once a run."""
+        if table.name not in self.owned:
+            tags = self._call(table.name, "list_tags_of_resource", partial(self.rotator.tables.tags, state.arn))
+            if isinstance(tags, _Failed):
+                return False
+            self.owned[table.name] = is_managed(tags, self.settings)
+            if not self.owned[table.name]:
+                self.summary.skip(
+                    table.name,
+                    f"{step}: not created by this rotator (tags timeseries:managed-by / timeseries:table-prefix "
+                    "missing); left alone",
+                )
+        return self.owned[table.name]
 
     def _set_up(self, table: PeriodTable, state: TableState, phase: Phase) -> None:
-        """Finish a writable table's setup: stream, TTL, PITR, capacity, mapping, alarms."""
+        """Finish an open table's setup: stream, TTL, PITR, Contributor Insights, capacity, mapping, alarms."""
         tables = self.rotator.tables
-        if state.stream_arn is None:
+        if state.stream_arn is None and self._owned(table, state, "setup"):
             stream = {"StreamSpecification": {"StreamEnabled": True, "StreamViewType": STREAM_VIEW}}
             if self._update(table, state, "stream", stream):
                 self.summary.configure(table.name, "stream")
@@ -354,16 +426,23 @@ class _Run:
         if not isinstance(ttl, _Failed):
             status, attribute = ttl
             if status == "DISABLED":
-                if self._do(table.name, "update_time_to_live", partial(tables.enable_ttl, table.name, TTL_ATTRIBUTE)):
+                if self._owned(table, state, "setup") and self._do(
+                    table.name, "update_time_to_live", partial(tables.enable_ttl, table.name, TTL_ATTRIBUTE)
+                ):
                     self.summary.configure(table.name, "ttl")
             elif attribute != TTL_ATTRIBUTE:
                 self.summary.skip(table.name, f"TTL is {status} on {attribute!r}, not {TTL_ATTRIBUTE!r}; left alone")
         if self.settings.point_in_time_recovery:
             enabled = self._call(table.name, "describe_continuous_backups", partial(tables.pitr_enabled, table.name))
-            if enabled is False and self._do(
-                table.name, "update_continuous_backups", partial(tables.enable_pitr, table.name)
+            if (
+                enabled is False
+                and self._owned(table, state, "setup")
+                and self._do(table.name, "update_continuous_backups", partial(tables.enable_pitr, table.name))
             ):
                 self.summary.configure(table.name, "point_in_time_recovery")
+        mode = insights_mode(self.settings)
+        if mode is not None:
+            self._keep_insights(table, state, mode)
         if phase in (Phase.UPCOMING, Phase.CURRENT):
             self._raise_capacity(table, state)
         self._keep_mapping(table, state)
@@ -377,16 +456,39 @@ class _Run:
             write = max(state.write_units, capacity.write_capacity)
             read = max(state.read_units, capacity.read_capacity)
             throughput = {"ReadCapacityUnits": read, "WriteCapacityUnits": write}
-            if (write, read) != (state.write_units, state.read_units) and self._update(
-                table, state, "capacity_raised", {"ProvisionedThroughput": throughput}
+            if (
+                (write, read) != (state.write_units, state.read_units)
+                and self._owned(table, state, "capacity")
+                and self._update(table, state, "capacity_raised", {"ProvisionedThroughput": throughput})
             ):
                 self.summary.configure(table.name, "capacity_raised")
         elif not state.provisioned and capacity.warm_writes_per_s is not None:
             warm = {"WarmThroughput": {"WriteUnitsPerSecond": capacity.warm_writes_per_s}}
-            if (state.warm_write_units or 0) < capacity.warm_writes_per_s and self._update(
-                table, state, "warm_throughput", warm
+            if (
+                (state.warm_write_units or 0) < capacity.warm_writes_per_s
+                and self._owned(table, state, "capacity")
+                and self._update(table, state, "warm_throughput", warm)
             ):
                 self.summary.configure(table.name, "warm_throughput")
+
+    def _keep_insights(self, table: PeriodTable, state: TableState, mode: InsightsMode | None) -> None:
+        """Contributor Insights in ``mode`` (None: off). A change in progress (ENABLING,
+        DISABLING) is left to finish; a FAILED one is tried again."""
+        tables = self.rotator.tables
+        found = self._call(table.name, "describe_contributor_insights", partial(tables.insights, table.name))
+        if isinstance(found, _Failed):
+            return
+        status, current = found
+        if mode is None:
+            change = status == "ENABLED"
+        else:
+            change = status in ("DISABLED", "FAILED") or (status == "ENABLED" and current != mode)
+        if (
+            change
+            and self._owned(table, state, "contributor insights")
+            and self._do(table.name, "update_contributor_insights", partial(tables.set_insights, table.name, mode))
+        ):
+            self.summary.configure(table.name, "contributor_insights" if mode else "contributor_insights_off")
 
     def _update(self, table: PeriodTable, state: TableState, step: str, changes: dict[str, Any]) -> bool:
         """One UpdateTable, if the table can take it now. True when done (or, dry, would be)."""
@@ -446,10 +548,11 @@ class _Run:
         api = self.rotator.mappings
         if api is None:
             return False
-        if mapping.state == "Deleting":
+        if mapping.state == "Deleting" or mapping.uuid in self.removed:
             return True
         if not self._do(table, "delete_event_source_mapping", partial(api.delete, mapping.uuid)):
             return False
+        self.removed.add(mapping.uuid)
         self.summary.removed.append(f"stream mapping {mapping.uuid} ({table})")
         return True
 
@@ -473,57 +576,72 @@ class _Run:
 
     def _remove_alarms(self, table: str, names: list[str]) -> bool:
         api = self.rotator.alarms
+        names = [name for name in names if name not in self.removed]
         if api is None or not names:
             return True
         if not self._do(table, "delete_alarms", partial(api.delete, names)):
             return False
+        self.removed.update(names)
         self.summary.removed.extend(f"alarm {name}" for name in names)
         return True
 
-    # -- cold tables --------------------------------------------------------------
+    def _alarms_of(self, table: str) -> list[str]:
+        """The rotator's alarms of ``table`` in the snapshot."""
+        if self.alarms is None:
+            return []
+        return [
+            alarm.name
+            for alarm in self.alarms.values()
+            if table_of_alarm(alarm.name) == table and alarm.description.startswith(ALARM_MARKER)
+        ]
 
-    def _dial_down(self, table: PeriodTable, state: TableState) -> None:
-        """Write capacity to the minimum, read capacity to what old data needs."""
-        if not state.provisioned:
-            return  # on-demand: nothing is paid for idle capacity
-        capacity = self.settings.capacity
-        write, read = capacity.min_write_capacity, capacity.old_read_capacity
-        if (state.write_units, state.read_units) == (write, read):
-            return
-        if write < state.write_units or read < state.read_units:
-            allowed_at = next_decrease_at(state.decreases_today, state.last_decrease_ms, self.now)
-            if allowed_at is not None:
-                self.summary.skip(
-                    table.name,
-                    f"dial-down: DynamoDB's capacity-decrease budget is spent ({state.decreases_today} today); "
-                    f"next allowed at {format_ts(allowed_at)}",
-                )
-                return
-        if not self._ours(table, state, "dial-down"):
-            return
-        throughput = {"ReadCapacityUnits": read, "WriteCapacityUnits": write}
-        if self._update(table, state, "dial-down", {"ProvisionedThroughput": throughput}):
-            self.summary.dialled_down.append(DialDown(table.name, (state.write_units, write), (state.read_units, read)))
+    # -- closed tables --------------------------------------------------------------
 
-    def _ours(self, table: PeriodTable, state: TableState, step: str) -> bool:
-        """Only tables this rotator created are dialled down or dropped: their tags say so."""
-        tags = self._call(table.name, "list_tags_of_resource", partial(self.rotator.tables.tags, state.arn))
-        if isinstance(tags, _Failed):
-            return False
-        if not is_managed(tags, self.settings):
-            self.summary.skip(
-                table.name,
-                f"{step}: not created by this rotator (tags timeseries:managed-by / timeseries:table-prefix "
-                "missing); left alone",
-            )
-            return False
-        return True
+    def _close(self, table: PeriodTable, state: TableState) -> None:
+        """A closed table pays for nothing idle: no provisioned capacity (on-demand, once), no
+        Contributor Insights; and, once its class review is due, maybe Standard-IA. It stays
+        writable: late readings up to MAX_AGE old may still arrive."""
+        if (
+            state.provisioned
+            and self._owned(table, state, "on-demand")
+            and self._update(table, state, "on-demand", {"BillingMode": "PAY_PER_REQUEST"})
+        ):
+            self.summary.dialled_down.append(DialDown(table.name, (state.write_units, 0), (state.read_units, 0)))
+        if insights_mode(self.settings) is not None:
+            self._keep_insights(table, state, None)
+        if (
+            self.rotator.usage is not None
+            and state.table_class == STANDARD
+            and table.name not in self.updating  # switched to on-demand this run: one UpdateTable at a time
+            and self.now >= self.lifecycle.class_review_at(table)
+        ):
+            self.class_candidates.append((table, state))
+
+    def _review_classes(self) -> None:
+        """Move each reviewed closed table whose storage dominates its cost to Standard-IA
+        (:mod:`rotator.table_class`): one CloudWatch call for all of them."""
+        usage_api, percent = self.rotator.usage, self.settings.infrequent_access_storage_percent
+        if usage_api is None or percent is None:
+            return
+        candidates = [(t, s) for t, s in self.class_candidates if self._owned(t, s, "table class")]
+        if not candidates:
+            return
+        names = [t.name for t, _ in candidates]
+        window = partial(usage_api.consumed, names, self.now - CLASS_REVIEW_AFTER_MS, self.now)
+        usage = self._call("*", "get_metric_data", window)
+        if isinstance(usage, _Failed):
+            return
+        for table, state in candidates:
+            if storage_dominates(state.size_bytes, usage[table.name], percent) and self._update(
+                table, state, "infrequent_access", {"TableClass": INFREQUENT_ACCESS}
+            ):
+                self.summary.configure(table.name, "infrequent_access")
 
     # -- expired tables -------------------------------------------------------------
 
     def _retire(self, table: PeriodTable, state: TableState) -> None:
         """Export (if configured), then remove the mapping, the alarms and the table."""
-        if not self._ours(table, state, "drop"):
+        if not self._owned(table, state, "drop"):
             return
         try:
             self.lifecycle.check_deletable(table, self.now)
@@ -547,9 +665,7 @@ class _Run:
             [self._remove_mapping(table.name, m) for m in self.mappings.get(table.name, [])]
         ):
             return
-        if self.alarms is not None and not self._remove_alarms(
-            table.name, [name for name in alarm_names(table.name) if name in self.alarms]
-        ):
+        if not self._remove_alarms(table.name, self._alarms_of(table.name)):
             return
         tables = self.rotator.tables
         unprotect = partial(tables.update, table.name, {"DeletionProtectionEnabled": False})
@@ -615,30 +731,52 @@ class _Run:
         self.summary.exports_started.append(table.name)
         return False
 
-    # -- orphans ----------------------------------------------------------------------
+    # -- what only open tables keep ---------------------------------------------------
 
-    def _sweep(self, existing: set[str]) -> None:
-        """Remove mappings and alarms of ours whose table no longer exists.
+    def _sheds(self, name: str) -> bool:
+        """True when ``name`` is a table of ours that must have no mapping and no alarms: not an
+        open table, and (checked apart from the phases, as the deletion guard is) not the current
+        or a future period's, whatever the phases say."""
+        table = self.lifecycle.parse(name)
+        return (
+            table is not None
+            and name not in self.open_tables
+            and table.start_ms < self.lifecycle.period.start(self.now)
+        )
+
+    def _sweep(self) -> None:
+        """Remove the mappings and alarms of every table of ours that is not open: closed,
+        expired, or gone (dropped by hand). A closed table's are removed in the run that
+        finds it closed; at most :data:`MAPPING_DELETES_PER_RUN` mappings and
+        :data:`ALARM_DELETES_PER_RUN` alarms go per run (hundreds are left only by a
+        deployment from before closed tables shed them).
 
         The snapshot was taken before the listing, so a mapping or alarm in it
         was made after its table was, hence before the listing: a table missing
         from the listing was dropped, not "too new to be listed".
         """
         if self.mappings is not None:
-            for name, mappings in self.mappings.items():
-                if name not in existing and self.lifecycle.parse(name) is not None:
-                    for mapping in mappings:
-                        self._guarded(name, "sweep", partial(self._remove_mapping, name, mapping))
+            stale = [
+                (name, mapping)
+                for name, mappings in sorted(self.mappings.items())
+                if self._sheds(name)
+                for mapping in mappings
+                if mapping.uuid not in self.removed and mapping.state != "Deleting"
+            ]
+            if len(stale) > MAPPING_DELETES_PER_RUN:
+                self.summary.skip("*", f"{len(stale) - MAPPING_DELETES_PER_RUN} more stale stream mappings: next runs")
+            for name, mapping in stale[:MAPPING_DELETES_PER_RUN]:
+                self._guarded(name, "sweep", partial(self._remove_mapping, name, mapping))
         if self.alarms is not None:
-            orphans: dict[str, list[str]] = {}
-            for alarm in self.alarms.values():
-                table = table_of_alarm(alarm.name)
-                if (
-                    table is not None
-                    and table not in existing
-                    and self.lifecycle.parse(table) is not None
-                    and alarm.description.startswith(ALARM_MARKER)
-                ):
-                    orphans.setdefault(table, []).append(alarm.name)
-            for table, names in orphans.items():
-                self._guarded(table, "sweep", partial(self._remove_alarms, table, names))
+            orphans = [
+                alarm.name
+                for alarm in sorted(self.alarms.values(), key=lambda a: a.name)
+                if (table := table_of_alarm(alarm.name)) is not None
+                and self._sheds(table)
+                and alarm.description.startswith(ALARM_MARKER)
+                and alarm.name not in self.removed
+            ]
+            if len(orphans) > ALARM_DELETES_PER_RUN:
+                self.summary.skip("*", f"{len(orphans) - ALARM_DELETES_PER_RUN} more stale alarms: next runs")
+            if orphans:
+                self._guarded("*", "sweep", partial(self._remove_alarms, "*", orphans[:ALARM_DELETES_PER_RUN]))

@@ -83,29 +83,26 @@ class ExportSettings:
 
 @dataclass(frozen=True, slots=True)
 class CapacitySettings:
-    """Capacity of new tables and of cold ones."""
+    """Capacity of new tables (a closed table is on-demand, whatever it was made with)."""
 
     billing_mode: BillingMode
     write_capacity: int | None
     read_capacity: int
-    min_write_capacity: int
-    old_read_capacity: int
     warm_writes_per_s: int | None
 
 
 class RotatorSettings(CommonSettings):
     dial_down_delay_ms: DurationMs = env("DIAL_DOWN_DELAY", "15m")
-    """Extra wait after GRACE before capacity is dialled down."""
+    """Extra wait after GRACE before a table is closed (covers ingest's timeout)."""
+    max_age: DurationMs | None = env("MAX_AGE", None)
+    """Ingest's MAX_AGE (<= RETENTION; unset: RETENTION): no table is exported or dropped while such a reading may
+    still reach it."""
     billing_mode: str = env("BILLING_MODE", "PAY_PER_REQUEST")
     """PAY_PER_REQUEST or PROVISIONED, for new tables."""
     write_capacity: int | None = env("WRITE_CAPACITY", None, ge=1, le=1_000_000)
     """WCU of a new provisioned table; unset: the planner's, from PEAK_WRITES_PER_S."""
     read_capacity: int = env("READ_CAPACITY", 100, ge=1, le=1_000_000)
     """RCU of a new provisioned table."""
-    min_write_capacity: int = env("MIN_WRITE_CAPACITY", 1, ge=1, le=1_000_000)
-    """WCU of a cold (dialled-down) table."""
-    old_read_capacity: int = env("OLD_READ_CAPACITY", 10, ge=1, le=1_000_000)
-    """RCU of a cold table."""
     warm_writes_per_s: int | None = env("WARM_WRITES_PER_S", None, ge=1, le=10_000_000)
     """On-demand warm throughput of a new table (writes/s); unset: the planner's, if any."""
     peak_writes_per_s: int | None = env("PEAK_WRITES_PER_S", None, ge=1, le=10_000_000)
@@ -118,6 +115,13 @@ class RotatorSettings(CommonSettings):
     """Enable PITR on new tables (forced on with EXPORT_BUCKET)."""
     deletion_protection: Flag = env("DELETION_PROTECTION", True)
     """Create tables deletion-protected (lifted just before drop)."""
+    contributor_insights: Literal["throttled_keys", "accessed_and_throttled_keys", "off"] = env(
+        "CONTRIBUTOR_INSIGHTS", "off"
+    )
+    """Contributor Insights mode of open tables (off once a table closes)."""
+    infrequent_access_storage_percent: int | None = env("INFREQUENT_ACCESS_STORAGE_PERCENT", None, ge=0, le=100_000)
+    """A closed table moves to Standard-IA once its storage costs at least this percent of its requests
+    (docs/rotation.md); unset: never."""
     table_tags_json: str | None = env("TABLE_TAGS", None)
     """JSON object of extra tags for tables and alarms."""
     export_bucket: Annotated[str, matching(_BUCKET, "an S3 bucket name")] | None = env("EXPORT_BUCKET", None)
@@ -183,6 +187,12 @@ class RotatorSettings(CommonSettings):
             "while it still takes late readings",
         )
         self.check(
+            self.max_age_ms <= self.retention_ms,
+            "max_age",
+            "must not exceed RETENTION (ingest refuses the same): a table would be dropped while it still takes "
+            "readings",
+        )
+        self.check(
             self.billing_mode.upper() in ("PAY_PER_REQUEST", "PROVISIONED"),
             "billing_mode",
             f"{self.billing_mode!r} is not PAY_PER_REQUEST or PROVISIONED",
@@ -199,6 +209,11 @@ class RotatorSettings(CommonSettings):
     @property
     def period(self) -> TablePeriod:
         return cast(TablePeriod, self.layout.table_period)  # the validator requires TABLE_PERIOD
+
+    @property
+    def max_age_ms(self) -> int:
+        """How old a reading ingest still takes: MAX_AGE, or RETENTION when unset (as ingest reads it)."""
+        return self.retention_ms if self.max_age is None else self.max_age
 
     @property
     def point_in_time_recovery(self) -> bool:
@@ -236,11 +251,6 @@ class RotatorSettings(CommonSettings):
                     f"WRITE_CAPACITY {write:,} is above DynamoDB's default per-table quota of "
                     f"{DEFAULT_TABLE_WCU_QUOTA:,} WCU: table creation fails unless the quota was raised"
                 )
-            self.check(
-                self.min_write_capacity <= write,
-                "min_write_capacity",
-                f"{self.min_write_capacity:,} is above the write capacity of a new table ({write:,})",
-            )
         else:
             warm = self.warm_writes_per_s if self.warm_writes_per_s is not None else planned
             if warm is not None and warm <= ON_DEMAND_INITIAL_WRITES_PER_S:
@@ -249,9 +259,7 @@ class RotatorSettings(CommonSettings):
                     "on-demand table already takes: not requested"
                 )
                 warm = None
-        capacity = CapacitySettings(
-            mode, write, self.read_capacity, self.min_write_capacity, self.old_read_capacity, warm
-        )
+        capacity = CapacitySettings(mode, write, self.read_capacity, warm)
         return capacity, tuple(notes)
 
     @property

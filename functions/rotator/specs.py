@@ -24,6 +24,7 @@ from rotator.settings import (
     MappingSettings,
     RotatorSettings,
 )
+from rotator.tables import InsightsMode
 
 PARTITION_KEY = "pk"
 SORT_KEY = "sk"
@@ -81,6 +82,13 @@ def create_table_request(settings: RotatorSettings, table: PeriodTable) -> dict[
         # A fresh on-demand table takes ~4,000 writes/s; the period's traffic arrives all at once.
         request["WarmThroughput"] = {"WriteUnitsPerSecond": capacity.warm_writes_per_s}
     return request
+
+
+def insights_mode(settings: RotatorSettings) -> InsightsMode | None:
+    """The Contributor Insights mode of an open table (None: off), as UpdateContributorInsights names it."""
+    if settings.contributor_insights == "off":
+        return None
+    return "THROTTLED_KEYS" if settings.contributor_insights == "throttled_keys" else "ACCESSED_AND_THROTTLED_KEYS"
 
 
 # -- the stream mapping ----------------------------------------------------------
@@ -189,7 +197,9 @@ def table_of_alarm(alarm_name: str) -> str | None:
 
 
 def alarm_requests(settings: RotatorSettings, table: PeriodTable) -> list[dict[str, Any]]:
-    """PutMetricAlarm parameters of the table's three alarms.
+    """PutMetricAlarm parameters of the three alarms of an open table (a closed one has none:
+    nothing writes to it at a rate that could throttle, and reads of old data are watched by
+    the API's own 5xx alarm).
 
     The description carries a fingerprint of the request, so a run sees from
     DescribeAlarms alone whether an alarm is as configured, and rewrites only

@@ -7,8 +7,8 @@ because they are what makes two runs at once safe:
 
 * CreateTable on an existing table (``ResourceInUseException``) -> ``None``;
 * DeleteTable on a missing table (``ResourceNotFoundException``) -> ``False``;
-* UpdateTimeToLive when TTL is already on, UpdateTable to the capacity the
-  table already has (``ValidationException``) -> done.
+* UpdateTimeToLive when TTL is already on, UpdateTable to what the table
+  already has (``ValidationException``) -> done.
 
 Every other ``ClientError`` propagates for the logic to classify (limit
 exceeded, busy, or a real failure).
@@ -18,8 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from botocore.exceptions import ClientError
 
@@ -32,12 +31,10 @@ def error_message(exc: ClientError) -> str:
     return str(exc.response.get("Error", {}).get("Message", ""))
 
 
-def _ms(value: object) -> int | None:
-    if isinstance(value, datetime):
-        return int(value.timestamp() * 1000)
-    if isinstance(value, int | float):  # the wire form: epoch seconds
-        return int(value * 1000)
-    return None
+#: Contributor Insights modes, as UpdateContributorInsights names them.
+InsightsMode = Literal["THROTTLED_KEYS", "ACCESSED_AND_THROTTLED_KEYS"]
+STANDARD = "STANDARD"
+INFREQUENT_ACCESS = "STANDARD_INFREQUENT_ACCESS"
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,11 +47,12 @@ class TableState:
     billing_mode: str
     read_units: int
     write_units: int
-    decreases_today: int
-    last_decrease_ms: int | None
     warm_write_units: int | None
     stream_arn: str | None
     deletion_protection: bool
+    table_class: str
+    #: DynamoDB refreshes it about every six hours.
+    size_bytes: int
 
     @property
     def provisioned(self) -> bool:
@@ -76,13 +74,14 @@ class TableState:
             billing_mode=str(mode),
             read_units=int(throughput.get("ReadCapacityUnits") or 0),
             write_units=int(throughput.get("WriteCapacityUnits") or 0),
-            decreases_today=int(throughput.get("NumberOfDecreasesToday") or 0),
-            last_decrease_ms=_ms(throughput.get("LastDecreaseDateTime")),
             warm_write_units=int(warm["WriteUnitsPerSecond"]) if warm.get("WriteUnitsPerSecond") else None,
             stream_arn=str(table["LatestStreamArn"])
             if stream.get("StreamEnabled") and table.get("LatestStreamArn")
             else None,
             deletion_protection=bool(table.get("DeletionProtectionEnabled", False)),
+            # A table never moved off the default class may carry no summary at all.
+            table_class=str((table.get("TableClassSummary") or {}).get("TableClass") or STANDARD),
+            size_bytes=int(table.get("TableSizeBytes") or 0),
         )
 
 
@@ -131,7 +130,13 @@ class TableApi(Protocol):
     def enable_pitr(self, name: str) -> None: ...
 
     def update(self, name: str, changes: Mapping[str, Any]) -> None:
-        """UpdateTable with ``changes`` (capacity, warm throughput, stream, deletion protection)."""
+        """UpdateTable with ``changes`` (capacity, billing mode, table class, stream, deletion protection)."""
+
+    def insights(self, name: str) -> tuple[str, str | None]:
+        """Contributor Insights status (ENABLED, ENABLING, DISABLED, DISABLING, FAILED) and mode."""
+
+    def set_insights(self, name: str, mode: InsightsMode | None) -> None:
+        """Turn Contributor Insights on in ``mode``, or off (None)."""
 
     def tags(self, arn: str) -> dict[str, str]: ...
 
@@ -205,6 +210,18 @@ class DynamoTables:
             if error_code(exc) == "ValidationException" and "will not change" in error_message(exc).lower():
                 return
             raise
+
+    def insights(self, name: str) -> tuple[str, str | None]:
+        described = self._dynamodb.describe_contributor_insights(TableName=name)
+        return str(described.get("ContributorInsightsStatus", "DISABLED")), described.get("ContributorInsightsMode")
+
+    def set_insights(self, name: str, mode: InsightsMode | None) -> None:
+        if mode is None:
+            self._dynamodb.update_contributor_insights(TableName=name, ContributorInsightsAction="DISABLE")
+            return
+        self._dynamodb.update_contributor_insights(
+            TableName=name, ContributorInsightsAction="ENABLE", ContributorInsightsMode=mode
+        )
 
     def tags(self, arn: str) -> dict[str, str]:
         tags: dict[str, str] = {}

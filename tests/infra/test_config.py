@@ -452,7 +452,6 @@ def test_every_function_environment_is_what_its_settings_parse(context: dict[str
 
     hot = HotKeySettings.from_env(config.function_environment(LambdaFunction.HOTKEYS, wiring))
     assert hot.detector.split_threshold_wcu == config.hot_split_threshold_wcu
-    assert hot.detector.assumed_item_bytes == config.item_bytes
     assert hot.alert_topic_arn == wiring.alert_topic_arn
     assert (hot.auto_apply_entity, hot.auto_apply_global) == (
         config.hot_keys.auto_apply_entity,

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import fnmatch
 from collections.abc import Mapping
 from typing import Any
 
 import pytest
 
 from infra.config import LambdaFunction
+from rotator.lifecycle import Lifecycle
+from rotator.settings import RotatorSettings
+from rotator.specs import alarm_names
 from tests.infra.conftest import VARIANTS, Synthesized
 from tests.infra.template_queries import Synth, render
 
@@ -40,19 +44,79 @@ def _custom_alarm(synth: Synth, metric: str, service: str) -> Mapping[str, Any]:
 # -- the alerts topic ----------------------------------------------------------------------
 
 
-def test_the_alerts_topic_is_encrypted_with_a_rotated_key_cloudwatch_may_use(synthesized: Synthesized) -> None:
+ALARM_ARN = "arn:${AWS::Partition}:cloudwatch:${AWS::Region}:${AWS::AccountId}:alarm:"
+CLOUDWATCH = {"Service": "cloudwatch.amazonaws.com"}
+
+
+def _cloudwatch_grants(statements: list[Mapping[str, Any]]) -> dict[str, set[str]]:
+    """Per action CloudWatch is allowed, the alarm ARN patterns it is allowed for (each statement
+    must hold it to this account's alarms by both aws:SourceAccount and aws:SourceArn)."""
+    found: dict[str, set[str]] = {}
+    for statement in statements:
+        if statement.get("Principal") != CLOUDWATCH:
+            continue
+        assert statement["Effect"] == "Allow"
+        condition = statement["Condition"]
+        assert set(condition) == {"StringEquals", "ArnLike"}, condition
+        assert condition["StringEquals"] == {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}
+        actions = statement["Action"]
+        for action in [actions] if isinstance(actions, str) else actions:
+            found.setdefault(action, set()).add(render(condition["ArnLike"]["aws:SourceArn"]))
+    return found
+
+
+def _alarm_patterns(synth: Synth) -> tuple[set[str], set[str]]:
+    """The alarm ARN patterns CloudWatch may publish to the topic for, and use its key for."""
+    (policy,) = synth.of_type("AWS::SNS::TopicPolicy").values()
+    topic = _cloudwatch_grants(policy["Properties"]["PolicyDocument"]["Statement"])
+    (key,) = synth.of_type("AWS::KMS::Key").values()
+    key_grants = _cloudwatch_grants(key["Properties"]["KeyPolicy"]["Statement"])
+    assert set(topic) == {"sns:Publish"}
+    assert set(key_grants) == {"kms:Decrypt", "kms:GenerateDataKey*"}
+    assert key_grants["kms:Decrypt"] == key_grants["kms:GenerateDataKey*"]
+    return topic["sns:Publish"], key_grants["kms:Decrypt"]
+
+
+def test_the_alerts_topic_is_encrypted_with_a_rotated_key_and_refuses_plain_http(synthesized: Synthesized) -> None:
     synth = synthesized.synth("default")
     (topic,) = synth.of_type("AWS::SNS::Topic").values()
     assert topic["Properties"]["KmsMasterKeyId"] == synth.resolve(synth.stack.alerts.key.key_arn)
     (key,) = synth.of_type("AWS::KMS::Key").values()
     assert key["Properties"]["EnableKeyRotation"] is True
-    statements = key["Properties"]["KeyPolicy"]["Statement"]
-    cloudwatch = [s for s in statements if s["Principal"] == {"Service": "cloudwatch.amazonaws.com"}]
-    assert len(cloudwatch) == 1
-    assert set(cloudwatch[0]["Action"]) == {"kms:Decrypt", "kms:GenerateDataKey*"}
     (policy,) = synth.of_type("AWS::SNS::TopicPolicy").values()
-    (deny,) = policy["Properties"]["PolicyDocument"]["Statement"]
-    assert deny["Effect"] == "Deny" and deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+    (deny,) = [s for s in policy["Properties"]["PolicyDocument"]["Statement"] if s["Effect"] == "Deny"]
+    assert deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_cloudwatch_may_publish_for_this_stacks_alarms_and_the_rotators_and_no_others(
+    synthesized: Synthesized, variant: str
+) -> None:
+    # A topic policy replaces SNS's default one: without an Allow, every alarm action fails with
+    # "... is not authorized to perform: SNS:Publish". The topic's key must let CloudWatch in alike.
+    synth = synthesized.synth(variant)
+    config = synth.config
+    publish, key = _alarm_patterns(synth)
+    expected = {f"{ALARM_ARN}{config.stack_name}-*"}
+    if config.table_period is not None:
+        expected.add(f"{ALARM_ARN}{config.storage.table_prefix}-*")
+    assert publish == key == expected
+    # And every alarm the stack makes is one of those
+    names = [a["AlarmName"] for a in _alarms(synth)]
+    assert names and all(any(fnmatch.fnmatchcase(ALARM_ARN + n, p) for p in publish) for n in names)
+
+
+def test_the_rotators_per_table_alarms_are_allowed_to_publish(synthesized: Synthesized) -> None:
+    # Given the alarms the rotator puts on a period table (named by its own code, for its own settings)
+    synth = synthesized.synth("default")
+    environment = synth.concrete_environment(LambdaFunction.ROTATOR)
+    settings = RotatorSettings.from_env(environment)
+    table = Lifecycle.from_settings(settings).table(0)
+    publish, _ = _alarm_patterns(synth)
+    # Then each name falls under an allowed pattern (and a name outside the prefix would not)
+    for name in alarm_names(table.name):
+        assert any(fnmatch.fnmatchcase(ALARM_ARN + name, p) for p in publish), name
+    assert not any(fnmatch.fnmatchcase(f"{ALARM_ARN}someone-else-write-throttles", p) for p in publish)
 
 
 def test_the_alarm_email_is_subscribed_only_when_configured(synthesized: Synthesized) -> None:

@@ -115,14 +115,14 @@ def test_the_rotator_may_manage_only_its_prefixed_tables_alarms_and_hot_key_mapp
     stack = synth.stack
     tables = ACCOUNT_ARN % ("dynamodb", f"table/{PREFIX}-*")
     hot_keys = _condition({"StringEquals": {"lambda:FunctionArn": synth.resolve(stack.hot_keys.function.function_arn)}})
-    table_actions = [
-        "DescribeTable",
-        "ListTagsOfResource",
-        "DescribeTimeToLive",
-        "UpdateTimeToLive",
-        "DescribeContinuousBackups",
-        "UpdateContinuousBackups",
-    ]
+    reads = ["DescribeTable", "ListTagsOfResource", "DescribeTimeToLive", "DescribeContinuousBackups"]
+    reads.append("DescribeContributorInsights")
+    # Every change to a table needs the ownership tags: setup (TTL, PITR, Contributor Insights), capacity,
+    # billing mode, table class and deletion protection (UpdateTable), and dropping it
+    changes = ["UpdateTable", "DeleteTable", "UpdateTimeToLive", "UpdateContinuousBackups"]
+    changes.append("UpdateContributorInsights")
+    owned = _condition({"StringEquals": _ownership("ResourceTag")})
+    insights_service = "contributorinsights.dynamodb.amazonaws.com"
     expected = {
         ("xray:PutTraceSegments", "*", "{}"),
         ("xray:PutTelemetryRecords", "*", "{}"),
@@ -133,7 +133,17 @@ def test_the_rotator_may_manage_only_its_prefixed_tables_alarms_and_hot_key_mapp
         ("dynamodb:ListTables", "*", "{}"),
         ("cloudwatch:DescribeAlarms", "*", "{}"),
         ("lambda:ListEventSourceMappings", "*", "{}"),
-        *((f"dynamodb:{action}", tables, "{}") for action in table_actions),
+        # what a closed table consumed, for its table class
+        ("cloudwatch:GetMetricData", "*", "{}"),
+        *((f"dynamodb:{action}", tables, "{}") for action in reads),
+        *((f"dynamodb:{action}", tables, owned) for action in changes),
+        # DynamoDB makes Contributor Insights' service-linked role the first time, with the caller's permission
+        (
+            "iam:CreateServiceLinkedRole",
+            "arn:${AWS::Partition}:iam::${AWS::AccountId}:role/aws-service-role/"
+            f"{insights_service}/AWSServiceRoleForDynamoDBCloudWatchContributorInsights",
+            _condition({"StringEquals": {"iam:AWSServiceName": insights_service}}),
+        ),
         # The ownership tags: written only by a CreateTable that carries them, and as TagResource only
         # on a table that carries them already, unchanged; changing or dropping a table needs them.
         ("dynamodb:CreateTable", tables, _condition({"StringEquals": _ownership("RequestTag")})),
@@ -142,8 +152,6 @@ def test_the_rotator_may_manage_only_its_prefixed_tables_alarms_and_hot_key_mapp
             tables,
             _condition({"StringEquals": {**_ownership("RequestTag"), **_ownership("ResourceTag")}}),
         ),
-        ("dynamodb:UpdateTable", tables, _condition({"StringEquals": _ownership("ResourceTag")})),
-        ("dynamodb:DeleteTable", tables, _condition({"StringEquals": _ownership("ResourceTag")})),
         # Exports, only because this variant has an export bucket.
         ("dynamodb:ListExports", "*", "{}"),
         ("dynamodb:ExportTableToPointInTime", tables, "{}"),
@@ -179,12 +187,72 @@ def test_no_action_that_can_take_a_table_away_or_claim_one_goes_without_the_owne
         statements = synthesized.synth(variant).role_statements(LambdaFunction.ROTATOR)
         # Then every grant of an action that writes tags, changes a table's protection or drops it is conditioned
         for action, _, condition in grants(statements):
-            if action in ("dynamodb:TagResource", "dynamodb:UpdateTable", "dynamodb:DeleteTable"):
+            if action.startswith(("dynamodb:Update", "dynamodb:Delete", "dynamodb:Tag")):
                 assert _ownership("ResourceTag").items() <= json.loads(condition)["StringEquals"].items(), action
             if action in ("dynamodb:CreateTable", "dynamodb:TagResource"):
                 assert _ownership("RequestTag").items() <= json.loads(condition)["StringEquals"].items(), action
             # And untagging is allowed nowhere
             assert action not in ("dynamodb:UntagResource", "dynamodb:*"), action
+
+
+def test_every_change_the_rotator_makes_to_a_table_needs_the_ownership_tags(synthesized: Synthesized) -> None:
+    # Any dynamodb action other than reading, listing, creating and exporting changes a table
+    granted = grants(synthesized.synth("default").role_statements(LambdaFunction.ROTATOR))
+    changing = {
+        (action, condition)
+        for action, _, condition in granted
+        if action.startswith("dynamodb:")
+        and not action.startswith(("dynamodb:Describe", "dynamodb:List", "dynamodb:CreateTable"))
+    }
+    assert {action for action, _ in changing} == {
+        "dynamodb:TagResource",
+        "dynamodb:UpdateTable",
+        "dynamodb:DeleteTable",
+        "dynamodb:UpdateTimeToLive",
+        "dynamodb:UpdateContinuousBackups",
+        "dynamodb:UpdateContributorInsights",
+    }
+    for action, condition in changing:
+        assert _ownership("ResourceTag").items() <= json.loads(condition)["StringEquals"].items(), action
+
+
+def test_without_contributor_insights_or_table_classes_the_rotator_is_granted_neither(
+    synthesized: Synthesized,
+) -> None:
+    # Given per-period tables with Contributor Insights off and no table-class changes
+    import aws_cdk as cdk  # noqa: PLC0415
+
+    from infra.stack import TimeSeriesStack  # noqa: PLC0415
+    from tests.infra.template_queries import Synth  # noqa: PLC0415
+
+    context = {
+        **synthesized.app.node.get_all_context(),
+        "stack_name": "TimeSeriesPlainPeriods",
+        "contributor_insights": "off",
+        "infrequent_access_storage_percent": "null",
+    }
+    config = AppConfig.from_context(context)
+    app = cdk.App(context=context)
+    stack = TimeSeriesStack(app, config.stack_name, config=config)
+    synth = Synth(stack=stack, config=config, template=cdk.assertions.Template.from_stack(stack).to_json())
+    granted = {action for action, _, _ in grants(synth.role_statements(LambdaFunction.ROTATOR))}
+    assert not granted & {
+        "dynamodb:DescribeContributorInsights",
+        "dynamodb:UpdateContributorInsights",
+        "iam:CreateServiceLinkedRole",
+        "cloudwatch:GetMetricData",
+    }
+    env = synth.environment(LambdaFunction.ROTATOR)
+    assert env["CONTRIBUTOR_INSIGHTS"] == "off" and "INFREQUENT_ACCESS_STORAGE_PERCENT" not in env
+
+
+def test_the_rotator_is_told_the_single_tables_contributor_insights_and_the_class_rule(
+    synthesized: Synthesized,
+) -> None:
+    synth = synthesized.synth("default")
+    env = synth.environment(LambdaFunction.ROTATOR)
+    assert env["CONTRIBUTOR_INSIGHTS"] == synth.config.storage.contributor_insights == "throttled_keys"
+    assert env["INFREQUENT_ACCESS_STORAGE_PERCENT"] == "50"
 
 
 def test_without_an_export_bucket_the_rotator_cannot_export(synthesized: Synthesized) -> None:

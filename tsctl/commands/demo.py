@@ -13,13 +13,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from keydesign import InvalidInput
 from tsctl.commands import preview
+
+if TYPE_CHECKING:
+    from local_runtime.demo import DemoOptions
 
 
 def register(sub: Any) -> None:
@@ -27,12 +31,13 @@ def register(sub: Any) -> None:
         "demo",
         help="run the seed scenario on the embedded local system: ingest, hot-key split, queries, a report",
         description=(
-            "Start the whole system on loopback (moto's server as a child process, the four functions in this one), "
-            "publish the "
-            "seed scenario scaled to this machine (thousands of sensors, sensor-alpha-001 far above the others), "
-            "let the hot-key detector split the hot sensor, publish again after the split, query through the "
-            "local HTTP API, and report what was published, written, rejected, lost and duplicated, the hot keys, "
-            "the shard-map change, partition load before and after, and the query answers and latencies. "
+            "Start the whole system on loopback (moto's server as a child process, the functions in this one), "
+            "replay the rotator's last hours, publish the seed scenario scaled to this machine (sensors at 5 "
+            "readings/s each, sensor-alpha-001 far above them), let the hot-key detector split the hot sensor "
+            "(its threshold lowered for the demo), publish again after the split, query through the local HTTP "
+            "API, and report what was published, written, rejected, lost and duplicated, the write units and "
+            "bytes stored per reading beside one item per reading, the hot keys, the shard-map change, partition "
+            "load before and after, and the query answers and latencies. "
             "Time is compressed (1-minute buckets, 5 s hot-key windows): a few minutes in all. "
             "Exits 1 when anything was lost or duplicated, the split did not happen or a query answer differs."
         ),
@@ -40,14 +45,14 @@ def register(sub: Any) -> None:
         'partial_rate=0.2,fraction=0.5,invoke_errors=0.1"',
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--quick", action="store_true", help="a smaller scenario: 300 sensors, the hot one at 900/s")
+    p.add_argument("--quick", action="store_true", help="a smaller scenario: 30 sensors, the hot one at 900/s")
     p.add_argument(
         "--faults",
         default="",
         help="inject faults: throttle=N,rate=P (throttled BatchWriteItem), partial=N,partial_rate=P,fraction=F "
         "(UnprocessedItems), latency=MS, invoke_errors=P (failed invocations), seed=N",
     )
-    p.add_argument("--sensors", type=int, default=None, help="sensors besides sensor-alpha-001 (default 2,000)")
+    p.add_argument("--sensors", type=int, default=None, help="sensors besides sensor-alpha-001 (default 80)")
     p.add_argument("--hot-rate", type=float, default=None, help="readings/s of sensor-alpha-001 (default 1,200)")
     p.add_argument("--seed", type=int, default=7, help="the workload's random seed")
     p.add_argument("--out", type=Path, default=Path("out/demo"), help="where report.json and the picture go")
@@ -57,7 +62,8 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     # Imported here: moto and boto3 take a while to import, which every other command would pay.
-    from local_runtime.demo import options_from, render, run_demo  # noqa: PLC0415
+    from local_runtime.demo import run_demo  # noqa: PLC0415
+    from local_runtime.demo_presentation import render  # noqa: PLC0415
 
     try:
         options = options_from(args)
@@ -72,6 +78,27 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(render(report))
     return 0 if report["ok"] else 1
+
+
+def options_from(args: argparse.Namespace) -> DemoOptions:
+    """The demo's options from the parsed arguments; ValueError naming the one that is wrong."""
+    from local_runtime.demo import DemoOptions  # noqa: PLC0415
+    from local_runtime.faults import LocalFaults  # noqa: PLC0415
+
+    try:
+        faults = LocalFaults.parse(args.faults)
+    except ValueError as exc:
+        raise ValueError(f"--faults: {exc}") from None
+    overrides: dict[str, Any] = {"faults": faults, "out_dir": args.out, "seed": args.seed}
+    if args.sensors is not None:
+        if args.sensors < 1:
+            raise ValueError("--sensors: must be at least 1")
+        overrides["sensors"] = args.sensors
+    if args.hot_rate is not None:
+        if not math.isfinite(args.hot_rate) or args.hot_rate <= 0:
+            raise ValueError("--hot-rate: must be above 0")
+        overrides["hot_rate"] = args.hot_rate
+    return DemoOptions.quick(**overrides) if args.quick else DemoOptions(**overrides)
 
 
 def _plan_section(plan: dict[str, Any]) -> dict[str, Any]:

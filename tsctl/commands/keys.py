@@ -1,4 +1,4 @@
-"""``tsctl keys``: the PK/SK/table a reading gets, and the plan of a query."""
+"""``tsctl keys``: the block a reading is stored in (table, PK, SK), and the plan of a query."""
 
 from __future__ import annotations
 
@@ -9,28 +9,24 @@ import time
 from pathlib import Path
 from typing import Any
 
-from keydesign import (
-    InvalidInput,
-    Layout,
-    Reading,
-    ShardMap,
-    build_item,
-    format_ts,
-    item_size,
-    parse_timestamp,
-    write_units,
-)
+from keydesign import InvalidInput, Layout, Reading, ShardMap, format_ts, parse_timestamp
 from keydesign.layouts import QueryPlan
 from tsctl.output import emit_json, table
+
+#: A Kinesis sequence number's size (56 digits): the version a block carries, in its size.
+BLOCK_VERSION = 10**55
+RETENTION_MS = 30 * 86_400_000
 
 
 def register(sub: Any) -> None:
     p = sub.add_parser(
         "keys",
-        help="preview the key a reading gets and the partitions a query reads",
+        help="preview the block a reading is stored in and the partitions a query reads",
         description=(
-            "Show, before deploying, where a reading is written (table, PK, SK, item size, write units) "
-            "and, with --from/--to, every partition a range query for its entity must read."
+            "Show, before deploying, where a reading is written: the block ingest would pack it into if it "
+            "were its entity's only reading in a batch (table, PK, block SK, item size, write units; blocks of "
+            "more readings are sized by `tsctl plan`), its position in merged reads, and, with --from/--to, "
+            "every partition a range query for its entity must read."
         ),
     )
     add_layout_arguments(p)
@@ -98,7 +94,7 @@ def describe_plan(plan: QueryPlan) -> dict[str, object]:
         "entity_id": plan.entity_id,
         "from": format_ts(plan.from_ms),
         "to": format_ts(plan.to_ms),
-        "dedupe_by_sort_key": plan.dedupe,
+        "dedupe": plan.dedupe,
         "tables": list(plan.tables),
         "partition_count": len(plan.partitions),
         "partitions": [
@@ -120,16 +116,16 @@ def run(args: argparse.Namespace, now_ms: int | None = None) -> int:
     layout, shard_map = layout_from_args(args)
     reading = parse_reading(args, now)
     # The random layout picks a random suffix; a seeded generator keeps the preview repeatable.
-    key = layout.key_for(reading, shard_map, rng=random.Random(0))
-    item = build_item(reading, key)
-    size = item_size(item)
+    (block,) = layout.pack([(reading, BLOCK_VERSION)], shard_map, retention_ms=RETENTION_MS, rng=random.Random(0))
+    key = block.key
     result: dict[str, object] = {
         "layout": layout.kind,
         "bucket": layout.bucket.spec,
         "reading": reading.to_json(),
         "key": {"table": key.table, "pk": key.pk, "sk": key.sk},
-        "item_bytes": size,
-        "write_units": write_units(size),
+        "position": layout.reading_key(reading.entity_id, reading.ts, reading.event_id),
+        "item_bytes": block.size,
+        "write_units": block.write_units,
     }
     if args.from_ or args.to:
         if not (args.from_ and args.to):
@@ -153,8 +149,9 @@ def render(result: dict[str, Any]) -> str:
             [
                 ["table", key["table"]],
                 ["partition key", key["pk"]],
-                ["sort key", key["sk"]],
-                ["item size (bytes)", result["item_bytes"]],
+                ["block sort key", key["sk"]],
+                ["position in reads", result["position"]],
+                ["block of this reading alone (bytes)", result["item_bytes"]],
                 ["write units", result["write_units"]],
             ]
         ),
@@ -165,7 +162,7 @@ def render(result: dict[str, Any]) -> str:
         lines.append(
             f"query {query['entity_id']} from {query['from']} to {query['to']}: "
             f"{query['partition_count']} partition(s) in {len(query['tables'])} table(s)"
-            + (", deduplicated by sort key" if query["dedupe_by_sort_key"] else "")
+            + (", a reading in two blocks read once (the newer block's)" if query["dedupe"] else "")
         )
         rows = [
             [p["table"], p["pk"], " .. ".join(p["sk_between"]) if p["sk_between"] else "(whole partition)"]

@@ -1,49 +1,90 @@
-"""``tsctl plan``: capacity arithmetic for a described workload."""
+"""``tsctl plan``: capacity arithmetic for a described workload, in blocks."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 from typing import Any
 
-from keydesign import InvalidInput, Prices, Workload, plan_capacity
-from keydesign.capacity import PARTITION_WCU
-from keydesign.items import write_units
+from keydesign import Ingest, InvalidInput, KeyDesignError, Prices, Reading, Workload, plan_capacity
+from keydesign.capacity import PARTITION_WCU, SAMPLE_READING, CapacityPlan
 from tsctl.output import emit_json, table
 
-_DEFAULT_PRICES = Prices()
+_DEFAULT_INGEST = Ingest()
 
 
 def register(sub: Any) -> None:
     p = sub.add_parser(
         "plan",
-        help="shard count, hot-entity sub-shards, table period and monthly cost for a workload",
+        help="write units and bytes per reading, shards, sub-shards, table period and monthly cost for a workload",
         description=(
-            "Size the hybrid layout for a workload: global shards N so every key stays under the "
-            "utilisation target of 1,000 WCU/s, dedicated sub-shards for hot entities, the table "
-            "period from the 10 GB partition rule, and the monthly cost on-demand vs provisioned. "
-            "Default prices are us-east-1 list prices (Nov 2024); pass your own."
+            "Size a workload stored in blocks: how many readings share a block (an entity's readings in one "
+            "ingest batch: its rate times the batching window, cut at 10 s, 1,000 readings and 64 KB), the write "
+            "units and bytes each reading costs (measured by packing representative readings), the hybrid "
+            "layout's global shards N and hot-entity sub-shards, the table period from the 10 GB partition rule, "
+            "and the monthly cost in parts: writes, reads, storage, the Kinesis stream and the ingest Lambda. "
+            "Default prices are us-east-1 list prices; pass your own."
         ),
     )
     p.add_argument("--peak-writes", type=float, required=True, help="peak readings per second, all entities")
     p.add_argument("--avg-writes", type=float, help="average readings per second (default: the peak)")
-    p.add_argument("--item-bytes", type=int, required=True, help="stored item size in bytes (see `tsctl keys`)")
-    p.add_argument("--entities", type=int, help="number of entities (sensors)")
+    p.add_argument("--entities", type=int, help="number of entities (sensors), hot ones included")
     p.add_argument(
         "--hot", action="append", default=[], metavar="ENTITY=RATE", help="a hot entity and its peak readings/s"
     )
+    p.add_argument(
+        "--batching-window",
+        type=float,
+        default=_DEFAULT_INGEST.batching_window_s,
+        help="ingest's MaximumBatchingWindowInSeconds, 0-300 (default: %(default)s, cdk.json's)",
+    )
+    p.add_argument(
+        "--reading",
+        metavar="JSON",
+        help=f"a typical reading, whose shape is packed to measure blocks (default: {_shown(SAMPLE_READING)})",
+    )
+    p.add_argument("--reading-bytes", type=float, help="compressed bytes a reading adds to a block, if you know it")
+    p.add_argument("--item-bytes", type=int, help="size every block as one reading of this many bytes")
+    p.add_argument("--stream-shards", type=int, default=_DEFAULT_INGEST.shards, help="Kinesis shards (%(default)s)")
+    p.add_argument(
+        "--kinesis-mode",
+        choices=["on_demand", "provisioned"],
+        default=_DEFAULT_INGEST.kinesis_mode,
+        help="(%(default)s)",
+    )
+    p.add_argument("--parallelization", type=int, default=_DEFAULT_INGEST.parallelization, help="(%(default)s)")
+    p.add_argument("--batch-size", type=int, default=_DEFAULT_INGEST.batch_size, help="records a batch (%(default)s)")
+    p.add_argument(
+        "--record-bytes",
+        type=int,
+        default=_DEFAULT_INGEST.record_bytes,
+        help="Kinesis record size the producer packs readings into (%(default)s)",
+    )
+    p.add_argument(
+        "--lambda-memory", type=int, default=_DEFAULT_INGEST.memory_mb, help="ingest memory, MB (%(default)s)"
+    )
+    p.add_argument(
+        "--lambda-ms-per-reading",
+        type=float,
+        default=_DEFAULT_INGEST.ms_per_reading,
+        help="ingest's billed ms a reading (%(default)s)",
+    )
     p.add_argument("--reads-per-s", type=float, default=0.0, help="queries per second")
-    p.add_argument("--items-per-read", type=float, default=1.0, help="items one query returns")
+    p.add_argument("--readings-per-read", type=float, default=1.0, help="readings one query returns")
     p.add_argument("--retention-days", type=float, default=30.0, help="how long readings are kept")
     p.add_argument("--utilisation", type=float, default=0.5, help="target share of a key's 1,000 WCU/s")
     p.add_argument("--headroom", type=float, default=0.05, help="share of a 10 GiB partition kept free")
     p.add_argument("--shards", type=int, help="also evaluate an existing design with this many shards")
-    p.add_argument("--price-write-million", type=float, default=_DEFAULT_PRICES.ondemand_write_per_million)
-    p.add_argument("--price-read-million", type=float, default=_DEFAULT_PRICES.ondemand_read_per_million)
-    p.add_argument("--price-wcu-hour", type=float, default=_DEFAULT_PRICES.provisioned_wcu_hour)
-    p.add_argument("--price-rcu-hour", type=float, default=_DEFAULT_PRICES.provisioned_rcu_hour)
-    p.add_argument("--price-gb-month", type=float, default=_DEFAULT_PRICES.storage_gb_month)
+    for price in dataclasses.fields(Prices):
+        p.add_argument(f"--price-{price.name.replace('_', '-')}", type=float, default=price.default)
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=run)
+
+
+def _shown(reading: Reading) -> str:
+    sent = {"entity_id": reading.entity_id, "measures": dict(reading.measures)}
+    return json.dumps(sent).replace("%", "%%")
 
 
 def parse_hot(values: list[str]) -> dict[str, float]:
@@ -59,50 +100,75 @@ def parse_hot(values: list[str]) -> dict[str, float]:
     return hot
 
 
-def evaluate_design(workload: Workload, shards: int) -> dict[str, object]:
+def parse_sample(text: str | None) -> Reading:
+    """``--reading`` as a reading (its timestamp may be left out: only its shape counts)."""
+    if text is None:
+        return SAMPLE_READING
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidInput("--reading", f"is not JSON: {exc.msg}") from None
+    if isinstance(raw, dict):
+        raw.setdefault("timestamp", SAMPLE_READING.ts_ms)
+    try:
+        return Reading.parse(raw)
+    except KeyDesignError as exc:
+        raise InvalidInput("--reading", str(exc)) from None
+
+
+def evaluate_design(plan: CapacityPlan, workload: Workload, shards: int) -> dict[str, object]:
     """Per-key load of a hybrid design with ``shards`` keys and no sub-shards.
 
-    The hottest key carries its share of the spread traffic plus every hot
-    entity hashed onto it (assume the worst: the hottest entity lands on it).
+    The hottest key carries its share of the spread traffic plus the hottest entity
+    hashed onto it (assume the worst: it lands on it), in blocks as the plan sizes them.
     """
     if shards < 1:
         raise InvalidInput("--shards", "must be at least 1")
-    wcu = write_units(workload.item_bytes)
-    mean = workload.peak_writes_per_s * wcu / shards
-    hottest_entity = max(workload.hot_entities.values(), default=0.0) * wcu
-    spread = (workload.peak_writes_per_s * wcu - hottest_entity) / shards
+    hot = [plan.blocks_of(entity).wcu for entity in workload.hot_entities]
+    hottest_entity = max(hot, default=0.0)
+    spread = (plan.peak_wcu - hottest_entity) / shards
     hottest_key = spread + hottest_entity
     return {
         "shards": shards,
-        "mean_key_wcu": round(mean, 1),
+        "mean_key_wcu": round(plan.peak_wcu / shards, 1),
         "hottest_key_wcu": round(hottest_key, 1),
         "times_key_limit": round(hottest_key / PARTITION_WCU, 2),
         "throttles": hottest_key > PARTITION_WCU,
     }
 
 
-def run(args: argparse.Namespace) -> int:
-    workload = Workload(
+def workload_from(args: argparse.Namespace) -> Workload:
+    return Workload(
         peak_writes_per_s=args.peak_writes,
         avg_writes_per_s=args.avg_writes,
-        item_bytes=args.item_bytes,
         entities=args.entities,
         hot_entities=parse_hot(args.hot),
+        sample=parse_sample(args.reading),
+        reading_bytes=args.reading_bytes,
+        item_bytes=args.item_bytes,
+        ingest=Ingest(
+            batching_window_s=args.batching_window,
+            shards=args.stream_shards,
+            parallelization=args.parallelization,
+            batch_size=args.batch_size,
+            record_bytes=args.record_bytes,
+            kinesis_mode=args.kinesis_mode,
+            memory_mb=args.lambda_memory,
+            ms_per_reading=args.lambda_ms_per_reading,
+        ),
         reads_per_s=args.reads_per_s,
-        items_per_read=args.items_per_read,
+        readings_per_read=args.readings_per_read,
         retention_days=args.retention_days,
         utilisation=args.utilisation,
         partition_headroom=args.headroom,
     )
-    prices = Prices(
-        ondemand_write_per_million=args.price_write_million,
-        ondemand_read_per_million=args.price_read_million,
-        provisioned_wcu_hour=args.price_wcu_hour,
-        provisioned_rcu_hour=args.price_rcu_hour,
-        storage_gb_month=args.price_gb_month,
-    )
+
+
+def run(args: argparse.Namespace) -> int:
+    workload = workload_from(args)
+    prices = Prices(**{f.name: getattr(args, f"price_{f.name}") for f in dataclasses.fields(Prices)})
     plan = plan_capacity(workload, prices)
-    existing = evaluate_design(workload, args.shards) if args.shards else None
+    existing = evaluate_design(plan, workload, args.shards) if args.shards else None
     if args.json:
         emit_json({"plan": plan.to_dict(), "existing_design": existing})
         return 0
@@ -110,25 +176,76 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _count(value: float) -> str:
+    """A count of readings or units: whole ones as such, small means to three figures."""
+    return f"{value:,.0f}" if value >= 100 or value == int(value) else f"{value:.3g}"
+
+
 def render_plan(workload: Workload, plan: dict[str, Any], existing: dict[str, object] | None) -> str:
+    """The plan for people: the batch, the blocks, the keys, the month in parts."""
+    stream = plan["stream"]
+    batch = [
+        ["batching window (s)", workload.ingest.batching_window_s],
+        ["batch length (s)", round(stream["batch_s"], 2)],
+        ["ingest invocations/s", round(stream["invocations_per_s"], 1)],
+        ["readings per invocation", f"{stream['readings_per_invocation']:,.0f}"],
+    ]
+    blocks = [
+        [
+            b["entity"],
+            _count(b["readings_per_s"]),
+            _count(b["readings_per_batch"]),
+            _count(b["readings_per_block"]),
+            round(b["block_bytes"]),
+            _count(b["write_units_per_block"]),
+            f"{b['write_units_per_reading']:.4f}",
+            round(b["bytes_stored_per_reading"], 1),
+            round(b["wcu"], 2),
+            round(b["burst_wcu"]),
+        ]
+        for b in plan["blocks"]
+    ]
     rows: list[list[object]] = [
-        ["write units per item", plan["wcu_per_item"]],
+        ["write units per reading", f"{plan['write_units_per_reading']:.4f}"],
+        ["bytes stored per reading (item + 100)", plan["bytes_stored_per_reading"]],
         ["peak write units/s", plan["peak_wcu"]],
         ["budget per key (WCU/s)", plan["key_budget_wcu"]],
         ["global shards N", plan["global_shards"]],
         ["load per shard (WCU/s)", plan["load_per_shard_wcu"]],
     ]
     for entity, subs in plan["entity_shards"].items():
-        rate = workload.hot_entities[entity]
-        rows.append([f"sub-shards for {entity}", f"{subs}  ({rate:,.0f}/s -> {rate / subs:,.0f}/s each)"])
+        rows.append([f"sub-shards for {entity}", subs])
     rows += [
+        [f"hottest key ({plan['hottest_key']}), WCU/s", plan["hottest_key_wcu"]],
         ["hours to fill a 10 GiB partition", plan["fill_hours"]],
         ["table period", plan["table_period"] or "none fits: shard further"],
         ["stored data (GiB)", plan["monthly_storage_gb"]],
-        ["monthly cost, on-demand (USD)", plan["monthly_cost_ondemand"]],
-        ["monthly cost, provisioned at peak (USD)", plan["monthly_cost_provisioned"]],
     ]
-    text = table(rows, ["figure", "value"])
+    on, prov = plan["monthly_ondemand"], plan["monthly_provisioned"]
+    parts = ["writes", "reads", "storage", "stream", "ingest_lambda", "total"]
+    cost = [[part.replace("_", " "), float(on[part]), float(prov[part])] for part in parts]
+    text = "\n\n".join(
+        [
+            table(batch, ["batch", "value"]),
+            table(
+                blocks,
+                [
+                    "entity",
+                    "readings/s",
+                    "per batch",
+                    "per block",
+                    "block B",
+                    "WCU/block",
+                    "WCU/reading",
+                    "B stored/reading",
+                    "WCU/s",
+                    "burst WCU",
+                ],
+            ),
+            table(rows, ["figure", "value"]),
+            table(cost, ["monthly cost (USD)", "table on-demand", "table provisioned at peak"]),
+        ]
+    )
     if existing:
         verdict = "THROTTLES" if existing["throttles"] else "fits"
         text += (

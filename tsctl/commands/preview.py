@@ -1,10 +1,11 @@
-"""``tsctl preview``: the seed scenario, planned and keyed, with the numbers computed (no server).
+"""``tsctl preview``: the seed scenario, planned and packed into blocks, with the numbers computed (no server).
 
-At full scale (10,000 sensors, 50,000 readings/s) and in a fraction of a
-second: the capacity plan, the write load on every partition key, the split
-of the hot sensor and the query plan across it, all by the key-design layer.
-``tsctl demo`` runs the same story on the local system and includes this
-report's capacity plan in its own.
+At full scale (10,000 sensors, 50,000 readings/s) and in seconds: the
+capacity plan, the write load on every partition key when one second of
+traffic (one ingest batch at the stack's 1 s batching window) is packed into
+blocks by the key-design layer, the hot sensor's sub-shards if the plan gives
+it any, and the query plan of a read of it. ``tsctl demo`` runs the same story
+on the local system and includes this report's capacity plan in its own.
 """
 
 from __future__ import annotations
@@ -29,10 +30,11 @@ def register(sub: Any) -> None:
         "preview",
         help="the seed scenario through the planner and the key design, computed (no server)",
         description=(
-            "The seed scenario (10,000 sensors, 50,000 readings/s, sensor-alpha-001 bursting to "
-            "2,000/s): the capacity plan, the write load on every partition key under the seed's "
-            "N=16 design, a correctly sized design, and the same after sensor-alpha-001 is split, "
-            "and the query plan of a read across the split."
+            "The seed scenario (10,000 sensors, 50,000 readings/s of three measures, sensor-alpha-001 "
+            "bursting to 2,000/s, 1 s ingest batches): the capacity plan, the write load on every partition "
+            "key when one second of traffic is packed into blocks under the seed's N=16 design and the "
+            "planned one (and after sensor-alpha-001's split, if the plan gives it sub-shards), and the "
+            "query plan of a read of it."
         ),
     )
     p.add_argument("--out", type=Path, default=Path("out/preview"), help="where report.json goes")
@@ -56,33 +58,38 @@ def build_report(now_ms: int) -> dict[str, Any]:
     plan = plan_capacity(workload)
     layout = Layout.from_settings(kind="hybrid", bucket="1h", table_prefix="readings")
     n = plan.global_shards
+    subs = plan.entity_shards.get(seed.HOT_SENSOR, 1)
 
-    # The split is scheduled the way the hot-key detector does it: at the first
+    # A split is scheduled the way the hot-key detector does it: at the first
     # bucket boundary every writer's cache will have seen.
     boundary = earliest_change_boundary(layout.bucket, now_ms, CACHE_TTL_MS)
     sized = ShardMap.initial(layout.bucket, n)
-    split = sized.with_entity(seed.HOT_SENSOR, plan.entity_shards[seed.HOT_SENSOR], boundary, now_ms=now_ms)
+    planned = sized.with_entity(seed.HOT_SENSOR, subs, boundary, now_ms=now_ms) if subs > 1 else sized
 
     before = seed.one_second(layout.bucket.start(now_ms))
-    after = seed.one_second(boundary)
     loads = [
         seed.key_load("seed design: hybrid N=16", layout, ShardMap.initial(layout.bucket, 16), before),
-        seed.key_load(f"hybrid N={n}, before the split", layout, split, before),
-        seed.key_load(f"hybrid N={n}, after the split", layout, split, after),
+        seed.key_load(f"hybrid N={n}", layout, planned, before),
     ]
+    if subs > 1:
+        loads.append(
+            seed.key_load(f"hybrid N={n}, {seed.HOT_SENSOR} in {subs}", layout, planned, seed.one_second(boundary))
+        )
 
-    # Every reading, before and after the split, must be found by its entity's plan.
+    # Every block, before and after a split, must be found by its entity's plan.
     window_from, window_to = layout.bucket.start(now_ms), boundary + layout.bucket.width_ms
     plans: dict[str, set[str]] = {}
-    found = 0
-    for reading in before + after:
-        key = layout.key_for(reading, split)
-        if reading.entity_id not in plans:
-            plans[reading.entity_id] = {
-                p.pk for p in layout.plan_entity(reading.entity_id, window_from, window_to, split).partitions
-            }
-        found += key.pk in plans[reading.entity_id]
-    hot_plan = layout.plan_entity(seed.HOT_SENSOR, boundary - 30 * 60_000, boundary + 30 * 60_000, split)
+    found = checked = 0
+    for load in loads[1:]:
+        for block in load.blocks:
+            if block.entity_id not in plans:
+                plans[block.entity_id] = {
+                    p.pk for p in layout.plan_entity(block.entity_id, window_from, window_to, planned).partitions
+                }
+            checked += len(block.readings)
+            found += len(block.readings) if block.key.pk in plans[block.entity_id] else 0
+    hot_plan = layout.plan_entity(seed.HOT_SENSOR, boundary - 30 * 60_000, boundary + 30 * 60_000, planned)
+    hot = plan.blocks_of(seed.HOT_SENSOR)
 
     return {
         "scenario": {
@@ -90,50 +97,64 @@ def build_report(now_ms: int) -> dict[str, Any]:
             "readings_per_s": seed.GLOBAL_RATE,
             "hot_sensor": seed.HOT_SENSOR,
             "hot_sensor_rate": seed.HOT_RATE,
-            "item_bytes": seed.ITEM_BYTES,
+            "batching_window_s": workload.ingest.batching_window_s,
+            "reading": {"measures": sorted(workload.sample.measures), "event_id": "derived"},
         },
         "plan": plan.to_dict(),
-        "seed_design_n16": evaluate_design(workload, 16),
+        "seed_design_n16": evaluate_design(plan, workload, 16),
         "split": {
             "entity": seed.HOT_SENSOR,
-            "sub_shards": plan.entity_shards[seed.HOT_SENSOR],
-            "effective_from": format_ts(boundary),
+            "sub_shards": subs,
+            "effective_from": format_ts(boundary) if subs > 1 else None,
+            "wcu": round(hot.wcu, 1),
+            "readings_per_block": hot.readings_per_block,
         },
         "key_load": [load.summary() for load in loads],
-        "readings_checked": len(before) + len(after),
+        "readings_checked": checked,
         "readings_found_by_their_plan": found,
-        "all_readings_found_by_their_plan": found == len(before) + len(after),
-        "query_across_split": describe_plan(hot_plan),
-        "shard_map_after_split": split.to_dict(),
+        "all_readings_found_by_their_plan": found == checked,
+        "query_hot_sensor": describe_plan(hot_plan),
+        "shard_map": planned.to_dict(),
     }
 
 
 def render(report: dict[str, Any], path: Path) -> str:
-    s = report["scenario"]
+    s, split = report["scenario"], report["split"]
     out = [
-        f"Seed scenario: {s['sensors']:,} sensors, {s['readings_per_s']:,} readings/s of ~{s['item_bytes']} B, "
-        f"{s['hot_sensor']} bursting to {s['hot_sensor_rate']:,}/s",
+        f"Seed scenario: {s['sensors']:,} sensors, {s['readings_per_s']:,} readings/s of "
+        f"{len(s['reading']['measures'])} measures, {s['hot_sensor']} bursting to {s['hot_sensor_rate']:,}/s, "
+        f"ingest batches of {s['batching_window_s']:g} s",
         "",
         "1. Capacity plan (tsctl plan)",
-        render_plan(seed.workload(), report["plan"], report["seed_design_n16"]),
+        render_plan(seed.workload(s["batching_window_s"]), report["plan"], report["seed_design_n16"]),
         "",
-        "2. Write load on every partition key during one second of traffic (computed key by key)",
+        "2. Write load on every partition key when one second of traffic is packed into blocks (key by key)",
         table(
             [
-                [r["design"], r["partition_keys"], r["hottest_wcu"], r["mean_wcu"], r["keys_over_1000"]]
+                [r["design"], r["partition_keys"], r["blocks"], r["hottest_wcu"], r["mean_wcu"], r["keys_over_1000"]]
                 for r in report["key_load"]
             ],
-            ["design", "keys", "hottest WCU/s", "mean WCU/s", "keys > 1,000"],
+            ["design", "keys", "blocks", "hottest WCU/s", "mean WCU/s", "keys > 1,000"],
         ),
         "",
-        f"3. {report['split']['entity']} split into {report['split']['sub_shards']} sub-shards from "
-        f"{report['split']['effective_from']} (first boundary after every writer's {CACHE_TTL_MS // 1000}s cache)",
+    ]
+    if split["sub_shards"] > 1:
+        out.append(
+            f"3. {split['entity']} split into {split['sub_shards']} sub-shards from {split['effective_from']} "
+            f"(first boundary after every writer's {CACHE_TTL_MS // 1000}s cache)"
+        )
+    else:
+        out.append(
+            f"3. {split['entity']} needs no sub-shards: blocks of {split['readings_per_block']:,.0f} readings, "
+            f"{split['wcu']:,} WCU/s"
+        )
+    out += [
         f"   readings found by their entity's query plan: {report['readings_found_by_their_plan']:,} of "
         f"{report['readings_checked']:,}",
         "",
-        "4. Query plan for the hot sensor, 30 minutes either side of the split",
+        "4. Query plan for the hot sensor, 30 minutes either side of the next boundary",
     ]
-    q = report["query_across_split"]
+    q = report["query_hot_sensor"]
     out.append(table([[p["pk"], p["from"], p["to"]] for p in q["partitions"]], ["partition key", "from", "to"]))
     out += ["", f"report: {path}"]
     return "\n".join(out)

@@ -11,7 +11,6 @@ import argparse
 import dataclasses
 import json
 import logging
-import math
 import shlex
 import signal
 import sys
@@ -21,12 +20,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from infra.config import AppConfig, load_cdk_json_context
+from infra.config import AppConfig, LambdaFunction, load_cdk_json_context
 from keydesign import InvalidInput, format_ts
 from tsctl.arguments import checked
 
 if TYPE_CHECKING:
-    from local_runtime import Endpoints, LocalFaults, LocalOptions
+    from local_runtime import Endpoints, LocalFaults
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 #: How far back the rollup function's first run starts: each minute of it is a Query per mark key (32)
@@ -44,7 +43,7 @@ def register(sub: Any) -> None:
         help="run the whole system locally (embedded moto, in-process handlers) until Ctrl-C",
         description=(
             "Start the embedded local runtime: moto's server on a loopback port with the stream, tables, "
-            "queues, topic and secret of the stack's configuration, and the four functions running in this "
+            "queues, topic and secret of the stack's configuration, and the functions running in this "
             "process, triggered as Lambda triggers them (the query API served on its own loopback port). "
             "Prints the endpoints and example commands, then runs until Ctrl-C. No AWS account is used: every "
             "endpoint is on 127.0.0.1, and local requests need no SigV4 signature."
@@ -104,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
         function_log=args.function_log,
         rotator_clock_speed=args.rotator_speed,
         rollups=True,
-        rollup_environment={"ROLLUP_LATENESS": SERVE_ROLLUP_LATENESS},
+        environment={LambdaFunction.ROLLUP: {"ROLLUP_LATENESS": SERVE_ROLLUP_LATENESS}},
     )
     stop = threading.Event()
     # Ctrl-C and SIGTERM set the event rather than raise inside the wait (a
@@ -124,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
                     faults=faults,
                     function_log=args.function_log,
                     rotator=_rotator_note(config, args.rotator_speed),
-                    rollups=_rollups_note(config, options),
+                    rollups=_rollups_note(config, options.rollup_every_s),
                     phases=_phases(system.rotations),
                 )
             system.console.flush()
@@ -214,12 +213,12 @@ def floor_minute(ms: int) -> int:
     return ms - ms % 60_000
 
 
-def _rollups_note(config: AppConfig, options: LocalOptions) -> str:
+def _rollups_note(config: AppConfig, every_s: float) -> str:
     if not config.context.rollups:
         return "off (rollups: null)"
-    settle = math.ceil(options.ingest_timeout_s) + 5
+    settle = config.lambdas.ingest.timeout_s + 5
     return (
-        f"{config.context.rollups}, every {options.rollup_every_s:g} s of the real clock: a minute is applied "
+        f"{config.context.rollups}, every {every_s:g} s of the real clock: a minute is applied "
         f"{settle} s after it ends; marks later than {SERVE_ROLLUP_LATENESS} counted as late"
     )
 

@@ -1,9 +1,11 @@
 """``tsctl simulate``: the write load on every partition key and the cost of reads, per layout, second by second.
 
-The defaults are the seed scenario (``tsctl.seed``): 50,000 writes/s over
-10,000 sensors, ``sensor-alpha-001`` at 2,000/s, 500-byte items, for an hour
-starting half-way through an hourly bucket (so a split decided in the first
-minutes takes effect inside the run).
+The defaults are the seed scenario (``tsctl.seed``): 50,000 readings/s of three
+measures over 10,000 sensors, ``sensor-alpha-001`` at 2,000/s, ingest batches of
+1 s packed into blocks, for an hour starting half-way through an hourly bucket
+(so a split decided in the first minutes takes effect inside the run). The
+adaptive layout's settings default to the hot-key function's own
+(``hotkeys.settings.HotKeySettings``).
 """
 
 from __future__ import annotations
@@ -12,14 +14,17 @@ import argparse
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from keydesign import ConfigError, InvalidInput, KeyDesignError, Reading, ShardMap, parse_duration, parse_timestamp
+from keydesign import ConfigError, InvalidInput, KeyDesignError, ShardMap, parse_duration, parse_timestamp
 from tsctl import seed
+from tsctl.commands.plan import parse_sample
 from tsctl.output import emit_json, table
 
 if TYPE_CHECKING:
+    from hotkeys.settings import HotKeySettings
     from simulator import AdaptiveSettings, HotEntity, ReadPattern, SimWorkload
     from simulator.engine import LayoutSpec, SimulationResult
 
@@ -34,22 +39,26 @@ def register(sub: Any) -> None:
         "simulate",
         help="write load per partition key and read cost per layout, second by second, for a workload",
         description=(
-            "Simulate a workload second by second under several layouts side by side (same writes): the "
-            "hottest key's WCU/s, the 99th percentile, key-seconds over 1,000 WCU (throttled), imbalance, "
-            "and the fan-out and read units of single-entity and cross-entity reads. 'adaptive' is the hybrid "
-            "layout with the hot-key detector's own logic splitting hot entities at future bucket boundaries. "
-            "Defaults: the seed scenario (50,000 writes/s, 10,000 sensors, sensor-alpha-001 at 2,000/s, 500 B)."
+            "Simulate a workload second by second under several layouts side by side (same readings, packed "
+            "into the same blocks: each entity's readings of an ingest batch): the hottest key's WCU/s, the 99th "
+            "percentile, key-seconds over 1,000 WCU (throttled), imbalance, and the fan-out and read units of "
+            "single-entity and cross-entity reads. 'adaptive' is the hybrid layout with the hot-key detector's "
+            "own logic splitting hot entities at future bucket boundaries. Defaults: the seed scenario (50,000 "
+            "readings/s of three measures, 10,000 sensors, sensor-alpha-001 at 2,000/s, 1 s batches)."
         ),
     )
     w = p.add_argument_group("workload")
     w.add_argument("--rate", type=float, default=float(seed.GLOBAL_RATE), help="peak global writes/s (%(default)s)")
     w.add_argument("--entities", type=int, default=seed.SENSORS, help="entities, hot ones included (%(default)s)")
     w.add_argument("--zipf", type=float, default=0.0, help="Zipf skew of the background entities (0 = uniform)")
-    w.add_argument("--item-bytes", type=int, help=f"stored item size (default: {seed.ITEM_BYTES}, or from --reading)")
     w.add_argument(
-        "--reading",
-        metavar="JSON",
-        help="a sample reading: the item size is what it takes stored under the layouts (the largest)",
+        "--reading", metavar="JSON", help="a typical reading: blocks are measured by packing readings of its shape"
+    )
+    w.add_argument(
+        "--batching-window",
+        type=int,
+        default=1,
+        help="ingest's MaximumBatchingWindowInSeconds, 0-300 (%(default)s, cdk.json's)",
     )
     w.add_argument(
         "--hot",
@@ -80,14 +89,15 @@ def register(sub: Any) -> None:
     lay.add_argument("--bucket", default="1h", help="bucket granularity (%(default)s)")
     lay.add_argument("--utilisation", type=float, default=0.5, help="target share of 1,000 WCU/s for the plan's N")
 
-    det = p.add_argument_group("adaptive layout (the hot-key function's settings)")
-    det.add_argument("--window", default="60s", help="HOT_WINDOW (%(default)s)")
-    det.add_argument("--grace", default="30s", help="HOT_WINDOW_GRACE (%(default)s)")
-    det.add_argument("--cache-ttl", default="60s", help="SHARD_MAP_CACHE_TTL (%(default)s)")
-    det.add_argument("--margin", default="360s", help="HOT_CHANGE_MARGIN (%(default)s = MAX_FUTURE 5m + 60s)")
-    det.add_argument("--split-threshold", type=float, default=500.0, help="HOT_SPLIT_THRESHOLD_WCU (%(default)s)")
-    det.add_argument("--target-utilisation", type=float, default=0.4, help="HOT_TARGET_UTILISATION (%(default)s)")
-    det.add_argument("--scale-down-windows", type=int, default=10, help="HOT_SCALE_DOWN_WINDOWS (%(default)s)")
+    # Defaults: the function's own, read off its settings model when simulating (pydantic is slow to import).
+    det = p.add_argument_group("adaptive layout (the hot-key function's settings; default: the function's)")
+    det.add_argument("--window", help="HOT_WINDOW")
+    det.add_argument("--grace", help="HOT_WINDOW_GRACE")
+    det.add_argument("--cache-ttl", help="SHARD_MAP_CACHE_TTL")
+    det.add_argument("--margin", help="HOT_CHANGE_MARGIN (default: MAX_FUTURE + 60s)")
+    det.add_argument("--split-threshold", type=float, help="HOT_SPLIT_THRESHOLD_WCU")
+    det.add_argument("--target-utilisation", type=float, help="HOT_TARGET_UTILISATION")
+    det.add_argument("--scale-down-windows", type=int, help="HOT_SCALE_DOWN_WINDOWS")
     det.add_argument("--auto-global", action="store_true", help="HOT_AUTO_APPLY_GLOBAL: apply a larger global N")
 
     rd = p.add_argument_group("reads (issued at the end of the run)")
@@ -99,6 +109,13 @@ def register(sub: Any) -> None:
     p.add_argument("--chart", type=Path, metavar="PATH", help="write a PNG chart here")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=run)
+
+
+def function_settings() -> HotKeySettings:
+    """The hot-key function's settings as it runs with its defaults (the placeholders name no detector setting)."""
+    from hotkeys.settings import HotKeySettings  # noqa: PLC0415 - pydantic: only when simulating
+
+    return HotKeySettings.model_validate({"CONTROL_TABLE": "control", "SHARDS": 1, "TABLE_PREFIX": "readings"})
 
 
 def parse_hot(values: list[str] | None, *, none: bool) -> tuple[HotEntity, ...]:
@@ -146,38 +163,16 @@ def _duration_ms(spec: str, field: str) -> int:
         raise InvalidInput(field, exc.reason) from None
 
 
-def measured_sizes(args: argparse.Namespace) -> dict[str, int] | None:
-    """Stored sizes of ``--reading`` under each layout, or None without one."""
-    from simulator.workload import stored_item_bytes  # noqa: PLC0415 - see the imports
-
-    if args.reading is None:
-        return None
-    try:
-        reading = Reading.parse(json.loads(args.reading))
-    except json.JSONDecodeError as exc:
-        raise InvalidInput("--reading", f"is not JSON: {exc.msg}") from None
-    except KeyDesignError as exc:
-        raise InvalidInput("--reading", str(exc)) from None
-    return stored_item_bytes(reading, args.bucket)
-
-
-def item_bytes(args: argparse.Namespace) -> int:
-    if args.item_bytes is not None:
-        return int(args.item_bytes)
-    sizes = measured_sizes(args)
-    return max(sizes.values()) if sizes else seed.ITEM_BYTES
-
-
 def build(args: argparse.Namespace) -> tuple[SimWorkload, list[LayoutSpec], AdaptiveSettings, ReadPattern]:
     """The simulation the arguments describe; bad input raises InvalidInput / ConfigError naming the option."""
-    from hotkeys.detector import DetectorConfig  # noqa: PLC0415 - see the imports
     from simulator import AdaptiveSettings, ReadPattern, SimWorkload, parse_layout_spec  # noqa: PLC0415
     from simulator.engine import LayoutSpec, default_shards  # noqa: PLC0415
 
     workload = SimWorkload(
         rate=args.rate,
         entities=args.entities,
-        item_bytes=item_bytes(args),
+        sample=parse_sample(args.reading),
+        batching_window_s=args.batching_window,
         start_ms=parse_timestamp(args.start, "--start"),
         duration_s=_duration_ms(args.duration, "--duration") // 1000,
         zipf=args.zipf,
@@ -201,18 +196,22 @@ def build(args: argparse.Namespace) -> tuple[SimWorkload, list[LayoutSpec], Adap
         specs.append(
             LayoutSpec("hybrid", fixed.global_shards_at(workload.start_ms), shard_map=fixed, name="hybrid:map")
         )
-    detector = DetectorConfig(
-        window_ms=_duration_ms(args.window, "--window"),
-        split_threshold_wcu=args.split_threshold,
-        target_utilisation=args.target_utilisation,
-        scale_down_windows=args.scale_down_windows,
-    )
+    function = function_settings()
+    given = {
+        "window_ms": None if args.window is None else _duration_ms(args.window, "--window"),
+        "split_threshold_wcu": args.split_threshold,
+        "target_utilisation": args.target_utilisation,
+        "scale_down_windows": args.scale_down_windows,
+    }
+    detector = replace(function.detector, **{k: v for k, v in given.items() if v is not None})
     adaptive = AdaptiveSettings(
         detector=detector,
-        grace_ms=_duration_ms(args.grace, "--grace"),
-        cache_ttl_ms=_duration_ms(args.cache_ttl, "--cache-ttl"),
-        margin_ms=_duration_ms(args.margin, "--margin"),
-        auto_global=args.auto_global,
+        grace_ms=function.window_grace_ms if args.grace is None else _duration_ms(args.grace, "--grace"),
+        cache_ttl_ms=function.shard_map_cache_ttl_ms
+        if args.cache_ttl is None
+        else _duration_ms(args.cache_ttl, "--cache-ttl"),
+        margin_ms=function.change_margin_ms if args.margin is None else _duration_ms(args.margin, "--margin"),
+        auto_global=args.auto_global or function.auto_apply_global,
     )
     windows = tuple(_duration_ms(w.strip(), "--read-windows") for w in args.read_windows.split(",") if w.strip())
     cross = None if args.cross_window.strip().lower() == "none" else _duration_ms(args.cross_window, "--cross-window")
@@ -230,7 +229,7 @@ def build(args: argparse.Namespace) -> tuple[SimWorkload, list[LayoutSpec], Adap
 _OPTIONS = {
     "rate": "--rate",
     "entities": "--entities",
-    "item_bytes": "--item-bytes",
+    "batching_window": "--batching-window",
     "zipf": "--zipf",
     "duration": "--duration",
     "start": "--start",
@@ -274,19 +273,12 @@ def run(args: argparse.Namespace) -> int:
         workload, specs, adaptive, reads = build(args)
         result = Simulation(workload, specs, bucket=args.bucket, adaptive=adaptive, reads=reads).run()
     path = chart(result, args.chart) if args.chart is not None else None
-    sizes = measured_sizes(args)
     if args.json:
         document = result.to_dict()
         document["chart"] = str(path) if path is not None else None
-        document["reading_item_bytes"] = sizes
         emit_json(document)
     else:
         print(render(result))
-        if sizes is not None:
-            measured = ", ".join(f"{kind} {size:,} B" for kind, size in sizes.items())
-            print(
-                f"note: --reading stores as {measured} (hybrid: in a sub-shard); the run used {workload.item_bytes:,} B"
-            )
         if path is not None:
             print(f"\nchart written to {path}")
     return 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import json
 import sys
 import time
 from collections import Counter
@@ -11,12 +12,13 @@ from typing import Any
 
 import boto3
 import pytest
+from boto3.dynamodb.types import TypeSerializer
 from botocore.exceptions import ClientError
 
 from adapters.settings import SettingsError
 from adapters.shard_map_store import SHARD_MAP_KEY
 from adapters.stream_events import NotAStreamEvent
-from keydesign import Reading, ShardMap, build_item
+from keydesign import Reading, ShardMap, format_ts
 from tests.integration.hotkeys.conftest import CONTROL, Aws, invoke
 from tests.unit.hotkeys.stream_events import REGION, TABLE, item_record, stream_arn, stream_event, stream_record
 from tests.unit.ingest.kinesis_events import FakeLambdaContext
@@ -25,21 +27,23 @@ pytestmark = pytest.mark.integration
 
 
 def items_for(aws: Aws, entities: list[str], per_entity: int, now_ms: int) -> list[dict[str, object]]:
+    """Blocks of ``per_entity`` readings of each entity (each reading its own ingest batch: one block each)."""
     layout = aws.layout
     shard_map = ShardMap.initial(layout.bucket, 4)
-    out = []
-    for entity in entities:
-        for i in range(per_entity):
-            reading = Reading(entity, f"{entity}-ev-{i}", now_ms - 1_000 + i, {"v": 1.0})
-            out.append(build_item(reading, layout.key_for(reading, shard_map)))
-    return out
+    return [
+        block.item()
+        for entity in entities
+        for i in range(per_entity)
+        for block in layout.pack([(Reading(entity, f"{entity}-ev-{i}", now_ms - 1_000 + i, {"v": 1.0}), 1)], shard_map)
+    ]
 
 
 def entity_counters(aws: Aws) -> Counter[str]:
+    """Writes per entity in every run the control table holds."""
     writes: Counter[str] = Counter()
     for item in aws.control_items("load#"):
-        if item["sk"]["S"].startswith("entity#"):
-            writes[item["sk"]["S"].removeprefix("entity#")] += int(item["writes"]["N"])
+        for entity, (_, counted, _, _) in json.loads(item["load"]["S"])["e"].items():
+            writes[entity] += counted
     return writes
 
 
@@ -87,39 +91,40 @@ def test_a_batch_of_nothing_but_garbage_is_handled(
     assert aws.control_items("load#") == []
 
 
-class FailingCounter:
-    """Wraps the DynamoDB client: ``update_item`` on one counter is throttled (after retries)."""
+class FailingRunPut:
+    """Wraps the DynamoDB client: putting a run of one window is throttled (after retries)."""
 
-    def __init__(self, inner: Any, sort_key: str) -> None:
+    def __init__(self, inner: Any, window_ms: int) -> None:
         self.inner = inner
-        self.sort_key = sort_key
+        self.prefix = f"load#{format_ts(window_ms)}#"
         self.refused = 0
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
-    def update_item(self, **kwargs: Any) -> Any:
-        if kwargs["Key"]["sk"]["S"] == self.sort_key:
+    def put_item(self, **kwargs: Any) -> Any:
+        if kwargs["Item"]["pk"]["S"].startswith(self.prefix):
             self.refused += 1
             raise ClientError(
-                {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "Rate exceeded"}},
-                "UpdateItem",
+                {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "Rate exceeded"}}, "PutItem"
             )
-        return self.inner.update_item(**kwargs)
+        return self.inner.put_item(**kwargs)
 
 
-def test_a_counter_that_cannot_be_written_reports_exactly_its_records(
+def test_a_run_that_cannot_be_stored_reports_exactly_its_records(
     aws: Aws, handler_module: ModuleType, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # Given sensor-0002's counter is throttled, and its records come last in the batch
+    # Given a batch over two one-minute windows, and the second window's run throttled
     now = time.time()
+    minute = int(now // 60 * 60)
     items = items_for(aws, ["sensor-0001", "sensor-0003", "sensor-0002"], 3, int(now * 1000))
-    records = [item_record(i, approx_s=now) for i in items]
-    faulty = FailingCounter(aws.dynamodb, "entity#sensor-0002")
+    records = [item_record(i, approx_s=minute - 30) for i in items[:6]]
+    records += [item_record(i, approx_s=minute + 1) for i in items[6:]]
+    faulty = FailingRunPut(aws.dynamodb, minute * 1000)
     monitor = aws.monitor(lambda: int(now * 1000), dynamodb=faulty)
     # When the batch is processed
     invocation = invoke(handler_module, stream_event(records), capsys, monitor=monitor)
-    # Then exactly sensor-0002's records are reported for redelivery
+    # Then exactly the second window's records are reported for redelivery
     expected = [r["dynamodb"]["SequenceNumber"] for r in records[6:]]
     assert invocation.failed == expected
     assert faulty.refused == 1
@@ -157,28 +162,33 @@ def test_an_unreadable_shard_map_fails_the_countable_records_and_counts_nothing(
 def test_records_read_from_a_real_stream_are_counted(
     aws: Aws, handler_module: ModuleType, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # Given readings written to the readings table, and its stream read back as Lambda would
+    # Given blocks written to the readings table (one of 500 readings, several KB), and its KEYS_ONLY
+    # stream read back as Lambda would
     now = time.time()
-    for item in items_for(aws, ["sensor-0001", "sensor-0002"], 3, int(now * 1000)):
-        aws.dynamodb.put_item(TableName=TABLE, Item={k: _typed(v) for k, v in item.items()})
+    items = items_for(aws, ["sensor-0001", "sensor-0002"], 3, int(now * 1000))
+    (big,) = aws.layout.pack(
+        [
+            (Reading("sensor-0002", f"big-{i}", int(now * 1000) - 2_000 + i, {"v": i * 1.37, "w": i % 7}), 1)
+            for i in range(500)
+        ],
+        ShardMap.initial(aws.layout.bucket, 4),
+    )
+    assert big.write_units > 1
+    for item in [*items, big.item()]:
+        aws.dynamodb.put_item(TableName=TABLE, Item={k: TypeSerializer().serialize(v) for k, v in item.items()})
     records = _lambda_records_from_stream(aws)
-    assert len(records) == 6
+    assert len(records) == 7
     # When the handler gets them
     invocation = invoke(handler_module, stream_event(records), capsys)
-    # Then all are counted
+    # Then all are counted, each block with the write units its put was billed
     assert invocation.failed == []
-    assert invocation.metric("RecordsCounted") == 6
-    assert entity_counters(aws) == {"sensor-0001": 3, "sensor-0002": 3}
-
-
-def _typed(value: object) -> dict[str, Any]:
-    if isinstance(value, str):
-        return {"S": value}
-    if isinstance(value, int | float):
-        return {"N": repr(value) if isinstance(value, float) else str(value)}
-    if isinstance(value, dict):
-        return {"M": {k: _typed(v) for k, v in value.items()}}
-    raise TypeError(type(value).__name__)
+    assert invocation.metric("RecordsCounted") == 7
+    assert entity_counters(aws) == {"sensor-0001": 3, "sensor-0002": 4}
+    units: Counter[str] = Counter()
+    for item in aws.control_items("load#"):
+        for entity, (wcu, _, _, _) in json.loads(item["load"]["S"])["e"].items():
+            units[entity] += wcu
+    assert units == {"sensor-0001": 3, "sensor-0002": 3 + big.write_units}
 
 
 def _lambda_records_from_stream(aws: Aws) -> list[dict[str, Any]]:

@@ -2,17 +2,19 @@
 function on three stream shards, the control table, and range queries.
 
 Many sensors write a reading a second each; sensor-alpha-001 bursts to 2,000 writes/s.
-Writers key every reading with ``Layout.key_for`` and the shard map they hold (read from the
-store through a cache, as ingest does) and write it to a moto table. Each write's stream
-record (shaped as Lambda delivers it) goes to the stream shard of its partition, and every
-half second each stream shard's records are handed to the real handler, in its own
-container (monitor). Then:
+Writers store every reading as a block of its own (``Layout.pack``, as if each reached
+ingest in a batch of its own: one write unit a reading, the most blocks can cost) with the
+shard map they hold (read from the store through a cache, as ingest does), in a moto table.
+Each write's stream record (KEYS_ONLY, shaped as Lambda delivers it) goes to the stream
+shard of its partition, and every half second each stream shard's records are handed to
+the real handler, in its own container (monitor). Then:
 
 * before the split the hot sensor's partition key runs over 1,000 WCU/s;
 * the split lands at the next bucket boundary every writer has seen;
 * after it no partition key exceeds the threshold;
 * every reading written before, during and after the split is returned by range queries,
-  exactly once, following LastEvaluatedKey.
+  exactly once, following LastEvaluatedKey (a block holds one reading here, so its sort key,
+  first reading's time included, names the reading).
 
 Time is compressed (one-minute buckets, one-second windows and cache TTL) so the replay
 writes thousands of readings, not millions; the same logic runs at production settings in
@@ -26,10 +28,12 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from boto3.dynamodb.types import TypeSerializer
 
 from adapters.shard_map_source import CachedShardMap
 from adapters.shard_map_store import ShardMapStore
-from keydesign import Layout, PartitionQuery, Reading, ShardMap, build_item, format_ts, parse_timestamp, shard_of
+from keydesign import Layout, PartitionQuery, Reading, ShardMap, parse_timestamp, shard_of
+from keydesign.blocks import parse_block_sk
 from tests.integration.hotkeys.conftest import CONTROL, Aws, SimClock, invoke
 from tests.unit.hotkeys.stream_events import TABLE, item_record, stream_event
 
@@ -54,20 +58,11 @@ BOUNDARY = parse_timestamp("2026-11-22T06:01:00Z")
 END = parse_timestamp("2026-11-22T06:01:03Z")
 
 
-def _typed(value: object) -> dict[str, Any]:
-    if isinstance(value, str):
-        return {"S": value}
-    if isinstance(value, int | float):
-        return {"N": repr(value) if isinstance(value, float) else str(value)}
-    if isinstance(value, dict):
-        return {"M": {k: _typed(v) for k, v in value.items()}}
-    raise TypeError(type(value).__name__)
-
-
 def write_all(aws: Aws, items: list[dict[str, object]]) -> None:
     for offset in range(0, len(items), 25):
         chunk = items[offset : offset + 25]
-        request = {TABLE: [{"PutRequest": {"Item": {k: _typed(v) for k, v in i.items()}}} for i in chunk]}
+        serialise = TypeSerializer().serialize
+        request = {TABLE: [{"PutRequest": {"Item": {k: serialise(v) for k, v in i.items()}}} for i in chunk]}
         while request:
             response = aws.dynamodb.batch_write_item(RequestItems=request)
             request = response.get("UnprocessedItems") or {}
@@ -75,7 +70,7 @@ def write_all(aws: Aws, items: list[dict[str, object]]) -> None:
 
 def query(aws: Aws, part: PartitionQuery) -> list[dict[str, Any]]:
     """One planned partition, every page (LastEvaluatedKey followed)."""
-    kwargs: dict[str, Any] = {"TableName": part.table, "ConsistentRead": True}
+    kwargs: dict[str, Any] = {"TableName": part.table, "ConsistentRead": True, "ProjectionExpression": "sk"}
     values: dict[str, Any] = {":pk": {"S": part.pk}}
     condition = "pk = :pk"
     if part.sk_low is not None and part.sk_high is not None:
@@ -87,16 +82,20 @@ def query(aws: Aws, part: PartitionQuery) -> list[dict[str, Any]]:
         page = aws.dynamodb.query(**kwargs)
         found.extend(page["Items"])
         if "LastEvaluatedKey" not in page:
-            break
+            return found
         kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
-    if part.time_filter:
-        low, high = format_ts(part.from_ms), format_ts(part.to_ms)
-        found = [i for i in found if low <= i["t"]["S"] < high]
+
+
+def read_back(aws: Aws, layout: Layout, plan_parts: tuple[PartitionQuery, ...]) -> list[str]:
+    """The sort key of every block the plan finds whose reading lies in its partition's time range."""
+    found: list[str] = []
+    for part in plan_parts:
+        for item in query(aws, part):
+            parts = parse_block_sk(item["sk"]["S"], shared=layout.can.shared_partitions)
+            assert parts is not None
+            if part.from_ms <= parse_timestamp(parts.first_ts, "sk") < part.to_ms:
+                found.append(item["sk"]["S"])
     return found
-
-
-def read_back(aws: Aws, plan_parts: tuple[PartitionQuery, ...]) -> list[str]:
-    return [item["sk"]["S"] for part in plan_parts for item in query(aws, part)]
 
 
 @pytest.fixture
@@ -121,7 +120,7 @@ class Replay:
         self.writer_maps = CachedShardMap(self.store.load, 1_000, clock=lambda: self.clock() / 1000)
         self.monitors = [aws.monitor(self.clock) for _ in range(STREAM_SHARDS)]
         self.pending: dict[int, list[dict[str, Any]]] = defaultdict(list)
-        self.written: dict[str, int] = {}  # sort key -> event (and write) time
+        self.written: dict[str, int] = {}  # a block's sort key (one reading each) -> its event (and write) time
         self.per_second: dict[int, Counter[str]] = defaultdict(Counter)  # second -> writes per partition key
         self.changed_at: int | None = None
 
@@ -149,13 +148,13 @@ class Replay:
 
     def write(self, readings: list[Reading]) -> None:
         shard_map = self.writer_maps.current()
-        items = [build_item(r, self.layout.key_for(r, shard_map)) for r in readings]
-        write_all(self.aws, items)
-        for reading, item in zip(readings, items, strict=True):
-            pk, sk = str(item["pk"]), str(item["sk"])
-            self.written[sk] = reading.ts_ms
-            self.per_second[reading.ts_ms // 1000 * 1000][pk] += 1
-            self.pending[shard_of(pk, STREAM_SHARDS)].append(item_record(item, approx_s=reading.ts_ms / 1000))
+        blocks = [block for r in readings for block in self.layout.pack([(r, 1)], shard_map)]
+        write_all(self.aws, [b.item() for b in blocks])
+        for reading, block in zip(readings, blocks, strict=True):
+            self.written[block.key.sk] = reading.ts_ms
+            self.per_second[reading.ts_ms // 1000 * 1000][block.key.pk] += block.write_units
+            record = item_record(block.item(), approx_s=reading.ts_ms / 1000)
+            self.pending[shard_of(block.key.pk, STREAM_SHARDS)].append(record)
 
     def deliver(self) -> None:
         """Each stream shard's records to its own container, through the real handler."""
@@ -202,17 +201,17 @@ def test_the_seed_scenario_splits_the_hot_sensor_without_losing_a_reading(
     assert any(changed_at <= t < BOUNDARY for t in written.values())
     assert any(t >= BOUNDARY for t in written.values())
     # Every one is returned exactly once by a cross-entity range read of the whole replay...
-    everything = read_back(seed, layout.plan_range(START, END + 2_000, final).partitions)
+    everything = read_back(seed, layout, layout.plan_range(START, END + 2_000, final).partitions)
     assert len(everything) == len(set(everything)) == len(written)
     assert set(everything) == set(written)
     # ...and the hot sensor's by an entity read across the boundary (the base key, then five sub-shards)
     hot = {sk for sk in written if sk.startswith(f"{HOT}#")}
     plan = layout.plan_entity(HOT, START, END, final)
     assert len(plan.partitions) == 1 + 5
-    whole = read_back(seed, plan.partitions)
+    whole = read_back(seed, layout, plan.partitions)
     assert len(whole) == len(hot) and set(whole) == hot
     # ...and a quiet sensor's, unaffected by the split
     quiet_sensor = next(s for s in SENSORS if shard_of(s, 4) != shard_of(HOT, 4))
     quiet = {sk for sk in written if sk.startswith(f"{quiet_sensor}#")}
-    found = read_back(seed, layout.plan_entity(quiet_sensor, START, END + 2_000, final).partitions)
+    found = read_back(seed, layout, layout.plan_entity(quiet_sensor, START, END + 2_000, final).partitions)
     assert len(found) == len(quiet) and set(found) == quiet

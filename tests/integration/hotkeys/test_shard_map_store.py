@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import json
+import random
 import threading
 from collections.abc import Callable
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -13,14 +16,16 @@ from botocore.exceptions import ClientError
 from adapters.settings import CommonSettings, SettingsError
 from adapters.shard_map_source import CachedShardMap
 from adapters.shard_map_store import (
+    PAGE_BYTES,
     SHARD_MAP_KEY,
+    Compaction,
     MalformedShardMap,
     PastRewrite,
     ShardMapConflict,
     ShardMapStore,
 )
 from hotkeys.detector import Decisions, EntityChange, apply_decisions
-from keydesign import Bucket, ShardMap, parse_timestamp
+from keydesign import Bucket, Change, Layout, ShardMap, parse_timestamp
 from tests.integration.hotkeys.conftest import CONTROL, Aws, SimClock
 
 pytestmark = pytest.mark.integration
@@ -346,3 +351,261 @@ def test_from_settings_needs_a_control_table() -> None:
     common = CommonSettings.from_env({"TABLE_PREFIX": "readings", "SHARDS": "4"})
     with pytest.raises(SettingsError, match="CONTROL_TABLE"):
         ShardMapStore.from_settings(common)
+
+
+# -- a map of a fleet: pages, and what a refresh reads ---------------------------------------------
+
+DAY = 24 * HOUR
+#: Seed 003's fleet: a million devices, named as the synthetic producer names them.
+FLEET = 1_000_000
+#: Devices whose history needs a few pages.
+PAGED = 1_500
+
+
+def fleet_map(changed: int = 10_000, *, still_split: int | None = None, version: int = 7) -> ShardMap:
+    """``changed`` devices of the fleet changed within retention: every one split, and all but
+    ``still_split`` of them (default: every other one) scaled down again a day later."""
+    rng = random.Random(3)
+    histories: dict[str, tuple[Change, ...]] = {}
+    for n, device in enumerate(rng.sample(range(FLEET), changed)):
+        split = NEXT - 30 * DAY + (n % 700) * HOUR
+        up = Change(split, rng.randint(2, 40))
+        down = n % 2 == 1 if still_split is None else n >= still_split
+        histories[f"sensor-{device:06d}"] = (up, Change(split + DAY, 1)) if down else (up,)
+    initial = ShardMap.initial(BUCKET, 4)
+    return ShardMap(BUCKET, initial.global_history, MappingProxyType(histories), version)
+
+
+def seeded(aws: Aws, shard_map: ShardMap) -> None:
+    """Store ``shard_map`` as the detector would have, writing before its first change took effect."""
+    store(aws, clock=SimClock(NEXT - 31 * DAY)).apply(lambda _: shard_map, reason="test: the history")
+
+
+class Counting:
+    """Counts GetItem calls and the bytes they return (what a reader pays for a refresh)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.gets = 0
+        self.bytes = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def get_item(self, **kwargs: Any) -> Any:
+        response = self.inner.get_item(**kwargs)
+        self.gets += 1
+        self.bytes += len(json.dumps(response.get("Item", {})))
+        return response
+
+
+def shard_map_items(aws: Aws) -> list[dict[str, Any]]:
+    return aws.control_items("shardmap")
+
+
+def test_a_fleet_map_is_stored_in_pages_no_item_near_the_limit_and_a_refresh_reads_what_changed(aws: Aws) -> None:
+    # Given seed 003's fleet with 10,000 devices changed within retention (a map of about 1 MB of JSON)
+    fleet = fleet_map()
+    assert len(json.dumps(fleet.to_dict())) > 1_000_000
+    seeded(aws, fleet)
+    writer = store(aws)
+    # Then it is a head and pages, none of them more than PAGE_BYTES of JSON (400 KB is DynamoDB's limit)
+    # (the figures docs/hotkeys.md quotes: 32 pages of at most 42 KB, a head of 1.5 KB)
+    items = shard_map_items(aws)
+    head = raw_item(aws)
+    assert head is not None and len(head["pages"]["L"]) == len(items) - 1 == 32
+    assert max(len(json.dumps(i)) for i in items) < 43_000 < PAGE_BYTES
+    assert len(json.dumps(head)) < 1_600
+    assert json.loads(head["map"]["S"])["entities"] == {}
+    # And a reader's first load reads every page, and assembles exactly the map
+    counting = Counting(aws.dynamodb)
+    reader = store(aws, client=counting)
+    assert reader.load(bootstrap=False).entity_history == fleet.entity_history
+    assert counting.gets == len(items)
+    # When the detector changes one device
+    applied = writer.apply(split("sensor-000042", 6), reason="test: one more")
+    assert applied.changed
+    # Then one page is rewritten and the one it replaced is gone
+    before_keys, after_keys = {i["sk"]["S"] for i in items}, {i["sk"]["S"] for i in shard_map_items(aws)}
+    assert len(after_keys - before_keys) == len(before_keys - after_keys) == 1
+    # And the reader's refresh reads the head and that page only
+    counting.gets = counting.bytes = 0
+    refreshed = reader.load(bootstrap=False)
+    assert refreshed.entity_shards_at("sensor-000042", NEXT) == 6 and refreshed.version == applied.shard_map.version
+    assert counting.gets == 2 and counting.bytes < 43_000 + 1_600
+    # And a refresh with nothing new reads the head alone
+    counting.gets = counting.bytes = 0
+    assert reader.load(bootstrap=False) == refreshed
+    assert counting.gets == 1 and counting.bytes < 1_600
+
+
+def test_a_small_map_stays_one_item_and_a_paged_map_shrinks_back_into_it(aws: Aws) -> None:
+    # Given a fleet map in pages, of which 20 devices are still split
+    fleet = fleet_map(still_split=20)
+    seeded(aws, fleet)
+    assert len(shard_map_items(aws)) > 1
+    # When the others' changes have all aged out and are folded away
+    compacted = compacting(aws, NEXT + 60 * DAY).apply(lambda current: current, reason="compaction").shard_map
+    # Then the map is one item again, with the 20, and no page is left behind
+    assert len(compacted.entity_history) == 20
+    (only,) = shard_map_items(aws)
+    assert "pages" not in only and json.loads(only["map"]["S"])["entities"] == compacted.to_dict()["entities"]
+
+
+def test_a_lost_race_leaves_no_page_behind(aws: Aws) -> None:
+    seeded(aws, fleet_map(PAGED))
+    competitor = store(aws)
+    wrapped = Interleaving(aws.dynamodb, lambda: competitor.apply(split("sensor-beta-002", 3), reason="competitor"))
+    # When our first attempt's head put loses to the competitor's
+    applied = store(aws, client=wrapped).apply(split(ALPHA, 5), reason="ours")
+    # Then it is retried on their map, and every page stored is one the head names
+    assert applied.attempts == 2
+    final = store(aws).load()
+    assert (final.entity_shards_at(ALPHA, NEXT), final.entity_shards_at("sensor-beta-002", NEXT)) == (5, 3)
+    head = raw_item(aws)
+    assert head is not None
+    named = {p["S"] for p in head["pages"]["L"]}
+    assert {i["sk"]["S"] for i in shard_map_items(aws)} == named | {"current"}
+
+
+class ReplacedWhileReading:
+    """Between a reader's GetItem of the head and of its first page, a writer replaces that page."""
+
+    def __init__(self, inner: Any, writer: Callable[[], Any]) -> None:
+        self.inner = inner
+        self.writer: Callable[[], Any] | None = writer
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def get_item(self, **kwargs: Any) -> Any:
+        if kwargs["Key"]["sk"]["S"].startswith("page#") and self.writer is not None:
+            writer, self.writer = self.writer, None
+            writer()
+        return self.inner.get_item(**kwargs)
+
+
+def test_a_reader_whose_page_was_replaced_under_it_reads_the_new_head(aws: Aws) -> None:
+    seeded(aws, fleet_map(PAGED))
+    every_page = [f"sensor-{n:06d}" for n in range(0, 200)]  # changes spread over every page
+
+    def rewrite_all() -> None:
+        store(aws).apply(lambda m: functools.reduce(lambda a, e: split(e, 4)(a), every_page, m), reason="w")
+
+    reader = store(aws, client=ReplacedWhileReading(aws.dynamodb, rewrite_all))
+    loaded = reader.load(bootstrap=False)
+    assert loaded.entity_shards_at("sensor-000000", NEXT) == 4
+    assert loaded == store(aws).load()
+
+
+@pytest.mark.parametrize(
+    ("edit", "reason"),
+    [
+        (lambda head, page: {**page, "entities": {"S": "[1, 2"}}, "is not JSON"),
+        (lambda head, page: {**page, "entities": {"S": "[1, 2]"}}, "must be an object"),
+        (lambda head, page: {**page, "entities": {"N": "1"}}, "'entities' must be a string"),
+        (lambda head, page: None, "kept vanishing"),
+    ],
+    ids=["page-not-json", "page-not-an-object", "page-not-a-string", "page-missing"],
+)
+def test_a_bad_page_is_refused_naming_it(
+    aws: Aws, edit: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any] | None], reason: str
+) -> None:
+    seeded(aws, fleet_map(PAGED))
+    head = raw_item(aws)
+    assert head is not None
+    first = {"pk": {"S": "shardmap"}, "sk": head["pages"]["L"][0]}
+    page = aws.dynamodb.get_item(TableName=CONTROL, Key=first)["Item"]
+    edited = edit(head, page)
+    if edited is None:
+        aws.dynamodb.delete_item(TableName=CONTROL, Key=first)
+    else:
+        aws.dynamodb.put_item(TableName=CONTROL, Item=edited)
+    with pytest.raises(MalformedShardMap, match=reason):
+        store(aws).load()
+    with pytest.raises(MalformedShardMap):
+        store(aws).apply(split("sensor-beta-002", 3), reason="must not land")
+
+
+@pytest.mark.parametrize(
+    ("pages", "reason"),
+    [
+        ({"S": "page#1"}, "'pages' must be a list"),
+        ({"L": [{"S": "current"}]}, "'pages' must be a list"),
+        ("twice", "is in two pages"),
+        ("inline too", "must not hold entities in the head too"),
+    ],
+)
+def test_a_head_naming_pages_badly_is_refused(aws: Aws, pages: Any, reason: str) -> None:
+    seeded(aws, fleet_map(PAGED))
+    head = raw_item(aws)
+    assert head is not None
+    if pages == "twice":
+        head["pages"] = {"L": [*head["pages"]["L"], {"S": "page#copy"}]}
+        copy_of = aws.dynamodb.get_item(TableName=CONTROL, Key={"pk": {"S": "shardmap"}, "sk": head["pages"]["L"][0]})
+        aws.dynamodb.put_item(TableName=CONTROL, Item={**copy_of["Item"], "sk": {"S": "page#copy"}})
+    elif pages == "inline too":
+        data = json.loads(head["map"]["S"])
+        data["entities"] = {ALPHA: [{"effective_from": "2026-11-22T07:00:00.000Z", "shards": 5}]}
+        head["map"] = {"S": json.dumps(data)}
+    else:
+        head["pages"] = pages
+    aws.dynamodb.put_item(TableName=CONTROL, Item=head)
+    with pytest.raises(MalformedShardMap, match=reason):
+        store(aws).load()
+
+
+# -- compaction ---------------------------------------------------------------------------------------
+
+RETENTION = 30 * DAY
+COMPACTION = Compaction(keep_ms=RETENTION + HOUR, entity_default=1)
+
+
+def compacting(aws: Aws, now_ms: int) -> ShardMapStore:
+    return ShardMapStore(
+        aws.dynamodb, CONTROL, ShardMap.initial(BUCKET, 4), compaction=COMPACTION, clock_ms=lambda: now_ms
+    )
+
+
+def test_every_write_folds_what_retention_has_passed_and_keeps_what_is_still_read(aws: Aws) -> None:
+    # Given the fleet's history, written 30 days ago and since
+    seeded(aws, fleet_map())
+    before = store(aws).load()
+    # When the detector judges a window 40 days on (no change of its own: only what aged out goes)
+    later = NEXT + 40 * DAY
+    applied = compacting(aws, later).apply(lambda m: m, reason="compaction")
+    # Then every device back on its base key has left the map, the ones still split stay
+    after = applied.shard_map
+    assert applied.changed and after.version == before.version + 1
+    assert 0 < len(after.entity_history) < len(before.entity_history)
+    horizon = COMPACTION.horizon(later)
+    for entity, history in before.entity_history.items():
+        assert after.entity_shards_at(entity, horizon) in (before.entity_shards_at(entity, horizon), None)
+        if history[-1].shards == 1:
+            assert entity not in after.entity_history
+    # And the map's items hold only that (the pages no head names are gone)
+    stored = raw_item(aws)
+    assert len(shard_map_items(aws)) == 1 + len(stored["pages"]["L"] if stored and "pages" in stored else [])
+    assert stored is not None and "folded" in stored["reason"]["S"]
+    # And a plan for any range still inside retention is the one the whole history gave
+    layout = Layout.from_settings(kind="hybrid", bucket="1h", table_prefix="readings")
+    for entity in [*list(before.entity_history)[:5], ALPHA]:
+        assert layout.plan_entity(entity, horizon, later, after) == layout.plan_entity(entity, horizon, later, before)
+    assert layout.plan_range(later - HOUR, later, after) == layout.plan_range(later - HOUR, later, before)
+    # And judging again folds nothing more, and writes nothing
+    again = compacting(aws, later + 60_000).apply(lambda m: m, reason="compaction")
+    assert not again.changed
+
+
+def test_compaction_still_refuses_a_change_to_what_is_inside_retention(aws: Aws) -> None:
+    seeded(aws, fleet_map(100))
+    later = NEXT + 40 * DAY
+    kept = compacting(aws, later).apply(lambda m: m, reason="compaction").shard_map
+    victim = next(iter(kept.entity_history))
+
+    def forget(current: ShardMap) -> ShardMap:
+        entities = {e: h for e, h in current.entity_history.items() if e != victim}
+        return ShardMap(current.bucket, current.global_history, MappingProxyType(entities), current.version)
+
+    with pytest.raises(PastRewrite, match=victim):
+        compacting(aws, later).apply(forget, reason="bad")

@@ -19,9 +19,9 @@ import pytest
 from adapters.shard_map_store import ShardMapStore
 from hotkeys.detector import decide, tally
 from hotkeys.records import parse_record
-from keydesign import Bucket, Reading, ShardMap, build_item, format_ts, parse_timestamp, shard_of
+from keydesign import Bucket, ShardMap, format_ts, parse_timestamp, shard_of
 from tests.integration.hotkeys.conftest import CONTROL, Aws, SimClock, invoke, run
-from tests.unit.hotkeys.stream_events import item_record, stream_event
+from tests.unit.hotkeys.stream_events import block_record, stream_event
 
 pytestmark = pytest.mark.integration
 
@@ -39,7 +39,7 @@ T = parse_timestamp("2026-11-22T06:00:00Z")
 MINUTE = Bucket.parse("1m")
 ALPHA = "sensor-alpha-001"
 BETA = "sensor-beta-002"
-KB10 = 10_240  # a 10 KB write: 10 write units
+UNITS = 10  # a block of about 10 KB: 10 write units
 
 
 @pytest.fixture
@@ -63,19 +63,23 @@ def split_since(aws: Aws, entity: str, shards: int, effective_ms: int) -> ShardM
 
 
 def writes(
-    aws: Aws, shard_map: ShardMap, entity: str, wcu_per_s: int, second_ms: int, *, size: int = KB10, **kw: Any
+    aws: Aws, shard_map: ShardMap, entity: str, wcu_per_s: int, second_ms: int, *, units: int = UNITS, **kw: Any
 ) -> list[dict[str, Any]]:
-    """Stream records of ``entity`` writing ``wcu_per_s`` in the second starting at ``second_ms``."""
-    layout = aws.layout
-    units = -(-size // 1024)
-    count = wcu_per_s // units
-    out = []
-    for i in range(count):
-        ts = second_ms + i * 1000 // count
-        reading = Reading(entity, f"{entity}-{ts}-{i}", ts, {"v": 1.0})
-        item = build_item(reading, layout.key_for(reading, shard_map))
-        out.append(item_record(item, approx_s=ts / 1000, size_bytes=size, **kw))
-    return out
+    """Stream records of ``entity`` writing ``wcu_per_s`` in the second starting at ``second_ms``:
+    blocks keyed with ``shard_map``, each billed ``units`` write units."""
+    count = max(1, wcu_per_s // units)
+    return [
+        block_record(
+            aws.layout,
+            shard_map,
+            entity,
+            second_ms + i * 1000 // count,
+            units=min(units, wcu_per_s),
+            event_id=f"{entity}-{second_ms}-{i}",
+            **kw,
+        )
+        for i in range(count)
+    ]
 
 
 def by_key(records: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
@@ -113,8 +117,7 @@ def test_load_spread_over_stream_shards_is_judged_as_a_whole_and_once(fast: Aws)
     assert window.entities[ALPHA].wcu == 1_800  # every ADD landed: 1,800 WCU over the second
     # And after the grace period all three get another batch
     clock.ms = T + 2_000
-    quiet = Reading("sensor-0001", "q", T + 1_500, {"v": 1.0})
-    quiet_record = item_record(build_item(quiet, fast.layout.key_for(quiet, shard_map)), approx_s=(T + 1_500) / 1000)
+    quiet_record = block_record(fast.layout, shard_map, "sensor-0001", T + 1_500)
     outcomes = [m.process([quiet_record]) for m in monitors]
     # Then exactly one of them judged the window, on the whole load: 1,800 WCU/s needs 5 sub-shards
     (decisions,) = judged(outcomes, T)
@@ -135,21 +138,27 @@ def test_a_split_is_announced_when_no_single_key_was_over_the_threshold(fast: Aw
     shard_map = ShardMap.initial(MINUTE, 4)
     layout = fast.layout
     window_ms = T + 59_000
-    records = []
-    for i in range(70):
-        ts = T + 59_500 + i * 10  # 06:00:59.5 .. 06:01:00.19: half in each bucket
-        reading = Reading(ALPHA, f"straddle-{i}", ts, {"v": 1.0})
-        item = build_item(reading, layout.key_for(reading, shard_map))
-        records.append(item_record(item, approx_s=(window_ms + i * 10) / 1000, size_bytes=KB10))
+    records = [
+        # 06:00:59.5 .. 06:01:00.19: half in each bucket
+        block_record(
+            layout,
+            shard_map,
+            ALPHA,
+            T + 59_500 + i * 10,
+            units=UNITS,
+            event_id=f"straddle-{i}",
+            approx_s=(window_ms + i * 10) / 1000,
+        )
+        for i in range(70)
+    ]
     assert len(by_key(records)) == 2
     clock = SimClock(window_ms + 500)
     monitor = fast.monitor(clock)
     monitor.process(records)
     # When the window is judged
     clock.ms = window_ms + 2_500
-    quiet = Reading("sensor-0001", "q", window_ms + 2_000, {"v": 1.0})
     (outcome,) = [
-        monitor.process([item_record(build_item(quiet, layout.key_for(quiet, shard_map)), approx_s=clock.ms / 1000)])
+        monitor.process([block_record(layout, shard_map, "sensor-0001", window_ms + 2_000, approx_s=clock.ms / 1000)])
     ]
     (decisions,) = judged([outcome], window_ms)
     # Then no key was hot, the entity was, and its split was announced
@@ -376,3 +385,63 @@ def test_a_crowded_base_key_asks_for_a_larger_global_n(fast: Aws, auto_apply: bo
     final = store(fast, clock.ms).load()
     assert final.global_shards_at(T + 60_000) == (8 if auto_apply else 4)
     assert final.global_shards_at(T + 59_999) == 4
+
+
+def test_a_window_with_an_unreadable_run_counts_the_others(fast: Aws) -> None:
+    # Given a window's runs, and a run item someone mangled
+    shard_map = ShardMap.initial(MINUTE, 4)
+    clock = SimClock(T + 500)
+    monitor = fast.monitor(clock)
+    monitor.process(writes(fast, shard_map, ALPHA, 600, T))
+    fast.dynamodb.put_item(
+        TableName=CONTROL,
+        Item={
+            "pk": {"S": f"load#{format_ts(T)}#00"},
+            "sk": {"S": "run#readings#1"},
+            "load": {"S": '{"k": {"x": [1]}}'},
+            "window_ms": {"N": "1000"},
+        },
+    )
+    # When the window is read back, Then the good runs are all there and the bad one is skipped
+    window = fast.counters().read_window(T, 1_000)
+    assert window.entities[ALPHA].wcu == 600 and set(window.entities) == {ALPHA}
+
+
+def test_a_judged_window_whose_loads_cannot_be_read_holds_a_scale_down_back(fast: Aws) -> None:
+    # Given sensor-alpha-001 in 5 sub-shards and quiet, with a scale-down after three quiet windows
+    shard_map = split_since(fast, ALPHA, 5, T - 60_000)
+    clock = SimClock(T)
+    monitor = fast.monitor(clock)
+    for second in range(3):
+        clock.ms = T + second * 1000 + 500
+        monitor.process(writes(fast, shard_map, ALPHA, 100, T + second * 1000))
+    # And the load window 06:00:00 was judged with is mangled
+    page = {"pk": {"S": f"close#{format_ts(T)}"}, "sk": {"S": "entities#000"}}
+    assert "Item" in fast.dynamodb.get_item(TableName=CONTROL, Key=page)
+    fast.dynamodb.put_item(TableName=CONTROL, Item={**page, "load": {"S": "not json"}})
+    # When the next windows are judged, Then nothing scales down while that window is in the span
+    for second in range(3, 5):
+        clock.ms = T + second * 1000 + 500
+        monitor.process(writes(fast, shard_map, ALPHA, 100, T + second * 1000))
+    assert store(fast, clock.ms).load().version == 1
+    # And once it has left the span, the scale-down comes
+    clock.ms = T + 5_500
+    monitor.process(writes(fast, shard_map, ALPHA, 100, T + 5_000))
+    assert store(fast, clock.ms).load().version == 2
+
+
+def test_judging_a_window_folds_the_changes_retention_has_passed(fast: Aws) -> None:
+    # Given sensor-alpha-001 split three hours ago and back on its base key since two, with one hour of retention
+    hour = 3_600_000
+    store(fast, T - 4 * hour).apply(lambda m: m.with_entity(ALPHA, 5, T - 3 * hour, now_ms=T - 4 * hour), reason="up")
+    store(fast, T - 3 * hour).apply(lambda m: m.with_entity(ALPHA, 1, T - 2 * hour, now_ms=T - 3 * hour), reason="down")
+    assert store(fast, T).load().entity_history[ALPHA][-1].shards == 1
+    # When the detector judges a window
+    clock = SimClock(T + 2_500)
+    monitor = fast.monitor(clock, RETENTION="1h")
+    assert monitor.process(writes(fast, ShardMap.initial(MINUTE, 4), BETA, 10, T + 2_000)).windows_judged
+    # Then the entity, on its default count since before retention began, has left the map
+    compacted = store(fast, clock.ms).load()
+    assert ALPHA not in compacted.entity_history and compacted.version == 3
+    (stored,) = fast.control_items("shardmap")
+    assert "folded" in stored["reason"]["S"]

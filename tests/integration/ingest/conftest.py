@@ -16,9 +16,10 @@ import boto3
 import pytest
 
 from adapters.observability import metrics
-from keydesign import Layout, ShardMap
+from keydesign import Layout, Reading, ShardMap
 from tests.integration.mocked_aws import create_readings_table, mocked_aws
 from tests.unit.ingest.kinesis_events import REGION
+from tests.unit.ingest.stored import stored_readings
 
 TABLE = "readings"
 
@@ -58,8 +59,16 @@ class Aws:
                 out.append(json.loads(message["Body"]))
                 self.sqs.delete_message(QueueUrl=self.queue_url, ReceiptHandle=message["ReceiptHandle"])
 
-    def query_entity(self, entity: str, from_ms: int, to_ms: int) -> list[dict[str, Any]]:
-        """Read an entity back through the key-design layer's query plan (every page)."""
+    def readings(self, table: str = TABLE) -> list[Reading]:
+        """Every reading the table's blocks hold, once (the newest copy)."""
+        return stored_readings(self.table_items(table))
+
+    def query_entity(self, entity: str, from_ms: int, to_ms: int) -> list[Reading]:
+        """An entity's readings in ``[from_ms, to_ms)``, read back through the key-design layer's
+        query plan (every page), each once."""
+        return [r for r in stored_readings(self._query_blocks(entity, from_ms, to_ms)) if from_ms <= r.ts_ms < to_ms]
+
+    def _query_blocks(self, entity: str, from_ms: int, to_ms: int) -> list[dict[str, Any]]:
         plan = self.layout.plan_entity(entity, from_ms, to_ms, self.shard_map)
         found: list[dict[str, Any]] = []
         for part in plan.partitions:

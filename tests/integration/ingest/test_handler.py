@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import gc
 import importlib
+import random
+import string
 import sys
 from types import ModuleType
 from typing import Any
@@ -19,6 +21,7 @@ from tests.integration.ingest.conftest import Aws, base_env, now_ms
 from tests.integration.ingest.helpers import invoke
 from tests.unit.ingest.kinesis_events import FakeLambdaContext, as_json, kinesis_event, reading, sequence_number
 from tests.unit.ingest.kpl import aggregate
+from tests.unit.ingest.stored import block_of
 
 pytestmark = pytest.mark.integration
 
@@ -61,20 +64,27 @@ def test_every_valid_reading_lands_exactly_once_and_reads_back_through_the_plans
     total = sum(len(ids) for ids in expected.values())
     assert total == 410
     assert result.outcome.written == total
-    assert len(aws.table_items()) == total
+    assert len(aws.readings()) == total
     for entity, ids in expected.items():
-        items = aws.query_entity(entity, start, start + HOUR)
-        assert sorted(i["i"]["S"] for i in items) == sorted(ids)
-        assert all(i["e"]["S"] == entity for i in items)
+        readings = aws.query_entity(entity, start, start + HOUR)
+        assert sorted(r.event_id for r in readings) == sorted(ids)
+        assert all(r.entity_id == entity for r in readings)
     assert aws.rejects() == []
-    # And the metrics say so, with the minimum number of calls
+    # And the metrics say so: each entity's readings of a record 3 s apart share blocks (spans of 10 s),
+    # one write unit each, in the fewest calls
+    items = aws.table_items()
+    units = sum(int(i["sk"]["S"].rsplit("#", 1)[1]) for i in items)
     assert result.metric("ReadingsReceived") == total
     assert result.metric("ReadingsWritten") == total
     assert result.metric("ReadingsRejected") == 0
-    assert result.metric("BatchWriteCalls") == -(-total // 25)
+    assert result.metric("BlocksWritten") == len(items) < total / 10
+    assert all("ItemsWritten" not in blob for blob in result.emf), "blocks are the items: one metric counts them"
+    assert result.metric("WriteUnitsBilled") == units == len(items)
+    assert result.metric("ReadingsPerBlock") == total / len(items)
+    assert result.metric("BatchWriteCalls") == -(-len(items) // 25)
 
 
-def test_items_carry_ttl_of_event_time_plus_retention_and_exact_numbers(
+def test_blocks_carry_ttl_of_event_time_plus_retention_and_exact_numbers(
     aws: Aws, handler_module: ModuleType, capsys: pytest.CaptureFixture[str]
 ) -> None:
     ts = now_ms() - 5_000
@@ -91,12 +101,11 @@ def test_items_carry_ttl_of_event_time_plus_retention_and_exact_numbers(
     assert result.failed == []
     (item,) = aws.table_items()
     assert int(item["ttl"]["N"]) == (ts + 30 * 24 * HOUR) // 1000
-    assert item["d"] == {"M": {"site": {"S": "plant-7"}}}
-    measures = {k: v["N"] for k, v in item["m"]["M"].items()}
-    assert measures["temp"] == "21.5"
-    assert float(measures["tiny"]) == 1e-7
-    assert measures["big"] == "12345678901234567890"
-    assert float(measures["third"]) == 0.1 + 0.2  # repr round-trips the float exactly
+    (stored,) = block_of(item)
+    assert stored.dimensions == {"site": "plant-7"}
+    measures = dict(stored.measures)
+    assert measures == {"temp": 21.5, "tiny": 1e-7, "big": 12345678901234567890, "third": 0.1 + 0.2}
+    assert isinstance(measures["big"], int)  # the integer as sent, not a float
 
 
 def test_redelivering_the_same_batch_leaves_the_table_unchanged(
@@ -113,11 +122,11 @@ def test_redelivering_the_same_batch_leaves_the_table_unchanged(
     # When Lambda delivers the very same batch again (at-least-once)
     second = invoke(handler_module, event, capsys)
 
-    # Then the table holds exactly the same items, attribute for attribute
+    # Then the table holds exactly the same items, attribute for attribute (payloads byte for byte)
     after = sorted(aws.table_items(), key=lambda i: (i["pk"]["S"], i["sk"]["S"]))
     assert first.failed == second.failed == []
     assert after == before
-    assert len(after) == 410 + 30
+    assert len(aws.readings()) == 410 + 30
 
 
 def test_bad_readings_go_to_the_rejects_queue_and_never_block_good_ones(
@@ -146,7 +155,7 @@ def test_bad_readings_go_to_the_rejects_queue_and_never_block_good_ones(
 
     # Then nothing is retried, the good readings are stored ...
     assert result.failed == []
-    stored = sorted(i["i"]["S"] for i in aws.table_items())
+    stored = sorted(r.event_id for r in aws.readings())
     assert stored == ["g1", "h0", "h2"]
     # ... and every bad one is on the rejects queue with its reason and origin
     rejects = {(r["source"]["sequence_number"], r["source"]["index"]): r for r in aws.rejects()}
@@ -183,7 +192,7 @@ def test_kpl_aggregated_records_are_deaggregated_with_sub_sequence_numbers(
     result = invoke(handler_module, kinesis_event([aggregated, bytes(corrupt)]), capsys)
 
     assert result.failed == []
-    assert len(aws.table_items()) == 12
+    assert len(aws.readings()) == 12
     rejects = sorted(aws.rejects(), key=lambda r: r["source"]["sequence_number"])
     assert [(r["field"], r["source"]["sub_sequence_number"]) for r in rejects] == [("data", 4), ("kpl", None)]
     assert "MD5" in rejects[1]["reason"]
@@ -203,37 +212,38 @@ def test_duplicate_keys_in_one_batch_are_collapsed_last_one_wins(
 
     result = invoke(handler_module, kinesis_event(payloads), capsys)
 
-    # Then no call carried a duplicate key, the last copy won, and the collapse is counted
+    # Then each reading is stored once, the last copy won, and the collapse is counted
     assert result.failed == []
-    items = aws.table_items()
-    assert len(items) == 41
-    (dup,) = [i for i in items if i["e"]["S"] == "sensor-dup"]
-    assert dup["m"]["M"]["temp"]["N"] == "3.0"
+    readings = aws.readings()
+    assert len(readings) == 41
+    (dup,) = [r for r in readings if r.entity_id == "sensor-dup"]
+    assert dup.measures == {"temp": 3.0}
     assert result.metric("DuplicatesCollapsed") == 42
     assert result.outcome.written == 83
 
 
-def test_an_item_over_400_kb_is_rejected_not_retried(
+def test_a_block_over_400_kb_is_rejected_not_retried(
     aws: Aws, handler_module: ModuleType, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Given a key-design layer that lets a 410 KB dimension through (today's limits keep items under
-    # 80 KB, so ingest does not size items: DynamoDB's refusal is what rejects this one)
+    # Given a key-design layer that lets a 600 KB dimension through, of text that compresses no
+    # further than 6 bits a character (today's limits keep a reading's block far below 400 KB, so
+    # ingest does not size blocks: DynamoDB's refusal is what rejects this one)
     monkeypatch.setattr(keydesign.model, "DIMENSION_VALUE_MAX", 1_000_000)
     ts = now_ms() - 60_000
     huge = reading("sensor-huge", ts, "big")
-    huge["dimensions"] = {"blob": "x" * 410_000}
+    huge["dimensions"] = {"blob": "".join(random.Random(0).choices(string.ascii_letters + string.digits, k=600_000))}
     payloads = [as_json([reading("sensor-ok", ts, "ok1"), huge, reading("sensor-ok", ts + 1, "ok2")])]
 
     result = invoke(handler_module, kinesis_event(payloads), capsys)
 
     # Then the neighbours are written, the big one is a reject whose payload is cut with a note
     assert result.failed == []
-    assert sorted(i["i"]["S"] for i in aws.table_items()) == ["ok1", "ok2"]
+    assert sorted(r.event_id for r in aws.readings()) == ["ok1", "ok2"]
     (reject,) = aws.rejects()
     assert reject["field"] == "item"
     assert reject["reason"] == "DynamoDB refused the item: Item size has exceeded the maximum allowed size"
     assert reject["payload_truncated"] is True
-    assert reject["payload_bytes"] > 410_000
+    assert reject["payload_bytes"] > 600_000
     assert len(reject["payload"]) <= 64 * 1024
     assert reject["source"]["index"] == 1
     assert result.metric("RejectsTruncated") == 1
@@ -250,7 +260,7 @@ def test_readings_outside_the_accepted_time_window_are_rejected(
     ]
     result = invoke(handler_module, kinesis_event(payloads), capsys)
     assert result.failed == []
-    assert [i["i"]["S"] for i in aws.table_items()] == ["fine"]
+    assert [r.event_id for r in aws.readings()] == ["fine"]
     reasons = sorted(r["reason"] for r in aws.rejects())
     assert any("future" in r for r in reasons) and any("older" in r for r in reasons)
 
@@ -330,20 +340,20 @@ def test_writers_follow_the_shard_map_in_the_control_table(
     sys.modules.pop("ingest.handler", None)
     module = importlib.import_module("ingest.handler")
     try:
-        # When 200 readings of the hot sensor since the boundary are ingested
-        payloads = [as_json([reading("sensor-hot", boundary + i, f"h{i}") for i in range(200)])]
+        # When 200 readings of the hot sensor since the boundary are ingested, one a second: 20 blocks
+        payloads = [as_json([reading("sensor-hot", boundary + i * 1_000, f"h{i}") for i in range(200)])]
         result = invoke(module, kinesis_event(payloads), capsys)
     finally:
         module.INGESTOR.close()
         sys.modules.pop("ingest.handler", None)
-    # Then they are spread over the entity's own 4 partitions, and the plan made
+    # Then their blocks are spread over the entity's own 4 partitions, and the plan made
     # from the stored map finds every one of them
     assert result.failed == []
     partitions = {i["pk"]["S"] for i in aws.table_items()}
     assert len(partitions) == 4 and all("#sensor-hot#" in pk for pk in partitions)
     aws.shard_map = store.load()
     found = aws.query_entity("sensor-hot", boundary, boundary + HOUR)
-    assert sorted(i["i"]["S"] for i in found) == sorted(f"h{i}" for i in range(200))
+    assert sorted(r.event_id for r in found) == sorted(f"h{i}" for i in range(200))
 
 
 def test_the_first_writer_stores_the_initial_map_when_the_control_table_is_empty(
@@ -370,6 +380,10 @@ def test_the_first_writer_stores_the_initial_map_when_the_control_table_is_empty
         ([], "must be a JSON object"),
         ({"Records": [{"eventID": "shardId-0:1"}]}, "Records[0] has no kinesis.sequenceNumber"),
         ({"Records": ["x"]}, "Records[0] has no kinesis.sequenceNumber"),
+        (
+            {"Records": [{"kinesis": {"sequenceNumber": "49x"}}]},
+            "Records[0] has kinesis.sequenceNumber '49x', not a Kinesis sequence number",
+        ),
     ],
     ids=repr,
 )

@@ -103,7 +103,7 @@ def test_publish_a_synthetic_workload_then_ingest_it_all(
         assert result.failed == []
 
     # Then every reading is stored exactly once, and the hot sensor's 4,000 read back through the plans
-    assert len(aws.table_items()) == 7_000
+    assert len(aws.readings()) == 7_000
     hot = aws.query_entity("sensor-alpha-001", start, start + 3_000)
     assert len(hot) == 4_000
 

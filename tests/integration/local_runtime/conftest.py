@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from boto3.dynamodb.types import TypeDeserializer
 
 from infra.config import AppConfig, load_cdk_json_context
+from keydesign import Reading
 from local_runtime import LocalOptions, LocalSystem
 from producer import Packer, Publisher, PublishSummary, kinesis_client, publish
+from tests.unit.ingest.stored import stored_readings
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 WAIT_S = 120.0
@@ -82,14 +83,19 @@ def publish_readings(
     return summary
 
 
-def stored(system: LocalSystem) -> list[dict[str, Any]]:
-    deserializer = TypeDeserializer()
+def stored_items(system: LocalSystem) -> list[dict[str, Any]]:
+    """Every item of the readings tables (blocks), as the client returns them."""
     dynamodb = system.client("dynamodb")
     items: list[dict[str, Any]] = []
     for table in system.readings_tables():
         for page in dynamodb.get_paginator("scan").paginate(TableName=table, ConsistentRead=True):
-            items.extend({k: deserializer.deserialize(v) for k, v in raw.items()} for raw in page["Items"])
+            items.extend(page["Items"])
     return items
+
+
+def stored(system: LocalSystem) -> list[Reading]:
+    """Every reading the tables hold, once (the newest copy), as readers read them."""
+    return stored_readings(stored_items(system), system.config.layout().kind)
 
 
 def queue_messages(system: LocalSystem, queue_url: str) -> list[dict[str, Any]]:
@@ -105,5 +111,5 @@ def queue_messages(system: LocalSystem, queue_url: str) -> list[dict[str, Any]]:
     raise AssertionError("the queue did not empty")
 
 
-def event_ids(items: list[Mapping[str, Any]]) -> list[str]:
-    return sorted(str(item["i"]) for item in items)
+def event_ids(stored: list[Reading]) -> list[str]:
+    return sorted(r.event_id for r in stored)

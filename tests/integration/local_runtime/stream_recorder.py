@@ -1,7 +1,8 @@
 """A stand-in for the hot-key handler: Powertools' batch processor over DynamoDB stream events.
 
-It records every change it processes and fails, once, each change whose sort key ends in ``7``, so the
-partial batch response (retry from that sequence number) is exercised with real stream records.
+It records every change it processes and fails, once, each change whose block id (in the sort key) ends
+in ``7``, so the partial batch response (retry from that sequence number) is exercised with real stream
+records.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ def record_handler(record: DynamoDBRecord) -> None:
     keys = record.dynamodb.keys or {}
     sk = str(keys["sk"])
     with recordings.LOCK:
-        if sk.endswith("7") and sk not in recordings.FAILED_ONCE:
+        block_id = sk.split("#")[-2] if sk.count("#") >= 2 else ""
+        if block_id.endswith("7") and sk not in recordings.FAILED_ONCE:
             recordings.FAILED_ONCE.add(sk)
             raise RuntimeError(f"failing {sk} once")
         recordings.SEEN.append(

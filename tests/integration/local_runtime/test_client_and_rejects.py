@@ -263,7 +263,7 @@ def publish_bad(system: LocalSystem, tag: str, good: int, bad: int) -> list[dict
 
 
 def stored_ids(system: LocalSystem, prefix: str) -> set[str]:
-    return {str(item["i"]) for item in stored(system) if str(item["i"]).startswith(prefix)}
+    return {r.event_id for r in stored(system) if r.event_id.startswith(prefix)}
 
 
 def test_list_and_show_peek_without_consuming(system: LocalSystem, capsys: pytest.CaptureFixture[str]) -> None:

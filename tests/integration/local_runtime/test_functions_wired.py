@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -10,7 +11,15 @@ import pytest
 from infra.config import LambdaFunction
 from keydesign import format_ts
 from local_runtime.query_checks import ApiClient, compare_readings, expected_entity_readings
-from tests.integration.local_runtime.conftest import WAIT_S, ingest_only, local_config, publish_readings, readings
+from rotator.stream_mappings import LambdaMappings
+from tests.integration.local_runtime.conftest import (
+    WAIT_S,
+    ingest_only,
+    local_config,
+    publish_readings,
+    readings,
+    stored_items,
+)
 from tsctl.commands.serve import curl_examples
 
 pytestmark = pytest.mark.integration
@@ -22,17 +31,17 @@ def test_every_function_gets_the_environment_the_stack_builds(running: Any) -> N
     options = ingest_only(query_api=True, hot_keys=True, rotator=True, rollups=True, rollup_every_s=3600.0)
     system = running(config, options)
     # Then each function's environment is AppConfig.function_environment with the local wiring, nothing else
-    # but the rollups' settle time, which follows the local ingest timeout
-    local = {LambdaFunction.ROLLUP: {"ROLLUP_SETTLE": f"{int(options.ingest_timeout_s) + 5}s"}}
+    # but the rollups' settle time, which follows the ingest timeout (+ 5 s: ingest runs in this process)
+    local = {LambdaFunction.ROLLUP: {"ROLLUP_SETTLE": f"{config.lambdas.ingest.timeout_s + 5}s"}}
     for function in LambdaFunction:
-        spec = system.functions[system.function_name(function)].spec
-        expected = {**config.function_environment(function, system.wiring), **local.get(function, {})}
+        spec = system.functions.loaded[system.functions.name(function)].spec
+        expected = {**config.function_environment(function, system.functions.wiring), **local.get(function, {})}
         assert dict(spec.environment) == expected, function
     # And the wiring holds local values: moto's queue and topic, a secret in moto's Secrets Manager
-    wiring = system.wiring
+    wiring = system.functions.wiring
     assert wiring.rejects_queue_url == system.endpoints.rejects_queue_url
     assert wiring.alert_topic_arn == system.endpoints.alarm_topic_arn
-    assert wiring.hotkeys_function_arn == system.functions[system.function_name("hotkeys")].spec.arn
+    assert wiring.hotkeys_function_arn == system.functions.arn("hotkeys")
     assert wiring.hotkeys_failure_destination_arn.endswith(":TimeSeriesIngest-hotkeys-failures")
     secret = system.client("secretsmanager").get_secret_value(SecretId=wiring.cursor_secret_arn)
     assert len(secret["SecretString"]) >= 32
@@ -94,16 +103,18 @@ def test_the_hot_key_detector_counts_every_write_into_the_control_table(running:
     # When readings are ingested and both streams have drained
     publish_readings(system, readings(500, prefix="h"))
     assert system.wait_until_idle(WAIT_S)
-    # Then the real handler saw every write, failed none, and added the load to the shared counters (the 8
-    # shards' keys all among the busiest a batch counts; of 50 entities, only the 25 busiest are kept)
-    mapping = system.stats()["event_source_mappings"][f"{system.function_name('hotkeys')}:{table}"]
-    # (stream delivery is at least once, as in AWS: a record read twice is counted twice)
-    received = mapping["records_received"]
-    assert received == mapping["records_succeeded"] >= 500
+    # Then the real handler saw every write (a block each) and failed none
+    mapping = system.stats()["event_source_mappings"][f"{system.functions.name('hotkeys')}:{table}"]
+    blocks = stored_items(system)
+    assert mapping["records_received"] == mapping["records_succeeded"] >= len(blocks)
     assert mapping["records_skipped"] == 0 and mapping["function_errors"] == 0
+    # And its runs in the control table hold every block's write and write units (read from its sort key),
+    # once each: stream delivery is at least once, but a redelivered run is stored once
     control = system.client("dynamodb").scan(TableName=system.endpoints.control_table)["Items"]
-    counters = [i for i in control if i["pk"]["S"].startswith("load#")]
-    assert 500 <= sum(int(i["writes"]["N"]) for i in counters if i["sk"]["S"].startswith("key#")) <= received
+    loads = [json.loads(i["load"]["S"])["k"] for i in control if i["pk"]["S"].startswith("load#")]
+    assert sum(v[1] for load in loads for v in load.values()) == len(blocks)
+    units = sum(int(i["sk"]["S"].rsplit("#", 1)[1]) for i in blocks)
+    assert sum(v[0] for load in loads for v in load.values()) == units
 
 
 def test_the_rotator_runs_on_a_speed_up_clock_and_maps_each_tables_stream(running: Any) -> None:
@@ -111,8 +122,9 @@ def test_the_rotator_runs_on_a_speed_up_clock_and_maps_each_tables_stream(runnin
     config = local_config(table_period="day", bucket="15m")
     started_ms = int(time.time() * 1000)
     system = running(config, ingest_only(hot_keys=True, rotator=True, rotator_clock_speed=21_600))
-    hotkeys_arn = system.function_arn("hotkeys")
-    assert system.lambda_mappings is not None
+    hotkeys_arn = system.functions.arn("hotkeys")
+    assert system.lambda_api is not None
+    rotators_view = LambdaMappings(system.lambda_api)
     layout = config.layout()
     period = layout.table_period
     assert period is not None
@@ -123,22 +135,23 @@ def test_the_rotator_runs_on_a_speed_up_clock_and_maps_each_tables_stream(runnin
     first.add(layout.table_for(period.next_start(period.next_start(started_ms))))
 
     def mapped() -> set[str | None]:
-        return {m.table for m in system.lambda_mappings.list(hotkeys_arn)}  # type: ignore[union-attr]
+        return {m.table for m in rotators_view.list(hotkeys_arn)}
 
     assert first <= mapped()
     # And readings written to today's table reach the detector through that mapping
     publish_readings(system, readings(100, prefix="r"))
     assert system.wait_until_idle(WAIT_S)
-    name = f"{system.function_name('hotkeys')}:{today}"
-    assert system.stats()["event_source_mappings"][name]["records_received"] == 100
-    # And as simulated days pass, it builds the days after and maps their streams too
+    name = f"{system.functions.name('hotkeys')}:{today}"
+    assert system.stats()["event_source_mappings"][name]["records_received"] == len(stored_items(system))
+    # And as simulated days pass, it builds the days after and maps their streams too, and removes the
+    # mapping of a day once it is closed
     deadline = time.monotonic() + 30
     later: set[str] = set()
-    while time.monotonic() < deadline and not (later and later <= mapped()):
+    while time.monotonic() < deadline and not (later & mapped() and today not in mapped()):
         time.sleep(0.5)
         later = set(system.readings_tables()) - first
-    assert later, "no table was built ahead as simulated days passed"
-    assert later <= mapped()
+    assert later & mapped(), "no table built ahead was mapped as simulated days passed"
+    assert today not in mapped(), "the first day's mapping outlived its day"
     (schedule,) = system.schedules
     assert schedule.runs >= 2 and schedule.failures == 0
     assert not schedule.last_result["errors"]

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from adapters.settings import SettingsError
+from infra.config import LambdaFunction
 from local_runtime import LocalFaults
 from local_runtime.environment import NotLoopbackError, assert_loopback
 from tests.integration.local_runtime.conftest import (
@@ -115,7 +116,7 @@ def test_a_start_that_fails_stops_what_it_started(running: Any) -> None:
     before = os.environ.get("AWS_ENDPOINT_URL")
     # When the system starts, Then the start fails naming the variable
     with pytest.raises(SettingsError, match="WRITE_CONCURRENCY"):
-        running(local_config(), ingest_only(ingest_environment={"WRITE_CONCURRENCY": "99"}))
+        running(local_config(), ingest_only(environment={LambdaFunction.INGEST: {"WRITE_CONCURRENCY": "99"}}))
     # And nothing is left behind: the environment is back, no poller runs
     assert os.environ.get("AWS_ENDPOINT_URL") == before
     assert not [t for t in threading.enumerate() if t.name.startswith("ingest-")]

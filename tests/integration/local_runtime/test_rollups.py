@@ -11,6 +11,7 @@ from urllib.parse import urlencode, urlsplit
 
 import pytest
 
+from infra.config import LambdaFunction
 from keydesign import format_ts
 from tests.integration.local_runtime.conftest import ingest_only, local_config, publish_readings, readings, stored
 
@@ -32,16 +33,15 @@ def _get(base_url: str, path: str, **params: str) -> dict[str, Any]:
 
 
 def test_the_api_answers_from_rollups_with_the_raw_figures(running: Any) -> None:
-    # Given the local stack with rollups, its rollup function's clock 160 s ahead (settle: 5 s + 5 s), so
-    # its watermark passes the window's end (at most 90 s from now) wherever in the minute now falls
+    # Given the local stack with rollups, its rollup function's clock 160 s ahead (settle 10 s), so its
+    # watermark passes the window's end (at most 90 s from now) wherever in the minute now falls
     options = ingest_only(
         query_api=True,
         rollups=True,
         rollup_ahead_s=160.0,
         rollup_every_s=3600.0,
-        ingest_timeout_s=5.0,
         # A first run starts LATENESS back: a short one keeps that to a few (empty) minutes.
-        rollup_environment={"ROLLUP_LATENESS": "5m"},
+        environment={LambdaFunction.ROLLUP: {"ROLLUP_LATENESS": "5m", "ROLLUP_SETTLE": "10s"}},
     )
     system = running(local_config(), options)
     now = int(time.time() * 1000)
@@ -51,7 +51,7 @@ def test_the_api_answers_from_rollups_with_the_raw_figures(running: Any) -> None
     while len(stored(system)) < len(items) and time.monotonic() < deadline:
         time.sleep(0.2)
     # When the rollup function runs
-    schedule = system.rollup_schedule()
+    schedule = system.schedule_of(LambdaFunction.ROLLUP)
     assert schedule is not None
     summary = schedule.run_once()
     assert summary is not None and summary["marks"] >= 4

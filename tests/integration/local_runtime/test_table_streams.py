@@ -14,7 +14,14 @@ from local_runtime.event_source_mapping import MappingConfig
 from local_runtime.functions import FunctionSpec
 from local_runtime.resources import Provisioner, TableDefinition
 from tests.integration.local_runtime import recordings
-from tests.integration.local_runtime.conftest import WAIT_S, local_config, publish_readings, readings, stored
+from tests.integration.local_runtime.conftest import (
+    WAIT_S,
+    local_config,
+    publish_readings,
+    readings,
+    stored,
+    stored_items,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -37,10 +44,10 @@ def test_every_write_reaches_the_stream_handler_with_partial_failures_retried(ru
     # When readings are ingested and everything has drained (the stream, then the table's stream)
     publish_readings(system, readings(400, prefix="s"))
     assert system.wait_until_idle(WAIT_S)
-    # Then the handler processed an INSERT of every stored item, and nothing else
-    items = stored(system)
+    # Then the handler processed an INSERT of every stored item (block), and nothing else
+    items = stored_items(system)
     seen = recordings.SEEN
-    assert {s["sk"] for s in seen} == {str(i["sk"]) for i in items}
+    assert {s["sk"] for s in seen} == {i["sk"]["S"] for i in items}
     assert {s["event"] for s in seen} == {"INSERT"}
     # And the records carry what Lambda's carry: the table's stream ARN, the region, a size, a creation time
     (table,) = system.readings_tables()
@@ -71,9 +78,8 @@ def test_per_period_tables_are_followed_as_they_are_created(running: Any) -> Non
     start = max(now_ms - 2_000, layout.table_period.start(now_ms))
     publish_readings(system, readings(60, prefix="p", start_ms=start))
     assert system.wait_until_idle(WAIT_S)
-    items = stored(system)
-    assert len(items) == 60
-    assert {s["sk"] for s in recordings.SEEN} == {str(i["sk"]) for i in items}
+    assert len(stored(system)) == 60
+    assert {s["sk"] for s in recordings.SEEN} == {i["sk"]["S"] for i in stored_items(system)}
     # When the rotator creates another period's table and something is written to it
     later = layout.table_for(layout.table_period.next_start(layout.table_period.next_start(now_ms)))
     dynamodb = system.client("dynamodb")

@@ -12,7 +12,12 @@ response), never by faking the rotator's own code:
 * moto accepts a second mapping between one stream and one function, which
   Lambda refuses with ResourceConflictException: :func:`lambda_conflict_rule`
   adds Lambda's rule back;
-* moto ignores ExportTableToPointInTime's ClientToken (each call is a new export).
+* moto ignores ExportTableToPointInTime's ClientToken (each call is a new export);
+* moto implements no Contributor Insights and ignores UpdateTable's TableClass:
+  :class:`AccountExtras` answers those calls and adds the class to DescribeTable,
+  on every client a :class:`World` makes;
+* moto reports no DynamoDB metrics and a TableSizeBytes of 0: tests that need
+  them edit GetMetricData's and DescribeTable's answers.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.awsrequest import AWSResponse
 from botocore.exceptions import ClientError
 
 from adapters.observability import metrics
@@ -145,6 +151,48 @@ def lambda_conflict_rule(clients: Clients, lambda_: Any) -> None:
 
 
 @dataclass
+class AccountExtras:
+    """What moto does not keep for DynamoDB tables, kept here for every client of the account:
+    each table's Contributor Insights (status, mode) and its table class once changed."""
+
+    insights: dict[str, tuple[str, str | None]] = field(default_factory=dict)
+    classes: dict[str, str] = field(default_factory=dict)
+
+    def install(self, dynamodb: Any) -> None:
+        events = dynamodb.meta.events
+        events.register("before-call.dynamodb.DescribeContributorInsights", self._describe_insights)
+        events.register("before-call.dynamodb.UpdateContributorInsights", self._update_insights)
+        events.register("provide-client-params.dynamodb.UpdateTable", self._update_class)
+        events.register("after-call.dynamodb.DescribeTable", self._describe_class)
+
+    @staticmethod
+    def _answer(parsed: dict[str, Any]) -> tuple[AWSResponse, dict[str, Any]]:
+        return AWSResponse("https://dynamodb.local/", 200, {}, None), parsed
+
+    def _describe_insights(self, params: dict[str, Any], **_: Any) -> tuple[AWSResponse, dict[str, Any]]:
+        name = json.loads(params["body"])["TableName"]
+        status, mode = self.insights.get(name, ("DISABLED", None))
+        answer = {"TableName": name, "ContributorInsightsStatus": status}
+        return self._answer({**answer, "ContributorInsightsMode": mode} if mode else answer)
+
+    def _update_insights(self, params: dict[str, Any], **_: Any) -> tuple[AWSResponse, dict[str, Any]]:
+        body = json.loads(params["body"])
+        name, enable = body["TableName"], body["ContributorInsightsAction"] == "ENABLE"
+        # Enabled at once, as moto makes tables ACTIVE at once (DynamoDB passes through ENABLING).
+        self.insights[name] = ("ENABLED", body.get("ContributorInsightsMode")) if enable else ("DISABLED", None)
+        return self._answer({"TableName": name, "ContributorInsightsStatus": self.insights[name][0]})
+
+    def _update_class(self, params: dict[str, Any], **_: Any) -> None:
+        if "TableClass" in params:
+            self.classes[params["TableName"]] = params["TableClass"]
+
+    def _describe_class(self, parsed: dict[str, Any], **_: Any) -> None:
+        table = parsed.get("Table")
+        if table is not None and table["TableName"] in self.classes:
+            table["TableClassSummary"] = {"TableClass": self.classes[table["TableName"]]}
+
+
+@dataclass
 class World:
     """The moto account: what the rotator made, read back through plain clients."""
 
@@ -157,6 +205,7 @@ class World:
     dead_letter_arn: str
     bucket: str
     env: dict[str, str]
+    extras: AccountExtras = field(default_factory=AccountExtras)
 
     def clients(self) -> Clients:
         log = CallLog()
@@ -168,6 +217,7 @@ class World:
         )
         for api in made.all():
             api.meta.events.register("before-call.*.*", log.hook)
+        self.extras.install(made.dynamodb)
         return made
 
     def settings(self, **overrides: str) -> RotatorSettings:
@@ -187,7 +237,8 @@ class World:
     # -- reading the world back -------------------------------------------------
 
     def table_names(self) -> list[str]:
-        return sorted(self.dynamodb.list_tables()["TableNames"])
+        pages = self.dynamodb.get_paginator("list_tables").paginate()
+        return sorted(name for page in pages for name in page["TableNames"])
 
     def ours(self) -> list[str]:
         return [n for n in self.table_names() if n.startswith(f"{PREFIX}-")]
@@ -198,6 +249,16 @@ class World:
     def capacity(self, name: str) -> tuple[int, int]:
         throughput = self.table(name)["ProvisionedThroughput"]
         return throughput["WriteCapacityUnits"], throughput["ReadCapacityUnits"]
+
+    def billing(self, name: str) -> str:
+        return str(self.table(name)["BillingModeSummary"]["BillingMode"])
+
+    def table_class(self, name: str) -> str:
+        return self.extras.classes.get(name, "STANDARD")
+
+    def insights(self, name: str) -> str | None:
+        """The Contributor Insights mode of a table, None when off."""
+        return self.extras.insights.get(name, ("DISABLED", None))[1]
 
     def tags(self, name: str) -> dict[str, str]:
         arn = self.table(name)["TableArn"]
@@ -254,8 +315,8 @@ def base_env(function_arn: str, topic_arn: str, dead_letter_arn: str) -> dict[st
         "BILLING_MODE": "PROVISIONED",
         "WRITE_CAPACITY": "2000",
         "READ_CAPACITY": "100",
-        "MIN_WRITE_CAPACITY": "1",
-        "OLD_READ_CAPACITY": "10",
+        "CONTRIBUTOR_INSIGHTS": "throttled_keys",
+        "INFREQUENT_ACCESS_STORAGE_PERCENT": "50",
         "HOTKEYS_FUNCTION_ARN": function_arn,
         "HOTKEYS_ON_FAILURE_ARN": dead_letter_arn,
         "ALARM_TOPIC_ARN": topic_arn,

@@ -1,7 +1,7 @@
 """Runs around a period boundary: just before, exactly at, and after it (and after its grace).
 
 Given the daily tables of the conftest (retention 7d, 2 prebuilt, grace 2h,
-dial-down 15 minutes after the grace), each step runs twice: the second run
+closed 15 minutes after the grace), each step runs twice: the second run
 must find nothing to do.
 """
 
@@ -61,6 +61,9 @@ def test_the_first_run_builds_the_current_and_next_tables_fully_set_up(world: Wo
         assert world.capacity(name) == (2000, 100)
         assert world.ttl(name) == {"TimeToLiveStatus": "ENABLED", "AttributeName": "ttl"}
         assert world.pitr(name) == "ENABLED"
+        # And Contributor Insights, as the stack's single table has it
+        assert world.insights(name) == "THROTTLED_KEYS"
+        assert world.table_class(name) == "STANDARD"
         assert world.tags(name) == {
             "team": "iot",
             "timeseries:managed-by": "rotator",
@@ -76,7 +79,13 @@ def test_the_first_run_builds_the_current_and_next_tables_fully_set_up(world: Wo
         assert mapping["MaximumRecordAgeInSeconds"] == 3600
         assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
         assert mapping["DestinationConfig"] == {"OnFailure": {"Destination": world.dead_letter_arn}}
-        assert sorted(summary.configured[name]) == ["alarms", "point_in_time_recovery", "stream_mapping", "ttl"]
+        assert sorted(summary.configured[name]) == [
+            "alarms",
+            "contributor_insights",
+            "point_in_time_recovery",
+            "stream_mapping",
+            "ttl",
+        ]
     # And each table has its three alarms, notifying the topic
     alarms = world.alarms()
     assert sorted(a["AlarmName"] for a in alarms) == sorted(
@@ -112,45 +121,57 @@ def test_across_a_daily_boundary(world: World) -> None:
     assert run_twice(rotator, clients).changes == 0
     assert world.capacity("readings-2026-11-22") == (2000, 100)
 
-    # After grace and the dial-down delay: write capacity to the minimum, reads to what old data needs
+    # After grace and the dial-down delay the table closes: it pays for no capacity (on-demand) ...
     clock.now_ms = at("2026-11-23T02:15:00Z")
     after = run_twice(rotator, clients)
-    assert [(d.table, d.write, d.read) for d in after.dialled_down] == [("readings-2026-11-22", (2000, 1), (100, 10))]
+    assert [(d.table, d.write, d.read) for d in after.dialled_down] == [("readings-2026-11-22", (2000, 0), (100, 0))]
     assert after.phases["readings-2026-11-22"] == "cold"
-    assert world.capacity("readings-2026-11-22") == (1, 10)
+    assert world.billing("readings-2026-11-22") == "PAY_PER_REQUEST"
+    assert [world.billing(f"readings-2026-11-{d}") for d in (23, 24, 25)] == ["PROVISIONED"] * 3
     assert [world.capacity(f"readings-2026-11-{d}") for d in (23, 24, 25)] == [(2000, 100)] * 3
-    # The cold table keeps its mapping and alarms until it is dropped
-    mapping_of(world, "readings-2026-11-22")
-    assert "readings-2026-11-22-write-throttles" in world.alarm_names()
+    # ... has no Contributor Insights, no alarms and no mapping: nothing writes to it at a rate worth watching
+    assert after.configured == {"readings-2026-11-22": ["contributor_insights_off"]}
+    assert world.insights("readings-2026-11-22") is None
+    assert not [name for name in world.alarm_names() if name.startswith("readings-2026-11-22-")]
+    assert "readings-2026-11-22" not in world.mapped_tables()
+    assert sorted(r.split(" ")[0] for r in after.removed) == ["alarm"] * 3 + ["stream"]
+    # ... and still takes the late readings ingest lets through (up to MAX_AGE)
+    item = {"pk": {"S": "sensor-1#0"}, "sk": {"S": "2026-11-22T23:59:59.000Z#late"}}
+    world.dynamodb.put_item(TableName="readings-2026-11-22", Item=item)
 
 
-def test_a_table_is_dropped_exactly_when_its_newest_reading_passes_retention(world: World) -> None:
+@pytest.mark.parametrize(
+    ("max_age", "last_moment"),
+    [
+        # MAX_AGE unset is RETENTION, as ingest reads it: a 7-day-old reading of the 22nd may arrive until
+        # 2026-11-30T00:00 and land 15 minutes (DIAL_DOWN_DELAY) later
+        (None, "2026-11-30T00:14:59.999Z"),
+        # A shorter MAX_AGE: the last write lands long before; retention decides (end + 7 days)
+        ("3d", "2026-11-29T23:59:59.999Z"),
+    ],
+)
+def test_a_table_is_dropped_once_past_retention_and_no_late_reading_can_reach_it(
+    world: World, max_age: str | None, last_moment: str
+) -> None:
     clock = Clock(at("2026-11-22T12:00:00Z"))
-    rotator, clients = world.rotator(clock)
+    rotator, clients = world.rotator(clock, **({"MAX_AGE": max_age} if max_age else {}))
     run_twice(rotator, clients)
 
-    # The 22nd ends at 2026-11-23T00:00; with 7 days of retention it may go at 2026-11-30T00:00
-    clock.now_ms = at("2026-11-29T23:59:59.999Z")
+    clock.now_ms = at(last_moment)
+    rotator.run()  # a week later: the closed tables are switched to on-demand, then moved to Standard-IA
     run_twice(rotator, clients)
     assert "readings-2026-11-22" in world.ours()
 
-    clock.now_ms = at("2026-11-30T00:00:00Z")
+    clock.advance(1)
     summary = run_twice(rotator, clients)
     assert summary.deleted == ["readings-2026-11-22"]
     assert "readings-2026-11-22" not in world.ours()
-    # And its mapping and alarms went with it
+    # Its mapping and alarms went when it closed, days before
     assert "readings-2026-11-22" not in world.mapped_tables()
     assert not [name for name in world.alarm_names() if name.startswith("readings-2026-11-22-")]
-    assert sorted(r for r in summary.removed if "readings-2026-11-22" in r) == sorted(
-        [
-            *(f"alarm readings-2026-11-22-{kind}" for kind in ("write-throttles", "read-throttles", "system-errors")),
-            *(r for r in summary.removed if r.startswith("stream mapping")),
-        ]
-    )
-    assert len([r for r in summary.removed if r.startswith("stream mapping")]) == 1
 
 
-def test_on_demand_tables_are_pre_warmed_and_never_dialled(world: World) -> None:
+def test_on_demand_tables_are_pre_warmed_and_stay_on_demand(world: World) -> None:
     clock = Clock(at("2026-11-22T12:00:00Z"))
     rotator, clients = world.rotator(clock, BILLING_MODE="PAY_PER_REQUEST", WARM_WRITES_PER_S="20000")
     run_twice(rotator, clients)
@@ -163,6 +184,7 @@ def test_on_demand_tables_are_pre_warmed_and_never_dialled(world: World) -> None
     summary = run_twice(rotator, clients)
     assert summary.phases["readings-2026-11-22"] == "cold"
     assert summary.dialled_down == []
+    assert world.billing("readings-2026-11-22") == "PAY_PER_REQUEST"
 
 
 def test_a_raised_configuration_reaches_the_tables_still_to_be_written(world: World) -> None:
@@ -218,6 +240,6 @@ def test_a_late_first_deploy_also_builds_the_table_still_taking_late_readings(wo
         "readings-2026-11-24",
         "readings-2026-11-21",
     ]
-    # And it is dialled down like any other once its grace and the delay are over
+    # And it closes like any other once its grace and the delay are over
     clock.advance(90 * MINUTE)
     assert [d.table for d in run_twice(rotator, clients).dialled_down] == ["readings-2026-11-21"]

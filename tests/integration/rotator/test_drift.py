@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.rotator.conftest import Clock, World, at
+from tests.integration.rotator.conftest import MINUTE, Clock, World, at
 from tests.integration.rotator.test_faults import prepared
 
 pytestmark = pytest.mark.integration
@@ -20,24 +20,30 @@ def drop_by_hand(world: World, name: str) -> None:
 
 
 def test_the_mapping_and_alarms_of_a_table_dropped_by_hand_are_removed(world: World) -> None:
-    rotator, _, _ = prepared(world)
+    clock = Clock(at("2026-11-22T12:00:00Z"))
+    rotator, _ = world.rotator(clock)
     rotator.run()
-    # Given an operator drops a cold table by hand, leaving its mapping and alarms behind
-    drop_by_hand(world, "readings-2026-11-23")
-    assert "readings-2026-11-23" in world.mapped_tables()
+    # Given the 22nd is past the time ingest takes its late readings (02:00) but not yet closed (02:15),
+    # and an operator drops it by hand, leaving its mapping and alarms behind
+    clock.now_ms = at("2026-11-23T02:05:00Z")
+    rotator.run()
+    drop_by_hand(world, "readings-2026-11-22")
+    mapped = world.mapped_tables()
+    assert "readings-2026-11-22" in mapped
 
+    clock.advance(MINUTE)
     summary = rotator.run()
-    # Then the next run removes them, and nothing else
-    assert summary.errors == []
+    # Then the next run removes them (it does not build the table again), and nothing else
+    assert summary.errors == [] and summary.created == []
     assert sorted(summary.removed) == sorted(
         [
-            *(f"alarm readings-2026-11-23-{k}" for k in ("write-throttles", "read-throttles", "system-errors")),
-            *(r for r in summary.removed if r.startswith("stream mapping") and "(readings-2026-11-23)" in r),
+            *(f"alarm readings-2026-11-22-{k}" for k in ("write-throttles", "read-throttles", "system-errors")),
+            *(r for r in summary.removed if r.startswith("stream mapping") and "(readings-2026-11-22)" in r),
         ]
     )
-    assert "readings-2026-11-23" not in world.mapped_tables()
-    assert not [a for a in world.alarm_names() if a.startswith("readings-2026-11-23-")]
-    assert "readings-2026-11-24" in world.mapped_tables()
+    assert len(summary.removed) == 4
+    assert world.mapped_tables() == [name for name in mapped if name != "readings-2026-11-22"]
+    assert not [a for a in world.alarm_names() if a.startswith("readings-2026-11-22-")]
 
 
 def test_a_wanted_table_made_again_gets_a_mapping_on_its_new_stream(world: World) -> None:
@@ -57,7 +63,7 @@ def test_a_wanted_table_made_again_gets_a_mapping_on_its_new_stream(world: World
     assert any(r.startswith("stream mapping") for r in summary.removed)
 
 
-def test_a_table_busy_updating_gets_its_dial_down_on_a_later_run(world: World) -> None:
+def test_a_table_busy_updating_is_switched_to_on_demand_on_a_later_run(world: World) -> None:
     rotator, clients, _ = prepared(world)
     busy = [True]
 
@@ -69,7 +75,7 @@ def test_a_table_busy_updating_gets_its_dial_down_on_a_later_run(world: World) -
     summary = rotator.run()
     assert [d.table for d in summary.dialled_down] == ["readings-2026-11-24"]
     assert "UPDATING" in " ".join(s.reason for s in summary.skipped if s.table == "readings-2026-11-23")
-    assert world.capacity("readings-2026-11-23") == (2000, 100)
+    assert world.billing("readings-2026-11-23") == "PROVISIONED"
 
     busy[0] = False
     assert [d.table for d in rotator.run().dialled_down] == ["readings-2026-11-23"]

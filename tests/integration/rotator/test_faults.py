@@ -1,12 +1,11 @@
-"""Failures mid-run, tables still CREATING, a spent decrease budget, two runs at once, a
-run out of time: each run finishes what it can, records the rest, and the next run
-completes it. Faults are injected on the rotator's own clients (see conftest)."""
+"""Failures mid-run, tables still CREATING, two runs at once, a run out of time: each run
+finishes what it can, records the rest, and the next run completes it. Faults are
+injected on the rotator's own clients (see conftest)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
@@ -24,7 +23,8 @@ pytestmark = pytest.mark.integration
 
 KINDS = ("write-throttles", "read-throttles", "system-errors")
 #: At this instant, after a first run on 2026-11-22 at noon, a run must create three
-#: tables (30th, 1st, 2nd) and set them up, dial two down (23rd, 24th) and drop one (22nd).
+#: tables (30th, 1st, 2nd) and set them up, close two (23rd, 24th: on-demand, no Contributor
+#: Insights, mapping or alarms) and drop one (22nd).
 BUSY = "2026-11-30T03:00:00Z"
 SETTLED = [
     "readings-2026-11-23",
@@ -37,8 +37,10 @@ COLD = ["readings-2026-11-23", "readings-2026-11-24"]
 
 
 def prepared(world: World, **overrides: str) -> tuple[Rotator, Clients, Clock]:
+    """The busy run's world. Table classes are left out (a closed table moves to Standard-IA on
+    the run after its switch to on-demand): test_table_class covers them."""
     clock = Clock(at("2026-11-22T12:00:00Z"))
-    rotator, clients = world.rotator(clock, **overrides)
+    rotator, clients = world.rotator(clock, **{"INFREQUENT_ACCESS_STORAGE_PERCENT": "", **overrides})
     assert rotator.run().errors == []
     clock.now_ms = at(BUSY)
     clients.log.clear()
@@ -48,12 +50,16 @@ def prepared(world: World, **overrides: str) -> tuple[Rotator, Clients, Clock]:
 def assert_settled(world: World, expected: list[str] = SETTLED, cold: list[str] = COLD) -> None:
     """Exactly the tables, capacities, setup, mappings and alarms a clean run leaves."""
     assert world.ours() == expected
+    open_ = [name for name in expected if name not in cold]
     for name in expected:
-        assert world.capacity(name) == ((1, 10) if name in cold else (2000, 100)), name
+        closed = name in cold
+        assert world.billing(name) == ("PAY_PER_REQUEST" if closed else "PROVISIONED"), name
+        assert closed or world.capacity(name) == (2000, 100), name
+        assert world.insights(name) == (None if closed else "THROTTLED_KEYS"), name
         assert world.ttl(name)["TimeToLiveStatus"] == "ENABLED", name
         assert world.pitr(name) == "ENABLED", name
-    assert world.mapped_tables() == expected
-    assert world.alarm_names() == sorted(f"{name}-{kind}" for name in expected for kind in KINDS)
+    assert world.mapped_tables() == open_
+    assert world.alarm_names() == sorted(f"{name}-{kind}" for name in open_ for kind in KINDS)
 
 
 def assert_quiet(rotator: Rotator, clients: Clients) -> None:
@@ -87,7 +93,7 @@ FAULTS = [
         "LimitExceededException",
         on_table("readings-2026-11-30"),
         "limit on concurrent table operations",
-        # every later table operation waits: nothing created, dialled or dropped this run
+        # every later table operation waits: nothing created, switched or dropped this run
         lambda s: s.created == [] and s.dialled_down == [] and s.deleted == [],
     ),
     Fault(
@@ -126,9 +132,30 @@ FAULTS = [
         lambda s: "alarms" in s.configured["readings-2026-12-02"],
     ),
     Fault(
+        "UpdateContributorInsights",
+        "InternalServerError",
+        on_table("readings-2026-12-01"),
+        "update_contributor_insights InternalServerError",
+        lambda s: "contributor_insights" in s.configured["readings-2026-12-02"] and len(s.dialled_down) == 2,
+    ),
+    Fault(
+        "UpdateContributorInsights",
+        "InternalServerError",
+        lambda params: params["ContributorInsightsAction"] == "DISABLE",
+        "update_contributor_insights InternalServerError",
+        lambda s: len(s.dialled_down) == 2 and s.deleted == ["readings-2026-11-22"],
+    ),
+    Fault(
+        "DescribeContributorInsights",
+        "InternalServerError",
+        on_table("readings-2026-11-30"),
+        "describe_contributor_insights InternalServerError",
+        lambda s: "contributor_insights" in s.configured["readings-2026-12-01"],
+    ),
+    Fault(
         "UpdateTable",
         "LimitExceededException",
-        lambda params: "ProvisionedThroughput" in params,
+        lambda params: "BillingMode" in params,
         "limit on concurrent table operations",
         lambda s: len(s.created) == 3 and s.dialled_down == [] and s.deleted == [],
     ),
@@ -136,7 +163,7 @@ FAULTS = [
         "UpdateTable",
         "InternalServerError",
         lambda params: params["TableName"] == "readings-2026-11-24",
-        "update_table (dial-down) InternalServerError",
+        "update_table (on-demand) InternalServerError",
         lambda s: [d.table for d in s.dialled_down] == ["readings-2026-11-23"] and s.deleted == ["readings-2026-11-22"],
     ),
     Fault(
@@ -232,33 +259,6 @@ def test_a_table_still_creating_is_set_up_by_the_first_run_that_finds_it_active(
     assert summary.periods_ready == 3
     assert world.mapped_tables() == sorted(first.created)
     assert world.ttl("readings-2026-11-22")["TimeToLiveStatus"] == "ENABLED"
-
-
-def test_a_spent_capacity_decrease_budget_waits_for_the_next_allowed_hour(world: World) -> None:
-    rotator, clients, clock = prepared(world)
-    last_decrease = datetime.fromtimestamp((clock.now_ms - 20 * MINUTE) / 1000, UTC)
-
-    def spent(parsed: dict[str, Any]) -> None:
-        if parsed["Table"]["TableName"] == "readings-2026-11-23":
-            throughput = parsed["Table"]["ProvisionedThroughput"]
-            throughput.update(NumberOfDecreasesToday=4, LastDecreaseDateTime=last_decrease)
-
-    # Given the 23rd had four decreases today, the last twenty minutes ago (moto keeps no count)
-    clients.edit("DescribeTable", spent)
-    summary = rotator.run()
-    # Then it is skipped with the time of the next allowed decrease; the 24th is dialled down
-    assert [d.table for d in summary.dialled_down] == ["readings-2026-11-24"]
-    reasons = [s.reason for s in summary.skipped if s.table == "readings-2026-11-23"]
-    assert reasons == [
-        "dial-down: DynamoDB's capacity-decrease budget is spent (4 today); next allowed at 2026-11-30T03:40:00.000Z"
-    ]
-    assert world.capacity("readings-2026-11-23") == (2000, 100)
-
-    # And a run after that hour dials it down
-    clock.advance(45 * MINUTE)
-    later = rotator.run()
-    assert [d.table for d in later.dialled_down] == ["readings-2026-11-23"]
-    assert world.capacity("readings-2026-11-23") == (1, 10)
 
 
 def test_two_runs_at_once_make_one_set_of_resources_and_no_errors(world: World) -> None:

@@ -13,6 +13,7 @@ from types import ModuleType
 
 import pytest
 
+from adapters.clients import client
 from adapters.settings import SettingsError
 from keydesign import Layout
 from rotator.request import InvalidRequest
@@ -40,7 +41,10 @@ def load(world: World, monkeypatch: pytest.MonkeyPatch, **overrides: str) -> Mod
     for name, value in {**world.env, **overrides}.items():
         monkeypatch.setenv(name, value)
     sys.modules.pop("rotator.handler", None)
-    return importlib.import_module("rotator.handler")
+    module = importlib.import_module("rotator.handler")
+    # What moto does not implement, on the process-wide client the handler was built with (reset with the mock)
+    world.extras.install(client("dynamodb"))
+    return module
 
 
 @pytest.fixture

@@ -1,7 +1,8 @@
 """Long runs on a controllable clock: a month of hourly runs over daily tables, and two
 days of quarter-hourly runs over hourly tables, end with exactly the expected tables,
-capacities, mappings and alarms; after every run the live tables are ready and no table
-a reading could still need is gone; a last repeated run changes nothing.
+billing modes, table classes, mappings and alarms; after every run the live tables are
+ready, only open tables have alarms, and no table a reading could still need is gone; a
+last repeated run changes nothing.
 
 The expectation is computed here from the settings with plain date arithmetic, not
 with the rotator's own lifecycle module, so a wrong rule there cannot hide itself.
@@ -43,14 +44,24 @@ def expected_tables(
     return found
 
 
+def open_tables(expected: dict[str, datetime], now_ms: int, cold_after: timedelta) -> list[str]:
+    return sorted(name for name, end in expected.items() if iso(now_ms) < end + cold_after)
+
+
 def check_world(world: World, expected: dict[str, datetime], now_ms: int, cold_after: timedelta) -> None:
     now = iso(now_ms)
     assert world.ours() == sorted(expected)
     for name, end in expected.items():
         cold = now >= end + cold_after
-        assert world.capacity(name) == ((1, 10) if cold else (2000, 100)), f"{name} at {now}"
-    assert world.mapped_tables() == sorted(expected), "exactly one mapping per table, none left over"
-    assert world.alarm_names() == sorted(f"{name}-{kind}" for name in expected for kind in KINDS)
+        assert world.billing(name) == ("PAY_PER_REQUEST" if cold else "PROVISIONED"), f"{name} at {now}"
+        assert cold or world.capacity(name) == (2000, 100), f"{name} at {now}"
+        # A day after it closes, a table nobody reads (moto reports no reads) moves to Standard-IA
+        reviewed = now >= end + cold_after + timedelta(days=1)
+        assert world.table_class(name) == ("STANDARD_INFREQUENT_ACCESS" if reviewed else "STANDARD"), name
+        assert world.insights(name) == (None if cold else "THROTTLED_KEYS"), f"{name} at {now}"
+    live = open_tables(expected, now_ms, cold_after)
+    assert world.mapped_tables() == live, "exactly one mapping per open table, none left over"
+    assert world.alarm_names() == sorted(f"{name}-{kind}" for name in live for kind in KINDS)
 
 
 def test_a_month_of_hourly_runs_over_daily_tables(world: World) -> None:
@@ -58,7 +69,8 @@ def test_a_month_of_hourly_runs_over_daily_tables(world: World) -> None:
     start = at("2026-11-01T00:30:00Z")
     clock = Clock(start)
     rotator, clients = world.rotator(clock)
-    step, retention = timedelta(days=1), timedelta(days=7)
+    # Kept RETENTION after its end, and DIAL_DOWN_DELAY more: MAX_AGE is RETENTION (unset)
+    step, retention = timedelta(days=1), timedelta(days=7, minutes=15)
     # At 00:30 on the 1st, October 31st still takes late readings: it is built too.
     first = datetime(2026, 10, 31, tzinfo=UTC)
     deleted: list[str] = []
@@ -74,7 +86,11 @@ def test_a_month_of_hourly_runs_over_daily_tables(world: World) -> None:
             clock.now_ms, first=first, step=step, retention=retention, prebuild=2, fmt="%Y-%m-%d"
         )
         assert world.ours() == sorted(expected)
-        # and nothing was dropped before its newest reading passed retention.
+        # only the open tables have alarms,
+        live = open_tables(expected, clock.now_ms, timedelta(hours=2, minutes=15))
+        assert world.alarm_names() == sorted(f"{name}-{kind}" for name in live for kind in KINDS)
+        # and nothing was dropped before its newest reading passed retention (MAX_AGE is RETENTION here:
+        # a reading 7 days old may still land 15 minutes later).
         for name in summary.deleted:
             day = datetime.strptime(name.removeprefix("readings-"), "%Y-%m-%d").replace(tzinfo=UTC)
             assert iso(clock.now_ms) >= day + step + retention
@@ -90,7 +106,7 @@ def test_a_month_of_hourly_runs_over_daily_tables(world: World) -> None:
         "readings-2026-12-02",
     ]
     check_world(world, expected, clock.now_ms, timedelta(hours=2, minutes=15))
-    # Every table that ended was dialled down once, every expired one dropped once
+    # Every table that closed was switched to on-demand once, every expired one dropped once
     assert dialled == [f"readings-{(first + timedelta(days=i)):%Y-%m-%d}" for i in range(30)]
     assert deleted == [f"readings-{(first + timedelta(days=i)):%Y-%m-%d}" for i in range(23)]
 
@@ -112,7 +128,7 @@ def test_two_days_of_quarter_hourly_runs_over_hourly_tables(world: World) -> Non
     start = at("2026-11-22T00:05:00Z")
     clock = Clock(start)
     rotator, clients = world.rotator(clock, **overrides)
-    step, retention = timedelta(hours=1), timedelta(hours=12)
+    step, retention = timedelta(hours=1), timedelta(hours=12, minutes=10)
     first = datetime(2026, 11, 21, 23, tzinfo=UTC)  # 23:00 is still in grace at 00:05
 
     for _ in range(2 * 24 * 4):

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from keydesign import item_size
+from keydesign import Layout, Reading, ShardMap, item_size
 
 REGION = "eu-west-1"
 ACCOUNT = "123456789012"
@@ -93,8 +93,35 @@ def stream_record(
 def item_record(
     item: Mapping[str, object], *, approx_s: float, event_name: str = "INSERT", **kw: Any
 ) -> dict[str, Any]:
-    """The stream record of writing (or deleting) ``item`` (a plain ``build_item`` dict)."""
+    """The stream record of writing (or deleting) ``item`` (a block's ``Block.item()``)."""
     return stream_record(str(item["pk"]), str(item["sk"]), approx_s=approx_s, event_name=event_name, **kw)
+
+
+def block_keys(
+    layout: Layout, shard_map: ShardMap, entity: str, ts_ms: int, *, units: int = 1, event_id: str | None = None
+) -> tuple[str, str]:
+    """The keys of a block holding one reading of ``entity`` at ``ts_ms``, as ingest would key it
+    with ``shard_map``, its sort key saying it was billed ``units`` write units (a block of many
+    readings, as far as the stream can tell)."""
+    reading = Reading(entity, event_id or f"{entity}-{ts_ms}", ts_ms, {"v": 1.0})
+    (block,) = layout.pack([(reading, 1)], shard_map)
+    return block.key.pk, f"{block.key.sk.rpartition('#')[0]}#{units}"
+
+
+def block_record(
+    layout: Layout,
+    shard_map: ShardMap,
+    entity: str,
+    ts_ms: int,
+    *,
+    units: int = 1,
+    event_id: str | None = None,
+    approx_s: float | None = None,
+    **kw: Any,
+) -> dict[str, Any]:
+    """The stream record of writing (or deleting) such a block, written at ``approx_s`` (default: ``ts_ms``)."""
+    pk, sk = block_keys(layout, shard_map, entity, ts_ms, units=units, event_id=event_id)
+    return stream_record(pk, sk, approx_s=ts_ms / 1000 if approx_s is None else approx_s, **kw)
 
 
 def stream_event(records: Iterable[dict[str, Any]]) -> dict[str, Any]:

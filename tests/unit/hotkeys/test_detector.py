@@ -68,34 +68,40 @@ def judge(
 
 
 def obs(
-    key: str, entity: str, size: int, t_ms: int, *, event: str = "INSERT", principal: str | None = None
+    key: str, entity: str, units: int, t_ms: int, *, event: str = "INSERT", principal: str | None = None
 ) -> Observation:
-    return Observation(key, entity, size, t_ms, event, principal, shared_key=True)
+    return Observation(
+        partition_key=key,
+        entity=entity,
+        write_units=units,
+        approx_time_ms=t_ms,
+        event_name=event,
+        principal=principal,
+        shared_key=True,
+    )
 
 
-def test_write_units_come_from_item_sizes_one_per_kb_rounded_up() -> None:
-    # Given writes of 500 B, 1,025 B and 3,000 B in one window
-    loads = tally([obs("k", "e", 500, T0), obs("k", "e", 1025, T0 + 1), obs("k", "e", 3000, T0 + 2)], CONFIG)
+def test_a_window_adds_up_the_write_units_each_write_was_billed() -> None:
+    # Given blocks billed 1, 2 and 37 write units in one window (the units their keys carry)
+    loads = tally([obs("k", "e", 1, T0), obs("k", "e", 2, T0 + 1), obs("k", "e", 37, T0 + 2)], CONFIG)
     load = loads[T0].load()
-    # Then they cost 1 + 2 + 3 write units
-    assert load.keys["k"].wcu == 6 and load.keys["k"].writes == 3
-    assert load.entity_rate("e") == pytest.approx(6 / 60)
-    # And an assumed item size is a floor (for keys-only streams)
-    floor = DetectorConfig(window_ms=60_000, assumed_item_bytes=2048)
-    assert tally([obs("k", "e", 100, T0), obs("k", "e", 3000, T0)], floor)[T0].load().keys["k"].wcu == 2 + 3
+    # Then the key and the entity carry exactly 40 write units over three writes
+    assert load.keys["k"] == load.entities["e"]
+    assert load.keys["k"].wcu == 40 and load.keys["k"].writes == 3
+    assert load.entity_rate("e") == pytest.approx(40 / 60)
 
 
 def test_ttl_deletes_cost_nothing_and_user_deletes_count() -> None:
     loads = tally(
         [
-            obs("k", "e", 100, T0, event="REMOVE", principal="dynamodb.amazonaws.com"),
-            obs("k", "e", 100, T0, event="REMOVE"),
-            obs("k", "e", 100, T0, event="MODIFY"),
+            obs("k", "e", 7, T0, event="REMOVE", principal="dynamodb.amazonaws.com"),
+            obs("k", "e", 7, T0, event="REMOVE"),
+            obs("k", "e", 7, T0, event="MODIFY"),
         ],
         CONFIG,
     )
     key = loads[T0].load().keys["k"]
-    assert (key.wcu, key.writes, key.deletes) == (2, 2, 1)
+    assert (key.wcu, key.writes, key.deletes) == (14, 2, 1)
 
 
 def test_windows_are_aligned_to_their_width() -> None:
@@ -435,15 +441,15 @@ def test_select_keeps_the_busiest_and_every_split_entity() -> None:
 def test_tracker_closes_quiet_windows_and_keeps_contiguous_history() -> None:
     tracker = LoadTracker(DetectorConfig(window_ms=60_000, scale_down_windows=3))
     assert tracker.close_until(T0 + HOUR) == []  # nothing seen yet
-    assert tracker.observe(obs("k", "e", 100, T0 + 5_000))
-    assert not tracker.observe(obs("k", "e", 100, T0 + 6_000, event="REMOVE", principal="dynamodb.amazonaws.com"))
+    assert tracker.observe(obs("k", "e", 1, T0 + 5_000))
+    assert not tracker.observe(obs("k", "e", 1, T0 + 6_000, event="REMOVE", principal="dynamodb.amazonaws.com"))
     assert tracker.close_until(T0 + 60_000, grace_ms=30_000) == []  # in its grace period
     closed = tracker.close_until(T0 + 4 * 60_000, grace_ms=30_000)
     assert [c.load.start_ms for c in closed] == [T0, T0 + 60_000, T0 + 120_000]
     assert closed[0].load.keys["k"].writes == 1 and not closed[1].load.keys
     assert [h.start_ms for h in closed[2].history] == [T0, T0 + 60_000]
     # A write for a closed window is late: counted as such, not in a window
-    assert not tracker.observe(obs("k", "e", 100, T0 + 10_000))
+    assert not tracker.observe(obs("k", "e", 1, T0 + 10_000))
     assert (tracker.late, tracker.ttl_deletes) == (1, 1)
 
 
@@ -461,7 +467,6 @@ def test_tracker_closes_quiet_windows_and_keeps_contiguous_history() -> None:
         ({"top_k": 0}, "top_k"),
         ({"top_k": 11}, "top_k"),
         ({"split_threshold_wcu": 50, "counters_per_window": 19}, "counters_per_window"),
-        ({"assumed_item_bytes": -1}, "assumed_item_bytes"),
     ],
 )
 def test_a_bad_setting_is_named(kwargs: dict[str, float], field: str) -> None:

@@ -1,57 +1,88 @@
-"""Parsing stream records: what counts, what is skipped and why. Nothing here may raise."""
+"""Parsing stream records: what counts, what it cost, what is skipped and why. Nothing here may raise."""
 
 from __future__ import annotations
 
 import math
+import random
 from typing import Any
 
 import pytest
 
 from hotkeys.detector import Observation
-from hotkeys.records import SkipKind, Skipped, parse_record
-from keydesign import Layout, Reading, ShardMap, build_item, item_size
+from hotkeys.records import SkipKind, Skipped, parse_record, table_of
+from keydesign import Block, Layout, Reading, ShardMap
 from keydesign.layouts import key_family, parse_keys
-from tests.unit.hotkeys.stream_events import TABLE, item_record, stream_record
+from tests.unit.hotkeys.stream_events import TABLE, item_record, stream_arn, stream_record
 
 T0 = 1_795_000_000  # 2026-11-18T...: epoch seconds
 HYBRID = Layout.from_settings(kind="hybrid", bucket="1h", table_prefix=TABLE)
 
 
-def reading(entity: str = "sensor-0001", ts_ms: int = T0 * 1000, event_id: str = "e1") -> Reading:
-    return Reading(entity, event_id, ts_ms, {"temp": 21.5})
-
-
-def hybrid_item(entity: str = "sensor-0001", shard_map: ShardMap | None = None) -> dict[str, object]:
-    shard_map = shard_map or ShardMap.initial(HYBRID.bucket, 4)
-    r = reading(entity)
-    return build_item(r, HYBRID.key_for(r, shard_map))
+def block(
+    entity: str = "sensor-0001", shard_map: ShardMap | None = None, *, readings: int = 1, layout: Layout = HYBRID
+) -> Block:
+    """The one block ingest stores for ``readings`` readings of ``entity`` in one batch."""
+    shard_map = shard_map or ShardMap.initial(layout.bucket, 4)
+    rng = random.Random(7)
+    batch = [
+        (Reading(entity, f"e{i}", T0 * 1000 + i * 5, {"temp": rng.uniform(-40, 60), "rh": rng.random()}), 1)
+        for i in range(readings)
+    ]
+    (only,) = layout.pack(batch, shard_map)
+    return only
 
 
 def parse(raw: object, kind: str = "hybrid") -> Observation | Skipped:
     return parse_record(raw, layout_kind=kind, table_prefix=TABLE)  # type: ignore[arg-type]
 
 
-def test_an_insert_of_a_hybrid_base_key_is_observed_with_its_entity() -> None:
-    # Given the stream record of a reading written to a shared base key
-    item = hybrid_item()
+def test_an_insert_of_a_hybrid_base_key_is_observed_with_its_entity_and_write_units() -> None:
+    # Given the stream record of a block written to a shared base key
+    stored = block()
     # When it is parsed
-    obs = parse(item_record(item, approx_s=T0 + 0.9))
-    # Then the entity comes from the sort key and the key is marked shared
+    obs = parse(item_record(stored.item(), approx_s=T0 + 0.9))
+    # Then the entity comes from the sort key, the key is marked shared, and the block's units are counted
+    assert obs == Observation(
+        partition_key=stored.key.pk,
+        entity="sensor-0001",
+        write_units=stored.write_units,
+        approx_time_ms=T0 * 1000,
+        event_name="INSERT",
+        shared_key=True,
+    )
+
+
+def test_a_block_over_one_kb_counts_exactly_what_it_was_billed_from_its_keys_alone() -> None:
+    # Given a block of 800 readings (several KB) on a KEYS_ONLY stream, whose record holds only the keys
+    stored = block(readings=800)
+    assert stored.write_units > 3
+    record = item_record(stored.item(), approx_s=T0)
+    assert record["dynamodb"]["SizeBytes"] < 1024  # the record's size: one write unit's worth
+    # Then the observation carries the write units the put was billed, read from the sort key
+    obs = parse(record)
     assert isinstance(obs, Observation)
-    assert obs.partition_key == item["pk"]
-    assert obs.entity == "sensor-0001"
-    assert obs.shared_key is True
-    assert obs.approx_time_ms == T0 * 1000
-    assert obs.event_name == "INSERT"
-    assert obs.size_bytes == item_size({"pk": item["pk"], "sk": item["sk"]})
+    assert obs.write_units == stored.write_units
+    # And a user delete of it costs the same (a delete is billed by the size of what it deletes)
+    deleted = parse(item_record(stored.item(), approx_s=T0, event_name="REMOVE"))
+    assert isinstance(deleted, Observation) and deleted.write_units == stored.write_units
+
+
+def test_images_and_record_size_are_not_what_is_counted() -> None:
+    # Given a NEW_IMAGE record (a stream switched to images) whose declared size says something else
+    stored = block(readings=300)
+    record = item_record(stored.item(), approx_s=T0, new_image={"pk": stored.key.pk, "v": "x" * 9000})
+    record["dynamodb"]["SizeBytes"] = 50_000
+    # Then the key's write units are still what counts
+    obs = parse(record)
+    assert isinstance(obs, Observation) and obs.write_units == stored.write_units
 
 
 def test_a_split_entitys_own_key_is_not_shared() -> None:
     base = ShardMap.initial(HYBRID.bucket, 4)
     split = base.with_entity("sensor-alpha-001", 5, 3_600_000, now_ms=0)
-    item = hybrid_item("sensor-alpha-001", split)
-    assert "#sensor-alpha-001#" in str(item["pk"])
-    obs = parse(item_record(item, approx_s=T0))
+    stored = block("sensor-alpha-001", split)
+    assert "#sensor-alpha-001#" in stored.key.pk
+    obs = parse(item_record(stored.item(), approx_s=T0))
     assert isinstance(obs, Observation)
     assert obs.entity == "sensor-alpha-001"
     assert obs.shared_key is False
@@ -60,15 +91,14 @@ def test_a_split_entitys_own_key_is_not_shared() -> None:
 @pytest.mark.parametrize("kind", ["random", "calculated"])
 def test_suffix_layouts_take_the_entity_from_the_partition_key(kind: str) -> None:
     layout = Layout.from_settings(kind=kind, bucket="1h", table_prefix=TABLE)
-    r = reading("pump-7")
-    key = layout.key_for(r, ShardMap.initial(layout.bucket, 8))
-    obs = parse(stream_record(key.pk, key.sk, approx_s=T0), kind)
+    stored = block("pump-7", ShardMap.initial(layout.bucket, 8), readings=400, layout=layout)
+    obs = parse(stream_record(stored.key.pk, stored.key.sk, approx_s=T0), kind)
     assert isinstance(obs, Observation)
-    assert (obs.entity, obs.shared_key) == ("pump-7", False)
+    assert (obs.entity, obs.shared_key, obs.write_units) == ("pump-7", False, stored.write_units)
 
 
 def test_a_user_remove_is_counted_and_a_ttl_remove_is_not() -> None:
-    item = hybrid_item()
+    item = block().item()
     user = parse(item_record(item, approx_s=T0, event_name="REMOVE"))
     assert isinstance(user, Observation) and user.event_name == "REMOVE"
     ttl = parse(item_record(item, approx_s=T0, event_name="REMOVE", ttl=True))
@@ -76,22 +106,9 @@ def test_a_user_remove_is_counted_and_a_ttl_remove_is_not() -> None:
 
 
 def test_a_service_principal_other_than_dynamodb_is_a_user_write() -> None:
-    record = item_record(hybrid_item(), approx_s=T0, event_name="REMOVE")
+    record = item_record(block().item(), approx_s=T0, event_name="REMOVE")
     record["userIdentity"] = {"type": "Service", "principalId": "glue.amazonaws.com"}
     assert isinstance(parse(record), Observation)
-
-
-def test_modify_with_images_is_sized_by_the_larger_image() -> None:
-    # Given a NEW_AND_OLD_IMAGES record of a 3 KB item
-    item = hybrid_item()
-    big = {**item, "blob": "x" * 3000}
-    record = item_record(item, approx_s=T0, event_name="MODIFY", new_image=big)
-    record["dynamodb"]["OldImage"] = record["dynamodb"]["NewImage"] | {"blob": {"S": "y"}}
-    record["dynamodb"]["SizeBytes"] = 9_999  # the record's size: both images and the keys
-    # Then the write is sized by the item, not the record (which would double it)
-    obs = parse(record)
-    assert isinstance(obs, Observation)
-    assert obs.size_bytes == item_size(big)
 
 
 @pytest.mark.parametrize(
@@ -101,8 +118,25 @@ def test_modify_with_images_is_sized_by_the_larger_image() -> None:
         ({"pk": {"S": "a"}, "sk": {"S": "b"}, "x": {"S": "c"}}, "three key attributes"),
         ({"pk": {"N": "1"}, "sk": {"S": "b"}}, "a numeric partition key"),
         ({"pk": {"S": "user#42"}, "sk": {"S": "profile"}}, "single-table design keys"),
-        ({"pk": {"S": "0001#2026-11-22T06:00"}, "sk": {"S": "bad entity!#2026-11-22T06:00:00.000Z#e"}}, "bad id"),
-        ({"pk": {"S": "0001#2026-11-22T06:00#a#001"}, "sk": {"S": "b#2026-11-22T06:00:00.000Z#e"}}, "entity mismatch"),
+        (
+            {"pk": {"S": "0001#2026-11-22T06:00"}, "sk": {"S": "sensor-1#2026-11-22T06:00:00.000Z#e1"}},
+            "a reading's own key from before blocks (no block id, no write units)",
+        ),
+        (
+            {
+                "pk": {"S": "0001#2026-11-22T06:00"},
+                "sk": {"S": "bad entity!#2026-11-22T06:00:00.000Z#00ff00ff00ff00ff#1"},
+            },
+            "bad id",
+        ),
+        (
+            {"pk": {"S": "0001#2026-11-22T06:00#a#001"}, "sk": {"S": "b#2026-11-22T06:00:00.000Z#00ff00ff00ff00ff#1"}},
+            "entity mismatch",
+        ),
+        (
+            {"pk": {"S": "0001#2026-11-22T06:00"}, "sk": {"S": "sensor-1#2026-11-22T06:00:00.000Z#00ff00ff00ff00ff#0"}},
+            "zero write units",
+        ),
     ],
 )
 def test_other_key_schemas_are_foreign(keys: dict[str, Any], why: str) -> None:
@@ -112,23 +146,27 @@ def test_other_key_schemas_are_foreign(keys: dict[str, Any], why: str) -> None:
 
 
 def test_hybrid_keys_are_foreign_to_a_calculated_layout_and_back() -> None:
-    item = hybrid_item()
+    item = block().item()
     assert parse(item_record(item, approx_s=T0), "calculated") == Skipped(
         SkipKind.FOREIGN, f"key {item['pk']!r} is not a calculated readings key"
     )
-    assert parse_keys("pump-7#3", "2026-11-22T06:00:00.000Z#e1", "hybrid") is None
+    assert parse_keys("pump-7#3", "2026-11-22T06:00:00.000Z#00ff00ff00ff00ff#1", "hybrid") is None
 
 
 def test_another_tables_stream_is_foreign_but_a_period_table_is_ours() -> None:
-    item = hybrid_item()
+    item = block().item()
     other = parse(item_record(item, approx_s=T0, table="orders"))
     assert isinstance(other, Skipped) and other.kind is SkipKind.FOREIGN
-    period = parse(item_record(item, approx_s=T0, table=f"{TABLE}-2026-11-22"))
-    assert isinstance(period, Observation)
+    period = item_record(item, approx_s=T0, table=f"{TABLE}-2026-11-22")
+    assert isinstance(parse(period), Observation)
+    # Each period's table has its own stream: a record names the one it came from
+    assert table_of(period) == f"{TABLE}-2026-11-22"
+    assert table_of({"eventSourceARN": stream_arn()}) == TABLE
+    assert table_of({}) == ""
 
 
 def _garbage() -> list[tuple[object, str]]:
-    good = item_record(hybrid_item(), approx_s=T0)
+    good = item_record(block().item(), approx_s=T0)
 
     def edit(path: str, value: object) -> dict[str, Any]:
         record: dict[str, Any] = {**good, "dynamodb": dict(good["dynamodb"])}
@@ -151,20 +189,12 @@ def _garbage() -> list[tuple[object, str]]:
         (edit("dynamodb.Keys", _DELETE), "no keys"),
         (edit("dynamodb.Keys", []), "keys a list"),
         (edit("dynamodb.SequenceNumber", _DELETE), "no sequence number"),
-        (edit("dynamodb.SizeBytes", _DELETE), "no size"),
-        (edit("dynamodb.SizeBytes", "112"), "size a string"),
-        (edit("dynamodb.SizeBytes", True), "size a boolean"),
-        (edit("dynamodb.SizeBytes", -5), "negative size"),
-        (edit("dynamodb.SizeBytes", 10**9), "absurd size"),
+        (edit("dynamodb.SequenceNumber", 42), "sequence number a number"),
         (edit("dynamodb.ApproximateCreationDateTime", _DELETE), "no time"),
         (edit("dynamodb.ApproximateCreationDateTime", "2026-11-22T06:00:00Z"), "time a string"),
         (edit("dynamodb.ApproximateCreationDateTime", T0 * 1000), "time in milliseconds"),
         (edit("dynamodb.ApproximateCreationDateTime", math.nan), "NaN time"),
         (edit("dynamodb.ApproximateCreationDateTime", math.inf), "infinite time"),
-        (edit("dynamodb.NewImage", {"blob": {"X": "?"}}), "image of unknown type"),
-        (edit("dynamodb.NewImage", {"blob": {"B": "not base64!"}}), "bad binary"),
-        (edit("dynamodb.NewImage", {"n": {"N": "twelve"}}), "bad number"),
-        (edit("dynamodb.NewImage", "image"), "image a string"),
         (edit("eventSourceARN", "arn:aws:sqs:eu-west-1:1:queue"), "not a dynamodb arn"),
         (edit("eventSourceARN", 42), "arn a number"),
     ]
@@ -182,42 +212,10 @@ def test_garbage_is_malformed_never_an_exception(raw: object, why: str) -> None:
 
 
 def test_an_event_from_another_source_is_foreign() -> None:
-    record = item_record(hybrid_item(), approx_s=T0)
+    record = item_record(block().item(), approx_s=T0)
     record["eventSource"] = "aws:kinesis"
     result = parse(record)
     assert isinstance(result, Skipped) and result.kind is SkipKind.FOREIGN
-
-
-def test_images_of_every_type_are_sized_by_dynamodb_rules() -> None:
-    image = {
-        "s": {"S": "héllo"},
-        "n": {"N": "123.45"},
-        "b": {"B": "AAEC"},
-        "t": {"BOOL": True},
-        "z": {"NULL": True},
-        "ss": {"SS": ["a", "bc"]},
-        "ns": {"NS": ["1", "22"]},
-        "bs": {"BS": ["AA=="]},
-        "m": {"M": {"k": {"S": "v"}}},
-        "l": {"L": [{"S": "v"}, {"N": "1"}]},
-    }
-    record = item_record(hybrid_item(), approx_s=T0)
-    record["dynamodb"]["NewImage"] = image
-    obs = parse(record)
-    assert isinstance(obs, Observation)
-    plain = {
-        "s": "héllo",
-        "n": 123.45,
-        "b": b"\x00\x01\x02",
-        "t": True,
-        "z": None,
-        "ss": {"a", "bc"},
-        "ns": {1, 22},
-        "bs": {b"\x00"},
-        "m": {"k": "v"},
-        "l": ["v", 1],
-    }
-    assert obs.size_bytes == item_size(plain)
 
 
 @pytest.mark.parametrize(

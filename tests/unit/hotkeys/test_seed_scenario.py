@@ -2,8 +2,10 @@
 
 Hourly buckets, writers caching the map for 60 s, a 6-minute change margin,
 10-second windows: sensor-alpha-001 bursts to 2,000 writes/s among 100 quiet
-sensors. The detector sees the writes as the stream would (partition key,
-entity, size, time); writers key every reading with the map they hold.
+sensors. Every reading is stored as a block of its own (as if each reached
+ingest in a batch of its own: the most write units blocks can cost, one per
+reading), keyed with the map the writer holds. The detector sees each write as
+the stream would: its keys, the write units its sort key carries, its time.
 """
 
 from __future__ import annotations
@@ -11,7 +13,8 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 
 from hotkeys.detector import DetectorConfig, LoadTracker, Observation, apply_decisions, decide
-from keydesign import Layout, Reading, ShardMap, build_item, earliest_change_boundary, item_size, parse_timestamp
+from keydesign import Layout, Reading, ShardMap, earliest_change_boundary, parse_timestamp
+from keydesign.layouts import parse_keys
 
 LAYOUT = Layout.from_settings(kind="hybrid", bucket="1h", table_prefix="readings")
 CONFIG = DetectorConfig(window_ms=10_000)
@@ -30,7 +33,7 @@ def test_the_hot_sensor_is_split_at_the_next_boundary_and_no_reading_is_lost() -
     decided_at: list[int] = []
     start = parse_timestamp("2026-11-22T06:58:00Z")
     boundary = parse_timestamp("2026-11-22T08:00:00Z")
-    seconds = [*range(start, start + 25_000, 1000), *range(boundary - 10_000, boundary + 15_000, 1000)]
+    seconds = [*range(start, start + 15_000, 1000), *range(boundary - 5_000, boundary + 10_000, 1000)]
     per_key_rate: dict[int, Counter[str]] = defaultdict(Counter)
 
     for second in seconds:
@@ -40,12 +43,23 @@ def test_the_hot_sensor_is_split_at_the_next_boundary_and_no_reading_is_lost() -
         for n, (entity, i) in enumerate(batch):
             t = second + n * 1000 // len(batch)
             reading = Reading(entity, f"{entity}-{t}-{i}", t, {"v": 1.5})
-            item = build_item(reading, LAYOUT.key_for(reading, writer_map))
-            table[str(item["pk"])].append(str(item["sk"]))
-            written.append(str(item["sk"]))
-            per_key_rate[second][str(item["pk"])] += 1
-            shared = "#" not in str(item["pk"])[5:]
-            tracker.observe(Observation(str(item["pk"]), entity, item_size(item), t, "INSERT", None, shared))
+            (block,) = LAYOUT.pack([(reading, 1)], writer_map)
+            pk, sk = block.key.pk, block.key.sk
+            table[pk].append(sk)
+            written.append(sk)
+            parts = parse_keys(pk, sk, "hybrid")
+            assert parts is not None and parts.write_units == block.write_units == 1
+            per_key_rate[second][pk] += parts.write_units
+            tracker.observe(
+                Observation(
+                    partition_key=pk,
+                    entity=entity,
+                    write_units=parts.write_units,
+                    approx_time_ms=t,
+                    event_name="INSERT",
+                    shared_key=parts.shared,
+                )
+            )
         now = second + 1000
         for closed in tracker.close_until(now, grace_ms=2_000):
             change_from = earliest_change_boundary(LAYOUT.bucket, now, CACHE_TTL_MS, MARGIN_MS)
@@ -74,7 +88,7 @@ def test_the_hot_sensor_is_split_at_the_next_boundary_and_no_reading_is_lost() -
     after = [max(per_key_rate[s].values()) for s in seconds if s >= boundary]
     assert max(after) <= CONFIG.split_threshold_wcu
     # Every reading, before and after, is found by the plan over the whole range exactly once
-    plan = LAYOUT.plan_entity(HOT, start, boundary + 15_000, store)
+    plan = LAYOUT.plan_entity(HOT, start, boundary + 10_000, store)
     found = [
         sk
         for part in plan.partitions

@@ -19,7 +19,7 @@ def test_defaults() -> None:
     assert detector.target_utilisation == 0.4
     assert detector.budget_wcu == 400
     assert (detector.scale_down_windows, detector.scale_down_fraction) == (10, 0.8)
-    assert (detector.top_k, detector.counters_per_window, detector.assumed_item_bytes) == (5, 25, 0)
+    assert (detector.top_k, detector.counters_per_window) == (5, 25)
     assert settings.window_grace_ms == 30_000
     assert settings.change_margin_ms == 360_000  # MAX_FUTURE (5m) + 60s
     assert (settings.counter_shards, settings.concurrency) == (8, 8)
@@ -51,13 +51,12 @@ def test_every_setting_is_read() -> None:
         "HOT_AUTO_APPLY_GLOBAL": "TRUE",
         "HOT_ALERT_TOPIC_ARN": "arn:aws:sns:eu-west-1:123456789012:hot-keys",
         "HOT_ALERT_COOLDOWN": "15m",
-        "HOT_ASSUMED_ITEM_BYTES": "2048",
     }
     s = HotKeySettings.from_env(env)
     d = s.detector
     assert (d.split_threshold_wcu, d.target_utilisation, d.window_ms) == (600, 0.5, 30_000)
     assert (d.scale_down_windows, d.scale_down_fraction, d.top_k) == (4, 0.7, 3)
-    assert (d.counters_per_window, d.assumed_item_bytes) == (10, 2048)
+    assert d.counters_per_window == 10
     assert s.window_grace_ms == 10_000
     assert s.change_margin_ms == 180_000  # MAX_FUTURE 2m + 60s
     assert (s.counter_shards, s.counter_retention_ms, s.concurrency) == (16, 6 * 3_600_000, 4)
@@ -94,7 +93,6 @@ def test_every_setting_is_read() -> None:
         ({"HOT_AUTO_APPLY_GLOBAL": "2"}, "HOT_AUTO_APPLY_GLOBAL"),
         ({"HOT_ALERT_TOPIC_ARN": "hot-keys"}, "HOT_ALERT_TOPIC_ARN"),
         ({"HOT_ALERT_COOLDOWN": "-1h"}, "HOT_ALERT_COOLDOWN"),
-        ({"HOT_ASSUMED_ITEM_BYTES": "500000"}, "HOT_ASSUMED_ITEM_BYTES"),
     ],
 )
 def test_a_bad_variable_is_named(overrides: dict[str, str], variable: str) -> None:

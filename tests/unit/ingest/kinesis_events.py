@@ -12,6 +12,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from adapters.kinesis_records import StreamRecord, parse_records
+
 REGION = "eu-west-1"
 STREAM_ARN = f"arn:aws:kinesis:{REGION}:123456789012:stream/readings"
 SHARD_ID = "shardId-000000000003"
@@ -55,6 +57,16 @@ def kinesis_record(
 
 def kinesis_event(payloads: Sequence[bytes], *, first_position: int = 0) -> dict[str, Any]:
     return {"Records": [kinesis_record(p, first_position + i) for i, p in enumerate(payloads)]}
+
+
+def parsed(event: dict[str, Any] | list[dict[str, Any]]) -> list[StreamRecord]:
+    """The typed records the handler hands the logic, from an event or a list of its records."""
+    return parse_records(event if isinstance(event, dict) else {"Records": event})
+
+
+def batch(payloads: Sequence[bytes], *, first_position: int = 0) -> list[StreamRecord]:
+    """One record per payload, parsed as the handler parses them."""
+    return parsed(kinesis_event(payloads, first_position=first_position))
 
 
 def as_json(value: object) -> bytes:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import random
 import threading
@@ -77,7 +78,7 @@ def test_a_number_dynamodb_cannot_hold_is_refused_per_item() -> None:
 
 
 def test_items_serialise_to_the_low_level_form() -> None:
-    item = {"pk": "a", "n": 3, "m": {"t": 1.5}, "ok": True, "nothing": None, "l": ["x", 2]}
+    item = {"pk": "a", "n": 3, "m": {"t": 1.5}, "ok": True, "nothing": None, "l": ["x", 2], "b": b"\x00\xff"}
     assert serialize_item(item) == {
         "pk": {"S": "a"},
         "n": {"N": "3"},
@@ -85,6 +86,7 @@ def test_items_serialise_to_the_low_level_form() -> None:
         "ok": {"BOOL": True},
         "nothing": {"NULL": True},
         "l": {"L": [{"S": "x"}, {"N": "2"}]},
+        "b": {"B": b"\x00\xff"},
     }
     with pytest.raises(UnstorableValue, match="has type set"):
         serialize_item({"s": {1, 2}})
@@ -219,10 +221,23 @@ def test_chunks_are_in_flight_at_the_same_time() -> None:
     assert report.written == set(range(100))
 
 
-def test_with_botocore_stubber_on_a_real_client() -> None:
-    # Given the real client answering UnprocessedItems once, then accepting the rest
-    dynamodb = boto3.client("dynamodb", region_name="eu-west-1", aws_access_key_id="x", aws_secret_access_key="x")
-    writes = _writes(3)
+@pytest.mark.parametrize("prebuilt", [False, True], ids=["botocore's serializer", "prebuilt JSON"])
+def test_with_botocore_stubber_on_a_real_client(prebuilt: bool) -> None:
+    # Given the real client answering UnprocessedItems once, then accepting the rest, for blocks
+    # whose payloads are bytes (sent as they are, or through the prebuilt JSON the ingest client uses)
+    dynamodb = boto3.client(
+        "dynamodb",
+        region_name="eu-west-1",
+        aws_access_key_id="x",
+        aws_secret_access_key="x",
+        config=Config(parameter_validation=not prebuilt),
+    )
+    if prebuilt:
+        send_prebuilt_json(dynamodb)
+    writes = [
+        PendingWrite(w.table, w.pk, w.sk, {**w.item, "b": {"B": bytes([i, 0, 255]) * 50}})
+        for i, w in enumerate(_writes(3))
+    ]
     clock = FakeClock()
     with Stubber(dynamodb) as stub:
         stub.add_response(
@@ -290,9 +305,14 @@ def _serialized_by_botocore(client: Any) -> list[bytes]:
 
 
 def test_a_client_without_validation_sends_the_same_json_without_botocores_serializer() -> None:
-    # Given items with hostile text (a lone surrogate, non-ASCII, JSON syntax) in two tables
-    item = serialize_item({"pk": "p", "sk": 'é"\\\udc80', "m": {"t": 1.5, "l": [None, True, "x"]}})
-    writes = [PendingWrite("a-table", "p", "0", {**item, "sk": {"S": "0"}}), PendingWrite("b-table", "p", "1", item)]
+    # Given items with hostile text (a lone surrogate, non-ASCII, JSON syntax) and binary payloads
+    # (every byte value, and an empty one) in two tables
+    payload = bytes(range(256)) * 3
+    item = serialize_item({"pk": "p", "sk": 'é"\\\udc80', "m": {"t": 1.5, "l": [None, True, "x"]}, "b": payload})
+    writes = [
+        PendingWrite("a-table", "p", "0", {**item, "sk": {"S": "0"}, "b": {"B": b""}}),
+        PendingWrite("b-table", "p", "1", item),
+    ]
     # When the writer sends them on a client that skips validation (sending prebuilt JSON), and one that validates
     fast, fast_bodies = _capturing_client(validate=False)
     slow, slow_bodies = _capturing_client(validate=True)
@@ -302,11 +322,13 @@ def test_a_client_without_validation_sends_the_same_json_without_botocores_seria
         assert report.written == {0, 1}
     # Then the shortcut applies to the first only, and both bodies say the same
     assert [json.loads(b) for b in fast_bodies] == [json.loads(b) for b in slow_bodies]
-    assert json.loads(fast_bodies[1])["RequestItems"]["b-table"][0]["PutRequest"]["Item"]["sk"]["S"] == 'é"\\\udc80'
+    sent = json.loads(fast_bodies[1])["RequestItems"]["b-table"][0]["PutRequest"]["Item"]
+    assert sent["sk"]["S"] == 'é"\\\udc80'
+    assert base64.b64decode(sent["b"]["B"], validate=True) == payload  # the JSON protocol's blob: base64 text
     assert json.loads(fast_serialized[0])["RequestItems"] == {"a-table": []}  # botocore walked no item
     assert slow_serialized == slow_bodies
     # A parameter JSON cannot write is left to botocore (which refuses it here: not a valid type)
     context: dict[str, Any] = {}
-    params: dict[str, Any] = {"RequestItems": {"t": [{"PutRequest": {"Item": {"b": {"B": b"\x00"}}}}]}}
+    params: dict[str, Any] = {"RequestItems": {"t": [{"PutRequest": {"Item": {"n": {"N": Decimal(1)}}}}]}}
     batch_writer._stash_body(params, context)
-    assert context == {} and params["RequestItems"]["t"][0]["PutRequest"]["Item"]["b"]["B"] == b"\x00"
+    assert context == {} and params["RequestItems"]["t"][0]["PutRequest"]["Item"]["n"]["N"] == Decimal(1)

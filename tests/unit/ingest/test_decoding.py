@@ -6,15 +6,20 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from adapters.kinesis_records import parse_event_record
 from ingest import decoding
-from ingest.decoding import decode_record
-from tests.unit.ingest.kinesis_events import SHARD_ID, as_json, kinesis_record, sequence_number
+from ingest.decoding import DecodedRecord
+from tests.unit.ingest.kinesis_events import as_json, kinesis_record
 from tests.unit.ingest.kpl import aggregate
 from tests.unit.ingest.test_hostile_input import reading_text
 
 
+def decode_record(raw: dict[str, object]) -> DecodedRecord:
+    return decoding.decode_record(0, parse_event_record(raw))
+
+
 def _decode(data: bytes) -> tuple[list[object], list[tuple[str, int | None, int | None]]]:
-    decoded = decode_record(0, kinesis_record(data, 0), SHARD_ID, sequence_number(0))
+    decoded = decode_record(kinesis_record(data, 0))
     return (
         [c.value for c in decoded.candidates],
         [(r.field, r.sub_sequence_number, r.index) for r in decoded.rejects],
@@ -22,13 +27,13 @@ def _decode(data: bytes) -> tuple[list[object], list[tuple[str, int | None, int 
 
 
 def test_an_object_is_one_candidate_carrying_the_exact_bytes() -> None:
-    decoded = decode_record(0, kinesis_record(b'{"a": 1.10}', 0), SHARD_ID, sequence_number(0))
+    decoded = decode_record(kinesis_record(b'{"a": 1.10}', 0))
     (candidate,) = decoded.candidates
     assert candidate.payload() == b'{"a": 1.10}'
 
 
 def test_an_array_is_one_candidate_per_element_with_its_index() -> None:
-    decoded = decode_record(0, kinesis_record(as_json([{"a": 1}, 2]), 0), SHARD_ID, sequence_number(0))
+    decoded = decode_record(kinesis_record(as_json([{"a": 1}, 2]), 0))
     assert [(c.index, c.value) for c in decoded.candidates] == [(0, {"a": 1}), (1, 2)]
     assert decoded.candidates[0].payload() == b'{"a":1}'
 
@@ -48,7 +53,7 @@ def test_an_empty_array_carries_nothing() -> None:
     ],
 )
 def test_what_is_neither_object_nor_array_is_one_reject(data: bytes, reason: str) -> None:
-    decoded = decode_record(0, kinesis_record(data, 0), SHARD_ID, sequence_number(0))
+    decoded = decode_record(kinesis_record(data, 0))
     (reject,) = decoded.rejects
     assert reject.field == "data" and reason in reject.reason and reject.payload == data
 
@@ -63,7 +68,7 @@ def test_kpl_members_each_decode_on_their_own() -> None:
     values, rejects = _decode(data)
     assert values == [{"x": 1}, {"x": 2}, {"y": 1}]
     assert rejects == [("data", 1, None)]
-    decoded = decode_record(0, kinesis_record(data, 0), SHARD_ID, sequence_number(0))
+    decoded = decode_record(kinesis_record(data, 0))
     assert decoded.kpl_members == 3
     assert [c.sub_sequence_number for c in decoded.candidates] == [0, 0, 2]
 
@@ -72,10 +77,10 @@ def test_kpl_members_each_decode_on_their_own() -> None:
 
 
 def _both_paths(record: dict[str, object], monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]:
-    fast = decode_record(0, record, SHARD_ID, sequence_number(0))
+    fast = decode_record(record)
     with monkeypatch.context() as patched:
-        patched.setattr(decoding, "_plain_object", lambda kinesis: None)
-        general = decode_record(0, record, SHARD_ID, sequence_number(0))
+        patched.setattr(decoding, "_plain_object", lambda data: None)
+        general = decode_record(record)
     # repr tells 1 from 1.0 and True, and shows NaN, Decimal and lone surrogates as they are
     return repr((fast.candidates, fast.rejects, fast.kpl_members)), repr(
         (general.candidates, general.rejects, general.kpl_members)
@@ -113,17 +118,14 @@ def test_the_fast_path_agrees_on_any_bytes(data: bytes, monkeypatch: pytest.Monk
     assert _both_paths(kinesis_record(data, 0), monkeypatch)[0] == _both_paths(kinesis_record(data, 0), monkeypatch)[1]
 
 
-@pytest.mark.parametrize(
-    "kinesis",
-    [
-        {"data": "eyJhIjoxfQ=="},  # no sequence number: not a Kinesis record
-        {"sequenceNumber": "1", "data": "eyJhIjoxfQ"},  # base64 without its padding
-        {"sequenceNumber": "1", "data": "eyJhIjo\nxfQ=="},  # a line break inside
-        {"sequenceNumber": "1", "data": "éyJhIjoxfQ=="},  # not ASCII
-        {"sequenceNumber": "1", "data": b"eyJhIjoxfQ=="},  # bytes, not text
-        {"sequenceNumber": 1, "data": "eyJhIjoxfQ=="},
-    ],
-)
-def test_the_fast_path_leaves_odd_envelopes_to_the_general_path(kinesis: dict[str, object]) -> None:
-    assert decoding._plain_object(kinesis) is None
-    assert decoding._plain_object({"sequenceNumber": "1", "data": "eyJhIjoxfQ=="}) == (b'{"a":1}', {"a": 1})
+def test_data_that_is_not_base64_is_one_reject_with_the_text_as_it_arrived() -> None:
+    raw = kinesis_record(b"x", 0)
+    raw["kinesis"]["data"] = "eyJhIjoxfQ"  # base64 without its padding
+    (reject,) = decode_record(raw).rejects
+    assert (reject.field, reject.reason, reject.payload) == ("data", "is not valid base64", b"eyJhIjoxfQ")
+
+
+def test_the_fast_path_takes_one_plain_object_only() -> None:
+    assert decoding._plain_object(b'{"a":1} ') == {"a": 1}
+    for data in (b'[{"a":1}]', b'{"a":1}x', b'{"a":1}{}', b"{\x00", b'{"t":1e-400}', b"{\xff}", b""):
+        assert decoding._plain_object(data) is None, data

@@ -19,12 +19,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from adapters.observability import metrics
-from ingest import logic
 from ingest.logic import BatchOutcome
+from keydesign import Reading, blocks, layouts
 from local_runtime.faults import FaultInjectingDynamoDB, FaultPlan, service_error
 from tests.unit.ingest.fakes import FakeDynamoDB, FakeSQS, sqs_refusal
-from tests.unit.ingest.kinesis_events import FakeClock, FakeLambdaContext, as_json, kinesis_event, reading
+from tests.unit.ingest.kinesis_events import FakeClock, FakeLambdaContext, as_json, kinesis_event, parsed, reading
 from tests.unit.ingest.kpl import aggregate
+from tests.unit.ingest.stored import stored_readings
 from tests.unit.ingest.test_logic import NOW, _ingestor
 
 PROCESSOR = BatchProcessor(event_type=EventType.KinesisDataStreams, raise_on_entire_batch_failure=False)
@@ -53,7 +54,7 @@ class FlakySQS(FakeSQS):
 
 def handle(ingestor: Any, event: dict[str, Any], remaining_ms: int = 60_000) -> tuple[BatchOutcome, list[str]]:
     """What ``ingest.handler.handler`` does, around the given ingestor: ingest, then Powertools' settle."""
-    outcome = ingestor.ingest(event["Records"], remaining_ms)
+    outcome = ingestor.ingest(parsed(event), remaining_ms)
     response = process_partial_response(
         event=event, record_handler=outcome.settle, processor=PROCESSOR, context=FakeLambdaContext()
     )
@@ -191,6 +192,7 @@ def test_no_record_content_makes_ingest_raise_or_hand_a_record_back(payloads: li
     assert len(sqs.messages) == outcome.rejected
     _assert_every_reject_is_a_message_sqs_accepts(sqs)
     assert len(dynamodb.items()) == len(outcome.write.written)
+    assert len(stored_readings(dynamodb.items())) == outcome.readings_stored
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -271,7 +273,7 @@ def test_a_hostile_reading_next_to_good_ones_is_rejected_naming_its_field(hostil
     outcome, dynamodb, sqs = _one(payload)
     # Then both good readings are stored and the hostile one is a reject naming the field
     assert outcome.written == 2 and outcome.rejected == 1
-    assert len(dynamodb.items()) == 2
+    assert [r.event_id for r in stored_readings(dynamodb.items())] == ["good-1", "good-2"]
     (reject,) = _rejects(sqs)
     assert reject["field"] == field
     assert sqs.messages[0]["MessageAttributes"]["field"]["StringValue"] == field
@@ -313,20 +315,59 @@ def test_an_element_too_deep_to_write_back_is_rejected_with_its_whole_record() -
 def test_a_reading_that_raises_something_unexpected_is_rejected_not_handed_back(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # Given a bug that makes keying one reading raise (content is the only input there)
-    real = logic.build_item
+    # Given a bug that makes validating one reading raise (content is the only input there)
+    real = Reading.parse.__func__  # type: ignore[attr-defined]
 
-    def flaky_build_item(reading: Any, key: Any, ttl: Any) -> Any:
-        if reading.entity_id == "sensor-2":
+    def flaky_parse(cls: type[Reading], /, obj: Any, **kwargs: Any) -> Reading:
+        if obj.get("entity_id") == "sensor-2":
             raise ZeroDivisionError("a bug")
-        return real(reading, key, ttl)
+        return real(cls, obj, **kwargs)  # type: ignore[no-any-return]
 
-    monkeypatch.setattr(logic, "build_item", flaky_build_item)
-    outcome, _, sqs = _one(as_json([json.loads(_good(1)), json.loads(_good(2)), json.loads(_good(3))]))
+    monkeypatch.setattr(Reading, "parse", classmethod(flaky_parse))
+    _assert_one_of_three_rejected_as_a_bug()
+
+
+def _packing_raises_for(entity: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bug that makes packing the readings of ``entity`` into a block raise."""
+    real = blocks.encode_block  # what keydesign.layouts calls, under the name it imported it by
+
+    def flaky_encode(readings: Any, version: int) -> Any:
+        if any(r.entity_id == entity for r in readings):
+            raise ZeroDivisionError("a bug")
+        return real(readings, version)
+
+    monkeypatch.setattr(layouts, "encode_block", flaky_encode)
+
+
+def test_a_reading_that_makes_packing_raise_is_rejected_and_its_neighbours_stored(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _packing_raises_for("sensor-2", monkeypatch)
+    _assert_one_of_three_rejected_as_a_bug()
+
+
+def test_a_reading_that_makes_packing_raise_after_its_records_folds_still_gets_a_message(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Given a record whose invalid elements were folded already, and a bug in packing one of its readings
+    _packing_raises_for("sensor-2", monkeypatch)
+    elements = [*([0] * 40), json.loads(_good(1)), json.loads(_good(2))]
+    outcome, _, sqs = _one(as_json(elements))
+    # Then every reading is counted: 40 folded rejects, one stored, one rejected on a message of its own
+    _readings_of(outcome)
+    assert (outcome.written, outcome.rejected, outcome.retry) == (1, 41, 0)
+    assert sum(r["readings"] for r in _rejects(sqs)) == 41
+    assert [r["source"]["index"] for r in _rejects(sqs) if "ZeroDivisionError" in r["reason"]] == [41]
+
+
+def _assert_one_of_three_rejected_as_a_bug() -> None:
+    outcome, dynamodb, sqs = _one(as_json([json.loads(_good(1)), json.loads(_good(2)), json.loads(_good(3))]))
     # Then the two others are stored, the one is a reject saying so, and nothing is handed back
     assert outcome.written == 2 and outcome.rejected == 1 and outcome.unexpected == 1
+    assert [r.event_id for r in stored_readings(dynamodb.items())] == ["good-1", "good-3"]
     (reject,) = _rejects(sqs)
     assert reject["field"] == "reading" and "ZeroDivisionError" in reject["reason"]
+    assert json.loads(reject["payload"]) == json.loads(_good(2)) and reject["source"]["index"] == 1
 
 
 def test_a_record_of_many_tiny_invalid_elements_costs_messages_bounded_by_its_bytes() -> None:

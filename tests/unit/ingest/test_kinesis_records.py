@@ -13,9 +13,10 @@ from adapters.kinesis_records import (
     StreamRecord,
     deaggregate,
     parse_event_record,
-    shard_id_of,
+    parse_records,
     user_records,
 )
+from adapters.stream_events import NotAStreamEvent
 from tests.unit.ingest.kinesis_events import SHARD_ID, STREAM_ARN, kinesis_record, sequence_number
 from tests.unit.ingest.kpl import aggregate
 
@@ -84,32 +85,78 @@ def test_a_corrupt_aggregate_is_refused_whole_with_the_reason(data: bytes, fragm
     assert fragment in caught.value.reason
 
 
-def test_a_plain_record_is_its_own_single_user_record() -> None:
+def test_a_record_is_parsed_once_into_its_origin_version_and_bytes() -> None:
     record = parse_event_record(kinesis_record(b'{"x":1}', 4, partition_key="sensor-9"))
-    assert record == StreamRecord(SHARD_ID, sequence_number(4), "sensor-9", b'{"x":1}', 1_795_000_000_004, STREAM_ARN)
+    seq = sequence_number(4)
+    assert record == StreamRecord(SHARD_ID, seq, int(seq), "sensor-9", b'{"x":1}', 1_795_000_000_004, STREAM_ARN)
     assert [(m.data, m.partition_key, m.sub_sequence_number) for m in user_records(record)] == [
         (b'{"x":1}', "sensor-9", None)
     ]
 
 
-def test_bad_base64_is_a_malformed_record_of_field_data() -> None:
+def test_versions_order_as_the_sequence_numbers_grow_along_the_shard() -> None:
+    # 56-digit decimals: compared as text they would not order (a 57-digit one sorts below "9...")
+    records = [parse_event_record(kinesis_record(b"{}", p)) for p in (0, 1, 2)]
+    assert records[0].version < records[1].version < records[2].version
+    longer = kinesis_record(b"{}", 0)
+    longer["kinesis"]["sequenceNumber"] = "1" + "0" * 56
+    nines = kinesis_record(b"{}", 0)
+    nines["kinesis"]["sequenceNumber"] = "9" * 56
+    assert parse_event_record(nines).version < parse_event_record(longer).version
+
+
+@pytest.mark.parametrize(
+    ("data", "reason", "payload"),
+    [
+        ("not*base64!", "is not valid base64", b"not*base64!"),
+        ("eyJhIjoxfQ", "is not valid base64", b"eyJhIjoxfQ"),  # without its padding
+        ("eyJhIjo\nxfQ==", "is not valid base64", b"eyJhIjo\nxfQ=="),  # a line break inside
+        ("\u00e9yJhIjoxfQ==", "is not valid base64", "\u00e9yJhIjoxfQ==".encode()),  # not ASCII
+        (b"eyJhIjoxfQ==", "is missing or not a base64 string", b""),  # bytes, not text
+        (None, "is missing or not a base64 string", b""),
+    ],
+    ids=repr,
+)
+def test_data_that_is_not_base64_is_kept_for_the_reject_not_raised(data: object, reason: str, payload: bytes) -> None:
     raw = kinesis_record(b"x", 0)
-    raw["kinesis"]["data"] = "not*base64!"
-    with pytest.raises(MalformedRecord) as caught:
-        parse_event_record(raw)
-    assert caught.value.field == "data"
+    raw["kinesis"]["data"] = data
+    record = parse_event_record(raw)
+    assert (record.malformed, record.data) == (reason, payload)
+    assert parse_event_record(kinesis_record(b"x", 0)).malformed is None
 
 
-def test_a_record_without_a_sequence_number_is_not_a_kinesis_record() -> None:
+@pytest.mark.parametrize(
+    ("sequence", "reason"),
+    [
+        (None, "has no kinesis.sequenceNumber"),
+        (42, "has no kinesis.sequenceNumber"),
+        ("4965x", "has kinesis.sequenceNumber .4965x., not a Kinesis sequence number"),
+        ("\u0664\u0662", "has kinesis.sequenceNumber .*, not a Kinesis sequence number"),  # isdigit() says yes
+        ("", "has kinesis.sequenceNumber .., not a Kinesis sequence number"),
+        ("1" * 130, "has kinesis.sequenceNumber .*, not a Kinesis sequence number"),  # Kinesis allows 129 digits
+    ],
+    ids=repr,
+)
+def test_a_record_without_a_sequence_number_is_not_a_kinesis_record(sequence: object, reason: str) -> None:
     raw = kinesis_record(b"x", 0)
-    del raw["kinesis"]["sequenceNumber"]
-    with pytest.raises(ValueError, match="sequenceNumber"):
+    if sequence is None:
+        del raw["kinesis"]["sequenceNumber"]
+    else:
+        raw["kinesis"]["sequenceNumber"] = sequence
+    with pytest.raises(NotAStreamEvent, match=reason):
         parse_event_record(raw)
+    with pytest.raises(NotAStreamEvent, match=r"^Records\[1\] " + reason):
+        parse_records({"Records": [kinesis_record(b"x", 0), raw]})
+    raw["kinesis"]["sequenceNumber"] = "1" * 129
+    assert parse_event_record(raw).version == int("1" * 129)
 
 
-def test_shard_id_comes_from_the_event_id() -> None:
-    assert shard_id_of({"eventID": "shardId-000000000042:123"}) == "shardId-000000000042"
-    assert shard_id_of({}) == "unknown"
+def test_the_shard_comes_from_the_event_id() -> None:
+    raw = kinesis_record(b"x", 0)
+    raw["eventID"] = "shardId-000000000042:123"
+    assert parse_event_record(raw).shard_id == "shardId-000000000042"
+    del raw["eventID"]
+    assert parse_event_record(raw).shard_id == "unknown"
 
 
 def test_json_never_starts_with_the_magic() -> None:

@@ -1,4 +1,4 @@
-"""The ingest logic with in-memory fakes: attribution, collapse, poison items, conservation."""
+"""The ingest logic with in-memory fakes: blocks, attribution, collapse, poison blocks, conservation."""
 
 from __future__ import annotations
 
@@ -17,10 +17,11 @@ from adapters.observability import metrics
 from adapters.rejects import RejectsPublisher
 from adapters.shard_map_source import StaticShardMap
 from ingest.logic import BatchOutcome, Ingestor, RecordNotIngested
-from keydesign import Layout, ShardMap
+from keydesign import Layout, ShardMap, decode_block
 from local_runtime.faults import FaultInjectingDynamoDB, FaultPlan
 from tests.unit.ingest.fakes import FakeDynamoDB, FakeSQS
-from tests.unit.ingest.kinesis_events import FakeClock, as_json, kinesis_event, reading
+from tests.unit.ingest.kinesis_events import FakeClock, as_json, batch, kinesis_event, parsed, reading
+from tests.unit.ingest.stored import block_of, stored_readings
 
 NOW = 1_795_000_000_000
 QUEUE = "https://sqs.eu-west-1.amazonaws.com/123456789012/rejects"
@@ -43,7 +44,6 @@ def _ingestor(
     period: str | None = None,
     grace_ms: int = 7_200_000,
     max_future_ms: int = 300_000,
-    segment_items: int | None = None,
 ) -> Ingestor:
     clock = clock or FakeClock()
     layout = Layout.from_settings(kind=kind, bucket="1h", table_prefix="readings", table_period=period)
@@ -61,7 +61,6 @@ def _ingestor(
         clock=clock,
         wall_clock_ms=lambda: NOW,
         rng=random.Random(5),
-        segment_items=segment_items,
     )
 
 
@@ -70,23 +69,43 @@ def _conserved(outcome: BatchOutcome) -> None:
         assert record.readings == record.written + record.rejected + record.retry
 
 
-def test_a_duplicate_whose_surviving_write_fails_fails_every_record_it_came_from() -> None:
-    # Given the same reading in records 0 and 2, and DynamoDB that never takes it
+def test_a_batch_is_stored_as_one_block_per_entity_with_the_largest_sequence_number_as_version() -> None:
+    # Given two records with readings of two entities, a few seconds apart
+    dynamodb = FakeDynamoDB()
+    payloads = [
+        as_json([reading("s-a", NOW - 5_000, "a1"), reading("s-b", NOW - 4_000, "b1")]),
+        as_json([reading("s-a", NOW - 3_000, "a2")]),
+    ]
+    records = batch(payloads)
+    # When they are ingested
+    outcome = _ingestor(dynamodb).ingest(records, 60_000)
+    # Then each entity's readings are one block, whose version is the last record that fed it
+    blocks = {item["sk"]["S"].split("#")[0]: item for item in dynamodb.items()}
+    assert sorted(blocks) == ["s-a", "s-b"]
+    assert [r.event_id for r in block_of(blocks["s-a"])] == ["a1", "a2"]
+    assert [(r.event_id, r.measures) for r in block_of(blocks["s-b"])] == [("b1", {"temp": 21.5})]
+    versions = {e: decode_block(e, blocks[e]["b"]["B"])[0].version for e in blocks}
+    assert versions == {"s-a": records[1].version, "s-b": records[0].version}
+    assert outcome.written == 3 and outcome.blocks == 2 and outcome.readings_stored == 3
+    assert outcome.write_units == 2  # two small blocks: one write unit each
+
+
+def test_a_duplicate_whose_surviving_block_fails_fails_every_record_it_came_from() -> None:
+    # Given the same reading in records 0 and 2, and DynamoDB that never takes its block
     same = as_json(reading("sensor-d", NOW - 1000, "same"))
     other = as_json(reading("sensor-o", NOW - 1000, "other"))
 
     class RefuseSame(FakeDynamoDB):
         def batch_write_item(self, **kwargs: Any) -> Any:
-            response = dict(super().batch_write_item(**kwargs))
-            held = [
-                r for rs in kwargs["RequestItems"].values() for r in rs if r["PutRequest"]["Item"]["i"]["S"] == "same"
-            ]
+            held = [r for rs in kwargs["RequestItems"].values() for r in rs if _entity(r) == "sensor-d"]
+            kept = {t: [r for r in rs if _entity(r) != "sensor-d"] for t, rs in kwargs["RequestItems"].items()}
+            response = dict(super().batch_write_item(RequestItems={t: rs for t, rs in kept.items() if rs}))
             if held:
                 response["UnprocessedItems"] = {"readings": held}
             return response
 
     clock = FakeClock()
-    outcome = _ingestor(RefuseSame(), clock=clock).ingest(kinesis_event([same, other, same])["Records"], 5_000)
+    outcome = _ingestor(RefuseSame(), clock=clock).ingest(batch([same, other, same]), 5_000)
 
     # Then both records that carried it are redelivered, not just the one whose copy won
     assert [r.failed for r in outcome.records] == [True, False, True]
@@ -94,20 +113,25 @@ def test_a_duplicate_whose_surviving_write_fails_fails_every_record_it_came_from
     _conserved(outcome)
 
 
-def test_an_item_dynamodb_refuses_becomes_a_reject_for_every_reading_that_made_it() -> None:
+def _entity(request: dict[str, Any]) -> str:
+    return str(request["PutRequest"]["Item"]["sk"]["S"]).split("#")[0]
+
+
+def test_a_block_dynamodb_refuses_becomes_a_reject_for_every_reading_that_made_it() -> None:
     sqs = FakeSQS()
-    dynamodb = FakeDynamoDB(refuse=lambda item: "poison" if item["i"]["S"] == "p" else None)
-    payloads = [as_json([reading("s", NOW - 1, "p"), reading("s", NOW - 2, "ok")]), as_json(reading("s", NOW - 1, "p"))]
-    outcome = _ingestor(dynamodb, sqs).ingest(kinesis_event(payloads)["Records"], 60_000)
+    dynamodb = FakeDynamoDB(refuse=lambda item: "poison" if item["sk"]["S"].startswith("p#") else None)
+    payloads = [as_json([reading("p", NOW - 1, "x"), reading("s", NOW - 2, "ok")]), as_json(reading("p", NOW - 1, "x"))]
+    outcome = _ingestor(dynamodb, sqs).ingest(batch(payloads), 60_000)
     assert [(r.written, r.rejected, r.retry) for r in outcome.records] == [(1, 1, 0), (0, 1, 0)]
     bodies = [json.loads(m["MessageBody"]) for m in sqs.messages]
     assert [(b["field"], b["source"]["index"]) for b in bodies] == [("item", 0), ("item", None)]
     assert all("poison" in b["reason"] for b in bodies)
+    assert [r.event_id for r in stored_readings(dynamodb.items())] == ["ok"]
 
 
 def test_settle_raises_for_exactly_the_records_to_redeliver() -> None:
     event = kinesis_event([as_json(reading("s", NOW - 1, "a")), b"junk"])
-    outcome = _ingestor(FakeDynamoDB(tables={"other"})).ingest(event["Records"], 60_000)
+    outcome = _ingestor(FakeDynamoDB(tables={"other"})).ingest(parsed(event), 60_000)
     first, second = (KinesisStreamRecord(r) for r in event["Records"])
     with pytest.raises(RecordNotIngested, match="ResourceNotFoundException"):
         outcome.settle(first)
@@ -121,9 +145,9 @@ def test_settle_raises_for_exactly_the_records_to_redeliver() -> None:
 def test_every_layout_writes_every_reading(kind: str) -> None:
     dynamodb = FakeDynamoDB()
     payloads = [as_json([reading(f"s-{e}", NOW - 10_000 + i, f"{e}-{i}") for i in range(30)]) for e in range(5)]
-    outcome = _ingestor(dynamodb, kind=kind).ingest(kinesis_event(payloads)["Records"], 60_000)
-    assert outcome.written == 150 == len(dynamodb.items())
-    assert len(dynamodb.calls) == 6
+    outcome = _ingestor(dynamodb, kind=kind).ingest(batch(payloads), 60_000)
+    assert outcome.written == 150 == len(stored_readings(dynamodb.items(), kind))  # type: ignore[arg-type]
+    assert len(dynamodb.items()) == 5 and len(dynamodb.calls) == 1
 
 
 def test_table_period_routes_by_event_time_and_sets_the_retention_ttl_too() -> None:
@@ -133,15 +157,15 @@ def test_table_period_routes_by_event_time_and_sets_the_retention_ttl_too() -> N
     payloads = [as_json([reading("s", NOW - 1, "t"), reading("s", NOW - 86_400_000, "y")])]
     # A two-day grace keeps yesterday's table open to late readings.
     ingestor = _ingestor(dynamodb, period="day", grace_ms=2 * 86_400_000)
-    outcome = ingestor.ingest(kinesis_event(payloads)["Records"], 60_000)
+    outcome = ingestor.ingest(batch(payloads), 60_000)
     assert outcome.written == 2
-    assert [len(dynamodb.items(t)) for t in (today, yesterday)] == [1, 1]
-    # And each item expires RETENTION after its event time, so retention is exact to the reading
+    assert [[r.event_id for r in stored_readings(dynamodb.items(t))] for t in (today, yesterday)] == [["t"], ["y"]]
+    # And each block expires RETENTION after its newest reading, so retention is exact to the reading
     # rather than to its table's period (a table is dropped only RETENTION after the period ends).
     retention_s = 30 * 86_400  # _ingestor keeps 30 days
-    stored = {i["i"]["S"]: i for t in (today, yesterday) for i in dynamodb.items(t)}
-    assert int(stored["t"]["ttl"]["N"]) == (NOW - 1) // 1000 + retention_s
-    assert int(stored["y"]["ttl"]["N"]) == (NOW - 86_400_000) // 1000 + retention_s
+    (t,), (y,) = dynamodb.items(today), dynamodb.items(yesterday)
+    assert int(t["ttl"]["N"]) == (NOW - 1) // 1000 + retention_s
+    assert int(y["ttl"]["N"]) == (NOW - 86_400_000) // 1000 + retention_s
 
 
 def test_readings_for_a_closed_or_unbuilt_period_are_rejected_with_the_reason() -> None:
@@ -157,7 +181,7 @@ def test_readings_for_a_closed_or_unbuilt_period_are_rejected_with_the_reason() 
     ingestor = _ingestor(dynamodb, sqs, period="hour", max_future_ms=4 * hour)  # past the future check
     payloads = [as_json([reading("s", t, f"e{t}") for t in (closed, late_ok, current, unbuilt)])]
     # When ingested
-    outcome = ingestor.ingest(kinesis_event(payloads)["Records"], 60_000)
+    outcome = ingestor.ingest(batch(payloads), 60_000)
     # Then the late-but-open and current readings are written, the others rejected with why
     assert outcome.written == 2
     assert outcome.rejected == 2
@@ -167,12 +191,12 @@ def test_readings_for_a_closed_or_unbuilt_period_are_rejected_with_the_reason() 
     assert not outcome.failed_records
 
 
-def test_a_batch_of_10000_readings_needs_400_calls() -> None:
+def test_a_batch_of_10000_readings_of_100_entities_is_100_blocks_in_4_calls() -> None:
     dynamodb = FakeDynamoDB()
     payloads = [as_json([reading(f"s-{r}", NOW - 60_000 + i, f"{r}-{i}") for i in range(100)]) for r in range(100)]
-    outcome = _ingestor(dynamodb).ingest(kinesis_event(payloads)["Records"], 60_000)
-    assert outcome.written == 10_000
-    assert outcome.write.calls == 400
+    outcome = _ingestor(dynamodb).ingest(batch(payloads), 60_000)
+    assert outcome.written == 10_000 == len(stored_readings(dynamodb.items()))
+    assert outcome.blocks == 100 and outcome.write.calls == 4
 
 
 # -- the conservation property ---------------------------------------------------
@@ -220,16 +244,16 @@ def test_conservation_every_reading_is_written_rejected_or_handed_back(
     clock = FakeClock()
     ingestor = _ingestor(FaultInjectingDynamoDB(dynamodb, plan, sleep=clock.sleep), sqs, clock=clock, concurrency=1)
     try:
-        outcome = ingestor.ingest(kinesis_event(payloads)["Records"], budget_ms)
+        outcome = ingestor.ingest(batch(payloads), budget_ms)
     finally:
         ingestor.close()
     _conserved(outcome)
     # rejects on the queue are exactly the rejected readings, each with a reason
     assert len(sqs.messages) == outcome.rejected
     assert all(json.loads(m["MessageBody"])["reason"] for m in sqs.messages)
-    # every item in the table came from a reading counted as written; none twice
+    # every block in the table is one counted as written, and holds readings counted as written
     assert len(dynamodb.items()) == len(outcome.write.written) <= outcome.written
-    assert outcome.written == sum(r.written for r in outcome.records)
+    assert len(stored_readings(dynamodb.items())) == outcome.readings_stored <= outcome.written
     # the clock never ran past the budget
     assert clock() - 1_000.0 <= budget_ms / 1000
 
@@ -237,17 +261,17 @@ def test_conservation_every_reading_is_written_rejected_or_handed_back(
 def test_handing_back_is_idempotent_when_the_failed_records_are_redelivered() -> None:
     dynamodb = FakeDynamoDB()
     clock = FakeClock()
-    faulty = FaultInjectingDynamoDB(dynamodb, FaultPlan(throttle_rate=0.5, seed=11), sleep=clock.sleep)
-    payloads = [as_json([reading(f"s-{r}", NOW - 5000 + i, f"{r}-{i}") for i in range(40)]) for r in range(10)]
-    event = kinesis_event(payloads)
-    first = _ingestor(faulty, clock=clock, concurrency=1).ingest(event["Records"], 2_600)
+    faulty = FaultInjectingDynamoDB(dynamodb, FaultPlan(throttle_rate=0.8, seed=11), sleep=clock.sleep)
+    payloads = [as_json([reading(f"s-{r}", NOW - 5000 + i, f"{r}-{i}") for i in range(4)]) for r in range(100)]
+    records = batch(payloads)
+    first = _ingestor(faulty, clock=clock, concurrency=1).ingest(records, 2_600)
     failed = {r.sequence_number for r in first.records if r.failed}
     assert failed, "the scenario needs some records handed back"
-    redelivered = [r for r in event["Records"] if r["kinesis"]["sequenceNumber"] in failed]
+    redelivered = [r for r in records if r.sequence_number in failed]
     second = _ingestor(dynamodb).ingest(redelivered, 60_000)
     assert not any(r.failed for r in second.records)
-    assert len(dynamodb.items()) == 400
-    assert dynamodb.puts >= 400
+    assert len(stored_readings(dynamodb.items())) == 400
+    assert len(dynamodb.items()) == 100  # a block per record's entity: nothing stored twice
 
 
 def test_ingest_honours_the_remaining_time_on_a_real_clock() -> None:
@@ -265,7 +289,7 @@ def test_ingest_honours_the_remaining_time_on_a_real_clock() -> None:
         deadline_margin_ms=200,
     )
     started = time.monotonic()
-    outcome = ingestor.ingest(kinesis_event([as_json(reading("s", NOW, "a"))])["Records"], 700)
+    outcome = ingestor.ingest(batch([as_json(reading("s", NOW, "a"))]), 700)
     elapsed = time.monotonic() - started
     ingestor.close()
     assert outcome.records[0].failed

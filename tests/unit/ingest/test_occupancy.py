@@ -13,10 +13,10 @@ from adapters.occupancy import OccupancyRecorder, OccupancyStore
 from adapters.rejects import RejectsPublisher
 from adapters.shard_map_source import StaticShardMap
 from ingest.logic import Ingestor
-from keydesign import Layout, Reading, ShardMap
+from keydesign import Layout, ShardMap
 from keydesign.occupancy import MAX_WRITER_OVERLAP_MS, SINCE_PK, day_pk
 from tests.unit.ingest.fakes import FakeDynamoDB, FakeSQS
-from tests.unit.ingest.kinesis_events import FakeClock, as_json, kinesis_event, reading
+from tests.unit.ingest.kinesis_events import FakeClock, as_json, batch, reading
 
 NOW = 1_795_000_000_000  # 2026-11-18T...
 DAY = 86_400_000
@@ -58,13 +58,13 @@ def test_every_partition_written_to_is_recorded_first_and_once() -> None:
     # Given readings of two entities over two days
     db = FakeDynamoDB({"readings", CONTROL})
     ingestor = _ingestor(db)
-    batch = [
+    readings = [
         as_json(reading("a", NOW - DAY, "1")),
         as_json(reading("a", NOW - DAY + 1, "2")),
         as_json(reading("b", NOW, "3")),
     ]
     # When they are ingested
-    outcome = ingestor.ingest(kinesis_event(batch)["Records"], 60_000)
+    outcome = ingestor.ingest(batch(readings), 60_000)
     # Then each reading's partition is recorded under its table and day
     assert outcome.written == 3
     recorded = _occupancy(db)
@@ -87,7 +87,7 @@ def test_every_partition_written_to_is_recorded_first_and_once() -> None:
 
     # When the same partitions (and a redelivery) come again
     calls = len(db.calls)
-    again = ingestor.ingest(kinesis_event([*batch, as_json(reading("a", NOW - DAY + 2, "4"))])["Records"], 60_000)
+    again = ingestor.ingest(batch([*readings, as_json(reading("a", NOW - DAY + 2, "4"))]), 60_000)
     # Then no occupancy is written again: the container remembers it
     assert again.written == 4
     assert all(CONTROL not in call for call in db.calls[calls:])
@@ -115,14 +115,13 @@ def test_a_partition_whose_occupancy_cannot_be_recorded_is_not_written() -> None
     db = FakeDynamoDB({"readings", CONTROL}, refuse=refuse)
     layout = Layout.from_settings(kind="hybrid", bucket="1h", table_prefix="readings")
     shard_map = ShardMap.initial(layout.bucket, 4)
-    victim = Reading.parse(reading("victim", NOW, "v"))
-    blocked = layout.key_for(victim, shard_map).pk
+    (blocked,) = layout.partitions_of("victim", NOW, shard_map)
     candidates = ("x1", "x2", "x3", "x4", "x5", "x6")
-    others = [e for e in candidates if layout.key_for(Reading.parse(reading(e, NOW, "o")), shard_map).pk != blocked]
+    others = [e for e in candidates if layout.partitions_of(e, NOW, shard_map) != [blocked]]
     ingestor = _ingestor(db)
-    batch = [as_json(reading("victim", NOW, "v")), *(as_json(reading(e, NOW, "o")) for e in others)]
+    readings = [as_json(reading("victim", NOW, "v")), *(as_json(reading(e, NOW, "o")) for e in others)]
     # When the batch is ingested
-    outcome = ingestor.ingest(kinesis_event(batch)["Records"], 60_000)
+    outcome = ingestor.ingest(batch(readings), 60_000)
     # Then the victim's reading is handed back, never written unrecorded; the others are written
     assert outcome.records[0].retry == 1 and "occupancy not recorded" in (outcome.records[0].reason or "")
     assert all(r.written == 1 for r in outcome.records[1:])
@@ -138,7 +137,7 @@ def test_without_a_recorder_nothing_is_written_to_the_control_table() -> None:
     db = FakeDynamoDB({"readings", CONTROL})
     ingestor = _ingestor(db)
     ingestor._occupancy = None
-    ingestor.ingest(kinesis_event([as_json(reading("a", NOW, "1"))])["Records"], 60_000)
+    ingestor.ingest(batch([as_json(reading("a", NOW, "1"))]), 60_000)
     assert db.tables[CONTROL] == {}
 
 
@@ -154,7 +153,7 @@ def test_readings_wait_for_a_throttled_record_and_are_handed_back_when_it_never_
     db = Unprocessed({"readings", CONTROL})
     ingestor = _ingestor(db)
     # When a batch is ingested within a short time budget
-    outcome = ingestor.ingest(kinesis_event([as_json(reading("a", NOW, "1"))])["Records"], 3_000)
+    outcome = ingestor.ingest(batch([as_json(reading("a", NOW, "1"))]), 3_000)
     # Then nothing reaches the readings table and the record is redelivered later
     assert db.items("readings") == []
     assert outcome.records[0].retry == 1 and outcome.records[0].written == 0

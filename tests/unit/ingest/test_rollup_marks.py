@@ -12,7 +12,8 @@ from ingest.logic import Ingestor
 from keydesign import Layout, ShardMap, parse_timestamp
 from keydesign.rollup import Mark
 from tests.unit.ingest.fakes import FakeDynamoDB, FakeSQS
-from tests.unit.ingest.kinesis_events import FakeClock, as_json, kinesis_event, reading
+from tests.unit.ingest.kinesis_events import FakeClock, as_json, batch, reading
+from tests.unit.ingest.stored import stored_readings
 
 NOW = 1_795_000_000_000
 MINUTE = 60_000
@@ -45,13 +46,13 @@ def test_one_mark_per_entity_minute_after_the_readings_and_once_per_container() 
     # Given readings of two entities, two of them in one minute, one a minute late
     db = FakeDynamoDB({"readings", CONTROL})
     ingestor = _ingestor(db)
-    batch = [
+    payloads = [
         as_json(reading("a", NOW, "1")),
         as_json(reading("a", NOW + 5, "2")),
         as_json(reading("b", NOW - MINUTE, "3")),
     ]
     # When they are ingested
-    outcome = ingestor.ingest(kinesis_event(batch)["Records"], 60_000)
+    outcome = ingestor.ingest(batch(payloads), 60_000)
     # Then each (entity, minute) is marked once, stamped with the batch's start, after the readings
     assert outcome.written == 3
     start = NOW - NOW % MINUTE
@@ -60,7 +61,7 @@ def test_one_mark_per_entity_minute_after_the_readings_and_once_per_container() 
     assert all(CONTROL not in call for call in db.calls[:first_mark]) and "readings" in db.calls[0]
     # When the batch is redelivered, its marks are not written again by this container
     calls = len(db.calls)
-    ingestor.ingest(kinesis_event(batch)["Records"], 60_000)
+    ingestor.ingest(batch(payloads), 60_000)
     assert all(CONTROL not in call for call in db.calls[calls:])
 
 
@@ -71,7 +72,20 @@ def test_a_reading_whose_mark_is_not_written_is_handed_back() -> None:
     )
     ingestor = _ingestor(db)
     # When a reading is ingested, it is stored but its record is not settled: redelivery marks it again
-    outcome = ingestor.ingest(kinesis_event([as_json(reading("a", NOW, "1"))])["Records"], 60_000)
-    assert len(db.items("readings")) == 1
+    outcome = ingestor.ingest(batch([as_json(reading("a", NOW, "1"))]), 60_000)
+    assert [r.event_id for r in stored_readings(db.items("readings"))] == ["1"]
     assert outcome.written == 0
     assert outcome.records[0].failed
+
+
+def test_a_block_across_a_minute_boundary_marks_each_minute_it_holds_readings_of() -> None:
+    # Given two readings of one entity six seconds apart, on either side of a minute boundary
+    db = FakeDynamoDB({"readings", CONTROL})
+    boundary = NOW - NOW % MINUTE + MINUTE
+    payloads = [as_json([reading("c", boundary - 3_000, "1"), reading("c", boundary + 3_000, "2")])]
+    # When they are ingested: one block
+    outcome = _ingestor(db).ingest(batch(payloads), 60_000)
+    assert outcome.written == 2 and len(db.items("readings")) == 1
+    # Then both minutes are marked: the rollup function recomputes each from the blocks
+    start = NOW - NOW % MINUTE
+    assert _marks(db) == {Mark(start, MINUTE, boundary - MINUTE, "c"), Mark(start, MINUTE, boundary, "c")}

@@ -9,7 +9,7 @@ reading, a query range that covers its timestamp.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -17,7 +17,6 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 from keydesign import Layout, Reading, ShardMap, earliest_change_boundary
-from keydesign.layouts import ItemKey
 from keydesign.timefmt import from_datetime
 
 #: One profile for every property test of the package: no deadline (the first
@@ -49,9 +48,9 @@ MAX_ENTITY = 8
 LOWEST_EVENT_ID = "+"
 HIGHEST_EVENT_ID = "z" * 128
 
-#: Fixed event ids whose hashes hit every residue mod k for every k up to
-#: MAX_GLOBAL (checked by test_probe_event_ids_hit_every_shard), so writing one
-#: reading per id reaches every partition key_for can produce at an instant.
+#: Fixed event ids: a block of one of them, at one of four versions, gets 256 different block
+#: ids, whose hashes hit every residue mod k up to MAX_GLOBAL (checked by
+#: test_probe_blocks_reach_every_partition), so packing them reaches every partition.
 PROBE_EVENT_IDS = tuple(f"probe-{i}" for i in range(64))
 
 ID_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:@+=/-"
@@ -67,7 +66,7 @@ class FixedRandom(random.Random):
         self.seen: list[int] = []
 
     def randrange(self, start: int, stop: int | None = None, step: int = 1) -> int:
-        assert stop is None, "key_for draws a suffix with randrange(count)"
+        assert stop is None, "pack draws a suffix with randrange(count)"
         self.seen.append(start)
         assert 0 <= self.suffix < start, f"suffix {self.suffix} is not a valid draw from range({start})"
         return self.suffix
@@ -187,24 +186,28 @@ def scenarios(draw: st.DrawFn, kinds: Iterable[str] = ("random", "calculated", "
     return Scenario(layout, shard_map, steps, anchor, queries)
 
 
-def possible_keys(layout: Layout, item: Reading, shard_map: ShardMap) -> set[ItemKey]:
-    """Every key ``key_for`` can give ``item``: one, or one per suffix (random)."""
-    if layout.kind != "random":
-        return {layout.key_for(item, shard_map)}
-    seeded = layout.key_for(item, shard_map, rng=random.Random(7))
-    probe = FixedRandom(0)
-    layout.key_for(item, shard_map, rng=probe)
-    keys = {layout.key_for(item, shard_map, rng=FixedRandom(s)) for s in range(probe.seen[0])}
-    assert seeded in keys
-    return keys
+def probe_blocks(layout: Layout, shard_map: ShardMap, entity_id: str, ts_ms: int) -> Iterator[tuple[str, str]]:
+    """The (table, pk) of probe blocks of ``entity_id`` holding ``ts_ms``, as :meth:`Layout.pack`
+    writes them: one per probe event id and version (the block id, hence calculated suffixes and
+    sub-shards, changes with both), and every suffix the random layout can draw."""
+    if layout.kind == "random":
+        item = Reading(entity_id, PROBE_EVENT_IDS[0], ts_ms, {"v": 1})
+        probe = FixedRandom(0)
+        layout.pack([(item, 0)], shard_map, rng=probe)
+        for suffix in range(probe.seen[0]):
+            (block,) = layout.pack([(item, 0)], shard_map, rng=FixedRandom(suffix))
+            yield block.key.table, block.key.pk
+        return
+    for version, event_id in enumerate(PROBE_EVENT_IDS * 4):
+        (block,) = layout.pack([(Reading(entity_id, event_id, ts_ms, {"v": 1}), version)], shard_map)
+        yield block.key.table, block.key.pk
 
 
-def reachable(layout: Layout, shard_map: ShardMap, entity_id: str, ts_ms: int) -> set[tuple[str, str]]:
-    """Every (table, pk) that some reading of ``entity_id`` at ``ts_ms`` can be written to."""
-    out: set[tuple[str, str]] = set()
-    for event_id in PROBE_EVENT_IDS:
-        item = Reading(entity_id, event_id, ts_ms, {"v": 1})
-        out.update((key.table, key.pk) for key in possible_keys(layout, item, shard_map))
-        if layout.kind == "random":
-            break  # the suffix does not depend on the event id
-    return out
+def probe_partitions(layout: Layout, shard_map: ShardMap, entity_id: str, ts_ms: int) -> set[tuple[str, str]]:
+    """Every (table, pk) the probe blocks of ``entity_id`` at ``ts_ms`` reach."""
+    return set(probe_blocks(layout, shard_map, entity_id, ts_ms))
+
+
+def probe_reaches(layout: Layout, shard_map: ShardMap, entity_id: str, ts_ms: int, target: tuple[str, str]) -> bool:
+    """Whether some probe block of ``entity_id`` at ``ts_ms`` lands in ``target`` (stops at the first)."""
+    return any(found == target for found in probe_blocks(layout, shard_map, entity_id, ts_ms))

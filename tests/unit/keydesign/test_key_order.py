@@ -17,7 +17,7 @@ instants = st.integers(MIN_TS_MS, MAX_TS_MS)
 
 @PROPERTY
 @given(layout=layouts(), entity_id=st.sampled_from(ENTITIES), data=st.data())
-def test_sort_keys_of_one_entity_in_one_partition_sort_by_time_then_event_id(
+def test_blocks_and_positions_of_one_entity_in_one_partition_sort_by_time(
     layout: Layout, entity_id: str, data: st.DataObject
 ) -> None:
     # Given one partition per entity and bucket (N = 1, no sub-shards), two readings
@@ -36,13 +36,21 @@ def test_sort_keys_of_one_entity_in_one_partition_sort_by_time_then_event_id(
         )
     first = reading(entity_id, first_ts, data.draw(event_ids))
     second = reading(entity_id, second_ts, data.draw(event_ids))
-    # When their keys are built
-    key_a = layout.key_for(first, shard_map, random.Random(1))
-    key_b = layout.key_for(second, shard_map, random.Random(1))
-    # Then they share a partition, and sort-key order is (time, event id) order
-    assert (key_a.table, key_a.pk) == (key_b.table, key_b.pk)
-    assert (key_a.sk < key_b.sk) == ((first.ts_ms, first.event_id) < (second.ts_ms, second.event_id))
-    assert (key_a.sk == key_b.sk) == ((first.ts_ms, first.event_id) == (second.ts_ms, second.event_id))
+    # When each is stored in a block of its own
+    (block_a,) = layout.pack([(first, 1)], shard_map, rng=random.Random(1))
+    (block_b,) = layout.pack([(second, 1)], shard_map, rng=random.Random(1))
+    # Then they share a partition, and blocks sort by their first reading's time
+    assert (block_a.key.table, block_a.key.pk) == (block_b.key.table, block_b.key.pk)
+    if first.ts_ms != second.ts_ms:
+        assert (block_a.key.sk < block_b.key.sk) == (first.ts_ms < second.ts_ms)
+    # ... and the readings' positions sort as (time, event id)
+    key_a = layout.reading_key(entity_id, first.ts, first.event_id)
+    key_b = layout.reading_key(entity_id, second.ts, second.event_id)
+    assert (key_a < key_b) == ((first.ts_ms, first.event_id) < (second.ts_ms, second.event_id))
+    assert (key_a == key_b) == ((first.ts_ms, first.event_id) == (second.ts_ms, second.event_id))
+    # ... and what a block's key says it can hold brackets its reading's position
+    low, high = layout.block_reach(block_a.key.sk) or ("", "")
+    assert low <= key_a <= high
 
 
 @PROPERTY

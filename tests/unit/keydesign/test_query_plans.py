@@ -1,8 +1,8 @@
-"""Query plans against keys: the invariant the whole product rests on.
+"""Query plans against blocks: the invariant the whole product rests on.
 
-Every accepted reading is found by every query whose range covers it, whatever
-the layout, bucket, table period and shard-map history; and plans are minimal:
-no partition that cannot hold the entity, no time outside the range, nothing twice.
+Every accepted reading is in a block that every query whose range covers it reads,
+whatever the layout, bucket, table period and shard-map history; and plans are minimal:
+no partition that cannot hold the entity, no block that cannot hold the range, nothing twice.
 """
 
 from __future__ import annotations
@@ -11,30 +11,34 @@ import itertools
 import random
 from collections import defaultdict
 from collections.abc import Iterator
+from dataclasses import replace
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from keydesign import InvalidInput, Layout, PartitionQuery, QueryPlan, Reading, ShardMap, shard_of
+from keydesign import Block, InvalidInput, Layout, PartitionQuery, QueryPlan, ShardMap, shard_of
+from keydesign.blocks import BLOCK_ID_DIGITS, MAX_BLOCK_SPAN_MS, sk_stem
 from keydesign.layouts import ItemKey
-from keydesign.timefmt import MAX_TS_MS, parse_timestamp
+from keydesign.timefmt import MAX_TS_MS, format_ts, parse_timestamp
 
 from .strategies import (
-    HIGHEST_EVENT_ID,
-    LOWEST_EVENT_ID,
     MAX_GLOBAL,
     PROBE_EVENT_IDS,
     PROPERTY,
     Scenario,
-    possible_keys,
+    probe_partitions,
+    probe_reaches,
     reading,
     scenarios,
 )
 
+LOWEST_ID = "0" * BLOCK_ID_DIGITS
+HIGHEST_ID = "f" * BLOCK_ID_DIGITS
+
 
 def covers(part: PartitionQuery, key: ItemKey, ts_ms: int) -> bool:
-    """True when running ``part`` returns the item at ``key`` (event time ``ts_ms``)."""
+    """True when running ``part`` reads the block at ``key`` and keeps its reading at ``ts_ms``."""
     return (
         part.table == key.table
         and part.pk == key.pk
@@ -44,42 +48,26 @@ def covers(part: PartitionQuery, key: ItemKey, ts_ms: int) -> bool:
     )
 
 
-def covered_readings(scenario: Scenario, from_ms: int, to_ms: int, entity_id: str | None) -> Iterator[Reading]:
-    for query in scenario.queries:
-        item = query.reading
-        if from_ms <= item.ts_ms < to_ms and entity_id in (None, item.entity_id):
-            yield item
+def stored(scenario: Scenario) -> list[Block]:
+    """The scenario's readings packed as one batch (several may share a block)."""
+    entries = [(q.reading, i) for i, q in enumerate(scenario.queries)]
+    return scenario.layout.pack(entries, scenario.shard_map, rng=random.Random(0))
 
 
-class Reach:
-    """Which (table, pk) key_for can produce for an entity at an instant, found by
-    writing probe readings (one per fixed event id), lazily and cached."""
+def block_key(layout: Layout, key: ItemKey, entity_id: str, first_ms: int, block_id: str) -> ItemKey:
+    """``key`` with the sort key of a block of ``entity_id`` starting at ``first_ms``."""
+    entity = entity_id if layout.can.shared_partitions else None
+    return replace(key, sk=f"{sk_stem(entity, format_ts(first_ms), block_id)}#1")
 
-    def __init__(self, layout: Layout, shard_map: ShardMap) -> None:
-        self.layout, self.shard_map = layout, shard_map
-        self._state: dict[tuple[str, int], tuple[set[tuple[str, str]], Iterator[str]]] = {}
 
-    def _probe(self, entity_id: str, ts_ms: int) -> tuple[set[tuple[str, str]], Iterator[str]]:
-        ids = PROBE_EVENT_IDS[:1] if self.layout.kind == "random" else PROBE_EVENT_IDS
-        return self._state.setdefault((entity_id, ts_ms), (set(), iter(ids)))
-
-    def _add(self, found: set[tuple[str, str]], entity_id: str, event_id: str, ts_ms: int) -> None:
-        item = Reading(entity_id, event_id, ts_ms, {"v": 1})
-        found.update((key.table, key.pk) for key in possible_keys(self.layout, item, self.shard_map))
-
-    def can(self, entity_id: str, ts_ms: int, target: tuple[str, str]) -> bool:
-        found, remaining = self._probe(entity_id, ts_ms)
-        for event_id in remaining:
-            if target in found:
-                return True
-            self._add(found, entity_id, event_id, ts_ms)
-        return target in found
-
-    def all(self, entity_id: str, ts_ms: int) -> set[tuple[str, str]]:
-        found, remaining = self._probe(entity_id, ts_ms)
-        for event_id in remaining:
-            self._add(found, entity_id, event_id, ts_ms)
-        return found
+def extreme_keys(layout: Layout, shard_map: ShardMap, block: Block, ts_ms: int) -> Iterator[ItemKey]:
+    """Every partition a block holding ``ts_ms`` could have been given (another block id would
+    have put it in another calculated suffix or sub-shard), with the earliest and the latest start
+    such a block can have: a span before ``ts_ms`` within its bucket, or ``ts_ms`` itself."""
+    earliest = max(layout.bucket.start(ts_ms), ts_ms - MAX_BLOCK_SPAN_MS + 1)
+    for pk in layout.partitions_of(block.entity_id, ts_ms, shard_map):
+        for first, block_id in ((earliest, LOWEST_ID), (ts_ms, HIGHEST_ID)):
+            yield block_key(layout, replace(block.key, pk=pk), block.entity_id, first, block_id)
 
 
 def assert_no_overlaps(plan: QueryPlan) -> None:
@@ -119,47 +107,59 @@ def checkpoints(scenario: Scenario, entity_id: str | None, from_ms: int, to_ms: 
 # -- the central invariant ---------------------------------------------------------
 
 
-def test_probe_event_ids_hit_every_shard() -> None:
-    """The minimality checks rely on the probe ids reaching every sub-shard."""
+def test_probe_blocks_reach_every_partition() -> None:
+    """The minimality checks rely on the probe blocks reaching every calculated suffix and sub-shard."""
+    layout = Layout.from_settings(kind="calculated", bucket="1h", table_prefix="readings")
     for count in range(1, MAX_GLOBAL + 1):
-        assert {shard_of(e, count) for e in PROBE_EVENT_IDS} == set(range(count))
+        shard_map = ShardMap.initial(layout.bucket, count)
+        reached = probe_partitions(layout, shard_map, "sensor-a", T0)
+        assert {pk for _, pk in reached} == {f"sensor-a#{s}" for s in range(count)}
+    assert len(PROBE_EVENT_IDS) * 4 >= 256
 
 
 @PROPERTY
 @given(scenario=scenarios())
 def test_every_reading_is_found_by_every_entity_query_covering_it(scenario: Scenario) -> None:
-    # Given a layout, a shard map with a history of changes, and readings
+    # Given a layout, a shard map with a history of changes, and readings packed into blocks
     layout, shard_map = scenario.layout, scenario.shard_map
+    blocks = stored(scenario)
     ranges = [(q.reading.entity_id, q.from_ms, q.to_ms) for q in scenario.queries]
     # ... queried over generated ranges and over the tightest range [ts, ts + 1)
     ranges += [(q.reading.entity_id, q.reading.ts_ms, q.reading.ts_ms + 1) for q in scenario.queries]
     for entity_id, from_ms, to_ms in ranges:
         # When the entity's plan is made
         plan = layout.plan_entity(entity_id, from_ms, to_ms, shard_map)
-        # Then every key each covered reading can have (every suffix, for random) is read
-        for item in covered_readings(scenario, from_ms, to_ms, entity_id):
-            for key in possible_keys(layout, item, shard_map):
-                assert any(covers(p, key, item.ts_ms) for p in plan.partitions), (key, item)
-        assert plan.dedupe is (layout.kind == "random")
+        # Then the block of every covered reading is read, and so would be any block that reading
+        # could have been in (any suffix or sub-shard, starting as early or as late as a block can)
+        for block in blocks:
+            for item in block.readings:
+                if item.entity_id != entity_id or not from_ms <= item.ts_ms < to_ms:
+                    continue
+                assert any(covers(p, block.key, item.ts_ms) for p in plan.partitions), (block.key, item)
+                for key in extreme_keys(layout, shard_map, block, item.ts_ms):
+                    assert any(covers(p, key, item.ts_ms) for p in plan.partitions), (key, item)
+        assert plan.dedupe is True
 
 
 @PROPERTY
 @given(scenario=scenarios(kinds=("hybrid",)))
 def test_every_reading_is_found_by_every_range_query_covering_it(scenario: Scenario) -> None:
-    # Given a hybrid layout, a shard map history and readings of several entities
+    # Given a hybrid layout, a shard map history and readings of several entities, in blocks
     layout, shard_map = scenario.layout, scenario.shard_map
+    blocks = stored(scenario)
     for query in scenario.queries:
         # When a cross-entity plan is made for a range
         plan = layout.plan_range(query.from_ms, query.to_ms, shard_map)
-        # Then every reading of any entity in that range is in one of its partitions,
-        # and a partition that needs a time filter keeps it
-        for item in covered_readings(scenario, query.from_ms, query.to_ms, None):
-            key = layout.key_for(item, shard_map)
-            hits = [p for p in plan.partitions if (p.table, p.pk) == (key.table, key.pk)]
-            assert any(p.from_ms <= item.ts_ms < p.to_ms for p in hits), (key, item)
-            assert all(p.sk_low is None and p.sk_high is None for p in hits)
+        # Then every block holding a reading in that range is in one of its whole partitions
+        for block in blocks:
+            for item in block.readings:
+                if not query.from_ms <= item.ts_ms < query.to_ms:
+                    continue
+                hits = [p for p in plan.partitions if (p.table, p.pk) == (block.key.table, block.key.pk)]
+                assert any(p.from_ms <= item.ts_ms < p.to_ms for p in hits), (block.key, item)
+                assert all(p.sk_low is None and p.sk_high is None for p in hits)
         assert plan.entity_id is None
-        assert plan.dedupe is False
+        assert plan.dedupe is True
 
 
 # -- minimality ---------------------------------------------------------------------
@@ -169,7 +169,13 @@ def test_every_reading_is_found_by_every_range_query_covering_it(scenario: Scena
 @given(scenario=scenarios(), data=st.data())
 def test_entity_plans_hold_exactly_the_partitions_the_entity_can_use(scenario: Scenario, data: st.DataObject) -> None:
     layout, shard_map = scenario.layout, scenario.shard_map
-    reach = Reach(layout, shard_map)
+    reach: dict[tuple[str, int], set[tuple[str, str]]] = {}
+
+    def reachable(entity_id: str, ts_ms: int) -> set[tuple[str, str]]:
+        if (entity_id, ts_ms) not in reach:
+            reach[entity_id, ts_ms] = probe_partitions(layout, shard_map, entity_id, ts_ms)
+        return reach[entity_id, ts_ms]
+
     for query in scenario.queries:
         entity_id = query.reading.entity_id
         # When the plan for an entity and range is made
@@ -179,30 +185,33 @@ def test_entity_plans_hold_exactly_the_partitions_the_entity_can_use(scenario: S
         assert_no_overlaps(plan)
         for part in plan.partitions:
             # ... every partition can hold the entity, at the start and the end of its time
-            assert reach.can(entity_id, part.from_ms, (part.table, part.pk)), part
-            assert reach.can(entity_id, part.to_ms - 1, (part.table, part.pk)), part
-            # ... and its sort-key range excludes the entity's neighbours in time
-            rng = random.Random(0)
-            if part.from_ms > 0:
-                before = layout.key_for(
-                    Reading(entity_id, HIGHEST_EVENT_ID, part.from_ms - 1, {"v": 1}), shard_map, rng
-                )
-                assert part.sk_low is not None and before.sk < part.sk_low
-            after = layout.key_for(Reading(entity_id, LOWEST_EVENT_ID, part.to_ms, {"v": 1}), shard_map, rng)
-            assert part.sk_high is not None and after.sk > part.sk_high
+            assert probe_reaches(layout, shard_map, entity_id, part.from_ms, (part.table, part.pk)), part
+            assert probe_reaches(layout, shard_map, entity_id, part.to_ms - 1, (part.table, part.pk)), part
+            # ... its sort-key range takes a block that starts a span before its time (or at its
+            # bucket's start), and excludes a block that starts earlier or at its end
+            key = ItemKey(part.table, part.pk, "")
+            earliest = max(layout.bucket.start(part.from_ms), part.from_ms - MAX_BLOCK_SPAN_MS + 1)
+            assert covers(part, block_key(layout, key, entity_id, earliest, LOWEST_ID), part.from_ms)
+            assert covers(part, block_key(layout, key, entity_id, part.to_ms - 1, HIGHEST_ID), part.to_ms - 1)
+            if earliest > 0:
+                too_early = block_key(layout, key, entity_id, earliest - 1, HIGHEST_ID)
+                assert part.sk_low is not None and too_early.sk < part.sk_low
+            if part.to_ms <= MAX_TS_MS:
+                too_late = block_key(layout, key, entity_id, part.to_ms, LOWEST_ID)
+                assert part.sk_high is not None and too_late.sk > part.sk_high
         # And at each instant where partitions can change (and a few anywhere), the plan
-        # reads exactly the partitions some reading of the entity could be written to
+        # reads exactly the partitions some block of the entity could be written to
         extra = data.draw(st.lists(st.integers(query.from_ms, query.to_ms - 1), max_size=3))
         for ts in checkpoints(scenario, entity_id, query.from_ms, query.to_ms) | set(extra):
             planned = {(p.table, p.pk) for p in plan.partitions if p.from_ms <= ts < p.to_ms}
-            assert planned == reach.all(entity_id, ts), ts
+            assert planned == reachable(entity_id, ts), ts
+            assert planned == {(layout.table_for(ts), pk) for pk in layout.partitions_of(entity_id, ts, shard_map)}
 
 
 @PROPERTY
 @given(scenario=scenarios(kinds=("hybrid",)))
 def test_range_plans_read_every_shard_of_every_bucket_and_nothing_else(scenario: Scenario) -> None:
     layout, shard_map, bucket = scenario.layout, scenario.shard_map, scenario.layout.bucket
-    reach = Reach(layout, shard_map)
     for query in scenario.queries:
         # When a cross-entity plan is made
         plan = layout.plan_range(query.from_ms, query.to_ms, shard_map)
@@ -223,7 +232,7 @@ def test_range_plans_read_every_shard_of_every_bucket_and_nothing_else(scenario:
                 # ... a dedicated partition only for an entity split in that bucket
                 entity_id, _sub = split
                 assert (shard_map.entity_shards_at(entity_id, start) or 1) > 1
-                assert reach.can(entity_id, part.from_ms, (part.table, part.pk)), part
+                assert probe_reaches(layout, shard_map, entity_id, part.from_ms, (part.table, part.pk)), part
         # ... and every global shard of every bucket the range touches
         assert sorted(by_bucket) == list(bucket.starts(query.from_ms, query.to_ms))
         for start, pks in by_bucket.items():
@@ -244,12 +253,13 @@ def test_a_hot_entity_split_at_a_future_boundary_is_read_from_both_layouts() -> 
     split = base.with_entity("sensor-a", 3, T0 + 2 * HOUR, now_ms=T0 + 10)
     shard = shard_of("sensor-a", 4)
     # When readings are written before and after the split, and 06:30-08:30 is planned
-    early = layout.key_for(reading("sensor-a", T0 + HOUR + 5, "ev-1"), split)
-    late = layout.key_for(reading("sensor-a", T0 + 2 * HOUR + 5, "ev-2"), split)
+    early, late = layout.pack(
+        [(reading("sensor-a", T0 + HOUR + 5, "ev-1"), 1), (reading("sensor-a", T0 + 2 * HOUR + 5, "ev-2"), 1)], split
+    )
     plan = layout.plan_entity("sensor-a", T0 + HOUR // 2, T0 + 2 * HOUR + HOUR // 2, split)
-    # Then the early reading kept the shared partition; the late one went to its own
-    assert early.pk == f"{shard:04d}#2026-11-22T07:00"
-    assert late.pk == f"{shard:04d}#2026-11-22T08:00#sensor-a#{shard_of('ev-2', 3):03d}"
+    # Then the early block kept the shared partition; the late one went to its own, by its block id
+    assert early.key.pk == f"{shard:04d}#2026-11-22T07:00"
+    assert late.key.pk == f"{shard:04d}#2026-11-22T08:00#sensor-a#{shard_of(late.encoded.block_id, 3):03d}"
     assert [(p.pk, p.from_ms, p.to_ms) for p in plan.partitions] == [
         (f"{shard:04d}#2026-11-22T06:00", T0 + HOUR // 2, T0 + HOUR),
         (f"{shard:04d}#2026-11-22T07:00", T0 + HOUR, T0 + 2 * HOUR),
@@ -258,8 +268,11 @@ def test_a_hot_entity_split_at_a_future_boundary_is_read_from_both_layouts() -> 
             for s in range(3)
         ],
     ]
-    assert plan.partitions[0].sk_low == "sensor-a#2026-11-22T06:30:00.000Z"
+    # ... a block that starts up to a span before 06:30 may hold readings after it
+    assert plan.partitions[0].sk_low == "sensor-a#2026-11-22T06:29:50.001Z"
     assert plan.partitions[0].sk_high == "sensor-a#2026-11-22T06:59:59.999Z#~"
+    # ... but never one of the previous bucket
+    assert plan.partitions[1].sk_low == "sensor-a#2026-11-22T07:00:00.000Z"
 
 
 def test_calculated_plans_merge_a_partition_across_a_table_boundary_only_within_one_table() -> None:
@@ -324,9 +337,9 @@ def test_what_a_layout_says_it_supports_is_what_its_plans_do(kind: str) -> None:
     except InvalidInput:
         range_reads = False
 
-    # Then its capabilities say so: range reads, dedupe, and time buckets (one query per bucket)
+    # Then its capabilities say so: range reads, dedupe (every layout: blocks), and time buckets
     assert layout.can.range_reads is range_reads is (kind == "hybrid")
-    assert layout.can.dedupe is plan.dedupe is (kind == "random")
+    assert layout.can.dedupe is plan.dedupe is True
     buckets = {(p.from_ms, p.to_ms) for p in plan.partitions}
     assert layout.can.time_buckets is (len(buckets) == 2)
     # And its partitions are shared (keyed by shard and bucket) or the entity's own
@@ -362,7 +375,7 @@ def test_plans_reach_the_end_of_the_supported_range_with_monthly_tables() -> Non
     # When it is planned (December 9999: the next month would be year 10000)
     plan = layout.plan_entity("sensor-a", MAX_TS_MS - 40 * 24 * HOUR, MAX_TS_MS + 1, shard_map)
     # Then the last reading is found in the December 9999 table
-    key = layout.key_for(item, shard_map)
-    assert key.table == "readings-9999-12"
-    assert any(covers(p, key, item.ts_ms) for p in plan.partitions)
+    (block,) = layout.pack([(item, 1)], shard_map)
+    assert block.key.table == "readings-9999-12"
+    assert any(covers(p, block.key, item.ts_ms) for p in plan.partitions)
     assert plan.tables == ("readings-9999-11", "readings-9999-12")

@@ -23,7 +23,7 @@ from keydesign import (
 )
 from keydesign.shardmap import MAX_ENTITY_SHARDS, MAX_GLOBAL_SHARDS
 
-from .strategies import ANCHORS, BUCKETS, DAY, PROPERTY, Step, layouts, shard_map_histories
+from .strategies import ANCHORS, BUCKETS, DAY, ENTITIES, PROPERTY, Step, layouts, offsets_near, shard_map_histories
 
 HOUR = 3_600_000
 T0 = parse_timestamp("2026-11-22T06:00:00Z")
@@ -252,7 +252,7 @@ def test_a_layout_refuses_a_shard_map_on_another_bucket_grid(kind: str) -> None:
     reading = Reading.parse({"entity_id": "e", "timestamp": 1_795_330_671_123, "measures": {"v": 1}})
     # Then writing and planning both refuse it, naming the field
     calls = [
-        lambda: layout.key_for(reading, shard_map),
+        lambda: layout.pack([(reading, 1)], shard_map),
         lambda: layout.plan_entity("e", 0, 3_600_000, shard_map),
     ]
     if kind == "hybrid":
@@ -268,3 +268,109 @@ def test_with_entity_names_a_bad_entity_id_as_a_config_error() -> None:
     with pytest.raises(ConfigError) as exc:
         shard_map.with_entity("bad#id", 2, 3_600_000, now_ms=0)
     assert exc.value.field == "entity_id"
+
+
+# -- compaction: what is past retention is folded away, and no plan inside it changes ------------
+
+
+@st.composite
+def compactions(draw: st.DrawFn) -> tuple[Layout, ShardMap, int, int, int]:
+    """A layout, a map grown by changes, a horizon among them, and a range from the horizon on."""
+    layout: Layout = draw(layouts())
+    anchor = draw(st.sampled_from(ANCHORS))
+    shard_map, steps = draw(shard_map_histories(layout, anchor))
+    changes = sorted({s.effective_from_ms for s in steps} | {anchor})
+    width = layout.bucket.width_ms
+    horizon = draw(
+        st.one_of(
+            st.integers(anchor - 2 * DAY, anchor + 12 * DAY),
+            st.builds(lambda c, d: c + d, st.sampled_from(changes), st.sampled_from((-1, 0, 1))),
+        )
+    )
+    from_ms = horizon + draw(offsets_near(width, min(2 * DAY, 150 * width)))
+    to_ms = from_ms + 1 + draw(offsets_near(width, min(2 * DAY, 150 * width)))
+    return layout, shard_map, horizon, from_ms, to_ms
+
+
+def _default(layout: Layout) -> int | None:
+    return 1 if layout.can.shared_partitions else None
+
+
+@PROPERTY
+@given(case=compactions())
+def test_compaction_changes_no_plan_for_a_range_inside_retention(case: tuple[Layout, ShardMap, int, int, int]) -> None:
+    layout, shard_map, horizon, from_ms, to_ms = case
+    # Given a map compacted at a horizon (the oldest instant any reading may still be written or read at)
+    compacted = shard_map.compacted(horizon, entity_default=_default(layout))
+    # Then every plan for a range from the horizon on is the same as with the whole history
+    for entity in ENTITIES:
+        assert layout.plan_entity(entity, from_ms, to_ms, compacted) == layout.plan_entity(
+            entity, from_ms, to_ms, shard_map
+        ), entity
+    if layout.can.range_reads:
+        assert layout.plan_range(from_ms, to_ms, compacted) == layout.plan_range(from_ms, to_ms, shard_map)
+    # And compacting again folds nothing more; the result is a valid stored map
+    assert compacted.compacted(horizon, entity_default=_default(layout)) is compacted
+    assert ShardMap.from_dict(json.loads(json.dumps(compacted.to_dict()))) == compacted
+
+
+@PROPERTY
+@given(case=compactions())
+def test_compaction_keeps_only_the_changes_after_the_horizon_and_the_counts_in_force(
+    case: tuple[Layout, ShardMap, int, int, int],
+) -> None:
+    layout, shard_map, horizon, _, _ = case
+    compacted = shard_map.compacted(horizon, entity_default=_default(layout))
+    for history in (compacted.global_history, *compacted.entity_history.values()):
+        assert sum(1 for c in history if c.effective_from_ms <= horizon) <= 1
+    for entity, history in shard_map.entity_history.items():
+        after = [c for c in history if c.effective_from_ms > horizon]
+        assert [c for c in compacted.entity_history.get(entity, ()) if c.effective_from_ms > horizon] == after
+        if entity in compacted.entity_history:
+            continue
+        # An entity leaves the map only when, from the horizon on, it had nothing but the default
+        assert not after
+        count = shard_map.entity_shards_at(entity, horizon)
+        assert count in (None, 1) if layout.can.shared_partitions else count == shard_map.global_shards_at(horizon)
+    assert compacted.version == shard_map.version
+
+
+def test_compaction_drops_an_entity_back_on_its_base_key_and_keeps_one_still_split() -> None:
+    bucket = Bucket.parse("1h")
+    shard_map = (
+        ShardMap.initial(bucket, 4)
+        .with_global(8, T0 + HOUR, now_ms=T0)
+        .with_entity("calm", 5, T0 + HOUR, now_ms=T0)
+        .with_entity("calm", 1, T0 + 3 * HOUR, now_ms=T0 + 2 * HOUR)
+        .with_entity("busy", 5, T0 + HOUR, now_ms=T0)
+        .with_entity("late", 3, T0 + 5 * HOUR, now_ms=T0)
+    )
+    compacted = shard_map.compacted(T0 + 4 * HOUR, entity_default=1)
+    assert [(c.effective_from_ms, c.shards) for c in compacted.global_history] == [(0, 8)]
+    assert set(compacted.entity_history) == {"busy", "late"}
+    assert [(c.effective_from_ms, c.shards) for c in compacted.entity_history["busy"]] == [(T0 + HOUR, 5)]
+    # In the layouts whose default is the global N, a count of 1 is a count of its own
+    assert set(shard_map.compacted(T0 + 4 * HOUR, entity_default=None).entity_history) == {"calm", "busy", "late"}
+    # Nothing is folded before the first change takes effect
+    assert shard_map.compacted(T0, entity_default=1) is shard_map
+
+
+def test_an_own_count_equal_to_global_n_is_kept_while_global_n_changes_before_the_entitys_next_change() -> None:
+    # Given (calculated layout) an entity with its own 4 suffixes, equal to N = 4 at the horizon,
+    # and N going to 8 after it: from then on the entity's own 4 differs from N
+    layout = Layout.from_settings(kind="calculated", bucket="1h", table_prefix="readings")
+    shard_map = (
+        ShardMap.initial(layout.bucket, 2)
+        .with_entity("pump-7", 4, T0 + HOUR, now_ms=T0)
+        .with_global(4, T0 + 2 * HOUR, now_ms=T0)
+        .with_global(8, T0 + 5 * HOUR, now_ms=T0 + 3 * HOUR)
+    )
+    compacted = shard_map.compacted(T0 + 3 * HOUR, entity_default=None)
+    # Then it keeps its count, and the plan after N changes still reads its 4 suffixes, not 8
+    assert compacted.entity_shards_at("pump-7", T0 + 6 * HOUR) == 4
+    late = (T0 + 6 * HOUR, T0 + 7 * HOUR)
+    assert layout.plan_entity("pump-7", *late, compacted) == layout.plan_entity("pump-7", *late, shard_map)
+    # And once N stays 4 for good, the entity's own 4 says nothing N does not
+    steady = ShardMap.initial(layout.bucket, 2).with_entity("pump-7", 4, T0 + HOUR, now_ms=T0)
+    steady = steady.with_global(4, T0 + 2 * HOUR, now_ms=T0)
+    assert steady.compacted(T0 + 3 * HOUR, entity_default=None).entity_history == {}

@@ -9,7 +9,8 @@ import pytest
 
 from hotkeys.settings import HotKeySettings
 from infra.config import AppConfig, FunctionWiring, LambdaFunction
-from local_runtime.demo import DEMO_CONTEXT, DEMO_HOT_KEYS_ENVIRONMENT, DemoOptions, add_arguments, options_from
+from local_runtime.demo import DEMO_CONTEXT, DEMO_HOT_KEYS_ENVIRONMENT, DemoOptions
+from tsctl.commands.demo import options_from, register
 
 TOPIC = "arn:aws:sns:eu-west-1:123456789012:t"
 
@@ -26,6 +27,9 @@ def test_the_compressed_time_settings_are_a_valid_stack_and_hot_key_configuratio
     # Then the windows divide the bucket, and a change lands within 75 s of being decided:
     # the cache TTL plus the margin is 15 s, rounded up to the next 1-minute boundary
     assert settings.detector.window_ms == 5_000 and settings.window_grace_ms == 5_000
+    # And the lowered threshold is the detector's, with enough counters a batch that a key over it is kept
+    assert settings.split_threshold_wcu == DEMO_CONTEXT["hot_split_threshold_wcu"] < 500
+    assert settings.counters_per_window >= 1_000 / settings.split_threshold_wcu
     assert settings.change_margin_ms == 10_000
     assert settings.common.shard_map_cache_ttl_ms + settings.change_margin_ms == 15_000
     assert settings.common.layout.bucket.width_ms == 60_000
@@ -33,8 +37,8 @@ def test_the_compressed_time_settings_are_a_valid_stack_and_hot_key_configuratio
 
 def parse(*argv: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
-    add_arguments(parser)
-    return parser.parse_args(list(argv))
+    register(parser.add_subparsers())
+    return parser.parse_args(["demo", *argv])
 
 
 def test_quick_is_the_smaller_scenario_and_options_override_it() -> None:

@@ -1,26 +1,27 @@
-"""The demo's report, fed by hand: accounting, the split, partition load, placement, the checks."""
+"""The demo's report, fed by hand with blocks as ingest packs them: accounting, cost, split, load, placement."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from infra.config import AppConfig
-from keydesign import InvalidInput, Reading, ShardMap, build_item, parse_timestamp
+from keydesign import InvalidInput, Reading, ShardMap, item_size, parse_timestamp, write_units
 from local_runtime.demo_presentation import render
 from local_runtime.demo_report import (
     HOT_SENSOR,
     NOT_RUN,
+    Block,
     DemoFacts,
-    Phase,
     StoredMap,
     build_report,
+    cost,
     hot_keys_section,
-    hot_sensor_after_split,
+    one_item,
     partition_load,
-    placement_check,
 )
 from local_runtime.demo_scenario import invalid_readings
 
@@ -32,40 +33,39 @@ INITIAL = ShardMap.initial(LAYOUT.bucket, 8)
 SPLIT = INITIAL.with_entity(HOT_SENSOR, 3, BOUNDARY, now_ms=T0 + 30_000)
 
 
-def reading(entity: str, event: str, ts: int) -> dict[str, Any]:
-    return {"entity_id": entity, "event_id": event, "timestamp": ts, "measures": {"temp": 21.5}}
+def reading(entity: str, event: str, ts: int, temp: float = 21.5) -> dict[str, Any]:
+    return {"entity_id": entity, "event_id": event, "timestamp": ts, "measures": {"temp": temp}}
 
 
-def stored_item(published: dict[str, Any], shard_map: ShardMap = SPLIT) -> dict[str, Any]:
-    """The item ingest would write for ``published`` under ``shard_map``."""
-    parsed = Reading.parse(published)
-    return build_item(parsed, LAYOUT.key_for(parsed, shard_map))
+def blocks(published: list[dict[str, Any]], shard_map: ShardMap = SPLIT, version: int = 1) -> list[Block]:
+    """The blocks ingest writes for ``published`` in one batch of ``version`` under ``shard_map``."""
+    packed = LAYOUT.pack([(Reading.parse(r), version) for r in published], shard_map, retention_ms=CONFIG.retention_ms)
+    return [Block("t", b.key.pk, b.write_units, b.size, version, b.readings) for b in packed]
 
 
 def stored_map(shard_map: ShardMap, reason: str = "") -> StoredMap:
     return StoredMap.from_item({"map": json.dumps(shard_map.to_dict()), "updated_at": "x", "reason": reason})
 
 
-def scenario(hot: int = 40, cold: int = 10) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Published readings before and after the boundary (hot sensor and others) and their stored items."""
-    ledger = [reading(HOT_SENSOR, f"h{n}", T0 + n) for n in range(hot)]
-    ledger += [reading(HOT_SENSOR, f"H{n}", BOUNDARY + n) for n in range(hot)]
-    ledger += [reading(f"sensor-{n:06d}", f"c{n}", T0 + n) for n in range(cold)]
-    ledger += [reading(f"sensor-{n:06d}", f"C{n}", BOUNDARY + n) for n in range(cold)]
-    return ledger, [stored_item(r) for r in ledger]
+def scenario(hot: int = 40, cold: int = 10) -> list[tuple[str, dict[str, Any]]]:
+    """Published readings before and after the boundary (hot sensor and others), by phase."""
+    before = [reading(HOT_SENSOR, f"h{n}", T0 + n) for n in range(hot)]
+    before += [reading(f"sensor-{n:06d}", f"c{n}", T0 + n) for n in range(cold)]
+    after = [reading(HOT_SENSOR, f"H{n}", BOUNDARY + n) for n in range(hot)]
+    after += [reading(f"sensor-{n:06d}", f"C{n}", BOUNDARY + n) for n in range(cold)]
+    return [("before the split", r) for r in before] + [("after the split", r) for r in after]
+
+
+LEDGER = scenario()
+PUBLISHED = [r for _, r in LEDGER]
 
 
 def facts(**overrides: Any) -> DemoFacts:
-    ledger, stored = scenario()
     arguments: dict[str, Any] = {
-        "published": len(ledger) + 2,
+        "published": len(LEDGER) + 2,
         "failed_to_publish": 0,
-        "phases": [
-            Phase("before the split", T0, T0 + 40, 50, 40),
-            Phase("after the split", BOUNDARY, BOUNDARY + 40, 50, 40),
-        ],
-        "ledger": ledger,
-        "stored": stored,
+        "ledger": LEDGER,
+        "blocks": blocks(PUBLISHED),
         "rejects": [reject("r1", "timestamp"), reject("r2", "data"), reject("r1", "timestamp")],
         "skipped": [],
         "drained": True,
@@ -76,18 +76,17 @@ def facts(**overrides: Any) -> DemoFacts:
             {
                 "window": "2026-11-22T07:00:10.000Z",
                 "summary": {
-                    "hot_keys": [["0003#2026-11-22T07:00", 812.4]],
+                    "hot_keys": [["0003#2026-11-22T07:00", 12.4]],
                     "splits": [[HOT_SENSOR, 1, 3, "2026-11-22T07:02:00.000Z"]],
                 },
             },
         ],
-        "alerts": [{"subject": f"Hot entity {HOT_SENSOR}: 812 WCU/s", "body": {"action": "split", "to_shards": 3}}],
+        "alerts": [{"subject": f"Hot entity {HOT_SENSOR}: 12 WCU/s", "body": {"action": "split", "to_shards": 3}}],
         "boundary_ms": BOUNDARY,
         "queries": {"api_url": "http://127.0.0.1:1/v1", "all_equal": True, "checks": []},
         "timings": {"total": 12.3},
     }
-    arguments.update(overrides)
-    return DemoFacts(**arguments)
+    return DemoFacts(**{**arguments, **overrides})
 
 
 def reject(reject_id: str, field: str) -> dict[str, Any]:
@@ -111,6 +110,10 @@ def test_everything_accounted_for_and_split_is_ok() -> None:
     }
     assert r["reject_messages"] == 3
     assert [(x["field"], x["count"]) for x in r["rejected_by_reason"]] == [("timestamp", 1), ("data", 1)]
+    assert [(p["phase"], p["readings"], p["sensor_alpha_001_readings"]) for p in readings["phases"]] == [
+        ("before the split", 50, 40),
+        ("after the split", 50, 40),
+    ]
     assert r["checks"] == dict.fromkeys(r["checks"], True)
     assert r["ok"] is True
     assert render(r).splitlines()[-1].startswith("OK")
@@ -123,32 +126,53 @@ def test_a_missing_reading_is_lost_and_fails_the_demo() -> None:
     assert "FAILED: nothing lost" in render(r)
 
 
-def test_a_reading_stored_twice_is_a_duplicate() -> None:
-    ledger, stored = scenario()
-    r = report(stored=[*stored, {**stored[0], "pk": "0000#elsewhere"}], published=len(ledger) + 2)
-    assert r["readings"]["duplicates"] == 1
-    assert r["readings"]["lost"] == 0
-    assert r["ok"] is False
+def test_copies_of_a_reading_in_several_blocks_are_read_once_the_newest_and_are_no_duplicate() -> None:
+    # Given a batch redelivered regrouped: the same readings again, a later version, one of them corrected
+    again = [reading(HOT_SENSOR, "h0", T0, temp=99.0), *PUBLISHED[1:5]]
+    r = report(blocks=[*blocks(PUBLISHED), *blocks(again, version=2)])
+    # Then each is counted once, as readers return it, and the copies are counted as such
+    assert (r["readings"]["written"], r["readings"]["duplicates"], r["readings"]["lost"]) == (100, 0, 0)
+    assert r["readings"]["copies_in_older_blocks"] == 5
+    assert r["ok"] is True
+
+
+def test_one_reading_stored_under_another_time_is_a_duplicate_and_misplaced() -> None:
+    # Given the first reading stored a second time, a minute later (another identity, another bucket)
+    moved = [{**PUBLISHED[0], "timestamp": PUBLISHED[0]["timestamp"] + 60_000}]
+    wrong = [replace(b, pk="0000#2026-11-22T07:01") for b in blocks(moved, INITIAL)]
+    r = report(blocks=[*blocks(PUBLISHED), *wrong])
+    assert r["readings"]["duplicates"] == 1 and r["readings"]["lost"] == 0
+    assert r["checks"]["no_duplicates"] is False and r["ok"] is False
     # and the copy sits where the key design would not put it
     assert r["placement"]["misplaced"] == 1
 
 
-@pytest.mark.parametrize(
-    ("rollups", "verdict"), [({"through": "2026-11-22T07:05:00.000Z", "late": 0}, True), ({"status": "not run"}, False)]
-)
-def test_rollups_that_did_not_catch_up_fail_the_demo(rollups: dict[str, Any], verdict: bool) -> None:
-    r = report(rollups=rollups)
-    assert r["checks"]["rollups_applied"] is verdict and r["ok"] is verdict
-    assert ("rollups: applied through 2026-11-22T07:05" in render(r)) is verdict
+def test_a_reading_in_an_export_and_a_table_is_a_duplicate_and_one_only_exported_is_not_lost() -> None:
+    exported = Reading.parse(PUBLISHED[0])
+    r = report(exported={"old-table": [exported]})
+    assert r["readings"]["duplicates"] == 1
+    r = report(blocks=blocks(PUBLISHED[1:]), exported={"old-table": [exported]})
+    assert (r["readings"]["exported_then_dropped"], r["readings"]["lost"], r["readings"]["duplicates"]) == (1, 0, 0)
 
 
-def test_a_stream_that_did_not_drain_fails_the_demo() -> None:
-    assert report(drained=False)["checks"]["stream_drained"] is False
-
-
-def test_a_query_answer_that_differs_fails_the_demo() -> None:
-    r = report(queries={"all_equal": False, "checks": []})
-    assert r["checks"]["queries_equal_to_published"] is False and r["ok"] is False
+def test_cost_per_reading_is_the_blocks_beside_one_item_per_reading() -> None:
+    # Given the hot sensor's 80 readings, in blocks
+    hot = [b for b in blocks(PUBLISHED) if b.readings[0].entity_id == HOT_SENSOR]
+    figures = cost(hot, LAYOUT, CONFIG.retention_ms)
+    # Then the blocks' write units and bytes (plus 100 a block) are divided among the readings they hold
+    assert figures["readings"] == 80 and figures["blocks"] == len(hot)
+    assert figures["write_units_per_reading"] == round(sum(b.write_units for b in hot) / 80, 4)
+    assert figures["billed_bytes_per_reading"] == round(sum(b.size + 100 for b in hot) / 80, 1)
+    # And one item per reading would have been a write unit each, and its size plus 100 bytes each
+    first = one_item(hot[0].pk, hot[0].readings[0], LAYOUT, CONFIG.retention_ms)
+    assert set(first) == {"pk", "sk", "e", "t", "i", "m", "ttl"}
+    assert first["sk"] == f"{HOT_SENSOR}#2026-11-22T07:00:00.000Z#h0"
+    assert figures["one_item_per_reading"]["write_units_per_reading"] == 1.0 == write_units(item_size(first))
+    assert figures["one_item_per_reading"]["billed_bytes_per_reading"] > 100 + 100
+    assert figures["write_units_per_reading"] < 0.1
+    # And by name in the report, for every reading and the hot sensor's
+    assert report()["cost_per_reading"][HOT_SENSOR] == figures
+    assert cost([], LAYOUT, CONFIG.retention_ms) == {"readings": 0}
 
 
 def test_the_shard_map_change_is_read_from_the_maps_before_and_after() -> None:
@@ -158,14 +182,12 @@ def test_the_shard_map_change_is_read_from_the_maps_before_and_after() -> None:
     ]
     assert changes["hot_entity_split"] is True
     assert changes["before"]["entities"] == {}
-    assert changes["after"]["entities"][HOT_SENSOR] == [{"sub_shards": 3, "effective_from": "2026-11-22T07:02:00.000Z"}]
+    assert changes["after"]["entities"][HOT_SENSOR] == [{"effective_from": "2026-11-22T07:02:00.000Z", "shards": 3}]
     assert changes["after"]["reason"] == "split"
 
 
 def test_without_a_split_the_after_split_steps_say_not_run_and_the_demo_fails() -> None:
-    ledger, _ = scenario()
-    stored = [stored_item(r, INITIAL) for r in ledger]
-    r = report(stored=stored, map_after=stored_map(INITIAL), boundary_ms=None, windows=[], alerts=[])
+    r = report(blocks=blocks(PUBLISHED, INITIAL), map_after=stored_map(INITIAL), boundary_ms=None, windows=[])
     assert r["shard_map_changes"]["hot_entity_split"] is False
     for name in ("partition_load_after_split", "hot_sensor_after_split"):
         assert r[name]["status"] == NOT_RUN
@@ -176,62 +198,68 @@ def test_without_a_split_the_after_split_steps_say_not_run_and_the_demo_fails() 
 def test_load_is_split_at_the_boundary_and_the_hot_sensor_moves_to_its_sub_shards() -> None:
     r = report()
     before, after = r["partition_load_before_split"], r["partition_load_after_split"]
-    assert before["hot_sensor_peak_wcu_per_s"] >= 40  # 40 readings in one second on one key (plus any neighbour)
+    assert before["hot_sensor_keys"] == LAYOUT.partitions_of(HOT_SENSOR, T0, INITIAL)
     assert all(f"#{HOT_SENSOR}#" in key for key in after["hot_sensor_keys"])
     hot = r["hot_sensor_after_split"]
     assert hot["readings"] == 40 and hot["off_sub_shard_keys"] == 0
-    assert 1 <= hot["sub_shard_keys"] <= 3
-    assert sum(hot["readings_per_sub_shard_key"].values()) == 40
+    assert 1 <= hot["sub_shard_keys"] <= 3 and sum(hot["readings_per_sub_shard_key"].values()) == 40
 
 
-def test_a_post_split_reading_on_the_base_key_is_reported() -> None:
-    ledger, stored = scenario()
-    late = reading(HOT_SENSOR, "late", BOUNDARY + 5)
-    wrong = stored_item(late, INITIAL)  # keyed with the old map after the boundary
-    result = hot_sensor_after_split([wrong], LAYOUT)
-    assert result["off_sub_shard_keys"] == 1
-    assert placement_check([wrong], [late], LAYOUT, SPLIT)["misplaced"] == 1
-    r = report(stored=[*stored, wrong], ledger=[*ledger, late], published=len(ledger) + 3)
+def test_a_post_split_block_on_the_base_key_is_reported() -> None:
+    late = [reading(HOT_SENSOR, "late", BOUNDARY + 5)]
+    wrong = blocks(late, INITIAL)  # keyed with the old map after the boundary
+    r = report(blocks=[*blocks(PUBLISHED), *wrong], ledger=[*LEDGER, ("late", late[0])], published=len(LEDGER) + 3)
+    assert r["hot_sensor_after_split"]["off_sub_shard_keys"] == 1
     assert r["checks"]["post_split_readings_on_sub_shards"] is False
     assert r["checks"]["every_reading_where_the_key_design_puts_it"] is False
+    assert r["placement"]["examples"] == [{"event_id": "late", "stored_pk": wrong[0].pk}]
 
 
-def test_partition_load_is_write_units_per_partition_per_event_second() -> None:
-    def item(pk: str, entity: str, event: str, second: int = 0) -> dict[str, Any]:
-        return {
-            "pk": pk,
-            "sk": f"{entity}#{event}",
-            "e": entity,
-            "i": event,
-            "t": f"2026-11-22T07:00:{second:02d}.000Z",
-        }
+def test_partition_load_is_each_blocks_write_units_at_the_second_of_its_first_reading() -> None:
+    def block(pk: str, entity: str, second: int, units: int = 1) -> Block:
+        first = Reading.parse(reading(entity, f"{pk}{second}", T0 + second * 1000 + 250))
+        return Block("t", pk, units, 100 * units, 1, (first,))
 
-    items = [item("hot", HOT_SENSOR, f"h{n}", second=n % 2) for n in range(6)]
-    items += [item("cold", "s-1", "c1", second=0), {**item("big", "s-2", "b1"), "d": {"x": "y" * 3000}}]
-    load = partition_load(items)
+    load = partition_load(
+        [block("hot", HOT_SENSOR, s % 2) for s in range(6)] + [block("cold", "s-1", 0), block("big", "s-2", 0, 3)]
+    )
     assert load["partition_keys"] == 3
     assert (load["hottest_key"], load["hottest_peak_wcu_per_s"]) == ("big", 3)
     assert load["hot_sensor_keys"] == ["hot"] and load["hot_sensor_peak_wcu_per_s"] == 3
     assert load["keys_over_1000_wcu_per_s"] == 0
     assert [t["pk"] for t in load["top"]] == ["big", "hot", "cold"]
     assert partition_load([]) == {"partition_keys": 0}
-
-
-def test_a_key_over_1000_wcu_after_the_split_fails_the_demo() -> None:
-    hot = [reading(HOT_SENSOR, f"x{n}", BOUNDARY + 500) for n in range(1_001)]
-    ledger, stored = scenario()
-    crowded = [{**stored_item(r), "pk": "0001#2026-11-22T07:02"} for r in hot]  # all on one key
-    r = report(stored=[*stored, *crowded], ledger=[*ledger, *hot], published=len(ledger) + len(hot) + 2)
-    assert r["partition_load_after_split"]["keys_over_1000_wcu_per_s"] == 1
-    assert r["checks"]["no_key_over_1000_wcu_after_split"] is False
+    crowded = partition_load([block("one", HOT_SENSOR, 0, 400) for _ in range(3)])
+    assert crowded["keys_over_1000_wcu_per_s"] == 1
 
 
 def test_hot_keys_come_from_the_judged_windows_and_the_alerts() -> None:
     section = hot_keys_section(facts().windows, facts().alerts)
     assert section["windows_judged"] == 2 and section["windows_with_hot_keys"] == 1
     assert section["hot_keys_detected"] == ["0003#2026-11-22T07:00"]
-    assert section["first_detection"]["splits"][0]["to_shards"] == 3
-    assert section["alerts"] == [{"subject": f"Hot entity {HOT_SENSOR}: 812 WCU/s", "action": "split", "to_shards": 3}]
+    assert section["first_detection"]["splits"] == [[HOT_SENSOR, 1, 3, "2026-11-22T07:02:00.000Z"]]
+    assert section["alerts"] == [{"subject": f"Hot entity {HOT_SENSOR}: 12 WCU/s", "action": "split", "to_shards": 3}]
+
+
+@pytest.mark.parametrize(
+    ("rollups", "verdict"), [({"through": "2026-11-22T07:05:00.000Z", "late": 0}, True), ({"status": "not run"}, False)]
+)
+def test_rollups_that_did_not_catch_up_fail_the_demo(rollups: dict[str, Any], verdict: bool) -> None:
+    r = report(rollups={"runs": 1, "failed_runs": 0, "recomputed": {}, **rollups})
+    assert r["checks"]["rollups_applied"] is verdict and r["ok"] is verdict
+    assert ("rollups: applied through 2026-11-22T07:05" in render(r)) is verdict
+
+
+@pytest.mark.parametrize(
+    ("overrides", "check"),
+    [
+        ({"drained": False}, "stream_drained"),
+        ({"queries": {"all_equal": False, "checks": []}}, "queries_equal_to_published"),
+    ],
+)
+def test_a_stream_not_drained_or_a_query_that_differs_fails_the_demo(overrides: dict[str, Any], check: str) -> None:
+    r = report(**overrides)
+    assert r["checks"][check] is False and r["ok"] is False
 
 
 def test_steps_not_run_say_why_instead_of_giving_numbers() -> None:

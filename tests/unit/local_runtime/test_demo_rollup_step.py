@@ -25,7 +25,7 @@ def run(minute: str, recomputed: dict[str, int], steps: int = 1) -> dict[str, An
 
 def observe(answers: list[dict[str, Any] | None]) -> Observer:
     observer = Observer.__new__(Observer)  # no system: only the rollup schedule is read
-    observer.system = SimpleNamespace(rollup_schedule=lambda: ScriptedSchedule(answers))  # type: ignore[assignment]
+    observer.system = SimpleNamespace(schedule_of=lambda _: ScriptedSchedule(answers))  # type: ignore[assignment]
     return observer
 
 

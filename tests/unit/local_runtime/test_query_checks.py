@@ -11,7 +11,7 @@ from local_runtime.query_checks import (
     Check,
     Response,
     api_reading,
-    check_rollups,
+    check_aggregates,
     compare_aggregates,
     compare_readings,
     expected_aggregates,
@@ -109,15 +109,16 @@ def test_a_rollup_check_wants_rollups_the_published_figures_and_reads_raw_for_th
         }
     )
     # When the check runs
-    check = check_rollups(
-        api,
+    check = check_aggregates(
+        api,  # type: ignore[arg-type]
         LEDGER,
         None,
         T0,
         T0 + 60_000,
         interval="1m",
         interval_ms=60_000,
-        raw_interval="30s",  # type: ignore[arg-type]
+        rollups=True,
+        raw_interval="30s",
     )
     # Then it names what differs, and otherwise both costs
     assert (check.difference is None) if verdict is None else (verdict in str(check.difference))

@@ -1,5 +1,5 @@
-"""The lifecycle rules: table names, phases at the boundaries, what must exist, the
-capacity-decrease budget, and the guard that never lets a live table be dropped."""
+"""The lifecycle rules: table names, phases at the boundaries, what must exist, when a
+closed table's steps fall due, and the guard that never lets a live table be dropped."""
 
 from __future__ import annotations
 
@@ -9,14 +9,22 @@ from hypothesis import strategies as st
 
 from keydesign import Layout, parse_timestamp
 from keydesign.timefmt import MAX_TS_MS
-from rotator.lifecycle import DeletionRefused, Lifecycle, Phase, next_decrease_at
+from rotator.lifecycle import DeletionRefused, Lifecycle, Phase
 
 HOUR = 3_600_000
 DAY = 24 * HOUR
 MINUTE = 60_000
 
 
-def lifecycle(period: str = "day", *, prebuild: int = 2, grace: int = 2 * HOUR, retention: int = 7 * DAY) -> Lifecycle:
+def lifecycle(
+    period: str = "day",
+    *,
+    prebuild: int = 2,
+    grace: int = 2 * HOUR,
+    retention: int = 7 * DAY,
+    max_age: int | None = None,
+) -> Lifecycle:
+    """MAX_AGE unset is RETENTION, as ingest and the rotator's settings read it."""
     layout = Layout.from_settings(kind="hybrid", bucket="1h", table_prefix="readings", table_period=period)
     assert layout.table_period is not None
     return Lifecycle(
@@ -26,6 +34,7 @@ def lifecycle(period: str = "day", *, prebuild: int = 2, grace: int = 2 * HOUR, 
         grace_ms=grace,
         dial_down_delay_ms=15 * MINUTE,
         retention_ms=retention,
+        max_age_ms=retention if max_age is None else max_age,
     )
 
 
@@ -106,8 +115,48 @@ def test_phases_across_a_daily_boundary() -> None:
     assert life.closes_at(sunday) == at("2026-11-23T02:00:00Z")
     assert life.phase(sunday, at("2026-11-23T02:14:59.999Z")) is Phase.GRACE
     assert life.phase(sunday, at("2026-11-23T02:15:00Z")) is Phase.COLD
+    # A reading up to MAX_AGE (here RETENTION, 7 days) old may still arrive until 2026-11-30T00:00,
+    # and land up to DIAL_DOWN_DELAY later: only then may the table be exported and dropped.
+    assert life.phase(sunday, at("2026-11-30T00:14:59.999Z")) is Phase.COLD
+    assert life.phase(sunday, at("2026-11-30T00:15:00Z")) is Phase.EXPIRED
+
+
+def test_with_a_shorter_max_age_retention_decides_when_a_table_expires() -> None:
+    life = lifecycle("day", max_age=3 * DAY)
+    sunday = life.table(at("2026-11-22T00:00:00Z"))
+    assert life.last_write_at(sunday) == at("2026-11-26T00:15:00Z")
     assert life.phase(sunday, at("2026-11-29T23:59:59.999Z")) is Phase.COLD
     assert life.phase(sunday, at("2026-11-30T00:00:00Z")) is Phase.EXPIRED
+
+
+@pytest.mark.parametrize("period", PERIODS)
+def test_a_closed_tables_steps_fall_due_in_windows_one_period_long(period: str) -> None:
+    life = lifecycle(period, retention=90 * DAY)
+    table = life.table(at("2026-11-02T00:00:00Z"))
+    length = table.end_ms - table.start_ms
+    closed, review = life.dial_down_at(table), life.class_review_at(table)
+    # It closes at end + GRACE + DIAL_DOWN_DELAY; the closing steps are due for one period after that
+    assert [life.closing(table, t) for t in (closed - 1, closed, closed + length - 1, closed + length)] == [
+        False,
+        True,
+        True,
+        False,
+    ]
+    # Its class is reviewed a day after it closed, for one period
+    assert review == closed + DAY
+    assert [life.class_review_due(table, t) for t in (review - 1, review, review + length - 1, review + length)] == [
+        False,
+        True,
+        True,
+        False,
+    ]
+
+
+def test_no_class_review_for_a_table_that_expires_first() -> None:
+    life = lifecycle("hour", grace=HOUR, retention=3 * HOUR)
+    table = life.table(at("2026-11-22T05:00:00Z"))
+    assert life.expires_at(table) < life.class_review_at(table)
+    assert not life.class_review_due(table, life.class_review_at(table))
 
 
 def test_wanted_tables_most_urgent_first() -> None:
@@ -143,13 +192,16 @@ def test_wanted_months_follow_the_calendar() -> None:
     table_ts=instants,
     now=instants,
     grace_minutes=st.integers(0, 600),
+    max_age_hours=st.integers(0, 40 * 24),
 )
 def test_the_guard_refuses_every_table_a_reading_could_still_need(
-    period: str, table_ts: int, now: int, grace_minutes: int
+    period: str, table_ts: int, now: int, grace_minutes: int, max_age_hours: int
 ) -> None:
-    life = lifecycle(period, grace=grace_minutes * MINUTE, retention=40 * DAY)
+    life = lifecycle(period, grace=grace_minutes * MINUTE, retention=40 * DAY, max_age=max_age_hours * HOUR)
     table = life.table(table_ts)
-    deletable = now >= table.end_ms + life.retention_ms
+    # A table is needed while its readings are within retention, and while a reading up to MAX_AGE old
+    # may still be accepted for it (its newest instant is just before its end) and land DIAL_DOWN_DELAY later
+    deletable = now >= table.end_ms + 40 * DAY and now >= table.end_ms + max_age_hours * HOUR + 15 * MINUTE
     if deletable:
         life.check_deletable(table, now)
         assert life.phase(table, now) is Phase.EXPIRED
@@ -176,6 +228,13 @@ def test_the_guard_says_why(table_day: str, reason: str) -> None:
         life.check_deletable(life.table(at(f"{table_day}T00:00:00Z")), at("2026-11-22T01:00:00Z"))
 
 
+def test_the_guard_refuses_a_table_a_reading_up_to_max_age_old_may_still_reach() -> None:
+    life = lifecycle("day", retention=7 * DAY)
+    # Past retention (2026-11-22T00:00) but a 7-day-old reading accepted a moment ago may still land
+    with pytest.raises(DeletionRefused, match="MAX_AGE"):
+        life.check_deletable(life.table(at("2026-11-14T00:00:00Z")), at("2026-11-22T00:10:00Z"))
+
+
 def test_the_guard_refuses_a_table_whose_accepted_writes_may_still_land() -> None:
     # Retention shorter than a day plus grace is refused by settings; build the edge by hand.
     life = lifecycle("hour", grace=HOUR, retention=HOUR + 16 * MINUTE)
@@ -187,23 +246,5 @@ def test_the_guard_refuses_a_table_whose_accepted_writes_may_still_land() -> Non
 def test_a_lifecycle_whose_retention_is_too_short_is_refused() -> None:
     with pytest.raises(ValueError, match="shorter than retention"):
         lifecycle("day", grace=7 * DAY, retention=7 * DAY)
-
-
-class TestDecreaseBudget:
-    NOW = at("2026-11-22T12:00:00Z")
-
-    def test_no_decrease_yet_today(self) -> None:
-        assert next_decrease_at(0, None, self.NOW) is None
-
-    def test_four_free_decreases(self) -> None:
-        assert next_decrease_at(3, self.NOW - MINUTE, self.NOW) is None
-
-    def test_after_four_one_per_hour(self) -> None:
-        assert next_decrease_at(4, self.NOW - 30 * MINUTE, self.NOW) == self.NOW + 30 * MINUTE
-        assert next_decrease_at(9, self.NOW - HOUR, self.NOW) is None
-
-    def test_the_count_resets_at_midnight_utc(self) -> None:
-        assert next_decrease_at(27, at("2026-11-21T23:59:00Z"), at("2026-11-22T00:01:00Z")) is None
-        # ... and a spent budget late in the day reopens at midnight at the latest.
-        late = at("2026-11-22T23:50:00Z")
-        assert next_decrease_at(27, late - MINUTE, late) == at("2026-11-23T00:00:00Z")
+    with pytest.raises(ValueError, match="max age"):
+        lifecycle("day", retention=7 * DAY, max_age=8 * DAY)

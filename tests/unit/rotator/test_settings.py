@@ -19,7 +19,11 @@ def test_defaults() -> None:
     capacity = settings.capacity
     assert capacity.billing_mode == "PAY_PER_REQUEST"
     assert (capacity.write_capacity, capacity.warm_writes_per_s) == (None, None)
-    assert (capacity.read_capacity, capacity.min_write_capacity, capacity.old_read_capacity) == (100, 1, 10)
+    assert capacity.read_capacity == 100
+    # MAX_AGE unset is RETENTION, as ingest reads it
+    assert (settings.max_age, settings.max_age_ms) == (None, settings.retention_ms) == (None, 30 * 86_400_000)
+    # No Contributor Insights and no table-class changes unless the stack asks for them
+    assert (settings.contributor_insights, settings.infrequent_access_storage_percent) == ("off", None)
     assert settings.point_in_time_recovery and settings.deletion_protection
     assert settings.table_tags == {}
     assert (settings.export, settings.mapping) == (None, None)
@@ -39,8 +43,9 @@ def test_values_are_read() -> None:
             "BILLING_MODE": "provisioned",
             "WRITE_CAPACITY": "3000",
             "READ_CAPACITY": "50",
-            "MIN_WRITE_CAPACITY": "2",
-            "OLD_READ_CAPACITY": "4",
+            "MAX_AGE": "3d",
+            "CONTRIBUTOR_INSIGHTS": "accessed_and_throttled_keys",
+            "INFREQUENT_ACCESS_STORAGE_PERCENT": "0",
             "POINT_IN_TIME_RECOVERY": "false",
             "DELETION_PROTECTION": "FALSE",
             "TABLE_TAGS": '{"team": "iot", "cost-centre": "42"}',
@@ -56,7 +61,11 @@ def test_values_are_read() -> None:
     assert (settings.prebuild_periods, settings.grace_ms, settings.dial_down_delay_ms) == (5, 1_800_000, 300_000)
     assert settings.capacity.billing_mode == "PROVISIONED"
     assert (settings.capacity.write_capacity, settings.capacity.read_capacity) == (3000, 50)
-    assert (settings.capacity.min_write_capacity, settings.capacity.old_read_capacity) == (2, 4)
+    assert settings.max_age_ms == 3 * 86_400_000
+    assert (settings.contributor_insights, settings.infrequent_access_storage_percent) == (
+        "accessed_and_throttled_keys",
+        0,
+    )
     assert not settings.point_in_time_recovery and not settings.deletion_protection
     assert settings.table_tags == {"team": "iot", "cost-centre": "42"}
     assert settings.mapping is not None
@@ -134,17 +143,15 @@ def test_alarms_can_be_turned_off() -> None:
         ({"BILLING_MODE": "PROVISIONED"}, "WRITE_CAPACITY", "is required with BILLING_MODE=PROVISIONED"),
         ({"BILLING_MODE": "PROVISIONED", "WRITE_CAPACITY": "0"}, "WRITE_CAPACITY", "outside"),
         ({"BILLING_MODE": "PROVISIONED", "WRITE_CAPACITY": "many"}, "WRITE_CAPACITY", "not a whole number"),
-        (
-            {"BILLING_MODE": "PROVISIONED", "WRITE_CAPACITY": "5", "MIN_WRITE_CAPACITY": "10"},
-            "MIN_WRITE_CAPACITY",
-            "above the write capacity",
-        ),
+        ({"MAX_AGE": "31d"}, "MAX_AGE", "must not exceed RETENTION"),
+        ({"MAX_AGE": "old"}, "MAX_AGE", "not a duration"),
+        ({"CONTRIBUTOR_INSIGHTS": "all"}, "CONTRIBUTOR_INSIGHTS", "not 'throttled_keys'"),
+        ({"INFREQUENT_ACCESS_STORAGE_PERCENT": "-1"}, "INFREQUENT_ACCESS_STORAGE_PERCENT", "outside"),
         ({"PEAK_WRITES_PER_S": "0"}, "PEAK_WRITES_PER_S", "outside"),
         ({"PEAK_WRITES_PER_S": "10", "ITEM_BYTES": "500000"}, "ITEM_BYTES", "outside"),
         ({"PEAK_WRITES_PER_S": "10", "TARGET_UTILISATION_PERCENT": "101"}, "TARGET_UTILISATION_PERCENT", "outside"),
         ({"WARM_WRITES_PER_S": "x"}, "WARM_WRITES_PER_S", "not a whole number"),
         ({"READ_CAPACITY": "0"}, "READ_CAPACITY", "outside"),
-        ({"OLD_READ_CAPACITY": "0"}, "OLD_READ_CAPACITY", "outside"),
         ({"POINT_IN_TIME_RECOVERY": "yes"}, "POINT_IN_TIME_RECOVERY", "not true or false"),
         ({"DELETION_PROTECTION": "1"}, "DELETION_PROTECTION", "not true or false"),
         ({"DRY_RUN": "maybe"}, "DRY_RUN", "not true or false"),

@@ -14,6 +14,7 @@ from rotator.specs import (
     create_mapping_request,
     create_table_request,
     export_client_token,
+    insights_mode,
     is_managed,
     managed_tags,
     mapping_drift,
@@ -39,15 +40,7 @@ def settings(**overrides: str) -> RotatorSettings:
 
 
 def table(s: RotatorSettings, day: str = "2026-11-22") -> PeriodTable:
-    life = Lifecycle(
-        layout=s.common.layout,
-        period=s.period,
-        prebuild_periods=s.prebuild_periods,
-        grace_ms=s.grace_ms,
-        dial_down_delay_ms=s.dial_down_delay_ms,
-        retention_ms=s.retention_ms,
-    )
-    return life.table(parse_timestamp(f"{day}T00:00:00Z"))
+    return Lifecycle.from_settings(s).table(parse_timestamp(f"{day}T00:00:00Z"))
 
 
 def test_a_provisioned_table_has_the_stack_schema_and_the_configured_capacity() -> None:
@@ -194,3 +187,15 @@ def test_export_tokens_are_shared_by_concurrent_runs_and_new_after_a_failure() -
     assert first == export_client_token(arn, "archive", "p/readings-2026-11-22", 0)
     assert first != export_client_token(arn, "archive", "p/readings-2026-11-22", 1)
     assert 1 <= len(first) <= 64
+
+
+@pytest.mark.parametrize(
+    ("setting", "mode"),
+    [
+        ("off", None),
+        ("throttled_keys", "THROTTLED_KEYS"),
+        ("accessed_and_throttled_keys", "ACCESSED_AND_THROTTLED_KEYS"),
+    ],
+)
+def test_contributor_insights_of_an_open_table_is_the_single_tables_mode(setting: str, mode: str | None) -> None:
+    assert insights_mode(settings(CONTRIBUTOR_INSIGHTS=setting)) == mode

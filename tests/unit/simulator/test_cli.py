@@ -8,12 +8,13 @@ from pathlib import Path
 import pytest
 
 from tsctl.cli import build_parser, main
-from tsctl.commands.simulate import build
+from tsctl.commands.simulate import build, function_settings
 
+# 40 sensors write a block a second each; sensor-alpha-001 eight blocks of 1,000 readings, 48 WCU/s.
 SMALL = [
-    "simulate", "--rate", "300", "--entities", "41", "--hot", "sensor-alpha-001=240", "--duration", "2m",
+    "simulate", "--rate", "8060", "--entities", "41", "--hot", "sensor-alpha-001=8000", "--duration", "2m",
     "--start", "2026-11-22T06:58:00Z", "--bucket", "1m", "--window", "10s", "--grace", "2s",
-    "--cache-ttl", "5s", "--margin", "5s", "--split-threshold", "100", "--target-utilisation", "0.1",
+    "--cache-ttl", "5s", "--margin", "5s", "--split-threshold", "40", "--target-utilisation", "0.02",
     "--read-windows", "1m,1h", "--cross-window", "90s", "--layouts", "random:3,calculated,hybrid:4,adaptive:4",
 ]  # fmt: skip
 
@@ -60,12 +61,22 @@ def test_json_and_chart(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> N
     assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_defaults_are_the_seed_scenario() -> None:
+def test_defaults_are_the_seed_scenario_and_the_hot_key_functions_settings() -> None:
     args = build_parser().parse_args(["simulate"])
     workload, specs, adaptive, reads = build(args)
-    assert (workload.rate, workload.entities, workload.item_bytes) == (50_000, 10_000, 500)
+    assert (workload.rate, workload.entities, workload.batching_window_s) == (50_000, 10_000, 1)
+    assert sorted(workload.sample.measures) == ["pressure", "rh", "temp"]
     assert [(h.entity_id, h.rate) for h in workload.hot] == [("sensor-alpha-001", 2_000.0)]
-    assert [s.label for s in specs] == ["random:4", "calculated:4", "hybrid:16", "hybrid:96", "adaptive:96"]
+    # In blocks the hot sensor needs no suffixes, and the plan's N is 20
+    assert [s.label for s in specs] == ["random:1", "calculated:1", "hybrid:16", "hybrid:20", "adaptive:20"]
+    # The detector's settings are the function's own defaults (its settings model), not restated here
+    function = function_settings()
+    assert adaptive.detector == function.detector
+    assert (adaptive.grace_ms, adaptive.cache_ttl_ms, adaptive.margin_ms) == (
+        function.window_grace_ms,
+        function.shard_map_cache_ttl_ms,
+        function.change_margin_ms,
+    )
     assert adaptive.to_dict()["margin_s"] == 360 and adaptive.to_dict()["window_s"] == 60
     assert reads.entities == ("sensor-alpha-001",) and reads.cross_window_ms == 3_600_000
 
@@ -89,6 +100,7 @@ def test_defaults_are_the_seed_scenario() -> None:
         (["--utilisation", "2"], "--utilisation"),
         (["--bucket", "7m"], "--bucket"),
         (["--window", "7s"], "--window"),
+        (["--batching-window", "301"], "--batching-window"),
     ],
 )
 def test_bad_input_exits_2_naming_the_field(capsys: pytest.CaptureFixture[str], extra: list[str], field: str) -> None:
@@ -97,18 +109,23 @@ def test_bad_input_exits_2_naming_the_field(capsys: pytest.CaptureFixture[str], 
     assert err.startswith(f"tsctl simulate: {field}: ") and err.count("\n") == 1
 
 
-def test_a_sample_reading_sets_the_item_size(capsys: pytest.CaptureFixture[str]) -> None:
-    reading = '{"entity_id": "sensor-alpha-001", "timestamp": "2026-11-22T06:58:00Z", "measures": {"temp": 21.5}}'
+def test_a_sample_reading_sets_the_shape_of_every_reading(capsys: pytest.CaptureFixture[str]) -> None:
+    # Given one measure instead of three (and no timestamp: only the shape counts)
+    reading = '{"entity_id": "sensor-alpha-001", "measures": {"temp": 21.5}}'
     code, out, _ = run_cli(capsys, *SMALL, "--reading", reading, "--json")
-    document = json.loads(out)
-    sizes = document["reading_item_bytes"]
-    assert code == 0 and set(sizes) == {"random", "calculated", "hybrid"}
-    assert document["workload"]["item_bytes"] == max(sizes.values()) == sizes["hybrid"]
+    one = json.loads(out)
+    code_default, default_out, _ = run_cli(capsys, *SMALL, "--json")
+    default = json.loads(default_out)
+    # Then the run packs readings of that shape: smaller blocks, fewer write units
+    assert code == code_default == 0
+    assert one["workload"]["sample"]["measures"] == {"temp": 21.5}
+    hybrid = [layout["writes"]["total_wcu"] for layout in (one["layouts"][2], default["layouts"][2])]
+    assert hybrid[0] < hybrid[1]
 
 
 def test_a_bad_sample_reading_names_the_option(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run_cli(capsys, "simulate", "--reading", '{"entity_id": "a"}')
-    assert code == 2 and err.startswith("tsctl simulate: --reading: timestamp: is required")
+    assert code == 2 and err.startswith("tsctl simulate: --reading: measures: is required")
 
 
 def test_a_fixed_shard_map_is_simulated_as_its_own_layout(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from keydesign import Layout, parse_timestamp, read_units
+from keydesign import Layout, ShardMap, parse_timestamp, read_units
 from simulator import LayoutSpec, ReadPattern, Simulation
 from simulator.engine import SimulationResult
 from simulator.reads import QUERY_PAGE_BYTES, duration_label, query_cost
+from tests.unit.simulator.reference import packed_seconds
 from tests.unit.simulator.workloads import HOT, START, quick_detector, small_workload
 
 END = parse_timestamp("2026-11-22T07:00:00Z")
@@ -67,35 +68,38 @@ def test_cross_entity_reads_are_not_applicable_without_buckets(result: Simulatio
         assert "need the hybrid layout" in cross.not_applicable and "Scan" in cross.not_applicable
 
 
-def test_read_units_count_the_items_the_run_wrote(result: SimulationResult) -> None:
+def test_read_units_count_the_blocks_the_run_wrote(result: SimulationResult) -> None:
     assert result.entity_counts is not None
-    hot_last_minute = sum(n for (t, e), n in result.entity_counts.items() if e == HOT and t >= END - 60_000)
+    last_minute = {(t, e): n for (t, e), n in result.entity_counts.items() if e == HOT and t >= END - 60_000}
     read = next(r for r in result.layout("hybrid:4").reads if r.read == f"{HOT}, last 1m")
-    # One partition, every item of the hot sensor in the last minute, 500 bytes each
-    assert read.items_read == read.items_returned == hot_last_minute
-    assert read.read_units == query_cost(hot_last_minute * 500, consistent=False)[1]
-    # The same items under any layout: only their spread over partitions (and so the rounding) differs
+    # One partition: a block a second (1 s batches of 400 readings), read whole
+    layout = Layout.from_settings(kind="hybrid", bucket="1m", table_prefix="readings")
+    blocks = [b for _, packed in packed_seconds(layout, lambda _: ShardMap.initial(layout.bucket, 4), last_minute)
+              for b in packed]  # fmt: skip
+    assert read.blocks_read == len(blocks) == 60
+    assert read.readings_returned == sum(last_minute.values())
+    assert read.read_units == pytest.approx(query_cost(sum(b.size for b in blocks), consistent=False)[1], abs=0.5)
+    # The same blocks under any layout: only their spread over partitions (and so the rounding) differs
     for run in result.layouts:
         same = next(r for r in run.reads if r.read == f"{HOT}, last 1m")
-        assert same.items_read == hot_last_minute
+        assert same.blocks_read == 60 and same.readings_returned == read.readings_returned
 
 
 def test_a_partial_bucket_is_read_whole(result: SimulationResult) -> None:
     assert result.entity_counts is not None
-    everything = sum(result.entity_counts.values())
+    # Every entity writes a block in every second it sends a reading (1 s batches, under 1,000 readings)
+    every_block = sum(1 for n in result.entity_counts.values() if n)
     last_90s = sum(n for (t, _), n in result.entity_counts.items() if t >= END - 90_000)
     cross = result.layout("hybrid:4").reads[-1]
-    # The 06:58 bucket is half in the range: its partitions are read whole and filtered on time
-    assert cross.items_read == everything
-    assert cross.items_returned == last_90s < everything
+    # The 06:58 bucket is half in the range: its partitions are read whole and filtered once decoded
+    assert cross.blocks_read == every_block
+    assert cross.readings_returned == last_90s < sum(result.entity_counts.values())
 
 
 def test_reads_before_the_run_use_each_entitys_mean_rate(result: SimulationResult) -> None:
-    assert result.entity_counts is not None
-    run_writes = sum(n for (_, e), n in result.entity_counts.items() if e == HOT)
     read = next(r for r in result.layout("hybrid:4").reads if r.read == f"{HOT}, last 3h")
-    # 2 minutes simulated, 178 minutes before them at the run's mean rate: 90 times the run's writes
-    assert read.items_read == pytest.approx(run_writes * 90, abs=2)
+    # 2 minutes simulated (120 blocks), 178 minutes before them at the run's mean rate: 90 times the run's
+    assert read.blocks_read == pytest.approx(120 * 90, abs=2)
     assert read.partitions == 180  # one partition per 1-minute bucket
 
 

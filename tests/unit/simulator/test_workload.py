@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from keydesign import InvalidInput, Layout, Reading, ShardMap, build_item, item_size
+from keydesign import InvalidInput
 from simulator import Burst, HotEntity, SimWorkload
-from simulator.workload import CountSource, stored_item_bytes
+from simulator.workload import CountSource
 from tests.unit.simulator.workloads import HOT, START
 from tsctl import seed
 
@@ -16,7 +16,6 @@ def workload(**changes: object) -> SimWorkload:
     fields: dict[str, object] = {
         "rate": 1_000.0,
         "entities": 11,
-        "item_bytes": 500,
         "start_ms": START,
         "duration_s": 60,
         "hot": (HotEntity(HOT, 400.0),),
@@ -70,7 +69,8 @@ def test_counts_must_be_drawn_in_order() -> None:
     [
         ({"rate": 0.0}, "rate"),
         ({"entities": 0}, "entities"),
-        ({"item_bytes": 500_000}, "item_bytes"),
+        ({"batching_window_s": 301}, "batching_window"),
+        ({"batching_window_s": -1}, "batching_window"),
         ({"zipf": -1.0}, "zipf"),
         ({"duration_s": 0}, "duration"),
         ({"start_ms": START + 1}, "start"),
@@ -85,13 +85,3 @@ def test_impossible_workloads_are_refused_naming_the_field(changes: dict[str, ob
     with pytest.raises(InvalidInput) as exc:
         workload(**changes)
     assert exc.value.field == field
-
-
-def test_stored_item_bytes_are_the_key_design_layers_sizes() -> None:
-    reading = Reading.parse({"entity_id": HOT, "timestamp": START, "event_id": "e-1", "measures": {"temp": 21.5}})
-    sizes = stored_item_bytes(reading, "1h")
-    layout = Layout.from_settings(kind="calculated", bucket="1h", table_prefix="readings")
-    key = layout.key_for(reading, ShardMap.initial(layout.bucket, 1))
-    assert sizes["calculated"] == sizes["random"] == item_size(build_item(reading, key))
-    # The hybrid sort key carries the entity, and a sub-shard key the entity again
-    assert sizes["hybrid"] > sizes["calculated"] + len(HOT)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
+from tsctl import seed
 from tsctl.cli import build_parser, main
 from tsctl.commands import preview
 
@@ -25,14 +27,55 @@ def test_every_command_has_help(command: str, capsys: pytest.CaptureFixture[str]
     assert f"usage: tsctl {command}" in capsys.readouterr().out
 
 
-def test_plan_sizes_the_seed_workload(capsys: pytest.CaptureFixture[str]) -> None:
-    # Given 50,000 writes/s of 500 B with one 2,000/s sensor, when planned as JSON
+def test_plan_sizes_the_seed_workload_in_blocks(capsys: pytest.CaptureFixture[str]) -> None:
+    # Given 50,000 readings/s over 10,000 sensors with one 2,000/s sensor, 1 s ingest batches, when planned as JSON
+    code, out, _ = run_cli(
+        capsys, "plan", "--peak-writes", "50000", "--entities", "10000",
+        "--hot", "sensor-alpha-001=2000", "--shards", "16", "--json",
+    )  # fmt: skip
+    data = json.loads(out)
+    plan = data["plan"]
+    # Then a sensor's 4.8 readings a second share a block (1 WCU), the hot sensor's 2,000 make two blocks,
+    # 20 shards carry the ~10,000 WCU/s, and the seed article's N=16 fits (it throttled one reading an item)
+    assert code == 0
+    typical, hot = plan["blocks"]
+    assert typical["readings_per_block"] == pytest.approx(4.8, abs=0.01) and typical["write_units_per_block"] == 1
+    assert hot["entity"] == "sensor-alpha-001" and hot["readings_per_block"] == 1_000
+    assert plan["write_units_per_reading"] == pytest.approx(0.2, abs=0.001)
+    assert plan["global_shards"] == 20 and plan["entity_shards"] == {}
+    assert data["existing_design"]["mean_key_wcu"] == pytest.approx(625.7, abs=0.1)
+    assert data["existing_design"]["throttles"] is False
+    # The month, in parts that add up
+    month = plan["monthly_ondemand"]
+    assert set(month) == {"writes", "reads", "storage", "stream", "ingest_lambda", "total"}
+    assert month["total"] == pytest.approx(sum(v for k, v in month.items() if k != "total"), abs=0.02)
+
+
+def test_plan_with_a_longer_window_makes_larger_blocks(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["plan", "--peak-writes", "50000", "--entities", "10000", "--json"]
+    one = json.loads(run_cli(capsys, *argv)[1])["plan"]
+    ten = json.loads(run_cli(capsys, *argv, "--batching-window", "10")[1])["plan"]
+    assert ten["blocks"][0]["readings_per_block"] == pytest.approx(50.0)
+    assert ten["write_units_per_reading"] < one["write_units_per_reading"] / 5
+    assert ten["stream"]["invocations_per_s"] == one["stream"]["invocations_per_s"] / 10
+
+
+def test_plan_prints_the_month_in_parts(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "plan", "--peak-writes", "50000", "--entities", "10000")
+    assert code == 0
+    for line in ("write units per reading", "bytes stored per reading", "ingest invocations/s"):
+        assert line in out
+    for part in ("writes", "reads", "storage", "stream", "ingest lambda", "total"):
+        assert f"\n{part} " in out
+
+
+def test_plan_of_blocks_of_one_reading_reproduces_one_item_per_reading(capsys: pytest.CaptureFixture[str]) -> None:
+    # --item-bytes: every block one reading of 500 B (1 WCU): the sizing of one item per reading
     code, out, _ = run_cli(
         capsys, "plan", "--peak-writes", "50000", "--item-bytes", "500",
         "--entities", "10000", "--hot", "sensor-alpha-001=2000", "--shards", "16", "--json",
     )  # fmt: skip
     data = json.loads(out)
-    # Then the spread traffic gets 96 shards, the hot sensor 4 of its own, and N=16 throttles
     assert code == 0
     assert data["plan"]["global_shards"] == 96
     assert data["plan"]["entity_shards"] == {"sensor-alpha-001": 4}
@@ -50,12 +93,25 @@ def test_plan_reproduces_the_aws_guide_daily_table(capsys: pytest.CaptureFixture
     assert plan["table_period"] == "day"
 
 
+def test_plan_measures_the_blocks_of_a_given_reading(capsys: pytest.CaptureFixture[str]) -> None:
+    # Readings with a random 32-character event id each do not compress like three measures do
+    argv = ["plan", "--peak-writes", "50000", "--entities", "100", "--json"]
+    plain = json.loads(run_cli(capsys, *argv)[1])["plan"]
+    reading = '{"entity_id": "s-1", "event_id": "0123456789abcdef0123456789abcdef", "measures": {"temp": 21.5}}'
+    with_ids = json.loads(run_cli(capsys, *argv, "--reading", reading)[1])["plan"]
+    assert with_ids["bytes_stored_per_reading"] > plain["bytes_stored_per_reading"] + 10
+
+
 @pytest.mark.parametrize(
     ("argv", "field"),
     [
-        (["plan", "--peak-writes", "0", "--item-bytes", "500"], "peak_writes_per_s"),
+        (["plan", "--peak-writes", "0", "--entities", "10"], "peak_writes_per_s"),
+        (["plan", "--peak-writes", "10"], "entities"),
         (["plan", "--peak-writes", "10", "--item-bytes", "500000"], "item_bytes"),
         (["plan", "--peak-writes", "10", "--item-bytes", "500", "--hot", "alpha"], "--hot"),
+        (["plan", "--peak-writes", "10", "--entities", "10", "--batching-window", "301"], "ingest.batching_window_s"),
+        (["plan", "--peak-writes", "10", "--entities", "10", "--reading", "{bad"], "--reading"),
+        (["plan", "--peak-writes", "10", "--entities", "10", "--reading", '{"entity_id": "a"}'], "--reading"),
         (["keys", "--entity", "bad#id"], "entity_id"),
         (["keys", "--entity", "a", "--timestamp", "yesterday"], "timestamp"),
         (["keys", "--entity", "a", "--measures", "{bad"], "--measures"),
@@ -71,17 +127,20 @@ def test_bad_input_exits_2_naming_the_field(argv: list[str], field: str, capsys:
     assert "Traceback" not in err
 
 
-def test_keys_shows_the_key_and_a_plan_that_contains_it(capsys: pytest.CaptureFixture[str]) -> None:
+def test_keys_shows_the_block_and_a_plan_that_contains_it(capsys: pytest.CaptureFixture[str]) -> None:
     # Given a reading and a query range covering it
     code, out, _ = run_cli(
         capsys, "keys", "--entity", "sensor-alpha-001", "--timestamp", "2026-11-22T06:57:51Z",
         "--event-id", "e-1", "--from", "2026-11-22T05:30:00Z", "--to", "2026-11-22T08:00:00Z", "--json",
     )  # fmt: skip
     result = json.loads(out)
-    # Then the hybrid key is shard#bucket / entity#ts#event and the plan holds that partition
+    # Then its block's key is shard#bucket / entity#first ts#block id#write units, its position in reads
+    # entity#ts#event, and the plan holds that partition
     assert code == 0
     assert result["key"]["pk"].endswith("#2026-11-22T06:00")
-    assert result["key"]["sk"] == "sensor-alpha-001#2026-11-22T06:57:51.000Z#e-1"
+    assert re.fullmatch(r"sensor-alpha-001#2026-11-22T06:57:51\.000Z#[0-9a-f]{12}#1", result["key"]["sk"])
+    assert result["position"] == "sensor-alpha-001#2026-11-22T06:57:51.000Z#e-1"
+    assert result["write_units"] == 1 and 100 < result["item_bytes"] < 1_024
     assert result["query"]["partition_count"] == 3
     assert result["key"]["pk"] in {p["pk"] for p in result["query"]["partitions"]}
 
@@ -115,23 +174,38 @@ def test_keys_refuses_a_malformed_shard_map(tmp_path, capsys: pytest.CaptureFixt
     assert "global[0]" in err
 
 
-def test_preview_report_shows_the_split_removes_every_hot_key() -> None:
-    # Given the seed scenario at a fixed instant
+def test_preview_packs_a_second_of_the_seed_into_blocks_and_finds_every_reading() -> None:
+    # Given the seed scenario at a fixed instant, one second of it packed as one 1 s ingest batch
     report = preview.build_report(now_ms=1_795_330_671_123)  # 2026-11-22T06:57:51.123Z
-    loads = {row["design"]: row for row in report["key_load"]}
-    # Then the seed's N=16 runs every key over the limit, the sized map leaves only the
-    # hot sensor's key over it, and after the split no key is over it
-    seed16, before, after = report["key_load"]
-    assert seed16["keys_over_1000"] == 16 and seed16["mean_wcu"] == 3125.0
-    assert before["keys_over_1000"] == 1 and before["hottest_wcu"] > 2000
-    assert after["keys_over_1000"] == 0
+    seed16, planned = report["key_load"]
+    # Then the seed's N=16 runs every key at about 626 WCU/s, under the limit (one reading an item it ran
+    # them at 3,125), and the planned N=20 near its 500 budget; no key anywhere over 1,000
+    assert (seed16["partition_keys"], planned["partition_keys"]) == (16, 20)
+    assert seed16["keys_over_1000"] == planned["keys_over_1000"] == 0
+    assert seed16["mean_wcu"] == pytest.approx(report["plan"]["peak_wcu"] / 16, rel=0.01)
     # The README quotes these figures; the scenario is deterministic, so they are exact.
-    assert [row["hottest_wcu"] for row in report["key_load"]] == [4972, 2576, 649]
-    assert len(loads) == 3
-    # 06:57:51 + 60 s cache -> the next 1h boundary
+    assert [row["hottest_wcu"] for row in report["key_load"]] == [652, 536]
+    assert seed16["blocks"] == planned["blocks"] == 10_001  # 9,999 sensors' blocks and two of 1,000
+    # sensor-alpha-001 needs no sub-shards in blocks, and every reading is in a partition its plan reads
+    assert report["split"]["sub_shards"] == 1 and report["split"]["effective_from"] is None
+    assert report["all_readings_found_by_their_plan"] is True
+    assert report["readings_found_by_their_plan"] == 50_000
+
+
+def test_preview_splits_a_hot_sensor_the_plan_gives_sub_shards(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Given a hot sensor at 20,000 readings/s: 20 blocks of 1,000 a second, 120 WCU/s on top of a full base shard
+    monkeypatch.setattr(seed, "HOT_RATE", 20_000)
+    report = preview.build_report(now_ms=1_795_330_671_123)
+    # Then the plan splits it in 2 from the next boundary, and after it no key carries its whole load
+    assert report["split"]["sub_shards"] == 2
     assert report["split"]["effective_from"] == "2026-11-22T07:00:00.000Z"
+    before, after = report["key_load"][1:]
+    assert after["partition_keys"] == before["partition_keys"] + 2  # 2 sub-shards of its own
+    assert after["hottest_wcu"] < before["hottest_wcu"]
+    # Every reading, before and after the split, is in a partition its entity's plan reads
     assert report["all_readings_found_by_their_plan"] is True
     assert report["readings_found_by_their_plan"] == 100_000
+    assert len(report["query_hot_sensor"]["partitions"]) == 3  # its base key before 07:00, 2 sub-shards after
 
 
 def test_parser_lists_the_built_commands() -> None:

@@ -1,4 +1,4 @@
-"""The rotator's stream mappings in local mode: each one a poller on the table's stream, with the request's settings."""
+"""The rotator's stream mappings in local mode: its Lambda calls start pollers on tables' streams, with its settings."""
 
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ from botocore.exceptions import ClientError
 
 from infra.config import AppConfig
 from local_runtime.event_source_mapping import MappingConfig
-from local_runtime.lambda_mappings import LocalMappings
+from local_runtime.mappings import LocalLambda
 from local_runtime.stream_sources import StartingPosition
 from rotator.settings import MappingSettings
 from rotator.specs import create_mapping_request
+from rotator.stream_mappings import LambdaMappings
 
 HOTKEYS_ARN = "arn:aws:lambda:eu-west-1:123456789012:function:TimeSeriesIngest-hotkeys"
 QUEUE_ARN = "arn:aws:sqs:eu-west-1:123456789012:TimeSeriesIngest-hotkeys-failures"
@@ -39,41 +40,37 @@ class FakeFunction:
 
 
 @dataclass
-class FakeOptions:
-    poll_interval_s: float = 0.1
-    region: str = "eu-west-1"
+class FakeMappings:
+    """What LocalLambda uses of StreamMappings: starting and stopping pollers."""
 
-
-@dataclass
-class FakeSystem:
-    """What LocalMappings uses of the LocalSystem: functions by ARN, clients, adding and removing mappings."""
-
-    options: FakeOptions = field(default_factory=FakeOptions)
     added: list[dict[str, Any]] = field(default_factory=list)
     removed: list[Any] = field(default_factory=list)
 
-    def function_by_arn(self, arn: str) -> FakeFunction | None:
-        return FakeFunction() if arn == HOTKEYS_ARN else None
+    def table_stream(self, stream_arn: str) -> str:
+        return f"stream {stream_arn}"
 
-    def client(self, service: str) -> object:
-        return object()
-
-    def add_stream_mapping(self, **kwargs: Any) -> Mapping[str, Any]:
+    def add(self, **kwargs: Any) -> Mapping[str, Any]:
         self.added.append(kwargs)
         return kwargs
 
-    def remove_stream_mapping(self, mapping: Any) -> None:
+    def remove(self, mapping: Any) -> None:
         self.removed.append(mapping)
 
 
-def mappings(system: FakeSystem) -> LocalMappings:
-    destinations = {QUEUE_ARN: "queue"}
-    return LocalMappings(system, destination_for=destinations.get)  # type: ignore[arg-type]
+def mappings(system: FakeMappings) -> LambdaMappings:
+    """The rotator's own adapter on the local Lambda API: what the rotator sees locally."""
+    local = LocalLambda(
+        system,  # type: ignore[arg-type]
+        function_by_arn=lambda arn: FakeFunction() if arn == HOTKEYS_ARN else None,  # type: ignore[arg-type,return-value]
+        destination_for={QUEUE_ARN: "queue"}.get,  # type: ignore[arg-type]
+        poll_interval_s=0.1,
+    )
+    return LambdaMappings(local)
 
 
 def test_a_created_mapping_polls_the_stream_with_the_requests_settings() -> None:
     # Given the request the rotator makes for a new table's stream
-    system = FakeSystem()
+    system = FakeMappings()
     api = mappings(system)
     created = api.create(create_mapping_request(SETTINGS, STREAM_ARN))
     # Then a poller runs with exactly those settings, failures to the named queue
@@ -97,7 +94,7 @@ def test_a_created_mapping_polls_the_stream_with_the_requests_settings() -> None
 
 
 def test_a_second_mapping_of_the_same_stream_is_a_conflict_answered_as_already_there() -> None:
-    system = FakeSystem()
+    system = FakeMappings()
     api = mappings(system)
     request = create_mapping_request(SETTINGS, STREAM_ARN)
     assert api.create(request) is not None
@@ -106,7 +103,7 @@ def test_a_second_mapping_of_the_same_stream_is_a_conflict_answered_as_already_t
 
 
 def test_update_records_the_settings_and_delete_stops_the_poller() -> None:
-    system = FakeSystem()
+    system = FakeMappings()
     api = mappings(system)
     created = api.create(create_mapping_request(SETTINGS, STREAM_ARN))
     assert created is not None
@@ -131,7 +128,7 @@ def test_update_records_the_settings_and_delete_stops_the_poller() -> None:
     ],
 )
 def test_what_lambda_would_refuse_is_refused_the_same_way(change: dict[str, Any], code: str) -> None:
-    api = mappings(FakeSystem())
+    api = mappings(FakeMappings())
     with pytest.raises(ClientError, match=code):
         api.create({**create_mapping_request(SETTINGS, STREAM_ARN), **change})
 

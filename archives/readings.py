@@ -1,0 +1,261 @@
+"""The readings of an export: its blocks decoded, each reading once (the newest copy), in bounded memory.
+
+A reading can be stored in several blocks (a regrouped redelivery, a correction); the copy in
+the block of the highest version wins (:mod:`keydesign.blocks`). Its copies can lie in any
+data file (a split entity's or a random layout's blocks are in several partitions), so the
+export is shuffled through local spill files first:
+
+1. every block of the selection is appended to a spill file, once for each 10-second window
+   (:data:`WINDOW_MS`, the longest span of a block) its readings touch: at most two. A
+   reading's copies all start within a block span before it, so every one of them reaches
+   the spill record of (its entity, its window);
+2. a spill file whose blocks hold more than ``max_readings`` readings is split by
+   (entity, window) into :data:`FANOUT` files, again while one is too large;
+3. a spill file small enough is decoded whole; of each (entity, window) only the readings
+   of that window are kept, each identity once, the highest version's.
+
+So memory holds one spill file's readings: at most ``max_readings``, unless a single
+(entity, 10-second window) alone holds more. The spill files hold the selected blocks,
+still compressed (about the size of the export's data, uncompressed).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from archives.export import CorruptItem, DataFile, Store, find_exports, items
+from keydesign import BlockError, Reading, decode_block
+from keydesign.blocks import MAX_BLOCK_SPAN_MS, keep_newest, newest_wins, read_header
+from keydesign.layouts import KeyParts, parse_keys
+
+WINDOW_MS = MAX_BLOCK_SPAN_MS
+FANOUT = 64
+#: Splits of one spill file at most; past it, a spill file is decoded whatever its size.
+MAX_DEPTH = 4
+DEFAULT_MAX_READINGS = 500_000
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """Which readings to return: some entities (None: all) and a half-open time range."""
+
+    entities: frozenset[str] | None = None
+    from_ms: int | None = None
+    to_ms: int | None = None
+
+    def takes_entity(self, entity: str) -> bool:
+        return self.entities is None or entity in self.entities
+
+    def overlaps(self, first_ms: int, last_ms: int) -> bool:
+        return (self.from_ms is None or last_ms >= self.from_ms) and (self.to_ms is None or first_ms < self.to_ms)
+
+    def takes(self, ts_ms: int) -> bool:
+        return (self.from_ms is None or ts_ms >= self.from_ms) and (self.to_ms is None or ts_ms < self.to_ms)
+
+
+@dataclass(slots=True)
+class ReadStats:
+    """What one read did; ``held_max`` is the most readings decoded in memory at once."""
+
+    exports: int = 0
+    data_files: int = 0
+    items: int = 0
+    blocks: int = 0
+    copies: int = 0
+    readings: int = 0
+    held_max: int = 0
+    spill_files: int = 0
+    incomplete: tuple[str, ...] = ()
+
+    @property
+    def duplicates(self) -> int:
+        """Copies of a reading dropped because a newer (or identical) copy was kept."""
+        return self.copies - self.readings
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "exports": self.exports,
+            "data_files": self.data_files,
+            "items": self.items,
+            "blocks": self.blocks,
+            "readings": self.readings,
+            "duplicates_dropped": self.duplicates,
+            "held_max": self.held_max,
+            "spill_files": self.spill_files,
+            "skipped_incomplete_exports": list(self.incomplete),
+        }
+
+
+def read_readings(
+    store: Store,
+    selection: Selection = Selection(),
+    *,
+    max_readings: int = DEFAULT_MAX_READINGS,
+    without_manifest: bool = False,
+    work_dir: Path | None = None,
+    stats: ReadStats | None = None,
+) -> Iterator[Reading]:
+    """Every reading of the export(s) under ``store`` that ``selection`` takes, once each (the copy of
+    the highest version), sorted by (entity, time, event id) within each spill file (the whole output
+    when it fits in ``max_readings``). Raises :class:`archives.export.ArchiveError` naming the file
+    and line of anything it cannot read."""
+    if max_readings < 1:
+        raise ValueError("max_readings must be at least 1")
+    stats = stats if stats is not None else ReadStats()
+    found = find_exports(store, without_manifest=without_manifest)
+    stats.exports, stats.incomplete = len(found.exports), found.incomplete
+    sources: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="tsctl-archive-", dir=work_dir) as scratch:
+        spill = _Spill(Path(scratch) / "0")
+        for export in found.exports:
+            for data in export.files:
+                sources.append(store.where + data.key)
+                stats.data_files += 1
+                _route(store, data, source=len(sources) - 1, selection=selection, spill=spill, stats=stats)
+        spill.close()
+        drained = _Drain(sources, selection, max_readings, stats)
+        yield from drained.drain(spill, depth=0)
+
+
+# -- pass 1: the export's blocks into a spill file -------------------------------------------------
+
+
+class _Spill:
+    """An append-only file of spill records, and the readings its blocks hold."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.readings = 0
+        self.records = 0
+        self._out: IO[str] | None = path.open("w", encoding="utf-8")
+
+    def add(self, record: list[Any], readings: int) -> None:
+        if self._out is None:
+            raise ValueError(f"{self.path} is closed")
+        self._out.write(json.dumps(record, separators=(",", ":")) + "\n")
+        self.readings += readings
+        self.records += 1
+
+    def close(self) -> None:
+        if self._out is not None:
+            self._out.close()
+            self._out = None
+
+    def records_in(self) -> Iterator[list[Any]]:
+        with self.path.open(encoding="utf-8") as lines:
+            for line in lines:
+                yield json.loads(line)
+
+
+def _route(store: Store, data: DataFile, *, source: int, selection: Selection, spill: _Spill, stats: ReadStats) -> None:
+    where = store.where + data.key
+    for line, item in items(store, data):
+        stats.items += 1
+        entity, encoded, payload = _block(item, where, line)
+        try:
+            header = read_header(payload)
+        except BlockError as exc:
+            raise CorruptItem(where, line, f"block of {entity}: {exc.reason}") from None
+        if not selection.takes_entity(entity) or not selection.overlaps(header.first_ms, header.last_ms):
+            continue
+        stats.blocks += 1
+        for window in range(header.first_ms // WINDOW_MS, header.last_ms // WINDOW_MS + 1):
+            spill.add([entity, window, header.count, encoded, source, line], header.count)
+
+
+def _block(item: Mapping[str, Any], where: str, line: int) -> tuple[str, str, bytes]:
+    """``(entity, payload as base64, payload)`` of an exported block item."""
+    pk, sk = _text(item, "pk"), _text(item, "sk")
+    if pk is None or sk is None:
+        raise CorruptItem(where, line, "no string pk and sk: not an item of a readings table")
+    parts: KeyParts | None = parse_keys(pk, sk, "hybrid") or parse_keys(pk, sk, "random")
+    if parts is None:
+        raise CorruptItem(where, line, f"pk {pk!r}, sk {sk!r} are not a block's keys")
+    encoded = item.get("b", {}).get("B") if isinstance(item.get("b"), dict) else None
+    if not isinstance(encoded, str):
+        raise CorruptItem(
+            where,
+            line,
+            f"the item of {parts.entity} has no binary block 'b' (an export of a table from before blocks "
+            f"holds one reading per item, readable as it is: e, t, i, m, d)",
+        )
+    try:
+        payload = base64.b64decode(encoded, validate=True)
+    except (binascii.Error, ValueError):
+        raise CorruptItem(where, line, f"the block of {parts.entity} is not base64") from None
+    return parts.entity, encoded, payload
+
+
+def _text(item: Mapping[str, Any], name: str) -> str | None:
+    value = item.get(name)
+    text = value.get("S") if isinstance(value, dict) else None
+    return text if isinstance(text, str) else None
+
+
+# -- pass 2: spill files decoded, split while too large --------------------------------------------
+
+
+@dataclass(slots=True)
+class _Drain:
+    sources: list[str]
+    selection: Selection
+    max_readings: int
+    stats: ReadStats
+
+    def drain(self, spill: _Spill, depth: int) -> Iterator[Reading]:
+        self.stats.spill_files += 1
+        if spill.readings > self.max_readings and depth < MAX_DEPTH and spill.records > 1:
+            parts = self._split(spill, depth)
+            os.unlink(spill.path)
+            for part in parts:
+                # A split that keeps everything in one part (one entity and window alone) cannot help.
+                yield from self.drain(part, depth + 1 if len(parts) > 1 else MAX_DEPTH)
+            return
+        yield from self._decode(spill)
+        os.unlink(spill.path)
+
+    def _split(self, spill: _Spill, depth: int) -> list[_Spill]:
+        parts: dict[int, _Spill] = {}
+        for record in spill.records_in():
+            entity, window = record[0], record[1]
+            # A real hash: CRC32 is linear, so groups that collide at one depth would collide at every depth.
+            digest = hashlib.blake2b(f"{depth}\n{entity}\n{window}".encode(), digest_size=8).digest()
+            slot = int.from_bytes(digest, "big") % FANOUT
+            part = parts.get(slot)
+            if part is None:
+                part = parts[slot] = _Spill(spill.path.with_name(f"{spill.path.name}.{slot}"))
+            part.add(record, record[2])
+        for part in parts.values():
+            part.close()
+        return list(parts.values())
+
+    def _decode(self, spill: _Spill) -> Iterator[Reading]:
+        copies: dict[tuple[str, int, str], tuple[int, Reading]] = {}
+        held = 0
+        for entity, window, _, encoded, source, line in spill.records_in():
+            try:
+                header, readings = decode_block(entity, base64.b64decode(encoded))
+            except BlockError as exc:
+                raise CorruptItem(self.sources[source], line, f"block of {entity}: {exc.reason}") from None
+            held += len(readings)
+            keep_newest(copies, header.version, self._owned(readings, window))
+        self.stats.held_max = max(self.stats.held_max, held)
+        for reading in newest_wins(copies):
+            self.stats.readings += 1
+            yield reading
+
+    def _owned(self, readings: Iterable[Reading], window: int) -> list[Reading]:
+        """The readings this record answers for: those of its window that the selection takes."""
+        takes: Callable[[int], bool] = self.selection.takes
+        owned = [r for r in readings if r.ts_ms // WINDOW_MS == window and takes(r.ts_ms)]
+        self.stats.copies += len(owned)
+        return owned

@@ -1,0 +1,115 @@
+"""End to end: blocks written to a moto table, exported by moto's ExportTableToPointInTime to its S3, read
+back by ``tsctl archive`` as exactly the readings written (each once, the newest copy).
+
+moto's export writes the data file (gzip'd DynamoDB JSON lines) but no manifest. The test reads it as it
+is (``--without-manifest``), then adds the two manifests DynamoDB writes beside it (the closest faithful
+equivalent of AWS's export) and reads it from S3 and from a copy on disk with every check on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+
+from archives import LocalStore, ReadStats, S3Store, read_readings
+from keydesign import Layout, Reading, ShardMap
+from tests.integration.mocked_aws import create_readings_table, mocked_aws
+from tests.unit.tsctl.exports import T0, manifests, reading
+from tsctl.commands import archive
+
+pytestmark = pytest.mark.integration
+
+REGION = "eu-west-1"
+TABLE = "timeseries-readings-2026-11-22-06"
+BUCKET = "timeseries-exports"
+PREFIX = f"dynamodb-exports/{TABLE}"
+LAYOUT = Layout.from_settings(kind="hybrid", bucket="1h", table_prefix="timeseries-readings", table_period="hour")
+
+
+def batches() -> tuple[list[list[tuple[Reading, int]]], list[Reading]]:
+    """Three ingest batches (a fleet, a hot sensor, and a regrouped redelivery of part of both with corrections,
+    published later) and the readings a reader must get back."""
+    fleet = [reading(f"sensor-{e:03d}", T0 + i * 200 + e, 20.0 + i / 10, None) for e in range(30) for i in range(100)]
+    hot = [reading("sensor-alpha-001", T0 + i * 5, float(i), f"alpha-{i}") for i in range(3_000)]
+    corrected = [reading(r.entity_id, r.ts_ms, -1.0, r.event_id) for r in hot[1_000:1_500]]
+    redelivered = fleet[500:700]  # the same readings, grouped into other blocks
+    sent = [[(r, 11) for r in fleet], [(r, 12) for r in hot], [(r, 13) for r in [*redelivered, *corrected]]]
+    newest = {(r.entity_id, r.ts_ms, r.event_id): r for batch in sent for r, _ in batch}
+    return sent, sorted(newest.values(), key=lambda r: (r.entity_id, r.ts_ms, r.event_id))
+
+
+def export_table(dynamodb: Any, s3: Any) -> str:
+    """The table exported as the rotator asks for it; the key of the data file moto wrote."""
+    arn = dynamodb.describe_table(TableName=TABLE)["Table"]["TableArn"]
+    started = dynamodb.export_table_to_point_in_time(
+        TableArn=arn, S3Bucket=BUCKET, S3Prefix=PREFIX, ExportFormat="DYNAMODB_JSON"
+    )["ExportDescription"]
+    deadline = time.monotonic() + 30
+    while dynamodb.describe_export(ExportArn=started["ExportArn"])["ExportDescription"]["ExportStatus"] != "COMPLETED":
+        assert time.monotonic() < deadline, "moto's export did not complete"
+        time.sleep(0.05)
+    (key,) = [o["Key"] for o in s3.list_objects_v2(Bucket=BUCKET, Prefix=PREFIX)["Contents"]]
+    return str(key)
+
+
+def run_cli(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser()
+    archive.register(parser.add_subparsers())
+    args = parser.parse_args(["archive", *argv])
+    return int(args.func(args))
+
+
+def test_an_exported_table_of_blocks_reads_back_as_the_readings_written(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    sent, expected = batches()
+    with mocked_aws(monkeypatch, REGION):
+        dynamodb, s3 = boto3.client("dynamodb", region_name=REGION), boto3.client("s3", region_name=REGION)
+        # Given a table holding the blocks ingest makes of three batches, one of them a regrouped redelivery,
+        # with a split sensor whose blocks lie in partitions of its own
+        create_readings_table(dynamodb, TABLE)
+        dynamodb.update_continuous_backups(
+            TableName=TABLE, PointInTimeRecoverySpecification={"PointInTimeRecoveryEnabled": True}
+        )
+        s3.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": REGION})
+        shard_map = ShardMap.initial(LAYOUT.bucket, 16).with_entity("sensor-alpha-001", 4, T0, now_ms=T0 - 7_200_000)
+        table = boto3.resource("dynamodb", region_name=REGION).Table(TABLE)
+        written = 0
+        with table.batch_writer() as writer:
+            for batch in sent:
+                for block in LAYOUT.pack(batch, shard_map, retention_ms=30 * 86_400_000):
+                    assert block.key.table == TABLE
+                    writer.put_item(Item=block.item())
+                    written += 1
+        assert dynamodb.describe_table(TableName=TABLE)["Table"]["ItemCount"] == written
+
+        # When moto exports it, and tsctl archive reads the export from S3 as moto wrote it
+        data_key = export_table(dynamodb, s3)
+        raw = tmp_path / "as-moto-wrote-it.jsonl"
+        assert run_cli([f"s3://{BUCKET}/{PREFIX}/", "-o", str(raw), "--without-manifest"]) == 0
+
+        # Then it holds exactly the readings written, each once, the newest copy
+        assert [json.loads(line) for line in raw.read_text().splitlines()] == [r.to_json() for r in expected]
+        assert [r.measures["temp"] for r in expected if r.event_id == "alpha-1200"] == [-1.0]
+
+        # And with the manifests DynamoDB writes beside the data file, it reads with every check on:
+        # from S3, within a memory bound (the split sensor's busiest 10 s window: 2,000 readings and 500 corrections),
+        # and from a copy on disk (aws s3 sync)
+        for key, body in manifests([(data_key, written)], prefix=PREFIX, export_id=data_key.split("/")[-3]).items():
+            s3.put_object(Bucket=BUCKET, Key=key, Body=body)
+        stats = ReadStats()
+        from_s3 = list(read_readings(S3Store.parse(s3, f"s3://{BUCKET}/{PREFIX}"), max_readings=2_500, stats=stats))
+        assert sorted(from_s3, key=lambda r: (r.entity_id, r.ts_ms, r.event_id)) == expected
+        assert stats.held_max <= 2_500 < stats.copies and stats.spill_files > 1
+        assert stats.duplicates == 700 and stats.items == written
+        for listed in s3.list_objects_v2(Bucket=BUCKET, Prefix=PREFIX)["Contents"]:
+            local = tmp_path / "copy" / listed["Key"].removeprefix(PREFIX + "/")
+            local.parent.mkdir(parents=True, exist_ok=True)
+            local.write_bytes(s3.get_object(Bucket=BUCKET, Key=listed["Key"])["Body"].read())
+        assert list(read_readings(LocalStore(tmp_path / "copy"))) == expected

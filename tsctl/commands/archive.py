@@ -1,0 +1,151 @@
+"""``tsctl archive``: the readings of a table export (a dropped table's archive) as JSON Lines."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Iterable
+from contextlib import ExitStack
+from pathlib import Path
+from typing import IO, Any
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
+
+from archives import (
+    DEFAULT_MAX_READINGS,
+    ArchiveError,
+    LocalStore,
+    ReadStats,
+    S3Store,
+    Selection,
+    Store,
+    read_readings,
+)
+from keydesign import KeyDesignError, Reading, parse_timestamp, validate_entity_id
+from tsctl.arguments import positive_int
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "archive",
+        help="read the readings of a table export (S3 or a directory) as JSON Lines",
+        description=(
+            "Read a DynamoDB export of a readings table (what the rotator writes before it drops a table) "
+            "and print its readings as JSON Lines, one object per reading as a producer sends it "
+            "(entity_id, timestamp, event_id, measures, dimensions). Blocks are decoded; a reading stored "
+            "in several blocks is printed once, the copy of the highest version. Memory holds at most "
+            "--max-readings-in-memory decoded readings: a larger export is sorted out through spill files "
+            "in --work-dir. Formats: docs/archives.md."
+        ),
+        epilog=(
+            "examples:\n"
+            "  tsctl archive s3://my-exports/dynamodb-exports/timeseries-readings-2026-11-22-06/ -o readings.jsonl\n"
+            "  tsctl archive ./export-dir --entity sensor-alpha-001 --from 2026-11-22T06:10:00Z "
+            "--to 2026-11-22T06:20:00Z\n"
+            "  tsctl archive s3://timeseries-demo-exports/dynamodb-exports/ --endpoint-url http://127.0.0.1:5000 "
+            "--without-manifest"
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("source", help="s3://bucket/prefix/ or a directory holding the export's AWSDynamoDB/ folder")
+    p.add_argument("-o", "--output", type=Path, help="JSON Lines file to write (default: stdout)")
+    p.add_argument("--entity", action="append", type=_entity, default=[], help="only this entity (repeatable)")
+    p.add_argument("--from", dest="from_ms", type=_instant("--from"), help="start, RFC 3339 or epoch ms (inclusive)")
+    p.add_argument("--to", dest="to_ms", type=_instant("--to"), help="end, RFC 3339 or epoch ms (exclusive)")
+    p.add_argument(
+        "--without-manifest",
+        action="store_true",
+        help="read an export folder that has no manifest (moto's, in local mode): no item count is checked",
+    )
+    p.add_argument(
+        "--max-readings-in-memory",
+        type=positive_int,
+        default=DEFAULT_MAX_READINGS,
+        help="decoded readings held at once (default: %(default)s; one entity's 10 s may exceed it)",
+    )
+    p.add_argument("--work-dir", type=Path, help="where spill files go (default: the system's temporary directory)")
+    p.add_argument("--endpoint-url", help="S3 endpoint (local mode: the embedded moto server)")
+    p.add_argument("--region", help="AWS region (default: from the environment)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.from_ms is not None and args.to_ms is not None and args.from_ms >= args.to_ms:
+        print("tsctl archive: --from must precede --to", file=sys.stderr)
+        return 2
+    selection = Selection(frozenset(args.entity) or None, args.from_ms, args.to_ms)
+    stats = ReadStats()
+    try:
+        readings = read_readings(
+            _store(args),
+            selection,
+            max_readings=args.max_readings_in_memory,
+            without_manifest=args.without_manifest,
+            work_dir=args.work_dir,
+            stats=stats,
+        )
+        _write(readings, args.output)
+    except ArchiveError as exc:
+        print(f"tsctl archive: {exc}", file=sys.stderr)
+        return 1
+    except (BotoCoreError, ClientError) as exc:  # no such bucket, no credentials, access denied...
+        print(f"tsctl archive: {exc}", file=sys.stderr)
+        return 1
+    for folder in stats.incomplete:
+        print(f"tsctl archive: skipped {folder}: no manifest (a failed or unfinished export)", file=sys.stderr)
+    print(
+        f"{stats.readings:,} readings from {stats.blocks:,} blocks in {stats.data_files:,} data files of "
+        f"{stats.exports:,} export(s); {stats.duplicates:,} older copies dropped",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def _store(args: argparse.Namespace) -> Store:
+    if not args.source.startswith("s3://"):
+        return LocalStore(Path(args.source))
+    client = boto3.session.Session().client(
+        "s3",
+        endpoint_url=args.endpoint_url,
+        region_name=args.region,
+        config=Config(retries={"mode": "standard", "max_attempts": 5}),
+    )
+    return S3Store.parse(client, args.source)
+
+
+def _write(readings: Iterable[Reading], output: Path | None) -> None:
+    """Every reading, one JSON object a line. A file appears whole or not at all: it is written
+    under a temporary name and renamed once the last reading is in."""
+    with ExitStack() as stack:
+        out: IO[str] = sys.stdout
+        partial = None
+        if output is not None:
+            partial = output.with_name(f".{output.name}.partial")
+            out = stack.enter_context(partial.open("w", encoding="utf-8"))
+            stack.callback(lambda: partial.unlink(missing_ok=True))
+        for reading in readings:
+            out.write(json.dumps(reading.to_json(), separators=(",", ":"), ensure_ascii=False) + "\n")
+        if partial is not None and output is not None:
+            out.close()
+            os.replace(partial, output)
+
+
+def _entity(text: str) -> str:
+    try:
+        return validate_entity_id(text, "--entity")
+    except KeyDesignError as exc:
+        raise argparse.ArgumentTypeError(exc.reason) from None
+
+
+def _instant(name: str) -> Any:
+    def parse(text: str) -> int:
+        try:
+            return parse_timestamp(int(text) if text.isdigit() else text, name)
+        except KeyDesignError as exc:
+            raise argparse.ArgumentTypeError(exc.reason) from None
+
+    return parse

@@ -28,8 +28,9 @@ cursors of ``/entities/{id}/readings`` over the day with pages of 1,000. Read
 units are DynamoDB's (the blocks' item sizes, 4 KB units, eventually
 consistent), as :class:`benchmarks.memory_dynamo.MemoryReader` reports them.
 Beside each, what the same readings cost stored one item per reading (the item
-a reading had before blocks, b224d42's ``build_item``): at least their bytes
-over 4 KB, halved (the floor: every Query rounds up, and pages overlap).
+a reading had before blocks, :func:`benchmarks.blocks.old_item`): at least their
+bytes over 4 KB, halved (the floor: every Query rounds up, and pages overlap).
+The deployment is the stack's defaults (:meth:`benchmarks.blocks.Deployment.defaults`).
 
 Run: ``python -m benchmarks read-budget`` (harness) or
 ``.venv/bin/python -m benchmarks.read_budget`` (prints JSON).
@@ -45,6 +46,7 @@ from typing import Any
 from adapters.batch_writer import serialize_item
 from adapters.observability import logger, metrics
 from adapters.occupancy import OccupancyReader, OccupancyStore
+from benchmarks.blocks import Deployment, old_item
 from benchmarks.harness import Result, benchmark
 from benchmarks.memory_dynamo import SEQUENCE_BASE, MemoryReader
 from benchmarks.query_fanout import NOW, Slow, timed_service
@@ -64,7 +66,6 @@ UNBOUNDED = 100_000
 #: entity_day: readings a second, and seconds of them one ingest batch (so one block) holds.
 DAY_CASES = ((1, 1), (10, 1), (10, 10))
 DAY_ENTITY = "sensor-day"
-RETENTION_MS = 30 * DAY
 
 
 class MemoryControlTable:
@@ -197,34 +198,17 @@ def _day_readings(rate: int, hours: int) -> list[Reading]:
     ]
 
 
-def _item_bytes(layout: Layout, shard_map: ShardMap, reading: Reading) -> int:
-    """The size of the item ``reading`` alone had before blocks (b224d42's ``build_item``)."""
-    (pk,) = layout.partitions_of(reading.entity_id, reading.ts_ms, shard_map)
-    ts = reading.ts
-    item = {
-        "pk": pk,
-        "sk": layout.reading_key(reading.entity_id, ts, reading.event_id),
-        "e": reading.entity_id,
-        "t": ts,
-        "i": reading.event_id,
-        "m": dict(reading.measures),
-        "d": dict(reading.dimensions),
-        "ttl": (reading.ts_ms + RETENTION_MS) // 1000,
-    }
-    return item_size(item)
-
-
 def entity_day(rate: int, batch_s: int, hours: int = 24) -> dict[str, Any]:
     """Read units per reading of following one entity's day (``hours`` of data) with pages of 1,000."""
-    layout = Layout.from_settings(kind="hybrid", bucket="1h", table_prefix="readings")
-    shard_map = ShardMap.initial(layout.bucket, SHARDS)
+    deployment = Deployment.defaults()  # the stack's: hybrid, 100 shards, 1-hour buckets, 30 days
+    layout, shard_map = deployment.layout, deployment.shard_map
     memory = MemoryReader()
     readings = _day_readings(rate, hours)
     batch = rate * batch_s
     for at in range(0, len(readings), batch):
         entries = [(r, SEQUENCE_BASE + at) for r in readings[at : at + batch]]
-        memory.store(layout, shard_map, entries, retention_ms=RETENTION_MS)
-    service = timed_service(layout, shard_map, memory, 0.0, QueryLimits(), retention_ms=RETENTION_MS)
+        memory.store(layout, shard_map, entries, retention_ms=deployment.retention_ms)
+    service = timed_service(layout, shard_map, memory, 0.0, QueryLimits(), retention_ms=deployment.retention_ms)
     units, returned, pages, calls = 0.0, 0, 0, 0
     cursor: str | None = None
     started = time.process_time()
@@ -248,7 +232,7 @@ def entity_day(rate: int, batch_s: int, hours: int = 24) -> dict[str, Any]:
     if returned != len(readings):
         raise AssertionError(f"the day's pages returned {returned} of {len(readings)} readings")
     blocks = [row for rows in memory.partitions.values() for row in rows]
-    one_item_floor = sum(_item_bytes(layout, shard_map, r) for r in readings) / 4096 / 2
+    one_item_floor = sum(item_size(old_item(r, deployment)) for r in readings) / 4096 / 2
     return {
         "rate_per_s": rate,
         "batch_s": batch_s,

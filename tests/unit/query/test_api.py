@@ -336,3 +336,27 @@ def test_a_validly_signed_cursor_outside_the_range_is_still_refused(route: str, 
 
     assert reply.status == 400
     assert reply.body == {"error": "cursor: points outside the requested range", "parameter": "cursor"}
+
+
+@pytest.mark.parametrize("sk", ["sensor-1#x#y", "no-separators", "bad id!#2026-11-22T07:00:00.000Z#e1", "a#b#c#d"])
+def test_a_validly_signed_cross_entity_cursor_that_is_not_a_reading_position_is_refused(sk: str) -> None:
+    # Given a forged cursor (a leaked key) inside the range whose reading key is not one
+    layout = Layout.from_settings(kind="hybrid", bucket="1h", table_prefix="readings")
+    codec = CursorCodec(lambda: b"k" * 40)
+    service = QueryService(
+        layout=layout,
+        shard_maps=StaticShardMap(ShardMap.initial(layout.bucket, 4)),
+        reader=MemoryReader(),
+        cursors=codec,
+        limits=QueryLimits(),
+        clock_ms=lambda: NOW,
+    )
+    bound = service._binding("range_readings", None, TimeRange(NOW - 6 * HOUR, NOW), "asc", None)
+    cursor = codec.encode(bound, Position(format_ts(NOW - 6 * HOUR), sk))
+    path, params = ROUTES["range_readings"]
+
+    reply = ApiClient(create_app(service).resolve).get(path, **params, cursor=cursor)
+
+    # Then it is a 400 naming the cursor, not a fault of ours
+    assert reply.status == 400
+    assert reply.body == {"error": "cursor: carries an unreadable position", "parameter": "cursor"}

@@ -244,6 +244,7 @@ class PartitionStream:
         "_blocks",
         "_finished",
         "_future",
+        "_group",
         "_high_ms",
         "_lookback",
         "_low_ms",
@@ -292,26 +293,35 @@ class PartitionStream:
         # ``sk_low``, a span before it, to ``lookback``) in one Query: their number is that span's
         # worth of data, not something ``Limit`` can size from the readings the page needs.
         self._lookback = lookback
+        self._group = 1  # partitions opened together that share this one's range (submit sets it)
         self._next_key: Any = None
         self._future: Future[Page] | None = None
         self._finished = False
 
     def submit(self, merger: Merger, group: int = 1) -> None:
-        self._fetch(merger, group)
+        self._group = group
+        self._fetch(merger)
 
     def speculate(self, merger: Merger) -> None:
         """Ask for the next page ahead of need, unless the budget is spent."""
         if merger.over_budget() is None:
             self._fetch(merger)
 
-    def _fetch(self, merger: Merger, group: int = 1) -> Future[Page]:
+    def _fetch(self, merger: Merger) -> Future[Page]:
         lookback = self._lookback
+        limit = None
+        if lookback is None:
+            limit = merger.page_limit(self._group)
+            if merger.density_known():
+                # The first Limit sized by the readings per block is its share of the group's range;
+                # a partition read again after that holds more than its share: the page's need.
+                self._group = 1
         request = replace(
             self.template,
             partition=self.partition,
             sk_low=self.sk_low,
             sk_high=self.sk_high if lookback is None else lookback,
-            limit=merger.page_limit(group) if lookback is None else None,
+            limit=limit,
             start_key=self._next_key,
         )
         future = self._future = merger.submit(request)
@@ -481,6 +491,9 @@ class Merger:
         if self.options.deadline is None:
             return None
         return max(0.0, self.options.deadline - time.monotonic())
+
+    def density_known(self) -> bool:
+        return self._blocks_seen > 0
 
     def wants_more(self, buffered: int) -> bool:
         """Whether a stream holding ``buffered`` readings may have to give the consumer more."""

@@ -311,8 +311,13 @@ def test_query_limits_split_a_groups_share_at_the_density_seen() -> None:
     found, _, _ = run(reader, streams, MergeOptions(target=21), take=21)
 
     assert len(found) == 21
-    assert [r.limit for r in reader.requests[:8]] == [FIRST_PAGE_BLOCKS] * 8
-    # At one reading per block, a partition read again asks for no more than the page can use
+    first, second = reader.requests[:8], reader.requests[8:16]
+    assert [r.limit for r in first] == [FIRST_PAGE_BLOCKS] * 8
+    # At one reading per block each partition's second Query asks for about twice its share of the
+    # page (ceil(2 x 21 / 8) + 8 readings, and the block that bounds them), not for the whole page
+    assert {r.partition.pk for r in second} == {f"e1#{n}" for n in range(8)}
+    assert all(r.limit is not None and r.limit <= 14 + 1 for r in second)
+    # and one read again asks for no more than the page can use
     assert all(r.limit is not None and r.limit <= 21 + 1 for r in reader.requests)
 
 

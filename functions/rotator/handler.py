@@ -38,7 +38,9 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     except InvalidRequest:
         metrics.add_metric(name="RotationRequestsRefused", unit=MetricUnit.Count, value=1)
         raise
-    summary = ROTATOR.run(
-        now_ms=request.now_ms, dry_run=request.dry_run, budget_ms=context.get_remaining_time_in_millis()
-    )
+    budget_ms = context.get_remaining_time_in_millis()
+    if request.build:
+        summary = ROTATOR.build(request.build, now_ms=request.now_ms, dry_run=request.dry_run, budget_ms=budget_ms)
+    else:
+        summary = ROTATOR.run(now_ms=request.now_ms, dry_run=request.dry_run, budget_ms=budget_ms)
     return summary.to_dict()

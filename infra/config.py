@@ -716,8 +716,9 @@ class Context(BaseModel):
     )
     kinesis_mode: Annotated[str, _one_of("on_demand", "provisioned")] = key("on_demand")
     kinesis_shards: Whole = key(50, low=1)
-    # Kinesis keeps records from 24 hours to 365 days.
-    kinesis_retention_hours: Whole = key(24, low=24, high=8_760)
+    # Kinesis keeps records from 24 hours to 365 days. 96: a batch that failed on a Friday evening can
+    # still be replayed on the Tuesday morning after a long weekend (docs/decisions.md weighs the cost).
+    kinesis_retention_hours: Whole = key(96, low=24, high=8_760)
     ingest_batch_size: Whole = key(1_000, low=1, high=ESM_MAX_BATCH)
     ingest_batching_window_s: Whole = key(5, low=0, high=ESM_MAX_WINDOW_S)
     ingest_parallelization_factor: Whole = key(1, low=1, high=ESM_MAX_PARALLELIZATION)

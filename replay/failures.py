@@ -55,7 +55,8 @@ class FailedBatch:
             return cls(message_id, handle, unreadable="the body holds no KinesisBatchInfo or DDBStreamBatchInfo")
         key, source = found[0]
         info: dict[str, Any] = body[key]
-        context = body.get("requestContext") if isinstance(body.get("requestContext"), dict) else {}
+        found_context = body.get("requestContext")
+        context: dict[str, Any] = found_context if isinstance(found_context, dict) else {}
         first, last = str(info.get("startSequenceNumber", "")), str(info.get("endSequenceNumber", ""))
         if not (first.isdigit() and last.isdigit() and int(first) <= int(last)):
             return cls(message_id, handle, source, unreadable=f"{key} names no sequence range ({first!r} to {last!r})")

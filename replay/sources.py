@@ -70,8 +70,76 @@ def _region(arn: str) -> str:
     return parts[3] if len(parts) > 3 else ""
 
 
-class KinesisRanges:
+class _StreamRanges:
+    """The read shared by both streams: from the batch's first record, page by page, past its last.
+    A stream names its own calls (:meth:`_iterator`, :meth:`_page`) and records."""
+
+    #: The error code that says a sequence number is older than the stream's trim horizon.
+    trimmed_code = ""
+    #: Why records age out of this kind of stream.
+    forgets = ""
+
+    def kept_until(self, batch: FailedBatch) -> int | None:
+        raise NotImplementedError
+
+    def _iterator(self, batch: FailedBatch, kind: str) -> str:
+        raise NotImplementedError
+
+    def _page(self, iterator: str) -> tuple[list[Mapping[str, Any]], str | None, bool]:
+        """One GetRecords: the records, the next iterator, and whether the shard has no more for now."""
+        raise NotImplementedError
+
+    def _sequence(self, record: Mapping[str, Any]) -> str:
+        raise NotImplementedError
+
+    def _event_record(self, batch: FailedBatch, record: Mapping[str, Any]) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def read(self, batch: FailedBatch) -> ReadBack:
+        first, last = int(batch.first_sequence), int(batch.last_sequence)
+        try:
+            iterator: str | None = self._iterator(batch, "AT_SEQUENCE_NUMBER")
+        except ClientError as exc:
+            if _code(exc) == "ResourceNotFoundException":
+                return ReadBack(lost=self._lost(batch, None, "the stream or its shard no longer exists"))
+            if _code(exc) != self.trimmed_code:
+                raise
+            iterator = self._iterator(batch, "TRIM_HORIZON")  # the first record is past the trim horizon
+        out = ReadBack()
+        held: str | None = None
+        for _ in range(MAX_CALLS):
+            if not iterator:
+                break
+            try:
+                records, iterator, drained = self._page(iterator)
+            except ClientError as exc:
+                if _code(exc) != self.trimmed_code:
+                    raise
+                break
+            past = False
+            for record in records:
+                sequence = self._sequence(record)
+                if int(sequence) > last:
+                    past = True
+                    break
+                if int(sequence) >= first:
+                    held = held or sequence
+                    out.records.append(self._event_record(batch, record))
+            if past or drained:
+                break
+        if held is None or int(held) > first:
+            out.lost = self._lost(batch, held, self.forgets)
+        return out
+
+    def _lost(self, batch: FailedBatch, until: str | None, why: str) -> Lost:
+        return Lost(batch.first_sequence, until, self.kept_until(batch), why)
+
+
+class KinesisRanges(_StreamRanges):
     """Ranges of a Kinesis data stream (a boto3 Kinesis client)."""
+
+    trimmed_code = "InvalidArgumentException"
+    forgets = "the stream keeps records for its retention only"
 
     def __init__(self, kinesis: Any) -> None:
         self._kinesis = kinesis
@@ -91,37 +159,6 @@ class KinesisRanges:
         except ClientError:
             return None
 
-    def read(self, batch: FailedBatch) -> ReadBack:
-        first, last = int(batch.first_sequence), int(batch.last_sequence)
-        try:
-            iterator = self._iterator(batch, "AT_SEQUENCE_NUMBER")
-        except ClientError as exc:
-            if _code(exc) == "ResourceNotFoundException":
-                return ReadBack(lost=self._lost(batch, None, "the stream or its shard no longer exists"))
-            if _code(exc) != "InvalidArgumentException":
-                raise
-            iterator = self._iterator(batch, "TRIM_HORIZON")  # the first record is past the trim horizon
-        out = ReadBack()
-        for _ in range(MAX_CALLS):
-            if not iterator:
-                break
-            page = self._kinesis.get_records(ShardIterator=iterator, Limit=10_000)
-            past = False
-            for record in page.get("Records", []):
-                sequence = int(record["SequenceNumber"])
-                if sequence > last:
-                    past = True
-                    break
-                if sequence >= first:
-                    out.records.append(_kinesis_record(batch, record))
-            if past or (not page.get("Records") and page.get("MillisBehindLatest", 0) == 0):
-                break
-            iterator = page.get("NextShardIterator")
-        held = out.records[0]["kinesis"]["sequenceNumber"] if out.records else None
-        if held is None or int(held) > first:
-            out.lost = self._lost(batch, held, "the stream keeps records for its retention only")
-        return out
-
     def _iterator(self, batch: FailedBatch, kind: str) -> str:
         # Both names of the stream (Kinesis takes both when they agree; moto reads the name).
         params: dict[str, Any] = {
@@ -134,78 +171,52 @@ class KinesisRanges:
             params["StartingSequenceNumber"] = batch.first_sequence
         return str(self._kinesis.get_shard_iterator(**params)["ShardIterator"])
 
-    def _lost(self, batch: FailedBatch, until: str | None, why: str) -> Lost:
-        return Lost(batch.first_sequence, until, self.kept_until(batch), why)
+    def _page(self, iterator: str) -> tuple[list[Mapping[str, Any]], str | None, bool]:
+        page = self._kinesis.get_records(ShardIterator=iterator, Limit=10_000)
+        records = page.get("Records", [])
+        # Nothing returned at the stream's tip: nothing more to read.
+        return records, page.get("NextShardIterator"), not records and page.get("MillisBehindLatest", 0) == 0
+
+    def _sequence(self, record: Mapping[str, Any]) -> str:
+        return str(record["SequenceNumber"])
+
+    def _event_record(self, batch: FailedBatch, record: Mapping[str, Any]) -> dict[str, Any]:
+        """A GetRecords record as the mapping hands it to the function (base64 data, epoch seconds)."""
+        arrival = record.get("ApproximateArrivalTimestamp")
+        return {
+            "kinesis": {
+                "kinesisSchemaVersion": "1.0",
+                "partitionKey": record["PartitionKey"],
+                "sequenceNumber": record["SequenceNumber"],
+                "data": base64.b64encode(record["Data"]).decode("ascii"),
+                "approximateArrivalTimestamp": arrival.timestamp() if isinstance(arrival, datetime) else arrival,
+            },
+            "eventSource": "aws:kinesis",
+            "eventVersion": "1.0",
+            "eventID": f"{batch.shard_id}:{record['SequenceNumber']}",
+            "eventName": "aws:kinesis:record",
+            "invokeIdentityArn": "",
+            "awsRegion": _region(batch.stream_arn),
+            "eventSourceARN": batch.stream_arn,
+        }
 
 
-def _kinesis_record(batch: FailedBatch, record: Mapping[str, Any]) -> dict[str, Any]:
-    """A GetRecords record as the mapping hands it to the function (base64 data, epoch seconds)."""
-    arrival = record.get("ApproximateArrivalTimestamp")
-    return {
-        "kinesis": {
-            "kinesisSchemaVersion": "1.0",
-            "partitionKey": record["PartitionKey"],
-            "sequenceNumber": record["SequenceNumber"],
-            "data": base64.b64encode(record["Data"]).decode("ascii"),
-            "approximateArrivalTimestamp": arrival.timestamp() if isinstance(arrival, datetime) else arrival,
-        },
-        "eventSource": "aws:kinesis",
-        "eventVersion": "1.0",
-        "eventID": f"{batch.shard_id}:{record['SequenceNumber']}",
-        "eventName": "aws:kinesis:record",
-        "invokeIdentityArn": "",
-        "awsRegion": _region(batch.stream_arn),
-        "eventSourceARN": batch.stream_arn,
-    }
-
-
-class DynamoStreamRanges:
+class DynamoStreamRanges(_StreamRanges):
     """Ranges of a DynamoDB stream (a boto3 DynamoDB Streams client)."""
+
+    trimmed_code = "TrimmedDataAccessException"
+    forgets = "a DynamoDB stream keeps records 24 hours"
 
     def __init__(self, streams: Any) -> None:
         self._streams = streams
+        self._empty = 0
 
     def kept_until(self, batch: FailedBatch) -> int | None:
         return None if batch.first_arrival_ms is None else batch.first_arrival_ms + DYNAMODB_STREAM_RETENTION_MS
 
     def read(self, batch: FailedBatch) -> ReadBack:
-        first, last = int(batch.first_sequence), int(batch.last_sequence)
-        try:
-            iterator: str | None = self._iterator(batch, "AT_SEQUENCE_NUMBER")
-        except ClientError as exc:
-            if _code(exc) == "ResourceNotFoundException":
-                return ReadBack(lost=self._lost(batch, None, "the stream or its shard no longer exists"))
-            if _code(exc) != "TrimmedDataAccessException":
-                raise
-            iterator = self._iterator(batch, "TRIM_HORIZON")
-        out = ReadBack()
-        empty = 0
-        for _ in range(MAX_CALLS):
-            if not iterator:
-                break
-            try:
-                page = self._streams.get_records(ShardIterator=iterator, Limit=1_000)
-            except ClientError as exc:
-                if _code(exc) != "TrimmedDataAccessException":
-                    raise
-                break
-            records = page.get("Records", [])
-            past = False
-            for record in records:
-                sequence = int(record["dynamodb"]["SequenceNumber"])
-                if sequence > last:
-                    past = True
-                    break
-                if sequence >= first:
-                    out.records.append(_dynamodb_record(batch, record))
-            empty = 0 if records else empty + 1
-            if past or empty >= EMPTY_PAGES:
-                break
-            iterator = page.get("NextShardIterator")
-        held = out.records[0]["dynamodb"]["SequenceNumber"] if out.records else None
-        if held is None or int(held) > first:
-            out.lost = self._lost(batch, held, "a DynamoDB stream keeps records 24 hours")
-        return out
+        self._empty = 0
+        return super().read(batch)
 
     def _iterator(self, batch: FailedBatch, kind: str) -> str:
         params: dict[str, Any] = {"StreamArn": batch.stream_arn, "ShardId": batch.shard_id, "ShardIteratorType": kind}
@@ -213,14 +224,20 @@ class DynamoStreamRanges:
             params["SequenceNumber"] = batch.first_sequence
         return str(self._streams.get_shard_iterator(**params)["ShardIterator"])
 
-    def _lost(self, batch: FailedBatch, until: str | None, why: str) -> Lost:
-        return Lost(batch.first_sequence, until, self.kept_until(batch), why)
+    def _page(self, iterator: str) -> tuple[list[Mapping[str, Any]], str | None, bool]:
+        page = self._streams.get_records(ShardIterator=iterator, Limit=1_000)
+        records = page.get("Records", [])
+        # An open shard answers empty pages at its tip: a few in a row end the read.
+        self._empty = 0 if records else self._empty + 1
+        return records, page.get("NextShardIterator"), self._empty >= EMPTY_PAGES
 
+    def _sequence(self, record: Mapping[str, Any]) -> str:
+        return str(record["dynamodb"]["SequenceNumber"])
 
-def _dynamodb_record(batch: FailedBatch, record: Mapping[str, Any]) -> dict[str, Any]:
-    """A GetRecords record as the mapping hands it to the function: epoch seconds, and the stream's ARN."""
-    body = dict(record["dynamodb"])
-    when = body.get("ApproximateCreationDateTime")
-    if isinstance(when, datetime):
-        body["ApproximateCreationDateTime"] = when.timestamp()
-    return {**record, "dynamodb": body, "eventSourceARN": batch.stream_arn}
+    def _event_record(self, batch: FailedBatch, record: Mapping[str, Any]) -> dict[str, Any]:
+        """A GetRecords record as the mapping hands it to the function: epoch seconds, and the stream's ARN."""
+        body = dict(record["dynamodb"])
+        when = body.get("ApproximateCreationDateTime")
+        if isinstance(when, datetime):
+            body["ApproximateCreationDateTime"] = when.timestamp()
+        return {**record, "dynamodb": body, "eventSourceARN": batch.stream_arn}

@@ -128,7 +128,7 @@ def _list(queues: dict[str, str], sqs: Any, readers: dict[Source, RangeReader], 
         return 0
     for name, statuses in found.items():
         print(f"{name}: {len(statuses):,} failed batch(es) looked at")
-        rows = []
+        rows: list[list[object]] = []
         for status in statuses:
             batch = status.batch
             if batch.unreadable is not None:

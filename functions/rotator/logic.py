@@ -171,12 +171,7 @@ class Rotator:
         """One rotation at ``now_ms`` (default: the clock). ``budget_ms`` is the time the
         run may take; work left when it runs out is skipped for the next run."""
         now = self.now_ms() if now_ms is None else now_ms
-        deadline = (
-            Deadline.never(self._monotonic)
-            if budget_ms is None
-            else Deadline.after_ms(budget_ms - self.settings.deadline_margin_ms, self._monotonic)
-        )
-        summary = _Run(self, now, dry_run or self.settings.dry_run, deadline).execute()
+        summary = _Run(self, now, dry_run or self.settings.dry_run, self._deadline(budget_ms)).execute()
         summary.emit(metrics, MetricUnit.Count)
         logger.info(
             "rotation dry run" if summary.dry_run else "rotation run",
@@ -192,18 +187,19 @@ class Rotator:
         can still be admitted (up to MAX_AGE old, no later than the periods built ahead). No listing,
         no other table: a few calls a table. Ingest asks for this when a late reading has no table."""
         now = self.now_ms() if now_ms is None else now_ms
-        deadline = (
-            Deadline.never(self._monotonic)
-            if budget_ms is None
-            else Deadline.after_ms(budget_ms - self.settings.deadline_margin_ms, self._monotonic)
-        )
-        summary = _Run(self, now, dry_run or self.settings.dry_run, deadline).build(names)
+        summary = _Run(self, now, dry_run or self.settings.dry_run, self._deadline(budget_ms)).build(names)
         summary.emit(metrics, MetricUnit.Count)
         logger.info(
             "table build dry run" if summary.dry_run else "table build",
             extra={"rotation": summary.to_dict(), "asked": list(names)},
         )
         return summary
+
+    def _deadline(self, budget_ms: float | None) -> Deadline:
+        """The run's deadline: ``budget_ms`` (the invocation's time left) less DEADLINE_MARGIN_MS."""
+        if budget_ms is None:
+            return Deadline.never(self._monotonic)
+        return Deadline.after_ms(budget_ms - self.settings.deadline_margin_ms, self._monotonic)
 
 
 @dataclass(slots=True)

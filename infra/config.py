@@ -168,6 +168,8 @@ class FunctionWiring:
     alert_topic_arn: str | None = None
     hotkeys_function_arn: str | None = None
     hotkeys_failure_destination_arn: str | None = None
+    #: The rotator, which ingest asks to build a missing period table (name or ARN; per-period tables).
+    rotator_function: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -430,6 +432,7 @@ class AppConfig:
             LambdaFunction.INGEST: lambda: {
                 "rejects_queue_url": _needed(wiring.rejects_queue_url, "rejects_queue_url", function),
                 "max_future_ms": parse_duration(self.max_future, "max_future"),
+                "rotator_function": wiring.rotator_function if self.table_period is not None else None,
             },
             LambdaFunction.QUERY: lambda: {
                 "cursor_secret_arn": _needed(wiring.cursor_secret_arn, "cursor_secret_arn", function)
@@ -437,8 +440,6 @@ class AppConfig:
             LambdaFunction.HOTKEYS: lambda: self._hot_keys_settings(wiring),
             LambdaFunction.ROTATOR: lambda: self._rotator_settings(wiring),
             LambdaFunction.ROLLUP: lambda: {
-                # Never past retention: a late interval is recomputed from raw readings that must still be there.
-                "lateness_ms": min(parse_duration(self.context.rollup_lateness, "rollup_lateness"), self.retention_ms),
                 # A minute of marks is applied once no ingest invocation stamped in it can still be writing.
                 "settle_ms": (self.lambdas.ingest.timeout_s + 60) * 1000,
             },
@@ -456,10 +457,12 @@ class AppConfig:
             readings_table=self.storage.readings_table_name,
             control_table=self.storage.control_table_name,
             shard_map_cache_ttl_ms=self.shard_map_cache_ttl_s * 1000,
-            # Ingest and the rotator must agree on both: ingest refuses a reading
-            # whose table the rotator has retired or not built yet.
             grace_ms=parse_duration(self.rotation.grace, "grace") if periodic else None,
+            # Ingest and the rotator must agree on both: ingest writes a reading up to MAX_AGE old to a
+            # table the rotator keeps writable (or builds) that long, and refuses one past the tables
+            # built ahead. The rollup function applies a late reading's mark up to MAX_AGE too.
             prebuild_periods=self.rotation.prebuild_periods if periodic else None,
+            max_age=self.context.max_age_ms,
             # Ingest marks, the rollup function applies, the query function reads: one value for all three.
             rollups=self.context.rollups or None,
             **own[function](),
@@ -713,8 +716,9 @@ class Context(BaseModel):
     )
     kinesis_mode: Annotated[str, _one_of("on_demand", "provisioned")] = key("on_demand")
     kinesis_shards: Whole = key(50, low=1)
-    # Kinesis keeps records from 24 hours to 365 days.
-    kinesis_retention_hours: Whole = key(24, low=24, high=8_760)
+    # Kinesis keeps records from 24 hours to 365 days. 96: a batch that failed on a Friday evening can
+    # still be replayed on the Tuesday morning after a long weekend (docs/decisions.md weighs the cost).
+    kinesis_retention_hours: Whole = key(96, low=24, high=8_760)
     ingest_batch_size: Whole = key(1_000, low=1, high=ESM_MAX_BATCH)
     ingest_batching_window_s: Whole = key(5, low=0, high=ESM_MAX_WINDOW_S)
     ingest_parallelization_factor: Whole = key(1, low=1, high=ESM_MAX_PARALLELIZATION)
@@ -727,8 +731,10 @@ class Context(BaseModel):
     # A reservation is also a cap: unset, ingest draws on the account's unreserved pool.
     ingest_reserved_concurrency: OptionalWhole = key(None, low=1, high=10_000)
     max_future: Annotated[Text, _duration(1_000, DAY_MS)] = key("5m")
+    # A long weekend's outage of a store-and-forward device; at most retention (a rule below; the default is
+    # cut to a shorter retention).
+    max_age: Duration = key("3d")
     rollups: OptionalText = key("1m,1h,1d")
-    rollup_lateness: Annotated[Text, _duration(60_000)] = key("1d")
     hot_split_threshold_wcu: Whole = key(500, low=1, high=PARTITION_WCU - 1)
     shard_map_cache_ttl_s: Whole = key(60, low=1, high=3_600)
     item_bytes: Whole = key(SEED_ITEM_BYTES, low=1, high=MAX_ITEM_BYTES)
@@ -788,6 +794,12 @@ class Context(BaseModel):
         period, prefix = layout.table_period, layout.table_prefix
         retention_ms = parse_duration(self.retention, "retention")
         _rule(retention_ms > 0, "retention", "must be longer than zero")
+        _rule(
+            "max_age" not in self.model_fields_set or parse_duration(self.max_age, "max_age") <= retention_ms,
+            "max_age",
+            f"{self.max_age} is longer than retention ({self.retention}): such a reading would be stored already "
+            "expired, or routed to a table already dropped",
+        )
         _rule(
             period is None or retention_ms >= period.nominal_ms,
             "retention",
@@ -881,6 +893,11 @@ class Context(BaseModel):
         )
 
     _layout: Layout = PrivateAttr()
+
+    @property
+    def max_age_ms(self) -> int:
+        """``max_age``; its default (3 days) is cut to ``retention`` when that is shorter (a value set is refused)."""
+        return min(parse_duration(self.max_age, "max_age"), parse_duration(self.retention, "retention"))
 
     @classmethod
     def parse(cls, context: Mapping[str, object]) -> Context:

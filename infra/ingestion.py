@@ -60,7 +60,12 @@ class Ingestion(Construct):
             function=LambdaFunction.INGEST,
             description="Writes readings from the Kinesis stream into the readings table(s)",
             environment=config.function_environment(
-                LambdaFunction.INGEST, FunctionWiring(rejects_queue_url=self.rejects_queue.queue_url)
+                LambdaFunction.INGEST,
+                FunctionWiring(
+                    rejects_queue_url=self.rejects_queue.queue_url,
+                    # By name, as ServiceFunction names it: the rotator is built after ingest.
+                    rotator_function=f"{config.stack_name}-{LambdaFunction.ROTATOR.value}",
+                ),
             ),
             removal_policy=removal_policy,
             # Where the mapping reports a batch it gave up on: the shard and the

@@ -25,7 +25,7 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from infra.config import METRICS_NAMESPACE, AppConfig, LambdaFunction
+from infra.config import DYNAMODB_STREAM_RETENTION_S, METRICS_NAMESPACE, AppConfig, LambdaFunction
 from infra.lambdas import HelperFunction
 
 ONE_MINUTE = Duration.minutes(1)
@@ -125,6 +125,22 @@ class Monitoring(Construct):
                 f"The {name} queue holds messages: each is a reading, a batch or a run an operator should look at",
                 periods=(1, 1),
             )
+        # A failure queue's message names a range of its stream, readable (tsctl replay) only while the
+        # stream keeps it: the age of the oldest one is alarmed at half of that, a day or two before.
+        keeps_s = {
+            "ingest-failures": config.stream.retention_hours * 3600,
+            "hotkeys-failures": DYNAMODB_STREAM_RETENTION_S,
+        }
+        for name, kept_s in keeps_s.items():
+            if name in queues:
+                self.alarm(
+                    f"{name}-oldest-age",
+                    queues[name].metric_approximate_age_of_oldest_message(statistic="Maximum", period=FIVE_MINUTES),
+                    f"The oldest message of the {name} queue is {kept_s // 7200} h old: its stream forgets the "
+                    f"records it names {kept_s // 3600} h after they arrived; replay them now (tsctl replay)",
+                    threshold=kept_s // 2,
+                    periods=(1, 1),
+                )
         self.alarm(
             "api-5xx",
             api.metric_server_error(statistic="Sum", period=ONE_MINUTE),

@@ -82,7 +82,8 @@ class Rollups(Construct):
                 "rollup-late-marks",
                 self.late,
                 1,
-                "Readings arrived later than rollup_lateness: their intervals' rollups are stale (raw data is kept)",
+                "Marks older than max_age were not applied (ingest admits no such reading: clocks disagree, or "
+                "an ingest of another max_age); their intervals' rollups are stale (raw data is kept)",
             ),
         ]
         action = actions.SnsAction(alerts_topic)

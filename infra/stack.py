@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from aws_cdk import CfnOutput, RemovalPolicy, Stack
 from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
@@ -91,6 +92,11 @@ class TimeSeriesStack(Stack):
                 alerts_topic=self.alerts.topic,
                 removal_policy=removal_policy,
             )
+            # Ingest asks the rotator to build a missing table a late reading needs (adapters.table_builds).
+            # The function itself, not grant_invoke's "<arn>:*" too: ingest never names a version or alias.
+            self.ingestion.function.add_to_role_policy(
+                iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[self.rotation.function.function_arn])
+            )
 
         # Scheduler -> rollup function: ingest marks what changed, it recomputes, the API reads the rollups.
         self.rollups: Rollups | None = None
@@ -168,6 +174,17 @@ class TimeSeriesStack(Stack):
                 self.ingestion.rejects_queue.queue_url,
                 "The SQS queue holding readings ingest rejected, each with its reason",
             ),
+            # tsctl replay: the batches the stream mappings gave up on, and the functions to put them through.
+            "IngestFailureQueueUrl": (
+                self.ingestion.failure_queue.queue_url,
+                "The SQS queue holding the Kinesis batches the ingest mapping gave up on (tsctl replay)",
+            ),
+            "HotKeysFailureQueueUrl": (
+                self.hot_keys.failure_queue.queue_url,
+                "The SQS queue holding the DynamoDB stream batches the hot-key mappings gave up on (tsctl replay)",
+            ),
+            "IngestFunctionName": (self.ingestion.function.function_name, "The ingest function (tsctl replay)"),
+            "HotKeysFunctionName": (self.hot_keys.function.function_name, "The hot-key function (tsctl replay)"),
             "ApiUrl": (
                 self.api.rest_api.url,
                 "The query API's stage URL; every request must be SigV4-signed (service execute-api)",

@@ -32,7 +32,7 @@ import json
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 from keydesign import InvalidInput, Reading
 
@@ -141,12 +141,28 @@ def _payload_of(body: Mapping[str, Any]) -> tuple[bytes | None, str | None]:
     return None, "the message carries no payload"
 
 
-class RejectsQueue:
-    """The rejects queue: receive with a visibility timeout, release, delete."""
+class Received(Protocol):
+    """A message as a queue reader keeps it: its id and the handle that releases or deletes it."""
 
-    def __init__(self, sqs: SqsApi, queue_url: str, *, wait_s: int = 1) -> None:
+    @property
+    def message_id(self) -> str: ...
+    @property
+    def receipt_handle(self) -> str: ...
+
+
+M = TypeVar("M", bound=Received)
+
+
+class MessageQueue(Generic[M]):
+    """An SQS queue read by hand: receive with a visibility timeout (each message parsed by ``parse``),
+    release, delete. The rejects queue, and the stream mappings' failure queues (``replay``)."""
+
+    def __init__(
+        self, sqs: SqsApi, queue_url: str, parse: Callable[[Mapping[str, Any]], M], *, wait_s: int = 1
+    ) -> None:
         self._sqs = sqs
         self.queue_url = queue_url
+        self._parse = parse
         self._wait_s = wait_s
 
     def approximate_count(self) -> int:
@@ -155,9 +171,9 @@ class RejectsQueue:
         ).get("Attributes", {})
         return int(attributes.get("ApproximateNumberOfMessages", 0))
 
-    def receive(self, limit: int, *, visibility_timeout_s: int) -> list[RejectMessage]:
+    def receive(self, limit: int, *, visibility_timeout_s: int) -> list[M]:
         """Up to ``limit`` messages, each held invisible for ``visibility_timeout_s``."""
-        out: list[RejectMessage] = []
+        out: list[M] = []
         seen: set[str] = set()
         while len(out) < limit:
             answer = self._sqs.receive_message(
@@ -170,14 +186,14 @@ class RejectsQueue:
             if not messages:
                 break
             for message in messages:
-                parsed = RejectMessage.parse(message)
+                parsed = self._parse(message)
                 if parsed.message_id in seen:  # cannot happen inside the timeout; guard anyway
                     continue
                 seen.add(parsed.message_id)
                 out.append(parsed)
         return out
 
-    def release(self, messages: Sequence[RejectMessage]) -> int:
+    def release(self, messages: Sequence[M]) -> int:
         """Make ``messages`` visible again now; returns how many SQS did not release
         (those return by themselves when their visibility timeout ends)."""
         failed = 0
@@ -189,14 +205,21 @@ class RejectsQueue:
             failed += len(answer.get("Failed") or ())
         return failed
 
-    def delete(self, messages: Sequence[RejectMessage]) -> list[RejectMessage]:
+    def delete(self, messages: Sequence[M]) -> list[M]:
         """Delete ``messages``; returns those SQS did not delete."""
-        left: list[RejectMessage] = []
+        left: list[M] = []
         for chunk in _chunks(messages, 10):
             entries = [{"Id": str(n), "ReceiptHandle": m.receipt_handle} for n, m in enumerate(chunk)]
             answer = self._sqs.delete_message_batch(QueueUrl=self.queue_url, Entries=entries)
             left.extend(chunk[int(f["Id"])] for f in answer.get("Failed") or ())
         return left
+
+
+class RejectsQueue(MessageQueue[RejectMessage]):
+    """The rejects queue: messages parsed as :class:`RejectMessage`."""
+
+    def __init__(self, sqs: SqsApi, queue_url: str, *, wait_s: int = 1) -> None:
+        super().__init__(sqs, queue_url, RejectMessage.parse, wait_s=wait_s)
 
 
 def peek(queue: RejectsQueue, limit: int, *, visibility_timeout_s: int = 60) -> list[RejectMessage]:
@@ -385,6 +408,6 @@ def _record_of(
     return PackedRecord(partition_key=key_of(str(readings[0]["entity_id"])), data=data, readings=len(readings)), ""
 
 
-def _chunks(items: Sequence[RejectMessage], size: int) -> Iterable[Sequence[RejectMessage]]:
+def _chunks(items: Sequence[M], size: int) -> Iterable[Sequence[M]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from keydesign import KeyDesignError
 
-COMMANDS = ("plan", "keys", "preview", "demo", "publish", "serve", "simulate", "query", "rejects", "archive")
+COMMANDS = ("plan", "keys", "preview", "demo", "publish", "serve", "simulate", "query", "rejects", "replay", "archive")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -21,9 +21,11 @@ from adapters.retry import Deadline
 from keydesign import format_ts, parse_timestamp
 from keydesign.rollup import (
     ROLLUP_SHARDS,
+    SLOT_MS,
     STATE_PK,
     Figures,
     Mark,
+    floor_to,
     mark_pks,
     rollup_key,
     rollup_pk,
@@ -37,6 +39,14 @@ _GET_KEYS = 100
 _GET_ATTEMPTS = 8
 #: Marks an ingest container remembers as written: one per entity and finest interval per stamp minute.
 MARK_ENTRIES = 65_536
+
+
+def start_pk(prefix: str) -> str:
+    """The partition of the *start* items: each the minute in which an ingest container wrote its first
+    marks. A first rollup run starts at the earliest (``rollup.logic``), not LATENESS back. Under the
+    marks' own key family (``rollmark#*``), so neither function needs another grant.
+    (To move to ``keydesign.rollup`` with the other keys.)"""
+    return f"rollmark#{prefix}#start"
 
 
 @dataclass(slots=True)
@@ -85,13 +95,16 @@ def plain(value: Mapping[str, Any]) -> Any:
 
 class MarkRecorder:
     """Ingest's side: the marks of a batch's written readings, each written once per container
-    (a bounded LRU; an evicted mark is written again, which costs a write unit, never correctness)."""
+    (a bounded LRU; an evicted mark is written again, which costs a write unit, never correctness).
+    A container's first marks go with a start item of their minute (:func:`start_pk`); until it is
+    written, no mark counts as written, so the readings are handed back and both are written again."""
 
     def __init__(self, store: RollupStore, level: int, *, entries: int = MARK_ENTRIES) -> None:
         self.store = store
         self._level = level
         self._entries = entries
         self._written: OrderedDict[Mark, None] = OrderedDict()
+        self._started = False
         self._lock = threading.Lock()
 
     def write(self, readings: Sequence[tuple[int, str, int]], stamp_ms: int, deadline: Deadline) -> dict[int, str]:
@@ -102,20 +115,29 @@ class MarkRecorder:
             groups.setdefault(Mark.of(stamp_ms, self._level, ts_ms, entity), []).append(index)
         with self._lock:
             missing = [mark for mark in groups if mark not in self._written]
+            start = not self._started
         if not missing:
             return {}
         writer = self.store.writer
         if writer is None:
             raise RuntimeError("marks need a rollup store that writes")
-        report = writer.write([self.store.mark_write(m) for m in missing], deadline)
+        writes = [self.store.mark_write(m) for m in missing]
+        if start:
+            writes.append(self.store.start_write(stamp_ms))
+        report = writer.write(writes, deadline)
+        unstarted = None
+        if start and len(missing) not in report.written:
+            why = report.unwritten.get(len(missing)) or report.rejected.get(len(missing)) or "unknown"
+            unstarted = f"rollup start not written: {why}"
         failed: dict[int, str] = {}
         with self._lock:
+            self._started = self._started or unstarted is None
             for position, mark in enumerate(missing):
-                if position in report.written:
+                if position in report.written and unstarted is None:
                     self._written[mark] = None
                     self._written.move_to_end(mark)
                 else:
-                    why = report.unwritten.get(position) or report.rejected.get(position) or "unknown"
+                    why = unstarted or report.unwritten.get(position) or report.rejected.get(position) or "unknown"
                     failed.update(dict.fromkeys(groups[mark], why))
             while len(self._written) > self._entries:
                 self._written.popitem(last=False)
@@ -142,6 +164,27 @@ class RollupStore:
         return PendingWrite(
             self.table, pk, sk, serialize_item({"pk": pk, "sk": sk, "expires_at": rollup_ttl(end, self._retention_ms)})
         )
+
+    def start_write(self, stamp_ms: int) -> PendingWrite:
+        """The start item of the minute of ``stamp_ms`` (the same for every container starting in it)."""
+        slot = floor_to(stamp_ms, SLOT_MS)
+        pk, sk = start_pk(self.prefix), format_ts(slot)
+        item = {"pk": pk, "sk": sk, "expires_at": rollup_ttl(slot, self._retention_ms)}
+        return PendingWrite(self.table, pk, sk, serialize_item(item))
+
+    def first_start(self, cost: ReadCount) -> int | None:
+        """The earliest minute in which an ingest container wrote marks, if any did (consistent)."""
+        response = self._db.query(
+            TableName=self.table,
+            KeyConditionExpression="pk = :pk",
+            ExpressionAttributeValues={":pk": {"S": start_pk(self.prefix)}},
+            ConsistentRead=True,
+            Limit=1,
+            ReturnConsumedCapacity="TOTAL",
+        )
+        items = response.get("Items", [])
+        cost.add(response, len(items))
+        return parse_timestamp(items[0]["sk"]["S"], "sk") if items else None
 
     def marks(self, slot_ms: int, cost: ReadCount, map_: Callable[..., Iterable[Any]] = map) -> list[Mark]:
         """Every mark of the slot; ``map_`` (a pool's) reads its keys side by side."""

@@ -14,9 +14,9 @@ Conventions, the same for every function: a variable set to an empty string is
 unset; durations are ``90s``, ``15m``, ``2h``, ``30d``; flags are ``true`` or
 ``false`` (any case) and nothing else.
 
-``GRACE`` and ``PREBUILD_PERIODS`` are read by the rotator too, under the same
-names, so ingest never writes to a table the rotator has not built or has
-started to retire.
+``PREBUILD_PERIODS`` and ``MAX_AGE`` are read by ingest and the rotator under
+the same names, so ingest never writes to a table the rotator has not built or
+has started to retire; the rollup function applies late marks up to ``MAX_AGE``.
 """
 
 from __future__ import annotations
@@ -44,6 +44,9 @@ from keydesign.periods import format_duration
 from keydesign.rollup import Granularities
 
 View = TypeVar("View")
+
+#: MAX_AGE when unset: a long weekend's outage of a store-and-forward device (Friday evening to Monday evening).
+DEFAULT_MAX_AGE_MS = 3 * 86_400_000
 
 
 class SettingsError(ValueError):
@@ -204,11 +207,14 @@ class CommonSettings(EnvSettings):
     shard_map_cache_ttl_ms: DurationMs = env("SHARD_MAP_CACHE_TTL", "60s")
     """How long a process trusts its copy."""
     grace_ms: DurationMs = env("GRACE", "2h")
-    """Late readings a period's table takes after the period ends (per-period tables)."""
+    """How long a period's table stays open (full setup, capacity, alarms) after the period ends (rotator)."""
     prebuild_periods: int = env("PREBUILD_PERIODS", 2, ge=1, le=366)
     """Tables built ahead of the current period (per-period tables)."""
     max_future_ms: DurationMs = env("MAX_FUTURE", "5m")
     """How far past now an event time may lie (ingest); the hot-key change margin must cover it."""
+    max_age: DurationMs | None = env("MAX_AGE", None)
+    """How far before now an event time may lie (<= RETENTION; unset: 3d, or RETENTION if shorter). Ingest stores
+    such a reading, the rotator keeps (or builds) its table, rollups apply its mark."""
     rollups: str | None = env("ROLLUPS", None)
     """Rollup granularities, finest first, each a multiple of the one before (1m,1h,1d); empty: no rollups."""
     _layout: Layout = PrivateAttr()
@@ -227,6 +233,12 @@ class CommonSettings(EnvSettings):
             field = {"layout": "layout_kind", "bucket": "bucket", "table_period": "table_period"}
             raise self.invalid(field.get(exc.field, "table_prefix"), exc.reason) from None
         self._layout = layout
+        self.check(
+            self.max_age is None or self.max_age <= self.retention_ms,
+            "max_age",
+            "must not exceed RETENTION: an older reading would be stored already expired or routed to a table "
+            "already dropped",
+        )
         try:
             self._granularities = Granularities.parse(self.rollups, "rollups") if self.rollups else None
         except KeyDesignError as exc:
@@ -241,6 +253,11 @@ class CommonSettings(EnvSettings):
     @property
     def layout(self) -> Layout:
         return self._layout
+
+    @property
+    def max_age_ms(self) -> int:
+        """How old a reading may be: MAX_AGE, or :data:`DEFAULT_MAX_AGE_MS` (RETENTION if shorter) when unset."""
+        return min(DEFAULT_MAX_AGE_MS, self.retention_ms) if self.max_age is None else self.max_age
 
     @property
     def common(self) -> CommonSettings:

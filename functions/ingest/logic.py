@@ -10,8 +10,11 @@ readings of one entity, partition and bucket from every record of the batch.
    of the records its readings came from as its version;
 3. record the occupancy of the blocks' partitions, then write the blocks, 25 to a
    call, several calls in flight, while the rejects are sent to SQS;
-4. mark the written readings' intervals for the rollup function;
-5. attribute every block's outcome back to the readings it stands for, and so to
+4. ask the rotator for the table of a period that has none (a reading up to
+   ``MAX_AGE`` old from before the deployment, or a backfill): its readings are
+   handed back, and the redelivery finds the table;
+5. mark the written readings' intervals for the rollup function;
+6. attribute every block's outcome back to the readings it stands for, and so to
    their Kinesis records.
 
 The result, :class:`BatchOutcome`, knows for each record whether all of its
@@ -54,10 +57,14 @@ from adapters.retry import Backoff, Clock, Deadline, Sleep
 from adapters.rollup_store import MarkRecorder, RollupStore
 from adapters.shard_map_source import ShardMapSource
 from adapters.shard_map_store import ShardMapStore, shard_map_source
+from adapters.table_builds import TableBuilds
 from ingest.decoding import Candidate, DecodedRecord, decode_record
 from ingest.settings import IngestSettings
 from keydesign import Block, InvalidInput, Layout, Reading, ShardMap
 from keydesign.occupancy import OccupancyRecord, day_of
+
+#: How BatchWriter reports a block whose table does not exist (the error code starts its reason).
+MISSING_TABLE = "ResourceNotFoundException"
 
 
 class RecordNotIngested(Exception):  # noqa: N818 - reads as the outcome it reports
@@ -174,7 +181,6 @@ class Ingestor:
         retention_ms: int,
         max_future_ms: int | None,
         max_age_ms: int | None,
-        grace_ms: int = 7_200_000,
         prebuild_periods: int = 2,
         deadline_margin_ms: int = 2_000,
         clock: Clock = time.monotonic,
@@ -182,6 +188,7 @@ class Ingestor:
         rng: random.Random | None = None,
         occupancy: OccupancyRecorder | None = None,
         rollup_marks: MarkRecorder | None = None,
+        table_builds: TableBuilds | None = None,
     ) -> None:
         self._layout = layout
         self._occupancy = occupancy
@@ -192,7 +199,9 @@ class Ingestor:
         self._retention_ms = retention_ms
         self._max_future_ms = max_future_ms
         self._max_age_ms = max_age_ms
-        self._grace_ms = grace_ms
+        # A period's table takes readings while one of them may still be admitted: MAX_AGE after its end.
+        self._writable_ms = retention_ms if max_age_ms is None else max_age_ms
+        self._table_builds = table_builds
         self._prebuild_periods = prebuild_periods
         self._margin_ms = deadline_margin_ms
         self._clock = clock
@@ -207,13 +216,15 @@ class Ingestor:
         dynamodb: BatchWriteApi | None = None,
         sqs: SendMessageBatchApi | None = None,
         control: Any = None,
+        lambda_client: Any = None,
         clock: Clock = time.monotonic,
         sleep: Sleep = time.sleep,
         wall_clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
     ) -> Ingestor:
         """Wire the adapters: the real DynamoDB and SQS clients unless others are given
         (a fake, or a fault injector around the real one), and the shard-map source. ``control``
-        is the control table's client (shard map, occupancy marker, rollups): a real one unless given."""
+        is the control table's client (shard map, occupancy marker, rollups), ``lambda_client`` the one that asks
+        the rotator for missing tables (with ROTATOR_FUNCTION and per-period tables): real ones unless given."""
         common = settings.common
         backoff = Backoff(settings.retry_base_ms, settings.retry_max_delay_ms)
         # One attempt per botocore call: the writer does the retrying, so every
@@ -250,6 +261,10 @@ class Ingestor:
                 control, writer, common.control_table, common.layout.table_prefix, common.retention_ms
             )
             rollup_marks = MarkRecorder(rollups, common.granularities.finest)
+        table_builds = None
+        if settings.rotator_function is not None and common.table_period is not None:
+            api = lambda_client if lambda_client is not None else client("lambda")
+            table_builds = TableBuilds(api, settings.rotator_function, clock=clock)
         return cls(
             layout=common.layout,
             shard_maps=shard_map_source(
@@ -262,11 +277,11 @@ class Ingestor:
             retention_ms=common.retention_ms,
             max_future_ms=settings.max_future_ms,
             max_age_ms=settings.max_age_ms,
-            grace_ms=common.grace_ms,
             prebuild_periods=common.prebuild_periods,
             deadline_margin_ms=settings.deadline_margin_ms,
             clock=clock,
             wall_clock_ms=wall_clock_ms,
+            table_builds=table_builds,
         )
 
     def close(self) -> None:
@@ -306,6 +321,7 @@ class Ingestor:
         outcome.rejects = self._rejects.publish(batch.rejects, deadline)  # while the blocks are written
         write = outcome.write = WriteReport(unwritten=blocked)
         write.merge(handle.wait(), order)
+        self._ask_for_tables(blocks, write)
         self._mark_rollups(blocks, write, now_ms, deadline)
 
         for index, record in enumerate(batch.reject_record):
@@ -375,10 +391,11 @@ class Ingestor:
                 candidate.value, now_ms=now_ms, max_future_ms=self._max_future_ms, max_age_ms=self._max_age_ms
             )
             if self._layout.table_period is not None:
-                # Only tables the rotator has built and not yet closed take writes;
-                # anything else is rejected with its reason, not retried forever.
+                # A table takes writes until MAX_AGE after its period ends (the rotator keeps it
+                # writable that long, and builds a missing one on request); nothing is written
+                # past the periods built ahead. Anything else is rejected with its reason.
                 self._layout.table_period.check_admits(
-                    reading.ts_ms, now_ms=now_ms, grace_ms=self._grace_ms, prebuilt=self._prebuild_periods
+                    reading.ts_ms, now_ms=now_ms, grace_ms=self._writable_ms, prebuilt=self._prebuild_periods
                 )
         except InvalidInput as exc:
             decoded.reject_candidate(candidate, exc.field, exc.reason)
@@ -439,6 +456,21 @@ class Ingestor:
             for index in records[record]:
                 blocked[index] = f"occupancy not recorded: {why}"
         return blocked
+
+    def _ask_for_tables(self, blocks: Sequence[Block], write: WriteReport) -> None:
+        """Blocks whose table does not exist are handed back like any unwritten block; the rotator is
+        asked to build their tables, so that the redelivery finds them (adapters.table_builds)."""
+        if self._table_builds is None:
+            return
+        missing = {i: blocks[i].key.table for i, why in write.unwritten.items() if why.startswith(MISSING_TABLE)}
+        if not missing:
+            return
+        asked = set(self._table_builds.request(missing.values()))
+        if asked:
+            metrics.add_metric(name="TableBuildsRequested", unit=MetricUnit.Count, value=len(asked))
+            logger.info("asked the rotator to build missing tables", extra={"tables": sorted(asked)})
+        for index, table in missing.items():
+            write.unwritten[index] = f"table {table} does not exist yet; the rotator is asked to build it"
 
     def _mark_rollups(self, blocks: Sequence[Block], write: WriteReport, now_ms: int, deadline: Deadline) -> None:
         """Mark the written readings' intervals for the rollup function: after the readings, stamped

@@ -1,11 +1,8 @@
 """Settings of the ingest Lambda, parsed from the environment at cold start.
 
-On top of :class:`adapters.settings.CommonSettings`; docs/configuration.md
-lists every variable (from the model).
-
-``MAX_AGE`` may not exceed ``RETENTION``: an older reading would be stored
-already expired (single table) or routed to a table already dropped (per
-period), which would retry forever.
+On top of :class:`adapters.settings.CommonSettings` (which holds ``MAX_AGE``, shared
+with the rotator and the rollup function); docs/configuration.md lists every
+variable (from the model).
 """
 
 from __future__ import annotations
@@ -14,14 +11,14 @@ from typing import Self
 
 from pydantic import model_validator
 
-from adapters.settings import CommonSettings, DurationMs, deadline_margin, env
+from adapters.settings import CommonSettings, deadline_margin, env
 
 
 class IngestSettings(CommonSettings):
     rejects_queue_url: str = env("REJECTS_QUEUE_URL")
     """SQS queue (standard or FIFO) for readings never stored."""
-    max_age: DurationMs | None = env("MAX_AGE", None)
-    """How far before now an event time may lie (<= RETENTION); unset: RETENTION."""
+    rotator_function: str | None = env("ROTATOR_FUNCTION", None)
+    """The rotator (name or ARN) asked to build a missing period table (per-period tables); unset: never asked."""
     write_concurrency: int = env("WRITE_CONCURRENCY", 8, ge=1, le=32)
     """BatchWriteItem calls in flight at once."""
     reject_concurrency: int = env("REJECT_CONCURRENCY", 4, ge=1, le=16)
@@ -43,19 +40,8 @@ class IngestSettings(CommonSettings):
             f"{url!r} is not a queue URL (https://sqs.<region>...)",
         )
         self.check(
-            self.max_age_ms <= self.retention_ms,
-            "max_age",
-            "must not exceed RETENTION: an older reading would be stored already expired or routed to a table "
-            "already dropped",
-        )
-        self.check(
             self.retry_max_delay_ms >= self.retry_base_ms,
             "retry_max_delay_ms",
             f"{self.retry_max_delay_ms} is below RETRY_BASE_MS ({self.retry_base_ms})",
         )
         return self
-
-    @property
-    def max_age_ms(self) -> int:
-        """How far before now an event time may lie: MAX_AGE, or RETENTION when unset."""
-        return self.retention_ms if self.max_age is None else self.max_age

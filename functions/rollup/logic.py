@@ -20,9 +20,10 @@ is planned as steps of at most 4 x concurrency intervals, and the state records
 how many steps of the current slot are done, so a run cut short by its
 deadline loses at most one step. Every write is a put of a recomputed value,
 so a step applied twice (a run that failed half-way) gives the same items.
-Marks of intervals that ended more than ``LATENESS`` before their stamp are
-counted, not applied: their raw partitions may be in a table the rotator has
-dropped (the readings themselves were stored like any other).
+Marks of intervals that ended more than ``LATENESS`` (``MAX_AGE``) before their
+stamp are counted, not applied: ingest stores no reading that old, so only a
+clock that disagrees makes one. A first run starts at the deployment's first
+marks (:meth:`RollupRunner._first_state`), not ``LATENESS`` back.
 """
 
 from __future__ import annotations
@@ -156,7 +157,7 @@ class RollupRunner:
             reader=DynamoPartitionReader(pool=max(32, settings.concurrency)),
             store=store,
             granularities=common.granularities,
-            lateness_ms=settings.lateness_ms,
+            lateness_ms=settings.max_age_ms,
             settle_ms=settings.settle_ms,
             concurrency=settings.concurrency,
             **({"clock_ms": clock_ms} if clock_ms is not None else {}),
@@ -172,8 +173,10 @@ class RollupRunner:
     def run(self, deadline: Deadline) -> RunReport:
         now = self._clock_ms()
         target = self.closed_before(now)
-        # A first run starts LATENESS back: older marks would be counted as late anyway.
-        state = self._store.state(consistent=True) or RollupState(floor_to(target - self._lateness_ms, SLOT_MS))
+        state = self._store.state(consistent=True)
+        if state is None:
+            state = self._first_state(target)
+            self._store.save_state(state)
         report = RunReport(through_ms=state.through_ms)
         slot = state.through_ms
         while slot < target and self._time_for_a_step(deadline):
@@ -204,6 +207,16 @@ class RollupRunner:
         report.through_ms = slot
         report.lag_ms = max(0, now - slot)
         return report
+
+    def _first_state(self, target: int) -> RollupState:
+        """Where a first run starts: the minute of the earliest marks (every ingest container writes the
+        minute of its first marks with them), else ``target``: a container that writes its first marks
+        after this read stamps them later than ``target`` (SETTLE is longer than ingest's timeout). Never
+        further back than LATENESS, past which a mark is counted, not applied, anyway. So a new deployment
+        starts at its own start, not LATENESS (MAX_AGE: days of minutes, 32 Queries each) back."""
+        first = self._store.first_start(ReadCount())
+        start = target if first is None else min(first, target)
+        return RollupState(max(start, floor_to(target - self._lateness_ms, SLOT_MS)))
 
     def _time_for_a_step(self, deadline: Deadline) -> bool:
         """Room before the deadline for one more step, judged by the longest this container has taken."""

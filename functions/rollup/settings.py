@@ -2,6 +2,10 @@
 
 On top of :class:`adapters.settings.CommonSettings`; ``ROLLUPS`` and
 ``CONTROL_TABLE`` are required here. docs/configuration.md lists every variable.
+
+How late a mark may be applied is ``MAX_AGE`` (shared): ingest stores no reading
+older, so every mark it writes is applied and the rollups stay equal to the raw
+readings for every interval they answer.
 """
 
 from __future__ import annotations
@@ -14,9 +18,6 @@ from adapters.settings import CommonSettings, DurationMs, env
 
 
 class RollupSettings(CommonSettings):
-    lateness_ms: DurationMs = env("ROLLUP_LATENESS", "1d", gt=0)
-    """Marks of an interval that ended longer than this before they were stamped are counted
-    (RollupLateMarks), not applied; the readings stay in the raw table."""
     settle_ms: DurationMs = env("ROLLUP_SETTLE", "3m", gt=0)
     """How long after a slot (minute) of marks ends before it is applied; longer than ingest's timeout."""
     concurrency: int = env("ROLLUP_CONCURRENCY", 16, ge=1, le=64)

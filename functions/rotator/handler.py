@@ -41,9 +41,11 @@ def create_handler(
         except InvalidRequest:
             metrics.add_metric(name="RotationRequestsRefused", unit=MetricUnit.Count, value=1)
             raise
-        summary = rotator.run(
-            now_ms=request.now_ms, dry_run=request.dry_run, budget_ms=context.get_remaining_time_in_millis()
-        )
+        budget_ms = context.get_remaining_time_in_millis()
+        if request.build:
+            summary = rotator.build(request.build, now_ms=request.now_ms, dry_run=request.dry_run, budget_ms=budget_ms)
+        else:
+            summary = rotator.run(now_ms=request.now_ms, dry_run=request.dry_run, budget_ms=budget_ms)
         return summary.to_dict()
 
     # Powertools' decorators are untyped: the handler is the function above, as declared.

@@ -26,6 +26,9 @@ One run, in order:
 6. remove the mappings and alarms of every table that is not open (closed,
    expired, or gone).
 
+A *build* run (:meth:`Rotator.build`, asked by ingest) does only steps 3 and 4
+for the tables it names: those a reading up to MAX_AGE old has no table for.
+
 What cannot be done now (a table still CREATING, DynamoDB's
 LimitExceededException, the run's time running out) is skipped with its
 reason and done by a later run. A failed call is recorded and the run goes on
@@ -35,7 +38,7 @@ with the next step or table.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, TypeVar
@@ -168,18 +171,35 @@ class Rotator:
         """One rotation at ``now_ms`` (default: the clock). ``budget_ms`` is the time the
         run may take; work left when it runs out is skipped for the next run."""
         now = self.now_ms() if now_ms is None else now_ms
-        deadline = (
-            Deadline.never(self._monotonic)
-            if budget_ms is None
-            else Deadline.after_ms(budget_ms - self.settings.deadline_margin_ms, self._monotonic)
-        )
-        summary = _Run(self, now, dry_run or self.settings.dry_run, deadline).execute()
+        summary = _Run(self, now, dry_run or self.settings.dry_run, self._deadline(budget_ms)).execute()
         summary.emit(metrics, MetricUnit.Count)
         logger.info(
             "rotation dry run" if summary.dry_run else "rotation run",
             extra={"rotation": summary.to_dict(), "notes": list(self.settings.notes)},
         )
         return summary
+
+    @tracer.capture_method(capture_response=False)
+    def build(
+        self, names: Sequence[str], *, now_ms: int | None = None, dry_run: bool = False, budget_ms: float | None = None
+    ) -> RunSummary:
+        """Create and set up the tables ``names``, each only if it is ours and a reading of its period
+        can still be admitted (up to MAX_AGE old, no later than the periods built ahead). No listing,
+        no other table: a few calls a table. Ingest asks for this when a late reading has no table."""
+        now = self.now_ms() if now_ms is None else now_ms
+        summary = _Run(self, now, dry_run or self.settings.dry_run, self._deadline(budget_ms)).build(names)
+        summary.emit(metrics, MetricUnit.Count)
+        logger.info(
+            "table build dry run" if summary.dry_run else "table build",
+            extra={"rotation": summary.to_dict(), "asked": list(names)},
+        )
+        return summary
+
+    def _deadline(self, budget_ms: float | None) -> Deadline:
+        """The run's deadline: ``budget_ms`` (the invocation's time left) less DEADLINE_MARGIN_MS."""
+        if budget_ms is None:
+            return Deadline.never(self._monotonic)
+        return Deadline.after_ms(budget_ms - self.settings.deadline_margin_ms, self._monotonic)
 
 
 @dataclass(slots=True)
@@ -252,6 +272,33 @@ class _Run:
             self._guarded("*", "table_class", self._review_classes)
         self._sweep()
         self.summary.periods_ready = self._periods_ready()
+        return self.summary
+
+    def build(self, names: Sequence[str]) -> RunSummary:
+        """Create and set up the named tables a late reading needs (see :meth:`Rotator.build`)."""
+        lifecycle = self.lifecycle
+        oldest = lifecycle.period.start(self.now - self.settings.max_age_ms)
+        newest = lifecycle.period.start(self.now)
+        for _ in range(self.settings.prebuild_periods):
+            newest = lifecycle.period.next_start(newest)
+        for name in names:
+            table = lifecycle.parse(name)
+            if table is None:
+                self.summary.skip(name, "not ours: the name is not exactly <prefix>-<period label>; not built")
+                continue
+            if not oldest <= table.start_ms <= newest:
+                self.summary.skip(
+                    name,
+                    "no reading of its period can be admitted now (older than MAX_AGE, or past the periods "
+                    "built ahead); not built",
+                )
+                continue
+            phase = lifecycle.phase(table, self.now)
+            self.summary.phases[name] = phase.value
+            if phase.open:
+                self.open_tables.add(name)
+            if self._create(table):
+                self._guarded(name, "tend", partial(self._tend, table))
         return self.summary
 
     def _due(self, ours: Mapping[str, PeriodTable], wanted: list[PeriodTable]) -> list[PeriodTable]:
@@ -364,7 +411,8 @@ class _Run:
         if self.dry_run:
             self.summary.created.append(table.name)
             return False
-        request = create_table_request(self.settings, table)
+        closed = not self.lifecycle.phase(table, self.now).open
+        request = create_table_request(self.settings, table, closed=closed)
         state = self._call(table.name, "create_table", partial(self.rotator.tables.create, request))
         if isinstance(state, _Failed):
             return False
@@ -417,11 +465,22 @@ class _Run:
 
     def _set_up(self, table: PeriodTable, state: TableState, phase: Phase) -> None:
         """Finish an open table's setup: stream, TTL, PITR, Contributor Insights, capacity, mapping, alarms."""
-        tables = self.rotator.tables
         if state.stream_arn is None and self._owned(table, state, "setup"):
             stream = {"StreamSpecification": {"StreamEnabled": True, "StreamViewType": STREAM_VIEW}}
             if self._update(table, state, "stream", stream):
                 self.summary.configure(table.name, "stream")
+        self._set_up_storage(table, state)
+        mode = insights_mode(self.settings)
+        if mode is not None:
+            self._keep_insights(table, state, mode)
+        if phase in (Phase.UPCOMING, Phase.CURRENT):
+            self._raise_capacity(table, state)
+        self._keep_mapping(table, state)
+        self._keep_alarms(table)
+
+    def _set_up_storage(self, table: PeriodTable, state: TableState) -> None:
+        """TTL and PITR: what every table needs, open or closed."""
+        tables = self.rotator.tables
         ttl = self._call(table.name, "describe_time_to_live", partial(tables.ttl, table.name))
         if not isinstance(ttl, _Failed):
             status, attribute = ttl
@@ -440,13 +499,6 @@ class _Run:
                 and self._do(table.name, "update_continuous_backups", partial(tables.enable_pitr, table.name))
             ):
                 self.summary.configure(table.name, "point_in_time_recovery")
-        mode = insights_mode(self.settings)
-        if mode is not None:
-            self._keep_insights(table, state, mode)
-        if phase in (Phase.UPCOMING, Phase.CURRENT):
-            self._raise_capacity(table, state)
-        self._keep_mapping(table, state)
-        self._keep_alarms(table)
 
     def _raise_capacity(self, table: PeriodTable, state: TableState) -> None:
         """Bring an upcoming or current table up to the configured capacity (never down:
@@ -600,7 +652,10 @@ class _Run:
     def _close(self, table: PeriodTable, state: TableState) -> None:
         """A closed table pays for nothing idle: no provisioned capacity (on-demand, once), no
         Contributor Insights; and, once its class review is due, maybe Standard-IA. It stays
-        writable: late readings up to MAX_AGE old may still arrive."""
+        writable: late readings up to MAX_AGE old may still arrive. One built after it closed (for
+        such a reading) never had an open table's setup: its TTL and PITR are set up here."""
+        if state.created_ms is not None and state.created_ms >= self.lifecycle.dial_down_at(table):
+            self._set_up_storage(table, state)
         if (
             state.provisioned
             and self._owned(table, state, "on-demand")
@@ -614,6 +669,8 @@ class _Run:
             and state.table_class == STANDARD
             and table.name not in self.updating  # switched to on-demand this run: one UpdateTable at a time
             and self.now >= self.lifecycle.class_review_at(table)
+            # One built late (for a late reading) is measured over a day of its own, too.
+            and (state.created_ms is None or self.now >= state.created_ms + CLASS_REVIEW_AFTER_MS)
         ):
             self.class_candidates.append((table, state))
 

@@ -4,6 +4,12 @@ The schedule's payload is ``{}``; an operator or a test may send
 ``{"dry_run": true, "now": "2026-11-22T23:59:59Z"}``. Unknown keys are
 refused rather than ignored: ``{"dryrun": true}`` must not become a live run.
 
+Ingest sends ``{"build": ["readings-2026-11-20-03", ...]}`` (asynchronously,
+``adapters.table_builds``) when a reading up to ``MAX_AGE`` old has no table:
+a *build* run creates and sets up only those tables, and only those a reading
+can still be admitted to (:meth:`rotator.logic.Rotator.build`); at most
+:data:`MAX_BUILDS` names, so the run stays bounded.
+
 An EventBridge *rule* (rather than Scheduler) wraps its payload in an
 envelope (``version``, ``id``, ``detail-type``, ``source``, ``account``,
 ``time``, ``region``, ``resources``, ``detail``). Such an event is a scheduled
@@ -23,9 +29,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from adapters.table_builds import TABLES_PER_REQUEST
 from keydesign import InvalidInput, parse_timestamp, shown_name
 
-_KEYS = frozenset({"dry_run", "now"})
+_KEYS = frozenset({"dry_run", "now", "build"})
+#: Table names one build request may carry (what ingest sends at most).
+MAX_BUILDS = TABLES_PER_REQUEST
 # The keys every EventBridge event carries; "detail" holds the rule's payload.
 _ENVELOPE = frozenset({"version", "id", "detail-type", "source", "account", "time", "region", "resources", "detail"})
 
@@ -43,6 +52,8 @@ class InvalidRequest(ValueError):  # noqa: N818 - reads as the condition, like k
 class RotationRequest:
     dry_run: bool
     now_ms: int | None
+    #: Tables to build (a build run), or empty (a scheduled run).
+    build: tuple[str, ...] = ()
 
     @classmethod
     def from_event(cls, event: object, *, dry_run_default: bool, allow_now_override: bool) -> RotationRequest:
@@ -75,4 +86,14 @@ class RotationRequest:
                     "now",
                     "a live run uses the real clock; send dry_run true to see what a run at that time would do",
                 )
-        return cls(dry_run=dry_run, now_ms=now_ms)
+        return cls(dry_run=dry_run, now_ms=now_ms, build=_build(event.get("build")))
+
+
+def _build(value: object) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not value or not all(isinstance(name, str) and name for name in value):
+        raise InvalidRequest("build", "must be a non-empty list of table names")
+    if len(value) > MAX_BUILDS:
+        raise InvalidRequest("build", f"names {len(value)} tables; at most {MAX_BUILDS} a request")
+    return tuple(dict.fromkeys(value))

@@ -94,9 +94,6 @@ class CapacitySettings:
 class RotatorSettings(CommonSettings):
     dial_down_delay_ms: DurationMs = env("DIAL_DOWN_DELAY", "15m")
     """Extra wait after GRACE before a table is closed (covers ingest's timeout)."""
-    max_age: DurationMs | None = env("MAX_AGE", None)
-    """Ingest's MAX_AGE (<= RETENTION; unset: RETENTION): no table is exported or dropped while such a reading may
-    still reach it."""
     billing_mode: str = env("BILLING_MODE", "PAY_PER_REQUEST")
     """PAY_PER_REQUEST or PROVISIONED, for new tables."""
     write_capacity: int | None = env("WRITE_CAPACITY", None, ge=1, le=1_000_000)
@@ -187,12 +184,6 @@ class RotatorSettings(CommonSettings):
             "while it still takes late readings",
         )
         self.check(
-            self.max_age_ms <= self.retention_ms,
-            "max_age",
-            "must not exceed RETENTION (ingest refuses the same): a table would be dropped while it still takes "
-            "readings",
-        )
-        self.check(
             self.billing_mode.upper() in ("PAY_PER_REQUEST", "PROVISIONED"),
             "billing_mode",
             f"{self.billing_mode!r} is not PAY_PER_REQUEST or PROVISIONED",
@@ -209,11 +200,6 @@ class RotatorSettings(CommonSettings):
     @property
     def period(self) -> TablePeriod:
         return cast(TablePeriod, self.layout.table_period)  # the validator requires TABLE_PERIOD
-
-    @property
-    def max_age_ms(self) -> int:
-        """How old a reading ingest still takes: MAX_AGE, or RETENTION when unset (as ingest reads it)."""
-        return self.retention_ms if self.max_age is None else self.max_age
 
     @property
     def point_in_time_recovery(self) -> bool:

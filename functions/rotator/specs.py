@@ -51,8 +51,9 @@ def is_managed(tags: dict[str, str], settings: RotatorSettings) -> bool:
     return tags.get(MANAGED_BY_TAG) == MANAGED_BY_VALUE and tags.get(PREFIX_TAG) == settings.table_prefix
 
 
-def create_table_request(settings: RotatorSettings, table: PeriodTable) -> dict[str, Any]:
-    """CreateTable parameters for ``table``."""
+def create_table_request(settings: RotatorSettings, table: PeriodTable, *, closed: bool = False) -> dict[str, Any]:
+    """CreateTable parameters for ``table``. A ``closed`` one (built for late readings after its period
+    closed) is on-demand with no warm throughput, as every closed table is: it takes a trickle."""
     capacity = settings.capacity
     request: dict[str, Any] = {
         "TableName": table.name,
@@ -64,13 +65,15 @@ def create_table_request(settings: RotatorSettings, table: PeriodTable) -> dict[
             {"AttributeName": PARTITION_KEY, "KeyType": "HASH"},
             {"AttributeName": SORT_KEY, "KeyType": "RANGE"},
         ],
-        "BillingMode": capacity.billing_mode,
+        "BillingMode": "PAY_PER_REQUEST" if closed else capacity.billing_mode,
         "StreamSpecification": {"StreamEnabled": True, "StreamViewType": STREAM_VIEW},
         "SSESpecification": {"Enabled": True, "SSEType": "KMS"},
         "TableClass": "STANDARD",
         "DeletionProtectionEnabled": settings.deletion_protection,
         "Tags": [{"Key": k, "Value": v} for k, v in sorted(managed_tags(settings, table).items())],
     }
+    if closed:
+        return request
     if capacity.billing_mode == "PROVISIONED":
         if capacity.write_capacity is None:  # settings refuse this; a guard for hand-built settings
             raise ValueError("a provisioned table needs a write capacity")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Literal, Protocol
 
 from botocore.exceptions import ClientError
@@ -53,6 +54,8 @@ class TableState:
     table_class: str
     #: DynamoDB refreshes it about every six hours.
     size_bytes: int
+    #: When the table was created (epoch ms; None if DescribeTable does not say).
+    created_ms: int | None = None
 
     @property
     def provisioned(self) -> bool:
@@ -82,7 +85,17 @@ class TableState:
             # A table never moved off the default class may carry no summary at all.
             table_class=str((table.get("TableClassSummary") or {}).get("TableClass") or STANDARD),
             size_bytes=int(table.get("TableSizeBytes") or 0),
+            created_ms=_epoch_ms(table.get("CreationDateTime")),
         )
+
+
+def _epoch_ms(value: object) -> int | None:
+    """CreationDateTime as boto3 gives it (a datetime) or as the wire does (epoch seconds)."""
+    if isinstance(value, datetime):
+        return int(value.timestamp() * 1000)
+    if isinstance(value, int | float):
+        return int(value * 1000)
+    return None
 
 
 @dataclass(frozen=True, slots=True)

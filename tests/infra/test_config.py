@@ -273,7 +273,13 @@ CROSS_FIELD = [
     ({"removal_policy": "destroy"}, "removal_policy", "deletion_protection"),
     ({"read_capacity_min": 500, "read_capacity_max": 100}, "read_capacity_min", "read_capacity_max"),
     ({"write_capacity_min": 500, "write_capacity_max": 100}, "write_capacity_min", "write_capacity_max"),
-    ({"ingest_max_record_age_s": 90_000}, "ingest_max_record_age_s", "kinesis_retention_hours"),
+    (
+        {"ingest_max_record_age_s": 90_000, "kinesis_retention_hours": 24},
+        "ingest_max_record_age_s",
+        "kinesis_retention_hours",
+    ),
+    ({"max_age": "31d"}, "max_age", "retention"),
+    ({"max_age": "3d", "retention": "2d", "table_period": "day"}, "max_age", "retention"),
     ({"table_period": "week", "retention": "3d"}, "retention", "week"),
     ({"table_period": "hour", "bucket": "2h"}, "bucket", "hourly"),
     ({"table_prefix": "ts", "control_table": "ts-control", "table_period": "day"}, "control_table", "'ts-'"),
@@ -344,6 +350,7 @@ def test_environment_of_the_single_table_deployment() -> None:
         "REJECTS_QUEUE_URL": "https://sqs.example/rejects",
         "SHARD_MAP_CACHE_TTL": "1m",
         "MAX_FUTURE": "5m",
+        "MAX_AGE": "3d",
         "ROLLUPS": "1m,1h,1d",
     }
 
@@ -352,8 +359,11 @@ def test_environment_of_per_period_tables_has_a_period_and_no_fixed_table() -> N
     config = AppConfig.from_context({"table_period": "week", "warm_writes_per_s": 12_000})
     env = config.function_environment(LambdaFunction.ROTATOR, _wiring())
     assert env["TABLE_PERIOD"] == "week"
-    assert (env["GRACE"], env["PREBUILD_PERIODS"]) == ("2h", "2")
+    assert (env["GRACE"], env["PREBUILD_PERIODS"], env["MAX_AGE"]) == ("2h", "2", "3d")
     assert env["WARM_WRITES_PER_S"] == "12000"
+    # Ingest gets the same MAX_AGE, and the rotator to ask for a missing table
+    ingest = config.function_environment(LambdaFunction.INGEST, _wiring())
+    assert (ingest["MAX_AGE"], ingest["ROTATOR_FUNCTION"]) == ("3d", _wiring().rotator_function)
     assert "READINGS_TABLE" not in env
     assert "REJECTS_QUEUE_URL" not in env
 
@@ -386,6 +396,7 @@ def _wiring() -> FunctionWiring:
         alert_topic_arn="arn:aws:sns:eu-west-1:123456789012:alerts",
         hotkeys_function_arn="arn:aws:lambda:eu-west-1:123456789012:function:TimeSeriesIngest-hotkeys",
         hotkeys_failure_destination_arn="arn:aws:sqs:eu-west-1:123456789012:hotkeys-failures",
+        rotator_function="TimeSeriesIngest-rotator",
     )
 
 
@@ -574,8 +585,9 @@ def test_docs_list_every_lambda_environment_variable_as_the_models_define_it() -
 def test_rollups_reach_ingest_query_and_the_rollup_function_and_can_be_turned_off() -> None:
     config = AppConfig.from_context({"ingest_timeout_s": 300, "retention": "12h"})
     env = config.function_environment(LambdaFunction.ROLLUP, FunctionWiring())
-    # The settle time covers ingest's timeout; the lateness never reaches past retention
-    assert (env["ROLLUPS"], env["ROLLUP_SETTLE"], env["ROLLUP_LATENESS"]) == ("1m,1h,1d", "6m", "12h")
+    # The settle time covers ingest's timeout; late marks are applied up to MAX_AGE, whose default (3 days)
+    # a shorter retention cuts
+    assert (env["ROLLUPS"], env["ROLLUP_SETTLE"], env["MAX_AGE"]) == ("1m,1h,1d", "6m", "12h")
     assert config.function_environment(LambdaFunction.QUERY, _wiring())["ROLLUPS"] == "1m,1h,1d"
     off = AppConfig.from_context({"rollups": ""})
     assert "ROLLUPS" not in off.function_environment(LambdaFunction.QUERY, _wiring())

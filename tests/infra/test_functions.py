@@ -344,6 +344,22 @@ def test_with_per_period_tables_the_functions_reach_exactly_the_prefixed_tables(
     assert ("sqs:SendMessage", render(synth.resolve(synth.stack.hot_keys.failure_queue.queue_arn)), NO_CONDITION) in hot
 
 
+@pytest.mark.parametrize("variant", ["periodic", "single"])
+def test_ingest_may_invoke_the_rotator_it_names_and_nothing_else(synthesized: Synthesized, variant: str) -> None:
+    # With per-period tables ingest asks the rotator for a missing table: it names it and may invoke it
+    # (the function alone, no "<arn>:*"); with one table there is no rotator to ask
+    synth = synthesized.synth(variant)
+    invokes = [g for g in grants(synth.role_statements(LambdaFunction.INGEST)) if g[0].startswith("lambda:")]
+    environment = synth.environment(LambdaFunction.INGEST)
+    if synth.stack.rotation is None:
+        assert invokes == [] and "ROTATOR_FUNCTION" not in environment
+        return
+    rotator = synth.stack.rotation.function
+    assert invokes == [("lambda:InvokeFunction", render(synth.resolve(rotator.function_arn)), NO_CONDITION)]
+    assert environment["ROTATOR_FUNCTION"] == f"{synth.config.stack_name}-rotator"
+    assert synth.function(LambdaFunction.ROTATOR)[1]["Properties"]["FunctionName"] == environment["ROTATOR_FUNCTION"]
+
+
 # -- stream mappings --------------------------------------------------------------------------
 
 

@@ -250,3 +250,22 @@ def test_the_dashboard_shows_ingest_rate_rejects_hot_keys_iterator_age_and_throt
         assert shown in body, shown
     assert ("WriteThrottleEvents" in body) is True
     assert ('"PeriodsReady"' in body) == (variant != "single")
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_the_failure_queues_alarm_on_their_oldest_message_long_before_the_stream_forgets_it(
+    synthesized: Synthesized, variant: str
+) -> None:
+    # A failure queue's message names records its stream keeps for a time only (tsctl replay reads them back)
+    synth = synthesized.synth(variant)
+    stack = synth.stack
+    kept_s = {
+        stack.ingestion.failure_queue: synth.config.stream.retention_hours * 3_600,  # 96 h by default
+        stack.hot_keys.failure_queue: 86_400,  # a DynamoDB stream keeps 24 h
+    }
+    (stream,) = synth.of_type("AWS::Kinesis::Stream").values()
+    assert stream["Properties"]["RetentionPeriodHours"] == synth.config.stream.retention_hours
+    for queue, kept in kept_s.items():
+        (alarm,) = _alarms_on(synth, "ApproximateAgeOfOldestMessage", "QueueName", synth.resolve(queue.queue_name))
+        assert alarm["Threshold"] == kept // 2 and alarm["Threshold"] < kept
+        assert alarm["EvaluationPeriods"] == alarm["DatapointsToAlarm"] == 1

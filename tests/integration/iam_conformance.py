@@ -38,6 +38,7 @@ AUTHORISED_BY = {
     "sqs:SendMessageBatch": "sqs:SendMessage",
     "sqs:DeleteMessageBatch": "sqs:DeleteMessage",
     "sqs:ChangeMessageVisibilityBatch": "sqs:ChangeMessageVisibility",
+    "lambda:Invoke": "lambda:InvokeFunction",
 }
 #: Creating with tags is also authorised as tagging: the service checks TagResource on the new resource.
 TAGGED_ON_CREATE = {

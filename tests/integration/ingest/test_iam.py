@@ -8,11 +8,13 @@ import sys
 import boto3
 import pytest
 
+from ingest.logic import Ingestor
+from ingest.settings import IngestSettings
 from tests.integration.iam_conformance import FAILURE_DESTINATION, assert_conforms, iam_action, recording
 from tests.integration.ingest.conftest import REGION, Aws, now_ms
 from tests.integration.ingest.helpers import invoke
 from tests.integration.mocked_aws import create_readings_table
-from tests.unit.ingest.kinesis_events import as_json, kinesis_event, reading
+from tests.unit.ingest.kinesis_events import as_json, batch, kinesis_event, reading
 
 pytestmark = pytest.mark.integration
 
@@ -34,7 +36,15 @@ def test_every_call_ingest_makes_is_granted_to_its_role(
         finally:
             module.INGESTOR.close()
             sys.modules.pop("ingest.handler", None)
+        # And, with hourly tables, a reading two days old whose hour has no table: the rotator is asked
+        hourly = {**aws.env, "TABLE_PERIOD": "hour", "MAX_AGE": "3d", "ROTATOR_FUNCTION": "TimeSeriesIngest-rotator"}
+        late = Ingestor.from_settings(IngestSettings.from_env(hourly))
+        try:
+            asked = late.ingest(batch([as_json(reading("sensor-1", now_ms() - 2 * 86_400_000, "old"))]), 60_000)
+        finally:
+            late.close()
     assert result.outcome.written == 30 and result.outcome.rejected == 1
+    assert asked.retry == 1
     # Then every action it called is granted, and everything granted is called or is the service's own
     assert_conforms(
         "ingest",

@@ -6,13 +6,12 @@ import pytest
 
 from adapters.batch_writer import BatchWriter
 from adapters.retry import Deadline
-from adapters.rollup_store import RollupStore
+from adapters.rollup_store import MarkRecorder, RollupStore
 from rollup.logic import RollupRunner
 from rollup.settings import RollupSettings
 from tests.integration.iam_conformance import assert_conforms, recording
 from tests.integration.mocked_aws import create_readings_table
 from tests.integration.query.conftest import HOUR, NOW, PREFIX, StoreFactory, dynamodb, make_store, reading
-from tests.unit.rollup.oracles import marks_of
 
 pytestmark = pytest.mark.integration
 __all__ = ["dynamodb", "make_store"]  # fixtures
@@ -25,7 +24,6 @@ ENV = {
     "TABLE_PREFIX": PREFIX,
     "CONTROL_TABLE": "control",
     "ROLLUPS": "1m,1h,1d",
-    "ROLLUP_LATENESS": "15m",
     "POWERTOOLS_SERVICE_NAME": "rollup",
     "POWERTOOLS_METRICS_NAMESPACE": "TimeSeries",
 }
@@ -41,8 +39,10 @@ def test_every_call_the_rollup_function_makes_is_granted_to_its_role(make_store:
     for r in written:
         store.write(r)
     marks_store = RollupStore(store.dynamodb, BatchWriter(store.dynamodb, concurrency=1), "control", PREFIX, HOUR)
-    marks = marks_of(stamp, MINUTE, [(r.entity_id, r.ts_ms) for r in written])
-    marks_store.write([marks_store.mark_write(m) for m in marks], Deadline.never())
+    unwritten = MarkRecorder(marks_store, MINUTE).write(
+        [(n, r.entity_id, r.ts_ms) for n, r in enumerate(written)], stamp, Deadline.never()
+    )
+    assert unwritten == {}
     settings = RollupSettings.from_env(ENV)
     clock = [NOW]
     # When it runs at NOW (the minute is recomputed from raw, its hour deferred) and 10 minutes later

@@ -153,10 +153,15 @@ def lambda_conflict_rule(clients: Clients, lambda_: Any) -> None:
 @dataclass
 class AccountExtras:
     """What moto does not keep for DynamoDB tables, kept here for every client of the account:
-    each table's Contributor Insights (status, mode) and its table class once changed."""
+    each table's Contributor Insights (status, mode) and its table class once changed; and its
+    creation time on the tests' clock (moto stamps the wall clock; a table made through a client
+    without these extras, such as a foreign one, is described without one)."""
 
     insights: dict[str, tuple[str, str | None]] = field(default_factory=dict)
     classes: dict[str, str] = field(default_factory=dict)
+    created: dict[str, int] = field(default_factory=dict)
+    #: The clock of the last rotator made: tables it creates are stamped with it.
+    clock: Callable[[], int] | None = None
 
     def install(self, dynamodb: Any) -> None:
         events = dynamodb.meta.events
@@ -164,6 +169,7 @@ class AccountExtras:
         events.register("before-call.dynamodb.UpdateContributorInsights", self._update_insights)
         events.register("provide-client-params.dynamodb.UpdateTable", self._update_class)
         events.register("after-call.dynamodb.DescribeTable", self._describe_class)
+        events.register("after-call.dynamodb.CreateTable", self._created)
 
     @staticmethod
     def _answer(parsed: dict[str, Any]) -> tuple[AWSResponse, dict[str, Any]]:
@@ -190,6 +196,15 @@ class AccountExtras:
         table = parsed.get("Table")
         if table is not None and table["TableName"] in self.classes:
             table["TableClassSummary"] = {"TableClass": self.classes[table["TableName"]]}
+        if table is not None:
+            created = self.created.get(table["TableName"])
+            table.pop("CreationDateTime", None)
+            if created is not None:
+                table["CreationDateTime"] = datetime.fromtimestamp(created / 1000, UTC)
+
+    def _created(self, parsed: dict[str, Any], **_: Any) -> None:
+        if self.clock is not None and "TableDescription" in parsed:
+            self.created[parsed["TableDescription"]["TableName"]] = self.clock()
 
 
 @dataclass
@@ -225,6 +240,7 @@ class World:
 
     def rotator(self, clock: Clock, clients: Clients | None = None, **overrides: str) -> tuple[Rotator, Clients]:
         clients = clients or self.clients()
+        self.extras.clock = clock
         rotator = Rotator.from_settings(
             self.settings(**overrides),
             dynamodb=clients.dynamodb,

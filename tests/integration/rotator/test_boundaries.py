@@ -143,11 +143,12 @@ def test_across_a_daily_boundary(world: World) -> None:
 @pytest.mark.parametrize(
     ("max_age", "last_moment"),
     [
-        # MAX_AGE unset is RETENTION, as ingest reads it: a 7-day-old reading of the 22nd may arrive until
-        # 2026-11-30T00:00 and land 15 minutes (DIAL_DOWN_DELAY) later
-        (None, "2026-11-30T00:14:59.999Z"),
-        # A shorter MAX_AGE: the last write lands long before; retention decides (end + 7 days)
+        # MAX_AGE as long as RETENTION: a 7-day-old reading of the 22nd may arrive until 2026-11-30T00:00
+        # and land 15 minutes (DIAL_DOWN_DELAY) later
+        ("7d", "2026-11-30T00:14:59.999Z"),
+        # A shorter MAX_AGE (unset: 3 days): the last write lands long before; retention decides (end + 7 days)
         ("3d", "2026-11-29T23:59:59.999Z"),
+        (None, "2026-11-29T23:59:59.999Z"),
     ],
 )
 def test_a_table_is_dropped_once_past_retention_and_no_late_reading_can_reach_it(

@@ -143,3 +143,17 @@ def test_a_bad_setting_fails_the_cold_start_naming_the_variable(world: World, mo
     with pytest.raises(SettingsError) as caught:
         importlib.import_module("rotator.handler")
     assert caught.value.variable == "TABLE_PERIOD"
+
+
+@pytest.mark.usefixtures("fresh_import")
+def test_ingests_build_request_builds_the_table_a_late_reading_needs(
+    world: World, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    module = load(world, monkeypatch)
+    layout = Layout.from_settings(kind="hybrid", bucket="1h", table_prefix=PREFIX, table_period="day")
+    two_days_ago = layout.table_for(int(time.time() * 1000) - 2 * 86_400_000)
+    result = module.handler({"build": [two_days_ago]}, Context())
+    # Only that table is made (no current one: a build run is not a scheduled run), closed and on-demand
+    assert result["created"] == [two_days_ago] and world.ours() == [two_days_ago] and result["errors"] == []
+    assert world.billing(two_days_ago) == "PAY_PER_REQUEST"
+    assert emitted_metrics(capsys.readouterr().out)["TablesCreated"] == 1.0

@@ -16,6 +16,7 @@ from adapters.batch_writer import BatchWriter
 from adapters.observability import metrics
 from adapters.rejects import RejectsPublisher
 from adapters.shard_map_source import StaticShardMap
+from adapters.table_builds import ASK_EVERY_MS, TableBuilds
 from ingest.logic import BatchOutcome, Ingestor, RecordNotIngested
 from keydesign import Layout, ShardMap, decode_block
 from local_runtime.faults import FaultInjectingDynamoDB, FaultPlan
@@ -42,8 +43,9 @@ def _ingestor(
     clock: FakeClock | None = None,
     concurrency: int = 4,
     period: str | None = None,
-    grace_ms: int = 7_200_000,
+    max_age_ms: int = 7 * 86_400_000,
     max_future_ms: int = 300_000,
+    table_builds: TableBuilds | None = None,
 ) -> Ingestor:
     clock = clock or FakeClock()
     layout = Layout.from_settings(kind=kind, bucket="1h", table_prefix="readings", table_period=period)
@@ -54,13 +56,13 @@ def _ingestor(
         rejects=RejectsPublisher(sqs or FakeSQS(), QUEUE, sleep=clock.sleep),
         retention_ms=30 * 86_400_000,
         max_future_ms=max_future_ms,
-        max_age_ms=7 * 86_400_000,
-        grace_ms=grace_ms,
+        max_age_ms=max_age_ms,
         prebuild_periods=2,
         deadline_margin_ms=2_000,
         clock=clock,
         wall_clock_ms=lambda: NOW,
         rng=random.Random(5),
+        table_builds=table_builds,
     )
 
 
@@ -155,8 +157,8 @@ def test_table_period_routes_by_event_time_and_sets_the_retention_ttl_too() -> N
     today, yesterday = layout.table_for(NOW), layout.table_for(NOW - 86_400_000)
     dynamodb = FakeDynamoDB(tables={today, yesterday})
     payloads = [as_json([reading("s", NOW - 1, "t"), reading("s", NOW - 86_400_000, "y")])]
-    # A two-day grace keeps yesterday's table open to late readings.
-    ingestor = _ingestor(dynamodb, period="day", grace_ms=2 * 86_400_000)
+    # A reading a day old is within MAX_AGE (7 days): yesterday's table takes it.
+    ingestor = _ingestor(dynamodb, period="day")
     outcome = ingestor.ingest(batch(payloads), 60_000)
     assert outcome.written == 2
     assert [[r.event_id for r in stored_readings(dynamodb.items(t))] for t in (today, yesterday)] == [["t"], ["y"]]
@@ -168,27 +170,84 @@ def test_table_period_routes_by_event_time_and_sets_the_retention_ttl_too() -> N
     assert int(y["ttl"]["N"]) == (NOW - 86_400_000) // 1000 + retention_s
 
 
-def test_readings_for_a_closed_or_unbuilt_period_are_rejected_with_the_reason() -> None:
-    # Given hourly tables, a 2h grace window and two periods prebuilt ahead
+def test_readings_up_to_max_age_old_are_written_to_closed_tables_and_the_rest_rejected_with_the_reason() -> None:
+    # Given hourly tables, MAX_AGE 3 days and two periods prebuilt ahead
     layout = Layout.from_settings(kind="hybrid", bucket="1h", table_prefix="readings", table_period="hour")
-    hour = 3_600_000
+    hour, day = 3_600_000, 86_400_000
     current = NOW - NOW % hour
-    closed = current - 3 * hour  # ended 2h+ ago: past its grace
-    late_ok = current - 2 * hour + 1  # ended less than 2h ago: still takes late readings
+    days_late = NOW - 3 * day + 60_000  # closed long ago (its grace was 2 h), still within MAX_AGE
+    too_old = NOW - 3 * day - 1
     unbuilt = current + 3 * hour  # the rotator builds only current + 2
-    tables = {layout.table_for(t) for t in (late_ok, current)}
+    tables = {layout.table_for(t) for t in (days_late, current)}
     dynamodb, sqs = FakeDynamoDB(tables=tables), FakeSQS()
-    ingestor = _ingestor(dynamodb, sqs, period="hour", max_future_ms=4 * hour)  # past the future check
-    payloads = [as_json([reading("s", t, f"e{t}") for t in (closed, late_ok, current, unbuilt)])]
+    ingestor = _ingestor(dynamodb, sqs, period="hour", max_age_ms=3 * day, max_future_ms=4 * hour)
+    payloads = [as_json([reading("s", t, f"e{t}") for t in (too_old, days_late, current, unbuilt)])]
     # When ingested
     outcome = ingestor.ingest(batch(payloads), 60_000)
-    # Then the late-but-open and current readings are written, the others rejected with why
+    # Then the days-late and current readings are written, the others rejected with why
     assert outcome.written == 2
+    assert [r.event_id for r in stored_readings(dynamodb.items(layout.table_for(days_late)))] == [f"e{days_late}"]
     assert outcome.rejected == 2
     reasons = [json.loads(m["MessageBody"])["reason"] for m in sqs.messages]
-    assert any("closed at" in r and "no longer takes writes" in r for r in reasons)
+    assert any("is older than the accepted age" in r for r in reasons)
     assert any("is not built yet" in r for r in reasons)
     assert not outcome.failed_records
+
+
+class FakeRotator:
+    """Lambda's Invoke, answered by building the tables asked for in the fake DynamoDB (or not)."""
+
+    def __init__(self, dynamodb: FakeDynamoDB, *, builds: bool = True) -> None:
+        self.dynamodb = dynamodb
+        self.builds = builds
+        self.requests: list[dict[str, Any]] = []
+
+    def invoke(self, **kwargs: Any) -> dict[str, Any]:
+        assert kwargs["InvocationType"] == "Event"
+        request = json.loads(kwargs["Payload"])
+        self.requests.append(request)
+        if self.builds:
+            self.dynamodb.tables.update({name: {} for name in request["build"]})
+        return {"StatusCode": 202}
+
+
+def test_a_late_reading_whose_period_never_had_a_table_is_handed_back_and_its_table_asked_for() -> None:
+    # Given hourly tables, and a backfill two days old whose hour has no table (older than the deployment)
+    layout = Layout.from_settings(kind="hybrid", bucket="1h", table_prefix="readings", table_period="hour")
+    old = NOW - 2 * 86_400_000
+    current_table = layout.table_for(NOW)
+    dynamodb = FakeDynamoDB(tables={current_table})
+    rotator = FakeRotator(dynamodb, builds=False)
+    clock = FakeClock()
+    ingestor = _ingestor(dynamodb, period="hour", clock=clock, table_builds=TableBuilds(rotator, "rot", clock=clock))
+    records = batch([as_json([reading("s", NOW, "now")]), as_json([reading("s", old, "old")])])
+    # When ingested, twice before the rotator has built it
+    first = ingestor.ingest(records, 60_000)
+    second = ingestor.ingest(records, 60_000)
+    # Then the on-time reading is written, the old one handed back (not rejected) with the reason,
+    # and the rotator asked once for its table (a container asks again only after ASK_EVERY_MS)
+    assert (first.written, first.rejected, first.retry) == (1, 0, 1)
+    (failed,) = first.failed_records
+    assert failed.reason == f"table {layout.table_for(old)} does not exist yet; the rotator is asked to build it"
+    assert second.retry == 1
+    assert rotator.requests == [{"build": [layout.table_for(old)]}]
+    # When the rotator builds it and the record is delivered again
+    rotator.builds = True
+    clock.sleep(ASK_EVERY_MS / 1000)
+    third = ingestor.ingest(records, 60_000)
+    # Then it is asked again (the table was still missing) and this time the reading is stored
+    assert third.retry == 1 and len(rotator.requests) == 2
+    fourth = ingestor.ingest(records, 60_000)
+    assert (fourth.written, fourth.retry) == (2, 0)
+    assert [r.event_id for r in stored_readings(dynamodb.items(layout.table_for(old)))] == ["old"]
+
+
+def test_without_a_rotator_to_ask_a_missing_table_is_handed_back_as_before() -> None:
+    layout = Layout.from_settings(kind="hybrid", bucket="1h", table_prefix="readings", table_period="hour")
+    dynamodb = FakeDynamoDB(tables={layout.table_for(NOW)})
+    outcome = _ingestor(dynamodb, period="hour").ingest(batch([as_json([reading("s", NOW - 86_400_000)])]), 60_000)
+    (failed,) = outcome.failed_records
+    assert failed.reason is not None and failed.reason.startswith("ResourceNotFoundException")
 
 
 def test_a_batch_of_10000_readings_of_100_entities_is_100_blocks_in_4_calls() -> None:

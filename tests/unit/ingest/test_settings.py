@@ -13,7 +13,10 @@ BASE = {"SHARDS": "8", "TABLE_PREFIX": "readings", "REJECTS_QUEUE_URL": "https:/
 def test_defaults() -> None:
     settings = IngestSettings.from_env(BASE)
     assert settings.max_future_ms == 300_000
-    assert settings.max_age_ms == settings.common.retention_ms == 30 * 86_400_000
+    # MAX_AGE unset: a long weekend (3 days), or RETENTION when that is shorter
+    assert settings.max_age_ms == 3 * 86_400_000
+    assert IngestSettings.from_env({**BASE, "RETENTION": "2d"}).max_age_ms == 2 * 86_400_000
+    assert settings.rotator_function is None
     assert (settings.write_concurrency, settings.reject_concurrency) == (8, 4)
     assert (settings.deadline_margin_ms, settings.retry_base_ms, settings.retry_max_delay_ms) == (2_000, 50, 5_000)
     assert settings.reject_payload_bytes == 65_536

@@ -6,8 +6,9 @@ import re
 
 import pytest
 
+from adapters.table_builds import build_request
 from keydesign import parse_timestamp
-from rotator.request import InvalidRequest, RotationRequest
+from rotator.request import MAX_BUILDS, InvalidRequest, RotationRequest
 
 
 def parse(event: object, *, dry_run_default: bool = False, allow_now_override: bool = False) -> RotationRequest:
@@ -94,3 +95,29 @@ def test_a_bad_option_name_is_shown_escaped() -> None:
     with pytest.raises(InvalidRequest) as caught:
         parse({"dry\x00run\udc80": True})
     assert caught.value.field == "dry\\x00run\\udc80"
+
+
+def test_ingests_build_request_is_read_as_the_tables_to_build() -> None:
+    # Given the event ingest sends (adapters.table_builds), duplicates and all
+    event = build_request(["readings-2026-11-20", "readings-2026-11-19", "readings-2026-11-20"])
+    # Then it is a build of each table once, a live run on the real clock
+    assert parse(event) == RotationRequest(
+        dry_run=False, now_ms=None, build=("readings-2026-11-19", "readings-2026-11-20")
+    )
+    assert parse({}).build == ()
+
+
+@pytest.mark.parametrize(
+    ("build", "fragment"),
+    [
+        ("readings-2026-11-20", "non-empty list of table names"),
+        ([], "non-empty list of table names"),
+        ([""], "non-empty list of table names"),
+        ([3], "non-empty list of table names"),
+        ([f"readings-2026-11-{d:02}" for d in range(1, MAX_BUILDS + 2)], f"at most {MAX_BUILDS}"),
+    ],
+)
+def test_a_malformed_build_request_is_refused(build: object, fragment: str) -> None:
+    with pytest.raises(InvalidRequest, match=fragment) as caught:
+        parse({"build": build})
+    assert caught.value.field == "build"

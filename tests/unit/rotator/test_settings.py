@@ -20,8 +20,8 @@ def test_defaults() -> None:
     assert capacity.billing_mode == "PAY_PER_REQUEST"
     assert (capacity.write_capacity, capacity.warm_writes_per_s) == (None, None)
     assert capacity.read_capacity == 100
-    # MAX_AGE unset is RETENTION, as ingest reads it
-    assert (settings.max_age, settings.max_age_ms) == (None, settings.retention_ms) == (None, 30 * 86_400_000)
+    # MAX_AGE unset is 3 days, as ingest reads it (the same field of the shared settings)
+    assert (settings.max_age, settings.max_age_ms) == (None, 3 * 86_400_000)
     # No Contributor Insights and no table-class changes unless the stack asks for them
     assert (settings.contributor_insights, settings.infrequent_access_storage_percent) == ("off", None)
     assert settings.point_in_time_recovery and settings.deletion_protection

@@ -1,0 +1,243 @@
+"""A failed batch's range read back from its stream, as the records of the event its mapping sent.
+
+Reading starts AT_SEQUENCE_NUMBER the batch's first record and stops past its
+last. A stream keeps records for a time only (Kinesis: the stream's retention;
+a DynamoDB stream: 24 hours): what it no longer holds is reported as
+:class:`Lost`, the range and the time it aged out (its first record's arrival
+plus the retention), never silently skipped. The batch's first sequence number
+is a record that existed, so a read that starts later than it, or finds
+nothing, means the stream trimmed it.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+from botocore.exceptions import ClientError
+
+from keydesign import format_ts
+from replay.failures import FailedBatch
+
+#: A DynamoDB stream keeps records 24 hours; that cannot be changed.
+DYNAMODB_STREAM_RETENTION_MS = 86_400_000
+#: GetRecords calls one range may take (a range is at most one mapping batch: 10,000 records).
+MAX_CALLS = 200
+#: Empty pages in a row after which an open DynamoDB stream shard is taken as read to its end.
+EMPTY_PAGES = 5
+
+
+@dataclass(frozen=True, slots=True)
+class Lost:
+    """Records of a range the stream no longer holds: from ``first`` to just before ``until`` (None: to
+    the end of the range), aged out at ``at_ms`` (None: unknown)."""
+
+    first: str
+    until: str | None
+    at_ms: int | None
+    why: str
+
+    def describe(self) -> str:
+        span = f"from {self.first} to the range's end" if self.until is None else f"from {self.first} to {self.until}"
+        when = f" at {format_ts(self.at_ms)}" if self.at_ms is not None else ""
+        return f"records {span} (exclusive) aged out of the stream{when}: {self.why}"
+
+
+@dataclass(slots=True)
+class ReadBack:
+    """The range's records still held (the event records a mapping sends), and what was lost."""
+
+    records: list[dict[str, Any]] = field(default_factory=list)
+    lost: Lost | None = None
+
+
+class RangeReader(Protocol):
+    def read(self, batch: FailedBatch) -> ReadBack: ...
+
+    def kept_until(self, batch: FailedBatch) -> int | None:
+        """When the stream forgets the batch's first record (epoch ms), if known."""
+
+
+def _code(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+def _region(arn: str) -> str:
+    parts = arn.split(":")
+    return parts[3] if len(parts) > 3 else ""
+
+
+class _StreamRanges:
+    """The read shared by both streams: from the batch's first record, page by page, past its last.
+    A stream names its own calls (:meth:`_iterator`, :meth:`_page`) and records."""
+
+    #: The error code that says a sequence number is older than the stream's trim horizon.
+    trimmed_code = ""
+    #: Why records age out of this kind of stream.
+    forgets = ""
+
+    def kept_until(self, batch: FailedBatch) -> int | None:
+        raise NotImplementedError
+
+    def _iterator(self, batch: FailedBatch, kind: str) -> str:
+        raise NotImplementedError
+
+    def _page(self, iterator: str) -> tuple[list[Mapping[str, Any]], str | None, bool]:
+        """One GetRecords: the records, the next iterator, and whether the shard has no more for now."""
+        raise NotImplementedError
+
+    def _sequence(self, record: Mapping[str, Any]) -> str:
+        raise NotImplementedError
+
+    def _event_record(self, batch: FailedBatch, record: Mapping[str, Any]) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def read(self, batch: FailedBatch) -> ReadBack:
+        first, last = int(batch.first_sequence), int(batch.last_sequence)
+        try:
+            iterator: str | None = self._iterator(batch, "AT_SEQUENCE_NUMBER")
+        except ClientError as exc:
+            if _code(exc) == "ResourceNotFoundException":
+                return ReadBack(lost=self._lost(batch, None, "the stream or its shard no longer exists"))
+            if _code(exc) != self.trimmed_code:
+                raise
+            iterator = self._iterator(batch, "TRIM_HORIZON")  # the first record is past the trim horizon
+        out = ReadBack()
+        held: str | None = None
+        for _ in range(MAX_CALLS):
+            if not iterator:
+                break
+            try:
+                records, iterator, drained = self._page(iterator)
+            except ClientError as exc:
+                if _code(exc) != self.trimmed_code:
+                    raise
+                break
+            past = False
+            for record in records:
+                sequence = self._sequence(record)
+                if int(sequence) > last:
+                    past = True
+                    break
+                if int(sequence) >= first:
+                    held = held or sequence
+                    out.records.append(self._event_record(batch, record))
+            if past or drained:
+                break
+        if held is None or int(held) > first:
+            out.lost = self._lost(batch, held, self.forgets)
+        return out
+
+    def _lost(self, batch: FailedBatch, until: str | None, why: str) -> Lost:
+        return Lost(batch.first_sequence, until, self.kept_until(batch), why)
+
+
+class KinesisRanges(_StreamRanges):
+    """Ranges of a Kinesis data stream (a boto3 Kinesis client)."""
+
+    trimmed_code = "InvalidArgumentException"
+    forgets = "the stream keeps records for its retention only"
+
+    def __init__(self, kinesis: Any) -> None:
+        self._kinesis = kinesis
+        self._retention: dict[str, int] = {}
+
+    def retention_ms(self, stream_arn: str) -> int:
+        if stream_arn not in self._retention:
+            summary = self._kinesis.describe_stream_summary(StreamARN=stream_arn)["StreamDescriptionSummary"]
+            self._retention[stream_arn] = int(summary["RetentionPeriodHours"]) * 3_600_000
+        return self._retention[stream_arn]
+
+    def kept_until(self, batch: FailedBatch) -> int | None:
+        if batch.first_arrival_ms is None:
+            return None
+        try:
+            return batch.first_arrival_ms + self.retention_ms(batch.stream_arn)
+        except ClientError:
+            return None
+
+    def _iterator(self, batch: FailedBatch, kind: str) -> str:
+        # Both names of the stream (Kinesis takes both when they agree; moto reads the name).
+        params: dict[str, Any] = {
+            "StreamARN": batch.stream_arn,
+            "StreamName": batch.stream_arn.rsplit("/", 1)[-1],
+            "ShardId": batch.shard_id,
+            "ShardIteratorType": kind,
+        }
+        if kind == "AT_SEQUENCE_NUMBER":
+            params["StartingSequenceNumber"] = batch.first_sequence
+        return str(self._kinesis.get_shard_iterator(**params)["ShardIterator"])
+
+    def _page(self, iterator: str) -> tuple[list[Mapping[str, Any]], str | None, bool]:
+        page = self._kinesis.get_records(ShardIterator=iterator, Limit=10_000)
+        records = page.get("Records", [])
+        # Nothing returned at the stream's tip: nothing more to read.
+        return records, page.get("NextShardIterator"), not records and page.get("MillisBehindLatest", 0) == 0
+
+    def _sequence(self, record: Mapping[str, Any]) -> str:
+        return str(record["SequenceNumber"])
+
+    def _event_record(self, batch: FailedBatch, record: Mapping[str, Any]) -> dict[str, Any]:
+        """A GetRecords record as the mapping hands it to the function (base64 data, epoch seconds)."""
+        arrival = record.get("ApproximateArrivalTimestamp")
+        return {
+            "kinesis": {
+                "kinesisSchemaVersion": "1.0",
+                "partitionKey": record["PartitionKey"],
+                "sequenceNumber": record["SequenceNumber"],
+                "data": base64.b64encode(record["Data"]).decode("ascii"),
+                "approximateArrivalTimestamp": arrival.timestamp() if isinstance(arrival, datetime) else arrival,
+            },
+            "eventSource": "aws:kinesis",
+            "eventVersion": "1.0",
+            "eventID": f"{batch.shard_id}:{record['SequenceNumber']}",
+            "eventName": "aws:kinesis:record",
+            "invokeIdentityArn": "",
+            "awsRegion": _region(batch.stream_arn),
+            "eventSourceARN": batch.stream_arn,
+        }
+
+
+class DynamoStreamRanges(_StreamRanges):
+    """Ranges of a DynamoDB stream (a boto3 DynamoDB Streams client)."""
+
+    trimmed_code = "TrimmedDataAccessException"
+    forgets = "a DynamoDB stream keeps records 24 hours"
+
+    def __init__(self, streams: Any) -> None:
+        self._streams = streams
+        self._empty = 0
+
+    def kept_until(self, batch: FailedBatch) -> int | None:
+        return None if batch.first_arrival_ms is None else batch.first_arrival_ms + DYNAMODB_STREAM_RETENTION_MS
+
+    def read(self, batch: FailedBatch) -> ReadBack:
+        self._empty = 0
+        return super().read(batch)
+
+    def _iterator(self, batch: FailedBatch, kind: str) -> str:
+        params: dict[str, Any] = {"StreamArn": batch.stream_arn, "ShardId": batch.shard_id, "ShardIteratorType": kind}
+        if kind == "AT_SEQUENCE_NUMBER":
+            params["SequenceNumber"] = batch.first_sequence
+        return str(self._streams.get_shard_iterator(**params)["ShardIterator"])
+
+    def _page(self, iterator: str) -> tuple[list[Mapping[str, Any]], str | None, bool]:
+        page = self._streams.get_records(ShardIterator=iterator, Limit=1_000)
+        records = page.get("Records", [])
+        # An open shard answers empty pages at its tip: a few in a row end the read.
+        self._empty = 0 if records else self._empty + 1
+        return records, page.get("NextShardIterator"), self._empty >= EMPTY_PAGES
+
+    def _sequence(self, record: Mapping[str, Any]) -> str:
+        return str(record["dynamodb"]["SequenceNumber"])
+
+    def _event_record(self, batch: FailedBatch, record: Mapping[str, Any]) -> dict[str, Any]:
+        """A GetRecords record as the mapping hands it to the function: epoch seconds, and the stream's ARN."""
+        body = dict(record["dynamodb"])
+        when = body.get("ApproximateCreationDateTime")
+        if isinstance(when, datetime):
+            body["ApproximateCreationDateTime"] = when.timestamp()
+        return {**record, "dynamodb": body, "eventSourceARN": batch.stream_arn}

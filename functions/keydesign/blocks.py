@@ -40,7 +40,8 @@ The payload (all integers unsigned LEB128 varints)::
     varint  count             readings in the block (>= 1)
     varint  first_ms          epoch ms of the oldest reading
     varint  span_ms           newest minus oldest
-    varint  version           the largest Kinesis sequence number among the readings
+    byte n, then n bytes      version: the largest Kinesis sequence number among the readings,
+                              unsigned big-endian (a 56-digit sequence number takes 24 bytes)
     body: a UTF-8 JSON array [deltas, measures, event_ids, dimensions], trailing nulls left out
       deltas      [int]                   ms from the previous reading (the first: 0)
       measures    {name: [number|null]}   null: the reading has no such measure
@@ -143,7 +144,7 @@ def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
         if not byte & 0x80:
             return result, pos
         shift += 7
-        if shift > 7 * 64:  # a 128-digit sequence number needs 61 bytes; anything longer is corrupt
+        if shift > 63:  # no header varint this format writes needs more than 64 bits
             raise BlockError("b", "a header number is longer than any this format writes")
 
 
@@ -190,8 +191,11 @@ def encode_block(readings: Sequence[Reading], version: int) -> Encoded:
     packer = zlib.compressobj(_LEVEL, zlib.DEFLATED, -15)
     deflated = packer.compress(body) + packer.flush()
     head = bytearray([DEFLATED if len(deflated) < len(body) else RAW])
-    for number in (len(readings), first, previous - first, version):
+    for number in (len(readings), first, previous - first):
         _varint(number, head)
+    version_bytes = version.to_bytes(max(1, (version.bit_length() + 7) // 8), "big")
+    head.append(len(version_bytes))
+    head += version_bytes
     digest = hashlib.sha256(f"{entity}\n{version}\n".encode() + body).hexdigest()[:BLOCK_ID_DIGITS]
     payload = bytes(head) + (deflated if head[0] == DEFLATED else body)
     return Encoded(payload, digest, first, previous, len(readings), version)
@@ -203,12 +207,13 @@ def read_header(payload: bytes) -> BlockHeader:
         raise BlockError("b", "the payload is empty")
     if payload[0] not in (DEFLATED, RAW):
         raise BlockError("b", f"block format {payload[0]} is not one this code reads ({DEFLATED} or {RAW})")
-    pos = 1
-    numbers: list[int] = []
-    for _ in range(4):
-        value, pos = _read_varint(payload, pos)
-        numbers.append(value)
-    count, first, span, version = numbers
+    count, pos = _read_varint(payload, 1)
+    first, pos = _read_varint(payload, pos)
+    span, pos = _read_varint(payload, pos)
+    if pos >= len(payload) or pos + 1 + payload[pos] > len(payload):
+        raise BlockError("b", "the payload ends inside its header")
+    version = int.from_bytes(payload[pos + 1 : pos + 1 + payload[pos]], "big")
+    pos += 1 + payload[pos]
     if count < 1:
         raise BlockError("b", "the header counts no readings")
     return BlockHeader(count, first, span, version, pos)

@@ -48,7 +48,7 @@ from .hashing import shard_of
 from .model import Reading, validate_entity_id
 from .periods import Bucket, TablePeriod
 from .shardmap import ShardMap
-from .timefmt import MAX_TS_MS, format_ts, parse_timestamp
+from .timefmt import MAX_TS_MS, format_ts, stamp_ms
 
 LayoutKind = Literal["random", "calculated", "hybrid"]
 LAYOUTS: tuple[LayoutKind, ...] = ("random", "calculated", "hybrid")
@@ -346,7 +346,7 @@ class Layout:
         parts = parse_block_sk(sk, shared=self.can.shared_partitions)
         if parts is None:
             return None
-        first_ms = parse_timestamp(parts.first_ts, "sk")
+        first_ms = stamp_ms(parts.first_ts)
         last_ms = min(first_ms + MAX_BLOCK_SPAN_MS - 1, self.bucket.start(first_ms) + self.bucket.width_ms - 1)
         prefix = self._sk_prefix(parts.entity) if parts.entity is not None else ""
         return f"{prefix}{parts.first_ts}", f"{prefix}{format_ts(last_ms)}#{HIGH}"

@@ -15,15 +15,16 @@ naming the field.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
+from typing import Any
 
 from .errors import InvalidInput
-from .hashing import stable_hash
 from .timefmt import format_ts, parse_timestamp
 
 ENTITY_ID_MAX = 128
@@ -257,9 +258,24 @@ def derive_event_id(
     different readings of one entity in the same millisecond with identical
     content are indistinguishable; producers that can send those should send
     their own event ids.
+
+    The id is ``h-`` and the first 8 bytes of SHA-256 (hex) over the compact JSON
+    text of ``[entity_id, ts_ms, sorted(measures.items()), sorted(dimensions.items())]``.
+    Readers compute it again for every such reading they decode (blocks do not store
+    it), so the text is written directly: entity ids and names need no JSON escaping
+    (``_ID_RE``, ``_NAME_RE``), and ``repr`` of an int or a finite float is what
+    ``json.dumps`` writes. A test holds it equal to ``json.dumps``.
     """
-    canonical = json.dumps(
-        [entity_id, ts_ms, sorted(measures.items()), sorted(dimensions.items())],
-        separators=(",", ":"),
-    )
-    return f"h-{stable_hash(canonical):016x}"
+    number = _JSON_NUMBER.get
+    values = ",".join([f'["{name}",{number(type(v), _dumps)(v)}]' for name, v in sorted(measures.items())])
+    labels = ",".join([f'["{name}",{json.dumps(v)}]' for name, v in sorted(dimensions.items())]) if dimensions else ""
+    canonical = f'["{entity_id}",{ts_ms},[{values}],[{labels}]]'
+    return f"h-{hashlib.sha256(canonical.encode()).digest()[:8].hex()}"
+
+
+def _dumps(value: object) -> str:
+    return json.dumps(value)
+
+
+#: ``json.dumps`` of a measure: an int or a finite float, exactly (bool is not a measure).
+_JSON_NUMBER: dict[type, Callable[[Any], str]] = {int: int.__repr__, float: float.__repr__}

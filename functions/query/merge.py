@@ -60,7 +60,6 @@ deadline can end a merge that has not.
 
 from __future__ import annotations
 
-import functools
 import heapq
 import itertools
 import math
@@ -73,8 +72,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 from adapters.partition_reader import CorruptBlock, Page, PageRequest, StoredBlock, decode, header_of
-from keydesign import KeyDesignError, Layout, PartitionQuery, Reading, format_ts, parse_timestamp
+from keydesign import KeyDesignError, Layout, PartitionQuery, Reading, format_ts
 from keydesign.blocks import HIGH, MAX_BLOCK_SPAN_MS
+from keydesign.timefmt import stamp_ms
 
 
 class Position(NamedTuple):
@@ -162,12 +162,12 @@ class Placement:
         """What the sort key ``sk`` says of its block before it is decoded: its first reading, and
         the lowest (ascending) or highest (descending) position it can hold.
 
-        ``Layout.block_reach`` says the same (a test holds the two equal); it parses the time
-        with ``parse_timestamp``, which costs more than decoding a small block."""
+        ``Layout.block_reach`` says the same (a test holds the two equal); this one also returns
+        the first reading's time and entity, and fills in the anchor of a cross-entity read."""
         cut = sk.rfind("#", 0, sk.rfind("#"))  # <prefix><first ts> | #<block id>#<write units>
         low = sk[:cut]
         try:
-            first_ms = _ts_ms(low[-_TS_CHARS:])
+            first_ms = stamp_ms(low[-_TS_CHARS:])
         except (KeyDesignError, ValueError):
             raise CorruptBlock(partition.table, partition.pk, sk, "the sort key is not a block's") from None
         entity = self.entity if self.entity is not None else low[: -_TS_CHARS - 1]
@@ -190,18 +190,6 @@ class _Fetched(NamedTuple):
     first_ms: int
     entity: str
     bound: Position
-
-
-@functools.lru_cache(maxsize=16_384)
-def _second_ms(text: str) -> int:
-    return parse_timestamp(f"{text}.000Z", "sk")
-
-
-def _ts_ms(ts: str) -> int:
-    """Epoch ms of a fixed-width UTC time, remembered by the second (blocks come clustered in time)."""
-    if len(ts) != _TS_CHARS or ts[19] != "." or ts[23] != "Z" or not ts[20:23].isdigit():
-        raise ValueError(ts)
-    return _second_ms(ts[:19]) + int(ts[20:23])
 
 
 class _Stop(Exception):  # noqa: N818 - internal signal, never leaves the merge

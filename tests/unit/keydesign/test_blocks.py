@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import random
 from collections.abc import Sequence
 
@@ -22,7 +24,7 @@ from keydesign.blocks import (
 )
 from keydesign.items import MAX_ITEM_BYTES
 from keydesign.layouts import parse_keys
-from keydesign.model import MAX_DIMENSIONS, MAX_MEASURES
+from keydesign.model import MAX_DIMENSIONS, MAX_MEASURES, derive_event_id
 from keydesign.timefmt import parse_timestamp
 
 from .strategies import ENTITIES, ID_ALPHABET, PROPERTY, layouts
@@ -98,6 +100,20 @@ def test_a_block_decodes_to_exactly_the_readings_encoded(
     assert (header.first_ms, header.last_ms, header.version) == (readings[0].ts_ms, readings[-1].ts_ms, version)
 
 
+@PROPERTY
+@given(raw=raw_readings("sensor-a", st.integers(10**11, 2**41)), entity_id=st.sampled_from(ENTITIES))
+def test_a_derived_event_id_hashes_the_json_text_of_the_reading(raw: dict[str, object], entity_id: str) -> None:
+    # Given any valid reading's content
+    reading = Reading.parse({**raw, "entity_id": entity_id, "event_id": None})
+    # Then its id is SHA-256 of json.dumps of its content (readers compute it again from a block)
+    canonical = json.dumps(
+        [entity_id, reading.ts_ms, sorted(reading.measures.items()), sorted(reading.dimensions.items())],
+        separators=(",", ":"),
+    )
+    assert reading.event_id == f"h-{hashlib.sha256(canonical.encode()).hexdigest()[:16]}"
+    assert derive_event_id(entity_id, reading.ts_ms, reading.measures, reading.dimensions) == reading.event_id
+
+
 def test_derived_event_ids_are_not_stored_and_explicit_ones_are() -> None:
     # Given the same readings sent without event ids, and with ids of their own
     derived = [Reading.parse({"entity_id": "s", "timestamp": T0 + i, "measures": {"v": i}}) for i in range(20)]
@@ -143,7 +159,8 @@ def _payload(version: int = 3) -> bytes:
         (b"\x03" + _payload()[1:], "format 3"),
         (_payload()[:3], "ends inside its header"),
         (_payload()[:-4], "does not decompress"),
-        (_payload()[:6] + b"garbage", "does not decompress"),
+        (_payload()[: read_header(_payload()).body_at] + b"garbage", "does not decompress"),
+        (_payload()[:9] + b"\x30", "ends inside its header"),
         (_payload()[:1] + b"\x02" + _payload()[2:], "do not hold the 2 readings"),
         (_payload()[:1] + b"\x00" + _payload()[2:], "counts no readings"),
         (b"\x01" + b"\xff" * 80, "longer than any"),
@@ -160,7 +177,9 @@ def test_a_body_whose_times_disagree_with_the_header_is_refused() -> None:
     # Given a block whose header says its span is one ms longer than its readings' times
     good = _payload()
     header = read_header(good)
-    forged = good[:2] + good[2 : header.body_at - 2] + bytes([1]) + good[header.body_at - 1 :]
+    span_at = 8  # format, count (1 byte), first_ms (6 bytes), then the span (0: one reading)
+    assert good[span_at] == header.span_ms == 0
+    forged = good[:span_at] + bytes([1]) + good[span_at + 1 :]
     # Then decoding refuses it rather than invent a time
     with pytest.raises(BlockError, match="do not end where the header says"):
         decode_block("s", forged)

@@ -115,11 +115,11 @@ def format_ts(ms: int) -> str:
     """Format epoch ms as the 24-character sortable UTC form ``YYYY-MM-DDTHH:MM:SS.mmmZ``."""
     if ms < MIN_TS_MS or ms > MAX_TS_MS:
         raise ValueError(f"timestamp {ms} ms is outside the supported range")
-    return f"{_second_text(ms // 1000)}.{ms % 1000:03d}Z"
+    return f"{second_text(ms // 1000)}.{ms % 1000:03d}Z"
 
 
 @lru_cache(maxsize=16_384)
-def _second_text(seconds: int) -> str:
+def second_text(seconds: int) -> str:
     # Readings arrive clustered in time, so the same second is formatted again
     # and again; datetime formatting is most of the cost of building a key.
     return f"{_EPOCH + timedelta(seconds=seconds):%Y-%m-%dT%H:%M:%S}"

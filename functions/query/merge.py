@@ -74,7 +74,7 @@ from typing import Any, NamedTuple
 from adapters.partition_reader import CorruptBlock, Page, PageRequest, StoredBlock, decode, header_of
 from keydesign import KeyDesignError, Layout, PartitionQuery, Reading, format_ts
 from keydesign.blocks import HIGH, MAX_BLOCK_SPAN_MS
-from keydesign.timefmt import stamp_ms
+from keydesign.timefmt import second_text, stamp_ms
 
 
 class Position(NamedTuple):
@@ -412,11 +412,14 @@ class PartitionStream:
         key_of = placement.layout.reading_key
         beyond = None if inside else after  # readings at or before it were returned by an earlier page
         items: list[tuple[Position, Reading]] = []
+        # The hot loop of a page (once per reading decoded): Position built as the tuple it is
+        # (NamedTuple's own __new__ is Python code), the time formatted through the per-second cache.
+        new, text_of_second = tuple.__new__, second_text
         for reading in readings:
             ms = reading.ts_ms
             if low_ms <= ms < high_ms:
-                ts = format_ts(ms)
-                key = Position(anchor or ts, key_of(entity, ts, reading.event_id))
+                ts = f"{text_of_second(ms // 1000)}.{ms % 1000:03d}Z"
+                key = new(Position, (anchor or ts, key_of(entity, ts, reading.event_id)))
                 if beyond is None or (key < beyond if descending else key > beyond):
                     items.append((key, reading))
         if items:

@@ -1,0 +1,112 @@
+"""Ingest and query CPU per reading, blocks against the code as it was before blocks, side by side in one run.
+
+The code before blocks is commit ``BEFORE`` (the last commit whose ingest wrote one item per reading).
+Its ``functions/`` and ``benchmarks/`` are unpacked with ``git archive`` under ``out/bench/`` (once) and
+its own benchmarks run from there, in fresh interpreters of this virtual environment, alternating with
+this tree's:
+
+* ingest: each tree's ``ingest-cpu`` (10,000 generated readings of 1,000 entities in one Lambda event of
+  packed records, network stubbed, the handler's collector settings); its best warm run's CPU per reading.
+* query: each tree's ``query-cpu`` child (``query.handler`` imported as Lambda's init does, then 1,000-reading
+  pages of one entity through the API, 16 partitions answered from memory); the median CPU per page over
+  the run's pages. Blocks are measured at 25 readings to a block (a 5-readings/s sensor under the default
+  5 s batching window) and at one (a sparse entity: the most work per reading).
+
+Rerun: ``python -m benchmarks before-blocks`` (needs git and this repository's history).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from benchmarks.cold_start import ROOT
+from benchmarks.harness import Result, benchmark
+
+#: The last commit that stored one item per reading.
+BEFORE = "b224d42"
+DENSITIES = (25, 1)
+#: What the benchmarks of that commit import (the rest of its tree is not needed).
+_PARTS = ("functions", "benchmarks", "local_runtime", "infra", "cdk.json")
+
+
+def before_tree() -> Path:
+    """The code before blocks, unpacked from git under out/bench (reused once unpacked)."""
+    tree = ROOT / "out" / "bench" / f"before-{BEFORE}"
+    if not (tree / "functions").is_dir():
+        tree.mkdir(parents=True, exist_ok=True)
+        archive = subprocess.run(  # noqa: S603 - git over this repository
+            ["git", "-C", str(ROOT), "archive", BEFORE, *_PARTS],  # noqa: S607
+            capture_output=True,
+            check=False,
+        )
+        if archive.returncode != 0:
+            raise RuntimeError(f"cannot unpack commit {BEFORE} (needs git and the history): {archive.stderr!r}")
+        subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)  # noqa: S603, S607
+    return tree
+
+
+def _in(tree: Path, code: str) -> dict[str, Any]:
+    """Run ``code`` (which prints one JSON line last) with ``tree``'s code first on the path."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tree / "functions"), str(tree)]))
+    done = subprocess.run(  # noqa: S603 - our own interpreter running our own benchmarks
+        [sys.executable, "-c", code], env=env, cwd=tree, capture_output=True, text=True, check=False, timeout=900
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"the run in {tree} failed: {done.stderr.strip().splitlines()[-3:]}")
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+_INGEST = """
+import json
+from benchmarks.ingest import ingest_cpu
+figures = {{f.name: f.value for f in ingest_cpu({quick}).figures}}
+print(json.dumps({{"us": 1e6 / figures["readings/s/core (packed)"]}}))
+"""
+
+_QUERY = """
+import json, statistics
+from benchmarks.query_cpu import _run_child
+child = _run_child("tuned", {pages}{density})
+print(json.dumps({{"ms": statistics.median(child["cpu_ms"])}}))
+"""
+
+
+@benchmark("before-blocks", "ingest and query CPU per reading: blocks against the code before blocks, side by side")
+def before_blocks(quick: bool) -> Result:
+    before, now = before_tree(), ROOT
+    rounds, pages = (1, 50) if quick else (3, 200)
+    ingest: dict[str, list[float]] = {"before": [], "blocks": []}
+    query: dict[str, list[float]] = {"before": [], **{f"blocks, {d} to a block": [] for d in DENSITIES}}
+    for _ in range(rounds):  # alternating: every kind of run sees the same load on a shared machine
+        ingest["before"].append(_in(before, _INGEST.format(quick=quick))["us"])
+        ingest["blocks"].append(_in(now, _INGEST.format(quick=quick))["us"])
+        query["before"].append(_in(before, _QUERY.format(pages=pages, density=""))["ms"])
+        for d in DENSITIES:
+            query[f"blocks, {d} to a block"].append(_in(now, _QUERY.format(pages=pages, density=f", {d}"))["ms"])
+    result = Result(
+        params={"before": BEFORE, "rounds": rounds, "pages_per_query_run": pages, "readings_per_block": DENSITIES},
+        method=(
+            f"commit {BEFORE}'s benchmarks (git archive under out/bench) and this tree's, in fresh interpreters, "
+            f"alternating, {rounds} rounds: ingest-cpu's best warm CPU per reading (packed records); query-cpu's "
+            f"child with the handler's collector, median CPU of {pages} 1,000-reading pages; medians over rounds"
+        ),
+    )
+    ingest_us = {label: statistics.median(runs) for label, runs in ingest.items()}
+    for label, us in ingest_us.items():
+        each = ", ".join(f"{v:.1f}" for v in ingest[label])
+        result.add(f"ingest CPU per reading ({label})", round(us, 1), "us", f"rounds: {each}")
+    result.add("ingest CPU per reading, blocks / before", round(ingest_us["blocks"] / ingest_us["before"], 2), "x")
+    query_us = {label: statistics.median(runs) for label, runs in query.items()}  # ms per 1,000 readings = us each
+    for label, us in query_us.items():
+        each = ", ".join(f"{v:.1f}" for v in query[label])
+        result.add(f"query CPU per reading returned ({label})", round(us, 1), "us", f"rounds: {each}")
+    for d in DENSITIES:
+        label = f"blocks, {d} to a block"
+        result.add(f"query CPU per reading, {label} / before", round(query_us[label] / query_us["before"], 2), "x")
+    return result

@@ -41,6 +41,7 @@ from collections.abc import Callable
 from adapters.observability import logger
 from adapters.secret_reader import CURRENT, PREVIOUS
 from adapters.settings import SettingsError
+from adapters.snapstart import forget_on_restore
 from keydesign import InvalidInput, format_ts, parse_timestamp
 from query.merge import Position
 from query.settings import MIN_SECRET_CHARS, CursorSecretSource
@@ -83,7 +84,9 @@ class CursorKeys:
     None when no version carries it. Fetched on first use, again once ``ttl_ms`` has
     passed, and early on :meth:`refresh_after_miss`. A failed refetch keeps the keys
     already held (and tries again after :data:`MISS_REFRESH_MS`): Secrets Manager
-    being briefly unreachable must not fail reads that need no new key.
+    being briefly unreachable must not fail reads that need no new key. A copy restored
+    from a SnapStart snapshot fetches them again on first use: the key may have rotated
+    while the snapshot waited, and no clock of the copy's measured that wait.
     """
 
     def __init__(
@@ -100,6 +103,11 @@ class CursorKeys:
         self._keys: tuple[bytes, ...] = ()
         self._fetched_at = 0
         self._expires_at = 0
+        forget_on_restore(self)
+
+    def forget(self) -> None:
+        with self._lock:
+            self._keys, self._fetched_at, self._expires_at = (), 0, 0
 
     @classmethod
     def from_source(cls, source: CursorSecretSource, read: Callable[[str, str], bytes | None]) -> CursorKeys:

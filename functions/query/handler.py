@@ -2,7 +2,13 @@
 
 Settings are parsed at cold start, so a misconfigured function fails its first
 invocation with the variable named; the cursor-signing secret is fetched on
-first use and kept for the container's life.
+first use and kept for ``CURSOR_KEY_TTL``.
+
+The function runs with SnapStart (docs/decisions.md): this init runs once per
+published version, and every cold start restores its snapshot. The runtime hooks
+(``adapters.snapstart``) reseed the generators, close the pooled connections,
+renew the credentials and empty the caches, so a restored copy's first request
+reads what a cold start's would.
 """
 
 from __future__ import annotations
@@ -15,17 +21,18 @@ from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from adapters.collector import tune_collector
-from adapters.observability import logger, metrics, tracer
+from adapters.observability import logger, metrics
+from adapters.snapstart import register_runtime_hooks
 from query.api import create_app
 from query.logic import QueryService
 from query.settings import QuerySettings
 
 app = create_app(QueryService.from_settings(QuerySettings.from_env()))
+register_runtime_hooks()
 tune_collector()  # last: everything above is init
 
 
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)
-@tracer.capture_lambda_handler
 @metrics.log_metrics(capture_cold_start_metric=True)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     problem = proxy_event_problem(event)

@@ -1,20 +1,36 @@
-"""An in-memory stand-in for the DynamoDB client calls the rollup store makes (low-level item shapes),
-for the rollup benchmark and tests.
+"""In-memory stand-ins for DynamoDB, for the benchmarks and tests.
 
-Query supports ``pk = :pk`` with an optional ``sk BETWEEN :low AND :high`` and
-pages of ``page_items``; BatchGetItem leaves keys past ``get_limit`` unprocessed;
-``fail_writes`` makes the next BatchWriteItem calls raise, as a run dying half-way would.
-Writes are counted per kind of partition key (the text before its first ``#``), with their write
-units; reads report the read units DynamoDB would (item sizes by its rules, 4 KB units).
+:class:`MemoryDynamo` answers the low-level client calls the rollup store makes
+(item shapes as the client sends them). Query supports ``pk = :pk`` with an optional
+``sk BETWEEN :low AND :high`` and pages of ``page_items``; BatchGetItem leaves keys past
+``get_limit`` unprocessed; ``fail_writes`` makes the next BatchWriteItem calls raise, as a
+run dying half-way would. Writes are counted per kind of partition key (the text before
+its first ``#``), with their write units; reads report the read units DynamoDB would
+(item sizes by its rules, 4 KB units).
+
+:class:`MemoryReader` is a :class:`adapters.partition_reader.PartitionReader` over blocks
+kept in memory, with DynamoDB's Query semantics (below).
 """
 
 from __future__ import annotations
 
+import bisect
+import random
+import threading
 from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+from adapters.partition_reader import Page, PageRequest, StoredBlock, effective_bounds
 from adapters.rollup_store import plain
-from keydesign import item_size, read_units, write_units
+from keydesign import Block, Layout, Reading, ShardMap, item_size, read_units, write_units
+
+#: DynamoDB stops a Query page once it has read this much.
+PAGE_BYTES = 1024 * 1024
+#: A Kinesis sequence number (56 digits, as a shard's are): block versions are of this size,
+#: which is what a block's header carries and what decoding it reads.
+SEQUENCE_BASE = 49_590_338_271_490_256_608_559_692_538_361_571_095_921_575_989_136_588_898
 
 
 def _size(item: dict[str, Any]) -> int:
@@ -105,3 +121,96 @@ class MemoryDynamo:
         if len(rows) > self.page_items:
             out["LastEvaluatedKey"] = {"pk": {"S": pk}, "sk": page[-1]["sk"]}
         return out
+
+
+@dataclass(frozen=True, slots=True)
+class _Stored:
+    sk: str
+    block: StoredBlock
+    size: int
+    ttl: int | None
+
+
+class MemoryReader:
+    """Blocks in memory, read with DynamoDB's Query semantics.
+
+    Blocks are kept per (table, pk), sorted by sort key; storing a block under a key that
+    exists overwrites it (a redelivered batch). A page reads at most ``Limit`` blocks,
+    ``page_items`` (standing in for the 1 MB cap in tests) and 1 MB, counts them,
+    then applies the TTL filter, and returns a ``next_key`` whenever it stopped early,
+    as DynamoDB does (including when the stop happened to be at the very end, so
+    callers must cope with a last, empty page). Read units follow the evaluated
+    blocks' sizes. A table no block was stored in (and not in ``tables``) is missing.
+    ``requests`` records every request (thread-safe).
+    """
+
+    def __init__(self, page_items: int | None = None) -> None:
+        self.page_items = page_items
+        self.partitions: dict[tuple[str, str], list[_Stored]] = {}
+        self.tables: set[str] = set()
+        self.requests: list[PageRequest] = []
+        self._lock = threading.Lock()
+
+    def add(self, blocks: Iterable[Block]) -> None:
+        for block in blocks:
+            key = block.key
+            self.tables.add(key.table)
+            rows = self.partitions.setdefault((key.table, key.pk), [])
+            stored = _Stored(key.sk, StoredBlock(key.sk, block.encoded.payload), block.size, block.ttl)
+            at = bisect.bisect_left(rows, key.sk, key=lambda row: row.sk)
+            if at < len(rows) and rows[at].sk == key.sk:
+                rows[at] = stored
+            else:
+                rows.insert(at, stored)
+
+    def store(
+        self,
+        layout: Layout,
+        shard_map: ShardMap,
+        entries: Sequence[tuple[Reading, int]],
+        *,
+        retention_ms: int | None = None,
+        rng: random.Random | None = None,
+    ) -> list[Block]:
+        """Store ``entries`` (reading, version) as one ingest batch does: the blocks ``layout.pack`` makes."""
+        blocks = layout.pack(entries, shard_map, retention_ms=retention_ms, rng=rng)
+        self.add(blocks)
+        return blocks
+
+    def read_page(self, request: PageRequest) -> Page:
+        with self._lock:
+            self.requests.append(request)
+        part = request.partition
+        if part.table not in self.tables:
+            return Page((), None, 0, 0.0, table_missing=True)
+        rows = self.partitions.get((part.table, part.pk), [])
+        low, high = effective_bounds(request)
+        if low is not None and high is not None and low > high:
+            return Page((), None, 0, 0.0)
+        lo = 0 if low is None else bisect.bisect_left(rows, low, key=lambda row: row.sk)
+        hi = len(rows) if high is None else bisect.bisect_right(rows, high, key=lambda row: row.sk)
+        start = request.start_key["sk"]["S"] if request.start_key is not None else None
+        if request.descending:
+            if start is not None:
+                hi = min(hi, bisect.bisect_left(rows, start, key=lambda row: row.sk))
+            selected = rows[lo:hi][::-1]
+        else:
+            if start is not None:
+                lo = max(lo, bisect.bisect_right(rows, start, key=lambda row: row.sk))
+            selected = rows[lo:hi]
+        caps = [c for c in (self.page_items, request.limit) if c is not None]
+        cap = min(caps) if caps else None
+        evaluated: list[_Stored] = []
+        size = 0
+        for row in selected if cap is None else selected[:cap]:
+            evaluated.append(row)
+            size += row.size
+            if size >= PAGE_BYTES:
+                break
+        # Stopped by Limit exactly at the end, DynamoDB still hands back a key: it did not look further.
+        stopped_early = len(evaluated) < len(selected) or len(evaluated) == cap
+        now = request.now_epoch_s
+        blocks = tuple(row.block for row in evaluated if now is None or row.ttl is None or row.ttl >= now)
+        next_key = {"pk": {"S": part.pk}, "sk": {"S": evaluated[-1].sk}} if stopped_early and evaluated else None
+        units = read_units(size, consistent=request.consistent)
+        return Page(blocks, next_key, len(evaluated), units)

@@ -1,11 +1,12 @@
 """One Query on moto as local mode reads it, with and without ``local_runtime.moto_speedups``.
 
-A table of the hybrid layout's shape (16 partitions, each many entities'
-readings, sort key ``<entity>#<time>#<n>``) is filled through moto in this
-process (``mock_aws``); then the same Queries (one entity's minute: a string
-``BETWEEN`` on one partition, strongly consistent, what the rollup function
-and the query function issue) are timed with moto's own methods and with the
-speed-ups installed, alternately, twice each; the best of each is kept.
+A table of the hybrid layout (16 shards, one hourly bucket: 16 partitions, each
+many entities' blocks of five readings, ``Layout.pack``) is filled through moto
+in this process (``mock_aws``); then the same Queries (one entity's half hour of
+blocks: a string ``BETWEEN`` from ``Layout.block_sk_from`` to ``block_sk_through``
+on its partition, strongly consistent, what the rollup function and the query
+function issue) are timed with moto's own methods and with the speed-ups
+installed, alternately, twice each; the best of each is kept.
 Rerun: ``python -m benchmarks moto-query``.
 """
 
@@ -16,34 +17,43 @@ import time
 from typing import Any
 
 from benchmarks.harness import Result, benchmark, create_readings_table
+from keydesign import Layout, Reading, ShardMap, parse_timestamp
 
 REGION = "eu-west-1"
+LAYOUT = Layout.from_settings(kind="hybrid", bucket="1h", table_prefix="readings")
+SHARD_MAP = ShardMap.initial(LAYOUT.bucket, 16)
+HOUR_START = parse_timestamp("2026-11-24T07:00:00Z")
+ENTITIES = 2_000
 
 
 def _fill(client: Any, items: int, rng: random.Random) -> None:
-    create_readings_table(client, "t")
+    create_readings_table(client, LAYOUT.table_prefix)
     puts = []
     for n in range(items):
-        entity = f"sensor-{rng.randrange(2_000):05d}"
-        sk = f"{entity}#2026-11-24T07:{n % 60:02d}:00.000Z#{n}"
-        item = {"pk": {"S": f"{n % 16:04d}#07"}, "sk": {"S": sk}, "m": {"M": {"t": {"N": "1.5"}}}, "t": {"S": sk}}
+        entity = f"sensor-{rng.randrange(ENTITIES):05d}"
+        first = HOUR_START + (n % 60) * 60_000 + rng.randrange(50_000)
+        readings = [Reading(entity, f"{n}-{k}", first + 2_000 * k, {"t": 1.5}) for k in range(5)]
+        (block,) = LAYOUT.pack([(r, n) for r in readings], SHARD_MAP)
+        key = block.key
+        item = {"pk": {"S": key.pk}, "sk": {"S": key.sk}, "b": {"B": block.encoded.payload}}
         puts.append({"PutRequest": {"Item": item}})
     for start in range(0, len(puts), 25):
-        client.batch_write_item(RequestItems={"t": puts[start : start + 25]})
+        client.batch_write_item(RequestItems={LAYOUT.table_prefix: puts[start : start + 25]})
 
 
 def _ms_per_query(client: Any, queries: int, rng: random.Random) -> tuple[float, list[int]]:
     returned: list[int] = []
     started = time.perf_counter()
-    for n in range(queries):
-        entity = f"sensor-{rng.randrange(2_000):05d}"
+    for _ in range(queries):
+        entity = f"sensor-{rng.randrange(ENTITIES):05d}"
+        (pk,) = LAYOUT.partitions_of(entity, HOUR_START, SHARD_MAP)
         page = client.query(
-            TableName="t",
+            TableName=LAYOUT.table_prefix,
             KeyConditionExpression="pk = :p AND sk BETWEEN :low AND :high",
             ExpressionAttributeValues={
-                ":p": {"S": f"{n % 16:04d}#07"},
-                ":low": {"S": f"{entity}#2026-11-24T07:00"},
-                ":high": {"S": f"{entity}#2026-11-24T07:30"},
+                ":p": {"S": pk},
+                ":low": {"S": LAYOUT.block_sk_from(entity, HOUR_START)},
+                ":high": {"S": LAYOUT.block_sk_through(entity, HOUR_START + 30 * 60_000)},
             },
             ConsistentRead=True,
         )
@@ -51,7 +61,7 @@ def _ms_per_query(client: Any, queries: int, rng: random.Random) -> tuple[float,
     return 1000 * (time.perf_counter() - started) / queries, returned
 
 
-@benchmark("moto-query", "one entity's Query on moto (25,600 items in the table): moto's own vs local mode's speed-ups")
+@benchmark("moto-query", "one entity's Query on moto (25,600 blocks in a table): moto's own vs local mode's speed-ups")
 def moto_query(quick: bool) -> Result:
     import boto3  # noqa: PLC0415 - only the local-mode benchmarks need moto
     from moto import mock_aws  # noqa: PLC0415
@@ -85,7 +95,7 @@ def moto_query(quick: bool) -> Result:
         raise RuntimeError(f"the speed-ups changed the answers: {answers}")
     result = Result(params={"items": items, "queries": queries, "partitions": 16})
     result.method = (
-        "moto in this process (mock_aws), a 16-partition table of many entities' readings; the same one-entity "
+        "moto in this process (mock_aws), a 16-partition table of many entities' blocks; the same one-entity "
         "BETWEEN Queries timed with moto's own methods, with the speed-ups but moto's own query (as before the "
         "partition speed-up), and with every speed-up, alternately, best of two each"
     )

@@ -4,13 +4,15 @@ Each run is a fresh interpreter that imports ``query.handler`` with the function
 Lambda's init does (``adapters.collector.tune_collector`` runs last: init's objects frozen, young
 collections every 10,000 allocations). The "python" runs undo that straight after the import
 (``gc.unfreeze()``, thresholds 700/10/10). Then the child builds the API (``query.api.create_app``)
-on a ``QueryService`` whose reader answers from memory (``benchmarks.query_fanout.MemoryReader``,
-16 random-layout suffixes, no latency). It serves one entity's 1,000-reading page through
-``app.resolve`` again and again: parameters validated, partitions read in parallel, merged,
-the response serialised. For each page it takes the CPU time of the process and the collector's
-time (a ``gc.callbacks`` clock). The reader's rows are built after the import, so they are walked
-by the collector in both modes. Before serving, each child also times one full collection
-(``gc.collect()``): with init's objects, or with them frozen.
+on a ``QueryService`` whose reader answers from memory (``benchmarks.memory_dynamo.MemoryReader``,
+16 random-layout suffixes, no latency), holding 1,600 readings of one entity, 100 ms apart, stored
+as blocks of ``per_block`` consecutive readings (one ingest batch each, ``Layout.pack``). It serves
+the entity's 1,000-reading page through ``app.resolve`` again and again: parameters validated,
+partitions read in parallel, blocks decoded, merged, the response serialised. For each page it
+takes the CPU time of the process and the collector's time (a ``gc.callbacks`` clock). The
+reader's blocks are built after the import, so they are walked by the collector in both modes.
+Before serving, each child also times one full collection (``gc.collect()``): with init's
+objects, or with them frozen.
 
 Rerun: ``python -m benchmarks query-cpu``.
 """
@@ -21,14 +23,21 @@ import json
 import os
 import statistics
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 from benchmarks.cold_start import FUNCTIONS, ROOT, handler_env, run_child
 from benchmarks.harness import Result, benchmark
 
+if TYPE_CHECKING:  # the child imports what it runs after query.handler, as Lambda's init would
+    from aws_lambda_powertools.event_handler import APIGatewayRestResolver
+
 PAGE = 1_000
 MODES = ("python", "tuned")
+READINGS = 1_600
+#: Readings per block: one (a sparse entity, every reading alone in its block: the most work per
+#: reading) for the collector comparison, then denser entities with the handler's collector.
+DENSITIES = (1, 10, 100)
 
 
 class _Context:
@@ -40,8 +49,9 @@ class _Context:
         return 28_000
 
 
-def child(mode: str, pages: int) -> dict[str, Any]:
-    """One run, in this (fresh) interpreter: CPU and collector time of ``pages`` pages."""
+def child(mode: str, pages: int, per_block: int = 1) -> dict[str, Any]:
+    """One run, in this (fresh) interpreter: CPU and collector time of ``pages`` pages, the readings
+    stored ``per_block`` to a block."""
     import gc  # noqa: PLC0415 - the child's imports are what is measured
     import time  # noqa: PLC0415
 
@@ -55,20 +65,8 @@ def child(mode: str, pages: int) -> dict[str, Any]:
     gc.collect()  # what one full collection costs from here on: every object init built, or none of them
     walk = time.perf_counter() - walk
     from adapters.observability import metrics  # noqa: PLC0415
-    from benchmarks import query_fanout  # noqa: PLC0415
-    from keydesign import format_ts  # noqa: PLC0415
-    from local_runtime.api_gateway import HttpRequest, proxy_event  # noqa: PLC0415
-    from query.api import create_app  # noqa: PLC0415
-    from query.settings import QueryLimits  # noqa: PLC0415
 
-    query_fanout.READINGS_PER_PARTITION = 100  # 16 partitions: 1,600 readings, one page of 1,000
-    layout, shard_map, memory, _ = query_fanout._setup("random", 16)
-    app = create_app(query_fanout.timed_service(layout, shard_map, memory, 0.0, QueryLimits(concurrency=16)))
-    params = urlencode(
-        {"from": format_ts(query_fanout.NOW - query_fanout.HOUR), "to": format_ts(query_fanout.NOW), "limit": PAGE}
-    )
-    request = HttpRequest("GET", f"/prod/entities/sensor-1/readings?{params}", [], b"", "127.0.0.1", "localhost")
-    event = proxy_event(request, stage="prod", request_id="bench", now_ms=query_fanout.NOW)
+    app, event = _api(per_block)
 
     collecting, began, full = [0.0], [0.0], [0]  # this page's collector time and full collections
 
@@ -98,6 +96,7 @@ def child(mode: str, pages: int) -> dict[str, Any]:
             fulls += full[0]
     return {
         "mode": mode,
+        "per_block": per_block,
         "cpu_ms": cpu,
         "gc_ms": gc_ms,
         "full_collections": fulls,
@@ -106,32 +105,71 @@ def child(mode: str, pages: int) -> dict[str, Any]:
     }
 
 
-def _run_child(mode: str, pages: int) -> dict[str, Any]:
+def _api(per_block: int) -> tuple[APIGatewayRestResolver, dict[str, Any]]:
+    """The API over the readings stored ``per_block`` to a block, and the event of the page it serves."""
+    import random  # noqa: PLC0415
+
+    from benchmarks import query_fanout  # noqa: PLC0415
+    from benchmarks.memory_dynamo import SEQUENCE_BASE, MemoryReader  # noqa: PLC0415
+    from keydesign import Layout, Reading, ShardMap, format_ts  # noqa: PLC0415
+    from local_runtime.api_gateway import HttpRequest, proxy_event  # noqa: PLC0415
+    from query.api import create_app  # noqa: PLC0415
+    from query.settings import QueryLimits  # noqa: PLC0415
+
+    layout = Layout.from_settings(kind="random", bucket="1h", table_prefix="readings")
+    shard_map = ShardMap.initial(layout.bucket, 16)
+    memory, rng = MemoryReader(), random.Random(16)
+    start = query_fanout.NOW - query_fanout.HOUR
+    readings = [Reading("sensor-1", f"e{n:06d}", start + 100 * n, {"v": n}) for n in range(READINGS)]
+    for at in range(0, READINGS, per_block):  # one ingest batch (a Kinesis sequence number) per block
+        batch = [(reading, SEQUENCE_BASE + at) for reading in readings[at : at + per_block]]
+        memory.store(layout, shard_map, batch, rng=rng)
+    app = create_app(query_fanout.timed_service(layout, shard_map, memory, 0.0, QueryLimits(concurrency=16)))
+    params = urlencode({"from": format_ts(start), "to": format_ts(query_fanout.NOW), "limit": PAGE})
+    request = HttpRequest("GET", f"/prod/entities/sensor-1/readings?{params}", [], b"", "127.0.0.1", "localhost")
+    event = proxy_event(request, stage="prod", request_id="bench", now_ms=query_fanout.NOW)
+    if event is None:
+        raise AssertionError("the page's path is outside the stage")
+    return app, event
+
+
+def _run_child(mode: str, pages: int, per_block: int = 1) -> dict[str, Any]:
     env = handler_env("query")
     env.update(
         POWERTOOLS_TRACE_DISABLED="true",  # no X-Ray daemon here; as the other benchmarks run
         POWERTOOLS_LOG_LEVEL="WARNING",
         PYTHONPATH=os.pathsep.join([str(FUNCTIONS), str(ROOT)]),
     )
-    return run_child(["-m", "benchmarks.query_cpu", mode, str(pages)], env, what=f"the {mode} run", timeout=600)[0]
+    argv = ["-m", "benchmarks.query_cpu", mode, str(pages), str(per_block)]
+    return run_child(argv, env, what=f"the {mode} run", timeout=600)[0]
 
 
 @benchmark("query-cpu", "CPU of a 1,000-reading query page through the API: Python's collector vs the handler's")
 def query_cpu(quick: bool) -> Result:
     runs, pages = (1, 100) if quick else (5, 300)
     found: dict[str, list[dict[str, Any]]] = {mode: [] for mode in MODES}
-    for _ in range(runs):  # alternating: both modes see the same load on a shared machine
+    dense: dict[int, list[dict[str, Any]]] = {per_block: [] for per_block in DENSITIES[1:]}
+    for _ in range(runs):  # alternating: every kind of run sees the same load on a shared machine
         for mode in MODES:
             found[mode].append(_run_child(mode, pages))
+        for per_block, children in dense.items():
+            children.append(_run_child("tuned", pages, per_block))
     result = Result(
-        params={"page": PAGE, "runs_per_mode": runs, "pages_per_run": pages, "partitions": 16},
+        params={
+            "page": PAGE,
+            "runs_per_mode": runs,
+            "pages_per_run": pages,
+            "partitions": 16,
+            "readings_per_block": DENSITIES,
+        },
         method=(
             f"{runs} fresh interpreters per mode, alternating; each imports query.handler with the function's "
             f"environment (init tunes the collector; 'python' undoes it), then serves {pages} pages of {PAGE} "
             "readings of one entity through create_app(...).resolve, the reader answering from memory (16 "
-            "random-layout suffixes, no latency), after 20 unclocked pages; CPU time of the process per page; "
-            "the collector's time per page from gc.callbacks; medians of the runs' medians, the 99th percentile "
-            "over every page of a mode"
+            f"random-layout suffixes, no latency; {READINGS:,} readings 100 ms apart, one to a block), after 20 "
+            "unclocked pages; CPU time of the process per page; the collector's time per page from gc.callbacks; "
+            "medians of the runs' medians, the 99th percentile over every page of a mode; then the handler's "
+            f"collector with {' and '.join(map(str, DENSITIES[1:]))} readings to a block"
         ),
     )
     figures: dict[str, dict[str, float]] = {}
@@ -155,8 +193,20 @@ def query_cpu(quick: bool) -> Result:
     for stat in ("median", "p99"):
         ratio = figures["tuned"][stat] / figures["python"][stat]
         result.add(f"CPU per page, {stat}: tuned / Python's", round(ratio, 2), "x")
+    per_reading = {1: figures["tuned"]["median"]}
+    for per_block, children in dense.items():
+        per_reading[per_block] = statistics.median(statistics.median(c["cpu_ms"]) for c in children)
+        each = ", ".join(f"{statistics.median(c['cpu_ms']):.1f}" for c in children)
+        result.add(
+            f"CPU per page, median (as the handler sets it, {per_block} readings to a block)",
+            round(per_reading[per_block], 1),
+            "ms",
+            f"runs: {each}",
+        )
+    for per_block, ms in per_reading.items():
+        result.add(f"CPU per reading returned ({per_block} to a block)", round(ms * 1000 / PAGE, 1), "us")
     return result
 
 
 if __name__ == "__main__":
-    print(json.dumps(child(sys.argv[1], int(sys.argv[2]))))
+    print(json.dumps(child(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]) if len(sys.argv) > 3 else 1)))

@@ -1,8 +1,11 @@
 """Fan-out benchmark of the query API: one page over k partitions, parallel vs sequential.
 
 Every DynamoDB Query call is given a fixed latency (a wrapper around the
-data-access interface sleeps ``latency_ms`` before answering from memory), so
-the wall time measures round trips, not the machine. The same page is read
+data-access interface sleeps ``latency_ms`` before answering from memory,
+:class:`benchmarks.memory_dynamo.MemoryReader`), so the wall time measures
+round trips, not the machine. The readings are stored as ingest stores them:
+blocks of the readings one batch holds of an entity (``Layout.pack``), one
+batch per ``BATCH_MS`` of event time. The same page is read
 with the configured concurrency (all k partitions at once) and with a
 concurrency of 1 (one partition after another); with parallel fan-out a page
 costs about one round trip whatever k, sequentially about k.
@@ -19,19 +22,18 @@ Run: ``python -m benchmarks query-fanout`` (the harness: table and
 
 from __future__ import annotations
 
-import bisect
 import json
 import random
 import statistics
 import time
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
 from adapters.observability import logger, metrics
-from adapters.partition_reader import Page, PageRequest, StoredReading, effective_bounds
 from adapters.shard_map_source import StaticShardMap
 from benchmarks.harness import Result, benchmark
-from keydesign import Layout, Reading, ShardMap, format_ts, parse_timestamp
+from benchmarks.memory_dynamo import SEQUENCE_BASE, MemoryReader
+from keydesign import Layout, Reading, ShardMap, parse_timestamp
 from query.cursor import CursorCodec
 from query.logic import QueryService
 from query.models import ReadingsPage
@@ -42,44 +44,8 @@ NOW = parse_timestamp("2026-11-22T12:00:00Z")
 HOUR = 3_600_000
 PAGE = 100
 READINGS_PER_PARTITION = 40
-
-
-@dataclass(frozen=True, slots=True)
-class _Row:
-    sk: str
-    reading: StoredReading
-
-
-class MemoryReader:
-    """Answers Query pages from memory with DynamoDB's ordering, bounds, Limit and continuation."""
-
-    def __init__(self) -> None:
-        self._rows: dict[tuple[str, str], list[_Row]] = {}
-
-    def put(self, table: str, pk: str, sk: str, reading: Reading) -> None:
-        stored = StoredReading(sk, reading.entity_id, reading.ts, reading.event_id, dict(reading.measures), {})
-        rows = self._rows.setdefault((table, pk), [])
-        bisect.insort(rows, _Row(sk, stored), key=lambda row: row.sk)
-
-    def read_page(self, request: PageRequest) -> Page:
-        rows = self._rows.get((request.partition.table, request.partition.pk), [])
-        keys = [row.sk for row in rows]
-        low, high = effective_bounds(request)
-        chosen = rows[
-            (0 if low is None else bisect.bisect_left(keys, low)) : (
-                len(rows) if high is None else bisect.bisect_right(keys, high)
-            )
-        ]
-        if request.descending:
-            chosen = chosen[::-1]
-        if request.start_key is not None:
-            after = request.start_key["sk"]["S"]
-            chosen = [r for r in chosen if (r.sk < after if request.descending else r.sk > after)]
-        limit = len(chosen) if request.limit is None else request.limit
-        page = chosen[:limit]
-        more = len(chosen) > limit
-        next_key = {"pk": {"S": request.partition.pk}, "sk": {"S": page[-1].sk}} if more and page else None
-        return Page(tuple(row.reading for row in page), next_key, len(page), 0.5)
+#: Event time one ingest batch spans: its readings of an entity become one block (ingest's 1 s batching window).
+BATCH_MS = 1_000
 
 
 class Slow:
@@ -115,20 +81,29 @@ def timed_service(
     )
 
 
+def store_batches(
+    reader: MemoryReader, layout: Layout, shard_map: ShardMap, readings: Sequence[Reading], rng: random.Random
+) -> None:
+    """Store ``readings`` as ingest would: one batch (a version) per BATCH_MS of event time."""
+    batches: dict[int, list[tuple[Reading, int]]] = {}
+    for reading in readings:
+        batch = reading.ts_ms // BATCH_MS
+        batches.setdefault(batch, []).append((reading, SEQUENCE_BASE + batch))
+    for entries in batches.values():
+        reader.store(layout, shard_map, entries, rng=rng)
+
+
 def _setup(kind: str, partitions: int) -> tuple[Layout, ShardMap, MemoryReader, list[str]]:
     layout = Layout.from_settings(kind=kind, bucket="1h", table_prefix="readings")
     shard_map = ShardMap.initial(layout.bucket, partitions)
     reader = MemoryReader()
     rng = random.Random(partitions)
     entities = ["sensor-1"] if kind == "random" else [f"sensor-{n:03d}" for n in range(4 * partitions)]
-    for n in range(READINGS_PER_PARTITION * partitions):
-        entity = entities[n % len(entities)]
-        ts = NOW - HOUR + rng.randrange(0, HOUR)
-        reading = Reading.parse(
-            {"entity_id": entity, "timestamp": format_ts(ts), "event_id": f"e{n:06d}", "measures": {"v": n}}
-        )
-        key = layout.key_for(reading, shard_map, rng)
-        reader.put(key.table, key.pk, key.sk, reading)
+    readings = [
+        Reading(entities[n % len(entities)], f"e{n:06d}", NOW - HOUR + rng.randrange(0, HOUR), {"v": n})
+        for n in range(READINGS_PER_PARTITION * partitions)
+    ]
+    store_batches(reader, layout, shard_map, readings, rng)
     return layout, shard_map, reader, entities
 
 

@@ -20,6 +20,18 @@ Every read is also measured with occupancy records (``pruned``): the control
 table, in memory behind the same 20 ms per call, holds the record ingest
 writes for the one reading and a ``since`` marker older than the ranges.
 
+And what reading a day of one entity costs, in read units per reading returned
+(``entity_day``): the entity reports 1 or 10 times a second for the whole day,
+its readings stored as ingest stores them (a block per ingest batch: batches
+of 1 s or 10 s of its readings, ``Layout.pack``), and a client follows the
+cursors of ``/entities/{id}/readings`` over the day with pages of 1,000. Read
+units are DynamoDB's (the blocks' item sizes, 4 KB units, eventually
+consistent), as :class:`benchmarks.memory_dynamo.MemoryReader` reports them.
+Beside each, what the same readings cost stored one item per reading (the item
+a reading had before blocks, :func:`benchmarks.blocks.old_item`): at least their
+bytes over 4 KB, halved (the floor: every Query rounds up, and pages overlap).
+The deployment is the stack's defaults (:meth:`benchmarks.blocks.Deployment.defaults`).
+
 Run: ``python -m benchmarks read-budget`` (harness) or
 ``.venv/bin/python -m benchmarks.read_budget`` (prints JSON).
 """
@@ -27,15 +39,18 @@ Run: ``python -m benchmarks read-budget`` (harness) or
 from __future__ import annotations
 
 import json
+import random
 import time
 from typing import Any
 
 from adapters.batch_writer import serialize_item
 from adapters.observability import logger, metrics
 from adapters.occupancy import OccupancyReader, OccupancyStore
+from benchmarks.blocks import Deployment, old_item
 from benchmarks.harness import Result, benchmark
-from benchmarks.query_fanout import NOW, MemoryReader, Slow, timed_service
-from keydesign import Layout, Reading, ShardMap, format_ts
+from benchmarks.memory_dynamo import SEQUENCE_BASE, MemoryReader
+from benchmarks.query_fanout import NOW, Slow, timed_service
+from keydesign import Layout, Reading, ShardMap, item_size
 from keydesign.occupancy import OccupancyRecord
 from query.errors import ScanLimitExceeded
 from query.logic import QueryService
@@ -48,6 +63,9 @@ DAY = 24 * HOUR
 SHARDS = 100
 ENTITY = "sensor-once"
 UNBOUNDED = 100_000
+#: entity_day: readings a second, and seconds of them one ingest batch (so one block) holds.
+DAY_CASES = ((1, 1), (10, 1), (10, 10))
+DAY_ENTITY = "sensor-day"
 
 
 class MemoryControlTable:
@@ -76,11 +94,9 @@ def _service(max_query_calls: int, latency_ms: float, *, pruned: bool = False) -
     layout = Layout.from_settings(kind="hybrid", bucket="1h", table_prefix="readings")
     shard_map = ShardMap.initial(layout.bucket, SHARDS)
     memory = MemoryReader()
-    once = Reading.parse(
-        {"entity_id": ENTITY, "timestamp": format_ts(NOW - 30 * 60_000), "event_id": "only", "measures": {"v": 1}}
-    )
-    key = layout.key_for(once, shard_map)
-    memory.put(key.table, key.pk, key.sk, once)
+    once = Reading(ENTITY, "only", NOW - 30 * 60_000, {"v": 1})
+    (block,) = memory.store(layout, shard_map, [(once, 1)])
+    key = block.key
     occupancy = None
     if pruned:
         # Behind the same round trip as a readings Query.
@@ -162,6 +178,78 @@ def _measure(case: str, max_query_calls: int, latency_ms: float, walk: bool, *, 
     return figures
 
 
+def _day_readings(rate: int, hours: int) -> list[Reading]:
+    """``hours`` of DAY_ENTITY at ``rate`` readings a second, ending at NOW: three measures and a site."""
+    rng = random.Random(rate)
+    start, step = NOW - hours * HOUR, 1000 // rate
+    return [
+        Reading(
+            DAY_ENTITY,
+            f"evt-{n:08d}",
+            start + n * step,
+            {
+                "temp": round(20 + 5 * rng.random(), 2),
+                "rh": rng.randrange(30, 60),
+                "battery": round(3 + rng.random() / 5, 3),
+            },
+            {"site": "plant-7"},
+        )
+        for n in range(hours * 3600 * rate)
+    ]
+
+
+def entity_day(rate: int, batch_s: int, hours: int = 24) -> dict[str, Any]:
+    """Read units per reading of following one entity's day (``hours`` of data) with pages of 1,000."""
+    deployment = Deployment.defaults()  # the stack's: hybrid, 100 shards, 1-hour buckets, 30 days
+    layout, shard_map = deployment.layout, deployment.shard_map
+    memory = MemoryReader()
+    readings = _day_readings(rate, hours)
+    batch = rate * batch_s
+    for at in range(0, len(readings), batch):
+        entries = [(r, SEQUENCE_BASE + at) for r in readings[at : at + batch]]
+        memory.store(layout, shard_map, entries, retention_ms=deployment.retention_ms)
+    service = timed_service(layout, shard_map, memory, 0.0, QueryLimits(), retention_ms=deployment.retention_ms)
+    units, returned, pages, calls = 0.0, 0, 0, 0
+    cursor: str | None = None
+    started = time.process_time()
+    while True:
+        try:
+            page = service.entity_readings(DAY_ENTITY, PageArgs(TimeRange(NOW - DAY, NOW), 1000, cursor))
+        finally:
+            metrics.clear_metrics()
+        if not isinstance(page, ReadingsPage):
+            raise TypeError("expected a page of readings")
+        units, returned, pages, calls = (
+            units + page.cost.read_units,
+            returned + page.count,
+            pages + 1,
+            calls + page.cost.queries,
+        )
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    cpu_s = time.process_time() - started
+    if returned != len(readings):
+        raise AssertionError(f"the day's pages returned {returned} of {len(readings)} readings")
+    blocks = [row for rows in memory.partitions.values() for row in rows]
+    one_item_floor = sum(item_size(old_item(r, deployment)) for r in readings) / 4096 / 2
+    return {
+        "rate_per_s": rate,
+        "batch_s": batch_s,
+        "hours": hours,
+        "readings": returned,
+        "blocks": len(blocks),
+        "block_bytes_per_reading": sum(row.size for row in blocks) / returned,
+        "pages": pages,
+        "queries": calls,
+        "read_units": units,
+        "units_per_reading": units / returned,
+        "one_item_units_per_reading": one_item_floor / returned,
+        "fewer": one_item_floor / units,
+        "cpu_us_per_reading": cpu_s * 1e6 / returned,
+    }
+
+
 def run(latency_ms: float = 20.0, quick: bool = False) -> dict[str, Any]:
     level = logger.log_level
     logger.setLevel("WARNING")
@@ -178,6 +266,7 @@ def run(latency_ms: float = 20.0, quick: bool = False) -> dict[str, Any]:
         # The same reads with occupancy records: empty partitions are skipped.
         for case in ("range_1d", "range_31d", "entity_31d", "aggregate_31d"):
             cases.append(_measure(case, 200, latency_ms, walk=case != "aggregate_31d", pruned=True))
+        days = [entity_day(rate, batch_s, hours=1 if quick else 24) for rate, batch_s in DAY_CASES]
     finally:
         logger.setLevel(level)
     return {
@@ -186,6 +275,7 @@ def run(latency_ms: float = 20.0, quick: bool = False) -> dict[str, Any]:
         "shards": SHARDS,
         "bucket": "1h",
         "cases": cases,
+        "entity_day": days,
         "command": ".venv/bin/python -m benchmarks.read_budget",
     }
 
@@ -219,6 +309,17 @@ def to_result(figures: dict[str, Any]) -> Result:
                 "ms",
                 f"{case['walk_pages']} pages, {case['walk_queries']} Query calls, {case['walk_readings']} readings",
             )
+    for day in figures["entity_day"]:
+        where = f"entity_day, {day['rate_per_s']}/s in {day['batch_s']} s batches"
+        shape = (
+            f"{day['readings']:,} readings over {day['hours']} h in {day['blocks']:,} blocks "
+            f"({day['block_bytes_per_reading']:.0f} bytes a reading), {day['pages']} pages, "
+            f"{day['queries']} Query calls"
+        )
+        result.add(f"{where}: read units per reading", round(day["units_per_reading"], 5), "RCU", shape)
+        result.add(f"{where}: one item per reading, at least", round(day["one_item_units_per_reading"], 5), "RCU")
+        result.add(f"{where}: fewer read units than one item per reading", round(day["fewer"], 1), "x")
+        result.add(f"{where}: query CPU per reading", round(day["cpu_us_per_reading"], 1), "us")
     return result
 
 

@@ -34,8 +34,8 @@ from adapters.retry import Deadline
 from adapters.rollup_store import MarkRecorder, RollupState, RollupStore
 from adapters.shard_map_source import StaticShardMap
 from benchmarks.harness import Result, benchmark
-from benchmarks.memory_dynamo import MemoryDynamo
-from benchmarks.query_fanout import MemoryReader, Slow
+from benchmarks.memory_dynamo import MemoryDynamo, MemoryReader
+from benchmarks.query_fanout import Slow
 from keydesign import Layout, Reading, ShardMap, parse_timestamp, read_units
 from keydesign.rollup import MARK_SHARDS, ROLLUP_SHARDS, Figures, Granularities
 from query.cursor import CursorCodec
@@ -87,13 +87,14 @@ def write_costs(entities: int, minutes: int, readings_per_minute: int = 6) -> di
     readings, raw_read = 0, 0
     for minute in range(minutes):
         batch: list[tuple[int, str, int]] = []
+        entries: list[tuple[Reading, int]] = []
         for e in range(entities):
             for n in range(readings_per_minute):
                 ts = T0 + minute * MINUTE + n * (MINUTE // readings_per_minute)
                 reading = Reading(entity_id=f"sensor-{e:05d}", event_id=f"{minute}-{n}", ts_ms=ts, measures={"v": n})
-                key = layout.key_for(reading, shard_maps.current())
-                reader.put(key.table, key.pk, key.sk, reading)
+                entries.append((reading, minute))
                 batch.append((len(batch), reading.entity_id, ts))
+        reader.store(layout, shard_maps.current(), entries)  # the minute's readings as one ingest batch
         readings += len(batch)
         marks.write(batch, T0 + minute * MINUTE, Deadline.never())
         now[0] = T0 + (minute + 2) * MINUTE  # a run a minute after each minute closes
@@ -175,12 +176,13 @@ def keep_up(entities: int, latency_ms: float = 10.0, concurrency: int = 16) -> d
     store = RollupStore(slow_db, BatchWriter(slow_db, concurrency=concurrency), CONTROL, "readings", 30 * DAY)
     minute = T0 + 30 * MINUTE
     batch: list[tuple[int, str, int]] = []
+    entries: list[tuple[Reading, int]] = []
     for e in range(entities):
         for n in range(5):
             reading = Reading(entity_id=f"sensor-{e:05d}", event_id=str(n), ts_ms=minute + n * 1000, measures={"v": n})
-            key = layout.key_for(reading, shard_maps.current())
-            memory.put(key.table, key.pk, key.sk, reading)
+            entries.append((reading, 1))
             batch.append((len(batch), reading.entity_id, reading.ts_ms))
+    memory.store(layout, shard_maps.current(), entries)
     MarkRecorder(store, MINUTE).write(batch, minute, Deadline.never())
     store.save_state(RollupState(minute))
     runner = RollupRunner(

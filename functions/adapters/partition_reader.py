@@ -1,17 +1,19 @@
 """Reading one partition of the readings table: the query Lambda's data access.
 
-One call reads one page (at most 1 MB, or ``limit`` evaluated items) of one
+One call reads one page (at most 1 MB, or ``limit`` blocks) of one
 :class:`keydesign.PartitionQuery`; the caller follows ``next_key`` (DynamoDB's
-``LastEvaluatedKey``) for the next page. Everything the request carries goes
-into ``ExpressionAttributeNames`` / ``ExpressionAttributeValues``: no value and
-no attribute name is ever pasted into an expression string.
+``LastEvaluatedKey``) for the next page. Every item is a block of readings
+(:mod:`keydesign.blocks`): a page hands back each block's sort key and payload,
+undecoded, so the caller decodes only the blocks it needs (:func:`decode`).
+Everything the request carries goes into ``ExpressionAttributeNames`` /
+``ExpressionAttributeValues``: no value and no attribute name is ever pasted
+into an expression string.
 
-Filters applied on the server:
-
-* expired items (``ttl`` below now, epoch seconds) are hidden, because
-  DynamoDB deletes them up to a couple of days late;
-* ``PartitionQuery.time_filter`` limits a whole-partition read to the
-  partition's time range, on the fixed-width ``t`` attribute.
+The one filter applied on the server hides expired blocks (``ttl`` below now,
+epoch seconds), because DynamoDB deletes them up to a couple of days late. A
+block's ``ttl`` is its newest reading's expiry, so a live block may still hold
+expired readings, and any block may hold readings outside the requested time
+range: the caller drops those once decoded.
 
 A table that does not exist (a per-period table already dropped by retention,
 or not created yet) reads as an empty partition; ``Page.table_missing`` says so,
@@ -30,28 +32,54 @@ from typing import Any, Protocol
 from botocore.exceptions import ClientError
 
 from adapters.clients import client
-from keydesign import PartitionQuery, format_ts
+from keydesign import BlockError, PartitionQuery, Reading, decode_block
+from keydesign.blocks import BlockHeader, read_header
 
 
 @dataclass(frozen=True, slots=True)
-class StoredReading:
-    """One item as read back: the key it is stored under and the reading."""
+class StoredBlock:
+    """One item as read back: the block's sort key and its payload (``b``), not yet decoded."""
 
     sk: str
-    entity_id: str
-    ts: str
-    event_id: str
-    measures: Mapping[str, int | float]
-    dimensions: Mapping[str, str]
+    payload: bytes
+
+
+class CorruptBlock(Exception):  # noqa: N818 - reads as the condition
+    """A stored item in a readings partition that is not a block this code can read.
+
+    Its readings cannot be returned, and leaving them out would hand back a range
+    with a silent hole: the read fails instead, naming the item, so an operator can
+    look at it (``table``, ``pk``, ``sk``) and ``reason`` says what is wrong.
+    """
+
+    def __init__(self, table: str, pk: str, sk: str, reason: str) -> None:
+        self.table, self.pk, self.sk, self.reason = table, pk, sk, reason
+        super().__init__(f"the item {pk!r} / {sk!r} of table {table!r} is not a readable block: {reason}")
+
+
+def header_of(partition: PartitionQuery, block: StoredBlock) -> BlockHeader:
+    """The header of ``block`` (cheap: no decompression); :class:`CorruptBlock` when it has none."""
+    try:
+        return read_header(block.payload)
+    except BlockError as exc:
+        raise CorruptBlock(partition.table, partition.pk, block.sk, exc.reason) from None
+
+
+def decode(partition: PartitionQuery, block: StoredBlock, entity_id: str) -> tuple[BlockHeader, list[Reading]]:
+    """The header and readings of ``block`` of ``entity_id``; :class:`CorruptBlock` when it does not decode."""
+    try:
+        return decode_block(entity_id, block.payload)
+    except BlockError as exc:
+        raise CorruptBlock(partition.table, partition.pk, block.sk, exc.reason) from None
 
 
 @dataclass(frozen=True, slots=True)
 class PageRequest:
     """One Query call.
 
-    ``sk_low`` / ``sk_high`` (inclusive) narrow the partition's own sort-key
-    range, for a read that resumes inside it; ``measures`` projects the named
-    measures only (None: every measure); ``now_epoch_s`` turns on the TTL filter.
+    ``sk_low`` / ``sk_high`` (inclusive) narrow the partition's own block
+    sort-key range, for a read that resumes inside it; ``limit`` counts blocks;
+    ``now_epoch_s`` turns on the TTL filter.
     """
 
     partition: PartitionQuery
@@ -60,17 +88,15 @@ class PageRequest:
     limit: int | None = None
     sk_low: str | None = None
     sk_high: str | None = None
-    measures: tuple[str, ...] | None = None
-    with_dimensions: bool = True
     now_epoch_s: int | None = None
     start_key: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Page:
-    """What one Query call returned."""
+    """What one Query call returned: blocks in the request's sort-key order."""
 
-    items: tuple[StoredReading, ...]
+    blocks: tuple[StoredBlock, ...]
     next_key: Mapping[str, Any] | None
     scanned: int
     read_units: float
@@ -95,75 +121,40 @@ def effective_bounds(request: PageRequest) -> tuple[str | None, str | None]:
     return low, high
 
 
-@dataclass(slots=True)
-class _Expression:
-    """Collects placeholders so every name and value is bound, never inlined."""
-
-    names: dict[str, str]
-    values: dict[str, dict[str, str]]
-
-    def name(self, placeholder: str, attribute: str) -> str:
-        self.names[placeholder] = attribute
-        return placeholder
-
-    def string(self, placeholder: str, value: str) -> str:
-        self.values[placeholder] = {"S": value}
-        return placeholder
-
-    def number(self, placeholder: str, value: int) -> str:
-        self.values[placeholder] = {"N": str(value)}
-        return placeholder
-
-
 def build_query(request: PageRequest) -> dict[str, Any] | None:
     """The keyword arguments of the DynamoDB ``Query`` call for ``request``, or
     None when the narrowed sort-key range is empty (nothing to ask for)."""
     low, high = effective_bounds(request)
     if low is not None and high is not None and low > high:
         return None
-    part = request.partition
-    expr = _Expression({}, {})
-    key = f"{expr.name('#pk', 'pk')} = {expr.string(':pk', part.pk)}"
-    sk = expr.name("#sk", "sk")
+    names = {"#pk": "pk", "#sk": "sk", "#b": "b"}
+    values: dict[str, dict[str, str]] = {":pk": {"S": request.partition.pk}}
+    key = "#pk = :pk"
+    if low is not None:
+        values[":sk_low"] = {"S": low}
+    if high is not None:
+        values[":sk_high"] = {"S": high}
     if low is not None and high is not None:
-        key += f" AND {sk} BETWEEN {expr.string(':sk_low', low)} AND {expr.string(':sk_high', high)}"
+        key += " AND #sk BETWEEN :sk_low AND :sk_high"
     elif low is not None:
-        key += f" AND {sk} >= {expr.string(':sk_low', low)}"
+        key += " AND #sk >= :sk_low"
     elif high is not None:
-        key += f" AND {sk} <= {expr.string(':sk_high', high)}"
-
-    filters: list[str] = []
-    if part.time_filter:
-        t = expr.name("#t", "t")
-        t_from = expr.string(":t_from", format_ts(part.from_ms))
-        t_to = expr.string(":t_to", format_ts(part.to_ms - 1))
-        filters.append(f"{t} BETWEEN {t_from} AND {t_to}")
-    if request.now_epoch_s is not None:
-        ttl = expr.name("#ttl", "ttl")
-        # DynamoDB's own rule: an item is expired once its ttl is below now.
-        filters.append(f"(attribute_not_exists({ttl}) OR {ttl} >= {expr.number(':now', request.now_epoch_s)})")
-
-    projection = [sk, expr.name("#e", "e"), expr.name("#t", "t"), expr.name("#i", "i")]
-    m = expr.name("#m", "m")
-    if request.measures is None:
-        projection.append(m)
-    else:
-        projection.extend(f"{m}.{expr.name(f'#m{n}', name)}" for n, name in enumerate(request.measures))
-    if request.with_dimensions:
-        projection.append(expr.name("#d", "d"))
-
+        key += " AND #sk <= :sk_high"
     kwargs: dict[str, Any] = {
-        "TableName": part.table,
+        "TableName": request.partition.table,
         "KeyConditionExpression": key,
-        "ProjectionExpression": ", ".join(projection),
-        "ExpressionAttributeNames": expr.names,
-        "ExpressionAttributeValues": expr.values,
+        "ProjectionExpression": "#sk, #b",
+        "ExpressionAttributeNames": names,
+        "ExpressionAttributeValues": values,
         "ScanIndexForward": not request.descending,
         "ConsistentRead": request.consistent,
         "ReturnConsumedCapacity": "TOTAL",
     }
-    if filters:
-        kwargs["FilterExpression"] = " AND ".join(filters)
+    if request.now_epoch_s is not None:
+        names["#ttl"] = "ttl"
+        values[":now"] = {"N": str(request.now_epoch_s)}
+        # DynamoDB's own rule: an item is expired once its ttl is below now.
+        kwargs["FilterExpression"] = "attribute_not_exists(#ttl) OR #ttl >= :now"
     if request.limit is not None:
         kwargs["Limit"] = request.limit
     if request.start_key is not None:
@@ -189,36 +180,13 @@ class DynamoPartitionReader:
             if exc.response.get("Error", {}).get("Code") == "ResourceNotFoundException":
                 return Page((), None, 0, 0.0, table_missing=True)
             raise
-        items = tuple(r for r in (_reading(raw) for raw in response.get("Items", ())) if r is not None)
+        # An item without a binary payload is handed on with an empty one: decoding it
+        # fails loudly (CorruptBlock) rather than leaving a hole in the range.
+        blocks = tuple(StoredBlock(raw["sk"]["S"], raw.get("b", {}).get("B", b"")) for raw in response.get("Items", ()))
         consumed = response.get("ConsumedCapacity") or {}
         return Page(
-            items=items,
+            blocks=blocks,
             next_key=response.get("LastEvaluatedKey"),
-            scanned=int(response.get("ScannedCount", len(items))),
+            scanned=int(response.get("ScannedCount", len(blocks))),
             read_units=float(consumed.get("CapacityUnits", 0.0)),
         )
-
-
-def _reading(raw: Mapping[str, Any]) -> StoredReading | None:
-    sk = raw.get("sk", {}).get("S")
-    ts = raw.get("t", {}).get("S")
-    if not sk or not ts:
-        return None  # not a reading (a foreign item); nothing sensible to return
-    measures = {name: _number(value["N"]) for name, value in raw.get("m", {}).get("M", {}).items() if "N" in value}
-    dimensions = {name: value["S"] for name, value in raw.get("d", {}).get("M", {}).items() if "S" in value}
-    return StoredReading(
-        sk=sk,
-        entity_id=raw.get("e", {}).get("S", ""),
-        ts=ts,
-        event_id=raw.get("i", {}).get("S", ""),
-        measures=measures,
-        dimensions=dimensions,
-    )
-
-
-def _number(text: str) -> int | float:
-    """A DynamoDB number as JSON would carry it: int when whole and written so, else float."""
-    try:
-        return int(text)
-    except ValueError:
-        return float(text)

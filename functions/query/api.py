@@ -12,9 +12,10 @@ Error contract: every error body is ``{"error": "...", "parameter": "..."}``.
        repeated parameters, reversed or oversize ranges, bad cursors;
        also a route the deployment's layout cannot serve (parameter null)
 404    no such route
-413    an aggregate would read more than MAX_SCAN_ITEMS, or would pass
+413    an aggregate would decode more than MAX_SCAN_ITEMS readings, or would pass
        MAX_QUERY_CALLS or the deadline (parameter ``to``; says how far it got)
-500    a fault of ours (logged with the request id); never caused by input
+500    a fault of ours (logged with the request id); never caused by input;
+       also a stored block that does not decode (logged with its key)
 503    DynamoDB throttled us after retries; retry after a moment
 =====  ==============================================================
 """
@@ -37,6 +38,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from botocore.exceptions import ClientError
 
 from adapters.observability import logger, metrics
+from adapters.partition_reader import CorruptBlock
 from keydesign import InvalidInput
 from query.cursor import MAX_CURSOR_CHARS
 from query.errors import ScanLimitExceeded, UnsupportedByLayout
@@ -74,7 +76,7 @@ def _responses(ok: str, *, scan_limited: bool = False) -> dict[int, OpenAPIRespo
     out: dict[int, OpenAPIResponse] = {200: {"description": ok}, **_ERRORS}
     if scan_limited:
         out[413] = _error_response(
-            "The aggregate would read more items, make more Query calls or take longer than one request may; "
+            "The aggregate would decode more readings, make more Query calls or take longer than one request may; "
             "the message says how far it got: split the range there"
         )
     return out
@@ -170,7 +172,8 @@ def create_app(service: QueryService | None) -> APIGatewayRestResolver:
         description=(
             "Every reading of the entity in [from, to), across buckets, shards and per-period tables, merged in "
             "time order (ties: event id) and paged by an opaque cursor. Expired (TTL) readings are left out; "
-            "a reading stored twice (random layout redelivery) is returned once."
+            "a reading stored in several blocks (a redelivery, a correction) is returned once, as its newest "
+            "version has it."
         ),
         tags=["readings"],
         operation_id="getEntityReadings",
@@ -227,7 +230,7 @@ def create_app(service: QueryService | None) -> APIGatewayRestResolver:
             "interval is a whole multiple of a rollup granularity (ROLLUPS, default 1m,1h,1d) and from/to fall on "
             "its boundaries, the intervals the rollups cover are read from them (`source`, `rollups_through`); "
             "the rest is computed by streaming through the readings. Intervals without readings are left out. "
-            "The raw part may read at most MAX_SCAN_ITEMS items (default 100,000), start at most MAX_QUERY_CALLS "
+            "The raw part may decode at most MAX_SCAN_ITEMS readings (default 100,000), start at most MAX_QUERY_CALLS "
             "Query calls (default 200) and must finish before the function's deadline; past any of them the "
             "request is refused with 413, which says how far the scan got so the range can be split there."
         ),
@@ -432,6 +435,21 @@ def _install_error_mapping(app: APIGatewayRestResolver, routes: Mapping[tuple[st
         logger.exception("DynamoDB error")
         return _internal_error(app)
 
+    def corrupt_block(exc: CorruptBlock) -> Response[Any]:
+        # Returning the range without the block's readings would be a silent hole in it.
+        logger.error(
+            "a stored block does not decode",
+            extra={"table": exc.table, "pk": exc.pk, "sk": exc.sk, "reason": exc.reason},
+        )
+        metrics.add_metric(name="CorruptBlocks", unit=MetricUnit.Count, value=1)
+        request_id = app.current_event.request_context.request_id
+        return _error(
+            500,
+            f"a stored block of readings in this range cannot be decoded, so the range cannot be read whole "
+            f"(request id {request_id}; the block's key is logged)",
+            None,
+        )
+
     def unexpected(exc: Exception) -> Response[Any]:
         logger.exception("unhandled error")
         return _internal_error(app)
@@ -443,6 +461,7 @@ def _install_error_mapping(app: APIGatewayRestResolver, routes: Mapping[tuple[st
     app.exception_handler(ScanLimitExceeded)(scan_limit)
     app.exception_handler(UnsupportedByLayout)(unsupported)
     app.exception_handler(ClientError)(dynamodb_error)
+    app.exception_handler(CorruptBlock)(corrupt_block)
     app.exception_handler(Exception)(unexpected)
     app.not_found(not_found)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 
 class ScanLimitExceeded(Exception):  # noqa: N818 - reads as the condition
-    """A request would read more items (``MAX_SCAN_ITEMS``), make more Query calls
+    """A request would decode more readings (``MAX_SCAN_ITEMS``), make more Query calls
     (``MAX_QUERY_CALLS``) or take longer than one request may."""
 
     def __init__(self, parameter: str, reason: str) -> None:

@@ -3,7 +3,8 @@
 Layering: ``api`` (HTTP) -> this module -> ``adapters`` (DynamoDB, secrets) ->
 ``keydesign`` (every key, table name and plan). Nothing here builds a key:
 plans come from :class:`keydesign.Layout`, and a resumed read narrows a
-partition's sort-key range with a sort key DynamoDB itself returned.
+partition's block sort-key range with ``Layout.block_sk_from`` /
+``block_sk_through`` at the last reading returned.
 
 Ordering and resumption (see :mod:`query.merge` and :mod:`query.cursor`):
 
@@ -13,13 +14,15 @@ Ordering and resumption (see :mod:`query.merge` and :mod:`query.cursor`):
   range comes exactly once, and each entity's readings are in time order;
   a strict global time order would need a whole bucket in memory.
 
-A page ends after ``limit`` items; its cursor holds the last item's position,
-and the next page re-plans from there and skips everything at or before it.
-A page also ends early, with what it found, when it reaches the function's
-deadline (remaining time less ``RESPONSE_MARGIN``), MAX_QUERY_CALLS Query
-calls, or the response-size cap; its cursor then holds the merge's frontier,
-which may lie past the last item when the page ended in a run of empty
-partitions, so those are not read again.
+A page ends after ``limit`` readings; its cursor holds the last reading's
+position, and the next page re-plans from there and skips everything at or
+before it (a page may stop inside a block: the next one decodes it again and
+resumes exactly there). A page also ends early, with what it found, when it
+reaches the function's deadline (remaining time less ``RESPONSE_MARGIN``),
+MAX_QUERY_CALLS Query calls, MAX_SCAN_ITEMS readings decoded, or the
+response-size cap; its cursor then holds the merge's frontier, which may lie
+past the last reading when the page ended in a run of empty partitions, so
+those are not read again.
 """
 
 from __future__ import annotations
@@ -30,20 +33,31 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
-from typing import Any, Literal
+from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
 
 from adapters.clients import client
 from adapters.observability import logger, metrics, tracer
 from adapters.occupancy import OccupancyReader, OccupancyStore
-from adapters.partition_reader import DynamoPartitionReader, Page, PageRequest, PartitionReader, StoredReading
+from adapters.partition_reader import DynamoPartitionReader, Page, PageRequest, PartitionReader
 from adapters.rollup_store import ReadCount, RollupStore
 from adapters.secret_reader import read_secret
 from adapters.settings import CommonSettings
 from adapters.shard_map_source import ShardMapSource
 from adapters.shard_map_store import shard_map_source
-from keydesign import InvalidInput, Layout, PartitionQuery, QueryPlan, ShardMap, format_ts, parse_timestamp, read_units
+from keydesign import (
+    InvalidInput,
+    Layout,
+    PartitionQuery,
+    QueryPlan,
+    ShardMap,
+    format_ts,
+    parse_timestamp,
+    read_units,
+    validate_entity_id,
+)
+from keydesign import Reading as DecodedReading
 from keydesign.periods import format_duration
 from query.aggregate import SeriesBuilder
 from query.cursor import CursorCodec, CursorError, CursorKeys, binding
@@ -51,10 +65,13 @@ from query.errors import ScanLimitExceeded, UnsupportedByLayout
 from query.merge import (
     POSITION_MAX_SK,
     POSITION_MIN_SK,
-    BudgetExhausted,
+    STOP_DEADLINE,
+    STOP_QUERY_CALLS,
+    STOP_SCAN_ITEMS,
     MergeOptions,
     Merger,
     PartitionStream,
+    Placement,
     Position,
     ReadStats,
     Submit,
@@ -62,6 +79,7 @@ from query.merge import (
 )
 from query.models import (
     AggregateSeries,
+    CutShort,
     Explanation,
     Interval,
     LatestReading,
@@ -75,8 +93,11 @@ from query.params import STATS, Order, PageArgs, ReadArgs, Stat, TimeRange
 from query.rollups import RollupAnswers, Source
 from query.settings import QueryLimits, QuerySettings
 
-#: Item size assumed by ``explain`` estimates (a reading with a few measures).
-NOMINAL_ITEM_BYTES = 256
+#: Bytes of block ``explain`` assumes per reading: a reading with a few measures and a
+#: dimension takes about 31 bytes in a block of ten (its share of the block's key, header
+#: and compressed columns), 207 alone in a block, 7 in a block of a thousand
+#: (tests/unit/query/test_explain_estimate.py).
+NOMINAL_READING_BYTES = 32
 #: The default read: every measure, eventually consistent, data rather than the plan.
 ALL_MEASURES = ReadArgs()
 #: A page ends before its share of the Lambda response (at most 6 MB) passes this.
@@ -84,6 +105,12 @@ MAX_PAGE_BYTES = 5_000_000
 EXPLAIN_PARTITIONS = 1000
 ENTITY_ORDERING = "time, then event id"
 RANGE_ORDERING = "bucket by bucket in time order; within a bucket by entity id, then time, then event id"
+#: What a merge's stop is called on a page cut short by it.
+_CUT_SHORT: dict[str, CutShort] = {
+    STOP_DEADLINE: "deadline",
+    STOP_QUERY_CALLS: "query_calls",
+    STOP_SCAN_ITEMS: "scan_items",
+}
 
 
 def wall_clock_ms() -> int:
@@ -105,8 +132,10 @@ class QueryService:
         clock_ms: Callable[[], int] = wall_clock_ms,
         occupancy: OccupancyReader | None = None,
         rollups: RollupAnswers | None = None,
+        retention_ms: int | None = None,
     ) -> None:
         self._layout = layout
+        self._retention_ms = retention_ms
         self._rollups = rollups
         self._planner = (
             OccupancyPlanner(layout, occupancy, concurrency=limits.concurrency) if occupancy is not None else None
@@ -131,6 +160,7 @@ class QueryService:
             limits=settings.limits,
             occupancy=occupancy_reader(common),
             rollups=rollup_answers(common),
+            retention_ms=common.retention_ms,
         )
 
     @property
@@ -184,18 +214,15 @@ class QueryService:
             partitions, beyond, planning = self._entity_plan(
                 entity, plan_from, plan_to, shard_map, descending=descending, consistent=read.consistent
             )
-        template = _template(
-            partitions,
-            descending=descending,
-            consistent=read.consistent,
-            measures=read.measures,
-            now_epoch_s=self._clock_ms() // 1000,
-        )
+        now_s = self._clock_ms() // 1000
+        template = _template(partitions, descending=descending, consistent=read.consistent, now_epoch_s=now_s)
+        placement = self._placement(entity, now_s)
         return self._page(
             route,
-            [_stream(p, template, after, per_entity=entity is not None) for p in partitions],
+            [_stream(p, template, after, placement) for p in partitions],
             entity=entity,
             page=page,
+            read=read,
             bound=bound,
             deadline=self._deadline(time_left_ms),
             beyond=beyond,
@@ -212,14 +239,9 @@ class QueryService:
         plan = self._layout.plan_entity(entity, window.from_ms, window.to_ms, self._shard_maps.current())
         if read.explain:
             return self._explain("latest", plan, order="desc", consistent=read.consistent, items=1)
-        template = PageRequest(
-            plan.partitions[0],
-            descending=True,
-            consistent=read.consistent,
-            measures=read.measures,
-            now_epoch_s=now // 1000,
-        )
-        streams = [_stream(p, template, None) for p in plan.partitions]
+        template = PageRequest(plan.partitions[0], descending=True, consistent=read.consistent, now_epoch_s=now // 1000)
+        placement = self._placement(entity, now // 1000)
+        streams = [_stream(p, template, None, placement) for p in plan.partitions]
         stats = ReadStats()
         # Newest buckets open first; older ones only while nothing was found.
         options = MergeOptions(descending=True, target=1, window=self._limits.concurrency)
@@ -234,7 +256,7 @@ class QueryService:
             entity_id=entity,
             searched_from=format_ts(window.from_ms),
             searched_to=format_ts(now),
-            reading=_reading(found[0][1]) if found else None,
+            reading=_reading(found[0][1], read.measures) if found else None,
             cost=_cost(stats),
         )
 
@@ -376,14 +398,10 @@ class QueryService:
         """The intervals of ``window`` streamed from the raw readings (raises 413 past the budget)."""
         plan = self._layout.plan_entity(entity, window.from_ms, window.to_ms, self._shard_maps.current())
         partitions, planning = self._pruned(plan, consistent=read.consistent)
-        template = _template(
-            partitions,
-            consistent=read.consistent,
-            measures=read.measures,
-            with_dimensions=False,
-            now_epoch_s=self._clock_ms() // 1000,
-        )
-        streams = [_stream(p, template, None) for p in partitions]
+        now_s = self._clock_ms() // 1000
+        template = _template(partitions, consistent=read.consistent, now_epoch_s=now_s)
+        placement = self._placement(entity, now_s)
+        streams = [_stream(p, template, None, placement) for p in partitions]
         counted.queries += planning.queries
         counted.read_units += planning.read_units
         deadline = self._deadline(time_left_ms)
@@ -392,32 +410,27 @@ class QueryService:
             window=self._limits.concurrency,
             read_ahead=True,
             prefetch=True,
-            max_scanned=self._limits.max_scan_items,
+            max_decoded=self._limits.max_scan_items,
             max_queries=self._limits.max_query_calls,
             deadline=deadline,
         )
         series = SeriesBuilder(interval_ms, stats)
-        try:
-            with self._fanout(len(streams), abandon=deadline is not None) as submit:
-                merger = Merger(streams, submit, options, counted)
-                for _, item in merger:
-                    series.add(item.ts, item.measures)
-        except BudgetExhausted as exc:
-            self._record("aggregates", counted, 0)
-            raise ScanLimitExceeded(
-                "to",
-                f"the range holds more than the {self._limits.max_scan_items} items one aggregate may read "
-                f"(stopped after {exc.scanned}); narrow from/to and aggregate the parts separately",
-            ) from None
+        wanted = read.measures
+        with self._fanout(len(streams), abandon=deadline is not None) as submit:
+            merger = Merger(streams, submit, options, counted)
+            for key, reading in merger:
+                measures = reading.measures
+                if wanted is not None:
+                    measures = {name: measures[name] for name in wanted if name in measures}
+                series.add(key.anchor, measures)
         if merger.stopped is not None:
             # An aggregate is one answer: a part of it would look like a whole.
             # Say how far the scan got, so the client can split the range there.
             reached = format_ts(_anchor_ms(merger.frontier) if merger.frontier is not None else window.from_ms)
-            why = (
-                "ran out of time"
-                if merger.stopped == "deadline"
-                else f"used the {self._limits.max_query_calls} Query calls one request may make"
-            )
+            why = {
+                STOP_DEADLINE: "ran out of time",
+                STOP_QUERY_CALLS: f"used the {self._limits.max_query_calls} Query calls one request may make",
+            }.get(merger.stopped, f"decoded the {self._limits.max_scan_items} readings one request may read")
             self._record("aggregates", counted, 0, cut_short=merger.stopped)
             raise ScanLimitExceeded(
                 "to",
@@ -448,6 +461,7 @@ class QueryService:
         *,
         entity: str | None,
         page: PageArgs,
+        read: ReadArgs,
         bound: bytes,
         deadline: float | None,
         beyond: Position | None,
@@ -463,13 +477,15 @@ class QueryService:
             descending=descending,
             target=page_size + 1,
             window=self._limits.concurrency,
+            max_decoded=self._limits.max_scan_items,
             max_queries=self._limits.max_query_calls,
             deadline=deadline,
         )
-        found: list[tuple[Position, StoredReading]] = []
+        found: list[tuple[Position, DecodedReading]] = []
         resume: Position | None = None
-        cut_short: Literal["deadline", "query_calls", "response_size"] | None = None
+        cut_short: CutShort | None = None
         size = 0
+        wanted = read.measures
         with self._fanout(len(streams), abandon=deadline is not None) as submit:
             merger = Merger(streams, submit, options, stats)
             merged = iter(merger)
@@ -477,7 +493,7 @@ class QueryService:
                 for key, item in merged:
                     # The item after a full page proves there is a next page. A page
                     # also ends before its body would outgrow a Lambda response.
-                    item_size = _json_bytes(item)
+                    item_size = _json_bytes(item, wanted)
                     if len(found) == page_size or (found and size + item_size > MAX_PAGE_BYTES):
                         resume = found[-1][0]
                         if len(found) < page_size:
@@ -488,10 +504,10 @@ class QueryService:
             finally:
                 _close(merged)
         if merger.stopped is not None:
-            # Cut short by time or calls: resume at the frontier, past any empty
-            # partitions this page already read.
+            # Cut short by time, calls or decoding: resume at the frontier, past any
+            # empty partitions this page already read.
             resume = merger.frontier
-            cut_short = "deadline" if merger.stopped == "deadline" else "query_calls"
+            cut_short = _CUT_SHORT[merger.stopped]
         elif resume is None and beyond is not None:
             # Every partition planned for this page was read, and the range goes on.
             resume = beyond
@@ -510,7 +526,7 @@ class QueryService:
             order=order,
             ordering=ENTITY_ORDERING if entity is not None else RANGE_ORDERING,
             count=len(found),
-            items=[_reading(item) for _, item in found],
+            items=[_reading(item, wanted, key.anchor if entity is not None else None) for key, item in found],
             next_cursor=next_cursor,
             complete=cut_short is None,
             cut_short_by=cut_short,
@@ -636,6 +652,11 @@ class QueryService:
         bucket = self._layout.bucket
         return min(window.to_ms, bucket.start(anchor_ms) + bucket.width_ms)
 
+    def _placement(self, entity: str | None, now_s: int) -> Placement:
+        """How this read's readings are ordered, and from when they are live at ``now_s``."""
+        live_from = 0 if self._retention_ms is None else max(0, now_s * 1000 - self._retention_ms)
+        return Placement(self._layout, entity, live_from)
+
     @contextmanager
     def _fanout(self, partitions: int, *, abandon: bool = False) -> Iterator[Submit]:
         """A bounded pool for one request; pending speculative reads are cancelled at the end.
@@ -666,14 +687,14 @@ class QueryService:
             table_period=period.name if period is not None else None,
             order=order,
             consistent=consistent,
-            dedupe=plan.dedupe,
+            dedupe=self._layout.can.dedupe,  # every read keeps one copy of a reading (plan_range says False)
             partition_count=len(plan.partitions),
             tables=list(plan.tables),
             partitions=[_planned(p) for p in plan.partitions[:EXPLAIN_PARTITIONS]],
             partitions_truncated=len(plan.partitions) > EXPLAIN_PARTITIONS,
             minimum_read_units=minimum,
-            estimated_read_units=minimum + read_units(items * NOMINAL_ITEM_BYTES, consistent=consistent),
-            nominal_item_bytes=NOMINAL_ITEM_BYTES,
+            estimated_read_units=minimum + read_units(items * NOMINAL_READING_BYTES, consistent=consistent),
+            nominal_item_bytes=NOMINAL_READING_BYTES,
             source=None,
             source_reason=None,
         )
@@ -690,6 +711,7 @@ class QueryService:
                 "partitions_queried": stats.partitions_queried,
                 "queries": stats.queries,
                 "items_read": stats.scanned,
+                "readings_decoded": stats.decoded,
                 "items_returned": returned,
                 "read_units": stats.read_units,
                 "cut_short_by": cut_short,
@@ -736,14 +758,14 @@ def _close(iterator: Iterator[Any]) -> None:
         close()
 
 
-def _json_bytes(item: StoredReading) -> int:
+def _json_bytes(reading: DecodedReading, measures: tuple[str, ...] | None) -> int:
     """An upper bound of the reading's share of the Lambda response: the JSON body
     is itself a string in the response document, so every quote and backslash
     is escaped twice (4 bytes) and a character outside ASCII costs up to 14
     (``\\ud83d\\udd25``). Ids and names are ASCII without quotes (ingest refuses others)."""
-    size = 160 + len(item.entity_id) + len(item.event_id) + len(item.ts)
-    size += sum(len(name) + 32 for name in item.measures)
-    for name, value in item.dimensions.items():
+    size = 184 + len(reading.entity_id) + len(reading.event_id)  # with the 24-character timestamp
+    size += sum(len(name) + 32 for name in reading.measures if measures is None or name in measures)
+    for name, value in reading.dimensions.items():
         if value.isascii():
             size += len(name) + 10 + len(value) + 3 * (value.count('"') + value.count("\\"))
         else:
@@ -761,45 +783,60 @@ def _anchor_ms(position: Position) -> int:
     return parse_timestamp(position.anchor, "cursor")
 
 
-def _time_key(item: StoredReading) -> Position:
-    return Position(item.ts, item.sk)
-
-
-class _BucketKey:
-    """Position of an item of a cross-entity partition: its bucket, then its sort key."""
-
-    __slots__ = ("anchor",)
-
-    def __init__(self, anchor: str) -> None:
-        self.anchor = anchor
-
-    def __call__(self, item: StoredReading) -> Position:
-        return Position(self.anchor, item.sk)
+def _resume_at(after: Position, entity: str | None) -> tuple[str, int]:
+    """The entity and time of the reading at ``after`` (a reading's position, see ``narrows``):
+    per entity, the read's entity and the anchor; across entities, the reading key's own."""
+    if entity is not None:
+        return entity, _anchor_ms(after)
+    parts = after.sk.split("#")
+    if len(parts) != 3:  # <entity>#<ts>#<event id>
+        raise CursorError("carries an unreadable position")
+    try:
+        ts_ms = parse_timestamp(parts[1], "cursor")
+        validate_entity_id(parts[0], "cursor")
+    except InvalidInput:
+        raise CursorError("carries an unreadable position") from None
+    if format_ts(ts_ms) != parts[1]:
+        raise CursorError("carries an unreadable position")
+    return parts[0], ts_ms
 
 
 def _stream(
-    partition: PartitionQuery, template: PageRequest, after: Position | None, *, per_entity: bool = True
+    partition: PartitionQuery, template: PageRequest, after: Position | None, placement: Placement
 ) -> PartitionStream:
-    """A partition's stream of items in merge order: per entity by time, across entities by the
-    partition's bucket (its start, as range-clipped) and then sort key."""
+    """A partition's stream of readings in merge order: per entity by time, across entities by the
+    partition's bucket (its start, as range-clipped) and then reading key."""
     first = _ts(partition.from_ms)
     edge = POSITION_MAX_SK if template.descending else POSITION_MIN_SK
-    if per_entity:
+    entity = placement.entity
+    if entity is not None:
         last = _ts(partition.to_ms - 1)
         inside = after is not None and first <= after.anchor <= last
-        key_of, open_key = _time_key, Position(last if template.descending else first, edge)
+        anchor, open_key = None, Position(last if template.descending else first, edge)
     else:
         inside = after is not None and after.anchor == first
-        key_of, open_key = _BucketKey(first), Position(first, edge)
-    sk_low = sk_high = None
+        anchor, open_key = first, Position(first, edge)
+    sk_low = sk_high = lookback = None
     if after is not None and inside and narrows(after):
-        # Resume inside this partition, at the last item returned (it is skipped).
+        # Resume inside this partition, in the blocks that may hold the reading at ``after``
+        # (the reading itself and everything before it are skipped once decoded). Ascending,
+        # those start up to a block's span before it: they are read first, in one Query.
+        at_entity, at_ms = _resume_at(after, entity)
         if template.descending:
-            sk_high = after.sk
+            sk_high = placement.layout.block_sk_through(at_entity, at_ms)
         else:
-            sk_low = after.sk
+            sk_low = placement.layout.block_sk_from(at_entity, at_ms)
+            lookback = placement.layout.block_sk_through(at_entity, at_ms)
     return PartitionStream(
-        template, partition, key_of=key_of, open_key=open_key, after=after, sk_low=sk_low, sk_high=sk_high
+        template,
+        partition,
+        placement=placement,
+        open_key=open_key,
+        after=after,
+        anchor=anchor,
+        sk_low=sk_low,
+        sk_high=sk_high,
+        lookback=lookback,
     )
 
 
@@ -824,13 +861,15 @@ def _in_trace_context(read: Callable[[PageRequest], Page]) -> Callable[[PageRequ
 # -- shapes --------------------------------------------------------------------------
 
 
-def _reading(item: StoredReading) -> Reading:
+def _reading(reading: DecodedReading, measures: tuple[str, ...] | None, ts: str | None = None) -> Reading:
+    """The reading as the API returns it (``ts``: its timestamp, when the caller has it formatted)."""
+    values = reading.measures
     return Reading(
-        entity_id=item.entity_id,
-        event_id=item.event_id,
-        timestamp=item.ts,
-        measures=dict(item.measures),
-        dimensions=dict(item.dimensions),
+        entity_id=reading.entity_id,
+        event_id=reading.event_id,
+        timestamp=ts or format_ts(reading.ts_ms),
+        measures=dict(values) if measures is None else {name: values[name] for name in measures if name in values},
+        dimensions=dict(reading.dimensions),
     )
 
 

@@ -1,44 +1,66 @@
 """The lazy, parallel k-way merge of partition reads.
 
 Every partition of a plan becomes a :class:`PartitionStream`: an iterator over
-its items in sort-key order that fetches one page (``LastEvaluatedKey``) at a
-time, only when the merge needs its next item. The merge orders items by a
-:class:`Position` ``(anchor, sk)``:
+its readings in merge order that fetches one page of blocks
+(``LastEvaluatedKey``) at a time, and decodes one block at a time, only when
+the merge needs its next reading. The merge orders readings by a
+:class:`Position` ``(anchor, reading key)``, the reading key being
+``Layout.reading_key`` (the sort key a reading alone would have):
 
-* per-entity reads: ``anchor`` is the item's timestamp, so the merge is in
-  time order (ties broken by the sort key, which holds the event id);
-* cross-entity reads: ``anchor`` is the start of the item's bucket (clipped
-  to the range), so the order is bucket by bucket, and inside a bucket the
-  partitions' own order (entity, then time).
+* per-entity reads: ``anchor`` is the reading's timestamp, so the merge is in
+  time order (ties broken by the reading key, which holds the event id);
+* cross-entity reads: ``anchor`` is the start of the partition's bucket
+  (clipped to the range), so the order is bucket by bucket, and inside a
+  bucket by entity, then time.
 
-Within one partition that is exactly the order DynamoDB returns, so a heap
-merge of the streams is correct. A partition is opened (its first page
-fetched) only once the merge could need it: when no open stream has an item
-that must come first (its ``open_key``, the earliest position it can hold,
-is not after the merge head). Partitions opened together are fetched in
-parallel. When every open stream has run dry without yielding anything, the
-next batch opened doubles in size (up to the concurrency window), so a run of
-empty buckets costs a few round trips, not one per bucket, while dense data
-never pays for speculative reads.
+**Blocks.** A partition returns blocks in sort-key order, which is by entity,
+then first reading; but blocks may overlap in time (two batches of one
+entity's readings), so a stream keeps the readings it has decoded in a small
+reorder buffer (one sorted run per block). Ascending, a decoded reading is
+emitted once its position is below the lowest position any block not yet
+decoded can hold: that of the next block in sort-key order
+(``Layout.block_reach``), since every later block starts at or after it. The
+stream decodes the next block only while that does not hold. Descending,
+blocks come newest-first and a reading is emitted once it is above the highest
+position the next block can hold (its first reading plus the longest span a
+block may have, which bounds every older block too). A block whose header
+(first and last reading, no decompression) shows it holds nothing the read
+wants (outside the partition's time range, past retention, or wholly before
+the resume position) is never decoded.
 
-Items at the same position (the random layout's redelivered copies) are
-returned once.
+**Copies.** A reading may be stored in several blocks, in one partition or
+several (a regrouped redelivery, a correction published later, the random
+layout's suffixes): its copies share a position. Equal positions leave every
+stream, and the merge, highest block version first, and the merge returns a
+position once: the copy returned is the newest version's.
+
+Within one partition that is exactly the order of the blocks' readings, so a
+heap merge of the streams is correct. A partition is opened (its first page
+fetched) only once the merge could need it: when no open stream has a
+reading that must come first (its ``open_key``, the earliest position it can
+hold, is not after the merge head). Partitions opened together are fetched
+in parallel. When every open stream has run dry without yielding anything,
+the next batch opened doubles in size (up to the concurrency window), so a
+run of empty buckets costs a few round trips, not one per bucket, while
+dense data never pays for speculative reads.
 
 A merge may also stop before its consumer is satisfied: once ``max_queries``
-Query calls have been started, or at ``deadline``. It then ends its iteration
-and leaves ``stopped`` (why) and ``frontier``: a position such that every item
-at or before it (in merge order) has been yielded and nothing after it has.
-That is the last item yielded, or, when every partition opened so far ran dry,
-the ``open_key`` of the first partition not yet opened, so a run of empty
+Query calls have been started, once it has decoded ``max_decoded`` readings,
+or at ``deadline``. It then ends its iteration and leaves ``stopped`` (why)
+and ``frontier``: a position such that every reading at or before it (in
+merge order) has been yielded and nothing after it has. That is the last
+reading yielded, or, when every partition opened so far ran dry, the
+``open_key`` of the first partition not yet opened, so a run of empty
 partitions read before the stop is not read again. A stop never comes before
 the merge has moved past where it started (the first batch of partitions is
-always opened, and the call cap only counts once the frontier has moved), so
-following frontiers always makes progress; only the deadline can end a merge
-that has not.
+always opened, and the call cap and the decoding budget only count once the
+frontier has moved), so following frontiers always makes progress; only the
+deadline can end a merge that has not.
 """
 
 from __future__ import annotations
 
+import functools
 import heapq
 import itertools
 import math
@@ -50,8 +72,9 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
-from adapters.partition_reader import Page, PageRequest, StoredReading
-from keydesign import PartitionQuery
+from adapters.partition_reader import CorruptBlock, Page, PageRequest, StoredBlock, decode, header_of
+from keydesign import KeyDesignError, Layout, PartitionQuery, Reading, format_ts, parse_timestamp
+from keydesign.blocks import HIGH, MAX_BLOCK_SPAN_MS
 
 
 class Position(NamedTuple):
@@ -65,62 +88,120 @@ class Position(NamedTuple):
 POSITION_MAX_SK = "\U0010ffff"
 #: Sorts before every sort key: with an anchor, "nothing at this anchor yet".
 POSITION_MIN_SK = ""
+#: Blocks the first Query of a read asks for: the fewest from which a reading can be
+#: emitted (the second block bounds what the first may release). Later Queries ask for
+#: as many as the readings still wanted fill, at the density seen so far.
+FIRST_PAGE_BLOCKS = 2
+_TS_CHARS = 24
 
 
 def narrows(position: Position) -> bool:
     """Whether a resume at ``position`` narrows a partition's sort-key range: an
     anchor's open or close (``POSITION_MIN_SK``/``POSITION_MAX_SK``) does not,
-    since every item of the anchor lies on the right side of it."""
+    since every reading of the anchor lies on the right side of it."""
     return position.sk not in (POSITION_MIN_SK, POSITION_MAX_SK)
 
 
 #: Why a merge stopped before its consumer was satisfied.
 STOP_DEADLINE = "deadline"
 STOP_QUERY_CALLS = "query_calls"
+STOP_SCAN_ITEMS = "scan_items"
 
-KeyOf = Callable[[StoredReading], Position]
 Submit = Callable[[PageRequest], "Future[Page]"]
-
-
-class BudgetExhausted(Exception):  # noqa: N818 - reads as the condition
-    """More items were read than ``MergeOptions.max_scanned`` allows."""
-
-    def __init__(self, scanned: int) -> None:
-        self.scanned = scanned
-        super().__init__(f"{scanned} items read")
 
 
 @dataclass(slots=True)
 class ReadStats:
-    """What a request cost; only the merging thread writes it."""
+    """What a request cost; only the merging thread writes it. ``scanned`` counts the
+    items (blocks) DynamoDB evaluated, ``decoded`` the readings decompressed from them."""
 
     partitions_planned: int = 0
     partitions_queried: int = 0
     queries: int = 0
     scanned: int = 0
     read_units: float = 0.0
+    decoded: int = 0
     missing_tables: set[str] = field(default_factory=set)
 
 
 @dataclass(frozen=True, slots=True)
 class MergeOptions:
-    """``target``: the most items the consumer will take (None: all), which
+    """``target``: the most readings the consumer will take (None: all), which
     bounds each Query's ``Limit``; ``window``: partitions fetched at once;
     ``read_ahead``: ask for a partition's next page as soon as one arrives;
     ``prefetch``: keep the first pages of the next ``window`` partitions in
-    flight (for reads that will need every partition); ``max_scanned``: the
-    items a request may read before :class:`BudgetExhausted`; ``max_queries``:
-    Query calls the merge may start before it stops; ``deadline``: the
-    :func:`time.monotonic` instant at which it stops, even while waiting."""
+    flight (for reads that will need every partition); ``max_decoded``: the
+    readings a request may decode; ``max_queries``: Query calls the merge may
+    start before it stops; ``deadline``: the :func:`time.monotonic` instant at
+    which it stops, even while waiting."""
 
     descending: bool = False
     target: int | None = None
     window: int = 16
     read_ahead: bool = False
     prefetch: bool = False
-    max_scanned: int | None = None
+    max_decoded: int | None = None
     max_queries: int | None = None
     deadline: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Where a read's readings go in the merged order; one per read, shared by its streams.
+
+    ``entity``: the entity of a per-entity read, None for a cross-entity read (each
+    block's entity is then in its sort key). ``live_from_ms``: readings older than
+    this are past retention (``keydesign.blocks.reading_expired`` solved for the time).
+    """
+
+    layout: Layout
+    entity: str | None
+    live_from_ms: int = 0
+
+    def reach(self, partition: PartitionQuery, sk: str, anchor: str | None, *, descending: bool) -> _Fetched:
+        """What the sort key ``sk`` says of its block before it is decoded: its first reading, and
+        the lowest (ascending) or highest (descending) position it can hold.
+
+        ``Layout.block_reach`` says the same (a test holds the two equal); it parses the time
+        with ``parse_timestamp``, which costs more than decoding a small block."""
+        cut = sk.rfind("#", 0, sk.rfind("#"))  # <prefix><first ts> | #<block id>#<write units>
+        low = sk[:cut]
+        try:
+            first_ms = _ts_ms(low[-_TS_CHARS:])
+        except (KeyDesignError, ValueError):
+            raise CorruptBlock(partition.table, partition.pk, sk, "the sort key is not a block's") from None
+        entity = self.entity if self.entity is not None else low[: -_TS_CHARS - 1]
+        if not descending:
+            return _Fetched(first_ms, entity, Position(anchor or low[-_TS_CHARS:], low))
+        bucket = self.layout.bucket
+        last = format_ts(min(first_ms + MAX_BLOCK_SPAN_MS - 1, bucket.start(first_ms) + bucket.width_ms - 1))
+        return _Fetched(first_ms, entity, Position(anchor or last, f"{low[:-_TS_CHARS]}{last}#{HIGH}"))
+
+    def span(self, entity: str, first_ms: int, last_ms: int, anchor: str | None) -> tuple[Position, Position]:
+        """Positions at or below, and at or above, every reading of ``entity`` in ``[first_ms, last_ms]``."""
+        first, last = format_ts(first_ms), format_ts(last_ms)
+        key = self.layout.reading_key
+        return Position(anchor or first, key(entity, first, "")), Position(anchor or last, key(entity, last, HIGH))
+
+
+class _Fetched(NamedTuple):
+    """A fetched block's first reading and entity, and the bound of the positions it can hold."""
+
+    first_ms: int
+    entity: str
+    bound: Position
+
+
+@functools.lru_cache(maxsize=16_384)
+def _second_ms(text: str) -> int:
+    return parse_timestamp(f"{text}.000Z", "sk")
+
+
+def _ts_ms(ts: str) -> int:
+    """Epoch ms of a fixed-width UTC time, remembered by the second (blocks come clustered in time)."""
+    if len(ts) != _TS_CHARS or ts[19] != "." or ts[23] != "Z" or not ts[20:23].isdigit():
+        raise ValueError(ts)
+    return _second_ms(ts[:19]) + int(ts[20:23])
 
 
 class _Stop(Exception):  # noqa: N818 - internal signal, never leaves the merge
@@ -129,18 +210,49 @@ class _Stop(Exception):  # noqa: N818 - internal signal, never leaves the merge
         super().__init__(reason)
 
 
+class _Run:
+    """The readings one decoded block adds to a stream, in merge order, and the block's version."""
+
+    __slots__ = ("at", "descending", "items", "key", "reading", "version")
+
+    def __init__(self, items: list[tuple[Position, Reading]], version: int, descending: bool) -> None:
+        self.items = items
+        self.at = 0
+        self.version = version
+        self.descending = descending
+        self.key, self.reading = items[0]
+
+    def advance(self) -> bool:
+        self.at += 1
+        if self.at == len(self.items):
+            return False
+        self.key, self.reading = self.items[self.at]
+        return True
+
+    def __lt__(self, other: _Run) -> bool:
+        if self.key != other.key:
+            return self.key > other.key if self.descending else self.key < other.key
+        return self.version > other.version  # a reading's newest copy first
+
+
 class PartitionStream:
-    """One partition's items in merge order, fetched a page at a time."""
+    """One partition's readings in merge order, fetched a page of blocks at a time."""
 
     __slots__ = (
         "_after",
-        "_buffer",
+        "_anchor",
+        "_blocks",
         "_finished",
         "_future",
-        "_key_of",
+        "_group",
+        "_high_ms",
+        "_lookback",
+        "_low_ms",
         "_next_key",
+        "_runs",
         "open_key",
         "partition",
+        "placement",
         "sk_high",
         "sk_low",
         "submitted",
@@ -152,42 +264,64 @@ class PartitionStream:
         template: PageRequest,
         partition: PartitionQuery,
         *,
-        key_of: KeyOf,
+        placement: Placement,
         open_key: Position,
         after: Position | None,
+        anchor: str | None = None,
         sk_low: str | None = None,
         sk_high: str | None = None,
+        lookback: str | None = None,
     ) -> None:
         # The request is built only when the partition is opened: a long plan
         # has thousands of partitions and a page opens a few of them.
         self.template = template
         self.partition = partition
+        self.placement = placement
         self.sk_low = sk_low
         self.sk_high = sk_high
         self.open_key = open_key
         self.submitted = False
-        self._key_of = key_of
+        self._anchor = anchor
         self._after = after
-        self._buffer: deque[tuple[Position, StoredReading]] = deque()
+        self._low_ms = max(partition.from_ms, placement.live_from_ms)
+        self._high_ms = partition.to_ms
+        # Fetched, not yet decoded: each block with what its sort key says of it.
+        self._blocks: deque[tuple[StoredBlock, _Fetched]] = deque()
+        # Decoded, not yet emitted: a heap of runs by their next reading.
+        self._runs: list[_Run] = []
+        # An ascending read resumed at an instant first reads the blocks that start by it (from
+        # ``sk_low``, a span before it, to ``lookback``) in one Query: their number is that span's
+        # worth of data, not something ``Limit`` can size from the readings the page needs.
+        self._lookback = lookback
+        self._group = 1  # partitions opened together that share this one's range (submit sets it)
         self._next_key: Any = None
         self._future: Future[Page] | None = None
         self._finished = False
 
     def submit(self, merger: Merger, group: int = 1) -> None:
-        self._fetch(merger, group)
+        self._group = group
+        self._fetch(merger)
 
     def speculate(self, merger: Merger) -> None:
         """Ask for the next page ahead of need, unless the budget is spent."""
         if merger.over_budget() is None:
             self._fetch(merger)
 
-    def _fetch(self, merger: Merger, group: int = 1) -> Future[Page]:
+    def _fetch(self, merger: Merger) -> Future[Page]:
+        lookback = self._lookback
+        limit = None
+        if lookback is None:
+            limit = merger.page_limit(self._group)
+            if merger.density_known():
+                # The first Limit sized by the readings per block is its share of the group's range;
+                # a partition read again after that holds more than its share: the page's need.
+                self._group = 1
         request = replace(
             self.template,
             partition=self.partition,
             sk_low=self.sk_low,
-            sk_high=self.sk_high,
-            limit=merger.page_limit(group),
+            sk_high=self.sk_high if lookback is None else lookback,
+            limit=limit,
             start_key=self._next_key,
         )
         future = self._future = merger.submit(request)
@@ -195,46 +329,118 @@ class PartitionStream:
         self.submitted = True
         return future
 
-    def head(self, merger: Merger) -> tuple[Position, StoredReading] | None:
-        """The next item, fetching pages until there is one or the partition ends."""
-        while not self._buffer:
-            future = self._future
-            if future is None:
-                if self._finished:
-                    return None
-                reason = merger.over_budget()
-                if reason is not None:
-                    raise _Stop(reason)
-                future = self._fetch(merger)
-            try:
-                page = future.result(timeout=merger.wait_s())
-            except FutureTimeout:
-                raise _Stop(STOP_DEADLINE) from None
-            self._future = None
-            merger.account(page, self.partition.table)
-            descending = self.template.descending
-            after = self._after
-            for item in page.items:
-                key = self._key_of(item)
-                # Skip what a previous page already returned (resume is strictly after).
-                if after is None or (key < after if descending else key > after):
-                    self._buffer.append((key, item))
-            self._next_key = page.next_key
-            if page.next_key is None:
-                self._finished = True
-            elif merger.options.read_ahead:
-                self.speculate(merger)
-        return self._buffer[0]
+    def head(self, merger: Merger) -> _Run | None:
+        """The run holding the next reading, once no block still unread can hold an earlier one;
+        None when the partition has no more. Fetches and decodes only as far as that needs."""
+        descending = self.template.descending
+        blocks, runs = self._blocks, self._runs
+        while True:
+            if blocks:
+                if runs:
+                    key, bound = runs[0].key, blocks[0][1].bound
+                    if key > bound if descending else key < bound:
+                        return runs[0]
+                self._decode(*blocks.popleft(), merger)
+                # The page's last block only bounds the readings decoded: past them, the next page
+                # is needed. Ask for it now if they may not be enough, so that partitions read in
+                # parallel wait for it in parallel.
+                if (
+                    len(blocks) == 1
+                    and self._future is None
+                    and not self._finished
+                    and merger.wants_more(sum(len(run.items) - run.at for run in runs))
+                ):
+                    self.speculate(merger)
+            elif self._future is None and self._finished:
+                return runs[0] if runs else None
+            else:
+                self._receive(merger)
 
-    def pop(self) -> tuple[Position, StoredReading]:
-        return self._buffer.popleft()
+    def pop(self) -> tuple[Position, Reading]:
+        runs = self._runs
+        run = runs[0]
+        found = run.key, run.reading
+        if not run.advance():
+            heapq.heappop(runs)
+        elif len(runs) > 1:
+            heapq.heapreplace(runs, run)  # re-sift the run whose next reading came up
+        return found
+
+    def _receive(self, merger: Merger) -> None:
+        future = self._future
+        if future is None:
+            reason = merger.over_budget()
+            if reason is not None:
+                raise _Stop(reason)
+            future = self._fetch(merger)
+        try:
+            page = future.result(timeout=merger.wait_s())
+        except FutureTimeout:
+            raise _Stop(STOP_DEADLINE) from None
+        self._future = None
+        merger.account(page, self.partition.table)
+        descending, anchor, part, placement = self.template.descending, self._anchor, self.partition, self.placement
+        self._blocks.extend(
+            (block, placement.reach(part, block.sk, anchor, descending=descending)) for block in page.blocks
+        )
+        self._next_key = page.next_key
+        if page.next_key is None:
+            lookback = self._lookback
+            highs = [high for high in (self.partition.sk_high, self.sk_high) if high is not None]
+            if lookback is None or page.table_missing or (highs and min(highs) <= lookback):
+                self._finished = True
+            else:  # the look-back is read: on from the first block that starts after it
+                self.sk_low, self._lookback = lookback, None
+        if not self._finished and merger.options.read_ahead:
+            self.speculate(merger)
+
+    def _decode(self, block: StoredBlock, fetched: _Fetched, merger: Merger) -> None:
+        """Add ``block``'s wanted readings to the reorder buffer, unless it provably has none. Its
+        sort key says where it starts; when that is near the range's start or the resume point,
+        its header (no decompression) says where it ends."""
+        part, placement, after, anchor = self.partition, self.placement, self._after, self._anchor
+        descending = self.template.descending
+        low_ms, high_ms = self._low_ms, self._high_ms
+        first_ms, entity, bound = fetched
+        if first_ms >= high_ms:
+            return
+        # Wholly on the wanted side of the range's start and the resume point, from its key alone?
+        inside = first_ms >= low_ms and (after is None or (bound < after if descending else bound > after))
+        if not inside:
+            header = header_of(part, block)
+            if header.last_ms < low_ms:
+                merger.looked_at(header.count)
+                return
+            if after is not None:
+                lowest, highest = placement.span(entity, header.first_ms, header.last_ms, anchor)
+                if lowest >= after if descending else highest <= after:
+                    merger.looked_at(header.count)
+                    return  # an earlier page returned all of it
+        merger.will_decode()
+        header, readings = decode(part, block, entity)
+        merger.decoded(header.count)
+        if descending:
+            readings.reverse()
+        key_of = placement.layout.reading_key
+        beyond = None if inside else after  # readings at or before it were returned by an earlier page
+        items: list[tuple[Position, Reading]] = []
+        for reading in readings:
+            ms = reading.ts_ms
+            if low_ms <= ms < high_ms:
+                ts = format_ts(ms)
+                key = Position(anchor or ts, key_of(entity, ts, reading.event_id))
+                if beyond is None or (key < beyond if descending else key > beyond):
+                    items.append((key, reading))
+        if items:
+            heapq.heappush(self._runs, _Run(items, header.version, descending))
 
 
 class _Entry:
-    __slots__ = ("descending", "key", "seq", "stream")
+    __slots__ = ("descending", "key", "seq", "stream", "version")
 
-    def __init__(self, key: Position, seq: int, stream: PartitionStream, descending: bool) -> None:
-        self.key = key
+    def __init__(self, run: _Run, seq: int, stream: PartitionStream, descending: bool) -> None:
+        self.key = run.key
+        self.version = run.version
         self.seq = seq
         self.stream = stream
         self.descending = descending
@@ -242,11 +448,13 @@ class _Entry:
     def __lt__(self, other: _Entry) -> bool:
         if self.key != other.key:
             return self.key > other.key if self.descending else self.key < other.key
+        if self.version != other.version:
+            return self.version > other.version  # a reading's newest copy first
         return self.seq < other.seq
 
 
 class Merger:
-    """Merges ``streams`` (any order) into one iterator of ``(position, item)``."""
+    """Merges ``streams`` (any order) into one iterator of ``(position, reading)``."""
 
     def __init__(
         self, streams: Sequence[PartitionStream], submit: Submit, options: MergeOptions, stats: ReadStats
@@ -260,9 +468,12 @@ class Merger:
         self.started = 0
         #: Why the merge stopped early (None: it ran to the end or its consumer stopped it).
         self.stopped: str | None = None
-        #: Every item at or before this position has been yielded (see the module doc).
+        #: Every reading at or before this position has been yielded (see the module doc).
         self.frontier: Position | None = None
         self._moved = False
+        # Blocks whose header was read, and the readings they hold: the density Limits are set by.
+        self._blocks_seen = 0
+        self._readings_seen = 0
         stats.partitions_planned += len(streams)
 
     def over_budget(self) -> str | None:
@@ -281,20 +492,51 @@ class Merger:
             return None
         return max(0.0, self.options.deadline - time.monotonic())
 
+    def density_known(self) -> bool:
+        return self._blocks_seen > 0
+
+    def wants_more(self, buffered: int) -> bool:
+        """Whether a stream holding ``buffered`` readings may have to give the consumer more."""
+        target = self.options.target
+        return target is None or buffered < target - self.yielded
+
+    def looked_at(self, readings: int) -> None:
+        """Count a block of ``readings`` the merge has looked at (the density Limits are set by)."""
+        self._blocks_seen += 1
+        self._readings_seen += readings
+
+    def will_decode(self) -> None:
+        """Stop rather than decode another block: at the deadline, or once the merge has moved and
+        decoded ``max_decoded`` readings (so it decodes at most a block's worth past them)."""
+        options = self.options
+        if options.deadline is not None and time.monotonic() >= options.deadline:
+            raise _Stop(STOP_DEADLINE)
+        if options.max_decoded is not None and self._moved and self.stats.decoded >= options.max_decoded:
+            raise _Stop(STOP_SCAN_ITEMS)
+
+    def decoded(self, readings: int) -> None:
+        self.stats.decoded += readings
+        self.looked_at(readings)
+
     def page_limit(self, group: int) -> int | None:
-        """``Limit`` of the next Query: no more than the consumer can still take
-        (plus the one that tells it there is more), split over a group of
-        partitions that share the range, and within the scan budget."""
+        """``Limit`` (in blocks) of the next Query: the blocks that hold what the consumer
+        can still take (plus the one that bounds them), at the readings per block seen so
+        far, split over a group of partitions that share the range, and within the
+        decoding budget. Before any block is seen: FIRST_PAGE_BLOCKS."""
+        options = self.options
+        per_block = self._readings_seen / self._blocks_seen if self._blocks_seen else None
         limit: int | None = None
-        if self.options.target is not None:
-            need = max(1, self.options.target - self.yielded)
-            # Partitions of one group share the range's items: each is asked for
-            # about twice its share; a partition that holds more is read again.
-            limit = need if group <= 1 else min(need, math.ceil(2 * need / group) + 8)
-        if self.options.max_scanned is not None:
-            left = max(1, self.options.max_scanned - self.stats.scanned + 1)
-            limit = left if limit is None else min(limit, left)
-        return limit
+        if options.target is not None:
+            need = max(1, options.target - self.yielded)
+            # Partitions of one group share the range's readings: each is asked for about
+            # twice its share; a partition that holds more is read again.
+            share = need if group <= 1 else min(need, math.ceil(2 * need / group) + 8)
+            limit = FIRST_PAGE_BLOCKS if per_block is None else math.ceil(share / per_block) + 1
+        if options.max_decoded is not None and per_block is not None:
+            left = max(1, options.max_decoded - self.stats.decoded)
+            cap = math.ceil(left / per_block) + 1
+            limit = cap if limit is None else min(limit, cap)
+        return None if limit is None else max(FIRST_PAGE_BLOCKS, limit)
 
     def account(self, page: Page, table: str) -> None:
         stats = self.stats
@@ -303,20 +545,18 @@ class Merger:
         stats.read_units += page.read_units
         if page.table_missing:
             stats.missing_tables.add(table)
-        if self.options.max_scanned is not None and stats.scanned > self.options.max_scanned:
-            raise BudgetExhausted(stats.scanned)
 
     def _may_hold(self, open_key: Position, head: Position) -> bool:
-        """Could a stream that opens at ``open_key`` hold an item due before ``head``?"""
+        """Could a stream that opens at ``open_key`` hold a reading due before ``head``?"""
         return open_key >= head if self.options.descending else open_key <= head
 
-    def __iter__(self) -> Iterator[tuple[Position, StoredReading]]:
+    def __iter__(self) -> Iterator[tuple[Position, Reading]]:
         try:
             yield from self._merge()
         except _Stop as stop:
             self.stopped = stop.reason
 
-    def _merge(self) -> Iterator[tuple[Position, StoredReading]]:
+    def _merge(self) -> Iterator[tuple[Position, Reading]]:
         descending = self.options.descending
         pending = deque(sorted(self._streams, key=lambda s: s.open_key, reverse=descending))
         heap: list[_Entry] = []
@@ -341,7 +581,7 @@ class Merger:
                     raise _Stop(reason)
                 # Open the next group. If the last batch held nothing the data
                 # is sparse, so open more behind it (twice as many each time);
-                # if it held items, one group again.
+                # if it held readings, one group again.
                 sparse = last_batch > 0 and self.yielded == yielded_before
                 burst = min(self.options.window, 2 * last_batch) if sparse else 1
                 if self.options.max_queries is not None:
@@ -357,19 +597,22 @@ class Merger:
                 for stream in batch:
                     found = stream.head(self)
                     if found is not None:
-                        heapq.heappush(heap, _Entry(found[0], next(seq), stream, descending))
+                        heapq.heappush(heap, _Entry(found, next(seq), stream, descending))
                 continue
-            entry = heapq.heappop(heap)
-            key, item = entry.stream.pop()
-            if key != last:
+            entry = heap[0]
+            key, reading = entry.stream.pop()
+            if key != last:  # a copy of the reading just yielded (an older version) is not
                 last = key
                 self.yielded += 1
                 self.frontier = key
                 self._moved = True
-                yield key, item
+                yield key, reading
             found = entry.stream.head(self)
-            if found is not None:
-                heapq.heappush(heap, _Entry(found[0], next(seq), entry.stream, descending))
+            if found is None:
+                heapq.heappop(heap)
+            else:  # the stream's next reading takes its place: one sift, not a pop and a push
+                entry.key, entry.version, entry.seq = found.key, found.version, next(seq)
+                heapq.heapreplace(heap, entry)
 
     def _open(self, batch: list[PartitionStream], pending: deque[PartitionStream]) -> None:
         groups = Counter(stream.open_key for stream in batch)

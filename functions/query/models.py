@@ -8,6 +8,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from query.params import Stat
 
+#: What ends a page before ``limit`` readings (``ReadingsPage.cut_short_by``).
+CutShort = Literal["deadline", "query_calls", "scan_items", "response_size"]
+
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -29,7 +32,9 @@ class ReadCost(_Model):
     partitions_planned: int = Field(description="Partitions the plan could have to query")
     partitions_queried: int = Field(description="Partitions actually opened (reads open them lazily, in order)")
     queries: int = Field(description="DynamoDB read calls made (Query; GetItem and BatchGetItem for rollups)")
-    items_read: int = Field(description="Items DynamoDB evaluated (before filters such as TTL)")
+    items_read: int = Field(
+        description="Items DynamoDB evaluated (before filters such as TTL); each item is a block of readings"
+    )
     read_units: float = Field(description="Read capacity consumed, as DynamoDB reported it")
 
 
@@ -50,9 +55,9 @@ class ReadingsPage(_Model):
         description="False when the page was cut short before `limit` readings (see `cut_short_by`); "
         "`next_cursor` then resumes exactly where it stopped"
     )
-    cut_short_by: Literal["deadline", "query_calls", "response_size"] | None = Field(
+    cut_short_by: CutShort | None = Field(
         description="What ended a page cut short: the function's remaining time, MAX_QUERY_CALLS Query "
-        "calls, or the response-size cap; null when the page is complete"
+        "calls, MAX_SCAN_ITEMS readings decoded, or the response-size cap; null when the page is complete"
     )
     reached: str = Field(
         description="How far the read has got, UTC: every reading of [from, reached) (asc) or [reached, to) "
@@ -89,7 +94,7 @@ class AggregateSeries(_Model):
     interval: str
     stats: list[Stat]
     intervals: list[Interval]
-    readings: int = Field(description="Readings aggregated (after removing expired items and duplicates)")
+    readings: int = Field(description="Readings aggregated (after removing expired readings and duplicates)")
     source: Literal["raw", "rollups", "rollups+raw"] = Field(
         description="Where the figures come from: rollups for the intervals they cover, raw readings after"
     )
@@ -112,7 +117,9 @@ class PlannedPartition(_Model):
     sk_high: str | None
     from_: str = Field(serialization_alias="from")
     to: str
-    time_filter: bool = Field(description="True when the read filters the partition on its time attribute")
+    time_filter: bool = Field(
+        description="True when the time range cuts the partition (its readings outside it are dropped once decoded)"
+    )
 
 
 class Explanation(_Model):
@@ -136,10 +143,12 @@ class Explanation(_Model):
         description="Every planned partition queried once and found empty (0.5 RCU per Query, 1 when consistent)"
     )
     estimated_read_units: float = Field(
-        description="Minimum plus the items the request returns (or, for aggregates, may read) "
-        "at `nominal_item_bytes` each"
+        description="Minimum plus the readings the request returns (or, for aggregates, may read) "
+        "at `nominal_item_bytes` of block each"
     )
-    nominal_item_bytes: int
+    nominal_item_bytes: int = Field(
+        description="Bytes of stored block assumed per reading (readings are stored many to a compressed item)"
+    )
     source: Literal["raw", "rollups", "rollups+raw"] | None = Field(
         None, description="Aggregates only: where the figures would come from (the plan lists the raw part)"
     )

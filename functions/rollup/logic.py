@@ -31,7 +31,7 @@ from __future__ import annotations
 import bisect
 import functools
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
@@ -41,12 +41,13 @@ from aws_lambda_powertools.metrics import MetricUnit
 from adapters.batch_writer import BatchWriter
 from adapters.clients import client
 from adapters.observability import metrics
-from adapters.partition_reader import DynamoPartitionReader, PageRequest, PartitionReader
+from adapters.partition_reader import DynamoPartitionReader, PageRequest, PartitionReader, decode, header_of
 from adapters.retry import Deadline
 from adapters.rollup_store import ReadCount, RollupState, RollupStore
 from adapters.shard_map_source import ShardMapSource
 from adapters.shard_map_store import shard_map_source
-from keydesign import Layout, format_ts
+from keydesign import Layout, Reading, format_ts
+from keydesign.blocks import keep_newest
 from keydesign.rollup import SLOT_MS, Figures, Granularities, Mark, floor_to
 from rollup.settings import RollupSettings
 
@@ -306,29 +307,35 @@ class RollupRunner:
 
     def raw_figures(self, entity: str, starts: Sequence[int], level: int, cost: ReadCount) -> dict[int, Figures]:
         """``entity``'s figures in each interval ``[start, start + level)`` of ``starts`` (ascending), read
-        whole and consistently in one pass over ``[starts[0], starts[-1] + level)`` (expired ones left out)."""
+        whole and consistently in one pass over ``[starts[0], starts[-1] + level)`` (expired blocks left out:
+        the intervals recomputed are at most LATENESS old, far younger than retention).
+
+        Every block is decoded (a block that does not is raised as ``CorruptBlock``: the run fails
+        rather than put a rollup with a hole in it), and a reading stored in several blocks (a
+        redelivery, a correction) counts once, as the block of the highest version has it, so the
+        rollups equal what raw reads return."""
         plan = self._layout.plan_entity(entity, starts[0], starts[-1] + level, self._shard_maps.current())
-        bounds = [format_ts(start) for start in starts]
-        ends = [format_ts(start + level) for start in starts]
-        seen: dict[str, tuple[int, Mapping[str, int | float]]] = {}
+        copies: dict[tuple[str, int, str], tuple[int, Reading]] = {}
         now_s = self._clock_ms() // 1000
         for partition in plan.partitions:
-            request = PageRequest(partition, consistent=True, with_dimensions=False, now_epoch_s=now_s)
+            request = PageRequest(partition, consistent=True, now_epoch_s=now_s)
             while True:
                 page = self._reader.read_page(request)
                 cost.calls += 1
                 cost.items += page.scanned
                 cost.read_units += page.read_units
-                for item in page.items:
-                    at = bisect.bisect_right(bounds, item.ts) - 1
-                    if at >= 0 and item.ts < ends[at]:  # a minute between the run's marked ones is skipped
-                        seen[item.sk] = (at, item.measures)  # a copy in another partition (random layout) counts once
+                for block in page.blocks:
+                    header = header_of(partition, block)  # a block wholly outside the range is not decoded
+                    if header.last_ms >= partition.from_ms and header.first_ms < partition.to_ms:
+                        keep_newest(copies, header.version, decode(partition, block, entity)[1])
                 if page.next_key is None:
                     break
                 request = replace(request, start_key=page.next_key)
         figures = {start: Figures() for start in starts}
-        for at, measures in seen.values():
-            figures[starts[at]].add(measures)
+        for _, reading in copies.values():
+            at = bisect.bisect_right(starts, reading.ts_ms) - 1
+            if at >= 0 and reading.ts_ms < starts[at] + level:  # a minute between the run's marked ones is skipped
+                figures[starts[at]].add(reading.measures)
         return figures
 
     def _total(self, level: int, start: int, *, report: RunReport) -> Figures:

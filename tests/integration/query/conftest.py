@@ -1,6 +1,6 @@
 """moto-backed DynamoDB for the query API: tables for a layout, readings written
-through the key-design layer (``Layout.key_for`` + ``build_item``, not the
-ingest Lambda), and the API built on top with a fixed clock."""
+as blocks through the key-design layer (``Layout.pack``, not the ingest Lambda),
+and the API built on top with a fixed clock."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from boto3.dynamodb.types import TypeSerializer
 
 from adapters.partition_reader import DynamoPartitionReader
 from adapters.shard_map_source import StaticShardMap
-from keydesign import Layout, Reading, ShardMap, build_item, format_ts, parse_timestamp
+from keydesign import Layout, Reading, ShardMap, format_ts, parse_timestamp
 from query.api import create_app
 from query.cursor import CursorCodec
 from query.logic import QueryService
@@ -50,11 +50,11 @@ def to_dynamodb(item: dict[str, object]) -> dict[str, Any]:
 
 @dataclass
 class Written:
-    """A reading as stored, with its expiry, for brute-force expectations."""
+    """A reading as stored, with its block's expiry and its position key, for brute-force expectations."""
 
     reading: Reading
     ttl: int | None
-    sk: str
+    key: str
 
     @property
     def expired(self) -> bool:
@@ -69,6 +69,7 @@ class Store:
     written: list[Written] = field(default_factory=list)
     tables: set[str] = field(default_factory=set)
     rng: random.Random = field(default_factory=lambda: random.Random(7))
+    version: int = 0
 
     def create_tables(self, from_ms: int, to_ms: int) -> None:
         """Every table the layout uses for instants in ``[from_ms, to_ms)``."""
@@ -82,27 +83,33 @@ class Store:
             self.tables.add(name)
 
     def write(self, reading: Reading, *, ttl: int | None = None, copies: int = 1) -> Written:
-        """Store ``reading``; ``copies`` > 1 stores redelivered copies under other
-        partitions (random layout only), as a retried write would."""
+        """Store ``reading`` alone in a batch (see :meth:`write_batch`)."""
+        return self.write_batch([reading], ttl=ttl, copies=copies)[0]
+
+    def write_batch(self, readings: list[Reading], *, ttl: int | None = None, copies: int = 1) -> list[Written]:
+        """Store ``readings`` as one ingest batch does: the blocks ``Layout.pack`` makes, of the next
+        version, with ``ttl`` (None: none). ``copies`` > 1 stores a single-block batch again under
+        other partitions (random layout only), as a redelivered batch would."""
+        self.version += 1
         pks: set[str] = set()
-        stored: Written | None = None
         attempts = 0
         while len(pks) < copies:
             attempts += 1
             assert attempts < 1000, "could not place the copies in distinct partitions"
-            key = self.layout.key_for(reading, self.shard_map, self.rng)
-            if key.pk in pks:
+            blocks = self.layout.pack([(r, self.version) for r in readings], self.shard_map, rng=self.rng)
+            if copies > 1 and (len(blocks) > 1 or blocks[0].key.pk in pks):
+                assert len(blocks) == 1, "copies in distinct partitions are placed for batches of one block"
                 continue
-            pks.add(key.pk)
-            item = build_item(reading, key, ttl)
-            self.dynamodb.put_item(TableName=key.table, Item=to_dynamodb(item))
-            stored = Written(reading, ttl, key.sk)
-        assert stored is not None
-        self.written.append(stored)
+            pks.update(block.key.pk for block in blocks)
+            for block in blocks:
+                item = block.item() | ({"ttl": ttl} if ttl is not None else {})
+                self.dynamodb.put_item(TableName=block.key.table, Item=to_dynamodb(item))
+        stored = [Written(r, ttl, self.layout.reading_key(r.entity_id, r.ts, r.event_id)) for r in readings]
+        self.written.extend(stored)
         return stored
 
     def expected(self, entity_id: str | None, from_ms: int, to_ms: int) -> list[Written]:
-        """Brute force: the live readings in range, once each, in per-entity time order."""
+        """Brute force: the live readings in range, once each (the last written), in per-entity time order."""
         seen: dict[tuple[str, str, str], Written] = {}
         for w in self.written:
             r = w.reading
@@ -114,7 +121,7 @@ class Store:
         """Brute force for cross-entity reads: bucket, then entity, then time."""
         bucket = self.layout.bucket
         rows = self.expected(None, from_ms, to_ms)
-        return sorted(rows, key=lambda w: (max(from_ms, bucket.start(w.reading.ts_ms)), w.sk))
+        return sorted(rows, key=lambda w: (max(from_ms, bucket.start(w.reading.ts_ms)), w.key))
 
 
 def reading(entity: str, ts_ms: int, event: str, **measures: float) -> Reading:

@@ -104,5 +104,5 @@ def test_a_range_holding_more_than_the_scan_limit_is_refused_with_413(make_store
 
     assert too_wide.status == 413
     assert too_wide.body["parameter"] == "to"
-    assert "more than the 40 items" in too_wide.body["error"]
+    assert "decoded the 40 readings one request may read after reading [" in too_wide.body["error"]
     assert narrower.status == 200

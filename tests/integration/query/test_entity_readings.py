@@ -41,8 +41,9 @@ def history() -> ShardMap:
 
 def populate(store: Store) -> None:
     """Readings of the hot entity every 9 minutes across both changes, bursts in one
-    millisecond, a neighbour whose id the hot one's is a prefix of, expired items,
-    and (random layout) redelivered copies."""
+    millisecond (each burst one block, overlapping another), a neighbour whose id the hot
+    one's is a prefix of, expired blocks, corrections sent in a later batch, and (random
+    layout) redelivered copies."""
     for n in range(60):
         ts = START + n * 540_000
         expired = n % 11 == 5
@@ -53,8 +54,11 @@ def populate(store: Store) -> None:
         )
         store.write(reading(HOT + "-b", ts + 1, f"evt-{n:03d}", temp=-1.0))
     for b, burst in enumerate((CHANGE_GLOBAL - 1, CHANGE_GLOBAL, CHANGE_HOT + 12_345)):
-        for k in range(6):
-            store.write(reading(HOT, burst, f"burst-{b}-{k}", temp=float(k)))
+        store.write_batch([reading(HOT, burst, f"burst-{b}-{k}", temp=float(k)) for k in range(0, 6, 2)])
+        store.write_batch([reading(HOT, burst - 3_000 + 2_000 * k, f"burst-{b}-{k}", temp=float(k)) for k in (1, 3)])
+        store.write(reading(HOT, burst, f"burst-{b}-5", temp=5.0))
+    # A later batch corrects four readings: their newest version is the one read
+    store.write_batch([reading(HOT, START + n * 540_000, f"evt-{n:03d}", temp=-99.0, rh=float(n)) for n in range(4)])
     store.write(reading(HOT, FROM - 1, "before-range"))
     store.write(reading(HOT, TO, "at-exclusive-end"))
 

@@ -68,11 +68,11 @@ def test_entity_readings_explain_the_key_design_plan_without_reading(make_store:
         kind,
         "1h",
         "day",
-        kind == "random",
+        True,  # a reading may be in several blocks on every layout
     )
     assert body["minimum_read_units"] == 0.5 * len(plan.partitions)
-    # 50 items x 256 B nominal = 12,800 B: four 4 KB units, half price when eventually consistent
-    assert body["estimated_read_units"] == body["minimum_read_units"] + 2.0
+    # 50 readings x 32 B of block nominal = 1,600 B: one 4 KB unit, half price when eventually consistent
+    assert body["estimated_read_units"] == body["minimum_read_units"] + 0.5
 
 
 def test_consistent_reads_are_estimated_at_full_price(make_store: StoreFactory) -> None:
@@ -114,8 +114,8 @@ def test_latest_and_aggregates_explain_too(make_store: StoreFactory) -> None:
     assert latest.body["order"] == "desc"
     assert latest.body["from"] == format_ts(NOW - 6 * HOUR)
     assert aggregates.body["route"] == "aggregates"
-    # the estimate of an aggregate is its ceiling: 1,000 items x 256 B = 63 units of 4 KB, halved
-    assert aggregates.body["estimated_read_units"] == aggregates.body["minimum_read_units"] + 31.5
+    # the estimate of an aggregate is its ceiling: 1,000 readings x 32 B = 8 units of 4 KB, halved
+    assert aggregates.body["estimated_read_units"] == aggregates.body["minimum_read_units"] + 4.0
 
 
 def test_a_huge_plan_lists_its_first_thousand_partitions(make_store: StoreFactory) -> None:

@@ -1,5 +1,6 @@
 """Faults moto never produces, injected inside the real client: throttling, retried by botocore's
-standard mode, and a 503 with Retry-After only when the retries run out."""
+standard mode, and a 503 with Retry-After only when the retries run out; and an item in a readings
+partition that is not a block this code reads, which fails the read rather than leave a hole."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from moto.core.botocore_stubber import MockRawResponse
 from adapters.clients import client
 from adapters.partition_reader import DynamoPartitionReader
 from keydesign import format_ts
-from tests.integration.query.conftest import HOUR, NOW, Store, StoreFactory, api_for, reading
+from tests.integration.query.conftest import HOUR, NOW, Store, StoreFactory, api_for, reading, to_dynamodb
 from tests.unit.query.apigw import entity_path
 
 pytestmark = pytest.mark.integration
@@ -77,3 +78,16 @@ def test_throttling_beyond_the_retries_is_a_503_with_retry_after(store: Store, m
     assert reply.headers["Retry-After"] == "1"
     assert reply.body == {"error": "the store is busy; retry in a moment", "parameter": None}
     assert hook.sent >= 3
+
+
+@pytest.mark.parametrize("payload", [None, b"\x01\x05"])
+def test_an_item_that_is_not_a_readable_block_fails_the_read_with_a_500(store: Store, payload: bytes | None) -> None:
+    # Given, among the entity's blocks, an item with a block's key and no payload, or a cut one
+    (block,) = store.layout.pack([(reading("sensor-1", NOW - HOUR + 10, "e9"), 9)], store.shard_map)
+    item = {"pk": block.key.pk, "sk": block.key.sk} | ({} if payload is None else {"b": payload})
+    store.dynamodb.put_item(TableName=block.key.table, Item=to_dynamodb(item))
+
+    reply = api_for(store).get(PATH, **PARAMS)
+
+    assert reply.status == 500
+    assert reply.body["error"].startswith("a stored block of readings in this range cannot be decoded")

@@ -10,6 +10,7 @@ import boto3
 import pytest
 
 from adapters.batch_writer import BatchWriter
+from adapters.kinesis_records import parse_records
 from adapters.observability import metrics
 from adapters.occupancy import OccupancyReader, OccupancyRecorder, OccupancyStore
 from adapters.partition_reader import DynamoPartitionReader
@@ -66,7 +67,7 @@ def test_ingested_partitions_are_recorded_and_reads_query_only_those(monkeypatch
             as_json(reading("sensor-b", NOW - HOUR, "b1")),
         ]
         try:
-            outcome = ingestor.ingest(kinesis_event(batch)["Records"], 60_000)
+            outcome = ingestor.ingest(parse_records(kinesis_event(batch)), 60_000)
         finally:
             ingestor.close()
             metrics.clear_metrics()

@@ -114,6 +114,14 @@ def test_the_read_budget_benchmark_measures_bounded_pages_against_unbounded_ones
     names = [figure.name for figure in read_budget.to_result(figures).figures]
     assert "range_1d, cap 200: first page" in names and "entity_31d, unbounded: first page" in names
     assert "aggregate_31d, cap 200, occupancy: answer" in names
+    # A day of one entity (an hour of data when quick): every reading returned, at a block's share of the units
+    days = {(day["rate_per_s"], day["batch_s"]): day for day in figures["entity_day"]}
+    assert set(days) == set(read_budget.DAY_CASES)
+    for (rate, batch_s), day in days.items():
+        assert day["readings"] == 3600 * rate and day["blocks"] == day["readings"] // (rate * batch_s)
+        assert day["units_per_reading"] * day["readings"] == day["read_units"]
+    assert days[10, 10]["units_per_reading"] < days[10, 1]["units_per_reading"] < days[1, 1]["units_per_reading"]
+    assert "entity_day, 10/s in 1 s batches: read units per reading" in names
 
 
 def test_the_simulator_benchmark_runs_the_seed_scenario() -> None:

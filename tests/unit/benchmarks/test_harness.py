@@ -23,6 +23,7 @@ FAKE = {"fake": Benchmark("fake", "a benchmark that measures nothing", fake)}
 
 def test_every_benchmark_of_the_issue_is_registered() -> None:
     assert set(registered()) == {
+        "blocks",
         "ingest-cpu",
         "ingest-e2e-moto",
         "ingest-network",

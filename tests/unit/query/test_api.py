@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import string
 from typing import Any
@@ -11,9 +12,11 @@ from botocore.exceptions import ClientError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from adapters.partition_reader import Page, PageRequest
+from adapters.partition_reader import Page, PageRequest, StoredBlock
 from adapters.shard_map_source import StaticShardMap
+from benchmarks.memory_dynamo import MemoryReader
 from keydesign import Layout, Reading, ShardMap, format_ts, parse_timestamp
+from keydesign.blocks import read_header
 from query.api import create_app
 from query.cursor import CursorCodec
 from query.logic import QueryService
@@ -21,7 +24,6 @@ from query.merge import Position
 from query.params import TimeRange
 from query.settings import QueryLimits
 from tests.unit.query.apigw import ApiClient, entity_path, rest_event
-from tests.unit.query.fakes import InMemoryReader
 
 NOW = parse_timestamp("2026-11-22T12:00:00Z")
 HOUR = 3_600_000
@@ -42,24 +44,23 @@ PARAMETERS = {
 
 def build(
     kind: str = "hybrid", reader: Any = None, limits: QueryLimits | None = None
-) -> tuple[ApiClient, InMemoryReader]:
+) -> tuple[ApiClient, MemoryReader]:
     layout = Layout.from_settings(kind=kind, bucket="1h", table_prefix="readings")
     shard_map = ShardMap.initial(layout.bucket, 4)
-    store = InMemoryReader(page_items=5)
+    store = MemoryReader(page_items=5)
     store.tables.add("readings")
-    for n in range(40):
-        store.put(
-            layout,
-            shard_map,
-            Reading.parse(
-                {
-                    "entity_id": f"sensor-{n % 3}",
-                    "timestamp": format_ts(NOW - 5 * HOUR + n * 400_000),
-                    "event_id": f"e{n:03d}",
-                    "measures": {"temp": n / 2, "rh": 40 + n},
-                }
-            ),
+    readings = [
+        Reading.parse(
+            {
+                "entity_id": f"sensor-{n % 3}",
+                "timestamp": format_ts(NOW - 5 * HOUR + n * 400_000),
+                "event_id": f"e{n:03d}",
+                "measures": {"temp": n / 2, "rh": 40 + n},
+            }
         )
+        for n in range(40)
+    ]
+    store.store(layout, shard_map, [(reading, 1) for reading in readings])
     service = QueryService(
         layout=layout,
         shard_maps=StaticShardMap(shard_map),
@@ -157,15 +158,46 @@ def test_a_fault_of_ours_is_a_500_json_body_with_the_request_id() -> None:
     assert "bug" not in reply.body["error"]
 
 
+class Damaged:
+    """Every block it returns has lost its body after the header."""
+
+    def __init__(self, inner: MemoryReader) -> None:
+        self.inner = inner
+
+    def read_page(self, request: PageRequest) -> Page:
+        page = self.inner.read_page(request)
+        blocks = tuple(StoredBlock(b.sk, b.payload[: read_header(b.payload).body_at] + b"\x00") for b in page.blocks)
+        return dataclasses.replace(page, blocks=blocks)
+
+
+def test_a_block_that_does_not_decode_is_a_500_saying_so_and_its_key_is_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    _, store = build()
+    api, _ = build(reader=Damaged(store))
+    path, params = ROUTES["entity_readings"]
+
+    reply = api.get(path, **params)
+
+    # Then the read fails rather than return the range with a hole, and the operator can find the block
+    assert reply.status == 500
+    assert reply.body["error"].startswith("a stored block of readings in this range cannot be decoded")
+    (error,) = [record.__dict__ for record in caplog.records if record.getMessage() == "a stored block does not decode"]
+    assert error["table"] == "readings" and error["pk"].startswith("000")
+    assert error["sk"].startswith("sensor-1#") and "does not decompress" in error["reason"]
+
+
 def test_an_aggregate_over_the_scan_limit_is_a_413_naming_the_range() -> None:
     api, _ = build(limits=QueryLimits(max_scan_items=10))
     path, params = ROUTES["aggregates"]
 
     reply = api.get(path, **params)
 
+    # Then it is refused saying which budget and where to split the range
     assert reply.status == 413
     assert reply.body["parameter"] == "to"
-    assert "narrow from/to" in reply.body["error"]
+    assert "decoded the 10 readings one request may read after reading [" in reply.body["error"]
+    assert reply.body["error"].endswith(" separately")
 
 
 def test_max_limit_lowers_the_default_and_the_ceiling() -> None:
@@ -228,22 +260,21 @@ def test_a_page_of_large_readings_ends_before_the_lambda_response_limit_and_resu
     # backslashes (escaped twice in the response), some outside ASCII (escaped as \\uXXXX)
     layout = Layout.from_settings(kind="calculated", bucket="1h", table_prefix="readings")
     shard_map = ShardMap.initial(layout.bucket, 4)
-    store = InMemoryReader()
+    store = MemoryReader()
     dims = {f"d{k:02d}": ('"\\' * 128 if k % 2 else chr(0x3B1 + k % 20) * 256) for k in range(50)}
-    for n in range(1000):
-        store.put(
-            layout,
-            shard_map,
-            Reading.parse(
-                {
-                    "entity_id": "sensor-1",
-                    "timestamp": format_ts(NOW - HOUR + n),
-                    "event_id": f"e{n:04d}",
-                    "measures": {"v": n},
-                    "dimensions": dims,
-                }
-            ),
+    readings = [
+        Reading.parse(
+            {
+                "entity_id": "sensor-1",
+                "timestamp": format_ts(NOW - HOUR + n),
+                "event_id": f"e{n:04d}",
+                "measures": {"v": n},
+                "dimensions": dims,
+            }
         )
+        for n in range(1000)
+    ]
+    store.store(layout, shard_map, [(reading, 1) for reading in readings])
     service = QueryService(
         layout=layout,
         shard_maps=StaticShardMap(shard_map),
@@ -291,7 +322,7 @@ def test_a_validly_signed_cursor_outside_the_range_is_still_refused(route: str, 
     service = QueryService(
         layout=layout,
         shard_maps=StaticShardMap(ShardMap.initial(layout.bucket, 4)),
-        reader=InMemoryReader(),
+        reader=MemoryReader(),
         cursors=codec,
         limits=QueryLimits(),
         clock_ms=lambda: NOW,
@@ -305,3 +336,27 @@ def test_a_validly_signed_cursor_outside_the_range_is_still_refused(route: str, 
 
     assert reply.status == 400
     assert reply.body == {"error": "cursor: points outside the requested range", "parameter": "cursor"}
+
+
+@pytest.mark.parametrize("sk", ["sensor-1#x#y", "no-separators", "bad id!#2026-11-22T07:00:00.000Z#e1", "a#b#c#d"])
+def test_a_validly_signed_cross_entity_cursor_that_is_not_a_reading_position_is_refused(sk: str) -> None:
+    # Given a forged cursor (a leaked key) inside the range whose reading key is not one
+    layout = Layout.from_settings(kind="hybrid", bucket="1h", table_prefix="readings")
+    codec = CursorCodec(lambda: b"k" * 40)
+    service = QueryService(
+        layout=layout,
+        shard_maps=StaticShardMap(ShardMap.initial(layout.bucket, 4)),
+        reader=MemoryReader(),
+        cursors=codec,
+        limits=QueryLimits(),
+        clock_ms=lambda: NOW,
+    )
+    bound = service._binding("range_readings", None, TimeRange(NOW - 6 * HOUR, NOW), "asc", None)
+    cursor = codec.encode(bound, Position(format_ts(NOW - 6 * HOUR), sk))
+    path, params = ROUTES["range_readings"]
+
+    reply = ApiClient(create_app(service).resolve).get(path, **params, cursor=cursor)
+
+    # Then it is a 400 naming the cursor, not a fault of ours
+    assert reply.status == 400
+    assert reply.body == {"error": "cursor: carries an unreadable position", "parameter": "cursor"}

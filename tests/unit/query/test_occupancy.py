@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from adapters.batch_writer import serialize_item
 from adapters.occupancy import OccupancyReader, OccupancyStore
 from adapters.shard_map_source import StaticShardMap
+from benchmarks.memory_dynamo import MemoryReader
 from keydesign import Layout, Reading, ShardMap, format_ts, parse_timestamp
 from keydesign.occupancy import OccupancyRecord, day_of
 from query.cursor import CursorCodec
@@ -20,7 +21,6 @@ from query.models import AggregateSeries, ReadingsPage
 from query.params import PageArgs, ReadArgs, TimeRange
 from query.settings import DEFAULT_LIMIT, QueryLimits
 from tests.unit.ingest.fakes import FakeDynamoDB
-from tests.unit.query.fakes import FakeItem, InMemoryReader
 
 NOW = parse_timestamp("2026-11-22T12:00:00Z")
 HOUR = 3_600_000
@@ -36,7 +36,7 @@ class World:
     def __init__(self, layout: Layout, shard_map: ShardMap, since_ms: int | None) -> None:
         self.layout = layout
         self.shard_map = shard_map
-        self.readings = InMemoryReader(page_items=3)
+        self.readings = MemoryReader(page_items=3)
         self.control = FakeDynamoDB({CONTROL})
         self.store = OccupancyStore(self.control, CONTROL, layout.table_prefix)
         self.rng = random.Random(7)
@@ -49,14 +49,13 @@ class World:
         and, unless written before recording started, its partition's occupancy."""
         self.expected.append(reading)
         for _ in range(copies):
-            key = self.layout.key_for(reading, self.shard_map, self.rng)
-            item = FakeItem(key.sk, reading.entity_id, reading.ts, reading.event_id, dict(reading.measures))
-            self.readings.add(key.table, key.pk, [item])
-            if recorded:
-                record = OccupancyRecord.of(
-                    self.layout.table_prefix, self.layout.bucket, key.table, key.pk, reading.ts_ms
-                )
-                self.control.put_item(TableName=CONTROL, Item=serialize_item(record.item(30 * DAY)))
+            for block in self.readings.store(self.layout, self.shard_map, [(reading, 1)], rng=self.rng):
+                if recorded:
+                    key = block.key
+                    record = OccupancyRecord.of(
+                        self.layout.table_prefix, self.layout.bucket, key.table, key.pk, reading.ts_ms
+                    )
+                    self.control.put_item(TableName=CONTROL, Item=serialize_item(record.item(30 * DAY)))
 
     def service(self, *, pruned: bool, reader: OccupancyReader | None = None, **limits: Any) -> QueryService:
         """The query service over this world; ``pruned`` with an uncached reader unless ``reader`` is given."""

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from adapters.partition_reader import Page, PageRequest
 from adapters.shard_map_source import StaticShardMap
+from benchmarks.memory_dynamo import MemoryReader
 from keydesign import Layout, Reading, ShardMap, format_ts, parse_timestamp
 from query.cursor import CursorCodec
 from query.errors import ScanLimitExceeded
@@ -20,7 +21,6 @@ from query.logic import QueryService
 from query.models import ReadingsPage
 from query.params import Order, PageArgs, TimeRange
 from query.settings import DEFAULT_LIMIT, QueryLimits
-from tests.unit.query.fakes import InMemoryReader
 
 NOW = parse_timestamp("2026-11-22T12:00:00Z")
 HOUR = 3_600_000
@@ -32,7 +32,7 @@ ENTITIES = ("a-1", "b-2", "c-3", "d-4")
 class CountingReader:
     """Counts Query calls, optionally taking ``delay_s`` over each."""
 
-    def __init__(self, inner: InMemoryReader, delay_s: float = 0.0) -> None:
+    def __init__(self, inner: MemoryReader, delay_s: float = 0.0) -> None:
         self.inner = inner
         self.delay_s = delay_s
         self.calls = 0
@@ -47,7 +47,7 @@ class CountingReader:
 
 
 def service(
-    store: InMemoryReader | CountingReader, *, kind: str = "hybrid", shards: int = 4, **limits: Any
+    store: MemoryReader | CountingReader, *, kind: str = "hybrid", shards: int = 4, **limits: Any
 ) -> QueryService:
     layout = Layout.from_settings(kind=kind, bucket="1h", table_prefix="readings")
     return QueryService(
@@ -60,22 +60,17 @@ def service(
     )
 
 
-def stored(readings: list[tuple[int, int]], *, kind: str = "hybrid", shards: int = 4) -> InMemoryReader:
+def stored(readings: list[tuple[int, int]], *, kind: str = "hybrid", shards: int = 4) -> MemoryReader:
     """An in-memory table holding one reading per (entity index, minute since START)."""
     layout = Layout.from_settings(kind=kind, bucket="1h", table_prefix="readings")
     shard_map = ShardMap.initial(layout.bucket, shards)
-    store = InMemoryReader(page_items=3)
+    store = MemoryReader(page_items=3)
     store.tables.add("readings")
-    for n, (entity, minute) in enumerate(readings):
-        reading = Reading.parse(
-            {
-                "entity_id": ENTITIES[entity],
-                "timestamp": format_ts(START + minute * MINUTE),
-                "event_id": f"ev{n:04d}",
-                "measures": {"v": n},
-            }
-        )
-        store.put(layout, shard_map, reading)
+    entries = [
+        (Reading(ENTITIES[entity], f"ev{n:04d}", START + minute * MINUTE, {"v": n}), 1)
+        for n, (entity, minute) in enumerate(readings)
+    ]
+    store.store(layout, shard_map, entries)
     return store
 
 

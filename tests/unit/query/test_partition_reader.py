@@ -1,27 +1,36 @@
-"""The DynamoDB data-access layer: the Query it builds and how it reads the answer (botocore Stubber)."""
+"""The DynamoDB data-access layer: the Query it builds and how it reads the blocks back (botocore Stubber)."""
 
 from __future__ import annotations
 
 import re
-from typing import Any
 
 import boto3
 import pytest
 from botocore.exceptions import ClientError
 from botocore.stub import Stubber
 
-from adapters.partition_reader import DynamoPartitionReader, PageRequest, build_query, effective_bounds
-from keydesign import PartitionQuery
+from adapters.partition_reader import (
+    CorruptBlock,
+    DynamoPartitionReader,
+    PageRequest,
+    StoredBlock,
+    build_query,
+    decode,
+    effective_bounds,
+)
+from keydesign import Layout, PartitionQuery, Reading, ShardMap
 
 HOSTILE = 'x" OR "1"="1 ) AND attribute_exists(#pk) :pk'
 PART = PartitionQuery("readings", f"{HOSTILE}#0", "2026-11-22T06:00:00.000Z", "2026-11-22T06:59:59.999Z#~", 0, 1)
+LAYOUT = Layout.from_settings(kind="random", bucket="1h", table_prefix="readings")
+READING = Reading("sensor-1", "evt-1", 1_795_000_000_000, {"temp": 21.5, "count": 3, "big": 1e100}, {"site": "p-7"})
 WHOLE = PartitionQuery("readings", "0001#2026-11-22T06:00", None, None, 1_795_000_000_000, 1_795_000_060_000, True)
 
 
 def test_every_value_is_a_placeholder_never_part_of_an_expression() -> None:
     # Given a request whose every value is hostile text
     resume = f"2026-11-22T06:30:00.000Z#{HOSTILE}"
-    request = PageRequest(PART, sk_low=resume, measures=("temp", "rh"), now_epoch_s=1_795_000_000)
+    request = PageRequest(PART, sk_low=resume, now_epoch_s=1_795_000_000)
 
     kwargs = build_query(request)
 
@@ -33,10 +42,12 @@ def test_every_value_is_a_placeholder_never_part_of_an_expression() -> None:
     assert HOSTILE not in expressions
     tokens = set(re.findall(r"[^\s,()]+", expressions))
     allowed = {"=", "AND", "OR", "BETWEEN", ">=", "<=", "attribute_not_exists"}
-    assert all(t in allowed or re.fullmatch(r"[#:][a-z_0-9]+(\.#[a-z_0-9]+)?", t) for t in tokens), tokens
+    assert all(t in allowed or re.fullmatch(r"[#:][a-z_0-9]+", t) for t in tokens), tokens
     assert kwargs["ExpressionAttributeValues"][":pk"] == {"S": PART.pk}
     assert kwargs["ExpressionAttributeValues"][":sk_low"] == {"S": resume}
-    assert kwargs["ExpressionAttributeNames"]["#m0"] == "temp"
+    # Only the key and the payload come back: a block is decoded, never projected
+    assert kwargs["ProjectionExpression"] == "#sk, #b"
+    assert kwargs["ExpressionAttributeNames"] == {"#pk": "pk", "#sk": "sk", "#b": "b", "#ttl": "ttl"}
 
 
 def test_bounds_narrow_to_the_tighter_of_partition_and_request() -> None:
@@ -67,13 +78,12 @@ def test_the_key_condition_follows_the_bounds(sk_low: str | None, sk_high: str |
     assert kwargs["KeyConditionExpression"] == condition
 
 
-def test_a_partial_bucket_is_filtered_on_time_and_expired_items_are_hidden() -> None:
+def test_expired_blocks_are_hidden_and_a_partial_bucket_is_not_filtered_on_the_server() -> None:
+    # A block may hold readings on both sides of the range's edge: they are dropped once decoded
     kwargs = build_query(PageRequest(WHOLE, now_epoch_s=1_795_000_000, descending=True, consistent=True, limit=5))
 
     assert kwargs is not None
-    assert kwargs["FilterExpression"] == "#t BETWEEN :t_from AND :t_to AND (attribute_not_exists(#ttl) OR #ttl >= :now)"
-    assert kwargs["ExpressionAttributeValues"][":t_from"] == {"S": "2026-11-18T11:06:40.000Z"}
-    assert kwargs["ExpressionAttributeValues"][":t_to"] == {"S": "2026-11-18T11:07:39.999Z"}
+    assert kwargs["FilterExpression"] == "attribute_not_exists(#ttl) OR #ttl >= :now"
     assert kwargs["ExpressionAttributeValues"][":now"] == {"N": "1795000000"}
     assert kwargs["ScanIndexForward"] is False
     assert kwargs["ConsistentRead"] is True
@@ -87,27 +97,18 @@ def stubbed() -> tuple[DynamoPartitionReader, Stubber]:
     return DynamoPartitionReader(client), Stubber(client)
 
 
-def raw_item(sk: str, **extra: Any) -> dict[str, Any]:
-    return {
-        "sk": {"S": sk},
-        "e": {"S": "sensor-1"},
-        "t": {"S": "2026-11-22T06:00:00.000Z"},
-        "i": {"S": "evt-1"},
-        "m": {"M": {"temp": {"N": "21.5"}, "count": {"N": "3"}, "big": {"N": "1E+2"}}},
-        **extra,
-    }
-
-
-def test_a_page_is_decoded_with_its_continuation_and_cost() -> None:
+def test_a_page_hands_back_its_blocks_undecoded_with_its_continuation_and_cost() -> None:
+    # Given two stored blocks, the second without a payload (not a block this code wrote)
+    (block,) = LAYOUT.pack([(READING, 7)], ShardMap.initial(LAYOUT.bucket, 1))
     reader, stub = stubbed()
     request = PageRequest(PART, limit=2)
     stub.add_response(
         "query",
         {
-            "Items": [raw_item("a", d={"M": {"site": {"S": "plant-7"}}}), {"pk": {"S": "foreign"}}],
+            "Items": [{"sk": {"S": block.key.sk}, "b": {"B": block.encoded.payload}}, {"sk": {"S": "other"}}],
             "Count": 2,
             "ScannedCount": 3,
-            "LastEvaluatedKey": {"pk": {"S": PART.pk}, "sk": {"S": "a"}},
+            "LastEvaluatedKey": {"pk": {"S": PART.pk}, "sk": {"S": "other"}},
             "ConsumedCapacity": {"TableName": "readings", "CapacityUnits": 1.5},
         },
         build_query(request),
@@ -116,10 +117,12 @@ def test_a_page_is_decoded_with_its_continuation_and_cost() -> None:
     with stub:
         page = reader.read_page(request)
 
-    assert [i.sk for i in page.items] == ["a"]  # the item that is not a reading is dropped
-    assert page.items[0].measures == {"temp": 21.5, "count": 3, "big": 100.0}
-    assert page.items[0].dimensions == {"site": "plant-7"}
-    assert page.next_key == {"pk": {"S": PART.pk}, "sk": {"S": "a"}}
+    # Then both come back: the block decodes to its reading, the other fails loudly when decoded
+    assert page.blocks == (StoredBlock(block.key.sk, block.encoded.payload), StoredBlock("other", b""))
+    assert decode(PART, page.blocks[0], READING.entity_id)[1] == [READING]
+    with pytest.raises(CorruptBlock, match="'other' of table 'readings' is not a readable block: the payload is empty"):
+        decode(PART, page.blocks[1], READING.entity_id)
+    assert page.next_key == {"pk": {"S": PART.pk}, "sk": {"S": "other"}}
     assert (page.scanned, page.read_units, page.table_missing) == (3, 1.5, False)
 
 
@@ -130,7 +133,7 @@ def test_a_missing_table_is_an_empty_page_flagged_as_such() -> None:
     with stub:
         page = reader.read_page(PageRequest(PART))
 
-    assert page.items == ()
+    assert page.blocks == ()
     assert page.next_key is None
     assert page.table_missing
 
@@ -149,4 +152,4 @@ def test_an_empty_range_makes_no_call() -> None:
     with stub:  # no response queued: a call would fail
         page = reader.read_page(PageRequest(PART, sk_low="zzz"))
 
-    assert page.items == ()
+    assert page.blocks == ()

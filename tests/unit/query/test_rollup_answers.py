@@ -11,6 +11,7 @@ from adapters.retry import Deadline
 from adapters.rollup_store import RollupStore
 from adapters.shard_map_source import StaticShardMap
 from benchmarks.memory_dynamo import MemoryDynamo as FakeDynamo
+from benchmarks.memory_dynamo import MemoryReader
 from keydesign import InvalidInput, Layout, Reading, ShardMap, format_ts
 from keydesign.rollup import Granularities
 from query.api import create_app
@@ -22,7 +23,6 @@ from query.rollups import RollupAnswers
 from query.settings import QueryLimits
 from rollup.logic import RollupRunner
 from tests.unit.query.apigw import ApiClient
-from tests.unit.query.fakes import InMemoryReader
 from tests.unit.rollup.oracles import marks_of
 
 MINUTE, HOUR = 60_000, 3_600_000
@@ -31,11 +31,11 @@ LEVELS = Granularities.parse("1m,1h,1d")
 
 
 @pytest.fixture(scope="module")
-def world() -> tuple[QueryService, QueryService, InMemoryReader]:
+def world() -> tuple[QueryService, QueryService, MemoryReader]:
     """Three hours of two entities, rolled up through T0 + 2h (the last hour is not yet rolled up)."""
     layout = Layout.from_settings(kind="hybrid", bucket="1h", table_prefix="readings")
     shard_maps = StaticShardMap(ShardMap.initial(layout.bucket, 4))
-    reader = InMemoryReader(page_items=50)
+    reader = MemoryReader(page_items=50)
     reader.tables.add("readings")
     db = FakeDynamo(page_items=100, get_limit=100)
     store = RollupStore(db, BatchWriter(db, concurrency=1), "control", "readings", 30 * 86_400_000)
@@ -64,8 +64,7 @@ def world() -> tuple[QueryService, QueryService, InMemoryReader]:
             for entity in ("alpha", "beta")
             for n in range(rng.randrange(0, 6))
         ]
-        for reading in readings:
-            reader.put(layout, shard_maps.current(), reading)
+        reader.store(layout, shard_maps.current(), [(reading, minute) for reading in readings])
         marks = marks_of(T0 + minute * MINUTE, MINUTE, [(r.entity_id, r.ts_ms) for r in readings])
         store.write([store.mark_write(m) for m in marks], Deadline.never())
     now[0] = T0 + 2 * HOUR + 2 * MINUTE  # slots before T0 + 2h are closed

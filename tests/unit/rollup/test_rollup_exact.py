@@ -1,12 +1,14 @@
 """Rollups equal the raw readings, whatever the delivery does.
 
 Random workloads interleave ingest batches and rollup runs. A batch writes its
-readings (a put per sort key: a redelivered copy or a correction overwrites),
-then the marks of :func:`tests.unit.rollup.oracles.marks_of`; a batch whose marks were
+readings as blocks of the batch's version (its place in publication order), then
+the marks of :func:`tests.unit.rollup.oracles.marks_of`; a batch whose marks were
 lost (the write failed, so ingest handed the records back) is delivered again
-later. Readings arrive up to MAX_FUTURE early and up to far past LATENESS
-late, an entity is split mid-workload, tables may be per-period, and a run may
-die half-way. After a final run, every rollup and every total equals the
+later, with its version. A reading sent again in a later batch (a correction) is
+stored again in that batch's blocks: the copy of the highest version counts.
+Readings arrive up to MAX_FUTURE early and up to far past LATENESS late, an
+entity is split mid-workload, tables may be per-period, and a run may die
+half-way. After a final run, every rollup and every total equals the
 figures computed from the raw readings, except the intervals a late mark
 could not update, which are exactly the ones counted as late.
 """
@@ -25,11 +27,11 @@ from adapters.retry import Deadline
 from adapters.rollup_store import ReadCount, RollupStore
 from adapters.shard_map_source import StaticShardMap
 from benchmarks.memory_dynamo import MemoryDynamo as FakeDynamo
+from benchmarks.memory_dynamo import MemoryReader
 from keydesign import Layout, Reading, ShardMap
 from keydesign.rollup import Figures, Granularities, floor_to, hottest_rollup_keys
 from rollup.logic import RollupRunner
 from tests.unit.keydesign.strategies import PROPERTY
-from tests.unit.query.fakes import InMemoryReader
 from tests.unit.rollup.oracles import marks_of, same_figures
 
 MINUTE = 60_000
@@ -48,16 +50,18 @@ class Batch:
 
 
 values = st.one_of(st.integers(-1000, 1000), st.floats(-1e6, 1e6, allow_nan=False))
-readings = st.tuples(
-    st.sampled_from(ENTITIES), st.integers(-40 * MINUTE, 90 * MINUTE), st.sampled_from(("e1", "e2", "e3")), values
+#: Event times: anywhere, or one of a few, so that batches often send a reading again with another value.
+offsets = st.one_of(
+    st.integers(-40 * MINUTE, 90 * MINUTE), st.sampled_from(range(-35 * MINUTE, 90 * MINUTE, 9 * MINUTE))
 )
+readings = st.tuples(st.sampled_from(ENTITIES), offsets, st.sampled_from(("e1", "e2", "e3")), values)
 batches = st.builds(Batch, st.integers(0, 90), st.lists(readings, min_size=1, max_size=6).map(tuple), st.booleans())
 
 
 @dataclass
 class World:
     layout: Layout
-    reader: InMemoryReader
+    reader: MemoryReader
     db: FakeDynamo
     store: RollupStore
     runner: RollupRunner
@@ -71,7 +75,7 @@ def build(period: str | None, split: bool) -> World:
         shard_map = shard_map.with_entity("hot-1", 4, T0 + 45 * MINUTE, now_ms=T0 - 3_600_000)
     db = FakeDynamo()
     store = RollupStore(db, BatchWriter(db, concurrency=2), "control", "readings", retention_ms=30 * 86_400_000)
-    world = World(layout, InMemoryReader(page_items=3), db, store, None)  # type: ignore[arg-type]
+    world = World(layout, MemoryReader(page_items=3), db, store, None)  # type: ignore[arg-type]
     world.runner = RollupRunner(
         layout=layout,
         shard_maps=StaticShardMap(shard_map),
@@ -87,25 +91,30 @@ def build(period: str | None, split: bool) -> World:
     return world
 
 
-def ingest(world: World, batch: Batch, raw: dict[tuple[str, int, str], int | float], stamp: int | None) -> None:
-    """What ingest does with one batch: the readings (overwriting by key), then the marks (``stamp`` None:
-    the marks' write failed, so none are stored)."""
+Raw = dict[tuple[str, int, str], tuple[int, int | float]]
+
+
+def ingest(world: World, batch: Batch, version: int, raw: Raw, stamp: int | None) -> None:
+    """What ingest does with one batch: its readings as blocks of ``version``, then the marks (``stamp``
+    None: the marks' write failed, so none are stored). ``raw`` keeps each reading's newest version."""
+    entries = [
+        (Reading(entity_id=entity, event_id=event_id, ts_ms=T0 + offset, measures={"v": value}), version)
+        for entity, offset, event_id, value in batch.readings
+    ]
+    world.reader.store(world.layout, world.shard_map, entries)  # type: ignore[attr-defined]
     for entity, offset, event_id, value in batch.readings:
-        reading = Reading(entity_id=entity, event_id=event_id, ts_ms=T0 + offset, measures={"v": value})
-        key = world.layout.key_for(reading, world.shard_map)  # type: ignore[attr-defined]
-        rows = world.reader.partitions.get((key.table, key.pk), [])
-        rows[:] = [row for row in rows if row.sk != key.sk]
-        world.reader.put(world.layout, world.shard_map, reading)  # type: ignore[attr-defined]
-        raw[(entity, T0 + offset, event_id)] = value
+        held = raw.get((entity, T0 + offset, event_id))
+        if held is None or version >= held[0]:  # within a batch, the later entry wins
+            raw[(entity, T0 + offset, event_id)] = (version, value)
     if stamp is None:
         return
     marks = marks_of(stamp, LEVELS.finest, [(e, T0 + o) for e, o, _, _ in batch.readings])
     world.store.write([world.store.mark_write(m) for m in marks], Deadline.never())
 
 
-def expected(raw: dict[tuple[str, int, str], int | float], level: int, entity: str | None) -> dict[int, Figures]:
+def expected(raw: Raw, level: int, entity: str | None) -> dict[int, Figures]:
     out: dict[int, Figures] = {}
-    for (e, ts, _), value in sorted(raw.items()):
+    for (e, ts, _), (_, value) in sorted(raw.items()):
         if entity is None or e == entity:
             out.setdefault(floor_to(ts, level), Figures()).add({"v": value})
     return out
@@ -124,17 +133,19 @@ def test_every_rollup_equals_its_raw_readings(
 ) -> None:
     # Given a world, and batches and runs in time order (a lost-marks batch is redelivered 3 minutes later)
     world = build(period, split)
-    events: list[tuple[int, int, object]] = []
-    for batch in batches:
-        events.append((batch.arrival * MINUTE, 1, batch))
+    # A batch's version is its place in publication (arrival) order; a redelivery keeps its batch's.
+    events: list[tuple[int, int, object, int]] = []
+    for version, batch in enumerate(sorted(batches, key=lambda b: b.arrival)):
+        events.append((batch.arrival * MINUTE, 1, batch, version))
         if batch.marks_lost:
-            events.append(((batch.arrival + 3) * MINUTE, 1, Batch(batch.arrival + 3, batch.readings, False)))
+            redelivered = Batch(batch.arrival + 3, batch.readings, False)
+            events.append(((batch.arrival + 3) * MINUTE, 1, redelivered, version))
     # The function is deployed before the first reading: its first run starts LATENESS back.
-    events += [(minute * MINUTE, 0, None) for minute in [-1, *runs]]
-    raw: dict[tuple[str, int, str], int | float] = {}
+    events += [(minute * MINUTE, 0, None, 0) for minute in [-1, *runs]]
+    raw: Raw = {}
     stale: set[tuple[str, int]] = set()
     late = set()
-    for at, _, batch in sorted(events, key=lambda e: (e[0], e[1])):
+    for at, _, batch, version in sorted(events, key=lambda e: (e[0], e[1])):
         world.now = T0 + at
         if batch is None:
             if die_at is not None:  # the run dies after die_at writes, maybe inside a slot's steps
@@ -144,7 +155,7 @@ def test_every_rollup_equals_its_raw_readings(
             world.db.__dict__.pop("batch_write_item", None)
             continue
         assert isinstance(batch, Batch)
-        ingest(world, batch, raw, None if batch.marks_lost else world.now)
+        ingest(world, batch, version, raw, None if batch.marks_lost else world.now)
         if batch.marks_lost:
             continue
         for entity, offset, _, _ in batch.readings:

@@ -13,21 +13,32 @@ from adapters.retry import Deadline
 from adapters.rollup_store import ReadCount
 from keydesign.rollup import Figures
 from tests.unit.rollup.oracles import same_figures
-from tests.unit.rollup.test_rollup_exact import LEVELS, MINUTE, T0, Batch, World, build, expected, fail_after, ingest
+from tests.unit.rollup.test_rollup_exact import (
+    LEVELS,
+    MINUTE,
+    T0,
+    Batch,
+    Raw,
+    World,
+    build,
+    expected,
+    fail_after,
+    ingest,
+)
 
 ENTITIES = [f"sensor-{n:02d}" for n in range(12)]
 
 
-def busy_minute(world: World) -> dict[tuple[str, int, str], int | float]:
+def busy_minute(world: World) -> Raw:
     """12 entities, each with readings in 10 neighbouring minutes, all marked in one slot."""
-    raw: dict[tuple[str, int, str], int | float] = {}
+    raw: Raw = {}
     world.now = T0 + 10 * MINUTE
     readings = tuple((e, m * MINUTE + 1_000 * n, f"e{n}", n + m) for e in ENTITIES for m in range(10) for n in range(2))
-    ingest(world, Batch(10, readings, False), raw, world.now)
+    ingest(world, Batch(10, readings, False), 1, raw, world.now)
     return raw
 
 
-def rollups_equal_raw(world: World, raw: dict[tuple[str, int, str], int | float]) -> None:
+def rollups_equal_raw(world: World, raw: Raw) -> None:
     level = LEVELS.finest
     starts = range(T0, T0 + 10 * MINUTE, level)
     for entity in ENTITIES:

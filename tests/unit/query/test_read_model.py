@@ -1,0 +1,213 @@
+"""Every read returns exactly the model: the newest version of each live reading in range, in order, once.
+
+Random batches (each a version, in publication order) store readings as ingest does, in
+blocks (``Layout.pack``): batches overlap in time, send readings again with other values
+(corrections), are delivered twice (copies in other partitions on the random layout, in
+other sub-shards of a split entity), under shard-map changes, in one table or hourly
+tables, on all three layouts. Following the cursors of every paged read, in both orders
+and with any page size and call cap, returns what a brute-force model of the stored
+readings says; ``latest`` and raw aggregates too.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from adapters.shard_map_source import StaticShardMap
+from benchmarks.memory_dynamo import MemoryReader
+from keydesign import Layout, Reading, ShardMap, format_ts, parse_timestamp
+from query.cursor import CursorCodec
+from query.logic import QueryService
+from query.models import AggregateSeries, LatestReading, ReadingsPage
+from query.params import PageArgs, ReadArgs, TimeRange
+from query.settings import QueryLimits
+
+NOW = parse_timestamp("2026-11-22T12:00:00Z")
+SECOND, MINUTE, HOUR = 1_000, 60_000, 3_600_000
+START = NOW - 3 * HOUR
+ENTITIES = ("a-1", "b-2", "c-3")
+RETENTION_MS = 2 * HOUR + 17 * MINUTE
+#: Instants readings cluster after (by whole seconds, so that blocks hold several, overlap, and a
+#: reading is often sent again): inside a bucket, across a bucket's end, across the retention edge.
+MOMENTS = (START + 20 * MINUTE, START + HOUR - 4 * SECOND, NOW - RETENTION_MS - 6 * SECOND, NOW - 13 * SECOND)
+
+Identity = tuple[str, int, str]
+
+
+@dataclass
+class Model:
+    """What is stored: per reading identity, the version and reading of its newest copy."""
+
+    layout: Layout
+    retention_ms: int
+    newest: dict[Identity, tuple[int, Reading]] = field(default_factory=dict)
+
+    def add(self, version: int, readings: list[Reading]) -> None:
+        for reading in readings:  # a batch's later entry of a reading replaces its earlier one
+            key = (reading.entity_id, reading.ts_ms, reading.event_id)
+            held = self.newest.get(key)
+            if held is None or version >= held[0]:
+                self.newest[key] = (version, reading)
+
+    def live(self, entity: str | None, from_ms: int, to_ms: int) -> list[Reading]:
+        return [
+            r
+            for _, r in self.newest.values()
+            if (entity is None or r.entity_id == entity)
+            and from_ms <= r.ts_ms < to_ms
+            and (r.ts_ms + self.retention_ms) // 1000 >= NOW // 1000
+        ]
+
+    def position(self, reading: Reading, from_ms: int, per_entity: bool) -> tuple[Any, ...]:
+        key = self.layout.reading_key(reading.entity_id, reading.ts, reading.event_id)
+        if per_entity:
+            return (reading.ts, key)
+        return (max(from_ms, self.layout.bucket.start(reading.ts_ms)), key)
+
+
+@st.composite
+def worlds(draw: st.DrawFn) -> tuple[Layout, ShardMap, Model, MemoryReader]:
+    kind = draw(st.sampled_from(("random", "calculated", "hybrid")))
+    period = draw(st.sampled_from((None, "hour")))
+    layout = Layout.from_settings(kind=kind, bucket="1h", table_prefix="readings", table_period=period)
+    shard_map = ShardMap.initial(layout.bucket, draw(st.integers(1, 3)))
+    for hour in sorted(draw(st.lists(st.integers(1, 2), max_size=2, unique=True))):
+        at = START + hour * HOUR  # a split or a new global count, at a bucket boundary
+        if draw(st.booleans()):
+            shard_map = shard_map.with_global(draw(st.integers(1, 4)), at, now_ms=at - 1)
+        else:
+            shard_map = shard_map.with_entity(
+                draw(st.sampled_from(ENTITIES)), draw(st.integers(2, 3)), at, now_ms=at - 1
+            )
+    retention_ms = draw(st.sampled_from((30 * 24 * HOUR, RETENTION_MS)))
+    model = Model(layout, retention_ms)
+    reader = MemoryReader(page_items=draw(st.integers(1, 4)))
+    rng = random.Random(draw(st.integers(0, 99)))
+    # A batch holds readings of a few seconds after one instant: a block of each entity with several
+    # readings, overlapping the blocks of other batches near the same instant.
+    reading = st.builds(
+        lambda entity, seconds, event, value: (entity, seconds, event, value),
+        st.sampled_from(ENTITIES),
+        st.integers(0, 12),
+        st.one_of(st.none(), st.sampled_from(("e1", "e2", "e3"))),  # None: a derived event id
+        st.integers(-9, 9),
+    )
+    batch = st.tuples(
+        st.one_of(st.sampled_from(MOMENTS), st.integers(START, NOW - 13 * SECOND)),
+        st.lists(reading, min_size=2, max_size=12),
+    )
+    batches = [
+        [
+            Reading.parse(
+                {"entity_id": entity, "timestamp": at + seconds * SECOND, "measures": {"v": value}}
+                | ({} if event is None else {"event_id": event})
+            )
+            for entity, seconds, event, value in rows
+        ]
+        for at, rows in draw(st.lists(batch, min_size=2, max_size=8))
+    ]
+    # Corrections: later batches send readings of earlier ones again (same identity) with other values.
+    for fixes in draw(st.lists(st.lists(st.tuples(st.integers(0, 99), st.integers(-9, 9)), min_size=1), max_size=3)):
+        earlier = [r for batch in batches for r in batch]
+        batches.append(
+            [
+                Reading(r.entity_id, r.event_id, r.ts_ms, {"v": v})
+                for r, v in ((earlier[n % len(earlier)], v) for n, v in fixes)
+            ]
+        )
+    redelivered = draw(st.lists(st.integers(0, len(batches) - 1), max_size=3))
+    for version, batch in [*enumerate(batches), *((v, batches[v]) for v in redelivered)]:
+        reader.store(layout, shard_map, [(r, version) for r in batch], retention_ms=retention_ms, rng=rng)
+        model.add(version, batch)
+    reader.tables.add(layout.table_for(START))
+    return layout, shard_map, model, reader
+
+
+def service(layout: Layout, shard_map: ShardMap, model: Model, reader: MemoryReader, **limits: Any) -> QueryService:
+    return QueryService(
+        layout=layout,
+        shard_maps=StaticShardMap(shard_map),
+        reader=reader,
+        cursors=CursorCodec(lambda: b"k" * 40),
+        limits=QueryLimits(**limits),
+        clock_ms=lambda: NOW,
+        retention_ms=model.retention_ms,
+    )
+
+
+def follow(read: Any, window: TimeRange, limit: int, order: Any, **params: Any) -> list[ReadingsPage]:
+    pages: list[ReadingsPage] = []
+    cursor = None
+    for _ in range(2_000):
+        page = read(page=PageArgs(window, limit, cursor, order), **params)
+        assert isinstance(page, ReadingsPage)
+        assert page.count <= limit
+        pages.append(page)
+        cursor = page.next_cursor
+        if cursor is None:
+            return pages
+    raise AssertionError("the cursors never reached the end of the range")
+
+
+def shown(reading: Reading) -> tuple[str, str, str, dict[str, int | float]]:
+    return reading.entity_id, reading.ts, reading.event_id, dict(reading.measures)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(
+    world=worlds(),
+    span=st.one_of(st.just((0, 3 * HOUR)), st.tuples(st.integers(0, 3 * HOUR - 1), st.integers(1, 3 * HOUR))),
+    limit=st.integers(1, 7),
+    cap=st.integers(1, 6),
+    descending=st.booleans(),
+    entity=st.sampled_from(ENTITIES),
+)
+def test_every_read_returns_the_newest_copy_of_each_live_reading_once_in_order(  # noqa: PLR0917 - Hypothesis passes them
+    world: tuple[Layout, ShardMap, Model, MemoryReader],
+    span: tuple[int, int],
+    limit: int,
+    cap: int,
+    descending: bool,
+    entity: str,
+) -> None:
+    layout, shard_map, model, reader = world
+    svc = service(layout, shard_map, model, reader, max_query_calls=cap, concurrency=3)
+    from_ms = START + span[0]
+    window = TimeRange(from_ms, min(NOW, from_ms + span[1]))
+    order = "desc" if descending else "asc"
+
+    # One entity's readings, paged
+    pages = follow(svc.entity_readings, window, limit, order, entity=entity)
+    want = sorted(model.live(entity, window.from_ms, window.to_ms), key=lambda r: model.position(r, 0, True))
+    got = [(i.entity_id, i.timestamp, i.event_id, i.measures) for p in pages for i in p.items]
+    assert got == [shown(r) for r in (want[::-1] if descending else want)]
+    assert pages[-1].complete
+
+    # Every entity's readings, paged (hybrid only)
+    if layout.can.range_reads:
+        pages = follow(svc.range_readings, window, limit, order)
+        every = model.live(None, window.from_ms, window.to_ms)
+        every.sort(key=lambda r: model.position(r, window.from_ms, False), reverse=descending)
+        got = [(i.entity_id, i.timestamp, i.event_id, i.measures) for p in pages for i in p.items]
+        assert got == [shown(r) for r in every]
+
+    # The newest reading, and a raw aggregate of the range
+    latest = svc.latest(entity, NOW - window.from_ms, ReadArgs())
+    assert isinstance(latest, LatestReading)
+    newest = max(model.live(entity, window.from_ms, NOW + 1), key=lambda r: (r.ts_ms, r.event_id), default=None)
+    assert (latest.reading and (latest.reading.timestamp, latest.reading.event_id, latest.reading.measures)) == (
+        newest and (newest.ts, newest.event_id, dict(newest.measures))
+    )
+    series = service(layout, shard_map, model, reader).aggregates(entity, window, 15 * MINUTE)
+    assert isinstance(series, AggregateSeries)
+    buckets: dict[str, list[int | float]] = {}
+    for r in want:
+        buckets.setdefault(format_ts(r.ts_ms - r.ts_ms % (15 * MINUTE)), []).append(r.measures["v"])
+    assert [(i.start, i.readings, i.measures["v"]["sum"], i.measures["v"]["min"]) for i in series.intervals] == [
+        (start, len(values), sum(values), min(values)) for start, values in sorted(buckets.items())
+    ]

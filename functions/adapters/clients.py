@@ -80,19 +80,19 @@ class RenewableCredentials(Credentials):  # type: ignore[misc]  # botocore is un
     def get_frozen_credentials(self) -> ReadOnlyCredentials:
         return self.resolved().get_frozen_credentials()
 
-    @property  # type: ignore[override]
+    @property
     def access_key(self) -> str:
         return str(self.resolved().access_key)
 
-    @property  # type: ignore[override]
+    @property
     def secret_key(self) -> str:
         return str(self.resolved().secret_key)
 
-    @property  # type: ignore[override]
+    @property
     def token(self) -> str | None:
         return self.resolved().token  # type: ignore[no-any-return]
 
-    @property  # type: ignore[override]
+    @property
     def account_id(self) -> str | None:
         # Read by botocore's endpoint rules (account-based DynamoDB endpoints); none when no credentials.
         try:
@@ -105,7 +105,8 @@ class _RenewingProvider:
     """The session's ``credential_provider`` component: always the one renewable object."""
 
     def __init__(self, session: Session) -> None:
-        self.credentials = RenewableCredentials(lambda: create_credential_resolver(session).load_credentials())
+        # One chain, built once: its providers read the environment each time they are asked.
+        self.credentials = RenewableCredentials(create_credential_resolver(session).load_credentials)
 
     def load_credentials(self) -> RenewableCredentials:
         return self.credentials

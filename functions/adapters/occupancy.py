@@ -185,7 +185,12 @@ class OccupancyReader:
         forget_on_restore(self)
 
     def forget(self) -> None:
+        """Drop every day read. A ``since`` marker read is kept: it is written once (a conditional put)
+        and never changes; only its absence can, and an absence is dropped too."""
+        hit, since = self._cache.get("since")
         self._cache.clear()
+        if hit and since is not None:
+            self._cache.put("since", since, self._clock())
 
     def since(self, *, consistent: bool = False) -> tuple[int | None, int]:
         """The marker, and the calls made to read it (0 when cached)."""

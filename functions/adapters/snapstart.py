@@ -16,7 +16,10 @@ init made is then shared by every copy and is as old as the snapshot. What must 
 Owners register what they hold when they make it: a generator comes from
 :func:`generator`, a cache calls :func:`forget_on_restore`. Both are held weakly,
 so an object nobody uses any more is not kept alive for a restore. The handler of
-a SnapStart function calls :func:`register_runtime_hooks` as its init's last step.
+a SnapStart function calls :func:`register_runtime_hooks` as its init's last step,
+with the request it serves before the snapshot (``prime``): what Python, botocore
+and Powertools build on first use is then built into the snapshot, and what that
+request read is forgotten by every restored copy.
 
 ``snapshot_restore_py`` (the runtime hooks) exists only in Lambda's Python
 runtime; elsewhere (tests, local mode) nothing is registered and nothing runs.
@@ -26,9 +29,11 @@ from __future__ import annotations
 
 import random
 import weakref
+from collections.abc import Callable
 from typing import Protocol
 
 from adapters import clients
+from adapters.observability import logger
 
 
 class Forgetful(Protocol):
@@ -37,7 +42,7 @@ class Forgetful(Protocol):
 
 
 _generators: weakref.WeakSet[random.Random] = weakref.WeakSet()
-_caches: weakref.WeakSet[Forgetful] = weakref.WeakSet()  # type: ignore[type-var]  # a Protocol is weak-referenceable
+_caches: weakref.WeakSet[Forgetful] = weakref.WeakSet()
 
 
 def generator() -> random.Random:
@@ -52,8 +57,15 @@ def forget_on_restore(cache: Forgetful) -> None:
     _caches.add(cache)
 
 
-def before_snapshot() -> None:
-    """Runs once, at publish, after init: the snapshot keeps no open connection."""
+def before_snapshot(prime: Callable[[], None] | None = None) -> None:
+    """Runs once, at publish, after init: ``prime``, then every pooled connection closed (the snapshot
+    keeps none). A priming that fails is logged and the snapshot is taken all the same: a restored
+    copy then builds on its first request what priming would have built."""
+    if prime is not None:
+        try:
+            prime()
+        except Exception:
+            logger.warning("priming before the snapshot failed", exc_info=True)
     clients.close_connections()
 
 
@@ -68,9 +80,9 @@ def after_restore() -> None:
         cache.forget()
 
 
-def register_runtime_hooks() -> bool:
-    """Register :func:`before_snapshot` and :func:`after_restore` with Lambda's runtime; False where
-    there is no such runtime (the module exists only in Lambda's Python runtime)."""
+def register_runtime_hooks(*, prime: Callable[[], None] | None = None) -> bool:
+    """Register :func:`before_snapshot` (with ``prime``) and :func:`after_restore` with Lambda's runtime;
+    False where there is no such runtime (the module exists only in Lambda's Python runtime)."""
     try:
         from snapshot_restore_py import (  # type: ignore[import-not-found]  # noqa: PLC0415
             register_after_restore,
@@ -78,6 +90,6 @@ def register_runtime_hooks() -> bool:
         )
     except ImportError:
         return False
-    register_before_snapshot(before_snapshot)
+    register_before_snapshot(before_snapshot, prime)
     register_after_restore(after_restore)
     return True

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
 
 import pytest
 from botocore.exceptions import NoCredentialsError
 
 from adapters import clients
+from tests.unit.adapters.conftest import CountingDynamoDB
 
 
 @pytest.fixture(autouse=True)
@@ -39,51 +37,6 @@ def test_reset_forgets_the_clients_and_the_session() -> None:
     first = clients.client("dynamodb")
     clients.reset_clients()
     assert clients.client("dynamodb") is not first
-
-
-class EmptyListTables(BaseHTTPRequestHandler):
-    """Answers every call with an empty ListTables, keeping the connection open (HTTP/1.1)."""
-
-    protocol_version = "HTTP/1.1"
-
-    def do_POST(self) -> None:
-        self.rfile.read(int(self.headers["Content-Length"]))
-        body = b'{"TableNames": []}'
-        self.send_response(200)
-        self.send_header("Content-Type", "application/x-amz-json-1.0")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
-class CountingDynamoDB(ThreadingHTTPServer):
-    """A loopback stand-in for DynamoDB that counts the TCP connections it accepts."""
-
-    daemon_threads = True
-
-    def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), EmptyListTables)
-        self.connections = 0
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        self.connections += 1
-        super().process_request(request, client_address)
-
-
-@pytest.fixture
-def dynamodb_endpoint(monkeypatch: pytest.MonkeyPatch) -> Iterator[CountingDynamoDB]:
-    server = CountingDynamoDB()
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{server.server_address[1]}")
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    yield server
-    server.shutdown()
-    server.server_close()
 
 
 def test_closed_connections_are_opened_anew_by_the_next_call(dynamodb_endpoint: CountingDynamoDB) -> None:

@@ -13,6 +13,7 @@ import os
 import random
 import sys
 from collections.abc import Callable, Iterator
+from functools import partial
 from types import ModuleType
 from typing import Any
 
@@ -25,6 +26,7 @@ from adapters.shard_map_source import CachedShardMap
 from keydesign import Bucket, ShardMap
 from keydesign.periods import DAY_MS
 from query.cursor import CursorKeys
+from tests.unit.adapters.conftest import CountingDynamoDB
 
 NOW_MS = 1_795_000_000_000  # 2026-11-18
 
@@ -85,17 +87,19 @@ def test_copies_of_one_snapshot_draw_different_numbers_once_restored() -> None:
 
 
 class Day:
-    """A control table holding one old day of occupancy, counting the reads."""
+    """A control table holding one old day of occupancy and perhaps the ``since`` marker, counting the reads."""
 
-    def __init__(self) -> None:
-        self.queries = 0
+    def __init__(self, since_ms: int | None = None) -> None:
+        self.since_ms = since_ms
+        self.queries = self.gets = 0
 
     def query(self, **kwargs: Any) -> dict[str, Any]:
         self.queries += 1
         return {"Items": [{"sk": {"S": "0003#00"}}], "ConsumedCapacity": {"CapacityUnits": 0.5}}
 
     def get_item(self, **kwargs: Any) -> dict[str, Any]:
-        return {}
+        self.gets += 1
+        return {} if self.since_ms is None else {"Item": {"since": {"N": str(self.since_ms)}}}
 
     def put_item(self, **kwargs: Any) -> dict[str, Any]:
         return {}
@@ -125,12 +129,53 @@ def test_after_restore_every_cache_loads_again_though_no_clock_has_moved() -> No
 
     use_all()
     use_all()
-    assert (len(maps), fetched, day.queries) == (1, ["AWSCURRENT", "AWSPREVIOUS"], 1)  # the second use hit
+    assert (len(maps), fetched, day.queries) == (1, ["AWSCURRENT"], 1)  # the second use hit
     # When the copy is restored
     snapstart.after_restore()
     use_all()
     # Then each loaded again, as after a cold start
-    assert (len(maps), len(fetched), day.queries) == (2, 4, 2)
+    assert (len(maps), fetched, day.queries) == (2, ["AWSCURRENT"] * 2, 2)
+
+
+def test_the_snapshot_holds_no_connection_and_a_restored_copy_opens_its_own(
+    dynamodb_endpoint: CountingDynamoDB,
+) -> None:
+    dynamodb = clients.client("dynamodb")
+    dynamodb.list_tables()
+    snapstart.before_snapshot()
+    dynamodb.list_tables()  # a connection opened after the snapshot hook (by a later hook, say)
+    snapstart.after_restore()
+    dynamodb.list_tables()
+    dynamodb.list_tables()
+    assert dynamodb_endpoint.connections == 3
+
+
+def test_a_priming_that_fails_is_logged_and_the_snapshot_is_taken_all_the_same(
+    dynamodb_endpoint: CountingDynamoDB, caplog: pytest.LogCaptureFixture
+) -> None:
+    dynamodb = clients.client("dynamodb")
+    dynamodb.list_tables()
+
+    def prime() -> None:
+        raise ConnectionError("the readings table is out of reach")
+
+    snapstart.before_snapshot(prime)
+    dynamodb.list_tables()
+    assert "priming before the snapshot failed" in caplog.text
+    assert dynamodb_endpoint.connections == 2  # the connection closed all the same
+
+
+@pytest.mark.parametrize(("marker", "reads_after_restore"), [(NOW_MS - DAY_MS, 0), (None, 1)])
+def test_after_restore_the_since_marker_is_read_again_only_if_it_was_absent(
+    marker: int | None, reads_after_restore: int
+) -> None:
+    # The marker is written once (a conditional put) and never changes: only its absence can
+    table = Day(since_ms=marker)
+    occupancy = OccupancyReader(OccupancyStore(table, "control", "readings"), clock=lambda: 100.0)
+    assert occupancy.since() == (marker, 1)
+    snapstart.after_restore()
+    assert occupancy.since()[0] == marker
+    assert table.gets - 1 == reads_after_restore
 
 
 @pytest.fixture
@@ -138,8 +183,8 @@ def lambda_runtime(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[Callable[[
     """Lambda's ``snapshot_restore_py``, which exists only in its Python runtime: records what is registered."""
     registered: dict[str, list[Callable[[], None]]] = {"before": [], "after": []}
     module = ModuleType("snapshot_restore_py")
-    module.register_before_snapshot = registered["before"].append  # type: ignore[attr-defined]
-    module.register_after_restore = registered["after"].append  # type: ignore[attr-defined]
+    module.register_before_snapshot = lambda hook, *args: registered["before"].append(partial(hook, *args))  # type: ignore[attr-defined]
+    module.register_after_restore = lambda hook, *args: registered["after"].append(partial(hook, *args))  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "snapshot_restore_py", module)
     return registered
 

@@ -14,9 +14,8 @@ unqualified function is ``$LATEST``, which SnapStart never covers. A replaced
 version is deleted, since a version's snapshot is billed for as long as it exists.
 
 The code is ``functions/`` as it is: every third-party import is either in the
-Lambda runtime (boto3, botocore) or in the Powertools layer (Powertools, its
-aws-xray-sdk and pydantic v2), so nothing is bundled and synthesis needs no
-Docker.
+Lambda runtime (boto3, botocore) or in the Powertools layer (Powertools and
+pydantic v2), so nothing is bundled and synthesis needs no Docker.
 """
 
 from __future__ import annotations

@@ -14,7 +14,6 @@ and log lines (docs/decisions.md, tracing).
 from __future__ import annotations
 
 import os
-from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
 
@@ -22,14 +21,3 @@ NAMESPACE = os.environ.get("POWERTOOLS_METRICS_NAMESPACE", "TimeSeries")
 
 logger = Logger()
 metrics = Metrics(namespace=NAMESPACE)
-
-
-class _NoTracing:
-    """In-process tracing is off. ``query.logic`` still asks (``tracer.disabled``) before it hands a
-    request's X-Ray segment to its pool threads; this object goes when that check does."""
-
-    disabled = True
-    provider: Any = None
-
-
-tracer = _NoTracing()

@@ -1,8 +1,8 @@
 """Lambda entry point of the query API (``query.handler.handler``).
 
-Settings are parsed at cold start, so a misconfigured function fails its first
-invocation with the variable named; the cursor-signing secret is fetched on
-first use and kept for ``CURSOR_KEY_TTL``.
+Settings are parsed at init, so a misconfigured function fails its init with the
+variable named (with SnapStart, when the version is published); the
+cursor-signing secret is fetched on first use and kept for ``CURSOR_KEY_TTL``.
 
 The function runs with SnapStart (docs/decisions.md): this init runs once per
 published version, and every cold start restores its snapshot. Before the

@@ -9,7 +9,6 @@ import importlib
 import json
 import sys
 from collections.abc import Callable, Iterator
-from functools import partial
 from types import ModuleType
 from typing import Any
 
@@ -90,17 +89,6 @@ def store(make_store: StoreFactory, monkeypatch: pytest.MonkeyPatch) -> Store:
     for name, value in {**ENV, "CURSOR_SECRET_ARN": secret["ARN"]}.items():
         monkeypatch.setenv(name, value)
     return made
-
-
-@pytest.fixture
-def lambda_runtime(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[Callable[[], None]]]:
-    """Lambda's ``snapshot_restore_py`` (only its Python runtime has it): records the hooks registered."""
-    registered: dict[str, list[Callable[[], None]]] = {"before": [], "after": []}
-    module = ModuleType("snapshot_restore_py")
-    module.register_before_snapshot = lambda hook, *args: registered["before"].append(partial(hook, *args))  # type: ignore[attr-defined]
-    module.register_after_restore = lambda hook, *args: registered["after"].append(partial(hook, *args))  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "snapshot_restore_py", module)
-    return registered
 
 
 @pytest.fixture

@@ -13,8 +13,6 @@ import os
 import random
 import sys
 from collections.abc import Callable, Iterator
-from functools import partial
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -176,17 +174,6 @@ def test_after_restore_the_since_marker_is_read_again_only_if_it_was_absent(
     snapstart.after_restore()
     assert occupancy.since()[0] == marker
     assert table.gets - 1 == reads_after_restore
-
-
-@pytest.fixture
-def lambda_runtime(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[Callable[[], None]]]:
-    """Lambda's ``snapshot_restore_py``, which exists only in its Python runtime: records what is registered."""
-    registered: dict[str, list[Callable[[], None]]] = {"before": [], "after": []}
-    module = ModuleType("snapshot_restore_py")
-    module.register_before_snapshot = lambda hook, *args: registered["before"].append(partial(hook, *args))  # type: ignore[attr-defined]
-    module.register_after_restore = lambda hook, *args: registered["after"].append(partial(hook, *args))  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "snapshot_restore_py", module)
-    return registered
 
 
 def test_in_lambdas_runtime_both_hooks_are_registered_and_the_after_restore_one_mends(

@@ -140,6 +140,7 @@ class QueryApi(Construct):
             ),
             removal_policy=removal_policy,
             invocation=Invocation.API,
+            snap_start=True,
         )
         self.function = self.query.function
         # GetSecretValue (AWSCURRENT and AWSPREVIOUS) on this secret only: grant_read would add DescribeSecret,
@@ -189,8 +190,10 @@ class QueryApi(Construct):
             templates={"application/json": '{"error": "$context.error.validationErrorString", "parameter": null}'},
         )
 
+        # The alias, not the function: only a published version is restored from its snapshot. The
+        # integration's invoke permissions are made on the alias too.
         integration = apigateway.LambdaIntegration(
-            self.function, proxy=True, allow_test_invoke=False, timeout=Duration.seconds(29)
+            self.query.invoked, proxy=True, allow_test_invoke=False, timeout=Duration.seconds(29)
         )
         for route in app_routes():
             resource = self.rest_api.root.resource_for_path(route.path)

@@ -75,7 +75,8 @@ SEED_TABLE_PERIOD = plan_capacity(
 #: The public Powertools for AWS Lambda (Python) v3 layer the functions run with:
 #: published by AWS in account 017000801446 of every commercial region, one
 #: layer per Python version and architecture. It carries Powertools and its
-#: extras (aws-xray-sdk for Tracer, pydantic v2 for the query API's validation).
+#: extras (pydantic v2, for the settings and the query API's validation; its
+#: aws-xray-sdk too, which no function imports: docs/decisions.md, tracing).
 POWERTOOLS_LAYER_ACCOUNT = "017000801446"
 POWERTOOLS_LAYER_NAME = "AWSLambdaPowertoolsPythonV3-python314-arm64"
 #: The layer's version number, not Powertools' own: check which Powertools

@@ -6,10 +6,16 @@ explicit memory and timeout, its own log group with the configured retention,
 and its own role holding nothing but what the stack grants it (no AWS managed
 policy, so nothing is granted that the stack does not spell out).
 
+A function may run with SnapStart (``snap_start=True``; the query function does,
+docs/decisions.md): each deployment that changes it publishes a version, whose
+init Lambda snapshots, and an alias, ``live``, points at the newest one. Whatever
+invokes the function must invoke the alias (``ServiceFunction.invoked``): the
+unqualified function is ``$LATEST``, which SnapStart never covers. A replaced
+version is deleted, since a version's snapshot is billed for as long as it exists.
+
 The code is ``functions/`` as it is: every third-party import is either in the
-Lambda runtime (boto3, botocore) or in the Powertools layer (Powertools, its
-aws-xray-sdk and pydantic v2), so nothing is bundled and synthesis needs no
-Docker.
+Lambda runtime (boto3, botocore) or in the Powertools layer (Powertools and
+pydantic v2), so nothing is bundled and synthesis needs no Docker.
 """
 
 from __future__ import annotations
@@ -44,6 +50,11 @@ ASSET_EXCLUDE = ["**/__pycache__", "**/*.pyc", "**/.mypy_cache", "**/.pytest_cac
 #: The newest Python runtime aws-cdk-lib offers that Powertools publishes a layer for.
 RUNTIME = lambda_.Runtime.PYTHON_3_14
 ARCHITECTURE = lambda_.Architecture.ARM_64
+#: The alias a SnapStart function is invoked through.
+LIVE_ALIAS = "live"
+#: A version replaced by the next deployment is deleted (CDK's default keeps it, and its snapshot's cache
+#: would be billed for as long as it exists).
+_DELETE_REPLACED_VERSIONS = lambda_.VersionOptions(removal_policy=RemovalPolicy.DESTROY)
 
 _RETENTION = {
     1: logs.RetentionDays.ONE_DAY,
@@ -188,6 +199,7 @@ class ServiceFunction(Construct):
         invocation: Invocation,
         failures_hold: str = "",
         unscoped_also: str = "",
+        snap_start: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
         sizing = function.sizing if isinstance(function, HelperFunction) else runtime.config.sizing(function)
@@ -226,7 +238,19 @@ class ServiceFunction(Construct):
             tracing=lambda_.Tracing.ACTIVE,
             reserved_concurrent_executions=sizing.reserved_concurrency,
             dead_letter_queue=self._failure_queue if invocation is Invocation.SCHEDULE else None,
+            snap_start=lambda_.SnapStartConf.ON_PUBLISHED_VERSIONS if snap_start else None,
+            current_version_options=_DELETE_REPLACED_VERSIONS if snap_start else None,
         )
+        #: What invokers target: the ``live`` alias of the newest version with SnapStart, else the function.
+        self.invoked: lambda_.IFunction = self.function
+        if snap_start:
+            self.invoked = lambda_.Alias(self, "Live", alias_name=LIVE_ALIAS, version=self.function.current_version)
+            acknowledge(
+                self.function,
+                "Annotation::@aws-cdk/aws-lambda:snapStartRequirePublish",
+                "The function publishes a version with every deployment that changes it (current_version) and is "
+                f"invoked only through the '{LIVE_ALIAS}' alias of that version.",
+            )
         # Without an AWS managed policy the role needs the log group spelt out:
         # creating streams and putting events in this one group, nothing else.
         self.log_group.grant_write(self.role)

@@ -3,28 +3,35 @@
 Every client comes from one botocore session (boto3 is not imported: nothing
 on a handler's path uses it, and importing it and its session cost 25-40 ms
 of every cold start). A session loads each service's model and the endpoint
-rules once, so a second client costs 10-30 ms instead of the 110-170 ms a
-fresh session pays again (docs/benchmarks.md, cold start). There is one
-client per service and configuration; botocore clients are thread-safe,
-sessions are not, hence the lock around creation.
+rules once, so a second client costs a fraction of the first (docs/benchmarks.md,
+cold start). There is one client per service and configuration; botocore
+clients are thread-safe, sessions are not, hence the lock around creation.
 
 The region comes from the environment (``AWS_REGION`` in Lambda); the endpoint
 too: botocore honours ``AWS_ENDPOINT_URL`` (and ``AWS_ENDPOINT_URL_<SERVICE>``),
 which is how the local runtime points every client at its moto server without
 a line of special code here.
+
+A function restored from a SnapStart snapshot (``adapters.snapstart``) keeps its
+clients, and what init spent building them, but not two things of the machine
+the snapshot was taken on: :func:`close_connections` drops the pooled
+connections (their sockets lead nowhere once restored), and :func:`renew_credentials`
+makes the next call resolve the credentials again through botocore's default
+chain, from the restored environment (a SnapStart function gets them from
+Lambda's container credentials endpoint, not from the variables it had at init).
 """
 
 from __future__ import annotations
 
-import json
-import os
 import platform
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import botocore
 from botocore.config import Config
-from botocore.loaders import JSONFileLoader, Loader
+from botocore.credentials import Credentials, ReadOnlyCredentials, create_credential_resolver
+from botocore.exceptions import NoCredentialsError
 from botocore.session import Session
 
 #: Every client's User-Agent, made once. botocore's default is rebuilt from a dozen parts twice a
@@ -37,33 +44,77 @@ _clients: dict[tuple[str, int, int, bool], Any] = {}
 _session: list[Session] = []
 
 
-class _PlainJSONFiles(JSONFileLoader):  # type: ignore[misc]  # botocore is untyped (no stubs)
-    """botocore's data files parsed into plain dicts (ordered, as every dict is) instead of through
-    the ``OrderedDict`` hook botocore passes, which doubles the parse of the 1.2 MB endpoints.json."""
+class RenewableCredentials(Credentials):  # type: ignore[misc]  # botocore is untyped (no stubs)
+    """The credentials every client of the session signs with: what botocore's default chain
+    finds, resolved on the first call and again on the first call after :meth:`renew`.
 
-    def _load_file(self, full_path: str, open_method: Any) -> Any:
-        if not os.path.isfile(full_path):
+    botocore hands each client the session's one credentials object, so renewing this
+    one reaches every client. What the chain returns keeps its own refresh (Lambda's
+    container credentials expire and are fetched again by botocore itself).
+    """
+
+    def __init__(self, resolve: Callable[[], Credentials | None]) -> None:
+        # No botocore fields of its own: every read goes to the credentials resolved last.
+        self._resolve = resolve
+        self._found: Credentials | None = None
+        self._renew_lock = threading.Lock()
+        self.method = "renewable"
+
+    def renew(self) -> None:
+        """Resolve again on the next call."""
+        with self._renew_lock:
+            self._found = None
+
+    def resolved(self) -> Credentials:
+        """The credentials in use; :class:`NoCredentialsError` when the chain finds none."""
+        found = self._found
+        if found is None:
+            with self._renew_lock:
+                if self._found is None:
+                    self._found = self._resolve()
+                found = self._found
+        if found is None:
+            raise NoCredentialsError()
+        return found
+
+    def get_frozen_credentials(self) -> ReadOnlyCredentials:
+        return self.resolved().get_frozen_credentials()
+
+    @property
+    def access_key(self) -> str:
+        return str(self.resolved().access_key)
+
+    @property
+    def secret_key(self) -> str:
+        return str(self.resolved().secret_key)
+
+    @property
+    def token(self) -> str | None:
+        return self.resolved().token  # type: ignore[no-any-return]
+
+    @property
+    def account_id(self) -> str | None:
+        # Read by botocore's endpoint rules (account-based DynamoDB endpoints); none when no credentials.
+        try:
+            return self.resolved().account_id  # type: ignore[no-any-return]
+        except NoCredentialsError:
             return None
-        with open_method(full_path, "rb") as fp:
-            return json.loads(fp.read())
 
 
-class _DataLoader(Loader):  # type: ignore[misc]  # botocore is untyped
-    """botocore's loader, but a service is any directory of the data path: botocore lists each of its
-    ~440 service directories to find which hold the file type asked for (twice per cold start, once
-    for models and once for endpoint rules); a name that is not a service still fails, on loading."""
+class _RenewingProvider:
+    """The session's ``credential_provider`` component: always the one renewable object."""
 
-    FILE_LOADER_CLASS = _PlainJSONFiles
+    def __init__(self, session: Session) -> None:
+        # One chain, built once: its providers read the environment each time they are asked.
+        self.credentials = RenewableCredentials(create_credential_resolver(session).load_credentials)
 
-    def list_available_services(self, type_name: str) -> list[str]:
-        return sorted({name for path in self.search_paths if os.path.isdir(path) for name in os.listdir(path)})
+    def load_credentials(self) -> RenewableCredentials:
+        return self.credentials
 
 
 def _new_session() -> Session:
     session = Session()
-    extra = session.get_config_variable("data_path")  # AWS_DATA_PATH, as botocore's own loader reads it
-    paths = [os.path.expanduser(os.path.expandvars(p)) for p in extra.split(os.pathsep)] if extra else []
-    session.register_component("data_loader", _DataLoader(extra_search_paths=paths))
+    session.register_component("credential_provider", _RenewingProvider(session))
     return session
 
 
@@ -99,6 +150,20 @@ def client(service: str, *, max_attempts: int = 3, pool: int = 32, validate: boo
             found = _session[0].create_client(service, config=config)
             _clients[key] = found
         return found
+
+
+def close_connections() -> None:
+    """Close every client's pooled connections; a client opens new ones on its next call."""
+    with _lock:
+        for made in _clients.values():
+            made.close()
+
+
+def renew_credentials() -> None:
+    """Make every client resolve its credentials again on its next call."""
+    with _lock:
+        if _session:
+            _session[0].get_credentials().renew()
 
 
 def reset_clients() -> None:

@@ -25,6 +25,7 @@ from botocore.exceptions import ClientError
 
 from adapters.batch_writer import PendingWrite, serialize_item
 from adapters.observability import logger
+from adapters.snapstart import forget_on_restore
 from keydesign.occupancy import SINCE_PK, DayOccupancy, OccupancyRecord, day_of, day_pk, recording_since
 from keydesign.periods import DAY_MS
 
@@ -159,9 +160,14 @@ class _TtlCache:
             while len(self._data) > self._entries:
                 self._data.popitem(last=False)
 
+    def clear(self) -> None:
+        with self._lock:
+            self._data.clear()
+
 
 class OccupancyReader:
-    """The query function's view of occupancy, through a short cache. Thread-safe."""
+    """The query function's view of occupancy, through a short cache. Thread-safe. A copy
+    restored from a SnapStart snapshot starts with an empty cache."""
 
     def __init__(
         self,
@@ -176,6 +182,15 @@ class OccupancyReader:
         self._clock = clock
         self._wall_ms = wall_ms
         self._cache = _TtlCache(ttl_s, entries, clock)
+        forget_on_restore(self)
+
+    def forget(self) -> None:
+        """Drop every day read. A ``since`` marker read is kept: it is written once (a conditional put)
+        and never changes; only its absence can, and an absence is dropped too."""
+        hit, since = self._cache.get("since")
+        self._cache.clear()
+        if hit and since is not None:
+            self._cache.put("since", since, self._clock())
 
     def since(self, *, consistent: bool = False) -> tuple[int | None, int]:
         """The marker, and the calls made to read it (0 when cached)."""

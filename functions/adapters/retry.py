@@ -20,6 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from adapters.snapstart import generator
+
 Clock = Callable[[], float]
 Sleep = Callable[[float], None]
 T = TypeVar("T")
@@ -84,7 +86,7 @@ class RetryLoop:
     ) -> None:
         self._backoff = backoff
         self._sleep = sleep
-        self._rng = rng or random.Random()
+        self._rng = rng or generator()
         self._lock = threading.Lock()
         self._max_attempts = max_attempts
 

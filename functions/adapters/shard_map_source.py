@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
+from adapters.snapstart import forget_on_restore
 from keydesign import ShardMap
 
 
@@ -32,7 +33,8 @@ class StaticShardMap:
 
 
 class CachedShardMap:
-    """Reads the map with ``loader`` at most once per ``ttl_ms``; thread-safe."""
+    """Reads the map with ``loader`` at most once per ``ttl_ms``; thread-safe. A copy restored from a
+    SnapStart snapshot reads it again (the time spent in the snapshot is on no clock of its own)."""
 
     def __init__(
         self,
@@ -46,6 +48,11 @@ class CachedShardMap:
         self._lock = threading.Lock()
         self._map: ShardMap | None = None
         self._loaded_at = float("-inf")
+        forget_on_restore(self)
+
+    def forget(self) -> None:
+        with self._lock:
+            self._map, self._loaded_at = None, float("-inf")
 
     def current(self) -> ShardMap:
         now = self._clock()

@@ -8,7 +8,7 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from adapters.collector import tune_collector
-from adapters.observability import logger, tracer
+from adapters.observability import logger
 from adapters.secret_versions import SecretVersions
 from cursor_rotation.logic import KeyRotation, RotationStep
 
@@ -17,6 +17,5 @@ tune_collector()  # last: everything above is init
 
 
 @logger.inject_lambda_context(clear_state=True)
-@tracer.capture_lambda_handler(capture_response=False)
 def handler(event: dict[str, Any], context: LambdaContext) -> None:
     ROTATION.run(RotationStep.from_event(event))

@@ -18,7 +18,7 @@ from aws_lambda_powertools.utilities.batch.types import PartialItemFailureRespon
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from adapters.collector import tune_collector
-from adapters.observability import logger, metrics, tracer
+from adapters.observability import logger, metrics
 from adapters.stream_events import NotAStreamEvent, stream_records
 from hotkeys.logic import HotKeyMonitor
 from hotkeys.settings import HotKeySettings
@@ -32,7 +32,6 @@ tune_collector()  # last: everything above is init
 
 
 @logger.inject_lambda_context(clear_state=True)
-@tracer.capture_lambda_handler(capture_response=False)
 @metrics.log_metrics(capture_cold_start_metric=True)
 def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
     try:

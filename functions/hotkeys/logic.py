@@ -48,7 +48,7 @@ from aws_lambda_powertools.metrics import MetricUnit, single_metric
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 
 from adapters.clients import client
-from adapters.observability import NAMESPACE, logger, metrics, tracer
+from adapters.observability import NAMESPACE, logger, metrics
 from adapters.shard_map_source import ShardMapSource
 from adapters.shard_map_store import Applied, Compaction, ShardMapStore, shard_map_source
 from hotkeys.alerts import Alert, AlertPublisher
@@ -305,7 +305,6 @@ class HotKeyMonitor:
 
     # -- one batch ---------------------------------------------------------------------------
 
-    @tracer.capture_method(capture_response=False)
     def process(self, records: Sequence[Any]) -> BatchOutcome:
         """Count one batch of Lambda DynamoDB stream records, then judge the windows that are due."""
         now = self._clock_ms()
@@ -412,7 +411,6 @@ class HotKeyMonitor:
                 except Exception:
                     logger.exception("could not release the claim; it expires with its lease", window=format_ts(start))
 
-    @tracer.capture_method(capture_response=False)
     def _judge(self, start: int, outcome: BatchOutcome) -> Decisions:
         config = self._config
         load = self._control.read_window(start, config.window_ms)

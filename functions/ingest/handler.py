@@ -20,7 +20,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from adapters.collector import tune_collector
 from adapters.kinesis_records import parse_records
-from adapters.observability import logger, metrics, tracer
+from adapters.observability import logger, metrics
 from adapters.stream_events import NotAStreamEvent
 from ingest.logic import Ingestor
 from ingest.settings import IngestSettings
@@ -35,7 +35,6 @@ def create_handler(ingestor: Ingestor) -> Callable[[dict[str, Any], LambdaContex
     processor = BatchProcessor(event_type=EventType.KinesisDataStreams, raise_on_entire_batch_failure=False)
 
     @logger.inject_lambda_context(clear_state=True)
-    @tracer.capture_lambda_handler(capture_response=False)
     @metrics.log_metrics(capture_cold_start_metric=True)
     def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
         try:

@@ -50,7 +50,7 @@ from adapters.batch_writer import (
 )
 from adapters.clients import client
 from adapters.kinesis_records import StreamRecord
-from adapters.observability import logger, metrics, tracer
+from adapters.observability import logger, metrics
 from adapters.occupancy import OccupancyRecorder, OccupancyStore
 from adapters.rejects import Reject, RejectsPublisher, RejectsReport, SendMessageBatchApi
 from adapters.retry import Backoff, Clock, Deadline, Sleep
@@ -290,7 +290,6 @@ class Ingestor:
 
     # -- the batch ---------------------------------------------------------------
 
-    @tracer.capture_method(capture_response=False)
     def ingest(self, records: Sequence[StreamRecord], remaining_ms: int) -> BatchOutcome:
         """Ingest one batch of Kinesis records within ``remaining_ms``."""
         deadline = Deadline.after_ms(remaining_ms - self._margin_ms, self._clock)

@@ -20,10 +20,11 @@ bug (tampered, truncated) from a misuse (foreign cursor, old version).
 The key rotates (Secrets Manager staging labels, docs/deploy.md): a cursor is
 signed with ``AWSCURRENT`` and accepted under ``AWSCURRENT`` or ``AWSPREVIOUS``,
 so one issued just before a rotation still works after it, and one from two
-rotations ago does not. :class:`CursorKeys` keeps both for ``CURSOR_KEY_TTL``
-and, when a cursor verifies under neither, fetches them again early, at most
-once per :data:`MISS_REFRESH_MS` (a container that has not yet seen a rotation
-meets cursors signed with the new key; forged cursors cannot make it fetch more).
+rotations ago does not. :class:`CursorKeys` keeps them for ``CURSOR_KEY_TTL``
+(the previous one fetched only once a cursor needs it) and, when a cursor
+verifies under neither, fetches them again early, at most once per
+:data:`MISS_REFRESH_MS` (a container that has not yet seen a rotation meets
+cursors signed with the new key; forged cursors cannot make it fetch more).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from collections.abc import Callable
 from adapters.observability import logger
 from adapters.secret_reader import CURRENT, PREVIOUS
 from adapters.settings import SettingsError
+from adapters.snapstart import forget_on_restore
 from keydesign import InvalidInput, format_ts, parse_timestamp
 from query.merge import Position
 from query.settings import MIN_SECRET_CHARS, CursorSecretSource
@@ -80,10 +82,15 @@ class CursorKeys:
     """The key cursors are signed with and the keys they are accepted under, kept ``ttl_ms``.
 
     ``fetch(stage)`` gives the key at a staging label (``AWSCURRENT``, ``AWSPREVIOUS``),
-    None when no version carries it. Fetched on first use, again once ``ttl_ms`` has
-    passed, and early on :meth:`refresh_after_miss`. A failed refetch keeps the keys
-    already held (and tries again after :data:`MISS_REFRESH_MS`): Secrets Manager
-    being briefly unreachable must not fail reads that need no new key.
+    None when no version carries it. The current key is fetched on first use, again once
+    ``ttl_ms`` has passed, and early on :meth:`refresh_after_miss`; the previous one only
+    when a cursor does not verify under the current one (:meth:`with_previous`, once per
+    fetch of the current key), since nearly every cursor was signed with the current key
+    and a cold start or a restore then makes one call, not two. A failed refetch keeps
+    the keys already held (and tries again after :data:`MISS_REFRESH_MS`): Secrets
+    Manager being briefly unreachable must not fail reads that need no new key. A copy
+    restored from a SnapStart snapshot fetches them again on first use: the key may have
+    rotated while the snapshot waited, and no clock of the copy's measured that wait.
     """
 
     def __init__(
@@ -98,8 +105,14 @@ class CursorKeys:
         self._clock_ms = clock_ms
         self._lock = threading.Lock()
         self._keys: tuple[bytes, ...] = ()
+        self._previous_asked = False
         self._fetched_at = 0
         self._expires_at = 0
+        forget_on_restore(self)
+
+    def forget(self) -> None:
+        with self._lock:
+            self._keys, self._previous_asked, self._fetched_at, self._expires_at = (), False, 0, 0
 
     @classmethod
     def from_source(cls, source: CursorSecretSource, read: Callable[[str, str], bytes | None]) -> CursorKeys:
@@ -124,17 +137,37 @@ class CursorKeys:
         return self.accepted()[0]
 
     def accepted(self) -> tuple[bytes, ...]:
-        """The keys a cursor may have been signed with: the current one first, then the previous one."""
+        """The keys a cursor may have been signed with: the current one first, then the previous
+        one once :meth:`with_previous` has fetched it."""
         keys = self._keys
         if keys and (self._ttl_ms is None or self._clock_ms() < self._expires_at):
             return keys
         with self._lock:
             if not self._keys or (self._ttl_ms is not None and self._clock_ms() >= self._expires_at):
-                self._load()
+                self._load(previous=False)
             return self._keys
 
+    def with_previous(self) -> bool:
+        """Fetch the previous key if it was not asked for since the current one was fetched; True when
+        that gave a key not held before. A failed fetch is logged and asked again after the next fetch."""
+        if self._ttl_ms is None:
+            return False
+        with self._lock:
+            if self._previous_asked or not self._keys:
+                return False
+            self._previous_asked = True
+            try:
+                previous = self._fetch(PREVIOUS)
+            except Exception:
+                logger.warning("the previous cursor key could not be fetched", exc_info=True)
+                return False
+            if previous is None or previous in self._keys:
+                return False
+            self._keys = (self._keys[0], previous)
+            return True
+
     def refresh_after_miss(self) -> bool:
-        """Fetch the keys again if they were last fetched :data:`MISS_REFRESH_MS` ago or more;
+        """Fetch both keys again if they were last fetched :data:`MISS_REFRESH_MS` ago or more;
         True when that gave keys not held before."""
         if self._ttl_ms is None:
             return False
@@ -142,23 +175,24 @@ class CursorKeys:
             if self._clock_ms() - self._fetched_at < MISS_REFRESH_MS:
                 return False
             before = self._keys
-            self._load()
+            self._load(previous=True)
             return self._keys != before
 
-    def _load(self) -> None:
+    def _load(self, *, previous: bool) -> None:
         now = self._clock_ms()
         try:
             current = self._fetch(CURRENT)
             if current is None:
                 raise SettingsError("CURSOR_SECRET_ARN", "the secret has no AWSCURRENT version")
-            previous = self._fetch(PREVIOUS)
+            older = self._fetch(PREVIOUS) if previous else None
         except Exception:
             if not self._keys:
                 raise
             logger.warning("cursor keys not refreshed; keeping the ones held", exc_info=True)
             self._fetched_at, self._expires_at = now, now + MISS_REFRESH_MS
             return
-        self._keys = (current,) if previous is None or previous == current else (current, previous)
+        self._keys = (current,) if older is None or older == current else (current, older)
+        self._previous_asked = previous
         self._fetched_at, self._expires_at = now, now + (self._ttl_ms or 0)
 
 
@@ -169,11 +203,13 @@ class CursorCodec:
         self._keys = keys if isinstance(keys, CursorKeys) else CursorKeys(_only_current(keys), ttl_ms=None)
 
     def _verifies(self, mac: bytes, body: bytes) -> bool:
-        if any(hmac.compare_digest(mac, _mac(key, body)) for key in self._keys.accepted()):
-            return True
-        # Perhaps the key has rotated since it was fetched: look again (rate-limited), then once more.
-        return self._keys.refresh_after_miss() and any(
-            hmac.compare_digest(mac, _mac(key, body)) for key in self._keys.accepted()
+        keys = self._keys
+        # The current key; then the previous one (a cursor signed before the last rotation); then,
+        # perhaps the key has rotated since it was fetched, both again (rate-limited).
+        return (
+            _signed_by_one(mac, body, keys.accepted())
+            or (keys.with_previous() and _signed_by_one(mac, body, keys.accepted()))
+            or (keys.refresh_after_miss() and _signed_by_one(mac, body, keys.accepted()))
         )
 
     def encode(self, bound_to: bytes, position: Position) -> str:
@@ -217,6 +253,10 @@ class CursorCodec:
 
 def _mac(key: bytes, body: bytes) -> bytes:
     return hmac.new(key, _DOMAIN + body, hashlib.sha256).digest()
+
+
+def _signed_by_one(mac: bytes, body: bytes, keys: tuple[bytes, ...]) -> bool:
+    return any(hmac.compare_digest(mac, _mac(key, body)) for key in keys)
 
 
 def _only_current(key: Callable[[], bytes]) -> Callable[[str], bytes | None]:

@@ -38,7 +38,7 @@ from typing import Any
 from aws_lambda_powertools.metrics import MetricUnit
 
 from adapters.clients import client
-from adapters.observability import logger, metrics, tracer
+from adapters.observability import logger, metrics
 from adapters.occupancy import OccupancyReader, OccupancyStore
 from adapters.partition_reader import DynamoPartitionReader, Page, PageRequest, PartitionReader
 from adapters.rollup_store import ReadCount, RollupStore
@@ -663,10 +663,9 @@ class QueryService:
         With ``abandon`` (a read under a deadline) calls still in flight are not
         waited for: their answers are no longer wanted, and waiting would pass the deadline."""
         pool = ThreadPoolExecutor(max_workers=max(1, min(self._limits.concurrency, partitions)))
-        read = _in_trace_context(self._reader.read_page)
 
         def submit(request: PageRequest) -> Future[Page]:
-            return pool.submit(read, request)
+            return pool.submit(self._reader.read_page, request)
 
         try:
             yield submit
@@ -838,24 +837,6 @@ def _stream(
         sk_high=sk_high,
         lookback=lookback,
     )
-
-
-def _in_trace_context(read: Callable[[PageRequest], Page]) -> Callable[[PageRequest], Page]:
-    """Run ``read`` in worker threads under the caller's X-Ray segment (the
-    X-Ray SDK keeps it per thread, so a pool thread would otherwise have none)."""
-    if tracer.disabled:
-        return read
-    recorder: Any = tracer.provider
-    entity = recorder.get_trace_entity()
-
-    def traced(request: PageRequest) -> Page:
-        recorder.set_trace_entity(entity)
-        try:
-            return read(request)
-        finally:
-            recorder.clear_trace_entities()
-
-    return traced
 
 
 # -- shapes --------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from typing import Any, cast
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from adapters.collector import tune_collector
-from adapters.observability import logger, metrics, tracer
+from adapters.observability import logger, metrics
 from adapters.retry import Deadline
 from rollup.logic import RollupRunner, emit
 from rollup.settings import RollupSettings
@@ -27,7 +27,6 @@ def create_handler(runner: RollupRunner) -> Callable[[dict[str, Any], LambdaCont
     runtime makes its own around a runner on a clock ahead of the wall clock (compressed time)."""
 
     @logger.inject_lambda_context(clear_state=True)
-    @tracer.capture_lambda_handler(capture_response=False)
     @metrics.log_metrics(capture_cold_start_metric=True)
     def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         report = runner.run(Deadline.after_ms(context.get_remaining_time_in_millis() - MARGIN_MS))

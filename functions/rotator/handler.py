@@ -18,7 +18,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from adapters.collector import tune_collector
-from adapters.observability import logger, metrics, tracer
+from adapters.observability import logger, metrics
 from rotator.logic import Rotator
 from rotator.request import InvalidRequest, RotationRequest
 from rotator.settings import RotatorSettings
@@ -31,7 +31,6 @@ def create_handler(
     runtime makes its own around a Rotator whose Lambda client is its in-process mapping API."""
 
     @logger.inject_lambda_context(clear_state=True)
-    @tracer.capture_lambda_handler(capture_response=False)
     @metrics.log_metrics(capture_cold_start_metric=True)
     def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         try:

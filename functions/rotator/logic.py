@@ -47,7 +47,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from botocore.exceptions import ClientError
 
 from adapters.clients import client
-from adapters.observability import logger, metrics, tracer
+from adapters.observability import logger, metrics
 from adapters.retry import Clock, Deadline
 from rotator.alarms import DELETE_BATCH, AlarmApi, CloudWatchAlarms, ExistingAlarm
 from rotator.lifecycle import CLASS_REVIEW_AFTER_MS, HOUR_MS, DeletionRefused, Lifecycle, PeriodTable, Phase
@@ -166,7 +166,6 @@ class Rotator:
     def now_ms(self) -> int:
         return self._clock_ms()
 
-    @tracer.capture_method(capture_response=False)
     def run(self, *, now_ms: int | None = None, dry_run: bool = False, budget_ms: float | None = None) -> RunSummary:
         """One rotation at ``now_ms`` (default: the clock). ``budget_ms`` is the time the
         run may take; work left when it runs out is skipped for the next run."""
@@ -179,7 +178,6 @@ class Rotator:
         )
         return summary
 
-    @tracer.capture_method(capture_response=False)
     def build(
         self, names: Sequence[str], *, now_ms: int | None = None, dry_run: bool = False, budget_ms: float | None = None
     ) -> RunSummary:

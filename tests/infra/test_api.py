@@ -9,6 +9,7 @@ import pytest
 
 from infra.api import ACCESS_LOG_FORMAT, CURSOR_ROTATION, _path_names, app_routes
 from infra.config import API_INTEGRATION_TIMEOUT_S, LambdaFunction
+from infra.lambdas import LIVE_ALIAS
 from query.settings import MIN_SECRET_CHARS
 from tests.infra.conftest import Synthesized
 from tests.infra.template_queries import grants, render
@@ -16,6 +17,8 @@ from tests.infra.template_queries import grants, render
 pytestmark = pytest.mark.infra
 
 OPENAPI = Path(__file__).resolve().parents[2] / "docs" / "openapi.json"
+#: The runtimes SnapStart supports for Python: 3.12 and later (Lambda's documentation).
+SNAPSTART_RUNTIMES = ("python3.12", "python3.13", "python3.14")
 
 
 def _documented() -> dict[tuple[str, str], dict[str, bool]]:
@@ -44,13 +47,14 @@ def test_every_method_requires_iam_and_validates_its_parameters(synthesized: Syn
     (validator_id,) = synth.of_type("AWS::ApiGateway::RequestValidator")
     validator = synth.resources[validator_id]["Properties"]
     assert validator["ValidateRequestParameters"] is True
-    query_function = synth.function(LambdaFunction.QUERY)[0]
+    alias = synth.logical_id(synth.stack.api.query.invoked)
     for method in methods.values():
         properties = method["Properties"]
         assert properties["AuthorizationType"] == "AWS_IAM"
         assert properties["RequestValidatorId"] == {"Ref": validator_id}
         assert properties["Integration"]["Type"] == "AWS_PROXY"
-        assert query_function in render(properties["Integration"]["Uri"])
+        # the alias of the published version, which SnapStart restores; never the unqualified function
+        assert render(properties["Integration"]["Uri"]).endswith(f"/functions/${{{alias}}}/invocations")
     required = sorted(
         name
         for method in methods.values()
@@ -193,16 +197,46 @@ def test_the_cursor_key_rotates_on_schedule_through_its_own_function(synthesized
     assert query_secret_grants == {("secretsmanager:GetSecretValue", secret_text, "{}")}
 
 
-def test_only_the_api_may_invoke_the_query_function(synthesized: Synthesized) -> None:
+def test_only_the_api_may_invoke_the_query_function_and_only_through_its_alias(synthesized: Synthesized) -> None:
     synth = synthesized.synth("default")
     function_id = synth.function(LambdaFunction.QUERY)[0]
+    alias = synth.logical_id(synth.stack.api.query.invoked)
     permissions = [
         p["Properties"]
         for p in synth.of_type("AWS::Lambda::Permission").values()
-        if p["Properties"]["FunctionName"] == {"Fn::GetAtt": [function_id, "Arn"]}
+        if p["Properties"]["FunctionName"] == {"Ref": alias}
     ]
     assert len(permissions) == len(app_routes())  # one per method, no test-invoke permissions
+    # None on the unqualified function ($LATEST, which SnapStart does not cover) nor on a version
+    targets = {render(p["Properties"]["FunctionName"]) for p in synth.of_type("AWS::Lambda::Permission").values()}
+    assert not any(function_id in target for target in targets)
     stage = synth.logical_id(synth.stack.api.rest_api.deployment_stage)
     for permission in permissions:
         assert permission["Principal"] == "apigateway.amazonaws.com"
         assert f"${{{stage}}}/GET/" in render(permission["SourceArn"])
+
+
+def test_the_query_function_runs_with_snapstart_through_the_live_alias_of_its_newest_version(
+    synthesized: Synthesized,
+) -> None:
+    synth = synthesized.synth("default")
+    function_id, function = synth.function(LambdaFunction.QUERY)
+    assert function["Properties"]["SnapStart"] == {"ApplyOn": "PublishedVersions"}
+    assert function["Properties"]["Runtime"] in SNAPSTART_RUNTIMES
+    # SnapStart's incompatibilities: provisioned concurrency, EFS, ephemeral storage above 512 MB
+    assert "FileSystemConfigs" not in function["Properties"]
+    assert function["Properties"].get("EphemeralStorage", {"Size": 512})["Size"] <= 512
+    (version_id, version), *others = synth.of_type("AWS::Lambda::Version").items()
+    assert others == [] and version["Properties"]["FunctionName"] == {"Ref": function_id}
+    # A replaced version is deleted: its snapshot is billed for as long as it exists
+    assert (version["DeletionPolicy"], version["UpdateReplacePolicy"]) == ("Delete", "Delete")
+    # The alias follows the newest version, with no provisioned concurrency (SnapStart refuses it)
+    (alias,) = [a["Properties"] for a in synth.of_type("AWS::Lambda::Alias").values()]
+    assert alias == {
+        "FunctionName": {"Ref": function_id},
+        "FunctionVersion": {"Fn::GetAtt": [version_id, "Version"]},
+        "Name": LIVE_ALIAS,
+    }
+    # Only the query function: the others would pay the snapshot's charges for no one waiting (docs/decisions.md)
+    snap = {k for k, v in synth.of_type("AWS::Lambda::Function").items() if "SnapStart" in v["Properties"]}
+    assert snap == {function_id}

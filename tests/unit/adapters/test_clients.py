@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from botocore.exceptions import DataNotFoundError, UnknownServiceError
-from botocore.loaders import create_loader
+from botocore.exceptions import NoCredentialsError
 
 from adapters import clients
+from tests.unit.adapters.conftest import CountingDynamoDB
 
 
 @pytest.fixture(autouse=True)
@@ -39,18 +39,59 @@ def test_reset_forgets_the_clients_and_the_session() -> None:
     assert clients.client("dynamodb") is not first
 
 
-def test_the_loader_reads_the_same_models_as_botocores_own_and_still_refuses_an_unknown_service() -> None:
-    # Given the shared session's loader (plain dicts, a cheaper service listing) and botocore's default one
-    clients.client("dynamodb")
-    assert isinstance(clients._session[0].get_component("data_loader"), clients._DataLoader)
-    ours, theirs = clients._DataLoader(), create_loader()  # fresh: a resolver adds to the data it was given
-    # Then every file a client reads holds the same data
-    for service, kind in (("dynamodb", "service-2"), ("sqs", "endpoint-rule-set-1")):
-        assert ours.load_service_model(service, kind) == theirs.load_service_model(service, kind)
-    assert ours.load_data("endpoints") == theirs.load_data("endpoints")
-    # And a name that is no service still fails when its client is asked for
-    with pytest.raises((DataNotFoundError, UnknownServiceError)):
-        clients.client("no-such-service")
+def test_closed_connections_are_opened_anew_by_the_next_call(dynamodb_endpoint: CountingDynamoDB) -> None:
+    # Given a client whose calls share one pooled connection
+    dynamodb = clients.client("dynamodb")
+    dynamodb.list_tables()
+    dynamodb.list_tables()
+    assert dynamodb_endpoint.connections == 1
+    # When the pools are closed (a snapshot is about to be taken, or a copy was restored from one)
+    clients.close_connections()
+    # Then the same client still works, over a new connection
+    assert dynamodb.list_tables()["TableNames"] == []
+    assert dynamodb_endpoint.connections == 2
+
+
+def test_renewed_credentials_are_resolved_again_from_the_environment_by_the_next_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Given clients made (and a call signed) with the credentials of init's environment
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAINITIALISED")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    dynamodb, sqs = clients.client("dynamodb", max_attempts=1), clients.client("sqs", max_attempts=1)
+    signed: list[str] = []
+
+    def capture(request: object, **_: object) -> None:
+        authorization = request.headers["Authorization"].decode()  # type: ignore[attr-defined]
+        signed.append(authorization.split("Credential=")[1].split("/")[0])
+        raise RuntimeError("captured")
+
+    for made in (dynamodb, sqs):
+        made.meta.events.register_last("before-send", capture)
+
+    def call_both() -> None:
+        for call in (dynamodb.list_tables, sqs.list_queues):
+            with pytest.raises(RuntimeError, match="captured"):
+                call()
+
+    call_both()
+    # When the environment changes (a restored copy's has other credentials), the clients keep theirs...
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIARESTORED")
+    call_both()
+    # ...until they are renewed: then every client resolves them again
+    clients.renew_credentials()
+    call_both()
+    assert signed == ["AKIAINITIALISED"] * 4 + ["AKIARESTORED"] * 2
+
+
+def test_without_credentials_a_call_fails_naming_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    with pytest.raises(NoCredentialsError):
+        clients.client("dynamodb", max_attempts=1).list_tables()
 
 
 def test_the_endpoint_comes_from_aws_endpoint_url(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -12,12 +12,19 @@ from benchmarks.simulation import seed_hour
 from hotkeys.settings import HotKeySettings
 from ingest.settings import IngestSettings
 from query.settings import QuerySettings
+from rollup.settings import RollupSettings
 from rotator.settings import RotatorSettings
 
 
 @pytest.mark.parametrize(
     ("name", "settings"),
-    [("ingest", IngestSettings), ("query", QuerySettings), ("hotkeys", HotKeySettings), ("rotator", RotatorSettings)],
+    [
+        ("ingest", IngestSettings),
+        ("query", QuerySettings),
+        ("hotkeys", HotKeySettings),
+        ("rotator", RotatorSettings),
+        ("rollup", RollupSettings),
+    ],
 )
 def test_each_handler_gets_an_environment_its_settings_accept(name: str, settings: type) -> None:
     env = handler_env(name)

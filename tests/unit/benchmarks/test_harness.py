@@ -35,6 +35,7 @@ def test_every_benchmark_of_the_issue_is_registered() -> None:
         "rollups",
         "moto-query",
         "query-cpu",
+        "tracing",
     }
     assert all(b.description for b in registered().values())
 

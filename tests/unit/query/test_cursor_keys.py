@@ -122,8 +122,9 @@ def test_forged_cursors_are_refused_and_refetch_at_most_once_per_interval(raw: b
     for _ in range(5):
         with pytest.raises(CursorError):
             codec.decode(token, BOUND)
-    # Then every one is refused, and the keys were fetched again once (two labels), not per cursor
-    assert secret.reads - reads == 2
+    # Then every one is refused, and the keys were fetched again once, not per cursor: the previous key
+    # (first asked for by the first forgery), then both labels (the early refresh)
+    assert secret.reads - reads == 3
 
 
 def test_an_unreachable_secret_keeps_the_keys_already_held(
@@ -157,3 +158,20 @@ def test_a_fixed_key_never_refetches() -> None:
         codec.decode(token[:-2] + ("A" if token[-2] != "A" else "B") + token[-1], BOUND)
     assert codec.decode(token, BOUND) == POSITION
     assert calls == [1]
+
+
+def test_the_previous_key_is_fetched_only_for_a_cursor_the_current_one_does_not_verify(
+    secret: RotatingSecret, clock: Clock
+) -> None:
+    # Given a cursor signed before a rotation, and a container that came up after it
+    old = container(secret, clock).encode(BOUND, POSITION)
+    secret.rotate()
+    fresh = container(secret, clock)
+    reads = secret.reads
+    # When it signs and verifies cursors of its own, one fetch of the current key serves them all
+    fresh.decode(fresh.encode(BOUND, POSITION), BOUND)
+    fresh.decode(fresh.encode(BOUND, POSITION), BOUND)
+    assert secret.reads - reads == 1
+    # And the older cursor costs one more fetch, the previous key's, once
+    assert fresh.decode(old, BOUND) == fresh.decode(old, BOUND) == POSITION
+    assert secret.reads - reads == 2

@@ -1,61 +1,8 @@
-"""The fan-out machinery around the merge: the X-Ray segment follows reads into pool threads,
-and the benchmark module still measures what docs/query.md reports."""
+"""The fan-out machinery around the merge: the benchmark module still measures what docs/query.md reports."""
 
 from __future__ import annotations
 
-import threading
-from typing import Any
-
-import pytest
-
-from adapters.observability import tracer
-from adapters.partition_reader import Page, PageRequest
 from benchmarks.query_fanout import run
-from keydesign import PartitionQuery
-from query.logic import _in_trace_context
-
-
-class Recorder:
-    """Stands in for the X-Ray recorder, which keeps the current segment per thread."""
-
-    def __init__(self) -> None:
-        self.local = threading.local()
-        self.seen: list[Any] = []
-
-    def get_trace_entity(self) -> Any:
-        return getattr(self.local, "entity", None)
-
-    def set_trace_entity(self, entity: Any) -> None:
-        self.local.entity = entity
-
-    def clear_trace_entities(self) -> None:
-        self.local.entity = None
-
-
-def test_reads_in_pool_threads_run_under_the_callers_segment(monkeypatch: pytest.MonkeyPatch) -> None:
-    recorder = Recorder()
-    recorder.set_trace_entity("segment-of-this-request")
-    monkeypatch.setattr(tracer, "disabled", False)
-    monkeypatch.setattr(tracer, "provider", recorder)
-
-    def read(request: PageRequest) -> Page:
-        recorder.seen.append(recorder.get_trace_entity())
-        return Page((), None, 0, 0.0)
-
-    traced = _in_trace_context(read)
-    worker = threading.Thread(target=traced, args=(PageRequest(PartitionQuery("t", "p", None, None, 0, 1)),))
-    worker.start()
-    worker.join()
-
-    assert recorder.seen == ["segment-of-this-request"]
-
-
-def test_with_tracing_disabled_the_read_is_not_wrapped() -> None:
-    def read(request: PageRequest) -> Page:
-        return Page((), None, 0, 0.0)
-
-    assert tracer.disabled  # outside Lambda
-    assert _in_trace_context(read) is read
 
 
 def test_the_fan_out_benchmark_reads_the_same_page_both_ways_and_pays_each_call() -> None:

@@ -55,6 +55,9 @@ DEMO_ROTATION_CONTEXT: Mapping[str, object] = {
     # Tables past retention within the replayed hours (grace 2h + dial-down delay must stay under it).
     "retention": "3h",
     "dial_down_delay": "2m",
+    # Late readings are stored as long as they are kept (cdk.json's 3d would outlast the 3h): the
+    # replayed hours' readings lag the fast clock; a dropped hour's are refused with the reason.
+    "max_age": "3h",
     # Provisioned tables, sized by the rotator's planner for 2,500 readings/s: closed ones have
     # something to shed.
     "billing_mode": "PROVISIONED",

@@ -26,6 +26,7 @@ import logging
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
 from typing import Any
@@ -40,6 +41,9 @@ _log = logging.getLogger(__name__)
 
 #: How often the readings tables are listed again, to follow new ones' streams.
 TABLE_DISCOVERY_S = 5.0
+#: Removed mappings whose last figures :meth:`StreamMappings.snapshot` still reports (a rotator on a
+#: fast clock removes a closed table's mapping seconds after it delivered).
+KEEP_REMOVED = 16
 
 
 class StreamMappings:
@@ -54,6 +58,7 @@ class StreamMappings:
         self._tables = tables
         self._stop_timeout_s = stop_timeout_s
         self._mappings: list[EventSourceMapping] = []
+        self._removed: deque[tuple[str, dict[str, Any]]] = deque(maxlen=KEEP_REMOVED)
         self._followers: list[_TableFollower] = []
         self._lock = threading.Lock()
 
@@ -89,6 +94,7 @@ class StreamMappings:
         with self._lock:
             if mapping in self._mappings:
                 self._mappings.remove(mapping)
+                self._removed.append((mapping.name, mapping.snapshot()))
 
     def follow_tables(
         self, function: LocalFunction, config: MappingConfig, destination: FailureDestination | None = None
@@ -118,8 +124,9 @@ class StreamMappings:
         return all(m.wait_until_caught_up(max(0.0, deadline - time.monotonic())) for m in mappings)
 
     def snapshot(self) -> dict[str, Any]:
+        """Each mapping's figures by name: the running ones, and the last few removed."""
         with self._lock:
-            return {m.name: m.snapshot() for m in self._mappings}
+            return {**dict(self._removed), **{m.name: m.snapshot() for m in self._mappings}}
 
     def stop(self) -> None:
         for follower in self._followers:

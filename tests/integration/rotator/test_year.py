@@ -44,7 +44,8 @@ CHANGED_WITHIN_RETENTION = int(os.environ.get("YEAR_CHANGED", "1000"))
 MAX_ALARMS = 18
 #: A steady run's calls besides ListTables (tests/integration/rotator/test_scale.py: 54), plus the ones
 #: a table's turn adds in some hours (build one ahead, dial one down, review its class, drop one).
-MAX_CALLS_BESIDES_LISTING = 72
+#: Measured: 69 at 1 day of retention (fewer closed tables to audit in turn), 74 at 30 days.
+MAX_CALLS_BESIDES_LISTING = 80
 
 
 @dataclass

@@ -27,6 +27,7 @@ import pytest
 from adapters.shard_map_store import PAGE_BYTES, Compaction, ShardMapStore
 from hotkeys.detector import Decisions, EntityChange, apply_decisions
 from keydesign import Bucket, ShardMap
+from tests.integration.hotkeys.test_shard_map_store import Counting
 from tests.integration.mocked_aws import create_readings_table
 from tests.integration.rotator.conftest import DAY, HOUR, Clock, World, at
 from tests.integration.rotator.test_scale import HOURLY
@@ -46,24 +47,6 @@ MAX_ALARMS = 18
 #: a table's turn adds in some hours (build one ahead, dial one down, review its class, drop one).
 #: Measured: 69 at 1 day of retention (fewer closed tables to audit in turn), 74 at 30 days.
 MAX_CALLS_BESIDES_LISTING = 80
-
-
-@dataclass
-class Reads:
-    """A reader's refreshes: GetItem calls and the bytes of JSON they returned."""
-
-    inner: Any
-    gets: int = 0
-    bytes: int = 0
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-    def get_item(self, **kwargs: Any) -> Any:
-        response = self.inner.get_item(**kwargs)
-        self.gets += 1
-        self.bytes += len(json.dumps(response.get("Item", {})))
-        return response
 
 
 @dataclass
@@ -119,7 +102,7 @@ def test_months_of_hourly_rotation_and_hot_key_churn_keep_the_state_bounded_by_r
         clock_ms=clock,
         sleep=lambda _s: None,
     )
-    reads = Reads(world.dynamodb)
+    reads = Counting(world.dynamodb)
     reader = ShardMapStore(reads, CONTROL, ShardMap.initial(bucket, 100), clock_ms=clock)
     per_day = math.ceil(CHANGED_WITHIN_RETENTION * DAY / retention)
     devices = iter(random.Random(3).sample(range(FLEET), min(FLEET, per_day * DAYS)))

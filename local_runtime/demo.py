@@ -65,9 +65,6 @@ DEMO_ROTATION_CONTEXT: Mapping[str, object] = {
     # Each table is exported to S3 (moto's) before it is dropped; local mode creates the bucket.
     "export_bucket": "timeseries-demo-exports",
 }
-#: How far back the rollup function's first (and only) run starts: the demo's span from its start to
-#: that run on a loaded machine, with margin. Each minute costs the run a Query per mark key (32).
-ROLLUP_LATENESS = "20m"
 #: The hot-key function's own variables (its settings module's; not stack configuration).
 DEMO_HOT_KEYS_ENVIRONMENT: Mapping[str, str] = {
     # Load measured over 5 s windows (they must divide the 1 min bucket), judged 5 s after they end.
@@ -161,7 +158,7 @@ def run_demo(
     local = LocalOptions(
         faults=options.faults,
         function_log=options.out_dir / "functions.log",
-        environment={LambdaFunction.HOTKEYS: hot_env, LambdaFunction.ROLLUP: {"ROLLUP_LATENESS": ROLLUP_LATENESS}},
+        environment={LambdaFunction.HOTKEYS: hot_env},
         rotator_replay_s=options.history_s if rotates else None,
         rotator_replay_pace_s=options.history_pace_s,
         # The rollup function runs once the streams drain (Observer.roll_up), on a clock ahead by its settle

@@ -12,7 +12,10 @@ function (:mod:`.app_functions`) with its trigger:
   with a table period and the rotator on, the rotator creates those mappings, as in AWS;
 * the rotator on its schedule (:mod:`.scheduler`; only with a table period), on
   a speed-up clock or replaying its past, ingest then on the same clock;
-* the rollup function on its schedule (``LocalOptions.rollups``).
+* the rollup function on its schedule (``LocalOptions.rollups``);
+* Lambda's Invoke API on loopback for every function (:mod:`.lambda_api`): ingest asks the
+  rotator for a missing table through it, as in AWS, and ``tsctl replay`` puts failed batches
+  through ingest or the hot-key function (``Endpoints.lambda_endpoint_url``).
 
 Stopping undoes it all in reverse, whatever failed on the way. The plug points
 (:meth:`LocalSystem.load_function`, :meth:`~LocalSystem.serve_api`,
@@ -41,6 +44,7 @@ from local_runtime.event_source_mapping import FailureDestination, MappingConfig
 from local_runtime.faults import LocalFaults
 from local_runtime.function_logs import FunctionLogRouter
 from local_runtime.functions import FunctionSpec, LocalFunction
+from local_runtime.lambda_api import LambdaInvokeApi
 from local_runtime.mappings import LocalLambda, StreamMappings
 from local_runtime.moto_server import EmbeddedMoto
 from local_runtime.resources import Provisioner, ResourceNames, Resources, existing_readings_tables
@@ -106,6 +110,8 @@ class Endpoints:
     alarm_topic_arn: str
     api_url: str | None = None
     hotkeys_failures_queue_url: str | None = None
+    #: Lambda's Invoke API for the functions (a boto3 Lambda client's ``endpoint_url``).
+    lambda_endpoint_url: str | None = None
     #: The functions running, by their stack name (``<stack_name>-<function>``).
     functions: tuple[str, ...] = ()
 
@@ -134,6 +140,7 @@ class LocalSystem:
         #: The rotator's Lambda client for its stream mappings (None without the rotator).
         self.lambda_api: LocalLambda | None = None
         self.api: RestApi | None = None
+        self.lambda_invoke = LambdaInvokeApi(self.functions.loaded.get)
         self._mappings: StreamMappings | None = None
         self._resources: Resources | None = None
         self._endpoint_url: str | None = None
@@ -194,7 +201,13 @@ class LocalSystem:
             alert_topic_arn=r.alarm_topic_arn,
             hotkeys_function_arn=self.functions.arn(LambdaFunction.HOTKEYS),
             hotkeys_failure_destination_arn=r.hotkeys_failures_queue_arn,
+            rotator_function=self.functions.name(LambdaFunction.ROTATOR) if rotates else None,
         )
+        # Before any function is built: the Lambda clients they make (ingest's, which asks the
+        # rotator for tables) go to the local Invoke API.
+        self._exit.callback(self.lambda_invoke.stop)
+        self._exit.enter_context(patched_environ({"AWS_ENDPOINT_URL_LAMBDA": self.lambda_invoke.start()}))
+        reset_clients()
         self._mappings = StreamMappings(
             dynamodb=self.client("dynamodb"),
             streams=self.client("dynamodbstreams"),
@@ -243,6 +256,7 @@ class LocalSystem:
             self.api.stop()
         if self._mappings is not None:
             self._mappings.stop()
+        self.lambda_invoke.stop(self.functions.timeout_s(LambdaFunction.INGEST))
         self.functions.close()
 
     # -- the functions' triggers ----------------------------------------------------------
@@ -390,6 +404,7 @@ class LocalSystem:
             alarm_topic_arn=r.alarm_topic_arn,
             api_url=self.api.base_url if self.api is not None else None,
             hotkeys_failures_queue_url=r.hotkeys_failures_queue_url,
+            lambda_endpoint_url=self.lambda_invoke.url,
             functions=tuple(self.functions.loaded),
         )
 

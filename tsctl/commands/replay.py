@@ -42,7 +42,7 @@ def register(sub: Any) -> None:
             "examples:\n"
             "  tsctl replay list --stack-name TimeSeriesIngest\n"
             "  tsctl replay run --stack-name TimeSeriesIngest --queue ingest --dry-run\n"
-            "  tsctl replay run --ingest-queue-url $Q --ingest-function TimeSeriesIngest-ingest --endpoint-url $AWS"
+            "  tsctl replay run --ingest-queue-url $Q --endpoint-url $AWS --lambda-endpoint-url $LAMBDA  # local"
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -52,6 +52,10 @@ def register(sub: Any) -> None:
     run_.add_argument("--ingest-function", help="function for the ingest queue's batches (default: the message's)")
     run_.add_argument("--hotkeys-function", help="function for the hot-key queue's batches (default: the message's)")
     run_.add_argument("--dry-run", action="store_true", help="read the ranges and report; invoke and delete nothing")
+    run_.add_argument(
+        "--lambda-endpoint-url",
+        help="Lambda's endpoint, if not --endpoint-url's (local mode: the Lambda API tsctl serve prints)",
+    )
     run_.add_argument(
         "--drop-lost",
         action="store_true",
@@ -88,9 +92,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _client(service: str, args: argparse.Namespace) -> Any:
+    endpoint = getattr(args, "lambda_endpoint_url", None) if service == "lambda" else None
     return boto3.session.Session().client(
         service,
-        endpoint_url=args.endpoint_url,
+        endpoint_url=endpoint or args.endpoint_url,
         region_name=args.region,
         config=Config(retries={"mode": "standard", "max_attempts": 5}),
     )

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from infra.config import AppConfig, LambdaFunction, load_cdk_json_context
+from infra.config import AppConfig, load_cdk_json_context
 from keydesign import InvalidInput, format_ts
 from tsctl.arguments import checked
 
@@ -28,9 +28,6 @@ if TYPE_CHECKING:
     from local_runtime import Endpoints, LocalFaults
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-#: How far back the rollup function's first run starts: each minute of it is a Query per mark key (32)
-#: on moto, so the stack's 1 d would keep a fresh local system busy for minutes with empty ones.
-SERVE_ROLLUP_LATENESS = "1h"
 _port = checked(
     int, lambda v: 0 <= v <= 65_535, "a port number", "{} is not a port number (0-65535; 0 picks a free one)"
 )
@@ -103,7 +100,6 @@ def run(args: argparse.Namespace) -> int:
         function_log=args.function_log,
         rotator_clock_speed=args.rotator_speed,
         rollups=True,
-        environment={LambdaFunction.ROLLUP: {"ROLLUP_LATENESS": SERVE_ROLLUP_LATENESS}},
     )
     stop = threading.Event()
     # Ctrl-C and SIGTERM set the event rather than raise inside the wait (a
@@ -165,6 +161,7 @@ def render(
         ("ingest on-failure queue", e.ingest_failures_queue_url),
         ("hot-key on-failure queue", e.hotkeys_failures_queue_url or "-"),
         ("hot-key topic", e.alarm_topic_arn),
+        ("Lambda API", f"{e.lambda_endpoint_url}   (Invoke, for tsctl replay)" if e.lambda_endpoint_url else "-"),
         ("REST API", f"{e.api_url}   (no SigV4 locally: plain HTTP)" if e.api_url else "not served"),
         ("functions", ", ".join(e.functions)),
         ("rotator", rotator),
@@ -183,6 +180,12 @@ def render(
         f"{env} aws --endpoint-url {url} dynamodb scan --table-name {table} --select COUNT",
         f"{env} python -m tsctl rejects list --endpoint-url {url} --queue-url {e.rejects_queue_url}",
     ]
+    if e.lambda_endpoint_url:
+        examples.append(
+            f"{env} python -m tsctl replay run --endpoint-url {url} --lambda-endpoint-url {e.lambda_endpoint_url} "
+            f"--ingest-queue-url {e.ingest_failures_queue_url}"
+            + (f" --hotkeys-queue-url {e.hotkeys_failures_queue_url}" if e.hotkeys_failures_queue_url else "")
+        )
     out.write("\nTry:\n")
     for example in examples:
         out.write(f"  {example}\n")
@@ -219,7 +222,8 @@ def _rollups_note(config: AppConfig, every_s: float) -> str:
     settle = config.lambdas.ingest.timeout_s + 5
     return (
         f"{config.context.rollups}, every {every_s:g} s of the real clock: a minute is applied "
-        f"{settle} s after it ends; marks later than {SERVE_ROLLUP_LATENESS} counted as late"
+        f"{settle} s after it ends, from the first marks on; readings up to max_age ({config.context.max_age}) late "
+        "are applied too"
     )
 
 

@@ -148,8 +148,7 @@ def _assert_the_rotation(report: dict[str, Any]) -> None:
 def _assert_the_rollups(report: dict[str, Any]) -> None:
     # The rollups, applied once the streams drained, answered the hot sensor's minutes and every
     # entity's with the published readings' figures, the hot sensor's beside what its raw read costs
-    # (late marks, of readings older than ROLLUP_LATENESS on arrival such as the replayed history, are
-    # counted, not applied: the checks below read minutes of the story only)
+    # (the checks below read minutes of the story only)
     # (with injected invoke errors a run can do the work and fail after it: its figures are unseen)
     rollups = report["rollups"]
     assert report["checks"]["rollups_applied"] is True and rollups["runs"] >= 1

@@ -40,8 +40,7 @@ def test_the_api_answers_from_rollups_with_the_raw_figures(running: Any) -> None
         rollups=True,
         rollup_ahead_s=160.0,
         rollup_every_s=3600.0,
-        # A first run starts LATENESS back: a short one keeps that to a few (empty) minutes.
-        environment={LambdaFunction.ROLLUP: {"ROLLUP_LATENESS": "5m", "ROLLUP_SETTLE": "10s"}},
+        environment={LambdaFunction.ROLLUP: {"ROLLUP_SETTLE": "10s"}},
     )
     system = running(local_config(), options)
     now = int(time.time() * 1000)

@@ -1,0 +1,198 @@
+"""Lambda's Invoke API on loopback, for the local functions: what a boto3 Lambda client calls.
+
+``POST /2015-03-31/functions/<name or ARN>/invocations`` with the header
+``X-Amz-Invocation-Type``, as botocore sends it, so the code that invokes a
+function in AWS runs unchanged against the local system: ingest asks the
+rotator to build a missing table (``InvocationType="Event"``, its client
+pointed here by ``AWS_ENDPOINT_URL_LAMBDA``), and ``tsctl replay run
+--lambda-endpoint-url`` puts failed batches through ingest or the hot-key
+function (``RequestResponse``).
+
+As Lambda answers:
+
+* ``RequestResponse``: 200 and the function's result as JSON; a function that
+  failed (raised, timed out, or an injected invocation error) is still a 200,
+  with ``X-Amz-Function-Error: Unhandled`` and ``{"errorMessage", "errorType"}``;
+* ``Event``: 202 at once; the function runs on a thread of its own, and a failed
+  run is tried twice more (Lambda's default for asynchronous invocations, here
+  ``retry_delays_s`` apart instead of one and two minutes);
+* ``DryRun``: 204;
+* a function that is not running: 404 ``ResourceNotFoundException``; a body
+  that is not JSON: 400 ``InvalidRequestContentException``.
+
+Invocations share the system's invocation gate like every trigger, which is why
+an asynchronous invocation cannot deadlock an invocation that makes it (ingest
+holds the gate while it asks). A function that invoked another *synchronously*
+from its handler would wait for the gate it holds: none does.
+Not emulated: qualifiers (every name is ``$LATEST``), ``X-Amz-Log-Type``
+tails, client contexts, destinations of asynchronous invocations.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, cast
+from urllib.parse import unquote, urlsplit
+
+from local_runtime.environment import assert_loopback
+from local_runtime.functions import FunctionError, LocalFunction
+
+_log = logging.getLogger(__name__)
+
+LOOPBACK = "127.0.0.1"
+_PATH_HEAD = "/2015-03-31/functions/"
+_PATH_TAIL = "/invocations"
+
+
+def function_name(reference: str) -> str:
+    """The function a name, full ARN or partial ARN refers to (``...:function:<name>[:qualifier]``)."""
+    if ":function:" in reference:
+        return reference.split(":function:", 1)[1].split(":", 1)[0]
+    return reference.split(":", 1)[0]
+
+
+class LambdaInvokeApi:
+    """``start()`` serves Invoke for the functions ``find`` returns (by name); ``url`` is its endpoint."""
+
+    def __init__(
+        self,
+        find: Callable[[str], LocalFunction | None],
+        *,
+        port: int = 0,
+        retry_delays_s: Sequence[float] = (1.0, 2.0),
+    ) -> None:
+        self._find = find
+        self._port = port
+        self._retry_delays_s = tuple(retry_delays_s)
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self._running: set[threading.Thread] = set()
+        self._stopping = threading.Event()
+        self._lock = threading.Lock()
+        #: Asynchronous invocations that failed every attempt: (function, error).
+        self.failed_events: list[tuple[str, str]] = []
+
+    @property
+    def url(self) -> str:
+        if self._server is None:
+            raise RuntimeError("the Lambda API is not running")
+        host, port = cast(tuple[str, int], self._server.server_address)[:2]
+        return f"http://{host}:{port}"
+
+    def start(self) -> str:
+        if self._server is not None:
+            return self.url
+        api = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self) -> None:
+                api._handle(self)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        server = ThreadingHTTPServer((LOOPBACK, self._port), Handler)
+        server.daemon_threads = True
+        self._server = server
+        self._thread = threading.Thread(target=server.serve_forever, name="lambda-api", daemon=True)
+        self._thread.start()
+        return assert_loopback(self.url)
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        """Stop serving; wait up to ``timeout_s`` for asynchronous invocations still running."""
+        self._stopping.set()
+        server, self._server = self._server, None
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        deadline = time.monotonic() + timeout_s
+        with self._lock:
+            running = list(self._running)
+        for thread in running:
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
+
+    # -- one request -----------------------------------------------------------------------
+
+    def _handle(self, http: BaseHTTPRequestHandler) -> None:
+        length = int(http.headers.get("Content-Length") or 0)
+        body = http.rfile.read(length) if length > 0 else b""
+        path = urlsplit(http.path).path
+        if not (path.startswith(_PATH_HEAD) and path.endswith(_PATH_TAIL)):
+            self._error(http, 404, "UnknownOperationException", f"not an Invoke request: {path}")
+            return
+        reference = unquote(path[len(_PATH_HEAD) : -len(_PATH_TAIL)])
+        function = self._find(function_name(reference))
+        if function is None:
+            self._error(http, 404, "ResourceNotFoundException", f"Function not found: {reference}")
+            return
+        try:
+            event = json.loads(body) if body else {}
+        except ValueError:
+            self._error(http, 400, "InvalidRequestContentException", "Could not parse request body into json")
+            return
+        kind = http.headers.get("X-Amz-Invocation-Type", "RequestResponse")
+        if kind == "DryRun":
+            self._send(http, 204, b"")
+        elif kind == "Event":
+            self._start_async(function, event)
+            self._send(http, 202, b"")
+        else:
+            self._invoke(http, function, event)
+
+    def _invoke(self, http: BaseHTTPRequestHandler, function: LocalFunction, event: Any) -> None:
+        try:
+            result = function.invoke(event)
+        except FunctionError as error:
+            cause = error.__cause__ or error
+            body = {"errorMessage": str(cause), "errorType": type(cause).__name__}
+            self._send(http, 200, json.dumps(body).encode(), [("X-Amz-Function-Error", "Unhandled")])
+            return
+        self._send(http, 200, json.dumps(result).encode())
+
+    def _start_async(self, function: LocalFunction, event: Any) -> None:
+        thread = threading.Thread(target=self._run_async, args=(function, event), name=f"event-{function.name}")
+        with self._lock:
+            self._running.add(thread)
+        thread.start()
+
+    def _run_async(self, function: LocalFunction, event: Any) -> None:
+        try:
+            for delay in (*self._retry_delays_s, None):
+                try:
+                    function.invoke(event)
+                    return
+                except FunctionError as error:
+                    if delay is None or self._stopping.wait(delay):
+                        _log.error("asynchronous invocation of %s failed every attempt: %s", function.name, error)
+                        with self._lock:
+                            self.failed_events.append((function.name, str(error)))
+                        return
+                    _log.warning("asynchronous invocation of %s failed, retried: %s", function.name, error)
+        finally:
+            with self._lock:
+                self._running.discard(threading.current_thread())
+
+    @staticmethod
+    def _send(http: BaseHTTPRequestHandler, status: int, body: bytes, headers: Sequence[tuple[str, str]] = ()) -> None:
+        http.send_response(status)
+        http.send_header("Content-Type", "application/json")
+        http.send_header("Content-Length", str(len(body)))
+        http.send_header("X-Amz-Executed-Version", "$LATEST")
+        for name, value in headers:
+            http.send_header(name, value)
+        http.end_headers()
+        if body:
+            http.wfile.write(body)
+
+    def _error(self, http: BaseHTTPRequestHandler, status: int, code: str, message: str) -> None:
+        body = json.dumps({"Type": "User", "message": message}).encode()
+        self._send(http, status, body, [("x-amzn-ErrorType", code)])

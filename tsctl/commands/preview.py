@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from keydesign import Layout, ShardMap, earliest_change_boundary, format_ts, plan_capacity
+from keydesign import Ingest, Layout, ShardMap, earliest_change_boundary, format_ts, plan_capacity
 from tsctl import seed
 from tsctl.commands.keys import describe_plan
 from tsctl.commands.plan import evaluate_design, render_plan
@@ -32,11 +32,10 @@ def register(sub: Any) -> None:
         help="the seed scenario through the planner and the key design, computed (no server)",
         description=(
             "The seed scenario (10,000 sensors, 50,000 readings/s of three measures, sensor-alpha-001 "
-            "bursting to 2,000/s, ingest batches of the stack's window, 5 s): the capacity plan, the write "
-            "load on every partition key (WCU/s) when one batch of traffic is packed into blocks under the "
-            "seed's N=16 design and the "
-            "planned one (and after sensor-alpha-001's split, if the plan gives it sub-shards), and the "
-            "query plan of a read of it."
+            f"bursting to 2,000/s, ingest batches of the stack's {Ingest().batching_window_s:g} s window): the "
+            "capacity plan, the write load on every partition key (WCU/s) when one batch of traffic is packed "
+            "into blocks under the seed's N=16 design and the planned one (and after sensor-alpha-001's split, "
+            "if the plan gives it sub-shards), and the query plan of a read of it."
         ),
     )
     p.add_argument("--out", type=Path, default=Path("out/preview"), help="where report.json goes")

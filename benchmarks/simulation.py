@@ -35,8 +35,9 @@ def simulator_speed(quick: bool) -> Result:
     result = Result(
         params={"simulated_s": duration, "layouts": labels, "chunk_seconds": outcome.chunk_seconds},
         method=(
-            "Simulation.run() on the seed scenario (tsctl simulate's defaults: 1 s batches packed into blocks), every "
-            "layout side by side on the same blocks, reads included; wall time of the call (the process's only work)"
+            f"Simulation.run() on the seed scenario (tsctl simulate's defaults: {workload.batching_window_s} s batches "
+            "packed into blocks), every layout side by side on the same blocks, reads included; wall time of the call "
+            "(the process's only work)"
         ),
     )
     result.add(f"simulated {duration // 60} min at 50,000 readings/s: wall time", round(wall, 1), "s", labels)

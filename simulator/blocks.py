@@ -112,7 +112,7 @@ class Batcher:
         """The blocks written in seconds ``first_s ..`` for ``counts`` (seconds x entities); ``close``
         ends every batch at the chunk's last second (a bucket boundary or the end of the run)."""
         seconds, entities = counts.shape
-        if self.batch_s == 1:  # every second is every entity's batch (the stack's default): one lookup in all
+        if self.batch_s == 1:  # every second is every entity's batch: one lookup in all
             packed = self._pack(counts, self._table_of[None, :])
             return Emitted(packed[0], packed[1], packed[2], packed[3])
         out = np.zeros((4, seconds, entities), dtype=np.int64)

@@ -20,7 +20,8 @@ Per second and per entity the number of writes is a count:
 Background entities are named ``name_format.format(rank=k)``; the default
 matches ``tsctl.seed.sensor_name``. Every reading has the shape of ``sample``
 (the planner's default: three measures, no event id), and ingest batches them
-every ``batching_window_s`` (:mod:`.blocks` packs each batch into blocks).
+every ``batching_window_s`` (:mod:`.blocks` packs each batch into blocks; by
+default the planner's window, cdk.json's).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from typing import Literal, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from keydesign import InvalidInput, Reading, validate_entity_id
+from keydesign import Ingest, InvalidInput, Reading, validate_entity_id
 from keydesign.capacity import SAMPLE_READING
 
 Arrivals = Literal["poisson", "even"]
@@ -76,7 +77,7 @@ class SimWorkload:
     start_ms: int
     duration_s: int
     sample: Reading = SAMPLE_READING
-    batching_window_s: int = 1
+    batching_window_s: int = round(Ingest().batching_window_s)
     zipf: float = 0.0
     hot: tuple[HotEntity, ...] = ()
     arrivals: Arrivals = "poisson"

@@ -1,11 +1,12 @@
 """The seed scenario: 10,000 sensors at 50,000 readings/s, sensor-alpha-001 bursting to 2,000/s.
 
 Each reading carries three measures and no event id (ingest derives one, and a
-block stores none). One second of that traffic is one ingest batch at the
-stack's 1 s batching window: packed into blocks by the key-design layer
-(``Layout.pack``, as ingest packs them), it gives the write units every
-partition key takes under a layout and shard map. It computes; it does not
-estimate.
+block stores none). One batching window of that traffic is one ingest batch
+(the window is ``keydesign.Ingest``'s default, cdk.json's: 5 s): packed into
+blocks by the key-design layer (``Layout.pack``, as ingest packs them), it
+gives the write units every partition key takes under a layout and shard map,
+spread over the window's seconds as the batches of successive windows spread
+them. It computes; it does not estimate.
 """
 
 from __future__ import annotations
@@ -30,24 +31,33 @@ RETENTION_MS = 30 * 86_400_000
 
 @dataclass(frozen=True, slots=True)
 class KeyLoad:
-    """Write units per second on every partition key during one second, and the blocks behind them."""
+    """The write units one ingest batch of ``seconds`` puts on every partition key, and its blocks.
+
+    A batch every ``seconds`` puts ``per_key[k]`` units on key ``k`` each time: ``per_key[k] / seconds``
+    write units per second, the rate a key's 1,000 WCU/s limit is measured against.
+    """
 
     label: str
     per_key: Counter[str]
     readings: int
     blocks: tuple[Block, ...]
+    seconds: float
+
+    def wcu(self, key: str) -> float:
+        return self.per_key[key] / self.seconds
 
     @property
-    def hottest(self) -> tuple[str, int]:
-        return self.per_key.most_common(1)[0]
+    def hottest(self) -> tuple[str, float]:
+        key, _ = self.per_key.most_common(1)[0]
+        return key, self.wcu(key)
 
     @property
     def mean(self) -> float:
-        return sum(self.per_key.values()) / len(self.per_key)
+        return sum(self.per_key.values()) / len(self.per_key) / self.seconds
 
     @property
     def over_limit(self) -> int:
-        return sum(1 for v in self.per_key.values() if v > PARTITION_WCU)
+        return sum(1 for key in self.per_key if self.wcu(key) > PARTITION_WCU)
 
     def summary(self) -> dict[str, object]:
         key, wcu = self.hottest
@@ -56,7 +66,7 @@ class KeyLoad:
             "partition_keys": len(self.per_key),
             "blocks": len(self.blocks),
             "hottest_key": key,
-            "hottest_wcu": wcu,
+            "hottest_wcu": round(wcu, 1),
             "mean_wcu": round(self.mean, 1),
             "keys_over_1000": self.over_limit,
         }
@@ -66,18 +76,19 @@ def sensor_name(i: int) -> str:
     return HOT_SENSOR if i == 0 else f"sensor-{i:05d}"
 
 
-def one_second(start_ms: int, seed: int = 7) -> list[Reading]:
-    """50,000 readings in the second from ``start_ms``: 2,000 from the hot sensor,
+def traffic(start_ms: int, seconds: int, seed: int = 7) -> list[Reading]:
+    """The ``seconds`` from ``start_ms``: each second 50,000 readings, 2,000 from the hot sensor and
     the rest spread evenly over the other 9,999 sensors, each with three noisy measures."""
     rng = random.Random(seed)
     readings = []
-    for n in range(GLOBAL_RATE):
-        sensor = sensor_name(0) if n < HOT_RATE else sensor_name(1 + n % (SENSORS - 1))
+    for n in range(GLOBAL_RATE * seconds):
+        second, i = divmod(n, GLOBAL_RATE)
+        sensor = sensor_name(0) if i < HOT_RATE else sensor_name(1 + i % (SENSORS - 1))
         readings.append(
             Reading.parse(
                 {
                     "entity_id": sensor,
-                    "timestamp": start_ms + rng.randrange(1000),
+                    "timestamp": start_ms + 1000 * second + rng.randrange(1000),
                     "measures": {
                         "temp": round(rng.gauss(21.5, 0.3), 2),
                         "rh": round(rng.gauss(45.0, 0.5), 1),
@@ -89,7 +100,7 @@ def one_second(start_ms: int, seed: int = 7) -> list[Reading]:
     return readings
 
 
-def workload(batching_window_s: float = 1.0) -> Workload:
+def workload(batching_window_s: float = Ingest().batching_window_s) -> Workload:
     return Workload(
         peak_writes_per_s=GLOBAL_RATE,
         entities=SENSORS,
@@ -99,10 +110,10 @@ def workload(batching_window_s: float = 1.0) -> Workload:
     )
 
 
-def key_load(label: str, layout: Layout, shard_map: ShardMap, readings: list[Reading]) -> KeyLoad:
-    """``readings`` as one ingest batch: packed into blocks, write units summed per partition key."""
+def key_load(label: str, layout: Layout, shard_map: ShardMap, readings: list[Reading], seconds: float) -> KeyLoad:
+    """``readings`` as one ingest batch of ``seconds``: packed into blocks, write units summed per partition key."""
     blocks = layout.pack([(r, VERSION) for r in readings], shard_map, retention_ms=RETENTION_MS)
     counts: Counter[str] = Counter()
     for block in blocks:
         counts[block.key.pk] += block.write_units
-    return KeyLoad(label, counts, len(readings), tuple(blocks))
+    return KeyLoad(label, counts, len(readings), tuple(blocks), seconds)

@@ -124,10 +124,12 @@ class Ingest:
     the producer packs readings into (64 KB: its default). ``ms_per_reading`` is the
     ingest function's billed time per reading: 0.14 ms is the wall clock per reading
     the ``ingest-network`` benchmark measured at 5 ms a call, before blocks
-    (docs/benchmarks.md); pass your own.
+    (docs/benchmarks.md); pass your own. These defaults are the ones every tool
+    (``tsctl plan``, ``preview``, ``simulate``) starts from; a test holds the
+    window equal to cdk.json's ``ingest_batching_window_s``.
     """
 
-    batching_window_s: float = 1.0
+    batching_window_s: float = 5.0
     shards: int = 50
     parallelization: int = 1
     batch_size: int = 1_000

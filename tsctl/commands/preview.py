@@ -1,10 +1,11 @@
 """``tsctl preview``: the seed scenario, planned and packed into blocks, with the numbers computed (no server).
 
 At full scale (10,000 sensors, 50,000 readings/s) and in seconds: the
-capacity plan, the write load on every partition key when one second of
-traffic (one ingest batch at the stack's 1 s batching window) is packed into
-blocks by the key-design layer, the hot sensor's sub-shards if the plan gives
-it any, and the query plan of a read of it. ``tsctl demo`` runs the same story
+capacity plan, the write load on every partition key when one ingest batch of
+traffic (the planner's batch at the stack's batching window: 5 s, 250,000
+readings) is packed into blocks by the key-design layer, in write units per
+second (the batch's units over its seconds), the hot sensor's sub-shards if
+the plan gives it any, and the query plan of a read of it. ``tsctl demo`` runs the same story
 on the local system and includes this report's capacity plan in its own.
 """
 
@@ -16,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from keydesign import Layout, ShardMap, earliest_change_boundary, format_ts, plan_capacity
+from keydesign import Ingest, Layout, ShardMap, earliest_change_boundary, format_ts, plan_capacity
 from tsctl import seed
 from tsctl.commands.keys import describe_plan
 from tsctl.commands.plan import evaluate_design, render_plan
@@ -31,10 +32,10 @@ def register(sub: Any) -> None:
         help="the seed scenario through the planner and the key design, computed (no server)",
         description=(
             "The seed scenario (10,000 sensors, 50,000 readings/s of three measures, sensor-alpha-001 "
-            "bursting to 2,000/s, 1 s ingest batches): the capacity plan, the write load on every partition "
-            "key when one second of traffic is packed into blocks under the seed's N=16 design and the "
-            "planned one (and after sensor-alpha-001's split, if the plan gives it sub-shards), and the "
-            "query plan of a read of it."
+            f"bursting to 2,000/s, ingest batches of the stack's {Ingest().batching_window_s:g} s window): the "
+            "capacity plan, the write load on every partition key (WCU/s) when one batch of traffic is packed "
+            "into blocks under the seed's N=16 design and the planned one (and after sensor-alpha-001's split, "
+            "if the plan gives it sub-shards), and the query plan of a read of it."
         ),
     )
     p.add_argument("--out", type=Path, default=Path("out/preview"), help="where report.json goes")
@@ -66,15 +67,17 @@ def build_report(now_ms: int) -> dict[str, Any]:
     sized = ShardMap.initial(layout.bucket, n)
     planned = sized.with_entity(seed.HOT_SENSOR, subs, boundary, now_ms=now_ms) if subs > 1 else sized
 
-    before = seed.one_second(layout.bucket.start(now_ms))
+    # One ingest batch as the planner sizes it (the window, unless Lambda's payload cuts it short), in
+    # whole seconds of traffic; it starts on a bucket boundary so all of it falls in one bucket.
+    seconds = max(1, round(plan.stream.batch_s))
+    before = seed.traffic(layout.bucket.start(now_ms), seconds)
     loads = [
-        seed.key_load("seed design: hybrid N=16", layout, ShardMap.initial(layout.bucket, 16), before),
-        seed.key_load(f"hybrid N={n}", layout, planned, before),
+        seed.key_load("seed design: hybrid N=16", layout, ShardMap.initial(layout.bucket, 16), before, seconds),
+        seed.key_load(f"hybrid N={n}", layout, planned, before, seconds),
     ]
     if subs > 1:
-        loads.append(
-            seed.key_load(f"hybrid N={n}, {seed.HOT_SENSOR} in {subs}", layout, planned, seed.one_second(boundary))
-        )
+        after = seed.traffic(boundary, seconds)
+        loads.append(seed.key_load(f"hybrid N={n}, {seed.HOT_SENSOR} in {subs}", layout, planned, after, seconds))
 
     # Every block, before and after a split, must be found by its entity's plan.
     window_from, window_to = layout.bucket.start(now_ms), boundary + layout.bucket.width_ms
@@ -98,6 +101,7 @@ def build_report(now_ms: int) -> dict[str, Any]:
             "hot_sensor": seed.HOT_SENSOR,
             "hot_sensor_rate": seed.HOT_RATE,
             "batching_window_s": workload.ingest.batching_window_s,
+            "batch_s": seconds,
             "reading": {"measures": sorted(workload.sample.measures), "event_id": "derived"},
         },
         "plan": plan.to_dict(),
@@ -128,7 +132,8 @@ def render(report: dict[str, Any], path: Path) -> str:
         "1. Capacity plan (tsctl plan)",
         render_plan(seed.workload(s["batching_window_s"]), report["plan"], report["seed_design_n16"]),
         "",
-        "2. Write load on every partition key when one second of traffic is packed into blocks (key by key)",
+        f"2. Write load on every partition key when one {s['batch_s']:g} s ingest batch is packed into blocks "
+        "(key by key; WCU/s = the batch's write units over its seconds)",
         table(
             [
                 [r["design"], r["partition_keys"], r["blocks"], r["hottest_wcu"], r["mean_wcu"], r["keys_over_1000"]]

@@ -2,9 +2,10 @@
 
 The defaults are the seed scenario (``tsctl.seed``): 50,000 readings/s of three
 measures over 10,000 sensors, ``sensor-alpha-001`` at 2,000/s, ingest batches of
-1 s packed into blocks, for an hour starting half-way through an hourly bucket
-(so a split decided in the first minutes takes effect inside the run). The
-adaptive layout's settings default to the hot-key function's own
+the stack's batching window (``keydesign.Ingest``'s default, cdk.json's: 5 s)
+packed into blocks, for an hour starting half-way through an hourly bucket (so
+a split decided in the first minutes takes effect inside the run). The adaptive
+layout's settings default to the hot-key function's own
 (``hotkeys.settings.HotKeySettings``).
 """
 
@@ -18,7 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from keydesign import ConfigError, InvalidInput, KeyDesignError, ShardMap, parse_duration, parse_timestamp
+from keydesign import ConfigError, Ingest, InvalidInput, KeyDesignError, ShardMap, parse_duration, parse_timestamp
 from tsctl import seed
 from tsctl.commands.plan import parse_sample
 from tsctl.output import emit_json, table
@@ -44,7 +45,7 @@ def register(sub: Any) -> None:
             "percentile, key-seconds over 1,000 WCU (throttled), imbalance, and the fan-out and read units of "
             "single-entity and cross-entity reads. 'adaptive' is the hybrid layout with the hot-key detector's "
             "own logic splitting hot entities at future bucket boundaries. Defaults: the seed scenario (50,000 "
-            "readings/s of three measures, 10,000 sensors, sensor-alpha-001 at 2,000/s, 1 s batches)."
+            "readings/s of three measures, 10,000 sensors, sensor-alpha-001 at 2,000/s, batches of the stack's window)."
         ),
     )
     w = p.add_argument_group("workload")
@@ -57,7 +58,7 @@ def register(sub: Any) -> None:
     w.add_argument(
         "--batching-window",
         type=int,
-        default=1,
+        default=round(Ingest().batching_window_s),
         help="ingest's MaximumBatchingWindowInSeconds, 0-300 (%(default)s, cdk.json's)",
     )
     w.add_argument(

@@ -111,13 +111,15 @@ def test_the_planners_write_units_and_bytes_per_reading_are_what_layout_pack_giv
 
 
 def test_a_hot_entity_s_blocks_hold_1000_readings_and_cost_what_pack_says() -> None:
-    # 2,000 readings/s in 1 s batches: two blocks of 1,000 a second
+    # 2,000 readings/s in batches of the default 5 s window: ten blocks of 1,000 a batch
     plan = plan_capacity(Workload(peak_writes_per_s=2_000, entities=1, hot_entities={"sensor-alpha-001": 2_000}))
     hot = plan.blocks_of("sensor-alpha-001")
-    units, _ = packed(sensor_batch({"sensor-alpha-001": 2_000}, 1))
-    assert hot.readings_per_block == 1_000 and hot.readings_per_batch == 2_000
+    units, _ = packed(sensor_batch({"sensor-alpha-001": 2_000}, 5))
+    assert hot.readings_per_block == 1_000 and hot.readings_per_batch == 10_000
     assert hot.wcu == pytest.approx(units * 2_000, rel=0.1)
     assert hot.wcu < 20  # it was 2,000 WCU/s one item per reading
+    # ... all ten put when the batch lands: 10 blocks of 6 write units in one second
+    assert hot.burst_wcu == 10 * hot.write_units_per_block == 60
 
 
 def test_a_sparse_fleet_stores_every_reading_alone_and_says_so() -> None:
@@ -256,17 +258,21 @@ def test_one_reading_a_block_of_500_bytes_needs_100_shards_at_half_utilisation()
     assert plan_capacity(Workload(peak_writes_per_s=50_000, item_bytes=1_500)).global_shards == 200
 
 
-def test_the_seed_scenario_in_blocks_needs_a_fifth_of_the_keys() -> None:
-    # 9,999 sensors at 4.8/s in 1 s batches: a block of 4.8 readings a second each, one write unit
+def test_the_seed_scenario_in_blocks_needs_a_25th_of_the_keys() -> None:
+    # 9,999 sensors at 4.8/s in batches of the default 5 s window: a block of 24 readings every 5 s each,
+    # one write unit, so 0.2 WCU/s a sensor
     plan = plan_capacity(Workload(peak_writes_per_s=50_000, entities=10_000, hot_entities={"sensor-alpha-001": 2_000}))
-    assert plan.blocks_of("typical").write_units_per_block == 1
-    assert plan.peak_wcu == pytest.approx(9_999 + plan.blocks_of("sensor-alpha-001").wcu, abs=0.5)
-    assert plan.global_shards == 20  # 9,999 WCU/s at 500 a key
-    # sensor-alpha-001 writes two blocks of 1,000 a second, about 12 WCU/s: no split
-    assert plan.entity_shards == {}
-    assert plan.hottest_key == "the base shard of sensor-alpha-001"
-    # The seed article's N=16 takes 50,000 / 16 = 3,125 WCU/s a key one reading an item; in blocks, 626
-    assert plan.peak_wcu / 16 == pytest.approx(626, abs=1)
+    typical = plan.blocks_of("typical")
+    assert typical.readings_per_block == pytest.approx(24.0, abs=0.01) and typical.write_units_per_block == 1
+    assert plan.peak_wcu == pytest.approx(9_999 / 5 + plan.blocks_of("sensor-alpha-001").wcu, abs=0.5)
+    # 2,000 WCU/s at 500 a key: 4 keys, where one reading an item needed 100
+    assert plan.global_shards == 4
+    # sensor-alpha-001 writes ten blocks of 1,000 a batch, 12 WCU/s; its base key already carries
+    # 2,000 / 4 = 500 from the fleet, so the planner gives it 2 sub-shards of its own
+    assert plan.entity_shards == {"sensor-alpha-001": 2}
+    assert plan.hottest_key == "a base shard" and plan.load_per_shard_wcu == 500
+    # The seed article's N=16 takes 50,000 / 16 = 3,125 WCU/s a key one reading an item; in blocks, 126
+    assert plan.peak_wcu / 16 == pytest.approx(125.7, abs=0.1)
 
 
 def test_a_2000_writes_per_second_sensor_of_single_reading_blocks_needs_4_sub_shards() -> None:
@@ -328,8 +334,8 @@ def test_monthly_cost_of_a_simple_workload_matches_the_hand_calculation() -> Non
     records = 100 / 532
     gb = records * 64 * 1024 * SECONDS_PER_MONTH / 1024**3
     assert on["stream"] == pytest.approx(gb * 0.12 + HOURS_PER_MONTH * 0.04, abs=0.01)
-    # Lambda: 50 shards polled each second = 50 requests/s x $0.20/M; 100 x 0.14 ms x 1 GB x $0.0000133334
-    requests = 50 * SECONDS_PER_MONTH / 1e6 * 0.20
+    # Lambda: 50 shards, a batch each per 5 s window = 10 requests/s x $0.20/M; 100 x 0.14 ms x 1 GB x $0.0000133334
+    requests = 50 / 5 * SECONDS_PER_MONTH / 1e6 * 0.20
     compute = 100 * 0.14 / 1000 * 1 * SECONDS_PER_MONTH * 0.0000133334
     assert on["ingest_lambda"] == pytest.approx(requests + compute, abs=0.01)
     assert on["total"] == pytest.approx(sum(v for k, v in on.items() if k != "total"), abs=0.02)

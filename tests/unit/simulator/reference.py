@@ -3,7 +3,7 @@
 What the engine must agree with. Given the readings per (second, entity) the engine
 drew, it builds every reading (three noisy measures, as the planner's sample reading
 has, spread over the second), packs each second's readings as one ingest batch (1 s
-batches: the stack's default window) with the key-design layer, and counts write
+batches, the window the small workloads set) with the key-design layer, and counts write
 units per (second, partition key). Only small workloads: this is the slow way.
 """
 

@@ -138,15 +138,18 @@ class FixedCounts:
 
 
 def test_one_second_of_the_seed_generator_loads_every_key_as_tsctl_seed_packs_it() -> None:
-    # Given one second of the seed's own generator (tsctl.seed.one_second), counted per sensor
+    # Given one second of the seed's own generator (tsctl.seed.traffic), counted per sensor, as a 1 s batch:
+    # the simulator ends each entity's batches on its own clock (its hash mod the window), so only a
+    # one-second window makes every entity's batch this one second, as seed.key_load packs it
     start = parse_timestamp("2026-11-22T06:00:00Z")
-    readings = seed.one_second(start)
+    readings = seed.traffic(start, 1)
     per_sensor = Counter(r.entity_id for r in readings)
     workload = SimWorkload(
         rate=seed.GLOBAL_RATE,
         entities=seed.SENSORS,
         start_ms=start,
         duration_s=1,
+        batching_window_s=1,
         hot=(HotEntity(seed.HOT_SENSOR, float(seed.HOT_RATE)),),
     )
     assert set(workload.names) == {seed.sensor_name(i) for i in range(seed.SENSORS)}
@@ -163,6 +166,6 @@ def test_one_second_of_the_seed_generator_loads_every_key_as_tsctl_seed_packs_it
     layout = Layout.from_settings(kind="hybrid", bucket="1h", table_prefix="readings")
     assert result.recorded is not None
     for shards in (16, planned):
-        expected = seed.key_load("", layout, ShardMap.initial(layout.bucket, shards), readings).per_key
+        expected = seed.key_load("", layout, ShardMap.initial(layout.bucket, shards), readings, 1).per_key
         simulated = Counter({pk: units for (_, pk), units in result.recorded[f"hybrid:{shards}"].items()})
         assert simulated == expected

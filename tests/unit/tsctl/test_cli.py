@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
+from keydesign import Ingest
+from simulator import SimWorkload
 from tsctl import seed
 from tsctl.cli import build_parser, main
 from tsctl.commands import preview
@@ -27,23 +30,42 @@ def test_every_command_has_help(command: str, capsys: pytest.CaptureFixture[str]
     assert f"usage: tsctl {command}" in capsys.readouterr().out
 
 
+CDK_JSON = Path(__file__).resolve().parents[3] / "cdk.json"
+
+
+def test_every_tool_sizes_batches_by_the_stacks_batching_window() -> None:
+    # Given the window the stack deploys (cdk.json's ingest_batching_window_s)
+    window = json.loads(CDK_JSON.read_text())["context"]["ingest_batching_window_s"]
+    # Then the planner's default is it, and every tool takes its default from the planner's
+    assert Ingest().batching_window_s == window
+    parser = build_parser()
+    assert parser.parse_args(["plan", "--peak-writes", "1"]).batching_window == window
+    assert parser.parse_args(["simulate"]).batching_window == window
+    assert SimWorkload(rate=1.0, entities=1, start_ms=0, duration_s=1).batching_window_s == window
+    assert seed.workload().ingest.batching_window_s == window
+
+
 def test_plan_sizes_the_seed_workload_in_blocks(capsys: pytest.CaptureFixture[str]) -> None:
-    # Given 50,000 readings/s over 10,000 sensors with one 2,000/s sensor, 1 s ingest batches, when planned as JSON
+    # Given 50,000 readings/s over 10,000 sensors with one 2,000/s sensor, the default (stack's) 5 s window,
+    # when planned as JSON
     code, out, _ = run_cli(
         capsys, "plan", "--peak-writes", "50000", "--entities", "10000",
         "--hot", "sensor-alpha-001=2000", "--shards", "16", "--json",
     )  # fmt: skip
     data = json.loads(out)
     plan = data["plan"]
-    # Then a sensor's 4.8 readings a second share a block (1 WCU), the hot sensor's 2,000 make two blocks,
-    # 20 shards carry the ~10,000 WCU/s, and the seed article's N=16 fits (it throttled one reading an item)
+    # Then a sensor's 24 readings a batch (4.8/s x 5 s) share a block (1 write unit: 0.2 WCU/s), the hot
+    # sensor's 10,000 make ten blocks of 1,000, and the fleet's ~2,000 WCU/s need 4 shards at 500 a key,
+    # plus 2 sub-shards so the hot sensor's 12 WCU/s do not push its full base key over that budget
     assert code == 0
     typical, hot = plan["blocks"]
-    assert typical["readings_per_block"] == pytest.approx(4.8, abs=0.01) and typical["write_units_per_block"] == 1
+    assert typical["readings_per_block"] == pytest.approx(24.0, abs=0.01) and typical["write_units_per_block"] == 1
     assert hot["entity"] == "sensor-alpha-001" and hot["readings_per_block"] == 1_000
-    assert plan["write_units_per_reading"] == pytest.approx(0.2, abs=0.001)
-    assert plan["global_shards"] == 20 and plan["entity_shards"] == {}
-    assert data["existing_design"]["mean_key_wcu"] == pytest.approx(625.7, abs=0.1)
+    # (48,000 readings/s at 1/24 of a unit + 2,000 at 6/1,000) / 50,000
+    assert plan["write_units_per_reading"] == pytest.approx(0.0402, abs=0.0001)
+    assert plan["global_shards"] == 4 and plan["entity_shards"] == {"sensor-alpha-001": 2}
+    # The seed article's N=16 fits: ~2,012 WCU/s over 16 keys (one reading an item it took 3,125 each)
+    assert data["existing_design"]["mean_key_wcu"] == pytest.approx(125.7, abs=0.1)
     assert data["existing_design"]["throttles"] is False
     # The month, in parts that add up
     month = plan["monthly_ondemand"]
@@ -52,12 +74,17 @@ def test_plan_sizes_the_seed_workload_in_blocks(capsys: pytest.CaptureFixture[st
 
 
 def test_plan_with_a_longer_window_makes_larger_blocks(capsys: pytest.CaptureFixture[str]) -> None:
+    # 5 readings/s a sensor: a block of 5, 25 (the default window) or 50 readings, one write unit each
     argv = ["plan", "--peak-writes", "50000", "--entities", "10000", "--json"]
-    one = json.loads(run_cli(capsys, *argv)[1])["plan"]
+    one = json.loads(run_cli(capsys, *argv, "--batching-window", "1")[1])["plan"]
+    five = json.loads(run_cli(capsys, *argv)[1])["plan"]
     ten = json.loads(run_cli(capsys, *argv, "--batching-window", "10")[1])["plan"]
-    assert ten["blocks"][0]["readings_per_block"] == pytest.approx(50.0)
-    assert ten["write_units_per_reading"] < one["write_units_per_reading"] / 5
-    assert ten["stream"]["invocations_per_s"] == one["stream"]["invocations_per_s"] / 10
+    per_block = [p["blocks"][0]["readings_per_block"] for p in (one, five, ten)]
+    assert per_block == pytest.approx([5.0, 25.0, 50.0])
+    assert five["write_units_per_reading"] < one["write_units_per_reading"] / 4
+    assert ten["write_units_per_reading"] < five["write_units_per_reading"]
+    # A batch per shard per window: 50 shards make 50, 10 and 5 invocations a second
+    assert [p["stream"]["invocations_per_s"] for p in (one, five, ten)] == [50, 10, 5]
 
 
 def test_plan_prints_the_month_in_parts(capsys: pytest.CaptureFixture[str]) -> None:
@@ -174,37 +201,29 @@ def test_keys_refuses_a_malformed_shard_map(tmp_path, capsys: pytest.CaptureFixt
     assert "global[0]" in err
 
 
-def test_preview_packs_a_second_of_the_seed_into_blocks_and_finds_every_reading() -> None:
-    # Given the seed scenario at a fixed instant, one second of it packed as one 1 s ingest batch
+def test_preview_packs_a_batch_of_the_seed_into_blocks_splits_the_hot_sensor_and_finds_every_reading() -> None:
+    # Given the seed scenario at a fixed instant, one ingest batch of the stack's 5 s window packed into blocks:
+    # 250,000 readings, 10,000 of them sensor-alpha-001's
     report = preview.build_report(now_ms=1_795_330_671_123)  # 2026-11-22T06:57:51.123Z
-    seed16, planned = report["key_load"]
-    # Then the seed's N=16 runs every key at about 626 WCU/s, under the limit (one reading an item it ran
-    # them at 3,125), and the planned N=20 near its 500 budget; no key anywhere over 1,000
-    assert (seed16["partition_keys"], planned["partition_keys"]) == (16, 20)
-    assert seed16["keys_over_1000"] == planned["keys_over_1000"] == 0
+    assert report["scenario"]["batching_window_s"] == report["scenario"]["batch_s"] == 5
+    seed16, planned, split = report["key_load"]
+    # Then every design stores 10,009 blocks: a block of ~25 readings for each of 9,999 sensors and ten of
+    # 1,000 for the hot one (one bucket, spans under 10 s)
+    assert seed16["blocks"] == planned["blocks"] == split["blocks"] == 10_009
+    # The seed's N=16 runs every key at about 126 WCU/s (the batch's units over its 5 s; one reading an item
+    # it ran them at 3,125), and the planned N=4 near its 500 budget; no key anywhere over 1,000
+    assert (seed16["partition_keys"], planned["partition_keys"], split["partition_keys"]) == (16, 4, 6)
+    assert seed16["keys_over_1000"] == planned["keys_over_1000"] == split["keys_over_1000"] == 0
     assert seed16["mean_wcu"] == pytest.approx(report["plan"]["peak_wcu"] / 16, rel=0.01)
-    # The README quotes these figures; the scenario is deterministic, so they are exact.
-    assert [row["hottest_wcu"] for row in report["key_load"]] == [652, 536]
-    assert seed16["blocks"] == planned["blocks"] == 10_001  # 9,999 sensors' blocks and two of 1,000
-    # sensor-alpha-001 needs no sub-shards in blocks, and every reading is in a partition its plan reads
-    assert report["split"]["sub_shards"] == 1 and report["split"]["effective_from"] is None
-    assert report["all_readings_found_by_their_plan"] is True
-    assert report["readings_found_by_their_plan"] == 50_000
-
-
-def test_preview_splits_a_hot_sensor_the_plan_gives_sub_shards(monkeypatch: pytest.MonkeyPatch) -> None:
-    # Given a hot sensor at 20,000 readings/s: 20 blocks of 1,000 a second, 120 WCU/s on top of a full base shard
-    monkeypatch.setattr(seed, "HOT_RATE", 20_000)
-    report = preview.build_report(now_ms=1_795_330_671_123)
-    # Then the plan splits it in 2 from the next boundary, and after it no key carries its whole load
+    # The README quotes these figures; the scenario is deterministic, so they are exact (a key's units a
+    # batch over 5 s: multiples of 0.2). The hottest planned key is sensor-alpha-001's base key: its 12 WCU/s
+    # move to 2 sub-shards of their own from 07:00, the next boundary every writer's cache will have seen
+    assert [row["hottest_wcu"] for row in report["key_load"]] == [136.0, 514.4, 502.4]
     assert report["split"]["sub_shards"] == 2
     assert report["split"]["effective_from"] == "2026-11-22T07:00:00.000Z"
-    before, after = report["key_load"][1:]
-    assert after["partition_keys"] == before["partition_keys"] + 2  # 2 sub-shards of its own
-    assert after["hottest_wcu"] < before["hottest_wcu"]
     # Every reading, before and after the split, is in a partition its entity's plan reads
     assert report["all_readings_found_by_their_plan"] is True
-    assert report["readings_found_by_their_plan"] == 100_000
+    assert report["readings_checked"] == report["readings_found_by_their_plan"] == 500_000
     assert len(report["query_hot_sensor"]["partitions"]) == 3  # its base key before 07:00, 2 sub-shards after
 
 
@@ -215,8 +234,14 @@ def test_parser_lists_the_built_commands() -> None:
         assert command in help_text
 
 
-def test_preview_writes_its_report_outside_the_demos_directory(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
-    # Given the preview (no server), When it runs with --json
+def test_preview_writes_its_report_outside_the_demos_directory(
+    tmp_path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given the preview (no server) of a seed a hundredth the size (the full scale is the test above's, and
+    # takes some 20 s of CPU), When it runs with --json
+    monkeypatch.setattr(seed, "SENSORS", 100)
+    monkeypatch.setattr(seed, "GLOBAL_RATE", 500)
+    monkeypatch.setattr(seed, "HOT_RATE", 20)
     code, out, _ = run_cli(capsys, "preview", "--out", str(tmp_path / "preview"), "--json")
     # Then it succeeds, prints its report and writes it where it was told (by default out/preview, so it
     # never overwrites the local demo's out/demo/report.json)

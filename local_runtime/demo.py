@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO, TypeVar
 
-from infra.config import AppConfig, LambdaFunction, load_cdk_json_context
+from infra.config import Context, LambdaFunction, load_cdk_json_context
 from local_runtime.demo_accounting import Observer
 from local_runtime.demo_presentation import draw_pictures
 from local_runtime.demo_report import HOT_SENSOR, DemoFacts, RotationFacts, build_report
@@ -62,9 +62,6 @@ DEMO_ROTATION_CONTEXT: Mapping[str, object] = {
     # Each table is exported to S3 (moto's) before it is dropped; local mode creates the bucket.
     "export_bucket": "timeseries-demo-exports",
 }
-#: How far back the rollup function's first (and only) run starts: the demo's span from its start to
-#: that run on a loaded machine, with margin. Each minute costs the run a Query per mark key (32).
-ROLLUP_LATENESS = "20m"
 #: The hot-key function's own variables (its settings module's; not stack configuration).
 DEMO_HOT_KEYS_ENVIRONMENT: Mapping[str, str] = {
     # Load measured over 5 s windows (they must divide the 1 min bucket), judged 5 s after they end.
@@ -127,14 +124,14 @@ class DemoOptions:
         return cls(**{**base, **overrides})
 
 
-def demo_config(context: Mapping[str, object] | None = None) -> AppConfig:
+def demo_config(context: Mapping[str, object] | None = None) -> Context:
     """cdk.json with the demo's compressed time (and, with a table period, its rotation settings) and
     then ``context`` on top."""
     base = {**load_cdk_json_context(REPO_ROOT / "cdk.json"), **DEMO_CONTEXT}
-    plain = AppConfig.from_context({**base, **(context or {})})
+    plain = Context.parse({**base, **(context or {})})
     if plain.table_period is None:
         return plain
-    return AppConfig.from_context({**base, **DEMO_ROTATION_CONTEXT, **(context or {})})
+    return Context.parse({**base, **DEMO_ROTATION_CONTEXT, **(context or {})})
 
 
 def run_demo(
@@ -158,14 +155,14 @@ def run_demo(
     local = LocalOptions(
         faults=options.faults,
         function_log=options.out_dir / "functions.log",
-        environment={LambdaFunction.HOTKEYS: hot_env, LambdaFunction.ROLLUP: {"ROLLUP_LATENESS": ROLLUP_LATENESS}},
+        environment={LambdaFunction.HOTKEYS: hot_env},
         rotator_replay_s=options.history_s if rotates else None,
         rotator_replay_pace_s=options.history_pace_s,
         # The rollup function runs once the streams drain (Observer.roll_up), on a clock ahead by its settle
         # time (ingest's timeout + 5 s) and a minute, so the minute just ingested is closed; none before.
         rollups=True,
         rollup_every_s=86_400.0,
-        rollup_ahead_s=config.lambdas.ingest.timeout_s + 5 + 65,
+        rollup_ahead_s=config.ingest_timeout_s + 5 + 65,
     )
     with LocalSystem(config, local) as system:
         facts = _play(system, options, say, {"start": time.monotonic() - started})
@@ -173,7 +170,7 @@ def run_demo(
     draw_pictures(facts, config, options.out_dir)
     settings = {
         **({"rotation_context_overrides": dict(DEMO_ROTATION_CONTEXT)} if rotates else {}),
-        "hot_split_threshold_note": f"lowered to {config.hot_split_threshold_wcu} WCU/s for the demo (stack: 500)",
+        "hot_split_threshold_note": f"lowered to {config.split_threshold_wcu} WCU/s for the demo (stack: 500)",
         **{name.lower(): value for name, value in hot_env.items()},
         "context_overrides": dict(DEMO_CONTEXT),
     }

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from infra.config import AppConfig, load_cdk_json_context
+from infra.config import Context, load_cdk_json_context
 from tests.infra.template_queries import Synth
 
 # Node 20 is past its end of life for jsii, which prints a banner on every
@@ -75,7 +75,7 @@ class Synthesized:
     assembly_dir: Path
     stacks: Mapping[str, Any]
     templates: Mapping[str, Any]
-    configs: Mapping[str, AppConfig]
+    configs: Mapping[str, Context]
     _json: dict[str, Any] = field(default_factory=dict)
 
     def template_file(self, variant: str) -> Path:
@@ -105,9 +105,9 @@ def synthesized(cdk_context: dict[str, object], tmp_path_factory: pytest.TempPat
     outdir = tmp_path_factory.mktemp("cdk.out")
     app = cdk.App(context=cdk_context, outdir=str(outdir))
     stacks: dict[str, Any] = {}
-    configs: dict[str, AppConfig] = {}
+    configs: dict[str, Context] = {}
     for variant, overrides in VARIANTS.items():
-        config = AppConfig.from_context({**app.node.get_all_context(), **overrides})
+        config = Context.parse({**app.node.get_all_context(), **overrides})
         configs[variant] = config
         stacks[variant] = TimeSeriesStack(app, config.stack_name, config=config)
     app.synth()

@@ -10,7 +10,7 @@ from aws_cdk import Token
 from aws_cdk.assertions import Match, Template
 
 from infra.config import CONTROL_SCHEMA, READINGS_SCHEMA
-from keydesign import Reading, ShardMap, build_item, ttl_for
+from keydesign import Reading, ShardMap
 from tests.infra.conftest import Synthesized
 
 pytestmark = pytest.mark.infra
@@ -79,14 +79,16 @@ def test_readings_table_is_protected_recoverable_and_watched_for_throttled_keys(
 
 
 def test_stored_items_carry_exactly_the_attributes_the_table_declares(synthesized: Synthesized) -> None:
-    # Given an item built by the key-design layer under the configured layout
+    # Given a block built by the key-design layer under the configured layout
     config = synthesized.configs["single"]
     layout = config.layout()
     reading = Reading.parse({"entity_id": "sensor-1", "timestamp": "2026-11-22T06:00:00Z", "measures": {"t": 21.5}})
-    key = layout.key_for(reading, ShardMap.initial(layout.bucket, config.shards))
-    item = build_item(reading, key, ttl_for(reading, config.retention_ms))
+    (block,) = layout.pack(
+        [(reading, 1)], ShardMap.initial(layout.bucket, config.shards), retention_ms=config.retention_ms
+    )
+    item = block.item()
     # When the table's schema is read back from the template
-    table = _table(synthesized.templates["single"], key.table)["Properties"]
+    table = _table(synthesized.templates["single"], block.key.table)["Properties"]
     # Then the table is keyed as the shared schema says
     assert [k["AttributeName"] for k in table["KeySchema"]] == [READINGS_SCHEMA.partition_key, READINGS_SCHEMA.sort_key]
     assert table["TimeToLiveSpecification"]["AttributeName"] == READINGS_SCHEMA.ttl_attribute
@@ -130,7 +132,7 @@ def test_ingest_stream_is_on_demand_and_encrypted_with_the_aws_managed_key(synth
         {
             "StreamModeDetails": {"StreamMode": "ON_DEMAND"},
             "ShardCount": Match.absent(),
-            "RetentionPeriodHours": 24,
+            "RetentionPeriodHours": 96,
             "StreamEncryption": {"EncryptionType": "KMS", "KeyId": "alias/aws/kinesis"},
         },
     )
@@ -172,6 +174,10 @@ def test_outputs_name_every_resource_an_operator_or_producer_needs(synthesized: 
         "ControlTableName",
         "IngestStreamName",
         "RejectsQueueUrl",
+        "IngestFailureQueueUrl",
+        "HotKeysFailureQueueUrl",
+        "IngestFunctionName",
+        "HotKeysFunctionName",
         "ApiUrl",
         "AlertsTopicArn",
         "DashboardName",

@@ -6,8 +6,8 @@ templates differ in kind: the shipped defaults (hourly tables and the
 rotator); one readings table with TTL (``table_period`` none); provisioned
 capacity on one table with destroy-on-delete, an alarm email, no API Gateway
 logging role, uncapped ingest retries and reserved concurrency for ingest and
-the hot-key detector; and daily tables with a rotator that exports before it
-drops.
+the hot-key detector; and daily provisioned tables with a rotator that exports before it
+drops (with every optional capacity key set).
 """
 
 from __future__ import annotations
@@ -65,6 +65,11 @@ VARIANTS: Mapping[str, Mapping[str, object]] = {
         "table_period": "day",
         "bucket": "15m",
         "export_bucket": "timeseries-exports-example",
+        # Provisioned period tables sized by the planner and by hand: the rotator's optional capacity keys.
+        "billing_mode": "PROVISIONED",
+        "period_write_capacity": "4000",
+        "peak_writes_per_s": "5000",
+        "warm_writes_per_s": "20000",
     },
 }
 

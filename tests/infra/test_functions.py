@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from adapters.settings import CommonSettings
+from adapters.settings import LOCAL_ONLY, CommonSettings
 from adapters.shard_map_store import SHARD_MAP_KEY
 from hotkeys.settings import HotKeySettings
 from infra.api import CURSOR_ROTATION
@@ -135,6 +135,19 @@ def test_each_function_gets_the_environment_the_config_builds_and_its_settings_p
             LambdaFunction.ROTATOR: RotatorSettings.from_env,
             LambdaFunction.ROLLUP: RollupSettings.from_env,
         }[function](env)
+
+
+def test_every_variable_a_function_reads_is_rendered_by_the_stack_or_declared_local_only(
+    synthesized: Synthesized,
+) -> None:
+    # Given every variable the functions' settings models read
+    read = {name for function in LambdaFunction for name in function.settings.variables().values()}
+    # and every variable the synthesized stacks render (the defaults, one table, and the optional keys set)
+    synths = [synthesized.synth(variant) for variant in VARIANTS]
+    rendered = {name for synth in synths for function in _functions(synth) for name in synth.environment(function)}
+    # Then each is either set by the stack or one of the few only the local runtime sets, and never both
+    assert sorted(read - rendered - LOCAL_ONLY) == []
+    assert read >= LOCAL_ONLY and not LOCAL_ONLY & rendered
 
 
 def test_deploy_time_values_point_at_the_right_resources(synthesized: Synthesized) -> None:

@@ -50,12 +50,33 @@ def test_reads_in_pool_threads_run_under_the_callers_segment(monkeypatch: pytest
     assert recorder.seen == ["segment-of-this-request"]
 
 
-def test_with_tracing_disabled_the_read_is_not_wrapped() -> None:
-    def read(request: PageRequest) -> Page:
-        return Page((), None, 0, 0.0)
+class Untouchable(Recorder):
+    """A recorder that must not be asked for anything."""
 
-    assert tracer.disabled  # outside Lambda
-    assert _in_trace_context(read) is read
+    def get_trace_entity(self) -> Any:
+        raise AssertionError("the X-Ray recorder was used with tracing disabled")
+
+    def set_trace_entity(self, entity: Any) -> None:
+        raise AssertionError("the X-Ray recorder was used with tracing disabled")
+
+
+def test_with_tracing_disabled_reads_run_in_pool_threads_without_the_recorder(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Given tracing off (outside Lambda) and a recorder that fails if used
+    monkeypatch.setattr(tracer, "provider", Untouchable())
+    assert tracer.disabled
+    page = Page((), None, 0, 0.0)
+    pages: list[Page] = []
+    # When a read runs in a pool thread
+    read = _in_trace_context(lambda request: page)
+    worker = threading.Thread(
+        target=lambda: pages.append(read(PageRequest(PartitionQuery("t", "p", None, None, 0, 1))))
+    )
+    worker.start()
+    worker.join()
+    # Then it returns its page and never touched the recorder
+    assert pages == [page]
 
 
 def test_the_fan_out_benchmark_reads_the_same_page_both_ways_and_pays_each_call() -> None:

@@ -5,9 +5,9 @@ window, judges each window ``HOT_WINDOW_GRACE`` after it ends, and changes the
 shard map from the first bucket boundary every writer will have seen
 (``earliest_change_boundary``: now + ``SHARD_MAP_CACHE_TTL`` +
 ``HOT_CHANGE_MARGIN``). Here the same steps run in simulated time with
-``hotkeys.detector``: :class:`LoadTracker` holds the windows in memory, :func:`~hotkeys.detector.decide` judges them and
-:func:`~hotkeys.detector.apply_decisions` turns the decisions into the next
-map. Writers in the simulation key with that map; since a change only takes
+``hotkeys.detector``: :class:`LoadTracker` holds the windows in memory,
+:func:`~hotkeys.detector.decide` judges them and :func:`~hotkeys.detector.apply_decisions`
+turns the decisions into the next map. Writers in the simulation key with that map; since a change only takes
 effect after every writer's cache has expired, every writer holds the same
 map for every instant it keys, as in production.
 
@@ -76,13 +76,7 @@ class LoadTracker:
         window = self._open.get(start)
         if window is None:
             window = self._open[start] = WindowTally(start, self._config.window_ms)
-        window.add(
-            obs.partition_key,
-            obs.entity,
-            obs.write_units,
-            deletes=1 if obs.event_name == "REMOVE" else 0,
-            shared_key=obs.shared_key,
-        )
+        window.count(obs)
         return True
 
     def close_until(self, now_ms: int, grace_ms: int = 0) -> list[ClosedWindow]:

@@ -233,6 +233,11 @@ class WindowTally:
         if shared_key:
             self._shared.add(partition_key)
 
+    def count(self, obs: Observation) -> None:
+        """Add one observed write (a TTL deletion is the caller's to leave out)."""
+        deletes = 1 if obs.event_name == "REMOVE" else 0
+        self.add(obs.partition_key, obs.entity, obs.write_units, deletes=deletes, shared_key=obs.shared_key)
+
     def load(self) -> WindowLoad:
         return WindowLoad(
             self.start_ms,
@@ -254,13 +259,7 @@ def tally(observations: Iterable[Observation], config: DetectorConfig) -> dict[i
         window = windows.get(start)
         if window is None:
             window = windows[start] = WindowTally(start, config.window_ms)
-        window.add(
-            obs.partition_key,
-            obs.entity,
-            obs.write_units,
-            deletes=1 if obs.event_name == "REMOVE" else 0,
-            shared_key=obs.shared_key,
-        )
+        window.count(obs)
     return windows
 
 

@@ -18,10 +18,9 @@ map, and readers (using the new one) would not find it.
 from __future__ import annotations
 
 import math
-from functools import cached_property
 from typing import Self
 
-from pydantic import model_validator
+from pydantic import PrivateAttr, model_validator
 
 from adapters.settings import CommonSettings, DurationMs, Flag, env
 from hotkeys.control_table import COUNTER_RETENTION_MS
@@ -51,11 +50,21 @@ class HotKeySettings(CommonSettings):
     scale_down_windows: int = env("HOT_SCALE_DOWN_WINDOWS", 10, ge=1)
     """Quiet windows in a row before an entity scales down."""
 
+    _detector: DetectorConfig = PrivateAttr()
+
     @model_validator(mode="after")
     def _rules(self) -> Self:
+        # A key over the threshold carries at least threshold/1,000 of its stream shard's writes, so it is
+        # among a batch's top 1,000/threshold: a batch adds at least that many counters.
+        counters = max(COUNTERS_PER_WINDOW, math.ceil(PARTITION_WCU / self.split_threshold_wcu))
         try:
-            self.detector  # noqa: B018 - the detector's own rules, at cold start
-        except ConfigError as exc:
+            self._detector = DetectorConfig(
+                window_ms=self.window_ms,
+                split_threshold_wcu=self.split_threshold_wcu,
+                scale_down_windows=self.scale_down_windows,
+                counters_per_window=counters,
+            )
+        except ConfigError as exc:  # the detector's own rules
             raise self.invalid(exc.field if exc.field in type(self).model_fields else "window_ms", exc.reason) from None
         window_ms, bucket = self.window_ms, self.layout.bucket
         self.check(
@@ -77,17 +86,9 @@ class HotKeySettings(CommonSettings):
         )
         return self
 
-    @cached_property
+    @property
     def detector(self) -> DetectorConfig:
-        # A key over the threshold carries at least threshold/1,000 of its stream shard's writes, so it is
-        # among a batch's top 1,000/threshold: a batch adds at least that many counters.
-        counters = max(COUNTERS_PER_WINDOW, math.ceil(PARTITION_WCU / self.split_threshold_wcu))
-        return DetectorConfig(
-            window_ms=self.window_ms,
-            split_threshold_wcu=self.split_threshold_wcu,
-            scale_down_windows=self.scale_down_windows,
-            counters_per_window=counters,
-        )
+        return self._detector
 
     @property
     def change_margin_ms(self) -> int:

@@ -101,10 +101,7 @@ From = Annotated[
 ]
 To = Annotated[
     str,
-    Query(
-        description="End of the range, exclusive (same forms as `from`); `to - from` is at most MAX_RANGE "
-        "(default 31 days)"
-    ),
+    Query(description="End of the range, exclusive (same forms as `from`); `to - from` is at most MAX_RANGE (31 days)"),
 ]
 Limit = Annotated[int | None, Query(ge=1, le=LIMIT_CEILING, description=_LIMIT)]
 Cursor = Annotated[

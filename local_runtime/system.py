@@ -66,7 +66,7 @@ class LocalOptions:
     #: holds them; ``sys.stdout`` is routed there and :attr:`LocalSystem.console` is the terminal.
     #: None leaves stdout alone.
     function_log: Path | None = None
-    #: Variables on top of a function's stack environment, e.g. ``{LambdaFunction.INGEST: {"WRITE_CONCURRENCY": "4"}}``.
+    #: Variables on top of a function's stack environment, e.g. the demo's ``HOT_WINDOW``.
     environment: Mapping[LambdaFunction, Mapping[str, str]] = field(default_factory=dict)
     #: The functions besides ingest. The rotator runs only with a table_period (else there is nothing
     #: to rotate). Rollups off: every function runs as with ``rollups: null``.

@@ -42,7 +42,7 @@ def test_every_function_gets_the_environment_the_stack_builds(running: Any) -> N
     assert wiring.rejects_queue_url == system.endpoints.rejects_queue_url
     assert wiring.alert_topic_arn == system.endpoints.alarm_topic_arn
     assert wiring.hotkeys_function_arn == system.functions.arn("hotkeys")
-    assert wiring.hotkeys_failure_destination_arn.endswith(":TimeSeriesIngest-hotkeys-failures")
+    assert wiring.hotkeys_on_failure_arn.endswith(":TimeSeriesIngest-hotkeys-failures")
     secret = system.client("secretsmanager").get_secret_value(SecretId=wiring.cursor_secret_arn)
     assert len(secret["SecretString"]) >= 32
     assert system.endpoints.api_url is not None

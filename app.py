@@ -23,7 +23,7 @@ if str(ROOT / "functions") not in sys.path:
 
 import aws_cdk as cdk  # noqa: E402
 
-from infra.config import AppConfig, ConfigError, load_cdk_json_context  # noqa: E402
+from infra.config import ConfigError, Context, load_cdk_json_context  # noqa: E402
 from infra.stack import TimeSeriesStack  # noqa: E402
 
 # Set by the CDK CLI (aws-cdk-lib's cx-api CONTEXT_ENV, CONTEXT_OVERFLOW_LOCATION_ENV
@@ -45,7 +45,7 @@ def main() -> int:
     app = cdk.App(context=defaults, outdir=outdir)
 
     try:
-        config = AppConfig.from_context(app.node.get_all_context())
+        config = Context.parse(app.node.get_all_context())
     except ConfigError as exc:
         print(
             f"app.py: invalid configuration: {exc}\n"

@@ -19,7 +19,7 @@ How an ingest batch forms (Lambda's Kinesis event source, standard iterator), pe
 * the added latency of a reading is its batch's close time minus its arrival.
 
 Only batches wholly inside the simulated span count (none cut by its start or end), so the figures are the
-steady state. The deployment is the stack's defaults (:meth:`infra.config.AppConfig.from_context`): hybrid
+steady state. The deployment is the stack's defaults (:meth:`infra.config.Context.parse`): hybrid
 layout, N = 100, 1-hour buckets, 30 days of retention, 50 Kinesis shards. A **sample** of a fleet is
 simulated: a fleet sensor's blocks depend only on its own rate, the window and its shard's batch length,
 which comes from the whole fleet's rate per shard, so figures per reading do not depend on how many
@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from benchmarks.harness import Result, benchmark
-from infra.config import AppConfig
+from infra.config import Context
 from keydesign import (
     Layout,
     Reading,
@@ -122,14 +122,14 @@ class Deployment:
 
     @classmethod
     def defaults(cls) -> Deployment:
-        config = AppConfig.from_context({})
+        config = Context.parse({})
         layout = config.layout()
         return cls(
             layout,
             ShardMap.initial(layout.bucket, config.shards),
             config.retention_ms,
-            config.stream.shards,
-            config.ingest.batching_window_s,
+            config.kinesis_shards,
+            config.ingest_batching_window_s,
         )
 
     def kinesis_shard(self, entity: str) -> int:

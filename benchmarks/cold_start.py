@@ -407,7 +407,7 @@ def provision(endpoint_url: str, now_ms: int) -> dict[str, str]:
     from benchmarks.ingest import lambda_records  # noqa: PLC0415
     from infra.config import (  # noqa: PLC0415
         READINGS_SCHEMA,
-        AppConfig,
+        Context,
         FunctionWiring,
         LambdaFunction,
         load_cdk_json_context,
@@ -417,7 +417,7 @@ def provision(endpoint_url: str, now_ms: int) -> dict[str, str]:
     from local_runtime.resources import ResourceNames, TableDefinition, table_definitions  # noqa: PLC0415
 
     logging.getLogger("aws_lambda_powertools").setLevel(logging.ERROR)
-    config = AppConfig.from_context(load_cdk_json_context(ROOT / "cdk.json"))
+    config = Context.parse(load_cdk_json_context(ROOT / "cdk.json"))
     names = ResourceNames.for_config(config, now_ms)
     dynamodb = client("dynamodb")
     layout = config.layout()

@@ -28,7 +28,7 @@ from adapters.occupancy import OccupancyRecorder, OccupancyStore
 from adapters.retry import Deadline
 from adapters.rollup_store import MarkRecorder, RollupStore
 from benchmarks.harness import Result, benchmark, create_readings_table
-from infra.config import AppConfig, FunctionWiring, LambdaFunction
+from infra.config import Context, FunctionWiring, LambdaFunction
 from ingest.decoding import decode_record
 from ingest.logic import Ingestor, occupancy_groups
 from ingest.settings import IngestSettings
@@ -177,7 +177,7 @@ def _best(repeats: int, fn: Any) -> tuple[float, float, Any]:
 def stack_env(queue_url: str = "https://sqs.eu-west-1.amazonaws.com/123456789012/rejects") -> dict[str, str]:
     """Ingest's environment as the default stack renders it (infra/config.py's defaults: hybrid, 100 shards,
     hourly tables, a control table with occupancy records, rollup marks 1m,1h,1d)."""
-    config = AppConfig.from_context({})
+    config = Context.parse({})
     return config.function_environment(LambdaFunction.INGEST, FunctionWiring(rejects_queue_url=queue_url))
 
 
@@ -244,7 +244,6 @@ def ingest_cpu(quick: bool) -> Result:
         "table_period": common.table_period,
         "control_table": True,
         "rollups": common.rollups,
-        "write_concurrency": settings.write_concurrency,
     }
     result.method = (
         "the real Ingestor as the default stack configures it (parse the event, decode, validate, pack into "

@@ -24,7 +24,11 @@ def seed_hour(duration_s: int) -> SimWorkload:
 
 @benchmark("simulator", "tsctl simulate's engine: a simulated hour of 50,000 readings/s in blocks under five layouts")
 def simulator_speed(quick: bool) -> Result:
-    duration = 600 if quick else 3_600
+    return simulate(600 if quick else 3_600)
+
+
+def simulate(duration: int) -> Result:
+    """The seed scenario over ``duration`` simulated seconds, every default layout side by side."""
     workload = seed_hour(duration)
     hybrid_n, suffixes = default_shards(workload, 0.5)
     layouts = [parse_layout_spec(s, hybrid_shards=hybrid_n, suffixes=suffixes) for s in DEFAULT_LAYOUTS.split(",")]

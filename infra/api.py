@@ -23,7 +23,7 @@ from constructs import Construct
 
 from cursor_rotation.logic import KEY_LENGTH as CURSOR_KEY_LENGTH
 from infra.acknowledgements import acknowledge
-from infra.config import AppConfig, FunctionSizing, FunctionWiring, LambdaFunction
+from infra.config import Context, FunctionSizing, FunctionWiring, LambdaFunction
 from infra.lambdas import HelperFunction, Invocation, LambdaRuntime, ServiceFunction, log_retention
 from query.openapi import document as openapi_document
 
@@ -86,7 +86,7 @@ class QueryApi(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        config: AppConfig,
+        config: Context,
         runtime: LambdaRuntime,
         removal_policy: RemovalPolicy,
     ) -> None:
@@ -122,7 +122,7 @@ class QueryApi(Construct):
         self.cursor_key.add_rotation_schedule(
             "Rotation",
             rotation_lambda=self.cursor_rotation.function,
-            automatically_after=Duration.days(config.api.cursor_key_rotation_days),
+            automatically_after=Duration.days(config.api_cursor_key_rotation_days),
         )
         # Its invoke permission names no account: hold it to this one's Secrets Manager (confused deputy).
         for child in self.cursor_rotation.function.node.children:
@@ -164,13 +164,13 @@ class QueryApi(Construct):
             # API Gateway writes access and execution logs with an account-wide
             # role (one per account and region). Kept when the stack goes: other
             # APIs in the account may rely on it.
-            cloud_watch_role=config.api.cloudwatch_role,
-            cloud_watch_role_removal_policy=RemovalPolicy.RETAIN if config.api.cloudwatch_role else None,
+            cloud_watch_role=config.api_cloudwatch_role,
+            cloud_watch_role_removal_policy=RemovalPolicy.RETAIN if config.api_cloudwatch_role else None,
             default_method_options=apigateway.MethodOptions(authorization_type=apigateway.AuthorizationType.IAM),
             deploy_options=apigateway.StageOptions(
-                stage_name=config.api.stage,
-                throttling_rate_limit=config.api.throttle_rate,
-                throttling_burst_limit=config.api.throttle_burst,
+                stage_name=config.api_stage,
+                throttling_rate_limit=config.api_throttle_rate,
+                throttling_burst_limit=config.api_throttle_burst,
                 tracing_enabled=True,
                 logging_level=apigateway.MethodLoggingLevel.ERROR,
                 data_trace_enabled=False,  # request bodies and headers stay out of the logs

@@ -15,7 +15,7 @@ from aws_cdk import aws_lambda_event_sources as sources
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
-from infra.config import AppConfig, FunctionWiring, LambdaFunction
+from infra.config import Context, FunctionWiring, LambdaFunction
 from infra.lambdas import Invocation, LambdaRuntime, ServiceFunction
 
 
@@ -27,14 +27,13 @@ class HotKeys(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        config: AppConfig,
+        config: Context,
         runtime: LambdaRuntime,
         readings_table: dynamodb.ITable | None,
         alerts_topic: sns.ITopic,
         removal_policy: RemovalPolicy,
     ) -> None:
         super().__init__(scope, construct_id)
-        hot = config.hot_keys
 
         self.detector = ServiceFunction(
             self,
@@ -61,11 +60,11 @@ class HotKeys(Construct):
                     readings_table,
                     # TRIM_HORIZON: every write since the stream began counts.
                     starting_position=lambda_.StartingPosition.TRIM_HORIZON,
-                    batch_size=hot.batch_size,
-                    max_batching_window=Duration.seconds(hot.batching_window_s),
-                    parallelization_factor=hot.parallelization_factor,
-                    retry_attempts=hot.max_retries,
-                    max_record_age=Duration.seconds(hot.max_record_age_s),
+                    batch_size=config.hotkeys_batch_size,
+                    max_batching_window=Duration.seconds(config.hotkeys_batching_window_s),
+                    parallelization_factor=config.hotkeys_parallelization_factor,
+                    retry_attempts=config.hotkeys_max_retries,
+                    max_record_age=Duration.seconds(config.hotkeys_max_record_age_s),
                     bisect_batch_on_error=True,
                     report_batch_item_failures=True,
                     on_failure=sources.SqsDlq(self.failure_queue),

@@ -15,7 +15,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as sources
 from constructs import Construct
 
-from infra.config import AppConfig, FunctionWiring, LambdaFunction
+from infra.config import Context, FunctionWiring, LambdaFunction
 from infra.lambdas import Invocation, LambdaRuntime, ServiceFunction, terminal_queue
 
 
@@ -27,20 +27,18 @@ class Ingestion(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        config: AppConfig,
+        config: Context,
         runtime: LambdaRuntime,
         removal_policy: RemovalPolicy,
     ) -> None:
         super().__init__(scope, construct_id)
-        stream_config, mapping = config.stream, config.ingest
-
-        provisioned = stream_config.mode == "provisioned"
+        provisioned = config.kinesis_mode == "provisioned"
         self.stream = kinesis.Stream(
             self,
             "Stream",
             stream_mode=kinesis.StreamMode.PROVISIONED if provisioned else kinesis.StreamMode.ON_DEMAND,
-            shard_count=stream_config.shards if provisioned else None,
-            retention_period=Duration.hours(stream_config.retention_hours),
+            shard_count=config.kinesis_shards if provisioned else None,
+            retention_period=Duration.hours(config.kinesis_retention_hours),
             # The AWS-managed key (alias/aws/kinesis): encrypted at rest with no
             # key policy to maintain and no per-producer kms:GenerateDataKey grant.
             encryption=kinesis.StreamEncryption.MANAGED,
@@ -64,7 +62,9 @@ class Ingestion(Construct):
                 FunctionWiring(
                     rejects_queue_url=self.rejects_queue.queue_url,
                     # By name, as ServiceFunction names it: the rotator is built after ingest.
-                    rotator_function=f"{config.stack_name}-{LambdaFunction.ROTATOR.value}",
+                    rotator_function=f"{config.stack_name}-{LambdaFunction.ROTATOR.value}"
+                    if config.table_period is not None
+                    else None,
                 ),
             ),
             removal_policy=removal_policy,
@@ -86,11 +86,13 @@ class Ingestion(Construct):
             sources.KinesisEventSource(
                 self.stream,
                 starting_position=lambda_.StartingPosition.TRIM_HORIZON,
-                batch_size=mapping.batch_size,
-                max_batching_window=Duration.seconds(mapping.batching_window_s),
-                parallelization_factor=mapping.parallelization_factor,
-                retry_attempts=mapping.max_retries if mapping.max_retries >= 0 else None,
-                max_record_age=(Duration.seconds(mapping.max_record_age_s) if mapping.max_record_age_s >= 0 else None),
+                batch_size=config.ingest_batch_size,
+                max_batching_window=Duration.seconds(config.ingest_batching_window_s),
+                parallelization_factor=config.ingest_parallelization_factor,
+                retry_attempts=config.ingest_max_retries if config.ingest_max_retries >= 0 else None,
+                max_record_age=(
+                    Duration.seconds(config.ingest_max_record_age_s) if config.ingest_max_record_age_s >= 0 else None
+                ),
                 bisect_batch_on_error=True,
                 report_batch_item_failures=True,
                 on_failure=sources.SqsDlq(self.failure_queue),

@@ -35,13 +35,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from infra.acknowledgements import acknowledge, acknowledge_unscoped_actions
-from infra.config import (
-    POWERTOOLS_LAYER_ACCOUNT,
-    POWERTOOLS_LAYER_NAME,
-    FunctionSizing,
-    LambdaConfig,
-    LambdaFunction,
-)
+from infra.config import POWERTOOLS_LAYER_ACCOUNT, POWERTOOLS_LAYER_NAME, Context, FunctionSizing, LambdaFunction
 
 #: The Lambda code root: the handlers import their packages from here.
 FUNCTIONS_DIR = Path(__file__).resolve().parents[1] / "functions"
@@ -95,7 +89,7 @@ def powertools_layer_arn(version: int) -> str:
 class LambdaRuntime(Construct):
     """The code asset and the Powertools layer, made once per stack and shared by every function."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, config: LambdaConfig) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, config: Context) -> None:
         super().__init__(scope, construct_id)
         self.config = config
         # One asset for every function: they share the key-design layer and

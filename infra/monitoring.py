@@ -25,7 +25,7 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from infra.config import DYNAMODB_STREAM_RETENTION_S, METRICS_NAMESPACE, AppConfig, LambdaFunction
+from infra.config import DYNAMODB_STREAM_RETENTION_S, METRICS_NAMESPACE, Context, LambdaFunction
 from infra.lambdas import HelperFunction
 
 ONE_MINUTE = Duration.minutes(1)
@@ -53,7 +53,7 @@ class Monitoring(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        config: AppConfig,
+        config: Context,
         topic: sns.ITopic,
         tables: Mapping[str, WatchedTable],
         stream: kinesis.IStream,
@@ -128,7 +128,7 @@ class Monitoring(Construct):
         # A failure queue's message names a range of its stream, readable (tsctl replay) only while the
         # stream keeps it: the age of the oldest one is alarmed at half of that, a day or two before.
         keeps_s = {
-            "ingest-failures": config.stream.retention_hours * 3600,
+            "ingest-failures": config.kinesis_retention_hours * 3600,
             "hotkeys-failures": DYNAMODB_STREAM_RETENTION_S,
         }
         for name, kept_s in keeps_s.items():
@@ -316,7 +316,7 @@ class Monitoring(Construct):
         ]
         if self._config.table_period is not None:
             # The per-period tables come and go: find them by name.
-            prefix = self._config.storage.table_prefix
+            prefix = self._config.table_prefix
             metrics.append(
                 cloudwatch.MathExpression(
                     expression=(

@@ -15,7 +15,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
-from infra.config import AppConfig, FunctionWiring, LambdaFunction
+from infra.config import Context, LambdaFunction
 from infra.lambdas import Invocation, LambdaRuntime, ServiceFunction, run_on_schedule
 from infra.monitoring import custom_metric
 from infra.storage import Storage
@@ -41,7 +41,7 @@ class Rollups(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        config: AppConfig,
+        config: Context,
         runtime: LambdaRuntime,
         storage: Storage,
         alerts_topic: sns.ITopic,
@@ -53,8 +53,8 @@ class Rollups(Construct):
             "Rollup",
             runtime=runtime,
             function=LambdaFunction.ROLLUP,
-            description=f"Recomputes the {config.context.rollups} rollups of what ingest marked, every minute",
-            environment=config.function_environment(LambdaFunction.ROLLUP, FunctionWiring()),
+            description=f"Recomputes the {config.rollups} rollups of what ingest marked, every minute",
+            environment=config.function_environment(LambdaFunction.ROLLUP),
             removal_policy=removal_policy,
             invocation=Invocation.SCHEDULE,
             failures_hold="a rollup run that failed or could not be delivered (the next run starts from the watermark)",

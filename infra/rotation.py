@@ -22,7 +22,7 @@ from constructs import Construct
 
 from infra.acknowledgements import account_arn, acknowledge_wildcard
 from infra.alerts import allow_alarms
-from infra.config import AppConfig, FunctionWiring, LambdaFunction
+from infra.config import Context, FunctionWiring, LambdaFunction
 from infra.lambdas import Invocation, LambdaRuntime, ServiceFunction, run_on_schedule
 from rotator.settings import MANAGED_BY_TAG, MANAGED_BY_VALUE, PREFIX_TAG
 
@@ -61,7 +61,7 @@ class Rotation(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        config: AppConfig,
+        config: Context,
         runtime: LambdaRuntime,
         hot_keys_function: lambda_.IFunction,
         hot_keys_failure_queue: sqs.IQueue,
@@ -69,7 +69,7 @@ class Rotation(Construct):
         removal_policy: RemovalPolicy,
     ) -> None:
         super().__init__(scope, construct_id)
-        prefix = config.storage.table_prefix
+        prefix = config.table_prefix
 
         self.rotator = ServiceFunction(
             self,
@@ -82,7 +82,7 @@ class Rotation(Construct):
                 FunctionWiring(
                     alert_topic_arn=alerts_topic.topic_arn,
                     hotkeys_function_arn=hot_keys_function.function_arn,
-                    hotkeys_failure_destination_arn=hot_keys_failure_queue.queue_arn,
+                    hotkeys_on_failure_arn=hot_keys_failure_queue.queue_arn,
                 ),
             ),
             removal_policy=removal_policy,
@@ -120,7 +120,7 @@ class Rotation(Construct):
             max_age_s=interval * 60,
         )
 
-    def _grant(self, config: AppConfig, prefix: str, hot_keys_function: lambda_.IFunction) -> None:
+    def _grant(self, config: Context, prefix: str, hot_keys_function: lambda_.IFunction) -> None:
         stack = Stack.of(self)
         tables = stack.format_arn(service="dynamodb", resource="table", resource_name=f"{prefix}-*")
         alarms = stack.format_arn(
@@ -139,8 +139,7 @@ class Rotation(Construct):
         ownership = {MANAGED_BY_TAG: MANAGED_BY_VALUE, PREFIX_TAG: prefix}
         requested = {f"aws:RequestTag/{key}": value for key, value in ownership.items()}
         carried = {f"aws:ResourceTag/{key}": value for key, value in ownership.items()}
-        rotation = config.rotation
-        insights = config.storage.contributor_insights != "off"
+        insights = config.contributor_insights != "off"
         reads = [*TABLE_READS, *(["dynamodb:DescribeContributorInsights"] if insights else [])]
         changes = [*TABLE_CHANGES, *(["dynamodb:UpdateContributorInsights"] if insights else [])]
         statements = [
@@ -189,11 +188,11 @@ class Rotation(Construct):
                     conditions={"StringEquals": {"iam:AWSServiceName": INSIGHTS_SERVICE}},
                 )
             )
-        if rotation.infrequent_access_storage_percent is not None:
+        if config.infrequent_access_storage_percent is not None:
             # Consumed capacity of the closed tables whose class is reviewed; metrics take no resource.
             statements.append(iam.PolicyStatement(actions=["cloudwatch:GetMetricData"], resources=["*"]))
-        if rotation.export_bucket is not None:  # without one the rotator never exports, lists or describes one
-            key_prefix = f"{rotation.export_prefix}/" if rotation.export_prefix else ""
+        if config.export_bucket is not None:  # without one the rotator never exports, lists or describes one
+            key_prefix = f"{config.export_prefix}/" if config.export_prefix else ""
             exports = stack.format_arn(service="dynamodb", resource="table", resource_name=f"{prefix}-*/export/*")
             statements += [
                 iam.PolicyStatement(actions=["dynamodb:ListExports"], resources=["*"]),
@@ -201,7 +200,7 @@ class Rotation(Construct):
                 iam.PolicyStatement(actions=["dynamodb:DescribeExport"], resources=[exports]),
                 iam.PolicyStatement(
                     actions=list(EXPORT_ACTIONS),
-                    resources=[f"arn:{stack.partition}:s3:::{rotation.export_bucket}/{key_prefix}*"],
+                    resources=[f"arn:{stack.partition}:s3:::{config.export_bucket}/{key_prefix}*"],
                 ),
             ]
             acknowledge_wildcard(
@@ -212,7 +211,7 @@ class Rotation(Construct):
             )
             acknowledge_wildcard(
                 self.rotator.role,
-                f"arn:<AWS::Partition>:s3:::{rotation.export_bucket}/{key_prefix}*",
+                f"arn:<AWS::Partition>:s3:::{config.export_bucket}/{key_prefix}*",
                 "DynamoDB writes an export as many objects under '<prefix>/<table>/AWSDynamoDB/<export id>/', names "
                 "it chooses when the export runs; the pattern admits only the configured bucket and prefix.",
             )

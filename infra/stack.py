@@ -14,7 +14,7 @@ from constructs import Construct
 
 from infra.alerts import Alerts
 from infra.api import CURSOR_ROTATION, QueryApi
-from infra.config import AppConfig, LambdaFunction
+from infra.config import Context, LambdaFunction
 from infra.hot_keys import HotKeys
 from infra.ingestion import Ingestion
 from infra.lambdas import HelperFunction, LambdaRuntime
@@ -22,6 +22,7 @@ from infra.monitoring import Monitoring, WatchedTable
 from infra.rollups import Rollups, grant_control_keys
 from infra.rotation import Rotation
 from infra.storage import Storage
+from keydesign.periods import format_duration
 from keydesign.rollup import MARK_KEYS, READ_KEYS
 
 _REMOVAL = {"retain": RemovalPolicy.RETAIN, "destroy": RemovalPolicy.DESTROY}
@@ -34,7 +35,7 @@ CONTROL_OPERATIONS = (Op.GET_ITEM, Op.PUT_ITEM, Op.UPDATE_ITEM, Op.DELETE_ITEM, 
 class TimeSeriesStack(Stack):
     """Write-sharded time-series ingestion. Environment-agnostic: no account or region lookups."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, config: AppConfig) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, config: Context) -> None:
         retention = f"one table per {config.table_period}" if config.table_period else "TTL on one table"
         super().__init__(
             scope,
@@ -42,14 +43,14 @@ class TimeSeriesStack(Stack):
             stack_name=config.stack_name,
             description=(
                 f"Write-sharded time-series ingestion: {config.layout_kind} layout, {config.shards} shards, "
-                f"{config.bucket} buckets, {retention}, {config.retention} retention"
+                f"{config.bucket} buckets, {retention}, {format_duration(config.retention_ms)} retention"
             ),
         )
         self.config = config
-        removal_policy = _REMOVAL[config.storage.removal_policy]
+        removal_policy = _REMOVAL[config.removal_policy]
 
-        runtime = LambdaRuntime(self, "Lambda", config=config.lambdas)
-        self.storage = Storage(self, "Storage", config=config.storage, removal_policy=removal_policy)
+        runtime = LambdaRuntime(self, "Lambda", config=config)
+        self.storage = Storage(self, "Storage", config=config, removal_policy=removal_policy)
         self.alerts = Alerts(self, "Alerts", email=config.alarm_email, removal_policy=removal_policy)
 
         # Kinesis -> ingest -> readings table(s); ingest reads (and first stores) the shard map.
@@ -100,7 +101,7 @@ class TimeSeriesStack(Stack):
 
         # Scheduler -> rollup function: ingest marks what changed, it recomputes, the API reads the rollups.
         self.rollups: Rollups | None = None
-        if config.context.rollups:
+        if config.rollups:
             self.rollups = Rollups(
                 self,
                 "Rollups",
@@ -160,7 +161,7 @@ class TimeSeriesStack(Stack):
         periodic = self.config.table_period is not None
         outputs = {
             "TablePrefix": (
-                self.config.storage.table_prefix,
+                self.config.table_prefix,
                 "Readings tables are named <prefix>-<period label> and created by the rotator"
                 if periodic
                 else "The readings table's name: the layout's table prefix",

@@ -14,7 +14,7 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from infra.acknowledgements import account_arn, acknowledge_wildcard
-from infra.config import CONTROL_SCHEMA, READINGS_SCHEMA, StorageConfig, TableSchema
+from infra.config import CONTROL_SCHEMA, READINGS_SCHEMA, Context, TableSchema
 
 #: The partition key of the shard-map item (``adapters.shard_map_store``): the
 #: only control-table item ingest and query touch.
@@ -58,9 +58,7 @@ class Storage(Construct):
     readings table at all in that mode.
     """
 
-    def __init__(
-        self, scope: Construct, construct_id: str, *, config: StorageConfig, removal_policy: RemovalPolicy
-    ) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, config: Context, removal_policy: RemovalPolicy) -> None:
         super().__init__(scope, construct_id)
         self._prefix = config.table_prefix
 
@@ -79,7 +77,7 @@ class Storage(Construct):
         self.control_table = dynamodb.TableV2(
             self,
             "ControlTable",
-            table_name=config.control_table_name,
+            table_name=config.control_table,
             **_schema(CONTROL_SCHEMA),
             billing=dynamodb.Billing.on_demand(),
             encryption=dynamodb.TableEncryptionV2.aws_managed_key(),
@@ -176,7 +174,7 @@ class Storage(Construct):
     def _prefixed_arn(self, suffix: str) -> str:
         return Stack.of(self).format_arn(service="dynamodb", resource="table", resource_name=f"{self._prefix}-{suffix}")
 
-    def _readings_table(self, config: StorageConfig, name: str, removal_policy: RemovalPolicy) -> dynamodb.TableV2:
+    def _readings_table(self, config: Context, name: str, removal_policy: RemovalPolicy) -> dynamodb.TableV2:
         insights = _INSIGHTS.get(config.contributor_insights)
         warm = (
             dynamodb.WarmThroughput(write_units_per_second=config.warm_writes_per_s)
@@ -214,21 +212,21 @@ def _schema(schema: TableSchema) -> dict[str, Any]:
     }
 
 
-def _billing(config: StorageConfig) -> dynamodb.Billing:
+def _billing(config: Context) -> dynamodb.Billing:
     if config.billing_mode == "PAY_PER_REQUEST":
         return dynamodb.Billing.on_demand()
-    capacity = config.capacity
+    target = config.autoscaling_target_percent
     # TableV2 (AWS::DynamoDB::GlobalTable) only accepts autoscaled write
     # capacity; reads scale the same way so one target governs both.
     return dynamodb.Billing.provisioned(
         read_capacity=dynamodb.Capacity.autoscaled(
-            min_capacity=capacity.read_min,
-            max_capacity=capacity.read_max,
-            target_utilization_percent=capacity.target_percent,
+            min_capacity=config.read_capacity_min,
+            max_capacity=config.read_capacity_max,
+            target_utilization_percent=target,
         ),
         write_capacity=dynamodb.Capacity.autoscaled(
-            min_capacity=capacity.write_min,
-            max_capacity=capacity.write_max,
-            target_utilization_percent=capacity.target_percent,
+            min_capacity=config.write_capacity_min,
+            max_capacity=config.write_capacity_max,
+            target_utilization_percent=target,
         ),
     )

@@ -1,6 +1,6 @@
 """The app's functions as the local system runs them, each built the way Lambda builds it.
 
-Each gets the environment the stack deploys (:meth:`AppConfig.function_environment`
+Each gets the environment the stack deploys (:meth:`Context.function_environment`
 with the local :class:`FunctionWiring`, plus ``LocalOptions.environment``) and
 its size from the configuration; then its handler module is imported
 (:mod:`.functions`). Three need a local part, which goes in through their
@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.awsrequest import AWSResponse
 
-from infra.config import AppConfig, FunctionWiring, LambdaFunction
+from infra.config import Context, FunctionWiring, LambdaFunction
 from local_runtime.faults import FaultInjectingDynamoDB
 from local_runtime.functions import Build, FunctionSpec, InvocationFaults, InvocationGate, LocalFunction
 from rotator.settings import RotatorSettings
@@ -46,7 +46,7 @@ CLOSE: dict[LambdaFunction, tuple[str, ...]] = {
 class AppFunctions:
     """The functions loaded so far, by name; they share one invocation gate and injected errors."""
 
-    def __init__(self, config: AppConfig, options: LocalOptions) -> None:
+    def __init__(self, config: Context, options: LocalOptions) -> None:
         self.config = config
         self.options = options
         self.wiring = FunctionWiring()
@@ -79,7 +79,7 @@ class AppFunctions:
         return {**env, **self.options.environment.get(function, {})}
 
     def timeout_s(self, function: LambdaFunction) -> float:
-        return float(self.config.lambdas.sizing(function).timeout_s)
+        return float(self.config.sizing(function).timeout_s)
 
     @property
     def rotator_sped_up(self) -> bool:
@@ -105,7 +105,7 @@ class AppFunctions:
         self, function: LambdaFunction, *, build: Build | None = None, inject_errors: bool = True
     ) -> LocalFunction:
         """Load one of the app's functions with the stack's environment and size."""
-        sizing = self.config.lambdas.sizing(function)
+        sizing = self.config.sizing(function)
         spec = FunctionSpec(
             name=self.name(function),
             handler=function.handler,

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO, TypeVar
 
-from infra.config import AppConfig, LambdaFunction, load_cdk_json_context
+from infra.config import Context, LambdaFunction, load_cdk_json_context
 from local_runtime.demo_accounting import Observer
 from local_runtime.demo_presentation import draw_pictures
 from local_runtime.demo_report import HOT_SENSOR, DemoFacts, RotationFacts, build_report
@@ -127,14 +127,14 @@ class DemoOptions:
         return cls(**{**base, **overrides})
 
 
-def demo_config(context: Mapping[str, object] | None = None) -> AppConfig:
+def demo_config(context: Mapping[str, object] | None = None) -> Context:
     """cdk.json with the demo's compressed time (and, with a table period, its rotation settings) and
     then ``context`` on top."""
     base = {**load_cdk_json_context(REPO_ROOT / "cdk.json"), **DEMO_CONTEXT}
-    plain = AppConfig.from_context({**base, **(context or {})})
+    plain = Context.parse({**base, **(context or {})})
     if plain.table_period is None:
         return plain
-    return AppConfig.from_context({**base, **DEMO_ROTATION_CONTEXT, **(context or {})})
+    return Context.parse({**base, **DEMO_ROTATION_CONTEXT, **(context or {})})
 
 
 def run_demo(
@@ -165,7 +165,7 @@ def run_demo(
         # time (ingest's timeout + 5 s) and a minute, so the minute just ingested is closed; none before.
         rollups=True,
         rollup_every_s=86_400.0,
-        rollup_ahead_s=config.lambdas.ingest.timeout_s + 5 + 65,
+        rollup_ahead_s=config.ingest_timeout_s + 5 + 65,
     )
     with LocalSystem(config, local) as system:
         facts = _play(system, options, say, {"start": time.monotonic() - started})
@@ -173,7 +173,7 @@ def run_demo(
     draw_pictures(facts, config, options.out_dir)
     settings = {
         **({"rotation_context_overrides": dict(DEMO_ROTATION_CONTEXT)} if rotates else {}),
-        "hot_split_threshold_note": f"lowered to {config.hot_split_threshold_wcu} WCU/s for the demo (stack: 500)",
+        "hot_split_threshold_note": f"lowered to {config.split_threshold_wcu} WCU/s for the demo (stack: 500)",
         **{name.lower(): value for name, value in hot_env.items()},
         "context_overrides": dict(DEMO_CONTEXT),
     }

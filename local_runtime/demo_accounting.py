@@ -90,10 +90,10 @@ class Observer:
 
     def read_export(self, table: str) -> list[Reading]:
         """A dropped table's readings from its export, as ``tsctl archive`` reads them (moto writes no manifest)."""
-        rotation = self.system.config.rotation
-        if rotation.export_bucket is None:
+        config = self.system.config
+        if config.export_bucket is None:
             return []
-        store = S3Store(self.system.client("s3"), rotation.export_bucket, f"{rotation.export_prefix}/{table}/")
+        store = S3Store(self.system.client("s3"), config.export_bucket, f"{config.export_prefix}/{table}/")
         return list(read_readings(store, without_manifest=True))
 
     def capacity(self, table: str) -> dict[str, Any]:

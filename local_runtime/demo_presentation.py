@@ -15,8 +15,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from infra.config import PARTITION_WCU, AppConfig
+from infra.config import Context
 from keydesign import format_ts
+from keydesign.capacity import PARTITION_WCU
 from keydesign.layouts import key_family
 from local_runtime.demo_report import HOT_SENSOR, NOT_RUN, SLICE_MS, DemoFacts, newest_copies, table_writes
 
@@ -25,7 +26,7 @@ OTHERS = "every other key (peak)"
 LOAD_BASIS = "each block's write units at the second of its first reading"
 
 
-def draw_pictures(facts: DemoFacts, config: AppConfig, out_dir: Path, *, top: int = 6) -> None:
+def draw_pictures(facts: DemoFacts, config: Context, out_dir: Path, *, top: int = 6) -> None:
     """Partition load (``partition-load.png``) and, with rotation, table writes (``table-writes.png``)."""
     per_family: dict[str, Counter[int]] = defaultdict(Counter)
     for block in facts.story():
@@ -34,7 +35,7 @@ def draw_pictures(facts: DemoFacts, config: AppConfig, out_dir: Path, *, top: in
         facts.picture = draw_load(
             per_family,
             out_dir / "partition-load.png",
-            threshold=config.hot_split_threshold_wcu,
+            threshold=config.split_threshold_wcu,
             boundary_ms=facts.boundary_ms,
             top=top,
         )

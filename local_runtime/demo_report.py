@@ -18,9 +18,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from infra.config import PARTITION_WCU, AppConfig
+from infra.config import Context
 from keydesign import Layout, Reading, ShardMap, decode_block, format_ts, item_size, ttl_for, write_units
+from keydesign.capacity import PARTITION_WCU
 from keydesign.layouts import key_family, parse_keys
+from keydesign.periods import format_duration
 
 HOT_SENSOR = "sensor-alpha-001"
 NOT_RUN = "not run"
@@ -138,7 +140,7 @@ def newest_copies(blocks: Iterable[Block]) -> Copies:
 
 
 def build_report(
-    *, scenario: Mapping[str, Any], config: AppConfig, facts: DemoFacts, settings: Mapping[str, Any] | None = None
+    *, scenario: Mapping[str, Any], config: Context, facts: DemoFacts, settings: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
     """The report; ``report["ok"]`` is every check in ``report["checks"]``."""
     layout, boundary, story = config.layout(), facts.boundary_ms, facts.story()
@@ -187,15 +189,16 @@ def build_report(
         rotation, rotation_checks = rotation_section(facts.rotation, config, stored, facts.exported, facts.rejects)
         rotation["picture"] = dict(facts.rotation_picture or {})
         checks.update(rotation_checks)
-    design = ("layout_kind", "shards", "bucket", "table_period", "shard_map_cache_ttl_s", "max_future")
+    design = ("layout_kind", "shards", "bucket", "table_period", "shard_map_cache_ttl_s")
     return {
         "ok": all(checks.values()),
         "checks": checks,
         "scenario": dict(scenario),
         "design": {
             **{name.removesuffix("_kind"): getattr(config, name) for name in design},
-            "ingest_batching_window_s": config.ingest.batching_window_s,
-            "hot_split_threshold_wcu": config.hot_split_threshold_wcu,
+            "max_future": format_duration(config.max_future_ms),
+            "ingest_batching_window_s": config.ingest_batching_window_s,
+            "hot_split_threshold_wcu": config.split_threshold_wcu,
             **dict(settings or {}),
         },
         "readings": readings,
@@ -402,7 +405,7 @@ def _split_section(facts: DemoFacts, layout: Layout) -> dict[str, Any]:
 
 def rotation_section(
     facts: RotationFacts,
-    config: AppConfig,
+    config: Context,
     stored: Copies,
     exported: Mapping[str, Sequence[Reading]],
     rejects: Sequence[Mapping[str, Any]],
@@ -410,7 +413,7 @@ def rotation_section(
     """The ``rotation`` section and its checks. Each table's steps are what the rotator's run summaries
     say of it (every list or mapping in them naming the table; a phase when it changes), not a fixed
     list, so they follow the rotator as it changes; its readings, live or read back from its export."""
-    layout, prefix = config.layout(), f"{config.storage.table_prefix}-"
+    layout, prefix = config.layout(), f"{config.table_prefix}-"
     period, retention = layout.table_period, config.retention_ms
     assert period is not None  # noqa: S101 - the rotator runs only with a table period
     starts = _period_starts(facts, config)
@@ -463,11 +466,11 @@ def rotation_section(
         "readings_landed_in_two_or_more_period_tables": sum(1 for rs in holding.values() if rs) >= 2,
         "every_reading_in_its_periods_table": not misplaced,
         "rotator_prebuilt_the_next_tables": bool(prebuilt)
-        and int(last.get("periods_ready", 0)) >= 1 + config.rotation.prebuild_periods,
+        and int(last.get("periods_ready", 0)) >= 1 + config.prebuild_periods,
         "rotator_took_a_table_through_its_phases_to_its_drop": any(len(phases[n]) >= 2 for n in dropped),
         "rotator_dropped_a_table_past_retention": bool(dropped)
         and all(n in starts and when[n]["deleted"] >= period.next_start(starts[n]) + retention for n in dropped),
-        "rotator_exported_each_table_before_dropping_it": config.rotation.export_bucket is None
+        "rotator_exported_each_table_before_dropping_it": config.export_bucket is None
         or all(n in exported and when[n].get("exported", math.inf) <= when[n]["deleted"] for n in dropped),
         "rotator_runs_without_errors": not errors and facts.failures == 0,
         "ingest_refused_readings_of_a_dropped_period": 0 < refused["published"] == refused["rejected"],
@@ -487,7 +490,7 @@ def rotation_section(
         "clock": dict(facts.clock),
         "runs": len(facts.runs),
         "failures": facts.failures,
-        "export_bucket": config.rotation.export_bucket,
+        "export_bucket": config.export_bucket,
         "lifecycle": lifecycle,
         "tables": tables,
         "misplaced_examples": misplaced[:5],
@@ -513,7 +516,7 @@ def _step(key: str, detail: Any) -> str:
     return f"{key}: {', '.join(map(str, detail))}" if isinstance(detail, list) else key
 
 
-def _period_starts(facts: RotationFacts, config: AppConfig) -> dict[str, int]:
+def _period_starts(facts: RotationFacts, config: Context) -> dict[str, int]:
     """Table name -> its period's start, from before the replay's start (less any table then alive) to a
     few periods past the last run."""
     layout = config.layout()
@@ -521,7 +524,7 @@ def _period_starts(facts: RotationFacts, config: AppConfig) -> dict[str, int]:
         return {}
     times, nominal = [int(r["now_ms"]) for r in facts.runs], layout.table_period.nominal_ms
     low = min(times) - config.retention_ms - 2 * nominal
-    high = max(times) + (config.rotation.prebuild_periods + 2) * nominal * 2
+    high = max(times) + (config.prebuild_periods + 2) * nominal * 2
     return {layout.table_for(start): start for start in layout.table_period.starts(low, high)}
 
 

@@ -41,11 +41,11 @@ from collections import Counter, deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from infra.config import HotKeysConfig, IngestConfig
+from infra.config import Context
 from local_runtime.functions import FunctionError
 from local_runtime.stream_sources import SourceRecord, StartingPosition, StreamSource
 
@@ -118,15 +118,16 @@ class MappingConfig:
             raise ValueError("batching_window_s must be >= 0 and poll_interval_s > 0")
 
     @classmethod
-    def for_stream(cls, settings: IngestConfig | HotKeysConfig, **overrides: Any) -> MappingConfig:
+    def for_stream(cls, config: Context, function: Literal["ingest", "hotkeys"], **overrides: Any) -> MappingConfig:
         """The ingest function's mapping, or the hot-key function's on a readings table's stream,
-        from the same settings the stack deploys (bisect, partial batch responses and the trim
-        horizon are the defaults above, as in ``infra/ingestion.py`` and ``infra/hot_keys.py``)."""
+        from the keys the stack deploys it with (``<function>_batch_size`` and so on; bisect, partial
+        batch responses and the trim horizon are the defaults above, as in ``infra/ingestion.py`` and
+        ``infra/hot_keys.py``)."""
         base = cls(
-            batch_size=settings.batch_size,
-            batching_window_s=float(settings.batching_window_s),
-            max_retries=settings.max_retries,
-            max_record_age_s=settings.max_record_age_s,
+            batch_size=getattr(config, f"{function}_batch_size"),
+            batching_window_s=float(getattr(config, f"{function}_batching_window_s")),
+            max_retries=getattr(config, f"{function}_max_retries"),
+            max_record_age_s=getattr(config, f"{function}_max_record_age_s"),
         )
         return replace(base, **overrides)
 

@@ -1,7 +1,7 @@
 """The local resources, built from the configuration the CDK stack is built from.
 
 Table names, key schemas, TTL and stream settings come from
-:class:`infra.config.AppConfig` and :data:`infra.config.READINGS_SCHEMA` /
+:class:`infra.config.Context` and :data:`infra.config.READINGS_SCHEMA` /
 :data:`infra.config.CONTROL_SCHEMA` (the objects ``infra/storage.py`` builds
 its tables from); the stream, queues and topic from the same configuration.
 ``tests/integration/local_runtime/test_provisioning_matches_stack.py``
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from adapters.occupancy import OccupancyStore
-from infra.config import CONTROL_SCHEMA, READINGS_SCHEMA, AppConfig, TableSchema
+from infra.config import CONTROL_SCHEMA, READINGS_SCHEMA, Context, TableSchema
 from local_runtime.environment import assert_loopback
 
 #: SQS's maximum retention, as the stack sets on the rejects queue (``infra.ingestion.REJECTS_RETENTION``).
@@ -75,11 +75,11 @@ class ResourceNames:
     cursor_secret: str
 
     @classmethod
-    def for_config(cls, config: AppConfig, now_ms: int) -> ResourceNames:
+    def for_config(cls, config: Context, now_ms: int) -> ResourceNames:
         stack = config.stack_name
         return cls(
             readings_tables=readings_tables(config, now_ms),
-            control_table=config.storage.control_table_name,
+            control_table=config.control_table,
             stream=f"{stack}-readings",
             rejects_queue=f"{stack}-rejects",
             ingest_failures_queue=f"{stack}-ingest-failures",
@@ -89,41 +89,37 @@ class ResourceNames:
         )
 
 
-def readings_tables(config: AppConfig, now_ms: int) -> tuple[str, ...]:
+def readings_tables(config: Context, now_ms: int) -> tuple[str, ...]:
     """The fixed readings table; with per-period tables, the current period's and the next one's.
 
     The next one exists before its period starts because a reading is routed
     by its event time, and producers' clocks run a little ahead; in AWS the
     rotator pre-builds it the same way.
     """
-    if config.storage.readings_table_name is not None:
-        return (config.storage.readings_table_name,)
+    if config.readings_table_name is not None:
+        return (config.readings_table_name,)
     layout = config.layout()
     period = layout.table_period
     assert period is not None  # noqa: S101 - no fixed table means a table period
     return (layout.table_for(now_ms), layout.table_for(period.next_start(now_ms)))
 
 
-def existing_readings_tables(dynamodb: Any, config: AppConfig) -> tuple[str, ...]:
+def existing_readings_tables(dynamodb: Any, config: Context) -> tuple[str, ...]:
     """The readings tables that exist now: the fixed one, or every period's."""
-    if config.storage.readings_table_name is not None:
-        return (config.storage.readings_table_name,)
-    prefix = f"{config.storage.table_prefix}-"
+    if config.readings_table_name is not None:
+        return (config.readings_table_name,)
+    prefix = f"{config.table_prefix}-"
     found: list[str] = []
     for page in dynamodb.get_paginator("list_tables").paginate():
         found.extend(t for t in page.get("TableNames", []) if t.startswith(prefix))
     return tuple(sorted(found))
 
 
-def table_definitions(config: AppConfig, names: ResourceNames) -> list[TableDefinition]:
+def table_definitions(config: Context, names: ResourceNames) -> list[TableDefinition]:
     """The readings table(s) with the configured billing, and the control table (always on demand, as the stack)."""
-    storage = config.storage
-    provisioned = (
-        (storage.capacity.read_min, storage.capacity.write_min) if storage.billing_mode == "PROVISIONED" else None
-    )
-    tables = [
-        TableDefinition(name, READINGS_SCHEMA, storage.billing_mode, provisioned) for name in names.readings_tables
-    ]
+    billing = config.billing_mode
+    provisioned = (config.read_capacity_min, config.write_capacity_min) if billing == "PROVISIONED" else None
+    tables = [TableDefinition(name, READINGS_SCHEMA, billing, provisioned) for name in names.readings_tables]
     tables.append(TableDefinition(names.control_table, CONTROL_SCHEMA, "PAY_PER_REQUEST"))
     return tables
 
@@ -163,7 +159,7 @@ class Provisioner:
 
     def provision(
         self,
-        config: AppConfig,
+        config: Context,
         names: ResourceNames,
         *,
         cursor_secret: str | None = None,
@@ -192,7 +188,7 @@ class Provisioner:
         # A fresh local stack holds no reading written without its occupancy record, so reads may prune
         # from the start. (In AWS the first ingest batch sets the marker about 20 min ahead: containers of
         # the previous code may still be writing; docs/query.md.)
-        OccupancyStore(self._dynamodb, names.control_table, config.storage.table_prefix).mark_since(0)
+        OccupancyStore(self._dynamodb, names.control_table, config.table_prefix).mark_since(0)
         return Resources(
             names=names,
             stream_arn=stream_arn,
@@ -224,15 +220,15 @@ class Provisioner:
         arn = description.get("LatestStreamArn")
         return str(arn) if arn else None
 
-    def _create_stream(self, config: AppConfig, name: str) -> str:
-        stream = config.stream
-        if stream.mode == "on_demand":
+    def _create_stream(self, config: Context, name: str) -> str:
+        if config.kinesis_mode == "on_demand":
             self._kinesis.create_stream(StreamName=name, StreamModeDetails={"StreamMode": "ON_DEMAND"})
         else:
-            self._kinesis.create_stream(StreamName=name, ShardCount=stream.shards)
+            self._kinesis.create_stream(StreamName=name, ShardCount=config.kinesis_shards)
         self._kinesis.get_waiter("stream_exists").wait(StreamName=name, WaiterConfig={"Delay": 1, "MaxAttempts": 30})
-        if stream.retention_hours > 24:
-            self._kinesis.increase_stream_retention_period(StreamName=name, RetentionPeriodHours=stream.retention_hours)
+        hours = config.kinesis_retention_hours
+        if hours > 24:
+            self._kinesis.increase_stream_retention_period(StreamName=name, RetentionPeriodHours=hours)
         summary = self._kinesis.describe_stream_summary(StreamName=name)["StreamDescriptionSummary"]
         return str(summary["StreamARN"])
 

@@ -3,7 +3,7 @@
 Starting it, in order: the function log router (:mod:`.function_logs`), the
 embedded moto server (:mod:`.moto_server`), the process environment that
 points every AWS client at it (:mod:`.environment`), the resources built from
-the same :class:`AppConfig` as the stack (:mod:`.resources`), then each
+the same :class:`Context` as the stack (:mod:`.resources`), then each
 function (:mod:`.app_functions`) with its trigger:
 
 * ingest on the Kinesis stream, through an event source mapping (:mod:`.mappings`);
@@ -36,7 +36,7 @@ from typing import Any, TextIO, TypeVar
 
 from adapters.clients import reset_clients
 from adapters.settings import CommonSettings
-from infra.config import METRICS_NAMESPACE, AppConfig, FunctionWiring, LambdaFunction
+from infra.config import METRICS_NAMESPACE, Context, FunctionWiring, LambdaFunction
 from local_runtime.api_gateway import RestApi
 from local_runtime.app_functions import AppFunctions
 from local_runtime.environment import aws_environment, local_client, patched_environ
@@ -56,7 +56,7 @@ T = TypeVar("T")
 
 @dataclass(frozen=True, slots=True)
 class LocalOptions:
-    """How the local system runs (the AWS side, sizes and timeouts included, comes from :class:`AppConfig`)."""
+    """How the local system runs (the AWS side, sizes and timeouts included, comes from :class:`Context`)."""
 
     region: str = "eu-west-1"
     moto_port: int = 0
@@ -70,7 +70,7 @@ class LocalOptions:
     #: holds them; ``sys.stdout`` is routed there and :attr:`LocalSystem.console` is the terminal.
     #: None leaves stdout alone.
     function_log: Path | None = None
-    #: Variables on top of a function's stack environment, e.g. ``{LambdaFunction.INGEST: {"WRITE_CONCURRENCY": "4"}}``.
+    #: Variables on top of a function's stack environment, e.g. the demo's ``HOT_WINDOW``.
     environment: Mapping[LambdaFunction, Mapping[str, str]] = field(default_factory=dict)
     #: The functions besides ingest. The rotator runs only with a table_period (else there is nothing
     #: to rotate). Rollups off: every function runs as with ``rollups: null``.
@@ -121,7 +121,7 @@ class LocalSystem:
 
     def __init__(
         self,
-        config: AppConfig,
+        config: Context,
         options: LocalOptions | None = None,
         *,
         now_ms: Callable[[], int] = lambda: int(time.time() * 1000),
@@ -192,7 +192,7 @@ class LocalSystem:
             # The rotator builds every per-period table, as in AWS (the stack makes none).
             replace(names, readings_tables=()) if rotates else names,
             cursor_secret=options.cursor_secret,
-            export_bucket=config.rotation.export_bucket if rotates else None,
+            export_bucket=config.export_bucket if rotates else None,
         )
         r = self._resources
         self.functions.wiring = FunctionWiring(
@@ -200,7 +200,7 @@ class LocalSystem:
             cursor_secret_arn=r.cursor_secret_arn,
             alert_topic_arn=r.alarm_topic_arn,
             hotkeys_function_arn=self.functions.arn(LambdaFunction.HOTKEYS),
-            hotkeys_failure_destination_arn=r.hotkeys_failures_queue_arn,
+            hotkeys_on_failure_arn=r.hotkeys_failures_queue_arn,
             rotator_function=self.functions.name(LambdaFunction.ROTATOR) if rotates else None,
         )
         # Before any function is built: the Lambda clients they make (ingest's, which asks the
@@ -227,11 +227,11 @@ class LocalSystem:
         if options.hot_keys:
             hotkeys = self.functions.start(LambdaFunction.HOTKEYS)
             if not rotates:  # with the rotator, it maps each table's stream, as in AWS
-                config_ = MappingConfig.for_stream(config.hot_keys, poll_interval_s=options.poll_interval_s)
+                config_ = MappingConfig.for_stream(config, "hotkeys", poll_interval_s=options.poll_interval_s)
                 self.consume_table_streams(hotkeys, config_, destination=self._queue(r.hotkeys_failures_queue_url))
         if rotates:
             self._start_rotator()
-        if options.rollups and config.context.rollups:
+        if options.rollups and config.rollups:
             rollup = self.functions.start(
                 LambdaFunction.ROLLUP, build=self.functions.rollup_build(options.rollup_ahead_s)
             )
@@ -273,7 +273,7 @@ class LocalSystem:
                 self.client("kinesis"), r.stream_arn, region=self.options.region, function_name=ingest.name
             ),
             function=ingest,
-            config=MappingConfig.for_stream(self.config.ingest, poll_interval_s=self.options.poll_interval_s),
+            config=MappingConfig.for_stream(self.config, "ingest", poll_interval_s=self.options.poll_interval_s),
             destination=self._queue(r.ingest_failures_queue_url),
         )
 
@@ -349,7 +349,7 @@ class LocalSystem:
         """Serve the REST API stage with ``function`` behind it; return the base URL (``.../<stage>``)."""
         if self.api is not None:
             raise RuntimeError("the REST API is already served")
-        self.api = RestApi(function.invoke, stage=self.config.api.stage, port=self.options.api_port)
+        self.api = RestApi(function.invoke, stage=self.config.api_stage, port=self.options.api_port)
         return self.api.start()
 
     def schedule(

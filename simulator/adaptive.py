@@ -5,10 +5,9 @@ window, judges each window ``HOT_WINDOW_GRACE`` after it ends, and changes the
 shard map from the first bucket boundary every writer will have seen
 (``earliest_change_boundary``: now + ``SHARD_MAP_CACHE_TTL`` +
 ``HOT_CHANGE_MARGIN``). Here the same steps run in simulated time with
-``hotkeys.detector``: :class:`~hotkeys.detector.LoadTracker` holds the
-windows, :func:`~hotkeys.detector.decide` judges them and
-:func:`~hotkeys.detector.apply_decisions` turns the decisions into the next
-map. Writers in the simulation key with that map; since a change only takes
+``hotkeys.detector``: :class:`LoadTracker` holds the windows in memory,
+:func:`~hotkeys.detector.decide` judges them and :func:`~hotkeys.detector.apply_decisions`
+turns the decisions into the next map. Writers in the simulation key with that map; since a change only takes
 effect after every writer's cache has expired, every writer holds the same
 map for every instant it keys, as in production.
 
@@ -23,13 +22,15 @@ reads) counts observations instead of blocks.
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Literal
 
 from hotkeys.detector import (
     DetectorConfig,
-    LoadTracker,
     Observation,
+    WindowLoad,
+    WindowTally,
     apply_decisions,
     decide,
     entity_target,
@@ -37,6 +38,65 @@ from hotkeys.detector import (
 from keydesign import ConfigError, Layout, ShardMap, earliest_change_boundary
 
 ChangeKind = Literal["split", "scale_down", "global"]
+
+
+@dataclass(frozen=True, slots=True)
+class ClosedWindow:
+    """A closed window and the contiguous closed windows before it (oldest first)."""
+
+    load: WindowLoad
+    history: tuple[WindowLoad, ...]
+
+
+class LoadTracker:
+    """Windows kept in memory: observe writes, close windows as time passes.
+
+    The Lambda cannot use this (its windows are spread over many concurrent
+    invocations and live in the control table); the simulator, one process, can,
+    and gets the same windows the Lambda would.
+    """
+
+    def __init__(self, config: DetectorConfig) -> None:
+        self._config = config
+        self._open: dict[int, WindowTally] = {}
+        self._history: deque[WindowLoad] = deque(maxlen=max(1, config.scale_down_windows - 1))
+        self._closed_until: int | None = None
+        self.ttl_deletes = 0
+        self.late = 0
+
+    def observe(self, obs: Observation) -> bool:
+        """Count one write; False when it is not counted (a TTL deletion, or its window is closed)."""
+        if obs.is_ttl_delete:
+            self.ttl_deletes += 1
+            return False
+        start = self._config.window_start(obs.approx_time_ms)
+        if self._closed_until is not None and start < self._closed_until:
+            self.late += 1
+            return False
+        window = self._open.get(start)
+        if window is None:
+            window = self._open[start] = WindowTally(start, self._config.window_ms)
+        window.count(obs)
+        return True
+
+    def close_until(self, now_ms: int, grace_ms: int = 0) -> list[ClosedWindow]:
+        """Close every window that ended at or before ``now_ms - grace_ms``, quiet ones included."""
+        if self._closed_until is not None:
+            start = self._closed_until
+        elif self._open:
+            start = min(self._open)
+        else:
+            return []
+        width = self._config.window_ms
+        closed: list[ClosedWindow] = []
+        while start + width <= now_ms - grace_ms:
+            window = self._open.pop(start, None)
+            load = window.load() if window is not None else WindowLoad.empty(start, width)
+            closed.append(ClosedWindow(load, tuple(self._history)))
+            self._history.append(load)
+            start += width
+        self._closed_until = start
+        return closed
 
 
 @dataclass(frozen=True, slots=True)

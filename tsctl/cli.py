@@ -25,13 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
-        try:
-            module = importlib.import_module(f"tsctl.commands.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name == f"tsctl.commands.{name}":
-                continue  # a command not built yet
-            raise
-        module.register(sub)
+        importlib.import_module(f"tsctl.commands.{name}").register(sub)
     return parser
 
 

@@ -5,27 +5,28 @@ and so on) whose fields are its environment variables: a field's alias is the
 variable's name, written there and nowhere else. :meth:`EnvSettings.from_env`
 parses the environment at cold start; :meth:`EnvSettings.render` writes one,
 which is how the stack and the local runtime build each function's
-environment. A missing or malformed variable raises :class:`SettingsError`
-naming it, so a misconfigured function fails its first invocation loudly
-instead of writing to the wrong place. ``docs/configuration.md`` lists every
-variable with its default; a test keeps it equal to the models.
+environment (``infra.config.Context.function_environment``, which parses what
+it renders with the same model, so a configuration the function would refuse
+fails at synthesis). A missing or malformed variable raises
+:class:`SettingsError` naming it, so a misconfigured function fails its first
+invocation loudly instead of writing to the wrong place.
+
+A field is named as the ``cdk.json`` key it comes from (``infra.config.Context``
+uses the same Python names); every variable is either rendered by the stack or
+one of :data:`LOCAL_ONLY`. Rules between two variables are written here, in
+the model that reads both, and nowhere else.
 
 Conventions, the same for every function: a variable set to an empty string is
 unset; durations are ``90s``, ``15m``, ``2h``, ``30d``; flags are ``true`` or
 ``false`` (any case) and nothing else.
-
-``PREBUILD_PERIODS`` and ``MAX_AGE`` are read by ingest and the rotator under
-the same names, so ingest never writes to a table the rotator has not built or
-has started to retire; the rollup function applies late marks up to ``MAX_AGE``.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
 from collections.abc import Mapping
-from typing import Annotated, Any, Self, TypeVar
+from typing import Annotated, Any, Self
 
 from pydantic import (
     AfterValidator,
@@ -38,15 +39,28 @@ from pydantic import (
     ValidationError,
     model_validator,
 )
+from pydantic_core import ErrorDetails
 
 from keydesign import KeyDesignError, Layout, parse_duration
 from keydesign.periods import format_duration
 from keydesign.rollup import Granularities
 
-View = TypeVar("View")
-
 #: MAX_AGE when unset: a long weekend's outage of a store-and-forward device (Friday evening to Monday evening).
 DEFAULT_MAX_AGE_MS = 3 * 86_400_000
+
+#: The variables only the local runtime (and tests) set: the stack never renders them, and a deployed
+#: function runs with their defaults. Compressed time for the demo (the hot-key windows), a literal
+#: cursor key (no Secrets Manager), and a rotator that takes its clock from the event.
+LOCAL_ONLY = frozenset(
+    {
+        "HOT_WINDOW",
+        "HOT_WINDOW_GRACE",
+        "HOT_CHANGE_MARGIN",
+        "HOT_SCALE_DOWN_WINDOWS",
+        "CURSOR_SECRET",
+        "ALLOW_NOW_OVERRIDE",
+    }
+)
 
 
 class SettingsError(ValueError):
@@ -56,6 +70,39 @@ class SettingsError(ValueError):
         self.variable = variable
         self.reason = reason
         super().__init__(f"environment variable {variable}: {reason}")
+
+
+#: pydantic's error types, in the words users see (``{ge}`` and so on: the error's context).
+_REASONS = {
+    "missing": "is required",
+    "int_parsing": "must be a whole number",
+    "int_type": "must be a whole number",
+    "int_from_float": "must be a whole number",
+    "float_parsing": "must be a number",
+    "greater_than_equal": "must be at least {ge:,}",
+    "greater_than": "must be above {gt}",
+    "less_than_equal": "must be at most {le:,}",
+    "less_than": "must be below {lt}",
+    "literal_error": "must be one of {expected}",
+    "bool_parsing": "must be true or false",
+    "bool_type": "must be true or false",
+    "string_too_long": "must be at most {max_length} characters",
+    "string_type": "must be a single text value",
+}
+
+
+def explain(error: ErrorDetails) -> str:
+    """What one pydantic error says, in the words users see: the one translator for ``cdk.json``
+    keys (``infra.config``), environment variables (here), the query API's parameters and the
+    rotator's event."""
+    kind, ctx = error["type"], error.get("ctx", {})
+    cause = ctx.get("error")
+    if cause is not None:
+        return str(getattr(cause, "reason", cause))
+    reason = _REASONS[kind].format(**ctx) if kind in _REASONS else str(error["msg"])
+    value = error.get("input")
+    shown = f"{value:,}" if isinstance(value, int | float) and not isinstance(value, bool) else f"{value!r:.80}"
+    return reason if kind == "missing" else f"{reason}, got {shown}"
 
 
 def _duration_ms(value: object) -> object:
@@ -102,13 +149,6 @@ def env(name: str, default: Any = ..., **constraints: Any) -> Any:
     return Field(default, alias=name, validate_default=True, **constraints)
 
 
-def deadline_margin(default_ms: int, most_ms: int) -> Any:
-    """``DEADLINE_MARGIN_MS``, read by the functions that stop early (ingest, rotator) with their own bounds."""
-    return env(
-        "DEADLINE_MARGIN_MS", default_ms, ge=0, le=most_ms, description="Time (ms) kept back from the Lambda timeout."
-    )
-
-
 class EnvSettings(BaseModel):
     """A function's settings: each field is an environment variable (its alias)."""
 
@@ -128,10 +168,6 @@ class EnvSettings(BaseModel):
     def invalid(cls, field: str, reason: str) -> SettingsError:
         return SettingsError(cls.variables()[field], reason)
 
-    def view(self, cls: type[View], prefix: str = "") -> View:
-        """The dataclass ``cls`` filled from this model's fields of the same names (after ``prefix``)."""
-        return cls(**{f.name: getattr(self, prefix + f.name) for f in dataclasses.fields(cls)})  # type: ignore[arg-type]
-
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Self:
         environ = os.environ if environ is None else environ
@@ -139,46 +175,24 @@ class EnvSettings(BaseModel):
         try:
             return cls.model_validate(raw)
         except ValidationError as exc:
-            raise _settings_error(cls, exc) from None
+            error = exc.errors(include_url=False)[0]
+            cause = error.get("ctx", {}).get("error")
+            if isinstance(cause, SettingsError):
+                raise cause from None
+            raise SettingsError(str(error["loc"][0]) if error["loc"] else "?", explain(error)) from None
 
     @classmethod
     def render(cls, **values: object) -> dict[str, str]:
         """The environment that sets exactly ``values`` (field name -> value; None: left out).
 
-        Not validated here: deploy-time values are CDK tokens in the stack. The
-        stack's and the local runtime's environments are parsed back by tests.
-        """
+        Not validated here: deploy-time values are CDK tokens in the stack (``Context.function_environment``
+        parses the result back)."""
         unknown = set(values) - set(cls.model_fields)
         if unknown:
             raise TypeError(f"{cls.__name__} has no setting {', '.join(sorted(unknown))}")
         given = {name: value for name, value in values.items() if value is not None}
         dumped = cls.model_construct(None, **given).model_dump(mode="json", by_alias=True, include=set(given))
         return {name: str(value) for name, value in dumped.items()}
-
-
-def _settings_error(model: type[BaseModel], exc: ValidationError) -> SettingsError:
-    error = exc.errors(include_url=False)[0]
-    variable = str(error["loc"][0]) if error["loc"] else "?"
-    field = next((f for f in model.model_fields.values() if f.alias == variable), None)
-    kind, value = error["type"], error.get("input")
-    if kind == "missing":
-        return SettingsError(variable, "is required")
-    if kind in ("int_parsing", "int_from_float"):
-        return SettingsError(variable, f"{value!r} is not a whole number")
-    if kind == "float_parsing":
-        return SettingsError(variable, f"{value!r} is not a number")
-    if kind in ("greater_than_equal", "less_than_equal", "greater_than", "less_than") and field is not None:
-        low = next((getattr(m, a) for m in field.metadata for a in ("ge", "gt") if hasattr(m, a)), None)
-        high = next((getattr(m, a) for m in field.metadata for a in ("le", "lt") if hasattr(m, a)), None)
-        if low is not None and high is not None:
-            return SettingsError(variable, f"{value} is outside {low}..{high}")
-        return SettingsError(variable, f"{value} must be {'above' if kind == 'greater_than' else 'at least'} {low}")
-    if kind == "literal_error":
-        return SettingsError(variable, f"{value!r} is not {error['ctx']['expected']}")
-    cause = error.get("ctx", {}).get("error")
-    if isinstance(cause, SettingsError):
-        return cause
-    return SettingsError(variable, str(cause) if cause is not None else error["msg"])
 
 
 class CommonSettings(EnvSettings):
@@ -198,17 +212,15 @@ class CommonSettings(EnvSettings):
     """Readings table, or prefix of per-period ones."""
     table_period: str | None = env("TABLE_PERIOD", None)
     """Hour, day, week, month, or empty."""
-    retention_ms: DurationMs = env("RETENTION", "30d")
+    retention_ms: DurationMs = env("RETENTION", "30d", gt=0)
     """How long readings are kept, e.g. 30d."""
-    readings_table: str | None = env("READINGS_TABLE", None)
-    """The fixed readings table (informational: functions derive it from TABLE_PREFIX)."""
     control_table: str | None = env("CONTROL_TABLE", None)
     """Shard-map table; unset: the static map of SHARDS (required by hot keys)."""
     shard_map_cache_ttl_ms: DurationMs = env("SHARD_MAP_CACHE_TTL", "60s")
     """How long a process trusts its copy."""
     grace_ms: DurationMs = env("GRACE", "2h")
     """How long a period's table stays open (full setup, capacity, alarms) after the period ends (rotator)."""
-    prebuild_periods: int = env("PREBUILD_PERIODS", 2, ge=1, le=366)
+    prebuild_periods: int = env("PREBUILD_PERIODS", 2, ge=1)
     """Tables built ahead of the current period (per-period tables)."""
     max_future_ms: DurationMs = env("MAX_FUTURE", "5m")
     """How far past now an event time may lie (ingest); the hot-key change margin must cover it."""
@@ -223,26 +235,37 @@ class CommonSettings(EnvSettings):
     @model_validator(mode="after")
     def _layout_holds(self) -> Self:
         try:
-            layout = Layout.from_settings(
+            self._layout = Layout.from_settings(
                 kind=self.layout_kind,
                 bucket=self.bucket,
                 table_prefix=self.table_prefix,
                 table_period=self.table_period,
             )
+            self._granularities = Granularities.parse(self.rollups, "rollups") if self.rollups else None
         except KeyDesignError as exc:
-            field = {"layout": "layout_kind", "bucket": "bucket", "table_period": "table_period"}
-            raise self.invalid(field.get(exc.field, "table_prefix"), exc.reason) from None
-        self._layout = layout
+            fields = {"layout": "layout_kind", "bucket": "bucket", "table_period": "table_period", "rollups": "rollups"}
+            raise self.invalid(fields.get(exc.field, "table_prefix"), exc.reason) from None
+        retention = format_duration(self.retention_ms)
         self.check(
             self.max_age is None or self.max_age <= self.retention_ms,
             "max_age",
-            "must not exceed RETENTION: an older reading would be stored already expired or routed to a table "
-            "already dropped",
+            f"{format_duration(self.max_age or 0)} is longer than retention ({retention}): such a reading would be "
+            "stored already expired, or routed to a table already dropped",
         )
-        try:
-            self._granularities = Granularities.parse(self.rollups, "rollups") if self.rollups else None
-        except KeyDesignError as exc:
-            raise self.invalid("rollups", exc.reason) from None
+        period = self._layout.table_period
+        if period is not None:
+            self.check(
+                self.retention_ms >= period.nominal_ms,
+                "retention_ms",
+                f"{retention} is shorter than one {period.name} table period: the table being written would "
+                "already be due for dropping",
+            )
+            self.check(
+                self.max_future_ms <= period.nominal_ms,
+                "max_future_ms",
+                f"{format_duration(self.max_future_ms)} is longer than one {period.name} table period: a reading "
+                "that far ahead would be routed to a table the rotator has not built yet",
+            )
         return self
 
     @property

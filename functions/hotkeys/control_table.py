@@ -94,16 +94,24 @@ def encode_load(load: WindowLoad) -> str:
     return json.dumps(body, separators=(",", ":"), sort_keys=True)
 
 
+#: How long a window's counters and claims live: a day covers the windows a scale-down looks back over.
+COUNTER_RETENTION_MS = 86_400_000
+
+
 class ControlTable:
-    """Runs, claims and cooldowns. Thread-safe; one instance per container."""
+    """Runs, claims and cooldowns. Thread-safe; one instance per container.
+
+    A window's counters are spread over ``counter_shards`` partition keys, written ``concurrency`` at a
+    time, and expire (``expires_at``) ``retention_ms`` after they are written.
+    """
 
     def __init__(
         self,
         dynamodb: ControlTableApi,
         table: str,
         *,
-        counter_shards: int,
-        retention_ms: int,
+        counter_shards: int = 8,
+        retention_ms: int = COUNTER_RETENTION_MS,
         concurrency: int = 8,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:

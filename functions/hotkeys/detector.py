@@ -2,9 +2,9 @@
 
 Pure Python on top of the key-design layer: no boto3, no clock, no I/O. The
 hot-key Lambda feeds it from the DynamoDB stream and adds windows up across
-invocations in the control table; the workload simulator feeds it directly
-through :class:`LoadTracker`. Both get their decisions from :func:`decide` and
-turn them into a shard map with :func:`apply_decisions`.
+invocations in the control table; the workload simulator keeps its windows in
+memory (``simulator.adaptive.LoadTracker``). Both get their decisions from
+:func:`decide` and turn them into a shard map with :func:`apply_decisions`.
 
 Load is counted in write units, exactly: a block's sort key carries the units a
 put of it is billed (``keydesign.layouts.parse_keys``), and a user delete of it
@@ -37,7 +37,6 @@ The rules (thresholds are per partition key, in WCU/s):
 from __future__ import annotations
 
 import math
-from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -53,6 +52,8 @@ EVENT_NAMES = frozenset({"INSERT", "MODIFY", "REMOVE"})
 TTL_PRINCIPAL = "dynamodb.amazonaws.com"
 #: Upper bound of top_k: metric dimensions per window stay few.
 MAX_TOP_K = 10
+#: Busiest keys and entities one batch adds to the shared counters (at least 1,000 / threshold).
+COUNTERS_PER_WINDOW = 25
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -86,7 +87,7 @@ class DetectorConfig:
     scale_down_windows: int = 10
     scale_down_fraction: float = 0.8
     top_k: int = 5
-    counters_per_window: int = 25
+    counters_per_window: int = COUNTERS_PER_WINDOW
 
     def __post_init__(self) -> None:
         if self.window_ms < 1_000 or self.window_ms % 1_000:
@@ -232,6 +233,11 @@ class WindowTally:
         if shared_key:
             self._shared.add(partition_key)
 
+    def count(self, obs: Observation) -> None:
+        """Add one observed write (a TTL deletion is the caller's to leave out)."""
+        deletes = 1 if obs.event_name == "REMOVE" else 0
+        self.add(obs.partition_key, obs.entity, obs.write_units, deletes=deletes, shared_key=obs.shared_key)
+
     def load(self) -> WindowLoad:
         return WindowLoad(
             self.start_ms,
@@ -253,13 +259,7 @@ def tally(observations: Iterable[Observation], config: DetectorConfig) -> dict[i
         window = windows.get(start)
         if window is None:
             window = windows[start] = WindowTally(start, config.window_ms)
-        window.add(
-            obs.partition_key,
-            obs.entity,
-            obs.write_units,
-            deletes=1 if obs.event_name == "REMOVE" else 0,
-            shared_key=obs.shared_key,
-        )
+        window.count(obs)
     return windows
 
 
@@ -542,71 +542,3 @@ def apply_decisions(
         effective = max(change.effective_from_ms, _effective(result.global_history, change_from_ms))
         result = result.with_global(change.to_shards, effective, now_ms=now_ms)
     return result
-
-
-# -- windows in memory (the simulator, tests) ---------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class ClosedWindow:
-    """A closed window and the contiguous closed windows before it (oldest first)."""
-
-    load: WindowLoad
-    history: tuple[WindowLoad, ...]
-
-
-class LoadTracker:
-    """Windows kept in memory: observe writes, close windows as time passes.
-
-    The Lambda cannot use this (its windows are spread over many concurrent
-    invocations and live in the control table); a single-process caller such as
-    the workload simulator can, and gets the same windows the Lambda would.
-    """
-
-    def __init__(self, config: DetectorConfig) -> None:
-        self._config = config
-        self._open: dict[int, WindowTally] = {}
-        self._history: deque[WindowLoad] = deque(maxlen=max(1, config.scale_down_windows - 1))
-        self._closed_until: int | None = None
-        self.ttl_deletes = 0
-        self.late = 0
-
-    def observe(self, obs: Observation) -> bool:
-        """Count one write; False when it is not counted (a TTL deletion, or its window is closed)."""
-        if obs.is_ttl_delete:
-            self.ttl_deletes += 1
-            return False
-        start = self._config.window_start(obs.approx_time_ms)
-        if self._closed_until is not None and start < self._closed_until:
-            self.late += 1
-            return False
-        window = self._open.get(start)
-        if window is None:
-            window = self._open[start] = WindowTally(start, self._config.window_ms)
-        window.add(
-            obs.partition_key,
-            obs.entity,
-            obs.write_units,
-            deletes=1 if obs.event_name == "REMOVE" else 0,
-            shared_key=obs.shared_key,
-        )
-        return True
-
-    def close_until(self, now_ms: int, grace_ms: int = 0) -> list[ClosedWindow]:
-        """Close every window that ended at or before ``now_ms - grace_ms``, quiet ones included."""
-        if self._closed_until is not None:
-            start = self._closed_until
-        elif self._open:
-            start = min(self._open)
-        else:
-            return []
-        width = self._config.window_ms
-        closed: list[ClosedWindow] = []
-        while start + width <= now_ms - grace_ms:
-            window = self._open.pop(start, None)
-            load = window.load() if window is not None else WindowLoad.empty(start, width)
-            closed.append(ClosedWindow(load, tuple(self._history)))
-            self._history.append(load)
-            start += width
-        self._closed_until = start
-        return closed

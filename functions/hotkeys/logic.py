@@ -205,7 +205,11 @@ def _names(obs: Observation) -> tuple[tuple[str, str, int], ...]:
 
 
 class HotKeyMonitor:
-    """Counts stream batches into the control table and judges due windows. One per container."""
+    """Counts stream batches into the control table and judges due windows. One per container.
+
+    A window-close claim can be taken over ``close_lease_ms`` after it was made (its holder died); a
+    hot key is notified at most once per ``alert_cooldown_ms``.
+    """
 
     def __init__(
         self,
@@ -219,8 +223,8 @@ class HotKeyMonitor:
         cache_ttl_ms: int,
         change_margin_ms: int,
         window_grace_ms: int,
-        close_lease_ms: int,
-        alert_cooldown_ms: int,
+        close_lease_ms: int = 120_000,
+        alert_cooldown_ms: int = 3_600_000,
         auto_apply_entity: bool = True,
         auto_apply_global: bool = False,
         clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
@@ -271,13 +275,7 @@ class HotKeyMonitor:
             compaction=compaction,
             clock_ms=wall,
         )
-        control = ControlTable(
-            db,
-            settings.control_table,
-            counter_shards=settings.counter_shards,
-            retention_ms=settings.counter_retention_ms,
-            concurrency=settings.concurrency,
-        )
+        control = ControlTable(db, settings.control_table)
         cache_clock: Callable[[], float] = time.monotonic if clock_ms is None else (lambda: wall() / 1000)
         alerts = None
         if settings.alert_topic_arn is not None:
@@ -292,8 +290,6 @@ class HotKeyMonitor:
             cache_ttl_ms=common.shard_map_cache_ttl_ms,
             change_margin_ms=settings.change_margin_ms,
             window_grace_ms=settings.window_grace_ms,
-            close_lease_ms=settings.close_lease_ms,
-            alert_cooldown_ms=settings.alert_cooldown_ms,
             auto_apply_entity=settings.auto_apply_entity,
             auto_apply_global=settings.auto_apply_global,
             clock_ms=wall,

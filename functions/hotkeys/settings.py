@@ -2,6 +2,11 @@
 
 On top of :class:`adapters.settings.CommonSettings`; ``CONTROL_TABLE`` is
 required here. docs/configuration.md lists every variable (from the model).
+The window, its grace, the change margin and the scale-down windows are
+local-only (the demo compresses time with them); the detector's other
+parameters are :class:`~hotkeys.detector.DetectorConfig`'s defaults, and the
+counters' and claims' are :class:`~hotkeys.control_table.ControlTable`'s and
+:class:`~hotkeys.logic.HotKeyMonitor`'s.
 
 ``HOT_CHANGE_MARGIN`` must be at least ``MAX_FUTURE``: ingest keys a reading by
 its *event* time, which may lie up to ``MAX_FUTURE`` ahead of the clock, so a
@@ -13,64 +18,55 @@ map, and readers (using the new one) would not find it.
 from __future__ import annotations
 
 import math
-from functools import cached_property
 from typing import Self
 
-from pydantic import model_validator
+from pydantic import PrivateAttr, model_validator
 
 from adapters.settings import CommonSettings, DurationMs, Flag, env
-from hotkeys.detector import MAX_TOP_K, DetectorConfig
+from hotkeys.control_table import COUNTER_RETENTION_MS
+from hotkeys.detector import COUNTERS_PER_WINDOW, DetectorConfig
 from keydesign import ConfigError
+from keydesign.capacity import PARTITION_WCU
 
 
 class HotKeySettings(CommonSettings):
     control_table: str = env("CONTROL_TABLE")
     """Shard-map table; unset: the static map of SHARDS (required by hot keys)."""
-    window_ms: DurationMs = env("HOT_WINDOW", "60s")
-    """Window the load is measured over; divides the bucket."""
-    split_threshold_wcu: int = env("HOT_SPLIT_THRESHOLD_WCU", 500, ge=1, le=1_000)
+    # A split decided at or past a key's 1,000 WCU/s is too late.
+    split_threshold_wcu: int = env("HOT_SPLIT_THRESHOLD_WCU", 500, ge=1, le=PARTITION_WCU - 1)
     """WCU/s on one partition key that makes it hot."""
-    target_utilisation: float = env("HOT_TARGET_UTILISATION", 0.4, gt=0, le=1)
-    """A split sizes each key for this share of 1,000 WCU/s (0..1]."""
-    scale_down_windows: int = env("HOT_SCALE_DOWN_WINDOWS", 10, ge=1, le=1_000)
-    """Quiet windows in a row before an entity scales down."""
-    scale_down_fraction: float = env("HOT_SCALE_DOWN_FRACTION", 0.8, gt=0, lt=1)
-    """'quiet': fits fewer keys at this share of the budget."""
-    top_k: int = env("HOT_TOP_K", 5, ge=1, le=MAX_TOP_K)
-    """Keys and entities published as metric dimensions."""
-    counters_per_window: int = env("HOT_COUNTERS_PER_WINDOW", 25, ge=1, le=1_000)
-    """Busiest keys and entities one batch adds to shared counters."""
-    window_grace_ms: DurationMs = env("HOT_WINDOW_GRACE", "30s")
-    """Wait after a window ends before judging it (stream lag)."""
-    change_margin: DurationMs | None = env("HOT_CHANGE_MARGIN", None)
-    """Extra wait beyond SHARD_MAP_CACHE_TTL before a change applies; unset: MAX_FUTURE + 60s."""
-    counter_shards: int = env("HOT_COUNTER_SHARDS", 8, ge=1, le=100)
-    """Partition keys the counters of one window are spread over."""
-    counter_retention_ms: DurationMs = env("HOT_COUNTER_RETENTION", "1d")
-    """Counters and claims expire (attribute expires_at) after."""
-    concurrency: int = env("HOT_CONCURRENCY", 8, ge=1, le=32)
-    """Counter writes in flight at once."""
-    close_lease_ms: DurationMs = env("HOT_CLOSE_LEASE", "2m")
-    """A window-close claim can be taken over after."""
     auto_apply_entity: Flag = env("HOT_AUTO_APPLY_ENTITY", True)
     """Apply entity splits and scale-downs (else only recommend)."""
     auto_apply_global: Flag = env("HOT_AUTO_APPLY_GLOBAL", False)
     """Apply a larger global N (else only recommend)."""
     alert_topic_arn: str | None = env("HOT_ALERT_TOPIC_ARN", None)
     """SNS topic for hot-key notifications; unset: none."""
-    alert_cooldown_ms: DurationMs = env("HOT_ALERT_COOLDOWN", "1h")
-    """One notification per hot key per."""
+    window_ms: DurationMs = env("HOT_WINDOW", "60s")
+    """Window the load is measured over; divides the bucket."""
+    window_grace_ms: DurationMs = env("HOT_WINDOW_GRACE", "30s")
+    """Wait after a window ends before judging it (stream lag)."""
+    change_margin: DurationMs | None = env("HOT_CHANGE_MARGIN", None)
+    """Extra wait beyond SHARD_MAP_CACHE_TTL before a change applies; unset: MAX_FUTURE + 60s."""
+    scale_down_windows: int = env("HOT_SCALE_DOWN_WINDOWS", 10, ge=1)
+    """Quiet windows in a row before an entity scales down."""
+
+    _detector: DetectorConfig = PrivateAttr()
 
     @model_validator(mode="after")
     def _rules(self) -> Self:
+        # A key over the threshold carries at least threshold/1,000 of its stream shard's writes, so it is
+        # among a batch's top 1,000/threshold: a batch adds at least that many counters.
+        counters = max(COUNTERS_PER_WINDOW, math.ceil(PARTITION_WCU / self.split_threshold_wcu))
         try:
-            self.detector  # noqa: B018 - built here so a bad combination fails at cold start
-        except ConfigError as exc:
-            raise self.invalid(
-                exc.field if exc.field in type(self).model_fields else f"{exc.field}_ms", exc.reason
-            ) from None
-        window_ms = self.window_ms
-        bucket = self.layout.bucket
+            self._detector = DetectorConfig(
+                window_ms=self.window_ms,
+                split_threshold_wcu=self.split_threshold_wcu,
+                scale_down_windows=self.scale_down_windows,
+                counters_per_window=counters,
+            )
+        except ConfigError as exc:  # the detector's own rules
+            raise self.invalid(exc.field if exc.field in type(self).model_fields else "window_ms", exc.reason) from None
+        window_ms, bucket = self.window_ms, self.layout.bucket
         self.check(
             bucket.width_ms % window_ms == 0,
             "window_ms",
@@ -84,21 +80,15 @@ class HotKeySettings(CommonSettings):
         )
         needed = window_ms * (self.scale_down_windows + 2) + self.window_grace_ms
         self.check(
-            self.counter_retention_ms >= needed,
-            "counter_retention_ms",
-            f"must cover HOT_SCALE_DOWN_WINDOWS + 2 windows plus the grace ({math.ceil(needed / 1000)}s)",
-        )
-        topic = self.alert_topic_arn
-        self.check(
-            topic is None or topic.startswith("arn:"),
-            "alert_topic_arn",
-            f"{str(topic)[:80]!r} is not an SNS topic ARN",
+            needed <= COUNTER_RETENTION_MS,
+            "scale_down_windows",
+            f"{self.scale_down_windows} windows and the grace ({math.ceil(needed / 1000)}s) outlast the counters (1d)",
         )
         return self
 
-    @cached_property
+    @property
     def detector(self) -> DetectorConfig:
-        return self.view(DetectorConfig)
+        return self._detector
 
     @property
     def change_margin_ms(self) -> int:

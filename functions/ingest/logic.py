@@ -53,7 +53,7 @@ from adapters.kinesis_records import StreamRecord
 from adapters.observability import logger, metrics
 from adapters.occupancy import OccupancyRecorder, OccupancyStore
 from adapters.rejects import Reject, RejectsPublisher, RejectsReport, SendMessageBatchApi
-from adapters.retry import Backoff, Clock, Deadline, Sleep
+from adapters.retry import Clock, Deadline, Sleep
 from adapters.rollup_store import MarkRecorder, RollupStore
 from adapters.shard_map_source import ShardMapSource
 from adapters.shard_map_store import ShardMapStore, shard_map_source
@@ -226,27 +226,14 @@ class Ingestor:
         is the control table's client (shard map, occupancy marker, rollups), ``lambda_client`` the one that asks
         the rotator for missing tables (with ROTATOR_FUNCTION and per-period tables): real ones unless given."""
         common = settings.common
-        backoff = Backoff(settings.retry_base_ms, settings.retry_max_delay_ms)
         # One attempt per botocore call: the writer does the retrying, so every
         # wait is jittered, counted, and bounded by the invocation's deadline. Its
         # requests come from serialize_item: botocore's validation walk is skipped.
         if dynamodb is None:
             dynamodb = client("dynamodb", max_attempts=1, validate=False)
             send_prebuilt_json(dynamodb)
-        writer = BatchWriter(
-            dynamodb,
-            concurrency=settings.write_concurrency,
-            backoff=backoff,
-            clock=clock,
-            sleep=sleep,
-        )
-        rejects = RejectsPublisher(
-            sqs if sqs is not None else client("sqs"),
-            settings.rejects_queue_url,
-            payload_limit=settings.reject_payload_bytes,
-            concurrency=settings.reject_concurrency,
-            sleep=sleep,
-        )
+        writer = BatchWriter(dynamodb, clock=clock, sleep=sleep)
+        rejects = RejectsPublisher(sqs if sqs is not None else client("sqs"), settings.rejects_queue_url, sleep=sleep)
         occupancy = None
         if common.control_table is not None and control is None:
             control = client("dynamodb")
@@ -278,7 +265,6 @@ class Ingestor:
             max_future_ms=settings.max_future_ms,
             max_age_ms=settings.max_age_ms,
             prebuild_periods=common.prebuild_periods,
-            deadline_margin_ms=settings.deadline_margin_ms,
             clock=clock,
             wall_clock_ms=wall_clock_ms,
             table_builds=table_builds,

@@ -39,6 +39,7 @@ from botocore.exceptions import ClientError
 
 from adapters.observability import logger, metrics
 from adapters.partition_reader import CorruptBlock
+from adapters.settings import explain
 from keydesign import InvalidInput
 from query.cursor import MAX_CURSOR_CHARS
 from query.errors import ScanLimitExceeded, UnsupportedByLayout
@@ -100,10 +101,7 @@ From = Annotated[
 ]
 To = Annotated[
     str,
-    Query(
-        description="End of the range, exclusive (same forms as `from`); `to - from` is at most MAX_RANGE "
-        "(default 31 days)"
-    ),
+    Query(description="End of the range, exclusive (same forms as `from`); `to - from` is at most MAX_RANGE (31 days)"),
 ]
 Limit = Annotated[int | None, Query(ge=1, le=LIMIT_CEILING, description=_LIMIT)]
 Cursor = Annotated[
@@ -382,26 +380,10 @@ def _parameter_problem(
     return None
 
 
-_MESSAGES: dict[str, Callable[[Mapping[str, Any]], str]] = {
-    "missing": lambda ctx: "is required",
-    "int_parsing": lambda ctx: "must be a whole number",
-    "int_type": lambda ctx: "must be a whole number",
-    "int_from_float": lambda ctx: "must be a whole number",
-    "greater_than_equal": lambda ctx: f"must be at least {ctx.get('ge')}",
-    "less_than_equal": lambda ctx: f"must be at most {ctx.get('le')}",
-    "literal_error": lambda ctx: f"must be one of {ctx.get('expected')}",
-    "bool_parsing": lambda ctx: "must be true or false",
-    "bool_type": lambda ctx: "must be true or false",
-    "string_too_long": lambda ctx: f"must be at most {ctx.get('max_length')} characters",
-    "string_type": lambda ctx: "must be a single text value",
-}
-
-
-def _validation_message(error: Mapping[str, Any]) -> tuple[str, str | None]:
+def _validation_message(error: Any) -> tuple[str, str | None]:
     loc: Sequence[object] = error.get("loc") or ()
     parameter = str(loc[-1]) if len(loc) > 1 else None
-    describe = _MESSAGES.get(str(error.get("type")))
-    reason = describe(error.get("ctx") or {}) if describe else str(error.get("msg", "is not valid"))
+    reason = explain(error)
     return (f"{parameter}: {reason}" if parameter else reason), parameter
 
 

@@ -151,13 +151,13 @@ class QueryService:
 
     @classmethod
     def from_settings(cls, settings: QuerySettings) -> QueryService:
-        common = settings.common
+        common, limits = settings.common, QueryLimits()
         return cls(
             layout=common.layout,
             shard_maps=shard_map_source(common, bootstrap=False),
-            reader=DynamoPartitionReader(pool=max(32, settings.limits.concurrency)),
+            reader=DynamoPartitionReader(pool=max(32, limits.concurrency)),
             cursors=CursorCodec(CursorKeys.from_source(settings.cursor_secret, read_secret)),
-            limits=settings.limits,
+            limits=limits,
             occupancy=occupancy_reader(common),
             rollups=rollup_answers(common),
             retention_ms=common.retention_ms,

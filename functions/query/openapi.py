@@ -18,9 +18,9 @@ VERSION = "1.0.0"
 DESCRIPTION = (
     "Reads readings back from the write-sharded DynamoDB store. Ranges are half-open [from, to) in UTC; "
     "every error is a JSON object {error, parameter}. Limits (MAX_RANGE, MAX_LIMIT, LATEST_LOOKBACK, "
-    "MAX_SCAN_ITEMS, MAX_QUERY_CALLS) are deployment settings; the defaults are given in each description. "
+    "MAX_SCAN_ITEMS, MAX_QUERY_CALLS) are the query function's fixed bounds, given in each description. "
     "A page stops early, with `complete: false` and a cursor that resumes where it stopped, at the "
-    "function's deadline, MAX_QUERY_CALLS Query calls (default 200) or the response-size cap."
+    "function's deadline, MAX_QUERY_CALLS Query calls (200) or the response-size cap."
 )
 
 

@@ -2,7 +2,9 @@
 
 On top of :class:`adapters.settings.CommonSettings`; docs/configuration.md
 lists every variable (from the model). One of ``CURSOR_SECRET_ARN`` and
-``CURSOR_SECRET`` is required.
+``CURSOR_SECRET`` (local only) is required. The bounds of one request are
+:class:`QueryLimits`' defaults (docs/query.md): constants, as no deployment
+has needed others.
 """
 
 from __future__ import annotations
@@ -12,18 +14,18 @@ from typing import Self
 
 from pydantic import model_validator
 
-from adapters.settings import CommonSettings, DurationMs, env
+from adapters.settings import CommonSettings, env
 
-#: The hard ceiling of ``limit``, whatever MAX_LIMIT says (and the OpenAPI maximum).
+#: The hard ceiling of ``limit`` (and the OpenAPI maximum).
 LIMIT_CEILING = 1000
-#: The page size when the request names none (lowered to MAX_LIMIT if that is smaller).
+#: The page size when the request names none (lowered to ``max_limit`` if that is smaller).
 DEFAULT_LIMIT = 100
 MIN_SECRET_CHARS = 32
 
 
 @dataclass(frozen=True, slots=True)
 class QueryLimits:
-    """The bounds one request must stay within."""
+    """The bounds one request must stay within (tests make smaller ones)."""
 
     max_range_ms: int = 31 * 86_400_000
     max_limit: int = LIMIT_CEILING
@@ -44,7 +46,8 @@ class CursorSecretSource:
 
     secret_id: str | None
     literal: bytes | None
-    #: How long the secret's keys are kept before they are fetched again.
+    #: How long the secret's keys are kept before they are read again (a cursor signed with a key not held
+    #: yet makes them be read early, at most every 10 s); well under the rotation interval.
     ttl_ms: int = 300_000
 
 
@@ -54,25 +57,6 @@ class QuerySettings(CommonSettings):
     still accepted, so the key can rotate)."""
     cursor_secret_literal: str | None = env("CURSOR_SECRET", None)
     """The signing key itself (local mode, tests); at least 32 characters; used when no ARN is set."""
-    cursor_key_ttl_ms: DurationMs = env("CURSOR_KEY_TTL", "5m", gt=0)
-    """How long the cursor keys read from the secret are kept before they are read again; a cursor signed with a
-    key not held yet makes them be read early (at most every 10 s). Keep it well under the rotation interval."""
-    max_range_ms: DurationMs = env("MAX_RANGE", "31d", gt=0)
-    """Widest `to - from` a read or aggregate may ask for."""
-    max_limit: int = env("MAX_LIMIT", LIMIT_CEILING, ge=1, le=LIMIT_CEILING)
-    """Largest page a client may ask for."""
-    latest_lookback_ms: DurationMs = env("LATEST_LOOKBACK", "7d", gt=0)
-    """How far back `/latest` looks (and its `lookback` parameter's maximum)."""
-    max_scan_items: int = env("MAX_SCAN_ITEMS", 100_000, ge=1, le=10_000_000)
-    """Items an aggregate may read before it is refused with 413."""
-    concurrency: int = env("QUERY_CONCURRENCY", 16, ge=1, le=64)
-    """Partitions queried at once per request."""
-    max_query_calls: int = env("MAX_QUERY_CALLS", 200, ge=1, le=100_000)
-    """Query calls one page or aggregate may start before it stops (a page returns what it found and a cursor;
-    an aggregate answers 413)."""
-    response_margin_ms: DurationMs = env("RESPONSE_MARGIN", "2s")
-    """Time kept back from the function's remaining time to serialize and send the answer: a page stops reading
-    at the function's deadline minus this."""
 
     @model_validator(mode="after")
     def _one_secret(self) -> Self:
@@ -89,11 +73,7 @@ class QuerySettings(CommonSettings):
         return self
 
     @property
-    def limits(self) -> QueryLimits:
-        return self.view(QueryLimits)
-
-    @property
     def cursor_secret(self) -> CursorSecretSource:
         if self.cursor_secret_arn is not None:
-            return CursorSecretSource(secret_id=self.cursor_secret_arn, literal=None, ttl_ms=self.cursor_key_ttl_ms)
+            return CursorSecretSource(secret_id=self.cursor_secret_arn, literal=None)
         return CursorSecretSource(secret_id=None, literal=(self.cursor_secret_literal or "").encode("utf-8"))

@@ -55,6 +55,8 @@ from rollup.settings import RollupSettings
 #: apart, RUN_SPAN intervals in all (an hour of minutes; the unmarked ones between are read, not used).
 RUN_GAP = 5
 RUN_SPAN = 60
+#: Intervals recomputed at once (and the writes and reads in flight for them).
+CONCURRENCY = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +128,7 @@ class RollupRunner:
         granularities: Granularities,
         lateness_ms: int,
         settle_ms: int,
-        concurrency: int = 16,
+        concurrency: int = CONCURRENCY,
         clock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
     ) -> None:
         self._layout = layout
@@ -147,19 +149,19 @@ class RollupRunner:
         common = settings.common
         if common.granularities is None or common.control_table is None:  # the settings refuse both
             raise ValueError("rollups need ROLLUPS and CONTROL_TABLE")
-        writer = BatchWriter(client("dynamodb", max_attempts=1), concurrency=settings.concurrency)
+        writer = BatchWriter(client("dynamodb", max_attempts=1), concurrency=CONCURRENCY)
         store = RollupStore(
             client("dynamodb"), writer, common.control_table, common.layout.table_prefix, common.retention_ms
         )
         return cls(
             layout=common.layout,
             shard_maps=shard_map_source(common, bootstrap=False),
-            reader=DynamoPartitionReader(pool=max(32, settings.concurrency)),
+            reader=DynamoPartitionReader(pool=max(32, CONCURRENCY)),
             store=store,
             granularities=common.granularities,
             lateness_ms=settings.max_age_ms,
             settle_ms=settings.settle_ms,
-            concurrency=settings.concurrency,
+            concurrency=CONCURRENCY,
             **({"clock_ms": clock_ms} if clock_ms is not None else {}),
         )
 

@@ -20,8 +20,6 @@ from adapters.settings import CommonSettings, DurationMs, env
 class RollupSettings(CommonSettings):
     settle_ms: DurationMs = env("ROLLUP_SETTLE", "3m", gt=0)
     """How long after a slot (minute) of marks ends before it is applied; longer than ingest's timeout."""
-    concurrency: int = env("ROLLUP_CONCURRENCY", 16, ge=1, le=64)
-    """Intervals recomputed at once."""
 
     @model_validator(mode="after")
     def _needs_rollups(self) -> Self:

@@ -42,9 +42,9 @@ def create_handler(
             raise
         budget_ms = context.get_remaining_time_in_millis()
         if request.build:
-            summary = rotator.build(request.build, now_ms=request.now_ms, dry_run=request.dry_run, budget_ms=budget_ms)
+            summary = rotator.build(request.build, now_ms=request.now, dry_run=request.dry_run, budget_ms=budget_ms)
         else:
-            summary = rotator.run(now_ms=request.now_ms, dry_run=request.dry_run, budget_ms=budget_ms)
+            summary = rotator.run(now_ms=request.now, dry_run=request.dry_run, budget_ms=budget_ms)
         return summary.to_dict()
 
     # Powertools' decorators are untyped: the handler is the function above, as declared.

@@ -51,7 +51,7 @@ from adapters.observability import logger, metrics
 from adapters.retry import Clock, Deadline
 from rotator.alarms import DELETE_BATCH, AlarmApi, CloudWatchAlarms, ExistingAlarm
 from rotator.lifecycle import CLASS_REVIEW_AFTER_MS, HOUR_MS, DeletionRefused, Lifecycle, PeriodTable, Phase
-from rotator.settings import RotatorSettings
+from rotator.settings import DEADLINE_MARGIN_MS, RotatorSettings
 from rotator.specs import (
     ALARM_MARKER,
     STREAM_VIEW,
@@ -131,8 +131,8 @@ class Rotator:
         self.settings = settings
         self.lifecycle = Lifecycle.from_settings(settings)
         self.tables = tables
-        self.mappings = mappings if settings.mapping is not None else None
-        self.alarms = alarms if settings.alarms is not None else None
+        self.mappings = mappings if settings.hotkeys_function_arn is not None else None
+        self.alarms = alarms
         self.usage = usage if settings.infrequent_access_storage_percent is not None else None
         self._clock_ms = clock_ms
         self._monotonic = monotonic
@@ -155,10 +155,10 @@ class Rotator:
             tables=DynamoTables(dynamodb if dynamodb is not None else client("dynamodb")),
             mappings=(
                 LambdaMappings(lambda_client if lambda_client is not None else client("lambda"))
-                if settings.mapping is not None
+                if settings.hotkeys_function_arn is not None
                 else None
             ),
-            alarms=CloudWatchAlarms(watch) if settings.alarms is not None else None,
+            alarms=CloudWatchAlarms(watch),
             usage=CloudWatchUsage(watch) if settings.infrequent_access_storage_percent is not None else None,
             clock_ms=clock_ms,
         )
@@ -197,7 +197,7 @@ class Rotator:
         """The run's deadline: ``budget_ms`` (the invocation's time left) less DEADLINE_MARGIN_MS."""
         if budget_ms is None:
             return Deadline.never(self._monotonic)
-        return Deadline.after_ms(budget_ms - self.settings.deadline_margin_ms, self._monotonic)
+        return Deadline.after_ms(budget_ms - DEADLINE_MARGIN_MS, self._monotonic)
 
 
 @dataclass(slots=True)
@@ -335,10 +335,9 @@ class _Run:
 
     def _snapshot(self) -> None:
         """Read the mappings and alarms once, before the tables (see the module docstring)."""
-        mappings = self.rotator.mappings
-        mapping_settings = self.settings.mapping
-        if mappings is not None and mapping_settings is not None:
-            found = self._call("*", "list_event_source_mappings", lambda: mappings.list(mapping_settings.function_arn))
+        mappings, function_arn = self.rotator.mappings, self.settings.hotkeys_function_arn
+        if mappings is not None and function_arn is not None:
+            found = self._call("*", "list_event_source_mappings", lambda: mappings.list(function_arn))
             if not isinstance(found, _Failed):
                 self.mappings = {}
                 for mapping in found:
@@ -489,7 +488,7 @@ class _Run:
                     self.summary.configure(table.name, "ttl")
             elif attribute != TTL_ATTRIBUTE:
                 self.summary.skip(table.name, f"TTL is {status} on {attribute!r}, not {TTL_ATTRIBUTE!r}; left alone")
-        if self.settings.point_in_time_recovery:
+        if self.settings.pitr_enabled:
             enabled = self._call(table.name, "describe_continuous_backups", partial(tables.pitr_enabled, table.name))
             if (
                 enabled is False
@@ -559,14 +558,13 @@ class _Run:
     # -- stream mappings ------------------------------------------------------------
 
     def _keep_mapping(self, table: PeriodTable, state: TableState) -> None:
-        mapping = self.settings.mapping
         api = self.rotator.mappings
-        if mapping is None or api is None or self.mappings is None or state.stream_arn is None:
+        if api is None or self.mappings is None or state.stream_arn is None:
             return
         stream_arn = state.stream_arn
         current = [m for m in self.mappings.get(table.name, []) if m.source_arn == stream_arn]
         if not current:
-            request = create_mapping_request(mapping, stream_arn)
+            request = create_mapping_request(self.settings, stream_arn)
             if self.dry_run:
                 self.summary.configure(table.name, "stream_mapping")
                 return
@@ -576,7 +574,7 @@ class _Run:
                 self.summary.configure(table.name, "stream_mapping")
             return
         for existing in current:
-            changes = mapping_drift(mapping, existing.config)
+            changes = mapping_drift(self.settings, existing.config)
             if not changes:
                 continue
             if existing.state not in ("Enabled", "Disabled"):
@@ -703,7 +701,7 @@ class _Run:
         except DeletionRefused as refused:
             self.summary.fail(table.name, "delete_table", "DeletionRefused", refused.reason)
             return
-        if self.settings.export is not None and not self._exported(table, state):
+        if self.settings.export_bucket is not None and not self._exported(table, state):
             return
         if self.deletes >= self.settings.max_deletes_per_run:
             self.summary.skip(
@@ -735,22 +733,20 @@ class _Run:
 
     def _exported(self, table: PeriodTable, state: TableState) -> bool:
         """True once an export of ours has COMPLETED; otherwise start or wait for one."""
-        export = self.settings.export
-        if export is None:
+        bucket = self.settings.export_bucket
+        if bucket is None:
             return True
         tables = self.rotator.tables
-        prefix = export.prefix_for(table.name)
+        prefix = self.settings.export_prefix_for(table.name)
         listed = self._call(table.name, "list_exports", partial(tables.exports, state.arn))
         if isinstance(listed, _Failed):
             return False
-        ours = [e for e in listed if e.bucket == export.bucket and e.prefix == prefix]
+        ours = [e for e in listed if e.bucket == bucket and e.prefix == prefix]
         if any(e.status == "COMPLETED" for e in ours):
             self.summary.exported.append(table.name)
             return True
         if any(e.status == "IN_PROGRESS" for e in ours):
-            self.summary.skip(
-                table.name, f"export to s3://{export.bucket}/{prefix} in progress; dropped once it completes"
-            )
+            self.summary.skip(table.name, f"export to s3://{bucket}/{prefix} in progress; dropped once it completes")
             return False
         failed = [e for e in ours if e.status == "FAILED"]
         if failed:
@@ -762,13 +758,11 @@ class _Run:
             return False
         request: dict[str, Any] = {
             "TableArn": state.arn,
-            "S3Bucket": export.bucket,
+            "S3Bucket": bucket,
             "S3Prefix": prefix,
             "ExportFormat": "DYNAMODB_JSON",
-            "ClientToken": export_client_token(state.arn, export.bucket, prefix, len(failed)),
+            "ClientToken": export_client_token(state.arn, bucket, prefix, len(failed)),
         }
-        if export.bucket_owner:
-            request["S3BucketOwner"] = export.bucket_owner
         try:
             tables.start_export(request)
         except ClientError as exc:

@@ -27,12 +27,14 @@ Two rules keep an event from doing harm:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from typing import Self
 
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
+
+from adapters.settings import explain
 from adapters.table_builds import TABLES_PER_REQUEST
-from keydesign import InvalidInput, parse_timestamp, shown_name
+from keydesign import parse_timestamp, shown_name
 
-_KEYS = frozenset({"dry_run", "now", "build"})
 #: Table names one build request may carry (what ingest sends at most).
 MAX_BUILDS = TABLES_PER_REQUEST
 # The keys every EventBridge event carries; "detail" holds the rule's payload.
@@ -48,52 +50,65 @@ class InvalidRequest(ValueError):  # noqa: N818 - reads as the condition, like k
         super().__init__(f"{field}: {reason}")
 
 
-@dataclass(frozen=True, slots=True)
-class RotationRequest:
-    dry_run: bool
-    now_ms: int | None
-    #: Tables to build (a build run), or empty (a scheduled run).
+class RotationRequest(BaseModel):
+    """One run: a dry run or not, at ``now`` (epoch ms; None: the real clock), building ``build`` (empty:
+    a scheduled run of every table)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    dry_run: bool = False
+    now: int | None = None
     build: tuple[str, ...] = ()
 
+    @model_validator(mode="before")
     @classmethod
-    def from_event(cls, event: object, *, dry_run_default: bool, allow_now_override: bool) -> RotationRequest:
-        if event is None:
-            event = {}
-        if not isinstance(event, Mapping):
-            raise InvalidRequest("event", f"must be a JSON object, got {type(event).__name__}")
-        if event.keys() >= _ENVELOPE:
-            event = event["detail"] if event["detail"] is not None else {}
-            if not isinstance(event, Mapping):
+    def _options(cls, event: object) -> object:
+        if isinstance(event, Mapping) and event.keys() >= _ENVELOPE:  # a rule's envelope: its detail
+            event = event["detail"]
+            if event is not None and not isinstance(event, Mapping):
                 raise InvalidRequest("detail", f"must be a JSON object of rotator options, got {type(event).__name__}")
-        unknown = sorted(str(key) for key in event if key not in _KEYS)
+        # Named here rather than by extra="forbid": pydantic cannot name a key that is not valid text.
+        unknown = sorted(str(key) for key in event if key not in cls.model_fields) if isinstance(event, Mapping) else []
         if unknown:
+            options = ", ".join(cls.model_fields)
             raise InvalidRequest(
-                shown_name(unknown[0]),
-                f"is not a rotator option (send {{}} for a scheduled run; options: {', '.join(sorted(_KEYS))})",
+                shown_name(unknown[0]), f"is not a rotator option (send {{}} for a scheduled run; options: {options})"
             )
-        raw_dry_run = event.get("dry_run")
-        if raw_dry_run is not None and not isinstance(raw_dry_run, bool):
-            raise InvalidRequest("dry_run", f"must be true or false, got {raw_dry_run!r}")
-        dry_run = dry_run_default or bool(raw_dry_run)
-        now_ms: int | None = None
-        if event.get("now") is not None:
-            try:
-                now_ms = parse_timestamp(event["now"], "now")
-            except InvalidInput as exc:
-                raise InvalidRequest("now", exc.reason) from None
-            if not dry_run and not allow_now_override:
-                raise InvalidRequest(
-                    "now",
-                    "a live run uses the real clock; send dry_run true to see what a run at that time would do",
-                )
-        return cls(dry_run=dry_run, now_ms=now_ms, build=_build(event.get("build")))
+        return {} if event is None else event
+
+    @field_validator("now", mode="before")
+    @classmethod
+    def _now(cls, value: object) -> object:
+        return parse_timestamp(value, "now") if isinstance(value, str) else value
+
+    @field_validator("build", mode="before")
+    @classmethod
+    def _build(cls, value: object) -> tuple[str, ...]:
+        if not isinstance(value, list | tuple) or not value or not all(isinstance(n, str) and n for n in value):
+            raise InvalidRequest("build", "must be a non-empty list of table names")
+        if len(value) > MAX_BUILDS:
+            raise InvalidRequest("build", f"names {len(value)} tables; at most {MAX_BUILDS} a request")
+        return tuple(dict.fromkeys(value))
+
+    @classmethod
+    def from_event(cls, event: object, *, dry_run_default: bool, allow_now_override: bool) -> Self:
+        try:
+            request = cls.model_validate(event)
+        except ValidationError as exc:
+            raise _refusal(exc, event) from None
+        dry_run = dry_run_default or request.dry_run
+        if request.now is not None and not dry_run and not allow_now_override:
+            raise InvalidRequest(
+                "now", "a live run uses the real clock; send dry_run true to see what a run at that time would do"
+            )
+        return request.model_copy(update={"dry_run": dry_run})
 
 
-def _build(value: object) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    if not isinstance(value, list) or not value or not all(isinstance(name, str) and name for name in value):
-        raise InvalidRequest("build", "must be a non-empty list of table names")
-    if len(value) > MAX_BUILDS:
-        raise InvalidRequest("build", f"names {len(value)} tables; at most {MAX_BUILDS} a request")
-    return tuple(dict.fromkeys(value))
+def _refusal(exc: ValidationError, event: object) -> InvalidRequest:
+    error = exc.errors(include_url=False)[0]
+    cause = error.get("ctx", {}).get("error")
+    if isinstance(cause, InvalidRequest):
+        return cause
+    if not error["loc"]:
+        return InvalidRequest("event", f"must be a JSON object, got {type(event).__name__}")
+    return InvalidRequest(str(error["loc"][0]), explain(error))

@@ -15,15 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rotator.lifecycle import PeriodTable
-from rotator.settings import (
-    MANAGED_BY_TAG,
-    MANAGED_BY_VALUE,
-    PERIOD_TAG,
-    PREFIX_TAG,
-    AlarmSettings,
-    MappingSettings,
-    RotatorSettings,
-)
+from rotator.settings import MANAGED_BY_TAG, MANAGED_BY_VALUE, PERIOD_TAG, PREFIX_TAG, RotatorSettings
 from rotator.tables import InsightsMode
 
 PARTITION_KEY = "pk"
@@ -34,16 +26,15 @@ STREAM_VIEW = "KEYS_ONLY"
 ALARM_MARKER = "Managed by the table rotator"
 #: Operations whose SystemErrors count for a table (the ones this product calls).
 SYSTEM_ERROR_OPERATIONS = ("BatchWriteItem", "PutItem", "GetItem", "Query", "Scan")
+#: An alarm fires when ALARM_DATAPOINTS of ALARM_EVALUATION_MINUTES minutes each see ALARM_THRESHOLD events.
+ALARM_THRESHOLD = 1
+ALARM_EVALUATION_MINUTES = 5
+ALARM_DATAPOINTS = 3
 
 
 def managed_tags(settings: RotatorSettings, table: PeriodTable) -> dict[str, str]:
-    """Every tag a table of ours carries: the configured ones and the three that mark it as ours."""
-    return {
-        **settings.table_tags,
-        MANAGED_BY_TAG: MANAGED_BY_VALUE,
-        PREFIX_TAG: settings.table_prefix,
-        PERIOD_TAG: table.label,
-    }
+    """Every tag a table of ours carries: the three that mark it as ours."""
+    return {MANAGED_BY_TAG: MANAGED_BY_VALUE, PREFIX_TAG: settings.table_prefix, PERIOD_TAG: table.label}
 
 
 def is_managed(tags: dict[str, str], settings: RotatorSettings) -> bool:
@@ -106,11 +97,10 @@ MAPPING_FIELDS = (
     "ParallelizationFactor",
     "FunctionResponseTypes",
     "DestinationConfig",
-    "TumblingWindowInSeconds",
 )
 
 
-def mapping_settings(mapping: MappingSettings) -> dict[str, Any]:
+def mapping_settings(settings: RotatorSettings) -> dict[str, Any]:
     """The mapping parameters that are the same for every table (create and update alike).
 
     Bisect, a retry cap, a record-age cap, an on-failure destination and
@@ -118,22 +108,20 @@ def mapping_settings(mapping: MappingSettings) -> dict[str, Any]:
     shard until its records expire (24 hours).
     """
     params: dict[str, Any] = {
-        "BatchSize": mapping.batch_size,
-        "MaximumBatchingWindowInSeconds": mapping.batching_window_s,
+        "BatchSize": settings.hotkeys_batch_size,
+        "MaximumBatchingWindowInSeconds": settings.hotkeys_batching_window_s,
         "BisectBatchOnFunctionError": True,
-        "MaximumRetryAttempts": mapping.max_retries,
-        "MaximumRecordAgeInSeconds": mapping.max_record_age_s,
-        "ParallelizationFactor": mapping.parallelization,
+        "MaximumRetryAttempts": settings.hotkeys_max_retries,
+        "MaximumRecordAgeInSeconds": settings.hotkeys_max_record_age_s,
+        "ParallelizationFactor": settings.hotkeys_parallelization_factor,
         "FunctionResponseTypes": ["ReportBatchItemFailures"],
     }
-    if mapping.on_failure_arn:
-        params["DestinationConfig"] = {"OnFailure": {"Destination": mapping.on_failure_arn}}
-    if mapping.tumbling_window_s is not None:
-        params["TumblingWindowInSeconds"] = mapping.tumbling_window_s
+    if settings.hotkeys_on_failure_arn:
+        params["DestinationConfig"] = {"OnFailure": {"Destination": settings.hotkeys_on_failure_arn}}
     return params
 
 
-def create_mapping_request(mapping: MappingSettings, stream_arn: str) -> dict[str, Any]:
+def create_mapping_request(settings: RotatorSettings, stream_arn: str) -> dict[str, Any]:
     """CreateEventSourceMapping parameters for one table's stream.
 
     TRIM_HORIZON: the mapping may be made after the first writes (a table set
@@ -141,18 +129,17 @@ def create_mapping_request(mapping: MappingSettings, stream_arn: str) -> dict[st
     """
     return {
         "EventSourceArn": stream_arn,
-        "FunctionName": mapping.function_arn,
+        "FunctionName": settings.hotkeys_function_arn,
         "StartingPosition": "TRIM_HORIZON",
         "Enabled": True,
-        **mapping_settings(mapping),
+        **mapping_settings(settings),
     }
 
 
-def mapping_drift(mapping: MappingSettings, existing: dict[str, Any]) -> dict[str, Any]:
+def mapping_drift(settings: RotatorSettings, existing: dict[str, Any]) -> dict[str, Any]:
     """UpdateEventSourceMapping parameters that would bring ``existing`` to the configuration
-    (empty when it already matches). Settings left unconfigured (no on-failure
-    destination, no tumbling window) are left as they are."""
-    wanted = mapping_settings(mapping)
+    (empty when it already matches). An on-failure destination left unconfigured is left as it is."""
+    wanted = mapping_settings(settings)
     changes: dict[str, Any] = {}
     for name in MAPPING_FIELDS:
         if name not in wanted:
@@ -208,33 +195,30 @@ def alarm_requests(settings: RotatorSettings, table: PeriodTable) -> list[dict[s
     DescribeAlarms alone whether an alarm is as configured, and rewrites only
     the ones that are not.
     """
-    alarms = settings.alarms
-    if alarms is None:
-        return []
     tags = [{"Key": k, "Value": v} for k, v in sorted(managed_tags(settings, table).items())]
     requests = []
     for kind in ALARM_KINDS:
-        request = _alarm(alarms, table.name, kind)
+        request = _alarm(settings.alert_topic_arn, table.name, kind)
         fingerprint = hashlib.sha256(json.dumps(request, sort_keys=True).encode()).hexdigest()[:16]
         request["AlarmDescription"] = (
-            f"{ALARM_MARKER}: {kind.what} on {table.name} reached {alarms.threshold} a minute in "
-            f"{alarms.datapoints} of {alarms.evaluation_minutes} minutes. spec={fingerprint}"
+            f"{ALARM_MARKER}: {kind.what} on {table.name} reached {ALARM_THRESHOLD} a minute in "
+            f"{ALARM_DATAPOINTS} of {ALARM_EVALUATION_MINUTES} minutes. spec={fingerprint}"
         )
         request["Tags"] = tags
         requests.append(request)
     return requests
 
 
-def _alarm(alarms: AlarmSettings, table: str, kind: AlarmKind) -> dict[str, Any]:
-    actions = [alarms.topic_arn] if alarms.topic_arn else []
+def _alarm(topic_arn: str | None, table: str, kind: AlarmKind) -> dict[str, Any]:
+    actions = [topic_arn] if topic_arn else []
     request: dict[str, Any] = {
         "AlarmName": f"{table}-{kind.suffix}",
         "ActionsEnabled": bool(actions),
         "AlarmActions": actions,
         "OKActions": actions,
-        "EvaluationPeriods": alarms.evaluation_minutes,
-        "DatapointsToAlarm": alarms.datapoints,
-        "Threshold": float(alarms.threshold),
+        "EvaluationPeriods": ALARM_EVALUATION_MINUTES,
+        "DatapointsToAlarm": ALARM_DATAPOINTS,
+        "Threshold": float(ALARM_THRESHOLD),
         "ComparisonOperator": "GreaterThanOrEqualToThreshold",
         "TreatMissingData": "notBreaching",
     }

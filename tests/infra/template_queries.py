@@ -13,7 +13,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from infra.config import AppConfig, LambdaFunction
+from infra.config import Context, LambdaFunction
 from infra.lambdas import HelperFunction
 
 #: Stand-ins for deploy-time values, in the shapes the functions' settings check.
@@ -26,7 +26,7 @@ class Synth:
     """One synthesized stack: the stack object (to resolve tokens), its config and its template JSON."""
 
     stack: Any
-    config: AppConfig
+    config: Context
     template: Mapping[str, Any]
 
     @property

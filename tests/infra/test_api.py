@@ -80,15 +80,15 @@ def test_a_missing_parameter_is_answered_in_the_functions_error_shape(synthesize
 
 def test_the_stage_is_throttled_traced_and_access_logged_as_json(synthesized: Synthesized) -> None:
     synth = synthesized.synth("default")
-    api = synth.config.api
+    config = synth.config
     (stage,) = synth.of_type("AWS::ApiGateway::Stage").values()
     properties = stage["Properties"]
-    assert properties["StageName"] == api.stage
+    assert properties["StageName"] == config.api_stage
     assert properties["TracingEnabled"] is True
     (settings,) = properties["MethodSettings"]
     assert (settings["HttpMethod"], settings["ResourcePath"]) == ("*", "/*")
-    assert settings["ThrottlingRateLimit"] == api.throttle_rate
-    assert settings["ThrottlingBurstLimit"] == api.throttle_burst
+    assert settings["ThrottlingRateLimit"] == config.api_throttle_rate
+    assert settings["ThrottlingBurstLimit"] == config.api_throttle_burst
     assert settings["LoggingLevel"] == "ERROR"
     assert settings["DataTraceEnabled"] is False
     access = properties["AccessLogSetting"]
@@ -120,7 +120,7 @@ def test_the_query_function_reserves_its_concurrency_and_ingest_draws_on_the_res
     synth = synthesized.synth("default")
     query = synth.function(LambdaFunction.QUERY)[1]["Properties"]
     ingest = synth.function(LambdaFunction.INGEST)[1]["Properties"]
-    assert query["ReservedConcurrentExecutions"] == synth.config.lambdas.query.reserved_concurrency == 50
+    assert query["ReservedConcurrentExecutions"] == synth.config.query_reserved_concurrency == 50
     assert "ReservedConcurrentExecutions" not in ingest
 
 
@@ -162,7 +162,7 @@ def test_the_cursor_key_rotates_on_schedule_through_its_own_function(synthesized
     assert schedule["Properties"] == {
         "SecretId": secret,
         "RotationLambdaARN": {"Fn::GetAtt": [function_id, "Arn"]},
-        "RotationRules": {"ScheduleExpression": f"rate({synth.config.api.cursor_key_rotation_days} days)"},
+        "RotationRules": {"ScheduleExpression": f"rate({synth.config.api_cursor_key_rotation_days} days)"},
     }
     assert function["Properties"]["Handler"] == "cursor_rotation.handler.handler"
     # Only this account's Secrets Manager may invoke it

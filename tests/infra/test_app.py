@@ -136,6 +136,6 @@ def test_cli_context_and_string_overrides_take_effect(runs: dict[str, Run]) -> N
 def test_invalid_context_fails_fast_naming_the_key(runs: dict[str, Run]) -> None:
     run = runs["bad"]
     assert run.returncode == 2
-    assert "ingest_batch_size: must be from 1 to 10,000, got 20,000" in run.stderr
+    assert "ingest_batch_size: must be at most 10,000, got 20,000" in run.stderr
     assert "Traceback" not in run.stderr
     assert not (run.outdir / "manifest.json").exists()

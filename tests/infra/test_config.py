@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 import keydesign
 from infra.config import (
     DEFAULTS,
-    AppConfig,
     ConfigError,
+    Context,
     FunctionWiring,
     LambdaFunction,
     environment_reference,
@@ -42,7 +42,7 @@ def test_cdk_json_restates_only_defaults() -> None:
     context = load_cdk_json_context(CDK_JSON)
     own = {k: v for k, v in context.items() if re.match(r"^[a-z][a-z0-9_]*$", k)}
     assert own.items() <= dict(DEFAULTS).items()
-    assert AppConfig.from_context(context) == AppConfig.from_context({})
+    assert Context.parse(context) == Context.parse({})
 
 
 def test_the_default_period_is_the_planners_for_the_seed_workload() -> None:
@@ -58,8 +58,8 @@ def test_the_default_period_is_the_planners_for_the_seed_workload() -> None:
 
 
 def test_one_table_is_one_setting_away() -> None:
-    config = AppConfig.from_context({"table_period": "null"})
-    assert config.table_period is None and config.storage.readings_table_name == "timeseries-readings"
+    config = Context.parse({"table_period": "null"})
+    assert config.table_period is None and config.readings_table_name == "timeseries-readings"
 
 
 def test_cdk_json_runs_the_app_with_python3() -> None:
@@ -67,22 +67,22 @@ def test_cdk_json_runs_the_app_with_python3() -> None:
 
 
 def test_defaults_describe_the_documented_deployment() -> None:
-    config = AppConfig.from_context({})
+    config = Context.parse({})
     assert (config.layout_kind, config.shards, config.bucket, config.table_period) == ("hybrid", 100, "1h", "hour")
     assert config.retention_ms == 30 * 86_400_000
     # Per-period tables by default: the rotator builds them, the stack holds none
-    assert config.storage.readings_table_name is None
+    assert config.readings_table_name is None
     assert config.rotation_interval_minutes() == 15
-    assert config.storage.control_table_name == "timeseries-control"
-    assert config.storage.billing_mode == "PAY_PER_REQUEST"
-    assert config.storage.deletion_protection and config.storage.point_in_time_recovery
-    assert config.storage.removal_policy == "retain"
-    assert config.stream.mode == "on_demand"
+    assert config.control_table == "timeseries-control"
+    assert config.billing_mode == "PAY_PER_REQUEST"
+    assert config.deletion_protection and config.point_in_time_recovery
+    assert config.removal_policy == "retain"
+    assert config.kinesis_mode == "on_demand"
 
 
 def test_config_is_immutable() -> None:
-    config = AppConfig.from_context({})
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    config = Context.parse({})
+    with pytest.raises(ValidationError, match="frozen"):
         config.shards = 7  # type: ignore[misc]
 
 
@@ -91,7 +91,7 @@ def test_config_is_immutable() -> None:
 
 def test_strings_from_dash_c_are_parsed_into_typed_values() -> None:
     # Given what `cdk synth -c key=value` hands the app: strings only
-    config = AppConfig.from_context(
+    config = Context.parse(
         {
             "shards": "64",
             "deletion_protection": "false",
@@ -104,17 +104,17 @@ def test_strings_from_dash_c_are_parsed_into_typed_values() -> None:
         }
     )
     assert config.shards == 64
-    assert config.storage.deletion_protection is False
-    assert config.storage.removal_policy == "destroy"
+    assert config.deletion_protection is False
+    assert config.removal_policy == "destroy"
     assert config.table_period is None
-    assert config.storage.billing_mode == "PROVISIONED"
-    assert config.api.throttle_rate == 12.5
-    assert config.storage.warm_writes_per_s == 8000
+    assert config.billing_mode == "PROVISIONED"
+    assert config.api_throttle_rate == 12.5
+    assert config.warm_writes_per_s == 8000
     assert config.alarm_email is None
 
 
 def test_cdk_own_context_keys_are_ignored() -> None:
-    config = AppConfig.from_context(
+    config = Context.parse(
         {
             "@aws-cdk/core:target-partitions": ["aws", "aws-cn"],
             "aws:cdk:enable-path-metadata": True,
@@ -122,12 +122,12 @@ def test_cdk_own_context_keys_are_ignored() -> None:
             "availability-zones:account=123456789012:region=eu-west-1": ["eu-west-1a"],
         }
     )
-    assert config == AppConfig.from_context({})
+    assert config == Context.parse({})
 
 
 def test_a_misspelt_key_is_refused_with_a_suggestion() -> None:
     with pytest.raises(ConfigError) as caught:
-        AppConfig.from_context({"shard": 64})
+        Context.parse({"shard": 64})
     assert caught.value.field == "shard"
     assert "did you mean 'shards'" in str(caught.value)
 
@@ -226,7 +226,7 @@ BAD_VALUES = [
 @pytest.mark.parametrize(("key", "value"), BAD_VALUES, ids=[f"{k}={v!r}" for k, v in BAD_VALUES])
 def test_bad_value_is_refused_naming_its_key(key: str, value: object) -> None:
     with pytest.raises(ConfigError) as caught:
-        AppConfig.from_context({key: value})
+        Context.parse({key: value})
     assert caught.value.field == key
     assert str(caught.value).startswith(f"{key}: ")
 
@@ -266,7 +266,7 @@ GOOD_LIMITS = [
 
 @pytest.mark.parametrize("context", GOOD_LIMITS, ids=[json.dumps(c) for c in GOOD_LIMITS])
 def test_values_at_the_aws_limits_are_accepted(context: dict[str, object]) -> None:
-    AppConfig.from_context(context)
+    Context.parse(context)
 
 
 CROSS_FIELD = [
@@ -303,7 +303,7 @@ CROSS_FIELD = [
 @pytest.mark.parametrize(("context", "key", "mentions"), CROSS_FIELD, ids=[c[1] for c in CROSS_FIELD])
 def test_contradictory_settings_are_refused(context: dict[str, object], key: str, mentions: str) -> None:
     with pytest.raises(ConfigError) as caught:
-        AppConfig.from_context(context)
+        Context.parse(context)
     assert caught.value.field == key
     assert mentions in caught.value.reason
 
@@ -311,7 +311,7 @@ def test_contradictory_settings_are_refused(context: dict[str, object], key: str
 def test_config_error_is_the_key_design_layers_error_type() -> None:
     # Callers (the CLI, the local runtime) catch one type for every bad setting.
     with pytest.raises(keydesign.ConfigError):
-        AppConfig.from_context({"bucket": "7m"})
+        Context.parse({"bucket": "7m"})
     assert issubclass(ConfigError, ValueError)
 
 
@@ -319,22 +319,22 @@ def test_config_error_is_the_key_design_layers_error_type() -> None:
 
 
 def test_layout_is_the_key_design_layout_of_the_settings() -> None:
-    single = AppConfig.from_context({"table_period": None})
+    single = Context.parse({"table_period": None})
     assert single.layout() == Layout.from_settings(kind="hybrid", bucket="1h", table_prefix="timeseries-readings")
     assert single.layout().table_for(NOV_22_2026_0600_MS) == "timeseries-readings"
-    daily = AppConfig.from_context({"table_period": "day"})
+    daily = Context.parse({"table_period": "day"})
     assert daily.layout().table_for(NOV_22_2026_0600_MS) == "timeseries-readings-2026-11-22"
-    assert daily.storage.readings_table_name is None
+    assert daily.readings_table_name is None
 
 
 def test_initial_shard_map_starts_with_the_configured_global_shards() -> None:
-    shard_map = AppConfig.from_context({"shards": 64, "bucket": "15m"}).initial_shard_map()
+    shard_map = Context.parse({"shards": 64, "bucket": "15m"}).initial_shard_map()
     assert shard_map.bucket.spec == "15m"
     assert shard_map.global_shards_at(0) == shard_map.global_shards_at(NOV_22_2026_0600_MS) == 64
 
 
 def test_environment_of_the_single_table_deployment() -> None:
-    env = AppConfig.from_context({"table_period": None}).function_environment(
+    env = Context.parse({"table_period": None}).function_environment(
         LambdaFunction.INGEST, FunctionWiring(rejects_queue_url="https://sqs.example/rejects")
     )
     assert env == {
@@ -345,7 +345,8 @@ def test_environment_of_the_single_table_deployment() -> None:
         "BUCKET": "1h",
         "TABLE_PREFIX": "timeseries-readings",
         "RETENTION": "30d",
-        "READINGS_TABLE": "timeseries-readings",
+        "GRACE": "2h",
+        "PREBUILD_PERIODS": "2",
         "CONTROL_TABLE": "timeseries-control",
         "REJECTS_QUEUE_URL": "https://sqs.example/rejects",
         "SHARD_MAP_CACHE_TTL": "1m",
@@ -356,7 +357,7 @@ def test_environment_of_the_single_table_deployment() -> None:
 
 
 def test_environment_of_per_period_tables_has_a_period_and_no_fixed_table() -> None:
-    config = AppConfig.from_context({"table_period": "week", "warm_writes_per_s": 12_000})
+    config = Context.parse({"table_period": "week", "warm_writes_per_s": 12_000})
     env = config.function_environment(LambdaFunction.ROTATOR, _wiring())
     assert env["TABLE_PERIOD"] == "week"
     assert (env["GRACE"], env["PREBUILD_PERIODS"], env["MAX_AGE"]) == ("2h", "2", "3d")
@@ -375,7 +376,7 @@ def test_environment_of_per_period_tables_has_a_period_and_no_fixed_table() -> N
 )
 def test_environment_rebuilds_the_same_layout_and_retention(context: dict[str, object]) -> None:
     # Given the variables a Lambda receives
-    config = AppConfig.from_context(context)
+    config = Context.parse(context)
     env = config.function_environment(LambdaFunction.QUERY, _wiring())
     # When it rebuilds its settings from them alone
     layout = Layout.from_settings(
@@ -395,7 +396,7 @@ def _wiring() -> FunctionWiring:
         cursor_secret_arn="arn:aws:secretsmanager:eu-west-1:123456789012:secret:cursor-AbCdEf",
         alert_topic_arn="arn:aws:sns:eu-west-1:123456789012:alerts",
         hotkeys_function_arn="arn:aws:lambda:eu-west-1:123456789012:function:TimeSeriesIngest-hotkeys",
-        hotkeys_failure_destination_arn="arn:aws:sqs:eu-west-1:123456789012:hotkeys-failures",
+        hotkeys_on_failure_arn="arn:aws:sqs:eu-west-1:123456789012:hotkeys-failures",
         rotator_function="TimeSeriesIngest-rotator",
     )
 
@@ -435,9 +436,9 @@ def test_every_function_environment_is_what_its_settings_parse(context: dict[str
     from ingest.settings import IngestSettings  # noqa: PLC0415
     from query.settings import QuerySettings  # noqa: PLC0415
 
-    config = AppConfig.from_context(context)
+    config = Context.parse(context)
     wiring = _wiring()
-    max_future_ms = parse_duration(config.max_future, "max_future")
+    max_future_ms = config.max_future_ms
 
     for function in LambdaFunction:
         if function is LambdaFunction.ROTATOR and config.table_period is None:
@@ -447,11 +448,11 @@ def test_every_function_environment_is_what_its_settings_parse(context: dict[str
         assert common.layout == config.layout()
         assert common.shards == config.shards
         assert common.retention_ms == config.retention_ms
-        assert common.control_table == config.storage.control_table_name
+        assert common.control_table == config.control_table
         assert common.shard_map_cache_ttl_ms == config.shard_map_cache_ttl_s * 1000
         if config.table_period is not None:
-            assert common.grace_ms == parse_duration(config.rotation.grace, "grace")
-            assert common.prebuild_periods == config.rotation.prebuild_periods
+            assert common.grace_ms == config.grace_ms
+            assert common.prebuild_periods == config.prebuild_periods
         assert env["POWERTOOLS_SERVICE_NAME"] == function.value
 
     ingest = IngestSettings.from_env(config.function_environment(LambdaFunction.INGEST, wiring))
@@ -462,11 +463,11 @@ def test_every_function_environment_is_what_its_settings_parse(context: dict[str
     assert query.cursor_secret.secret_id == wiring.cursor_secret_arn
 
     hot = HotKeySettings.from_env(config.function_environment(LambdaFunction.HOTKEYS, wiring))
-    assert hot.detector.split_threshold_wcu == config.hot_split_threshold_wcu
+    assert hot.detector.split_threshold_wcu == config.split_threshold_wcu
     assert hot.alert_topic_arn == wiring.alert_topic_arn
     assert (hot.auto_apply_entity, hot.auto_apply_global) == (
-        config.hot_keys.auto_apply_entity,
-        config.hot_keys.auto_apply_global,
+        config.auto_apply_entity,
+        config.auto_apply_global,
     )
     assert hot.change_margin_ms >= max_future_ms
 
@@ -474,38 +475,30 @@ def test_every_function_environment_is_what_its_settings_parse(context: dict[str
         _check_rotator(config, wiring)
 
 
-def _check_rotator(config: AppConfig, wiring: FunctionWiring) -> None:
-    from adapters.settings import CommonSettings  # noqa: PLC0415 - runtime code, imported only here
-    from rotator.settings import RotatorSettings  # noqa: PLC0415
+def _check_rotator(config: Context, wiring: FunctionWiring) -> None:
+    from rotator.settings import RotatorSettings  # noqa: PLC0415 - runtime code, imported only here
 
-    env = config.function_environment(LambdaFunction.ROTATOR, wiring)
-    common = CommonSettings.from_env(env)
-    rotator = RotatorSettings.from_env(env)
-    rotation, storage = config.rotation, config.storage
+    rotator = RotatorSettings.from_env(config.function_environment(LambdaFunction.ROTATOR, wiring))
     assert rotator.period.name == config.table_period
-    assert (rotator.grace_ms, rotator.prebuild_periods) == (common.grace_ms, common.prebuild_periods)
-    assert rotator.dial_down_delay_ms == parse_duration(rotation.dial_down_delay, "dial_down_delay")
-    assert rotator.capacity.billing_mode == storage.billing_mode
-    assert rotator.capacity.read_capacity == rotation.period_read_capacity
-    if rotation.period_write_capacity is not None:
-        assert rotator.capacity.write_capacity == rotation.period_write_capacity
-    assert rotator.deletion_protection == storage.deletion_protection
-    assert rotator.max_deletes_per_run == rotation.max_deletes_per_run
-    assert rotator.dry_run == rotation.dry_run
-    assert rotator.mapping is not None
-    assert rotator.mapping.function_arn == wiring.hotkeys_function_arn
-    assert rotator.mapping.on_failure_arn == wiring.hotkeys_failure_destination_arn
-    assert (rotator.mapping.batch_size, rotator.mapping.max_retries, rotator.mapping.max_record_age_s) == (
-        config.hot_keys.batch_size,
-        config.hot_keys.max_retries,
-        config.hot_keys.max_record_age_s,
+    assert (rotator.grace_ms, rotator.prebuild_periods) == (config.grace_ms, config.prebuild_periods)
+    assert rotator.dial_down_delay_ms == config.dial_down_delay_ms
+    assert rotator.capacity.billing_mode == config.billing_mode
+    assert rotator.capacity.read_capacity == config.period_read_capacity
+    if config.period_write_capacity is not None:
+        assert rotator.capacity.write_capacity == config.period_write_capacity
+    assert rotator.deletion_protection == config.deletion_protection
+    assert (rotator.max_deletes_per_run, rotator.dry_run) == (config.max_deletes_per_run, config.dry_run)
+    assert (rotator.hotkeys_function_arn, rotator.hotkeys_on_failure_arn) == (
+        wiring.hotkeys_function_arn,
+        wiring.hotkeys_on_failure_arn,
     )
-    assert rotator.alarms is not None and rotator.alarms.topic_arn == wiring.alert_topic_arn
-    if rotation.export_bucket is None:
-        assert rotator.export is None
-    else:
-        assert rotator.export is not None
-        assert (rotator.export.bucket, rotator.export.prefix) == (rotation.export_bucket, rotation.export_prefix)
+    assert (rotator.hotkeys_batch_size, rotator.hotkeys_max_retries, rotator.hotkeys_max_record_age_s) == (
+        config.hotkeys_batch_size,
+        config.hotkeys_max_retries,
+        config.hotkeys_max_record_age_s,
+    )
+    assert rotator.alert_topic_arn == wiring.alert_topic_arn
+    assert (rotator.export_bucket, rotator.export_prefix) == (config.export_bucket, config.export_prefix)
 
 
 @pytest.mark.parametrize("function", list(LambdaFunction), ids=[f.value for f in LambdaFunction])
@@ -514,36 +507,31 @@ def test_every_variable_a_function_gets_is_a_setting_of_its_model(function: Lamb
     # silently ignore the configuration: every variable is a field of the
     # function's own settings model, which parses it (the whole environment
     # parsing is checked above).
-    config = AppConfig.from_context({"table_period": "day", "warm_writes_per_s": 20_000, "peak_writes_per_s": 5})
+    config = Context.parse({"table_period": "day", "warm_writes_per_s": 20_000, "peak_writes_per_s": 5})
     env = config.function_environment(function, _wiring())
     assert set(env) <= set(function.settings.variables().values())
     assert function.settings.from_env(env).service_name == function.value
 
 
-def test_function_environment_refuses_missing_wiring_and_a_rotator_without_periods() -> None:
-    config = AppConfig.from_context({"table_period": None})
-    with pytest.raises(ValueError, match="rejects_queue_url"):
+def test_function_environment_refuses_missing_wiring_naming_the_variable_and_a_rotator_without_periods() -> None:
+    config = Context.parse({"table_period": None})
+    with pytest.raises(ValueError, match="REJECTS_QUEUE_URL"):
         config.function_environment(LambdaFunction.INGEST, FunctionWiring())
-    with pytest.raises(ValueError, match="cursor_secret_arn"):
+    with pytest.raises(ValueError, match="CURSOR_SECRET_ARN"):
         config.function_environment(LambdaFunction.QUERY, FunctionWiring())
-    with pytest.raises(ValueError, match="alert_topic_arn"):
-        config.function_environment(LambdaFunction.HOTKEYS, FunctionWiring())
     with pytest.raises(ValueError, match="table_period"):
         config.function_environment(LambdaFunction.ROTATOR, _wiring())
-    periodic = AppConfig.from_context({"table_period": "day"})
-    with pytest.raises(ValueError, match="hotkeys_function_arn"):
-        periodic.function_environment(LambdaFunction.ROTATOR, FunctionWiring(alert_topic_arn="arn:x"))
 
 
 def test_only_ingest_is_told_the_rejects_queue() -> None:
-    config = AppConfig.from_context({})
+    config = Context.parse({})
     for function in (LambdaFunction.QUERY, LambdaFunction.HOTKEYS):
         assert "REJECTS_QUEUE_URL" not in config.function_environment(function, _wiring())
 
 
 @pytest.mark.parametrize(("period", "minutes"), [("hour", 15), ("day", 60), ("week", 60), ("month", 60)])
 def test_the_rotator_runs_every_quarter_hour_for_hourly_tables_and_hourly_otherwise(period: str, minutes: int) -> None:
-    config = AppConfig.from_context({"table_period": period, "retention": "60d"})
+    config = Context.parse({"table_period": period, "retention": "60d"})
     assert config.rotation_interval_minutes() == minutes
 
 
@@ -583,14 +571,14 @@ def test_docs_list_every_lambda_environment_variable_as_the_models_define_it() -
 
 
 def test_rollups_reach_ingest_query_and_the_rollup_function_and_can_be_turned_off() -> None:
-    config = AppConfig.from_context({"ingest_timeout_s": 300, "retention": "12h"})
+    config = Context.parse({"ingest_timeout_s": 300, "retention": "12h"})
     env = config.function_environment(LambdaFunction.ROLLUP, FunctionWiring())
     # The settle time covers ingest's timeout; late marks are applied up to MAX_AGE, whose default (3 days)
     # a shorter retention cuts
     assert (env["ROLLUPS"], env["ROLLUP_SETTLE"], env["MAX_AGE"]) == ("1m,1h,1d", "6m", "12h")
     assert config.function_environment(LambdaFunction.QUERY, _wiring())["ROLLUPS"] == "1m,1h,1d"
-    off = AppConfig.from_context({"rollups": ""})
+    off = Context.parse({"rollups": ""})
     assert "ROLLUPS" not in off.function_environment(LambdaFunction.QUERY, _wiring())
     with pytest.raises(ConfigError) as refused:
-        AppConfig.from_context({"rollups": "1h,90m"})
+        Context.parse({"rollups": "1h,90m"})
     assert refused.value.field == "rollups"

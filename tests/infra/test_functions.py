@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from adapters.settings import CommonSettings
+from adapters.settings import LOCAL_ONLY, CommonSettings
 from adapters.shard_map_store import SHARD_MAP_KEY
 from hotkeys.settings import HotKeySettings
 from infra.api import CURSOR_ROTATION
@@ -64,11 +64,11 @@ def test_every_function_runs_python_3_14_on_arm64_with_the_public_powertools_lay
     synth = synthesized.synth(variant)
     functions = synth.of_type("AWS::Lambda::Function")
     assert len(functions) == len(_functions(synth)) + 1  # and the cursor key's rotation function
-    version = synth.config.lambdas.powertools_layer_version
+    version = synth.config.powertools_layer_version
     for function in (*_functions(synth), CURSOR_ROTATION):
         _, resource = synth.function(function)
         properties = resource["Properties"]
-        sizing = CURSOR_ROTATION.sizing if function is CURSOR_ROTATION else synth.config.lambdas.sizing(function)
+        sizing = CURSOR_ROTATION.sizing if function is CURSOR_ROTATION else synth.config.sizing(function)
         assert properties["Runtime"] == "python3.14"
         assert properties["Architectures"] == ["arm64"]
         assert properties["Handler"] == f"{function.value}.handler.handler"
@@ -125,7 +125,7 @@ def test_each_function_gets_the_environment_the_config_builds_and_its_settings_p
         common = CommonSettings.from_env(env)
         assert common.layout == config.layout()
         assert common.shards == config.shards
-        assert common.control_table == config.storage.control_table_name
+        assert common.control_table == config.control_table
         assert env["POWERTOOLS_SERVICE_NAME"] == function.value
         assert env["POWERTOOLS_METRICS_NAMESPACE"] == "TimeSeries"
         {
@@ -135,6 +135,19 @@ def test_each_function_gets_the_environment_the_config_builds_and_its_settings_p
             LambdaFunction.ROTATOR: RotatorSettings.from_env,
             LambdaFunction.ROLLUP: RollupSettings.from_env,
         }[function](env)
+
+
+def test_every_variable_a_function_reads_is_rendered_by_the_stack_or_declared_local_only(
+    synthesized: Synthesized,
+) -> None:
+    # Given every variable the functions' settings models read
+    read = {name for function in LambdaFunction for name in function.settings.variables().values()}
+    # and every variable the synthesized stacks render (the defaults, one table, and the optional keys set)
+    synths = [synthesized.synth(variant) for variant in VARIANTS]
+    rendered = {name for synth in synths for function in _functions(synth) for name in synth.environment(function)}
+    # Then each is either set by the stack or one of the few only the local runtime sets, and never both
+    assert sorted(read - rendered - LOCAL_ONLY) == []
+    assert read >= LOCAL_ONLY and not LOCAL_ONLY & rendered
 
 
 def test_deploy_time_values_point_at_the_right_resources(synthesized: Synthesized) -> None:
@@ -162,15 +175,14 @@ def test_the_rotator_maps_new_tables_to_the_hot_key_function_with_the_stack_sett
     assert env["ALARM_TOPIC_ARN"] == synth.resolve(stack.alerts.topic.topic_arn)
     # and the settings it derives are the ones the stack gives its own mapping
     settings = RotatorSettings.from_env(synth.concrete_environment(LambdaFunction.ROTATOR))
-    hot = synth.config.hot_keys
-    assert settings.mapping is not None
-    assert (settings.mapping.batch_size, settings.mapping.max_retries, settings.mapping.max_record_age_s) == (
-        hot.batch_size,
-        hot.max_retries,
-        hot.max_record_age_s,
+    config = synth.config
+    assert (settings.hotkeys_batch_size, settings.hotkeys_max_retries, settings.hotkeys_max_record_age_s) == (
+        config.hotkeys_batch_size,
+        config.hotkeys_max_retries,
+        config.hotkeys_max_record_age_s,
     )
-    assert settings.export is not None and settings.export.bucket == "timeseries-exports-example"
-    assert settings.alarms is not None and settings.alarms.topic_arn is not None
+    assert settings.export_bucket == "timeseries-exports-example"
+    assert settings.alert_topic_arn is not None
     # Ingest and the rotator agree on the late-reading window and the tables built ahead.
     ingest = IngestSettings.from_env(synth.concrete_environment(LambdaFunction.INGEST)).common
     assert (ingest.grace_ms, ingest.prebuild_periods) == (settings.grace_ms, settings.prebuild_periods)
@@ -338,7 +350,7 @@ def test_with_per_period_tables_the_functions_reach_exactly_the_prefixed_tables(
         assert (action, f"{tables}/stream/*", NO_CONDITION) in hot
     # The control table cannot match the pattern (the config refuses it), so
     # nothing but the readings tables is reachable through it.
-    assert not synth.config.storage.control_table_name.startswith("timeseries-readings-")
+    assert not synth.config.control_table.startswith("timeseries-readings-")
     # The periodic hot-key function has no mapping of its own: the rotator makes them.
     assert synth.mappings_of(LambdaFunction.HOTKEYS) == []
     assert ("sqs:SendMessage", render(synth.resolve(synth.stack.hot_keys.failure_queue.queue_arn)), NO_CONDITION) in hot
@@ -367,20 +379,20 @@ def test_ingest_may_invoke_the_rotator_it_names_and_nothing_else(synthesized: Sy
 def test_the_ingest_mapping_has_the_whole_failure_plan(synthesized: Synthesized, variant: str) -> None:
     synth = synthesized.synth(variant)
     (mapping,) = synth.mappings_of(LambdaFunction.INGEST)
-    ingest = synth.config.ingest
+    config = synth.config
     assert mapping["EventSourceArn"] == synth.resolve(synth.stack.ingestion.stream.stream_arn)
     assert mapping["StartingPosition"] == "TRIM_HORIZON"
     assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
     assert mapping["BisectBatchOnFunctionError"] is True
-    assert mapping["BatchSize"] == ingest.batch_size
-    assert mapping["MaximumBatchingWindowInSeconds"] == ingest.batching_window_s
-    assert mapping["ParallelizationFactor"] == ingest.parallelization_factor
+    assert mapping["BatchSize"] == config.ingest_batch_size
+    assert mapping["MaximumBatchingWindowInSeconds"] == config.ingest_batching_window_s
+    assert mapping["ParallelizationFactor"] == config.ingest_parallelization_factor
     assert mapping["DestinationConfig"] == {
         "OnFailure": {"Destination": synth.resolve(synth.stack.ingestion.failure_queue.queue_arn)}
     }
     # -1 (no cap) is CloudFormation's default: written only when capped
-    assert mapping.get("MaximumRetryAttempts", -1) == ingest.max_retries
-    assert mapping.get("MaximumRecordAgeInSeconds", -1) == ingest.max_record_age_s
+    assert mapping.get("MaximumRetryAttempts", -1) == config.ingest_max_retries
+    assert mapping.get("MaximumRecordAgeInSeconds", -1) == config.ingest_max_record_age_s
 
 
 def test_uncapped_retries_and_age_are_left_to_cloudformations_default(synthesized: Synthesized) -> None:
@@ -392,15 +404,15 @@ def test_uncapped_retries_and_age_are_left_to_cloudformations_default(synthesize
 def test_the_hot_key_mapping_reads_the_readings_stream_with_its_own_failure_queue(synthesized: Synthesized) -> None:
     synth = synthesized.synth("single")
     (mapping,) = synth.mappings_of(LambdaFunction.HOTKEYS)
-    hot = synth.config.hot_keys
+    config = synth.config
     assert mapping["EventSourceArn"] == synth.resolve(synth.stack.storage.readings_table.table_stream_arn)
     assert mapping["StartingPosition"] == "TRIM_HORIZON"
     assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
     assert mapping["BisectBatchOnFunctionError"] is True
     assert (mapping["BatchSize"], mapping["MaximumRetryAttempts"], mapping["MaximumRecordAgeInSeconds"]) == (
-        hot.batch_size,
-        hot.max_retries,
-        hot.max_record_age_s,
+        config.hotkeys_batch_size,
+        config.hotkeys_max_retries,
+        config.hotkeys_max_record_age_s,
     )
     destination = mapping["DestinationConfig"]["OnFailure"]["Destination"]
     assert destination == synth.resolve(synth.stack.hot_keys.failure_queue.queue_arn)

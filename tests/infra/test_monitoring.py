@@ -99,7 +99,7 @@ def test_cloudwatch_may_publish_for_this_stacks_alarms_and_the_rotators_and_no_o
     publish, key = _alarm_patterns(synth)
     expected = {f"{ALARM_ARN}{config.stack_name}-*"}
     if config.table_period is not None:
-        expected.add(f"{ALARM_ARN}{config.storage.table_prefix}-*")
+        expected.add(f"{ALARM_ARN}{config.table_prefix}-*")
     assert publish == key == expected
     # And every alarm the stack makes is one of those
     names = [a["AlarmName"] for a in _alarms(synth)]
@@ -260,11 +260,11 @@ def test_the_failure_queues_alarm_on_their_oldest_message_long_before_the_stream
     synth = synthesized.synth(variant)
     stack = synth.stack
     kept_s = {
-        stack.ingestion.failure_queue: synth.config.stream.retention_hours * 3_600,  # 96 h by default
+        stack.ingestion.failure_queue: synth.config.kinesis_retention_hours * 3_600,  # 96 h by default
         stack.hot_keys.failure_queue: 86_400,  # a DynamoDB stream keeps 24 h
     }
     (stream,) = synth.of_type("AWS::Kinesis::Stream").values()
-    assert stream["Properties"]["RetentionPeriodHours"] == synth.config.stream.retention_hours
+    assert stream["Properties"]["RetentionPeriodHours"] == synth.config.kinesis_retention_hours
     for queue, kept in kept_s.items():
         (alarm,) = _alarms_on(synth, "ApproximateAgeOfOldestMessage", "QueueName", synth.resolve(queue.queue_name))
         assert alarm["Threshold"] == kept // 2 and alarm["Threshold"] < kept

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from infra.config import AppConfig, LambdaFunction
+from infra.config import Context, LambdaFunction
 from infra.rotation import MANAGED_BY_TAG, MANAGED_BY_VALUE, PREFIX_TAG, schedule_expression
 from rotator import settings as rotator_settings
 from tests.infra.conftest import Synthesized
@@ -47,8 +47,8 @@ def test_the_default_deployment_rotates_hourly_tables_every_quarter_hour(synthes
     assert properties["Target"]["Arn"] == synth.resolve(rotation.function.function_arn)
     # And the rotator builds two periods ahead, sets every table up with TTL and its alarms, keeps 30 days
     env = synth.function(LambdaFunction.ROTATOR)[1]["Properties"]["Environment"]["Variables"]
-    settings = (env["TABLE_PERIOD"], env["PREBUILD_PERIODS"], env["RETENTION"], env["ALARMS"])
-    assert settings == ("hour", "2", "30d", "true")
+    settings = (env["TABLE_PERIOD"], env["PREBUILD_PERIODS"], env["RETENTION"])
+    assert settings == ("hour", "2", "30d")
     assert env["ALARM_TOPIC_ARN"] == synth.resolve(synth.stack.alerts.topic.topic_arn)
 
 
@@ -77,7 +77,7 @@ def test_the_schedule_runs_the_rotator_on_a_fixed_rate_with_a_dead_letter_queue(
 
 @pytest.mark.parametrize(("period", "expression"), [("hour", "rate(15 minutes)"), ("day", "rate(1 hour)")])
 def test_hourly_tables_are_rotated_every_quarter_hour(period: str, expression: str) -> None:
-    config = AppConfig.from_context({"table_period": period, "retention": "7d"})
+    config = Context.parse({"table_period": period, "retention": "7d"})
     assert schedule_expression(config.rotation_interval_minutes()) == expression
 
 
@@ -86,7 +86,7 @@ def test_one_run_at_a_time_and_failed_runs_land_in_an_alarmed_queue(synthesized:
     properties = synth.function(LambdaFunction.ROTATOR)[1]["Properties"]
     assert properties["ReservedConcurrentExecutions"] == 1
     assert properties["DeadLetterConfig"] == {"TargetArn": synth.resolve(synth.stack.rotation.failure_queue.queue_arn)}
-    assert properties["Timeout"] == synth.config.lambdas.rotator.timeout_s
+    assert properties["Timeout"] == synth.config.sizing(LambdaFunction.ROTATOR).timeout_s
 
 
 def test_the_tags_the_delete_condition_requires_are_the_ones_the_rotator_writes() -> None:
@@ -231,7 +231,7 @@ def test_without_contributor_insights_or_table_classes_the_rotator_is_granted_ne
         "contributor_insights": "off",
         "infrequent_access_storage_percent": "null",
     }
-    config = AppConfig.from_context(context)
+    config = Context.parse(context)
     app = cdk.App(context=context)
     stack = TimeSeriesStack(app, config.stack_name, config=config)
     synth = Synth(stack=stack, config=config, template=cdk.assertions.Template.from_stack(stack).to_json())
@@ -251,13 +251,13 @@ def test_the_rotator_is_told_the_single_tables_contributor_insights_and_the_clas
 ) -> None:
     synth = synthesized.synth("default")
     env = synth.environment(LambdaFunction.ROTATOR)
-    assert env["CONTRIBUTOR_INSIGHTS"] == synth.config.storage.contributor_insights == "throttled_keys"
+    assert env["CONTRIBUTOR_INSIGHTS"] == synth.config.contributor_insights == "throttled_keys"
     assert env["INFREQUENT_ACCESS_STORAGE_PERCENT"] == "50"
 
 
 def test_without_an_export_bucket_the_rotator_cannot_export(synthesized: Synthesized) -> None:
     synth = synthesized.synth("default")
-    assert synth.config.rotation.export_bucket is None
+    assert synth.config.export_bucket is None
     granted = {action for action, _, _ in grants(synth.role_statements(LambdaFunction.ROTATOR))}
     assert not granted & {"dynamodb:ExportTableToPointInTime", "dynamodb:ListExports", "dynamodb:DescribeExport"}
     assert not any(action.startswith("s3:") for action in granted)

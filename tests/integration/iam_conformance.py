@@ -109,14 +109,14 @@ def _templates() -> dict[str, dict[str, Any]]:
     os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
     import aws_cdk as cdk  # noqa: PLC0415
 
-    from infra.config import AppConfig, load_cdk_json_context  # noqa: PLC0415
+    from infra.config import Context, load_cdk_json_context  # noqa: PLC0415
     from infra.stack import TimeSeriesStack  # noqa: PLC0415
 
     with tempfile.TemporaryDirectory(prefix="iam-conformance-") as outdir:
         app = cdk.App(context=load_cdk_json_context(REPO_ROOT / "cdk.json"), outdir=outdir)
         names = {}
         for variant, overrides in VARIANTS.items():
-            config = AppConfig.from_context({**app.node.get_all_context(), **overrides})
+            config = Context.parse({**app.node.get_all_context(), **overrides})
             names[variant] = TimeSeriesStack(app, config.stack_name, config=config).stack_name
         app.synth()
         return {v: json.loads((Path(outdir) / f"{name}.template.json").read_text()) for v, name in names.items()}

@@ -20,8 +20,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from infra.config import AppConfig, load_cdk_json_context
+from infra.config import Context, load_cdk_json_context
 from keydesign import InvalidInput, format_ts
+from keydesign.periods import format_duration
 from tsctl.arguments import checked
 
 if TYPE_CHECKING:
@@ -90,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
         faults = LocalFaults.parse(args.faults)
     except ValueError as exc:
         raise InvalidInput("--faults", str(exc)) from None
-    config = AppConfig.from_context({**load_cdk_json_context(REPO_ROOT / "cdk.json"), **_context(args.context)})
+    config = Context.parse({**load_cdk_json_context(REPO_ROOT / "cdk.json"), **_context(args.context)})
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
     options = LocalOptions(
         region=args.region,
@@ -216,25 +217,26 @@ def floor_minute(ms: int) -> int:
     return ms - ms % 60_000
 
 
-def _rollups_note(config: AppConfig, every_s: float) -> str:
-    if not config.context.rollups:
+def _rollups_note(config: Context, every_s: float) -> str:
+    if not config.rollups:
         return "off (rollups: null)"
-    settle = config.lambdas.ingest.timeout_s + 5
+    settle = config.ingest_timeout_s + 5
     return (
-        f"{config.context.rollups}, every {every_s:g} s of the real clock: a minute is applied "
-        f"{settle} s after it ends, from the first marks on; readings up to max_age ({config.context.max_age}) late "
-        "are applied too"
+        f"{config.rollups}, every {every_s:g} s of the real clock: a minute is applied "
+        f"{settle} s after it ends, from the first marks on; readings up to max_age "
+        f"({format_duration(config.max_age_ms)}) late are applied too"
     )
 
 
-def _rotator_note(config: AppConfig, speed: float) -> str:
+def _rotator_note(config: Context, speed: float) -> str:
     if config.table_period is None:
         return "not run (no table_period: one readings table)"
     every = config.rotation_interval_minutes()
     clock = "the real clock" if speed == 1 else f"a clock {speed:g}x faster than real time"
     return (
-        f"every {every} min of {clock} ({config.table_period} tables, {config.rotation.prebuild_periods} built "
-        f"ahead, kept {config.retention}); ran at start, as the stack's schedule rate({every} minutes) would"
+        f"every {every} min of {clock} ({config.table_period} tables, {config.prebuild_periods} built "
+        f"ahead, kept {format_duration(config.retention_ms)}); ran at start, as the stack's schedule "
+        f"rate({every} minutes) would"
     )
 
 

@@ -97,7 +97,7 @@ def register(sub: Any) -> None:
     det.add_argument("--cache-ttl", help="SHARD_MAP_CACHE_TTL")
     det.add_argument("--margin", help="HOT_CHANGE_MARGIN (default: MAX_FUTURE + 60s)")
     det.add_argument("--split-threshold", type=float, help="HOT_SPLIT_THRESHOLD_WCU")
-    det.add_argument("--target-utilisation", type=float, help="HOT_TARGET_UTILISATION")
+    det.add_argument("--target-utilisation", type=float, help="share of 1,000 WCU/s a split sizes each key for")
     det.add_argument("--scale-down-windows", type=int, help="HOT_SCALE_DOWN_WINDOWS")
     det.add_argument("--auto-global", action="store_true", help="HOT_AUTO_APPLY_GLOBAL: apply a larger global N")
 

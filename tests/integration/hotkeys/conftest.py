@@ -65,10 +65,7 @@ class Aws:
 
     def counters(self) -> ControlTable:
         """The control table's window counters, read as the judging invocation reads them."""
-        settings = self.settings()
-        return ControlTable(
-            self.dynamodb, CONTROL, counter_shards=settings.counter_shards, retention_ms=settings.counter_retention_ms
-        )
+        return ControlTable(self.dynamodb, CONTROL)
 
     def notifications(self) -> list[dict[str, Any]]:
         """Every SNS message delivered so far (read and deleted from the subscribed queue)."""
@@ -105,7 +102,6 @@ def base_env(topic_arn: str, **overrides: str) -> dict[str, str]:
         "HOT_WINDOW": "60s",
         "HOT_WINDOW_GRACE": "30s",
         "HOT_ALERT_TOPIC_ARN": topic_arn,
-        "HOT_COUNTER_SHARDS": "4",
         "POWERTOOLS_SERVICE_NAME": "hotkeys",
         "POWERTOOLS_METRICS_NAMESPACE": "TimeSeries",
         "POWERTOOLS_TRACE_DISABLED": "true",

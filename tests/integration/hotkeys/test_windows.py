@@ -33,7 +33,6 @@ FAST = {
     "MAX_FUTURE": "0s",
     "HOT_CHANGE_MARGIN": "1s",
     "HOT_SCALE_DOWN_WINDOWS": "3",
-    "HOT_COUNTER_RETENTION": "1h",
 }
 T = parse_timestamp("2026-11-22T06:00:00Z")
 MINUTE = Bucket.parse("1m")
@@ -322,7 +321,7 @@ def test_top_keys_and_entities_are_published_with_bounded_dimensions(
 ) -> None:
     shard_map = ShardMap.initial(MINUTE, 4)
     clock = SimClock(T + 500)
-    monitor = fast.monitor(clock, HOT_TOP_K="3")
+    monitor = fast.monitor(clock)
     batch = [r for i in range(12) for r in writes(fast, shard_map, f"sensor-{i:04d}", 10 * (i + 1), T)]
     invoke(handler_module, stream_event(batch), capsys, monitor=monitor)
     clock.ms = T + 2_500
@@ -331,9 +330,10 @@ def test_top_keys_and_entities_are_published_with_bounded_dimensions(
     )
     keys = invocation.dimensioned("KeyWriteUnitsPerSecond")
     entities = invocation.dimensioned("EntityWriteUnitsPerSecond")
-    assert len(keys) == 3 and len(entities) == 3
-    assert [e["Entity"] for e in entities] == ["sensor-0011", "sensor-0010", "sensor-0009"]
-    assert [e["EntityWriteUnitsPerSecond"] for e in entities] == [[120.0], [110.0], [100.0]]
+    # The detector's top 5: of the 12 entities, and every one of the 4 keys (N = 4)
+    assert (len(keys), len(entities)) == (4, 5)
+    assert [e["Entity"] for e in entities] == [f"sensor-{i:04d}" for i in range(11, 6, -1)]
+    assert [e["EntityWriteUnitsPerSecond"] for e in entities] == [[120.0], [110.0], [100.0], [90.0], [80.0]]
     # Partition keys are named without their bucket, so a key is one series across buckets
     assert all(len(k["PartitionKey"]) == 4 and k["PartitionKey"].isdigit() for k in keys)
     assert all("#" in k["partition_key"] for k in keys)  # the full key is in the log record
@@ -372,7 +372,7 @@ def test_a_crowded_base_key_asks_for_a_larger_global_n(fast: Aws, auto_apply: bo
     shard_map = ShardMap.initial(MINUTE, 4)
     crowd = [e for e in (f"sensor-{i:05d}" for i in range(1000)) if shard_of(e, 4) == 0][:40]
     clock = SimClock(T + 500)
-    monitor = fast.monitor(clock, HOT_AUTO_APPLY_GLOBAL=str(auto_apply).lower(), HOT_COUNTERS_PER_WINDOW="50")
+    monitor = fast.monitor(clock, HOT_AUTO_APPLY_GLOBAL=str(auto_apply).lower())
     monitor.process([r for e in crowd for r in writes(fast, shard_map, e, 20, T)])
     clock.ms = T + 2_500
     monitor.process(writes(fast, shard_map, "sensor-0001", 10, T + 2_000))

@@ -269,13 +269,10 @@ def test_readings_outside_the_accepted_time_window_are_rejected(
     ("overrides", "variable"),
     [
         ({"REJECTS_QUEUE_URL": ""}, "REJECTS_QUEUE_URL"),
-        ({"REJECTS_QUEUE_URL": "readings-rejects"}, "REJECTS_QUEUE_URL"),
         ({"SHARDS": "many"}, "SHARDS"),
         ({"TABLE_PREFIX": ""}, "TABLE_PREFIX"),
         ({"MAX_AGE": "60d"}, "MAX_AGE"),
         ({"MAX_FUTURE": "soon"}, "MAX_FUTURE"),
-        ({"WRITE_CONCURRENCY": "0"}, "WRITE_CONCURRENCY"),
-        ({"RETRY_BASE_MS": "100", "RETRY_MAX_DELAY_MS": "10"}, "RETRY_MAX_DELAY_MS"),
         ({"LAYOUT": "striped"}, "LAYOUT"),
     ],
 )

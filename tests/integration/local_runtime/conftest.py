@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from infra.config import AppConfig, load_cdk_json_context
+from infra.config import Context, load_cdk_json_context
 from keydesign import Reading
 from local_runtime import LocalOptions, LocalSystem
 from producer import Packer, Publisher, PublishSummary, kinesis_client, publish
@@ -22,7 +22,7 @@ WAIT_S = 120.0
 pytestmark = pytest.mark.integration
 
 
-def local_config(**overrides: object) -> AppConfig:
+def local_config(**overrides: object) -> Context:
     """cdk.json's configuration, with a batching window of 0 (tests need no window), one readings
     table (the single-table path; a test that wants per-period tables says so) and ``overrides``."""
     context = {
@@ -31,7 +31,7 @@ def local_config(**overrides: object) -> AppConfig:
         "shards": 8,
         "table_period": None,
     }
-    return AppConfig.from_context({**context, **overrides})
+    return Context.parse({**context, **overrides})
 
 
 def ingest_only(**overrides: Any) -> LocalOptions:
@@ -47,7 +47,7 @@ def running() -> Iterator[Any]:
     (by default with ingest alone: :func:`ingest_only`)."""
     started: list[LocalSystem] = []
 
-    def start(config: AppConfig | None = None, options: LocalOptions | None = None) -> LocalSystem:
+    def start(config: Context | None = None, options: LocalOptions | None = None) -> LocalSystem:
         system = LocalSystem(config or local_config(), options or ingest_only())
         system.start()
         started.append(system)

@@ -30,9 +30,9 @@ def test_every_function_gets_the_environment_the_stack_builds(running: Any) -> N
     config = local_config(table_period="day", bucket="15m")
     options = ingest_only(query_api=True, hot_keys=True, rotator=True, rollups=True, rollup_every_s=3600.0)
     system = running(config, options)
-    # Then each function's environment is AppConfig.function_environment with the local wiring, nothing else
+    # Then each function's environment is Context.function_environment with the local wiring, nothing else
     # but the rollups' settle time, which follows the ingest timeout (+ 5 s: ingest runs in this process)
-    local = {LambdaFunction.ROLLUP: {"ROLLUP_SETTLE": f"{config.lambdas.ingest.timeout_s + 5}s"}}
+    local = {LambdaFunction.ROLLUP: {"ROLLUP_SETTLE": f"{config.ingest_timeout_s + 5}s"}}
     for function in LambdaFunction:
         spec = system.functions.loaded[system.functions.name(function)].spec
         expected = {**config.function_environment(function, system.functions.wiring), **local.get(function, {})}
@@ -42,7 +42,7 @@ def test_every_function_gets_the_environment_the_stack_builds(running: Any) -> N
     assert wiring.rejects_queue_url == system.endpoints.rejects_queue_url
     assert wiring.alert_topic_arn == system.endpoints.alarm_topic_arn
     assert wiring.hotkeys_function_arn == system.functions.arn("hotkeys")
-    assert wiring.hotkeys_failure_destination_arn.endswith(":TimeSeriesIngest-hotkeys-failures")
+    assert wiring.hotkeys_on_failure_arn.endswith(":TimeSeriesIngest-hotkeys-failures")
     secret = system.client("secretsmanager").get_secret_value(SecretId=wiring.cursor_secret_arn)
     assert len(secret["SecretString"]) >= 32
     assert system.endpoints.api_url is not None

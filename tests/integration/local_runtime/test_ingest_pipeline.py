@@ -112,11 +112,11 @@ def test_the_system_talks_only_to_loopback_and_stops_cleanly(running: Any) -> No
 
 
 def test_a_start_that_fails_stops_what_it_started(running: Any) -> None:
-    # Given an ingest setting the handler refuses at import (it allows 1..32 writes in flight)
+    # Given an ingest setting the handler refuses at import (an event time cannot lie "soon" ahead)
     before = os.environ.get("AWS_ENDPOINT_URL")
     # When the system starts, Then the start fails naming the variable
-    with pytest.raises(SettingsError, match="WRITE_CONCURRENCY"):
-        running(local_config(), ingest_only(environment={LambdaFunction.INGEST: {"WRITE_CONCURRENCY": "99"}}))
+    with pytest.raises(SettingsError, match="MAX_FUTURE"):
+        running(local_config(), ingest_only(environment={LambdaFunction.INGEST: {"MAX_FUTURE": "soon"}}))
     # And nothing is left behind: the environment is back, no poller runs
     assert os.environ.get("AWS_ENDPOINT_URL") == before
     assert not [t for t in threading.enumerate() if t.name.startswith("ingest-")]

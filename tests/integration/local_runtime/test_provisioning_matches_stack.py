@@ -1,7 +1,7 @@
 """What local mode provisions is what the stack deploys: compared with the synthesized template.
 
 Each configuration variant is synthesized (offline, like ``tests/infra``) and
-provisioned on the embedded moto server from the same :class:`AppConfig`;
+provisioned on the embedded moto server from the same :class:`Context`;
 key schemas, attribute types, TTL attribute, stream view type, billing mode,
 table names, the stream's mode, shards and retention, the rejects queue's
 retention and, once the stack has them, the event source mappings' settings
@@ -20,7 +20,7 @@ from typing import Any
 import boto3
 import pytest
 
-from infra.config import AppConfig, load_cdk_json_context
+from infra.config import Context, load_cdk_json_context
 from local_runtime.event_source_mapping import MappingConfig
 from local_runtime.moto_server import EmbeddedMoto
 from local_runtime.resources import QUEUE_RETENTION_S, Provisioner, ResourceNames, Resources
@@ -52,7 +52,7 @@ VARIANTS: Mapping[str, Mapping[str, object]] = {
 
 @dataclass(frozen=True)
 class Variant:
-    config: AppConfig
+    config: Context
     template: Mapping[str, Any]
 
     def resources_of(self, kind: str) -> dict[str, Mapping[str, Any]]:
@@ -76,9 +76,9 @@ def variants(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Variant]:
 
     context = load_cdk_json_context(REPO_ROOT / "cdk.json")
     app = cdk.App(context=context, outdir=str(tmp_path_factory.mktemp("cdk.out")))
-    built: dict[str, tuple[AppConfig, Any]] = {}
+    built: dict[str, tuple[Context, Any]] = {}
     for name, overrides in VARIANTS.items():
-        config = AppConfig.from_context({**app.node.get_all_context(), **overrides})
+        config = Context.parse({**app.node.get_all_context(), **overrides})
         built[name] = (config, TimeSeriesStack(app, config.stack_name, config=config))
     app.synth()
     return {name: Variant(config, Template.from_stack(stack).to_json()) for name, (config, stack) in built.items()}
@@ -103,7 +103,7 @@ def clients(endpoint: str) -> dict[str, Any]:
     }
 
 
-def provision(moto: EmbeddedMoto, config: AppConfig) -> tuple[Resources, dict[str, Any]]:
+def provision(moto: EmbeddedMoto, config: Context) -> tuple[Resources, dict[str, Any]]:
     moto.reset()
     aws = clients(moto.endpoint_url)
     names = ResourceNames.for_config(config, NOW_MS)
@@ -163,7 +163,7 @@ def test_per_period_tables_take_the_fixed_tables_definition(variants: dict[str, 
     fixed = next(
         p["Properties"]
         for p in default_tables
-        if p["Properties"]["TableName"] == variants["single"].config.storage.readings_table_name
+        if p["Properties"]["TableName"] == variants["single"].config.readings_table_name
     )
     for name in expected_names:
         assert local_table(aws["dynamodb"], name) == template_table(fixed)
@@ -208,7 +208,7 @@ def test_the_emulated_event_source_mapping_has_the_stacks_settings(variant: str,
         if v.source_type(m) == "AWS::Kinesis::Stream"
     ]
     assert len(mappings) == 1, "the stack reads the ingest stream with exactly one mapping"
-    emulated = MappingConfig.for_stream(v.config.ingest)
+    emulated = MappingConfig.for_stream(v.config, "ingest")
     for properties in mappings:
         assert properties["BatchSize"] == emulated.batch_size
         assert properties.get("MaximumBatchingWindowInSeconds", 0) == emulated.batching_window_s
@@ -230,7 +230,7 @@ def test_the_emulated_hot_key_mapping_has_the_stacks_settings(variant: str, vari
         if v.source_type(m) == "AWS::DynamoDB::GlobalTable"
     ]
     # Then local mode's hot-key mapping has the same settings
-    emulated = MappingConfig.for_stream(v.config.hot_keys)
+    emulated = MappingConfig.for_stream(v.config, "hotkeys")
     assert properties["BatchSize"] == emulated.batch_size
     assert properties.get("MaximumBatchingWindowInSeconds", 0) == emulated.batching_window_s
     assert properties["MaximumRetryAttempts"] == emulated.max_retries

@@ -118,7 +118,7 @@ def test_the_api_plugs_into_the_running_system(running: Any) -> None:
     base_url = system.serve_api(function)
     # Then the endpoints show the API under the configured stage, and requests reach the function
     assert system.endpoints.api_url == base_url
-    assert base_url.startswith("http://127.0.0.1:") and base_url.endswith(f"/{system.config.api.stage}")
+    assert base_url.startswith("http://127.0.0.1:") and base_url.endswith(f"/{system.config.api_stage}")
     status, _, body = call(base_url, "GET", "/entities/sensor-alpha-001/readings")
     assert status == 200 and json.loads(body)["entity_id"] == "sensor-alpha-001"
     assert system.stats()["functions"]["query"]["invocations"] == 1

@@ -30,7 +30,6 @@ ENV = {
     "TABLE_PREFIX": PREFIX,
     "POWERTOOLS_SERVICE_NAME": "query",
     "POWERTOOLS_METRICS_NAMESPACE": "TimeSeries",
-    "MAX_RANGE": "2d",
 }
 
 
@@ -95,13 +94,13 @@ def test_pages_follow_across_invocations_with_the_secret_fetched_once(
     assert sum(blob["ItemsRead"][0] for blob in reads) >= 12
 
 
-def test_settings_are_applied(handler: ModuleType) -> None:
+def test_a_range_past_the_limit_is_refused_naming_it(handler: ModuleType) -> None:
     reply = ApiClient(handler.handler).get(
-        entity_path("sensor-1", "readings"), from_=format_ts(NOW - 3 * 24 * HOUR), to=format_ts(NOW)
+        entity_path("sensor-1", "readings"), from_=format_ts(NOW - 32 * 24 * HOUR), to=format_ts(NOW)
     )
 
     assert reply.status == 400
-    assert "at most 2d" in reply.body["error"]
+    assert "at most 31d" in reply.body["error"]
 
 
 def test_a_missing_cursor_secret_fails_the_cold_start_naming_the_variable(

@@ -336,7 +336,6 @@ def base_env(function_arn: str, topic_arn: str, dead_letter_arn: str) -> dict[st
         "HOTKEYS_FUNCTION_ARN": function_arn,
         "HOTKEYS_ON_FAILURE_ARN": dead_letter_arn,
         "ALARM_TOPIC_ARN": topic_arn,
-        "TABLE_TAGS": json.dumps({"team": "iot"}),
         "MAX_DELETES_PER_RUN": "2",
     }
 

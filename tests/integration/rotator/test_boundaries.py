@@ -65,7 +65,6 @@ def test_the_first_run_builds_the_current_and_next_tables_fully_set_up(world: Wo
         assert world.insights(name) == "THROTTLED_KEYS"
         assert world.table_class(name) == "STANDARD"
         assert world.tags(name) == {
-            "team": "iot",
             "timeseries:managed-by": "rotator",
             "timeseries:table-prefix": "readings",
             "timeseries:period": name.removeprefix("readings-"),

@@ -51,8 +51,8 @@ def closed_history(
             request["BillingMode"] = "PAY_PER_REQUEST"
             world.extras.classes[table.name] = "STANDARD_INFREQUENT_ACCESS"
         stream = world.dynamodb.create_table(**request)["TableDescription"]["LatestStreamArn"]
-        if not settled and settings.mapping is not None:
-            world.lambda_.create_event_source_mapping(**create_mapping_request(settings.mapping, stream))
+        if not settled and settings.hotkeys_function_arn is not None:
+            world.lambda_.create_event_source_mapping(**create_mapping_request(settings, stream))
             for alarm in alarm_requests(settings, table):
                 world.cloudwatch.put_metric_alarm(**alarm)
         made.append(table)

@@ -3,34 +3,42 @@
 from __future__ import annotations
 
 import ast
-import gc
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from adapters.collector import YOUNG_COLLECTION_ALLOCATIONS, tune_collector
+from adapters.collector import YOUNG_COLLECTION_ALLOCATIONS
 
 FUNCTIONS = Path(__file__).resolve().parents[3] / "functions"
 HANDLERS = sorted(FUNCTIONS.glob("*/handler.py"))
 
 
-def test_tuning_freezes_once_a_process_and_collects_the_young_less_often(monkeypatch: pytest.MonkeyPatch) -> None:
-    before = gc.get_threshold()
-    frozen: list[int] = []
-    monkeypatch.setattr(gc, "freeze", lambda: frozen.append(1))
-    monkeypatch.setattr(gc, "get_freeze_count", lambda: len(frozen))  # nothing frozen yet: a fresh container
-    try:
-        # Given a fresh process, when init is done twice (tests, local mode)
-        first = tune_collector()
-        second = tune_collector()
-        # Then the objects are frozen once, the young generation's threshold is raised, the others kept
-        assert frozen == [1]
-        assert gc.get_threshold() == (YOUNG_COLLECTION_ALLOCATIONS, *before[1:])
-        # And each call hands back what it replaced, so a caller can put it back
-        assert first == before
-        assert second == (YOUNG_COLLECTION_ALLOCATIONS, *before[1:])
-    finally:
-        gc.set_threshold(*before)
+def test_tuning_freezes_what_init_built_once_a_process_and_collects_the_young_less_often() -> None:
+    # Given a fresh process (a new container), with the real collector
+    code = """
+import gc, json
+from adapters.collector import tune_collector
+default = gc.get_threshold()
+first = tune_collector()
+frozen = gc.get_freeze_count()
+later = [[n] for n in range(5_000)]  # what a first invocation builds
+second = tune_collector()  # a second init in one process (tests, local mode)
+print(json.dumps([default, first, frozen, gc.get_freeze_count(), second, gc.get_threshold()]))
+"""
+    run = subprocess.run(  # noqa: S603 - our own interpreter, fixed arguments
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    default, first, frozen, frozen_after, second, threshold = json.loads(run.stdout)
+    # Then init's objects are frozen, and a second call freezes nothing more
+    assert frozen > 1_000
+    assert frozen_after == frozen
+    # And the young generation is collected less often, the others as before
+    assert threshold == [YOUNG_COLLECTION_ALLOCATIONS, *default[1:]]
+    # And each call hands back what it replaced, so a caller can put it back
+    assert (first, second) == (default, threshold)
 
 
 def _init_statements(tree: ast.Module) -> list[ast.stmt]:

@@ -11,36 +11,6 @@ from keydesign import Bucket, ShardMap
 VALID = {"TABLE_PREFIX": "readings", "SHARDS": "100"}
 
 
-def test_defaults_give_a_hybrid_hourly_single_table() -> None:
-    settings = CommonSettings.from_env(VALID)
-    assert settings.layout.kind == "hybrid"
-    assert settings.layout.bucket.spec == "1h"
-    assert settings.layout.table_period is None
-    assert settings.shards == 100
-    assert settings.retention_ms == 30 * 86_400_000
-    assert settings.control_table is None
-    assert settings.shard_map_cache_ttl_ms == 60_000
-
-
-def test_every_setting_is_read() -> None:
-    env = {
-        **VALID,
-        "LAYOUT": "calculated",
-        "BUCKET": "15m",
-        "TABLE_PERIOD": "day",
-        "RETENTION": "7d",
-        "CONTROL_TABLE": "control",
-        "SHARD_MAP_CACHE_TTL": "30s",
-    }
-    settings = CommonSettings.from_env(env)
-    assert settings.layout.kind == "calculated"
-    assert settings.layout.bucket.spec == "15m"
-    assert settings.layout.table_period is not None and settings.layout.table_period.name == "day"
-    assert settings.retention_ms == 7 * 86_400_000
-    assert settings.control_table == "control"
-    assert settings.shard_map_cache_ttl_ms == 30_000
-
-
 @pytest.mark.parametrize(
     ("env", "variable"),
     [

@@ -8,7 +8,7 @@ import pytest
 
 from benchmarks import cold_start, query_fanout, read_budget, rollups
 from benchmarks.cold_start import HANDLERS, asset_files, handler_env, slowest_imports, zipped_size
-from benchmarks.simulation import seed_hour
+from benchmarks.simulation import simulate
 from hotkeys.settings import HotKeySettings
 from ingest.settings import IngestSettings
 from query.settings import QuerySettings
@@ -131,10 +131,13 @@ def test_the_read_budget_benchmark_measures_bounded_pages_against_unbounded_ones
     assert "entity_day, 10/s in 1 s batches: read units per reading" in names
 
 
-def test_the_simulator_benchmark_runs_the_seed_scenario() -> None:
-    workload = seed_hour(3_600)
-    assert (workload.rate, workload.entities, workload.duration_s) == (50_000, 10_000, 3_600)
-    assert [(h.entity_id, h.rate) for h in workload.hot] == [("sensor-alpha-001", 2_000.0)]
+def test_the_simulator_benchmark_simulates_the_seed_rate_under_every_default_layout() -> None:
+    # Given two simulated seconds of the seed scenario (the benchmark runs 600 or 3,600)
+    result = simulate(2)
+    figures = {figure.name: figure.value for figure in result.figures}
+    # Then about 50,000 readings a second were simulated, once for all five layouts side by side
+    assert figures["simulated readings"] == pytest.approx(2 * 50_000, rel=0.02)
+    assert result.params["layouts"].split(", ") == ["random:1", "calculated:1", "hybrid:16", "hybrid:20", "adaptive:20"]
 
 
 def test_the_rollups_benchmark_meets_the_issue_targets() -> None:

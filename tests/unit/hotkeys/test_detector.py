@@ -11,7 +11,6 @@ from hypothesis import strategies as st
 from hotkeys.detector import (
     DetectorConfig,
     EntityChange,
-    LoadTracker,
     Observation,
     WindowLoad,
     WindowTally,
@@ -23,6 +22,7 @@ from hotkeys.detector import (
 from keydesign import Bucket, ConfigError, ShardMap, earliest_change_boundary, parse_timestamp
 from keydesign.layouts import LayoutKind
 from keydesign.shardmap import MAX_ENTITY_SHARDS
+from simulator.adaptive import LoadTracker
 
 HOUR = 3_600_000
 T0 = parse_timestamp("2026-11-22T06:00:00Z")

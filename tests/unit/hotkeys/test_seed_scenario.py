@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 
-from hotkeys.detector import DetectorConfig, LoadTracker, Observation, apply_decisions, decide
+from hotkeys.detector import DetectorConfig, Observation, apply_decisions, decide
 from keydesign import Layout, Reading, ShardMap, earliest_change_boundary, parse_timestamp
 from keydesign.layouts import parse_keys
+from simulator.adaptive import LoadTracker
 
 LAYOUT = Layout.from_settings(kind="hybrid", bucket="1h", table_prefix="readings")
 CONFIG = DetectorConfig(window_ms=10_000)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from hotkeys.settings import HotKeySettings
-from infra.config import AppConfig, FunctionWiring, LambdaFunction
+from infra.config import Context, FunctionWiring, LambdaFunction
 from local_runtime.demo import DEMO_CONTEXT, DEMO_HOT_KEYS_ENVIRONMENT, DemoOptions
 from tsctl.commands.demo import options_from, register
 
@@ -17,7 +17,7 @@ TOPIC = "arn:aws:sns:eu-west-1:123456789012:t"
 
 def test_the_compressed_time_settings_are_a_valid_stack_and_hot_key_configuration() -> None:
     # Given the demo's context overrides and the hot-key function's variables
-    config = AppConfig.from_context(dict(DEMO_CONTEXT))
+    config = Context.parse(dict(DEMO_CONTEXT))
     env = {
         **config.function_environment(LambdaFunction.HOTKEYS, FunctionWiring(alert_topic_arn=TOPIC)),
         **DEMO_HOT_KEYS_ENVIRONMENT,
@@ -29,7 +29,7 @@ def test_the_compressed_time_settings_are_a_valid_stack_and_hot_key_configuratio
     assert settings.detector.window_ms == 5_000 and settings.window_grace_ms == 5_000
     # And the lowered threshold is the detector's, with enough counters a batch that a key over it is kept
     assert settings.split_threshold_wcu == DEMO_CONTEXT["hot_split_threshold_wcu"] < 500
-    assert settings.counters_per_window >= 1_000 / settings.split_threshold_wcu
+    assert settings.detector.counters_per_window >= 1_000 / settings.split_threshold_wcu
     assert settings.change_margin_ms == 10_000
     assert settings.common.shard_map_cache_ttl_ms + settings.change_margin_ms == 15_000
     assert settings.common.layout.bucket.width_ms == 60_000

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from infra.config import AppConfig
+from infra.config import Context
 from keydesign import InvalidInput, Reading, ShardMap, item_size, parse_timestamp, write_units
 from local_runtime.demo_presentation import render
 from local_runtime.demo_report import (
@@ -25,7 +25,7 @@ from local_runtime.demo_report import (
 )
 from local_runtime.demo_scenario import invalid_readings
 
-CONFIG = AppConfig.from_context({"bucket": "1m", "shards": 8})
+CONFIG = Context.parse({"bucket": "1m", "shards": 8})
 LAYOUT = CONFIG.layout()
 T0 = parse_timestamp("2026-11-22T07:00:00Z", "t")
 BOUNDARY = T0 + 120_000

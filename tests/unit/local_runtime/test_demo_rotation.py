@@ -7,12 +7,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from infra.config import AppConfig
+from infra.config import Context
 from keydesign import Reading, parse_timestamp
 from local_runtime.demo_presentation import draw_tables
 from local_runtime.demo_report import SLICE_MS, Block, RotationFacts, newest_copies, rotation_section, table_writes
 
-CONFIG = AppConfig.from_context(
+CONFIG = Context.parse(
     {"table_period": "hour", "bucket": "1m", "retention": "4h", "dial_down_delay": "15m", "export_bucket": "exports"}
 )
 LAYOUT = CONFIG.layout()

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from infra.config import IngestConfig
+from infra.config import Context
 from local_runtime.event_source_mapping import (
     RECORD_AGE_EXCEEDED,
     RETRY_ATTEMPTS_EXHAUSTED,
@@ -269,10 +269,15 @@ def test_stopping_during_a_retry_backoff_abandons_the_batch() -> None:
 
 
 def test_the_ingest_mapping_takes_the_stack_settings() -> None:
-    ingest = IngestConfig(
-        batch_size=500, batching_window_s=2, parallelization_factor=1, max_retries=7, max_record_age_s=900
+    stack = Context.parse(
+        {
+            "ingest_batch_size": 500,
+            "ingest_batching_window_s": 2,
+            "ingest_max_retries": 7,
+            "ingest_max_record_age_s": 900,
+        }
     )
-    config = MappingConfig.for_stream(ingest, poll_interval_s=0.1)
+    config = MappingConfig.for_stream(stack, "ingest", poll_interval_s=0.1)
     assert (config.batch_size, config.batching_window_s, config.max_retries, config.max_record_age_s) == (
         500,
         2.0,

@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from infra.config import AppConfig
+from infra.config import Context
 from local_runtime.event_source_mapping import MappingConfig
 from local_runtime.mappings import LocalLambda
 from local_runtime.stream_sources import StartingPosition
-from rotator.settings import MappingSettings
+from rotator.settings import RotatorSettings
 from rotator.specs import create_mapping_request
 from rotator.stream_mappings import LambdaMappings
 
@@ -22,15 +22,19 @@ QUEUE_ARN = "arn:aws:sqs:eu-west-1:123456789012:TimeSeriesIngest-hotkeys-failure
 STREAM_ARN = (
     "arn:aws:dynamodb:eu-west-1:123456789012:table/timeseries-readings-2026-11-22/stream/2026-11-22T00:00:00.000"
 )
-SETTINGS = MappingSettings(
-    function_arn=HOTKEYS_ARN,
-    batch_size=500,
-    batching_window_s=2,
-    max_retries=7,
-    max_record_age_s=900,
-    parallelization=1,
-    tumbling_window_s=None,
-    on_failure_arn=QUEUE_ARN,
+SETTINGS = RotatorSettings.from_env(
+    {
+        "LAYOUT": "hybrid",
+        "SHARDS": "8",
+        "TABLE_PREFIX": "timeseries-readings",
+        "TABLE_PERIOD": "day",
+        "HOTKEYS_FUNCTION_ARN": HOTKEYS_ARN,
+        "HOTKEYS_BATCH_SIZE": "500",
+        "HOTKEYS_BATCHING_WINDOW_S": "2",
+        "HOTKEYS_MAX_RETRIES": "7",
+        "HOTKEYS_MAX_RECORD_AGE_S": "900",
+        "HOTKEYS_ON_FAILURE_ARN": QUEUE_ARN,
+    }
 )
 
 
@@ -134,10 +138,8 @@ def test_what_lambda_would_refuse_is_refused_the_same_way(change: dict[str, Any]
 
 
 def test_the_hot_key_mapping_takes_the_stacks_settings() -> None:
-    config = AppConfig.from_context(
-        {"hotkeys_batch_size": 250, "hotkeys_max_retries": 3, "hotkeys_batching_window_s": 0}
-    )
-    mapping = MappingConfig.for_stream(config.hot_keys, poll_interval_s=0.05)
+    config = Context.parse({"hotkeys_batch_size": 250, "hotkeys_max_retries": 3, "hotkeys_batching_window_s": 0})
+    mapping = MappingConfig.for_stream(config, "hotkeys", poll_interval_s=0.05)
     assert (mapping.batch_size, mapping.max_retries, mapping.batching_window_s) == (250, 3, 0.0)
-    assert mapping.max_record_age_s == config.hot_keys.max_record_age_s
+    assert mapping.max_record_age_s == config.hotkeys_max_record_age_s
     assert mapping.bisect_on_error and mapping.report_batch_item_failures and mapping.poll_interval_s == 0.05

@@ -17,12 +17,12 @@ def parse(event: object, *, dry_run_default: bool = False, allow_now_override: b
 
 @pytest.mark.parametrize("event", [{}, None])
 def test_the_schedule_payload_is_a_live_run_on_the_real_clock(event: object) -> None:
-    assert parse(event) == RotationRequest(dry_run=False, now_ms=None)
+    assert parse(event) == RotationRequest(dry_run=False, now=None)
 
 
 def test_an_operator_dry_run_at_another_time() -> None:
     request = parse({"dry_run": True, "now": "2026-11-22T23:59:59Z"})
-    assert request == RotationRequest(dry_run=True, now_ms=parse_timestamp("2026-11-22T23:59:59Z"))
+    assert request == RotationRequest(dry_run=True, now=parse_timestamp("2026-11-22T23:59:59Z"))
 
 
 def test_a_live_run_refuses_another_clock_unless_allowed() -> None:
@@ -30,7 +30,7 @@ def test_a_live_run_refuses_another_clock_unless_allowed() -> None:
         parse({"now": "2030-01-01T00:00:00Z"})
     assert caught.value.field == "now"
     allowed = parse({"now": "2030-01-01T00:00:00Z"}, allow_now_override=True)
-    assert allowed.now_ms == parse_timestamp("2030-01-01T00:00:00Z") and not allowed.dry_run
+    assert allowed.now == parse_timestamp("2030-01-01T00:00:00Z") and not allowed.dry_run
 
 
 def test_dry_run_in_the_environment_cannot_be_turned_off_by_an_event() -> None:
@@ -75,8 +75,8 @@ def test_an_eventbridge_rule_envelope_is_a_plain_scheduled_run() -> None:
     # When it is parsed
     request = parse(_rule_event({}))
     # Then it is a live run on the real clock, not a refusal naming "account"
-    assert request == RotationRequest(dry_run=False, now_ms=None)
-    assert parse(_rule_event(None)) == RotationRequest(dry_run=False, now_ms=None)
+    assert request == RotationRequest(dry_run=False, now=None)
+    assert parse(_rule_event(None)) == RotationRequest(dry_run=False, now=None)
 
 
 def test_a_rule_envelope_carries_its_options_in_detail_under_the_same_rules() -> None:
@@ -102,7 +102,7 @@ def test_ingests_build_request_is_read_as_the_tables_to_build() -> None:
     event = build_request(["readings-2026-11-20", "readings-2026-11-19", "readings-2026-11-20"])
     # Then it is a build of each table once, a live run on the real clock
     assert parse(event) == RotationRequest(
-        dry_run=False, now_ms=None, build=("readings-2026-11-19", "readings-2026-11-20")
+        dry_run=False, now=None, build=("readings-2026-11-19", "readings-2026-11-20")
     )
     assert parse({}).build == ()
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from hotkeys.detector import LoadTracker, Observation, apply_decisions, decide
+from hotkeys.detector import Observation, apply_decisions, decide
 from keydesign import Layout, ShardMap, earliest_change_boundary, parse_timestamp
 from keydesign.layouts import parse_keys
 from simulator import Burst, HotEntity, LayoutSpec, ReadPattern, Simulation
+from simulator.adaptive import LoadTracker
 from tests.unit.simulator.reference import packed_seconds
 from tests.unit.simulator.workloads import HOT, quick_detector, small_workload
 

@@ -173,6 +173,7 @@ def test_outputs_name_every_resource_an_operator_or_producer_needs(synthesized: 
         "ControlTableName",
         "IngestStreamName",
         "RejectsQueueUrl",
+        # what `tsctl replay` reads and invokes
         "IngestFailureQueueUrl",
         "HotKeysFailureQueueUrl",
         "IngestFunctionName",
@@ -180,11 +181,6 @@ def test_outputs_name_every_resource_an_operator_or_producer_needs(synthesized: 
         "ApiUrl",
         "AlertsTopicArn",
         "DashboardName",
-        # what `tsctl replay` reads and invokes
-        "IngestFunctionName",
-        "IngestFailureQueueUrl",
-        "HotKeysFunctionName",
-        "HotKeysFailureQueueUrl",
     }
     assert outputs["TablePrefix"]["Value"] == "timeseries-readings"
     assert "Export" not in str(outputs)

@@ -26,7 +26,6 @@ import logging
 import threading
 import time
 import uuid
-from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
 from typing import Any
@@ -41,9 +40,6 @@ _log = logging.getLogger(__name__)
 
 #: How often the readings tables are listed again, to follow new ones' streams.
 TABLE_DISCOVERY_S = 5.0
-#: Removed mappings whose last figures :meth:`StreamMappings.snapshot` still reports (a rotator on a
-#: fast clock removes a closed table's mapping seconds after it delivered).
-KEEP_REMOVED = 16
 
 
 class StreamMappings:
@@ -58,7 +54,6 @@ class StreamMappings:
         self._tables = tables
         self._stop_timeout_s = stop_timeout_s
         self._mappings: list[EventSourceMapping] = []
-        self._removed: deque[tuple[str, dict[str, Any]]] = deque(maxlen=KEEP_REMOVED)
         self._followers: list[_TableFollower] = []
         self._lock = threading.Lock()
 
@@ -94,7 +89,6 @@ class StreamMappings:
         with self._lock:
             if mapping in self._mappings:
                 self._mappings.remove(mapping)
-                self._removed.append((mapping.name, mapping.snapshot()))
 
     def follow_tables(
         self, function: LocalFunction, config: MappingConfig, destination: FailureDestination | None = None
@@ -124,9 +118,8 @@ class StreamMappings:
         return all(m.wait_until_caught_up(max(0.0, deadline - time.monotonic())) for m in mappings)
 
     def snapshot(self) -> dict[str, Any]:
-        """Each mapping's figures by name: the running ones, and the last few removed."""
         with self._lock:
-            return {**dict(self._removed), **{m.name: m.snapshot() for m in self._mappings}}
+            return {m.name: m.snapshot() for m in self._mappings}
 
     def stop(self) -> None:
         for follower in self._followers:

@@ -21,9 +21,10 @@ table, in memory behind the same 20 ms per call, holds the record ingest
 writes for the one reading and a ``since`` marker older than the ranges.
 
 And what reading a day of one entity costs, in read units per reading returned
-(``entity_day``): the entity reports 1 or 10 times a second for the whole day,
+(``entity_day``): the entity reports 1, 5 or 10 times a second for the whole day,
 its readings stored as ingest stores them (a block per ingest batch: batches
-of 1 s or 10 s of its readings, ``Layout.pack``), and a client follows the
+of 1, 5 or 10 s of its readings, ``Layout.pack``; 5 a second in 5 s batches is
+a seed sensor under the default batching window), and a client follows the
 cursors of ``/entities/{id}/readings`` over the day with pages of 1,000. Read
 units are DynamoDB's (the blocks' item sizes, 4 KB units, eventually
 consistent), as :class:`benchmarks.memory_dynamo.MemoryReader` reports them.
@@ -64,7 +65,7 @@ SHARDS = 100
 ENTITY = "sensor-once"
 UNBOUNDED = 100_000
 #: entity_day: readings a second, and seconds of them one ingest batch (so one block) holds.
-DAY_CASES = ((1, 1), (10, 1), (10, 10))
+DAY_CASES = ((1, 1), (5, 5), (10, 1), (10, 10))
 DAY_ENTITY = "sensor-day"
 
 

@@ -75,7 +75,9 @@ def test_a_small_demo_splits_the_hot_sensor_and_accounts_for_every_reading(fault
     assert after["keys_over_1000_wcu_per_s"] == 0
     post = report["hot_sensor_after_split"]
     assert post["readings"] > 0 and post["off_sub_shard_keys"] == 0
-    assert first["to_sub_shards"] <= post["sub_shard_keys"] <= max(c["to_sub_shards"] for c in hot_changes)
+    # A block's sub-shard is the hash of its id, so the few blocks of the phase after the split may
+    # leave one of the sub-shards unused; none lands outside them
+    assert 1 <= post["sub_shard_keys"] <= max(c["to_sub_shards"] for c in hot_changes)
     assert report["placement"]["misplaced"] == 0 and report["placement"]["checked"] == readings["written"]
     _assert_the_rollups(report)
     if not faults:

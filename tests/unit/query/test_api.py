@@ -306,6 +306,21 @@ def test_a_page_of_large_readings_ends_before_the_lambda_response_limit_and_resu
     assert seen == [f"e{n:04d}" for n in range(1000)]
 
 
+def _forger() -> tuple[QueryService, CursorCodec]:
+    """A service over an empty hybrid table, and the codec that signs its cursors (as a leaked key would)."""
+    layout = Layout.from_settings(kind="hybrid", bucket="1h", table_prefix="readings")
+    codec = CursorCodec(lambda: b"k" * 40)
+    service = QueryService(
+        layout=layout,
+        shard_maps=StaticShardMap(ShardMap.initial(layout.bucket, 4)),
+        reader=MemoryReader(),
+        cursors=codec,
+        limits=QueryLimits(),
+        clock_ms=lambda: NOW,
+    )
+    return service, codec
+
+
 @pytest.mark.parametrize(
     ("route", "anchor"),
     [
@@ -317,16 +332,7 @@ def test_a_page_of_large_readings_ends_before_the_lambda_response_limit_and_resu
 )
 def test_a_validly_signed_cursor_outside_the_range_is_still_refused(route: str, anchor: int) -> None:
     # Given a cursor forged with the right key and binding (a leaked key) but pointing outside the range
-    layout = Layout.from_settings(kind="hybrid", bucket="1h", table_prefix="readings")
-    codec = CursorCodec(lambda: b"k" * 40)
-    service = QueryService(
-        layout=layout,
-        shard_maps=StaticShardMap(ShardMap.initial(layout.bucket, 4)),
-        reader=MemoryReader(),
-        cursors=codec,
-        limits=QueryLimits(),
-        clock_ms=lambda: NOW,
-    )
+    service, codec = _forger()
     entity = "sensor-1" if route == "entity_readings" else None
     bound = service._binding(route, entity, TimeRange(NOW - 6 * HOUR, NOW), "asc", None)
     cursor = codec.encode(bound, Position(format_ts(anchor), "sensor-1#x#y"))
@@ -341,16 +347,7 @@ def test_a_validly_signed_cursor_outside_the_range_is_still_refused(route: str, 
 @pytest.mark.parametrize("sk", ["sensor-1#x#y", "no-separators", "bad id!#2026-11-22T07:00:00.000Z#e1", "a#b#c#d"])
 def test_a_validly_signed_cross_entity_cursor_that_is_not_a_reading_position_is_refused(sk: str) -> None:
     # Given a forged cursor (a leaked key) inside the range whose reading key is not one
-    layout = Layout.from_settings(kind="hybrid", bucket="1h", table_prefix="readings")
-    codec = CursorCodec(lambda: b"k" * 40)
-    service = QueryService(
-        layout=layout,
-        shard_maps=StaticShardMap(ShardMap.initial(layout.bucket, 4)),
-        reader=MemoryReader(),
-        cursors=codec,
-        limits=QueryLimits(),
-        clock_ms=lambda: NOW,
-    )
+    service, codec = _forger()
     bound = service._binding("range_readings", None, TimeRange(NOW - 6 * HOUR, NOW), "asc", None)
     cursor = codec.encode(bound, Position(format_ts(NOW - 6 * HOUR), sk))
     path, params = ROUTES["range_readings"]

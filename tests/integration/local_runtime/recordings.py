@@ -8,12 +8,14 @@ from typing import Any
 LOCK = threading.Lock()
 SEEN: list[dict[str, Any]] = []
 FAILED_ONCE: set[str] = set()
+TO_FAIL: set[str] = set()
 
 
 def clear() -> None:
     with LOCK:
         SEEN.clear()
         FAILED_ONCE.clear()
+        TO_FAIL.clear()
         SCHEDULED.clear()
         THREE_RUNS.clear()
 

@@ -1,8 +1,8 @@
 """A stand-in for the hot-key handler: Powertools' batch processor over DynamoDB stream events.
 
-It records every change it processes and fails, once, each change whose block id (in the sort key) ends
-in ``7``, so the partial batch response (retry from that sequence number) is exercised with real stream
-records.
+It records every change it processes and fails, once, the first change of each of the first three batches
+that hold more than one, so the partial batch response (retry from that sequence number) is exercised with
+real stream records and the changes after the failure are always delivered again.
 """
 
 from __future__ import annotations
@@ -22,8 +22,7 @@ def record_handler(record: DynamoDBRecord) -> None:
     keys = record.dynamodb.keys or {}
     sk = str(keys["sk"])
     with recordings.LOCK:
-        block_id = sk.split("#")[-2] if sk.count("#") >= 2 else ""
-        if block_id.endswith("7") and sk not in recordings.FAILED_ONCE:
+        if sk in recordings.TO_FAIL and sk not in recordings.FAILED_ONCE:
             recordings.FAILED_ONCE.add(sk)
             raise RuntimeError(f"failing {sk} once")
         recordings.SEEN.append(
@@ -40,4 +39,8 @@ def record_handler(record: DynamoDBRecord) -> None:
 
 
 def handler(event: dict[str, Any], context: Any) -> Any:
+    records = event["Records"]
+    with recordings.LOCK:
+        if len(records) > 1 and len(recordings.TO_FAIL) < 3:
+            recordings.TO_FAIL.add(str(records[0]["dynamodb"]["Keys"]["sk"]["S"]))
     return process_partial_response(event=event, record_handler=record_handler, processor=PROCESSOR, context=context)

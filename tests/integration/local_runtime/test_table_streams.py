@@ -55,8 +55,8 @@ def test_every_write_reaches_the_stream_handler_with_partial_failures_retried(ru
     assert {s["region"] for s in seen} == {system.options.region}
     assert all(s["size_bytes"] > 0 for s in seen)
     assert all(abs(s["created"] - time.time()) < 600 for s in seen)
-    # And the records failed once were retried from their sequence number: the records after a failure in
-    # its batch are delivered again (at least once), the records before it never are
+    # And the records failed once (the first of a batch of several) were retried from their sequence number:
+    # the records after a failure in its batch are delivered again
     mapping = system.stats()["event_source_mappings"][f"hotkeys:{table}"]
     assert recordings.FAILED_ONCE and {s["sk"] for s in seen} >= recordings.FAILED_ONCE
     assert mapping["partial_failures"] >= 1 and mapping["records_skipped"] == 0

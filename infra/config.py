@@ -55,7 +55,7 @@ from adapters.settings import (
 from hotkeys.settings import HotKeySettings
 from ingest.settings import IngestSettings
 from keydesign import ConfigError as KeyDesignConfigError
-from keydesign import Layout, ShardMap, Workload, plan_capacity, shards_for, write_units
+from keydesign import Layout, Workload, plan_capacity, shards_for, write_units
 from keydesign.items import MAX_ITEM_BYTES
 from keydesign.periods import format_duration
 from query.settings import QuerySettings
@@ -507,10 +507,6 @@ class Context(BaseModel):
     def readings_table_name(self) -> str | None:
         """The fixed readings table, or None when a table per period is rotated instead."""
         return self._layout.table_for(0) if self.table_period is None else None
-
-    def initial_shard_map(self) -> ShardMap:
-        """The shard map a fresh deployment starts with: global N = ``shards`` since the epoch."""
-        return ShardMap.initial(self._layout.bucket, self.shards)
 
     @property
     def max_age_ms(self) -> int:

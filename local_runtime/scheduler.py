@@ -47,9 +47,6 @@ class SimulatedClock:
     def caught_up(self) -> bool:
         return False
 
-    def real_seconds(self, simulated_s: float) -> float:
-        return simulated_s / self.speed
-
     def real_seconds_until(self, target_ms: int) -> float:
         """Real seconds until the clock shows ``target_ms`` (0 once it has)."""
         return max(0.0, (target_ms - self.now_ms()) / 1000 / self.speed)

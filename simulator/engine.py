@@ -178,11 +178,6 @@ class LayoutResult:
     per_second_max_wcu: Ints
     per_second_throttled_keys: Ints
 
-    @property
-    def throttled_entities(self) -> set[str]:
-        """Top writers of every throttled key."""
-        return {t.top_writer for t in self.writes.throttled_keys}
-
     def to_dict(self) -> dict[str, object]:
         per_minute = [
             int(self.per_second_max_wcu[i : i + 60].max()) for i in range(0, self.per_second_max_wcu.size, 60)

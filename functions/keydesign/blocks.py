@@ -321,13 +321,6 @@ def parse_block_sk(sk: str, *, shared: bool) -> BlockKeyParts | None:
     return BlockKeyParts(parts[0] if shared else None, first_ts, block_id, int(units))
 
 
-def reading_expired(reading: Reading, retention_ms: int | None, now_epoch_s: int | None) -> bool:
-    """Whether ``reading`` is past retention at ``now_epoch_s`` (DynamoDB's rule: expiry below now)."""
-    if retention_ms is None or now_epoch_s is None:
-        return False
-    return (reading.ts_ms + retention_ms) // 1000 < now_epoch_s
-
-
 def newest_wins(copies: Mapping[tuple[str, int, str], tuple[int, Reading]]) -> list[Reading]:
     """The readings of a de-duplicated map (reading identity -> (version, reading)), in
     (entity, time, event id) order."""

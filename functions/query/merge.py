@@ -151,7 +151,7 @@ class Placement:
 
     ``entity``: the entity of a per-entity read, None for a cross-entity read (each
     block's entity is then in its sort key). ``live_from_ms``: readings older than
-    this are past retention (``keydesign.blocks.reading_expired`` solved for the time).
+    this are past retention (DynamoDB's rule, expiry below now, solved for the time).
     """
 
     layout: Layout

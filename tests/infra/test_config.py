@@ -327,12 +327,6 @@ def test_layout_is_the_key_design_layout_of_the_settings() -> None:
     assert daily.readings_table_name is None
 
 
-def test_initial_shard_map_starts_with_the_configured_global_shards() -> None:
-    shard_map = Context.parse({"shards": 64, "bucket": "15m"}).initial_shard_map()
-    assert shard_map.bucket.spec == "15m"
-    assert shard_map.global_shards_at(0) == shard_map.global_shards_at(NOV_22_2026_0600_MS) == 64
-
-
 def test_environment_of_the_single_table_deployment() -> None:
     env = Context.parse({"table_period": None}).function_environment(
         LambdaFunction.INGEST, FunctionWiring(rejects_queue_url="https://sqs.example/rejects")

@@ -20,7 +20,6 @@ from keydesign.blocks import (
     newest_wins,
     parse_block_sk,
     read_header,
-    reading_expired,
 )
 from keydesign.items import MAX_ITEM_BYTES
 from keydesign.layouts import parse_keys
@@ -323,9 +322,3 @@ def test_block_sort_keys_are_read_back_or_refused(sk: str, shared: bool, parsed:
     assert (None if parts is None else (parts.entity, parts.first_ts, parts.write_units)) == parsed
 
 
-def test_a_reading_expires_on_dynamodbs_rule() -> None:
-    reading = Reading.parse({"entity_id": "s", "timestamp": T0, "measures": {"v": 1}})
-    expiry_s = (T0 + 1_000) // 1000
-    assert not reading_expired(reading, 1_000, expiry_s)
-    assert reading_expired(reading, 1_000, expiry_s + 1)
-    assert not reading_expired(reading, None, expiry_s + 10**6)

@@ -27,7 +27,7 @@ def test_the_simulated_clock_runs_speed_times_faster() -> None:
     clock = SimulatedClock(speed=3600, start_ms=1_795_330_800_000, monotonic=ticks)
     ticks.now = 2.0  # two real seconds
     assert clock.now_ms() == 1_795_330_800_000 + 2 * 3600 * 1000
-    assert clock.real_seconds(3600) == 1.0
+    assert clock.real_seconds_until(1_795_330_800_000 + 2 * 3600 * 1000 + 3600 * 1000) == 1.0
     with pytest.raises(ValueError):
         SimulatedClock(speed=0)
 

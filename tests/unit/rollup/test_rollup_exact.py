@@ -19,7 +19,7 @@ import contextlib
 from dataclasses import dataclass
 from typing import Any
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from adapters.batch_writer import BatchWriter
@@ -120,7 +120,9 @@ def expected(raw: Raw, level: int, entity: str | None) -> dict[int, Figures]:
     return out
 
 
-@PROPERTY
+# Each example runs a whole world of batches, marks and rollup runs: 60 of them, not the usual 120, keep
+# it under half a minute of make test.
+@settings(PROPERTY, max_examples=60)
 @given(
     batches=st.lists(batches, min_size=1, max_size=12),
     runs=st.lists(st.integers(0, 100), max_size=6),

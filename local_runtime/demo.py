@@ -1,14 +1,9 @@
 """The demo driver: the seed scenario, scaled to one machine and compressed in time, through the real code path.
 
-:func:`run_demo` starts the whole local system and plays the story docs/local.md ("The demo") tells,
-step by step: the rotator's replayed history (with a table period, as by default), the hot sensor before
-its split, the detector's split, the traffic after it, and the accounting. The story's traffic is
-:mod:`local_runtime.demo_scenario`, the counting from outside :mod:`local_runtime.demo_accounting`, the
-checks :mod:`local_runtime.demo_report`, the summary and pictures :mod:`local_runtime.demo_presentation`.
-Time is compressed by configuration (:data:`DEMO_CONTEXT`, :data:`DEMO_HOT_KEYS_ENVIRONMENT`), and the
-hot-key threshold lowered; docs/local.md says why each value.
-
-``tsctl demo`` (``make demo``) runs it.
+:func:`run_demo` starts the whole local system and plays the story docs/local.md ("The demo") tells: the
+rotator's replayed history, the hot sensor before its split, the detector's split, the traffic after it
+(:mod:`local_runtime.demo_scenario`), then the accounting from outside (:class:`Observer`) that
+:mod:`local_runtime.demo_report` turns into the report, its checks and pictures. ``tsctl demo`` runs it.
 """
 
 from __future__ import annotations
@@ -22,18 +17,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO, TypeVar
 
+from boto3.dynamodb.types import TypeDeserializer
+
+from archives.export import S3Store
+from archives.readings import read_readings
+from client import QueryClient
 from infra.config import Context, LambdaFunction, load_cdk_json_context
-from local_runtime.demo_accounting import Observer
-from local_runtime.demo_presentation import draw_pictures
-from local_runtime.demo_report import HOT_SENSOR, DemoFacts, RotationFacts, build_report
+from keydesign import Reading, format_ts, parse_timestamp
+from local_runtime import query_checks as q
+from local_runtime.demo_report import HOT_SENSOR, Block, DemoFacts, build_report, draw_pictures, shard_map
 from local_runtime.demo_scenario import Scenario, now_ms
 from local_runtime.faults import LocalFaults
 from local_runtime.scheduler import ReplayClock
 from local_runtime.system import LocalOptions, LocalSystem
 
 T = TypeVar("T")
-
+Say = Callable[[str], None]
 REPO_ROOT = Path(__file__).resolve().parents[1]
+MINUTE = 60_000
 
 #: cdk.json overrides that compress the demo's time (every one a stack setting; see docs/local.md).
 DEMO_CONTEXT: Mapping[str, object] = {
@@ -82,57 +83,40 @@ DEMO_HOT_KEYS_ENVIRONMENT: Mapping[str, str] = {
 class DemoOptions:
     """The scenario. Rates are readings per second of event time, published in real time."""
 
-    #: The fleet: each sensor reports 5 times a second, as the seed's 10,000 do.
-    sensors: int = 80
+    sensors: int = 80  # each reports 5 times a second, as the seed's 10,000 do
     base_rate: float = 400.0
     hot_rate: float = 1_200.0
-    #: Seconds of traffic before the split, and after it.
-    hot_phase_s: float = 10.0
+    hot_phase_s: float = 10.0  # seconds of traffic before the split, and after it
     split_phase_s: float = 5.0
-    #: Readings/s the other sensors keep sending while the demo waits for the split.
-    trickle_rate: float = 20.0
-    #: Readings that break a rule (each kind in turn) and records that are not JSON at all.
-    invalid_readings: int = 50
+    trickle_rate: float = 20.0  # what the other sensors send while the demo waits for the split
+    invalid_readings: int = 50  # readings that break a rule (each kind in turn), and records not JSON at all
     garbage_records: int = 5
     seed: int = 7
     faults: LocalFaults = field(default_factory=LocalFaults)
     out_dir: Path = Path("out/demo")
-    #: cdk.json overrides on top of :data:`DEMO_CONTEXT`.
-    context: Mapping[str, object] = field(default_factory=dict)
+    context: Mapping[str, object] = field(default_factory=dict)  # cdk.json overrides on top of DEMO_CONTEXT
     #: The rotator's history replayed before the story (seconds of the past), at least how long each
     #: replayed run takes in real time, and the readings per (real) second stamped with that clock.
     history_s: float = 5 * 3600.0
     history_pace_s: float = 0.4
     history_rate: float = 40.0
-    #: Readings published for a period whose table the rotator dropped (ingest must refuse them).
-    refused_readings: int = 3
-    #: How long to wait for the detector's split, and for the streams to drain.
-    split_timeout_s: float = 240.0
+    refused_readings: int = 3  # published for a period whose table the rotator dropped (ingest must refuse them)
+    split_timeout_s: float = 240.0  # how long to wait for the detector's split, and for the streams to drain
     timeout_s: float = 300.0
 
     @classmethod
     def quick(cls, **overrides: Any) -> DemoOptions:
         """A smaller scenario (a test's, or ``--quick``): 30 sensors, the hot sensor at 900/s."""
-        base: dict[str, Any] = {
-            "sensors": 30,
-            "base_rate": 150.0,
-            "hot_rate": 900.0,
-            "split_phase_s": 4.0,
-            "trickle_rate": 10.0,
-            "invalid_readings": 10,
-            "garbage_records": 2,
-            "history_pace_s": 0.2,
-            "history_rate": 25.0,
-        }
-        return cls(**{**base, **overrides})
+        base = {"sensors": 30, "base_rate": 150.0, "hot_rate": 900.0, "split_phase_s": 4.0, "trickle_rate": 10.0}
+        more = {"invalid_readings": 10, "garbage_records": 2, "history_pace_s": 0.2, "history_rate": 25.0}
+        return cls(**{**base, **more, **overrides})
 
 
 def demo_config(context: Mapping[str, object] | None = None) -> Context:
     """cdk.json with the demo's compressed time (and, with a table period, its rotation settings) and
     then ``context`` on top."""
     base = {**load_cdk_json_context(REPO_ROOT / "cdk.json"), **DEMO_CONTEXT}
-    plain = Context.parse({**base, **(context or {})})
-    if plain.table_period is None:
+    if (plain := Context.parse({**base, **(context or {})})).table_period is None:
         return plain
     return Context.parse({**base, **DEMO_ROTATION_CONTEXT, **(context or {})})
 
@@ -149,16 +133,14 @@ def run_demo(
             stream.write(f"[demo] {text}\n")
             stream.flush()
 
-    config = demo_config(options.context)
-    hot_env = dict(DEMO_HOT_KEYS_ENVIRONMENT)
-    options.out_dir.mkdir(parents=True, exist_ok=True)
-    started = time.monotonic()
-    say(f"starting the local system (faults: {options.faults.describe()})")
+    config, started = demo_config(options.context), time.monotonic()
     rotates = config.table_period is not None
+    options.out_dir.mkdir(parents=True, exist_ok=True)
+    say(f"starting the local system (faults: {options.faults.describe()})")
     local = LocalOptions(
         faults=options.faults,
         function_log=options.out_dir / "functions.log",
-        environment={LambdaFunction.HOTKEYS: hot_env},
+        environment={LambdaFunction.HOTKEYS: dict(DEMO_HOT_KEYS_ENVIRONMENT)},
         rotator_replay_s=options.history_s if rotates else None,
         rotator_replay_pace_s=options.history_pace_s,
         # The rollup function runs once the streams drain (Observer.roll_up), on a clock ahead by its settle
@@ -174,12 +156,12 @@ def run_demo(
     settings = {
         **({"rotation_context_overrides": dict(DEMO_ROTATION_CONTEXT)} if rotates else {}),
         "hot_split_threshold_note": f"lowered to {config.split_threshold_wcu} WCU/s for the demo (stack: 500)",
-        **{name.lower(): value for name, value in hot_env.items()},
+        **{name.lower(): value for name, value in DEMO_HOT_KEYS_ENVIRONMENT.items()},
         "context_overrides": dict(DEMO_CONTEXT),
     }
-    published = ("sensors", "base_rate", "hot_rate", "hot_phase_s", "split_phase_s", "trickle_rate", "invalid_readings")
+    published = ("sensors", "base_rate", "hot_rate", "hot_phase_s", "split_phase_s", "trickle_rate")
     scenario = {
-        **{name: getattr(options, name) for name in (*published, "garbage_records")},
+        **{name: getattr(options, name) for name in (*published, "invalid_readings", "garbage_records")},
         "hot_sensor": HOT_SENSOR,
         "faults": options.faults.describe(),
         "published_in_real_time": True,
@@ -191,9 +173,7 @@ def run_demo(
     return report
 
 
-def _play(
-    system: LocalSystem, options: DemoOptions, say: Callable[[str], None], timings: dict[str, float]
-) -> DemoFacts:
+def _play(system: LocalSystem, options: DemoOptions, say: Say, timings: dict[str, float]) -> DemoFacts:
     """The demo's steps, in order, against a started system; each step's duration in ``timings``."""
 
     def timed(name: str, step: Callable[[], T]) -> T:
@@ -203,19 +183,19 @@ def _play(
         finally:
             timings[name] = time.monotonic() - mark
 
-    e = system.endpoints
+    e, clock = system.endpoints, system.clock
     say(f"moto on {e.endpoint_url}; stream {e.stream_name}; query API on {e.api_url}")
     observer, scenario = Observer(system), Scenario(system, options, say)
     alerts_url = observer.subscribe_to_alerts()
-    clock = system.clock
+    replayed = isinstance(clock, ReplayClock)
     if isinstance(clock, ReplayClock):
         timed("rotation_history", lambda: scenario.history(clock))
     story_from_ms = now_ms()
     first, map_before = timed("phase_1", lambda: scenario.before_the_split(observer.read_map))
 
     def scheduled() -> int | None:
-        split = observer.split_scheduled()
-        return split.shard_map.entity_history[HOT_SENSOR][-1].effective_from_ms if split is not None else None
+        history = shard_map(item).entity_history.get(HOT_SENSOR, ()) if (item := observer.read_map()) else ()
+        return history[-1].effective_from_ms if history and history[-1].shards > 1 else None
 
     progress = lambda: f"the detector has judged {len(observer.judged_windows())} windows"  # noqa: E731
     boundary = timed("split", lambda: scenario.await_split(scheduled, progress))
@@ -225,29 +205,21 @@ def _play(
 
     def count() -> DemoFacts:
         hot_skipped = observer.drain(e.hotkeys_failures_queue_url)
-        rotator = system.schedule_of(LambdaFunction.ROTATOR)
+        rotation, rotator = None, system.schedule_of(LambdaFunction.ROTATOR)
         if rotator is not None:
             # A last look at every table, on the wall clock, before the scan: a table it drops is then
             # read back from its export, never half in both.
             rotator.run_once()
         blocks, runs = observer.blocks(), list(system.rotations)
-        dropped = sorted({t for run in runs for t in (run.get("summary") or {}).get("deleted", [])})
-        rotation = None
         if rotator is not None:
             tables = sorted({b.table for b in blocks} | set(system.readings_tables()))
-            replayed = round(options.history_s / 3600, 2) if isinstance(clock, ReplayClock) else 0
             caught_up = round(scenario.caught_up_after_s, 1) if scenario.caught_up_after_s else None
-            rotation = RotationFacts(
-                runs=runs,
-                failures=rotator.failures,
-                clock={
-                    "replayed_hours": replayed,
-                    "replay_pace_s": options.history_pace_s,
-                    "caught_up_after_s": caught_up,
-                },
-                capacity={name: observer.capacity(name) for name in tables},
-                refused=scenario.refused,
-            )
+            hours = round(options.history_s / 3600, 2) if replayed else 0
+            clock = {"replayed_hours": hours, "replay_pace_s": options.history_pace_s, "caught_up_after_s": caught_up}
+            capacity = {name: observer.capacity(name) for name in tables}
+            rotation = {"runs": runs, "failures": rotator.failures, "clock": clock, "capacity": capacity}
+            rotation["refused"] = scenario.refused
+        dropped = sorted({t for run in runs for t in (run.get("summary") or {}).get("deleted", [])})
         return DemoFacts(
             published=sum(s.readings_sent for s in scenario.summaries) + scenario.garbage_published,
             failed_to_publish=sum(s.readings_failed for s in scenario.summaries),
@@ -260,16 +232,168 @@ def _play(
             map_before=map_before,
             map_after=observer.read_map(),
             windows=observer.judged_windows(),
-            alerts=observer.alerts(alerts_url),
+            alerts=[
+                {"subject": m.get("Subject"), "body": json.loads(str(m.get("Message", "{}")))}
+                for m in observer.drain(alerts_url)
+            ],
             boundary_ms=boundary,
             rotation=rotation,
             exported={table: observer.read_export(table) for table in dropped},
-            story_from_ms=story_from_ms if isinstance(clock, ReplayClock) else None,
+            story_from_ms=story_from_ms if replayed else None,
         )
 
     facts = timed("verify", count)
     facts.rollups = timed("rollups", lambda: observer.roll_up(now_ms(), say))
-    ledger = [r for _, r in facts.ledger]
-    facts.queries = timed("queries", lambda: observer.queries(ledger, boundary, say)) if e.api_url else None
+    facts.queries = timed("queries", lambda: observer.queries([r for _, r in facts.ledger], boundary, say))
     facts.runtime, facts.timings = system.stats(), timings
     return facts
+
+
+class Observer:
+    """Reads the system from outside, as an operator would, taking no function's word for anything:
+    every figure of the report comes from here or the ledger."""
+
+    def __init__(self, system: LocalSystem) -> None:
+        self.system, self.endpoints = system, system.endpoints
+        self.dynamodb, self.sqs = system.client("dynamodb"), system.client("sqs")
+
+    def subscribe_to_alerts(self) -> str:
+        """An SQS queue on the hot-key topic, as an operator's e-mail subscription would be."""
+        url = str(self.sqs.create_queue(QueueName=f"{self.system.config.stack_name}-demo-alerts")["QueueUrl"])
+        arn = self.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        self.system.client("sns").subscribe(TopicArn=self.endpoints.alarm_topic_arn, Protocol="sqs", Endpoint=arn)
+        return url
+
+    def read_map(self) -> dict[str, Any] | None:
+        """The control table's shard-map item, deserialised."""
+        # Imported here: adapters.observability sets Powertools' service name at its first import,
+        # which must be the functions' (it is, once the system has imported the ingest handler).
+        from adapters.shard_map_store import SHARD_MAP_KEY  # noqa: PLC0415
+
+        table = self.endpoints.control_table
+        item = self.dynamodb.get_item(TableName=table, Key=dict(SHARD_MAP_KEY), ConsistentRead=True).get("Item")
+        return _plain(item) if item else None
+
+    def judged_windows(self) -> list[dict[str, Any]]:
+        """The windows the detector closed (its ``close#`` items), with the summary it recorded."""
+        scan = {"TableName": self.endpoints.control_table, "ConsistentRead": True}
+        items = [_plain(i) for page in self.dynamodb.get_paginator("scan").paginate(**scan) for i in page["Items"]]
+        return [
+            {"window": str(i["pk"]).removeprefix("close#"), "summary": json.loads(str(i.get("summary", "{}")))}
+            for i in items
+            if str(i["pk"]).startswith("close#") and i.get("state") == "done"
+        ]
+
+    def wait_drained(self, timeout_s: float, say: Say) -> bool:
+        """True once every event source mapping is idle; each one's progress every 10 s meanwhile."""
+        deadline = time.monotonic() + timeout_s
+        while (remaining := deadline - time.monotonic()) > 0:
+            if self.system.wait_until_idle(min(10.0, remaining)):
+                return True
+            for name, s in self.system.stats()["event_source_mappings"].items():
+                say(f"  {name}: {s['records_succeeded']:,} of {s['records_received']:,} records done")
+        return False
+
+    def blocks(self) -> list[Block]:
+        """Every item of the readings tables, each a block, decoded."""
+        layout, scans = self.system.config.layout(), self.dynamodb.get_paginator("scan")
+        return [
+            Block.from_item(table, item, layout)
+            for table in self.system.readings_tables()
+            for page in scans.paginate(TableName=table, ConsistentRead=True)
+            for item in page["Items"]
+        ]
+
+    def read_export(self, table: str) -> list[Reading]:
+        """A dropped table's readings from its export, as ``tsctl archive`` reads them (moto writes no manifest)."""
+        if (bucket := self.system.config.export_bucket) is None:
+            return []
+        store = S3Store(self.system.client("s3"), bucket, f"{self.system.config.export_prefix}/{table}/")
+        return list(read_readings(store, without_manifest=True))
+
+    def capacity(self, table: str) -> dict[str, Any]:
+        """A table's billing, provisioned capacity and table class, as DescribeTable gives them."""
+        try:
+            d = self.dynamodb.describe_table(TableName=table)["Table"]
+        except self.dynamodb.exceptions.ResourceNotFoundException:
+            return {"billing": None}
+        return {
+            "billing": d.get("BillingModeSummary", {}).get("BillingMode", "PROVISIONED"),
+            "write_units": d.get("ProvisionedThroughput", {}).get("WriteCapacityUnits"),
+            "table_class": d.get("TableClassSummary", {}).get("TableClass", "STANDARD"),
+        }
+
+    def drain(self, queue_url: str | None) -> list[dict[str, Any]]:
+        """Every message on the queue (received, not deleted: hidden for the visibility timeout)."""
+        out: list[dict[str, Any]] = []
+        for _ in range(100_000 if queue_url else 0):  # bounded: at most a million messages
+            receive = {"QueueUrl": queue_url, "MaxNumberOfMessages": 10, "VisibilityTimeout": 3600}
+            if not (messages := self.sqs.receive_message(**receive).get("Messages")):
+                break
+            for message in messages:
+                try:
+                    out.append(json.loads(message["Body"]))
+                except ValueError:
+                    out.append({"unreadable": message["Body"][:200]})
+        return out
+
+    def roll_up(self, through_ms: int, say: Say) -> dict[str, Any] | None:
+        """Run the rollup function (on its clock ahead of the wall clock) until its watermark passes
+        ``through_ms``: with the streams drained no ingest invocation is still writing, so every minute it
+        closes is closed in fact. Its last run's summary and the work of every run, or why not (None:
+        rollups are off). A run can do its work and still fail (an injected invoke error after the
+        handler ran): the next finds little left, and the failed run's figures are unseen."""
+        if (schedule := self.system.schedule_of(LambdaFunction.ROLLUP)) is None:
+            return None
+        say(f"running the rollup function until its watermark passes {format_ts(through_ms)}")
+        summary = None
+        work: dict[str, Any] = {"runs": 0, "failed_runs": 0, "steps": 0, "recomputed": {}, "raw_items_read": 0}
+        for _ in range(20):  # bounded: each run applies some minutes or fails
+            work["runs"] += 1
+            if (summary := schedule.run_once()) is None:
+                work["failed_runs"] += 1
+                continue
+            work["steps"] += summary["steps"]
+            work["raw_items_read"] += summary["raw_items_read"]
+            for level, count in summary["recomputed"].items():
+                work["recomputed"][level] = work["recomputed"].get(level, 0) + count
+            if parse_timestamp(summary["through"], "through") >= through_ms:
+                say(f"rollups applied through {summary['through']} ({summary['late']} late mark(s) in the last run)")
+                return {**summary, **work}
+        return {"status": "not run", "reason": f"not through {format_ts(through_ms)} in 20 runs", "last": summary}
+
+    def queries(self, ledger: list[Mapping[str, Any]], boundary: int | None, say: Say) -> dict[str, Any] | None:
+        """Through the HTTP API, each compared with the ledger: the hot sensor's range page by page, its
+        latest reading and aggregates, a cross-entity page around the split; with rollups, the hot
+        sensor's whole minutes and every entity's from them, and what reading the hot sensor raw costs."""
+        if not self.endpoints.api_url:
+            return None
+        client, bucket = QueryClient(str(self.endpoints.api_url)), self.system.config.layout().bucket
+        hot = [r["timestamp"] for r in ledger if r["entity_id"] == HOT_SENSOR]
+        low, high = min(hot) - min(hot) % 1000, max(hot) - max(hot) % 1000 + 1000
+        middle = boundary if boundary is not None else (low + high) // 2
+        say(f"querying through {client.api_url}: {HOT_SENSOR}'s {len(hot):,} readings page by page, latest, ...")
+        checks = [
+            q.check_readings(client, ledger, HOT_SENSOR, low, high, bucket=bucket),
+            q.check_latest(client, ledger, HOT_SENSOR),
+            q.check_aggregates(client, ledger, HOT_SENSOR, low, high, interval="1m", interval_ms=MINUTE),
+            q.check_readings(client, ledger, None, middle - 20_000, middle + 20_000, bucket=bucket),
+        ]
+        if self.system.schedule_of(LambdaFunction.ROLLUP) is not None:
+            low, high = low - low % MINUTE, high - high % MINUTE + MINUTE
+            for entity, raw in ((HOT_SENSOR, "30s"), (None, None)):
+                rolled = q.check_aggregates(
+                    client, ledger, entity, low, high, interval="1m", interval_ms=MINUTE, rollups=True, raw_interval=raw
+                )
+                checks.append(rolled)
+        for check in checks:
+            verdict = "equal" if check.difference is None else f"DIFFERENT: {check.difference}"
+            say(f"  {check.name}: {check.summary}; {verdict}")
+        return q.summarise(client, checks)
+
+
+_DESERIALIZE = TypeDeserializer().deserialize
+
+
+def _plain(raw: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: _DESERIALIZE(v) for k, v in raw.items()}

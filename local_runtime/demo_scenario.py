@@ -1,10 +1,5 @@
-"""The demo's traffic, published through the producer library, and the ledger of what was published.
-
-Steps 0 to 3 of :mod:`local_runtime.demo`: the rotator's replayed history and a few readings of a dropped
-hour, the phase before the split (and readings that break a rule, records that are not JSON), the wait
-for the detector's split while the other sensors trickle, and the phase after it. Each valid reading is
-recorded in the ledger, under its phase's name, as it is published.
-"""
+"""The demo's traffic (steps 0 to 3 of docs/local.md's story), published through the producer library;
+each valid reading recorded in the ledger, under its phase's name, as it is published."""
 
 from __future__ import annotations
 
@@ -78,19 +73,12 @@ class Scenario:
         if dropped and period is not None:
             low = min(int(r["now_ms"]) for r in runs) - config.retention_ms - 2 * period.nominal_ms
             start = next(s for s in period.starts(low, now_ms()) if layout.table_for(s) == dropped[0])
-            ids = [f"dropped-period-{n}" for n in range(o.refused_readings)]
             refused = [
-                {
-                    "entity_id": "sensor-000001",
-                    "event_id": i,
-                    "timestamp": start + 1_800_000 + n,
-                    "measures": {"temp": 1.0},
-                }
-                for n, i in enumerate(ids)
+                _reading(rng, 1, f"dropped-period-{n}", start + 1_800_000 + n) for n in range(o.refused_readings)
             ]
             self._record(publish([(0.0, r) for r in refused], self._publisher(), Packer(), validate=False))
-            self.refused = {"table": dropped[0], "event_ids": ids}
-            self.say(f"  published {len(ids)} readings of {format_ts(start)}, whose table {dropped[0]} is gone")
+            self.refused = {"table": dropped[0], "event_ids": [r["event_id"] for r in refused]}
+            self.say(f"  published {len(refused)} readings of {format_ts(start)}, whose table {dropped[0]} is gone")
 
     def before_the_split(self, read_map: Callable[[], T | None]) -> tuple[Workload, T | None]:
         """Phase 1 in real time, and the shard map as ingest first stores it (``read_map()``, before any
@@ -105,15 +93,12 @@ class Scenario:
         phase = self._threads.submit(self.publish, "before the split", with_channels(generate(first), o.seed))
         map_before = wait_for(read_map, o.hot_phase_s + 60)
         phase.result(o.hot_phase_s + 120)
-        e = self.system.endpoints
-        kinesis = kinesis_client(endpoint_url=e.endpoint_url, region=e.region)
         items = [(0.0, reading) for reading in invalid_readings(o.invalid_readings, now_ms())]
-        self._record(publish(items, Publisher(kinesis, e.stream_name), Packer(), validate=False))
-        garbage = [
-            {"Data": f"not json {n} \x00".encode(), "PartitionKey": f"garbage-{n}"} for n in range(o.garbage_records)
-        ]
-        if garbage:
-            # Each record that is not JSON is one unit ingest must reject.
+        self._record(publish(items, self._publisher(), Packer(), validate=False))
+        garbage = [{"Data": f"not json {n} \x00".encode(), "PartitionKey": f"g-{n}"} for n in range(o.garbage_records)]
+        if garbage:  # each record that is not JSON is one unit ingest must reject
+            e = self.system.endpoints
+            kinesis = kinesis_client(endpoint_url=e.endpoint_url, region=e.region)
             failed = int(kinesis.put_records(StreamName=e.stream_name, Records=garbage).get("FailedRecordCount", 0))
             self.garbage_published = len(garbage) - failed
         self.say(f"  and {len(items)} readings that break a rule, {self.garbage_published} records that are not JSON")
@@ -136,7 +121,7 @@ class Scenario:
         others = self._threads.submit(self.publish, "waiting for the split", trickle())
         try:
             tick = lambda waited: self.say(f"  {waited:.0f} s: {progress()}")  # noqa: E731 - a progress line
-            boundary = wait_for(scheduled, o.split_timeout_s, on_tick=tick, tick_s=15)
+            boundary = wait_for(scheduled, o.split_timeout_s, tick)
             if boundary is None:
                 self.say(f"no split of {HOT_SENSOR} within {o.split_timeout_s:.0f} s")
                 return None
@@ -210,12 +195,8 @@ def invalid_readings(count: int, now_ms: int) -> list[dict[str, Any]]:
 def _reading(rng: random.Random, sensors: int, event_id: str, at_ms: int) -> dict[str, Any]:
     """One of the ordinary sensors' readings."""
     measures = {"temp": round(rng.uniform(15, 30), 2), "rh": round(rng.uniform(30, 60), 1)}
-    return {
-        "entity_id": f"sensor-{rng.randrange(1, sensors + 1):06d}",
-        "event_id": event_id,
-        "timestamp": at_ms,
-        "measures": measures,
-    }
+    entity = f"sensor-{rng.randrange(1, sensors + 1):06d}"
+    return {"entity_id": entity, "event_id": event_id, "timestamp": at_ms, "measures": measures}
 
 
 def now_ms() -> int:
@@ -223,22 +204,16 @@ def now_ms() -> int:
 
 
 def wait_for(
-    condition: Callable[[], T | None],
-    timeout_s: float,
-    *,
-    interval_s: float = 0.5,
-    on_tick: Callable[[float], None] | None = None,
-    tick_s: float = 10.0,
+    condition: Callable[[], T | None], timeout_s: float, on_tick: Callable[[float], None] | None = None
 ) -> T | None:
-    """``condition()`` once it is neither None nor False, polled every ``interval_s``; None after
-    ``timeout_s``. ``on_tick(waited_s)`` every ``tick_s`` while waiting."""
+    """``condition()`` once it is neither None nor False, polled every half second; None after
+    ``timeout_s``. ``on_tick(waited_s)`` every 15 s while waiting."""
     started = last_tick = time.monotonic()
     while (value := condition()) is None or value is False:
-        now = time.monotonic()
-        if now - started >= timeout_s:
+        if (now := time.monotonic()) - started >= timeout_s:
             return None
-        if on_tick is not None and now - last_tick >= tick_s:
+        if on_tick is not None and now - last_tick >= 15:
             last_tick = now
             on_tick(now - started)
-        time.sleep(min(interval_s, max(0.0, timeout_s - (now - started))))
+        time.sleep(min(0.5, max(0.0, timeout_s - (now - started))))
     return value

@@ -1,10 +1,6 @@
-"""The demo driver: the seed scenario, scaled to one machine and compressed in time, through the real code path.
-
-:func:`run_demo` starts the whole local system and plays the story docs/local.md ("The demo") tells: the
-rotator's replayed history, the hot sensor before its split, the detector's split, the traffic after it
-(:mod:`local_runtime.demo_scenario`), then the accounting from outside (:class:`Observer`) that
-:mod:`local_runtime.demo_report` turns into the report, its checks and pictures. ``tsctl demo`` runs it.
-"""
+"""The demo (``tsctl demo``): the seed scenario, scaled to one machine and compressed in time, through the
+real code path. :func:`run_demo` plays the story docs/local.md ("The demo") tells, its traffic from
+:mod:`.demo_scenario`, then counts from outside (:class:`Observer`) for :mod:`.demo_report` to judge."""
 
 from __future__ import annotations
 
@@ -30,51 +26,38 @@ from local_runtime.demo_scenario import Scenario, now_ms
 from local_runtime.faults import LocalFaults
 from local_runtime.scheduler import ReplayClock
 from local_runtime.system import LocalOptions, LocalSystem
+from rotator.tables import DynamoTables
 
 T = TypeVar("T")
 Say = Callable[[str], None]
 REPO_ROOT = Path(__file__).resolve().parents[1]
 MINUTE = 60_000
 
-#: cdk.json overrides that compress the demo's time (every one a stack setting; see docs/local.md).
+#: cdk.json overrides that compress the demo's time: every one a stack setting; docs/local.md ("Compressed
+#: time") says why each value.
 DEMO_CONTEXT: Mapping[str, object] = {
-    # A split takes effect at a bucket boundary: the next minute instead of the next hour.
-    "bucket": "1m",
-    # Writers and readers see a changed shard map within 5 s instead of 60.
-    "shard_map_cache_ttl_s": 5,
-    # Readings are published in real time, none more than 5 s ahead: the change margin must cover it.
-    "max_future": "5s",
-    # Sized for what one machine ingests, as 100 is for the seed's 50,000 readings/s.
-    "shards": 8,
-    # Lowered from 500: blocks pack the hot sensor's 1,200 readings/s into ~20 write units a second,
-    # and one machine cannot push a key anywhere near 1,000 (the other keys stay near 2).
-    "hot_split_threshold_wcu": 8,
+    "bucket": "1m",  # a split takes effect at the next minute boundary, not the next hour
+    "shard_map_cache_ttl_s": 5,  # writers and readers see a changed shard map within 5 s instead of 60
+    "max_future": "5s",  # readings are published in real time: the change margin must cover it
+    "shards": 8,  # sized for what one machine ingests, as 100 is for the seed's 50,000 readings/s
+    "hot_split_threshold_wcu": 8,  # blocks keep one machine's hot key near 20 WCU/s, far below 500
 }
-#: cdk.json overrides for the rotation, on top of DEMO_CONTEXT when there is a table period (as by
-#: default): the demo replays five hours of hourly tables (DemoOptions.history_s).
+#: On top of DEMO_CONTEXT with a table period (as by default): five replayed hours of hourly tables.
 DEMO_ROTATION_CONTEXT: Mapping[str, object] = {
-    # Tables past retention within the replayed hours (grace 2h + dial-down delay must stay under it).
-    "retention": "3h",
+    "retention": "3h",  # tables past retention within the replayed hours (grace 2h + dial-down under it)
     "dial_down_delay": "2m",
-    # Late readings are stored as long as they are kept (cdk.json's 3d would outlast the 3h): the
-    # replayed hours' readings lag the fast clock; a dropped hour's are refused with the reason.
-    "max_age": "3h",
-    # Provisioned tables, sized by the rotator's planner for 2,500 readings/s: closed ones have
-    # something to shed.
-    "billing_mode": "PROVISIONED",
+    "max_age": "3h",  # late readings stored as long as they are kept; a dropped hour's refused
+    "billing_mode": "PROVISIONED",  # sized by the rotator's planner: closed tables have capacity to shed
     "peak_writes_per_s": 2_500,
-    # Each table is exported to S3 (moto's) before it is dropped; local mode creates the bucket.
-    "export_bucket": "timeseries-demo-exports",
+    "export_bucket": "timeseries-demo-exports",  # each table exported (to moto's S3) before it is dropped
 }
-#: The hot-key function's own variables (its settings module's; not stack configuration).
+#: The hot-key function's own variables (its settings module's, not stack configuration): 5 s windows
+#: judged 5 s after they end; a change applies 15-75 s after it is decided instead of ~7 min; no
+#: scale-down while the demo runs.
 DEMO_HOT_KEYS_ENVIRONMENT: Mapping[str, str] = {
-    # Load measured over 5 s windows (they must divide the 1 min bucket), judged 5 s after they end.
     "HOT_WINDOW": "5s",
     "HOT_WINDOW_GRACE": "5s",
-    # A change applies at the first bucket boundary after now + cache TTL (5 s) + this margin: 15-75 s
-    # after it is decided instead of ~7 min. The settings refuse less than MAX_FUTURE (5 s).
     "HOT_CHANGE_MARGIN": "10s",
-    # A scale-down needs this many quiet windows in a row (5 min): none while the demo runs.
     "HOT_SCALE_DOWN_WINDOWS": "60",
 }
 
@@ -312,16 +295,10 @@ class Observer:
         return list(read_readings(store, without_manifest=True))
 
     def capacity(self, table: str) -> dict[str, Any]:
-        """A table's billing, provisioned capacity and table class, as DescribeTable gives them."""
-        try:
-            d = self.dynamodb.describe_table(TableName=table)["Table"]
-        except self.dynamodb.exceptions.ResourceNotFoundException:
+        """A table's billing, provisioned capacity and table class, as the rotator reads DescribeTable."""
+        if (state := DynamoTables(self.dynamodb).describe(table)) is None:
             return {"billing": None}
-        return {
-            "billing": d.get("BillingModeSummary", {}).get("BillingMode", "PROVISIONED"),
-            "write_units": d.get("ProvisionedThroughput", {}).get("WriteCapacityUnits"),
-            "table_class": d.get("TableClassSummary", {}).get("TableClass", "STANDARD"),
-        }
+        return {"billing": state.billing_mode, "write_units": state.write_units, "table_class": state.table_class}
 
     def drain(self, queue_url: str | None) -> list[dict[str, Any]]:
         """Every message on the queue (received, not deleted: hidden for the visibility timeout)."""
@@ -338,11 +315,9 @@ class Observer:
         return out
 
     def roll_up(self, through_ms: int, say: Say) -> dict[str, Any] | None:
-        """Run the rollup function (on its clock ahead of the wall clock) until its watermark passes
-        ``through_ms``: with the streams drained no ingest invocation is still writing, so every minute it
-        closes is closed in fact. Its last run's summary and the work of every run, or why not (None:
-        rollups are off). A run can do its work and still fail (an injected invoke error after the
-        handler ran): the next finds little left, and the failed run's figures are unseen."""
+        """Run the rollup function (its clock ahead of the wall clock) until its watermark passes ``through_ms``:
+        with the streams drained, every minute it closes is closed in fact. Its last run's summary and the work
+        of every run (a run can do its work and still fail: an injected invoke error; its figures are unseen)."""
         if (schedule := self.system.schedule_of(LambdaFunction.ROLLUP)) is None:
             return None
         say(f"running the rollup function until its watermark passes {format_ts(through_ms)}")
@@ -363,9 +338,8 @@ class Observer:
         return {"status": "not run", "reason": f"not through {format_ts(through_ms)} in 20 runs", "last": summary}
 
     def queries(self, ledger: list[Mapping[str, Any]], boundary: int | None, say: Say) -> dict[str, Any] | None:
-        """Through the HTTP API, each compared with the ledger: the hot sensor's range page by page, its
-        latest reading and aggregates, a cross-entity page around the split; with rollups, the hot
-        sensor's whole minutes and every entity's from them, and what reading the hot sensor raw costs."""
+        """The hot sensor's range page by page, latest and aggregates, a cross-entity page around the split; with
+        rollups, the hot sensor's whole minutes and every entity's from them, beside the hot sensor's raw read."""
         if not self.endpoints.api_url:
             return None
         client, bucket = QueryClient(str(self.endpoints.api_url)), self.system.config.layout().bucket
@@ -381,15 +355,18 @@ class Observer:
         ]
         if self.system.schedule_of(LambdaFunction.ROLLUP) is not None:
             low, high = low - low % MINUTE, high - high % MINUTE + MINUTE
+            per_minute: dict[str, Any] = {"interval": "1m", "interval_ms": MINUTE, "rollups": True}
             for entity, raw in ((HOT_SENSOR, "30s"), (None, None)):
-                rolled = q.check_aggregates(
-                    client, ledger, entity, low, high, interval="1m", interval_ms=MINUTE, rollups=True, raw_interval=raw
-                )
-                checks.append(rolled)
-        for check in checks:
-            verdict = "equal" if check.difference is None else f"DIFFERENT: {check.difference}"
-            say(f"  {check.name}: {check.summary}; {verdict}")
-        return q.summarise(client, checks)
+                checks.append(q.check_aggregates(client, ledger, entity, low, high, **per_minute, raw_interval=raw))
+        results = [c.as_dict() for c in checks]
+        for c in results:
+            say(f"  {c['name']}: {c['summary']}; " + ("equal" if c["equal"] else f"DIFFERENT: {c['difference']}"))
+        return {
+            "api_url": client.api_url,
+            "signed": False,
+            "all_equal": all(c["equal"] for c in results),
+            "checks": results,
+        }
 
 
 _DESERIALIZE = TypeDeserializer().deserialize

@@ -1,8 +1,5 @@
-"""The demo's report, its summary on stdout and its two pictures, from what was observed (no AWS calls: the
-unit tests feed it by hand). docs/local.md ("The report") says what each field holds. Partition load is
-each block's write units at the second of its first reading; of two copies of a reading the newest is kept,
-as readers do. The pictures are drawn with matplotlib's Agg backend (no display needed).
-"""
+"""The demo's report, its checks, its summary and its two pictures, from what was observed (no AWS calls:
+the unit tests feed it by hand). docs/local.md ("The report") says what each field holds."""
 
 from __future__ import annotations
 
@@ -18,6 +15,7 @@ from typing import Any
 from benchmarks.blocks import ITEM_OVERHEAD_BYTES, Deployment, old_item
 from infra.config import Context
 from keydesign import Layout, Reading, ShardMap, decode_block, format_ts, item_size, write_units
+from keydesign.blocks import block_item
 from keydesign.capacity import PARTITION_WCU
 from keydesign.layouts import key_family, parse_keys
 from keydesign.periods import format_duration
@@ -65,8 +63,8 @@ class Block:
         if (parts := parse_keys(pk, sk, layout.kind)) is None:
             raise ValueError(f"{table}: {pk} / {sk} is not a block's key")
         header, readings = decode_block(parts.entity, payload)
-        plain = {"pk": pk, "sk": sk, "b": payload, **({"ttl": int(item["ttl"]["N"])} if "ttl" in item else {})}
-        return cls(table, pk, parts.write_units, item_size(plain), header.version, tuple(readings))
+        size = item_size(block_item(pk, sk, payload, int(item["ttl"]["N"]) if "ttl" in item else None))
+        return cls(table, pk, parts.write_units, size, header.version, tuple(readings))
 
 
 @dataclass(slots=True)
@@ -143,11 +141,11 @@ def build_report(
         "stream_drained": facts.drained,
         "phases": _phases(facts.ledger),
     }
-    no_split, no_map = not_run("the hot sensor was not split"), not_run("the shard map was not read")
-    after = [b for b in story if boundary is not None and b.first_ms >= boundary]
-    load_after = partition_load(after) if boundary is not None else no_split
-    hot_after = hot_sensor_after_split(after, layout) if boundary is not None else no_split
-    split, placement = no_map, no_map
+    load_after = hot_after = not_run("the hot sensor was not split")
+    if boundary is not None:
+        after = [b for b in story if b.first_ms >= boundary]
+        load_after, hot_after = partition_load(after), hot_sensor_after_split(after, layout)
+    split = placement = not_run("the shard map was not read")
     if facts.map_after is not None:
         split = _split_section(facts, layout)
         placement = placement_check(stored.values(), [r for _, r in facts.ledger], layout, shard_map(facts.map_after))
@@ -167,13 +165,9 @@ def build_report(
     if facts.rotation is not None:
         rotation, rotation_checks = rotation_section(facts.rotation, config, stored, facts.exported, facts.rejects)
         checks.update(rotation_checks)
-    # The stack's defaults for the cost's one item per reading: a reading alone had no entity split.
+    initial = ShardMap.initial(layout.bucket, config.shards)  # one item per reading had no entity split
     deployment = Deployment(
-        layout,
-        ShardMap.initial(layout.bucket, config.shards),
-        config.retention_ms,
-        config.kinesis_shards,
-        config.ingest_batching_window_s,
+        layout, initial, config.retention_ms, config.kinesis_shards, config.ingest_batching_window_s
     )
     design = ("layout_kind", "shards", "bucket", "table_period", "shard_map_cache_ttl_s")
     return {
@@ -316,7 +310,7 @@ def placement_check(
 
 def hot_keys_section(windows: Sequence[Mapping[str, Any]], alerts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """The detector's judged windows that found a hot key or split (as it recorded them), and its alerts."""
-    hot = [
+    hot: list[dict[str, Any]] = [
         {
             "window": str(w.get("window")),
             "hot_keys": [{"pk": str(k), "wcu_per_s": float(v)} for k, v in s.get("hot_keys") or []],
@@ -508,33 +502,29 @@ def draw_pictures(facts: DemoFacts, config: Context, out_dir: Path, *, top: int 
     """``partition-load.png``: the hottest key families' write units per second (the key without its bucket,
     as the hot-key metrics name it, so a shard is one line across buckets); with the rotation,
     ``table-writes.png``: readings per table over event time, the rotator's drops marked."""
-    if families := per_second(facts.story(), lambda b: key_family(b.pk, config.layout().kind)):
-        threshold = config.split_threshold_wcu
-        facts.picture = draw_load(
-            families, out_dir / "partition-load.png", threshold=threshold, boundary_ms=facts.boundary_ms, top=top
-        )
-    if facts.rotation is not None and (
-        counted := table_writes({**facts.exported, **by_table(newest_copies(facts.blocks))})
-    ):
-        runs = facts.rotation["runs"]
-        # The first run on the wall clock is the last; the one before it ended the replay.
-        replayed = (facts.rotation.get("clock") or {}).get("caught_up_after_s") is not None and len(runs) > 1
-        drops = [(t, int(r["now_ms"])) for r in runs for t in (r.get("summary") or {}).get("deleted", [])]
-        caught_up = int(runs[-2]["now_ms"]) if replayed else None
-        facts.rotation["picture"] = draw_tables(
-            *counted, out_dir / "table-writes.png", drops=drops, caught_up_ms=caught_up
-        )
+    kind, threshold = config.layout().kind, config.split_threshold_wcu
+    if families := per_second(facts.story(), lambda b: key_family(b.pk, kind)):
+        path = out_dir / "partition-load.png"
+        facts.picture = draw_load(families, path, threshold=threshold, boundary_ms=facts.boundary_ms, top=top)
+    if facts.rotation is not None:
+        tables = {**facts.exported, **by_table(newest_copies(facts.blocks))}
+        facts.rotation["picture"] = draw_tables(tables, facts.rotation, out_dir / "table-writes.png")
+
+
+def _grid(counts: Mapping[str, Counter[int]]) -> tuple[int, dict[str, list[int]]]:
+    """The first slot any counter holds, and each one's counts slot by slot from it to the last any holds."""
+    first, last = min(min(c) for c in counts.values()), max(max(c) for c in counts.values())
+    return first, {name: [c.get(n, 0) for n in range(first, last + 1)] for name, c in counts.items()}
 
 
 def load_series(per_family: Mapping[str, Counter[int]], top: int) -> tuple[int, list[tuple[str, list[int]]]]:
     """The first second, and the ``top`` hottest families' write units per second from it, then the peak
     of all the others (second by second)."""
-    first = min(min(c) for c in per_family.values())
-    seconds = range(first, max(max(c) for c in per_family.values()) + 1)
-    ranked = sorted(per_family, key=lambda f: (-max(per_family[f].values()), f))
-    series = [(family, [per_family[family].get(s, 0) for s in seconds]) for family in ranked[:top]]
+    first, grid = _grid(per_family)
+    ranked = sorted(grid, key=lambda f: (-max(grid[f]), f))
+    series = [(family, grid[family]) for family in ranked[:top]]
     if ranked[top:]:
-        series.append((OTHERS, [max(per_family[f].get(s, 0) for f in ranked[top:]) for s in seconds]))
+        series.append((OTHERS, [max(second) for second in zip(*(grid[f] for f in ranked[top:]), strict=True)]))
     return first, series
 
 
@@ -565,51 +555,41 @@ def draw_load(
     }
 
 
-def table_writes(tables: Mapping[str, Iterable[Reading]]) -> tuple[int, dict[str, list[int]]] | None:
-    """Readings per :data:`SLICE_MS` of event time in each table: the first slice's start, and each table's
-    counts from it. None when no table holds a reading."""
-    if not (counts := {name: c for name, rs in tables.items() if (c := Counter(r.ts_ms // SLICE_MS for r in rs))}):
-        return None
-    first = min(min(c) for c in counts.values())
-    width = max(max(c) for c in counts.values()) - first + 1
-    return first * SLICE_MS, {name: [counts[name].get(first + n, 0) for n in range(width)] for name in sorted(counts)}
-
-
-def draw_tables(
-    origin_ms: int,
-    counts: Mapping[str, list[int]],
-    path: Path,
-    *,
-    drops: list[tuple[str, int]],
-    caught_up_ms: int | None,
-) -> dict[str, Any]:
-    """Stacked bars of readings per slice, one colour per table; the rotator's drops marked along the
-    top, the moment the replayed clock met the wall clock as a line."""
+def draw_tables(tables: Mapping[str, Iterable[Reading]], rotation: Mapping[str, Any], path: Path) -> dict[str, Any]:
+    """Stacked bars of readings per :data:`SLICE_MS` of event time, one colour per table; the rotator's drops
+    marked along the top, the moment the replayed clock met the wall clock as a line. {}: no readings."""
     import matplotlib  # noqa: PLC0415 - only the demo draws
+
+    if not (counts := {n: c for n, rs in sorted(tables.items()) if (c := Counter(r.ts_ms // SLICE_MS for r in rs))}):
+        return {}
+    first, grid = _grid(counts)
+    runs, origin_ms = rotation["runs"], first * SLICE_MS
 
     def hours(ms: int) -> float:
         return (ms - origin_ms) / 3_600_000
 
-    width = len(next(iter(counts.values())))
     legend = {"loc": "upper left", "fontsize": 7, "title": "table", "title_fontsize": 8}
     with _png(path, title="Readings per table over event time, and the rotator's drops", legend=legend) as axes:
-        colour = {name: matplotlib.colormaps["tab10"](i % 10) for i, name in enumerate(counts)}
+        colour = {name: matplotlib.colormaps["tab10"](i % 10) for i, name in enumerate(grid)}
+        width = len(next(iter(grid.values())))
         x, bottom = [hours(origin_ms + n * SLICE_MS) for n in range(width)], [0] * width
-        for name, values in counts.items():
+        for name, values in grid.items():
             axes.bar(x, values, width=SLICE_MS / 3_600_000, bottom=bottom, align="edge", color=colour[name], label=name)
             bottom = [b + v for b, v in zip(bottom, values, strict=True)]
-        for name, at_ms in drops:
-            axes.scatter([hours(at_ms)], [max(bottom) * 2], marker="x", color=colour.get(name, "0.3"))
+        for run in runs:
+            for name in (run.get("summary") or {}).get("deleted", []):
+                axes.scatter([hours(int(run["now_ms"]))], [max(bottom) * 2], marker="x", color=colour.get(name, "0.3"))
         axes.scatter([], [], marker="x", color="0.3", label="rotator: dropped (after its export)")
-        if caught_up_ms is not None:
-            axes.axvline(hours(caught_up_ms), color="black", linewidth=1, label="replay met the wall clock")
+        # The first run on the wall clock is the last; the one before it ended the replay.
+        if (rotation.get("clock") or {}).get("caught_up_after_s") is not None and len(runs) > 1:
+            axes.axvline(hours(int(runs[-2]["now_ms"])), color="black", linewidth=1, label="replay met the wall clock")
         axes.set_xlabel(f"event time, hours since {format_ts(origin_ms)}")
         axes.set_ylabel(f"readings per {SLICE_MS // 60_000} min (log scale)")
     return {
         "path": str(path),
         "origin": format_ts(origin_ms),
         "slice_minutes": SLICE_MS // 60_000,
-        "tables": [{"table": name, "readings": sum(values)} for name, values in counts.items()],
+        "tables": [{"table": name, "readings": sum(values)} for name, values in grid.items()],
     }
 
 

@@ -13,7 +13,7 @@ import math
 import statistics
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
@@ -233,9 +233,3 @@ def _cost(body: Mapping[str, Any]) -> str:
     cost = body.get("cost") or {}
     items, queries, units = cost.get("items_read", 0), cost.get("queries", 0), float(cost.get("read_units", 0))
     return f"{items:,} items in {queries:,} Query call(s), {units:,.1f} RCU"
-
-
-def summarise(client: QueryClient, checks: Iterable[Check]) -> dict[str, Any]:
-    results = [c.as_dict() for c in checks]
-    equal = bool(results) and all(r["equal"] for r in results)
-    return {"api_url": client.api_url, "signed": False, "all_equal": equal, "checks": results}

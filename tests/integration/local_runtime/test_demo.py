@@ -23,7 +23,7 @@ import pytest
 
 from local_runtime import LocalFaults
 from local_runtime.demo import HOT_SENSOR, DemoOptions, run_demo
-from local_runtime.demo_presentation import render
+from local_runtime.demo_report import render
 
 pytestmark = pytest.mark.integration
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from infra.config import Context
 from keydesign import Reading, parse_timestamp
-from local_runtime.demo_report import SLICE_MS, Block, draw_tables, newest_copies, rotation_section, table_writes
+from local_runtime.demo_report import Block, draw_tables, newest_copies, rotation_section
 
 CONFIG = Context.parse(
     {"table_period": "hour", "bucket": "1m", "retention": "4h", "dial_down_delay": "15m", "export_bucket": "exports"}
@@ -110,13 +110,12 @@ def test_a_reading_in_another_hours_table_or_a_missing_step_fails_its_check() ->
 
 
 def test_the_picture_counts_readings_per_table_and_marks_the_drops(tmp_path: Path) -> None:
-    counted = table_writes(
-        {table(0): [reading(T0 + 5, "a"), reading(T0 + 6, "b")], table(1): [reading(T0 + HOUR, "c")]}
-    )
-    assert counted is not None
-    origin, counts = counted
-    assert origin == T0 and counts[table(0)][0] == 2 and counts[table(1)][HOUR // SLICE_MS] == 1
-    drawn = draw_tables(origin, counts, tmp_path / "t.png", drops=[(table(0), T0 + 5 * HOUR)], caught_up_ms=T0)
+    # Given two readings in hour 0's table (one only in its export) and one in hour 1's
+    tables = {table(0): [reading(T0 + 5, "a"), reading(T0 + 6, "b")], table(1): [reading(T0 + HOUR, "c")]}
+    # When the picture is drawn, with the drop of hour 0's table marked
+    drawn = draw_tables(tables, rotation(runs(), clock={"caught_up_after_s": 1.0}), tmp_path / "t.png")
+    # Then it counts each table's readings from the first 5 minutes of event time
     assert drawn["tables"] == [{"table": table(0), "readings": 2}, {"table": table(1), "readings": 1}]
+    assert (drawn["origin"], drawn["slice_minutes"]) == ("2026-11-23T10:00:00.000Z", 5)
     assert (tmp_path / "t.png").read_bytes()[:4] == b"\x89PNG"
-    assert table_writes({}) is None
+    assert draw_tables({table(0): []}, rotation(runs()), tmp_path / "none.png") == {}

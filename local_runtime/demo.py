@@ -170,7 +170,6 @@ def _play(system: LocalSystem, options: DemoOptions, say: Say, timings: dict[str
     say(f"moto on {e.endpoint_url}; stream {e.stream_name}; query API on {e.api_url}")
     observer, scenario = Observer(system), Scenario(system, options, say)
     alerts_url = observer.subscribe_to_alerts()
-    replayed = isinstance(clock, ReplayClock)
     if isinstance(clock, ReplayClock):
         timed("rotation_history", lambda: scenario.history(clock))
     story_from_ms = now_ms()
@@ -196,11 +195,8 @@ def _play(system: LocalSystem, options: DemoOptions, say: Say, timings: dict[str
         blocks, runs = observer.blocks(), list(system.rotations)
         if rotator is not None:
             tables = sorted({b.table for b in blocks} | set(system.readings_tables()))
-            caught_up = round(scenario.caught_up_after_s, 1) if scenario.caught_up_after_s else None
-            hours = round(options.history_s / 3600, 2) if replayed else 0
-            clock = {"replayed_hours": hours, "replay_pace_s": options.history_pace_s, "caught_up_after_s": caught_up}
             capacity = {name: observer.capacity(name) for name in tables}
-            rotation = {"runs": runs, "failures": rotator.failures, "clock": clock, "capacity": capacity}
+            rotation = {"runs": runs, "failures": rotator.failures, "clock": scenario.replay, "capacity": capacity}
             rotation["refused"] = scenario.refused
         dropped = sorted({t for run in runs for t in (run.get("summary") or {}).get("deleted", [])})
         return DemoFacts(
@@ -215,14 +211,11 @@ def _play(system: LocalSystem, options: DemoOptions, say: Say, timings: dict[str
             map_before=map_before,
             map_after=observer.read_map(),
             windows=observer.judged_windows(),
-            alerts=[
-                {"subject": m.get("Subject"), "body": json.loads(str(m.get("Message", "{}")))}
-                for m in observer.drain(alerts_url)
-            ],
+            alerts=observer.drain(alerts_url),
             boundary_ms=boundary,
             rotation=rotation,
             exported={table: observer.read_export(table) for table in dropped},
-            story_from_ms=story_from_ms if replayed else None,
+            story_from_ms=story_from_ms,
         )
 
     facts = timed("verify", count)

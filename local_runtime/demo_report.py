@@ -82,7 +82,7 @@ class DemoFacts:
     map_before: Mapping[str, Any] | None = None  # the control table's shard-map item, deserialised
     map_after: Mapping[str, Any] | None = None
     windows: Sequence[Mapping[str, Any]] = ()  # the detector's judged windows: {"window": ts, "summary": {...}}
-    alerts: Sequence[Mapping[str, Any]] = ()
+    alerts: Sequence[Mapping[str, Any]] = ()  # the SNS notifications (``Subject``, ``Message``)
     boundary_ms: int | None = None  # when the hot sensor's split took effect (None: no split)
     queries: Mapping[str, Any] | None = None
     rollups: Mapping[str, Any] | None = None
@@ -325,7 +325,7 @@ def hot_keys_section(windows: Sequence[Mapping[str, Any]], alerts: Sequence[Mapp
         "hot_keys_detected": sorted({k["pk"] for w in hot for k in w["hot_keys"]}),
         "first_detection": hot[0] if hot else None,
         "windows": hot[:20],
-        "alerts": [{"subject": a.get("subject"), **(a.get("body") or {})} for a in alerts],
+        "alerts": [{"subject": a.get("Subject"), **json.loads(str(a.get("Message", "{}")))} for a in alerts],
     }
 
 

@@ -26,8 +26,6 @@ Say = Callable[[str], None]
 #: The hot sensor measures vibration too: four channels of noise, which compress far less than the
 #: others' slow temperatures, so its blocks make its key hot in write units.
 CHANNELS = ("vib_x", "vib_y", "vib_z", "vib_rms")
-#: Published a quarter second of readings at a time.
-SLICE_S = 0.25
 
 
 class Scenario:
@@ -39,7 +37,7 @@ class Scenario:
         self.summaries: list[PublishSummary] = []
         self.garbage_published = 0
         self.refused: dict[str, Any] = {}
-        self.caught_up_after_s: float | None = None
+        self.replay: dict[str, Any] = {}  # the rotator's replayed hours, for the report
         self._lock = threading.Lock()
         self._threads = ThreadPoolExecutor(2, thread_name_prefix="demo-publisher")
 
@@ -65,10 +63,12 @@ class Scenario:
                 )
 
         self.publish("rotation history (replayed time)", readings())
-        self.caught_up_after_s = time.monotonic() - started
+        caught_up = time.monotonic() - started
+        self.replay = {"replayed_hours": round(o.history_s / 3600, 2), "replay_pace_s": o.history_pace_s}
+        self.replay["caught_up_after_s"] = round(caught_up, 1)
         runs = list(self.system.rotations)
         dropped = [t for run in runs for t in (run.get("summary") or {}).get("deleted", [])]
-        self.say(f"  caught up after {self.caught_up_after_s:.0f} s, {len(runs)} runs; dropped {len(dropped)} tables")
+        self.say(f"  caught up after {caught_up:.0f} s, {len(runs)} runs; dropped {len(dropped)} tables")
         layout, period = config.layout(), config.layout().table_period
         if dropped and period is not None:
             low = min(int(r["now_ms"]) for r in runs) - config.retention_ms - 2 * period.nominal_ms
@@ -142,25 +142,16 @@ class Scenario:
         self.publish("after the split", with_channels(generate(second), self.options.seed + 1))
 
     def publish(self, phase: str, items: Iterable[tuple[float, dict[str, Any]]]) -> None:
-        """Publish ``(offset_s, reading)`` pairs in real time, a quarter second of them at a time (the
-        producer's paced mode holds records back until a PutRecords call of 500 is full, so a slow stream
-        would arrive in bursts), recording each reading in the ledger."""
-        publisher, started, until = self._publisher(), time.monotonic(), 0.0
-        chunk: list[dict[str, Any]] = []
-        for offset, reading in items:
-            if offset >= until:
-                self._send(publisher, phase, chunk)
-                chunk, until = [], offset - offset % SLICE_S + SLICE_S
-                time.sleep(max(0.0, started + offset - time.monotonic()))
-            chunk.append(reading)
-        self._send(publisher, phase, chunk)
-        self._record(publisher.summary)
+        """Publish ``(offset_s, reading)`` pairs in real time, a quarter second at a time, each reading
+        recorded in the ledger under ``phase``."""
 
-    def _send(self, publisher: Publisher, phase: str, readings: list[dict[str, Any]]) -> None:
-        if readings:
-            publish([(0.0, r) for r in readings], publisher, Packer())
-            with self._lock:
-                self.ledger.extend((phase, r) for r in readings)
+        def recorded() -> Iterator[tuple[float, dict[str, Any]]]:
+            for offset, reading in items:
+                with self._lock:
+                    self.ledger.append((phase, reading))
+                yield offset, reading
+
+        self._record(publish(recorded(), self._publisher(), Packer(), pace=True, linger_ms=250))
 
     def _publisher(self) -> Publisher:
         e = self.system.endpoints

@@ -81,7 +81,7 @@ def facts(**overrides: Any) -> DemoFacts:
                 },
             },
         ],
-        "alerts": [{"subject": f"Hot entity {HOT_SENSOR}: 12 WCU/s", "body": {"action": "split", "to_shards": 3}}],
+        "alerts": [{"Subject": f"Hot entity {HOT_SENSOR}: 12 WCU/s", "Message": '{"action": "split", "to_shards": 3}'}],
         "boundary_ms": BOUNDARY,
         "queries": {"api_url": "http://127.0.0.1:1/v1", "all_equal": True, "checks": []},
         "timings": {"total": 12.3},

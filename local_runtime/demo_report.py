@@ -330,34 +330,29 @@ def hot_keys_section(windows: Sequence[Mapping[str, Any]], alerts: Sequence[Mapp
 
 
 def _split_section(facts: DemoFacts, layout: Layout) -> dict[str, Any]:
-    def described(item: Mapping[str, Any]) -> dict[str, Any]:
-        return {
-            **json.loads(str(item["map"])),
-            "updated_at": item.get("updated_at", ""),
-            "reason": item.get("reason", ""),
-        }
-
-    assert facts.map_after is not None  # noqa: S101 - the caller checked
-    known = shard_map(facts.map_before).entity_history if facts.map_before is not None else {}
+    before, after = facts.map_before, facts.map_after
+    assert after is not None  # noqa: S101 - the caller checked
+    known = shard_map(before).entity_history if before is not None else {}
     changes: list[dict[str, Any]] = []
-    for entity, history in sorted(shard_map(facts.map_after).entity_history.items()):
+    for entity, history in sorted(shard_map(after).entity_history.items()):
         previous = known[entity][-1].shards if entity in known else 1
         for change in history[len(known.get(entity, ())) :]:
-            when = format_ts(change.effective_from_ms)
-            changes.append(
-                {"entity": entity, "from_sub_shards": previous, "to_sub_shards": change.shards, "effective_from": when}
-            )
+            counts = {"from_sub_shards": previous, "to_sub_shards": change.shards}
+            changes.append({"entity": entity, **counts, "effective_from": format_ts(change.effective_from_ms)})
             previous = change.shards
+    hot = [c for c in changes if c["entity"] == HOT_SENSOR]
     return {
-        "before": described(facts.map_before) if facts.map_before is not None else None,
-        "after": described(facts.map_after),
+        "before": _described(before) if before is not None else None,
+        "after": _described(after),
         "changes": changes,
-        "hot_entity_split": any(
-            c["to_sub_shards"] > c["from_sub_shards"] for c in changes if c["entity"] == HOT_SENSOR
-        ),
+        "hot_entity_split": any(c["to_sub_shards"] > c["from_sub_shards"] for c in hot),
         "split_boundary": format_ts(facts.boundary_ms) if facts.boundary_ms is not None else None,
         "bucket": layout.bucket.spec,
     }
+
+
+def _described(item: Mapping[str, Any]) -> dict[str, Any]:
+    return {**json.loads(str(item["map"])), "updated_at": item.get("updated_at", ""), "reason": item.get("reason", "")}
 
 
 def rotation_section(

@@ -21,11 +21,9 @@ schedules on their clocks run the rotator and the rollups. See docs/local.md.
 * :mod:`.api_gateway`            the REST API on loopback
 * :mod:`.faults`                 fault injectors, and ``--faults`` parsing
 * :mod:`.function_logs`          the functions' stdout routed to a log file
-* :mod:`.demo`                   the demo: options, settings, the steps in order
+* :mod:`.demo`                   the demo: options, settings, the steps in order, the system read from outside
 * :mod:`.demo_scenario`          the story's traffic, and the ledger of what was published
-* :mod:`.demo_accounting`        the system read from outside
-* :mod:`.demo_report`            the checks and the report, from what was observed
-* :mod:`.demo_presentation`      the summary and the pictures
+* :mod:`.demo_report`            the checks, the report, the summary and the pictures, from what was observed
 * :mod:`.query_checks`           queries through HTTP compared with what was published
 """
 

@@ -1,15 +1,6 @@
-"""The demo driver: the seed scenario, scaled to one machine and compressed in time, through the real code path.
-
-:func:`run_demo` starts the whole local system and plays the story docs/local.md ("The demo") tells,
-step by step: the rotator's replayed history (with a table period, as by default), the hot sensor before
-its split, the detector's split, the traffic after it, and the accounting. The story's traffic is
-:mod:`local_runtime.demo_scenario`, the counting from outside :mod:`local_runtime.demo_accounting`, the
-checks :mod:`local_runtime.demo_report`, the summary and pictures :mod:`local_runtime.demo_presentation`.
-Time is compressed by configuration (:data:`DEMO_CONTEXT`, :data:`DEMO_HOT_KEYS_ENVIRONMENT`), and the
-hot-key threshold lowered; docs/local.md says why each value.
-
-``tsctl demo`` (``make demo``) runs it.
-"""
+"""The demo (``tsctl demo``): the seed scenario, scaled to one machine and compressed in time, through the
+real code path. :func:`run_demo` plays the story docs/local.md ("The demo") tells, its traffic from
+:mod:`.demo_scenario`, then counts from outside (:class:`Observer`) for :mod:`.demo_report` to judge."""
 
 from __future__ import annotations
 
@@ -22,58 +13,51 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO, TypeVar
 
+from boto3.dynamodb.types import TypeDeserializer
+
+from archives.export import S3Store
+from archives.readings import read_readings
+from client import QueryClient
 from infra.config import Context, LambdaFunction, load_cdk_json_context
-from local_runtime.demo_accounting import Observer
-from local_runtime.demo_presentation import draw_pictures
-from local_runtime.demo_report import HOT_SENSOR, DemoFacts, RotationFacts, build_report
+from keydesign import Reading, format_ts, parse_timestamp
+from local_runtime import query_checks as q
+from local_runtime.demo_report import HOT_SENSOR, Block, DemoFacts, build_report, draw_pictures, shard_map
 from local_runtime.demo_scenario import Scenario, now_ms
 from local_runtime.faults import LocalFaults
 from local_runtime.scheduler import ReplayClock
 from local_runtime.system import LocalOptions, LocalSystem
+from rotator.tables import DynamoTables
 
 T = TypeVar("T")
-
+Say = Callable[[str], None]
 REPO_ROOT = Path(__file__).resolve().parents[1]
+MINUTE = 60_000
 
-#: cdk.json overrides that compress the demo's time (every one a stack setting; see docs/local.md).
+#: cdk.json overrides that compress the demo's time: every one a stack setting; docs/local.md ("Compressed
+#: time") says why each value.
 DEMO_CONTEXT: Mapping[str, object] = {
-    # A split takes effect at a bucket boundary: the next minute instead of the next hour.
-    "bucket": "1m",
-    # Writers and readers see a changed shard map within 5 s instead of 60.
-    "shard_map_cache_ttl_s": 5,
-    # Readings are published in real time, none more than 5 s ahead: the change margin must cover it.
-    "max_future": "5s",
-    # Sized for what one machine ingests, as 100 is for the seed's 50,000 readings/s.
-    "shards": 8,
-    # Lowered from 500: blocks pack the hot sensor's 1,200 readings/s into ~20 write units a second,
-    # and one machine cannot push a key anywhere near 1,000 (the other keys stay near 2).
-    "hot_split_threshold_wcu": 8,
+    "bucket": "1m",  # a split takes effect at the next minute boundary, not the next hour
+    "shard_map_cache_ttl_s": 5,  # writers and readers see a changed shard map within 5 s instead of 60
+    "max_future": "5s",  # readings are published in real time: the change margin must cover it
+    "shards": 8,  # sized for what one machine ingests, as 100 is for the seed's 50,000 readings/s
+    "hot_split_threshold_wcu": 8,  # blocks keep one machine's hot key near 20 WCU/s, far below 500
 }
-#: cdk.json overrides for the rotation, on top of DEMO_CONTEXT when there is a table period (as by
-#: default): the demo replays five hours of hourly tables (DemoOptions.history_s).
+#: On top of DEMO_CONTEXT with a table period (as by default): five replayed hours of hourly tables.
 DEMO_ROTATION_CONTEXT: Mapping[str, object] = {
-    # Tables past retention within the replayed hours (grace 2h + dial-down delay must stay under it).
-    "retention": "3h",
+    "retention": "3h",  # tables past retention within the replayed hours (grace 2h + dial-down under it)
     "dial_down_delay": "2m",
-    # Late readings are stored as long as they are kept (cdk.json's 3d would outlast the 3h): the
-    # replayed hours' readings lag the fast clock; a dropped hour's are refused with the reason.
-    "max_age": "3h",
-    # Provisioned tables, sized by the rotator's planner for 2,500 readings/s: closed ones have
-    # something to shed.
-    "billing_mode": "PROVISIONED",
+    "max_age": "3h",  # late readings stored as long as they are kept; a dropped hour's refused
+    "billing_mode": "PROVISIONED",  # sized by the rotator's planner: closed tables have capacity to shed
     "peak_writes_per_s": 2_500,
-    # Each table is exported to S3 (moto's) before it is dropped; local mode creates the bucket.
-    "export_bucket": "timeseries-demo-exports",
+    "export_bucket": "timeseries-demo-exports",  # each table exported (to moto's S3) before it is dropped
 }
-#: The hot-key function's own variables (its settings module's; not stack configuration).
+#: The hot-key function's own variables (its settings module's, not stack configuration): 5 s windows
+#: judged 5 s after they end; a change applies 15-75 s after it is decided instead of ~7 min; no
+#: scale-down while the demo runs.
 DEMO_HOT_KEYS_ENVIRONMENT: Mapping[str, str] = {
-    # Load measured over 5 s windows (they must divide the 1 min bucket), judged 5 s after they end.
     "HOT_WINDOW": "5s",
     "HOT_WINDOW_GRACE": "5s",
-    # A change applies at the first bucket boundary after now + cache TTL (5 s) + this margin: 15-75 s
-    # after it is decided instead of ~7 min. The settings refuse less than MAX_FUTURE (5 s).
     "HOT_CHANGE_MARGIN": "10s",
-    # A scale-down needs this many quiet windows in a row (5 min): none while the demo runs.
     "HOT_SCALE_DOWN_WINDOWS": "60",
 }
 
@@ -82,57 +66,40 @@ DEMO_HOT_KEYS_ENVIRONMENT: Mapping[str, str] = {
 class DemoOptions:
     """The scenario. Rates are readings per second of event time, published in real time."""
 
-    #: The fleet: each sensor reports 5 times a second, as the seed's 10,000 do.
-    sensors: int = 80
+    sensors: int = 80  # each reports 5 times a second, as the seed's 10,000 do
     base_rate: float = 400.0
     hot_rate: float = 1_200.0
-    #: Seconds of traffic before the split, and after it.
-    hot_phase_s: float = 10.0
+    hot_phase_s: float = 10.0  # seconds of traffic before the split, and after it
     split_phase_s: float = 5.0
-    #: Readings/s the other sensors keep sending while the demo waits for the split.
-    trickle_rate: float = 20.0
-    #: Readings that break a rule (each kind in turn) and records that are not JSON at all.
-    invalid_readings: int = 50
+    trickle_rate: float = 20.0  # what the other sensors send while the demo waits for the split
+    invalid_readings: int = 50  # readings that break a rule (each kind in turn), and records not JSON at all
     garbage_records: int = 5
     seed: int = 7
     faults: LocalFaults = field(default_factory=LocalFaults)
     out_dir: Path = Path("out/demo")
-    #: cdk.json overrides on top of :data:`DEMO_CONTEXT`.
-    context: Mapping[str, object] = field(default_factory=dict)
+    context: Mapping[str, object] = field(default_factory=dict)  # cdk.json overrides on top of DEMO_CONTEXT
     #: The rotator's history replayed before the story (seconds of the past), at least how long each
     #: replayed run takes in real time, and the readings per (real) second stamped with that clock.
     history_s: float = 5 * 3600.0
     history_pace_s: float = 0.4
     history_rate: float = 40.0
-    #: Readings published for a period whose table the rotator dropped (ingest must refuse them).
-    refused_readings: int = 3
-    #: How long to wait for the detector's split, and for the streams to drain.
-    split_timeout_s: float = 240.0
+    refused_readings: int = 3  # published for a period whose table the rotator dropped (ingest must refuse them)
+    split_timeout_s: float = 240.0  # how long to wait for the detector's split, and for the streams to drain
     timeout_s: float = 300.0
 
     @classmethod
     def quick(cls, **overrides: Any) -> DemoOptions:
         """A smaller scenario (a test's, or ``--quick``): 30 sensors, the hot sensor at 900/s."""
-        base: dict[str, Any] = {
-            "sensors": 30,
-            "base_rate": 150.0,
-            "hot_rate": 900.0,
-            "split_phase_s": 4.0,
-            "trickle_rate": 10.0,
-            "invalid_readings": 10,
-            "garbage_records": 2,
-            "history_pace_s": 0.2,
-            "history_rate": 25.0,
-        }
-        return cls(**{**base, **overrides})
+        base = {"sensors": 30, "base_rate": 150.0, "hot_rate": 900.0, "split_phase_s": 4.0, "trickle_rate": 10.0}
+        more = {"invalid_readings": 10, "garbage_records": 2, "history_pace_s": 0.2, "history_rate": 25.0}
+        return cls(**{**base, **more, **overrides})
 
 
 def demo_config(context: Mapping[str, object] | None = None) -> Context:
     """cdk.json with the demo's compressed time (and, with a table period, its rotation settings) and
     then ``context`` on top."""
     base = {**load_cdk_json_context(REPO_ROOT / "cdk.json"), **DEMO_CONTEXT}
-    plain = Context.parse({**base, **(context or {})})
-    if plain.table_period is None:
+    if (plain := Context.parse({**base, **(context or {})})).table_period is None:
         return plain
     return Context.parse({**base, **DEMO_ROTATION_CONTEXT, **(context or {})})
 
@@ -149,16 +116,14 @@ def run_demo(
             stream.write(f"[demo] {text}\n")
             stream.flush()
 
-    config = demo_config(options.context)
-    hot_env = dict(DEMO_HOT_KEYS_ENVIRONMENT)
-    options.out_dir.mkdir(parents=True, exist_ok=True)
-    started = time.monotonic()
-    say(f"starting the local system (faults: {options.faults.describe()})")
+    config, started = demo_config(options.context), time.monotonic()
     rotates = config.table_period is not None
+    options.out_dir.mkdir(parents=True, exist_ok=True)
+    say(f"starting the local system (faults: {options.faults.describe()})")
     local = LocalOptions(
         faults=options.faults,
         function_log=options.out_dir / "functions.log",
-        environment={LambdaFunction.HOTKEYS: hot_env},
+        environment={LambdaFunction.HOTKEYS: dict(DEMO_HOT_KEYS_ENVIRONMENT)},
         rotator_replay_s=options.history_s if rotates else None,
         rotator_replay_pace_s=options.history_pace_s,
         # The rollup function runs once the streams drain (Observer.roll_up), on a clock ahead by its settle
@@ -174,12 +139,12 @@ def run_demo(
     settings = {
         **({"rotation_context_overrides": dict(DEMO_ROTATION_CONTEXT)} if rotates else {}),
         "hot_split_threshold_note": f"lowered to {config.split_threshold_wcu} WCU/s for the demo (stack: 500)",
-        **{name.lower(): value for name, value in hot_env.items()},
+        **{name.lower(): value for name, value in DEMO_HOT_KEYS_ENVIRONMENT.items()},
         "context_overrides": dict(DEMO_CONTEXT),
     }
-    published = ("sensors", "base_rate", "hot_rate", "hot_phase_s", "split_phase_s", "trickle_rate", "invalid_readings")
+    published = ("sensors", "base_rate", "hot_rate", "hot_phase_s", "split_phase_s", "trickle_rate")
     scenario = {
-        **{name: getattr(options, name) for name in (*published, "garbage_records")},
+        **{name: getattr(options, name) for name in (*published, "invalid_readings", "garbage_records")},
         "hot_sensor": HOT_SENSOR,
         "faults": options.faults.describe(),
         "published_in_real_time": True,
@@ -191,9 +156,7 @@ def run_demo(
     return report
 
 
-def _play(
-    system: LocalSystem, options: DemoOptions, say: Callable[[str], None], timings: dict[str, float]
-) -> DemoFacts:
+def _play(system: LocalSystem, options: DemoOptions, say: Say, timings: dict[str, float]) -> DemoFacts:
     """The demo's steps, in order, against a started system; each step's duration in ``timings``."""
 
     def timed(name: str, step: Callable[[], T]) -> T:
@@ -203,19 +166,18 @@ def _play(
         finally:
             timings[name] = time.monotonic() - mark
 
-    e = system.endpoints
+    e, clock = system.endpoints, system.clock
     say(f"moto on {e.endpoint_url}; stream {e.stream_name}; query API on {e.api_url}")
     observer, scenario = Observer(system), Scenario(system, options, say)
     alerts_url = observer.subscribe_to_alerts()
-    clock = system.clock
     if isinstance(clock, ReplayClock):
         timed("rotation_history", lambda: scenario.history(clock))
     story_from_ms = now_ms()
     first, map_before = timed("phase_1", lambda: scenario.before_the_split(observer.read_map))
 
     def scheduled() -> int | None:
-        split = observer.split_scheduled()
-        return split.shard_map.entity_history[HOT_SENSOR][-1].effective_from_ms if split is not None else None
+        history = shard_map(item).entity_history.get(HOT_SENSOR, ()) if (item := observer.read_map()) else ()
+        return history[-1].effective_from_ms if history and history[-1].shards > 1 else None
 
     progress = lambda: f"the detector has judged {len(observer.judged_windows())} windows"  # noqa: E731
     boundary = timed("split", lambda: scenario.await_split(scheduled, progress))
@@ -225,29 +187,18 @@ def _play(
 
     def count() -> DemoFacts:
         hot_skipped = observer.drain(e.hotkeys_failures_queue_url)
-        rotator = system.schedule_of(LambdaFunction.ROTATOR)
+        rotation, rotator = None, system.schedule_of(LambdaFunction.ROTATOR)
         if rotator is not None:
             # A last look at every table, on the wall clock, before the scan: a table it drops is then
             # read back from its export, never half in both.
             rotator.run_once()
         blocks, runs = observer.blocks(), list(system.rotations)
-        dropped = sorted({t for run in runs for t in (run.get("summary") or {}).get("deleted", [])})
-        rotation = None
         if rotator is not None:
             tables = sorted({b.table for b in blocks} | set(system.readings_tables()))
-            replayed = round(options.history_s / 3600, 2) if isinstance(clock, ReplayClock) else 0
-            caught_up = round(scenario.caught_up_after_s, 1) if scenario.caught_up_after_s else None
-            rotation = RotationFacts(
-                runs=runs,
-                failures=rotator.failures,
-                clock={
-                    "replayed_hours": replayed,
-                    "replay_pace_s": options.history_pace_s,
-                    "caught_up_after_s": caught_up,
-                },
-                capacity={name: observer.capacity(name) for name in tables},
-                refused=scenario.refused,
-            )
+            capacity = {name: observer.capacity(name) for name in tables}
+            rotation = {"runs": runs, "failures": rotator.failures, "clock": scenario.replay, "capacity": capacity}
+            rotation["refused"] = scenario.refused
+        dropped = sorted({t for run in runs for t in (run.get("summary") or {}).get("deleted", [])})
         return DemoFacts(
             published=sum(s.readings_sent for s in scenario.summaries) + scenario.garbage_published,
             failed_to_publish=sum(s.readings_failed for s in scenario.summaries),
@@ -260,16 +211,159 @@ def _play(
             map_before=map_before,
             map_after=observer.read_map(),
             windows=observer.judged_windows(),
-            alerts=observer.alerts(alerts_url),
+            alerts=observer.drain(alerts_url),
             boundary_ms=boundary,
             rotation=rotation,
             exported={table: observer.read_export(table) for table in dropped},
-            story_from_ms=story_from_ms if isinstance(clock, ReplayClock) else None,
+            story_from_ms=story_from_ms,
         )
 
     facts = timed("verify", count)
     facts.rollups = timed("rollups", lambda: observer.roll_up(now_ms(), say))
-    ledger = [r for _, r in facts.ledger]
-    facts.queries = timed("queries", lambda: observer.queries(ledger, boundary, say)) if e.api_url else None
+    facts.queries = timed("queries", lambda: observer.queries([r for _, r in facts.ledger], boundary, say))
     facts.runtime, facts.timings = system.stats(), timings
     return facts
+
+
+class Observer:
+    """Reads the system from outside, as an operator would, taking no function's word for anything:
+    every figure of the report comes from here or the ledger."""
+
+    def __init__(self, system: LocalSystem) -> None:
+        self.system, self.endpoints = system, system.endpoints
+        self.dynamodb, self.sqs = system.client("dynamodb"), system.client("sqs")
+
+    def subscribe_to_alerts(self) -> str:
+        """An SQS queue on the hot-key topic, as an operator's e-mail subscription would be."""
+        url = str(self.sqs.create_queue(QueueName=f"{self.system.config.stack_name}-demo-alerts")["QueueUrl"])
+        arn = self.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        self.system.client("sns").subscribe(TopicArn=self.endpoints.alarm_topic_arn, Protocol="sqs", Endpoint=arn)
+        return url
+
+    def read_map(self) -> dict[str, Any] | None:
+        """The control table's shard-map item, deserialised."""
+        # Imported here: adapters.observability sets Powertools' service name at its first import,
+        # which must be the functions' (it is, once the system has imported the ingest handler).
+        from adapters.shard_map_store import SHARD_MAP_KEY  # noqa: PLC0415
+
+        table = self.endpoints.control_table
+        item = self.dynamodb.get_item(TableName=table, Key=dict(SHARD_MAP_KEY), ConsistentRead=True).get("Item")
+        return _plain(item) if item else None
+
+    def judged_windows(self) -> list[dict[str, Any]]:
+        """The windows the detector closed (its ``close#`` items), with the summary it recorded."""
+        scan = {"TableName": self.endpoints.control_table, "ConsistentRead": True}
+        items = [_plain(i) for page in self.dynamodb.get_paginator("scan").paginate(**scan) for i in page["Items"]]
+        return [
+            {"window": str(i["pk"]).removeprefix("close#"), "summary": json.loads(str(i.get("summary", "{}")))}
+            for i in items
+            if str(i["pk"]).startswith("close#") and i.get("state") == "done"
+        ]
+
+    def wait_drained(self, timeout_s: float, say: Say) -> bool:
+        """True once every event source mapping is idle; each one's progress every 10 s meanwhile."""
+        deadline = time.monotonic() + timeout_s
+        while (remaining := deadline - time.monotonic()) > 0:
+            if self.system.wait_until_idle(min(10.0, remaining)):
+                return True
+            for name, s in self.system.stats()["event_source_mappings"].items():
+                say(f"  {name}: {s['records_succeeded']:,} of {s['records_received']:,} records done")
+        return False
+
+    def blocks(self) -> list[Block]:
+        """Every item of the readings tables, each a block, decoded."""
+        layout, scans = self.system.config.layout(), self.dynamodb.get_paginator("scan")
+        return [
+            Block.from_item(table, item, layout)
+            for table in self.system.readings_tables()
+            for page in scans.paginate(TableName=table, ConsistentRead=True)
+            for item in page["Items"]
+        ]
+
+    def read_export(self, table: str) -> list[Reading]:
+        """A dropped table's readings from its export, as ``tsctl archive`` reads them (moto writes no manifest)."""
+        if (bucket := self.system.config.export_bucket) is None:
+            return []
+        store = S3Store(self.system.client("s3"), bucket, f"{self.system.config.export_prefix}/{table}/")
+        return list(read_readings(store, without_manifest=True))
+
+    def capacity(self, table: str) -> dict[str, Any]:
+        """A table's billing, provisioned capacity and table class, as the rotator reads DescribeTable."""
+        if (state := DynamoTables(self.dynamodb).describe(table)) is None:
+            return {"billing": None}
+        return {"billing": state.billing_mode, "write_units": state.write_units, "table_class": state.table_class}
+
+    def drain(self, queue_url: str | None) -> list[dict[str, Any]]:
+        """Every message on the queue (received, not deleted: hidden for the visibility timeout)."""
+        out: list[dict[str, Any]] = []
+        for _ in range(100_000 if queue_url else 0):  # bounded: at most a million messages
+            receive = {"QueueUrl": queue_url, "MaxNumberOfMessages": 10, "VisibilityTimeout": 3600}
+            if not (messages := self.sqs.receive_message(**receive).get("Messages")):
+                break
+            for message in messages:
+                try:
+                    out.append(json.loads(message["Body"]))
+                except ValueError:
+                    out.append({"unreadable": message["Body"][:200]})
+        return out
+
+    def roll_up(self, through_ms: int, say: Say) -> dict[str, Any] | None:
+        """Run the rollup function (its clock ahead of the wall clock) until its watermark passes ``through_ms``:
+        with the streams drained, every minute it closes is closed in fact. Its last run's summary and the work
+        of every run (a run can do its work and still fail: an injected invoke error; its figures are unseen)."""
+        if (schedule := self.system.schedule_of(LambdaFunction.ROLLUP)) is None:
+            return None
+        say(f"running the rollup function until its watermark passes {format_ts(through_ms)}")
+        summary = None
+        work: dict[str, Any] = {"runs": 0, "failed_runs": 0, "steps": 0, "recomputed": {}, "raw_items_read": 0}
+        for _ in range(20):  # bounded: each run applies some minutes or fails
+            work["runs"] += 1
+            if (summary := schedule.run_once()) is None:
+                work["failed_runs"] += 1
+                continue
+            work["steps"] += summary["steps"]
+            work["raw_items_read"] += summary["raw_items_read"]
+            for level, count in summary["recomputed"].items():
+                work["recomputed"][level] = work["recomputed"].get(level, 0) + count
+            if parse_timestamp(summary["through"], "through") >= through_ms:
+                say(f"rollups applied through {summary['through']} ({summary['late']} late mark(s) in the last run)")
+                return {**summary, **work}
+        return {"status": "not run", "reason": f"not through {format_ts(through_ms)} in 20 runs", "last": summary}
+
+    def queries(self, ledger: list[Mapping[str, Any]], boundary: int | None, say: Say) -> dict[str, Any] | None:
+        """The hot sensor's range page by page, latest and aggregates, a cross-entity page around the split; with
+        rollups, the hot sensor's whole minutes and every entity's from them, beside the hot sensor's raw read."""
+        if not self.endpoints.api_url:
+            return None
+        client, bucket = QueryClient(str(self.endpoints.api_url)), self.system.config.layout().bucket
+        hot = [r["timestamp"] for r in ledger if r["entity_id"] == HOT_SENSOR]
+        low, high = min(hot) - min(hot) % 1000, max(hot) - max(hot) % 1000 + 1000
+        middle = boundary if boundary is not None else (low + high) // 2
+        say(f"querying through {client.api_url}: {HOT_SENSOR}'s {len(hot):,} readings page by page, latest, ...")
+        checks = [
+            q.check_readings(client, ledger, HOT_SENSOR, low, high, bucket=bucket),
+            q.check_latest(client, ledger, HOT_SENSOR),
+            q.check_aggregates(client, ledger, HOT_SENSOR, low, high, interval="1m", interval_ms=MINUTE),
+            q.check_readings(client, ledger, None, middle - 20_000, middle + 20_000, bucket=bucket),
+        ]
+        if self.system.schedule_of(LambdaFunction.ROLLUP) is not None:
+            low, high = low - low % MINUTE, high - high % MINUTE + MINUTE
+            per_minute: dict[str, Any] = {"interval": "1m", "interval_ms": MINUTE, "rollups": True}
+            for entity, raw in ((HOT_SENSOR, "30s"), (None, None)):
+                checks.append(q.check_aggregates(client, ledger, entity, low, high, **per_minute, raw_interval=raw))
+        results = [c.as_dict() for c in checks]
+        for c in results:
+            say(f"  {c['name']}: {c['summary']}; " + ("equal" if c["equal"] else f"DIFFERENT: {c['difference']}"))
+        return {
+            "api_url": client.api_url,
+            "signed": False,
+            "all_equal": all(c["equal"] for c in results),
+            "checks": results,
+        }
+
+
+_DESERIALIZE = TypeDeserializer().deserialize
+
+
+def _plain(raw: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: _DESERIALIZE(v) for k, v in raw.items()}

@@ -1,52 +1,40 @@
-"""The demo's report from what was observed (pure: no AWS calls; the unit tests feed it by hand).
-
-Every figure is counted from outside the running system: readings published (the producer's own count),
-stored (every block decoded; of two copies of a reading the newest kept, as readers do), in the exports
-of dropped tables, rejected (distinct messages on the rejects queue); what blocks cost per reading beside
-one item per reading; the detector's judged windows and alerts; the shard map before and after;
-partition load, each block's write units at the second of its first reading; where each reading sits
-against where the key design puts it; the queries; the rollups; each period table's life as the
-rotator's run summaries tell it.
-"""
+"""The demo's report, its checks, its summary and its two pictures, from what was observed (no AWS calls:
+the unit tests feed it by hand). docs/local.md ("The report") says what each field holds."""
 
 from __future__ import annotations
 
 import json
 import math
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from benchmarks.blocks import ITEM_OVERHEAD_BYTES, Deployment, old_item
 from infra.config import Context
-from keydesign import Layout, Reading, ShardMap, decode_block, format_ts, item_size, ttl_for, write_units
+from keydesign import Layout, Reading, ShardMap, decode_block, format_ts, item_size, write_units
+from keydesign.blocks import block_item
 from keydesign.capacity import PARTITION_WCU
 from keydesign.layouts import key_family, parse_keys
 from keydesign.periods import format_duration
 
 HOT_SENSOR = "sensor-alpha-001"
 NOT_RUN = "not run"
-ITEM_OVERHEAD_BYTES = 100  # DynamoDB bills each item's storage 100 bytes above its size
 SLICE_MS = 5 * 60_000  # the table-writes picture counts readings per 5 minutes of event time
+OTHERS = "every other key (peak)"
+LOAD_BASIS = "each block's write units at the second of its first reading"
 Copies = dict[tuple[str, int, str], tuple[int, Reading, "Block"]]
 
 
-@dataclass(frozen=True, slots=True)
-class StoredMap:
-    """The shard-map item of the control table at one moment."""
+def not_run(reason: str) -> dict[str, Any]:
+    return {"status": NOT_RUN, "reason": reason}
 
-    shard_map: ShardMap
-    updated_at: str
-    reason: str
 
-    @classmethod
-    def from_item(cls, item: Mapping[str, Any]) -> StoredMap:
-        """From the (deserialised) item: ``map`` JSON, ``updated_at``, ``reason``."""
-        shard_map = ShardMap.from_dict(json.loads(str(item["map"])))
-        return cls(shard_map, str(item.get("updated_at", "")), str(item.get("reason", "")))
-
-    def describe(self) -> dict[str, Any]:
-        return {**self.shard_map.to_dict(), "updated_at": self.updated_at, "reason": self.reason}
+def shard_map(item: Mapping[str, Any]) -> ShardMap:
+    """The map of the control table's shard-map item (deserialised)."""
+    return ShardMap.from_dict(json.loads(str(item["map"])))
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,55 +60,38 @@ class Block:
     def from_item(cls, table: str, item: Mapping[str, Any], layout: Layout) -> Block:
         """From an item as a DynamoDB client returns it; ValueError when it is not a block."""
         pk, sk, payload = item["pk"]["S"], item["sk"]["S"], item["b"]["B"]
-        parts = parse_keys(pk, sk, layout.kind)
-        if parts is None:
+        if (parts := parse_keys(pk, sk, layout.kind)) is None:
             raise ValueError(f"{table}: {pk} / {sk} is not a block's key")
         header, readings = decode_block(parts.entity, payload)
-        plain = {"pk": pk, "sk": sk, "b": payload, **({"ttl": int(item["ttl"]["N"])} if "ttl" in item else {})}
-        return cls(table, pk, parts.write_units, item_size(plain), header.version, tuple(readings))
-
-
-@dataclass(frozen=True, slots=True)
-class RotationFacts:
-    """The rotator's runs that returned (``{"now_ms", "summary"}``, in order), its failed runs, its
-    clock, each table's billing at the end, and the readings published for a dropped period."""
-
-    runs: Sequence[Mapping[str, Any]]
-    failures: int
-    clock: Mapping[str, Any]
-    capacity: Mapping[str, Mapping[str, Any]]
-    refused: Mapping[str, Any] = field(default_factory=dict)
+        size = item_size(block_item(pk, sk, payload, int(item["ttl"]["N"]) if "ttl" in item else None))
+        return cls(table, pk, parts.write_units, size, header.version, tuple(readings))
 
 
 @dataclass(slots=True)
 class DemoFacts:
-    """What the demo observed; :func:`build_report` turns it into the report."""
+    """What the demo observed; :func:`build_report` and :func:`draw_pictures` read it."""
 
     published: int
     failed_to_publish: int
-    #: Every valid reading the demo published, as sent, under the name of the phase that sent it.
-    ledger: Sequence[tuple[str, Mapping[str, Any]]]
+    ledger: Sequence[tuple[str, Mapping[str, Any]]]  # every valid reading published, under its phase's name
     blocks: Sequence[Block]
     rejects: Sequence[Mapping[str, Any]]
     skipped: Sequence[Mapping[str, Any]]
     drained: bool
     hot_keys_skipped: Sequence[Mapping[str, Any]] = ()
-    map_before: StoredMap | None = None
-    map_after: StoredMap | None = None
-    #: The detector's judged windows (``{"window": ts, "summary": {...}}``) and its notifications.
-    windows: Sequence[Mapping[str, Any]] = ()
-    alerts: Sequence[Mapping[str, Any]] = ()
-    #: When the hot sensor's split took effect (None: no split happened).
-    boundary_ms: int | None = None
+    map_before: Mapping[str, Any] | None = None  # the control table's shard-map item, deserialised
+    map_after: Mapping[str, Any] | None = None
+    windows: Sequence[Mapping[str, Any]] = ()  # the detector's judged windows: {"window": ts, "summary": {...}}
+    alerts: Sequence[Mapping[str, Any]] = ()  # the SNS notifications (``Subject``, ``Message``)
+    boundary_ms: int | None = None  # when the hot sensor's split took effect (None: no split)
     queries: Mapping[str, Any] | None = None
     rollups: Mapping[str, Any] | None = None
     picture: Mapping[str, Any] | None = None
-    rotation: RotationFacts | None = None
-    rotation_picture: Mapping[str, Any] | None = None
-    #: The readings of each dropped table, read back from its export.
-    exported: Mapping[str, Sequence[Reading]] = field(default_factory=dict)
-    #: Where the story begins; blocks before it are the replayed history, left out of the load figures.
-    story_from_ms: int | None = None
+    #: The rotator's runs that returned (``{"now_ms", "summary"}``), ``failures``, ``clock``, each table's
+    #: ``capacity`` at the end, the readings ``refused`` for a dropped period; and its ``picture``.
+    rotation: dict[str, Any] | None = None
+    exported: Mapping[str, Sequence[Reading]] = field(default_factory=dict)  # each dropped table's, from its export
+    story_from_ms: int | None = None  # blocks before it are the replayed history, left out of the load figures
     runtime: Mapping[str, Any] = field(default_factory=dict)
     timings: Mapping[str, float] = field(default_factory=dict)
 
@@ -139,6 +110,13 @@ def newest_copies(blocks: Iterable[Block]) -> Copies:
     return copies
 
 
+def by_table(stored: Copies) -> dict[str, list[Reading]]:
+    tables: dict[str, list[Reading]] = defaultdict(list)
+    for _, reading, block in stored.values():
+        tables[block.table].append(reading)
+    return tables
+
+
 def build_report(
     *, scenario: Mapping[str, Any], config: Context, facts: DemoFacts, settings: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
@@ -150,28 +128,27 @@ def build_report(
     rejects = {str(m.get("reject_id")): m for m in reversed(facts.rejects)}
     by_reason = Counter(str(m.get("field")) for m in rejects.values())
     examples = {str(m.get("field")): str(m.get("reason")) for m in rejects.values()}
+    only_exported = len(set(exported) - set(live))
     readings = {
         "published": facts.published,
         "failed_to_publish": facts.failed_to_publish,
         "written": len(live),
-        "exported_then_dropped": len(set(exported) - set(live)),
+        "exported_then_dropped": only_exported,
         "rejected": len(rejects),
-        "lost": facts.published - len(live) - len(set(exported) - set(live)) - len(rejects),
+        "lost": facts.published - len(live) - only_exported - len(rejects),
         "duplicates": sum(n - 1 for n in (live + exported).values() if n > 1),
         "copies_in_older_blocks": sum(len(b.readings) for b in facts.blocks) - len(stored),
         "stream_drained": facts.drained,
         "phases": _phases(facts.ledger),
     }
-    no_split: dict[str, Any] = {"status": NOT_RUN, "reason": "the hot sensor was not split"}
-    no_map: dict[str, Any] = {"status": NOT_RUN, "reason": "the shard map was not read"}
-    after = [b for b in story if boundary is not None and b.first_ms >= boundary]
-    load_after = partition_load(after) if boundary is not None else no_split
-    hot_after = hot_sensor_after_split(after, layout) if boundary is not None else no_split
-    split = _split_section(facts, layout) if facts.map_after is not None else no_map
-    ledger = [r for _, r in facts.ledger]
-    placement = (
-        placement_check(stored.values(), ledger, layout, facts.map_after.shard_map) if facts.map_after else no_map
-    )
+    load_after = hot_after = not_run("the hot sensor was not split")
+    if boundary is not None:
+        after = [b for b in story if b.first_ms >= boundary]
+        load_after, hot_after = partition_load(after), hot_sensor_after_split(after, layout)
+    split = placement = not_run("the shard map was not read")
+    if facts.map_after is not None:
+        split = _split_section(facts, layout)
+        placement = placement_check(stored.values(), [r for _, r in facts.ledger], layout, shard_map(facts.map_after))
     checks = {
         "nothing_lost": readings["lost"] == 0 and facts.failed_to_publish == 0,
         "no_duplicates": readings["duplicates"] == 0,
@@ -184,11 +161,14 @@ def build_report(
     }
     if facts.rollups is not None:
         checks["rollups_applied"] = "through" in facts.rollups
-    rotation: dict[str, Any] = {"status": NOT_RUN, "reason": "no table_period: one readings table, nothing to rotate"}
+    rotation = not_run("no table_period: one readings table, nothing to rotate")
     if facts.rotation is not None:
         rotation, rotation_checks = rotation_section(facts.rotation, config, stored, facts.exported, facts.rejects)
-        rotation["picture"] = dict(facts.rotation_picture or {})
         checks.update(rotation_checks)
+    initial = ShardMap.initial(layout.bucket, config.shards)  # one item per reading had no entity split
+    deployment = Deployment(
+        layout, initial, config.retention_ms, config.kinesis_shards, config.ingest_batching_window_s
+    )
     design = ("layout_kind", "shards", "bucket", "table_period", "shard_map_cache_ttl_s")
     return {
         "ok": all(checks.values()),
@@ -203,8 +183,8 @@ def build_report(
         },
         "readings": readings,
         "cost_per_reading": {
-            "all": cost(facts.blocks, layout, config.retention_ms),
-            HOT_SENSOR: cost([b for b in facts.blocks if b.entity == HOT_SENSOR], layout, config.retention_ms),
+            "all": cost(facts.blocks, deployment),
+            HOT_SENSOR: cost([b for b in facts.blocks if b.entity == HOT_SENSOR], deployment),
         },
         "rejected_by_reason": [{"field": f, "count": n, "example": examples[f]} for f, n in by_reason.most_common()],
         "reject_messages": len(facts.rejects),
@@ -213,13 +193,13 @@ def build_report(
         "hot_keys": hot_keys_section(facts.windows, facts.alerts),
         "shard_map_changes": split,
         "partition_load": partition_load(story),
-        "partition_load_before_split": partition_load(b for b in story if boundary is None or b.first_ms < boundary),
+        "partition_load_before_split": partition_load([b for b in story if boundary is None or b.first_ms < boundary]),
         "partition_load_after_split": load_after,
         "hot_sensor_after_split": hot_after,
         "placement": placement,
-        "queries": dict(facts.queries or {"status": NOT_RUN, "reason": "the query API was not served"}),
-        "rollups": dict(facts.rollups or {"status": NOT_RUN, "reason": "rollups are off"}),
-        "partition_load_picture": dict(facts.picture or {"status": NOT_RUN, "reason": "no picture was drawn"}),
+        "queries": dict(facts.queries or not_run("the query API was not served")),
+        "rollups": dict(facts.rollups or not_run("rollups are off")),
+        "partition_load_picture": dict(facts.picture or not_run("no picture was drawn")),
         "rotation": rotation,
         "runtime": dict(facts.runtime),
         "timings_s": {name: round(value, 2) for name, value in facts.timings.items()},
@@ -244,40 +224,19 @@ def _phases(ledger: Iterable[tuple[str, Mapping[str, Any]]]) -> list[dict[str, A
 
 def _skipped(messages: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     infos = [m.get("KinesisBatchInfo") or m.get("DDBStreamBatchInfo") or {} for m in messages]
-    conditions = Counter(str(m.get("requestContext", {}).get("condition")) for m in messages)
     return {
         "batches": len(messages),
         "records": sum(int(i.get("batchSize", 0)) for i in infos),
-        "conditions": dict(conditions),
+        "conditions": dict(Counter(str(m.get("requestContext", {}).get("condition")) for m in messages)),
     }
 
 
-# -- cost, load and placement -----------------------------------------------------------------------
-
-
-def one_item(pk: str, reading: Reading, layout: Layout, retention_ms: int) -> dict[str, object]:
-    """The item ``reading`` had alone before blocks (b224d42; ``benchmarks/blocks.py`` makes the same)."""
-    r = reading
-    item = {
-        "pk": pk,
-        "sk": layout.reading_key(r.entity_id, r.ts, r.event_id),
-        "e": r.entity_id,
-        "t": r.ts,
-        "i": r.event_id,
-        "m": dict(r.measures),
-        "d": dict(r.dimensions),
-        "ttl": ttl_for(r, retention_ms),
-    }
-    return {name: value for name, value in item.items() if value != {}}
-
-
-def cost(blocks: Sequence[Block], layout: Layout, retention_ms: int) -> dict[str, Any]:
-    """Write units and billed bytes per reading of ``blocks`` (every copy they hold paid for), and what
-    one item per reading (on its block's partition) would have cost for the same readings, once each."""
-    readings = [(r, b) for _, r, b in newest_copies(blocks).values()]
-    if not (n := len(readings)):
+def cost(blocks: Sequence[Block], deployment: Deployment) -> dict[str, Any]:
+    """Write units and billed bytes per reading of ``blocks`` (every copy they hold paid for), beside one
+    item per reading (``benchmarks.blocks.old_item``) for the same readings, once each."""
+    if not (n := len(readings := [r for _, r, _ in newest_copies(blocks).values()])):
         return {"readings": 0}
-    items = [item_size(one_item(b.pk, r, layout, retention_ms)) for r, b in readings]
+    items = [item_size(old_item(r, deployment)) for r in readings]
     return {
         "readings": n,
         "blocks": len(blocks),
@@ -291,25 +250,27 @@ def cost(blocks: Sequence[Block], layout: Layout, retention_ms: int) -> dict[str
     }
 
 
-def partition_load(blocks: Iterable[Block], top: int = 10) -> dict[str, Any]:
-    """Write units per second on every partition key: each block's, at the second of its first reading."""
-    per_second: dict[str, Counter[int]] = defaultdict(Counter)
-    hot_keys: set[str] = set()
+def per_second(blocks: Iterable[Block], key: Callable[[Block], str]) -> dict[str, Counter[int]]:
+    """Write units per second of each ``key(block)``: each block's, at the second of its first reading."""
+    load: dict[str, Counter[int]] = defaultdict(Counter)
     for block in blocks:
-        per_second[block.pk][block.first_ms // 1000] += block.write_units
-        if block.entity == HOT_SENSOR:
-            hot_keys.add(block.pk)
-    if not per_second:
+        load[key(block)][block.first_ms // 1000] += block.write_units
+    return load
+
+
+def partition_load(blocks: Sequence[Block], top: int = 10) -> dict[str, Any]:
+    """Each partition key's peak write units per second, the hottest first."""
+    if not (peaks := {pk: max(s.values()) for pk, s in per_second(blocks, lambda b: b.pk).items()}):
         return {"partition_keys": 0}
-    peaks = {pk: max(seconds.values()) for pk, seconds in per_second.items()}
     ranked = sorted(peaks.items(), key=lambda kv: (-kv[1], kv[0]))
+    hot_keys = sorted({b.pk for b in blocks if b.entity == HOT_SENSOR})
     return {
         "partition_keys": len(peaks),
         "hottest_key": ranked[0][0],
         "hottest_peak_wcu_per_s": ranked[0][1],
         "mean_peak_wcu_per_s": round(sum(peaks.values()) / len(peaks), 1),
         "keys_over_1000_wcu_per_s": sum(1 for v in peaks.values() if v > PARTITION_WCU),
-        "hot_sensor_keys": sorted(hot_keys),
+        "hot_sensor_keys": hot_keys,
         "hot_sensor_peak_wcu_per_s": max((peaks[pk] for pk in hot_keys), default=0),
         "top": [{"pk": pk, "peak_wcu_per_s": peak} for pk, peak in ranked[:top]],
     }
@@ -331,17 +292,14 @@ def hot_sensor_after_split(blocks: Iterable[Block], layout: Layout) -> dict[str,
 
 
 def placement_check(
-    stored: Iterable[tuple[int, Reading, Block]],
-    ledger: Iterable[Mapping[str, Any]],
-    layout: Layout,
-    shard_map: ShardMap,
+    stored: Iterable[tuple[int, Reading, Block]], ledger: Iterable[Mapping[str, Any]], layout: Layout, final: ShardMap
 ) -> dict[str, Any]:
-    """Each stored reading's block key against the keys the key design gives a block holding it under the
-    final shard map (whose history says which count applied at each instant)."""
+    """Each published reading's block key against the keys the key design gives a block holding it under
+    the final shard map (whose history says which count applied at each instant)."""
     published = {(str(r["entity_id"]), str(r["event_id"])) for r in ledger}
     everything = [(r, b) for _, r, b in stored]
     checked = [(r, b) for r, b in everything if (r.entity_id, r.event_id) in published]
-    wrong = [(r, b) for r, b in checked if b.pk not in layout.partitions_of(r.entity_id, r.ts_ms, shard_map)]
+    wrong = [(r, b) for r, b in checked if b.pk not in layout.partitions_of(r.entity_id, r.ts_ms, final)]
     return {
         "checked": len(checked),
         "misplaced": len(wrong),
@@ -350,49 +308,42 @@ def placement_check(
     }
 
 
-# -- hot keys and the shard map ---------------------------------------------------------------------
-
-
 def hot_keys_section(windows: Sequence[Mapping[str, Any]], alerts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """The detector's judged windows that found a hot key or split (as it recorded them), and its alerts."""
-    hot: list[dict[str, Any]] = []
-    for window in sorted(windows, key=lambda w: str(w.get("window"))):
-        summary = window.get("summary") or {}
-        keys, splits = summary.get("hot_keys") or [], summary.get("splits") or []
-        if keys or splits:
-            keyed = [{"pk": str(k), "wcu_per_s": float(v)} for k, v in keys]
-            hot.append({"window": str(window.get("window")), "hot_keys": keyed, "splits": splits})
+    hot: list[dict[str, Any]] = [
+        {
+            "window": str(w.get("window")),
+            "hot_keys": [{"pk": str(k), "wcu_per_s": float(v)} for k, v in s.get("hot_keys") or []],
+            "splits": s.get("splits") or [],
+        }
+        for w in sorted(windows, key=lambda w: str(w.get("window")))
+        if (s := w.get("summary") or {}).get("hot_keys") or s.get("splits")
+    ]
     return {
         "windows_judged": len(windows),
         "windows_with_hot_keys": len(hot),
         "hot_keys_detected": sorted({k["pk"] for w in hot for k in w["hot_keys"]}),
         "first_detection": hot[0] if hot else None,
         "windows": hot[:20],
-        "alerts": [{"subject": a.get("subject"), **(a.get("body") or {})} for a in alerts],
+        "alerts": [{"subject": a.get("Subject"), **json.loads(str(a.get("Message", "{}")))} for a in alerts],
     }
 
 
 def _split_section(facts: DemoFacts, layout: Layout) -> dict[str, Any]:
-    after, before = facts.map_after, facts.map_before
+    before, after = facts.map_before, facts.map_after
     assert after is not None  # noqa: S101 - the caller checked
-    known = before.shard_map.entity_history if before is not None else {}
+    known = shard_map(before).entity_history if before is not None else {}
     changes: list[dict[str, Any]] = []
-    for entity, history in sorted(after.shard_map.entity_history.items()):
+    for entity, history in sorted(shard_map(after).entity_history.items()):
         previous = known[entity][-1].shards if entity in known else 1
         for change in history[len(known.get(entity, ())) :]:
-            changes.append(
-                {
-                    "entity": entity,
-                    "from_sub_shards": previous,
-                    "to_sub_shards": change.shards,
-                    "effective_from": format_ts(change.effective_from_ms),
-                }
-            )
+            counts = {"from_sub_shards": previous, "to_sub_shards": change.shards}
+            changes.append({"entity": entity, **counts, "effective_from": format_ts(change.effective_from_ms)})
             previous = change.shards
     hot = [c for c in changes if c["entity"] == HOT_SENSOR]
     return {
-        "before": before.describe() if before is not None else None,
-        "after": after.describe(),
+        "before": _described(before) if before is not None else None,
+        "after": _described(after),
         "changes": changes,
         "hot_entity_split": any(c["to_sub_shards"] > c["from_sub_shards"] for c in hot),
         "split_boundary": format_ts(facts.boundary_ms) if facts.boundary_ms is not None else None,
@@ -400,11 +351,12 @@ def _split_section(facts: DemoFacts, layout: Layout) -> dict[str, Any]:
     }
 
 
-# -- the rotation ----------------------------------------------------------------------------------
+def _described(item: Mapping[str, Any]) -> dict[str, Any]:
+    return {**json.loads(str(item["map"])), "updated_at": item.get("updated_at", ""), "reason": item.get("reason", "")}
 
 
 def rotation_section(
-    facts: RotationFacts,
+    facts: Mapping[str, Any],
     config: Context,
     stored: Copies,
     exported: Mapping[str, Sequence[Reading]],
@@ -413,17 +365,21 @@ def rotation_section(
     """The ``rotation`` section and its checks. Each table's steps are what the rotator's run summaries
     say of it (every list or mapping in them naming the table; a phase when it changes), not a fixed
     list, so they follow the rotator as it changes; its readings, live or read back from its export."""
-    layout, prefix = config.layout(), f"{config.table_prefix}-"
+    layout, prefix, runs = config.layout(), f"{config.table_prefix}-", facts["runs"]
     period, retention = layout.table_period, config.retention_ms
     assert period is not None  # noqa: S101 - the rotator runs only with a table period
-    starts = _period_starts(facts, config)
+    starts: dict[str, int] = {}
+    if runs:  # from before the replay's start (less any table then alive) to a few periods past the last run
+        times, nominal = [int(r["now_ms"]) for r in runs], period.nominal_ms
+        low, high = min(times) - retention - 2 * nominal, max(times) + (config.prebuild_periods + 2) * nominal * 2
+        starts = {layout.table_for(start): start for start in period.starts(low, high)}
     steps: dict[str, list[dict[str, str]]] = defaultdict(list)
     when: dict[str, dict[str, int]] = defaultdict(dict)
     phases: dict[str, list[str]] = defaultdict(list)
     errors = [
-        {"at": format_ts(int(r["now_ms"])), **e} for r in facts.runs for e in (r.get("summary") or {}).get("errors", [])
+        {"at": format_ts(int(r["now_ms"])), **e} for r in runs for e in (r.get("summary") or {}).get("errors", [])
     ]
-    for run in facts.runs:
+    for run in runs:
         now = int(run["now_ms"])
         for key, value in (run.get("summary") or {}).items():
             for name, detail in _entries(value):
@@ -436,10 +392,8 @@ def rotation_section(
                 when[name].setdefault(key, now)
                 ahead = key == "created" and starts.get(name, 0) > now
                 steps[name].append({"at": format_ts(now), "step": "prebuilt" if ahead else _step(key, detail)})
-    by_table: dict[str, list[Reading]] = defaultdict(list)
-    for _, reading, block in stored.values():
-        by_table[block.table].append(reading)
-    holding = {**exported, **by_table}
+    live = by_table(stored)
+    holding = {**exported, **live}
     misplaced = [
         {"table": t, "event_id": r.event_id, "belongs_in": layout.table_for(r.ts_ms)}
         for t, rs in holding.items()
@@ -448,20 +402,21 @@ def rotation_section(
     ]
     dropped = [n for n in steps if "deleted" in when[n]]
     prebuilt = [n for n in steps if any(s["step"] == "prebuilt" for s in steps[n])]
+    capacity = facts.get("capacity") or {}
     tables = [
         {
             "table": name,
             "period_start": format_ts(starts[name]) if name in starts else None,
             "steps": steps[name],
             "state": "dropped" if name in dropped else (phases[name] or ["not seen by the rotator"])[-1],
-            "readings_stored": len(by_table.get(name, ())),
+            "readings_stored": len(live.get(name, ())),
             **({"readings_in_its_export": len(exported[name])} if name in exported else {}),
-            **({"capacity": dict(facts.capacity[name])} if name in facts.capacity else {}),
+            **({"capacity": dict(capacity[name])} if name in capacity else {}),
         }
         for name in sorted(set(steps) | set(holding), key=lambda n: (starts.get(n, 0), n))
     ]
-    last = (facts.runs[-1].get("summary") or {}) if facts.runs else {}
-    refused = _refused(facts.refused, rejects)
+    last = (runs[-1].get("summary") or {}) if runs else {}
+    refused = _refused(facts.get("refused") or {}, rejects)
     checks = {
         "readings_landed_in_two_or_more_period_tables": sum(1 for rs in holding.values() if rs) >= 2,
         "every_reading_in_its_periods_table": not misplaced,
@@ -472,7 +427,7 @@ def rotation_section(
         and all(n in starts and when[n]["deleted"] >= period.next_start(starts[n]) + retention for n in dropped),
         "rotator_exported_each_table_before_dropping_it": config.export_bucket is None
         or all(n in exported and when[n].get("exported", math.inf) <= when[n]["deleted"] for n in dropped),
-        "rotator_runs_without_errors": not errors and facts.failures == 0,
+        "rotator_runs_without_errors": not errors and facts["failures"] == 0,
         "ingest_refused_readings_of_a_dropped_period": 0 < refused["published"] == refused["rejected"],
     }
     lifecycle = {
@@ -487,9 +442,9 @@ def rotation_section(
         "status": "run",
         "period": period.name,
         "schedule": f"every {config.rotation_interval_minutes()} min of the rotator's clock",
-        "clock": dict(facts.clock),
-        "runs": len(facts.runs),
-        "failures": facts.failures,
+        "clock": dict(facts.get("clock") or {}),
+        "runs": len(runs),
+        "failures": facts["failures"],
         "export_bucket": config.export_bucket,
         "lifecycle": lifecycle,
         "tables": tables,
@@ -497,6 +452,7 @@ def rotation_section(
         "refused_for_a_dropped_period": refused,
         "errors": errors[:20],
         "last_run": dict(last),
+        "picture": dict(facts.get("picture") or {}),
     }, checks
 
 
@@ -514,18 +470,6 @@ def _step(key: str, detail: Any) -> str:
     if isinstance(detail, Mapping):
         return f"{key}: " + ", ".join(f"{k} {v}" for k, v in detail.items() if k != "table")
     return f"{key}: {', '.join(map(str, detail))}" if isinstance(detail, list) else key
-
-
-def _period_starts(facts: RotationFacts, config: Context) -> dict[str, int]:
-    """Table name -> its period's start, from before the replay's start (less any table then alive) to a
-    few periods past the last run."""
-    layout = config.layout()
-    if layout.table_period is None or not facts.runs:
-        return {}
-    times, nominal = [int(r["now_ms"]) for r in facts.runs], layout.table_period.nominal_ms
-    low = min(times) - config.retention_ms - 2 * nominal
-    high = max(times) + (config.prebuild_periods + 2) * nominal * 2
-    return {layout.table_for(start): start for start in layout.table_period.starts(low, high)}
 
 
 def _refused(refused: Mapping[str, Any], rejects: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -546,12 +490,176 @@ def _refused(refused: Mapping[str, Any], rejects: Sequence[Mapping[str, Any]]) -
     }
 
 
-def table_writes(by_table: Mapping[str, Iterable[Reading]]) -> tuple[int, dict[str, list[int]]] | None:
-    """Readings per :data:`SLICE_MS` of event time in each table: the first slice's start, and each table's
-    counts from it. None when no table holds a reading."""
-    counts = {name: c for name, rs in by_table.items() if (c := Counter(r.ts_ms // SLICE_MS for r in rs))}
-    if not counts:
-        return None
-    first = min(min(c) for c in counts.values())
-    width = max(max(c) for c in counts.values()) - first + 1
-    return first * SLICE_MS, {name: [counts[name].get(first + n, 0) for n in range(width)] for name in sorted(counts)}
+# -- the pictures -----------------------------------------------------------------------------------
+
+
+def draw_pictures(facts: DemoFacts, config: Context, out_dir: Path, *, top: int = 6) -> None:
+    """``partition-load.png``: the hottest key families' write units per second (the key without its bucket,
+    as the hot-key metrics name it, so a shard is one line across buckets); with the rotation,
+    ``table-writes.png``: readings per table over event time, the rotator's drops marked."""
+    kind, threshold = config.layout().kind, config.split_threshold_wcu
+    if families := per_second(facts.story(), lambda b: key_family(b.pk, kind)):
+        path = out_dir / "partition-load.png"
+        facts.picture = draw_load(families, path, threshold=threshold, boundary_ms=facts.boundary_ms, top=top)
+    if facts.rotation is not None:
+        tables = {**facts.exported, **by_table(newest_copies(facts.blocks))}
+        facts.rotation["picture"] = draw_tables(tables, facts.rotation, out_dir / "table-writes.png")
+
+
+def _grid(counts: Mapping[str, Counter[int]]) -> tuple[int, dict[str, list[int]]]:
+    """The first slot any counter holds, and each one's counts slot by slot from it to the last any holds."""
+    first, last = min(min(c) for c in counts.values()), max(max(c) for c in counts.values())
+    return first, {name: [c.get(n, 0) for n in range(first, last + 1)] for name, c in counts.items()}
+
+
+def load_series(per_family: Mapping[str, Counter[int]], top: int) -> tuple[int, list[tuple[str, list[int]]]]:
+    """The first second, and the ``top`` hottest families' write units per second from it, then the peak
+    of all the others (second by second)."""
+    first, grid = _grid(per_family)
+    ranked = sorted(grid, key=lambda f: (-max(grid[f]), f))
+    series = [(family, grid[family]) for family in ranked[:top]]
+    if ranked[top:]:
+        series.append((OTHERS, [max(second) for second in zip(*(grid[f] for f in ranked[top:]), strict=True)]))
+    return first, series
+
+
+def draw_load(
+    per_family: Mapping[str, Counter[int]], path: Path, *, threshold: int, boundary_ms: int | None, top: int = 6
+) -> dict[str, Any]:
+    first, series = load_series(per_family, top)
+    split = f"; {HOT_SENSOR} split at {format_ts(boundary_ms)}" if boundary_ms is not None else ""
+    legend = {"loc": "upper right", "fontsize": 8, "title": "partition key, without its bucket", "title_fontsize": 8}
+    with _png(path, title=f"Write units per second, hottest partition keys{split}", legend=legend) as axes:
+        for label, values in series:
+            style = {"color": "0.6", "linewidth": 0.8, "linestyle": ":"} if label == OTHERS else {"linewidth": 1.1}
+            axes.plot(range(len(values)), values, label=label, **style)
+        axes.axhline(PARTITION_WCU, color="crimson", linestyle="--", linewidth=1, label="1,000 WCU/s: one key's limit")
+        label = f"split threshold, lowered to {threshold} WCU/s for the demo"
+        axes.axhline(threshold, color="darkorange", linestyle=":", linewidth=1, label=label)
+        if boundary_ms is not None:
+            axes.axvline(boundary_ms / 1000 - first, color="black", linewidth=1.2, label="split takes effect")
+        axes.set_xlabel(f"seconds since {format_ts(first * 1000)} (event time of each block's first reading)")
+        axes.set_ylabel("write units per second (log scale)")
+    return {
+        "path": str(path),
+        "origin": format_ts(first * 1000),
+        "measures": LOAD_BASIS,
+        "series": [{"label": label, "peak_wcu_per_s": max(values)} for label, values in series],
+        "threshold_wcu": threshold,
+        "limit_wcu": PARTITION_WCU,
+    }
+
+
+def draw_tables(tables: Mapping[str, Iterable[Reading]], rotation: Mapping[str, Any], path: Path) -> dict[str, Any]:
+    """Stacked bars of readings per :data:`SLICE_MS` of event time, one colour per table; the rotator's drops
+    marked along the top, the moment the replayed clock met the wall clock as a line. {}: no readings."""
+    import matplotlib  # noqa: PLC0415 - only the demo draws
+
+    if not (counts := {n: c for n, rs in sorted(tables.items()) if (c := Counter(r.ts_ms // SLICE_MS for r in rs))}):
+        return {}
+    first, grid = _grid(counts)
+    runs, origin_ms = rotation["runs"], first * SLICE_MS
+
+    def hours(ms: int) -> float:
+        return (ms - origin_ms) / 3_600_000
+
+    legend = {"loc": "upper left", "fontsize": 7, "title": "table", "title_fontsize": 8}
+    with _png(path, title="Readings per table over event time, and the rotator's drops", legend=legend) as axes:
+        colour = {name: matplotlib.colormaps["tab10"](i % 10) for i, name in enumerate(grid)}
+        width = len(next(iter(grid.values())))
+        x, bottom = [hours(origin_ms + n * SLICE_MS) for n in range(width)], [0] * width
+        for name, values in grid.items():
+            axes.bar(x, values, width=SLICE_MS / 3_600_000, bottom=bottom, align="edge", color=colour[name], label=name)
+            bottom = [b + v for b, v in zip(bottom, values, strict=True)]
+        for run in runs:
+            for name in (run.get("summary") or {}).get("deleted", []):
+                axes.scatter([hours(int(run["now_ms"]))], [max(bottom) * 2], marker="x", color=colour.get(name, "0.3"))
+        axes.scatter([], [], marker="x", color="0.3", label="rotator: dropped (after its export)")
+        # The first run on the wall clock is the last; the one before it ended the replay.
+        if (rotation.get("clock") or {}).get("caught_up_after_s") is not None and len(runs) > 1:
+            axes.axvline(hours(int(runs[-2]["now_ms"])), color="black", linewidth=1, label="replay met the wall clock")
+        axes.set_xlabel(f"event time, hours since {format_ts(origin_ms)}")
+        axes.set_ylabel(f"readings per {SLICE_MS // 60_000} min (log scale)")
+    return {
+        "path": str(path),
+        "origin": format_ts(origin_ms),
+        "slice_minutes": SLICE_MS // 60_000,
+        "tables": [{"table": name, "readings": sum(values)} for name, values in grid.items()],
+    }
+
+
+@contextmanager
+def _png(path: Path, *, title: str, legend: Mapping[str, Any]) -> Iterator[Any]:
+    """The axes of a demo-sized figure; then on a log scale from 0, titled, gridded, with ``legend``,
+    saved as a PNG and closed."""
+    import matplotlib  # noqa: PLC0415 - only the demo draws; a second to import
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt  # noqa: PLC0415
+
+    figure, axes = plt.subplots(figsize=(11, 5.5), dpi=110)
+    try:
+        yield axes
+        axes.set_yscale("symlog", linthresh=10)
+        axes.set_ylim(bottom=0)
+        axes.set_title(title)
+        axes.grid(alpha=0.3)
+        axes.legend(**legend)
+        figure.tight_layout()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        figure.savefig(path)
+    finally:
+        plt.close(figure)
+
+
+# -- the summary on stdout ------------------------------------------------------------------------------
+
+
+def render(report: Mapping[str, Any]) -> str:
+    """A short human summary: the figures that tell the story, each query's verdict, then what failed
+    (``report.json`` holds the rest)."""
+    r, d, hot, rotation = report["readings"], report["design"], report["hot_keys"], report["rotation"]
+    cost, scenario = report["cost_per_reading"]["all"], report["scenario"]
+    lines = [
+        f"Local demo: {scenario.get('sensors', 0):,} sensors + {HOT_SENSOR} (faults: {scenario.get('faults', 'none')}"
+        f"); {d['bucket']} buckets, hot-key split threshold lowered to {d['hot_split_threshold_wcu']} WCU/s for the "
+        "demo (the stack's: 500)",
+        f"readings: published {r['published']:,}, written {r['written']:,}, in exports of dropped tables "
+        f"{r['exported_then_dropped']:,}, rejected {r['rejected']:,}; lost {r['lost']:,}, "
+        f"duplicates {r['duplicates']:,}",
+    ]
+    if one := cost.get("one_item_per_reading"):
+        lines.append(
+            f"per reading: {cost['write_units_per_reading']:.4f} write units, {cost['billed_bytes_per_reading']:.1f} "
+            f"billed bytes ({cost['readings_per_block']:g} a block); one item each: "
+            f"{one['write_units_per_reading']:.2f} and {one['billed_bytes_per_reading']:.1f}"
+        )
+    lines.append(f"hot keys: {hot['windows_with_hot_keys']} of {hot['windows_judged']} judged window(s) had one")
+    lines += [
+        f"shard map: {c['entity']} {c['from_sub_shards']} -> {c['to_sub_shards']} sub-shards from {c['effective_from']}"
+        for c in report["shard_map_changes"].get("changes", [])
+    ]
+    for when in ("before", "after"):
+        if (load := report[f"partition_load_{when}_split"]).get("partition_keys"):
+            peak = f"{load['hottest_key']} at {load['hottest_peak_wcu_per_s']} WCU/s"
+            lines.append(f"{when} the split: hottest key {peak} ({LOAD_BASIS})")
+    if report["rollups"].get("through"):
+        lines.append(f"rollups: applied through {report['rollups']['through']}")
+    lines += [
+        f"query {c['name']}: " + ("equal" if c["equal"] else f"DIFFERENT ({c['difference']})")
+        for c in report["queries"].get("checks", [])
+    ]
+    if rotation.get("status") == NOT_RUN:
+        lines.append(f"rotation: not run ({rotation['reason']})")
+    else:
+        life = rotation["lifecycle"]
+        lines.append(
+            f"rotation: {rotation['period']} tables, {rotation['runs']} rotator runs; prebuilt "
+            f"{len(life['prebuilt'])}, exported {len(life['exported'])}, dropped {len(life['dropped'])}"
+        )
+    pictures = [report["partition_load_picture"].get("path"), rotation.get("picture", {}).get("path")]
+    lines += [f"picture: {path}" for path in pictures if path]
+    failed = [name.replace("_", " ") for name, passed in report["checks"].items() if not passed]
+    total = report.get("timings_s", {}).get("total")
+    lines.append(("OK" + (f" in {total:.0f} s" if total else "")) if report["ok"] else "FAILED: " + "; ".join(failed))
+    return "\n".join(lines)

@@ -1,10 +1,5 @@
-"""The demo's traffic, published through the producer library, and the ledger of what was published.
-
-Steps 0 to 3 of :mod:`local_runtime.demo`: the rotator's replayed history and a few readings of a dropped
-hour, the phase before the split (and readings that break a rule, records that are not JSON), the wait
-for the detector's split while the other sensors trickle, and the phase after it. Each valid reading is
-recorded in the ledger, under its phase's name, as it is published.
-"""
+"""The demo's traffic (steps 0 to 3 of docs/local.md's story), published through the producer library;
+each valid reading recorded in the ledger, under its phase's name, as it is published."""
 
 from __future__ import annotations
 
@@ -31,8 +26,6 @@ Say = Callable[[str], None]
 #: The hot sensor measures vibration too: four channels of noise, which compress far less than the
 #: others' slow temperatures, so its blocks make its key hot in write units.
 CHANNELS = ("vib_x", "vib_y", "vib_z", "vib_rms")
-#: Published a quarter second of readings at a time.
-SLICE_S = 0.25
 
 
 class Scenario:
@@ -44,7 +37,7 @@ class Scenario:
         self.summaries: list[PublishSummary] = []
         self.garbage_published = 0
         self.refused: dict[str, Any] = {}
-        self.caught_up_after_s: float | None = None
+        self.replay: dict[str, Any] = {}  # the rotator's replayed hours, for the report
         self._lock = threading.Lock()
         self._threads = ThreadPoolExecutor(2, thread_name_prefix="demo-publisher")
 
@@ -70,27 +63,22 @@ class Scenario:
                 )
 
         self.publish("rotation history (replayed time)", readings())
-        self.caught_up_after_s = time.monotonic() - started
+        caught_up = time.monotonic() - started
+        self.replay = {"replayed_hours": round(o.history_s / 3600, 2), "replay_pace_s": o.history_pace_s}
+        self.replay["caught_up_after_s"] = round(caught_up, 1)
         runs = list(self.system.rotations)
         dropped = [t for run in runs for t in (run.get("summary") or {}).get("deleted", [])]
-        self.say(f"  caught up after {self.caught_up_after_s:.0f} s, {len(runs)} runs; dropped {len(dropped)} tables")
+        self.say(f"  caught up after {caught_up:.0f} s, {len(runs)} runs; dropped {len(dropped)} tables")
         layout, period = config.layout(), config.layout().table_period
         if dropped and period is not None:
             low = min(int(r["now_ms"]) for r in runs) - config.retention_ms - 2 * period.nominal_ms
             start = next(s for s in period.starts(low, now_ms()) if layout.table_for(s) == dropped[0])
-            ids = [f"dropped-period-{n}" for n in range(o.refused_readings)]
             refused = [
-                {
-                    "entity_id": "sensor-000001",
-                    "event_id": i,
-                    "timestamp": start + 1_800_000 + n,
-                    "measures": {"temp": 1.0},
-                }
-                for n, i in enumerate(ids)
+                _reading(rng, 1, f"dropped-period-{n}", start + 1_800_000 + n) for n in range(o.refused_readings)
             ]
             self._record(publish([(0.0, r) for r in refused], self._publisher(), Packer(), validate=False))
-            self.refused = {"table": dropped[0], "event_ids": ids}
-            self.say(f"  published {len(ids)} readings of {format_ts(start)}, whose table {dropped[0]} is gone")
+            self.refused = {"table": dropped[0], "event_ids": [r["event_id"] for r in refused]}
+            self.say(f"  published {len(refused)} readings of {format_ts(start)}, whose table {dropped[0]} is gone")
 
     def before_the_split(self, read_map: Callable[[], T | None]) -> tuple[Workload, T | None]:
         """Phase 1 in real time, and the shard map as ingest first stores it (``read_map()``, before any
@@ -105,15 +93,12 @@ class Scenario:
         phase = self._threads.submit(self.publish, "before the split", with_channels(generate(first), o.seed))
         map_before = wait_for(read_map, o.hot_phase_s + 60)
         phase.result(o.hot_phase_s + 120)
-        e = self.system.endpoints
-        kinesis = kinesis_client(endpoint_url=e.endpoint_url, region=e.region)
         items = [(0.0, reading) for reading in invalid_readings(o.invalid_readings, now_ms())]
-        self._record(publish(items, Publisher(kinesis, e.stream_name), Packer(), validate=False))
-        garbage = [
-            {"Data": f"not json {n} \x00".encode(), "PartitionKey": f"garbage-{n}"} for n in range(o.garbage_records)
-        ]
-        if garbage:
-            # Each record that is not JSON is one unit ingest must reject.
+        self._record(publish(items, self._publisher(), Packer(), validate=False))
+        garbage = [{"Data": f"not json {n} \x00".encode(), "PartitionKey": f"g-{n}"} for n in range(o.garbage_records)]
+        if garbage:  # each record that is not JSON is one unit ingest must reject
+            e = self.system.endpoints
+            kinesis = kinesis_client(endpoint_url=e.endpoint_url, region=e.region)
             failed = int(kinesis.put_records(StreamName=e.stream_name, Records=garbage).get("FailedRecordCount", 0))
             self.garbage_published = len(garbage) - failed
         self.say(f"  and {len(items)} readings that break a rule, {self.garbage_published} records that are not JSON")
@@ -136,7 +121,7 @@ class Scenario:
         others = self._threads.submit(self.publish, "waiting for the split", trickle())
         try:
             tick = lambda waited: self.say(f"  {waited:.0f} s: {progress()}")  # noqa: E731 - a progress line
-            boundary = wait_for(scheduled, o.split_timeout_s, on_tick=tick, tick_s=15)
+            boundary = wait_for(scheduled, o.split_timeout_s, tick)
             if boundary is None:
                 self.say(f"no split of {HOT_SENSOR} within {o.split_timeout_s:.0f} s")
                 return None
@@ -157,25 +142,16 @@ class Scenario:
         self.publish("after the split", with_channels(generate(second), self.options.seed + 1))
 
     def publish(self, phase: str, items: Iterable[tuple[float, dict[str, Any]]]) -> None:
-        """Publish ``(offset_s, reading)`` pairs in real time, a quarter second of them at a time (the
-        producer's paced mode holds records back until a PutRecords call of 500 is full, so a slow stream
-        would arrive in bursts), recording each reading in the ledger."""
-        publisher, started, until = self._publisher(), time.monotonic(), 0.0
-        chunk: list[dict[str, Any]] = []
-        for offset, reading in items:
-            if offset >= until:
-                self._send(publisher, phase, chunk)
-                chunk, until = [], offset - offset % SLICE_S + SLICE_S
-                time.sleep(max(0.0, started + offset - time.monotonic()))
-            chunk.append(reading)
-        self._send(publisher, phase, chunk)
-        self._record(publisher.summary)
+        """Publish ``(offset_s, reading)`` pairs in real time, a quarter second at a time, each reading
+        recorded in the ledger under ``phase``."""
 
-    def _send(self, publisher: Publisher, phase: str, readings: list[dict[str, Any]]) -> None:
-        if readings:
-            publish([(0.0, r) for r in readings], publisher, Packer())
-            with self._lock:
-                self.ledger.extend((phase, r) for r in readings)
+        def recorded() -> Iterator[tuple[float, dict[str, Any]]]:
+            for offset, reading in items:
+                with self._lock:
+                    self.ledger.append((phase, reading))
+                yield offset, reading
+
+        self._record(publish(recorded(), self._publisher(), Packer(), pace=True, linger_ms=250))
 
     def _publisher(self) -> Publisher:
         e = self.system.endpoints
@@ -210,12 +186,8 @@ def invalid_readings(count: int, now_ms: int) -> list[dict[str, Any]]:
 def _reading(rng: random.Random, sensors: int, event_id: str, at_ms: int) -> dict[str, Any]:
     """One of the ordinary sensors' readings."""
     measures = {"temp": round(rng.uniform(15, 30), 2), "rh": round(rng.uniform(30, 60), 1)}
-    return {
-        "entity_id": f"sensor-{rng.randrange(1, sensors + 1):06d}",
-        "event_id": event_id,
-        "timestamp": at_ms,
-        "measures": measures,
-    }
+    entity = f"sensor-{rng.randrange(1, sensors + 1):06d}"
+    return {"entity_id": entity, "event_id": event_id, "timestamp": at_ms, "measures": measures}
 
 
 def now_ms() -> int:
@@ -223,22 +195,16 @@ def now_ms() -> int:
 
 
 def wait_for(
-    condition: Callable[[], T | None],
-    timeout_s: float,
-    *,
-    interval_s: float = 0.5,
-    on_tick: Callable[[float], None] | None = None,
-    tick_s: float = 10.0,
+    condition: Callable[[], T | None], timeout_s: float, on_tick: Callable[[float], None] | None = None
 ) -> T | None:
-    """``condition()`` once it is neither None nor False, polled every ``interval_s``; None after
-    ``timeout_s``. ``on_tick(waited_s)`` every ``tick_s`` while waiting."""
+    """``condition()`` once it is neither None nor False, polled every half second; None after
+    ``timeout_s``. ``on_tick(waited_s)`` every 15 s while waiting."""
     started = last_tick = time.monotonic()
     while (value := condition()) is None or value is False:
-        now = time.monotonic()
-        if now - started >= timeout_s:
+        if (now := time.monotonic()) - started >= timeout_s:
             return None
-        if on_tick is not None and now - last_tick >= tick_s:
+        if on_tick is not None and now - last_tick >= 15:
             last_tick = now
             on_tick(now - started)
-        time.sleep(min(interval_s, max(0.0, timeout_s - (now - started))))
+        time.sleep(min(0.5, max(0.0, timeout_s - (now - started))))
     return value

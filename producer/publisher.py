@@ -185,8 +185,8 @@ def publish(
 
     ``items`` are :class:`SourceItem` (files) or ``(offset_s, reading)`` pairs
     (the synthetic workload). With ``pace`` a pair is sent no earlier than
-    ``offset_s`` after the start, so ``--rate`` is a real rate; open records
-    are flushed every ``linger_ms`` so a slow stream still flows.
+    ``offset_s`` after the start, so ``--rate`` is a real rate; what is packed
+    is sent every ``linger_ms`` so a slow stream still flows.
     """
     summary = publisher.summary
     planner = BatchPlanner()
@@ -220,10 +220,13 @@ def publish(
             if len(summary.invalid_examples) < 5:
                 summary.invalid_examples.append(f"{_where(item)}{exc}")
             continue
-        if pace and clock() - last_flush >= linger_ms / 1000:
+        # Paced, the open records and the PutRecords call being filled go out every linger_ms: a slow
+        # stream would otherwise wait for 500 records.
+        lingered = pace and clock() - last_flush >= linger_ms / 1000
+        if lingered:
             closed.extend(packer.flush())
             last_flush = clock()
-        for batch in planner.add(closed):
+        for batch in [*planner.add(closed), *(planner.drain() if lingered else ())]:
             publisher.send(batch)
             if progress:
                 summary.elapsed_s = clock() - started

@@ -63,7 +63,7 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     # Imported here: moto and boto3 take a while to import, which every other command would pay.
     from local_runtime.demo import run_demo  # noqa: PLC0415
-    from local_runtime.demo_presentation import render  # noqa: PLC0415
+    from local_runtime.demo_report import render  # noqa: PLC0415
 
     try:
         options = options_from(args)

@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 
 from local_runtime import LocalFaults
-from local_runtime.demo import HOT_SENSOR, DemoOptions, run_demo
-from local_runtime.demo_presentation import render
+from local_runtime.demo import DemoOptions, run_demo
+from local_runtime.demo_report import HOT_SENSOR, render
 
 pytestmark = pytest.mark.integration
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from client import ApiError, QueryClient
 from infra.config import LambdaFunction
-from keydesign import format_ts
-from local_runtime.query_checks import ApiClient, compare_readings, expected_entity_readings
+from local_runtime.query_checks import compare_readings, expected_readings
 from rotator.stream_mappings import LambdaMappings
 from tests.integration.local_runtime.conftest import (
     WAIT_S,
@@ -55,26 +55,18 @@ def test_the_query_api_answers_through_http_with_cursor_pages(running: Any) -> N
     publish_readings(system, published)
     assert system.wait_until_idle(WAIT_S)
     # When one entity's range is read 50 readings a page, following the cursor
-    client = ApiClient(str(system.endpoints.api_url))
+    client = QueryClient(str(system.endpoints.api_url), max_attempts=1)
     low = min(r["timestamp"] for r in published)
     high = max(r["timestamp"] for r in published) + 1
-    params: dict[str, str | int] = {"from": format_ts(low), "to": format_ts(high), "limit": 50}
-    got: list[dict[str, Any]] = []
-    pages = 0
-    while True:
-        response = client.get("/entities/sensor-0003/readings", params)
-        assert response.status == 200, response.body
-        pages += 1
-        got.extend(response.body["items"])
-        if not response.body["next_cursor"]:
-            break
-        params["cursor"] = response.body["next_cursor"]
+    pages = list(client.readings_pages("sensor-0003", low, high, limit=50))
+    got = [r.as_dict() for page in pages for r in page.items]
     # Then the pages hold exactly the entity's readings, in order, once each (signed cursors from the secret)
-    assert compare_readings(got, expected_entity_readings(published, "sensor-0003", low, high)) is None
-    assert len(got) == 120 and pages == 3
+    assert compare_readings(got, expected_readings(published, "sensor-0003", low, high)) is None
+    assert len(got) == 120 and len(pages) == 3
     # And a tampered cursor is refused, as in AWS
-    response = client.get("/entities/sensor-0003/readings", {**params, "cursor": "AAAA"})
-    assert response.status == 400 and response.body["parameter"] == "cursor"
+    with pytest.raises(ApiError) as refused:
+        list(client.readings_pages("sensor-0003", low, high, limit=50, cursor="AAAA"))
+    assert refused.value.status == 400 and refused.value.parameter == "cursor"
 
 
 def test_the_curl_examples_tsctl_serve_prints_all_answer(running: Any) -> None:
@@ -83,17 +75,16 @@ def test_the_curl_examples_tsctl_serve_prints_all_answer(running: Any) -> None:
     publish_readings(system, [{**r, "entity_id": "sensor-alpha-001"} for r in readings(20, prefix="c")])
     assert system.wait_until_idle(WAIT_S)
     api_url = str(system.endpoints.api_url)
-    client = ApiClient(api_url)
+    client = QueryClient(api_url, max_attempts=1)
     commands = curl_examples(api_url, int(time.time() * 1000))
     assert commands[0] == f"API={api_url}"
     for command in commands[1:]:
         url = command.removeprefix('curl "').removesuffix('"').replace("$API", "")
         path, _, query = url.partition("?")
-        params = dict(part.split("=", 1) for part in query.split("&")) if query else None
-        response = client.get(path, params)
-        assert response.status == 200, (command, response.body)
-    latest = client.get("/entities/sensor-alpha-001/latest").body["reading"]
-    assert latest is not None and latest["event_id"] == "c-19"
+        params = dict(part.split("=", 1) for part in query.split("&")) if query else {}
+        client.get(path, params)  # ApiError unless a 2xx
+    latest = client.latest("sensor-alpha-001").reading
+    assert latest is not None and latest.event_id == "c-19"
 
 
 def test_the_hot_key_detector_counts_every_write_into_the_control_table(running: Any) -> None:

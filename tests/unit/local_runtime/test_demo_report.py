@@ -8,20 +8,19 @@ from typing import Any
 
 import pytest
 
+from benchmarks.blocks import Deployment, old_item
 from infra.config import Context
 from keydesign import InvalidInput, Reading, ShardMap, item_size, parse_timestamp, write_units
-from local_runtime.demo_presentation import render
 from local_runtime.demo_report import (
     HOT_SENSOR,
     NOT_RUN,
     Block,
     DemoFacts,
-    StoredMap,
     build_report,
     cost,
     hot_keys_section,
-    one_item,
     partition_load,
+    render,
 )
 from local_runtime.demo_scenario import invalid_readings
 
@@ -43,8 +42,9 @@ def blocks(published: list[dict[str, Any]], shard_map: ShardMap = SPLIT, version
     return [Block("t", b.key.pk, b.write_units, b.size, version, b.readings) for b in packed]
 
 
-def stored_map(shard_map: ShardMap, reason: str = "") -> StoredMap:
-    return StoredMap.from_item({"map": json.dumps(shard_map.to_dict()), "updated_at": "x", "reason": reason})
+def stored_map(shard_map: ShardMap, reason: str = "") -> dict[str, Any]:
+    """The control table's shard-map item, deserialised."""
+    return {"pk": "shard_map", "map": json.dumps(shard_map.to_dict()), "updated_at": "x", "reason": reason}
 
 
 def scenario(hot: int = 40, cold: int = 10) -> list[tuple[str, dict[str, Any]]]:
@@ -81,7 +81,7 @@ def facts(**overrides: Any) -> DemoFacts:
                 },
             },
         ],
-        "alerts": [{"subject": f"Hot entity {HOT_SENSOR}: 12 WCU/s", "body": {"action": "split", "to_shards": 3}}],
+        "alerts": [{"Subject": f"Hot entity {HOT_SENSOR}: 12 WCU/s", "Message": '{"action": "split", "to_shards": 3}'}],
         "boundary_ms": BOUNDARY,
         "queries": {"api_url": "http://127.0.0.1:1/v1", "all_equal": True, "checks": []},
         "timings": {"total": 12.3},
@@ -158,21 +158,21 @@ def test_a_reading_in_an_export_and_a_table_is_a_duplicate_and_one_only_exported
 def test_cost_per_reading_is_the_blocks_beside_one_item_per_reading() -> None:
     # Given the hot sensor's 80 readings, in blocks
     hot = [b for b in blocks(PUBLISHED) if b.readings[0].entity_id == HOT_SENSOR]
-    figures = cost(hot, LAYOUT, CONFIG.retention_ms)
+    deployment = Deployment(LAYOUT, INITIAL, CONFIG.retention_ms, CONFIG.kinesis_shards, 5)
+    figures = cost(hot, deployment)
     # Then the blocks' write units and bytes (plus 100 a block) are divided among the readings they hold
     assert figures["readings"] == 80 and figures["blocks"] == len(hot)
     assert figures["write_units_per_reading"] == round(sum(b.write_units for b in hot) / 80, 4)
     assert figures["billed_bytes_per_reading"] == round(sum(b.size + 100 for b in hot) / 80, 1)
     # And one item per reading would have been a write unit each, and its size plus 100 bytes each
-    first = one_item(hot[0].pk, hot[0].readings[0], LAYOUT, CONFIG.retention_ms)
-    assert set(first) == {"pk", "sk", "e", "t", "i", "m", "ttl"}
+    first = old_item(hot[0].readings[0], deployment)
     assert first["sk"] == f"{HOT_SENSOR}#2026-11-22T07:00:00.000Z#h0"
     assert figures["one_item_per_reading"]["write_units_per_reading"] == 1.0 == write_units(item_size(first))
     assert figures["one_item_per_reading"]["billed_bytes_per_reading"] > 100 + 100
     assert figures["write_units_per_reading"] < 0.1
     # And by name in the report, for every reading and the hot sensor's
     assert report()["cost_per_reading"][HOT_SENSOR] == figures
-    assert cost([], LAYOUT, CONFIG.retention_ms) == {"readings": 0}
+    assert cost([], deployment) == {"readings": 0}
 
 
 def test_the_shard_map_change_is_read_from_the_maps_before_and_after() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from local_runtime.demo_accounting import Observer
+from local_runtime.demo import Observer
 
 
 class ScriptedSchedule:

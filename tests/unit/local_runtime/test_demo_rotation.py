@@ -9,8 +9,7 @@ from typing import Any
 
 from infra.config import Context
 from keydesign import Reading, parse_timestamp
-from local_runtime.demo_presentation import draw_tables
-from local_runtime.demo_report import SLICE_MS, Block, RotationFacts, newest_copies, rotation_section, table_writes
+from local_runtime.demo_report import Block, draw_tables, newest_copies, rotation_section
 
 CONFIG = Context.parse(
     {"table_period": "hour", "bucket": "1m", "retention": "4h", "dial_down_delay": "15m", "export_bucket": "exports"}
@@ -53,15 +52,17 @@ def stored(*readings: tuple[str, Reading]) -> dict[Any, Any]:
     return newest_copies([Block(name, "0001#x", 1, 100, 1, (r,)) for name, r in readings])
 
 
+def rotation(runs: list[dict[str, Any]], failures: int = 0, refused: str = "old-1", **more: Any) -> dict[str, Any]:
+    """What the demo observed of the rotator: its runs, failed runs, and the readings published for hour 0."""
+    return {"runs": runs, "failures": failures, "refused": {"table": table(0), "event_ids": [refused]}, **more}
+
+
 def section(
-    facts: RotationFacts | None = None, live: dict[Any, Any] | None = None, exported: Mapping[str, Any] | None = None
+    facts: dict[str, Any] | None = None, live: dict[Any, Any] | None = None, exported: Mapping[str, Any] | None = None
 ) -> tuple[dict[str, Any], dict[str, bool]]:
     rejects = [{"field": "timestamp", "reason": "too old", "payload": json.dumps({"event_id": "old-1"})}]
     return rotation_section(
-        facts
-        or RotationFacts(
-            runs(), 0, {}, {table(1): {"billing": "PAY_PER_REQUEST"}}, {"table": table(0), "event_ids": ["old-1"]}
-        ),
+        facts or rotation(runs(), capacity={table(1): {"billing": "PAY_PER_REQUEST"}}),
         CONFIG,
         stored((table(1), reading(T0 + HOUR + 5, "b"))) if live is None else live,
         {table(0): [reading(T0 + 5, "a")]} if exported is None else exported,
@@ -100,26 +101,21 @@ def test_a_reading_in_another_hours_table_or_a_missing_step_fails_its_check() ->
     assert section(exported={})[1]["rotator_exported_each_table_before_dropping_it"] is False
     early = runs()
     early[4]["now_ms"] = T0 + 4 * HOUR  # before hour 0 ended plus retention (5:00)
-    facts = RotationFacts(early, 0, {}, {}, {"table": table(0), "event_ids": ["old-1"]})
-    assert section(facts)[1]["rotator_dropped_a_table_past_retention"] is False
-    unrefused = RotationFacts(runs(), 0, {}, {}, {"table": table(0), "event_ids": ["old-2"]})
-    assert section(unrefused)[1]["ingest_refused_readings_of_a_dropped_period"] is False
+    assert section(rotation(early))[1]["rotator_dropped_a_table_past_retention"] is False
+    assert section(rotation(runs(), refused="old-2"))[1]["ingest_refused_readings_of_a_dropped_period"] is False
     assert section(live={})[1]["readings_landed_in_two_or_more_period_tables"] is False
-    failed = RotationFacts(runs(), 1, {}, {}, {"table": table(0), "event_ids": ["old-1"]})
-    assert section(failed)[1]["rotator_runs_without_errors"] is False
+    assert section(rotation(runs(), failures=1))[1]["rotator_runs_without_errors"] is False
     unphased = [{**r, "summary": {k: v for k, v in r["summary"].items() if k != "phases"}} for r in runs()]
-    facts = RotationFacts(unphased, 0, {}, {}, {"table": table(0), "event_ids": ["old-1"]})
-    assert section(facts)[1]["rotator_took_a_table_through_its_phases_to_its_drop"] is False
+    assert section(rotation(unphased))[1]["rotator_took_a_table_through_its_phases_to_its_drop"] is False
 
 
 def test_the_picture_counts_readings_per_table_and_marks_the_drops(tmp_path: Path) -> None:
-    counted = table_writes(
-        {table(0): [reading(T0 + 5, "a"), reading(T0 + 6, "b")], table(1): [reading(T0 + HOUR, "c")]}
-    )
-    assert counted is not None
-    origin, counts = counted
-    assert origin == T0 and counts[table(0)][0] == 2 and counts[table(1)][HOUR // SLICE_MS] == 1
-    drawn = draw_tables(origin, counts, tmp_path / "t.png", drops=[(table(0), T0 + 5 * HOUR)], caught_up_ms=T0)
+    # Given two readings in hour 0's table (one only in its export) and one in hour 1's
+    tables = {table(0): [reading(T0 + 5, "a"), reading(T0 + 6, "b")], table(1): [reading(T0 + HOUR, "c")]}
+    # When the picture is drawn, with the drop of hour 0's table marked
+    drawn = draw_tables(tables, rotation(runs(), clock={"caught_up_after_s": 1.0}), tmp_path / "t.png")
+    # Then it counts each table's readings from the first 5 minutes of event time
     assert drawn["tables"] == [{"table": table(0), "readings": 2}, {"table": table(1), "readings": 1}]
+    assert (drawn["origin"], drawn["slice_minutes"]) == ("2026-11-23T10:00:00.000Z", 5)
     assert (tmp_path / "t.png").read_bytes()[:4] == b"\x89PNG"
-    assert table_writes({}) is None
+    assert draw_tables({table(0): []}, rotation(runs()), tmp_path / "none.png") == {}

@@ -6,18 +6,17 @@ from typing import Any
 
 import pytest
 
+from client import ApiError
 from keydesign import Bucket, parse_timestamp
 from local_runtime.query_checks import (
     Check,
-    Response,
     api_reading,
     check_aggregates,
+    check_latest,
     compare_aggregates,
     compare_readings,
     expected_aggregates,
-    expected_entity_readings,
-    expected_latest,
-    expected_range_page,
+    expected_readings,
 )
 
 T0 = parse_timestamp("2026-11-22T07:00:00Z", "t")
@@ -38,7 +37,7 @@ LEDGER = [
 
 
 def test_an_entitys_readings_are_in_time_then_event_id_order_within_the_range() -> None:
-    got = expected_entity_readings(LEDGER, "a", T0, T0 + 60_000)
+    got = expected_readings(LEDGER, "a", T0, T0 + 60_000)
     assert [r["event_id"] for r in got] == ["e4", "e0", "e1"]
     assert got[0] == {
         "entity_id": "a",
@@ -49,10 +48,13 @@ def test_an_entitys_readings_are_in_time_then_event_id_order_within_the_range() 
     }
 
 
-def test_latest_is_the_greatest_time_then_event_id_at_or_before_now() -> None:
-    assert expected_latest(LEDGER, "a", T0 + 70_000)["event_id"] == "e3"  # type: ignore[index]
-    assert expected_latest(LEDGER, "a", T0 + 60_000)["event_id"] == "e1"  # type: ignore[index]
-    assert expected_latest(LEDGER, "nobody", T0) is None
+@pytest.mark.parametrize(("answer", "equal"), [("e3", True), ("e1", False), (None, False)])
+def test_latest_must_be_the_greatest_time_then_event_id(answer: str | None, equal: bool) -> None:
+    # Given the API answering one of entity a's readings as its latest (or none)
+    chosen = next((api_reading(r) for r in LEDGER if r["event_id"] == answer), None)
+    check = check_latest(_Api({("/entities/a/latest", ""): {"reading": chosen}}), LEDGER, "a")  # type: ignore[arg-type]
+    # Then only e3 (the newest, a minute after the others) is equal to what was published
+    assert (check.difference is None) is equal and check.as_dict()["equal"] is equal
 
 
 def test_aggregates_are_per_epoch_aligned_interval() -> None:
@@ -73,15 +75,18 @@ def test_aggregates_of_no_entity_are_every_entitys() -> None:
 
 
 class _Api:
-    """Answers each path and interval with a canned body."""
+    """Answers each path and interval with a canned body; an int instead of a body is that HTTP error."""
 
-    base_url = "http://127.0.0.1:1/v1"
+    api_url = "http://127.0.0.1:1/v1"
 
-    def __init__(self, bodies: dict[tuple[str, str], dict[str, Any]]) -> None:
+    def __init__(self, bodies: dict[tuple[str, str], dict[str, Any] | int]) -> None:
         self.bodies = bodies
 
-    def get(self, path: str, params: dict[str, Any]) -> Response:
-        return Response(200, self.bodies[path, params["interval"]], 1.0)
+    def get(self, path: str, params: dict[str, str]) -> dict[str, Any]:
+        body = self.bodies[path, params.get("interval", "")]
+        if isinstance(body, int):
+            raise ApiError(body, "Internal server error")
+        return body
 
 
 COST = {"items_read": 4, "queries": 2, "read_units": 1.5}
@@ -127,7 +132,7 @@ def test_a_rollup_check_wants_rollups_the_published_figures_and_reads_raw_for_th
 
 
 def test_a_cross_entity_page_goes_bucket_by_bucket_then_entity_time_event() -> None:
-    got = expected_range_page(LEDGER, T0, T0 + 120_000, Bucket.parse("1m"), limit=5)
+    got = expected_readings(LEDGER, None, T0, T0 + 120_000, Bucket.parse("1m"))[:5]
     assert [r["event_id"] for r in got] == ["e4", "e0", "e1", "e2", "e3"]
 
 
@@ -154,8 +159,8 @@ def test_compare_aggregates_tolerates_float_rounding_only() -> None:
 @pytest.mark.parametrize(("status", "equal"), [(200, True), (502, False)])
 def test_a_check_that_got_an_http_error_is_not_equal(status: int, equal: bool) -> None:
     check = Check("x", "/x")
-    body = check.observe(Response(status, {"message": "Internal server error"}, 12.5))
+    body = check.get(_Api({("/x", ""): {"ok": 1} if status == 200 else status}), {})  # type: ignore[arg-type]
     assert (body is not None) is equal
     result = check.as_dict()
-    assert result["equal"] is equal and result["requests"] == 1
-    assert result["latency_ms"] == {"p50": 12.5, "max": 12.5, "total": 12.5}
+    assert result["equal"] is equal and result["requests"] == 1 and result["latency_ms"]["max"] >= 0
+    assert (result["difference"] is None) if equal else "HTTP 502" in result["difference"]

@@ -153,6 +153,16 @@ def test_pacing_sends_at_the_rate_of_the_workload() -> None:
     assert 2.9 <= summary.elapsed_s <= 3.1
 
 
+def test_a_slow_paced_stream_is_sent_every_linger_not_when_a_call_is_full() -> None:
+    # Given 10 readings a second for 3 s, paced, with a 250 ms linger
+    clock, stream = FakeClock(), FakeStream()
+    workload = Workload(entities=5, rate=10, duration_s=3, start_ms=1_795_000_000_000)
+    publisher = _publisher(stream, clock)
+    publish(generate(workload), publisher, Packer(), pace=True, linger_ms=250, clock=clock, sleep=clock.sleep)
+    # Then they go out in a call about every quarter second, not in one call at the end
+    assert publisher.summary.readings_sent == 30 and len(stream.calls) >= 10
+
+
 @pytest.mark.parametrize("attempts", [0, -1])
 def test_max_attempts_must_be_positive(attempts: int) -> None:
     with pytest.raises(ValueError):

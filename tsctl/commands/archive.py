@@ -11,10 +11,6 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import IO, Any
 
-import boto3
-from botocore.config import Config
-from botocore.exceptions import BotoCoreError, ClientError
-
 from archives import (
     DEFAULT_MAX_READINGS,
     ArchiveError,
@@ -27,6 +23,7 @@ from archives import (
 )
 from keydesign import KeyDesignError, Reading, parse_timestamp, validate_entity_id
 from tsctl.arguments import positive_int
+from tsctl.aws import aws_client
 
 
 def register(sub: Any) -> None:
@@ -92,9 +89,6 @@ def run(args: argparse.Namespace) -> int:
     except ArchiveError as exc:
         print(f"tsctl archive: {exc}", file=sys.stderr)
         return 1
-    except (BotoCoreError, ClientError) as exc:  # no such bucket, no credentials, access denied...
-        print(f"tsctl archive: {exc}", file=sys.stderr)
-        return 1
     for folder in stats.incomplete:
         print(f"tsctl archive: skipped {folder}: no manifest (a failed or unfinished export)", file=sys.stderr)
     print(
@@ -108,13 +102,7 @@ def run(args: argparse.Namespace) -> int:
 def _store(args: argparse.Namespace) -> Store:
     if not args.source.startswith("s3://"):
         return LocalStore(Path(args.source))
-    client = boto3.session.Session().client(
-        "s3",
-        endpoint_url=args.endpoint_url,
-        region_name=args.region,
-        config=Config(retries={"mode": "standard", "max_attempts": 5}),
-    )
-    return S3Store.parse(client, args.source)
+    return S3Store.parse(aws_client("s3", args.endpoint_url, args.region), args.source)
 
 
 def _write(readings: Iterable[Reading], output: Path | None) -> None:

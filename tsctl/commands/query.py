@@ -10,8 +10,6 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import IO, Any
 
-from botocore.exceptions import BotoCoreError, ClientError
-
 from client import ApiError, QueryClient, Reading, ReadingsPage, ReadingStream, flat_reading
 from keydesign import InvalidInput
 from tsctl.arguments import positive_int
@@ -125,9 +123,6 @@ def run(args: argparse.Namespace) -> int:
         return 2 if exc.status == 400 else 1
     except ValueError as exc:
         raise InvalidInput("--api-url", str(exc)) from None
-    except (BotoCoreError, ClientError) as exc:  # --stack-name: no such stack, no credentials...
-        print(f"tsctl query {args.route}: {exc}", file=sys.stderr)
-        return 1
 
 
 def _client(args: argparse.Namespace) -> QueryClient:

@@ -6,15 +6,12 @@ import argparse
 import sys
 from typing import Any
 
-import boto3
-from botocore.config import Config
-from botocore.exceptions import BotoCoreError, ClientError
-
 from client import resolve_stack_outputs
 from keydesign import InvalidInput
 from producer import Publisher, kinesis_client
 from producer.redrive import FieldRename, RejectMessage, RejectsQueue, peek, redrive, summarise
 from tsctl.arguments import positive_int
+from tsctl.aws import aws_client
 from tsctl.output import emit_json, table
 
 
@@ -88,25 +85,11 @@ def _filters(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        return _run(args)
-    except (BotoCoreError, ClientError) as exc:  # no such stack or queue, no credentials...
-        print(f"tsctl rejects {args.action}: {exc}", file=sys.stderr)
-        return 1
-
-
-def _run(args: argparse.Namespace) -> int:
     outputs = resolve_stack_outputs(args.stack_name, region=args.region) if args.stack_name else {}
     queue_url = args.queue_url or outputs.get("RejectsQueueUrl")
     if not queue_url:
         raise InvalidInput("--stack-name", f"stack {args.stack_name} has no RejectsQueueUrl output")
-    sqs = boto3.session.Session().client(
-        "sqs",
-        endpoint_url=args.endpoint_url,
-        region_name=args.region,
-        config=Config(retries={"mode": "standard", "max_attempts": 5}),
-    )
-    queue = RejectsQueue(sqs, queue_url)
+    queue = RejectsQueue(aws_client("sqs", args.endpoint_url, args.region), queue_url)
     if args.action == "list":
         return _list(queue, args)
     if args.action == "show":

@@ -7,10 +7,6 @@ import sys
 import time
 from typing import Any
 
-import boto3
-from botocore.config import Config
-from botocore.exceptions import BotoCoreError, ClientError
-
 from client import resolve_stack_outputs
 from keydesign import InvalidInput, format_ts
 from replay.failures import FailedBatch, Source
@@ -18,6 +14,7 @@ from replay.invoker import LambdaInvoker
 from replay.runner import FailureQueue, Outcome, peek, replay
 from replay.sources import DynamoStreamRanges, KinesisRanges, RangeReader
 from tsctl.arguments import positive_int
+from tsctl.aws import aws_client
 from tsctl.output import emit_json, table
 
 #: Each queue: the stack outputs naming it and the function its batches go to, and the stream it names.
@@ -84,24 +81,6 @@ def _action(actions: Any, name: str, help_text: str) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        return _run(args)
-    except (BotoCoreError, ClientError) as exc:  # no such stack or queue, no credentials...
-        print(f"tsctl replay {args.action}: {exc}", file=sys.stderr)
-        return 1
-
-
-def _client(service: str, args: argparse.Namespace) -> Any:
-    endpoint = getattr(args, "lambda_endpoint_url", None) if service == "lambda" else None
-    return boto3.session.Session().client(
-        service,
-        endpoint_url=endpoint or args.endpoint_url,
-        region_name=args.region,
-        config=Config(retries={"mode": "standard", "max_attempts": 5}),
-    )
-
-
-def _run(args: argparse.Namespace) -> int:
     outputs = resolve_stack_outputs(args.stack_name, region=args.region) if args.stack_name else {}
     given = {"ingest": args.ingest_queue_url, "hotkeys": args.hotkeys_queue_url}
     wanted = ("ingest", "hotkeys") if args.queue == "both" else (args.queue,)
@@ -112,10 +91,10 @@ def _run(args: argparse.Namespace) -> int:
             queues[name] = url
     if not queues:
         raise InvalidInput("--stack-name", "name a stack, or give --ingest-queue-url / --hotkeys-queue-url")
-    sqs = _client("sqs", args)
+    sqs = aws_client("sqs", args.endpoint_url, args.region)
     readers: dict[Source, RangeReader] = {
-        "kinesis": KinesisRanges(_client("kinesis", args)),
-        "dynamodb": DynamoStreamRanges(_client("dynamodbstreams", args)),
+        "kinesis": KinesisRanges(aws_client("kinesis", args.endpoint_url, args.region)),
+        "dynamodb": DynamoStreamRanges(aws_client("dynamodbstreams", args.endpoint_url, args.region)),
     }
     if args.action == "list":
         return _list(queues, sqs, readers, args)
@@ -156,7 +135,8 @@ def _replay(
     args: argparse.Namespace,
 ) -> int:
     overrides = {"ingest": args.ingest_function, "hotkeys": args.hotkeys_function}
-    invoker = None if args.dry_run else LambdaInvoker(_client("lambda", args))
+    lambda_endpoint = args.lambda_endpoint_url or args.endpoint_url
+    invoker = None if args.dry_run else LambdaInvoker(aws_client("lambda", lambda_endpoint, args.region))
     results: dict[str, list[Outcome]] = {}
     for name, url in queues.items():
 

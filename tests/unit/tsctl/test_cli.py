@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+from botocore.exceptions import ClientError
 
 from keydesign import Ingest
 from simulator import SimWorkload
@@ -267,3 +268,29 @@ def test_demo_refuses_bad_options_before_starting_anything(
     assert code == 2
     assert f"{field}" in err
     assert "Traceback" not in err
+
+
+class _MissingQueue:
+    """An SQS client whose every call answers as SQS does for a queue that does not exist."""
+
+    def __getattr__(self, operation: str) -> object:
+        def call(**_: object) -> None:
+            error = {"Error": {"Code": "AWS.SimpleQueueService.NonExistentQueue", "Message": "no such queue"}}
+            raise ClientError(error, operation)
+
+        return call
+
+
+@pytest.mark.parametrize("command", ["rejects", "replay"])
+def test_an_aws_error_exits_1_with_one_line_naming_the_command(
+    command: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a queue URL that names no queue
+    monkeypatch.setattr(f"tsctl.commands.{command}.aws_client", lambda *_: _MissingQueue())
+    option = "--queue-url" if command == "rejects" else "--ingest-queue-url"
+    # When a command reads it, Then it exits 1 with one line saying what AWS answered, no traceback
+    code, out, err = run_cli(capsys, command, "list", option, "http://127.0.0.1:1/000000000000/missing")
+    assert code == 1
+    assert out == ""
+    assert err.startswith(f"tsctl {command} list: An error occurred (AWS.SimpleQueueService.NonExistentQueue)")
+    assert err.count("\n") == 1 and "Traceback" not in err

@@ -14,12 +14,11 @@ many producers started together do not hit the stream in lock-step.
 from __future__ import annotations
 
 import random
-import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import IO, Any, Protocol
+from typing import Any, Protocol
 
 import boto3
 from botocore.config import Config
@@ -241,31 +240,3 @@ def publish(
 
 def _where(item: object) -> str:
     return f"line {item.line}: " if isinstance(item, SourceItem) else ""
-
-
-class Progress:
-    """Progress on stderr: one rewritten line on a terminal, a line every few seconds otherwise."""
-
-    def __init__(self, stream: IO[str] | None = None, every_s: float = 5.0, clock: Clock = time.monotonic) -> None:
-        self._stream = stream or sys.stderr
-        self._tty = self._stream.isatty()
-        self._every = 0.2 if self._tty else every_s
-        self._clock = clock
-        self._last = float("-inf")
-
-    def __call__(self, summary: PublishSummary, final: bool) -> None:
-        now = self._clock()
-        if not final and now - self._last < self._every:
-            return
-        self._last = now
-        rate = summary.readings_sent / summary.elapsed_s if summary.elapsed_s else 0.0
-        line = (
-            f"sent {summary.readings_sent:,} readings in {summary.records_sent:,} records "
-            f"({rate:,.0f}/s), retried {summary.records_retried:,}, failed {summary.records_failed:,}, "
-            f"invalid {summary.readings_invalid:,}"
-        )
-        if self._tty:
-            self._stream.write("\r" + line + ("\n" if final else ""))
-        else:
-            self._stream.write(line + "\n")
-        self._stream.flush()

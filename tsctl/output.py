@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from collections.abc import Sequence
 from typing import Any, TextIO
 
@@ -11,6 +12,26 @@ from typing import Any, TextIO
 def emit_json(data: Any, stream: TextIO | None = None) -> None:
     json.dump(data, stream or sys.stdout, indent=2, sort_keys=False, default=str)
     (stream or sys.stdout).write("\n")
+
+
+class StatusLine:
+    """Progress on a stream: one line rewritten in place on a terminal (at most every 0.2 s), a new
+    line every ``every_s`` otherwise, so a log file is not flooded."""
+
+    def __init__(self, stream: TextIO, every_s: float = 5.0) -> None:
+        self._stream = stream
+        self._tty = stream.isatty()
+        self._every = 0.2 if self._tty else every_s
+        self._last = float("-inf")
+        self.started = time.monotonic()
+
+    def show(self, line: str, *, final: bool) -> None:
+        now = time.monotonic()
+        if not final and now - self._last < self._every:
+            return
+        self._last = now
+        self._stream.write("\r" + line + ("\n" if final else "") if self._tty else line + "\n")
+        self._stream.flush()
 
 
 def table(rows: Sequence[Sequence[object]], headers: Sequence[str] | None = None) -> str:

@@ -16,6 +16,7 @@ from producer import (
     InputError,
     Packer,
     Publisher,
+    PublishSummary,
     Workload,
     generate,
     kinesis_client,
@@ -24,9 +25,8 @@ from producer import (
     read_jsonl,
 )
 from producer.packing import DEFAULT_RECORD_BYTES, KINESIS_MAX_RECORD_BYTES
-from producer.publisher import Progress
 from tsctl.arguments import non_negative, positive_int
-from tsctl.output import emit_json, table
+from tsctl.output import StatusLine, emit_json, table
 
 
 def register(sub: Any) -> None:
@@ -104,7 +104,17 @@ def run(args: argparse.Namespace) -> int:
         backoff=Backoff(base_ms=100, max_delay_ms=5_000),
         jitter_ms=args.jitter_ms,
     )
-    progress = None if args.no_progress else Progress(sys.stderr)
+    status = StatusLine(sys.stderr)
+
+    def progress(summary: PublishSummary, final: bool) -> None:
+        rate = summary.readings_sent / summary.elapsed_s if summary.elapsed_s else 0.0
+        status.show(
+            f"sent {summary.readings_sent:,} readings in {summary.records_sent:,} records "
+            f"({rate:,.0f}/s), retried {summary.records_retried:,}, failed {summary.records_failed:,}, "
+            f"invalid {summary.readings_invalid:,}",
+            final=final,
+        )
+
     with ExitStack() as stack:
         if args.input is not None:
             _no_synthetic_options(args)
@@ -134,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
                 validate=not args.no_validate,
                 pace=pace,
                 linger_ms=args.linger_ms,
-                progress=progress,
+                progress=None if args.no_progress else progress,
             )
         except InputError as exc:
             raise InvalidInput("--input", str(exc)) from None

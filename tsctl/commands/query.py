@@ -10,10 +10,10 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import IO, Any
 
-from client import ApiError, QueryClient, Reading, ReadingsPage, ReadingStream, flat_reading
+from client import ApiError, QueryClient, Reading, ReadingStream, flat_reading
 from keydesign import InvalidInput
 from tsctl.arguments import positive_int
-from tsctl.output import emit_json, table
+from tsctl.output import StatusLine, emit_json, table
 
 FORMATS = ("table", "jsonl", "csv")
 
@@ -109,14 +109,14 @@ def run(args: argparse.Namespace) -> int:
             _print_rows(series.rows(), ["start", "measure", "readings", *series.stats], args.format, sys.stdout)
             return 0
         stream = _stream(client, args)
-        progress = None if args.no_progress else PageProgress(sys.stderr)
-        if progress is not None:
-            stream.on_page = progress
+        status = None if args.no_progress else StatusLine(sys.stderr)
+        if status is not None:
+            stream.on_page = lambda _: _progress(status, stream, final=False)
         try:
             _print_readings(_capped(stream, args.max_readings), args.format, sys.stdout)
         finally:
-            if progress is not None:
-                progress.finish(stream)
+            if status is not None:
+                _progress(status, stream, final=True)
         return 0
     except ApiError as exc:
         print(f"tsctl query {args.route}: {exc}", file=sys.stderr)
@@ -202,43 +202,14 @@ def _print_rows(rows: list[dict[str, Any]], columns: list[str], fmt: str, out: I
         out.write("(no readings)\n")
 
 
-class PageProgress:
-    """A progress line on stderr once a read takes more than one page: rewritten in place on a
-    terminal, every few seconds otherwise."""
-
-    def __init__(self, stream: IO[str], every_s: float = 5.0) -> None:
-        self._stream = stream
-        self._tty = stream.isatty()
-        self._every = 0.2 if self._tty else every_s
-        self._started = time.monotonic()
-        self._last = float("-inf")
-        self._pages = 0
-        self._readings = 0
-        self._shown = False
-
-    def __call__(self, page: ReadingsPage) -> None:
-        self._pages += 1
-        self._readings += len(page.items)
-        now = time.monotonic()
-        if self._pages < 2 or now - self._last < self._every:
-            return
-        self._last = now
-        self._show(False)
-
-    def finish(self, stream: ReadingStream) -> None:
-        if self._pages >= 2:
-            self._show(True)
-
-    def _show(self, final: bool) -> None:
-        elapsed = time.monotonic() - self._started
-        rate = self._readings / elapsed if elapsed > 0 else 0.0
-        line = f"{'read' if final else 'reading'}: {self._pages:,} pages, {self._readings:,} readings ({rate:,.0f}/s)"
-        if self._tty:
-            self._stream.write("\r" + line + ("\n" if final else ""))
-        else:
-            self._stream.write(line + "\n")
-        self._stream.flush()
-        self._shown = True
+def _progress(status: StatusLine, stream: ReadingStream, *, final: bool) -> None:
+    """A progress line once a read takes more than one page."""
+    if stream.pages < 2:
+        return
+    elapsed = time.monotonic() - status.started
+    rate = stream.count / elapsed if elapsed > 0 else 0.0
+    verb = "read" if final else "reading"
+    status.show(f"{verb}: {stream.pages:,} pages, {stream.count:,} readings ({rate:,.0f}/s)", final=final)
 
 
 def _list(text: str | None) -> list[str] | None:

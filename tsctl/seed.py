@@ -39,36 +39,20 @@ class KeyLoad:
 
     label: str
     per_key: Counter[str]
-    readings: int
     blocks: tuple[Block, ...]
     seconds: float
 
-    def wcu(self, key: str) -> float:
-        return self.per_key[key] / self.seconds
-
-    @property
-    def hottest(self) -> tuple[str, float]:
-        key, _ = self.per_key.most_common(1)[0]
-        return key, self.wcu(key)
-
-    @property
-    def mean(self) -> float:
-        return sum(self.per_key.values()) / len(self.per_key) / self.seconds
-
-    @property
-    def over_limit(self) -> int:
-        return sum(1 for key in self.per_key if self.wcu(key) > PARTITION_WCU)
-
     def summary(self) -> dict[str, object]:
-        key, wcu = self.hottest
+        wcu = {key: units / self.seconds for key, units in self.per_key.items()}
+        hottest = max(wcu, key=wcu.__getitem__)
         return {
             "design": self.label,
-            "partition_keys": len(self.per_key),
+            "partition_keys": len(wcu),
             "blocks": len(self.blocks),
-            "hottest_key": key,
-            "hottest_wcu": round(wcu, 1),
-            "mean_wcu": round(self.mean, 1),
-            "keys_over_1000": self.over_limit,
+            "hottest_key": hottest,
+            "hottest_wcu": round(wcu[hottest], 1),
+            "mean_wcu": round(sum(wcu.values()) / len(wcu), 1),
+            "keys_over_1000": sum(1 for w in wcu.values() if w > PARTITION_WCU),
         }
 
 
@@ -116,4 +100,4 @@ def key_load(label: str, layout: Layout, shard_map: ShardMap, readings: list[Rea
     counts: Counter[str] = Counter()
     for block in blocks:
         counts[block.key.pk] += block.write_units
-    return KeyLoad(label, counts, len(readings), tuple(blocks), seconds)
+    return KeyLoad(label, counts, tuple(blocks), seconds)

@@ -12,6 +12,20 @@ from keydesign.capacity import PARTITION_WCU, SAMPLE_READING, CapacityPlan
 from tsctl.output import emit_json, table
 
 _DEFAULT_INGEST = Ingest()
+#: The options that describe the stream and the ingest function: option -> (Ingest's field, help).
+INGEST_OPTIONS = {
+    "--batching-window": (
+        "batching_window_s",
+        "ingest's MaximumBatchingWindowInSeconds, 0-300 (default: %(default)s, cdk.json's)",
+    ),
+    "--stream-shards": ("shards", "Kinesis shards (%(default)s)"),
+    "--kinesis-mode": ("kinesis_mode", "(%(default)s)"),
+    "--parallelization": ("parallelization", "(%(default)s)"),
+    "--batch-size": ("batch_size", "records a batch (%(default)s)"),
+    "--record-bytes": ("record_bytes", "Kinesis record size the producer packs readings into (%(default)s)"),
+    "--lambda-memory": ("memory_mb", "ingest memory, MB (%(default)s)"),
+    "--lambda-ms-per-reading": ("ms_per_reading", "ingest's billed ms a reading (%(default)s)"),
+}
 
 
 def register(sub: Any) -> None:
@@ -34,42 +48,16 @@ def register(sub: Any) -> None:
         "--hot", action="append", default=[], metavar="ENTITY=RATE", help="a hot entity and its peak readings/s"
     )
     p.add_argument(
-        "--batching-window",
-        type=float,
-        default=_DEFAULT_INGEST.batching_window_s,
-        help="ingest's MaximumBatchingWindowInSeconds, 0-300 (default: %(default)s, cdk.json's)",
-    )
-    p.add_argument(
         "--reading",
         metavar="JSON",
         help=f"a typical reading, whose shape is packed to measure blocks (default: {_shown(SAMPLE_READING)})",
     )
     p.add_argument("--reading-bytes", type=float, help="compressed bytes a reading adds to a block, if you know it")
     p.add_argument("--item-bytes", type=int, help="size every block as one reading of this many bytes")
-    p.add_argument("--stream-shards", type=int, default=_DEFAULT_INGEST.shards, help="Kinesis shards (%(default)s)")
-    p.add_argument(
-        "--kinesis-mode",
-        choices=["on_demand", "provisioned"],
-        default=_DEFAULT_INGEST.kinesis_mode,
-        help="(%(default)s)",
-    )
-    p.add_argument("--parallelization", type=int, default=_DEFAULT_INGEST.parallelization, help="(%(default)s)")
-    p.add_argument("--batch-size", type=int, default=_DEFAULT_INGEST.batch_size, help="records a batch (%(default)s)")
-    p.add_argument(
-        "--record-bytes",
-        type=int,
-        default=_DEFAULT_INGEST.record_bytes,
-        help="Kinesis record size the producer packs readings into (%(default)s)",
-    )
-    p.add_argument(
-        "--lambda-memory", type=int, default=_DEFAULT_INGEST.memory_mb, help="ingest memory, MB (%(default)s)"
-    )
-    p.add_argument(
-        "--lambda-ms-per-reading",
-        type=float,
-        default=_DEFAULT_INGEST.ms_per_reading,
-        help="ingest's billed ms a reading (%(default)s)",
-    )
+    for option, (name, help_text) in INGEST_OPTIONS.items():
+        default = getattr(_DEFAULT_INGEST, name)
+        choices = ["on_demand", "provisioned"] if name == "kinesis_mode" else None
+        p.add_argument(option, type=type(default), choices=choices, default=default, help=help_text)
     p.add_argument("--reads-per-s", type=float, default=0.0, help="queries per second")
     p.add_argument("--readings-per-read", type=float, default=1.0, help="readings one query returns")
     p.add_argument("--retention-days", type=float, default=30.0, help="how long readings are kept")
@@ -88,16 +76,18 @@ def _shown(reading: Reading) -> str:
 
 
 def parse_hot(values: list[str]) -> dict[str, float]:
-    hot: dict[str, float] = {}
-    for value in values:
-        name, sep, rate = value.partition("=")
-        if not sep or not name:
-            raise InvalidInput("--hot", f"{value!r} is not ENTITY=RATE")
-        try:
-            hot[name] = float(rate)
-        except ValueError:
-            raise InvalidInput("--hot", f"rate {rate!r} of {name} is not a number") from None
-    return hot
+    return dict(entity_rate(value, "ENTITY=RATE") for value in values)
+
+
+def entity_rate(value: str, shape: str) -> tuple[str, float]:
+    """A ``--hot`` value's entity and rate; ``shape`` is how the option's help writes it."""
+    name, sep, rate = value.partition("=")
+    if not sep or not name:
+        raise InvalidInput("--hot", f"{value!r} is not {shape}")
+    try:
+        return name, float(rate)
+    except ValueError:
+        raise InvalidInput("--hot", f"rate {rate!r} of {name} is not a number") from None
 
 
 def parse_sample(text: str | None) -> Reading:
@@ -147,14 +137,7 @@ def workload_from(args: argparse.Namespace) -> Workload:
         reading_bytes=args.reading_bytes,
         item_bytes=args.item_bytes,
         ingest=Ingest(
-            batching_window_s=args.batching_window,
-            shards=args.stream_shards,
-            parallelization=args.parallelization,
-            batch_size=args.batch_size,
-            record_bytes=args.record_bytes,
-            kinesis_mode=args.kinesis_mode,
-            memory_mb=args.lambda_memory,
-            ms_per_reading=args.lambda_ms_per_reading,
+            **{name: getattr(args, option[2:].replace("-", "_")) for option, (name, _) in INGEST_OPTIONS.items()}
         ),
         reads_per_s=args.reads_per_s,
         readings_per_read=args.readings_per_read,

@@ -19,9 +19,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from keydesign import ConfigError, Ingest, InvalidInput, KeyDesignError, ShardMap, parse_duration, parse_timestamp
+from keydesign import Ingest, InvalidInput, KeyDesignError, ShardMap, parse_duration, parse_timestamp
 from tsctl import seed
-from tsctl.commands.plan import parse_sample
+from tsctl.commands.plan import entity_rate, parse_sample
 from tsctl.output import emit_json, table
 
 if TYPE_CHECKING:
@@ -130,13 +130,7 @@ def parse_hot(values: list[str] | None, *, none: bool) -> tuple[HotEntity, ...]:
     hot = []
     for value in values:
         spec, _, windows = value.partition("@")
-        name, sep, rate = spec.partition("=")
-        if not sep or not name:
-            raise InvalidInput("--hot", f"{value!r} is not ENTITY=RATE[@FROM-TO,...]")
-        try:
-            writes = float(rate)
-        except ValueError:
-            raise InvalidInput("--hot", f"rate {rate!r} of {name} is not a number") from None
+        name, writes = entity_rate(spec, "ENTITY=RATE[@FROM-TO,...]")
         bursts = []
         for window in filter(None, windows.split(",")):
             low, dash, high = window.partition("-")
@@ -148,20 +142,7 @@ def parse_hot(values: list[str] | None, *, none: bool) -> tuple[HotEntity, ...]:
 
 
 def _seconds(spec: str, field: str) -> int:
-    text = spec.strip()
-    if text == "0":
-        return 0
-    try:
-        return parse_duration(text, field) // 1000
-    except ConfigError as exc:
-        raise InvalidInput(field, exc.reason) from None
-
-
-def _duration_ms(spec: str, field: str) -> int:
-    try:
-        return parse_duration(spec, field)
-    except ConfigError as exc:
-        raise InvalidInput(field, exc.reason) from None
+    return 0 if spec.strip() == "0" else parse_duration(spec, field) // 1000
 
 
 def build(args: argparse.Namespace) -> tuple[SimWorkload, list[LayoutSpec], AdaptiveSettings, ReadPattern]:
@@ -175,7 +156,7 @@ def build(args: argparse.Namespace) -> tuple[SimWorkload, list[LayoutSpec], Adap
         sample=parse_sample(args.reading),
         batching_window_s=args.batching_window,
         start_ms=parse_timestamp(args.start, "--start"),
-        duration_s=_duration_ms(args.duration, "--duration") // 1000,
+        duration_s=parse_duration(args.duration, "--duration") // 1000,
         zipf=args.zipf,
         hot=parse_hot(args.hot, none=args.no_hot),
         arrivals=args.arrivals,
@@ -199,7 +180,7 @@ def build(args: argparse.Namespace) -> tuple[SimWorkload, list[LayoutSpec], Adap
         )
     function = function_settings()
     given = {
-        "window_ms": None if args.window is None else _duration_ms(args.window, "--window"),
+        "window_ms": None if args.window is None else parse_duration(args.window, "--window"),
         "split_threshold_wcu": args.split_threshold,
         "target_utilisation": args.target_utilisation,
         "scale_down_windows": args.scale_down_windows,
@@ -207,15 +188,15 @@ def build(args: argparse.Namespace) -> tuple[SimWorkload, list[LayoutSpec], Adap
     detector = replace(function.detector, **{k: v for k, v in given.items() if v is not None})
     adaptive = AdaptiveSettings(
         detector=detector,
-        grace_ms=function.window_grace_ms if args.grace is None else _duration_ms(args.grace, "--grace"),
+        grace_ms=function.window_grace_ms if args.grace is None else parse_duration(args.grace, "--grace"),
         cache_ttl_ms=function.shard_map_cache_ttl_ms
         if args.cache_ttl is None
-        else _duration_ms(args.cache_ttl, "--cache-ttl"),
-        margin_ms=function.change_margin_ms if args.margin is None else _duration_ms(args.margin, "--margin"),
+        else parse_duration(args.cache_ttl, "--cache-ttl"),
+        margin_ms=function.change_margin_ms if args.margin is None else parse_duration(args.margin, "--margin"),
         auto_global=args.auto_global or function.auto_apply_global,
     )
-    windows = tuple(_duration_ms(w.strip(), "--read-windows") for w in args.read_windows.split(",") if w.strip())
-    cross = None if args.cross_window.strip().lower() == "none" else _duration_ms(args.cross_window, "--cross-window")
+    windows = tuple(parse_duration(w.strip(), "--read-windows") for w in args.read_windows.split(",") if w.strip())
+    cross = None if args.cross_window.strip().lower() == "none" else parse_duration(args.cross_window, "--cross-window")
     default_reads = ReadPattern.default(workload)
     reads = ReadPattern(
         tuple(args.read_entity) if args.read_entity else default_reads.entities,

@@ -121,17 +121,9 @@ class DataFile:
 
 
 @dataclass(frozen=True, slots=True)
-class Export:
-    """One export: its folder (``.../AWSDynamoDB/<id>/``) and data files."""
-
-    folder: str
-    files: tuple[DataFile, ...]
-    items: int | None
-
-
-@dataclass(frozen=True, slots=True)
 class Found:
-    exports: tuple[Export, ...]
+    #: Each export's data files.
+    exports: tuple[tuple[DataFile, ...], ...]
     #: Folders skipped for want of a manifest, while other exports were whole.
     incomplete: tuple[str, ...]
 
@@ -150,14 +142,13 @@ def find_exports(store: Store, *, without_manifest: bool = False) -> Found:
             f"{store.where}: not a DynamoDB export: nothing under it is in an {ANCHOR}<export id>/ folder "
             f"(an export writes <prefix>/{ANCHOR}<export id>/{SUMMARY} and data/)"
         )
-    exports: list[Export] = []
+    exports: list[tuple[DataFile, ...]] = []
     incomplete: list[str] = []
     for folder, names in sorted(folders.items()):
         if SUMMARY in names:
             exports.append(_manifested(store, folder, names))
         elif without_manifest:
-            data = tuple(DataFile(folder + name, None) for name in sorted(names) if name.startswith("data/"))
-            exports.append(Export(folder, data, None))
+            exports.append(tuple(DataFile(folder + name, None) for name in sorted(names) if name.startswith("data/")))
         else:
             incomplete.append(folder)
     if not exports:
@@ -208,7 +199,7 @@ def _split(key: str) -> tuple[str, str] | None:
     return f"{key[:at]}{ANCHOR}{export_id}/", name
 
 
-def _manifested(store: Store, folder: str, names: set[str]) -> Export:
+def _manifested(store: Store, folder: str, names: set[str]) -> tuple[DataFile, ...]:
     summary = _json(store, folder + SUMMARY)
     where = store.where + folder + SUMMARY
     if not isinstance(summary, dict):
@@ -238,7 +229,7 @@ def _manifested(store: Store, folder: str, names: set[str]) -> Export:
     listed = sum(f.items or 0 for f in files)
     if isinstance(total, int) and total != listed:
         raise ArchiveError(f"{where}: counts {total:,} items but its data files count {listed:,}")
-    return Export(folder, tuple(files), listed)
+    return tuple(files)
 
 
 def _resolve(folder: str, key: str) -> str | None:

@@ -81,19 +81,6 @@ class ReadStats:
         """Copies of a reading dropped because a newer (or identical) copy was kept."""
         return self.copies - self.readings
 
-    def as_dict(self) -> dict[str, object]:
-        return {
-            "exports": self.exports,
-            "data_files": self.data_files,
-            "items": self.items,
-            "blocks": self.blocks,
-            "readings": self.readings,
-            "duplicates_dropped": self.duplicates,
-            "held_max": self.held_max,
-            "spill_files": self.spill_files,
-            "skipped_incomplete_exports": list(self.incomplete),
-        }
-
 
 def read_readings(
     store: Store,
@@ -117,7 +104,7 @@ def read_readings(
     with tempfile.TemporaryDirectory(prefix="tsctl-archive-", dir=work_dir) as scratch:
         spill = _Spill(Path(scratch) / "0")
         for export in found.exports:
-            for data in export.files:
+            for data in export:
                 sources.append(store.where + data.key)
                 stats.data_files += 1
                 _route(store, data, source=len(sources) - 1, selection=selection, spill=spill, stats=stats)

@@ -176,7 +176,6 @@ class LayoutResult:
     throttled_key_seconds_after_change: int | None
     hottest_wcu_after_change: int | None
     per_second_max_wcu: Ints
-    per_second_throttled_keys: Ints
 
     def to_dict(self) -> dict[str, object]:
         per_minute = [
@@ -507,7 +506,6 @@ class _LayoutRun:
             throttled_key_seconds_after_change=after_throttled,
             hottest_wcu_after_change=after_hottest,
             per_second_max_wcu=stats.max_per_second,
-            per_second_throttled_keys=stats.throttled_per_second,
         )
 
     def _throttled_key(self, bucket: int, key: str, seconds: int) -> ThrottledKey:

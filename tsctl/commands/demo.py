@@ -65,11 +65,7 @@ def run(args: argparse.Namespace) -> int:
     from local_runtime.demo import run_demo  # noqa: PLC0415
     from local_runtime.demo_report import render  # noqa: PLC0415
 
-    try:
-        options = options_from(args)
-    except ValueError as exc:
-        field, _, reason = str(exc).partition(": ")
-        raise InvalidInput(field, reason or str(exc)) from None
+    options = options_from(args)
     plan = preview.build_report(int(time.time() * 1000))
     report = run_demo(options, extra={"seed_scale_plan": _plan_section(plan)})
     if args.json:
@@ -81,22 +77,22 @@ def run(args: argparse.Namespace) -> int:
 
 
 def options_from(args: argparse.Namespace) -> DemoOptions:
-    """The demo's options from the parsed arguments; ValueError naming the one that is wrong."""
+    """The demo's options from the parsed arguments; InvalidInput naming the one that is wrong."""
     from local_runtime.demo import DemoOptions  # noqa: PLC0415
     from local_runtime.faults import LocalFaults  # noqa: PLC0415
 
     try:
         faults = LocalFaults.parse(args.faults)
     except ValueError as exc:
-        raise ValueError(f"--faults: {exc}") from None
+        raise InvalidInput("--faults", str(exc)) from None
     overrides: dict[str, Any] = {"faults": faults, "out_dir": args.out, "seed": args.seed}
     if args.sensors is not None:
         if args.sensors < 1:
-            raise ValueError("--sensors: must be at least 1")
+            raise InvalidInput("--sensors", "must be at least 1")
         overrides["sensors"] = args.sensors
     if args.hot_rate is not None:
         if not math.isfinite(args.hot_rate) or args.hot_rate <= 0:
-            raise ValueError("--hot-rate: must be above 0")
+            raise InvalidInput("--hot-rate", "must be above 0")
         overrides["hot_rate"] = args.hot_rate
     return DemoOptions.quick(**overrides) if args.quick else DemoOptions(**overrides)
 

@@ -7,7 +7,10 @@ import math
 from collections.abc import Callable
 from typing import TypeVar
 
+from keydesign import KeyDesignError, parse_timestamp
+
 N = TypeVar("N", int, float)
+T = TypeVar("T")
 
 
 def checked(parse: Callable[[str], N], accept: Callable[[N], bool], kind: str, refusal: str) -> Callable[[str], N]:
@@ -24,6 +27,23 @@ def checked(parse: Callable[[str], N], accept: Callable[[N], bool], kind: str, r
         return value
 
     return convert
+
+
+def keydesign_type(parse: Callable[[str], T]) -> Callable[[str], T]:
+    """An argument type from a key-design parser: the reason it refuses a value is the one line."""
+
+    def convert(text: str) -> T:
+        try:
+            return parse(text)
+        except KeyDesignError as exc:
+            raise argparse.ArgumentTypeError(exc.reason) from None
+
+    return convert
+
+
+def instant(option: str) -> Callable[[str], int]:
+    """An argument type: RFC 3339 or epoch milliseconds, as epoch milliseconds."""
+    return keydesign_type(lambda text: parse_timestamp(int(text) if text.isdigit() else text, option))
 
 
 positive_int = checked(int, lambda v: v >= 1, "a whole number", "{} must be at least 1")

@@ -21,8 +21,8 @@ from archives import (
     Store,
     read_readings,
 )
-from keydesign import KeyDesignError, Reading, parse_timestamp, validate_entity_id
-from tsctl.arguments import positive_int
+from keydesign import Reading, validate_entity_id
+from tsctl.arguments import instant, keydesign_type, positive_int
 from tsctl.aws import aws_client
 
 
@@ -50,9 +50,10 @@ def register(sub: Any) -> None:
     )
     p.add_argument("source", help="s3://bucket/prefix/ or a directory holding the export's AWSDynamoDB/ folder")
     p.add_argument("-o", "--output", type=Path, help="JSON Lines file to write (default: stdout)")
-    p.add_argument("--entity", action="append", type=_entity, default=[], help="only this entity (repeatable)")
-    p.add_argument("--from", dest="from_ms", type=_instant("--from"), help="start, RFC 3339 or epoch ms (inclusive)")
-    p.add_argument("--to", dest="to_ms", type=_instant("--to"), help="end, RFC 3339 or epoch ms (exclusive)")
+    entity = keydesign_type(lambda text: validate_entity_id(text, "--entity"))
+    p.add_argument("--entity", action="append", type=entity, default=[], help="only this entity (repeatable)")
+    p.add_argument("--from", dest="from_ms", type=instant("--from"), help="start, RFC 3339 or epoch ms (inclusive)")
+    p.add_argument("--to", dest="to_ms", type=instant("--to"), help="end, RFC 3339 or epoch ms (exclusive)")
     p.add_argument(
         "--without-manifest",
         action="store_true",
@@ -120,20 +121,3 @@ def _write(readings: Iterable[Reading], output: Path | None) -> None:
         if partial is not None and output is not None:
             out.close()
             os.replace(partial, output)
-
-
-def _entity(text: str) -> str:
-    try:
-        return validate_entity_id(text, "--entity")
-    except KeyDesignError as exc:
-        raise argparse.ArgumentTypeError(exc.reason) from None
-
-
-def _instant(name: str) -> Any:
-    def parse(text: str) -> int:
-        try:
-            return parse_timestamp(int(text) if text.isdigit() else text, name)
-        except KeyDesignError as exc:
-            raise argparse.ArgumentTypeError(exc.reason) from None
-
-    return parse

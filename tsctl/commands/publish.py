@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from adapters.retry import Backoff
-from keydesign import InvalidInput, KeyDesignError, parse_duration, parse_timestamp, validate_entity_id
+from keydesign import InvalidInput, parse_duration, validate_entity_id
 from producer import (
     PARTITION_STRATEGIES,
     InputError,
@@ -25,7 +25,7 @@ from producer import (
     read_jsonl,
 )
 from producer.packing import DEFAULT_RECORD_BYTES, KINESIS_MAX_RECORD_BYTES
-from tsctl.arguments import non_negative, positive_int
+from tsctl.arguments import instant, keydesign_type, non_negative, positive_int
 from tsctl.output import StatusLine, emit_json, table
 
 
@@ -64,7 +64,9 @@ def register(sub: Any) -> None:
     )
     synthetic.add_argument("--duration", type=_duration, default=10.0, help="e.g. 30s, 5m (default: 10s)")
     synthetic.add_argument("--seed", type=int, default=0, help="random seed (default: %(default)s)")
-    synthetic.add_argument("--start", help="event time of the first reading, RFC 3339 or epoch ms (default: now)")
+    synthetic.add_argument(
+        "--start", type=instant("--start"), help="event time of the first reading, RFC 3339 or epoch ms (default: now)"
+    )
     synthetic.add_argument(
         "--no-pace", action="store_true", help="send as fast as possible instead of at --rate in real time"
     )
@@ -121,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
             items: Any = _file_items(args, stack)
             pace = False
         else:
-            start = _start_ms(args.start)
+            start = args.start if args.start is not None else int(time.time() * 1000)
             try:
                 workload = Workload(
                     entities=args.entities,
@@ -190,12 +192,6 @@ def _no_synthetic_options(args: argparse.Namespace) -> None:
         raise InvalidInput(f"--{changed[0]}", "is a synthetic-workload option; it cannot be combined with --input")
 
 
-def _start_ms(text: str | None) -> int:
-    if not text:
-        return int(time.time() * 1000)
-    return parse_timestamp(int(text) if text.isdigit() else text, "--start")
-
-
 # -- argument types: a bad value exits 2 with one line naming the option ------------
 
 
@@ -206,11 +202,9 @@ def _rate(text: str) -> float:
     return value
 
 
+@keydesign_type
 def _duration(text: str) -> float:
-    try:
-        return float(text) if text.replace(".", "", 1).isdigit() else parse_duration(text, "--duration") / 1000
-    except KeyDesignError as exc:
-        raise argparse.ArgumentTypeError(exc.reason) from None
+    return float(text) if text.replace(".", "", 1).isdigit() else parse_duration(text, "--duration") / 1000
 
 
 def _hot(text: str) -> tuple[str, float]:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import argparse
 import csv
+import itertools
 import json
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import IO, Any
 
 from client import ApiError, QueryClient, Reading, ReadingStream, flat_reading
@@ -113,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
         if status is not None:
             stream.on_page = lambda _: _progress(status, stream, final=False)
         try:
-            _print_readings(_capped(stream, args.max_readings), args.format, sys.stdout)
+            _print_readings(itertools.islice(stream, args.max_readings), args.format, sys.stdout)
         finally:
             if status is not None:
                 _progress(status, stream, final=True)
@@ -167,13 +168,6 @@ def _explain(client: QueryClient, args: argparse.Namespace) -> int:
     else:
         emit_json(plan.raw)
     return 0
-
-
-def _capped(readings: Iterable[Reading], cap: int | None) -> Iterator[Reading]:
-    for n, reading in enumerate(readings):
-        if cap is not None and n >= cap:
-            return
-        yield reading
 
 
 def _print_readings(readings: Iterable[Reading], fmt: str, out: IO[str]) -> None:

@@ -151,6 +151,7 @@ def test_publish_files_jsonl_and_csv(aws: Aws, stream: Any, tmp_path: Path, caps
         (["--hot", "bad#id=10"], "must not contain '#'"),
         (["--rate", "fast"], "not a number"),
         (["--duration", "soon"], "not a duration"),
+        (["--start", "yesterday"], "argument --start"),
         (["--input", "x.jsonl", "--rate", "5"], "--rate: is a synthetic-workload option"),
         (["--input", "/nonexistent/readings.jsonl"], "cannot open"),
         (["--max-record-bytes", "10"], "max_record_bytes"),

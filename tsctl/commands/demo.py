@@ -1,12 +1,8 @@
-"""``tsctl demo``: the whole system on this machine, the seed scenario through the real code path.
+"""``tsctl demo`` (``make demo``): the seed scenario through the real code path on this machine.
 
-The main job (``make demo``). It runs :func:`local_runtime.demo.run_demo`:
-publish to Kinesis, ingest, let the hot-key detector split
-``sensor-alpha-001``, publish after the split, query through the local HTTP
-API, and account for every reading. The report (``out/demo/report.json``)
-also carries ``tsctl preview``'s capacity plan for the full-scale seed
-workload, so one report tells the whole story: the plan at 50,000 readings/s,
-and what the running system did at this machine's scale.
+The report also carries ``tsctl preview``'s capacity plan for the full-scale
+seed workload, so one report tells the whole story: the plan at 50,000
+readings/s, and what the running system did at this machine's scale.
 """
 
 from __future__ import annotations
@@ -99,11 +95,6 @@ def options_from(args: argparse.Namespace) -> DemoOptions:
 
 def _plan_section(plan: dict[str, Any]) -> dict[str, Any]:
     """What the preview computed for the full-scale seed workload (no server involved)."""
-    return {
-        "what": "tsctl preview: the seed workload at full scale, computed by the key-design layer",
-        "scenario": plan["scenario"],
-        "plan": plan["plan"],
-        "key_load": plan["key_load"],
-        "split": plan["split"],
-        "all_readings_found_by_their_plan": plan["all_readings_found_by_their_plan"],
-    }
+    what = "tsctl preview: the seed workload at full scale, computed by the key-design layer"
+    shown = ("scenario", "plan", "key_load", "split", "all_readings_found_by_their_plan")
+    return {"what": what, **{name: plan[name] for name in shown}}

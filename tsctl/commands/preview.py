@@ -1,12 +1,7 @@
 """``tsctl preview``: the seed scenario, planned and packed into blocks, with the numbers computed (no server).
 
-At full scale (10,000 sensors, 50,000 readings/s) and in seconds: the
-capacity plan, the write load on every partition key when one ingest batch of
-traffic (the planner's batch at the stack's batching window: 5 s, 250,000
-readings) is packed into blocks by the key-design layer, in write units per
-second (the batch's units over its seconds), the hot sensor's sub-shards if
-the plan gives it any, and the query plan of a read of it. ``tsctl demo`` runs the same story
-on the local system and includes this report's capacity plan in its own.
+At full scale and in seconds; ``tsctl demo`` runs the same story on the local
+system and includes this report's capacity plan in its own.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """``tsctl simulate``: the write load on every partition key and the cost of reads, per layout, second by second.
 
-The defaults are the seed scenario (``tsctl.seed``): 50,000 readings/s of three
-measures over 10,000 sensors, ``sensor-alpha-001`` at 2,000/s, ingest batches of
-the stack's batching window (``keydesign.Ingest``'s default, cdk.json's: 5 s)
-packed into blocks, for an hour starting half-way through an hourly bucket (so
-a split decided in the first minutes takes effect inside the run). The adaptive
-layout's settings default to the hot-key function's own
-(``hotkeys.settings.HotKeySettings``).
+The defaults are the seed scenario (``tsctl.seed``) for an hour starting half-way
+through an hourly bucket (so a split decided in the first minutes takes effect
+inside the run); the adaptive layout's settings default to the hot-key function's own.
 """
 
 from __future__ import annotations

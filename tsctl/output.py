@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import json
-import sys
 import time
 from collections.abc import Sequence
 from typing import Any, TextIO
 
 
-def emit_json(data: Any, stream: TextIO | None = None) -> None:
-    json.dump(data, stream or sys.stdout, indent=2, sort_keys=False, default=str)
-    (stream or sys.stdout).write("\n")
+def emit_json(data: Any) -> None:
+    print(json.dumps(data, indent=2, default=str))
 
 
 class StatusLine:

@@ -8,15 +8,14 @@ readings/s, and what the running system did at this machine's scale.
 from __future__ import annotations
 
 import argparse
-import json
 import math
-import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from keydesign import InvalidInput
 from tsctl.commands import preview
+from tsctl.output import emit_json
 
 if TYPE_CHECKING:
     from local_runtime.demo import DemoOptions
@@ -65,8 +64,7 @@ def run(args: argparse.Namespace) -> int:
     plan = preview.build_report(int(time.time() * 1000))
     report = run_demo(options, extra={"seed_scale_plan": _plan_section(plan)})
     if args.json:
-        json.dump(report, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        emit_json(report)
     else:
         print(render(report))
     return 0 if report["ok"] else 1

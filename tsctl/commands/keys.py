@@ -12,10 +12,7 @@ from typing import Any
 from keydesign import InvalidInput, Layout, Reading, ShardMap, format_ts, parse_timestamp
 from keydesign.layouts import QueryPlan
 from tsctl.output import emit_json, table
-
-#: A Kinesis sequence number's size (56 digits): the version a block carries, in its size.
-BLOCK_VERSION = 10**55
-RETENTION_MS = 30 * 86_400_000
+from tsctl.seed import RETENTION_MS, VERSION
 
 
 def register(sub: Any) -> None:
@@ -116,7 +113,7 @@ def run(args: argparse.Namespace, now_ms: int | None = None) -> int:
     layout, shard_map = layout_from_args(args)
     reading = parse_reading(args, now)
     # The random layout picks a random suffix; a seeded generator keeps the preview repeatable.
-    (block,) = layout.pack([(reading, BLOCK_VERSION)], shard_map, retention_ms=RETENTION_MS, rng=random.Random(0))
+    (block,) = layout.pack([(reading, VERSION)], shard_map, retention_ms=RETENTION_MS, rng=random.Random(0))
     key = block.key
     result: dict[str, object] = {
         "layout": layout.kind,

@@ -140,13 +140,11 @@ def render(
     *,
     faults: LocalFaults,
     function_log: Path,
-    rotator: str = "not run (no table_period)",
-    rollups: str = "off",
-    now_ms: int | None = None,
-    phases: Mapping[str, str] | None = None,
+    rotator: str,
+    rollups: str,
+    phases: Mapping[str, str],
 ) -> None:
-    """The endpoints, one line each; with ``phases`` (the rotator's first run: table -> phase)
-    each readings table with its phase."""
+    """The endpoints, one line each; each readings table with its phase in the rotator's first run."""
     e = endpoints
     url = e.endpoint_url
     env = f"AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local AWS_DEFAULT_REGION={e.region}"
@@ -155,7 +153,7 @@ def render(
         ("Kinesis stream", e.stream_name),
         (
             "readings table(s)",
-            ", ".join(f"{t} ({phases[t]})" if phases and t in phases else t for t in e.readings_tables),
+            ", ".join(f"{t} ({phases[t]})" if t in phases else t for t in e.readings_tables),
         ),
         ("control table", e.control_table),
         ("rejects queue", e.rejects_queue_url),
@@ -192,7 +190,7 @@ def render(
         out.write(f"  {example}\n")
     if e.api_url:
         out.write("\nThen read it back (after publishing; local mode needs no SigV4 signing):\n")
-        for example in curl_examples(e.api_url, now_ms if now_ms is not None else int(time.time() * 1000)):
+        for example in curl_examples(e.api_url, int(time.time() * 1000)):
             out.write(f"  {example}\n")
         out.write(f"  python -m tsctl query latest --api-url {shlex.quote(e.api_url)} --entity sensor-alpha-001\n")
 

@@ -202,22 +202,17 @@ def publish(
                 if wait > 0.002:  # a sleep per reading at 2,000/s would cost more than it paces
                     sleep(wait)
         summary.readings_in += 1
-        if reading is not None and validate:
+        if reading is not None and error is None:
             try:
-                Reading.parse(reading)
-            except InvalidInput as exc:
+                if validate:
+                    Reading.parse(reading)
+                closed = packer.add(reading)
+            except (InvalidInput, ReadingTooLarge) as exc:
                 error = f"{_where(item)}{exc}"
         if reading is None or error is not None:
             summary.readings_invalid += 1
             if len(summary.invalid_examples) < 5:
                 summary.invalid_examples.append(error or "unreadable")
-            continue
-        try:
-            closed = packer.add(reading)
-        except ReadingTooLarge as exc:
-            summary.readings_invalid += 1
-            if len(summary.invalid_examples) < 5:
-                summary.invalid_examples.append(f"{_where(item)}{exc}")
             continue
         # Paced, the open records and the PutRecords call being filled go out every linger_ms: a slow
         # stream would otherwise wait for 500 records.

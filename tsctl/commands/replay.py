@@ -17,10 +17,10 @@ from tsctl.arguments import positive_int
 from tsctl.aws import aws_client
 from tsctl.output import emit_json, table
 
-#: Each queue: the stack outputs naming it and the function its batches go to, and the stream it names.
-QUEUES: dict[str, tuple[str, str, Source]] = {
-    "ingest": ("IngestFailureQueueUrl", "IngestFunctionName", "kinesis"),
-    "hotkeys": ("HotKeysFailureQueueUrl", "HotKeysFunctionName", "dynamodb"),
+#: Each queue: the stack outputs naming it and the function its batches go to.
+QUEUES = {
+    "ingest": ("IngestFailureQueueUrl", "IngestFunctionName"),
+    "hotkeys": ("HotKeysFailureQueueUrl", "HotKeysFunctionName"),
 }
 
 

@@ -141,6 +141,12 @@ def test_invalid_readings_are_counted_not_sent() -> None:
     assert summary.invalid_examples[0].startswith("line 2: entity_id:")
     unchecked = publish(items[:2], _publisher(FakeStream(), FakeClock()), Packer(), validate=False)
     assert unchecked.readings_sent == 2
+    # A reading no Kinesis record can hold is counted invalid too, with its line, and the rest still go
+    huge = SourceItem(4, {"entity_id": "a", "timestamp": 1_795_000_000_000, "measures": {"t": 1}, "x": "y" * 2**20})
+    oversize = publish([huge, items[0]], _publisher(FakeStream(), FakeClock()), Packer(), validate=False)
+    assert (oversize.readings_sent, oversize.readings_invalid) == (1, 1)
+    (example,) = oversize.invalid_examples
+    assert example.startswith("line 4: a reading of") and example.endswith("does not fit in a 1 MiB Kinesis record")
 
 
 def test_pacing_sends_at_the_rate_of_the_workload() -> None:

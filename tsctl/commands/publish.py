@@ -9,7 +9,6 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from adapters.retry import Backoff
 from keydesign import InvalidInput, parse_duration, validate_entity_id
 from producer import (
     PARTITION_STRATEGIES,
@@ -103,7 +102,6 @@ def run(args: argparse.Namespace) -> int:
         kinesis_client(endpoint_url=args.endpoint_url, region=args.region),
         args.stream,
         max_attempts=args.max_attempts,
-        backoff=Backoff(base_ms=100, max_delay_ms=5_000),
         jitter_ms=args.jitter_ms,
     )
     status = StatusLine(sys.stderr)

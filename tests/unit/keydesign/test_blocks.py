@@ -320,5 +320,3 @@ def test_large_readings_are_split_below_the_item_limit_and_a_huge_one_goes_alone
 def test_block_sort_keys_are_read_back_or_refused(sk: str, shared: bool, parsed: tuple[object, ...] | None) -> None:
     parts = parse_block_sk(sk, shared=shared)
     assert (None if parts is None else (parts.entity, parts.first_ts, parts.write_units)) == parsed
-
-

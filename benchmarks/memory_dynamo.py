@@ -1,12 +1,14 @@
 """In-memory stand-ins for DynamoDB, for the benchmarks and tests.
 
 :class:`MemoryDynamo` answers the low-level client calls the rollup store makes
-(item shapes as the client sends them). Query supports ``pk = :pk`` with an optional
-``sk BETWEEN :low AND :high`` and pages of ``page_items``; BatchGetItem leaves keys past
-``get_limit`` unprocessed; ``fail_writes`` makes the next BatchWriteItem calls raise, as a
-run dying half-way would. Writes are counted per kind of partition key (the text before
-its first ``#``), with their write units; reads report the read units DynamoDB would
-(item sizes by its rules, 4 KB units).
+(item shapes as the client sends them), its items kept per partition: a Query reads
+its own, so a simulated year of control items costs it no more than a minute's. Query
+supports ``pk = :pk`` with an optional ``sk BETWEEN :low AND :high`` and pages of
+``page_items``; BatchGetItem leaves keys past ``get_limit`` unprocessed; ``fail_writes``
+makes the next BatchWriteItem calls raise, as a run dying half-way would. Writes are
+counted per kind of partition key (the text before its first ``#``), with their write
+units; reads report the read units DynamoDB would (item sizes by its rules, 4 KB units).
+:meth:`MemoryDynamo.expire` deletes what DynamoDB's TTL would (``expires_at`` passed).
 
 :class:`MemoryReader` is a :class:`adapters.partition_reader.PartitionReader` over blocks
 kept in memory, with DynamoDB's Query semantics (below).
@@ -42,7 +44,7 @@ def _size(item: dict[str, Any]) -> int:
 
 class MemoryDynamo:
     def __init__(self, page_items: int = 7, get_limit: int = 40) -> None:
-        self.items: dict[tuple[str, str, str], dict[str, Any]] = {}
+        self.partitions: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
         self.page_items = page_items
         self.get_limit = get_limit
         self.fail_writes = 0
@@ -60,7 +62,7 @@ class MemoryDynamo:
 
     def get_item(self, *, TableName: str, Key: dict[str, Any], **_: Any) -> dict[str, Any]:
         self._count("get_item")
-        found = self.items.get((TableName, Key["pk"]["S"], Key["sk"]["S"]))
+        found = self._item(TableName, Key)
         return {"Item": found} if found is not None else {}
 
     def batch_write_item(self, **kwargs: Any) -> dict[str, Any]:
@@ -78,17 +80,29 @@ class MemoryDynamo:
         kind = item["pk"]["S"].split("#", 1)[0]
         self.written[kind] += 1
         self.write_units[kind] += write_units(_size(item))
-        self.items[(table, item["pk"]["S"], item["sk"]["S"])] = item
+        self.partitions.setdefault((table, item["pk"]["S"]), {})[item["sk"]["S"]] = item
+
+    def _item(self, table: str, key: dict[str, Any]) -> dict[str, Any] | None:
+        return self.partitions.get((table, key["pk"]["S"]), {}).get(key["sk"]["S"])
+
+    def items(self, table: str | None = None) -> list[dict[str, Any]]:
+        """Every item stored (in ``table``)."""
+        return [i for (t, _), rows in self.partitions.items() if table in (None, t) for i in rows.values()]
+
+    def expire(self, now_s: int) -> None:
+        """Delete the items whose ``expires_at`` has passed, as DynamoDB's TTL does."""
+        for key, rows in list(self.partitions.items()):
+            expired = [sk for sk, item in rows.items() if int(item.get("expires_at", {"N": now_s})["N"]) < now_s]
+            for sk in expired:
+                del rows[sk]
+            if not rows:
+                del self.partitions[key]
 
     def batch_get_item(self, *, RequestItems: dict[str, Any], **_: Any) -> dict[str, Any]:
         self._count("batch_get_item")
         ((table, request),) = RequestItems.items()
         keys = request["Keys"]
-        found = [
-            self.items[(table, k["pk"]["S"], k["sk"]["S"])]
-            for k in keys[: self.get_limit]
-            if (table, k["pk"]["S"], k["sk"]["S"]) in self.items
-        ]
+        found = [item for k in keys[: self.get_limit] if (item := self._item(table, k)) is not None]
         rest = keys[self.get_limit :]
         return {
             "Responses": {table: found},
@@ -112,8 +126,8 @@ class MemoryDynamo:
         start = kwargs.get("ExclusiveStartKey", {}).get("sk", {}).get("S")
         rows = sorted(
             (sk, item)
-            for (table, p, sk), item in self.items.items()
-            if table == TableName and p == pk and (low is None or low <= sk <= high) and (start is None or sk > start)
+            for sk, item in self.partitions.get((TableName, pk), {}).items()
+            if (low is None or low <= sk <= high) and (start is None or sk > start)
         )
         page = [item for _, item in rows[: self.page_items]]
         units = read_units(sum(_size(item) for item in page), consistent=kwargs.get("ConsistentRead", False))

@@ -12,6 +12,7 @@ import pytest
 from adapters.retry import Deadline
 from adapters.rollup_store import ReadCount
 from keydesign.rollup import Figures
+from rollup.logic import FIRST_STEP_S
 from tests.unit.rollup.oracles import same_figures
 from tests.unit.rollup.test_rollup_exact import (
     LEVELS,
@@ -80,6 +81,21 @@ def test_no_step_starts_without_room_for_it_before_the_deadline() -> None:
     world.runner._longest_step_s = 10.0  # what this container has seen a step take
     report = world.runner.run(Deadline.after_ms(5_000))
     assert report.steps == 0 and report.through_ms == through
+
+
+def test_a_container_that_has_timed_no_step_yet_keeps_room_for_one() -> None:
+    # Given a container that has only applied empty minutes (no step timed), and a busy minute to apply
+    world = build(None, split=False)
+    through = world.runner.run(Deadline.never()).through_ms
+    busy_minute(world)
+    world.now = T0 + 20 * MINUTE
+    # When a run has 1.2 s left, less than FIRST_STEP_S and a half, it starts no step (whose writes the deadline
+    # would refuse, failing the run), and the watermark stays where it was
+    assert 1.5 * FIRST_STEP_S > 1.2
+    report = world.runner.run(Deadline.after_ms(1_200))
+    assert report.steps == 0 and report.through_ms == through
+    # And with room, the next run applies it all
+    assert world.runner.run(Deadline.after_ms(60_000)).through_ms > through
 
 
 def test_neighbouring_minutes_of_an_entity_are_read_in_one_pass() -> None:

@@ -13,7 +13,7 @@ DynamoDB call moves by CALL_MS, one call after another (in AWS a run reads 16 at
 more per run: the bound is the deadline either way).
 
 ``make test`` runs 3 days at a retention of 6 hours (about 3 s of CPU a simulated day). The figures in
-docs/rollups.md ("Over months"): ``ROLLUP_YEAR_DAYS=40 ROLLUP_YEAR_RETENTION_HOURS=720
+docs/rollups.md ("Over months"): ``ROLLUP_YEAR_DAYS=365 ROLLUP_YEAR_RETENTION_HOURS=720
 pytest -s tests/unit/rollup/test_rollup_year.py`` (30 days' retention, a day's pause).
 """
 

@@ -65,11 +65,11 @@ import itertools
 import math
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field, replace
-from typing import Any, NamedTuple
+from typing import Any, Final, Literal, NamedTuple
 
 from adapters.partition_reader import CorruptBlock, Page, PageRequest, StoredBlock, decode, header_of
 from keydesign import KeyDesignError, Layout, PartitionQuery, Reading, format_ts
@@ -102,10 +102,11 @@ def narrows(position: Position) -> bool:
     return position.sk not in (POSITION_MIN_SK, POSITION_MAX_SK)
 
 
-#: Why a merge stopped before its consumer was satisfied.
-STOP_DEADLINE = "deadline"
-STOP_QUERY_CALLS = "query_calls"
-STOP_SCAN_ITEMS = "scan_items"
+#: Why a merge stopped before its consumer was satisfied (a page's ``cut_short_by`` says the same).
+Stop = Literal["deadline", "query_calls", "scan_items"]
+STOP_DEADLINE: Final = "deadline"
+STOP_QUERY_CALLS: Final = "query_calls"
+STOP_SCAN_ITEMS: Final = "scan_items"
 
 Submit = Callable[[PageRequest], "Future[Page]"]
 
@@ -193,8 +194,8 @@ class _Fetched(NamedTuple):
 
 
 class _Stop(Exception):  # noqa: N818 - internal signal, never leaves the merge
-    def __init__(self, reason: str) -> None:
-        self.reason = reason
+    def __init__(self, reason: Stop) -> None:
+        self.reason: Stop = reason
         super().__init__(reason)
 
 
@@ -458,7 +459,7 @@ class Merger:
         #: Query calls started (``stats.queries`` counts those answered).
         self.started = 0
         #: Why the merge stopped early (None: it ran to the end or its consumer stopped it).
-        self.stopped: str | None = None
+        self.stopped: Stop | None = None
         #: Every reading at or before this position has been yielded (see the module doc).
         self.frontier: Position | None = None
         self._moved = False
@@ -467,7 +468,7 @@ class Merger:
         self._readings_seen = 0
         stats.partitions_planned += len(streams)
 
-    def over_budget(self) -> str | None:
+    def over_budget(self) -> Stop | None:
         """Why no further Query may start, or None. The call cap holds only once
         the frontier has moved, so every merge makes progress."""
         options = self.options
@@ -541,13 +542,13 @@ class Merger:
         """Could a stream that opens at ``open_key`` hold a reading due before ``head``?"""
         return open_key >= head if self.options.descending else open_key <= head
 
-    def __iter__(self) -> Iterator[tuple[Position, Reading]]:
+    def __iter__(self) -> Generator[tuple[Position, Reading], None, None]:
         try:
             yield from self._merge()
         except _Stop as stop:
             self.stopped = stop.reason
 
-    def _merge(self) -> Iterator[tuple[Position, Reading]]:
+    def _merge(self) -> Generator[tuple[Position, Reading], None, None]:
         descending = self.options.descending
         pending = deque(sorted(self._streams, key=lambda s: s.open_key, reverse=descending))
         heap: list[_Entry] = []

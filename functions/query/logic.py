@@ -56,7 +56,7 @@ from keydesign import (
 from keydesign import Reading as DecodedReading
 from keydesign.periods import format_duration
 from query.aggregate import SeriesBuilder
-from query.cursor import CursorCodec, CursorError, CursorKeys, binding
+from query.cursor import CursorCodec, CursorError, CursorKeys, binding, canonical_ms
 from query.errors import ScanLimitExceeded, UnsupportedByLayout
 from query.merge import (
     POSITION_MAX_SK,
@@ -633,13 +633,10 @@ def _resume_at(after: Position, entity: str | None) -> tuple[str, int]:
     if len(parts) != 3:  # <entity>#<ts>#<event id>
         raise CursorError("carries an unreadable position")
     try:
-        ts_ms = parse_timestamp(parts[1], "cursor")
         validate_entity_id(parts[0], "cursor")
     except InvalidInput:
         raise CursorError("carries an unreadable position") from None
-    if format_ts(ts_ms) != parts[1]:
-        raise CursorError("carries an unreadable position")
-    return parts[0], ts_ms
+    return parts[0], canonical_ms(parts[1])
 
 
 def _stream(

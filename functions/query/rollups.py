@@ -16,7 +16,7 @@ from adapters.rollup_store import ReadCount, RollupState, RollupStore
 from keydesign import format_ts
 from keydesign.periods import format_duration
 from keydesign.rollup import Figures, Granularities, floor_to
-from query.aggregate import stat_figures
+from query.aggregate import interval_of
 from query.models import Interval
 from query.params import ReadArgs, Stat, TimeRange
 
@@ -94,14 +94,7 @@ class RollupAnswers:
             if not figures.readings:
                 continue
             readings += figures.readings
-            out.append(interval_of(start, figures, stats, read.measures))
+            wanted = read.measures
+            measures = {name: m for name, m in figures.measures.items() if wanted is None or name in wanted}
+            out.append(interval_of(format_ts(start), figures.readings, measures, stats))
         return out, readings
-
-
-def interval_of(start: int, figures: Figures, stats: tuple[Stat, ...], measures: tuple[str, ...] | None) -> Interval:
-    shown = {
-        name: stat_figures(stat, stats)
-        for name, stat in sorted(figures.measures.items())
-        if measures is None or name in measures
-    }
-    return Interval(start=format_ts(start), readings=figures.readings, measures=shown)

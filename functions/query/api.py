@@ -153,9 +153,8 @@ def create_app(service: QueryService | None) -> APIGatewayRestResolver:
     def page_of(from_: str, to: str, limit: int | None, cursor: str | None, order: Order) -> PageArgs:
         limits = svc().limits
         window = parse_range(from_, to, limits.max_range_ms)
-        return PageArgs(
-            window, parse_limit(limits.default_limit if limit is None else limit, limits.max_limit), cursor, order
-        )
+        size = min(DEFAULT_LIMIT, limits.max_limit) if limit is None else limit
+        return PageArgs(window, parse_limit(size, limits.max_limit), cursor, order)
 
     @get(
         "/entities/<entity_id>/readings",
@@ -396,7 +395,7 @@ def _install_error_mapping(app: APIGatewayRestResolver, routes: Mapping[tuple[st
         return _error(413, str(exc), exc.parameter)
 
     def unsupported(exc: UnsupportedByLayout) -> Response[Any]:
-        return _error(400, exc.reason, None)
+        return _error(400, str(exc), None)
 
     def not_found(exc: NotFoundError) -> Response[Any]:
         event = app.current_event

@@ -32,6 +32,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import closing, contextmanager
+from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
 
@@ -350,14 +351,7 @@ class QueryService:
         streams = self._streams(entity, partitions, None, self._clock_ms(), False, read.consistent)
         deadline = self._deadline(time_left_ms)
         # Every partition will be read whole: keep the pipeline full.
-        options = MergeOptions(
-            window=self.limits.concurrency,
-            read_ahead=True,
-            prefetch=True,
-            max_decoded=self.limits.max_scan_items,
-            max_queries=self.limits.max_query_calls,
-            deadline=deadline,
-        )
+        options = self._budget(deadline, read_ahead=True, prefetch=True)
         series = SeriesBuilder(interval_ms, stats)
         wanted = read.measures
         with self._fanout(len(streams), abandon=deadline is not None) as submit:
@@ -385,19 +379,6 @@ class QueryService:
 
     # -- machinery ---------------------------------------------------------------
 
-    def _binding(
-        self, route: str, entity: str | None, window: TimeRange, order: str, projection: tuple[str, ...] | None
-    ) -> bytes:
-        return binding(
-            route=route,
-            design=self._design,
-            entity=entity,
-            frm=window.from_ms,
-            to=window.to_ms,
-            order=order,
-            measures=list(projection) if projection is not None else None,
-        )
-
     def _page(
         self,
         route: str,
@@ -413,14 +394,7 @@ class QueryService:
     ) -> ReadingsPage:
         window, order, page_size = page.window, page.order, page.limit
         descending = order == "desc"
-        options = MergeOptions(
-            descending=descending,
-            target=page_size + 1,
-            window=self.limits.concurrency,
-            max_decoded=self.limits.max_scan_items,
-            max_queries=self.limits.max_query_calls,
-            deadline=deadline,
-        )
+        options = self._budget(deadline, descending=descending, target=page_size + 1)
         found: list[tuple[Position, DecodedReading]] = []
         resume: Position | None = None
         cut_short: CutShort | None = None
@@ -490,6 +464,31 @@ class QueryService:
         if not descending:
             return anchor_ms, window.to_ms
         return window.from_ms, self._reached_ms(after, window, descending=True, per_entity=per_entity)
+
+    def _binding(
+        self, route: str, entity: str | None, window: TimeRange, order: str, projection: tuple[str, ...] | None
+    ) -> bytes:
+        return binding(
+            route=route,
+            design=self._design,
+            entity=entity,
+            frm=window.from_ms,
+            to=window.to_ms,
+            order=order,
+            measures=list(projection) if projection is not None else None,
+        )
+
+    def _budget(self, deadline: float | None, **options: Any) -> MergeOptions:
+        """A merge bounded as one request's reads are: a window of partitions fetched at once,
+        MAX_SCAN_ITEMS readings decoded, MAX_QUERY_CALLS Query calls, and ``deadline``."""
+        limits = self.limits
+        return MergeOptions(
+            window=limits.concurrency,
+            max_decoded=limits.max_scan_items,
+            max_queries=limits.max_query_calls,
+            deadline=deadline,
+            **options,
+        )
 
     def _deadline(self, time_left_ms: int | None) -> float | None:
         """The monotonic instant a read stops at: the function's remaining time
@@ -565,8 +564,6 @@ class QueryService:
             minimum_read_units=minimum,
             estimated_read_units=minimum + read_units(items * NOMINAL_READING_BYTES, consistent=consistent),
             nominal_item_bytes=NOMINAL_READING_BYTES,
-            source=None,
-            source_reason=None,
         )
 
     def _record(self, route: str, stats: ReadStats, returned: int, *, cut_short: str | None = None) -> None:

@@ -82,7 +82,7 @@ MAX_BLOCK_ITEM_BYTES = 64 * 1024
 #: Hex digits of the block id.
 BLOCK_ID_DIGITS = 12
 #: Sorts after every character of a block sort key's tail: closes a range at an instant.
-_HIGH = "~"
+HIGH = "~"
 _LEVEL = 6
 
 
@@ -292,35 +292,6 @@ def sk_stem(entity_id: str | None, first_ts: str, block_id: str) -> str:
     return f"{first_ts}#{block_id}" if entity_id is None else f"{entity_id}#{first_ts}#{block_id}"
 
 
-@dataclass(frozen=True, slots=True)
-class BlockKeyParts:
-    """What a block's sort key says."""
-
-    entity: str | None
-    first_ts: str
-    block_id: str
-    write_units: int
-
-
-def parse_block_sk(sk: str, *, shared: bool) -> BlockKeyParts | None:
-    """The parts of a block sort key (``shared``: the hybrid form, behind ``<entity>#``), or None
-    when ``sk`` is not one."""
-    parts = sk.split("#")
-    if len(parts) != (4 if shared else 3):
-        return None
-    first_ts, block_id, units = parts[-3:]
-    if (
-        len(first_ts) != 24
-        or len(block_id) != BLOCK_ID_DIGITS
-        or not units.isdigit()
-        or not units.isascii()
-        or len(units) > 3
-        or any(c not in "0123456789abcdef" for c in block_id)
-    ):
-        return None
-    return BlockKeyParts(parts[0] if shared else None, first_ts, block_id, int(units))
-
-
 def newest_wins(copies: Mapping[tuple[str, int, str], tuple[int, Reading]]) -> list[Reading]:
     """The readings of a de-duplicated map (reading identity -> (version, reading)), in
     (entity, time, event id) order."""
@@ -337,6 +308,3 @@ def keep_newest(
         held = copies.get(key)
         if held is None or version > held[0]:
             copies[key] = (version, reading)
-
-
-HIGH = _HIGH

@@ -66,7 +66,6 @@ from .shardmap import ShardMap
 from .timefmt import parse_timestamp
 
 PARTITION_WCU = 1_000
-PARTITION_RCU = 3_000
 PARTITION_BYTES = 10 * 1024**3
 #: Bytes DynamoDB adds to each item for storage billing (index overhead).
 STORAGE_OVERHEAD_BYTES = 100

@@ -40,7 +40,6 @@ from .blocks import (
     block_item,
     encode_block,
     keyed_item,
-    parse_block_sk,
     sk_stem,
 )
 from .errors import ConfigError, InvalidInput, KeyDesignError
@@ -48,7 +47,7 @@ from .hashing import shard_of
 from .model import Reading, validate_entity_id
 from .periods import Bucket, TablePeriod
 from .shardmap import ShardMap
-from .timefmt import MAX_TS_MS, format_ts, stamp_ms
+from .timefmt import MAX_TS_MS, format_ts
 
 LayoutKind = Literal["random", "calculated", "hybrid"]
 LAYOUTS: tuple[LayoutKind, ...] = ("random", "calculated", "hybrid")
@@ -339,17 +338,6 @@ class Layout:
     def block_sk_through(self, entity_id: str, ts_ms: int) -> str:
         """The highest block sort key that may hold a reading of ``entity_id`` at or before ``ts_ms``."""
         return f"{self._sk_prefix(entity_id)}{format_ts(ts_ms)}#{HIGH}"
-
-    def block_reach(self, sk: str) -> tuple[str, str] | None:
-        """``(lowest, highest)`` reading positions a block with sort key ``sk`` can hold, from its key
-        alone (its first reading, and a span on, inside its bucket); None when ``sk`` is not a block's."""
-        parts = parse_block_sk(sk, shared=self.can.shared_partitions)
-        if parts is None:
-            return None
-        first_ms = stamp_ms(parts.first_ts)
-        last_ms = min(first_ms + MAX_BLOCK_SPAN_MS - 1, self.bucket.start(first_ms) + self.bucket.width_ms - 1)
-        prefix = self._sk_prefix(parts.entity) if parts.entity is not None else ""
-        return f"{prefix}{parts.first_ts}", f"{prefix}{format_ts(last_ms)}#{HIGH}"
 
     def _sk_prefix(self, entity_id: str) -> str:
         return f"{entity_id}#" if self.can.shared_partitions else ""

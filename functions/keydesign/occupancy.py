@@ -23,7 +23,7 @@ and without a marker nothing is pruned.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from .layouts import PartitionQuery
@@ -140,10 +140,6 @@ class Occupancy:
     since_ms: int | None
     days: dict[int, DayOccupancy] = field(default_factory=dict)
 
-    @property
-    def active(self) -> bool:
-        return self.since_ms is not None
-
     def needs(self, day_ms: int) -> bool:
         """Whether pruning in ``day_ms`` needs the day loaded (days wholly before
         ``since`` are read unpruned, so they are never loaded)."""
@@ -173,6 +169,3 @@ class Occupancy:
 
     def prune(self, partitions: Iterable[PartitionQuery]) -> list[PartitionQuery]:
         return [p for p in partitions if self.may_hold(p)]
-
-    def merge(self, loaded: Mapping[int, DayOccupancy]) -> None:
-        self.days.update(loaded)

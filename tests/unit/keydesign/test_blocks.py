@@ -18,7 +18,6 @@ from keydesign.blocks import (
     MAX_BLOCK_SPAN_MS,
     keep_newest,
     newest_wins,
-    parse_block_sk,
     read_header,
 )
 from keydesign.items import MAX_ITEM_BYTES
@@ -302,21 +301,3 @@ def test_large_readings_are_split_below_the_item_limit_and_a_huge_one_goes_alone
     # And a single reading far over the block limit still makes one block under DynamoDB's own
     (alone,) = layout.pack([(fat(0), 1)], shard_map)
     assert alone.size < MAX_ITEM_BYTES / 4
-
-
-@pytest.mark.parametrize(
-    ("sk", "shared", "parsed"),
-    [
-        ("s#2026-11-22T06:00:00.000Z#0123456789ab#3", True, ("s", "2026-11-22T06:00:00.000Z", 3)),
-        ("2026-11-22T06:00:00.000Z#0123456789ab#12", False, (None, "2026-11-22T06:00:00.000Z", 12)),
-        ("s#2026-11-22T06:00:00.000Z#0123456789ab#3", False, None),
-        ("s#2026-11-22T06:00:00.000Z#0123456789AB#3", True, None),
-        ("s#2026-11-22T06:00:00.000Z#0123456789a#3", True, None),
-        ("s#2026-11-22T06:00:00.000Z#0123456789ab#x", True, None),
-        ("s#2026-11-22T06:00:00.000Z#0123456789ab#1000", True, None),
-        ("s#2026-11-22T06:00:00.000Z#ev-1", True, None),
-    ],
-)
-def test_block_sort_keys_are_read_back_or_refused(sk: str, shared: bool, parsed: tuple[object, ...] | None) -> None:
-    parts = parse_block_sk(sk, shared=shared)
-    assert (None if parts is None else (parts.entity, parts.first_ts, parts.write_units)) == parsed

@@ -286,12 +286,6 @@ def keyed_item(pk: str, sk_stem: str, payload: bytes, ttl_epoch_s: int | None) -
         units = write_units(size)
 
 
-def sk_stem(entity_id: str | None, first_ts: str, block_id: str) -> str:
-    """A block's sort key before its write units (``entity_id`` None: a layout whose partition
-    key holds the entity)."""
-    return f"{first_ts}#{block_id}" if entity_id is None else f"{entity_id}#{first_ts}#{block_id}"
-
-
 def newest_wins(copies: Mapping[tuple[str, int, str], tuple[int, Reading]]) -> list[Reading]:
     """The readings of a de-duplicated map (reading identity -> (version, reading)), in
     (entity, time, event id) order."""

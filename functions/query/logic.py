@@ -686,7 +686,7 @@ class QueryService:
             table_period=period.name if period is not None else None,
             order=order,
             consistent=consistent,
-            dedupe=self._layout.can.dedupe,  # every read keeps one copy of a reading (plan_range says False)
+            dedupe=True,  # every layout stores blocks: a reading read twice is returned once
             partition_count=len(plan.partitions),
             tables=list(plan.tables),
             partitions=[_planned(p) for p in plan.partitions[:EXPLAIN_PARTITIONS]],

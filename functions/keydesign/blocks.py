@@ -113,8 +113,6 @@ class Encoded:
     block_id: str
     first_ms: int
     last_ms: int
-    count: int
-    version: int
 
 
 # -- varints ------------------------------------------------------------------------------
@@ -198,7 +196,7 @@ def encode_block(readings: Sequence[Reading], version: int) -> Encoded:
     head += version_bytes
     digest = hashlib.sha256(f"{entity}\n{version}\n".encode() + body).hexdigest()[:BLOCK_ID_DIGITS]
     payload = bytes(head) + (deflated if head[0] == DEFLATED else body)
-    return Encoded(payload, digest, first, previous, len(readings), version)
+    return Encoded(payload, digest, first, previous)
 
 
 def read_header(payload: bytes) -> BlockHeader:

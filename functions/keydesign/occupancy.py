@@ -23,6 +23,7 @@ and without a marker nothing is pruned.
 
 from __future__ import annotations
 
+import os.path
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -106,15 +107,8 @@ class OccupancyRecord:
 def common_prefix(partitions: Iterable[PartitionQuery]) -> str:
     """The longest sort-key prefix shared by the occupancy of ``partitions``:
     what a per-entity read asks for with ``begins_with`` (``readings#0042#2026-11-22T``)."""
-    keys = [partition_sk(p.table, p.pk) for p in partitions]
-    if not keys:
-        return ""
-    # The prefix every key shares is the one the lowest and the highest share.
-    low, high = min(keys), max(keys)
-    size = 0
-    while size < len(low) and low[size] == high[size]:
-        size += 1
-    return low[:size]
+    # Character by character, not by path: begins_with wants exactly that prefix.
+    return os.path.commonprefix([partition_sk(p.table, p.pk) for p in partitions])  # noqa: RUF071
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,7 +25,8 @@ from adapters.shard_map_store import (
     ShardMapStore,
 )
 from hotkeys.detector import Decisions, EntityChange, apply_decisions
-from keydesign import Bucket, Change, Layout, ShardMap, parse_timestamp
+from keydesign import Bucket, Layout, ShardMap, parse_timestamp
+from keydesign.shardmap import Change
 from tests.integration.hotkeys.conftest import CONTROL, Aws, SimClock
 
 pytestmark = pytest.mark.integration

@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 
 from adapters.partition_reader import CorruptBlock, Page, PageRequest, StoredBlock
 from benchmarks.memory_dynamo import MemoryReader
-from keydesign import Block, ItemKey, Layout, PartitionQuery, Reading, ShardMap, format_ts, parse_timestamp
+from keydesign import Block, Layout, PartitionQuery, Reading, ShardMap, format_ts, parse_timestamp
 from keydesign.blocks import MAX_BLOCK_SPAN_MS, read_header
+from keydesign.layouts import ItemKey
 from query.merge import (
     FIRST_PAGE_BLOCKS,
     POSITION_MAX_SK,

@@ -302,10 +302,11 @@ class Ingestor:
         # reader never finds readings in a partition it was told is empty.
         blocked = self._record_occupancy(blocks, deadline, now_ms, outcome)
         order = [i for i in range(len(blocks)) if i not in blocked]
-        handle = self._writer.submit([_pending(blocks[i]) for i in order], deadline)
+        chunks = self._writer.submit([_pending(blocks[i]) for i in order], deadline)
         outcome.rejects = self._rejects.publish(batch.rejects, deadline)  # while the blocks are written
         write = outcome.write = WriteReport(unwritten=blocked)
-        write.merge(handle.wait(), order)
+        for chunk in chunks:
+            write.merge(chunk.result(), order)
         self._ask_for_tables(blocks, write)
         self._mark_rollups(blocks, write, now_ms, deadline)
 

@@ -225,7 +225,7 @@ class Ingestor:
         (a fake, or a fault injector around the real one), and the shard-map source. ``control``
         is the control table's client (shard map, occupancy marker, rollups), ``lambda_client`` the one that asks
         the rotator for missing tables (with ROTATOR_FUNCTION and per-period tables): real ones unless given."""
-        common = settings.common
+        common = settings
         # One attempt per botocore call: the writer does the retrying, so every
         # wait is jittered, counted, and bounded by the invocation's deadline. Its
         # requests come from serialize_item: botocore's validation walk is skipped.

@@ -151,7 +151,7 @@ class QueryService:
 
     @classmethod
     def from_settings(cls, settings: QuerySettings) -> QueryService:
-        common, limits = settings.common, QueryLimits()
+        common, limits = settings, QueryLimits()
         return cls(
             layout=common.layout,
             shard_maps=shard_map_source(common, bootstrap=False),

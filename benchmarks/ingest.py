@@ -188,7 +188,7 @@ def ingest_cpu(quick: bool) -> Result:
     repeats = 2 if quick else 5
     items = readings(count)
     settings = IngestSettings.from_env(stack_env())
-    common = settings.common
+    common = settings
     shapes = {
         "packed": {"Records": lambda_records(items, packed=True)},
         "one-per-record": {"Records": lambda_records(items, packed=False)},
@@ -263,7 +263,7 @@ def _stages(
     result: Result, settings: IngestSettings, event: dict[str, Any], repeats: int, per_reading_us: float
 ) -> None:
     """Where the time goes, stage by stage (single thread, packed records)."""
-    common = settings.common
+    common = settings
     layout = common.layout
     shard_map = ShardMap.initial(layout.bucket, common.shards)
     cpu_decode, _, decoded = _best(repeats, lambda: [decode_record(i, r) for i, r in enumerate(parse_records(event))])

@@ -259,7 +259,7 @@ class HotKeyMonitor:
         clock_ms: Callable[[], int] | None = None,
     ) -> HotKeyMonitor:
         """Wire the adapters: the real clients unless others are given (a fake, a fault injector)."""
-        common = settings.common
+        common = settings
         wall = clock_ms or (lambda: int(time.time() * 1000))
         db = dynamodb if dynamodb is not None else client("dynamodb", max_attempts=5)
         # Forget what no function may still write or read: changes in force a retention, plus the

@@ -225,7 +225,7 @@ class Ingestor:
         (a fake, or a fault injector around the real one), and the shard-map source. ``control``
         is the control table's client (shard map, occupancy marker, rollups), ``lambda_client`` the one that asks
         the rotator for missing tables (with ROTATOR_FUNCTION and per-period tables): real ones unless given."""
-        common = settings.common
+        common = settings
         # One attempt per botocore call: the writer does the retrying, so every
         # wait is jittered, counted, and bounded by the invocation's deadline. Its
         # requests come from serialize_item: botocore's validation walk is skipped.
@@ -302,10 +302,11 @@ class Ingestor:
         # reader never finds readings in a partition it was told is empty.
         blocked = self._record_occupancy(blocks, deadline, now_ms, outcome)
         order = [i for i in range(len(blocks)) if i not in blocked]
-        handle = self._writer.submit([_pending(blocks[i]) for i in order], deadline)
+        chunks = self._writer.submit([_pending(blocks[i]) for i in order], deadline)
         outcome.rejects = self._rejects.publish(batch.rejects, deadline)  # while the blocks are written
         write = outcome.write = WriteReport(unwritten=blocked)
-        write.merge(handle.wait(), order)
+        for chunk in chunks:
+            write.merge(chunk.result(), order)
         self._ask_for_tables(blocks, write)
         self._mark_rollups(blocks, write, now_ms, deadline)
 

@@ -42,7 +42,7 @@ from adapters.observability import logger, metrics
 from adapters.occupancy import OccupancyReader, OccupancyStore
 from adapters.partition_reader import DynamoPartitionReader, Page, PageRequest, PartitionReader
 from adapters.rollup_store import ReadCount, RollupStore
-from adapters.secret_reader import read_secret
+from adapters.secret_versions import read_secret
 from adapters.settings import CommonSettings
 from adapters.shard_map_source import ShardMapSource
 from adapters.shard_map_store import shard_map_source
@@ -151,7 +151,7 @@ class QueryService:
 
     @classmethod
     def from_settings(cls, settings: QuerySettings) -> QueryService:
-        common, limits = settings.common, QueryLimits()
+        common, limits = settings, QueryLimits()
         return cls(
             layout=common.layout,
             shard_maps=shard_map_source(common, bootstrap=False),

@@ -184,7 +184,7 @@ def test_the_rotator_maps_new_tables_to_the_hot_key_function_with_the_stack_sett
     assert settings.export_bucket == "timeseries-exports-example"
     assert settings.alert_topic_arn is not None
     # Ingest and the rotator agree on the late-reading window and the tables built ahead.
-    ingest = IngestSettings.from_env(synth.concrete_environment(LambdaFunction.INGEST)).common
+    ingest = IngestSettings.from_env(synth.concrete_environment(LambdaFunction.INGEST))
     assert (ingest.grace_ms, ingest.prebuild_periods) == (settings.grace_ms, settings.prebuild_periods)
 
 

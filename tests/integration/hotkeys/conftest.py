@@ -52,7 +52,7 @@ class Aws:
 
     @property
     def layout(self) -> Layout:
-        return HotKeySettings.from_env(self.env).common.layout
+        return HotKeySettings.from_env(self.env).layout
 
     def settings(self, **overrides: str) -> HotKeySettings:
         return HotKeySettings.from_env({**self.env, **overrides})

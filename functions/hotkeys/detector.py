@@ -211,7 +211,7 @@ class WindowLoad:
 
 
 class WindowTally:
-    """Builds a :class:`WindowLoad` one write at a time."""
+    """Builds a :class:`WindowLoad` one write, or one stored run's counts, at a time."""
 
     def __init__(self, start_ms: int, width_ms: int) -> None:
         self.start_ms = start_ms
@@ -224,14 +224,19 @@ class WindowTally:
     def add(
         self, partition_key: str, entity: str, wcu: int, *, writes: int = 1, deletes: int = 0, shared_key: bool = False
     ) -> None:
-        for table, name in ((self._keys, partition_key), (self._entities, entity)):
-            row = table.setdefault(name, [0, 0, 0])
-            row[0] += wcu
-            row[1] += writes
-            row[2] += deletes
-        self._entity_keys.setdefault(entity, set()).add(partition_key)
-        if shared_key:
-            self._shared.add(partition_key)
+        self.add_key(partition_key, (wcu, writes, deletes), shared=shared_key)
+        self.add_entity(entity, (wcu, writes, deletes), (partition_key,))
+
+    def add_key(self, key: str, counts: Sequence[int], *, shared: bool) -> None:
+        """Add ``counts`` (write units, writes, deletes) to ``key``; ``shared``: many entities write to it."""
+        _add(self._keys.setdefault(key, [0, 0, 0]), counts)
+        if shared:
+            self._shared.add(key)
+
+    def add_entity(self, entity: str, counts: Sequence[int], keys: Iterable[str]) -> None:
+        """Add ``counts`` to ``entity``, which wrote to the partition keys ``keys``."""
+        _add(self._entities.setdefault(entity, [0, 0, 0]), counts)
+        self._entity_keys.setdefault(entity, set()).update(keys)
 
     def count(self, obs: Observation) -> None:
         """Add one observed write (a TTL deletion is the caller's to leave out)."""
@@ -247,6 +252,11 @@ class WindowTally:
             MappingProxyType({e: frozenset(v) for e, v in self._entity_keys.items()}),
             frozenset(self._shared),
         )
+
+
+def _add(total: list[int], counts: Sequence[int]) -> None:
+    for i, count in enumerate(counts):
+        total[i] += count
 
 
 def tally(observations: Iterable[Observation], config: DetectorConfig) -> dict[int, WindowTally]:

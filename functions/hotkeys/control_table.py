@@ -142,7 +142,7 @@ class ControlTable:
         skipped = 0
         for item in self._query_all(f"load#{format_ts(start_ms)}#{shard:02d}" for shard in range(COUNTER_SHARDS)):
             try:
-                if _n(item, "window_ms") != width_ms or not _s(item, "sk").startswith("run#"):
+                if int(item["window_ms"]["N"]) != width_ms or not _s(item, "sk").startswith("run#"):
                     raise ValueError("not a run of this window")
                 body = json.loads(_s(item, "load"))
                 run_keys = [(str(k), _counts(v[:3]), v[3] == 1) for k, v in body["k"].items()]
@@ -347,10 +347,6 @@ def _s(item: Mapping[str, Any], name: str) -> str:
     if not isinstance(value, str):
         raise TypeError(name)
     return value
-
-
-def _n(item: Mapping[str, Any], name: str) -> int:
-    return int(item[name]["N"])
 
 
 def _counts(values: Sequence[object]) -> list[int]:

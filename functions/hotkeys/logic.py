@@ -376,19 +376,16 @@ class HotKeyMonitor:
         return change
 
     def _history(self, start: int, shard_map: ShardMap) -> list[WindowLoad]:
-        """The windows just before ``start`` (contiguous, judged, and with writes counted in
-        them), with the load every entity with its own count had when each was judged: what a
-        scale-down is judged on. A window without a single counted write proves nothing about
-        quiet: the table may have been idle, or the function not yet reading the stream."""
+        """Those of the windows just before ``start`` that were judged with writes counted in
+        them, with the load every entity with its own count had when each was judged: what a
+        scale-down is judged on (:func:`decide` wants them all, contiguous). A window without a
+        single counted write proves nothing about quiet: the table may have been idle, or the
+        function not yet reading the stream."""
         count = self._config.scale_down_windows - 1
         if count < 1 or not shard_map.entity_history:
             return []
         width = self._config.window_ms
-        starts = [start - i * width for i in range(1, count + 1)]
-        loads = self._control.read_history(starts, width)
-        if any(s not in loads for s in starts):
-            return []
-        return [loads[s] for s in sorted(starts)]
+        return list(self._control.read_history([start - i * width for i in range(1, count + 1)], width).values())
 
     # -- metrics and alerts -------------------------------------------------------------------------
 

@@ -323,13 +323,9 @@ class Ingestor:
     def _validate(self, records: Sequence[StreamRecord], outcome: BatchOutcome, now_ms: int) -> _Batch:
         """Decode and validate every record: the readings to pack, and the rejects."""
         batch = _Batch()
-        earliest: int | None = None  # the earliest arrival, whose lag is the batch's largest
         for position, record in enumerate(records):
             decoded = decode_record(position, record)
             batch.decoded.append(decoded)
-            arrival = record.arrival_ms
-            if arrival is not None and (earliest is None or arrival < earliest):
-                earliest = arrival
             # Counted before validation: a candidate that fails it becomes a reject, not a second unit.
             outcome.records[position].readings = decoded.units
             outcome.aggregated_members += decoded.kpl_members
@@ -341,8 +337,9 @@ class Ingestor:
             decoded.fold_rejects(self.rejects.payload_limit)
             batch.rejects.extend(decoded.rejects)
             batch.reject_record.extend([position] * len(decoded.rejects))
-        if earliest is not None:
-            outcome.max_arrival_lag_ms = max(0, now_ms - earliest)
+        arrivals = [r.arrival_ms for r in records if r.arrival_ms is not None]
+        if arrivals:  # the earliest arrival's lag is the batch's largest
+            outcome.max_arrival_lag_ms = max(0, now_ms - min(arrivals))
         return batch
 
     def _reading(

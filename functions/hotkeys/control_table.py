@@ -4,7 +4,7 @@ claims and alert cooldowns. (The shard map, in the same table, is ``adapters.sha
 Item layout (every key a string; ``expires_at`` is epoch seconds for the table's TTL)::
 
     run       pk = load#<window start>#<cc>   sk = run#<table>#<sequence number of its first record>
-              load (S, JSON below), first, last (S: sequence numbers), records (N), window_ms, expires_at
+              load (S, JSON below), window_ms, expires_at
     claim     pk = close#<window start>       sk = window
               state (claimed | done), owner, lease_until, summary, observed (BOOL), pages (N), expires_at
     judged    pk = close#<window start>       sk = entities#<nnn>  (nnn < the claim's pages)
@@ -33,7 +33,6 @@ import random
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from botocore.exceptions import ClientError
@@ -65,17 +64,6 @@ class ControlTableApi(Protocol):
     def batch_get_item(self, **kwargs: Any) -> Mapping[str, Any]: ...
 
 
-@dataclass(frozen=True, slots=True)
-class RunLoad:
-    """The load one run adds to its window (``load.start_ms``), and the records it covers."""
-
-    run_id: str
-    first_sequence: str
-    last_sequence: str
-    records: int
-    load: WindowLoad
-
-
 def encode_load(load: WindowLoad) -> str:
     """A run's load as its item stores it (the JSON in the module docstring)."""
     body = {
@@ -105,12 +93,15 @@ class ControlTable:
 
     # -- runs -------------------------------------------------------------------------------
 
-    def put_runs(self, runs: Sequence[RunLoad], now_ms: int) -> dict[str, str]:
-        """Put every run over any earlier copy of it, in parallel; the runs that failed, and why."""
+    def put_runs(self, runs: Mapping[str, WindowLoad], now_ms: int) -> dict[str, str]:
+        """Put every run (by run id) over any earlier copy of it, in parallel; the runs that failed, and why."""
         expires = str((now_ms + COUNTER_RETENTION_MS) // 1000)
-        futures = [(run.run_id, self._pool.submit(self._db.put_item, **self._run_put(run, expires))) for run in runs]
+        futures = {
+            run_id: self._pool.submit(self._db.put_item, **self._run_put(run_id, load, expires))
+            for run_id, load in runs.items()
+        }
         failed: dict[str, str] = {}
-        for run_id, future in futures:
+        for run_id, future in futures.items():
             try:
                 future.result()
             except ClientError as exc:
@@ -119,18 +110,14 @@ class ControlTable:
                 failed[run_id] = type(exc).__name__
         return failed
 
-    def _run_put(self, run: RunLoad, expires: str) -> dict[str, Any]:
-        load = run.load
-        pk = f"load#{format_ts(load.start_ms)}#{shard_of(run.run_id, COUNTER_SHARDS):02d}"
+    def _run_put(self, run_id: str, load: WindowLoad, expires: str) -> dict[str, Any]:
+        pk = f"load#{format_ts(load.start_ms)}#{shard_of(run_id, COUNTER_SHARDS):02d}"
         return {
             "TableName": self._table,
             "Item": {
                 "pk": {"S": pk},
-                "sk": {"S": f"run#{run.run_id}"},
+                "sk": {"S": f"run#{run_id}"},
                 "load": {"S": encode_load(load)},
-                "first": {"S": run.first_sequence},
-                "last": {"S": run.last_sequence},
-                "records": {"N": str(run.records)},
                 "window_ms": {"N": str(load.width_ms)},
                 "expires_at": {"N": expires},
             },

@@ -195,9 +195,8 @@ class WindowLoad:
         every entity in ``always`` that wrote here (split entities: their quiet windows
         decide a scale-down, so none of their load may go uncounted). Returns it with the
         number of keys and entities left out."""
-        busiest = sorted(self.entities, key=lambda e: (-self.entities[e].wcu, e))[:limit]
-        entities = set(busiest) | (set(always) & set(self.entities))
-        keys = set(sorted(self.keys, key=lambda k: (-self.keys[k].wcu, k))[:limit])
+        entities = {e for e, _ in self.top_entities(limit)} | (set(always) & self.entities.keys())
+        keys = {k for k, _ in self.top_keys(limit)}
         dropped = len(self.entities) - len(entities) + len(self.keys) - len(keys)
         kept = WindowLoad(
             self.start_ms,
@@ -534,19 +533,18 @@ def apply_decisions(
     itself when nothing changes.
     """
     result = shard_map
+
+    def with_entity(change: EntityChange) -> ShardMap:
+        effective = max(change.effective_from_ms, _effective(result.entity_history.get(change.entity), change_from_ms))
+        return result.with_entity(change.entity, change.to_shards, effective, now_ms=now_ms)
+
     if entity_changes:
         for split in decisions.splits:
             if split.to_shards > entity_target(result, split.entity, layout_kind):
-                effective = max(
-                    split.effective_from_ms, _effective(result.entity_history.get(split.entity), change_from_ms)
-                )
-                result = result.with_entity(split.entity, split.to_shards, effective, now_ms=now_ms)
+                result = with_entity(split)
         for down in decisions.scale_downs:
             if entity_target(result, down.entity, layout_kind) == down.from_shards > down.to_shards:
-                effective = max(
-                    down.effective_from_ms, _effective(result.entity_history.get(down.entity), change_from_ms)
-                )
-                result = result.with_entity(down.entity, down.to_shards, effective, now_ms=now_ms)
+                result = with_entity(down)
     change = decisions.global_change
     if global_changes and change is not None and change.to_shards > result.global_history[-1].shards:
         effective = max(change.effective_from_ms, _effective(result.global_history, change_from_ms))

@@ -51,7 +51,7 @@ from adapters.clients import client
 from adapters.observability import NAMESPACE, logger, metrics
 from adapters.shard_map_store import Compaction, ShardMapStore, shard_map_source
 from hotkeys.alerts import Alert, AlertPublisher
-from hotkeys.control_table import ControlTable, RunLoad
+from hotkeys.control_table import ControlTable
 from hotkeys.detector import (
     Decisions,
     EntityChange,
@@ -236,10 +236,6 @@ class HotKeyMonitor:
             if sequence_number is not None:  # parse_record requires one
                 counted.append(Counted(position, sequence_number, parsed))
 
-        # How far this shard's stream has got: a window is judged only once some
-        # batch has read past its end, never on wall-clock time alone (a lagging
-        # or just-started stream would make a busy window look quiet).
-        watermark = max((c.observation.approx_time_ms for c in counted), default=None)
         if counted:
             try:
                 shard_map = self._shard_maps.current()
@@ -251,8 +247,10 @@ class HotKeyMonitor:
                     outcome.fail(record.position, f"shard map unavailable: {type(exc).__name__}")
             else:
                 self._count(counted, table_of(records[counted[0].position]), shard_map, now, outcome)
-        if watermark is not None:
-            self._judge_due_windows(now, watermark, outcome)
+            # How far this shard's stream has got: a window is judged only once some
+            # batch has read past its end, never on wall-clock time alone (a lagging
+            # or just-started stream would make a busy window look quiet).
+            self._judge_due_windows(now, max(c.observation.approx_time_ms for c in counted), outcome)
         _emit(outcome)
         return outcome
 
@@ -262,7 +260,7 @@ class HotKeyMonitor:
         outcome.user_deletes = sum(1 for c in counted if c.observation.event_name == "REMOVE")
         always = set(shard_map.entity_history)
         runs = runs_of(counted, window_ms=config.window_ms, table=table)
-        loads: list[RunLoad] = []
+        loads: dict[str, WindowLoad] = {}
         for run in runs:
             full = tally((c.observation for c in run.members), config)[run.window_start_ms].load()
             load, dropped = full.select(config.counters_per_window, always=always)
@@ -270,11 +268,10 @@ class HotKeyMonitor:
             if run.window_start_ms + config.window_ms + self._settings.window_grace_ms <= now:
                 # Its window is (or is about to be) judged already: visible, not lost.
                 outcome.late += len(run.members)
-            first, last = run.members[0].sequence_number, run.members[-1].sequence_number
-            loads.append(RunLoad(run.run_id, first, last, len(run.members), load))
+            loads[run.run_id] = load
         failed = self._control.put_runs(loads, now)
-        outcome.counters_written += len(loads) - len(failed)
-        outcome.counters_failed += len(failed)
+        outcome.counters_written = len(loads) - len(failed)
+        outcome.counters_failed = len(failed)
         if failed:
             logger.error(
                 "run writes failed; their records will be redelivered",
@@ -339,9 +336,10 @@ class HotKeyMonitor:
         )
         summary = _summary(decisions)
         reason = summary if wanted else "compaction"
-        # Applied even when nothing is wanted: the store folds what retention has passed, so the
-        # map is compacted as windows are judged (a write only when a change has aged out).
-        applied = self._store.apply(self._change_fn(decisions) if wanted else _unchanged, reason=reason)
+        # Applied even when nothing is wanted (apply_decisions then returns the map as it is): the store
+        # folds what retention has passed, so the map is compacted as windows are judged (a write only
+        # when a change has aged out).
+        applied = self._store.apply(self._change_fn(decisions), reason=reason)
         if applied.changed:
             logger.info(
                 "shard map changed", version=applied.shard_map.version, attempts=applied.attempts, decisions=reason
@@ -493,10 +491,6 @@ class HotKeyMonitor:
             body = {"kind": "hot_entity", **measured, **_scheduled("split", split, applied=entity_applied)}
             entity_alert(split.entity, entity_rates.get(split.entity, split.wcu_per_s), body)
         return list(alerts.values())
-
-
-def _unchanged(shard_map: ShardMap) -> ShardMap:
-    return shard_map
 
 
 def _scheduled(action: str, change: EntityChange | GlobalChange, *, applied: bool) -> dict[str, object]:

@@ -59,7 +59,7 @@ class Aws:
 
     def monitor(self, clock: Callable[[], int], *, dynamodb: Any = None, sns: Any = None, **env: str) -> HotKeyMonitor:
         """A monitor as one Lambda container would build it, on ``clock``."""
-        monitor = HotKeyMonitor.from_settings(self.settings(**env), dynamodb=dynamodb, sns=sns, clock_ms=clock)
+        monitor = HotKeyMonitor(self.settings(**env), dynamodb=dynamodb, sns=sns, clock_ms=clock)
         self.monitors.append(monitor)
         return monitor
 

@@ -363,7 +363,11 @@ def ingest_e2e_moto(quick: bool) -> Result:
         assert outcome.written == count and not outcome.failed_records
 
         naive = _naive_put_item(endpoint, items)
-        stored = {t: distinct_readings(_scan(dynamodb, t)) for t in ("bench-ours", "bench-naive")}
+        scan = dynamodb.get_paginator("scan")
+        stored = {
+            t: distinct_readings(i for page in scan.paginate(TableName=t) for i in page["Items"])
+            for t in ("bench-ours", "bench-naive")
+        }
         assert stored == {"bench-ours": count, "bench-naive": count}, stored
     finally:
         server.stop()
@@ -386,17 +390,6 @@ def ingest_e2e_moto(quick: bool) -> Result:
     result.add("naive readings/s", round(count / naive), "readings/s", f"{count} PutItem calls")
     result.add("speed-up (ours / naive)", round(naive / ours, 1), "x")
     return result
-
-
-def _scan(dynamodb: Any, table: str) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = []
-    kwargs: dict[str, Any] = {"TableName": table}
-    while True:
-        page = dynamodb.scan(**kwargs)
-        items.extend(page["Items"])
-        if "LastEvaluatedKey" not in page:
-            return items
-        kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
 
 def _naive_put_item(

@@ -19,7 +19,7 @@ from infra.hot_keys import HotKeys
 from infra.ingestion import Ingestion
 from infra.lambdas import HelperFunction, LambdaRuntime
 from infra.monitoring import Monitoring, WatchedTable
-from infra.rollups import Rollups, grant_control_keys
+from infra.rollups import Rollups
 from infra.rotation import Rotation
 from infra.storage import Storage
 from keydesign.periods import format_duration
@@ -111,9 +111,8 @@ class TimeSeriesStack(Stack):
                 alerts_topic=self.alerts.topic,
                 removal_policy=removal_policy,
             )
-            grant_control_keys(self.storage, self.ingestion.function, ["dynamodb:BatchWriteItem"], MARK_KEYS)
-            grant_control_keys(
-                self.storage,
+            self.storage.grant_control_keys(self.ingestion.function, ["dynamodb:BatchWriteItem"], MARK_KEYS)
+            self.storage.grant_control_keys(
                 self.api.function,
                 ["dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query"],
                 READ_KEYS,

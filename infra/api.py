@@ -88,9 +88,9 @@ class QueryApi(Construct):
         *,
         config: Context,
         runtime: LambdaRuntime,
-        removal_policy: RemovalPolicy,
     ) -> None:
         super().__init__(scope, construct_id)
+        removal_policy = runtime.removal_policy
 
         self.cursor_key = secretsmanager.Secret(
             self,
@@ -111,7 +111,6 @@ class QueryApi(Construct):
             function=CURSOR_ROTATION,
             description="Rotates the query API's cursor-signing key (Secrets Manager's four rotation steps)",
             environment={"POWERTOOLS_SERVICE_NAME": CURSOR_ROTATION.value},
-            removal_policy=removal_policy,
             invocation=Invocation.KEY_ROTATION,
             unscoped_also=(
                 "secretsmanager:GetRandomPassword takes no resource: it generates the new key and touches no secret."
@@ -138,7 +137,6 @@ class QueryApi(Construct):
             environment=config.function_environment(
                 LambdaFunction.QUERY, FunctionWiring(cursor_secret_arn=self.cursor_key.secret_arn)
             ),
-            removal_policy=removal_policy,
             invocation=Invocation.API,
             snap_start=True,
         )

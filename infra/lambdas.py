@@ -70,11 +70,13 @@ def powertools_layer_arn(version: int) -> str:
 
 
 class LambdaRuntime(Construct):
-    """The code asset and the Powertools layer, made once per stack and shared by every function."""
+    """The code asset and the Powertools layer, made once per stack and shared by every function, with the
+    configuration and the removal policy of their queues and log groups."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, config: Context) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, config: Context, removal_policy: RemovalPolicy) -> None:
         super().__init__(scope, construct_id)
         self.config = config
+        self.removal_policy = removal_policy
         # One asset for every function: they share the key-design layer and
         # the adapters, and CDK uploads an asset once however many use it.
         self.code = lambda_.Code.from_asset(str(FUNCTIONS_DIR), exclude=ASSET_EXCLUDE)
@@ -169,7 +171,6 @@ class ServiceFunction(Construct):
         function: LambdaFunction | HelperFunction,
         description: str,
         environment: Mapping[str, str],
-        removal_policy: RemovalPolicy,
         invocation: Invocation,
         failures_hold: str = "",
         unscoped_also: str = "",
@@ -180,7 +181,7 @@ class ServiceFunction(Construct):
         self._failure_queue: sqs.Queue | None = None
         if invocation in (Invocation.STREAM, Invocation.SCHEDULE):
             self._failure_queue = terminal_queue(
-                scope, "FailureQueue", removal_policy=removal_policy, holds=failures_hold
+                scope, "FailureQueue", removal_policy=runtime.removal_policy, holds=failures_hold
             )
         self.role = iam.Role(
             self,
@@ -192,7 +193,7 @@ class ServiceFunction(Construct):
             self,
             "Logs",
             retention=LOG_RETENTION[runtime.config.log_retention_days],
-            removal_policy=removal_policy,
+            removal_policy=runtime.removal_policy,
         )
         self.function = lambda_.Function(
             self,

@@ -8,7 +8,6 @@ own partition keys there (``dynamodb:LeadingKeys``, patterns from
 
 from __future__ import annotations
 
-from aws_cdk import RemovalPolicy
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_sns as sns
 from constructs import Construct
@@ -43,7 +42,6 @@ class Rollups(Construct):
         runtime: LambdaRuntime,
         storage: Storage,
         alerts_topic: sns.ITopic,
-        removal_policy: RemovalPolicy,
     ) -> None:
         super().__init__(scope, construct_id)
         self.rollup = ServiceFunction(
@@ -53,7 +51,6 @@ class Rollups(Construct):
             function=LambdaFunction.ROLLUP,
             description=f"Recomputes the {config.rollups} rollups of what ingest marked, every minute",
             environment=config.function_environment(LambdaFunction.ROLLUP),
-            removal_policy=removal_policy,
             invocation=Invocation.SCHEDULE,
             failures_hold="a rollup run that failed or could not be delivered (the next run starts from the watermark)",
         )

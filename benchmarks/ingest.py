@@ -34,7 +34,8 @@ from ingest.logic import Ingestor, occupancy_groups
 from ingest.settings import IngestSettings
 from keydesign import Layout, Reading, ShardMap, decode_block, ttl_for
 from keydesign.layouts import parse_keys
-from producer import Packer, Workload, generate
+from producer.packing import Packer
+from producer.synthetic import Workload, generate
 
 SHARD = "shardId-000000000000"
 ARN = "arn:aws:kinesis:eu-west-1:123456789012:stream/readings"

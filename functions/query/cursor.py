@@ -40,7 +40,7 @@ import time
 from collections.abc import Callable
 
 from adapters.observability import logger
-from adapters.secret_reader import CURRENT, PREVIOUS
+from adapters.secret_versions import CURRENT, PREVIOUS
 from adapters.settings import SettingsError
 from adapters.snapstart import forget_on_restore
 from keydesign import InvalidInput, format_ts, parse_timestamp

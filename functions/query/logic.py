@@ -41,7 +41,7 @@ from adapters.observability import logger, metrics
 from adapters.occupancy import OccupancyReader, OccupancyStore
 from adapters.partition_reader import DynamoPartitionReader, Page, PageRequest, PartitionReader
 from adapters.rollup_store import ReadCount, RollupStore
-from adapters.secret_reader import read_secret
+from adapters.secret_versions import read_secret
 from adapters.shard_map_source import ShardMapSource
 from adapters.shard_map_store import shard_map_source
 from keydesign import (
@@ -142,23 +142,23 @@ class QueryService:
     def from_settings(cls, settings: QuerySettings) -> QueryService:
         """The service of the deployment: occupancy and rollups are read from ``CONTROL_TABLE`` (without
         one nothing is pruned; without ROLLUPS as well, every aggregate is read raw)."""
-        common, limits = settings.common, QueryLimits()
-        control, prefix = common.control_table, common.layout.table_prefix
+        limits = QueryLimits()
+        control, prefix = settings.control_table, settings.layout.table_prefix
         occupancy = rollups = None
         if control is not None:
             occupancy = OccupancyReader(OccupancyStore(client("dynamodb"), control, prefix))
-            if common.granularities is not None:
-                store = RollupStore(client("dynamodb"), None, control, prefix, common.retention_ms)
-                rollups = RollupAnswers(store, common.granularities)
+            if settings.granularities is not None:
+                store = RollupStore(client("dynamodb"), None, control, prefix, settings.retention_ms)
+                rollups = RollupAnswers(store, settings.granularities)
         return cls(
-            layout=common.layout,
-            shard_maps=shard_map_source(common, bootstrap=False),
+            layout=settings.layout,
+            shard_maps=shard_map_source(settings, bootstrap=False),
             reader=DynamoPartitionReader(pool=max(32, limits.concurrency)),
             cursors=CursorCodec(CursorKeys.from_source(settings.cursor_secret, read_secret)),
             limits=limits,
             occupancy=occupancy,
             rollups=rollups,
-            retention_ms=common.retention_ms,
+            retention_ms=settings.retention_ms,
         )
 
     # -- routes ----------------------------------------------------------------
@@ -556,7 +556,7 @@ class QueryService:
             table_period=period.name if period is not None else None,
             order=order,
             consistent=consistent,
-            dedupe=self._layout.can.dedupe,  # every read keeps one copy of a reading (plan_range says False)
+            dedupe=True,  # every layout stores blocks: a reading read twice is returned once
             partition_count=len(plan.partitions),
             tables=list(plan.tables),
             partitions=[_planned(p) for p in plan.partitions[:EXPLAIN_PARTITIONS]],

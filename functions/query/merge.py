@@ -19,7 +19,7 @@ entity's readings), so a stream keeps the readings it has decoded in a small
 reorder buffer (one sorted run per block). Ascending, a decoded reading is
 emitted once its position is below the lowest position any block not yet
 decoded can hold: that of the next block in sort-key order
-(``Layout.block_reach``), since every later block starts at or after it. The
+(:meth:`Placement.reach`), since every later block starts at or after it. The
 stream decodes the next block only while that does not hold. Descending,
 blocks come newest-first and a reading is emitted once it is above the highest
 position the next block can hold (its first reading plus the longest span a
@@ -161,10 +161,8 @@ class Placement:
 
     def reach(self, partition: PartitionQuery, sk: str, anchor: str | None, *, descending: bool) -> _Fetched:
         """What the sort key ``sk`` says of its block before it is decoded: its first reading, and
-        the lowest (ascending) or highest (descending) position it can hold.
-
-        ``Layout.block_reach`` says the same (a test holds the two equal); this one also returns
-        the first reading's time and entity, and fills in the anchor of a cross-entity read."""
+        the lowest (ascending) or highest (descending) position it can hold, with the first
+        reading's time and entity; the anchor of a cross-entity read is filled in."""
         cut = sk.rfind("#", 0, sk.rfind("#"))  # <prefix><first ts> | #<block id>#<write units>
         low = sk[:cut]
         try:

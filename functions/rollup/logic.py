@@ -149,7 +149,7 @@ class RollupRunner:
 
     @classmethod
     def from_settings(cls, settings: RollupSettings, *, clock_ms: Callable[[], int] | None = None) -> RollupRunner:
-        common = settings.common
+        common = settings
         if common.granularities is None or common.control_table is None:  # the settings refuse both
             raise ValueError("rollups need ROLLUPS and CONTROL_TABLE")
         writer = BatchWriter(client("dynamodb", max_attempts=1), concurrency=CONCURRENCY)

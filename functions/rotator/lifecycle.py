@@ -107,7 +107,7 @@ class Lifecycle:
     @classmethod
     def from_settings(cls, settings: RotatorSettings) -> Lifecycle:
         return cls(
-            layout=settings.common.layout,
+            layout=settings.layout,
             period=settings.period,
             prebuild_periods=settings.prebuild_periods,
             grace_ms=settings.grace_ms,

@@ -13,26 +13,13 @@ the merge needs its next reading. The merge orders readings by a
   (clipped to the range), so the order is bucket by bucket, and inside a
   bucket by entity, then time.
 
-**Blocks.** A partition returns blocks in sort-key order, which is by entity,
-then first reading; but blocks may overlap in time (two batches of one
-entity's readings), so a stream keeps the readings it has decoded in a small
-reorder buffer (one sorted run per block). Ascending, a decoded reading is
-emitted once its position is below the lowest position any block not yet
-decoded can hold: that of the next block in sort-key order
-(:meth:`Placement.reach`), since every later block starts at or after it. The
-stream decodes the next block only while that does not hold. Descending,
-blocks come newest-first and a reading is emitted once it is above the highest
-position the next block can hold (its first reading plus the longest span a
-block may have, which bounds every older block too). A block whose header
-(first and last reading, no decompression) shows it holds nothing the read
-wants (outside the partition's time range, past retention, or wholly before
-the resume position) is never decoded.
-
-**Copies.** A reading may be stored in several blocks, in one partition or
-several (a regrouped redelivery, a correction published later, the random
-layout's suffixes): its copies share a position. Equal positions leave every
-stream, and the merge, highest block version first, and the merge returns a
-position once: the copy returned is the newest version's.
+**Blocks and copies.** How a stream orders the readings of blocks that overlap
+in time (a reorder buffer, one sorted run per block, released past the bound
+the next undecoded block sets, :meth:`Placement.reach`), and why a reading
+stored in several blocks comes once, as its newest version, is docs/query.md,
+"Blocks". A block whose header (first and last reading, no decompression)
+shows it holds nothing the read wants (outside the partition's time range,
+past retention, or wholly before the resume position) is never decoded.
 
 Within one partition that is exactly the order of the blocks' readings, so a
 heap merge of the streams is correct. A partition is opened (its first page

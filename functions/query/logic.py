@@ -564,6 +564,8 @@ class QueryService:
             minimum_read_units=minimum,
             estimated_read_units=minimum + read_units(items * NOMINAL_READING_BYTES, consistent=consistent),
             nominal_item_bytes=NOMINAL_READING_BYTES,
+            source=None,
+            source_reason=None,
         )
 
     def _record(self, route: str, stats: ReadStats, returned: int, *, cut_short: str | None = None) -> None:

@@ -74,8 +74,6 @@ class Step:
 
 @dataclass(slots=True)
 class RunReport:
-    """What one run did."""
-
     slots: int = 0
     steps: int = 0
     marks: int = 0

@@ -9,11 +9,12 @@ from typing import Any
 
 from client import resolve_stack_outputs
 from keydesign import InvalidInput, format_ts
+from producer.redrive import MessageQueue
 from replay.failures import FailedBatch, Source
 from replay.invoker import LambdaInvoker
-from replay.runner import FailureQueue, Outcome, peek, replay
+from replay.runner import Outcome, peek, replay
 from replay.sources import DynamoStreamRanges, KinesisRanges, RangeReader
-from tsctl.arguments import positive_int
+from tsctl.arguments import queue_reader_options
 from tsctl.aws import aws_client
 from tsctl.output import emit_json, table
 
@@ -66,16 +67,9 @@ def _action(actions: Any, name: str, help_text: str) -> argparse.ArgumentParser:
     p.add_argument("--ingest-queue-url", help="the ingest mapping's failure queue")
     p.add_argument("--hotkeys-queue-url", help="the hot-key mappings' failure queue")
     p.add_argument("--queue", choices=("ingest", "hotkeys", "both"), default="both", help="which queue (default: both)")
-    p.add_argument("--endpoint-url", help="AWS endpoint (local mode: the embedded moto server)")
-    p.add_argument("--region", help="AWS region (default: from the environment)")
-    p.add_argument("--max-messages", type=positive_int, default=100, help="messages per queue (default: 100)")
-    p.add_argument(
-        "--visibility-timeout",
-        type=positive_int,
-        default=60 if name == "list" else 900,
-        help="seconds a received message stays hidden if this command dies before releasing it",
+    queue_reader_options(
+        p, visibility_timeout_s=60 if name == "list" else 900, max_messages=100, what="messages per queue"
     )
-    p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=run)
     return p
 
@@ -104,7 +98,12 @@ def run(args: argparse.Namespace) -> int:
 def _list(queues: dict[str, str], sqs: Any, readers: dict[Source, RangeReader], args: argparse.Namespace) -> int:
     now = int(time.time() * 1000)
     found = {
-        name: peek(FailureQueue(sqs, url), readers, args.max_messages, visibility_timeout_s=args.visibility_timeout)
+        name: peek(
+            MessageQueue(sqs, url, FailedBatch.parse),
+            readers,
+            args.max_messages,
+            visibility_timeout_s=args.visibility_timeout,
+        )
         for name, url in queues.items()
     }
     if args.json:
@@ -147,7 +146,7 @@ def _replay(
             return chosen
 
         results[name] = replay(
-            FailureQueue(sqs, url),
+            MessageQueue(sqs, url, FailedBatch.parse),
             readers,
             invoker,
             function_for=function_for,

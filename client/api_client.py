@@ -156,8 +156,9 @@ class QueryClient:
         cursor: str | None = None,
     ) -> Iterator[ReadingsPage]:
         """Every page of one entity's readings in ``[from_, to)``, following ``next_cursor``."""
-        params = _range_params(from_=from_, to=to, limit=limit, order=order, measures=measures, consistent=consistent)
-        return self._pages(f"/entities/{quote(entity_id, safe='')}/readings", params, cursor)
+        path = f"/entities/{quote(entity_id, safe='')}/readings"
+        params = _range_params(from_, to, limit, order, measures, consistent)
+        return self._pages(path, params, cursor)
 
     def readings(self, entity_id: str, from_: TimeLike, to: TimeLike, **kwargs: Any) -> ReadingStream:
         """Every reading of one entity in ``[from_, to)``, page after page (see :meth:`readings_pages`)."""
@@ -175,8 +176,7 @@ class QueryClient:
         cursor: str | None = None,
     ) -> Iterator[ReadingsPage]:
         """Every page of every entity's readings in ``[from_, to)`` (hybrid layout)."""
-        params = _range_params(from_=from_, to=to, limit=limit, order=order, measures=measures, consistent=consistent)
-        return self._pages("/readings", params, cursor)
+        return self._pages("/readings", _range_params(from_, to, limit, order, measures, consistent), cursor)
 
     def range_readings(self, from_: TimeLike, to: TimeLike, **kwargs: Any) -> ReadingStream:
         """Every reading of every entity in ``[from_, to)``, bucket by bucket (see :meth:`range_pages`)."""
@@ -191,7 +191,7 @@ class QueryClient:
         consistent: bool = False,
     ) -> LatestResult:
         """The newest reading of ``entity_id`` within ``lookback`` (default: the deployment's LATEST_LOOKBACK)."""
-        params = _latest_params(lookback=lookback, measures=measures, consistent=consistent)
+        params = _optional(lookback=lookback, measures=_join(measures), consistent=_flag(consistent))
         return LatestResult.from_json(self.get(f"/entities/{quote(entity_id, safe='')}/latest", params))
 
     def aggregates(
@@ -206,20 +206,42 @@ class QueryClient:
         consistent: bool = False,
     ) -> AggregateSeries:
         """count/min/max/avg/sum of every measure per ``interval`` (e.g. ``15m``) over ``[from_, to)``."""
-        params = _aggregate_params(
-            from_=from_, to=to, interval=interval, stats=stats, measures=measures, consistent=consistent
-        )
+        params = {
+            "from": format_time(from_),
+            "to": format_time(to),
+            "interval": interval,
+            **_optional(stats=_join(stats), measures=_join(measures), consistent=_flag(consistent)),
+        }
         return AggregateSeries.from_json(self.get(f"/entities/{quote(entity_id, safe='')}/aggregates", params))
 
     def explain(self, route: str, **kwargs: Any) -> Explanation:
         """The plan of a read instead of its data. ``route`` is ``readings``, ``latest``,
         ``aggregates`` or ``range``; ``kwargs`` are that method's arguments."""
         entity = kwargs.pop("entity_id", None)
-        if route not in _ROUTE_PARAMS:
-            raise ValueError(f"route {route!r} is not one of readings, latest, aggregates, range")
         if route != "range" and not entity:
             raise ValueError(f"explain({route!r}) needs entity_id")
-        params = _ROUTE_PARAMS[route](**kwargs)
+        if route in ("readings", "range"):
+            params = _range_params(
+                kwargs.pop("from_"),
+                kwargs.pop("to"),
+                kwargs.pop("limit", None),
+                kwargs.pop("order", "asc"),
+                kwargs.pop("measures", None),
+                kwargs.pop("consistent", False),
+            )
+        elif route == "latest":
+            params = _optional(lookback=kwargs.pop("lookback", None), measures=_join(kwargs.pop("measures", None)))
+        elif route == "aggregates":
+            params = {
+                "from": format_time(kwargs.pop("from_")),
+                "to": format_time(kwargs.pop("to")),
+                "interval": kwargs.pop("interval"),
+                **_optional(stats=_join(kwargs.pop("stats", None)), measures=_join(kwargs.pop("measures", None))),
+            }
+        else:
+            raise ValueError(f"route {route!r} is not one of readings, latest, aggregates, range")
+        if kwargs:
+            raise TypeError(f"explain({route!r}) got unexpected arguments: {', '.join(sorted(kwargs))}")
         path = "/readings" if route == "range" else f"/entities/{quote(str(entity), safe='')}/{route}"
         return Explanation.from_json(self.get(path, {**params, "explain": "true"}))
 
@@ -354,14 +376,13 @@ def _error_of(response: Response, attempts: int) -> ApiError:
     return ApiError(response.status, text, request_id=request_id, attempts=attempts)
 
 
-def _range_params(
-    *,
+def _range_params(  # noqa: PLR0917 - one call site per route, all positional
     from_: TimeLike,
     to: TimeLike,
-    limit: int | None = None,
-    order: str = "asc",
-    measures: list[str] | None = None,
-    consistent: bool = False,
+    limit: int | None,
+    order: str,
+    measures: list[str] | None,
+    consistent: bool,
 ) -> dict[str, str]:
     return {
         "from": format_time(from_),
@@ -373,38 +394,6 @@ def _range_params(
             consistent=_flag(consistent),
         ),
     }
-
-
-def _latest_params(
-    *, lookback: str | None = None, measures: list[str] | None = None, consistent: bool = False
-) -> dict[str, str]:
-    return _optional(lookback=lookback, measures=_join(measures), consistent=_flag(consistent))
-
-
-def _aggregate_params(
-    *,
-    from_: TimeLike,
-    to: TimeLike,
-    interval: str,
-    stats: list[str] | None = None,
-    measures: list[str] | None = None,
-    consistent: bool = False,
-) -> dict[str, str]:
-    return {
-        "from": format_time(from_),
-        "to": format_time(to),
-        "interval": interval,
-        **_optional(stats=_join(stats), measures=_join(measures), consistent=_flag(consistent)),
-    }
-
-
-#: The query parameters of each route, from the arguments of its method (``explain`` takes the same ones).
-_ROUTE_PARAMS: dict[str, Callable[..., dict[str, str]]] = {
-    "readings": _range_params,
-    "range": _range_params,
-    "latest": _latest_params,
-    "aggregates": _aggregate_params,
-}
 
 
 def _optional(**values: str | None) -> dict[str, str]:

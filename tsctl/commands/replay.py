@@ -12,7 +12,7 @@ from keydesign import InvalidInput, format_ts
 from producer.redrive import MessageQueue
 from replay.failures import FailedBatch, Source
 from replay.invoker import LambdaInvoker
-from replay.runner import Outcome, peek, replay
+from replay.runner import FailureQueue, Outcome, peek, replay
 from replay.sources import DynamoStreamRanges, KinesisRanges, RangeReader
 from tsctl.arguments import queue_reader_options
 from tsctl.aws import aws_client
@@ -78,33 +78,25 @@ def run(args: argparse.Namespace) -> int:
     outputs = resolve_stack_outputs(args.stack_name, region=args.region) if args.stack_name else {}
     given = {"ingest": args.ingest_queue_url, "hotkeys": args.hotkeys_queue_url}
     wanted = ("ingest", "hotkeys") if args.queue == "both" else (args.queue,)
-    queues: dict[str, str] = {}
-    for name in wanted:
-        url = given[name] or outputs.get(QUEUES[name][0])
-        if url:
-            queues[name] = url
-    if not queues:
+    urls = {name: given[name] or outputs.get(QUEUES[name][0]) for name in wanted}
+    if not any(urls.values()):
         raise InvalidInput("--stack-name", "name a stack, or give --ingest-queue-url / --hotkeys-queue-url")
     sqs = aws_client("sqs", args.endpoint_url, args.region)
+    queues = {name: MessageQueue(sqs, url, FailedBatch.parse) for name, url in urls.items() if url}
     readers: dict[Source, RangeReader] = {
         "kinesis": KinesisRanges(aws_client("kinesis", args.endpoint_url, args.region)),
         "dynamodb": DynamoStreamRanges(aws_client("dynamodbstreams", args.endpoint_url, args.region)),
     }
     if args.action == "list":
-        return _list(queues, sqs, readers, args)
-    return _replay(queues, sqs, readers, outputs, args)
+        return _list(queues, readers, args)
+    return _replay(queues, readers, outputs, args)
 
 
-def _list(queues: dict[str, str], sqs: Any, readers: dict[Source, RangeReader], args: argparse.Namespace) -> int:
+def _list(queues: dict[str, FailureQueue], readers: dict[Source, RangeReader], args: argparse.Namespace) -> int:
     now = int(time.time() * 1000)
     found = {
-        name: peek(
-            MessageQueue(sqs, url, FailedBatch.parse),
-            readers,
-            args.max_messages,
-            visibility_timeout_s=args.visibility_timeout,
-        )
-        for name, url in queues.items()
+        name: peek(queue, readers, args.max_messages, visibility_timeout_s=args.visibility_timeout)
+        for name, queue in queues.items()
     }
     if args.json:
         emit_json({name: [s.as_dict(now) for s in statuses] for name, statuses in found.items()})
@@ -127,8 +119,7 @@ def _list(queues: dict[str, str], sqs: Any, readers: dict[Source, RangeReader], 
 
 
 def _replay(
-    queues: dict[str, str],
-    sqs: Any,
+    queues: dict[str, FailureQueue],
     readers: dict[Source, RangeReader],
     outputs: dict[str, str],
     args: argparse.Namespace,
@@ -137,7 +128,7 @@ def _replay(
     lambda_endpoint = args.lambda_endpoint_url or args.endpoint_url
     invoker = None if args.dry_run else LambdaInvoker(aws_client("lambda", lambda_endpoint, args.region))
     results: dict[str, list[Outcome]] = {}
-    for name, url in queues.items():
+    for name, queue in queues.items():
 
         def function_for(batch: FailedBatch, name: str = name) -> str:
             chosen = overrides[name] or batch.function_arn or outputs.get(QUEUES[name][1])
@@ -146,7 +137,7 @@ def _replay(
             return chosen
 
         results[name] = replay(
-            MessageQueue(sqs, url, FailedBatch.parse),
+            queue,
             readers,
             invoker,
             function_for=function_for,

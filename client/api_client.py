@@ -107,7 +107,6 @@ class QueryClient:
         sign: bool | None = None,
         credentials: Any = None,
         max_attempts: int = 5,
-        backoff: Backoff | None = None,
         timeout_s: float = 35.0,
         transport: Transport = urllib_transport,
         sleep: Sleep = time.sleep,
@@ -125,7 +124,7 @@ class QueryClient:
             raise ValueError(f"no region to sign requests to {parts.hostname} with: pass region=...")
         self._credentials = credentials
         self._max_attempts = max_attempts
-        self._backoff = backoff or Backoff(base_ms=200, max_delay_ms=10_000)
+        self._backoff = Backoff(base_ms=200, max_delay_ms=10_000)
         self._timeout_s = timeout_s
         self._transport = transport
         self._sleep = sleep

@@ -21,7 +21,7 @@ from constructs import Construct
 
 from cursor_rotation.logic import KEY_LENGTH as CURSOR_KEY_LENGTH
 from infra.acknowledgements import acknowledge
-from infra.config import Context, FunctionSizing, FunctionWiring, LambdaFunction
+from infra.config import FunctionSizing, FunctionWiring, LambdaFunction
 from infra.lambdas import LOG_RETENTION, HelperFunction, Invocation, LambdaRuntime, ServiceFunction
 from query.openapi import document as openapi_document
 
@@ -81,16 +81,9 @@ ACCESS_LOG_FORMAT = json.dumps(
 class QueryApi(Construct):
     """The REST API, its stage and access log, the query function and the cursor key."""
 
-    def __init__(
-        self,
-        scope: Construct,
-        construct_id: str,
-        *,
-        config: Context,
-        runtime: LambdaRuntime,
-    ) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, runtime: LambdaRuntime) -> None:
         super().__init__(scope, construct_id)
-        removal_policy = runtime.removal_policy
+        config = runtime.config
 
         self.cursor_key = secretsmanager.Secret(
             self,
@@ -102,7 +95,7 @@ class QueryApi(Construct):
             generate_secret_string=secretsmanager.SecretStringGenerator(
                 password_length=CURSOR_KEY_LENGTH, exclude_punctuation=True
             ),
-            removal_policy=removal_policy,
+            removal_policy=runtime.removal_policy,
         )
         self.cursor_rotation = ServiceFunction(
             self,
@@ -151,7 +144,7 @@ class QueryApi(Construct):
             self,
             "AccessLogs",
             retention=LOG_RETENTION[config.log_retention_days],
-            removal_policy=removal_policy,
+            removal_policy=runtime.removal_policy,
         )
         self.rest_api = apigateway.RestApi(
             self,

@@ -15,7 +15,7 @@ from aws_cdk import aws_lambda_event_sources as sources
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
-from infra.config import Context, FunctionWiring, LambdaFunction
+from infra.config import FunctionWiring, LambdaFunction
 from infra.lambdas import Invocation, LambdaRuntime, ServiceFunction
 
 
@@ -27,12 +27,12 @@ class HotKeys(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        config: Context,
         runtime: LambdaRuntime,
         readings_table: dynamodb.ITable | None,
         alerts_topic: sns.ITopic,
     ) -> None:
         super().__init__(scope, construct_id)
+        config = runtime.config
 
         self.detector = ServiceFunction(
             self,

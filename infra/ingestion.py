@@ -15,23 +15,16 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as sources
 from constructs import Construct
 
-from infra.config import Context, FunctionWiring, LambdaFunction
+from infra.config import FunctionWiring, LambdaFunction
 from infra.lambdas import Invocation, LambdaRuntime, ServiceFunction, terminal_queue
 
 
 class Ingestion(Construct):
     """The input stream, the ingest function and its mapping, the rejects and failure queues."""
 
-    def __init__(
-        self,
-        scope: Construct,
-        construct_id: str,
-        *,
-        config: Context,
-        runtime: LambdaRuntime,
-    ) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, runtime: LambdaRuntime) -> None:
         super().__init__(scope, construct_id)
-        removal_policy = runtime.removal_policy
+        config = runtime.config
         provisioned = config.kinesis_mode == "provisioned"
         self.stream = kinesis.Stream(
             self,
@@ -42,14 +35,17 @@ class Ingestion(Construct):
             # The AWS-managed key (alias/aws/kinesis): encrypted at rest with no
             # key policy to maintain and no per-producer kms:GenerateDataKey grant.
             encryption=kinesis.StreamEncryption.MANAGED,
-            removal_policy=removal_policy,
+            removal_policy=runtime.removal_policy,
         )
 
         # Ingest sends each reading it cannot accept (malformed, too old, too
         # big) here with the reason, and acknowledges the Kinesis record, so a
         # bad reading never blocks its shard.
         self.rejects_queue = terminal_queue(
-            self, "RejectsQueue", removal_policy=removal_policy, holds="a reading that already failed validation"
+            self,
+            "RejectsQueue",
+            removal_policy=runtime.removal_policy,
+            holds="a reading that already failed validation",
         )
         self.ingest = ServiceFunction(
             self,

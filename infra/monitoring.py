@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 from aws_cdk import Duration, Stack
 from aws_cdk import aws_apigateway as apigateway
@@ -38,12 +37,8 @@ THROTTLE_EVENTS = ("WriteThrottleEvents", "ReadThrottleEvents")
 AT_LEAST = cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD
 
 
-@dataclass(frozen=True, slots=True)
-class WatchedTable:
-    """A table the stack owns, with the operations whose SystemErrors count for it."""
-
-    table: dynamodb.ITableV2
-    operations: tuple[dynamodb.Operation, ...]
+#: A table the stack owns, with the operations whose SystemErrors count for it.
+WatchedTable = tuple[dynamodb.ITableV2, Sequence[dynamodb.Operation]]
 
 
 class Monitoring(Construct):
@@ -67,18 +62,16 @@ class Monitoring(Construct):
         #: :func:`alarm` on this construct and the topic; the dashboard's status widget lists them all.
         self.alarm = functools.partial(alarm, self, topic)
 
-        for name, watched in tables.items():
+        for name, (table, operations) in tables.items():
             for event in THROTTLE_EVENTS:
                 self.alarm(
                     f"{name}-{event.removesuffix('ThrottleEvents').lower()}-throttles",
-                    watched.table.metric(event, statistic="Sum", period=ONE_MINUTE),
+                    table.metric(event, statistic="Sum", period=ONE_MINUTE),
                     f"The {name} table throttles ({event}): a hot partition key or too little capacity",
                 )
             self.alarm(
                 f"{name}-system-errors",
-                watched.table.metric_system_errors_for_operations(
-                    operations=list(watched.operations), period=ONE_MINUTE
-                ),
+                table.metric_system_errors_for_operations(operations=list(operations), period=ONE_MINUTE),
                 f"DynamoDB answers 5xx (SystemErrors) on the {name} table",
             )
         behind_s = config.iterator_age_alarm_s
@@ -280,8 +273,8 @@ class Monitoring(Construct):
 
     def _table_throttles(self, tables: Mapping[str, WatchedTable]) -> list[cloudwatch.IMetric]:
         metrics: list[cloudwatch.IMetric] = [
-            watched.table.metric(event, statistic="Sum", period=ONE_MINUTE, label=f"{name} {event}")
-            for name, watched in tables.items()
+            table.metric(event, statistic="Sum", period=ONE_MINUTE, label=f"{name} {event}")
+            for name, (table, _) in tables.items()
             for event in THROTTLE_EVENTS
         ]
         if self._config.table_period is not None:

@@ -12,7 +12,7 @@ from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
-from infra.config import Context, LambdaFunction
+from infra.config import LambdaFunction
 from infra.lambdas import Invocation, LambdaRuntime, ServiceFunction, run_on_schedule
 from infra.monitoring import alarm, custom_metric
 from infra.storage import Storage
@@ -38,12 +38,12 @@ class Rollups(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        config: Context,
         runtime: LambdaRuntime,
         storage: Storage,
         alerts_topic: sns.ITopic,
     ) -> None:
         super().__init__(scope, construct_id)
+        config = runtime.config
         self.rollup = ServiceFunction(
             self,
             "Rollup",

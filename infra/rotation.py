@@ -61,13 +61,13 @@ class Rotation(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        config: Context,
         runtime: LambdaRuntime,
         hot_keys_function: lambda_.IFunction,
         hot_keys_failure_queue: sqs.IQueue,
         alerts_topic: sns.ITopic,
     ) -> None:
         super().__init__(scope, construct_id)
+        config = runtime.config
         prefix = config.table_prefix
 
         self.rotator = ServiceFunction(

@@ -21,7 +21,7 @@ from infra.lambdas import HelperFunction, LambdaRuntime
 from infra.monitoring import Monitoring, WatchedTable
 from infra.rollups import Rollups
 from infra.rotation import Rotation
-from infra.storage import Storage
+from infra.storage import OCCUPANCY_PARTITIONS, SHARD_MAP_PARTITION, Storage
 from keydesign.periods import format_duration
 from keydesign.rollup import MARK_KEYS, READ_KEYS
 
@@ -53,23 +53,27 @@ class TimeSeriesStack(Stack):
         self.storage = Storage(self, "Storage", config=config, removal_policy=removal_policy)
         self.alerts = Alerts(self, "Alerts", email=config.alarm_email, removal_policy=removal_policy)
 
-        # Kinesis -> ingest -> readings table(s); ingest reads (and first stores) the shard map.
-        self.ingestion = Ingestion(self, "Ingestion", config=config, runtime=runtime)
-        self.storage.grant_readings_write(self.ingestion.function)
-        self.storage.grant_shard_map_bootstrap(self.ingestion.function)
-        self.storage.grant_occupancy_record(self.ingestion.function)
+        # Kinesis -> ingest -> readings table(s); ingest reads (and first stores) the shard map, and
+        # writes occupancy records (BatchWriteItem) and their marker (a conditional PutItem).
+        self.ingestion = Ingestion(self, "Ingestion", runtime=runtime)
+        ingest = self.ingestion.function
+        self.storage.grant_readings_write(ingest)
+        self.storage.grant_control_keys(ingest, ["dynamodb:GetItem", "dynamodb:PutItem"], [SHARD_MAP_PARTITION])
+        self.storage.grant_control_keys(ingest, ["dynamodb:BatchWriteItem", "dynamodb:PutItem"], [OCCUPANCY_PARTITIONS])
 
-        # API -> query -> readings table(s); the query function only reads the shard map.
-        self.api = QueryApi(self, "Api", config=config, runtime=runtime)
+        # API -> query -> readings table(s); the query function only reads the shard map, and a day's
+        # occupancy (Query) and its marker (GetItem).
+        self.api = QueryApi(self, "Api", runtime=runtime)
         self.storage.grant_readings_query(self.api.function)
         self.storage.grant_shard_map_read(self.api.function)
-        self.storage.grant_occupancy_read(self.api.function)
+        self.storage.grant_control_keys(
+            self.api.function, ["dynamodb:Query", "dynamodb:GetItem"], [OCCUPANCY_PARTITIONS]
+        )
 
         # Readings stream -> hot keys -> shard map and counters in the control table, alerts to the topic.
         self.hot_keys = HotKeys(
             self,
             "HotKeys",
-            config=config,
             runtime=runtime,
             readings_table=self.storage.readings_table,
             alerts_topic=self.alerts.topic,
@@ -85,7 +89,6 @@ class TimeSeriesStack(Stack):
             self.rotation = Rotation(
                 self,
                 "Rotation",
-                config=config,
                 runtime=runtime,
                 hot_keys_function=self.hot_keys.function,
                 hot_keys_failure_queue=self.hot_keys.failure_queue,
@@ -103,7 +106,6 @@ class TimeSeriesStack(Stack):
             self.rollups = Rollups(
                 self,
                 "Rollups",
-                config=config,
                 runtime=runtime,
                 storage=self.storage,
                 alerts_topic=self.alerts.topic,
@@ -126,9 +128,9 @@ class TimeSeriesStack(Stack):
             "ingest-failures": self.ingestion.failure_queue,
             "hotkeys-failures": self.hot_keys.failure_queue,
         }
-        tables = {"control": WatchedTable(self.storage.control_table, CONTROL_OPERATIONS)}
+        tables: dict[str, WatchedTable] = {"control": (self.storage.control_table, CONTROL_OPERATIONS)}
         if self.storage.readings_table is not None:
-            tables = {"readings": WatchedTable(self.storage.readings_table, READINGS_OPERATIONS), **tables}
+            tables = {"readings": (self.storage.readings_table, READINGS_OPERATIONS), **tables}
         if self.rotation is not None:
             functions[LambdaFunction.ROTATOR] = self.rotation.function
             queues["rotation-failures"] = self.rotation.failure_queue

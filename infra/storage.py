@@ -63,11 +63,8 @@ class Storage(Construct):
         super().__init__(scope, construct_id)
         self._prefix = config.table_prefix
 
-        self.readings_table: dynamodb.TableV2 | None
-        if config.readings_table_name is None:
-            self.readings_table = None
-        else:
-            self.readings_table = self._readings_table(config, config.readings_table_name, removal_policy)
+        name = config.readings_table_name
+        self.readings_table = None if name is None else self._readings_table(config, name, removal_policy)
 
         # The shard map's history is what tells a reader which partitions hold a
         # bucket: without it old readings cannot be found. So it is always
@@ -120,18 +117,6 @@ class Storage(Construct):
     def grant_shard_map_read(self, grantee: iam.IGrantable) -> None:
         """The query API reads the shard map item and nothing else in the control table."""
         self.grant_control_keys(grantee, ["dynamodb:GetItem"], [SHARD_MAP_PARTITION])
-
-    def grant_shard_map_bootstrap(self, grantee: iam.IGrantable) -> None:
-        """Ingest reads the shard map, and the first writer stores the initial one."""
-        self.grant_control_keys(grantee, ["dynamodb:GetItem", "dynamodb:PutItem"], [SHARD_MAP_PARTITION])
-
-    def grant_occupancy_record(self, grantee: iam.IGrantable) -> None:
-        """Ingest writes occupancy records (BatchWriteItem) and the marker (a conditional PutItem)."""
-        self.grant_control_keys(grantee, ["dynamodb:BatchWriteItem", "dynamodb:PutItem"], [OCCUPANCY_PARTITIONS])
-
-    def grant_occupancy_read(self, grantee: iam.IGrantable) -> None:
-        """The query API reads a day's occupancy (Query) and the marker (GetItem)."""
-        self.grant_control_keys(grantee, ["dynamodb:Query", "dynamodb:GetItem"], [OCCUPANCY_PARTITIONS])
 
     def grant_control_keys(self, grantee: iam.IGrantable, actions: list[str], keys: Sequence[str]) -> None:
         """``actions`` on the control table's items whose partition key is one of ``keys`` (``*`` patterns

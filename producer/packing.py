@@ -131,20 +131,20 @@ class Packer:
 class BatchPlanner:
     """Collects records into PutRecords calls of at most 500 records and 5 MiB."""
 
-    def __init__(self, max_records: int = MAX_BATCH_RECORDS, max_bytes: int = MAX_BATCH_BYTES) -> None:
-        self.max_records = max_records
-        self.max_bytes = max_bytes
+    def __init__(self) -> None:
         self._records: list[PackedRecord] = []
         self._bytes = 0
 
     def add(self, records: list[PackedRecord]) -> Iterator[list[PackedRecord]]:
         """Add records; yield every batch that became full."""
         for record in records:
-            if self._records and (len(self._records) == self.max_records or self._bytes + record.size > self.max_bytes):
+            if self._records and (
+                len(self._records) == MAX_BATCH_RECORDS or self._bytes + record.size > MAX_BATCH_BYTES
+            ):
                 yield self._take()
             self._records.append(record)
             self._bytes += record.size
-        if len(self._records) == self.max_records:
+        if len(self._records) == MAX_BATCH_RECORDS:
             yield self._take()
 
     def drain(self) -> Iterator[list[PackedRecord]]:

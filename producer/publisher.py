@@ -93,7 +93,6 @@ class Publisher:
         stream: str,
         *,
         max_attempts: int = 8,
-        backoff: Backoff | None = None,
         jitter_ms: int = 0,
         clock: Clock = time.monotonic,
         sleep: Sleep = time.sleep,
@@ -104,7 +103,7 @@ class Publisher:
         self._api = api
         self._target = {"StreamARN": stream} if stream.startswith("arn:") else {"StreamName": stream}
         self._max_attempts = max_attempts
-        self._backoff = backoff or Backoff(base_ms=100, max_delay_ms=5_000)
+        self._backoff = Backoff(base_ms=100, max_delay_ms=5_000)
         self._jitter_s = max(0, jitter_ms) / 1000
         self._clock = clock
         self._sleep = sleep

@@ -215,11 +215,8 @@ class MessageQueue(Generic[M]):
         return left
 
 
-class RejectsQueue(MessageQueue[RejectMessage]):
-    """The rejects queue: messages parsed as :class:`RejectMessage`."""
-
-    def __init__(self, sqs: SqsApi, queue_url: str, *, wait_s: int = 1) -> None:
-        super().__init__(sqs, queue_url, RejectMessage.parse, wait_s=wait_s)
+#: The rejects queue: ``MessageQueue(sqs, url, RejectMessage.parse)``.
+RejectsQueue = MessageQueue[RejectMessage]
 
 
 def peek(queue: RejectsQueue, limit: int, *, visibility_timeout_s: int = 60) -> list[RejectMessage]:

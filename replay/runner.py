@@ -27,13 +27,8 @@ from replay.sources import Lost, RangeReader
 
 #: Records of one event at most (a mapping's batch holds up to 10,000; the functions take any number).
 MAX_EVENT_RECORDS = 1_000
-
-
-class FailureQueue(MessageQueue[FailedBatch]):
-    """A stream mapping's on-failure queue: messages parsed as :class:`FailedBatch`."""
-
-    def __init__(self, sqs: Any, queue_url: str, *, wait_s: int = 1) -> None:
-        super().__init__(sqs, queue_url, FailedBatch.parse, wait_s=wait_s)
+#: A stream mapping's on-failure queue: ``MessageQueue(sqs, url, FailedBatch.parse)``.
+FailureQueue = MessageQueue[FailedBatch]
 
 
 @dataclass(slots=True)

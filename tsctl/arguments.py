@@ -48,3 +48,20 @@ def instant(option: str) -> Callable[[str], int]:
 
 positive_int = checked(int, lambda v: v >= 1, "a whole number", "{} must be at least 1")
 non_negative = checked(float, lambda v: 0 <= v < math.inf, "a number", "{} must be a finite number of 0 or more")
+
+
+def queue_reader_options(
+    p: argparse.ArgumentParser, *, visibility_timeout_s: int, max_messages: int, what: str
+) -> None:
+    """The options of an action that receives from SQS by hand (rejects, replay): the endpoint and region,
+    how long a received message stays hidden, how many messages it takes (``what`` names them), JSON output."""
+    p.add_argument("--endpoint-url", help="AWS endpoint (local mode: the embedded moto server)")
+    p.add_argument("--region", help="AWS region (default: from the environment)")
+    p.add_argument(
+        "--visibility-timeout",
+        type=positive_int,
+        default=visibility_timeout_s,
+        help="seconds a received message stays hidden if this command dies before releasing it",
+    )
+    p.add_argument("--max-messages", type=positive_int, default=max_messages, help=f"{what} (default: %(default)s)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")

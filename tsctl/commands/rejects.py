@@ -9,8 +9,8 @@ from typing import Any
 from client import resolve_stack_outputs
 from keydesign import InvalidInput
 from producer.publisher import Publisher, kinesis_client
-from producer.redrive import FieldRename, RejectMessage, RejectsQueue, peek, redrive, summarise
-from tsctl.arguments import positive_int
+from producer.redrive import FieldRename, MessageQueue, RejectMessage, RejectsQueue, peek, redrive, summarise
+from tsctl.arguments import positive_int, queue_reader_options
 from tsctl.aws import aws_client
 from tsctl.output import emit_json, table
 
@@ -63,17 +63,9 @@ def _action(actions: Any, name: str, help_text: str) -> argparse.ArgumentParser:
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument("--queue-url", help="the rejects queue's URL")
     where.add_argument("--stack-name", help="the deployed stack: its RejectsQueueUrl output is used")
-    p.add_argument("--endpoint-url", help="AWS endpoint (local mode: the embedded moto server)")
-    p.add_argument("--region", help="AWS region (default: from the environment)")
-    p.add_argument(
-        "--visibility-timeout",
-        type=positive_int,
-        default=60 if name != "redrive" else 300,
-        help="seconds a received message stays hidden if this command dies before releasing it",
-    )
-    verb = "take" if name == "redrive" else "look at"
-    p.add_argument("--max-messages", type=positive_int, default=1000, help=f"messages to {verb} (default: 1000)")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    redrive = name == "redrive"
+    what = "messages to take" if redrive else "messages to look at"
+    queue_reader_options(p, visibility_timeout_s=300 if redrive else 60, max_messages=1000, what=what)
     p.set_defaults(func=run)
     return p
 
@@ -89,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
     queue_url = args.queue_url or outputs.get("RejectsQueueUrl")
     if not queue_url:
         raise InvalidInput("--stack-name", f"stack {args.stack_name} has no RejectsQueueUrl output")
-    queue = RejectsQueue(aws_client("sqs", args.endpoint_url, args.region), queue_url)
+    queue = MessageQueue(aws_client("sqs", args.endpoint_url, args.region), queue_url, RejectMessage.parse)
     if args.action == "list":
         return _list(queue, args)
     if args.action == "show":

@@ -9,11 +9,12 @@ from typing import Any
 
 from client import resolve_stack_outputs
 from keydesign import InvalidInput, format_ts
+from producer.redrive import MessageQueue
 from replay.failures import FailedBatch, Source
 from replay.invoker import LambdaInvoker
 from replay.runner import FailureQueue, Outcome, peek, replay
 from replay.sources import DynamoStreamRanges, KinesisRanges, RangeReader
-from tsctl.arguments import positive_int
+from tsctl.arguments import queue_reader_options
 from tsctl.aws import aws_client
 from tsctl.output import emit_json, table
 
@@ -66,16 +67,9 @@ def _action(actions: Any, name: str, help_text: str) -> argparse.ArgumentParser:
     p.add_argument("--ingest-queue-url", help="the ingest mapping's failure queue")
     p.add_argument("--hotkeys-queue-url", help="the hot-key mappings' failure queue")
     p.add_argument("--queue", choices=("ingest", "hotkeys", "both"), default="both", help="which queue (default: both)")
-    p.add_argument("--endpoint-url", help="AWS endpoint (local mode: the embedded moto server)")
-    p.add_argument("--region", help="AWS region (default: from the environment)")
-    p.add_argument("--max-messages", type=positive_int, default=100, help="messages per queue (default: 100)")
-    p.add_argument(
-        "--visibility-timeout",
-        type=positive_int,
-        default=60 if name == "list" else 900,
-        help="seconds a received message stays hidden if this command dies before releasing it",
+    queue_reader_options(
+        p, visibility_timeout_s=60 if name == "list" else 900, max_messages=100, what="messages per queue"
     )
-    p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=run)
     return p
 
@@ -84,28 +78,25 @@ def run(args: argparse.Namespace) -> int:
     outputs = resolve_stack_outputs(args.stack_name, region=args.region) if args.stack_name else {}
     given = {"ingest": args.ingest_queue_url, "hotkeys": args.hotkeys_queue_url}
     wanted = ("ingest", "hotkeys") if args.queue == "both" else (args.queue,)
-    queues: dict[str, str] = {}
-    for name in wanted:
-        url = given[name] or outputs.get(QUEUES[name][0])
-        if url:
-            queues[name] = url
-    if not queues:
+    urls = {name: given[name] or outputs.get(QUEUES[name][0]) for name in wanted}
+    if not any(urls.values()):
         raise InvalidInput("--stack-name", "name a stack, or give --ingest-queue-url / --hotkeys-queue-url")
     sqs = aws_client("sqs", args.endpoint_url, args.region)
+    queues = {name: MessageQueue(sqs, url, FailedBatch.parse) for name, url in urls.items() if url}
     readers: dict[Source, RangeReader] = {
         "kinesis": KinesisRanges(aws_client("kinesis", args.endpoint_url, args.region)),
         "dynamodb": DynamoStreamRanges(aws_client("dynamodbstreams", args.endpoint_url, args.region)),
     }
     if args.action == "list":
-        return _list(queues, sqs, readers, args)
-    return _replay(queues, sqs, readers, outputs, args)
+        return _list(queues, readers, args)
+    return _replay(queues, readers, outputs, args)
 
 
-def _list(queues: dict[str, str], sqs: Any, readers: dict[Source, RangeReader], args: argparse.Namespace) -> int:
+def _list(queues: dict[str, FailureQueue], readers: dict[Source, RangeReader], args: argparse.Namespace) -> int:
     now = int(time.time() * 1000)
     found = {
-        name: peek(FailureQueue(sqs, url), readers, args.max_messages, visibility_timeout_s=args.visibility_timeout)
-        for name, url in queues.items()
+        name: peek(queue, readers, args.max_messages, visibility_timeout_s=args.visibility_timeout)
+        for name, queue in queues.items()
     }
     if args.json:
         emit_json({name: [s.as_dict(now) for s in statuses] for name, statuses in found.items()})
@@ -128,8 +119,7 @@ def _list(queues: dict[str, str], sqs: Any, readers: dict[Source, RangeReader], 
 
 
 def _replay(
-    queues: dict[str, str],
-    sqs: Any,
+    queues: dict[str, FailureQueue],
     readers: dict[Source, RangeReader],
     outputs: dict[str, str],
     args: argparse.Namespace,
@@ -138,7 +128,7 @@ def _replay(
     lambda_endpoint = args.lambda_endpoint_url or args.endpoint_url
     invoker = None if args.dry_run else LambdaInvoker(aws_client("lambda", lambda_endpoint, args.region))
     results: dict[str, list[Outcome]] = {}
-    for name, url in queues.items():
+    for name, queue in queues.items():
 
         def function_for(batch: FailedBatch, name: str = name) -> str:
             chosen = overrides[name] or batch.function_arn or outputs.get(QUEUES[name][1])
@@ -147,7 +137,7 @@ def _replay(
             return chosen
 
         results[name] = replay(
-            FailureQueue(sqs, url),
+            queue,
             readers,
             invoker,
             function_for=function_for,

@@ -24,7 +24,7 @@ from client import ApiError, QueryClient
 from keydesign import format_ts
 from local_runtime import LocalSystem
 from producer.publisher import Publisher, kinesis_client
-from producer.redrive import FieldRename, RejectsQueue, peek, redrive, summarise
+from producer.redrive import FieldRename, MessageQueue, RejectMessage, peek, redrive, summarise
 from tests.integration.local_runtime.conftest import (
     REPO_ROOT,
     WAIT_S,
@@ -284,7 +284,7 @@ def test_list_and_show_peek_without_consuming(system: LocalSystem, capsys: pytes
 def test_redrive_with_a_rename_loses_nothing_when_kinesis_refuses_part(system: LocalSystem) -> None:
     renamed = publish_bad(system, "tmp", good=12, bad=2)
     endpoints = system.endpoints
-    queue = RejectsQueue(system.client("sqs"), endpoints.rejects_queue_url)
+    queue = MessageQueue(system.client("sqs"), endpoints.rejects_queue_url, RejectMessage.parse)
     mine = lambda m: m.field in ("tmp", "measures.tmp")  # noqa: E731
     rename = [FieldRename.parse("tmp=measures.tmp")]
     # Given a dry run: it shows the fixed readings and changes nothing
@@ -399,7 +399,7 @@ def test_the_docs_examples_run_as_printed(system: LocalSystem) -> None:
         assert done.returncode == 0, (block, done.stdout[-2000:], done.stderr[-2000:])
     assert system.wait_until_idle(WAIT_S)
     assert stored_ids(system, "doc-") == {"doc-0", "doc-1"}
-    queue = RejectsQueue(system.client("sqs"), endpoints.rejects_queue_url)
+    queue = MessageQueue(system.client("sqs"), endpoints.rejects_queue_url, RejectMessage.parse)
     assert not [m for m in peek(queue, 1000) if m.field == "doc"]
 
 

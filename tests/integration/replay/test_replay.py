@@ -21,9 +21,10 @@ from botocore.exceptions import ClientError
 from hotkeys.records import Observation, parse_record
 from keydesign import Layout, Reading, ShardMap, decode_block, format_ts
 from keydesign.layouts import parse_keys
+from producer.redrive import MessageQueue
 from replay.failures import FailedBatch
 from replay.invoker import InvocationFailed
-from replay.runner import FailureQueue, Outcome, events_of, peek, replay
+from replay.runner import Outcome, events_of, peek, replay
 from replay.sources import DynamoStreamRanges, KinesisRanges
 from tests.integration.ingest.conftest import Aws, aws, handler_module
 from tests.unit.ingest.kinesis_events import REGION, FakeLambdaContext, as_json, reading
@@ -88,8 +89,8 @@ class Stream:
         }
         self.sqs.send_message(QueueUrl=self.queue_url, MessageBody=json.dumps(body))
 
-    def queue(self) -> FailureQueue:
-        return FailureQueue(self.sqs, self.queue_url, wait_s=0)
+    def queue(self) -> MessageQueue[FailedBatch]:
+        return MessageQueue(self.sqs, self.queue_url, FailedBatch.parse, wait_s=0)
 
     def depth(self) -> int:
         attributes = self.sqs.get_queue_attributes(

@@ -12,7 +12,7 @@ import pytest
 
 from adapters.rejects import Reject, reject_message
 from producer.publisher import Publisher
-from producer.redrive import FieldRename, RejectMessage, RejectsQueue, peek, redrive, summarise
+from producer.redrive import FieldRename, MessageQueue, RejectMessage, peek, redrive, summarise
 from tests.unit.ingest.kinesis_events import FakeClock
 from tests.unit.producer.test_publisher import FakeStream
 
@@ -101,7 +101,7 @@ def test_messages_are_read_whatever_the_payload_and_extra_fields() -> None:
 def test_peek_leaves_every_message_in_the_queue_and_summarises() -> None:
     bodies = [body(json.dumps(GOOD).encode()) for _ in range(12)] + [body(b"{}", field="measures.t", reason="bad")]
     sqs = FakeQueue(bodies)
-    queue = RejectsQueue(sqs, "q")
+    queue = MessageQueue(sqs, "q", RejectMessage.parse)
     seen = peek(queue, 100)
     assert len(seen) == 13 and not sqs.hidden and len(sqs.messages) == 13
     summary = summarise(seen)
@@ -129,7 +129,7 @@ def test_a_redrive_deletes_only_what_kinesis_accepted_and_keeps_the_rest() -> No
     stream = FakeStream(refuse={"g-refused"}, times=100)
     keys = iter(["g"] * 2 + ["g-refused"] + ["g"] * 3)
     report = redrive(
-        RejectsQueue(sqs, "q"),
+        MessageQueue(sqs, "q", RejectMessage.parse),
         publisher(stream, max_attempts=2),
         renames=[FieldRename.parse("tmp=measures.temp")],
         partition_key=lambda entity: next(keys),
@@ -145,7 +145,9 @@ def test_a_redrive_deletes_only_what_kinesis_accepted_and_keeps_the_rest() -> No
 
 def test_a_dry_run_sends_and_deletes_nothing_and_a_crash_releases_everything() -> None:
     sqs = FakeQueue([body(json.dumps(GOOD).encode()) for _ in range(3)])
-    report = redrive(RejectsQueue(sqs, "q"), None, dry_run=True, renames=[FieldRename.parse("tmp=measures.tmp")])
+    report = redrive(
+        MessageQueue(sqs, "q", RejectMessage.parse), None, dry_run=True, renames=[FieldRename.parse("tmp=measures.tmp")]
+    )
     assert len(report.sent) == 3 and report.readings[0]["measures"] == {"rh": 1, "tmp": 2}
     assert len(sqs.messages) == 3 and not sqs.hidden
 
@@ -154,10 +156,14 @@ def test_a_dry_run_sends_and_deletes_nothing_and_a_crash_releases_everything() -
             raise RuntimeError("network gone")
 
     with pytest.raises(RuntimeError):
-        redrive(RejectsQueue(sqs, "q"), publisher(Broken()), renames=[FieldRename.parse("tmp=measures.tmp")])  # type: ignore[arg-type]
+        redrive(
+            MessageQueue(sqs, "q", RejectMessage.parse),
+            publisher(Broken()),
+            renames=[FieldRename.parse("tmp=measures.tmp")],
+        )  # type: ignore[arg-type]
     assert len(sqs.messages) == 3 and not sqs.hidden
     with pytest.raises(ValueError, match="publisher"):
-        redrive(RejectsQueue(sqs, "q"), None)
+        redrive(MessageQueue(sqs, "q", RejectMessage.parse), None)
 
 
 def test_a_base64_payload_is_redriven_when_it_is_a_reading() -> None:
@@ -167,7 +173,7 @@ def test_a_base64_payload_is_redriven_when_it_is_a_reading() -> None:
     raw = json.dumps({"reject_id": "r", "field": "data", "reason": "x", "payload": None, "payload_base64": encoded})
     sqs = FakeQueue([raw, json.dumps({"reject_id": "n", "payload": "[1, 2]"})])
     stream = FakeStream()
-    report = redrive(RejectsQueue(sqs, "q"), publisher(stream))
+    report = redrive(MessageQueue(sqs, "q", RejectMessage.parse), publisher(stream))
     assert [m.reject_id for m in report.sent] == ["r"] and json.loads(stream.stored[0]) == reading
     assert [(m.reject_id, why) for m, why in report.kept] == [
         ("n", "element 0: the payload is not a reading (a JSON object)")
@@ -187,7 +193,9 @@ def test_a_fold_of_many_readings_is_redriven_as_one_record_once_every_reading_is
     sqs = FakeQueue([reject_message(r, payload_limit=65_536, rejected_at_ms=0)[0] for r in (fold, bad_fold)])
     stream = FakeStream()
     # When it is redriven with the fix-up
-    report = redrive(RejectsQueue(sqs, "q"), publisher(stream), renames=[FieldRename.parse("tmp=measures.tmp")])
+    report = redrive(
+        MessageQueue(sqs, "q", RejectMessage.parse), publisher(stream), renames=[FieldRename.parse("tmp=measures.tmp")]
+    )
     # Then the valid fold goes back as one record of 30 readings; the other is kept, naming its bad element
     assert len(report.sent) == 1 and len(report.readings) == 30
     (record,) = stream.stored

@@ -35,18 +35,17 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, cast
+from http.server import BaseHTTPRequestHandler
+from typing import Any
 from urllib.parse import parse_qsl
 
-from local_runtime.environment import ACCOUNT_ID, assert_loopback
+from local_runtime.environment import ACCOUNT_ID, LoopbackServer
 from local_runtime.functions import FunctionError, FunctionTimeoutError
 
 _log = logging.getLogger(__name__)
 
 #: API Gateway's maximum integration timeout for a REST API.
 INTEGRATION_TIMEOUT_S = 29.0
-LOOPBACK = "127.0.0.1"
 _NO_BODY_METHODS = frozenset({"HEAD"})
 
 
@@ -194,15 +193,12 @@ class RestApi:
         stage: str,
         port: int = 0,
         integration_timeout_s: float = INTEGRATION_TIMEOUT_S,
-        access_log: Callable[[str], None] | None = None,
     ) -> None:
         self._invoke = invoke
         self._stage = stage
         self._port = port
         self._timeout = integration_timeout_s
-        self._access_log = access_log
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
+        self._server: LoopbackServer | None = None
         self._lock = threading.Lock()
         self.latencies_ms: list[float] = []
 
@@ -210,41 +206,17 @@ class RestApi:
     def base_url(self) -> str:
         if self._server is None:
             raise RuntimeError("the REST API is not running")
-        host, port = cast(tuple[str, int], self._server.server_address)[:2]
-        return f"http://{host}:{port}/{self._stage}"
+        return f"{self._server.url}/{self._stage}"
 
     def start(self) -> str:
-        if self._server is not None:
-            return self.base_url
-        api = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def _serve(self) -> None:
-                api._handle(self)
-
-            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = _serve  # noqa: N815
-
-            def log_message(self, format: str, *args: Any) -> None:
-                if api._access_log is not None:
-                    api._access_log(format % args)
-
-        server = ThreadingHTTPServer((LOOPBACK, self._port), Handler)
-        server.daemon_threads = True
-        self._server = server
-        self._thread = threading.Thread(target=server.serve_forever, name="rest-api", daemon=True)
-        self._thread.start()
-        return assert_loopback(self.base_url)
+        if self._server is None:
+            self._server = LoopbackServer(self._handle, port=self._port, name="rest-api")
+        return self.base_url
 
     def stop(self) -> None:
         server, self._server = self._server, None
-        if server is None:
-            return
-        server.shutdown()
-        server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
+        if server is not None:
+            server.stop()
 
     def _handle(self, http: BaseHTTPRequestHandler) -> None:
         request_id = str(uuid.uuid4())

@@ -29,7 +29,7 @@ from botocore.awsrequest import AWSResponse
 
 from infra.config import Context, FunctionWiring, LambdaFunction
 from local_runtime.faults import FaultInjectingDynamoDB
-from local_runtime.functions import Build, FunctionSpec, InvocationFaults, InvocationGate, LocalFunction
+from local_runtime.functions import Build, FunctionSpec, InvocationFaults, LocalFunction
 from rotator.settings import RotatorSettings
 
 if TYPE_CHECKING:
@@ -53,7 +53,7 @@ class AppFunctions:
         self.loaded: dict[str, LocalFunction] = {}
         #: The fault injectors around ingest's DynamoDB client (``--faults``), for the counters.
         self.write_faults: list[FaultInjectingDynamoDB] = []
-        self._gate = InvocationGate(options.concurrency)
+        self._gate = threading.Lock()
         fraction = options.faults.invocation_error_fraction
         self.invocation_faults = InvocationFaults(fraction, options.faults.seed) if fraction else None
         self._lock = threading.Lock()

@@ -39,7 +39,7 @@ import time
 import uuid
 from collections import Counter, deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any, Literal, Protocol
 
@@ -68,21 +68,8 @@ class Invocable(Protocol):
         """Return the handler's response, or raise :class:`FunctionError`."""
 
 
-class FailureDestination(Protocol):
-    def send(self, message: Mapping[str, Any]) -> None: ...
-
-
-class SqsDestination:
-    """An SQS queue as on-failure destination (the JSON record is the message body)."""
-
-    def __init__(self, client: Any, queue_url: str) -> None:
-        self._client = client
-        self._queue_url = queue_url
-
-    def send(self, message: Mapping[str, Any]) -> None:
-        import json  # noqa: PLC0415 - only this destination serialises
-
-        self._client.send_message(QueueUrl=self._queue_url, MessageBody=json.dumps(message))
+#: Where a skipped batch's record goes (locally: an SQS queue, the JSON record the message body).
+FailureDestination = Callable[[Mapping[str, Any]], None]
 
 
 class _Stopped(Exception):  # noqa: N818 - internal control flow, not an error
@@ -123,18 +110,18 @@ class MappingConfig:
         from the keys the stack deploys it with (``<function>_batch_size`` and so on; bisect, partial
         batch responses and the trim horizon are the defaults above, as in ``infra/ingestion.py`` and
         ``infra/hot_keys.py``)."""
-        base = cls(
+        return cls(
             batch_size=getattr(config, f"{function}_batch_size"),
             batching_window_s=float(getattr(config, f"{function}_batching_window_s")),
             max_retries=getattr(config, f"{function}_max_retries"),
             max_record_age_s=getattr(config, f"{function}_max_record_age_s"),
+            **overrides,
         )
-        return replace(base, **overrides)
 
     @classmethod
     def from_request(cls, request: Mapping[str, Any], **overrides: Any) -> MappingConfig:
         """The settings of a CreateEventSourceMapping request (what the rotator sends)."""
-        base = cls(
+        return cls(
             batch_size=int(request.get("BatchSize", 100)),
             batching_window_s=float(request.get("MaximumBatchingWindowInSeconds", 0)),
             max_retries=int(request.get("MaximumRetryAttempts", -1)),
@@ -142,8 +129,8 @@ class MappingConfig:
             bisect_on_error=bool(request.get("BisectBatchOnFunctionError", False)),
             report_batch_item_failures="ReportBatchItemFailures" in request.get("FunctionResponseTypes", []),
             starting_position=StartingPosition(str(request.get("StartingPosition", "TRIM_HORIZON"))),
+            **overrides,
         )
-        return replace(base, **overrides)
 
 
 @dataclass(slots=True)
@@ -232,7 +219,6 @@ class BatchRunner:
         stats_lock: threading.Lock,
         wait: Callable[[float], bool],
         wall_clock: Callable[[], float] = time.time,
-        rng: random.Random | None = None,
     ) -> None:
         self._source = source
         self._function = function
@@ -243,7 +229,7 @@ class BatchRunner:
         self._lock = stats_lock
         self._wait = wait
         self._wall_clock = wall_clock
-        self._rng = rng or random.Random()
+        self._rng = random.Random()
 
     def run(self, shard_id: str, records: Sequence[SourceRecord]) -> None:
         """Return once the batch is settled; raise :class:`_Stopped` if the mapping stops first."""
@@ -357,7 +343,7 @@ class BatchRunner:
             now_s=self._wall_clock(),
         )
         try:
-            self._destination.send(message)
+            self._destination(message)
         except (ClientError, BotoCoreError) as exc:
             with self._lock:
                 self._stats.destination_errors += 1
@@ -395,16 +381,23 @@ class EventSourceMapping:
         self.config = config
         self.stats = MappingStats()
         self._stats_lock = threading.Lock()
-        self._function = function
-        self._function_arn = function_arn
-        self._destination = destination
-        self._wall_clock = wall_clock
         self._clock = clock
         self._stop = threading.Event()
         self._changed = threading.Condition()
         self._shards: dict[str, _ShardState] = {}
         self._threads: list[threading.Thread] = []
-        self._errors: list[BaseException] = []
+        # One for every shard: a runner keeps no state between batches.
+        self._runner = BatchRunner(
+            source=source,
+            function=function,
+            function_arn=function_arn,
+            config=config,
+            destination=destination,
+            stats=self.stats,
+            stats_lock=self._stats_lock,
+            wait=self._stop.wait,
+            wall_clock=wall_clock,
+        )
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -425,10 +418,6 @@ class EventSourceMapping:
         alive = [t.name for t in self._threads if t.is_alive()]
         if alive:
             _log.warning("%s: threads still running after %.0f s: %s", self.name, timeout_s, ", ".join(alive))
-
-    @property
-    def stopping(self) -> bool:
-        return self._stop.is_set()
 
     def snapshot(self) -> dict[str, Any]:
         with self._stats_lock:
@@ -495,19 +484,6 @@ class EventSourceMapping:
 
     # -- used by the shard pollers ---------------------------------------------
 
-    def _runner(self) -> BatchRunner:
-        return BatchRunner(
-            source=self.source,
-            function=self._function,
-            function_arn=self._function_arn,
-            config=self.config,
-            destination=self._destination,
-            stats=self.stats,
-            stats_lock=self._stats_lock,
-            wait=self._stop.wait,
-            wall_clock=self._wall_clock,
-        )
-
     def _begin_read(self, shard_id: str) -> int:
         with self._changed:
             state = self._shards[shard_id]
@@ -538,7 +514,7 @@ class _ShardPoller:
         self._mapping = mapping
         self._shard = shard_id
         self._config = mapping.config
-        self._runner = mapping._runner()
+        self._runner = mapping._runner
         self._buffer: deque[SourceRecord] = deque()
         self._buffered_bytes = 0
         self._buffered_since: float | None = None
@@ -550,7 +526,7 @@ class _ShardPoller:
         mapping, config = self._mapping, self._config
         source = mapping.source
         closed = False
-        while not mapping.stopping:
+        while not mapping._stop.is_set():
             exhausted = closed
             read_id = 0
             if not closed and len(self._buffer) < config.batch_size and self._buffered_bytes < config.max_payload_bytes:

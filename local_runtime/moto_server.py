@@ -28,9 +28,8 @@ import urllib.request
 from pathlib import Path
 from types import TracebackType
 
-from local_runtime.environment import assert_loopback
+from local_runtime.environment import LOOPBACK, assert_loopback
 
-LOOPBACK = "127.0.0.1"
 #: How long the child may take to import moto and bind (a loaded machine takes seconds).
 START_TIMEOUT_S = 60.0
 _log = logging.getLogger(__name__)

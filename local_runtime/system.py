@@ -18,13 +18,13 @@ function (:mod:`.app_functions`) with its trigger:
   through ingest or the hot-key function (``Endpoints.lambda_endpoint_url``).
 
 Stopping undoes it all in reverse, whatever failed on the way. The plug points
-(:meth:`LocalSystem.load_function`, :meth:`~LocalSystem.serve_api`,
-:meth:`~LocalSystem.consume_table_streams`, :meth:`~LocalSystem.schedule`) are
-public for tests and other handlers.
+(``functions.load``, :meth:`~LocalSystem.serve_api`, ``mappings.follow_tables``,
+:meth:`~LocalSystem.schedule`) are public for tests and other handlers.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 import threading
 import time
@@ -40,10 +40,10 @@ from infra.config import METRICS_NAMESPACE, Context, FunctionWiring, LambdaFunct
 from local_runtime.api_gateway import RestApi
 from local_runtime.app_functions import AppFunctions
 from local_runtime.environment import aws_environment, local_client, patched_environ
-from local_runtime.event_source_mapping import FailureDestination, MappingConfig, SqsDestination
+from local_runtime.event_source_mapping import FailureDestination, MappingConfig
 from local_runtime.faults import LocalFaults
 from local_runtime.function_logs import FunctionLogRouter
-from local_runtime.functions import FunctionSpec, LocalFunction
+from local_runtime.functions import LocalFunction
 from local_runtime.lambda_api import LambdaInvokeApi
 from local_runtime.mappings import LocalLambda, StreamMappings
 from local_runtime.moto_server import EmbeddedMoto
@@ -64,8 +64,6 @@ class LocalOptions:
     faults: LocalFaults = field(default_factory=LocalFaults)
     #: How long an idle shard waits before it is read again.
     poll_interval_s: float = 0.25
-    #: Invocations running at once over every function (they share Powertools' module state).
-    concurrency: int = 1
     #: A file for the functions' stdout (logs, EMF metrics) while the system runs, as CloudWatch Logs
     #: holds them; ``sys.stdout`` is routed there and :attr:`LocalSystem.console` is the terminal.
     #: None leaves stdout alone.
@@ -228,7 +226,7 @@ class LocalSystem:
             hotkeys = self.functions.start(LambdaFunction.HOTKEYS)
             if not rotates:  # with the rotator, it maps each table's stream, as in AWS
                 config_ = MappingConfig.for_stream(config, "hotkeys", poll_interval_s=options.poll_interval_s)
-                self.consume_table_streams(hotkeys, config_, destination=self._queue(r.hotkeys_failures_queue_url))
+                self.mappings.follow_tables(hotkeys, config_, self._queue(r.hotkeys_failures_queue_url))
         if rotates:
             self._start_rotator()
         if options.rollups and config.rollups:
@@ -329,21 +327,10 @@ class LocalSystem:
             self.rotations.append({"now_ms": now_ms, "summary": result})
 
     def _queue(self, url: str) -> FailureDestination:
-        return SqsDestination(self.client("sqs"), url)
+        sqs = self.client("sqs")
+        return lambda message: sqs.send_message(QueueUrl=url, MessageBody=json.dumps(message))
 
     # -- plug points -------------------------------------------------------------------
-
-    def load_function(self, spec: FunctionSpec, *, inject_errors: bool = True) -> LocalFunction:
-        """Build ``spec``'s handler afresh with its environment; invocations share the system's gate
-        and (with ``inject_errors``) its injected invocation errors."""
-        return self.functions.load(spec, inject_errors=inject_errors)
-
-    def consume_table_streams(
-        self, function: LocalFunction, config: MappingConfig, *, destination: FailureDestination | None = None
-    ) -> None:
-        """Invoke ``function`` with the stream of every readings table, including per-period tables
-        created later, as the rotator's mappings would."""
-        self.mappings.follow_tables(function, config, destination)
 
     def serve_api(self, function: LocalFunction) -> str:
         """Serve the REST API stage with ``function`` behind it; return the base URL (``.../<stage>``)."""

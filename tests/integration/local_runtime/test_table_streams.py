@@ -39,8 +39,8 @@ def clean_recordings() -> Iterator[None]:
 def test_every_write_reaches_the_stream_handler_with_partial_failures_retried(running: Any) -> None:
     # Given the system with a stream handler on the readings table
     system = running()
-    function = system.load_function(FunctionSpec(name="hotkeys", handler=RECORDER))
-    system.consume_table_streams(function, STREAM_MAPPING)
+    function = system.functions.load(FunctionSpec(name="hotkeys", handler=RECORDER))
+    system.mappings.follow_tables(function, STREAM_MAPPING)
     # When readings are ingested and everything has drained (the stream, then the table's stream)
     publish_readings(system, readings(400, prefix="s"))
     assert system.wait_until_idle(WAIT_S)
@@ -69,8 +69,8 @@ def test_per_period_tables_are_followed_as_they_are_created(running: Any) -> Non
     # Given per-period tables: the current day's and the next day's exist from the start
     config = local_config(table_period="day", bucket="15m")
     system = running(config)
-    function = system.load_function(FunctionSpec(name="hotkeys", handler=RECORDER))
-    system.consume_table_streams(function, STREAM_MAPPING)
+    function = system.functions.load(FunctionSpec(name="hotkeys", handler=RECORDER))
+    system.mappings.follow_tables(function, STREAM_MAPPING)
     assert len(system.readings_tables()) == 2
     layout = config.layout()
     now_ms = int(time.time() * 1000)

@@ -96,7 +96,8 @@ class FaultPlan:
                 else:
                     values[name] = raw.strip()
             except ValueError:
-                raise ValueError(f"fault spec {part!r}: {raw!r} is not a number") from None
+                number = "a whole number" if "int" in kind else "a number"
+                raise ValueError(f"fault spec {part!r}: {raw!r} is not {number}") from None
         return cls(**values)
 
 
@@ -258,30 +259,21 @@ class LocalFaults:
     @classmethod
     def parse(cls, spec: str) -> LocalFaults:
         """Parse a ``key=value,...`` spec; raise ValueError naming the part that is wrong."""
-        fraction = 0.0
-        rest: list[str] = []
-        seed: int | None = None
+        fraction, rest = 0.0, []
         for part in filter(None, (p.strip() for p in spec.split(","))):
             key, sep, raw = part.partition("=")
-            key = key.strip()
-            if key in _INVOKE_KEYS and sep:
-                try:
-                    fraction = float(raw)
-                except ValueError:
-                    raise ValueError(f"fault spec {part!r}: {raw!r} is not a number") from None
-                if not 0.0 <= fraction <= 1.0:
-                    raise ValueError(f"fault spec {part!r}: the fraction of invocations must lie in 0..1")
+            if key.strip() not in _INVOKE_KEYS or not sep:
+                rest.append(part)
                 continue
-            if key == "seed" and sep:
-                try:
-                    seed = int(raw)
-                except ValueError:
-                    raise ValueError(f"fault spec {part!r}: {raw!r} is not a whole number") from None
-            rest.append(part)
-        plan = FaultPlan.parse(",".join(rest)) if rest else None
-        if plan is not None and plan == FaultPlan(seed=plan.seed):
-            plan = None  # only a seed: no write faults
-        return cls(writes=plan, invocation_error_fraction=fraction, seed=seed)
+            try:
+                fraction = float(raw)
+            except ValueError:
+                raise ValueError(f"fault spec {part!r}: {raw!r} is not a number") from None
+            if not 0.0 <= fraction <= 1.0:
+                raise ValueError(f"fault spec {part!r}: the fraction of invocations must lie in 0..1")
+        plan = FaultPlan.parse(",".join(rest))
+        writes = None if plan == FaultPlan(seed=plan.seed) else plan  # only a seed: no write faults
+        return cls(writes=writes, invocation_error_fraction=fraction, seed=plan.seed)
 
     @property
     def active(self) -> bool:

@@ -32,14 +32,13 @@ class SimulatedClock:
         speed: float = 1.0,
         start_ms: int | None = None,
         monotonic: Callable[[], float] = time.monotonic,
-        wall_ms: Callable[[], int] = lambda: int(time.time() * 1000),
     ) -> None:
         if speed <= 0:
             raise ValueError(f"clock speed must be positive, got {speed}")
         self.speed = speed
         self._monotonic = monotonic
         self._origin = monotonic()
-        self._start_ms = wall_ms() if start_ms is None else start_ms
+        self._start_ms = int(time.time() * 1000) if start_ms is None else start_ms
 
     def now_ms(self) -> int:
         return self._start_ms + int((self._monotonic() - self._origin) * 1000 * self.speed)
@@ -154,8 +153,6 @@ class Schedule:
         self._lock = threading.Lock()
         self.runs = 0
         self.failures = 0
-        #: The result of the latest run that did not fail.
-        self.last_result: Any = None
 
     def start(self, *, run_now: bool = True) -> None:
         """Start the schedule; ``run_now=False`` when the caller has just run it (the next run is one
@@ -184,7 +181,6 @@ class Schedule:
             return None
         with self._lock:
             self.runs += 1
-            self.last_result = result
         if self._on_result is not None:
             self._on_result(now_ms, result)
         return result

@@ -117,16 +117,9 @@ class Endpoints:
 class LocalSystem:
     """The running system. Not reusable: start it once, stop it once."""
 
-    def __init__(
-        self,
-        config: Context,
-        options: LocalOptions | None = None,
-        *,
-        now_ms: Callable[[], int] = lambda: int(time.time() * 1000),
-    ) -> None:
+    def __init__(self, config: Context, options: LocalOptions | None = None) -> None:
         self.config = config
         self.options = options or LocalOptions()
-        self._now_ms = now_ms
         self._exit = ExitStack()
         self._moto = EmbeddedMoto(self.options.moto_port)
         self.functions = AppFunctions(config, self.options)
@@ -183,7 +176,7 @@ class LocalSystem:
         self._exit.callback(reset_clients)
 
         rotates = options.rotator and config.table_period is not None
-        names = ResourceNames.for_config(config, self._now_ms())
+        names = ResourceNames.for_config(config, int(time.time() * 1000))
         services = ("dynamodb", "kinesis", "sqs", "sns", "secretsmanager", "s3")
         self._resources = Provisioner(**{s: self.client(s) for s in services}).provision(
             config,
@@ -312,7 +305,7 @@ class LocalSystem:
         if behind_s <= 0:
             raise ValueError(f"rotator_replay_s must be above 0, got {behind_s}")
         return ReplayClock(
-            start_ms=self._now_ms() - int(behind_s * 1000),
+            start_ms=int((time.time() - behind_s) * 1000),
             pace_s=self.options.rotator_replay_pace_s,
             settle=self._ingest_settled,
         )

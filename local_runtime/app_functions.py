@@ -135,11 +135,8 @@ class AppFunctions:
             injector = FaultInjectingDynamoDB(client("dynamodb", max_attempts=1), plan) if plan is not None else None
             if injector is not None:
                 self.write_faults.append(injector)
-            ingestor = (
-                Ingestor.from_settings(module.SETTINGS, dynamodb=injector, wall_clock_ms=wall_clock_ms)
-                if wall_clock_ms is not None
-                else Ingestor.from_settings(module.SETTINGS, dynamodb=injector)
-            )
+            wall = wall_clock_ms or (lambda: time.time_ns() // 1_000_000)
+            ingestor = Ingestor.from_settings(module.SETTINGS, dynamodb=injector, wall_clock_ms=wall)
             return module.create_handler(ingestor), [ingestor]
 
         return build

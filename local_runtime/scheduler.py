@@ -21,6 +21,7 @@ from keydesign import format_ts
 from local_runtime.functions import FunctionError
 
 _log = logging.getLogger(__name__)
+_HOUR_MS = 3_600_000
 
 
 class SimulatedClock:
@@ -43,9 +44,6 @@ class SimulatedClock:
     def now_ms(self) -> int:
         return self._start_ms + int((self._monotonic() - self._origin) * 1000 * self.speed)
 
-    def caught_up(self) -> bool:
-        return False
-
     def real_seconds_until(self, target_ms: int) -> float:
         """Real seconds until the clock shows ``target_ms`` (0 once it has)."""
         return max(0.0, (target_ms - self.now_ms()) / 1000 / self.speed)
@@ -56,12 +54,12 @@ class ReplayClock:
 
     It stands still while a run works and moves on to the next due time once the run is over and
     ``pace_s`` of real time has passed since it last moved, so every run of the replayed schedule
-    happens, however long each takes. Before it crosses into a new ``settle_every_ms`` slice of
-    time it also waits for ``settle()`` (the local system waits there for ingest to take what was
-    published so far, as it would within seconds in real time), which bounds how far ingest's
-    work lags the replayed time. Once it reaches the wall clock it *is* the wall
-    clock, and the schedule waits real periods. A demo replays hours of a rotator's life in
-    seconds this way, ingest running on the same clock (:class:`local_runtime.LocalSystem`).
+    happens, however long each takes. Before it crosses into a new hour it also waits for
+    ``settle()`` (the local system waits there for ingest to take what was published so far, as it
+    would within seconds in real time), which bounds how far ingest's work lags the replayed time.
+    Once it reaches the wall clock it *is* the wall clock, and the schedule waits real periods. A
+    demo replays hours of a rotator's life in seconds this way, ingest running on the same clock
+    (:class:`local_runtime.LocalSystem`).
     """
 
     def __init__(
@@ -70,12 +68,10 @@ class ReplayClock:
         start_ms: int,
         pace_s: float = 0.0,
         settle: Callable[[], object] | None = None,
-        settle_every_ms: int = 3_600_000,
         monotonic: Callable[[], float] = time.monotonic,
         wall_ms: Callable[[], int] = lambda: int(time.time() * 1000),
     ) -> None:
         self._settle = settle
-        self._settle_every_ms = max(1, settle_every_ms)
         if pace_s < 0:
             raise ValueError(f"a replay's pace must be 0 or more, got {pace_s}")
         self.pace_s = pace_s
@@ -109,7 +105,7 @@ class ReplayClock:
             left = self._moved_at + self.pace_s - self._monotonic()
         if left > 0:
             return left
-        if self._settle is not None and target_ms // self._settle_every_ms != self._now_ms // self._settle_every_ms:
+        if self._settle is not None and target_ms // _HOUR_MS != self._now_ms // _HOUR_MS:
             self._settle()
         with self._lock:
             self._now_ms = max(self._now_ms, target_ms)

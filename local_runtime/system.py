@@ -47,7 +47,7 @@ from local_runtime.functions import LocalFunction
 from local_runtime.lambda_api import LambdaInvokeApi
 from local_runtime.mappings import LocalLambda, StreamMappings
 from local_runtime.moto_server import EmbeddedMoto
-from local_runtime.resources import Provisioner, ResourceNames, Resources, existing_readings_tables
+from local_runtime.resources import ResourceNames, Resources, existing_readings_tables, provision
 from local_runtime.scheduler import ReplayClock, Schedule, SimulatedClock, empty_event, now_event
 from local_runtime.stream_sources import KinesisSource
 
@@ -178,12 +178,13 @@ class LocalSystem:
         rotates = options.rotator and config.table_period is not None
         names = ResourceNames.for_config(config, int(time.time() * 1000))
         services = ("dynamodb", "kinesis", "sqs", "sns", "secretsmanager", "s3")
-        self._resources = Provisioner(**{s: self.client(s) for s in services}).provision(
+        self._resources = provision(
             config,
             # The rotator builds every per-period table, as in AWS (the stack makes none).
             replace(names, readings_tables=()) if rotates else names,
             cursor_secret=options.cursor_secret,
             export_bucket=config.export_bucket if rotates else None,
+            **{s: self.client(s) for s in services},
         )
         r = self._resources
         self.functions.wiring = FunctionWiring(

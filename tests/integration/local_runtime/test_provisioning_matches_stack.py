@@ -23,7 +23,7 @@ import pytest
 from infra.config import Context, load_cdk_json_context
 from local_runtime.event_source_mapping import MappingConfig
 from local_runtime.moto_server import EmbeddedMoto
-from local_runtime.resources import QUEUE_RETENTION_S, Provisioner, ResourceNames, Resources
+from local_runtime.resources import QUEUE_RETENTION_S, ResourceNames, Resources, provision
 
 pytestmark = pytest.mark.integration
 
@@ -103,11 +103,11 @@ def clients(endpoint: str) -> dict[str, Any]:
     }
 
 
-def provision(moto: EmbeddedMoto, config: Context) -> tuple[Resources, dict[str, Any]]:
+def provisioned(moto: EmbeddedMoto, config: Context) -> tuple[Resources, dict[str, Any]]:
     moto.reset()
     aws = clients(moto.endpoint_url)
     names = ResourceNames.for_config(config, NOW_MS)
-    return Provisioner(**aws).provision(config, names), aws
+    return provision(config, names, **aws), aws
 
 
 def local_table(dynamodb: Any, name: str) -> dict[str, Any]:
@@ -139,7 +139,7 @@ def test_every_table_of_the_stack_is_provisioned_with_the_same_definition(
 ) -> None:
     # Given the synthesized template and what local mode provisions from the same configuration
     v = variants[variant]
-    resources, aws = provision(moto, v.config)
+    resources, aws = provisioned(moto, v.config)
     stack_tables = {
         p["Properties"]["TableName"]: p["Properties"] for p in v.resources_of("AWS::DynamoDB::GlobalTable").values()
     }
@@ -155,7 +155,7 @@ def test_every_table_of_the_stack_is_provisioned_with_the_same_definition(
 
 def test_per_period_tables_take_the_fixed_tables_definition(variants: dict[str, Variant], moto: EmbeddedMoto) -> None:
     periodic = variants["periodic"]
-    resources, aws = provision(moto, periodic.config)
+    resources, aws = provisioned(moto, periodic.config)
     layout = periodic.config.layout()
     expected_names = {layout.table_for(NOW_MS), layout.table_for(layout.table_period.next_start(NOW_MS))}  # type: ignore[union-attr]
     assert set(resources.names.readings_tables) == expected_names
@@ -175,7 +175,7 @@ def test_the_stream_has_the_stacks_mode_shards_and_retention(
     variant: str, variants: dict[str, Variant], moto: EmbeddedMoto
 ) -> None:
     v = variants[variant]
-    resources, aws = provision(moto, v.config)
+    resources, aws = provisioned(moto, v.config)
     (stream,) = v.resources_of("AWS::Kinesis::Stream").values()
     properties = stream["Properties"]
     summary = aws["kinesis"].describe_stream_summary(StreamName=resources.names.stream)["StreamDescriptionSummary"]
@@ -192,7 +192,7 @@ def test_the_rejects_queue_keeps_messages_as_long_as_the_stacks(
     variant: str, variants: dict[str, Variant], moto: EmbeddedMoto
 ) -> None:
     v = variants[variant]
-    resources, aws = provision(moto, v.config)
+    resources, aws = provisioned(moto, v.config)
     (rejects,) = [q for logical, q in v.resources_of("AWS::SQS::Queue").items() if "Rejects" in logical]
     attributes = aws["sqs"].get_queue_attributes(QueueUrl=resources.rejects_queue_url, AttributeNames=["All"])
     assert int(attributes["Attributes"]["MessageRetentionPeriod"]) == rejects["Properties"]["MessageRetentionPeriod"]
@@ -256,7 +256,7 @@ def test_the_hot_key_and_cursor_resources_exist_locally(variants: dict[str, Vari
         aws_secret_access_key="local",
     )
     names = ResourceNames.for_config(v.config, NOW_MS)
-    resources = Provisioner(**aws, secretsmanager=secrets).provision(v.config, names, cursor_secret="k" * 40)
+    resources = provision(v.config, names, **aws, secretsmanager=secrets, cursor_secret="k" * 40)
     assert resources.hotkeys_failures_queue_arn.endswith(f":{names.hotkeys_failures_queue}")
     assert resources.cursor_secret_arn is not None
     assert secrets.get_secret_value(SecretId=resources.cursor_secret_arn)["SecretString"] == "k" * 40

@@ -12,7 +12,7 @@ import pytest
 from infra.config import READINGS_SCHEMA
 from local_runtime.event_source_mapping import MappingConfig
 from local_runtime.functions import FunctionSpec
-from local_runtime.resources import Provisioner, TableDefinition
+from local_runtime.resources import TableDefinition, create_table
 from tests.integration.local_runtime import recordings
 from tests.integration.local_runtime.conftest import (
     WAIT_S,
@@ -83,10 +83,7 @@ def test_per_period_tables_are_followed_as_they_are_created(running: Any) -> Non
     # When the rotator creates another period's table and something is written to it
     later = layout.table_for(layout.table_period.next_start(layout.table_period.next_start(now_ms)))
     dynamodb = system.client("dynamodb")
-    provisioner = Provisioner(
-        dynamodb=dynamodb, kinesis=system.client("kinesis"), sqs=system.client("sqs"), sns=system.client("sns")
-    )
-    provisioner.create_table(TableDefinition(later, READINGS_SCHEMA, "PAY_PER_REQUEST"))
+    create_table(dynamodb, TableDefinition(later, READINGS_SCHEMA, "PAY_PER_REQUEST"))
     dynamodb.put_item(TableName=later, Item={"pk": {"S": "0001#x"}, "sk": {"S": "late-1"}})
     # Then its stream is followed too
     assert system.wait_until_idle(WAIT_S)

@@ -155,50 +155,11 @@ class MappingStats:
         }
 
 
-def failure_record(
-    *,
-    source: StreamSource,
-    function_arn: str,
-    shard_id: str,
-    records: Sequence[SourceRecord],
-    condition: str,
-    invoke_count: int,
-    function_error: bool,
-    now_s: float,
-) -> dict[str, Any]:
-    """The on-failure destination record Lambda sends for a skipped stream batch."""
-    first, last = records[0], records[-1]
-    message: dict[str, Any] = {
-        "requestContext": {
-            "requestId": str(uuid.uuid4()),
-            "functionArn": function_arn,
-            "condition": condition,
-            "approximateInvokeCount": invoke_count,
-        },
-        "version": "1.0",
-        "timestamp": _iso(now_s),
-        source.batch_info_key: {
-            "shardId": shard_id,
-            "startSequenceNumber": first.sequence_number,
-            "endSequenceNumber": last.sequence_number,
-            "approximateArrivalOfFirstRecord": _iso(first.arrival_s),
-            "approximateArrivalOfLastRecord": _iso(last.arrival_s),
-            "batchSize": len(records),
-            "streamArn": source.arn,
-        },
-    }
-    if invoke_count:
-        response: dict[str, Any] = {"statusCode": 200, "executedVersion": "$LATEST"}
-        if function_error:
-            response["functionError"] = "Unhandled"
-        message["responseContext"] = response
-    return message
-
-
 def _iso(epoch_s: float) -> str:
     return datetime.fromtimestamp(epoch_s, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
+@dataclass(kw_only=True)
 class BatchRunner:
     """Delivers one batch of one shard until every record succeeded or was skipped.
 
@@ -207,34 +168,21 @@ class BatchRunner:
     ``wait(seconds)`` returns True when the mapping is stopping.
     """
 
-    def __init__(
-        self,
-        *,
-        source: StreamSource,
-        function: Invocable,
-        function_arn: str,
-        config: MappingConfig,
-        destination: FailureDestination | None,
-        stats: MappingStats,
-        stats_lock: threading.Lock,
-        wait: Callable[[float], bool],
-        wall_clock: Callable[[], float] = time.time,
-    ) -> None:
-        self._source = source
-        self._function = function
-        self._function_arn = function_arn
-        self._config = config
-        self._destination = destination
-        self._stats = stats
-        self._lock = stats_lock
-        self._wait = wait
-        self._wall_clock = wall_clock
-        self._rng = random.Random()
+    source: StreamSource
+    function: Invocable
+    function_arn: str
+    config: MappingConfig
+    destination: FailureDestination | None
+    stats: MappingStats
+    stats_lock: threading.Lock
+    wait: Callable[[float], bool]
+    wall_clock: Callable[[], float] = time.time
+    _rng: random.Random = field(default_factory=random.Random, init=False)
 
     def run(self, shard_id: str, records: Sequence[SourceRecord]) -> None:
         """Return once the batch is settled; raise :class:`_Stopped` if the mapping stops first."""
-        with self._lock:
-            self._stats.records_received += len(records)
+        with self.stats_lock:
+            self.stats.records_received += len(records)
         pending: deque[tuple[list[SourceRecord], int]] = deque([(list(records), 0)])
         while pending:
             batch, attempts = pending.popleft()
@@ -244,36 +192,36 @@ class BatchRunner:
             error: FunctionError | None = None
             response: Any = None
             try:
-                response = self._function.invoke({"Records": [r.event_record for r in batch]})
+                response = self.function.invoke({"Records": [r.event_record for r in batch]})
             except FunctionError as exc:
                 error = exc
             attempts += 1
             failed_at = _COMPLETE_FAILURE if error is not None else self._first_failure(batch, response)
-            with self._lock:
-                self._stats.invocations += 1
+            with self.stats_lock:
+                self.stats.invocations += 1
                 if error is not None:
-                    self._stats.function_errors += 1
+                    self.stats.function_errors += 1
                 elif failed_at == _COMPLETE_FAILURE:
-                    self._stats.complete_failures += 1
+                    self.stats.complete_failures += 1
                 elif failed_at is not None:
-                    self._stats.partial_failures += 1
+                    self.stats.partial_failures += 1
                 succeeded = len(batch) if failed_at is None else max(failed_at, 0)
-                self._stats.records_succeeded += succeeded
+                self.stats.records_succeeded += succeeded
             if failed_at is None:
                 continue
             if error is not None:
                 _log.warning("shard %s: %s", shard_id, error)
             remaining = batch if failed_at == _COMPLETE_FAILURE else batch[failed_at:]
-            retries_left = self._config.max_retries == -1 or attempts <= self._config.max_retries
+            retries_left = self.config.max_retries == -1 or attempts <= self.config.max_retries
             if not retries_left:
                 self._skip(shard_id, remaining, RETRY_ATTEMPTS_EXHAUSTED, attempts, function_error=error is not None)
                 continue
-            if self._wait(self._backoff_s(attempts)):
+            if self.wait(self._backoff_s(attempts)):
                 raise _Stopped
-            with self._lock:
-                self._stats.retries += 1
-                bisect = error is not None and self._config.bisect_on_error and len(remaining) > 1
-                self._stats.bisections += bisect
+            with self.stats_lock:
+                self.stats.retries += 1
+                bisect = error is not None and self.config.bisect_on_error and len(remaining) > 1
+                self.stats.bisections += bisect
             if bisect:
                 middle = len(remaining) // 2
                 pending.appendleft((remaining[middle:], attempts))
@@ -283,7 +231,7 @@ class BatchRunner:
 
     def _first_failure(self, batch: Sequence[SourceRecord], response: Any) -> int | None:
         """None for success, the position of the lowest failed record, or ``_COMPLETE_FAILURE``."""
-        if not self._config.report_batch_item_failures or not isinstance(response, Mapping):
+        if not self.config.report_batch_item_failures or not isinstance(response, Mapping):
             return None
         failures = response.get("batchItemFailures")
         if failures is None:
@@ -305,10 +253,10 @@ class BatchRunner:
         return lowest
 
     def _drop_expired(self, shard_id: str, batch: list[SourceRecord], attempts: int) -> list[SourceRecord]:
-        max_age = self._config.max_record_age_s
+        max_age = self.config.max_record_age_s
         if max_age == -1:
             return batch
-        oldest_allowed = self._wall_clock() - max_age
+        oldest_allowed = self.wall_clock() - max_age
         expired = [r for r in batch if r.arrival_s < oldest_allowed]
         if not expired:
             return batch
@@ -318,39 +266,61 @@ class BatchRunner:
     def _skip(
         self, shard_id: str, records: Sequence[SourceRecord], condition: str, attempts: int, *, function_error: bool
     ) -> None:
-        with self._lock:
-            self._stats.records_skipped += len(records)
-            self._stats.skipped_by_condition[condition] += len(records)
+        with self.stats_lock:
+            self.stats.records_skipped += len(records)
+            self.stats.skipped_by_condition[condition] += len(records)
         _log.warning(
             "%s: shard %s: skipping %d record(s) %s..%s (%s)",
-            self._function.name,
+            self.function.name,
             shard_id,
             len(records),
             records[0].sequence_number,
             records[-1].sequence_number,
             condition,
         )
-        if self._destination is None:
+        if self.destination is None:
             return
-        message = failure_record(
-            source=self._source,
-            function_arn=self._function_arn,
-            shard_id=shard_id,
-            records=records,
-            condition=condition,
-            invoke_count=attempts,
-            function_error=function_error,
-            now_s=self._wall_clock(),
-        )
+        message = self._failure_record(shard_id, records, condition, attempts, function_error=function_error)
         try:
-            self._destination(message)
+            self.destination(message)
         except (ClientError, BotoCoreError) as exc:
-            with self._lock:
-                self._stats.destination_errors += 1
-            _log.error("%s: on-failure destination refused a record: %s", self._function.name, exc)
+            with self.stats_lock:
+                self.stats.destination_errors += 1
+            _log.error("%s: on-failure destination refused a record: %s", self.function.name, exc)
+
+    def _failure_record(
+        self, shard_id: str, records: Sequence[SourceRecord], condition: str, invoke_count: int, *, function_error: bool
+    ) -> dict[str, Any]:
+        """The on-failure destination record Lambda sends for a skipped stream batch."""
+        first, last = records[0], records[-1]
+        message: dict[str, Any] = {
+            "requestContext": {
+                "requestId": str(uuid.uuid4()),
+                "functionArn": self.function_arn,
+                "condition": condition,
+                "approximateInvokeCount": invoke_count,
+            },
+            "version": "1.0",
+            "timestamp": _iso(self.wall_clock()),
+            self.source.batch_info_key: {
+                "shardId": shard_id,
+                "startSequenceNumber": first.sequence_number,
+                "endSequenceNumber": last.sequence_number,
+                "approximateArrivalOfFirstRecord": _iso(first.arrival_s),
+                "approximateArrivalOfLastRecord": _iso(last.arrival_s),
+                "batchSize": len(records),
+                "streamArn": self.source.arn,
+            },
+        }
+        if invoke_count:
+            response: dict[str, Any] = {"statusCode": 200, "executedVersion": "$LATEST"}
+            if function_error:
+                response["functionError"] = "Unhandled"
+            message["responseContext"] = response
+        return message
 
     def _backoff_s(self, attempts: int) -> float:
-        ceiling = min(self._config.retry_max_s, self._config.retry_base_s * 2 ** (attempts - 1))
+        ceiling = min(self.config.retry_max_s, self.config.retry_base_s * 2 ** (attempts - 1))
         return self._rng.uniform(0.0, ceiling)
 
 

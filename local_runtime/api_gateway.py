@@ -32,7 +32,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from datetime import UTC, datetime
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler
@@ -183,34 +183,28 @@ def gateway_error(status: HTTPStatus, message: str, request_id: str) -> HttpResp
     )
 
 
+@dataclass(eq=False)
 class RestApi:
     """``start()`` serves ``invoke`` (an event -> response callable) on ``http://127.0.0.1:<port>/<stage>``."""
 
-    def __init__(
-        self,
-        invoke: Callable[[dict[str, Any]], Any],
-        *,
-        stage: str,
-        port: int = 0,
-        integration_timeout_s: float = INTEGRATION_TIMEOUT_S,
-    ) -> None:
-        self._invoke = invoke
-        self._stage = stage
-        self._port = port
-        self._timeout = integration_timeout_s
-        self._server: LoopbackServer | None = None
-        self._lock = threading.Lock()
-        self.latencies_ms: list[float] = []
+    invoke: Callable[[dict[str, Any]], Any]
+    _: KW_ONLY
+    stage: str
+    port: int = 0
+    integration_timeout_s: float = INTEGRATION_TIMEOUT_S
+    latencies_ms: list[float] = field(default_factory=list, init=False)
+    _server: LoopbackServer | None = field(default=None, init=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
 
     @property
     def base_url(self) -> str:
         if self._server is None:
             raise RuntimeError("the REST API is not running")
-        return f"{self._server.url}/{self._stage}"
+        return f"{self._server.url}/{self.stage}"
 
     def start(self) -> str:
         if self._server is None:
-            self._server = LoopbackServer(self._handle, port=self._port, name="rest-api")
+            self._server = LoopbackServer(self._handle, port=self.port, name="rest-api")
         return self.base_url
 
     def stop(self) -> None:
@@ -231,10 +225,10 @@ class RestApi:
             host=http.headers.get("Host", ""),
         )
         started = time.monotonic()
-        event = proxy_event(request, stage=self._stage, request_id=request_id, now_ms=int(time.time() * 1000))
+        event = proxy_event(request, stage=self.stage, request_id=request_id, now_ms=int(time.time() * 1000))
         if event is None:
             response = gateway_error(
-                HTTPStatus.NOT_FOUND, f"Not found: the API is served under /{self._stage}/", request_id
+                HTTPStatus.NOT_FOUND, f"Not found: the API is served under /{self.stage}/", request_id
             )
         else:
             response = self._call(event, request_id, started)
@@ -260,19 +254,19 @@ class RestApi:
 
         def run() -> None:
             try:
-                outcome.set_result(self._invoke(event))
+                outcome.set_result(self.invoke(event))
             except BaseException as exc:  # handed to the request thread, raised there
                 outcome.set_exception(exc)
 
         threading.Thread(target=run, name=f"invoke-{request_id[:8]}", daemon=True).start()
         try:
-            result = outcome.result(timeout=max(0.0, self._timeout - (time.monotonic() - started)))
+            result = outcome.result(timeout=max(0.0, self.integration_timeout_s - (time.monotonic() - started)))
         except FunctionTimeoutError:
             return gateway_error(HTTPStatus.GATEWAY_TIMEOUT, "Endpoint request timed out", request_id)
         except FunctionError as error:
             _log.error("the API function failed: %s", error)
             return gateway_error(HTTPStatus.BAD_GATEWAY, "Internal server error", request_id)
         except TimeoutError:  # the gateway's own timeout (FunctionTimeoutError is not one)
-            _log.warning("the API function passed the %.1f s integration timeout: 504", self._timeout)
+            _log.warning("the API function passed the %.1f s integration timeout: 504", self.integration_timeout_s)
             return gateway_error(HTTPStatus.GATEWAY_TIMEOUT, "Endpoint request timed out", request_id)
         return http_response(result, request_id=request_id)

@@ -35,6 +35,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import KW_ONLY, dataclass, field
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -55,25 +56,19 @@ def function_name(reference: str) -> str:
     return reference.split(":", 1)[0]
 
 
+@dataclass(eq=False)
 class LambdaInvokeApi:
     """``start()`` serves Invoke for the functions ``find`` returns (by name); ``url`` is its endpoint."""
 
-    def __init__(
-        self,
-        find: Callable[[str], LocalFunction | None],
-        *,
-        port: int = 0,
-        retry_delays_s: Sequence[float] = (1.0, 2.0),
-    ) -> None:
-        self._find = find
-        self._port = port
-        self._retry_delays_s = tuple(retry_delays_s)
-        self._server: LoopbackServer | None = None
-        self._running: set[threading.Thread] = set()
-        self._stopping = threading.Event()
-        self._lock = threading.Lock()
-        #: Asynchronous invocations that failed every attempt: (function, error).
-        self.failed_events: list[tuple[str, str]] = []
+    find: Callable[[str], LocalFunction | None]
+    _: KW_ONLY
+    retry_delays_s: Sequence[float] = (1.0, 2.0)
+    #: Asynchronous invocations that failed every attempt: (function, error).
+    failed_events: list[tuple[str, str]] = field(default_factory=list, init=False)
+    _server: LoopbackServer | None = field(default=None, init=False)
+    _running: set[threading.Thread] = field(default_factory=set, init=False)
+    _stopping: threading.Event = field(default_factory=threading.Event, init=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
 
     @property
     def url(self) -> str:
@@ -83,7 +78,7 @@ class LambdaInvokeApi:
 
     def start(self) -> str:
         if self._server is None:
-            self._server = LoopbackServer(self._handle, port=self._port, name="lambda-api")
+            self._server = LoopbackServer(self._handle, port=0, name="lambda-api")
         return self._server.url
 
     def stop(self, timeout_s: float = 30.0) -> None:
@@ -108,7 +103,7 @@ class LambdaInvokeApi:
             self._error(http, 404, "UnknownOperationException", f"not an Invoke request: {http.command} {path}")
             return
         reference = unquote(path[len(_PATH_HEAD) : -len(_PATH_TAIL)])
-        function = self._find(function_name(reference))
+        function = self.find(function_name(reference))
         if function is None:
             self._error(http, 404, "ResourceNotFoundException", f"Function not found: {reference}")
             return
@@ -144,7 +139,7 @@ class LambdaInvokeApi:
 
     def _run_async(self, function: LocalFunction, event: Any) -> None:
         try:
-            for delay in (*self._retry_delays_s, None):
+            for delay in (*self.retry_delays_s, None):
                 try:
                     function.invoke(event)
                     return

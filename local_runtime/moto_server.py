@@ -26,7 +26,6 @@ import sys
 import threading
 import urllib.request
 from pathlib import Path
-from types import TracebackType
 
 from local_runtime.environment import LOOPBACK, assert_loopback
 
@@ -105,9 +104,7 @@ class EmbeddedMoto:
         self.start()
         return self
 
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
 

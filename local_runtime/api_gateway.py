@@ -148,18 +148,16 @@ def http_response(result: Any, *, request_id: str) -> HttpResponse:
         _log.error("malformed Lambda proxy response: %r", result)
         return gateway_error(HTTPStatus.BAD_GATEWAY, "Internal server error", request_id)
     status = int(result["statusCode"])
-    headers: list[tuple[str, str]] = []
     single = result.get("headers") or {}
     multi = result.get("multiValueHeaders") or {}
     if not isinstance(single, Mapping) or not isinstance(multi, Mapping):
         return gateway_error(HTTPStatus.BAD_GATEWAY, "Internal server error", request_id)
-    for name, values in multi.items():
-        for value in values if isinstance(values, list) else [values]:
-            headers.append((str(name), str(value)))
-    names_in_multi = {str(n).lower() for n in multi}
-    for name, value in single.items():
-        if str(name).lower() not in names_in_multi:
-            headers.append((str(name), str(value)))
+    # A header named in both maps is sent with its multi-value list only.
+    headers = [
+        (str(n), str(v)) for n, values in multi.items() for v in (values if isinstance(values, list) else [values])
+    ]
+    in_multi = {str(n).lower() for n in multi}
+    headers += [(str(n), str(v)) for n, v in single.items() if str(n).lower() not in in_multi]
     raw_body = result.get("body")
     if raw_body is None:
         body = b""

@@ -114,12 +114,8 @@ def aws_environment(endpoint_url: str, region: str) -> dict[str, str | None]:
         "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
         "AWS_EC2_METADATA_DISABLED": "true",
     }
-    for name in _REMOVED:
-        env[name] = None
-    for name in os.environ:
-        if name.startswith(_REMOVED_PREFIXES):
-            env[name] = None
-    return env
+    removed = [*_REMOVED, *(name for name in os.environ if name.startswith(_REMOVED_PREFIXES))]
+    return env | dict.fromkeys(removed)
 
 
 @contextmanager

@@ -15,6 +15,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 from keydesign import format_ts
@@ -123,32 +124,26 @@ def empty_event(_now_ms: int) -> dict[str, Any]:
     return {}
 
 
+@dataclass(eq=False)
 class Schedule:
     """Invokes ``invoke(event)`` at once and then every ``every_s`` simulated seconds until stopped."""
 
-    def __init__(
-        self,
-        name: str,
-        invoke: Callable[[Any], Any],
-        *,
-        every_s: float,
-        clock: SimulatedClock | ReplayClock | None = None,
-        event: Callable[[int], dict[str, Any]] = empty_event,
-        on_result: Callable[[int, Any], None] | None = None,
-    ) -> None:
-        if every_s <= 0:
-            raise ValueError(f"a schedule's period must be positive, got {every_s}")
-        self.name = name
-        self._invoke = invoke
-        self._every_s = every_s
-        self.clock: SimulatedClock | ReplayClock = clock or SimulatedClock()
-        self._event = event
-        self._on_result = on_result
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
-        self.runs = 0
-        self.failures = 0
+    name: str
+    invoke: Callable[[Any], Any]
+    _: KW_ONLY
+    every_s: float
+    clock: SimulatedClock | ReplayClock = field(default_factory=SimulatedClock)
+    event: Callable[[int], dict[str, Any]] = empty_event
+    on_result: Callable[[int, Any], None] | None = None
+    runs: int = field(default=0, init=False)
+    failures: int = field(default=0, init=False)
+    _stop: threading.Event = field(default_factory=threading.Event, init=False)
+    _thread: threading.Thread | None = field(default=None, init=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
+
+    def __post_init__(self) -> None:
+        if self.every_s <= 0:
+            raise ValueError(f"a schedule's period must be positive, got {self.every_s}")
 
     def start(self, *, run_now: bool = True) -> None:
         """Start the schedule; ``run_now=False`` when the caller has just run it (the next run is one
@@ -168,7 +163,7 @@ class Schedule:
         """One scheduled run now (simulated time); the result, or None when the function failed."""
         now_ms = self.clock.now_ms()
         try:
-            result = self._invoke(self._event(now_ms))
+            result = self.invoke(self.event(now_ms))
         except FunctionError as exc:
             with self._lock:
                 self.runs += 1
@@ -177,13 +172,13 @@ class Schedule:
             return None
         with self._lock:
             self.runs += 1
-        if self._on_result is not None:
-            self._on_result(now_ms, result)
+        if self.on_result is not None:
+            self.on_result(now_ms, result)
         return result
 
     def _run(self, run_now: bool) -> None:
         # Due times are simulated: a catch-up clock changes speed when it reaches the wall clock.
-        every_ms = int(self._every_s * 1000)
+        every_ms = int(self.every_s * 1000)
         due = self.clock.now_ms() + (0 if run_now else every_ms)
         while not self._wait_until(due):
             self.run_once()

@@ -344,7 +344,9 @@ class LocalSystem:
     ) -> Schedule:
         """Invoke ``function`` every ``every_s`` simulated seconds of ``clock``, the first time now
         (in the schedule's thread) unless ``run_now`` is False."""
-        schedule = Schedule(function.name, function.invoke, every_s=every_s, clock=clock, event=event)
+        schedule = Schedule(
+            function.name, function.invoke, every_s=every_s, clock=clock or SimulatedClock(), event=event
+        )
         with self._lock:
             self.schedules.append(schedule)
         schedule.start(run_now=run_now)

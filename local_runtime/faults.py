@@ -208,20 +208,13 @@ class FaultInjectingKinesis(_Injector):
             inner = self.inner.put_records(**{**kwargs, "Records": send})
             inner_results = list(inner.get("Records", []))
             failed = int(inner.get("FailedRecordCount", 0))
-        results: list[Mapping[str, Any]] = []
-        it = iter(inner_results)
-        for i in range(len(records)):
-            if i in held:
-                results.append(
-                    {
-                        "ErrorCode": "ProvisionedThroughputExceededException",
-                        "ErrorMessage": "Rate exceeded for shard (injected)",
-                    }
-                )
-                failed += 1
-            else:
-                results.append(next(it))
-        return {"FailedRecordCount": failed, "Records": results}
+        refused = {
+            "ErrorCode": "ProvisionedThroughputExceededException",
+            "ErrorMessage": "Rate exceeded for shard (injected)",
+        }
+        passed = iter(inner_results)
+        results = [dict(refused) if i in held else next(passed) for i in range(len(records))]
+        return {"FailedRecordCount": failed + len(held), "Records": results}
 
 
 class FaultInjectingSQS(_Injector):
@@ -237,12 +230,8 @@ class FaultInjectingSQS(_Injector):
         response: dict[str, Any] = {"Successful": [], "Failed": []}
         if send:
             response = dict(self.inner.send_message_batch(**{**kwargs, "Entries": send}))
-        failed = list(response.get("Failed", []))
-        for i in sorted(held):
-            failed.append(
-                {"Id": entries[i]["Id"], "SenderFault": False, "Code": "InternalError", "Message": "injected failure"}
-            )
-        response["Failed"] = failed
+        refused = {"SenderFault": False, "Code": "InternalError", "Message": "injected failure"}
+        response["Failed"] = [*response.get("Failed", []), *({"Id": entries[i]["Id"], **refused} for i in sorted(held))]
         response.setdefault("Successful", [])
         return response
 

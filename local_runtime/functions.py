@@ -132,8 +132,6 @@ class InvocationFaults:
         self.injected = 0
 
     def strike(self) -> bool:
-        if self.fraction <= 0.0:
-            return False
         with self._lock:
             hit = self._rng.random() < self.fraction
             self.injected += hit

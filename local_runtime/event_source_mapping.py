@@ -343,15 +343,12 @@ class EventSourceMapping:
         function_arn: str,
         config: MappingConfig,
         destination: FailureDestination | None = None,
-        wall_clock: Callable[[], float] = time.time,
-        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.name = name
         self.source = source
         self.config = config
         self.stats = MappingStats()
         self._stats_lock = threading.Lock()
-        self._clock = clock
         self._stop = threading.Event()
         self._changed = threading.Condition()
         self._shards: dict[str, _ShardState] = {}
@@ -366,7 +363,6 @@ class EventSourceMapping:
             stats=self.stats,
             stats_lock=self._stats_lock,
             wait=self._stop.wait,
-            wall_clock=wall_clock,
         )
 
     # -- lifecycle -----------------------------------------------------------
@@ -382,9 +378,9 @@ class EventSourceMapping:
         self._stop.set()
         with self._changed:
             self._changed.notify_all()
-        deadline = self._clock() + timeout_s
+        deadline = time.monotonic() + timeout_s
         for thread in self._threads:
-            thread.join(max(0.0, deadline - self._clock()))
+            thread.join(max(0.0, deadline - time.monotonic()))
         alive = [t.name for t in self._threads if t.is_alive()]
         if alive:
             _log.warning("%s: threads still running after %.0f s: %s", self.name, timeout_s, ", ".join(alive))
@@ -401,7 +397,6 @@ class EventSourceMapping:
     def wait_until_caught_up(self, timeout_s: float) -> bool:
         """True once every shard has been read to its end by a read begun after this call, with
         nothing buffered or in flight; False on timeout (or when the mapping stopped)."""
-        deadline = self._clock() + timeout_s
         with self._changed:
             marks = {shard: state.reads_started for shard, state in self._shards.items()}
 
@@ -411,12 +406,8 @@ class EventSourceMapping:
                     for shard, state in self._shards.items()
                 )
 
-            while not done():
-                remaining = deadline - self._clock()
-                if remaining <= 0 or self._stop.is_set():
-                    return False
-                self._changed.wait(remaining)
-            return True
+            self._changed.wait_for(lambda: done() or self._stop.is_set(), timeout_s)
+            return done()
 
     # -- shards --------------------------------------------------------------
 
@@ -533,12 +524,12 @@ class _ShardPoller:
                 continue
             if exhausted:  # a batching window is open: wait for more records or for its end
                 assert self._buffered_since is not None  # noqa: S101
-                left = self._buffered_since + config.batching_window_s - mapping._clock()
+                left = self._buffered_since + config.batching_window_s - time.monotonic()
                 mapping._stop.wait(max(0.0, min(config.poll_interval_s, left)))
 
     def _take(self, records: Sequence[SourceRecord]) -> None:
         if not self._buffer:
-            self._buffered_since = self._mapping._clock()
+            self._buffered_since = time.monotonic()
         self._buffer.extend(records)
         self._buffered_bytes += sum(r.size for r in records)
         self._last_sequence = records[-1].sequence_number
@@ -552,7 +543,7 @@ class _ShardPoller:
         if not exhausted:
             return False  # more records are there to read first
         assert self._buffered_since is not None  # noqa: S101
-        return self._mapping._clock() - self._buffered_since >= config.batching_window_s
+        return time.monotonic() - self._buffered_since >= config.batching_window_s
 
     def _deliver(self) -> None:
         batch: list[SourceRecord] = []
@@ -566,4 +557,4 @@ class _ShardPoller:
         self._runner.run(self._shard, batch)
         # The batch is settled: the checkpoint moves past it.
         self._buffered_bytes -= size
-        self._buffered_since = self._mapping._clock() if self._buffer else None
+        self._buffered_since = time.monotonic() if self._buffer else None

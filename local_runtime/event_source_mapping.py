@@ -37,9 +37,9 @@ import random
 import threading
 import time
 import uuid
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal, Protocol
 
@@ -144,15 +144,13 @@ class MappingStats:
     records_received: int = 0
     records_succeeded: int = 0
     records_skipped: int = 0
-    skipped_by_condition: Counter[str] = field(default_factory=Counter)
+    skipped_by_condition: dict[str, int] = field(default_factory=dict)
     destination_errors: int = 0
     read_errors: int = 0
     max_behind_ms: int = 0
 
     def as_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)} | {
-            "skipped_by_condition": dict(self.skipped_by_condition)
-        }
+        return asdict(self)
 
 
 def _iso(epoch_s: float) -> str:
@@ -268,7 +266,8 @@ class BatchRunner:
     ) -> None:
         with self.stats_lock:
             self.stats.records_skipped += len(records)
-            self.stats.skipped_by_condition[condition] += len(records)
+            skipped = self.stats.skipped_by_condition
+            skipped[condition] = skipped.get(condition, 0) + len(records)
         _log.warning(
             "%s: shard %s: skipping %d record(s) %s..%s (%s)",
             self.function.name,

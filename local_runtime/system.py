@@ -290,7 +290,8 @@ class LocalSystem:
             every_s=self.config.rotation_interval_minutes() * 60.0,
             clock=self.clock,
             event=now_event if self.functions.rotator_sped_up else empty_event,
-            on_result=self._record_rotation,
+            # list.append is atomic: readers copy the list (list(system.rotations)) while runs add to it.
+            on_result=lambda now_ms, result: self.rotations.append({"now_ms": now_ms, "summary": result}),
         )
         # The first run happens here, before start() returns: the tables (and their stream mappings)
         # it makes exist by the time anyone publishes. The schedule then runs it every period.
@@ -315,10 +316,6 @@ class LocalSystem:
         """Wait until ingest has taken everything published so far (the replay moves on only then)."""
         ingest = self.mappings.named("ingest")
         return ingest.wait_until_caught_up(timeout_s) if ingest is not None else True
-
-    def _record_rotation(self, now_ms: int, result: Any) -> None:
-        with self._lock:
-            self.rotations.append({"now_ms": now_ms, "summary": result})
 
     def _queue(self, url: str) -> FailureDestination:
         sqs = self.client("sqs")

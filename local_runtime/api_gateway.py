@@ -46,7 +46,6 @@ _log = logging.getLogger(__name__)
 
 #: API Gateway's maximum integration timeout for a REST API.
 INTEGRATION_TIMEOUT_S = 29.0
-_NO_BODY_METHODS = frozenset({"HEAD"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,7 +241,7 @@ class RestApi:
         if not has_length:
             http.send_header("Content-Length", str(len(response.body)))
         http.end_headers()
-        if http.command not in _NO_BODY_METHODS and response.body:
+        if http.command != "HEAD" and response.body:
             http.wfile.write(response.body)
 
     def _call(self, event: dict[str, Any], request_id: str, started: float) -> HttpResponse:

@@ -47,8 +47,7 @@ class StreamMappings:
     """Every event source mapping of the running system, in the order they were added."""
 
     dynamodb: Any
-    streams: Any
-    region: str
+    table_stream: Callable[[str], DynamoDBStreamSource]  # the source that reads a table's stream, by its ARN
     tables: Callable[[], tuple[str, ...]]
     stop_timeout_s: float
     _mappings: list[EventSourceMapping] = field(default_factory=list, init=False)
@@ -77,9 +76,6 @@ class StreamMappings:
             self._mappings.append(mapping)
         mapping.start()
         return mapping
-
-    def table_stream(self, stream_arn: str) -> DynamoDBStreamSource:
-        return DynamoDBStreamSource(self.streams, stream_arn, region=self.region)
 
     def remove(self, mapping: EventSourceMapping) -> None:
         """Stop ``mapping`` and forget it (its stream is gone)."""
@@ -147,8 +143,7 @@ class _TableFollower:
 
     def stop(self) -> None:
         self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=10)
+        self._thread.join(timeout=10)
 
     def discover(self) -> None:
         owner = self.owner

@@ -49,7 +49,7 @@ from local_runtime.mappings import LocalLambda, StreamMappings
 from local_runtime.moto_server import EmbeddedMoto
 from local_runtime.resources import ResourceNames, Resources, existing_readings_tables, provision
 from local_runtime.scheduler import ReplayClock, Schedule, SimulatedClock, empty_event, now_event
-from local_runtime.stream_sources import KinesisSource
+from local_runtime.stream_sources import DynamoDBStreamSource, KinesisSource
 
 T = TypeVar("T")
 
@@ -200,10 +200,10 @@ class LocalSystem:
         self._exit.callback(self.lambda_invoke.stop)
         self._exit.enter_context(patched_environ({"AWS_ENDPOINT_URL_LAMBDA": self.lambda_invoke.start()}))
         reset_clients()
+        streams = self.client("dynamodbstreams")
         self._mappings = StreamMappings(
             dynamodb=self.client("dynamodb"),
-            streams=self.client("dynamodbstreams"),
-            region=options.region,
+            table_stream=lambda arn: DynamoDBStreamSource(streams, arn, region=options.region),
             tables=self.readings_tables,
             stop_timeout_s=self.functions.timeout_s(LambdaFunction.INGEST) + 5,
         )

@@ -457,15 +457,6 @@ class EventSourceMapping:
             state.closed = state.closed or closed
             self._changed.notify_all()
 
-    def _note_behind(self, behind_ms: int | None) -> None:
-        if behind_ms is not None:
-            with self._stats_lock:
-                self.stats.max_behind_ms = max(self.stats.max_behind_ms, behind_ms)
-
-    def _note_read_error(self) -> None:
-        with self._stats_lock:
-            self.stats.read_errors += 1
-
 
 class _ShardPoller:
     """The loop of one shard: read, batch, deliver, checkpoint."""
@@ -499,7 +490,8 @@ class _ShardPoller:
                     # An expired or invalid iterator, or a service error: start again after the last record read.
                     self._iterator = None
                     self._read_failures += 1
-                    mapping._note_read_error()
+                    with mapping._stats_lock:
+                        mapping.stats.read_errors += 1
                     _log.warning("%s: reading shard %s failed: %s", mapping.name, self._shard, exc)
                     if mapping._stop.wait(min(5.0, 0.1 * 2 ** min(self._read_failures, 6))):
                         return
@@ -507,7 +499,9 @@ class _ShardPoller:
                 self._read_failures = 0
                 self._iterator = result.next_iterator
                 closed = result.next_iterator is None
-                mapping._note_behind(result.behind_ms)
+                if result.behind_ms is not None:
+                    with mapping._stats_lock:
+                        mapping.stats.max_behind_ms = max(mapping.stats.max_behind_ms, result.behind_ms)
                 if result.records:
                     self._take(result.records)
                 exhausted = not result.records or closed

@@ -139,22 +139,17 @@ class _Injector:
         plan = self.plan
         if plan.latency_ms:
             self._sleep(plan.latency_ms / 1000)
-        partial = False
         with self._lock:
             self.counters.calls += 1
-            number = self.counters.calls
-            if number <= plan.throttle_first or (plan.throttle_rate and self._rng.random() < plan.throttle_rate):
+            if self.counters.calls <= plan.throttle_first or (
+                plan.throttle_rate and self._rng.random() < plan.throttle_rate
+            ):
                 self.counters.throttled += 1
-                throttle = True
-            else:
-                throttle = False
-                self._passed += 1
-                partial = self._passed <= plan.partial_first or (
-                    plan.partial_rate > 0 and self._rng.random() < plan.partial_rate
-                )
-        if throttle:
-            raise service_error(plan.throttle_code, operation, "Rate exceeded (injected)")
-        return partial
+                raise service_error(plan.throttle_code, operation, "Rate exceeded (injected)")
+            self._passed += 1
+            return self._passed <= plan.partial_first or (
+                plan.partial_rate > 0 and self._rng.random() < plan.partial_rate
+            )
 
     def _hold_back(self, count: int) -> set[int]:
         """Positions (of ``count`` items) to hold back this call."""

@@ -109,10 +109,8 @@ def existing_readings_tables(dynamodb: Any, config: Context) -> tuple[str, ...]:
     if config.readings_table_name is not None:
         return (config.readings_table_name,)
     prefix = f"{config.table_prefix}-"
-    found: list[str] = []
-    for page in dynamodb.get_paginator("list_tables").paginate():
-        found.extend(t for t in page.get("TableNames", []) if t.startswith(prefix))
-    return tuple(sorted(found))
+    pages = dynamodb.get_paginator("list_tables").paginate()
+    return tuple(sorted(t for page in pages for t in page.get("TableNames", []) if t.startswith(prefix)))
 
 
 def table_definitions(config: Context, names: ResourceNames) -> list[TableDefinition]:

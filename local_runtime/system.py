@@ -134,7 +134,6 @@ class LocalSystem:
         self.lambda_invoke = LambdaInvokeApi(self.functions.loaded.get)
         self._mappings: StreamMappings | None = None
         self._resources: Resources | None = None
-        self._endpoint_url: str | None = None
         self._router: FunctionLogRouter | None = None
         self._lock = threading.Lock()
         self._started = False
@@ -159,12 +158,12 @@ class LocalSystem:
             self._router = FunctionLogRouter(self._exit.enter_context(options.function_log.open("a", encoding="utf-8")))
             self._router.install()
             self._exit.callback(self._router.uninstall)
-        self._endpoint_url = self._moto.start()
+        self._moto.start()
         self._exit.callback(self._moto.stop)
         self._exit.enter_context(
             patched_environ(
                 {
-                    **aws_environment(self._endpoint_url, options.region),
+                    **aws_environment(self.endpoint_url, options.region),
                     "POWERTOOLS_TRACE_DISABLED": "true",
                     "POWERTOOLS_LOG_LEVEL": "INFO",
                     **CommonSettings.render(metrics_namespace=METRICS_NAMESPACE),
@@ -361,7 +360,7 @@ class LocalSystem:
 
     @property
     def endpoint_url(self) -> str:
-        return _running(self._endpoint_url)
+        return self._moto.endpoint_url
 
     @property
     def console(self) -> TextIO:

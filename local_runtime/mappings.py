@@ -63,7 +63,6 @@ class StreamMappings:
         config: MappingConfig,
         destination: FailureDestination | None,
     ) -> EventSourceMapping:
-        """Start a mapping of ``source`` to ``function``."""
         mapping = EventSourceMapping(
             name=name,
             source=source,

@@ -24,7 +24,6 @@ import socket
 import subprocess
 import sys
 import threading
-import urllib.request
 from pathlib import Path
 
 from local_runtime.environment import LOOPBACK, assert_loopback
@@ -73,12 +72,6 @@ class EmbeddedMoto:
         self._endpoint_url = assert_loopback(f"http://{LOOPBACK}:{port}")
         _log.info("moto server on %s (process %d)", self._endpoint_url, process.pid)
         return self._endpoint_url
-
-    def reset(self) -> None:
-        """Forget every resource moto holds (all services, all regions)."""
-        request = urllib.request.Request(f"{self.endpoint_url}/moto-api/reset", data=b"", method="POST")  # noqa: S310
-        with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310 - a loopback URL, checked
-            response.read()
 
     def stop(self) -> None:
         process, self._process = self._process, None

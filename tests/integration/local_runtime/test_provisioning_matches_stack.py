@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import time
+import urllib.request
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -103,8 +104,15 @@ def clients(endpoint: str) -> dict[str, Any]:
     }
 
 
+def reset(moto: EmbeddedMoto) -> None:
+    """Forget every resource moto holds (all services, all regions)."""
+    request = urllib.request.Request(f"{moto.endpoint_url}/moto-api/reset", data=b"", method="POST")  # noqa: S310
+    with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310 - a loopback URL, checked
+        response.read()
+
+
 def provisioned(moto: EmbeddedMoto, config: Context) -> tuple[Resources, dict[str, Any]]:
-    moto.reset()
+    reset(moto)
     aws = clients(moto.endpoint_url)
     names = ResourceNames.for_config(config, NOW_MS)
     return provision(config, names, **aws), aws
@@ -246,7 +254,7 @@ def test_the_hot_key_and_cursor_resources_exist_locally(variants: dict[str, Vari
     v = variants["single"]
     assert [k for k in v.resources_of("AWS::SQS::Queue") if "HotKeys" in k]
     assert v.resources_of("AWS::SecretsManager::Secret")
-    moto.reset()
+    reset(moto)
     aws = clients(moto.endpoint_url)
     secrets = boto3.client(
         "secretsmanager",

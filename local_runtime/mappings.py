@@ -91,7 +91,7 @@ class StreamMappings:
         follower = _TableFollower(
             self, function, replace(config, starting_position=StartingPosition.TRIM_HORIZON), destination
         )
-        follower.start()  # before it is listed: a follower stop() meets has a thread
+        follower.start()  # started before it is listed: every follower stop() reaches has a thread to join
         with self._lock:
             self._followers.append(follower)
 

@@ -123,19 +123,15 @@ class _Spill:
         self.path = path
         self.readings = 0
         self.records = 0
-        self._out: IO[str] | None = path.open("w", encoding="utf-8")
+        self._out: IO[str] = path.open("w", encoding="utf-8")
 
     def add(self, record: list[Any], readings: int) -> None:
-        if self._out is None:
-            raise ValueError(f"{self.path} is closed")
         self._out.write(json.dumps(record, separators=(",", ":")) + "\n")
         self.readings += readings
         self.records += 1
 
     def close(self) -> None:
-        if self._out is not None:
-            self._out.close()
-            self._out = None
+        self._out.close()
 
     def records_in(self) -> Iterator[list[Any]]:
         with self.path.open(encoding="utf-8") as lines:

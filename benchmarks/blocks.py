@@ -87,10 +87,6 @@ class Fleet:
     def fleet_rate(self) -> float:
         return self.sensors * 1_000 / self.interval_ms
 
-    @property
-    def rate(self) -> float:
-        return self.fleet_rate + sum(rate for _, rate in self.hot)
-
 
 def _weather(rng: random.Random) -> dict[str, float]:
     return {
@@ -132,9 +128,13 @@ class Deployment:
             config.ingest_batching_window_s,
         )
 
+    def group_shard(self, group: int) -> int:
+        """The stream shard of producer group ``group``'s partition key, as Kinesis maps keys (MD5)."""
+        digest = hashlib.md5(f"g{group}".encode()).digest()  # noqa: S324 - Kinesis's own key hash
+        return int.from_bytes(digest, "big") * self.stream_shards >> 128
+
     def kinesis_shard(self, entity: str) -> int:
-        key = f"g{stable_hash(entity) % PRODUCER_GROUPS}"
-        return int.from_bytes(hashlib.md5(key.encode()).digest(), "big") * self.stream_shards >> 128  # noqa: S324
+        return self.group_shard(stable_hash(entity) % PRODUCER_GROUPS)
 
     def base_pk(self, entity: str) -> str:
         return self.layout.partitions_of(entity, START_MS, self.shard_map)[0]
@@ -244,16 +244,11 @@ def arrivals(
 def batch_ms(fleet: Fleet, deployment: Deployment, shard: int, window_s: int, reading_bytes: float) -> float:
     """How long a batch of ``shard`` gathers: the window (a second at least), or less when the shard's
     readings fill Lambda's payload first. Each producer group carries 1/256 of the fleet."""
-    groups = sum(1 for g in range(PRODUCER_GROUPS) if _group_shard(g, deployment) == shard)
+    groups = sum(1 for g in range(PRODUCER_GROUPS) if deployment.group_shard(g) == shard)
     rate = fleet.fleet_rate * groups / PRODUCER_GROUPS
     rate += sum(r for entity, r in fleet.hot if deployment.kinesis_shard(entity) == shard)
     full_ms = PAYLOAD_BYTES / (rate * reading_bytes) * 1_000 if rate else math.inf
     return min(max(window_s * 1_000, POLL_MS), full_ms)
-
-
-def _group_shard(group: int, deployment: Deployment) -> int:
-    digest = hashlib.md5(f"g{group}".encode()).digest()  # noqa: S324 - Kinesis's own key hash
-    return int.from_bytes(digest, "big") * deployment.stream_shards >> 128
 
 
 @dataclass(frozen=True, slots=True)

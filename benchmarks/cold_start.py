@@ -52,6 +52,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 import zipfile
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -188,10 +189,13 @@ def run_child(args: list[str], env: dict[str, str], *, what: str, timeout: int) 
     return dict(json.loads(done.stdout.strip().splitlines()[-1])), done.stderr
 
 
+def median_of(reports: Iterable[Mapping[str, Any]], key: str) -> float:
+    """The median of ``key`` over the children's ``reports``."""
+    return statistics.median(float(r[key]) for r in reports)
+
+
 def interpreter_start() -> float:
     """Seconds to start and stop this interpreter with nothing to do (measured in-process by the parent)."""
-    import time  # noqa: PLC0415 - only this function times a process from outside
-
     started = time.perf_counter()
     subprocess.run([sys.executable, "-c", "pass"], check=True, env={}, timeout=60)
     return time.perf_counter() - started
@@ -283,21 +287,14 @@ def cold_start(quick: bool) -> Result:
     shutil.copytree(FUNCTIONS, no_bytecode, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
 
     def median_ms(
-        name: str,
-        *,
-        in_lambda: bool = True,
-        figure: str = "seconds",
-        time_clients: bool = False,
-        functions: Path = FUNCTIONS,
+        name: str, figure: str = "seconds", **options: Any
     ) -> tuple[float, Mapping[str, Any], list[dict[str, Any]]]:
-        reports = [
-            import_once(name, in_lambda=in_lambda, time_clients=time_clients, functions=functions)[0]
-            for _ in range(repeats)
-        ]
-        return round(statistics.median(float(r[figure]) for r in reports) * 1000, 1), reports[-1], reports
+        """``import_once(name, **options)`` ``repeats`` times: the median of ``figure`` in ms, the last report, all."""
+        reports = [import_once(name, **options)[0] for _ in range(repeats)]
+        return round(median_of(reports, figure) * 1000, 1), reports[-1], reports
 
-    def cpu_ms(reports: Iterable[Mapping[str, Any]]) -> float:
-        return round(statistics.median(float(r["cpu_seconds"]) for r in reports) * 1000, 1)
+    def cpu_ms(reports: list[dict[str, Any]]) -> float:
+        return round(median_of(reports, "cpu_seconds") * 1000, 1)
 
     floor_ms, _, floor_reports = median_ms(FLOOR)
     floor_cpu = cpu_ms(floor_reports)
@@ -379,7 +376,7 @@ OTHER_ENTITIES = 200
 FIRST_REQUEST_TARGET = 1.5
 
 
-class _Context:
+class LambdaContext:
     """The Lambda context the handler reads (remaining time, request id, names for the logger)."""
 
     function_name = "query"
@@ -466,7 +463,6 @@ def restored_query(now_ms: int, warm: int, hooks: bool) -> dict[str, Any]:
     before-snapshot hooks, the after-restore hooks (CPU), then the first request and ``warm`` more
     (CPU each, and the AWS calls each made). ``hooks`` False: no snapshot, the first request after a
     plain cold start. Lambda's ``snapshot_restore_py`` is played by a module that records the hooks."""
-    import time  # noqa: PLC0415
     import types  # noqa: PLC0415
     from collections import Counter  # noqa: PLC0415
     from functools import partial  # noqa: PLC0415
@@ -525,7 +521,7 @@ def restored_query(now_ms: int, warm: int, hooks: bool) -> dict[str, Any]:
     for _ in range(1 + warm):
         calls.clear()
         cpu = time.process_time()
-        answer = handler.handler(event, _Context())
+        answer = handler.handler(event, LambdaContext())
         spent.append((time.process_time() - cpu) * 1000)
         made_calls.append(dict(calls))
         if answer["statusCode"] != 200 or len(json.loads(answer["body"])["items"]) != 100:
@@ -545,8 +541,6 @@ def restored_query(now_ms: int, warm: int, hooks: bool) -> dict[str, Any]:
 
 def first_request_figures(result: Result, quick: bool) -> None:
     """Add what a restored query function's first request costs, against a warm one (moto on loopback)."""
-    import time  # noqa: PLC0415 - the wall clock the readings are written against
-
     from local_runtime.moto_server import EmbeddedMoto  # noqa: PLC0415 - only this part needs a server
 
     runs, warm = (2, 20) if quick else (5, 50)
@@ -574,7 +568,7 @@ def first_request_figures(result: Result, quick: bool) -> None:
                 into.append(run_child(args, env, what=f"the {kind} query function", timeout=600)[0])
 
     def median(reports: list[dict[str, Any]], key: str) -> float:
-        return round(statistics.median(float(r[key]) for r in reports), 1)
+        return round(median_of(reports, key), 1)
 
     warm_ms, first_ms = median(restored, "warm_ms"), median(restored, "first_ms")
     ratios = sorted(r["first_ms"] / r["warm_ms"] for r in restored)
@@ -640,7 +634,9 @@ def _traced_invocation(mode: str, sent: list[int]) -> Callable[[Callable[[], Non
             return send(entity)
 
         xray_recorder.emitter.send_entity = counted
-        return lambda work: tracer.capture_lambda_handler(capture_response=False)(lambda *_: work())({}, _Context())
+        return lambda work: tracer.capture_lambda_handler(capture_response=False)(lambda *_: work())(
+            {}, LambdaContext()
+        )
     if mode == "otel":
         from opentelemetry import trace  # noqa: PLC0415
         from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans  # noqa: PLC0415
@@ -680,8 +676,6 @@ def traced_calls(mode: str, calls: int, rounds: int) -> dict[str, Any]:
     ``otel``: the OpenTelemetry SDK with its botocore instrumentation, one span per call, batched and
     encoded as OTLP protobuf at the end of each invocation (what the ADOT collector receives; the
     collector, a Lambda extension of its own, is not measured)."""
-    import time  # noqa: PLC0415 - the child's imports are what is measured
-
     import botocore.session  # noqa: PLC0415
     from aws_lambda_powertools import Logger, Metrics  # noqa: PLC0415
     from botocore.awsrequest import AWSResponse  # noqa: PLC0415
@@ -761,7 +755,7 @@ def tracing(quick: bool) -> Result:
     )
 
     def median(mode: str, key: str) -> float:
-        return statistics.median(float(r[key]) for r in found[mode])
+        return median_of(found[mode], key)
 
     base = median("lambda", "per_call_cpu_ms")
     names = {

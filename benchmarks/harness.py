@@ -10,12 +10,14 @@ Ratios are always measured side by side inside one benchmark run.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import platform
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,6 +36,25 @@ def create_readings_table(dynamodb: Any, name: str) -> None:
         ],
         BillingMode="PAY_PER_REQUEST",
     )
+
+
+@contextmanager
+def collector_time() -> Iterator[list[float]]:
+    """The garbage collector inside the block: [seconds it ran, full collections], filled as it runs."""
+    spent, began = [0.0, 0], [0.0]
+
+    def clock(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            began[0] = time.perf_counter()
+        else:
+            spent[0] += time.perf_counter() - began[0]
+            spent[1] += info["generation"] == 2
+
+    gc.callbacks.append(clock)
+    try:
+        yield spent
+    finally:
+        gc.callbacks.remove(clock)
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,7 +34,8 @@ from ingest.logic import Ingestor, occupancy_groups
 from ingest.settings import IngestSettings
 from keydesign import Layout, Reading, ShardMap, decode_block, ttl_for
 from keydesign.layouts import parse_keys
-from producer import Packer, Workload, generate
+from producer.packing import Packer
+from producer.synthetic import Workload, generate
 
 SHARD = "shardId-000000000000"
 ARN = "arn:aws:kinesis:eu-west-1:123456789012:stream/readings"
@@ -188,7 +189,7 @@ def ingest_cpu(quick: bool) -> Result:
     repeats = 2 if quick else 5
     items = readings(count)
     settings = IngestSettings.from_env(stack_env())
-    common = settings.common
+    common = settings
     shapes = {
         "packed": {"Records": lambda_records(items, packed=True)},
         "one-per-record": {"Records": lambda_records(items, packed=False)},
@@ -263,7 +264,7 @@ def _stages(
     result: Result, settings: IngestSettings, event: dict[str, Any], repeats: int, per_reading_us: float
 ) -> None:
     """Where the time goes, stage by stage (single thread, packed records)."""
-    common = settings.common
+    common = settings
     layout = common.layout
     shard_map = ShardMap.initial(layout.bucket, common.shards)
     cpu_decode, _, decoded = _best(repeats, lambda: [decode_record(i, r) for i, r in enumerate(parse_records(event))])
@@ -363,7 +364,11 @@ def ingest_e2e_moto(quick: bool) -> Result:
         assert outcome.written == count and not outcome.failed_records
 
         naive = _naive_put_item(endpoint, items)
-        stored = {t: distinct_readings(_scan(dynamodb, t)) for t in ("bench-ours", "bench-naive")}
+        scan = dynamodb.get_paginator("scan")
+        stored = {
+            t: distinct_readings(i for page in scan.paginate(TableName=t) for i in page["Items"])
+            for t in ("bench-ours", "bench-naive")
+        }
         assert stored == {"bench-ours": count, "bench-naive": count}, stored
     finally:
         server.stop()
@@ -386,17 +391,6 @@ def ingest_e2e_moto(quick: bool) -> Result:
     result.add("naive readings/s", round(count / naive), "readings/s", f"{count} PutItem calls")
     result.add("speed-up (ours / naive)", round(naive / ours, 1), "x")
     return result
-
-
-def _scan(dynamodb: Any, table: str) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = []
-    kwargs: dict[str, Any] = {"TableName": table}
-    while True:
-        page = dynamodb.scan(**kwargs)
-        items.extend(page["Items"])
-        if "LastEvaluatedKey" not in page:
-            return items
-        kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
 
 def _naive_put_item(

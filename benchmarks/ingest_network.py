@@ -30,8 +30,6 @@ import statistics
 import threading
 import time
 import urllib.request
-from collections.abc import Iterator
-from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from multiprocessing.connection import Connection
 from typing import Any
@@ -43,7 +41,7 @@ from adapters.clients import client_config
 from adapters.collector import tune_collector
 from adapters.kinesis_records import parse_records
 from adapters.observability import metrics
-from benchmarks.harness import Result, benchmark
+from benchmarks.harness import Result, benchmark, collector_time
 from benchmarks.ingest import (
     NullSQS,
     _env,
@@ -185,24 +183,6 @@ def ours(ingestor: Ingestor, records: list[dict[str, Any]]) -> BatchOutcome:
     return outcome
 
 
-@contextmanager
-def _collector_time() -> Iterator[list[float]]:
-    """Seconds the garbage collector runs inside the block (the list's one element, filled at its end)."""
-    spent, began = [0.0], [0.0]
-
-    def clock(phase: str, _: dict[str, Any]) -> None:
-        if phase == "start":
-            began[0] = time.perf_counter()
-        else:
-            spent[0] += time.perf_counter() - began[0]
-
-    gc.callbacks.append(clock)
-    try:
-        yield spent
-    finally:
-        gc.callbacks.remove(clock)
-
-
 @benchmark("ingest-network", "readings/s with DynamoDB answering after 5 and 20 ms: seed, batch_writer peer, ours")
 def ingest_network(quick: bool) -> Result:
     logging.getLogger("botocore").setLevel(logging.WARNING)
@@ -256,7 +236,7 @@ def ingest_network(quick: bool) -> Result:
                     ingestor = our_ingestor(stub.endpoint, f"{writer}-{latency_ms}ms-{round_}", records[:4])
                     thresholds = tune_collector() if writer == "ours" else gc.get_threshold()
                     try:
-                        with _collector_time() as spent:
+                        with collector_time() as spent:
                             started, cpu_started = time.perf_counter(), time.process_time()
                             calls = ours(ingestor, records).write.calls
                             rates[writer].append(count / (time.perf_counter() - started))

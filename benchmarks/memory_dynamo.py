@@ -3,11 +3,10 @@
 :class:`MemoryDynamo` answers the low-level client calls the rollup store makes
 (item shapes as the client sends them), its items kept per partition: a Query reads
 its own, so a simulated year of control items costs it no more than a minute's. Query
-supports ``pk = :pk`` with an optional ``sk BETWEEN :low AND :high`` and pages of
-``page_items``; BatchGetItem leaves keys past ``get_limit`` unprocessed; ``fail_writes``
-makes the next BatchWriteItem calls raise, as a run dying half-way would. Writes are
-counted per kind of partition key (the text before its first ``#``), with their write
-units; reads report the read units DynamoDB would (item sizes by its rules, 4 KB units).
+supports ``pk = :pk`` with an optional ``sk BETWEEN :low AND :high`` or
+``begins_with(sk, :prefix)``, and pages of ``page_items``; BatchGetItem leaves keys past
+``get_limit`` unprocessed. Write units are counted per kind of partition key (the text before
+its first ``#``); reads report the read units DynamoDB would (item sizes by its rules, 4 KB units).
 :meth:`MemoryDynamo.expire` deletes what DynamoDB's TTL would (``expires_at`` passed).
 
 :class:`MemoryReader` is a :class:`adapters.partition_reader.PartitionReader` over blocks
@@ -47,39 +46,25 @@ class MemoryDynamo:
         self.partitions: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
         self.page_items = page_items
         self.get_limit = get_limit
-        self.fail_writes = 0
-        self.calls: dict[str, int] = {}
-        self.written: Counter[str] = Counter()
         self.write_units: Counter[str] = Counter()
 
-    def _count(self, name: str) -> None:
-        self.calls[name] = self.calls.get(name, 0) + 1
-
     def put_item(self, *, TableName: str, Item: dict[str, Any], **_: Any) -> dict[str, Any]:
-        self._count("put_item")
         self._store(TableName, Item)
         return {}
 
     def get_item(self, *, TableName: str, Key: dict[str, Any], **_: Any) -> dict[str, Any]:
-        self._count("get_item")
         found = self._item(TableName, Key)
         return {"Item": found} if found is not None else {}
 
     def batch_write_item(self, **kwargs: Any) -> dict[str, Any]:
-        self._count("batch_write_item")
         request_items: dict[str, list[dict[str, Any]]] = kwargs["RequestItems"]
-        if self.fail_writes:
-            self.fail_writes -= 1
-            raise ConnectionError("injected: the run dies here")
         for table, requests in request_items.items():
             for request in requests:
                 self._store(table, request["PutRequest"]["Item"])
         return {"UnprocessedItems": {}}
 
     def _store(self, table: str, item: dict[str, Any]) -> None:
-        kind = item["pk"]["S"].split("#", 1)[0]
-        self.written[kind] += 1
-        self.write_units[kind] += write_units(_size(item))
+        self.write_units[item["pk"]["S"].split("#", 1)[0]] += write_units(_size(item))
         self.partitions.setdefault((table, item["pk"]["S"]), {})[item["sk"]["S"]] = item
 
     def _item(self, table: str, key: dict[str, Any]) -> dict[str, Any] | None:
@@ -99,7 +84,6 @@ class MemoryDynamo:
                 del self.partitions[key]
 
     def batch_get_item(self, *, RequestItems: dict[str, Any], **_: Any) -> dict[str, Any]:
-        self._count("batch_get_item")
         ((table, request),) = RequestItems.items()
         keys = request["Keys"]
         found = [item for k in keys[: self.get_limit] if (item := self._item(table, k)) is not None]
@@ -119,15 +103,15 @@ class MemoryDynamo:
         }
 
     def query(self, *, TableName: str, ExpressionAttributeValues: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
-        self._count("query")
         pk = ExpressionAttributeValues[":pk"]["S"]
         low = ExpressionAttributeValues.get(":low", {}).get("S")
         high = ExpressionAttributeValues.get(":high", {}).get("S")
+        prefix = ExpressionAttributeValues.get(":prefix", {}).get("S", "")
         start = kwargs.get("ExclusiveStartKey", {}).get("sk", {}).get("S")
         rows = sorted(
             (sk, item)
             for sk, item in self.partitions.get((TableName, pk), {}).items()
-            if (low is None or low <= sk <= high) and (start is None or sk > start)
+            if (low is None or low <= sk <= high) and (start is None or sk > start) and sk.startswith(prefix)
         )
         page = [item for _, item in rows[: self.page_items]]
         units = read_units(sum(_size(item) for item in page), consistent=kwargs.get("ConsistentRead", False))

@@ -26,8 +26,8 @@ import sys
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
-from benchmarks.cold_start import FUNCTIONS, ROOT, handler_env, run_child
-from benchmarks.harness import Result, benchmark
+from benchmarks.cold_start import FUNCTIONS, ROOT, LambdaContext, handler_env, run_child
+from benchmarks.harness import Result, benchmark, collector_time
 
 if TYPE_CHECKING:  # the child imports what it runs after query.handler, as Lambda's init would
     from aws_lambda_powertools.event_handler import APIGatewayRestResolver
@@ -38,15 +38,6 @@ READINGS = 1_600
 #: Readings per block: one (a sparse entity, every reading alone in its block: the most work per
 #: reading) for the collector comparison, then denser entities with the handler's collector.
 DENSITIES = (1, 10, 100)
-
-
-class _Context:
-    function_name = "query"
-    aws_request_id = "bench"
-
-    @staticmethod
-    def get_remaining_time_in_millis() -> int:
-        return 28_000
 
 
 def child(mode: str, pages: int, per_block: int = 1) -> dict[str, Any]:
@@ -68,32 +59,21 @@ def child(mode: str, pages: int, per_block: int = 1) -> dict[str, Any]:
 
     app, event = _api(per_block)
 
-    collecting, began, full = [0.0], [0.0], [0]  # this page's collector time and full collections
-
-    def clock(phase: str, info: dict[str, Any]) -> None:
-        if phase == "start":
-            began[0] = time.perf_counter()
-        else:
-            collecting[0] += time.perf_counter() - began[0]
-            full[0] += info["generation"] == 2
-
     cpu: list[float] = []
     gc_ms: list[float] = []
     fulls = 0
     for n in range(pages + 20):  # the first 20 warm the container (threads, caches) and are not counted
-        collecting[0], full[0] = 0.0, 0
-        gc.callbacks.append(clock)
-        started = time.process_time()
-        answer = app.resolve(event, _Context())  # type: ignore[arg-type]
-        spent = time.process_time() - started
-        gc.callbacks.remove(clock)
+        with collector_time() as collecting:  # this page's collector time and full collections
+            started = time.process_time()
+            answer = app.resolve(event, LambdaContext())  # type: ignore[arg-type]
+            spent = time.process_time() - started
         metrics.clear_metrics()
         if answer["statusCode"] != 200 or len(json.loads(answer["body"])["items"]) != PAGE:
             raise AssertionError(f"the page was not served: {answer['statusCode']} {answer['body'][:200]}")
         if n >= 20:
             cpu.append(spent * 1000)
             gc_ms.append(collecting[0] * 1000)
-            fulls += full[0]
+            fulls += int(collecting[1])
     return {
         "mode": mode,
         "per_block": per_block,

@@ -26,7 +26,8 @@ import json
 import random
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 from adapters.observability import logger, metrics
@@ -93,7 +94,7 @@ def store_batches(
         reader.store(layout, shard_map, entries, rng=rng)
 
 
-def _setup(kind: str, partitions: int) -> tuple[Layout, ShardMap, MemoryReader, list[str]]:
+def _setup(kind: str, partitions: int) -> tuple[Layout, ShardMap, MemoryReader]:
     layout = Layout.from_settings(kind=kind, bucket="1h", table_prefix="readings")
     shard_map = ShardMap.initial(layout.bucket, partitions)
     reader = MemoryReader()
@@ -104,22 +105,29 @@ def _setup(kind: str, partitions: int) -> tuple[Layout, ShardMap, MemoryReader, 
         for n in range(READINGS_PER_PARTITION * partitions)
     ]
     store_batches(reader, layout, shard_map, readings, rng)
-    return layout, shard_map, reader, entities
+    return layout, shard_map, reader
 
 
-def _read_page(service: QueryService, kind: str) -> ReadingsPage:
-    page_args = PageArgs(TimeRange(NOW - HOUR, NOW), PAGE)
+def page_of(read: Callable[[], object]) -> ReadingsPage:
+    """The page ``read`` answers (explain is never asked for here), its metrics cleared: no handler flushes them."""
     try:
-        page = service.entity_readings("sensor-1", page_args) if kind == "random" else service.range_readings(page_args)
+        page = read()
     finally:
-        metrics.clear_metrics()  # no handler here to flush them
-    if not isinstance(page, ReadingsPage):  # explain is never asked for here
+        metrics.clear_metrics()
+    if not isinstance(page, ReadingsPage):
         raise TypeError("expected a page of readings")
     return page
 
 
+def _read_page(service: QueryService, kind: str) -> ReadingsPage:
+    page_args = PageArgs(TimeRange(NOW - HOUR, NOW), PAGE)
+    if kind == "random":
+        return page_of(partial(service.entity_readings, "sensor-1", page_args))
+    return page_of(partial(service.range_readings, page_args))
+
+
 def _measure(kind: str, partitions: int, latency_ms: float, repeats: int) -> dict[str, Any]:
-    layout, shard_map, memory, _ = _setup(kind, partitions)
+    layout, shard_map, memory = _setup(kind, partitions)
     figures: dict[str, Any] = {"shape": "entity_random" if kind == "random" else "range_hybrid"}
     figures["partitions"] = partitions
     pages: dict[str, list[str]] = {}

@@ -42,6 +42,7 @@ from __future__ import annotations
 import json
 import random
 import time
+from functools import partial
 from typing import Any
 
 from adapters.batch_writer import serialize_item
@@ -49,8 +50,8 @@ from adapters.observability import logger, metrics
 from adapters.occupancy import OccupancyReader, OccupancyStore
 from benchmarks.blocks import Deployment, old_item
 from benchmarks.harness import Result, benchmark
-from benchmarks.memory_dynamo import SEQUENCE_BASE, MemoryReader
-from benchmarks.query_fanout import NOW, Slow, timed_service
+from benchmarks.memory_dynamo import SEQUENCE_BASE, MemoryDynamo, MemoryReader
+from benchmarks.query_fanout import NOW, Slow, page_of, timed_service
 from keydesign import Layout, Reading, ShardMap, item_size
 from keydesign.occupancy import OccupancyRecord
 from query.errors import ScanLimitExceeded
@@ -69,28 +70,6 @@ DAY_CASES = ((1, 1), (5, 5), (10, 1), (10, 10))
 DAY_ENTITY = "sensor-day"
 
 
-class MemoryControlTable:
-    """The control table's occupancy items in memory (``query`` with ``begins_with``, ``get_item``, ``put_item``)."""
-
-    def __init__(self) -> None:
-        self._items: dict[tuple[str, str], dict[str, Any]] = {}
-
-    def put_item(self, **kwargs: Any) -> dict[str, Any]:
-        item = kwargs["Item"]
-        self._items[item["pk"]["S"], item["sk"]["S"]] = item
-        return {}
-
-    def get_item(self, **kwargs: Any) -> dict[str, Any]:
-        found = self._items.get((kwargs["Key"]["pk"]["S"], kwargs["Key"]["sk"]["S"]))
-        return {} if found is None else {"Item": found}
-
-    def query(self, **kwargs: Any) -> dict[str, Any]:
-        values = kwargs["ExpressionAttributeValues"]
-        pk, prefix = values[":pk"]["S"], values.get(":prefix", {"S": ""})["S"]
-        items = [item for (ipk, sk), item in sorted(self._items.items()) if ipk == pk and sk.startswith(prefix)]
-        return {"Items": items, "ConsumedCapacity": {"CapacityUnits": 0.5}}
-
-
 def _service(max_query_calls: int, latency_ms: float, *, pruned: bool = False) -> QueryService:
     layout = Layout.from_settings(kind="hybrid", bucket="1h", table_prefix="readings")
     shard_map = ShardMap.initial(layout.bucket, SHARDS)
@@ -101,7 +80,7 @@ def _service(max_query_calls: int, latency_ms: float, *, pruned: bool = False) -
     occupancy = None
     if pruned:
         # Behind the same round trip as a readings Query.
-        control = MemoryControlTable()
+        control = MemoryDynamo()
         store = OccupancyStore(Slow(control, latency_ms), "control", layout.table_prefix)
         store.mark_since(NOW - 60 * DAY)  # recording started before every range read here
         record = OccupancyRecord.of(layout.table_prefix, layout.bucket, key.table, key.pk, once.ts_ms)
@@ -130,16 +109,9 @@ def _page(service: QueryService, case: str, cursor: str | None) -> ReadingsPage:
     # The one reading is in the last hour: the cross-entity ranges end before it.
     end_ms = NOW if case == "entity_31d" else NOW - HOUR
     page_args = PageArgs(TimeRange(end_ms - days * DAY, end_ms), DEFAULT_LIMIT, cursor)
-    try:
-        if case == "entity_31d":
-            page = service.entity_readings(ENTITY, page_args, time_left_ms=28_000)
-        else:
-            page = service.range_readings(page_args, time_left_ms=28_000)
-    finally:
-        metrics.clear_metrics()  # no handler here to flush them
-    if not isinstance(page, ReadingsPage):
-        raise TypeError("expected a page of readings")
-    return page
+    if case == "entity_31d":
+        return page_of(partial(service.entity_readings, ENTITY, page_args, time_left_ms=28_000))
+    return page_of(partial(service.range_readings, page_args, time_left_ms=28_000))
 
 
 def _measure(case: str, max_query_calls: int, latency_ms: float, walk: bool, *, pruned: bool = False) -> dict[str, Any]:
@@ -214,12 +186,7 @@ def entity_day(rate: int, batch_s: int, hours: int = 24) -> dict[str, Any]:
     cursor: str | None = None
     started = time.process_time()
     while True:
-        try:
-            page = service.entity_readings(DAY_ENTITY, PageArgs(TimeRange(NOW - DAY, NOW), 1000, cursor))
-        finally:
-            metrics.clear_metrics()
-        if not isinstance(page, ReadingsPage):
-            raise TypeError("expected a page of readings")
+        page = page_of(partial(service.entity_readings, DAY_ENTITY, PageArgs(TimeRange(NOW - DAY, NOW), 1000, cursor)))
         units, returned, pages, calls = (
             units + page.cost.read_units,
             returned + page.count,

@@ -52,34 +52,21 @@ SEED_RATE, SEED_SENSORS, ALPHA_RATE, ITEM_BYTES = 50_000, 10_000, 2_000, 500
 PAGE_BYTES = 1_048_576
 LEVELS = Granularities.parse("1m,1h,1d")
 CONTROL = "control"
+LAYOUT = Layout.from_settings(kind="hybrid", bucket="1h", table_prefix="readings")
+SHARD_MAPS = StaticShardMap(ShardMap.initial(LAYOUT.bucket, 100))
 
 
 def _store(db: MemoryDynamo) -> RollupStore:
     return RollupStore(db, BatchWriter(db, concurrency=1), CONTROL, "readings", 30 * DAY)
 
 
-def _service(store: RollupStore, now_ms: int) -> QueryService:
-    layout = Layout.from_settings(kind="hybrid", bucket="1h", table_prefix="readings")
-    return QueryService(
-        layout=layout,
-        shard_maps=StaticShardMap(ShardMap.initial(layout.bucket, 100)),
-        reader=MemoryReader(),
-        cursors=CursorCodec(lambda: b"k" * 40),
-        limits=QueryLimits(),
-        clock_ms=lambda: now_ms,
-        rollups=RollupAnswers(store, LEVELS),
-    )
-
-
 def write_costs(entities: int, minutes: int, readings_per_minute: int = 6) -> dict[str, Any]:
     """Ingest and roll up ``entities`` x ``minutes``; write units by item kind and raw items re-read."""
-    layout = Layout.from_settings(kind="hybrid", bucket="1h", table_prefix="readings")
-    shard_maps = StaticShardMap(ShardMap.initial(layout.bucket, 100))
     reader, db = MemoryReader(), MemoryDynamo(page_items=1000, get_limit=100)
     store = _store(db)
     now = [T0 - 5 * MINUTE]
     runner = RollupRunner(
-        layout=layout, shard_maps=shard_maps, reader=reader, store=store, granularities=LEVELS,
+        layout=LAYOUT, shard_maps=SHARD_MAPS, reader=reader, store=store, granularities=LEVELS,
         lateness_ms=HOUR, settle_ms=MINUTE, clock_ms=lambda: now[0], concurrency=1,
     )  # fmt: skip
     runner.run(Deadline.never())
@@ -94,7 +81,7 @@ def write_costs(entities: int, minutes: int, readings_per_minute: int = 6) -> di
                 reading = Reading(entity_id=f"sensor-{e:05d}", event_id=f"{minute}-{n}", ts_ms=ts, measures={"v": n})
                 entries.append((reading, minute))
                 batch.append((len(batch), reading.entity_id, ts))
-        reader.store(layout, shard_maps.current(), entries)  # the minute's readings as one ingest batch
+        reader.store(LAYOUT, SHARD_MAPS.current(), entries)  # the minute's readings as one ingest batch
         readings += len(batch)
         marks.write(batch, T0 + minute * MINUTE, Deadline.never())
         now[0] = T0 + (minute + 2) * MINUTE  # a run a minute after each minute closes
@@ -148,7 +135,15 @@ def read_costs() -> dict[str, Any]:
     every.readings = SEED_RATE * 3600
     store.write([store.rollup_write(HOUR, T0 + h * HOUR, None, every) for h in range(168)], Deadline.never())
     store.save_state(RollupState(T0 + 7 * DAY))
-    service = _service(store, T0 + 7 * DAY)
+    service = QueryService(
+        layout=LAYOUT,
+        shard_maps=SHARD_MAPS,
+        reader=MemoryReader(),
+        cursors=CursorCodec(lambda: b"k" * 40),
+        limits=QueryLimits(),
+        clock_ms=lambda: T0 + 7 * DAY,
+        rollups=RollupAnswers(store, LEVELS),
+    )
     day = service.aggregates("sensor-alpha-001", TimeRange(T0, T0 + DAY), MINUTE)
     assert isinstance(day, AggregateSeries)
     week = service.total_aggregates(TimeRange(T0, T0 + 7 * DAY), HOUR)
@@ -169,8 +164,6 @@ def read_costs() -> dict[str, Any]:
 def keep_up(entities: int, latency_ms: float = 10.0, concurrency: int = 16) -> dict[str, Any]:
     """One run applying a minute in which each of ``entities`` sent readings (5 each: one Query page,
     as the seed's 300 of 500 bytes would be), every call slowed by ``latency_ms``."""
-    layout = Layout.from_settings(kind="hybrid", bucket="1h", table_prefix="readings")
-    shard_maps = StaticShardMap(ShardMap.initial(layout.bucket, 100))
     memory, db = MemoryReader(), MemoryDynamo(page_items=1000, get_limit=100)
     reader, slow_db = Slow(memory, latency_ms), Slow(db, latency_ms)
     store = RollupStore(slow_db, BatchWriter(slow_db, concurrency=concurrency), CONTROL, "readings", 30 * DAY)
@@ -182,11 +175,11 @@ def keep_up(entities: int, latency_ms: float = 10.0, concurrency: int = 16) -> d
             reading = Reading(entity_id=f"sensor-{e:05d}", event_id=str(n), ts_ms=minute + n * 1000, measures={"v": n})
             entries.append((reading, 1))
             batch.append((len(batch), reading.entity_id, reading.ts_ms))
-    memory.store(layout, shard_maps.current(), entries)
+    memory.store(LAYOUT, SHARD_MAPS.current(), entries)
     MarkRecorder(store, MINUTE).write(batch, minute, Deadline.never())
     store.save_state(RollupState(minute))
     runner = RollupRunner(
-        layout=layout, shard_maps=shard_maps, reader=reader, store=store, granularities=LEVELS,
+        layout=LAYOUT, shard_maps=SHARD_MAPS, reader=reader, store=store, granularities=LEVELS,
         lateness_ms=HOUR, settle_ms=MINUTE, clock_ms=lambda: minute + 2 * MINUTE, concurrency=concurrency,
     )  # fmt: skip
     calls = (reader.calls, slow_db.calls)

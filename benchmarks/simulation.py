@@ -6,20 +6,10 @@ import time
 
 from benchmarks.harness import Result, benchmark
 from keydesign import parse_timestamp
-from simulator import ReadPattern, Simulation, SimWorkload, parse_layout_spec
+from simulator import Simulation, SimWorkload, parse_layout_spec
 from simulator.engine import default_shards
 from tsctl import seed
 from tsctl.commands.simulate import DEFAULT_LAYOUTS, DEFAULT_START, parse_hot
-
-
-def seed_hour(duration_s: int) -> SimWorkload:
-    return SimWorkload(
-        rate=seed.GLOBAL_RATE,
-        entities=seed.SENSORS,
-        start_ms=parse_timestamp(DEFAULT_START),
-        duration_s=duration_s,
-        hot=parse_hot(None, none=False),
-    )
 
 
 @benchmark("simulator", "tsctl simulate's engine: a simulated hour of 50,000 readings/s in blocks under five layouts")
@@ -29,11 +19,17 @@ def simulator_speed(quick: bool) -> Result:
 
 def simulate(duration: int) -> Result:
     """The seed scenario over ``duration`` simulated seconds, every default layout side by side."""
-    workload = seed_hour(duration)
+    workload = SimWorkload(
+        rate=seed.GLOBAL_RATE,
+        entities=seed.SENSORS,
+        start_ms=parse_timestamp(DEFAULT_START),
+        duration_s=duration,
+        hot=parse_hot(None, none=False),
+    )
     hybrid_n, suffixes = default_shards(workload, 0.5)
     layouts = [parse_layout_spec(s, hybrid_shards=hybrid_n, suffixes=suffixes) for s in DEFAULT_LAYOUTS.split(",")]
     started = time.perf_counter()
-    outcome = Simulation(workload, layouts, reads=ReadPattern.default(workload)).run()
+    outcome = Simulation(workload, layouts).run()  # reads: the default pattern
     wall = time.perf_counter() - started
     labels = ", ".join(r.spec.label for r in outcome.layouts)
     result = Result(

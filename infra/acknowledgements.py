@@ -29,11 +29,6 @@ def acknowledge_wildcard(scope: IConstruct, resource: str, reason: str) -> None:
     Validations.of(scope).acknowledge(Acknowledgment(id=f"AwsSolutions-IAM5[Resource::{resource}]", reason=reason))
 
 
-def acknowledge_unscoped_actions(scope: IConstruct, *, also: str = "") -> None:
-    """Acknowledge the ``Resource::*`` finding of a function role: X-Ray, plus the role's own list actions."""
-    acknowledge_wildcard(scope, "*", f"{XRAY_REASON} {also}".strip())
-
-
 def acknowledge(scope: IConstruct, rule: str, reason: str) -> None:
     """Acknowledge one rule (or one granular finding) on ``scope`` and everything under it."""
     Validations.of(scope).acknowledge(Acknowledgment(id=rule, reason=reason))

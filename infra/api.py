@@ -10,8 +10,6 @@ shape the function uses.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from dataclasses import dataclass
 
 from aws_cdk import Acknowledgment, Aws, Duration, RemovalPolicy, Validations
 from aws_cdk import aws_apigateway as apigateway
@@ -24,32 +22,34 @@ from constructs import Construct
 from cursor_rotation.logic import KEY_LENGTH as CURSOR_KEY_LENGTH
 from infra.acknowledgements import acknowledge
 from infra.config import Context, FunctionSizing, FunctionWiring, LambdaFunction
-from infra.lambdas import HelperFunction, Invocation, LambdaRuntime, ServiceFunction, log_retention
+from infra.lambdas import LOG_RETENTION, HelperFunction, Invocation, LambdaRuntime, ServiceFunction
 from query.openapi import document as openapi_document
 
 #: Rotates the cursor-signing key (``functions/cursor_rotation``): a few Secrets Manager calls per step.
 CURSOR_ROTATION = HelperFunction("cursor_rotation", FunctionSizing(memory_mb=256, timeout_s=30))
 
 
-@dataclass(frozen=True, slots=True)
-class Route:
-    """One route of the query app and its query parameters (name -> required)."""
-
-    method: str
-    path: str
-    query: Mapping[str, bool]
+#: Where API Gateway finds each kind of parameter the OpenAPI document declares.
+_SOURCES = {"path": "path", "query": "querystring"}
 
 
-def app_routes() -> tuple[Route, ...]:
-    """The routes the query function serves, read from its own OpenAPI document (``query.openapi``),
-    so a route added to the app reaches the gateway with nothing restated here."""
-    routes = []
-    for path, operations in openapi_document()["paths"].items():
-        for method, operation in operations.items():
-            params = operation.get("parameters", [])
-            query = {p["name"]: bool(p.get("required", False)) for p in params if p["in"] == "query"}
-            routes.append(Route(method.upper(), path, query))
-    return tuple(routes)
+def app_methods() -> list[tuple[str, str, dict[str, bool]]]:
+    """``(method, path, request parameter -> required)`` of every route the query function serves, read from
+    its own OpenAPI document (``query.openapi``), so a route added to the app reaches the gateway with nothing
+    restated here."""
+    return [
+        (
+            method.upper(),
+            path,
+            {
+                f"method.request.{_SOURCES[p['in']]}.{p['name']}": bool(p.get("required", False))
+                for p in operation.get("parameters", [])
+                if p["in"] in _SOURCES
+            },
+        )
+        for path, operations in openapi_document()["paths"].items()
+        for method, operation in operations.items()
+    ]
 
 
 #: One JSON object per request: who called (the SigV4 principal), what, and how it went.
@@ -88,9 +88,9 @@ class QueryApi(Construct):
         *,
         config: Context,
         runtime: LambdaRuntime,
-        removal_policy: RemovalPolicy,
     ) -> None:
         super().__init__(scope, construct_id)
+        removal_policy = runtime.removal_policy
 
         self.cursor_key = secretsmanager.Secret(
             self,
@@ -111,7 +111,6 @@ class QueryApi(Construct):
             function=CURSOR_ROTATION,
             description="Rotates the query API's cursor-signing key (Secrets Manager's four rotation steps)",
             environment={"POWERTOOLS_SERVICE_NAME": CURSOR_ROTATION.value},
-            removal_policy=removal_policy,
             invocation=Invocation.KEY_ROTATION,
             unscoped_also=(
                 "secretsmanager:GetRandomPassword takes no resource: it generates the new key and touches no secret."
@@ -138,7 +137,6 @@ class QueryApi(Construct):
             environment=config.function_environment(
                 LambdaFunction.QUERY, FunctionWiring(cursor_secret_arn=self.cursor_key.secret_arn)
             ),
-            removal_policy=removal_policy,
             invocation=Invocation.API,
             snap_start=True,
         )
@@ -152,7 +150,7 @@ class QueryApi(Construct):
         self.access_logs = logs.LogGroup(
             self,
             "AccessLogs",
-            retention=log_retention(config.log_retention_days),
+            retention=LOG_RETENTION[config.log_retention_days],
             removal_policy=removal_policy,
         )
         self.rest_api = apigateway.RestApi(
@@ -195,14 +193,13 @@ class QueryApi(Construct):
         integration = apigateway.LambdaIntegration(
             self.query.invoked, proxy=True, allow_test_invoke=False, timeout=Duration.seconds(29)
         )
-        for route in app_routes():
-            resource = self.rest_api.root.resource_for_path(route.path)
-            resource.add_method(
-                route.method,
+        for method, path, parameters in app_methods():
+            self.rest_api.root.resource_for_path(path).add_method(
+                method,
                 integration,
                 authorization_type=apigateway.AuthorizationType.IAM,
                 request_validator=self.validator,
-                request_parameters=_request_parameters(route),
+                request_parameters=parameters,
             )
 
         reason_waf = (
@@ -230,13 +227,3 @@ class QueryApi(Construct):
                 "AWS maintains AmazonAPIGatewayPushToCloudWatchLogs for exactly this purpose, and the role must "
                 "write to log groups API Gateway creates itself for execution logs, whose names are not known here.",
             )
-
-
-def _request_parameters(route: Route) -> dict[str, bool]:
-    params = {f"method.request.path.{name}": True for name in _path_names(route.path)}
-    params.update({f"method.request.querystring.{name}": required for name, required in route.query.items()})
-    return params
-
-
-def _path_names(path: str) -> list[str]:
-    return [part[1:-1] for part in path.split("/") if part.startswith("{") and part.endswith("}")]

@@ -8,7 +8,7 @@ environment, from the same configuration) and the same failure queue.
 
 from __future__ import annotations
 
-from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import Duration
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as sources
@@ -31,7 +31,6 @@ class HotKeys(Construct):
         runtime: LambdaRuntime,
         readings_table: dynamodb.ITable | None,
         alerts_topic: sns.ITopic,
-        removal_policy: RemovalPolicy,
     ) -> None:
         super().__init__(scope, construct_id)
 
@@ -44,7 +43,6 @@ class HotKeys(Construct):
             environment=config.function_environment(
                 LambdaFunction.HOTKEYS, FunctionWiring(alert_topic_arn=alerts_topic.topic_arn)
             ),
-            removal_policy=removal_policy,
             invocation=Invocation.STREAM,
             failures_hold="the record of a stream batch the hot-key mapping gave up on (its load went uncounted)",
         )

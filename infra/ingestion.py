@@ -9,7 +9,7 @@ back at the stream by shard and sequence numbers.
 
 from __future__ import annotations
 
-from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import Duration
 from aws_cdk import aws_kinesis as kinesis
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as sources
@@ -29,9 +29,9 @@ class Ingestion(Construct):
         *,
         config: Context,
         runtime: LambdaRuntime,
-        removal_policy: RemovalPolicy,
     ) -> None:
         super().__init__(scope, construct_id)
+        removal_policy = runtime.removal_policy
         provisioned = config.kinesis_mode == "provisioned"
         self.stream = kinesis.Stream(
             self,
@@ -67,7 +67,6 @@ class Ingestion(Construct):
                     else None,
                 ),
             ),
-            removal_policy=removal_policy,
             # Where the mapping reports a batch it gave up on: the shard and the
             # sequence-number range, to replay from the stream while it keeps them.
             invocation=Invocation.STREAM,

@@ -34,8 +34,15 @@ from aws_cdk import aws_scheduler as scheduler
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from infra.acknowledgements import acknowledge, acknowledge_unscoped_actions
-from infra.config import POWERTOOLS_LAYER_ACCOUNT, POWERTOOLS_LAYER_NAME, Context, FunctionSizing, LambdaFunction
+from infra.acknowledgements import XRAY_REASON, acknowledge, acknowledge_wildcard
+from infra.config import (
+    LOG_RETENTION_DAYS,
+    POWERTOOLS_LAYER_ACCOUNT,
+    POWERTOOLS_LAYER_NAME,
+    Context,
+    FunctionSizing,
+    LambdaFunction,
+)
 
 #: The Lambda code root: the handlers import their packages from here.
 FUNCTIONS_DIR = Path(__file__).resolve().parents[1] / "functions"
@@ -50,35 +57,11 @@ LIVE_ALIAS = "live"
 #: would be billed for as long as it exists).
 _DELETE_REPLACED_VERSIONS = lambda_.VersionOptions(removal_policy=RemovalPolicy.DESTROY)
 
-_RETENTION = {
-    1: logs.RetentionDays.ONE_DAY,
-    3: logs.RetentionDays.THREE_DAYS,
-    5: logs.RetentionDays.FIVE_DAYS,
-    7: logs.RetentionDays.ONE_WEEK,
-    14: logs.RetentionDays.TWO_WEEKS,
-    30: logs.RetentionDays.ONE_MONTH,
-    60: logs.RetentionDays.TWO_MONTHS,
-    90: logs.RetentionDays.THREE_MONTHS,
-    120: logs.RetentionDays.FOUR_MONTHS,
-    150: logs.RetentionDays.FIVE_MONTHS,
-    180: logs.RetentionDays.SIX_MONTHS,
-    365: logs.RetentionDays.ONE_YEAR,
-    400: logs.RetentionDays.THIRTEEN_MONTHS,
-    545: logs.RetentionDays.EIGHTEEN_MONTHS,
-    731: logs.RetentionDays.TWO_YEARS,
-    1096: logs.RetentionDays.THREE_YEARS,
-    1827: logs.RetentionDays.FIVE_YEARS,
-    2192: logs.RetentionDays.SIX_YEARS,
-    2557: logs.RetentionDays.SEVEN_YEARS,
-    2922: logs.RetentionDays.EIGHT_YEARS,
-    3288: logs.RetentionDays.NINE_YEARS,
-    3653: logs.RetentionDays.TEN_YEARS,
-}
-
-
-def log_retention(days: int) -> logs.RetentionDays:
-    """The CDK enum member for a retention ``infra.config`` has already validated."""
-    return _RETENTION[days]
+#: The CDK enum member of each retention ``infra.config`` accepts, which CDK declares in the same order
+#: (tests/infra/test_functions.py checks each one).
+LOG_RETENTION = dict(
+    zip(LOG_RETENTION_DAYS, [m for m in logs.RetentionDays if m is not logs.RetentionDays.INFINITE], strict=True)
+)
 
 
 def powertools_layer_arn(version: int) -> str:
@@ -87,21 +70,19 @@ def powertools_layer_arn(version: int) -> str:
 
 
 class LambdaRuntime(Construct):
-    """The code asset and the Powertools layer, made once per stack and shared by every function."""
+    """The code asset and the Powertools layer, made once per stack and shared by every function, with the
+    configuration and the removal policy of their queues and log groups."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, config: Context) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, config: Context, removal_policy: RemovalPolicy) -> None:
         super().__init__(scope, construct_id)
         self.config = config
+        self.removal_policy = removal_policy
         # One asset for every function: they share the key-design layer and
         # the adapters, and CDK uploads an asset once however many use it.
         self.code = lambda_.Code.from_asset(str(FUNCTIONS_DIR), exclude=ASSET_EXCLUDE)
         self.powertools = lambda_.LayerVersion.from_layer_version_arn(
             self, "Powertools", powertools_layer_arn(config.powertools_layer_version)
         )
-
-
-#: SQS's maximum: operators get two weeks to inspect or replay a message of a terminal queue.
-TERMINAL_QUEUE_RETENTION = Duration.days(14)
 
 
 def terminal_queue(scope: Construct, construct_id: str, *, removal_policy: RemovalPolicy, holds: str) -> sqs.Queue:
@@ -115,7 +96,8 @@ def terminal_queue(scope: Construct, construct_id: str, *, removal_policy: Remov
         construct_id,
         encryption=sqs.QueueEncryption.SQS_MANAGED,
         enforce_ssl=True,
-        retention_period=TERMINAL_QUEUE_RETENTION,
+        # SQS's maximum: operators get two weeks to inspect or replay a message.
+        retention_period=Duration.days(14),
         removal_policy=removal_policy,
     )
     reason = (
@@ -189,7 +171,6 @@ class ServiceFunction(Construct):
         function: LambdaFunction | HelperFunction,
         description: str,
         environment: Mapping[str, str],
-        removal_policy: RemovalPolicy,
         invocation: Invocation,
         failures_hold: str = "",
         unscoped_also: str = "",
@@ -200,7 +181,7 @@ class ServiceFunction(Construct):
         self._failure_queue: sqs.Queue | None = None
         if invocation in (Invocation.STREAM, Invocation.SCHEDULE):
             self._failure_queue = terminal_queue(
-                scope, "FailureQueue", removal_policy=removal_policy, holds=failures_hold
+                scope, "FailureQueue", removal_policy=runtime.removal_policy, holds=failures_hold
             )
         self.role = iam.Role(
             self,
@@ -211,8 +192,8 @@ class ServiceFunction(Construct):
         self.log_group = logs.LogGroup(
             self,
             "Logs",
-            retention=log_retention(runtime.config.log_retention_days),
-            removal_policy=removal_policy,
+            retention=LOG_RETENTION[runtime.config.log_retention_days],
+            removal_policy=runtime.removal_policy,
         )
         self.function = lambda_.Function(
             self,
@@ -248,7 +229,8 @@ class ServiceFunction(Construct):
         # Without an AWS managed policy the role needs the log group spelt out:
         # creating streams and putting events in this one group, nothing else.
         self.log_group.grant_write(self.role)
-        acknowledge_unscoped_actions(self.role, also=unscoped_also)
+        # The role's Resource::* finding: X-Ray, plus the role's own list actions.
+        acknowledge_wildcard(self.role, "*", f"{XRAY_REASON} {unscoped_also}".strip())
         if invocation.value is not None:
             acknowledge(self.function, "Serverless-LambdaDLQ", invocation.value)
 

@@ -11,10 +11,11 @@ so here only the tables the stack owns are alarmed.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from aws_cdk import Duration
+from aws_cdk import Duration, Stack
 from aws_cdk import aws_apigateway as apigateway
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as actions
@@ -63,8 +64,8 @@ class Monitoring(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         self._config = config
-        self._action = actions.SnsAction(topic)
-        self.alarms: list[cloudwatch.Alarm] = []
+        #: :func:`alarm` on this construct and the topic; the dashboard's status widget lists them all.
+        self.alarm = functools.partial(alarm, self, topic)
 
         for name, watched in tables.items():
             for event in THROTTLE_EVENTS:
@@ -168,40 +169,6 @@ class Monitoring(Construct):
 
         self.dashboard = self._dashboard(tables, stream, functions, queues, api)
 
-    def alarm(
-        self,
-        slug: str,
-        metric: cloudwatch.IMetric,
-        what: str,
-        *,
-        threshold: float = 1,
-        periods: tuple[int, int] = SUSTAINED,
-        comparison: cloudwatch.ComparisonOperator = AT_LEAST,
-        missing: cloudwatch.TreatMissingData = cloudwatch.TreatMissingData.NOT_BREACHING,
-    ) -> cloudwatch.Alarm:
-        """An alarm ``<stack>-<slug>`` on ``metric`` that notifies the topic on ALARM and OK; ``what`` describes it.
-
-        By default it raises on a metric at or above 1 in 3 of 5 periods, and a quiet metric is healthy.
-        The dashboard's status widget lists the alarms made before it, in the constructor.
-        """
-        evaluation, datapoints = periods
-        alarm = cloudwatch.Alarm(
-            self,
-            "".join(part.capitalize() for part in slug.split("-")) + "Alarm",
-            alarm_name=f"{self._config.stack_name}-{slug}",
-            alarm_description=what,
-            metric=metric,
-            threshold=threshold,
-            evaluation_periods=evaluation,
-            datapoints_to_alarm=datapoints,
-            comparison_operator=comparison,
-            treat_missing_data=missing,
-        )
-        alarm.add_alarm_action(self._action)
-        alarm.add_ok_action(self._action)
-        self.alarms.append(alarm)
-        return alarm
-
     # -- dashboard -----------------------------------------------------------------------
 
     def _dashboard(
@@ -286,7 +253,7 @@ class Monitoring(Construct):
                     ],
                     right=[api.metric_latency(statistic="p99", period=ONE_MINUTE)],
                 ),
-                cloudwatch.AlarmStatusWidget(title="Alarms", alarms=list(self.alarms), width=12, height=6),
+                cloudwatch.AlarmStatusWidget(title="Alarms", alarms=self._alarms(), width=12, height=6),
             ],
         ]
         if config.table_period is not None:
@@ -308,6 +275,9 @@ class Monitoring(Construct):
             dashboard.add_widgets(*row)
         return dashboard
 
+    def _alarms(self) -> list[cloudwatch.IAlarm]:
+        return [child for child in self.node.children if isinstance(child, cloudwatch.Alarm)]
+
     def _table_throttles(self, tables: Mapping[str, WatchedTable]) -> list[cloudwatch.IMetric]:
         metrics: list[cloudwatch.IMetric] = [
             watched.table.metric(event, statistic="Sum", period=ONE_MINUTE, label=f"{name} {event}")
@@ -328,6 +298,41 @@ class Monitoring(Construct):
                 )
             )
         return metrics
+
+
+def alarm(
+    scope: Construct,
+    topic: sns.ITopic,
+    slug: str,
+    metric: cloudwatch.IMetric,
+    what: str,
+    *,
+    threshold: float = 1,
+    periods: tuple[int, int] = SUSTAINED,
+    comparison: cloudwatch.ComparisonOperator = AT_LEAST,
+    missing: cloudwatch.TreatMissingData = cloudwatch.TreatMissingData.NOT_BREACHING,
+) -> cloudwatch.Alarm:
+    """An alarm ``<stack>-<slug>`` on ``metric`` that notifies ``topic`` on ALARM and OK; ``what`` describes it.
+
+    By default it raises on a metric at or above 1 in 3 of 5 periods, and a quiet metric is healthy.
+    """
+    evaluation, datapoints = periods
+    made = cloudwatch.Alarm(
+        scope,
+        "".join(part.capitalize() for part in slug.split("-")) + "Alarm",
+        alarm_name=f"{Stack.of(scope).stack_name}-{slug}",
+        alarm_description=what,
+        metric=metric,
+        threshold=threshold,
+        evaluation_periods=evaluation,
+        datapoints_to_alarm=datapoints,
+        comparison_operator=comparison,
+        treat_missing_data=missing,
+    )
+    action = actions.SnsAction(topic)
+    made.add_alarm_action(action)
+    made.add_ok_action(action)
+    return made
 
 
 def custom_metric(

@@ -8,16 +8,13 @@ own partition keys there (``dynamodb:LeadingKeys``, patterns from
 
 from __future__ import annotations
 
-from aws_cdk import RemovalPolicy, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
-from aws_cdk import aws_cloudwatch_actions as actions
-from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from infra.config import Context, LambdaFunction
 from infra.lambdas import Invocation, LambdaRuntime, ServiceFunction, run_on_schedule
-from infra.monitoring import custom_metric
+from infra.monitoring import alarm, custom_metric
 from infra.storage import Storage
 from keydesign.rollup import MARK_KEYS, READ_KEYS
 
@@ -45,7 +42,6 @@ class Rollups(Construct):
         runtime: LambdaRuntime,
         storage: Storage,
         alerts_topic: sns.ITopic,
-        removal_policy: RemovalPolicy,
     ) -> None:
         super().__init__(scope, construct_id)
         self.rollup = ServiceFunction(
@@ -55,7 +51,6 @@ class Rollups(Construct):
             function=LambdaFunction.ROLLUP,
             description=f"Recomputes the {config.rollups} rollups of what ingest marked, every minute",
             environment=config.function_environment(LambdaFunction.ROLLUP),
-            removal_policy=removal_policy,
             invocation=Invocation.SCHEDULE,
             failures_hold="a rollup run that failed or could not be delivered (the next run starts from the watermark)",
         )
@@ -63,7 +58,7 @@ class Rollups(Construct):
         self.failure_queue = self.rollup.failure_queue
         storage.grant_readings_query(self.function)
         storage.grant_shard_map_read(self.function)
-        grant_control_keys(storage, self.function, list(ROLLUP_ACTIONS), (*MARK_KEYS, *READ_KEYS))
+        storage.grant_control_keys(self.function, list(ROLLUP_ACTIONS), (*MARK_KEYS, *READ_KEYS))
         # A run older than a minute is superseded by the next one.
         self.schedule = run_on_schedule(
             self,
@@ -76,20 +71,25 @@ class Rollups(Construct):
         )
         self.lag = custom_metric("RollupLagSeconds", LambdaFunction.ROLLUP, statistic="Maximum")
         self.late = custom_metric("RollupLateMarks", LambdaFunction.ROLLUP)
-        self.alarms = [
-            self._alarm("rollup-lag", self.lag, LAG_ALARM_S, "The rollups are more than 10 minutes behind"),
-            self._alarm(
-                "rollup-late-marks",
-                self.late,
-                1,
-                "Marks older than max_age were not applied (ingest admits no such reading: clocks disagree, or "
-                "an ingest of another max_age); their intervals' rollups are stale (raw data is kept)",
-            ),
-        ]
-        action = actions.SnsAction(alerts_topic)
-        for alarm in self.alarms:
-            alarm.add_alarm_action(action)
-            alarm.add_ok_action(action)
+        # No data is a stopped function: its Errors alarm and the failure queue cover that.
+        alarm(
+            self,
+            alerts_topic,
+            "rollup-lag",
+            self.lag,
+            "The rollups are more than 10 minutes behind",
+            threshold=LAG_ALARM_S,
+            periods=(3, 3),
+        )
+        alarm(
+            self,
+            alerts_topic,
+            "rollup-late-marks",
+            self.late,
+            "Marks older than max_age were not applied (ingest admits no such reading: clocks disagree, or "
+            "an ingest of another max_age); their intervals' rollups are stale (raw data is kept)",
+            periods=(3, 3),
+        )
 
     def widgets(self) -> list[cloudwatch.IWidget]:
         """The dashboard row: lag and late marks."""
@@ -97,28 +97,3 @@ class Rollups(Construct):
             cloudwatch.GraphWidget(title="Rollup lag (s)", left=[self.lag], width=12, height=6),
             cloudwatch.GraphWidget(title="Rollup late marks", left=[self.late], width=12, height=6),
         ]
-
-    def _alarm(self, slug: str, metric: cloudwatch.Metric, threshold: float, what: str) -> cloudwatch.Alarm:
-        return metric.create_alarm(
-            self,
-            "".join(part.capitalize() for part in slug.split("-")) + "Alarm",
-            alarm_name=f"{Stack.of(self).stack_name}-{slug}",
-            threshold=threshold,
-            evaluation_periods=3,
-            datapoints_to_alarm=3,
-            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-            # No data is a stopped function: its Errors alarm and the failure queue cover that.
-            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
-            alarm_description=what,
-        )
-
-
-def grant_control_keys(storage: Storage, grantee: iam.IGrantable, actions: list[str], keys: tuple[str, ...]) -> None:
-    """``actions`` on the control table's items whose partition key matches one of ``keys``, and no other."""
-    grantee.grant_principal.add_to_principal_policy(
-        iam.PolicyStatement(
-            actions=actions,
-            resources=[storage.control_table.table_arn],
-            conditions={"ForAllValues:StringLike": {"dynamodb:LeadingKeys": list(keys)}},
-        )
-    )

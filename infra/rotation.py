@@ -13,7 +13,7 @@ drop a table").
 
 from __future__ import annotations
 
-from aws_cdk import ArnFormat, RemovalPolicy, Stack
+from aws_cdk import ArnFormat, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sns as sns
@@ -66,7 +66,6 @@ class Rotation(Construct):
         hot_keys_function: lambda_.IFunction,
         hot_keys_failure_queue: sqs.IQueue,
         alerts_topic: sns.ITopic,
-        removal_policy: RemovalPolicy,
     ) -> None:
         super().__init__(scope, construct_id)
         prefix = config.table_prefix
@@ -85,7 +84,6 @@ class Rotation(Construct):
                     hotkeys_on_failure_arn=hot_keys_failure_queue.queue_arn,
                 ),
             ),
-            removal_policy=removal_policy,
             # The scheduler invokes asynchronously: a run that still fails after Lambda's two retries,
             # or that the scheduler could not deliver, lands in the failure queue (and is alarmed).
             # Each run is complete in itself and the next one redoes whatever is left, so nothing

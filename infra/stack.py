@@ -19,7 +19,7 @@ from infra.hot_keys import HotKeys
 from infra.ingestion import Ingestion
 from infra.lambdas import HelperFunction, LambdaRuntime
 from infra.monitoring import Monitoring, WatchedTable
-from infra.rollups import Rollups, grant_control_keys
+from infra.rollups import Rollups
 from infra.rotation import Rotation
 from infra.storage import Storage
 from keydesign.periods import format_duration
@@ -49,18 +49,18 @@ class TimeSeriesStack(Stack):
         self.config = config
         removal_policy = _REMOVAL[config.removal_policy]
 
-        runtime = LambdaRuntime(self, "Lambda", config=config)
+        runtime = LambdaRuntime(self, "Lambda", config=config, removal_policy=removal_policy)
         self.storage = Storage(self, "Storage", config=config, removal_policy=removal_policy)
         self.alerts = Alerts(self, "Alerts", email=config.alarm_email, removal_policy=removal_policy)
 
         # Kinesis -> ingest -> readings table(s); ingest reads (and first stores) the shard map.
-        self.ingestion = Ingestion(self, "Ingestion", config=config, runtime=runtime, removal_policy=removal_policy)
+        self.ingestion = Ingestion(self, "Ingestion", config=config, runtime=runtime)
         self.storage.grant_readings_write(self.ingestion.function)
         self.storage.grant_shard_map_bootstrap(self.ingestion.function)
         self.storage.grant_occupancy_record(self.ingestion.function)
 
         # API -> query -> readings table(s); the query function only reads the shard map.
-        self.api = QueryApi(self, "Api", config=config, runtime=runtime, removal_policy=removal_policy)
+        self.api = QueryApi(self, "Api", config=config, runtime=runtime)
         self.storage.grant_readings_query(self.api.function)
         self.storage.grant_shard_map_read(self.api.function)
         self.storage.grant_occupancy_read(self.api.function)
@@ -73,7 +73,6 @@ class TimeSeriesStack(Stack):
             runtime=runtime,
             readings_table=self.storage.readings_table,
             alerts_topic=self.alerts.topic,
-            removal_policy=removal_policy,
         )
         self.storage.grant_control_table_use(self.hot_keys.function)
         if self.storage.readings_table is None:
@@ -91,7 +90,6 @@ class TimeSeriesStack(Stack):
                 hot_keys_function=self.hot_keys.function,
                 hot_keys_failure_queue=self.hot_keys.failure_queue,
                 alerts_topic=self.alerts.topic,
-                removal_policy=removal_policy,
             )
             # Ingest asks the rotator to build a missing table a late reading needs (adapters.table_builds).
             # The function itself, not grant_invoke's "<arn>:*" too: ingest never names a version or alias.
@@ -109,11 +107,9 @@ class TimeSeriesStack(Stack):
                 runtime=runtime,
                 storage=self.storage,
                 alerts_topic=self.alerts.topic,
-                removal_policy=removal_policy,
             )
-            grant_control_keys(self.storage, self.ingestion.function, ["dynamodb:BatchWriteItem"], MARK_KEYS)
-            grant_control_keys(
-                self.storage,
+            self.storage.grant_control_keys(self.ingestion.function, ["dynamodb:BatchWriteItem"], MARK_KEYS)
+            self.storage.grant_control_keys(
                 self.api.function,
                 ["dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query"],
                 READ_KEYS,

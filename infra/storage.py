@@ -6,6 +6,7 @@ which the local runtime uses too.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from aws_cdk import RemovalPolicy, Stack
@@ -118,43 +119,35 @@ class Storage(Construct):
 
     def grant_shard_map_read(self, grantee: iam.IGrantable) -> None:
         """The query API reads the shard map item and nothing else in the control table."""
-        self._allow_shard_map(grantee, ["dynamodb:GetItem"])
+        self.grant_control_keys(grantee, ["dynamodb:GetItem"], [SHARD_MAP_PARTITION])
 
     def grant_shard_map_bootstrap(self, grantee: iam.IGrantable) -> None:
         """Ingest reads the shard map, and the first writer stores the initial one."""
-        self._allow_shard_map(grantee, ["dynamodb:GetItem", "dynamodb:PutItem"])
+        self.grant_control_keys(grantee, ["dynamodb:GetItem", "dynamodb:PutItem"], [SHARD_MAP_PARTITION])
 
     def grant_occupancy_record(self, grantee: iam.IGrantable) -> None:
         """Ingest writes occupancy records (BatchWriteItem) and the marker (a conditional PutItem)."""
-        self._allow_occupancy(grantee, ["dynamodb:BatchWriteItem", "dynamodb:PutItem"])
+        self.grant_control_keys(grantee, ["dynamodb:BatchWriteItem", "dynamodb:PutItem"], [OCCUPANCY_PARTITIONS])
 
     def grant_occupancy_read(self, grantee: iam.IGrantable) -> None:
         """The query API reads a day's occupancy (Query) and the marker (GetItem)."""
-        self._allow_occupancy(grantee, ["dynamodb:Query", "dynamodb:GetItem"])
+        self.grant_control_keys(grantee, ["dynamodb:Query", "dynamodb:GetItem"], [OCCUPANCY_PARTITIONS])
 
-    def _allow_occupancy(self, grantee: iam.IGrantable, actions: list[str]) -> None:
+    def grant_control_keys(self, grantee: iam.IGrantable, actions: list[str], keys: Sequence[str]) -> None:
+        """``actions`` on the control table's items whose partition key is one of ``keys`` (``*`` patterns
+        among them, or exact keys), and on no other item: never the shard map, counters or claims by accident."""
+        match = "ForAllValues:StringLike" if any("*" in key for key in keys) else "ForAllValues:StringEquals"
         grantee.grant_principal.add_to_principal_policy(
             iam.PolicyStatement(
                 actions=actions,
                 resources=[self.control_table.table_arn],
-                # Only the occupancy items: never the shard map, counters or claims.
-                conditions={"ForAllValues:StringLike": {"dynamodb:LeadingKeys": [OCCUPANCY_PARTITIONS]}},
+                conditions={match: {"dynamodb:LeadingKeys": list(keys)}},
             )
         )
 
     def grant_control_table_use(self, grantee: iam.IGrantable) -> None:
         """The hot-key detector: shard map, counters, claims and cooldowns (many partition keys)."""
         self._allow(grantee, list(HOT_KEY_CONTROL_ACTIONS), [self.control_table.table_arn])
-
-    def _allow_shard_map(self, grantee: iam.IGrantable, actions: list[str]) -> None:
-        grantee.grant_principal.add_to_principal_policy(
-            iam.PolicyStatement(
-                actions=actions,
-                resources=[self.control_table.table_arn],
-                # Only items whose partition key is the shard map's.
-                conditions={"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [SHARD_MAP_PARTITION]}},
-            )
-        )
 
     def _acknowledge_period_tables(self, grantee: iam.IGrantable, suffix: str, does: str) -> None:
         if self.readings_table is not None or not isinstance(grantee.grant_principal, Construct):

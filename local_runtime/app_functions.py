@@ -149,8 +149,8 @@ class AppFunctions:
             from rotator.logic import Rotator  # noqa: PLC0415 - after the environment is set
 
             answer_contributor_insights(dynamodb)
-            rotator = Rotator.from_settings(module.SETTINGS, dynamodb=dynamodb, lambda_client=lambda_client)
-            return module.create_handler(rotator, module.SETTINGS), []
+            rotator = Rotator(module.SETTINGS, dynamodb=dynamodb, lambda_client=lambda_client)
+            return module.create_handler(rotator), []
 
         return build
 

@@ -16,7 +16,9 @@ from keydesign import format_ts
 from local_runtime.demo_report import HOT_SENSOR
 from local_runtime.scheduler import ReplayClock
 from local_runtime.system import LocalSystem
-from producer import Packer, Publisher, PublishSummary, Workload, generate, kinesis_client, publish
+from producer.packing import Packer
+from producer.publisher import Publisher, PublishSummary, kinesis_client, publish
+from producer.synthetic import Workload, generate
 
 if TYPE_CHECKING:
     from local_runtime.demo import DemoOptions

@@ -9,7 +9,7 @@ plug point) or created by the rotator. It waits for them in the order the data
 flows, and stops them.
 
 :class:`LocalLambda` is the Lambda client the rotator is built with locally
-(``Rotator.from_settings(lambda_client=...)``), for the four event source
+(``Rotator(settings, lambda_client=...)``), for the four event source
 mapping calls it makes. moto's Lambda cannot take them: it runs functions only
 through Docker, and once a stream is mapped it hands the shard's records to
 that function and empties the shard, so nothing else could read them. Each

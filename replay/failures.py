@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from keydesign import InvalidInput, parse_timestamp
@@ -83,19 +83,9 @@ class FailedBatch:
         return f"{self.shard_id} {self.first_sequence}..{self.last_sequence}"
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "message_id": self.message_id,
-            "source": self.source,
-            "stream_arn": self.stream_arn,
-            "shard_id": self.shard_id,
-            "first_sequence": self.first_sequence,
-            "last_sequence": self.last_sequence,
-            "batch_size": self.batch_size,
-            "function_arn": self.function_arn,
-            "condition": self.condition,
-            "failed_at": self.failed_at,
-            "unreadable": self.unreadable,
-        }
+        """Every field but the receipt handle and the arrival times."""
+        hidden = ("receipt_handle", "first_arrival_ms", "last_arrival_ms")
+        return {name: value for name, value in asdict(self).items() if name not in hidden}
 
 
 def _time(value: object) -> int | None:

@@ -174,8 +174,6 @@ class DetectorDriver:
         self._tracker = LoadTracker(settings.detector)
         self.shard_map = shard_map
         self.changes: list[MapChange] = []
-        self.windows_judged = 0
-        self.windows_with_hot_keys = 0
 
     def observe(self, time_ms: int, partition_key: str, entity: str, units: int, *, shared: bool) -> None:
         """Blocks of ``entity`` costing ``units`` write units put to ``partition_key`` in the window of ``time_ms``."""
@@ -206,8 +204,6 @@ class DetectorDriver:
                 change_from_ms=change_from,
                 history=closed.history,
             )
-            self.windows_judged += 1
-            self.windows_with_hot_keys += bool(decisions.hot_keys)
             before = self.shard_map
             after = apply_decisions(
                 before,

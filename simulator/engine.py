@@ -75,9 +75,6 @@ class LayoutSpec:
             return self.name
         return f"{'adaptive' if self.adaptive else self.kind}:{self.shards}"
 
-    def initial_map(self, layout: Layout) -> ShardMap:
-        return self.shard_map if self.shard_map is not None else ShardMap.initial(layout.bucket, self.shards)
-
 
 def planner_workload(workload: SimWorkload, utilisation: float = 0.5) -> Workload:
     """``workload`` as the capacity planner describes it (its peak, with every hot entity bursting)."""
@@ -340,7 +337,7 @@ class _LayoutRun:
         self.sim = sim
         workload = sim.workload
         self.layout = Layout.from_settings(kind=spec.kind, bucket=sim.bucket, table_prefix=TABLE_PREFIX)
-        initial = spec.initial_map(self.layout)
+        initial = spec.shard_map if spec.shard_map is not None else ShardMap.initial(self.layout.bucket, spec.shards)
         self.layout.check_shard_map(initial)
         self.fixed_map = initial
         self.driver: DetectorDriver | None = None
@@ -645,17 +642,14 @@ class Simulation:
         )
 
 
-def batch_seconds(workload: SimWorkload) -> int:
-    """How long the workload's ingest batches last, in whole seconds (the planner's batch length)."""
-    return max(1, round(stream_figures(planner_workload(workload), workload.rate).batch_s))
-
-
 def _batcher(workload: SimWorkload) -> Batcher:
-    """The batcher of ``workload``: block tables measured for its typical entity and each hot one."""
-    sizer = sizer_for(planner_workload(workload))
+    """The batcher of ``workload``: block tables measured for its typical entity and each hot one; its
+    batches last the planner's batch length, in whole seconds."""
+    described = planner_workload(workload)
+    sizer = sizer_for(described)
     tables = [BlockTable.measure(sizer, entity=None, rate=max(workload.typical_rate, 1e-3))]
     table_of = np.zeros(workload.entities, dtype=np.int64)
     for i, hot in enumerate(workload.hot):
         tables.append(BlockTable.measure(sizer, entity=hot.entity_id, rate=hot.rate))
         table_of[workload.background_entities + i] = i + 1
-    return Batcher(workload.names, batch_seconds(workload), tables, table_of)
+    return Batcher(workload.names, max(1, round(stream_figures(described, workload.rate).batch_s)), tables, table_of)

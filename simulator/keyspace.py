@@ -34,10 +34,6 @@ from keydesign import Layout, ShardMap
 Ints = npt.NDArray[np.int64]
 
 
-class KeyDesignMismatchError(AssertionError):
-    """``partitions_of`` and ``plan_entity`` disagree about an entity's keys: a bug in one of them."""
-
-
 @dataclass(frozen=True, slots=True)
 class KeyTable:
     """Every partition key written in one bucket, and which of them each entity writes to.
@@ -78,12 +74,12 @@ def entity_keys(layout: Layout, shard_map: ShardMap, entity: str, bucket_start_m
     n = entity_count_at(shard_map, entity, bucket_start_ms, layout.kind)
     pks = tuple(layout.partitions_of(entity, bucket_start_ms, shard_map))
     if len(pks) != n or len(set(pks)) != n:
-        raise KeyDesignMismatchError(f"{entity} in bucket {bucket_start_ms}: {n} partitions by the map, {pks}")
+        raise AssertionError(f"{entity} in bucket {bucket_start_ms}: {n} partitions by the map, {pks}")
     if n > 1:
         plan = layout.plan_entity(entity, bucket_start_ms, bucket_start_ms + layout.bucket.width_ms, shard_map)
         planned = {p.pk for p in plan.partitions}
         if planned != set(pks):
-            raise KeyDesignMismatchError(f"{entity} in bucket {bucket_start_ms}: plan {sorted(planned)}, blocks {pks}")
+            raise AssertionError(f"{entity} in bucket {bucket_start_ms}: plan {sorted(planned)}, blocks {pks}")
     return pks
 
 
@@ -107,7 +103,7 @@ def build_key_table(layout: Layout, shard_map: ShardMap, names: Sequence[str], b
         first[index], count[index] = len(keys), len(pks)
         for pk in pks:
             if pk in ids:
-                raise KeyDesignMismatchError(f"{pk} of {entity} is also another entity's key")
+                raise AssertionError(f"{pk} of {entity} is also another entity's key")
             ids[pk] = len(keys)
             keys.append(pk)
             shared.append(False)  # an entity's own partitions (sub-shards, suffixes) are never shared

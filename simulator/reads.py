@@ -23,7 +23,7 @@ what the range holds.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -224,22 +224,21 @@ def _entity_read(ctx: ReadContext, pattern: ReadPattern, label: str, entity: str
                 blocks, size = blocks + float(written[0]), size + float(written[2])
         return blocks, size
 
-    queries, units, read = 0, 0.0, 0
-    for part in plan.partitions:
-        blocks, size = blocks_and_bytes(part)
-        pages, cost = query_cost(round(size), consistent=pattern.consistent)
-        queries, units, read = queries + pages, units + cost, read + round(blocks)
-    returned = _returned(ctx, index, end - window)
-    return ReadFigure(
-        label,
-        f"{entity}, last {duration_label(window)}",
-        entity,
-        window,
-        partitions=len(plan.partitions),
-        queries=queries,
-        blocks_read=read,
+    found = [blocks_and_bytes(part) for part in plan.partitions]
+    read = ReadFigure(label, f"{entity}, last {duration_label(window)}", entity, window)
+    return _costed(read, found, _returned(ctx, index, end - window), pattern.consistent)
+
+
+def _costed(read: ReadFigure, found: list[tuple[float, float]], returned: float, consistent: bool) -> ReadFigure:
+    """``read`` costed: its partitions hold ``found`` (blocks, bytes) each, one Query paging through each."""
+    costs = [query_cost(round(size), consistent=consistent) for _, size in found]
+    return replace(
+        read,
+        partitions=len(found),
+        queries=sum(pages for pages, _ in costs),
+        blocks_read=sum(round(blocks) for blocks, _ in found),
         readings_returned=round(returned),
-        read_units=units,
+        read_units=sum(units for _, units in costs),
     )
 
 
@@ -270,8 +269,8 @@ def _cross_read(ctx: ReadContext, pattern: ReadPattern, label: str, window: int)
     per_reading = float((rates * ctx.bytes_per_reading).sum() / rates.sum()) if rates.sum() else 0.0
     totals = sum((t.sum(axis=1) for t in ctx.key_totals.values()), np.zeros(4, dtype=np.int64))
     per_block = totals[3] / totals[0] if totals[0] else 1.0
-    queries, units, read = 0, 0.0, 0
-    for part in plan.partitions:
+
+    def blocks_and_bytes(part: PartitionQuery) -> tuple[float, float]:
         bucket_start = layout.bucket.start(part.from_ms)
         key = ctx.key_id(bucket_start, part.pk)
         blocks = size = 0.0
@@ -284,20 +283,11 @@ def _cross_read(ctx: ReadContext, pattern: ReadPattern, label: str, window: int)
             if run_totals is not None:
                 blocks, size = blocks + float(run_totals[0, key]), size + float(run_totals[2, key])
         # A partial bucket is read whole and filtered once decoded: every block read is paid for.
-        pages, cost = query_cost(round(size), consistent=pattern.consistent)
-        queries, units, read = queries + pages, units + cost, read + round(blocks)
+        return blocks, size
+
     mean_rate = float(ctx.writes_per_second.mean()) if ctx.writes_per_second.size else 0.0
     low = end - window
     returned = mean_rate * max(0, start - low) / 1000
     returned += float(ctx.writes_per_second[max(0, (low - start) // 1000) :].sum())
-    return ReadFigure(
-        label,
-        name,
-        None,
-        window,
-        partitions=len(plan.partitions),
-        queries=queries,
-        blocks_read=read,
-        readings_returned=round(returned),
-        read_units=units,
-    )
+    found = [blocks_and_bytes(part) for part in plan.partitions]
+    return _costed(ReadFigure(label, name, None, window), found, returned, pattern.consistent)

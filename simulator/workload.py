@@ -17,11 +17,10 @@ Per second and per entity the number of writes is a count:
   writes exactly its rate on average and the per-second count never varies by
   more than one.
 
-Background entities are named ``name_format.format(rank=k)``; the default
-matches ``tsctl.seed.sensor_name``. Every reading has the shape of ``sample``
-(the planner's default: three measures, no event id), and ingest batches them
-every ``batching_window_s`` (:mod:`.blocks` packs each batch into blocks; by
-default the planner's window, cdk.json's).
+Background entities are named ``sensor-{rank:05d}``, as ``tsctl.seed.sensor_name``
+names them. Every reading has the shape of ``sample`` (the planner's default: three
+measures, no event id), and ingest batches them every ``batching_window_s``
+(:mod:`.blocks` packs each batch into blocks; by default the planner's window, cdk.json's).
 """
 
 from __future__ import annotations
@@ -82,12 +81,14 @@ class SimWorkload:
     hot: tuple[HotEntity, ...] = ()
     arrivals: Arrivals = "poisson"
     seed: int = 7
-    name_format: str = "sensor-{rank:05d}"
     _names: tuple[str, ...] = field(default=(), init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.validate()
-        names = tuple(self.name_format.format(rank=k) for k in range(1, self.background_entities + 1))
+        names = tuple(f"sensor-{k:05d}" for k in range(1, self.background_entities + 1))
+        clash = {h.entity_id for h in self.hot}.intersection(names)
+        if clash:
+            raise InvalidInput(f"hot.{sorted(clash)[0]}", "is also the name of a background entity")
         object.__setattr__(self, "_names", (*names, *(h.entity_id for h in self.hot)))
 
     def validate(self) -> None:
@@ -123,15 +124,6 @@ class SimWorkload:
                     raise InvalidInput(
                         f"hot.{hot.entity_id}", f"burst {burst.from_s}s-{burst.to_s}s is not inside the run"
                     )
-        background = {self.name_format.format(rank=k) for k in (1, self.background_entities)}
-        try:
-            for name in background:
-                validate_entity_id(name, "name_format")
-        except InvalidInput:
-            raise InvalidInput("name_format", f"{self.name_format!r} does not make valid entity ids") from None
-        clash = seen & {self.name_format.format(rank=k) for k in range(1, self.background_entities + 1)}
-        if clash:
-            raise InvalidInput(f"hot.{sorted(clash)[0]}", "is also the name of a background entity")
 
     # -- shape ----------------------------------------------------------------
 
@@ -174,9 +166,6 @@ class SimWorkload:
         count = self.background_entities
         return self.background_rate / count if count else 0.0
 
-    def hot_rate(self, hot: HotEntity, second: int) -> float:
-        return hot.rate if hot.active(second) else self.typical_rate
-
     def peak_entity_rate(self) -> float:
         """The highest rate any single entity writes at."""
         background = self.background_rates()
@@ -190,7 +179,9 @@ class SimWorkload:
         out[:, : background.size] = background
         for i, hot in enumerate(self.hot):
             column = background.size + i
-            out[:, column] = [self.hot_rate(hot, s) for s in range(first_s, first_s + seconds)]
+            out[:, column] = [
+                hot.rate if hot.active(s) else self.typical_rate for s in range(first_s, first_s + seconds)
+            ]
         return out
 
     def to_dict(self) -> dict[str, object]:

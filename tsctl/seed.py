@@ -22,8 +22,6 @@ GLOBAL_RATE = 50_000
 SENSORS = 10_000
 HOT_SENSOR = "sensor-alpha-001"
 HOT_RATE = 2_000
-#: A seed reading's shape, for the planner: three measures, no event id.
-SAMPLE = SAMPLE_READING
 #: A Kinesis sequence number's size, as the version of every block (56 digits).
 VERSION = 10**55
 RETENTION_MS = 30 * 86_400_000
@@ -89,7 +87,7 @@ def workload(batching_window_s: float = Ingest().batching_window_s) -> Workload:
         peak_writes_per_s=GLOBAL_RATE,
         entities=SENSORS,
         hot_entities={HOT_SENSOR: HOT_RATE},
-        sample=SAMPLE,
+        sample=SAMPLE_READING,  # three measures, no event id
         ingest=Ingest(batching_window_s=batching_window_s),
     )
 

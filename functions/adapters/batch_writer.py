@@ -141,27 +141,27 @@ def _value(value: object) -> AttributeValue:
     raise UnstorableValue("", f"has type {kind.__name__}, which this writer does not store")
 
 
-def number_text(value: int | float | Decimal, path: str = "") -> str:
+def number_text(value: int | float | Decimal) -> str:
     """A number as DynamoDB's ``N`` text, refusing what DynamoDB would refuse."""
     if isinstance(value, float):
         text = repr(value)
         if "e" not in text and "n" not in text:  # plain digits: the common case, no Decimal needed
             return text
-        return _decimal_text(Decimal(text), path)
+        return _decimal_text(Decimal(text))
     if isinstance(value, int):
         text = str(value)
         if len(text) <= MAX_NUMBER_DIGITS:
             return text
-        return _decimal_text(Decimal(value), path)
-    return _decimal_text(value, path)
+        return _decimal_text(Decimal(value))
+    return _decimal_text(value)
 
 
-def _decimal_text(value: Decimal, path: str) -> str:
+def _decimal_text(value: Decimal) -> str:
     if not value.is_finite():
-        raise UnstorableValue(path, "is not a finite number")
+        raise UnstorableValue("", "is not a finite number")
     normal = value.normalize(_EXACT)
     if len(normal.as_tuple().digits) > MAX_NUMBER_DIGITS:
-        raise UnstorableValue(path, f"has more than the {MAX_NUMBER_DIGITS} significant digits DynamoDB stores")
+        raise UnstorableValue("", f"has more than the {MAX_NUMBER_DIGITS} significant digits DynamoDB stores")
     return str(normal)
 
 
@@ -208,21 +208,8 @@ class WriteReport:
         self.latencies_ms.extend(other.latencies_ms)
 
 
-class WriteHandle:
-    """Chunks in flight; :meth:`wait` gathers them into one report."""
-
-    def __init__(self, futures: list[Future[WriteReport]]) -> None:
-        self._futures = futures
-
-    def wait(self) -> WriteReport:
-        report = WriteReport()
-        for future in self._futures:
-            report.merge(future.result())
-        return report
-
-
-def plan_chunks(writes: Sequence[PendingWrite], size: int = MAX_BATCH_ITEMS) -> list[list[int]]:
-    """Indices of ``writes`` in chunks of at most ``size``, each chunk of one table.
+def plan_chunks(writes: Sequence[PendingWrite]) -> list[list[int]]:
+    """Indices of ``writes`` in chunks of at most :data:`MAX_BATCH_ITEMS`, each chunk of one table.
 
     BatchWriteItem could carry several tables in one call, but then a table
     that is missing (a per-period table not created yet, or dropped) or
@@ -233,9 +220,9 @@ def plan_chunks(writes: Sequence[PendingWrite], size: int = MAX_BATCH_ITEMS) -> 
     for index, write in enumerate(writes):
         by_table.setdefault(write.table, []).append(index)
     return [
-        indices[start : start + size]
+        indices[start : start + MAX_BATCH_ITEMS]
         for _, indices in sorted(by_table.items())
-        for start in range(0, len(indices), size)
+        for start in range(0, len(indices), MAX_BATCH_ITEMS)
     ]
 
 
@@ -247,32 +234,31 @@ class BatchWriter:
         api: BatchWriteApi,
         *,
         concurrency: int = 8,
-        backoff: Backoff | None = None,
         clock: Clock = time.monotonic,
         sleep: Sleep = time.sleep,
         rng: random.Random | None = None,
     ) -> None:
-        if concurrency < 1:
-            raise ValueError("concurrency must be at least 1")
         self._api = api
         self._clock = clock
-        self._retry = RetryLoop(backoff or Backoff(), sleep=sleep, rng=rng)
+        self._retry = RetryLoop(Backoff(), sleep=sleep, rng=rng)
         self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="batch-write")
-        self.concurrency = concurrency
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
 
     def write(self, writes: Sequence[PendingWrite], deadline: Deadline) -> WriteReport:
-        return self.submit(writes, deadline).wait()
+        report = WriteReport()
+        for chunk in self.submit(writes, deadline):
+            report.merge(chunk.result())
+        return report
 
-    def submit(self, writes: Sequence[PendingWrite], deadline: Deadline) -> WriteHandle:
-        """Start writing ``writes``; keys must be unique (collapse duplicates first)."""
+    def submit(self, writes: Sequence[PendingWrite], deadline: Deadline) -> list[Future[WriteReport]]:
+        """Start writing ``writes``, a chunk's report a future (its indices are ``writes``'); keys must be
+        unique (collapse duplicates first)."""
         keys = {(w.table, w.pk, w.sk) for w in writes}
         if len(keys) != len(writes):
             raise ValueError("duplicate keys in one write: collapse them before writing (BatchWriteItem refuses them)")
-        futures = [self._pool.submit(self._write_chunk, writes, chunk, deadline) for chunk in plan_chunks(writes)]
-        return WriteHandle(futures)
+        return [self._pool.submit(self._write_chunk, writes, chunk, deadline) for chunk in plan_chunks(writes)]
 
     # -- one chunk -------------------------------------------------------------
 
@@ -299,9 +285,22 @@ class BatchWriter:
         except ClientError as exc:
             report.calls += 1
             report.latencies_ms.append((self._clock() - started) * 1000)
-            return self._on_error(
-                exc, writes=writes, pending=pending, attempt=attempt, deadline=deadline, report=report
-            )
+            error = exc.response.get("Error", {})
+            code = str(error.get("Code", "Unknown"))
+            message = str(error.get("Message", ""))
+            status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+            if code in RETRYABLE_CODES or status >= 500:
+                report.throttled_calls += code in THROTTLING_CODES
+                return pending, f"{code} on attempt {attempt}"
+            if code == "ValidationException" and len(pending) == 1:
+                report.rejected[pending[0]] = f"DynamoDB refused the item: {message or code}"
+            elif code == "ValidationException":
+                # One bad item fails the whole call: write them one by one to find it.
+                for index in pending:
+                    report.merge(self._write_chunk(writes, [index], deadline))
+            else:
+                _give_up(report, pending, f"{code}: {message}" if message else code)
+            return [], ""
         except (BotoConnectionError, HTTPClientError) as exc:
             report.calls += 1
             return pending, f"{type(exc).__name__} on attempt {attempt}"
@@ -315,34 +314,6 @@ class BatchWriter:
         left = _unprocessed(response, writes, pending)
         report.written.update(i for i in pending if i not in left)
         return [i for i in pending if i in left], f"{len(left)} UnprocessedItems on attempt {attempt}"
-
-    def _on_error(
-        self,
-        exc: ClientError,
-        *,
-        writes: Sequence[PendingWrite],
-        pending: list[int],
-        attempt: int,
-        deadline: Deadline,
-        report: WriteReport,
-    ) -> tuple[list[int], str]:
-        error = exc.response.get("Error", {})
-        code = str(error.get("Code", "Unknown"))
-        message = str(error.get("Message", ""))
-        status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
-        if code in RETRYABLE_CODES or status >= 500:
-            report.throttled_calls += code in THROTTLING_CODES
-            return pending, f"{code} on attempt {attempt}"
-        if code == "ValidationException":
-            if len(pending) == 1:
-                report.rejected[pending[0]] = f"DynamoDB refused the item: {message or code}"
-            else:
-                # One bad item fails the whole call: write them one by one to find it.
-                for index in pending:
-                    report.merge(self._write_chunk(writes, [index], deadline))
-            return [], ""
-        _give_up(report, pending, f"{code}: {message}" if message else code)
-        return [], ""
 
 
 def send_prebuilt_json(api: object) -> None:

@@ -60,6 +60,10 @@ class RenewableCredentials(Credentials):  # type: ignore[misc]  # botocore is un
         self._renew_lock = threading.Lock()
         self.method = "renewable"
 
+    def load_credentials(self) -> RenewableCredentials:
+        """As the session's ``credential_provider`` component: always this one object."""
+        return self
+
     def renew(self) -> None:
         """Resolve again on the next call."""
         with self._renew_lock:
@@ -101,20 +105,11 @@ class RenewableCredentials(Credentials):  # type: ignore[misc]  # botocore is un
             return None
 
 
-class _RenewingProvider:
-    """The session's ``credential_provider`` component: always the one renewable object."""
-
-    def __init__(self, session: Session) -> None:
-        # One chain, built once: its providers read the environment each time they are asked.
-        self.credentials = RenewableCredentials(create_credential_resolver(session).load_credentials)
-
-    def load_credentials(self) -> RenewableCredentials:
-        return self.credentials
-
-
 def _new_session() -> Session:
     session = Session()
-    session.register_component("credential_provider", _RenewingProvider(session))
+    # One chain, built once: its providers read the environment each time they are asked.
+    credentials = RenewableCredentials(create_credential_resolver(session).load_credentials)
+    session.register_component("credential_provider", credentials)
     return session
 
 

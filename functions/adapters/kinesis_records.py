@@ -160,24 +160,18 @@ def parse_event_record(raw: object) -> StreamRecord:
 
 def user_records(record: StreamRecord) -> list[UserRecord]:
     """The user records inside ``record``: its members if it is a KPL aggregate, else itself."""
-    if not is_aggregated(record.data):
+    if record.data[: len(KPL_MAGIC)] != KPL_MAGIC:
         return [UserRecord(record.data, record.partition_key)]
     return deaggregate(record.data)
 
 
-def is_aggregated(data: bytes) -> bool:
-    return data[:4] == KPL_MAGIC
-
-
 def deaggregate(data: bytes) -> list[UserRecord]:
-    """Split a KPL aggregated record into its user records.
+    """Split a KPL aggregated record (``data`` starts with :data:`KPL_MAGIC`) into its user records.
 
     Raises :class:`MalformedRecord` (field ``kpl``) when the digest does not
     match or the protobuf is malformed: a corrupt aggregate is rejected whole,
     never half-read.
     """
-    if not is_aggregated(data):
-        raise MalformedRecord("kpl", "does not start with the KPL magic bytes")
     if len(data) < len(KPL_MAGIC) + _DIGEST_BYTES:
         raise MalformedRecord("kpl", f"an aggregate of {len(data)} bytes is too short to hold a digest")
     body, digest = data[len(KPL_MAGIC) : -_DIGEST_BYTES], data[-_DIGEST_BYTES:]

@@ -164,6 +164,18 @@ class _TtlCache:
         with self._lock:
             self._data.clear()
 
+    def load(self, key: Hashable, cacheable: bool, load: Callable[[], Any]) -> tuple[Any, bool]:
+        """``load()``, or when ``cacheable`` what it gave within the TTL; True when it came from the cache."""
+        if cacheable:
+            hit, value = self.get(key)
+            if hit:
+                return value, True
+        loaded_at = self._clock()
+        value = load()
+        if cacheable:
+            self.put(key, value, loaded_at)
+        return value, False
+
 
 class OccupancyReader:
     """The query function's view of occupancy, through a short cache. Thread-safe. A copy
@@ -174,14 +186,13 @@ class OccupancyReader:
         store: OccupancyStore,
         *,
         ttl_s: float = CACHE_TTL_S,
-        entries: int = CACHE_ENTRIES,
         clock: Callable[[], float] = time.monotonic,
         wall_ms: Callable[[], int] = lambda: int(time.time() * 1000),
     ) -> None:
         self._store = store
         self._clock = clock
         self._wall_ms = wall_ms
-        self._cache = _TtlCache(ttl_s, entries, clock)
+        self._cache = _TtlCache(ttl_s, CACHE_ENTRIES, clock)
         forget_on_restore(self)
 
     def forget(self) -> None:
@@ -194,39 +205,25 @@ class OccupancyReader:
 
     def since(self, *, consistent: bool = False) -> tuple[int | None, int]:
         """The marker, and the calls made to read it (0 when cached)."""
-        if not consistent:
-            hit, value = self._cache.get("since")
-            if hit:
-                return value, 0
-        loaded_at = self._clock()
-        value = self._store.read_since(consistent=consistent)
-        if not consistent:
-            self._cache.put("since", value, loaded_at)
-        return value, 1
+        since, cached = self._cache.load("since", not consistent, lambda: self._store.read_since(consistent=consistent))
+        return since, 0 if cached else 1
 
     def day(self, day_ms: int, prefix: str, *, consistent: bool = False) -> DayRead:
         """One day under ``prefix``; a cached answer costs no call. Today and yesterday (UTC) are
         read every time: they are where new partitions appear."""
-        key = ("day", day_ms, prefix)
         cacheable = not consistent and day_ms < day_of(self._wall_ms()) - DAY_MS
-        if cacheable:
-            hit, value = self._cache.get(key)
-            if hit:
-                return DayRead(value, 0, 0.0)
-        loaded_at = self._clock()
-        read = self._store.read_day(day_ms, prefix, consistent=consistent)
-        if cacheable:
-            self._cache.put(key, read.day, loaded_at)
-        return read
+        read, cached = self._cache.load(
+            ("day", day_ms, prefix), cacheable, lambda: self._store.read_day(day_ms, prefix, consistent=consistent)
+        )
+        return DayRead(read.day, 0, 0.0) if cached else read
 
 
 class OccupancyRecorder:
     """Ingest's side: which records still need writing, and the ``since`` marker."""
 
-    def __init__(self, store: OccupancyStore, *, max_future_ms: int, entries: int = RECORDED_ENTRIES) -> None:
+    def __init__(self, store: OccupancyStore, *, max_future_ms: int) -> None:
         self.store = store
         self._max_future_ms = max_future_ms
-        self._entries = entries
         self._recorded: OrderedDict[OccupancyRecord, None] = OrderedDict()
         self._lock = threading.Lock()
         self._marked = False
@@ -241,7 +238,7 @@ class OccupancyRecorder:
             for record in records:
                 self._recorded[record] = None
                 self._recorded.move_to_end(record)
-            while len(self._recorded) > self._entries:
+            while len(self._recorded) > RECORDED_ENTRIES:
                 self._recorded.popitem(last=False)
 
     def ensure_marked(self, now_ms: int) -> None:

@@ -103,9 +103,6 @@ class Page:
     table_missing: bool = False
 
 
-EMPTY_PAGE = Page((), None, 0, 0.0)
-
-
 class PartitionReader(Protocol):
     def read_page(self, request: PageRequest) -> Page: ...
 
@@ -172,7 +169,7 @@ class DynamoPartitionReader:
     def read_page(self, request: PageRequest) -> Page:
         kwargs = build_query(request)
         if kwargs is None:
-            return EMPTY_PAGE
+            return Page((), None, 0, 0.0)
         dynamodb = self._dynamodb if self._dynamodb is not None else client("dynamodb", pool=self._pool)
         try:
             response = dynamodb.query(**kwargs)

@@ -60,14 +60,14 @@ _SQS_REFUSED = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff
 MAX_ATTRIBUTE_CHARS = 128
 
 
-def sqs_text(text: str, limit: int = MAX_ATTRIBUTE_CHARS) -> str:
-    """``text`` with every character SQS refuses written as ``\\uXXXX``, cut to ``limit``
+def sqs_text(text: str) -> str:
+    """``text`` with every character SQS refuses written as ``\\uXXXX``, cut to :data:`MAX_ATTRIBUTE_CHARS`
     characters (``-`` when empty): always a value SQS accepts."""
     if not text:
         return "-"
     if not text.isascii() or not text.isprintable():
         text = _SQS_REFUSED.sub(lambda found: f"\\u{ord(found.group()):04x}", text)
-    return text[:limit]
+    return text[:MAX_ATTRIBUTE_CHARS]
 
 
 # SQS refuses these codes for reasons a retry cannot fix.
@@ -190,9 +190,6 @@ class RejectsPublisher:
         queue_url: str,
         *,
         payload_limit: int = DEFAULT_PAYLOAD_LIMIT,
-        max_attempts: int = 5,
-        concurrency: int = 4,
-        backoff: Backoff | None = None,
         sleep: Sleep = time.sleep,
         rng: random.Random | None = None,
         wall_clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
@@ -203,11 +200,9 @@ class RejectsPublisher:
         self._queue_url = queue_url
         self._fifo = queue_url.endswith(".fifo")
         self._payload_limit = payload_limit
-        self._retry = RetryLoop(
-            backoff or Backoff(base_ms=100, max_delay_ms=2_000), sleep=sleep, rng=rng, max_attempts=max(1, max_attempts)
-        )
+        self._retry = RetryLoop(Backoff(base_ms=100, max_delay_ms=2_000), sleep=sleep, rng=rng, max_attempts=5)
         self._wall_clock_ms = wall_clock_ms
-        self._pool = ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="rejects")
+        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="rejects")
 
     @property
     def payload_limit(self) -> int:

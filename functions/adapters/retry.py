@@ -14,7 +14,6 @@ one loop the batch writer and the rejects publisher both run.
 from __future__ import annotations
 
 import random
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,10 +32,6 @@ class Backoff:
 
     base_ms: int = 50
     max_delay_ms: int = 5_000
-
-    def __post_init__(self) -> None:
-        if self.base_ms < 1 or self.max_delay_ms < self.base_ms:
-            raise ValueError(f"backoff needs 1 <= base_ms <= max_delay_ms, got {self.base_ms}, {self.max_delay_ms}")
 
     def ceiling_s(self, attempt: int) -> float:
         """Upper bound of the delay before retry number ``attempt`` (1 = first retry)."""
@@ -87,7 +82,6 @@ class RetryLoop:
         self._backoff = backoff
         self._sleep = sleep
         self._rng = rng or generator()
-        self._lock = threading.Lock()
         self._max_attempts = max_attempts
 
     def run(
@@ -113,8 +107,7 @@ class RetryLoop:
                 give_up(pending, f"{unstarted} because the invocation's time budget ran out")
                 break
             if attempt > 0:
-                with self._lock:
-                    delay = self._backoff.delay_s(attempt, self._rng)
+                delay = self._backoff.delay_s(attempt, self._rng)  # Random's generator is thread-safe (in C)
                 if not deadline.allows_sleep(delay):
                     give_up(pending, f"{why}; not retried because the invocation's time budget ran out")
                     break

@@ -99,10 +99,9 @@ class MarkRecorder:
     A container's first marks go with a start item of their minute (:func:`start_pk`); until it is
     written, no mark counts as written, so the readings are handed back and both are written again."""
 
-    def __init__(self, store: RollupStore, level: int, *, entries: int = MARK_ENTRIES) -> None:
+    def __init__(self, store: RollupStore, level: int) -> None:
         self.store = store
         self._level = level
-        self._entries = entries
         self._written: OrderedDict[Mark, None] = OrderedDict()
         self._started = False
         self._lock = threading.Lock()
@@ -139,7 +138,7 @@ class MarkRecorder:
                 else:
                     why = unstarted or report.unwritten.get(position) or report.rejected.get(position) or "unknown"
                     failed.update(dict.fromkeys(groups[mark], why))
-            while len(self._written) > self._entries:
+            while len(self._written) > MARK_ENTRIES:
                 self._written.popitem(last=False)
         return failed
 

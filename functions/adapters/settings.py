@@ -281,8 +281,3 @@ class CommonSettings(EnvSettings):
     def max_age_ms(self) -> int:
         """How old a reading may be: MAX_AGE, or :data:`DEFAULT_MAX_AGE_MS` (RETENTION if shorter) when unset."""
         return min(DEFAULT_MAX_AGE_MS, self.retention_ms) if self.max_age is None else self.max_age
-
-    @property
-    def common(self) -> CommonSettings:
-        """The shared part (every function's settings extend it)."""
-        return self

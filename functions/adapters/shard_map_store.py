@@ -55,7 +55,6 @@ Callers: the hot-key Lambda (load and apply); every Lambda reads through
 from __future__ import annotations
 
 import json
-import random
 import secrets
 import threading
 import time
@@ -68,6 +67,7 @@ from botocore.exceptions import ClientError
 
 from adapters.clients import client
 from adapters.observability import logger
+from adapters.retry import Backoff
 from adapters.settings import CommonSettings, SettingsError
 from adapters.shard_map_source import CachedShardMap, ShardMapSource, StaticShardMap
 from keydesign import ConfigError, ShardMap, format_ts, shard_of
@@ -83,6 +83,8 @@ MAX_PAGES = 256
 _PAGE_READS = 8
 #: Times a reader goes back to a new head after a page it named was replaced.
 _HEAD_ATTEMPTS = 3
+#: Between attempts that lost the race: 50 ms, doubling, at most 3.2 s (full jitter).
+_BACKOFF = Backoff(base_ms=50, max_delay_ms=3_200)
 _CONDITION_FAILED = "ConditionalCheckFailedException"
 
 
@@ -140,7 +142,6 @@ class Applied:
     """The outcome of :meth:`ShardMapStore.apply`."""
 
     shard_map: ShardMap
-    previous: ShardMap
     changed: bool
     attempts: int
 
@@ -167,11 +168,7 @@ class ShardMapStore:
         clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
         sleep: Callable[[float], None] = time.sleep,
         max_attempts: int = 8,
-        backoff_ms: int = 50,
-        rng: random.Random | None = None,
     ) -> None:
-        if max_attempts < 1:
-            raise ValueError("max_attempts must be at least 1")
         self._db = dynamodb
         self._table = table
         self._initial = initial
@@ -179,8 +176,6 @@ class ShardMapStore:
         self._clock_ms = clock_ms
         self._sleep = sleep
         self._max_attempts = max_attempts
-        self._backoff_ms = backoff_ms
-        self._rng = rng or random.Random()
         self._lock = threading.Lock()
         # Pages read (sort key -> their JSON), and the last map assembled (by its head's JSON and pages).
         self._pages: dict[str, str] = {}
@@ -193,10 +188,6 @@ class ShardMapStore:
             raise SettingsError("CONTROL_TABLE", "is required to read the shard map from its store")
         initial = ShardMap.initial(common.layout.bucket, common.shards)
         return cls(dynamodb if dynamodb is not None else client("dynamodb"), common.control_table, initial)
-
-    @property
-    def table(self) -> str:
-        return self._table
 
     # -- reading -------------------------------------------------------------------------
 
@@ -317,10 +308,8 @@ class ShardMapStore:
         return merged
 
     def _get(self, key: Mapping[str, Any]) -> Mapping[str, Any] | None:
-        item: Mapping[str, Any] | None = self._db.get_item(TableName=self._table, Key=key, ConsistentRead=True).get(
-            "Item"
-        )
-        return item
+        response = self._db.get_item(TableName=self._table, Key=key, ConsistentRead=True)
+        return response.get("Item")
 
     # -- changing ---------------------------------------------------------------------------
 
@@ -345,7 +334,7 @@ class ShardMapStore:
                     why = f"{reason} (changes in force before {format_ts(horizon)} folded)"
                 proposed = folded
             if proposed is current or _same(proposed, current):
-                return Applied(current, current, changed=False, attempts=attempt)
+                return Applied(current, changed=False, attempts=attempt)
             check_future_only(current, proposed, now_ms, compaction=self._compaction)
             new = replace(proposed, version=current.version + 1)
             try:
@@ -355,10 +344,9 @@ class ShardMapStore:
                     raise
                 logger.info("shard map changed under us; re-reading", table=self._table, attempt=attempt)
                 if attempt < self._max_attempts:
-                    ceiling = self._backoff_ms * (1 << min(attempt - 1, 6)) / 1000
-                    self._sleep(self._rng.uniform(0, ceiling))
+                    self._sleep(_BACKOFF.delay_s(attempt))
                 continue
-            return Applied(new, current, changed=True, attempts=attempt)
+            return Applied(new, changed=True, attempts=attempt)
         raise ShardMapConflict(
             f"shard map in table {self._table}: {self._max_attempts} attempts lost the race to other writers"
         )

@@ -68,34 +68,28 @@ class KeyRotation:
         self._versions = versions
 
     def run(self, request: RotationStep) -> None:
-        described = self._versions.describe(request.secret_id)
+        secret_id, token = request.secret_id, request.token
+        described = self._versions.describe(secret_id)
         if not described.rotation_enabled:
-            raise RotationError(f"rotation is not enabled on {request.secret_id}")
-        stages = described.stages.get(request.token)
+            raise RotationError(f"rotation is not enabled on {secret_id}")
+        stages = described.stages.get(token)
         if stages is None:
-            raise RotationError(f"{request.secret_id} has no version {request.token} to rotate to")
+            raise RotationError(f"{secret_id} has no version {token} to rotate to")
         if CURRENT in stages:  # a finished rotation, invoked again
-            logger.info("already AWSCURRENT", extra={"step": request.step, "version": request.token})
+            logger.info("already AWSCURRENT", extra={"step": request.step, "version": token})
             return
         if PENDING not in stages:
-            raise RotationError(f"version {request.token} of {request.secret_id} is not AWSPENDING")
-        if request.step == "createSecret":
-            self._create(request)
+            raise RotationError(f"version {token} of {secret_id} is not AWSPENDING")
+        if request.step == "createSecret":  # a retried step finds its key already made
+            if self._versions.value(secret_id, token, PENDING) is None:
+                self._versions.put(secret_id, token, self._versions.random_key(KEY_LENGTH), PENDING)
         elif request.step == "testSecret":
-            self._test(request)
+            key = self._versions.value(secret_id, token, PENDING)
+            if key is None or len(key.encode("utf-8")) < MIN_SECRET_CHARS:
+                raise RotationError(f"the pending key of {secret_id} is missing or under {MIN_SECRET_CHARS} bytes")
         elif request.step == "finishSecret":
             current = next((v for v, labels in described.stages.items() if CURRENT in labels), None)
-            self._versions.move(request.secret_id, CURRENT, to_version=request.token, from_version=current)
+            self._versions.move(secret_id, CURRENT, to_version=token, from_version=current)
             # Done: no version stays AWSPENDING, or the next rotation would take this one for one in progress.
-            self._versions.move(request.secret_id, PENDING, to_version=None, from_version=request.token)
-        logger.info("rotation step done", extra={"step": request.step, "version": request.token})
-
-    def _create(self, request: RotationStep) -> None:
-        if self._versions.value(request.secret_id, request.token, PENDING) is None:
-            key = self._versions.random_key(KEY_LENGTH)
-            self._versions.put(request.secret_id, request.token, key, PENDING)
-
-    def _test(self, request: RotationStep) -> None:
-        key = self._versions.value(request.secret_id, request.token, PENDING)
-        if key is None or len(key.encode("utf-8")) < MIN_SECRET_CHARS:
-            raise RotationError(f"the pending key of {request.secret_id} is missing or under {MIN_SECRET_CHARS} bytes")
+            self._versions.move(secret_id, PENDING, to_version=None, from_version=token)
+        logger.info("rotation step done", extra={"step": request.step, "version": token})

@@ -24,16 +24,16 @@ class Alert:
     body: Mapping[str, object]
 
 
+@dataclass(frozen=True, slots=True)
 class AlertPublisher:
-    def __init__(self, sns: PublishApi, topic_arn: str) -> None:
-        self._sns = sns
-        self._topic = topic_arn
+    sns: PublishApi
+    topic_arn: str
 
     def publish(self, alert: Alert) -> str:
         """Send it; returns the SNS message id. Errors propagate (the caller releases the cooldown)."""
         subject = "".join(ch if 32 <= ord(ch) < 127 else "?" for ch in alert.subject)[:SUBJECT_MAX]
-        response = self._sns.publish(
-            TopicArn=self._topic,
+        response = self.sns.publish(
+            TopicArn=self.topic_arn,
             Subject=subject,
             Message=json.dumps(alert.body, sort_keys=True, indent=2),
             MessageAttributes={"kind": {"DataType": "String", "StringValue": str(alert.body.get("kind", "hot_key"))}},

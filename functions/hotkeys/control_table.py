@@ -4,7 +4,7 @@ claims and alert cooldowns. (The shard map, in the same table, is ``adapters.sha
 Item layout (every key a string; ``expires_at`` is epoch seconds for the table's TTL)::
 
     run       pk = load#<window start>#<cc>   sk = run#<table>#<sequence number of its first record>
-              load (S, JSON below), first, last (S: sequence numbers), records (N), window_ms, expires_at
+              load (S, JSON below), window_ms, expires_at
     claim     pk = close#<window start>       sk = window
               state (claimed | done), owner, lease_until, summary, observed (BOOL), pages (N), expires_at
     judged    pk = close#<window start>       sk = entities#<nnn>  (nnn < the claim's pages)
@@ -21,7 +21,7 @@ the sum of its runs. Its JSON::
     {"k": {partition key: [wcu, writes, deletes, shared (0|1)]},
      "e": {entity: [wcu, writes, deletes, [partition keys written]]}}
 
-``<cc>`` is ``shard_of(run id, counter_shards)``: every invocation of every
+``<cc>`` is ``shard_of(run id, COUNTER_SHARDS)``: every invocation of every
 stream shard writes runs into the same window, so they are spread over several
 partition keys, which the judging invocation queries.
 """
@@ -33,14 +33,12 @@ import random
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from types import MappingProxyType
 from typing import Any, Protocol
 
 from botocore.exceptions import ClientError
 
 from adapters.observability import logger
-from hotkeys.detector import Load, WindowLoad
+from hotkeys.detector import WindowLoad, WindowTally
 from keydesign import format_ts, shard_of
 
 CLAIMED = "claimed"
@@ -66,25 +64,6 @@ class ControlTableApi(Protocol):
     def batch_get_item(self, **kwargs: Any) -> Mapping[str, Any]: ...
 
 
-@dataclass(frozen=True, slots=True)
-class RunLoad:
-    """The load one run adds to its window (``load.start_ms``), and the records it covers."""
-
-    run_id: str
-    first_sequence: str
-    last_sequence: str
-    records: int
-    load: WindowLoad
-
-
-@dataclass(frozen=True, slots=True)
-class RunReport:
-    """What became of one batch's run writes: the runs that failed, and why."""
-
-    written: int
-    failed: Mapping[str, str]
-
-
 def encode_load(load: WindowLoad) -> str:
     """A run's load as its item stores it (the JSON in the module docstring)."""
     body = {
@@ -96,63 +75,49 @@ def encode_load(load: WindowLoad) -> str:
 
 #: How long a window's counters and claims live: a day covers the windows a scale-down looks back over.
 COUNTER_RETENTION_MS = 86_400_000
+#: Partition keys a window's counters are spread over; also the run puts in flight at once.
+COUNTER_SHARDS = 8
 
 
 class ControlTable:
-    """Runs, claims and cooldowns. Thread-safe; one instance per container.
+    """Runs, claims and cooldowns. Thread-safe; one instance per container. Every item expires
+    (``expires_at``) ``COUNTER_RETENTION_MS`` after it is written (a cooldown after it ends)."""
 
-    A window's counters are spread over ``counter_shards`` partition keys, written ``concurrency`` at a
-    time, and expire (``expires_at``) ``retention_ms`` after they are written.
-    """
-
-    def __init__(
-        self,
-        dynamodb: ControlTableApi,
-        table: str,
-        *,
-        counter_shards: int = 8,
-        retention_ms: int = COUNTER_RETENTION_MS,
-        concurrency: int = 8,
-        sleep: Callable[[float], None] = time.sleep,
-    ) -> None:
+    def __init__(self, dynamodb: ControlTableApi, table: str) -> None:
         self._db = dynamodb
         self._table = table
-        self._shards = counter_shards
-        self._retention_ms = retention_ms
-        self._sleep = sleep
-        self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="hotkeys-counter")
+        self._pool = ThreadPoolExecutor(max_workers=COUNTER_SHARDS, thread_name_prefix="hotkeys-counter")
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
 
     # -- runs -------------------------------------------------------------------------------
 
-    def put_runs(self, runs: Sequence[RunLoad], now_ms: int) -> RunReport:
-        """Put every run over any earlier copy of it, in parallel."""
-        expires = str((now_ms + self._retention_ms) // 1000)
-        futures = [(run.run_id, self._pool.submit(self._db.put_item, **self._run_put(run, expires))) for run in runs]
+    def put_runs(self, runs: Mapping[str, WindowLoad], now_ms: int) -> dict[str, str]:
+        """Put every run (by run id) over any earlier copy of it, in parallel; the runs that failed, and why."""
+        expires = str((now_ms + COUNTER_RETENTION_MS) // 1000)
+        futures = {
+            run_id: self._pool.submit(self._db.put_item, **self._run_put(run_id, load, expires))
+            for run_id, load in runs.items()
+        }
         failed: dict[str, str] = {}
-        for run_id, future in futures:
+        for run_id, future in futures.items():
             try:
                 future.result()
             except ClientError as exc:
                 failed[run_id] = _code(exc) or "ClientError"
             except Exception as exc:  # a dropped connection, a timeout: the same outcome for the records
                 failed[run_id] = type(exc).__name__
-        return RunReport(len(runs) - len(failed), MappingProxyType(failed))
+        return failed
 
-    def _run_put(self, run: RunLoad, expires: str) -> dict[str, Any]:
-        load = run.load
-        pk = f"load#{format_ts(load.start_ms)}#{shard_of(run.run_id, self._shards):02d}"
+    def _run_put(self, run_id: str, load: WindowLoad, expires: str) -> dict[str, Any]:
+        pk = f"load#{format_ts(load.start_ms)}#{shard_of(run_id, COUNTER_SHARDS):02d}"
         return {
             "TableName": self._table,
             "Item": {
                 "pk": {"S": pk},
-                "sk": {"S": f"run#{run.run_id}"},
+                "sk": {"S": f"run#{run_id}"},
                 "load": {"S": encode_load(load)},
-                "first": {"S": run.first_sequence},
-                "last": {"S": run.last_sequence},
-                "records": {"N": str(run.records)},
                 "window_ms": {"N": str(load.width_ms)},
                 "expires_at": {"N": expires},
             },
@@ -160,38 +125,25 @@ class ControlTable:
 
     def read_window(self, start_ms: int, width_ms: int) -> WindowLoad:
         """Every run of one window, from every invocation, added up: the window's load."""
-        keys: dict[str, list[int]] = {}
-        entities: dict[str, list[int]] = {}
-        entity_keys: dict[str, set[str]] = {}
-        shared: set[str] = set()
+        tally = WindowTally(start_ms, width_ms)
         skipped = 0
-        for item in self._query_all(f"load#{format_ts(start_ms)}#{shard:02d}" for shard in range(self._shards)):
+        for item in self._query_all(f"load#{format_ts(start_ms)}#{shard:02d}" for shard in range(COUNTER_SHARDS)):
             try:
-                if _n(item, "window_ms") != width_ms or not _s(item, "sk").startswith("run#"):
+                if int(item["window_ms"]["N"]) != width_ms or not _s(item, "sk").startswith("run#"):
                     raise ValueError("not a run of this window")
                 body = json.loads(_s(item, "load"))
-                run_keys = [(str(k), _load(v[:3]), v[3] == 1) for k, v in body["k"].items()]
-                run_entities = [(str(e), _load(v[:3]), [str(k) for k in v[3]]) for e, v in body["e"].items()]
+                run_keys = [(str(k), _counts(v[:3]), v[3] == 1) for k, v in body["k"].items()]
+                run_entities = [(str(e), _counts(v[:3]), [str(k) for k in v[3]]) for e, v in body["e"].items()]
             except (KeyError, TypeError, ValueError, IndexError, AttributeError):
                 skipped += 1
                 continue
-            for key, counted, is_shared in run_keys:
-                _add(keys.setdefault(key, [0, 0, 0]), counted)
-                if is_shared:
-                    shared.add(key)
-            for entity, counted, written in run_entities:
-                _add(entities.setdefault(entity, [0, 0, 0]), counted)
-                entity_keys.setdefault(entity, set()).update(written)
+            for key, counts, shared in run_keys:
+                tally.add_key(key, counts, shared=shared)
+            for entity, counts, written in run_entities:
+                tally.add_entity(entity, counts, written)
         if skipped:
             logger.warning("run items skipped", window=format_ts(start_ms), skipped=skipped)
-        return WindowLoad(
-            start_ms,
-            width_ms,
-            MappingProxyType({k: Load(*v) for k, v in keys.items()}),
-            MappingProxyType({e: Load(*v) for e, v in entities.items()}),
-            MappingProxyType({e: frozenset(v) for e, v in entity_keys.items()}),
-            frozenset(shared),
-        )
+        return tally.load()
 
     def _query_all(self, partition_keys: Iterable[str]) -> Iterable[Mapping[str, Any]]:
         for pk in partition_keys:
@@ -220,7 +172,7 @@ class ControlTable:
             "state": {"S": CLAIMED},
             "owner": {"S": owner},
             "lease_until": {"N": str(now_ms + lease_ms)},
-            "expires_at": {"N": str((now_ms + self._retention_ms) // 1000)},
+            "expires_at": {"N": str((now_ms + COUNTER_RETENTION_MS) // 1000)},
         }
         return self._conditional(
             self._db.put_item,
@@ -239,7 +191,7 @@ class ControlTable:
         of later windows (in pages, put before the claim names how many there are)."""
         ranked = sorted(judged.items())
         pages = [ranked[i : i + JUDGED_PAGE_ENTITIES] for i in range(0, len(ranked), JUDGED_PAGE_ENTITIES)]
-        expires = str((now_ms + self._retention_ms) // 1000)
+        expires = str((now_ms + COUNTER_RETENTION_MS) // 1000)
         for number, page in enumerate(pages):
             self._db.put_item(
                 TableName=self._table,
@@ -295,20 +247,19 @@ class ControlTable:
             for s, count in pages.items()
             for n in range(count)
         ]
-        loads: dict[int, dict[str, Load]] = {s: {} for s in pages}
+        tallies = {s: WindowTally(s, width_ms) for s in pages}
         found: dict[int, int] = dict.fromkeys(pages, 0)
         for item in self._batch_get(keys):
             start = by_label[_s(item, "pk").removeprefix("close#")]
             try:
-                loads[start].update((str(e), _load([wcu, 0, 0])) for e, wcu in json.loads(_s(item, "load")).items())
-                found[start] += 1
+                judged = [(str(e), _counts([wcu, 0, 0])) for e, wcu in json.loads(_s(item, "load")).items()]
             except (KeyError, TypeError, ValueError, AttributeError):
                 logger.warning("a judged window's page is unreadable", window=format_ts(start))
-        return {
-            s: WindowLoad(s, width_ms, MappingProxyType({}), MappingProxyType(e), MappingProxyType({}), frozenset())
-            for s, e in loads.items()
-            if found[s] == pages[s]
-        }
+                continue
+            for entity, counts in judged:
+                tallies[start].add_entity(entity, counts, ())
+            found[start] += 1
+        return {s: tally.load() for s, tally in tallies.items() if found[s] == pages[s]}
 
     # -- alert cooldowns ------------------------------------------------------------------------
 
@@ -319,7 +270,7 @@ class ControlTable:
             "sk": {"S": subject},
             "until": {"N": str(now_ms + cooldown_ms)},
             "owner": {"S": owner},
-            "expires_at": {"N": str((now_ms + cooldown_ms + self._retention_ms) // 1000)},
+            "expires_at": {"N": str((now_ms + cooldown_ms + COUNTER_RETENTION_MS) // 1000)},
         }
         return self._conditional(
             self._db.put_item,
@@ -364,7 +315,7 @@ class ControlTable:
                 pending = list(response.get("UnprocessedKeys", {}).get(self._table, {}).get("Keys", []))
                 if not pending:
                     break
-                self._sleep(random.uniform(0, min(2.0, 0.05 * (1 << attempt))))
+                time.sleep(random.uniform(0, min(2.0, 0.05 * (1 << attempt))))
             else:
                 raise ControlTableBusy(f"{len(pending)} key(s) stayed unprocessed after {_BATCH_GET_ATTEMPTS} tries")
         return found
@@ -385,18 +336,8 @@ def _s(item: Mapping[str, Any], name: str) -> str:
     return value
 
 
-def _n(item: Mapping[str, Any], name: str) -> int:
-    return int(item[name]["N"])
-
-
-def _load(values: Sequence[object]) -> Load:
+def _counts(values: Sequence[object]) -> list[int]:
     counts = [v for v in values if isinstance(v, int) and not isinstance(v, bool) and v >= 0]
     if len(counts) != len(values) or len(counts) != 3:
         raise ValueError("a load is three whole numbers")
-    return Load(*counts)
-
-
-def _add(total: list[int], counted: Load) -> None:
-    total[0] += counted.wcu
-    total[1] += counted.writes
-    total[2] += counted.deletes
+    return counts

@@ -195,9 +195,8 @@ class WindowLoad:
         every entity in ``always`` that wrote here (split entities: their quiet windows
         decide a scale-down, so none of their load may go uncounted). Returns it with the
         number of keys and entities left out."""
-        busiest = sorted(self.entities, key=lambda e: (-self.entities[e].wcu, e))[:limit]
-        entities = set(busiest) | (set(always) & set(self.entities))
-        keys = set(sorted(self.keys, key=lambda k: (-self.keys[k].wcu, k))[:limit])
+        entities = {e for e, _ in self.top_entities(limit)} | (set(always) & self.entities.keys())
+        keys = {k for k, _ in self.top_keys(limit)}
         dropped = len(self.entities) - len(entities) + len(self.keys) - len(keys)
         kept = WindowLoad(
             self.start_ms,
@@ -211,7 +210,7 @@ class WindowLoad:
 
 
 class WindowTally:
-    """Builds a :class:`WindowLoad` one write at a time."""
+    """Builds a :class:`WindowLoad` one write, or one stored run's counts, at a time."""
 
     def __init__(self, start_ms: int, width_ms: int) -> None:
         self.start_ms = start_ms
@@ -224,14 +223,19 @@ class WindowTally:
     def add(
         self, partition_key: str, entity: str, wcu: int, *, writes: int = 1, deletes: int = 0, shared_key: bool = False
     ) -> None:
-        for table, name in ((self._keys, partition_key), (self._entities, entity)):
-            row = table.setdefault(name, [0, 0, 0])
-            row[0] += wcu
-            row[1] += writes
-            row[2] += deletes
-        self._entity_keys.setdefault(entity, set()).add(partition_key)
-        if shared_key:
-            self._shared.add(partition_key)
+        self.add_key(partition_key, (wcu, writes, deletes), shared=shared_key)
+        self.add_entity(entity, (wcu, writes, deletes), (partition_key,))
+
+    def add_key(self, key: str, counts: Sequence[int], *, shared: bool) -> None:
+        """Add ``counts`` (write units, writes, deletes) to ``key``; ``shared``: many entities write to it."""
+        _add(self._keys.setdefault(key, [0, 0, 0]), counts)
+        if shared:
+            self._shared.add(key)
+
+    def add_entity(self, entity: str, counts: Sequence[int], keys: Iterable[str]) -> None:
+        """Add ``counts`` to ``entity``, which wrote to the partition keys ``keys``."""
+        _add(self._entities.setdefault(entity, [0, 0, 0]), counts)
+        self._entity_keys.setdefault(entity, set()).update(keys)
 
     def count(self, obs: Observation) -> None:
         """Add one observed write (a TTL deletion is the caller's to leave out)."""
@@ -247,6 +251,11 @@ class WindowTally:
             MappingProxyType({e: frozenset(v) for e, v in self._entity_keys.items()}),
             frozenset(self._shared),
         )
+
+
+def _add(total: list[int], counts: Sequence[int]) -> None:
+    for i, count in enumerate(counts):
+        total[i] += count
 
 
 def tally(observations: Iterable[Observation], config: DetectorConfig) -> dict[int, WindowTally]:
@@ -524,19 +533,18 @@ def apply_decisions(
     itself when nothing changes.
     """
     result = shard_map
+
+    def with_entity(change: EntityChange) -> ShardMap:
+        effective = max(change.effective_from_ms, _effective(result.entity_history.get(change.entity), change_from_ms))
+        return result.with_entity(change.entity, change.to_shards, effective, now_ms=now_ms)
+
     if entity_changes:
         for split in decisions.splits:
             if split.to_shards > entity_target(result, split.entity, layout_kind):
-                effective = max(
-                    split.effective_from_ms, _effective(result.entity_history.get(split.entity), change_from_ms)
-                )
-                result = result.with_entity(split.entity, split.to_shards, effective, now_ms=now_ms)
+                result = with_entity(split)
         for down in decisions.scale_downs:
             if entity_target(result, down.entity, layout_kind) == down.from_shards > down.to_shards:
-                effective = max(
-                    down.effective_from_ms, _effective(result.entity_history.get(down.entity), change_from_ms)
-                )
-                result = result.with_entity(down.entity, down.to_shards, effective, now_ms=now_ms)
+                result = with_entity(down)
     change = decisions.global_change
     if global_changes and change is not None and change.to_shards > result.global_history[-1].shards:
         effective = max(change.effective_from_ms, _effective(result.global_history, change_from_ms))

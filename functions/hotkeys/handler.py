@@ -24,7 +24,7 @@ from hotkeys.logic import HotKeyMonitor
 from hotkeys.settings import HotKeySettings
 
 SETTINGS = HotKeySettings.from_env()
-MONITOR = HotKeyMonitor.from_settings(SETTINGS)
+MONITOR = HotKeyMonitor(SETTINGS)
 # Every record failed is still a partial response, not an exception: Lambda
 # retries from the first failed record either way, and the metrics still flush.
 PROCESSOR = BatchProcessor(event_type=EventType.DynamoDBStreams, raise_on_entire_batch_failure=False)

@@ -49,13 +49,11 @@ from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import 
 
 from adapters.clients import client
 from adapters.observability import NAMESPACE, logger, metrics
-from adapters.shard_map_source import ShardMapSource
-from adapters.shard_map_store import Applied, Compaction, ShardMapStore, shard_map_source
+from adapters.shard_map_store import Compaction, ShardMapStore, shard_map_source
 from hotkeys.alerts import Alert, AlertPublisher
-from hotkeys.control_table import ControlTable, RunLoad
+from hotkeys.control_table import ControlTable
 from hotkeys.detector import (
     Decisions,
-    DetectorConfig,
     EntityChange,
     GlobalChange,
     Observation,
@@ -66,7 +64,7 @@ from hotkeys.detector import (
 )
 from hotkeys.records import SkipKind, Skipped, parse_record, table_of
 from hotkeys.settings import HotKeySettings
-from keydesign import Layout, ShardMap, earliest_change_boundary, format_ts
+from keydesign import ShardMap, earliest_change_boundary, format_ts
 from keydesign.layouts import key_family
 
 #: Windows behind the newest due one that an invocation still tries to judge.
@@ -75,29 +73,22 @@ CLOSE_LOOKBACK_WINDOWS = 3
 _SKIP_LOG_SAMPLES = 3
 #: A run is cut before the record that would take its estimated JSON past this (an item holds 400 KB).
 RUN_BYTES = 256 * 1024
+#: After this a window-close claim's holder is taken for dead, and another may judge the window.
+CLOSE_LEASE_MS = 120_000
+#: A hot key is notified at most once per this.
+ALERT_COOLDOWN_MS = 3_600_000
 
 
 class RecordNotCounted(Exception):  # noqa: N818 - reads as the outcome it reports
     """A stream record whose load is not in the control table: redeliver it."""
 
-    def __init__(self, sequence_number: str | None, reason: str) -> None:
-        self.sequence_number = sequence_number
-        self.reason = reason
-        super().__init__(f"record {sequence_number}: load not counted ({reason})")
-
-
-@dataclass(slots=True)
-class RecordOutcome:
-    sequence_number: str | None
-    skipped: SkipKind | None = None
-    failure: str | None = None
-
 
 @dataclass(slots=True)
 class BatchOutcome:
-    """What became of one batch; :meth:`settle` is the Powertools record handler."""
+    """What became of one batch (``records``, the raw ones); :meth:`settle` is the Powertools record handler."""
 
-    records: list[RecordOutcome]
+    records: Sequence[object]
+    failures: dict[int, str] = field(default_factory=dict)  # by position: why a record's load is not counted
     counted: int = 0
     user_deletes: int = 0
     late: int = 0
@@ -110,31 +101,23 @@ class BatchOutcome:
     alerts_suppressed: int = 0
     alert_failures: int = 0
     skipped: Counter[SkipKind] = field(default_factory=Counter)
-    _by_id: dict[int, RecordOutcome] = field(default_factory=dict)
+    _positions: dict[int, int] = field(default_factory=dict)
 
-    @classmethod
-    def of(cls, records: Sequence[object]) -> BatchOutcome:
-        outcomes = [RecordOutcome(_sequence_number(raw)) for raw in records]
-        outcome = cls(outcomes)
-        outcome._by_id = {id(raw): result for raw, result in zip(records, outcomes, strict=True)}
-        return outcome
-
-    @property
-    def failed(self) -> list[RecordOutcome]:
-        return [r for r in self.records if r.failure is not None]
+    def __post_init__(self) -> None:
+        self._positions = {id(raw): position for position, raw in enumerate(self.records)}
 
     def fail(self, position: int, reason: str) -> None:
-        if self.records[position].failure is None:
-            self.records[position].failure = reason
+        self.failures.setdefault(position, reason)
 
     def settle(self, record: DynamoDBRecord) -> str | None:
         """Record handler for Powertools' BatchProcessor: raise for a record to redeliver."""
-        outcome = self._by_id.get(id(record.raw_event))
-        if outcome is None:  # not seen by process(): never report success for it
-            raise RecordNotCounted(_sequence_number(record.raw_event), "the record was not part of the batch")
-        if outcome.failure is not None:
-            raise RecordNotCounted(outcome.sequence_number, outcome.failure)
-        return outcome.sequence_number
+        sequence_number = _sequence_number(record.raw_event)
+        position = self._positions.get(id(record.raw_event))
+        # Not seen by process(): never report success for it.
+        reason = "the record was not part of the batch" if position is None else self.failures.get(position)
+        if reason is not None:
+            raise RecordNotCounted(f"record {sequence_number}: load not counted ({reason})")
+        return sequence_number
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,103 +147,48 @@ def runs_of(counted: Sequence[Counted], *, window_ms: int, table: str) -> list[R
     """
     runs: list[Run] = []
     members: list[Counted] = []
-    size = _RunSize()
-    window = 0
+    seen: set[tuple[str, str]] = set()
+    size = window = 0
     for record in counted:
         obs = record.observation
         start = obs.approx_time_ms - obs.approx_time_ms % window_ms
-        if members and (start != window or size.grown(obs) > RUN_BYTES):
+        # An entity id has no '#', so "entity#key" names the pair (and bounds its length from above).
+        names = {("k", obs.partition_key): 48, ("e", obs.entity): 48, ("p", f"{obs.entity}#{obs.partition_key}"): 3}
+        if members and (start != window or size + _grown(names, seen) > RUN_BYTES):
             runs.append(Run(f"{table}#{members[0].sequence_number}", window, tuple(members)))
-            members, size = [], _RunSize()
-        if not members:
-            window = start
-        size.add(obs)
+            members, seen, size = [], set(), 0
+        window = start
+        size += _grown(names, seen)
+        seen.update(names)
         members.append(record)
     if members:
         runs.append(Run(f"{table}#{members[0].sequence_number}", window, tuple(members)))
     return runs
 
 
-class _RunSize:
-    """A bound on the JSON a run's load is stored as (``hotkeys.control_table``): per new key
-    or entity its name and 48 bytes of counts, per new (entity, key) pair the key again."""
-
-    def __init__(self) -> None:
-        self.bytes = 0
-        self._seen: set[tuple[str, str]] = set()
-
-    def grown(self, obs: Observation) -> int:
-        return self.bytes + sum(
-            len(name) + extra for kind, name, extra in _names(obs) if (kind, name) not in self._seen
-        )
-
-    def add(self, obs: Observation) -> None:
-        self.bytes = self.grown(obs)
-        self._seen.update((kind, name) for kind, name, _ in _names(obs))
-
-
-def _names(obs: Observation) -> tuple[tuple[str, str, int], ...]:
-    # An entity id has no '#', so "entity#key" names the pair (and bounds its length from above).
-    return (("k", obs.partition_key, 48), ("e", obs.entity, 48), ("p", f"{obs.entity}#{obs.partition_key}", 3))
+def _grown(names: dict[tuple[str, str], int], seen: set[tuple[str, str]]) -> int:
+    """What ``names`` add to a bound on the JSON a run's load is stored as (``hotkeys.control_table``):
+    per new key or entity its name and 48 bytes of counts, per new (entity, key) pair the key again."""
+    return sum(len(key[1]) + extra for key, extra in names.items() if key not in seen)
 
 
 class HotKeyMonitor:
-    """Counts stream batches into the control table and judges due windows. One per container.
-
-    A window-close claim can be taken over ``close_lease_ms`` after it was made (its holder died); a
-    hot key is notified at most once per ``alert_cooldown_ms``.
-    """
+    """Counts stream batches into the control table and judges due windows. One per container,
+    wired to the real clients unless others are given (a fake, a fault injector)."""
 
     def __init__(
         self,
-        *,
-        layout: Layout,
-        config: DetectorConfig,
-        control: ControlTable,
-        store: ShardMapStore,
-        shard_maps: ShardMapSource,
-        alerts: AlertPublisher | None,
-        cache_ttl_ms: int,
-        change_margin_ms: int,
-        window_grace_ms: int,
-        close_lease_ms: int = 120_000,
-        alert_cooldown_ms: int = 3_600_000,
-        auto_apply_entity: bool = True,
-        auto_apply_global: bool = False,
-        clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
-        owner: str | None = None,
-        service: str = "hotkeys",
-    ) -> None:
-        self._layout = layout
-        self._config = config
-        self._control = control
-        self._store = store
-        self._shard_maps = shard_maps
-        self._alerts = alerts
-        self._cache_ttl_ms = cache_ttl_ms
-        self._margin_ms = change_margin_ms
-        self._grace_ms = window_grace_ms
-        self._lease_ms = close_lease_ms
-        self._cooldown_ms = alert_cooldown_ms
-        self._auto_entity = auto_apply_entity
-        self._auto_global = auto_apply_global
-        self._clock_ms = clock_ms
-        self.owner = owner or uuid.uuid4().hex
-        self._settled: set[int] = set()
-        self._service = service
-
-    @classmethod
-    def from_settings(
-        cls,
         settings: HotKeySettings,
         *,
         dynamodb: Any = None,
         sns: Any = None,
         clock_ms: Callable[[], int] | None = None,
-    ) -> HotKeyMonitor:
-        """Wire the adapters: the real clients unless others are given (a fake, a fault injector)."""
-        common = settings.common
-        wall = clock_ms or (lambda: int(time.time() * 1000))
+    ) -> None:
+        common = settings
+        self._settings = settings
+        self._layout = common.layout
+        self._config = settings.detector
+        self._clock_ms = clock_ms or (lambda: int(time.time() * 1000))
         db = dynamodb if dynamodb is not None else client("dynamodb", max_attempts=5)
         # Forget what no function may still write or read: changes in force a retention, plus the
         # margin that covers clocks and in-flight batches, ago (cached copies are older, so fuller).
@@ -268,33 +196,17 @@ class HotKeyMonitor:
             keep_ms=common.retention_ms + settings.change_margin_ms,
             entity_default=1 if common.layout.can.shared_partitions else None,
         )
-        store = ShardMapStore(
-            db,
-            settings.control_table,
-            ShardMap.initial(common.layout.bucket, common.shards),
-            compaction=compaction,
-            clock_ms=wall,
-        )
-        control = ControlTable(db, settings.control_table)
-        cache_clock: Callable[[], float] = time.monotonic if clock_ms is None else (lambda: wall() / 1000)
-        alerts = None
+        initial = ShardMap.initial(common.layout.bucket, common.shards)
+        self._store = ShardMapStore(db, settings.control_table, initial, compaction=compaction, clock_ms=self._clock_ms)
+        self._control = ControlTable(db, settings.control_table)
+        cache_clock: Callable[[], float] = time.monotonic if clock_ms is None else (lambda: self._clock_ms() / 1000)
+        self._shard_maps = shard_map_source(common, bootstrap=True, store=self._store, clock=cache_clock)
+        self._alerts = None
         if settings.alert_topic_arn is not None:
-            alerts = AlertPublisher(sns if sns is not None else client("sns"), settings.alert_topic_arn)
-        return cls(
-            layout=common.layout,
-            config=settings.detector,
-            control=control,
-            store=store,
-            shard_maps=shard_map_source(common, bootstrap=True, store=store, clock=cache_clock),
-            alerts=alerts,
-            cache_ttl_ms=common.shard_map_cache_ttl_ms,
-            change_margin_ms=settings.change_margin_ms,
-            window_grace_ms=settings.window_grace_ms,
-            auto_apply_entity=settings.auto_apply_entity,
-            auto_apply_global=settings.auto_apply_global,
-            clock_ms=wall,
-            service=settings.service_name or "hotkeys",
-        )
+            self._alerts = AlertPublisher(sns if sns is not None else client("sns"), settings.alert_topic_arn)
+        self._service = settings.service_name or "hotkeys"
+        self.owner = uuid.uuid4().hex
+        self._settled: set[int] = set()
 
     def close(self) -> None:
         self._control.close()
@@ -304,14 +216,13 @@ class HotKeyMonitor:
     def process(self, records: Sequence[Any]) -> BatchOutcome:
         """Count one batch of Lambda DynamoDB stream records, then judge the windows that are due."""
         now = self._clock_ms()
-        outcome = BatchOutcome.of(records)
+        outcome = BatchOutcome(records)
         counted: list[Counted] = []
         logged: Counter[SkipKind] = Counter()
         for position, raw in enumerate(records):
             parsed = parse_record(raw, layout_kind=self._layout.kind, table_prefix=self._layout.table_prefix)
-            sequence_number = outcome.records[position].sequence_number
+            sequence_number = _sequence_number(raw)
             if isinstance(parsed, Skipped):
-                outcome.records[position].skipped = parsed.kind
                 outcome.skipped[parsed.kind] += 1
                 if parsed.kind is not SkipKind.TTL_DELETE and logged[parsed.kind] < _SKIP_LOG_SAMPLES:
                     logged[parsed.kind] += 1
@@ -325,10 +236,6 @@ class HotKeyMonitor:
             if sequence_number is not None:  # parse_record requires one
                 counted.append(Counted(position, sequence_number, parsed))
 
-        # How far this shard's stream has got: a window is judged only once some
-        # batch has read past its end, never on wall-clock time alone (a lagging
-        # or just-started stream would make a busy window look quiet).
-        watermark = max((c.observation.approx_time_ms for c in counted), default=None)
         if counted:
             try:
                 shard_map = self._shard_maps.current()
@@ -340,8 +247,10 @@ class HotKeyMonitor:
                     outcome.fail(record.position, f"shard map unavailable: {type(exc).__name__}")
             else:
                 self._count(counted, table_of(records[counted[0].position]), shard_map, now, outcome)
-        if watermark is not None:
-            self._judge_due_windows(now, watermark, outcome)
+            # How far this shard's stream has got: a window is judged only once some
+            # batch has read past its end, never on wall-clock time alone (a lagging
+            # or just-started stream would make a busy window look quiet).
+            self._judge_due_windows(now, max(c.observation.approx_time_ms for c in counted), outcome)
         _emit(outcome)
         return outcome
 
@@ -351,27 +260,26 @@ class HotKeyMonitor:
         outcome.user_deletes = sum(1 for c in counted if c.observation.event_name == "REMOVE")
         always = set(shard_map.entity_history)
         runs = runs_of(counted, window_ms=config.window_ms, table=table)
-        loads: list[RunLoad] = []
+        loads: dict[str, WindowLoad] = {}
         for run in runs:
             full = tally((c.observation for c in run.members), config)[run.window_start_ms].load()
             load, dropped = full.select(config.counters_per_window, always=always)
             outcome.counters_dropped += dropped
-            if run.window_start_ms + config.window_ms + self._grace_ms <= now:
+            if run.window_start_ms + config.window_ms + self._settings.window_grace_ms <= now:
                 # Its window is (or is about to be) judged already: visible, not lost.
                 outcome.late += len(run.members)
-            first, last = run.members[0].sequence_number, run.members[-1].sequence_number
-            loads.append(RunLoad(run.run_id, first, last, len(run.members), load))
-        report = self._control.put_runs(loads, now)
-        outcome.counters_written += report.written
-        outcome.counters_failed += len(report.failed)
-        if report.failed:
+            loads[run.run_id] = load
+        failed = self._control.put_runs(loads, now)
+        outcome.counters_written = len(loads) - len(failed)
+        outcome.counters_failed = len(failed)
+        if failed:
             logger.error(
                 "run writes failed; their records will be redelivered",
-                failed=len(report.failed),
-                errors=sorted(set(report.failed.values())),
+                failed=len(failed),
+                errors=sorted(set(failed.values())),
             )
             for run in runs:
-                reason = report.failed.get(run.run_id)
+                reason = failed.get(run.run_id)
                 if reason is not None:
                     for record in run.members:
                         outcome.fail(record.position, f"run write failed: {reason}")
@@ -382,14 +290,14 @@ class HotKeyMonitor:
         """Judge the windows that ended ``HOT_WINDOW_GRACE`` ago and that this batch's stream
         position has passed, each by exactly one invocation (the one whose claim lands)."""
         width = self._config.window_ms
-        newest = self._config.window_start(min(now - self._grace_ms, watermark) - width)
+        newest = self._config.window_start(min(now - self._settings.window_grace_ms, watermark) - width)
         due = [newest - i * width for i in range(CLOSE_LOOKBACK_WINDOWS - 1, -1, -1)]
         self._settled = {s for s in self._settled if s >= due[0]}
         for start in due:
             if start in self._settled:
                 continue
             try:
-                won = self._control.claim_close(start, self.owner, now, self._lease_ms)
+                won = self._control.claim_close(start, self.owner, now, CLOSE_LEASE_MS)
             except Exception:
                 logger.exception("could not claim a window; a later invocation will", window=format_ts(start))
                 return
@@ -421,34 +329,34 @@ class HotKeyMonitor:
             change_from_ms=self._change_from(now),
             history=history,
         )
-        wanted = (self._auto_entity and (decisions.splits or decisions.scale_downs)) or (
-            self._auto_global and decisions.global_change is not None
+        settings = self._settings
+        wanted = bool(
+            (settings.auto_apply_entity and (decisions.splits or decisions.scale_downs))
+            or (settings.auto_apply_global and decisions.global_change is not None)
         )
-        # Applied even when nothing is wanted: the store folds what retention has passed, so the
-        # map is compacted as windows are judged (a write only when a change has aged out).
-        applied = self._store.apply(
-            self._change_fn(decisions) if wanted else _unchanged,
-            reason=_summary(decisions) if wanted else "compaction",
-        )
+        summary = _summary(decisions)
+        reason = summary if wanted else "compaction"
+        # Applied even when nothing is wanted (apply_decisions then returns the map as it is): the store
+        # folds what retention has passed, so the map is compacted as windows are judged (a write only
+        # when a change has aged out).
+        applied = self._store.apply(self._change_fn(decisions), reason=reason)
         if applied.changed:
             logger.info(
-                "shard map changed",
-                version=applied.shard_map.version,
-                attempts=applied.attempts,
-                decisions=_summary(decisions) if wanted else "compaction",
+                "shard map changed", version=applied.shard_map.version, attempts=applied.attempts, decisions=reason
             )
         self._publish_top(load, decisions)
-        self._send_alerts(decisions, applied if wanted else None, outcome)
+        self._send_alerts(decisions, wanted, outcome)
         if decisions.hot_keys or decisions.has_changes:
-            logger.info("window judged", window=format_ts(start), decisions=_summary(decisions))
+            logger.info("window judged", window=format_ts(start), decisions=summary)
         judged = {e: load.entities[e].wcu for e in shard_map.entity_history if e in load.entities}
         self._control.finish_close(
-            start, self.owner, self._clock_ms(), _summary(decisions), observed=bool(load.keys), judged=judged
+            start, self.owner, self._clock_ms(), summary, observed=bool(load.keys), judged=judged
         )
         return decisions
 
     def _change_from(self, now: int) -> int:
-        return earliest_change_boundary(self._layout.bucket, now, self._cache_ttl_ms, self._margin_ms)
+        ttl_ms, margin_ms = self._settings.shard_map_cache_ttl_ms, self._settings.change_margin_ms
+        return earliest_change_boundary(self._layout.bucket, now, ttl_ms, margin_ms)
 
     def _change_fn(self, decisions: Decisions) -> Callable[[ShardMap], ShardMap]:
         def change(current: ShardMap) -> ShardMap:
@@ -459,26 +367,23 @@ class HotKeyMonitor:
                 layout_kind=self._layout.kind,
                 now_ms=now,
                 change_from_ms=self._change_from(now),
-                entity_changes=self._auto_entity,
-                global_changes=self._auto_global,
+                entity_changes=self._settings.auto_apply_entity,
+                global_changes=self._settings.auto_apply_global,
             )
 
         return change
 
     def _history(self, start: int, shard_map: ShardMap) -> list[WindowLoad]:
-        """The windows just before ``start`` (contiguous, judged, and with writes counted in
-        them), with the load every entity with its own count had when each was judged: what a
-        scale-down is judged on. A window without a single counted write proves nothing about
-        quiet: the table may have been idle, or the function not yet reading the stream."""
+        """Those of the windows just before ``start`` that were judged with writes counted in
+        them, with the load every entity with its own count had when each was judged: what a
+        scale-down is judged on (:func:`decide` wants them all, contiguous). A window without a
+        single counted write proves nothing about quiet: the table may have been idle, or the
+        function not yet reading the stream."""
         count = self._config.scale_down_windows - 1
         if count < 1 or not shard_map.entity_history:
             return []
         width = self._config.window_ms
-        starts = [start - i * width for i in range(1, count + 1)]
-        loads = self._control.read_history(starts, width)
-        if any(s not in loads for s in starts):
-            return []
-        return [loads[s] for s in sorted(starts)]
+        return list(self._control.read_history([start - i * width for i in range(1, count + 1)], width).values())
 
     # -- metrics and alerts -------------------------------------------------------------------------
 
@@ -511,12 +416,12 @@ class HotKeyMonitor:
         hottest = decisions.top_keys[0][1] if decisions.top_keys else 0.0
         metrics.add_metric(name="HottestKeyWriteUnitsPerSecond", unit=MetricUnit.CountPerSecond, value=hottest)
 
-    def _send_alerts(self, decisions: Decisions, applied: Applied | None, outcome: BatchOutcome) -> None:
+    def _send_alerts(self, decisions: Decisions, applied: bool, outcome: BatchOutcome) -> None:
         if self._alerts is None:
             return
         for alert in self._alerts_for(decisions, applied):
             now = self._clock_ms()
-            if not self._control.claim_alert(alert.subject_key, self.owner, now, self._cooldown_ms):
+            if not self._control.claim_alert(alert.subject_key, self.owner, now, ALERT_COOLDOWN_MS):
                 outcome.alerts_suppressed += 1
                 continue
             try:
@@ -530,21 +435,25 @@ class HotKeyMonitor:
                 except Exception:
                     logger.exception("could not release the cooldown", subject=alert.subject_key)
 
-    def _alerts_for(self, decisions: Decisions, applied: Applied | None) -> list[Alert]:
-        kind = self._layout.kind
-        threshold = self._config.split_threshold_wcu
-        window = {"start": format_ts(decisions.window_start_ms), "end": format_ts(decisions.window_end_ms)}
+    def _alerts_for(self, decisions: Decisions, applied: bool) -> list[Alert]:
+        """A judged window's notifications; ``applied``: its changes were put in the shard map (as configured)."""
         measured = {
-            "threshold_wcu_per_s": threshold,
-            "window": window,
+            "threshold_wcu_per_s": self._config.split_threshold_wcu,
+            "window": {"start": format_ts(decisions.window_start_ms), "end": format_ts(decisions.window_end_ms)},
             "table": self._layout.table_for(decisions.window_start_ms),
         }
         splits = {s.entity: s for s in decisions.splits}
         entity_rates = dict(decisions.hot_entities)
-        entity_applied = applied is not None and self._auto_entity
+        entity_applied = applied and self._settings.auto_apply_entity
         alerts: dict[str, Alert] = {}
+
+        def entity_alert(entity: str, rate: float, body: dict[str, object]) -> None:
+            if f"entity#{entity}" not in alerts:
+                body.update(entity=entity, entity_wcu_per_s=round(rate, 1))
+                alerts[f"entity#{entity}"] = Alert(f"entity#{entity}", f"Hot entity {entity}: {rate:,.0f} WCU/s", body)
+
         for hot in decisions.hot_keys:
-            family = key_family(hot.key, kind)
+            family = key_family(hot.key, self._layout.kind)
             base: dict[str, object] = {
                 "kind": "hot_key",
                 "partition_key": hot.key,
@@ -552,57 +461,36 @@ class HotKeyMonitor:
                 "wcu_per_s": round(hot.wcu_per_s, 1),
                 **measured,
             }
-            if hot.entity is not None and f"entity#{hot.entity}" not in alerts:
+            action: dict[str, object]
+            if hot.entity is not None:
                 split = splits.get(hot.entity)
-                action: dict[str, object]
                 if split is not None:
                     action = _scheduled("split", split, applied=entity_applied)
                 elif hot.entity in decisions.at_limit:
                     action = {"action": "none: at the sub-shard limit"}
                 else:
                     action = {"action": "none: enough sub-shards already scheduled"}
-                entity_rate = entity_rates.get(hot.entity, hot.wcu_per_s)
-                alerts[f"entity#{hot.entity}"] = Alert(
-                    subject_key=f"entity#{hot.entity}",
-                    subject=f"Hot entity {hot.entity}: {entity_rate:,.0f} WCU/s",
-                    body={**base, "entity": hot.entity, "entity_wcu_per_s": round(entity_rate, 1), **action},
-                )
+                entity_alert(hot.entity, entity_rates.get(hot.entity, hot.wcu_per_s), {**base, **action})
             if hot.crowded and f"key#{family}" not in alerts:
                 change = decisions.global_change
-                action = (
-                    _scheduled("increase global shards", change, applied=applied is not None and self._auto_global)
-                    if change is not None
-                    else {"action": "none: a larger global N is already scheduled"}
-                )
+                if change is not None:
+                    action = _scheduled(
+                        "increase global shards", change, applied=applied and self._settings.auto_apply_global
+                    )
+                else:
+                    action = {"action": "none: a larger global N is already scheduled"}
                 alerts[f"key#{family}"] = Alert(
-                    subject_key=f"key#{family}",
-                    subject=f"Hot partition key {family}: {hot.wcu_per_s:,.0f} WCU/s from many entities",
-                    body={**base, "crowded": True, **action},
+                    f"key#{family}",
+                    f"Hot partition key {family}: {hot.wcu_per_s:,.0f} WCU/s from many entities",
+                    {**base, "crowded": True, **action},
                 )
         # A split is announced even when no single key was over the threshold: an entity's
         # writes in one window may fall on two keys (its readings straddle a bucket boundary,
         # or its sub-shards), each under it, while the entity as a whole is over it.
         for split in decisions.splits:
-            subject_key = f"entity#{split.entity}"
-            if subject_key in alerts:
-                continue
-            rate = entity_rates.get(split.entity, split.wcu_per_s)
-            alerts[subject_key] = Alert(
-                subject_key=subject_key,
-                subject=f"Hot entity {split.entity}: {rate:,.0f} WCU/s",
-                body={
-                    "kind": "hot_entity",
-                    "entity": split.entity,
-                    "entity_wcu_per_s": round(rate, 1),
-                    **measured,
-                    **_scheduled("split", split, applied=entity_applied),
-                },
-            )
+            body = {"kind": "hot_entity", **measured, **_scheduled("split", split, applied=entity_applied)}
+            entity_alert(split.entity, entity_rates.get(split.entity, split.wcu_per_s), body)
         return list(alerts.values())
-
-
-def _unchanged(shard_map: ShardMap) -> ShardMap:
-    return shard_map
 
 
 def _scheduled(action: str, change: EntityChange | GlobalChange, *, applied: bool) -> dict[str, object]:
@@ -627,7 +515,7 @@ def _emit(outcome: BatchOutcome) -> None:
         "CounterWrites": outcome.counters_written,
         "CounterWriteFailures": outcome.counters_failed,
         "CountersDropped": outcome.counters_dropped,
-        "RecordsFailed": len(outcome.failed),
+        "RecordsFailed": len(outcome.failures),
         "WindowJudgeFailures": outcome.close_failures,
         "AlertsSent": outcome.alerts_sent,
         "AlertsSuppressed": outcome.alerts_suppressed,

@@ -5,8 +5,7 @@ required here. docs/configuration.md lists every variable (from the model).
 The window, its grace, the change margin and the scale-down windows are
 local-only (the demo compresses time with them); the detector's other
 parameters are :class:`~hotkeys.detector.DetectorConfig`'s defaults, and the
-counters' and claims' are :class:`~hotkeys.control_table.ControlTable`'s and
-:class:`~hotkeys.logic.HotKeyMonitor`'s.
+counters' and claims' are constants of :mod:`hotkeys.control_table` and :mod:`hotkeys.logic`.
 
 ``HOT_CHANGE_MARGIN`` must be at least ``MAX_FUTURE``: ingest keys a reading by
 its *event* time, which may lie up to ``MAX_FUTURE`` ahead of the clock, so a

@@ -66,7 +66,6 @@ class Candidate:
 class DecodedRecord:
     """A Kinesis record split into candidates and rejects (``units`` counts both)."""
 
-    position: int
     record: StreamRecord
     kpl_members: int = 0
     candidates: list[Candidate] = field(default_factory=list)
@@ -147,27 +146,22 @@ class DecodedRecord:
                 if len(payload) > payload_bytes and len(chunk) > 1:
                     size = max(1, len(chunk) // 2)
                     continue
-                self.rejects.append(self._fold(chunk, sub, payload))
+                first, field_name, reason = chunk[0]
+                summary = (
+                    f"{len(chunk)} invalid readings (array elements {first.index}..{chunk[-1][0].index}) folded into "
+                    f"one message, the payload an array of them; the first: {field_name}: {reason}"
+                )
+                self.rejects.append(
+                    self.reject_of(payload, field_name, summary, sub, readings=len(chunk), fold=first.index)
+                )
                 start += len(chunk)
                 size = max(1, int(len(chunk) * payload_bytes / max(len(payload), 1) * 0.9))
         self._spill.clear()
 
-    def _fold(self, chunk: list[tuple[Candidate, str, str]], sub: int | None, payload: bytes) -> Reject:
-        first, field_name, reason = chunk[0]
-        return self.reject_of(
-            payload,
-            field_name,
-            f"{len(chunk)} invalid readings (array elements {first.index}..{chunk[-1][0].index}) folded into "
-            f"one message, the payload an array of them; the first: {field_name}: {reason}",
-            sub,
-            readings=len(chunk),
-            fold=first.index,
-        )
-
 
 def decode_record(position: int, record: StreamRecord) -> DecodedRecord:
     """Split one Kinesis record (the ``position``-th of its batch) into reading candidates and rejects."""
-    decoded = DecodedRecord(position, record)
+    decoded = DecodedRecord(record)
     if record.malformed is not None:
         decoded.reject(record.data, "data", record.malformed)
         return decoded

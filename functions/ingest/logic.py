@@ -70,12 +70,6 @@ MISSING_TABLE = "ResourceNotFoundException"
 class RecordNotIngested(Exception):  # noqa: N818 - reads as the outcome it reports
     """A Kinesis record some of whose readings are not yet stored or rejected: redeliver it."""
 
-    def __init__(self, sequence_number: str, pending: int, reason: str) -> None:
-        self.sequence_number = sequence_number
-        self.pending = pending
-        self.reason = reason
-        super().__init__(f"record {sequence_number}: {pending} reading(s) not yet stored ({reason})")
-
 
 @dataclass(slots=True)
 class RecordOutcome:
@@ -108,7 +102,6 @@ class BatchOutcome:
     """
 
     records: list[RecordOutcome]
-    shard_id: str = "unknown"
     duplicates: int = 0
     blocks: int = 0
     write: WriteReport = field(default_factory=WriteReport)
@@ -150,9 +143,10 @@ class BatchOutcome:
         sequence_number = record.kinesis.sequence_number
         outcome = self._by_sequence.get(sequence_number)
         if outcome is None:  # not seen by ingest(): never report success for it
-            raise RecordNotIngested(sequence_number, 1, "the record was not part of the ingested batch")
+            raise RecordNotIngested(f"record {sequence_number} was not part of the ingested batch")
         if outcome.failed:
-            raise RecordNotIngested(sequence_number, outcome.retry, outcome.reason or "not stored")
+            reason = outcome.reason or "not stored"
+            raise RecordNotIngested(f"record {sequence_number}: {outcome.retry} reading(s) not yet stored ({reason})")
         return sequence_number
 
 
@@ -167,46 +161,37 @@ class _Batch:
     rejects: list[Reject] = field(default_factory=list)
     reject_record: list[int] = field(default_factory=list)
 
+    def reject_of(self, origin: Candidate, field_name: str, reason: str) -> Reject:
+        """A reject of the reading ``origin`` holds, not yet counted among the rejects."""
+        return self.decoded[origin.record].reject_of(
+            origin.payload(), field_name, reason, origin.sub_sequence_number, origin.index
+        )
 
+
+@dataclass(kw_only=True, eq=False)
 class Ingestor:
     """Ingests Kinesis batches. Thread-safe writers inside; one instance per container."""
 
-    def __init__(
-        self,
-        *,
-        layout: Layout,
-        shard_maps: ShardMapSource,
-        writer: BatchWriter,
-        rejects: RejectsPublisher,
-        retention_ms: int,
-        max_future_ms: int | None,
-        max_age_ms: int | None,
-        prebuild_periods: int = 2,
-        deadline_margin_ms: int = 2_000,
-        clock: Clock = time.monotonic,
-        wall_clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
-        rng: random.Random | None = None,
-        occupancy: OccupancyRecorder | None = None,
-        rollup_marks: MarkRecorder | None = None,
-        table_builds: TableBuilds | None = None,
-    ) -> None:
-        self._layout = layout
-        self._occupancy = occupancy
-        self._rollup_marks = rollup_marks
-        self._shard_maps = shard_maps
-        self._writer = writer
-        self._rejects = rejects
-        self._retention_ms = retention_ms
-        self._max_future_ms = max_future_ms
-        self._max_age_ms = max_age_ms
-        # A period's table takes readings while one of them may still be admitted: MAX_AGE after its end.
-        self._writable_ms = retention_ms if max_age_ms is None else max_age_ms
-        self._table_builds = table_builds
-        self._prebuild_periods = prebuild_periods
-        self._margin_ms = deadline_margin_ms
-        self._clock = clock
-        self._wall_clock_ms = wall_clock_ms
-        self._rng = rng or random.Random()
+    layout: Layout
+    shard_maps: ShardMapSource
+    writer: BatchWriter
+    rejects: RejectsPublisher
+    retention_ms: int
+    max_future_ms: int | None
+    max_age_ms: int | None
+    prebuild_periods: int = 2
+    deadline_margin_ms: int = 2_000
+    clock: Clock = time.monotonic
+    wall_clock_ms: Callable[[], int] = lambda: int(time.time() * 1000)
+    rng: random.Random = field(default_factory=random.Random)
+    occupancy: OccupancyRecorder | None = None
+    rollup_marks: MarkRecorder | None = None
+    table_builds: TableBuilds | None = None
+
+    @property
+    def writable_ms(self) -> int:
+        """A period's table takes readings while one of them may still be admitted: MAX_AGE after its end."""
+        return self.retention_ms if self.max_age_ms is None else self.max_age_ms
 
     @classmethod
     def from_settings(
@@ -225,7 +210,7 @@ class Ingestor:
         (a fake, or a fault injector around the real one), and the shard-map source. ``control``
         is the control table's client (shard map, occupancy marker, rollups), ``lambda_client`` the one that asks
         the rotator for missing tables (with ROTATOR_FUNCTION and per-period tables): real ones unless given."""
-        common = settings.common
+        common = settings
         # One attempt per botocore call: the writer does the retrying, so every
         # wait is jittered, counted, and bounded by the invocation's deadline. Its
         # requests come from serialize_item: botocore's validation walk is skipped.
@@ -234,20 +219,18 @@ class Ingestor:
             send_prebuilt_json(dynamodb)
         writer = BatchWriter(dynamodb, clock=clock, sleep=sleep)
         rejects = RejectsPublisher(sqs if sqs is not None else client("sqs"), settings.rejects_queue_url, sleep=sleep)
-        occupancy = None
-        if common.control_table is not None and control is None:
-            control = client("dynamodb")
+        occupancy = rollup_marks = None
         if common.control_table is not None:
+            control = control if control is not None else client("dynamodb")
             # Records go through the writer (and any fault injector around it); only the
             # one-off marker uses the store's own client, with standard retries.
             store = OccupancyStore(control, common.control_table, common.layout.table_prefix)
             occupancy = OccupancyRecorder(store, max_future_ms=settings.max_future_ms)
-        rollup_marks = None
-        if common.control_table is not None and common.granularities is not None:
-            rollups = RollupStore(
-                control, writer, common.control_table, common.layout.table_prefix, common.retention_ms
-            )
-            rollup_marks = MarkRecorder(rollups, common.granularities.finest)
+            if common.granularities is not None:
+                rollups = RollupStore(
+                    control, writer, common.control_table, common.layout.table_prefix, common.retention_ms
+                )
+                rollup_marks = MarkRecorder(rollups, common.granularities.finest)
         table_builds = None
         if settings.rotator_function is not None and common.table_period is not None:
             api = lambda_client if lambda_client is not None else client("lambda")
@@ -271,28 +254,27 @@ class Ingestor:
         )
 
     def close(self) -> None:
-        self._writer.close()
-        self._rejects.close()
+        self.writer.close()
+        self.rejects.close()
 
     # -- the batch ---------------------------------------------------------------
 
     def ingest(self, records: Sequence[StreamRecord], remaining_ms: int) -> BatchOutcome:
         """Ingest one batch of Kinesis records within ``remaining_ms``."""
-        deadline = Deadline.after_ms(remaining_ms - self._margin_ms, self._clock)
-        now_ms = self._wall_clock_ms()
+        deadline = Deadline.after_ms(remaining_ms - self.deadline_margin_ms, self.clock)
+        now_ms = self.wall_clock_ms()
         outcome = BatchOutcome([RecordOutcome(r.sequence_number) for r in records])
         if records:
-            outcome.shard_id = records[0].shard_id
             logger.append_keys(
-                shard_id=outcome.shard_id,
+                shard_id=records[0].shard_id,
                 first_sequence=records[0].sequence_number,
                 last_sequence=records[-1].sequence_number,
                 batch_records=len(records),
             )
-        shard_map = self._shard_maps.current()
+        shard_map = self.shard_maps.current()
         # A map on another bucket grid is the deployment's fault, not the readings': the
         # invocation fails (and is retried) rather than rejecting every reading of the batch.
-        self._layout.check_shard_map(shard_map)
+        self.layout.check_shard_map(shard_map)
 
         batch = self._validate(records, outcome, now_ms)
         blocks = self._pack(batch, shard_map, outcome)
@@ -302,10 +284,11 @@ class Ingestor:
         # reader never finds readings in a partition it was told is empty.
         blocked = self._record_occupancy(blocks, deadline, now_ms, outcome)
         order = [i for i in range(len(blocks)) if i not in blocked]
-        handle = self._writer.submit([_pending(blocks[i]) for i in order], deadline)
-        outcome.rejects = self._rejects.publish(batch.rejects, deadline)  # while the blocks are written
+        chunks = self.writer.submit([_pending(blocks[i]) for i in order], deadline)
+        outcome.rejects = self.rejects.publish(batch.rejects, deadline)  # while the blocks are written
         write = outcome.write = WriteReport(unwritten=blocked)
-        write.merge(handle.wait(), order)
+        for chunk in chunks:
+            write.merge(chunk.result(), order)
         self._ask_for_tables(blocks, write)
         self._mark_rollups(blocks, write, now_ms, deadline)
 
@@ -326,14 +309,10 @@ class Ingestor:
             else:  # DynamoDB refused the block itself: every reading that made it is a reject
                 reason = write.rejected[index]
                 for origin in origins:
-                    late_rejects.append(
-                        batch.decoded[origin.record].reject_of(
-                            origin.payload(), "item", reason, origin.sub_sequence_number, origin.index
-                        )
-                    )
+                    late_rejects.append(batch.reject_of(origin, "item", reason))
                     late_record.append(origin.record)
         if late_rejects:
-            late = self._rejects.publish(late_rejects, deadline)
+            late = self.rejects.publish(late_rejects, deadline)
             for index, record in enumerate(late_record):
                 self._settle_reject(outcome, record, late_rejects[index], index, late)
             outcome.rejects.calls += late.calls  # not merge(): its indexes are the late rejects'
@@ -345,13 +324,9 @@ class Ingestor:
     def _validate(self, records: Sequence[StreamRecord], outcome: BatchOutcome, now_ms: int) -> _Batch:
         """Decode and validate every record: the readings to pack, and the rejects."""
         batch = _Batch()
-        earliest: int | None = None  # the earliest arrival, whose lag is the batch's largest
         for position, record in enumerate(records):
             decoded = decode_record(position, record)
             batch.decoded.append(decoded)
-            arrival = record.arrival_ms
-            if arrival is not None and (earliest is None or arrival < earliest):
-                earliest = arrival
             # Counted before validation: a candidate that fails it becomes a reject, not a second unit.
             outcome.records[position].readings = decoded.units
             outcome.aggregated_members += decoded.kpl_members
@@ -360,11 +335,12 @@ class Ingestor:
                 if reading is not None:
                     batch.entries.append((reading, record.version))
                     batch.origins.append(candidate)
-            decoded.fold_rejects(self._rejects.payload_limit)
+            decoded.fold_rejects(self.rejects.payload_limit)
             batch.rejects.extend(decoded.rejects)
             batch.reject_record.extend([position] * len(decoded.rejects))
-        if earliest is not None:
-            outcome.max_arrival_lag_ms = max(0, now_ms - earliest)
+        arrivals = [r.arrival_ms for r in records if r.arrival_ms is not None]
+        if arrivals:  # the earliest arrival's lag is the batch's largest
+            outcome.max_arrival_lag_ms = max(0, now_ms - min(arrivals))
         return batch
 
     def _reading(
@@ -373,14 +349,14 @@ class Ingestor:
         """The reading a candidate holds, or None once it is rejected with the reason."""
         try:
             reading = Reading.parse(
-                candidate.value, now_ms=now_ms, max_future_ms=self._max_future_ms, max_age_ms=self._max_age_ms
+                candidate.value, now_ms=now_ms, max_future_ms=self.max_future_ms, max_age_ms=self.max_age_ms
             )
-            if self._layout.table_period is not None:
+            if self.layout.table_period is not None:
                 # A table takes writes until MAX_AGE after its period ends (the rotator keeps it
                 # writable that long, and builds a missing one on request); nothing is written
                 # past the periods built ahead. Anything else is rejected with its reason.
-                self._layout.table_period.check_admits(
-                    reading.ts_ms, now_ms=now_ms, grace_ms=self._writable_ms, prebuilt=self._prebuild_periods
+                self.layout.table_period.check_admits(
+                    reading.ts_ms, now_ms=now_ms, grace_ms=self.writable_ms, prebuilt=self.prebuild_periods
                 )
         except InvalidInput as exc:
             decoded.reject_candidate(candidate, exc.field, exc.reason)
@@ -395,42 +371,39 @@ class Ingestor:
         reading is packed alone to find the ones that make it raise; they are rejected, as a reading
         that raises while being validated is, and the rest are packed again."""
         try:
-            return self._layout.pack(batch.entries, shard_map, retention_ms=self._retention_ms, rng=self._rng)
+            return self.layout.pack(batch.entries, shard_map, retention_ms=self.retention_ms, rng=self.rng)
         except Exception:
             logger.exception("packing the batch raised; looking for the readings that make it raise")
         keep: list[int] = []
         for index, entry in enumerate(batch.entries):
             try:
-                self._layout.pack([entry], shard_map, retention_ms=self._retention_ms, rng=self._rng)
+                self.layout.pack([entry], shard_map, retention_ms=self.retention_ms, rng=self.rng)
             except Exception as exc:
                 # One message each (not folded: the record's folds are made already). A bug, so rare.
                 origin = batch.origins[index]
-                reject = batch.decoded[origin.record].reject_of(
-                    origin.payload(), "reading", _unexpected(exc, outcome), origin.sub_sequence_number, origin.index
-                )
-                batch.rejects.append(reject)
+                batch.rejects.append(batch.reject_of(origin, "reading", _unexpected(exc, outcome)))
                 batch.reject_record.append(origin.record)
             else:
                 keep.append(index)
         batch.entries = [batch.entries[i] for i in keep]
         batch.origins = [batch.origins[i] for i in keep]
-        return self._layout.pack(batch.entries, shard_map, retention_ms=self._retention_ms, rng=self._rng)
+        return self.layout.pack(batch.entries, shard_map, retention_ms=self.retention_ms, rng=self.rng)
 
     def _record_occupancy(
         self, blocks: Sequence[Block], deadline: Deadline, now_ms: int, outcome: BatchOutcome
     ) -> dict[int, str]:
         """Write the occupancy records this container has not written yet; the
         blocks (by index) whose record could not be written, with the reason."""
-        recorder = self._occupancy
+        recorder = self.occupancy
         if recorder is None or not blocks:
             return {}
         recorder.ensure_marked(now_ms)
-        records = occupancy_groups(self._layout, blocks)
+        records = occupancy_groups(self.layout, blocks)
         missing = recorder.unrecorded(records)
         if not missing:
             return {}
         store = recorder.store
-        report = self._writer.write([store.pending_write(r, self._retention_ms) for r in missing], deadline)
+        report = self.writer.write([store.pending_write(r, self.retention_ms) for r in missing], deadline)
         outcome.occupancy = report
         recorder.remember([missing[i] for i in sorted(report.written)])
         blocked: dict[int, str] = {}
@@ -445,12 +418,12 @@ class Ingestor:
     def _ask_for_tables(self, blocks: Sequence[Block], write: WriteReport) -> None:
         """Blocks whose table does not exist are handed back like any unwritten block; the rotator is
         asked to build their tables, so that the redelivery finds them (adapters.table_builds)."""
-        if self._table_builds is None:
+        if self.table_builds is None:
             return
         missing = {i: blocks[i].key.table for i, why in write.unwritten.items() if why.startswith(MISSING_TABLE)}
         if not missing:
             return
-        asked = set(self._table_builds.request(missing.values()))
+        asked = set(self.table_builds.request(missing.values()))
         if asked:
             metrics.add_metric(name="TableBuildsRequested", unit=MetricUnit.Count, value=len(asked))
             logger.info("asked the rotator to build missing tables", extra={"tables": sorted(asked)})
@@ -460,10 +433,10 @@ class Ingestor:
     def _mark_rollups(self, blocks: Sequence[Block], write: WriteReport, now_ms: int, deadline: Deadline) -> None:
         """Mark the written readings' intervals for the rollup function: after the readings, stamped
         with the batch's start (see rollup.logic). A block whose marks are not all written is handed back."""
-        if self._rollup_marks is None:
+        if self.rollup_marks is None:
             return
         written = [(i, r.entity_id, r.ts_ms) for i in sorted(write.written) for r in blocks[i].readings]
-        for index, why in self._rollup_marks.write(written, now_ms, deadline).items():
+        for index, why in self.rollup_marks.write(written, now_ms, deadline).items():
             write.written.discard(index)
             write.unwritten[index] = f"rollup mark not written: {why}"
 

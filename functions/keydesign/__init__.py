@@ -16,32 +16,27 @@ Modules:
 * :mod:`.capacity`  readings per block, write units and bytes per reading, shards, table period, monthly cost
 """
 
-from .blocks import BlockError, decode_block, encode_block
-from .capacity import CapacityPlan, Ingest, Prices, Workload, plan_capacity, shards_for
+from .blocks import BlockError, decode_block
+from .capacity import Ingest, Prices, Workload, plan_capacity, shards_for
 from .errors import ConfigError, InvalidInput, KeyDesignError
 from .hashing import shard_of, stable_hash
 from .items import item_size, read_units, ttl_for, write_units
-from .layouts import CAPABILITIES, LAYOUTS, Block, ItemKey, Layout, LayoutCapabilities, PartitionQuery, QueryPlan
-from .model import Reading, shown_name, validate_entity_id, validate_event_id
+from .layouts import CAPABILITIES, Block, Layout, PartitionQuery, QueryPlan
+from .model import Reading, shown_name, validate_entity_id
 from .periods import Bucket, TablePeriod, parse_duration
-from .shardmap import Change, ShardMap, earliest_change_boundary
+from .shardmap import ShardMap, earliest_change_boundary
 from .timefmt import format_ts, parse_timestamp
 
 __all__ = [
     "CAPABILITIES",
-    "LAYOUTS",
     "Block",
     "BlockError",
     "Bucket",
-    "CapacityPlan",
-    "Change",
     "ConfigError",
     "Ingest",
     "InvalidInput",
-    "ItemKey",
     "KeyDesignError",
     "Layout",
-    "LayoutCapabilities",
     "PartitionQuery",
     "Prices",
     "QueryPlan",
@@ -51,7 +46,6 @@ __all__ = [
     "Workload",
     "decode_block",
     "earliest_change_boundary",
-    "encode_block",
     "format_ts",
     "item_size",
     "parse_duration",
@@ -64,6 +58,5 @@ __all__ = [
     "stable_hash",
     "ttl_for",
     "validate_entity_id",
-    "validate_event_id",
     "write_units",
 ]

@@ -82,7 +82,7 @@ MAX_BLOCK_ITEM_BYTES = 64 * 1024
 #: Hex digits of the block id.
 BLOCK_ID_DIGITS = 12
 #: Sorts after every character of a block sort key's tail: closes a range at an instant.
-_HIGH = "~"
+HIGH = "~"
 _LEVEL = 6
 
 
@@ -113,8 +113,6 @@ class Encoded:
     block_id: str
     first_ms: int
     last_ms: int
-    count: int
-    version: int
 
 
 # -- varints ------------------------------------------------------------------------------
@@ -198,7 +196,7 @@ def encode_block(readings: Sequence[Reading], version: int) -> Encoded:
     head += version_bytes
     digest = hashlib.sha256(f"{entity}\n{version}\n".encode() + body).hexdigest()[:BLOCK_ID_DIGITS]
     payload = bytes(head) + (deflated if head[0] == DEFLATED else body)
-    return Encoded(payload, digest, first, previous, len(readings), version)
+    return Encoded(payload, digest, first, previous)
 
 
 def read_header(payload: bytes) -> BlockHeader:
@@ -286,41 +284,6 @@ def keyed_item(pk: str, sk_stem: str, payload: bytes, ttl_epoch_s: int | None) -
         units = write_units(size)
 
 
-def sk_stem(entity_id: str | None, first_ts: str, block_id: str) -> str:
-    """A block's sort key before its write units (``entity_id`` None: a layout whose partition
-    key holds the entity)."""
-    return f"{first_ts}#{block_id}" if entity_id is None else f"{entity_id}#{first_ts}#{block_id}"
-
-
-@dataclass(frozen=True, slots=True)
-class BlockKeyParts:
-    """What a block's sort key says."""
-
-    entity: str | None
-    first_ts: str
-    block_id: str
-    write_units: int
-
-
-def parse_block_sk(sk: str, *, shared: bool) -> BlockKeyParts | None:
-    """The parts of a block sort key (``shared``: the hybrid form, behind ``<entity>#``), or None
-    when ``sk`` is not one."""
-    parts = sk.split("#")
-    if len(parts) != (4 if shared else 3):
-        return None
-    first_ts, block_id, units = parts[-3:]
-    if (
-        len(first_ts) != 24
-        or len(block_id) != BLOCK_ID_DIGITS
-        or not units.isdigit()
-        or not units.isascii()
-        or len(units) > 3
-        or any(c not in "0123456789abcdef" for c in block_id)
-    ):
-        return None
-    return BlockKeyParts(parts[0] if shared else None, first_ts, block_id, int(units))
-
-
 def newest_wins(copies: Mapping[tuple[str, int, str], tuple[int, Reading]]) -> list[Reading]:
     """The readings of a de-duplicated map (reading identity -> (version, reading)), in
     (entity, time, event id) order."""
@@ -337,6 +300,3 @@ def keep_newest(
         held = copies.get(key)
         if held is None or version > held[0]:
             copies[key] = (version, reading)
-
-
-HIGH = _HIGH

@@ -66,7 +66,6 @@ from .shardmap import ShardMap
 from .timefmt import parse_timestamp
 
 PARTITION_WCU = 1_000
-PARTITION_RCU = 3_000
 PARTITION_BYTES = 10 * 1024**3
 #: Bytes DynamoDB adds to each item for storage billing (index overhead).
 STORAGE_OVERHEAD_BYTES = 100
@@ -289,8 +288,6 @@ class BlockSizer:
 
     def run(self, readings: int, *, entity: str | None = None, rate: float = 1.0) -> tuple[int, ...]:
         """Item sizes of the blocks a run of ``readings`` (1 .. 1,000) of ``entity`` at ``rate`` readings/s makes."""
-        if not 1 <= readings <= MAX_BLOCK_READINGS:
-            raise ValueError(f"a run holds 1 to {MAX_BLOCK_READINGS} readings, not {readings}")
         # Readings a run holds lie within a span: space them closer when the rate would spread them wider.
         step = min(1000.0 / rate, (MAX_BLOCK_SPAN_MS - 1) / readings) if rate > 0 else 1.0
         key = (entity or self._sample.entity_id, readings, round(step, 3))
@@ -414,7 +411,7 @@ def stream_figures(workload: Workload, readings_per_s: float) -> StreamFigures:
     sent = sample.to_json()
     if sample.event_id == derive_event_id(sample.entity_id, sample.ts_ms, sample.measures, sample.dimensions):
         del sent["event_id"]  # a producer sends none; ingest derives it
-    json_bytes = len(_json(sent).encode("utf-8"))
+    json_bytes = len(json.dumps(sent, separators=(",", ":"), ensure_ascii=False).encode("utf-8"))
     per_record = max(1, (ingest.record_bytes - 1) // (json_bytes + 1))  # "[a,b]": one byte per reading, one more
     record_bytes = per_record * (json_bytes + 1) + 1
     records = readings_per_s / per_record
@@ -442,10 +439,6 @@ def stream_figures(workload: Workload, readings_per_s: float) -> StreamFigures:
         readings_per_invocation=readings_per_s / (batchers / batch),
         gb_in_per_month=records * billed_kb * KINESIS_BILLING_KB * SECONDS_PER_MONTH / 1024**3,
     )
-
-
-def _json(obj: object) -> str:
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
 
 
 # -- the plan --------------------------------------------------------------------------------
@@ -520,10 +513,9 @@ def choose_period(hours: float) -> str | None:
 
 
 def fleet_blocks(
-    workload: Workload, batch_s: float, *, scale: float = 1.0, sizer: BlockSizer | None = None
+    workload: Workload, batch_s: float, sizer: BlockSizer, *, scale: float = 1.0
 ) -> tuple[EntityBlocks, ...]:
     """The typical entity's blocks, then each hot entity's, with every rate times ``scale``."""
-    sizer = sizer or sizer_for(workload)
     rate, _ = workload.typical()
     item = workload.item_bytes
     typical = entity_blocks(TYPICAL, rate * scale, batch_s, sizer, item_bytes=item)
@@ -557,7 +549,7 @@ def plan_capacity(workload: Workload, prices: Prices | None = None) -> CapacityP
     sizer = sizer_for(workload)
 
     stream = stream_figures(workload, workload.peak_writes_per_s)
-    blocks = fleet_blocks(workload, stream.batch_s, sizer=sizer)
+    blocks = fleet_blocks(workload, stream.batch_s, sizer)
     typical, hot = blocks[0], {b.entity: b for b in blocks[1:]}
     peak_wcu, _, _ = _totals(workload, blocks)
     spread_wcu = peak_wcu - sum(b.wcu for b in hot.values())
@@ -606,7 +598,7 @@ def plan_capacity(workload: Workload, prices: Prices | None = None) -> CapacityP
     scale = (workload.avg_writes_per_s or workload.peak_writes_per_s) / workload.peak_writes_per_s
     avg_readings = workload.peak_writes_per_s * scale
     avg_stream = stream_figures(workload, avg_readings)
-    avg_blocks = blocks if scale == 1 else fleet_blocks(workload, avg_stream.batch_s, scale=scale, sizer=sizer)
+    avg_blocks = blocks if scale == 1 else fleet_blocks(workload, avg_stream.batch_s, sizer, scale=scale)
     avg_wcu, avg_item_bytes, avg_stored = _totals(workload, avg_blocks)
 
     # Table period: the guide's 10 GB rule, per physical partition.

@@ -40,15 +40,13 @@ from .blocks import (
     block_item,
     encode_block,
     keyed_item,
-    parse_block_sk,
-    sk_stem,
 )
 from .errors import ConfigError, InvalidInput, KeyDesignError
 from .hashing import shard_of
 from .model import Reading, validate_entity_id
 from .periods import Bucket, TablePeriod
 from .shardmap import ShardMap
-from .timefmt import MAX_TS_MS, format_ts, stamp_ms
+from .timefmt import MAX_TS_MS, format_ts
 
 LayoutKind = Literal["random", "calculated", "hybrid"]
 LAYOUTS: tuple[LayoutKind, ...] = ("random", "calculated", "hybrid")
@@ -66,29 +64,20 @@ class LayoutCapabilities:
     reads are Queries, and a crowded base key calls for a larger global N.
     Otherwise the partition key holds the entity, which writes to its own n
     (the global N unless it has its own count) and has no time bucket.
-    ``dedupe``: a reading can be stored in two blocks (a regrouped redelivery,
-    a correction), so reads keep one copy of each reading, the newest version's.
-    Every layout does since readings are stored in blocks.
     """
 
     shared_partitions: bool
-    dedupe: bool
 
     @property
     def range_reads(self) -> bool:
         """Reads of every entity in a time range are possible without a Scan."""
         return self.shared_partitions
 
-    @property
-    def time_buckets(self) -> bool:
-        """Partition keys hold a time bucket."""
-        return self.shared_partitions
-
 
 CAPABILITIES: dict[LayoutKind, LayoutCapabilities] = {
-    "random": LayoutCapabilities(shared_partitions=False, dedupe=True),
-    "calculated": LayoutCapabilities(shared_partitions=False, dedupe=True),
-    "hybrid": LayoutCapabilities(shared_partitions=True, dedupe=True),
+    "random": LayoutCapabilities(shared_partitions=False),
+    "calculated": LayoutCapabilities(shared_partitions=False),
+    "hybrid": LayoutCapabilities(shared_partitions=True),
 }
 
 
@@ -153,13 +142,17 @@ class PartitionQuery:
 
 @dataclass(frozen=True, slots=True)
 class QueryPlan:
-    """Every partition a read must query, and how to combine them."""
+    """Every partition a read must query, and how to combine them.
+
+    ``dedupe``: a reading can be stored in two blocks (a regrouped redelivery, a correction),
+    so reads keep one copy of each reading, the newest version's: every layout's reads do.
+    """
 
     partitions: tuple[PartitionQuery, ...]
     entity_id: str | None
     from_ms: int
     to_ms: int
-    dedupe: bool
+    dedupe: bool = True
 
     @property
     def tables(self) -> tuple[str, ...]:
@@ -189,7 +182,7 @@ class Layout:
 
     @property
     def can(self) -> LayoutCapabilities:
-        """What this layout supports (range reads, dedupe, time buckets...)."""
+        """What this layout supports (shared partitions, range reads)."""
         return CAPABILITIES[self.kind]
 
     # -- tables ---------------------------------------------------------------
@@ -241,75 +234,37 @@ class Layout:
         groups: dict[tuple[str, int], list[tuple[int, str, int]]] = {}
         for (entity, ts, event_id), index in winners.items():
             groups.setdefault((entity, ts - ts % width), []).append((ts, event_id, index))
+
+        def cut(entity: str, bucket_start: int, run: list[int]) -> list[Block]:
+            """``run`` (entry indexes, in time order) as one block, or halves of it while one is too large."""
+            readings = tuple(entries[i][0] for i in run)
+            encoded = encode_block(readings, max(entries[i][1] for i in run))
+            pk = self._block_pk(entity, bucket_start, encoded.block_id, shard_map, rng)
+            stem = f"{self._sk_prefix(entity)}{format_ts(encoded.first_ms)}#{encoded.block_id}"
+            ttl = (encoded.last_ms + retention_ms) // 1000 if retention_ms is not None else None
+            item, size, units = keyed_item(pk, stem, encoded.payload, ttl)
+            if size > MAX_BLOCK_ITEM_BYTES and len(run) > 1:
+                half = len(run) // 2
+                return cut(entity, bucket_start, run[:half]) + cut(entity, bucket_start, run[half:])
+            origins = tuple(sorted(j for i in run for j in (i, *replaced.get(i, ()))))
+            key = ItemKey(self.table_for(bucket_start), pk, str(item["sk"]))
+            return [Block(key, entity, readings, origins, encoded, size, units, ttl)]
+
         blocks: list[Block] = []
         for (entity, bucket_start), members in groups.items():
             members.sort()
             for run in _runs(members):
-                blocks.extend(
-                    self._blocks(
-                        entity,
-                        bucket_start,
-                        run,
-                        entries=entries,
-                        replaced=replaced,
-                        shard_map=shard_map,
-                        retention_ms=retention_ms,
-                        rng=rng,
-                    )
-                )
+                blocks.extend(cut(entity, bucket_start, run))
         return blocks
-
-    def _blocks(
-        self,
-        entity: str,
-        bucket_start: int,
-        run: list[int],
-        *,
-        entries: Sequence[tuple[Reading, int]],
-        replaced: dict[int, list[int]],
-        shard_map: ShardMap,
-        retention_ms: int | None,
-        rng: _random.Random | None,
-    ) -> list[Block]:
-        """``run`` (entry indexes, in time order) as one block, or halves of it while one is too large."""
-        readings = tuple(entries[i][0] for i in run)
-        version = max(entries[i][1] for i in run)
-        encoded = encode_block(readings, version)
-        table = self.table_for(bucket_start)
-        pk = self._block_pk(entity, bucket_start, encoded.block_id, shard_map, rng)
-        stem = sk_stem(entity if self.can.shared_partitions else None, format_ts(encoded.first_ms), encoded.block_id)
-        ttl = (encoded.last_ms + retention_ms) // 1000 if retention_ms is not None else None
-        item, size, units = keyed_item(pk, stem, encoded.payload, ttl)
-        if size > MAX_BLOCK_ITEM_BYTES and len(run) > 1:
-            half = len(run) // 2
-            return [
-                block
-                for part in (run[:half], run[half:])
-                for block in self._blocks(
-                    entity,
-                    bucket_start,
-                    part,
-                    entries=entries,
-                    replaced=replaced,
-                    shard_map=shard_map,
-                    retention_ms=retention_ms,
-                    rng=rng,
-                )
-            ]
-        origins = tuple(sorted(j for i in run for j in (i, *replaced.get(i, ()))))
-        key = ItemKey(table, pk, str(item["sk"]))
-        return [Block(key, entity, readings, origins, encoded, size, units, ttl)]
 
     def _block_pk(
         self, entity: str, bucket_start: int, block_id: str, shard_map: ShardMap, rng: _random.Random | None
     ) -> str:
+        """The one partition key of :meth:`partitions_of` that this block goes to."""
         if self.can.shared_partitions:
-            base = shard_of(entity, shard_map.global_shards_at(bucket_start))
-            label = self.bucket.label(bucket_start)
+            base = f"{shard_of(entity, shard_map.global_shards_at(bucket_start)):04d}#{self.bucket.label(bucket_start)}"
             subs = shard_map.entity_shards_at(entity, bucket_start) or 1
-            if subs == 1:
-                return f"{base:04d}#{label}"
-            return f"{base:04d}#{label}#{entity}#{shard_of(block_id, subs):03d}"
+            return base if subs == 1 else f"{base}#{entity}#{shard_of(block_id, subs):03d}"
         count = self._suffix_count(shard_map, entity, bucket_start)
         suffix = (rng or _random).randrange(count) if self.kind == "random" else shard_of(block_id, count)
         return f"{entity}#{suffix}"
@@ -317,9 +272,11 @@ class Layout:
     def partitions_of(self, entity_id: str, ts_ms: int, shard_map: ShardMap) -> list[str]:
         """Every partition key a block of ``entity_id`` holding ``ts_ms`` can have."""
         start = self.bucket.start(ts_ms)
-        if self.can.shared_partitions:
-            return self._hybrid_pks(entity_id, start, shard_map)
-        return [f"{entity_id}#{s}" for s in range(self._suffix_count(shard_map, entity_id, start))]
+        if not self.can.shared_partitions:
+            return [f"{entity_id}#{s}" for s in range(self._suffix_count(shard_map, entity_id, start))]
+        base = f"{shard_of(entity_id, shard_map.global_shards_at(start)):04d}#{self.bucket.label(start)}"
+        subs = shard_map.entity_shards_at(entity_id, start) or 1
+        return [base] if subs == 1 else [f"{base}#{entity_id}#{sub:03d}" for sub in range(subs)]
 
     # -- positions: the order reads return readings in ------------------------------------
 
@@ -340,17 +297,6 @@ class Layout:
         """The highest block sort key that may hold a reading of ``entity_id`` at or before ``ts_ms``."""
         return f"{self._sk_prefix(entity_id)}{format_ts(ts_ms)}#{HIGH}"
 
-    def block_reach(self, sk: str) -> tuple[str, str] | None:
-        """``(lowest, highest)`` reading positions a block with sort key ``sk`` can hold, from its key
-        alone (its first reading, and a span on, inside its bucket); None when ``sk`` is not a block's."""
-        parts = parse_block_sk(sk, shared=self.can.shared_partitions)
-        if parts is None:
-            return None
-        first_ms = stamp_ms(parts.first_ts)
-        last_ms = min(first_ms + MAX_BLOCK_SPAN_MS - 1, self.bucket.start(first_ms) + self.bucket.width_ms - 1)
-        prefix = self._sk_prefix(parts.entity) if parts.entity is not None else ""
-        return f"{prefix}{parts.first_ts}", f"{prefix}{format_ts(last_ms)}#{HIGH}"
-
     def _sk_prefix(self, entity_id: str) -> str:
         return f"{entity_id}#" if self.can.shared_partitions else ""
 
@@ -370,15 +316,11 @@ class Layout:
         for seg_from, seg_to in self._segments(entity_id, from_ms, to_ms, shard_map):
             table = self.table_for(seg_from)
             low, high = self.block_sk_from(entity_id, seg_from), self.block_sk_through(entity_id, seg_to - 1)
-            if self.can.shared_partitions:
-                for pk in self._hybrid_pks(entity_id, seg_from, shard_map):
-                    parts.append(PartitionQuery(table, pk, low, high, seg_from, seg_to))
-            else:
-                for suffix in range(self._suffix_count(shard_map, entity_id, seg_from)):
-                    parts.append(PartitionQuery(table, f"{entity_id}#{suffix}", low, high, seg_from, seg_to))
-        if not self.can.time_buckets:
+            for pk in self.partitions_of(entity_id, seg_from, shard_map):
+                parts.append(PartitionQuery(table, pk, low, high, seg_from, seg_to))
+        if not self.can.shared_partitions:
             parts = _merge_adjacent(parts)
-        return QueryPlan(tuple(parts), entity_id, from_ms, to_ms, dedupe=self.can.dedupe)
+        return QueryPlan(tuple(parts), entity_id, from_ms, to_ms)
 
     def plan_range(self, from_ms: int, to_ms: int, shard_map: ShardMap) -> QueryPlan:
         """Every partition of every bucket in ``[from_ms, to_ms)``: a cross-entity read.
@@ -401,23 +343,15 @@ class Layout:
                 parts.append(PartitionQuery(table, f"{shard:04d}#{label}", None, None, seg_from, seg_to, partial))
             for entity_id, subs in shard_map.split_entities_at(start):
                 if subs > 1:
-                    for pk in self._hybrid_pks(entity_id, start, shard_map):
+                    for pk in self.partitions_of(entity_id, start, shard_map):
                         parts.append(PartitionQuery(table, pk, None, None, seg_from, seg_to, partial))
-        return QueryPlan(tuple(parts), None, from_ms, to_ms, dedupe=self.can.dedupe)
-
-    def _hybrid_pks(self, entity_id: str, bucket_start: int, shard_map: ShardMap) -> list[str]:
-        base = shard_of(entity_id, shard_map.global_shards_at(bucket_start))
-        label = self.bucket.label(self.bucket.start(bucket_start))
-        subs = shard_map.entity_shards_at(entity_id, bucket_start) or 1
-        if subs == 1:
-            return [f"{base:04d}#{label}"]
-        return [f"{base:04d}#{label}#{entity_id}#{sub:03d}" for sub in range(subs)]
+        return QueryPlan(tuple(parts), None, from_ms, to_ms)
 
     def _segments(self, entity_id: str, from_ms: int, to_ms: int, shard_map: ShardMap) -> list[tuple[int, int]]:
         """Split the range where the partitions can change: at buckets (hybrid),
         at shard-map changes, and at table periods."""
         cuts = {from_ms, to_ms, *shard_map.change_points(entity_id, from_ms, to_ms)}
-        if self.can.time_buckets:
+        if self.can.shared_partitions:
             cuts.update(s for s in self.bucket.starts(from_ms, to_ms) if s > from_ms)
         if self.table_period is not None:
             cuts.update(s for s in self.table_period.starts(from_ms, to_ms) if s > from_ms)
@@ -477,7 +411,7 @@ def key_family(partition_key: str, layout_kind: LayoutKind) -> str:
     returned as they are. Metric dimensions and alert cooldowns use it, so one
     hot shard stays one series and one alert across buckets.
     """
-    if CAPABILITIES[layout_kind].time_buckets:
+    if CAPABILITIES[layout_kind].shared_partitions:
         match = _HYBRID_PK.match(partition_key)
         if match is not None:
             shard, _, entity, sub = match.groups()

@@ -267,14 +267,10 @@ def derive_event_id(
     ``json.dumps`` writes. A test holds it equal to ``json.dumps``.
     """
     number = _JSON_NUMBER.get
-    values = ",".join([f'["{name}",{number(type(v), _dumps)(v)}]' for name, v in sorted(measures.items())])
+    values = ",".join([f'["{name}",{number(type(v), json.dumps)(v)}]' for name, v in sorted(measures.items())])
     labels = ",".join([f'["{name}",{json.dumps(v)}]' for name, v in sorted(dimensions.items())]) if dimensions else ""
     canonical = f'["{entity_id}",{ts_ms},[{values}],[{labels}]]'
     return f"h-{hashlib.sha256(canonical.encode()).digest()[:8].hex()}"
-
-
-def _dumps(value: object) -> str:
-    return json.dumps(value)
 
 
 #: ``json.dumps`` of a measure: an int or a finite float, exactly (bool is not a measure).

@@ -23,7 +23,8 @@ and without a marker nothing is pruned.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import os.path
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from .layouts import PartitionQuery
@@ -106,15 +107,8 @@ class OccupancyRecord:
 def common_prefix(partitions: Iterable[PartitionQuery]) -> str:
     """The longest sort-key prefix shared by the occupancy of ``partitions``:
     what a per-entity read asks for with ``begins_with`` (``readings#0042#2026-11-22T``)."""
-    keys = [partition_sk(p.table, p.pk) for p in partitions]
-    if not keys:
-        return ""
-    # The prefix every key shares is the one the lowest and the highest share.
-    low, high = min(keys), max(keys)
-    size = 0
-    while size < len(low) and low[size] == high[size]:
-        size += 1
-    return low[:size]
+    # Character by character, not by path: begins_with wants exactly that prefix.
+    return os.path.commonprefix([partition_sk(p.table, p.pk) for p in partitions])  # noqa: RUF071
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,10 +133,6 @@ class Occupancy:
 
     since_ms: int | None
     days: dict[int, DayOccupancy] = field(default_factory=dict)
-
-    @property
-    def active(self) -> bool:
-        return self.since_ms is not None
 
     def needs(self, day_ms: int) -> bool:
         """Whether pruning in ``day_ms`` needs the day loaded (days wholly before
@@ -173,6 +163,3 @@ class Occupancy:
 
     def prune(self, partitions: Iterable[PartitionQuery]) -> list[PartitionQuery]:
         return [p for p in partitions if self.may_hold(p)]
-
-    def merge(self, loaded: Mapping[int, DayOccupancy]) -> None:
-        self.days.update(loaded)

@@ -83,6 +83,7 @@ def _minute_label(start_ms: int) -> str:
 
 
 PERIODS = ("hour", "day", "week", "month")
+_NOMINAL_MS = {"hour": HOUR_MS, "day": DAY_MS, "week": 7 * DAY_MS, "month": 28 * DAY_MS}
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,19 +101,16 @@ class TablePeriod:
     @property
     def nominal_ms(self) -> int:
         """Shortest length of one period (a month counts as 28 days)."""
-        return {"hour": HOUR_MS, "day": DAY_MS, "week": 7 * DAY_MS, "month": 28 * DAY_MS}[self.name]
+        return _NOMINAL_MS[self.name]
 
     def start(self, ts_ms: int) -> int:
         """Start (epoch ms) of the period holding ``ts_ms``."""
-        if self.name == "hour":
-            return ts_ms - ts_ms % HOUR_MS
-        if self.name == "day":
-            return ts_ms - ts_ms % DAY_MS
-        dt = to_datetime(ts_ms)
         if self.name == "week":
-            day = ts_ms - ts_ms % DAY_MS
-            return day - dt.weekday() * DAY_MS
-        return from_datetime(datetime(dt.year, dt.month, 1, tzinfo=UTC))
+            return ts_ms - ts_ms % DAY_MS - to_datetime(ts_ms).weekday() * DAY_MS
+        if self.name == "month":
+            dt = to_datetime(ts_ms)
+            return from_datetime(datetime(dt.year, dt.month, 1, tzinfo=UTC))
+        return ts_ms - ts_ms % _NOMINAL_MS[self.name]  # an hour or a day: aligned to the epoch
 
     def next_start(self, ts_ms: int) -> int:
         """Start of the period after the one holding ``ts_ms``."""
@@ -122,7 +120,7 @@ class TablePeriod:
             # after December 9999 that would be year 10000, which datetime refuses.
             dt = to_datetime(start)
             return start + calendar.monthrange(dt.year, dt.month)[1] * DAY_MS
-        return start + {"hour": HOUR_MS, "day": DAY_MS, "week": 7 * DAY_MS}[self.name]
+        return start + _NOMINAL_MS[self.name]
 
     def label(self, ts_ms: int) -> str:
         """Label of the period holding ``ts_ms``: ``2026-11-22-06``, ``2026-11-22``,

@@ -52,13 +52,7 @@ class SeriesBuilder:
     def _close(self) -> None:
         if self._start is None or not self._readings:
             return
-        self._done.append(
-            Interval(
-                start=self._start,
-                readings=self._readings,
-                measures={name: stat_figures(r, self._stats) for name, r in sorted(self._measures.items())},
-            )
-        )
+        self._done.append(interval_of(self._start, self._readings, self._measures, self._stats))
         self._readings = 0
         self._measures = {}
 
@@ -68,13 +62,16 @@ class SeriesBuilder:
         return self._done
 
 
-def stat_figures(running: Running, stats: tuple[Stat, ...]) -> dict[Stat, int | float]:
-    """The statistics ``stats`` of one measure's running figures."""
-    every: dict[Stat, int | float] = {
-        "count": running.count,
-        "min": running.low,
-        "max": running.high,
-        "avg": running.total / running.count,
-        "sum": running.total,
-    }
-    return {name: every[name] for name in stats}
+def interval_of(start: str, readings: int, measures: Mapping[str, Running], stats: tuple[Stat, ...]) -> Interval:
+    """An interval of a series: per measure, in name order, the statistics ``stats`` of its running figures."""
+    shown: dict[str, dict[Stat, int | float]] = {}
+    for name, running in sorted(measures.items()):
+        every: dict[Stat, int | float] = {
+            "count": running.count,
+            "min": running.low,
+            "max": running.high,
+            "avg": running.total / running.count,
+            "sum": running.total,
+        }
+        shown[name] = {stat: every[stat] for stat in stats}
+    return Interval(start=start, readings=readings, measures=shown)

@@ -40,7 +40,7 @@ from botocore.exceptions import ClientError
 from adapters.observability import logger, metrics
 from adapters.partition_reader import CorruptBlock
 from adapters.settings import explain
-from keydesign import InvalidInput
+from keydesign import InvalidInput, validate_entity_id
 from query.cursor import MAX_CURSOR_CHARS
 from query.errors import ScanLimitExceeded, UnsupportedByLayout
 from query.logic import QueryService
@@ -49,7 +49,6 @@ from query.params import (
     Order,
     PageArgs,
     ReadArgs,
-    parse_entity_id,
     parse_interval,
     parse_limit,
     parse_lookback,
@@ -72,15 +71,9 @@ _ERRORS: dict[int, OpenAPIResponse] = {
 }
 
 
-def _responses(ok: str, *, scan_limited: bool = False) -> dict[int, OpenAPIResponse]:
+def _responses(ok: str) -> dict[int, OpenAPIResponse]:
     # A 200 without "content" takes the route's return annotation as its schema.
-    out: dict[int, OpenAPIResponse] = {200: {"description": ok}, **_ERRORS}
-    if scan_limited:
-        out[413] = _error_response(
-            "The aggregate would decode more readings, make more Query calls or take longer than one request may; "
-            "the message says how far it got: split the range there"
-        )
-    return out
+    return {200: {"description": ok}, **_ERRORS}
 
 
 # -- parameters, shared by the routes -------------------------------------------------
@@ -160,9 +153,8 @@ def create_app(service: QueryService | None) -> APIGatewayRestResolver:
     def page_of(from_: str, to: str, limit: int | None, cursor: str | None, order: Order) -> PageArgs:
         limits = svc().limits
         window = parse_range(from_, to, limits.max_range_ms)
-        return PageArgs(
-            window, parse_limit(limits.default_limit if limit is None else limit, limits.max_limit), cursor, order
-        )
+        size = min(DEFAULT_LIMIT, limits.max_limit) if limit is None else limit
+        return PageArgs(window, parse_limit(size, limits.max_limit), cursor, order)
 
     @get(
         "/entities/<entity_id>/readings",
@@ -234,7 +226,13 @@ def create_app(service: QueryService | None) -> APIGatewayRestResolver:
         ),
         tags=["aggregates"],
         operation_id="getEntityAggregates",
-        responses=_responses("The series, or the plan when explain=true", scan_limited=True),
+        responses={
+            **_responses("The series, or the plan when explain=true"),
+            413: _error_response(
+                "The aggregate would decode more readings, make more Query calls or take longer than one request "
+                "may; the message says how far it got: split the range there"
+            ),
+        },
     )
     def aggregates(
         *,
@@ -327,21 +325,18 @@ def _query_parameters(route: Callable[..., Any]) -> frozenset[str]:
 
 
 def _entity(raw: str) -> str:
-    return parse_entity_id(_path_segment(raw))
+    """REST APIs pass the path percent-encoded; ids are checked after decoding."""
+    try:
+        decoded = unquote(raw, errors="strict")
+    except UnicodeDecodeError:
+        raise InvalidInput("entity_id", "is not valid percent-encoded UTF-8") from None
+    return validate_entity_id(decoded, "entity_id")
 
 
 def _time_left_ms(app: APIGatewayRestResolver) -> int | None:
     """The function's remaining time (None when the resolver runs outside Lambda)."""
     remaining = getattr(app.lambda_context, "get_remaining_time_in_millis", None)
     return int(remaining()) if callable(remaining) else None
-
-
-def _path_segment(raw: str) -> str:
-    """REST APIs pass the path percent-encoded; ids are checked after decoding."""
-    try:
-        return unquote(raw, errors="strict")
-    except UnicodeDecodeError:
-        raise InvalidInput("entity_id", "is not valid percent-encoded UTF-8") from None
 
 
 # -- errors ---------------------------------------------------------------------------
@@ -380,21 +375,18 @@ def _parameter_problem(
     return None
 
 
-def _validation_message(error: Any) -> tuple[str, str | None]:
-    loc: Sequence[object] = error.get("loc") or ()
-    parameter = str(loc[-1]) if len(loc) > 1 else None
-    reason = explain(error)
-    return (f"{parameter}: {reason}" if parameter else reason), parameter
-
-
 def _install_error_mapping(app: APIGatewayRestResolver, routes: Mapping[tuple[str, str], frozenset[str]]) -> None:
     def invalid_request(exc: RequestValidationError) -> Response[Any]:
         problem = _parameter_problem(app, routes)
         if problem is not None:
             return problem
         errors = exc.errors()
-        message, parameter = _validation_message(errors[0]) if errors else ("invalid request", None)
-        return _error(400, message, parameter)
+        if not errors:
+            return _error(400, "invalid request", None)
+        loc: Sequence[object] = errors[0].get("loc") or ()
+        parameter = str(loc[-1]) if len(loc) > 1 else None
+        reason = explain(errors[0])
+        return _error(400, f"{parameter}: {reason}" if parameter else reason, parameter)
 
     def invalid_input(exc: InvalidInput) -> Response[Any]:
         return _error(400, str(exc), exc.field)
@@ -403,7 +395,7 @@ def _install_error_mapping(app: APIGatewayRestResolver, routes: Mapping[tuple[st
         return _error(413, str(exc), exc.parameter)
 
     def unsupported(exc: UnsupportedByLayout) -> Response[Any]:
-        return _error(400, exc.reason, None)
+        return _error(400, str(exc), None)
 
     def not_found(exc: NotFoundError) -> Response[Any]:
         event = app.current_event

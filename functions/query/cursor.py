@@ -40,7 +40,7 @@ import time
 from collections.abc import Callable
 
 from adapters.observability import logger
-from adapters.secret_reader import CURRENT, PREVIOUS
+from adapters.secret_versions import CURRENT, PREVIOUS
 from adapters.settings import SettingsError
 from adapters.snapstart import forget_on_restore
 from keydesign import InvalidInput, format_ts, parse_timestamp
@@ -277,13 +277,16 @@ def _position(payload: bytes) -> Position:
     # item there): see query.merge.POSITION_MIN_SK.
     if not isinstance(anchor, str) or not isinstance(sk, str) or len(sk) > MAX_SK_CHARS:
         raise CursorError("carries an unreadable position")
-    if not _is_canonical_ts(anchor):
-        raise CursorError("carries an unreadable position")
+    canonical_ms(anchor)
     return Position(anchor, sk)
 
 
-def _is_canonical_ts(text: str) -> bool:
+def canonical_ms(text: str) -> int:
+    """The instant of a position's timestamp, which must be in the one spelling this API writes."""
     try:
-        return format_ts(parse_timestamp(text, "cursor")) == text
+        ms = parse_timestamp(text, "cursor")
     except (InvalidInput, ValueError):
-        return False
+        raise CursorError("carries an unreadable position") from None
+    if format_ts(ms) != text:
+        raise CursorError("carries an unreadable position")
+    return ms

@@ -23,7 +23,3 @@ class ScanLimitExceeded(Exception):  # noqa: N818 - reads as the condition
 
 class UnsupportedByLayout(Exception):  # noqa: N818 - reads as the condition
     """The configured key layout cannot serve this route (not the caller's input)."""
-
-    def __init__(self, reason: str) -> None:
-        self.reason = reason
-        super().__init__(reason)

@@ -24,7 +24,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from adapters.collector import tune_collector
 from adapters.observability import logger, metrics
-from adapters.secret_reader import read_secret
+from adapters.secret_versions import read_secret
 from adapters.snapstart import register_runtime_hooks
 from query.api import create_app
 from query.logic import QueryService

@@ -28,11 +28,10 @@ those are not read again.
 from __future__ import annotations
 
 import functools
-import itertools
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
@@ -42,8 +41,7 @@ from adapters.observability import logger, metrics
 from adapters.occupancy import OccupancyReader, OccupancyStore
 from adapters.partition_reader import DynamoPartitionReader, Page, PageRequest, PartitionReader
 from adapters.rollup_store import ReadCount, RollupStore
-from adapters.secret_reader import read_secret
-from adapters.settings import CommonSettings
+from adapters.secret_versions import read_secret
 from adapters.shard_map_source import ShardMapSource
 from adapters.shard_map_store import shard_map_source
 from keydesign import (
@@ -51,7 +49,6 @@ from keydesign import (
     Layout,
     PartitionQuery,
     QueryPlan,
-    ShardMap,
     format_ts,
     parse_timestamp,
     read_units,
@@ -60,14 +57,13 @@ from keydesign import (
 from keydesign import Reading as DecodedReading
 from keydesign.periods import format_duration
 from query.aggregate import SeriesBuilder
-from query.cursor import CursorCodec, CursorError, CursorKeys, binding
+from query.cursor import CursorCodec, CursorError, CursorKeys, binding, canonical_ms
 from query.errors import ScanLimitExceeded, UnsupportedByLayout
 from query.merge import (
     POSITION_MAX_SK,
     POSITION_MIN_SK,
     STOP_DEADLINE,
     STOP_QUERY_CALLS,
-    STOP_SCAN_ITEMS,
     MergeOptions,
     Merger,
     PartitionStream,
@@ -88,7 +84,7 @@ from query.models import (
     Reading,
     ReadingsPage,
 )
-from query.occupancy_plan import OccupancyPlanner, PlanningCost
+from query.occupancy_plan import OccupancyPlanner
 from query.params import STATS, Order, PageArgs, ReadArgs, Stat, TimeRange
 from query.rollups import RollupAnswers, Source
 from query.settings import QueryLimits, QuerySettings
@@ -105,12 +101,6 @@ MAX_PAGE_BYTES = 5_000_000
 EXPLAIN_PARTITIONS = 1000
 ENTITY_ORDERING = "time, then event id"
 RANGE_ORDERING = "bucket by bucket in time order; within a bucket by entity id, then time, then event id"
-#: What a merge's stop is called on a page cut short by it.
-_CUT_SHORT: dict[str, CutShort] = {
-    STOP_DEADLINE: "deadline",
-    STOP_QUERY_CALLS: "query_calls",
-    STOP_SCAN_ITEMS: "scan_items",
-}
 
 
 def wall_clock_ms() -> int:
@@ -137,13 +127,12 @@ class QueryService:
         self._layout = layout
         self._retention_ms = retention_ms
         self._rollups = rollups
-        self._planner = (
-            OccupancyPlanner(layout, occupancy, concurrency=limits.concurrency) if occupancy is not None else None
-        )
+        self._planner = OccupancyPlanner(layout, occupancy, limits)
         self._shard_maps = shard_maps
         self._reader = reader
         self._cursors = cursors
-        self._limits = limits
+        #: The bounds requests are checked against (the routes parse with them).
+        self.limits = limits
         self._clock_ms = clock_ms
         # A layout change makes old sort keys meaningless: cursors are bound to it.
         period = layout.table_period.name if layout.table_period is not None else None
@@ -151,22 +140,26 @@ class QueryService:
 
     @classmethod
     def from_settings(cls, settings: QuerySettings) -> QueryService:
-        common, limits = settings.common, QueryLimits()
+        """The service of the deployment: occupancy and rollups are read from ``CONTROL_TABLE`` (without
+        one nothing is pruned; without ROLLUPS as well, every aggregate is read raw)."""
+        limits = QueryLimits()
+        control, prefix = settings.control_table, settings.layout.table_prefix
+        occupancy = rollups = None
+        if control is not None:
+            occupancy = OccupancyReader(OccupancyStore(client("dynamodb"), control, prefix))
+            if settings.granularities is not None:
+                store = RollupStore(client("dynamodb"), None, control, prefix, settings.retention_ms)
+                rollups = RollupAnswers(store, settings.granularities)
         return cls(
-            layout=common.layout,
-            shard_maps=shard_map_source(common, bootstrap=False),
+            layout=settings.layout,
+            shard_maps=shard_map_source(settings, bootstrap=False),
             reader=DynamoPartitionReader(pool=max(32, limits.concurrency)),
             cursors=CursorCodec(CursorKeys.from_source(settings.cursor_secret, read_secret)),
             limits=limits,
-            occupancy=occupancy_reader(common),
-            rollups=rollup_answers(common),
-            retention_ms=common.retention_ms,
+            occupancy=occupancy,
+            rollups=rollups,
+            retention_ms=settings.retention_ms,
         )
-
-    @property
-    def limits(self) -> QueryLimits:
-        """The bounds requests are checked against (the routes parse with them)."""
-        return self._limits
 
     # -- routes ----------------------------------------------------------------
 
@@ -206,27 +199,32 @@ class QueryService:
         plan_from, plan_to = window.from_ms, window.to_ms
         if after is not None:
             plan_from, plan_to = self._resumed_range(after, window, descending=descending, entity=entity)
+        stats = ReadStats()  # occupancy reads are Query calls of this request too
         if entity is None:
-            partitions, beyond, planning = self._range_plan(
-                plan_from, plan_to, shard_map, window, descending=descending, consistent=read.consistent
+            partitions, beyond = self._planner.range_page(
+                plan_from,
+                plan_to,
+                shard_map,
+                window_from_ms=window.from_ms,
+                descending=descending,
+                consistent=read.consistent,
+                cost=stats,
             )
         else:
-            partitions, beyond, planning = self._entity_plan(
-                entity, plan_from, plan_to, shard_map, descending=descending, consistent=read.consistent
+            partitions, beyond = self._planner.entity_page(
+                entity, plan_from, plan_to, shard_map, descending=descending, consistent=read.consistent, cost=stats
             )
-        now_s = self._clock_ms() // 1000
-        template = _template(partitions, descending=descending, consistent=read.consistent, now_epoch_s=now_s)
-        placement = self._placement(entity, now_s)
+        streams = self._streams(entity, partitions, after, self._clock_ms(), descending, read.consistent)
         return self._page(
             route,
-            [_stream(p, template, after, placement) for p in partitions],
+            streams,
+            stats,
             entity=entity,
             page=page,
             read=read,
             bound=bound,
             deadline=self._deadline(time_left_ms),
             beyond=beyond,
-            planning=planning,
         )
 
     def latest(
@@ -234,29 +232,23 @@ class QueryService:
     ) -> LatestReading | Explanation:
         """The newest reading of ``entity`` in the last ``lookback_ms`` (default: LATEST_LOOKBACK)."""
         now = self._clock_ms()
-        lookback_ms = self._limits.latest_lookback_ms if lookback_ms is None else lookback_ms
+        lookback_ms = self.limits.latest_lookback_ms if lookback_ms is None else lookback_ms
         window = TimeRange(max(0, now - lookback_ms), now + 1)
         plan = self._layout.plan_entity(entity, window.from_ms, window.to_ms, self._shard_maps.current())
         if read.explain:
             return self._explain("latest", plan, order="desc", consistent=read.consistent, items=1)
-        template = PageRequest(plan.partitions[0], descending=True, consistent=read.consistent, now_epoch_s=now // 1000)
-        placement = self._placement(entity, now // 1000)
-        streams = [_stream(p, template, None, placement) for p in plan.partitions]
+        streams = self._streams(entity, plan.partitions, None, now, True, read.consistent)
         stats = ReadStats()
         # Newest buckets open first; older ones only while nothing was found.
-        options = MergeOptions(descending=True, target=1, window=self._limits.concurrency)
-        with self._fanout(len(streams)) as submit:
-            merged = iter(Merger(streams, submit, options, stats))
-            try:
-                found = list(itertools.islice(merged, 1))
-            finally:
-                _close(merged)
-        self._record("latest", stats, len(found))
+        options = MergeOptions(descending=True, target=1, window=self.limits.concurrency)
+        with self._fanout(len(streams)) as submit, closing(iter(Merger(streams, submit, options, stats))) as merged:
+            found = next(merged, None)
+        self._record("latest", stats, int(found is not None))
         return LatestReading(
             entity_id=entity,
             searched_from=format_ts(window.from_ms),
             searched_to=format_ts(now),
-            reading=_reading(found[0][1], read.measures) if found else None,
+            reading=_reading(found[1], read.measures) if found else None,
             cost=_cost(stats),
         )
 
@@ -273,58 +265,18 @@ class QueryService:
         """count/min/max/avg/sum of ``entity``'s measures per ``interval_ms`` over ``window``, as one answer:
         from rollups where they serve the request, from the raw readings elsewhere."""
         source = self._source(interval_ms, window, consistent=read.consistent)
-        raw_from = max(window.from_ms, source.split_ms)
         if read.explain:
             # The plan lists the raw part only (none when the rollups cover the range).
+            raw_from = max(window.from_ms, source.split_ms)
             if raw_from < window.to_ms:
                 plan = self._layout.plan_entity(entity, raw_from, window.to_ms, self._shard_maps.current())
             else:
                 plan = QueryPlan((), entity, raw_from, window.to_ms, dedupe=False)
             explained = self._explain(
-                "aggregates", plan, order="asc", consistent=read.consistent, items=self._limits.max_scan_items
+                "aggregates", plan, order="asc", consistent=read.consistent, items=self.limits.max_scan_items
             )
             return explained.model_copy(update={"source": source.name(window), "source_reason": source.reason})
-        counted = ReadStats()
-        intervals: list[Interval] = []
-        readings = 0
-        if source.level is not None and raw_from > window.from_ms:
-            rolled = ReadCount()
-            intervals, readings = self._rollups_of(
-                entity,
-                source.level,
-                TimeRange(window.from_ms, raw_from),
-                interval_ms=interval_ms,
-                stats=stats,
-                read=read,
-                cost=rolled,
-            )
-            counted.queries, counted.scanned, counted.read_units = rolled.calls, rolled.items, rolled.read_units
-        if raw_from < window.to_ms:
-            raw, total = self._raw_series(
-                entity,
-                window=TimeRange(raw_from, window.to_ms),
-                interval_ms=interval_ms,
-                stats=stats,
-                read=read,
-                counted=counted,
-                time_left_ms=time_left_ms,
-            )
-            intervals += raw
-            readings += total
-        self._record("aggregates", counted, readings)
-        return AggregateSeries(
-            entity_id=entity,
-            from_=format_ts(window.from_ms),
-            to=format_ts(window.to_ms),
-            interval=format_duration(interval_ms),
-            stats=list(stats),
-            intervals=intervals,
-            readings=readings,
-            source=source.name(window),
-            rollups_through=source.through,
-            reached=None,
-            cost=_cost(counted),
-        )
+        return self._series(entity, window, interval_ms, stats, read, source, time_left_ms)
 
     def total_aggregates(
         self, window: TimeRange, interval_ms: int, stats: tuple[Stat, ...] = STATS, read: ReadArgs = ALL_MEASURES
@@ -333,61 +285,59 @@ class QueryService:
         source = self._source(interval_ms, window, consistent=read.consistent)
         if source.level is None:
             raise InvalidInput("interval", f"every-entity aggregates are read from rollups only: {source.reason}")
-        rolled = ReadCount()
-        answered = TimeRange(window.from_ms, source.split_ms)
-        intervals, readings = self._rollups_of(
-            None, source.level, answered, interval_ms=interval_ms, stats=stats, read=read, cost=rolled
-        )
-        counted = ReadStats(queries=rolled.calls, scanned=rolled.items, read_units=rolled.read_units)
-        self._record("total_aggregates", counted, readings)
-        return AggregateSeries(
-            entity_id=None,
-            from_=format_ts(window.from_ms),
-            to=format_ts(window.to_ms),
-            interval=format_duration(interval_ms),
-            stats=list(stats),
-            intervals=intervals,
-            readings=readings,
-            source="rollups",
-            rollups_through=source.through,
-            reached=format_ts(source.split_ms),
-            cost=_cost(counted),
-        )
+        return self._series(None, window, interval_ms, stats, read, source, None)
 
     def _source(self, interval_ms: int, window: TimeRange, *, consistent: bool) -> Source:
         if self._rollups is None:
             return Source(None, window.from_ms, "rollups are off in this deployment (ROLLUPS unset)", None)
         return self._rollups.source(interval_ms, window, consistent=consistent)
 
-    def _rollups_of(
+    def _series(  # noqa: PLR0917 - the two aggregate routes' own arguments
         self,
         entity: str | None,
-        level: int,
         window: TimeRange,
-        *,
         interval_ms: int,
         stats: tuple[Stat, ...],
         read: ReadArgs,
-        cost: ReadCount,
-    ) -> tuple[list[Interval], int]:
-        if self._rollups is None:
-            raise RuntimeError("a rollup source without rollups")
-        return self._rollups.series(
-            entity,
-            level,
-            window.from_ms,
-            window.to_ms,
-            interval_ms=interval_ms,
-            stats=stats,
-            measures=read.measures,
-            consistent=read.consistent,
-            cost=cost,
+        source: Source,
+        time_left_ms: int | None,
+    ) -> AggregateSeries:
+        """The series from the rollups up to ``source.split_ms`` and, for one entity, from the raw
+        readings after it (every entity: the rollups' totals only, ``reached`` saying how far)."""
+        rolled = ReadCount()
+        intervals: list[Interval] = []
+        readings = 0
+        raw_from = max(window.from_ms, source.split_ms)
+        if self._rollups is not None and source.level is not None:
+            rolled_part = TimeRange(window.from_ms, raw_from)
+            intervals, readings = self._rollups.series(
+                entity, source.level, rolled_part, interval_ms, stats, read, rolled
+            )
+        counted = ReadStats(queries=rolled.calls, scanned=rolled.items, read_units=rolled.read_units)
+        if entity is not None and raw_from < window.to_ms:
+            raw, total = self._raw_series(
+                entity, TimeRange(raw_from, window.to_ms), interval_ms, stats, read, counted, time_left_ms
+            )
+            intervals += raw
+            readings += total
+        self._record("aggregates" if entity is not None else "total_aggregates", counted, readings)
+        return AggregateSeries(
+            entity_id=entity,
+            from_=format_ts(window.from_ms),
+            to=format_ts(window.to_ms),
+            interval=format_duration(interval_ms),
+            stats=list(stats),
+            intervals=intervals,
+            readings=readings,
+            source=source.name(window) if entity is not None else "rollups",
+            rollups_through=source.through,
+            reached=format_ts(source.split_ms) if entity is None else None,
+            cost=_cost(counted),
         )
 
-    def _raw_series(
+    def _raw_series(  # noqa: PLR0917 - called once, by _series
         self,
         entity: str,
-        *,
         window: TimeRange,
         interval_ms: int,
         stats: tuple[Stat, ...],
@@ -397,23 +347,11 @@ class QueryService:
     ) -> tuple[list[Interval], int]:
         """The intervals of ``window`` streamed from the raw readings (raises 413 past the budget)."""
         plan = self._layout.plan_entity(entity, window.from_ms, window.to_ms, self._shard_maps.current())
-        partitions, planning = self._pruned(plan, consistent=read.consistent)
-        now_s = self._clock_ms() // 1000
-        template = _template(partitions, consistent=read.consistent, now_epoch_s=now_s)
-        placement = self._placement(entity, now_s)
-        streams = [_stream(p, template, None, placement) for p in partitions]
-        counted.queries += planning.queries
-        counted.read_units += planning.read_units
+        partitions = self._planner.whole(plan, consistent=read.consistent, cost=counted)
+        streams = self._streams(entity, partitions, None, self._clock_ms(), False, read.consistent)
         deadline = self._deadline(time_left_ms)
         # Every partition will be read whole: keep the pipeline full.
-        options = MergeOptions(
-            window=self._limits.concurrency,
-            read_ahead=True,
-            prefetch=True,
-            max_decoded=self._limits.max_scan_items,
-            max_queries=self._limits.max_query_calls,
-            deadline=deadline,
-        )
+        options = self._budget(deadline, read_ahead=True, prefetch=True)
         series = SeriesBuilder(interval_ms, stats)
         wanted = read.measures
         with self._fanout(len(streams), abandon=deadline is not None) as submit:
@@ -429,8 +367,8 @@ class QueryService:
             reached = format_ts(_anchor_ms(merger.frontier) if merger.frontier is not None else window.from_ms)
             why = {
                 STOP_DEADLINE: "ran out of time",
-                STOP_QUERY_CALLS: f"used the {self._limits.max_query_calls} Query calls one request may make",
-            }.get(merger.stopped, f"decoded the {self._limits.max_scan_items} readings one request may read")
+                STOP_QUERY_CALLS: f"used the {self.limits.max_query_calls} Query calls one request may make",
+            }.get(merger.stopped, f"decoded the {self.limits.max_scan_items} readings one request may read")
             self._record("aggregates", counted, 0, cut_short=merger.stopped)
             raise ScanLimitExceeded(
                 "to",
@@ -441,23 +379,11 @@ class QueryService:
 
     # -- machinery ---------------------------------------------------------------
 
-    def _binding(
-        self, route: str, entity: str | None, window: TimeRange, order: str, projection: tuple[str, ...] | None
-    ) -> bytes:
-        return binding(
-            route=route,
-            design=self._design,
-            entity=entity,
-            frm=window.from_ms,
-            to=window.to_ms,
-            order=order,
-            measures=list(projection) if projection is not None else None,
-        )
-
     def _page(
         self,
         route: str,
         streams: list[PartitionStream],
+        stats: ReadStats,
         *,
         entity: str | None,
         page: PageArgs,
@@ -465,22 +391,10 @@ class QueryService:
         bound: bytes,
         deadline: float | None,
         beyond: Position | None,
-        planning: PlanningCost | None = None,
     ) -> ReadingsPage:
-        stats = ReadStats()
-        if planning is not None:
-            # Occupancy reads are Query calls of this request too.
-            stats.queries, stats.read_units = planning.queries, planning.read_units
         window, order, page_size = page.window, page.order, page.limit
         descending = order == "desc"
-        options = MergeOptions(
-            descending=descending,
-            target=page_size + 1,
-            window=self._limits.concurrency,
-            max_decoded=self._limits.max_scan_items,
-            max_queries=self._limits.max_query_calls,
-            deadline=deadline,
-        )
+        options = self._budget(deadline, descending=descending, target=page_size + 1)
         found: list[tuple[Position, DecodedReading]] = []
         resume: Position | None = None
         cut_short: CutShort | None = None
@@ -488,8 +402,7 @@ class QueryService:
         wanted = read.measures
         with self._fanout(len(streams), abandon=deadline is not None) as submit:
             merger = Merger(streams, submit, options, stats)
-            merged = iter(merger)
-            try:
+            with closing(iter(merger)) as merged:
                 for key, item in merged:
                     # The item after a full page proves there is a next page. A page
                     # also ends before its body would outgrow a Lambda response.
@@ -501,13 +414,11 @@ class QueryService:
                         break
                     found.append((key, item))
                     size += item_size
-            finally:
-                _close(merged)
         if merger.stopped is not None:
             # Cut short by time, calls or decoding: resume at the frontier, past any
             # empty partitions this page already read.
             resume = merger.frontier
-            cut_short = _CUT_SHORT[merger.stopped]
+            cut_short = merger.stopped
         elif resume is None and beyond is not None:
             # Every partition planned for this page was read, and the range goes on.
             resume = beyond
@@ -534,86 +445,6 @@ class QueryService:
             cost=_cost(stats),
         )
 
-    # -- plans, pruned by occupancy when the control table has it -----------------------
-
-    def _entity_plan(
-        self, entity: str, from_ms: int, to_ms: int, shard_map: ShardMap, *, descending: bool, consistent: bool
-    ) -> tuple[Sequence[PartitionQuery], Position | None, PlanningCost]:
-        """The partitions one entity page reads, where to resume if they end before the
-        range does, and what reading occupancy cost."""
-        planning = PlanningCost()
-        occupancy = self._planner.occupancy(consistent=consistent) if self._planner else None
-        if self._planner is None or occupancy is None:
-            return self._layout.plan_entity(entity, from_ms, to_ms, shard_map).partitions, None, planning
-        pruned = self._planner.entity_walk(
-            occupancy,
-            entity,
-            from_ms,
-            to_ms,
-            shard_map,
-            descending=descending,
-            consistent=consistent,
-            enough=self._limits.concurrency,
-            cost=planning,
-        )
-        return pruned.partitions, pruned.beyond, planning
-
-    def _range_plan(
-        self, from_ms: int, to_ms: int, shard_map: ShardMap, window: TimeRange, *, descending: bool, consistent: bool
-    ) -> tuple[Sequence[PartitionQuery], Position | None, PlanningCost]:
-        """The partitions one cross-entity page reads (see :meth:`_entity_plan`)."""
-        planning = PlanningCost()
-        occupancy = self._planner.occupancy(consistent=consistent) if self._planner else None
-        if self._planner is None or occupancy is None:
-            plan, beyond = self._range_chunk(from_ms, to_ms, shard_map, window, descending=descending)
-            return plan.partitions, beyond, planning
-        pruned = self._planner.range_walk(
-            occupancy,
-            from_ms,
-            to_ms,
-            shard_map,
-            window_from_ms=window.from_ms,
-            descending=descending,
-            consistent=consistent,
-            enough=self._limits.max_query_calls + self._limits.concurrency,
-            cost=planning,
-        )
-        return pruned.partitions, pruned.beyond, planning
-
-    def _pruned(self, plan: QueryPlan, *, consistent: bool) -> tuple[Sequence[PartitionQuery], PlanningCost]:
-        """Every partition of ``plan`` that may hold data (an aggregate reads them all)."""
-        planning = PlanningCost()
-        occupancy = self._planner.occupancy(consistent=consistent) if self._planner else None
-        if self._planner is None or occupancy is None:
-            return plan.partitions, planning
-        return self._planner.entity_whole(occupancy, plan.partitions, consistent=consistent, cost=planning), planning
-
-    def _range_chunk(
-        self, from_ms: int, to_ms: int, shard_map: ShardMap, window: TimeRange, *, descending: bool
-    ) -> tuple[QueryPlan, Position | None]:
-        """The plan of the buckets of ``[from_ms, to_ms)`` nearest where the read
-        starts that one page can reach (MAX_QUERY_CALLS plus a window of
-        partitions), and the position to resume at when the page reads them all
-        (None when they reach the end of the range). A 31-day plan on 100
-        shards has 74,400 partitions; building them all costs a second of CPU
-        for the few hundred a page may open."""
-        bucket = self._layout.bucket
-        width = bucket.width_ms
-        first = bucket.start(to_ms - 1) if descending else bucket.start(from_ms)
-        first_plan = self._layout.plan_range(max(from_ms, first), min(to_ms, first + width), shard_map)
-        buckets = (self._limits.max_query_calls + self._limits.concurrency) // max(1, len(first_plan.partitions)) + 2
-        if descending:
-            low = first + width - buckets * width
-            if low <= from_ms:
-                return self._layout.plan_range(from_ms, to_ms, shard_map), None
-            # Resume with the bucket below the chunk, which is still to be read.
-            below = max(window.from_ms, low - width)
-            return self._layout.plan_range(low, to_ms, shard_map), Position(_ts(below), POSITION_MAX_SK)
-        high = first + buckets * width
-        if high >= to_ms:
-            return self._layout.plan_range(from_ms, to_ms, shard_map), None
-        return self._layout.plan_range(from_ms, high, shard_map), Position(_ts(high), POSITION_MIN_SK)
-
     def _resumed_range(
         self, after: Position, window: TimeRange, *, descending: bool, entity: str | None
     ) -> tuple[int, int]:
@@ -634,12 +465,37 @@ class QueryService:
             return anchor_ms, window.to_ms
         return window.from_ms, self._reached_ms(after, window, descending=True, per_entity=per_entity)
 
+    def _binding(
+        self, route: str, entity: str | None, window: TimeRange, order: str, projection: tuple[str, ...] | None
+    ) -> bytes:
+        return binding(
+            route=route,
+            design=self._design,
+            entity=entity,
+            frm=window.from_ms,
+            to=window.to_ms,
+            order=order,
+            measures=list(projection) if projection is not None else None,
+        )
+
+    def _budget(self, deadline: float | None, **options: Any) -> MergeOptions:
+        """A merge bounded as one request's reads are: a window of partitions fetched at once,
+        MAX_SCAN_ITEMS readings decoded, MAX_QUERY_CALLS Query calls, and ``deadline``."""
+        limits = self.limits
+        return MergeOptions(
+            window=limits.concurrency,
+            max_decoded=limits.max_scan_items,
+            max_queries=limits.max_query_calls,
+            deadline=deadline,
+            **options,
+        )
+
     def _deadline(self, time_left_ms: int | None) -> float | None:
         """The monotonic instant a read stops at: the function's remaining time
         less what serializing and sending the answer needs. None outside Lambda."""
         if time_left_ms is None:
             return None
-        return time.monotonic() + max(0, time_left_ms - self._limits.response_margin_ms) / 1000
+        return time.monotonic() + max(0, time_left_ms - self.limits.response_margin_ms) / 1000
 
     def _reached_ms(self, resume: Position, window: TimeRange, *, descending: bool, per_entity: bool) -> int:
         """The time a page cut at ``resume`` has read to (see ``ReadingsPage.reached``)."""
@@ -652,17 +508,31 @@ class QueryService:
         bucket = self._layout.bucket
         return min(window.to_ms, bucket.start(anchor_ms) + bucket.width_ms)
 
-    def _placement(self, entity: str | None, now_s: int) -> Placement:
-        """How this read's readings are ordered, and from when they are live at ``now_s``."""
+    def _streams(  # noqa: PLR0917 - one call per read, each passing all of them
+        self,
+        entity: str | None,
+        partitions: Sequence[PartitionQuery],
+        after: Position | None,
+        now_ms: int,
+        descending: bool,
+        consistent: bool,
+    ) -> list[PartitionStream]:
+        """The merge's streams of a read's partitions: one request template, readings placed in the
+        read's order and live from retention at ``now_ms`` (a plan pruned to nothing has none)."""
+        if not partitions:
+            return []
+        now_s = now_ms // 1000
+        template = PageRequest(partitions[0], descending=descending, consistent=consistent, now_epoch_s=now_s)
         live_from = 0 if self._retention_ms is None else max(0, now_s * 1000 - self._retention_ms)
-        return Placement(self._layout, entity, live_from)
+        placement = Placement(self._layout, entity, live_from)
+        return [_stream(p, template, after, placement) for p in partitions]
 
     @contextmanager
     def _fanout(self, partitions: int, *, abandon: bool = False) -> Iterator[Submit]:
         """A bounded pool for one request; pending speculative reads are cancelled at the end.
         With ``abandon`` (a read under a deadline) calls still in flight are not
         waited for: their answers are no longer wanted, and waiting would pass the deadline."""
-        pool = ThreadPoolExecutor(max_workers=max(1, min(self._limits.concurrency, partitions)))
+        pool = ThreadPoolExecutor(max_workers=max(1, min(self.limits.concurrency, partitions)))
 
         def submit(request: PageRequest) -> Future[Page]:
             return pool.submit(self._reader.read_page, request)
@@ -686,7 +556,7 @@ class QueryService:
             table_period=period.name if period is not None else None,
             order=order,
             consistent=consistent,
-            dedupe=self._layout.can.dedupe,  # every read keeps one copy of a reading (plan_range says False)
+            dedupe=True,  # every layout stores blocks: a reading read twice is returned once
             partition_count=len(plan.partitions),
             tables=list(plan.tables),
             partitions=[_planned(p) for p in plan.partitions[:EXPLAIN_PARTITIONS]],
@@ -725,36 +595,7 @@ class QueryService:
             metrics.add_metric(name="PagesCutShort", unit=MetricUnit.Count, value=1)
 
 
-def occupancy_reader(common: CommonSettings) -> OccupancyReader | None:
-    """The occupancy records in ``CONTROL_TABLE`` (none without a control table: nothing is pruned)."""
-    if common.control_table is None:
-        return None
-    return OccupancyReader(OccupancyStore(client("dynamodb"), common.control_table, common.layout.table_prefix))
-
-
-def rollup_answers(common: CommonSettings) -> RollupAnswers | None:
-    """Reads of the rollups in ``CONTROL_TABLE`` (none when ROLLUPS is unset: every aggregate is read raw)."""
-    if common.control_table is None or common.granularities is None:
-        return None
-    store = RollupStore(client("dynamodb"), None, common.control_table, common.layout.table_prefix, common.retention_ms)
-    return RollupAnswers(store, common.granularities)
-
-
 # -- streams -------------------------------------------------------------------------
-
-
-def _template(partitions: Sequence[PartitionQuery], **options: Any) -> PageRequest:
-    """The request every stream of a read starts from (a plan pruned to nothing has no
-    stream, but the template still needs a partition to be built)."""
-    first = partitions[0] if partitions else PartitionQuery("", "", None, None, 0, 1)
-    return PageRequest(first, **options)
-
-
-def _close(iterator: Iterator[Any]) -> None:
-    """Stop a merge early (a generator left open would keep its streams alive)."""
-    close = getattr(iterator, "close", None)
-    if close is not None:
-        close()
 
 
 def _json_bytes(reading: DecodedReading, measures: tuple[str, ...] | None) -> int:
@@ -791,13 +632,10 @@ def _resume_at(after: Position, entity: str | None) -> tuple[str, int]:
     if len(parts) != 3:  # <entity>#<ts>#<event id>
         raise CursorError("carries an unreadable position")
     try:
-        ts_ms = parse_timestamp(parts[1], "cursor")
         validate_entity_id(parts[0], "cursor")
     except InvalidInput:
         raise CursorError("carries an unreadable position") from None
-    if format_ts(ts_ms) != parts[1]:
-        raise CursorError("carries an unreadable position")
-    return parts[0], ts_ms
+    return parts[0], canonical_ms(parts[1])
 
 
 def _stream(

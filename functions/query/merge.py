@@ -13,26 +13,13 @@ the merge needs its next reading. The merge orders readings by a
   (clipped to the range), so the order is bucket by bucket, and inside a
   bucket by entity, then time.
 
-**Blocks.** A partition returns blocks in sort-key order, which is by entity,
-then first reading; but blocks may overlap in time (two batches of one
-entity's readings), so a stream keeps the readings it has decoded in a small
-reorder buffer (one sorted run per block). Ascending, a decoded reading is
-emitted once its position is below the lowest position any block not yet
-decoded can hold: that of the next block in sort-key order
-(``Layout.block_reach``), since every later block starts at or after it. The
-stream decodes the next block only while that does not hold. Descending,
-blocks come newest-first and a reading is emitted once it is above the highest
-position the next block can hold (its first reading plus the longest span a
-block may have, which bounds every older block too). A block whose header
-(first and last reading, no decompression) shows it holds nothing the read
-wants (outside the partition's time range, past retention, or wholly before
-the resume position) is never decoded.
-
-**Copies.** A reading may be stored in several blocks, in one partition or
-several (a regrouped redelivery, a correction published later, the random
-layout's suffixes): its copies share a position. Equal positions leave every
-stream, and the merge, highest block version first, and the merge returns a
-position once: the copy returned is the newest version's.
+**Blocks and copies.** How a stream orders the readings of blocks that overlap
+in time (a reorder buffer, one sorted run per block, released past the bound
+the next undecoded block sets, :meth:`Placement.reach`), and why a reading
+stored in several blocks comes once, as its newest version, is docs/query.md,
+"Blocks". A block whose header (first and last reading, no decompression)
+shows it holds nothing the read wants (outside the partition's time range,
+past retention, or wholly before the resume position) is never decoded.
 
 Within one partition that is exactly the order of the blocks' readings, so a
 heap merge of the streams is correct. A partition is opened (its first page
@@ -65,11 +52,11 @@ import itertools
 import math
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field, replace
-from typing import Any, NamedTuple
+from typing import Any, Final, Literal, NamedTuple
 
 from adapters.partition_reader import CorruptBlock, Page, PageRequest, StoredBlock, decode, header_of
 from keydesign import KeyDesignError, Layout, PartitionQuery, Reading, format_ts
@@ -102,10 +89,11 @@ def narrows(position: Position) -> bool:
     return position.sk not in (POSITION_MIN_SK, POSITION_MAX_SK)
 
 
-#: Why a merge stopped before its consumer was satisfied.
-STOP_DEADLINE = "deadline"
-STOP_QUERY_CALLS = "query_calls"
-STOP_SCAN_ITEMS = "scan_items"
+#: Why a merge stopped before its consumer was satisfied (a page's ``cut_short_by`` says the same).
+Stop = Literal["deadline", "query_calls", "scan_items"]
+STOP_DEADLINE: Final = "deadline"
+STOP_QUERY_CALLS: Final = "query_calls"
+STOP_SCAN_ITEMS: Final = "scan_items"
 
 Submit = Callable[[PageRequest], "Future[Page]"]
 
@@ -160,10 +148,8 @@ class Placement:
 
     def reach(self, partition: PartitionQuery, sk: str, anchor: str | None, *, descending: bool) -> _Fetched:
         """What the sort key ``sk`` says of its block before it is decoded: its first reading, and
-        the lowest (ascending) or highest (descending) position it can hold.
-
-        ``Layout.block_reach`` says the same (a test holds the two equal); this one also returns
-        the first reading's time and entity, and fills in the anchor of a cross-entity read."""
+        the lowest (ascending) or highest (descending) position it can hold, with the first
+        reading's time and entity; the anchor of a cross-entity read is filled in."""
         cut = sk.rfind("#", 0, sk.rfind("#"))  # <prefix><first ts> | #<block id>#<write units>
         low = sk[:cut]
         try:
@@ -193,8 +179,8 @@ class _Fetched(NamedTuple):
 
 
 class _Stop(Exception):  # noqa: N818 - internal signal, never leaves the merge
-    def __init__(self, reason: str) -> None:
-        self.reason = reason
+    def __init__(self, reason: Stop) -> None:
+        self.reason: Stop = reason
         super().__init__(reason)
 
 
@@ -458,7 +444,7 @@ class Merger:
         #: Query calls started (``stats.queries`` counts those answered).
         self.started = 0
         #: Why the merge stopped early (None: it ran to the end or its consumer stopped it).
-        self.stopped: str | None = None
+        self.stopped: Stop | None = None
         #: Every reading at or before this position has been yielded (see the module doc).
         self.frontier: Position | None = None
         self._moved = False
@@ -467,7 +453,7 @@ class Merger:
         self._readings_seen = 0
         stats.partitions_planned += len(streams)
 
-    def over_budget(self) -> str | None:
+    def over_budget(self) -> Stop | None:
         """Why no further Query may start, or None. The call cap holds only once
         the frontier has moved, so every merge makes progress."""
         options = self.options
@@ -541,13 +527,13 @@ class Merger:
         """Could a stream that opens at ``open_key`` hold a reading due before ``head``?"""
         return open_key >= head if self.options.descending else open_key <= head
 
-    def __iter__(self) -> Iterator[tuple[Position, Reading]]:
+    def __iter__(self) -> Generator[tuple[Position, Reading], None, None]:
         try:
             yield from self._merge()
         except _Stop as stop:
             self.stopped = stop.reason
 
-    def _merge(self) -> Iterator[tuple[Position, Reading]]:
+    def _merge(self) -> Generator[tuple[Position, Reading], None, None]:
         descending = self.options.descending
         pending = deque(sorted(self._streams, key=lambda s: s.open_key, reverse=descending))
         heap: list[_Entry] = []

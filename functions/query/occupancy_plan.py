@@ -1,4 +1,4 @@
-"""Plans pruned to the partitions that hold data, from the occupancy records.
+"""The partitions one page reads: its plan, pruned to the partitions that hold data by the occupancy records.
 
 The key-design layer plans every partition that *can* hold a range's readings;
 :mod:`keydesign.occupancy` says which of them provably hold none. This module
@@ -16,82 +16,68 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 
 from adapters.occupancy import OccupancyReader
-from keydesign import Layout, PartitionQuery, ShardMap, format_ts
+from keydesign import Layout, PartitionQuery, QueryPlan, ShardMap, format_ts
 from keydesign.occupancy import Occupancy, common_prefix, days_of
 from keydesign.periods import DAY_MS
-from query.merge import POSITION_MAX_SK, POSITION_MIN_SK, Position
+from query.merge import POSITION_MAX_SK, POSITION_MIN_SK, Position, ReadStats
+from query.settings import QueryLimits
 
 #: Days loaded by the first batch of a walk; each further batch doubles, up to MAX_BATCH_DAYS.
 FIRST_BATCH_DAYS = 1
 MAX_BATCH_DAYS = 16
 
-
-@dataclass(slots=True)
-class PlanningCost:
-    """The occupancy reads a request made (counted in its ``cost``)."""
-
-    queries: int = 0
-    read_units: float = 0.0
-
-
-@dataclass(frozen=True, slots=True)
-class PrunedPlan:
-    """The partitions to read, and where to resume when the walk stopped before the range's end."""
-
-    partitions: tuple[PartitionQuery, ...]
-    beyond: Position | None
+#: The partitions to read, and where to resume when they end before the range does.
+PagePlan = tuple[Sequence[PartitionQuery], Position | None]
 
 
 class OccupancyPlanner:
-    """Prunes plans with an :class:`OccupancyReader`; one per service, thread-safe."""
+    """Plans pages, pruned with an :class:`OccupancyReader` when there is one; one per service, thread-safe.
+    Occupancy reads are Query calls of the request: they count in its ``cost``."""
 
-    def __init__(self, layout: Layout, reader: OccupancyReader, *, concurrency: int) -> None:
+    def __init__(self, layout: Layout, reader: OccupancyReader | None, limits: QueryLimits) -> None:
         self._layout = layout
         self._reader = reader
-        self._concurrency = max(1, concurrency)
+        self._limits = limits
 
     def occupancy(self, *, consistent: bool) -> Occupancy | None:
         """What is known before any day is loaded; None when nothing may be pruned."""
+        if self._reader is None:
+            return None
         # A GetItem (at most one per cache period), not a Query: not counted in ``cost.queries``.
         since, _ = self._reader.since(consistent=consistent)
         return None if since is None else Occupancy(since)
 
-    def load(self, occupancy: Occupancy, wants: dict[int, str], *, consistent: bool, cost: PlanningCost) -> None:
+    def load(self, occupancy: Occupancy, wants: dict[int, str], *, consistent: bool, cost: ReadStats) -> None:
         """Load the days of ``wants`` (day -> sort-key prefix) not yet known, in parallel."""
+        reader = self._reader
         missing = [
             (day, prefix)
             for day, prefix in wants.items()
             if occupancy.needs(day) or (day in occupancy.days and not prefix.startswith(occupancy.days[day].prefix))
         ]
-        if not missing:
+        if not missing or reader is None:  # no reader gives no occupancy to load into
             return
-        with ThreadPoolExecutor(max_workers=min(self._concurrency, len(missing))) as pool:
-            reads = list(pool.map(lambda want: self._reader.day(want[0], want[1], consistent=consistent), missing))
+        with ThreadPoolExecutor(max_workers=min(max(1, self._limits.concurrency), len(missing))) as pool:
+            reads = list(pool.map(lambda want: reader.day(want[0], want[1], consistent=consistent), missing))
         for (day, _), read in zip(missing, reads, strict=True):
             occupancy.days[day] = read.day
             cost.queries += read.queries
             cost.read_units += read.read_units
 
+    def whole(self, plan: QueryPlan, *, consistent: bool, cost: ReadStats) -> Sequence[PartitionQuery]:
+        """Every partition of ``plan`` that may hold data (aggregates read the whole range)."""
+        occupancy = self.occupancy(consistent=consistent)
+        if occupancy is None:
+            return plan.partitions
+        self.load(occupancy, _prefixes(plan.partitions), consistent=consistent, cost=cost)
+        return tuple(occupancy.prune(plan.partitions))
+
     # -- per entity -------------------------------------------------------------------
 
-    def entity_whole(
+    def entity_page(
         self,
-        occupancy: Occupancy,
-        partitions: Sequence[PartitionQuery],
-        *,
-        consistent: bool,
-        cost: PlanningCost,
-    ) -> tuple[PartitionQuery, ...]:
-        """Every partition of a plan that may hold data (aggregates read the whole range)."""
-        self.load(occupancy, _prefixes(partitions), consistent=consistent, cost=cost)
-        return tuple(occupancy.prune(partitions))
-
-    def entity_walk(
-        self,
-        occupancy: Occupancy,
         entity: str,
         from_ms: int,
         to_ms: int,
@@ -99,12 +85,14 @@ class OccupancyPlanner:
         *,
         descending: bool,
         consistent: bool,
-        enough: int,
-        cost: PlanningCost,
-    ) -> PrunedPlan:
+        cost: ReadStats,
+    ) -> PagePlan:
         """The partitions of ``[from_ms, to_ms)`` that may hold the entity's readings,
-        walked day by day in read order until at least ``enough`` are found, or a
-        batch of days in which every partition holds data."""
+        walked day by day in read order until at least a window's worth
+        (``concurrency``) are found, or a batch of days in which every partition holds data."""
+        occupancy = self.occupancy(consistent=consistent)
+        if occupancy is None:
+            return self._layout.plan_entity(entity, from_ms, to_ms, shard_map).partitions, None
         days = days_of(from_ms, to_ms)
         if descending:
             days.reverse()
@@ -122,19 +110,18 @@ class OccupancyPlanner:
             # Enough for a page: a window's worth, or every partition of these days
             # (a busy entity on a layout with few partitions, such as 4 suffixes).
             full = bool(found) and len(found) == len(parts)
-            if (len(kept) >= enough or full) and done < len(days):
+            if (len(kept) >= self._limits.concurrency or full) and done < len(days):
                 kept.sort(key=lambda p: p.from_ms)
                 if descending:
-                    return PrunedPlan(tuple(kept), Position(format_ts(low - 1), POSITION_MAX_SK))
-                return PrunedPlan(tuple(kept), Position(format_ts(high), POSITION_MIN_SK))
+                    return tuple(kept), Position(format_ts(low - 1), POSITION_MAX_SK)
+                return tuple(kept), Position(format_ts(high), POSITION_MIN_SK)
         kept.sort(key=lambda p: p.from_ms)
-        return PrunedPlan(tuple(kept), None)
+        return tuple(kept), None
 
     # -- every entity -------------------------------------------------------------------
 
-    def range_walk(
+    def range_page(
         self,
-        occupancy: Occupancy,
         from_ms: int,
         to_ms: int,
         shard_map: ShardMap,
@@ -142,12 +129,16 @@ class OccupancyPlanner:
         window_from_ms: int,
         descending: bool,
         consistent: bool,
-        enough: int,
-        cost: PlanningCost,
-    ) -> PrunedPlan:
+        cost: ReadStats,
+    ) -> PagePlan:
         """The partitions of the buckets of ``[from_ms, to_ms)`` that may hold data, bucket
-        by bucket in read order until at least ``enough`` are found. A bucket with no
-        occupied partition is skipped without being planned."""
+        by bucket in read order until as many are found as one page can open
+        (MAX_QUERY_CALLS plus a window). A bucket with no occupied partition is skipped
+        without being planned. ``window_from_ms``: where the requested range starts."""
+        occupancy = self.occupancy(consistent=consistent)
+        if occupancy is None:
+            return self._range_chunk(from_ms, to_ms, shard_map, window_from_ms, descending=descending)
+        enough = self._limits.max_query_calls + self._limits.concurrency
         bucket = self._layout.bucket
         width = bucket.width_ms
         starts = list(bucket.starts(from_ms, to_ms))
@@ -172,9 +163,35 @@ class OccupancyPlanner:
                 following = starts[index + 1]
                 if descending:
                     # Resume with the bucket below, which is still to be read.
-                    return PrunedPlan(tuple(kept), Position(format_ts(max(window_from_ms, following)), POSITION_MAX_SK))
-                return PrunedPlan(tuple(kept), Position(format_ts(following), POSITION_MIN_SK))
-        return PrunedPlan(tuple(kept), None)
+                    return tuple(kept), Position(format_ts(max(window_from_ms, following)), POSITION_MAX_SK)
+                return tuple(kept), Position(format_ts(following), POSITION_MIN_SK)
+        return tuple(kept), None
+
+    def _range_chunk(
+        self, from_ms: int, to_ms: int, shard_map: ShardMap, window_from_ms: int, *, descending: bool
+    ) -> PagePlan:
+        """Unpruned, the plan of the buckets of ``[from_ms, to_ms)`` nearest where the read
+        starts that one page can reach (MAX_QUERY_CALLS plus a window of
+        partitions), and the position to resume at when the page reads them all
+        (None when they reach the end of the range). A 31-day plan on 100
+        shards has 74,400 partitions; building them all costs a second of CPU
+        for the few hundred a page may open."""
+        bucket = self._layout.bucket
+        width = bucket.width_ms
+        first = bucket.start(to_ms - 1) if descending else bucket.start(from_ms)
+        first_plan = self._layout.plan_range(max(from_ms, first), min(to_ms, first + width), shard_map)
+        buckets = (self._limits.max_query_calls + self._limits.concurrency) // max(1, len(first_plan.partitions)) + 2
+        if descending:
+            low = first + width - buckets * width
+            if low <= from_ms:
+                return self._layout.plan_range(from_ms, to_ms, shard_map).partitions, None
+            # Resume with the bucket below the chunk, which is still to be read.
+            below = Position(format_ts(max(window_from_ms, low - width)), POSITION_MAX_SK)
+            return self._layout.plan_range(low, to_ms, shard_map).partitions, below
+        high = first + buckets * width
+        if high >= to_ms:
+            return self._layout.plan_range(from_ms, to_ms, shard_map).partitions, None
+        return self._layout.plan_range(from_ms, high, shard_map).partitions, Position(format_ts(high), POSITION_MIN_SK)
 
 
 def _prefixes(partitions: Sequence[PartitionQuery]) -> dict[int, str]:

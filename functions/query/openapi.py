@@ -29,19 +29,13 @@ def document() -> dict[str, Any]:
     schema: dict[str, Any] = json.loads(
         app.get_openapi_json_schema(title=TITLE, version=VERSION, description=DESCRIPTION)
     )
-    error_ref = {"$ref": "#/components/schemas/ErrorBody"}
+    error_body = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
     for path in schema.get("paths", {}).values():
         for operation in path.values():
             responses = operation.get("responses", {})
             responses.pop("422", None)
-            responses["404"] = {
-                "description": "No such route",
-                "content": {"application/json": {"schema": error_ref}},
-            }
-            responses["500"] = {
-                "description": "A fault of the service (never caused by input)",
-                "content": {"application/json": {"schema": error_ref}},
-            }
+            responses["404"] = {"description": "No such route", "content": error_body}
+            responses["500"] = {"description": "A fault of the service (never caused by input)", "content": error_body}
     schemas = schema.get("components", {}).get("schemas", {})
     for unused in ("HTTPValidationError", "ValidationError", "ResponseValidationError"):
         schemas.pop(unused, None)

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from keydesign import ConfigError, InvalidInput, format_ts, parse_duration, parse_timestamp, validate_entity_id
+from keydesign import ConfigError, InvalidInput, format_ts, parse_duration, parse_timestamp
 from keydesign.periods import format_duration
 
 Order = Literal["asc", "desc"]
@@ -82,11 +82,6 @@ def parse_range(from_raw: str, to_raw: str, max_range_ms: int) -> TimeRange:
             f"{format_duration(max_range_ms)} (split the range)",
         )
     return TimeRange(from_ms, to_ms)
-
-
-def parse_entity_id(value: str) -> str:
-    """A decoded entity id, checked by the key-design rules."""
-    return validate_entity_id(value, "entity_id")
 
 
 def parse_limit(value: int, max_limit: int) -> int:

@@ -16,9 +16,9 @@ from adapters.rollup_store import ReadCount, RollupState, RollupStore
 from keydesign import format_ts
 from keydesign.periods import format_duration
 from keydesign.rollup import Figures, Granularities, floor_to
-from query.aggregate import stat_figures
+from query.aggregate import interval_of
 from query.models import Interval
-from query.params import Stat, TimeRange
+from query.params import ReadArgs, Stat, TimeRange
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,20 +66,18 @@ class RollupAnswers:
             why = f"the range starts after the last interval the rollups cover ({through})"
         return Source(level, split, why, state)
 
-    def series(
+    def series(  # noqa: PLR0917 - one caller, passing a request's own arguments
         self,
         entity: str | None,
         level: int,
-        from_ms: int,
-        to_ms: int,
-        *,
+        window: TimeRange,
         interval_ms: int,
         stats: tuple[Stat, ...],
-        measures: tuple[str, ...] | None,
-        consistent: bool,
+        read: ReadArgs,
         cost: ReadCount,
     ) -> tuple[list[Interval], int]:
-        """The intervals of ``[from_ms, to_ms)`` from ``entity``'s rollups (None: the totals), and readings counted."""
+        """The intervals of ``window`` from ``entity``'s rollups (None: the totals), and readings counted."""
+        from_ms, to_ms, consistent = window.from_ms, window.to_ms, read.consistent
         if to_ms <= from_ms:
             return [], 0
         if entity is None:
@@ -96,14 +94,7 @@ class RollupAnswers:
             if not figures.readings:
                 continue
             readings += figures.readings
-            out.append(interval_of(start, figures, stats, measures))
+            wanted = read.measures
+            measures = {name: m for name, m in figures.measures.items() if wanted is None or name in wanted}
+            out.append(interval_of(format_ts(start), figures.readings, measures, stats))
         return out, readings
-
-
-def interval_of(start: int, figures: Figures, stats: tuple[Stat, ...], measures: tuple[str, ...] | None) -> Interval:
-    shown = {
-        name: stat_figures(stat, stats)
-        for name, stat in sorted(figures.measures.items())
-        if measures is None or name in measures
-    }
-    return Interval(start=format_ts(start), readings=figures.readings, measures=shown)

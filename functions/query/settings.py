@@ -35,10 +35,6 @@ class QueryLimits:
     max_query_calls: int = 200
     response_margin_ms: int = 2_000
 
-    @property
-    def default_limit(self) -> int:
-        return min(DEFAULT_LIMIT, self.max_limit)
-
 
 @dataclass(frozen=True, slots=True)
 class CursorSecretSource:

@@ -74,8 +74,6 @@ class Step:
 
 @dataclass(slots=True)
 class RunReport:
-    """What one run did."""
-
     slots: int = 0
     steps: int = 0
     marks: int = 0
@@ -102,6 +100,10 @@ class RunReport:
             "through": format_ts(self.through_ms),
             "lag_ms": self.lag_ms,
         }
+
+
+def _wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
 
 
 def _chunks(items: Sequence[tuple[int, str]], size: int) -> list[tuple[tuple[int, str], ...]]:
@@ -132,7 +134,7 @@ class RollupRunner:
         lateness_ms: int,
         settle_ms: int,
         concurrency: int = CONCURRENCY,
-        clock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
+        clock_ms: Callable[[], int] = _wall_clock_ms,
     ) -> None:
         self._layout = layout
         self._shard_maps = shard_maps
@@ -148,8 +150,8 @@ class RollupRunner:
         self._deferred: set[Mark] = set()
 
     @classmethod
-    def from_settings(cls, settings: RollupSettings, *, clock_ms: Callable[[], int] | None = None) -> RollupRunner:
-        common = settings.common
+    def from_settings(cls, settings: RollupSettings, *, clock_ms: Callable[[], int] = _wall_clock_ms) -> RollupRunner:
+        common = settings
         if common.granularities is None or common.control_table is None:  # the settings refuse both
             raise ValueError("rollups need ROLLUPS and CONTROL_TABLE")
         writer = BatchWriter(client("dynamodb", max_attempts=1), concurrency=CONCURRENCY)
@@ -164,20 +166,15 @@ class RollupRunner:
             granularities=common.granularities,
             lateness_ms=settings.max_age_ms,
             settle_ms=settings.settle_ms,
-            concurrency=CONCURRENCY,
-            **({"clock_ms": clock_ms} if clock_ms is not None else {}),
+            clock_ms=clock_ms,
         )
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
 
-    def closed_before(self, now_ms: int) -> int:
-        """The end of the last closed slot at ``now_ms``."""
-        return floor_to(now_ms - self._settle_ms, SLOT_MS)
-
     def run(self, deadline: Deadline) -> RunReport:
         now = self._clock_ms()
-        target = self.closed_before(now)
+        target = floor_to(now - self._settle_ms, SLOT_MS)  # the end of the last closed slot
         state = self._store.state(consistent=True)
         if state is None:
             state = self._first_state(target)

@@ -24,15 +24,14 @@ from rotator.request import InvalidRequest, RotationRequest
 from rotator.settings import RotatorSettings
 
 
-def create_handler(
-    rotator: Rotator, settings: RotatorSettings
-) -> Callable[[dict[str, Any], LambdaContext], dict[str, Any]]:
+def create_handler(rotator: Rotator) -> Callable[[dict[str, Any], LambdaContext], dict[str, Any]]:
     """The handler around ``rotator``. Lambda's is made below from the environment; the local
     runtime makes its own around a Rotator whose Lambda client is its in-process mapping API."""
 
     @logger.inject_lambda_context(clear_state=True)
     @metrics.log_metrics(capture_cold_start_metric=True)
     def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+        settings = rotator.settings
         try:
             request = RotationRequest.from_event(
                 event, dry_run_default=settings.dry_run, allow_now_override=settings.allow_now_override
@@ -52,6 +51,6 @@ def create_handler(
 
 
 SETTINGS = RotatorSettings.from_env()
-ROTATOR = Rotator.from_settings(SETTINGS)
-handler = create_handler(ROTATOR, SETTINGS)
+ROTATOR = Rotator(SETTINGS)
+handler = create_handler(ROTATOR)
 tune_collector()  # last: everything above is init

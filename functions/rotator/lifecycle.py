@@ -27,9 +27,8 @@ current, future or still-writable table go, whatever the caller thinks.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
+from datetime import UTC, datetime
 from enum import StrEnum
 
 from keydesign import Layout, TablePeriod
@@ -43,12 +42,8 @@ DAY_MS = 86_400_000
 #: about every six hours, so its size is known by then).
 CLASS_REVIEW_AFTER_MS = DAY_MS
 
-_LABELS = {
-    "hour": re.compile(r"(\d{4})-(\d{2})-(\d{2})-(\d{2})", re.ASCII),
-    "day": re.compile(r"(\d{4})-(\d{2})-(\d{2})", re.ASCII),
-    "week": re.compile(r"(\d{4})-W(\d{2})", re.ASCII),
-    "month": re.compile(r"(\d{4})-(\d{2})", re.ASCII),
-}
+#: The label of each period as strptime reads it; a week's is read with its Monday ("-1") added.
+_LABELS = {"hour": "%Y-%m-%d-%H", "day": "%Y-%m-%d", "week": "%G-W%V-%u", "month": "%Y-%m"}
 
 
 class Phase(StrEnum):
@@ -68,7 +63,6 @@ class DeletionRefused(Exception):  # noqa: N818 - reads as the outcome
     """A table was about to be dropped that must not be."""
 
     def __init__(self, table: str, reason: str) -> None:
-        self.table = table
         self.reason = reason
         super().__init__(f"refusing to delete {table}: {reason}")
 
@@ -107,7 +101,7 @@ class Lifecycle:
     @classmethod
     def from_settings(cls, settings: RotatorSettings) -> Lifecycle:
         return cls(
-            layout=settings.common.layout,
+            layout=settings.layout,
             period=settings.period,
             prebuild_periods=settings.prebuild_periods,
             grace_ms=settings.grace_ms,
@@ -140,15 +134,12 @@ class Lifecycle:
         head = f"{self.layout.table_prefix}-"
         if not name.startswith(head):
             return None
-        match = _LABELS[self.period.name].fullmatch(name[len(head) :])
-        if match is None:
-            return None
-        numbers = [int(group) for group in match.groups()]
+        label = name[len(head) :] + ("-1" if self.period.name == "week" else "")
         try:
-            start = from_datetime(_period_start(self.period.name, numbers))
+            start = from_datetime(datetime.strptime(label, _LABELS[self.period.name]).replace(tzinfo=UTC))
         except ValueError:  # 2026-02-30, week 54, hour 24...
             return None
-        if start > MAX_TS_MS or self.period.start(start) != start:
+        if start > MAX_TS_MS:
             return None
         table = self.table(start)
         return table if table.name == name else None
@@ -234,15 +225,3 @@ class Lifecycle:
             raise DeletionRefused(table.name, "it holds readings younger than the retention period")
         if now_ms < self.last_write_at(table):
             raise DeletionRefused(table.name, "readings up to MAX_AGE old may still be written to it")
-
-
-def _period_start(period: str, numbers: list[int]) -> datetime:
-    """The UTC start a label's numbers name; ValueError for an impossible date."""
-    if period == "week":
-        monday = date.fromisocalendar(numbers[0], numbers[1], 1)
-        return datetime(monday.year, monday.month, monday.day, tzinfo=UTC)
-    if period == "month":
-        return datetime(numbers[0], numbers[1], 1, tzinfo=UTC)
-    if period == "day":
-        return datetime(numbers[0], numbers[1], numbers[2], tzinfo=UTC)
-    return datetime(numbers[0], numbers[1], numbers[2], numbers[3], tzinfo=UTC)

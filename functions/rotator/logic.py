@@ -41,15 +41,14 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
-from aws_lambda_powertools.metrics import MetricUnit
 from botocore.exceptions import ClientError
 
 from adapters.clients import client
 from adapters.observability import logger, metrics
 from adapters.retry import Clock, Deadline
-from rotator.alarms import DELETE_BATCH, AlarmApi, CloudWatchAlarms, ExistingAlarm
+from rotator.cloudwatch import DELETE_BATCH, CloudWatch
 from rotator.lifecycle import CLASS_REVIEW_AFTER_MS, HOUR_MS, DeletionRefused, Lifecycle, PeriodTable, Phase
 from rotator.settings import DEADLINE_MARGIN_MS, RotatorSettings
 from rotator.specs import (
@@ -65,7 +64,7 @@ from rotator.specs import (
     mapping_drift,
     table_of_alarm,
 )
-from rotator.stream_mappings import LambdaMappings, MappingApi, StreamMapping
+from rotator.stream_mappings import LambdaMappings, StreamMapping, table_of_stream
 from rotator.summary import DialDown, RunSummary
 from rotator.table_class import storage_dominates
 from rotator.tables import (
@@ -73,12 +72,10 @@ from rotator.tables import (
     STANDARD,
     DynamoTables,
     InsightsMode,
-    TableApi,
     TableState,
     error_code,
     error_message,
 )
-from rotator.usage import CloudWatchUsage, UsageApi
 
 T = TypeVar("T")
 
@@ -103,10 +100,6 @@ MAPPING_DELETES_PER_RUN = 25
 ALARM_DELETES_PER_RUN = 5 * DELETE_BATCH
 
 
-def wall_clock_ms() -> int:
-    return int(time.time() * 1000)
-
-
 class _Failed:
     """Returned by :meth:`_Run._call` when the call did not succeed (already recorded)."""
 
@@ -115,68 +108,36 @@ FAILED = _Failed()
 
 
 class Rotator:
-    """Runs rotations. Holds no per-run state, so one instance serves concurrent runs."""
+    """Runs rotations. Holds no per-run state, so one instance serves concurrent runs.
+
+    The data access is wired on the given clients (a moto one, or one with fault hooks),
+    or on the process-wide ones."""
 
     def __init__(
         self,
-        *,
-        settings: RotatorSettings,
-        tables: TableApi,
-        mappings: MappingApi | None = None,
-        alarms: AlarmApi | None = None,
-        usage: UsageApi | None = None,
-        clock_ms: Callable[[], int] = wall_clock_ms,
-        monotonic: Clock = time.monotonic,
-    ) -> None:
-        self.settings = settings
-        self.lifecycle = Lifecycle.from_settings(settings)
-        self.tables = tables
-        self.mappings = mappings if settings.hotkeys_function_arn is not None else None
-        self.alarms = alarms
-        self.usage = usage if settings.infrequent_access_storage_percent is not None else None
-        self._clock_ms = clock_ms
-        self._monotonic = monotonic
-
-    @classmethod
-    def from_settings(
-        cls,
         settings: RotatorSettings,
         *,
         dynamodb: Any = None,
         lambda_client: Any = None,
         cloudwatch: Any = None,
-        clock_ms: Callable[[], int] = wall_clock_ms,
-    ) -> Rotator:
-        """Wire the data access on the given clients (a moto one, or one with fault
-        hooks), or on the process-wide ones."""
-        watch = cloudwatch if cloudwatch is not None else client("cloudwatch")
-        return cls(
-            settings=settings,
-            tables=DynamoTables(dynamodb if dynamodb is not None else client("dynamodb")),
-            mappings=(
-                LambdaMappings(lambda_client if lambda_client is not None else client("lambda"))
-                if settings.hotkeys_function_arn is not None
-                else None
-            ),
-            alarms=CloudWatchAlarms(watch),
-            usage=CloudWatchUsage(watch) if settings.infrequent_access_storage_percent is not None else None,
-            clock_ms=clock_ms,
+        clock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
+        monotonic: Clock = time.monotonic,
+    ) -> None:
+        self.settings = settings
+        self.lifecycle = Lifecycle.from_settings(settings)
+        self.tables = DynamoTables(dynamodb or client("dynamodb"))
+        self.mappings = (
+            LambdaMappings(lambda_client or client("lambda")) if settings.hotkeys_function_arn is not None else None
         )
-
-    def now_ms(self) -> int:
-        return self._clock_ms()
+        self.cloudwatch = CloudWatch(cloudwatch or client("cloudwatch"))
+        self._clock_ms = clock_ms
+        self._monotonic = monotonic
 
     def run(self, *, now_ms: int | None = None, dry_run: bool = False, budget_ms: float | None = None) -> RunSummary:
         """One rotation at ``now_ms`` (default: the clock). ``budget_ms`` is the time the
         run may take; work left when it runs out is skipped for the next run."""
-        now = self.now_ms() if now_ms is None else now_ms
-        summary = _Run(self, now, dry_run or self.settings.dry_run, self._deadline(budget_ms)).execute()
-        summary.emit(metrics, MetricUnit.Count)
-        logger.info(
-            "rotation dry run" if summary.dry_run else "rotation run",
-            extra={"rotation": summary.to_dict(), "notes": list(self.settings.notes)},
-        )
-        return summary
+        summary = self._start(now_ms, dry_run, budget_ms).execute()
+        return self._report(summary, "rotation dry run", "rotation run", notes=list(self.settings.notes))
 
     def build(
         self, names: Sequence[str], *, now_ms: int | None = None, dry_run: bool = False, budget_ms: float | None = None
@@ -184,20 +145,25 @@ class Rotator:
         """Create and set up the tables ``names``, each only if it is ours and a reading of its period
         can still be admitted (up to MAX_AGE old, no later than the periods built ahead). No listing,
         no other table: a few calls a table. Ingest asks for this when a late reading has no table."""
-        now = self.now_ms() if now_ms is None else now_ms
-        summary = _Run(self, now, dry_run or self.settings.dry_run, self._deadline(budget_ms)).build(names)
-        summary.emit(metrics, MetricUnit.Count)
-        logger.info(
-            "table build dry run" if summary.dry_run else "table build",
-            extra={"rotation": summary.to_dict(), "asked": list(names)},
-        )
-        return summary
+        summary = self._start(now_ms, dry_run, budget_ms).build(names)
+        return self._report(summary, "table build dry run", "table build", asked=list(names))
 
-    def _deadline(self, budget_ms: float | None) -> Deadline:
-        """The run's deadline: ``budget_ms`` (the invocation's time left) less DEADLINE_MARGIN_MS."""
-        if budget_ms is None:
-            return Deadline.never(self._monotonic)
-        return Deadline.after_ms(budget_ms - DEADLINE_MARGIN_MS, self._monotonic)
+    def _start(self, now_ms: int | None, dry_run: bool, budget_ms: float | None) -> _Run:
+        """A run at ``now_ms`` (default: the clock) whose deadline is ``budget_ms`` (the invocation's
+        time left) less DEADLINE_MARGIN_MS."""
+        deadline = (
+            Deadline.never(self._monotonic)
+            if budget_ms is None
+            else Deadline.after_ms(budget_ms - DEADLINE_MARGIN_MS, self._monotonic)
+        )
+        now = self._clock_ms() if now_ms is None else now_ms
+        return _Run(self, now, dry_run or self.settings.dry_run, deadline)
+
+    @staticmethod
+    def _report(summary: RunSummary, dry: str, live: str, **extra: list[str]) -> RunSummary:
+        summary.emit(metrics)
+        logger.info(dry if summary.dry_run else live, extra={"rotation": summary.to_dict(), **extra})
+        return summary
 
 
 @dataclass(slots=True)
@@ -211,7 +177,8 @@ class _Run:
     saturated: bool = False
     deletes: int = 0
     mappings: dict[str, list[StreamMapping]] | None = None
-    alarms: dict[str, ExistingAlarm] | None = None
+    #: The description of each alarm with the table prefix, by name.
+    alarms: dict[str, str] | None = None
     statuses: dict[str, str] = field(default_factory=dict)
     #: Tables this run sent an UpdateTable to: a second one would find them UPDATING.
     updating: set[str] = field(default_factory=set)
@@ -225,12 +192,11 @@ class _Run:
     removed: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
-        lifecycle = self.rotator.lifecycle
         self.summary = RunSummary(
             now_ms=self.now,
             dry_run=self.dry_run,
-            period=lifecycle.period.name,
-            current_table=lifecycle.table(self.now).name,
+            period=self.lifecycle.period.name,
+            current_table=self.lifecycle.table(self.now).name,
         )
 
     @property
@@ -273,7 +239,6 @@ class _Run:
         return self.summary
 
     def build(self, names: Sequence[str]) -> RunSummary:
-        """Create and set up the named tables a late reading needs (see :meth:`Rotator.build`)."""
         lifecycle = self.lifecycle
         oldest = lifecycle.period.start(self.now - self.settings.max_age_ms)
         newest = lifecycle.period.start(self.now)
@@ -308,7 +273,7 @@ class _Run:
         """
         rank = {t.name: i for i, t in enumerate(wanted)}
         open_, due, idle, expired = [], [], [], []
-        reviews = self.rotator.usage is not None
+        reviews = self.settings.infrequent_access_storage_percent is not None
         for table in ours.values():
             phase = self.lifecycle.phase(table, self.now)
             if phase.open:
@@ -341,13 +306,12 @@ class _Run:
             if not isinstance(found, _Failed):
                 self.mappings = {}
                 for mapping in found:
-                    if mapping.table is not None:
-                        self.mappings.setdefault(mapping.table, []).append(mapping)
-        alarms = self.rotator.alarms
-        if alarms is not None:
-            listed = self._call("*", "describe_alarms", lambda: alarms.list(f"{self.settings.table_prefix}-"))
-            if not isinstance(listed, _Failed):
-                self.alarms = listed
+                    if (table := table_of_stream(mapping.source_arn)) is not None:
+                        self.mappings.setdefault(table, []).append(mapping)
+        prefix = f"{self.settings.table_prefix}-"
+        listed = self._call("*", "describe_alarms", partial(self.rotator.cloudwatch.alarms, prefix))
+        if not isinstance(listed, _Failed):
+            self.alarms = listed
 
     def _periods_ready(self) -> int:
         ready = 0
@@ -561,10 +525,9 @@ class _Run:
         api = self.rotator.mappings
         if api is None or self.mappings is None or state.stream_arn is None:
             return
-        stream_arn = state.stream_arn
-        current = [m for m in self.mappings.get(table.name, []) if m.source_arn == stream_arn]
+        current = [m for m in self.mappings.get(table.name, []) if m.source_arn == state.stream_arn]
         if not current:
-            request = create_mapping_request(self.settings, stream_arn)
+            request = create_mapping_request(self.settings, state.stream_arn)
             if self.dry_run:
                 self.summary.configure(table.name, "stream_mapping")
                 return
@@ -607,40 +570,38 @@ class _Run:
     # -- alarms -------------------------------------------------------------------
 
     def _keep_alarms(self, table: PeriodTable) -> None:
-        api = self.rotator.alarms
-        if api is None or self.alarms is None:
+        if self.alarms is None:
             return
         stale = [
             request
             for request in alarm_requests(self.settings, table)
-            if (existing := self.alarms.get(request["AlarmName"])) is None
-            or existing.description != request["AlarmDescription"]
+            if self.alarms.get(request["AlarmName"]) != request["AlarmDescription"]
         ]
         if not stale:
             return
-        put = [self._do(table.name, "put_metric_alarm", partial(api.put, request)) for request in stale]
+        put = [
+            self._do(table.name, "put_metric_alarm", partial(self.rotator.cloudwatch.put_alarm, request))
+            for request in stale
+        ]
         if any(put):
             self.summary.configure(table.name, "alarms")
 
     def _remove_alarms(self, table: str, names: list[str]) -> bool:
-        api = self.rotator.alarms
         names = [name for name in names if name not in self.removed]
-        if api is None or not names:
+        if not names:
             return True
-        if not self._do(table, "delete_alarms", partial(api.delete, names)):
+        if not self._do(table, "delete_alarms", partial(self.rotator.cloudwatch.delete_alarms, names)):
             return False
         self.removed.update(names)
         self.summary.removed.extend(f"alarm {name}" for name in names)
         return True
 
-    def _alarms_of(self, table: str) -> list[str]:
-        """The rotator's alarms of ``table`` in the snapshot."""
-        if self.alarms is None:
-            return []
+    def _our_alarms(self) -> list[tuple[str, str]]:
+        """(table, alarm name) of each of the rotator's alarms in the snapshot, by name."""
         return [
-            alarm.name
-            for alarm in self.alarms.values()
-            if table_of_alarm(alarm.name) == table and alarm.description.startswith(ALARM_MARKER)
+            (table, name)
+            for name, description in sorted((self.alarms or {}).items())
+            if (table := table_of_alarm(name)) is not None and description.startswith(ALARM_MARKER)
         ]
 
     # -- closed tables --------------------------------------------------------------
@@ -661,7 +622,7 @@ class _Run:
         if insights_mode(self.settings) is not None:
             self._keep_insights(table, state, None)
         if (
-            self.rotator.usage is not None
+            self.settings.infrequent_access_storage_percent is not None
             and state.table_class == STANDARD
             and table.name not in self.updating  # switched to on-demand this run: one UpdateTable at a time
             and self.now >= self.lifecycle.class_review_at(table)
@@ -673,14 +634,12 @@ class _Run:
     def _review_classes(self) -> None:
         """Move each reviewed closed table whose storage dominates its cost to Standard-IA
         (:mod:`rotator.table_class`): one CloudWatch call for all of them."""
-        usage_api, percent = self.rotator.usage, self.settings.infrequent_access_storage_percent
-        if usage_api is None or percent is None:
-            return
+        percent = cast(int, self.settings.infrequent_access_storage_percent)  # set: there are candidates
         candidates = [(t, s) for t, s in self.class_candidates if self._owned(t, s, "table class")]
         if not candidates:
             return
         names = [t.name for t, _ in candidates]
-        window = partial(usage_api.consumed, names, self.now - CLASS_REVIEW_AFTER_MS, self.now)
+        window = partial(self.rotator.cloudwatch.consumed, names, self.now - CLASS_REVIEW_AFTER_MS, self.now)
         usage = self._call("*", "get_metric_data", window)
         if isinstance(usage, _Failed):
             return
@@ -701,7 +660,8 @@ class _Run:
         except DeletionRefused as refused:
             self.summary.fail(table.name, "delete_table", "DeletionRefused", refused.reason)
             return
-        if self.settings.export_bucket is not None and not self._exported(table, state):
+        bucket = self.settings.export_bucket
+        if bucket is not None and not self._exported(table, state, bucket):
             return
         if self.deletes >= self.settings.max_deletes_per_run:
             self.summary.skip(
@@ -718,7 +678,7 @@ class _Run:
             [self._remove_mapping(table.name, m) for m in self.mappings.get(table.name, [])]
         ):
             return
-        if not self._remove_alarms(table.name, self._alarms_of(table.name)):
+        if not self._remove_alarms(table.name, [n for t, n in self._our_alarms() if t == table.name]):
             return
         tables = self.rotator.tables
         unprotect = partial(tables.update, table.name, {"DeletionProtectionEnabled": False})
@@ -731,11 +691,8 @@ class _Run:
         self.deletes += 1
         self.summary.deleted.append(table.name)
 
-    def _exported(self, table: PeriodTable, state: TableState) -> bool:
-        """True once an export of ours has COMPLETED; otherwise start or wait for one."""
-        bucket = self.settings.export_bucket
-        if bucket is None:
-            return True
+    def _exported(self, table: PeriodTable, state: TableState, bucket: str) -> bool:
+        """True once an export of ours to ``bucket`` has COMPLETED; otherwise start or wait for one."""
         tables = self.rotator.tables
         prefix = self.settings.export_prefix_for(table.name)
         listed = self._call(table.name, "list_exports", partial(tables.exports, state.arn))
@@ -816,16 +773,8 @@ class _Run:
                 self.summary.skip("*", f"{len(stale) - MAPPING_DELETES_PER_RUN} more stale stream mappings: next runs")
             for name, mapping in stale[:MAPPING_DELETES_PER_RUN]:
                 self._guarded(name, "sweep", partial(self._remove_mapping, name, mapping))
-        if self.alarms is not None:
-            orphans = [
-                alarm.name
-                for alarm in sorted(self.alarms.values(), key=lambda a: a.name)
-                if (table := table_of_alarm(alarm.name)) is not None
-                and self._sheds(table)
-                and alarm.description.startswith(ALARM_MARKER)
-                and alarm.name not in self.removed
-            ]
-            if len(orphans) > ALARM_DELETES_PER_RUN:
-                self.summary.skip("*", f"{len(orphans) - ALARM_DELETES_PER_RUN} more stale alarms: next runs")
-            if orphans:
-                self._guarded("*", "sweep", partial(self._remove_alarms, "*", orphans[:ALARM_DELETES_PER_RUN]))
+        orphans = [name for table, name in self._our_alarms() if self._sheds(table) and name not in self.removed]
+        if len(orphans) > ALARM_DELETES_PER_RUN:
+            self.summary.skip("*", f"{len(orphans) - ALARM_DELETES_PER_RUN} more stale alarms: next runs")
+        if orphans:
+            self._guarded("*", "sweep", partial(self._remove_alarms, "*", orphans[:ALARM_DELETES_PER_RUN]))

@@ -46,7 +46,6 @@ class InvalidRequest(ValueError):  # noqa: N818 - reads as the condition, like k
 
     def __init__(self, field: str, reason: str) -> None:
         self.field = field
-        self.reason = reason
         super().__init__(f"{field}: {reason}")
 
 

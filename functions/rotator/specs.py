@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from rotator.lifecycle import PeriodTable
 from rotator.settings import MANAGED_BY_TAG, MANAGED_BY_VALUE, PERIOD_TAG, PREFIX_TAG, RotatorSettings
@@ -66,8 +66,6 @@ def create_table_request(settings: RotatorSettings, table: PeriodTable, *, close
     if closed:
         return request
     if capacity.billing_mode == "PROVISIONED":
-        if capacity.write_capacity is None:  # settings refuse this; a guard for hand-built settings
-            raise ValueError("a provisioned table needs a write capacity")
         request["ProvisionedThroughput"] = {
             "ReadCapacityUnits": capacity.read_capacity,
             "WriteCapacityUnits": capacity.write_capacity,
@@ -80,24 +78,11 @@ def create_table_request(settings: RotatorSettings, table: PeriodTable, *, close
 
 def insights_mode(settings: RotatorSettings) -> InsightsMode | None:
     """The Contributor Insights mode of an open table (None: off), as UpdateContributorInsights names it."""
-    if settings.contributor_insights == "off":
-        return None
-    return "THROTTLED_KEYS" if settings.contributor_insights == "throttled_keys" else "ACCESSED_AND_THROTTLED_KEYS"
+    mode = settings.contributor_insights
+    return None if mode == "off" else cast(InsightsMode, mode.upper())
 
 
 # -- the stream mapping ----------------------------------------------------------
-
-#: The settings of a mapping the rotator keeps equal to its configuration.
-MAPPING_FIELDS = (
-    "BatchSize",
-    "MaximumBatchingWindowInSeconds",
-    "BisectBatchOnFunctionError",
-    "MaximumRetryAttempts",
-    "MaximumRecordAgeInSeconds",
-    "ParallelizationFactor",
-    "FunctionResponseTypes",
-    "DestinationConfig",
-)
 
 
 def mapping_settings(settings: RotatorSettings) -> dict[str, Any]:
@@ -139,20 +124,15 @@ def create_mapping_request(settings: RotatorSettings, stream_arn: str) -> dict[s
 def mapping_drift(settings: RotatorSettings, existing: dict[str, Any]) -> dict[str, Any]:
     """UpdateEventSourceMapping parameters that would bring ``existing`` to the configuration
     (empty when it already matches). An on-failure destination left unconfigured is left as it is."""
-    wanted = mapping_settings(settings)
     changes: dict[str, Any] = {}
-    for name in MAPPING_FIELDS:
-        if name not in wanted:
-            continue
+    for name, want in mapping_settings(settings).items():
         have = existing.get(name)
-        want = wanted[name]
         if name == "DestinationConfig":
-            have = (have or {}).get("OnFailure", {}).get("Destination")
-            want = want["OnFailure"]["Destination"]
+            have = {"OnFailure": {"Destination": (have or {}).get("OnFailure", {}).get("Destination")}}
         if name == "FunctionResponseTypes":
             have = sorted(have or [])
         if have != want:
-            changes[name] = wanted[name]
+            changes[name] = want
     return changes
 
 
@@ -173,12 +153,8 @@ ALARM_KINDS = (
 )
 
 
-def alarm_names(table: str) -> list[str]:
-    return [f"{table}-{kind.suffix}" for kind in ALARM_KINDS]
-
-
 def table_of_alarm(alarm_name: str) -> str | None:
-    """The table an alarm named by :func:`alarm_names` belongs to, or None."""
+    """The table an alarm named by :func:`alarm_requests` belongs to, or None."""
     for kind in ALARM_KINDS:
         tail = f"-{kind.suffix}"
         if alarm_name.endswith(tail):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from botocore.exceptions import ClientError
 
@@ -32,10 +32,6 @@ class StreamMapping:
     state: str
     config: dict[str, Any] = field(compare=False)
 
-    @property
-    def table(self) -> str | None:
-        return table_of_stream(self.source_arn)
-
     @classmethod
     def from_configuration(cls, config: Mapping[str, Any]) -> StreamMapping:
         return cls(
@@ -46,33 +42,18 @@ class StreamMapping:
         )
 
 
-class MappingApi(Protocol):
-    """The Lambda calls the rotator makes."""
-
-    def list(self, function_arn: str) -> list[StreamMapping]: ...
-
-    def create(self, request: Mapping[str, Any]) -> StreamMapping | None:
-        """The new mapping, or None when this stream already feeds this function."""
-
-    def update(self, uuid: str, changes: Mapping[str, Any]) -> None: ...
-
-    def delete(self, uuid: str) -> bool:
-        """True when this call deleted it, False when it was already gone."""
-
-
 class LambdaMappings:
-    """:class:`MappingApi` on a boto3 Lambda client."""
+    """The Lambda calls the rotator makes, on a boto3 client."""
 
     def __init__(self, lambda_client: Any) -> None:
         self._lambda = lambda_client
 
     def list(self, function_arn: str) -> list[StreamMapping]:
-        found: list[StreamMapping] = []
-        for page in self._lambda.get_paginator("list_event_source_mappings").paginate(FunctionName=function_arn):
-            found.extend(StreamMapping.from_configuration(m) for m in page.get("EventSourceMappings", []))
-        return found
+        pages = self._lambda.get_paginator("list_event_source_mappings").paginate(FunctionName=function_arn)
+        return [StreamMapping.from_configuration(m) for page in pages for m in page.get("EventSourceMappings", [])]
 
     def create(self, request: Mapping[str, Any]) -> StreamMapping | None:
+        """The new mapping, or None when this stream already feeds this function."""
         try:
             return StreamMapping.from_configuration(self._lambda.create_event_source_mapping(**request))
         except ClientError as exc:

@@ -9,15 +9,12 @@ later run, each with its reason; ``errors`` holds failed calls.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol
+from typing import Any
+
+from aws_lambda_powertools import Metrics
+from aws_lambda_powertools.metrics import MetricUnit
 
 from keydesign import format_ts
-
-
-class MetricsSink(Protocol):
-    """The part of Powertools' ``Metrics`` the summary uses."""
-
-    def add_metric(self, name: str, unit: Any, value: float) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +44,8 @@ class RunSummary:
     dry_run: bool
     period: str
     current_table: str
+    #: Consecutive periods, from the current one on, whose table is ACTIVE.
+    periods_ready: int = 0
     created: list[str] = field(default_factory=list)
     configured: dict[str, list[str]] = field(default_factory=dict)
     dialled_down: list[DialDown] = field(default_factory=list)
@@ -58,8 +57,6 @@ class RunSummary:
     errors: list[Failure] = field(default_factory=list)
     #: Phase of every table of ours seen this run.
     phases: dict[str, str] = field(default_factory=dict)
-    #: Consecutive periods, from the current one on, whose table is ACTIVE.
-    periods_ready: int = 0
 
     def configure(self, table: str, step: str) -> None:
         self.configured.setdefault(table, []).append(step)
@@ -83,31 +80,14 @@ class RunSummary:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "now": format_ts(self.now_ms),
-            "dry_run": self.dry_run,
-            "period": self.period,
-            "current_table": self.current_table,
-            "periods_ready": self.periods_ready,
-            "created": list(self.created),
-            "configured": {table: list(steps) for table, steps in self.configured.items()},
-            "dialled_down": [
-                {"table": d.table, "write": list(d.write), "read": list(d.read)} for d in self.dialled_down
-            ],
-            "exports_started": list(self.exports_started),
-            "exported": list(self.exported),
-            "deleted": list(self.deleted),
-            "removed": list(self.removed),
-            "skipped": [asdict(s) for s in self.skipped],
-            "errors": [asdict(e) for e in self.errors],
-            "phases": dict(self.phases),
-        }
+        fields = asdict(self)
+        return {"now": format_ts(fields.pop("now_ms")), **fields}
 
-    def emit(self, metrics: MetricsSink, count_unit: Any) -> None:
+    def emit(self, metrics: Metrics) -> None:
         """Metrics of the run. A dry run changes nothing, so it counts only itself:
         its would-be changes must not show on the dashboards of real ones."""
         if self.dry_run:
-            metrics.add_metric(name="RotationDryRuns", unit=count_unit, value=1)
+            metrics.add_metric(name="RotationDryRuns", unit=MetricUnit.Count, value=1)
             return
         for name, value in (
             ("TablesCreated", len(self.created)),
@@ -122,4 +102,4 @@ class RunSummary:
             # Alarm on this below 2: the next period's table is not ready.
             ("PeriodsReady", self.periods_ready),
         ):
-            metrics.add_metric(name=name, unit=count_unit, value=value)
+            metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)

@@ -1,7 +1,6 @@
-"""DynamoDB control-plane access for the rotator, behind a small interface.
-
-:class:`TableApi` is what the logic needs; :class:`DynamoTables` implements it
+"""DynamoDB control-plane access for the rotator, behind a small interface: :class:`DynamoTables`,
 on a boto3 client (real, moto-backed, or wrapped by a test's fault hooks).
+
 Outcomes that mean "someone already did it" are answered here, in one place,
 because they are what makes two runs at once safe:
 
@@ -18,8 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from botocore.exceptions import ClientError
 
@@ -42,7 +40,6 @@ INFREQUENT_ACCESS = "STANDARD_INFREQUENT_ACCESS"
 class TableState:
     """What DescribeTable says about a table, in the terms the rotator decides on."""
 
-    name: str
     arn: str
     status: str
     billing_mode: str
@@ -71,7 +68,6 @@ class TableState:
         stream = table.get("StreamSpecification") or {}
         warm = table.get("WarmThroughput") or {}
         return cls(
-            name=str(table["TableName"]),
             arn=str(table["TableArn"]),
             status=str(table.get("TableStatus", "UNKNOWN")),
             billing_mode=str(mode),
@@ -85,24 +81,14 @@ class TableState:
             # A table never moved off the default class may carry no summary at all.
             table_class=str((table.get("TableClassSummary") or {}).get("TableClass") or STANDARD),
             size_bytes=int(table.get("TableSizeBytes") or 0),
-            created_ms=_epoch_ms(table.get("CreationDateTime")),
+            created_ms=int(created.timestamp() * 1000) if (created := table.get("CreationDateTime")) else None,
         )
-
-
-def _epoch_ms(value: object) -> int | None:
-    """CreationDateTime as boto3 gives it (a datetime) or as the wire does (epoch seconds)."""
-    if isinstance(value, datetime):
-        return int(value.timestamp() * 1000)
-    if isinstance(value, int | float):
-        return int(value * 1000)
-    return None
 
 
 @dataclass(frozen=True, slots=True)
 class ExportState:
     """One point-in-time export of a table."""
 
-    arn: str
     status: str  # IN_PROGRESS | COMPLETED | FAILED
     bucket: str | None
     prefix: str | None
@@ -114,7 +100,6 @@ class ExportState:
         if failure and export.get("FailureMessage"):
             failure = f"{failure}: {export['FailureMessage']}"
         return cls(
-            arn=str(export["ExportArn"]),
             status=str(export.get("ExportStatus", "UNKNOWN")),
             bucket=export.get("S3Bucket"),
             prefix=export.get("S3Prefix"),
@@ -122,58 +107,17 @@ class ExportState:
         )
 
 
-class TableApi(Protocol):
-    """The DynamoDB calls the rotator makes."""
-
-    def list_names(self) -> list[str]: ...
-
-    def describe(self, name: str) -> TableState | None:
-        """None when the table does not exist."""
-
-    def create(self, request: Mapping[str, Any]) -> TableState | None:
-        """The new table's state, or None when a table of that name already exists."""
-
-    def ttl(self, name: str) -> tuple[str, str | None]:
-        """TTL status (ENABLED, ENABLING, DISABLED, DISABLING) and attribute."""
-
-    def enable_ttl(self, name: str, attribute: str) -> None: ...
-
-    def pitr_enabled(self, name: str) -> bool: ...
-
-    def enable_pitr(self, name: str) -> None: ...
-
-    def update(self, name: str, changes: Mapping[str, Any]) -> None:
-        """UpdateTable with ``changes`` (capacity, billing mode, table class, stream, deletion protection)."""
-
-    def insights(self, name: str) -> tuple[str, str | None]:
-        """Contributor Insights status (ENABLED, ENABLING, DISABLED, DISABLING, FAILED) and mode."""
-
-    def set_insights(self, name: str, mode: InsightsMode | None) -> None:
-        """Turn Contributor Insights on in ``mode``, or off (None)."""
-
-    def tags(self, arn: str) -> dict[str, str]: ...
-
-    def exports(self, arn: str) -> list[ExportState]: ...
-
-    def start_export(self, request: Mapping[str, Any]) -> ExportState: ...
-
-    def delete(self, name: str) -> bool:
-        """True when this call deleted it, False when it was already gone."""
-
-
 class DynamoTables:
-    """:class:`TableApi` on a boto3 DynamoDB client."""
+    """The DynamoDB calls the rotator makes, on a boto3 client."""
 
     def __init__(self, dynamodb: Any) -> None:
         self._dynamodb = dynamodb
 
     def list_names(self) -> list[str]:
-        names: list[str] = []
-        for page in self._dynamodb.get_paginator("list_tables").paginate():
-            names.extend(page.get("TableNames", []))
-        return names
+        return [name for page in self._dynamodb.get_paginator("list_tables").paginate() for name in page["TableNames"]]
 
     def describe(self, name: str) -> TableState | None:
+        """None when the table does not exist."""
         try:
             response = self._dynamodb.describe_table(TableName=name)
         except ClientError as exc:
@@ -192,6 +136,7 @@ class DynamoTables:
         return TableState.from_description(response["TableDescription"])
 
     def ttl(self, name: str) -> tuple[str, str | None]:
+        """TTL status (ENABLED, ENABLING, DISABLED, DISABLING) and attribute."""
         description = self._dynamodb.describe_time_to_live(TableName=name).get("TimeToLiveDescription", {})
         return str(description.get("TimeToLiveStatus", "DISABLED")), description.get("AttributeName")
 
@@ -225,6 +170,7 @@ class DynamoTables:
             raise
 
     def insights(self, name: str) -> tuple[str, str | None]:
+        """Contributor Insights status (ENABLED, ENABLING, DISABLED, DISABLING, FAILED) and mode."""
         described = self._dynamodb.describe_contributor_insights(TableName=name)
         return str(described.get("ContributorInsightsStatus", "DISABLED")), described.get("ContributorInsightsMode")
 
@@ -237,14 +183,8 @@ class DynamoTables:
         )
 
     def tags(self, arn: str) -> dict[str, str]:
-        tags: dict[str, str] = {}
-        kwargs: dict[str, Any] = {"ResourceArn": arn}
-        while True:
-            page = self._dynamodb.list_tags_of_resource(**kwargs)
-            tags.update({tag["Key"]: tag["Value"] for tag in page.get("Tags", [])})
-            if not page.get("NextToken"):
-                return tags
-            kwargs["NextToken"] = page["NextToken"]
+        pages = self._dynamodb.get_paginator("list_tags_of_resource").paginate(ResourceArn=arn)
+        return {tag["Key"]: tag["Value"] for page in pages for tag in page.get("Tags", [])}
 
     def exports(self, arn: str) -> list[ExportState]:
         summaries: list[dict[str, Any]] = []
@@ -263,9 +203,8 @@ class DynamoTables:
             for summary in summaries
         ]
 
-    def start_export(self, request: Mapping[str, Any]) -> ExportState:
-        response = self._dynamodb.export_table_to_point_in_time(**request)
-        return ExportState.from_description(response["ExportDescription"])
+    def start_export(self, request: Mapping[str, Any]) -> None:
+        self._dynamodb.export_table_to_point_in_time(**request)
 
     def delete(self, name: str) -> bool:
         try:

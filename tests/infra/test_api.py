@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.api import ACCESS_LOG_FORMAT, CURSOR_ROTATION, _path_names, app_routes
+from infra.api import ACCESS_LOG_FORMAT, CURSOR_ROTATION, app_methods
 from infra.config import API_INTEGRATION_TIMEOUT_S, LambdaFunction
 from infra.lambdas import LIVE_ALIAS
 from query.settings import MIN_SECRET_CHARS
@@ -33,11 +33,21 @@ def _documented() -> dict[tuple[str, str], dict[str, bool]]:
 
 def test_the_routes_are_the_ones_the_function_serves() -> None:
     # docs/openapi.json is generated from functions/query/api.py (a unit test keeps it fresh).
-    assert {(route.method, route.path): dict(route.query) for route in app_routes()} == _documented()
-    spec = json.loads(OPENAPI.read_text(encoding="utf-8"))
-    for path, operations in spec["paths"].items():
-        for operation in operations.values():
-            assert _path_names(path) == [p["name"] for p in operation["parameters"] if p["in"] == "path"]
+    query = ".querystring."
+    served = {(method, path): {n: r for n, r in params.items() if query in n} for method, path, params in app_methods()}
+    assert served == {
+        route: {f"method.request{query}{name}": required for name, required in params.items()}
+        for route, params in _documented().items()
+    }
+    for _, path, params in app_methods():
+        # Every {name} of the path is a parameter the gateway requires, and the only path parameters.
+        assert {n: r for n, r in params.items() if ".path." in n} == {
+            f"method.request.path.{name}": True for name in _path_names(path)
+        }
+
+
+def _path_names(path: str) -> list[str]:
+    return [part[1:-1] for part in path.split("/") if part.startswith("{") and part.endswith("}")]
 
 
 def test_every_method_requires_iam_and_validates_its_parameters(synthesized: Synthesized) -> None:
@@ -206,7 +216,7 @@ def test_only_the_api_may_invoke_the_query_function_and_only_through_its_alias(s
         for p in synth.of_type("AWS::Lambda::Permission").values()
         if p["Properties"]["FunctionName"] == {"Ref": alias}
     ]
-    assert len(permissions) == len(app_routes())  # one per method, no test-invoke permissions
+    assert len(permissions) == len(app_methods())  # one per method, no test-invoke permissions
     # None on the unqualified function ($LATEST, which SnapStart does not cover) nor on a version
     targets = {render(p["Properties"]["FunctionName"]) for p in synth.of_type("AWS::Lambda::Permission").values()}
     assert not any(function_id in target for target in targets)

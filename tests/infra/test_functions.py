@@ -5,14 +5,17 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import aws_cdk as cdk
 import pytest
+from aws_cdk import aws_logs as logs
+from aws_cdk.assertions import Template
 
 from adapters.settings import LOCAL_ONLY, CommonSettings
 from adapters.shard_map_store import SHARD_MAP_KEY
 from hotkeys.settings import HotKeySettings
 from infra.api import CURSOR_ROTATION
-from infra.config import LambdaFunction
-from infra.lambdas import FUNCTIONS_DIR
+from infra.config import LOG_RETENTION_DAYS, LambdaFunction
+from infra.lambdas import FUNCTIONS_DIR, LOG_RETENTION
 from infra.storage import SHARD_MAP_PARTITION
 from ingest.settings import IngestSettings
 from query.settings import QuerySettings
@@ -89,6 +92,14 @@ def test_every_function_logs_to_its_own_log_group_with_the_configured_retention(
         assert groups[group_ref]["Properties"]["RetentionInDays"] == 30
         seen.add(group_ref)
     assert len(seen) == len(_functions(synth))
+
+
+@pytest.mark.parametrize("days", LOG_RETENTION_DAYS)
+def test_every_accepted_log_retention_is_written_as_that_many_days(days: int) -> None:
+    stack = cdk.Stack(cdk.App(), "Retention")
+    logs.LogGroup(stack, "Logs", retention=LOG_RETENTION[days])
+    (group,) = Template.from_stack(stack).to_json()["Resources"].values()
+    assert group["Properties"]["RetentionInDays"] == days
 
 
 def test_the_handler_modules_exist_in_the_code_asset() -> None:
@@ -184,7 +195,7 @@ def test_the_rotator_maps_new_tables_to_the_hot_key_function_with_the_stack_sett
     assert settings.export_bucket == "timeseries-exports-example"
     assert settings.alert_topic_arn is not None
     # Ingest and the rotator agree on the late-reading window and the tables built ahead.
-    ingest = IngestSettings.from_env(synth.concrete_environment(LambdaFunction.INGEST)).common
+    ingest = IngestSettings.from_env(synth.concrete_environment(LambdaFunction.INGEST))
     assert (ingest.grace_ms, ingest.prebuild_periods) == (settings.grace_ms, settings.prebuild_periods)
 
 

@@ -11,7 +11,7 @@ import pytest
 from infra.config import LambdaFunction
 from rotator.lifecycle import Lifecycle
 from rotator.settings import RotatorSettings
-from rotator.specs import alarm_names
+from rotator.specs import alarm_requests
 from tests.infra.conftest import VARIANTS, Synthesized
 from tests.infra.template_queries import Synth, render
 
@@ -114,7 +114,7 @@ def test_the_rotators_per_table_alarms_are_allowed_to_publish(synthesized: Synth
     table = Lifecycle.from_settings(settings).table(0)
     publish, _ = _alarm_patterns(synth)
     # Then each name falls under an allowed pattern (and a name outside the prefix would not)
-    for name in alarm_names(table.name):
+    for name in (request["AlarmName"] for request in alarm_requests(settings, table)):
         assert any(fnmatch.fnmatchcase(ALARM_ARN + name, p) for p in publish), name
     assert not any(fnmatch.fnmatchcase(f"{ALARM_ARN}someone-else-write-throttles", p) for p in publish)
 

@@ -10,20 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from keydesign import InvalidInput, parse_duration, validate_entity_id
-from producer import (
-    PARTITION_STRATEGIES,
-    InputError,
-    Packer,
-    Publisher,
-    PublishSummary,
-    Workload,
-    generate,
-    kinesis_client,
-    publish,
-    read_csv,
-    read_jsonl,
-)
-from producer.packing import DEFAULT_RECORD_BYTES, KINESIS_MAX_RECORD_BYTES
+from producer.packing import DEFAULT_RECORD_BYTES, KINESIS_MAX_RECORD_BYTES, PARTITION_STRATEGIES, Packer
+from producer.publisher import Publisher, PublishSummary, kinesis_client, publish
+from producer.sources import InputError, read_csv, read_jsonl
+from producer.synthetic import Workload, generate
 from tsctl.arguments import instant, keydesign_type, non_negative, positive_int
 from tsctl.output import StatusLine, emit_json, table
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from client import resolve_stack_outputs
 from keydesign import InvalidInput
-from producer import Publisher, kinesis_client
+from producer.publisher import Publisher, kinesis_client
 from producer.redrive import FieldRename, RejectMessage, RejectsQueue, peek, redrive, summarise
 from tsctl.arguments import positive_int
 from tsctl.aws import aws_client

@@ -203,51 +203,30 @@ def build(args: argparse.Namespace) -> tuple[SimWorkload, list[LayoutSpec], Adap
     return workload, specs, adaptive, reads
 
 
-#: The simulator's field names -> the options that set them, so an error names what to change.
-_OPTIONS = {
-    "rate": "--rate",
-    "entities": "--entities",
-    "batching_window": "--batching-window",
-    "zipf": "--zipf",
-    "duration": "--duration",
-    "start": "--start",
-    "arrivals": "--arrivals",
-    "hot": "--hot",
-    "layouts": "--layouts",
-    "entity": "--read-entity",
-    "reads": "--read-windows",
-    "cross_window": "--cross-window",
-    "bucket": "--bucket",
-    "window": "--window",
-    "grace": "--grace",
-    "cache_ttl": "--cache-ttl",
-    "margin": "--margin",
-    "split_threshold_wcu": "--split-threshold",
-    "target_utilisation": "--target-utilisation",
-    "scale_down_windows": "--scale-down-windows",
-    "shard_map": "--shard-map",
-}
+#: The simulator's field names that are not the option that sets them (the rest are ``--<name>``).
+_RENAMED = {"entity": "read_entity", "reads": "read_windows", "split_threshold_wcu": "split_threshold"}
 
 
 @contextmanager
-def _naming_options() -> Iterator[None]:
-    """Re-raise the simulator's and the key-design layer's errors under the option's name."""
+def _naming_options(args: argparse.Namespace) -> Iterator[None]:
+    """Re-raise the simulator's and the key-design layer's errors under the option's name, so an error names
+    what to change."""
     try:
         yield
     except KeyDesignError as exc:
         name, _, detail = exc.field.partition(".")
-        option = _OPTIONS.get(name)
-        if option is None:
+        option = _RENAMED.get(name, name)
+        if option not in vars(args):
             raise
         reason = f"{detail}: {exc.reason}" if detail else exc.reason
-        raise type(exc)(option, reason) from None
+        raise type(exc)(f"--{option.replace('_', '-')}", reason) from None
 
 
 def run(args: argparse.Namespace) -> int:
     from simulator import Simulation  # noqa: PLC0415 - see the imports
     from simulator.report import chart  # noqa: PLC0415
 
-    with _naming_options():
+    with _naming_options(args):
         workload, specs, adaptive, reads = build(args)
         result = Simulation(workload, specs, bucket=args.bucket, adaptive=adaptive, reads=reads).run()
     path = chart(result, args.chart) if args.chart is not None else None

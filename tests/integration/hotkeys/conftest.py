@@ -52,14 +52,14 @@ class Aws:
 
     @property
     def layout(self) -> Layout:
-        return HotKeySettings.from_env(self.env).common.layout
+        return HotKeySettings.from_env(self.env).layout
 
     def settings(self, **overrides: str) -> HotKeySettings:
         return HotKeySettings.from_env({**self.env, **overrides})
 
     def monitor(self, clock: Callable[[], int], *, dynamodb: Any = None, sns: Any = None, **env: str) -> HotKeyMonitor:
         """A monitor as one Lambda container would build it, on ``clock``."""
-        monitor = HotKeyMonitor.from_settings(self.settings(**env), dynamodb=dynamodb, sns=sns, clock_ms=clock)
+        monitor = HotKeyMonitor(self.settings(**env), dynamodb=dynamodb, sns=sns, clock_ms=clock)
         self.monitors.append(monitor)
         return monitor
 

@@ -55,7 +55,7 @@ def test_readings_days_late_are_stored_whether_their_table_is_closed_or_was_neve
     now = now_ms()
     started = now - 36 * HOUR
     clock = [started]
-    rotator = Rotator.from_settings(RotatorSettings.from_env(rotator_env), dynamodb=dynamodb, clock_ms=lambda: clock[0])
+    rotator = Rotator(RotatorSettings.from_env(rotator_env), dynamodb=dynamodb, clock_ms=lambda: clock[0])
     rotator.run()
     clock[0] = now
     assert rotator.run().errors == []

@@ -14,7 +14,9 @@ import boto3
 import pytest
 
 from local_runtime.faults import FaultInjectingKinesis, FaultPlan
-from producer import Packer, Publisher, Workload, generate, kinesis_client, publish
+from producer.packing import Packer
+from producer.publisher import Publisher, kinesis_client, publish
+from producer.synthetic import Workload, generate
 from tests.integration.ingest.conftest import Aws, now_ms
 from tests.integration.ingest.helpers import invoke
 from tests.unit.ingest.kinesis_events import REGION, FakeClock

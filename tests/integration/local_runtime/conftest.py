@@ -13,7 +13,8 @@ import pytest
 from infra.config import Context, load_cdk_json_context
 from keydesign import Reading
 from local_runtime import LocalOptions, LocalSystem
-from producer import Packer, Publisher, PublishSummary, kinesis_client, publish
+from producer.packing import Packer
+from producer.publisher import Publisher, PublishSummary, kinesis_client, publish
 from tests.unit.ingest.stored import stored_readings
 
 REPO_ROOT = Path(__file__).resolve().parents[3]

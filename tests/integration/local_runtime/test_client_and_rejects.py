@@ -23,7 +23,7 @@ import pytest
 from client import ApiError, QueryClient
 from keydesign import format_ts
 from local_runtime import LocalSystem
-from producer import Publisher, kinesis_client
+from producer.publisher import Publisher, kinesis_client
 from producer.redrive import FieldRename, RejectsQueue, peek, redrive, summarise
 from tests.integration.local_runtime.conftest import (
     REPO_ROOT,

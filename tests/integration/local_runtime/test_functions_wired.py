@@ -11,7 +11,7 @@ import pytest
 from client import ApiError, QueryClient
 from infra.config import LambdaFunction
 from local_runtime.query_checks import compare_readings, expected_readings
-from rotator.stream_mappings import LambdaMappings
+from rotator.stream_mappings import LambdaMappings, table_of_stream
 from tests.integration.local_runtime.conftest import (
     WAIT_S,
     ingest_only,
@@ -127,7 +127,7 @@ def test_the_rotator_runs_on_a_speed_up_clock_and_maps_each_tables_stream(runnin
     first.add(layout.table_for(period.next_start(period.next_start(started_ms))))
 
     def mapped() -> set[str | None]:
-        return {m.table for m in rotators_view.list(hotkeys_arn)}
+        return {table_of_stream(m.source_arn) for m in rotators_view.list(hotkeys_arn)}
 
     assert first <= mapped()
     # And readings written to today's table reach the detector through that mapping

@@ -16,7 +16,7 @@ from botocore.exceptions import ClientError
 from moto.awslambda.models import LambdaBackend
 
 from adapters.partition_reader import DynamoPartitionReader
-from adapters.secret_reader import read_secret
+from adapters.secret_versions import read_secret
 from adapters.shard_map_source import StaticShardMap
 from query.api import create_app
 from query.cursor import CursorCodec, CursorKeys

@@ -241,7 +241,7 @@ class World:
     def rotator(self, clock: Clock, clients: Clients | None = None, **overrides: str) -> tuple[Rotator, Clients]:
         clients = clients or self.clients()
         self.extras.clock = clock
-        rotator = Rotator.from_settings(
+        rotator = Rotator(
             self.settings(**overrides),
             dynamodb=clients.dynamodb,
             lambda_client=clients.lambda_,

@@ -12,12 +12,9 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from rotator.alarms import CloudWatchAlarms
 from rotator.logic import Rotator
 from rotator.settings import DEADLINE_MARGIN_MS
-from rotator.stream_mappings import LambdaMappings
 from rotator.summary import RunSummary
-from rotator.tables import DynamoTables
 from tests.integration.rotator.conftest import MINUTE, Clients, Clock, World, at, lambda_conflict_rule
 
 pytestmark = pytest.mark.integration
@@ -319,10 +316,10 @@ def test_a_run_that_runs_out_of_time_leaves_the_rest_to_the_next(world: World) -
     for api in clients.all():
         api.meta.events.register("before-call.*.*", tick)
     slow = Rotator(
-        settings=world.settings(),
-        tables=DynamoTables(clients.dynamodb),
-        mappings=LambdaMappings(clients.lambda_),
-        alarms=CloudWatchAlarms(clients.cloudwatch),
+        world.settings(),
+        dynamodb=clients.dynamodb,
+        lambda_client=clients.lambda_,
+        cloudwatch=clients.cloudwatch,
         clock_ms=clock,
         monotonic=lambda: ticks[0],
     )

@@ -266,8 +266,6 @@ def test_backoff_ceilings_double_up_to_the_cap() -> None:
     assert [backoff.ceiling_s(n) for n in range(1, 8)] == [0.05, 0.1, 0.2, 0.4, 0.8, 1.0, 1.0]
     rng = random.Random(0)
     assert all(0 <= backoff.delay_s(5, rng) <= 0.8 for _ in range(200))
-    with pytest.raises(ValueError):
-        Backoff(base_ms=10, max_delay_ms=5)
 
 
 def _capturing_client(*, validate: bool) -> tuple[Any, list[bytes]]:

@@ -409,9 +409,9 @@ def test_a_reject_at_the_size_limit_with_the_widest_field_still_fits_one_message
     name = "\U0001f600" * 200
     payload = _text(f'"{name}":1', extra=',"dimensions":{"d":"' + "x" * 300_000 + '"}')
     ingestor = _ingestor(FakeDynamoDB(), FakeSQS())
-    sqs = ingestor._rejects._api  # the fake behind the publisher
-    publisher = type(ingestor._rejects)(sqs, "https://q", payload_limit=128 * 1024)
-    ingestor._rejects = publisher
+    sqs = ingestor.rejects._api  # the fake behind the publisher
+    publisher = type(ingestor.rejects)(sqs, "https://q", payload_limit=128 * 1024)
+    ingestor.rejects = publisher
     try:
         outcome, failed = handle(ingestor, kinesis_event([f"[{GOOD},{payload}]".encode()]))
     finally:

@@ -136,7 +136,7 @@ def test_a_partition_whose_occupancy_cannot_be_recorded_is_not_written() -> None
 def test_without_a_recorder_nothing_is_written_to_the_control_table() -> None:
     db = FakeDynamoDB({"readings", CONTROL})
     ingestor = _ingestor(db)
-    ingestor._occupancy = None
+    ingestor.occupancy = None
     ingestor.ingest(batch([as_json(reading("a", NOW, "1"))]), 60_000)
     assert db.tables[CONTROL] == {}
 

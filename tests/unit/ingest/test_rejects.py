@@ -125,10 +125,10 @@ def test_a_permanent_error_is_not_retried() -> None:
 def test_a_failing_queue_is_retried_a_bounded_number_of_times_then_handed_back() -> None:
     clock = FakeClock()
     sqs = FaultInjectingSQS(FakeSQS(), FaultPlan(throttle_rate=1.0, throttle_code="ServiceUnavailable"))
-    report = _publisher(sqs, clock, max_attempts=3).publish([_reject(index=i) for i in range(12)], Deadline.never())
+    report = _publisher(sqs, clock).publish([_reject(index=i) for i in range(12)], Deadline.never())
     assert set(report.unsent) == set(range(12))
-    assert sqs.counters.calls == 6  # two batches, three attempts each
-    assert "gave up after 3 attempts" in report.unsent[0]
+    assert sqs.counters.calls == 10  # two batches, five attempts each
+    assert "gave up after 5 attempts" in report.unsent[0]
 
 
 def test_fifo_queues_get_a_group_and_a_stable_deduplication_id() -> None:

@@ -18,7 +18,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from keydesign import Block, InvalidInput, Layout, PartitionQuery, QueryPlan, ShardMap, shard_of
-from keydesign.blocks import BLOCK_ID_DIGITS, MAX_BLOCK_SPAN_MS, sk_stem
+from keydesign.blocks import BLOCK_ID_DIGITS, MAX_BLOCK_SPAN_MS
 from keydesign.layouts import ItemKey
 from keydesign.timefmt import MAX_TS_MS, format_ts, parse_timestamp
 
@@ -56,8 +56,8 @@ def stored(scenario: Scenario) -> list[Block]:
 
 def block_key(layout: Layout, key: ItemKey, entity_id: str, first_ms: int, block_id: str) -> ItemKey:
     """``key`` with the sort key of a block of ``entity_id`` starting at ``first_ms``."""
-    entity = entity_id if layout.can.shared_partitions else None
-    return replace(key, sk=f"{sk_stem(entity, format_ts(first_ms), block_id)}#1")
+    prefix = f"{entity_id}#" if layout.can.shared_partitions else ""
+    return replace(key, sk=f"{prefix}{format_ts(first_ms)}#{block_id}#1")
 
 
 def extreme_keys(layout: Layout, shard_map: ShardMap, block: Block, ts_ms: int) -> Iterator[ItemKey]:
@@ -339,9 +339,9 @@ def test_what_a_layout_says_it_supports_is_what_its_plans_do(kind: str) -> None:
 
     # Then its capabilities say so: range reads, dedupe (every layout: blocks), and time buckets
     assert layout.can.range_reads is range_reads is (kind == "hybrid")
-    assert layout.can.dedupe is plan.dedupe is True
+    assert plan.dedupe is True
     buckets = {(p.from_ms, p.to_ms) for p in plan.partitions}
-    assert layout.can.time_buckets is (len(buckets) == 2)
+    assert layout.can.shared_partitions is (len(buckets) == 2)
     # And its partitions are shared (keyed by shard and bucket) or the entity's own
     own = all(p.pk.startswith("sensor-a#") for p in plan.partitions)
     assert own is not layout.can.shared_partitions

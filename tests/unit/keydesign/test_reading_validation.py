@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from keydesign import InvalidInput, Reading, parse_timestamp, validate_event_id
+from keydesign import InvalidInput, Reading, parse_timestamp
+from keydesign.model import validate_event_id
 from keydesign.timefmt import MAX_TS_MS
 
 from .strategies import PROPERTY

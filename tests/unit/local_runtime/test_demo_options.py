@@ -31,8 +31,8 @@ def test_the_compressed_time_settings_are_a_valid_stack_and_hot_key_configuratio
     assert settings.split_threshold_wcu == DEMO_CONTEXT["hot_split_threshold_wcu"] < 500
     assert settings.detector.counters_per_window >= 1_000 / settings.split_threshold_wcu
     assert settings.change_margin_ms == 10_000
-    assert settings.common.shard_map_cache_ttl_ms + settings.change_margin_ms == 15_000
-    assert settings.common.layout.bucket.width_ms == 60_000
+    assert settings.shard_map_cache_ttl_ms + settings.change_margin_ms == 15_000
+    assert settings.layout.bucket.width_ms == 60_000
 
 
 def parse(*argv: str) -> argparse.Namespace:

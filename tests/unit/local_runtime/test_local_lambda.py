@@ -15,7 +15,7 @@ from local_runtime.mappings import LocalLambda
 from local_runtime.stream_sources import StartingPosition
 from rotator.settings import RotatorSettings
 from rotator.specs import create_mapping_request
-from rotator.stream_mappings import LambdaMappings
+from rotator.stream_mappings import LambdaMappings, table_of_stream
 
 HOTKEYS_ARN = "arn:aws:lambda:eu-west-1:123456789012:function:TimeSeriesIngest-hotkeys"
 QUEUE_ARN = "arn:aws:sqs:eu-west-1:123456789012:TimeSeriesIngest-hotkeys-failures"
@@ -78,7 +78,8 @@ def test_a_created_mapping_polls_the_stream_with_the_requests_settings() -> None
     api = mappings(system)
     created = api.create(create_mapping_request(SETTINGS, STREAM_ARN))
     # Then a poller runs with exactly those settings, failures to the named queue
-    assert created is not None and created.table == "timeseries-readings-2026-11-22" and created.state == "Enabled"
+    assert created is not None and created.state == "Enabled"
+    assert table_of_stream(created.source_arn) == "timeseries-readings-2026-11-22"
     (added,) = system.added
     assert added["name"] == "TimeSeriesIngest-hotkeys:timeseries-readings-2026-11-22"
     assert added["destination"] == "queue"

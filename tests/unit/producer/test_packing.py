@@ -8,8 +8,15 @@ import random
 import pytest
 
 from keydesign import shard_of
-from producer import BatchPlanner, PackedRecord, Packer, ReadingTooLarge, partitioner
-from producer.packing import KINESIS_MAX_RECORD_BYTES, MAX_BATCH_BYTES
+from producer.packing import (
+    KINESIS_MAX_RECORD_BYTES,
+    MAX_BATCH_BYTES,
+    BatchPlanner,
+    PackedRecord,
+    Packer,
+    ReadingTooLarge,
+    partitioner,
+)
 
 
 def _reading(entity: str, n: int, pad: int = 0) -> dict[str, object]:

@@ -10,8 +10,10 @@ from typing import Any
 import pytest
 
 from local_runtime.faults import FaultInjectingKinesis, FaultPlan, service_error
-from producer import Packer, Publisher, SourceItem, Workload, generate, publish
-from producer.packing import PackedRecord
+from producer.packing import PackedRecord, Packer
+from producer.publisher import Publisher, publish
+from producer.sources import SourceItem
+from producer.synthetic import Workload, generate
 from tests.unit.ingest.kinesis_events import FakeClock
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from adapters.rejects import Reject, reject_message
-from producer import Publisher
+from producer.publisher import Publisher
 from producer.redrive import FieldRename, RejectMessage, RejectsQueue, peek, redrive, summarise
 from tests.unit.ingest.kinesis_events import FakeClock
 from tests.unit.producer.test_publisher import FakeStream

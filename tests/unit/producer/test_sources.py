@@ -6,7 +6,7 @@ import io
 
 import pytest
 
-from producer import InputError, read_csv, read_jsonl
+from producer.sources import InputError, read_csv, read_jsonl
 
 
 def test_json_lines_skip_blanks_and_report_bad_lines() -> None:

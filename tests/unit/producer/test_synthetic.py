@@ -7,7 +7,7 @@ from collections import Counter
 import pytest
 
 from keydesign import Reading
-from producer import Workload, generate
+from producer.synthetic import Workload, generate
 
 
 def test_counts_follow_rates_and_duration() -> None:

@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 
 from adapters.partition_reader import CorruptBlock, Page, PageRequest, StoredBlock
 from benchmarks.memory_dynamo import MemoryReader
-from keydesign import Block, ItemKey, Layout, PartitionQuery, Reading, ShardMap, format_ts, parse_timestamp
-from keydesign.blocks import read_header
+from keydesign import Block, Layout, PartitionQuery, Reading, ShardMap, format_ts, parse_timestamp
+from keydesign.blocks import MAX_BLOCK_SPAN_MS, read_header
+from keydesign.layouts import ItemKey
 from query.merge import (
     FIRST_PAGE_BLOCKS,
     POSITION_MAX_SK,
@@ -440,7 +441,11 @@ def test_what_a_stream_reads_from_a_sort_key_is_what_the_layout_says_of_it(
     shard_map = ShardMap.initial(layout.bucket, 3)
     blocks = layout.pack([(Reading(entity, "e", T0 + ms, {"v": 1}), 1) for ms in offsets], shard_map)
     for block in blocks:
-        low, high = layout.block_reach(block.key.sk) or ("", "")
+        # What the key alone says: the block's first reading, and a span on inside its bucket.
+        prefix = f"{entity}#" if layout.can.shared_partitions else ""
+        first = format_ts(block.first_ms)
+        bucket_end = layout.bucket.start(block.first_ms) + layout.bucket.width_ms
+        last = format_ts(min(block.first_ms + MAX_BLOCK_SPAN_MS, bucket_end) - 1)
         part = PartitionQuery(TABLE, block.key.pk, None, None, 0, 1)
         for placement, anchor in ((Placement(layout, entity), None), (Placement(layout, None), "anchor")):
             if placement.entity is None and not layout.can.shared_partitions:
@@ -448,5 +453,7 @@ def test_what_a_stream_reads_from_a_sort_key_is_what_the_layout_says_of_it(
             up = placement.reach(part, block.key.sk, anchor, descending=False)
             down = placement.reach(part, block.key.sk, anchor, descending=True)
             assert (up.first_ms, up.entity) == (down.first_ms, down.entity) == (block.first_ms, entity)
-            assert up.bound == (anchor or low[-24:], low)
-            assert down.bound == (anchor or high[-26:-2], high)
+            assert up.bound == (anchor or first, f"{prefix}{first}")
+            assert down.bound == (anchor or last, f"{prefix}{last}#~")
+            for reading in block.readings:
+                assert up.bound.sk <= layout.reading_key(entity, reading.ts, reading.event_id) <= down.bound.sk

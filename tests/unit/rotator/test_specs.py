@@ -9,7 +9,6 @@ from rotator.lifecycle import Lifecycle, PeriodTable
 from rotator.settings import RotatorSettings
 from rotator.specs import (
     ALARM_MARKER,
-    alarm_names,
     alarm_requests,
     create_mapping_request,
     create_table_request,
@@ -117,7 +116,6 @@ def test_mapping_drift_lists_only_what_differs() -> None:
 def test_three_alarms_per_table_notify_the_topic() -> None:
     s = settings()
     requests = alarm_requests(s, table(s))
-    assert [r["AlarmName"] for r in requests] == alarm_names("readings-2026-11-22")
     assert [r["AlarmName"] for r in requests] == [
         "readings-2026-11-22-write-throttles",
         "readings-2026-11-22-read-throttles",

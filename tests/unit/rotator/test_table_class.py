@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import boto3
 import pytest
+from botocore.awsrequest import AWSResponse
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rotator.cloudwatch import QUERIES_PER_CALL, CloudWatch
 from rotator.table_class import (
     GIB,
     Usage,
@@ -15,7 +18,6 @@ from rotator.table_class import (
     monthly_storage_usd,
     storage_dominates,
 )
-from rotator.usage import QUERIES_PER_CALL, CloudWatchUsage
 
 DAY = 86_400_000
 
@@ -65,28 +67,36 @@ def test_around_the_break_even_the_rule_picks_the_cheaper_class(
 
 
 class FakeCloudWatch:
-    """Answers GetMetricData with ``value`` per query, in pages of ``page`` results."""
+    """A CloudWatch client whose GetMetricData answers ``value`` per query, in pages of ``page`` results,
+    before anything is sent (botocore's own paginator runs over it)."""
 
     def __init__(self, value: float, page: int = 1_000) -> None:
         self.calls: list[dict[str, Any]] = []
         self.value = value
         self.page = page
+        self.client = boto3.client("cloudwatch", region_name="eu-west-1")
+        events = self.client.meta.events
+        events.register("provide-client-params.cloudwatch.GetMetricData", self._record)
+        events.register("before-call.cloudwatch.GetMetricData", self._answer)
 
-    def get_metric_data(self, **kwargs: Any) -> dict[str, Any]:
-        self.calls.append(kwargs)
+    def _record(self, params: dict[str, Any], **_: Any) -> None:
+        self.calls.append(dict(params))
+
+    def _answer(self, **_: Any) -> tuple[AWSResponse, dict[str, Any]]:
+        kwargs = self.calls[-1]
         queries = kwargs["MetricDataQueries"]
         start = int(kwargs.get("NextToken", 0))
         results = [{"Id": q["Id"], "Values": [self.value, self.value]} for q in queries[start : start + self.page]]
         answer: dict[str, Any] = {"MetricDataResults": results}
         if start + self.page < len(queries):
             answer["NextToken"] = str(start + self.page)
-        return answer
+        return AWSResponse("https://monitoring.local/", 200, {}, None), answer
 
 
 def test_the_usage_of_many_tables_takes_one_call_per_500_queries() -> None:
     cloudwatch = FakeCloudWatch(2.0)
     tables = [f"readings-{i}" for i in range(300)]
-    usage = CloudWatchUsage(cloudwatch).consumed(tables, 0, DAY)
+    usage = CloudWatch(cloudwatch.client).consumed(tables, 0, DAY)
     assert [len(c["MetricDataQueries"]) for c in cloudwatch.calls] == [QUERIES_PER_CALL, 100]
     assert usage["readings-0"] == usage["readings-299"] == Usage(4.0, 4.0, DAY)
     query = cloudwatch.calls[0]["MetricDataQueries"][0]["MetricStat"]
@@ -99,6 +109,6 @@ def test_the_usage_of_many_tables_takes_one_call_per_500_queries() -> None:
 
 def test_paged_results_are_all_counted() -> None:
     cloudwatch = FakeCloudWatch(1.0, page=3)
-    usage = CloudWatchUsage(cloudwatch).consumed(["a", "b"], 0, DAY)
+    usage = CloudWatch(cloudwatch.client).consumed(["a", "b"], 0, DAY)
     assert len(cloudwatch.calls) == 2 and cloudwatch.calls[1]["NextToken"] == "3"
     assert usage == {"a": Usage(2.0, 2.0, DAY), "b": Usage(2.0, 2.0, DAY)}

@@ -32,22 +32,20 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from datetime import UTC, datetime
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, cast
+from http.server import BaseHTTPRequestHandler
+from typing import Any
 from urllib.parse import parse_qsl
 
-from local_runtime.environment import ACCOUNT_ID, assert_loopback
+from local_runtime.environment import ACCOUNT_ID, LoopbackServer
 from local_runtime.functions import FunctionError, FunctionTimeoutError
 
 _log = logging.getLogger(__name__)
 
 #: API Gateway's maximum integration timeout for a REST API.
 INTEGRATION_TIMEOUT_S = 29.0
-LOOPBACK = "127.0.0.1"
-_NO_BODY_METHODS = frozenset({"HEAD"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,18 +147,16 @@ def http_response(result: Any, *, request_id: str) -> HttpResponse:
         _log.error("malformed Lambda proxy response: %r", result)
         return gateway_error(HTTPStatus.BAD_GATEWAY, "Internal server error", request_id)
     status = int(result["statusCode"])
-    headers: list[tuple[str, str]] = []
     single = result.get("headers") or {}
     multi = result.get("multiValueHeaders") or {}
     if not isinstance(single, Mapping) or not isinstance(multi, Mapping):
         return gateway_error(HTTPStatus.BAD_GATEWAY, "Internal server error", request_id)
-    for name, values in multi.items():
-        for value in values if isinstance(values, list) else [values]:
-            headers.append((str(name), str(value)))
-    names_in_multi = {str(n).lower() for n in multi}
-    for name, value in single.items():
-        if str(name).lower() not in names_in_multi:
-            headers.append((str(name), str(value)))
+    # A header named in both maps is sent with its multi-value list only.
+    headers = [
+        (str(n), str(v)) for n, values in multi.items() for v in (values if isinstance(values, list) else [values])
+    ]
+    in_multi = {str(n).lower() for n in multi}
+    headers += [(str(n), str(v)) for n, v in single.items() if str(n).lower() not in in_multi]
     raw_body = result.get("body")
     if raw_body is None:
         body = b""
@@ -184,67 +180,34 @@ def gateway_error(status: HTTPStatus, message: str, request_id: str) -> HttpResp
     )
 
 
+@dataclass(eq=False)
 class RestApi:
     """``start()`` serves ``invoke`` (an event -> response callable) on ``http://127.0.0.1:<port>/<stage>``."""
 
-    def __init__(
-        self,
-        invoke: Callable[[dict[str, Any]], Any],
-        *,
-        stage: str,
-        port: int = 0,
-        integration_timeout_s: float = INTEGRATION_TIMEOUT_S,
-        access_log: Callable[[str], None] | None = None,
-    ) -> None:
-        self._invoke = invoke
-        self._stage = stage
-        self._port = port
-        self._timeout = integration_timeout_s
-        self._access_log = access_log
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
-        self.latencies_ms: list[float] = []
+    invoke: Callable[[dict[str, Any]], Any]
+    _: KW_ONLY
+    stage: str
+    port: int = 0
+    integration_timeout_s: float = INTEGRATION_TIMEOUT_S
+    latencies_ms: list[float] = field(default_factory=list, init=False)
+    _server: LoopbackServer | None = field(default=None, init=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
 
     @property
     def base_url(self) -> str:
         if self._server is None:
             raise RuntimeError("the REST API is not running")
-        host, port = cast(tuple[str, int], self._server.server_address)[:2]
-        return f"http://{host}:{port}/{self._stage}"
+        return f"{self._server.url}/{self.stage}"
 
     def start(self) -> str:
-        if self._server is not None:
-            return self.base_url
-        api = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def _serve(self) -> None:
-                api._handle(self)
-
-            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = _serve  # noqa: N815
-
-            def log_message(self, format: str, *args: Any) -> None:
-                if api._access_log is not None:
-                    api._access_log(format % args)
-
-        server = ThreadingHTTPServer((LOOPBACK, self._port), Handler)
-        server.daemon_threads = True
-        self._server = server
-        self._thread = threading.Thread(target=server.serve_forever, name="rest-api", daemon=True)
-        self._thread.start()
-        return assert_loopback(self.base_url)
+        if self._server is None:
+            self._server = LoopbackServer(self._handle, port=self.port, name="rest-api")
+        return self.base_url
 
     def stop(self) -> None:
         server, self._server = self._server, None
-        if server is None:
-            return
-        server.shutdown()
-        server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
+        if server is not None:
+            server.stop()
 
     def _handle(self, http: BaseHTTPRequestHandler) -> None:
         request_id = str(uuid.uuid4())
@@ -259,10 +222,10 @@ class RestApi:
             host=http.headers.get("Host", ""),
         )
         started = time.monotonic()
-        event = proxy_event(request, stage=self._stage, request_id=request_id, now_ms=int(time.time() * 1000))
+        event = proxy_event(request, stage=self.stage, request_id=request_id, now_ms=int(time.time() * 1000))
         if event is None:
             response = gateway_error(
-                HTTPStatus.NOT_FOUND, f"Not found: the API is served under /{self._stage}/", request_id
+                HTTPStatus.NOT_FOUND, f"Not found: the API is served under /{self.stage}/", request_id
             )
         else:
             response = self._call(event, request_id, started)
@@ -278,7 +241,7 @@ class RestApi:
         if not has_length:
             http.send_header("Content-Length", str(len(response.body)))
         http.end_headers()
-        if http.command not in _NO_BODY_METHODS and response.body:
+        if http.command != "HEAD" and response.body:
             http.wfile.write(response.body)
 
     def _call(self, event: dict[str, Any], request_id: str, started: float) -> HttpResponse:
@@ -288,19 +251,19 @@ class RestApi:
 
         def run() -> None:
             try:
-                outcome.set_result(self._invoke(event))
+                outcome.set_result(self.invoke(event))
             except BaseException as exc:  # handed to the request thread, raised there
                 outcome.set_exception(exc)
 
         threading.Thread(target=run, name=f"invoke-{request_id[:8]}", daemon=True).start()
         try:
-            result = outcome.result(timeout=max(0.0, self._timeout - (time.monotonic() - started)))
+            result = outcome.result(timeout=max(0.0, self.integration_timeout_s - (time.monotonic() - started)))
         except FunctionTimeoutError:
             return gateway_error(HTTPStatus.GATEWAY_TIMEOUT, "Endpoint request timed out", request_id)
         except FunctionError as error:
             _log.error("the API function failed: %s", error)
             return gateway_error(HTTPStatus.BAD_GATEWAY, "Internal server error", request_id)
         except TimeoutError:  # the gateway's own timeout (FunctionTimeoutError is not one)
-            _log.warning("the API function passed the %.1f s integration timeout: 504", self._timeout)
+            _log.warning("the API function passed the %.1f s integration timeout: 504", self.integration_timeout_s)
             return gateway_error(HTTPStatus.GATEWAY_TIMEOUT, "Endpoint request timed out", request_id)
         return http_response(result, request_id=request_id)

@@ -10,7 +10,7 @@ never by replacing a module global:
 * ingest: a fault injector around its DynamoDB client (``--faults``), and the
   rotator's replay clock as its wall clock while the rotator replays;
 * the rotator: :class:`~local_runtime.mappings.LocalLambda` as its Lambda client, and a DynamoDB client
-  that answers the Contributor Insights calls moto's server does not serve (:class:`ContributorInsights`);
+  that answers the Contributor Insights calls moto's server does not serve (:func:`answer_contributor_insights`);
 * the rollup function: a clock ``rollup_ahead_s`` ahead of the wall clock.
 """
 
@@ -29,7 +29,7 @@ from botocore.awsrequest import AWSResponse
 
 from infra.config import Context, FunctionWiring, LambdaFunction
 from local_runtime.faults import FaultInjectingDynamoDB
-from local_runtime.functions import Build, FunctionSpec, InvocationFaults, InvocationGate, LocalFunction
+from local_runtime.functions import Build, FunctionSpec, InvocationFaults, LocalFunction
 from rotator.settings import RotatorSettings
 
 if TYPE_CHECKING:
@@ -53,7 +53,7 @@ class AppFunctions:
         self.loaded: dict[str, LocalFunction] = {}
         #: The fault injectors around ingest's DynamoDB client (``--faults``), for the counters.
         self.write_faults: list[FaultInjectingDynamoDB] = []
-        self._gate = InvocationGate(options.concurrency)
+        self._gate = threading.Lock()
         fraction = options.faults.invocation_error_fraction
         self.invocation_faults = InvocationFaults(fraction, options.faults.seed) if fraction else None
         self._lock = threading.Lock()
@@ -135,11 +135,8 @@ class AppFunctions:
             injector = FaultInjectingDynamoDB(client("dynamodb", max_attempts=1), plan) if plan is not None else None
             if injector is not None:
                 self.write_faults.append(injector)
-            ingestor = (
-                Ingestor.from_settings(module.SETTINGS, dynamodb=injector, wall_clock_ms=wall_clock_ms)
-                if wall_clock_ms is not None
-                else Ingestor.from_settings(module.SETTINGS, dynamodb=injector)
-            )
+            wall = wall_clock_ms or (lambda: time.time_ns() // 1_000_000)
+            ingestor = Ingestor.from_settings(module.SETTINGS, dynamodb=injector, wall_clock_ms=wall)
             return module.create_handler(ingestor), [ingestor]
 
         return build
@@ -151,7 +148,7 @@ class AppFunctions:
         def build(module: ModuleType) -> tuple[Any, list[Any]]:
             from rotator.logic import Rotator  # noqa: PLC0415 - after the environment is set
 
-            ContributorInsights().install(dynamodb)
+            answer_contributor_insights(dynamodb)
             rotator = Rotator(module.SETTINGS, dynamodb=dynamodb, lambda_client=lambda_client)
             return module.create_handler(rotator), []
 
@@ -194,31 +191,27 @@ class AppFunctions:
             function.close()
 
 
-class ContributorInsights:
+def answer_contributor_insights(dynamodb: Any) -> None:
     """DescribeContributorInsights and UpdateContributorInsights on a botocore client, answered here:
     moto's server does not serve them (a 500). Each table's status is kept, enabled at once (as moto
     makes tables ACTIVE at once). Nothing is measured: locally there is no traffic to rank."""
+    tables: dict[str, dict[str, str]] = {}
 
-    def __init__(self) -> None:
-        self._tables: dict[str, dict[str, str]] = {}
-
-    def install(self, dynamodb: Any) -> None:
-        events = dynamodb.meta.events
-        events.register("before-call.dynamodb.DescribeContributorInsights", self._describe)
-        events.register("before-call.dynamodb.UpdateContributorInsights", self._update)
-
-    def _describe(self, params: dict[str, Any], **_: Any) -> tuple[AWSResponse, dict[str, Any]]:
+    def describe(params: dict[str, Any], **_: Any) -> tuple[AWSResponse, dict[str, Any]]:
         name = json.loads(params["body"])["TableName"]
-        return _answer({"TableName": name, "ContributorInsightsStatus": "DISABLED", **self._tables.get(name, {})})
+        return _answer({"TableName": name, "ContributorInsightsStatus": "DISABLED", **tables.get(name, {})})
 
-    def _update(self, params: dict[str, Any], **_: Any) -> tuple[AWSResponse, dict[str, Any]]:
+    def update(params: dict[str, Any], **_: Any) -> tuple[AWSResponse, dict[str, Any]]:
         body = json.loads(params["body"])
         if body["ContributorInsightsAction"] == "ENABLE":
             mode = body.get("ContributorInsightsMode", "ACCESSED_AND_THROTTLED_KEYS")
-            self._tables[body["TableName"]] = {"ContributorInsightsStatus": "ENABLED", "ContributorInsightsMode": mode}
+            tables[body["TableName"]] = {"ContributorInsightsStatus": "ENABLED", "ContributorInsightsMode": mode}
         else:
-            self._tables.pop(body["TableName"], None)
-        return self._describe(params)
+            tables.pop(body["TableName"], None)
+        return describe(params)
+
+    dynamodb.meta.events.register("before-call.dynamodb.DescribeContributorInsights", describe)
+    dynamodb.meta.events.register("before-call.dynamodb.UpdateContributorInsights", update)
 
 
 def _answer(parsed: dict[str, Any]) -> tuple[AWSResponse, dict[str, Any]]:

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import ipaddress
 import os
-from collections.abc import Iterator, Mapping
+import threading
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 import boto3
@@ -23,6 +25,7 @@ from botocore.config import Config
 
 #: moto's default account; ARNs it builds carry it.
 ACCOUNT_ID = "123456789012"
+LOOPBACK = "127.0.0.1"
 
 # Variables that could route a request elsewhere or pick up real credentials.
 _REMOVED = ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", "AWS_CA_BUNDLE")
@@ -47,6 +50,35 @@ def assert_loopback(url: str) -> str:
     if not loopback:
         raise NotLoopbackError(f"{url!r} is not a loopback endpoint; local mode never talks to a remote service")
     return url
+
+
+class LoopbackServer:
+    """Serves every HTTP/1.1 request to ``url`` (``http://127.0.0.1:<port>``) with ``handle(request)``,
+    each on a thread of its own, until :meth:`stop`."""
+
+    def __init__(self, handle: Callable[[BaseHTTPRequestHandler], None], *, port: int, name: str) -> None:
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def _serve(self) -> None:
+                handle(self)
+
+            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = _serve  # noqa: N815
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass  # not a line per request on stderr
+
+        self._server = ThreadingHTTPServer((LOOPBACK, port), Handler)
+        self._server.daemon_threads = True
+        host, bound = cast(tuple[str, int], self._server.server_address)[:2]
+        self.url = assert_loopback(f"http://{host}:{bound}")
+        self._thread = threading.Thread(target=self._server.serve_forever, name=name, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=10)
 
 
 def local_client(service: str, endpoint_url: str, region: str, *, max_attempts: int = 3) -> Any:
@@ -82,12 +114,8 @@ def aws_environment(endpoint_url: str, region: str) -> dict[str, str | None]:
         "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
         "AWS_EC2_METADATA_DISABLED": "true",
     }
-    for name in _REMOVED:
-        env[name] = None
-    for name in os.environ:
-        if name.startswith(_REMOVED_PREFIXES):
-            env[name] = None
-    return env
+    removed = [*_REMOVED, *(name for name in os.environ if name.startswith(_REMOVED_PREFIXES))]
+    return env | dict.fromkeys(removed)
 
 
 @contextmanager

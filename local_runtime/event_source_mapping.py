@@ -37,9 +37,9 @@ import random
 import threading
 import time
 import uuid
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal, Protocol
 
@@ -68,21 +68,8 @@ class Invocable(Protocol):
         """Return the handler's response, or raise :class:`FunctionError`."""
 
 
-class FailureDestination(Protocol):
-    def send(self, message: Mapping[str, Any]) -> None: ...
-
-
-class SqsDestination:
-    """An SQS queue as on-failure destination (the JSON record is the message body)."""
-
-    def __init__(self, client: Any, queue_url: str) -> None:
-        self._client = client
-        self._queue_url = queue_url
-
-    def send(self, message: Mapping[str, Any]) -> None:
-        import json  # noqa: PLC0415 - only this destination serialises
-
-        self._client.send_message(QueueUrl=self._queue_url, MessageBody=json.dumps(message))
+#: Where a skipped batch's record goes (locally: an SQS queue, the JSON record the message body).
+FailureDestination = Callable[[Mapping[str, Any]], None]
 
 
 class _Stopped(Exception):  # noqa: N818 - internal control flow, not an error
@@ -123,18 +110,18 @@ class MappingConfig:
         from the keys the stack deploys it with (``<function>_batch_size`` and so on; bisect, partial
         batch responses and the trim horizon are the defaults above, as in ``infra/ingestion.py`` and
         ``infra/hot_keys.py``)."""
-        base = cls(
+        return cls(
             batch_size=getattr(config, f"{function}_batch_size"),
             batching_window_s=float(getattr(config, f"{function}_batching_window_s")),
             max_retries=getattr(config, f"{function}_max_retries"),
             max_record_age_s=getattr(config, f"{function}_max_record_age_s"),
+            **overrides,
         )
-        return replace(base, **overrides)
 
     @classmethod
     def from_request(cls, request: Mapping[str, Any], **overrides: Any) -> MappingConfig:
         """The settings of a CreateEventSourceMapping request (what the rotator sends)."""
-        base = cls(
+        return cls(
             batch_size=int(request.get("BatchSize", 100)),
             batching_window_s=float(request.get("MaximumBatchingWindowInSeconds", 0)),
             max_retries=int(request.get("MaximumRetryAttempts", -1)),
@@ -142,8 +129,8 @@ class MappingConfig:
             bisect_on_error=bool(request.get("BisectBatchOnFunctionError", False)),
             report_batch_item_failures="ReportBatchItemFailures" in request.get("FunctionResponseTypes", []),
             starting_position=StartingPosition(str(request.get("StartingPosition", "TRIM_HORIZON"))),
+            **overrides,
         )
-        return replace(base, **overrides)
 
 
 @dataclass(slots=True)
@@ -157,61 +144,20 @@ class MappingStats:
     records_received: int = 0
     records_succeeded: int = 0
     records_skipped: int = 0
-    skipped_by_condition: Counter[str] = field(default_factory=Counter)
+    skipped_by_condition: dict[str, int] = field(default_factory=dict)
     destination_errors: int = 0
     read_errors: int = 0
     max_behind_ms: int = 0
 
     def as_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)} | {
-            "skipped_by_condition": dict(self.skipped_by_condition)
-        }
-
-
-def failure_record(
-    *,
-    source: StreamSource,
-    function_arn: str,
-    shard_id: str,
-    records: Sequence[SourceRecord],
-    condition: str,
-    invoke_count: int,
-    function_error: bool,
-    now_s: float,
-) -> dict[str, Any]:
-    """The on-failure destination record Lambda sends for a skipped stream batch."""
-    first, last = records[0], records[-1]
-    message: dict[str, Any] = {
-        "requestContext": {
-            "requestId": str(uuid.uuid4()),
-            "functionArn": function_arn,
-            "condition": condition,
-            "approximateInvokeCount": invoke_count,
-        },
-        "version": "1.0",
-        "timestamp": _iso(now_s),
-        source.batch_info_key: {
-            "shardId": shard_id,
-            "startSequenceNumber": first.sequence_number,
-            "endSequenceNumber": last.sequence_number,
-            "approximateArrivalOfFirstRecord": _iso(first.arrival_s),
-            "approximateArrivalOfLastRecord": _iso(last.arrival_s),
-            "batchSize": len(records),
-            "streamArn": source.arn,
-        },
-    }
-    if invoke_count:
-        response: dict[str, Any] = {"statusCode": 200, "executedVersion": "$LATEST"}
-        if function_error:
-            response["functionError"] = "Unhandled"
-        message["responseContext"] = response
-    return message
+        return asdict(self)
 
 
 def _iso(epoch_s: float) -> str:
     return datetime.fromtimestamp(epoch_s, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
+@dataclass(kw_only=True)
 class BatchRunner:
     """Delivers one batch of one shard until every record succeeded or was skipped.
 
@@ -220,35 +166,21 @@ class BatchRunner:
     ``wait(seconds)`` returns True when the mapping is stopping.
     """
 
-    def __init__(
-        self,
-        *,
-        source: StreamSource,
-        function: Invocable,
-        function_arn: str,
-        config: MappingConfig,
-        destination: FailureDestination | None,
-        stats: MappingStats,
-        stats_lock: threading.Lock,
-        wait: Callable[[float], bool],
-        wall_clock: Callable[[], float] = time.time,
-        rng: random.Random | None = None,
-    ) -> None:
-        self._source = source
-        self._function = function
-        self._function_arn = function_arn
-        self._config = config
-        self._destination = destination
-        self._stats = stats
-        self._lock = stats_lock
-        self._wait = wait
-        self._wall_clock = wall_clock
-        self._rng = rng or random.Random()
+    source: StreamSource
+    function: Invocable
+    function_arn: str
+    config: MappingConfig
+    destination: FailureDestination | None
+    stats: MappingStats
+    stats_lock: threading.Lock
+    wait: Callable[[float], bool]
+    wall_clock: Callable[[], float] = time.time
+    _rng: random.Random = field(default_factory=random.Random, init=False)
 
     def run(self, shard_id: str, records: Sequence[SourceRecord]) -> None:
         """Return once the batch is settled; raise :class:`_Stopped` if the mapping stops first."""
-        with self._lock:
-            self._stats.records_received += len(records)
+        with self.stats_lock:
+            self.stats.records_received += len(records)
         pending: deque[tuple[list[SourceRecord], int]] = deque([(list(records), 0)])
         while pending:
             batch, attempts = pending.popleft()
@@ -258,36 +190,36 @@ class BatchRunner:
             error: FunctionError | None = None
             response: Any = None
             try:
-                response = self._function.invoke({"Records": [r.event_record for r in batch]})
+                response = self.function.invoke({"Records": [r.event_record for r in batch]})
             except FunctionError as exc:
                 error = exc
             attempts += 1
             failed_at = _COMPLETE_FAILURE if error is not None else self._first_failure(batch, response)
-            with self._lock:
-                self._stats.invocations += 1
+            with self.stats_lock:
+                self.stats.invocations += 1
                 if error is not None:
-                    self._stats.function_errors += 1
+                    self.stats.function_errors += 1
                 elif failed_at == _COMPLETE_FAILURE:
-                    self._stats.complete_failures += 1
+                    self.stats.complete_failures += 1
                 elif failed_at is not None:
-                    self._stats.partial_failures += 1
+                    self.stats.partial_failures += 1
                 succeeded = len(batch) if failed_at is None else max(failed_at, 0)
-                self._stats.records_succeeded += succeeded
+                self.stats.records_succeeded += succeeded
             if failed_at is None:
                 continue
             if error is not None:
                 _log.warning("shard %s: %s", shard_id, error)
             remaining = batch if failed_at == _COMPLETE_FAILURE else batch[failed_at:]
-            retries_left = self._config.max_retries == -1 or attempts <= self._config.max_retries
+            retries_left = self.config.max_retries == -1 or attempts <= self.config.max_retries
             if not retries_left:
                 self._skip(shard_id, remaining, RETRY_ATTEMPTS_EXHAUSTED, attempts, function_error=error is not None)
                 continue
-            if self._wait(self._backoff_s(attempts)):
+            if self.wait(self._backoff_s(attempts)):
                 raise _Stopped
-            with self._lock:
-                self._stats.retries += 1
-                bisect = error is not None and self._config.bisect_on_error and len(remaining) > 1
-                self._stats.bisections += bisect
+            with self.stats_lock:
+                self.stats.retries += 1
+                bisect = error is not None and self.config.bisect_on_error and len(remaining) > 1
+                self.stats.bisections += bisect
             if bisect:
                 middle = len(remaining) // 2
                 pending.appendleft((remaining[middle:], attempts))
@@ -297,7 +229,7 @@ class BatchRunner:
 
     def _first_failure(self, batch: Sequence[SourceRecord], response: Any) -> int | None:
         """None for success, the position of the lowest failed record, or ``_COMPLETE_FAILURE``."""
-        if not self._config.report_batch_item_failures or not isinstance(response, Mapping):
+        if not self.config.report_batch_item_failures or not isinstance(response, Mapping):
             return None
         failures = response.get("batchItemFailures")
         if failures is None:
@@ -319,10 +251,10 @@ class BatchRunner:
         return lowest
 
     def _drop_expired(self, shard_id: str, batch: list[SourceRecord], attempts: int) -> list[SourceRecord]:
-        max_age = self._config.max_record_age_s
+        max_age = self.config.max_record_age_s
         if max_age == -1:
             return batch
-        oldest_allowed = self._wall_clock() - max_age
+        oldest_allowed = self.wall_clock() - max_age
         expired = [r for r in batch if r.arrival_s < oldest_allowed]
         if not expired:
             return batch
@@ -332,39 +264,62 @@ class BatchRunner:
     def _skip(
         self, shard_id: str, records: Sequence[SourceRecord], condition: str, attempts: int, *, function_error: bool
     ) -> None:
-        with self._lock:
-            self._stats.records_skipped += len(records)
-            self._stats.skipped_by_condition[condition] += len(records)
+        with self.stats_lock:
+            self.stats.records_skipped += len(records)
+            skipped = self.stats.skipped_by_condition
+            skipped[condition] = skipped.get(condition, 0) + len(records)
         _log.warning(
             "%s: shard %s: skipping %d record(s) %s..%s (%s)",
-            self._function.name,
+            self.function.name,
             shard_id,
             len(records),
             records[0].sequence_number,
             records[-1].sequence_number,
             condition,
         )
-        if self._destination is None:
+        if self.destination is None:
             return
-        message = failure_record(
-            source=self._source,
-            function_arn=self._function_arn,
-            shard_id=shard_id,
-            records=records,
-            condition=condition,
-            invoke_count=attempts,
-            function_error=function_error,
-            now_s=self._wall_clock(),
-        )
+        message = self._failure_record(shard_id, records, condition, attempts, function_error=function_error)
         try:
-            self._destination.send(message)
+            self.destination(message)
         except (ClientError, BotoCoreError) as exc:
-            with self._lock:
-                self._stats.destination_errors += 1
-            _log.error("%s: on-failure destination refused a record: %s", self._function.name, exc)
+            with self.stats_lock:
+                self.stats.destination_errors += 1
+            _log.error("%s: on-failure destination refused a record: %s", self.function.name, exc)
+
+    def _failure_record(
+        self, shard_id: str, records: Sequence[SourceRecord], condition: str, invoke_count: int, *, function_error: bool
+    ) -> dict[str, Any]:
+        """The on-failure destination record Lambda sends for a skipped stream batch."""
+        first, last = records[0], records[-1]
+        message: dict[str, Any] = {
+            "requestContext": {
+                "requestId": str(uuid.uuid4()),
+                "functionArn": self.function_arn,
+                "condition": condition,
+                "approximateInvokeCount": invoke_count,
+            },
+            "version": "1.0",
+            "timestamp": _iso(self.wall_clock()),
+            self.source.batch_info_key: {
+                "shardId": shard_id,
+                "startSequenceNumber": first.sequence_number,
+                "endSequenceNumber": last.sequence_number,
+                "approximateArrivalOfFirstRecord": _iso(first.arrival_s),
+                "approximateArrivalOfLastRecord": _iso(last.arrival_s),
+                "batchSize": len(records),
+                "streamArn": self.source.arn,
+            },
+        }
+        if invoke_count:
+            response: dict[str, Any] = {"statusCode": 200, "executedVersion": "$LATEST"}
+            if function_error:
+                response["functionError"] = "Unhandled"
+            message["responseContext"] = response
+        return message
 
     def _backoff_s(self, attempts: int) -> float:
-        ceiling = min(self._config.retry_max_s, self._config.retry_base_s * 2 ** (attempts - 1))
+        ceiling = min(self.config.retry_max_s, self.config.retry_base_s * 2 ** (attempts - 1))
         return self._rng.uniform(0.0, ceiling)
 
 
@@ -387,24 +342,27 @@ class EventSourceMapping:
         function_arn: str,
         config: MappingConfig,
         destination: FailureDestination | None = None,
-        wall_clock: Callable[[], float] = time.time,
-        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.name = name
         self.source = source
         self.config = config
         self.stats = MappingStats()
         self._stats_lock = threading.Lock()
-        self._function = function
-        self._function_arn = function_arn
-        self._destination = destination
-        self._wall_clock = wall_clock
-        self._clock = clock
         self._stop = threading.Event()
         self._changed = threading.Condition()
         self._shards: dict[str, _ShardState] = {}
         self._threads: list[threading.Thread] = []
-        self._errors: list[BaseException] = []
+        # One for every shard: a runner keeps no state between batches.
+        self._runner = BatchRunner(
+            source=source,
+            function=function,
+            function_arn=function_arn,
+            config=config,
+            destination=destination,
+            stats=self.stats,
+            stats_lock=self._stats_lock,
+            wait=self._stop.wait,
+        )
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -419,16 +377,12 @@ class EventSourceMapping:
         self._stop.set()
         with self._changed:
             self._changed.notify_all()
-        deadline = self._clock() + timeout_s
+        deadline = time.monotonic() + timeout_s
         for thread in self._threads:
-            thread.join(max(0.0, deadline - self._clock()))
+            thread.join(max(0.0, deadline - time.monotonic()))
         alive = [t.name for t in self._threads if t.is_alive()]
         if alive:
             _log.warning("%s: threads still running after %.0f s: %s", self.name, timeout_s, ", ".join(alive))
-
-    @property
-    def stopping(self) -> bool:
-        return self._stop.is_set()
 
     def snapshot(self) -> dict[str, Any]:
         with self._stats_lock:
@@ -442,7 +396,6 @@ class EventSourceMapping:
     def wait_until_caught_up(self, timeout_s: float) -> bool:
         """True once every shard has been read to its end by a read begun after this call, with
         nothing buffered or in flight; False on timeout (or when the mapping stopped)."""
-        deadline = self._clock() + timeout_s
         with self._changed:
             marks = {shard: state.reads_started for shard, state in self._shards.items()}
 
@@ -452,12 +405,8 @@ class EventSourceMapping:
                     for shard, state in self._shards.items()
                 )
 
-            while not done():
-                remaining = deadline - self._clock()
-                if remaining <= 0 or self._stop.is_set():
-                    return False
-                self._changed.wait(remaining)
-            return True
+            self._changed.wait_for(lambda: done() or self._stop.is_set(), timeout_s)
+            return done()
 
     # -- shards --------------------------------------------------------------
 
@@ -495,19 +444,6 @@ class EventSourceMapping:
 
     # -- used by the shard pollers ---------------------------------------------
 
-    def _runner(self) -> BatchRunner:
-        return BatchRunner(
-            source=self.source,
-            function=self._function,
-            function_arn=self._function_arn,
-            config=self.config,
-            destination=self._destination,
-            stats=self.stats,
-            stats_lock=self._stats_lock,
-            wait=self._stop.wait,
-            wall_clock=self._wall_clock,
-        )
-
     def _begin_read(self, shard_id: str) -> int:
         with self._changed:
             state = self._shards[shard_id]
@@ -521,15 +457,6 @@ class EventSourceMapping:
             state.closed = state.closed or closed
             self._changed.notify_all()
 
-    def _note_behind(self, behind_ms: int | None) -> None:
-        if behind_ms is not None:
-            with self._stats_lock:
-                self.stats.max_behind_ms = max(self.stats.max_behind_ms, behind_ms)
-
-    def _note_read_error(self) -> None:
-        with self._stats_lock:
-            self.stats.read_errors += 1
-
 
 class _ShardPoller:
     """The loop of one shard: read, batch, deliver, checkpoint."""
@@ -538,7 +465,7 @@ class _ShardPoller:
         self._mapping = mapping
         self._shard = shard_id
         self._config = mapping.config
-        self._runner = mapping._runner()
+        self._runner = mapping._runner
         self._buffer: deque[SourceRecord] = deque()
         self._buffered_bytes = 0
         self._buffered_since: float | None = None
@@ -550,7 +477,7 @@ class _ShardPoller:
         mapping, config = self._mapping, self._config
         source = mapping.source
         closed = False
-        while not mapping.stopping:
+        while not mapping._stop.is_set():
             exhausted = closed
             read_id = 0
             if not closed and len(self._buffer) < config.batch_size and self._buffered_bytes < config.max_payload_bytes:
@@ -563,7 +490,8 @@ class _ShardPoller:
                     # An expired or invalid iterator, or a service error: start again after the last record read.
                     self._iterator = None
                     self._read_failures += 1
-                    mapping._note_read_error()
+                    with mapping._stats_lock:
+                        mapping.stats.read_errors += 1
                     _log.warning("%s: reading shard %s failed: %s", mapping.name, self._shard, exc)
                     if mapping._stop.wait(min(5.0, 0.1 * 2 ** min(self._read_failures, 6))):
                         return
@@ -571,7 +499,9 @@ class _ShardPoller:
                 self._read_failures = 0
                 self._iterator = result.next_iterator
                 closed = result.next_iterator is None
-                mapping._note_behind(result.behind_ms)
+                if result.behind_ms is not None:
+                    with mapping._stats_lock:
+                        mapping.stats.max_behind_ms = max(mapping.stats.max_behind_ms, result.behind_ms)
                 if result.records:
                     self._take(result.records)
                 exhausted = not result.records or closed
@@ -587,12 +517,12 @@ class _ShardPoller:
                 continue
             if exhausted:  # a batching window is open: wait for more records or for its end
                 assert self._buffered_since is not None  # noqa: S101
-                left = self._buffered_since + config.batching_window_s - mapping._clock()
+                left = self._buffered_since + config.batching_window_s - time.monotonic()
                 mapping._stop.wait(max(0.0, min(config.poll_interval_s, left)))
 
     def _take(self, records: Sequence[SourceRecord]) -> None:
         if not self._buffer:
-            self._buffered_since = self._mapping._clock()
+            self._buffered_since = time.monotonic()
         self._buffer.extend(records)
         self._buffered_bytes += sum(r.size for r in records)
         self._last_sequence = records[-1].sequence_number
@@ -606,7 +536,7 @@ class _ShardPoller:
         if not exhausted:
             return False  # more records are there to read first
         assert self._buffered_since is not None  # noqa: S101
-        return self._mapping._clock() - self._buffered_since >= config.batching_window_s
+        return time.monotonic() - self._buffered_since >= config.batching_window_s
 
     def _deliver(self) -> None:
         batch: list[SourceRecord] = []
@@ -620,4 +550,4 @@ class _ShardPoller:
         self._runner.run(self._shard, batch)
         # The batch is settled: the checkpoint moves past it.
         self._buffered_bytes -= size
-        self._buffered_since = self._mapping._clock() if self._buffer else None
+        self._buffered_since = time.monotonic() if self._buffer else None

@@ -96,7 +96,8 @@ class FaultPlan:
                 else:
                     values[name] = raw.strip()
             except ValueError:
-                raise ValueError(f"fault spec {part!r}: {raw!r} is not a number") from None
+                number = "a whole number" if "int" in kind else "a number"
+                raise ValueError(f"fault spec {part!r}: {raw!r} is not {number}") from None
         return cls(**values)
 
 
@@ -138,22 +139,17 @@ class _Injector:
         plan = self.plan
         if plan.latency_ms:
             self._sleep(plan.latency_ms / 1000)
-        partial = False
         with self._lock:
             self.counters.calls += 1
-            number = self.counters.calls
-            if number <= plan.throttle_first or (plan.throttle_rate and self._rng.random() < plan.throttle_rate):
+            if self.counters.calls <= plan.throttle_first or (
+                plan.throttle_rate and self._rng.random() < plan.throttle_rate
+            ):
                 self.counters.throttled += 1
-                throttle = True
-            else:
-                throttle = False
-                self._passed += 1
-                partial = self._passed <= plan.partial_first or (
-                    plan.partial_rate > 0 and self._rng.random() < plan.partial_rate
-                )
-        if throttle:
-            raise service_error(plan.throttle_code, operation, "Rate exceeded (injected)")
-        return partial
+                raise service_error(plan.throttle_code, operation, "Rate exceeded (injected)")
+            self._passed += 1
+            return self._passed <= plan.partial_first or (
+                plan.partial_rate > 0 and self._rng.random() < plan.partial_rate
+            )
 
     def _hold_back(self, count: int) -> set[int]:
         """Positions (of ``count`` items) to hold back this call."""
@@ -207,20 +203,13 @@ class FaultInjectingKinesis(_Injector):
             inner = self.inner.put_records(**{**kwargs, "Records": send})
             inner_results = list(inner.get("Records", []))
             failed = int(inner.get("FailedRecordCount", 0))
-        results: list[Mapping[str, Any]] = []
-        it = iter(inner_results)
-        for i in range(len(records)):
-            if i in held:
-                results.append(
-                    {
-                        "ErrorCode": "ProvisionedThroughputExceededException",
-                        "ErrorMessage": "Rate exceeded for shard (injected)",
-                    }
-                )
-                failed += 1
-            else:
-                results.append(next(it))
-        return {"FailedRecordCount": failed, "Records": results}
+        refused = {
+            "ErrorCode": "ProvisionedThroughputExceededException",
+            "ErrorMessage": "Rate exceeded for shard (injected)",
+        }
+        passed = iter(inner_results)
+        results = [dict(refused) if i in held else next(passed) for i in range(len(records))]
+        return {"FailedRecordCount": failed + len(held), "Records": results}
 
 
 class FaultInjectingSQS(_Injector):
@@ -236,12 +225,8 @@ class FaultInjectingSQS(_Injector):
         response: dict[str, Any] = {"Successful": [], "Failed": []}
         if send:
             response = dict(self.inner.send_message_batch(**{**kwargs, "Entries": send}))
-        failed = list(response.get("Failed", []))
-        for i in sorted(held):
-            failed.append(
-                {"Id": entries[i]["Id"], "SenderFault": False, "Code": "InternalError", "Message": "injected failure"}
-            )
-        response["Failed"] = failed
+        refused = {"SenderFault": False, "Code": "InternalError", "Message": "injected failure"}
+        response["Failed"] = [*response.get("Failed", []), *({"Id": entries[i]["Id"], **refused} for i in sorted(held))]
         response.setdefault("Successful", [])
         return response
 
@@ -258,30 +243,21 @@ class LocalFaults:
     @classmethod
     def parse(cls, spec: str) -> LocalFaults:
         """Parse a ``key=value,...`` spec; raise ValueError naming the part that is wrong."""
-        fraction = 0.0
-        rest: list[str] = []
-        seed: int | None = None
+        fraction, rest = 0.0, []
         for part in filter(None, (p.strip() for p in spec.split(","))):
             key, sep, raw = part.partition("=")
-            key = key.strip()
-            if key in _INVOKE_KEYS and sep:
-                try:
-                    fraction = float(raw)
-                except ValueError:
-                    raise ValueError(f"fault spec {part!r}: {raw!r} is not a number") from None
-                if not 0.0 <= fraction <= 1.0:
-                    raise ValueError(f"fault spec {part!r}: the fraction of invocations must lie in 0..1")
+            if key.strip() not in _INVOKE_KEYS or not sep:
+                rest.append(part)
                 continue
-            if key == "seed" and sep:
-                try:
-                    seed = int(raw)
-                except ValueError:
-                    raise ValueError(f"fault spec {part!r}: {raw!r} is not a whole number") from None
-            rest.append(part)
-        plan = FaultPlan.parse(",".join(rest)) if rest else None
-        if plan is not None and plan == FaultPlan(seed=plan.seed):
-            plan = None  # only a seed: no write faults
-        return cls(writes=plan, invocation_error_fraction=fraction, seed=seed)
+            try:
+                fraction = float(raw)
+            except ValueError:
+                raise ValueError(f"fault spec {part!r}: {raw!r} is not a number") from None
+            if not 0.0 <= fraction <= 1.0:
+                raise ValueError(f"fault spec {part!r}: the fraction of invocations must lie in 0..1")
+        plan = FaultPlan.parse(",".join(rest))
+        writes = None if plan == FaultPlan(seed=plan.seed) else plan  # only a seed: no write faults
+        return cls(writes=writes, invocation_error_fraction=fraction, seed=plan.seed)
 
     @property
     def active(self) -> bool:

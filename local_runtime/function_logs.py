@@ -57,17 +57,14 @@ class _RoutedStream(io.TextIOBase):
 
 
 class FunctionLogRouter:
-    """``install()`` routes ``sys.stdout`` to ``sink``; ``uninstall()`` puts everything back."""
+    """``install()`` routes ``sys.stdout`` to ``sink``; ``uninstall()`` puts everything back (each once)."""
 
     def __init__(self, sink: TextIO | None) -> None:
         self._stream = _RoutedStream(sink)
         self.console: TextIO = sys.stdout
         self._repointed: list[logging.StreamHandler[TextIO]] = []
-        self._installed = False
 
     def install(self) -> None:
-        if self._installed:
-            return
         self.console = sys.stdout
         routed: TextIO = self._stream  # type: ignore[assignment]
         for handler in _stream_handlers():
@@ -75,11 +72,8 @@ class FunctionLogRouter:
                 handler.setStream(routed)
                 self._repointed.append(handler)
         sys.stdout = routed
-        self._installed = True
 
     def uninstall(self) -> None:
-        if not self._installed:
-            return
         routed: object = self._stream
         if sys.stdout is routed:
             sys.stdout = self.console
@@ -88,7 +82,6 @@ class FunctionLogRouter:
                 handler.setStream(self.console)
         self._repointed.clear()
         self._stream.stop_routing()
-        self._installed = False
 
 
 def _stream_handlers() -> list[logging.StreamHandler[TextIO]]:

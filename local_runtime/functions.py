@@ -13,10 +13,9 @@ credentials, Powertools switches) is process-wide and set by
 
 Handlers share one interpreter, and with it module state that separate Lambda
 containers would not share (Powertools' metric set and logger keys are
-module-level). :class:`InvocationGate` therefore bounds how many invocations
-run at once across every function, by default to one, which keeps that state
-coherent; the handlers' own thread pools still work in parallel inside an
-invocation.
+module-level). Invocations therefore run one at a time across every function
+(they share one lock, the gate), which keeps that state coherent; the
+handlers' own thread pools still work in parallel inside an invocation.
 """
 
 from __future__ import annotations
@@ -27,8 +26,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
@@ -121,20 +119,6 @@ def import_handler(spec: FunctionSpec) -> tuple[ModuleType, Handler, list[Any]]:
     return module, handler, closing
 
 
-class InvocationGate:
-    """How many invocations may run at once, over every in-process function."""
-
-    def __init__(self, concurrency: int = 1) -> None:
-        if concurrency < 1:
-            raise ValueError("concurrency must be at least 1")
-        self._semaphore = threading.BoundedSemaphore(concurrency)
-
-    @contextmanager
-    def slot(self) -> Iterator[None]:
-        with self._semaphore:
-            yield
-
-
 class InvocationFaults:
     """Fails a fraction of invocations *after* the handler ran: its side effects stand, the
     caller sees an error and redelivers. That is the case that tests idempotency."""
@@ -148,8 +132,6 @@ class InvocationFaults:
         self.injected = 0
 
     def strike(self) -> bool:
-        if self.fraction <= 0.0:
-            return False
         with self._lock:
             hit = self._rng.random() < self.fraction
             self.injected += hit
@@ -182,7 +164,7 @@ class LocalFunction:
         self,
         spec: FunctionSpec,
         *,
-        gate: InvocationGate | None = None,
+        gate: threading.Lock | None = None,
         faults: InvocationFaults | None = None,
         handler: Handler | None = None,
         clock: Callable[[], float] = time.monotonic,
@@ -193,7 +175,7 @@ class LocalFunction:
         if handler is None:
             self._module, handler, self._closing = import_handler(spec)
         self._handler = handler
-        self._gate = gate or InvocationGate()
+        self._gate = gate or threading.Lock()
         self._faults = faults
         self._clock = clock
         self._lock = threading.Lock()
@@ -204,7 +186,7 @@ class LocalFunction:
         return self.spec.name
 
     def invoke(self, event: Any) -> Any:
-        with self._gate.slot():
+        with self._gate:
             context = LambdaContext(self.spec, clock=self._clock)
             started = self._clock()
             try:

@@ -35,16 +35,16 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, cast
+from dataclasses import KW_ONLY, dataclass, field
+from http.server import BaseHTTPRequestHandler
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from local_runtime.environment import assert_loopback
+from local_runtime.environment import LoopbackServer
 from local_runtime.functions import FunctionError, LocalFunction
 
 _log = logging.getLogger(__name__)
 
-LOOPBACK = "127.0.0.1"
 _PATH_HEAD = "/2015-03-31/functions/"
 _PATH_TAIL = "/invocations"
 
@@ -56,64 +56,37 @@ def function_name(reference: str) -> str:
     return reference.split(":", 1)[0]
 
 
+@dataclass(eq=False)
 class LambdaInvokeApi:
     """``start()`` serves Invoke for the functions ``find`` returns (by name); ``url`` is its endpoint."""
 
-    def __init__(
-        self,
-        find: Callable[[str], LocalFunction | None],
-        *,
-        port: int = 0,
-        retry_delays_s: Sequence[float] = (1.0, 2.0),
-    ) -> None:
-        self._find = find
-        self._port = port
-        self._retry_delays_s = tuple(retry_delays_s)
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
-        self._running: set[threading.Thread] = set()
-        self._stopping = threading.Event()
-        self._lock = threading.Lock()
-        #: Asynchronous invocations that failed every attempt: (function, error).
-        self.failed_events: list[tuple[str, str]] = []
+    find: Callable[[str], LocalFunction | None]
+    _: KW_ONLY
+    retry_delays_s: Sequence[float] = (1.0, 2.0)
+    #: Asynchronous invocations that failed every attempt: (function, error).
+    failed_events: list[tuple[str, str]] = field(default_factory=list, init=False)
+    _server: LoopbackServer | None = field(default=None, init=False)
+    _running: set[threading.Thread] = field(default_factory=set, init=False)
+    _stopping: threading.Event = field(default_factory=threading.Event, init=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
 
     @property
     def url(self) -> str:
         if self._server is None:
             raise RuntimeError("the Lambda API is not running")
-        host, port = cast(tuple[str, int], self._server.server_address)[:2]
-        return f"http://{host}:{port}"
+        return self._server.url
 
     def start(self) -> str:
-        if self._server is not None:
-            return self.url
-        api = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def do_POST(self) -> None:
-                api._handle(self)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        server = ThreadingHTTPServer((LOOPBACK, self._port), Handler)
-        server.daemon_threads = True
-        self._server = server
-        self._thread = threading.Thread(target=server.serve_forever, name="lambda-api", daemon=True)
-        self._thread.start()
-        return assert_loopback(self.url)
+        if self._server is None:
+            self._server = LoopbackServer(self._handle, port=0, name="lambda-api")
+        return self._server.url
 
     def stop(self, timeout_s: float = 30.0) -> None:
         """Stop serving; wait up to ``timeout_s`` for asynchronous invocations still running."""
         self._stopping.set()
         server, self._server = self._server, None
         if server is not None:
-            server.shutdown()
-            server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
+            server.stop()
         deadline = time.monotonic() + timeout_s
         with self._lock:
             running = list(self._running)
@@ -126,11 +99,11 @@ class LambdaInvokeApi:
         length = int(http.headers.get("Content-Length") or 0)
         body = http.rfile.read(length) if length > 0 else b""
         path = urlsplit(http.path).path
-        if not (path.startswith(_PATH_HEAD) and path.endswith(_PATH_TAIL)):
-            self._error(http, 404, "UnknownOperationException", f"not an Invoke request: {path}")
+        if http.command != "POST" or not (path.startswith(_PATH_HEAD) and path.endswith(_PATH_TAIL)):
+            self._error(http, 404, "UnknownOperationException", f"not an Invoke request: {http.command} {path}")
             return
         reference = unquote(path[len(_PATH_HEAD) : -len(_PATH_TAIL)])
-        function = self._find(function_name(reference))
+        function = self.find(function_name(reference))
         if function is None:
             self._error(http, 404, "ResourceNotFoundException", f"Function not found: {reference}")
             return
@@ -166,7 +139,7 @@ class LambdaInvokeApi:
 
     def _run_async(self, function: LocalFunction, event: Any) -> None:
         try:
-            for delay in (*self._retry_delays_s, None):
+            for delay in (*self.retry_delays_s, None):
                 try:
                     function.invoke(event)
                     return

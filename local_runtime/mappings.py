@@ -27,7 +27,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import replace
+from dataclasses import KW_ONLY, dataclass, field, replace
 from typing import Any
 
 from local_runtime.event_source_mapping import EventSourceMapping, FailureDestination, MappingConfig
@@ -42,20 +42,17 @@ _log = logging.getLogger(__name__)
 TABLE_DISCOVERY_S = 5.0
 
 
+@dataclass(kw_only=True, eq=False)
 class StreamMappings:
     """Every event source mapping of the running system, in the order they were added."""
 
-    def __init__(
-        self, *, dynamodb: Any, streams: Any, region: str, tables: Callable[[], tuple[str, ...]], stop_timeout_s: float
-    ) -> None:
-        self._dynamodb = dynamodb
-        self._streams = streams
-        self.region = region
-        self._tables = tables
-        self._stop_timeout_s = stop_timeout_s
-        self._mappings: list[EventSourceMapping] = []
-        self._followers: list[_TableFollower] = []
-        self._lock = threading.Lock()
+    dynamodb: Any
+    table_stream: Callable[[str], DynamoDBStreamSource]  # the source that reads a table's stream, by its ARN
+    tables: Callable[[], tuple[str, ...]]
+    stop_timeout_s: float
+    _mappings: list[EventSourceMapping] = field(default_factory=list, init=False)
+    _followers: list[_TableFollower] = field(default_factory=list, init=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
 
     def add(
         self,
@@ -66,7 +63,6 @@ class StreamMappings:
         config: MappingConfig,
         destination: FailureDestination | None,
     ) -> EventSourceMapping:
-        """Start a mapping of ``source`` to ``function``."""
         mapping = EventSourceMapping(
             name=name,
             source=source,
@@ -80,12 +76,9 @@ class StreamMappings:
         mapping.start()
         return mapping
 
-    def table_stream(self, stream_arn: str) -> DynamoDBStreamSource:
-        return DynamoDBStreamSource(self._streams, stream_arn, region=self.region)
-
     def remove(self, mapping: EventSourceMapping) -> None:
         """Stop ``mapping`` and forget it (its stream is gone)."""
-        mapping.stop(self._stop_timeout_s)
+        mapping.stop(self.stop_timeout_s)
         with self._lock:
             if mapping in self._mappings:
                 self._mappings.remove(mapping)
@@ -98,9 +91,9 @@ class StreamMappings:
         follower = _TableFollower(
             self, function, replace(config, starting_position=StartingPosition.TRIM_HORIZON), destination
         )
+        follower.start()  # started before it is listed: every follower stop() reaches has a thread to join
         with self._lock:
             self._followers.append(follower)
-        follower.start()
 
     def named(self, name: str) -> EventSourceMapping | None:
         with self._lock:
@@ -127,50 +120,43 @@ class StreamMappings:
         with self._lock:
             mappings = list(self._mappings)
         for mapping in mappings:
-            mapping.stop(self._stop_timeout_s)
+            mapping.stop(self.stop_timeout_s)
 
 
+@dataclass(eq=False)
 class _TableFollower:
     """One mapping per readings table for one function, as tables come and go."""
 
-    def __init__(
-        self,
-        mappings: StreamMappings,
-        function: LocalFunction,
-        config: MappingConfig,
-        destination: FailureDestination | None,
-    ) -> None:
-        self._owner = mappings
-        self._function = function
-        self._config = config
-        self._destination = destination
-        self._mappings: dict[str, EventSourceMapping] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"{function.name}-tables", daemon=True)
-        self._lock = threading.Lock()
+    owner: StreamMappings
+    function: LocalFunction
+    config: MappingConfig
+    destination: FailureDestination | None
+    _mappings: dict[str, EventSourceMapping] = field(default_factory=dict, init=False)
+    _stop: threading.Event = field(default_factory=threading.Event, init=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
 
     def start(self) -> None:
         self.discover()
+        self._thread = threading.Thread(target=self._run, name=f"{self.function.name}-tables", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
         self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=10)
+        self._thread.join(timeout=10)
 
     def discover(self) -> None:
-        owner = self._owner
+        owner = self.owner
         with self._lock:
-            tables = set(owner._tables())
+            tables = set(owner.tables())
             for table in sorted(tables - set(self._mappings)):
-                arn = owner._dynamodb.describe_table(TableName=table)["Table"].get("LatestStreamArn")
+                arn = owner.dynamodb.describe_table(TableName=table)["Table"].get("LatestStreamArn")
                 if arn:
                     self._mappings[table] = owner.add(
-                        name=f"{self._function.name}:{table}",
+                        name=f"{self.function.name}:{table}",
                         source=owner.table_stream(str(arn)),
-                        function=self._function,
-                        config=self._config,
-                        destination=self._destination,
+                        function=self.function,
+                        config=self.config,
+                        destination=self.destination,
                     )
             for table in sorted(set(self._mappings) - tables):
                 # A dropped table's stream ends; its mapping stops and is no longer waited on.
@@ -184,36 +170,30 @@ class _TableFollower:
                 _log.exception("looking for readings tables failed")
 
 
+@dataclass(eq=False)
 class LocalLambda:
     """The event source mapping calls of a boto3 Lambda client, on :class:`StreamMappings`."""
 
-    def __init__(
-        self,
-        mappings: StreamMappings,
-        *,
-        function_by_arn: Callable[[str], LocalFunction | None],
-        destination_for: Callable[[str], FailureDestination | None],
-        poll_interval_s: float,
-    ) -> None:
-        self._mappings = mappings
-        self._function_by_arn = function_by_arn
-        self._destination_for = destination_for
-        self._poll_interval_s = poll_interval_s
-        self._entries: dict[str, tuple[dict[str, Any], EventSourceMapping]] = {}
-        self._lock = threading.Lock()
+    mappings: StreamMappings
+    _: KW_ONLY
+    function_by_arn: Callable[[str], LocalFunction | None]
+    destination_for: Callable[[str], FailureDestination | None]
+    poll_interval_s: float
+    _entries: dict[str, tuple[dict[str, Any], EventSourceMapping]] = field(default_factory=dict, init=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
 
     def create_event_source_mapping(self, **request: Any) -> dict[str, Any]:
         operation = "CreateEventSourceMapping"
         function_arn = str(request.get("FunctionName", ""))
         source_arn = str(request.get("EventSourceArn", ""))
-        function = self._function_by_arn(function_arn)
+        function = self.function_by_arn(function_arn)
         if function is None:
             raise service_error("ResourceNotFoundException", operation, f"Function not found: {function_arn}")
         table = table_of_stream(source_arn)
         if table is None:
             raise service_error("InvalidParameterValueException", operation, f"{source_arn} is not a DynamoDB stream")
         destination_arn = request.get("DestinationConfig", {}).get("OnFailure", {}).get("Destination")
-        destination = self._destination_for(str(destination_arn)) if destination_arn else None
+        destination = self.destination_for(str(destination_arn)) if destination_arn else None
         if destination_arn and destination is None:
             raise service_error("InvalidParameterValueException", operation, f"no local destination {destination_arn}")
         with self._lock:
@@ -224,11 +204,11 @@ class LocalLambda:
                 raise service_error(
                     "ResourceConflictException", operation, f"{source_arn} already feeds {function_arn}"
                 )
-            mapping = self._mappings.add(
+            mapping = self.mappings.add(
                 name=f"{function.name}:{table}",
-                source=self._mappings.table_stream(source_arn),
+                source=self.mappings.table_stream(source_arn),
                 function=function,
-                config=MappingConfig.from_request(request, poll_interval_s=self._poll_interval_s),
+                config=MappingConfig.from_request(request, poll_interval_s=self.poll_interval_s),
                 destination=destination,
             )
             configuration = {**request, "UUID": str(uuid.uuid4()), "State": "Enabled", "FunctionArn": function_arn}
@@ -257,5 +237,5 @@ class LocalLambda:
             entry = self._entries.pop(UUID, None)
         if entry is None:
             raise service_error("ResourceNotFoundException", "DeleteEventSourceMapping", f"no mapping {UUID}")
-        self._mappings.remove(entry[1])
+        self.mappings.remove(entry[1])
         return {**entry[0], "State": "Deleting"}

@@ -24,13 +24,10 @@ import socket
 import subprocess
 import sys
 import threading
-import urllib.request
 from pathlib import Path
-from types import TracebackType
 
-from local_runtime.environment import assert_loopback
+from local_runtime.environment import LOOPBACK, assert_loopback
 
-LOOPBACK = "127.0.0.1"
 #: How long the child may take to import moto and bind (a loaded machine takes seconds).
 START_TIMEOUT_S = 60.0
 _log = logging.getLogger(__name__)
@@ -76,12 +73,6 @@ class EmbeddedMoto:
         _log.info("moto server on %s (process %d)", self._endpoint_url, process.pid)
         return self._endpoint_url
 
-    def reset(self) -> None:
-        """Forget every resource moto holds (all services, all regions)."""
-        request = urllib.request.Request(f"{self.endpoint_url}/moto-api/reset", data=b"", method="POST")  # noqa: S310
-        with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310 - a loopback URL, checked
-            response.read()
-
     def stop(self) -> None:
         process, self._process = self._process, None
         if process is None:
@@ -106,9 +97,7 @@ class EmbeddedMoto:
         self.start()
         return self
 
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
 

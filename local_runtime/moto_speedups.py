@@ -59,6 +59,7 @@ import json
 import logging
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 _log = logging.getLogger(__name__)
@@ -167,13 +168,13 @@ for _function in (_all_items, _query, _project, _execute_result):
     setattr(_function, _MARK, True)
 
 
+@dataclass
 class _Patch:
     """Who uses the speed-ups, and moto's own methods to put back when the last one stops."""
 
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.users = 0
-        self.originals: dict[str, Callable[..., Any]] = {}
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    users: int = 0
+    originals: dict[str, Callable[..., Any]] = field(default_factory=dict)
 
 
 _PATCH = _Patch()

@@ -109,10 +109,8 @@ def existing_readings_tables(dynamodb: Any, config: Context) -> tuple[str, ...]:
     if config.readings_table_name is not None:
         return (config.readings_table_name,)
     prefix = f"{config.table_prefix}-"
-    found: list[str] = []
-    for page in dynamodb.get_paginator("list_tables").paginate():
-        found.extend(t for t in page.get("TableNames", []) if t.startswith(prefix))
-    return tuple(sorted(found))
+    pages = dynamodb.get_paginator("list_tables").paginate()
+    return tuple(sorted(t for page in pages for t in page.get("TableNames", []) if t.startswith(prefix)))
 
 
 def table_definitions(config: Context, names: ResourceNames) -> list[TableDefinition]:
@@ -141,97 +139,86 @@ class Resources:
     cursor_secret_arn: str | None = None
 
 
-class Provisioner:
-    """Creates the resources on a (moto) endpoint with the given boto3 clients."""
+def provision(
+    config: Context,
+    names: ResourceNames,
+    *,
+    dynamodb: Any,
+    kinesis: Any,
+    sqs: Any,
+    sns: Any,
+    secretsmanager: Any = None,
+    s3: Any = None,
+    cursor_secret: str | None = None,
+    export_bucket: str | None = None,
+) -> Resources:
+    """Create everything on a (moto) endpoint with the given boto3 clients; ``cursor_secret`` is the value
+    of the cursor-signing secret (random when None)."""
+    for client in (dynamodb, kinesis, sqs, sns, secretsmanager, s3):
+        if client is not None:
+            assert_loopback(str(client.meta.endpoint_url))
+    stream_arns = {}
+    for table in table_definitions(config, names):
+        if (arn := create_table(dynamodb, table)) is not None:
+            stream_arns[table.name] = arn
+    rejects_url = _create_queue(sqs, names.rejects_queue)
+    failures_url = _create_queue(sqs, names.ingest_failures_queue)
+    hot_failures_url = _create_queue(sqs, names.hotkeys_failures_queue)
+    secret_arn = None
+    if secretsmanager is not None:
+        # The stack generates the key in Secrets Manager and gives the query function its ARN;
+        # moto plays Secrets Manager, so the handler reads it the way it does in AWS.
+        value = cursor_secret if cursor_secret is not None else secrets.token_urlsafe(48)
+        secret_arn = str(secretsmanager.create_secret(Name=names.cursor_secret, SecretString=value)["ARN"])
+    if export_bucket is not None:
+        location = {"LocationConstraint": s3.meta.region_name}
+        s3.create_bucket(Bucket=export_bucket, CreateBucketConfiguration=location)
+    # A fresh local stack holds no reading written without its occupancy record, so reads may prune
+    # from the start. (In AWS the first ingest batch sets the marker about 20 min ahead: containers of
+    # the previous code may still be writing; docs/query.md.)
+    OccupancyStore(dynamodb, names.control_table, config.table_prefix).mark_since(0)
+    return Resources(
+        names=names,
+        stream_arn=_create_stream(kinesis, config, names.stream),
+        rejects_queue_url=rejects_url,
+        ingest_failures_queue_url=failures_url,
+        ingest_failures_queue_arn=_queue_arn(sqs, failures_url),
+        alarm_topic_arn=str(sns.create_topic(Name=names.alarm_topic)["TopicArn"]),
+        table_stream_arns=stream_arns,
+        hotkeys_failures_queue_url=hot_failures_url,
+        hotkeys_failures_queue_arn=_queue_arn(sqs, hot_failures_url),
+        cursor_secret_arn=secret_arn,
+    )
 
-    def __init__(
-        self, *, dynamodb: Any, kinesis: Any, sqs: Any, sns: Any, secretsmanager: Any = None, s3: Any = None
-    ) -> None:
-        for client in (dynamodb, kinesis, sqs, sns, secretsmanager, s3):
-            if client is not None:
-                assert_loopback(str(client.meta.endpoint_url))
-        self._dynamodb = dynamodb
-        self._kinesis = kinesis
-        self._sqs = sqs
-        self._sns = sns
-        self._secrets = secretsmanager
-        self._s3 = s3
 
-    def provision(
-        self,
-        config: Context,
-        names: ResourceNames,
-        *,
-        cursor_secret: str | None = None,
-        export_bucket: str | None = None,
-    ) -> Resources:
-        """Create everything; ``cursor_secret`` is the value of the cursor-signing secret (random when None)."""
-        stream_arns = {}
-        for table in table_definitions(config, names):
-            arn = self.create_table(table)
-            if arn is not None:
-                stream_arns[table.name] = arn
-        stream_arn = self._create_stream(config, names.stream)
-        rejects_url = self._create_queue(names.rejects_queue)
-        failures_url = self._create_queue(names.ingest_failures_queue)
-        hot_failures_url = self._create_queue(names.hotkeys_failures_queue)
-        topic_arn = self._sns.create_topic(Name=names.alarm_topic)["TopicArn"]
-        secret_arn = None
-        if self._secrets is not None:
-            # The stack generates the key in Secrets Manager and gives the query function its ARN;
-            # moto plays Secrets Manager, so the handler reads it the way it does in AWS.
-            value = cursor_secret if cursor_secret is not None else secrets.token_urlsafe(48)
-            secret_arn = str(self._secrets.create_secret(Name=names.cursor_secret, SecretString=value)["ARN"])
-        if export_bucket is not None:
-            region = self._s3.meta.region_name
-            self._s3.create_bucket(Bucket=export_bucket, CreateBucketConfiguration={"LocationConstraint": region})
-        # A fresh local stack holds no reading written without its occupancy record, so reads may prune
-        # from the start. (In AWS the first ingest batch sets the marker about 20 min ahead: containers of
-        # the previous code may still be writing; docs/query.md.)
-        OccupancyStore(self._dynamodb, names.control_table, config.table_prefix).mark_since(0)
-        return Resources(
-            names=names,
-            stream_arn=stream_arn,
-            rejects_queue_url=rejects_url,
-            ingest_failures_queue_url=failures_url,
-            ingest_failures_queue_arn=self._queue_arn(failures_url),
-            alarm_topic_arn=str(topic_arn),
-            table_stream_arns=stream_arns,
-            hotkeys_failures_queue_url=hot_failures_url,
-            hotkeys_failures_queue_arn=self._queue_arn(hot_failures_url),
-            cursor_secret_arn=secret_arn,
+def create_table(dynamodb: Any, table: TableDefinition) -> str | None:
+    """Create ``table`` (and its TTL); return its stream ARN, if it has a stream."""
+    description = dynamodb.create_table(**table.create_request())["TableDescription"]
+    dynamodb.get_waiter("table_exists").wait(TableName=table.name, WaiterConfig={"Delay": 1, "MaxAttempts": 30})
+    if table.schema.ttl_attribute is not None:
+        dynamodb.update_time_to_live(
+            TableName=table.name,
+            TimeToLiveSpecification={"Enabled": True, "AttributeName": table.schema.ttl_attribute},
         )
+    arn = description.get("LatestStreamArn")
+    return str(arn) if arn else None
 
-    def _queue_arn(self, url: str) -> str:
-        attributes = self._sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]
-        return str(attributes["QueueArn"])
 
-    def create_table(self, table: TableDefinition) -> str | None:
-        """Create ``table`` (and its TTL); return its stream ARN, if it has a stream."""
-        description = self._dynamodb.create_table(**table.create_request())["TableDescription"]
-        self._dynamodb.get_waiter("table_exists").wait(
-            TableName=table.name, WaiterConfig={"Delay": 1, "MaxAttempts": 30}
-        )
-        if table.schema.ttl_attribute is not None:
-            self._dynamodb.update_time_to_live(
-                TableName=table.name,
-                TimeToLiveSpecification={"Enabled": True, "AttributeName": table.schema.ttl_attribute},
-            )
-        arn = description.get("LatestStreamArn")
-        return str(arn) if arn else None
+def _create_stream(kinesis: Any, config: Context, name: str) -> str:
+    if config.kinesis_mode == "on_demand":
+        kinesis.create_stream(StreamName=name, StreamModeDetails={"StreamMode": "ON_DEMAND"})
+    else:
+        kinesis.create_stream(StreamName=name, ShardCount=config.kinesis_shards)
+    kinesis.get_waiter("stream_exists").wait(StreamName=name, WaiterConfig={"Delay": 1, "MaxAttempts": 30})
+    if (hours := config.kinesis_retention_hours) > 24:
+        kinesis.increase_stream_retention_period(StreamName=name, RetentionPeriodHours=hours)
+    return str(kinesis.describe_stream_summary(StreamName=name)["StreamDescriptionSummary"]["StreamARN"])
 
-    def _create_stream(self, config: Context, name: str) -> str:
-        if config.kinesis_mode == "on_demand":
-            self._kinesis.create_stream(StreamName=name, StreamModeDetails={"StreamMode": "ON_DEMAND"})
-        else:
-            self._kinesis.create_stream(StreamName=name, ShardCount=config.kinesis_shards)
-        self._kinesis.get_waiter("stream_exists").wait(StreamName=name, WaiterConfig={"Delay": 1, "MaxAttempts": 30})
-        hours = config.kinesis_retention_hours
-        if hours > 24:
-            self._kinesis.increase_stream_retention_period(StreamName=name, RetentionPeriodHours=hours)
-        summary = self._kinesis.describe_stream_summary(StreamName=name)["StreamDescriptionSummary"]
-        return str(summary["StreamARN"])
 
-    def _create_queue(self, name: str) -> str:
-        url = self._sqs.create_queue(QueueName=name, Attributes={"MessageRetentionPeriod": str(QUEUE_RETENTION_S)})
-        return str(url["QueueUrl"])
+def _create_queue(sqs: Any, name: str) -> str:
+    retention = {"MessageRetentionPeriod": str(QUEUE_RETENTION_S)}
+    return str(sqs.create_queue(QueueName=name, Attributes=retention)["QueueUrl"])
+
+
+def _queue_arn(sqs: Any, url: str) -> str:
+    return str(sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"])

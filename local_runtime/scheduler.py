@@ -15,12 +15,14 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 from keydesign import format_ts
 from local_runtime.functions import FunctionError
 
 _log = logging.getLogger(__name__)
+_HOUR_MS = 3_600_000
 
 
 class SimulatedClock:
@@ -32,20 +34,16 @@ class SimulatedClock:
         speed: float = 1.0,
         start_ms: int | None = None,
         monotonic: Callable[[], float] = time.monotonic,
-        wall_ms: Callable[[], int] = lambda: int(time.time() * 1000),
     ) -> None:
         if speed <= 0:
             raise ValueError(f"clock speed must be positive, got {speed}")
         self.speed = speed
         self._monotonic = monotonic
         self._origin = monotonic()
-        self._start_ms = wall_ms() if start_ms is None else start_ms
+        self._start_ms = int(time.time() * 1000) if start_ms is None else start_ms
 
     def now_ms(self) -> int:
         return self._start_ms + int((self._monotonic() - self._origin) * 1000 * self.speed)
-
-    def caught_up(self) -> bool:
-        return False
 
     def real_seconds_until(self, target_ms: int) -> float:
         """Real seconds until the clock shows ``target_ms`` (0 once it has)."""
@@ -57,12 +55,12 @@ class ReplayClock:
 
     It stands still while a run works and moves on to the next due time once the run is over and
     ``pace_s`` of real time has passed since it last moved, so every run of the replayed schedule
-    happens, however long each takes. Before it crosses into a new ``settle_every_ms`` slice of
-    time it also waits for ``settle()`` (the local system waits there for ingest to take what was
-    published so far, as it would within seconds in real time), which bounds how far ingest's
-    work lags the replayed time. Once it reaches the wall clock it *is* the wall
-    clock, and the schedule waits real periods. A demo replays hours of a rotator's life in
-    seconds this way, ingest running on the same clock (:class:`local_runtime.LocalSystem`).
+    happens, however long each takes. Before it crosses into a new hour it also waits for
+    ``settle()`` (the local system waits there for ingest to take what was published so far, as it
+    would within seconds in real time), which bounds how far ingest's work lags the replayed time.
+    Once it reaches the wall clock it *is* the wall clock, and the schedule waits real periods. A
+    demo replays hours of a rotator's life in seconds this way, ingest running on the same clock
+    (:class:`local_runtime.LocalSystem`).
     """
 
     def __init__(
@@ -71,12 +69,10 @@ class ReplayClock:
         start_ms: int,
         pace_s: float = 0.0,
         settle: Callable[[], object] | None = None,
-        settle_every_ms: int = 3_600_000,
         monotonic: Callable[[], float] = time.monotonic,
         wall_ms: Callable[[], int] = lambda: int(time.time() * 1000),
     ) -> None:
         self._settle = settle
-        self._settle_every_ms = max(1, settle_every_ms)
         if pace_s < 0:
             raise ValueError(f"a replay's pace must be 0 or more, got {pace_s}")
         self.pace_s = pace_s
@@ -110,7 +106,7 @@ class ReplayClock:
             left = self._moved_at + self.pace_s - self._monotonic()
         if left > 0:
             return left
-        if self._settle is not None and target_ms // self._settle_every_ms != self._now_ms // self._settle_every_ms:
+        if self._settle is not None and target_ms // _HOUR_MS != self._now_ms // _HOUR_MS:
             self._settle()
         with self._lock:
             self._now_ms = max(self._now_ms, target_ms)
@@ -128,34 +124,26 @@ def empty_event(_now_ms: int) -> dict[str, Any]:
     return {}
 
 
+@dataclass(eq=False)
 class Schedule:
     """Invokes ``invoke(event)`` at once and then every ``every_s`` simulated seconds until stopped."""
 
-    def __init__(
-        self,
-        name: str,
-        invoke: Callable[[Any], Any],
-        *,
-        every_s: float,
-        clock: SimulatedClock | ReplayClock | None = None,
-        event: Callable[[int], dict[str, Any]] = empty_event,
-        on_result: Callable[[int, Any], None] | None = None,
-    ) -> None:
-        if every_s <= 0:
-            raise ValueError(f"a schedule's period must be positive, got {every_s}")
-        self.name = name
-        self._invoke = invoke
-        self._every_s = every_s
-        self.clock: SimulatedClock | ReplayClock = clock or SimulatedClock()
-        self._event = event
-        self._on_result = on_result
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
-        self.runs = 0
-        self.failures = 0
-        #: The result of the latest run that did not fail.
-        self.last_result: Any = None
+    name: str
+    invoke: Callable[[Any], Any]
+    _: KW_ONLY
+    every_s: float
+    clock: SimulatedClock | ReplayClock = field(default_factory=SimulatedClock)
+    event: Callable[[int], dict[str, Any]] = empty_event
+    on_result: Callable[[int, Any], None] | None = None
+    runs: int = field(default=0, init=False)
+    failures: int = field(default=0, init=False)
+    _stop: threading.Event = field(default_factory=threading.Event, init=False)
+    _thread: threading.Thread | None = field(default=None, init=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
+
+    def __post_init__(self) -> None:
+        if self.every_s <= 0:
+            raise ValueError(f"a schedule's period must be positive, got {self.every_s}")
 
     def start(self, *, run_now: bool = True) -> None:
         """Start the schedule; ``run_now=False`` when the caller has just run it (the next run is one
@@ -175,7 +163,7 @@ class Schedule:
         """One scheduled run now (simulated time); the result, or None when the function failed."""
         now_ms = self.clock.now_ms()
         try:
-            result = self._invoke(self._event(now_ms))
+            result = self.invoke(self.event(now_ms))
         except FunctionError as exc:
             with self._lock:
                 self.runs += 1
@@ -184,14 +172,13 @@ class Schedule:
             return None
         with self._lock:
             self.runs += 1
-            self.last_result = result
-        if self._on_result is not None:
-            self._on_result(now_ms, result)
+        if self.on_result is not None:
+            self.on_result(now_ms, result)
         return result
 
     def _run(self, run_now: bool) -> None:
         # Due times are simulated: a catch-up clock changes speed when it reaches the wall clock.
-        every_ms = int(self._every_s * 1000)
+        every_ms = int(self.every_s * 1000)
         due = self.clock.now_ms() + (0 if run_now else every_ms)
         while not self._wait_until(due):
             self.run_once()

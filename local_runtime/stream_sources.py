@@ -48,10 +48,6 @@ class SourceRecord:
     #: Bytes the record takes in the event's JSON (for the 6 MB payload limit).
     size: int
 
-    @property
-    def sequence(self) -> int:
-        return int(self.sequence_number)
-
 
 @dataclass(frozen=True, slots=True)
 class ReadResult:
@@ -71,10 +67,6 @@ class StreamSource(Protocol):
     @property
     def batch_info_key(self) -> str: ...
 
-    #: The largest ``Limit`` GetRecords accepts.
-    @property
-    def max_read_limit(self) -> int: ...
-
     def shard_ids(self) -> list[str]: ...
 
     def iterator(self, shard_id: str, position: StartingPosition, after_sequence: str | None) -> str: ...
@@ -92,26 +84,43 @@ def _epoch_s(value: Any) -> float:
     return float(value)
 
 
-class KinesisSource:
+class _Shards:
+    """What both streams' APIs share: shard iterators, and GetRecords up to the service's largest limit."""
+
+    #: The largest ``Limit`` GetRecords accepts, and the name of a sequence number in GetShardIterator.
+    max_read_limit: int
+    sequence_parameter: str
+
+    def __init__(self, client: Any, stream_arn: str, stream: Mapping[str, str], region: str) -> None:
+        self._client = client
+        self.arn = stream_arn
+        self._stream = stream  # how a request names the stream
+        self._region = region
+
+    def iterator(self, shard_id: str, position: StartingPosition, after_sequence: str | None) -> str:
+        kwargs: dict[str, Any] = {**self._stream, "ShardId": shard_id, "ShardIteratorType": str(position)}
+        if after_sequence is not None:
+            kwargs.update({"ShardIteratorType": "AFTER_SEQUENCE_NUMBER", self.sequence_parameter: after_sequence})
+        return str(self._client.get_shard_iterator(**kwargs)["ShardIterator"])
+
+    def _get_records(self, iterator: str, limit: int) -> Any:
+        return self._client.get_records(ShardIterator=iterator, Limit=min(limit, self.max_read_limit))
+
+
+class KinesisSource(_Shards):
     """A Kinesis data stream, read with GetShardIterator and GetRecords."""
 
     batch_info_key = "KinesisBatchInfo"
     max_read_limit = 10_000
+    sequence_parameter = "StartingSequenceNumber"
 
     def __init__(self, client: Any, stream_arn: str, *, region: str, function_name: str) -> None:
-        self._client = client
-        self._arn = stream_arn
-        self._name = stream_arn.rsplit("/", 1)[-1]
-        self._region = region
+        super().__init__(client, stream_arn, {"StreamName": stream_arn.rsplit("/", 1)[-1]}, region)
         self._role = f"arn:aws:iam::{ACCOUNT_ID}:role/{function_name}-role"
-
-    @property
-    def arn(self) -> str:
-        return self._arn
 
     def shard_ids(self) -> list[str]:
         shards: list[str] = []
-        kwargs: dict[str, Any] = {"StreamName": self._name}
+        kwargs: dict[str, Any] = dict(self._stream)
         while True:
             page = self._client.list_shards(**kwargs)
             shards.extend(s["ShardId"] for s in page.get("Shards", []))
@@ -120,16 +129,8 @@ class KinesisSource:
                 return shards
             kwargs = {"NextToken": token}
 
-    def iterator(self, shard_id: str, position: StartingPosition, after_sequence: str | None) -> str:
-        kwargs: dict[str, Any] = {"StreamName": self._name, "ShardId": shard_id}
-        if after_sequence is not None:
-            kwargs.update(ShardIteratorType="AFTER_SEQUENCE_NUMBER", StartingSequenceNumber=after_sequence)
-        else:
-            kwargs["ShardIteratorType"] = str(position)
-        return str(self._client.get_shard_iterator(**kwargs)["ShardIterator"])
-
     def read(self, shard_id: str, iterator: str, limit: int) -> ReadResult:
-        page = self._client.get_records(ShardIterator=iterator, Limit=min(limit, self.max_read_limit))
+        page = self._get_records(iterator, limit)
         records = [self._event_record(shard_id, r) for r in page.get("Records", [])]
         behind = page.get("MillisBehindLatest")
         return ReadResult(records, page.get("NextShardIterator"), int(behind) if behind is not None else None)
@@ -151,49 +152,35 @@ class KinesisSource:
             "eventName": "aws:kinesis:record",
             "invokeIdentityArn": self._role,
             "awsRegion": self._region,
-            "eventSourceARN": self._arn,
+            "eventSourceARN": self.arn,
         }
         return SourceRecord(sequence, arrival, record, record_size(record))
 
 
-class DynamoDBStreamSource:
+class DynamoDBStreamSource(_Shards):
     """A table's DynamoDB stream, read with the ``dynamodbstreams`` API."""
 
     batch_info_key = "DDBStreamBatchInfo"
     max_read_limit = 1_000
+    sequence_parameter = "SequenceNumber"
 
     def __init__(self, client: Any, stream_arn: str, *, region: str) -> None:
-        self._client = client
-        self._arn = stream_arn
-        self._region = region
-
-    @property
-    def arn(self) -> str:
-        return self._arn
+        super().__init__(client, stream_arn, {"StreamArn": stream_arn}, region)
 
     def shard_ids(self) -> list[str]:
         shards: list[str] = []
-        kwargs: dict[str, Any] = {"StreamArn": self._arn}
+        kwargs: dict[str, Any] = dict(self._stream)
         while True:
             description = self._client.describe_stream(**kwargs)["StreamDescription"]
             shards.extend(s["ShardId"] for s in description.get("Shards", []))
             last = description.get("LastEvaluatedShardId")
             if not last:
                 return shards
-            kwargs = {"StreamArn": self._arn, "ExclusiveStartShardId": last}
-
-    def iterator(self, shard_id: str, position: StartingPosition, after_sequence: str | None) -> str:
-        kwargs: dict[str, Any] = {"StreamArn": self._arn, "ShardId": shard_id}
-        if after_sequence is not None:
-            kwargs.update(ShardIteratorType="AFTER_SEQUENCE_NUMBER", SequenceNumber=after_sequence)
-        else:
-            kwargs["ShardIteratorType"] = str(position)
-        return str(self._client.get_shard_iterator(**kwargs)["ShardIterator"])
+            kwargs = {**self._stream, "ExclusiveStartShardId": last}
 
     def read(self, shard_id: str, iterator: str, limit: int) -> ReadResult:
-        page = self._client.get_records(ShardIterator=iterator, Limit=min(limit, self.max_read_limit))
-        records = [self._event_record(r) for r in page.get("Records", [])]
-        return ReadResult(records, page.get("NextShardIterator"))
+        page = self._get_records(iterator, limit)
+        return ReadResult([self._event_record(r) for r in page.get("Records", [])], page.get("NextShardIterator"))
 
     def _event_record(self, raw: Mapping[str, Any]) -> SourceRecord:
         change = dict(raw["dynamodb"])
@@ -210,7 +197,7 @@ class DynamoDBStreamSource:
             "eventSource": "aws:dynamodb",
             "awsRegion": self._region,
             "dynamodb": change,
-            "eventSourceARN": self._arn,
+            "eventSourceARN": self.arn,
         }
         if "userIdentity" in raw:
             record["userIdentity"] = dict(raw["userIdentity"])

@@ -18,13 +18,13 @@ function (:mod:`.app_functions`) with its trigger:
   through ingest or the hot-key function (``Endpoints.lambda_endpoint_url``).
 
 Stopping undoes it all in reverse, whatever failed on the way. The plug points
-(:meth:`LocalSystem.load_function`, :meth:`~LocalSystem.serve_api`,
-:meth:`~LocalSystem.consume_table_streams`, :meth:`~LocalSystem.schedule`) are
-public for tests and other handlers.
+(``functions.load``, :meth:`~LocalSystem.serve_api`, ``mappings.follow_tables``,
+:meth:`~LocalSystem.schedule`) are public for tests and other handlers.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 import threading
 import time
@@ -40,16 +40,16 @@ from infra.config import METRICS_NAMESPACE, Context, FunctionWiring, LambdaFunct
 from local_runtime.api_gateway import RestApi
 from local_runtime.app_functions import AppFunctions
 from local_runtime.environment import aws_environment, local_client, patched_environ
-from local_runtime.event_source_mapping import FailureDestination, MappingConfig, SqsDestination
+from local_runtime.event_source_mapping import FailureDestination, MappingConfig
 from local_runtime.faults import LocalFaults
 from local_runtime.function_logs import FunctionLogRouter
-from local_runtime.functions import FunctionSpec, LocalFunction
+from local_runtime.functions import LocalFunction
 from local_runtime.lambda_api import LambdaInvokeApi
 from local_runtime.mappings import LocalLambda, StreamMappings
 from local_runtime.moto_server import EmbeddedMoto
-from local_runtime.resources import Provisioner, ResourceNames, Resources, existing_readings_tables
+from local_runtime.resources import ResourceNames, Resources, existing_readings_tables, provision
 from local_runtime.scheduler import ReplayClock, Schedule, SimulatedClock, empty_event, now_event
-from local_runtime.stream_sources import KinesisSource
+from local_runtime.stream_sources import DynamoDBStreamSource, KinesisSource
 
 T = TypeVar("T")
 
@@ -64,8 +64,6 @@ class LocalOptions:
     faults: LocalFaults = field(default_factory=LocalFaults)
     #: How long an idle shard waits before it is read again.
     poll_interval_s: float = 0.25
-    #: Invocations running at once over every function (they share Powertools' module state).
-    concurrency: int = 1
     #: A file for the functions' stdout (logs, EMF metrics) while the system runs, as CloudWatch Logs
     #: holds them; ``sys.stdout`` is routed there and :attr:`LocalSystem.console` is the terminal.
     #: None leaves stdout alone.
@@ -119,16 +117,9 @@ class Endpoints:
 class LocalSystem:
     """The running system. Not reusable: start it once, stop it once."""
 
-    def __init__(
-        self,
-        config: Context,
-        options: LocalOptions | None = None,
-        *,
-        now_ms: Callable[[], int] = lambda: int(time.time() * 1000),
-    ) -> None:
+    def __init__(self, config: Context, options: LocalOptions | None = None) -> None:
         self.config = config
         self.options = options or LocalOptions()
-        self._now_ms = now_ms
         self._exit = ExitStack()
         self._moto = EmbeddedMoto(self.options.moto_port)
         self.functions = AppFunctions(config, self.options)
@@ -143,7 +134,6 @@ class LocalSystem:
         self.lambda_invoke = LambdaInvokeApi(self.functions.loaded.get)
         self._mappings: StreamMappings | None = None
         self._resources: Resources | None = None
-        self._endpoint_url: str | None = None
         self._router: FunctionLogRouter | None = None
         self._lock = threading.Lock()
         self._started = False
@@ -168,12 +158,12 @@ class LocalSystem:
             self._router = FunctionLogRouter(self._exit.enter_context(options.function_log.open("a", encoding="utf-8")))
             self._router.install()
             self._exit.callback(self._router.uninstall)
-        self._endpoint_url = self._moto.start()
+        self._moto.start()
         self._exit.callback(self._moto.stop)
         self._exit.enter_context(
             patched_environ(
                 {
-                    **aws_environment(self._endpoint_url, options.region),
+                    **aws_environment(self.endpoint_url, options.region),
                     "POWERTOOLS_TRACE_DISABLED": "true",
                     "POWERTOOLS_LOG_LEVEL": "INFO",
                     **CommonSettings.render(metrics_namespace=METRICS_NAMESPACE),
@@ -185,14 +175,15 @@ class LocalSystem:
         self._exit.callback(reset_clients)
 
         rotates = options.rotator and config.table_period is not None
-        names = ResourceNames.for_config(config, self._now_ms())
+        names = ResourceNames.for_config(config, int(time.time() * 1000))
         services = ("dynamodb", "kinesis", "sqs", "sns", "secretsmanager", "s3")
-        self._resources = Provisioner(**{s: self.client(s) for s in services}).provision(
+        self._resources = provision(
             config,
             # The rotator builds every per-period table, as in AWS (the stack makes none).
             replace(names, readings_tables=()) if rotates else names,
             cursor_secret=options.cursor_secret,
             export_bucket=config.export_bucket if rotates else None,
+            **{s: self.client(s) for s in services},
         )
         r = self._resources
         self.functions.wiring = FunctionWiring(
@@ -208,10 +199,10 @@ class LocalSystem:
         self._exit.callback(self.lambda_invoke.stop)
         self._exit.enter_context(patched_environ({"AWS_ENDPOINT_URL_LAMBDA": self.lambda_invoke.start()}))
         reset_clients()
+        streams = self.client("dynamodbstreams")
         self._mappings = StreamMappings(
             dynamodb=self.client("dynamodb"),
-            streams=self.client("dynamodbstreams"),
-            region=options.region,
+            table_stream=lambda arn: DynamoDBStreamSource(streams, arn, region=options.region),
             tables=self.readings_tables,
             stop_timeout_s=self.functions.timeout_s(LambdaFunction.INGEST) + 5,
         )
@@ -228,7 +219,7 @@ class LocalSystem:
             hotkeys = self.functions.start(LambdaFunction.HOTKEYS)
             if not rotates:  # with the rotator, it maps each table's stream, as in AWS
                 config_ = MappingConfig.for_stream(config, "hotkeys", poll_interval_s=options.poll_interval_s)
-                self.consume_table_streams(hotkeys, config_, destination=self._queue(r.hotkeys_failures_queue_url))
+                self.mappings.follow_tables(hotkeys, config_, self._queue(r.hotkeys_failures_queue_url))
         if rotates:
             self._start_rotator()
         if options.rollups and config.rollups:
@@ -298,7 +289,8 @@ class LocalSystem:
             every_s=self.config.rotation_interval_minutes() * 60.0,
             clock=self.clock,
             event=now_event if self.functions.rotator_sped_up else empty_event,
-            on_result=self._record_rotation,
+            # list.append is atomic: readers copy the list (list(system.rotations)) while runs add to it.
+            on_result=lambda now_ms, result: self.rotations.append({"now_ms": now_ms, "summary": result}),
         )
         # The first run happens here, before start() returns: the tables (and their stream mappings)
         # it makes exist by the time anyone publishes. The schedule then runs it every period.
@@ -314,7 +306,7 @@ class LocalSystem:
         if behind_s <= 0:
             raise ValueError(f"rotator_replay_s must be above 0, got {behind_s}")
         return ReplayClock(
-            start_ms=self._now_ms() - int(behind_s * 1000),
+            start_ms=int((time.time() - behind_s) * 1000),
             pace_s=self.options.rotator_replay_pace_s,
             settle=self._ingest_settled,
         )
@@ -324,26 +316,11 @@ class LocalSystem:
         ingest = self.mappings.named("ingest")
         return ingest.wait_until_caught_up(timeout_s) if ingest is not None else True
 
-    def _record_rotation(self, now_ms: int, result: Any) -> None:
-        with self._lock:
-            self.rotations.append({"now_ms": now_ms, "summary": result})
-
     def _queue(self, url: str) -> FailureDestination:
-        return SqsDestination(self.client("sqs"), url)
+        sqs = self.client("sqs")
+        return lambda message: sqs.send_message(QueueUrl=url, MessageBody=json.dumps(message))
 
     # -- plug points -------------------------------------------------------------------
-
-    def load_function(self, spec: FunctionSpec, *, inject_errors: bool = True) -> LocalFunction:
-        """Build ``spec``'s handler afresh with its environment; invocations share the system's gate
-        and (with ``inject_errors``) its injected invocation errors."""
-        return self.functions.load(spec, inject_errors=inject_errors)
-
-    def consume_table_streams(
-        self, function: LocalFunction, config: MappingConfig, *, destination: FailureDestination | None = None
-    ) -> None:
-        """Invoke ``function`` with the stream of every readings table, including per-period tables
-        created later, as the rotator's mappings would."""
-        self.mappings.follow_tables(function, config, destination)
 
     def serve_api(self, function: LocalFunction) -> str:
         """Serve the REST API stage with ``function`` behind it; return the base URL (``.../<stage>``)."""
@@ -363,7 +340,9 @@ class LocalSystem:
     ) -> Schedule:
         """Invoke ``function`` every ``every_s`` simulated seconds of ``clock``, the first time now
         (in the schedule's thread) unless ``run_now`` is False."""
-        schedule = Schedule(function.name, function.invoke, every_s=every_s, clock=clock, event=event)
+        schedule = Schedule(
+            function.name, function.invoke, every_s=every_s, clock=clock or SimulatedClock(), event=event
+        )
         with self._lock:
             self.schedules.append(schedule)
         schedule.start(run_now=run_now)
@@ -381,7 +360,7 @@ class LocalSystem:
 
     @property
     def endpoint_url(self) -> str:
-        return _running(self._endpoint_url)
+        return self._moto.endpoint_url
 
     @property
     def console(self) -> TextIO:

@@ -146,4 +146,4 @@ def test_the_rotator_runs_on_a_speed_up_clock_and_maps_each_tables_stream(runnin
     assert today not in mapped(), "the first day's mapping outlived its day"
     (schedule,) = system.schedules
     assert schedule.runs >= 2 and schedule.failures == 0
-    assert not schedule.last_result["errors"]
+    assert not system.rotations[-1]["summary"]["errors"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import time
+import urllib.request
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +24,7 @@ import pytest
 from infra.config import Context, load_cdk_json_context
 from local_runtime.event_source_mapping import MappingConfig
 from local_runtime.moto_server import EmbeddedMoto
-from local_runtime.resources import QUEUE_RETENTION_S, Provisioner, ResourceNames, Resources
+from local_runtime.resources import QUEUE_RETENTION_S, ResourceNames, Resources, provision
 
 pytestmark = pytest.mark.integration
 
@@ -103,11 +104,18 @@ def clients(endpoint: str) -> dict[str, Any]:
     }
 
 
-def provision(moto: EmbeddedMoto, config: Context) -> tuple[Resources, dict[str, Any]]:
-    moto.reset()
+def reset(moto: EmbeddedMoto) -> None:
+    """Forget every resource moto holds (all services, all regions)."""
+    request = urllib.request.Request(f"{moto.endpoint_url}/moto-api/reset", data=b"", method="POST")  # noqa: S310
+    with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310 - a loopback URL, checked
+        response.read()
+
+
+def provisioned(moto: EmbeddedMoto, config: Context) -> tuple[Resources, dict[str, Any]]:
+    reset(moto)
     aws = clients(moto.endpoint_url)
     names = ResourceNames.for_config(config, NOW_MS)
-    return Provisioner(**aws).provision(config, names), aws
+    return provision(config, names, **aws), aws
 
 
 def local_table(dynamodb: Any, name: str) -> dict[str, Any]:
@@ -139,7 +147,7 @@ def test_every_table_of_the_stack_is_provisioned_with_the_same_definition(
 ) -> None:
     # Given the synthesized template and what local mode provisions from the same configuration
     v = variants[variant]
-    resources, aws = provision(moto, v.config)
+    resources, aws = provisioned(moto, v.config)
     stack_tables = {
         p["Properties"]["TableName"]: p["Properties"] for p in v.resources_of("AWS::DynamoDB::GlobalTable").values()
     }
@@ -155,7 +163,7 @@ def test_every_table_of_the_stack_is_provisioned_with_the_same_definition(
 
 def test_per_period_tables_take_the_fixed_tables_definition(variants: dict[str, Variant], moto: EmbeddedMoto) -> None:
     periodic = variants["periodic"]
-    resources, aws = provision(moto, periodic.config)
+    resources, aws = provisioned(moto, periodic.config)
     layout = periodic.config.layout()
     expected_names = {layout.table_for(NOW_MS), layout.table_for(layout.table_period.next_start(NOW_MS))}  # type: ignore[union-attr]
     assert set(resources.names.readings_tables) == expected_names
@@ -175,7 +183,7 @@ def test_the_stream_has_the_stacks_mode_shards_and_retention(
     variant: str, variants: dict[str, Variant], moto: EmbeddedMoto
 ) -> None:
     v = variants[variant]
-    resources, aws = provision(moto, v.config)
+    resources, aws = provisioned(moto, v.config)
     (stream,) = v.resources_of("AWS::Kinesis::Stream").values()
     properties = stream["Properties"]
     summary = aws["kinesis"].describe_stream_summary(StreamName=resources.names.stream)["StreamDescriptionSummary"]
@@ -192,7 +200,7 @@ def test_the_rejects_queue_keeps_messages_as_long_as_the_stacks(
     variant: str, variants: dict[str, Variant], moto: EmbeddedMoto
 ) -> None:
     v = variants[variant]
-    resources, aws = provision(moto, v.config)
+    resources, aws = provisioned(moto, v.config)
     (rejects,) = [q for logical, q in v.resources_of("AWS::SQS::Queue").items() if "Rejects" in logical]
     attributes = aws["sqs"].get_queue_attributes(QueueUrl=resources.rejects_queue_url, AttributeNames=["All"])
     assert int(attributes["Attributes"]["MessageRetentionPeriod"]) == rejects["Properties"]["MessageRetentionPeriod"]
@@ -246,7 +254,7 @@ def test_the_hot_key_and_cursor_resources_exist_locally(variants: dict[str, Vari
     v = variants["single"]
     assert [k for k in v.resources_of("AWS::SQS::Queue") if "HotKeys" in k]
     assert v.resources_of("AWS::SecretsManager::Secret")
-    moto.reset()
+    reset(moto)
     aws = clients(moto.endpoint_url)
     secrets = boto3.client(
         "secretsmanager",
@@ -256,7 +264,7 @@ def test_the_hot_key_and_cursor_resources_exist_locally(variants: dict[str, Vari
         aws_secret_access_key="local",
     )
     names = ResourceNames.for_config(v.config, NOW_MS)
-    resources = Provisioner(**aws, secretsmanager=secrets).provision(v.config, names, cursor_secret="k" * 40)
+    resources = provision(v.config, names, **aws, secretsmanager=secrets, cursor_secret="k" * 40)
     assert resources.hotkeys_failures_queue_arn.endswith(f":{names.hotkeys_failures_queue}")
     assert resources.cursor_secret_arn is not None
     assert secrets.get_secret_value(SecretId=resources.cursor_secret_arn)["SecretString"] == "k" * 40

@@ -114,7 +114,7 @@ def test_concurrent_requests_are_all_answered(api: RestApi) -> None:
 def test_the_api_plugs_into_the_running_system(running: Any) -> None:
     # Given the running system, When a function is loaded from its handler path and served
     system = running()
-    function = system.load_function(FunctionSpec(name="query", handler=TINY_API, environment={}))
+    function = system.functions.load(FunctionSpec(name="query", handler=TINY_API, environment={}))
     base_url = system.serve_api(function)
     # Then the endpoints show the API under the configured stage, and requests reach the function
     assert system.endpoints.api_url == base_url

@@ -27,7 +27,7 @@ def clean_recordings() -> Iterator[None]:
 def test_a_scheduled_function_runs_every_simulated_period_until_the_system_stops(running: Any) -> None:
     # Given a function scheduled hourly on a clock 10,000 times faster than real time (a run every 360 ms)
     system = running()
-    function = system.load_function(
+    function = system.functions.load(
         FunctionSpec(name="rotator", handler="tests.integration.local_runtime.scheduled_recorder.handler")
     )
     clock = SimulatedClock(speed=10_000, start_ms=1_795_330_800_000)

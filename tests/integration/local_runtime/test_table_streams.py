@@ -12,7 +12,7 @@ import pytest
 from infra.config import READINGS_SCHEMA
 from local_runtime.event_source_mapping import MappingConfig
 from local_runtime.functions import FunctionSpec
-from local_runtime.resources import Provisioner, TableDefinition
+from local_runtime.resources import TableDefinition, create_table
 from tests.integration.local_runtime import recordings
 from tests.integration.local_runtime.conftest import (
     WAIT_S,
@@ -39,8 +39,8 @@ def clean_recordings() -> Iterator[None]:
 def test_every_write_reaches_the_stream_handler_with_partial_failures_retried(running: Any) -> None:
     # Given the system with a stream handler on the readings table
     system = running()
-    function = system.load_function(FunctionSpec(name="hotkeys", handler=RECORDER))
-    system.consume_table_streams(function, STREAM_MAPPING)
+    function = system.functions.load(FunctionSpec(name="hotkeys", handler=RECORDER))
+    system.mappings.follow_tables(function, STREAM_MAPPING)
     # When readings are ingested and everything has drained (the stream, then the table's stream)
     publish_readings(system, readings(400, prefix="s"))
     assert system.wait_until_idle(WAIT_S)
@@ -69,8 +69,8 @@ def test_per_period_tables_are_followed_as_they_are_created(running: Any) -> Non
     # Given per-period tables: the current day's and the next day's exist from the start
     config = local_config(table_period="day", bucket="15m")
     system = running(config)
-    function = system.load_function(FunctionSpec(name="hotkeys", handler=RECORDER))
-    system.consume_table_streams(function, STREAM_MAPPING)
+    function = system.functions.load(FunctionSpec(name="hotkeys", handler=RECORDER))
+    system.mappings.follow_tables(function, STREAM_MAPPING)
     assert len(system.readings_tables()) == 2
     layout = config.layout()
     now_ms = int(time.time() * 1000)
@@ -83,10 +83,7 @@ def test_per_period_tables_are_followed_as_they_are_created(running: Any) -> Non
     # When the rotator creates another period's table and something is written to it
     later = layout.table_for(layout.table_period.next_start(layout.table_period.next_start(now_ms)))
     dynamodb = system.client("dynamodb")
-    provisioner = Provisioner(
-        dynamodb=dynamodb, kinesis=system.client("kinesis"), sqs=system.client("sqs"), sns=system.client("sns")
-    )
-    provisioner.create_table(TableDefinition(later, READINGS_SCHEMA, "PAY_PER_REQUEST"))
+    create_table(dynamodb, TableDefinition(later, READINGS_SCHEMA, "PAY_PER_REQUEST"))
     dynamodb.put_item(TableName=later, Item={"pk": {"S": "0001#x"}, "sk": {"S": "late-1"}})
     # Then its stream is followed too
     assert system.wait_until_idle(WAIT_S)

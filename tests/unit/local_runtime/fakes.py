@@ -113,5 +113,5 @@ class FakeDestination:
     def __init__(self) -> None:
         self.messages: list[Mapping[str, Any]] = []
 
-    def send(self, message: Mapping[str, Any]) -> None:
+    def __call__(self, message: Mapping[str, Any]) -> None:
         self.messages.append(message)

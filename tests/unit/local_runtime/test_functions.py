@@ -17,7 +17,6 @@ from local_runtime.functions import (
     FunctionTimeoutError,
     InjectedInvocationError,
     InvocationFaults,
-    InvocationGate,
     LocalFunction,
 )
 
@@ -141,7 +140,7 @@ def test_an_injected_fraction_is_roughly_that_fraction() -> None:
 
 
 def test_the_gate_bounds_concurrent_invocations() -> None:
-    gate = InvocationGate(1)
+    gate = threading.Lock()
     inside = threading.Semaphore(0)
     release = threading.Event()
     running = []

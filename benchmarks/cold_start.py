@@ -286,26 +286,21 @@ def cold_start(quick: bool) -> Result:
     no_bytecode = Path(tempfile.mkdtemp(prefix="cold-start-")) / "functions"
     shutil.copytree(FUNCTIONS, no_bytecode, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
 
-    def median_ms(
-        name: str, figure: str = "seconds", **options: Any
-    ) -> tuple[float, Mapping[str, Any], list[dict[str, Any]]]:
-        """``import_once(name, **options)`` ``repeats`` times: the median of ``figure`` in ms, the last report, all."""
+    def median_ms(name: str, figure: str = "seconds", **options: Any) -> tuple[float, float, Mapping[str, Any]]:
+        """``import_once(name, **options)`` ``repeats`` times: the medians of ``figure`` and of the CPU time in
+        ms, and the last report."""
         reports = [import_once(name, **options)[0] for _ in range(repeats)]
-        return round(median_of(reports, figure) * 1000, 1), reports[-1], reports
+        cpu = round(median_of(reports, "cpu_seconds") * 1000, 1)
+        return round(median_of(reports, figure) * 1000, 1), cpu, reports[-1]
 
-    def cpu_ms(reports: list[dict[str, Any]]) -> float:
-        return round(median_of(reports, "cpu_seconds") * 1000, 1)
-
-    floor_ms, _, floor_reports = median_ms(FLOOR)
-    floor_cpu = cpu_ms(floor_reports)
+    floor_ms, floor_cpu, _ = median_ms(FLOOR)
     result.add(
         "floor: botocore + Powertools Logger, Metrics",
         floor_ms,
         "ms",
         f"what every handler pays first; CPU time {floor_cpu:.0f} ms",
     )
-    boto3_ms, _, boto3_reports = median_ms(FLOOR_BOTO3)
-    boto3_cpu = cpu_ms(boto3_reports)
+    boto3_ms, boto3_cpu, _ = median_ms(FLOOR_BOTO3)
     result.add(
         "floor with boto3 instead of botocore",
         boto3_ms,
@@ -313,8 +308,7 @@ def cold_start(quick: bool) -> Result:
         f"{boto3_ms / floor_ms:.2f}x the floor; CPU time {boto3_cpu:.0f} ms, {boto3_cpu / floor_cpu:.2f}x",
     )
     for name in HANDLERS:
-        ms, report, reports = median_ms(name)
-        cpu = cpu_ms(reports)
+        ms, cpu, report = median_ms(name)
         _, importtime = import_once(name, importtime=True)
         slowest = ", ".join(f"{module} {ms:.0f} ms" for module, ms in slowest_imports(importtime))
         result.add(

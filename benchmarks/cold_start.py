@@ -172,8 +172,10 @@ def import_once(
     return run_child([*flags, "-c", child], env, what=f"importing {name}", timeout=120)
 
 
-def run_child(args: list[str], env: dict[str, str], *, what: str, timeout: int) -> tuple[dict[str, Any], str]:
-    """Run this interpreter with ``args`` in ``env`` from the repository's root: the JSON object its
+def run_child(
+    args: list[str], env: dict[str, str], *, what: str, timeout: int, cwd: Path = ROOT
+) -> tuple[dict[str, Any], str]:
+    """Run this interpreter with ``args`` in ``env`` from ``cwd`` (the repository's root): the JSON object its
     stdout ends with, and its stderr. Raises naming ``what`` if the child fails."""
     done = subprocess.run(  # noqa: S603 - our own interpreter running our own code
         [sys.executable, *args],
@@ -181,7 +183,7 @@ def run_child(args: list[str], env: dict[str, str], *, what: str, timeout: int) 
         capture_output=True,
         text=True,
         check=False,
-        cwd=ROOT,
+        cwd=cwd,
         timeout=timeout,
     )
     if done.returncode != 0:

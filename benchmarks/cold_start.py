@@ -542,7 +542,7 @@ def first_request_figures(result: Result, quick: bool) -> None:
     runs, warm = (2, 20) if quick else (5, 50)
     now_ms = int(time.time() * 1000)
     with EmbeddedMoto() as moto:
-        env = handler_env("query")
+        env = handler_env("query", in_lambda=False)
         env.update(
             AWS_ENDPOINT_URL=moto.endpoint_url,
             AWS_ACCESS_KEY_ID="benchmark",
@@ -550,8 +550,7 @@ def first_request_figures(result: Result, quick: bool) -> None:
             PYTHONPATH=os.pathsep.join([str(FUNCTIONS), str(ROOT)]),
             POWERTOOLS_LOG_LEVEL="WARNING",
         )
-        for name in ("CURSOR_SECRET", "LAMBDA_TASK_ROOT"):
-            env.pop(name)
+        env.pop("CURSOR_SECRET")  # provisioning puts the key in Secrets Manager: the function reads it there
         deployed = run_child(
             ["-m", "benchmarks.cold_start", "provision", str(now_ms)], env, what="provisioning", timeout=900
         )[0]

@@ -188,7 +188,6 @@ def ingest_cpu(quick: bool) -> Result:
     repeats = 2 if quick else 5
     items = readings(count)
     settings = IngestSettings.from_env(stack_env())
-    common = settings
     shapes = {
         "packed": {"Records": lambda_records(items, packed=True)},
         "one-per-record": {"Records": lambda_records(items, packed=False)},
@@ -235,15 +234,15 @@ def ingest_cpu(quick: bool) -> Result:
     result.add(
         "BatchWriteItem calls per 10,000 readings", outcome.write.calls * per, "calls", "one item per reading: 400"
     )
-    _control_writes(result, cold, after_cold, common.control_table or "")
+    _control_writes(result, cold, after_cold, settings.control_table or "")
     result.params = {
         "readings": count,
         "repeats": repeats,
-        "layout": common.layout_kind,
-        "shards": common.shards,
-        "table_period": common.table_period,
+        "layout": settings.layout_kind,
+        "shards": settings.shards,
+        "table_period": settings.table_period,
         "control_table": True,
-        "rollups": common.rollups,
+        "rollups": settings.rollups,
     }
     result.method = (
         "the real Ingestor as the default stack configures it (parse the event, decode, validate, pack into "
@@ -263,16 +262,15 @@ def _stages(
     result: Result, settings: IngestSettings, event: dict[str, Any], repeats: int, per_reading_us: float
 ) -> None:
     """Where the time goes, stage by stage (single thread, packed records)."""
-    common = settings
-    layout = common.layout
-    shard_map = ShardMap.initial(layout.bucket, common.shards)
+    layout = settings.layout
+    shard_map = ShardMap.initial(layout.bucket, settings.shards)
     cpu_decode, _, decoded = _best(repeats, lambda: [decode_record(i, r) for i, r in enumerate(parse_records(event))])
     values = [(c.value, d.record.version) for d in decoded for c in d.candidates]
     count = len(values)
     cpu_parse, _, entries = _best(repeats, lambda: [(Reading.parse(v), version) for v, version in values])
     rng = random.Random(1)
     cpu_pack, _, blocks = _best(
-        repeats, lambda: layout.pack(entries, shard_map, retention_ms=common.retention_ms, rng=rng)
+        repeats, lambda: layout.pack(entries, shard_map, retention_ms=settings.retention_ms, rng=rng)
     )
     cpu_serialize, _, _ = _best(repeats, lambda: [serialize_item(b.item()) for b in blocks])
     # A warm container's occupancy work on every batch: group the blocks by (table, partition,
@@ -284,8 +282,8 @@ def _stages(
     assert missing == [], "a warm recorder writes nothing"
     # Likewise the rollup marks: group the written readings by (entity, finest interval), all written already.
     writer = BatchWriter(null, concurrency=1)
-    store = RollupStore(null, writer, CONTROL_TABLE, layout.table_prefix, common.retention_ms)
-    marks = MarkRecorder(store, common.granularities.finest if common.granularities else 60_000)
+    store = RollupStore(null, writer, CONTROL_TABLE, layout.table_prefix, settings.retention_ms)
+    marks = MarkRecorder(store, settings.granularities.finest if settings.granularities else 60_000)
     written = [(i, r.entity_id, r.ts_ms) for i, b in enumerate(blocks) for r in b.readings]
     stamp, deadline = int(time.time() * 1000), Deadline.after_ms(900_000)
     assert marks.write(written, stamp, deadline) == {}, "every mark is written once"

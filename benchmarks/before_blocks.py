@@ -30,7 +30,7 @@ from benchmarks.harness import Result, benchmark
 BEFORE = "b224d42"
 DENSITIES = (25, 1)
 #: What the benchmarks of that commit import (the rest of its tree is not needed).
-_PARTS = ("functions", "benchmarks", "local_runtime", "infra", "cdk.json")
+_PARTS = ("functions", "benchmarks", "local_runtime", "infra", "producer", "cdk.json")
 
 
 def before_tree() -> Path:

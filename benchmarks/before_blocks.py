@@ -17,22 +17,20 @@ Rerun: ``python -m benchmarks before-blocks`` (needs git and this repository's h
 
 from __future__ import annotations
 
-import json
 import os
 import statistics
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-from benchmarks.cold_start import ROOT
+from benchmarks.cold_start import ROOT, run_child
 from benchmarks.harness import Result, benchmark
 
 #: The last commit that stored one item per reading.
 BEFORE = "b224d42"
 DENSITIES = (25, 1)
 #: What the benchmarks of that commit import (the rest of its tree is not needed).
-_PARTS = ("functions", "benchmarks", "local_runtime", "infra", "cdk.json")
+_PARTS = ("functions", "benchmarks", "local_runtime", "infra", "producer", "cdk.json")
 
 
 def before_tree() -> Path:
@@ -54,12 +52,7 @@ def before_tree() -> Path:
 def _in(tree: Path, code: str) -> dict[str, Any]:
     """Run ``code`` (which prints one JSON line last) with ``tree``'s code first on the path."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tree / "functions"), str(tree)]))
-    done = subprocess.run(  # noqa: S603 - our own interpreter running our own benchmarks
-        [sys.executable, "-c", code], env=env, cwd=tree, capture_output=True, text=True, check=False, timeout=900
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"the run in {tree} failed: {done.stderr.strip().splitlines()[-3:]}")
-    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+    return run_child(["-c", code], env, what=f"the run in {tree}", timeout=900, cwd=tree)[0]
 
 
 _INGEST = """

@@ -136,9 +136,6 @@ class Deployment:
     def kinesis_shard(self, entity: str) -> int:
         return self.group_shard(stable_hash(entity) % PRODUCER_GROUPS)
 
-    def base_pk(self, entity: str) -> str:
-        return self.layout.partitions_of(entity, START_MS, self.shard_map)[0]
-
 
 @dataclass(frozen=True, slots=True)
 class Arrival:
@@ -340,8 +337,8 @@ def combined(fleet: Fleet, outcome: Outcome) -> dict[str, float]:
 
 def seed_000_sample(deployment: Deployment) -> list[str]:
     """sensor-alpha-001 and every fleet sensor that shares its hybrid base partition (about 1 in N)."""
-    home = shard_of(HOT_SENSOR, deployment.shard_map.global_shards_at(START_MS))
     total = deployment.shard_map.global_shards_at(START_MS)
+    home = shard_of(HOT_SENSOR, total)
     neighbours = [s for s in map(SEED_000.sensor, range(SEED_000.sensors)) if shard_of(s, total) == home]
     return [HOT_SENSOR, *neighbours]
 
@@ -350,7 +347,7 @@ def run(quick: bool = False, deployment: Deployment | None = None) -> dict[str, 
     deployment = deployment or Deployment.defaults()
     duration = 42_000 if quick else 60_000  # two batches of the longest window and the first jitter
     sparse_duration = 600_000 if quick else 1_800_000
-    hot_pk = deployment.base_pk(HOT_SENSOR)
+    hot_pk = deployment.layout.partitions_of(HOT_SENSOR, START_MS, deployment.shard_map)[0]
     devices = map(SEED_003.sensor, range(0, SEED_003.sensors, 500))
     sparse = map(SPARSE.sensor, range(0, SPARSE.sensors, 5))
     samples: Sequence[tuple[Fleet, dict[str, list[Arrival]], int]] = [
@@ -376,11 +373,7 @@ def run(quick: bool = False, deployment: Deployment | None = None) -> dict[str, 
         sweep.append(row)
     return {
         "quick": quick,
-        "simulated_s": {
-            "seed 000": duration / 1_000,
-            "seed 003": sparse_duration / 1_000,
-            "sparse": sparse_duration / 1_000,
-        },
+        "simulated_s": {f.name: span / 1_000 for f, _, span in samples},
         "sampled_entities": {f.name: len(r) for f, r, _ in samples},
         "reading_json_bytes": {
             f.name: sum(a.record_bytes - 1 for m in r.values() for a in m) / sum(len(m) for m in r.values())

@@ -172,8 +172,10 @@ def import_once(
     return run_child([*flags, "-c", child], env, what=f"importing {name}", timeout=120)
 
 
-def run_child(args: list[str], env: dict[str, str], *, what: str, timeout: int) -> tuple[dict[str, Any], str]:
-    """Run this interpreter with ``args`` in ``env`` from the repository's root: the JSON object its
+def run_child(
+    args: list[str], env: dict[str, str], *, what: str, timeout: int, cwd: Path = ROOT
+) -> tuple[dict[str, Any], str]:
+    """Run this interpreter with ``args`` in ``env`` from ``cwd`` (the repository's root): the JSON object its
     stdout ends with, and its stderr. Raises naming ``what`` if the child fails."""
     done = subprocess.run(  # noqa: S603 - our own interpreter running our own code
         [sys.executable, *args],
@@ -181,7 +183,7 @@ def run_child(args: list[str], env: dict[str, str], *, what: str, timeout: int) 
         capture_output=True,
         text=True,
         check=False,
-        cwd=ROOT,
+        cwd=cwd,
         timeout=timeout,
     )
     if done.returncode != 0:
@@ -286,26 +288,21 @@ def cold_start(quick: bool) -> Result:
     no_bytecode = Path(tempfile.mkdtemp(prefix="cold-start-")) / "functions"
     shutil.copytree(FUNCTIONS, no_bytecode, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
 
-    def median_ms(
-        name: str, figure: str = "seconds", **options: Any
-    ) -> tuple[float, Mapping[str, Any], list[dict[str, Any]]]:
-        """``import_once(name, **options)`` ``repeats`` times: the median of ``figure`` in ms, the last report, all."""
+    def median_ms(name: str, figure: str = "seconds", **options: Any) -> tuple[float, float, Mapping[str, Any]]:
+        """``import_once(name, **options)`` ``repeats`` times: the medians of ``figure`` and of the CPU time in
+        ms, and the last report."""
         reports = [import_once(name, **options)[0] for _ in range(repeats)]
-        return round(median_of(reports, figure) * 1000, 1), reports[-1], reports
+        cpu = round(median_of(reports, "cpu_seconds") * 1000, 1)
+        return round(median_of(reports, figure) * 1000, 1), cpu, reports[-1]
 
-    def cpu_ms(reports: list[dict[str, Any]]) -> float:
-        return round(median_of(reports, "cpu_seconds") * 1000, 1)
-
-    floor_ms, _, floor_reports = median_ms(FLOOR)
-    floor_cpu = cpu_ms(floor_reports)
+    floor_ms, floor_cpu, _ = median_ms(FLOOR)
     result.add(
         "floor: botocore + Powertools Logger, Metrics",
         floor_ms,
         "ms",
         f"what every handler pays first; CPU time {floor_cpu:.0f} ms",
     )
-    boto3_ms, _, boto3_reports = median_ms(FLOOR_BOTO3)
-    boto3_cpu = cpu_ms(boto3_reports)
+    boto3_ms, boto3_cpu, _ = median_ms(FLOOR_BOTO3)
     result.add(
         "floor with boto3 instead of botocore",
         boto3_ms,
@@ -313,8 +310,7 @@ def cold_start(quick: bool) -> Result:
         f"{boto3_ms / floor_ms:.2f}x the floor; CPU time {boto3_cpu:.0f} ms, {boto3_cpu / floor_cpu:.2f}x",
     )
     for name in HANDLERS:
-        ms, report, reports = median_ms(name)
-        cpu = cpu_ms(reports)
+        ms, cpu, report = median_ms(name)
         _, importtime = import_once(name, importtime=True)
         slowest = ", ".join(f"{module} {ms:.0f} ms" for module, ms in slowest_imports(importtime))
         result.add(
@@ -546,7 +542,7 @@ def first_request_figures(result: Result, quick: bool) -> None:
     runs, warm = (2, 20) if quick else (5, 50)
     now_ms = int(time.time() * 1000)
     with EmbeddedMoto() as moto:
-        env = handler_env("query")
+        env = handler_env("query", in_lambda=False)
         env.update(
             AWS_ENDPOINT_URL=moto.endpoint_url,
             AWS_ACCESS_KEY_ID="benchmark",
@@ -554,8 +550,7 @@ def first_request_figures(result: Result, quick: bool) -> None:
             PYTHONPATH=os.pathsep.join([str(FUNCTIONS), str(ROOT)]),
             POWERTOOLS_LOG_LEVEL="WARNING",
         )
-        for name in ("CURSOR_SECRET", "LAMBDA_TASK_ROOT"):
-            env.pop(name)
+        env.pop("CURSOR_SECRET")  # provisioning puts the key in Secrets Manager: the function reads it there
         deployed = run_child(
             ["-m", "benchmarks.cold_start", "provision", str(now_ms)], env, what="provisioning", timeout=900
         )[0]

@@ -25,19 +25,6 @@ from typing import Any
 DEFAULT_OUT = Path("out/bench/results.json")
 
 
-def create_readings_table(dynamodb: Any, name: str) -> None:
-    """A table keyed as the readings tables are (string ``pk`` and ``sk``), on demand."""
-    dynamodb.create_table(
-        TableName=name,
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-        AttributeDefinitions=[
-            {"AttributeName": "pk", "AttributeType": "S"},
-            {"AttributeName": "sk", "AttributeType": "S"},
-        ],
-        BillingMode="PAY_PER_REQUEST",
-    )
-
-
 @contextmanager
 def collector_time() -> Iterator[list[float]]:
     """The garbage collector inside the block: [seconds it ran, full collections], filled as it runs."""

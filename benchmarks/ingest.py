@@ -14,6 +14,7 @@ import os
 import random
 import time
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from decimal import Decimal
 from typing import Any
 
@@ -27,13 +28,15 @@ from adapters.observability import logger, metrics
 from adapters.occupancy import OccupancyRecorder, OccupancyStore
 from adapters.retry import Deadline
 from adapters.rollup_store import MarkRecorder, RollupStore
-from benchmarks.harness import Result, benchmark, create_readings_table
-from infra.config import Context, FunctionWiring, LambdaFunction
+from benchmarks.blocks import Deployment, old_item
+from benchmarks.harness import Result, benchmark
+from infra.config import READINGS_SCHEMA, Context, FunctionWiring, LambdaFunction
 from ingest.decoding import decode_record
 from ingest.logic import Ingestor, occupancy_groups
 from ingest.settings import IngestSettings
-from keydesign import Layout, Reading, ShardMap, decode_block, ttl_for
+from keydesign import Layout, Reading, ShardMap, decode_block
 from keydesign.layouts import parse_keys
+from local_runtime.resources import TableDefinition
 from producer.packing import Packer
 from producer.synthetic import Workload, generate
 
@@ -41,6 +44,7 @@ SHARD = "shardId-000000000000"
 ARN = "arn:aws:kinesis:eu-west-1:123456789012:stream/readings"
 REGION = "eu-west-1"
 CONTROL_TABLE = "control"
+RETENTION_MS = 30 * 86_400_000
 
 logger.setLevel("WARNING")  # one "batch ingested" line per run would interleave with the results table
 
@@ -83,6 +87,12 @@ def _env(table: str, queue_url: str = "https://sqs.eu-west-1.amazonaws.com/12345
         "RETENTION": "30d",
         "REJECTS_QUEUE_URL": queue_url,
     }
+
+
+def create_readings_table(dynamodb: Any, name: str) -> None:
+    """A table keyed as the readings tables are, on demand, without their stream (nothing here reads it)."""
+    schema = replace(READINGS_SCHEMA, stream_view=None)
+    dynamodb.create_table(**TableDefinition(name, schema, "PAY_PER_REQUEST").create_request())
 
 
 def readings(count: int, seed: int = 7) -> list[dict[str, Any]]:
@@ -129,22 +139,11 @@ def lambda_records(items: list[dict[str, Any]], *, packed: bool) -> list[dict[st
 
 
 def one_item_per_reading(layout: Layout, shard_map: ShardMap, reading: Reading) -> dict[str, Any]:
-    """The item a reading alone had before blocks (``pk``, ``sk``, ``e``, ``t``, ``i``, ``m``, ``d``,
-    ``ttl``; numbers as Decimal, for boto3's resource layer): what the writers ingest is compared
-    with put, one per reading. Its key is the one the layout gave a reading alone (no entity split)."""
-    (pk,) = layout.partitions_of(reading.entity_id, reading.ts_ms, shard_map)
-    item: dict[str, Any] = {
-        "pk": pk,
-        "sk": layout.reading_key(reading.entity_id, reading.ts, reading.event_id),
-        "e": reading.entity_id,
-        "t": reading.ts,
-        "i": reading.event_id,
-        "m": {k: Decimal(str(v)) for k, v in reading.measures.items()},
-        "ttl": ttl_for(reading, 30 * 86_400_000),
-    }
-    if reading.dimensions:
-        item["d"] = dict(reading.dimensions)
-    return item
+    """The item a reading alone had before blocks (:func:`benchmarks.blocks.old_item`, 30 days of retention),
+    its measures as Decimal for boto3's resource layer: what the writers ingest is compared with put, one per
+    reading."""
+    item = old_item(reading, Deployment(layout, shard_map, RETENTION_MS, stream_shards=0, default_window_s=0))
+    return {**item, "m": {k: Decimal(str(v)) for k, v in reading.measures.items()}}
 
 
 def distinct_readings(items: Iterable[Mapping[str, Any]], layout: str = "hybrid") -> int:
@@ -189,7 +188,6 @@ def ingest_cpu(quick: bool) -> Result:
     repeats = 2 if quick else 5
     items = readings(count)
     settings = IngestSettings.from_env(stack_env())
-    common = settings
     shapes = {
         "packed": {"Records": lambda_records(items, packed=True)},
         "one-per-record": {"Records": lambda_records(items, packed=False)},
@@ -236,15 +234,15 @@ def ingest_cpu(quick: bool) -> Result:
     result.add(
         "BatchWriteItem calls per 10,000 readings", outcome.write.calls * per, "calls", "one item per reading: 400"
     )
-    _control_writes(result, cold, after_cold, common.control_table or "")
+    _control_writes(result, cold, after_cold, settings.control_table or "")
     result.params = {
         "readings": count,
         "repeats": repeats,
-        "layout": common.layout_kind,
-        "shards": common.shards,
-        "table_period": common.table_period,
+        "layout": settings.layout_kind,
+        "shards": settings.shards,
+        "table_period": settings.table_period,
         "control_table": True,
-        "rollups": common.rollups,
+        "rollups": settings.rollups,
     }
     result.method = (
         "the real Ingestor as the default stack configures it (parse the event, decode, validate, pack into "
@@ -264,16 +262,15 @@ def _stages(
     result: Result, settings: IngestSettings, event: dict[str, Any], repeats: int, per_reading_us: float
 ) -> None:
     """Where the time goes, stage by stage (single thread, packed records)."""
-    common = settings
-    layout = common.layout
-    shard_map = ShardMap.initial(layout.bucket, common.shards)
+    layout = settings.layout
+    shard_map = ShardMap.initial(layout.bucket, settings.shards)
     cpu_decode, _, decoded = _best(repeats, lambda: [decode_record(i, r) for i, r in enumerate(parse_records(event))])
     values = [(c.value, d.record.version) for d in decoded for c in d.candidates]
     count = len(values)
     cpu_parse, _, entries = _best(repeats, lambda: [(Reading.parse(v), version) for v, version in values])
     rng = random.Random(1)
     cpu_pack, _, blocks = _best(
-        repeats, lambda: layout.pack(entries, shard_map, retention_ms=common.retention_ms, rng=rng)
+        repeats, lambda: layout.pack(entries, shard_map, retention_ms=settings.retention_ms, rng=rng)
     )
     cpu_serialize, _, _ = _best(repeats, lambda: [serialize_item(b.item()) for b in blocks])
     # A warm container's occupancy work on every batch: group the blocks by (table, partition,
@@ -285,8 +282,8 @@ def _stages(
     assert missing == [], "a warm recorder writes nothing"
     # Likewise the rollup marks: group the written readings by (entity, finest interval), all written already.
     writer = BatchWriter(null, concurrency=1)
-    store = RollupStore(null, writer, CONTROL_TABLE, layout.table_prefix, common.retention_ms)
-    marks = MarkRecorder(store, common.granularities.finest if common.granularities else 60_000)
+    store = RollupStore(null, writer, CONTROL_TABLE, layout.table_prefix, settings.retention_ms)
+    marks = MarkRecorder(store, settings.granularities.finest if settings.granularities else 60_000)
     written = [(i, r.entity_id, r.ts_ms) for i, b in enumerate(blocks) for r in b.readings]
     stamp, deadline = int(time.time() * 1000), Deadline.after_ms(900_000)
     assert marks.write(written, stamp, deadline) == {}, "every mark is written once"

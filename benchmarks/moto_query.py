@@ -16,7 +16,8 @@ import random
 import time
 from typing import Any
 
-from benchmarks.harness import Result, benchmark, create_readings_table
+from benchmarks.harness import Result, benchmark
+from benchmarks.ingest import create_readings_table
 from keydesign import Layout, Reading, ShardMap, parse_timestamp
 
 REGION = "eu-west-1"

@@ -116,23 +116,19 @@ def _page(service: QueryService, case: str, cursor: str | None) -> ReadingsPage:
 
 def _measure(case: str, max_query_calls: int, latency_ms: float, walk: bool, *, pruned: bool = False) -> dict[str, Any]:
     service = _service(max_query_calls, latency_ms, pruned=pruned)
+    figures: dict[str, Any] = {"case": case, "pruned": pruned, "max_query_calls": max_query_calls}
     started = time.perf_counter()
     if case == "aggregate_31d":
         answer = _aggregate(service)
         return {
-            "case": case,
-            "pruned": pruned,
-            "max_query_calls": max_query_calls,
+            **figures,
             "first_page_queries": answer.get("queries"),
             "first_page_ms": round((time.perf_counter() - started) * 1000, 1),
             "first_page_complete": answer["answer"] == "200",
             "answer": answer["answer"],
         }
     first = _page(service, case, None)
-    figures: dict[str, Any] = {
-        "case": case,
-        "pruned": pruned,
-        "max_query_calls": max_query_calls,
+    figures |= {
         "first_page_queries": first.cost.queries,
         "first_page_ms": round((time.perf_counter() - started) * 1000, 1),
         "first_page_complete": first.complete,

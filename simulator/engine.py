@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 import time
 import zlib
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
@@ -564,7 +564,9 @@ class Simulation:
         self.writes_per_second = np.zeros(workload.duration_s, dtype=np.int64)
         self.entity_writes = np.zeros(workload.entities, dtype=np.int64)
         self.entity_bytes = np.zeros(workload.entities, dtype=np.int64)
-        self.bucket_entity_units: dict[int, Ints] = {}
+        self.bucket_entity_units: defaultdict[int, Ints] = defaultdict(
+            lambda: np.zeros(workload.entities, dtype=np.int64)
+        )
         self.runs = [_LayoutRun(spec, self) for spec in layouts]
         self.chunk_seconds = self._chunk_seconds()
 
@@ -615,10 +617,7 @@ class Simulation:
             self.entity_writes += counts.sum(axis=0)
             self.entity_bytes += emitted.bytes.sum(axis=0)
             self.writes_per_second[first_s : first_s + seconds] = counts.sum(axis=1)
-            bucket_start = bucket.start(chunk_ms)
-            if bucket_start not in self.bucket_entity_units:
-                self.bucket_entity_units[bucket_start] = np.zeros(workload.entities, dtype=np.int64)
-            self.bucket_entity_units[bucket_start] += emitted.units.sum(axis=0)
+            self.bucket_entity_units[bucket.start(chunk_ms)] += emitted.units.sum(axis=0)
             if entity_counts is not None:
                 for row, column in zip(*np.nonzero(counts), strict=True):
                     entity_counts[(chunk_ms + int(row) * 1000, workload.names[column])] += int(counts[row, column])

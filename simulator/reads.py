@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from functools import cache
 
 import numpy as np
 import numpy.typing as npt
@@ -125,41 +126,25 @@ class ReadContext:
     entity_rates: npt.NDArray[np.float64]
     bytes_per_reading: npt.NDArray[np.float64]
     writes_per_second: Ints
-    _built: dict[int, KeyTable] = field(default_factory=dict)
-    _key_ids: dict[int, dict[str, int]] = field(default_factory=dict)
-    _key_rates: dict[int, npt.NDArray[np.float64]] = field(default_factory=dict)
+    _buckets: dict[int, tuple[dict[str, int], npt.NDArray[np.float64]]] = field(default_factory=dict)
 
-    def table(self, bucket_start: int) -> KeyTable:
-        """The run's key table of a bucket, or one built from the final map for a bucket before the run."""
-        table = self.tables.get(bucket_start) or self._built.get(bucket_start)
-        if table is None:
-            table = self._built[bucket_start] = build_key_table(
+    def bucket_keys(self, bucket_start: int) -> tuple[dict[str, int], npt.NDArray[np.float64]]:
+        """A bucket's keys (name -> index) and the mean writes/s on each, every entity at its mean rate. Its key
+        table is the run's, or one built from the final map for a bucket before the run."""
+        if bucket_start not in self._buckets:
+            table = self.tables.get(bucket_start) or build_key_table(
                 self.layout, self.shard_map, self.workload.names, bucket_start
             )
-        return table
-
-    def key_id(self, bucket_start: int, pk: str) -> int | None:
-        ids = self._key_ids.get(bucket_start)
-        if ids is None:
-            ids = self._key_ids[bucket_start] = {name: i for i, name in enumerate(self.table(bucket_start).names)}
-        return ids.get(pk)
-
-    def key_rates(self, bucket_start: int) -> npt.NDArray[np.float64]:
-        """Mean writes/s on each key of a bucket, every entity at its mean rate."""
-        cached = self._key_rates.get(bucket_start)
-        if cached is not None:
-            return cached
-        table = self.table(bucket_start)
-        single = table.single_key_entities()
-        rates: npt.NDArray[np.float64] = np.bincount(
-            table.first[single], weights=self.entity_rates[single], minlength=table.keys
-        ).astype(np.float64)
-        for ways, entities in table.multi_key_groups().items():
-            for entity in entities.tolist():
-                first = int(table.first[entity])
-                rates[first : first + ways] += self.entity_rates[entity] / ways
-        self._key_rates[bucket_start] = rates
-        return rates
+            single = table.single_key_entities()
+            rates: npt.NDArray[np.float64] = np.bincount(
+                table.first[single], weights=self.entity_rates[single], minlength=table.keys
+            ).astype(np.float64)
+            for ways, entities in table.multi_key_groups().items():
+                for entity in entities.tolist():
+                    first = int(table.first[entity])
+                    rates[first : first + ways] += self.entity_rates[entity] / ways
+            self._buckets[bucket_start] = ({name: i for i, name in enumerate(table.names)}, rates)
+        return self._buckets[bucket_start]
 
 
 def query_cost(total_bytes: int, *, consistent: bool) -> tuple[int, float]:
@@ -190,18 +175,13 @@ def _entity_read(ctx: ReadContext, pattern: ReadPattern, label: str, entity: str
     index = workload.index_of(entity)
     rate = float(ctx.entity_rates[index])
     tracks = ctx.tracked.get(entity, {})
-    keys_by_bucket: dict[int, tuple[str, ...]] = {}
 
+    @cache
     def keys_in(bucket_start: int) -> tuple[str, ...]:
-        keys = keys_by_bucket.get(bucket_start)
-        if keys is None:
-            table = ctx.tables.get(bucket_start)
-            if table is not None:
-                keys = table.entity_keys(index)
-            else:
-                keys = entity_keys(layout, ctx.shard_map, entity, bucket_start)
-            keys_by_bucket[bucket_start] = keys
-        return keys
+        table = ctx.tables.get(bucket_start)
+        return (
+            table.entity_keys(index) if table is not None else entity_keys(layout, ctx.shard_map, entity, bucket_start)
+        )
 
     tracked = sum((t.sum(axis=1) for t in tracks.values()), np.zeros(4, dtype=np.int64))
     per_block = tracked[3] / tracked[0] if tracked[0] else 1.0  # readings per block over the run
@@ -272,12 +252,13 @@ def _cross_read(ctx: ReadContext, pattern: ReadPattern, label: str, window: int)
 
     def blocks_and_bytes(part: PartitionQuery) -> tuple[float, float]:
         bucket_start = layout.bucket.start(part.from_ms)
-        key = ctx.key_id(bucket_start, part.pk)
+        ids, key_rates = ctx.bucket_keys(bucket_start)
+        key = ids.get(part.pk)
         blocks = size = 0.0
         if key is not None:
             before = min(bucket_start + width, start)
             if before > bucket_start:
-                readings = float(ctx.key_rates(bucket_start)[key]) * (before - bucket_start) / 1000
+                readings = float(key_rates[key]) * (before - bucket_start) / 1000
                 blocks, size = readings / per_block, readings * per_reading
             run_totals = ctx.key_totals.get(bucket_start)
             if run_totals is not None:

@@ -61,14 +61,10 @@ class LoadTracker:
         self._open: dict[int, WindowTally] = {}
         self._history: deque[WindowLoad] = deque(maxlen=max(1, config.scale_down_windows - 1))
         self._closed_until: int | None = None
-        self.ttl_deletes = 0
         self.late = 0
 
     def observe(self, obs: Observation) -> bool:
-        """Count one write; False when it is not counted (a TTL deletion, or its window is closed)."""
-        if obs.is_ttl_delete:
-            self.ttl_deletes += 1
-            return False
+        """Count one write; False when it is not counted (its window is closed)."""
         start = self._config.window_start(obs.approx_time_ms)
         if self._closed_until is not None and start < self._closed_until:
             self.late += 1

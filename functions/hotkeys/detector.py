@@ -48,8 +48,6 @@ from keydesign.shardmap import MAX_ENTITY_SHARDS, MAX_GLOBAL_SHARDS, Change
 
 #: The stream's event names; anything else is not a write.
 EVENT_NAMES = frozenset({"INSERT", "MODIFY", "REMOVE"})
-#: The principal of a TTL deletion (userIdentity.principalId, type "Service").
-TTL_PRINCIPAL = "dynamodb.amazonaws.com"
 #: Upper bound of top_k: metric dimensions per window stay few.
 MAX_TOP_K = 10
 #: Busiest keys and entities one batch adds to the shared counters (at least 1,000 / threshold).
@@ -69,12 +67,7 @@ class Observation:
     write_units: int
     approx_time_ms: int
     event_name: str
-    principal: str | None = None
     shared_key: bool = False
-
-    @property
-    def is_ttl_delete(self) -> bool:
-        return self.event_name == "REMOVE" and self.principal == TTL_PRINCIPAL
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,11 +252,9 @@ def _add(total: list[int], counts: Sequence[int]) -> None:
 
 
 def tally(observations: Iterable[Observation], config: DetectorConfig) -> dict[int, WindowTally]:
-    """Observations grouped into window tallies by write time; TTL deletions left out."""
+    """Observations grouped into window tallies by write time (TTL deletions never become one)."""
     windows: dict[int, WindowTally] = {}
     for obs in observations:
-        if obs.is_ttl_delete:
-            continue
         start = config.window_start(obs.approx_time_ms)
         window = windows.get(start)
         if window is None:

@@ -184,23 +184,22 @@ class HotKeyMonitor:
         sns: Any = None,
         clock_ms: Callable[[], int] | None = None,
     ) -> None:
-        common = settings
         self._settings = settings
-        self._layout = common.layout
+        self._layout = settings.layout
         self._config = settings.detector
         self._clock_ms = clock_ms or (lambda: int(time.time() * 1000))
         db = dynamodb if dynamodb is not None else client("dynamodb", max_attempts=5)
         # Forget what no function may still write or read: changes in force a retention, plus the
         # margin that covers clocks and in-flight batches, ago (cached copies are older, so fuller).
         compaction = Compaction(
-            keep_ms=common.retention_ms + settings.change_margin_ms,
-            entity_default=1 if common.layout.can.shared_partitions else None,
+            keep_ms=settings.retention_ms + settings.change_margin_ms,
+            entity_default=1 if settings.layout.can.shared_partitions else None,
         )
-        initial = ShardMap.initial(common.layout.bucket, common.shards)
+        initial = ShardMap.initial(settings.layout.bucket, settings.shards)
         self._store = ShardMapStore(db, settings.control_table, initial, compaction=compaction, clock_ms=self._clock_ms)
         self._control = ControlTable(db, settings.control_table)
         cache_clock: Callable[[], float] = time.monotonic if clock_ms is None else (lambda: self._clock_ms() / 1000)
-        self._shard_maps = shard_map_source(common, bootstrap=True, store=self._store, clock=cache_clock)
+        self._shard_maps = shard_map_source(settings, bootstrap=True, store=self._store, clock=cache_clock)
         self._alerts = None
         if settings.alert_topic_arn is not None:
             self._alerts = AlertPublisher(sns if sns is not None else client("sns"), settings.alert_topic_arn)

@@ -39,13 +39,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
-from hotkeys.detector import EVENT_NAMES, TTL_PRINCIPAL, Observation
+from hotkeys.detector import EVENT_NAMES, Observation
 from keydesign.layouts import LayoutKind, parse_keys
 
 # Seconds since the epoch: 2001-09-09 .. 5138-11-16. Lambda sends seconds; a
 # value past this range is almost certainly milliseconds.
 _MIN_SECONDS = 1_000_000_000
 _MAX_SECONDS = 100_000_000_000
+#: The principal of a TTL deletion (userIdentity.principalId, type "Service").
+TTL_PRINCIPAL = "dynamodb.amazonaws.com"
 
 _ARN_TABLE = re.compile(r"^arn:[^:]+:dynamodb:[^:]*:[^:]*:table/([^/]+)(?:/stream/.*)?\Z")
 
@@ -108,7 +110,6 @@ def parse_record(raw: object, *, layout_kind: LayoutKind, table_prefix: str) -> 
         write_units=parts.write_units,
         approx_time_ms=when,
         event_name=event_name,
-        principal=principal,
         shared_key=parts.shared,
     )
 

@@ -210,7 +210,6 @@ class Ingestor:
         (a fake, or a fault injector around the real one), and the shard-map source. ``control``
         is the control table's client (shard map, occupancy marker, rollups), ``lambda_client`` the one that asks
         the rotator for missing tables (with ROTATOR_FUNCTION and per-period tables): real ones unless given."""
-        common = settings
         # One attempt per botocore call: the writer does the retrying, so every
         # wait is jittered, counted, and bounded by the invocation's deadline. Its
         # requests come from serialize_item: botocore's validation walk is skipped.
@@ -220,34 +219,34 @@ class Ingestor:
         writer = BatchWriter(dynamodb, clock=clock, sleep=sleep)
         rejects = RejectsPublisher(sqs if sqs is not None else client("sqs"), settings.rejects_queue_url, sleep=sleep)
         occupancy = rollup_marks = None
-        if common.control_table is not None:
+        if settings.control_table is not None:
             control = control if control is not None else client("dynamodb")
             # Records go through the writer (and any fault injector around it); only the
             # one-off marker uses the store's own client, with standard retries.
-            store = OccupancyStore(control, common.control_table, common.layout.table_prefix)
+            store = OccupancyStore(control, settings.control_table, settings.layout.table_prefix)
             occupancy = OccupancyRecorder(store, max_future_ms=settings.max_future_ms)
-            if common.granularities is not None:
+            if settings.granularities is not None:
                 rollups = RollupStore(
-                    control, writer, common.control_table, common.layout.table_prefix, common.retention_ms
+                    control, writer, settings.control_table, settings.layout.table_prefix, settings.retention_ms
                 )
-                rollup_marks = MarkRecorder(rollups, common.granularities.finest)
+                rollup_marks = MarkRecorder(rollups, settings.granularities.finest)
         table_builds = None
-        if settings.rotator_function is not None and common.table_period is not None:
+        if settings.rotator_function is not None and settings.table_period is not None:
             api = lambda_client if lambda_client is not None else client("lambda")
             table_builds = TableBuilds(api, settings.rotator_function, clock=clock)
         return cls(
-            layout=common.layout,
+            layout=settings.layout,
             shard_maps=shard_map_source(
-                common, bootstrap=True, store=ShardMapStore.from_settings(common, control) if control else None
+                settings, bootstrap=True, store=ShardMapStore.from_settings(settings, control) if control else None
             ),
             occupancy=occupancy,
             rollup_marks=rollup_marks,
             writer=writer,
             rejects=rejects,
-            retention_ms=common.retention_ms,
+            retention_ms=settings.retention_ms,
             max_future_ms=settings.max_future_ms,
             max_age_ms=settings.max_age_ms,
-            prebuild_periods=common.prebuild_periods,
+            prebuild_periods=settings.prebuild_periods,
             clock=clock,
             wall_clock_ms=wall_clock_ms,
             table_builds=table_builds,

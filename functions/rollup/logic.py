@@ -151,19 +151,18 @@ class RollupRunner:
 
     @classmethod
     def from_settings(cls, settings: RollupSettings, *, clock_ms: Callable[[], int] = _wall_clock_ms) -> RollupRunner:
-        common = settings
-        if common.granularities is None or common.control_table is None:  # the settings refuse both
+        if settings.granularities is None or settings.control_table is None:  # the settings refuse both
             raise ValueError("rollups need ROLLUPS and CONTROL_TABLE")
         writer = BatchWriter(client("dynamodb", max_attempts=1), concurrency=CONCURRENCY)
         store = RollupStore(
-            client("dynamodb"), writer, common.control_table, common.layout.table_prefix, common.retention_ms
+            client("dynamodb"), writer, settings.control_table, settings.layout.table_prefix, settings.retention_ms
         )
         return cls(
-            layout=common.layout,
-            shard_maps=shard_map_source(common, bootstrap=False),
+            layout=settings.layout,
+            shard_maps=shard_map_source(settings, bootstrap=False),
             reader=DynamoPartitionReader(pool=max(32, CONCURRENCY)),
             store=store,
-            granularities=common.granularities,
+            granularities=settings.granularities,
             lateness_ms=settings.max_age_ms,
             settle_ms=settings.settle_ms,
             clock_ms=clock_ms,

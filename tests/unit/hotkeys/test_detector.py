@@ -67,16 +67,13 @@ def judge(
 # -- counting ----------------------------------------------------------------------------------
 
 
-def obs(
-    key: str, entity: str, units: int, t_ms: int, *, event: str = "INSERT", principal: str | None = None
-) -> Observation:
+def obs(key: str, entity: str, units: int, t_ms: int, *, event: str = "INSERT") -> Observation:
     return Observation(
         partition_key=key,
         entity=entity,
         write_units=units,
         approx_time_ms=t_ms,
         event_name=event,
-        principal=principal,
         shared_key=True,
     )
 
@@ -91,10 +88,10 @@ def test_a_window_adds_up_the_write_units_each_write_was_billed() -> None:
     assert load.entity_rate("e") == pytest.approx(40 / 60)
 
 
-def test_ttl_deletes_cost_nothing_and_user_deletes_count() -> None:
+def test_user_deletes_count_as_writes_and_deletes() -> None:
+    # (TTL deletions never reach the tally: parse_record skips them, test_records checks that)
     loads = tally(
         [
-            obs("k", "e", 7, T0, event="REMOVE", principal="dynamodb.amazonaws.com"),
             obs("k", "e", 7, T0, event="REMOVE"),
             obs("k", "e", 7, T0, event="MODIFY"),
         ],
@@ -442,7 +439,6 @@ def test_tracker_closes_quiet_windows_and_keeps_contiguous_history() -> None:
     tracker = LoadTracker(DetectorConfig(window_ms=60_000, scale_down_windows=3))
     assert tracker.close_until(T0 + HOUR) == []  # nothing seen yet
     assert tracker.observe(obs("k", "e", 1, T0 + 5_000))
-    assert not tracker.observe(obs("k", "e", 1, T0 + 6_000, event="REMOVE", principal="dynamodb.amazonaws.com"))
     assert tracker.close_until(T0 + 60_000, grace_ms=30_000) == []  # in its grace period
     closed = tracker.close_until(T0 + 4 * 60_000, grace_ms=30_000)
     assert [c.load.start_ms for c in closed] == [T0, T0 + 60_000, T0 + 120_000]
@@ -450,7 +446,7 @@ def test_tracker_closes_quiet_windows_and_keeps_contiguous_history() -> None:
     assert [h.start_ms for h in closed[2].history] == [T0, T0 + 60_000]
     # A write for a closed window is late: counted as such, not in a window
     assert not tracker.observe(obs("k", "e", 1, T0 + 10_000))
-    assert (tracker.late, tracker.ttl_deletes) == (1, 1)
+    assert tracker.late == 1
 
 
 @pytest.mark.parametrize(

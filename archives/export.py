@@ -200,8 +200,12 @@ def _split(key: str) -> tuple[str, str] | None:
 
 
 def _manifested(store: Store, folder: str, names: set[str]) -> tuple[DataFile, ...]:
-    summary = _json(store, folder + SUMMARY)
     where = store.where + folder + SUMMARY
+    with closing(store.open(folder + SUMMARY)) as raw:
+        try:
+            summary = json.load(raw)
+        except ValueError as exc:
+            raise ArchiveError(f"{where}: not JSON ({exc})") from None
     if not isinstance(summary, dict):
         raise ArchiveError(f"{where}: not a JSON object")
     if summary.get("outputFormat", FORMAT) != FORMAT:
@@ -239,11 +243,3 @@ def _resolve(folder: str, key: str) -> str | None:
         return None
     base = folder[: folder.rfind(ANCHOR)]
     return base + split[0][split[0].rfind(ANCHOR) :] + split[1]
-
-
-def _json(store: Store, key: str) -> Any:
-    with closing(store.open(key)) as raw:
-        try:
-            return json.load(raw)
-        except ValueError as exc:
-            raise ArchiveError(f"{store.where}{key}: not JSON ({exc})") from None

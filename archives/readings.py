@@ -95,8 +95,6 @@ def read_readings(
     the highest version), sorted by (entity, time, event id) within each spill file (the whole output
     when it fits in ``max_readings``). Raises :class:`archives.export.ArchiveError` naming the file
     and line of anything it cannot read."""
-    if max_readings < 1:
-        raise ValueError("max_readings must be at least 1")
     stats = stats if stats is not None else ReadStats()
     found = find_exports(store, without_manifest=without_manifest)
     stats.exports, stats.incomplete = len(found.exports), found.incomplete

@@ -340,9 +340,7 @@ def redrive(
             sent = json.loads(record.data)
             report.readings.extend(sent if isinstance(sent, list) else [sent])
         if dry_run:
-            report.sent.extend(m for m, _ in chosen)
-            release.extend(m for m, _ in chosen)
-            chosen = []
+            report.sent.extend(m for m, _ in chosen)  # released below, with the rest
             return report
         while chosen and publisher is not None:
             batch, rest = _next_batch(chosen)

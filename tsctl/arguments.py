@@ -5,9 +5,12 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Callable
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from keydesign import KeyDesignError, parse_timestamp
+
+if TYPE_CHECKING:
+    from local_runtime.faults import LocalFaults
 
 N = TypeVar("N", int, float)
 T = TypeVar("T")
@@ -29,25 +32,47 @@ def checked(parse: Callable[[str], N], accept: Callable[[N], bool], kind: str, r
     return convert
 
 
-def keydesign_type(parse: Callable[[str], T]) -> Callable[[str], T]:
-    """An argument type from a key-design parser: the reason it refuses a value is the one line."""
+def parsed_by(parse: Callable[[str], T]) -> Callable[[str], T]:
+    """An argument type from a parser that raises ValueError: why it refuses a value (a key-design
+    error's reason) is the one line."""
 
     def convert(text: str) -> T:
         try:
             return parse(text)
         except KeyDesignError as exc:
             raise argparse.ArgumentTypeError(exc.reason) from None
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
 
     return convert
 
 
 def instant(option: str) -> Callable[[str], int]:
     """An argument type: RFC 3339 or epoch milliseconds, as epoch milliseconds."""
-    return keydesign_type(lambda text: parse_timestamp(int(text) if text.isdigit() else text, option))
+    return parsed_by(lambda text: parse_timestamp(int(text) if text.isdigit() else text, option))
 
 
 positive_int = checked(int, lambda v: v >= 1, "a whole number", "{} must be at least 1")
 non_negative = checked(float, lambda v: 0 <= v < math.inf, "a number", "{} must be a finite number of 0 or more")
+positive = checked(float, lambda v: 0 < v < math.inf, "a number", "{} must be above 0")
+
+
+def faults_option(p: argparse.ArgumentParser) -> None:
+    """``--faults`` of the local runtime (serve, demo), parsed into its ``LocalFaults``."""
+    p.add_argument(
+        "--faults",
+        type=parsed_by(_local_faults),
+        default="",
+        help="inject faults: throttle=N,rate=P (throttled BatchWriteItem), partial=N,partial_rate=P,fraction=F "
+        "(UnprocessedItems), latency=MS, invoke_errors=P (failed invocations), seed=N",
+    )
+
+
+def _local_faults(text: str) -> LocalFaults:
+    # Imported here: moto and boto3 take a while to import, which every other command would pay.
+    from local_runtime.faults import LocalFaults  # noqa: PLC0415
+
+    return LocalFaults.parse(text)
 
 
 def queue_reader_options(

@@ -34,18 +34,20 @@ class StatusLine:
 
 def table(rows: Sequence[Sequence[object]], headers: Sequence[str] | None = None) -> str:
     """Aligned columns: numbers to the right, everything else to the left."""
-    body = [[(_fmt(c), _is_number(c)) for c in row] for row in rows]
-    head = [(h, False) for h in headers] if headers else None
-    every = ([head] if head else []) + body
-    if not every:
+    cells = [[(_fmt(c), _is_number(c)) for c in row] for row in rows]
+    if headers:
+        cells.insert(0, [(h, False) for h in headers])
+    if not cells:
         return ""
-    widths = [max(len(row[i][0]) for row in every) for i in range(len(every[0]))]
-    lines = []
-    for row in every:
-        cells = [text.rjust(w) if right else text.ljust(w) for (text, right), w in zip(row, widths, strict=True)]
-        lines.append("  ".join(cells).rstrip())
-        if head is not None and row is head:
-            lines.append("  ".join("-" * w for w in widths))
+    widths = [max(len(row[i][0]) for row in cells) for i in range(len(cells[0]))]
+    lines = [
+        "  ".join(
+            text.rjust(w) if right else text.ljust(w) for (text, right), w in zip(row, widths, strict=True)
+        ).rstrip()
+        for row in cells
+    ]
+    if headers:
+        lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
 
 

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections.abc import Iterable
-from contextlib import ExitStack
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from archives import (
     DEFAULT_MAX_READINGS,
@@ -22,7 +20,7 @@ from archives import (
     read_readings,
 )
 from keydesign import Reading, validate_entity_id
-from tsctl.arguments import instant, keydesign_type, positive_int
+from tsctl.arguments import instant, parsed_by, positive_int
 from tsctl.aws import aws_client
 
 
@@ -50,7 +48,7 @@ def register(sub: Any) -> None:
     )
     p.add_argument("source", help="s3://bucket/prefix/ or a directory holding the export's AWSDynamoDB/ folder")
     p.add_argument("-o", "--output", type=Path, help="JSON Lines file to write (default: stdout)")
-    entity = keydesign_type(lambda text: validate_entity_id(text, "--entity"))
+    entity = parsed_by(lambda text: validate_entity_id(text, "--entity"))
     p.add_argument("--entity", action="append", type=entity, default=[], help="only this entity (repeatable)")
     p.add_argument("--from", dest="from_ms", type=instant("--from"), help="start, RFC 3339 or epoch ms (inclusive)")
     p.add_argument("--to", dest="to_ms", type=instant("--to"), help="end, RFC 3339 or epoch ms (exclusive)")
@@ -78,8 +76,12 @@ def run(args: argparse.Namespace) -> int:
     selection = Selection(frozenset(args.entity) or None, args.from_ms, args.to_ms)
     stats = ReadStats()
     try:
+        if args.source.startswith("s3://"):
+            store: Store = S3Store.parse(aws_client("s3", args.endpoint_url, args.region), args.source)
+        else:
+            store = LocalStore(Path(args.source))
         readings = read_readings(
-            _store(args),
+            store,
             selection,
             max_readings=args.max_readings_in_memory,
             without_manifest=args.without_manifest,
@@ -100,24 +102,17 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _store(args: argparse.Namespace) -> Store:
-    if not args.source.startswith("s3://"):
-        return LocalStore(Path(args.source))
-    return S3Store.parse(aws_client("s3", args.endpoint_url, args.region), args.source)
-
-
 def _write(readings: Iterable[Reading], output: Path | None) -> None:
     """Every reading, one JSON object a line. A file appears whole or not at all: it is written
     under a temporary name and renamed once the last reading is in."""
-    with ExitStack() as stack:
-        out: IO[str] = sys.stdout
-        partial = None
-        if output is not None:
-            partial = output.with_name(f".{output.name}.partial")
-            out = stack.enter_context(partial.open("w", encoding="utf-8"))
-            stack.callback(lambda: partial.unlink(missing_ok=True))
-        for reading in readings:
-            out.write(json.dumps(reading.to_json(), separators=(",", ":"), ensure_ascii=False) + "\n")
-        if partial is not None and output is not None:
-            out.close()
-            os.replace(partial, output)
+    lines = (json.dumps(r.to_json(), separators=(",", ":"), ensure_ascii=False) + "\n" for r in readings)
+    if output is None:
+        sys.stdout.writelines(lines)
+        return
+    partial = output.with_name(f".{output.name}.partial")
+    try:
+        with partial.open("w", encoding="utf-8") as out:
+            out.writelines(lines)
+        partial.replace(output)
+    finally:
+        partial.unlink(missing_ok=True)

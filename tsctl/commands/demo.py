@@ -8,12 +8,11 @@ readings/s, and what the running system did at this machine's scale.
 from __future__ import annotations
 
 import argparse
-import math
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from keydesign import InvalidInput
+from tsctl.arguments import faults_option, positive, positive_int
 from tsctl.commands import preview
 from tsctl.output import emit_json
 
@@ -41,14 +40,9 @@ def register(sub: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--quick", action="store_true", help="a smaller scenario: 30 sensors, the hot one at 900/s")
-    p.add_argument(
-        "--faults",
-        default="",
-        help="inject faults: throttle=N,rate=P (throttled BatchWriteItem), partial=N,partial_rate=P,fraction=F "
-        "(UnprocessedItems), latency=MS, invoke_errors=P (failed invocations), seed=N",
-    )
-    p.add_argument("--sensors", type=int, default=None, help="sensors besides sensor-alpha-001 (default 80)")
-    p.add_argument("--hot-rate", type=float, default=None, help="readings/s of sensor-alpha-001 (default 1,200)")
+    faults_option(p)
+    p.add_argument("--sensors", type=positive_int, help="sensors besides sensor-alpha-001 (default 80)")
+    p.add_argument("--hot-rate", type=positive, help="readings/s of sensor-alpha-001 (default 1,200)")
     p.add_argument("--seed", type=int, default=7, help="the workload's random seed")
     p.add_argument("--out", type=Path, default=Path("out/demo"), help="where report.json and the picture go")
     p.add_argument("--json", action="store_true", help="print the report as JSON instead of the summary")
@@ -61,8 +55,11 @@ def run(args: argparse.Namespace) -> int:
     from local_runtime.demo_report import render  # noqa: PLC0415
 
     options = options_from(args)
+    # What the preview computes for the full-scale seed workload (no server involved).
     plan = preview.build_report(int(time.time() * 1000))
-    report = run_demo(options, extra={"seed_scale_plan": _plan_section(plan)})
+    shown = ("scenario", "plan", "key_load", "split", "all_readings_found_by_their_plan")
+    what = "tsctl preview: the seed workload at full scale, computed by the key-design layer"
+    report = run_demo(options, extra={"seed_scale_plan": {"what": what, **{name: plan[name] for name in shown}}})
     if args.json:
         emit_json(report)
     else:
@@ -71,28 +68,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def options_from(args: argparse.Namespace) -> DemoOptions:
-    """The demo's options from the parsed arguments; InvalidInput naming the one that is wrong."""
+    """The demo's options from the parsed (and so already checked) arguments."""
     from local_runtime.demo import DemoOptions  # noqa: PLC0415
-    from local_runtime.faults import LocalFaults  # noqa: PLC0415
 
-    try:
-        faults = LocalFaults.parse(args.faults)
-    except ValueError as exc:
-        raise InvalidInput("--faults", str(exc)) from None
-    overrides: dict[str, Any] = {"faults": faults, "out_dir": args.out, "seed": args.seed}
-    if args.sensors is not None:
-        if args.sensors < 1:
-            raise InvalidInput("--sensors", "must be at least 1")
-        overrides["sensors"] = args.sensors
-    if args.hot_rate is not None:
-        if not math.isfinite(args.hot_rate) or args.hot_rate <= 0:
-            raise InvalidInput("--hot-rate", "must be above 0")
-        overrides["hot_rate"] = args.hot_rate
+    given = {"sensors": args.sensors, "hot_rate": args.hot_rate}  # None: the scenario's own
+    overrides = {name: value for name, value in given.items() if value is not None}
+    overrides |= {"faults": args.faults, "out_dir": args.out, "seed": args.seed}
     return DemoOptions.quick(**overrides) if args.quick else DemoOptions(**overrides)
-
-
-def _plan_section(plan: dict[str, Any]) -> dict[str, Any]:
-    """What the preview computed for the full-scale seed workload (no server involved)."""
-    what = "tsctl preview: the seed workload at full scale, computed by the key-design layer"
-    shown = ("scenario", "plan", "key_load", "split", "all_readings_found_by_their_plan")
-    return {"what": what, **{name: plan[name] for name in shown}}

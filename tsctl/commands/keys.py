@@ -26,7 +26,12 @@ def register(sub: Any) -> None:
             "every partition a range query for its entity must read."
         ),
     )
-    add_layout_arguments(p)
+    p.add_argument("--layout", default="hybrid", choices=["random", "calculated", "hybrid"])
+    p.add_argument("--bucket", default="1h", help="bucket granularity (default: %(default)s)")
+    p.add_argument("--shards", type=int, default=100, help="global shard count N (default: %(default)s)")
+    p.add_argument("--table-prefix", default="readings", help="table name or prefix (default: %(default)s)")
+    p.add_argument("--table-period", choices=["hour", "day", "week", "month"], help="one table per period")
+    p.add_argument("--shard-map", type=Path, help="a shard map JSON file (overrides --shards)")
     p.add_argument("--entity", help="entity id of the reading (or use --reading)")
     p.add_argument("--timestamp", help="RFC 3339 or epoch ms (default: now)")
     p.add_argument("--event-id", help="event id (default: derived from the content)")
@@ -36,15 +41,6 @@ def register(sub: Any) -> None:
     p.add_argument("--to", help="end of a query range (exclusive)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=run)
-
-
-def add_layout_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--layout", default="hybrid", choices=["random", "calculated", "hybrid"])
-    p.add_argument("--bucket", default="1h", help="bucket granularity (default: %(default)s)")
-    p.add_argument("--shards", type=int, default=100, help="global shard count N (default: %(default)s)")
-    p.add_argument("--table-prefix", default="readings", help="table name or prefix (default: %(default)s)")
-    p.add_argument("--table-period", choices=["hour", "day", "week", "month"], help="one table per period")
-    p.add_argument("--shard-map", type=Path, help="a shard map JSON file (overrides --shards)")
 
 
 def layout_from_args(args: argparse.Namespace) -> tuple[Layout, ShardMap]:
@@ -108,10 +104,9 @@ def describe_plan(plan: QueryPlan) -> dict[str, object]:
     }
 
 
-def run(args: argparse.Namespace, now_ms: int | None = None) -> int:
-    now = now_ms if now_ms is not None else int(time.time() * 1000)
+def run(args: argparse.Namespace) -> int:
     layout, shard_map = layout_from_args(args)
-    reading = parse_reading(args, now)
+    reading = parse_reading(args, int(time.time() * 1000))
     # The random layout picks a random suffix; a seeded generator keeps the preview repeatable.
     (block,) = layout.pack([(reading, VERSION)], shard_map, retention_ms=RETENTION_MS, rng=random.Random(0))
     key = block.key
@@ -133,8 +128,8 @@ def run(args: argparse.Namespace, now_ms: int | None = None) -> int:
         result["query"] = describe_plan(plan)
     if args.json:
         emit_json(result)
-        return 0
-    print(render(result))
+    else:
+        print(render(result))
     return 0
 
 

@@ -9,9 +9,9 @@ from typing import Any
 
 from keydesign import Ingest, InvalidInput, KeyDesignError, Prices, Reading, Workload, plan_capacity
 from keydesign.capacity import PARTITION_WCU, SAMPLE_READING, CapacityPlan
+from tsctl.arguments import positive_int
 from tsctl.output import emit_json, table
 
-_DEFAULT_INGEST = Ingest()
 #: The options that describe the stream and the ingest function: option -> (Ingest's field, help).
 INGEST_OPTIONS = {
     "--batching-window": (
@@ -47,15 +47,17 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--hot", action="append", default=[], metavar="ENTITY=RATE", help="a hot entity and its peak readings/s"
     )
+    sample = {"entity_id": SAMPLE_READING.entity_id, "measures": dict(SAMPLE_READING.measures)}
+    shown = json.dumps(sample).replace("%", "%%")  # argparse formats help with %
     p.add_argument(
         "--reading",
         metavar="JSON",
-        help=f"a typical reading, whose shape is packed to measure blocks (default: {_shown(SAMPLE_READING)})",
+        help=f"a typical reading, whose shape is packed to measure blocks (default: {shown})",
     )
     p.add_argument("--reading-bytes", type=float, help="compressed bytes a reading adds to a block, if you know it")
     p.add_argument("--item-bytes", type=int, help="size every block as one reading of this many bytes")
     for option, (name, help_text) in INGEST_OPTIONS.items():
-        default = getattr(_DEFAULT_INGEST, name)
+        default = getattr(Ingest(), name)
         choices = ["on_demand", "provisioned"] if name == "kinesis_mode" else None
         p.add_argument(option, type=type(default), choices=choices, default=default, help=help_text)
     p.add_argument("--reads-per-s", type=float, default=0.0, help="queries per second")
@@ -63,20 +65,11 @@ def register(sub: Any) -> None:
     p.add_argument("--retention-days", type=float, default=30.0, help="how long readings are kept")
     p.add_argument("--utilisation", type=float, default=0.5, help="target share of a key's 1,000 WCU/s")
     p.add_argument("--headroom", type=float, default=0.05, help="share of a 10 GiB partition kept free")
-    p.add_argument("--shards", type=int, help="also evaluate an existing design with this many shards")
+    p.add_argument("--shards", type=positive_int, help="also evaluate an existing design with this many shards")
     for price in dataclasses.fields(Prices):
         p.add_argument(f"--price-{price.name.replace('_', '-')}", type=float, default=price.default)
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=run)
-
-
-def _shown(reading: Reading) -> str:
-    sent = {"entity_id": reading.entity_id, "measures": dict(reading.measures)}
-    return json.dumps(sent).replace("%", "%%")
-
-
-def parse_hot(values: list[str]) -> dict[str, float]:
-    return dict(entity_rate(value, "ENTITY=RATE") for value in values)
 
 
 def entity_rate(value: str, shape: str) -> tuple[str, float]:
@@ -112,8 +105,6 @@ def evaluate_design(plan: CapacityPlan, workload: Workload, shards: int) -> dict
     The hottest key carries its share of the spread traffic plus the hottest entity
     hashed onto it (assume the worst: it lands on it), in blocks as the plan sizes them.
     """
-    if shards < 1:
-        raise InvalidInput("--shards", "must be at least 1")
     hot = [plan.blocks_of(entity).wcu for entity in workload.hot_entities]
     hottest_entity = max(hot, default=0.0)
     spread = (plan.peak_wcu - hottest_entity) / shards
@@ -127,12 +118,12 @@ def evaluate_design(plan: CapacityPlan, workload: Workload, shards: int) -> dict
     }
 
 
-def workload_from(args: argparse.Namespace) -> Workload:
-    return Workload(
+def run(args: argparse.Namespace) -> int:
+    workload = Workload(
         peak_writes_per_s=args.peak_writes,
         avg_writes_per_s=args.avg_writes,
         entities=args.entities,
-        hot_entities=parse_hot(args.hot),
+        hot_entities=dict(entity_rate(value, "ENTITY=RATE") for value in args.hot),
         sample=parse_sample(args.reading),
         reading_bytes=args.reading_bytes,
         item_bytes=args.item_bytes,
@@ -145,10 +136,6 @@ def workload_from(args: argparse.Namespace) -> Workload:
         utilisation=args.utilisation,
         partition_headroom=args.headroom,
     )
-
-
-def run(args: argparse.Namespace) -> int:
-    workload = workload_from(args)
     prices = Prices(**{f.name: getattr(args, f"price_{f.name}") for f in dataclasses.fields(Prices)})
     plan = plan_capacity(workload, prices)
     existing = evaluate_design(plan, workload, args.shards) if args.shards else None

@@ -14,7 +14,7 @@ from producer.packing import DEFAULT_RECORD_BYTES, KINESIS_MAX_RECORD_BYTES, PAR
 from producer.publisher import Publisher, PublishSummary, kinesis_client, publish
 from producer.sources import InputError, read_csv, read_jsonl
 from producer.synthetic import Workload, generate
-from tsctl.arguments import instant, keydesign_type, non_negative, positive_int
+from tsctl.arguments import instant, non_negative, parsed_by, positive_int
 from tsctl.output import StatusLine, emit_json, table
 
 
@@ -107,7 +107,12 @@ def run(args: argparse.Namespace) -> int:
 
     with ExitStack() as stack:
         if args.input is not None:
-            _no_synthetic_options(args)
+            defaults = {"entities": 100, "rate": 100.0, "zipf": 0.0, "hot": [], "duration": 10.0, "start": None}
+            changed = [name for name, default in defaults.items() if getattr(args, name) != default]
+            if changed:
+                raise InvalidInput(
+                    f"--{changed[0]}", "is a synthetic-workload option; it cannot be combined with --input"
+                )
             items: Any = _file_items(args, stack)
             pace = False
         else:
@@ -173,13 +178,6 @@ def _file_items(args: argparse.Namespace, stack: ExitStack) -> Any:
     return read_csv(stream) if fmt == "csv" else read_jsonl(stream)
 
 
-def _no_synthetic_options(args: argparse.Namespace) -> None:
-    defaults = {"entities": 100, "rate": 100.0, "zipf": 0.0, "hot": [], "duration": 10.0, "start": None}
-    changed = [name for name, default in defaults.items() if getattr(args, name) != default]
-    if changed:
-        raise InvalidInput(f"--{changed[0]}", "is a synthetic-workload option; it cannot be combined with --input")
-
-
 # -- argument types: a bad value exits 2 with one line naming the option ------------
 
 
@@ -190,7 +188,7 @@ def _rate(text: str) -> float:
     return value
 
 
-@keydesign_type
+@parsed_by
 def _duration(text: str) -> float:
     return float(text) if text.replace(".", "", 1).isdigit() else parse_duration(text, "--duration") / 1000
 

@@ -40,13 +40,10 @@ def register(sub: Any) -> None:
     )
     routes = p.add_subparsers(dest="route", required=True, metavar="ROUTE")
     readings = _route(routes, "readings", "one entity's readings in [from, to)")
-    _entity(readings)
     _range(readings)
     latest = _route(routes, "latest", "the newest reading of one entity")
-    _entity(latest)
     latest.add_argument("--lookback", help="how far back to look, e.g. 15m, 6h, 7d (default: the deployment's)")
     aggregates = _route(routes, "aggregates", "count/min/max/avg/sum per interval of one entity")
-    _entity(aggregates)
     aggregates.add_argument("--from", dest="from_", required=True, help="start, RFC 3339 or epoch ms (inclusive)")
     aggregates.add_argument("--to", required=True, help="end, RFC 3339 or epoch ms (exclusive)")
     aggregates.add_argument("--interval", required=True, help="interval length: 90s, 15m, 1h, 1d...")
@@ -68,12 +65,10 @@ def _route(routes: Any, name: str, help_text: str) -> argparse.ArgumentParser:
     p.add_argument("--explain", action="store_true", help="print the query plan and its read-unit estimate instead")
     p.add_argument("--max-attempts", type=positive_int, default=5, help="per request, on 429/503 (default: 5)")
     p.add_argument("--no-progress", action="store_true", help="no progress line on stderr")
+    if name != "range":
+        p.add_argument("--entity", required=True, help="entity id")
     p.set_defaults(func=run)
     return p
-
-
-def _entity(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--entity", required=True, help="entity id")
 
 
 def _range(p: argparse.ArgumentParser) -> None:
@@ -86,7 +81,10 @@ def _range(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        client = _client(args)
+        if args.stack_name:
+            client = QueryClient.for_stack(args.stack_name, region=args.region, max_attempts=args.max_attempts)
+        else:
+            client = QueryClient(args.api_url, region=args.region, max_attempts=args.max_attempts)
         if args.explain:
             return _explain(client, args)
         if args.route == "latest":
@@ -124,12 +122,6 @@ def run(args: argparse.Namespace) -> int:
         return 2 if exc.status == 400 else 1
     except ValueError as exc:
         raise InvalidInput("--api-url", str(exc)) from None
-
-
-def _client(args: argparse.Namespace) -> QueryClient:
-    if args.stack_name:
-        return QueryClient.for_stack(args.stack_name, region=args.region, max_attempts=args.max_attempts)
-    return QueryClient(args.api_url, region=args.region, max_attempts=args.max_attempts)
 
 
 def _stream(client: QueryClient, args: argparse.Namespace) -> ReadingStream:

@@ -21,9 +21,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from infra.config import Context, load_cdk_json_context
-from keydesign import InvalidInput, format_ts
+from keydesign import format_ts
 from keydesign.periods import format_duration
-from tsctl.arguments import checked
+from tsctl.arguments import checked, faults_option
+from tsctl.output import table
 
 if TYPE_CHECKING:
     from local_runtime import Endpoints, LocalFaults
@@ -55,13 +56,15 @@ def register(sub: Any) -> None:
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    faults_option(p)
     p.add_argument(
-        "--faults",
-        default="",
-        help="inject faults: throttle=N,rate=P (throttled BatchWriteItem), partial=N,partial_rate=P,fraction=F "
-        "(UnprocessedItems), latency=MS, invoke_errors=P (failed invocations), seed=N",
+        "--context",
+        type=_key_value,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a cdk.json value",
     )
-    p.add_argument("--context", action="append", default=[], metavar="KEY=VALUE", help="override a cdk.json value")
     p.add_argument("--region", default="eu-west-1", help="region of the local resources (default: %(default)s)")
     p.add_argument("--moto-port", type=_port, default=0, help="port of the AWS endpoint (default: a free one)")
     p.add_argument("--api-port", type=_port, default=0, help="port of the REST API (default: a free one)")
@@ -85,19 +88,15 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     # Imported here: moto and boto3 take half a second to import, which every other command would pay.
-    from local_runtime import LocalFaults, LocalOptions, LocalSystem  # noqa: PLC0415
+    from local_runtime import LocalOptions, LocalSystem  # noqa: PLC0415
 
-    try:
-        faults = LocalFaults.parse(args.faults)
-    except ValueError as exc:
-        raise InvalidInput("--faults", str(exc)) from None
-    config = Context.parse({**load_cdk_json_context(REPO_ROOT / "cdk.json"), **_context(args.context)})
+    config = Context.parse({**load_cdk_json_context(REPO_ROOT / "cdk.json"), **dict(args.context)})
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
     options = LocalOptions(
         region=args.region,
         moto_port=args.moto_port,
         api_port=args.api_port,
-        faults=faults,
+        faults=args.faults,
         function_log=args.function_log,
         rotator_clock_speed=args.rotator_speed,
         rollups=True,
@@ -117,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
                 render(
                     endpoints,
                     system.console,
-                    faults=faults,
+                    faults=args.faults,
                     function_log=args.function_log,
                     rotator=_rotator_note(config, args.rotator_speed),
                     rollups=_rollups_note(config, options.rollup_every_s),
@@ -168,15 +167,13 @@ def render(
         ("faults", faults.describe()),
         ("function logs", str(function_log)),
     ]
-    width = max(len(name) for name, _ in rows)
     out.write("Local system running; Ctrl-C stops it.\n\n")
-    for name, value in rows:
-        out.write(f"  {name.ljust(width)}  {value}\n")
-    table = shlex.quote(e.readings_tables[0]) if e.readings_tables else "<table>"
+    out.writelines(f"  {line}\n" for line in table(rows).splitlines())
+    scanned = shlex.quote(e.readings_tables[0]) if e.readings_tables else "<table>"
     examples = [
         f"{env} python -m tsctl publish --endpoint-url {url} --stream {shlex.quote(e.stream_name)} "
         "--entities 1000 --rate 500 --hot sensor-alpha-001=200 --duration 30s",
-        f"{env} aws --endpoint-url {url} dynamodb scan --table-name {table} --select COUNT",
+        f"{env} aws --endpoint-url {url} dynamodb scan --table-name {scanned} --select COUNT",
         f"{env} python -m tsctl rejects list --endpoint-url {url} --queue-url {e.rejects_queue_url}",
     ]
     if e.lambda_endpoint_url:
@@ -186,18 +183,17 @@ def render(
             + (f" --hotkeys-queue-url {e.hotkeys_failures_queue_url}" if e.hotkeys_failures_queue_url else "")
         )
     out.write("\nTry:\n")
-    for example in examples:
-        out.write(f"  {example}\n")
+    out.writelines(f"  {example}\n" for example in examples)
     if e.api_url:
         out.write("\nThen read it back (after publishing; local mode needs no SigV4 signing):\n")
-        for example in curl_examples(e.api_url, int(time.time() * 1000)):
-            out.write(f"  {example}\n")
+        out.writelines(f"  {example}\n" for example in curl_examples(e.api_url, int(time.time() * 1000)))
         out.write(f"  python -m tsctl query latest --api-url {shlex.quote(e.api_url)} --entity sensor-alpha-001\n")
 
 
 def curl_examples(api_url: str, now_ms: int) -> list[str]:
     """curl commands for every route, an hour either side of now (UTC times: no '+' to escape)."""
     since, until = format_ts(now_ms - 3_600_000), format_ts(now_ms + 3_600_000)
+    minute = now_ms - now_ms % 60_000
     return [
         f"API={shlex.quote(api_url)}",
         f'curl "$API/entities/sensor-alpha-001/readings?from={since}&to={until}&limit=5"',
@@ -206,13 +202,9 @@ def curl_examples(api_url: str, now_ms: int) -> list[str]:
         f'curl "$API/readings?from={since}&to={until}&limit=5"',
         f'curl "$API/entities/sensor-alpha-001/readings?from={since}&to={until}&explain=true"',
         # Rollups tile whole minutes only (and answer up to their watermark, `reached`).
-        f'curl "$API/aggregates?from={format_ts(floor_minute(now_ms - 3_600_000))}'
-        f'&to={format_ts(floor_minute(now_ms + 3_600_000))}&interval=1m&stats=count,avg"',
+        f'curl "$API/aggregates?from={format_ts(minute - 3_600_000)}'
+        f'&to={format_ts(minute + 3_600_000)}&interval=1m&stats=count,avg"',
     ]
-
-
-def floor_minute(ms: int) -> int:
-    return ms - ms % 60_000
 
 
 def _rollups_note(config: Context, every_s: float) -> str:
@@ -246,11 +238,8 @@ def _phases(rotations: list[dict[str, Any]]) -> dict[str, str]:
     return {str(k): str(v) for k, v in dict(summary.get("phases", {})).items()}
 
 
-def _context(pairs: list[str]) -> dict[str, object]:
-    out: dict[str, object] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise InvalidInput("--context", f"{pair!r} is not KEY=VALUE")
-        out[key.strip()] = value.strip()
-    return out
+def _key_value(pair: str) -> tuple[str, str]:
+    key, sep, value = pair.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"{pair!r} is not KEY=VALUE")
+    return key.strip(), value.strip()

@@ -264,9 +264,11 @@ def test_demo_refuses_bad_options_before_starting_anything(
     argv: list[str], field: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # Given a bad option, When the demo is asked to run, Then it exits 2 naming it (nothing was started)
-    code, _, err = run_cli(capsys, *argv)
-    assert code == 2
-    assert f"{field}" in err
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exited.value.code == 2
+    assert f"tsctl demo: error: argument {field}" in err
     assert "Traceback" not in err
 
 

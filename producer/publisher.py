@@ -207,7 +207,7 @@ def publish(
                     Reading.parse(reading)
                 closed = packer.add(reading)
             except (InvalidInput, ReadingTooLarge) as exc:
-                error = f"{_where(item)}{exc}"
+                error = f"line {item.line}: {exc}" if isinstance(item, SourceItem) else str(exc)
         if reading is None or error is not None:
             summary.readings_invalid += 1
             if len(summary.invalid_examples) < 5:
@@ -230,7 +230,3 @@ def publish(
     if progress:
         progress(summary, True)
     return summary
-
-
-def _where(item: object) -> str:
-    return f"line {item.line}: " if isinstance(item, SourceItem) else ""

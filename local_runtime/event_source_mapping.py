@@ -206,8 +206,7 @@ class BatchRunner:
             if error is not None:
                 _log.warning("shard %s: %s", shard_id, error)
             remaining = batch if failed_at == _COMPLETE_FAILURE else batch[failed_at:]
-            retries_left = self.config.max_retries == -1 or attempts <= self.config.max_retries
-            if not retries_left:
+            if self.config.max_retries != -1 and attempts > self.config.max_retries:
                 self._skip(shard_id, remaining, RETRY_ATTEMPTS_EXHAUSTED, attempts, function_error=error is not None)
                 continue
             if self.wait(self._backoff_s(attempts)):
@@ -356,8 +355,7 @@ class EventSourceMapping:
         deadline = time.monotonic() + timeout_s
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
-        alive = [t.name for t in self._threads if t.is_alive()]
-        if alive:
+        if alive := [t.name for t in self._threads if t.is_alive()]:
             _log.warning("%s: threads still running after %.0f s: %s", self.name, timeout_s, ", ".join(alive))
 
     def snapshot(self) -> dict[str, Any]:

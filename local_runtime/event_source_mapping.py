@@ -236,7 +236,7 @@ class BatchRunner:
         positions: dict[str, int] = {}
         for i, r in enumerate(batch):  # the first of equal numbers: a retry resumes no later than it
             positions.setdefault(r.sequence_number, i)
-        ids = [f.get("itemIdentifier") if isinstance(f, Mapping) else None for f in failures]
+        ids: list[Any] = [f.get("itemIdentifier") if isinstance(f, Mapping) else None for f in failures]
         if not all(isinstance(i, str) and i in positions for i in ids):
             return _COMPLETE_FAILURE
         return min(positions[i] for i in ids)

@@ -8,6 +8,7 @@ import json
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -315,7 +316,7 @@ class Observer:
             return None
         say(f"running the rollup function until its watermark passes {format_ts(through_ms)}")
         summary = None
-        work: dict[str, Any] = {"runs": 0, "failed_runs": 0, "steps": 0, "recomputed": {}, "raw_items_read": 0}
+        work: dict[str, Any] = {"runs": 0, "failed_runs": 0, "steps": 0, "recomputed": Counter(), "raw_items_read": 0}
         for _ in range(20):  # bounded: each run applies some minutes or fails
             work["runs"] += 1
             if (summary := schedule.run_once()) is None:
@@ -323,8 +324,7 @@ class Observer:
                 continue
             work["steps"] += summary["steps"]
             work["raw_items_read"] += summary["raw_items_read"]
-            for level, count in summary["recomputed"].items():
-                work["recomputed"][level] = work["recomputed"].get(level, 0) + count
+            work["recomputed"].update(summary["recomputed"])
             if parse_timestamp(summary["through"], "through") >= through_ms:
                 say(f"rollups applied through {summary['through']} ({summary['late']} late mark(s) in the last run)")
                 return {**summary, **work}
@@ -343,12 +343,12 @@ class Observer:
         checks = [
             q.check_readings(client, ledger, HOT_SENSOR, low, high, bucket=bucket),
             q.check_latest(client, ledger, HOT_SENSOR),
-            q.check_aggregates(client, ledger, HOT_SENSOR, low, high, interval="1m", interval_ms=MINUTE),
+            q.check_aggregates(client, ledger, HOT_SENSOR, low, high, interval="1m"),
             q.check_readings(client, ledger, None, middle - 20_000, middle + 20_000, bucket=bucket),
         ]
         if self.system.schedule_of(LambdaFunction.ROLLUP) is not None:
             low, high = low - low % MINUTE, high - high % MINUTE + MINUTE
-            per_minute: dict[str, Any] = {"interval": "1m", "interval_ms": MINUTE, "rollups": True}
+            per_minute: dict[str, Any] = {"interval": "1m", "rollups": True}
             for entity, raw in ((HOT_SENSOR, "30s"), (None, None)):
                 checks.append(q.check_aggregates(client, ledger, entity, low, high, **per_minute, raw_interval=raw))
         results = [c.as_dict() for c in checks]

@@ -147,7 +147,7 @@ def build_report(
         load_after, hot_after = partition_load(after), hot_sensor_after_split(after, layout)
     split = placement = not_run("the shard map was not read")
     if facts.map_after is not None:
-        split = _split_section(facts, layout)
+        split = _split_section(facts, facts.map_after, layout)
         placement = placement_check(stored.values(), [r for _, r in facts.ledger], layout, shard_map(facts.map_after))
     checks = {
         "nothing_lost": readings["lost"] == 0 and facts.failed_to_publish == 0,
@@ -329,9 +329,8 @@ def hot_keys_section(windows: Sequence[Mapping[str, Any]], alerts: Sequence[Mapp
     }
 
 
-def _split_section(facts: DemoFacts, layout: Layout) -> dict[str, Any]:
-    before, after = facts.map_before, facts.map_after
-    assert after is not None  # noqa: S101 - the caller checked
+def _split_section(facts: DemoFacts, after: Mapping[str, Any], layout: Layout) -> dict[str, Any]:
+    before = facts.map_before
     known = shard_map(before).entity_history if before is not None else {}
     changes: list[dict[str, Any]] = []
     for entity, history in sorted(shard_map(after).entity_history.items()):

@@ -149,9 +149,6 @@ class MappingStats:
     read_errors: int = 0
     max_behind_ms: int = 0
 
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 def _iso(epoch_s: float) -> str:
     return datetime.fromtimestamp(epoch_s, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
@@ -203,15 +200,13 @@ class BatchRunner:
                     self.stats.complete_failures += 1
                 elif failed_at is not None:
                     self.stats.partial_failures += 1
-                succeeded = len(batch) if failed_at is None else max(failed_at, 0)
-                self.stats.records_succeeded += succeeded
+                self.stats.records_succeeded += len(batch) if failed_at is None else max(failed_at, 0)
             if failed_at is None:
                 continue
             if error is not None:
                 _log.warning("shard %s: %s", shard_id, error)
             remaining = batch if failed_at == _COMPLETE_FAILURE else batch[failed_at:]
-            retries_left = self.config.max_retries == -1 or attempts <= self.config.max_retries
-            if not retries_left:
+            if self.config.max_retries != -1 and attempts > self.config.max_retries:
                 self._skip(shard_id, remaining, RETRY_ATTEMPTS_EXHAUSTED, attempts, function_error=error is not None)
                 continue
             if self.wait(self._backoff_s(attempts)):
@@ -241,29 +236,24 @@ class BatchRunner:
         positions: dict[str, int] = {}
         for i, r in enumerate(batch):  # the first of equal numbers: a retry resumes no later than it
             positions.setdefault(r.sequence_number, i)
-        lowest: int | None = None
-        for failure in failures:
-            identifier = failure.get("itemIdentifier") if isinstance(failure, Mapping) else None
-            if not isinstance(identifier, str) or identifier not in positions:
-                return _COMPLETE_FAILURE
-            position = positions[identifier]
-            lowest = position if lowest is None else min(lowest, position)
-        return lowest
+        ids: list[Any] = [f.get("itemIdentifier") if isinstance(f, Mapping) else None for f in failures]
+        if not all(isinstance(i, str) and i in positions for i in ids):
+            return _COMPLETE_FAILURE
+        return min(positions[i] for i in ids)
 
     def _drop_expired(self, shard_id: str, batch: list[SourceRecord], attempts: int) -> list[SourceRecord]:
-        max_age = self.config.max_record_age_s
-        if max_age == -1:
+        if self.config.max_record_age_s == -1:
             return batch
-        oldest_allowed = self.wall_clock() - max_age
-        expired = [r for r in batch if r.arrival_s < oldest_allowed]
-        if not expired:
-            return batch
-        self._skip(shard_id, expired, RECORD_AGE_EXCEEDED, attempts, function_error=False)
+        oldest_allowed = self.wall_clock() - self.config.max_record_age_s
+        if expired := [r for r in batch if r.arrival_s < oldest_allowed]:
+            self._skip(shard_id, expired, RECORD_AGE_EXCEEDED, attempts, function_error=False)
         return [r for r in batch if r.arrival_s >= oldest_allowed]
 
     def _skip(
         self, shard_id: str, records: Sequence[SourceRecord], condition: str, attempts: int, *, function_error: bool
     ) -> None:
+        """Count and log the skip, and send the destination the record Lambda sends for a skipped batch."""
+        first, last = records[0], records[-1]
         with self.stats_lock:
             self.stats.records_skipped += len(records)
             skipped = self.stats.skipped_by_condition
@@ -273,31 +263,18 @@ class BatchRunner:
             self.function.name,
             shard_id,
             len(records),
-            records[0].sequence_number,
-            records[-1].sequence_number,
+            first.sequence_number,
+            last.sequence_number,
             condition,
         )
         if self.destination is None:
             return
-        message = self._failure_record(shard_id, records, condition, attempts, function_error=function_error)
-        try:
-            self.destination(message)
-        except (ClientError, BotoCoreError) as exc:
-            with self.stats_lock:
-                self.stats.destination_errors += 1
-            _log.error("%s: on-failure destination refused a record: %s", self.function.name, exc)
-
-    def _failure_record(
-        self, shard_id: str, records: Sequence[SourceRecord], condition: str, invoke_count: int, *, function_error: bool
-    ) -> dict[str, Any]:
-        """The on-failure destination record Lambda sends for a skipped stream batch."""
-        first, last = records[0], records[-1]
         message: dict[str, Any] = {
             "requestContext": {
                 "requestId": str(uuid.uuid4()),
                 "functionArn": self.function_arn,
                 "condition": condition,
-                "approximateInvokeCount": invoke_count,
+                "approximateInvokeCount": attempts,
             },
             "version": "1.0",
             "timestamp": _iso(self.wall_clock()),
@@ -311,23 +288,21 @@ class BatchRunner:
                 "streamArn": self.source.arn,
             },
         }
-        if invoke_count:
+        if attempts:
             response: dict[str, Any] = {"statusCode": 200, "executedVersion": "$LATEST"}
             if function_error:
                 response["functionError"] = "Unhandled"
             message["responseContext"] = response
-        return message
+        try:
+            self.destination(message)
+        except (ClientError, BotoCoreError) as exc:
+            with self.stats_lock:
+                self.stats.destination_errors += 1
+            _log.error("%s: on-failure destination refused a record: %s", self.function.name, exc)
 
     def _backoff_s(self, attempts: int) -> float:
         ceiling = min(self.config.retry_max_s, self.config.retry_base_s * 2 ** (attempts - 1))
         return self._rng.uniform(0.0, ceiling)
-
-
-@dataclass(slots=True)
-class _ShardState:
-    reads_started: int = 0
-    caught_up_at_read: int = 0
-    closed: bool = False
 
 
 class EventSourceMapping:
@@ -350,7 +325,7 @@ class EventSourceMapping:
         self._stats_lock = threading.Lock()
         self._stop = threading.Event()
         self._changed = threading.Condition()
-        self._shards: dict[str, _ShardState] = {}
+        self._shards: dict[str, _ShardPoller] = {}
         self._threads: list[threading.Thread] = []
         # One for every shard: a runner keeps no state between batches.
         self._runner = BatchRunner(
@@ -380,13 +355,12 @@ class EventSourceMapping:
         deadline = time.monotonic() + timeout_s
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
-        alive = [t.name for t in self._threads if t.is_alive()]
-        if alive:
+        if alive := [t.name for t in self._threads if t.is_alive()]:
             _log.warning("%s: threads still running after %.0f s: %s", self.name, timeout_s, ", ".join(alive))
 
     def snapshot(self) -> dict[str, Any]:
         with self._stats_lock:
-            stats = self.stats.as_dict()
+            stats = asdict(self.stats)
         with self._changed:
             stats["shards"] = len(self._shards)
         return stats
@@ -415,9 +389,9 @@ class EventSourceMapping:
             with self._changed:
                 if shard_id in self._shards:
                     continue
-                self._shards[shard_id] = _ShardState()
+                poller = self._shards[shard_id] = _ShardPoller(self, shard_id)
             thread = threading.Thread(
-                target=self._poll_shard, args=(shard_id,), name=f"{self.name}-{shard_id}", daemon=True
+                target=self._poll_shard, args=(poller,), name=f"{self.name}-{shard_id}", daemon=True
             )
             self._threads.append(thread)
             thread.start()
@@ -429,33 +403,18 @@ class EventSourceMapping:
             except (ClientError, BotoCoreError) as exc:
                 _log.warning("%s: listing shards failed: %s", self.name, exc)
 
-    def _poll_shard(self, shard_id: str) -> None:
+    def _poll_shard(self, poller: _ShardPoller) -> None:
         try:
-            _ShardPoller(self, shard_id).run()
+            poller.run()
         except _Stopped:
             pass
         except Exception:
-            _log.exception("%s: the poller of shard %s failed", self.name, shard_id)
+            _log.exception("%s: the poller of shard %s failed", self.name, poller.shard)
             raise
         finally:
             with self._changed:
-                self._shards[shard_id].closed = True
+                poller.closed = True
                 self._changed.notify_all()
-
-    # -- used by the shard pollers ---------------------------------------------
-
-    def _begin_read(self, shard_id: str) -> int:
-        with self._changed:
-            state = self._shards[shard_id]
-            state.reads_started += 1
-            return state.reads_started
-
-    def _caught_up(self, shard_id: str, read_id: int, *, closed: bool) -> None:
-        with self._changed:
-            state = self._shards[shard_id]
-            state.caught_up_at_read = max(state.caught_up_at_read, read_id)
-            state.closed = state.closed or closed
-            self._changed.notify_all()
 
 
 class _ShardPoller:
@@ -463,9 +422,12 @@ class _ShardPoller:
 
     def __init__(self, mapping: EventSourceMapping, shard_id: str) -> None:
         self._mapping = mapping
-        self._shard = shard_id
+        self.shard = shard_id
         self._config = mapping.config
-        self._runner = mapping._runner
+        # Read by EventSourceMapping.wait_until_caught_up, under the mapping's condition like every change.
+        self.reads_started = 0
+        self.caught_up_at_read = 0
+        self.closed = False
         self._buffer: deque[SourceRecord] = deque()
         self._buffered_bytes = 0
         self._buffered_since: float | None = None
@@ -481,18 +443,20 @@ class _ShardPoller:
             exhausted = closed
             read_id = 0
             if not closed and len(self._buffer) < config.batch_size and self._buffered_bytes < config.max_payload_bytes:
-                read_id = mapping._begin_read(self._shard)
+                with mapping._changed:
+                    self.reads_started += 1
+                    read_id = self.reads_started
                 try:
                     if self._iterator is None:
-                        self._iterator = source.iterator(self._shard, config.starting_position, self._last_sequence)
-                    result = source.read(self._shard, self._iterator, config.batch_size - len(self._buffer))
+                        self._iterator = source.iterator(self.shard, config.starting_position, self._last_sequence)
+                    result = source.read(self.shard, self._iterator, config.batch_size - len(self._buffer))
                 except (ClientError, BotoCoreError) as exc:
                     # An expired or invalid iterator, or a service error: start again after the last record read.
                     self._iterator = None
                     self._read_failures += 1
                     with mapping._stats_lock:
                         mapping.stats.read_errors += 1
-                    _log.warning("%s: reading shard %s failed: %s", mapping.name, self._shard, exc)
+                    _log.warning("%s: reading shard %s failed: %s", mapping.name, self.shard, exc)
                     if mapping._stop.wait(min(5.0, 0.1 * 2 ** min(self._read_failures, 6))):
                         return
                     continue
@@ -510,7 +474,10 @@ class _ShardPoller:
                 continue
             if not self._buffer:
                 if exhausted:
-                    mapping._caught_up(self._shard, read_id, closed=closed)
+                    with mapping._changed:
+                        self.caught_up_at_read = max(self.caught_up_at_read, read_id)
+                        self.closed = closed
+                        mapping._changed.notify_all()
                     if closed:
                         return
                     mapping._stop.wait(config.poll_interval_s)
@@ -547,7 +514,7 @@ class _ShardPoller:
                 break
             batch.append(self._buffer.popleft())
             size += record.size
-        self._runner.run(self._shard, batch)
+        self._mapping._runner.run(self.shard, batch)
         # The batch is settled: the checkpoint moves past it.
         self._buffered_bytes -= size
         self._buffered_since = time.monotonic() if self._buffer else None

@@ -19,7 +19,7 @@ from typing import Any
 from urllib.parse import quote
 
 from client import ApiError, QueryClient
-from keydesign import Bucket, format_ts
+from keydesign import Bucket, format_ts, parse_duration
 
 STATS = ("count", "min", "max", "avg", "sum")
 Ledger = Sequence[Mapping[str, Any]]
@@ -204,7 +204,6 @@ def check_aggregates(
     to_ms: int,
     *,
     interval: str,
-    interval_ms: int,
     rollups: bool = False,
     raw_interval: str | None = None,
 ) -> Check:
@@ -215,7 +214,7 @@ def check_aggregates(
     check = Check(f"{entity or 'every entity'} aggregates per {interval}" + (", from rollups" if rollups else ""), path)
     if (body := check.get(client, _window(from_ms, to_ms, interval=interval))) is None:
         return check
-    want = expected_aggregates(ledger, entity, from_ms, to_ms, interval_ms)
+    want = expected_aggregates(ledger, entity, from_ms, to_ms, parse_duration(interval, "interval"))
     check.difference = compare_aggregates(body.get("intervals", []), want)
     if rollups and body.get("source") != "rollups":
         check.difference = f"source {body.get('source')!r}, not rollups (through {body.get('rollups_through')})"

@@ -121,7 +121,6 @@ def test_a_rollup_check_wants_rollups_the_published_figures_and_reads_raw_for_th
         T0,
         T0 + 60_000,
         interval="1m",
-        interval_ms=60_000,
         rollups=True,
         raw_interval="30s",
     )

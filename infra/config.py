@@ -226,6 +226,17 @@ def _text(value: object) -> str:
     return value.strip()
 
 
+def _whole(value: object) -> int:
+    # Parsed here, not by pydantic, so a bound's error shows the number (20,000), not the text given ('20000').
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if (isinstance(value, float) and value.is_integer()) or (
+        isinstance(value, str) and re.fullmatch(r"\s*-?\d+\s*", value)
+    ):
+        return int(value)
+    raise ValueError(f"must be a whole number, got {value!r}")
+
+
 def _not_flag(value: object) -> object:
     # pydantic takes true as 1; a flag where a number belongs is a mistake.
     if isinstance(value, bool):
@@ -263,7 +274,7 @@ def _in(allowed: tuple[int, ...], what: str) -> AfterValidator:
 
 Text = Annotated[str, BeforeValidator(_text)]
 OptionalText = Annotated[Text | None, BeforeValidator(_null)]
-Whole = Annotated[int, BeforeValidator(_not_flag)]
+Whole = Annotated[int, BeforeValidator(_whole)]
 OptionalWhole = Annotated[Whole | None, BeforeValidator(_null)]
 #: A duration written as text (``90s``, ``15m``, ``2h``, ``30d``), held in milliseconds as the functions hold it.
 Duration = Annotated[DurationMs, BeforeValidator(_text)]

@@ -23,7 +23,6 @@ import difflib
 import inspect
 import itertools
 import json
-import math
 import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
@@ -49,8 +48,8 @@ from adapters.settings import (
     EnvSettings,
     Flag,
     SettingsError,
-    explain,
     matching,
+    refusal,
 )
 from hotkeys.settings import HotKeySettings
 from ingest.settings import IngestSettings
@@ -60,7 +59,7 @@ from keydesign.items import MAX_ITEM_BYTES
 from keydesign.periods import format_duration
 from query.settings import QuerySettings
 from rollup.settings import RollupSettings
-from rotator.settings import RotatorSettings
+from rotator.settings import BillingMode, ContributorInsights, RotatorSettings
 
 # The seed workload the default shard count is sized for: 50,000 writes/s of
 # 500-byte items (1 WCU each), with every partition key kept at 50% of its
@@ -228,6 +227,7 @@ def _text(value: object) -> str:
 
 
 def _whole(value: object) -> int:
+    # Parsed here, not by pydantic, so a bound's error shows the number (20,000), not the text given ('20000').
     if isinstance(value, int) and not isinstance(value, bool):
         return value
     if (isinstance(value, float) and value.is_integer()) or (
@@ -237,16 +237,11 @@ def _whole(value: object) -> int:
     raise ValueError(f"must be a whole number, got {value!r}")
 
 
-def _positive_number(value: object) -> float:
-    number: float | None = None
-    if isinstance(value, int | float | str) and not isinstance(value, bool):
-        try:
-            number = float(value)
-        except ValueError:
-            number = None
-    if number is None or not math.isfinite(number) or number <= 0:
-        raise ValueError(f"must be a number above 0, got {value!r}")
-    return number
+def _not_flag(value: object) -> object:
+    # pydantic takes true as 1; a flag where a number belongs is a mistake.
+    if isinstance(value, bool):
+        raise ValueError(f"must be a number, got {value!r}")
+    return value
 
 
 def _within(low_ms: int, high_ms: int) -> AfterValidator:
@@ -260,16 +255,12 @@ def _within(low_ms: int, high_ms: int) -> AfterValidator:
     return AfterValidator(check)
 
 
-def _one_of(*allowed: str) -> BeforeValidator:
-    def check(value: object) -> str:
-        text = value.strip() if isinstance(value, str) else value
-        if isinstance(text, str):
-            text = text.upper() if allowed[0].isupper() else text.lower()
-        if text not in allowed:
-            raise ValueError(f"{value!r} is not one of {', '.join(allowed)}")
-        return text
+def _upper(value: object) -> object:
+    return value.strip().upper() if isinstance(value, str) else value
 
-    return BeforeValidator(check)
+
+def _lower(value: object) -> object:
+    return value.strip().lower() if isinstance(value, str) else value
 
 
 def _in(allowed: tuple[int, ...], what: str) -> AfterValidator:
@@ -317,7 +308,7 @@ class Context(BaseModel):
     )
     table_period: OptionalText = key(SEED_TABLE_PERIOD)
     retention_ms: Duration = key("30d", alias="retention")
-    billing_mode: Annotated[str, _one_of("PAY_PER_REQUEST", "PROVISIONED")] = key("PAY_PER_REQUEST")
+    billing_mode: Annotated[BillingMode, BeforeValidator(_upper)] = key("PAY_PER_REQUEST")
     read_capacity_min: Whole = key(100, low=1)
     read_capacity_max: Whole = key(12_000, low=1)
     write_capacity_min: Whole = key(1_000, low=1)
@@ -326,12 +317,10 @@ class Context(BaseModel):
     autoscaling_target_percent: Whole = key(70, low=20, high=90)
     warm_writes_per_s: OptionalWhole = key(None, low=1)
     deletion_protection: Flag = key(True)
-    removal_policy: Annotated[str, _one_of("retain", "destroy")] = key("retain")
+    removal_policy: Annotated[Literal["retain", "destroy"], BeforeValidator(_lower)] = key("retain")
     point_in_time_recovery: Flag = key(True)
-    contributor_insights: Annotated[str, _one_of("throttled_keys", "accessed_and_throttled_keys", "off")] = key(
-        "throttled_keys"
-    )
-    kinesis_mode: Annotated[str, _one_of("on_demand", "provisioned")] = key("on_demand")
+    contributor_insights: Annotated[ContributorInsights, BeforeValidator(_lower)] = key("throttled_keys")
+    kinesis_mode: Annotated[Literal["on_demand", "provisioned"], BeforeValidator(_lower)] = key("on_demand")
     kinesis_shards: Whole = key(50, low=1)
     # Kinesis keeps records from 24 hours to 365 days. 96: a batch that failed on a Friday evening can
     # still be replayed on the Tuesday morning after a long weekend (docs/decisions.md weighs the cost).
@@ -384,7 +373,7 @@ class Context(BaseModel):
     alarm_email: Annotated[OptionalText, matching(_EMAIL, "an email address")] = key(None)
     iterator_age_alarm_s: Whole = key(60, low=1, high=ESM_MAX_RECORD_AGE_S)
     api_stage: Annotated[Text, matching(_API_STAGE, "a stage name: 1-128 letters, digits, '_' or '-'")] = key("v1")
-    api_throttle_rate: Annotated[float, BeforeValidator(_positive_number)] = key(100)
+    api_throttle_rate: Annotated[float, BeforeValidator(_not_flag), Field(gt=0, allow_inf_nan=False)] = key(100)
     api_throttle_burst: Whole = key(200, low=1)
     api_cloudwatch_role: Flag = key(True)
     # Secrets Manager rotates at most every 4 hours and at least every 1,000 days (in days here).
@@ -559,11 +548,7 @@ class Context(BaseModel):
         try:
             return cls.model_validate({k: v for k, v in context.items() if k in DEFAULTS})
         except ValidationError as exc:
-            error = exc.errors(include_url=False)[0]
-            cause = error.get("ctx", {}).get("error")
-            if isinstance(cause, ConfigError):
-                raise cause from None
-            raise ConfigError(str(error["loc"][0]), explain(error)) from None
+            raise refusal(exc, ConfigError) from None
 
 
 #: Settings rendered from a key of another name (the rest are named as their key's field).
@@ -586,17 +571,13 @@ def _rule(holds: bool, key: str, reason: str) -> None:
 DEFAULTS: Mapping[str, object] = {field.alias or name: field.default for name, field in Context.model_fields.items()}
 
 
-def attribute_docs(model: type) -> dict[str, str]:
+def attribute_docs(model: type[EnvSettings]) -> dict[str, str]:
     """The docstring under each field of ``model`` and its bases (the settings models do not ask pydantic
     for them: reading every class's source at import costs each function's cold start tens of ms)."""
     docs: dict[str, str] = {}
-    for cls in reversed(model.__mro__[:-1]):
-        try:
-            body = ast.parse(inspect.getsource(cls)).body[0]
-        except (OSError, TypeError, IndexError):
-            continue
-        statements = body.body if isinstance(body, ast.ClassDef) else []
-        for stmt, after in itertools.pairwise(statements):
+    for cls in reversed([c for c in model.__mro__ if issubclass(c, EnvSettings)]):
+        body = ast.parse(inspect.getsource(cls)).body[0]
+        for stmt, after in itertools.pairwise(body.body if isinstance(body, ast.ClassDef) else []):
             target = stmt.target if isinstance(stmt, ast.AnnAssign) else None
             if isinstance(target, ast.Name) and isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant):
                 docs[target.id] = inspect.cleandoc(str(after.value.value))

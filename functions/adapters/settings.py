@@ -26,7 +26,8 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from typing import Annotated, Any, Self
+from functools import cached_property
+from typing import Annotated, Any, Self, TypeVar
 
 from pydantic import (
     AfterValidator,
@@ -35,7 +36,6 @@ from pydantic import (
     ConfigDict,
     Field,
     PlainSerializer,
-    PrivateAttr,
     ValidationError,
     model_validator,
 )
@@ -72,6 +72,8 @@ class SettingsError(ValueError):
         super().__init__(f"environment variable {variable}: {reason}")
 
 
+_E = TypeVar("_E", bound=ValueError)
+
 #: pydantic's error types, in the words users see (``{ge}`` and so on: the error's context).
 _REASONS = {
     "missing": "is required",
@@ -79,6 +81,7 @@ _REASONS = {
     "int_type": "must be a whole number",
     "int_from_float": "must be a whole number",
     "float_parsing": "must be a number",
+    "finite_number": "must be a finite number",
     "greater_than_equal": "must be at least {ge:,}",
     "greater_than": "must be above {gt}",
     "less_than_equal": "must be at most {le:,}",
@@ -103,6 +106,15 @@ def explain(error: ErrorDetails) -> str:
     value = error.get("input")
     shown = f"{value:,}" if isinstance(value, int | float) and not isinstance(value, bool) else f"{value!r:.80}"
     return reason if kind == "missing" else f"{reason}, got {shown}"
+
+
+def refusal(exc: ValidationError, kind: type[_E]) -> _E:
+    """``exc``'s first error as a ``kind(name, reason)``: the one a validator raised, or pydantic's, explained."""
+    error = exc.errors(include_url=False)[0]
+    cause = error.get("ctx", {}).get("error")
+    if isinstance(cause, kind):
+        return cause
+    return kind(str(error["loc"][0]) if error["loc"] else "?", explain(error))
 
 
 def _duration_ms(value: object) -> object:
@@ -175,11 +187,7 @@ class EnvSettings(BaseModel):
         try:
             return cls.model_validate(raw)
         except ValidationError as exc:
-            error = exc.errors(include_url=False)[0]
-            cause = error.get("ctx", {}).get("error")
-            if isinstance(cause, SettingsError):
-                raise cause from None
-            raise SettingsError(str(error["loc"][0]) if error["loc"] else "?", explain(error)) from None
+            raise refusal(exc, SettingsError) from None
 
     @classmethod
     def render(cls, **values: object) -> dict[str, str]:
@@ -229,19 +237,11 @@ class CommonSettings(EnvSettings):
     such a reading, the rotator keeps (or builds) its table, rollups apply its mark."""
     rollups: str | None = env("ROLLUPS", None)
     """Rollup granularities, finest first, each a multiple of the one before (1m,1h,1d); empty: no rollups."""
-    _layout: Layout = PrivateAttr()
-    _granularities: Granularities | None = PrivateAttr(None)
 
     @model_validator(mode="after")
     def _layout_holds(self) -> Self:
-        try:
-            self._layout = Layout.from_settings(
-                kind=self.layout_kind,
-                bucket=self.bucket,
-                table_prefix=self.table_prefix,
-                table_period=self.table_period,
-            )
-            self._granularities = Granularities.parse(self.rollups, "rollups") if self.rollups else None
+        try:  # built (and kept) here, so one the key design refuses fails at cold start
+            _ = self.layout, self.granularities
         except KeyDesignError as exc:
             fields = {"layout": "layout_kind", "bucket": "bucket", "table_period": "table_period", "rollups": "rollups"}
             raise self.invalid(fields.get(exc.field, "table_prefix"), exc.reason) from None
@@ -252,7 +252,7 @@ class CommonSettings(EnvSettings):
             f"{format_duration(self.max_age or 0)} is longer than retention ({retention}): such a reading would be "
             "stored already expired, or routed to a table already dropped",
         )
-        period = self._layout.table_period
+        period = self.layout.table_period
         if period is not None:
             self.check(
                 self.retention_ms >= period.nominal_ms,
@@ -268,14 +268,16 @@ class CommonSettings(EnvSettings):
             )
         return self
 
-    @property
+    @cached_property
     def granularities(self) -> Granularities | None:
         """The rollup levels, or None when rollups are off."""
-        return self._granularities
+        return Granularities.parse(self.rollups, "rollups") if self.rollups else None
 
-    @property
+    @cached_property
     def layout(self) -> Layout:
-        return self._layout
+        return Layout.from_settings(
+            kind=self.layout_kind, bucket=self.bucket, table_prefix=self.table_prefix, table_period=self.table_period
+        )
 
     @property
     def max_age_ms(self) -> int:

@@ -17,9 +17,10 @@ map, and readers (using the new one) would not find it.
 from __future__ import annotations
 
 import math
+from functools import cached_property
 from typing import Self
 
-from pydantic import PrivateAttr, model_validator
+from pydantic import model_validator
 
 from adapters.settings import CommonSettings, DurationMs, Flag, env
 from hotkeys.control_table import COUNTER_RETENTION_MS
@@ -49,21 +50,11 @@ class HotKeySettings(CommonSettings):
     scale_down_windows: int = env("HOT_SCALE_DOWN_WINDOWS", 10, ge=1)
     """Quiet windows in a row before an entity scales down."""
 
-    _detector: DetectorConfig = PrivateAttr()
-
     @model_validator(mode="after")
     def _rules(self) -> Self:
-        # A key over the threshold carries at least threshold/1,000 of its stream shard's writes, so it is
-        # among a batch's top 1,000/threshold: a batch adds at least that many counters.
-        counters = max(COUNTERS_PER_WINDOW, math.ceil(PARTITION_WCU / self.split_threshold_wcu))
-        try:
-            self._detector = DetectorConfig(
-                window_ms=self.window_ms,
-                split_threshold_wcu=self.split_threshold_wcu,
-                scale_down_windows=self.scale_down_windows,
-                counters_per_window=counters,
-            )
-        except ConfigError as exc:  # the detector's own rules
+        try:  # built (and kept) here, so the detector's own rules fail at cold start
+            _ = self.detector
+        except ConfigError as exc:
             raise self.invalid(exc.field if exc.field in type(self).model_fields else "window_ms", exc.reason) from None
         window_ms, bucket = self.window_ms, self.layout.bucket
         self.check(
@@ -85,9 +76,16 @@ class HotKeySettings(CommonSettings):
         )
         return self
 
-    @property
+    @cached_property
     def detector(self) -> DetectorConfig:
-        return self._detector
+        # A key over the threshold carries at least threshold/1,000 of its stream shard's writes, so it is
+        # among a batch's top 1,000/threshold: a batch adds at least that many counters.
+        return DetectorConfig(
+            window_ms=self.window_ms,
+            split_threshold_wcu=self.split_threshold_wcu,
+            scale_down_windows=self.scale_down_windows,
+            counters_per_window=max(COUNTERS_PER_WINDOW, math.ceil(PARTITION_WCU / self.split_threshold_wcu)),
+        )
 
     @property
     def change_margin_ms(self) -> int:

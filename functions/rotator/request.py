@@ -31,7 +31,7 @@ from typing import Self
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
-from adapters.settings import explain
+from adapters.settings import refusal
 from adapters.table_builds import TABLES_PER_REQUEST
 from keydesign import parse_timestamp, shown_name
 
@@ -104,10 +104,6 @@ class RotationRequest(BaseModel):
 
 
 def _refusal(exc: ValidationError, event: object) -> InvalidRequest:
-    error = exc.errors(include_url=False)[0]
-    cause = error.get("ctx", {}).get("error")
-    if isinstance(cause, InvalidRequest):
-        return cause
-    if not error["loc"]:
+    if not isinstance(event, Mapping):  # the only event pydantic refuses as a whole
         return InvalidRequest("event", f"must be a JSON object, got {type(event).__name__}")
-    return InvalidRequest(str(error["loc"][0]), explain(error))
+    return refusal(exc, InvalidRequest)

@@ -22,6 +22,7 @@ from keydesign import TablePeriod, Workload, plan_capacity
 from keydesign.periods import format_duration
 
 BillingMode = Literal["PAY_PER_REQUEST", "PROVISIONED"]
+ContributorInsights = Literal["throttled_keys", "accessed_and_throttled_keys", "off"]
 
 #: A new on-demand table can already take this many writes/s: warm throughput
 #: at or below it changes nothing, so it is not requested.
@@ -69,9 +70,7 @@ class RotatorSettings(CommonSettings):
     """Enable PITR on new tables (forced on with EXPORT_BUCKET)."""
     deletion_protection: Flag = env("DELETION_PROTECTION", True)
     """Create tables deletion-protected (lifted just before drop)."""
-    contributor_insights: Literal["throttled_keys", "accessed_and_throttled_keys", "off"] = env(
-        "CONTRIBUTOR_INSIGHTS", "off"
-    )
+    contributor_insights: ContributorInsights = env("CONTRIBUTOR_INSIGHTS", "off")
     """Contributor Insights mode of open tables (off once a table closes)."""
     infrequent_access_storage_percent: int | None = env("INFREQUENT_ACCESS_STORAGE_PERCENT", None, ge=0)
     """A closed table moves to Standard-IA once its storage costs at least this percent of its requests

@@ -1,5 +1,5 @@
 """Four changes to moto's speed, not its behaviour (how a table finds, orders, projects and serialises
-its items), and one to its thread safety (item writes, one at a time, as DynamoDB applies them).
+its items), and one to its thread safety (its server answers one request at a time).
 
 * **Order.** moto 5.2's ``Table.all_items`` sorts *every item of the table*
   on every Query and on every Scan page, comparing ``DynamoType`` objects pair
@@ -33,18 +33,19 @@ its items), and one to its thread safety (item writes, one at a time, as DynamoD
   writes the items as they are. Anything ``json`` cannot write as it stands
   (binary values, which the model base64-encodes) goes to moto's own.
 
-* **Item writes.** moto applies a write in Python, in steps, and its server
-  answers requests on threads. Two of them writing the first items of one
-  partition at once can each find it missing and each insert a fresh one, the
-  second replacing the first with the item the first just stored (measured:
-  16 of 4,000 items lost, ``tests/integration/local_runtime/test_moto_writes.py``);
-  ``StreamShard.add`` numbers a stream record ``len(items) + start`` before
-  appending it, so two writes can share a sequence number and a reader
-  checkpointing by it resumes past a record it never delivered; an UpdateItem
-  ``ADD`` reads, changes and writes back, losing a concurrent one. DynamoDB
-  applies each item write atomically: :func:`_serialised` runs moto's item
-  writes (put, delete, update, and so the stream record each appends) one at
-  a time, under one lock.
+* **One request at a time.** moto's models are not thread-safe, and its server
+  answers requests on threads. Kinesis ``Shard.put_record`` numbers a record
+  one past the shard's last and then stores it: two PutRecords at once can
+  number two records alike, and the second replaces the first, both
+  acknowledged (measured: 72 of 16,000 records gone, 8 writers;
+  ``tests/integration/local_runtime/test_moto_writes.py``), and a GetRecords
+  walking the shard meanwhile fails (``OrderedDict mutated during
+  iteration``, an HTTP 500). DynamoDB's item writes race the same way (two
+  writes creating one partition each insert it, one item lost; two stream
+  records sharing a sequence number; an UpdateItem ``ADD`` losing another).
+  :func:`_serialised` runs moto's request dispatch under one lock, so every
+  request is atomic, as each AWS call is. moto does its work in Python under
+  the interpreter lock anyway: one at a time costs little (docs/local.md).
 
 All are installed while an embedded server runs and undone when the last one
 stops. ``tests/unit/local_runtime/test_moto_speedups.py`` checks each against
@@ -145,26 +146,19 @@ def _query(self: Any, hash_key: Any, *args: Any, **kwargs: Any) -> Any:
         _PARTITION.key = _PARTITION.between = None
 
 
-_WRITES = threading.RLock()  # reentrant: an update writes through the table's put_item
+_REQUESTS = threading.Lock()  # held while moto answers one request
 
 
-def _serialised(key: str) -> Callable[..., Any]:
-    """moto's write method ``key`` (``Class.method``), run under the lock every item write takes."""
+def _serialised(self: Any, environ: Any, start_response: Any) -> Any:
+    """moto's WSGI application (``DomainDispatcherApplication``), answering under the one lock.
 
-    def write(self: Any, *args: Any, **kwargs: Any) -> Any:
-        with _WRITES:
-            original = _PATCH.originals.get(key)
-            if original is None:  # uninstalled meanwhile: the class has moto's own back
-                original = getattr(type(self), _attribute(key))
-            return original(self, *args, **kwargs)
-
-    setattr(write, _MARK, True)
-    return write
+    The response it returns is already whole (moto builds the body before it returns)."""
+    with _REQUESTS:
+        original = _PATCH.originals.get("__call__") or type(self).__call__  # uninstalled meanwhile: moto's own
+        return original(self, environ, start_response)
 
 
-_WRITE_METHODS = ("Table.put_item", "Table.delete_item", "DynamoDBBackend.update_item", "DynamoDBBackend.delete_item")
-_WRITERS = {key: _serialised(key) for key in _WRITE_METHODS}
-for _function in (_all_items, _query, _project, _execute_result):
+for _function in (_all_items, _query, _project, _execute_result, _serialised):
     setattr(_function, _MARK, True)
 
 
@@ -188,10 +182,10 @@ def install() -> bool:
             return False
         if _PATCH.users == 0:
             for key, (cls, replacement) in targets.items():
-                current = getattr(cls, _attribute(key))
+                current = getattr(cls, key)
                 if not getattr(current, _MARK, False):
                     _PATCH.originals[key] = current
-                    setattr(cls, _attribute(key), replacement)
+                    setattr(cls, key, replacement)
         _PATCH.users += 1
         return True
 
@@ -206,21 +200,17 @@ def uninstall() -> None:
             for key, (cls, _) in targets.items():
                 original = _PATCH.originals.pop(key, None)
                 if original is not None:
-                    setattr(cls, _attribute(key), original)
-
-
-def _attribute(key: str) -> str:
-    return key.rpartition(".")[2]
+                    setattr(cls, key, original)
 
 
 def _targets() -> dict[str, tuple[type, Callable[..., Any]]] | None:
     """moto's classes and what replaces their methods, when moto is the shape this module knows (5.x)."""
     try:
         import moto  # noqa: PLC0415 - moto is heavy; only local mode needs it
-        from moto.dynamodb.models import DynamoDBBackend  # noqa: PLC0415
         from moto.dynamodb.models.dynamo_type import Item  # noqa: PLC0415
         from moto.dynamodb.models.table import Table  # noqa: PLC0415
         from moto.dynamodb.responses import DynamoResult  # noqa: PLC0415
+        from moto.moto_server.werkzeug_app import DomainDispatcherApplication  # noqa: PLC0415
     except ImportError:  # pragma: no cover - moto is a dependency of local mode
         return None
     version = str(getattr(moto, "__version__", ""))
@@ -229,11 +219,10 @@ def _targets() -> dict[str, tuple[type, Callable[..., Any]]] | None:
         "query": (Table, _query),
         "project": (Item, _project),
         "execute_result": (DynamoResult, _execute_result),
+        "__call__": (DomainDispatcherApplication, _serialised),
     }
-    classes = {"Table": Table, "DynamoDBBackend": DynamoDBBackend}
-    targets.update({key: (classes[key.split(".")[0]], writer) for key, writer in _WRITERS.items()})
-    shaped = all(callable(getattr(cls, _attribute(key), None)) for key, (cls, _) in targets.items())
+    shaped = all(callable(getattr(cls, key, None)) for key, (cls, _) in targets.items())
     if not version.startswith("5.") or not shaped:
-        _log.info("moto %s: its table order, projection, serialisation and writes are left as they are", version or "?")
+        _log.info("moto %s: order, projection, serialisation and requests left as they are", version or "?")
         return None
     return targets

@@ -131,37 +131,37 @@ def test_install_replaces_moto_s_methods_until_the_last_user_uninstalls() -> Non
     assert current() == originals
 
 
-def test_two_stream_writes_at_once_get_distinct_increasing_numbers(monkeypatch: pytest.MonkeyPatch) -> None:
-    import moto.dynamodb.models.table as moto_table  # noqa: PLC0415
+def test_moto_answers_one_request_at_a_time() -> None:
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication  # noqa: PLC0415
 
-    # Given a table with a stream, and moto's stream record made slow enough that two writers meet
-    # inside add(): each waits (up to 0.5 s) for the other between numbering and appending
-    t = table("S", "S")
-    t.set_stream_specification({"StreamEnabled": True, "StreamViewType": "KEYS_ONLY"})
+    # Given moto's request dispatcher, and a service slow enough that two requests meet inside it:
+    # each waits (up to 0.5 s) for the other to arrive
     meet = threading.Barrier(2, timeout=0.5)
-    record = moto_table.StreamRecord
+    inside: list[int] = []
 
-    def slow_record(*args: Any) -> Any:
+    def service(environ: Any, start_response: Any) -> list[bytes]:
+        inside.append(1)
         with contextlib.suppress(threading.BrokenBarrierError):
             meet.wait()
-        return record(*args)
+        most = len(inside)
+        inside.pop()
+        return [str(most).encode()]
 
-    monkeypatch.setattr(moto_table, "StreamRecord", slow_record)
+    dispatcher = DomainDispatcherApplication(lambda name: service)
+    dispatcher.get_application = lambda environ: service
+    answers: list[bytes] = []
     assert moto_speedups.install()
     try:
-        # When two threads write an item each at once
-        writers = [
-            threading.Thread(target=t.put_item, args=({"pk": {"S": "p"}, "sk": {"S": str(n)}},)) for n in range(2)
-        ]
-        for w in writers:
-            w.start()
-        for w in writers:
-            w.join()
+        # When two threads send it a request at once
+        requests = [threading.Thread(target=lambda: answers.extend(dispatcher({}, None))) for _ in range(2)]
+        for r in requests:
+            r.start()
+        for r in requests:
+            r.join()
     finally:
         moto_speedups.uninstall()
-    # Then the stream holds two records numbered one after the other, in the order they were appended
-    numbers = [int(r.to_json()["dynamodb"]["SequenceNumber"]) for r in t.stream_shard.items]
-    assert len(numbers) == 2 and numbers[1] == numbers[0] + 1
+    # Then each was answered alone: neither saw the other inside the service
+    assert answers == [b"1", b"1"]
 
 
 def pages(client: Any) -> list[dict[str, Any]]:

@@ -1,5 +1,6 @@
-"""Four changes to moto's speed, not its behaviour (how a table finds, orders, projects and serialises
-its items), and one to its thread safety (its server answers one request at a time).
+"""Five changes to moto's speed, not its behaviour (how a table finds, orders, projects and serialises
+its items; how a Kinesis shard numbers and reads its records), and one to its thread safety (its server
+answers one request at a time).
 
 * **Order.** moto 5.2's ``Table.all_items`` sorts *every item of the table*
   on every Query and on every Scan page, comparing ``DynamoType`` objects pair
@@ -32,6 +33,17 @@ its items), and one to its thread safety (its server answers one request at a ti
   everything but the ``Items`` list (status, headers, the other members) and
   writes the items as they are. Anything ``json`` cannot write as it stands
   (binary values, which the model base64-encodes) goes to moto's own.
+
+* **Kinesis shards.** moto 5.2 numbers a new record by listing every
+  sequence number of the shard (``list(records.keys())[-1]``), and answers a
+  GetRecords by walking the shard from its first record: both cost what the
+  shard holds, every record and every read (an on-demand stream has 4 shards:
+  100,000 records make 25,000 a shard). A shard's numbers are 1, 2, 3... in
+  the order stored (records are never removed), so :func:`_put_record` takes
+  the last number from the end of the map and :func:`_get_records` reads the
+  records after the iterator's number by number, as many as asked for: the
+  same records, numbers and ``MillisBehindLatest``. A shard whose numbers are
+  not that run (or a ``Limit`` below 1, which the API refuses) goes to moto's own.
 
 * **One request at a time.** moto's models are not thread-safe, and its server
   answers requests on threads. Kinesis ``Shard.put_record`` numbers a record
@@ -146,6 +158,31 @@ def _query(self: Any, hash_key: Any, *args: Any, **kwargs: Any) -> Any:
         _PARTITION.key = _PARTITION.between = None
 
 
+def _put_record(self: Any, partition_key: str, data: str, explicit_hash_key: str) -> str:
+    from moto.kinesis.models import Record  # noqa: PLC0415 - moto is imported only when installed
+
+    sequence = next(reversed(self.records), 0) + 1
+    self.records[sequence] = Record(partition_key, data, sequence, explicit_hash_key)
+    return str(sequence)
+
+
+def _get_records(self: Any, last_sequence_id: str, limit: int | None) -> tuple[list[Any], int, int]:
+    records = self.records
+    last = int(last_sequence_id)
+    first, newest = next(iter(records), 1), next(reversed(records), 0)
+    if (records and newest - first + 1 != len(records)) or (limit is not None and limit < 1):
+        # Not the run 1, 2, 3..., or a limit GetRecords refuses (moto's walk answers it oddly): moto's own
+        original = _PATCH.originals.get("get_records") or type(self).get_records  # uninstalled meanwhile: moto's
+        return original(self, last_sequence_id, limit)  # type: ignore[no-any-return]
+    start = max(last + 1, first)
+    stop = newest + 1 if limit is None else min(newest + 1, start + limit)
+    results = [records[n] for n in range(start, stop)]
+    if not results:
+        return results, last, 0
+    behind_s = records[newest].created_at - results[-1].created_at
+    return results, results[-1].sequence_number, int(behind_s * 1000)
+
+
 _REQUESTS = threading.Lock()  # held while moto answers one request
 
 
@@ -158,7 +195,7 @@ def _serialised(self: Any, environ: Any, start_response: Any) -> Any:
         return original(self, environ, start_response)
 
 
-for _function in (_all_items, _query, _project, _execute_result, _serialised):
+for _function in (_all_items, _query, _project, _execute_result, _put_record, _get_records, _serialised):
     setattr(_function, _MARK, True)
 
 
@@ -210,6 +247,7 @@ def _targets() -> dict[str, tuple[type, Callable[..., Any]]] | None:
         from moto.dynamodb.models.dynamo_type import Item  # noqa: PLC0415
         from moto.dynamodb.models.table import Table  # noqa: PLC0415
         from moto.dynamodb.responses import DynamoResult  # noqa: PLC0415
+        from moto.kinesis.models import Shard  # noqa: PLC0415
         from moto.moto_server.werkzeug_app import DomainDispatcherApplication  # noqa: PLC0415
     except ImportError:  # pragma: no cover - moto is a dependency of local mode
         return None
@@ -219,6 +257,8 @@ def _targets() -> dict[str, tuple[type, Callable[..., Any]]] | None:
         "query": (Table, _query),
         "project": (Item, _project),
         "execute_result": (DynamoResult, _execute_result),
+        "put_record": (Shard, _put_record),
+        "get_records": (Shard, _get_records),
         "__call__": (DomainDispatcherApplication, _serialised),
     }
     shaped = all(callable(getattr(cls, key, None)) for key, (cls, _) in targets.items())

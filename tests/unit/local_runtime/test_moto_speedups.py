@@ -3,6 +3,7 @@ serialisation), and are undone when the last user stops."""
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import random
 import threading
@@ -248,3 +249,48 @@ def test_the_item_serialisation_is_moto_s_serialisation(binary: bool) -> None:
     # Then boto3 parses the same pages from both
     assert ours == theirs
     assert sum(len(p.get("Items", [])) for p in ours) > 60
+
+
+def shard(records: int) -> Any:
+    from moto.kinesis.models import Shard  # noqa: PLC0415
+
+    s = Shard(0, 0, 2**128)
+    for n in range(records):
+        s.put_record(f"k{n % 7}", base64.b64encode(f"data-{n}".encode()).decode(), "")
+    return s
+
+
+@pytest.mark.parametrize("size", [0, 1, 40])
+def test_kinesis_shard_numbers_and_reads_are_moto_s(size: int) -> None:
+    from moto.kinesis.models import Shard  # noqa: PLC0415
+
+    # Given a shard filled by moto's own put_record, and one filled by the speed-up
+    own = shard(size)
+    moto_get = Shard.get_records
+    assert moto_speedups.install()
+    try:
+        fast = shard(size)
+        # When every read of moto's shard (from each position, with each limit or none) is answered by both
+        for last in range(size + 2):
+            for limit in (None, 0, 1, 3, size + 5):
+                # Then the records, the next position and the lag are moto's
+                assert Shard.get_records(own, str(last), limit) == moto_get(own, str(last), limit)
+    finally:
+        moto_speedups.uninstall()
+    # and the speed-up numbered and stored the records as moto does
+    assert [r.to_json()["Data"] for r in fast.records.values()] == [r.to_json()["Data"] for r in own.records.values()]
+    assert list(fast.records) == list(own.records) == list(range(1, size + 1))
+
+
+def test_a_shard_numbered_otherwise_is_read_by_moto_s_own_walk() -> None:
+    from moto.kinesis.models import Shard  # noqa: PLC0415
+
+    # Given a shard whose numbers are not 1, 2, 3... (a gap)
+    s = shard(5)
+    del s.records[3]
+    assert moto_speedups.install()
+    try:
+        # When it is read with the speed-up; then the records are moto's: 2, 4, 5
+        assert [r.sequence_number for r in Shard.get_records(s, "1", 10)[0]] == [2, 4, 5]
+    finally:
+        moto_speedups.uninstall()

@@ -24,7 +24,7 @@ from keydesign.layouts import parse_keys
 from producer.redrive import MessageQueue
 from replay.failures import FailedBatch
 from replay.invoker import InvocationFailed
-from replay.runner import Outcome, events_of, peek, replay
+from replay.runner import Outcome, peek, replay
 from replay.sources import DynamoStreamRanges, KinesisRanges
 from tests.integration.ingest.conftest import Aws, aws, handler_module
 from tests.unit.ingest.kinesis_events import REGION, FakeLambdaContext, as_json, reading
@@ -249,13 +249,6 @@ def test_an_unreadable_message_is_kept_and_said_so(stream: Stream) -> None:
         "unreadable: the body is not a JSON object",
     ]
     assert stream.depth() == 2
-
-
-def test_events_stay_under_lambdas_request_limit() -> None:
-    big = {"kinesis": {"sequenceNumber": "1", "data": "x" * 1_400_000}}
-    events = events_of([big] * 7 + [{"kinesis": {"sequenceNumber": "2", "data": ""}}] * 2_500)
-    assert [len(e["Records"]) for e in events] == [3, 3, 1 + 999, 1_000, 501]
-    assert all(len(json.dumps(e)) < 6_000_000 for e in events)
 
 
 # -- the hot-key detector's DynamoDB stream ---------------------------------------------------------

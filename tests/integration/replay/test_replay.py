@@ -196,6 +196,22 @@ def test_a_record_the_function_hands_back_keeps_the_message(
     assert done.deleted and stream.depth() == 0
 
 
+def test_a_replayed_reading_older_than_max_age_is_rejected_with_its_payload_not_stored(
+    aws: Aws, stream: Stream, handler_module: ModuleType
+) -> None:
+    # Given a batch whose reading was within MAX_AGE (7 days here) when it arrived, replayed after it aged past
+    now = int(datetime.now(UTC).timestamp() * 1000)
+    (only,) = stream.publish(reading("s-1", now - 8 * 24 * HOUR, "old", temp=1.0))
+    stream.gave_up_on(only, only, 1, arrived=now - 2 * 24 * HOUR)
+    (outcome,) = run(stream, InProcess(handler_module))
+    # Then ingest judges its age at the replay: rejected (done: the message is deleted), onto the rejects
+    # queue with its payload, whose way back publishes it anew (docs/client.md)
+    assert outcome.deleted and outcome.failed == []
+    (reject,) = aws.rejects()
+    assert reject["field"] == "timestamp" and "older than the accepted age" in reject["reason"]
+    assert aws.table_items() == []
+
+
 def test_what_aged_out_is_named_with_the_time_it_was_lost_and_kept_unless_dropped(
     aws: Aws, stream: Stream, handler_module: ModuleType
 ) -> None:

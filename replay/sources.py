@@ -123,8 +123,8 @@ class _StreamRanges:
             iterator = self._iterator(batch, "TRIM_HORIZON")
         out = ReadBack()
         held: str | None = None  # the first record of the range read
-        reached = False  # the range's last record (or one past it) was read
-        stopped = f"the read stopped at its cap of {MAX_CALLS} GetRecords calls"
+        reached = capped = False  # read to the range's last record (or past it); stopped by the call cap
+        stopped = ""  # why the read stopped short of the range's last record
         for _ in range(MAX_CALLS):
             if not iterator:
                 stopped = "the shard ended before the range's last record"
@@ -138,7 +138,7 @@ class _StreamRanges:
                 break
             for record in records:
                 sequence = self._sequence(record)
-                if int(sequence) >= first and int(sequence) <= last:
+                if first <= int(sequence) <= last:
                     held = held or sequence
                     out.records.append(self._event_record(batch, record))
                     out.read_to = sequence
@@ -150,12 +150,21 @@ class _StreamRanges:
             if drained:
                 stopped = "the stream's tip was reached before the range's last record"
                 break
-        # The range's first record existed: a read past it that did not find it means it was trimmed;
-        # from the trim horizon, a read that finds none of the range and nothing after it, that all was.
-        if (reached or trimmed) if held is None else int(held) > first:
-            out.lost = self._lost(batch, held, self.forgets)
-        if not reached and (held is not None or not trimmed):
-            out.unread = stopped
+        else:
+            capped, stopped = True, f"the read stopped at its cap of {MAX_CALLS} GetRecords calls"
+        # The range's records existed: a read past its first that did not find it means it was trimmed,
+        # and one that found none of the range up to the shard's end or tip, or from the trim horizon on,
+        # that all of it was. Only the call cap leaves a range unread of which no record was read.
+        if held is None:
+            if capped and not trimmed:
+                out.unread = stopped
+            else:
+                out.lost = self._lost(batch, None, self.forgets)
+        else:
+            if int(held) > first:
+                out.lost = self._lost(batch, held, self.forgets)
+            if not reached:
+                out.unread = stopped
         return out
 
     def _lost(self, batch: FailedBatch, until: str | None, why: str) -> Lost:

@@ -117,3 +117,23 @@ def test_empty_kinesis_pages_behind_the_tip_do_not_end_the_read() -> None:
     read = KinesisRanges(kinesis).read(failed(100_000, 100_002))
     assert [r["kinesis"]["sequenceNumber"] for r in read.records] == ["100000", "100001", "100002"]
     assert read.unread is None and kinesis.calls == 5
+
+
+@pytest.mark.parametrize(
+    "pages",
+    [[([], 0)], [([100_007], 0)], [([], 1_000)]],
+    ids=["an empty shard at its tip", "a record past the range", "a closed shard"],
+)
+def test_a_range_none_of_which_the_shard_holds_up_to_its_end_is_lost_whole(pages: list[tuple[list[int], int]]) -> None:
+    read = KinesisRanges(Kinesis(pages)).read(failed(100_000, 100_004))
+    assert read.records == [] and read.unread is None
+    assert read.lost is not None and (read.lost.first, read.lost.until) == ("100000", None)
+
+
+def test_a_range_not_found_within_the_call_cap_is_unread_not_lost(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sources, "MAX_CALLS", 3)
+    read = KinesisRanges(Kinesis([([], 9_000)] * 5)).read(failed(100_000, 100_004))
+    assert read.lost is None
+    assert read.describe_unread(failed(100_000, 100_004)) == (
+        "records from 100000 to 100004 were not read back: the read stopped at its cap of 3 GetRecords calls"
+    )

@@ -376,3 +376,9 @@ def test_tsctl_replay_lists_and_dry_runs_a_queue(stream: Stream, capsys: pytest.
     assert main(["replay", "run", *where, "--dry-run"]) == 0
     assert "2 record(s) still in the stream" in capsys.readouterr().out
     assert stream.depth() == 1
+    # And a run whose Invoke fails (no such function) reports that message kept, with why, and exits 1
+    assert main(["replay", "run", *where, "--ingest-function", "missing"]) == 1
+    err = capsys.readouterr().err
+    assert "kept: 2 record(s) not stored yet" in err and "not invoked: " in err and "ResourceNotFound" in err
+    assert "ingest: 0 message(s) put through and deleted, 1 kept" in err
+    assert stream.depth() == 1

@@ -187,12 +187,18 @@ def test_owned_tables_alarm_on_throttling_and_system_errors(synthesized: Synthes
         assert len(system_errors) == 1, table
 
 
-def test_the_stream_alarms_on_iterator_age_and_write_throttling(synthesized: Synthesized) -> None:
+def test_the_mappings_alarm_on_their_own_iterator_age_and_the_stream_on_write_throttling(
+    synthesized: Synthesized,
+) -> None:
     synth = synthesized.synth("default")
     stream = synth.resolve(synth.stack.ingestion.stream.stream_name)
-    (age,) = _alarms_on(synth, "GetRecords.IteratorAgeMilliseconds", "StreamName", stream)
+    # The ingest mapping's iterator age (Lambda's, by function), not the stream's GetRecords one, which a
+    # replay reading records days old raises
+    assert _alarms_on(synth, "GetRecords.IteratorAgeMilliseconds", "StreamName", stream) == []
+    ingest = synth.function(LambdaFunction.INGEST)[0]
+    (age,) = _alarms_on(synth, "IteratorAge", "FunctionName", {"Ref": ingest})
+    assert (age["Namespace"], age["Statistic"]) == ("AWS/Lambda", "Maximum")
     assert age["Threshold"] == synth.config.iterator_age_alarm_s * 1000
-    assert age["Statistic"] == "Maximum"
     (throttles,) = _alarms_on(synth, "WriteProvisionedThroughputExceeded", "StreamName", stream)
     assert throttles["Threshold"] == 1
     hot_keys = synth.function(LambdaFunction.HOTKEYS)[0]
@@ -241,7 +247,6 @@ def test_the_dashboard_shows_ingest_rate_rejects_hot_keys_iterator_age_and_throt
         '"ReadingsRejected"',
         '"TimeSeries","HotKeys","service","hotkeys"',
         '"HottestKeyWriteUnitsPerSecond"',
-        '"GetRecords.IteratorAgeMilliseconds"',
         '"IteratorAge"',
         '"WriteProvisionedThroughputExceeded"',
         '"ThrottledCalls"',
@@ -256,11 +261,14 @@ def test_the_dashboard_shows_ingest_rate_rejects_hot_keys_iterator_age_and_throt
 def test_the_failure_queues_alarm_on_their_oldest_message_long_before_the_stream_forgets_it(
     synthesized: Synthesized, variant: str
 ) -> None:
-    # A failure queue's message names records its stream keeps for a time only (tsctl replay reads them back)
+    # A failure queue's message names records its stream keeps for a time only (tsctl replay reads them back),
+    # and a replayed reading older than max_age by then is rejected: the shorter of the two counts
     synth = synthesized.synth(variant)
     stack = synth.stack
+    config = synth.config
     kept_s = {
-        stack.ingestion.failure_queue: synth.config.kinesis_retention_hours * 3_600,  # 96 h by default
+        # 72 h by default (max_age; the stream keeps 96 h): the alarm at 36 h
+        stack.ingestion.failure_queue: min(config.kinesis_retention_hours * 3_600, config.max_age_ms // 1000),
         stack.hot_keys.failure_queue: 86_400,  # a DynamoDB stream keeps 24 h
     }
     (stream,) = synth.of_type("AWS::Kinesis::Stream").values()
@@ -268,4 +276,9 @@ def test_the_failure_queues_alarm_on_their_oldest_message_long_before_the_stream
     for queue, kept in kept_s.items():
         (alarm,) = _alarms_on(synth, "ApproximateAgeOfOldestMessage", "QueueName", synth.resolve(queue.queue_name))
         assert alarm["Threshold"] == kept // 2 and alarm["Threshold"] < kept
+    if variant == "default":
+        (alarm,) = _alarms_on(
+            synth, "ApproximateAgeOfOldestMessage", "QueueName", synth.resolve(stack.ingestion.failure_queue.queue_name)
+        )
+        assert alarm["Threshold"] == 36 * 3_600
         assert alarm["EvaluationPeriods"] == alarm["DatapointsToAlarm"] == 1

@@ -640,7 +640,9 @@ def shard_map_source(
     reader never writes: until a writer stores a map, it plans with the
     initial one, which is what the writer would store. A failed refresh after
     the cache expires raises (the batch or request fails): writing with a map
-    that may be stale could put a split entity where readers do not look.
+    that may be stale could put a split entity where readers do not look. A
+    malformed stored map is the exception: :meth:`ShardMapStore.load` answers
+    with the last good map it holds, since retrying would meet it again.
     """
     if common.control_table is None:
         return StaticShardMap(ShardMap.initial(common.layout.bucket, common.shards))

@@ -820,3 +820,17 @@ def test_a_detector_whose_good_map_is_older_than_the_broken_head_replaces_nothin
     # And one that holds no map at all refuses too
     with pytest.raises(MalformedShardMap, match="not replaced: this writer holds no good map"):
         store(aws).apply(split("sensor-beta-002", 3), reason="must not land")
+
+
+def test_a_detector_replaces_nothing_over_a_head_whose_version_cannot_be_read(aws: Aws) -> None:
+    seeded(aws, fleet_map(PAGED))
+    detector = store(aws)
+    detector.apply(split(ALPHA, 5), reason="split")
+    head = raw_item(aws)
+    assert head is not None
+    del head["version"]
+    aws.dynamodb.put_item(TableName=CONTROL, Item=head)
+    assert detector.load().version == 2
+    with pytest.raises(MalformedShardMap, match="not replaced: its version cannot be read"):
+        detector.apply(split("sensor-beta-002", 3), reason="must not land")
+    assert raw_item(aws) == head

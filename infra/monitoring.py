@@ -35,6 +35,8 @@ ONE_HOUR = Duration.hours(1)
 SUSTAINED = (5, 3)
 THROTTLE_EVENTS = ("WriteThrottleEvents", "ReadThrottleEvents")
 AT_LEAST = cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD
+#: The functions that read the shard map (and count ``ShardMapFallbacks`` when it is malformed).
+SHARD_MAP_READERS = (LambdaFunction.INGEST, LambdaFunction.QUERY, LambdaFunction.HOTKEYS, LambdaFunction.ROLLUP)
 
 
 #: A table the stack owns, with the operations whose SystemErrors count for it.
@@ -105,6 +107,22 @@ class Monitoring(Construct):
             custom_metric("ReadingsRejectedUnexpectedly", LambdaFunction.INGEST, period=FIVE_MINUTES),
             "Ingest rejected readings that raised while being validated: a bug (the payloads are "
             "on the rejects queue with field 'reading'; see the ingest function's error log)",
+            periods=(1, 1),
+        )
+        readers = [f for f in SHARD_MAP_READERS if f in functions]
+        self.alarm(
+            "shard-map-fallbacks",
+            cloudwatch.MathExpression(
+                expression=f"SUM([{','.join(f'm{n}' for n in range(len(readers)))}])",
+                using_metrics={
+                    f"m{n}": custom_metric("ShardMapFallbacks", f, period=FIVE_MINUTES) for n, f in enumerate(readers)
+                },
+                label="ShardMapFallbacks",
+                period=FIVE_MINUTES,
+            ),
+            "A function found the stored shard map malformed and works from the last good map it holds "
+            "(a cold start fails instead). The hot-key detector replaces the map at its next judged window "
+            "if it holds a good one at least as new; if this stays in ALARM, see docs/hotkeys.md (failures)",
             periods=(1, 1),
         )
         # DynamoDB streams publish no iterator age of their own; the mapping's is the one.

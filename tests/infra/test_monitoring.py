@@ -282,3 +282,21 @@ def test_the_failure_queues_alarm_on_their_oldest_message_long_before_the_stream
         )
         assert alarm["Threshold"] == 36 * 3_600
         assert alarm["EvaluationPeriods"] == alarm["DatapointsToAlarm"] == 1
+
+
+@pytest.mark.parametrize("variant", ["default", "single"])
+def test_a_shard_map_fallback_in_any_function_that_reads_the_map_alarms(synthesized: Synthesized, variant: str) -> None:
+    # A malformed stored map is worked around with the last good one: someone must know it
+    synth = synthesized.synth(variant)
+    (alarm,) = [a for a in _alarms(synth) if a["AlarmName"] == f"{synth.config.stack_name}-shard-map-fallbacks"]
+    assert (alarm["Threshold"], alarm["EvaluationPeriods"], alarm["DatapointsToAlarm"]) == (1, 1, 1)
+    assert alarm["TreatMissingData"] == "notBreaching"
+    stats = [m["MetricStat"] for m in alarm["Metrics"] if "MetricStat" in m]
+    assert {(s["Metric"]["Namespace"], s["Metric"]["MetricName"], s["Stat"]) for s in stats} == {
+        ("TimeSeries", "ShardMapFallbacks", "Sum")
+    }
+    services = {d["Value"] for s in stats for d in s["Metric"]["Dimensions"] if d["Name"] == "service"}
+    with_rollups = synth.stack.rollups is not None
+    assert services == {"ingest", "query", "hotkeys"} | ({"rollup"} if with_rollups else set())
+    (summed,) = [m for m in alarm["Metrics"] if "Expression" in m]
+    assert summed["Expression"] == f"SUM([{','.join(f'm{n}' for n in range(len(stats)))}])"

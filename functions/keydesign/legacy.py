@@ -56,7 +56,10 @@ def legacy_block(item: Mapping[str, Any]) -> tuple[BlockHeader, Reading]:
         raise BlockError("t", f"an item without a block has 't' {ts[:40]!r}, not a fixed-width UTC time") from None
     if sk not in (f"{ts}#{event_id}", f"{entity}#{ts}#{event_id}"):
         raise BlockError("sk", "an item without a block whose sort key is not its <e>#<t>#<i> or <t>#<i>")
-    measures = {name: _number(value["N"]) for name, value in _map(item, "m").items() if _holds(value, "N")}
+    try:
+        measures = {name: _number(value["N"]) for name, value in _map(item, "m").items() if _holds(value, "N")}
+    except ValueError:
+        raise BlockError("m", "an item without a block has a measure in 'm' that is not a number") from None
     dimensions = {name: value["S"] for name, value in _map(item, "d").items() if _holds(value, "S")}
     reading = Reading(entity, event_id, ts_ms, measures, dimensions)
     return BlockHeader(count=1, first_ms=ts_ms, span_ms=0, version=LEGACY_VERSION, body_at=0), reading

@@ -191,7 +191,7 @@ class DynamoPartitionReader:
             if exc.response.get("Error", {}).get("Code") == "ResourceNotFoundException":
                 return Page((), None, 0, 0.0, table_missing=True)
             raise
-        blocks = tuple(stored_block(raw) for raw in response.get("Items", ()))
+        blocks = tuple(_stored(raw) for raw in response.get("Items", ()))
         consumed = response.get("ConsumedCapacity") or {}
         return Page(
             blocks=blocks,
@@ -201,7 +201,7 @@ class DynamoPartitionReader:
         )
 
 
-def stored_block(raw: Mapping[str, Any]) -> StoredBlock:
+def _stored(raw: Mapping[str, Any]) -> StoredBlock:
     """An item as the low-level client returns it. One without a binary payload that is not of the
     format before blocks is handed on with an empty payload: decoding it fails loudly
     (:class:`CorruptBlock`) rather than leaving a hole in the range."""

@@ -34,8 +34,9 @@ from typing import IO, Any
 
 from archives.export import CorruptItem, DataFile, Store, find_exports, items
 from keydesign import BlockError, Reading, decode_block
-from keydesign.blocks import MAX_BLOCK_SPAN_MS, keep_newest, newest_wins, read_header
+from keydesign.blocks import MAX_BLOCK_SPAN_MS, BlockHeader, keep_newest, newest_wins, read_header
 from keydesign.layouts import KeyParts, parse_keys
+from keydesign.legacy import is_legacy, legacy_block
 
 WINDOW_MS = MAX_BLOCK_SPAN_MS
 FANOUT = 64
@@ -141,39 +142,41 @@ def _route(store: Store, data: DataFile, *, source: int, selection: Selection, s
     where = store.where + data.key
     for line, item in items(store, data):
         stats.items += 1
-        entity, encoded, payload = _block(item, where, line)
-        try:
-            header = read_header(payload)
-        except BlockError as exc:
-            raise CorruptItem(where, line, f"block of {entity}: {exc.reason}") from None
+        entity, header, stored = _block(item, where, line)
         if not selection.takes_entity(entity) or not selection.overlaps(header.first_ms, header.last_ms):
             continue
         stats.blocks += 1
         for window in range(header.first_ms // WINDOW_MS, header.last_ms // WINDOW_MS + 1):
-            spill.add([entity, window, header.count, encoded, source, line], header.count)
+            spill.add([entity, window, header.count, stored, source, line], header.count)
 
 
-def _block(item: Mapping[str, Any], where: str, line: int) -> tuple[str, str, bytes]:
-    """``(entity, payload as base64, payload)`` of an exported block item."""
+def _block(item: Mapping[str, Any], where: str, line: int) -> tuple[str, BlockHeader, str | Mapping[str, Any]]:
+    """``(entity, header, what the spill keeps)`` of an exported item: of a block, its payload as
+    base64; of an item of the format before blocks (one reading), the item itself."""
     pk, sk = _text(item, "pk"), _text(item, "sk")
     if pk is None or sk is None:
         raise CorruptItem(where, line, "no string pk and sk: not an item of a readings table")
+    if is_legacy(item):
+        try:
+            header, reading = legacy_block(item)
+        except BlockError as exc:
+            raise CorruptItem(where, line, f"pk {pk!r}, sk {sk!r}: {exc.reason}") from None
+        return reading.entity_id, header, item
     parts: KeyParts | None = parse_keys(pk, sk, "hybrid") or parse_keys(pk, sk, "random")
     if parts is None:
         raise CorruptItem(where, line, f"pk {pk!r}, sk {sk!r} are not a block's keys")
     encoded = item.get("b", {}).get("B") if isinstance(item.get("b"), dict) else None
     if not isinstance(encoded, str):
-        raise CorruptItem(
-            where,
-            line,
-            f"the item of {parts.entity} has no binary block 'b' (an export of a table from before blocks "
-            f"holds one reading per item, readable as it is: e, t, i, m, d)",
-        )
+        raise CorruptItem(where, line, f"the item of {parts.entity} has no binary block 'b'")
     try:
         payload = base64.b64decode(encoded, validate=True)
     except (binascii.Error, ValueError):
         raise CorruptItem(where, line, f"the block of {parts.entity} is not base64") from None
-    return parts.entity, encoded, payload
+    try:
+        header = read_header(payload)
+    except BlockError as exc:
+        raise CorruptItem(where, line, f"block of {parts.entity}: {exc.reason}") from None
+    return parts.entity, header, encoded
 
 
 def _text(item: Mapping[str, Any], name: str) -> str | None:
@@ -222,9 +225,13 @@ class _Drain:
     def _decode(self, spill: _Spill) -> Iterator[Reading]:
         copies: dict[tuple[str, int, str], tuple[int, Reading]] = {}
         held = 0
-        for entity, window, _, encoded, source, line in spill.records_in():
+        for entity, window, _, stored, source, line in spill.records_in():
             try:
-                header, readings = decode_block(entity, base64.b64decode(encoded))
+                if isinstance(stored, dict):  # an item of the format before blocks
+                    header, reading = legacy_block(stored)
+                    readings = [reading]
+                else:
+                    header, readings = decode_block(entity, base64.b64decode(stored))
             except BlockError as exc:
                 raise CorruptItem(self.sources[source], line, f"block of {entity}: {exc.reason}") from None
             held += len(readings)

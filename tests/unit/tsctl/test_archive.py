@@ -27,6 +27,7 @@ from archives import (
 from archives.readings import WINDOW_MS
 from keydesign import Layout, Reading, ShardMap
 from keydesign.model import derive_event_id
+from tests.legacy_items import legacy_item
 from tests.unit.tsctl.exports import HYBRID, T0, block_items, data_file, folder, reading, write_export
 from tsctl.commands import archive
 
@@ -84,6 +85,38 @@ def test_copies_in_other_partitions_and_files_are_merged_under_the_random_layout
     got = read(tmp_path)
     assert [r.event_id for r in got] == [f"p{i}" for i in range(40)]
     assert [r.measures["temp"] for r in got] == [float(i) for i in range(20)] + [-float(i) for i in range(20, 40)]
+
+
+@pytest.mark.parametrize("layout", [HYBRID, RANDOM], ids=["hybrid", "random"])
+def test_items_from_before_blocks_come_out_beside_blocks_a_blocks_copy_winning(tmp_path: Path, layout: Layout) -> None:
+    # Given the export of a table deployed before blocks: items of one reading each (one with a dimension
+    # and a whole-number measure), blocks written since, and four old readings delivered again as a
+    # block (two with other values), spread over two files
+    shard_map = ShardMap.initial(layout.bucket, 8)
+    old = [reading("sensor-a", T0 + i * 700, float(i), f"o{i}") for i in range(12)]
+    old.append(
+        Reading.parse({"entity_id": "sensor-z", "timestamp": T0 + 5, "measures": {"n": 3}, "dimensions": {"s": "p7"}})
+    )
+    new = [reading("sensor-a", T0 + 9_000 + i * 1_000, 50.0 + i, f"b{i}") for i in range(6)]
+    again = [
+        old[3],
+        reading("sensor-a", old[4].ts_ms, -4.0, "o4"),
+        old[5],
+        reading("sensor-a", old[6].ts_ms, -6.0, "o6"),
+    ]
+    items = [legacy_item(r, layout, shard_map, ttl=1) for r in old]
+    items += block_items([(r, 100) for r in new], layout=layout) + block_items([(r, 200) for r in again], layout=layout)
+    write_export(tmp_path, [items[1::2], items[::2]])
+    stats = ReadStats()
+
+    got = list(read_readings(LocalStore(tmp_path), stats=stats))
+
+    # Then each reading comes out once, in order, the old items as they were stored, o4 and o6 as the blocks have them
+    newest = {(r.entity_id, r.ts_ms, r.event_id): r for r in [*old, *new, *again]}
+    assert got == sorted(newest.values(), key=lambda r: (r.entity_id, r.ts_ms, r.event_id))
+    assert [r.measures["temp"] for r in got if r.event_id in {"o3", "o4", "o6"}] == [3.0, -4.0, -6.0]
+    assert got[-1].measures == {"n": 3} and got[-1].dimensions == {"s": "p7"}
+    assert (stats.readings, stats.duplicates) == (19, 4)
 
 
 def test_a_reading_sent_without_an_event_id_comes_back_as_the_producer_sent_it(tmp_path: Path) -> None:
@@ -281,6 +314,15 @@ def corrupt(tmp_path: Path, line: int, edit: Any) -> Path:
         (lambda i: i.pop("b"), "the item of sensor-b has no binary block 'b'"),
         (lambda i: i.update(sk={"S": "sensor-b#2026-11-22T06:00:00.000Z#evt"}), "are not a block's keys"),
         (lambda i: i.pop("pk"), "no string pk and sk"),
+        (lambda i: (i.pop("b"), i.update(t={"S": "x"})), "without a block 'b' and without a string 'e'"),
+        (
+            lambda i: (i.pop("b"), i.update(e={"S": "sensor-b"}, t={"S": "yesterday"}, i={"S": "x"})),
+            "an item without a block has 't' 'yesterday', not a fixed-width UTC time",
+        ),
+        (
+            lambda i: (i.pop("b"), i.update(e={"S": "sensor-b"}, t={"S": "2026-11-22T06:00:00.000Z"}, i={"S": "x"})),
+            "whose sort key is not its <e>#<t>#<i>",
+        ),
     ],
 )
 def test_a_corrupt_block_is_named_by_file_and_line(tmp_path: Path, edit: Any, reason: str) -> None:

@@ -431,8 +431,11 @@ def _fill(
         if type(column) is list:
             if len(column) != count:
                 raise BlockError("b", f"the {what} {name!r} does not hold the {count} readings the header counts")
-            indexes = [i for i, value in enumerate(column) if value is not None]
-            values = column if len(indexes) == count else [column[i] for i in indexes]
+            if None in column:
+                indexes: Sequence[int] = [i for i, value in enumerate(column) if value is not None]
+                values = [column[i] for i in indexes]
+            else:
+                indexes, values = range(count), column
         elif sparse and type(column) is dict and column.keys() == {"i", "v"}:
             indexes, values = column["i"], column["v"]
             if type(indexes) is not list or type(values) is not list or len(indexes) != len(values):
@@ -459,11 +462,16 @@ def _event_ids(ids: object, count: int) -> list[str | None] | None:
         return None
     if type(ids) is not list or len(ids) != count:
         raise BlockError("b", f"the event ids are not a list of the {count} readings the header counts")
-    for event_id in ids:
-        if event_id is not None and (
-            type(event_id) is not str or len(event_id) > EVENT_ID_MAX or ID_PATTERN.match(event_id) is None
-        ):
-            raise BlockError("b", f"the event id {str(event_id)[:80]!r} is not one a reading may have")
+    stored = [event_id for event_id in ids if event_id is not None]
+    # Joined, valid ids are one valid id but for its length: one match checks them all.
+    if stored and (
+        set(map(type, stored)) != {str}
+        or not all(stored)
+        or max(map(len, stored)) > EVENT_ID_MAX
+        or ID_PATTERN.match("".join(stored)) is None
+    ):
+        bad = next(i for i in stored if type(i) is not str or not i or len(i) > EVENT_ID_MAX or not ID_PATTERN.match(i))
+        raise BlockError("b", f"the event id {str(bad)[:80]!r} is not one a reading may have")
     return ids
 
 

@@ -39,6 +39,8 @@ DIMENSION_VALUE_MAX = 256
 _ID_RE = re.compile(r"^[A-Za-z0-9._:@+=/-]+\Z")
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}\Z")
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+#: The same rules, for readers that check stored data against them (:mod:`keydesign.blocks`).
+ID_PATTERN, NAME_PATTERN, CONTROL_CHARACTERS = _ID_RE, _NAME_RE, _CONTROL_RE
 _ALLOWED_FIELDS = frozenset({"entity_id", "event_id", "timestamp", "measures", "dimensions"})
 
 # DynamoDB numbers: magnitude between 1E-130 and 9.9999999999999999999999999999999999999E+125.

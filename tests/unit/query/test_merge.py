@@ -364,7 +364,7 @@ def _body_cut(payload: bytes) -> bytes:
     [
         (lambda sk, payload: (f"{format_ts(T0 + 40_000)}#junk", payload), "the sort key is not a block's"),
         (lambda sk, payload: (sk, b""), "the payload is empty"),
-        (lambda sk, payload: (sk, _body_cut(payload)), "does not decompress"),
+        (lambda sk, payload: (sk, _body_cut(payload)), "the checksum does not match"),
         (lambda sk, payload: (sk, b"\x09" + payload[1:]), "block format 9"),
     ],
 )

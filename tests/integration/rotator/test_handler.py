@@ -103,6 +103,24 @@ def test_the_scheduled_payload_runs_live_on_the_real_clock(
 
 
 @pytest.mark.usefixtures("fresh_import")
+def test_a_build_run_publishes_only_what_it_measured(
+    world: World, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given a healthy deployment: its scheduled run finds three periods ready
+    module = load(world, monkeypatch, ALLOW_NOW_OVERRIDE="true")
+    module.handler({"now": "2026-11-22T12:00:00Z"}, Context())
+    assert emitted_metrics(capsys.readouterr().out)["PeriodsReady"] == 3.0
+    # When ingest asks for a past period's table
+    result = module.handler({"now": "2026-11-22T12:01:00Z", "build": ["readings-2026-11-20"]}, Context())
+    assert result["created"] == ["readings-2026-11-20"] and result["periods_ready"] is None
+    # Then the build run counts what it did, and publishes no PeriodsReady (it looked at no current or next
+    # table: a 0 would raise "the next period's table is not ready") and no ManagedTables (it listed none)
+    values = emitted_metrics(capsys.readouterr().out)
+    assert values["TablesCreated"] == 1.0
+    assert "PeriodsReady" not in values and "ManagedTables" not in values
+
+
+@pytest.mark.usefixtures("fresh_import")
 def test_a_live_event_cannot_move_the_clock(
     world: World, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

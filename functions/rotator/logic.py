@@ -47,7 +47,7 @@ from botocore.exceptions import ClientError
 
 from adapters.clients import client
 from adapters.observability import logger, metrics
-from adapters.retry import Clock, Deadline
+from adapters.retry import Clock, Deadline, Sleep
 from rotator.cloudwatch import DELETE_BATCH, CloudWatch
 from rotator.lifecycle import CLASS_REVIEW_AFTER_MS, HOUR_MS, DeletionRefused, Lifecycle, PeriodTable, Phase
 from rotator.settings import DEADLINE_MARGIN_MS, RotatorSettings
@@ -95,6 +95,10 @@ _STEADY = "ACTIVE"
 AUDITED_PER_RUN = 12
 #: Expired tables looked at per run (oldest first), at least MAX_DELETES_PER_RUN.
 EXPIRED_PER_RUN = 10
+#: A build run describes a table DynamoDB is still CREATING this often, until it is ACTIVE or the run's
+#: time (at most CREATING_WAIT_S) is up: an empty table is usually ACTIVE within a minute.
+CREATING_POLL_S = 5.0
+CREATING_WAIT_S = 300.0
 #: Stale mappings deleted per run (one call each) and stale alarms (100 per call).
 MAPPING_DELETES_PER_RUN = 25
 ALARM_DELETES_PER_RUN = 5 * DELETE_BATCH
@@ -122,6 +126,7 @@ class Rotator:
         cloudwatch: Any = None,
         clock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
         monotonic: Clock = time.monotonic,
+        sleep: Sleep = time.sleep,
     ) -> None:
         self.settings = settings
         self.lifecycle = Lifecycle.from_settings(settings)
@@ -132,6 +137,7 @@ class Rotator:
         self.cloudwatch = CloudWatch(cloudwatch or client("cloudwatch"))
         self._clock_ms = clock_ms
         self._monotonic = monotonic
+        self.sleep = sleep
 
     def run(self, *, now_ms: int | None = None, dry_run: bool = False, budget_ms: float | None = None) -> RunSummary:
         """One rotation at ``now_ms`` (default: the clock). ``budget_ms`` is the time the
@@ -261,7 +267,7 @@ class _Run:
             if phase.open:
                 self.open_tables.add(name)
             if self._create(table):
-                self._guarded(name, "tend", partial(self._tend, table))
+                self._guarded(name, "tend", partial(self._tend, table, wait=True))
         return self.summary
 
     def _due(self, ours: Mapping[str, PeriodTable], wanted: list[PeriodTable]) -> list[PeriodTable]:
@@ -385,9 +391,23 @@ class _Run:
 
     # -- tending ------------------------------------------------------------------
 
-    def _tend(self, table: PeriodTable) -> None:
+    def _tend(self, table: PeriodTable, *, wait: bool = False) -> None:
+        """Move ``table`` one step. With ``wait`` (a build run: a reading is waiting for this table), a
+        table DynamoDB is still CREATING is described again every CREATING_POLL_S until it is ACTIVE,
+        and set up at once, within the run's time."""
         phase = self.lifecycle.phase(table, self.now)
-        state = self._call(table.name, "describe_table", partial(self.rotator.tables.describe, table.name))
+        describe = partial(self._call, table.name, "describe_table", partial(self.rotator.tables.describe, table.name))
+        state = describe()
+        until = self.deadline.clock() + CREATING_WAIT_S
+        while (
+            wait
+            and isinstance(state, TableState)
+            and state.status == "CREATING"
+            and self.deadline.allows_sleep(CREATING_POLL_S)
+            and self.deadline.clock() + CREATING_POLL_S < until
+        ):
+            self.rotator.sleep(CREATING_POLL_S)
+            state = describe()
         if isinstance(state, _Failed):
             return
         if state is None:
@@ -395,6 +415,7 @@ class _Run:
             return
         self.statuses[table.name] = state.status
         if state.status == "CREATING":
+            self.summary.creating.append(table.name)
             self.summary.skip(table.name, "CREATING: its setup is finished by the first run that finds it ACTIVE")
             return
         if state.status not in (_STEADY, "UPDATING"):

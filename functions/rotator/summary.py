@@ -48,6 +48,8 @@ class RunSummary:
     #: which looks at the tables it was asked for only and so measures neither this nor ManagedTables.
     periods_ready: int | None = None
     created: list[str] = field(default_factory=list)
+    #: Tables DynamoDB was still CREATING when the run last described them (their setup waits).
+    creating: list[str] = field(default_factory=list)
     configured: dict[str, list[str]] = field(default_factory=dict)
     dialled_down: list[DialDown] = field(default_factory=list)
     exports_started: list[str] = field(default_factory=list)

@@ -10,6 +10,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -118,6 +119,22 @@ def test_a_build_run_publishes_only_what_it_measured(
     values = emitted_metrics(capsys.readouterr().out)
     assert values["TablesCreated"] == 1.0
     assert "PeriodsReady" not in values and "ManagedTables" not in values
+
+
+@pytest.mark.usefixtures("fresh_import")
+def test_a_build_run_fails_while_its_table_is_still_creating_so_that_lambda_retries_it(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    module = load(world, monkeypatch, ALLOW_NOW_OVERRIDE="true")
+
+    def creating(parsed: dict[str, Any], **_: Any) -> None:
+        parsed["Table"]["TableStatus"] = "CREATING"
+
+    client("dynamodb").meta.events.register("after-call.dynamodb.DescribeTable", creating)
+    # 10.5 s left, 10 s kept back: no time to wait for the table
+    with pytest.raises(module.TablesStillCreating, match="readings-2026-11-20"):
+        module.handler({"now": "2026-11-22T12:00:00Z", "build": ["readings-2026-11-20"]}, Context(remaining_ms=10_500))
+    assert world.ours() == ["readings-2026-11-20"]
 
 
 @pytest.mark.usefixtures("fresh_import")

@@ -47,6 +47,8 @@ class RunSummary:
     #: Consecutive periods, from the current one on, whose table is ACTIVE; None in a build run,
     #: which looks at the tables it was asked for only and so measures neither this nor ManagedTables.
     periods_ready: int | None = None
+    #: Expired tables still there a day after their horizon (None in a build run, or with drops off).
+    tables_overdue: int | None = None
     created: list[str] = field(default_factory=list)
     #: Tables DynamoDB was still CREATING when the run last described them (their setup waits).
     creating: list[str] = field(default_factory=list)
@@ -103,6 +105,9 @@ class RunSummary:
             ("RotationErrors", len(self.errors)),
         ):
             metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
+        if self.tables_overdue is not None:
+            # Alarmed above 0: a table of ours that cannot be retired (tables pile up toward the quota).
+            metrics.add_metric(name="TablesOverdue", unit=MetricUnit.Count, value=self.tables_overdue)
         if self.periods_ready is None:  # a build run: it measured neither
             return
         metrics.add_metric(name="ManagedTables", unit=MetricUnit.Count, value=len(self.phases))

@@ -189,6 +189,14 @@ class Monitoring(Construct):
                 "Three rotation runs in a row reported errors (see the rotator's 'rotation run' log lines)",
                 periods=(3, 3),
             )
+            self.alarm(
+                "rotation-tables-overdue",
+                custom_metric("TablesOverdue", rotator, statistic="Maximum", period=ONE_HOUR),
+                "A readings table is still there a day past its drop and cannot be retired (no ownership tags, "
+                "an export given up or that no backup can show, a status other than ACTIVE): tables pile up "
+                "toward the account's quota; see the rotator's 'rotation run' log lines (docs/rotation.md)",
+                periods=(1, 1),
+            )
 
         self.dashboard = self._dashboard(tables, stream, functions, queues, api)
 

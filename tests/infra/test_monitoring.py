@@ -213,7 +213,7 @@ def test_the_api_alarms_on_server_errors(synthesized: Synthesized) -> None:
     assert alarms[0]["Namespace"] == "AWS/ApiGateway"
 
 
-def test_rotation_alarms_when_the_next_table_is_not_ready_or_runs_keep_failing(synthesized: Synthesized) -> None:
+def test_rotation_alarms_on_an_unready_table_failing_runs_and_a_table_that_cannot_go(synthesized: Synthesized) -> None:
     synth = synthesized.synth("periodic")
     ready = _custom_alarm(synth, "PeriodsReady", "rotator")
     assert (ready["ComparisonOperator"], ready["Threshold"]) == ("LessThanThreshold", 2)
@@ -221,7 +221,12 @@ def test_rotation_alarms_when_the_next_table_is_not_ready_or_runs_keep_failing(s
     errors = _custom_alarm(synth, "RotationErrors", "rotator")
     assert errors["EvaluationPeriods"] == errors["DatapointsToAlarm"] == 3
     assert errors["Period"] == synth.config.rotation_interval_minutes() * 60
+    overdue = _custom_alarm(synth, "TablesOverdue", "rotator")
+    assert (overdue["ComparisonOperator"], overdue["Threshold"]) == ("GreaterThanOrEqualToThreshold", 1)
+    assert (overdue["Statistic"], overdue["Period"], overdue["EvaluationPeriods"]) == ("Maximum", 3600, 1)
+    assert overdue["TreatMissingData"] == "notBreaching"  # no run at all is PeriodsReady's alarm
     assert [a for a in _alarms(synthesized.synth("single")) if a.get("MetricName") == "PeriodsReady"] == []
+    assert [a for a in _alarms(synthesized.synth("single")) if a.get("MetricName") == "TablesOverdue"] == []
 
 
 def test_ingest_alarms_on_the_first_reading_rejected_for_an_unexpected_error(synthesized: Synthesized) -> None:

@@ -269,3 +269,11 @@ def test_the_failure_queues_alarm_on_their_oldest_message_long_before_the_stream
         (alarm,) = _alarms_on(synth, "ApproximateAgeOfOldestMessage", "QueueName", synth.resolve(queue.queue_name))
         assert alarm["Threshold"] == kept // 2 and alarm["Threshold"] < kept
         assert alarm["EvaluationPeriods"] == alarm["DatapointsToAlarm"] == 1
+
+
+def test_a_rollup_interval_set_aside_alarms_at_once(synthesized: Synthesized) -> None:
+    synth = synthesized.synth("single")
+    (alarm,) = [a for a in _alarms(synth) if a.get("MetricName") == "RollupIntervalsSetAside"]
+    assert (alarm["Threshold"], alarm["ComparisonOperator"]) == (1, "GreaterThanOrEqualToThreshold")
+    assert alarm["EvaluationPeriods"] == alarm["DatapointsToAlarm"] == 1
+    assert alarm["AlarmName"] == f"{synth.config.stack_name}-rollup-set-aside"

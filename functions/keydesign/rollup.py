@@ -193,13 +193,22 @@ class Stat:
         return cls(1, value, value, units, exponent, type(value) is float)
 
     def add(self, value: int | float) -> None:
+        # Inlined (_dyadic, _add_exact): this runs for every measure of every reading a raw aggregate reads.
         self.count += 1
-        self._add_exact(*_dyadic(value))
-        if type(value) is float:
+        if isinstance(value, float):
             self.floats = True
-        if _lower(value, self.low):
+            units, divisor = value.as_integer_ratio()
+            exponent = 1 - divisor.bit_length()
+        else:
+            units, exponent = value, 0
+        if exponent >= self.exponent:
+            self.units += units << (exponent - self.exponent)
+        else:
+            self.units = (self.units << (self.exponent - exponent)) + units
+            self.exponent = exponent
+        if value < self.low or (value == self.low and _lower(value, self.low)):
             self.low = value
-        if _higher(value, self.high):
+        if value > self.high or (value == self.high and _higher(value, self.high)):
             self.high = value
 
     def merge(self, other: Stat) -> None:

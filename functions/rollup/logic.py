@@ -60,6 +60,7 @@ from adapters.shard_map_source import ShardMapSource
 from adapters.shard_map_store import shard_map_source
 from keydesign import BlockError, Layout, Reading, format_ts
 from keydesign.blocks import keep_newest
+from keydesign.periods import format_duration
 from keydesign.rollup import SLOT_MS, Figures, Granularities, Mark, floor_to
 from rollup.settings import RollupSettings
 
@@ -315,7 +316,7 @@ class RollupRunner:
     @staticmethod
     def _aside(report: RunReport, level: int, start: int, entity: str | None, why: str) -> Figures:
         """The figures of an interval set aside for ``why``: logged, counted (RollupIntervalsSetAside)."""
-        where = f"{level // SLOT_MS}m {format_ts(start)} {entity if entity is not None else '(every entity)'}"
+        where = f"{format_duration(level)} {format_ts(start)} {entity if entity is not None else '(every entity)'}"
         report.set_aside.append(f"{where}: {why}")  # list.append: safe from the pool's threads
         logger.error("rollup interval set aside", extra={"interval": where, "reason": why})
         return Figures.set_aside(why)

@@ -1,5 +1,6 @@
 """Four changes to moto's speed, not its behaviour (how a table finds, orders, projects and serialises
-its items), and one to its thread safety (item writes, one at a time, as DynamoDB applies them).
+its items), one to its thread safety (item writes, one at a time, as DynamoDB applies them), and one to
+its fidelity (numbers DynamoDB refuses are refused).
 
 * **Order.** moto 5.2's ``Table.all_items`` sorts *every item of the table*
   on every Query and on every Scan page, comparing ``DynamoType`` objects pair
@@ -46,6 +47,12 @@ its items), and one to its thread safety (item writes, one at a time, as DynamoD
   writes (put, delete, update, and so the stream record each appends) one at
   a time, under one lock.
 
+* **Numbers.** moto stores any number its Python ``Decimal`` can hold; DynamoDB refuses one with
+  more than 38 significant digits, or a magnitude outside 1E-130 .. 9.9999999999999999999999999999999999999E+125,
+  with a ``ValidationException``. :func:`_numbers_checked` refuses them the same way, with DynamoDB's
+  messages, in every write request (PutItem, UpdateItem, BatchWriteItem, TransactWriteItems), so a value
+  DynamoDB would refuse fails locally too rather than only once deployed.
+
 All are installed while an embedded server runs and undone when the last one
 stops. ``tests/unit/local_runtime/test_moto_speedups.py`` checks each against
 moto's own on mixed data. If moto changes shape (another version), nothing is
@@ -55,6 +62,7 @@ replaced and local mode is only slower.
 from __future__ import annotations
 
 import copy
+import decimal
 import json
 import logging
 import threading
@@ -162,6 +170,66 @@ def _serialised(key: str) -> Callable[..., Any]:
     return write
 
 
+#: DynamoDB's number limits (its own messages below): 38 significant digits, and the magnitude's leading
+#: digit at 10**-130 .. 10**125.
+_NUMBER_DIGITS = 38
+_NUMBER_EXPONENTS = range(-130, 126)
+_NUMBER_CONTEXT = decimal.Context(prec=1_000, Emax=999_999, Emin=-999_999)
+
+
+def number_refusal(text: str) -> str | None:
+    """What DynamoDB answers a write of the number ``text`` with, or None when it stores it."""
+    try:
+        value = decimal.Decimal(text)
+    except decimal.InvalidOperation:
+        return f"A value provided cannot be converted into a number: {text[:40]}"
+    if not value.is_finite():
+        return f"A value provided cannot be converted into a number: {text[:40]}"
+    normal = value.normalize(_NUMBER_CONTEXT)
+    if len(normal.as_tuple().digits) > _NUMBER_DIGITS:
+        return "Attempting to store more than 38 significant digits in a Number"
+    if normal and normal.adjusted() > _NUMBER_EXPONENTS[-1]:
+        return "Number overflow. Attempting to store a number with magnitude larger than supported range"
+    if normal and normal.adjusted() < _NUMBER_EXPONENTS[0]:
+        return "Number underflow. Attempting to store a number with magnitude smaller than supported range"
+    return None
+
+
+def _numbers_in(value: Any) -> Any:
+    """Every number text in a request body (``{"N": ...}`` and ``{"NS": [...]}`` attribute values)."""
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            if key == "N" and isinstance(inner, str):
+                yield inner
+            elif key == "NS" and isinstance(inner, list):
+                yield from (n for n in inner if isinstance(n, str))
+            else:
+                yield from _numbers_in(inner)
+    elif isinstance(value, list):
+        for inner in value:
+            yield from _numbers_in(inner)
+
+
+def _numbers_checked(key: str) -> Callable[..., Any]:
+    """moto's request handler ``key`` (``DynamoHandler.<action>``), refusing a number DynamoDB refuses."""
+
+    def handle(self: Any, *args: Any, **kwargs: Any) -> Any:
+        from moto.dynamodb.exceptions import MockValidationException  # noqa: PLC0415 - only with moto
+
+        for text in _numbers_in(self.body):
+            refusal = number_refusal(text)
+            if refusal is not None:
+                raise MockValidationException(refusal)
+        original = _PATCH.originals.get(key) or getattr(type(self), _attribute(key))
+        return original(self, *args, **kwargs)
+
+    setattr(handle, _MARK, True)
+    return handle
+
+
+_CHECKED_ACTIONS = tuple(
+    f"DynamoHandler.{action}" for action in ("put_item", "update_item", "batch_write_item", "transact_write_items")
+)
 _WRITE_METHODS = ("Table.put_item", "Table.delete_item", "DynamoDBBackend.update_item", "DynamoDBBackend.delete_item")
 _WRITERS = {key: _serialised(key) for key in _WRITE_METHODS}
 for _function in (_all_items, _query, _project, _execute_result):
@@ -220,7 +288,7 @@ def _targets() -> dict[str, tuple[type, Callable[..., Any]]] | None:
         from moto.dynamodb.models import DynamoDBBackend  # noqa: PLC0415
         from moto.dynamodb.models.dynamo_type import Item  # noqa: PLC0415
         from moto.dynamodb.models.table import Table  # noqa: PLC0415
-        from moto.dynamodb.responses import DynamoResult  # noqa: PLC0415
+        from moto.dynamodb.responses import DynamoHandler, DynamoResult  # noqa: PLC0415
     except ImportError:  # pragma: no cover - moto is a dependency of local mode
         return None
     version = str(getattr(moto, "__version__", ""))
@@ -232,6 +300,7 @@ def _targets() -> dict[str, tuple[type, Callable[..., Any]]] | None:
     }
     classes = {"Table": Table, "DynamoDBBackend": DynamoDBBackend}
     targets.update({key: (classes[key.split(".")[0]], writer) for key, writer in _WRITERS.items()})
+    targets.update({key: (DynamoHandler, _numbers_checked(key)) for key in _CHECKED_ACTIONS})
     shaped = all(callable(getattr(cls, _attribute(key), None)) for key, (cls, _) in targets.items())
     if not version.startswith("5.") or not shaped:
         _log.info("moto %s: its table order, projection, serialisation and writes are left as they are", version or "?")

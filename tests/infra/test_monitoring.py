@@ -305,3 +305,11 @@ def test_a_shard_map_fallback_in_any_function_that_reads_the_map_alarms(synthesi
     assert services == {"ingest", "query", "hotkeys"} | ({"rollup"} if with_rollups else set())
     (summed,) = [m for m in alarm["Metrics"] if "Expression" in m]
     assert summed["Expression"] == f"SUM([{','.join(f'm{n}' for n in range(len(stats)))}])"
+
+
+def test_a_rollup_interval_set_aside_alarms_at_once(synthesized: Synthesized) -> None:
+    synth = synthesized.synth("single")
+    (alarm,) = [a for a in _alarms(synth) if a.get("MetricName") == "RollupIntervalsSetAside"]
+    assert (alarm["Threshold"], alarm["ComparisonOperator"]) == (1, "GreaterThanOrEqualToThreshold")
+    assert alarm["EvaluationPeriods"] == alarm["DatapointsToAlarm"] == 1
+    assert alarm["AlarmName"] == f"{synth.config.stack_name}-rollup-set-aside"

@@ -415,8 +415,8 @@ def rotation_section(
         for name in sorted(set(steps) | set(holding), key=lambda n: (starts.get(n, 0), n))
     ]
     # A build run (ingest's request for a past table) measures no periods: the last run that did counts.
-    summaries = [run.get("summary") or {} for run in runs]
-    last = next((s for s in reversed(summaries) if s.get("periods_ready") is not None), {})
+    summaries: list[dict[str, Any]] = [run.get("summary") or {} for run in runs]
+    last: dict[str, Any] = next((s for s in reversed(summaries) if s.get("periods_ready") is not None), {})
     refused = _refused(facts.get("refused") or {}, rejects)
     checks = {
         "readings_landed_in_two_or_more_period_tables": sum(1 for rs in holding.values() if rs) >= 2,

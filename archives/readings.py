@@ -17,6 +17,11 @@ export is shuffled through local spill files first:
 So memory holds one spill file's readings: at most ``max_readings``, unless a single
 (entity, 10-second window) alone holds more. The spill files hold the selected blocks,
 still compressed (about the size of the export's data, uncompressed).
+
+A block that does not decode (:class:`keydesign.BlockError`: a failed checksum, a malformed
+column) raises :class:`archives.export.CorruptItem` naming its file, line and key, or, given
+``on_corrupt_block``, is handed to it as one, counted in ``ReadStats.corrupt_blocks`` and left
+out: the rest of the export is read.
 """
 
 from __future__ import annotations
@@ -34,14 +39,17 @@ from typing import IO, Any
 
 from archives.export import CorruptItem, DataFile, Store, find_exports, items
 from keydesign import BlockError, Reading, decode_block
-from keydesign.blocks import MAX_BLOCK_SPAN_MS, keep_newest, newest_wins, read_header
+from keydesign.blocks import MAX_BLOCK_SPAN_MS, BlockHeader, keep_newest, newest_wins, read_header
 from keydesign.layouts import KeyParts, parse_keys
+from keydesign.legacy import is_legacy, legacy_block
 
 WINDOW_MS = MAX_BLOCK_SPAN_MS
 FANOUT = 64
 #: Splits of one spill file at most; past it, a spill file is decoded whatever its size.
 MAX_DEPTH = 4
 DEFAULT_MAX_READINGS = 500_000
+#: Told of each block that does not decode, when a read goes on without it.
+_Report = Callable[[CorruptItem], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +83,7 @@ class ReadStats:
     held_max: int = 0
     spill_files: int = 0
     incomplete: tuple[str, ...] = ()
+    corrupt_blocks: int = 0
 
     @property
     def duplicates(self) -> int:
@@ -90,11 +99,13 @@ def read_readings(
     without_manifest: bool = False,
     work_dir: Path | None = None,
     stats: ReadStats | None = None,
+    on_corrupt_block: _Report | None = None,
 ) -> Iterator[Reading]:
     """Every reading of the export(s) under ``store`` that ``selection`` takes, once each (the copy of
     the highest version), sorted by (entity, time, event id) within each spill file (the whole output
     when it fits in ``max_readings``). Raises :class:`archives.export.ArchiveError` naming the file
-    and line of anything it cannot read."""
+    and line of anything it cannot read; a block that does not decode goes to ``on_corrupt_block``
+    instead, when given, and the read goes on without it."""
     stats = stats if stats is not None else ReadStats()
     found = find_exports(store, without_manifest=without_manifest)
     stats.exports, stats.incomplete = len(found.exports), found.incomplete
@@ -105,9 +116,17 @@ def read_readings(
             for data in export:
                 sources.append(store.where + data.key)
                 stats.data_files += 1
-                _route(store, data, source=len(sources) - 1, selection=selection, spill=spill, stats=stats)
+                _route(
+                    store,
+                    data,
+                    source=len(sources) - 1,
+                    selection=selection,
+                    spill=spill,
+                    stats=stats,
+                    report=on_corrupt_block,
+                )
         spill.close()
-        drained = _Drain(sources, selection, max_readings, stats)
+        drained = _Drain(sources, selection, max_readings, stats, on_corrupt_block)
         yield from drained.drain(spill, depth=0)
 
 
@@ -137,43 +156,77 @@ class _Spill:
                 yield json.loads(line)
 
 
-def _route(store: Store, data: DataFile, *, source: int, selection: Selection, spill: _Spill, stats: ReadStats) -> None:
+def _corrupt(where: str, line: int, reason: str, *, stats: ReadStats, report: _Report | None) -> None:
+    """A block that does not decode: raised, or reported and counted when the caller reads past them."""
+    error = CorruptItem(where, line, reason)
+    if report is None:
+        raise error
+    stats.corrupt_blocks += 1
+    report(error)
+
+
+def _route(
+    store: Store,
+    data: DataFile,
+    *,
+    source: int,
+    selection: Selection,
+    spill: _Spill,
+    stats: ReadStats,
+    report: _Report | None,
+) -> None:
     where = store.where + data.key
     for line, item in items(store, data):
         stats.items += 1
-        entity, encoded, payload = _block(item, where, line)
+        key = f"pk {_text(item, 'pk')!r} sk {_text(item, 'sk')!r}"
         try:
-            header = read_header(payload)
-        except BlockError as exc:
-            raise CorruptItem(where, line, f"block of {entity}: {exc.reason}") from None
+            entity, header, stored = _block(item, where, line)
+        except _UnreadableError as exc:
+            _corrupt(where, line, f"block of {exc.entity}, {key}: {exc.reason}", stats=stats, report=report)
+            continue
         if not selection.takes_entity(entity) or not selection.overlaps(header.first_ms, header.last_ms):
             continue
         stats.blocks += 1
         for window in range(header.first_ms // WINDOW_MS, header.last_ms // WINDOW_MS + 1):
-            spill.add([entity, window, header.count, encoded, source, line], header.count)
+            spill.add([entity, window, header.count, stored, source, line, key], header.count)
 
 
-def _block(item: Mapping[str, Any], where: str, line: int) -> tuple[str, str, bytes]:
-    """``(entity, payload as base64, payload)`` of an exported block item."""
+def _block(item: Mapping[str, Any], where: str, line: int) -> tuple[str, BlockHeader, str | Mapping[str, Any]]:
+    """``(entity, header, what the spill keeps)`` of an exported item: of a block, its payload as
+    base64; of an item of the format before blocks (one reading), the item itself. Raises
+    :class:`_UnreadableError` for a block or item whose keys are right but whose content is not."""
     pk, sk = _text(item, "pk"), _text(item, "sk")
     if pk is None or sk is None:
         raise CorruptItem(where, line, "no string pk and sk: not an item of a readings table")
+    if is_legacy(item):
+        try:
+            header, reading = legacy_block(item)
+        except BlockError as exc:
+            raise _UnreadableError(_text(item, "e") or pk, exc.reason) from None
+        return reading.entity_id, header, item
     parts: KeyParts | None = parse_keys(pk, sk, "hybrid") or parse_keys(pk, sk, "random")
     if parts is None:
         raise CorruptItem(where, line, f"pk {pk!r}, sk {sk!r} are not a block's keys")
     encoded = item.get("b", {}).get("B") if isinstance(item.get("b"), dict) else None
     if not isinstance(encoded, str):
-        raise CorruptItem(
-            where,
-            line,
-            f"the item of {parts.entity} has no binary block 'b' (an export of a table from before blocks "
-            f"holds one reading per item, readable as it is: e, t, i, m, d)",
-        )
+        raise CorruptItem(where, line, f"the item of {parts.entity} has no binary block 'b'")
     try:
         payload = base64.b64decode(encoded, validate=True)
     except (binascii.Error, ValueError):
         raise CorruptItem(where, line, f"the block of {parts.entity} is not base64") from None
-    return parts.entity, encoded, payload
+    try:
+        return parts.entity, read_header(payload), encoded
+    except BlockError as exc:
+        raise _UnreadableError(parts.entity, exc.reason) from None
+
+
+class _UnreadableError(Exception):
+    """An item of ``entity`` whose keys are a readings table's but whose content does not decode."""
+
+    def __init__(self, entity: str, reason: str) -> None:
+        super().__init__(entity, reason)
+        self.entity = entity
+        self.reason = reason
 
 
 def _text(item: Mapping[str, Any], name: str) -> str | None:
@@ -191,6 +244,7 @@ class _Drain:
     selection: Selection
     max_readings: int
     stats: ReadStats
+    on_corrupt_block: _Report | None
 
     def drain(self, spill: _Spill, depth: int) -> Iterator[Reading]:
         self.stats.spill_files += 1
@@ -222,11 +276,24 @@ class _Drain:
     def _decode(self, spill: _Spill) -> Iterator[Reading]:
         copies: dict[tuple[str, int, str], tuple[int, Reading]] = {}
         held = 0
-        for entity, window, _, encoded, source, line in spill.records_in():
+        for entity, window, _, stored, source, line, key in spill.records_in():
             try:
-                header, readings = decode_block(entity, base64.b64decode(encoded))
+                if isinstance(stored, dict):  # an item of the format before blocks
+                    header, reading = legacy_block(stored)
+                    readings = [reading]
+                else:
+                    header, readings = decode_block(entity, base64.b64decode(stored))
             except BlockError as exc:
-                raise CorruptItem(self.sources[source], line, f"block of {entity}: {exc.reason}") from None
+                # A block is in a record for each window it touches: it is reported from its first one
+                # (an item of the format before blocks is in one window only).
+                first_ms = (
+                    window * WINDOW_MS if isinstance(stored, dict) else read_header(base64.b64decode(stored)).first_ms
+                )
+                if window == first_ms // WINDOW_MS:
+                    self.stats.blocks -= 1
+                    reason = f"block of {entity}, {key}: {exc.reason}"
+                    _corrupt(self.sources[source], line, reason, stats=self.stats, report=self.on_corrupt_block)
+                continue
             held += len(readings)
             keep_newest(copies, header.version, self._owned(readings, window))
         self.stats.held_max = max(self.stats.held_max, held)

@@ -152,14 +152,23 @@ class MemoryReader:
     def add(self, blocks: Iterable[Block]) -> None:
         for block in blocks:
             key = block.key
-            self.tables.add(key.table)
-            rows = self.partitions.setdefault((key.table, key.pk), [])
-            stored = _Stored(key.sk, StoredBlock(key.sk, block.encoded.payload), block.size, block.ttl)
-            at = bisect.bisect_left(rows, key.sk, key=lambda row: row.sk)
-            if at < len(rows) and rows[at].sk == key.sk:
-                rows[at] = stored
-            else:
-                rows.insert(at, stored)
+            self._put(
+                key.table, key.pk, _Stored(key.sk, StoredBlock(key.sk, block.encoded.payload), block.size, block.ttl)
+            )
+
+    def add_legacy(self, table: str, item: dict[str, Any]) -> None:
+        """Store an item of the format before blocks (one reading; DynamoDB JSON, ``keydesign.legacy``)."""
+        sk, ttl = item["sk"]["S"], item.get("ttl")
+        self._put(table, item["pk"]["S"], _Stored(sk, StoredBlock(sk, b"", item), _size(item), ttl and int(ttl["N"])))
+
+    def _put(self, table: str, pk: str, stored: _Stored) -> None:
+        self.tables.add(table)
+        rows = self.partitions.setdefault((table, pk), [])
+        at = bisect.bisect_left(rows, stored.sk, key=lambda row: row.sk)
+        if at < len(rows) and rows[at].sk == stored.sk:
+            rows[at] = stored
+        else:
+            rows.insert(at, stored)
 
     def store(
         self,

@@ -7,6 +7,7 @@ from benchmarks import (  # noqa: F401
     ingest,
     ingest_network,
     moto_query,
+    pack_names,
     query_cpu,
     query_fanout,
     read_budget,

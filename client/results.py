@@ -143,6 +143,8 @@ class Interval:
     start: str
     readings: int
     measures: dict[str, dict[str, int | float]]
+    #: From rollups: why a part of the interval was set aside (left out of its figures); None when none was.
+    set_aside: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,6 +173,7 @@ class AggregateSeries:
                     start=str(_need(i, "start")),
                     readings=int(i.get("readings", 0)),
                     measures={m: dict(v) for m, v in (i.get("measures") or {}).items()},
+                    set_aside=i.get("set_aside"),
                 )
                 for i in _need(body, "intervals")
             ],

@@ -35,6 +35,8 @@ ONE_HOUR = Duration.hours(1)
 SUSTAINED = (5, 3)
 THROTTLE_EVENTS = ("WriteThrottleEvents", "ReadThrottleEvents")
 AT_LEAST = cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD
+#: The functions that read the shard map (and count ``ShardMapFallbacks`` when it is malformed).
+SHARD_MAP_READERS = (LambdaFunction.INGEST, LambdaFunction.QUERY, LambdaFunction.HOTKEYS, LambdaFunction.ROLLUP)
 
 
 #: A table the stack owns, with the operations whose SystemErrors count for it.
@@ -75,9 +77,11 @@ class Monitoring(Construct):
                 f"DynamoDB answers 5xx (SystemErrors) on the {name} table",
             )
         behind_s = config.iterator_age_alarm_s
+        # The ingest mapping's own iterator age, not the stream's GetRecords one: that is the oldest of every
+        # reader's, and a replay (tsctl replay) reads records days old.
         self.alarm(
-            "stream-iterator-age",
-            stream.metric_get_records_iterator_age_milliseconds(statistic="Maximum", period=ONE_MINUTE),
+            "ingest-iterator-age",
+            functions[LambdaFunction.INGEST].metric("IteratorAge", statistic="Maximum", period=ONE_MINUTE),
             f"Ingest is more than {behind_s} s behind the Kinesis stream",
             threshold=behind_s * 1_000,
         )
@@ -105,6 +109,22 @@ class Monitoring(Construct):
             "on the rejects queue with field 'reading'; see the ingest function's error log)",
             periods=(1, 1),
         )
+        readers = [f for f in SHARD_MAP_READERS if f in functions]
+        self.alarm(
+            "shard-map-fallbacks",
+            cloudwatch.MathExpression(
+                expression=f"SUM([{','.join(f'm{n}' for n in range(len(readers)))}])",
+                using_metrics={
+                    f"m{n}": custom_metric("ShardMapFallbacks", f, period=FIVE_MINUTES) for n, f in enumerate(readers)
+                },
+                label="ShardMapFallbacks",
+                period=FIVE_MINUTES,
+            ),
+            "A function found the stored shard map malformed and works from the last good map it holds "
+            "(a cold start fails instead). The hot-key detector replaces the map at its next judged window "
+            "if it holds a good one at least as new; if this stays in ALARM, see docs/hotkeys.md (failures)",
+            periods=(1, 1),
+        )
         # DynamoDB streams publish no iterator age of their own; the mapping's is the one.
         self.alarm(
             "hotkeys-iterator-age",
@@ -120,19 +140,29 @@ class Monitoring(Construct):
                 periods=(1, 1),
             )
         # A failure queue's message names a range of its stream, readable (tsctl replay) only while the
-        # stream keeps it: the age of the oldest one is alarmed at half of that, a day or two before.
-        keeps_s = {
-            "ingest-failures": config.kinesis_retention_hours * 3600,
-            "hotkeys-failures": DYNAMODB_STREAM_RETENTION_S,
+        # stream keeps it, and a replayed reading older than max_age by then is rejected (its way back
+        # publishes it anew, so a later correction may lose to it: docs/client.md): the age of the oldest
+        # message is alarmed at half of the shorter, a day or more before.
+        retention_s, max_age_s = config.kinesis_retention_hours * 3600, config.max_age_ms // 1000
+        limits = {
+            "ingest-failures": (
+                min(retention_s, max_age_s),
+                f"its stream forgets the records it names {retention_s // 3600} h after they arrived, and a reading "
+                f"older than max_age ({max_age_s / 3600:g} h) when replayed is rejected",
+            ),
+            "hotkeys-failures": (
+                DYNAMODB_STREAM_RETENTION_S,
+                f"its stream forgets the records it names {DYNAMODB_STREAM_RETENTION_S // 3600} h after they arrived",
+            ),
         }
-        for name, kept_s in keeps_s.items():
+        for name, (limit_s, why) in limits.items():
             if name in queues:
                 self.alarm(
                     f"{name}-oldest-age",
                     queues[name].metric_approximate_age_of_oldest_message(statistic="Maximum", period=FIVE_MINUTES),
-                    f"The oldest message of the {name} queue is {kept_s // 7200} h old: its stream forgets the "
-                    f"records it names {kept_s // 3600} h after they arrived; replay them now (tsctl replay)",
-                    threshold=kept_s // 2,
+                    f"The oldest message of the {name} queue is {limit_s / 7200:g} h old: {why}; "
+                    "replay them now (tsctl replay)",
+                    threshold=limit_s // 2,
                     periods=(1, 1),
                 )
         self.alarm(
@@ -158,6 +188,14 @@ class Monitoring(Construct):
                 custom_metric("RotationErrors", rotator, period=interval),
                 "Three rotation runs in a row reported errors (see the rotator's 'rotation run' log lines)",
                 periods=(3, 3),
+            )
+            self.alarm(
+                "rotation-tables-overdue",
+                custom_metric("TablesOverdue", rotator, statistic="Maximum", period=ONE_HOUR),
+                "A readings table is still there a day past its drop and cannot be retired (no ownership tags, "
+                "an export given up or that no backup can show, a status other than ACTIVE): tables pile up "
+                "toward the account's quota; see the rotator's 'rotation run' log lines (docs/rotation.md)",
+                periods=(1, 1),
             )
 
         self.dashboard = self._dashboard(tables, stream, functions, queues, api)
@@ -204,8 +242,8 @@ class Monitoring(Construct):
                 _graph(
                     "Iterator age (ms)",
                     [
-                        stream.metric_get_records_iterator_age_milliseconds(
-                            statistic="Maximum", period=ONE_MINUTE, label="Kinesis (ingest)"
+                        functions[ingest].metric(
+                            "IteratorAge", statistic="Maximum", period=ONE_MINUTE, label="Kinesis (ingest)"
                         ),
                         functions[hot].metric(
                             "IteratorAge", statistic="Maximum", period=ONE_MINUTE, label="DynamoDB stream (hot keys)"

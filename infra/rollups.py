@@ -71,6 +71,7 @@ class Rollups(Construct):
         )
         self.lag = custom_metric("RollupLagSeconds", LambdaFunction.ROLLUP, statistic="Maximum")
         self.late = custom_metric("RollupLateMarks", LambdaFunction.ROLLUP)
+        self.set_aside = custom_metric("RollupIntervalsSetAside", LambdaFunction.ROLLUP)
         # No data is a stopped function: its Errors alarm and the failure queue cover that.
         alarm(
             self,
@@ -90,10 +91,22 @@ class Rollups(Construct):
             "an ingest of another max_age); their intervals' rollups are stale (raw data is kept)",
             periods=(3, 3),
         )
+        # Once is enough: an interval is set aside once, and stays so until its readings are sent again.
+        alarm(
+            self,
+            alerts_topic,
+            "rollup-set-aside",
+            self.set_aside,
+            "A rollup interval was set aside: a block of its readings does not decode, or DynamoDB refused its "
+            "item; the API marks it (set_aside) and the rollup function's log names it and the reason",
+            periods=(1, 1),
+        )
 
     def widgets(self) -> list[cloudwatch.IWidget]:
-        """The dashboard row: lag and late marks."""
+        """The dashboard row: lag, late marks and intervals set aside."""
         return [
             cloudwatch.GraphWidget(title="Rollup lag (s)", left=[self.lag], width=12, height=6),
-            cloudwatch.GraphWidget(title="Rollup late marks", left=[self.late], width=12, height=6),
+            cloudwatch.GraphWidget(
+                title="Rollup late marks, intervals set aside", left=[self.late, self.set_aside], width=12, height=6
+            ),
         ]

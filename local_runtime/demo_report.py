@@ -414,13 +414,15 @@ def rotation_section(
         }
         for name in sorted(set(steps) | set(holding), key=lambda n: (starts.get(n, 0), n))
     ]
-    last = (runs[-1].get("summary") or {}) if runs else {}
+    # A build run (ingest's request for a past table) measures no periods: the last run that did counts.
+    summaries: list[dict[str, Any]] = [run.get("summary") or {} for run in runs]
+    last: dict[str, Any] = next((s for s in reversed(summaries) if s.get("periods_ready") is not None), {})
     refused = _refused(facts.get("refused") or {}, rejects)
     checks = {
         "readings_landed_in_two_or_more_period_tables": sum(1 for rs in holding.values() if rs) >= 2,
         "every_reading_in_its_periods_table": not misplaced,
         "rotator_prebuilt_the_next_tables": bool(prebuilt)
-        and int(last.get("periods_ready", 0)) >= 1 + config.prebuild_periods,
+        and int(last.get("periods_ready") or 0) >= 1 + config.prebuild_periods,
         "rotator_took_a_table_through_its_phases_to_its_drop": any(len(phases[n]) >= 2 for n in dropped),
         "rotator_dropped_a_table_past_retention": bool(dropped)
         and all(n in starts and when[n]["deleted"] >= period.next_start(starts[n]) + retention for n in dropped),

@@ -1,6 +1,6 @@
 """Five changes to moto's speed, not its behaviour (how a table finds, orders, projects and serialises
-its items; how a Kinesis shard numbers and reads its records), and one to its thread safety (its server
-answers one request at a time).
+its items; how a Kinesis shard numbers and reads its records), one to its thread safety (its server
+answers one request at a time), and one to its fidelity (numbers DynamoDB refuses are refused).
 
 * **Order.** moto 5.2's ``Table.all_items`` sorts *every item of the table*
   on every Query and on every Scan page, comparing ``DynamoType`` objects pair
@@ -59,6 +59,12 @@ answers one request at a time).
   request is atomic, as each AWS call is. moto does its work in Python under
   the interpreter lock anyway: one at a time costs little (docs/local.md).
 
+* **Numbers.** moto stores any number its Python ``Decimal`` can hold; DynamoDB refuses one with
+  more than 38 significant digits, or a magnitude outside 1E-130 .. 9.9999999999999999999999999999999999999E+125,
+  with a ``ValidationException``. :func:`_numbers_checked` refuses them the same way, with DynamoDB's
+  messages, in every write request (PutItem, UpdateItem, BatchWriteItem, TransactWriteItems), so a value
+  DynamoDB would refuse fails locally too rather than only once deployed.
+
 All are installed while an embedded server runs and undone when the last one
 stops. ``tests/unit/local_runtime/test_moto_speedups.py`` checks each against
 moto's own on mixed data. If moto changes shape (another version), nothing is
@@ -68,6 +74,7 @@ replaced and local mode is only slower.
 from __future__ import annotations
 
 import copy
+import decimal
 import json
 import logging
 import threading
@@ -195,6 +202,66 @@ def _serialised(self: Any, environ: Any, start_response: Any) -> Any:
         return original(self, environ, start_response)
 
 
+#: DynamoDB's number limits (its own messages below): 38 significant digits, and the magnitude's leading
+#: digit at 10**-130 .. 10**125.
+_NUMBER_DIGITS = 38
+_NUMBER_EXPONENTS = range(-130, 126)
+_NUMBER_CONTEXT = decimal.Context(prec=1_000, Emax=999_999, Emin=-999_999)
+
+
+def number_refusal(text: str) -> str | None:
+    """What DynamoDB answers a write of the number ``text`` with, or None when it stores it."""
+    try:
+        value = decimal.Decimal(text)
+    except decimal.InvalidOperation:
+        return f"A value provided cannot be converted into a number: {text[:40]}"
+    if not value.is_finite():
+        return f"A value provided cannot be converted into a number: {text[:40]}"
+    normal = value.normalize(_NUMBER_CONTEXT)
+    if len(normal.as_tuple().digits) > _NUMBER_DIGITS:
+        return "Attempting to store more than 38 significant digits in a Number"
+    if normal and normal.adjusted() > _NUMBER_EXPONENTS[-1]:
+        return "Number overflow. Attempting to store a number with magnitude larger than supported range"
+    if normal and normal.adjusted() < _NUMBER_EXPONENTS[0]:
+        return "Number underflow. Attempting to store a number with magnitude smaller than supported range"
+    return None
+
+
+def _numbers_in(value: Any) -> Any:
+    """Every number text in a request body (``{"N": ...}`` and ``{"NS": [...]}`` attribute values)."""
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            if key == "N" and isinstance(inner, str):
+                yield inner
+            elif key == "NS" and isinstance(inner, list):
+                yield from (n for n in inner if isinstance(n, str))
+            else:
+                yield from _numbers_in(inner)
+    elif isinstance(value, list):
+        for inner in value:
+            yield from _numbers_in(inner)
+
+
+def _numbers_checked(key: str) -> Callable[..., Any]:
+    """moto's request handler ``key`` (``DynamoHandler.<action>``), refusing a number DynamoDB refuses."""
+
+    def handle(self: Any, *args: Any, **kwargs: Any) -> Any:
+        from moto.dynamodb.exceptions import MockValidationException  # noqa: PLC0415 - only with moto
+
+        for text in _numbers_in(self.body):
+            refusal = number_refusal(text)
+            if refusal is not None:
+                raise MockValidationException(refusal)
+        original = _PATCH.originals.get(key) or getattr(type(self), _attribute(key))
+        return original(self, *args, **kwargs)
+
+    setattr(handle, _MARK, True)
+    return handle
+
+
+_CHECKED_ACTIONS = tuple(
+    f"DynamoHandler.{action}" for action in ("put_item", "update_item", "batch_write_item", "transact_write_items")
+)
 for _function in (_all_items, _query, _project, _execute_result, _put_record, _get_records, _serialised):
     setattr(_function, _MARK, True)
 
@@ -219,10 +286,10 @@ def install() -> bool:
             return False
         if _PATCH.users == 0:
             for key, (cls, replacement) in targets.items():
-                current = getattr(cls, key)
+                current = getattr(cls, _attribute(key))
                 if not getattr(current, _MARK, False):
                     _PATCH.originals[key] = current
-                    setattr(cls, key, replacement)
+                    setattr(cls, _attribute(key), replacement)
         _PATCH.users += 1
         return True
 
@@ -237,7 +304,12 @@ def uninstall() -> None:
             for key, (cls, _) in targets.items():
                 original = _PATCH.originals.pop(key, None)
                 if original is not None:
-                    setattr(cls, key, original)
+                    setattr(cls, _attribute(key), original)
+
+
+def _attribute(key: str) -> str:
+    """The method a target's key names: ``Class.method`` or a bare ``method``."""
+    return key.rpartition(".")[2]
 
 
 def _targets() -> dict[str, tuple[type, Callable[..., Any]]] | None:
@@ -246,7 +318,7 @@ def _targets() -> dict[str, tuple[type, Callable[..., Any]]] | None:
         import moto  # noqa: PLC0415 - moto is heavy; only local mode needs it
         from moto.dynamodb.models.dynamo_type import Item  # noqa: PLC0415
         from moto.dynamodb.models.table import Table  # noqa: PLC0415
-        from moto.dynamodb.responses import DynamoResult  # noqa: PLC0415
+        from moto.dynamodb.responses import DynamoHandler, DynamoResult  # noqa: PLC0415
         from moto.kinesis.models import Shard  # noqa: PLC0415
         from moto.moto_server.werkzeug_app import DomainDispatcherApplication  # noqa: PLC0415
     except ImportError:  # pragma: no cover - moto is a dependency of local mode
@@ -261,7 +333,8 @@ def _targets() -> dict[str, tuple[type, Callable[..., Any]]] | None:
         "get_records": (Shard, _get_records),
         "__call__": (DomainDispatcherApplication, _serialised),
     }
-    shaped = all(callable(getattr(cls, key, None)) for key, (cls, _) in targets.items())
+    targets.update({key: (DynamoHandler, _numbers_checked(key)) for key in _CHECKED_ACTIONS})
+    shaped = all(callable(getattr(cls, _attribute(key), None)) for key, (cls, _) in targets.items())
     if not version.startswith("5.") or not shaped:
         _log.info("moto %s: order, projection, serialisation and requests left as they are", version or "?")
         return None

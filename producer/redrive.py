@@ -196,14 +196,20 @@ class MessageQueue(Generic[M]):
     def release(self, messages: Sequence[M]) -> int:
         """Make ``messages`` visible again now; returns how many SQS did not release
         (those return by themselves when their visibility timeout ends)."""
-        failed = 0
+        return len(self.hold(messages, 0))
+
+    def hold(self, messages: Sequence[M], seconds: int) -> list[M]:
+        """Keep ``messages`` hidden ``seconds`` from now (0: visible again now); returns those SQS refused
+        (a receipt handle no longer valid: the message may be another consumer's now)."""
+        refused: list[M] = []
         for chunk in _chunks(messages, 10):
             entries = [
-                {"Id": str(n), "ReceiptHandle": m.receipt_handle, "VisibilityTimeout": 0} for n, m in enumerate(chunk)
+                {"Id": str(n), "ReceiptHandle": m.receipt_handle, "VisibilityTimeout": seconds}
+                for n, m in enumerate(chunk)
             ]
             answer = self._sqs.change_message_visibility_batch(QueueUrl=self.queue_url, Entries=entries)
-            failed += len(answer.get("Failed") or ())
-        return failed
+            refused.extend(chunk[int(f["Id"])] for f in answer.get("Failed") or ())
+        return refused
 
     def delete(self, messages: Sequence[M]) -> list[M]:
         """Delete ``messages``; returns those SQS did not delete."""

@@ -5,8 +5,11 @@ last. A stream keeps records for a time only (Kinesis: the stream's retention;
 a DynamoDB stream: 24 hours): what it no longer holds is reported as
 :class:`Lost`, the range and the time it aged out (its first record's arrival
 plus the retention), never silently skipped. The batch's first sequence number
-is a record that existed, so a read that starts later than it, or finds
-nothing, means the stream trimmed it.
+is a record that existed, so a read that starts later than it means the
+stream trimmed it. Empty pages end nothing (both streams answer them in the
+middle of a shard): a read that stops before the range's last record (its cap
+of calls, the shard's end, the stream's tip) says where and why
+(:attr:`ReadBack.unread`), and its message is not deleted.
 """
 
 from __future__ import annotations
@@ -26,8 +29,6 @@ from replay.failures import FailedBatch
 DYNAMODB_STREAM_RETENTION_MS = 86_400_000
 #: GetRecords calls one range may take (a range is at most one mapping batch: 10,000 records).
 MAX_CALLS = 200
-#: Empty pages in a row after which an open DynamoDB stream shard is taken as read to its end.
-EMPTY_PAGES = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,10 +49,23 @@ class Lost:
 
 @dataclass(slots=True)
 class ReadBack:
-    """The range's records still held (the event records a mapping sends), and what was lost."""
+    """The range's records still held (the event records a mapping sends), what was lost, and whether the
+    read stopped before the range's last record (an empty page proves nothing: Kinesis and DynamoDB
+    streams both answer empty pages in the middle of a shard)."""
 
     records: list[dict[str, Any]] = field(default_factory=list)
     lost: Lost | None = None
+    #: The last sequence number read (None: none of the range).
+    read_to: str | None = None
+    #: Why the read stopped before the range's last record (None: it read the range to its end).
+    unread: str | None = None
+
+    def describe_unread(self, batch: FailedBatch) -> str | None:
+        """The tail not read back, and why; None when the whole range was read."""
+        if self.unread is None:
+            return None
+        start = f"after {self.read_to}" if self.read_to is not None else f"from {batch.first_sequence}"
+        return f"records {start} to {batch.last_sequence} were not read back: {self.unread}"
 
 
 class RangeReader(Protocol):
@@ -97,6 +111,7 @@ class _StreamRanges:
 
     def read(self, batch: FailedBatch) -> ReadBack:
         first, last = int(batch.first_sequence), int(batch.last_sequence)
+        trimmed = False  # the range's first record is past the trim horizon
         try:
             iterator: str | None = self._iterator(batch, "AT_SEQUENCE_NUMBER")
         except ClientError as exc:
@@ -104,31 +119,52 @@ class _StreamRanges:
                 return ReadBack(lost=self._lost(batch, None, "the stream or its shard no longer exists"))
             if _code(exc) != self.trimmed_code:
                 raise
-            iterator = self._iterator(batch, "TRIM_HORIZON")  # the first record is past the trim horizon
+            trimmed = True
+            iterator = self._iterator(batch, "TRIM_HORIZON")
         out = ReadBack()
-        held: str | None = None
+        held: str | None = None  # the first record of the range read
+        reached = capped = False  # read to the range's last record (or past it); stopped by the call cap
+        stopped = ""  # why the read stopped short of the range's last record
         for _ in range(MAX_CALLS):
             if not iterator:
+                stopped = "the shard ended before the range's last record"
                 break
             try:
                 records, iterator, drained = self._page(iterator)
             except ClientError as exc:
                 if _code(exc) != self.trimmed_code:
                     raise
+                stopped = f"the stream trimmed the shard while it was read ({_code(exc)})"
                 break
-            past = False
             for record in records:
                 sequence = self._sequence(record)
-                if int(sequence) > last:
-                    past = True
-                    break
-                if int(sequence) >= first:
+                if first <= int(sequence) <= last:
                     held = held or sequence
                     out.records.append(self._event_record(batch, record))
-            if past or drained:
+                    out.read_to = sequence
+                if int(sequence) >= last:
+                    reached = True
+                    break
+            if reached:
                 break
-        if held is None or int(held) > first:
-            out.lost = self._lost(batch, held, self.forgets)
+            if drained:
+                stopped = "the stream's tip was reached before the range's last record"
+                break
+        else:
+            capped, stopped = True, f"the read stopped at its cap of {MAX_CALLS} GetRecords calls"
+        # The range's records existed: a read past its first that did not find it means it was trimmed,
+        # and one that found none of the range up to the shard's end or tip, or from the trim horizon on,
+        # that all of it was. Only the call cap leaves a range unread of which no record was read.
+        if held is None:
+            if capped and not trimmed:
+                out.unread = stopped
+            else:
+                out.lost = self._lost(batch, None, self.forgets)
+        else:
+            if int(held) > first:
+                out.lost = self._lost(batch, held, self.forgets)
+            if not reached:
+                out.unread = stopped
         return out
 
     def _lost(self, batch: FailedBatch, until: str | None, why: str) -> Lost:
@@ -209,14 +245,9 @@ class DynamoStreamRanges(_StreamRanges):
 
     def __init__(self, streams: Any) -> None:
         self._streams = streams
-        self._empty = 0
 
     def kept_until(self, batch: FailedBatch) -> int | None:
         return None if batch.first_arrival_ms is None else batch.first_arrival_ms + DYNAMODB_STREAM_RETENTION_MS
-
-    def read(self, batch: FailedBatch) -> ReadBack:
-        self._empty = 0
-        return super().read(batch)
 
     def _iterator(self, batch: FailedBatch, kind: str) -> str:
         params: dict[str, Any] = {"StreamArn": batch.stream_arn, "ShardId": batch.shard_id, "ShardIteratorType": kind}
@@ -226,10 +257,9 @@ class DynamoStreamRanges(_StreamRanges):
 
     def _page(self, iterator: str) -> tuple[list[Mapping[str, Any]], str | None, bool]:
         page = self._streams.get_records(ShardIterator=iterator, Limit=1_000)
-        records = page.get("Records", [])
-        # An open shard answers empty pages at its tip: a few in a row end the read.
-        self._empty = 0 if records else self._empty + 1
-        return records, page.get("NextShardIterator"), self._empty >= EMPTY_PAGES
+        # An open shard answers empty pages at its tip, and closed ones in their middle too: they end
+        # nothing (the range's last record exists); the shard's end or the call cap does.
+        return page.get("Records", []), page.get("NextShardIterator"), False
 
     def _sequence(self, record: Mapping[str, Any]) -> str:
         return str(record["dynamodb"]["SequenceNumber"])

@@ -142,7 +142,9 @@ def _value(value: object) -> AttributeValue:
 
 
 def number_text(value: int | float | Decimal) -> str:
-    """A number as DynamoDB's ``N`` text, refusing what DynamoDB would refuse."""
+    """A number as DynamoDB's ``N`` text, refusing what DynamoDB would refuse (more than 38 significant
+    digits, a magnitude outside 1E-130 to 9.99...E+125). Plain float text, and ints of up to 38 digits,
+    are within both and are not checked."""
     if isinstance(value, float):
         text = repr(value)
         if "e" not in text and "n" not in text:  # plain digits: the common case, no Decimal needed
@@ -162,6 +164,9 @@ def _decimal_text(value: Decimal) -> str:
     normal = value.normalize(_EXACT)
     if len(normal.as_tuple().digits) > MAX_NUMBER_DIGITS:
         raise UnstorableValue("", f"has more than the {MAX_NUMBER_DIGITS} significant digits DynamoDB stores")
+    # Within 38 digits, a magnitude from 1E-130 to 9.99...E+125 is one whose leading digit is at 10**-130..10**125.
+    if normal and not -130 <= normal.adjusted() <= 125:
+        raise UnstorableValue("", f"{normal} is outside DynamoDB's number range (1E-130 to 9.99E+125 in magnitude)")
     return str(normal)
 
 

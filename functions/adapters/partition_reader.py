@@ -4,7 +4,12 @@ One call reads one page (at most 1 MB, or ``limit`` blocks) of one
 :class:`keydesign.PartitionQuery`; the caller follows ``next_key`` (DynamoDB's
 ``LastEvaluatedKey``) for the next page. Every item is a block of readings
 (:mod:`keydesign.blocks`): a page hands back each block's sort key and payload,
-undecoded, so the caller decodes only the blocks it needs (:func:`decode`).
+undecoded, so the caller decodes only the blocks it needs (:func:`decode`). An item
+of the format before blocks (one reading, its attributes ``e``, ``t``, ``i``, ``m``,
+``d``: a table deployed before blocks still holds them) is handed back with those
+attributes, and :func:`header_of` and :func:`decode` read it as a block of that one
+reading, older than every block (:mod:`keydesign.legacy`): every reader gets both
+formats from here.
 Everything the request carries goes into ``ExpressionAttributeNames`` /
 ``ExpressionAttributeValues``: no value and no attribute name is ever pasted
 into an expression string.
@@ -34,14 +39,17 @@ from botocore.exceptions import ClientError
 from adapters.clients import client
 from keydesign import BlockError, PartitionQuery, Reading, decode_block
 from keydesign.blocks import BlockHeader, read_header
+from keydesign.legacy import is_legacy, legacy_block
 
 
 @dataclass(frozen=True, slots=True)
 class StoredBlock:
-    """One item as read back: the block's sort key and its payload (``b``), not yet decoded."""
+    """One item as read back: the block's sort key and its payload (``b``), not yet decoded; or,
+    for an item of the format before blocks, its attributes (``legacy``, DynamoDB JSON)."""
 
     sk: str
     payload: bytes
+    legacy: Mapping[str, Any] | None = None
 
 
 class CorruptBlock(Exception):  # noqa: N818 - reads as the condition
@@ -60,6 +68,8 @@ class CorruptBlock(Exception):  # noqa: N818 - reads as the condition
 def header_of(partition: PartitionQuery, block: StoredBlock) -> BlockHeader:
     """The header of ``block`` (cheap: no decompression); :class:`CorruptBlock` when it has none."""
     try:
+        if block.legacy is not None:
+            return legacy_block(block.legacy)[0]
         return read_header(block.payload)
     except BlockError as exc:
         raise CorruptBlock(partition.table, partition.pk, block.sk, exc.reason) from None
@@ -68,6 +78,9 @@ def header_of(partition: PartitionQuery, block: StoredBlock) -> BlockHeader:
 def decode(partition: PartitionQuery, block: StoredBlock, entity_id: str) -> tuple[BlockHeader, list[Reading]]:
     """The header and readings of ``block`` of ``entity_id``; :class:`CorruptBlock` when it does not decode."""
     try:
+        if block.legacy is not None:
+            header, reading = legacy_block(block.legacy)
+            return header, [reading]
         return decode_block(entity_id, block.payload)
     except BlockError as exc:
         raise CorruptBlock(partition.table, partition.pk, block.sk, exc.reason) from None
@@ -124,7 +137,7 @@ def build_query(request: PageRequest) -> dict[str, Any] | None:
     low, high = effective_bounds(request)
     if low is not None and high is not None and low > high:
         return None
-    names = {"#pk": "pk", "#sk": "sk", "#b": "b"}
+    names = {"#pk": "pk", "#sk": "sk", "#b": "b", "#e": "e", "#t": "t", "#i": "i", "#m": "m", "#d": "d"}
     values: dict[str, dict[str, str]] = {":pk": {"S": request.partition.pk}}
     key = "#pk = :pk"
     if low is not None:
@@ -140,7 +153,8 @@ def build_query(request: PageRequest) -> dict[str, Any] | None:
     kwargs: dict[str, Any] = {
         "TableName": request.partition.table,
         "KeyConditionExpression": key,
-        "ProjectionExpression": "#sk, #b",
+        # A block has sk and b; an item of the format before blocks, sk and e, t, i, m, d.
+        "ProjectionExpression": "#sk, #b, #e, #t, #i, #m, #d",
         "ExpressionAttributeNames": names,
         "ExpressionAttributeValues": values,
         "ScanIndexForward": not request.descending,
@@ -177,9 +191,7 @@ class DynamoPartitionReader:
             if exc.response.get("Error", {}).get("Code") == "ResourceNotFoundException":
                 return Page((), None, 0, 0.0, table_missing=True)
             raise
-        # An item without a binary payload is handed on with an empty one: decoding it
-        # fails loudly (CorruptBlock) rather than leaving a hole in the range.
-        blocks = tuple(StoredBlock(raw["sk"]["S"], raw.get("b", {}).get("B", b"")) for raw in response.get("Items", ()))
+        blocks = tuple(_stored(raw) for raw in response.get("Items", ()))
         consumed = response.get("ConsumedCapacity") or {}
         return Page(
             blocks=blocks,
@@ -187,3 +199,13 @@ class DynamoPartitionReader:
             scanned=int(response.get("ScannedCount", len(blocks))),
             read_units=float(consumed.get("CapacityUnits", 0.0)),
         )
+
+
+def _stored(raw: Mapping[str, Any]) -> StoredBlock:
+    """An item as the low-level client returns it. One without a binary payload that is not of the
+    format before blocks is handed on with an empty payload: decoding it fails loudly
+    (:class:`CorruptBlock`) rather than leaving a hole in the range."""
+    sk = raw["sk"]["S"]
+    if is_legacy(raw):
+        return StoredBlock(sk, b"", legacy=raw)
+    return StoredBlock(sk, raw.get("b", {}).get("B", b""))

@@ -3,7 +3,9 @@
 Keys come from :mod:`keydesign.rollup`; this module only moves items. Writes go
 through :class:`adapters.batch_writer.BatchWriter` (25 items a call, backoff,
 per-item failures); an unwritten item fails the run, which is then repeated
-whole (every write is a put of a recomputed value, so repeating is harmless).
+whole (every write is a put of a recomputed value, so repeating is harmless),
+and an item DynamoDB refuses is handed back to the caller, which sets its
+interval aside (``rollup.logic``).
 Reads that feed a recompute are strongly consistent, so they see every write
 that happened before the mark that asked for them.
 """
@@ -201,17 +203,18 @@ class RollupStore:
         item = {"pk": pk, "sk": sk, **figures.item(), "expires_at": rollup_ttl(start_ms + level, self._retention_ms)}
         return PendingWrite(self.table, pk, sk, serialize_item(item))
 
-    def write(self, writes: Sequence[PendingWrite], deadline: Deadline) -> None:
-        """Put every item, or raise: a run that could not write its results is repeated."""
+    def write(self, writes: Sequence[PendingWrite], deadline: Deadline) -> dict[int, str]:
+        """Put every item; the ones DynamoDB refused (by index), with its reason. Raises when an item
+        is left unwritten for a while (throttling, the deadline): the run is then repeated."""
         if not writes:
-            return
+            return {}
         if self.writer is None:
             raise RuntimeError("this rollup store reads only")
         report = self.writer.write(writes, deadline)
-        failed = {**report.unwritten, **report.rejected}
-        if failed:
-            index, why = next(iter(failed.items()))
-            raise RuntimeError(f"{len(failed)} rollup items not written (first: {writes[index].pk}: {why})")
+        if report.unwritten:
+            index, why = next(iter(report.unwritten.items()))
+            raise RuntimeError(f"{len(report.unwritten)} rollup items not written (first: {writes[index].pk}: {why})")
+        return report.rejected
 
     def entity_rollups(
         self, level: int, starts: Iterable[int], entity: str, cost: ReadCount, *, consistent: bool = False

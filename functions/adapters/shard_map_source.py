@@ -5,6 +5,11 @@ only schedules changes at boundaries at least that far in the future (see
 ``keydesign.earliest_change_boundary``), and that is what makes a split safe.
 So when the copy has expired and the refresh fails, the error propagates (the
 batch is retried later) instead of writing with a map that may be stale.
+
+One failure is not an error here: a stored map that is malformed. A retry would
+meet it again, so the store's ``load`` answers with the last good map it holds
+(alarmed; see ``adapters.shard_map_store``), and that is what is cached, for
+one ``cache_ttl`` before the next try.
 """
 
 from __future__ import annotations

@@ -25,10 +25,12 @@ the head and only the pages it has not seen (:meth:`ShardMapStore.load`).
 **Reading** is a strongly consistent GetItem of the head (and of each page not
 yet held), then full validation: JSON, ``ShardMap.from_dict``, the ``version``
 attribute equal to the map's, the bucket equal to the configured one, no
-entity in two places. Anything off raises :class:`MalformedShardMap` naming
-the table and the fault: a caller keeps no half-parsed map, and nothing is
-ever written over a bad entry. A page gone between reading the head and the
-page (a writer replaced it) sends the reader back to the new head.
+entity in two places. Anything off is a :class:`MalformedShardMap` naming the
+table and the fault: a caller keeps no half-parsed map. ``load`` then answers
+with the last good map the store read or wrote (metric ``ShardMapFallbacks``,
+alarmed), so a broken entry does not fail every batch; with none (a cold start)
+it raises. A page gone between reading the head and the page (a writer
+replaced it) sends the reader back to the new head.
 
 **Bootstrap**: an absent head is created from the configured initial map
 (``SHARDS``, ``BUCKET``) with ``attribute_not_exists``, so concurrent cold
@@ -40,13 +42,20 @@ pure function of the map read, fold what is past retention
 (:class:`Compaction`), check it only adds changes in the future (the past still
 readable is never rewritten, whatever the function did), put the new pages
 (fresh sort keys), then put the head on the condition that the version is
-still the one read. A ``ConditionalCheckFailedException`` means another writer
-got there first: delete the pages just put, read again and re-apply, with
-jittered backoff, up to ``max_attempts`` times. Once the head lands, the pages
-it no longer names are deleted. Two detectors racing therefore leave one map
-containing both of their changes, each judged against the other's. (A writer
-that dies between its pages and its head leaves pages no head names; they are
-never read.)
+still the one read. A head put that raises may have landed (a 500 or a
+dropped connection after DynamoDB applied it; botocore's retry then meets the
+condition our own put changed), so the head is read back: the item we put is a
+success. Pages are deleted only once a stored head shows they cannot be named:
+it has reached their version without naming them (a head put is conditioned
+on the version stored, and versions only grow). Otherwise a
+``ConditionalCheckFailedException`` means another writer got there first: read
+again and re-apply, with jittered backoff, up to ``max_attempts`` times. Once
+the head lands, the pages it no longer names are deleted. Two detectors racing
+therefore leave one map containing both of their changes, each judged against
+the other's. A malformed stored map is replaced from the writer's last good
+map when that is at least the version the broken head claims, and refused
+otherwise. (A writer that dies between its pages and its head, or before it
+learns whether its head landed, leaves pages no head names; they are never read.)
 
 Callers: the hot-key Lambda (load and apply); every Lambda reads through
 :func:`shard_map_source`, the one place a function's shard-map source is built.
@@ -58,15 +67,16 @@ import json
 import secrets
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
+from aws_lambda_powertools.metrics import MetricUnit
 from botocore.exceptions import ClientError
 
 from adapters.clients import client
-from adapters.observability import logger
+from adapters.observability import logger, metrics
 from adapters.retry import Backoff
 from adapters.settings import CommonSettings, SettingsError
 from adapters.shard_map_source import CachedShardMap, ShardMapSource, StaticShardMap
@@ -93,7 +103,8 @@ class ShardMapStoreError(Exception):
 
 
 class MalformedShardMap(ShardMapStoreError):  # noqa: N818 - reads as the condition
-    """The stored entry is not a valid shard map; nothing is applied and nothing is written over it."""
+    """The stored entry is not a valid shard map. Nothing is written over it but a map derived
+    from a good one at least as new (:meth:`ShardMapStore.apply`)."""
 
     def __init__(self, table: str, reason: str) -> None:
         self.table = table
@@ -148,10 +159,14 @@ class Applied:
 
 @dataclass(frozen=True, slots=True)
 class _Stored:
-    """A map as stored: the map, and the sort keys of its pages (in page order)."""
+    """What a change replaces: the map, the sort keys of the pages its head names (in page
+    order), and the head's version. ``fault`` is set when the head is malformed and
+    ``shard_map`` is this store's last good map instead: then no page of it is reused."""
 
     shard_map: ShardMap
     pages: tuple[str, ...]
+    version: int
+    fault: str | None = None
 
 
 class ShardMapStore:
@@ -180,6 +195,9 @@ class ShardMapStore:
         # Pages read (sort key -> their JSON), and the last map assembled (by its head's JSON and pages).
         self._pages: dict[str, str] = {}
         self._last: tuple[str, int, tuple[str, ...], ShardMap] | None = None
+        # Pages this store put, or whose head it tried to replace, that no head may name once one of
+        # this version or later is stored without them (sort key -> version); see _settle.
+        self._unsettled: dict[str, int] = {}
 
     @classmethod
     def from_settings(cls, common: CommonSettings, dynamodb: ShardMapItemApi | None = None) -> ShardMapStore:
@@ -198,14 +216,31 @@ class ShardMapStore:
 
     def load(self, *, bootstrap: bool = True) -> ShardMap:
         """The stored map. When there is none yet: the initial map, stored first
-        (``bootstrap``), or just returned (read-only callers; no PutItem needed)."""
-        found = self.peek()
+        (``bootstrap``), or just returned (read-only callers; no PutItem needed).
+
+        When the stored map is malformed: the last good map this store read or wrote,
+        with an error logged and metric ``ShardMapFallbacks`` (one per load that fell
+        back); with none (a cold start), :class:`MalformedShardMap`."""
+        try:
+            found = self.peek()
+        except MalformedShardMap as exc:
+            last = self._last
+            if last is None:
+                raise
+            logger.error(
+                "shard map refused; working from the last good map this function read",
+                table=self._table,
+                fault=exc.reason,
+                version=last[3].version,
+            )
+            metrics.add_metric(name="ShardMapFallbacks", unit=MetricUnit.Count, value=1)
+            return last[3]
         if found is not None:
             return found
         if not bootstrap:
             return self._initial
         try:
-            self._put(self._initial, None, expected=None, reason="bootstrap from SHARDS and BUCKET")
+            self._put(self._initial, None, reason="bootstrap from SHARDS and BUCKET")
             logger.info("shard map bootstrapped", table=self._table, shards=self._initial.global_history[0].shards)
             return self._initial
         except ClientError as exc:
@@ -243,7 +278,7 @@ class ShardMapStore:
             raise MalformedShardMap(self._table, "attribute 'pages' must be a list of page sort keys")
         last = self._last
         if last is not None and last[:3] == (raw_map["S"], version, pages):
-            return _Stored(last[3], pages)
+            return _Stored(last[3], pages, version)
         try:
             data = json.loads(raw_map["S"])
         except ValueError as exc:
@@ -268,7 +303,7 @@ class ShardMapStore:
         with self._lock:
             self._pages = dict(zip(pages, texts, strict=True))
             self._last = (raw_map["S"], version, pages, shard_map)
-        return _Stored(shard_map, pages)
+        return _Stored(shard_map, pages, version)
 
     def _page_texts(self, pages: Sequence[str]) -> list[str]:
         """Each page's JSON: from the pages already read, the others fetched (several at once)."""
@@ -322,7 +357,7 @@ class ShardMapStore:
         :class:`ShardMapConflict` when no write landed in ``max_attempts`` tries.
         """
         for attempt in range(1, self._max_attempts + 1):
-            stored = self._read()
+            stored = self._replaced()
             current = stored.shard_map if stored is not None else self._initial
             now_ms = self._clock_ms()
             proposed = change(current)
@@ -333,12 +368,15 @@ class ShardMapStore:
                 if not _same(folded, proposed):
                     why = f"{reason} (changes in force before {format_ts(horizon)} folded)"
                 proposed = folded
-            if proposed is current or _same(proposed, current):
+            fault = stored.fault if stored is not None else None
+            if fault is None and (proposed is current or _same(proposed, current)):
                 return Applied(current, changed=False, attempts=attempt)
             check_future_only(current, proposed, now_ms, compaction=self._compaction)
-            new = replace(proposed, version=current.version + 1)
+            if fault is not None:
+                why = f"{why} (replaces a malformed map: {fault})"
+            new = replace(proposed, version=max(current.version, stored.version if stored else 0) + 1)
             try:
-                self._put(new, stored, expected=None if stored is None else current.version, reason=why)
+                self._put(new, stored, reason=why)
             except ClientError as exc:
                 if _code(exc) != _CONDITION_FAILED:
                     raise
@@ -351,17 +389,46 @@ class ShardMapStore:
             f"shard map in table {self._table}: {self._max_attempts} attempts lost the race to other writers"
         )
 
+    def _replaced(self) -> _Stored | None:
+        """What a change replaces: the stored map; or, when it is malformed, this store's last good
+        map, provided it is at least the version the head claims (a newer head may hold changes
+        readers already follow, which only an operator can restore)."""
+        try:
+            stored = self._read()
+        except MalformedShardMap as exc:
+            head = self._get(dict(SHARD_MAP_KEY))
+            version = _version_of(head)
+            last = self._last
+            if head is None or version is None:
+                why = "its version cannot be read"
+            elif last is None:
+                why = "this writer holds no good map to replace it with"
+            elif version > last[3].version:
+                why = f"it is version {version}, newer than the last good map this writer read ({last[3].version})"
+            else:
+                pages = _page_keys(head.get("pages", {"L": []})) or ()
+                return _Stored(last[3], pages, version, fault=exc.reason)
+            raise MalformedShardMap(self._table, f"{exc.reason}; not replaced: {why}") from None
+        if stored is not None:
+            self._settle(stored.version, stored.pages)
+        return stored
+
     # -- internals -------------------------------------------------------------------------
 
-    def _put(self, shard_map: ShardMap, previous: _Stored | None, *, expected: int | None, reason: str) -> None:
+    def _put(self, shard_map: ShardMap, previous: _Stored | None, *, reason: str) -> None:
+        """Put ``shard_map``'s new pages, then its head on the condition that ``previous`` is still
+        stored (absent: none is). A head put that raised but landed (its response was lost, and
+        botocore's retry met the condition our own put had changed) is a success: the stored head
+        is read back and compared. Pages are deleted only once a head is seen that cannot name them."""
         data = shard_map.to_dict()
         # Validate what we are about to write exactly as a reader will parse it.
         ShardMap.from_dict(json.loads(json.dumps(data)))
         entities: dict[str, object] = data.pop("entities")  # type: ignore[assignment]
         old_pages = previous.pages if previous is not None else ()
+        # A malformed head's pages may be gone or garbage: none is reused.
+        reusable = old_pages if previous is not None and previous.fault is None else ()
         texts = self._layout(data, entities, len(old_pages))
         pages: list[str] = []
-        written: list[str] = []
         if texts is None:
             data["entities"] = entities
         else:
@@ -369,13 +436,12 @@ class ShardMapStore:
             held = self._pages
             token = secrets.token_hex(4)
             for number, text in enumerate(texts):
-                reuse = old_pages[number] if len(texts) == len(old_pages) else None
+                reuse = reusable[number] if len(texts) == len(reusable) else None
                 if reuse is not None and held.get(reuse) == text:
                     pages.append(reuse)
                     continue
                 sk = f"page#{shard_map.version:010d}#{number:03d}#{token}"
                 self._put_page(sk, text, shard_map.version)
-                written.append(sk)
                 pages.append(sk)
         item: dict[str, Any] = {
             **SHARD_MAP_KEY,
@@ -386,8 +452,10 @@ class ShardMapStore:
         }
         if pages:
             item["pages"] = {"L": [{"S": sk} for sk in pages]}
+        with self._lock:
+            self._unsettled.update((sk, shard_map.version) for sk in old_pages if sk not in pages)
         try:
-            if expected is None:
+            if previous is None:
                 self._db.put_item(TableName=self._table, Item=item, ConditionExpression="attribute_not_exists(pk)")
             else:
                 self._db.put_item(
@@ -395,12 +463,43 @@ class ShardMapStore:
                     Item=item,
                     ConditionExpression="#v = :expected",
                     ExpressionAttributeNames={"#v": "version"},
-                    ExpressionAttributeValues={":expected": {"N": str(expected)}},
+                    ExpressionAttributeValues={":expected": {"N": str(previous.version)}},
                 )
+        except Exception as exc:
+            if not self._landed(item, exc):
+                raise
+        self._settle(shard_map.version, pages)
+        with self._lock:
+            self._pages = dict(zip(pages, texts or (), strict=True))
+            self._last = (item["map"]["S"], shard_map.version, tuple(pages), shard_map)
+
+    def _landed(self, item: Mapping[str, Any], error: Exception) -> bool:
+        """Whether the head put that raised ``error`` is stored after all (read back, consistently).
+        When another head is stored, the pages it cannot name are deleted."""
+        try:
+            head = self._get(dict(SHARD_MAP_KEY))
         except Exception:
-            self._delete_pages(written)  # no head names them
-            raise
-        self._delete_pages([sk for sk in old_pages if sk not in pages])
+            logger.warning("could not read the shard-map head back after its put failed; its pages are kept")
+            return False
+        if head == item:
+            logger.warning("the shard-map head put raised but had landed", table=self._table, error=str(error))
+            return True
+        if head is not None:
+            self._settle(_version_of(head), _page_keys(head.get("pages", {"L": []})) or ())
+        return False
+
+    def _settle(self, version: int | None, named: Collection[str]) -> None:
+        """Given a stored head (its version and the pages it names), settle the pages tracked for that
+        version or an earlier one: those it names are its own now, the others are deleted. No head can
+        name them again: a head put is conditioned on the version stored (and versions only grow), so
+        only one built on this head can land, and it reuses pages of this head alone."""
+        if version is None:
+            return
+        with self._lock:
+            settled = [sk for sk, v in self._unsettled.items() if v <= version]
+            for sk in settled:
+                del self._unsettled[sk]
+        self._delete_pages([sk for sk in settled if sk not in named])
 
     def _layout(self, data: dict[str, object], entities: dict[str, object], old_count: int) -> list[str] | None:
         """The pages' JSON for ``entities`` (None: they fit in the head). The page count stays
@@ -437,16 +536,28 @@ class ShardMapStore:
         )
 
     def _put_page(self, sk: str, text: str, version: int) -> None:
-        self._db.put_item(
-            TableName=self._table,
-            Item={
-                "pk": {"S": SHARD_MAP_PARTITION},
-                "sk": {"S": sk},
-                "entities": {"S": text},
-                "version": {"N": str(version)},
-            },
-            ConditionExpression="attribute_not_exists(pk)",
-        )
+        with self._lock:
+            self._unsettled[sk] = version
+        try:
+            self._db.put_item(
+                TableName=self._table,
+                Item={
+                    "pk": {"S": SHARD_MAP_PARTITION},
+                    "sk": {"S": sk},
+                    "entities": {"S": text},
+                    "version": {"N": str(version)},
+                },
+                ConditionExpression="attribute_not_exists(pk)",
+            )
+        except ClientError as exc:
+            # Already there: put by an attempt of this call whose response was lost before botocore's
+            # retry (the key's token is this put's), or, once in 4 billion, another writer's; either
+            # serves if it holds the same entities.
+            if _code(exc) != _CONDITION_FAILED:
+                raise
+            found = self._get({"pk": {"S": SHARD_MAP_PARTITION}, "sk": {"S": sk}})
+            if found is None or found.get("entities") != {"S": text}:
+                raise
 
     def _delete_pages(self, pages: Sequence[str]) -> None:
         for sk in pages:
@@ -496,6 +607,15 @@ def _page_keys(raw: object) -> tuple[str, ...] | None:
     return keys  # type: ignore[return-value]
 
 
+def _version_of(head: Mapping[str, Any] | None) -> int | None:
+    raw = head.get("version") if head is not None else None
+    text = raw.get("N") if isinstance(raw, Mapping) else None
+    try:
+        return int(text) if isinstance(text, str) else None
+    except ValueError:
+        return None
+
+
 def _dumps(value: object) -> str:
     return json.dumps(value, separators=(",", ":"), sort_keys=True)
 
@@ -520,7 +640,9 @@ def shard_map_source(
     reader never writes: until a writer stores a map, it plans with the
     initial one, which is what the writer would store. A failed refresh after
     the cache expires raises (the batch or request fails): writing with a map
-    that may be stale could put a split entity where readers do not look.
+    that may be stale could put a split entity where readers do not look. A
+    malformed stored map is the exception: :meth:`ShardMapStore.load` answers
+    with the last good map it holds, since retrying would meet it again.
     """
     if common.control_table is None:
         return StaticShardMap(ShardMap.initial(common.layout.bucket, common.shards))

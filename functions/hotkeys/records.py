@@ -28,7 +28,11 @@ and a user delete of a block are both billed by its size (a block is never
 changed in place: a redelivered ingest batch writes the same blocks again, and a
 put that changes nothing is billed but leaves no stream record, so it goes
 uncounted). Nothing is read from ``SizeBytes`` (the size of the stream
-*record*) or from images.
+*record*) or from images, but for an item of the format before blocks (one
+reading, sort key ``<entity>#<ts>#<event id>`` or ``<ts>#<event id>``, no write
+units: ``keydesign.legacy``; nothing writes one any more, but a user may delete
+one): its write units are counted from ``SizeBytes`` as they were before blocks,
+exact up to 1 KB and a lower bound above.
 """
 
 from __future__ import annotations
@@ -40,7 +44,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from hotkeys.detector import EVENT_NAMES, Observation
-from keydesign.layouts import LayoutKind, parse_keys
+from keydesign.items import write_units
+from keydesign.layouts import KeyParts, LayoutKind, parse_keys
+from keydesign.legacy import legacy_entity
 
 # Seconds since the epoch: 2001-09-09 .. 5138-11-16. Lambda sends seconds; a
 # value past this range is almost certainly milliseconds.
@@ -97,7 +103,13 @@ def parse_record(raw: object, *, layout_kind: LayoutKind, table_prefix: str) -> 
         return Skipped(SkipKind.FOREIGN, f"key schema ({names}) is not the readings table's (pk, sk strings)")
     parts = parse_keys(pk, sk, layout_kind)
     if parts is None:
-        return Skipped(SkipKind.FOREIGN, f"key {pk[:80]!r} is not a {layout_kind} readings key")
+        legacy = legacy_entity(pk, sk, layout_kind)
+        if legacy is None:
+            return Skipped(SkipKind.FOREIGN, f"key {pk[:80]!r} is not a {layout_kind} readings key")
+        size = body.get("SizeBytes")
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            return Skipped(SkipKind.MALFORMED, "dynamodb.SizeBytes must be a whole number of bytes")
+        parts = KeyParts(*legacy, write_units=write_units(size))
     when = _seconds(body.get("ApproximateCreationDateTime"))
     if isinstance(when, str):
         return Skipped(SkipKind.MALFORMED, when)

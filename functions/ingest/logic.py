@@ -8,13 +8,13 @@ readings of one entity, partition and bucket from every record of the batch.
 2. pack the valid readings into blocks (``Layout.pack``): the last copy of a
    reading in the batch wins, and each block carries the largest sequence number
    of the records its readings came from as its version;
-3. record the occupancy of the blocks' partitions, then write the blocks, 25 to a
-   call, several calls in flight, while the rejects are sent to SQS;
+3. record the occupancy of the blocks' partitions and mark their intervals for
+   the rollup function, then write the blocks, 25 to a call, several calls in
+   flight, while the rejects are sent to SQS;
 4. ask the rotator for the table of a period that has none (a reading up to
    ``MAX_AGE`` old from before the deployment, or a backfill): its readings are
    handed back, and the redelivery finds the table;
-5. mark the written readings' intervals for the rollup function;
-6. attribute every block's outcome back to the readings it stands for, and so to
+5. attribute every block's outcome back to the readings it stands for, and so to
    their Kinesis records.
 
 The result, :class:`BatchOutcome`, knows for each record whether all of its
@@ -33,7 +33,7 @@ from __future__ import annotations
 import random
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -282,6 +282,7 @@ class Ingestor:
         # A partition's occupancy is recorded before its blocks are written, so a
         # reader never finds readings in a partition it was told is empty.
         blocked = self._record_occupancy(blocks, deadline, now_ms, outcome)
+        blocked.update(self._mark_rollups(blocks, blocked, now_ms, deadline))
         order = [i for i in range(len(blocks)) if i not in blocked]
         chunks = self.writer.submit([_pending(blocks[i]) for i in order], deadline)
         outcome.rejects = self.rejects.publish(batch.rejects, deadline)  # while the blocks are written
@@ -289,7 +290,6 @@ class Ingestor:
         for chunk in chunks:
             write.merge(chunk.result(), order)
         self._ask_for_tables(blocks, write)
-        self._mark_rollups(blocks, write, now_ms, deadline)
 
         for index, record in enumerate(batch.reject_record):
             self._settle_reject(outcome, record, batch.rejects[index], index, outcome.rejects)
@@ -429,15 +429,22 @@ class Ingestor:
         for index, table in missing.items():
             write.unwritten[index] = f"table {table} does not exist yet; the rotator is asked to build it"
 
-    def _mark_rollups(self, blocks: Sequence[Block], write: WriteReport, now_ms: int, deadline: Deadline) -> None:
-        """Mark the written readings' intervals for the rollup function: after the readings, stamped
-        with the batch's start (see rollup.logic). A block whose marks are not all written is handed back."""
+    def _mark_rollups(
+        self, blocks: Sequence[Block], blocked: Mapping[int, str], now_ms: int, deadline: Deadline
+    ) -> dict[int, str]:
+        """Mark the intervals of the blocks about to be written for the rollup function, stamped with the
+        batch's start (see rollup.logic), *before* the blocks: a block is stored only once its marks are,
+        so an invocation stopped or slowed past its deadline between the two never leaves readings stored
+        that no mark stands for. Returns the blocks (by index) whose marks are not all written: they are
+        not written either, and are handed back. A block whose write then fails leaves its marks behind,
+        which costs the rollup function a recompute of an unchanged interval, never correctness."""
         if self.rollup_marks is None:
-            return
-        written = [(i, r.entity_id, r.ts_ms) for i in sorted(write.written) for r in blocks[i].readings]
-        for index, why in self.rollup_marks.write(written, now_ms, deadline).items():
-            write.written.discard(index)
-            write.unwritten[index] = f"rollup mark not written: {why}"
+            return {}
+        wanted = [(i, r.entity_id, r.ts_ms) for i in range(len(blocks)) if i not in blocked for r in blocks[i].readings]
+        return {
+            index: f"rollup mark not written: {why}"
+            for index, why in self.rollup_marks.write(wanted, now_ms, deadline).items()
+        }
 
     def _settle_reject(
         self, outcome: BatchOutcome, record: int, reject: Reject, index: int, report: RejectsReport

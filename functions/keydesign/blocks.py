@@ -33,20 +33,42 @@ version make the same block, so a redelivered batch overwrites its own blocks.
 ``<write units>`` is what a put of the item is billed (1 per KB, rounded up): the
 hot-key detector reads it from the key, since the table's stream is ``KEYS_ONLY``.
 
-The payload (all integers unsigned LEB128 varints)::
+The payload, format 3 (what this code writes; all integers unsigned LEB128 varints)::
 
-    0x01 | 0x02               format: 1, the body is raw DEFLATE (RFC 1951); 2, the body as is
-                              (a small body that DEFLATE would not shrink)
-    varint  count             readings in the block (>= 1)
+    0x03                      the format's version: a payload of any other version than 1, 2 or 3 is
+                              refused, naming it (a newer writer's block is never misread)
+    byte codec                0: the body is raw DEFLATE (RFC 1951); 1: the body as is (a small body
+                              that DEFLATE would not shrink)
+    varint  count             readings in the block, 1 .. MAX_BLOCK_READINGS
     varint  first_ms          epoch ms of the oldest reading
-    varint  span_ms           newest minus oldest
+    varint  span_ms           newest minus oldest, below MAX_BLOCK_SPAN_MS
     byte n, then n bytes      version: the largest Kinesis sequence number among the readings,
                               unsigned big-endian (a 56-digit sequence number takes 24 bytes)
+    4 bytes                   CRC-32 (zlib.crc32), big-endian, of every other byte of the payload
     body: a UTF-8 JSON array [deltas, measures, event_ids, dimensions], trailing nulls left out
       deltas      [int]                   ms from the previous reading (the first: 0)
-      measures    {name: [number|null]}   null: the reading has no such measure
+      measures    {name: column}          a column of numbers, one per reading that has the measure
       event_ids   null | [str|null]       null: every id is the derived one; null entry: that one is
-      dimensions  null | {name: [str|null]}
+      dimensions  null | {name: column}   a column of strings
+    a column is dense, [value|null] with one entry a reading (null: the reading has no such name), or,
+    when fewer than half the readings have the name, sparse: {"i": [index], "v": [value]}, the
+    readings' indexes ascending. So the body grows with the names the readings hold, not with
+    readings x names: packing and decoding are linear in the readings' size for any mix of names.
+
+Formats 1 and 2, written before format 3 and still read: byte 0 was the codec (1: DEFLATE, 2: as
+is), with no codec byte and no checksum; every column is dense. A format-3 payload whose byte 0 is
+damaged into a 1 or a 2 is still refused: read as format 1 or 2, its codec byte is the count (0,
+no readings) or, for a body stored as is, its first_ms varint is the span (past the 10 s any block
+may span).
+
+Decoding checks everything, for every format, and raises :class:`BlockError` naming what is wrong
+instead of returning readings that were not written: the checksum (format 3); the header (count
+1 .. MAX_BLOCK_READINGS, span below MAX_BLOCK_SPAN_MS, times within 9999); that the body is one
+whole DEFLATE stream (or the body as is) of UTF-8 JSON without NaN, infinities or repeated names;
+and every column's type and length: deltas whole numbers >= 0, the first 0, adding up to the span;
+names as readings allow them; measures ints or finite floats (never booleans), at least one a
+reading; event ids strings an event id may be; dimension values strings a dimension value may be;
+the readings in strictly ascending (time, event id) order.
 
 Readings are stored in (time, event id) order, once each. A *derived* event id (a
 reading sent without one: ``keydesign.model.derive_event_id``) is not stored: the
@@ -61,18 +83,35 @@ reading within a batch, the highest version always holds the copy published last
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
+import math
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from .errors import KeyDesignError
 from .items import item_size, write_units
-from .model import Reading, derive_event_id
+from .model import (
+    CONTROL_CHARACTERS,
+    DIMENSION_VALUE_MAX,
+    EVENT_ID_MAX,
+    ID_PATTERN,
+    NAME_PATTERN,
+    Reading,
+    derive_event_id,
+)
+from .timefmt import MAX_TS_MS
 
-#: The payload's first byte: how its body is stored.
-DEFLATED = 1
-RAW = 2
+#: The format this code writes (the payload's first byte). It reads it and the two before it.
+FORMAT = 3
+#: Formats 1 and 2 (read, no longer written): the first byte said how the body was stored.
+FORMAT_1_DEFLATED = 1
+FORMAT_2_RAW = 2
+#: Format 3's codec byte.
+CODEC_DEFLATE = 0
+CODEC_RAW = 1
 #: A block's readings lie within this much of its first one.
 MAX_BLOCK_SPAN_MS = 10_000
 #: Readings in one block at most: what a reader decodes to get at one of them.
@@ -84,6 +123,7 @@ BLOCK_ID_DIGITS = 12
 #: Sorts after every character of a block sort key's tail: closes a range at an instant.
 HIGH = "~"
 _LEVEL = 6
+_CHECKSUM_BYTES = 4
 
 
 class BlockError(KeyDesignError):
@@ -92,13 +132,18 @@ class BlockError(KeyDesignError):
 
 @dataclass(frozen=True, slots=True)
 class BlockHeader:
-    """The uncompressed head of a payload: enough to decide whether to decode the body."""
+    """The uncompressed head of a payload: enough to decide whether to decode the body.
+
+    ``format_version`` is the payload's format (1, 2 or 3), ``deflated`` whether its body is DEFLATE.
+    """
 
     count: int
     first_ms: int
     span_ms: int
     version: int
     body_at: int
+    format_version: int = FORMAT
+    deflated: bool = True
 
     @property
     def last_ms(self) -> int:
@@ -148,23 +193,67 @@ def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
 
 # -- encoding -------------------------------------------------------------------------------
 
+_Cells = tuple[list[int], list[Any]]
+
+
+def _column(cells: _Cells, count: int) -> list[Any] | dict[str, list[Any]]:
+    """A name's column: dense (one entry a reading) when at least half the readings have it, else sparse."""
+    indexes, values = cells
+    if len(values) == count:
+        return values
+    if 2 * len(values) < count:
+        return {"i": indexes, "v": values}
+    dense: list[Any] = [None] * count
+    for index, value in zip(indexes, values, strict=True):
+        dense[index] = value
+    return dense
+
+
+def _add_cells(columns: dict[str, _Cells], index: int, values: Mapping[str, Any]) -> None:
+    for name, value in values.items():
+        cells = columns.get(name)
+        if cells is None:
+            cells = columns[name] = ([], [])
+        cells[0].append(index)
+        cells[1].append(value)
+
+
+def body_estimate(reading: Reading) -> int:
+    """About the bytes ``reading`` adds to an uncompressed body (names aside: a block writes each once),
+    computed without encoding it: :meth:`keydesign.Layout.pack` cuts runs of readings by it."""
+    size = 16 + len(reading.event_id) + 24 * len(reading.measures)
+    if reading.dimensions:
+        size += 8 * len(reading.dimensions) + sum(map(len, reading.dimensions.values()))
+    return size
+
 
 def encode_block(readings: Sequence[Reading], version: int) -> Encoded:
     """The payload of a block holding ``readings`` (one entity, sorted by time then event id,
-    no two with the same time and event id) published as ``version``."""
+    no two with the same time and event id, within the span and count limits) published as ``version``.
+
+    Linear in the readings' size: a name few readings have is a sparse column, not one padded to the
+    block's length.
+    """
     if not readings:
         raise ValueError("a block holds at least one reading")
+    if len(readings) > MAX_BLOCK_READINGS:
+        raise ValueError(f"a block holds at most {MAX_BLOCK_READINGS} readings, not {len(readings)}")
     entity = readings[0].entity_id
     first = readings[0].ts_ms
+    if readings[-1].ts_ms - first >= MAX_BLOCK_SPAN_MS:
+        raise ValueError(f"a block's readings lie within {MAX_BLOCK_SPAN_MS} ms of its first one")
     deltas: list[int] = []
     ids: list[str | None] = []
-    measure_names: dict[str, None] = {}
-    dimension_names: dict[str, None] = {}
-    previous = first
+    measures: dict[str, _Cells] = {}
+    dimensions: dict[str, _Cells] = {}
+    previous: tuple[int, str] | None = None
     stored_ids = False
-    for reading in readings:
-        deltas.append(reading.ts_ms - previous)
-        previous = reading.ts_ms
+    for index, reading in enumerate(readings):
+        key = (reading.ts_ms, reading.event_id)
+        if reading.entity_id != entity or (previous is not None and key <= previous):
+            raise ValueError("a block's readings are one entity's, in ascending (time, event id) order, each once")
+        deltas.append(reading.ts_ms - (first if previous is None else previous[0]))
+        previous = key
         event_id = reading.event_id
         if event_id.startswith("h-") and event_id == derive_event_id(
             reading.entity_id, reading.ts_ms, reading.measures, reading.dimensions
@@ -173,91 +262,255 @@ def encode_block(readings: Sequence[Reading], version: int) -> Encoded:
         else:
             ids.append(event_id)
             stored_ids = True
-        measure_names.update(dict.fromkeys(reading.measures))
+        _add_cells(measures, index, reading.measures)
         if reading.dimensions:
-            dimension_names.update(dict.fromkeys(reading.dimensions))
-    measures = {name: [r.measures.get(name) for r in readings] for name in sorted(measure_names)}
-    dimensions = (
-        {name: [r.dimensions.get(name) for r in readings] for name in sorted(dimension_names)}
-        if dimension_names
-        else None
-    )
-    columns: list[object] = [deltas, measures, ids if stored_ids else None, dimensions]
+            _add_cells(dimensions, index, reading.dimensions)
+    count = len(readings)
+    columns: list[object] = [
+        deltas,
+        {name: _column(measures[name], count) for name in sorted(measures)},
+        ids if stored_ids else None,
+        {name: _column(dimensions[name], count) for name in sorted(dimensions)} if dimensions else None,
+    ]
     while columns[-1] is None:
         columns.pop()
-    body = json.dumps(columns, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    body = json.dumps(columns, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8")
     packer = zlib.compressobj(_LEVEL, zlib.DEFLATED, -15)
     deflated = packer.compress(body) + packer.flush()
-    head = bytearray([DEFLATED if len(deflated) < len(body) else RAW])
-    for number in (len(readings), first, previous - first):
+    codec = CODEC_DEFLATE if len(deflated) < len(body) else CODEC_RAW
+    last = readings[-1].ts_ms
+    head = bytearray([FORMAT, codec])
+    for number in (count, first, last - first):
         _varint(number, head)
     version_bytes = version.to_bytes(max(1, (version.bit_length() + 7) // 8), "big")
     head.append(len(version_bytes))
     head += version_bytes
+    stored = deflated if codec == CODEC_DEFLATE else body
+    checksum = zlib.crc32(stored, zlib.crc32(head))
+    payload = bytes(head) + checksum.to_bytes(_CHECKSUM_BYTES, "big") + stored
     digest = hashlib.sha256(f"{entity}\n{version}\n".encode() + body).hexdigest()[:BLOCK_ID_DIGITS]
-    payload = bytes(head) + (deflated if head[0] == DEFLATED else body)
-    return Encoded(payload, digest, first, previous)
+    return Encoded(payload, digest, first, last)
+
+
+# -- decoding -------------------------------------------------------------------------------
 
 
 def read_header(payload: bytes) -> BlockHeader:
-    """The header of ``payload``; raises :class:`BlockError` when it is not a block this code reads."""
+    """The header of ``payload``, its checksum verified (format 3); raises :class:`BlockError` when
+    it is not a block this code reads."""
     if not payload:
         raise BlockError("b", "the payload is empty")
-    if payload[0] not in (DEFLATED, RAW):
-        raise BlockError("b", f"block format {payload[0]} is not one this code reads ({DEFLATED} or {RAW})")
-    count, pos = _read_varint(payload, 1)
+    format_version = payload[0]
+    if format_version == FORMAT:
+        if len(payload) < 2:
+            raise BlockError("b", "the payload ends inside its header")
+        codec, pos = payload[1], 2
+    elif format_version in (FORMAT_1_DEFLATED, FORMAT_2_RAW):
+        codec, pos = (CODEC_DEFLATE if format_version == FORMAT_1_DEFLATED else CODEC_RAW), 1
+    else:
+        newer = " (a newer writer's?)" if format_version > FORMAT else ""
+        raise BlockError("b", f"block format {format_version} is not one this code reads (1, 2 or 3){newer}")
+    count, pos = _read_varint(payload, pos)
     first, pos = _read_varint(payload, pos)
     span, pos = _read_varint(payload, pos)
     if pos >= len(payload) or pos + 1 + payload[pos] > len(payload):
         raise BlockError("b", "the payload ends inside its header")
     version = int.from_bytes(payload[pos + 1 : pos + 1 + payload[pos]], "big")
     pos += 1 + payload[pos]
-    if count < 1:
-        raise BlockError("b", "the header counts no readings")
-    return BlockHeader(count, first, span, version, pos)
+    if format_version == FORMAT:
+        if pos + _CHECKSUM_BYTES > len(payload):
+            raise BlockError("b", "the payload ends inside its header")
+        stored = int.from_bytes(payload[pos : pos + _CHECKSUM_BYTES], "big")
+        view = memoryview(payload)
+        if zlib.crc32(view[pos + _CHECKSUM_BYTES :], zlib.crc32(view[:pos])) != stored:
+            raise BlockError("b", "the checksum does not match: the payload is corrupt or cut short")
+        pos += _CHECKSUM_BYTES
+        if codec not in (CODEC_DEFLATE, CODEC_RAW):
+            raise BlockError("b", f"codec {codec} is not one format 3 has")
+    if not 1 <= count <= MAX_BLOCK_READINGS:
+        raise BlockError("b", f"the header counts {count} readings; a block holds 1 to {MAX_BLOCK_READINGS}")
+    if span >= MAX_BLOCK_SPAN_MS:
+        raise BlockError("b", f"the header's span is {span} ms; a block's readings lie within {MAX_BLOCK_SPAN_MS} ms")
+    if first + span > MAX_TS_MS:
+        raise BlockError("b", "the header's times are past 9999")
+    return BlockHeader(count, first, span, version, pos, format_version, codec == CODEC_DEFLATE)
+
+
+def _refuse_constant(name: str) -> object:
+    raise ValueError(f"{name} is not a number a block holds")
+
+
+def _unique_names(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    found = dict(pairs)
+    if len(found) != len(pairs):
+        raise ValueError("an object names one key twice")
+    return found
+
+
+def _body(payload: bytes, header: BlockHeader) -> object:
+    raw = memoryview(payload)[header.body_at :]
+    if header.deflated:
+        inflater = zlib.decompressobj(-15)
+        try:
+            text = inflater.decompress(raw)
+        except zlib.error as exc:
+            raise BlockError("b", f"the body does not decompress ({exc})") from None
+        if not inflater.eof:
+            raise BlockError("b", "the body does not decompress: its DEFLATE stream is cut short")
+        if inflater.unused_data:
+            raise BlockError("b", "the body does not decompress: bytes follow its DEFLATE stream")
+    else:
+        text = bytes(raw)
+    try:
+        return json.loads(text.decode("utf-8"), parse_constant=_refuse_constant, object_pairs_hook=_unique_names)
+    except (ValueError, RecursionError) as exc:
+        raise BlockError("b", f"the body is not UTF-8 JSON ({str(exc)[:200]})") from None
+
+
+def _times(deltas: object, header: BlockHeader) -> list[int]:
+    if type(deltas) is not list or len(deltas) != header.count:
+        raise BlockError("b", f"the time deltas are not a list of the {header.count} readings the header counts")
+    if set(map(type, deltas)) != {int}:
+        raise BlockError("b", "a time delta is not a whole number")
+    if deltas[0] != 0 or min(deltas) < 0:
+        raise BlockError("b", "the time deltas are not 0 and then non-negative: the readings are not in time order")
+    if sum(deltas) != header.span_ms:
+        raise BlockError("b", "the readings' times do not end where the header says")
+    times: list[int] = []
+    ts = header.first_ms
+    for delta in deltas:
+        ts += delta
+        times.append(ts)
+    return times
+
+
+def _numbers(values: list[Any]) -> str | None:
+    """What is wrong with a column's measure values (None: nothing)."""
+    kinds = set(map(type, values))
+    if not kinds <= {int, float}:
+        shown = sorted(k.__name__ for k in kinds - {int, float})
+        return f"holds {', '.join(shown)}, not only numbers"
+    try:
+        finite = all(map(math.isfinite, values))
+    except OverflowError:
+        finite = False
+    return None if finite else "holds a number that is not finite (or past a double's range)"
+
+
+def _texts(values: list[Any]) -> str | None:
+    """What is wrong with a column's dimension values (None: nothing)."""
+    if set(map(type, values)) != {str}:
+        return "holds a value that is not a string"
+    if max(map(len, values)) > DIMENSION_VALUE_MAX:
+        return f"holds a value longer than {DIMENSION_VALUE_MAX} characters"
+    joined = "".join(values)
+    if CONTROL_CHARACTERS.search(joined):
+        return "holds a control character"
+    if not joined.isascii():
+        try:
+            joined.encode("utf-8")
+        except UnicodeEncodeError:
+            return "holds a lone surrogate"
+    return None
+
+
+def _fill(
+    rows: list[dict[str, Any]],
+    what: str,
+    columns: object,
+    check: Callable[[list[Any]], str | None],
+    sparse: bool,
+) -> None:
+    """Put each column of ``columns`` (an object of name to column) into the readings' ``rows``."""
+    count = len(rows)
+    if type(columns) is not dict:
+        raise BlockError("b", f"the {what}s are not an object of name to column")
+    for name, column in columns.items():
+        if NAME_PATTERN.match(name) is None:
+            raise BlockError("b", f"the {what} name {name[:80]!r} is not one a reading may have")
+        if type(column) is list:
+            if len(column) != count:
+                raise BlockError("b", f"the {what} {name!r} does not hold the {count} readings the header counts")
+            if None in column:
+                indexes: Sequence[int] = [i for i, value in enumerate(column) if value is not None]
+                values = [column[i] for i in indexes]
+            else:
+                indexes, values = range(count), column
+        elif sparse and type(column) is dict and column.keys() == {"i", "v"}:
+            indexes, values = column["i"], column["v"]
+            if type(indexes) is not list or type(values) is not list or len(indexes) != len(values):
+                raise BlockError("b", f"the sparse {what} {name!r} is not two lists of the same length")
+            if set(map(type, indexes)) - {int} or any(a >= b for a, b in itertools.pairwise(indexes)):
+                raise BlockError("b", f"the sparse {what} {name!r} has indexes that are not whole numbers ascending")
+            if indexes and (indexes[0] < 0 or indexes[-1] >= count):
+                raise BlockError("b", f"the sparse {what} {name!r} has an index outside the {count} readings")
+            if any(value is None for value in values):
+                raise BlockError("b", f"the sparse {what} {name!r} holds a null")
+        else:
+            raise BlockError("b", f"the {what} {name!r} is not a column")
+        if not values:
+            continue  # no writer makes an empty column, but it decodes to nothing
+        problem = check(values)
+        if problem is not None:
+            raise BlockError("b", f"the {what} {name!r} {problem}")
+        for index, value in zip(indexes, values, strict=True):
+            rows[index][name] = value
+
+
+def _event_ids(ids: object, count: int) -> list[str | None] | None:
+    if ids is None:
+        return None
+    if type(ids) is not list or len(ids) != count:
+        raise BlockError("b", f"the event ids are not a list of the {count} readings the header counts")
+    stored = [event_id for event_id in ids if event_id is not None]
+    # Joined, valid ids are one valid id but for its length: one match checks them all.
+    if stored and (
+        set(map(type, stored)) != {str}
+        or not all(stored)
+        or max(map(len, stored)) > EVENT_ID_MAX
+        or ID_PATTERN.match("".join(stored)) is None
+    ):
+        bad = next(i for i in stored if type(i) is not str or not i or len(i) > EVENT_ID_MAX or not ID_PATTERN.match(i))
+        raise BlockError("b", f"the event id {str(bad)[:80]!r} is not one a reading may have")
+    return ids
 
 
 def decode_block(entity_id: str, payload: bytes) -> tuple[BlockHeader, list[Reading]]:
     """The header and the readings of a block of ``entity_id``, in stored order (time, then event id).
 
     Raises :class:`BlockError` naming what is wrong when the payload is not a whole,
-    well-formed block.
+    well-formed block (see the module's description for every check).
     """
     header = read_header(payload)
-    raw = payload[header.body_at :]
-    try:
-        body = json.loads(zlib.decompress(raw, -15) if payload[0] == DEFLATED else raw)
-    except (zlib.error, ValueError) as exc:
-        raise BlockError("b", f"the body does not decompress to JSON ({exc})") from None
-    if not isinstance(body, list) or not 2 <= len(body) <= 4:
+    body = _body(payload, header)
+    if type(body) is not list or not 2 <= len(body) <= 4:
         raise BlockError("b", "the body is not the columns of a block")
     deltas, measures, ids, dimensions = [*body, None, None][:4]
     count = header.count
-    if not isinstance(deltas, list) or len(deltas) != count or not isinstance(measures, dict):
-        raise BlockError("b", f"the body's columns do not hold the {count} readings the header counts")
-    columns = list(measures.items())
-    dimension_columns = list(dimensions.items()) if isinstance(dimensions, dict) else []
-    for _, column in (*columns, *dimension_columns):
-        if not isinstance(column, list) or len(column) != count:
-            raise BlockError("b", f"a column does not hold the {count} readings the header counts")
-    if ids is not None and (not isinstance(ids, list) or len(ids) != count):
-        raise BlockError("b", f"the event ids do not number the {count} readings the header counts")
+    times = _times(deltas, header)
+    sparse = header.format_version == FORMAT
+    measure_rows: list[dict[str, Any]] = [{} for _ in range(count)]
+    _fill(measure_rows, "measure", measures, _numbers, sparse)
+    dimension_rows: list[dict[str, Any]] | None = None
+    if dimensions is not None:
+        dimension_rows = [{} for _ in range(count)]
+        _fill(dimension_rows, "dimension", dimensions, _texts, sparse)
+    event_ids = _event_ids(ids, count)
     out: list[Reading] = []
-    ts = header.first_ms
-    for index in range(count):
-        ts += deltas[index]
-        reading_measures = {name: column[index] for name, column in columns if column[index] is not None}
-        reading_dimensions = (
-            {name: column[index] for name, column in dimension_columns if column[index] is not None}
-            if dimension_columns
-            else {}
-        )
-        event_id = ids[index] if ids is not None else None
+    previous: tuple[int, str] | None = None
+    for index, ts in enumerate(times):
+        reading_measures = measure_rows[index]
+        if not reading_measures:
+            raise BlockError("b", f"reading {index} of the block has no measure")
+        reading_dimensions = dimension_rows[index] if dimension_rows is not None else {}
+        event_id = event_ids[index] if event_ids is not None else None
         if event_id is None:
             event_id = derive_event_id(entity_id, ts, reading_measures, reading_dimensions)
+        key = (ts, event_id)
+        if previous is not None and key <= previous:
+            raise BlockError("b", "the readings are not in ascending (time, event id) order, each once")
+        previous = key
         out.append(Reading(entity_id, event_id, ts, reading_measures, reading_dimensions))
-    if ts != header.last_ms:
-        raise BlockError("b", "the readings' times do not end where the header says")
     return header, out
 
 

@@ -38,6 +38,7 @@ from .blocks import (
     MAX_BLOCK_SPAN_MS,
     Encoded,
     block_item,
+    body_estimate,
     encode_block,
     keyed_item,
 )
@@ -47,6 +48,12 @@ from .model import Reading, validate_entity_id
 from .periods import Bucket, TablePeriod
 from .shardmap import ShardMap
 from .timefmt import MAX_TS_MS, format_ts
+
+#: The most body (by :func:`keydesign.blocks.body_estimate`) one run of readings is encoded with
+#: before it is cut in two while its block is over MAX_BLOCK_ITEM_BYTES: 16 times what fits in a
+#: block uncompressed, so a run is halved a few times at most, and packing costs a bounded number of
+#: encodings of each reading however its readings compress.
+MAX_RUN_BODY_BYTES = 16 * MAX_BLOCK_ITEM_BYTES
 
 LayoutKind = Literal["random", "calculated", "hybrid"]
 LAYOUTS: tuple[LayoutKind, ...] = ("random", "calculated", "hybrid")
@@ -253,7 +260,7 @@ class Layout:
         blocks: list[Block] = []
         for (entity, bucket_start), members in groups.items():
             members.sort()
-            for run in _runs(members):
+            for run in _runs(members, [body_estimate(entries[index][0]) for _, _, index in members]):
                 blocks.extend(cut(entity, bucket_start, run))
         return blocks
 
@@ -419,19 +426,23 @@ def key_family(partition_key: str, layout_kind: LayoutKind) -> str:
     return partition_key
 
 
-def _runs(members: list[tuple[int, str, int]]) -> list[list[int]]:
+def _runs(members: list[tuple[int, str, int]], estimates: list[int]) -> list[list[int]]:
     """A group's entries (time, event id, index; sorted) cut into runs a block may hold: each run
-    within MAX_BLOCK_SPAN_MS of its first reading and at most MAX_BLOCK_READINGS long."""
+    within MAX_BLOCK_SPAN_MS of its first reading, at most MAX_BLOCK_READINGS long, and of at most
+    :data:`MAX_RUN_BODY_BYTES` of body by the readings' ``estimates`` (:func:`keydesign.blocks.body_estimate`)."""
     runs: list[list[int]] = []
     run: list[int] = []
-    first = 0
-    for ts, _, index in members:
-        if run and (ts - first >= MAX_BLOCK_SPAN_MS or len(run) == MAX_BLOCK_READINGS):
+    first = size = 0
+    for (ts, _, index), estimate in zip(members, estimates, strict=True):
+        if run and (
+            ts - first >= MAX_BLOCK_SPAN_MS or len(run) == MAX_BLOCK_READINGS or size + estimate > MAX_RUN_BODY_BYTES
+        ):
             runs.append(run)
             run = []
         if not run:
-            first = ts
+            first, size = ts, 0
         run.append(index)
+        size += estimate
     runs.append(run)
     return runs
 

@@ -39,15 +39,25 @@ DIMENSION_VALUE_MAX = 256
 _ID_RE = re.compile(r"^[A-Za-z0-9._:@+=/-]+\Z")
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}\Z")
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+#: The same rules, for readers that check stored data against them (:mod:`keydesign.blocks`).
+ID_PATTERN, NAME_PATTERN, CONTROL_CHARACTERS = _ID_RE, _NAME_RE, _CONTROL_RE
 _ALLOWED_FIELDS = frozenset({"entity_id", "event_id", "timestamp", "measures", "dimensions"})
 
-# DynamoDB numbers: magnitude between 1E-130 and 9.9999999999999999999999999999999999999E+125.
-_DDB_MAX = 9.9999999999999999999999999999999999999e125
+# DynamoDB numbers: 0, or a magnitude from 1E-130 to 9.9999999999999999999999999999999999999E+125 (38
+# nines), at most 38 significant digits. A float is written as its shortest text (repr): 1e-130 is
+# written "1e-130" (the float below it, "9.999999999999999e-131"), and every float below 1e126 is
+# written with at most 17 digits, so at most 9.999999999999998e+125; 1e126 itself, which the text of
+# 38 nines rounds to, is written "1e+126" and refused.
 _DDB_MIN = 1e-130
+_FLOAT_PAST_MAX = 1e126
+_DDB_MAX_INT = 10**126 - 10**88
 # The same bounds exactly, for numbers a float cannot hold (decoders hand those over as Decimal).
-_DDB_MAX_EXACT = Decimal("9.9999999999999999999999999999999999999E+125")
+_DDB_MAX_EXACT = Decimal(_DDB_MAX_INT)
 _DDB_MIN_EXACT = Decimal("1E-130")
-_OUT_OF_RANGE = "is outside the range DynamoDB can store (1e-130 .. 9.99e125)"
+_OUT_OF_RANGE = (
+    "is outside the range DynamoDB can store: 0, or a magnitude from 1e-130 to 9.99e125 "
+    "(a float is at most 9.999999999999998e125)"
+)
 _NOT_FINITE = "must be a finite number (NaN, infinity and literals past a double's range such as 1e400 are not)"
 # DynamoDB keeps at most 38 significant digits; a longer integer fails the write.
 _DDB_DIGITS = 38
@@ -88,18 +98,22 @@ def _validate_id(value: object, field_name: str, max_len: int) -> str:
 def _validate_number(value: object, field_name: str) -> int | float:
     if type(value) is float:  # the usual measure: one range check (NaN and infinities fail it)
         magnitude = abs(value)
-        if magnitude <= _DDB_MAX and (magnitude >= _DDB_MIN or magnitude == 0.0):
+        if magnitude < _FLOAT_PAST_MAX and (magnitude >= _DDB_MIN or magnitude == 0.0):
             return value
     if isinstance(value, bool) or not isinstance(value, int | float | Decimal):
         raise InvalidInput(field_name, f"must be a number, got {type(value).__name__}")
     if isinstance(value, Decimal):
         value = _exact_number(value, field_name)
-    if isinstance(value, float) and not math.isfinite(value):
-        raise InvalidInput(field_name, _NOT_FINITE)
-    magnitude = abs(value)
-    if magnitude > _DDB_MAX or (magnitude != 0 and magnitude < _DDB_MIN):
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise InvalidInput(field_name, _NOT_FINITE)
+        magnitude = abs(value)
+        if magnitude >= _FLOAT_PAST_MAX or (magnitude != 0 and magnitude < _DDB_MIN):
+            raise InvalidInput(field_name, _OUT_OF_RANGE)
+        return value
+    if abs(value) > _DDB_MAX_INT:
         raise InvalidInput(field_name, _OUT_OF_RANGE)
-    if isinstance(value, int) and len(str(abs(value)).rstrip("0")) > _DDB_DIGITS:
+    if len(str(abs(value)).rstrip("0")) > _DDB_DIGITS:
         raise InvalidInput(field_name, f"has more than the {_DDB_DIGITS} significant digits DynamoDB can store")
     return value
 
@@ -109,7 +123,7 @@ def _exact_number(value: Decimal, field_name: str) -> int | float:
     ``1e-400`` would round to 0.0 and a 5,000-digit integer is too long for ``str(int)``."""
     if not value.is_finite():
         raise InvalidInput(field_name, _NOT_FINITE)
-    magnitude = abs(value)
+    magnitude = value.copy_abs()  # exact: abs() rounds to the context's 28 digits
     if magnitude > _DDB_MAX_EXACT or (magnitude != 0 and magnitude < _DDB_MIN_EXACT):
         raise InvalidInput(field_name, _OUT_OF_RANGE)
     return int(value) if value == value.to_integral_value() else float(value)

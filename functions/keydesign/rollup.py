@@ -25,8 +25,11 @@ the answer being right.
 from __future__ import annotations
 
 import itertools
+import math
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 from .errors import ConfigError
@@ -144,50 +147,160 @@ def rollup_ttl(end_ms: int, retention_ms: int) -> int:
     return (end_ms + retention_ms + TTL_SLACK_MS) // 1000
 
 
+def _dyadic(value: int | float) -> tuple[int, int]:
+    """``value`` exactly as ``units * 2**exponent``: every int and every finite float is one."""
+    if type(value) is int:
+        return value, 0
+    units, divisor = value.as_integer_ratio()
+    return units, 1 - divisor.bit_length()  # divisor is 2**-exponent
+
+
+def _lower(value: int | float, held: int | float) -> bool:
+    """Whether ``value`` replaces ``held`` as a minimum: smaller, or equal and first in a fixed order
+    (a float before an int, -0.0 before 0.0), so the minimum and its type never depend on the order."""
+    if value != held:
+        return value < held
+    return (type(value) is not float, math.copysign(1, value)) < (type(held) is not float, math.copysign(1, held))
+
+
+def _higher(value: int | float, held: int | float) -> bool:
+    """The same for a maximum: larger, or equal and a float before an int, 0.0 before -0.0."""
+    if value != held:
+        return value > held
+    return (type(value) is float, math.copysign(1, value)) > (type(held) is float, math.copysign(1, held))
+
+
 @dataclass(slots=True)
 class Stat:
-    """One measure's figures over an interval."""
+    """One measure's figures over an interval.
+
+    The sum is kept exactly, as ``units * 2**exponent`` (every int and every float is such a
+    number), so it is the same whatever order the readings, or the finer intervals holding them,
+    are added in; :attr:`total` rounds it to a float once (the nearest, ``math.fsum``'s answer), or
+    gives it as an int when every term was one. Equal minima or maxima of two types keep the float.
+    """
 
     count: int
-    total: int | float
     low: int | float
     high: int | float
+    units: int = 0
+    exponent: int = 0
+    floats: bool = False
+
+    @classmethod
+    def of(cls, value: int | float) -> Stat:
+        units, exponent = _dyadic(value)
+        return cls(1, value, value, units, exponent, type(value) is float)
 
     def add(self, value: int | float) -> None:
+        # Inlined (_dyadic, _add_exact): this runs for every measure of every reading a raw aggregate reads.
         self.count += 1
-        self.total += value
-        self.low = min(self.low, value)
-        self.high = max(self.high, value)
+        if isinstance(value, float):
+            self.floats = True
+            units, divisor = value.as_integer_ratio()
+            exponent = 1 - divisor.bit_length()
+        else:
+            units, exponent = value, 0
+        if exponent >= self.exponent:
+            self.units += units << (exponent - self.exponent)
+        else:
+            self.units = (self.units << (self.exponent - exponent)) + units
+            self.exponent = exponent
+        if value < self.low or (value == self.low and _lower(value, self.low)):
+            self.low = value
+        if value > self.high or (value == self.high and _higher(value, self.high)):
+            self.high = value
 
     def merge(self, other: Stat) -> None:
         self.count += other.count
-        self.total += other.total
-        self.low = min(self.low, other.low)
-        self.high = max(self.high, other.high)
+        self._add_exact(other.units, other.exponent)
+        self.floats = self.floats or other.floats
+        if _lower(other.low, self.low):
+            self.low = other.low
+        if _higher(other.high, self.high):
+            self.high = other.high
+
+    def copy(self) -> Stat:
+        return Stat(self.count, self.low, self.high, self.units, self.exponent, self.floats)
+
+    def _add_exact(self, units: int, exponent: int) -> None:
+        if exponent >= self.exponent:
+            self.units += units << (exponent - self.exponent)
+        else:
+            self.units = (self.units << (self.exponent - exponent)) + units
+            self.exponent = exponent
+
+    @property
+    def total(self) -> int | float:
+        """The sum: exact as an int when every term was an int, else the float nearest the exact sum."""
+        return self._over(1)
+
+    @property
+    def mean(self) -> int | float:
+        """The sum over the count, rounded once (a float)."""
+        return float(self._over(self.count))
+
+    def _over(self, divisor: int) -> int | float:
+        if self.exponent >= 0:
+            whole = self.units << self.exponent
+            return whole / divisor if self.floats or divisor != 1 else whole
+        return self.units / (divisor << -self.exponent)  # int / int rounds once, to the nearest float
+
+    @property
+    def sum_text(self) -> str:
+        """The exact sum as decimal text: digits alone for a sum of ints, with a point for one of floats."""
+        if self.exponent >= 0:
+            whole = str(self.units << self.exponent)
+            return f"{whole}.0" if self.floats else whole
+        places = -self.exponent
+        digits = str(abs(self.units) * 5**places).rjust(places + 1, "0")
+        fraction = digits[-places:].rstrip("0") or "0"
+        return f"{'-' if self.units < 0 else ''}{digits[:-places]}.{fraction}"
+
+    @classmethod
+    def stored(cls, count: int, total: object, low: object, high: object) -> Stat:
+        """A stat as an item holds it: the sum as exact text (older items: a number), the minimum and
+        maximum as their text (older items: numbers, which DynamoDB may give back as ``3`` for ``3.0``)."""
+        if isinstance(total, str) and _INTEGER.fullmatch(total) is None:
+            units, divisor = Decimal(total).as_integer_ratio()
+            if divisor & (divisor - 1):
+                raise ValueError(f"the sum {total[:40]!r} is not a sum of floats")
+            return cls(count, _number(low), _number(high), units, 1 - divisor.bit_length(), True)
+        value = _number(total)
+        units, exponent = _dyadic(value)
+        return cls(count, _number(low), _number(high), units, exponent, type(value) is float)
+
+
+_INTEGER = re.compile(r"-?\d+")
 
 
 @dataclass(slots=True)
 class Figures:
-    """Readings counted and every measure's figures, over one interval (of one entity, or of all)."""
+    """Readings counted and every measure's figures, over one interval (of one entity, or of all).
+    ``aside``: why this interval's figures could not be computed or stored (rollup function: a block
+    that does not decode, an item DynamoDB refuses); an interval combined from one is set aside too."""
 
     readings: int = 0
     measures: dict[str, Stat] = field(default_factory=dict)
+    aside: str | None = None
 
     def add(self, measures: Mapping[str, int | float]) -> None:
         self.readings += 1
         for name, value in measures.items():
             stat = self.measures.get(name)
             if stat is None:
-                self.measures[name] = Stat(1, value, value, value)
+                self.measures[name] = Stat.of(value)
             else:
                 stat.add(value)
 
     def merge(self, other: Figures) -> None:
         self.readings += other.readings
+        if other.aside is not None and (self.aside is None or other.aside < self.aside):
+            self.aside = other.aside  # the same reason, whatever the order
         for name, stat in other.measures.items():
             mine = self.measures.get(name)
             if mine is None:
-                self.measures[name] = Stat(stat.count, stat.total, stat.low, stat.high)
+                self.measures[name] = stat.copy()
             else:
                 mine.merge(stat)
 
@@ -198,20 +311,39 @@ class Figures:
             out.merge(part)
         return out
 
+    @classmethod
+    def set_aside(cls, reason: str) -> Figures:
+        return cls(aside=reason[:_REASON_CHARS])
+
     def item(self) -> dict[str, object]:
-        """The figures as item attributes (plain Python values)."""
-        return {
+        """The figures as item attributes (plain Python values): the sum as exact text, the minimum and
+        maximum as the text of their value (``3.0`` stays a float), so nothing is out of DynamoDB's
+        number range or precision; a set-aside interval holds its reason too (with the figures of the
+        parts that were not set aside, if any)."""
+        item: dict[str, object] = {
             "n": self.readings,
-            "m": {k: {"c": s.count, "s": s.total, "lo": s.low, "hi": s.high} for k, s in self.measures.items()},
+            "m": {
+                k: {"c": s.count, "s": s.sum_text, "lo": repr(s.low), "hi": repr(s.high)}
+                for k, s in self.measures.items()
+            },
         }
+        if self.aside is not None:
+            item["aside"] = self.aside
+        return item
 
     @classmethod
     def from_item(cls, item: Mapping[str, object]) -> Figures:
         measures: Mapping[str, Any] = item.get("m") or {}  # type: ignore[assignment]
+        aside = item.get("aside")
         return cls(
             int(item["n"]),  # type: ignore[call-overload]
-            {k: Stat(int(v["c"]), _number(v["s"]), _number(v["lo"]), _number(v["hi"])) for k, v in measures.items()},
+            {k: Stat.stored(int(v["c"]), v["s"], v["lo"], v["hi"]) for k, v in measures.items()},
+            aside if isinstance(aside, str) else None,
         )
+
+
+#: A set-aside interval's reason is cut to this many characters (it names a block, or DynamoDB's refusal).
+_REASON_CHARS = 1_000
 
 
 def _number(value: object) -> int | float:

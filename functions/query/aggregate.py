@@ -45,7 +45,7 @@ class SeriesBuilder:
         for name, value in measures.items():
             running = self._measures.get(name)
             if running is None:
-                self._measures[name] = Running(1, value, value, value)
+                self._measures[name] = Running.of(value)
             else:
                 running.add(value)
 
@@ -63,14 +63,16 @@ class SeriesBuilder:
 
 
 def interval_of(start: str, readings: int, measures: Mapping[str, Running], stats: tuple[Stat, ...]) -> Interval:
-    """An interval of a series: per measure, in name order, the statistics ``stats`` of its running figures."""
+    """An interval of a series: per measure, in name order, the statistics ``stats`` of its running figures.
+    The raw readings and the rollups both come here with :class:`keydesign.rollup.Stat`, whose sum is exact
+    and rounded once, so the two sources give the same numbers for the same readings, in any order."""
     shown: dict[str, dict[Stat, int | float]] = {}
     for name, running in sorted(measures.items()):
         every: dict[Stat, int | float] = {
             "count": running.count,
             "min": running.low,
             "max": running.high,
-            "avg": running.total / running.count,
+            "avg": running.mean,
             "sum": running.total,
         }
         shown[name] = {stat: every[stat] for stat in stats}

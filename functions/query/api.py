@@ -419,8 +419,8 @@ def _install_error_mapping(app: APIGatewayRestResolver, routes: Mapping[tuple[st
         request_id = app.current_event.request_context.request_id
         return _error(
             500,
-            f"a stored block of readings in this range cannot be decoded, so the range cannot be read whole "
-            f"(request id {request_id}; the block's key is logged)",
+            f"a stored block of readings in this range cannot be decoded, so the range cannot be read whole: "
+            f"table {exc.table!r}, pk {exc.pk!r}, sk {exc.sk!r}: {exc.reason[:200]} (request id {request_id})",
             None,
         )
 

@@ -146,17 +146,23 @@ class Placement:
     entity: str | None
     live_from_ms: int = 0
 
-    def reach(self, partition: PartitionQuery, sk: str, anchor: str | None, *, descending: bool) -> _Fetched:
-        """What the sort key ``sk`` says of its block before it is decoded: its first reading, and
+    def reach(self, partition: PartitionQuery, block: StoredBlock, anchor: str | None, *, descending: bool) -> _Fetched:
+        """What the sort key of ``block`` says of it before it is decoded: its first reading, and
         the lowest (ascending) or highest (descending) position it can hold, with the first
-        reading's time and entity; the anchor of a cross-entity read is filled in."""
-        cut = sk.rfind("#", 0, sk.rfind("#"))  # <prefix><first ts> | #<block id>#<write units>
+        reading's time and entity; the anchor of a cross-entity read is filled in. An item of the
+        format before blocks is a block of one reading (``keydesign.legacy``)."""
+        # <prefix><first ts> | #<block id>#<write units>, or before blocks <prefix><ts> | #<event id>
+        sk = block.sk
+        start = sk.find("#") + 1 if self.layout.can.shared_partitions else 0
+        cut = start + _TS_CHARS
         low = sk[:cut]
         try:
-            first_ms = stamp_ms(low[-_TS_CHARS:])
+            if sk[cut : cut + 1] != "#" or sk.count("#", cut) != (1 if block.legacy is not None else 2):
+                raise ValueError("not <time>#<block id>#<write units> (or <time>#<event id> before blocks)")
+            first_ms = stamp_ms(low[start:])
         except (KeyDesignError, ValueError):
             raise CorruptBlock(partition.table, partition.pk, sk, "the sort key is not a block's") from None
-        entity = self.entity if self.entity is not None else low[: -_TS_CHARS - 1]
+        entity = self.entity if self.entity is not None else low[: start - 1]
         if not descending:
             return _Fetched(first_ms, entity, Position(anchor or low[-_TS_CHARS:], low))
         bucket = self.layout.bucket
@@ -355,7 +361,7 @@ class PartitionStream:
         merger.account(page, self.partition.table)
         descending, anchor, part, placement = self.template.descending, self._anchor, self.partition, self.placement
         self._blocks.extend(
-            (block, placement.reach(part, block.sk, anchor, descending=descending)) for block in page.blocks
+            (block, placement.reach(part, block, anchor, descending=descending)) for block in page.blocks
         )
         self._next_key = page.next_key
         if page.next_key is None:

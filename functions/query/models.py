@@ -83,6 +83,13 @@ class Interval(_Model):
         description="Per measure, the statistics asked for; a measure absent from every reading of the "
         "interval is absent here"
     )
+    set_aside: str | None = Field(
+        default=None,
+        description="From rollups only, and only when the rollup function could not compute or store a part "
+        "of this interval (a block that does not decode, an item DynamoDB refused): why. The figures then "
+        "leave that part out",
+        exclude_if=lambda value: value is None,
+    )
 
 
 class AggregateSeries(_Model):

@@ -4,7 +4,9 @@ A rollup of granularity g serves an aggregate when the interval is a whole
 multiple of g and ``from`` and ``to`` fall on g boundaries. It serves the
 intervals that end by the rollup function's watermark (``through``: every
 reading stored before it is in the rollups); the intervals after it are read
-raw, per entity. Totals (every entity) are only ever read from rollups.
+raw, per entity. Totals (every entity) are only ever read from rollups. An
+interval the rollup function set aside (docs/rollups.md) carries its reason in
+``set_aside``, its figures those of the parts that were not.
 """
 
 from __future__ import annotations
@@ -91,10 +93,11 @@ class RollupAnswers:
         readings = 0
         for start, parts in grouped.items():
             figures = Figures.combined(parts)
-            if not figures.readings:
+            if not figures.readings and figures.aside is None:
                 continue
             readings += figures.readings
             wanted = read.measures
             measures = {name: m for name, m in figures.measures.items() if wanted is None or name in wanted}
-            out.append(interval_of(format_ts(start), figures.readings, measures, stats))
+            interval = interval_of(format_ts(start), figures.readings, measures, stats)
+            out.append(interval if figures.aside is None else interval.model_copy(update={"set_aside": figures.aside}))
         return out, readings

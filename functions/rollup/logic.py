@@ -15,7 +15,12 @@ every reading it stands for with it. For each closed slot, finest level first:
    rollup of that interval and put.
 
 The watermark ``through`` then moves past the slot: every reading stored
-before it is in the rollup of every interval that ends by it. The slot's work
+before it is in the rollup of every interval that ends by it. An interval that
+cannot be computed (a block of its readings does not decode) or stored
+(DynamoDB refuses the item) is *set aside*: put with its reason in place of its
+figures (every interval combined from it says so too), logged, and counted
+(``RollupIntervalsSetAside``, alarmed); the slot's other intervals, and the
+watermark, go on. The slot's work
 is planned as steps of at most 4 x concurrency intervals, and the state records
 how many steps of the current slot are done, so a run cut short by its
 deadline loses at most one step. Every write is a put of a recomputed value,
@@ -40,14 +45,22 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from adapters.batch_writer import BatchWriter
 from adapters.clients import client
-from adapters.observability import metrics
-from adapters.partition_reader import DynamoPartitionReader, PageRequest, PartitionReader, decode, header_of
+from adapters.observability import logger, metrics
+from adapters.partition_reader import (
+    CorruptBlock,
+    DynamoPartitionReader,
+    PageRequest,
+    PartitionReader,
+    decode,
+    header_of,
+)
 from adapters.retry import Deadline
 from adapters.rollup_store import ReadCount, RollupState, RollupStore
 from adapters.shard_map_source import ShardMapSource
 from adapters.shard_map_store import shard_map_source
-from keydesign import Layout, Reading, format_ts
+from keydesign import BlockError, Layout, Reading, format_ts
 from keydesign.blocks import keep_newest
+from keydesign.periods import format_duration
 from keydesign.rollup import SLOT_MS, Figures, Granularities, Mark, floor_to
 from rollup.settings import RollupSettings
 
@@ -81,6 +94,8 @@ class RunReport:
     recomputed: dict[int, int] = field(default_factory=dict)
     totals: int = 0
     deferred: int = 0
+    #: Intervals set aside (``level start entity: reason``): a block that does not decode, a rollup refused.
+    set_aside: list[str] = field(default_factory=list)
     raw: ReadCount = field(default_factory=ReadCount)
     rollups: ReadCount = field(default_factory=ReadCount)
     through_ms: int = 0
@@ -95,6 +110,7 @@ class RunReport:
             "recomputed": {str(level): n for level, n in self.recomputed.items()},
             "totals": self.totals,
             "deferred": self.deferred,
+            "set_aside": len(self.set_aside),
             "raw_items_read": self.raw.items,
             "rollup_items_read": self.rollups.items,
             "through": format_ts(self.through_ms),
@@ -111,10 +127,11 @@ def _chunks(items: Sequence[tuple[int, str]], size: int) -> list[tuple[tuple[int
 
 
 def emit(report: RunReport) -> None:
-    """The run's metrics: RollupLagSeconds and RollupLateMarks carry the alarms."""
+    """The run's metrics: RollupLagSeconds, RollupLateMarks and RollupIntervalsSetAside carry the alarms."""
     count = MetricUnit.Count
     metrics.add_metric(name="RollupSlotsApplied", unit=count, value=report.slots)
     metrics.add_metric(name="RollupLateMarks", unit=count, value=report.late)
+    metrics.add_metric(name="RollupIntervalsSetAside", unit=count, value=len(report.set_aside))
     metrics.add_metric(name="RollupIntervalsRecomputed", unit=count, value=sum(report.recomputed.values()))
     metrics.add_metric(name="RollupRawItemsRead", unit=count, value=report.raw.items)
     metrics.add_metric(name="RollupLagSeconds", unit=MetricUnit.Seconds, value=report.lag_ms / 1000)
@@ -259,30 +276,58 @@ class RollupRunner:
         level = step.level
         if step.kind == "rollups":
             figures = self._recompute(level, step.intervals, report)
-            self._store.write(
-                [self._store.rollup_write(level, s, e, figures[s, e]) for s, e in step.intervals], deadline
-            )
+            self._put(level, [(s, e, figures[s, e]) for s, e in step.intervals], deadline, report)
             report.recomputed[level] = report.recomputed.get(level, 0) + len(step.intervals)
         elif step.kind == "totals":
             starts = [start for start, _ in step.intervals]
             totals = self._pool.map(functools.partial(self._total, level, report=report), starts)
-            self._store.write(
-                [self._store.rollup_write(level, s, None, f) for s, f in zip(starts, totals, strict=True)], deadline
-            )
+            self._put(level, [(s, None, f) for s, f in zip(starts, totals, strict=True)], deadline, report)
             report.totals += len(starts)
         else:  # defer: a mark for each coarse interval, in its last slot
             marks = [Mark.of(s + level - SLOT_MS, level, s, e) for s, e in step.intervals]
             marks = [m for m in marks if m not in self._deferred]
-            self._store.write([self._store.mark_write(m) for m in marks], deadline)
+            refused = self._store.write([self._store.mark_write(m) for m in marks], deadline)
+            if refused:
+                raise RuntimeError(f"DynamoDB refused {len(refused)} rollup marks: {next(iter(refused.values()))}")
             self._deferred.update(marks)
             report.deferred += len(marks)
+
+    def _put(
+        self,
+        level: int,
+        entries: Sequence[tuple[int, str | None, Figures]],
+        deadline: Deadline,
+        report: RunReport,
+    ) -> None:
+        """Put each interval's figures (entity None: a total). One DynamoDB refuses is put as set aside,
+        with the reason, and the others go on: one interval never stops the watermark. (Figures are
+        stored as text, within every rule of DynamoDB's numbers, so only a fault refuses one.)"""
+        refused = self._store.write([self._store.rollup_write(level, *entry) for entry in entries], deadline)
+        if not refused:
+            return
+        again = []
+        for index, why in sorted(refused.items()):
+            start, entity, _ = entries[index]
+            aside = self._aside(report, level, start, entity, why)
+            again.append(self._store.rollup_write(level, start, entity, aside))
+        if self._store.write(again, deadline):
+            raise RuntimeError(f"DynamoDB refused set-aside rollups too: {next(iter(refused.values()))}")
+
+    @staticmethod
+    def _aside(report: RunReport, level: int, start: int, entity: str | None, why: str) -> Figures:
+        """The figures of an interval set aside for ``why``: logged, counted (RollupIntervalsSetAside)."""
+        where = f"{format_duration(level)} {format_ts(start)} {entity if entity is not None else '(every entity)'}"
+        report.set_aside.append(f"{where}: {why}")  # list.append: safe from the pool's threads
+        logger.error("rollup interval set aside", extra={"interval": where, "reason": why})
+        return Figures.set_aside(why)
 
     def _recompute(
         self, level: int, intervals: Sequence[tuple[int, str]], report: RunReport
     ) -> dict[tuple[int, str], Figures]:
         """Each interval's figures: a coarse one from its finer rollups, a finest one from raw, where
         one read per partition covers a run of an entity's neighbouring intervals (a backfill of an
-        hour costs one read per partition, not sixty)."""
+        hour costs one read per partition, not sixty). An interval whose raw readings hold a block
+        that does not decode is set aside; the run's other intervals are read one by one to find it."""
         finer = self._levels.finer(level)
         if finer is not None:
 
@@ -301,9 +346,20 @@ class RollupRunner:
                 last[1].append(start)
             else:
                 runs.append((entity, [start]))
-        read = self._pool.map(lambda run: self.raw_figures(run[0], run[1], level, report.raw), runs)
+
+        def read(run: tuple[str, list[int]]) -> dict[int, Figures]:
+            entity, starts = run
+            try:
+                return self.raw_figures(entity, starts, level, report.raw)
+            except (CorruptBlock, BlockError) as exc:
+                if len(starts) > 1:
+                    return {s: f for start in starts for s, f in read((entity, [start])).items()}
+                return {starts[0]: self._aside(report, level, starts[0], entity, str(exc))}
+
         return {
-            (start, entity): f for (entity, _), figures in zip(runs, read, strict=True) for start, f in figures.items()
+            (start, entity): f
+            for (entity, _), figures in zip(runs, self._pool.map(read, runs), strict=True)
+            for start, f in figures.items()
         }
 
     def raw_figures(self, entity: str, starts: Sequence[int], level: int, cost: ReadCount) -> dict[int, Figures]:
@@ -311,8 +367,8 @@ class RollupRunner:
         whole and consistently in one pass over ``[starts[0], starts[-1] + level)`` (expired blocks left out:
         the intervals recomputed are at most LATENESS old, far younger than retention).
 
-        Every block is decoded (a block that does not is raised as ``CorruptBlock``: the run fails
-        rather than put a rollup with a hole in it), and a reading stored in several blocks (a
+        Every block is decoded (a block that does not is raised as ``CorruptBlock``: the caller sets
+        the interval aside rather than put a rollup with a hole in it), and a reading stored in several blocks (a
         redelivery, a correction) counts once, as the block of the highest version has it, so the
         rollups equal what raw reads return."""
         plan = self._layout.plan_entity(entity, starts[0], starts[-1] + level, self._shard_maps.current())

@@ -6,7 +6,11 @@ the cold start with a message naming the variable. The invocation fails only
 when the event is malformed or nothing could be done at all (the tables could
 not be listed); a run that did part of its work returns its summary, errors
 included, and the next scheduled run finishes the rest (retrying at once,
-against the same fault, would rarely help).
+against the same fault, would rarely help). One exception: a *build* run whose
+table DynamoDB is still CREATING when its time is up fails, so that Lambda's
+retries of the asynchronous invoke (two, a minute or two apart) wait for it
+again and set it up as soon as it is ACTIVE; a scheduled run may not look at
+that table for hours.
 """
 
 from __future__ import annotations
@@ -22,6 +26,10 @@ from adapters.observability import logger, metrics
 from rotator.logic import Rotator
 from rotator.request import InvalidRequest, RotationRequest
 from rotator.settings import RotatorSettings
+
+
+class TablesStillCreating(RuntimeError):  # noqa: N818 - reads as the condition
+    """A build run's tables were still CREATING at the end of its time: the invocation fails, to be retried."""
 
 
 def create_handler(rotator: Rotator) -> Callable[[dict[str, Any], LambdaContext], dict[str, Any]]:
@@ -42,6 +50,10 @@ def create_handler(rotator: Rotator) -> Callable[[dict[str, Any], LambdaContext]
         budget_ms = context.get_remaining_time_in_millis()
         if request.build:
             summary = rotator.build(request.build, now_ms=request.now, dry_run=request.dry_run, budget_ms=budget_ms)
+            if summary.creating:
+                raise TablesStillCreating(
+                    f"still CREATING at the end of the run: {', '.join(summary.creating)}; Lambda retries the build"
+                )
         else:
             summary = rotator.run(now_ms=request.now, dry_run=request.dry_run, budget_ms=budget_ms)
         return summary.to_dict()

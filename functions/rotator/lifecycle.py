@@ -41,6 +41,13 @@ DAY_MS = 86_400_000
 #: its reads and writes as a closed table (and DynamoDB refreshes TableSizeBytes
 #: about every six hours, so its size is known by then).
 CLASS_REVIEW_AFTER_MS = DAY_MS
+#: A table's export is asked for this long after the moment it shows (the table as it was when it stopped
+#: taking writes): point-in-time recovery reaches to about 5 minutes before the current time.
+EXPORT_LAG_MS = 10 * 60_000
+#: An expired table still there this long after its horizon cannot be retired (no ownership tags, an
+#: export that kept failing, a table stuck outside ACTIVE): it is counted in TablesOverdue (alarmed)
+#: and looked at in turn, no longer first.
+OVERDUE_AFTER_MS = DAY_MS
 
 #: The label of each period as strptime reads it; a week's is read with its Monday ("-1") added.
 _LABELS = {"hour": "%Y-%m-%d-%H", "day": "%Y-%m-%d", "week": "%G-W%V-%u", "month": "%Y-%m"}
@@ -176,6 +183,22 @@ class Lifecycle:
         """When the table may be exported and dropped: its newest reading has been kept for
         RETENTION, and no write can still land (an export started earlier could miss one)."""
         return max(table.end_ms + self.retention_ms, self.last_write_at(table))
+
+    def export_at(self, table: PeriodTable) -> int:
+        """When the table's export may be asked for. It shows the table as it was at
+        :meth:`last_write_at` (its ExportTime), when it had every reading it will ever hold and TTL
+        had deleted none of them yet (none expires before ``start + RETENTION``)."""
+        return self.last_write_at(table) + EXPORT_LAG_MS
+
+    def export_due(self, table: PeriodTable, now_ms: int) -> bool:
+        """The export is started in the period after :meth:`export_at` (and, if that window was
+        missed, by the run that finds the table expired)."""
+        start = self.export_at(table)
+        return start <= now_ms < start + (table.end_ms - table.start_ms) and now_ms < self.expires_at(table)
+
+    def overdue(self, table: PeriodTable, now_ms: int) -> bool:
+        """Expired for :data:`OVERDUE_AFTER_MS` and still there: something keeps it from being retired."""
+        return now_ms >= self.expires_at(table) + OVERDUE_AFTER_MS
 
     def closing(self, table: PeriodTable, now_ms: int) -> bool:
         """The table closed less than one of its periods ago: the runs of that window shed

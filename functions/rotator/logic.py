@@ -40,6 +40,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from functools import partial
 from typing import Any, TypeVar, cast
 
@@ -47,7 +48,8 @@ from botocore.exceptions import ClientError
 
 from adapters.clients import client
 from adapters.observability import logger, metrics
-from adapters.retry import Clock, Deadline
+from adapters.retry import Clock, Deadline, Sleep
+from keydesign import format_ts
 from rotator.cloudwatch import DELETE_BATCH, CloudWatch
 from rotator.lifecycle import CLASS_REVIEW_AFTER_MS, HOUR_MS, DeletionRefused, Lifecycle, PeriodTable, Phase
 from rotator.settings import DEADLINE_MARGIN_MS, RotatorSettings
@@ -93,8 +95,18 @@ _STEADY = "ACTIVE"
 #: what a due window missed (the rotator stopped, the table operation limit). With 720 closed
 #: tables each is seen again within 720 / 12 = 60 hours.
 AUDITED_PER_RUN = 12
-#: Expired tables looked at per run (oldest first), at least MAX_DELETES_PER_RUN.
+#: Expired tables looked at per run (oldest first), at least MAX_DELETES_PER_RUN; overdue ones (that
+#: something keeps from being retired) are not among them but looked at in turn, OVERDUE_PER_RUN a run.
 EXPIRED_PER_RUN = 10
+OVERDUE_PER_RUN = 2
+#: Exports of a table a run looks at (one ListExports page): ours are at most EXPORT_ATTEMPTS.
+EXPORTS_LOOKED_AT = 10
+#: Failed exports of a table after which the rotator stops starting new ones (reported every time it looks).
+EXPORT_ATTEMPTS = 3
+#: A build run describes a table DynamoDB is still CREATING this often, until it is ACTIVE or the run's
+#: time (at most CREATING_WAIT_S) is up: an empty table is usually ACTIVE within a minute.
+CREATING_POLL_S = 5.0
+CREATING_WAIT_S = 300.0
 #: Stale mappings deleted per run (one call each) and stale alarms (100 per call).
 MAPPING_DELETES_PER_RUN = 25
 ALARM_DELETES_PER_RUN = 5 * DELETE_BATCH
@@ -122,6 +134,7 @@ class Rotator:
         cloudwatch: Any = None,
         clock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
         monotonic: Clock = time.monotonic,
+        sleep: Sleep = time.sleep,
     ) -> None:
         self.settings = settings
         self.lifecycle = Lifecycle.from_settings(settings)
@@ -132,6 +145,7 @@ class Rotator:
         self.cloudwatch = CloudWatch(cloudwatch or client("cloudwatch"))
         self._clock_ms = clock_ms
         self._monotonic = monotonic
+        self.sleep = sleep
 
     def run(self, *, now_ms: int | None = None, dry_run: bool = False, budget_ms: float | None = None) -> RunSummary:
         """One rotation at ``now_ms`` (default: the clock). ``budget_ms`` is the time the
@@ -261,7 +275,7 @@ class _Run:
             if phase.open:
                 self.open_tables.add(name)
             if self._create(table):
-                self._guarded(name, "tend", partial(self._tend, table))
+                self._guarded(name, "tend", partial(self._tend, table, wait=True))
         return self.summary
 
     def _due(self, ours: Mapping[str, PeriodTable], wanted: list[PeriodTable]) -> list[PeriodTable]:
@@ -272,16 +286,23 @@ class _Run:
         turn; then the oldest expired tables (the per-run deletion cap drops the oldest).
         """
         rank = {t.name: i for i, t in enumerate(wanted)}
-        open_, due, idle, expired = [], [], [], []
+        open_: list[PeriodTable] = []
+        due: list[PeriodTable] = []
+        idle: list[PeriodTable] = []
+        expired: list[PeriodTable] = []
+        overdue: list[PeriodTable] = []
         reviews = self.settings.infrequent_access_storage_percent is not None
+        exports = self.settings.export_bucket is not None
         for table in ours.values():
             phase = self.lifecycle.phase(table, self.now)
             if phase.open:
                 open_.append(table)
             elif phase is Phase.EXPIRED:
-                expired.append(table)
-            elif self.lifecycle.closing(table, self.now) or (
-                reviews and self.lifecycle.class_review_due(table, self.now)
+                (overdue if self.lifecycle.overdue(table, self.now) else expired).append(table)
+            elif (
+                self.lifecycle.closing(table, self.now)
+                or (reviews and self.lifecycle.class_review_due(table, self.now))
+                or (exports and self.lifecycle.export_due(table, self.now))
             ):
                 due.append(table)
             else:
@@ -296,7 +317,13 @@ class _Run:
         most = max(EXPIRED_PER_RUN, self.settings.max_deletes_per_run)
         if len(expired) > most:
             self.summary.skip("*", f"{len(expired) - most} more expired tables: looked at by the next runs")
-        return open_ + due + audited + expired[:most]
+        # What cannot be retired must not hold the slice for good: overdue tables are looked at in turn.
+        overdue.sort(key=lambda t: t.start_ms)
+        first = (self.now // HOUR_MS * OVERDUE_PER_RUN) % len(overdue) if overdue else 0
+        turn = [overdue[(first + i) % len(overdue)] for i in range(min(OVERDUE_PER_RUN, len(overdue)))]
+        if self.settings.max_deletes_per_run > 0:  # with drops off, every expired table is left by design
+            self.summary.tables_overdue = len(overdue)
+        return open_ + due + audited + expired[:most] + turn
 
     def _snapshot(self) -> None:
         """Read the mappings and alarms once, before the tables (see the module docstring)."""
@@ -385,9 +412,23 @@ class _Run:
 
     # -- tending ------------------------------------------------------------------
 
-    def _tend(self, table: PeriodTable) -> None:
+    def _tend(self, table: PeriodTable, *, wait: bool = False) -> None:
+        """Move ``table`` one step. With ``wait`` (a build run: a reading is waiting for this table), a
+        table DynamoDB is still CREATING is described again every CREATING_POLL_S until it is ACTIVE,
+        and set up at once, within the run's time."""
         phase = self.lifecycle.phase(table, self.now)
-        state = self._call(table.name, "describe_table", partial(self.rotator.tables.describe, table.name))
+        describe = partial(self._call, table.name, "describe_table", partial(self.rotator.tables.describe, table.name))
+        state = describe()
+        until = self.deadline.clock() + CREATING_WAIT_S
+        while (
+            wait
+            and isinstance(state, TableState)
+            and state.status == "CREATING"
+            and self.deadline.allows_sleep(CREATING_POLL_S)
+            and self.deadline.clock() + CREATING_POLL_S < until
+        ):
+            self.rotator.sleep(CREATING_POLL_S)
+            state = describe()
         if isinstance(state, _Failed):
             return
         if state is None:
@@ -395,6 +436,7 @@ class _Run:
             return
         self.statuses[table.name] = state.status
         if state.status == "CREATING":
+            self.summary.creating.append(table.name)
             self.summary.skip(table.name, "CREATING: its setup is finished by the first run that finds it ACTIVE")
             return
         if state.status not in (_STEADY, "UPDATING"):
@@ -630,6 +672,9 @@ class _Run:
             and (state.created_ms is None or self.now >= state.created_ms + CLASS_REVIEW_AFTER_MS)
         ):
             self.class_candidates.append((table, state))
+        bucket = self.settings.export_bucket
+        if bucket is not None and self.lifecycle.export_due(table, self.now) and self._owned(table, state, "export"):
+            self._exported(table, state, bucket)
 
     def _review_classes(self) -> None:
         """Move each reviewed closed table whose storage dominates its cost to Standard-IA
@@ -692,13 +737,22 @@ class _Run:
         self.summary.deleted.append(table.name)
 
     def _exported(self, table: PeriodTable, state: TableState, bucket: str) -> bool:
-        """True once an export of ours to ``bucket`` has COMPLETED; otherwise start or wait for one."""
+        """True once an export of ours to ``bucket`` has COMPLETED; otherwise start or wait for one.
+
+        The export shows the table as it was when it stopped taking writes (ExportTime
+        :meth:`Lifecycle.last_write_at`, inside the point-in-time recovery window), not as it is now:
+        by its drop every item has expired, and TTL may have deleted any of them."""
         tables = self.rotator.tables
+        export_time = self.lifecycle.last_write_at(table)
+        if self.now < self.lifecycle.export_at(table):
+            self.summary.skip(table.name, f"export: asked for from {format_ts(self.lifecycle.export_at(table))}")
+            return False
         prefix = self.settings.export_prefix_for(table.name)
-        listed = self._call(table.name, "list_exports", partial(tables.exports, state.arn))
+        listed = self._call(table.name, "list_exports", partial(tables.exports, state.arn, EXPORTS_LOOKED_AT))
         if isinstance(listed, _Failed):
             return False
-        ours = [e for e in listed if e.bucket == bucket and e.prefix == prefix]
+        exports, more = listed
+        ours = [e for e in exports if e.bucket == bucket and e.prefix == prefix]
         if any(e.status == "COMPLETED" for e in ours):
             self.summary.exported.append(table.name)
             return True
@@ -706,6 +760,25 @@ class _Run:
             self.summary.skip(table.name, f"export to s3://{bucket}/{prefix} in progress; dropped once it completes")
             return False
         failed = [e for e in ours if e.status == "FAILED"]
+        if len(failed) >= EXPORT_ATTEMPTS:
+            self.summary.fail(
+                table.name,
+                "export",
+                "ExportAbandoned",
+                f"{len(failed)} exports failed, the last: {failed[-1].failure}; no new one is started and the table "
+                "is kept: export it by hand (ExportTime "
+                f"{format_ts(export_time)}) or drop it (TablesOverdue counts it a day after its horizon)",
+            )
+            return False
+        if more:
+            self.summary.fail(
+                table.name,
+                "export",
+                "TooManyExports",
+                f"the table has more than {EXPORTS_LOOKED_AT} exports and none of the first is a completed or "
+                "running one of ours; the table is kept: check its exports by hand",
+            )
+            return False
         if failed:
             self.summary.fail(
                 table.name, "export", "ExportFailed", f"{len(failed)} export(s) failed, the last: {failed[-1].failure}"
@@ -715,6 +788,7 @@ class _Run:
             return False
         request: dict[str, Any] = {
             "TableArn": state.arn,
+            "ExportTime": datetime.fromtimestamp(export_time / 1000, UTC),
             "S3Bucket": bucket,
             "S3Prefix": prefix,
             "ExportFormat": "DYNAMODB_JSON",
@@ -724,15 +798,22 @@ class _Run:
             tables.start_export(request)
         except ClientError as exc:
             code = error_code(exc)
-            if code == "PointInTimeRecoveryUnavailableException":
-                # Exports read the PITR backup. Turn it on; the export starts on a later run.
-                if self._do(table.name, "update_continuous_backups", partial(tables.enable_pitr, table.name)):
-                    self.summary.configure(table.name, "point_in_time_recovery")
-                    self.summary.skip(table.name, "export: point-in-time recovery was off; enabled, export next run")
-            elif code == "ExportConflictException":
+            if code == "ExportConflictException":
                 self.summary.skip(table.name, "export: another export of this table is running; next run")
-            else:
-                self.summary.fail(table.name, "export_table_to_point_in_time", code, error_message(exc))
+                return False
+            message = error_message(exc)
+            if code in ("PointInTimeRecoveryUnavailableException", "InvalidExportTimeException"):
+                # The backup does not reach back to when the table stopped taking writes (PITR was off
+                # then, or that is more than its recovery period ago): no export can show every reading.
+                message = (
+                    f"no point-in-time backup of {format_ts(export_time)}, when it stopped taking writes ({message}); "
+                    "the table is kept: export it by hand or drop it"
+                )
+                if code == "PointInTimeRecoveryUnavailableException" and self._do(
+                    table.name, "update_continuous_backups", partial(tables.enable_pitr, table.name)
+                ):
+                    self.summary.configure(table.name, "point_in_time_recovery")
+            self.summary.fail(table.name, "export_table_to_point_in_time", code, message)
             return False
         self.summary.exports_started.append(table.name)
         return False

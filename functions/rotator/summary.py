@@ -44,9 +44,14 @@ class RunSummary:
     dry_run: bool
     period: str
     current_table: str
-    #: Consecutive periods, from the current one on, whose table is ACTIVE.
-    periods_ready: int = 0
+    #: Consecutive periods, from the current one on, whose table is ACTIVE; None in a build run,
+    #: which looks at the tables it was asked for only and so measures neither this nor ManagedTables.
+    periods_ready: int | None = None
+    #: Expired tables still there a day after their horizon (None in a build run, or with drops off).
+    tables_overdue: int | None = None
     created: list[str] = field(default_factory=list)
+    #: Tables DynamoDB was still CREATING when the run last described them (their setup waits).
+    creating: list[str] = field(default_factory=list)
     configured: dict[str, list[str]] = field(default_factory=dict)
     dialled_down: list[DialDown] = field(default_factory=list)
     exports_started: list[str] = field(default_factory=list)
@@ -98,8 +103,13 @@ class RunSummary:
             ("StaleResourcesRemoved", len(self.removed)),
             ("RotationSkips", len(self.skipped)),
             ("RotationErrors", len(self.errors)),
-            ("ManagedTables", len(self.phases)),
-            # Alarm on this below 2: the next period's table is not ready.
-            ("PeriodsReady", self.periods_ready),
         ):
             metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
+        if self.tables_overdue is not None:
+            # Alarmed above 0: a table of ours that cannot be retired (tables pile up toward the quota).
+            metrics.add_metric(name="TablesOverdue", unit=MetricUnit.Count, value=self.tables_overdue)
+        if self.periods_ready is None:  # a build run: it measured neither
+            return
+        metrics.add_metric(name="ManagedTables", unit=MetricUnit.Count, value=len(self.phases))
+        # Alarm on this below 2: the next period's table is not ready.
+        metrics.add_metric(name="PeriodsReady", unit=MetricUnit.Count, value=self.periods_ready)

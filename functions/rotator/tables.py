@@ -186,22 +186,18 @@ class DynamoTables:
         pages = self._dynamodb.get_paginator("list_tags_of_resource").paginate(ResourceArn=arn)
         return {tag["Key"]: tag["Value"] for page in pages for tag in page.get("Tags", [])}
 
-    def exports(self, arn: str) -> list[ExportState]:
-        summaries: list[dict[str, Any]] = []
-        kwargs: dict[str, Any] = {"TableArn": arn}
-        while True:
-            page = self._dynamodb.list_exports(**kwargs)
-            summaries.extend(page.get("ExportSummaries", []))
-            if not page.get("NextToken"):
-                break
-            kwargs["NextToken"] = page["NextToken"]
-        # The summaries carry no bucket or prefix, and only those say an export is ours.
-        return [
+    def exports(self, arn: str, limit: int) -> tuple[list[ExportState], bool]:
+        """The first ``limit`` exports of the table (one ListExports page, then one DescribeExport each:
+        only the description names the bucket and prefix that say an export is ours), and whether there
+        are more."""
+        page = self._dynamodb.list_exports(TableArn=arn, MaxResults=limit)
+        described = [
             ExportState.from_description(
                 self._dynamodb.describe_export(ExportArn=summary["ExportArn"])["ExportDescription"]
             )
-            for summary in summaries
+            for summary in page.get("ExportSummaries", [])[:limit]
         ]
+        return described, bool(page.get("NextToken"))
 
     def start_export(self, request: Mapping[str, Any]) -> None:
         self._dynamodb.export_table_to_point_in_time(**request)

@@ -187,12 +187,18 @@ def test_owned_tables_alarm_on_throttling_and_system_errors(synthesized: Synthes
         assert len(system_errors) == 1, table
 
 
-def test_the_stream_alarms_on_iterator_age_and_write_throttling(synthesized: Synthesized) -> None:
+def test_the_mappings_alarm_on_their_own_iterator_age_and_the_stream_on_write_throttling(
+    synthesized: Synthesized,
+) -> None:
     synth = synthesized.synth("default")
     stream = synth.resolve(synth.stack.ingestion.stream.stream_name)
-    (age,) = _alarms_on(synth, "GetRecords.IteratorAgeMilliseconds", "StreamName", stream)
+    # The ingest mapping's iterator age (Lambda's, by function), not the stream's GetRecords one, which a
+    # replay reading records days old raises
+    assert _alarms_on(synth, "GetRecords.IteratorAgeMilliseconds", "StreamName", stream) == []
+    ingest = synth.function(LambdaFunction.INGEST)[0]
+    (age,) = _alarms_on(synth, "IteratorAge", "FunctionName", {"Ref": ingest})
+    assert (age["Namespace"], age["Statistic"]) == ("AWS/Lambda", "Maximum")
     assert age["Threshold"] == synth.config.iterator_age_alarm_s * 1000
-    assert age["Statistic"] == "Maximum"
     (throttles,) = _alarms_on(synth, "WriteProvisionedThroughputExceeded", "StreamName", stream)
     assert throttles["Threshold"] == 1
     hot_keys = synth.function(LambdaFunction.HOTKEYS)[0]
@@ -207,7 +213,7 @@ def test_the_api_alarms_on_server_errors(synthesized: Synthesized) -> None:
     assert alarms[0]["Namespace"] == "AWS/ApiGateway"
 
 
-def test_rotation_alarms_when_the_next_table_is_not_ready_or_runs_keep_failing(synthesized: Synthesized) -> None:
+def test_rotation_alarms_on_an_unready_table_failing_runs_and_a_table_that_cannot_go(synthesized: Synthesized) -> None:
     synth = synthesized.synth("periodic")
     ready = _custom_alarm(synth, "PeriodsReady", "rotator")
     assert (ready["ComparisonOperator"], ready["Threshold"]) == ("LessThanThreshold", 2)
@@ -215,7 +221,12 @@ def test_rotation_alarms_when_the_next_table_is_not_ready_or_runs_keep_failing(s
     errors = _custom_alarm(synth, "RotationErrors", "rotator")
     assert errors["EvaluationPeriods"] == errors["DatapointsToAlarm"] == 3
     assert errors["Period"] == synth.config.rotation_interval_minutes() * 60
+    overdue = _custom_alarm(synth, "TablesOverdue", "rotator")
+    assert (overdue["ComparisonOperator"], overdue["Threshold"]) == ("GreaterThanOrEqualToThreshold", 1)
+    assert (overdue["Statistic"], overdue["Period"], overdue["EvaluationPeriods"]) == ("Maximum", 3600, 1)
+    assert overdue["TreatMissingData"] == "notBreaching"  # no run at all is PeriodsReady's alarm
     assert [a for a in _alarms(synthesized.synth("single")) if a.get("MetricName") == "PeriodsReady"] == []
+    assert [a for a in _alarms(synthesized.synth("single")) if a.get("MetricName") == "TablesOverdue"] == []
 
 
 def test_ingest_alarms_on_the_first_reading_rejected_for_an_unexpected_error(synthesized: Synthesized) -> None:
@@ -241,7 +252,6 @@ def test_the_dashboard_shows_ingest_rate_rejects_hot_keys_iterator_age_and_throt
         '"ReadingsRejected"',
         '"TimeSeries","HotKeys","service","hotkeys"',
         '"HottestKeyWriteUnitsPerSecond"',
-        '"GetRecords.IteratorAgeMilliseconds"',
         '"IteratorAge"',
         '"WriteProvisionedThroughputExceeded"',
         '"ThrottledCalls"',
@@ -256,11 +266,14 @@ def test_the_dashboard_shows_ingest_rate_rejects_hot_keys_iterator_age_and_throt
 def test_the_failure_queues_alarm_on_their_oldest_message_long_before_the_stream_forgets_it(
     synthesized: Synthesized, variant: str
 ) -> None:
-    # A failure queue's message names records its stream keeps for a time only (tsctl replay reads them back)
+    # A failure queue's message names records its stream keeps for a time only (tsctl replay reads them back),
+    # and a replayed reading older than max_age by then is rejected: the shorter of the two counts
     synth = synthesized.synth(variant)
     stack = synth.stack
+    config = synth.config
     kept_s = {
-        stack.ingestion.failure_queue: synth.config.kinesis_retention_hours * 3_600,  # 96 h by default
+        # 72 h by default (max_age; the stream keeps 96 h): the alarm at 36 h
+        stack.ingestion.failure_queue: min(config.kinesis_retention_hours * 3_600, config.max_age_ms // 1000),
         stack.hot_keys.failure_queue: 86_400,  # a DynamoDB stream keeps 24 h
     }
     (stream,) = synth.of_type("AWS::Kinesis::Stream").values()
@@ -268,4 +281,35 @@ def test_the_failure_queues_alarm_on_their_oldest_message_long_before_the_stream
     for queue, kept in kept_s.items():
         (alarm,) = _alarms_on(synth, "ApproximateAgeOfOldestMessage", "QueueName", synth.resolve(queue.queue_name))
         assert alarm["Threshold"] == kept // 2 and alarm["Threshold"] < kept
+    if variant == "default":
+        (alarm,) = _alarms_on(
+            synth, "ApproximateAgeOfOldestMessage", "QueueName", synth.resolve(stack.ingestion.failure_queue.queue_name)
+        )
+        assert alarm["Threshold"] == 36 * 3_600
         assert alarm["EvaluationPeriods"] == alarm["DatapointsToAlarm"] == 1
+
+
+@pytest.mark.parametrize("variant", ["default", "single"])
+def test_a_shard_map_fallback_in_any_function_that_reads_the_map_alarms(synthesized: Synthesized, variant: str) -> None:
+    # A malformed stored map is worked around with the last good one: someone must know it
+    synth = synthesized.synth(variant)
+    (alarm,) = [a for a in _alarms(synth) if a["AlarmName"] == f"{synth.config.stack_name}-shard-map-fallbacks"]
+    assert (alarm["Threshold"], alarm["EvaluationPeriods"], alarm["DatapointsToAlarm"]) == (1, 1, 1)
+    assert alarm["TreatMissingData"] == "notBreaching"
+    stats = [m["MetricStat"] for m in alarm["Metrics"] if "MetricStat" in m]
+    assert {(s["Metric"]["Namespace"], s["Metric"]["MetricName"], s["Stat"]) for s in stats} == {
+        ("TimeSeries", "ShardMapFallbacks", "Sum")
+    }
+    services = {d["Value"] for s in stats for d in s["Metric"]["Dimensions"] if d["Name"] == "service"}
+    with_rollups = synth.stack.rollups is not None
+    assert services == {"ingest", "query", "hotkeys"} | ({"rollup"} if with_rollups else set())
+    (summed,) = [m for m in alarm["Metrics"] if "Expression" in m]
+    assert summed["Expression"] == f"SUM([{','.join(f'm{n}' for n in range(len(stats)))}])"
+
+
+def test_a_rollup_interval_set_aside_alarms_at_once(synthesized: Synthesized) -> None:
+    synth = synthesized.synth("single")
+    (alarm,) = [a for a in _alarms(synth) if a.get("MetricName") == "RollupIntervalsSetAside"]
+    assert (alarm["Threshold"], alarm["ComparisonOperator"]) == (1, "GreaterThanOrEqualToThreshold")
+    assert alarm["EvaluationPeriods"] == alarm["DatapointsToAlarm"] == 1
+    assert alarm["AlarmName"] == f"{synth.config.stack_name}-rollup-set-aside"

@@ -34,7 +34,8 @@ def register(sub: Any) -> None:
             "(entity_id, timestamp, event_id, measures, dimensions). Blocks are decoded; a reading stored "
             "in several blocks is printed once, the copy of the highest version. Memory holds at most "
             "--max-readings-in-memory decoded readings: a larger export is sorted out through spill files "
-            "in --work-dir. Formats: docs/archives.md."
+            "in --work-dir. A block that does not decode (corrupt) is named on stderr with its file, line and key "
+            "and left out; the rest is read, and the command exits 1. Formats: docs/archives.md."
         ),
         epilog=(
             "examples:\n"
@@ -87,6 +88,7 @@ def run(args: argparse.Namespace) -> int:
             without_manifest=args.without_manifest,
             work_dir=args.work_dir,
             stats=stats,
+            on_corrupt_block=lambda exc: print(f"tsctl archive: skipped {exc}", file=sys.stderr),
         )
         _write(readings, args.output)
     except ArchiveError as exc:
@@ -94,12 +96,13 @@ def run(args: argparse.Namespace) -> int:
         return 1
     for folder in stats.incomplete:
         print(f"tsctl archive: skipped {folder}: no manifest (a failed or unfinished export)", file=sys.stderr)
+    corrupt = f"; {stats.corrupt_blocks:,} corrupt blocks skipped (named above)" if stats.corrupt_blocks else ""
     print(
         f"{stats.readings:,} readings from {stats.blocks:,} blocks in {stats.data_files:,} data files of "
-        f"{stats.exports:,} export(s); {stats.duplicates:,} older copies dropped",
+        f"{stats.exports:,} export(s); {stats.duplicates:,} older copies dropped{corrupt}",
         file=sys.stderr,
     )
-    return 0
+    return 1 if stats.corrupt_blocks else 0
 
 
 def _write(readings: Iterable[Reading], output: Path | None) -> None:

@@ -11,7 +11,7 @@ from client import resolve_stack_outputs
 from keydesign import InvalidInput, format_ts
 from producer.redrive import MessageQueue
 from replay.failures import FailedBatch, Source
-from replay.invoker import LambdaInvoker
+from replay.invoker import INVOKE_CONFIG, LambdaInvoker
 from replay.runner import FailureQueue, Outcome, peek, replay
 from replay.sources import DynamoStreamRanges, KinesisRanges, RangeReader
 from tsctl.arguments import queue_reader_options
@@ -32,9 +32,11 @@ def register(sub: Any) -> None:
         description=(
             "A failure queue's message names a batch (stream, shard, sequence range), not its records. `list` shows "
             "each with until when its stream still holds it (peek: nothing consumed); `run` reads each range back "
-            "and invokes the function with the records as its mapping would (original sequence numbers: a replay "
-            "never beats a correction published later), and deletes a message only once every record is stored or "
-            "rejected. What the stream no longer holds is named, with the time it aged out."
+            "whole and invokes the function with the records, one event a batch as its mapping cut it (original "
+            "sequence numbers: a replay never beats a correction published later), and deletes a message only once "
+            "its range was read to its end and every record is stored or rejected. A message that fails is reported "
+            "and kept, and the next goes on; the exit code is 1 if any was kept. What the stream no longer holds is "
+            "named, with the time it aged out."
         ),
         epilog=(
             "examples:\n"
@@ -67,9 +69,9 @@ def _action(actions: Any, name: str, help_text: str) -> argparse.ArgumentParser:
     p.add_argument("--ingest-queue-url", help="the ingest mapping's failure queue")
     p.add_argument("--hotkeys-queue-url", help="the hot-key mappings' failure queue")
     p.add_argument("--queue", choices=("ingest", "hotkeys", "both"), default="both", help="which queue (default: both)")
-    queue_reader_options(
-        p, visibility_timeout_s=60 if name == "list" else 900, max_messages=100, what="messages per queue"
-    )
+    # `run` holds each message again, with those still waiting, before working it (replay.runner).
+    visibility_s = 60 if name == "list" else 300
+    queue_reader_options(p, visibility_timeout_s=visibility_s, max_messages=100, what="messages per queue")
     p.set_defaults(func=run)
     return p
 
@@ -126,7 +128,7 @@ def _replay(
 ) -> int:
     overrides = {"ingest": args.ingest_function, "hotkeys": args.hotkeys_function}
     lambda_endpoint = args.lambda_endpoint_url or args.endpoint_url
-    invoker = None if args.dry_run else LambdaInvoker(aws_client("lambda", lambda_endpoint, args.region))
+    invoker = None if args.dry_run else LambdaInvoker(aws_client("lambda", lambda_endpoint, args.region, INVOKE_CONFIG))
     results: dict[str, list[Outcome]] = {}
     for name, queue in queues.items():
 
@@ -152,11 +154,15 @@ def _replay(
         for name, outcomes in results.items():
             for o in outcomes:
                 if args.dry_run:
-                    lost = f"; {o.lost.describe()}" if o.lost else ""
-                    print(f"{name} {o.batch.range}: {o.records:,} record(s) still in the stream{lost}")
+                    missing = "".join(f"; {m}" for m in (o.lost.describe() if o.lost else None, o.unread) if m)
+                    print(f"{name} {o.batch.range}: {o.records:,} record(s) still in the stream{missing}")
                 elif o.deleted:
                     print(f"{name} {o.batch.range}: {o.records:,} record(s) put through; message deleted")
                 else:
                     print(f"{name} {o.batch.range}: kept: {o.kept_because}", file=sys.stderr)
+            if not args.dry_run:
+                kept = sum(not o.deleted for o in outcomes)
+                summary = f"{len(outcomes) - kept:,} message(s) put through and deleted, {kept:,} kept"
+                print(f"{name}: {summary}", file=sys.stderr)
     done = all(o.deleted for outcomes in results.values() for o in outcomes)
     return 0 if args.dry_run or done else 1

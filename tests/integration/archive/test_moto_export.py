@@ -20,6 +20,7 @@ import pytest
 from archives import LocalStore, ReadStats, S3Store, read_readings
 from keydesign import Layout, Reading, ShardMap
 from tests.integration.mocked_aws import create_readings_table, mocked_aws
+from tests.legacy_items import legacy_item
 from tests.unit.tsctl.exports import T0, manifests, reading
 from tsctl.commands import archive
 
@@ -113,3 +114,40 @@ def test_an_exported_table_of_blocks_reads_back_as_the_readings_written(
             local.parent.mkdir(parents=True, exist_ok=True)
             local.write_bytes(s3.get_object(Bucket=BUCKET, Key=listed["Key"])["Body"].read())
         assert list(read_readings(LocalStore(tmp_path / "copy"))) == expected
+
+
+def test_an_exported_table_holding_items_from_before_blocks_reads_back_with_its_blocks(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # Given a table deployed before blocks: items of one reading (with a dimension, a whole-number measure),
+    # the blocks written since, and two old readings sent again after the upgrade, one with another value
+    shard_map = ShardMap.initial(LAYOUT.bucket, 4)
+    old = [reading("sensor-1", T0 + i * 300, i + 0.5, f"o{i}") for i in range(20)]
+    old.append(
+        Reading.parse({"entity_id": "sensor-2", "timestamp": T0, "measures": {"n": 7}, "dimensions": {"s": "a"}})
+    )
+    new = [(reading("sensor-1", T0 + 9_000 + i * 100, -1.0 * i, f"b{i}"), 21) for i in range(10)]
+    new += [(old[3], 22), (reading("sensor-1", old[4].ts_ms, 99.0, "o4"), 22)]
+    with mocked_aws(monkeypatch, REGION):
+        dynamodb, s3 = boto3.client("dynamodb", region_name=REGION), boto3.client("s3", region_name=REGION)
+        create_readings_table(dynamodb, TABLE)
+        dynamodb.update_continuous_backups(
+            TableName=TABLE, PointInTimeRecoverySpecification={"PointInTimeRecoveryEnabled": True}
+        )
+        s3.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": REGION})
+        for r in old:
+            dynamodb.put_item(TableName=TABLE, Item=legacy_item(r, LAYOUT, shard_map, ttl=T0 // 1000 + 86_400))
+        table = boto3.resource("dynamodb", region_name=REGION).Table(TABLE)
+        with table.batch_writer() as writer:
+            for block in LAYOUT.pack(new, shard_map, retention_ms=30 * 86_400_000):
+                writer.put_item(Item=block.item())
+
+        # When moto exports it and the archive reader reads the export
+        export_table(dynamodb, s3)
+        got = list(read_readings(S3Store.parse(s3, f"s3://{BUCKET}/{PREFIX}"), without_manifest=True))
+
+        # Then every reading comes back once, in order, o4 as its block has it
+        newest = {(r.entity_id, r.ts_ms, r.event_id): r for r in [*old, *(r for r, _ in new)]}
+        assert got == sorted(newest.values(), key=lambda r: (r.entity_id, r.ts_ms, r.event_id))
+        assert [r.measures["temp"] for r in got if r.event_id in {"o3", "o4"}] == [3.5, 99.0]
+        assert (got[-1].measures, got[-1].dimensions) == ({"n": 7}, {"s": "a"})

@@ -10,9 +10,11 @@ from collections.abc import Callable
 from types import MappingProxyType
 from typing import Any
 
+import boto3
 import pytest
-from botocore.exceptions import ClientError
+from botocore.exceptions import ClientError, ConnectionClosedError
 
+from adapters.observability import metrics
 from adapters.settings import CommonSettings, SettingsError
 from adapters.shard_map_source import CachedShardMap
 from adapters.shard_map_store import (
@@ -25,7 +27,7 @@ from adapters.shard_map_store import (
     ShardMapStore,
 )
 from hotkeys.detector import Decisions, EntityChange, apply_decisions
-from keydesign import Bucket, Layout, ShardMap, parse_timestamp
+from keydesign import Bucket, Layout, ShardMap, parse_timestamp, shard_of
 from keydesign.shardmap import Change
 from tests.integration.hotkeys.conftest import CONTROL, Aws, SimClock
 
@@ -610,3 +612,225 @@ def test_compaction_still_refuses_a_change_to_what_is_inside_retention(aws: Aws)
 
     with pytest.raises(PastRewrite, match=victim):
         compacting(aws, later).apply(forget, reason="bad")
+
+
+# -- a head put whose outcome is lost, a malformed map: readers and the detector carry on -------------
+
+
+def named_pages(aws: Aws) -> set[str]:
+    head = raw_item(aws)
+    assert head is not None
+    return {p["S"] for p in head.get("pages", {"L": []})["L"]}
+
+
+def assert_every_named_page_is_there_and_no_other(aws: Aws) -> None:
+    assert {i["sk"]["S"] for i in shard_map_items(aws)} == named_pages(aws) | {"current"}
+
+
+class LoseHeadResponses:
+    """botocore acts as if the response to an applied head put never came back (a 500, a dropped
+    connection): its own retry machinery sends the put again, which meets the condition the
+    applied put changed. ``meanwhile`` runs between the lost response and the retry."""
+
+    def __init__(self, dynamodb: Any, meanwhile: Callable[[], Any] = lambda: None) -> None:
+        self.client = boto3.client("dynamodb", region_name=dynamodb.meta.region_name)
+        self.client.meta.events.register_first("needs-retry.dynamodb.PutItem", self._lose)
+        self.meanwhile = meanwhile
+        self.lost = 0
+
+    def _lose(self, response: Any, request_dict: dict[str, Any], **_: Any) -> float | None:
+        if self.lost or response is None or response[0].status_code != 200:
+            return None
+        if json.loads(request_dict["body"])["Item"]["sk"]["S"] != "current":
+            return None
+        self.lost += 1
+        self.meanwhile()
+        return 0  # retry at once
+
+
+def test_a_head_put_applied_whose_response_was_lost_is_a_success_and_its_pages_stay(aws: Aws) -> None:
+    # Given a paged map, and a client whose first head put lands but whose answer is lost
+    seeded(aws, fleet_map(PAGED))
+    lossy = LoseHeadResponses(aws.dynamodb)
+    # When the detector changes the map: botocore's retry meets ConditionalCheckFailed (its own put's work)
+    applied = store(aws, client=lossy.client).apply(split(ALPHA, 5), reason="ours")
+    # Then that is the success it is, and every page the stored head names is there
+    assert lossy.lost == 1
+    assert applied.changed and applied.attempts == 1
+    assert_every_named_page_is_there_and_no_other(aws)
+    # And every reader, old or new, reads it
+    assert store(aws).load(bootstrap=False) == applied.shard_map
+    assert store(aws, client=lossy.client).load(bootstrap=False).entity_shards_at(ALPHA, NEXT) == 5
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        ClientError({"Error": {"Code": "InternalServerError", "Message": "try again"}}, "PutItem"),
+        ConnectionClosedError(endpoint_url="https://dynamodb.eu-west-1.amazonaws.com"),
+    ],
+    ids=["500", "connection-closed"],
+)
+def test_a_head_put_applied_that_then_raised_is_a_success(aws: Aws, error: Exception) -> None:
+    # Given a client that applies the head put and then raises (no retry left to meet the condition)
+    seeded(aws, fleet_map(PAGED))
+
+    class AppliedThenRaises:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(aws.dynamodb, name)
+
+        def put_item(self, **kwargs: Any) -> Any:
+            response = aws.dynamodb.put_item(**kwargs)
+            if kwargs["Item"]["sk"]["S"] == "current":
+                raise error
+            return response
+
+    applied = store(aws, client=AppliedThenRaises()).apply(split(ALPHA, 5), reason="ours")
+    assert applied.changed and applied.shard_map.version == 2
+    assert_every_named_page_is_there_and_no_other(aws)
+    assert store(aws).load(bootstrap=False).entity_shards_at(ALPHA, NEXT) == 5
+
+
+def test_a_head_put_that_failed_keeps_its_pages_until_a_head_shows_they_cannot_be_named(aws: Aws) -> None:
+    # Given a head put that raises and did not land (so its request could still be in flight)
+    seeded(aws, fleet_map(PAGED))
+    before = {i["sk"]["S"] for i in shard_map_items(aws)}
+
+    class Fails:
+        def __init__(self) -> None:
+            self.failing = True
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(aws.dynamodb, name)
+
+        def put_item(self, **kwargs: Any) -> Any:
+            if self.failing and kwargs["Item"]["sk"]["S"] == "current":
+                raise ConnectionClosedError(endpoint_url="https://dynamodb.eu-west-1.amazonaws.com")
+            return aws.dynamodb.put_item(**kwargs)
+
+    client = Fails()
+    writer = store(aws, client=client)
+    with pytest.raises(ConnectionClosedError):
+        writer.apply(split(ALPHA, 5), reason="ours")
+    # Then the stored map is unchanged and read as before, and the page put for it is kept
+    written = {i["sk"]["S"] for i in shard_map_items(aws)} - before
+    assert len(written) == 1
+    assert store(aws).load(bootstrap=False).entity_history == fleet_map(PAGED).entity_history
+    # When the next change lands, that page (its version reached, unnamed) goes
+    client.failing = False
+    assert writer.apply(split("sensor-beta-002", 3), reason="next").changed
+    assert not written & {i["sk"]["S"] for i in shard_map_items(aws)}
+    assert_every_named_page_is_there_and_no_other(aws)
+
+
+def test_a_competitor_building_on_a_head_whose_response_was_lost_keeps_the_pages_it_names(aws: Aws) -> None:
+    # Given a paged map, and the entity a competitor changes, on another page than ours
+    seeded(aws, fleet_map(PAGED))
+    count = len(named_pages(aws))
+    theirs = next(
+        e for e in (f"sensor-beta-{n:03d}" for n in range(100)) if shard_of(e, count) != shard_of(ALPHA, count)
+    )
+    competitor = store(aws)
+    # When our head lands, its answer is lost, and the competitor changes the map on top of ours before the retry
+    lossy = LoseHeadResponses(aws.dynamodb, lambda: competitor.apply(split(theirs, 3), reason="competitor"))
+    ours = store(aws, client=lossy.client)
+    applied = ours.apply(split(ALPHA, 5), reason="ours")
+    # Then the competitor's head (which reuses the page we wrote for ALPHA) is stored and whole
+    assert lossy.lost == 1
+    final = store(aws).load(bootstrap=False)
+    assert (final.entity_shards_at(ALPHA, NEXT), final.entity_shards_at(theirs, NEXT)) == (5, 3)
+    assert final.version == 3 and applied.shard_map == final
+    assert any(sk.startswith("page#0000000002#") for sk in named_pages(aws))  # ours, in their head
+    assert_every_named_page_is_there_and_no_other(aws)
+
+
+def broken_head(aws: Aws) -> dict[str, Any]:
+    """The stored head with its map's JSON cut short (its version and pages left as they were)."""
+    head = raw_item(aws)
+    assert head is not None
+    head["map"] = {"S": head["map"]["S"][:20]}
+    aws.dynamodb.put_item(TableName=CONTROL, Item=head)
+    return head
+
+
+def fallbacks() -> float:
+    emitted = metrics.serialize_metric_set()
+    value = emitted.get("ShardMapFallbacks", 0)
+    return float(sum(value) if isinstance(value, list) else value)
+
+
+def test_a_reader_works_from_its_last_good_map_when_the_stored_one_breaks_and_a_cold_one_refuses(aws: Aws) -> None:
+    # Given a reader that has read the map, and a change it has not read yet
+    seeded(aws, fleet_map(PAGED))
+    reader = CachedShardMap(store(aws).load, 0)  # every call refreshes
+    good = reader.current()
+    store(aws).apply(split(ALPHA, 5), reason="a change")
+    # When the stored head breaks
+    broken_head(aws)
+    metrics.clear_metrics()
+    # Then the reader keeps the last good map it read, counting each fallback (alarmed)
+    assert reader.current() == good
+    assert reader.current() == good
+    assert fallbacks() == 2
+    metrics.clear_metrics()
+    # And one without a good map fails, naming the fault
+    with pytest.raises(MalformedShardMap, match="not JSON"):
+        store(aws).load(bootstrap=False)
+    with pytest.raises(MalformedShardMap, match="not JSON"):
+        store(aws).load()
+
+
+def test_the_detector_replaces_a_malformed_map_from_its_last_good_one_of_that_version(aws: Aws) -> None:
+    # Given the detector wrote version 2, and then the stored head broke (its version still 2)
+    seeded(aws, fleet_map(PAGED))
+    detector = store(aws)
+    detector.apply(split(ALPHA, 5), reason="split")
+    broken = broken_head(aws)
+    assert broken["version"] == {"N": "2"}
+    # When it judges its next window: its read falls back, and its change replaces the broken head
+    assert detector.load().version == 2
+    applied = detector.apply(split("sensor-beta-002", 3), reason="next")
+    # Then the map is whole again, every change kept, and no page of the broken head is left
+    assert applied.changed and applied.shard_map.version == 3
+    reread = store(aws).load(bootstrap=False)
+    assert (reread.entity_shards_at(ALPHA, NEXT), reread.entity_shards_at("sensor-beta-002", NEXT)) == (5, 3)
+    assert reread.entity_history.keys() == fleet_map(PAGED).entity_history.keys() | {ALPHA, "sensor-beta-002"}
+    head = raw_item(aws)
+    assert head is not None and "replaces a malformed map" in head["reason"]["S"]
+    assert_every_named_page_is_there_and_no_other(aws)
+    # And even with nothing to change, the next one replaces a broken head
+    broken_head(aws)
+    again = detector.apply(lambda m: m, reason="compaction")
+    assert again.changed and again.shard_map.version == 4
+    assert store(aws).load(bootstrap=False).entity_history == reread.entity_history
+
+
+def test_a_detector_whose_good_map_is_older_than_the_broken_head_replaces_nothing(aws: Aws) -> None:
+    # Given a detector that read version 1, and version 2 (written by another) that then broke
+    seeded(aws, fleet_map(PAGED))
+    stale = store(aws)
+    stale.load()
+    store(aws).apply(split(ALPHA, 5), reason="split by another")
+    broken = broken_head(aws)
+    # When the stale detector judges: it may work from its map, but never writes it over version 2
+    assert stale.load().version == 1
+    with pytest.raises(MalformedShardMap, match=r"not replaced: it is version 2, newer than .* \(1\)"):
+        stale.apply(split("sensor-beta-002", 3), reason="must not land")
+    assert raw_item(aws) == broken
+    # And one that holds no map at all refuses too
+    with pytest.raises(MalformedShardMap, match="not replaced: this writer holds no good map"):
+        store(aws).apply(split("sensor-beta-002", 3), reason="must not land")
+
+
+def test_a_detector_replaces_nothing_over_a_head_whose_version_cannot_be_read(aws: Aws) -> None:
+    seeded(aws, fleet_map(PAGED))
+    detector = store(aws)
+    detector.apply(split(ALPHA, 5), reason="split")
+    head = raw_item(aws)
+    assert head is not None
+    del head["version"]
+    aws.dynamodb.put_item(TableName=CONTROL, Item=head)
+    assert detector.load().version == 2
+    with pytest.raises(MalformedShardMap, match="not replaced: its version cannot be read"):
+        detector.apply(split("sensor-beta-002", 3), reason="must not land")
+    assert raw_item(aws) == head

@@ -72,6 +72,21 @@ class Clock:
 
 
 @dataclass
+class Ticks:
+    """A monotonic clock in seconds that only the test's sleeps move: a wait takes no time."""
+
+    now_s: float = 0.0
+    slept: list[float] = field(default_factory=list)
+
+    def __call__(self) -> float:
+        return self.now_s
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now_s += seconds
+
+
+@dataclass
 class CallLog:
     """Every operation a set of clients sent, in order."""
 
@@ -238,7 +253,10 @@ class World:
     def settings(self, **overrides: str) -> RotatorSettings:
         return RotatorSettings.from_env({**self.env, **overrides})
 
-    def rotator(self, clock: Clock, clients: Clients | None = None, **overrides: str) -> tuple[Rotator, Clients]:
+    def rotator(
+        self, clock: Clock, clients: Clients | None = None, *, ticks: Ticks | None = None, **overrides: str
+    ) -> tuple[Rotator, Clients]:
+        """A rotator on ``clock``; its run's time (and its waits) on ``ticks`` when given, else the real ones."""
         clients = clients or self.clients()
         self.extras.clock = clock
         rotator = Rotator(
@@ -247,6 +265,7 @@ class World:
             lambda_client=clients.lambda_,
             cloudwatch=clients.cloudwatch,
             clock_ms=clock,
+            **({"monotonic": ticks, "sleep": ticks.sleep} if ticks is not None else {}),
         )
         return rotator, clients
 

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from tests.integration.rotator.conftest import HOUR, MINUTE, Clock, World, at
+from rotator.logic import CREATING_POLL_S
+from tests.integration.rotator.conftest import HOUR, MINUTE, Clients, Clock, Ticks, World, at
 
 pytestmark = pytest.mark.integration
 
@@ -88,21 +89,47 @@ def test_asking_twice_builds_once(world: World) -> None:
     assert second.created == [] and second.configured == {} and second.errors == []
 
 
-def test_a_table_a_build_left_creating_is_set_up_by_the_next_run_that_looks_at_it(world: World) -> None:
-    clock = Clock(at("2026-11-22T12:00:00Z"))
-    rotator, clients = world.rotator(clock)
+def creating_until(clients: Clients, ticks: Ticks, active_at_s: float) -> None:
+    """DynamoDB keeps new tables CREATING until ``active_at_s`` on the test's ticks (moto makes them ACTIVE at once)."""
 
     def creating(parsed: dict[str, Any], key: str) -> None:
-        parsed[key]["TableStatus"] = "CREATING"
+        if ticks() < active_at_s:
+            parsed[key]["TableStatus"] = "CREATING"
 
-    # Given DynamoDB still CREATING the table when the build run describes it
     clients.edit("CreateTable", partial(creating, key="TableDescription"))
     clients.edit("DescribeTable", partial(creating, key="Table"))
-    built = rotator.build(["readings-2026-11-20"])
-    assert built.created == ["readings-2026-11-20"] and built.configured == {}
+
+
+def test_a_build_run_waits_while_its_table_is_creating_and_sets_it_up_as_soon_as_it_is_active(world: World) -> None:
+    # Given DynamoDB takes 42 s to make the table (the run has Lambda's 300 s)
+    clock, ticks = Clock(at("2026-11-22T12:00:00Z")), Ticks()
+    rotator, clients = world.rotator(clock, ticks=ticks)
+    creating_until(clients, ticks, 42.0)
+    # When ingest asks for it
+    built = rotator.build(["readings-2026-11-20"], budget_ms=300_000)
+    # Then the run describes it every few seconds until it is ACTIVE, and sets up its TTL and PITR then
+    assert built.created == ["readings-2026-11-20"] and built.creating == [] and built.errors == []
+    assert built.configured == {"readings-2026-11-20": ["ttl", "point_in_time_recovery"]}
+    assert world.ttl("readings-2026-11-20")["TimeToLiveStatus"] == "ENABLED"
+    assert world.pitr("readings-2026-11-20") == "ENABLED"
+    assert 42.0 <= ticks() < 42.0 + CREATING_POLL_S
+    assert clients.log.operations.count("DescribeTable") == len(ticks.slept) + 1 == 10
+
+
+def test_a_build_run_whose_table_outlasts_its_time_leaves_it_to_the_next_run_that_looks_at_it(world: World) -> None:
+    # Given DynamoDB still CREATING the table when the build run's time is up (20 s left, 10 s kept back)
+    clock, ticks = Clock(at("2026-11-22T12:00:00Z")), Ticks()
+    rotator, clients = world.rotator(clock, ticks=ticks)
+    creating_until(clients, ticks, 3_600.0)
+    built = rotator.build(["readings-2026-11-20"], budget_ms=20_000)
+    # Then the run stops waiting within its time, and says which table it left CREATING (the handler fails
+    # the invocation on it, so Lambda's retries wait again: test_handler)
+    assert built.created == ["readings-2026-11-20"] and built.creating == ["readings-2026-11-20"]
+    assert built.configured == {} and ticks() <= 10.0
     assert world.ttl("readings-2026-11-20")["TimeToLiveStatus"] == "DISABLED"
-    # When a scheduled run looks at it (a closed table is looked at in turn), it finds it made after it
-    # closed, so without an open table's setup, and sets up its TTL and PITR
+    # And a scheduled run that looks at it once it is ACTIVE (a closed table is looked at in turn) finds it
+    # made after it closed, so without an open table's setup, and sets up its TTL and PITR
+    ticks.now_s = 3_600.0
     clock.advance(15 * MINUTE)
     later, _ = world.rotator(clock)
     summary = later.run()

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from tests.integration.rotator.conftest import Clients, World
+from rotator.logic import EXPORT_ATTEMPTS, EXPORTS_LOOKED_AT
+from tests.integration.rotator.conftest import HOUR, Clients, World
 from tests.integration.rotator.test_faults import prepared
 
 pytestmark = pytest.mark.integration
@@ -101,20 +102,30 @@ def test_a_failed_export_is_reported_and_tried_again_with_a_new_token(world: Wor
     assert third.deleted == [OLD] and third.errors == []
 
 
-def test_a_table_without_point_in_time_recovery_gets_it_before_its_export(world: World) -> None:
-    # Given the table was made before exports were configured, without PITR
-    _, clients, clock = prepared(world, POINT_IN_TIME_RECOVERY="false")
-    assert world.pitr(OLD) == "DISABLED"
-    exporting, _ = world.rotator(clock, clients, **EXPORT)
+def test_an_export_that_keeps_failing_is_given_up_with_an_error_and_the_table_kept(world: World) -> None:
+    rotator, clients, clock = prepared(world, **EXPORT)
+    exports = record_exports(clients)
 
-    # When it expires, the export is refused (PointInTimeRecoveryUnavailableException): PITR goes on
-    first = exporting.run()
-    assert first.errors == [] and first.exports_started == []
-    assert "point_in_time_recovery" in first.configured[OLD]
-    assert world.pitr(OLD) == "ENABLED"
-    # Then the export starts on the next run, and the drop follows on the one after
-    assert exporting.run().exports_started == [OLD]
-    assert exporting.run().deleted == [OLD]
+    def failed(parsed: dict[str, Any]) -> None:
+        parsed["ExportDescription"].update(ExportStatus="FAILED", FailureCode="S3AccessDenied", FailureMessage="no")
+
+    clients.edit("DescribeExport", failed)
+    listed: list[dict[str, Any]] = []
+    clients.dynamodb.meta.events.register(
+        "provide-client-params.dynamodb.ListExports", lambda params, **_: listed.append(dict(params))
+    )
+    # Given the export fails every time: the first run starts it, the next two start it again
+    codes = [[e.code for e in rotator.run().errors if e.table == OLD] for _ in range(3)]
+    assert codes == [[], ["ExportFailed"], ["ExportFailed"]] and len(exports) == 3
+    # Then after EXPORT_ATTEMPTS failures no new export is started, every run says so, and the table stays
+    for _ in range(3):
+        clock.advance(HOUR)
+        summary = rotator.run()
+        assert [e.code for e in summary.errors if e.table == OLD] == ["ExportAbandoned"]
+        assert "export it by hand" in summary.errors[0].message
+    assert len(exports) == EXPORT_ATTEMPTS and OLD in world.ours()
+    # And each run looked at one page of at most EXPORTS_LOOKED_AT exports
+    assert {p["MaxResults"] for p in listed} == {EXPORTS_LOOKED_AT} and len(listed) == 6
 
 
 def test_a_dry_run_reports_the_export_and_starts_none(world: World) -> None:

@@ -10,6 +10,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -100,6 +101,40 @@ def test_the_scheduled_payload_runs_live_on_the_real_clock(
     values = emitted_metrics(capsys.readouterr().out)
     assert (values["TablesCreated"], values["PeriodsReady"], values["RotationErrors"]) == (made, 3.0, 0.0)
     assert values["TablesConfigured"] == made and values["ManagedTables"] == made
+
+
+@pytest.mark.usefixtures("fresh_import")
+def test_a_build_run_publishes_only_what_it_measured(
+    world: World, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given a healthy deployment: its scheduled run finds three periods ready
+    module = load(world, monkeypatch, ALLOW_NOW_OVERRIDE="true")
+    module.handler({"now": "2026-11-22T12:00:00Z"}, Context())
+    assert emitted_metrics(capsys.readouterr().out)["PeriodsReady"] == 3.0
+    # When ingest asks for a past period's table
+    result = module.handler({"now": "2026-11-22T12:01:00Z", "build": ["readings-2026-11-20"]}, Context())
+    assert result["created"] == ["readings-2026-11-20"] and result["periods_ready"] is None
+    # Then the build run counts what it did, and publishes no PeriodsReady (it looked at no current or next
+    # table: a 0 would raise "the next period's table is not ready") and no ManagedTables (it listed none)
+    values = emitted_metrics(capsys.readouterr().out)
+    assert values["TablesCreated"] == 1.0
+    assert "PeriodsReady" not in values and "ManagedTables" not in values
+
+
+@pytest.mark.usefixtures("fresh_import")
+def test_a_build_run_fails_while_its_table_is_still_creating_so_that_lambda_retries_it(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    module = load(world, monkeypatch, ALLOW_NOW_OVERRIDE="true")
+
+    def creating(parsed: dict[str, Any], **_: Any) -> None:
+        parsed["Table"]["TableStatus"] = "CREATING"
+
+    client("dynamodb").meta.events.register("after-call.dynamodb.DescribeTable", creating)
+    # 14.9 s left, 10 s kept back: time to create the table, none to wait 5 s for it
+    with pytest.raises(module.TablesStillCreating, match="readings-2026-11-20"):
+        module.handler({"now": "2026-11-22T12:00:00Z", "build": ["readings-2026-11-20"]}, Context(remaining_ms=14_900))
+    assert world.ours() == ["readings-2026-11-20"]
 
 
 @pytest.mark.usefixtures("fresh_import")

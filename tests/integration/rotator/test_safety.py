@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from rotator.lifecycle import Lifecycle, PeriodTable, Phase
-from tests.integration.rotator.conftest import Clock, World, at
+from tests.integration.rotator.conftest import HOUR, Clock, World, at
 from tests.integration.rotator.test_faults import prepared
 
 pytestmark = pytest.mark.integration
@@ -207,3 +207,26 @@ def test_max_deletes_per_run_zero_never_drops(world: World) -> None:
     assert summary.deleted == []
     assert "MAX_DELETES_PER_RUN (0)" in " ".join(s.reason for s in summary.skipped)
     assert "readings-2026-11-22" in world.ours()
+
+
+def test_tables_that_cannot_be_retired_do_not_keep_younger_ones_from_being_dropped(world: World) -> None:
+    # Given twelve tables named like ours for days long past retention that carry no ownership tags (point-in-time
+    # restores under the old names, say): they can never be dropped, and are more than a run's expired slice
+    foreign = [f"readings-2026-10-{day:02d}" for day in range(1, 13)]
+    for name in foreign:
+        world.create_foreign(name)
+    rotator, _, clock = prepared(world)
+    # When the rotator runs while yesterday's table expires
+    summary = rotator.run()
+    # Then the table past retention is dropped all the same: the overdue ones are looked at in turn, two a run
+    assert summary.deleted == ["readings-2026-11-22"]
+    assert len([s for s in summary.skipped if s.table in foreign and "not created by this rotator" in s.reason]) == 2
+    # And they are counted as overdue (alarmed), every run, whichever are looked at
+    assert summary.tables_overdue == 12
+    seen: set[str] = set()
+    for _ in range(6):
+        clock.advance(HOUR)
+        again = rotator.run()
+        assert again.tables_overdue == 12 and again.errors == []
+        seen |= {s.table for s in again.skipped if s.table in foreign}
+    assert seen == set(foreign) and sorted(world.ours())[:12] == foreign

@@ -110,3 +110,28 @@ def test_a_change_to_one_entity_rewrites_its_page_only() -> None:
     table.puts = 0
     store.apply(lambda m: m.with_entity("sensor-000007", 9, LATER, now_ms=NOW), reason="one")
     assert table.puts == 2  # its page, then the head
+
+
+def test_a_page_put_whose_response_was_lost_is_used_not_left_behind() -> None:
+    # Given a table whose first page put lands but answers as botocore's retry would: the condition failed
+    class LostPageResponse(Table):
+        lost = False
+
+        def put_item(self, *, Item: dict[str, Any], ConditionExpression: str, **kw: Any) -> dict[str, Any]:  # noqa: N803
+            response = super().put_item(Item=Item, ConditionExpression=ConditionExpression, **kw)
+            if Item["sk"]["S"].startswith("page#") and not self.lost:
+                self.lost = True
+                super().put_item(Item=Item, ConditionExpression=ConditionExpression, **kw)  # the retry: refused
+            return response
+
+    table = LostPageResponse()
+    store = ShardMapStore(table, "control", ShardMap.initial(BUCKET, 4), clock_ms=lambda: NOW)
+    store.apply(lambda m: with_entities(m, entities(120)), reason="many")
+    # When a change rewrites one page, and that page's answer is lost
+    table.lost = False
+    applied = store.apply(lambda m: m.with_entity("sensor-000007", 9, LATER, now_ms=NOW), reason="one")
+    # Then it lands at the first attempt, naming that page, and every page stored is one the head names
+    assert applied.attempts == 1
+    head = table.items["shardmap", "current"]
+    assert {sk for _, sk in table.items if sk != "current"} == {p["S"] for p in head["pages"]["L"]}
+    assert ShardMapStore(table, "control", ShardMap.initial(BUCKET, 4)).load() == applied.shard_map

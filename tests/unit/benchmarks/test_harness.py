@@ -36,6 +36,7 @@ def test_every_benchmark_of_the_issue_is_registered() -> None:
         "moto-query",
         "query-cpu",
         "tracing",
+        "pack-names",
     }
     assert all(b.description for b in registered().values())
 

@@ -158,6 +158,7 @@ def test_aggregate_rows_and_a_missing_pandas(monkeypatch: pytest.MonkeyPatch) ->
         "readings": 2,
     }
     series = QueryClient("http://127.0.0.1:9/v1", transport=Recorder(ok(body))).aggregates("s", "a", "b", "1h")
+    assert series.intervals[0].set_aside is None
     assert series.rows() == [
         {"start": "T0", "measure": "rh", "readings": 2, "count": 1},
         {"start": "T0", "measure": "t", "readings": 2, "count": 2, "avg": 1.5},
@@ -174,3 +175,10 @@ def test_a_custom_domain_needs_a_region_to_sign_with(monkeypatch: pytest.MonkeyP
     with pytest.raises(ValueError, match="region"):
         QueryClient("https://readings.example.com/v1")
     assert QueryClient("https://readings.example.com/v1", region="eu-west-1").api_url.endswith("/v1")
+
+
+def test_an_interval_set_aside_by_the_rollups_says_why() -> None:
+    interval = {"start": "T0", "readings": 1, "measures": {}, "set_aside": "the item 'p' / 's' is not a block"}
+    body = {"entity_id": "s", "interval": "1m", "stats": ["count"], "intervals": [interval], "readings": 1}
+    series = QueryClient("http://127.0.0.1:9/v1", transport=Recorder(ok(body))).aggregates("s", "a", "b", "1m")
+    assert series.intervals[0].set_aside == "the item 'p' / 's' is not a block"

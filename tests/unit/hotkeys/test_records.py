@@ -119,8 +119,12 @@ def test_a_service_principal_other_than_dynamodb_is_a_user_write() -> None:
         ({"pk": {"N": "1"}, "sk": {"S": "b"}}, "a numeric partition key"),
         ({"pk": {"S": "user#42"}, "sk": {"S": "profile"}}, "single-table design keys"),
         (
-            {"pk": {"S": "0001#2026-11-22T06:00"}, "sk": {"S": "sensor-1#2026-11-22T06:00:00.000Z#e1"}},
-            "a reading's own key from before blocks (no block id, no write units)",
+            {"pk": {"S": "0001#2026-11-22T06:00"}, "sk": {"S": "bad entity!#2026-11-22T06:00:00.000Z#e1"}},
+            "a key from before blocks with a bad id",
+        ),
+        (
+            {"pk": {"S": "0001#2026-11-22T06:00#a#001"}, "sk": {"S": "b#2026-11-22T06:00:00.000Z#e1"}},
+            "a key from before blocks of another entity's partition",
         ),
         (
             {
@@ -143,6 +147,41 @@ def test_other_key_schemas_are_foreign(keys: dict[str, Any], why: str) -> None:
     result = parse(stream_record("", "", approx_s=T0, keys=keys))
     assert isinstance(result, Skipped), why
     assert result.kind is SkipKind.FOREIGN, why
+
+
+@pytest.mark.parametrize(
+    ("kind", "pk", "sk", "shared"),
+    [
+        ("hybrid", "0001#2026-11-22T06:00", "sensor-1#2026-11-22T06:00:00.000Z#e1", True),
+        ("hybrid", "0001#2026-11-22T06:00#sensor-1#002", "sensor-1#2026-11-22T06:00:00.000Z#e1", False),
+        ("random", "sensor-1#3", "2026-11-22T06:00:00.000Z#e1", False),
+        ("calculated", "sensor-1#0", "2026-11-22T06:00:00.000Z#h-00ff", False),
+    ],
+)
+def test_an_item_from_before_blocks_counts_the_write_units_of_its_size(
+    kind: str, pk: str, sk: str, shared: bool
+) -> None:
+    # Given the records of a table deployed before blocks, whose items hold one reading and whose
+    # sort keys carry no write units: a user's delete (billed), a larger item's, a TTL delete
+    user = parse(stream_record(pk, sk, approx_s=T0, event_name="REMOVE", size_bytes=300), kind)
+    large = parse(stream_record(pk, sk, approx_s=T0, event_name="REMOVE", size_bytes=2_100), kind)
+    expired = parse(stream_record(pk, sk, approx_s=T0, event_name="REMOVE", ttl=True), kind)
+    no_size = stream_record(pk, sk, approx_s=T0, event_name="REMOVE")
+    del no_size["dynamodb"]["SizeBytes"]
+
+    # Then each counts what it was billed before blocks, from the record's size (1 KB a unit), for
+    # the entity in its keys; a TTL delete is one, not a foreign key; and without a size, malformed
+    assert user == Observation(
+        partition_key=pk,
+        entity="sensor-1",
+        write_units=1,
+        approx_time_ms=T0 * 1000,
+        event_name="REMOVE",
+        shared_key=shared,
+    )
+    assert isinstance(large, Observation) and large.write_units == 3
+    assert expired == Skipped(SkipKind.TTL_DELETE, "deleted by TTL")
+    assert parse(no_size, kind) == Skipped(SkipKind.MALFORMED, "dynamodb.SizeBytes must be a whole number of bytes")
 
 
 def test_hybrid_keys_are_foreign_to_a_calculated_layout_and_back() -> None:

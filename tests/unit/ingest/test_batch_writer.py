@@ -77,6 +77,14 @@ def test_a_number_dynamodb_cannot_hold_is_refused_per_item() -> None:
         number_text(Decimal("NaN"))
 
 
+@pytest.mark.parametrize("value", [1e126, -1e126, 10**126, 9.999999999999999e-131, Decimal("1E-131")])
+def test_a_number_past_dynamodb_range_is_refused(value: Any) -> None:
+    with pytest.raises(UnstorableValue, match="outside DynamoDB's number range"):
+        number_text(value)
+    assert number_text(9.999999999999998e125) == "9.999999999999998E+125"
+    assert number_text(-1e-130) == "-1E-130"
+
+
 def test_items_serialise_to_the_low_level_form() -> None:
     item = {"pk": "a", "n": 3, "m": {"t": 1.5}, "ok": True, "nothing": None, "l": ["x", 2], "b": b"\x00\xff"}
     assert serialize_item(item) == {

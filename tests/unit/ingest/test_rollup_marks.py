@@ -1,8 +1,10 @@
-"""Ingest marks the intervals of the readings it wrote for the rollup function: after them, once per container."""
+"""Ingest marks the intervals of the readings it writes for the rollup function: before them, once per container,
+so no reading is ever stored without a mark stamped no later than its storage, however the invocation ends."""
 
 from __future__ import annotations
 
 import random
+from typing import Any
 
 from adapters.batch_writer import BatchWriter
 from adapters.rejects import RejectsPublisher
@@ -45,7 +47,7 @@ def _marks(db: FakeDynamoDB) -> set[Mark]:
     }
 
 
-def test_one_mark_per_entity_minute_after_the_readings_and_once_per_container() -> None:
+def test_one_mark_per_entity_minute_before_the_readings_and_once_per_container() -> None:
     # Given readings of two entities, two of them in one minute, one a minute late
     db = FakeDynamoDB({"readings", CONTROL})
     ingestor = _ingestor(db)
@@ -56,12 +58,12 @@ def test_one_mark_per_entity_minute_after_the_readings_and_once_per_container() 
     ]
     # When they are ingested
     outcome = ingestor.ingest(batch(payloads), 60_000)
-    # Then each (entity, minute) is marked once, stamped with the batch's start, after the readings
+    # Then each (entity, minute) is marked once, stamped with the batch's start, before the readings
     assert outcome.written == 3
     start = NOW - NOW % MINUTE
     assert _marks(db) == {Mark(start, MINUTE, start, "a"), Mark(start, MINUTE, start - MINUTE, "b")}
-    first_mark = next(i for i, call in enumerate(db.calls) if CONTROL in call)
-    assert all(CONTROL not in call for call in db.calls[:first_mark]) and "readings" in db.calls[0]
+    first_block = next(i for i, call in enumerate(db.calls) if "readings" in call)
+    assert all("readings" not in call for call in db.calls[:first_block]) and CONTROL in db.calls[0]
     # When the batch is redelivered, its marks are not written again by this container
     calls = len(db.calls)
     ingestor.ingest(batch(payloads), 60_000)
@@ -74,11 +76,12 @@ def test_a_reading_whose_mark_is_not_written_is_handed_back() -> None:
         {"readings", CONTROL}, refuse=lambda item: "no" if item["pk"]["S"].startswith("rollmark") else None
     )
     ingestor = _ingestor(db)
-    # When a reading is ingested, it is stored but its record is not settled: redelivery marks it again
+    # When a reading is ingested, it is not stored and its record is not settled: redelivery marks it again
     outcome = ingestor.ingest(batch([as_json(reading("a", NOW, "1"))]), 60_000)
-    assert [r.event_id for r in stored_readings(db.items("readings"))] == ["1"]
+    assert stored_readings(db.items("readings")) == []
     assert outcome.written == 0
     assert outcome.records[0].failed
+    assert "rollup mark not written" in (outcome.records[0].reason or "")
 
 
 def test_a_block_across_a_minute_boundary_marks_each_minute_it_holds_readings_of() -> None:
@@ -92,3 +95,29 @@ def test_a_block_across_a_minute_boundary_marks_each_minute_it_holds_readings_of
     # Then both minutes are marked: the rollup function recomputes each from the blocks
     start = NOW - NOW % MINUTE
     assert _marks(db) == {Mark(start, MINUTE, boundary - MINUTE, "c"), Mark(start, MINUTE, boundary, "c")}
+
+
+def test_an_ingest_slowed_past_its_deadline_never_leaves_a_stored_reading_unmarked() -> None:
+    # Given a DynamoDB so slow that the first write of a batch uses up the invocation's whole time
+    db = FakeDynamoDB({"readings", CONTROL})
+    ingestor = _ingestor(db)
+    clock = ingestor.clock
+    assert isinstance(clock, FakeClock)
+    write = db.batch_write_item
+
+    def slow(**kwargs: Any) -> Any:
+        answer = write(**kwargs)
+        clock.advance(120)  # past the 60 s the invocation has: nothing may start after this
+        return answer
+
+    db.batch_write_item = slow  # type: ignore[method-assign]
+    # When a batch of corrections (fewer measures than their originals) and new readings is ingested
+    payloads = [as_json(reading("a", NOW - 5 * MINUTE, "1", kw=1.5)), as_json(reading("new", NOW - 9 * MINUTE, "2"))]
+    outcome = ingestor.ingest(batch(payloads), 60_000)
+    # Then every reading stored has its minute marked, stamped with the batch's start (here: none is stored,
+    # since the marks took the time; the records are handed back and redelivered, and then marked first)
+    start = NOW - NOW % MINUTE
+    marked = {(m.entity, m.start_ms) for m in _marks(db) if m.slot_ms == start}
+    stored = {(r.entity_id, r.ts_ms - r.ts_ms % MINUTE) for r in stored_readings(db.items("readings"))}
+    assert stored <= marked
+    assert all(r.failed or r.written == r.readings for r in outcome.records)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from decimal import Decimal
 from typing import Any
@@ -13,6 +14,7 @@ from hypothesis import strategies as st
 from keydesign import InvalidInput, Reading, parse_timestamp
 from keydesign.model import validate_event_id
 from keydesign.timefmt import MAX_TS_MS
+from local_runtime.moto_speedups import number_refusal
 
 from .strategies import PROPERTY
 
@@ -334,3 +336,39 @@ def test_derived_ids_depend_on_content_not_on_key_order_and_round_trip(measures:
     assert Reading.parse(reversed_raw).event_id == reading.event_id
     # The reading a producer would send back parses to the same reading.
     assert Reading.parse(reading.to_json()) == reading
+
+
+_NINES = "9.9999999999999999999999999999999999999"  # 38 significant digits: DynamoDB's largest mantissa
+#: Each edge of DynamoDB's numbers, as the value a reading holds, and whether DynamoDB stores its text.
+_EDGES = [
+    (1e-130, True),  # written "1e-130", the smallest magnitude
+    (math.nextafter(1e-130, 0.0), False),  # written "9.999999999999999e-131"
+    (math.nextafter(1e126, 0.0), True),  # written "9.999999999999998e+125", the largest float
+    (1e126, False),  # what the text of 38 nines e125 rounds to as a double: written "1e+126"
+    (float(f"{_NINES}e125"), False),
+    (10**126 - 10**88, True),  # 38 nines then 88 zeros: the largest number, exactly
+    (10**126, False),
+    (10**126 - 10**87, False),  # below the largest, but 39 significant digits
+    (10**38 - 1, True),
+    (10**38 + 1, False),
+    (Decimal(f"{_NINES}E+125"), True),
+    (Decimal(f"{_NINES}E-131"), False),  # past 28 digits: abs() would round it up to 1E-130
+    (Decimal("1E-130"), True),
+]
+
+
+@pytest.mark.parametrize(("value", "stored"), _EDGES, ids=lambda v: repr(v)[:30])
+@pytest.mark.parametrize("sign", [1, -1])
+def test_measures_follow_dynamodb_number_rules_at_both_edges(value: Any, stored: bool, sign: int) -> None:
+    # Given a measure at an edge of DynamoDB's numbers, positive or negative
+    signed = value if sign > 0 else value.copy_negate() if isinstance(value, Decimal) else -value
+    # Then ingest keeps it exactly when DynamoDB stores the text it is written as, and refuses it otherwise
+    written = repr(signed) if isinstance(signed, float) else str(signed)
+    assert (number_refusal(written) is None) == stored
+    if stored:
+        held = parse_with(measures={"m": signed}).measures["m"]
+        if isinstance(signed, Decimal):  # an integral Decimal is held as an int, any other as a float
+            signed = int(signed) if signed == signed.to_integral_value() else float(signed)
+        assert held == signed
+    else:
+        assert_refused("measures.m", measures={"m": signed})

@@ -23,6 +23,7 @@ from query.logic import QueryService
 from query.merge import Position
 from query.params import TimeRange
 from query.settings import QueryLimits
+from tests.unit.keydesign.legacy_blocks import varint
 from tests.unit.query.apigw import ApiClient, entity_path, rest_event
 
 NOW = parse_timestamp("2026-11-22T12:00:00Z")
@@ -158,23 +159,41 @@ def test_a_fault_of_ours_is_a_500_json_body_with_the_request_id() -> None:
     assert "bug" not in reply.body["error"]
 
 
-class Damaged:
-    """Every block it returns has lost its body after the header."""
+def _body_cut(payload: bytes) -> bytes:
+    return payload[: read_header(payload).body_at] + b"\x00"
 
-    def __init__(self, inner: MemoryReader) -> None:
-        self.inner = inner
+
+def _string_deltas(payload: bytes) -> bytes:
+    """A block of format 2 (no checksum) with the header of ``payload`` and a time delta that is a string."""
+    header = read_header(payload)
+    head = bytearray([2])
+    for number in (header.count, header.first_ms, header.span_ms):
+        varint(number, head)
+    body = [["0", *[0] * (header.count - 1)], {"v": [1] * header.count}]
+    return bytes(head) + b"\x01\x07" + json.dumps(body).encode()
+
+
+class Damaged:
+    """Every block it returns is damaged by ``damage``."""
+
+    def __init__(self, inner: MemoryReader, damage: Any) -> None:
+        self.inner, self.damage = inner, damage
 
     def read_page(self, request: PageRequest) -> Page:
         page = self.inner.read_page(request)
-        blocks = tuple(StoredBlock(b.sk, b.payload[: read_header(b.payload).body_at] + b"\x00") for b in page.blocks)
+        blocks = tuple(StoredBlock(b.sk, self.damage(b.payload)) for b in page.blocks)
         return dataclasses.replace(page, blocks=blocks)
 
 
-def test_a_block_that_does_not_decode_is_a_500_saying_so_and_its_key_is_logged(
-    caplog: pytest.LogCaptureFixture,
+@pytest.mark.parametrize(
+    ("damage", "reason"),
+    [(_body_cut, "checksum does not match"), (_string_deltas, "a time delta is not a whole number")],
+)
+def test_a_block_that_does_not_decode_is_a_500_naming_it_and_its_key_is_logged(
+    damage: Any, reason: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     _, store = build()
-    api, _ = build(reader=Damaged(store))
+    api, _ = build(reader=Damaged(store, damage))
     path, params = ROUTES["entity_readings"]
 
     reply = api.get(path, **params)
@@ -184,7 +203,10 @@ def test_a_block_that_does_not_decode_is_a_500_saying_so_and_its_key_is_logged(
     assert reply.body["error"].startswith("a stored block of readings in this range cannot be decoded")
     (error,) = [record.__dict__ for record in caplog.records if record.getMessage() == "a stored block does not decode"]
     assert error["table"] == "readings" and error["pk"].startswith("000")
-    assert error["sk"].startswith("sensor-1#") and "does not decompress" in error["reason"]
+    assert error["sk"].startswith("sensor-1#") and reason in error["reason"]
+    # ... and the answer names the block too: its table and key, and what is wrong with it
+    assert f"table 'readings', pk {error['pk']!r}, sk {error['sk']!r}: {error['reason']}" in reply.body["error"]
+    assert reply.body["parameter"] is None
 
 
 def test_an_aggregate_over_the_scan_limit_is_a_413_naming_the_range() -> None:

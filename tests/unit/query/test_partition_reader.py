@@ -45,9 +45,16 @@ def test_every_value_is_a_placeholder_never_part_of_an_expression() -> None:
     assert all(t in allowed or re.fullmatch(r"[#:][a-z_0-9]+", t) for t in tokens), tokens
     assert kwargs["ExpressionAttributeValues"][":pk"] == {"S": PART.pk}
     assert kwargs["ExpressionAttributeValues"][":sk_low"] == {"S": resume}
-    # Only the key and the payload come back: a block is decoded, never projected
-    assert kwargs["ProjectionExpression"] == "#sk, #b"
-    assert kwargs["ExpressionAttributeNames"] == {"#pk": "pk", "#sk": "sk", "#b": "b", "#ttl": "ttl"}
+    # Only the key and the payload come back (a block is decoded, never projected), or an item
+    # of the format before blocks: its reading's attributes
+    assert kwargs["ProjectionExpression"] == "#sk, #b, #e, #t, #i, #m, #d"
+    assert kwargs["ExpressionAttributeNames"] == {
+        "#pk": "pk",
+        "#sk": "sk",
+        "#b": "b",
+        "#ttl": "ttl",
+        **{f"#{name}": name for name in "etimd"},
+    }
 
 
 def test_bounds_narrow_to_the_tighter_of_partition_and_request() -> None:

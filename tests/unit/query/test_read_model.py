@@ -4,9 +4,11 @@ Random batches (each a version, in publication order) store readings as ingest d
 blocks (``Layout.pack``): batches overlap in time, send readings again with other values
 (corrections), are delivered twice (copies in other partitions on the random layout, in
 other sub-shards of a split entity), under shard-map changes, in one table or hourly
-tables, on all three layouts. Following the cursors of every paged read, in both orders
-and with any page size and call cap, returns what a brute-force model of the stored
-readings says; ``latest`` and raw aggregates too.
+tables, on all three layouts; the first few may be items of the format before blocks
+(one reading each, ``keydesign.legacy``), some sent again as blocks after the upgrade.
+Following the cursors of every paged read, in both orders and with any page size and
+call cap, returns what a brute-force model of the stored readings says; ``latest`` and
+raw aggregates too.
 """
 
 from __future__ import annotations
@@ -20,12 +22,13 @@ from hypothesis import strategies as st
 
 from adapters.shard_map_source import StaticShardMap
 from benchmarks.memory_dynamo import MemoryReader
-from keydesign import Layout, Reading, ShardMap, format_ts, parse_timestamp
+from keydesign import Layout, Reading, ShardMap, format_ts, parse_timestamp, ttl_for
 from query.cursor import CursorCodec
 from query.logic import QueryService
 from query.models import AggregateSeries, LatestReading, ReadingsPage
 from query.params import PageArgs, ReadArgs, TimeRange
 from query.settings import QueryLimits
+from tests.legacy_items import legacy_item
 
 NOW = parse_timestamp("2026-11-22T12:00:00Z")
 SECOND, MINUTE, HOUR = 1_000, 60_000, 3_600_000
@@ -120,8 +123,17 @@ def worlds(draw: st.DrawFn) -> tuple[Layout, ShardMap, Model, MemoryReader]:
                 for r, v in ((earlier[n % len(earlier)], v) for n, v in fixes)
             ]
         )
+    # A deployment upgraded from the format before blocks: its first batches were stored one item per
+    # reading (a batch's later copy of a reading overwriting the earlier), and some come again as blocks.
+    upgraded = draw(st.integers(0, 3))
+    for batch in batches[:upgraded]:
+        for r in batch:
+            reader.add_legacy(
+                layout.table_for(r.ts_ms), legacy_item(r, layout, shard_map, ttl=ttl_for(r, retention_ms))
+            )
+        model.add(-1, batch)  # older than any block's (versions here are 0 and up): a block's copy wins
     redelivered = draw(st.lists(st.integers(0, len(batches) - 1), max_size=3))
-    for version, batch in [*enumerate(batches), *((v, batches[v]) for v in redelivered)]:
+    for version, batch in [*enumerate(batches[upgraded:], upgraded), *((v, batches[v]) for v in redelivered)]:
         reader.store(layout, shard_map, [(r, version) for r in batch], retention_ms=retention_ms, rng=rng)
         model.add(version, batch)
     reader.tables.add(layout.table_for(START))

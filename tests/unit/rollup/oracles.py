@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 
 from keydesign.rollup import Figures, Mark
@@ -14,14 +13,18 @@ def marks_of(stamp_ms: int, level: int, readings: Iterable[tuple[str, int]]) -> 
     return sorted({Mark.of(stamp_ms, level, ts_ms, entity) for entity, ts_ms in readings})
 
 
-def same_figures(ours: Figures, other: Figures, rel_tol: float = 1e-9) -> bool:
-    """Equal counts, minima and maxima; equal sums (within float rounding when a sum is a float)."""
+def same_figures(ours: Figures, other: Figures) -> bool:
+    """Equal figures, exactly: counts, minima and maxima (and their types), and sums (exact, so their
+    rounding is the same whatever order the readings were added in)."""
     if ours.readings != other.readings or ours.measures.keys() != other.measures.keys():
         return False
     for name, mine in ours.measures.items():
         theirs = other.measures[name]
-        if (mine.count, mine.low, mine.high) != (theirs.count, theirs.low, theirs.high):
+        shown = [(s.count, s.low, s.high, s.total, s.mean) for s in (mine, theirs)]
+        if shown[0] != shown[1] or [type(v) for v in shown[0]] != [type(v) for v in shown[1]]:
             return False
-        if not math.isclose(mine.total, theirs.total, rel_tol=rel_tol, abs_tol=1e-9):
+        if (mine.units << max(0, mine.exponent - theirs.exponent)) != (
+            theirs.units << max(0, theirs.exponent - mine.exponent)
+        ):
             return False
-    return True
+    return ours.aside == other.aside

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import base64
 import gzip
 import json
 import tempfile
@@ -27,6 +28,8 @@ from archives import (
 from archives.readings import WINDOW_MS
 from keydesign import Layout, Reading, ShardMap
 from keydesign.model import derive_event_id
+from tests.legacy_items import legacy_item
+from tests.unit.keydesign.legacy_blocks import varint
 from tests.unit.tsctl.exports import HYBRID, T0, block_items, data_file, folder, reading, write_export
 from tsctl.commands import archive
 
@@ -84,6 +87,38 @@ def test_copies_in_other_partitions_and_files_are_merged_under_the_random_layout
     got = read(tmp_path)
     assert [r.event_id for r in got] == [f"p{i}" for i in range(40)]
     assert [r.measures["temp"] for r in got] == [float(i) for i in range(20)] + [-float(i) for i in range(20, 40)]
+
+
+@pytest.mark.parametrize("layout", [HYBRID, RANDOM], ids=["hybrid", "random"])
+def test_items_from_before_blocks_come_out_beside_blocks_a_blocks_copy_winning(tmp_path: Path, layout: Layout) -> None:
+    # Given the export of a table deployed before blocks: items of one reading each (one with a dimension
+    # and a whole-number measure), blocks written since, and four old readings delivered again as a
+    # block (two with other values), spread over two files
+    shard_map = ShardMap.initial(layout.bucket, 8)
+    old = [reading("sensor-a", T0 + i * 700, float(i), f"o{i}") for i in range(12)]
+    old.append(
+        Reading.parse({"entity_id": "sensor-z", "timestamp": T0 + 5, "measures": {"n": 3}, "dimensions": {"s": "p7"}})
+    )
+    new = [reading("sensor-a", T0 + 9_000 + i * 1_000, 50.0 + i, f"b{i}") for i in range(6)]
+    again = [
+        old[3],
+        reading("sensor-a", old[4].ts_ms, -4.0, "o4"),
+        old[5],
+        reading("sensor-a", old[6].ts_ms, -6.0, "o6"),
+    ]
+    items = [legacy_item(r, layout, shard_map, ttl=1) for r in old]
+    items += block_items([(r, 100) for r in new], layout=layout) + block_items([(r, 200) for r in again], layout=layout)
+    write_export(tmp_path, [items[1::2], items[::2]])
+    stats = ReadStats()
+
+    got = list(read_readings(LocalStore(tmp_path), stats=stats))
+
+    # Then each reading comes out once, in order, the old items as they were stored, o4 and o6 as the blocks have them
+    newest = {(r.entity_id, r.ts_ms, r.event_id): r for r in [*old, *new, *again]}
+    assert got == sorted(newest.values(), key=lambda r: (r.entity_id, r.ts_ms, r.event_id))
+    assert [r.measures["temp"] for r in got if r.event_id in {"o3", "o4", "o6"}] == [3.0, -4.0, -6.0]
+    assert got[-1].measures == {"n": 3} and got[-1].dimensions == {"s": "p7"}
+    assert (stats.readings, stats.duplicates) == (19, 4)
 
 
 def test_a_reading_sent_without_an_event_id_comes_back_as_the_producer_sent_it(tmp_path: Path) -> None:
@@ -274,13 +309,22 @@ def corrupt(tmp_path: Path, line: int, edit: Any) -> Path:
     [
         (
             lambda i: i["b"].update(B=i["b"]["B"][:-12] + "AAAAAAAAAAAA"),
-            "block of sensor-b: the body does not decompress",
+            "block of sensor-b, pk '0006#2026-11-22T06:00' sk 'sensor-b#.*': the checksum does not match",
         ),
-        (lambda i: i["b"].update(B="AQ=="), "block of sensor-b: the payload ends inside its header"),
+        (lambda i: i["b"].update(B="AQ=="), "block of sensor-b, pk .* sk .*: the payload ends inside its header"),
         (lambda i: i["b"].update(B="!!"), "the block of sensor-b is not base64"),
         (lambda i: i.pop("b"), "the item of sensor-b has no binary block 'b'"),
         (lambda i: i.update(sk={"S": "sensor-b#2026-11-22T06:00:00.000Z#evt"}), "are not a block's keys"),
         (lambda i: i.pop("pk"), "no string pk and sk"),
+        (lambda i: (i.pop("b"), i.update(t={"S": "x"})), "without a block 'b' and without a string 'e'"),
+        (
+            lambda i: (i.pop("b"), i.update(e={"S": "sensor-b"}, t={"S": "yesterday"}, i={"S": "x"})),
+            "an item without a block has 't' 'yesterday', not a fixed-width UTC time",
+        ),
+        (
+            lambda i: (i.pop("b"), i.update(e={"S": "sensor-b"}, t={"S": "2026-11-22T06:00:00.000Z"}, i={"S": "x"})),
+            "whose sort key is not its <e>#<t>#<i>",
+        ),
     ],
 )
 def test_a_corrupt_block_is_named_by_file_and_line(tmp_path: Path, edit: Any, reason: str) -> None:
@@ -335,13 +379,74 @@ def test_the_command_prints_to_stdout_within_a_time_range(tmp_path: Path, capsys
 def test_the_command_fails_clearly_and_leaves_no_partial_file(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    data = corrupt(tmp_path / "export", 2, lambda i: i["b"].update(B="AQ=="))
+    data = corrupt(tmp_path / "export", 2, lambda i: i["b"].update(B="!!"))
     out = tmp_path / "readings.jsonl"
 
     assert run_cli([str(tmp_path / "export"), "-o", str(out)]) == 1
 
-    assert f"tsctl archive: {data} line 2: block of sensor-b" in capsys.readouterr().err
+    assert f"tsctl archive: {data} line 2: the block of sensor-b is not base64" in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["export"]
+
+
+def malformed(entity: str, first_ms: int, span_ms: int) -> bytes:
+    """A block of format 2 (no checksum) whose header is whole but whose second time delta is a string."""
+    head = bytearray([2])
+    for number in (2, first_ms, span_ms):
+        varint(number, head)
+    return bytes(head) + b"\x01\x07" + json.dumps([[0, str(span_ms)], {"temp": [1, 2]}]).encode()
+
+
+def test_a_corrupt_block_can_be_reported_and_left_out_and_the_rest_is_read(tmp_path: Path) -> None:
+    # Given an export in which one block fails its checksum, and another, spanning two windows, has a bad column
+    first, second, expected = two_batches()
+    items = [json.loads(json.dumps(i)) for i in first]
+    b_item = next(i for i in items if i["sk"]["S"].startswith("sensor-b#"))
+    b_item["b"]["B"] = b_item["b"]["B"][:-8] + "AAAAAAAA"
+    a_item = next(i for i in items if i["sk"]["S"].startswith("sensor-a#"))
+    a_item["b"]["B"] = base64.b64encode(malformed("sensor-a", T0 + WINDOW_MS - 500, 1_000)).decode()
+    write_export(tmp_path, [items, second])
+    reports: list[CorruptItem] = []
+    stats = ReadStats()
+
+    # When it is read telling a callback of each block that does not decode
+    got = list(read_readings(LocalStore(tmp_path), stats=stats, on_corrupt_block=reports.append))
+
+    # Then each damaged block is reported once, by file, line and key, and what is wrong ...
+    assert stats.corrupt_blocks == 2
+    assert sorted(r.line for r in reports) == sorted(items.index(i) + 1 for i in (a_item, b_item))
+    messages = sorted(str(r) for r in reports)
+    assert any(f"pk {b_item['pk']['S']!r} sk {b_item['sk']['S']!r}: the checksum does not match" in m for m in messages)
+    assert any(f"pk {a_item['pk']['S']!r} sk {a_item['sk']['S']!r}: a time delta is not a whole" in m for m in messages)
+    # ... and every reading of the other blocks comes out: the redelivery's copies of a5..a14, none of sensor-b
+    assert got == [
+        r for r in expected if r.entity_id == "sensor-a" and r.event_id not in {"a0", "a1", "a2", "a3", "a4"}
+    ]
+    assert stats.blocks == len(items) + len(second) - 2
+    # And without a callback, the read fails naming the first of them
+    with pytest.raises(CorruptItem, match=r"does not match|not a whole number"):
+        read(tmp_path)
+
+
+def test_the_command_names_each_corrupt_block_reads_the_rest_and_exits_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first, second, expected = two_batches()
+    items = [json.loads(json.dumps(i)) for i in first]
+    b_item = next(i for i in items if i["sk"]["S"].startswith("sensor-b#"))
+    b_item["b"]["B"] = b_item["b"]["B"][:-8] + "AAAAAAAA"
+    write_export(tmp_path / "export", [items, second])
+    out = tmp_path / "readings.jsonl"
+
+    assert run_cli([str(tmp_path / "export"), "-o", str(out)]) == 1
+
+    err = capsys.readouterr().err
+    data = folder(tmp_path / "export") / "data" / "file000.json.gz"
+    line = items.index(b_item) + 1
+    assert f"tsctl archive: skipped {data} line {line}: block of sensor-b, pk {b_item['pk']['S']!r}" in err
+    assert "15 readings from " in err and "; 1 corrupt blocks skipped (named above)" in err
+    assert [json.loads(x) for x in out.read_text().splitlines()] == [
+        r.to_json() for r in expected if r.entity_id != "sensor-b"
+    ]
 
 
 @pytest.mark.parametrize(

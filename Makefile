@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
 .DEFAULT_GOAL := help
-.PHONY: help venv demo serve bench test test-unit test-integration test-infra lint format typecheck synth plan clean
+.PHONY: help venv demo serve bench soak test test-unit test-integration test-infra lint format typecheck synth plan clean
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  make %-18s %s\n", $$1, $$2}'
@@ -38,6 +38,9 @@ serve: $(STAMP) ## Leave the whole local system running on loopback (moto, the f
 
 bench: $(STAMP) ## Run the benchmarks; figures to out/bench/results.json (ARGS=--quick for a smoke run)
 	$(PY) -m benchmarks $(ARGS)
+
+soak: $(STAMP) ## Minutes of real-time load on the local system; every reading accounted for (out/soak/report.json)
+	SOAK=1 $(PY) -m pytest -n 0 -s tests/integration/local_runtime/test_soak.py
 
 # One pytest-xdist worker per core (at most 4: each end-to-end test runs a whole local system);
 # tests/conftest.py keeps each file, and all of tests/infra, on one worker.

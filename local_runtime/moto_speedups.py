@@ -1,6 +1,6 @@
-"""Four changes to moto's speed, not its behaviour (how a table finds, orders, projects and serialises
-its items), one to its thread safety (item writes, one at a time, as DynamoDB applies them), and one to
-its fidelity (numbers DynamoDB refuses are refused).
+"""Five changes to moto's speed, not its behaviour (how a table finds, orders, projects and serialises
+its items; how a Kinesis shard numbers and reads its records), one to its thread safety (its server
+answers one request at a time), and one to its fidelity (numbers DynamoDB refuses are refused).
 
 * **Order.** moto 5.2's ``Table.all_items`` sorts *every item of the table*
   on every Query and on every Scan page, comparing ``DynamoType`` objects pair
@@ -34,18 +34,30 @@ its fidelity (numbers DynamoDB refuses are refused).
   writes the items as they are. Anything ``json`` cannot write as it stands
   (binary values, which the model base64-encodes) goes to moto's own.
 
-* **Item writes.** moto applies a write in Python, in steps, and its server
-  answers requests on threads. Two of them writing the first items of one
-  partition at once can each find it missing and each insert a fresh one, the
-  second replacing the first with the item the first just stored (measured:
-  16 of 4,000 items lost, ``tests/integration/local_runtime/test_moto_writes.py``);
-  ``StreamShard.add`` numbers a stream record ``len(items) + start`` before
-  appending it, so two writes can share a sequence number and a reader
-  checkpointing by it resumes past a record it never delivered; an UpdateItem
-  ``ADD`` reads, changes and writes back, losing a concurrent one. DynamoDB
-  applies each item write atomically: :func:`_serialised` runs moto's item
-  writes (put, delete, update, and so the stream record each appends) one at
-  a time, under one lock.
+* **Kinesis shards.** moto 5.2 numbers a new record by listing every
+  sequence number of the shard (``list(records.keys())[-1]``), and answers a
+  GetRecords by walking the shard from its first record: both cost what the
+  shard holds, every record and every read (an on-demand stream has 4 shards:
+  100,000 records make 25,000 a shard). A shard's numbers are 1, 2, 3... in
+  the order stored (records are never removed), so :func:`_put_record` takes
+  the last number from the end of the map and :func:`_get_records` reads the
+  records after the iterator's number by number, as many as asked for: the
+  same records, numbers and ``MillisBehindLatest``. A shard whose numbers are
+  not that run (or a ``Limit`` below 1, which the API refuses) goes to moto's own.
+
+* **One request at a time.** moto's models are not thread-safe, and its server
+  answers requests on threads. Kinesis ``Shard.put_record`` numbers a record
+  one past the shard's last and then stores it: two PutRecords at once can
+  number two records alike, and the second replaces the first, both
+  acknowledged (8 threads putting 16,000 records on moto's server: 72 gone;
+  ``tests/integration/local_runtime/test_moto_writes.py`` reproduces it), and a GetRecords
+  walking the shard meanwhile fails (``OrderedDict mutated during
+  iteration``, an HTTP 500). DynamoDB's item writes race the same way (two
+  writes creating one partition each insert it, one item lost; two stream
+  records sharing a sequence number; an UpdateItem ``ADD`` losing another).
+  :func:`_serialised` runs moto's request dispatch under one lock, so every
+  request is atomic, as each AWS call is. moto does its work in Python under
+  the interpreter lock anyway: one at a time costs little (docs/local.md).
 
 * **Numbers.** moto stores any number its Python ``Decimal`` can hold; DynamoDB refuses one with
   more than 38 significant digits, or a magnitude outside 1E-130 .. 9.9999999999999999999999999999999999999E+125,
@@ -153,21 +165,41 @@ def _query(self: Any, hash_key: Any, *args: Any, **kwargs: Any) -> Any:
         _PARTITION.key = _PARTITION.between = None
 
 
-_WRITES = threading.RLock()  # reentrant: an update writes through the table's put_item
+def _put_record(self: Any, partition_key: str, data: str, explicit_hash_key: str) -> str:
+    from moto.kinesis.models import Record  # noqa: PLC0415 - moto is imported only when installed
+
+    sequence = next(reversed(self.records), 0) + 1
+    self.records[sequence] = Record(partition_key, data, sequence, explicit_hash_key)
+    return str(sequence)
 
 
-def _serialised(key: str) -> Callable[..., Any]:
-    """moto's write method ``key`` (``Class.method``), run under the lock every item write takes."""
+def _get_records(self: Any, last_sequence_id: str, limit: int | None) -> tuple[list[Any], int, int]:
+    records = self.records
+    last = int(last_sequence_id)
+    first, newest = next(iter(records), 1), next(reversed(records), 0)
+    if (records and newest - first + 1 != len(records)) or (limit is not None and limit < 1):
+        # Not the run 1, 2, 3..., or a limit GetRecords refuses (moto's walk answers it oddly): moto's own
+        original = _PATCH.originals.get("get_records") or type(self).get_records  # uninstalled meanwhile: moto's
+        return original(self, last_sequence_id, limit)  # type: ignore[no-any-return]
+    start = max(last + 1, first)
+    stop = newest + 1 if limit is None else min(newest + 1, start + limit)
+    results = [records[n] for n in range(start, stop)]
+    if not results:
+        return results, last, 0
+    behind_s = records[newest].created_at - results[-1].created_at
+    return results, results[-1].sequence_number, int(behind_s * 1000)
 
-    def write(self: Any, *args: Any, **kwargs: Any) -> Any:
-        with _WRITES:
-            original = _PATCH.originals.get(key)
-            if original is None:  # uninstalled meanwhile: the class has moto's own back
-                original = getattr(type(self), _attribute(key))
-            return original(self, *args, **kwargs)
 
-    setattr(write, _MARK, True)
-    return write
+_REQUESTS = threading.Lock()  # held while moto answers one request
+
+
+def _serialised(self: Any, environ: Any, start_response: Any) -> Any:
+    """moto's WSGI application (``DomainDispatcherApplication``), answering under the one lock.
+
+    The response it returns is already whole (moto builds the body before it returns)."""
+    with _REQUESTS:
+        original = _PATCH.originals.get("__call__") or type(self).__call__  # uninstalled meanwhile: moto's own
+        return original(self, environ, start_response)
 
 
 #: DynamoDB's number limits (its own messages below): 38 significant digits, and the magnitude's leading
@@ -230,9 +262,7 @@ def _numbers_checked(key: str) -> Callable[..., Any]:
 _CHECKED_ACTIONS = tuple(
     f"DynamoHandler.{action}" for action in ("put_item", "update_item", "batch_write_item", "transact_write_items")
 )
-_WRITE_METHODS = ("Table.put_item", "Table.delete_item", "DynamoDBBackend.update_item", "DynamoDBBackend.delete_item")
-_WRITERS = {key: _serialised(key) for key in _WRITE_METHODS}
-for _function in (_all_items, _query, _project, _execute_result):
+for _function in (_all_items, _query, _project, _execute_result, _put_record, _get_records, _serialised):
     setattr(_function, _MARK, True)
 
 
@@ -278,6 +308,7 @@ def uninstall() -> None:
 
 
 def _attribute(key: str) -> str:
+    """The method a target's key names: ``Class.method`` or a bare ``method``."""
     return key.rpartition(".")[2]
 
 
@@ -285,10 +316,11 @@ def _targets() -> dict[str, tuple[type, Callable[..., Any]]] | None:
     """moto's classes and what replaces their methods, when moto is the shape this module knows (5.x)."""
     try:
         import moto  # noqa: PLC0415 - moto is heavy; only local mode needs it
-        from moto.dynamodb.models import DynamoDBBackend  # noqa: PLC0415
         from moto.dynamodb.models.dynamo_type import Item  # noqa: PLC0415
         from moto.dynamodb.models.table import Table  # noqa: PLC0415
         from moto.dynamodb.responses import DynamoHandler, DynamoResult  # noqa: PLC0415
+        from moto.kinesis.models import Shard  # noqa: PLC0415
+        from moto.moto_server.werkzeug_app import DomainDispatcherApplication  # noqa: PLC0415
     except ImportError:  # pragma: no cover - moto is a dependency of local mode
         return None
     version = str(getattr(moto, "__version__", ""))
@@ -297,12 +329,13 @@ def _targets() -> dict[str, tuple[type, Callable[..., Any]]] | None:
         "query": (Table, _query),
         "project": (Item, _project),
         "execute_result": (DynamoResult, _execute_result),
+        "put_record": (Shard, _put_record),
+        "get_records": (Shard, _get_records),
+        "__call__": (DomainDispatcherApplication, _serialised),
     }
-    classes = {"Table": Table, "DynamoDBBackend": DynamoDBBackend}
-    targets.update({key: (classes[key.split(".")[0]], writer) for key, writer in _WRITERS.items()})
     targets.update({key: (DynamoHandler, _numbers_checked(key)) for key in _CHECKED_ACTIONS})
     shaped = all(callable(getattr(cls, _attribute(key), None)) for key, (cls, _) in targets.items())
     if not version.startswith("5.") or not shaped:
-        _log.info("moto %s: its table order, projection, serialisation and writes are left as they are", version or "?")
+        _log.info("moto %s: order, projection, serialisation and requests left as they are", version or "?")
         return None
     return targets

@@ -3,6 +3,7 @@ serialisation), and are undone when the last user stops."""
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import random
 import threading
@@ -131,37 +132,37 @@ def test_install_replaces_moto_s_methods_until_the_last_user_uninstalls() -> Non
     assert current() == originals
 
 
-def test_two_stream_writes_at_once_get_distinct_increasing_numbers(monkeypatch: pytest.MonkeyPatch) -> None:
-    import moto.dynamodb.models.table as moto_table  # noqa: PLC0415
+def test_moto_answers_one_request_at_a_time() -> None:
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication  # noqa: PLC0415
 
-    # Given a table with a stream, and moto's stream record made slow enough that two writers meet
-    # inside add(): each waits (up to 0.5 s) for the other between numbering and appending
-    t = table("S", "S")
-    t.set_stream_specification({"StreamEnabled": True, "StreamViewType": "KEYS_ONLY"})
+    # Given moto's request dispatcher, and a service slow enough that two requests meet inside it:
+    # each waits (up to 0.5 s) for the other to arrive
     meet = threading.Barrier(2, timeout=0.5)
-    record = moto_table.StreamRecord
+    inside: list[int] = []
 
-    def slow_record(*args: Any) -> Any:
+    def service(environ: Any, start_response: Any) -> list[bytes]:
+        inside.append(1)
         with contextlib.suppress(threading.BrokenBarrierError):
             meet.wait()
-        return record(*args)
+        most = len(inside)
+        inside.pop()
+        return [str(most).encode()]
 
-    monkeypatch.setattr(moto_table, "StreamRecord", slow_record)
+    dispatcher = DomainDispatcherApplication(lambda name: service)
+    dispatcher.get_application = lambda environ: service
+    answers: list[bytes] = []
     assert moto_speedups.install()
     try:
-        # When two threads write an item each at once
-        writers = [
-            threading.Thread(target=t.put_item, args=({"pk": {"S": "p"}, "sk": {"S": str(n)}},)) for n in range(2)
-        ]
-        for w in writers:
-            w.start()
-        for w in writers:
-            w.join()
+        # When two threads send it a request at once
+        requests = [threading.Thread(target=lambda: answers.extend(dispatcher({}, None))) for _ in range(2)]
+        for r in requests:
+            r.start()
+        for r in requests:
+            r.join()
     finally:
         moto_speedups.uninstall()
-    # Then the stream holds two records numbered one after the other, in the order they were appended
-    numbers = [int(r.to_json()["dynamodb"]["SequenceNumber"]) for r in t.stream_shard.items]
-    assert len(numbers) == 2 and numbers[1] == numbers[0] + 1
+    # Then each was answered alone: neither saw the other inside the service
+    assert answers == [b"1", b"1"]
 
 
 def pages(client: Any) -> list[dict[str, Any]]:
@@ -248,3 +249,48 @@ def test_the_item_serialisation_is_moto_s_serialisation(binary: bool) -> None:
     # Then boto3 parses the same pages from both
     assert ours == theirs
     assert sum(len(p.get("Items", [])) for p in ours) > 60
+
+
+def shard(records: int) -> Any:
+    from moto.kinesis.models import Shard  # noqa: PLC0415
+
+    s = Shard(0, 0, 2**128)
+    for n in range(records):
+        s.put_record(f"k{n % 7}", base64.b64encode(f"data-{n}".encode()).decode(), "")
+    return s
+
+
+@pytest.mark.parametrize("size", [0, 1, 40])
+def test_kinesis_shard_numbers_and_reads_are_moto_s(size: int) -> None:
+    from moto.kinesis.models import Shard  # noqa: PLC0415
+
+    # Given a shard filled by moto's own put_record, and one filled by the speed-up
+    own = shard(size)
+    moto_get = Shard.get_records
+    assert moto_speedups.install()
+    try:
+        fast = shard(size)
+        # When every read of moto's shard (from each position, with each limit or none) is answered by both
+        for last in range(size + 2):
+            for limit in (None, 0, 1, 3, size + 5):
+                # Then the records, the next position and the lag are moto's
+                assert Shard.get_records(own, str(last), limit) == moto_get(own, str(last), limit)
+    finally:
+        moto_speedups.uninstall()
+    # and the speed-up numbered and stored the records as moto does
+    assert [r.to_json()["Data"] for r in fast.records.values()] == [r.to_json()["Data"] for r in own.records.values()]
+    assert list(fast.records) == list(own.records) == list(range(1, size + 1))
+
+
+def test_a_shard_numbered_otherwise_is_read_by_moto_s_own_walk() -> None:
+    from moto.kinesis.models import Shard  # noqa: PLC0415
+
+    # Given a shard whose numbers are not 1, 2, 3... (a gap)
+    s = shard(5)
+    del s.records[3]
+    assert moto_speedups.install()
+    try:
+        # When it is read with the speed-up; then the records are moto's: 2, 4, 5
+        assert [r.sequence_number for r in Shard.get_records(s, "1", 10)[0]] == [2, 4, 5]
+    finally:
+        moto_speedups.uninstall()

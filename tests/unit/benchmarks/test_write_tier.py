@@ -56,17 +56,17 @@ def test_a_batch_lasts_the_window_unless_the_payload_fills_first() -> None:
     assert one_shard == pytest.approx(wt.blocks.PAYLOAD_BYTES / (52_000 * reading))
 
 
-def test_auto_groups_is_the_fewest_whose_ten_minutes_fit() -> None:
-    rate, batch = SEED_003.fleet_rate, 10.0
+def test_auto_groups_is_the_fewest_whose_uncompacted_readings_fit() -> None:
+    rate, batch, span = SEED_003.fleet_rate, 10.0, 600.0
 
-    def ten_minutes(groups: int) -> float:
+    def uncompacted(groups: int) -> float:
         _, held = wt.poisson_fill(rate / groups * batch)
         readings = max(1, round(held))
-        return rate / groups * 600 * wt.group_item_bytes(SEED_003, readings, 10_000) / readings
+        return rate / groups * span * wt.group_item_bytes(SEED_003, readings, 10_000) / readings
 
-    groups = wt.auto_groups(SEED_003, rate, batch)
-    assert ten_minutes(groups) <= wt.GROUP_10_MIN_BYTES < ten_minutes(groups // 2)
-    assert wt.auto_groups(SEED_003, 0.0, batch) == 16
+    groups = wt.auto_groups(SEED_003, rate, batch, span)
+    assert uncompacted(groups) <= wt.GROUP_RECENT_BYTES < uncompacted(groups // 2)
+    assert wt.auto_groups(SEED_003, 0.0, batch, span) == 16
 
 
 def _parts(fleet: wt.Fleet, block_bytes: float) -> list[wt.Part]:

@@ -370,6 +370,9 @@ def evaluate(fleet: Fleet, design: Design, parts: list[Part], reading_json: floa
         if design.read_tier:
             _read_tier(costs, fleet, design, sparse, typical=typical, read_bytes=read_bytes)
             costs.pass_calls += costs.groups * pages(group_bytes_per_s * design.slice_s, 1)
+    for part in dense:  # the pass reads each dense entity's blocks of the slice for its rollups
+        slice_bytes = design.slice_s / part.interval_s * part.block_bytes
+        costs.pass_calls += part.entities * math.ceil(slice_bytes / PAGE_BYTES)
     _compaction_rollups(costs, fleet, design.slice_s, parts, read_bytes)
     costs.seconds_per_minute = pass_seconds(costs.pass_calls) * MINUTE / design.slice_s
     costs.lag_s = design.slice_s + SETTLE_S + pass_seconds(costs.pass_calls)

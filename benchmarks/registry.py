@@ -13,4 +13,5 @@ from benchmarks import (  # noqa: F401
     read_budget,
     rollups,
     simulation,
+    write_tier,
 )

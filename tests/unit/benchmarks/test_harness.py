@@ -37,6 +37,7 @@ def test_every_benchmark_of_the_issue_is_registered() -> None:
         "query-cpu",
         "tracing",
         "pack-names",
+        "write-tier",
     }
     assert all(b.description for b in registered().values())
 

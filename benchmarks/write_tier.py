@@ -1,0 +1,593 @@
+"""The write tier's design table (issue 38, first step): what each candidate design costs, before building one.
+
+Candidates, each for seed 000, seed 003 and the sparse fleet (:mod:`benchmarks.blocks`' workloads):
+
+* **today**: ingest writes one block per entity per batch (``Layout.pack``), one rollup mark per entity-minute,
+  and the rollup function puts every entity's minute, hour and day rollups (and the deferred hour and day marks);
+* **write tier**: ingest writes what one invocation receives of a *group* of entities (``hash(entity) mod G``,
+  the producer's partition key, so a group lives in one stream shard) as one compressed item keyed
+  ``group#slice``; an entity with at least ``DENSE_PER_BATCH`` readings in a batch keeps writing its own blocks
+  as today. Every ``slice`` a compaction pass reads each group's closed slice once and writes one read-tier
+  block per entity spanning the slice (``+1d``: an hourly pass, and a daily one that rewrites the day's hour
+  blocks as one day block, the hour blocks expiring by TTL), and the rollups in the same pass: per entity only
+  at the levels where an entity-interval's readings take more than one read unit in blocks (below that,
+  reading the block is cheaper than reading a rollup item), and the fleet-wide totals; no marks;
+* **write tier only**: no read tier; readers read the groups' items.
+
+How it is measured:
+
+* **Bytes are encoded, not guessed.** Today's blocks come from :mod:`benchmarks.blocks`' simulation (the real
+  ``Layout.pack`` on simulated Lambda batches; the same figures as docs/benchmarks.md). Read-tier blocks span
+  more than ``encode_block`` allows (10 s), so :func:`entity_payload` writes the *same format* (header, CRC-32,
+  DEFLATE of the same columns) without the span and count limits; a test holds it byte-equal to
+  ``encode_block`` where both apply. The write tier's cross-entity item is a **model**
+  (:func:`group_payload`): the readings sorted by entity, an entity column and a count column ahead of the
+  same time/measure/event-id columns, DEFLATEd together, with the same header. Items are sized by
+  ``keydesign.item_size`` with keys of the lengths they would have; a put costs ``write_units(size)``;
+  storage is size + 100 bytes per item.
+* **Batches** from the stream settings: a shard's batch lasts ``max(window, 1 s)`` unless its records reach
+  the batch size (readings packed 64 KB a record, as the producer does) or Lambda's 6 MB payload first; a
+  group's readings in a batch are ``rate / G x batch``, Poisson: a group item holds ``m / (1 - e^-m)`` readings
+  on average, ``1 - e^-m`` items a batch.
+* **Reads** are DynamoDB's Query accounting, eventually consistent: per Query call the items' bytes rounded up
+  to 4 KB, half a unit per 4 KB; pages of 1 MB. *Day*: one device's finished (compacted) day. *Latest*: the
+  device's group items read newest first until its reading is found: a live device sends every interval, so at
+  most one interval of its group (the write tier is kept for days, whatever compaction has done); a dense entity
+  reads its newest block. *Last 10 minutes*: the group's items of 10 minutes (dense: its blocks). *Fleet hour*:
+  Query calls for every reading of a recent hour (today: the hybrid layout's N partitions; write tier: each
+  group's slice partitions).
+* **Rollup writes.** Today: 1 mark + 1 minute rollup per entity-minute, a deferred mark + a rollup per
+  entity-hour and per entity-day, 3 totals and the state per minute (2.04 write units per entity-minute at the
+  seed against the 2.05 the ``rollups`` benchmark measures with the real code). Compaction: per entity only the
+  levels above, once per closed interval; totals once per slice and level; the state once per pass.
+* **Compaction lag**: the slice, the settle time (ingest's timeout + 60 s, as the rollups wait) and the pass at
+  16 calls in flight, 10 ms a call (each group-slice partition's pages, a BatchWriteItem per 25 items; the
+  day merge one Query per entity). Today: the rollup function's minute, one raw Query per entity-minute.
+  *Seconds per minute* is the pass's time for one minute of readings: it keeps up if under 60.
+
+Run: ``python -m benchmarks write-tier`` (harness; ``--quick`` simulates a smaller sample).
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import json
+import math
+import random
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from benchmarks import blocks
+from benchmarks.blocks import SEED_000, SEED_003, SPARSE, START_MS, Deployment, Fleet
+from benchmarks.harness import Result, benchmark
+from keydesign import Reading, item_size, write_units
+from keydesign.blocks import CODEC_DEFLATE, CODEC_RAW, FORMAT, block_item
+from keydesign.capacity import SECONDS_PER_MONTH, Prices
+from keydesign.model import derive_event_id
+from keydesign.rollup import Figures, Mark, rollup_pk
+
+MINUTE, HOUR, DAY = 60, 3_600, 86_400
+FLEETS = (SEED_000, SEED_003, SPARSE)
+#: An entity with this many readings in a batch writes its own blocks (as today) rather than into its group's item.
+DENSE_PER_BATCH = 8
+#: A write-tier item holds at most this much (bounded decoding, as a block): more readings make more items.
+MAX_ITEM_BYTES = 64 * 1024
+READ_UNIT, PAGE_BYTES, OVERHEAD = 4_096, 1_048_576, 100
+#: The write tier is kept this long (TTL a day past its slice, and DynamoDB's deletion within about two days).
+WRITE_TIER_KEPT_S = 3 * DAY
+RETENTION_S = 30 * DAY
+CALL_S, IN_FLIGHT, SETTLE_S, BATCH_WRITE = 0.010, 16, 180, 25
+RECORD_BYTES = 64 * 1024
+HYBRID_N = 100
+VERSION = blocks.SEQUENCE_BASE
+AUTO = -1
+#: The automatic group count keeps a group's last 10 minutes within this: 8 read units (eventually consistent)
+#: for a device's latest reading or last 10 minutes, whatever compaction has done. (Bounding a whole uncompacted
+#: hour instead asks for tens of thousands of groups at seed 003: a group's items then hold a reading or two,
+#: and their keys and headers alone fill the bound.)
+GROUP_RECENT_BYTES = 64 * 1024
+RECENT_S = 600
+#: --quick simulates 22 s of seed 000 (the hot sensor's readings are most of the time): windows up to 10 s fit.
+QUICK_WINDOW_S = 10
+PRICES = Prices()
+
+
+@dataclass(frozen=True, slots=True)
+class Stream:
+    """Stream and batch settings: shards, ``MaximumBatchingWindowInSeconds``, ``BatchSize`` (records)."""
+
+    shards: int = 50
+    window_s: int = 5
+    batch_size: int = 1_000
+    mode: str = "on_demand"
+
+    def batch_s(self, fleet: Fleet, reading_bytes: float) -> float:
+        """How long a shard's batch gathers (the shards share the fleet evenly)."""
+        per_shard = (fleet.fleet_rate + sum(r for _, r in fleet.hot)) / self.shards
+        payload_s = blocks.PAYLOAD_BYTES / (per_shard * reading_bytes)
+        records_s = self.batch_size * max(1, RECORD_BYTES // int(reading_bytes)) / per_shard
+        return min(max(self.window_s, 1.0), payload_s, records_s)
+
+
+@dataclass(frozen=True, slots=True)
+class Design:
+    name: str
+    stream: Stream
+    groups: int = 0  # 0: today (no write tier); AUTO: chosen from the fleet's rate (:func:`auto_groups`)
+    slice_s: int = 0
+    day_merge: bool = False
+    read_tier: bool = True
+
+
+# -- encoding ----------------------------------------------------------------------------------------------
+
+
+def _header(count: int, first: int, span: int, stored: bytes, codec: int) -> bytes:
+    head = bytearray([FORMAT, codec])
+    for number in (count, first, span):
+        rest = number
+        while True:
+            byte, rest = rest & 0x7F, rest >> 7
+            head.append(byte | (0x80 if rest else 0))
+            if not rest:
+                break
+    version = VERSION.to_bytes((VERSION.bit_length() + 7) // 8, "big")
+    head += bytes([len(version)]) + version
+    return bytes(head) + zlib.crc32(stored, zlib.crc32(head)).to_bytes(4, "big")
+
+
+def _pack(columns: list[object], count: int, first: int, span: int) -> bytes:
+    while columns[-1] is None:
+        columns.pop()
+    body = json.dumps(columns, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
+    packer = zlib.compressobj(6, zlib.DEFLATED, -15)
+    deflated = packer.compress(body) + packer.flush()
+    codec, stored = (CODEC_DEFLATE, deflated) if len(deflated) < len(body) else (CODEC_RAW, body)
+    return _header(count, first, span, stored, codec) + stored
+
+
+def _ids(readings: Sequence[Reading]) -> list[str | None] | None:
+    ids = [
+        None if r.event_id == derive_event_id(r.entity_id, r.ts_ms, r.measures, r.dimensions) else r.event_id
+        for r in readings
+    ]
+    return ids if any(ids) else None
+
+
+def _measures(readings: Sequence[Reading]) -> dict[str, list[Any]]:
+    names = sorted(readings[0].measures)
+    if any(sorted(r.measures) != names or r.dimensions for r in readings):
+        raise ValueError("the model encodes readings that all carry the same measures and no dimensions")
+    return {name: [r.measures[name] for r in readings] for name in names}
+
+
+def entity_payload(readings: Sequence[Reading]) -> bytes:
+    """A block of one entity's ``readings`` (sorted, distinct) in block format 3, without the span and count
+    limits: what ``encode_block`` writes for the same readings where both apply."""
+    first = readings[0].ts_ms
+    deltas = [b.ts_ms - a.ts_ms for a, b in itertools.pairwise(readings)]
+    columns: list[object] = [[0, *deltas], _measures(readings), _ids(readings)]
+    return _pack(columns, len(readings), first, readings[-1].ts_ms - first)
+
+
+def group_payload(readings: Sequence[Reading]) -> bytes:
+    """The model of a write-tier item: several entities' readings, by entity then time, in one DEFLATE body."""
+    ordered = sorted(readings, key=lambda r: (r.entity_id, r.ts_ms, r.event_id))
+    entities = sorted({r.entity_id for r in ordered})
+    counts = [sum(1 for r in ordered if r.entity_id == e) for e in entities]
+    first = min(r.ts_ms for r in ordered)
+    deltas = [r.ts_ms - first for r in ordered]
+    columns: list[object] = [entities, counts, deltas, _measures(ordered), _ids(ordered)]
+    return _pack(columns, len(ordered), first, max(r.ts_ms for r in ordered) - first)
+
+
+def _reading(fleet: Fleet, entity: str, ts_ms: int, rng: random.Random) -> Reading:
+    raw: dict[str, Any] = {"entity_id": entity, "timestamp": ts_ms, "measures": fleet.measures(rng)}
+    if fleet.with_event_id:
+        raw["event_id"] = f"{rng.getrandbits(48):012x}"
+    return Reading.parse(raw)
+
+
+@functools.cache
+def group_item_bytes(fleet: Fleet, readings: int, batch_ms: int) -> int:
+    """Item size of a write-tier item holding ``readings`` of distinct random entities of ``fleet``."""
+    rng = random.Random(readings)
+    entities = rng.sample(range(fleet.sensors), readings)
+    batch = [_reading(fleet, fleet.sensor(e), START_MS + rng.randrange(batch_ms), rng) for e in entities]
+    item = block_item(f"w#{0:04d}#{START_MS // 1000}", f"{START_MS}#{0:02d}#{VERSION}", group_payload(batch), 1)
+    return item_size(item)
+
+
+@functools.cache
+def entity_item_bytes(fleet: Fleet, readings: int) -> int:
+    """Item size of a read-tier block holding ``readings`` consecutive readings of one entity of ``fleet``."""
+    rng = random.Random(readings)
+    entity = fleet.sensor(rng.randrange(fleet.sensors))
+    step = fleet.interval_ms
+    batch = [_reading(fleet, entity, START_MS + int(i * step + rng.uniform(0, 50)), rng) for i in range(readings)]
+    sk = f"{entity}#{START_MS}#{'0' * 12}#9"
+    return item_size(block_item(f"r#{0:03d}#{START_MS // 86_400_000}", sk, entity_payload(batch), 1))
+
+
+def rollup_item_bytes(fleet: Fleet) -> int:
+    figures = Figures()
+    rng = random.Random(0)
+    for _ in range(5):
+        figures.add(fleet.measures(rng))
+    entity = fleet.sensor(fleet.sensors - 1)
+    return item_size({"pk": rollup_pk("readings", 60_000, START_MS, 31), "sk": entity, **figures.item(), "ttl": 1})
+
+
+def mark_item_bytes(fleet: Fleet) -> int:
+    pk, sk = Mark.of(START_MS, 60_000, START_MS, fleet.sensor(fleet.sensors - 1)).key("readings")
+    return item_size({"pk": pk, "sk": sk, "ttl": 1})
+
+
+# -- arithmetic --------------------------------------------------------------------------------------------
+
+
+def query_units(total_bytes: float, calls: int = 1) -> float:
+    """Eventually consistent read units of ``calls`` Queries sharing ``total_bytes`` evenly (4 KB per call)."""
+    per_call = total_bytes / calls
+    return calls * max(1, math.ceil(per_call / READ_UNIT)) * 0.5
+
+
+def pages(total_bytes: float, partitions: int) -> int:
+    """Query calls reading ``total_bytes`` spread over ``partitions`` (1 MB pages, one call at least each)."""
+    return partitions * max(1, math.ceil(total_bytes / partitions / PAGE_BYTES))
+
+
+def poisson_fill(mean: float) -> tuple[float, float]:
+    """(items per group per batch, readings per item) when a group gets ``mean`` readings a batch on average."""
+    occupied = 1 - math.exp(-mean)
+    return occupied, mean / occupied
+
+
+def per_interval(interval_s: float, size_s: float) -> float:
+    """Entity-intervals of ``size_s`` holding readings, per reading, for an entity sending every ``interval_s``."""
+    return min(1.0, interval_s / size_s)
+
+
+def auto_groups(fleet: Fleet, sparse_rate: float, batch_s: float, span_s: float = RECENT_S) -> int:
+    """The fewest groups (a power of two, 16 at least) whose items of ``span_s`` stay within 64 KB."""
+    groups = 16
+    while sparse_rate:
+        _, held = poisson_fill(sparse_rate / groups * batch_s)
+        readings = max(1, round(held))
+        per_reading = group_item_bytes(fleet, readings, int(batch_s * 1000)) / readings
+        if sparse_rate / groups * span_s * per_reading <= GROUP_RECENT_BYTES:
+            return groups
+        groups *= 2
+    return groups  # no entity writes to the write tier: its groups hold nothing
+
+
+def pass_seconds(calls: float) -> float:
+    return calls * CALL_S / IN_FLIGHT
+
+
+@dataclass(slots=True)
+class Part:
+    """One kind of entity in a fleet: how many, each one's interval, and its blocks today."""
+
+    entities: int
+    interval_s: float
+    block_wu: float  # per reading, today's blocks at this window
+    block_bytes: float  # billed per reading
+    readings_per_block: float
+
+    @property
+    def rate(self) -> float:
+        return self.entities / self.interval_s
+
+
+def sample_of(fleet: Fleet, quick: bool) -> tuple[dict[str, list[blocks.Arrival]], int]:
+    """A sample of the fleet's readings, when they reach Kinesis (:func:`benchmarks.blocks.arrivals`), its span."""
+    deployment = Deployment.defaults()
+    if fleet is SEED_000:  # sensor-alpha-001 and the fleet sensors of its partition
+        entities, duration = blocks.seed_000_sample(deployment)[: 20 if quick else None], 22_000 if quick else 42_000
+    else:
+        step = fleet.sensors // (200 if quick else 1_000)
+        entities, duration = list(map(fleet.sensor, range(0, fleet.sensors, step))), 600_000
+    return blocks.arrivals(fleet, entities, duration, deployment, 3), duration
+
+
+def parts_of(fleet: Fleet, window_s: int, sample: tuple[dict[str, list[blocks.Arrival]], int]) -> list[Part]:
+    """The fleet's kinds of entity with today's block costs, from :mod:`benchmarks.blocks`' simulation."""
+    deployment = Deployment.defaults()
+    readings, duration = sample
+    batches = blocks.form_batches(fleet, readings, deployment, window_s=window_s, duration_ms=duration)
+    tallies = blocks.account(fleet, batches, deployment).tallies
+    out = []
+    hot = dict(fleet.hot)
+    for name, tally in tallies.items():
+        figures = tally.per_reading()
+        count, interval = (1, 1 / hot[name]) if name in hot else (fleet.sensors, fleet.interval_ms / 1000)
+        out.append(Part(count, interval, figures["block_wu_per_reading"], figures["block_bytes_per_reading"],
+                        figures["readings_per_block"]))  # fmt: skip
+    return out
+
+
+@dataclass(slots=True)
+class Costs:
+    """What a design costs a fleet: write units, billed bytes and the pass's calls per second; reads per read."""
+
+    rate: float
+    batch_s: float
+    wu: float = 0.0
+    billed: float = 0.0
+    day: float = 0.0
+    last_day: float = 0.0  # the last 24 h, the newest slice and its settle not yet compacted
+    latest: float = 0.0
+    recent: float = 0.0
+    fleet_hour_calls: int = 0
+    pass_calls: float = 0.0  # per slice (today: per minute)
+    lag_s: float = 0.0
+    seconds_per_minute: float = 0.0
+    groups: int = 0
+    #: Today's per-entity blocks alone, per second (docs/benchmarks.md's ``blocks`` figures, for the cross-check).
+    block_wu: float = 0.0
+    block_billed: float = 0.0
+
+    def figures(self) -> dict[str, float]:
+        dollars = SECONDS_PER_MONTH * self.wu / 1e6 * PRICES.ondemand_write_per_million
+        dollars += RETENTION_S * self.billed / 1e9 * PRICES.storage_gb_month  # the retention's readings at rest
+        return {
+            "wu_per_reading": self.wu / self.rate,
+            "billed_bytes_per_reading": self.billed / self.rate,
+            "ru_device_day": self.day,
+            "ru_last_24_h": self.last_day,
+            "ru_latest": self.latest,
+            "ru_last_10_min": self.recent,
+            "fleet_hour_queries": self.fleet_hour_calls,
+            "compaction_lag_s": self.lag_s,
+            "pass_s_per_minute": self.seconds_per_minute,
+            "batch_s": self.batch_s,
+            "groups": self.groups,
+            "dynamodb_usd_month": dollars,
+            "blocks_wu_per_reading": self.block_wu / self.rate,
+            "blocks_billed_bytes_per_reading": self.block_billed / self.rate,
+        }
+
+
+def evaluate(fleet: Fleet, design: Design, parts: list[Part], reading_json: float) -> dict[str, float]:
+    """The design's figures for ``fleet`` (see the module); reads are of its most numerous kind of entity."""
+    batch = design.stream.batch_s(fleet, reading_json)
+    costs = Costs(sum(p.rate for p in parts), batch)
+    typical = max(parts, key=lambda p: p.entities)
+    sparse = [p for p in parts if p.interval_s * DENSE_PER_BATCH > batch] if design.groups else []
+    dense = [p for p in parts if p not in sparse]
+    read_bytes = {id(p): p.block_bytes for p in dense}
+    if dense:
+        _blocks(costs, dense, typical)
+    if not design.groups:
+        _today_rollups(costs, fleet, parts)
+        return costs.figures()
+    group_bytes_per_s = 0.0
+    if sparse:
+        group_bytes_per_s = _write_tier(costs, fleet, design, sparse, typical)
+        read_bytes |= {id(p): group_bytes_per_s * costs.groups / sum(p.rate for p in sparse) for p in sparse}
+        if design.read_tier:
+            _read_tier(costs, fleet, design, sparse, typical=typical, read_bytes=read_bytes)
+            costs.pass_calls += costs.groups * pages(group_bytes_per_s * design.slice_s, 1)
+    for part in dense:  # the pass reads each dense entity's blocks of the slice for its rollups
+        slice_bytes = design.slice_s / part.interval_s * part.block_bytes
+        costs.pass_calls += part.entities * math.ceil(slice_bytes / PAGE_BYTES)
+    _compaction_rollups(costs, fleet, design.slice_s, parts, read_bytes)
+    costs.seconds_per_minute = pass_seconds(costs.pass_calls) * MINUTE / design.slice_s
+    costs.lag_s = design.slice_s + SETTLE_S + pass_seconds(costs.pass_calls)
+    if sparse and design.read_tier and typical in sparse:  # compacted up to the lag, the rest in the write tier
+        costs.last_day = costs.day + query_units(
+            group_bytes_per_s * costs.lag_s, math.ceil(costs.lag_s / design.slice_s) + 1
+        )
+    return costs.figures()
+
+
+def _blocks(costs: Costs, dense: list[Part], typical: Part) -> None:
+    """Today's per-entity blocks, read in the hybrid layout (1-hour buckets, N partitions)."""
+    hour_bytes = 0.0
+    for part in dense:
+        costs.wu += part.rate * part.block_wu
+        costs.billed += part.rate * part.block_bytes
+        costs.block_wu += part.rate * part.block_wu
+        costs.block_billed += part.rate * part.block_bytes
+        item = part.block_bytes * part.readings_per_block - OVERHEAD
+        hour_bytes += part.rate * HOUR * item / part.readings_per_block
+        if part is typical:
+            costs.day = costs.last_day = 24 * query_units(item * HOUR / part.interval_s / part.readings_per_block)
+            costs.latest = query_units(item)
+            costs.recent = query_units(item * max(1.0, 600 / part.interval_s / part.readings_per_block))
+    costs.fleet_hour_calls += pages(hour_bytes, HYBRID_N)
+
+
+def _today_rollups(costs: Costs, fleet: Fleet, parts: list[Part]) -> None:
+    """Marks per entity-minute; the rollup function's rollups, deferred marks, totals and state."""
+    entity_minutes = sum(p.rate * per_interval(p.interval_s, MINUTE) for p in parts)
+    entity_hours = sum(p.rate * per_interval(p.interval_s, HOUR) for p in parts)
+    entity_days = sum(p.rate * per_interval(p.interval_s, DAY) for p in parts)
+    costs.wu += 2 * (entity_minutes + entity_hours + entity_days) + 4 / MINUTE
+    # marks and rollups both outlive the readings (keydesign.rollup.rollup_ttl)
+    item_bytes = rollup_item_bytes(fleet) + mark_item_bytes(fleet) + 2 * OVERHEAD
+    costs.billed += (entity_minutes + entity_hours + entity_days) * item_bytes
+    # one raw Query per entity-minute, its rollup and hour mark in BatchWriteItems, the 32 mark keys
+    costs.seconds_per_minute = pass_seconds(entity_minutes * MINUTE * (1 + 2 / BATCH_WRITE) + 32)
+    costs.lag_s = SETTLE_S + MINUTE + costs.seconds_per_minute
+
+
+def _write_tier(costs: Costs, fleet: Fleet, design: Design, sparse: list[Part], typical: Part) -> float:
+    """The group items; reads of a sparse entity from them. Returns a group's bytes per second."""
+    sparse_rate = sum(p.rate for p in sparse)
+    batch = costs.batch_s
+    groups = design.groups
+    if groups == AUTO:
+        groups = auto_groups(fleet, sparse_rate, batch)
+    costs.groups = groups
+    occupied, held = poisson_fill(sparse_rate / groups * batch)
+    readings = max(1, round(held))
+    size = group_item_bytes(fleet, readings, int(batch * 1000))
+    items = math.ceil(size / MAX_ITEM_BYTES)
+    costs.wu += occupied * groups / batch * items * write_units(math.ceil(size / items))
+    kept = WRITE_TIER_KEPT_S if design.read_tier else RETENTION_S
+    costs.billed += occupied * groups / batch * (size + OVERHEAD) * kept / RETENTION_S
+    group_bytes_per_s = sparse_rate / groups * size / readings
+    partition_s = design.slice_s if design.read_tier else HOUR  # the write tier's pk: group#slice
+    costs.fleet_hour_calls += groups * pages(group_bytes_per_s * HOUR, max(1, HOUR // partition_s))
+    if typical in sparse:
+        costs.latest = query_units(group_bytes_per_s * typical.interval_s)
+        costs.recent = query_units(group_bytes_per_s * 600, math.ceil(600 / partition_s) + 1)
+        costs.day = costs.last_day = query_units(group_bytes_per_s * DAY, DAY // partition_s)
+    return group_bytes_per_s
+
+
+def _read_tier(
+    costs: Costs, fleet: Fleet, design: Design, sparse: list[Part], *, typical: Part, read_bytes: dict[int, float]
+) -> None:
+    """Per entity per slice a block of its readings in the slice (one per reading if it sends less often);
+    with the day merge, a day block per entity-day too, the slice blocks expiring with the write tier."""
+    slice_s = design.slice_s
+    for part in sparse:
+        per_block = max(1.0, slice_s / part.interval_s)
+        slice_item = entity_item_bytes(fleet, round(per_block))
+        read_bytes[id(part)] = (slice_item + OVERHEAD) / per_block
+        blocks_per_s = part.rate / per_block
+        costs.wu += blocks_per_s * write_units(slice_item)
+        costs.pass_calls += blocks_per_s * slice_s / BATCH_WRITE
+        life = WRITE_TIER_KEPT_S if design.day_merge else RETENTION_S
+        costs.billed += blocks_per_s * (slice_item + OVERHEAD) * life / RETENTION_S
+        day_bytes = slice_item * DAY / part.interval_s / per_block
+        if design.day_merge:
+            day_bytes = entity_item_bytes(fleet, round(DAY / part.interval_s))
+            read_bytes[id(part)] = (day_bytes + OVERHEAD) * part.interval_s / DAY
+            costs.wu += part.entities / DAY * write_units(day_bytes)
+            costs.billed += part.entities / DAY * (day_bytes + OVERHEAD)
+            costs.pass_calls += part.entities / DAY * slice_s * (1 + 1 / BATCH_WRITE)  # a Query and a put each
+        if part is typical:
+            costs.day = query_units(day_bytes)
+
+
+def _compaction_rollups(
+    costs: Costs, fleet: Fleet, slice_s: int, parts: list[Part], read_bytes: dict[int, float]
+) -> None:
+    """Per entity at the levels whose interval's readings take more than a read unit; totals; the state."""
+    rollup_b = rollup_item_bytes(fleet) + OVERHEAD
+    for part in parts:
+        for level in (MINUTE, HOUR, DAY):
+            if level / part.interval_s * read_bytes[id(part)] > READ_UNIT:
+                rate = part.rate * per_interval(part.interval_s, level)
+                costs.wu += rate
+                costs.billed += rate * rollup_b
+                costs.pass_calls += rate * slice_s / BATCH_WRITE
+    costs.wu += (slice_s / MINUTE + 3) / slice_s
+
+
+def designs() -> list[Design]:
+    """The candidates: today at two windows; the write tier over groups, slices, read spans and windows."""
+    out = [Design(f"today, window {w} s", Stream(window_s=w)) for w in (5, 10, 20)]
+    for window in (5, 10):
+        for groups in (50, 256, 1024):
+            for slice_s, merge in ((5 * MINUTE, False), (15 * MINUTE, False), (HOUR, False), (HOUR, True)):
+                span = "1 d" if merge else f"{slice_s // MINUTE} min"
+                name = f"G {groups}, slice {slice_s // MINUTE} min, read span {span}, window {window} s"
+                out.append(Design(name, Stream(window_s=window), groups, slice_s, merge))
+    for window, groups in ((10, 4096), (20, 1024), (20, 4096)):
+        name = f"G {groups}, slice 60 min, read span 60 min, window {window} s"
+        out.append(Design(name, Stream(window_s=window), groups, HOUR))
+    for window in (10, 20):
+        for merge in (False, True):
+            span = "1 d" if merge else "60 min"
+            name = f"G auto, slice 60 min, read span {span}, window {window} s"
+            out.append(Design(name, Stream(window_s=window), AUTO, HOUR, merge))
+    out += [
+        Design(f"G {g}, write tier only, window 10 s", Stream(window_s=10), g, HOUR, read_tier=False)
+        for g in (256, 1024)
+    ]
+    return out
+
+
+def run(quick: bool = False) -> dict[str, Any]:
+    table: dict[str, dict[str, dict[str, float]]] = {}
+    candidates = [d for d in designs() if not quick or d.stream.window_s <= QUICK_WINDOW_S]
+    for fleet in FLEETS:
+        rng = random.Random(0)
+        typical = [_reading(fleet, fleet.sensor(i), START_MS, rng) for i in range(200)]
+        reading_json = sum(len(json.dumps(r.to_json())) + 1 for r in typical) / len(typical)
+        sample = sample_of(fleet, quick)
+        by_window = {w: parts_of(fleet, w, sample) for w in sorted({d.stream.window_s for d in candidates})}
+        for design in candidates:
+            row = table.setdefault(design.name, {})
+            row[fleet.name] = evaluate(fleet, design, by_window[design.stream.window_s], reading_json)
+    return {"quick": quick, "designs": [_describe(d) for d in candidates], "table": table}
+
+
+def _describe(design: Design) -> dict[str, Any]:
+    s = design.stream
+    return {
+        "name": design.name,
+        "stream": {"mode": s.mode, "shards": s.shards, "window_s": s.window_s, "batch_size": s.batch_size},
+        "groups": design.groups,
+        "slice_s": design.slice_s,
+        "day_merge": design.day_merge,
+        "read_tier": design.read_tier,
+    }
+
+
+COLUMNS = (
+    ("wu_per_reading", "write units / reading", "WU", 4),
+    ("billed_bytes_per_reading", "billed bytes / reading at rest", "B", 1),
+    ("ru_device_day", "read units, one device's day", "RU", 1),
+    ("ru_last_24_h", "read units, its last 24 h, newest slice uncompacted", "RU", 1),
+    ("ru_latest", "read units, latest reading", "RU", 1),
+    ("ru_last_10_min", "read units, last 10 min", "RU", 1),
+    ("fleet_hour_queries", "Query calls, fleet-wide hour", "calls", 0),
+    ("compaction_lag_s", "compaction (rollup) lag", "s", 0),
+    ("pass_s_per_minute", "pass seconds per minute of readings", "s", 1),
+    ("dynamodb_usd_month", "DynamoDB writes + storage, $/month on-demand", "USD", 0),
+    ("groups", "G", "groups", 0),
+)
+
+
+def markdown(figures: dict[str, Any]) -> str:
+    """One table per fleet, a row per design."""
+    lines = []
+    heads = ["design", *(title for _, title, _, _ in COLUMNS)]
+    for fleet in FLEETS:
+        lines += ["", f"**{fleet.name}**", "", "| " + " | ".join(heads) + " |", "|" + " --- |" * len(heads)]
+        for name, row in figures["table"].items():
+            f = row[fleet.name]
+            cells = [f"{f[key]:,.{digits}f}" for key, _, _, digits in COLUMNS]
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def to_result(figures: dict[str, Any]) -> Result:
+    result = Result(
+        params={
+            "designs": figures["designs"],
+            "dense_per_batch": DENSE_PER_BATCH,
+            "call_ms": CALL_S * 1000,
+            "in_flight": IN_FLIGHT,
+            "write_tier_kept_s": WRITE_TIER_KEPT_S,
+        },
+        method=(
+            "today's blocks from the blocks simulation (Layout.pack on simulated Lambda batches); read-tier blocks "
+            "in block format 3 without the span limit (byte-equal to encode_block where both apply); write-tier "
+            "items a model (several entities' columns DEFLATEd together); items sized by keydesign.item_size; "
+            "Query units eventually consistent, 4 KB rounding per call; rollup writes counted per entity-interval"
+        ),
+    )
+    for name, row in figures["table"].items():
+        for fleet, f in row.items():
+            for key, title, unit, digits in COLUMNS:
+                result.add(f"{fleet}, {name}: {title}", round(f[key], digits + 1), unit)
+    return result
+
+
+@benchmark("write-tier", "the write tier's candidate designs: writes, bytes, reads and lag per reading (issue 38)")
+def write_tier_table(quick: bool) -> Result:
+    return to_result(run(quick))
+
+
+if __name__ == "__main__":
+    print(markdown(run()))

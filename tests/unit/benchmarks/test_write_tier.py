@@ -1,0 +1,95 @@
+"""The write-tier design table's arithmetic: its encoder against the real one, Query units, batches, groups."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+
+import pytest
+
+from benchmarks import write_tier as wt
+from benchmarks.blocks import SEED_000, SEED_003, SPARSE, START_MS
+from keydesign import Reading
+from keydesign.blocks import encode_block
+
+
+@pytest.mark.parametrize(("fleet", "count"), [(SEED_003, 1), (SEED_000, 25), (SPARSE, 1), (SEED_003, 7)])
+def test_the_read_tier_encoder_writes_what_encode_block_writes(fleet: wt.Fleet, count: int) -> None:
+    rng = random.Random(count)
+    entity = fleet.sensor(3)
+    step = 9_000 // count  # within a block's 10 s
+    readings = [wt._reading(fleet, entity, START_MS + step * i + rng.randrange(step), rng) for i in range(count)]
+    assert wt.entity_payload(readings) == encode_block(readings, wt.VERSION).payload
+
+
+def test_a_group_item_of_many_entities_packs_smaller_per_reading_than_blocks_of_one() -> None:
+    one = wt.entity_item_bytes(SEED_003, 1)
+    many = wt.group_item_bytes(SEED_003, 40, 10_000)
+    assert many / 40 < one / 4
+    assert wt.group_payload([Reading.parse({"entity_id": "a", "timestamp": START_MS, "measures": {"v": 1}})])
+
+
+def test_query_units_round_each_call_up_to_4_kb_at_half_a_unit() -> None:
+    assert wt.query_units(0) == 0.5
+    assert wt.query_units(4_096) == 0.5
+    assert wt.query_units(4_097) == 1.0
+    assert wt.query_units(8_000, calls=2) == 1.0
+    assert wt.query_units(40_960) == 5.0
+    assert wt.pages(0, 5) == 5
+    assert wt.pages(3 * 1_048_576, 1) == 3
+    assert wt.pages(3 * 1_048_576, 3) == 3
+
+
+@pytest.mark.parametrize("mean", [0.01, 0.5, 1.0, 7.5, 200.0])
+def test_a_poisson_group_holds_its_mean_over_occupied_batches(mean: float) -> None:
+    occupied, held = wt.poisson_fill(mean)
+    assert occupied * held == pytest.approx(mean)
+    assert held >= 1.0 and held >= mean
+
+
+def test_a_batch_lasts_the_window_unless_the_payload_fills_first() -> None:
+    reading = 180.0
+    assert wt.Stream(shards=50, window_s=0).batch_s(SEED_003, reading) == 1.0
+    assert wt.Stream(shards=50, window_s=10).batch_s(SEED_003, reading) == 10.0
+    one_shard = wt.Stream(shards=1, window_s=300).batch_s(SEED_000, reading)
+    assert one_shard == pytest.approx(wt.blocks.PAYLOAD_BYTES / (52_000 * reading))
+
+
+def test_auto_groups_is_the_fewest_whose_uncompacted_readings_fit() -> None:
+    rate, batch, span = SEED_003.fleet_rate, 10.0, 600.0
+
+    def uncompacted(groups: int) -> float:
+        _, held = wt.poisson_fill(rate / groups * batch)
+        readings = max(1, round(held))
+        return rate / groups * span * wt.group_item_bytes(SEED_003, readings, 10_000) / readings
+
+    groups = wt.auto_groups(SEED_003, rate, batch, span)
+    assert uncompacted(groups) <= wt.GROUP_RECENT_BYTES < uncompacted(groups // 2)
+    assert wt.auto_groups(SEED_003, 0.0, batch, span) == 16
+
+
+def _parts(fleet: wt.Fleet, block_bytes: float) -> list[wt.Part]:
+    return [wt.Part(fleet.sensors, fleet.interval_ms / 1_000, 1.0, block_bytes, 1.0)]
+
+
+def test_today_counts_a_mark_and_a_rollup_per_entity_minute_hour_and_day() -> None:
+    interval = SEED_003.interval_ms / 1_000
+    figures = wt.evaluate(SEED_003, wt.Design("today", wt.Stream()), _parts(SEED_003, 267.8), 130.0)
+    expected = 1 + 2 * (1 + interval / 3_600 + interval / 86_400) + 4 / 60 / SEED_003.fleet_rate
+    assert figures["wu_per_reading"] == pytest.approx(expected)
+    assert figures["blocks_wu_per_reading"] == 1.0
+    assert figures["pass_s_per_minute"] > 60  # one raw Query per entity-minute: the rollups fall behind
+
+
+def test_more_groups_cost_fewer_read_units_for_one_device_and_more_fleet_queries() -> None:
+    figures = [
+        wt.evaluate(SEED_003, wt.Design("g", wt.Stream(window_s=10), g, wt.HOUR), _parts(SEED_003, 267.8), 130.0)
+        for g in (64, 256, 1024)
+    ]
+    for fewer, more in itertools.pairwise(figures):
+        assert more["ru_last_10_min"] < fewer["ru_last_10_min"]
+        assert more["ru_latest"] <= fewer["ru_latest"]
+        assert more["fleet_hour_queries"] > fewer["fleet_hour_queries"]
+        assert more["wu_per_reading"] >= fewer["wu_per_reading"]
+    assert all(math.isfinite(f["compaction_lag_s"]) and f["compaction_lag_s"] > wt.HOUR for f in figures)

@@ -132,7 +132,7 @@ def test_the_rotator_runs_on_a_speed_up_clock_and_maps_each_tables_stream(runnin
     assert first <= mapped()
     # And readings written to today's table reach the detector through that mapping
     publish_readings(system, readings(100, prefix="r"))
-    assert system.wait_until_idle(WAIT_S)
+    assert system.wait_until_idle(WAIT_S), system.stats()
     name = f"{system.functions.name('hotkeys')}:{today}"
     assert system.stats()["event_source_mappings"][name]["records_received"] == len(stored_items(system))
     # And as simulated days pass, it builds the days after and maps their streams too, and removes the

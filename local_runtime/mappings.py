@@ -52,6 +52,7 @@ class StreamMappings:
     stop_timeout_s: float
     _mappings: list[EventSourceMapping] = field(default_factory=list, init=False)
     _followers: list[_TableFollower] = field(default_factory=list, init=False)
+    _stopping: list[threading.Thread] = field(default_factory=list, init=False)  # removed mappings stopping
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
 
     def add(
@@ -77,11 +78,20 @@ class StreamMappings:
         return mapping
 
     def remove(self, mapping: EventSourceMapping) -> None:
-        """Stop ``mapping`` and forget it (its stream is gone)."""
-        mapping.stop(self.stop_timeout_s)
+        """Forget ``mapping`` and stop it (its stream is gone, or DeleteEventSourceMapping), without
+        waiting for the batch under way, as AWS answers a delete ("Deleting") at once: the caller can be
+        a function holding the one invocation at a time that batch waits for (the rotator deleting a
+        closed table's mapping), and waiting would hold both until the stop's timeout. :meth:`stop`
+        waits for it."""
         with self._lock:
             if mapping in self._mappings:
                 self._mappings.remove(mapping)
+            self._stopping = [t for t in self._stopping if t.is_alive()]
+            stopping = threading.Thread(
+                target=mapping.stop, args=(self.stop_timeout_s,), name=f"{mapping.name}-stop", daemon=True
+            )
+            self._stopping.append(stopping)
+        stopping.start()
 
     def follow_tables(
         self, function: LocalFunction, config: MappingConfig, destination: FailureDestination | None = None
@@ -119,8 +129,11 @@ class StreamMappings:
             follower.stop()
         with self._lock:
             mappings = list(self._mappings)
+            stopping = list(self._stopping)
         for mapping in mappings:
             mapping.stop(self.stop_timeout_s)
+        for thread in stopping:
+            thread.join(self.stop_timeout_s)
 
 
 @dataclass(eq=False)

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import json
 import time
+from functools import partial
 from typing import Any
 
 import pytest
 
 from client import ApiError, QueryClient
 from infra.config import LambdaFunction
+from local_runtime import system as system_module
 from local_runtime.query_checks import compare_readings, expected_readings
+from local_runtime.scheduler import SimulatedClock
 from rotator.stream_mappings import LambdaMappings, table_of_stream
 from tests.integration.local_runtime.conftest import (
     WAIT_S,
@@ -23,6 +26,8 @@ from tests.integration.local_runtime.conftest import (
 from tsctl.commands.serve import curl_examples
 
 pytestmark = pytest.mark.integration
+
+DAY_MS = 86_400_000
 
 
 def test_every_function_gets_the_environment_the_stack_builds(running: Any) -> None:
@@ -108,11 +113,18 @@ def test_the_hot_key_detector_counts_every_write_into_the_control_table(running:
     assert sum(v[0] for load in loads for v in load.values()) == units
 
 
-def test_the_rotator_runs_on_a_speed_up_clock_and_maps_each_tables_stream(running: Any) -> None:
+def test_the_rotator_runs_on_a_speed_up_clock_and_maps_each_tables_stream(
+    running: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # Given daily tables, the detector, and the rotator on a clock where an hour passes in a second (at
-    # 4 s a day, today's table could close before the readings below reached the detector)
+    # 4 s a day, today's table could close before the readings below reached the detector). Its clock
+    # starts at the start of today: today's table then stays open for 26 h 15 min of it (26 s) whatever
+    # the hour; started at the wall clock, it closed 2.3 s after a start at 23:59 UTC.
     config = local_config(table_period="day", bucket="15m")
     started_ms = int(time.time() * 1000)
+    monkeypatch.setattr(
+        system_module, "SimulatedClock", partial(SimulatedClock, start_ms=started_ms // DAY_MS * DAY_MS)
+    )
     system = running(config, ingest_only(hot_keys=True, rotator=True, rotator_clock_speed=3_600))
     hotkeys_arn = system.functions.arn("hotkeys")
     assert system.lambda_api is not None
@@ -131,7 +143,7 @@ def test_the_rotator_runs_on_a_speed_up_clock_and_maps_each_tables_stream(runnin
 
     assert first <= mapped()
     # And readings written to today's table reach the detector through that mapping
-    publish_readings(system, readings(100, prefix="r"))
+    publish_readings(system, readings(100, start_ms=started_ms, prefix="r"))  # in today's table
     assert system.wait_until_idle(WAIT_S), system.stats()
     name = f"{system.functions.name('hotkeys')}:{today}"
     assert system.stats()["event_source_mappings"][name]["records_received"] == len(stored_items(system))

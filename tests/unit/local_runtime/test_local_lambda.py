@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -11,7 +12,7 @@ from botocore.exceptions import ClientError
 
 from infra.config import Context
 from local_runtime.event_source_mapping import MappingConfig
-from local_runtime.mappings import LocalLambda
+from local_runtime.mappings import LocalLambda, StreamMappings
 from local_runtime.stream_sources import StartingPosition
 from rotator.settings import RotatorSettings
 from rotator.specs import create_mapping_request
@@ -144,3 +145,37 @@ def test_the_hot_key_mapping_takes_the_stacks_settings() -> None:
     assert (mapping.batch_size, mapping.max_retries, mapping.batching_window_s) == (250, 3, 0.0)
     assert mapping.max_record_age_s == config.hotkeys_max_record_age_s
     assert mapping.bisect_on_error and mapping.report_batch_item_failures and mapping.poll_interval_s == 0.05
+
+
+@dataclass
+class BlockedMapping:
+    """A mapping whose poller is in a batch that waits for what the deleting caller holds (the one
+    invocation at a time): its stop returns only once ``released`` is set."""
+
+    name: str = "TimeSeriesIngest-hotkeys:timeseries-readings-2026-11-22"
+    released: threading.Event = field(default_factory=threading.Event)
+    stopped: threading.Event = field(default_factory=threading.Event)
+
+    def stop(self, timeout_s: float) -> None:
+        self.released.wait(timeout_s)
+        self.stopped.set()
+
+
+def test_a_deleted_mapping_is_forgotten_at_once_and_stopped_without_holding_the_caller() -> None:
+    # Given a running mapping whose batch under way waits for what the caller of the delete holds
+    # (the rotator, inside its invocation, deleting the mapping of a table that closed)
+    mappings = StreamMappings(dynamodb=None, table_stream=lambda arn: None, tables=tuple, stop_timeout_s=60.0)  # type: ignore[arg-type,return-value]
+    blocked = BlockedMapping()
+    mappings._mappings.append(blocked)  # type: ignore[arg-type]
+
+    # When it is removed
+    mappings.remove(blocked)  # type: ignore[arg-type]
+
+    # Then the delete returns while the batch is still under way (as AWS answers "Deleting" at once),
+    # and waiting for the system to go idle no longer waits for that mapping
+    assert not blocked.stopped.is_set()
+    assert mappings.snapshot() == {}
+    # And stopping the system waits for the removed mapping's stop to finish
+    blocked.released.set()
+    mappings.stop()
+    assert blocked.stopped.is_set()

@@ -1,5 +1,8 @@
 """Ingestion: the Kinesis stream producers publish to, the ingest function that reads it, and its queues.
 
+With ``iot_topic_rule`` set, an AWS IoT Core topic rule puts every MQTT message on its topic
+filter into the stream, already in the product's JSON (docs/ingest.md, "AWS IoT Core").
+
 Two queues, for two different things: the rejects queue holds *readings* ingest
 refused (malformed, out of the time window, too big), each with its reason and
 payload; the failure queue holds the Lambda service's record of *batches* the
@@ -9,13 +12,15 @@ back at the stream by shard and sequence numbers.
 
 from __future__ import annotations
 
-from aws_cdk import Duration
+from aws_cdk import Duration, Stack
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_iot as iot
 from aws_cdk import aws_kinesis as kinesis
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as sources
 from constructs import Construct
 
-from infra.config import FunctionWiring, LambdaFunction
+from infra.config import IOT_SQL_VERSION, FunctionWiring, IotTopicRule, LambdaFunction
 from infra.lambdas import Invocation, LambdaRuntime, ServiceFunction, terminal_queue
 
 
@@ -92,4 +97,41 @@ class Ingestion(Construct):
                 report_batch_item_failures=True,
                 on_failure=sources.SqsDlq(self.failure_queue),
             )
+        )
+
+        self.iot_rule: iot.CfnTopicRule | None = None
+        if config.iot_topic_rule is not None:
+            self.iot_rule = self._iot_rule(config.iot_topic_rule)
+
+    def _iot_rule(self, rule: IotTopicRule) -> iot.CfnTopicRule:
+        """The IoT Core topic rule into the stream. Its role may put records on this stream and nothing else
+        (``kinesis:PutRecord``: the one call the Kinesis action makes), and only IoT Core of this account may
+        assume it."""
+        role = iam.Role(
+            self,
+            "IotRuleRole",
+            assumed_by=iam.ServicePrincipal(
+                "iot.amazonaws.com", conditions={"StringEquals": {"aws:SourceAccount": Stack.of(self).account}}
+            ),
+            description="Lets the IoT Core topic rule put matched MQTT messages into the ingest stream",
+        )
+        role.add_to_policy(iam.PolicyStatement(actions=["kinesis:PutRecord"], resources=[self.stream.stream_arn]))
+        return iot.CfnTopicRule(
+            self,
+            "IotTopicRule",
+            topic_rule_payload=iot.CfnTopicRule.TopicRulePayloadProperty(
+                sql=rule.sql,
+                aws_iot_sql_version=IOT_SQL_VERSION,
+                rule_disabled=False,
+                description=f"Readings published on {rule.topic_filter}, entity from topic level {rule.entity_level}",
+                actions=[
+                    iot.CfnTopicRule.ActionProperty(
+                        kinesis=iot.CfnTopicRule.KinesisActionProperty(
+                            stream_name=self.stream.stream_name,
+                            partition_key=rule.partition_key,
+                            role_arn=role.role_arn,
+                        )
+                    )
+                ],
+            ),
         )

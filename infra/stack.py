@@ -194,6 +194,11 @@ class TimeSeriesStack(Stack):
                 "The CloudWatch dashboard: ingest rate, rejects, hot keys, iterator age, throttles",
             ),
         }
+        if self.ingestion.iot_rule is not None:
+            outputs["IotTopicRuleName"] = (
+                self.ingestion.iot_rule.ref,
+                "The IoT Core topic rule putting MQTT readings into the stream (cdk.json iot_topic_rule)",
+            )
         if self.storage.readings_table is not None:
             table = (self.storage.readings_table.table_name, "The readings table (one table, TTL retention)")
             outputs = {"ReadingsTableName": table, **outputs}

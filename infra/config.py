@@ -297,7 +297,7 @@ class IotTopicRule:
     @property
     def sql(self) -> str:
         """The rule's statement (IoT SQL 2016-03-23): the payload's fields, plus the entity from the topic."""
-        # The filter is checked to hold no quote (``_iot_rule``): it cannot end the literal.
+        # The filter is checked to hold no quote (``parse_iot_topic_rule``): it cannot end the literal.
         return f"SELECT *, topic({self.entity_level}) AS entity_id FROM '{self.topic_filter}'"  # noqa: S608
 
     @property
@@ -321,7 +321,8 @@ class IotTopicRule:
         return "/".join(topic)
 
 
-def _iot_rule(value: object) -> IotTopicRule | None:
+def parse_iot_topic_rule(value: object) -> IotTopicRule | None:
+    """``iot_topic_rule``'s value (an object, its JSON text, or null) as a rule; ValueError says what is wrong."""
     if isinstance(value, IotTopicRule) or _null(value) is None:
         return value if isinstance(value, IotTopicRule) else None
     if isinstance(value, str):
@@ -480,7 +481,7 @@ class Context(BaseModel):
     log_retention_days: Annotated[Whole, _in(LOG_RETENTION_DAYS, "a CloudWatch Logs retention")] = key(30, low=1)
     powertools_layer_version: Whole = key(POWERTOOLS_LAYER_VERSION, low=1)
     # Off by default: a deployment whose devices speak MQTT to AWS IoT Core turns it on.
-    iot_topic_rule: Annotated[IotTopicRule | None, PlainValidator(_iot_rule)] = key(None)
+    iot_topic_rule: Annotated[IotTopicRule | None, PlainValidator(parse_iot_topic_rule)] = key(None)
 
     _layout: Layout = PrivateAttr()
 

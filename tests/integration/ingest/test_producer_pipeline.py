@@ -4,8 +4,10 @@ reads what the stream holds, shaped exactly as Lambda would deliver it."""
 from __future__ import annotations
 
 import base64
+import gzip
 import json
 import random
+import uuid
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -13,7 +15,9 @@ from typing import Any
 import boto3
 import pytest
 
+from infra.config import IotTopicRule
 from local_runtime.faults import FaultInjectingKinesis, FaultPlan
+from producer.formats import AgentPacker
 from producer.packing import Packer
 from producer.publisher import Publisher, kinesis_client, publish
 from producer.synthetic import Workload, generate
@@ -146,6 +150,56 @@ def test_publish_files_jsonl_and_csv(aws: Aws, stream: Any, tmp_path: Path, caps
     assert entities == ["c-0", "c-1", "c-2", "s-0", "s-1", "s-2", "s-3", "s-4"]
 
 
+def _records_in_stream(kinesis: Any) -> list[tuple[str, bytes]]:
+    return [
+        (record["kinesis"]["partitionKey"], base64.b64decode(record["kinesis"]["data"]))
+        for event in _events(kinesis)
+        for record in event["Records"]
+    ]
+
+
+AGENT_CASES = [
+    (["--record-format", "influx", "--measurement", "env"], "influx"),
+    (["--record-format", "telegraf_json", "--measurement", "env", "--timestamp-units", "1ms"], "telegraf_json"),
+    (["--record-format", "otlp_json"], "otlp_json"),
+    (["--record-format", "otlp_proto", "--compression", "gzip"], "otlp_proto"),
+    (["--record-format", "iot", "--iot-topic-rule", '{"topic_filter": "fleet/+/up", "entity_level": 2}'], "iot"),
+]
+
+
+@pytest.mark.usefixtures("aws")
+@pytest.mark.parametrize(("argv", "fmt"), AGENT_CASES, ids=[fmt for _, fmt in AGENT_CASES])
+def test_publish_writes_each_reading_as_the_agent_would_one_record_each_with_its_partition_key(
+    stream: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], fmt: str
+) -> None:
+    ts = now_ms() - 10_000
+    sent = [
+        {"entity_id": f"s-{i}", "timestamp": ts + i, "measures": {"t": i, "rh": 40.5}, "dimensions": {"site": "p 7"}}
+        for i in range(4)
+    ]
+    jsonl = tmp_path / "readings.jsonl"
+    jsonl.write_text("".join(json.dumps(r) + "\n" for r in sent))
+    code = main(["publish", "--stream", STREAM, "--region", REGION, "--input", str(jsonl), "--json", *argv])
+    assert code == 0
+    assert json.loads(capsys.readouterr().out)["records_sent"] == 4
+    records = sorted(_records_in_stream(stream), key=lambda r: r[1])
+    writer = AgentPacker(
+        fmt,
+        measurement="env",
+        telegraf_json_unit="1ms",
+        compression="gzip" if fmt == "otlp_proto" else "none",
+        iot_rule=IotTopicRule("fleet/+/up", 2),
+    )
+    expected = [writer.add(reading)[0] for reading in sent]
+    if fmt.startswith("otlp"):  # the Collector's key is a random UUID, and gzip's bytes are its inflated request's
+        assert all(uuid.UUID(key).version == 4 for key, _ in records)
+        inflate = gzip.decompress if fmt == "otlp_proto" else bytes
+        assert sorted(inflate(data) for _, data in records) == sorted(inflate(r.data) for r in expected)
+    else:
+        assert records == sorted(((r.partition_key, r.data) for r in expected), key=lambda r: r[1])
+        assert {key for key, _ in records} == {f"s-{i}" for i in range(4)}
+
+
 @pytest.mark.parametrize(
     ("argv", "fragment"),
     [
@@ -157,6 +211,13 @@ def test_publish_files_jsonl_and_csv(aws: Aws, stream: Any, tmp_path: Path, caps
         (["--input", "x.jsonl", "--rate", "5"], "--rate: is a synthetic-workload option"),
         (["--input", "/nonexistent/readings.jsonl"], "cannot open"),
         (["--max-record-bytes", "10"], "max_record_bytes"),
+        (["--record-format", "otlp_json", "--partition-key", "entity"], "--partition-key: the otlp_json agent's"),
+        (["--record-format", "influx", "--partition-key", "group"], "is entity or random"),
+        (["--record-format", "influx", "--compression", "gzip"], "--compression: only the OpenTelemetry Collector"),
+        (["--record-format", "telegraf_json", "--measurement", "#m"], "--measurement: measurement '#m'"),
+        (["--record-format", "iot", "--iot-topic-rule", "null"], "--iot-topic-rule: the iot format needs"),
+        (["--iot-topic-rule", '{"topic_filter": "a/b", "entity_level": 2}'], "not '+'"),
+        (["--record-format", "xml"], "invalid choice"),
     ],
 )
 def test_bad_arguments_exit_2_with_one_line_naming_the_option(

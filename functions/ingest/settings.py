@@ -27,7 +27,7 @@ def _names(allowed: tuple[str, ...] | None, what: str) -> AfterValidator:
     def check(value: str) -> str:
         entries = [] if value.strip().lower() == "none" else [e.strip() for e in value.split(",")]
         if not entries and allowed is None:
-            raise ValueError(f"must name at least one {what}")
+            raise ValueError("must name at least one tag or attribute")
         for entry in entries:
             if not entry or (allowed is not None and entry not in allowed):
                 expected = ", ".join(allowed) if allowed else "a name"

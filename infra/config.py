@@ -434,6 +434,12 @@ class Context(BaseModel):
     # settings; the default is cut to a shorter retention).
     max_age: Duration = key("3d")
     rollups: OptionalText = key("1m,1h,1d")
+    # The agents' formats ingest reads beside its JSON, and how their metrics become readings (ingest.settings,
+    # which validates them; docs/ingest.md, "Agents").
+    ingest_formats: Text = key("influx,telegraf_json,otlp_proto,otlp_json")
+    entity_tags: Text = key("host,service.instance.id")
+    influx_precision: Text = key("ns")
+    telegraf_json_timestamp_units: Text = key("1s")
     split_threshold_wcu: Whole = key(500, alias="hot_split_threshold_wcu")
     shard_map_cache_ttl_s: Whole = key(60, low=1, high=3_600)
     item_bytes: Whole = key(SEED_ITEM_BYTES, low=1, high=MAX_ITEM_BYTES)

@@ -43,6 +43,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ingest.formats import storable
 from keydesign import InvalidInput, parse_timestamp
 
 from .packing import KINESIS_MAX_RECORD_BYTES, PackedRecord, ReadingTooLarge
@@ -238,6 +239,22 @@ class AgentPacker:
     def flush(self) -> list[PackedRecord]:
         """Nothing is held back: every record is closed as it is written."""
         return []
+
+    def stored(self, reading: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """What ingest stores for ``reading`` written so (with its default ``entity_tags``, Telegraf JSON
+        timestamps in this writer's unit), without event ids (an agent sends none: ingest derives them):
+        Telegraf's measures are named ``<measurement>_<field>``; the Collector's gauges are one reading each;
+        the IoT rule's output is the reading itself. A timestamp is cut to what the format carries."""
+        ts_ms = _ts_ms(reading)
+        base = {"entity_id": reading["entity_id"], "dimensions": dict(_dimensions(reading))}
+        measures = _measures(reading)
+        if self.format in (INFLUX, TELEGRAF_JSON):
+            unit_ms = max(1, TELEGRAF_JSON_UNITS[self.telegraf_json_unit] // NS_PER_MS) if self.format != INFLUX else 1
+            named = {storable(f"{self.measurement}_{name}"): value for name, value in measures.items()}
+            return [{**base, "timestamp": ts_ms // unit_ms * unit_ms, "measures": named}]
+        if self.format in (OTLP_JSON, OTLP_PROTO):
+            return [{**base, "timestamp": ts_ms, "measures": {name: value}} for name, value in measures.items()]
+        return [{**base, "timestamp": ts_ms, "measures": dict(measures)}]
 
 
 # -- helpers ---------------------------------------------------------------------------------

@@ -200,6 +200,60 @@ def test_publish_writes_each_reading_as_the_agent_would_one_record_each_with_its
         assert {key for key, _ in records} == {f"s-{i}" for i in range(4)}
 
 
+INGESTED_CASES = [
+    (["--record-format", "influx"], "influx", ("entity_id", "no tag names the entity")),
+    (["--record-format", "telegraf_json"], "telegraf_json", ("entity_id", "no tag names the entity")),
+    (["--record-format", "otlp_json", "--compression", "zlib"], "otlp_json", ("entity_id", "no attribute")),
+    (["--record-format", "otlp_proto", "--compression", "flate"], "otlp_proto", ("entity_id", "no attribute")),
+    (["--record-format", "iot"], "iot", ("timestamp", "is required")),
+]
+
+
+@pytest.mark.parametrize(("argv", "fmt", "refusal"), INGESTED_CASES, ids=[c[1] for c in INGESTED_CASES])
+def test_each_agent_format_published_is_stored_as_documented_and_its_bad_readings_rejected_with_reasons(
+    aws: Aws,
+    stream: Any,
+    handler_module: ModuleType,
+    *,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+    fmt: str,
+    refusal: tuple[str, str],
+) -> None:
+    # Given good readings (whole seconds: Telegraf's JSON carries seconds) and one the agent's format cannot
+    # give an entity (or, from IoT Core, a device's message without a timestamp), published with the CLI
+    ts = (now_ms() - 60_000) // 1000 * 1000
+    good = [
+        {"entity_id": f"{fmt}-{i}", "timestamp": ts + 1000 * i, "measures": {"t": i, "rh": 40.5}}
+        | ({"dimensions": {"site": "p 7", "line": "a,b=c"}} if i % 2 else {})
+        for i in range(4)
+    ]
+    bad = {"timestamp": ts, "measures": {"t": 1}} if fmt != "iot" else {"entity_id": "iot-x", "measures": {"t": 1}}
+    jsonl = tmp_path / "readings.jsonl"
+    jsonl.write_text("".join(json.dumps(r) + "\n" for r in [*good, bad]))
+    code = main(["publish", "--stream", STREAM, "--region", REGION, "--input", str(jsonl), "--no-validate", *argv])
+    assert code == 0
+    # When Lambda delivers the stream's records to the ingest function
+    for event in _events(stream):
+        assert invoke(handler_module, event, capsys).failed == []
+    # Then each good reading is stored as the format's mapping says, and the bad one is a reject naming the field
+    writer = AgentPacker(fmt, iot_rule=IotTopicRule("sensors/+/readings", 2))
+    expected = sorted(
+        (json.dumps([r["entity_id"], r["timestamp"], r["measures"], r["dimensions"]], sort_keys=True))
+        for g in good
+        for r in writer.stored(g)
+    )
+    got = sorted(
+        json.dumps([r.entity_id, r.ts_ms, dict(r.measures), dict(r.dimensions)], sort_keys=True) for r in aws.readings()
+    )
+    assert got == expected
+    assert len(got) == (8 if fmt.startswith("otlp") else 4)
+    (reject,) = aws.rejects()
+    assert reject["field"] == refusal[0]
+    assert refusal[1] in reject["reason"]
+
+
 @pytest.mark.parametrize(
     ("argv", "fragment"),
     [

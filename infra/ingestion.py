@@ -18,6 +18,7 @@ from aws_cdk import aws_iot as iot
 from aws_cdk import aws_kinesis as kinesis
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as sources
+from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from infra.config import IOT_SQL_VERSION, FunctionWiring, IotTopicRule, LambdaFunction
@@ -100,22 +101,25 @@ class Ingestion(Construct):
         )
 
         self.iot_rule: iot.CfnTopicRule | None = None
+        self.iot_failure_queue: sqs.Queue | None = None
         if config.iot_topic_rule is not None:
-            self.iot_rule = self._iot_rule(config.iot_topic_rule)
+            self.iot_failure_queue = terminal_queue(
+                self,
+                "IotRuleFailureQueue",
+                removal_policy=runtime.removal_policy,
+                holds="an MQTT message the IoT Core topic rule could not put into the stream, with its payload",
+            )
+            self.iot_rule = self._iot_rule(config.iot_topic_rule, self.iot_failure_queue)
 
-    def _iot_rule(self, rule: IotTopicRule) -> iot.CfnTopicRule:
+    def _iot_rule(self, rule: IotTopicRule, failures: sqs.Queue) -> iot.CfnTopicRule:
         """The IoT Core topic rule into the stream. Its role may put records on this stream and nothing else
-        (``kinesis:PutRecord``: the one call the Kinesis action makes), and only IoT Core of this account may
-        assume it."""
-        role = iam.Role(
-            self,
-            "IotRuleRole",
-            assumed_by=iam.ServicePrincipal(
-                "iot.amazonaws.com", conditions={"StringEquals": {"aws:SourceAccount": Stack.of(self).account}}
-            ),
-            description="Lets the IoT Core topic rule put matched MQTT messages into the ingest stream",
-        )
+        (``kinesis:PutRecord``: the one call the Kinesis action makes); a message the action fails to put (the
+        stream throttled, say) goes whole to ``failures`` (the rule's error action, the payload base64, with
+        its own role that may only send there), never dropped. Only IoT Core of this account assumes either."""
+        role = self._iot_role("IotRuleRole", "put matched MQTT messages into the ingest stream")
         role.add_to_policy(iam.PolicyStatement(actions=["kinesis:PutRecord"], resources=[self.stream.stream_arn]))
+        error_role = self._iot_role("IotRuleErrorRole", "keep a message it could not put into the stream")
+        error_role.add_to_policy(iam.PolicyStatement(actions=["sqs:SendMessage"], resources=[failures.queue_arn]))
         return iot.CfnTopicRule(
             self,
             "IotTopicRule",
@@ -133,5 +137,20 @@ class Ingestion(Construct):
                         )
                     )
                 ],
+                error_action=iot.CfnTopicRule.ActionProperty(
+                    sqs=iot.CfnTopicRule.SqsActionProperty(
+                        queue_url=failures.queue_url, role_arn=error_role.role_arn, use_base64=True
+                    )
+                ),
             ),
+        )
+
+    def _iot_role(self, construct_id: str, to: str) -> iam.Role:
+        return iam.Role(
+            self,
+            construct_id,
+            assumed_by=iam.ServicePrincipal(
+                "iot.amazonaws.com", conditions={"StringEquals": {"aws:SourceAccount": Stack.of(self).account}}
+            ),
+            description=f"Lets the IoT Core topic rule {to}",
         )

@@ -27,6 +27,7 @@ def test_no_rule_and_no_role_for_it_without_the_key(synthesized: Synthesized, va
     ]
     assert not [p for p in principals if "iot.amazonaws.com" in p]
     assert "IotTopicRuleName" not in synth.template["Outputs"]
+    assert synth.stack.ingestion.iot_failure_queue is None
 
 
 def test_the_rule_puts_each_message_as_a_reading_keyed_by_the_entity_level(synthesized: Synthesized) -> None:
@@ -43,6 +44,32 @@ def test_the_rule_puts_each_message_as_a_reading_keyed_by_the_entity_level(synth
     assert kinesis["StreamName"] == synth.resolve(synth.stack.ingestion.stream.stream_name)
     rule_id = synth.stack.get_logical_id(synth.stack.ingestion.iot_rule)
     assert synth.template["Outputs"]["IotTopicRuleName"]["Value"] == {"Ref": synth.resolve(rule_id)}
+
+
+def test_a_message_the_rule_cannot_put_goes_whole_to_an_alarmed_queue_through_a_role_that_may_only_send_there(
+    synthesized: Synthesized,
+) -> None:
+    synth = synthesized.synth("provisioned")
+    queue = synth.stack.ingestion.iot_failure_queue
+    (rule,) = synth.of_type(RULE).values()
+    error = rule["Properties"]["TopicRulePayload"]["ErrorAction"]
+    assert set(error) == {"Sqs"}
+    assert error["Sqs"]["QueueUrl"] == synth.resolve(queue.queue_url)
+    assert error["Sqs"]["UseBase64"] is True
+    role_id = error["Sqs"]["RoleArn"]["Fn::GetAtt"][0]
+    assert grants(synth.statements_of_role(role_id)) == {
+        ("sqs:SendMessage", render(synth.resolve(queue.queue_arn)), "{}")
+    }
+    trust = synth.resources[role_id]["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+    assert [s["Principal"] for s in trust] == [{"Service": "iot.amazonaws.com"}]
+    queue_name = synth.resolve(queue.queue_name)
+    alarms = [
+        a["Properties"]
+        for a in synth.of_type("AWS::CloudWatch::Alarm").values()
+        if a["Properties"].get("Dimensions") == [{"Name": "QueueName", "Value": queue_name}]
+    ]
+    assert [a["MetricName"] for a in alarms] == ["ApproximateNumberOfMessagesVisible"]
+    assert synth.template["Outputs"]["IotRuleFailureQueueUrl"]["Value"] == synth.resolve(queue.queue_url)
 
 
 def test_the_rules_role_may_only_put_records_on_this_stream_and_only_iot_of_this_account_assumes_it(

@@ -7,6 +7,7 @@ import base64
 import gzip
 import json
 import random
+import sys
 import uuid
 from pathlib import Path
 from types import ModuleType
@@ -285,3 +286,15 @@ def test_bad_arguments_exit_2_with_one_line_naming_the_option(
     err = capsys.readouterr().err
     assert fragment in err
     assert "Traceback" not in err
+
+
+@pytest.mark.usefixtures("aws", "stream")
+def test_without_opentelemetry_proto_otlp_proto_exits_2_naming_the_package(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "opentelemetry.proto.collector.metrics.v1.metrics_service_pb2", None)
+    argv = ["publish", "--stream", STREAM, "--region", REGION, "--no-progress", "--record-format", "otlp_proto"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "--record-format: otlp_proto needs the opentelemetry-proto package" in err
+    assert "pip install opentelemetry-proto" in err and "Traceback" not in err

@@ -24,6 +24,7 @@ import re
 
 from ingest.decoding import exact_float, exact_int
 from ingest.formats import NS_PER_MS, Formats, Part, reading, storable
+from keydesign.model import shown_name
 
 _KEY = r"(?:[^\s,=\\]|\\[^\n])+"
 _MEASUREMENT = r"(?:[^\s,\\#]|\\[^\n])(?:[^\s,\\]|\\[^\n])*"
@@ -41,8 +42,8 @@ _INTEGER = re.compile(r"[+-]?[0-9]+[iu]\Z")
 _STAMP_DIGITS = 24
 _TRUE = frozenset({"t", "T", "true", "True", "TRUE"})
 _FALSE = frozenset({"f", "F", "false", "False", "FALSE"})
-_KEY_ESCAPE = re.compile(r"\\([,= \\nrt\"])")
-_KEY_ESCAPES = {",": ",", "=": "=", " ": " ", "\\": "\\", "n": "\n", "r": "\r", "t": "\t", '"': '"'}
+_KEY_ESCAPE = re.compile(r"\\([,= \\nrtf\"])")
+_KEY_ESCAPES = {",": ",", "=": "=", " ": " ", "\\": "\\", "n": "\n", "r": "\r", "t": "\t", "f": "\f", '"': '"'}
 _STRING_ESCAPE = re.compile(r'\\(["\\])')
 
 
@@ -94,7 +95,8 @@ def _part(found: re.Match[str], whole: str, where: str, unit_ns: int, formats: F
         key = _unescape(key_text)
         value = _value(value_text)
         if value is None:
-            return Part(whole, where, raw, (f"fields.{key}", f"{value_text[:40]!r} is not a number, boolean or string"))
+            reason = f"{value_text[:40]!r} is not a number, boolean or string"
+            return Part(whole, where, raw, (f"fields.{shown_name(key)}", reason))
         if isinstance(value, str):
             strings[key] = value
             continue

@@ -6,7 +6,7 @@
   ``opentelemetry-exporter-otlp-proto-common``'s ``encode_metrics`` into ``opentelemetry-proto``'s
   ``ExportMetricsServiceRequest`` (the message the Collector's ``awskinesisexporter`` writes a record of),
   serialized as protobuf or with protobuf's JSON printer (OTLP/JSON), and compressed as the exporter
-  compresses (``flate`` raw deflate, ``gzip``, ``zlib``);
+  compresses (``flate`` raw deflate, ``gzip``, ``zlib``, each flushed and never closed);
 * Telegraf JSON: the documented serializer format (``{"fields":..., "name":..., "tags":..., "timestamp":...}``,
   and ``{"metrics": [...]}`` with the batch format).
 """
@@ -69,17 +69,20 @@ def otlp_json(request: ExportMetricsServiceRequest) -> bytes:
     return MessageToJson(request, indent=None).encode("utf-8")
 
 
-def compress(data: bytes, compression: str) -> bytes:
-    """``data`` compressed whole, as the exporter's ``compression`` setting does."""
-    if compression == "gzip":
+#: zlib's window bits for each of the exporter's compressions.
+_WBITS = {"gzip": 31, "zlib": 15, "flate": -15}
+
+
+def compress(data: bytes, compression: str, *, closed: bool = False) -> bytes:
+    """``data`` compressed whole, as the exporter's ``compression`` setting does: at its best speed, and
+    *flushed*, not closed (its Go compressor's ``Flush``, zlib's ``Z_SYNC_FLUSH``: no final block, no gzip
+    or zlib trailer; internal/compress/compresser.go). ``closed``: a complete stream, as other producers write."""
+    if compression == "none":
+        return data
+    if closed and compression == "gzip":
         return gzip.compress(data)
-    if compression == "zlib":
-        return zlib.compress(data)
-    if compression == "flate":
-        deflate = zlib.compressobj(wbits=-15)
-        return deflate.compress(data) + deflate.flush()
-    assert compression == "none"
-    return data
+    deflate = zlib.compressobj(1, zlib.DEFLATED, _WBITS[compression])
+    return deflate.compress(data) + deflate.flush(zlib.Z_FINISH if closed else zlib.Z_SYNC_FLUSH)
 
 
 def as_json(value: object) -> bytes:

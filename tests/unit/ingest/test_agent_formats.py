@@ -271,16 +271,19 @@ def _time_ms(request: Any) -> int:
     return int(point.time_unix_nano // NS)
 
 
+@pytest.mark.parametrize("closed", [False, True], ids=["flushed", "closed"])
 @pytest.mark.parametrize("compression", ["none", "gzip", "zlib", "flate"])
 @pytest.mark.parametrize("encoding", ["otlp_proto", "otlp_json"])
-def test_every_sdk_data_point_is_a_reading_of_its_service_instance(encoding: str, compression: str) -> None:
+def test_every_sdk_data_point_is_a_reading_of_its_service_instance(
+    encoding: str, compression: str, closed: bool
+) -> None:
     # Given what the SDK exports for a counter, an up-down counter, gauges and histograms, as the Collector's
-    # exporter writes it with this encoding and compression
+    # exporter writes it with this encoding and compression (flushed, as it does; closed, as others would)
     request = _otlp()
     data = request.SerializeToString() if encoding == "otlp_proto" else otlp_json(request)
     now_ms = _time_ms(request) + 1_000
     # When it is ingested
-    outcome, stored, rejects = ingest([compress(data, compression)], now_ms=now_ms)
+    outcome, stored, rejects = ingest([compress(data, compression, closed=closed)], now_ms=now_ms)
     # Then each data point is one reading: the entity is service.instance.id, the other resource and point
     # attributes are dimensions, a histogram is its count, sum, min and max
     assert rejects == []
@@ -363,14 +366,15 @@ def _time_ms_any(request: Any) -> int:
 def test_corrupt_or_oversized_compressed_records_are_one_reject_each() -> None:
     request = _otlp()
     raw = request.SerializeToString()
-    gzipped = compress(raw, "gzip")
+    gzipped = compress(raw, "gzip")  # flushed: cut anywhere, it no longer ends on the flush
     bomb = compress(b"\n" + b"\x00" * (MAX_INFLATED + 10), "gzip")
-    _, stored, rejects = ingest([gzipped[:-9], bomb, raw[:-3]], now_ms=_time_ms(request))
+    _, stored, rejects = ingest([gzipped[:-9], bomb, raw[:-3], compress(raw, "gzip", closed=True)[:-2]], now_ms=0)
     assert stored == []
-    assert [(b["field"], b["source"]["index"]) for b in rejects] == [("data", None)] * 3
-    assert "gzip that does not decompress" in rejects[0]["reason"]
+    assert [(b["field"], b["source"]["index"]) for b in rejects] == [("data", None)] * 4
+    assert "gzip that does not decompress: the compressed stream is truncated" in rejects[0]["reason"]
     assert f"inflates past {MAX_INFLATED:,} bytes" in rejects[1]["reason"]
     assert "is not UTF-8 text (JSON or line protocol), nor OTLP protobuf" in rejects[2]["reason"]
+    assert "gzip that does not decompress" in rejects[3]["reason"]
 
 
 # -- which format a record is --------------------------------------------------------------------

@@ -226,7 +226,7 @@ def _valid_request() -> bytes:
 def test_no_corruption_of_an_otlp_record_makes_ingest_raise(data: st.DataObject) -> None:
     raw = _valid_request()
     how = data.draw(st.sampled_from(["none", "gzip", "zlib", "flate"]))
-    blob = bytearray(compress(raw, how))
+    blob = bytearray(compress(raw, how, closed=data.draw(st.booleans())))
     for _ in range(data.draw(st.integers(1, 4))):
         position = data.draw(st.integers(0, len(blob) - 1))
         action = data.draw(st.sampled_from(["flip", "cut", "insert"]))

@@ -38,6 +38,7 @@ import re
 import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Literal
 
 from keydesign.model import NAME_PATTERN
@@ -101,11 +102,11 @@ class Part:
 
     ``value`` is the reading it maps to (a dict ``keydesign.Reading.parse`` takes) or, when it maps
     to none, what was read of it; then ``error`` is (field, reason). ``where`` names the part in a
-    reason (``line 3``); ``raw`` is its own bytes when it has some (a line), which its reject carries."""
+    reason (``line 3``); ``raw`` is its own text when it has some (a line), which its reject carries."""
 
     value: object
     where: str
-    raw: bytes | None = None
+    raw: str | None = None
     error: tuple[str, str] | None = None
 
 
@@ -221,6 +222,7 @@ def not_enabled(kind: str, formats: Formats) -> str:
 # -- metrics as readings ----------------------------------------------------------------------
 
 
+@lru_cache(maxsize=4096)  # names repeat from reading to reading; a bounded cache of their storable forms
 def storable(name: str) -> str:
     """A measure or dimension name as a reading may hold it: every character other than a letter, digit or ``_``
     becomes ``_`` (``system.cpu.time`` -> ``system_cpu_time``), and a leading digit gets a ``_`` before it.

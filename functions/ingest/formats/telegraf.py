@@ -21,6 +21,7 @@ from ingest.formats import NS_PER_MS, Formats, Part, reading, storable
 from keydesign.model import shown_name
 
 _FIELDS = "fields, name, tags, timestamp"
+_KEYS = frozenset(_FIELDS.split(", "))
 
 
 def decode(value: Mapping[str, object], formats: Formats) -> list[Part]:
@@ -35,7 +36,7 @@ def metric(value: object, where: str, formats: Formats) -> Part:
     """One Telegraf JSON metric as a reading, or what is wrong with it."""
     if not isinstance(value, Mapping):
         return Part(value, where, error=("metric", f"must be a JSON object, got {type(value).__name__}"))
-    unknown = set(value) - set(_FIELDS.split(", "))
+    unknown = value.keys() - _KEYS
     if unknown:
         shown = shown_name(sorted(unknown, key=str)[0])
         return Part(value, where, error=("metric", f"{shown!r} is not a field of a Telegraf metric ({_FIELDS})"))
@@ -49,7 +50,8 @@ def metric(value: object, where: str, formats: Formats) -> Part:
     if isinstance(stamp, bool) or not isinstance(stamp, int | float | Decimal):
         return Part(value, where, error=("timestamp", "is required: a number in telegraf_json_timestamp_units"))
     try:
-        ts_ms = int(Decimal(stamp) * formats.telegraf_json_unit_ns // NS_PER_MS)
+        unit = formats.telegraf_json_unit_ns
+        ts_ms = stamp * unit // NS_PER_MS if type(stamp) is int else int(Decimal(stamp) * unit // NS_PER_MS)
     except ArithmeticError:  # NaN, infinity (a decoded literal past a double's range)
         return Part(value, where, error=("timestamp", f"{stamp} is not a time a reading can have"))
     measures: dict[str, object] = {}

@@ -31,6 +31,7 @@ from tests.unit.ingest.agents import (
 )
 from tests.unit.ingest.fakes import FakeDynamoDB, FakeSQS
 from tests.unit.ingest.kinesis_events import kinesis_event, kinesis_record
+from tests.unit.ingest.kpl import aggregate
 from tests.unit.ingest.stored import stored_readings
 from tests.unit.ingest.test_hostile_input import _assert_every_reject_is_a_message_sqs_accepts, _readings_of, handle
 from tests.unit.ingest.test_logic import NOW, _ingestor
@@ -289,6 +290,20 @@ def test_every_sdk_data_point_is_a_reading_of_its_service_instance(
     assert rejects == []
     assert sorted(stored, key=lambda s: sorted(s[2])) == _expected(now_ms - 1_000)
     assert outcome.written == 6
+
+
+def test_kpl_aggregated_records_of_each_format_are_read_member_by_member() -> None:
+    # (the exporter's older releases aggregated records KPL's way)
+    request = _otlp()
+    now_ms = _time_ms(request) + 1_000
+    line = line_protocol(Point("m").tag("host", "h1").field("v", 1).time((now_ms - 5) * NS, WritePrecision.NS))
+    members = [("a", compress(request.SerializeToString(), "gzip")), ("b", line), ("c", b"\x00junk")]
+    outcome, stored, rejects = ingest([aggregate(members)], now_ms=now_ms)
+    assert sorted(stored, key=lambda s: sorted(s[2])) == sorted(
+        [*_expected(now_ms - 1_000), ("h1", now_ms - 5, {"m_v": 1}, {})], key=lambda s: sorted(s[2])
+    )
+    assert [(b["field"], b["source"]["sub_sequence_number"]) for b in rejects] == [("data", 2)]
+    assert outcome.written == 7
 
 
 def test_a_summary_is_its_count_sum_and_quantiles() -> None:

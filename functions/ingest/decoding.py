@@ -50,7 +50,7 @@ class Candidate:
     written back as JSON, or, in the rare case that cannot be done (nesting
     deeper than the encoder's limit), rejected with the whole record's bytes.
     A part of an agent's record (``where`` says which) is rejected with its own
-    bytes (``raw``, a line) or, when it has none, as JSON of what it maps to.
+    text (``raw``, a line) or, when it has none, as JSON of what it maps to.
     """
 
     record: int
@@ -59,12 +59,12 @@ class Candidate:
     index: int | None
     data: bytes
     where: str | None = None
-    raw: bytes | None = None
+    raw: str | None = None
 
     def payload(self) -> bytes:
         """The bytes a reject carries."""
         if self.raw is not None:
-            return self.raw
+            return self.raw.encode("utf-8", errors="surrogatepass")
         if self.index is None:
             return self.data
         if self.where is not None:
@@ -190,8 +190,12 @@ def decode_record(position: int, record: StreamRecord, formats: Formats = DEFAUL
         decoded.reject(record.data, "data", record.malformed)
         return decoded
     plain = _plain_object(record.data)
-    if plain is not None and json_kind(plain) is None:
-        decoded.candidates.append(Candidate(position, plain, None, None, record.data))
+    if plain is not None:
+        kind = json_kind(plain)
+        if kind is None:
+            decoded.candidates.append(Candidate(position, plain, None, None, record.data))
+        else:
+            _agent_json(Candidate(position, plain, None, None, record.data), kind, decoded, formats)
         return decoded
     try:
         members = user_records(record)
@@ -246,20 +250,8 @@ def _decode_member(position: int, data: bytes, sub: int | None, decoded: Decoded
         kind = json_kind(value)
         if kind is None:
             decoded.candidates.append(Candidate(position, value, sub, None, data))
-        elif kind not in formats.enabled:
-            decoded.reject(data, "data", not_enabled(kind, formats), sub)
-        elif kind == OTLP_JSON:
-            from ingest.formats import otlp  # noqa: PLC0415 - only OTLP records need it
-
-            _add_parts(position, otlp.decode(value, formats), sub, data, decoded)
         else:
-            from ingest.formats import telegraf  # noqa: PLC0415 - only Telegraf JSON records need it
-
-            parts = telegraf.decode(value, formats)
-            if "metrics" in value and not ("fields" in value and "name" in value):
-                _add_parts(position, parts, sub, data, decoded)
-            else:  # one metric, the whole record: its reject carries the record's bytes exactly
-                _add_parts(position, parts, sub, data, decoded, whole=True)
+            _agent_json(Candidate(position, value, sub, None, data), kind, decoded, formats)
     elif isinstance(value, list):
         decoded.candidates.extend(Candidate(position, item, sub, i, data) for i, item in enumerate(value))
     else:
@@ -269,6 +261,25 @@ def _decode_member(position: int, data: bytes, sub: int | None, decoded: Decoded
             f"must be a JSON object (one reading) or an array of readings, got {_json_type(value)}",
             sub,
         )
+
+
+def _agent_json(whole: Candidate, kind: str, decoded: DecodedRecord, formats: Formats) -> None:
+    """A JSON object in an agent's format (``kind``), as a candidate for the whole user record: its parts,
+    or one reject when the format is not enabled."""
+    position, value, sub, data = whole.record, whole.value, whole.sub_sequence_number, whole.data
+    assert isinstance(value, dict)  # noqa: S101 - json_kind took it
+    if kind not in formats.enabled:
+        decoded.reject(data, "data", not_enabled(kind, formats), sub)
+    elif kind == OTLP_JSON:
+        from ingest.formats import otlp  # noqa: PLC0415 - only OTLP records need it
+
+        _add_parts(position, otlp.decode(value, formats), sub, data, decoded)
+    else:
+        from ingest.formats import telegraf  # noqa: PLC0415 - only Telegraf JSON records need it
+
+        # One metric is the whole record: its reject carries the record's bytes exactly.
+        one = "fields" in value and "name" in value
+        _add_parts(position, telegraf.decode(value, formats), sub, data, decoded, whole=one)
 
 
 def _add_parts(

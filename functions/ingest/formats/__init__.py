@@ -17,7 +17,9 @@ docs/ingest.md ("Agents") has the rules with examples; in short:
    as neither);
 4. it is binary: gzip (``1F 8B``), zlib (a valid two-byte header) or raw deflate
    (flate) that inflates completely, to at most :data:`MAX_INFLATED` bytes, is
-   read as its inflated bytes by steps 1 to 3 (never inflated twice); a UTF-16
+   read as its inflated bytes by steps 1 to 3 (never inflated twice). Complete:
+   the stream ends there (and its checksum holds), or it ends on a flush
+   (:data:`SYNC_FLUSH`), as the Collector's exporter writes it; a UTF-16
    or UTF-32 JSON text is JSON, as before; anything else is rejected.
 
 Only the formats a deployment enables (``ingest_formats``) are read; a record of
@@ -36,6 +38,7 @@ import re
 import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Literal
 
 from keydesign.model import NAME_PATTERN
@@ -72,6 +75,10 @@ TELEGRAF_JSON_UNITS = {
 #: so a small record cannot cost the function its memory (a 1 MiB gzip of zeros inflates to 1 GiB).
 MAX_INFLATED = 8 * 1024 * 1024
 NS_PER_MS = 1_000_000
+#: How a deflate stream flushed, not closed, ends (an empty stored block): what the Collector's exporter writes.
+#: Its compressor (Go's compress/flate, gzip, zlib) is flushed after each record, never closed, so a record has
+#: no final block and, with gzip or zlib, no checksum trailer.
+SYNC_FLUSH = b"\x00\x00\xff\xff"
 
 _NOT_A_NAME_CHARACTER = re.compile(r"[^A-Za-z0-9_]")
 
@@ -95,11 +102,11 @@ class Part:
 
     ``value`` is the reading it maps to (a dict ``keydesign.Reading.parse`` takes) or, when it maps
     to none, what was read of it; then ``error`` is (field, reason). ``where`` names the part in a
-    reason (``line 3``); ``raw`` is its own bytes when it has some (a line), which its reject carries."""
+    reason (``line 3``); ``raw`` is its own text when it has some (a line), which its reject carries."""
 
     value: object
     where: str
-    raw: bytes | None = None
+    raw: str | None = None
     error: tuple[str, str] | None = None
 
 
@@ -188,11 +195,13 @@ def _inflate(data: bytes, wbits: int) -> bytes | str | None:
         return str(exc)
     if len(out) > MAX_INFLATED:
         return None
-    if not inflater.eof:
-        return "the compressed stream is truncated"
-    if inflater.unused_data:
-        return f"{len(inflater.unused_data)} bytes follow the compressed stream"
-    return out
+    if inflater.eof:
+        if inflater.unused_data:
+            return f"{len(inflater.unused_data)} bytes follow the compressed stream"
+        return out
+    if data.endswith(SYNC_FLUSH):  # the Collector's exporter flushes its compressor, never closes it
+        return out
+    return "the compressed stream is truncated (it neither ends nor ends on a flush)"
 
 
 def json_kind(value: Mapping[str, object]) -> str | None:
@@ -213,6 +222,7 @@ def not_enabled(kind: str, formats: Formats) -> str:
 # -- metrics as readings ----------------------------------------------------------------------
 
 
+@lru_cache(maxsize=4096)  # names repeat from reading to reading; a bounded cache of their storable forms
 def storable(name: str) -> str:
     """A measure or dimension name as a reading may hold it: every character other than a letter, digit or ``_``
     becomes ``_`` (``system.cpu.time`` -> ``system_cpu_time``), and a leading digit gets a ``_`` before it.

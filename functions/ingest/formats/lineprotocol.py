@@ -24,6 +24,7 @@ import re
 
 from ingest.decoding import exact_float, exact_int
 from ingest.formats import NS_PER_MS, Formats, Part, reading, storable
+from keydesign.model import shown_name
 
 _KEY = r"(?:[^\s,=\\]|\\[^\n])+"
 _MEASUREMENT = r"(?:[^\s,\\#]|\\[^\n])(?:[^\s,\\]|\\[^\n])*"
@@ -33,16 +34,22 @@ _LINE = re.compile(
     rf"({_MEASUREMENT})((?:,{_KEY}={_KEY})*) +({_KEY}={_VALUE}(?:,{_KEY}={_VALUE})*)(?: +(-?[0-9]+))?[ \t\r]*(?:\n|\Z)",
     re.DOTALL,
 )
+# The same line without escapes or string values (Telegraf's usual line): plain character classes, several
+# times faster to match; every line it matches the full pattern matches with the same groups.
+_PLAIN_KEY = r'[^\s,=\\"]+'
+_PLAIN_LINE = re.compile(
+    rf'([^\s,\\"#][^\s,\\"]*)((?:,{_PLAIN_KEY}={_PLAIN_KEY})*) +({_PLAIN_KEY}=[^\s,\\"]+(?:,{_PLAIN_KEY}=[^\s,\\"]+)*)'
+    r"(?: +(-?[0-9]+))?[ \t\r]*(?:\n|\Z)"
+)
 _TAG = re.compile(rf",({_KEY})=({_KEY})")
 _FIELD = re.compile(rf"({_KEY})=({_VALUE})", re.DOTALL)
-_FLOAT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?\Z")
-_INTEGER = re.compile(r"[+-]?[0-9]+[iu]\Z")
+_NUMBER = re.compile(r"[+-]?(?:([0-9]+)([iu])|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)\Z")
 #: Digits of the longest timestamp read (nanoseconds in the year 2286 have 19); longer is refused unread.
 _STAMP_DIGITS = 24
 _TRUE = frozenset({"t", "T", "true", "True", "TRUE"})
 _FALSE = frozenset({"f", "F", "false", "False", "FALSE"})
-_KEY_ESCAPE = re.compile(r"\\([,= \\nrt\"])")
-_KEY_ESCAPES = {",": ",", "=": "=", " ": " ", "\\": "\\", "n": "\n", "r": "\r", "t": "\t", '"': '"'}
+_KEY_ESCAPE = re.compile(r"\\([,= \\nrtf\"])")
+_KEY_ESCAPES = {",": ",", "=": "=", " ": " ", "\\": "\\", "n": "\n", "r": "\r", "t": "\t", "f": "\f", '"': '"'}
 _STRING_ESCAPE = re.compile(r'\\(["\\])')
 
 
@@ -51,7 +58,7 @@ def decode(text: str, formats: Formats) -> list[Part]:
     parts: list[Part] = []
     unit_ns = formats.influx_unit_ns
     pos, end, line = 0, len(text), 1
-    match = _LINE.match
+    plain, match = _PLAIN_LINE.match, _LINE.match
     while pos < end:
         char = text[pos]
         if char in " \t\r":
@@ -64,12 +71,12 @@ def decode(text: str, formats: Formats) -> list[Part]:
             stop = text.find("\n", pos)
             pos = end if stop < 0 else stop
             continue
-        found = match(text, pos)
+        found = plain(text, pos) or match(text, pos)
         if found is None:
             stop = text.find("\n", pos)
             stop = end if stop < 0 else stop
             bad = text[pos:stop]
-            parts.append(Part(bad, f"line {line}", _utf8(bad), ("line", _diagnose(bad))))
+            parts.append(Part(bad, f"line {line}", bad, ("line", _diagnose(bad))))
             pos = stop
             continue
         whole = found.group(0)
@@ -80,7 +87,7 @@ def decode(text: str, formats: Formats) -> list[Part]:
 
 
 def _part(found: re.Match[str], whole: str, where: str, unit_ns: int, formats: Formats) -> Part:
-    raw = _utf8(whole.rstrip("\r\n"))
+    raw = whole.rstrip("\r\n")
     measurement_text, tag_text, field_text, stamp = found.groups()
     if stamp is None:
         return Part(whole, where, raw, ("timestamp", "the line has no timestamp; ingest does not guess one"))
@@ -94,7 +101,8 @@ def _part(found: re.Match[str], whole: str, where: str, unit_ns: int, formats: F
         key = _unescape(key_text)
         value = _value(value_text)
         if value is None:
-            return Part(whole, where, raw, (f"fields.{key}", f"{value_text[:40]!r} is not a number, boolean or string"))
+            reason = f"{value_text[:40]!r} is not a number, boolean or string"
+            return Part(whole, where, raw, (f"fields.{shown_name(key)}", reason))
         if isinstance(value, str):
             strings[key] = value
             continue
@@ -117,21 +125,18 @@ def _value(text: str) -> object:
         return 1
     if text in _FALSE:
         return 0
-    if _INTEGER.match(text):
-        return exact_int(text[:-1].lstrip("+")) if not (text[-1] == "u" and first == "-") else None
-    if _FLOAT.match(text):
+    number = _NUMBER.match(text)
+    if number is None:
+        return None
+    if number.group(2) is None:
         return exact_float(text)
-    return None
+    return exact_int(text[:-1].lstrip("+")) if not (number.group(2) == "u" and first == "-") else None
 
 
 def _unescape(text: str) -> str:
     if "\\" not in text:
         return text
     return _KEY_ESCAPE.sub(lambda m: _KEY_ESCAPES[m.group(1)], text)
-
-
-def _utf8(text: str) -> bytes:
-    return text.encode("utf-8", errors="surrogatepass")
 
 
 def _diagnose(line: str) -> str:

@@ -198,7 +198,7 @@ _POINT_READERS = {
 
 
 def _key_value(buf: bytes, path: str, depth: int) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = {"key": ""}  # proto3 leaves out a default, as OTLP/JSON does
     for number, _, value in fields(buf):
         if number == 1:
             out["key"] = text(value, f"{path}.key")
@@ -385,7 +385,7 @@ def _attributes(value: object, path: str) -> dict[str, str]:
     out: dict[str, str] = {}
     for raw_entry in _array(value, path):
         entry = _object(raw_entry, path)
-        key = entry.get("key")
+        key = entry.get("key", "")
         if not isinstance(key, str):
             raise _BadPointError(path, "an attribute must have a key (a string)")
         out[key] = _text(_plain(entry.get("value", {}), f"{path}.{key}", 0))

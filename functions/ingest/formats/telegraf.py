@@ -18,6 +18,10 @@ from collections.abc import Mapping
 from decimal import Decimal
 
 from ingest.formats import NS_PER_MS, Formats, Part, reading, storable
+from keydesign.model import shown_name
+
+_FIELDS = "fields, name, tags, timestamp"
+_KEYS = frozenset(_FIELDS.split(", "))
 
 
 def decode(value: Mapping[str, object], formats: Formats) -> list[Part]:
@@ -32,9 +36,10 @@ def metric(value: object, where: str, formats: Formats) -> Part:
     """One Telegraf JSON metric as a reading, or what is wrong with it."""
     if not isinstance(value, Mapping):
         return Part(value, where, error=("metric", f"must be a JSON object, got {type(value).__name__}"))
-    unknown = set(value) - {"fields", "name", "tags", "timestamp"}
+    unknown = value.keys() - _KEYS
     if unknown:
-        return Part(value, where, error=(sorted(unknown)[0], "is not a field of a Telegraf metric"))
+        shown = shown_name(sorted(unknown, key=str)[0])
+        return Part(value, where, error=("metric", f"{shown!r} is not a field of a Telegraf metric ({_FIELDS})"))
     name, fields, tags, stamp = value.get("name"), value.get("fields"), value.get("tags", {}), value.get("timestamp")
     if not isinstance(name, str):
         return Part(value, where, error=("name", "must be the metric's name (a string)"))
@@ -45,7 +50,8 @@ def metric(value: object, where: str, formats: Formats) -> Part:
     if isinstance(stamp, bool) or not isinstance(stamp, int | float | Decimal):
         return Part(value, where, error=("timestamp", "is required: a number in telegraf_json_timestamp_units"))
     try:
-        ts_ms = int(Decimal(stamp) * formats.telegraf_json_unit_ns // NS_PER_MS)
+        unit = formats.telegraf_json_unit_ns
+        ts_ms = stamp * unit // NS_PER_MS if type(stamp) is int else int(Decimal(stamp) * unit // NS_PER_MS)
     except ArithmeticError:  # NaN, infinity (a decoded literal past a double's range)
         return Part(value, where, error=("timestamp", f"{stamp} is not a time a reading can have"))
     measures: dict[str, object] = {}
@@ -56,7 +62,7 @@ def metric(value: object, where: str, formats: Formats) -> Part:
             continue
         if not isinstance(field, int | float | Decimal):  # a bool is an int: True 1, False 0
             reason = f"must be a number, boolean or string, got {field!r:.40}"
-            return Part(value, where, error=(f"fields.{key}", reason))
+            return Part(value, where, error=(f"fields.{shown_name(key)}", reason))
         measure = storable(f"{name}_{key}")
         if measure in measures:
             return Part(value, where, error=(f"measures.{measure}", f"two fields are stored as {measure!r}"))

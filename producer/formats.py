@@ -21,7 +21,8 @@ Each agent writes one Kinesis record per metric, never several readings packed i
     dimensions as attributes; JSON as OTLP/JSON writes it (64-bit integers as
     decimal text), protobuf through ``opentelemetry-proto``'s own messages, which
     only an environment with that package has (:class:`FormatUnavailable` says
-    so). Optionally compressed whole: ``gzip``, ``zlib`` or ``flate`` (raw deflate).
+    so). Optionally compressed whole: ``gzip``, ``zlib`` or ``flate`` (raw deflate), flushed and never
+    closed, as the exporter writes them.
 ``iot``
     What an AWS IoT Core topic rule of ``iot_topic_rule`` puts into the stream for a
     device publishing the reading without ``entity_id`` on its topic: the payload's
@@ -33,7 +34,6 @@ The partition key is the agent's: Telegraf's ``tag`` method on the entity tag (o
 
 from __future__ import annotations
 
-import gzip
 import importlib
 import json
 import math
@@ -60,8 +60,9 @@ IOT = "iot"
 #: Every format ``tsctl publish --format`` writes: ours first, then the agents'.
 FORMATS = (JSON, INFLUX, TELEGRAF_JSON, OTLP_PROTO, OTLP_JSON, IOT)
 AGENT_FORMATS = FORMATS[1:]
-#: How the Collector's exporter may compress a record (``encoding.compression``).
+#: How the Collector's exporter may compress a record (``encoding.compression``), and zlib's window bits for each.
 COMPRESSIONS = ("none", "gzip", "zlib", "flate")
+_WBITS = {"gzip": 31, "zlib": 15, "flate": -15}
 #: Telegraf's ``json_timestamp_units``: nanoseconds per unit.
 TELEGRAF_JSON_UNITS = {
     f"{n}{unit}": n * per for unit, per in (("ns", 1), ("us", 1_000), ("ms", 10**6)) for n in (1, 10, 100)
@@ -163,17 +164,15 @@ def iot_rule_output(reading: Mapping[str, Any], rule: IotTopicRule) -> tuple[str
 
 
 def compress(data: bytes, how: str) -> bytes:
-    """``data`` compressed whole, as the Collector's exporter compresses a record."""
-    if how == "gzip":
-        return gzip.compress(data, mtime=0)
-    if how == "zlib":
-        return zlib.compress(data)
-    if how == "flate":
-        deflate = zlib.compressobj(wbits=-15)
-        return deflate.compress(data) + deflate.flush()
+    """``data`` compressed whole as the Collector's exporter compresses a record: at its best speed, and flushed,
+    never closed (its Go compressor's ``Flush``, zlib's ``Z_SYNC_FLUSH``: no final block, no gzip or zlib
+    trailer), so the record ends on the empty stored block ``00 00 FF FF``."""
     if how == "none":
         return data
-    raise ValueError(f"compression {how!r} is not one of {', '.join(COMPRESSIONS)}")
+    if how not in _WBITS:
+        raise ValueError(f"compression {how!r} is not one of {', '.join(COMPRESSIONS)}")
+    deflate = zlib.compressobj(1, zlib.DEFLATED, _WBITS[how])
+    return deflate.compress(data) + deflate.flush(zlib.Z_SYNC_FLUSH)
 
 
 # -- records ---------------------------------------------------------------------------------

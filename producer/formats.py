@@ -7,9 +7,8 @@ Each agent writes one Kinesis record per metric, never several readings packed i
     line protocol, ``<measurement>,<entity tag>=<entity>,<dimension>=<value>...
     <measure>=<value>... <nanoseconds>``, escaped as InfluxDB's clients escape it
     (``influxdb-client``'s ``Point``: ``,``, ``=`` and space in keys and tag values,
-    ``,`` and space in the measurement, ``\\n`` ``\\r`` ``\\t`` in all three, ``"`` and
-    ``\\`` in string values), tags and fields in key order, a whole float without ``.0``,
-    an integer measure an ``i`` integer.
+    ``,`` and space in the measurement, ``\\n`` ``\\r`` ``\\t`` in all three), tags and
+    fields in key order, a whole float without ``.0``, an integer measure an ``i`` integer.
 ``telegraf_json``
     Telegraf's ``json`` serializer: ``{"fields":{...},"name":...,"tags":{...},
     "timestamp":N}``, keys sorted as Go writes a map, the timestamp in
@@ -43,7 +42,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ingest.formats import storable
+from ingest.formats import NS_PER_MS, TELEGRAF_JSON_UNITS, storable
 from keydesign import InvalidInput, parse_timestamp
 
 from .packing import KINESIS_MAX_RECORD_BYTES, PackedRecord, ReadingTooLarge
@@ -57,17 +56,12 @@ TELEGRAF_JSON = "telegraf_json"
 OTLP_JSON = "otlp_json"
 OTLP_PROTO = "otlp_proto"
 IOT = "iot"
-#: Every format ``tsctl publish --format`` writes: ours first, then the agents'.
+#: Every format ``tsctl publish --record-format`` writes: ours first, then the agents'.
 FORMATS = (JSON, INFLUX, TELEGRAF_JSON, OTLP_PROTO, OTLP_JSON, IOT)
 AGENT_FORMATS = FORMATS[1:]
 #: How the Collector's exporter may compress a record (``encoding.compression``), and zlib's window bits for each.
 COMPRESSIONS = ("none", "gzip", "zlib", "flate")
 _WBITS = {"gzip": 31, "zlib": 15, "flate": -15}
-#: Telegraf's ``json_timestamp_units``: nanoseconds per unit.
-TELEGRAF_JSON_UNITS = {
-    f"{n}{unit}": n * per for unit, per in (("ns", 1), ("us", 1_000), ("ms", 10**6)) for n in (1, 10, 100)
-}
-TELEGRAF_JSON_UNITS["1s"] = 10**9
 #: The tag (attribute) each agent format names the entity with by default; ingest's ``entity_tags``
 #: default takes both.
 DEFAULT_ENTITY_TAG = {
@@ -84,11 +78,9 @@ PARTITION_METHODS = {
     OTLP_PROTO: ("random",),
     IOT: ("entity",),
 }
-NS_PER_MS = 1_000_000
 
 _MEASUREMENT_ESCAPES = str.maketrans({",": r"\,", " ": r"\ ", "\n": r"\n", "\t": r"\t", "\r": r"\r"})
 _KEY_ESCAPES = str.maketrans({",": r"\,", "=": r"\=", " ": r"\ ", "\n": r"\n", "\t": r"\t", "\r": r"\r"})
-_STRING_ESCAPES = str.maketrans({'"': r"\"", "\\": r"\\"})
 
 
 class FormatUnavailable(RuntimeError):  # noqa: N818 - reads as the condition

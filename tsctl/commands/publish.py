@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from infra.config import parse_iot_topic_rule
+from ingest.formats import TELEGRAF_JSON_UNITS
 from keydesign import InvalidInput, parse_duration, validate_entity_id
 from producer.formats import (
     COMPRESSIONS,
@@ -19,7 +20,6 @@ from producer.formats import (
     FORMATS,
     JSON,
     PARTITION_METHODS,
-    TELEGRAF_JSON_UNITS,
     AgentPacker,
     FormatUnavailable,
 )

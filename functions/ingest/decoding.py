@@ -32,7 +32,7 @@ from typing import Any
 
 from adapters.kinesis_records import MalformedRecord, StreamRecord, user_records
 from adapters.rejects import Reject
-from ingest.formats import OTLP_JSON, Formats, Part, json_kind, not_enabled, sniff
+from ingest.formats import INFLUX, OTLP_JSON, Formats, Part, json_kind, not_enabled, sniff
 
 #: What a deployment reads when its settings say nothing else: every agent format, the default entity tags.
 DEFAULT_FORMATS = Formats()
@@ -225,6 +225,10 @@ def _decode_member(position: int, data: bytes, sub: int | None, decoded: Decoded
             return
         # Not one line of it is line protocol: the JSON reader says what it is (a JSON string, or nothing).
         not_lines = f", nor line protocol ({parts[0].where} {parts[0].error[1]})"  # type: ignore[index]
+    elif sniffed.text is not None and INFLUX not in formats.enabled:
+        not_lines = (
+            f", and line protocol is a format this deployment does not read (ingest_formats: {formats.describe()})"
+        )
     if sniffed.kind == "otlp_proto":
         from ingest.formats import otlp  # noqa: PLC0415 - only OTLP records need it
 

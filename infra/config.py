@@ -285,7 +285,7 @@ class IotTopicRule:
     """An AWS IoT Core topic rule putting every MQTT message on ``topic_filter`` into the stream as a reading.
 
     The device publishes a reading without ``entity_id`` (``timestamp``, ``measures``, optional
-    ``event_id`` and ``dimensions``: docs/ingest.md, "AWS IoT Core"); the topic's level
+    ``event_id`` and ``dimensions``: docs/ingest.md, "The IoT Core topic rule"); the topic's level
     ``entity_level`` (1-based, IoT SQL's ``topic(n)``) is the entity. The rule's SELECT output
     is then the product's own JSON reading, which ingest reads like any other, and its partition
     key is the entity, so an entity's readings stay on one shard, in order.

@@ -1,7 +1,7 @@
 """Ingestion: the Kinesis stream producers publish to, the ingest function that reads it, and its queues.
 
 With ``iot_topic_rule`` set, an AWS IoT Core topic rule puts every MQTT message on its topic
-filter into the stream, already in the product's JSON (docs/ingest.md, "AWS IoT Core").
+filter into the stream, already in the product's JSON (docs/ingest.md, "The IoT Core topic rule").
 
 Two queues, for two different things: the rejects queue holds *readings* ingest
 refused (malformed, out of the time window, too big), each with its reason and

@@ -57,6 +57,7 @@ from keydesign import ConfigError as KeyDesignConfigError
 from keydesign import Layout, Workload, plan_capacity, shards_for, write_units
 from keydesign.items import MAX_ITEM_BYTES
 from keydesign.periods import format_duration
+from keydesign.writetier import MAX_GROUPS
 from query.settings import QuerySettings
 from rollup.settings import RollupSettings
 from rotator.settings import BillingMode, ContributorInsights, RotatorSettings
@@ -341,6 +342,9 @@ class Context(BaseModel):
     # settings; the default is cut to a shorter retention).
     max_age: Duration = key("3d")
     rollups: OptionalText = key("1m,1h,1d")
+    # The write tier's groups (docs/decisions.md, "The write tier"): `tsctl plan` prints the count for a
+    # workload; 0 turns the write tier off.
+    write_tier_groups: Whole = key(32, low=0, high=MAX_GROUPS)
     split_threshold_wcu: Whole = key(500, alias="hot_split_threshold_wcu")
     shard_map_cache_ttl_s: Whole = key(60, low=1, high=3_600)
     item_bytes: Whole = key(SEED_ITEM_BYTES, low=1, high=MAX_ITEM_BYTES)

@@ -347,6 +347,7 @@ def test_environment_of_the_single_table_deployment() -> None:
         "MAX_FUTURE": "5m",
         "MAX_AGE": "3d",
         "ROLLUPS": "1m,1h,1d",
+        "WRITE_TIER_GROUPS": "32",
     }
 
 

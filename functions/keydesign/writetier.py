@@ -116,3 +116,28 @@ def compacted_pk(entity_id: str, hybrid_base: str | None) -> str:
     """The partition of ``entity_id``'s compacted blocks: beside a hybrid base partition
     ``<shard>#<bucket>`` (``<shard>#<bucket>#c``, shared by its entities), or ``<entity>#c``."""
     return f"{hybrid_base if hybrid_base is not None else entity_id}{COMPACTED_PK_SUFFIX}"
+
+
+# -- the compaction watermark ---------------------------------------------------------------
+
+#: The compaction state: control table, pk STATE_PK, sk the table prefix (as the rollups' state).
+STATE_PK = "compactstate"
+
+
+def state_key(table_prefix: str) -> dict[str, str]:
+    """The control-table key of the compaction state of the deployment writing ``table_prefix``."""
+    return {"pk": STATE_PK, "sk": table_prefix}
+
+
+def compacted_through(item: dict[str, object] | None) -> int:
+    """The watermark a stored state item holds (plain values: ``through`` in epoch ms, the end of the
+    last hour compacted); 0 when there is none yet: every hour is read from the write tier."""
+    if item is None:
+        return 0
+    through = item.get("through")
+    if isinstance(through, bool) or not isinstance(through, int | str) or not str(through).isdigit():
+        raise ValueError(f"the compaction state's 'through' is not epoch milliseconds: {through!r}")
+    value = int(through)
+    if value % SLICE_MS:
+        raise ValueError(f"the compaction state's 'through' ({value}) is not the end of an hour")
+    return value

@@ -16,10 +16,12 @@ from keydesign.writetier import (
     MAX_COMPACTED_SPAN_MS,
     WriteTier,
     compacted_pk,
+    compacted_through,
     dense_mark_sk,
     group_sk_stem,
     in_write_tier,
     slice_start,
+    state_key,
 )
 
 from .strategies import ENTITIES
@@ -121,3 +123,12 @@ def test_only_a_reading_whose_hour_had_not_ended_when_its_batch_started_goes_to_
     assert in_write_tier(T0, T0 + HOUR_MS - 1)
     assert not in_write_tier(T0, T0 + HOUR_MS)  # late: its hour had ended
     assert in_write_tier(T0 + HOUR_MS + 5, T0)  # ahead of the batch (within max_future)
+
+
+def test_the_watermark_is_the_end_of_an_hour_or_nothing_yet() -> None:
+    assert compacted_through(None) == 0
+    assert compacted_through({"through": T0}) == T0 and compacted_through({"through": str(T0)}) == T0
+    for bad in (True, T0 + 1, "soon", None, -HOUR_MS):
+        with pytest.raises(ValueError, match="through"):
+            compacted_through({"through": bad})
+    assert state_key("readings") == {"pk": "compactstate", "sk": "readings"}

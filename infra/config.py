@@ -58,6 +58,7 @@ from keydesign import ConfigError as KeyDesignConfigError
 from keydesign import Layout, Workload, plan_capacity, shards_for, write_units
 from keydesign.items import MAX_ITEM_BYTES
 from keydesign.periods import format_duration
+from keydesign.writetier import MAX_GROUPS
 from query.settings import QuerySettings
 from rollup.settings import RollupSettings
 from rotator.settings import BillingMode, ContributorInsights, RotatorSettings
@@ -440,6 +441,9 @@ class Context(BaseModel):
     entity_tags: Text = key("host,service.instance.id")
     influx_precision: Text = key("ns")
     telegraf_json_timestamp_units: Text = key("1s")
+    # The write tier's groups (docs/decisions.md, "The write tier"): `tsctl plan` prints the count for a
+    # workload; 0 turns the write tier off.
+    write_tier_groups: Whole = key(32, low=0, high=MAX_GROUPS)
     split_threshold_wcu: Whole = key(500, alias="hot_split_threshold_wcu")
     shard_map_cache_ttl_s: Whole = key(60, low=1, high=3_600)
     item_bytes: Whole = key(SEED_ITEM_BYTES, low=1, high=MAX_ITEM_BYTES)

@@ -44,6 +44,7 @@ from pydantic_core import ErrorDetails
 from keydesign import KeyDesignError, Layout, parse_duration
 from keydesign.periods import format_duration
 from keydesign.rollup import Granularities
+from keydesign.writetier import MAX_GROUPS, WriteTier
 
 #: MAX_AGE when unset: a long weekend's outage of a store-and-forward device (Friday evening to Monday evening).
 DEFAULT_MAX_AGE_MS = 3 * 86_400_000
@@ -237,6 +238,8 @@ class CommonSettings(EnvSettings):
     such a reading, the rotator keeps (or builds) its table, rollups apply its mark."""
     rollups: str | None = env("ROLLUPS", None)
     """Rollup granularities, finest first, each a multiple of the one before (1m,1h,1d); empty: no rollups."""
+    write_tier_groups: int = env("WRITE_TIER_GROUPS", 0, ge=0, le=MAX_GROUPS)
+    """Groups of the write tier (keydesign.writetier); 0: no write tier, every reading in its entity's blocks."""
 
     @model_validator(mode="after")
     def _layout_holds(self) -> Self:
@@ -272,6 +275,11 @@ class CommonSettings(EnvSettings):
     def granularities(self) -> Granularities | None:
         """The rollup levels, or None when rollups are off."""
         return Granularities.parse(self.rollups, "rollups") if self.rollups else None
+
+    @cached_property
+    def write_tier(self) -> WriteTier | None:
+        """The write tier, or None when it is off."""
+        return WriteTier(self.write_tier_groups) if self.write_tier_groups else None
 
     @cached_property
     def layout(self) -> Layout:

@@ -96,6 +96,7 @@ from .items import item_size, write_units
 from .model import (
     CONTROL_CHARACTERS,
     DIMENSION_VALUE_MAX,
+    ENTITY_ID_MAX,
     EVENT_ID_MAX,
     ID_PATTERN,
     NAME_PATTERN,
@@ -106,6 +107,9 @@ from .timefmt import MAX_TS_MS
 
 #: The format this code writes (the payload's first byte). It reads it and the two before it.
 FORMAT = 3
+#: The format of a write-tier group item (:mod:`keydesign.writetier`): format 3's header, and a body
+#: that holds the readings of many entities. Only :func:`decode_group` reads it.
+FORMAT_GROUP = 4
 #: Formats 1 and 2 (read, no longer written): the first byte said how the body was stored.
 FORMAT_1_DEFLATED = 1
 FORMAT_2_RAW = 2
@@ -227,33 +231,53 @@ def body_estimate(reading: Reading) -> int:
     return size
 
 
-def encode_block(readings: Sequence[Reading], version: int) -> Encoded:
+def encode_block(readings: Sequence[Reading], version: int, *, span_limit_ms: int = MAX_BLOCK_SPAN_MS) -> Encoded:
     """The payload of a block holding ``readings`` (one entity, sorted by time then event id,
-    no two with the same time and event id, within the span and count limits) published as ``version``.
+    no two with the same time and event id, within ``span_limit_ms`` and the count limit) published
+    as ``version``. A compacted block (:mod:`keydesign.writetier`) is one with a longer span limit.
 
     Linear in the readings' size: a name few readings have is a sparse column, not one padded to the
     block's length.
     """
+    if readings and any(r.entity_id != readings[0].entity_id for r in readings):
+        raise ValueError("a block's readings are one entity's, in ascending (time, event id) order, each once")
+    return _encode(readings, version, span_limit_ms, grouped=False)
+
+
+def encode_group(readings: Sequence[Reading], version: int) -> Encoded:
+    """The payload of a write-tier group item (format 4): ``readings`` of any entities, sorted by
+    (time, entity, event id), each once, within :data:`MAX_BLOCK_SPAN_MS` and the count limit."""
+    return _encode(readings, version, MAX_BLOCK_SPAN_MS, grouped=True)
+
+
+def _encode(readings: Sequence[Reading], version: int, span_limit_ms: int, *, grouped: bool) -> Encoded:
     if not readings:
         raise ValueError("a block holds at least one reading")
     if len(readings) > MAX_BLOCK_READINGS:
         raise ValueError(f"a block holds at most {MAX_BLOCK_READINGS} readings, not {len(readings)}")
-    entity = readings[0].entity_id
     first = readings[0].ts_ms
-    if readings[-1].ts_ms - first >= MAX_BLOCK_SPAN_MS:
-        raise ValueError(f"a block's readings lie within {MAX_BLOCK_SPAN_MS} ms of its first one")
+    if readings[-1].ts_ms - first >= span_limit_ms:
+        raise ValueError(f"a block's readings lie within {span_limit_ms} ms of its first one")
     deltas: list[int] = []
     ids: list[str | None] = []
+    entities: dict[str, int] = {}
+    entity_of: list[int] = []
     measures: dict[str, _Cells] = {}
     dimensions: dict[str, _Cells] = {}
-    previous: tuple[int, str] | None = None
+    previous: tuple[int, str, str] | None = None
     stored_ids = False
     for index, reading in enumerate(readings):
-        key = (reading.ts_ms, reading.event_id)
-        if reading.entity_id != entity or (previous is not None and key <= previous):
-            raise ValueError("a block's readings are one entity's, in ascending (time, event id) order, each once")
+        key = (reading.ts_ms, reading.entity_id if grouped else "", reading.event_id)
+        if previous is not None and key <= previous:
+            raise ValueError(
+                "a group's readings are in ascending (time, entity, event id) order, each once"
+                if grouped
+                else "a block's readings are one entity's, in ascending (time, event id) order, each once"
+            )
         deltas.append(reading.ts_ms - (first if previous is None else previous[0]))
         previous = key
+        if grouped:
+            entity_of.append(entities.setdefault(reading.entity_id, len(entities)))
         event_id = reading.event_id
         if event_id.startswith("h-") and event_id == derive_event_id(
             reading.entity_id, reading.ts_ms, reading.measures, reading.dimensions
@@ -274,42 +298,54 @@ def encode_block(readings: Sequence[Reading], version: int) -> Encoded:
     ]
     while columns[-1] is None:
         columns.pop()
+    if grouped:
+        columns[:0] = [list(entities), entity_of]
     body = json.dumps(columns, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8")
+    last = readings[-1].ts_ms
+    payload = _seal(FORMAT_GROUP if grouped else FORMAT, body, (count, first, last - first), version)
+    owner = "\x00group" if grouped else readings[0].entity_id
+    digest = hashlib.sha256(f"{owner}\n{version}\n".encode() + body).hexdigest()[:BLOCK_ID_DIGITS]
+    return Encoded(payload, digest, first, last)
+
+
+def _seal(format_version: int, body: bytes, counts: tuple[int, int, int], version: int) -> bytes:
+    """The payload: the header (format, codec, count, first ms, span, version), the checksum, the body."""
     packer = zlib.compressobj(_LEVEL, zlib.DEFLATED, -15)
     deflated = packer.compress(body) + packer.flush()
     codec = CODEC_DEFLATE if len(deflated) < len(body) else CODEC_RAW
-    last = readings[-1].ts_ms
-    head = bytearray([FORMAT, codec])
-    for number in (count, first, last - first):
+    head = bytearray([format_version, codec])
+    for number in counts:
         _varint(number, head)
     version_bytes = version.to_bytes(max(1, (version.bit_length() + 7) // 8), "big")
     head.append(len(version_bytes))
     head += version_bytes
     stored = deflated if codec == CODEC_DEFLATE else body
     checksum = zlib.crc32(stored, zlib.crc32(head))
-    payload = bytes(head) + checksum.to_bytes(_CHECKSUM_BYTES, "big") + stored
-    digest = hashlib.sha256(f"{entity}\n{version}\n".encode() + body).hexdigest()[:BLOCK_ID_DIGITS]
-    return Encoded(payload, digest, first, last)
+    return bytes(head) + checksum.to_bytes(_CHECKSUM_BYTES, "big") + stored
 
 
 # -- decoding -------------------------------------------------------------------------------
 
 
-def read_header(payload: bytes) -> BlockHeader:
-    """The header of ``payload``, its checksum verified (format 3); raises :class:`BlockError` when
-    it is not a block this code reads."""
+def read_header(payload: bytes, *, span_limit_ms: int = MAX_BLOCK_SPAN_MS, group: bool = False) -> BlockHeader:
+    """The header of ``payload``, its checksum verified (formats 3 and 4); raises :class:`BlockError`
+    when it is not a block this code reads: a block (formats 1 to 3) whose readings lie within
+    ``span_limit_ms``, or with ``group``, a write-tier group item (format 4)."""
     if not payload:
         raise BlockError("b", "the payload is empty")
     format_version = payload[0]
-    if format_version == FORMAT:
+    if (format_version == FORMAT_GROUP) != group:
+        wanted = "a write-tier group item (format 4)" if group else "a block (format 1, 2 or 3)"
+        raise BlockError("b", f"the payload's format is {format_version}, not {wanted}")
+    if format_version in (FORMAT, FORMAT_GROUP):
         if len(payload) < 2:
             raise BlockError("b", "the payload ends inside its header")
         codec, pos = payload[1], 2
     elif format_version in (FORMAT_1_DEFLATED, FORMAT_2_RAW):
         codec, pos = (CODEC_DEFLATE if format_version == FORMAT_1_DEFLATED else CODEC_RAW), 1
     else:
-        newer = " (a newer writer's?)" if format_version > FORMAT else ""
-        raise BlockError("b", f"block format {format_version} is not one this code reads (1, 2 or 3){newer}")
+        newer = " (a newer writer's?)" if format_version > FORMAT_GROUP else ""
+        raise BlockError("b", f"block format {format_version} is not one this code reads (1 to 4){newer}")
     count, pos = _read_varint(payload, pos)
     first, pos = _read_varint(payload, pos)
     span, pos = _read_varint(payload, pos)
@@ -317,7 +353,7 @@ def read_header(payload: bytes) -> BlockHeader:
         raise BlockError("b", "the payload ends inside its header")
     version = int.from_bytes(payload[pos + 1 : pos + 1 + payload[pos]], "big")
     pos += 1 + payload[pos]
-    if format_version == FORMAT:
+    if format_version in (FORMAT, FORMAT_GROUP):
         if pos + _CHECKSUM_BYTES > len(payload):
             raise BlockError("b", "the payload ends inside its header")
         stored = int.from_bytes(payload[pos : pos + _CHECKSUM_BYTES], "big")
@@ -326,11 +362,11 @@ def read_header(payload: bytes) -> BlockHeader:
             raise BlockError("b", "the checksum does not match: the payload is corrupt or cut short")
         pos += _CHECKSUM_BYTES
         if codec not in (CODEC_DEFLATE, CODEC_RAW):
-            raise BlockError("b", f"codec {codec} is not one format 3 has")
+            raise BlockError("b", f"codec {codec} is not one format {format_version} has")
     if not 1 <= count <= MAX_BLOCK_READINGS:
         raise BlockError("b", f"the header counts {count} readings; a block holds 1 to {MAX_BLOCK_READINGS}")
-    if span >= MAX_BLOCK_SPAN_MS:
-        raise BlockError("b", f"the header's span is {span} ms; a block's readings lie within {MAX_BLOCK_SPAN_MS} ms")
+    if span >= span_limit_ms:
+        raise BlockError("b", f"the header's span is {span} ms; a block's readings lie within {span_limit_ms} ms")
     if first + span > MAX_TS_MS:
         raise BlockError("b", "the header's times are past 9999")
     return BlockHeader(count, first, span, version, pos, format_version, codec == CODEC_DEFLATE)
@@ -475,20 +511,50 @@ def _event_ids(ids: object, count: int) -> list[str | None] | None:
     return ids
 
 
-def decode_block(entity_id: str, payload: bytes) -> tuple[BlockHeader, list[Reading]]:
+def decode_block(
+    entity_id: str, payload: bytes, *, span_limit_ms: int = MAX_BLOCK_SPAN_MS
+) -> tuple[BlockHeader, list[Reading]]:
     """The header and the readings of a block of ``entity_id``, in stored order (time, then event id).
 
     Raises :class:`BlockError` naming what is wrong when the payload is not a whole,
-    well-formed block (see the module's description for every check).
+    well-formed block (see the module's description for every check) whose readings lie within
+    ``span_limit_ms`` (longer for a compacted block, :mod:`keydesign.writetier`).
     """
-    header = read_header(payload)
+    header = read_header(payload, span_limit_ms=span_limit_ms)
     body = _body(payload, header)
     if type(body) is not list or not 2 <= len(body) <= 4:
         raise BlockError("b", "the body is not the columns of a block")
+    return header, _readings(header, [entity_id] * header.count, body)
+
+
+def decode_group(payload: bytes) -> tuple[BlockHeader, list[Reading]]:
+    """The header and the readings of a write-tier group item, in stored order (time, entity,
+    event id); :class:`BlockError` as :func:`decode_block`, and for an entity column that is not
+    valid entity ids, each reading's an index into them."""
+    header = read_header(payload, group=True)
+    body = _body(payload, header)
+    if type(body) is not list or not 4 <= len(body) <= 6:
+        raise BlockError("b", "the body is not the columns of a group item")
+    names, index = body[0], body[1]
+    if type(names) is not list or not names or set(map(type, names)) != {str} or len(set(names)) != len(names):
+        raise BlockError("b", "the entities are not a list of distinct strings")
+    for name in names:
+        if not name or len(name) > ENTITY_ID_MAX or ID_PATTERN.match(name) is None:
+            raise BlockError("b", f"the entity {name[:80]!r} is not an entity id")
+    if type(index) is not list or len(index) != header.count or set(map(type, index)) != {int}:
+        raise BlockError("b", f"the entity column is not a list of the {header.count} readings' indexes")
+    if min(index) < 0 or max(index) >= len(names):
+        raise BlockError("b", "the entity column names an entity the item does not list")
+    return header, _readings(header, [names[i] for i in index], body[2:])
+
+
+def _readings(header: BlockHeader, entities: list[str], body: list[Any]) -> list[Reading]:
+    """The readings of a decoded body's columns (deltas, measures, event ids, dimensions), the
+    i-th of entity ``entities[i]``, checked as the module's description says."""
     deltas, measures, ids, dimensions = [*body, None, None][:4]
     count = header.count
     times = _times(deltas, header)
-    sparse = header.format_version == FORMAT
+    sparse = header.format_version >= FORMAT
     measure_rows: list[dict[str, Any]] = [{} for _ in range(count)]
     _fill(measure_rows, "measure", measures, _numbers, sparse)
     dimension_rows: list[dict[str, Any]] | None = None
@@ -497,21 +563,23 @@ def decode_block(entity_id: str, payload: bytes) -> tuple[BlockHeader, list[Read
         _fill(dimension_rows, "dimension", dimensions, _texts, sparse)
     event_ids = _event_ids(ids, count)
     out: list[Reading] = []
-    previous: tuple[int, str] | None = None
+    previous: tuple[int, str, str] | None = None
     for index, ts in enumerate(times):
         reading_measures = measure_rows[index]
         if not reading_measures:
             raise BlockError("b", f"reading {index} of the block has no measure")
         reading_dimensions = dimension_rows[index] if dimension_rows is not None else {}
+        entity_id = entities[index]
         event_id = event_ids[index] if event_ids is not None else None
         if event_id is None:
             event_id = derive_event_id(entity_id, ts, reading_measures, reading_dimensions)
-        key = (ts, event_id)
+        key = (ts, entity_id, event_id)
         if previous is not None and key <= previous:
-            raise BlockError("b", "the readings are not in ascending (time, event id) order, each once")
+            order = "(time, entity, event id)" if header.format_version == FORMAT_GROUP else "(time, event id)"
+            raise BlockError("b", f"the readings are not in ascending {order} order, each once")
         previous = key
         out.append(Reading(entity_id, event_id, ts, reading_measures, reading_dimensions))
-    return header, out
+    return out
 
 
 # -- the item -------------------------------------------------------------------------------

@@ -48,6 +48,7 @@ from .model import Reading, validate_entity_id
 from .periods import Bucket, TablePeriod
 from .shardmap import ShardMap
 from .timefmt import MAX_TS_MS, format_ts
+from .writetier import MAX_COMPACTED_SPAN_MS
 
 #: The most body (by :func:`keydesign.blocks.body_estimate`) one run of readings is encoded with
 #: before it is cut in two while its block is over MAX_BLOCK_ITEM_BYTES: 16 times what fits in a
@@ -56,6 +57,9 @@ from .timefmt import MAX_TS_MS, format_ts
 MAX_RUN_BODY_BYTES = 16 * MAX_BLOCK_ITEM_BYTES
 
 LayoutKind = Literal["random", "calculated", "hybrid"]
+#: What a partition holds: blocks (of one entity each; the hybrid base partition: of many), the
+#: write tier's group items (``keydesign.writetier``), or compacted blocks (one entity's hour each).
+PartitionKind = Literal["blocks", "group", "compacted"]
 LAYOUTS: tuple[LayoutKind, ...] = ("random", "calculated", "hybrid")
 
 _TABLE_PREFIX_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
@@ -132,6 +136,7 @@ class Block:
 class PartitionQuery:
     """One Query: a partition key, an inclusive range of block sort keys, and the time range it serves.
 
+    ``kind`` says what the partition holds (blocks, group items or compacted blocks).
     ``sk_low``/``sk_high`` are None for a whole partition. The blocks in the sort-key
     range are every block that may hold a reading of ``[from_ms, to_ms)``; they may hold
     readings outside it too, which the reader drops once decoded. ``time_filter`` is True
@@ -145,6 +150,12 @@ class PartitionQuery:
     from_ms: int
     to_ms: int
     time_filter: bool = False
+    kind: PartitionKind = "blocks"
+
+    @property
+    def span_limit_ms(self) -> int:
+        """How far past its first reading an item of this partition may hold readings."""
+        return MAX_COMPACTED_SPAN_MS if self.kind == "compacted" else MAX_BLOCK_SPAN_MS
 
 
 @dataclass(frozen=True, slots=True)

@@ -351,6 +351,7 @@ def test_environment_of_the_single_table_deployment() -> None:
         "ENTITY_TAGS": "host,service.instance.id",
         "INFLUX_PRECISION": "ns",
         "TELEGRAF_JSON_TIMESTAMP_UNITS": "1s",
+        "WRITE_TIER_GROUPS": "32",
     }
 
 

@@ -1,0 +1,143 @@
+"""The write tier: sparse entities' readings packed across entities, compacted into blocks each hour.
+
+A block pays off by the readings one entity sends per ingest batch. Most fleets send few (one
+reading per device every few minutes), so their blocks hold one reading each and cost a write
+unit apiece. The write tier packs across entities instead (docs/decisions.md, "The write tier"):
+
+* **Groups.** Every entity belongs to one of G groups, ``stable_hash(entity) mod G``
+  (:meth:`WriteTier.group_of`). The producer publishes with the group as the Kinesis partition
+  key, so an ingest batch holds the readings of a few groups, not of every group.
+* **Group items.** What one ingest batch holds of a group in an hour, from its entities that send
+  fewer than :data:`DENSE_READINGS` readings in the batch (a denser entity writes its own blocks,
+  as before), is written as *group items* (block format 4, :func:`keydesign.blocks.encode_group`):
+  the readings of many entities, each item within the block limits (10 s of span, 1,000 readings,
+  64 KB), in the partition ``w#<group>#<hour>`` of the hour's table, sort key
+  ``<first ts>#<item id>#<write units>``, expiring :data:`KEEP_MS` after the hour ends.
+* **Only the current hour.** A reading goes to the write tier only if its hour had not ended when
+  the batch started (:func:`in_write_tier`). A late reading (its hour ended before its batch
+  started) is written as a block of its own entity, as before: so once an hour has ended and its
+  last batch has settled, its group items never change, and compaction reads each of them once.
+* **Dense marks.** An entity that writes its own blocks in an hour that is still in the write
+  tier leaves a *dense mark* in its group's partition (sort key ``!dense#<entity>``, below every
+  item). Compaction then reads that entity's blocks of the hour too, so the compacted copy of a
+  reading never wins over a newer copy of it in a block (:class:`CompactedVersion` below).
+* **Compaction.** Once an hour has ended and settled (ingest's timeout and a minute), a scheduled
+  pass reads each group's partition of it once and writes *compacted blocks*: one entity's
+  readings of the hour (and of its bucket) in block format 3, spanning up to
+  :data:`MAX_COMPACTED_SPAN_MS`, in the partition ``<shard>#<bucket>#c`` (hybrid) or
+  ``<entity>#c`` (:func:`compacted_pk`), sort key as a block's.
+  Its watermark, ``compacted_through``, is the end of the last hour done.
+* **Reads** of an hour before the watermark read the compacted blocks and the blocks; of a later
+  hour, the group items and the blocks. Each reading comes once, its newest copy winning.
+
+Compacted versions. A block carries one version, the largest Kinesis sequence number of the
+records its readings came from, and of two copies of a reading the higher version wins. A
+compacted block is given the largest version of every copy compaction read for its entity (the
+group items that hold the entity's readings, and its dense-marked blocks), and holds only the
+readings whose winning copy is in the write tier: a copy of one of them in a block is older, and
+a copy written after compaction comes from a later batch of the entity's Kinesis shard, so it is
+newer. The write tier relies on an entity's readings arriving on one Kinesis shard, in order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .blocks import Encoded
+from .errors import ConfigError
+from .hashing import shard_of
+from .periods import DAY_MS, HOUR_MS
+from .timefmt import format_ts
+
+#: The write tier's slice: a group item holds readings of one hour, compaction works an hour at a time.
+SLICE_MS = HOUR_MS
+#: An entity with at least this many readings in one ingest batch writes its own blocks.
+DENSE_READINGS = 8
+#: A group item expires this long after its hour ends: compaction has that long to read it.
+KEEP_MS = 4 * DAY_MS
+#: A compacted block's readings lie within this of its first one (an hour; one bucket at most).
+MAX_COMPACTED_SPAN_MS = HOUR_MS
+#: The most groups a deployment may have (a group number is written in 4 digits).
+MAX_GROUPS = 9_999
+#: The sort key of a dense mark is this and then the entity: it sorts below every group item.
+DENSE_MARK_PREFIX = "!dense#"
+GROUP_PK_PREFIX = "w#"
+COMPACTED_PK_SUFFIX = "#c"
+
+
+def slice_start(ts_ms: int) -> int:
+    """The start of the write tier's slice (hour) holding ``ts_ms``."""
+    return ts_ms - ts_ms % SLICE_MS
+
+
+def in_write_tier(ts_ms: int, batch_start_ms: int) -> bool:
+    """Whether a reading at ``ts_ms`` of a batch that started at ``batch_start_ms`` may go to the
+    write tier: its hour had not ended when the batch started."""
+    return slice_start(ts_ms) + SLICE_MS > batch_start_ms
+
+
+@dataclass(frozen=True, slots=True)
+class WriteTier:
+    """The write tier of a deployment: its group count."""
+
+    groups: int
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.groups <= MAX_GROUPS:
+            raise ConfigError("write_tier_groups", f"must be 1 to {MAX_GROUPS}, not {self.groups}")
+
+    def group_of(self, entity_id: str) -> int:
+        """The group of ``entity_id``; the producer's partition key is :meth:`partition_key` of it."""
+        return shard_of(entity_id, self.groups)
+
+    def partition_key(self, entity_id: str) -> str:
+        """The Kinesis partition key a producer gives ``entity_id``'s readings: its group's, so a
+        batch holds a few groups' readings and an entity's readings stay on one shard, in order."""
+        return f"g{self.group_of(entity_id):04d}"
+
+    def group_pk(self, group: int, ts_ms: int) -> str:
+        """The partition of ``group``'s items of the hour holding ``ts_ms``."""
+        if not 0 <= group < self.groups:
+            raise ValueError(f"group {group} is not one of the {self.groups} groups")
+        return f"{GROUP_PK_PREFIX}{group:04d}#{format_ts(slice_start(ts_ms))[:16]}"
+
+
+def group_sk_stem(encoded: Encoded) -> str:
+    """A group item's sort key before ``#<write units>``: ``<first ts>#<item id>``."""
+    return f"{format_ts(encoded.first_ms)}#{encoded.block_id}"
+
+
+def dense_mark_sk(entity_id: str) -> str:
+    """The sort key of ``entity_id``'s dense mark in its group's partition of an hour."""
+    return f"{DENSE_MARK_PREFIX}{entity_id}"
+
+
+def compacted_pk(entity_id: str, hybrid_base: str | None) -> str:
+    """The partition of ``entity_id``'s compacted blocks: beside a hybrid base partition
+    ``<shard>#<bucket>`` (``<shard>#<bucket>#c``, shared by its entities), or ``<entity>#c``."""
+    return f"{hybrid_base if hybrid_base is not None else entity_id}{COMPACTED_PK_SUFFIX}"
+
+
+# -- the compaction watermark ---------------------------------------------------------------
+
+#: The compaction state: control table, pk STATE_PK, sk the table prefix (as the rollups' state).
+STATE_PK = "compactstate"
+
+
+def state_key(table_prefix: str) -> dict[str, str]:
+    """The control-table key of the compaction state of the deployment writing ``table_prefix``."""
+    return {"pk": STATE_PK, "sk": table_prefix}
+
+
+def compacted_through(item: dict[str, object] | None) -> int:
+    """The watermark a stored state item holds (plain values: ``through`` in epoch ms, the end of the
+    last hour compacted); 0 when there is none yet: every hour is read from the write tier."""
+    if item is None:
+        return 0
+    through = item.get("through")
+    if isinstance(through, bool) or not isinstance(through, int | str) or not str(through).isdigit():
+        raise ValueError(f"the compaction state's 'through' is not epoch milliseconds: {through!r}")
+    value = int(through)
+    if value % SLICE_MS:
+        raise ValueError(f"the compaction state's 'through' ({value}) is not the end of an hour")
+    return value

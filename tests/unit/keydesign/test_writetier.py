@@ -1,0 +1,134 @@
+"""The write tier's items and keys: group items hold many entities' readings and decode to exactly
+them or fail; compacted blocks may span an hour; each reader refuses the other's payloads."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from keydesign import BlockError, ConfigError, Reading, decode_block
+from keydesign.blocks import MAX_BLOCK_SPAN_MS, decode_group, encode_block, encode_group, read_header
+from keydesign.periods import HOUR_MS
+from keydesign.writetier import (
+    MAX_COMPACTED_SPAN_MS,
+    WriteTier,
+    compacted_pk,
+    compacted_through,
+    dense_mark_sk,
+    group_sk_stem,
+    in_write_tier,
+    slice_start,
+    state_key,
+)
+
+from .strategies import ENTITIES
+from .test_blocks import T0, mutate, mutations, raw_readings, same
+
+
+def group_order(readings: list[Reading]) -> list[Reading]:
+    unique = {(r.ts_ms, r.entity_id, r.event_id): r for r in readings}
+    return [unique[k] for k in sorted(unique)]
+
+
+@st.composite
+def many_entities(draw: st.DrawFn, span_ms: int = MAX_BLOCK_SPAN_MS) -> list[Reading]:
+    raws = draw(st.lists(raw_readings("x", st.integers(T0, T0 + span_ms - 1)), min_size=1, max_size=30))
+    entities = draw(st.lists(st.sampled_from(ENTITIES), min_size=len(raws), max_size=len(raws)))
+    return group_order([Reading.parse({**raw, "entity_id": e}) for raw, e in zip(raws, entities, strict=True)])
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(readings=many_entities(), version=st.integers(0, 10**56))
+def test_a_group_item_decodes_to_exactly_the_readings_of_every_entity_encoded(
+    readings: list[Reading], version: int
+) -> None:
+    encoded = encode_group(readings, version)
+    header, decoded = decode_group(encoded.payload)
+    assert len(decoded) == len(readings) == header.count and header.version == version
+    assert all(same(a, b) for a, b in zip(readings, decoded, strict=True))
+    # the same readings and version make the same item (a redelivery overwrites its own)
+    assert encode_group(readings, version).block_id == encoded.block_id
+    assert encode_group(readings, version + 1).block_id != encoded.block_id
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(readings=many_entities(), edits=mutations, garbage=st.one_of(st.none(), st.binary(max_size=64)))
+def test_any_damage_to_a_group_item_decodes_to_what_was_encoded_or_raises_block_error(
+    readings: list[Reading], edits: list[tuple[str, int, int]], garbage: bytes | None
+) -> None:
+    payload = encode_group(readings, 7).payload
+    damaged = garbage if garbage is not None else mutate(payload, edits)
+    try:
+        _, decoded = decode_group(damaged)
+    except BlockError:
+        return
+    assert len(decoded) == len(readings) and all(same(a, b) for a, b in zip(readings, decoded, strict=True))
+
+
+def test_a_block_reader_refuses_a_group_item_and_a_group_reader_a_block() -> None:
+    one = Reading.parse({"entity_id": "a", "timestamp": T0, "measures": {"v": 1}})
+    with pytest.raises(BlockError, match="format is 4, not a block"):
+        decode_block("a", encode_group([one], 1).payload)
+    with pytest.raises(BlockError, match="format is 3, not a write-tier group item"):
+        decode_group(encode_block([one], 1).payload)
+
+
+def test_group_readings_must_come_in_time_entity_event_order() -> None:
+    a = Reading.parse({"entity_id": "b", "timestamp": T0, "measures": {"v": 1}})
+    b = Reading.parse({"entity_id": "a", "timestamp": T0, "measures": {"v": 1}})
+    with pytest.raises(ValueError, match="time, entity, event id"):
+        encode_group([a, b], 1)
+    assert [r.entity_id for r in decode_group(encode_group([b, a], 1).payload)[1]] == ["a", "b"]
+
+
+def test_a_compacted_block_may_span_an_hour_and_only_its_reader_takes_it() -> None:
+    early = Reading.parse({"entity_id": "a", "timestamp": T0, "measures": {"v": 1}})
+    late = Reading.parse({"entity_id": "a", "timestamp": T0 + HOUR_MS - 1, "measures": {"v": 2}})
+    with pytest.raises(ValueError, match="within 10000 ms"):
+        encode_block([early, late], 1)
+    payload = encode_block([early, late], 1, span_limit_ms=MAX_COMPACTED_SPAN_MS).payload
+    assert [r.ts_ms for r in decode_block("a", payload, span_limit_ms=MAX_COMPACTED_SPAN_MS)[1]] == [
+        early.ts_ms,
+        late.ts_ms,
+    ]
+    with pytest.raises(BlockError, match="span is 3599999 ms"):
+        read_header(payload)  # a compacted block in a block partition is not a block
+    with pytest.raises(ValueError, match="within 3600000 ms"):
+        encode_block([early, dataclasses.replace(late, ts_ms=T0 + HOUR_MS)], 1, span_limit_ms=HOUR_MS)
+
+
+def test_keys_of_the_write_tier() -> None:
+    tier = WriteTier(groups=1024)
+    group = tier.group_of("device-0000001")
+    assert 0 <= group < 1024 and tier.partition_key("device-0000001") == f"g{group:04d}"
+    assert tier.group_pk(5, T0 + 1234) == "w#0005#2026-11-22T06:00"
+    assert slice_start(T0 + HOUR_MS - 1) == T0
+    mark = dense_mark_sk("d-1")
+    assert mark == "!dense#d-1" and mark < "0000-01-01T00:00:00.000Z"  # below every item's sort key
+    one = Reading.parse({"entity_id": "a", "timestamp": T0 + 5, "measures": {"v": 1}})
+    encoded = encode_group([one], 1)
+    assert group_sk_stem(encoded) == f"2026-11-22T06:00:00.005Z#{encoded.block_id}"
+    assert compacted_pk("d-1", "0042#2026-11-22T06:00") == "0042#2026-11-22T06:00#c"
+    assert compacted_pk("d-1", None) == "d-1#c"
+    with pytest.raises(ValueError, match="not one of the 1024"):
+        tier.group_pk(1024, T0)
+    with pytest.raises(ConfigError, match="write_tier_groups"):
+        WriteTier(groups=0)
+
+
+def test_only_a_reading_whose_hour_had_not_ended_when_its_batch_started_goes_to_the_write_tier() -> None:
+    assert in_write_tier(T0, T0 + HOUR_MS - 1)
+    assert not in_write_tier(T0, T0 + HOUR_MS)  # late: its hour had ended
+    assert in_write_tier(T0 + HOUR_MS + 5, T0)  # ahead of the batch (within max_future)
+
+
+def test_the_watermark_is_the_end_of_an_hour_or_nothing_yet() -> None:
+    assert compacted_through(None) == 0
+    assert compacted_through({"through": T0}) == T0 and compacted_through({"through": str(T0)}) == T0
+    for bad in (True, T0 + 1, "soon", None, -HOUR_MS):
+        with pytest.raises(ValueError, match="through"):
+            compacted_through({"through": bad})
+    assert state_key("readings") == {"pk": "compactstate", "sk": "readings"}

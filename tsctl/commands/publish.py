@@ -9,6 +9,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+from infra.config import Context, load_cdk_json_context
 from keydesign import InvalidInput, parse_duration, validate_entity_id
 from producer.packing import DEFAULT_RECORD_BYTES, KINESIS_MAX_RECORD_BYTES, PARTITION_STRATEGIES, Packer
 from producer.publisher import Publisher, PublishSummary, kinesis_client, publish
@@ -16,6 +17,10 @@ from producer.sources import InputError, read_csv, read_jsonl
 from producer.synthetic import Workload, generate
 from tsctl.arguments import instant, non_negative, parsed_by, positive_int
 from tsctl.output import StatusLine, emit_json, table
+
+#: The group strategy's keys when the deployment has no write tier.
+UNGROUPED_KEYS = 256
+CDK_JSON = Path(__file__).resolve().parents[2] / "cdk.json"
 
 
 def register(sub: Any) -> None:
@@ -67,7 +72,11 @@ def register(sub: Any) -> None:
         default="group",
         help="group: hash of the entity into --groups keys; entity: the entity id; random (default: %(default)s)",
     )
-    packing.add_argument("--groups", type=positive_int, default=256, help="keys of the group strategy (default: 256)")
+    packing.add_argument(
+        "--groups",
+        type=positive_int,
+        help="keys of the group strategy (default: cdk.json's write_tier_groups, the write tier's groups; 256 if 0)",
+    )
     packing.add_argument(
         "--max-record-bytes",
         type=positive_int,
@@ -83,9 +92,18 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
+def _groups(args: argparse.Namespace) -> int:
+    """The group strategy's key count: ``--groups``, or the deployment's write tier's (cdk.json), so that
+    a Kinesis shard holds whole groups and each ingest batch writes few, full group items."""
+    if args.groups is not None:
+        return int(args.groups)
+    groups = Context.parse(load_cdk_json_context(CDK_JSON)).write_tier_groups
+    return groups or UNGROUPED_KEYS
+
+
 def run(args: argparse.Namespace) -> int:
     try:
-        packer = Packer(max_record_bytes=args.max_record_bytes, strategy=args.partition_key, groups=args.groups)
+        packer = Packer(max_record_bytes=args.max_record_bytes, strategy=args.partition_key, groups=_groups(args))
     except ValueError as exc:
         raise InvalidInput("--max-record-bytes" if "record" in str(exc) else "--groups", str(exc)) from None
     publisher = Publisher(

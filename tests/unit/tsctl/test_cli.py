@@ -9,11 +9,13 @@ from pathlib import Path
 import pytest
 from botocore.exceptions import ClientError
 
+from infra.config import Context, load_cdk_json_context
 from keydesign import Ingest
 from simulator import SimWorkload
 from tsctl import seed
 from tsctl.cli import build_parser, main
 from tsctl.commands import preview
+from tsctl.commands.publish import _groups as publish_groups
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -296,3 +298,12 @@ def test_an_aws_error_exits_1_with_one_line_naming_the_command(
     assert out == ""
     assert err.startswith(f"tsctl {command} list: An error occurred (AWS.SimpleQueueService.NonExistentQueue)")
     assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_publish_keys_readings_by_the_deployments_write_tier_groups() -> None:
+    # Given the groups the stack deploys (cdk.json's write_tier_groups, or its default)
+    groups = Context.parse(load_cdk_json_context(CDK_JSON)).write_tier_groups
+    parser = build_parser()
+    # Then publish's group keys are the write tier's partition keys, unless --groups says otherwise
+    assert publish_groups(parser.parse_args(["publish", "--stream", "s"])) == groups > 0
+    assert publish_groups(parser.parse_args(["publish", "--stream", "s", "--groups", "8"])) == 8

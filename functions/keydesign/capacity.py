@@ -128,7 +128,7 @@ class Ingest:
     window equal to cdk.json's ``ingest_batching_window_s``.
     """
 
-    batching_window_s: float = 5.0
+    batching_window_s: float = 10.0
     shards: int = 50
     parallelization: int = 1
     batch_size: int = 1_000

@@ -56,7 +56,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Literal
 
-from .blocks import MAX_BLOCK_ITEM_BYTES, MAX_BLOCK_READINGS, MAX_BLOCK_SPAN_MS, read_header
+from .blocks import MAX_BLOCK_ITEM_BYTES, MAX_BLOCK_READINGS, MAX_BLOCK_SPAN_MS, encode_group, keyed_item, read_header
 from .errors import InvalidInput
 from .items import READ_UNIT_BYTES, write_units
 from .layouts import Block, Layout
@@ -64,6 +64,7 @@ from .model import Reading, derive_event_id
 from .periods import PERIODS
 from .shardmap import ShardMap
 from .timefmt import parse_timestamp
+from .writetier import DENSE_READINGS, MAX_GROUPS, WriteTier, group_sk_stem, tier_ttl
 
 PARTITION_WCU = 1_000
 PARTITION_BYTES = 10 * 1024**3
@@ -163,7 +164,8 @@ class Workload:
     ``reading_bytes`` overrides the compressed bytes a reading adds to a block.
     ``item_bytes`` describes every block as holding one reading of that many bytes: the
     bound for a fleet too sparse to share blocks, and what a caller that knows nothing of
-    batching (no ``entities``) gets.
+    batching (no ``entities``) gets. ``write_tier_groups`` is the write tier's G (None: G auto,
+    :func:`auto_groups`; 0: no write tier).
     """
 
     peak_writes_per_s: float
@@ -179,6 +181,7 @@ class Workload:
     retention_days: float = 30.0
     utilisation: float = 0.5
     partition_headroom: float = 0.05
+    write_tier_groups: int | None = None
 
     def validate(self) -> None:
         """Raise :class:`InvalidInput` naming the first impossible figure."""
@@ -214,6 +217,11 @@ class Workload:
             ("reads_per_s", finite(self.reads_per_s) and self.reads_per_s >= 0, "must not be negative"),
             ("readings_per_read", finite(self.readings_per_read) and self.readings_per_read > 0, "must be above 0"),
             ("retention_days", finite(self.retention_days) and self.retention_days > 0, "must be above 0"),
+            (
+                "write_tier_groups",
+                self.write_tier_groups is None or 0 <= self.write_tier_groups <= MAX_GROUPS,
+                f"must be 0 (no write tier) to {MAX_GROUPS:,}",
+            ),
         ]
         if self.avg_writes_per_s is not None:
             checks.append(
@@ -483,6 +491,7 @@ class CapacityPlan:
     monthly_ondemand: MonthlyCost
     monthly_provisioned: MonthlyCost
     notes: list[str]
+    write_tier: WriteTierFigures | None = None
 
     def blocks_of(self, entity: str) -> EntityBlocks:
         """The blocks of a hot entity, or of a typical one."""
@@ -608,6 +617,11 @@ def plan_capacity(workload: Workload, prices: Prices | None = None) -> CapacityP
     if period is None:
         notes.append(f"one partition fills in {hours:.2f} h: even hourly tables would split; shard further")
 
+    write_tier = (
+        write_tier_figures(workload, stream.batch_s, blocks, groups=workload.write_tier_groups)
+        if workload.write_tier_groups != 0 and workload.item_bytes is None
+        else None
+    )
     storage_gb = avg_stored * workload.retention_days * 86_400 / 1024**3
     ondemand, provisioned = _monthly(
         workload, prices, typical=typical, peak_wcu=peak_wcu, avg_wcu=avg_wcu, storage_gb=storage_gb, stream=avg_stream
@@ -630,6 +644,7 @@ def plan_capacity(workload: Workload, prices: Prices | None = None) -> CapacityP
         monthly_ondemand=ondemand,
         monthly_provisioned=provisioned,
         notes=notes,
+        write_tier=write_tier,
     )
 
 
@@ -678,4 +693,149 @@ def _stream_cost(workload: Workload, stream: StreamFigures, prices: Prices) -> f
     units = stream.records_per_s * math.ceil(stream.record_bytes / PUT_PAYLOAD_UNIT_BYTES) * SECONDS_PER_MONTH
     return (
         stream.shards * HOURS_PER_MONTH * prices.kinesis_shard_hour + units / 1e6 * prices.kinesis_put_units_per_million
+    )
+
+
+# -- the write tier (keydesign.writetier) ----------------------------------------------------
+
+#: G auto keeps a group's last :data:`RECENT_S` of items within this: 8 read units (eventually
+#: consistent) for a device's latest reading or its last 10 minutes, whatever compaction has done.
+GROUP_RECENT_BYTES = 64 * 1024
+RECENT_S = 600
+#: G auto is a power of two of at least this many groups.
+MIN_AUTO_GROUPS = 16
+
+
+def poisson_fill(mean: float) -> tuple[float, float]:
+    """(items per group per batch, readings per item) when a group gets ``mean`` readings a batch on
+    average, the readings of its many sparse entities arriving independently (Poisson): a batch
+    holds a group's item with probability ``1 - e^-mean``, and then ``mean / (1 - e^-mean)`` readings."""
+    occupied = -math.expm1(-mean)
+    return occupied, (mean / occupied if occupied else 1.0)
+
+
+def auto_groups(sparse_rate: float, batch_s: float, item_bytes: Callable[[int], int], span_s: float = RECENT_S) -> int:
+    """The fewest groups (a power of two, :data:`MIN_AUTO_GROUPS` at least) whose items of ``span_s`` hold at
+    most :data:`GROUP_RECENT_BYTES`, when entities that write to the write tier send ``sparse_rate``
+    readings/s in batches of ``batch_s`` and an item of ``m`` readings is ``item_bytes(m)`` bytes; the
+    largest power of two under MAX_GROUPS if none does."""
+    groups = MIN_AUTO_GROUPS
+    while sparse_rate > 0 and groups * 2 <= MAX_GROUPS:
+        _, held = poisson_fill(sparse_rate / groups * batch_s)
+        readings = max(1, round(held))
+        if sparse_rate / groups * span_s * item_bytes(readings) / readings <= GROUP_RECENT_BYTES:
+            return groups
+        groups *= 2
+    return groups
+
+
+class GroupSizer:
+    """Item bytes of a write-tier group item of ``m`` readings of distinct entities, measured: readings
+    like the sample (its measures jittered, its dimensions, its kind of event id) of ``m`` entities named
+    like the sample's, at random times over a batch, encoded by :func:`keydesign.blocks.encode_group`
+    and keyed as ingest keys them. ``m`` readings make items of MAX_BLOCK_READINGS and the rest, each
+    halved while over MAX_BLOCK_ITEM_BYTES, as ingest cuts them (:meth:`items`); called, the sizer gives
+    their total bytes. Results are cached per item."""
+
+    def __init__(self, sample: Reading, batch_s: float, *, retention_ms: int | None = None) -> None:
+        self._sample = sample
+        self._batch_ms = max(1, min(round(batch_s * 1000), MAX_BLOCK_SPAN_MS - 1))
+        self._retention_ms = retention_ms
+        self._cache: dict[int, int] = {}
+
+    def __call__(self, readings: int) -> int:
+        return sum(self.items(readings))
+
+    def items(self, readings: int) -> tuple[int, ...]:
+        """The sizes of the items ``readings`` readings of a group and batch make."""
+        full, rest = divmod(readings, MAX_BLOCK_READINGS)
+        return split_sizes(MAX_BLOCK_READINGS, self._size) * full + (split_sizes(rest, self._size) if rest else ())
+
+    def _size(self, readings: int) -> int:
+        size = self._cache.get(readings)
+        if size is None:
+            size = self._cache[readings] = self._measure(readings)
+        return size
+
+    def _measure(self, count: int) -> int:
+        rng = random.Random(count)
+        sample = self._sample
+        derived = sample.event_id == derive_event_id(sample.entity_id, sample.ts_ms, sample.measures, sample.dimensions)
+        stem = sample.entity_id.rstrip("0123456789")
+        width = max(len(sample.entity_id) - len(stem), 7)
+        readings = []
+        for number in rng.sample(range(10**width), count):
+            entity = f"{stem}{number:0{width}d}"
+            ts = _REFERENCE_MS + rng.randrange(self._batch_ms)
+            measures = {key: _jitter(value, rng) for key, value in sample.measures.items()}
+            event_id = (
+                derive_event_id(entity, ts, measures, sample.dimensions)
+                if derived
+                else "".join(rng.choice("0123456789abcdef") for _ in sample.event_id)
+            )
+            readings.append(Reading(entity, event_id, ts, measures, dict(sample.dimensions)))
+        readings.sort(key=lambda r: (r.ts_ms, r.entity_id, r.event_id))
+        encoded = encode_group(readings, _VERSION)
+        ttl = tier_ttl(_REFERENCE_MS, encoded.last_ms, self._retention_ms)
+        return keyed_item(WriteTier(1).group_pk(0, _REFERENCE_MS), group_sk_stem(encoded), encoded.payload, ttl)[1]
+
+
+@dataclass(frozen=True, slots=True)
+class WriteTierFigures:
+    """What ingest writes with the write tier on (``groups`` groups; ``auto``: :func:`auto_groups` chose it).
+
+    Entities with fewer than DENSE_READINGS readings a batch are *sparse*: their readings go to group
+    items (``readings_per_item`` each on average, ``item_bytes`` big); the others keep their blocks and
+    put a dense mark an hour. ``write_units_per_reading`` counts every write ingest makes for the readings
+    (group items, dense blocks, dense marks; not the rollup marks, unchanged); ``group_item_bytes_per_reading``
+    is what a reading takes in a group item (item + 100 B), kept ``KEEP_MS`` past its hour.
+    """
+
+    groups: int
+    auto: bool
+    sparse_readings_per_s: float
+    dense_readings_per_s: float
+    readings_per_item: float
+    item_bytes: float
+    items_per_s: float
+    write_units_per_reading: float
+    group_write_units_per_reading: float
+    group_item_bytes_per_reading: float
+    dense_marks_per_s: float
+
+
+def write_tier_figures(
+    workload: Workload, batch_s: float, blocks: tuple[EntityBlocks, ...], *, groups: int | None = None
+) -> WriteTierFigures:
+    """The write tier's figures for ``workload`` at batches of ``batch_s`` (``groups`` None: G auto)."""
+    _, count = workload.typical()
+    weights = [count] + [1] * (len(blocks) - 1)
+    sparse = [(w, b) for w, b in zip(weights, blocks, strict=True) if b.readings_per_batch < DENSE_READINGS]
+    dense = [(w, b) for w, b in zip(weights, blocks, strict=True) if b.readings_per_batch >= DENSE_READINGS]
+    sparse_rate = sum(w * b.readings_per_s for w, b in sparse)
+    dense_rate = sum(w * b.readings_per_s for w, b in dense)
+    retention_ms = round(workload.retention_days * 86_400_000)
+    sizer = GroupSizer(workload.sample, batch_s, retention_ms=retention_ms)
+    chosen = groups if groups is not None else auto_groups(sparse_rate, batch_s, sizer)
+    occupied, held = poisson_fill(sparse_rate / chosen * batch_s)
+    runs = max(1, math.ceil(batch_s * 1000 / MAX_BLOCK_SPAN_MS - 1e-9))
+    per_run = max(1, round(held / runs)) if sparse_rate else 1
+    sizes = sizer.items(per_run) if sparse_rate else (0,)
+    items_per_s = occupied * chosen / batch_s * runs * len(sizes) if sparse_rate else 0.0
+    group_units = occupied * chosen / batch_s * runs * sum(write_units(s) for s in sizes) if sparse_rate else 0.0
+    marks = sum(w for w, _ in dense) / 3600  # a dense mark per dense entity and hour
+    total = sparse_rate + dense_rate
+    stored = sum(sizes) + STORAGE_OVERHEAD_BYTES * len(sizes)
+    return WriteTierFigures(
+        groups=chosen,
+        auto=groups is None,
+        sparse_readings_per_s=sparse_rate,
+        dense_readings_per_s=dense_rate,
+        readings_per_item=per_run / len(sizes),
+        item_bytes=sum(sizes) / len(sizes),
+        items_per_s=items_per_s,
+        write_units_per_reading=(group_units + sum(w * b.wcu for w, b in dense) + marks) / total,
+        group_write_units_per_reading=group_units / sparse_rate if sparse_rate else 0.0,
+        group_item_bytes_per_reading=stored / per_run if sparse_rate else 0.0,
+        dense_marks_per_s=marks,
     )

@@ -714,6 +714,50 @@ def poisson_fill(mean: float) -> tuple[float, float]:
     return occupied, (mean / occupied if occupied else 1.0)
 
 
+#: How long after its event time a reading reaches Kinesis (the producer's linger, PutRecords): up to a second,
+#: as ``benchmarks.blocks`` simulates it. A batch's readings then span its window and this much, and a group's
+#: readings of a batch are cut at 10 s from their first one more often than the window alone would say.
+ARRIVAL_LAG_S = 1.0
+#: Batches :func:`group_cuts` simulates: this many, fewer when they are large (about 200,000 readings in all).
+_CUT_TRIALS = 4_000
+_CUT_READINGS = 200_000
+
+
+def group_cuts(mean: float, batch_s: float, *, lag_s: float = ARRIVAL_LAG_S) -> tuple[float, float]:
+    """(items per group per batch, readings per item) when a group gets ``mean`` readings a batch (Poisson),
+    arriving evenly over the batch's ``batch_s`` seconds, each up to ``lag_s`` after its event time, cut as
+    ingest cuts them: a new item 10 s after an item's first reading, or at MAX_BLOCK_READINGS. Simulated
+    (seeded: the same on every call); the item's 64 KB is the caller's (:meth:`GroupSizer.items`)."""
+    rng = random.Random(0)
+    items = readings = 0
+    span_ms = MAX_BLOCK_SPAN_MS
+    trials = max(100, min(_CUT_TRIALS, round(_CUT_READINGS / max(mean, 1.0))))
+    for _ in range(trials):
+        count = _poisson(rng, mean)
+        if not count:
+            continue
+        times = sorted(rng.uniform(0, batch_s * 1000) - rng.uniform(0, lag_s * 1000) for _ in range(count))
+        first, held = times[0], 0
+        items += 1
+        for ts in times:
+            if ts - first >= span_ms or held == MAX_BLOCK_READINGS:
+                first, held = ts, 0
+                items += 1
+            held += 1
+        readings += count
+    return items / trials, (readings / items if items else 1.0)
+
+
+def _poisson(rng: random.Random, mean: float) -> int:
+    if mean > 500:  # the normal approximation: exact enough, and a bounded number of draws
+        return max(0, round(rng.gauss(mean, math.sqrt(mean))))
+    limit, count, product = math.exp(-mean), 0, rng.random()
+    while product > limit:
+        count += 1
+        product *= rng.random()
+    return count
+
+
 def auto_groups(sparse_rate: float, batch_s: float, item_bytes: Callable[[int], int], span_s: float = RECENT_S) -> int:
     """The fewest groups (a power of two, :data:`MIN_AUTO_GROUPS` at least) whose items of ``span_s`` hold at
     most :data:`GROUP_RECENT_BYTES`, when entities that write to the write tier send ``sparse_rate``
@@ -785,7 +829,8 @@ class WriteTierFigures:
     """What ingest writes with the write tier on (``groups`` groups; ``auto``: :func:`auto_groups` chose it).
 
     Entities with fewer than DENSE_READINGS readings a batch are *sparse*: their readings go to group
-    items (``readings_per_item`` each on average, ``item_bytes`` big); the others keep their blocks and
+    items (``readings_per_item`` each on average, ``item_bytes`` big; :func:`group_cuts`, and the G search
+    :func:`auto_groups` as the design table does it, an item a batch); the others keep their blocks and
     put a dense mark an hour. ``write_units_per_reading`` counts every write ingest makes for the readings
     (group items, dense blocks, dense marks; not the rollup marks, unchanged); ``group_item_bytes_per_reading``
     is what a reading takes in a group item (item + 100 B), kept ``KEEP_MS`` past its hour.
@@ -817,12 +862,11 @@ def write_tier_figures(
     retention_ms = round(workload.retention_days * 86_400_000)
     sizer = GroupSizer(workload.sample, batch_s, retention_ms=retention_ms)
     chosen = groups if groups is not None else auto_groups(sparse_rate, batch_s, sizer)
-    occupied, held = poisson_fill(sparse_rate / chosen * batch_s)
-    runs = max(1, math.ceil(batch_s * 1000 / MAX_BLOCK_SPAN_MS - 1e-9))
-    per_run = max(1, round(held / runs)) if sparse_rate else 1
+    cuts, held = group_cuts(sparse_rate / chosen * batch_s, batch_s)
+    per_run = max(1, round(held)) if sparse_rate else 1
     sizes = sizer.items(per_run) if sparse_rate else (0,)
-    items_per_s = occupied * chosen / batch_s * runs * len(sizes) if sparse_rate else 0.0
-    group_units = occupied * chosen / batch_s * runs * sum(write_units(s) for s in sizes) if sparse_rate else 0.0
+    items_per_s = cuts * chosen / batch_s * len(sizes) if sparse_rate else 0.0
+    group_units = cuts * chosen / batch_s * sum(write_units(s) for s in sizes) if sparse_rate else 0.0
     marks = sum(w for w, _ in dense) / 3600  # a dense mark per dense entity and hour
     total = sparse_rate + dense_rate
     stored = sum(sizes) + STORAGE_OVERHEAD_BYTES * len(sizes)

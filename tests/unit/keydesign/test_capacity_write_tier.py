@@ -13,6 +13,7 @@ from keydesign.capacity import (
     SAMPLE_READING,
     GroupSizer,
     auto_groups,
+    group_cuts,
     poisson_fill,
 )
 from keydesign.items import write_units
@@ -49,11 +50,12 @@ def test_seed_003_writes_a_group_item_per_group_per_batch_at_g_auto() -> None:
     plan = plan_capacity(Workload(peak_writes_per_s=3_858.0, entities=1_000_000, sample=SEED_003_READING))
     tier = plan.write_tier
     assert tier is not None and tier.auto and tier.dense_readings_per_s == 0
-    # G auto: 1,024 for seed 003 (docs/decisions.md's design table); a group gets 37.7 readings a 10 s batch
+    # G auto: 1,024 for seed 003 (docs/decisions.md's design table); a group gets 37.7 readings a 10 s batch,
+    # which span the window and the arrival lag: cut at 10 s, 1.3 items a batch of 29 readings
     assert tier.groups == 1_024
-    occupied, held = poisson_fill(3_858.0 / 1_024 * 10.0)
-    assert tier.readings_per_item == round(held) == 38
-    assert tier.items_per_s == pytest.approx(occupied * 1_024 / 10.0)
+    cuts, held = group_cuts(3_858.0 / 1_024 * 10.0, 10.0)
+    assert 1.2 < cuts < 1.4 and tier.readings_per_item == round(held) == 29
+    assert tier.items_per_s == pytest.approx(cuts * 1_024 / 10.0)
     assert tier.write_units_per_reading == pytest.approx(
         tier.items_per_s * write_units(round(tier.item_bytes)) / 3_858.0
     )
@@ -84,3 +86,15 @@ def test_a_group_count_past_the_limit_is_refused_naming_it() -> None:
     with pytest.raises(InvalidInput) as caught:
         Workload(peak_writes_per_s=10.0, entities=10, write_tier_groups=10_000).validate()
     assert caught.value.field == "write_tier_groups"
+
+
+def test_a_groups_readings_of_a_batch_are_cut_at_10_s_as_ingest_cuts_them() -> None:
+    # without the arrival lag a 10 s batch fits one item; with it, the tail goes to a second item
+    occupied, _ = poisson_fill(40.0)
+    assert group_cuts(40.0, 10.0, lag_s=0.0)[0] == pytest.approx(occupied)
+    assert group_cuts(40.0, 10.0)[0] > 1.2
+    # a 5 s batch with its lag never needs a second item; 20 s ones need two or three
+    assert group_cuts(40.0, 5.0)[0] == pytest.approx(occupied)
+    assert 2.0 < group_cuts(80.0, 20.0)[0] < 3.0
+    # past 1,000 readings, cut by count too
+    assert group_cuts(2_500.0, 5.0)[0] == pytest.approx(3.0, abs=0.1)

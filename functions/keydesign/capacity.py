@@ -52,6 +52,7 @@ from __future__ import annotations
 import json
 import math
 import random
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Literal
@@ -723,14 +724,14 @@ _CUT_TRIALS = 4_000
 _CUT_READINGS = 200_000
 
 
-def group_cuts(mean: float, batch_s: float, *, lag_s: float = ARRIVAL_LAG_S) -> tuple[float, float]:
-    """(items per group per batch, readings per item) when a group gets ``mean`` readings a batch (Poisson),
-    arriving evenly over the batch's ``batch_s`` seconds, each up to ``lag_s`` after its event time, cut as
-    ingest cuts them: a new item 10 s after an item's first reading, or at MAX_BLOCK_READINGS. Simulated
-    (seeded: the same on every call); the item's 64 KB is the caller's (:meth:`GroupSizer.items`)."""
+def group_cuts(mean: float, batch_s: float, *, lag_s: float = ARRIVAL_LAG_S) -> dict[int, float]:
+    """How many items of each count of readings a group writes a batch, on average, when it gets ``mean``
+    readings a batch (Poisson), arriving evenly over the batch's ``batch_s`` seconds, each up to ``lag_s``
+    after its event time, cut as ingest cuts them: a new item 10 s after an item's first reading, or at
+    MAX_BLOCK_READINGS. Simulated (seeded: the same on every call); the item's 64 KB is the caller's
+    (:meth:`GroupSizer.items`)."""
     rng = random.Random(0)
-    items = readings = 0
-    span_ms = MAX_BLOCK_SPAN_MS
+    counts: Counter[int] = Counter()
     trials = max(100, min(_CUT_TRIALS, round(_CUT_READINGS / max(mean, 1.0))))
     for _ in range(trials):
         count = _poisson(rng, mean)
@@ -738,14 +739,13 @@ def group_cuts(mean: float, batch_s: float, *, lag_s: float = ARRIVAL_LAG_S) -> 
             continue
         times = sorted(rng.uniform(0, batch_s * 1000) - rng.uniform(0, lag_s * 1000) for _ in range(count))
         first, held = times[0], 0
-        items += 1
         for ts in times:
-            if ts - first >= span_ms or held == MAX_BLOCK_READINGS:
+            if ts - first >= MAX_BLOCK_SPAN_MS or held == MAX_BLOCK_READINGS:
+                counts[held] += 1
                 first, held = ts, 0
-                items += 1
             held += 1
-        readings += count
-    return items / trials, (readings / items if items else 1.0)
+        counts[held] += 1
+    return {readings: items / trials for readings, items in sorted(counts.items())}
 
 
 def _poisson(rng: random.Random, mean: float) -> int:
@@ -862,24 +862,28 @@ def write_tier_figures(
     retention_ms = round(workload.retention_days * 86_400_000)
     sizer = GroupSizer(workload.sample, batch_s, retention_ms=retention_ms)
     chosen = groups if groups is not None else auto_groups(sparse_rate, batch_s, sizer)
-    cuts, held = group_cuts(sparse_rate / chosen * batch_s, batch_s)
-    per_run = max(1, round(held)) if sparse_rate else 1
-    sizes = sizer.items(per_run) if sparse_rate else (0,)
-    items_per_s = cuts * chosen / batch_s * len(sizes) if sparse_rate else 0.0
-    group_units = cuts * chosen / batch_s * sum(write_units(s) for s in sizes) if sparse_rate else 0.0
+    # per batch of a group: items, their readings, write units and billed bytes
+    items = readings = units = stored = 0.0
+    if sparse_rate:
+        for count, per_batch in group_cuts(sparse_rate / chosen * batch_s, batch_s).items():
+            sizes = sizer.items(count)
+            items += per_batch * len(sizes)
+            readings += per_batch * count
+            units += per_batch * sum(write_units(s) for s in sizes)
+            stored += per_batch * sum(s + STORAGE_OVERHEAD_BYTES for s in sizes)
+    batches_per_s = chosen / batch_s
     marks = sum(w for w, _ in dense) / 3600  # a dense mark per dense entity and hour
-    total = sparse_rate + dense_rate
-    stored = sum(sizes) + STORAGE_OVERHEAD_BYTES * len(sizes)
     return WriteTierFigures(
         groups=chosen,
         auto=groups is None,
         sparse_readings_per_s=sparse_rate,
         dense_readings_per_s=dense_rate,
-        readings_per_item=per_run / len(sizes),
-        item_bytes=sum(sizes) / len(sizes),
-        items_per_s=items_per_s,
-        write_units_per_reading=(group_units + sum(w * b.wcu for w, b in dense) + marks) / total,
-        group_write_units_per_reading=group_units / sparse_rate if sparse_rate else 0.0,
-        group_item_bytes_per_reading=stored / per_run if sparse_rate else 0.0,
+        readings_per_item=readings / items if items else 0.0,
+        item_bytes=(stored / items - STORAGE_OVERHEAD_BYTES) if items else 0.0,
+        items_per_s=items * batches_per_s,
+        write_units_per_reading=(units * batches_per_s + sum(w * b.wcu for w, b in dense) + marks)
+        / (sparse_rate + dense_rate),
+        group_write_units_per_reading=units / readings if readings else 0.0,
+        group_item_bytes_per_reading=stored / readings if readings else 0.0,
         dense_marks_per_s=marks,
     )

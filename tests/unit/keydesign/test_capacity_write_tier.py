@@ -53,12 +53,14 @@ def test_seed_003_writes_a_group_item_per_group_per_batch_at_g_auto() -> None:
     # G auto: 1,024 for seed 003 (docs/decisions.md's design table); a group gets 37.7 readings a 10 s batch,
     # which span the window and the arrival lag: cut at 10 s, 1.3 items a batch of 29 readings
     assert tier.groups == 1_024
-    cuts, held = group_cuts(3_858.0 / 1_024 * 10.0, 10.0)
-    assert 1.2 < cuts < 1.4 and tier.readings_per_item == round(held) == 29
-    assert tier.items_per_s == pytest.approx(cuts * 1_024 / 10.0)
-    assert tier.write_units_per_reading == pytest.approx(
-        tier.items_per_s * write_units(round(tier.item_bytes)) / 3_858.0
-    )
+    cuts = group_cuts(3_858.0 / 1_024 * 10.0, 10.0)
+    items = sum(cuts.values())
+    assert 1.2 < items < 1.4 and tier.readings_per_item == pytest.approx(sum(m * n for m, n in cuts.items()) / items)
+    assert round(tier.readings_per_item) == 29 and tier.items_per_s == pytest.approx(items * 1_024 / 10.0)
+    # an item's write units are its own size's: some of them pass 1 KB
+    sizer = GroupSizer(SEED_003_READING, 10.0, retention_ms=30 * 86_400_000)
+    units = sum(n * write_units(sizer(m)) for m, n in cuts.items())
+    assert tier.write_units_per_reading == pytest.approx(units * 1_024 / 10.0 / 3_858.0)
     assert tier.write_units_per_reading < 0.05 < plan.write_units_per_reading  # 1.0: blocks of one reading
     # its last 10 minutes stay within 64 KB
     assert 3_858.0 / tier.groups * 600 * tier.group_item_bytes_per_reading <= GROUP_RECENT_BYTES * 1.2
@@ -90,11 +92,17 @@ def test_a_group_count_past_the_limit_is_refused_naming_it() -> None:
 
 def test_a_groups_readings_of_a_batch_are_cut_at_10_s_as_ingest_cuts_them() -> None:
     # without the arrival lag a 10 s batch fits one item; with it, the tail goes to a second item
+    def items(mean: float, batch_s: float, **lag: float) -> float:
+        cuts = group_cuts(mean, batch_s, **lag)
+        assert sum(m * n for m, n in cuts.items()) == pytest.approx(mean, rel=0.03)  # every reading, once
+        return sum(cuts.values())
+
     occupied, _ = poisson_fill(40.0)
-    assert group_cuts(40.0, 10.0, lag_s=0.0)[0] == pytest.approx(occupied)
-    assert group_cuts(40.0, 10.0)[0] > 1.2
+    assert items(40.0, 10.0, lag_s=0.0) == pytest.approx(occupied)
+    assert items(40.0, 10.0) > 1.2
     # a 5 s batch with its lag never needs a second item; 20 s ones need two or three
-    assert group_cuts(40.0, 5.0)[0] == pytest.approx(occupied)
-    assert 2.0 < group_cuts(80.0, 20.0)[0] < 3.0
+    assert items(40.0, 5.0) == pytest.approx(occupied)
+    assert 2.0 < items(80.0, 20.0) < 3.0
     # past 1,000 readings, cut by count too
-    assert group_cuts(2_500.0, 5.0)[0] == pytest.approx(3.0, abs=0.1)
+    assert items(2_500.0, 5.0) == pytest.approx(3.0, abs=0.1)
+    assert max(group_cuts(2_500.0, 5.0)) == MAX_BLOCK_READINGS

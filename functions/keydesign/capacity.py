@@ -602,6 +602,7 @@ def plan_capacity(workload: Workload, prices: Prices | None = None) -> CapacityP
         notes.append(
             f"a typical entity sends {typical.readings_per_batch:.2g} readings a batch ({stream.batch_s:g} s): "
             "blocks of one reading, each paying a whole write unit and 100 B of storage overhead"
+            + (" (without the write tier: its figures below)" if workload.write_tier_groups != 0 else "")
         )
 
     # The average rate: what the month costs.

@@ -15,4 +15,5 @@ from benchmarks import (  # noqa: F401
     rollups,
     simulation,
     write_tier,
+    write_tier_ingest,
 )

@@ -63,9 +63,9 @@ from typing import Any
 from benchmarks import blocks
 from benchmarks.blocks import SEED_000, SEED_003, SPARSE, START_MS, Deployment, Fleet
 from benchmarks.harness import Result, benchmark
-from keydesign import Reading, item_size, write_units
+from keydesign import Reading, capacity, item_size, write_units
 from keydesign.blocks import CODEC_DEFLATE, CODEC_RAW, FORMAT, block_item
-from keydesign.capacity import SECONDS_PER_MONTH, Prices
+from keydesign.capacity import RECENT_S, SECONDS_PER_MONTH, Prices, poisson_fill
 from keydesign.model import derive_event_id
 from keydesign.rollup import Figures, Mark, rollup_pk
 
@@ -84,12 +84,11 @@ RECORD_BYTES = 64 * 1024
 HYBRID_N = 100
 VERSION = blocks.SEQUENCE_BASE
 AUTO = -1
-#: The automatic group count keeps a group's last 10 minutes within this: 8 read units (eventually consistent)
-#: for a device's latest reading or last 10 minutes, whatever compaction has done. (Bounding a whole uncompacted
-#: hour instead asks for tens of thousands of groups at seed 003: a group's items then hold a reading or two,
-#: and their keys and headers alone fill the bound.)
-GROUP_RECENT_BYTES = 64 * 1024
-RECENT_S = 600
+# The automatic group count (keydesign.capacity.auto_groups, shared with `tsctl plan`) keeps a group's last
+# 10 minutes within GROUP_RECENT_BYTES: 8 read units (eventually consistent) for a device's latest reading or
+# last 10 minutes, whatever compaction has done. (Bounding a whole uncompacted hour instead asks for tens of
+# thousands of groups at seed 003: a group's items then hold a reading or two, and their keys and headers
+# alone fill the bound.)
 #: --quick simulates 22 s of seed 000 (the hot sensor's readings are most of the time): windows up to 10 s fit.
 QUICK_WINDOW_S = 10
 PRICES = Prices()
@@ -240,28 +239,14 @@ def pages(total_bytes: float, partitions: int) -> int:
     return partitions * max(1, math.ceil(total_bytes / partitions / PAGE_BYTES))
 
 
-def poisson_fill(mean: float) -> tuple[float, float]:
-    """(items per group per batch, readings per item) when a group gets ``mean`` readings a batch on average."""
-    occupied = 1 - math.exp(-mean)
-    return occupied, mean / occupied
-
-
 def per_interval(interval_s: float, size_s: float) -> float:
     """Entity-intervals of ``size_s`` holding readings, per reading, for an entity sending every ``interval_s``."""
     return min(1.0, interval_s / size_s)
 
 
 def auto_groups(fleet: Fleet, sparse_rate: float, batch_s: float, span_s: float = RECENT_S) -> int:
-    """The fewest groups (a power of two, 16 at least) whose items of ``span_s`` stay within 64 KB."""
-    groups = 16
-    while sparse_rate:
-        _, held = poisson_fill(sparse_rate / groups * batch_s)
-        readings = max(1, round(held))
-        per_reading = group_item_bytes(fleet, readings, int(batch_s * 1000)) / readings
-        if sparse_rate / groups * span_s * per_reading <= GROUP_RECENT_BYTES:
-            return groups
-        groups *= 2
-    return groups  # no entity writes to the write tier: its groups hold nothing
+    """G auto (:func:`keydesign.capacity.auto_groups`) with this module's model of a group item's bytes."""
+    return capacity.auto_groups(sparse_rate, batch_s, lambda m: group_item_bytes(fleet, m, int(batch_s * 1000)), span_s)
 
 
 def pass_seconds(calls: float) -> float:

@@ -420,7 +420,7 @@ class Context(BaseModel):
     # still be replayed on the Tuesday morning after a long weekend (docs/decisions.md weighs the cost).
     kinesis_retention_hours: Whole = key(96, low=24, high=8_760)
     ingest_batch_size: Whole = key(1_000, low=1, high=ESM_MAX_BATCH)
-    ingest_batching_window_s: Whole = key(5, low=0, high=ESM_MAX_WINDOW_S)
+    ingest_batching_window_s: Whole = key(10, low=0, high=ESM_MAX_WINDOW_S)
     ingest_parallelization_factor: Whole = key(1, low=1, high=ESM_MAX_PARALLELIZATION)
     ingest_max_retries: Whole = key(5, low=-1, high=ESM_MAX_RETRIES)
     ingest_max_record_age_s: Whole = key(3_600, low=-1, high=ESM_MAX_RECORD_AGE_S)

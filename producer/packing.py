@@ -9,10 +9,14 @@ reach the 1 MB/s limit at ~6,500 readings/s.
 The partition key decides the shard, and with it ordering and heat:
 
 ``group`` (default)
-    ``g<stable_hash(entity) mod groups>``. Every reading of an entity goes to
-    one shard, so a correction of a reading (same event id) is applied after
-    the original; many entities share a record, so records fill up even when
-    each entity sends rarely. A hot entity heats one shard (with its group).
+    ``g<stable_hash(entity) mod groups>``, 4 digits: the write tier's
+    ``WriteTier.partition_key`` (``keydesign.writetier``). Every reading of an
+    entity goes to one shard, so a correction of a reading (same event id) is
+    applied after the original; many entities share a record, so records fill
+    up even when each entity sends rarely. A hot entity heats one shard (with
+    its group). With ``groups`` the deployment's ``write_tier_groups``, a
+    Kinesis shard holds whole write-tier groups, so an ingest batch writes one
+    group item per group it holds (docs/ingest.md).
 ``entity``
     The entity id. Same ordering as ``group``, but slow entities pack poorly
     (a record per entity per flush), and a hot entity heats one shard alone.
@@ -31,7 +35,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from keydesign import stable_hash
+from keydesign import ConfigError
+from keydesign.writetier import WriteTier
 
 #: Kinesis limits: one record (data + partition key) and one PutRecords call.
 KINESIS_MAX_RECORD_BYTES = 1_048_576
@@ -62,9 +67,10 @@ class PackedRecord:
 def partitioner(strategy: str, *, groups: int = 256, rng: random.Random | None = None) -> Callable[[str], str]:
     """The partition key of an entity's readings under ``strategy``."""
     if strategy == "group":
-        if not 1 <= groups <= 1_000_000:
-            raise ValueError("groups must lie in 1..1000000")
-        return lambda entity: f"g{stable_hash(entity) % groups}"
+        try:
+            return WriteTier(groups).partition_key
+        except ConfigError as exc:
+            raise ValueError(f"groups {exc.reason}") from None
     if strategy == "entity":
         return lambda entity: entity
     if strategy == "random":

@@ -2,7 +2,7 @@
 
 Each reading carries three measures and no event id (ingest derives one, and a
 block stores none). One batching window of that traffic is one ingest batch
-(the window is ``keydesign.Ingest``'s default, cdk.json's: 5 s): packed into
+(the window is ``keydesign.Ingest``'s default, cdk.json's: 10 s): packed into
 blocks by the key-design layer (``Layout.pack``, as ingest packs them), it
 gives the write units every partition key takes under a layout and shard map,
 spread over the window's seconds as the batches of successive windows spread

@@ -7,14 +7,19 @@ readings of one entity, partition and bucket from every record of the batch.
    invalid readings become rejects;
 2. pack the valid readings into blocks (``Layout.pack``): the last copy of a
    reading in the batch wins, and each block carries the largest sequence number
-   of the records its readings came from as its version;
-3. record the occupancy of the blocks' partitions and mark their intervals for
-   the rollup function, then write the blocks, 25 to a call, several calls in
+   of the records its readings came from as its version. With the write tier
+   (``WRITE_TIER_GROUPS``), ``keydesign.writetier.pack_batch`` packs the readings
+   of sparse entities whose hour had not ended when the batch started into
+   *group items* instead (one per group and hour, many entities each), and the
+   rest into blocks as before;
+3. record the occupancy of the blocks' partitions, mark every reading's interval
+   for the rollup function and put the dense marks the blocks need (write tier),
+   then write the blocks and group items, 25 to a call, several calls in
    flight, while the rejects are sent to SQS;
 4. ask the rotator for the table of a period that has none (a reading up to
    ``MAX_AGE`` old from before the deployment, or a backfill): its readings are
    handed back, and the redelivery finds the table;
-5. attribute every block's outcome back to the readings it stands for, and so to
+5. attribute every item's outcome back to the readings it stands for, and so to
    their Kinesis records.
 
 The result, :class:`BatchOutcome`, knows for each record whether all of its
@@ -49,6 +54,7 @@ from adapters.batch_writer import (
     serialize_item,
 )
 from adapters.clients import client
+from adapters.dense_marks import DenseMarkRecorder
 from adapters.kinesis_records import StreamRecord
 from adapters.observability import logger, metrics
 from adapters.occupancy import OccupancyRecorder, OccupancyStore
@@ -63,6 +69,10 @@ from ingest.formats import Formats
 from ingest.settings import IngestSettings
 from keydesign import Block, InvalidInput, Layout, Reading, ShardMap
 from keydesign.occupancy import OccupancyRecord, day_of
+from keydesign.writetier import BatchPacking, GroupItem, WriteTier, pack_batch
+
+#: What one batch writes: blocks and write-tier group items.
+Item = Block | GroupItem
 
 #: How BatchWriter reports a block whose table does not exist (the error code starts its reason).
 MISSING_TABLE = "ResourceNotFoundException"
@@ -97,14 +107,19 @@ class RecordOutcome:
 class BatchOutcome:
     """The outcome of one batch; :meth:`settle` is the Powertools record handler.
 
-    ``blocks`` counts the blocks packed; ``write`` reports their writes by index, and
-    ``write_units`` and ``readings_stored`` add up the written ones (each reading once,
-    however many copies of it the batch held).
+    ``blocks`` and ``group_items`` count what was packed; ``write`` reports their writes by index
+    (the blocks first, then the group items), and ``write_units`` and ``readings_stored`` add up the
+    written ones (each reading once, however many copies of it the batch held);
+    ``group_items_written`` and ``readings_in_write_tier`` the written group items.
     """
 
     records: list[RecordOutcome]
     duplicates: int = 0
     blocks: int = 0
+    group_items: int = 0
+    group_items_written: int = 0
+    readings_in_write_tier: int = 0
+    dense_marks: WriteReport = field(default_factory=WriteReport)
     write: WriteReport = field(default_factory=WriteReport)
     write_units: int = 0
     readings_stored: int = 0
@@ -189,6 +204,12 @@ class Ingestor:
     rollup_marks: MarkRecorder | None = None
     table_builds: TableBuilds | None = None
     formats: Formats = DEFAULT_FORMATS
+    write_tier: WriteTier | None = None
+    dense_marks: DenseMarkRecorder | None = None
+
+    def __post_init__(self) -> None:
+        if self.write_tier is not None and self.dense_marks is None:
+            self.dense_marks = DenseMarkRecorder(self.writer)
 
     @property
     def writable_ms(self) -> int:
@@ -253,6 +274,7 @@ class Ingestor:
             wall_clock_ms=wall_clock_ms,
             table_builds=table_builds,
             formats=settings.formats,
+            write_tier=settings.write_tier,
         )
 
     def close(self) -> None:
@@ -279,36 +301,44 @@ class Ingestor:
         self.layout.check_shard_map(shard_map)
 
         batch = self._validate(records, outcome, now_ms)
-        blocks = self._pack(batch, shard_map, outcome)
-        outcome.blocks = len(blocks)
-        outcome.duplicates = len(batch.entries) - sum(len(b.readings) for b in blocks)
+        # The batch starts at now_ms: a reading whose hour had ended by then is late (its own block).
+        packing = self._pack(batch, shard_map, outcome, now_ms)
+        blocks = packing.blocks
+        items: list[Item] = [*blocks, *packing.group_items]
+        outcome.blocks, outcome.group_items = len(blocks), len(packing.group_items)
+        outcome.duplicates = len(batch.entries) - sum(len(i.readings) for i in items)
         # A partition's occupancy is recorded before its blocks are written, so a
-        # reader never finds readings in a partition it was told is empty.
+        # reader never finds readings in a partition it was told is empty. (Group items
+        # need none: readers query a group's partition whatever occupancy says.)
         blocked = self._record_occupancy(blocks, deadline, now_ms, outcome)
-        blocked.update(self._mark_rollups(blocks, blocked, now_ms, deadline))
-        order = [i for i in range(len(blocks)) if i not in blocked]
-        chunks = self.writer.submit([_pending(blocks[i]) for i in order], deadline)
+        blocked.update(self._mark_rollups(items, blocked, now_ms, deadline))
+        blocked.update(self._mark_dense(packing, blocked, deadline, outcome))
+        order = [i for i in range(len(items)) if i not in blocked]
+        chunks = self.writer.submit([_pending(items[i]) for i in order], deadline)
         outcome.rejects = self.rejects.publish(batch.rejects, deadline)  # while the blocks are written
         write = outcome.write = WriteReport(unwritten=blocked)
         for chunk in chunks:
             write.merge(chunk.result(), order)
-        self._ask_for_tables(blocks, write)
+        self._ask_for_tables(items, write)
 
         for index, record in enumerate(batch.reject_record):
             self._settle_reject(outcome, record, batch.rejects[index], index, outcome.rejects)
         late_rejects: list[Reject] = []
         late_record: list[int] = []
-        for index, block in enumerate(blocks):
-            origins = [batch.origins[e] for e in block.origins]
+        for index, item in enumerate(items):
+            origins = [batch.origins[e] for e in item.origins]
             if index in write.written:
-                outcome.write_units += block.write_units
-                outcome.readings_stored += len(block.readings)
+                outcome.write_units += item.write_units
+                outcome.readings_stored += len(item.readings)
+                if index >= len(blocks):
+                    outcome.group_items_written += 1
+                    outcome.readings_in_write_tier += len(item.readings)
                 for origin in origins:
                     outcome.records[origin.record].written += 1
             elif index in write.unwritten:
                 for origin in origins:
                     outcome.records[origin.record].hand_back(1, write.unwritten[index])
-            else:  # DynamoDB refused the block itself: every reading that made it is a reject
+            else:  # DynamoDB refused the item itself: every reading that made it is a reject
                 reason = write.rejected[index]
                 for origin in origins:
                     late_rejects.append(batch.reject_of(origin, "item", reason))
@@ -368,18 +398,33 @@ class Ingestor:
             return None
         return reading
 
-    def _pack(self, batch: _Batch, shard_map: ShardMap, outcome: BatchOutcome) -> list[Block]:
-        """The batch's blocks. Should packing raise (a bug: validated readings always pack), each
-        reading is packed alone to find the ones that make it raise; they are rejected, as a reading
-        that raises while being validated is, and the rest are packed again."""
+    def _pack(self, batch: _Batch, shard_map: ShardMap, outcome: BatchOutcome, now_ms: int) -> BatchPacking:
+        """The batch's blocks and group items. Should packing raise (a bug: validated readings always
+        pack), each reading is packed alone to find the ones that make it raise; they are rejected, as a
+        reading that raises while being validated is, and the rest are packed again."""
+
+        def pack(entries: Sequence[tuple[Reading, int]]) -> BatchPacking:
+            if self.write_tier is None:
+                blocks = self.layout.pack(entries, shard_map, retention_ms=self.retention_ms, rng=self.rng)
+                return BatchPacking(blocks, [], {})
+            return pack_batch(
+                entries,
+                self.write_tier,
+                self.layout,
+                shard_map,
+                batch_start_ms=now_ms,
+                retention_ms=self.retention_ms,
+                rng=self.rng,
+            )
+
         try:
-            return self.layout.pack(batch.entries, shard_map, retention_ms=self.retention_ms, rng=self.rng)
+            return pack(batch.entries)
         except Exception:
             logger.exception("packing the batch raised; looking for the readings that make it raise")
         keep: list[int] = []
         for index, entry in enumerate(batch.entries):
             try:
-                self.layout.pack([entry], shard_map, retention_ms=self.retention_ms, rng=self.rng)
+                pack([entry])
             except Exception as exc:
                 # One message each (not folded: the record's folds are made already). A bug, so rare.
                 origin = batch.origins[index]
@@ -389,7 +434,7 @@ class Ingestor:
                 keep.append(index)
         batch.entries = [batch.entries[i] for i in keep]
         batch.origins = [batch.origins[i] for i in keep]
-        return self.layout.pack(batch.entries, shard_map, retention_ms=self.retention_ms, rng=self.rng)
+        return pack(batch.entries)
 
     def _record_occupancy(
         self, blocks: Sequence[Block], deadline: Deadline, now_ms: int, outcome: BatchOutcome
@@ -417,12 +462,13 @@ class Ingestor:
                 blocked[index] = f"occupancy not recorded: {why}"
         return blocked
 
-    def _ask_for_tables(self, blocks: Sequence[Block], write: WriteReport) -> None:
-        """Blocks whose table does not exist are handed back like any unwritten block; the rotator is
-        asked to build their tables, so that the redelivery finds them (adapters.table_builds)."""
+    def _ask_for_tables(self, items: Sequence[Item], write: WriteReport) -> None:
+        """Items whose table does not exist (or whose dense mark's, the same table) are handed back like
+        any unwritten item; the rotator is asked to build their tables, so that the redelivery finds them
+        (adapters.table_builds)."""
         if self.table_builds is None:
             return
-        missing = {i: blocks[i].key.table for i, why in write.unwritten.items() if why.startswith(MISSING_TABLE)}
+        missing = {i: items[i].key.table for i, why in write.unwritten.items() if why.startswith(MISSING_TABLE)}
         if not missing:
             return
         asked = set(self.table_builds.request(missing.values()))
@@ -433,20 +479,38 @@ class Ingestor:
             write.unwritten[index] = f"table {table} does not exist yet; the rotator is asked to build it"
 
     def _mark_rollups(
-        self, blocks: Sequence[Block], blocked: Mapping[int, str], now_ms: int, deadline: Deadline
+        self, items: Sequence[Item], blocked: Mapping[int, str], now_ms: int, deadline: Deadline
     ) -> dict[int, str]:
-        """Mark the intervals of the blocks about to be written for the rollup function, stamped with the
-        batch's start (see rollup.logic), *before* the blocks: a block is stored only once its marks are,
-        so an invocation stopped or slowed past its deadline between the two never leaves readings stored
-        that no mark stands for. Returns the blocks (by index) whose marks are not all written: they are
-        not written either, and are handed back. A block whose write then fails leaves its marks behind,
-        which costs the rollup function a recompute of an unchanged interval, never correctness."""
+        """Mark the intervals of the items about to be written (blocks and group items) for the rollup
+        function, stamped with the batch's start (see rollup.logic), *before* the items: an item is stored
+        only once its marks are, so an invocation stopped or slowed past its deadline between the two never
+        leaves readings stored that no mark stands for. Returns the items (by index) whose marks are not all
+        written: they are not written either, and are handed back. An item whose write then fails leaves
+        its marks behind, which costs the rollup function a recompute of an unchanged interval, never
+        correctness."""
         if self.rollup_marks is None:
             return {}
-        wanted = [(i, r.entity_id, r.ts_ms) for i in range(len(blocks)) if i not in blocked for r in blocks[i].readings]
+        wanted = [(i, r.entity_id, r.ts_ms) for i in range(len(items)) if i not in blocked for r in items[i].readings]
         return {
             index: f"rollup mark not written: {why}"
             for index, why in self.rollup_marks.write(wanted, now_ms, deadline).items()
+        }
+
+    def _mark_dense(
+        self, packing: BatchPacking, blocked: Mapping[int, str], deadline: Deadline, outcome: BatchOutcome
+    ) -> dict[int, str]:
+        """Put the dense marks of the blocks about to be written, before them (a block whose mark is not
+        stored is not written, and is handed back): compaction reads a dense entity's blocks of an hour
+        only if its mark is there. Returns those blocks (by index) with the reason."""
+        if self.dense_marks is None or not packing.dense_marks:
+            return {}
+        wanted = {mark: [i for i in indexes if i not in blocked] for mark, indexes in packing.dense_marks.items()}
+        result = self.dense_marks.write({m: i for m, i in wanted.items() if i}, deadline)
+        outcome.dense_marks = result.report
+        # A missing table keeps its error code first, so that the rotator is asked to build it.
+        return {
+            index: why if why.startswith(MISSING_TABLE) else f"dense mark not written: {why}"
+            for index, why in result.blocked.items()
         }
 
     def _settle_reject(
@@ -472,9 +536,9 @@ def _unexpected(exc: Exception, outcome: BatchOutcome) -> str:
     return f"could not be processed ({type(exc).__name__}); please report this with the payload"
 
 
-def _pending(block: Block) -> PendingWrite:
-    key = block.key
-    return PendingWrite(key.table, key.pk, key.sk, serialize_item(block.item()))
+def _pending(item: Item) -> PendingWrite:
+    key = item.key
+    return PendingWrite(key.table, key.pk, key.sk, serialize_item(item.item()))
 
 
 def occupancy_groups(layout: Layout, blocks: Sequence[Block]) -> dict[OccupancyRecord, list[int]]:
@@ -505,11 +569,17 @@ def _emit(outcome: BatchOutcome) -> None:
     metrics.add_metric(name="ReadingsHandedBack", unit=count, value=retry)
     metrics.add_metric(name="RecordsFailed", unit=count, value=len(failed))
     metrics.add_metric(name="DuplicatesCollapsed", unit=count, value=outcome.duplicates)
-    blocks_written = len(outcome.write.written)
+    blocks_written = len(outcome.write.written) - outcome.group_items_written
     metrics.add_metric(name="BlocksWritten", unit=count, value=blocks_written)
     metrics.add_metric(name="WriteUnitsBilled", unit=count, value=outcome.write_units)
     if blocks_written:
-        metrics.add_metric(name="ReadingsPerBlock", unit=count, value=outcome.readings_stored / blocks_written)
+        in_blocks = outcome.readings_stored - outcome.readings_in_write_tier
+        metrics.add_metric(name="ReadingsPerBlock", unit=count, value=in_blocks / blocks_written)
+    if outcome.group_items:  # the write tier is on, and the batch had readings for it
+        metrics.add_metric(name="GroupItemsWritten", unit=count, value=outcome.group_items_written)
+        metrics.add_metric(name="ReadingsInWriteTier", unit=count, value=outcome.readings_in_write_tier)
+    if outcome.dense_marks.calls:
+        metrics.add_metric(name="DenseMarksWritten", unit=count, value=len(outcome.dense_marks.written))
     metrics.add_metric(name="BatchWriteCalls", unit=count, value=outcome.write.calls)
     metrics.add_metric(name="ItemsRetried", unit=count, value=outcome.write.items_retried)
     metrics.add_metric(name="ThrottledCalls", unit=count, value=outcome.write.throttled_calls)
@@ -536,6 +606,9 @@ def _emit(outcome: BatchOutcome) -> None:
         "duplicates_collapsed": outcome.duplicates,
         "blocks": outcome.blocks,
         "blocks_written": blocks_written,
+        "group_items": outcome.group_items,
+        "group_items_written": outcome.group_items_written,
+        "dense_marks_written": len(outcome.dense_marks.written),
         "write_units_billed": outcome.write_units,
         "batch_write_calls": outcome.write.calls,
         "items_retried": outcome.write.items_retried,

@@ -52,11 +52,12 @@ from __future__ import annotations
 import json
 import math
 import random
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Literal
 
-from .blocks import MAX_BLOCK_ITEM_BYTES, MAX_BLOCK_READINGS, MAX_BLOCK_SPAN_MS, read_header
+from .blocks import MAX_BLOCK_ITEM_BYTES, MAX_BLOCK_READINGS, MAX_BLOCK_SPAN_MS, encode_group, keyed_item, read_header
 from .errors import InvalidInput
 from .items import READ_UNIT_BYTES, write_units
 from .layouts import Block, Layout
@@ -64,6 +65,7 @@ from .model import Reading, derive_event_id
 from .periods import PERIODS
 from .shardmap import ShardMap
 from .timefmt import parse_timestamp
+from .writetier import DENSE_READINGS, MAX_GROUPS, WriteTier, group_sk_stem, tier_ttl
 
 PARTITION_WCU = 1_000
 PARTITION_BYTES = 10 * 1024**3
@@ -128,7 +130,7 @@ class Ingest:
     window equal to cdk.json's ``ingest_batching_window_s``.
     """
 
-    batching_window_s: float = 5.0
+    batching_window_s: float = 10.0
     shards: int = 50
     parallelization: int = 1
     batch_size: int = 1_000
@@ -163,7 +165,8 @@ class Workload:
     ``reading_bytes`` overrides the compressed bytes a reading adds to a block.
     ``item_bytes`` describes every block as holding one reading of that many bytes: the
     bound for a fleet too sparse to share blocks, and what a caller that knows nothing of
-    batching (no ``entities``) gets.
+    batching (no ``entities``) gets. ``write_tier_groups`` is the write tier's G (None: G auto,
+    :func:`auto_groups`; 0: no write tier).
     """
 
     peak_writes_per_s: float
@@ -179,6 +182,7 @@ class Workload:
     retention_days: float = 30.0
     utilisation: float = 0.5
     partition_headroom: float = 0.05
+    write_tier_groups: int | None = None
 
     def validate(self) -> None:
         """Raise :class:`InvalidInput` naming the first impossible figure."""
@@ -214,6 +218,11 @@ class Workload:
             ("reads_per_s", finite(self.reads_per_s) and self.reads_per_s >= 0, "must not be negative"),
             ("readings_per_read", finite(self.readings_per_read) and self.readings_per_read > 0, "must be above 0"),
             ("retention_days", finite(self.retention_days) and self.retention_days > 0, "must be above 0"),
+            (
+                "write_tier_groups",
+                self.write_tier_groups is None or 0 <= self.write_tier_groups <= MAX_GROUPS,
+                f"must be 0 (no write tier) to {MAX_GROUPS:,}",
+            ),
         ]
         if self.avg_writes_per_s is not None:
             checks.append(
@@ -483,6 +492,7 @@ class CapacityPlan:
     monthly_ondemand: MonthlyCost
     monthly_provisioned: MonthlyCost
     notes: list[str]
+    write_tier: WriteTierFigures | None = None
 
     def blocks_of(self, entity: str) -> EntityBlocks:
         """The blocks of a hot entity, or of a typical one."""
@@ -592,6 +602,7 @@ def plan_capacity(workload: Workload, prices: Prices | None = None) -> CapacityP
         notes.append(
             f"a typical entity sends {typical.readings_per_batch:.2g} readings a batch ({stream.batch_s:g} s): "
             "blocks of one reading, each paying a whole write unit and 100 B of storage overhead"
+            + (" (without the write tier: its figures below)" if workload.write_tier_groups != 0 else "")
         )
 
     # The average rate: what the month costs.
@@ -608,6 +619,11 @@ def plan_capacity(workload: Workload, prices: Prices | None = None) -> CapacityP
     if period is None:
         notes.append(f"one partition fills in {hours:.2f} h: even hourly tables would split; shard further")
 
+    write_tier = (
+        write_tier_figures(workload, stream.batch_s, blocks, groups=workload.write_tier_groups)
+        if workload.write_tier_groups != 0 and workload.item_bytes is None
+        else None
+    )
     storage_gb = avg_stored * workload.retention_days * 86_400 / 1024**3
     ondemand, provisioned = _monthly(
         workload, prices, typical=typical, peak_wcu=peak_wcu, avg_wcu=avg_wcu, storage_gb=storage_gb, stream=avg_stream
@@ -630,6 +646,7 @@ def plan_capacity(workload: Workload, prices: Prices | None = None) -> CapacityP
         monthly_ondemand=ondemand,
         monthly_provisioned=provisioned,
         notes=notes,
+        write_tier=write_tier,
     )
 
 
@@ -678,4 +695,196 @@ def _stream_cost(workload: Workload, stream: StreamFigures, prices: Prices) -> f
     units = stream.records_per_s * math.ceil(stream.record_bytes / PUT_PAYLOAD_UNIT_BYTES) * SECONDS_PER_MONTH
     return (
         stream.shards * HOURS_PER_MONTH * prices.kinesis_shard_hour + units / 1e6 * prices.kinesis_put_units_per_million
+    )
+
+
+# -- the write tier (keydesign.writetier) ----------------------------------------------------
+
+#: G auto keeps a group's last :data:`RECENT_S` of items within this: 8 read units (eventually
+#: consistent) for a device's latest reading or its last 10 minutes, whatever compaction has done.
+GROUP_RECENT_BYTES = 64 * 1024
+RECENT_S = 600
+#: G auto is a power of two of at least this many groups.
+MIN_AUTO_GROUPS = 16
+
+
+def poisson_fill(mean: float) -> tuple[float, float]:
+    """(items per group per batch, readings per item) when a group gets ``mean`` readings a batch on
+    average, the readings of its many sparse entities arriving independently (Poisson): a batch
+    holds a group's item with probability ``1 - e^-mean``, and then ``mean / (1 - e^-mean)`` readings."""
+    occupied = -math.expm1(-mean)
+    return occupied, (mean / occupied if occupied else 1.0)
+
+
+#: How long after its event time a reading reaches Kinesis (the producer's linger, PutRecords): up to a second,
+#: as ``benchmarks.blocks`` simulates it. A batch's readings then span its window and this much, and a group's
+#: readings of a batch are cut at 10 s from their first one more often than the window alone would say.
+ARRIVAL_LAG_S = 1.0
+#: Batches :func:`group_cuts` simulates: this many, fewer when they are large (about 200,000 readings in all).
+_CUT_TRIALS = 4_000
+_CUT_READINGS = 200_000
+
+
+def group_cuts(mean: float, batch_s: float, *, lag_s: float = ARRIVAL_LAG_S) -> dict[int, float]:
+    """How many items of each count of readings a group writes a batch, on average, when it gets ``mean``
+    readings a batch (Poisson), arriving evenly over the batch's ``batch_s`` seconds, each up to ``lag_s``
+    after its event time, cut as ingest cuts them: a new item 10 s after an item's first reading, or at
+    MAX_BLOCK_READINGS. Simulated (seeded: the same on every call); the item's 64 KB is the caller's
+    (:meth:`GroupSizer.items`)."""
+    rng = random.Random(0)
+    counts: Counter[int] = Counter()
+    trials = max(100, min(_CUT_TRIALS, round(_CUT_READINGS / max(mean, 1.0))))
+    for _ in range(trials):
+        count = _poisson(rng, mean)
+        if not count:
+            continue
+        times = sorted(rng.uniform(0, batch_s * 1000) - rng.uniform(0, lag_s * 1000) for _ in range(count))
+        first, held = times[0], 0
+        for ts in times:
+            if ts - first >= MAX_BLOCK_SPAN_MS or held == MAX_BLOCK_READINGS:
+                counts[held] += 1
+                first, held = ts, 0
+            held += 1
+        counts[held] += 1
+    return {readings: items / trials for readings, items in sorted(counts.items())}
+
+
+def _poisson(rng: random.Random, mean: float) -> int:
+    if mean > 500:  # the normal approximation: exact enough, and a bounded number of draws
+        return max(0, round(rng.gauss(mean, math.sqrt(mean))))
+    limit, count, product = math.exp(-mean), 0, rng.random()
+    while product > limit:
+        count += 1
+        product *= rng.random()
+    return count
+
+
+def auto_groups(sparse_rate: float, batch_s: float, item_bytes: Callable[[int], int], span_s: float = RECENT_S) -> int:
+    """The fewest groups (a power of two, :data:`MIN_AUTO_GROUPS` at least) whose items of ``span_s`` hold at
+    most :data:`GROUP_RECENT_BYTES`, when entities that write to the write tier send ``sparse_rate``
+    readings/s in batches of ``batch_s`` and an item of ``m`` readings is ``item_bytes(m)`` bytes; the
+    largest power of two under MAX_GROUPS if none does."""
+    groups = MIN_AUTO_GROUPS
+    while sparse_rate > 0 and groups * 2 <= MAX_GROUPS:
+        _, held = poisson_fill(sparse_rate / groups * batch_s)
+        readings = max(1, round(held))
+        if sparse_rate / groups * span_s * item_bytes(readings) / readings <= GROUP_RECENT_BYTES:
+            return groups
+        groups *= 2
+    return groups
+
+
+class GroupSizer:
+    """Item bytes of a write-tier group item of ``m`` readings of distinct entities, measured: readings
+    like the sample (its measures jittered, its dimensions, its kind of event id) of ``m`` entities named
+    like the sample's, at random times over a batch, encoded by :func:`keydesign.blocks.encode_group`
+    and keyed as ingest keys them. ``m`` readings make items of MAX_BLOCK_READINGS and the rest, each
+    halved while over MAX_BLOCK_ITEM_BYTES, as ingest cuts them (:meth:`items`); called, the sizer gives
+    their total bytes. Results are cached per item."""
+
+    def __init__(self, sample: Reading, batch_s: float, *, retention_ms: int | None = None) -> None:
+        self._sample = sample
+        self._batch_ms = max(1, min(round(batch_s * 1000), MAX_BLOCK_SPAN_MS - 1))
+        self._retention_ms = retention_ms
+        self._cache: dict[int, int] = {}
+
+    def __call__(self, readings: int) -> int:
+        return sum(self.items(readings))
+
+    def items(self, readings: int) -> tuple[int, ...]:
+        """The sizes of the items ``readings`` readings of a group and batch make."""
+        full, rest = divmod(readings, MAX_BLOCK_READINGS)
+        return split_sizes(MAX_BLOCK_READINGS, self._size) * full + (split_sizes(rest, self._size) if rest else ())
+
+    def _size(self, readings: int) -> int:
+        size = self._cache.get(readings)
+        if size is None:
+            size = self._cache[readings] = self._measure(readings)
+        return size
+
+    def _measure(self, count: int) -> int:
+        rng = random.Random(count)
+        sample = self._sample
+        derived = sample.event_id == derive_event_id(sample.entity_id, sample.ts_ms, sample.measures, sample.dimensions)
+        stem = sample.entity_id.rstrip("0123456789")
+        width = max(len(sample.entity_id) - len(stem), 7)
+        readings = []
+        for number in rng.sample(range(10**width), count):
+            entity = f"{stem}{number:0{width}d}"
+            ts = _REFERENCE_MS + rng.randrange(self._batch_ms)
+            measures = {key: _jitter(value, rng) for key, value in sample.measures.items()}
+            event_id = (
+                derive_event_id(entity, ts, measures, sample.dimensions)
+                if derived
+                else "".join(rng.choice("0123456789abcdef") for _ in sample.event_id)
+            )
+            readings.append(Reading(entity, event_id, ts, measures, dict(sample.dimensions)))
+        readings.sort(key=lambda r: (r.ts_ms, r.entity_id, r.event_id))
+        encoded = encode_group(readings, _VERSION)
+        ttl = tier_ttl(_REFERENCE_MS, encoded.last_ms, self._retention_ms)
+        return keyed_item(WriteTier(1).group_pk(0, _REFERENCE_MS), group_sk_stem(encoded), encoded.payload, ttl)[1]
+
+
+@dataclass(frozen=True, slots=True)
+class WriteTierFigures:
+    """What ingest writes with the write tier on (``groups`` groups; ``auto``: :func:`auto_groups` chose it).
+
+    Entities with fewer than DENSE_READINGS readings a batch are *sparse*: their readings go to group
+    items (``readings_per_item`` each on average, ``item_bytes`` big; :func:`group_cuts`, and the G search
+    :func:`auto_groups` as the design table does it, an item a batch); the others keep their blocks and
+    put a dense mark an hour. ``write_units_per_reading`` counts every write ingest makes for the readings
+    (group items, dense blocks, dense marks; not the rollup marks, unchanged); ``group_item_bytes_per_reading``
+    is what a reading takes in a group item (item + 100 B), kept ``KEEP_MS`` past its hour.
+    """
+
+    groups: int
+    auto: bool
+    sparse_readings_per_s: float
+    dense_readings_per_s: float
+    readings_per_item: float
+    item_bytes: float
+    items_per_s: float
+    write_units_per_reading: float
+    group_write_units_per_reading: float
+    group_item_bytes_per_reading: float
+    dense_marks_per_s: float
+
+
+def write_tier_figures(
+    workload: Workload, batch_s: float, blocks: tuple[EntityBlocks, ...], *, groups: int | None = None
+) -> WriteTierFigures:
+    """The write tier's figures for ``workload`` at batches of ``batch_s`` (``groups`` None: G auto)."""
+    _, count = workload.typical()
+    weights = [count] + [1] * (len(blocks) - 1)
+    sparse = [(w, b) for w, b in zip(weights, blocks, strict=True) if b.readings_per_batch < DENSE_READINGS]
+    dense = [(w, b) for w, b in zip(weights, blocks, strict=True) if b.readings_per_batch >= DENSE_READINGS]
+    sparse_rate = sum(w * b.readings_per_s for w, b in sparse)
+    dense_rate = sum(w * b.readings_per_s for w, b in dense)
+    retention_ms = round(workload.retention_days * 86_400_000)
+    sizer = GroupSizer(workload.sample, batch_s, retention_ms=retention_ms)
+    chosen = groups if groups is not None else auto_groups(sparse_rate, batch_s, sizer)
+    # per batch of a group: items, their readings, write units and billed bytes
+    items = readings = units = stored = 0.0
+    if sparse_rate:
+        for count, per_batch in group_cuts(sparse_rate / chosen * batch_s, batch_s).items():
+            sizes = sizer.items(count)
+            items += per_batch * len(sizes)
+            readings += per_batch * count
+            units += per_batch * sum(write_units(s) for s in sizes)
+            stored += per_batch * sum(s + STORAGE_OVERHEAD_BYTES for s in sizes)
+    batches_per_s = chosen / batch_s
+    marks = sum(w for w, _ in dense) / 3600  # a dense mark per dense entity and hour
+    return WriteTierFigures(
+        groups=chosen,
+        auto=groups is None,
+        sparse_readings_per_s=sparse_rate,
+        dense_readings_per_s=dense_rate,
+        readings_per_item=readings / items if items else 0.0,
+        item_bytes=(stored / items - STORAGE_OVERHEAD_BYTES) if items else 0.0,
+        items_per_s=items * batches_per_s,
+        write_units_per_reading=(units * batches_per_s + sum(w * b.wcu for w, b in dense) + marks)
+        / (sparse_rate + dense_rate),
+        group_write_units_per_reading=units / readings if readings else 0.0,
+        group_item_bytes_per_reading=stored / readings if readings else 0.0,
+        dense_marks_per_s=marks,
     )

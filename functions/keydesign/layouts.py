@@ -34,13 +34,15 @@ from .blocks import (
     BLOCK_ID_DIGITS,
     HIGH,
     MAX_BLOCK_ITEM_BYTES,
-    MAX_BLOCK_READINGS,
     MAX_BLOCK_SPAN_MS,
     Encoded,
+    ItemKey,
     block_item,
     body_estimate,
+    cut_runs,
     encode_block,
     keyed_item,
+    last_copies,
 )
 from .errors import ConfigError, InvalidInput, KeyDesignError
 from .hashing import shard_of
@@ -49,12 +51,6 @@ from .periods import Bucket, TablePeriod
 from .shardmap import ShardMap
 from .timefmt import MAX_TS_MS, format_ts
 from .writetier import MAX_COMPACTED_SPAN_MS
-
-#: The most body (by :func:`keydesign.blocks.body_estimate`) one run of readings is encoded with
-#: before it is cut in two while its block is over MAX_BLOCK_ITEM_BYTES: 16 times what fits in a
-#: block uncompressed, so a run is halved a few times at most, and packing costs a bounded number of
-#: encodings of each reading however its readings compress.
-MAX_RUN_BODY_BYTES = 16 * MAX_BLOCK_ITEM_BYTES
 
 LayoutKind = Literal["random", "calculated", "hybrid"]
 #: What a partition holds: blocks (of one entity each; the hybrid base partition: of many), the
@@ -90,15 +86,6 @@ CAPABILITIES: dict[LayoutKind, LayoutCapabilities] = {
     "calculated": LayoutCapabilities(shared_partitions=False),
     "hybrid": LayoutCapabilities(shared_partitions=True),
 }
-
-
-@dataclass(frozen=True, slots=True)
-class ItemKey:
-    """Where one block is stored."""
-
-    table: str
-    pk: str
-    sk: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,14 +227,7 @@ class Layout:
         ``retention_ms`` sets each block's ``ttl`` to its newest reading's expiry.
         """
         self.check_shard_map(shard_map)
-        winners: dict[tuple[str, int, str], int] = {}
-        replaced: dict[int, list[int]] = {}  # a winning entry -> the earlier entries of its reading
-        for index, (reading, _) in enumerate(entries):
-            identity = (reading.entity_id, reading.ts_ms, reading.event_id)
-            earlier = winners.get(identity)
-            if earlier is not None:
-                replaced[index] = [*replaced.pop(earlier, ()), earlier]
-            winners[identity] = index
+        winners, replaced = last_copies(entries)
         width = self.bucket.width_ms
         groups: dict[tuple[str, int], list[tuple[int, str, int]]] = {}
         for (entity, ts, event_id), index in winners.items():
@@ -271,7 +251,7 @@ class Layout:
         blocks: list[Block] = []
         for (entity, bucket_start), members in groups.items():
             members.sort()
-            for run in _runs(members, [body_estimate(entries[index][0]) for _, _, index in members]):
+            for run in cut_runs(members, [body_estimate(entries[index][0]) for _, _, index in members]):
                 blocks.extend(cut(entity, bucket_start, run))
         return blocks
 
@@ -435,27 +415,6 @@ def key_family(partition_key: str, layout_kind: LayoutKind) -> str:
             shard, _, entity, sub = match.groups()
             return shard if entity is None else f"{shard}#{entity}#{sub}"
     return partition_key
-
-
-def _runs(members: list[tuple[int, str, int]], estimates: list[int]) -> list[list[int]]:
-    """A group's entries (time, event id, index; sorted) cut into runs a block may hold: each run
-    within MAX_BLOCK_SPAN_MS of its first reading, at most MAX_BLOCK_READINGS long, and of at most
-    :data:`MAX_RUN_BODY_BYTES` of body by the readings' ``estimates`` (:func:`keydesign.blocks.body_estimate`)."""
-    runs: list[list[int]] = []
-    run: list[int] = []
-    first = size = 0
-    for (ts, _, index), estimate in zip(members, estimates, strict=True):
-        if run and (
-            ts - first >= MAX_BLOCK_SPAN_MS or len(run) == MAX_BLOCK_READINGS or size + estimate > MAX_RUN_BODY_BYTES
-        ):
-            runs.append(run)
-            run = []
-        if not run:
-            first, size = ts, 0
-        run.append(index)
-        size += estimate
-    runs.append(run)
-    return runs
 
 
 def _merge_adjacent(parts: list[PartitionQuery]) -> list[PartitionQuery]:

@@ -41,13 +41,32 @@ newer. The write tier relies on an entity's readings arriving on one Kinesis sha
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import random
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
-from .blocks import Encoded
+from .blocks import (
+    MAX_BLOCK_ITEM_BYTES,
+    Encoded,
+    ItemKey,
+    block_item,
+    body_estimate,
+    cut_runs,
+    encode_group,
+    keyed_item,
+    last_copies,
+)
 from .errors import ConfigError
 from .hashing import shard_of
+from .model import Reading
 from .periods import DAY_MS, HOUR_MS
 from .timefmt import format_ts
+
+if TYPE_CHECKING:  # layouts imports this module
+    from .layouts import Block, Layout
+    from .shardmap import ShardMap
 
 #: The write tier's slice: a group item holds readings of one hour, compaction works an hour at a time.
 SLICE_MS = HOUR_MS
@@ -141,3 +160,134 @@ def compacted_through(item: dict[str, object] | None) -> int:
     if value % SLICE_MS:
         raise ValueError(f"the compaction state's 'through' ({value}) is not the end of an hour")
     return value
+
+
+# -- packing group items (ingest) -----------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class GroupItem:
+    """One group item, ready to write: a :class:`keydesign.Block`'s sibling holding the readings of
+    many entities (of one group and hour). ``origins`` are the indexes (in what :func:`pack_batch`
+    was given) of every entry it stands for: its readings and the earlier copies they replaced."""
+
+    key: ItemKey
+    group: int
+    readings: tuple[Reading, ...]
+    origins: tuple[int, ...]
+    encoded: Encoded
+    size: int
+    write_units: int
+    ttl: int
+
+    @property
+    def first_ms(self) -> int:
+        return self.encoded.first_ms
+
+    @property
+    def last_ms(self) -> int:
+        return self.encoded.last_ms
+
+    def item(self) -> dict[str, object]:
+        """The item in plain Python values (the payload as bytes)."""
+        return block_item(self.key.pk, self.key.sk, self.encoded.payload, self.ttl)
+
+
+@dataclass(frozen=True, slots=True)
+class DenseMark:
+    """A dense entity's mark in its group's partition of an hour (:func:`dense_mark_sk`)."""
+
+    table: str
+    pk: str
+    sk: str
+    ttl: int
+
+    def item(self) -> dict[str, object]:
+        return {"pk": self.pk, "sk": self.sk, "ttl": self.ttl}
+
+
+@dataclass(frozen=True, slots=True)
+class BatchPacking:
+    """What one ingest batch writes: its blocks (:meth:`keydesign.Layout.pack`; ``origins`` index what
+    :func:`pack_batch` was given), its group items, and the dense marks the blocks need, each with the
+    indexes of the blocks that must not be written before it is stored."""
+
+    blocks: list[Block]
+    group_items: list[GroupItem]
+    dense_marks: dict[DenseMark, list[int]]
+
+
+def tier_ttl(hour_start_ms: int, newest_ms: int, retention_ms: int | None) -> int:
+    """A write-tier item's expiry (epoch seconds): :data:`KEEP_MS` after its hour ends, or its newest
+    reading's retention expiry if that comes first."""
+    expiry = hour_start_ms + SLICE_MS + KEEP_MS
+    if retention_ms is not None:
+        expiry = min(expiry, newest_ms + retention_ms)
+    return expiry // 1000
+
+
+def pack_batch(
+    entries: Sequence[tuple[Reading, int]],
+    tier: WriteTier,
+    layout: Layout,
+    shard_map: ShardMap,
+    *,
+    batch_start_ms: int,
+    retention_ms: int | None = None,
+    rng: random.Random | None = None,
+) -> BatchPacking:
+    """Split a batch's entries (reading, version; in arrival order, the last copy of a reading
+    winning) between blocks and group items, and pack both.
+
+    Blocks (``layout.pack``): the readings of *dense* entities (:data:`DENSE_READINGS` readings or
+    more in the batch, counted once each) and late readings (``not in_write_tier(ts, batch_start_ms)``).
+    Group items: the rest, per (group, hour) sorted by (time, entity, event id), cut as blocks are
+    (:func:`keydesign.blocks.cut_runs`, halved while an item is over MAX_BLOCK_ITEM_BYTES), version
+    the largest of their entries'. Dense marks: one per (entity, hour) of a block's readings still in
+    the write tier. Deterministic (but for ``rng`` in the random layout): a redelivered batch makes
+    the same items.
+    """
+    winners, replaced = last_copies(entries)
+    counts = Counter(entity for entity, _, _ in winners)
+    dense = {entity for entity, count in counts.items() if count >= DENSE_READINGS}
+    to_blocks: list[int] = []
+    hours: dict[tuple[int, int], list[tuple[int, tuple[str, str], int]]] = {}
+    for (entity, ts, event_id), index in winners.items():
+        if entity in dense or not in_write_tier(ts, batch_start_ms):
+            to_blocks += [index, *replaced.get(index, ())]
+        else:
+            hours.setdefault((tier.group_of(entity), slice_start(ts)), []).append((ts, (entity, event_id), index))
+    to_blocks.sort()
+    packed = layout.pack([entries[i] for i in to_blocks], shard_map, retention_ms=retention_ms, rng=rng)
+    blocks = [replace(b, origins=tuple(to_blocks[i] for i in b.origins)) for b in packed]
+
+    def cut(group: int, hour: int, run: list[int]) -> list[GroupItem]:
+        """``run`` (entry indexes, in order) as one item, or halves of it while one is too large."""
+        readings = tuple(entries[i][0] for i in run)
+        encoded = encode_group(readings, max(entries[i][1] for i in run))
+        ttl = tier_ttl(hour, encoded.last_ms, retention_ms)
+        item, size, units = keyed_item(tier.group_pk(group, hour), group_sk_stem(encoded), encoded.payload, ttl)
+        if size > MAX_BLOCK_ITEM_BYTES and len(run) > 1:
+            half = len(run) // 2
+            return cut(group, hour, run[:half]) + cut(group, hour, run[half:])
+        origins = tuple(sorted(j for i in run for j in (i, *replaced.get(i, ()))))
+        key = ItemKey(layout.table_for(hour), str(item["pk"]), str(item["sk"]))
+        return [GroupItem(key, group, readings, origins, encoded, size, units, ttl)]
+
+    items: list[GroupItem] = []
+    for (group, hour), members in sorted(hours.items()):
+        members.sort()
+        for run in cut_runs(members, [body_estimate(entries[index][0]) for _, _, index in members]):
+            items.extend(cut(group, hour, run))
+
+    marks: dict[DenseMark, list[int]] = {}
+    for position, block in enumerate(blocks):
+        for hour in sorted({slice_start(r.ts_ms) for r in block.readings if in_write_tier(r.ts_ms, batch_start_ms)}):
+            mark = DenseMark(
+                layout.table_for(hour),
+                tier.group_pk(tier.group_of(block.entity_id), hour),
+                dense_mark_sk(block.entity_id),
+                tier_ttl(hour, hour + SLICE_MS - 1, retention_ms),
+            )
+            marks.setdefault(mark, []).append(position)
+    return BatchPacking(blocks, items, marks)

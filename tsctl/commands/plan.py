@@ -66,6 +66,13 @@ def register(sub: Any) -> None:
     p.add_argument("--utilisation", type=float, default=0.5, help="target share of a key's 1,000 WCU/s")
     p.add_argument("--headroom", type=float, default=0.05, help="share of a 10 GiB partition kept free")
     p.add_argument("--shards", type=positive_int, help="also evaluate an existing design with this many shards")
+    p.add_argument(
+        "--write-tier-groups",
+        type=int,
+        metavar="G",
+        help="the write tier's groups (default: G auto, the fewest, a power of two and at least 16, whose "
+        "10 minutes of items stay within 64 KB: set cdk.json's write_tier_groups to it); 0: no write tier",
+    )
     for price in dataclasses.fields(Prices):
         p.add_argument(f"--price-{price.name.replace('_', '-')}", type=float, default=price.default)
     p.add_argument("--json", action="store_true", help="machine-readable output")
@@ -135,6 +142,7 @@ def run(args: argparse.Namespace) -> int:
         retention_days=args.retention_days,
         utilisation=args.utilisation,
         partition_headroom=args.headroom,
+        write_tier_groups=args.write_tier_groups,
     )
     prices = Prices(**{f.name: getattr(args, f"price_{f.name}") for f in dataclasses.fields(Prices)})
     plan = plan_capacity(workload, prices)
@@ -216,6 +224,22 @@ def render_plan(workload: Workload, plan: dict[str, Any], existing: dict[str, ob
             table(cost, ["monthly cost (USD)", "table on-demand", "table provisioned at peak"]),
         ]
     )
+    tier = plan.get("write_tier")
+    if tier:
+        tier_rows = [
+            ["groups G" + (" (auto)" if tier["auto"] else ""), tier["groups"]],
+            ["readings/s to group items (entities under 8 a batch)", _count(tier["sparse_readings_per_s"])],
+            ["readings/s to their own blocks (8 or more a batch)", _count(tier["dense_readings_per_s"])],
+            ["readings per group item", _count(tier["readings_per_item"])],
+            ["group item bytes", round(tier["item_bytes"])],
+            ["group items/s", round(tier["items_per_s"], 1)],
+            ["dense marks/s", round(tier["dense_marks_per_s"], 2)],
+            ["write units per reading (group items, blocks, marks)", f"{tier['write_units_per_reading']:.4f}"],
+            ["bytes per reading in a group item (item + 100)", round(tier["group_item_bytes_per_reading"], 1)],
+        ]
+        text += "\n\n" + table(
+            tier_rows, ["write tier (ingest's writes; compaction and rollups not included)", "value"]
+        )
     if existing:
         verdict = "THROTTLES" if existing["throttles"] else "fits"
         text += (

@@ -11,7 +11,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from infra.config import parse_iot_topic_rule
+from infra.config import Context, load_cdk_json_context, parse_iot_topic_rule
 from ingest.formats import TELEGRAF_JSON_UNITS
 from keydesign import InvalidInput, parse_duration, validate_entity_id
 from producer.formats import (
@@ -35,6 +35,10 @@ from producer.sources import InputError, read_csv, read_jsonl
 from producer.synthetic import Workload, generate
 from tsctl.arguments import instant, non_negative, parsed_by, positive_int
 from tsctl.output import StatusLine, emit_json, table
+
+#: The group strategy's keys when the deployment has no write tier.
+UNGROUPED_KEYS = 256
+CDK_JSON = Path(__file__).resolve().parents[2] / "cdk.json"
 
 
 def register(sub: Any) -> None:
@@ -123,7 +127,11 @@ def register(sub: Any) -> None:
         "telegraf_json: entity (default; Telegraf's tag method on the entity tag) or random; OTLP: random (a UUID, "
         "as the Collector); iot: entity (the rule's ${topic(n)})",
     )
-    packing.add_argument("--groups", type=positive_int, default=256, help="keys of the group strategy (default: 256)")
+    packing.add_argument(
+        "--groups",
+        type=positive_int,
+        help="keys of the group strategy (default: cdk.json's write_tier_groups, the write tier's groups; 256 if 0)",
+    )
     packing.add_argument(
         "--max-record-bytes",
         type=positive_int,
@@ -137,6 +145,15 @@ def register(sub: Any) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress on stderr")
     p.add_argument("--json", action="store_true", help="machine-readable summary on stdout")
     p.set_defaults(func=run)
+
+
+def _groups(args: argparse.Namespace) -> int:
+    """The group strategy's key count: ``--groups``, or the deployment's write tier's (cdk.json), so that
+    a Kinesis shard holds whole groups and each ingest batch writes few, full group items."""
+    if args.groups is not None:
+        return int(args.groups)
+    groups = Context.parse(load_cdk_json_context(CDK_JSON)).write_tier_groups
+    return groups or UNGROUPED_KEYS
 
 
 def run(args: argparse.Namespace) -> int:
@@ -222,7 +239,7 @@ def _writer(args: argparse.Namespace) -> RecordWriter:
     if args.record_format == JSON:
         try:
             return Packer(
-                max_record_bytes=args.max_record_bytes, strategy=args.partition_key or "group", groups=args.groups
+                max_record_bytes=args.max_record_bytes, strategy=args.partition_key or "group", groups=_groups(args)
             )
         except ValueError as exc:
             raise InvalidInput("--max-record-bytes" if "record" in str(exc) else "--groups", str(exc)) from None

@@ -12,6 +12,7 @@ from benchmarks import write_tier as wt
 from benchmarks.blocks import SEED_000, SEED_003, SPARSE, START_MS
 from keydesign import Reading
 from keydesign.blocks import encode_block
+from keydesign.capacity import GROUP_RECENT_BYTES, poisson_fill
 
 
 @pytest.mark.parametrize(("fleet", "count"), [(SEED_003, 1), (SEED_000, 25), (SPARSE, 1), (SEED_003, 7)])
@@ -43,7 +44,7 @@ def test_query_units_round_each_call_up_to_4_kb_at_half_a_unit() -> None:
 
 @pytest.mark.parametrize("mean", [0.01, 0.5, 1.0, 7.5, 200.0])
 def test_a_poisson_group_holds_its_mean_over_occupied_batches(mean: float) -> None:
-    occupied, held = wt.poisson_fill(mean)
+    occupied, held = poisson_fill(mean)
     assert occupied * held == pytest.approx(mean)
     assert held >= 1.0 and held >= mean
 
@@ -60,12 +61,12 @@ def test_auto_groups_is_the_fewest_whose_uncompacted_readings_fit() -> None:
     rate, batch, span = SEED_003.fleet_rate, 10.0, 600.0
 
     def uncompacted(groups: int) -> float:
-        _, held = wt.poisson_fill(rate / groups * batch)
+        _, held = poisson_fill(rate / groups * batch)
         readings = max(1, round(held))
         return rate / groups * span * wt.group_item_bytes(SEED_003, readings, 10_000) / readings
 
     groups = wt.auto_groups(SEED_003, rate, batch, span)
-    assert uncompacted(groups) <= wt.GROUP_RECENT_BYTES < uncompacted(groups // 2)
+    assert uncompacted(groups) <= GROUP_RECENT_BYTES < uncompacted(groups // 2)
     assert wt.auto_groups(SEED_003, 0.0, batch, span) == 16
 
 

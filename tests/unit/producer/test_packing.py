@@ -8,6 +8,7 @@ import random
 import pytest
 
 from keydesign import shard_of
+from keydesign.writetier import WriteTier
 from producer.packing import (
     KINESIS_MAX_RECORD_BYTES,
     MAX_BATCH_BYTES,
@@ -48,12 +49,14 @@ def test_each_record_carries_one_partition_key_and_readings_of_that_key_only() -
     key = partitioner("group", groups=8)
     for record in records:
         assert {key(x["entity_id"]) for x in json.loads(record.data)} == {record.partition_key}
-    assert {r.partition_key for r in records} <= {f"g{n}" for n in range(8)}
+    assert {r.partition_key for r in records} <= {f"g{n:04d}" for n in range(8)}
 
 
 def test_group_keys_are_the_stable_hash_of_the_entity() -> None:
     key = partitioner("group", groups=256)
-    assert key("sensor-alpha-001") == f"g{shard_of('sensor-alpha-001', 256)}"
+    assert key("sensor-alpha-001") == f"g{shard_of('sensor-alpha-001', 256):04d}"
+    # the write tier's own key: a Kinesis shard holds whole groups of the deployment's write tier
+    assert partitioner("group", groups=1_024)("device-0000001") == WriteTier(1_024).partition_key("device-0000001")
     assert partitioner("entity")("sensor-alpha-001") == "sensor-alpha-001"
 
 
@@ -87,7 +90,8 @@ def test_batches_hold_at_most_500_records_and_5_mib() -> None:
 
 
 @pytest.mark.parametrize(
-    ("size", "strategy", "groups"), [(100, "group", 8), (4_096, "striped", 8), (4_096, "group", 0)]
+    ("size", "strategy", "groups"),
+    [(100, "group", 8), (4_096, "striped", 8), (4_096, "group", 0), (4_096, "group", 10_000)],
 )
 def test_bad_packing_settings_are_refused(size: int, strategy: str, groups: int) -> None:
     with pytest.raises(ValueError):

@@ -9,11 +9,15 @@ from pathlib import Path
 import pytest
 from botocore.exceptions import ClientError
 
+from benchmarks import write_tier
+from benchmarks.blocks import SEED_003, SPARSE, Fleet
+from infra.config import Context, load_cdk_json_context
 from keydesign import Ingest
 from simulator import SimWorkload
 from tsctl import seed
 from tsctl.cli import build_parser, main
 from tsctl.commands import preview
+from tsctl.commands.publish import _groups as publish_groups
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -32,6 +36,7 @@ def test_every_command_has_help(command: str, capsys: pytest.CaptureFixture[str]
 
 
 CDK_JSON = Path(__file__).resolve().parents[3] / "cdk.json"
+SEED_003_READING = {"entity_id": "device-0000001", "measures": {"value": 21.53}, "event_id": "0a1b2c3d4e5f"}
 
 
 def test_every_tool_sizes_batches_by_the_stacks_batching_window() -> None:
@@ -47,11 +52,11 @@ def test_every_tool_sizes_batches_by_the_stacks_batching_window() -> None:
 
 
 def test_plan_sizes_the_seed_workload_in_blocks(capsys: pytest.CaptureFixture[str]) -> None:
-    # Given 50,000 readings/s over 10,000 sensors with one 2,000/s sensor, the default (stack's) 5 s window,
+    # Given 50,000 readings/s over 10,000 sensors with one 2,000/s sensor, a 5 s window (the stack's is 10 s),
     # when planned as JSON
     code, out, _ = run_cli(
         capsys, "plan", "--peak-writes", "50000", "--entities", "10000",
-        "--hot", "sensor-alpha-001=2000", "--shards", "16", "--json",
+        "--hot", "sensor-alpha-001=2000", "--shards", "16", "--batching-window", "5", "--json",
     )  # fmt: skip
     data = json.loads(out)
     plan = data["plan"]
@@ -75,11 +80,11 @@ def test_plan_sizes_the_seed_workload_in_blocks(capsys: pytest.CaptureFixture[st
 
 
 def test_plan_with_a_longer_window_makes_larger_blocks(capsys: pytest.CaptureFixture[str]) -> None:
-    # 5 readings/s a sensor: a block of 5, 25 (the default window) or 50 readings, one write unit each
+    # 5 readings/s a sensor: a block of 5, 25 or 50 readings (the default window), one write unit each
     argv = ["plan", "--peak-writes", "50000", "--entities", "10000", "--json"]
     one = json.loads(run_cli(capsys, *argv, "--batching-window", "1")[1])["plan"]
-    five = json.loads(run_cli(capsys, *argv)[1])["plan"]
-    ten = json.loads(run_cli(capsys, *argv, "--batching-window", "10")[1])["plan"]
+    five = json.loads(run_cli(capsys, *argv, "--batching-window", "5")[1])["plan"]
+    ten = json.loads(run_cli(capsys, *argv)[1])["plan"]  # the stack's window
     per_block = [p["blocks"][0]["readings_per_block"] for p in (one, five, ten)]
     assert per_block == pytest.approx([5.0, 25.0, 50.0])
     assert five["write_units_per_reading"] < one["write_units_per_reading"] / 4
@@ -203,28 +208,28 @@ def test_keys_refuses_a_malformed_shard_map(tmp_path, capsys: pytest.CaptureFixt
 
 
 def test_preview_packs_a_batch_of_the_seed_into_blocks_splits_the_hot_sensor_and_finds_every_reading() -> None:
-    # Given the seed scenario at a fixed instant, one ingest batch of the stack's 5 s window packed into blocks:
-    # 250,000 readings, 10,000 of them sensor-alpha-001's
+    # Given the seed scenario at a fixed instant, one ingest batch of the stack's 10 s window packed into blocks:
+    # 500,000 readings, 20,000 of them sensor-alpha-001's
     report = preview.build_report(now_ms=1_795_330_671_123)  # 2026-11-22T06:57:51.123Z
-    assert report["scenario"]["batching_window_s"] == report["scenario"]["batch_s"] == 5
+    assert report["scenario"]["batching_window_s"] == report["scenario"]["batch_s"] == 10
     seed16, planned, split = report["key_load"]
-    # Then every design stores 10,009 blocks: a block of ~25 readings for each of 9,999 sensors and ten of
-    # 1,000 for the hot one (one bucket, spans under 10 s)
-    assert seed16["blocks"] == planned["blocks"] == split["blocks"] == 10_009
-    # The seed's N=16 runs every key at about 126 WCU/s (the batch's units over its 5 s; one reading an item
-    # it ran them at 3,125), and the planned N=4 near its 500 budget; no key anywhere over 1,000
-    assert (seed16["partition_keys"], planned["partition_keys"], split["partition_keys"]) == (16, 4, 6)
+    # Then every design stores 10,019 blocks: a block of ~48 readings for each of 9,999 sensors (a few cut
+    # at 10 s) and twenty of 1,000 for the hot one
+    assert seed16["blocks"] == planned["blocks"] == split["blocks"] == 10_019
+    # The seed's N=16 runs every key at about 63 WCU/s (the batch's units over its 10 s; one reading an item
+    # it ran them at 3,125), and the planned N=2 near its 500 budget; no key anywhere over 1,000
+    assert (seed16["partition_keys"], planned["partition_keys"], split["partition_keys"]) == (16, 2, 4)
     assert seed16["keys_over_1000"] == planned["keys_over_1000"] == split["keys_over_1000"] == 0
     assert seed16["mean_wcu"] == pytest.approx(report["plan"]["peak_wcu"] / 16, rel=0.01)
     # The README quotes these figures; the scenario is deterministic, so they are exact (a key's units a
-    # batch over 5 s: multiples of 0.2). The hottest planned key is sensor-alpha-001's base key: its 12 WCU/s
+    # batch over 10 s: multiples of 0.1). The hottest planned key is sensor-alpha-001's base key: its 12 WCU/s
     # move to 2 sub-shards of their own from 07:00, the next boundary every writer's cache will have seen
-    assert [row["hottest_wcu"] for row in report["key_load"]] == [136.0, 514.4, 502.4]
+    assert [row["hottest_wcu"] for row in report["key_load"]] == [74.0, 514.3, 502.3]
     assert report["split"]["sub_shards"] == 2
     assert report["split"]["effective_from"] == "2026-11-22T07:00:00.000Z"
     # Every reading, before and after the split, is in a partition its entity's plan reads
     assert report["all_readings_found_by_their_plan"] is True
-    assert report["readings_checked"] == report["readings_found_by_their_plan"] == 500_000
+    assert report["readings_checked"] == report["readings_found_by_their_plan"] == 1_000_000
     assert len(report["query_hot_sensor"]["partitions"]) == 3  # its base key before 07:00, 2 sub-shards after
 
 
@@ -296,3 +301,39 @@ def test_an_aws_error_exits_1_with_one_line_naming_the_command(
     assert out == ""
     assert err.startswith(f"tsctl {command} list: An error occurred (AWS.SimpleQueueService.NonExistentQueue)")
     assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_publish_keys_readings_by_the_deployments_write_tier_groups() -> None:
+    # Given the groups the stack deploys (cdk.json's write_tier_groups, or its default)
+    groups = Context.parse(load_cdk_json_context(CDK_JSON)).write_tier_groups
+    parser = build_parser()
+    # Then publish's group keys are the write tier's partition keys, unless --groups says otherwise
+    assert publish_groups(parser.parse_args(["publish", "--stream", "s"])) == groups > 0
+    assert publish_groups(parser.parse_args(["publish", "--stream", "s", "--groups", "8"])) == 8
+
+
+@pytest.mark.parametrize(
+    ("argv", "fleet", "groups"),
+    [
+        (["--peak-writes", "166.6667", "--entities", "10000"], SPARSE, 32),
+        (
+            ["--peak-writes", "3858", "--entities", "1000000", "--reading", json.dumps(SEED_003_READING)],
+            SEED_003,
+            1_024,
+        ),
+    ],
+)
+def test_plan_prints_the_write_tiers_g_auto_the_design_table_measured(
+    argv: list[str], fleet: Fleet, groups: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The write tier's G for a workload is the one the write-tier benchmark computes for it (its design table)
+    tier = json.loads(run_cli(capsys, "plan", *argv, "--json")[1])["plan"]["write_tier"]
+    assert tier["auto"] and tier["groups"] == groups
+    assert write_tier.auto_groups(fleet, fleet.fleet_rate, 10.0) == groups
+    text = run_cli(capsys, "plan", *argv)[1]
+    assert "groups G (auto)" in text and "write units per reading (group items, blocks, marks)" in text
+    # --write-tier-groups 0: no write tier
+    assert (
+        json.loads(run_cli(capsys, "plan", *argv, "--write-tier-groups", "0", "--json")[1])["plan"]["write_tier"]
+        is None
+    )

@@ -19,6 +19,7 @@ from keydesign.blocks import (
     MAX_BLOCK_ITEM_BYTES,
     MAX_BLOCK_READINGS,
     MAX_BLOCK_SPAN_MS,
+    MAX_RUN_BODY_BYTES,
     Encoded,
     encode_block,
     keep_newest,
@@ -26,7 +27,7 @@ from keydesign.blocks import (
     read_header,
 )
 from keydesign.items import MAX_ITEM_BYTES
-from keydesign.layouts import MAX_RUN_BODY_BYTES, parse_keys
+from keydesign.layouts import parse_keys
 from keydesign.model import MAX_DIMENSIONS, MAX_MEASURES, derive_event_id
 from keydesign.timefmt import MAX_TS_MS, parse_timestamp
 

@@ -14,6 +14,7 @@ from constructs import Construct
 
 from infra.alerts import Alerts
 from infra.api import CURSOR_ROTATION, QueryApi
+from infra.compaction import Compaction
 from infra.config import Context, LambdaFunction
 from infra.hot_keys import HotKeys
 from infra.ingestion import Ingestion
@@ -117,6 +118,13 @@ class TimeSeriesStack(Stack):
                 READ_KEYS,
             )
 
+        # Scheduler -> compaction function: ingest writes the write tier, it compacts each settled hour.
+        self.compaction: Compaction | None = None
+        if config.write_tier_groups:
+            self.compaction = Compaction(
+                self, "Compaction", runtime=runtime, storage=self.storage, alerts_topic=self.alerts.topic
+            )
+
         functions: dict[LambdaFunction | HelperFunction, lambda_.IFunction] = {
             LambdaFunction.INGEST: self.ingestion.function,
             LambdaFunction.QUERY: self.api.function,
@@ -134,9 +142,11 @@ class TimeSeriesStack(Stack):
         if self.rotation is not None:
             functions[LambdaFunction.ROTATOR] = self.rotation.function
             queues["rotation-failures"] = self.rotation.failure_queue
-        if self.rollups is not None:
-            functions[LambdaFunction.ROLLUP] = self.rollups.function
-            queues["rollup-failures"] = self.rollups.failure_queue
+        scheduled = {LambdaFunction.ROLLUP: self.rollups, LambdaFunction.COMPACTION: self.compaction}
+        for function, part in scheduled.items():
+            if part is not None:
+                functions[function] = part.function
+                queues[f"{function.value}-failures"] = part.failure_queue
         self.monitoring = Monitoring(
             self,
             "Monitoring",
@@ -148,8 +158,9 @@ class TimeSeriesStack(Stack):
             queues=queues,
             api=self.api.rest_api,
         )
-        if self.rollups is not None:
-            self.monitoring.dashboard.add_widgets(*self.rollups.widgets())
+        for part in scheduled.values():
+            if part is not None:
+                self.monitoring.dashboard.add_widgets(*part.widgets())
 
         self._outputs()
 

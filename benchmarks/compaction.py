@@ -8,7 +8,9 @@ as ingest writes them (one item per group per 10 s batching window, block format
 :class:`benchmarks.memory_dynamo.MemoryDynamo` (DynamoDB's item-size and unit rules), every call
 answering after 10 ms (the rollups' keep-up benchmark's latency). The hour is 64 such steps:
 its time is the step's times 64, and *per minute of readings* is that over 60 (it keeps up when
-under 60 s). CPU time is the process's (this machine's core, not a Lambda's share of one).
+under 60 s). CPU time is the process's (this machine's core, not a Lambda's share of one). The
+hottest key is the compacted partition (``<shard>#<hour>#c``, 100 shards) that took the most write
+units in the step, over the step's time.
 
 Run: ``python -m benchmarks compaction`` (harness) or ``PYTHONPATH=functions:. python -m benchmarks.compaction``.
 """
@@ -83,6 +85,8 @@ def one_step(groups: int, devices_per_group: int, latency_ms: float = 10.0) -> d
     runner.close()
     assert report.hours == 1 and report.steps == 1 and report.readings_compacted == readings, report.summary()
     hour_s = seconds * GROUPS / groups
+    # Compacted blocks go to <shard>#<bucket>#c: the write units of the hottest shard's, in the step
+    hottest = max(units for prefix, units in db.write_units.items() if prefix.isdigit())
     return {
         "groups": groups,
         "devices_per_group": devices_per_group,
@@ -94,6 +98,7 @@ def one_step(groups: int, devices_per_group: int, latency_ms: float = 10.0) -> d
         "compacted_write_units_per_reading": report.write_units / readings,
         "step_seconds": seconds,
         "step_cpu_seconds": cpu_seconds,
+        "hottest_compacted_partition_wcu_per_s": hottest / seconds,
         "seed_003_hour_seconds": hour_s,
         "seed_003_seconds_per_minute_of_readings": hour_s / 60,
     }
@@ -118,6 +123,9 @@ def to_result(figures: dict[str, Any]) -> Result:
     result.add("readings in the step", figures["readings"], "readings")
     result.add("DynamoDB calls in the step", figures["calls"], "calls")
     result.add("compacted write units", round(figures["compacted_write_units_per_reading"], 4), "WU / reading")
+    result.add(
+        "hottest compacted partition", round(figures["hottest_compacted_partition_wcu_per_s"], 1), "WCU/s", "of 1,000"
+    )
     result.add("seed 003: an hour compacted", round(figures["seed_003_hour_seconds"], 1), "s", "64 steps")
     result.add(
         "seed 003: per minute of readings",

@@ -1,8 +1,9 @@
 """Lambda entry point of the compaction function (``compaction.handler.handler``), run on a schedule.
 
 Thin: settings parsed at import (a bad environment fails the cold start naming the variable), one
-call to the logic, its report as metrics. A run that fails raises (the Errors alarm); the next run
-starts again from the stored state, at the step that failed.
+call to the logic, its report as metrics. A run that stopped on an error raises it once its metrics
+are out (the Errors alarm; the lag is reported all the same); the next run starts again from the
+stored state, at the step that failed.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ def create_handler(runner: CompactionRunner) -> Callable[[dict[str, Any], Lambda
     def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         report = runner.run(Deadline.after_ms(context.get_remaining_time_in_millis() - MARGIN_MS))
         emit(report)
+        if report.error is not None:
+            raise report.error
         return report.summary()
 
     # Powertools' decorators are untyped: the handler is the function above, as declared.

@@ -111,7 +111,7 @@ class StateStore:
         raw = self._db.get_item(TableName=self._table, Key=key, ConsistentRead=True).get("Item")
         if raw is None:
             return None
-        through = compacted_through({"through": raw["through"]["N"]})
+        through = compacted_through({"through": raw.get("through", {}).get("N")})
         return CompactionState(through, int(raw.get("group", {}).get("N", "0")))
 
     def save(self, state: CompactionState) -> None:
@@ -149,6 +149,9 @@ class RunReport:
     corrupt: list[str] = field(default_factory=list)
     through_ms: int = 0
     lag_ms: int = 0
+    #: What stopped the run early (a step not stored, a failed read): the handler raises it once the
+    #: metrics are out, so the lag is reported by a failing run too.
+    error: Exception | None = None
 
     def add(self, work: GroupWork) -> None:
         self.groups += 1
@@ -177,6 +180,7 @@ class RunReport:
             "corrupt_items": len(self.corrupt),
             "through": format_ts(self.through_ms),
             "lag_ms": self.lag_ms,
+            "error": None if self.error is None else str(self.error),
         }
 
 
@@ -254,6 +258,17 @@ class CompactionRunner:
             state = CompactionState(slice_start(now - KEEP_MS))
             self._state.save(state)
         report = RunReport(through_ms=state.through_ms)
+        try:
+            self._hours(state, now, deadline, report)
+        except Exception as exc:  # kept for the handler, which raises it once the metrics are out
+            logger.exception("compaction run stopped; the next run goes on from the last step stored")
+            report.error = exc
+        report.lag_ms = max(0, now - report.through_ms)
+        return report
+
+    def _hours(self, state: CompactionState, now: int, deadline: Deadline, report: RunReport) -> None:
+        """Compact settled hours from ``state`` on, step by step, while time allows; ``report.through_ms``
+        follows the watermark stored."""
         groups = self._tier.groups
         while state.through_ms + SLICE_MS + self._settle_ms <= now and self._time_for_a_step(deadline):
             hour = state.through_ms
@@ -267,13 +282,11 @@ class CompactionRunner:
                 if state.group < groups:  # progress inside the hour: a run cut short goes on from here
                     self._state.save(state)
             if state.group < groups:
-                break
+                return
             state = CompactionState(hour + SLICE_MS)
             self._state.save(state)
+            report.through_ms = state.through_ms
             report.hours += 1
-        report.through_ms = state.through_ms
-        report.lag_ms = max(0, now - state.through_ms)
-        return report
 
     def _time_for_a_step(self, deadline: Deadline) -> bool:
         """Room before the deadline for one more step, judged by the longest this container has taken."""

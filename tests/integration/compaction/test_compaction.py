@@ -99,9 +99,10 @@ def test_dense_entities_blocks_newer_copies_win_and_older_ones_only_raise_the_ve
 class Throttling:
     """DynamoDB throttling every BatchWriteItem that holds a compacted block of ``entities`` in 06:00's hour."""
 
-    def __init__(self, api: Any, entities: set[str]) -> None:
+    def __init__(self, api: Any, entities: set[str], code: str = "ProvisionedThroughputExceededException") -> None:
         self.api = api
         self.entities = entities
+        self.code = code
         self.on = True
 
     def batch_write_item(self, **kwargs: Any) -> Any:
@@ -109,7 +110,7 @@ class Throttling:
         if self.on and any(
             i["pk"]["S"][5:18] == "2026-11-22T06" and i["sk"]["S"].split("#")[0] in self.entities for i in items
         ):
-            error = {"Code": "ProvisionedThroughputExceededException", "Message": "throttled"}
+            error = {"Code": self.code, "Message": "refused"}
             raise ClientError({"Error": error}, "BatchWriteItem")
         return self.api.batch_write_item(**kwargs)
 
@@ -153,11 +154,13 @@ def test_a_step_whose_blocks_are_throttled_past_the_deadline_is_redone_next_run_
     time = FakeTime()
     writer = BatchWriter(throttling, clock=time.clock, sleep=time.sleep)
     compact = runner([SETTLED], writer=writer, concurrency=2)
-    # When a run meets it: the writer retries until the deadline, then the run fails on that step
-    with pytest.raises(StepNotStored, match=r"groups 4-5 of 2026-11-22T06:00:00.000Z not stored"):
-        compact.run(Deadline.after_ms(60_000, time.clock))
-    # Then the state holds H-1 done and H's first two steps, and H's third step's other writes are stored
+    # When a run meets it: the writer retries until the deadline, then the run stops on that step
+    failed = compact.run(Deadline.after_ms(60_000, time.clock))
+    assert isinstance(failed.error, StepNotStored)
+    assert "groups 4-5 of 2026-11-22T06:00:00.000Z not stored" in str(failed.error)
+    # Then the state holds H-1 done and H's first two steps, and the report the lag to H
     assert state(db) == CompactionState(H, group=4)
+    assert (failed.hours, failed.through_ms, failed.lag_ms) == (1, H, SETTLED - H)
     # And the next run, the throttling over, redoes the step: every reading stored once
     throttling.on = False
     report = compact.run(Deadline.after_ms(60_000, time.clock))

@@ -17,8 +17,8 @@ Groups are compacted in steps of up to ``CONCURRENCY`` groups, read side by side
 the state item (``keydesign.writetier.state_key`` in the control table) records the next group of
 the hour (``group``); after the hour's last group, its watermark ``through`` moves to the hour's
 end, and readers read the hour from the compacted blocks from then on. A step whose blocks are not
-all stored (throttled until the deadline, or refused) fails the run before the state moves, so the
-next run does it again: compacting the same copies makes the same items, and every write is a put,
+all stored (throttled until the deadline, or refused) stops the run before the state moves (the
+handler raises its error once the run's metrics are out), so the next run does it again: compacting the same copies makes the same items, and every write is a put,
 so nothing is lost and nothing is stored twice. A step starts only if it fits before the deadline
 (judged by the longest this container has taken), and a run goes on until no settled hour is left:
 after downtime, as many hours as its time allows.

@@ -9,8 +9,8 @@ the hour, compaction
 1. reads the group's partition of the hour (``w#<group>#<hour>`` in the hour's table; strongly
    consistent, every page; a table that does not exist reads as empty): its group items and its
    dense marks;
-2. reads the blocks of the hour of each dense-marked entity (the block partitions of its plan;
-   strongly consistent);
+2. reads the blocks of the hour of each dense-marked entity that has readings in the group items
+   (the block partitions of its plan; strongly consistent);
 3. puts the compacted blocks :func:`keydesign.writetier.compact_hour` makes of them.
 
 Groups are compacted in steps of up to ``CONCURRENCY`` groups, read side by side. After each step
@@ -18,8 +18,9 @@ the state item (``keydesign.writetier.state_key`` in the control table) records 
 the hour (``group``); after the hour's last group, its watermark ``through`` moves to the hour's
 end, and readers read the hour from the compacted blocks from then on. A step whose blocks are not
 all stored (throttled until the deadline, or refused) stops the run before the state moves (the
-handler raises its error once the run's metrics are out), so the next run does it again: compacting the same copies makes the same items, and every write is a put,
-so nothing is lost and nothing is stored twice. A step starts only if it fits before the deadline
+handler raises its error once the run's metrics are out), so the next run does it again:
+compacting the same copies makes the same items, and every write is a put, so nothing is lost and
+nothing is stored twice (docs/writetier.md has the one exception). A step starts only if it fits before the deadline
 (judged by the longest this container has taken), and a run goes on until no settled hour is left:
 after downtime, as many hours as its time allows.
 
@@ -343,7 +344,10 @@ class CompactionRunner:
                 continue
             tier.append((header.version, readings))
         blocks: list[tuple[int, Sequence[Reading]]] = []
-        for entity in dense:
+        # Only an entity with readings in the write tier has anything to compact: a dense entity's
+        # blocks are read only then (an entity dense in every batch costs no read).
+        present = {reading.entity_id for _, readings in tier for reading in readings}
+        for entity in (e for e in dense if e in present):
             for part in self._layout.plan_entity(entity, hour, end, shard_map).partitions:
                 if part.kind != "blocks":
                     continue

@@ -35,7 +35,7 @@ SEQUENCE_BASE = 49_590_338_271_490_256_608_559_692_538_361_571_095_921_575_989_1
 
 
 def _size(item: dict[str, Any]) -> int:
-    return item_size({k: plain(v) for k, v in item.items()})
+    return item_size({k: v["B"] if "B" in v else plain(v) for k, v in item.items()})
 
 
 # ruff: noqa: N803  (the client's own parameter names)

@@ -5,6 +5,7 @@ from benchmarks import (  # noqa: F401
     before_blocks,
     blocks,
     cold_start,
+    compaction,
     ingest,
     ingest_network,
     moto_query,

@@ -52,6 +52,7 @@ from adapters.settings import (
     matching,
     refusal,
 )
+from compaction.settings import CompactionSettings
 from hotkeys.settings import HotKeySettings
 from ingest.settings import IngestSettings
 from keydesign import ConfigError as KeyDesignConfigError
@@ -137,7 +138,7 @@ class ConfigError(KeyDesignConfigError):
 
 
 class LambdaFunction(StrEnum):
-    """The stack's five functions. The value is the service name: the function's
+    """The stack's six functions. The value is the service name: the function's
     package under ``functions/``, its ``POWERTOOLS_SERVICE_NAME`` and the suffix
     of its physical name (``<stack_name>-<value>``)."""
 
@@ -146,6 +147,7 @@ class LambdaFunction(StrEnum):
     HOTKEYS = "hotkeys"
     ROTATOR = "rotator"
     ROLLUP = "rollup"
+    COMPACTION = "compaction"
 
     @property
     def handler(self) -> str:
@@ -161,6 +163,7 @@ class LambdaFunction(StrEnum):
             LambdaFunction.HOTKEYS: HotKeySettings,
             LambdaFunction.ROTATOR: RotatorSettings,
             LambdaFunction.ROLLUP: RollupSettings,
+            LambdaFunction.COMPACTION: CompactionSettings,
         }
         return models[self]
 
@@ -444,6 +447,9 @@ class Context(BaseModel):
     # The write tier's groups (docs/decisions.md, "The write tier"): `tsctl plan` prints the count for a
     # workload; 0 turns the write tier off.
     write_tier_groups: Whole = key(32, low=0, high=MAX_GROUPS)
+    # How often the compaction function runs (EventBridge Scheduler); it works only once an hour has settled,
+    # so a shorter period only shortens the lag after each hour (a local run may shorten it).
+    compaction_every_minutes: Whole = key(5, low=1, high=60)
     split_threshold_wcu: Whole = key(500, alias="hot_split_threshold_wcu")
     shard_map_cache_ttl_s: Whole = key(60, low=1, high=3_600)
     item_bytes: Whole = key(SEED_ITEM_BYTES, low=1, high=MAX_ITEM_BYTES)
@@ -531,7 +537,7 @@ class Context(BaseModel):
             "ingest_max_record_age_s",
             f"{age:,} s is longer than the stream keeps records (kinesis_retention_hours {hours} = {hours * 3600:,} s)",
         )
-        longest = max(len(f.value) for f in LambdaFunction)
+        longest = max(len(f.value) for f in self.functions())
         name = self.stack_name
         _rule(
             len(name) + 1 + longest <= LAMBDA_MAX_NAME,
@@ -559,12 +565,13 @@ class Context(BaseModel):
 
     def functions(self) -> list[LambdaFunction]:
         """The functions this configuration deploys: the rotator only with a table period, the rollup
-        function only with rollups."""
+        function only with rollups, the compaction function only with the write tier."""
         return [
             f
             for f in LambdaFunction
             if (f is not LambdaFunction.ROTATOR or self.table_period)
             and (f is not LambdaFunction.ROLLUP or self.rollups)
+            and (f is not LambdaFunction.COMPACTION or self.write_tier_groups)
         ]
 
     def function_environment(
@@ -582,7 +589,8 @@ class Context(BaseModel):
             "metrics_namespace": METRICS_NAMESPACE,
             "shard_map_cache_ttl_ms": self.shard_map_cache_ttl_s * 1000,
             "max_age": self.max_age_ms,
-            # A minute of marks is applied once no ingest invocation stamped in it can still be writing.
+            # A minute of marks (an hour of the write tier) is applied (compacted) once no ingest invocation
+            # stamped in it (started in it) can still be writing.
             "settle_ms": (self.ingest_timeout_s + 60) * 1000,
         }
         values = {**{n: getattr(self, n) for n in type(self).model_fields}, **asdict(wiring), **derived}
@@ -612,7 +620,9 @@ class Context(BaseModel):
         the hot-key function's memory and timeout are fixed (one stream batch of keys is light work); the
         rotator's run is bounded inside its timeout (a few minutes, for hundreds of hourly tables to
         describe) and runs one at a time (two would only race each other over the same tables); a rollup
-        run applies closed minutes until 5 s before its timeout, and the next (a minute later) goes on."""
+        run applies closed minutes until 5 s before its timeout, and the next (a minute later) goes on; a
+        compaction run compacts settled hours until 5 s before its timeout, which ends before the next run
+        is due (every ``compaction_every_minutes``, 4 minutes at most), one at a time."""
         return {
             LambdaFunction.INGEST: FunctionSizing(
                 self.ingest_memory_mb, self.ingest_timeout_s, self.ingest_reserved_concurrency
@@ -623,6 +633,7 @@ class Context(BaseModel):
             LambdaFunction.HOTKEYS: FunctionSizing(512, 60, self.hotkeys_reserved_concurrency),
             LambdaFunction.ROTATOR: FunctionSizing(512, 300, 1),
             LambdaFunction.ROLLUP: FunctionSizing(1_024, 120, 1),
+            LambdaFunction.COMPACTION: FunctionSizing(1_024, min(240, 60 * self.compaction_every_minutes - 20), 1),
         }[function]
 
     def rotation_interval_minutes(self) -> int:

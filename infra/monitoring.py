@@ -36,7 +36,13 @@ SUSTAINED = (5, 3)
 THROTTLE_EVENTS = ("WriteThrottleEvents", "ReadThrottleEvents")
 AT_LEAST = cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD
 #: The functions that read the shard map (and count ``ShardMapFallbacks`` when it is malformed).
-SHARD_MAP_READERS = (LambdaFunction.INGEST, LambdaFunction.QUERY, LambdaFunction.HOTKEYS, LambdaFunction.ROLLUP)
+SHARD_MAP_READERS = (
+    LambdaFunction.INGEST,
+    LambdaFunction.QUERY,
+    LambdaFunction.HOTKEYS,
+    LambdaFunction.ROLLUP,
+    LambdaFunction.COMPACTION,
+)
 
 
 #: A table the stack owns, with the operations whose SystemErrors count for it.

@@ -14,6 +14,7 @@ from constructs import Construct
 
 from infra.alerts import Alerts
 from infra.api import CURSOR_ROTATION, QueryApi
+from infra.compaction import Compaction
 from infra.config import Context, LambdaFunction
 from infra.hot_keys import HotKeys
 from infra.ingestion import Ingestion
@@ -100,22 +101,7 @@ class TimeSeriesStack(Stack):
                 iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[self.rotation.function.function_arn])
             )
 
-        # Scheduler -> rollup function: ingest marks what changed, it recomputes, the API reads the rollups.
-        self.rollups: Rollups | None = None
-        if config.rollups:
-            self.rollups = Rollups(
-                self,
-                "Rollups",
-                runtime=runtime,
-                storage=self.storage,
-                alerts_topic=self.alerts.topic,
-            )
-            self.storage.grant_control_keys(self.ingestion.function, ["dynamodb:BatchWriteItem"], MARK_KEYS)
-            self.storage.grant_control_keys(
-                self.api.function,
-                ["dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query"],
-                READ_KEYS,
-            )
+        self._scheduled_passes(config, runtime)
 
         functions: dict[LambdaFunction | HelperFunction, lambda_.IFunction] = {
             LambdaFunction.INGEST: self.ingestion.function,
@@ -136,9 +122,11 @@ class TimeSeriesStack(Stack):
         if self.rotation is not None:
             functions[LambdaFunction.ROTATOR] = self.rotation.function
             queues["rotation-failures"] = self.rotation.failure_queue
-        if self.rollups is not None:
-            functions[LambdaFunction.ROLLUP] = self.rollups.function
-            queues["rollup-failures"] = self.rollups.failure_queue
+        scheduled = {LambdaFunction.ROLLUP: self.rollups, LambdaFunction.COMPACTION: self.compaction}
+        for function, part in scheduled.items():
+            if part is not None:
+                functions[function] = part.function
+                queues[f"{function.value}-failures"] = part.failure_queue
         self.monitoring = Monitoring(
             self,
             "Monitoring",
@@ -150,10 +138,37 @@ class TimeSeriesStack(Stack):
             queues=queues,
             api=self.api.rest_api,
         )
-        if self.rollups is not None:
-            self.monitoring.dashboard.add_widgets(*self.rollups.widgets())
+        for part in scheduled.values():
+            if part is not None:
+                self.monitoring.dashboard.add_widgets(*part.widgets())
 
         self._outputs()
+
+    def _scheduled_passes(self, config: Context, runtime: LambdaRuntime) -> None:
+        """The functions a schedule runs over what ingest wrote: the rollups and the compaction."""
+        # Scheduler -> rollup function: ingest marks what changed, it recomputes, the API reads the rollups.
+        self.rollups: Rollups | None = None
+        if config.rollups:
+            self.rollups = Rollups(
+                self,
+                "Rollups",
+                runtime=runtime,
+                storage=self.storage,
+                alerts_topic=self.alerts.topic,
+            )
+            self.storage.grant_control_keys(self.ingestion.function, ["dynamodb:BatchWriteItem"], MARK_KEYS)
+            self.storage.grant_control_keys(
+                self.api.function,
+                ["dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query"],
+                READ_KEYS,
+            )
+
+        # Scheduler -> compaction function: ingest writes the write tier, it compacts each settled hour.
+        self.compaction: Compaction | None = None
+        if config.write_tier_groups:
+            self.compaction = Compaction(
+                self, "Compaction", runtime=runtime, storage=self.storage, alerts_topic=self.alerts.topic
+            )
 
     def _outputs(self) -> None:
         # Plain outputs, not CloudFormation exports: an export pins its value for

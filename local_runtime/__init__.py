@@ -1,11 +1,11 @@
 """The embedded local runtime: the whole system on one machine, with no AWS account.
 
 moto's server plays DynamoDB (with streams), Kinesis, SQS, SNS, S3, Secrets
-Manager and CloudWatch on a loopback port; the five handlers run in process,
+Manager and CloudWatch on a loopback port; the six handlers run in process,
 triggered the way Lambda triggers them: an event source mapping emulator polls
 the Kinesis stream (ingest) and the tables' streams (hot keys), a REST API
 emulator turns HTTP requests into API Gateway proxy events (query), and
-schedules on their clocks run the rotator and the rollups. See docs/local.md.
+schedules on their clocks run the rotator, the rollups and compaction. See docs/local.md.
 
 * :mod:`.system`                 :class:`LocalSystem`: composes the parts below, starts and stops them
 * :mod:`.resources`              the resources, provisioned from the stack's configuration

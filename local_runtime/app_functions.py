@@ -11,7 +11,8 @@ never by replacing a module global:
   rotator's replay clock as its wall clock while the rotator replays;
 * the rotator: :class:`~local_runtime.mappings.LocalLambda` as its Lambda client, and a DynamoDB client
   that answers the Contributor Insights calls moto's server does not serve (:func:`answer_contributor_insights`);
-* the rollup function: a clock ``rollup_ahead_s`` ahead of the wall clock.
+* the rollup function: a clock ``rollup_ahead_s`` ahead of the wall clock;
+* the compaction function: a clock ``compaction_ahead_s`` ahead of the wall clock.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ CLOSE: dict[LambdaFunction, tuple[str, ...]] = {
     LambdaFunction.INGEST: ("INGESTOR",),
     LambdaFunction.HOTKEYS: ("MONITOR",),
     LambdaFunction.ROLLUP: ("RUNNER",),
+    LambdaFunction.COMPACTION: ("RUNNER",),
 }
 
 
@@ -74,6 +76,8 @@ class AppFunctions:
         if function is LambdaFunction.ROLLUP:
             # The stack's settle is ingest's timeout + 60 s; locally ingest runs in this process, on this clock.
             env["ROLLUP_SETTLE"] = f"{math.ceil(self.timeout_s(LambdaFunction.INGEST)) + 5}s"
+        if function is LambdaFunction.COMPACTION:  # the same, for an hour of the write tier
+            env["COMPACTION_SETTLE"] = f"{math.ceil(self.timeout_s(LambdaFunction.INGEST)) + 5}s"
         if function is LambdaFunction.ROTATOR and self.rotator_sped_up:
             env.update(RotatorSettings.render(allow_now_override=True))
         return {**env, **self.options.environment.get(function, {})}
@@ -165,6 +169,23 @@ class AppFunctions:
             from rollup.logic import RollupRunner  # noqa: PLC0415 - after the environment is set
 
             runner = RollupRunner.from_settings(
+                module.SETTINGS, clock_ms=lambda: time.time_ns() // 1_000_000 + ahead_ms
+            )
+            return module.create_handler(runner), [runner]
+
+        return build
+
+    @staticmethod
+    def compaction_build(ahead_s: float) -> Build | None:
+        """The compaction function's handler on a clock ``ahead_s`` ahead of the wall clock (None: the module's)."""
+        if not ahead_s:
+            return None
+        ahead_ms = int(ahead_s * 1000)
+
+        def build(module: ModuleType) -> tuple[Any, list[Any]]:
+            from compaction.logic import CompactionRunner  # noqa: PLC0415 - after the environment is set
+
+            runner = CompactionRunner.from_settings(
                 module.SETTINGS, clock_ms=lambda: time.time_ns() // 1_000_000 + ahead_ms
             )
             return module.create_handler(runner), [runner]

@@ -13,6 +13,7 @@ function (:mod:`.app_functions`) with its trigger:
 * the rotator on its schedule (:mod:`.scheduler`; only with a table period), on
   a speed-up clock or replaying its past, ingest then on the same clock;
 * the rollup function on its schedule (``LocalOptions.rollups``);
+* the compaction function on its schedule (``LocalOptions.compaction``; with the write tier);
 * Lambda's Invoke API on loopback for every function (:mod:`.lambda_api`): ingest asks the
   rotator for a missing table through it, as in AWS, and ``tsctl replay`` puts failed batches
   through ingest or the hot-key function (``Endpoints.lambda_endpoint_url``).
@@ -89,6 +90,13 @@ class LocalOptions:
     #: ingested is already closed; 0 is the real schedule's behaviour).
     rollup_every_s: float = 60.0
     rollup_ahead_s: float = 0.0
+    #: The compaction function runs (with the write tier on) every ``compaction_every_s`` of the wall
+    #: clock (None: the stack's ``compaction_every_minutes``), the first time one period after the
+    #: start, on a clock ``compaction_ahead_s`` ahead of it (compressed time: an hour settles sooner).
+    #: Ahead, it may compact an hour ingest still writes to: only once publishing has stopped.
+    compaction: bool = False
+    compaction_every_s: float | None = None
+    compaction_ahead_s: float = 0.0
     #: The cursor-signing key stored in the local Secrets Manager; None: a random one per start.
     cursor_secret: str | None = None
 
@@ -228,6 +236,12 @@ class LocalSystem:
             )
             # The first run one period after the start, as a new schedule's in AWS.
             self.schedule(rollup, every_s=options.rollup_every_s, run_now=False)
+        if options.compaction and config.write_tier_groups:
+            compaction = self.functions.start(
+                LambdaFunction.COMPACTION, build=self.functions.compaction_build(options.compaction_ahead_s)
+            )
+            every_s = options.compaction_every_s or config.compaction_every_minutes * 60.0
+            self.schedule(compaction, every_s=every_s, run_now=False)
 
     def stop(self) -> None:
         """Stop everything that started, in reverse order. Safe to call twice."""

@@ -231,6 +231,38 @@ def body_estimate(reading: Reading) -> int:
     return size
 
 
+#: The most body (by :func:`body_estimate`) one run of readings is encoded with before it is cut in
+#: two while its block is over MAX_BLOCK_ITEM_BYTES: 16 times what fits in a block uncompressed, so a
+#: run is halved a few times at most, and packing costs a bounded number of encodings of each reading
+#: however its readings compress.
+MAX_RUN_BODY_BYTES = 16 * MAX_BLOCK_ITEM_BYTES
+
+
+def cut_runs(
+    members: Sequence[tuple[int, Any, int]], estimates: Sequence[int], *, span_limit_ms: int = MAX_BLOCK_SPAN_MS
+) -> list[list[int]]:
+    """Members (time, tie-break, index; sorted) cut into runs an item may hold: each run within
+    ``span_limit_ms`` of its first reading, at most MAX_BLOCK_READINGS long, and of at most
+    :data:`MAX_RUN_BODY_BYTES` of body by the readings' ``estimates`` (:func:`body_estimate`).
+    Blocks (:meth:`keydesign.Layout.pack`), group items and compacted blocks (:mod:`keydesign.writetier`)
+    are cut by it."""
+    runs: list[list[int]] = []
+    run: list[int] = []
+    first = size = 0
+    for (ts, _, index), estimate in zip(members, estimates, strict=True):
+        if run and (
+            ts - first >= span_limit_ms or len(run) == MAX_BLOCK_READINGS or size + estimate > MAX_RUN_BODY_BYTES
+        ):
+            runs.append(run)
+            run = []
+        if not run:
+            first, size = ts, 0
+        run.append(index)
+        size += estimate
+    runs.append(run)
+    return runs
+
+
 def encode_block(readings: Sequence[Reading], version: int, *, span_limit_ms: int = MAX_BLOCK_SPAN_MS) -> Encoded:
     """The payload of a block holding ``readings`` (one entity, sorted by time then event id,
     no two with the same time and event id, within ``span_limit_ms`` and the count limit) published
@@ -594,13 +626,6 @@ class ItemKey:
     sk: str
 
 
-#: The most body (by :func:`body_estimate`) one run of readings is encoded with before it is cut in
-#: two while its item is over MAX_BLOCK_ITEM_BYTES: 16 times what fits in a block uncompressed, so a
-#: run is halved a few times at most, and packing costs a bounded number of encodings of each reading
-#: however its readings compress.
-MAX_RUN_BODY_BYTES = 16 * MAX_BLOCK_ITEM_BYTES
-
-
 def last_copies(entries: Sequence[tuple[Reading, Any]]) -> tuple[dict[tuple[str, int, str], int], dict[int, list[int]]]:
     """Of entries (reading, version) in arrival order, the last copy of each reading (its identity,
     entity, time and event id -> its index), and for each winning index the earlier copies it replaced."""
@@ -613,28 +638,6 @@ def last_copies(entries: Sequence[tuple[Reading, Any]]) -> tuple[dict[tuple[str,
             replaced[index] = [*replaced.pop(earlier, ()), earlier]
         winners[identity] = index
     return winners, replaced
-
-
-def cut_runs(members: Sequence[tuple[int, Any, int]], estimates: Sequence[int]) -> list[list[int]]:
-    """Members (time, tie-break, index; sorted) cut into runs an item may hold: each run within
-    MAX_BLOCK_SPAN_MS of its first reading, at most MAX_BLOCK_READINGS long, and of at most
-    :data:`MAX_RUN_BODY_BYTES` of body by the readings' ``estimates`` (:func:`body_estimate`).
-    Blocks (:meth:`keydesign.Layout.pack`) and group items (:mod:`keydesign.writetier`) are cut by it."""
-    runs: list[list[int]] = []
-    run: list[int] = []
-    first = size = 0
-    for (ts, _, index), estimate in zip(members, estimates, strict=True):
-        if run and (
-            ts - first >= MAX_BLOCK_SPAN_MS or len(run) == MAX_BLOCK_READINGS or size + estimate > MAX_RUN_BODY_BYTES
-        ):
-            runs.append(run)
-            run = []
-        if not run:
-            first, size = ts, 0
-        run.append(index)
-        size += estimate
-    runs.append(run)
-    return runs
 
 
 def block_item(pk: str, sk: str, payload: bytes, ttl_epoch_s: int | None) -> dict[str, object]:

@@ -238,7 +238,7 @@ class Layout:
             readings = tuple(entries[i][0] for i in run)
             encoded = encode_block(readings, max(entries[i][1] for i in run))
             pk = self._block_pk(entity, bucket_start, encoded.block_id, shard_map, rng)
-            stem = f"{self._sk_prefix(entity)}{format_ts(encoded.first_ms)}#{encoded.block_id}"
+            stem = self.block_sk_stem(entity, encoded)
             ttl = (encoded.last_ms + retention_ms) // 1000 if retention_ms is not None else None
             item, size, units = keyed_item(pk, stem, encoded.payload, ttl)
             if size > MAX_BLOCK_ITEM_BYTES and len(run) > 1:
@@ -259,20 +259,32 @@ class Layout:
         self, entity: str, bucket_start: int, block_id: str, shard_map: ShardMap, rng: _random.Random | None
     ) -> str:
         """The one partition key of :meth:`partitions_of` that this block goes to."""
-        if self.can.shared_partitions:
-            base = f"{shard_of(entity, shard_map.global_shards_at(bucket_start)):04d}#{self.bucket.label(bucket_start)}"
+        base = self.hybrid_base(entity, bucket_start, shard_map)
+        if base is not None:
             subs = shard_map.entity_shards_at(entity, bucket_start) or 1
             return base if subs == 1 else f"{base}#{entity}#{shard_of(block_id, subs):03d}"
         count = self._suffix_count(shard_map, entity, bucket_start)
         suffix = (rng or _random).randrange(count) if self.kind == "random" else shard_of(block_id, count)
         return f"{entity}#{suffix}"
 
+    def hybrid_base(self, entity_id: str, bucket_start: int, shard_map: ShardMap) -> str | None:
+        """The base partition ``<shard>#<bucket>`` of ``entity_id`` in the bucket starting at
+        ``bucket_start`` (hybrid), shared by its shard's entities; None in the other layouts. Beside it
+        lie the entity's compacted blocks (:func:`keydesign.writetier.compacted_pk`)."""
+        if not self.can.shared_partitions:
+            return None
+        return f"{shard_of(entity_id, shard_map.global_shards_at(bucket_start)):04d}#{self.bucket.label(bucket_start)}"
+
+    def block_sk_stem(self, entity_id: str, encoded: Encoded) -> str:
+        """A block's sort key before ``#<write units>``: ``[<entity>#]<first ts>#<block id>``."""
+        return f"{self._sk_prefix(entity_id)}{format_ts(encoded.first_ms)}#{encoded.block_id}"
+
     def partitions_of(self, entity_id: str, ts_ms: int, shard_map: ShardMap) -> list[str]:
         """Every partition key a block of ``entity_id`` holding ``ts_ms`` can have."""
         start = self.bucket.start(ts_ms)
-        if not self.can.shared_partitions:
+        base = self.hybrid_base(entity_id, start, shard_map)
+        if base is None:
             return [f"{entity_id}#{s}" for s in range(self._suffix_count(shard_map, entity_id, start))]
-        base = f"{shard_of(entity_id, shard_map.global_shards_at(start)):04d}#{self.bucket.label(start)}"
         subs = shard_map.entity_shards_at(entity_id, start) or 1
         return [base] if subs == 1 else [f"{base}#{entity_id}#{sub:03d}" for sub in range(subs)]
 

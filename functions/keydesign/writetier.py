@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -54,6 +54,7 @@ from .blocks import (
     block_item,
     body_estimate,
     cut_runs,
+    encode_block,
     encode_group,
     keyed_item,
     last_copies,
@@ -62,11 +63,11 @@ from .errors import ConfigError
 from .hashing import shard_of
 from .model import Reading
 from .periods import DAY_MS, HOUR_MS
+from .shardmap import ShardMap
 from .timefmt import format_ts
 
 if TYPE_CHECKING:  # layouts imports this module
     from .layouts import Block, Layout
-    from .shardmap import ShardMap
 
 #: The write tier's slice: a group item holds readings of one hour, compaction works an hour at a time.
 SLICE_MS = HOUR_MS
@@ -291,3 +292,112 @@ def pack_batch(
             )
             marks.setdefault(mark, []).append(position)
     return BatchPacking(blocks, items, marks)
+
+
+# -- compacting -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CompactedBlock:
+    """One compacted block, ready to put: its key, its readings (one entity's, in one bucket of one
+    hour), the version it was given and its payload (block format 3, spanning up to an hour)."""
+
+    table: str
+    pk: str
+    sk: str
+    entity_id: str
+    readings: tuple[Reading, ...]
+    version: int
+    payload: bytes
+    size: int
+    write_units: int
+    ttl: int | None
+
+    def item(self) -> dict[str, object]:
+        """The item in plain Python values (the payload as bytes)."""
+        return block_item(self.pk, self.sk, self.payload, self.ttl)
+
+
+#: Decoded copies of readings: per item or block read, its version and its readings.
+Copies = Iterable[tuple[int, Sequence[Reading]]]
+
+
+def compact_hour(
+    layout: Layout,
+    shard_map: ShardMap,
+    hour_start: int,
+    tier: Copies,
+    blocks: Copies = (),
+    *,
+    retention_ms: int | None = None,
+) -> list[CompactedBlock]:
+    """The compacted blocks of one group's hour starting at ``hour_start``.
+
+    ``tier`` holds the decoded group items of the hour (their readings all lie in it), ``blocks``
+    the decoded blocks of the hour of the entities with a dense mark (their readings outside the
+    hour are left out). Each reading (entity, time, event id) is kept once, its copy of the highest
+    version winning; of a block copy and a write-tier copy of one version, the block's (it is already
+    stored where readers look). Per entity, the readings whose winning copy is in the write tier
+    are compacted: cut at the layout's bucket boundaries and by the block limits
+    (:func:`keydesign.blocks.cut_runs`, spanning up to :data:`MAX_COMPACTED_SPAN_MS`), each block
+    given the largest version of every copy read of the entity's readings (the module's
+    "Compacted versions"), in :func:`compacted_pk` beside the entity's hybrid base partition, sort
+    key as a block's, ``ttl`` its newest reading's expiry by ``retention_ms``. The result depends
+    only on the copies given (in the order stored): compacting an hour again puts the same items.
+    """
+    if hour_start % SLICE_MS:
+        raise ValueError(f"{hour_start} is not the start of an hour")
+    hour_end = hour_start + SLICE_MS
+    winners: dict[tuple[str, int, str], tuple[int, bool, Reading]] = {}
+    versions: dict[str, int] = {}
+
+    def keep(version: int, readings: Sequence[Reading], in_tier: bool) -> None:
+        for reading in readings:
+            if not hour_start <= reading.ts_ms < hour_end:
+                if in_tier:
+                    raise ValueError(
+                        f"a group item of {format_ts(hour_start)} holds a reading at {format_ts(reading.ts_ms)}"
+                    )
+                continue
+            key = (reading.entity_id, reading.ts_ms, reading.event_id)
+            held = winners.get(key)
+            if held is None or version > held[0]:
+                winners[key] = (version, in_tier, reading)
+            versions[reading.entity_id] = max(version, versions.get(reading.entity_id, version))
+
+    for version, readings in blocks:
+        keep(version, readings, False)
+    for version, readings in tier:
+        keep(version, readings, True)
+    runs: dict[tuple[str, int], list[Reading]] = {}
+    for (entity, ts, _), (_, in_tier, reading) in sorted(winners.items()):
+        if in_tier:
+            runs.setdefault((entity, layout.bucket.start(ts)), []).append(reading)
+    out: list[CompactedBlock] = []
+    for (entity, bucket_start), readings in runs.items():
+        pk = compacted_pk(entity, layout.hybrid_base(entity, bucket_start, shard_map))
+        table = layout.table_for(bucket_start)
+        members = [(r.ts_ms, r.event_id, i) for i, r in enumerate(readings)]
+        for run in cut_runs(members, list(map(body_estimate, readings)), span_limit_ms=MAX_COMPACTED_SPAN_MS):
+            out += _compacted(
+                layout, table, pk, [readings[i] for i in run], versions[entity], retention_ms=retention_ms
+            )
+    return out
+
+
+def _compacted(
+    layout: Layout, table: str, pk: str, readings: list[Reading], version: int, *, retention_ms: int | None
+) -> list[CompactedBlock]:
+    """``readings`` as one compacted block, or halves of them while one is over the item limit."""
+    encoded = encode_block(readings, version, span_limit_ms=MAX_COMPACTED_SPAN_MS)
+    entity = readings[0].entity_id
+    ttl = (encoded.last_ms + retention_ms) // 1000 if retention_ms is not None else None
+    item, size, units = keyed_item(pk, layout.block_sk_stem(entity, encoded), encoded.payload, ttl)
+    if size > MAX_BLOCK_ITEM_BYTES and len(readings) > 1:
+        half = len(readings) // 2
+        return [
+            *_compacted(layout, table, pk, readings[:half], version, retention_ms=retention_ms),
+            *_compacted(layout, table, pk, readings[half:], version, retention_ms=retention_ms),
+        ]
+    sk = str(item["sk"])
+    return [CompactedBlock(table, pk, sk, entity, tuple(readings), version, encoded.payload, size, units, ttl)]

@@ -135,7 +135,7 @@ def test_the_query_function_reserves_its_concurrency_and_ingest_draws_on_the_res
 
 
 def test_each_reserved_concurrency_is_a_setting_and_the_scheduled_functions_run_alone(synthesized: Synthesized) -> None:
-    # Given the defaults: only the query function (and the rotator and the rollup function, always) reserved
+    # Given the defaults: only the query function (and the scheduled functions, always) reserved
     default = synthesized.synth("default")
     reserved = {f: default.function(f)[1]["Properties"].get("ReservedConcurrentExecutions") for f in LambdaFunction}
     assert reserved == {
@@ -144,6 +144,7 @@ def test_each_reserved_concurrency_is_a_setting_and_the_scheduled_functions_run_
         LambdaFunction.HOTKEYS: None,
         LambdaFunction.ROTATOR: 1,
         LambdaFunction.ROLLUP: 1,
+        LambdaFunction.COMPACTION: 1,
     }
     # When ingest and the hot-key detector are reserved too (an 8-shard provisioned stream)
     provisioned = synthesized.synth("provisioned")

@@ -116,9 +116,10 @@ def test_python_app_synthesizes_into_cdk_out_without_credentials(runs: dict[str,
     assert run.stderr == ""
     template = _template(run)
     types = [r["Type"] for r in template["Resources"].values()]  # type: ignore[union-attr]
-    # The defaults: the control table only (the rotator builds the hourly readings tables); rotator and rollup schedules
+    # The defaults: the control table only (the rotator builds the hourly readings tables); rotator, rollup and
+    # compaction schedules
     assert types.count("AWS::DynamoDB::GlobalTable") == 1
-    assert types.count("AWS::Scheduler::Schedule") == 2
+    assert types.count("AWS::Scheduler::Schedule") == 3
     assert (REPO_ROOT / "cdk.out" / "TimeSeriesIngest.template.json").is_file()
 
 

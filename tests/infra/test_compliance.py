@@ -32,13 +32,14 @@ _EVERY_STACK = {
             "Ingestion/FailureQueue",
             "HotKeys/FailureQueue",
             "Rollups/FailureQueue",
+            "Compaction/FailureQueue",
         )
         for rule in _TERMINAL_QUEUE
     ),
     # X-Ray takes no resource; stream- and API-invoked functions are never invoked asynchronously.
     *(
         (f"{fn}/Role", "AwsSolutions-IAM5[Resource::*]")
-        for fn in ("Ingestion/Ingest", "Api/Query", "HotKeys/Detector", "Rollups/Rollup")
+        for fn in ("Ingestion/Ingest", "Api/Query", "HotKeys/Detector", "Rollups/Rollup", "Compaction/Compaction")
     ),
     *((f"{fn}/Function", "Serverless-LambdaDLQ") for fn in ("Ingestion/Ingest", "Api/Query", "HotKeys/Detector")),
     # The cursor key's rotation function: GetRandomPassword and X-Ray take no resource; Secrets Manager
@@ -61,6 +62,7 @@ _ROTATION = {("Rotation/FailureQueue", rule) for rule in _TERMINAL_QUEUE} | {
     ("Api/Query/Role", f"AwsSolutions-IAM5[Resource::{PERIOD_TABLES}]"),
     ("HotKeys/Detector/Role", f"AwsSolutions-IAM5[Resource::{PERIOD_TABLES}/stream/*]"),
     ("Rollups/Rollup/Role", f"AwsSolutions-IAM5[Resource::{PERIOD_TABLES}]"),
+    ("Compaction/Compaction/Role", f"AwsSolutions-IAM5[Resource::{PERIOD_TABLES}]"),
     ("Rotation/Rotator/Role", "AwsSolutions-IAM5[Resource::*]"),
     ("Rotation/Rotator/Role", f"AwsSolutions-IAM5[Resource::{PERIOD_TABLES}]"),
     (

@@ -14,6 +14,7 @@ from infra.config import (
     DEFAULTS,
     ConfigError,
     Context,
+    FunctionSizing,
     FunctionWiring,
     LambdaFunction,
     environment_reference,
@@ -136,7 +137,7 @@ def test_a_misspelt_key_is_refused_with_a_suggestion() -> None:
 
 BAD_VALUES = [
     ("stack_name", "1stack"),
-    ("stack_name", "S" + "x" * 56),
+    ("stack_name", "S" + "x" * 53),  # with the compaction function: 64 - len("-compaction")
     ("layout", "zigzag"),
     ("shards", 0),
     ("shards", 10_000),
@@ -232,7 +233,8 @@ def test_bad_value_is_refused_naming_its_key(key: str, value: object) -> None:
 
 
 GOOD_LIMITS = [
-    {"stack_name": "S" + "x" * 55},
+    {"stack_name": "S" + "x" * 52},
+    {"stack_name": "S" + "x" * 55, "write_tier_groups": 0},  # the longest function then: "-hotkeys"
     {"shards": 1},
     {"shards": 9_999},
     {"ingest_batch_size": 1},
@@ -600,3 +602,14 @@ def test_rollups_reach_ingest_query_and_the_rollup_function_and_can_be_turned_of
     with pytest.raises(ConfigError) as refused:
         Context.parse({"rollups": "1h,90m"})
     assert refused.value.field == "rollups"
+
+
+def test_the_compaction_function_comes_with_the_write_tier_and_settles_as_the_rollups_do() -> None:
+    config = Context.parse({"ingest_timeout_s": 300, "compaction_every_minutes": 1})
+    env = config.function_environment(LambdaFunction.COMPACTION, FunctionWiring())
+    assert (env["WRITE_TIER_GROUPS"], env["COMPACTION_SETTLE"]) == ("32", "6m")
+    # a run ends before the next is due, one at a time
+    assert config.sizing(LambdaFunction.COMPACTION) == FunctionSizing(1_024, 40, 1)
+    assert Context.parse({}).sizing(LambdaFunction.COMPACTION).timeout_s == 240
+    assert LambdaFunction.COMPACTION in config.functions()
+    assert LambdaFunction.COMPACTION not in Context.parse({"write_tier_groups": 0}).functions()

@@ -1,4 +1,4 @@
-"""The five Lambda functions: runtime and shape, environment, one least-privilege role each, stream mappings."""
+"""The six Lambda functions: runtime and shape, environment, one least-privilege role each, stream mappings."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from aws_cdk.assertions import Template
 
 from adapters.settings import LOCAL_ONLY, CommonSettings
 from adapters.shard_map_store import SHARD_MAP_KEY
+from compaction.settings import CompactionSettings
 from hotkeys.settings import HotKeySettings
 from infra.api import CURSOR_ROTATION
 from infra.config import LOG_RETENTION_DAYS, LambdaFunction
@@ -27,7 +28,7 @@ from tests.infra.template_queries import Synth, grants, render, walk
 pytestmark = pytest.mark.infra
 
 ALL = tuple(LambdaFunction)
-WITHOUT_ROTATOR = (LambdaFunction.INGEST, LambdaFunction.QUERY, LambdaFunction.HOTKEYS, LambdaFunction.ROLLUP)
+WITHOUT_ROTATOR = tuple(f for f in LambdaFunction if f is not LambdaFunction.ROTATOR)
 XRAY = {("xray:PutTraceSegments", "*", "{}"), ("xray:PutTelemetryRecords", "*", "{}")}
 NO_CONDITION = "{}"
 
@@ -148,6 +149,7 @@ def test_each_function_gets_the_environment_the_config_builds_and_its_settings_p
             LambdaFunction.HOTKEYS: HotKeySettings.from_env,
             LambdaFunction.ROTATOR: RotatorSettings.from_env,
             LambdaFunction.ROLLUP: RollupSettings.from_env,
+            LambdaFunction.COMPACTION: CompactionSettings.from_env,
         }[function](env)
 
 
@@ -322,6 +324,34 @@ def test_the_rollup_function_may_query_readings_and_touch_only_rollup_items_in_t
     assert schedule["Properties"]["ScheduleExpression"] == "rate(1 minute)"
 
 
+def test_the_compaction_function_may_query_and_write_readings_and_touch_only_its_state_in_the_control_table(
+    synthesized: Synthesized,
+) -> None:
+    synth = synthesized.synth("single")
+    stack = synth.stack
+    compaction = stack.compaction
+    assert compaction is not None
+    control = stack.storage.control_table.table_arn
+    expected = (
+        XRAY
+        | _triples(synth, ["logs:CreateLogStream", "logs:PutLogEvents"], compaction.compaction.log_group.log_group_arn)
+        | _triples(synth, ["dynamodb:Query", "dynamodb:BatchWriteItem"], stack.storage.readings_table.table_arn)
+        | _triples(synth, ["dynamodb:GetItem"], control, _shard_map_only(synth))
+        | _triples(
+            synth,
+            ["dynamodb:GetItem", "dynamodb:PutItem"],
+            control,
+            {"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": ["compactstate"]}},
+        )
+        | _triples(synth, ["sqs:SendMessage"], compaction.failure_queue.queue_arn)
+    )
+    assert grants(synth.role_statements(LambdaFunction.COMPACTION)) == expected
+    (schedule,) = [
+        s for s in synth.of_type("AWS::Scheduler::Schedule").values() if "compaction" in s["Properties"]["Description"]
+    ]
+    assert schedule["Properties"]["ScheduleExpression"] == "rate(5 minutes)"
+
+
 def test_hot_keys_may_use_the_control_table_read_the_stream_and_publish_alerts(synthesized: Synthesized) -> None:
     synth = synthesized.synth("single")
     stack = synth.stack
@@ -436,7 +466,8 @@ def test_the_hot_key_mapping_reads_the_readings_stream_with_its_own_failure_queu
 def test_every_queue_is_encrypted_and_refuses_plain_http(synthesized: Synthesized) -> None:
     synth = synthesized.synth("periodic")
     queues = synth.of_type("AWS::SQS::Queue")
-    assert len(queues) == 5  # rejects, ingest failures, hot-key failures, rotation failures, rollup failures
+    # rejects, ingest failures, hot-key failures, rotation failures, rollup failures, compaction failures
+    assert len(queues) == 6
     policies = synth.of_type("AWS::SQS::QueuePolicy").values()
     for logical_id, queue in queues.items():
         assert queue["Properties"]["SqsManagedSseEnabled"] is True

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from infra.config import LambdaFunction
+from keydesign.writetier import KEEP_MS
 from rotator.lifecycle import Lifecycle
 from rotator.settings import RotatorSettings
 from rotator.specs import alarm_requests
@@ -302,7 +303,10 @@ def test_a_shard_map_fallback_in_any_function_that_reads_the_map_alarms(synthesi
     }
     services = {d["Value"] for s in stats for d in s["Metric"]["Dimensions"] if d["Name"] == "service"}
     with_rollups = synth.stack.rollups is not None
-    assert services == {"ingest", "query", "hotkeys"} | ({"rollup"} if with_rollups else set())
+    with_compaction = synth.stack.compaction is not None
+    assert services == {"ingest", "query", "hotkeys"} | ({"rollup"} if with_rollups else set()) | (
+        {"compaction"} if with_compaction else set()
+    )
     (summed,) = [m for m in alarm["Metrics"] if "Expression" in m]
     assert summed["Expression"] == f"SUM([{','.join(f'm{n}' for n in range(len(stats)))}])"
 
@@ -313,3 +317,19 @@ def test_a_rollup_interval_set_aside_alarms_at_once(synthesized: Synthesized) ->
     assert (alarm["Threshold"], alarm["ComparisonOperator"]) == (1, "GreaterThanOrEqualToThreshold")
     assert alarm["EvaluationPeriods"] == alarm["DatapointsToAlarm"] == 1
     assert alarm["AlarmName"] == f"{synth.config.stack_name}-rollup-set-aside"
+
+
+def test_compaction_lag_alarms_hours_before_the_write_tier_expires_and_a_corrupt_item_at_once(
+    synthesized: Synthesized,
+) -> None:
+    synth = synthesized.synth("single")
+    (lag,) = [a for a in _alarms(synth) if a.get("MetricName") == "CompactionLagSeconds"]
+    # 3 hours behind for two schedule periods: an hour is compacted about 70 minutes after it starts,
+    # and its group items are kept 4 days
+    assert (lag["Threshold"], lag["Statistic"], lag["Period"]) == (3 * 3600, "Maximum", 300)
+    assert lag["EvaluationPeriods"] == lag["DatapointsToAlarm"] == 2
+    assert lag["Threshold"] < KEEP_MS / 1000 / 10
+    (corrupt,) = [a for a in _alarms(synth) if a.get("MetricName") == "CompactionCorruptItems"]
+    assert (corrupt["Threshold"], corrupt["EvaluationPeriods"]) == (1, 1)
+    assert corrupt["AlarmName"] == f"{synth.config.stack_name}-compaction-corrupt-items"
+    assert all(a["AlarmActions"] and a["OKActions"] for a in (lag, corrupt))

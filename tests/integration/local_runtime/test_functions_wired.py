@@ -1,4 +1,4 @@
-"""The four functions wired on start: each with the stack's environment, each through its trigger."""
+"""The functions wired on start: each with the stack's environment, each through its trigger."""
 
 from __future__ import annotations
 
@@ -33,11 +33,23 @@ DAY_MS = 86_400_000
 def test_every_function_gets_the_environment_the_stack_builds(running: Any) -> None:
     # Given every function on (with per-period tables, so the rotator runs too; rollups, not run in the test)
     config = local_config(table_period="day", bucket="15m")
-    options = ingest_only(query_api=True, hot_keys=True, rotator=True, rollups=True, rollup_every_s=3600.0)
+    options = ingest_only(
+        query_api=True,
+        hot_keys=True,
+        rotator=True,
+        rollups=True,
+        rollup_every_s=3600.0,
+        compaction=True,
+        compaction_every_s=3600.0,
+    )
     system = running(config, options)
     # Then each function's environment is Context.function_environment with the local wiring, nothing else
-    # but the rollups' settle time, which follows the ingest timeout (+ 5 s: ingest runs in this process)
-    local = {LambdaFunction.ROLLUP: {"ROLLUP_SETTLE": f"{config.ingest_timeout_s + 5}s"}}
+    # but the settle times, which follow the ingest timeout (+ 5 s: ingest runs in this process)
+    settle = f"{config.ingest_timeout_s + 5}s"
+    local = {
+        LambdaFunction.ROLLUP: {"ROLLUP_SETTLE": settle},
+        LambdaFunction.COMPACTION: {"COMPACTION_SETTLE": settle},
+    }
     for function in LambdaFunction:
         spec = system.functions.loaded[system.functions.name(function)].spec
         expected = {**config.function_environment(function, system.functions.wiring), **local.get(function, {})}

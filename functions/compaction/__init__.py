@@ -1,0 +1,1 @@
+"""The compaction function: each settled hour of the write tier, compacted into per-entity blocks."""

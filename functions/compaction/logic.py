@@ -1,0 +1,386 @@
+"""The compaction function: each settled hour of the write tier, compacted into per-entity blocks.
+
+An hour is *settled* once ``SETTLE`` (longer than ingest's timeout) has passed since it ended: a
+reading goes to the write tier only if its hour had not ended when its batch started
+(:func:`keydesign.writetier.in_write_tier`), and a batch is written within ingest's timeout, so by
+then every group item and dense mark of the hour is stored and no other will be. For each group of
+the hour, compaction
+
+1. reads the group's partition of the hour (``w#<group>#<hour>`` in the hour's table; strongly
+   consistent, every page; a table that does not exist reads as empty): its group items and its
+   dense marks;
+2. reads the blocks of the hour of each dense-marked entity that has readings in the group items
+   (the block partitions of its plan; strongly consistent);
+3. puts the compacted blocks :func:`keydesign.writetier.compact_hour` makes of them.
+
+Groups are compacted in steps of up to ``CONCURRENCY`` groups, read side by side. After each step
+the state item (``keydesign.writetier.state_key`` in the control table) records the next group of
+the hour (``group``); after the hour's last group, its watermark ``through`` moves to the hour's
+end, and readers read the hour from the compacted blocks from then on. A step whose blocks are not
+all stored (throttled until the deadline, or refused) stops the run before the state moves (the
+handler raises its error once the run's metrics are out), so the next run does it again:
+compacting the same copies makes the same items, and every write is a put, so nothing is lost and
+nothing is stored twice (docs/writetier.md has the one exception). A step starts only if it fits before the deadline
+(judged by the longest this container has taken), and a run goes on until no settled hour is left:
+after downtime, as many hours as its time allows.
+
+A first run (no state) starts at the hour of now - ``KEEP_MS``: the oldest whose group items may
+still be stored, so no hour is skipped (an empty group partition costs one small Query). A group
+item that does not decode (or lies outside its hour), a dense mark that names no entity, and a
+block of a dense-marked entity that does not decode are *corrupt*: logged with their table and key
+and the reason, counted (``CompactionCorruptItems``, alarmed), and left where they are; the rest of
+the group is compacted. Nothing is ever deleted: group items expire ``KEEP_MS`` after their hour.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from aws_lambda_powertools.metrics import MetricUnit
+
+from adapters.batch_writer import BatchWriter, PendingWrite, serialize_item
+from adapters.clients import client
+from adapters.observability import logger, metrics
+from adapters.partition_reader import (
+    CorruptBlock,
+    DynamoPartitionReader,
+    PageRequest,
+    PartitionReader,
+    StoredBlock,
+    decode,
+    header_of,
+)
+from adapters.retry import Deadline
+from adapters.shard_map_source import ShardMapSource
+from adapters.shard_map_store import shard_map_source
+from compaction.settings import CompactionSettings
+from keydesign import (
+    BlockError,
+    KeyDesignError,
+    Layout,
+    PartitionQuery,
+    Reading,
+    ShardMap,
+    format_ts,
+    validate_entity_id,
+)
+from keydesign.blocks import decode_group
+from keydesign.writetier import (
+    DENSE_MARK_PREFIX,
+    KEEP_MS,
+    SLICE_MS,
+    CompactedBlock,
+    WriteTier,
+    compact_hour,
+    compacted_through,
+    slice_start,
+    state_key,
+)
+
+#: Groups compacted side by side in a step (and the writes in flight for them).
+CONCURRENCY = 16
+#: What a step is assumed to take before this container has timed one.
+FIRST_STEP_S = 1.0
+
+
+def _wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionState:
+    """Every hour before ``through_ms`` is compacted, and the groups before ``group`` of the hour at it."""
+
+    through_ms: int
+    group: int = 0
+
+
+class StateStore:
+    """The compaction state item of one table prefix in the control table."""
+
+    def __init__(self, dynamodb: Any, table: str, prefix: str) -> None:
+        self._db = dynamodb
+        self._table = table
+        self._key = state_key(prefix)
+
+    def load(self) -> CompactionState | None:
+        key = {name: {"S": value} for name, value in self._key.items()}
+        raw = self._db.get_item(TableName=self._table, Key=key, ConsistentRead=True).get("Item")
+        if raw is None:
+            return None
+        through = compacted_through({"through": raw.get("through", {}).get("N")})
+        return CompactionState(through, int(raw.get("group", {}).get("N", "0")))
+
+    def save(self, state: CompactionState) -> None:
+        item = {**self._key, "through": state.through_ms, "group": state.group}
+        self._db.put_item(TableName=self._table, Item=serialize_item(item))
+
+
+@dataclass(slots=True)
+class GroupWork:
+    """What compacting one group's hour read and made."""
+
+    calls: int = 0
+    read_units: float = 0.0
+    group_items: int = 0
+    dense_marks: int = 0
+    blocks_read: int = 0
+    corrupt: list[str] = field(default_factory=list)
+    compacted: list[CompactedBlock] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class RunReport:
+    hours: int = 0
+    steps: int = 0
+    groups: int = 0
+    calls: int = 0
+    read_units: float = 0.0
+    group_items: int = 0
+    dense_marks: int = 0
+    blocks_read: int = 0
+    compacted_blocks: int = 0
+    readings_compacted: int = 0
+    write_units: int = 0
+    #: Corrupt items left in place: ``table pk sk: reason``.
+    corrupt: list[str] = field(default_factory=list)
+    through_ms: int = 0
+    lag_ms: int = 0
+    #: What stopped the run early (a step not stored, a failed read): the handler raises it once the
+    #: metrics are out, so the lag is reported by a failing run too.
+    error: Exception | None = None
+
+    def add(self, work: GroupWork) -> None:
+        self.groups += 1
+        self.calls += work.calls
+        self.read_units += work.read_units
+        self.group_items += work.group_items
+        self.dense_marks += work.dense_marks
+        self.blocks_read += work.blocks_read
+        self.corrupt += work.corrupt
+        self.compacted_blocks += len(work.compacted)
+        self.readings_compacted += sum(len(b.readings) for b in work.compacted)
+        self.write_units += sum(b.write_units for b in work.compacted)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "hours": self.hours,
+            "steps": self.steps,
+            "groups": self.groups,
+            "queries": self.calls,
+            "group_items_read": self.group_items,
+            "dense_marks": self.dense_marks,
+            "blocks_read": self.blocks_read,
+            "compacted_blocks_written": self.compacted_blocks,
+            "readings_compacted": self.readings_compacted,
+            "write_units": self.write_units,
+            "corrupt_items": len(self.corrupt),
+            "through": format_ts(self.through_ms),
+            "lag_ms": self.lag_ms,
+            "error": None if self.error is None else str(self.error),
+        }
+
+
+def emit(report: RunReport) -> None:
+    """The run's metrics: CompactionLagSeconds and CompactionCorruptItems carry the alarms."""
+    count = MetricUnit.Count
+    metrics.add_metric(name="CompactionLagSeconds", unit=MetricUnit.Seconds, value=report.lag_ms / 1000)
+    metrics.add_metric(name="HoursCompacted", unit=count, value=report.hours)
+    metrics.add_metric(name="GroupItemsRead", unit=count, value=report.group_items)
+    metrics.add_metric(name="CompactedBlocksWritten", unit=count, value=report.compacted_blocks)
+    metrics.add_metric(name="ReadingsCompacted", unit=count, value=report.readings_compacted)
+    metrics.add_metric(name="CompactionCorruptItems", unit=count, value=len(report.corrupt))
+
+
+class StepNotStored(RuntimeError):  # noqa: N818 - reads as the condition
+    """Some compacted blocks of a step were not stored: the run stops, the next one redoes the step."""
+
+
+class CompactionRunner:
+    """Compacts settled hours until none is left or the deadline nears. One per container."""
+
+    def __init__(
+        self,
+        *,
+        layout: Layout,
+        tier: WriteTier,
+        shard_maps: ShardMapSource,
+        reader: PartitionReader,
+        writer: BatchWriter,
+        state: StateStore,
+        retention_ms: int,
+        settle_ms: int,
+        concurrency: int = CONCURRENCY,
+        clock_ms: Callable[[], int] = _wall_clock_ms,
+    ) -> None:
+        self._layout = layout
+        self._tier = tier
+        self._shard_maps = shard_maps
+        self._reader = reader
+        self._writer = writer
+        self._state = state
+        self._retention_ms = retention_ms
+        self._settle_ms = settle_ms
+        self._step_groups = concurrency
+        self._clock_ms = clock_ms
+        self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="compaction")
+        self._longest_step_s = FIRST_STEP_S
+
+    @classmethod
+    def from_settings(
+        cls, settings: CompactionSettings, *, clock_ms: Callable[[], int] = _wall_clock_ms
+    ) -> CompactionRunner:
+        if settings.write_tier is None or settings.control_table is None:  # the settings refuse both
+            raise ValueError("compaction needs WRITE_TIER_GROUPS and CONTROL_TABLE")
+        return cls(
+            layout=settings.layout,
+            tier=settings.write_tier,
+            shard_maps=shard_map_source(settings, bootstrap=False),
+            reader=DynamoPartitionReader(pool=max(32, CONCURRENCY)),
+            writer=BatchWriter(client("dynamodb", max_attempts=1), concurrency=CONCURRENCY),
+            state=StateStore(client("dynamodb"), settings.control_table, settings.layout.table_prefix),
+            retention_ms=settings.retention_ms,
+            settle_ms=settings.settle_ms,
+            clock_ms=clock_ms,
+        )
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+        self._writer.close()
+
+    def run(self, deadline: Deadline) -> RunReport:
+        now = self._clock_ms()
+        state = self._state.load()
+        if state is None:
+            state = CompactionState(slice_start(now - KEEP_MS))
+            self._state.save(state)
+        report = RunReport(through_ms=state.through_ms)
+        try:
+            self._hours(state, now, deadline, report)
+        except Exception as exc:  # kept for the handler, which raises it once the metrics are out
+            logger.exception("compaction run stopped; the next run goes on from the last step stored")
+            report.error = exc
+        report.lag_ms = max(0, now - report.through_ms)
+        return report
+
+    def _hours(self, state: CompactionState, now: int, deadline: Deadline, report: RunReport) -> None:
+        """Compact settled hours from ``state`` on, step by step, while time allows; ``report.through_ms``
+        follows the watermark stored."""
+        groups = self._tier.groups
+        while state.through_ms + SLICE_MS + self._settle_ms <= now and self._time_for_a_step(deadline):
+            hour = state.through_ms
+            while state.group < groups and self._time_for_a_step(deadline):
+                step = range(state.group, min(groups, state.group + self._step_groups))
+                started = deadline.clock()  # timed on the deadline's clock, which judges the next step
+                self._step(hour, step, deadline, report)
+                self._longest_step_s = max(self._longest_step_s, deadline.clock() - started)
+                state = CompactionState(hour, step.stop)
+                report.steps += 1
+                if state.group < groups:  # progress inside the hour: a run cut short goes on from here
+                    self._state.save(state)
+            if state.group < groups:
+                return
+            state = CompactionState(hour + SLICE_MS)
+            self._state.save(state)
+            report.through_ms = state.through_ms
+            report.hours += 1
+
+    def _time_for_a_step(self, deadline: Deadline) -> bool:
+        """Room before the deadline for one more step, judged by the longest this container has taken."""
+        return deadline.allows_sleep(1.5 * self._longest_step_s)
+
+    def _step(self, hour: int, groups: range, deadline: Deadline, report: RunReport) -> None:
+        """Compact ``groups`` of ``hour``: read them side by side, then put every block they make."""
+        shard_map = self._shard_maps.current()
+        done = list(self._pool.map(lambda group: self._group(hour, group, shard_map), groups))
+        blocks = [block for work in done for block in work.compacted]
+        writes = [PendingWrite(b.table, b.pk, b.sk, serialize_item(b.item())) for b in blocks]
+        outcome = self._writer.write(writes, deadline)
+        failed = {**outcome.unwritten, **outcome.rejected}
+        if failed:
+            index, why = min(failed.items())
+            first = writes[index]
+            raise StepNotStored(
+                f"{len(failed)} of {len(writes)} compacted blocks of groups {groups.start}-{groups.stop - 1} of "
+                f"{format_ts(hour)} not stored (first: table {first.table} {first.pk} / {first.sk}: {why}); "
+                "the next run compacts these groups again"
+            )
+        for work in done:
+            report.add(work)
+
+    def _group(self, hour: int, group: int, shard_map: ShardMap) -> GroupWork:
+        """Read one group's hour (its items and dense marks, the dense entities' blocks) and compact it."""
+        end = hour + SLICE_MS
+        work = GroupWork()
+        partition = PartitionQuery(
+            self._layout.table_for(hour), self._tier.group_pk(group, hour), None, None, hour, end, kind="group"
+        )
+        tier: list[tuple[int, Sequence[Reading]]] = []
+        dense: list[str] = []
+        for stored in self._read(partition, work):
+            if stored.sk.startswith(DENSE_MARK_PREFIX):
+                entity = stored.sk.removeprefix(DENSE_MARK_PREFIX)
+                try:
+                    validate_entity_id(entity)
+                except KeyDesignError as exc:
+                    self._corrupt(work, partition, stored, f"a dense mark of no entity: {exc.reason}")
+                    continue
+                work.dense_marks += 1
+                dense.append(entity)
+                continue
+            work.group_items += 1
+            try:
+                if stored.legacy is not None:
+                    raise BlockError("b", "an item of one reading (the format before blocks), not a group item")
+                header, readings = decode_group(stored.payload)
+                if header.first_ms < hour or header.last_ms >= end:
+                    raise BlockError("b", f"its readings do not lie in the hour of its partition ({format_ts(hour)})")
+            except BlockError as exc:
+                self._corrupt(work, partition, stored, exc.reason)
+                continue
+            tier.append((header.version, readings))
+        blocks: list[tuple[int, Sequence[Reading]]] = []
+        # Only an entity with readings in the write tier has anything to compact: a dense entity's
+        # blocks are read only then (an entity dense in every batch costs no read).
+        present = {reading.entity_id for _, readings in tier for reading in readings}
+        for entity in (e for e in dense if e in present):
+            for part in self._layout.plan_entity(entity, hour, end, shard_map).partitions:
+                if part.kind != "blocks":
+                    continue
+                for stored in self._read(part, work):
+                    work.blocks_read += 1
+                    try:
+                        header = header_of(part, stored)
+                        if header.last_ms >= hour and header.first_ms < end:
+                            blocks.append((header.version, decode(part, stored, entity)[1]))
+                    except CorruptBlock as exc:
+                        self._corrupt(work, part, stored, exc.reason)
+        work.compacted = compact_hour(self._layout, shard_map, hour, tier, blocks, retention_ms=self._retention_ms)
+        return work
+
+    def _read(self, partition: PartitionQuery, work: GroupWork) -> list[StoredBlock]:
+        """Every item of ``partition``, strongly consistent (each page in turn)."""
+        request = PageRequest(partition, consistent=True)
+        items: list[StoredBlock] = []
+        while True:
+            page = self._reader.read_page(request)
+            work.calls += 1
+            work.read_units += page.read_units
+            items += page.blocks
+            if page.next_key is None:
+                return items
+            request = replace(request, start_key=page.next_key)
+
+    @staticmethod
+    def _corrupt(work: GroupWork, partition: PartitionQuery, stored: StoredBlock, reason: str) -> None:
+        """Count and log a corrupt item, which is left where it is."""
+        where = f"table {partition.table} {partition.pk} / {stored.sk}"
+        work.corrupt.append(f"{where}: {reason}")
+        logger.error(
+            "corrupt write-tier item left in place",
+            extra={"table": partition.table, "pk": partition.pk, "sk": stored.sk, "reason": reason},
+        )

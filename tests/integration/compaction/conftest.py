@@ -1,0 +1,161 @@
+"""The write tier on moto for the compaction tests: tables, group items and dense entities' blocks
+written with the key design (as ingest writes them), and what compaction stored, read back."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import boto3
+import pytest
+
+from adapters.batch_writer import BatchWriter, serialize_item
+from adapters.partition_reader import DynamoPartitionReader
+from adapters.shard_map_source import StaticShardMap
+from compaction.logic import CompactionRunner, CompactionState, StateStore
+from compaction.settings import CompactionSettings
+from keydesign import Reading, ShardMap, decode_block, parse_timestamp
+from keydesign.blocks import encode_group, keyed_item
+from keydesign.writetier import (
+    MAX_COMPACTED_SPAN_MS,
+    WriteTier,
+    dense_mark_sk,
+    group_sk_stem,
+    slice_start,
+)
+from tests.integration.mocked_aws import create_readings_table, mocked_aws
+
+REGION = "eu-west-1"
+PREFIX = "readings"
+HOUR = 3_600_000
+MINUTE = 60_000
+#: The hour compacted in most tests, and a clock that has let it settle (3 minutes).
+H = parse_timestamp("2026-11-22T06:00:00Z")
+SETTLED = H + HOUR + 4 * MINUTE
+ENV = {
+    "LAYOUT": "hybrid",
+    "SHARDS": "4",
+    "BUCKET": "15m",
+    "TABLE_PREFIX": PREFIX,
+    "TABLE_PERIOD": "hour",
+    "CONTROL_TABLE": "control",
+    "WRITE_TIER_GROUPS": "8",
+    "RETENTION": "30d",
+    "COMPACTION_SETTLE": "3m",
+}
+SETTINGS = CompactionSettings.from_env(ENV)
+LAYOUT = SETTINGS.layout
+TIER = WriteTier(8)
+SHARD_MAP = ShardMap.initial(LAYOUT.bucket, 4)
+Identity = tuple[str, int, str]
+
+
+@pytest.fixture
+def db(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    with mocked_aws(monkeypatch, REGION):
+        client = boto3.client("dynamodb", region_name=REGION)
+        create_readings_table(client, "control")
+        yield client
+
+
+def table(db: Any, hour: int) -> str:
+    name = LAYOUT.table_for(hour)
+    if name not in db.list_tables()["TableNames"]:
+        create_readings_table(db, name)
+    return name
+
+
+def reading(entity: str, ts: int, event_id: str = "e", v: float = 1.0) -> Reading:
+    return Reading.parse({"entity_id": entity, "timestamp": ts, "event_id": event_id, "measures": {"v": v}})
+
+
+def put_group_item(db: Any, readings: Sequence[Reading], version: int) -> None:
+    """One group item as ingest writes it (one group, one hour): format 4, its keys, its expiry."""
+    ordered = sorted(readings, key=lambda r: (r.ts_ms, r.entity_id, r.event_id))
+    (group,) = {TIER.group_of(r.entity_id) for r in ordered}
+    hour = slice_start(ordered[0].ts_ms)
+    encoded = encode_group(ordered, version)
+    item, _, _ = keyed_item(TIER.group_pk(group, hour), group_sk_stem(encoded), encoded.payload, None)
+    db.put_item(TableName=table(db, hour), Item=serialize_item(item))
+
+
+def put_dense(db: Any, readings: Sequence[Reading], version: int) -> None:
+    """A dense entity's readings as ingest writes them: its dense mark, then its own blocks."""
+    for r in readings:
+        hour = slice_start(r.ts_ms)
+        mark = {"pk": TIER.group_pk(TIER.group_of(r.entity_id), hour), "sk": dense_mark_sk(r.entity_id)}
+        db.put_item(TableName=table(db, hour), Item=serialize_item(mark))
+    put_blocks(db, readings, version)
+
+
+def put_blocks(db: Any, readings: Sequence[Reading], version: int) -> None:
+    for block in LAYOUT.pack([(r, version) for r in readings], SHARD_MAP):
+        db.put_item(TableName=table(db, block.first_ms), Item=serialize_item(block.item()))
+
+
+def compacted(db: Any) -> dict[Identity, list[tuple[int, Reading]]]:
+    """Every reading in a compacted block of any readings table, with the block's version: every copy."""
+    found: dict[Identity, list[tuple[int, Reading]]] = {}
+    for name in db.list_tables()["TableNames"]:
+        if not name.startswith(f"{PREFIX}-"):
+            continue
+        for page in db.get_paginator("scan").paginate(TableName=name):
+            for item in page["Items"]:
+                if not item["pk"]["S"].endswith("#c"):
+                    continue
+                entity = item["sk"]["S"].split("#")[0]
+                header, readings = decode_block(entity, item["b"]["B"], span_limit_ms=MAX_COMPACTED_SPAN_MS)
+                for r in readings:
+                    found.setdefault((r.entity_id, r.ts_ms, r.event_id), []).append((header.version, r))
+    return found
+
+
+def identities(readings: Sequence[Reading]) -> set[Identity]:
+    return {(r.entity_id, r.ts_ms, r.event_id) for r in readings}
+
+
+def runner(clock: list[int], **parts: Any) -> CompactionRunner:
+    made = CompactionRunner.from_settings(SETTINGS, clock_ms=lambda: clock[0])
+    if not parts:
+        return made
+    made.close()
+    defaults: dict[str, Any] = {
+        "layout": LAYOUT,
+        "tier": TIER,
+        "shard_maps": StaticShardMap(SHARD_MAP),
+        "reader": DynamoPartitionReader(boto3.client("dynamodb", region_name=REGION)),
+        "writer": BatchWriter(boto3.client("dynamodb", region_name=REGION)),
+        "state": StateStore(boto3.client("dynamodb", region_name=REGION), "control", PREFIX),
+        "retention_ms": SETTINGS.retention_ms,
+        "settle_ms": SETTINGS.settle_ms,
+        "clock_ms": lambda: clock[0],
+    }
+    return CompactionRunner(**{**defaults, **parts})
+
+
+def state(db: Any) -> CompactionState | None:
+    return StateStore(db, "control", PREFIX).load()
+
+
+def sparse_fleet(hour: int, devices: int = 40, per_device: int = 3) -> list[Reading]:
+    """Sparse devices' readings of ``hour``: each a few, spread over the hour (and its 15-minute buckets)."""
+    return [
+        reading(f"dev-{d:03d}", hour + (d * 7_919 + n * 1_234_567) % HOUR, f"r{n}", float(d + n))
+        for d in range(devices)
+        for n in range(per_device)
+    ]
+
+
+def publish(db: Any, readings: Sequence[Reading], version: int) -> None:
+    """``readings`` as ingest batches write them: per group, items of up to 10 s (a group item's span)."""
+    by_group: dict[int, list[Reading]] = {}
+    for r in sorted(readings, key=lambda r: (r.ts_ms, r.entity_id, r.event_id)):
+        by_group.setdefault(TIER.group_of(r.entity_id), []).append(r)
+    for members in by_group.values():
+        item: list[Reading] = []
+        for r in members:
+            if item and r.ts_ms - item[0].ts_ms >= 10_000:
+                put_group_item(db, item, version)
+                item = []
+            item.append(r)
+        put_group_item(db, item, version)

@@ -1,0 +1,237 @@
+"""The compaction function on moto: group items written with the key design (as ingest writes them),
+compacted into per-entity blocks, each reading once, through faults: a write that fails mid-step,
+a run cut by its deadline, days of downtime, per-period tables that do not exist, corrupt items,
+and dense entities whose blocks hold newer and older copies."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+
+from adapters.batch_writer import BatchWriter, serialize_item
+from adapters.partition_reader import DynamoPartitionReader, Page, PageRequest
+from adapters.retry import Deadline
+from compaction import logic
+from compaction.logic import CompactionState, StateStore, StepNotStored
+from keydesign.writetier import KEEP_MS, compacted_through, dense_mark_sk, slice_start, state_key
+from tests.integration.compaction.conftest import (
+    HOUR,
+    LAYOUT,
+    MINUTE,
+    PREFIX,
+    REGION,
+    SETTLED,
+    TIER,
+    H,
+    compacted,
+    identities,
+    publish,
+    put_blocks,
+    put_dense,
+    reading,
+    runner,
+    sparse_fleet,
+    state,
+    table,
+)
+
+pytestmark = pytest.mark.integration
+
+
+def test_a_first_run_compacts_every_settled_hour_since_keep_and_each_reading_once(db: Any) -> None:
+    # Given a sparse fleet's readings of an hour in the write tier (hourly tables: only that hour's exists)
+    fleet = sparse_fleet(H)
+    publish(db, fleet, version=5)
+    # When the compaction function first runs once the hour has settled
+    report = runner([SETTLED]).run(Deadline.never())
+    # Then it starts KEEP back (the tables of those hours do not exist: they read as empty), compacts
+    # every hour through H, and stores every reading once, in compacted blocks of the write tier's version
+    first = slice_start(SETTLED - KEEP_MS)
+    assert report.hours == (H + HOUR - first) // HOUR and report.through_ms == H + HOUR
+    assert state(db) == CompactionState(H + HOUR) and compacted_through(_raw_state(db)) == H + HOUR
+    stored = compacted(db)
+    assert stored.keys() == identities(fleet) and all(len(copies) == 1 for copies in stored.values())
+    assert all(version == 5 for copies in stored.values() for version, _ in copies)
+    assert report.readings_compacted == len(fleet) and report.group_items >= TIER.groups
+    # each device's hour is one block per 15-minute bucket it has readings in
+    assert report.compacted_blocks == len({(r.entity_id, LAYOUT.bucket.start(r.ts_ms)) for r in fleet})
+    assert report.corrupt == [] and report.lag_ms == SETTLED - (H + HOUR)
+
+
+def _raw_state(db: Any) -> dict[str, object]:
+    key = {k: {"S": v} for k, v in state_key(PREFIX).items()}
+    raw = db.get_item(TableName="control", Key=key)["Item"]
+    return {"through": int(raw["through"]["N"])}
+
+
+def test_an_hour_is_compacted_only_once_it_has_settled(db: Any) -> None:
+    publish(db, sparse_fleet(H, devices=5), version=1)
+    clock = [H + HOUR + 2 * MINUTE]  # the hour has ended, but an ingest batch may still be writing it
+    report = runner(clock).run(Deadline.never())
+    assert report.through_ms == H and compacted(db) == {}
+    clock[0] = SETTLED
+    assert runner(clock).run(Deadline.never()).hours == 1 and len(compacted(db)) == 15
+
+
+def test_dense_entities_blocks_newer_copies_win_and_older_ones_only_raise_the_version(db: Any) -> None:
+    sparse = [reading("s-1", H + 1_000, "a"), reading("s-1", H + 2_000, "b")]
+    hot = [reading("hot", H + n * 60_000, f"h{n}") for n in range(10)]
+    # Given the tier holds copies of version 20 of hot's readings 0-4 and of the sparse entity's two
+    publish(db, [*sparse, *hot[:5]], version=20)
+    # and hot, dense in other batches, wrote its own blocks: readings 3-9 at version 30 (newer: 3 and 4
+    # corrected), and an older copy of reading 0 at version 10
+    put_dense(db, [replace(r, measures={"v": 9.0}) for r in hot[3:]], version=30)
+    put_blocks(db, [hot[0]], version=10)
+    # (and an entity dense in every batch of the hour: nothing of it is in the tier)
+    put_dense(db, [reading("busy", H + n * 60_000, f"b{n}") for n in range(5)], version=25)
+    report = runner([SETTLED]).run(Deadline.never())
+    stored = compacted(db)
+    # Then the readings whose newest copy is in the tier are compacted (hot 0-2; its 3-9 stay in blocks)
+    assert stored.keys() == identities([*sparse, *hot[:3]])
+    # hot's compacted block has the largest version of every copy read (30), above its older block copy
+    assert {v for e, copies in stored.items() for v, _ in copies if e[0] == "hot"} == {30}
+    assert {v for e, copies in stored.items() for v, _ in copies if e[0] == "s-1"} == {20}
+    # and only hot's blocks were read (7 of version 30, 1 of version 10): busy has nothing to compact
+    assert report.dense_marks == 2 and report.blocks_read == 8
+
+
+class Throttling:
+    """DynamoDB throttling every BatchWriteItem that holds a compacted block of ``entities`` in 06:00's hour."""
+
+    def __init__(self, api: Any, entities: set[str], code: str = "ProvisionedThroughputExceededException") -> None:
+        self.api = api
+        self.entities = entities
+        self.code = code
+        self.on = True
+
+    def batch_write_item(self, **kwargs: Any) -> Any:
+        items = [r["PutRequest"]["Item"] for rs in kwargs["RequestItems"].values() for r in rs]
+        if self.on and any(
+            i["pk"]["S"][5:18] == "2026-11-22T06" and i["sk"]["S"].split("#")[0] in self.entities for i in items
+        ):
+            error = {"Code": self.code, "Message": "refused"}
+            raise ClientError({"Error": error}, "BatchWriteItem")
+        return self.api.batch_write_item(**kwargs)
+
+
+@dataclass
+class FakeTime:
+    """A monotonic clock the test owns: sleeps move it, as does every read (``per_read_s``)."""
+
+    now: float = 0.0
+    per_read_s: float = 0.0
+
+    def clock(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+class SlowReader:
+    """A partition reader that takes ``time.per_read_s`` of the test's clock per page."""
+
+    def __init__(self, time: FakeTime) -> None:
+        self.inner = DynamoPartitionReader(boto3.client("dynamodb", region_name=REGION))
+        self.time = time
+
+    def read_page(self, request: PageRequest) -> Page:
+        self.time.now += self.time.per_read_s
+        return self.inner.read_page(request)
+
+
+def test_a_step_whose_blocks_are_throttled_past_the_deadline_is_redone_next_run_nothing_lost_or_doubled(
+    db: Any,
+) -> None:
+    # Given two hours of a fleet in the tier, compacted 2 groups a step (4 steps an hour)
+    fleet = [*sparse_fleet(H - HOUR), *sparse_fleet(H)]
+    publish(db, fleet, version=3)
+    StateStore(db, "control", PREFIX).save(CompactionState(H - HOUR))
+    # and DynamoDB throttles the writes of one device of group 5 (the third step of H) for a while
+    victim = next(f"dev-{d:03d}" for d in range(40) if TIER.group_of(f"dev-{d:03d}") == 5)
+    throttling = Throttling(boto3.client("dynamodb", region_name=REGION), {victim})
+    time = FakeTime()
+    writer = BatchWriter(throttling, clock=time.clock, sleep=time.sleep)
+    compact = runner([SETTLED], writer=writer, concurrency=2)
+    # When a run meets it: the writer retries until the deadline, then the run stops on that step
+    failed = compact.run(Deadline.after_ms(60_000, time.clock))
+    assert isinstance(failed.error, StepNotStored)
+    assert "groups 4-5 of 2026-11-22T06:00:00.000Z not stored" in str(failed.error)
+    # Then the state holds H-1 done and H's first two steps, and the report the lag to H
+    assert state(db) == CompactionState(H, group=4)
+    assert (failed.hours, failed.through_ms, failed.lag_ms) == (1, H, SETTLED - H)
+    # And the next run, the throttling over, redoes the step: every reading stored once
+    throttling.on = False
+    report = compact.run(Deadline.after_ms(60_000, time.clock))
+    assert report.hours == 1 and state(db) == CompactionState(H + HOUR)
+    stored = compacted(db)
+    assert stored.keys() == identities(fleet) and all(len(copies) == 1 for copies in stored.values())
+
+
+def test_a_run_stopped_by_its_deadline_goes_on_from_its_last_step(db: Any) -> None:
+    fleet = sparse_fleet(H)
+    publish(db, fleet, version=3)
+    StateStore(db, "control", PREFIX).save(CompactionState(H))
+    # Given reads that take a second of the run's clock each, and a run of 5 seconds
+    time = FakeTime(per_read_s=1.0)
+    compact = runner([SETTLED], reader=SlowReader(time), concurrency=2)
+    first = compact.run(Deadline.after_ms(5_000, time.clock))
+    # Then it stops after the steps that fit, saving where it got to, with nothing compacted twice
+    assert first.hours == 0 and 0 < first.steps < 4
+    assert state(db) == CompactionState(H, group=2 * first.steps)
+    # And the next runs go on from there until the hour is done
+    runs = 1
+    while state(db) != CompactionState(H + HOUR):
+        compact.run(Deadline.after_ms(5_000, time.clock))
+        runs += 1
+        assert runs < 10
+    stored = compacted(db)
+    assert stored.keys() == identities(fleet) and all(len(copies) == 1 for copies in stored.values())
+
+
+def test_after_downtime_a_run_catches_up_every_hour_in_order(db: Any) -> None:
+    hours = [H - 3 * HOUR, H - 2 * HOUR, H - HOUR, H]
+    fleets = {hour: sparse_fleet(hour, devices=10) for hour in hours}
+    for fleet in fleets.values():
+        publish(db, fleet, version=2)
+    StateStore(db, "control", PREFIX).save(CompactionState(H - 5 * HOUR))
+    # When the function comes back after five hours of not running
+    report = runner([SETTLED]).run(Deadline.never())
+    # Then one run compacts every hour since (the ones without a table too), in order
+    assert report.hours == 6 and report.through_ms == H + HOUR
+    assert compacted(db).keys() == identities([r for fleet in fleets.values() for r in fleet])
+
+
+def test_a_corrupt_item_is_logged_counted_and_left_and_the_rest_compacted(
+    db: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    logged: list[dict[str, Any]] = []
+    monkeypatch.setattr(logic.logger, "error", lambda message, extra: logged.append({"message": message, **extra}))
+    fleet = sparse_fleet(H, devices=10)
+    publish(db, fleet, version=4)
+    name = table(db, H)
+    # Given a group item whose payload is damaged, and a dense mark that names no entity
+    bad_pk = TIER.group_pk(3, H)
+    db.put_item(
+        TableName=name, Item=serialize_item({"pk": bad_pk, "sk": "2026-11-22T06:00:01.000Z#abc#1", "b": b"\x04junk"})
+    )
+    db.put_item(TableName=name, Item=serialize_item({"pk": TIER.group_pk(4, H), "sk": dense_mark_sk("a#b")}))
+    report = runner([SETTLED]).run(Deadline.never())
+    # Then both are counted and logged with their table, key and reason, and left where they are
+    assert len(report.corrupt) == 2 and report.through_ms == H + HOUR
+    assert any(c.startswith(f"table {name} {bad_pk} / 2026-11-22T06:00:01.000Z#abc#1: ") for c in report.corrupt)
+    assert {(e["message"], e["table"], e["pk"]) for e in logged} == {
+        ("corrupt write-tier item left in place", name, bad_pk),
+        ("corrupt write-tier item left in place", name, TIER.group_pk(4, H)),
+    }
+    assert sorted(e["reason"] for e in logged) == [
+        "a dense mark of no entity: must not contain '#', the key separator",
+        "the payload ends inside its header",
+    ]
+    assert db.get_item(TableName=name, Key={"pk": {"S": bad_pk}, "sk": {"S": "2026-11-22T06:00:01.000Z#abc#1"}})["Item"]
+    # and every reading of the good items is compacted
+    assert compacted(db).keys() == identities(fleet)

@@ -100,6 +100,7 @@ def run(args: argparse.Namespace) -> int:
         function_log=args.function_log,
         rotator_clock_speed=args.rotator_speed,
         rollups=True,
+        compaction=True,
     )
     stop = threading.Event()
     # Ctrl-C and SIGTERM set the event rather than raise inside the wait (a

@@ -366,6 +366,17 @@ def test_bad_data_points_are_rejects_naming_them_and_their_neighbours_are_stored
     assert "none of host, service.instance.id (entity_tags) is present" in rejects[-1]["reason"]
 
 
+def test_two_names_that_become_one_are_a_reject_naming_both_never_merged() -> None:
+    request = otlp_request(
+        lambda m: m.create_gauge("t").set(1.0, {"a.b": "dot", "a_b": "underscore"}), {"service.instance.id": "i"}
+    )
+    _, stored, rejects = ingest([request.SerializeToString()], now_ms=_time_ms_any(request))
+    assert stored == []
+    assert [(b["field"], b["reason"].split(": ", 1)[1]) for b in rejects] == [
+        ("dimensions.a_b", "attributes 'a.b' and 'a_b' are both stored as 'a_b'")
+    ]
+
+
 def test_the_entity_attribute_is_configurable() -> None:
     request = otlp_request(lambda m: m.create_gauge("t").set(1.0), {"device_id": "d-9", "service.instance.id": "x"})
     _, stored, _ = ingest(

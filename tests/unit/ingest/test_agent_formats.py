@@ -155,7 +155,7 @@ def test_a_bad_line_is_a_reject_naming_its_line_while_its_neighbours_are_stored(
         ("entity_id", "line 3", 2),
         ("timestamp", "line 4", 3),
         ("dimensions", "line 5", 4),
-        ("fields.usage", "line 9", 6),
+        ("line", "line 9", 6),
         ("line", "line 10", 7),
     ]
     assert "no tag names the entity: none of host, service.instance.id (entity_tags) is present" in rejects[1]["reason"]

@@ -89,8 +89,11 @@ def decode(text: str, formats: Formats) -> list[Part]:
 def _part(found: re.Match[str], whole: str, where: str, unit_ns: int, formats: Formats) -> Part:
     raw = whole.rstrip("\r\n")
     measurement_text, tag_text, field_text, stamp = found.groups()
-    measurement = _unescape(measurement_text)
-    tags = {_unescape(k): _unescape(v) for k, v in _TAG.findall(tag_text)} if tag_text else {}
+    if "\\" in whole:
+        measurement = _unescape(measurement_text)
+        tags = {_unescape(k): _unescape(v) for k, v in _TAG.findall(tag_text)}
+    else:  # nothing escaped (Telegraf's usual line): the texts are the names
+        measurement, tags = measurement_text, dict(_TAG.findall(tag_text))
     measures: dict[str, object] = {}
     strings: dict[str, str] = {}
     for key_text, value_text in _FIELD.findall(field_text):

@@ -394,13 +394,19 @@ def test_corrupt_or_oversized_compressed_records_are_one_reject_each() -> None:
     raw = request.SerializeToString()
     gzipped = compress(raw, "gzip")  # flushed: cut anywhere, it no longer ends on the flush
     bomb = compress(b"\n" + b"\x00" * (MAX_INFLATED + 10), "gzip")
-    _, stored, rejects = ingest([gzipped[:-9], bomb, raw[:-3], compress(raw, "gzip", closed=True)[:-2]], now_ms=0)
+    dense = compress(b"\n" + b"\x00" * 100_000, "zlib")  # under 8 MiB, but a thousand times its size
+    records = [gzipped[:-9], bomb, raw[:-3], compress(raw, "gzip", closed=True)[:-2], dense]
+    _, stored, rejects = ingest(records, now_ms=0)
     assert stored == []
-    assert [(b["field"], b["source"]["index"]) for b in rejects] == [("data", None)] * 4
+    assert [(b["field"], b["source"]["index"]) for b in rejects] == [("data", None)] * 5
     assert "gzip that does not decompress: the compressed stream is truncated" in rejects[0]["reason"]
-    assert f"inflates past {MAX_INFLATED:,} bytes" in rejects[1]["reason"]
+    assert (
+        f"is gzip that inflates past 16 times its size, {min(MAX_INFLATED, 16 * len(bomb)):,} bytes"
+        in (rejects[1]["reason"])
+    )
     assert "is not UTF-8 text (JSON or line protocol), nor OTLP protobuf" in rejects[2]["reason"]
     assert "gzip that does not decompress" in rejects[3]["reason"]
+    assert f"is zlib that inflates past 16 times its size, {16 * len(dense):,} bytes" in rejects[4]["reason"]
 
 
 # -- which format a record is --------------------------------------------------------------------

@@ -40,6 +40,7 @@ def test_every_benchmark_of_the_issue_is_registered() -> None:
         "write-tier",
         "write-tier-ingest",
         "compaction",
+        "ingest-agents",
     }
     assert all(b.description for b in registered().values())
 

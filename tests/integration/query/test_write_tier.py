@@ -1,6 +1,6 @@
 """Reads of both tiers on moto: group items, dense marks, compacted blocks and blocks, through the API.
 
-The items are written as ingest and compaction write them (``tests/writetier_items.py``) into
+The items are written as ingest and compaction write them (``benchmarks/tier_items.py``) into
 hourly tables; the compaction state is put in the control table and read by the real watermark
 source (``adapters.compaction_state.CachedWatermark``) through its cache. Entity pages, cross-entity
 pages with their cursors, ``latest`` and raw aggregates equal the newest copy of each reading,
@@ -17,6 +17,7 @@ import pytest
 from adapters.compaction_state import CachedWatermark
 from adapters.partition_reader import DynamoPartitionReader
 from adapters.shard_map_source import StaticShardMap
+from benchmarks.tier_items import TierWriter
 from keydesign import Layout, Reading, ShardMap, format_ts
 from keydesign.writetier import WriteTier, state_key
 from query.api import create_app
@@ -26,7 +27,6 @@ from query.settings import QueryLimits
 from tests.integration.mocked_aws import create_readings_table
 from tests.integration.query.conftest import HOUR, KEY, NOW, PREFIX, pages, to_dynamodb
 from tests.unit.query.apigw import ApiClient
-from tests.writetier_items import TierWriter
 
 pytestmark = pytest.mark.integration
 

@@ -11,7 +11,7 @@ call cap, returns what a brute-force model of the stored readings says; ``latest
 raw aggregates too.
 
 With the write tier on (``keydesign.writetier``), batches are stored as ingest stores them then
-(``tests/writetier_items.py``): sparse entities' readings of an hour still open as group items,
+(``benchmarks/tier_items.py``): sparse entities' readings of an hour still open as group items,
 dense entities' as blocks with a dense mark, late ones as blocks; a batch may be retried after its
 hour ended (its readings then go to blocks, same version); the first hours may be compacted (their
 group items' newest copies written again as compacted blocks), and the reader may hold an older
@@ -29,6 +29,7 @@ from hypothesis import strategies as st
 
 from adapters.shard_map_source import StaticShardMap
 from benchmarks.memory_dynamo import MemoryReader
+from benchmarks.tier_items import TierWriter
 from keydesign import Layout, Reading, ShardMap, format_ts, parse_timestamp, ttl_for
 from keydesign.writetier import SLICE_MS, WriteTier
 from query.cursor import CursorCodec
@@ -37,7 +38,6 @@ from query.models import AggregateSeries, LatestReading, ReadingsPage
 from query.params import PageArgs, ReadArgs, TimeRange
 from query.settings import QueryLimits
 from tests.legacy_items import legacy_item
-from tests.writetier_items import TierWriter
 
 NOW = parse_timestamp("2026-11-22T12:00:00Z")
 SECOND, MINUTE, HOUR = 1_000, 60_000, 3_600_000

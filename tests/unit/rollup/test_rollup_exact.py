@@ -9,7 +9,7 @@ stored again in that batch's blocks: the copy of the highest version counts.
 Readings arrive up to MAX_FUTURE early and up to far past LATENESS late, an
 entity is split mid-workload, tables may be per-period, and a run may die
 half-way. With the write tier on, batches are stored as ingest stores them then
-(``tests/writetier_items.py``: group items, dense marks, late readings in blocks)
+(``benchmarks/tier_items.py``: group items, dense marks, late readings in blocks)
 and each hour is compacted once it has settled, the rollup function reading both
 tiers at the watermark. After a final run, every rollup and every total equals the
 figures computed from the raw readings, except the intervals a late mark
@@ -31,13 +31,13 @@ from adapters.rollup_store import ReadCount, RollupStore
 from adapters.shard_map_source import StaticShardMap
 from benchmarks.memory_dynamo import MemoryDynamo as FakeDynamo
 from benchmarks.memory_dynamo import MemoryReader
+from benchmarks.tier_items import TierWriter
 from keydesign import Layout, Reading, ShardMap
 from keydesign.rollup import Figures, Granularities, floor_to, hottest_rollup_keys
 from keydesign.writetier import SLICE_MS, WriteTier
 from rollup.logic import RollupRunner
 from tests.unit.keydesign.strategies import PROPERTY
 from tests.unit.rollup.oracles import marks_of, same_figures
-from tests.writetier_items import TierWriter
 
 MINUTE = 60_000
 T0 = 1_795_000_000_000 - 1_795_000_000_000 % (3_600_000)  # an hour boundary in 2026

@@ -26,13 +26,13 @@ from archives import (
     read_readings,
 )
 from archives.readings import WINDOW_MS
+from benchmarks.tier_items import TierWriter
 from keydesign import Layout, Reading, ShardMap
 from keydesign.model import derive_event_id
 from keydesign.writetier import STATE_PK, WriteTier
 from tests.legacy_items import legacy_item
 from tests.unit.keydesign.legacy_blocks import varint
 from tests.unit.tsctl.exports import HYBRID, T0, block_items, data_file, dynamodb_json, folder, reading, write_export
-from tests.writetier_items import TierWriter
 from tsctl.commands import archive
 
 RANDOM = Layout.from_settings(kind="random", bucket="1h", table_prefix="timeseries-readings")

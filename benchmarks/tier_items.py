@@ -1,6 +1,7 @@
 """The write tier's items as ingest and compaction write them, built from ``keydesign`` alone.
 
-A model of docs/writetier.md's rules for the readers' tests: per ingest batch (after its last
+A model of docs/writetier.md's rules for the readers' tests and the read-cost benchmark (the real
+packer and compaction are ``ingest`` and ``compaction``'s): per ingest batch (after its last
 copy of each reading wins), an entity with ``DENSE_READINGS`` or more readings writes its own
 blocks (``Layout.pack``) and a dense mark in its group's partition of each hour still in the write
 tier; the other readings of an hour still in the write tier (``in_write_tier``) become group

@@ -493,6 +493,8 @@ class Merger:
         # Blocks whose header was read, and the readings they hold: the density Limits are set by.
         self._blocks_seen = 0
         self._readings_seen = 0
+        # Blocks decoded and the readings decompressed from them: the decoding budget's density.
+        self._blocks_decoded = 0
         stats.partitions_planned += len(streams)
 
     def over_budget(self) -> Stop | None:
@@ -537,6 +539,7 @@ class Merger:
         """Count a block decoded: ``readings`` decompressed, ``kept`` of them the read's (fewer in a
         group item, which holds other entities' too: the density Limits are set by is the read's)."""
         self.stats.decoded += readings
+        self._blocks_decoded += 1
         self.looked_at(kept)
 
     def page_limit(self, group: int) -> int | None:
@@ -554,9 +557,9 @@ class Merger:
             # twice its share; a partition that holds more is read again.
             share = need if group <= 1 else min(need, math.ceil(2 * need / group) + 8)
             limit = FIRST_PAGE_BLOCKS if per_block is None else math.ceil(share / per_block) + 1
-        if options.max_decoded is not None and per_block is not None:
+        if options.max_decoded is not None and self._blocks_decoded:
             left = max(1, options.max_decoded - self.stats.decoded)
-            cap = math.ceil(left / per_block) + 1
+            cap = math.ceil(left * self._blocks_decoded / max(1, self.stats.decoded)) + 1
             limit = cap if limit is None else min(limit, cap)
         return None if limit is None else max(FIRST_PAGE_BLOCKS, limit)
 

@@ -245,13 +245,14 @@ def _device_costs(service: QueryService) -> dict[str, float]:
     assert not isinstance(latest, Explanation) and latest.reading is not None
     costs = {"latest": latest.cost.read_units, "latest_queries": latest.cost.queries}
     for name, span in (("last_10_min", 600_000), ("day", DAY)):
-        units, queries, cursor = 0.0, 0, None
+        units, queries, returned, cursor = 0.0, 0, 0, None
         while True:
             page = page_of(partial(service.entity_readings, DEVICE, PageArgs(TimeRange(NOW - span, NOW), 1000, cursor)))
             units, queries, cursor = units + page.cost.read_units, queries + page.cost.queries, page.next_cursor
+            returned += page.count
             if cursor is None:
                 break
-        costs[name], costs[f"{name}_queries"] = units, queries
+        costs[name], costs[f"{name}_queries"], costs[f"{name}_readings"] = units, queries, returned
     return costs
 
 

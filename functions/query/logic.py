@@ -737,4 +737,5 @@ def _planned(partition: PartitionQuery) -> PlannedPartition:
         from_=format_ts(partition.from_ms),
         to=format_ts(partition.to_ms),
         time_filter=partition.time_filter,
+        kind=partition.kind,
     )

@@ -181,6 +181,9 @@ class RollupRunner:
             client("dynamodb"), writer, settings.control_table, settings.layout.table_prefix, settings.retention_ms
         )
         prefix, ttl = settings.layout.table_prefix, settings.shard_map_cache_ttl_ms
+        watermark: CompactionWatermark = NOTHING_COMPACTED  # without the write tier nothing is compacted
+        if settings.write_tier is not None:
+            watermark = CachedWatermark(client("dynamodb"), settings.control_table, prefix, ttl)
         return cls(
             layout=settings.layout,
             shard_maps=shard_map_source(settings, bootstrap=False),
@@ -191,7 +194,7 @@ class RollupRunner:
             settle_ms=settings.settle_ms,
             clock_ms=clock_ms,
             write_tier=settings.write_tier,
-            watermark=CachedWatermark(client("dynamodb"), settings.control_table, prefix, ttl),
+            watermark=watermark,
         )
 
     def close(self) -> None:

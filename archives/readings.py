@@ -18,6 +18,12 @@ So memory holds one spill file's readings: at most ``max_readings``, unless a si
 (entity, 10-second window) alone holds more. The spill files hold the selected blocks,
 still compressed (about the size of the export's data, uncompressed).
 
+The write tier's items (``keydesign.writetier``) are read as readings too: a group item (many
+entities' readings) is decoded as it is routed and spilled as a block of each of its entities
+(the selection's), a compacted block (an hour's span) as a block of each 10-second window it
+holds, each of the item's version, so their copies dedupe with the blocks' as any two blocks'
+do. A dense mark (no readings) is skipped.
+
 A block that does not decode (:class:`keydesign.BlockError`: a failed checksum, a malformed
 column) raises :class:`archives.export.CorruptItem` naming its file, line and key, or, given
 ``on_corrupt_block``, is handed to it as one, counted in ``ReadStats.corrupt_blocks`` and left
@@ -31,6 +37,7 @@ import binascii
 import hashlib
 import json
 import os
+import re
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -39,9 +46,24 @@ from typing import IO, Any
 
 from archives.export import CorruptItem, DataFile, Store, find_exports, items
 from keydesign import BlockError, Reading, decode_block
-from keydesign.blocks import MAX_BLOCK_SPAN_MS, BlockHeader, keep_newest, newest_wins, read_header
+from keydesign.blocks import (
+    MAX_BLOCK_SPAN_MS,
+    BlockHeader,
+    decode_group,
+    encode_block,
+    keep_newest,
+    newest_wins,
+    read_header,
+)
 from keydesign.layouts import KeyParts, parse_keys
 from keydesign.legacy import is_legacy, legacy_block
+from keydesign.writetier import (
+    COMPACTED_PK_SUFFIX,
+    DENSE_MARK_PREFIX,
+    GROUP_PK_PREFIX,
+    MAX_COMPACTED_SPAN_MS,
+    STATE_PK,
+)
 
 WINDOW_MS = MAX_BLOCK_SPAN_MS
 FANOUT = 64
@@ -180,15 +202,18 @@ def _route(
         stats.items += 1
         key = f"pk {_text(item, 'pk')!r} sk {_text(item, 'sk')!r}"
         try:
-            entity, header, stored = _block(item, where, line)
+            blocks = _tier_blocks(item, where, line, selection) if _in_write_tier(item) else [_block(item, where, line)]
         except _UnreadableError as exc:
             _corrupt(where, line, f"block of {exc.entity}, {key}: {exc.reason}", stats=stats, report=report)
             continue
-        if not selection.takes_entity(entity) or not selection.overlaps(header.first_ms, header.last_ms):
-            continue
-        stats.blocks += 1
-        for window in range(header.first_ms // WINDOW_MS, header.last_ms // WINDOW_MS + 1):
-            spill.add([entity, window, header.count, stored, source, line, key], header.count)
+        counted = False
+        for entity, header, stored in blocks:
+            if not selection.takes_entity(entity) or not selection.overlaps(header.first_ms, header.last_ms):
+                continue
+            stats.blocks += not counted
+            counted = True
+            for window in range(header.first_ms // WINDOW_MS, header.last_ms // WINDOW_MS + 1):
+                spill.add([entity, window, header.count, stored, source, line, key], header.count)
 
 
 def _block(item: Mapping[str, Any], where: str, line: int) -> tuple[str, BlockHeader, str | Mapping[str, Any]]:
@@ -218,6 +243,56 @@ def _block(item: Mapping[str, Any], where: str, line: int) -> tuple[str, BlockHe
         return parts.entity, read_header(payload), encoded
     except BlockError as exc:
         raise _UnreadableError(parts.entity, exc.reason) from None
+
+
+_COMPACTED_HYBRID_PK = re.compile(r"^\d{4}#\d{4}-\d{2}-\d{2}T\d{2}:\d{2}" + re.escape(COMPACTED_PK_SUFFIX) + r"\Z")
+
+
+def _in_write_tier(item: Mapping[str, Any]) -> bool:
+    """Whether ``item`` is the write tier's: in a group's partition, a compacted block, or the
+    compaction's state (kept in the control table; skipped should an export hold it)."""
+    pk = _text(item, "pk") or ""
+    return pk.startswith(GROUP_PK_PREFIX) or pk.endswith(COMPACTED_PK_SUFFIX) or pk == STATE_PK
+
+
+def _tier_blocks(
+    item: Mapping[str, Any], where: str, line: int, selection: Selection
+) -> list[tuple[str, BlockHeader, str]]:
+    """The readings of a write-tier item as blocks of one entity within one 10-second window each
+    (what the spill holds), of the item's version: a group item's, per entity the selection takes; a
+    compacted block's, per window. None of a dense mark (it holds no readings)."""
+    pk, sk = _text(item, "pk") or "", _text(item, "sk") or ""
+    if sk.startswith(DENSE_MARK_PREFIX) or pk == STATE_PK:
+        return []
+    if pk.startswith(GROUP_PK_PREFIX):
+        entity = "a group"
+    elif _COMPACTED_HYBRID_PK.match(pk):
+        entity = sk.split("#", 1)[0]
+    else:
+        entity = pk.removesuffix(COMPACTED_PK_SUFFIX)
+    encoded = item.get("b", {}).get("B") if isinstance(item.get("b"), dict) else None
+    if not isinstance(encoded, str):
+        raise CorruptItem(where, line, f"the write-tier item of {entity} has no binary block 'b'")
+    try:
+        payload = base64.b64decode(encoded, validate=True)
+    except (binascii.Error, ValueError):
+        raise CorruptItem(where, line, f"the write-tier item of {entity} is not base64") from None
+    try:
+        if pk.startswith(GROUP_PK_PREFIX):
+            header, readings = decode_group(payload)
+        else:
+            header, readings = decode_block(entity, payload, span_limit_ms=MAX_COMPACTED_SPAN_MS)
+    except BlockError as exc:
+        raise _UnreadableError(entity, exc.reason) from None
+    runs: dict[tuple[str, int], list[Reading]] = {}
+    for reading in readings:  # in (time, entity, event id) order: so is each run
+        if selection.takes_entity(reading.entity_id) and selection.takes(reading.ts_ms):
+            runs.setdefault((reading.entity_id, reading.ts_ms // WINDOW_MS), []).append(reading)
+    blocks = []
+    for (owner, _), run in runs.items():
+        block = encode_block(run, header.version)
+        blocks.append((owner, read_header(block.payload), base64.b64encode(block.payload).decode()))
+    return blocks
 
 
 class _UnreadableError(Exception):

@@ -156,6 +156,14 @@ class MemoryReader:
                 key.table, key.pk, _Stored(key.sk, StoredBlock(key.sk, block.encoded.payload), block.size, block.ttl)
             )
 
+    def add_item(self, table: str, item: dict[str, Any]) -> None:
+        """Store an item in plain values (``keydesign.blocks.block_item``'s shape: a block, a write-tier
+        group item or compacted block, or an item without a payload such as a dense mark)."""
+        sk, ttl = str(item["sk"]), item.get("ttl")
+        payload = item.get("b", b"")
+        stored = StoredBlock(sk, payload if isinstance(payload, bytes) else b"")
+        self._put(table, str(item["pk"]), _Stored(sk, stored, item_size(item), None if ttl is None else int(ttl)))
+
     def add_legacy(self, table: str, item: dict[str, Any]) -> None:
         """Store an item of the format before blocks (one reading; DynamoDB JSON, ``keydesign.legacy``)."""
         sk, ttl = item["sk"]["S"], item.get("ttl")

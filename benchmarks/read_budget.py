@@ -33,6 +33,15 @@ a reading had before blocks, :func:`benchmarks.blocks.old_item`): at least their
 bytes over 4 KB, halved (the floor: every Query rounds up, and pages overlap).
 The deployment is the stack's defaults (:meth:`benchmarks.blocks.Deployment.defaults`).
 
+And what one seed 003 device's reads cost with the write tier on (``device``): 1,000,000 devices
+reporting once every 259 s, in ``WRITE_TIER_GROUPS`` (32) groups, so the device's group of
+31,250 sends 121 readings a second; its hour before NOW is in the write tier (compaction has not
+reached it: the worst case, at an hour's start), the 23 before it compacted. The group's hour is
+stored as ingest stores it (``benchmarks/tier_items.py``: one batch per 10 s window, its group
+items), the device's earlier hours as compaction writes them (a compacted block an hour). Read
+units of ``latest``, the last 10 minutes and the day (pages of 1,000), eventually consistent,
+beside the same device with every reading in a block of its own (the write tier off).
+
 Run: ``python -m benchmarks read-budget`` (harness) or
 ``.venv/bin/python -m benchmarks.read_budget`` (prints JSON).
 """
@@ -52,11 +61,13 @@ from benchmarks.blocks import Deployment, old_item
 from benchmarks.harness import Result, benchmark
 from benchmarks.memory_dynamo import SEQUENCE_BASE, MemoryDynamo, MemoryReader
 from benchmarks.query_fanout import NOW, Slow, page_of, timed_service
+from benchmarks.tier_items import TierWriter
 from keydesign import Layout, Reading, ShardMap, item_size
 from keydesign.occupancy import OccupancyRecord
+from keydesign.writetier import WriteTier
 from query.errors import ScanLimitExceeded
 from query.logic import QueryService
-from query.models import AggregateSeries, ReadingsPage
+from query.models import AggregateSeries, Explanation, ReadingsPage
 from query.params import PageArgs, TimeRange
 from query.settings import DEFAULT_LIMIT, QueryLimits
 
@@ -214,6 +225,98 @@ def entity_day(rate: int, batch_s: int, hours: int = 24) -> dict[str, Any]:
     }
 
 
+#: device: seed 003's fleet, its interval, and the stack's group count (cdk.json write_tier_groups).
+FLEET, INTERVAL_MS, GROUPS = 1_000_000, 259_000, 32
+DEVICE = "device-0000001"
+TIER_BATCH_MS = 10_000
+
+
+class _Watermark:
+    def __init__(self, through: int) -> None:
+        self.through = through
+
+    def compacted_through(self) -> int:
+        return self.through
+
+
+def _device_costs(service: QueryService) -> dict[str, float]:
+    """Read units of the device's latest reading, its last 10 minutes and its day (pages of 1,000)."""
+    latest = service.latest(DEVICE)
+    assert not isinstance(latest, Explanation) and latest.reading is not None
+    costs = {"latest": latest.cost.read_units, "latest_queries": latest.cost.queries}
+    for name, span in (("last_10_min", 600_000), ("day", DAY)):
+        units, queries, returned, cursor = 0.0, 0, 0, None
+        while True:
+            page = page_of(partial(service.entity_readings, DEVICE, PageArgs(TimeRange(NOW - span, NOW), 1000, cursor)))
+            units, queries, cursor = units + page.cost.read_units, queries + page.cost.queries, page.next_cursor
+            returned += page.count
+            if cursor is None:
+                break
+        costs[name], costs[f"{name}_queries"], costs[f"{name}_readings"] = units, queries, returned
+    return costs
+
+
+def device(quick: bool = False) -> dict[str, Any]:
+    """Read units of one seed 003 device's latest, last 10 minutes and day: write tier against blocks."""
+    deployment = Deployment.defaults()
+    layout, shard_map, retention = deployment.layout, deployment.shard_map, deployment.retention_ms
+    tier = WriteTier(GROUPS)
+    group = tier.group_of(DEVICE)
+    per_group = FLEET // GROUPS // (10 if quick else 1)
+    rng = random.Random(3)
+    # The group's members (the device among them), each at its own phase of the interval.
+    members = [DEVICE] + [
+        f"device-{n:07d}" for n in range(2, 40 * per_group) if tier.group_of(f"device-{n:07d}") == group
+    ]
+    members = members[:per_group]
+    hour = NOW - HOUR  # in the write tier; the 23 hours before it compacted
+    readings = [
+        Reading(entity, f"e{ts}", ts, {"value": round(rng.uniform(0, 40), 2)})
+        for entity in members
+        for ts in range(hour + rng.randrange(INTERVAL_MS), NOW, INTERVAL_MS)
+    ]
+    readings.sort(key=lambda r: r.ts_ms)
+    tiered, blocks = MemoryReader(), MemoryReader()
+    writer = TierWriter(layout, tier, shard_map, retention)
+    for n, at in enumerate(range(hour, NOW, TIER_BATCH_MS)):
+        batch = [(r, SEQUENCE_BASE + n) for r in readings if at <= r.ts_ms < at + TIER_BATCH_MS]
+        for table, item in writer.ingest(batch, at + TIER_BATCH_MS):
+            tiered.add_item(table, item)
+    phase = next(r.ts_ms for r in readings if r.entity_id == DEVICE) % INTERVAL_MS
+    own = [r for r in readings if r.entity_id == DEVICE]
+    own_writer = TierWriter(layout, tier, shard_map, retention)
+    for start in range(NOW - DAY, hour, HOUR):
+        earlier = [
+            Reading(DEVICE, f"e{ts}", ts, {"value": 21.5}) for ts in range(start + phase, start + HOUR, INTERVAL_MS)
+        ]
+        for n, r in enumerate(earlier):  # one reading a batch, as the device sends
+            own_writer.ingest([(r, SEQUENCE_BASE + n)], r.ts_ms + 1_000)
+        for table, item in own_writer.compact(start):
+            tiered.add_item(table, item)
+        own = earlier + own
+    for r in own:  # the write tier off: a block of each reading (the device sends one a batch)
+        blocks.store(layout, shard_map, [(r, SEQUENCE_BASE)], retention_ms=retention)
+    for memory in (tiered, blocks):
+        memory.tables.update(layout.table_for(t) for t in range(NOW - DAY, NOW + HOUR, HOUR))
+    limits = QueryLimits()
+    tier_service = timed_service(
+        layout, shard_map, tiered, 0.0, limits, retention_ms=retention, write_tier=tier, watermark=_Watermark(hour)
+    )
+    block_service = timed_service(layout, shard_map, blocks, 0.0, limits, retention_ms=retention)
+    group_items = [row for (_, pk), rows in tiered.partitions.items() if pk.startswith("w#") for row in rows]
+    return {
+        "devices": FLEET,
+        "interval_s": INTERVAL_MS // 1000,
+        "groups": GROUPS,
+        "group_devices": len(members),
+        "group_readings_per_s": round(len(readings) / 3600, 1),
+        "group_items_in_the_hour": len(group_items),
+        "group_item_bytes": round(sum(row.size for row in group_items) / max(1, len(group_items))),
+        "write_tier": _device_costs(tier_service),
+        "blocks": _device_costs(block_service),
+    }
+
+
 def run(latency_ms: float = 20.0, quick: bool = False) -> dict[str, Any]:
     level = logger.log_level
     logger.setLevel("WARNING")
@@ -231,6 +334,7 @@ def run(latency_ms: float = 20.0, quick: bool = False) -> dict[str, Any]:
         for case in ("range_1d", "range_31d", "entity_31d", "aggregate_31d"):
             cases.append(_measure(case, 200, latency_ms, walk=case != "aggregate_31d", pruned=True))
         days = [entity_day(rate, batch_s, hours=1 if quick else 24) for rate, batch_s in DAY_CASES]
+        seed_003 = device(quick)
     finally:
         logger.setLevel(level)
     return {
@@ -240,6 +344,7 @@ def run(latency_ms: float = 20.0, quick: bool = False) -> dict[str, Any]:
         "bucket": "1h",
         "cases": cases,
         "entity_day": days,
+        "device": seed_003,
         "command": ".venv/bin/python -m benchmarks.read_budget",
     }
 
@@ -284,6 +389,21 @@ def to_result(figures: dict[str, Any]) -> Result:
         result.add(f"{where}: one item per reading, at least", round(day["one_item_units_per_reading"], 5), "RCU")
         result.add(f"{where}: fewer read units than one item per reading", round(day["fewer"], 1), "x")
         result.add(f"{where}: query CPU per reading", round(day["cpu_us_per_reading"], 1), "us")
+    seed = figures["device"]
+    shape = (
+        f"{seed['devices']:,} devices every {seed['interval_s']} s, {seed['groups']} groups: the device's group "
+        f"{seed['group_devices']:,} devices, {seed['group_readings_per_s']} readings/s, "
+        f"{seed['group_items_in_the_hour']} group items in its hour of about {seed['group_item_bytes']:,} bytes"
+    )
+    for read in ("latest", "last_10_min", "day"):
+        for store in ("write_tier", "blocks"):
+            costs = seed[store]
+            note = f"{costs[read + '_queries']} Query calls" + (
+                "; " + shape if read == "latest" and store == "write_tier" else ""
+            )
+            result.add(
+                f"device (seed 003), {read}, {store.replace('_', ' ')}: read units", round(costs[read], 1), "RCU", note
+            )
     return result
 
 

@@ -25,6 +25,7 @@ from infra.rotation import Rotation
 from infra.storage import OCCUPANCY_PARTITIONS, SHARD_MAP_PARTITION, Storage
 from keydesign.periods import format_duration
 from keydesign.rollup import MARK_KEYS, READ_KEYS
+from keydesign.writetier import STATE_PK as COMPACTION_STATE_PK
 
 _REMOVAL = {"retain": RemovalPolicy.RETAIN, "destroy": RemovalPolicy.DESTROY}
 Op = dynamodb.Operation
@@ -70,6 +71,8 @@ class TimeSeriesStack(Stack):
         self.storage.grant_control_keys(
             self.api.function, ["dynamodb:Query", "dynamodb:GetItem"], [OCCUPANCY_PARTITIONS]
         )
+        if config.write_tier_groups:  # plans read the compaction watermark (adapters.compaction_state)
+            self.storage.grant_control_keys(self.api.function, ["dynamodb:GetItem"], [COMPACTION_STATE_PK])
 
         # Readings stream -> hot keys -> shard map and counters in the control table, alerts to the topic.
         self.hot_keys = HotKeys(
@@ -157,6 +160,8 @@ class TimeSeriesStack(Stack):
                 alerts_topic=self.alerts.topic,
             )
             self.storage.grant_control_keys(self.ingestion.function, ["dynamodb:BatchWriteItem"], MARK_KEYS)
+            if config.write_tier_groups:  # its raw reads plan both tiers at the compaction watermark
+                self.storage.grant_control_keys(self.rollups.function, ["dynamodb:GetItem"], [COMPACTION_STATE_PK])
             self.storage.grant_control_keys(
                 self.api.function,
                 ["dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query"],

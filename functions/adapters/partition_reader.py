@@ -38,7 +38,7 @@ from botocore.exceptions import ClientError
 
 from adapters.clients import client
 from keydesign import BlockError, PartitionQuery, Reading, decode_block
-from keydesign.blocks import BlockHeader, read_header
+from keydesign.blocks import BlockHeader, decode_group, read_header
 from keydesign.legacy import is_legacy, legacy_block
 
 
@@ -66,22 +66,34 @@ class CorruptBlock(Exception):  # noqa: N818 - reads as the condition
 
 
 def header_of(partition: PartitionQuery, block: StoredBlock) -> BlockHeader:
-    """The header of ``block`` (cheap: no decompression); :class:`CorruptBlock` when it has none."""
+    """The header of ``block`` (cheap: no decompression); :class:`CorruptBlock` when it has none.
+    The partition's kind says what the item must be: a block, a group item or a compacted block."""
     try:
-        if block.legacy is not None:
+        if block.legacy is not None and partition.kind == "blocks":
             return legacy_block(block.legacy)[0]
-        return read_header(block.payload)
+        return read_header(block.payload, span_limit_ms=partition.span_limit_ms, group=partition.kind == "group")
     except BlockError as exc:
         raise CorruptBlock(partition.table, partition.pk, block.sk, exc.reason) from None
 
 
-def decode(partition: PartitionQuery, block: StoredBlock, entity_id: str) -> tuple[BlockHeader, list[Reading]]:
-    """The header and readings of ``block`` of ``entity_id``; :class:`CorruptBlock` when it does not decode."""
+def decode(partition: PartitionQuery, block: StoredBlock, entity_id: str | None) -> tuple[BlockHeader, list[Reading]]:
+    """The header and readings of ``block`` of ``entity_id``; :class:`CorruptBlock` when it does not decode.
+
+    A group item (the write tier's) holds many entities' readings: only ``entity_id``'s are kept,
+    every one when it is None (a cross-entity read), in the item's order (time, entity, event id).
+    A block's entity is not stored in it: ``entity_id`` names it and may not be None."""
     try:
-        if block.legacy is not None:
+        if partition.kind == "group":
+            header, readings = decode_group(block.payload)
+            if entity_id is not None:
+                readings = [reading for reading in readings if reading.entity_id == entity_id]
+            return header, readings
+        if entity_id is None:
+            raise ValueError("a block's readings need the entity its key names")
+        if block.legacy is not None and partition.kind == "blocks":
             header, reading = legacy_block(block.legacy)
             return header, [reading]
-        return decode_block(entity_id, block.payload)
+        return decode_block(entity_id, block.payload, span_limit_ms=partition.span_limit_ms)
     except BlockError as exc:
         raise CorruptBlock(partition.table, partition.pk, block.sk, exc.reason) from None
 

@@ -223,7 +223,8 @@ class HotKeyMonitor:
             sequence_number = _sequence_number(raw)
             if isinstance(parsed, Skipped):
                 outcome.skipped[parsed.kind] += 1
-                if parsed.kind is not SkipKind.TTL_DELETE and logged[parsed.kind] < _SKIP_LOG_SAMPLES:
+                quiet = parsed.kind in {SkipKind.TTL_DELETE, SkipKind.WRITE_TIER}
+                if not quiet and logged[parsed.kind] < _SKIP_LOG_SAMPLES:
                     logged[parsed.kind] += 1
                     logger.warning(
                         "stream record skipped",
@@ -508,6 +509,7 @@ def _emit(outcome: BatchOutcome) -> None:
         "RecordsCounted": outcome.counted,
         "UserDeletesCounted": outcome.user_deletes,
         "TtlDeletesIgnored": outcome.skipped[SkipKind.TTL_DELETE],
+        "WriteTierRecordsSkipped": outcome.skipped[SkipKind.WRITE_TIER],
         "ForeignRecordsSkipped": outcome.skipped[SkipKind.FOREIGN],
         "MalformedRecordsSkipped": outcome.skipped[SkipKind.MALFORMED],
         "LateRecords": outcome.late,

@@ -17,8 +17,11 @@ logged by the caller; nothing here raises):
 * ``ApproximateCreationDateTime`` epoch **seconds** (what Lambda sends).
 
 Skip reasons: ``ttl_delete`` (a REMOVE by ``dynamodb.amazonaws.com``: TTL
-deletes cost no write capacity), ``foreign`` (another table, key schema or
-layout: not ours to judge), ``malformed`` (not a stream record at all).
+deletes cost no write capacity), ``write_tier`` (an item of the write tier,
+``keydesign.writetier``: a group item or dense mark in ``w#<group>#<hour>``, a
+compacted block in ``<...>#c``; none is one entity's write, and a group's
+partition of an hour takes what its entities send), ``foreign`` (another table,
+key schema or layout: not ours to judge), ``malformed`` (not a stream record at all).
 
 Write units: every stored item is a block, and its sort key ends with the write
 units a put of it is billed (``<...>#<block id>#<write units>``, see
@@ -47,6 +50,7 @@ from hotkeys.detector import EVENT_NAMES, Observation
 from keydesign.items import write_units
 from keydesign.layouts import KeyParts, LayoutKind, parse_keys
 from keydesign.legacy import legacy_entity
+from keydesign.writetier import COMPACTED_PK_SUFFIX, GROUP_PK_PREFIX
 
 # Seconds since the epoch: 2001-09-09 .. 5138-11-16. Lambda sends seconds; a
 # value past this range is almost certainly milliseconds.
@@ -60,6 +64,7 @@ _ARN_TABLE = re.compile(r"^arn:[^:]+:dynamodb:[^:]*:[^:]*:table/([^/]+)(?:/strea
 
 class SkipKind(StrEnum):
     TTL_DELETE = "ttl_delete"
+    WRITE_TIER = "write_tier"
     FOREIGN = "foreign"
     MALFORMED = "malformed"
 
@@ -104,6 +109,8 @@ def parse_record(raw: object, *, layout_kind: LayoutKind, table_prefix: str) -> 
     parts = parse_keys(pk, sk, layout_kind)
     if parts is None:
         legacy = legacy_entity(pk, sk, layout_kind)
+        if legacy is None and (pk.startswith(GROUP_PK_PREFIX) or pk.endswith(COMPACTED_PK_SUFFIX)):
+            return Skipped(SkipKind.WRITE_TIER, "an item of the write tier, not of one entity's blocks")
         if legacy is None:
             return Skipped(SkipKind.FOREIGN, f"key {pk[:80]!r} is not a {layout_kind} readings key")
         size = body.get("SizeBytes")

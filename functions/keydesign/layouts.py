@@ -27,7 +27,7 @@ import itertools
 import random as _random
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from .blocks import (
@@ -50,7 +50,7 @@ from .model import Reading, validate_entity_id
 from .periods import Bucket, TablePeriod
 from .shardmap import ShardMap
 from .timefmt import MAX_TS_MS, format_ts
-from .writetier import MAX_COMPACTED_SPAN_MS
+from .writetier import MAX_COMPACTED_SPAN_MS, SLICE_MS, WriteTier, compacted_pk, slice_start
 
 LayoutKind = Literal["random", "calculated", "hybrid"]
 #: What a partition holds: blocks (of one entity each; the hybrid base partition: of many), the
@@ -297,15 +297,42 @@ class Layout:
             return f"{entity_id}#{ts}#{event_id}"
         return f"{ts}#{event_id}"
 
-    def block_sk_from(self, entity_id: str, ts_ms: int) -> str:
-        """The lowest block sort key that may hold a reading of ``entity_id`` at or after
-        ``ts_ms``: a block starts at most a span before its readings, and in their bucket."""
-        start = max(self.bucket.start(ts_ms), ts_ms - MAX_BLOCK_SPAN_MS + 1)
-        return f"{self._sk_prefix(entity_id)}{format_ts(start)}"
+    def block_sk_from(self, entity_id: str, ts_ms: int, kind: PartitionKind = "blocks") -> str:
+        """The lowest sort key of an item of a ``kind`` partition that may hold a reading of
+        ``entity_id`` at or after ``ts_ms``. A block starts at most a span before its readings, and
+        in their bucket; a group item, a span before them and in their hour (it holds other
+        entities too: no entity prefix); a compacted block, in their hour (and, hybrid, their bucket,
+        whose partition it is in)."""
+        if kind == "group":
+            return format_ts(max(slice_start(ts_ms), ts_ms - MAX_BLOCK_SPAN_MS + 1))
+        if kind == "compacted":
+            floor = slice_start(ts_ms)
+            if self.can.shared_partitions:
+                floor = max(floor, self.bucket.start(ts_ms))
+        else:
+            floor = max(self.bucket.start(ts_ms), ts_ms - MAX_BLOCK_SPAN_MS + 1)
+        return f"{self._sk_prefix(entity_id)}{format_ts(floor)}"
 
-    def block_sk_through(self, entity_id: str, ts_ms: int) -> str:
-        """The highest block sort key that may hold a reading of ``entity_id`` at or before ``ts_ms``."""
-        return f"{self._sk_prefix(entity_id)}{format_ts(ts_ms)}#{HIGH}"
+    def block_sk_through(self, entity_id: str, ts_ms: int, kind: PartitionKind = "blocks") -> str:
+        """The highest sort key of an item of a ``kind`` partition that may hold a reading of
+        ``entity_id`` at or before ``ts_ms``."""
+        prefix = "" if kind == "group" else self._sk_prefix(entity_id)
+        return f"{prefix}{format_ts(ts_ms)}#{HIGH}"
+
+    def sk_entity_prefixed(self, kind: PartitionKind) -> bool:
+        """Whether the sort keys of a ``kind`` partition start with ``<entity>#``: blocks and compacted
+        blocks of the hybrid layout (their partitions hold many entities); never a group item."""
+        return self.can.shared_partitions and kind != "group"
+
+    def compacted_partition(self, entity_id: str, ts_ms: int, shard_map: ShardMap) -> str:
+        """The partition of ``entity_id``'s compacted blocks holding ``ts_ms``
+        (:func:`keydesign.writetier.compacted_pk`): beside the entity's hybrid base partition
+        ``<shard>#<bucket>`` (its sub-shards too write there), or ``<entity>#c``."""
+        if not self.can.shared_partitions:
+            return compacted_pk(entity_id, None)
+        start = self.bucket.start(ts_ms)
+        base = f"{shard_of(entity_id, shard_map.global_shards_at(start)):04d}#{self.bucket.label(start)}"
+        return compacted_pk(entity_id, base)
 
     def _sk_prefix(self, entity_id: str) -> str:
         return f"{entity_id}#" if self.can.shared_partitions else ""
@@ -316,27 +343,64 @@ class Layout:
 
     # -- reading -------------------------------------------------------------
 
-    def plan_entity(self, entity_id: str, from_ms: int, to_ms: int, shard_map: ShardMap) -> QueryPlan:
+    def plan_entity(
+        self,
+        entity_id: str,
+        from_ms: int,
+        to_ms: int,
+        shard_map: ShardMap,
+        *,
+        write_tier: WriteTier | None = None,
+        compacted_through_ms: int = 0,
+    ) -> QueryPlan:
         """Every (table, PK, SK range) that can hold readings of ``entity_id`` in
-        ``[from_ms, to_ms)``, and nothing else."""
+        ``[from_ms, to_ms)``, and nothing else.
+
+        With a ``write_tier`` the range is also cut at hours (its slices), and each hour adds one
+        partition to its blocks ones: the entity's compacted partition when the hour ended by
+        ``compacted_through_ms`` (the compaction watermark), else its group's partition of the hour."""
         validate_entity_id(entity_id)
         self.check_shard_map(shard_map)
         _check_range(from_ms, to_ms)
         parts: list[PartitionQuery] = []
-        for seg_from, seg_to in self._segments(entity_id, from_ms, to_ms, shard_map):
+        for seg_from, seg_to in self._segments(entity_id, from_ms, to_ms, shard_map, hours=write_tier is not None):
             table = self.table_for(seg_from)
             low, high = self.block_sk_from(entity_id, seg_from), self.block_sk_through(entity_id, seg_to - 1)
             for pk in self.partitions_of(entity_id, seg_from, shard_map):
                 parts.append(PartitionQuery(table, pk, low, high, seg_from, seg_to))
+            if write_tier is None:
+                continue
+            if slice_start(seg_from) + SLICE_MS <= compacted_through_ms:
+                kind: PartitionKind = "compacted"
+                pk = self.compacted_partition(entity_id, seg_from, shard_map)
+            else:
+                kind, pk = "group", write_tier.group_pk(write_tier.group_of(entity_id), seg_from)
+            low = self.block_sk_from(entity_id, seg_from, kind)
+            high = self.block_sk_through(entity_id, seg_to - 1, kind)
+            parts.append(PartitionQuery(table, pk, low, high, seg_from, seg_to, kind=kind))
         if not self.can.shared_partitions:
             parts = _merge_adjacent(parts)
         return QueryPlan(tuple(parts), entity_id, from_ms, to_ms)
 
-    def plan_range(self, from_ms: int, to_ms: int, shard_map: ShardMap) -> QueryPlan:
+    def plan_range(
+        self,
+        from_ms: int,
+        to_ms: int,
+        shard_map: ShardMap,
+        *,
+        write_tier: WriteTier | None = None,
+        compacted_through_ms: int = 0,
+    ) -> QueryPlan:
         """Every partition of every bucket in ``[from_ms, to_ms)``: a cross-entity read.
 
         Only the hybrid layout can answer this with queries; the other layouts
         put the entity in the partition key, so finding all entities is a Scan.
+
+        With a ``write_tier``, a bucket also reads the compacted partition of every shard
+        (``<shard>#<bucket>#c``) when one of its hours ended by ``compacted_through_ms``, and every
+        group's partition of each of its later hours, within the bucket's time. Every partition of
+        a bucket serves the bucket's part of the range (``from_ms``, the cross-entity read's
+        anchor): a group partition holds only its hour, its sort-key range says which part.
         """
         if not self.can.range_reads:
             raise InvalidInput(
@@ -349,18 +413,38 @@ class Layout:
             seg_from, seg_to = max(from_ms, start), min(to_ms, start + self.bucket.width_ms)
             partial = seg_from != start or seg_to != start + self.bucket.width_ms
             table, label = self.table_for(start), self.bucket.label(start)
-            for shard in range(shard_map.global_shards_at(start)):
+            shards = shard_map.global_shards_at(start)
+            for shard in range(shards):
                 parts.append(PartitionQuery(table, f"{shard:04d}#{label}", None, None, seg_from, seg_to, partial))
             for entity_id, subs in shard_map.split_entities_at(start):
                 if subs > 1:
                     for pk in self.partitions_of(entity_id, start, shard_map):
                         parts.append(PartitionQuery(table, pk, None, None, seg_from, seg_to, partial))
+            if write_tier is None:
+                continue
+            hours = range(slice_start(seg_from), seg_to, SLICE_MS)
+            if hours[0] + SLICE_MS <= compacted_through_ms:
+                for shard in range(shards):
+                    pk = compacted_pk("", f"{shard:04d}#{label}")
+                    parts.append(PartitionQuery(table, pk, None, None, seg_from, seg_to, partial, "compacted"))
+            for hour in hours:
+                if hour + SLICE_MS <= compacted_through_ms:
+                    continue
+                low = format_ts(max(hour, seg_from - MAX_BLOCK_SPAN_MS + 1))
+                high = f"{format_ts(min(seg_to, hour + SLICE_MS) - 1)}#{HIGH}"
+                for group in range(write_tier.groups):
+                    pk = write_tier.group_pk(group, hour)
+                    parts.append(PartitionQuery(table, pk, low, high, seg_from, seg_to, True, "group"))
         return QueryPlan(tuple(parts), None, from_ms, to_ms)
 
-    def _segments(self, entity_id: str, from_ms: int, to_ms: int, shard_map: ShardMap) -> list[tuple[int, int]]:
+    def _segments(
+        self, entity_id: str, from_ms: int, to_ms: int, shard_map: ShardMap, *, hours: bool
+    ) -> list[tuple[int, int]]:
         """Split the range where the partitions can change: at buckets (hybrid),
-        at shard-map changes, and at table periods."""
+        at shard-map changes, at table periods, and at hours (``hours``: the write tier's slices)."""
         cuts = {from_ms, to_ms, *shard_map.change_points(entity_id, from_ms, to_ms)}
+        if hours:
+            cuts.update(range(slice_start(from_ms) + SLICE_MS, to_ms, SLICE_MS))
         if self.can.shared_partitions:
             cuts.update(s for s in self.bucket.starts(from_ms, to_ms) if s > from_ms)
         if self.table_period is not None:
@@ -436,7 +520,7 @@ def _merge_adjacent(parts: list[PartitionQuery]) -> list[PartitionQuery]:
         runs = merged.setdefault((part.table, part.pk), [])
         if runs and runs[-1].to_ms == part.from_ms:
             last = runs[-1]
-            runs[-1] = PartitionQuery(last.table, last.pk, last.sk_low, part.sk_high, last.from_ms, part.to_ms)
+            runs[-1] = replace(last, sk_high=part.sk_high, to_ms=part.to_ms)
         else:
             runs.append(part)
     return [p for runs in merged.values() for p in runs]

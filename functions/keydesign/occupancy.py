@@ -140,8 +140,9 @@ class Occupancy:
         return self.since_ms is not None and day_ms >= day_of(self.since_ms) and day_ms not in self.days
 
     def may_hold(self, partition: PartitionQuery) -> bool:
-        """False only when ``partition`` provably holds no reading."""
-        if self.since_ms is None or partition.from_ms < self.since_ms:
+        """False only when ``partition`` provably holds no reading. Only block partitions have
+        occupancy records: the write tier's (group items, compacted blocks) may always hold some."""
+        if self.since_ms is None or partition.from_ms < self.since_ms or partition.kind != "blocks":
             return True
         sk = partition_sk(partition.table, partition.pk)
         for day in days_of(partition.from_ms, partition.to_ms):

@@ -37,6 +37,7 @@ from typing import Any
 from aws_lambda_powertools.metrics import MetricUnit
 
 from adapters.clients import client
+from adapters.compaction_state import NOTHING_COMPACTED, CachedWatermark, CompactionWatermark
 from adapters.observability import logger, metrics
 from adapters.occupancy import OccupancyReader, OccupancyStore
 from adapters.partition_reader import DynamoPartitionReader, Page, PageRequest, PartitionReader
@@ -56,6 +57,7 @@ from keydesign import (
 )
 from keydesign import Reading as DecodedReading
 from keydesign.periods import format_duration
+from keydesign.writetier import WriteTier
 from query.aggregate import SeriesBuilder
 from query.cursor import CursorCodec, CursorError, CursorKeys, binding, canonical_ms
 from query.errors import ScanLimitExceeded, UnsupportedByLayout
@@ -123,11 +125,14 @@ class QueryService:
         occupancy: OccupancyReader | None = None,
         rollups: RollupAnswers | None = None,
         retention_ms: int | None = None,
+        write_tier: WriteTier | None = None,
+        watermark: CompactionWatermark = NOTHING_COMPACTED,
     ) -> None:
         self._layout = layout
         self._retention_ms = retention_ms
         self._rollups = rollups
-        self._planner = OccupancyPlanner(layout, occupancy, limits)
+        self._planner = OccupancyPlanner(layout, occupancy, limits, write_tier)
+        self._watermark = watermark
         self._shard_maps = shard_maps
         self._reader = reader
         self._cursors = cursors
@@ -145,8 +150,11 @@ class QueryService:
         limits = QueryLimits()
         control, prefix = settings.control_table, settings.layout.table_prefix
         occupancy = rollups = None
+        watermark: CompactionWatermark = NOTHING_COMPACTED
         if control is not None:
             occupancy = OccupancyReader(OccupancyStore(client("dynamodb"), control, prefix))
+            if settings.write_tier is not None:
+                watermark = CachedWatermark(client("dynamodb"), control, prefix, settings.shard_map_cache_ttl_ms)
             if settings.granularities is not None:
                 store = RollupStore(client("dynamodb"), None, control, prefix, settings.retention_ms)
                 rollups = RollupAnswers(store, settings.granularities)
@@ -159,6 +167,8 @@ class QueryService:
             occupancy=occupancy,
             rollups=rollups,
             retention_ms=settings.retention_ms,
+            write_tier=settings.write_tier,
+            watermark=watermark,
         )
 
     # -- routes ----------------------------------------------------------------
@@ -187,11 +197,12 @@ class QueryService:
         route = "range_readings" if entity is None else "entity_readings"
         window = page.window
         shard_map = self._shard_maps.current()
+        through = self._watermark.compacted_through()
         if read.explain:
             if entity is None:
-                plan = self._layout.plan_range(window.from_ms, window.to_ms, shard_map)
+                plan = self._planner.plan_range(window.from_ms, window.to_ms, shard_map, through=through)
             else:
-                plan = self._layout.plan_entity(entity, window.from_ms, window.to_ms, shard_map)
+                plan = self._planner.plan_entity(entity, window.from_ms, window.to_ms, shard_map, through=through)
             return self._explain(route, plan, order=page.order, consistent=read.consistent, items=page.limit)
         bound = self._binding(route, entity, window, page.order, read.measures)
         descending = page.order == "desc"
@@ -209,10 +220,18 @@ class QueryService:
                 descending=descending,
                 consistent=read.consistent,
                 cost=stats,
+                through=through,
             )
         else:
             partitions, beyond = self._planner.entity_page(
-                entity, plan_from, plan_to, shard_map, descending=descending, consistent=read.consistent, cost=stats
+                entity,
+                plan_from,
+                plan_to,
+                shard_map,
+                descending=descending,
+                consistent=read.consistent,
+                cost=stats,
+                through=through,
             )
         streams = self._streams(entity, partitions, after, self._clock_ms(), descending, read.consistent)
         return self._page(
@@ -234,7 +253,7 @@ class QueryService:
         now = self._clock_ms()
         lookback_ms = self.limits.latest_lookback_ms if lookback_ms is None else lookback_ms
         window = TimeRange(max(0, now - lookback_ms), now + 1)
-        plan = self._layout.plan_entity(entity, window.from_ms, window.to_ms, self._shard_maps.current())
+        plan = self._plan_entity(entity, window.from_ms, window.to_ms)
         if read.explain:
             return self._explain("latest", plan, order="desc", consistent=read.consistent, items=1)
         streams = self._streams(entity, plan.partitions, None, now, True, read.consistent)
@@ -269,7 +288,7 @@ class QueryService:
             # The plan lists the raw part only (none when the rollups cover the range).
             raw_from = max(window.from_ms, source.split_ms)
             if raw_from < window.to_ms:
-                plan = self._layout.plan_entity(entity, raw_from, window.to_ms, self._shard_maps.current())
+                plan = self._plan_entity(entity, raw_from, window.to_ms)
             else:
                 plan = QueryPlan((), entity, raw_from, window.to_ms, dedupe=False)
             explained = self._explain(
@@ -346,7 +365,7 @@ class QueryService:
         time_left_ms: int | None,
     ) -> tuple[list[Interval], int]:
         """The intervals of ``window`` streamed from the raw readings (raises 413 past the budget)."""
-        plan = self._layout.plan_entity(entity, window.from_ms, window.to_ms, self._shard_maps.current())
+        plan = self._plan_entity(entity, window.from_ms, window.to_ms)
         partitions = self._planner.whole(plan, consistent=read.consistent, cost=counted)
         streams = self._streams(entity, partitions, None, self._clock_ms(), False, read.consistent)
         deadline = self._deadline(time_left_ms)
@@ -378,6 +397,11 @@ class QueryService:
         return series.intervals(), series.total
 
     # -- machinery ---------------------------------------------------------------
+
+    def _plan_entity(self, entity: str, from_ms: int, to_ms: int) -> QueryPlan:
+        """The whole plan of ``entity``'s readings in ``[from_ms, to_ms)``, both tiers at the current watermark."""
+        through = self._watermark.compacted_through()
+        return self._planner.plan_entity(entity, from_ms, to_ms, self._shard_maps.current(), through=through)
 
     def _page(
         self,
@@ -654,16 +678,18 @@ def _stream(
         inside = after is not None and after.anchor == first
         anchor, open_key = first, Position(first, edge)
     sk_low = sk_high = lookback = None
-    if after is not None and inside and narrows(after):
+    if after is not None and inside and narrows(after) and not placement.reads_whole(partition):
         # Resume inside this partition, in the blocks that may hold the reading at ``after``
         # (the reading itself and everything before it are skipped once decoded). Ascending,
         # those start up to a block's span before it: they are read first, in one Query.
+        # (A group partition read across entities is read whole: its items are in time order.)
         at_entity, at_ms = _resume_at(after, entity)
+        layout, kind = placement.layout, partition.kind
         if template.descending:
-            sk_high = placement.layout.block_sk_through(at_entity, at_ms)
+            sk_high = layout.block_sk_through(at_entity, at_ms, kind)
         else:
-            sk_low = placement.layout.block_sk_from(at_entity, at_ms)
-            lookback = placement.layout.block_sk_through(at_entity, at_ms)
+            sk_low = layout.block_sk_from(at_entity, at_ms, kind)
+            lookback = layout.block_sk_through(at_entity, at_ms, kind)
     return PartitionStream(
         template,
         partition,
@@ -711,4 +737,5 @@ def _planned(partition: PartitionQuery) -> PlannedPartition:
         from_=format_ts(partition.from_ms),
         to=format_ts(partition.to_ms),
         time_filter=partition.time_filter,
+        kind=partition.kind,
     )

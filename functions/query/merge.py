@@ -62,6 +62,7 @@ from adapters.partition_reader import CorruptBlock, Page, PageRequest, StoredBlo
 from keydesign import KeyDesignError, Layout, PartitionQuery, Reading, format_ts
 from keydesign.blocks import HIGH, MAX_BLOCK_SPAN_MS
 from keydesign.timefmt import second_text, stamp_ms
+from keydesign.writetier import SLICE_MS, slice_start
 
 
 class Position(NamedTuple):
@@ -150,10 +151,16 @@ class Placement:
         """What the sort key of ``block`` says of it before it is decoded: its first reading, and
         the lowest (ascending) or highest (descending) position it can hold, with the first
         reading's time and entity; the anchor of a cross-entity read is filled in. An item of the
-        format before blocks is a block of one reading (``keydesign.legacy``)."""
+        format before blocks is a block of one reading (``keydesign.legacy``).
+
+        The partition's kind says the sort key's shape and how far past its first reading an item
+        reaches: a group item (the write tier's) has no entity prefix and holds many entities' readings
+        of one hour, so across entities it bounds nothing (:meth:`reads_whole`); a compacted block
+        spans up to an hour of its bucket."""
         # <prefix><first ts> | #<block id>#<write units>, or before blocks <prefix><ts> | #<event id>
-        sk = block.sk
-        start = sk.find("#") + 1 if self.layout.can.shared_partitions else 0
+        sk, kind = block.sk, partition.kind
+        layout = self.layout
+        start = sk.find("#") + 1 if layout.sk_entity_prefixed(kind) else 0
         cut = start + _TS_CHARS
         low = sk[:cut]
         try:
@@ -162,12 +169,32 @@ class Placement:
             first_ms = stamp_ms(low[start:])
         except (KeyDesignError, ValueError):
             raise CorruptBlock(partition.table, partition.pk, sk, "the sort key is not a block's") from None
+        if kind == "group":
+            entity = self.entity or ""
+            if not entity:  # a cross-entity read sorts a group partition whole: nothing is released before
+                return _Fetched(first_ms, entity, Position(anchor or "", POSITION_MAX_SK if descending else ""))
+            key = layout.reading_key
+            if not descending:
+                return _Fetched(first_ms, entity, Position(low, key(entity, low, "")))
+            last = format_ts(min(first_ms + MAX_BLOCK_SPAN_MS, slice_start(first_ms) + SLICE_MS) - 1)
+            return _Fetched(first_ms, entity, Position(last, key(entity, last, HIGH)))
         entity = self.entity if self.entity is not None else low[: start - 1]
         if not descending:
             return _Fetched(first_ms, entity, Position(anchor or low[-_TS_CHARS:], low))
-        bucket = self.layout.bucket
-        last = format_ts(min(first_ms + MAX_BLOCK_SPAN_MS - 1, bucket.start(first_ms) + bucket.width_ms - 1))
+        bucket = layout.bucket
+        end = first_ms + partition.span_limit_ms
+        if kind == "blocks" or layout.can.shared_partitions:  # a block lies in its bucket (hybrid: its partition's)
+            end = min(end, bucket.start(first_ms) + bucket.width_ms)
+        if kind == "compacted":  # and a compacted block in its hour
+            end = min(end, slice_start(first_ms) + SLICE_MS)
+        last = format_ts(end - 1)
         return _Fetched(first_ms, entity, Position(anchor or last, f"{low[:-_TS_CHARS]}{last}#{HIGH}"))
+
+    def reads_whole(self, partition: PartitionQuery) -> bool:
+        """Whether a stream of ``partition`` decodes all of its range before it yields: a group
+        partition in a cross-entity read, whose items are in time order across entities while the
+        read is in entity order (its range is one group's hour at most)."""
+        return partition.kind == "group" and self.entity is None
 
     def span(self, entity: str, first_ms: int, last_ms: int, anchor: str | None) -> tuple[Position, Position]:
         """Positions at or below, and at or above, every reading of ``entity`` in ``[first_ms, last_ms]``."""
@@ -290,7 +317,7 @@ class PartitionStream:
     def _fetch(self, merger: Merger) -> Future[Page]:
         lookback = self._lookback
         limit = None
-        if lookback is None:
+        if lookback is None and not self.placement.reads_whole(self.partition):  # read whole: 1 MB pages
             limit = merger.page_limit(self._group)
             if merger.density_known():
                 # The first Limit sized by the readings per block is its share of the group's range;
@@ -386,19 +413,22 @@ class PartitionStream:
             return
         # Wholly on the wanted side of the range's start and the resume point, from its key alone?
         inside = first_ms >= low_ms and (after is None or (bound < after if descending else bound > after))
+        whole = placement.reads_whole(part)
         if not inside:
             header = header_of(part, block)
+            # (a group item's readings are mostly other entities': none of them counts as the read's)
+            seen = 0 if part.kind == "group" else header.count
             if header.last_ms < low_ms:
-                merger.looked_at(header.count)
+                merger.looked_at(seen)
                 return
-            if after is not None:
+            if after is not None and not whole:
                 lowest, highest = placement.span(entity, header.first_ms, header.last_ms, anchor)
                 if lowest >= after if descending else highest <= after:
-                    merger.looked_at(header.count)
+                    merger.looked_at(seen)
                     return  # an earlier page returned all of it
         merger.will_decode()
-        header, readings = decode(part, block, entity)
-        merger.decoded(header.count)
+        header, readings = decode(part, block, None if whole else entity)
+        merger.decoded(header.count, len(readings))
         if descending:
             readings.reverse()
         key_of = placement.layout.reading_key
@@ -411,11 +441,17 @@ class PartitionStream:
             ms = reading.ts_ms
             if low_ms <= ms < high_ms:
                 ts = f"{text_of_second(ms // 1000)}.{ms % 1000:03d}Z"
-                key = new(Position, (anchor or ts, key_of(entity, ts, reading.event_id)))
+                key = new(Position, (anchor or ts, key_of(reading.entity_id, ts, reading.event_id)))
                 if beyond is None or (key < beyond if descending else key > beyond):
                     items.append((key, reading))
         if items:
+            if whole:  # a group item's readings are in time order; the read's order is by entity first
+                items.sort(key=_first, reverse=descending)
             heapq.heappush(self._runs, _Run(items, header.version, descending))
+
+
+def _first(item: tuple[Position, Reading]) -> Position:
+    return item[0]
 
 
 class _Entry:
@@ -457,6 +493,8 @@ class Merger:
         # Blocks whose header was read, and the readings they hold: the density Limits are set by.
         self._blocks_seen = 0
         self._readings_seen = 0
+        # Blocks decoded and the readings decompressed from them: the decoding budget's density.
+        self._blocks_decoded = 0
         stats.partitions_planned += len(streams)
 
     def over_budget(self) -> Stop | None:
@@ -497,9 +535,12 @@ class Merger:
         if options.max_decoded is not None and self._moved and self.stats.decoded >= options.max_decoded:
             raise _Stop(STOP_SCAN_ITEMS)
 
-    def decoded(self, readings: int) -> None:
+    def decoded(self, readings: int, kept: int) -> None:
+        """Count a block decoded: ``readings`` decompressed, ``kept`` of them the read's (fewer in a
+        group item, which holds other entities' too: the density Limits are set by is the read's)."""
         self.stats.decoded += readings
-        self.looked_at(readings)
+        self._blocks_decoded += 1
+        self.looked_at(kept)
 
     def page_limit(self, group: int) -> int | None:
         """``Limit`` (in blocks) of the next Query: the blocks that hold what the consumer
@@ -507,7 +548,8 @@ class Merger:
         far, split over a group of partitions that share the range, and within the
         decoding budget. Before any block is seen: FIRST_PAGE_BLOCKS."""
         options = self.options
-        per_block = self._readings_seen / self._blocks_seen if self._blocks_seen else None
+        # At least one reading in all the blocks seen: group items may have held none of the read's.
+        per_block = max(1, self._readings_seen) / self._blocks_seen if self._blocks_seen else None
         limit: int | None = None
         if options.target is not None:
             need = max(1, options.target - self.yielded)
@@ -515,9 +557,9 @@ class Merger:
             # twice its share; a partition that holds more is read again.
             share = need if group <= 1 else min(need, math.ceil(2 * need / group) + 8)
             limit = FIRST_PAGE_BLOCKS if per_block is None else math.ceil(share / per_block) + 1
-        if options.max_decoded is not None and per_block is not None:
+        if options.max_decoded is not None and self._blocks_decoded:
             left = max(1, options.max_decoded - self.stats.decoded)
-            cap = math.ceil(left / per_block) + 1
+            cap = math.ceil(left * self._blocks_decoded / max(1, self.stats.decoded)) + 1
             limit = cap if limit is None else min(limit, cap)
         return None if limit is None else max(FIRST_PAGE_BLOCKS, limit)
 

@@ -127,6 +127,10 @@ class PlannedPartition(_Model):
     time_filter: bool = Field(
         description="True when the time range cuts the partition (its readings outside it are dropped once decoded)"
     )
+    kind: Literal["blocks", "group", "compacted"] = Field(
+        description="What the partition holds: blocks, the write tier's group items (many entities' readings of an "
+        "hour), or compacted blocks (an entity's hour)"
+    )
 
 
 class Explanation(_Model):

@@ -9,7 +9,9 @@ returns the position to resume at, so an empty month costs a few dozen small
 Queries and a busy day one, not one per day.
 
 Without a control table, or before ingest has stored the ``since`` marker,
-nothing is loaded and nothing is pruned.
+nothing is loaded and nothing is pruned. The write tier's partitions (group
+items, compacted blocks) have no occupancy records: they are never pruned, and
+a bucket without occupied block partitions still reads them.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from adapters.occupancy import OccupancyReader
 from keydesign import Layout, PartitionQuery, QueryPlan, ShardMap, format_ts
 from keydesign.occupancy import Occupancy, common_prefix, days_of
 from keydesign.periods import DAY_MS
+from keydesign.writetier import WriteTier
 from query.merge import POSITION_MAX_SK, POSITION_MIN_SK, Position, ReadStats
 from query.settings import QueryLimits
 
@@ -36,10 +39,26 @@ class OccupancyPlanner:
     """Plans pages, pruned with an :class:`OccupancyReader` when there is one; one per service, thread-safe.
     Occupancy reads are Query calls of the request: they count in its ``cost``."""
 
-    def __init__(self, layout: Layout, reader: OccupancyReader | None, limits: QueryLimits) -> None:
+    def __init__(
+        self, layout: Layout, reader: OccupancyReader | None, limits: QueryLimits, write_tier: WriteTier | None = None
+    ) -> None:
         self._layout = layout
         self._reader = reader
         self._limits = limits
+        self._write_tier = write_tier
+
+    def plan_entity(self, entity: str, from_ms: int, to_ms: int, shard_map: ShardMap, *, through: int) -> QueryPlan:
+        """The layout's plan of one entity's readings, with the write tier at the watermark ``through``."""
+        tier = self._write_tier
+        return self._layout.plan_entity(
+            entity, from_ms, to_ms, shard_map, write_tier=tier, compacted_through_ms=through
+        )
+
+    def plan_range(self, from_ms: int, to_ms: int, shard_map: ShardMap, *, through: int) -> QueryPlan:
+        """The layout's plan of every entity's readings, with the write tier at the watermark ``through``."""
+        return self._layout.plan_range(
+            from_ms, to_ms, shard_map, write_tier=self._write_tier, compacted_through_ms=through
+        )
 
     def occupancy(self, *, consistent: bool) -> Occupancy | None:
         """What is known before any day is loaded; None when nothing may be pruned."""
@@ -86,13 +105,14 @@ class OccupancyPlanner:
         descending: bool,
         consistent: bool,
         cost: ReadStats,
+        through: int,
     ) -> PagePlan:
         """The partitions of ``[from_ms, to_ms)`` that may hold the entity's readings,
         walked day by day in read order until at least a window's worth
         (``concurrency``) are found, or a batch of days in which every partition holds data."""
         occupancy = self.occupancy(consistent=consistent)
         if occupancy is None:
-            return self._layout.plan_entity(entity, from_ms, to_ms, shard_map).partitions, None
+            return self.plan_entity(entity, from_ms, to_ms, shard_map, through=through).partitions, None
         days = days_of(from_ms, to_ms)
         if descending:
             days.reverse()
@@ -102,14 +122,17 @@ class OccupancyPlanner:
             chunk = days[done : done + batch]
             done += len(chunk)
             low, high = max(from_ms, min(chunk)), min(to_ms, max(chunk) + DAY_MS)
-            parts = self._layout.plan_entity(entity, low, high, shard_map).partitions
+            parts = self.plan_entity(entity, low, high, shard_map, through=through).partitions
             self.load(occupancy, _prefixes(parts), consistent=consistent, cost=cost)
             found = occupancy.prune(parts)
             kept.extend(found)
             batch = min(MAX_BATCH_DAYS, batch * 2)
             # Enough for a page: a window's worth, or every partition of these days
             # (a busy entity on a layout with few partitions, such as 4 suffixes).
-            full = bool(found) and len(found) == len(parts)
+            # The write tier's partitions are always kept: they prove nothing of these days.
+            blocks = sum(part.kind == "blocks" for part in parts)
+            found_blocks = sum(part.kind == "blocks" for part in found)
+            full = found_blocks > 0 and found_blocks == blocks
             if (len(kept) >= self._limits.concurrency or full) and done < len(days):
                 kept.sort(key=lambda p: p.from_ms)
                 if descending:
@@ -130,6 +153,7 @@ class OccupancyPlanner:
         descending: bool,
         consistent: bool,
         cost: ReadStats,
+        through: int,
     ) -> PagePlan:
         """The partitions of the buckets of ``[from_ms, to_ms)`` that may hold data, bucket
         by bucket in read order until as many are found as one page can open
@@ -137,7 +161,7 @@ class OccupancyPlanner:
         without being planned. ``window_from_ms``: where the requested range starts."""
         occupancy = self.occupancy(consistent=consistent)
         if occupancy is None:
-            return self._range_chunk(from_ms, to_ms, shard_map, window_from_ms, descending=descending)
+            return self._range_chunk(from_ms, to_ms, shard_map, window_from_ms, descending=descending, through=through)
         enough = self._limits.max_query_calls + self._limits.concurrency
         bucket = self._layout.bucket
         width = bucket.width_ms
@@ -156,9 +180,9 @@ class OccupancyPlanner:
                 next_day += len(wave)
                 batch = min(MAX_BATCH_DAYS, batch * 2)
                 self.load(occupancy, dict.fromkeys(wave, ""), consistent=consistent, cost=cost)
-            if not occupancy.bucket_may_hold(start, seg_from, seg_to):
+            if not occupancy.bucket_may_hold(start, seg_from, seg_to) and self._write_tier is None:
                 continue
-            kept.extend(occupancy.prune(self._layout.plan_range(seg_from, seg_to, shard_map).partitions))
+            kept.extend(occupancy.prune(self.plan_range(seg_from, seg_to, shard_map, through=through).partitions))
             if len(kept) >= enough and index + 1 < len(starts):
                 following = starts[index + 1]
                 if descending:
@@ -168,7 +192,7 @@ class OccupancyPlanner:
         return tuple(kept), None
 
     def _range_chunk(
-        self, from_ms: int, to_ms: int, shard_map: ShardMap, window_from_ms: int, *, descending: bool
+        self, from_ms: int, to_ms: int, shard_map: ShardMap, window_from_ms: int, *, descending: bool, through: int
     ) -> PagePlan:
         """Unpruned, the plan of the buckets of ``[from_ms, to_ms)`` nearest where the read
         starts that one page can reach (MAX_QUERY_CALLS plus a window of
@@ -179,25 +203,31 @@ class OccupancyPlanner:
         bucket = self._layout.bucket
         width = bucket.width_ms
         first = bucket.start(to_ms - 1) if descending else bucket.start(from_ms)
-        first_plan = self._layout.plan_range(max(from_ms, first), min(to_ms, first + width), shard_map)
-        buckets = (self._limits.max_query_calls + self._limits.concurrency) // max(1, len(first_plan.partitions)) + 2
+
+        def plan(low: int, high: int) -> Sequence[PartitionQuery]:
+            return self.plan_range(low, high, shard_map, through=through).partitions
+
+        first_plan = plan(max(from_ms, first), min(to_ms, first + width))
+        buckets = (self._limits.max_query_calls + self._limits.concurrency) // max(1, len(first_plan)) + 2
         if descending:
             low = first + width - buckets * width
             if low <= from_ms:
-                return self._layout.plan_range(from_ms, to_ms, shard_map).partitions, None
+                return plan(from_ms, to_ms), None
             # Resume with the bucket below the chunk, which is still to be read.
             below = Position(format_ts(max(window_from_ms, low - width)), POSITION_MAX_SK)
-            return self._layout.plan_range(low, to_ms, shard_map).partitions, below
+            return plan(low, to_ms), below
         high = first + buckets * width
         if high >= to_ms:
-            return self._layout.plan_range(from_ms, to_ms, shard_map).partitions, None
-        return self._layout.plan_range(from_ms, high, shard_map).partitions, Position(format_ts(high), POSITION_MIN_SK)
+            return plan(from_ms, to_ms), None
+        return plan(from_ms, high), Position(format_ts(high), POSITION_MIN_SK)
 
 
 def _prefixes(partitions: Sequence[PartitionQuery]) -> dict[int, str]:
     """Per day the partitions touch, the sort-key prefix their occupancy shares."""
     by_day: dict[int, list[PartitionQuery]] = {}
     for part in partitions:
+        if part.kind != "blocks":  # no occupancy is recorded for the write tier's partitions
+            continue
         for day in days_of(part.from_ms, part.to_ms):
             by_day.setdefault(day, []).append(part)
     return {day: common_prefix(parts) for day, parts in by_day.items()}

@@ -45,6 +45,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from adapters.batch_writer import BatchWriter
 from adapters.clients import client
+from adapters.compaction_state import NOTHING_COMPACTED, CachedWatermark, CompactionWatermark
 from adapters.observability import logger, metrics
 from adapters.partition_reader import (
     CorruptBlock,
@@ -62,6 +63,7 @@ from keydesign import BlockError, Layout, Reading, format_ts
 from keydesign.blocks import keep_newest
 from keydesign.periods import format_duration
 from keydesign.rollup import SLOT_MS, Figures, Granularities, Mark, floor_to
+from keydesign.writetier import WriteTier
 from rollup.settings import RollupSettings
 
 #: A run of one entity's marked finest intervals read in one pass: neighbours at most RUN_GAP intervals
@@ -152,8 +154,12 @@ class RollupRunner:
         settle_ms: int,
         concurrency: int = CONCURRENCY,
         clock_ms: Callable[[], int] = _wall_clock_ms,
+        write_tier: WriteTier | None = None,
+        watermark: CompactionWatermark = NOTHING_COMPACTED,
     ) -> None:
         self._layout = layout
+        self._write_tier = write_tier
+        self._watermark = watermark
         self._shard_maps = shard_maps
         self._reader = reader
         self._store = store
@@ -174,6 +180,10 @@ class RollupRunner:
         store = RollupStore(
             client("dynamodb"), writer, settings.control_table, settings.layout.table_prefix, settings.retention_ms
         )
+        prefix, ttl = settings.layout.table_prefix, settings.shard_map_cache_ttl_ms
+        watermark: CompactionWatermark = NOTHING_COMPACTED  # without the write tier nothing is compacted
+        if settings.write_tier is not None:
+            watermark = CachedWatermark(client("dynamodb"), settings.control_table, prefix, ttl)
         return cls(
             layout=settings.layout,
             shard_maps=shard_map_source(settings, bootstrap=False),
@@ -183,6 +193,8 @@ class RollupRunner:
             lateness_ms=settings.max_age_ms,
             settle_ms=settings.settle_ms,
             clock_ms=clock_ms,
+            write_tier=settings.write_tier,
+            watermark=watermark,
         )
 
     def close(self) -> None:
@@ -370,8 +382,16 @@ class RollupRunner:
         Every block is decoded (a block that does not is raised as ``CorruptBlock``: the caller sets
         the interval aside rather than put a rollup with a hole in it), and a reading stored in several blocks (a
         redelivery, a correction) counts once, as the block of the highest version has it, so the
-        rollups equal what raw reads return."""
-        plan = self._layout.plan_entity(entity, starts[0], starts[-1] + level, self._shard_maps.current())
+        rollups equal what raw reads return. With the write tier the plan holds its partitions too (group
+        items, compacted blocks, at the compaction watermark): their readings count the same way."""
+        plan = self._layout.plan_entity(
+            entity,
+            starts[0],
+            starts[-1] + level,
+            self._shard_maps.current(),
+            write_tier=self._write_tier,
+            compacted_through_ms=self._watermark.compacted_through(),
+        )
         copies: dict[tuple[str, int, str], tuple[int, Reading]] = {}
         now_s = self._clock_ms() // 1000
         for partition in plan.partitions:

@@ -37,6 +37,7 @@ def planned(plan: Any) -> list[dict[str, Any]]:
             "from": format_ts(p.from_ms),
             "to": format_ts(p.to_ms),
             "time_filter": p.time_filter,
+            "kind": p.kind,
         }
         for p in plan.partitions
     ]

@@ -23,7 +23,17 @@ def test_every_call_the_query_function_makes_is_granted_to_its_role(
     create_readings_table(store.dynamodb, "control")  # the same string pk and sk
     # and the rollup function has rolled up everything before NOW (an hour boundary)
     RollupStore(store.dynamodb, None, "control", PREFIX, 30 * 24 * HOUR).save_state(RollupState(through_ms=NOW))
-    deployed = {"CURSOR_SECRET_ARN": secret_arn, "CONTROL_TABLE": "control", "ROLLUPS": "1m,1h,1d"}
+    # and compaction has compacted up to NOW - 2 h (the write tier is on, as cdk.json deploys it)
+    store.dynamodb.put_item(
+        TableName="control",
+        Item={"pk": {"S": "compactstate"}, "sk": {"S": PREFIX}, "through": {"N": str(NOW - 2 * HOUR)}},
+    )
+    deployed = {
+        "CURSOR_SECRET_ARN": secret_arn,
+        "CONTROL_TABLE": "control",
+        "ROLLUPS": "1m,1h,1d",
+        "WRITE_TIER_GROUPS": "4",
+    }
     for name, value in {**ENV, **deployed}.items():
         monkeypatch.setenv(name, value)
     window = {"from_": format_ts(NOW - 4 * HOUR), "to": format_ts(NOW)}

@@ -24,6 +24,7 @@ ENV = {
     "TABLE_PREFIX": PREFIX,
     "CONTROL_TABLE": "control",
     "ROLLUPS": "1m,1h,1d",
+    "WRITE_TIER_GROUPS": "4",  # as cdk.json deploys it: the raw reads plan both tiers
     "POWERTOOLS_SERVICE_NAME": "rollup",
     "POWERTOOLS_METRICS_NAMESPACE": "TimeSeries",
 }

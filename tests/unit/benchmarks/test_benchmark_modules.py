@@ -129,6 +129,14 @@ def test_the_read_budget_benchmark_measures_bounded_pages_against_unbounded_ones
         assert day["units_per_reading"] * day["readings"] == day["read_units"]
     assert days[10, 10]["units_per_reading"] < days[10, 1]["units_per_reading"] < days[1, 1]["units_per_reading"]
     assert "entity_day, 10/s in 1 s batches: read units per reading" in names
+    # A seed 003 device (a tenth of its group when quick): both stores return its whole day; the write
+    # tier's hour costs its group's items
+    device = figures["device"]
+    tier, blocks = device["write_tier"], device["blocks"]
+    assert tier["day_readings"] == blocks["day_readings"] > 300
+    assert tier["last_10_min_readings"] == blocks["last_10_min_readings"] >= 2
+    assert tier["day"] > blocks["day"] and tier["latest"] > blocks["latest"]
+    assert "device (seed 003), day, write tier: read units" in names
 
 
 def test_the_simulator_benchmark_simulates_the_seed_rate_under_every_default_layout() -> None:

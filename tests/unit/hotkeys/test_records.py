@@ -268,3 +268,29 @@ def test_an_event_from_another_source_is_foreign() -> None:
 )
 def test_key_family_drops_the_bucket(pk: str, kind: str, family: str) -> None:
     assert key_family(pk, kind) == family  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("kind", ["hybrid", "random", "calculated"])
+@pytest.mark.parametrize(
+    ("pk", "sk"),
+    [
+        ("w#0007#2026-11-22T06", "2026-11-22T06:00:00.000Z#00ff00ff00ff#12"),  # a group item
+        ("w#0007#2026-11-22T06", "!dense#sensor-1"),  # a dense mark
+        ("0001#2026-11-22T06:00#c", "sensor-1#2026-11-22T06:00:00.000Z#00ff00ff00ff#3"),  # compacted, hybrid
+        ("sensor-1#c", "2026-11-22T06:00:00.000Z#00ff00ff00ff#3"),  # compacted, the other layouts
+    ],
+)
+def test_the_write_tiers_items_are_no_entitys_writes(kind: str, pk: str, sk: str) -> None:
+    # The keys of the write tier (keydesign.writetier) parse as no entity's block, and are skipped as its own
+    assert parse_keys(pk, sk, kind) is None  # type: ignore[arg-type]
+    result = parse(stream_record("", "", approx_s=T0, keys={"pk": {"S": pk}, "sk": {"S": sk}}), kind)
+    assert isinstance(result, Skipped)
+    assert result.kind is SkipKind.WRITE_TIER
+    assert key_family(pk, kind) == pk  # type: ignore[arg-type]
+
+
+def test_an_entity_whose_key_looks_like_the_write_tiers_is_still_counted() -> None:
+    # An entity named "w" writes w#<n> in the random layout: its own blocks, not a group's
+    result = parse(stream_record("w#3", "2026-11-22T06:00:00.000Z#00ff00ff00ff#1", approx_s=T0), "random")
+    assert isinstance(result, Observation)
+    assert result.entity == "w"

@@ -88,3 +88,15 @@ def test_the_common_prefix_narrows_a_day_to_one_entitys_partitions() -> None:
     assert common_prefix(parts) == "readings#0042#2026-11-22T"
     assert common_prefix([part("sensor-1#0", 0, 1), part("sensor-1#3", 0, 1)]) == "readings#sensor-1#"
     assert common_prefix([]) == ""
+
+
+def test_the_write_tiers_partitions_are_never_pruned() -> None:
+    # Given a loaded day whose occupancy holds no record (ingest records block partitions only)
+    occupancy = Occupancy(since_ms=T0 - DAY)
+    occupancy.days[T0] = DayOccupancy("", frozenset(), frozenset())
+    hour = (T0 + 5 * 3_600_000, T0 + 6 * 3_600_000)
+    blocks = part("0001#2026-11-22T05:00", *hour)
+    group = PartitionQuery("readings", "w#0003#2026-11-22T05:00", None, None, *hour, kind="group")
+    compacted = PartitionQuery("readings", "0001#2026-11-22T05:00#c", None, None, *hour, kind="compacted")
+    # Then the blocks partition is pruned, the group items' and compacted blocks' are read
+    assert occupancy.prune([blocks, group, compacted]) == [group, compacted]

@@ -9,6 +9,13 @@ tables, on all three layouts; the first few may be items of the format before bl
 Following the cursors of every paged read, in both orders and with any page size and
 call cap, returns what a brute-force model of the stored readings says; ``latest`` and
 raw aggregates too.
+
+With the write tier on (``keydesign.writetier``), batches are stored as ingest stores them then
+(``benchmarks/tier_items.py``): sparse entities' readings of an hour still open as group items,
+dense entities' as blocks with a dense mark, late ones as blocks; a batch may be retried after its
+hour ended (its readings then go to blocks, same version); the first hours may be compacted (their
+group items' newest copies written again as compacted blocks), and the reader may hold an older
+watermark than compaction's (a stale cache): every read still returns the model.
 """
 
 from __future__ import annotations
@@ -22,7 +29,9 @@ from hypothesis import strategies as st
 
 from adapters.shard_map_source import StaticShardMap
 from benchmarks.memory_dynamo import MemoryReader
+from benchmarks.tier_items import TierWriter
 from keydesign import Layout, Reading, ShardMap, format_ts, parse_timestamp, ttl_for
+from keydesign.writetier import SLICE_MS, WriteTier
 from query.cursor import CursorCodec
 from query.logic import QueryService
 from query.models import AggregateSeries, LatestReading, ReadingsPage
@@ -40,6 +49,24 @@ RETENTION_MS = 2 * HOUR + 17 * MINUTE
 MOMENTS = (START + 20 * MINUTE, START + HOUR - 4 * SECOND, NOW - RETENTION_MS - 6 * SECOND, NOW - 13 * SECOND)
 
 Identity = tuple[str, int, str]
+#: Compaction works an hour once ingest's timeout and a minute have passed since it ended.
+SETTLE_MS = 3 * MINUTE
+
+
+@dataclass(frozen=True)
+class Watermark:
+    through: int
+
+    def compacted_through(self) -> int:
+        return self.through
+
+
+@dataclass(frozen=True)
+class Tiers:
+    """The write tier of a world (None: off), and the watermark its reader holds."""
+
+    tier: WriteTier | None = None
+    through: int = 0
 
 
 @dataclass
@@ -74,12 +101,15 @@ class Model:
 
 
 @st.composite
-def worlds(draw: st.DrawFn) -> tuple[Layout, ShardMap, Model, MemoryReader]:
+def worlds(draw: st.DrawFn, tiered: bool = False) -> tuple[Layout, ShardMap, Model, MemoryReader, Tiers]:
     kind = draw(st.sampled_from(("random", "calculated", "hybrid")))
     period = draw(st.sampled_from((None, "hour")))
-    layout = Layout.from_settings(kind=kind, bucket="1h", table_prefix="readings", table_period=period)
+    # The write tier works by hours: with it, buckets shorter and longer than an hour too.
+    bucket = draw(st.sampled_from(("1h", "15m") if period else ("1h", "15m", "1d"))) if tiered else "1h"
+    layout = Layout.from_settings(kind=kind, bucket=bucket, table_prefix="readings", table_period=period)
     shard_map = ShardMap.initial(layout.bucket, draw(st.integers(1, 3)))
-    for hour in sorted(draw(st.lists(st.integers(1, 2), max_size=2, unique=True))):
+    changes = draw(st.lists(st.integers(1, 2), max_size=2, unique=True)) if bucket != "1d" else []
+    for hour in sorted(changes):
         at = START + hour * HOUR  # a split or a new global count, at a bucket boundary
         if draw(st.booleans()):
             shard_map = shard_map.with_global(draw(st.integers(1, 4)), at, now_ms=at - 1)
@@ -114,6 +144,7 @@ def worlds(draw: st.DrawFn) -> tuple[Layout, ShardMap, Model, MemoryReader]:
         ]
         for at, rows in draw(st.lists(batch, min_size=2, max_size=8))
     ]
+    originals = len(batches)
     # Corrections: later batches send readings of earlier ones again (same identity) with other values.
     for fixes in draw(st.lists(st.lists(st.tuples(st.integers(0, 99), st.integers(-9, 9)), min_size=1), max_size=3)):
         earlier = [r for batch in batches for r in batch]
@@ -133,15 +164,67 @@ def worlds(draw: st.DrawFn) -> tuple[Layout, ShardMap, Model, MemoryReader]:
             )
         model.add(-1, batch)  # older than any block's (versions here are 0 and up): a block's copy wins
     redelivered = draw(st.lists(st.integers(0, len(batches) - 1), max_size=3))
-    for version, batch in [*enumerate(batches[upgraded:], upgraded), *((v, batches[v]) for v in redelivered)]:
-        reader.store(layout, shard_map, [(r, version) for r in batch], retention_ms=retention_ms, rng=rng)
-        model.add(version, batch)
+    if tiered:
+        world = (layout, shard_map, model, reader)
+        tiers = _tiered(draw, world, rng, batches[upgraded:], originals - upgraded, upgraded)
+    else:
+        tiers = Tiers()
+        for version, batch in [*enumerate(batches[upgraded:], upgraded), *((v, batches[v]) for v in redelivered)]:
+            reader.store(layout, shard_map, [(r, version) for r in batch], retention_ms=retention_ms, rng=rng)
+            model.add(version, batch)
     reader.tables.add(layout.table_for(START))
-    return layout, shard_map, model, reader
+    return layout, shard_map, model, reader, tiers
 
 
-def service(layout: Layout, shard_map: ShardMap, model: Model, reader: MemoryReader, **limits: Any) -> QueryService:
+def _tiered(  # noqa: PLR0917 - the world's parts
+    draw: st.DrawFn,
+    world: tuple[Layout, ShardMap, Model, MemoryReader],
+    rng: random.Random,
+    batches: list[list[Reading]],
+    originals: int,
+    first_version: int,
+) -> Tiers:
+    """Store ``batches`` as ingest does with the write tier on, in publication order: a batch starts
+    after its newest reading (later still when it is delayed) and after the batch before it; a
+    batch may be retried at once, later (after its hour ended: its readings then go to blocks).
+    Compaction works each hour up to its watermark once the hour has settled; the reader's
+    watermark may be older (a stale cache)."""
+    layout, shard_map, model, reader = world
+    tier = WriteTier(draw(st.integers(1, 3)))
+    writer = TierWriter(layout, tier, shard_map, model.retention_ms)
+    through = draw(st.sampled_from((0, START + HOUR, START + 2 * HOUR)))
+    pending = list(range(slice_start_of(START), through, SLICE_MS))  # hours compaction will do, in order
+    delay = st.sampled_from((0, 0, 5 * SECOND, 10 * MINUTE, 70 * MINUTE))
+    started = 0
+    # Readings sent on time come in time order; the corrections (the last batches) come after them.
+    ordered = sorted(batches[:originals], key=lambda batch: min(r.ts_ms for r in batch)) + batches[originals:]
+    for version, batch in enumerate(ordered, first_version):
+        attempts = 2 if draw(st.integers(0, 4)) == 0 else 1  # a retry: the same records, the same version
+        for _ in range(attempts):
+            started = min(NOW, max(started, max(r.ts_ms for r in batch) + SECOND + draw(delay)))
+            while pending and pending[0] + SLICE_MS + SETTLE_MS <= started:
+                for table, item in writer.compact(pending.pop(0)):
+                    reader.add_item(table, item)
+            for table, item in writer.ingest([(r, version) for r in batch], started, rng):
+                reader.add_item(table, item)
+        model.add(version, batch)
+    for hour in pending:
+        for table, item in writer.compact(hour):
+            reader.add_item(table, item)
+    seen = draw(st.sampled_from([0, *range(START + HOUR, through + 1, HOUR)]))  # the reader's, maybe stale
+    return Tiers(tier, seen)
+
+
+def slice_start_of(ts_ms: int) -> int:
+    return ts_ms - ts_ms % SLICE_MS
+
+
+def service(
+    layout: Layout, shard_map: ShardMap, model: Model, reader: MemoryReader, tiers: Tiers = Tiers(), **limits: Any
+) -> QueryService:
     return QueryService(
+        write_tier=tiers.tier,
+        watermark=Watermark(tiers.through),
         layout=layout,
         shard_maps=StaticShardMap(shard_map),
         reader=reader,
@@ -170,25 +253,62 @@ def shown(reading: Reading) -> tuple[str, str, str, dict[str, int | float]]:
     return reading.entity_id, reading.ts, reading.event_id, dict(reading.measures)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+SPANS = st.one_of(st.just((0, 3 * HOUR)), st.tuples(st.integers(0, 3 * HOUR - 1), st.integers(1, 3 * HOUR)))
+SETTINGS = settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
+
+
+@SETTINGS
 @given(
     world=worlds(),
-    span=st.one_of(st.just((0, 3 * HOUR)), st.tuples(st.integers(0, 3 * HOUR - 1), st.integers(1, 3 * HOUR))),
+    span=SPANS,
     limit=st.integers(1, 7),
     cap=st.integers(1, 6),
     descending=st.booleans(),
     entity=st.sampled_from(ENTITIES),
 )
 def test_every_read_returns_the_newest_copy_of_each_live_reading_once_in_order(  # noqa: PLR0917 - Hypothesis passes them
-    world: tuple[Layout, ShardMap, Model, MemoryReader],
+    world: tuple[Layout, ShardMap, Model, MemoryReader, Tiers],
     span: tuple[int, int],
     limit: int,
     cap: int,
     descending: bool,
     entity: str,
 ) -> None:
-    layout, shard_map, model, reader = world
-    svc = service(layout, shard_map, model, reader, max_query_calls=cap, concurrency=3)
+    check_reads(world, span, limit, cap, descending, entity)
+
+
+@SETTINGS
+@given(
+    world=worlds(tiered=True),
+    span=SPANS,
+    limit=st.integers(1, 7),
+    cap=st.integers(1, 6),
+    descending=st.booleans(),
+    entity=st.sampled_from(ENTITIES),
+)
+def test_reads_of_both_tiers_return_the_newest_copy_of_each_live_reading_once_in_order(  # noqa: PLR0917
+    world: tuple[Layout, ShardMap, Model, MemoryReader, Tiers],
+    span: tuple[int, int],
+    limit: int,
+    cap: int,
+    descending: bool,
+    entity: str,
+) -> None:
+    check_reads(world, span, limit, cap, descending, entity)
+
+
+def check_reads(  # noqa: PLR0917 - the drawn parameters
+    world: tuple[Layout, ShardMap, Model, MemoryReader, Tiers],
+    span: tuple[int, int],
+    limit: int,
+    cap: int,
+    descending: bool,
+    entity: str,
+) -> None:
+    layout, shard_map, model, reader, tiers = world
+    svc = service(layout, shard_map, model, reader, tiers, max_query_calls=cap, concurrency=3)
     from_ms = START + span[0]
     window = TimeRange(from_ms, min(NOW, from_ms + span[1]))
     order = "desc" if descending else "asc"
@@ -215,7 +335,7 @@ def test_every_read_returns_the_newest_copy_of_each_live_reading_once_in_order( 
     assert (latest.reading and (latest.reading.timestamp, latest.reading.event_id, latest.reading.measures)) == (
         newest and (newest.ts, newest.event_id, dict(newest.measures))
     )
-    series = service(layout, shard_map, model, reader).aggregates(entity, window, 15 * MINUTE)
+    series = service(layout, shard_map, model, reader, tiers).aggregates(entity, window, 15 * MINUTE)
     assert isinstance(series, AggregateSeries)
     buckets: dict[str, list[int | float]] = {}
     for r in want:

@@ -26,11 +26,13 @@ from archives import (
     read_readings,
 )
 from archives.readings import WINDOW_MS
+from benchmarks.tier_items import TierWriter
 from keydesign import Layout, Reading, ShardMap
 from keydesign.model import derive_event_id
+from keydesign.writetier import STATE_PK, WriteTier
 from tests.legacy_items import legacy_item
 from tests.unit.keydesign.legacy_blocks import varint
-from tests.unit.tsctl.exports import HYBRID, T0, block_items, data_file, folder, reading, write_export
+from tests.unit.tsctl.exports import HYBRID, T0, block_items, data_file, dynamodb_json, folder, reading, write_export
 from tsctl.commands import archive
 
 RANDOM = Layout.from_settings(kind="random", bucket="1h", table_prefix="timeseries-readings")
@@ -481,3 +483,80 @@ def test_a_split_entity_is_read_from_its_own_partitions(tmp_path: Path) -> None:
     )
     write_export(tmp_path, [items])
     assert read(tmp_path) == batch
+
+
+# -- the write tier -------------------------------------------------------------------------------------
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    data=st.data(),
+    layout=st.sampled_from([HYBRID, RANDOM]),
+    budget=st.integers(min_value=1, max_value=120),
+)
+def test_an_export_of_both_tiers_reads_as_the_newest_copy_of_each_reading(
+    data: st.DataObject, layout: Layout, budget: int
+) -> None:
+    # Given batches stored as ingest stores them with the write tier on (group items, dense marks, blocks of
+    # dense entities and of late readings), in publication order over two hours, the first hour compacted
+    # once it settled, and the compaction state beside them
+    shard_map = ShardMap.initial(layout.bucket, 4)
+    writer = TierWriter(layout, WriteTier(2), shard_map, 30 * 86_400_000)
+    identity = st.tuples(st.sampled_from(["e0", "e1", "e2", "e3"]), st.integers(0, 7_200_000), st.sampled_from("ab"))
+    batches = data.draw(st.lists(st.lists(identity, min_size=1, max_size=20), min_size=1, max_size=8))
+    model: dict[tuple[str, int, str], tuple[int, float]] = {}
+    items: list[dict[str, Any]] = [dynamodb_json({"pk": STATE_PK, "sk": "timeseries-readings", "through": T0})]
+    started, compacted = T0, False
+    for version, batch in enumerate(batches, 1):
+        started = max(started, T0 + max(offset for _, offset, _ in batch) + data.draw(st.sampled_from((1_000, 3e6))))
+        if not compacted and started >= T0 + 3_780_000:
+            items += [dynamodb_json(item) for _, item in writer.compact(T0)]
+            compacted = True
+        entries = []
+        for position, (entity, offset, event) in enumerate(batch):
+            value = float(version * 100 + position)
+            entries.append((reading(entity, T0 + offset, value, event), version))
+            model[entity, T0 + offset, event] = (version, value)
+        items += [dynamodb_json(item) for _, item in writer.ingest(entries, int(started))]
+    if not compacted:
+        items += [dynamodb_json(item) for _, item in writer.compact(T0)]
+    with tempfile.TemporaryDirectory() as scratch:
+        root = write_export(Path(scratch), [items[::2], items[1::2]])
+
+        # When it is read within the budget
+        got = list(read_readings(LocalStore(root), max_readings=budget))
+
+    # Then each reading comes out once, with the value of its newest copy, whichever tier holds it
+    assert len(got) == len({(r.entity_id, r.ts_ms, r.event_id) for r in got}) == len(model)
+    assert {(r.entity_id, r.ts_ms, r.event_id): r.measures["temp"] for r in got} == {
+        key: value for key, (_, value) in model.items()
+    }
+
+
+def test_compacted_blocks_group_items_and_blocks_of_one_reading_come_out_once_the_newest(tmp_path: Path) -> None:
+    # Given a reading in a group item (version 1), a correction of it in a late block (version 3), and the
+    # hour compacted (its other readings from the group items), with a dense mark and the state beside them
+    writer = TierWriter(HYBRID, WriteTier(2), ShardMap.initial(HYBRID.bucket, 4), 30 * 86_400_000)
+    first = [reading("sensor-a", T0 + i * 60_000, float(i), f"a{i}") for i in range(5)]
+    dense = [reading("sensor-b", T0 + i * 100, 50.0 + i, f"b{i}") for i in range(10)]
+    items = writer.ingest([(r, 1) for r in first], T0 + 300_000)
+    items += writer.ingest([(r, 2) for r in dense], T0 + 300_000)
+    items += writer.ingest([(reading("sensor-a", T0 + 60_000, 99.0, "a1"), 3)], T0 + 3_700_000)
+    items += writer.compact(T0)
+    kinds = {("mark" if str(i["sk"]).startswith("!") else str(i["pk"])[:2]) for _, i in items}
+    assert {"w#", "mark"} <= kinds and any(str(i["pk"]).endswith("#c") for _, i in items)
+    state = {"pk": STATE_PK, "sk": "timeseries-readings", "through": T0 + 3_600_000}
+    write_export(tmp_path, [[dynamodb_json(i) for _, i in items], [dynamodb_json(state)]])
+
+    # When the export is read
+    got = read(tmp_path)
+
+    # Then each reading comes out once, a1 as corrected, the dense entity's from its blocks
+    assert [(r.event_id, r.measures["temp"]) for r in got] == [
+        ("a0", 0.0),
+        ("a1", 99.0),
+        ("a2", 2.0),
+        ("a3", 3.0),
+        ("a4", 4.0),
+        *((f"b{i}", 50.0 + i) for i in range(10)),
+    ]

@@ -1,0 +1,94 @@
+"""Where readers get the compaction watermark: the state item in the control table, read through a cache.
+
+Compaction (the write tier's, :mod:`keydesign.writetier`) keeps its state in the control
+table (:func:`keydesign.writetier.state_key`); its ``through`` is the end of the last hour
+whose group items are compacted. Plans read an hour ending by it from its compacted blocks,
+a later hour from its group items (``Layout.plan_entity``/``plan_range``).
+
+A stale watermark is safe, so it is cached (for ``SHARD_MAP_CACHE_TTL``) and read
+eventually consistent: the watermark only moves forward, so a stale copy is an older one,
+and an older watermark sends reads of the hours it missed to their group items, which
+outlive compaction by :data:`keydesign.writetier.KEEP_MS` (days, against a cache of a
+minute). Each reading is still read once, newest copy winning: a group item's readings and
+their compacted copies dedupe like any two blocks (``keydesign.writetier``, "Compacted
+versions"). A watermark that cannot be read is an error (the request fails and is retried),
+never a guess: a guess newer than the truth would read hours from compacted blocks not yet
+written.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+from adapters.snapstart import forget_on_restore
+from keydesign.writetier import compacted_through, state_key
+
+
+class CompactionWatermark(Protocol):
+    def compacted_through(self) -> int:
+        """The end (epoch ms) of the last hour compacted; 0 when none is."""
+        ...
+
+
+class _Never:
+    """The watermark of a deployment where nothing is compacted (no write tier or no control table):
+    every hour of the write tier is read from its group items."""
+
+    def compacted_through(self) -> int:
+        return 0
+
+
+NOTHING_COMPACTED: CompactionWatermark = _Never()
+
+
+class _Dynamo(Protocol):
+    def get_item(self, **kwargs: Any) -> Mapping[str, Any]: ...
+
+
+class CachedWatermark:
+    """Reads the state item of ``table_prefix`` from ``control_table`` at most once per ``ttl_ms``;
+    thread-safe. A copy restored from a SnapStart snapshot reads it again."""
+
+    def __init__(
+        self,
+        dynamodb: _Dynamo,
+        control_table: str,
+        table_prefix: str,
+        ttl_ms: int,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._db = dynamodb
+        self._table = control_table
+        self._key = {name: {"S": value} for name, value in state_key(table_prefix).items()}
+        self._ttl_s = ttl_ms / 1000
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._through: int | None = None
+        self._loaded_at = float("-inf")
+        forget_on_restore(self)
+
+    def forget(self) -> None:
+        with self._lock:
+            self._through, self._loaded_at = None, float("-inf")
+
+    def compacted_through(self) -> int:
+        through = self._through
+        if through is not None and self._clock() - self._loaded_at < self._ttl_s:
+            return through
+        with self._lock:
+            if self._through is not None and self._clock() - self._loaded_at < self._ttl_s:
+                return self._through
+            fetched_at = self._clock()
+            self._through = self._read()
+            self._loaded_at = fetched_at
+            return self._through
+
+    def _read(self) -> int:
+        item = self._db.get_item(TableName=self._table, Key=self._key).get("Item")
+        if item is None:
+            return compacted_through(None)
+        through = item.get("through") or {}  # a number (N); its digits are what compacted_through reads
+        return compacted_through({"through": through.get("N", through.get("S"))})

@@ -1,0 +1,185 @@
+"""Reads of both tiers on moto: group items, dense marks, compacted blocks and blocks, through the API.
+
+The items are written as ingest and compaction write them (``benchmarks/tier_items.py``) into
+hourly tables; the compaction state is put in the control table and read by the real watermark
+source (``adapters.compaction_state.CachedWatermark``) through its cache. Entity pages, cross-entity
+pages with their cursors, ``latest`` and raw aggregates equal the newest copy of each reading,
+before compaction, after it, and with a cached watermark older than the stored one.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+
+from adapters.compaction_state import CachedWatermark
+from adapters.partition_reader import DynamoPartitionReader
+from adapters.shard_map_source import StaticShardMap
+from benchmarks.tier_items import TierWriter
+from keydesign import Layout, Reading, ShardMap, format_ts
+from keydesign.writetier import WriteTier, state_key
+from query.api import create_app
+from query.cursor import CursorCodec
+from query.logic import QueryService
+from query.settings import QueryLimits
+from tests.integration.mocked_aws import create_readings_table
+from tests.integration.query.conftest import HOUR, KEY, NOW, PREFIX, pages, to_dynamodb
+from tests.unit.query.apigw import ApiClient
+
+pytestmark = pytest.mark.integration
+
+CONTROL = "tier-control"
+MINUTE = 60_000
+START = NOW - 3 * HOUR  # 09:00; NOW is 12:00
+ENTITIES = ("dev-1", "dev-2", "dev-3", "hot-1")
+TTL_MS = 60_000
+
+
+class World:
+    """Hourly tables on moto, written through a TierWriter, read through the API with a cached watermark."""
+
+    def __init__(self, dynamodb: Any) -> None:
+        self.dynamodb = dynamodb
+        self.layout = Layout.from_settings(kind="hybrid", bucket="15m", table_prefix=PREFIX, table_period="hour")
+        self.shard_map = ShardMap.initial(self.layout.bucket, 2)
+        self.tier = WriteTier(2)
+        self.writer = TierWriter(self.layout, self.tier, self.shard_map, 30 * 24 * HOUR)
+        for start in self.layout.table_period.starts(START - HOUR, NOW + HOUR):  # type: ignore[union-attr]
+            create_readings_table(dynamodb, self.layout.table_for(start))
+        create_readings_table(dynamodb, CONTROL)
+        self.newest: dict[tuple[str, int, str], tuple[int, Reading]] = {}
+        self.version = 0
+        self.clock_s = 0.0
+        self.watermark = CachedWatermark(dynamodb, CONTROL, PREFIX, TTL_MS, clock=lambda: self.clock_s)
+        self.api = ApiClient(
+            create_app(
+                QueryService(
+                    layout=self.layout,
+                    shard_maps=StaticShardMap(self.shard_map),
+                    reader=DynamoPartitionReader(dynamodb),
+                    cursors=CursorCodec(lambda: KEY),
+                    limits=QueryLimits(),
+                    clock_ms=lambda: NOW,
+                    write_tier=self.tier,
+                    watermark=self.watermark,
+                )
+            ).resolve
+        )
+
+    def put(self, items: list[tuple[str, dict[str, object]]]) -> None:
+        for table, item in items:
+            self.dynamodb.put_item(TableName=table, Item=to_dynamodb(item))
+
+    def ingest(self, readings: list[Reading], started_ms: int) -> None:
+        self.version += 1
+        self.put(self.writer.ingest([(r, self.version) for r in readings], started_ms, random.Random(self.version)))
+        for r in readings:
+            self.newest[r.entity_id, r.ts_ms, r.event_id] = (self.version, r)
+
+    def compact(self, hour: int) -> None:
+        """Compaction of ``hour``, and its watermark moved to the hour's end."""
+        self.put(self.writer.compact(hour))
+        state = {**state_key(PREFIX), "through": hour + HOUR}
+        self.dynamodb.put_item(TableName=CONTROL, Item=to_dynamodb(state))
+
+    def expected(self, entity: str | None, from_ms: int, to_ms: int) -> list[tuple[str, str, str, float]]:
+        rows = [r for _, r in self.newest.values() if entity in (None, r.entity_id) and from_ms <= r.ts_ms < to_ms]
+        if entity is None:
+            bucket = self.layout.bucket
+            rows.sort(key=lambda r: (max(from_ms, bucket.start(r.ts_ms)), r.entity_id, r.ts_ms, r.event_id))
+        else:
+            rows.sort(key=lambda r: (r.ts_ms, r.event_id))
+        return [(r.entity_id, r.ts, r.event_id, float(r.measures["v"])) for r in rows]
+
+    def check(self) -> None:
+        """Every read equals the newest copy of each reading."""
+        window = {"from": format_ts(START), "to": format_ts(NOW)}
+        for entity in ENTITIES:
+            for order in ("asc", "desc"):
+                items, _ = pages(self.api, f"/entities/{entity}/readings", limit=3, order=order, **window)
+                want = self.expected(entity, START, NOW)
+                assert [_row(i) for i in items] == (want if order == "asc" else want[::-1]), (entity, order)
+            latest = self.api.get(f"/entities/{entity}/latest").body["reading"]
+            assert _row(latest) == self.expected(entity, START, NOW)[-1]
+            series = self.api.get(f"/entities/{entity}/aggregates", interval="1h", **window).body
+            assert [(i["start"], i["readings"]) for i in series["intervals"]] == _hours(
+                self.expected(entity, START, NOW)
+            )
+        for order in ("asc", "desc"):
+            items, _ = pages(self.api, "/readings", limit=4, order=order, **window)
+            want = self.expected(None, START, NOW)
+            assert [_row(i) for i in items] == (want if order == "asc" else want[::-1]), order
+
+
+def _row(item: dict[str, Any]) -> tuple[str, str, str, float]:
+    return item["entity_id"], item["timestamp"], item["event_id"], float(item["measures"]["v"])
+
+
+def _hours(rows: list[tuple[str, str, str, float]]) -> list[tuple[str, int]]:
+    counts: dict[str, int] = {}
+    for _, ts, _, _ in rows:
+        counts[ts[:13] + ":00:00.000Z"] = counts.get(ts[:13] + ":00:00.000Z", 0) + 1
+    return sorted(counts.items())
+
+
+def reading(entity: str, ts_ms: int, event: str, value: float) -> Reading:
+    return Reading(entity, event, ts_ms, {"v": value})
+
+
+@pytest.fixture
+def world(dynamodb: Any) -> World:
+    world = World(dynamodb)
+    # Three hours of a sparse fleet (group items), a dense entity (its own blocks and a dense mark),
+    # a reading across a 15-minute bucket's start, and late readings and corrections (blocks)
+    for hour in range(3):
+        base = START + hour * HOUR
+        for minute in range(0, 60, 7):
+            batch = [
+                reading(e, base + minute * MINUTE + i * 1_000, f"m{minute}", hour + minute)
+                for i, e in enumerate(ENTITIES[:3])
+            ]
+            world.ingest(batch, base + minute * MINUTE + 5_000)
+        world.ingest(
+            [reading("hot-1", base + 10 * MINUTE + i * 100, f"h{i}", i) for i in range(12)], base + 11 * MINUTE
+        )
+        world.ingest(
+            [
+                reading("dev-1", base + 15 * MINUTE - 1_000, "edge", 1),
+                reading("dev-2", base + 15 * MINUTE + 1_000, "edge", 2),
+            ],
+            base + 15 * MINUTE + 2_000,
+        )
+    world.ingest([reading("dev-1", START + 7 * MINUTE, "m7", -1.0)], START + HOUR + 10 * MINUTE)  # a late correction
+    world.ingest([reading("dev-2", START + 30 * MINUTE, "late", 5.0)], START + HOUR + 20 * MINUTE)  # a late reading
+    return world
+
+
+def test_reads_equal_the_newest_copies_before_and_after_compaction(world: World) -> None:
+    # Before compaction: every hour read from its group items and blocks
+    world.check()
+
+    # After the first two hours are compacted (and the watermark moved), and a correction after that
+    world.compact(START)
+    world.compact(START + HOUR)
+    world.clock_s += TTL_MS  # the cached watermark expires
+    world.ingest([reading("dev-3", START + 14 * MINUTE + 2_000, "m14", 42.0)], START + 2 * HOUR + 30 * MINUTE)
+    assert world.watermark.compacted_through() == START + 2 * HOUR
+    world.check()
+
+
+def test_a_stale_watermark_still_reads_every_reading_once(world: World) -> None:
+    # Given a reader that cached the watermark before compaction (nothing compacted)
+    assert world.watermark.compacted_through() == 0
+
+    # When the first two hours are compacted and the stored watermark moves on, within the cache's time
+    world.compact(START)
+    world.compact(START + HOUR)
+
+    # Then the stale reader (reading those hours' group items) and a fresh one answer the same, correctly
+    assert world.watermark.compacted_through() == 0
+    world.check()
+    world.clock_s += TTL_MS
+    assert world.watermark.compacted_through() == START + 2 * HOUR
+    world.check()

@@ -1,0 +1,47 @@
+"""The compaction watermark as readers get it: the state item, read through a cache."""
+
+from __future__ import annotations
+
+import pytest
+
+from adapters.compaction_state import NOTHING_COMPACTED, CachedWatermark
+from benchmarks.memory_dynamo import MemoryDynamo
+
+HOUR = 3_600_000
+THROUGH = 1_795_327_200_000  # 2026-11-22T06:00:00Z, the end of an hour
+
+
+def state(db: MemoryDynamo, through: object) -> None:
+    kind = "S" if isinstance(through, str) else "N"
+    db.put_item(
+        TableName="control",
+        Item={"pk": {"S": "compactstate"}, "sk": {"S": "readings"}, "through": {kind: str(through)}},
+    )
+
+
+def test_the_watermark_is_read_once_per_ttl_and_a_stale_copy_is_older() -> None:
+    # Given a stored watermark, read through a cache of a minute
+    db, clock = MemoryDynamo(), [0.0]
+    watermark = CachedWatermark(db, "control", "readings", 60_000, clock=lambda: clock[0])
+    state(db, THROUGH)
+    assert watermark.compacted_through() == THROUGH
+
+    # When compaction moves it on: the cached (older) copy holds until the minute is up, then the new one
+    state(db, THROUGH + HOUR)
+    clock[0] = 59.9
+    assert watermark.compacted_through() == THROUGH
+    clock[0] = 60.0
+    assert watermark.compacted_through() == THROUGH + HOUR
+
+
+def test_no_state_yet_is_nothing_compacted() -> None:
+    watermark = CachedWatermark(MemoryDynamo(), "control", "readings", 60_000)
+    assert watermark.compacted_through() == 0 == NOTHING_COMPACTED.compacted_through()
+
+
+@pytest.mark.parametrize("through", [THROUGH + 1, "soon", -HOUR])
+def test_a_watermark_that_is_not_an_hours_end_is_an_error_naming_it(through: object) -> None:
+    db = MemoryDynamo()
+    state(db, through)
+    with pytest.raises(ValueError, match="through"):
+        CachedWatermark(db, "control", "readings", 60_000).compacted_through()

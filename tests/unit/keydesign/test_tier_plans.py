@@ -1,0 +1,184 @@
+"""Plans with the write tier: every item that can hold a reading of the range is read, and nothing else.
+
+Items are written as ingest and compaction write them (``benchmarks/tier_items.py``): blocks,
+group items, dense marks, compacted blocks. For a plan of one entity (every layout, buckets shorter
+and longer than an hour, hourly tables, any watermark), every item holding one of the entity's
+readings in the range is in one of its partitions (same table and key, sort key within the range,
+the reading within the partition's time range): its blocks always, its group items in hours after
+the watermark, its compacted blocks in hours by it. An item of another entity is read only from a
+group partition (the reader keeps the read's entity of each), never a dense mark. A cross-entity
+plan (hybrid) reads every item holding a reading of the range, from partitions whose time range
+starts where the reading's bucket meets the range (the order cross-entity reads merge by).
+"""
+
+from __future__ import annotations
+
+import random
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from benchmarks.tier_items import TierWriter
+from keydesign import Layout, PartitionQuery, Reading, ShardMap, decode_block
+from keydesign.blocks import decode_group
+from keydesign.writetier import MAX_COMPACTED_SPAN_MS, SLICE_MS, WriteTier, slice_start
+from tests.unit.keydesign.strategies import PROPERTY
+
+T0 = 1_795_305_600_000  # 2026-11-22T00:00:00Z
+HOUR = 3_600_000
+ENTITIES = ("a-1", "b-2", "c-3", "d-4")
+
+SPANS = st.one_of(
+    st.just((0, 6 * HOUR)),
+    st.tuples(st.sampled_from(range(0, 6 * HOUR, 450_000)), st.sampled_from(range(450_000, 6 * HOUR, 450_000))),
+    st.tuples(st.integers(0, 6 * HOUR - 1), st.integers(1, 6 * HOUR)),
+)
+
+Stored = tuple[str, str, str, str, tuple[Reading, ...]]  # table, pk, sk, kind, readings
+
+
+@st.composite
+def stored_worlds(draw: st.DrawFn) -> tuple[Layout, ShardMap, WriteTier, int, list[Stored]]:
+    kind = draw(st.sampled_from(("random", "calculated", "hybrid")))
+    period = draw(st.sampled_from((None, "hour", "day")))
+    bucket = draw(st.sampled_from(("1h", "15m", "2h") if period == "hour" else ("1h", "15m", "2h", "1d")))
+    if period == "hour" and bucket == "2h":
+        bucket = "1h"
+    layout = Layout.from_settings(kind=kind, bucket=bucket, table_prefix="readings", table_period=period)
+    shard_map = ShardMap.initial(layout.bucket, draw(st.integers(1, 3)))
+    tier = WriteTier(draw(st.integers(1, 3)))
+    writer = TierWriter(layout, tier, shard_map, 30 * 24 * HOUR)
+    through = T0 + draw(st.sampled_from(range(7))) * HOUR
+    items = []
+    # Readings in any of the six hours, often near their ends and quarters (a group item there reaches on)
+    at = st.builds(
+        lambda hour, offset: hour * HOUR + offset,
+        st.sampled_from(range(6)),
+        st.one_of(
+            st.integers(0, HOUR - 1),
+            st.integers(HOUR - 20_000, HOUR - 1),
+            st.builds(
+                lambda q, j: min(HOUR - 1, max(0, q * 900_000 + j)),
+                st.sampled_from(range(5)),
+                st.integers(-4_000, 4_000),
+            ),
+        ),
+    )
+    reading = st.tuples(st.sampled_from(ENTITIES), at, st.sampled_from(("e1", "e2")))
+    for version, batch in enumerate(
+        draw(st.lists(st.lists(reading, min_size=1, max_size=12), min_size=3, max_size=10))
+    ):
+        late = draw(st.booleans())
+        entries = [(Reading(e, ev, T0 + at, {"v": 1}), version) for e, at, ev in batch]
+        start = T0 + 6 * HOUR if late else T0 + min(at for _, at, _ in batch)
+        items += writer.ingest(entries, start, random.Random(version))
+    for hour in range(T0, through, SLICE_MS):
+        items += writer.compact(hour)
+    return layout, shard_map, tier, through, [_stored(layout, table, item) for table, item in items]
+
+
+def _near_quarter(quarter: int, jitter: int) -> int:
+    return min(HOUR - 1, max(0, quarter * 900_000 + jitter))
+
+
+def _stored(layout: Layout, table: str, item: dict[str, object]) -> Stored:
+    pk, sk, payload = str(item["pk"]), str(item["sk"]), item.get("b")
+    if not isinstance(payload, bytes):
+        return table, pk, sk, "mark", ()
+    if pk.startswith("w#"):
+        return table, pk, sk, "group", tuple(decode_group(payload)[1])
+    compacted = pk.endswith("#c")
+    entity = sk.split("#", 1)[0] if layout.can.shared_partitions else pk.rsplit("#", 1)[0]
+    span = MAX_COMPACTED_SPAN_MS if compacted else 10_000
+    return (
+        table,
+        pk,
+        sk,
+        "compacted" if compacted else "blocks",
+        tuple(decode_block(entity, payload, span_limit_ms=span)[1]),
+    )
+
+
+def _reads(part: PartitionQuery, table: str, pk: str, sk: str) -> bool:
+    return (
+        part.table == table
+        and part.pk == pk
+        and (part.sk_low is None or part.sk_low <= sk)
+        and (part.sk_high is None or sk <= part.sk_high)
+    )
+
+
+def _needed(kind: str, ts_ms: int, through: int) -> bool:
+    """Whether a read of a reading at ``ts_ms`` needs its copy in an item of ``kind``."""
+    compacted = slice_start(ts_ms) + SLICE_MS <= through
+    return kind == "blocks" or (kind == "compacted") == compacted
+
+
+@PROPERTY
+@given(
+    world=stored_worlds(),
+    entity=st.sampled_from(ENTITIES),
+    span=SPANS,
+)
+def test_an_entitys_plan_reads_every_item_of_its_readings_and_no_other_entitys_but_group_items(
+    world: tuple[Layout, ShardMap, WriteTier, int, list[Stored]], entity: str, span: tuple[int, int]
+) -> None:
+    layout, shard_map, tier, through, stored = world
+    from_ms = T0 + span[0]
+    to_ms = min(T0 + 6 * HOUR, from_ms + span[1])
+    plan = layout.plan_entity(entity, from_ms, to_ms, shard_map, write_tier=tier, compacted_through_ms=through)
+    for table, pk, sk, kind, readings in stored:
+        parts = [p for p in plan.partitions if _reads(p, table, pk, sk)]
+        if kind == "mark":
+            assert not parts, (pk, sk)  # a dense mark is never in a read's range
+            continue
+        for part in parts:
+            assert part.kind == kind, (part, pk, sk)
+            if kind != "group":
+                assert {r.entity_id for r in readings} == {entity}, (part, pk, sk)
+        for r in readings:
+            if r.entity_id == entity and from_ms <= r.ts_ms < to_ms and _needed(kind, r.ts_ms, through):
+                assert any(p.from_ms <= r.ts_ms < p.to_ms for p in parts), (kind, pk, sk, r)
+
+
+@PROPERTY
+@given(world=stored_worlds(), span=SPANS)
+def test_a_range_plan_reads_every_item_of_its_readings_from_partitions_anchored_at_their_bucket(
+    world: tuple[Layout, ShardMap, WriteTier, int, list[Stored]], span: tuple[int, int]
+) -> None:
+    layout, shard_map, tier, through, stored = world
+    if not layout.can.range_reads:
+        return
+    from_ms = T0 + span[0]
+    to_ms = min(T0 + 6 * HOUR, from_ms + span[1])
+    plan = layout.plan_range(from_ms, to_ms, shard_map, write_tier=tier, compacted_through_ms=through)
+    for table, pk, sk, kind, readings in stored:
+        parts = [p for p in plan.partitions if _reads(p, table, pk, sk)]
+        if kind == "mark":
+            assert not parts, (pk, sk)
+            continue
+        assert all(p.kind == kind for p in parts)
+        for r in readings:
+            if from_ms <= r.ts_ms < to_ms and _needed(kind, r.ts_ms, through):
+                anchor = max(from_ms, layout.bucket.start(r.ts_ms))
+                assert any(p.from_ms == anchor and r.ts_ms < p.to_ms for p in parts), (kind, pk, sk, r)
+
+
+def test_a_group_item_that_reaches_into_the_next_bucket_is_read_by_that_buckets_plans() -> None:
+    # Given a group item of readings on both sides of a 15-minute bucket's start (items are cut by time, not bucket)
+    layout = Layout.from_settings(kind="hybrid", bucket="15m", table_prefix="readings")
+    shard_map, tier = ShardMap.initial(layout.bucket, 2), WriteTier(1)
+    writer = TierWriter(layout, tier, shard_map, 30 * 24 * HOUR)
+    edge = T0 + 900_000
+    batch = [(Reading("a-1", "e1", edge - 2_000, {"v": 1}), 1), (Reading("b-2", "e1", edge + 1_000, {"v": 2}), 1)]
+    ((table, item),) = writer.ingest(batch, edge - 2_000)
+    sk = str(item["sk"])
+
+    # Then the plans of the next bucket read it, from a partition of that bucket (entity: of its time)
+    for plan in (
+        layout.plan_range(edge, edge + 900_000, shard_map, write_tier=tier),
+        layout.plan_entity("b-2", edge, edge + 900_000, shard_map, write_tier=tier),
+    ):
+        (part,) = [p for p in plan.partitions if _reads(p, table, str(item["pk"]), sk)]
+        assert part.kind == "group"
+        assert part.from_ms == edge

@@ -328,11 +328,7 @@ class Layout:
         """The partition of ``entity_id``'s compacted blocks holding ``ts_ms``
         (:func:`keydesign.writetier.compacted_pk`): beside the entity's hybrid base partition
         ``<shard>#<bucket>`` (its sub-shards too write there), or ``<entity>#c``."""
-        if not self.can.shared_partitions:
-            return compacted_pk(entity_id, None)
-        start = self.bucket.start(ts_ms)
-        base = f"{shard_of(entity_id, shard_map.global_shards_at(start)):04d}#{self.bucket.label(start)}"
-        return compacted_pk(entity_id, base)
+        return compacted_pk(entity_id, self.hybrid_base(entity_id, self.bucket.start(ts_ms), shard_map))
 
     def _sk_prefix(self, entity_id: str) -> str:
         return f"{entity_id}#" if self.can.shared_partitions else ""

@@ -375,7 +375,7 @@ def compact_hour(
             runs.setdefault((entity, layout.bucket.start(ts)), []).append(reading)
     out: list[CompactedBlock] = []
     for (entity, bucket_start), readings in runs.items():
-        pk = compacted_pk(entity, layout.hybrid_base(entity, bucket_start, shard_map))
+        pk = layout.compacted_partition(entity, bucket_start, shard_map)
         table = layout.table_for(bucket_start)
         members = [(r.ts_ms, r.event_id, i) for i, r in enumerate(readings)]
         for run in cut_runs(members, list(map(body_estimate, readings)), span_limit_ms=MAX_COMPACTED_SPAN_MS):

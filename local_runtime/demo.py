@@ -273,14 +273,15 @@ class Observer:
         return False
 
     def blocks(self) -> list[Block]:
-        """Every item of the readings tables, each a block, decoded."""
+        """Every item of the readings tables holding readings (blocks, group items, compacted blocks), decoded."""
         layout, scans = self.system.config.layout(), self.dynamodb.get_paginator("scan")
-        return [
+        items = (
             Block.from_item(table, item, layout)
             for table in self.system.readings_tables()
             for page in scans.paginate(TableName=table, ConsistentRead=True)
             for item in page["Items"]
-        ]
+        )
+        return [block for block in items if block is not None]
 
     def read_export(self, table: str) -> list[Reading]:
         """A dropped table's readings from its export, as ``tsctl archive`` reads them (moto writes no manifest)."""

@@ -15,10 +15,17 @@ from typing import Any
 from benchmarks.blocks import ITEM_OVERHEAD_BYTES, Deployment, old_item
 from infra.config import Context
 from keydesign import Layout, Reading, ShardMap, decode_block, format_ts, item_size, write_units
-from keydesign.blocks import block_item
+from keydesign.blocks import block_item, decode_group
 from keydesign.capacity import PARTITION_WCU
 from keydesign.layouts import key_family, parse_keys
 from keydesign.periods import format_duration
+from keydesign.writetier import (
+    COMPACTED_PK_SUFFIX,
+    DENSE_MARK_PREFIX,
+    GROUP_PK_PREFIX,
+    MAX_COMPACTED_SPAN_MS,
+    WriteTier,
+)
 
 HOT_SENSOR = "sensor-alpha-001"
 NOT_RUN = "not run"
@@ -63,14 +70,26 @@ class Block:
         return self.readings[0].entity_id
 
     @classmethod
-    def from_item(cls, table: str, item: Mapping[str, Any], layout: Layout) -> Block:
-        """From an item as a DynamoDB client returns it; ValueError when it is not a block."""
-        pk, sk, payload = item["pk"]["S"], item["sk"]["S"], item["b"]["B"]
-        if (parts := parse_keys(pk, sk, layout.kind)) is None:
-            raise ValueError(f"{table}: {pk} / {sk} is not a block's key")
-        header, readings = decode_block(parts.entity, payload)
+    def from_item(cls, table: str, item: Mapping[str, Any], layout: Layout) -> Block | None:
+        """From an item as a DynamoDB client returns it: a block, a write-tier group item (its readings
+        are many entities') or a compacted block; None for a dense mark (no readings). ValueError when
+        it is none of these."""
+        pk, sk = item["pk"]["S"], item["sk"]["S"]
+        if sk.startswith(DENSE_MARK_PREFIX):
+            return None
+        payload = item["b"]["B"]
         size = item_size(block_item(pk, sk, payload, int(item["ttl"]["N"]) if "ttl" in item else None))
-        return cls(table, pk, parts.write_units, size, header.version, tuple(readings))
+        units = int(sk.rsplit("#", 1)[-1])
+        if pk.startswith(GROUP_PK_PREFIX):
+            header, readings = decode_group(payload)
+        elif pk.endswith(COMPACTED_PK_SUFFIX):
+            entity = sk.split("#", 1)[0] if layout.can.shared_partitions else pk.removesuffix(COMPACTED_PK_SUFFIX)
+            header, readings = decode_block(entity, payload, span_limit_ms=MAX_COMPACTED_SPAN_MS)
+        elif (parts := parse_keys(pk, sk, layout.kind)) is not None:
+            header, readings = decode_block(parts.entity, payload)
+        else:
+            raise ValueError(f"{table}: {pk} / {sk} is not a block's key")
+        return cls(table, pk, units, size, header.version, tuple(readings))
 
 
 @dataclass(slots=True)
@@ -154,7 +173,13 @@ def build_report(
     split = placement = not_run("the shard map was not read")
     if facts.map_after is not None:
         split = _split_section(facts, facts.map_after, layout)
-        placement = placement_check(stored.values(), [r for _, r in facts.ledger], layout, shard_map(facts.map_after))
+        placement = placement_check(
+            stored.values(),
+            [r for _, r in facts.ledger],
+            layout,
+            shard_map(facts.map_after),
+            WriteTier(config.write_tier_groups) if config.write_tier_groups else None,
+        )
     checks = {
         "nothing_lost": readings["lost"] == 0 and facts.failed_to_publish == 0,
         "no_duplicates": readings["duplicates"] == 0,
@@ -331,20 +356,33 @@ def hot_sensor_after_split(blocks: Iterable[Block], layout: Layout) -> dict[str,
 
 
 def placement_check(
-    stored: Iterable[tuple[int, Reading, Block]], ledger: Iterable[Mapping[str, Any]], layout: Layout, final: ShardMap
+    stored: Iterable[tuple[int, Reading, Block]],
+    ledger: Iterable[Mapping[str, Any]],
+    layout: Layout,
+    final: ShardMap,
+    tier: WriteTier | None = None,
 ) -> dict[str, Any]:
     """Each published reading's block key against the keys the key design gives a block holding it under
-    the final shard map (whose history says which count applied at each instant)."""
+    the final shard map (whose history says which count applied at each instant); with the write tier,
+    its group's partition and its compacted partition too."""
     published = {(str(r["entity_id"]), str(r["event_id"])) for r in ledger}
     everything = [(r, b) for _, r, b in stored]
     checked = [(r, b) for r, b in everything if (r.entity_id, r.event_id) in published]
-    wrong = [(r, b) for r, b in checked if b.pk not in layout.partitions_of(r.entity_id, r.ts_ms, final)]
+    wrong = [(r, b) for r, b in checked if b.pk not in _partitions(layout, r, final, tier)]
     return {
         "checked": len(checked),
         "misplaced": len(wrong),
         "not_in_ledger": len(everything) - len(checked),
         "examples": [{"event_id": r.event_id, "stored_pk": b.pk} for r, b in wrong[:5]],
     }
+
+
+def _partitions(layout: Layout, reading: Reading, final: ShardMap, tier: WriteTier | None) -> list[str]:
+    keys = layout.partitions_of(reading.entity_id, reading.ts_ms, final)
+    if tier is not None:
+        keys.append(tier.group_pk(tier.group_of(reading.entity_id), reading.ts_ms))
+        keys.append(layout.compacted_partition(reading.entity_id, reading.ts_ms, final))
+    return keys
 
 
 def hot_keys_section(windows: Sequence[Mapping[str, Any]], alerts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

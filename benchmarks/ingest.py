@@ -118,6 +118,11 @@ def lambda_records(items: list[dict[str, Any]], *, packed: bool) -> list[dict[st
         payloads = [(r.partition_key, r.data) for r in records]
     else:
         payloads = [(i["entity_id"], json.dumps(i, separators=(",", ":")).encode()) for i in items]
+    return event_records(payloads)
+
+
+def event_records(payloads: list[tuple[str, bytes]]) -> list[dict[str, Any]]:
+    """Lambda event records of one shard carrying ``payloads`` (partition key, data), in order."""
     base = 49_654_218_476_232_045_811_574_011_298_011_519_327_409_148_734_259_150_898
     now = time.time()
     return [

@@ -1,6 +1,7 @@
 """Every benchmark module, imported so that its functions register themselves (in this order)."""
 
 from benchmarks import (  # noqa: F401
+    agents,
     before_blocks,
     blocks,
     cold_start,

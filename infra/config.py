@@ -36,6 +36,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    PlainValidator,
     PrivateAttr,
     ValidationError,
     model_validator,
@@ -272,6 +273,98 @@ def _in(allowed: tuple[int, ...], what: str) -> AfterValidator:
     return AfterValidator(check)
 
 
+#: AWS IoT Core's limits on a topic filter (message broker quotas): 256 bytes of UTF-8, 7 slashes.
+IOT_TOPIC_MAX_BYTES = 256
+IOT_TOPIC_MAX_LEVELS = 8
+#: The IoT SQL version whose SELECT takes ``*`` beside other expressions and whole numbers as Int.
+IOT_SQL_VERSION = "2016-03-23"
+
+
+@dataclass(frozen=True, slots=True)
+class IotTopicRule:
+    """An AWS IoT Core topic rule putting every MQTT message on ``topic_filter`` into the stream as a reading.
+
+    The device publishes a reading without ``entity_id`` (``timestamp``, ``measures``, optional
+    ``event_id`` and ``dimensions``: docs/ingest.md, "The IoT Core topic rule"); the topic's level
+    ``entity_level`` (1-based, IoT SQL's ``topic(n)``) is the entity. The rule's SELECT output
+    is then the product's own JSON reading, which ingest reads like any other, and its partition
+    key is the entity, so an entity's readings stay on one shard, in order.
+    """
+
+    topic_filter: str
+    entity_level: int
+
+    @property
+    def sql(self) -> str:
+        """The rule's statement (IoT SQL 2016-03-23): the payload's fields, plus the entity from the topic."""
+        # The filter is checked to hold no quote (``parse_iot_topic_rule``): it cannot end the literal.
+        return f"SELECT *, topic({self.entity_level}) AS entity_id FROM '{self.topic_filter}'"  # noqa: S608
+
+    @property
+    def partition_key(self) -> str:
+        """The Kinesis action's partition key: a substitution template naming the entity's topic level."""
+        return f"${{topic({self.entity_level})}}"
+
+    def entity_of(self, topic: str) -> str:
+        """The entity a message published on ``topic`` is stored under (what ``topic(n)`` gives)."""
+        levels = topic.split("/")
+        if len(levels) < self.entity_level:
+            raise ValueError(f"topic {topic!r} has no level {self.entity_level}")
+        return levels[self.entity_level - 1]
+
+    def topic_for(self, entity_id: str) -> str:
+        """A topic a device of ``entity_id`` publishes to: the filter with the entity at its level, every
+        other ``+`` as ``data`` and a trailing ``#`` left out."""
+        levels = self.topic_filter.split("/")
+        levels[self.entity_level - 1] = entity_id
+        topic = [level if level != "+" else "data" for level in levels if level != "#"]
+        return "/".join(topic)
+
+
+def parse_iot_topic_rule(value: object) -> IotTopicRule | None:
+    """``iot_topic_rule``'s value (an object, its JSON text, or null) as a rule; ValueError says what is wrong."""
+    if isinstance(value, IotTopicRule) or _null(value) is None:
+        return value if isinstance(value, IotTopicRule) else None
+    if isinstance(value, str):
+        text = value
+        try:
+            value = json.loads(text)
+        except ValueError:
+            raise ValueError(
+                f'must be a JSON object like {{"topic_filter": "sensors/+/readings", "entity_level": 2}}, '
+                f"got {text[:80]!r}"
+            ) from None
+    if not isinstance(value, Mapping) or set(value) != {"topic_filter", "entity_level"}:
+        raise ValueError(
+            f'must be an object of exactly "topic_filter" and "entity_level" (or null), got {str(value)[:80]!r}'
+        )
+    topic_filter, level = value["topic_filter"], value["entity_level"]
+    if not isinstance(topic_filter, str) or not topic_filter:
+        raise ValueError(f"topic_filter must be a non-empty string, got {topic_filter!r}")
+    if len(topic_filter.encode("utf-8")) > IOT_TOPIC_MAX_BYTES:
+        raise ValueError(f"topic_filter is longer than AWS IoT's {IOT_TOPIC_MAX_BYTES} bytes")
+    bad = next((c for c in topic_filter if c == "'" or ord(c) < 0x20 or ord(c) == 0x7F), None)
+    if bad is not None:
+        raise ValueError(f"topic_filter {topic_filter!r} holds {bad!r}, which a rule's FROM clause cannot quote")
+    levels = topic_filter.split("/")
+    if len(levels) > IOT_TOPIC_MAX_LEVELS:
+        raise ValueError(f"topic_filter {topic_filter!r} has {len(levels)} levels; AWS IoT takes 7 slashes at most")
+    for index, part in enumerate(levels):
+        if ("+" in part and part != "+") or ("#" in part and (part != "#" or index != len(levels) - 1)):
+            raise ValueError(
+                f"topic_filter {topic_filter!r} is not an MQTT topic filter: '+' must be a whole level and '#' "
+                "the whole last one"
+            )
+    if isinstance(level, bool) or not isinstance(level, int) or not 1 <= level <= len(levels):
+        raise ValueError(f"entity_level must be a level of the topic filter, 1 to {len(levels)}, got {level!r}")
+    if levels[level - 1] != "+":
+        raise ValueError(
+            f"entity_level {level} of {topic_filter!r} is {levels[level - 1]!r}, not '+': the entity's level must "
+            "be a single-level wildcard, or every device would be one entity"
+        )
+    return IotTopicRule(topic_filter, level)
+
+
 Text = Annotated[str, BeforeValidator(_text)]
 OptionalText = Annotated[Text | None, BeforeValidator(_null)]
 Whole = Annotated[int, BeforeValidator(_whole)]
@@ -341,6 +434,12 @@ class Context(BaseModel):
     # settings; the default is cut to a shorter retention).
     max_age: Duration = key("3d")
     rollups: OptionalText = key("1m,1h,1d")
+    # The agents' formats ingest reads beside its JSON, and how their metrics become readings (ingest.settings,
+    # which validates them; docs/ingest.md, "Agents").
+    ingest_formats: Text = key("influx,telegraf_json,otlp_proto,otlp_json")
+    entity_tags: Text = key("host,service.instance.id")
+    influx_precision: Text = key("ns")
+    telegraf_json_timestamp_units: Text = key("1s")
     split_threshold_wcu: Whole = key(500, alias="hot_split_threshold_wcu")
     shard_map_cache_ttl_s: Whole = key(60, low=1, high=3_600)
     item_bytes: Whole = key(SEED_ITEM_BYTES, low=1, high=MAX_ITEM_BYTES)
@@ -387,6 +486,8 @@ class Context(BaseModel):
     query_reserved_concurrency: OptionalWhole = key(50, low=1, high=10_000)
     log_retention_days: Annotated[Whole, _in(LOG_RETENTION_DAYS, "a CloudWatch Logs retention")] = key(30, low=1)
     powertools_layer_version: Whole = key(POWERTOOLS_LAYER_VERSION, low=1)
+    # Off by default: a deployment whose devices speak MQTT to AWS IoT Core turns it on.
+    iot_topic_rule: Annotated[IotTopicRule | None, PlainValidator(parse_iot_topic_rule)] = key(None)
 
     _layout: Layout = PrivateAttr()
 

@@ -1,5 +1,8 @@
 """Ingestion: the Kinesis stream producers publish to, the ingest function that reads it, and its queues.
 
+With ``iot_topic_rule`` set, an AWS IoT Core topic rule puts every MQTT message on its topic
+filter into the stream, already in the product's JSON (docs/ingest.md, "The IoT Core topic rule").
+
 Two queues, for two different things: the rejects queue holds *readings* ingest
 refused (malformed, out of the time window, too big), each with its reason and
 payload; the failure queue holds the Lambda service's record of *batches* the
@@ -9,13 +12,16 @@ back at the stream by shard and sequence numbers.
 
 from __future__ import annotations
 
-from aws_cdk import Duration
+from aws_cdk import Duration, Stack
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_iot as iot
 from aws_cdk import aws_kinesis as kinesis
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as sources
+from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from infra.config import FunctionWiring, LambdaFunction
+from infra.config import IOT_SQL_VERSION, FunctionWiring, IotTopicRule, LambdaFunction
 from infra.lambdas import Invocation, LambdaRuntime, ServiceFunction, terminal_queue
 
 
@@ -92,4 +98,59 @@ class Ingestion(Construct):
                 report_batch_item_failures=True,
                 on_failure=sources.SqsDlq(self.failure_queue),
             )
+        )
+
+        self.iot_rule: iot.CfnTopicRule | None = None
+        self.iot_failure_queue: sqs.Queue | None = None
+        if config.iot_topic_rule is not None:
+            self.iot_failure_queue = terminal_queue(
+                self,
+                "IotRuleFailureQueue",
+                removal_policy=runtime.removal_policy,
+                holds="an MQTT message the IoT Core topic rule could not put into the stream, with its payload",
+            )
+            self.iot_rule = self._iot_rule(config.iot_topic_rule, self.iot_failure_queue)
+
+    def _iot_rule(self, rule: IotTopicRule, failures: sqs.Queue) -> iot.CfnTopicRule:
+        """The IoT Core topic rule into the stream. Its role may put records on this stream and nothing else
+        (``kinesis:PutRecord``: the one call the Kinesis action makes); a message the action fails to put (the
+        stream throttled, say) goes whole to ``failures`` (the rule's error action, the payload base64, with
+        its own role that may only send there), never dropped. Only IoT Core of this account assumes either."""
+        role = self._iot_role("IotRuleRole", "put matched MQTT messages into the ingest stream")
+        role.add_to_policy(iam.PolicyStatement(actions=["kinesis:PutRecord"], resources=[self.stream.stream_arn]))
+        error_role = self._iot_role("IotRuleErrorRole", "keep a message it could not put into the stream")
+        error_role.add_to_policy(iam.PolicyStatement(actions=["sqs:SendMessage"], resources=[failures.queue_arn]))
+        return iot.CfnTopicRule(
+            self,
+            "IotTopicRule",
+            topic_rule_payload=iot.CfnTopicRule.TopicRulePayloadProperty(
+                sql=rule.sql,
+                aws_iot_sql_version=IOT_SQL_VERSION,
+                rule_disabled=False,
+                description=f"Readings published on {rule.topic_filter}, entity from topic level {rule.entity_level}",
+                actions=[
+                    iot.CfnTopicRule.ActionProperty(
+                        kinesis=iot.CfnTopicRule.KinesisActionProperty(
+                            stream_name=self.stream.stream_name,
+                            partition_key=rule.partition_key,
+                            role_arn=role.role_arn,
+                        )
+                    )
+                ],
+                error_action=iot.CfnTopicRule.ActionProperty(
+                    sqs=iot.CfnTopicRule.SqsActionProperty(
+                        queue_url=failures.queue_url, role_arn=error_role.role_arn, use_base64=True
+                    )
+                ),
+            ),
+        )
+
+    def _iot_role(self, construct_id: str, to: str) -> iam.Role:
+        return iam.Role(
+            self,
+            construct_id,
+            assumed_by=iam.ServicePrincipal(
+                "iot.amazonaws.com", conditions={"StringEquals": {"aws:SourceAccount": Stack.of(self).account}}
+            ),
+            description=f"Lets the IoT Core topic rule {to}",
         )

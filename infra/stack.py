@@ -131,6 +131,8 @@ class TimeSeriesStack(Stack):
         tables: dict[str, WatchedTable] = {"control": (self.storage.control_table, CONTROL_OPERATIONS)}
         if self.storage.readings_table is not None:
             tables = {"readings": (self.storage.readings_table, READINGS_OPERATIONS), **tables}
+        if self.ingestion.iot_failure_queue is not None:
+            queues["iot-rule-failures"] = self.ingestion.iot_failure_queue
         if self.rotation is not None:
             functions[LambdaFunction.ROTATOR] = self.rotation.function
             queues["rotation-failures"] = self.rotation.failure_queue
@@ -194,6 +196,15 @@ class TimeSeriesStack(Stack):
                 "The CloudWatch dashboard: ingest rate, rejects, hot keys, iterator age, throttles",
             ),
         }
+        if self.ingestion.iot_rule is not None and self.ingestion.iot_failure_queue is not None:
+            outputs["IotTopicRuleName"] = (
+                self.ingestion.iot_rule.ref,
+                "The IoT Core topic rule putting MQTT readings into the stream (cdk.json iot_topic_rule)",
+            )
+            outputs["IotRuleFailureQueueUrl"] = (
+                self.ingestion.iot_failure_queue.queue_url,
+                "The SQS queue holding MQTT messages the IoT Core rule could not put into the stream (payload base64)",
+            )
         if self.storage.readings_table is not None:
             table = (self.storage.readings_table.table_name, "The readings table (one table, TTL retention)")
             outputs = {"ReadingsTableName": table, **outputs}

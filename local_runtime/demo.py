@@ -183,6 +183,7 @@ def _play(system: LocalSystem, options: DemoOptions, say: Say, timings: dict[str
     progress = lambda: f"the detector has judged {len(observer.judged_windows())} windows"  # noqa: E731
     boundary = timed("split", lambda: scenario.await_split(scheduled, progress))
     timed("phase_2", lambda: scenario.after_the_split(first))
+    timed("agents", scenario.agents)
     drained = timed("drain", lambda: observer.wait_drained(options.timeout_s, say))
     say("streams drained; counting what was stored, rejected and skipped" if drained else "the streams did NOT drain")
 

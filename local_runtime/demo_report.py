@@ -28,6 +28,12 @@ LOAD_BASIS = "each block's write units at the second of its first reading"
 Copies = dict[tuple[str, int, str], tuple[int, Reading, "Block"]]
 
 
+#: The ledger's phase of the readings published through an agent's format: ``agent format <format>``.
+AGENT_PHASE = "agent format "
+#: Telegraf's metric name for them: their measure ``temp`` is stored as ``env_temp``.
+AGENT_MEASUREMENT = "env"
+
+
 def not_run(reason: str) -> dict[str, Any]:
     return {"status": NOT_RUN, "reason": reason}
 
@@ -161,6 +167,11 @@ def build_report(
     }
     if facts.rollups is not None:
         checks["rollups_applied"] = "through" in facts.rollups
+    agents = agents_section(facts.ledger, live, rejects.values())
+    if agents.get("status") != NOT_RUN:
+        checks["every_agent_format_stored_and_its_bad_reading_rejected"] = all(
+            a["written"] == a["published"] > 0 and a["rejected"] == 1 for a in agents["formats"].values()
+        )
     rotation = not_run("no table_period: one readings table, nothing to rotate")
     if facts.rotation is not None:
         rotation, rotation_checks = rotation_section(facts.rotation, config, stored, facts.exported, facts.rejects)
@@ -187,6 +198,7 @@ def build_report(
             HOT_SENSOR: cost([b for b in facts.blocks if b.entity == HOT_SENSOR], deployment),
         },
         "rejected_by_reason": [{"field": f, "count": n, "example": examples[f]} for f, n in by_reason.most_common()],
+        "agent_formats": agents,
         "reject_messages": len(facts.rejects),
         "skipped_by_event_source": _skipped(facts.skipped),
         "hot_key_batches_skipped": _skipped(facts.hot_keys_skipped),
@@ -204,6 +216,33 @@ def build_report(
         "runtime": dict(facts.runtime),
         "timings_s": {name: round(value, 2) for name, value in facts.timings.items()},
     }
+
+
+def agents_section(
+    ledger: Iterable[tuple[str, Mapping[str, Any]]],
+    live: Mapping[tuple[str, str], int],
+    rejects: Iterable[Mapping[str, Any]],
+) -> dict[str, Any]:
+    """Per agent format: its readings published (as ingest stores them), written (read back from the blocks),
+    and the rejects of its bad reading (``bad_<format>`` its measure, named in the payload or the reason)."""
+    published: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    for name, reading in ledger:
+        if name.startswith(AGENT_PHASE):
+            published[name.removeprefix(AGENT_PHASE)].append(reading)
+    if not published:
+        return not_run("no reading was published through an agent's format")
+    refused = [(f"{m.get('payload')} {m.get('reason')}", m) for m in rejects]
+    formats = {}
+    for fmt, readings in published.items():
+        mine = [m for text, m in refused if f"bad_{fmt}" in text]
+        formats[fmt] = {
+            "entities": len({r["entity_id"] for r in readings}),
+            "published": len(readings),
+            "written": sum(1 for r in readings if (r["entity_id"], r["event_id"]) in live),
+            "rejected": len(mine),
+            "reject_reasons": sorted({f"{m.get('field')}: {m.get('reason')}" for m in mine}),
+        }
+    return {"measurement": AGENT_MEASUREMENT, "formats": formats}
 
 
 def _phases(ledger: Iterable[tuple[str, Mapping[str, Any]]]) -> list[dict[str, Any]]:
@@ -644,6 +683,12 @@ def render(report: Mapping[str, Any]) -> str:
         if (load := report[f"partition_load_{when}_split"]).get("partition_keys"):
             peak = f"{load['hottest_key']} at {load['hottest_peak_wcu_per_s']} WCU/s"
             lines.append(f"{when} the split: hottest key {peak} ({LOAD_BASIS})")
+    if (agents := report.get("agent_formats", {})).get("formats"):
+        lines.append(
+            "agents' formats: "
+            + ", ".join(f"{f} {a['written']}/{a['published']} stored" for f, a in agents["formats"].items())
+            + f", each format's bad reading rejected ({sum(a['rejected'] for a in agents['formats'].values())})"
+        )
     if report["rollups"].get("through"):
         lines.append(f"rollups: applied through {report['rollups']['through']}")
     lines += [

@@ -1,5 +1,6 @@
-"""The demo's traffic (steps 0 to 3 of docs/local.md's story), published through the producer library;
-each valid reading recorded in the ledger, under its phase's name, as it is published."""
+"""The demo's traffic (steps 0 to 3 of docs/local.md's story, and a few entities through each agent's format),
+published through the producer library; each valid reading recorded in the ledger, under its phase's name, as
+it is published (an agent's, as ingest stores it)."""
 
 from __future__ import annotations
 
@@ -12,10 +13,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from keydesign import format_ts
-from local_runtime.demo_report import HOT_SENSOR
+from infra.config import IotTopicRule
+from keydesign import Reading, format_ts
+from local_runtime.demo_report import AGENT_MEASUREMENT, AGENT_PHASE, HOT_SENSOR
 from local_runtime.scheduler import ReplayClock
 from local_runtime.system import LocalSystem
+from producer.formats import AGENT_FORMATS, OTLP_PROTO, AgentPacker
 from producer.packing import Packer
 from producer.publisher import Publisher, PublishSummary, kinesis_client, publish
 from producer.synthetic import Workload, generate
@@ -28,6 +31,10 @@ Say = Callable[[str], None]
 #: The hot sensor measures vibration too: four channels of noise, which compress far less than the
 #: others' slow temperatures, so its blocks make its key hot in write units.
 CHANNELS = ("vib_x", "vib_y", "vib_z", "vib_rms")
+#: Through each agent's format: this many entities, a reading a second each for this many seconds, and one
+#: reading the format cannot give an entity (from IoT Core: a message without a time).
+AGENT_ENTITIES = 2
+AGENT_READINGS = 3
 
 
 class Scenario:
@@ -142,6 +149,41 @@ class Scenario:
         second = replace(first, duration_s=self.options.split_phase_s, seed=self.options.seed + 1, start_ms=now_ms())
         self.say(f"phase 2 (after the split): {second.total:,} readings over {self.options.split_phase_s:g} s")
         self.publish("after the split", with_channels(generate(second), self.options.seed + 1))
+
+    def agents(self) -> None:
+        """A few entities publish through each agent's format as the agent writes it (``tsctl publish
+        --record-format``): Telegraf's line protocol and JSON, the Collector's OTLP (protobuf gzipped, JSON),
+        an IoT Core rule's output; each reading in the ledger as ingest stores it (an agent sends no event
+        id: ingest derives it), and one bad reading of each, which ingest must reject with the reason."""
+        rng, rule = random.Random(self.options.seed + 4), IotTopicRule("sensors/+/readings", 2)
+        start = now_ms() // 1000 * 1000 - 1000 * AGENT_READINGS  # whole seconds: Telegraf's JSON carries seconds
+        self.say(
+            f"agents: {AGENT_ENTITIES} entities x {AGENT_READINGS} readings through each of {', '.join(AGENT_FORMATS)}"
+            ", and one reading each the format cannot give an entity (IoT Core: a message without a time)"
+        )
+        for fmt in AGENT_FORMATS:
+            compression = "gzip" if fmt == OTLP_PROTO else "none"
+            writer = AgentPacker(fmt, measurement=AGENT_MEASUREMENT, compression=compression, iot_rule=rule)
+            sent = [
+                {
+                    "entity_id": f"{fmt.replace('_', '-')}-{e}",
+                    "timestamp": start + 1000 * n,
+                    "measures": {"temp": round(rng.uniform(15, 30), 2)},
+                    "dimensions": {"site": "plant-7"},
+                }
+                for e in range(1, AGENT_ENTITIES + 1)
+                for n in range(AGENT_READINGS)
+            ]
+            with self._lock:
+                self.ledger += [
+                    (f"{AGENT_PHASE}{fmt}", {**stored, "event_id": Reading.parse(stored).event_id})
+                    for reading in sent
+                    for stored in writer.stored(reading)
+                ]
+            self._record(publish([(0.0, r) for r in sent], self._publisher(), writer))
+            bad: dict[str, Any] = {"measures": {f"bad_{fmt}": 1}}
+            bad |= {"entity_id": f"{fmt.replace('_', '-')}-bad"} if fmt == "iot" else {"timestamp": start}
+            self._record(publish([(0.0, bad)], self._publisher(), writer, validate=False))
 
     def publish(self, phase: str, items: Iterable[tuple[float, dict[str, Any]]]) -> None:
         """Publish ``(offset_s, reading)`` pairs in real time, a quarter second at a time, each reading

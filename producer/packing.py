@@ -29,7 +29,7 @@ import json
 import random
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from keydesign import stable_hash
 
@@ -71,6 +71,15 @@ def partitioner(strategy: str, *, groups: int = 256, rng: random.Random | None =
         chooser = rng or random.Random()
         return lambda entity: f"r{chooser.getrandbits(64):016x}"
     raise ValueError(f"partition key strategy {strategy!r} is not one of {', '.join(PARTITION_STRATEGIES)}")
+
+
+class RecordWriter(Protocol):
+    """What turns readings into records: :class:`Packer` (our JSON, packed) or
+    :class:`producer.formats.AgentPacker` (an agent's format, a reading a record)."""
+
+    def add(self, reading: dict[str, Any]) -> list[PackedRecord]: ...
+
+    def flush(self) -> list[PackedRecord]: ...
 
 
 class Packer:

@@ -28,7 +28,7 @@ from botocore.exceptions import ConnectionError as BotoConnectionError
 from adapters.retry import Backoff, Clock, Sleep
 from keydesign import InvalidInput, Reading
 
-from .packing import BatchPlanner, PackedRecord, Packer, ReadingTooLarge
+from .packing import BatchPlanner, PackedRecord, ReadingTooLarge, RecordWriter
 from .sources import SourceItem
 
 _RETRYABLE = frozenset(
@@ -170,7 +170,7 @@ class Publisher:
 def publish(
     items: Iterable[SourceItem | tuple[float, dict[str, Any]]],
     publisher: Publisher,
-    packer: Packer,
+    packer: RecordWriter,
     *,
     validate: bool = True,
     pace: bool = False,

@@ -21,7 +21,7 @@ record: several user records packed into one, in this documented format::
     }
     message Tag { required string key = 1; optional string value = 2; }
 
-The decoder here is hand-written (about a hundred lines, no dependency) rather
+The decoder here is hand-written (on ``adapters.protowire``, no dependency) rather
 than taken from ``aws-kinesis-agg``: that package pulls in ``protobuf``, has
 not been released since 2022, and on a digest mismatch silently hands the
 aggregate back as if it were one plain record. Here a record that starts with
@@ -39,17 +39,13 @@ import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from adapters.protowire import VARINT, ProtobufError, fields, message, text
 from adapters.stream_events import NotAStreamEvent, stream_records
 
 KPL_MAGIC = b"\xf3\x89\x9a\xc2"
 #: Kinesis' own pattern for a sequence number: ``0|([1-9]\d{0,128})``.
 MAX_SEQUENCE_DIGITS = 129
 _DIGEST_BYTES = 16
-
-_VARINT = 0
-_FIXED64 = 1
-_LENGTH = 2
-_FIXED32 = 5
 
 
 class MalformedRecord(ValueError):  # noqa: N818 - reads as the condition, like keydesign's InvalidInput
@@ -179,97 +175,35 @@ def deaggregate(data: bytes) -> list[UserRecord]:
         raise MalformedRecord("kpl", "the MD5 digest does not match the aggregated record (corrupt or truncated)")
     try:
         return _parse_aggregate(body)
-    except _ProtobufError as exc:
+    except ProtobufError as exc:
         raise MalformedRecord("kpl", f"the aggregated record is not valid protobuf: {exc}") from None
-
-
-# -- protobuf wire format ----------------------------------------------------
-
-
-class _ProtobufError(ValueError):
-    pass
-
-
-def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
-    result = 0
-    shift = 0
-    while True:
-        if pos >= len(buf):
-            raise _ProtobufError("truncated varint")
-        byte = buf[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return result, pos
-        shift += 7
-        if shift >= 64:
-            raise _ProtobufError("varint longer than 64 bits")
-
-
-def _fields(buf: bytes) -> list[tuple[int, int, int | bytes]]:
-    """Every (field number, wire type, value) of one message; unknown fields are kept for the caller to skip."""
-    out: list[tuple[int, int, int | bytes]] = []
-    pos = 0
-    while pos < len(buf):
-        key, pos = _read_varint(buf, pos)
-        number, wire = key >> 3, key & 0x7
-        if number == 0:
-            raise _ProtobufError("field number 0")
-        value: int | bytes
-        if wire == _VARINT:
-            value, pos = _read_varint(buf, pos)
-        elif wire == _LENGTH:
-            length, pos = _read_varint(buf, pos)
-            if pos + length > len(buf):
-                raise _ProtobufError(f"field {number} claims {length} bytes past the end")
-            value, pos = buf[pos : pos + length], pos + length
-        elif wire in (_FIXED64, _FIXED32):
-            width = 8 if wire == _FIXED64 else 4
-            if pos + width > len(buf):
-                raise _ProtobufError(f"field {number} is truncated")
-            value, pos = buf[pos : pos + width], pos + width
-        else:
-            raise _ProtobufError(f"unsupported wire type {wire} for field {number}")
-        out.append((number, wire, value))
-    return out
-
-
-def _text(value: int | bytes, what: str) -> str:
-    if not isinstance(value, bytes):
-        raise _ProtobufError(f"{what} is not a length-delimited field")
-    try:
-        return value.decode("utf-8")
-    except UnicodeDecodeError:
-        raise _ProtobufError(f"{what} is not UTF-8") from None
 
 
 def _parse_aggregate(body: bytes) -> list[UserRecord]:
     keys: list[str] = []
     raw_records: list[bytes] = []
-    for number, _wire, value in _fields(body):
+    for number, _wire, value in fields(body):
         if number == 1:
-            keys.append(_text(value, "partition_key_table entry"))
+            keys.append(text(value, "partition_key_table entry"))
         elif number == 3:
-            if not isinstance(value, bytes):
-                raise _ProtobufError("records entry is not a length-delimited field")
-            raw_records.append(value)
+            raw_records.append(message(value, "records entry"))
         # field 2 (explicit hash keys) and unknown fields do not matter to a consumer
     out: list[UserRecord] = []
     for sub, raw in enumerate(raw_records):
         key_index: int | None = None
         data: bytes | None = None
-        for number, wire, value in _fields(raw):
+        for number, wire, value in fields(raw):
             if number == 1:
-                if wire != _VARINT or not isinstance(value, int):
-                    raise _ProtobufError(f"record {sub}: partition_key_index is not a varint")
+                if wire != VARINT or not isinstance(value, int):
+                    raise ProtobufError(f"record {sub}: partition_key_index is not a varint")
                 key_index = value
             elif number == 3:
                 if not isinstance(value, bytes):
-                    raise _ProtobufError(f"record {sub}: data is not length-delimited")
+                    raise ProtobufError(f"record {sub}: data is not length-delimited")
                 data = value
         if key_index is None or data is None:
-            raise _ProtobufError(f"record {sub} lacks its required partition_key_index or data")
+            raise ProtobufError(f"record {sub} lacks its required partition_key_index or data")
         if key_index >= len(keys):
-            raise _ProtobufError(f"record {sub} points at partition key {key_index} of {len(keys)}")
+            raise ProtobufError(f"record {sub} points at partition key {key_index} of {len(keys)}")
         out.append(UserRecord(data, keys[key_index], sub))
     return out

@@ -1,14 +1,17 @@
 """From a Kinesis event record to reading candidates, or to rejects saying why not.
 
 A record's data (after KPL de-aggregation) is UTF-8 JSON: one reading (an
-object) or several (an array of objects). Anything else is rejected, with the
-part that is wrong, never dropped:
+object) or several (an array of objects); or one of the agents' formats
+(Influx line protocol, Telegraf JSON, OTLP metrics, ``ingest.formats``), whose
+parts (a line, a metric, a data point) become candidates or rejects each.
+Anything else is rejected, with the part that is wrong, never dropped:
 
 * data that is not base64, a corrupt KPL aggregate, bytes that are not UTF-8
   JSON, or JSON that is neither an object nor an array: one reject for the
   whole (user) record, carrying its bytes as they arrived;
 * an array element that is not a valid reading: one reject for that element
-  (its index says where it was), while its neighbours go on.
+  (its index says where it was), while its neighbours go on; likewise an agent
+  record's part (its index is the part's position, its reason names it: ``line 3``).
 
 Numbers are decoded exactly. A float literal that would round to zero or to
 infinity (``1e-400``, ``1e400``) and an integer longer than Python converts
@@ -29,6 +32,10 @@ from typing import Any
 
 from adapters.kinesis_records import MalformedRecord, StreamRecord, user_records
 from adapters.rejects import Reject
+from ingest.formats import INFLUX, OTLP_JSON, Formats, Part, json_kind, not_enabled, sniff
+
+#: What a deployment reads when its settings say nothing else: every agent format, the default entity tags.
+DEFAULT_FORMATS = Formats()
 
 #: A user record's first 25 rejected array elements get a message each; the rest are folded.
 FOLD_AFTER = 25
@@ -42,6 +49,8 @@ class Candidate:
     (``index`` None) is rejected with them exactly; an array element is
     written back as JSON, or, in the rare case that cannot be done (nesting
     deeper than the encoder's limit), rejected with the whole record's bytes.
+    A part of an agent's record (``where`` says which) is rejected with its own
+    text (``raw``, a line) or, when it has none, as JSON of what it maps to.
     """
 
     record: int
@@ -49,11 +58,17 @@ class Candidate:
     sub_sequence_number: int | None
     index: int | None
     data: bytes
+    where: str | None = None
+    raw: str | None = None
 
     def payload(self) -> bytes:
         """The bytes a reject carries."""
+        if self.raw is not None:
+            return self.raw.encode("utf-8", errors="surrogatepass")
         if self.index is None:
             return self.data
+        if self.where is not None:
+            return encode_json(self.value, fallback=self.data)
         value = self.value
         if _has_non_finite(value):
             # The fast decoder rounds a literal past a double's range (1e400) to infinity; the
@@ -76,7 +91,8 @@ class DecodedRecord:
 
     @property
     def units(self) -> int:
-        return len(self.candidates) + len(self.rejects)
+        spilled = sum(len(rest) for rest in self._spill.values()) if self._spill else 0
+        return len(self.candidates) + len(self.rejects) + spilled
 
     def reject_of(
         self,
@@ -112,7 +128,9 @@ class DecodedRecord:
 
     def reject_candidate(self, candidate: Candidate, field_name: str, reason: str) -> None:
         """Reject a candidate that is not a valid reading: one message each for the first
-        ``FOLD_AFTER`` array elements of a user record, folded ones past that (see below)."""
+        ``FOLD_AFTER`` array elements (or parts) of a user record, folded ones past that (see below)."""
+        if candidate.where is not None:
+            reason = f"{candidate.where}: {reason}"
         if candidate.index is not None:
             sub = candidate.sub_sequence_number
             elements = self._elements = self._elements if self._elements is not None else {}
@@ -147,8 +165,13 @@ class DecodedRecord:
                     size = max(1, len(chunk) // 2)
                     continue
                 first, field_name, reason = chunk[0]
+                span = (
+                    f"array elements {first.index}..{chunk[-1][0].index}"
+                    if first.where is None
+                    else f"parts {first.index}..{chunk[-1][0].index}"
+                )
                 summary = (
-                    f"{len(chunk)} invalid readings (array elements {first.index}..{chunk[-1][0].index}) folded into "
+                    f"{len(chunk)} invalid readings ({span}) folded into "
                     f"one message, the payload an array of them; the first: {field_name}: {reason}"
                 )
                 self.rejects.append(
@@ -159,15 +182,20 @@ class DecodedRecord:
         self._spill.clear()
 
 
-def decode_record(position: int, record: StreamRecord) -> DecodedRecord:
-    """Split one Kinesis record (the ``position``-th of its batch) into reading candidates and rejects."""
+def decode_record(position: int, record: StreamRecord, formats: Formats = DEFAULT_FORMATS) -> DecodedRecord:
+    """Split one Kinesis record (the ``position``-th of its batch) into reading candidates and rejects,
+    reading the agents' formats ``formats`` enables beside ingest's JSON."""
     decoded = DecodedRecord(record)
     if record.malformed is not None:
         decoded.reject(record.data, "data", record.malformed)
         return decoded
     plain = _plain_object(record.data)
     if plain is not None:
-        decoded.candidates.append(Candidate(position, plain, None, None, record.data))
+        kind = json_kind(plain)
+        if kind is None:
+            decoded.candidates.append(Candidate(position, plain, None, None, record.data))
+        else:
+            _agent_json(Candidate(position, plain, None, None, record.data), kind, decoded, formats)
         return decoded
     try:
         members = user_records(record)
@@ -177,33 +205,97 @@ def decode_record(position: int, record: StreamRecord) -> DecodedRecord:
     if members and members[0].sub_sequence_number is not None:
         decoded.kpl_members = len(members)
     for member in members:
-        sub = member.sub_sequence_number
-        try:
-            value = decode_json(member.data)
-        except UnicodeDecodeError:
-            decoded.reject(member.data, "data", "is not UTF-8 text", sub)
-            continue
-        except json.JSONDecodeError as exc:
-            decoded.reject(member.data, "data", f"is not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})", sub)
-            continue
-        except RecursionError:
-            decoded.reject(member.data, "data", "is JSON nested too deeply to be a reading", sub)
-            continue
-        except ValueError as exc:  # any other refusal of the decoder: still about these bytes
-            decoded.reject(member.data, "data", f"is not JSON the decoder accepts ({type(exc).__name__})", sub)
-            continue
-        if isinstance(value, dict):
-            decoded.candidates.append(Candidate(position, value, sub, None, member.data))
-        elif isinstance(value, list):
-            decoded.candidates.extend(Candidate(position, item, sub, i, member.data) for i, item in enumerate(value))
-        else:
-            decoded.reject(
-                member.data,
-                "data",
-                f"must be a JSON object (one reading) or an array of readings, got {_json_type(value)}",
-                sub,
-            )
+        _decode_member(position, member.data, member.sub_sequence_number, decoded, formats)
     return decoded
+
+
+def _decode_member(position: int, data: bytes, sub: int | None, decoded: DecodedRecord, formats: Formats) -> None:
+    """One user record's candidates and rejects, into ``decoded``."""
+    sniffed = sniff(data, formats)
+    if sniffed.kind == "reject":
+        decoded.reject(data, "data", sniffed.reason, sub)
+        return
+    not_lines = ""
+    if sniffed.kind == "influx":
+        from ingest.formats import lineprotocol  # noqa: PLC0415 - only line-protocol records need it
+
+        parts = lineprotocol.decode(sniffed.text or "", formats)
+        if not parts or any(p.error is None or p.error[0] != "line" for p in parts):
+            _add_parts(position, parts, sub, data, decoded)
+            return
+        # Not one line of it is line protocol: the JSON reader says what it is (a JSON string, or nothing).
+        not_lines = f", nor line protocol ({parts[0].where} {parts[0].error[1]})"  # type: ignore[index]
+    elif sniffed.text is not None and INFLUX not in formats.enabled:
+        not_lines = (
+            f", and line protocol is a format this deployment does not read (ingest_formats: {formats.describe()})"
+        )
+    if sniffed.kind == "otlp_proto":
+        from ingest.formats import otlp  # noqa: PLC0415 - only OTLP records need it
+
+        _add_parts(position, otlp.decode(sniffed.otlp, formats), sub, data, decoded)  # type: ignore[arg-type]
+        return
+    body = sniffed.data
+    try:
+        value = decode_json(body)
+    except UnicodeDecodeError:
+        decoded.reject(data, "data", "is not UTF-8 text", sub)
+        return
+    except json.JSONDecodeError as exc:
+        reason = f"is not JSON ({exc.msg} at line {exc.lineno} column {exc.colno}){not_lines}"
+        decoded.reject(data, "data", reason, sub)
+        return
+    except RecursionError:
+        decoded.reject(data, "data", "is JSON nested too deeply to be a reading", sub)
+        return
+    except ValueError as exc:  # any other refusal of the decoder: still about these bytes
+        decoded.reject(data, "data", f"is not JSON the decoder accepts ({type(exc).__name__})", sub)
+        return
+    if isinstance(value, dict):
+        kind = json_kind(value)
+        if kind is None:
+            decoded.candidates.append(Candidate(position, value, sub, None, data))
+        else:
+            _agent_json(Candidate(position, value, sub, None, data), kind, decoded, formats)
+    elif isinstance(value, list):
+        decoded.candidates.extend(Candidate(position, item, sub, i, data) for i, item in enumerate(value))
+    else:
+        decoded.reject(
+            data,
+            "data",
+            f"must be a JSON object (one reading) or an array of readings, got {_json_type(value)}",
+            sub,
+        )
+
+
+def _agent_json(whole: Candidate, kind: str, decoded: DecodedRecord, formats: Formats) -> None:
+    """A JSON object in an agent's format (``kind``), as a candidate for the whole user record: its parts,
+    or one reject when the format is not enabled."""
+    position, value, sub, data = whole.record, whole.value, whole.sub_sequence_number, whole.data
+    assert isinstance(value, dict)  # noqa: S101 - json_kind took it
+    if kind not in formats.enabled:
+        decoded.reject(data, "data", not_enabled(kind, formats), sub)
+    elif kind == OTLP_JSON:
+        from ingest.formats import otlp  # noqa: PLC0415 - only OTLP records need it
+
+        _add_parts(position, otlp.decode(value, formats), sub, data, decoded)
+    else:
+        from ingest.formats import telegraf  # noqa: PLC0415 - only Telegraf JSON records need it
+
+        # One metric is the whole record: its reject carries the record's bytes exactly.
+        one = "fields" in value and "name" in value
+        _add_parts(position, telegraf.decode(value, formats), sub, data, decoded, whole=one)
+
+
+def _add_parts(
+    position: int, parts: list[Part], sub: int | None, data: bytes, decoded: DecodedRecord, *, whole: bool = False
+) -> None:
+    """An agent record's parts as candidates (the readings) and rejects (the rest), each where it came from."""
+    for index, part in enumerate(parts):
+        candidate = Candidate(position, part.value, sub, None if whole else index, data, part.where, part.raw)
+        if part.error is None:
+            decoded.candidates.append(candidate)
+        else:
+            decoded.reject_candidate(candidate, *part.error)
 
 
 def _plain_object(data: bytes) -> dict[str, Any] | None:
@@ -239,7 +331,8 @@ def _json_type(value: object) -> str:
     return "a number"
 
 
-def _float(text: str) -> float | Decimal:
+def exact_float(text: str) -> float | Decimal:
+    """A float literal's value; a Decimal when a float would round it to zero or infinity."""
     value = float(text)
     # Zero from a literal with a non-zero digit is an underflow (1e-400); infinity is an overflow.
     mantissa = text.partition("e")[0].partition("E")[0]
@@ -248,11 +341,12 @@ def _float(text: str) -> float | Decimal:
     return value
 
 
-def _int(text: str) -> int | Decimal:
+def exact_int(text: str) -> int | Decimal:
+    """An integer literal's value; a Decimal past the 4,000 digits Python converts from text."""
     return int(text) if len(text) <= 4_000 else Decimal(text)
 
 
-_EXACT_DECODER = json.JSONDecoder(parse_float=_float, parse_int=_int)
+_EXACT_DECODER = json.JSONDecoder(parse_float=exact_float, parse_int=exact_int)
 # A float literal rounds to 0.0 only below ~2.5e-324. With an exponent of at most two digits
 # (|e| <= 99) that takes at least 224 zeros after the point; otherwise the exponent is negative
 # with three digits or more. A text showing neither cannot underflow, and takes the C decoder's

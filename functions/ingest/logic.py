@@ -58,7 +58,8 @@ from adapters.rollup_store import MarkRecorder, RollupStore
 from adapters.shard_map_source import ShardMapSource
 from adapters.shard_map_store import ShardMapStore, shard_map_source
 from adapters.table_builds import TableBuilds
-from ingest.decoding import Candidate, DecodedRecord, decode_record
+from ingest.decoding import DEFAULT_FORMATS, Candidate, DecodedRecord, decode_record
+from ingest.formats import Formats
 from ingest.settings import IngestSettings
 from keydesign import Block, InvalidInput, Layout, Reading, ShardMap
 from keydesign.occupancy import OccupancyRecord, day_of
@@ -187,6 +188,7 @@ class Ingestor:
     occupancy: OccupancyRecorder | None = None
     rollup_marks: MarkRecorder | None = None
     table_builds: TableBuilds | None = None
+    formats: Formats = DEFAULT_FORMATS
 
     @property
     def writable_ms(self) -> int:
@@ -250,6 +252,7 @@ class Ingestor:
             clock=clock,
             wall_clock_ms=wall_clock_ms,
             table_builds=table_builds,
+            formats=settings.formats,
         )
 
     def close(self) -> None:
@@ -324,7 +327,7 @@ class Ingestor:
         """Decode and validate every record: the readings to pack, and the rejects."""
         batch = _Batch()
         for position, record in enumerate(records):
-            decoded = decode_record(position, record)
+            decoded = decode_record(position, record, self.formats)
             batch.decoded.append(decoded)
             # Counted before validation: a candidate that fails it becomes a reject, not a second unit.
             outcome.records[position].readings = decoded.units

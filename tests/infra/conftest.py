@@ -5,8 +5,8 @@ and holds four stacks so that one synth covers the configurations whose
 templates differ in kind: the shipped defaults (hourly tables and the
 rotator); one readings table with TTL (``table_period`` none); provisioned
 capacity on one table with destroy-on-delete, an alarm email, no API Gateway
-logging role, uncapped ingest retries and reserved concurrency for ingest and
-the hot-key detector; and daily provisioned tables with a rotator that exports before it
+logging role, uncapped ingest retries, reserved concurrency for ingest and
+the hot-key detector and the IoT Core topic rule; and daily provisioned tables with a rotator that exports before it
 drops (with every optional capacity key set).
 """
 
@@ -59,6 +59,7 @@ VARIANTS: Mapping[str, Mapping[str, object]] = {
         "ingest_max_record_age_s": "-1",
         "ingest_reserved_concurrency": "8",
         "hotkeys_reserved_concurrency": "4",
+        "iot_topic_rule": '{"topic_filter": "fleet/+/+/readings", "entity_level": 3}',
     },
     "periodic": {
         "stack_name": "TimeSeriesPeriodic",

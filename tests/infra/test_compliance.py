@@ -79,7 +79,9 @@ _ROTATION = {("Rotation/FailureQueue", rule) for rule in _TERMINAL_QUEUE} | {
 EXPECTED_ACKNOWLEDGEMENTS = {
     "default": _EVERY_STACK | {_API_LOGGING_ROLE} | _ROTATION,
     "single": _EVERY_STACK | {_API_LOGGING_ROLE},
-    "provisioned": _EVERY_STACK | {("Alerts/Topic/ops@example.com", "Serverless-SNSRedrivePolicy")},
+    "provisioned": _EVERY_STACK
+    | {("Alerts/Topic/ops@example.com", "Serverless-SNSRedrivePolicy")}
+    | {("Ingestion/IotRuleFailureQueue", rule) for rule in _TERMINAL_QUEUE},
     "periodic": _EVERY_STACK
     | {_API_LOGGING_ROLE}
     | _ROTATION

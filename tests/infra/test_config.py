@@ -347,7 +347,30 @@ def test_environment_of_the_single_table_deployment() -> None:
         "MAX_FUTURE": "5m",
         "MAX_AGE": "3d",
         "ROLLUPS": "1m,1h,1d",
+        "INGEST_FORMATS": "influx,telegraf_json,otlp_proto,otlp_json",
+        "ENTITY_TAGS": "host,service.instance.id",
+        "INFLUX_PRECISION": "ns",
+        "TELEGRAF_JSON_TIMESTAMP_UNITS": "1s",
     }
+
+
+def test_the_agent_keys_reach_ingest_and_a_bad_one_is_refused_naming_it() -> None:
+    config = Context.parse({"ingest_formats": "otlp_proto", "entity_tags": "device_id,host", "influx_precision": "ms"})
+    env = config.function_environment(LambdaFunction.INGEST, FunctionWiring(rejects_queue_url="https://sqs.example/r"))
+    assert (env["INGEST_FORMATS"], env["ENTITY_TAGS"], env["INFLUX_PRECISION"]) == (
+        "otlp_proto",
+        "device_id,host",
+        "ms",
+    )
+    for key, value, fragment in (
+        ("ingest_formats", "influx,prometheus", "'prometheus' is not an agent format"),
+        ("entity_tags", "host,,device_id", "'' is not a tag or attribute name"),
+        ("influx_precision", "m", "'m' is not one of ns, us, ms, s"),
+        ("telegraf_json_timestamp_units", "1m", "'1m' is not one of 1ns"),
+    ):
+        with pytest.raises(ConfigError, match=fragment) as caught:
+            Context.parse({key: value})
+        assert caught.value.field == key
 
 
 def test_environment_of_per_period_tables_has_a_period_and_no_fixed_table() -> None:

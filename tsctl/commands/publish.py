@@ -1,4 +1,6 @@
-"""``tsctl publish``: send readings to the Kinesis stream, from a file or a synthetic workload."""
+"""``tsctl publish``: send readings to the Kinesis stream, from a file or a synthetic workload, as our JSON or
+as one of the agents ingest reads writes them (``--record-format``: Telegraf, the OpenTelemetry Collector, an
+IoT Core topic rule), so a format can be tried without the agent."""
 
 from __future__ import annotations
 
@@ -9,8 +11,25 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+from infra.config import parse_iot_topic_rule
+from ingest.formats import TELEGRAF_JSON_UNITS
 from keydesign import InvalidInput, parse_duration, validate_entity_id
-from producer.packing import DEFAULT_RECORD_BYTES, KINESIS_MAX_RECORD_BYTES, PARTITION_STRATEGIES, Packer
+from producer.formats import (
+    COMPRESSIONS,
+    DEFAULT_ENTITY_TAG,
+    FORMATS,
+    JSON,
+    PARTITION_METHODS,
+    AgentPacker,
+    FormatUnavailable,
+)
+from producer.packing import (
+    DEFAULT_RECORD_BYTES,
+    KINESIS_MAX_RECORD_BYTES,
+    PARTITION_STRATEGIES,
+    Packer,
+    RecordWriter,
+)
 from producer.publisher import Publisher, PublishSummary, kinesis_client, publish
 from producer.sources import InputError, read_csv, read_jsonl
 from producer.synthetic import Workload, generate
@@ -32,7 +51,8 @@ def register(sub: Any) -> None:
             "  tsctl publish --stream readings --input readings.jsonl\n"
             "  tsctl publish --stream readings --entities 10000 --rate 5000 --zipf 1.1 "
             "--hot sensor-alpha-001=2000 --duration 60s\n"
-            "  tsctl publish --stream readings --endpoint-url http://127.0.0.1:5000 --rate 200 --duration 5s"
+            "  tsctl publish --stream readings --endpoint-url http://127.0.0.1:5000 --rate 200 --duration 5s\n"
+            "  tsctl publish --stream readings --record-format otlp_proto --compression gzip --entities 5 --rate 5"
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -60,12 +80,48 @@ def register(sub: Any) -> None:
         "--no-pace", action="store_true", help="send as fast as possible instead of at --rate in real time"
     )
 
+    agents = p.add_argument_group("record format (what an agent would write; docs/ingest.md)")
+    agents.add_argument(
+        "--record-format",
+        choices=FORMATS,
+        default=JSON,
+        help="json: our readings, packed; influx, telegraf_json: Telegraf's outputs.kinesis; otlp_proto, otlp_json: "
+        "the OpenTelemetry Collector's awskinesisexporter; iot: what the IoT Core topic rule puts in "
+        "(default: %(default)s)",
+    )
+    agents.add_argument(
+        "--measurement", default="reading", help="Telegraf formats: the metric's name (default: %(default)s)"
+    )
+    agents.add_argument(
+        "--entity-tag",
+        help="Telegraf formats: the tag naming the entity (default: "
+        f"{DEFAULT_ENTITY_TAG['influx']}); OTLP: the resource attribute (default: {DEFAULT_ENTITY_TAG['otlp_json']})",
+    )
+    agents.add_argument(
+        "--timestamp-units",
+        choices=TELEGRAF_JSON_UNITS,
+        default="1s",
+        metavar="UNITS",
+        help="telegraf_json: Telegraf's json_timestamp_units, 1ns to 1s (default: %(default)s)",
+    )
+    agents.add_argument(
+        "--compression", choices=COMPRESSIONS, default="none", help="OTLP formats (default: %(default)s)"
+    )
+    agents.add_argument(
+        "--iot-topic-rule",
+        type=_iot_rule,
+        default=_iot_rule('{"topic_filter": "sensors/+/readings", "entity_level": 2}'),
+        metavar="JSON",
+        help='iot: cdk.json\'s iot_topic_rule (default: \'{"topic_filter": "sensors/+/readings", "entity_level": 2}\')',
+    )
+
     packing = p.add_argument_group("packing and sending")
     packing.add_argument(
         "--partition-key",
         choices=PARTITION_STRATEGIES,
-        default="group",
-        help="group: hash of the entity into --groups keys; entity: the entity id; random (default: %(default)s)",
+        help="json: group (default; hash of the entity into --groups keys), entity or random; influx and "
+        "telegraf_json: entity (default; Telegraf's tag method on the entity tag) or random; OTLP: random (a UUID, "
+        "as the Collector); iot: entity (the rule's ${topic(n)})",
     )
     packing.add_argument("--groups", type=positive_int, default=256, help="keys of the group strategy (default: 256)")
     packing.add_argument(
@@ -84,10 +140,7 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        packer = Packer(max_record_bytes=args.max_record_bytes, strategy=args.partition_key, groups=args.groups)
-    except ValueError as exc:
-        raise InvalidInput("--max-record-bytes" if "record" in str(exc) else "--groups", str(exc)) from None
+    packer = _writer(args)
     publisher = Publisher(
         kinesis_client(endpoint_url=args.endpoint_url, region=args.region),
         args.stream,
@@ -164,6 +217,36 @@ def run(args: argparse.Namespace) -> int:
     return 0 if summary.readings_failed == 0 and summary.readings_invalid == 0 else 1
 
 
+def _writer(args: argparse.Namespace) -> RecordWriter:
+    """Our JSON packer, or the agent's writer of ``--record-format``; a bad combination names the option."""
+    if args.record_format == JSON:
+        try:
+            return Packer(
+                max_record_bytes=args.max_record_bytes, strategy=args.partition_key or "group", groups=args.groups
+            )
+        except ValueError as exc:
+            raise InvalidInput("--max-record-bytes" if "record" in str(exc) else "--groups", str(exc)) from None
+    if args.partition_key not in (None, *PARTITION_METHODS[args.record_format]):
+        methods = " or ".join(PARTITION_METHODS[args.record_format])
+        raise InvalidInput("--partition-key", f"the {args.record_format} agent's partition key is {methods}")
+    try:
+        return AgentPacker(
+            args.record_format,
+            measurement=args.measurement,
+            entity_tag=args.entity_tag,
+            partition_key=args.partition_key,
+            telegraf_json_unit=args.timestamp_units,
+            compression=args.compression,
+            iot_rule=args.iot_topic_rule,
+        )
+    except FormatUnavailable as exc:
+        raise InvalidInput("--record-format", str(exc)) from None
+    except ValueError as exc:
+        options = {"compress": "--compression", "topic rule": "--iot-topic-rule"}
+        option = next((o for word, o in options.items() if word in str(exc)), "--measurement")
+        raise InvalidInput(option, str(exc)) from None
+
+
 def _file_items(args: argparse.Namespace, stack: ExitStack) -> Any:
     if args.input == "-":
         stream = sys.stdin
@@ -205,3 +288,10 @@ def _hot(text: str) -> tuple[str, float]:
     if value <= 0:
         raise argparse.ArgumentTypeError(f"the rate of {entity} must be positive")
     return entity, value
+
+
+def _iot_rule(text: str) -> object:
+    try:
+        return parse_iot_topic_rule(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None

@@ -6,6 +6,9 @@ from __future__ import annotations
 import base64
 import json
 import random
+import sys
+import uuid
+import zlib
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -13,7 +16,9 @@ from typing import Any
 import boto3
 import pytest
 
+from infra.config import IotTopicRule
 from local_runtime.faults import FaultInjectingKinesis, FaultPlan
+from producer.formats import AgentPacker
 from producer.packing import Packer
 from producer.publisher import Publisher, kinesis_client, publish
 from producer.synthetic import Workload, generate
@@ -146,6 +151,113 @@ def test_publish_files_jsonl_and_csv(aws: Aws, stream: Any, tmp_path: Path, caps
     assert entities == ["c-0", "c-1", "c-2", "s-0", "s-1", "s-2", "s-3", "s-4"]
 
 
+def _records_in_stream(kinesis: Any) -> list[tuple[str, bytes]]:
+    return [
+        (record["kinesis"]["partitionKey"], base64.b64decode(record["kinesis"]["data"]))
+        for event in _events(kinesis)
+        for record in event["Records"]
+    ]
+
+
+AGENT_CASES = [
+    (["--record-format", "influx", "--measurement", "env"], "influx"),
+    (["--record-format", "telegraf_json", "--measurement", "env", "--timestamp-units", "1ms"], "telegraf_json"),
+    (["--record-format", "otlp_json"], "otlp_json"),
+    (["--record-format", "otlp_proto", "--compression", "gzip"], "otlp_proto"),
+    (["--record-format", "iot", "--iot-topic-rule", '{"topic_filter": "fleet/+/up", "entity_level": 2}'], "iot"),
+]
+
+
+@pytest.mark.usefixtures("aws")
+@pytest.mark.parametrize(("argv", "fmt"), AGENT_CASES, ids=[fmt for _, fmt in AGENT_CASES])
+def test_publish_writes_each_reading_as_the_agent_would_one_record_each_with_its_partition_key(
+    stream: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], fmt: str
+) -> None:
+    ts = now_ms() - 10_000
+    sent = [
+        {"entity_id": f"s-{i}", "timestamp": ts + i, "measures": {"t": i, "rh": 40.5}, "dimensions": {"site": "p 7"}}
+        for i in range(4)
+    ]
+    jsonl = tmp_path / "readings.jsonl"
+    jsonl.write_text("".join(json.dumps(r) + "\n" for r in sent))
+    code = main(["publish", "--stream", STREAM, "--region", REGION, "--input", str(jsonl), "--json", *argv])
+    assert code == 0
+    assert json.loads(capsys.readouterr().out)["records_sent"] == 4
+    records = sorted(_records_in_stream(stream), key=lambda r: r[1])
+    writer = AgentPacker(
+        fmt,
+        measurement="env",
+        telegraf_json_unit="1ms",
+        compression="gzip" if fmt == "otlp_proto" else "none",
+        iot_rule=IotTopicRule("fleet/+/up", 2),
+    )
+    expected = [writer.add(reading)[0] for reading in sent]
+    if fmt.startswith("otlp"):  # the Collector's key is a random UUID, and gzip's bytes are its inflated request's
+        assert all(uuid.UUID(key).version == 4 for key, _ in records)
+
+        def inflate(data: bytes) -> bytes:  # gzip flushed, never closed, as the exporter writes it
+            return zlib.decompressobj(31).decompress(data) if fmt == "otlp_proto" else data
+
+        assert sorted(inflate(data) for _, data in records) == sorted(inflate(r.data) for r in expected)
+    else:
+        assert records == sorted(((r.partition_key, r.data) for r in expected), key=lambda r: r[1])
+        assert {key for key, _ in records} == {f"s-{i}" for i in range(4)}
+
+
+INGESTED_CASES = [
+    (["--record-format", "influx"], "influx", ("entity_id", "no tag names the entity")),
+    (["--record-format", "telegraf_json"], "telegraf_json", ("entity_id", "no tag names the entity")),
+    (["--record-format", "otlp_json", "--compression", "zlib"], "otlp_json", ("entity_id", "no attribute")),
+    (["--record-format", "otlp_proto", "--compression", "flate"], "otlp_proto", ("entity_id", "no attribute")),
+    (["--record-format", "iot"], "iot", ("timestamp", "is required")),
+]
+
+
+@pytest.mark.parametrize(("argv", "fmt", "refusal"), INGESTED_CASES, ids=[c[1] for c in INGESTED_CASES])
+def test_each_agent_format_published_is_stored_as_documented_and_its_bad_readings_rejected_with_reasons(
+    aws: Aws,
+    stream: Any,
+    handler_module: ModuleType,
+    *,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+    fmt: str,
+    refusal: tuple[str, str],
+) -> None:
+    # Given good readings (whole seconds: Telegraf's JSON carries seconds) and one the agent's format cannot
+    # give an entity (or, from IoT Core, a device's message without a timestamp), published with the CLI
+    ts = (now_ms() - 60_000) // 1000 * 1000
+    good = [
+        {"entity_id": f"{fmt}-{i}", "timestamp": ts + 1000 * i, "measures": {"t": i, "rh": 40.5}}
+        | ({"dimensions": {"site": "p 7", "line": "a,b=c"}} if i % 2 else {})
+        for i in range(4)
+    ]
+    bad = {"timestamp": ts, "measures": {"t": 1}} if fmt != "iot" else {"entity_id": "iot-x", "measures": {"t": 1}}
+    jsonl = tmp_path / "readings.jsonl"
+    jsonl.write_text("".join(json.dumps(r) + "\n" for r in [*good, bad]))
+    code = main(["publish", "--stream", STREAM, "--region", REGION, "--input", str(jsonl), "--no-validate", *argv])
+    assert code == 0
+    # When Lambda delivers the stream's records to the ingest function
+    for event in _events(stream):
+        assert invoke(handler_module, event, capsys).failed == []
+    # Then each good reading is stored as the format's mapping says, and the bad one is a reject naming the field
+    writer = AgentPacker(fmt, iot_rule=IotTopicRule("sensors/+/readings", 2))
+    expected = sorted(
+        (json.dumps([r["entity_id"], r["timestamp"], r["measures"], r["dimensions"]], sort_keys=True))
+        for g in good
+        for r in writer.stored(g)
+    )
+    got = sorted(
+        json.dumps([r.entity_id, r.ts_ms, dict(r.measures), dict(r.dimensions)], sort_keys=True) for r in aws.readings()
+    )
+    assert got == expected
+    assert len(got) == (8 if fmt.startswith("otlp") else 4)
+    (reject,) = aws.rejects()
+    assert reject["field"] == refusal[0]
+    assert refusal[1] in reject["reason"]
+
+
 @pytest.mark.parametrize(
     ("argv", "fragment"),
     [
@@ -157,6 +269,13 @@ def test_publish_files_jsonl_and_csv(aws: Aws, stream: Any, tmp_path: Path, caps
         (["--input", "x.jsonl", "--rate", "5"], "--rate: is a synthetic-workload option"),
         (["--input", "/nonexistent/readings.jsonl"], "cannot open"),
         (["--max-record-bytes", "10"], "max_record_bytes"),
+        (["--record-format", "otlp_json", "--partition-key", "entity"], "--partition-key: the otlp_json agent's"),
+        (["--record-format", "influx", "--partition-key", "group"], "is entity or random"),
+        (["--record-format", "influx", "--compression", "gzip"], "--compression: only the OpenTelemetry Collector"),
+        (["--record-format", "telegraf_json", "--measurement", "#m"], "--measurement: measurement '#m'"),
+        (["--record-format", "iot", "--iot-topic-rule", "null"], "--iot-topic-rule: the iot format needs"),
+        (["--iot-topic-rule", '{"topic_filter": "a/b", "entity_level": 2}'], "not '+'"),
+        (["--record-format", "xml"], "invalid choice"),
     ],
 )
 def test_bad_arguments_exit_2_with_one_line_naming_the_option(
@@ -170,3 +289,15 @@ def test_bad_arguments_exit_2_with_one_line_naming_the_option(
     err = capsys.readouterr().err
     assert fragment in err
     assert "Traceback" not in err
+
+
+@pytest.mark.usefixtures("aws", "stream")
+def test_without_opentelemetry_proto_otlp_proto_exits_2_naming_the_package(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "opentelemetry.proto.collector.metrics.v1.metrics_service_pb2", None)
+    argv = ["publish", "--stream", STREAM, "--region", REGION, "--no-progress", "--record-format", "otlp_proto"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "--record-format: otlp_proto needs the opentelemetry-proto package" in err
+    assert "pip install opentelemetry-proto" in err and "Traceback" not in err

@@ -47,14 +47,7 @@ def test_a_small_demo_splits_the_hot_sensor_and_accounts_for_every_reading(fault
     assert readings["lost"] == 0 and readings["duplicates"] == 0 and readings["failed_to_publish"] == 0
     assert readings["published"] == readings["written"] + readings["exported_then_dropped"] + readings["rejected"]
     _assert_the_cost(report)
-    # (with the rotation, the 3 readings of a dropped hour are refused on their timestamp too)
-    assert {r["field"]: r["count"] for r in report["rejected_by_reason"]} == {
-        "timestamp": 4 if faults else 7,
-        "measures.temp": 2,
-        "entity_id": 2,
-        "colour": 2,
-        "data": 2,
-    }
+    _assert_the_rejects_and_the_agents(report, faults)
     # And the detector found the hot sensor's key, and the shard map split it at a boundary
     hot = report["hot_keys"]
     assert hot["windows_with_hot_keys"] >= 1
@@ -111,6 +104,22 @@ def test_a_small_demo_splits_the_hot_sensor_and_accounts_for_every_reading(fault
         assert runtime["invocation_errors_injected"] > 0
         assert runtime["write_faults"][0]["throttled"] >= 2
         assert runtime["write_faults"][0]["items_held_back"] > 0
+
+
+def _assert_the_rejects_and_the_agents(report: dict[str, Any], faults: str) -> None:
+    # (with the rotation, the 3 readings of a dropped hour are refused on their timestamp too; the agents'
+    # formats' bad readings: 4 without an entity, the IoT message without a time)
+    assert {r["field"]: r["count"] for r in report["rejected_by_reason"]} == {
+        "timestamp": 5 if faults else 8,
+        "measures.temp": 2,
+        "entity_id": 6,
+        "colour": 2,
+        "data": 2,
+    }
+    # And each agent's format: 2 entities' 3 readings stored as ingest maps them, its bad reading rejected
+    agents = report["agent_formats"]["formats"]
+    assert set(agents) == {"influx", "telegraf_json", "otlp_proto", "otlp_json", "iot"}
+    assert {(a["entities"], a["published"], a["written"], a["rejected"]) for a in agents.values()} == {(2, 6, 6, 1)}
 
 
 def _assert_the_cost(report: dict[str, Any]) -> None:

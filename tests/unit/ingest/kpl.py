@@ -8,7 +8,9 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 
-from adapters.kinesis_records import _LENGTH, _VARINT, KPL_MAGIC
+from adapters.kinesis_records import KPL_MAGIC
+from adapters.protowire import LENGTH as _LENGTH
+from adapters.protowire import VARINT as _VARINT
 
 
 def aggregate(members: Sequence[tuple[str, bytes]], explicit_hash_keys: Sequence[str | None] | None = None) -> bytes:

@@ -29,6 +29,11 @@ def test_max_age_unset_is_a_long_weekend_cut_to_a_shorter_retention() -> None:
         ({"SHARDS": ""}, "SHARDS", "is required"),
         ({"SHARDS": "x"}, "SHARDS", "must be a whole number, got 'x'"),
         ({"PREBUILD_PERIODS": "0"}, "PREBUILD_PERIODS", "must be at least 1, got '0'"),
+        ({"INGEST_FORMATS": "influx,statsd"}, "INGEST_FORMATS", "'statsd' is not an agent format"),
+        ({"ENTITY_TAGS": "host,"}, "ENTITY_TAGS", "'' is not a tag or attribute name"),
+        ({"ENTITY_TAGS": "none"}, "ENTITY_TAGS", "must name at least one tag or attribute"),
+        ({"INFLUX_PRECISION": "h"}, "INFLUX_PRECISION", "'h' is not one of ns, us, ms, s"),
+        ({"TELEGRAF_JSON_TIMESTAMP_UNITS": "2ms"}, "TELEGRAF_JSON_TIMESTAMP_UNITS", "'2ms' is not one of"),
     ],
 )
 def test_a_bad_value_names_its_variable(overrides: dict[str, str], variable: str, fragment: str) -> None:
@@ -36,3 +41,26 @@ def test_a_bad_value_names_its_variable(overrides: dict[str, str], variable: str
         IngestSettings.from_env({**BASE, **overrides})
     assert caught.value.variable == variable
     assert fragment in str(caught.value)
+
+
+def test_the_agent_settings_become_the_decoders_formats() -> None:
+    formats = IngestSettings.from_env(
+        {
+            **BASE,
+            "INGEST_FORMATS": "otlp_proto, influx",
+            "ENTITY_TAGS": "device_id, host",
+            "INFLUX_PRECISION": "ms",
+            "TELEGRAF_JSON_TIMESTAMP_UNITS": "1ms",
+        }
+    ).formats
+    assert formats.enabled == {"otlp_proto", "influx"}
+    assert formats.entity_tags == ("device_id", "host")
+    assert (formats.influx_unit_ns, formats.telegraf_json_unit_ns) == (1_000_000, 1_000_000)
+    assert IngestSettings.from_env({**BASE, "INGEST_FORMATS": "none"}).formats.enabled == frozenset()
+    default = IngestSettings.from_env(BASE).formats
+    assert default.enabled == {"influx", "telegraf_json", "otlp_proto", "otlp_json"}
+    assert (default.entity_tags, default.influx_unit_ns, default.telegraf_json_unit_ns) == (
+        ("host", "service.instance.id"),
+        1,
+        1_000_000_000,
+    )

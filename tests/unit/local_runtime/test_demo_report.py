@@ -284,3 +284,30 @@ def test_every_invalid_reading_really_is_invalid() -> None:
     for bad in invalid_readings(10, 1_795_330_800_000):
         with pytest.raises(InvalidInput):
             Reading.parse(bad, now_ms=1_795_330_800_000, max_future_ms=5_000)
+
+
+def test_each_agent_formats_readings_are_accounted_for_and_its_bad_reading_found_by_its_measure() -> None:
+    # Given two formats' readings in the ledger (as ingest stores them), one format's all stored, the other's
+    # missing one, and each format's bad reading rejected (its measure bad_<format> in the payload or reason)
+    influx = [reading("influx-1", f"i{n}", T0 + 1000 * n) for n in range(3)]
+    otlp = [reading("otlp-json-1", f"o{n}", T0 + 1000 * n) for n in range(3)]
+    ledger = [*LEDGER, *(("agent format influx", r) for r in influx), *(("agent format otlp_json", r) for r in otlp)]
+    rejects = [
+        {"reject_id": "a", "field": "entity_id", "reason": "line 1: no tag", "payload": "env bad_influx=1i 1"},
+        {"reject_id": "b", "field": "entity_id", "reason": "metrics[0] (bad_otlp_json) data point 0: no attribute"},
+    ]
+    r = report(ledger=ledger, blocks=blocks([*PUBLISHED, *influx, *otlp[:2]]), rejects=rejects, published=107)
+    # Then each format says what was published, written and rejected, and the check fails on the missing one
+    formats = r["agent_formats"]["formats"]
+    assert {f: (a["published"], a["written"], a["rejected"]) for f, a in formats.items()} == {
+        "influx": (3, 3, 1),
+        "otlp_json": (3, 2, 1),
+    }
+    assert formats["influx"]["reject_reasons"] == ["entity_id: line 1: no tag"]
+    assert r["checks"]["every_agent_format_stored_and_its_bad_reading_rejected"] is False
+    whole = report(ledger=ledger, blocks=blocks([*PUBLISHED, *influx, *otlp]), rejects=rejects, published=108)
+    assert whole["checks"]["every_agent_format_stored_and_its_bad_reading_rejected"] is True
+    assert "agents' formats: influx 3/3 stored, otlp_json 3/3 stored" in render(whole)
+    # Without readings through an agent's format the section says so and adds no check
+    assert report()["agent_formats"]["status"] == NOT_RUN
+    assert "every_agent_format_stored_and_its_bad_reading_rejected" not in report()["checks"]

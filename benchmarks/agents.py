@@ -14,6 +14,7 @@ import gc
 import json
 import subprocess
 import sys
+import tracemalloc
 import zlib
 from collections import defaultdict
 from typing import Any
@@ -124,6 +125,7 @@ def ingest_agents(quick: bool) -> Result:
                 stored[label] = outcome.readings_stored
                 best[label] = min(best.get(label, cpu), cpu)
             metrics.clear_metrics()
+        peaks = {label: _peak_bytes(ingestors[label], events[label]) for label in _MEMORY_SHAPES}
     finally:
         gc.unfreeze()
         gc.set_threshold(*thresholds)
@@ -141,6 +143,14 @@ def ingest_agents(quick: bool) -> Result:
             "µs",
             f"{stored[label]:,} readings in {records:,} records; {per / baseline:.2f}x JSON one reading a record",
         )
+    for label, peak in peaks.items():
+        wire = sum(len(r.data) for r in parse_records(events[label]))
+        result.add(
+            f"peak memory per reading: {label}",
+            round(peak / stored[label]),
+            "bytes",
+            f"tracemalloc peak of one warm batch; its records hold {wire / stored[label]:.0f} bytes a reading",
+        )
     for module, seconds in _lazy_imports(3 if quick else 9).items():
         when = "every cold start" if module == "ingest.formats" else "the first record of its format"
         result.add(f"import of {module}", round(seconds * 1000, 2), "ms", f"CPU, paid by {when}; best of runs")
@@ -155,9 +165,26 @@ def ingest_agents(quick: bool) -> Result:
         "unclocked cold run each, then the shapes alternating, best of N by CPU time; CPU per stored reading. "
         "Imports: a fresh interpreter imports what is loaded before the module (ingest.decoding for a format's "
         "reader, which a cold start has loaded; the shared stdlib and keydesign modules for ingest.formats, which "
-        "every cold start loads), then the module, timed with time.process_time, best of N"
+        "every cold start loads), then the module, timed with time.process_time, best of N. Peak memory: "
+        "tracemalloc's peak over one more warm batch of the shape, per stored reading"
     )
     return result
+
+
+#: The shapes whose peak memory is measured: ingest's densest JSON, and the Collector's protobuf, which packs a
+#: reading in a fifth of the bytes (so a batch of the same size holds five times the readings).
+_MEMORY_SHAPES = ("json, packed by the producer", "OTLP protobuf, one resource a record (Collector)")
+
+
+def _peak_bytes(ingestor: Ingestor, event: dict[str, Any]) -> int:
+    records = parse_records(event)
+    tracemalloc.start()
+    try:
+        ingestor.ingest(records, 900_000)
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+        metrics.clear_metrics()
 
 
 _IMPORT = """

@@ -31,6 +31,7 @@ from decimal import Decimal
 from typing import Any
 
 from adapters.kinesis_records import MalformedRecord, StreamRecord, user_records
+from adapters.observability import logger
 from adapters.rejects import Reject
 from ingest.formats import INFLUX, OTLP_JSON, Formats, Part, json_kind, not_enabled, sniff
 
@@ -190,12 +191,9 @@ def decode_record(position: int, record: StreamRecord, formats: Formats = DEFAUL
         decoded.reject(record.data, "data", record.malformed)
         return decoded
     plain = _plain_object(record.data)
-    if plain is not None:
-        kind = json_kind(plain)
-        if kind is None:
-            decoded.candidates.append(Candidate(position, plain, None, None, record.data))
-        else:
-            _agent_json(Candidate(position, plain, None, None, record.data), kind, decoded, formats)
+    kind = json_kind(plain) if plain is not None else None
+    if plain is not None and kind is None:
+        decoded.candidates.append(Candidate(position, plain, None, None, record.data))
         return decoded
     try:
         members = user_records(record)
@@ -205,7 +203,17 @@ def decode_record(position: int, record: StreamRecord, formats: Formats = DEFAUL
     if members and members[0].sub_sequence_number is not None:
         decoded.kpl_members = len(members)
     for member in members:
-        _decode_member(position, member.data, member.sub_sequence_number, decoded, formats)
+        sub, kept = member.sub_sequence_number, (len(decoded.candidates), len(decoded.rejects))
+        try:
+            if plain is not None and kind is not None:  # an agent's JSON object, decoded already
+                _agent_json(Candidate(position, plain, None, None, record.data), kind, decoded, formats)
+            else:
+                _decode_member(position, member.data, sub, decoded, formats)
+        except Exception as exc:  # a reader's bug: this member is rejected whole, never the batch failed
+            logger.exception("a record raised while being decoded; it is rejected, not retried")
+            del decoded.candidates[kept[0] :], decoded.rejects[kept[1] :]
+            reason = f"could not be read ({type(exc).__name__}); please report this with the payload"
+            decoded.reject(member.data, "data", reason, sub)
     return decoded
 
 

@@ -16,7 +16,8 @@ docs/ingest.md ("Agents") has the rules with examples; in short:
    else line protocol (unless no line of it is line protocol: then it is rejected
    as neither);
 4. it is binary: gzip (``1F 8B``), zlib (a valid two-byte header) or raw deflate
-   (flate) that inflates completely, to at most :data:`MAX_INFLATED` bytes, is
+   (flate) that inflates completely, to at most :data:`MAX_INFLATION` times its size
+   and :data:`MAX_INFLATED` bytes, is
    read as its inflated bytes by steps 1 to 3 (never inflated twice). Complete:
    the stream ends there (and its checksum holds), or it ends on a flush
    (:data:`SYNC_FLUSH`), as the Collector's exporter writes it; a UTF-16
@@ -74,6 +75,10 @@ TELEGRAF_JSON_UNITS = {
 #: The most a compressed record may inflate to: 8 times Kinesis' 1 MiB record. A larger one is rejected,
 #: so a small record cannot cost the function its memory (a 1 MiB gzip of zeros inflates to 1 GiB).
 MAX_INFLATED = 8 * 1024 * 1024
+#: ... and at most this many times its own size. The Collector's records inflate 2 to 3 times (protobuf) and
+#: about 8 times (OTLP/JSON), measured; a bomb inflates a thousand times. With it, a batch (at most 6 MB of
+#: event) can make at most about 66 MB to read, where a batch of plain records holds at most 4 MB.
+MAX_INFLATION = 16
 NS_PER_MS = 1_000_000
 #: How a deflate stream flushed, not closed, ends (an empty stored block): what the Collector's exporter writes.
 #: Its compressor (Go's compress/flate, gzip, zlib) is flushed after each record, never closed, so a record has
@@ -140,7 +145,8 @@ def sniff(data: bytes, formats: Formats) -> Sniffed:
                 return Sniffed("reject", data, f"is gzip that does not decompress: {inflated}")
             continue
         if inflated is None:
-            return Sniffed("reject", data, f"is {compression} that inflates past {MAX_INFLATED:,} bytes")
+            limit = f"{MAX_INFLATION} times its size, {_limit(data):,} bytes"
+            return Sniffed("reject", data, f"is {compression} that inflates past {limit} (a compression bomb?)")
         inner = Sniffed("json", inflated) if inflated[:1] in (b"{", b"[") else _uncompressed(inflated, formats)
         if inner is not None:
             return inner
@@ -186,14 +192,18 @@ def _compressions(data: bytes) -> Iterable[tuple[str, int]]:
     yield "flate", -15
 
 
+def _limit(data: bytes) -> int:
+    return min(MAX_INFLATED, MAX_INFLATION * len(data))
+
+
 def _inflate(data: bytes, wbits: int) -> bytes | str | None:
     """``data`` inflated; the error's text when it is not one complete stream; None when it inflates too far."""
     inflater = zlib.decompressobj(wbits)
     try:
-        out = inflater.decompress(data, MAX_INFLATED + 1)
+        out = inflater.decompress(data, _limit(data) + 1)
     except zlib.error as exc:
         return str(exc)
-    if len(out) > MAX_INFLATED:
+    if len(out) > _limit(data):
         return None
     if inflater.eof:
         if inflater.unused_data:

@@ -89,20 +89,19 @@ def decode(text: str, formats: Formats) -> list[Part]:
 def _part(found: re.Match[str], whole: str, where: str, unit_ns: int, formats: Formats) -> Part:
     raw = whole.rstrip("\r\n")
     measurement_text, tag_text, field_text, stamp = found.groups()
-    if stamp is None:
-        return Part(whole, where, raw, ("timestamp", "the line has no timestamp; ingest does not guess one"))
-    if len(stamp) > _STAMP_DIGITS:
-        return Part(whole, where, raw, ("timestamp", f"{stamp[:40]} is not a time a reading can have"))
-    measurement = _unescape(measurement_text)
-    tags = {_unescape(k): _unescape(v) for k, v in _TAG.findall(tag_text)} if tag_text else {}
+    if "\\" in whole:
+        measurement = _unescape(measurement_text)
+        tags = {_unescape(k): _unescape(v) for k, v in _TAG.findall(tag_text)}
+    else:  # nothing escaped (Telegraf's usual line): the texts are the names
+        measurement, tags = measurement_text, dict(_TAG.findall(tag_text))
     measures: dict[str, object] = {}
     strings: dict[str, str] = {}
     for key_text, value_text in _FIELD.findall(field_text):
         key = _unescape(key_text)
         value = _value(value_text)
-        if value is None:
-            reason = f"{value_text[:40]!r} is not a number, boolean or string"
-            return Part(whole, where, raw, (f"fields.{shown_name(key)}", reason))
+        if value is None:  # a syntax error, as InfluxDB's parser has it: the line is not line protocol
+            reason = f"is not line protocol: field {shown_name(key)!r} has the value {value_text[:40]!r}, "
+            return Part(whole, where, raw, ("line", reason + "which is not a number, boolean or quoted string"))
         if isinstance(value, str):
             strings[key] = value
             continue
@@ -110,6 +109,10 @@ def _part(found: re.Match[str], whole: str, where: str, unit_ns: int, formats: F
         if name in measures:
             return Part(whole, where, raw, (f"measures.{name}", f"two fields of the line are stored as {name!r}"))
         measures[name] = value
+    if stamp is None:
+        return Part(whole, where, raw, ("timestamp", "the line has no timestamp; ingest does not guess one"))
+    if len(stamp) > _STAMP_DIGITS:
+        return Part(whole, where, raw, ("timestamp", f"{stamp[:40]} is not a time a reading can have"))
     mapped = reading(tags, measures, int(stamp) * unit_ns // NS_PER_MS, formats, strings=strings)
     if isinstance(mapped, tuple):
         return Part(whole, where, raw, mapped)

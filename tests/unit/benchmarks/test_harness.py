@@ -38,6 +38,7 @@ def test_every_benchmark_of_the_issue_is_registered() -> None:
         "tracing",
         "pack-names",
         "write-tier",
+        "ingest-agents",
     }
     assert all(b.description for b in registered().values())
 

@@ -155,7 +155,7 @@ def test_a_bad_line_is_a_reject_naming_its_line_while_its_neighbours_are_stored(
         ("entity_id", "line 3", 2),
         ("timestamp", "line 4", 3),
         ("dimensions", "line 5", 4),
-        ("fields.usage", "line 9", 6),
+        ("line", "line 9", 6),
         ("line", "line 10", 7),
     ]
     assert "no tag names the entity: none of host, service.instance.id (entity_tags) is present" in rejects[1]["reason"]
@@ -366,6 +366,17 @@ def test_bad_data_points_are_rejects_naming_them_and_their_neighbours_are_stored
     assert "none of host, service.instance.id (entity_tags) is present" in rejects[-1]["reason"]
 
 
+def test_two_names_that_become_one_are_a_reject_naming_both_never_merged() -> None:
+    request = otlp_request(
+        lambda m: m.create_gauge("t").set(1.0, {"a.b": "dot", "a_b": "underscore"}), {"service.instance.id": "i"}
+    )
+    _, stored, rejects = ingest([request.SerializeToString()], now_ms=_time_ms_any(request))
+    assert stored == []
+    assert [(b["field"], b["reason"].split(": ", 1)[1]) for b in rejects] == [
+        ("dimensions.a_b", "attributes 'a.b' and 'a_b' are both stored as 'a_b'")
+    ]
+
+
 def test_the_entity_attribute_is_configurable() -> None:
     request = otlp_request(lambda m: m.create_gauge("t").set(1.0), {"device_id": "d-9", "service.instance.id": "x"})
     _, stored, _ = ingest(
@@ -383,13 +394,19 @@ def test_corrupt_or_oversized_compressed_records_are_one_reject_each() -> None:
     raw = request.SerializeToString()
     gzipped = compress(raw, "gzip")  # flushed: cut anywhere, it no longer ends on the flush
     bomb = compress(b"\n" + b"\x00" * (MAX_INFLATED + 10), "gzip")
-    _, stored, rejects = ingest([gzipped[:-9], bomb, raw[:-3], compress(raw, "gzip", closed=True)[:-2]], now_ms=0)
+    dense = compress(b"\n" + b"\x00" * 100_000, "zlib")  # under 8 MiB, but a thousand times its size
+    records = [gzipped[:-9], bomb, raw[:-3], compress(raw, "gzip", closed=True)[:-2], dense]
+    _, stored, rejects = ingest(records, now_ms=0)
     assert stored == []
-    assert [(b["field"], b["source"]["index"]) for b in rejects] == [("data", None)] * 4
+    assert [(b["field"], b["source"]["index"]) for b in rejects] == [("data", None)] * 5
     assert "gzip that does not decompress: the compressed stream is truncated" in rejects[0]["reason"]
-    assert f"inflates past {MAX_INFLATED:,} bytes" in rejects[1]["reason"]
+    assert (
+        f"is gzip that inflates past 16 times its size, {min(MAX_INFLATED, 16 * len(bomb)):,} bytes"
+        in (rejects[1]["reason"])
+    )
     assert "is not UTF-8 text (JSON or line protocol), nor OTLP protobuf" in rejects[2]["reason"]
     assert "gzip that does not decompress" in rejects[3]["reason"]
+    assert f"is zlib that inflates past 16 times its size, {16 * len(dense):,} bytes" in rejects[4]["reason"]
 
 
 # -- which format a record is --------------------------------------------------------------------

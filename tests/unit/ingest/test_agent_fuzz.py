@@ -248,3 +248,48 @@ def test_no_binary_record_makes_ingest_raise(blob: bytes, head: bytes) -> None:
     for data in (head + blob, gzip.compress(head + blob), zlib.compress(head + blob)):
         outcome, _, _ = ingest([data])
         assert outcome.readings == outcome.written + outcome.rejected
+
+
+@st.composite
+def otlp_json_documents(draw: st.DrawFn) -> object:
+    """The OTLP/JSON skeleton with any of its values replaced, now and then, by arbitrary JSON."""
+
+    def maybe(value: object) -> object:
+        return draw(_json_value) if draw(st.integers(0, 5)) == 0 else value
+
+    attribute = {"key": maybe("service.instance.id"), "value": maybe({"stringValue": maybe("i-1")})}
+    point = {
+        "timeUnixNano": maybe(str((NOW - 1_000) * NS)),
+        draw(st.sampled_from(["asDouble", "asInt", "count", "sum"])): maybe(draw(st.sampled_from([1.5, "7", "NaN"]))),
+        "attributes": maybe([attribute]),
+        "quantileValues": maybe([{"quantile": maybe(0.5), "value": maybe(1.0)}]),
+        "flags": maybe(0),
+    }
+    kind = draw(st.sampled_from(["gauge", "sum", "histogram", "exponentialHistogram", "summary", "other"]))
+    metric = {"name": maybe("m.x"), kind: maybe({"dataPoints": maybe([point, maybe(point)])})}
+    scope = {"scope": maybe({"name": "s", "attributes": maybe([attribute])}), "metrics": maybe([metric])}
+    resource = {"resource": maybe({"attributes": maybe([attribute])}), "scopeMetrics": maybe([scope])}
+    return {"resourceMetrics": maybe([resource, maybe(resource)])}
+
+
+@FUZZ
+@given(otlp_json_documents())
+def test_no_otlp_json_document_makes_a_reader_raise(document: object) -> None:
+    outcome, _, rejects = ingest([json.dumps(document).encode()])
+    assert outcome.readings == outcome.written + outcome.rejected
+    assert not [b for b in rejects if "could not be read" in b["reason"]]  # the readers' safety net never caught
+
+
+def test_a_reader_that_raises_costs_its_record_alone(monkeypatch: Any) -> None:
+    from ingest.formats import lineprotocol as module  # noqa: PLC0415
+
+    def broken(text: str, formats: object) -> object:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(module, "decode", broken)
+    good = as_json(telegraf_json("m", {"v": 1}, {"host": "h"}, (NOW - 1_000) // 1000))
+    _, stored, rejects = ingest([_good_line(1), good])
+    assert [s[0] for s in stored] == ["h"]
+    assert [(b["field"], b["reason"], b["source"]["index"]) for b in rejects] == [
+        ("data", "could not be read (RuntimeError); please report this with the payload", None)
+    ]

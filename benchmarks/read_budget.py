@@ -48,6 +48,7 @@ Run: ``python -m benchmarks read-budget`` (harness) or
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 import time
@@ -227,6 +228,8 @@ def entity_day(rate: int, batch_s: int, hours: int = 24) -> dict[str, Any]:
 
 #: device: seed 003's fleet, its interval, and the stack's group count (cdk.json write_tier_groups).
 FLEET, INTERVAL_MS, GROUPS = 1_000_000, 259_000, 32
+#: The groups `tsctl plan` prints for seed 003 (G auto; tests/unit/keydesign/test_capacity_write_tier.py).
+SEED_003_AUTO_GROUPS = 1_024
 DEVICE = "device-0000001"
 TIER_BATCH_MS = 10_000
 
@@ -256,19 +259,18 @@ def _device_costs(service: QueryService) -> dict[str, float]:
     return costs
 
 
-def device(quick: bool = False) -> dict[str, Any]:
-    """Read units of one seed 003 device's latest, last 10 minutes and day: write tier against blocks."""
+def device(quick: bool = False, groups: int = GROUPS) -> dict[str, Any]:
+    """Read units of one seed 003 device's latest, last 10 minutes and day: write tier (``groups``
+    groups) against blocks."""
     deployment = Deployment.defaults()
     layout, shard_map, retention = deployment.layout, deployment.shard_map, deployment.retention_ms
-    tier = WriteTier(GROUPS)
+    tier = WriteTier(groups)
     group = tier.group_of(DEVICE)
-    per_group = FLEET // GROUPS // (10 if quick else 1)
+    per_group = FLEET // groups // (10 if quick else 1)
     rng = random.Random(3)
     # The group's members (the device among them), each at its own phase of the interval.
-    members = [DEVICE] + [
-        f"device-{n:07d}" for n in range(2, 40 * per_group) if tier.group_of(f"device-{n:07d}") == group
-    ]
-    members = members[:per_group]
+    names = (f"device-{n:07d}" for n in range(2, FLEET + 1))
+    members = [DEVICE, *itertools.islice((m for m in names if tier.group_of(m) == group), per_group - 1)]
     hour = NOW - HOUR  # in the write tier; the 23 hours before it compacted
     readings = [
         Reading(entity, f"e{ts}", ts, {"value": round(rng.uniform(0, 40), 2)})
@@ -307,7 +309,7 @@ def device(quick: bool = False) -> dict[str, Any]:
     return {
         "devices": FLEET,
         "interval_s": INTERVAL_MS // 1000,
-        "groups": GROUPS,
+        "groups": groups,
         "group_devices": len(members),
         "group_readings_per_s": round(len(readings) / 3600, 1),
         "group_items_in_the_hour": len(group_items),
@@ -335,6 +337,8 @@ def run(latency_ms: float = 20.0, quick: bool = False) -> dict[str, Any]:
             cases.append(_measure(case, 200, latency_ms, walk=case != "aggregate_31d", pruned=True))
         days = [entity_day(rate, batch_s, hours=1 if quick else 24) for rate, batch_s in DAY_CASES]
         seed_003 = device(quick)
+        # ... and at the group count `tsctl plan` gives seed 003 (G auto: keydesign.capacity.auto_groups).
+        seed_003_auto = device(quick, groups=SEED_003_AUTO_GROUPS)
     finally:
         logger.setLevel(level)
     return {
@@ -345,6 +349,7 @@ def run(latency_ms: float = 20.0, quick: bool = False) -> dict[str, Any]:
         "cases": cases,
         "entity_day": days,
         "device": seed_003,
+        "device_g_auto": seed_003_auto,
         "command": ".venv/bin/python -m benchmarks.read_budget",
     }
 

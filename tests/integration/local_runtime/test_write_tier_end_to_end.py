@@ -1,0 +1,137 @@
+"""The write tier end to end on one running local system: a sparse fleet published to the stream is
+written by ingest as group items, read back whole through the API (entity pages, cross-entity pages,
+latest, raw aggregates), compacted by the scheduled compaction function into blocks, and read back the
+same again, from the compacted blocks once the readers' watermark has moved.
+
+Its readings lie in the current hour (a late one would go to blocks), so compaction runs on a clock an
+hour and its settle time ahead, once publishing has stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from adapters.batch_writer import serialize_item
+from client import QueryClient
+from infra.config import LambdaFunction
+from keydesign import format_ts
+from keydesign.writetier import COMPACTED_PK_SUFFIX, GROUP_PK_PREFIX, SLICE_MS, slice_start, state_key
+from local_runtime import LocalSystem
+from tests.integration.local_runtime.conftest import (
+    WAIT_S,
+    ingest_only,
+    local_config,
+    publish_readings,
+    stored,
+    stored_items,
+)
+
+pytestmark = pytest.mark.integration
+
+ENTITIES = 120
+
+
+@dataclass(frozen=True)
+class Fleet:
+    system: LocalSystem
+    sent: list[dict[str, Any]]
+    low: int
+    high: int
+
+
+def _kinds(system: LocalSystem) -> Counter[str]:
+    kinds: Counter[str] = Counter()
+    for item in stored_items(system):
+        pk, sk = item["pk"]["S"], item["sk"]["S"]
+        if pk.startswith(GROUP_PK_PREFIX):
+            kinds["dense mark" if sk.startswith("!") else "group item"] += 1
+        else:
+            kinds["compacted block" if pk.endswith(COMPACTED_PK_SUFFIX) else "block"] += 1
+    return kinds
+
+
+@pytest.fixture(scope="module")
+def fleet() -> Iterator[Fleet]:
+    now = int(time.time() * 1000)
+    low = max(now - 60_000, slice_start(now))  # in the current hour: the write tier's
+    # Two readings of each device, 5 s apart, all within 10 s: no device sends 8 in a batch (none writes
+    # blocks), and a group's readings of a batch fit one item
+    sent = [
+        {
+            "entity_id": f"meter-{d:03d}",
+            "event_id": f"m{d}-{n}",
+            "timestamp": low + d * 10 + n * 5_000,
+            "measures": {"kwh": round(d / 7 + n, 3), "count": d + n},
+            "dimensions": {"site": f"s{d % 3}"},
+        }
+        for d in range(ENTITIES)
+        for n in range(2)
+    ]
+    config = local_config()
+    # Compaction's clock an hour and its settle time ahead: once publishing stops, the hour is settled.
+    ahead_s = SLICE_MS / 1000 + config.ingest_timeout_s + 5 + 60
+    options = ingest_only(query_api=True, compaction=True, compaction_every_s=86_400.0, compaction_ahead_s=ahead_s)
+    with LocalSystem(config, options) as system:
+        # The watermark at the hour's start (a new deployment would start compacting 4 days back)
+        state = {**state_key(config.layout().table_prefix), "through": slice_start(low)}
+        system.client("dynamodb").put_item(TableName=config.control_table, Item=serialize_item(state))
+        publish_readings(system, sent)
+        assert system.wait_until_idle(WAIT_S)
+        yield Fleet(system, sent, low, max(r["timestamp"] for r in sent) + 1)
+
+
+def _expected(sent: list[dict[str, Any]], entity: str) -> list[tuple[str, str, str]]:
+    return sorted(
+        (format_ts(r["timestamp"]), r["event_id"], json.dumps(r["measures"], sort_keys=True))
+        for r in sent
+        if r["entity_id"] == entity
+    )
+
+
+def _answers_equal_what_was_sent(fleet: Fleet) -> None:
+    client = QueryClient(str(fleet.system.endpoints.api_url))
+    for entity in ("meter-000", "meter-041", f"meter-{ENTITIES - 1:03d}"):
+        got = sorted(
+            (r.timestamp, r.event_id, json.dumps(r.measures, sort_keys=True))
+            for r in client.readings(entity, fleet.low, fleet.high)
+        )
+        assert got == _expected(fleet.sent, entity), entity
+        latest = client.latest(entity).reading
+        assert latest is not None and latest.event_id == _expected(fleet.sent, entity)[-1][1]
+        hour = slice_start(fleet.low)
+        series = client.aggregates(entity, hour, hour + SLICE_MS, "1h")
+        assert series.readings == 2 and [i.readings for i in series.intervals] == [2], entity
+    # Every entity's readings across entities, in pages of 50, once each
+    everything = [(r.entity_id, r.event_id) for r in client.range_readings(fleet.low, fleet.high, limit=50)]
+    assert sorted(everything) == sorted((r["entity_id"], r["event_id"]) for r in fleet.sent)
+
+
+def test_a_sparse_fleet_is_written_as_group_items_and_read_back_whole(fleet: Fleet) -> None:
+    # Then ingest wrote group items and no block: each reading once
+    kinds = _kinds(fleet.system)
+    assert kinds["group item"] > 0 and kinds["block"] == 0 and kinds["compacted block"] == 0, kinds
+    assert kinds["group item"] < len(fleet.sent) / 2, kinds  # packed across entities
+    assert sorted(r.event_id for r in stored(fleet.system)) == sorted(r["event_id"] for r in fleet.sent)
+    # and the API answers every read from them, as sent
+    _answers_equal_what_was_sent(fleet)
+
+
+def test_compaction_makes_a_block_per_device_and_the_answers_do_not_change(fleet: Fleet) -> None:
+    # When the scheduled compaction function runs (its clock past the hour's settle time)
+    schedule = fleet.system.schedule_of(LambdaFunction.COMPACTION)
+    assert schedule is not None
+    summary = schedule.run_once()
+    # Then every reading is compacted, into a block per device
+    assert summary is not None and summary["corrupt_items"] == 0, summary
+    assert summary["readings_compacted"] == len(fleet.sent), summary
+    kinds = _kinds(fleet.system)
+    assert kinds["compacted block"] == ENTITIES, kinds
+    # and every answer is what was sent, whether the readers' watermark has moved yet or not
+    _answers_equal_what_was_sent(fleet)

@@ -18,6 +18,7 @@ from infra.api import CURSOR_ROTATION
 from infra.config import LOG_RETENTION_DAYS, LambdaFunction
 from infra.lambdas import FUNCTIONS_DIR, LOG_RETENTION
 from infra.storage import SHARD_MAP_PARTITION
+from keydesign.writetier import STATE_PK
 from ingest.settings import IngestSettings
 from query.settings import QuerySettings
 from rollup.settings import RollupSettings
@@ -53,6 +54,10 @@ def _occupancy_only(synth: Synth) -> dict[str, Any]:
 
 def _keys_only(*keys: str) -> dict[str, Any]:
     return {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": list(keys)}}
+
+
+def _key_is(key: str) -> dict[str, Any]:
+    return {"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [key]}}
 
 
 ROLLUP_READS = ("rollup#*", "rollall#*", "rollstate")
@@ -285,6 +290,8 @@ def test_query_may_only_query_readings_read_the_shard_map_and_its_cursor_key(syn
             _keys_only(*ROLLUP_READS),
         )
         | _triples(synth, ["secretsmanager:GetSecretValue"], stack.api.cursor_key.secret_arn)
+        # the write tier's compaction watermark (keydesign.writetier.state_key), read through a cache
+        | _triples(synth, ["dynamodb:GetItem"], stack.storage.control_table.table_arn, _key_is(STATE_PK))
     )
     assert grants(synth.role_statements(LambdaFunction.QUERY)) == expected
 
@@ -316,6 +323,8 @@ def test_the_rollup_function_may_query_readings_and_touch_only_rollup_items_in_t
         )
         # its schedule's dead-letter queue is the function's own (asynchronous invocation)
         | _triples(synth, ["sqs:SendMessage"], rollups.failure_queue.queue_arn)
+        # the write tier's compaction watermark: raw reads plan both tiers at it
+        | _triples(synth, ["dynamodb:GetItem"], control, _key_is(STATE_PK))
     )
     assert grants(synth.role_statements(LambdaFunction.ROLLUP)) == expected
     (schedule,) = [

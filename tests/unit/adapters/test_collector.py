@@ -57,6 +57,14 @@ def test_every_handler_tunes_the_collector_as_the_last_step_of_its_init(path: Pa
     assert isinstance(last.value.func, ast.Name) and last.value.func.id == "tune_collector", ast.unparse(last)
 
 
-def test_the_handlers_found_are_all_six() -> None:
+def test_the_handlers_found_are_all_seven() -> None:
     # A renamed or moved handler would silently leave the test above with nothing to check
-    assert [p.parent.name for p in HANDLERS] == ["cursor_rotation", "hotkeys", "ingest", "query", "rollup", "rotator"]
+    assert [p.parent.name for p in HANDLERS] == [
+        "compaction",
+        "cursor_rotation",
+        "hotkeys",
+        "ingest",
+        "query",
+        "rollup",
+        "rotator",
+    ]

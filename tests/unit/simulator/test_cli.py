@@ -67,11 +67,11 @@ def test_defaults_are_the_seed_scenario_and_the_hot_key_functions_settings() -> 
     args = build_parser().parse_args(["simulate"])
     workload, specs, adaptive, reads = build(args)
     # The window is the stack's (keydesign.Ingest's default, held equal to cdk.json's by tests/unit/tsctl)
-    assert (workload.rate, workload.entities, workload.batching_window_s) == (50_000, 10_000, 5)
+    assert (workload.rate, workload.entities, workload.batching_window_s) == (50_000, 10_000, 10)
     assert sorted(workload.sample.measures) == ["pressure", "rh", "temp"]
     assert [(h.entity_id, h.rate) for h in workload.hot] == [("sensor-alpha-001", 2_000.0)]
-    # In blocks of 5 s batches the hot sensor needs no suffixes, and the plan's N is 4 (~2,000 WCU/s)
-    assert [s.label for s in specs] == ["random:1", "calculated:1", "hybrid:16", "hybrid:4", "adaptive:4"]
+    # In blocks of 10 s batches the hot sensor needs no suffixes, and the plan's N is 2 (~1,000 WCU/s)
+    assert [s.label for s in specs] == ["random:1", "calculated:1", "hybrid:16", "hybrid:2", "adaptive:2"]
     # The detector's settings are the function's own defaults (its settings model), not restated here
     function = function_settings()
     assert adaptive.detector == function.detector

@@ -29,6 +29,7 @@ def test_serve_prints_loopback_endpoints_and_stops(tmp_path: Path, capsys: pytes
         "TimeSeriesIngest-query",
         "TimeSeriesIngest-hotkeys",
         "TimeSeriesIngest-rollup",
+        "TimeSeriesIngest-compaction",
     ]
     assert "AWS_ENDPOINT_URL" not in os.environ or os.environ["AWS_ENDPOINT_URL"] != endpoints["endpoint_url"]
 

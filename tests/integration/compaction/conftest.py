@@ -12,12 +12,13 @@ import pytest
 from adapters.batch_writer import BatchWriter, serialize_item
 from adapters.partition_reader import DynamoPartitionReader
 from adapters.shard_map_source import StaticShardMap
-from compaction.logic import CompactionRunner, CompactionState, StateStore
+from compaction.logic import CompactionRunner, StateStore
 from compaction.settings import CompactionSettings
 from keydesign import Reading, ShardMap, decode_block, parse_timestamp
 from keydesign.blocks import encode_group, keyed_item
 from keydesign.writetier import (
     MAX_COMPACTED_SPAN_MS,
+    CompactionState,
     WriteTier,
     dense_mark_sk,
     group_sk_stem,
@@ -128,6 +129,7 @@ def runner(clock: list[int], **parts: Any) -> CompactionRunner:
         "state": StateStore(boto3.client("dynamodb", region_name=REGION), "control", PREFIX),
         "retention_ms": SETTINGS.retention_ms,
         "settle_ms": SETTINGS.settle_ms,
+        "max_future_ms": SETTINGS.max_future_ms,
         "clock_ms": lambda: clock[0],
     }
     return CompactionRunner(**{**defaults, **parts})

@@ -165,21 +165,21 @@ def test_reads_equal_the_newest_copies_before_and_after_compaction(world: World)
     world.compact(START + HOUR)
     world.clock_s += TTL_MS  # the cached watermark expires
     world.ingest([reading("dev-3", START + 14 * MINUTE + 2_000, "m14", 42.0)], START + 2 * HOUR + 30 * MINUTE)
-    assert world.watermark.compacted_through() == START + 2 * HOUR
+    assert world.watermark.state().through == START + 2 * HOUR
     world.check()
 
 
 def test_a_stale_watermark_still_reads_every_reading_once(world: World) -> None:
     # Given a reader that cached the watermark before compaction (nothing compacted)
-    assert world.watermark.compacted_through() == 0
+    assert world.watermark.state().through == 0
 
     # When the first two hours are compacted and the stored watermark moves on, within the cache's time
     world.compact(START)
     world.compact(START + HOUR)
 
     # Then the stale reader (reading those hours' group items) and a fresh one answer the same, correctly
-    assert world.watermark.compacted_through() == 0
+    assert world.watermark.state().through == 0
     world.check()
     world.clock_s += TTL_MS
-    assert world.watermark.compacted_through() == START + 2 * HOUR
+    assert world.watermark.state().through == START + 2 * HOUR
     world.check()

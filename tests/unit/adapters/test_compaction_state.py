@@ -24,19 +24,19 @@ def test_the_watermark_is_read_once_per_ttl_and_a_stale_copy_is_older() -> None:
     db, clock = MemoryDynamo(), [0.0]
     watermark = CachedWatermark(db, "control", "readings", 60_000, clock=lambda: clock[0])
     state(db, THROUGH)
-    assert watermark.compacted_through() == THROUGH
+    assert watermark.state().through == THROUGH
 
     # When compaction moves it on: the cached (older) copy holds until the minute is up, then the new one
     state(db, THROUGH + HOUR)
     clock[0] = 59.9
-    assert watermark.compacted_through() == THROUGH
+    assert watermark.state().through == THROUGH
     clock[0] = 60.0
-    assert watermark.compacted_through() == THROUGH + HOUR
+    assert watermark.state().through == THROUGH + HOUR
 
 
 def test_no_state_yet_is_nothing_compacted() -> None:
     watermark = CachedWatermark(MemoryDynamo(), "control", "readings", 60_000)
-    assert watermark.compacted_through() == 0 == NOTHING_COMPACTED.compacted_through()
+    assert watermark.state().through == 0 == NOTHING_COMPACTED.state().through
 
 
 @pytest.mark.parametrize("through", [THROUGH + 1, "soon", -HOUR])
@@ -44,4 +44,4 @@ def test_a_watermark_that_is_not_an_hours_end_is_an_error_naming_it(through: obj
     db = MemoryDynamo()
     state(db, through)
     with pytest.raises(ValueError, match="through"):
-        CachedWatermark(db, "control", "readings", 60_000).compacted_through()
+        CachedWatermark(db, "control", "readings", 60_000).state()

@@ -34,7 +34,7 @@ from benchmarks.memory_dynamo import MemoryReader
 from benchmarks.tier_items import TierWriter
 from keydesign import Layout, Reading, ShardMap
 from keydesign.rollup import Figures, Granularities, floor_to, hottest_rollup_keys
-from keydesign.writetier import SLICE_MS, WriteTier
+from keydesign.writetier import SLICE_MS, CompactionState, WriteTier
 from rollup.logic import RollupRunner
 from tests.unit.keydesign.strategies import PROPERTY
 from tests.unit.rollup.oracles import marks_of, same_figures
@@ -75,8 +75,8 @@ class World:
     #: The compaction watermark (the end of the last hour compacted), as the runner reads it.
     through: int = 0
 
-    def compacted_through(self) -> int:
-        return self.through
+    def state(self) -> CompactionState:
+        return CompactionState(self.through)
 
     def compact(self) -> None:
         """Compact every hour that has settled (ingest's timeout and a minute after it ended)."""

@@ -271,29 +271,25 @@ class CompactionRunner:
 
     def _hours(self, state: CompactionState, now: int, deadline: Deadline, report: RunReport) -> None:
         """Compact settled hours from ``state`` on, step by step, while time allows; ``report.through_ms``
-        follows the watermark stored. An hour's groups are the deployed G's, then each earlier G's
-        whose ingest may have written the hour (``CompactionState.earlier_for``); the cursor names the
-        G it is in."""
+        follows the watermark stored. An hour's groups are those of the largest G whose ingest may have
+        written it, the deployed one or an earlier one (``CompactionState.earlier_for``): a smaller G's
+        partitions are among them (``w#<group>#<hour>``, group < G). The cursor names that G."""
         while state.through + SLICE_MS + self._settle_ms <= now and self._time_for_a_step(deadline):
             hour = state.through
-            tiers = [self._tier, *earlier_tiers(state.earlier_for(self._tier), hour)]
-            counts = [tier.groups for tier in tiers]
+            tier = max([self._tier, *earlier_tiers(state.earlier_for(self._tier), hour)], key=lambda t: t.groups)
             cursor = state.group_tier or self._tier.groups  # 0: an item from before the cursor named its G
-            at, group = (counts.index(cursor), state.group) if cursor in counts else (0, 0)
-            for tier in tiers[at:]:
-                while group < tier.groups and self._time_for_a_step(deadline):
-                    step = range(group, min(tier.groups, group + self._step_groups))
-                    started = deadline.clock()  # timed on the deadline's clock, which judges the next step
-                    self._step(hour, tier, step, deadline, report)
-                    self._longest_step_s = max(self._longest_step_s, deadline.clock() - started)
-                    group = step.stop
-                    report.steps += 1
-                    state = replace(state, group=group, group_tier=tier.groups)
-                    if group < tier.groups or tier is not tiers[-1]:  # a run cut short goes on from here
-                        self._state.save(state)
-                if group < tier.groups:
-                    return
-                group = 0
+            group = state.group if cursor == tier.groups else 0
+            while group < tier.groups and self._time_for_a_step(deadline):
+                step = range(group, min(tier.groups, group + self._step_groups))
+                started = deadline.clock()  # timed on the deadline's clock, which judges the next step
+                self._step(hour, tier, step, deadline, report)
+                self._longest_step_s = max(self._longest_step_s, deadline.clock() - started)
+                group = step.stop
+                report.steps += 1
+                if group < tier.groups:  # progress inside the hour: a run cut short goes on from here
+                    self._state.save(replace(state, group=group, group_tier=tier.groups))
+            if group < tier.groups:
+                return
             state = state.advanced()
             self._state.save(state)
             report.through_ms = state.through

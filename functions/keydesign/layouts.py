@@ -382,8 +382,8 @@ class Layout:
                 kind: PartitionKind = "compacted"
                 pks = [self.compacted_partition(entity_id, seg_from, shard_map)]
             else:
-                tiers = [write_tier, *(t for t in earlier_tiers(earlier, hour) if t != write_tier)]
-                kind, pks = "group", [tier.group_pk(tier.group_of(entity_id), seg_from) for tier in tiers]
+                tiers = [write_tier, *earlier_tiers(earlier, hour)]  # two G's may put it in one group
+                kind, pks = "group", list(dict.fromkeys(t.group_pk(t.group_of(entity_id), seg_from) for t in tiers))
             low = self.block_sk_from(entity_id, seg_from, kind)
             high = self.block_sk_through(entity_id, seg_to - 1, kind)
             parts.extend(PartitionQuery(table, pk, low, high, seg_from, seg_to, kind=kind) for pk in pks)
@@ -408,8 +408,8 @@ class Layout:
 
         With a ``write_tier``, a bucket also reads the compacted partition of every shard
         (``<shard>#<bucket>#c``) when one of its hours ended by ``compacted_through_ms``, and every
-        group's partition of each of its later hours (and of each ``earlier`` group count that may
-        hold the hour), within the bucket's time. Every partition of
+        group's partition of each of its later hours (of the largest G that may hold the hour: the
+        deployed one or an ``earlier`` one), within the bucket's time. Every partition of
         a bucket serves the bucket's part of the range (``from_ms``, the cross-entity read's
         anchor): a group partition holds only its hour, its sort-key range says which part.
         """
@@ -443,10 +443,11 @@ class Layout:
                     continue
                 low = format_ts(max(hour, seg_from - MAX_BLOCK_SPAN_MS + 1))
                 high = f"{format_ts(min(seg_to, hour + SLICE_MS) - 1)}#{HIGH}"
-                for tier in [write_tier, *(t for t in earlier_tiers(earlier, hour) if t != write_tier)]:
-                    for group in range(tier.groups):
-                        pk = tier.group_pk(group, hour)
-                        parts.append(PartitionQuery(table, pk, low, high, seg_from, seg_to, True, "group"))
+                # every G's group partitions are among the largest one's (w#<group>#<hour>, group < G)
+                widest = max([write_tier, *earlier_tiers(earlier, hour)], key=lambda t: t.groups)
+                for group in range(widest.groups):
+                    pk = widest.group_pk(group, hour)
+                    parts.append(PartitionQuery(table, pk, low, high, seg_from, seg_to, True, "group"))
         return QueryPlan(tuple(parts), None, from_ms, to_ms)
 
     def _segments(

@@ -70,13 +70,13 @@ def reading(entity: str, ts: int, event_id: str = "e", v: float = 1.0) -> Readin
     return Reading.parse({"entity_id": entity, "timestamp": ts, "event_id": event_id, "measures": {"v": v}})
 
 
-def put_group_item(db: Any, readings: Sequence[Reading], version: int) -> None:
+def put_group_item(db: Any, readings: Sequence[Reading], version: int, tier: WriteTier = TIER) -> None:
     """One group item as ingest writes it (one group, one hour): format 4, its keys, its expiry."""
     ordered = sorted(readings, key=lambda r: (r.ts_ms, r.entity_id, r.event_id))
-    (group,) = {TIER.group_of(r.entity_id) for r in ordered}
+    (group,) = {tier.group_of(r.entity_id) for r in ordered}
     hour = slice_start(ordered[0].ts_ms)
     encoded = encode_group(ordered, version)
-    item, _, _ = keyed_item(TIER.group_pk(group, hour), group_sk_stem(encoded), encoded.payload, None)
+    item, _, _ = keyed_item(tier.group_pk(group, hour), group_sk_stem(encoded), encoded.payload, None)
     db.put_item(TableName=table(db, hour), Item=serialize_item(item))
 
 
@@ -148,16 +148,17 @@ def sparse_fleet(hour: int, devices: int = 40, per_device: int = 3) -> list[Read
     ]
 
 
-def publish(db: Any, readings: Sequence[Reading], version: int) -> None:
-    """``readings`` as ingest batches write them: per group, items of up to 10 s (a group item's span)."""
+def publish(db: Any, readings: Sequence[Reading], version: int, tier: WriteTier = TIER) -> None:
+    """``readings`` as ingest batches write them with ``tier``: per group, items of up to 10 s (a group
+    item's span)."""
     by_group: dict[int, list[Reading]] = {}
     for r in sorted(readings, key=lambda r: (r.ts_ms, r.entity_id, r.event_id)):
-        by_group.setdefault(TIER.group_of(r.entity_id), []).append(r)
+        by_group.setdefault(tier.group_of(r.entity_id), []).append(r)
     for members in by_group.values():
         item: list[Reading] = []
         for r in members:
             if item and r.ts_ms - item[0].ts_ms >= 10_000:
-                put_group_item(db, item, version)
+                put_group_item(db, item, version, tier)
                 item = []
             item.append(r)
-        put_group_item(db, item, version)
+        put_group_item(db, item, version, tier)

@@ -17,7 +17,16 @@ from adapters.partition_reader import DynamoPartitionReader, Page, PageRequest
 from adapters.retry import Deadline
 from compaction import logic
 from compaction.logic import StateStore, StepNotStored
-from keydesign.writetier import KEEP_MS, CompactionState, compacted_through, dense_mark_sk, slice_start, state_key
+from keydesign.writetier import (
+    KEEP_MS,
+    CompactionState,
+    EarlierGroups,
+    WriteTier,
+    compacted_through,
+    dense_mark_sk,
+    slice_start,
+    state_key,
+)
 from tests.integration.compaction.conftest import (
     HOUR,
     LAYOUT,
@@ -235,3 +244,37 @@ def test_a_corrupt_item_is_logged_counted_and_left_and_the_rest_compacted(
     assert db.get_item(TableName=name, Key={"pk": {"S": bad_pk}, "sk": {"S": "2026-11-22T06:00:01.000Z#abc#1"}})["Item"]
     # and every reading of the good items is compacted
     assert compacted(db).keys() == identities(fleet)
+
+
+@pytest.mark.parametrize(("before", "after"), [(4, 8), (8, 4), (8, 3)])
+def test_a_change_of_the_group_count_mid_hour_compacts_every_reading_written_under_either(
+    db: Any, before: int, after: int
+) -> None:
+    # Given compaction running with `before` groups, and the first half of an hour written with them
+    fleet = sparse_fleet(H, devices=60)
+    first, second = [r for r in fleet if r.ts_ms < H + 30 * MINUTE], [r for r in fleet if r.ts_ms >= H + 30 * MINUTE]
+    old, new = WriteTier(before), WriteTier(after)
+    StateStore(db, "control", PREFIX).save(CompactionState(H, before))
+    publish(db, first, version=1, tier=old)
+    # When the deployment changes to `after` groups mid-hour: compaction's first run after it records
+    # the change (its ingest finishes within the settle time: `before` may hold the hours up to the
+    # end of the one holding now + settle + max_future), the rest of the hour is written with `after`
+    clock = [H + 30 * MINUTE]
+    assert runner(clock, tier=new).run(Deadline.never()).hours == 0
+    assert state(db) == CompactionState(H, after, (EarlierGroups(before, H + HOUR),))
+    publish(db, second, version=2, tier=new)
+    # Then the hour's compaction, cut by its deadline into steps (2 groups each), reads the groups of
+    # the larger count, saving its cursor in that count, and compacts every reading once
+    clock[0] = SETTLED
+    time = FakeTime(per_read_s=1.0)
+    compact = runner(clock, tier=new, reader=SlowReader(time), concurrency=2)
+    cursors = []
+    while (now := state(db)) is not None and now.through == H:
+        compact.run(Deadline.after_ms(5_000, time.clock))
+        cursors.append((state(db) or now).group_tier)
+        assert len(cursors) < 10
+    stored = compacted(db)
+    assert stored.keys() == identities(fleet) and all(len(copies) == 1 for copies in stored.values())
+    assert max(before, after) in cursors[:-1]
+    # and once the watermark passed the hour, the earlier count is forgotten
+    assert state(db) == CompactionState(H + HOUR, after)

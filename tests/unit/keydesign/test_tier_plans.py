@@ -150,6 +150,7 @@ def test_an_entitys_plan_reads_every_item_of_its_readings_and_no_other_entitys_b
     plan = layout.plan_entity(
         entity, from_ms, to_ms, shard_map, write_tier=tier, compacted_through_ms=through, earlier=earlier
     )
+    assert len(set(plan.partitions)) == len(plan.partitions)  # no partition read twice (two G's, one group)
     for table, pk, sk, kind, readings in stored:
         parts = [p for p in plan.partitions if _reads(p, table, pk, sk)]
         if kind == "mark":
@@ -175,6 +176,7 @@ def test_a_range_plan_reads_every_item_of_its_readings_from_partitions_anchored_
     from_ms = T0 + span[0]
     to_ms = min(T0 + 6 * HOUR, from_ms + span[1])
     plan = layout.plan_range(from_ms, to_ms, shard_map, write_tier=tier, compacted_through_ms=through, earlier=earlier)
+    assert len(set(plan.partitions)) == len(plan.partitions)
     for table, pk, sk, kind, readings in stored:
         parts = [p for p in plan.partitions if _reads(p, table, pk, sk)]
         if kind == "mark":
@@ -223,6 +225,8 @@ def test_an_entitys_readings_of_an_earlier_group_count_are_read_from_its_group_u
                                     compacted_through_ms=through)  # fmt: skip
         every = layout.plan_range(T0, T0 + 2 * HOUR, shard_map, write_tier=new, earlier=plan_earlier,
                                   compacted_through_ms=through)  # fmt: skip
+        for plan in (entity, every):  # every G's group partitions are among the largest one's: read once
+            assert len(set(plan.partitions)) == len(plan.partitions)
         pks = {p.pk for p in entity.partitions if p.kind == "group"}
         assert pks <= {p.pk for p in every.partitions if p.kind == "group"}
         return pks

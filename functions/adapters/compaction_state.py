@@ -3,7 +3,8 @@
 Compaction (the write tier's, :mod:`keydesign.writetier`) keeps its state in the control
 table (:func:`keydesign.writetier.state_key`); its ``through`` is the end of the last hour
 whose group items are compacted. Plans read an hour ending by it from its compacted blocks,
-a later hour from its group items (``Layout.plan_entity``/``plan_range``).
+a later hour from its group items (``Layout.plan_entity``/``plan_range``), under every G the
+state says may hold it (``CompactionState.earlier_for``).
 
 A stale watermark is safe, so it is cached (for ``SHARD_MAP_CACHE_TTL``) and read
 eventually consistent: the watermark only moves forward, so a stale copy is an older one,

@@ -24,6 +24,11 @@ nothing is stored twice (docs/writetier.md has the one exception). A step starts
 (judged by the longest this container has taken), and a run goes on until no settled hour is left:
 after downtime, as many hours as its time allows.
 
+The groups of an hour are those of the largest G whose ingest may have written it: the deployed
+one, or an earlier one the state recorded when it changed (``CompactionState.changed_to``; a
+smaller G's partitions are among a larger one's), so a change of ``WRITE_TIER_GROUPS`` compacts
+every reading written under either.
+
 A first run (no state) starts at the hour of now - ``KEEP_MS``: the oldest whose group items may
 still be stored, so no hour is skipped (an empty group partition costs one small Query). A group
 item that does not decode (or lies outside its hour), a dense mark that names no entity, and a

@@ -26,7 +26,9 @@ unit apiece. The write tier packs across entities instead (docs/decisions.md, "T
   readings of the hour (and of its bucket) in block format 3, spanning up to
   :data:`MAX_COMPACTED_SPAN_MS`, in the partition ``<shard>#<bucket>#c`` (hybrid) or
   ``<entity>#c`` (:func:`compacted_pk`), sort key as a block's.
-  Its watermark, ``compacted_through``, is the end of the last hour done.
+  Its state (:class:`CompactionState`) holds the watermark ``through``, the end of the last hour
+  done, the G it runs with and the earlier G's whose group items uncompacted hours may hold: a
+  change of G keeps every reading where compaction and readers look (docs/writetier.md).
 * **Reads** of an hour before the watermark read the compacted blocks and the blocks; of a later
   hour, the group items and the blocks. Each reading comes once, its newest copy winning.
 

@@ -151,12 +151,6 @@ def state_key(table_prefix: str) -> dict[str, str]:
     return {"pk": STATE_PK, "sk": table_prefix}
 
 
-def compacted_through(item: dict[str, object] | None) -> int:
-    """The watermark a stored state item holds (plain values: ``through`` in epoch ms, the end of the
-    last hour compacted); 0 when there is none yet: every hour is read from the write tier."""
-    return CompactionState.from_item(item).through
-
-
 @dataclass(frozen=True, slots=True)
 class EarlierGroups:
     """A group count the write tier had before the deployed one: its group items may be in the hours

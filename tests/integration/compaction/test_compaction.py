@@ -22,7 +22,6 @@ from keydesign.writetier import (
     CompactionState,
     EarlierGroups,
     WriteTier,
-    compacted_through,
     dense_mark_sk,
     slice_start,
     state_key,
@@ -61,7 +60,7 @@ def test_a_first_run_compacts_every_settled_hour_since_keep_and_each_reading_onc
     # every hour through H, and stores every reading once, in compacted blocks of the write tier's version
     first = slice_start(SETTLED - KEEP_MS)
     assert report.hours == (H + HOUR - first) // HOUR and report.through_ms == H + HOUR
-    assert state(db) == CompactionState(H + HOUR, 8) and compacted_through(_raw_state(db)) == H + HOUR
+    assert state(db) == CompactionState(H + HOUR, 8) and CompactionState.from_item(_raw_state(db)).through == H + HOUR
     stored = compacted(db)
     assert stored.keys() == identities(fleet) and all(len(copies) == 1 for copies in stored.values())
     assert all(version == 5 for copies in stored.values() for version, _ in copies)

@@ -20,7 +20,6 @@ from keydesign.writetier import (
     EarlierGroups,
     WriteTier,
     compacted_pk,
-    compacted_through,
     dense_mark_sk,
     earlier_tiers,
     group_sk_stem,
@@ -131,11 +130,15 @@ def test_only_a_reading_whose_hour_had_not_ended_when_its_batch_started_goes_to_
 
 
 def test_the_watermark_is_the_end_of_an_hour_or_nothing_yet() -> None:
-    assert compacted_through(None) == 0
-    assert compacted_through({"through": T0}) == T0 and compacted_through({"through": str(T0)}) == T0
+    assert CompactionState.from_item(None).through == 0
+    assert (
+        CompactionState.from_item({"through": T0}).through
+        == T0
+        == CompactionState.from_item({"through": str(T0)}).through
+    )
     for bad in (True, T0 + 1, "soon", None, -HOUR_MS):
         with pytest.raises(ValueError, match="through"):
-            compacted_through({"through": bad})
+            CompactionState.from_item({"through": bad})
     assert state_key("readings") == {"pk": "compactstate", "sk": "readings"}
 
 

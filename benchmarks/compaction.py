@@ -29,10 +29,10 @@ from adapters.shard_map_source import StaticShardMap
 from benchmarks.harness import Result, benchmark
 from benchmarks.memory_dynamo import SEQUENCE_BASE, MemoryDynamo
 from benchmarks.query_fanout import Slow
-from compaction.logic import CompactionRunner, CompactionState, StateStore
+from compaction.logic import CompactionRunner, StateStore
 from keydesign import Layout, Reading, ShardMap, parse_timestamp
 from keydesign.blocks import encode_group, keyed_item
-from keydesign.writetier import SLICE_MS, WriteTier, group_sk_stem
+from keydesign.writetier import SLICE_MS, CompactionState, WriteTier, group_sk_stem
 
 H = parse_timestamp("2026-11-22T06:00:00Z")
 DAY = 86_400_000
@@ -77,7 +77,8 @@ def one_step(groups: int, devices_per_group: int, latency_ms: float = 10.0) -> d
     runner = CompactionRunner(
         layout=LAYOUT, tier=tier, shard_maps=SHARD_MAPS, reader=DynamoPartitionReader(slow),
         writer=BatchWriter(slow, concurrency=STEP_GROUPS), state=StateStore(db, "control", LAYOUT.table_prefix),
-        retention_ms=90 * DAY, settle_ms=180_000, concurrency=STEP_GROUPS, clock_ms=lambda: H + SLICE_MS + 240_000,
+        retention_ms=90 * DAY, settle_ms=180_000, max_future_ms=300_000, concurrency=STEP_GROUPS,
+        clock_ms=lambda: H + SLICE_MS + 240_000,
     )  # fmt: skip
     started, cpu = time.perf_counter(), time.process_time()
     report = runner.run(Deadline.never())

@@ -65,7 +65,7 @@ from benchmarks.query_fanout import NOW, Slow, page_of, timed_service
 from benchmarks.tier_items import TierWriter
 from keydesign import Layout, Reading, ShardMap, item_size
 from keydesign.occupancy import OccupancyRecord
-from keydesign.writetier import WriteTier
+from keydesign.writetier import CompactionState, WriteTier
 from query.errors import ScanLimitExceeded
 from query.logic import QueryService
 from query.models import AggregateSeries, Explanation, ReadingsPage
@@ -238,8 +238,8 @@ class _Watermark:
     def __init__(self, through: int) -> None:
         self.through = through
 
-    def compacted_through(self) -> int:
-        return self.through
+    def state(self) -> CompactionState:
+        return CompactionState(self.through)
 
 
 def _device_costs(service: QueryService) -> dict[str, float]:

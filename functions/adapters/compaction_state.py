@@ -3,7 +3,8 @@
 Compaction (the write tier's, :mod:`keydesign.writetier`) keeps its state in the control
 table (:func:`keydesign.writetier.state_key`); its ``through`` is the end of the last hour
 whose group items are compacted. Plans read an hour ending by it from its compacted blocks,
-a later hour from its group items (``Layout.plan_entity``/``plan_range``).
+a later hour from its group items (``Layout.plan_entity``/``plan_range``), under every G the
+state says may hold it (``CompactionState.earlier_for``).
 
 A stale watermark is safe, so it is cached (for ``SHARD_MAP_CACHE_TTL``) and read
 eventually consistent: the watermark only moves forward, so a stale copy is an older one,
@@ -24,12 +25,13 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from adapters.snapstart import forget_on_restore
-from keydesign.writetier import compacted_through, state_key
+from keydesign.writetier import CompactionState, state_key
 
 
 class CompactionWatermark(Protocol):
-    def compacted_through(self) -> int:
-        """The end (epoch ms) of the last hour compacted; 0 when none is."""
+    def state(self) -> CompactionState:
+        """The compaction state: ``through``, the end (epoch ms) of the last hour compacted (0 when none
+        is), and the group counts whose items the hours after it may hold (``earlier_for``)."""
         ...
 
 
@@ -37,10 +39,11 @@ class _Never:
     """The watermark of a deployment where nothing is compacted (no write tier or no control table):
     every hour of the write tier is read from its group items."""
 
-    def compacted_through(self) -> int:
-        return 0
+    def state(self) -> CompactionState:
+        return EMPTY_STATE
 
 
+EMPTY_STATE = CompactionState()
 NOTHING_COMPACTED: CompactionWatermark = _Never()
 
 
@@ -66,29 +69,32 @@ class CachedWatermark:
         self._ttl_s = ttl_ms / 1000
         self._clock = clock
         self._lock = threading.Lock()
-        self._through: int | None = None
+        self._state: CompactionState | None = None
         self._loaded_at = float("-inf")
         forget_on_restore(self)
 
     def forget(self) -> None:
         with self._lock:
-            self._through, self._loaded_at = None, float("-inf")
+            self._state, self._loaded_at = None, float("-inf")
 
-    def compacted_through(self) -> int:
-        through = self._through
-        if through is not None and self._clock() - self._loaded_at < self._ttl_s:
-            return through
+    def state(self) -> CompactionState:
+        state = self._state
+        if state is not None and self._clock() - self._loaded_at < self._ttl_s:
+            return state
         with self._lock:
-            if self._through is not None and self._clock() - self._loaded_at < self._ttl_s:
-                return self._through
+            if self._state is not None and self._clock() - self._loaded_at < self._ttl_s:
+                return self._state
             fetched_at = self._clock()
-            self._through = self._read()
+            self._state = self._read()
             self._loaded_at = fetched_at
-            return self._through
+            return self._state
 
-    def _read(self) -> int:
+    def _read(self) -> CompactionState:
         item = self._db.get_item(TableName=self._table, Key=self._key).get("Item")
-        if item is None:
-            return compacted_through(None)
-        through = item.get("through") or {}  # a number (N); its digits are what compacted_through reads
-        return compacted_through({"through": through.get("N", through.get("S"))})
+        return CompactionState.from_item(None if item is None else plain(item))
+
+
+def plain(item: Mapping[str, Any]) -> dict[str, object]:
+    """A stored state item's fields as :meth:`CompactionState.from_item` reads them: a number (N) or a
+    string (S) as its text; any other type as it is, which the parser refuses by name."""
+    return {name: value.get("N", value.get("S", value)) for name, value in item.items()}

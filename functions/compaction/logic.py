@@ -24,6 +24,11 @@ nothing is stored twice (docs/writetier.md has the one exception). A step starts
 (judged by the longest this container has taken), and a run goes on until no settled hour is left:
 after downtime, as many hours as its time allows.
 
+The groups of an hour are those of the largest G whose ingest may have written it: the deployed
+one, or an earlier one the state recorded when it changed (``CompactionState.changed_to``; a
+smaller G's partitions are among a larger one's), so a change of ``WRITE_TIER_GROUPS`` compacts
+every reading written under either.
+
 A first run (no state) starts at the hour of now - ``KEEP_MS``: the oldest whose group items may
 still be stored, so no hour is skipped (an empty group partition costs one small Query). A group
 item that does not decode (or lies outside its hour), a dense mark that names no entity, and a
@@ -44,6 +49,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from adapters.batch_writer import BatchWriter, PendingWrite, serialize_item
 from adapters.clients import client
+from adapters.compaction_state import plain
 from adapters.observability import logger, metrics
 from adapters.partition_reader import (
     CorruptBlock,
@@ -74,9 +80,10 @@ from keydesign.writetier import (
     KEEP_MS,
     SLICE_MS,
     CompactedBlock,
+    CompactionState,
     WriteTier,
     compact_hour,
-    compacted_through,
+    earlier_tiers,
     slice_start,
     state_key,
 )
@@ -91,14 +98,6 @@ def _wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-@dataclass(frozen=True, slots=True)
-class CompactionState:
-    """Every hour before ``through_ms`` is compacted, and the groups before ``group`` of the hour at it."""
-
-    through_ms: int
-    group: int = 0
-
-
 class StateStore:
     """The compaction state item of one table prefix in the control table."""
 
@@ -110,14 +109,10 @@ class StateStore:
     def load(self) -> CompactionState | None:
         key = {name: {"S": value} for name, value in self._key.items()}
         raw = self._db.get_item(TableName=self._table, Key=key, ConsistentRead=True).get("Item")
-        if raw is None:
-            return None
-        through = compacted_through({"through": raw.get("through", {}).get("N")})
-        return CompactionState(through, int(raw.get("group", {}).get("N", "0")))
+        return None if raw is None else CompactionState.from_item(plain(raw))
 
     def save(self, state: CompactionState) -> None:
-        item = {**self._key, "through": state.through_ms, "group": state.group}
-        self._db.put_item(TableName=self._table, Item=serialize_item(item))
+        self._db.put_item(TableName=self._table, Item=serialize_item({**self._key, **state.item()}))
 
 
 @dataclass(slots=True)
@@ -214,6 +209,7 @@ class CompactionRunner:
         state: StateStore,
         retention_ms: int,
         settle_ms: int,
+        max_future_ms: int,
         concurrency: int = CONCURRENCY,
         clock_ms: Callable[[], int] = _wall_clock_ms,
     ) -> None:
@@ -225,6 +221,8 @@ class CompactionRunner:
         self._state = state
         self._retention_ms = retention_ms
         self._settle_ms = settle_ms
+        #: How far past a run that notices a change of G the earlier G's group items may lie.
+        self._reach_ms = settle_ms + max_future_ms
         self._step_groups = concurrency
         self._clock_ms = clock_ms
         self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="compaction")
@@ -245,6 +243,7 @@ class CompactionRunner:
             state=StateStore(client("dynamodb"), settings.control_table, settings.layout.table_prefix),
             retention_ms=settings.retention_ms,
             settle_ms=settings.settle_ms,
+            max_future_ms=settings.max_future_ms,
             clock_ms=clock_ms,
         )
 
@@ -254,11 +253,19 @@ class CompactionRunner:
 
     def run(self, deadline: Deadline) -> RunReport:
         now = self._clock_ms()
-        state = self._state.load()
-        if state is None:
-            state = CompactionState(slice_start(now - KEEP_MS))
+        stored = self._state.load()
+        if stored is None:
+            state = CompactionState(slice_start(now - KEEP_MS), self._tier.groups)
+        else:
+            state = stored.changed_to(self._tier.groups, now, self._reach_ms)
+            if stored.groups not in (None, state.groups):
+                logger.info(
+                    "write_tier_groups changed: the uncompacted hours are compacted under both",
+                    extra={"groups": state.groups, "earlier": state.item().get("previous")},
+                )
+        if state != stored:
             self._state.save(state)
-        report = RunReport(through_ms=state.through_ms)
+        report = RunReport(through_ms=state.through)
         try:
             self._hours(state, now, deadline, report)
         except Exception as exc:  # kept for the handler, which raises it once the metrics are out
@@ -269,34 +276,38 @@ class CompactionRunner:
 
     def _hours(self, state: CompactionState, now: int, deadline: Deadline, report: RunReport) -> None:
         """Compact settled hours from ``state`` on, step by step, while time allows; ``report.through_ms``
-        follows the watermark stored."""
-        groups = self._tier.groups
-        while state.through_ms + SLICE_MS + self._settle_ms <= now and self._time_for_a_step(deadline):
-            hour = state.through_ms
-            while state.group < groups and self._time_for_a_step(deadline):
-                step = range(state.group, min(groups, state.group + self._step_groups))
+        follows the watermark stored. An hour's groups are those of the largest G whose ingest may have
+        written it, the deployed one or an earlier one (``CompactionState.earlier_for``): a smaller G's
+        partitions are among them (``w#<group>#<hour>``, group < G). The cursor names that G."""
+        while state.through + SLICE_MS + self._settle_ms <= now and self._time_for_a_step(deadline):
+            hour = state.through
+            tier = max([self._tier, *earlier_tiers(state.earlier_for(self._tier), hour)], key=lambda t: t.groups)
+            cursor = state.group_tier or self._tier.groups  # 0: an item from before the cursor named its G
+            group = state.group if cursor == tier.groups else 0
+            while group < tier.groups and self._time_for_a_step(deadline):
+                step = range(group, min(tier.groups, group + self._step_groups))
                 started = deadline.clock()  # timed on the deadline's clock, which judges the next step
-                self._step(hour, step, deadline, report)
+                self._step(hour, tier, step, deadline, report)
                 self._longest_step_s = max(self._longest_step_s, deadline.clock() - started)
-                state = CompactionState(hour, step.stop)
+                group = step.stop
                 report.steps += 1
-                if state.group < groups:  # progress inside the hour: a run cut short goes on from here
-                    self._state.save(state)
-            if state.group < groups:
+                if group < tier.groups:  # progress inside the hour: a run cut short goes on from here
+                    self._state.save(replace(state, group=group, group_tier=tier.groups))
+            if group < tier.groups:
                 return
-            state = CompactionState(hour + SLICE_MS)
+            state = state.advanced()
             self._state.save(state)
-            report.through_ms = state.through_ms
+            report.through_ms = state.through
             report.hours += 1
 
     def _time_for_a_step(self, deadline: Deadline) -> bool:
         """Room before the deadline for one more step, judged by the longest this container has taken."""
         return deadline.allows_sleep(1.5 * self._longest_step_s)
 
-    def _step(self, hour: int, groups: range, deadline: Deadline, report: RunReport) -> None:
-        """Compact ``groups`` of ``hour``: read them side by side, then put every block they make."""
+    def _step(self, hour: int, tier: WriteTier, groups: range, deadline: Deadline, report: RunReport) -> None:
+        """Compact ``groups`` of ``tier`` of ``hour``: read them side by side, then put every block they make."""
         shard_map = self._shard_maps.current()
-        done = list(self._pool.map(lambda group: self._group(hour, group, shard_map), groups))
+        done = list(self._pool.map(lambda group: self._group(hour, tier, group, shard_map), groups))
         blocks = [block for work in done for block in work.compacted]
         writes = [PendingWrite(b.table, b.pk, b.sk, serialize_item(b.item())) for b in blocks]
         outcome = self._writer.write(writes, deadline)
@@ -306,20 +317,21 @@ class CompactionRunner:
             first = writes[index]
             raise StepNotStored(
                 f"{len(failed)} of {len(writes)} compacted blocks of groups {groups.start}-{groups.stop - 1} of "
-                f"{format_ts(hour)} not stored (first: table {first.table} {first.pk} / {first.sk}: {why}); "
+                f"{format_ts(hour)} not stored (of {tier.groups} groups; first: table {first.table} "
+                f"{first.pk} / {first.sk}: {why}); "
                 "the next run compacts these groups again"
             )
         for work in done:
             report.add(work)
 
-    def _group(self, hour: int, group: int, shard_map: ShardMap) -> GroupWork:
+    def _group(self, hour: int, tier: WriteTier, group: int, shard_map: ShardMap) -> GroupWork:
         """Read one group's hour (its items and dense marks, the dense entities' blocks) and compact it."""
         end = hour + SLICE_MS
         work = GroupWork()
         partition = PartitionQuery(
-            self._layout.table_for(hour), self._tier.group_pk(group, hour), None, None, hour, end, kind="group"
+            self._layout.table_for(hour), tier.group_pk(group, hour), None, None, hour, end, kind="group"
         )
-        tier: list[tuple[int, Sequence[Reading]]] = []
+        items: list[tuple[int, Sequence[Reading]]] = []
         dense: list[str] = []
         for stored in self._read(partition, work):
             if stored.sk.startswith(DENSE_MARK_PREFIX):
@@ -342,11 +354,11 @@ class CompactionRunner:
             except BlockError as exc:
                 self._corrupt(work, partition, stored, exc.reason)
                 continue
-            tier.append((header.version, readings))
+            items.append((header.version, readings))
         blocks: list[tuple[int, Sequence[Reading]]] = []
         # Only an entity with readings in the write tier has anything to compact: a dense entity's
         # blocks are read only then (an entity dense in every batch costs no read).
-        present = {reading.entity_id for _, readings in tier for reading in readings}
+        present = {reading.entity_id for _, readings in items for reading in readings}
         for entity in (e for e in dense if e in present):
             for part in self._layout.plan_entity(entity, hour, end, shard_map).partitions:
                 if part.kind != "blocks":
@@ -359,7 +371,7 @@ class CompactionRunner:
                             blocks.append((header.version, decode(part, stored, entity)[1]))
                     except CorruptBlock as exc:
                         self._corrupt(work, part, stored, exc.reason)
-        work.compacted = compact_hour(self._layout, shard_map, hour, tier, blocks, retention_ms=self._retention_ms)
+        work.compacted = compact_hour(self._layout, shard_map, hour, items, blocks, retention_ms=self._retention_ms)
         return work
 
     def _read(self, partition: PartitionQuery, work: GroupWork) -> list[StoredBlock]:

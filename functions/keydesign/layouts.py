@@ -50,7 +50,15 @@ from .model import Reading, validate_entity_id
 from .periods import Bucket, TablePeriod
 from .shardmap import ShardMap
 from .timefmt import MAX_TS_MS, format_ts
-from .writetier import MAX_COMPACTED_SPAN_MS, SLICE_MS, WriteTier, compacted_pk, slice_start
+from .writetier import (
+    MAX_COMPACTED_SPAN_MS,
+    SLICE_MS,
+    EarlierGroups,
+    WriteTier,
+    compacted_pk,
+    earlier_tiers,
+    slice_start,
+)
 
 LayoutKind = Literal["random", "calculated", "hybrid"]
 #: What a partition holds: blocks (of one entity each; the hybrid base partition: of many), the
@@ -348,13 +356,16 @@ class Layout:
         *,
         write_tier: WriteTier | None = None,
         compacted_through_ms: int = 0,
+        earlier: Sequence[EarlierGroups] = (),
     ) -> QueryPlan:
         """Every (table, PK, SK range) that can hold readings of ``entity_id`` in
         ``[from_ms, to_ms)``, and nothing else.
 
         With a ``write_tier`` the range is also cut at hours (its slices), and each hour adds one
         partition to its blocks ones: the entity's compacted partition when the hour ended by
-        ``compacted_through_ms`` (the compaction watermark), else its group's partition of the hour."""
+        ``compacted_through_ms`` (the compaction watermark), else its group's partition of the hour,
+        and its group's under each ``earlier`` group count that may hold the hour
+        (:meth:`keydesign.writetier.CompactionState.earlier_for`)."""
         validate_entity_id(entity_id)
         self.check_shard_map(shard_map)
         _check_range(from_ms, to_ms)
@@ -366,14 +377,16 @@ class Layout:
                 parts.append(PartitionQuery(table, pk, low, high, seg_from, seg_to))
             if write_tier is None:
                 continue
-            if slice_start(seg_from) + SLICE_MS <= compacted_through_ms:
+            hour = slice_start(seg_from)
+            if hour + SLICE_MS <= compacted_through_ms:
                 kind: PartitionKind = "compacted"
-                pk = self.compacted_partition(entity_id, seg_from, shard_map)
+                pks = [self.compacted_partition(entity_id, seg_from, shard_map)]
             else:
-                kind, pk = "group", write_tier.group_pk(write_tier.group_of(entity_id), seg_from)
+                tiers = [write_tier, *earlier_tiers(earlier, hour)]  # two G's may put it in one group
+                kind, pks = "group", list(dict.fromkeys(t.group_pk(t.group_of(entity_id), seg_from) for t in tiers))
             low = self.block_sk_from(entity_id, seg_from, kind)
             high = self.block_sk_through(entity_id, seg_to - 1, kind)
-            parts.append(PartitionQuery(table, pk, low, high, seg_from, seg_to, kind=kind))
+            parts.extend(PartitionQuery(table, pk, low, high, seg_from, seg_to, kind=kind) for pk in pks)
         if not self.can.shared_partitions:
             parts = _merge_adjacent(parts)
         return QueryPlan(tuple(parts), entity_id, from_ms, to_ms)
@@ -386,6 +399,7 @@ class Layout:
         *,
         write_tier: WriteTier | None = None,
         compacted_through_ms: int = 0,
+        earlier: Sequence[EarlierGroups] = (),
     ) -> QueryPlan:
         """Every partition of every bucket in ``[from_ms, to_ms)``: a cross-entity read.
 
@@ -394,7 +408,8 @@ class Layout:
 
         With a ``write_tier``, a bucket also reads the compacted partition of every shard
         (``<shard>#<bucket>#c``) when one of its hours ended by ``compacted_through_ms``, and every
-        group's partition of each of its later hours, within the bucket's time. Every partition of
+        group's partition of each of its later hours (of the largest G that may hold the hour: the
+        deployed one or an ``earlier`` one), within the bucket's time. Every partition of
         a bucket serves the bucket's part of the range (``from_ms``, the cross-entity read's
         anchor): a group partition holds only its hour, its sort-key range says which part.
         """
@@ -428,8 +443,10 @@ class Layout:
                     continue
                 low = format_ts(max(hour, seg_from - MAX_BLOCK_SPAN_MS + 1))
                 high = f"{format_ts(min(seg_to, hour + SLICE_MS) - 1)}#{HIGH}"
-                for group in range(write_tier.groups):
-                    pk = write_tier.group_pk(group, hour)
+                # every G's group partitions are among the largest one's (w#<group>#<hour>, group < G)
+                widest = max([write_tier, *earlier_tiers(earlier, hour)], key=lambda t: t.groups)
+                for group in range(widest.groups):
+                    pk = widest.group_pk(group, hour)
                     parts.append(PartitionQuery(table, pk, low, high, seg_from, seg_to, True, "group"))
         return QueryPlan(tuple(parts), None, from_ms, to_ms)
 

@@ -26,7 +26,9 @@ unit apiece. The write tier packs across entities instead (docs/decisions.md, "T
   readings of the hour (and of its bucket) in block format 3, spanning up to
   :data:`MAX_COMPACTED_SPAN_MS`, in the partition ``<shard>#<bucket>#c`` (hybrid) or
   ``<entity>#c`` (:func:`compacted_pk`), sort key as a block's.
-  Its watermark, ``compacted_through``, is the end of the last hour done.
+  Its state (:class:`CompactionState`) holds the watermark ``through``, the end of the last hour
+  done, the G it runs with and the earlier G's whose group items uncompacted hours may hold: a
+  change of G keeps every reading where compaction and readers look (docs/writetier.md).
 * **Reads** of an hour before the watermark read the compacted blocks and the blocks; of a later
   hour, the group items and the blocks. Each reading comes once, its newest copy winning.
 
@@ -43,7 +45,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -149,18 +151,120 @@ def state_key(table_prefix: str) -> dict[str, str]:
     return {"pk": STATE_PK, "sk": table_prefix}
 
 
-def compacted_through(item: dict[str, object] | None) -> int:
-    """The watermark a stored state item holds (plain values: ``through`` in epoch ms, the end of the
-    last hour compacted); 0 when there is none yet: every hour is read from the write tier."""
-    if item is None:
-        return 0
-    through = item.get("through")
-    if isinstance(through, bool) or not isinstance(through, int | str) or not str(through).isdigit():
-        raise ValueError(f"the compaction state's 'through' is not epoch milliseconds: {through!r}")
-    value = int(through)
-    if value % SLICE_MS:
-        raise ValueError(f"the compaction state's 'through' ({value}) is not the end of an hour")
-    return value
+@dataclass(frozen=True, slots=True)
+class EarlierGroups:
+    """A group count the write tier had before the deployed one: its group items may be in the hours
+    that start before ``until_ms`` (the end of the last hour its ingest may have written)."""
+
+    groups: int
+    until_ms: int
+
+    def holds(self, hour_start: int) -> bool:
+        return hour_start < self.until_ms
+
+
+#: ``until_ms`` of the group count the state records when a reader runs with another: every hour.
+FOREVER_MS = 2**62
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionState:
+    """The compaction state item (:func:`state_key`), parsed strictly (:meth:`from_item`).
+
+    ``through``: every hour before it is compacted (0: none yet). ``groups``: the G compaction last
+    ran with (None in an item written before it was recorded). ``previous``: the earlier group counts
+    whose group items uncompacted hours may still hold (newest first; dropped once ``through`` passes
+    their ``until_ms``). ``group``/``group_tier``: the cursor inside the hour at ``through``: the groups
+    before ``group`` of the G ``group_tier`` are compacted (0: the deployed G)."""
+
+    through: int = 0
+    groups: int | None = None
+    previous: tuple[EarlierGroups, ...] = ()
+    group: int = 0
+    group_tier: int = 0
+
+    @classmethod
+    def from_item(cls, item: Mapping[str, object] | None) -> CompactionState:
+        """The state of a stored item (plain values; numbers as ints or digit strings); the empty state
+        for None. A malformed field is refused with a ValueError naming it."""
+        if item is None:
+            return cls()
+        through = _whole(item, "through")
+        if through is None:
+            raise ValueError("the compaction state's 'through' is not epoch milliseconds: None")
+        if through % SLICE_MS:
+            raise ValueError(f"the compaction state's 'through' ({through}) is not the end of an hour")
+        groups = _whole(item, "groups")
+        if groups is not None and not 1 <= groups <= MAX_GROUPS:
+            raise ValueError(f"the compaction state's 'groups' ({groups}) is not 1 to {MAX_GROUPS}")
+        previous = item.get("previous") or ""
+        if not isinstance(previous, str):
+            raise ValueError(f"the compaction state's 'previous' is not '<groups>@<until ms>,...': {previous!r}")
+        earlier: list[EarlierGroups] = []
+        for entry in filter(None, previous.split(",")):
+            count, _, until = entry.partition("@")
+            if not (count.isdigit() and until.isdigit()) or not 1 <= int(count) <= MAX_GROUPS or int(until) % SLICE_MS:
+                raise ValueError(f"the compaction state's 'previous' has a malformed entry {entry!r}")
+            earlier.append(EarlierGroups(int(count), int(until)))
+        return cls(through, groups, tuple(earlier), _whole(item, "group") or 0, _whole(item, "group_tier") or 0)
+
+    def item(self) -> dict[str, object]:
+        """The fields of the state item (plain values), beside :func:`state_key`."""
+        fields: dict[str, object] = {"through": self.through, "group": self.group, "group_tier": self.group_tier}
+        if self.groups is not None:
+            fields["groups"] = self.groups
+        if self.previous:
+            fields["previous"] = ",".join(f"{p.groups}@{p.until_ms}" for p in self.previous)
+        return fields
+
+    def changed_to(self, groups: int, now_ms: int, reach_ms: int) -> CompactionState:
+        """The state once compaction runs with ``groups`` at ``now_ms``: if the recorded G differs, it
+        becomes an earlier one, whose group items may lie in the hours up to the end of the one holding
+        ``now_ms + reach_ms``, and the cursor restarts the hour at ``through``. ``reach_ms`` is the
+        settle time (the old configuration's ingest finishes within its timeout, under it, of the
+        deploy, which came before this run) plus how far ahead of its batch a reading may be
+        (``max_future``: a batch writes the group items of the hours its readings lie in)."""
+        if self.groups is None or self.groups == groups:
+            return replace(self, groups=groups)
+        earlier = (EarlierGroups(self.groups, slice_start(now_ms + reach_ms) + SLICE_MS), *self.previous)
+        return replace(self, groups=groups, previous=earlier, group=0, group_tier=0)
+
+    def advanced(self) -> CompactionState:
+        """The state once the hour at ``through`` is compacted: the next hour, the earlier group counts
+        that may still hold uncompacted hours."""
+        through = self.through + SLICE_MS
+        return replace(
+            self, through=through, previous=tuple(p for p in self.previous if p.holds(through)), group=0, group_tier=0
+        )
+
+    def earlier_for(self, tier: WriteTier | None) -> tuple[EarlierGroups, ...]:
+        """What a reader (or compaction) with ``tier`` reads of an uncompacted hour beside its own
+        groups: every earlier G and, if the recorded G is another (compaction has not yet run with the
+        reader's), that G for every hour; never the reader's own, each G once (its latest ``until_ms``).
+        Nothing without a write tier."""
+        if tier is None:
+            return ()
+        recorded = () if self.groups is None else (EarlierGroups(self.groups, FOREVER_MS),)
+        until: dict[int, int] = {}
+        for entry in (*recorded, *self.previous):
+            if entry.groups != tier.groups:
+                until[entry.groups] = max(until.get(entry.groups, 0), entry.until_ms)
+        return tuple(EarlierGroups(count, end) for count, end in until.items())
+
+
+def _whole(item: Mapping[str, object], name: str) -> int | None:
+    """A whole number field of the state item (an int or its digits), None when absent."""
+    value = item.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | str) or not str(value).isdigit():
+        raise ValueError(f"the compaction state's {name!r} is not a whole number: {value!r}")
+    return int(value)
+
+
+def earlier_tiers(earlier: Sequence[EarlierGroups], hour_start: int) -> list[WriteTier]:
+    """The write tiers of the earlier group counts whose items the hour starting at ``hour_start`` may hold."""
+    return [WriteTier(e.groups) for e in earlier if e.holds(hour_start)]
 
 
 # -- packing group items (ingest) -----------------------------------------------------------

@@ -197,7 +197,7 @@ class QueryService:
         route = "range_readings" if entity is None else "entity_readings"
         window = page.window
         shard_map = self._shard_maps.current()
-        through = self._watermark.compacted_through()
+        through = self._watermark.state()
         if read.explain:
             if entity is None:
                 plan = self._planner.plan_range(window.from_ms, window.to_ms, shard_map, through=through)
@@ -400,7 +400,7 @@ class QueryService:
 
     def _plan_entity(self, entity: str, from_ms: int, to_ms: int) -> QueryPlan:
         """The whole plan of ``entity``'s readings in ``[from_ms, to_ms)``, both tiers at the current watermark."""
-        through = self._watermark.compacted_through()
+        through = self._watermark.state()
         return self._planner.plan_entity(entity, from_ms, to_ms, self._shard_maps.current(), through=through)
 
     def _page(

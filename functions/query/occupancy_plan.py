@@ -23,7 +23,7 @@ from adapters.occupancy import OccupancyReader
 from keydesign import Layout, PartitionQuery, QueryPlan, ShardMap, format_ts
 from keydesign.occupancy import Occupancy, common_prefix, days_of
 from keydesign.periods import DAY_MS
-from keydesign.writetier import WriteTier
+from keydesign.writetier import CompactionState, WriteTier
 from query.merge import POSITION_MAX_SK, POSITION_MIN_SK, Position, ReadStats
 from query.settings import QueryLimits
 
@@ -47,17 +47,20 @@ class OccupancyPlanner:
         self._limits = limits
         self._write_tier = write_tier
 
-    def plan_entity(self, entity: str, from_ms: int, to_ms: int, shard_map: ShardMap, *, through: int) -> QueryPlan:
-        """The layout's plan of one entity's readings, with the write tier at the watermark ``through``."""
-        tier = self._write_tier
+    def plan_entity(
+        self, entity: str, from_ms: int, to_ms: int, shard_map: ShardMap, *, through: CompactionState
+    ) -> QueryPlan:
+        """The layout's plan of one entity's readings, with the write tier at the compaction state ``through``."""
+        tier, earlier = self._write_tier, through.earlier_for(self._write_tier)
         return self._layout.plan_entity(
-            entity, from_ms, to_ms, shard_map, write_tier=tier, compacted_through_ms=through
+            entity, from_ms, to_ms, shard_map, write_tier=tier, compacted_through_ms=through.through, earlier=earlier
         )
 
-    def plan_range(self, from_ms: int, to_ms: int, shard_map: ShardMap, *, through: int) -> QueryPlan:
-        """The layout's plan of every entity's readings, with the write tier at the watermark ``through``."""
+    def plan_range(self, from_ms: int, to_ms: int, shard_map: ShardMap, *, through: CompactionState) -> QueryPlan:
+        """The layout's plan of every entity's readings, with the write tier at the compaction state ``through``."""
+        tier, earlier = self._write_tier, through.earlier_for(self._write_tier)
         return self._layout.plan_range(
-            from_ms, to_ms, shard_map, write_tier=self._write_tier, compacted_through_ms=through
+            from_ms, to_ms, shard_map, write_tier=tier, compacted_through_ms=through.through, earlier=earlier
         )
 
     def occupancy(self, *, consistent: bool) -> Occupancy | None:
@@ -105,7 +108,7 @@ class OccupancyPlanner:
         descending: bool,
         consistent: bool,
         cost: ReadStats,
-        through: int,
+        through: CompactionState,
     ) -> PagePlan:
         """The partitions of ``[from_ms, to_ms)`` that may hold the entity's readings,
         walked day by day in read order until at least a window's worth
@@ -153,7 +156,7 @@ class OccupancyPlanner:
         descending: bool,
         consistent: bool,
         cost: ReadStats,
-        through: int,
+        through: CompactionState,
     ) -> PagePlan:
         """The partitions of the buckets of ``[from_ms, to_ms)`` that may hold data, bucket
         by bucket in read order until as many are found as one page can open
@@ -192,7 +195,14 @@ class OccupancyPlanner:
         return tuple(kept), None
 
     def _range_chunk(
-        self, from_ms: int, to_ms: int, shard_map: ShardMap, window_from_ms: int, *, descending: bool, through: int
+        self,
+        from_ms: int,
+        to_ms: int,
+        shard_map: ShardMap,
+        window_from_ms: int,
+        *,
+        descending: bool,
+        through: CompactionState,
     ) -> PagePlan:
         """Unpruned, the plan of the buckets of ``[from_ms, to_ms)`` nearest where the read
         starts that one page can reach (MAX_QUERY_CALLS plus a window of

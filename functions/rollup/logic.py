@@ -384,13 +384,15 @@ class RollupRunner:
         redelivery, a correction) counts once, as the block of the highest version has it, so the
         rollups equal what raw reads return. With the write tier the plan holds its partitions too (group
         items, compacted blocks, at the compaction watermark): their readings count the same way."""
+        compaction = self._watermark.state()
         plan = self._layout.plan_entity(
             entity,
             starts[0],
             starts[-1] + level,
             self._shard_maps.current(),
             write_tier=self._write_tier,
-            compacted_through_ms=self._watermark.compacted_through(),
+            compacted_through_ms=compaction.through,
+            earlier=compaction.earlier_for(self._write_tier),
         )
         copies: dict[tuple[str, int, str], tuple[int, Reading]] = {}
         now_s = self._clock_ms() // 1000

@@ -12,12 +12,13 @@ import pytest
 from adapters.batch_writer import BatchWriter, serialize_item
 from adapters.partition_reader import DynamoPartitionReader
 from adapters.shard_map_source import StaticShardMap
-from compaction.logic import CompactionRunner, CompactionState, StateStore
+from compaction.logic import CompactionRunner, StateStore
 from compaction.settings import CompactionSettings
 from keydesign import Reading, ShardMap, decode_block, parse_timestamp
 from keydesign.blocks import encode_group, keyed_item
 from keydesign.writetier import (
     MAX_COMPACTED_SPAN_MS,
+    CompactionState,
     WriteTier,
     dense_mark_sk,
     group_sk_stem,
@@ -69,13 +70,13 @@ def reading(entity: str, ts: int, event_id: str = "e", v: float = 1.0) -> Readin
     return Reading.parse({"entity_id": entity, "timestamp": ts, "event_id": event_id, "measures": {"v": v}})
 
 
-def put_group_item(db: Any, readings: Sequence[Reading], version: int) -> None:
+def put_group_item(db: Any, readings: Sequence[Reading], version: int, tier: WriteTier = TIER) -> None:
     """One group item as ingest writes it (one group, one hour): format 4, its keys, its expiry."""
     ordered = sorted(readings, key=lambda r: (r.ts_ms, r.entity_id, r.event_id))
-    (group,) = {TIER.group_of(r.entity_id) for r in ordered}
+    (group,) = {tier.group_of(r.entity_id) for r in ordered}
     hour = slice_start(ordered[0].ts_ms)
     encoded = encode_group(ordered, version)
-    item, _, _ = keyed_item(TIER.group_pk(group, hour), group_sk_stem(encoded), encoded.payload, None)
+    item, _, _ = keyed_item(tier.group_pk(group, hour), group_sk_stem(encoded), encoded.payload, None)
     db.put_item(TableName=table(db, hour), Item=serialize_item(item))
 
 
@@ -128,6 +129,7 @@ def runner(clock: list[int], **parts: Any) -> CompactionRunner:
         "state": StateStore(boto3.client("dynamodb", region_name=REGION), "control", PREFIX),
         "retention_ms": SETTINGS.retention_ms,
         "settle_ms": SETTINGS.settle_ms,
+        "max_future_ms": SETTINGS.max_future_ms,
         "clock_ms": lambda: clock[0],
     }
     return CompactionRunner(**{**defaults, **parts})
@@ -146,16 +148,17 @@ def sparse_fleet(hour: int, devices: int = 40, per_device: int = 3) -> list[Read
     ]
 
 
-def publish(db: Any, readings: Sequence[Reading], version: int) -> None:
-    """``readings`` as ingest batches write them: per group, items of up to 10 s (a group item's span)."""
+def publish(db: Any, readings: Sequence[Reading], version: int, tier: WriteTier = TIER) -> None:
+    """``readings`` as ingest batches write them with ``tier``: per group, items of up to 10 s (a group
+    item's span)."""
     by_group: dict[int, list[Reading]] = {}
     for r in sorted(readings, key=lambda r: (r.ts_ms, r.entity_id, r.event_id)):
-        by_group.setdefault(TIER.group_of(r.entity_id), []).append(r)
+        by_group.setdefault(tier.group_of(r.entity_id), []).append(r)
     for members in by_group.values():
         item: list[Reading] = []
         for r in members:
             if item and r.ts_ms - item[0].ts_ms >= 10_000:
-                put_group_item(db, item, version)
+                put_group_item(db, item, version, tier)
                 item = []
             item.append(r)
-        put_group_item(db, item, version)
+        put_group_item(db, item, version, tier)

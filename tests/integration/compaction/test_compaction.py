@@ -16,8 +16,16 @@ from adapters.batch_writer import BatchWriter, serialize_item
 from adapters.partition_reader import DynamoPartitionReader, Page, PageRequest
 from adapters.retry import Deadline
 from compaction import logic
-from compaction.logic import CompactionState, StateStore, StepNotStored
-from keydesign.writetier import KEEP_MS, compacted_through, dense_mark_sk, slice_start, state_key
+from compaction.logic import StateStore, StepNotStored
+from keydesign.writetier import (
+    KEEP_MS,
+    CompactionState,
+    EarlierGroups,
+    WriteTier,
+    dense_mark_sk,
+    slice_start,
+    state_key,
+)
 from tests.integration.compaction.conftest import (
     HOUR,
     LAYOUT,
@@ -52,7 +60,7 @@ def test_a_first_run_compacts_every_settled_hour_since_keep_and_each_reading_onc
     # every hour through H, and stores every reading once, in compacted blocks of the write tier's version
     first = slice_start(SETTLED - KEEP_MS)
     assert report.hours == (H + HOUR - first) // HOUR and report.through_ms == H + HOUR
-    assert state(db) == CompactionState(H + HOUR) and compacted_through(_raw_state(db)) == H + HOUR
+    assert state(db) == CompactionState(H + HOUR, 8) and CompactionState.from_item(_raw_state(db)).through == H + HOUR
     stored = compacted(db)
     assert stored.keys() == identities(fleet) and all(len(copies) == 1 for copies in stored.values())
     assert all(version == 5 for copies in stored.values() for version, _ in copies)
@@ -162,12 +170,12 @@ def test_a_step_whose_blocks_are_throttled_past_the_deadline_is_redone_next_run_
     assert isinstance(failed.error, StepNotStored)
     assert "groups 4-5 of 2026-11-22T06:00:00.000Z not stored" in str(failed.error)
     # Then the state holds H-1 done and H's first two steps, and the report the lag to H
-    assert state(db) == CompactionState(H, group=4)
+    assert state(db) == CompactionState(H, 8, group=4, group_tier=8)
     assert (failed.hours, failed.through_ms, failed.lag_ms) == (1, H, SETTLED - H)
     # And the next run, the throttling over, redoes the step: every reading stored once
     throttling.on = False
     report = compact.run(Deadline.after_ms(60_000, time.clock))
-    assert report.hours == 1 and state(db) == CompactionState(H + HOUR)
+    assert report.hours == 1 and state(db) == CompactionState(H + HOUR, 8)
     stored = compacted(db)
     assert stored.keys() == identities(fleet) and all(len(copies) == 1 for copies in stored.values())
 
@@ -182,10 +190,10 @@ def test_a_run_stopped_by_its_deadline_goes_on_from_its_last_step(db: Any) -> No
     first = compact.run(Deadline.after_ms(5_000, time.clock))
     # Then it stops after the steps that fit, saving where it got to, with nothing compacted twice
     assert first.hours == 0 and 0 < first.steps < 4
-    assert state(db) == CompactionState(H, group=2 * first.steps)
+    assert state(db) == CompactionState(H, 8, group=2 * first.steps, group_tier=8)
     # And the next runs go on from there until the hour is done
     runs = 1
-    while state(db) != CompactionState(H + HOUR):
+    while state(db) != CompactionState(H + HOUR, 8):
         compact.run(Deadline.after_ms(5_000, time.clock))
         runs += 1
         assert runs < 10
@@ -235,3 +243,37 @@ def test_a_corrupt_item_is_logged_counted_and_left_and_the_rest_compacted(
     assert db.get_item(TableName=name, Key={"pk": {"S": bad_pk}, "sk": {"S": "2026-11-22T06:00:01.000Z#abc#1"}})["Item"]
     # and every reading of the good items is compacted
     assert compacted(db).keys() == identities(fleet)
+
+
+@pytest.mark.parametrize(("before", "after"), [(4, 8), (8, 4), (8, 3)])
+def test_a_change_of_the_group_count_mid_hour_compacts_every_reading_written_under_either(
+    db: Any, before: int, after: int
+) -> None:
+    # Given compaction running with `before` groups, and the first half of an hour written with them
+    fleet = sparse_fleet(H, devices=60)
+    first, second = [r for r in fleet if r.ts_ms < H + 30 * MINUTE], [r for r in fleet if r.ts_ms >= H + 30 * MINUTE]
+    old, new = WriteTier(before), WriteTier(after)
+    StateStore(db, "control", PREFIX).save(CompactionState(H, before))
+    publish(db, first, version=1, tier=old)
+    # When the deployment changes to `after` groups mid-hour: compaction's first run after it records
+    # the change (its ingest finishes within the settle time: `before` may hold the hours up to the
+    # end of the one holding now + settle + max_future), the rest of the hour is written with `after`
+    clock = [H + 30 * MINUTE]
+    assert runner(clock, tier=new).run(Deadline.never()).hours == 0
+    assert state(db) == CompactionState(H, after, (EarlierGroups(before, H + HOUR),))
+    publish(db, second, version=2, tier=new)
+    # Then the hour's compaction, cut by its deadline into steps (2 groups each), reads the groups of
+    # the larger count, saving its cursor in that count, and compacts every reading once
+    clock[0] = SETTLED
+    time = FakeTime(per_read_s=1.0)
+    compact = runner(clock, tier=new, reader=SlowReader(time), concurrency=2)
+    cursors = []
+    while (now := state(db)) is not None and now.through == H:
+        compact.run(Deadline.after_ms(5_000, time.clock))
+        cursors.append((state(db) or now).group_tier)
+        assert len(cursors) < 10
+    stored = compacted(db)
+    assert stored.keys() == identities(fleet) and all(len(copies) == 1 for copies in stored.values())
+    assert max(before, after) in cursors[:-1]
+    # and once the watermark passed the hour, the earlier count is forgotten
+    assert state(db) == CompactionState(H + HOUR, after)

@@ -9,6 +9,7 @@ before compaction, after it, and with a cached watermark older than the stored o
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from typing import Any
 
@@ -19,7 +20,7 @@ from adapters.partition_reader import DynamoPartitionReader
 from adapters.shard_map_source import StaticShardMap
 from benchmarks.tier_items import TierWriter
 from keydesign import Layout, Reading, ShardMap, format_ts
-from keydesign.writetier import WriteTier, state_key
+from keydesign.writetier import CompactionState, EarlierGroups, WriteTier, state_key
 from query.api import create_app
 from query.cursor import CursorCodec
 from query.logic import QueryService
@@ -51,6 +52,7 @@ class World:
         create_readings_table(dynamodb, CONTROL)
         self.newest: dict[tuple[str, int, str], tuple[int, Reading]] = {}
         self.version = 0
+        self.state = CompactionState()
         self.clock_s = 0.0
         self.watermark = CachedWatermark(dynamodb, CONTROL, PREFIX, TTL_MS, clock=lambda: self.clock_s)
         self.api = ApiClient(
@@ -79,10 +81,14 @@ class World:
             self.newest[r.entity_id, r.ts_ms, r.event_id] = (self.version, r)
 
     def compact(self, hour: int) -> None:
-        """Compaction of ``hour``, and its watermark moved to the hour's end."""
+        """Compaction of ``hour`` (of every group count's items), and its watermark moved to the hour's end."""
         self.put(self.writer.compact(hour))
-        state = {**state_key(PREFIX), "through": hour + HOUR}
-        self.dynamodb.put_item(TableName=CONTROL, Item=to_dynamodb(state))
+        self.record(dataclasses.replace(self.state, through=hour + HOUR))
+
+    def record(self, state: CompactionState) -> None:
+        """The compaction state as compaction stores it."""
+        self.state = state
+        self.dynamodb.put_item(TableName=CONTROL, Item=to_dynamodb({**state_key(PREFIX), **state.item()}))
 
     def expected(self, entity: str | None, from_ms: int, to_ms: int) -> list[tuple[str, str, str, float]]:
         rows = [r for _, r in self.newest.values() if entity in (None, r.entity_id) and from_ms <= r.ts_ms < to_ms]
@@ -130,7 +136,20 @@ def reading(entity: str, ts_ms: int, event: str, value: float) -> Reading:
 
 @pytest.fixture
 def world(dynamodb: Any) -> World:
-    world = World(dynamodb)
+    return written(World(dynamodb))
+
+
+def written(world: World, change: tuple[WriteTier, int] | None = None) -> World:
+    """The world's readings; with ``change`` (tier, at), the batches that start before ``at`` are
+    written with that tier's group count, the later ones with the world's."""
+    if change is not None:
+        ingest, (earlier, at) = world.ingest, change
+
+        def switching(readings: list[Reading], started_ms: int) -> None:
+            world.writer.tier = earlier if started_ms < at else world.tier
+            ingest(readings, started_ms)
+
+        world.ingest = switching  # type: ignore[method-assign]
     # Three hours of a sparse fleet (group items), a dense entity (its own blocks and a dense mark),
     # a reading across a 15-minute bucket's start, and late readings and corrections (blocks)
     for hour in range(3):
@@ -165,21 +184,45 @@ def test_reads_equal_the_newest_copies_before_and_after_compaction(world: World)
     world.compact(START + HOUR)
     world.clock_s += TTL_MS  # the cached watermark expires
     world.ingest([reading("dev-3", START + 14 * MINUTE + 2_000, "m14", 42.0)], START + 2 * HOUR + 30 * MINUTE)
-    assert world.watermark.compacted_through() == START + 2 * HOUR
+    assert world.watermark.state().through == START + 2 * HOUR
     world.check()
 
 
 def test_a_stale_watermark_still_reads_every_reading_once(world: World) -> None:
     # Given a reader that cached the watermark before compaction (nothing compacted)
-    assert world.watermark.compacted_through() == 0
+    assert world.watermark.state().through == 0
 
     # When the first two hours are compacted and the stored watermark moves on, within the cache's time
     world.compact(START)
     world.compact(START + HOUR)
 
     # Then the stale reader (reading those hours' group items) and a fresh one answer the same, correctly
-    assert world.watermark.compacted_through() == 0
+    assert world.watermark.state().through == 0
     world.check()
     world.clock_s += TTL_MS
-    assert world.watermark.compacted_through() == START + 2 * HOUR
+    assert world.watermark.state().through == START + 2 * HOUR
+    world.check()
+
+
+def test_readings_written_under_an_earlier_group_count_are_read_before_and_after_compaction(dynamodb: Any) -> None:
+    # Given readings written with 5 groups until START + 1h 30m, with the reader's 2 groups after (dev-1
+    # and dev-2 change groups: 1 -> 0, 3 -> 1), and compaction still running with 5
+    world = World(dynamodb)
+    earlier = WriteTier(5)
+    written(world, (earlier, START + HOUR + 30 * MINUTE))
+    assert {world.tier.group_of(e) != earlier.group_of(e) for e in ENTITIES} == {True, False}
+    world.record(CompactionState(0, 5))
+    # Then a reader with 2 groups reads both counts' group items of every uncompacted hour
+    world.check()
+
+    # When compaction runs with 2, records the change (5 may hold the hours up to START + 2h) and
+    # compacts the first two hours
+    world.record(CompactionState(0, 2, (EarlierGroups(5, START + 2 * HOUR),)))
+    world.clock_s += TTL_MS
+    world.check()
+    world.compact(START)
+    world.compact(START + HOUR)
+    world.clock_s += TTL_MS
+    assert world.watermark.state().through == START + 2 * HOUR
+    # Then every reading is still read once, newest copy winning
     world.check()

@@ -6,6 +6,7 @@ import pytest
 
 from adapters.compaction_state import NOTHING_COMPACTED, CachedWatermark
 from benchmarks.memory_dynamo import MemoryDynamo
+from keydesign.writetier import CompactionState, EarlierGroups
 
 HOUR = 3_600_000
 THROUGH = 1_795_327_200_000  # 2026-11-22T06:00:00Z, the end of an hour
@@ -24,19 +25,19 @@ def test_the_watermark_is_read_once_per_ttl_and_a_stale_copy_is_older() -> None:
     db, clock = MemoryDynamo(), [0.0]
     watermark = CachedWatermark(db, "control", "readings", 60_000, clock=lambda: clock[0])
     state(db, THROUGH)
-    assert watermark.compacted_through() == THROUGH
+    assert watermark.state().through == THROUGH
 
     # When compaction moves it on: the cached (older) copy holds until the minute is up, then the new one
     state(db, THROUGH + HOUR)
     clock[0] = 59.9
-    assert watermark.compacted_through() == THROUGH
+    assert watermark.state().through == THROUGH
     clock[0] = 60.0
-    assert watermark.compacted_through() == THROUGH + HOUR
+    assert watermark.state().through == THROUGH + HOUR
 
 
 def test_no_state_yet_is_nothing_compacted() -> None:
     watermark = CachedWatermark(MemoryDynamo(), "control", "readings", 60_000)
-    assert watermark.compacted_through() == 0 == NOTHING_COMPACTED.compacted_through()
+    assert watermark.state().through == 0 == NOTHING_COMPACTED.state().through
 
 
 @pytest.mark.parametrize("through", [THROUGH + 1, "soon", -HOUR])
@@ -44,4 +45,20 @@ def test_a_watermark_that_is_not_an_hours_end_is_an_error_naming_it(through: obj
     db = MemoryDynamo()
     state(db, through)
     with pytest.raises(ValueError, match="through"):
-        CachedWatermark(db, "control", "readings", 60_000).compacted_through()
+        CachedWatermark(db, "control", "readings", 60_000).state()
+
+
+def test_the_cached_state_holds_the_group_counts_compaction_recorded() -> None:
+    db = MemoryDynamo()
+    item = {"through": {"N": str(THROUGH)}, "groups": {"N": "8"}, "previous": {"S": f"4@{THROUGH + HOUR}"}}
+    db.put_item(TableName="control", Item={"pk": {"S": "compactstate"}, "sk": {"S": "readings"}, **item})
+    got = CachedWatermark(db, "control", "readings", 60_000).state()
+    assert got == CompactionState(THROUGH, 8, (EarlierGroups(4, THROUGH + HOUR),))
+
+
+def test_a_malformed_earlier_group_count_is_an_error_naming_it() -> None:
+    db = MemoryDynamo()
+    item = {"through": {"N": str(THROUGH)}, "previous": {"N": "4"}}  # no "@<until>"
+    db.put_item(TableName="control", Item={"pk": {"S": "compactstate"}, "sk": {"S": "readings"}, **item})
+    with pytest.raises(ValueError, match="previous"):
+        CachedWatermark(db, "control", "readings", 60_000).state()

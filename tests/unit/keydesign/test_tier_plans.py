@@ -21,12 +21,12 @@ from hypothesis import strategies as st
 from benchmarks.tier_items import TierWriter
 from keydesign import Layout, PartitionQuery, Reading, ShardMap, decode_block
 from keydesign.blocks import decode_group
-from keydesign.writetier import MAX_COMPACTED_SPAN_MS, SLICE_MS, WriteTier, slice_start
+from keydesign.writetier import MAX_COMPACTED_SPAN_MS, SLICE_MS, EarlierGroups, WriteTier, slice_start
 from tests.unit.keydesign.strategies import PROPERTY
 
 T0 = 1_795_305_600_000  # 2026-11-22T00:00:00Z
 HOUR = 3_600_000
-ENTITIES = ("a-1", "b-2", "c-3", "d-4")
+ENTITIES = ("a-1", "b-2", "c-3", "d-4", "f-6", "h-8")  # groups of 1 to 4 that differ
 
 SPANS = st.one_of(
     st.just((0, 6 * HOUR)),
@@ -35,10 +35,12 @@ SPANS = st.one_of(
 )
 
 Stored = tuple[str, str, str, str, tuple[Reading, ...]]  # table, pk, sk, kind, readings
+#: layout, shard map, the deployed write tier, the watermark, the items stored, the earlier group counts
+World = tuple[Layout, ShardMap, WriteTier, int, list[Stored], tuple[EarlierGroups, ...]]
 
 
 @st.composite
-def stored_worlds(draw: st.DrawFn) -> tuple[Layout, ShardMap, WriteTier, int, list[Stored]]:
+def stored_worlds(draw: st.DrawFn) -> World:
     kind = draw(st.sampled_from(("random", "calculated", "hybrid")))
     period = draw(st.sampled_from((None, "hour", "day")))
     bucket = draw(st.sampled_from(("1h", "15m", "2h") if period == "hour" else ("1h", "15m", "2h", "1d")))
@@ -47,7 +49,9 @@ def stored_worlds(draw: st.DrawFn) -> tuple[Layout, ShardMap, WriteTier, int, li
     layout = Layout.from_settings(kind=kind, bucket=bucket, table_prefix="readings", table_period=period)
     shard_map = ShardMap.initial(layout.bucket, draw(st.integers(1, 3)))
     tier = WriteTier(draw(st.integers(1, 3)))
-    writer = TierWriter(layout, tier, shard_map, 30 * 24 * HOUR)
+    # Often the batches before a change of the group count were written with another one (earlier)
+    old = draw(st.one_of(st.none(), st.integers(1, 4).filter(lambda g: g != tier.groups).map(WriteTier)))
+    writer = TierWriter(layout, old or tier, shard_map, 30 * 24 * HOUR)
     through = T0 + draw(st.sampled_from(range(7))) * HOUR
     items = []
     # Readings in any of the six hours, often near their ends and quarters (a group item there reaches on)
@@ -65,16 +69,33 @@ def stored_worlds(draw: st.DrawFn) -> tuple[Layout, ShardMap, WriteTier, int, li
         ),
     )
     reading = st.tuples(st.sampled_from(ENTITIES), at, st.sampled_from(("e1", "e2")))
-    for version, batch in enumerate(
-        draw(st.lists(st.lists(reading, min_size=1, max_size=12), min_size=3, max_size=10))
-    ):
+    batches = draw(st.lists(st.lists(reading, min_size=1, max_size=12), min_size=3, max_size=10))
+    change = draw(st.integers(0, len(batches))) if old is not None else 0
+    old_hours = [T0]  # the hours of the group items written with the earlier G
+    for version, batch in enumerate(batches):
+        writer.tier = tier if version >= change else writer.tier
         late = draw(st.booleans())
         entries = [(Reading(e, ev, T0 + at, {"v": 1}), version) for e, at, ev in batch]
         start = T0 + 6 * HOUR if late else T0 + min(at for _, at, _ in batch)
-        items += writer.ingest(entries, start, random.Random(version))
+        written = writer.ingest(entries, start, random.Random(version))
+        if version < change:
+            old_hours += [
+                slice_start(r.ts_ms) for _, item in written if str(item["pk"]).startswith("w#") for r in _group(item)
+            ]
+        items += written
     for hour in range(T0, through, SLICE_MS):
         items += writer.compact(hour)
-    return layout, shard_map, tier, through, [_stored(layout, table, item) for table, item in items]
+    stored = [_stored(layout, table, item) for table, item in items]
+    # the earlier G may hold the hours up to the last one it wrote a group item in (the state says so)
+    earlier = () if old is None else (EarlierGroups(old.groups, max(old_hours) + SLICE_MS),)
+    return layout, shard_map, tier, through, stored, earlier
+
+
+def _group(item: dict[str, object]) -> list[Reading]:
+    """The readings of a group item; none of another item."""
+    payload = item.get("b")
+    grouped = str(item["pk"]).startswith("w#") and isinstance(payload, bytes)
+    return list(decode_group(payload)[1]) if grouped and isinstance(payload, bytes) else []
 
 
 def _near_quarter(quarter: int, jitter: int) -> int:
@@ -121,12 +142,15 @@ def _needed(kind: str, ts_ms: int, through: int) -> bool:
     span=SPANS,
 )
 def test_an_entitys_plan_reads_every_item_of_its_readings_and_no_other_entitys_but_group_items(
-    world: tuple[Layout, ShardMap, WriteTier, int, list[Stored]], entity: str, span: tuple[int, int]
+    world: World, entity: str, span: tuple[int, int]
 ) -> None:
-    layout, shard_map, tier, through, stored = world
+    layout, shard_map, tier, through, stored, earlier = world
     from_ms = T0 + span[0]
     to_ms = min(T0 + 6 * HOUR, from_ms + span[1])
-    plan = layout.plan_entity(entity, from_ms, to_ms, shard_map, write_tier=tier, compacted_through_ms=through)
+    plan = layout.plan_entity(
+        entity, from_ms, to_ms, shard_map, write_tier=tier, compacted_through_ms=through, earlier=earlier
+    )
+    assert len(set(plan.partitions)) == len(plan.partitions)  # no partition read twice (two G's, one group)
     for table, pk, sk, kind, readings in stored:
         parts = [p for p in plan.partitions if _reads(p, table, pk, sk)]
         if kind == "mark":
@@ -144,14 +168,15 @@ def test_an_entitys_plan_reads_every_item_of_its_readings_and_no_other_entitys_b
 @PROPERTY
 @given(world=stored_worlds(), span=SPANS)
 def test_a_range_plan_reads_every_item_of_its_readings_from_partitions_anchored_at_their_bucket(
-    world: tuple[Layout, ShardMap, WriteTier, int, list[Stored]], span: tuple[int, int]
+    world: World, span: tuple[int, int]
 ) -> None:
-    layout, shard_map, tier, through, stored = world
+    layout, shard_map, tier, through, stored, earlier = world
     if not layout.can.range_reads:
         return
     from_ms = T0 + span[0]
     to_ms = min(T0 + 6 * HOUR, from_ms + span[1])
-    plan = layout.plan_range(from_ms, to_ms, shard_map, write_tier=tier, compacted_through_ms=through)
+    plan = layout.plan_range(from_ms, to_ms, shard_map, write_tier=tier, compacted_through_ms=through, earlier=earlier)
+    assert len(set(plan.partitions)) == len(plan.partitions)
     for table, pk, sk, kind, readings in stored:
         parts = [p for p in plan.partitions if _reads(p, table, pk, sk)]
         if kind == "mark":
@@ -182,3 +207,32 @@ def test_a_group_item_that_reaches_into_the_next_bucket_is_read_by_that_buckets_
         (part,) = [p for p in plan.partitions if _reads(p, table, str(item["pk"]), sk)]
         assert part.kind == "group"
         assert part.from_ms == edge
+
+
+def test_an_entitys_readings_of_an_earlier_group_count_are_read_from_its_group_until_compacted() -> None:
+    # Given f-6's readings of an hour written with 2 groups (its group 1), then with 4 (its group 3)
+    layout = Layout.from_settings(kind="hybrid", bucket="15m", table_prefix="readings")
+    shard_map, old, new = ShardMap.initial(layout.bucket, 2), WriteTier(2), WriteTier(4)
+    writer = TierWriter(layout, old, shard_map, 30 * 24 * HOUR)
+    ((_, before),) = writer.ingest([(Reading("f-6", "e1", T0 + 60_000, {"v": 1}), 1)], T0 + 60_000)
+    writer.tier = new
+    ((_, after),) = writer.ingest([(Reading("f-6", "e2", T0 + 120_000, {"v": 2}), 2)], T0 + 120_000)
+    assert (before["pk"], after["pk"]) == (old.group_pk(1, T0), new.group_pk(3, T0))
+    earlier = (EarlierGroups(2, T0 + HOUR),)
+
+    def read(plan_earlier: tuple[EarlierGroups, ...], through: int = 0) -> set[str]:
+        entity = layout.plan_entity("f-6", T0, T0 + 2 * HOUR, shard_map, write_tier=new, earlier=plan_earlier,
+                                    compacted_through_ms=through)  # fmt: skip
+        every = layout.plan_range(T0, T0 + 2 * HOUR, shard_map, write_tier=new, earlier=plan_earlier,
+                                  compacted_through_ms=through)  # fmt: skip
+        for plan in (entity, every):  # every G's group partitions are among the largest one's: read once
+            assert len(set(plan.partitions)) == len(plan.partitions)
+        pks = {p.pk for p in entity.partitions if p.kind == "group"}
+        assert pks <= {p.pk for p in every.partitions if p.kind == "group"}
+        return pks
+
+    # Then before compaction the plans read its group under both counts, the earlier one only in the
+    # hours it may hold (not the next hour), and nothing of it once the hour is compacted
+    assert read(earlier) == {old.group_pk(1, T0), new.group_pk(3, T0), new.group_pk(3, T0 + HOUR)}
+    assert read(()) == {new.group_pk(3, T0), new.group_pk(3, T0 + HOUR)}  # what was lost before
+    assert read(earlier, through=T0 + HOUR) == {new.group_pk(3, T0 + HOUR)}

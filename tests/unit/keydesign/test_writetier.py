@@ -13,11 +13,15 @@ from keydesign import BlockError, ConfigError, Reading, decode_block
 from keydesign.blocks import MAX_BLOCK_SPAN_MS, decode_group, encode_block, encode_group, read_header
 from keydesign.periods import HOUR_MS
 from keydesign.writetier import (
+    FOREVER_MS,
     MAX_COMPACTED_SPAN_MS,
+    MAX_GROUPS,
+    CompactionState,
+    EarlierGroups,
     WriteTier,
     compacted_pk,
-    compacted_through,
     dense_mark_sk,
+    earlier_tiers,
     group_sk_stem,
     in_write_tier,
     slice_start,
@@ -126,9 +130,88 @@ def test_only_a_reading_whose_hour_had_not_ended_when_its_batch_started_goes_to_
 
 
 def test_the_watermark_is_the_end_of_an_hour_or_nothing_yet() -> None:
-    assert compacted_through(None) == 0
-    assert compacted_through({"through": T0}) == T0 and compacted_through({"through": str(T0)}) == T0
+    assert CompactionState.from_item(None).through == 0
+    assert (
+        CompactionState.from_item({"through": T0}).through
+        == T0
+        == CompactionState.from_item({"through": str(T0)}).through
+    )
     for bad in (True, T0 + 1, "soon", None, -HOUR_MS):
         with pytest.raises(ValueError, match="through"):
-            compacted_through({"through": bad})
+            CompactionState.from_item({"through": bad})
     assert state_key("readings") == {"pk": "compactstate", "sk": "readings"}
+
+
+# -- the compaction state: the watermark, the G it runs with, the earlier G's ----------------------
+
+STATES = st.builds(
+    CompactionState,
+    st.integers(0, 10_000).map(lambda hours: T0 + hours * HOUR_MS),
+    st.one_of(st.none(), st.integers(1, MAX_GROUPS)),
+    st.lists(
+        st.builds(EarlierGroups, st.integers(1, MAX_GROUPS), st.integers(0, 10_000).map(lambda h: T0 + h * HOUR_MS)),
+        max_size=4,
+    ).map(tuple),
+    st.integers(0, MAX_GROUPS),
+    st.integers(0, MAX_GROUPS),
+)
+
+
+@given(STATES)
+def test_a_state_reads_back_as_it_was_stored(state: CompactionState) -> None:
+    stored = {name: str(value) if isinstance(value, int) else value for name, value in state.item().items()}
+    assert CompactionState.from_item(state.item()) == state == CompactionState.from_item(stored)
+
+
+def test_an_item_of_before_the_group_count_was_recorded_reads_as_no_change_known() -> None:
+    assert CompactionState.from_item(None) == CompactionState()
+    assert CompactionState.from_item({"through": T0, "group": 4}) == CompactionState(T0, None, (), 4, 0)
+
+
+@pytest.mark.parametrize(
+    ("field", "bad"),
+    [
+        ("through", T0 + 1),
+        ("through", None),
+        ("groups", 0),
+        ("groups", MAX_GROUPS + 1),
+        ("groups", "eight"),
+        ("group", -1),
+        ("group_tier", True),
+        ("previous", "8"),
+        ("previous", f"8@{T0 + 1}"),
+        ("previous", f"0@{T0}"),
+        ("previous", f"x@{T0}"),
+        ("previous", 8),
+    ],
+)
+def test_a_malformed_state_is_refused_naming_the_field(field: str, bad: object) -> None:
+    item: dict[str, object] = {"through": T0, "groups": 8, "previous": f"4@{T0 + HOUR_MS}", field: bad}
+    with pytest.raises(ValueError, match=field):
+        CompactionState.from_item(item)
+
+
+def test_a_change_of_groups_keeps_the_earlier_one_until_the_watermark_passes_the_hours_it_may_have_written() -> None:
+    # Given compaction that ran with 4 groups, in the middle of the hour at T0 (group 2 of 4 done)
+    state = CompactionState(T0, 4, (), 2, 4)
+    assert state.changed_to(4, T0 + 5 * HOUR_MS, 0) == state  # no change, nothing else moves
+    # When it runs with 8 at T0 + 2h 55m, with a settle time and max_future of 8 minutes in all
+    now = T0 + 2 * HOUR_MS + 55 * 60_000
+    changed = state.changed_to(8, now, 8 * 60_000)
+    # Then 4 may hold every hour up to the end of the one holding now + 8 minutes (T0 + 4h), and the
+    # hour at the watermark starts again (its groups are now 8's and 4's)
+    assert changed == CompactionState(T0, 8, (EarlierGroups(4, T0 + 4 * HOUR_MS),), 0, 0)
+    assert changed.earlier_for(WriteTier(8)) == (EarlierGroups(4, T0 + 4 * HOUR_MS),)
+    # a reader still on 4 reads 8's partitions of every uncompacted hour (8 is what compaction records)
+    assert changed.earlier_for(WriteTier(4)) == (EarlierGroups(8, FOREVER_MS),)
+    assert changed.earlier_for(None) == ()
+    # a second change before the first is compacted: both kept, newest first
+    twice = changed.changed_to(16, T0 + 3 * HOUR_MS, 0)
+    assert twice.previous == (EarlierGroups(8, T0 + 4 * HOUR_MS), EarlierGroups(4, T0 + 4 * HOUR_MS))
+    # and back to 4: 4 is the deployed G again, 16 and 8 are earlier ones
+    assert {e.groups for e in twice.changed_to(4, T0 + 3 * HOUR_MS, 0).earlier_for(WriteTier(4))} == {16, 8}
+    # The watermark moving on drops an entry once it passes the entry's last hour
+    assert changed.advanced() == CompactionState(T0 + HOUR_MS, 8, changed.previous)
+    assert changed.advanced().advanced().advanced().advanced() == CompactionState(T0 + 4 * HOUR_MS, 8)
+    assert earlier_tiers(changed.previous, T0 + 3 * HOUR_MS) == [WriteTier(4)]
+    assert earlier_tiers(changed.previous, T0 + 4 * HOUR_MS) == []

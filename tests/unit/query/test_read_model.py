@@ -31,7 +31,7 @@ from adapters.shard_map_source import StaticShardMap
 from benchmarks.memory_dynamo import MemoryReader
 from benchmarks.tier_items import TierWriter
 from keydesign import Layout, Reading, ShardMap, format_ts, parse_timestamp, ttl_for
-from keydesign.writetier import SLICE_MS, WriteTier
+from keydesign.writetier import SLICE_MS, CompactionState, WriteTier
 from query.cursor import CursorCodec
 from query.logic import QueryService
 from query.models import AggregateSeries, LatestReading, ReadingsPage
@@ -57,8 +57,8 @@ SETTLE_MS = 3 * MINUTE
 class Watermark:
     through: int
 
-    def compacted_through(self) -> int:
-        return self.through
+    def state(self) -> CompactionState:
+        return CompactionState(self.through)
 
 
 @dataclass(frozen=True)

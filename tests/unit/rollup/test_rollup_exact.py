@@ -34,7 +34,7 @@ from benchmarks.memory_dynamo import MemoryReader
 from benchmarks.tier_items import TierWriter
 from keydesign import Layout, Reading, ShardMap
 from keydesign.rollup import Figures, Granularities, floor_to, hottest_rollup_keys
-from keydesign.writetier import SLICE_MS, WriteTier
+from keydesign.writetier import SLICE_MS, CompactionState, EarlierGroups, WriteTier
 from rollup.logic import RollupRunner
 from tests.unit.keydesign.strategies import PROPERTY
 from tests.unit.rollup.oracles import marks_of, same_figures
@@ -44,7 +44,9 @@ T0 = 1_795_000_000_000 - 1_795_000_000_000 % (3_600_000)  # an hour boundary in 
 LEVELS = Granularities.parse("1m,5m,30m")
 LATENESS = 20 * MINUTE
 SETTLE = 2 * MINUTE
-ENTITIES = ("sensor-a", "sensor-b", "hot-1")
+ENTITIES = ("sensor-a", "sensor-b", "hot-1")  # sensor-a: group 0 of 2, group 2 of 3
+#: When the write tier's group count changes in a ``changed`` world.
+CHANGE_AT = T0 + 45 * 60_000
 
 
 @dataclass(frozen=True)
@@ -74,9 +76,14 @@ class World:
     writer: TierWriter | None = None
     #: The compaction watermark (the end of the last hour compacted), as the runner reads it.
     through: int = 0
+    #: The group count ingest writes with before CHANGE_AT (another one than the runner's 2: a change of G).
+    first_groups: int = 2
 
-    def compacted_through(self) -> int:
-        return self.through
+    def state(self) -> CompactionState:
+        """The state as compaction records it: with a change of G, the earlier G may hold the hours of
+        every reading written before it (up to 90 minutes after T0)."""
+        earlier = () if self.first_groups == 2 else (EarlierGroups(self.first_groups, T0 + 2 * SLICE_MS),)
+        return CompactionState(self.through, 2, earlier)
 
     def compact(self) -> None:
         """Compact every hour that has settled (ingest's timeout and a minute after it ended)."""
@@ -90,7 +97,7 @@ class World:
             self.through = hour
 
 
-def build(period: str | None, split: bool, tiered: bool = False) -> World:
+def build(period: str | None, split: bool, tiered: bool = False, changed: bool = False) -> World:
     layout = Layout.from_settings(kind="hybrid", bucket="15m", table_prefix="readings", table_period=period)
     shard_map = ShardMap.initial(layout.bucket, 3)
     if split:  # hot-1 gets 4 partitions of its own from 45 minutes in
@@ -113,6 +120,7 @@ def build(period: str | None, split: bool, tiered: bool = False) -> World:
     )
     if tiered:
         world.writer = TierWriter(layout, WriteTier(2), shard_map, 30 * 86_400_000)
+        world.first_groups = 3 if changed else 2
     world.shard_map = shard_map  # type: ignore[attr-defined]
     return world
 
@@ -128,6 +136,7 @@ def ingest(world: World, batch: Batch, version: int, raw: Raw, stamp: int | None
         for entity, offset, event_id, value in batch.readings
     ]
     if world.writer is not None:
+        world.writer.tier = WriteTier(world.first_groups if world.now < CHANGE_AT else 2)
         for table, item in world.writer.ingest(entries, world.now):
             world.reader.add_item(table, item)
     else:
@@ -160,12 +169,20 @@ def expected(raw: Raw, level: int, entity: str | None) -> dict[int, Figures]:
     split=st.booleans(),
     die_at=st.sampled_from((None, 0, 1, 3, 6)),
     tiered=st.booleans(),
+    changed=st.booleans(),
 )
 def test_every_rollup_equals_its_raw_readings(  # noqa: PLR0917 - Hypothesis passes them
-    batches: list[Batch], runs: list[int], period: str | None, split: bool, die_at: int | None, tiered: bool
+    batches: list[Batch],
+    runs: list[int],
+    period: str | None,
+    split: bool,
+    die_at: int | None,
+    tiered: bool,
+    changed: bool,
 ) -> None:
-    # Given a world, and batches and runs in time order (a lost-marks batch is redelivered 3 minutes later)
-    world = build(period, split, tiered)
+    # Given a world, and batches and runs in time order (a lost-marks batch is redelivered 3 minutes later);
+    # with the write tier, maybe written with 3 groups before CHANGE_AT and with the runner's 2 after it
+    world = build(period, split, tiered, changed)
     # A batch's version is its place in publication (arrival) order; a redelivery keeps its batch's.
     events: list[tuple[int, int, object, int]] = []
     for version, batch in enumerate(sorted(batches, key=lambda b: b.arrival)):

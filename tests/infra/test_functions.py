@@ -18,8 +18,8 @@ from infra.api import CURSOR_ROTATION
 from infra.config import LOG_RETENTION_DAYS, LambdaFunction
 from infra.lambdas import FUNCTIONS_DIR, LOG_RETENTION
 from infra.storage import SHARD_MAP_PARTITION
-from keydesign.writetier import STATE_PK
 from ingest.settings import IngestSettings
+from keydesign.writetier import STATE_PK
 from query.settings import QuerySettings
 from rollup.settings import RollupSettings
 from rotator.settings import RotatorSettings

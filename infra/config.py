@@ -444,9 +444,9 @@ class Context(BaseModel):
     entity_tags: Text = key("host,service.instance.id")
     influx_precision: Text = key("ns")
     telegraf_json_timestamp_units: Text = key("1s")
-    # The write tier's groups (docs/decisions.md, "The write tier"): `tsctl plan` prints the count for a
-    # workload; 0 turns the write tier off.
-    write_tier_groups: Whole = key(32, low=0, high=MAX_GROUPS)
+    # The write tier's groups (docs/writetier.md): `tsctl plan` prints the count for a workload. At least 1:
+    # the tier is not turned off, since readers find a sparse entity's compacted history only through it.
+    write_tier_groups: Whole = key(32, low=1, high=MAX_GROUPS)
     # How often the compaction function runs (EventBridge Scheduler); it works only once an hour has settled,
     # so a shorter period only shortens the lag after each hour (a local run may shorten it).
     compaction_every_minutes: Whole = key(5, low=1, high=60)
@@ -565,13 +565,12 @@ class Context(BaseModel):
 
     def functions(self) -> list[LambdaFunction]:
         """The functions this configuration deploys: the rotator only with a table period, the rollup
-        function only with rollups, the compaction function only with the write tier."""
+        function only with rollups."""
         return [
             f
             for f in LambdaFunction
             if (f is not LambdaFunction.ROTATOR or self.table_period)
             and (f is not LambdaFunction.ROLLUP or self.rollups)
-            and (f is not LambdaFunction.COMPACTION or self.write_tier_groups)
         ]
 
     def function_environment(

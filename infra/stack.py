@@ -71,8 +71,8 @@ class TimeSeriesStack(Stack):
         self.storage.grant_control_keys(
             self.api.function, ["dynamodb:Query", "dynamodb:GetItem"], [OCCUPANCY_PARTITIONS]
         )
-        if config.write_tier_groups:  # plans read the compaction watermark (adapters.compaction_state)
-            self.storage.grant_control_keys(self.api.function, ["dynamodb:GetItem"], [COMPACTION_STATE_PK])
+        # plans read the compaction watermark (adapters.compaction_state)
+        self.storage.grant_control_keys(self.api.function, ["dynamodb:GetItem"], [COMPACTION_STATE_PK])
 
         # Readings stream -> hot keys -> shard map and counters in the control table, alerts to the topic.
         self.hot_keys = HotKeys(
@@ -160,8 +160,8 @@ class TimeSeriesStack(Stack):
                 alerts_topic=self.alerts.topic,
             )
             self.storage.grant_control_keys(self.ingestion.function, ["dynamodb:BatchWriteItem"], MARK_KEYS)
-            if config.write_tier_groups:  # its raw reads plan both tiers at the compaction watermark
-                self.storage.grant_control_keys(self.rollups.function, ["dynamodb:GetItem"], [COMPACTION_STATE_PK])
+            # its raw reads plan both tiers at the compaction watermark
+            self.storage.grant_control_keys(self.rollups.function, ["dynamodb:GetItem"], [COMPACTION_STATE_PK])
             self.storage.grant_control_keys(
                 self.api.function,
                 ["dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query"],
@@ -169,11 +169,9 @@ class TimeSeriesStack(Stack):
             )
 
         # Scheduler -> compaction function: ingest writes the write tier, it compacts each settled hour.
-        self.compaction: Compaction | None = None
-        if config.write_tier_groups:
-            self.compaction = Compaction(
-                self, "Compaction", runtime=runtime, storage=self.storage, alerts_topic=self.alerts.topic
-            )
+        self.compaction = Compaction(
+            self, "Compaction", runtime=runtime, storage=self.storage, alerts_topic=self.alerts.topic
+        )
 
     def _outputs(self) -> None:
         # Plain outputs, not CloudFormation exports: an export pins its value for

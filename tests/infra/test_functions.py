@@ -339,7 +339,6 @@ def test_the_compaction_function_may_query_and_write_readings_and_touch_only_its
     synth = synthesized.synth("single")
     stack = synth.stack
     compaction = stack.compaction
-    assert compaction is not None
     control = stack.storage.control_table.table_arn
     expected = (
         XRAY

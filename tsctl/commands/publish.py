@@ -37,7 +37,6 @@ from tsctl.arguments import instant, non_negative, parsed_by, positive_int
 from tsctl.output import StatusLine, emit_json, table
 
 #: The group strategy's keys when the deployment has no write tier.
-UNGROUPED_KEYS = 256
 CDK_JSON = Path(__file__).resolve().parents[2] / "cdk.json"
 
 
@@ -130,7 +129,7 @@ def register(sub: Any) -> None:
     packing.add_argument(
         "--groups",
         type=positive_int,
-        help="keys of the group strategy (default: cdk.json's write_tier_groups, the write tier's groups; 256 if 0)",
+        help="keys of the group strategy (default: cdk.json's write_tier_groups, the write tier's groups)",
     )
     packing.add_argument(
         "--max-record-bytes",
@@ -152,8 +151,7 @@ def _groups(args: argparse.Namespace) -> int:
     a Kinesis shard holds whole groups and each ingest batch writes few, full group items."""
     if args.groups is not None:
         return int(args.groups)
-    groups = Context.parse(load_cdk_json_context(CDK_JSON)).write_tier_groups
-    return groups or UNGROUPED_KEYS
+    return Context.parse(load_cdk_json_context(CDK_JSON)).write_tier_groups
 
 
 def run(args: argparse.Namespace) -> int:

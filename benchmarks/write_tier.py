@@ -497,7 +497,7 @@ STEP_GROUPS = 16  # groups a compaction step, a watermark put each
 
 def group_partial_bytes(fleet: Fleet, readings_per_minute: float) -> int:
     """A group partial: the group's figures of each of the hour's 60 minutes and of the hour (keyed by
-    minute), and the entity-minutes it leaves to the rollup function (none here: no late readings)."""
+    minute), and the dense-marked entities it took over (none here: the model has no mixed entity-hours)."""
     rng = random.Random(1)
     per_minute = max(1, min(20, round(readings_per_minute)))  # the sums' text, not the count, sets the size
     minutes: dict[str, object] = {}

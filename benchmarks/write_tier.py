@@ -45,7 +45,9 @@ How it is measured:
   day merge one Query per entity). Today: the rollup function's minute, one raw Query per entity-minute.
   *Seconds per minute* is the pass's time for one minute of readings: it keeps up if under 60.
 
-Run: ``python -m benchmarks write-tier`` (harness; ``--quick`` simulates a smaller sample).
+Run: ``python -m benchmarks write-tier`` (harness; ``--quick`` simulates a smaller sample). Rollups computed by
+the compaction pass (:func:`rollups_from_compaction`, docs/decisions.md "Rollups from the compaction pass"):
+``python -m benchmarks write-tier-rollups``, or ``python -m benchmarks.write_tier rollups`` for its markdown.
 """
 
 from __future__ import annotations

@@ -39,6 +39,7 @@ def test_every_benchmark_of_the_issue_is_registered() -> None:
         "pack-names",
         "write-tier",
         "write-tier-ingest",
+        "write-tier-rollups",
         "compaction",
         "ingest-agents",
     }

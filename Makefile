@@ -47,7 +47,7 @@ soak: $(STAMP) ## Minutes of real-time load on the local system; every reading a
 XDIST := -n auto --maxprocesses 4 --dist loadgroup
 
 test: $(STAMP) lint typecheck ## Run every test (unit, integration, infra), lint and type checks
-	$(PY) -m pytest $(XDIST) --cov --cov-report=term:skip-covered tests
+	$(PY) -m pytest $(XDIST) --durations=20 --cov --cov-report=term:skip-covered tests
 
 test-unit: $(STAMP) ## Unit tests only (no network)
 	$(PY) -m pytest tests/unit

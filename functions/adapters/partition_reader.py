@@ -40,6 +40,7 @@ from adapters.clients import client
 from keydesign import BlockError, PartitionQuery, Reading, decode_block
 from keydesign.blocks import BlockHeader, decode_group, read_header
 from keydesign.legacy import is_legacy, legacy_block
+from keydesign.writetier import ROLLUP_OWNED
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +51,8 @@ class StoredBlock:
     sk: str
     payload: bytes
     legacy: Mapping[str, Any] | None = None
+    #: A compacted block whose entity's hour is the rollup function's (``keydesign.writetier.ROLLUP_OWNED``).
+    rollups: bool = False
 
 
 class CorruptBlock(Exception):  # noqa: N818 - reads as the condition
@@ -149,7 +152,7 @@ def build_query(request: PageRequest) -> dict[str, Any] | None:
     low, high = effective_bounds(request)
     if low is not None and high is not None and low > high:
         return None
-    names = {"#pk": "pk", "#sk": "sk", "#b": "b", "#e": "e", "#t": "t", "#i": "i", "#m": "m", "#d": "d"}
+    names = {"#pk": "pk", "#sk": "sk", "#b": "b", "#e": "e", "#t": "t", "#i": "i", "#m": "m", "#d": "d", "#r": "r"}
     values: dict[str, dict[str, str]] = {":pk": {"S": request.partition.pk}}
     key = "#pk = :pk"
     if low is not None:
@@ -165,8 +168,8 @@ def build_query(request: PageRequest) -> dict[str, Any] | None:
     kwargs: dict[str, Any] = {
         "TableName": request.partition.table,
         "KeyConditionExpression": key,
-        # A block has sk and b; an item of the format before blocks, sk and e, t, i, m, d.
-        "ProjectionExpression": "#sk, #b, #e, #t, #i, #m, #d",
+        # A block has sk and b (a compacted block r too); an item of the format before blocks, sk and e, t, i, m, d.
+        "ProjectionExpression": "#sk, #b, #e, #t, #i, #m, #d, #r",
         "ExpressionAttributeNames": names,
         "ExpressionAttributeValues": values,
         "ScanIndexForward": not request.descending,
@@ -220,4 +223,4 @@ def _stored(raw: Mapping[str, Any]) -> StoredBlock:
     sk = raw["sk"]["S"]
     if is_legacy(raw):
         return StoredBlock(sk, b"", legacy=raw)
-    return StoredBlock(sk, raw.get("b", {}).get("B", b""))
+    return StoredBlock(sk, raw.get("b", {}).get("B", b""), rollups=raw.get(ROLLUP_OWNED, {}).get("N") == "1")

@@ -83,9 +83,9 @@ from keydesign.writetier import (
     CompactionState,
     WriteTier,
     compact_hour,
-    earlier_tiers,
     slice_start,
     state_key,
+    tier_for_hour,
 )
 
 #: Groups compacted side by side in a step (and the writes in flight for them).
@@ -281,7 +281,7 @@ class CompactionRunner:
         partitions are among them (``w#<group>#<hour>``, group < G). The cursor names that G."""
         while state.through + SLICE_MS + self._settle_ms <= now and self._time_for_a_step(deadline):
             hour = state.through
-            tier = max([self._tier, *earlier_tiers(state.earlier_for(self._tier), hour)], key=lambda t: t.groups)
+            tier = tier_for_hour(self._tier, state, hour)
             cursor = state.group_tier or self._tier.groups  # 0: an item from before the cursor named its G
             group = state.group if cursor == tier.groups else 0
             while group < tier.groups and self._time_for_a_step(deadline):

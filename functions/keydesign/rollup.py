@@ -9,6 +9,17 @@ Everything lives in the control table (its TTL attribute ``expires_at``)::
     total    pk = "rollall#<prefix>#<granularity ms>#<period start>"        every entity's interval
              sk = "<interval start>"
     state    pk = "rollstate", sk = "<prefix>"                              the rollup function's watermark
+    partial  pk = "rollgrp#<prefix>#<hour>", sk = "<group>"               compaction: a group's hour
+    fleet    pk = "rollall#...", sk = "<interval start>#c"                   compaction's part of a total
+    redo     pk = "compactredo#<prefix>", sk = "<hour>#<group>#<entity>"  an hour compaction must redo
+
+Each (entity, hour) has one owner of its figures (docs/rollups.md). An entity that wrote blocks in
+the hour (its readings are marked; ``rollup.logic``) is the rollup function's: per-entity minute,
+hour and day rollups and the totals item ``<interval start>``. An entity whose readings of the hour
+are all in the write tier is compaction's: no per-entity rollup, its compacted block of the hour is
+its figures, and its group's *partial* holds the group's figures per finest interval of the hour;
+compaction puts the sum of every group's partial as the totals item ``<interval start>#c``. A total
+is the two items combined, disjoint by ownership.
 
 ``m = shard_of(entity, MARK_SHARDS)`` and ``r = shard_of(entity, ROLLUP_SHARDS)``
 spread one minute's marks and one interval's rollups over a few keys; a
@@ -34,7 +45,7 @@ from typing import Any
 
 from .errors import ConfigError
 from .hashing import shard_of
-from .periods import DAY_MS, parse_duration
+from .periods import DAY_MS, format_duration, parse_duration
 from .timefmt import format_ts, parse_timestamp
 
 #: Marks are grouped by the minute they were stamped in: the rollup function's unit of progress.
@@ -43,9 +54,19 @@ MARK_SHARDS = 32
 ROLLUP_SHARDS = 32
 TOTAL_PERIOD_INTERVALS = 1000
 STATE_PK = "rollstate"
+PARTIAL_PREFIX = "rollgrp#"
+REDO_PREFIX = "compactredo#"
+#: The sort key suffix of compaction's part of a total (``<interval start>#c``).
+FLEET_PART = "#c"
 #: The partition keys each side may touch, as IAM ``dynamodb:LeadingKeys`` patterns.
 MARK_KEYS = ("rollmark#*",)
 READ_KEYS = ("rollup#*", "rollall#*", STATE_PK)
+#: What compaction writes in the control table: partials, its parts of totals, re-marks; it reads
+#: and deletes redo requests (the rollup function puts them).
+COMPACTION_KEYS = (f"{PARTIAL_PREFIX}*", "rollall#*", "rollmark#*", f"{REDO_PREFIX}*")
+REDO_KEYS = (f"{REDO_PREFIX}*",)
+#: An hour: the write tier's slice, the span of a partial.
+HOUR_MS = 3_600_000
 #: Rollups and marks outlive the readings they stand for by this much.
 TTL_SLACK_MS = DAY_MS
 
@@ -83,6 +104,19 @@ class Granularities:
     def finer(self, level: int) -> int | None:
         index = self.levels.index(level)
         return self.levels[index - 1] if index else None
+
+    def check_hour_aligned(self, field_name: str = "granularities") -> None:
+        """Refuse levels that neither divide an hour nor are whole hours: compaction's partials hold a
+        group's hour per finest interval, and its totals are combined from them hour by hour."""
+        for level in self.levels:
+            if HOUR_MS % level and level % HOUR_MS:
+                raise ConfigError(
+                    field_name, f"{format_duration(level)} neither divides an hour nor is a whole number of hours"
+                )
+
+    def within_hour(self) -> tuple[int, ...]:
+        """The levels of an hour or less (compaction's totals of them come from the partials)."""
+        return tuple(level for level in self.levels if level <= HOUR_MS)
 
     def serving(self, interval_ms: int, from_ms: int, to_ms: int) -> int | None:
         """The coarsest granularity that tiles ``interval_ms`` and ``[from_ms, to_ms)`` exactly, if any."""
@@ -134,6 +168,17 @@ def rollup_pk(prefix: str, level: int, start_ms: int, shard: int) -> str:
 
 def total_pk(prefix: str, level: int, start_ms: int) -> str:
     return f"rollall#{prefix}#{level}#{format_ts(floor_to(start_ms, level * TOTAL_PERIOD_INTERVALS))}"
+
+
+def total_sk(start_ms: int, *, fleet_part: bool = False) -> str:
+    """The sort key of a total: the rollup function's item, or compaction's part (``#c``)."""
+    return format_ts(start_ms) + (FLEET_PART if fleet_part else "")
+
+
+def parse_total_sk(sk: str) -> tuple[int, bool]:
+    """The interval start of a total's sort key, and whether it is compaction's part."""
+    fleet_part = sk.endswith(FLEET_PART)
+    return parse_timestamp(sk.removesuffix(FLEET_PART), "sk"), fleet_part
 
 
 def total_pks(prefix: str, level: int, from_ms: int, to_ms: int) -> list[str]:
@@ -362,3 +407,103 @@ def hottest_rollup_keys(entities: int) -> tuple[float, float]:
     rollup run makes on one key (a minute's rollups over ROLLUP_SHARDS keys, or every entity's deferred
     hour mark over MARK_SHARDS keys, at once)."""
     return entities / MARK_SHARDS / (SLOT_MS / 1000), entities / min(MARK_SHARDS, ROLLUP_SHARDS)
+
+
+# -- compaction's figures: group partials and redo requests ---------------------------------------
+
+
+def partial_pk(prefix: str, hour_ms: int) -> str:
+    """The partition of every group's partial of one hour (one Query reads them all)."""
+    return f"{PARTIAL_PREFIX}{prefix}#{format_ts(floor_to(hour_ms, HOUR_MS))}"
+
+
+@dataclass(slots=True)
+class GroupPartial:
+    """One group's figures of one hour over its compaction-owned entities (those whose readings of
+    the hour are all in the write tier), per finest interval of the hour (``intervals``, by start;
+    an interval without readings is absent). ``groups``: the G the group number is one of."""
+
+    hour_ms: int
+    group: int
+    groups: int
+    intervals: dict[int, Figures] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, hour_ms: int, group: int, groups: int, readings: Iterable[Any], finest: int) -> GroupPartial:
+        """The partial of ``readings`` (each with ``ts_ms`` and ``measures``), all in the hour."""
+        partial = cls(hour_ms, group, groups)
+        for reading in readings:
+            if not hour_ms <= reading.ts_ms < hour_ms + HOUR_MS:
+                raise ValueError(f"a reading at {format_ts(reading.ts_ms)} is not in the hour {format_ts(hour_ms)}")
+            start = floor_to(reading.ts_ms, min(finest, HOUR_MS))
+            partial.intervals.setdefault(start, Figures()).add(reading.measures)
+        return partial
+
+    def key(self, prefix: str) -> tuple[str, str]:
+        return partial_pk(prefix, self.hour_ms), f"{self.group:04d}"
+
+    def item(self, prefix: str, expires_at: int) -> dict[str, object]:
+        pk, sk = self.key(prefix)
+        return {
+            "pk": pk,
+            "sk": sk,
+            "G": self.groups,
+            "f": {format_ts(start): figures.item() for start, figures in sorted(self.intervals.items())},
+            "expires_at": expires_at,
+        }
+
+    @classmethod
+    def from_item(cls, item: Mapping[str, Any]) -> GroupPartial:
+        """A stored partial (plain values); a malformed one raises ValueError naming the field."""
+        try:
+            hour = parse_timestamp(str(item["pk"]).rsplit("#", 1)[1], "pk")
+            intervals = {parse_timestamp(k, "f"): Figures.from_item(v) for k, v in (item.get("f") or {}).items()}
+            return cls(hour, int(item["sk"]), int(item["G"]), intervals)
+        except (KeyError, TypeError, ValueError, IndexError) as exc:
+            raise ValueError(f"a malformed group partial {item.get('pk')!r} / {item.get('sk')!r}: {exc}") from exc
+
+
+def fleet_parts(partials: Iterable[GroupPartial], levels: Granularities, hour_ms: int) -> dict[int, dict[int, Figures]]:
+    """Compaction's parts of the totals of one hour, for each level of an hour or less: every
+    interval of the hour (an empty one too, so a part that lost its readings is put empty)."""
+    finest: dict[int, Figures] = {}
+    for partial in partials:
+        for start, figures in partial.intervals.items():
+            finest.setdefault(start, Figures()).merge(figures)
+    out: dict[int, dict[int, Figures]] = {}
+    for level in levels.within_hour():
+        intervals = {start: Figures() for start in range(hour_ms, hour_ms + HOUR_MS, level)}
+        for start, figures in finest.items():
+            intervals[floor_to(start, level)].merge(figures)
+        out[level] = intervals
+    return out
+
+
+def redo_pk(prefix: str) -> str:
+    return f"{REDO_PREFIX}{prefix}"
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class RedoRequest:
+    """Compaction must redo ``group``'s ``hour``: ``entity`` wrote a block in it after compaction had
+    counted the entity's readings of the hour in the group's partial (a late reading). The redo puts
+    a dense mark for the entity, so the hour becomes the rollup function's: compaction leaves the
+    entity out of the partial and re-marks its minutes (docs/rollups.md)."""
+
+    hour_ms: int
+    group: int
+    entity: str
+
+    def key(self, prefix: str) -> tuple[str, str]:
+        return redo_pk(prefix), f"{format_ts(self.hour_ms)}#{self.group:04d}#{self.entity}"
+
+    @classmethod
+    def parse(cls, sk: str) -> RedoRequest:
+        hour, group, entity = sk.split("#", 2)
+        return cls(parse_timestamp(hour, "sk"), int(group), entity)
+
+
+def remark_starts(readings: Iterable[Any], finest: int) -> list[int]:
+    """The finest intervals holding ``readings`` (each with ``ts_ms``), ascending: the minutes
+    compaction re-marks of an entity whose hour is the rollup function's."""
+    return sorted({floor_to(reading.ts_ms, finest) for reading in readings})

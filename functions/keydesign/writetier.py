@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -267,6 +267,13 @@ def earlier_tiers(earlier: Sequence[EarlierGroups], hour_start: int) -> list[Wri
     return [WriteTier(e.groups) for e in earlier if e.holds(hour_start)]
 
 
+def tier_for_hour(deployed: WriteTier, state: CompactionState, hour_start: int) -> WriteTier:
+    """The write tier compaction works ``hour_start`` with (its partials' groups, a redo's group):
+    the largest G whose ingest may have written the hour, the deployed one or an earlier one."""
+    tiers = [deployed, *earlier_tiers(state.earlier_for(deployed), hour_start)]
+    return max(tiers, key=lambda tier: tier.groups)
+
+
 # -- packing group items (ingest) -----------------------------------------------------------
 
 
@@ -416,11 +423,21 @@ class CompactedBlock:
     size: int
     write_units: int
     ttl: int | None
+    #: The entity's hour is the rollup function's (it wrote blocks in it: a dense mark): the block is
+    #: stored with ``r`` = 1, and its readings are left out of the group's partial and of the
+    #: aggregates compacted blocks answer (its rollups hold them).
+    rollups: bool = False
 
     def item(self) -> dict[str, object]:
         """The item in plain Python values (the payload as bytes)."""
-        return block_item(self.pk, self.sk, self.payload, self.ttl)
+        item = block_item(self.pk, self.sk, self.payload, self.ttl)
+        if self.rollups:
+            item[ROLLUP_OWNED] = 1
+        return item
 
+
+#: The attribute of a compacted block whose entity's hour is the rollup function's.
+ROLLUP_OWNED = "r"
 
 #: Decoded copies of readings: per item or block read, its version and its readings.
 Copies = Iterable[tuple[int, Sequence[Reading]]]
@@ -434,6 +451,7 @@ def compact_hour(
     blocks: Copies = (),
     *,
     retention_ms: int | None = None,
+    dense: Collection[str] = (),
 ) -> list[CompactedBlock]:
     """The compacted blocks of one group's hour starting at ``hour_start``.
 
@@ -446,8 +464,10 @@ def compact_hour(
     (:func:`keydesign.blocks.cut_runs`, spanning up to :data:`MAX_COMPACTED_SPAN_MS`), each block
     given the largest version of every copy read of the entity's readings (the module's
     "Compacted versions"), in :func:`compacted_pk` beside the entity's hybrid base partition, sort
-    key as a block's, ``ttl`` its newest reading's expiry by ``retention_ms``. The result depends
-    only on the copies given (in the order stored): compacting an hour again puts the same items.
+    key as a block's, ``ttl`` its newest reading's expiry by ``retention_ms``. The blocks of the
+    entities in ``dense`` (those with a dense mark: their hour is the rollup function's) are flagged
+    :attr:`CompactedBlock.rollups`. The result depends only on the copies given (in the order
+    stored): compacting an hour again puts the same items.
     """
     if hour_start % SLICE_MS:
         raise ValueError(f"{hour_start} is not the start of an hour")
@@ -486,7 +506,8 @@ def compact_hour(
             out += _compacted(
                 layout, table, pk, [readings[i] for i in run], versions[entity], retention_ms=retention_ms
             )
-    return out
+    owned = frozenset(dense)
+    return [replace(block, rollups=True) if block.entity_id in owned else block for block in out]
 
 
 def _compacted(

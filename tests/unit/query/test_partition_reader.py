@@ -47,7 +47,7 @@ def test_every_value_is_a_placeholder_never_part_of_an_expression() -> None:
     assert kwargs["ExpressionAttributeValues"][":sk_low"] == {"S": resume}
     # Only the key and the payload come back (a block is decoded, never projected), or an item
     # of the format before blocks: its reading's attributes
-    assert kwargs["ProjectionExpression"] == "#sk, #b, #e, #t, #i, #m, #d"
+    assert kwargs["ProjectionExpression"] == "#sk, #b, #e, #t, #i, #m, #d, #r"
     assert kwargs["ExpressionAttributeNames"] == {
         "#pk": "pk",
         "#sk": "sk",

@@ -53,7 +53,7 @@ def test_every_value_is_a_placeholder_never_part_of_an_expression() -> None:
         "#sk": "sk",
         "#b": "b",
         "#ttl": "ttl",
-        **{f"#{name}": name for name in "etimd"},
+        **{f"#{name}": name for name in "etimdr"},
     }
 
 

@@ -60,8 +60,16 @@ class MemoryDynamo:
         request_items: dict[str, list[dict[str, Any]]] = kwargs["RequestItems"]
         for table, requests in request_items.items():
             for request in requests:
-                self._store(table, request["PutRequest"]["Item"])
+                if "DeleteRequest" in request:
+                    self.delete_item(TableName=table, Key=request["DeleteRequest"]["Key"])
+                else:
+                    self._store(table, request["PutRequest"]["Item"])
         return {"UnprocessedItems": {}}
+
+    def delete_item(self, *, TableName: str, Key: dict[str, Any], **_: Any) -> dict[str, Any]:
+        rows = self.partitions.get((TableName, Key["pk"]["S"]), {})
+        rows.pop(Key["sk"]["S"], None)
+        return {}
 
     def _store(self, table: str, item: dict[str, Any]) -> None:
         self.write_units[item["pk"]["S"].split("#", 1)[0]] += write_units(_size(item))
@@ -103,21 +111,38 @@ class MemoryDynamo:
         }
 
     def query(self, *, TableName: str, ExpressionAttributeValues: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
-        pk = ExpressionAttributeValues[":pk"]["S"]
-        low = ExpressionAttributeValues.get(":low", {}).get("S")
-        high = ExpressionAttributeValues.get(":high", {}).get("S")
-        prefix = ExpressionAttributeValues.get(":prefix", {}).get("S", "")
+        """A Query of one partition: the rollup store's ``:low``/``:high``/``:prefix`` conditions and the
+        partition reader's ``:sk_low``/``:sk_high`` (either bound alone too), its order, ``Limit`` and TTL
+        filter (``:now``); projections are not applied (every attribute comes back)."""
+        values = {name: value.get("S", value.get("N")) for name, value in ExpressionAttributeValues.items()}
+        pk = values[":pk"]
+        low = values.get(":low", values.get(":sk_low"))
+        high = values.get(":high", values.get(":sk_high"))
+        prefix = values.get(":prefix", "")
+        now = values.get(":now")
         start = kwargs.get("ExclusiveStartKey", {}).get("sk", {}).get("S")
+        forward = kwargs.get("ScanIndexForward", True)
         rows = sorted(
-            (sk, item)
-            for sk, item in self.partitions.get((TableName, pk), {}).items()
-            if (low is None or low <= sk <= high) and (start is None or sk > start) and sk.startswith(prefix)
+            (
+                (sk, item)
+                for sk, item in self.partitions.get((TableName, pk), {}).items()
+                if (low is None or low <= sk)
+                and (high is None or sk <= high)
+                and (start is None or (sk > start if forward else sk < start))
+                and sk.startswith(prefix)
+            ),
+            reverse=not forward,
         )
-        page = [item for _, item in rows[: self.page_items]]
+        scanned = rows[: min(self.page_items, kwargs.get("Limit", self.page_items))]
+        page = [item for _, item in scanned if now is None or "ttl" not in item or int(item["ttl"]["N"]) >= int(now)]
         units = read_units(sum(_size(item) for item in page), consistent=kwargs.get("ConsistentRead", False))
-        out: dict[str, Any] = {"Items": page, "ConsumedCapacity": {"CapacityUnits": units}}
-        if len(rows) > self.page_items:
-            out["LastEvaluatedKey"] = {"pk": {"S": pk}, "sk": page[-1]["sk"]}
+        out: dict[str, Any] = {
+            "Items": page,
+            "ScannedCount": len(scanned),
+            "ConsumedCapacity": {"CapacityUnits": units},
+        }
+        if len(rows) > len(scanned):
+            out["LastEvaluatedKey"] = {"pk": {"S": pk}, "sk": scanned[-1][1]["sk"]}
         return out
 
 

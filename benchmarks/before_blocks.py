@@ -10,7 +10,8 @@ this tree's:
 * query: each tree's ``query-cpu`` child (``query.handler`` imported as Lambda's init does, then 1,000-reading
   pages of one entity through the API, 16 partitions answered from memory); the median CPU per page over
   the run's pages. Blocks are measured at 25 readings to a block (a 5-readings/s sensor under the default
-  5 s batching window) and at one (a sparse entity: the most work per reading).
+  5 s batching window), at 14 (a seed 003 device's hour as compaction stores it: a compacted block is a
+  block of the same format) and at one (a sparse entity without the write tier: the most work per reading).
 
 Rerun: ``python -m benchmarks before-blocks`` (needs git and this repository's history).
 """
@@ -28,7 +29,9 @@ from benchmarks.harness import Result, benchmark
 
 #: The last commit that stored one item per reading.
 BEFORE = "b224d42"
-DENSITIES = (25, 1)
+#: Readings per block: a 5-readings/s sensor in 5 s batches, a seed 003 device's compacted hour (one
+#: reading every 259 s: 14 to a compacted block, the same block format), and a block of one reading.
+DENSITIES = (25, 14, 1)
 #: What the benchmarks of that commit import (the rest of its tree is not needed).
 _PARTS = ("functions", "benchmarks", "local_runtime", "infra", "producer", "cdk.json")
 

@@ -85,6 +85,9 @@ class World:
         earlier = () if self.first_groups == 2 else (EarlierGroups(self.first_groups, T0 + 2 * SLICE_MS),)
         return CompactionState(self.through, 2, earlier)
 
+    def consistent(self) -> CompactionState:
+        return self.state()
+
     def compact(self) -> None:
         """Compact every hour that has settled (ingest's timeout and a minute after it ended)."""
         if self.writer is None:

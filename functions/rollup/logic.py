@@ -29,6 +29,31 @@ Marks of intervals that ended more than ``LATENESS`` (``MAX_AGE``) before their
 stamp are counted, not applied: ingest stores no reading that old, so only a
 clock that disagrees makes one. A first run starts at the deployment's first
 marks (:meth:`RollupRunner._first_state`), not ``LATENESS`` back.
+
+Beside compaction (the write tier; docs/rollups.md): each (entity, hour) has one
+owner. Ingest marks only the readings it writes as blocks (dense entities, late
+readings); an entity-hour whose readings are all in group items is compaction's,
+whose compacted blocks and group partials are its figures and its part of the
+totals (``<start>#c``). The rollup function plans each slot with the compaction
+watermark ``w`` as stored when the slot's step 0 is planned (a consistent read,
+kept in the state with ``step``, so a resumed slot plans the same steps). A
+finest mark stamped after its hour H ended (a late reading's block) is *pending*
+while H >= ``w``: compaction may yet read the entity's group items of H without
+it, so the mark is re-stamped into the next slot (``RollupPendingMarks``), and
+nothing is recomputed. Once H < ``w`` the minute is recomputed, and a last step of
+the slot checks the entity's compacted blocks of H: an unflagged one means
+compaction counted the entity-hour, which the minute's rollup now counts again,
+so a redo request (``keydesign.rollup.RedoRequest``) asks compaction to hand the
+hour over (``RollupRedosRequested``). A pending mark is judged by ``LATENESS`` like
+any other: one re-stamped past it (compaction stalled for ``MAX_AGE``) is counted late.
+
+``totals_through``: totals before it are whole (both parts). When a slot is done,
+the state keeps a pair (``seen_w``: the slot's ``w``; ``seen_slot``: the wall
+clock's minute then); once ``through`` has passed ``seen_slot``, every re-mark
+compaction put before its watermark reached ``seen_w`` is applied, so
+``totals_through`` becomes ``seen_w`` and a new pair is taken (``TotalsLagSeconds``
+is how far it trails the clock). Without the write tier there is no compaction's
+part: ``totals_through`` is ``through``.
 """
 
 from __future__ import annotations
@@ -56,7 +81,7 @@ from adapters.partition_reader import (
     header_of,
 )
 from adapters.retry import Deadline
-from adapters.rollup_store import ReadCount, RollupState, RollupStore
+from adapters.rollup_store import PLANNED_BEFORE_W, ReadCount, RollupState, RollupStore
 from adapters.shard_map_source import ShardMapSource
 from adapters.shard_map_store import shard_map_source
 from keydesign import BlockError, Layout, Reading, format_ts
@@ -273,6 +298,8 @@ class RollupRunner:
         )
         if self._write_tier is None:
             return replace(done, totals_through=through)
+        if state.w == PLANNED_BEFORE_W:  # a slot an older rollup function planned: it read no watermark
+            return done
         pair = {"seen_w": state.w, "seen_slot": floor_to(self._clock_ms(), SLOT_MS)}
         if not state.seen_slot:
             return replace(done, **pair)

@@ -164,6 +164,18 @@ def test_the_state_round_trips_and_an_older_item_reads_its_new_fields_as_zero() 
     assert world.store.state() == RollupState(T0, step=2, w=PLANNED_BEFORE_W)
 
 
+def test_a_slot_an_older_function_left_mid_way_takes_no_watermark_pair() -> None:
+    # Given the state an older rollup function left inside a slot (no w: read as past every hour)
+    world = _started(T0 + 10 * MINUTE, through=T0)
+    old = {"pk": {"S": STATE_PK}, "sk": {"S": "readings"}, "through": {"N": str(T0 + 8 * MINUTE)}, "step": {"N": "1"}}
+    world.db.put_item(TableName="control", Item={**old, "late": {"N": "0"}})
+    # When the slot is finished, the next slot's watermark (a real one) makes the pair
+    world.now = T0 + 12 * MINUTE
+    world.runner.run(Deadline.never())
+    state = world.store.state()
+    assert state is not None and (state.through_ms, state.seen_w, state.totals_through) == (T0 + 10 * MINUTE, T0, 0)
+
+
 def test_a_slot_resumed_after_its_watermark_moved_plans_the_same_steps() -> None:
     # Given a slot with 20 entities' marked minutes of the current hour (several steps) and a late mark of the
     # hour before, which compaction has not done

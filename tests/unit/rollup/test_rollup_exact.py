@@ -11,7 +11,10 @@ entity is split mid-workload, tables may be per-period, and a run may die
 half-way. With the write tier on, batches are stored as ingest stores them then
 (``benchmarks/tier_items.py``: group items, dense marks, late readings in blocks)
 and each hour is compacted once it has settled, the rollup function reading both
-tiers at the watermark. After a final run, every rollup and every total equals the
+tiers at the watermark. The marks here stand for every reading, group items' too
+(ingest now marks only its blocks' readings, leaving group-item entity-hours to
+compaction): every entity-hour is the rollup function's, so every entity's rollups
+must equal raw; a late mark is applied once compaction has done its hour. After a final run, every rollup and every total equals the
 figures computed from the raw readings, except the intervals a late mark
 could not update, which are exactly the ones counted as late.
 """

@@ -14,9 +14,10 @@ and each hour is compacted once it has settled, the rollup function reading both
 tiers at the watermark. The marks here stand for every reading, group items' too
 (ingest now marks only its blocks' readings, leaving group-item entity-hours to
 compaction): every entity-hour is the rollup function's, so every entity's rollups
-must equal raw; a late mark is applied once compaction has done its hour. After a final run, every rollup and every total equals the
-figures computed from the raw readings, except the intervals a late mark
-could not update, which are exactly the ones counted as late.
+must equal raw; a late mark is applied once compaction has done its hour. After a
+final run, every rollup and every total equals the figures computed from the raw
+readings, except the intervals a late mark could not update, which are exactly the
+ones counted as late.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """Rollups: the rollup function, the schedule that runs it every minute, its grants and alarms.
 
-Ingest marks what changed, the rollup function recomputes it and the query
+Ingest marks what changed, the rollup function recomputes it (and asks compaction
+to redo an entity-hour a late reading took from it) and the query
 function reads the results, all in the control table; each may reach only its
 own partition keys there (``dynamodb:LeadingKeys``, patterns from
 ``keydesign.rollup``), so none of them can touch the shard map through a rollup grant.
@@ -16,7 +17,7 @@ from infra.config import LambdaFunction
 from infra.lambdas import Invocation, LambdaRuntime, ServiceFunction, run_on_schedule
 from infra.monitoring import alarm, custom_metric
 from infra.storage import Storage
-from keydesign.rollup import MARK_KEYS, READ_KEYS
+from keydesign.rollup import MARK_KEYS, READ_KEYS, REDO_KEYS
 
 #: Control-table actions of the rollup function: read marks, rollups and state; put rollups, deferred marks, state.
 ROLLUP_ACTIONS = (
@@ -59,6 +60,8 @@ class Rollups(Construct):
         storage.grant_readings_query(self.function)
         storage.grant_shard_map_read(self.function)
         storage.grant_control_keys(self.function, list(ROLLUP_ACTIONS), (*MARK_KEYS, *READ_KEYS))
+        # A late reading of an entity-hour compaction counted: a redo request for compaction (docs/rollups.md).
+        storage.grant_control_keys(self.function, ["dynamodb:BatchWriteItem"], REDO_KEYS)
         # A run older than a minute is superseded by the next one.
         self.schedule = run_on_schedule(
             self,

@@ -14,7 +14,8 @@ minute). Each reading is still read once, newest copy winning: a group item's re
 their compacted copies dedupe like any two blocks (``keydesign.writetier``, "Compacted
 versions"). A watermark that cannot be read is an error (the request fails and is retried),
 never a guess: a guess newer than the truth would read hours from compacted blocks not yet
-written.
+written. The rollup function plans each slot with the state as stored (``consistent``): it
+decides which hours compaction has done.
 """
 
 from __future__ import annotations
@@ -35,6 +36,13 @@ class CompactionWatermark(Protocol):
         ...
 
 
+class PlanningWatermark(CompactionWatermark, Protocol):
+    def consistent(self) -> CompactionState:
+        """The compaction state as stored now (a strongly consistent read, not the cached copy): the
+        rollup function plans a slot with it (``rollup.logic``)."""
+        ...
+
+
 class _Never:
     """The watermark of a deployment where nothing is compacted (no write tier or no control table):
     every hour of the write tier is read from its group items."""
@@ -42,9 +50,12 @@ class _Never:
     def state(self) -> CompactionState:
         return EMPTY_STATE
 
+    def consistent(self) -> CompactionState:
+        return EMPTY_STATE
+
 
 EMPTY_STATE = CompactionState()
-NOTHING_COMPACTED: CompactionWatermark = _Never()
+NOTHING_COMPACTED: PlanningWatermark = _Never()
 
 
 class _Dynamo(Protocol):
@@ -89,8 +100,16 @@ class CachedWatermark:
             self._loaded_at = fetched_at
             return self._state
 
-    def _read(self) -> CompactionState:
-        item = self._db.get_item(TableName=self._table, Key=self._key).get("Item")
+    def consistent(self) -> CompactionState:
+        """The state as stored now (strongly consistent, uncached); the cache keeps it too."""
+        fetched_at = self._clock()
+        state = self._read(consistent=True)
+        with self._lock:
+            self._state, self._loaded_at = state, fetched_at
+        return state
+
+    def _read(self, *, consistent: bool = False) -> CompactionState:
+        item = self._db.get_item(TableName=self._table, Key=self._key, ConsistentRead=consistent).get("Item")
         return CompactionState.from_item(None if item is None else plain(item))
 
 

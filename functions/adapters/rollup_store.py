@@ -7,7 +7,10 @@ whole (every write is a put of a recomputed value, so repeating is harmless),
 and an item DynamoDB refuses is handed back to the caller, which sets its
 interval aside (``rollup.logic``).
 Reads that feed a recompute are strongly consistent, so they see every write
-that happened before the mark that asked for them.
+that happened before the mark that asked for them. The rollup function's state
+(:class:`RollupState`) holds, beside its watermark, the compaction watermark
+each slot was planned with and the ``totals_through`` of the totals; it also puts
+redo requests (:meth:`RollupStore.redo_write`) for compaction (docs/rollups.md).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from keydesign.rollup import (
     STATE_PK,
     Figures,
     Mark,
+    RedoRequest,
     floor_to,
     mark_pks,
     rollup_key,
@@ -35,6 +39,7 @@ from keydesign.rollup import (
     total_pk,
     total_pks,
 )
+from keydesign.writetier import KEEP_MS
 
 #: BatchGetItem's key limit per call.
 _GET_KEYS = 100
@@ -73,12 +78,28 @@ class ReadCount:
 class RollupState:
     """Marks of every slot before ``through_ms`` have been applied, and the first ``step`` steps of the
     slot at ``through_ms`` (``rollup.logic`` plans a slot's work as steps); ``late`` marks were past the
-    lateness."""
+    lateness.
+
+    ``w``: the compaction watermark the slot at ``through_ms`` was planned with (read once, at its step
+    0), so a resumed slot plans the same steps. ``totals_through``: totals are whole before it (every
+    re-mark compaction put before its watermark reached it is applied); ``seen_w``/``seen_slot``: the
+    watermark read and the wall clock's minute then, which become ``totals_through`` once ``through``
+    passes ``seen_slot`` (``rollup.logic``). An item written before these fields reads them as 0, but
+    ``w`` of a slot resumed mid-way (``step`` > 0), which reads as :data:`PLANNED_BEFORE_W`."""
 
     through_ms: int
     late: int = 0
     last_late_ms: int | None = None
     step: int = 0
+    w: int = 0
+    seen_w: int = 0
+    seen_slot: int = 0
+    totals_through: int = 0
+
+
+#: ``w`` of a slot an older rollup function planned and left mid-way: it planned every late mark to be
+#: recomputed, as a watermark past every hour does, so the steps it did are the same ones.
+PLANNED_BEFORE_W = 2**62
 
 
 def plain(value: Mapping[str, Any]) -> Any:
@@ -271,15 +292,41 @@ class RollupStore:
         if raw is None:
             return None
         item = {k: plain(v) for k, v in raw.items()}
-        return RollupState(item["through"], item.get("late", 0), item.get("last_late"), item.get("step", 0))
+        step = item.get("step", 0)
+        return RollupState(
+            item["through"],
+            item.get("late", 0),
+            item.get("last_late"),
+            step,
+            item.get("w", PLANNED_BEFORE_W if step else 0),
+            item.get("seen_w", 0),
+            item.get("seen_slot", 0),
+            item.get("totals_through", 0),
+        )
 
     def save_state(self, state: RollupState) -> None:
-        item: dict[str, object] = {"pk": STATE_PK, "sk": self.prefix, "through": state.through_ms, "late": state.late}
+        item: dict[str, object] = {
+            "pk": STATE_PK,
+            "sk": self.prefix,
+            "through": state.through_ms,
+            "late": state.late,
+            "w": state.w,
+            "seen_w": state.seen_w,
+            "seen_slot": state.seen_slot,
+            "totals_through": state.totals_through,
+        }
         if state.last_late_ms is not None:
             item["last_late"] = state.last_late_ms
         if state.step:
             item["step"] = state.step
         self._db.put_item(TableName=self.table, Item=serialize_item(item))
+
+    def redo_write(self, request: RedoRequest) -> PendingWrite:
+        """A put of a redo request (``keydesign.rollup.redo_pk``): compaction must redo ``request``'s
+        group-hour. It expires when the hour's group items do (:data:`keydesign.writetier.KEEP_MS`)."""
+        pk, sk = request.key(self.prefix)
+        item = {"pk": pk, "sk": sk, "expires_at": (request.hour_ms + KEEP_MS) // 1000}
+        return PendingWrite(self.table, pk, sk, serialize_item(item))
 
     def _query(
         self,

@@ -245,6 +245,8 @@ class CommonSettings(EnvSettings):
     def _layout_holds(self) -> Self:
         try:  # built (and kept) here, so one the key design refuses fails at cold start
             _ = self.layout, self.granularities
+            if self.granularities is not None and self.write_tier is not None:  # compaction's totals need it
+                self.granularities.check_hour_aligned("rollups")
         except KeyDesignError as exc:
             fields = {"layout": "layout_kind", "bucket": "bucket", "table_period": "table_period", "rollups": "rollups"}
             raise self.invalid(fields.get(exc.field, "table_prefix"), exc.reason) from None

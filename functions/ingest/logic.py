@@ -12,8 +12,9 @@ readings of one entity, partition and bucket from every record of the batch.
    of sparse entities whose hour had not ended when the batch started into
    *group items* instead (one per group and hour, many entities each), and the
    rest into blocks as before;
-3. record the occupancy of the blocks' partitions, mark every reading's interval
-   for the rollup function and put the dense marks the blocks need (write tier),
+3. record the occupancy of the blocks' partitions, mark the intervals of the
+   blocks' readings for the rollup function (not the group items': compaction
+   owns those, docs/rollups.md) and put the dense marks the blocks need (write tier),
    then write the blocks and group items, 25 to a call, several calls in
    flight, while the rejects are sent to SQS;
 4. ask the rotator for the table of a period that has none (a reading up to
@@ -311,7 +312,7 @@ class Ingestor:
         # reader never finds readings in a partition it was told is empty. (Group items
         # need none: readers query a group's partition whatever occupancy says.)
         blocked = self._record_occupancy(blocks, deadline, now_ms, outcome)
-        blocked.update(self._mark_rollups(items, blocked, now_ms, deadline))
+        blocked.update(self._mark_rollups(blocks, blocked, now_ms, deadline))
         blocked.update(self._mark_dense(packing, blocked, deadline, outcome))
         order = [i for i in range(len(items)) if i not in blocked]
         chunks = self.writer.submit([_pending(items[i]) for i in order], deadline)
@@ -479,18 +480,21 @@ class Ingestor:
             write.unwritten[index] = f"table {table} does not exist yet; the rotator is asked to build it"
 
     def _mark_rollups(
-        self, items: Sequence[Item], blocked: Mapping[int, str], now_ms: int, deadline: Deadline
+        self, blocks: Sequence[Block], blocked: Mapping[int, str], now_ms: int, deadline: Deadline
     ) -> dict[int, str]:
-        """Mark the intervals of the items about to be written (blocks and group items) for the rollup
-        function, stamped with the batch's start (see rollup.logic), *before* the items: an item is stored
-        only once its marks are, so an invocation stopped or slowed past its deadline between the two never
-        leaves readings stored that no mark stands for. Returns the items (by index) whose marks are not all
-        written: they are not written either, and are handed back. An item whose write then fails leaves
+        """Mark the intervals of the blocks about to be written for the rollup function, stamped with the
+        batch's start (see rollup.logic), *before* the blocks: a block is stored only once its marks are, so
+        an invocation stopped or slowed past its deadline between the two never leaves readings stored that
+        no mark stands for. Returns the blocks (by index, the first of the batch's items) whose marks are not
+        all written: they are not written either, and are handed back. A block whose write then fails leaves
         its marks behind, which costs the rollup function a recompute of an unchanged interval, never
-        correctness."""
+        correctness. Group items get no marks: an entity-hour whose readings are all in group items is
+        compaction's (its compacted block is its figures; docs/rollups.md), and one with blocks too (a dense
+        mark) is re-marked by compaction; only the readings written as blocks (dense entities, late
+        readings) are the rollup function's to recompute now."""
         if self.rollup_marks is None:
             return {}
-        wanted = [(i, r.entity_id, r.ts_ms) for i in range(len(items)) if i not in blocked for r in items[i].readings]
+        wanted = [(i, r.entity_id, r.ts_ms) for i, b in enumerate(blocks) if i not in blocked for r in b.readings]
         return {
             index: f"rollup mark not written: {why}"
             for index, why in self.rollup_marks.write(wanted, now_ms, deadline).items()

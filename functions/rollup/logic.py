@@ -29,6 +29,31 @@ Marks of intervals that ended more than ``LATENESS`` (``MAX_AGE``) before their
 stamp are counted, not applied: ingest stores no reading that old, so only a
 clock that disagrees makes one. A first run starts at the deployment's first
 marks (:meth:`RollupRunner._first_state`), not ``LATENESS`` back.
+
+Beside compaction (the write tier; docs/rollups.md): each (entity, hour) has one
+owner. Ingest marks only the readings it writes as blocks (dense entities, late
+readings); an entity-hour whose readings are all in group items is compaction's,
+whose compacted blocks and group partials are its figures and its part of the
+totals (``<start>#c``). The rollup function plans each slot with the compaction
+watermark ``w`` as stored when the slot's step 0 is planned (a consistent read,
+kept in the state with ``step``, so a resumed slot plans the same steps). A
+finest mark stamped after its hour H ended (a late reading's block) is *pending*
+while H >= ``w``: compaction may yet read the entity's group items of H without
+it, so the mark is re-stamped into the next slot (``RollupPendingMarks``), and
+nothing is recomputed. Once H < ``w`` the minute is recomputed, and a last step of
+the slot checks the entity's compacted blocks of H: an unflagged one means
+compaction counted the entity-hour, which the minute's rollup now counts again,
+so a redo request (``keydesign.rollup.RedoRequest``) asks compaction to hand the
+hour over (``RollupRedosRequested``). A pending mark is judged by ``LATENESS`` like
+any other: one re-stamped past it (compaction stalled for ``MAX_AGE``) is counted late.
+
+``totals_through``: totals before it are whole (both parts). When a slot is done,
+the state keeps a pair (``seen_w``: the slot's ``w``; ``seen_slot``: the wall
+clock's minute then); once ``through`` has passed ``seen_slot``, every re-mark
+compaction put before its watermark reached ``seen_w`` is applied, so
+``totals_through`` becomes ``seen_w`` and a new pair is taken (``TotalsLagSeconds``
+is how far it trails the clock). Without the write tier there is no compaction's
+part: ``totals_through`` is ``through``.
 """
 
 from __future__ import annotations
@@ -45,7 +70,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from adapters.batch_writer import BatchWriter
 from adapters.clients import client
-from adapters.compaction_state import NOTHING_COMPACTED, CachedWatermark, CompactionWatermark
+from adapters.compaction_state import NOTHING_COMPACTED, CachedWatermark, PlanningWatermark
 from adapters.observability import logger, metrics
 from adapters.partition_reader import (
     CorruptBlock,
@@ -56,14 +81,14 @@ from adapters.partition_reader import (
     header_of,
 )
 from adapters.retry import Deadline
-from adapters.rollup_store import ReadCount, RollupState, RollupStore
+from adapters.rollup_store import PLANNED_BEFORE_W, ReadCount, RollupState, RollupStore
 from adapters.shard_map_source import ShardMapSource
 from adapters.shard_map_store import shard_map_source
 from keydesign import BlockError, Layout, Reading, format_ts
 from keydesign.blocks import keep_newest
 from keydesign.periods import format_duration
-from keydesign.rollup import SLOT_MS, Figures, Granularities, Mark, floor_to
-from keydesign.writetier import WriteTier
+from keydesign.rollup import HOUR_MS, SLOT_MS, Figures, Granularities, Mark, RedoRequest, floor_to
+from keydesign.writetier import WriteTier, tier_for_hour
 from rollup.settings import RollupSettings
 
 #: A run of one entity's marked finest intervals read in one pass: neighbours at most RUN_GAP intervals
@@ -80,9 +105,11 @@ FIRST_STEP_S = 1.0
 @dataclass(frozen=True, slots=True)
 class Step:
     """One step of a slot's work: recompute and put ``intervals`` (start, entity) of ``level``; or put
-    the totals of their starts (entity ""); or defer them (a mark in each coarse interval's last slot)."""
+    the totals of their starts (entity ""); or defer them (a mark in each coarse interval's last slot);
+    or re-stamp pending late marks into the next slot (``pending``); or check who owns the entity-hours
+    (start: the hour) of late marks recomputed, asking compaction to redo the ones it counted (``owners``)."""
 
-    kind: Literal["rollups", "totals", "defer"]
+    kind: Literal["rollups", "totals", "defer", "pending", "owners"]
     level: int
     intervals: tuple[tuple[int, str], ...]
 
@@ -96,6 +123,13 @@ class RunReport:
     recomputed: dict[int, int] = field(default_factory=dict)
     totals: int = 0
     deferred: int = 0
+    #: Late marks whose hour compaction had not done: re-stamped into the next slot.
+    pending: int = 0
+    #: Redo requests put: late readings of entity-hours compaction had counted.
+    redos: int = 0
+    #: Totals are whole before this (0: not yet known), and how far it trails the wall clock.
+    totals_through_ms: int = 0
+    totals_lag_ms: int = 0
     #: Intervals set aside (``level start entity: reason``): a block that does not decode, a rollup refused.
     set_aside: list[str] = field(default_factory=list)
     raw: ReadCount = field(default_factory=ReadCount)
@@ -112,11 +146,15 @@ class RunReport:
             "recomputed": {str(level): n for level, n in self.recomputed.items()},
             "totals": self.totals,
             "deferred": self.deferred,
+            "pending": self.pending,
+            "redos": self.redos,
             "set_aside": len(self.set_aside),
             "raw_items_read": self.raw.items,
             "rollup_items_read": self.rollups.items,
             "through": format_ts(self.through_ms),
             "lag_ms": self.lag_ms,
+            "totals_through": format_ts(self.totals_through_ms),
+            "totals_lag_ms": self.totals_lag_ms,
         }
 
 
@@ -137,6 +175,10 @@ def emit(report: RunReport) -> None:
     metrics.add_metric(name="RollupIntervalsRecomputed", unit=count, value=sum(report.recomputed.values()))
     metrics.add_metric(name="RollupRawItemsRead", unit=count, value=report.raw.items)
     metrics.add_metric(name="RollupLagSeconds", unit=MetricUnit.Seconds, value=report.lag_ms / 1000)
+    metrics.add_metric(name="RollupPendingMarks", unit=count, value=report.pending)
+    metrics.add_metric(name="RollupRedosRequested", unit=count, value=report.redos)
+    if report.totals_through_ms:  # none before the first pair is passed (a new deployment's first minutes)
+        metrics.add_metric(name="TotalsLagSeconds", unit=MetricUnit.Seconds, value=report.totals_lag_ms / 1000)
 
 
 class RollupRunner:
@@ -155,7 +197,7 @@ class RollupRunner:
         concurrency: int = CONCURRENCY,
         clock_ms: Callable[[], int] = _wall_clock_ms,
         write_tier: WriteTier | None = None,
-        watermark: CompactionWatermark = NOTHING_COMPACTED,
+        watermark: PlanningWatermark = NOTHING_COMPACTED,
     ) -> None:
         self._layout = layout
         self._write_tier = write_tier
@@ -181,7 +223,7 @@ class RollupRunner:
             client("dynamodb"), writer, settings.control_table, settings.layout.table_prefix, settings.retention_ms
         )
         prefix, ttl = settings.layout.table_prefix, settings.shard_map_cache_ttl_ms
-        watermark: CompactionWatermark = NOTHING_COMPACTED  # without the write tier nothing is compacted
+        watermark: PlanningWatermark = NOTHING_COMPACTED  # without the write tier nothing is compacted
         if settings.write_tier is not None:
             watermark = CachedWatermark(client("dynamodb"), settings.control_table, prefix, ttl)
         return cls(
@@ -210,9 +252,11 @@ class RollupRunner:
         report = RunReport(through_ms=state.through_ms)
         slot = state.through_ms
         while slot < target and self._time_for_a_step(deadline):
+            if state.step == 0:  # planned now: with the compaction watermark as stored now, kept with the steps
+                state = replace(state, w=self._watermark.consistent().through)
             marks = self._store.marks(slot, report.rollups, self._pool.map)
             late = [m for m in marks if m.start_ms + m.level + self._lateness_ms < m.slot_ms]
-            steps = self._plan(slot, [m for m in marks if m not in late])
+            steps = self._plan(slot, [m for m in marks if m not in late], state.w)
             while state.step < len(steps) and self._time_for_a_step(deadline):
                 started = deadline.clock()  # timed on the deadline's clock, which judges the next step
                 self._do(slot, steps[state.step], deadline, report)
@@ -223,11 +267,7 @@ class RollupRunner:
                     self._store.save_state(state)
             if state.step < len(steps):
                 break
-            state = RollupState(
-                slot + SLOT_MS,
-                state.late + len(late),
-                max((m.start_ms for m in late), default=state.last_late_ms),
-            )
+            state = self._slot_done(state, slot, late)
             self._store.save_state(state)
             report.slots += 1
             report.marks += len(marks)
@@ -236,7 +276,36 @@ class RollupRunner:
         self._deferred = {m for m in self._deferred if m.slot_ms >= slot}
         report.through_ms = slot
         report.lag_ms = max(0, now - slot)
+        report.totals_through_ms = state.totals_through
+        report.totals_lag_ms = max(0, now - state.totals_through)
         return report
+
+    def _slot_done(self, state: RollupState, slot: int, late: Sequence[Mark]) -> RollupState:
+        """The state once ``slot`` is applied. ``totals_through`` moves to the watermark ``seen_w`` once
+        ``through`` has passed ``seen_slot``, the minute of the wall clock when it was read: every re-mark
+        compaction put before its watermark reached ``seen_w`` is stamped before then, so is applied; a new
+        pair is taken (this slot's watermark, now). Without the write tier, totals are whole up to
+        ``through``."""
+        through = slot + SLOT_MS
+        done = RollupState(
+            through,
+            state.late + len(late),
+            max((m.start_ms for m in late), default=state.last_late_ms),
+            w=state.w,
+            seen_w=state.seen_w,
+            seen_slot=state.seen_slot,
+            totals_through=state.totals_through,
+        )
+        if self._write_tier is None:
+            return replace(done, totals_through=through)
+        if state.w == PLANNED_BEFORE_W:  # a slot an older rollup function planned: it read no watermark
+            return done
+        pair = {"seen_w": state.w, "seen_slot": floor_to(self._clock_ms(), SLOT_MS)}
+        if not state.seen_slot:
+            return replace(done, **pair)
+        if through > state.seen_slot:
+            return replace(done, totals_through=state.seen_w, **pair)
+        return done
 
     def _first_state(self, target: int) -> RollupState:
         """Where a first run starts: the minute of the earliest marks (every ingest container writes the
@@ -252,13 +321,29 @@ class RollupRunner:
         """Room before the deadline for one more step, judged by the longest this container has taken."""
         return deadline.allows_sleep(1.5 * self._longest_step_s)
 
-    def _plan(self, slot: int, marks: Iterable[Mark]) -> list[Step]:
+    def _plan(self, slot: int, marks: Iterable[Mark], w: int) -> list[Step]:
         """The slot's work as steps of at most ``chunk`` intervals each. It depends only on the slot's
-        marks (closed, so fixed), hence a run that stopped after step k can go on at step k."""
+        marks (closed, so fixed) and the compaction watermark ``w`` it was planned with (kept in the
+        state), hence a run that stopped after step k can go on at step k.
+
+        With the write tier, a finest mark stamped after its hour H ended (a late reading's block) is
+        *pending* while H >= ``w``: compaction may yet read the entity's group items of H without the
+        block, so it is re-stamped into the next slot, not applied. Once H < ``w`` it is applied, and a
+        last step checks the entity's compacted blocks of H (``owners``)."""
         todo: dict[int, set[tuple[int, str]]] = {level: set() for level in self._levels.levels}
+        pending: set[tuple[int, str]] = set()
+        owners: set[tuple[int, str]] = set()
+        finest = self._levels.finest
         for mark in marks:
-            if mark.level in todo:
-                todo[mark.level].add((mark.start_ms, mark.entity))
+            if mark.level not in todo:
+                continue
+            hour = floor_to(mark.start_ms, HOUR_MS)
+            if self._write_tier is not None and mark.level == finest and mark.slot_ms >= hour + HOUR_MS:
+                if hour >= w:
+                    pending.add((mark.start_ms, mark.entity))
+                    continue
+                owners.add((hour, mark.entity))
+            todo[mark.level].add((mark.start_ms, mark.entity))
         steps: list[Step] = []
         for level in self._levels.levels:
             # By entity, then time: neighbouring minutes of one entity are read together (_recompute).
@@ -282,6 +367,8 @@ class RollupRunner:
                     deferred[Mark.of(last_slot, coarse, coarse_start, entity)] = None
             if deferred:
                 steps.append(Step("defer", coarse, tuple((m.start_ms, m.entity) for m in deferred)))
+        steps += [Step("pending", finest, c) for c in _chunks(sorted(pending), self._chunk)]
+        steps += [Step("owners", HOUR_MS, c) for c in _chunks(sorted(owners, key=lambda i: (i[1], i[0])), self._chunk)]
         return steps
 
     def _do(self, slot: int, step: Step, deadline: Deadline, report: RunReport) -> None:
@@ -295,14 +382,63 @@ class RollupRunner:
             totals = self._pool.map(functools.partial(self._total, level, report=report), starts)
             self._put(level, [(s, None, f) for s, f in zip(starts, totals, strict=True)], deadline, report)
             report.totals += len(starts)
-        else:  # defer: a mark for each coarse interval, in its last slot
+        elif step.kind == "defer":  # a mark for each coarse interval, in its last slot
             marks = [Mark.of(s + level - SLOT_MS, level, s, e) for s, e in step.intervals]
             marks = [m for m in marks if m not in self._deferred]
-            refused = self._store.write([self._store.mark_write(m) for m in marks], deadline)
-            if refused:
-                raise RuntimeError(f"DynamoDB refused {len(refused)} rollup marks: {next(iter(refused.values()))}")
+            self._write_marks(marks, deadline)
             self._deferred.update(marks)
             report.deferred += len(marks)
+        elif step.kind == "pending":  # each mark again, in the next slot
+            self._write_marks([Mark.of(slot + SLOT_MS, level, s, e) for s, e in step.intervals], deadline)
+            report.pending += len(step.intervals)
+        elif self._write_tier is not None:  # owners: planned only with the write tier
+            tier = self._write_tier
+            counted = self._pool.map(functools.partial(self._compaction_counted, tier, cost=report.raw), step.intervals)
+            compaction = self._watermark.state()  # the groups compaction works each hour with
+            requests = [
+                RedoRequest(hour, tier_for_hour(tier, compaction, hour).group_of(entity), entity)
+                for (hour, entity), yes in zip(step.intervals, counted, strict=True)
+                if yes
+            ]
+            refused = self._store.write([self._store.redo_write(r) for r in requests], deadline)
+            if refused:
+                raise RuntimeError(f"DynamoDB refused {len(refused)} redo requests: {next(iter(refused.values()))}")
+            report.redos += len(requests)
+
+    def _write_marks(self, marks: Sequence[Mark], deadline: Deadline) -> None:
+        refused = self._store.write([self._store.mark_write(m) for m in marks], deadline)
+        if refused:
+            raise RuntimeError(f"DynamoDB refused {len(refused)} rollup marks: {next(iter(refused.values()))}")
+
+    def _compaction_counted(self, tier: WriteTier, interval: tuple[int, str], *, cost: ReadCount) -> bool:
+        """Whether compaction counted ``entity``'s readings of ``hour`` (one of its compacted blocks of
+        the hour is unflagged: the entity-hour was compaction's). Consistent: a compacted block written
+        before the watermark passed the hour is seen."""
+        hour, entity = interval
+        plan = self._layout.plan_entity(
+            entity,
+            hour,
+            hour + HOUR_MS,
+            self._shard_maps.current(),
+            write_tier=tier,
+            compacted_through_ms=hour + HOUR_MS,
+        )
+        now_s = self._clock_ms() // 1000
+        for partition in (p for p in plan.partitions if p.kind == "compacted"):
+            request = PageRequest(partition, consistent=True, now_epoch_s=now_s)
+            while True:
+                page = self._reader.read_page(request)
+                cost.calls += 1
+                cost.items += page.scanned
+                cost.read_units += page.read_units
+                for block in page.blocks:
+                    header = header_of(partition, block)
+                    if not block.rollups and header.last_ms >= hour and header.first_ms < hour + HOUR_MS:
+                        return True
+                if page.next_key is None:
+                    break
+                request = replace(request, start_key=page.next_key)
+        return False
 
     def _put(
         self,

@@ -601,6 +601,12 @@ def test_rollups_reach_ingest_query_and_the_rollup_function_and_can_be_turned_of
     with pytest.raises(ConfigError) as refused:
         Context.parse({"rollups": "1h,90m"})
     assert refused.value.field == "rollups"
+    # compaction's totals are put hour by hour: a level that neither divides an hour nor is whole hours is refused
+    with pytest.raises(ConfigError) as refused:
+        Context.parse({"rollups": "1m,90m,3h"})
+    assert refused.value.field == "rollups" and "90m neither divides an hour nor is a whole number of hours" in str(
+        refused.value
+    )
 
 
 def test_the_compaction_function_comes_with_the_write_tier_and_settles_as_the_rollups_do() -> None:

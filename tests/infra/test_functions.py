@@ -323,8 +323,11 @@ def test_the_rollup_function_may_query_readings_and_touch_only_rollup_items_in_t
         )
         # its schedule's dead-letter queue is the function's own (asynchronous invocation)
         | _triples(synth, ["sqs:SendMessage"], rollups.failure_queue.queue_arn)
-        # the write tier's compaction watermark: raw reads plan both tiers at it
+        # the write tier's compaction watermark: raw reads plan both tiers at it, and each slot is planned with it
         | _triples(synth, ["dynamodb:GetItem"], control, _key_is(STATE_PK))
+        # redo requests for compaction, and nothing else there (its compacted blocks are Queried in the readings
+        # tables, above)
+        | _triples(synth, ["dynamodb:BatchWriteItem"], control, _keys_only("compactredo#*"))
     )
     assert grants(synth.role_statements(LambdaFunction.ROLLUP)) == expected
     (schedule,) = [

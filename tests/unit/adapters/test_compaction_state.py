@@ -35,6 +35,24 @@ def test_the_watermark_is_read_once_per_ttl_and_a_stale_copy_is_older() -> None:
     assert watermark.state().through == THROUGH + HOUR
 
 
+def test_a_consistent_read_skips_the_cache_and_refreshes_it() -> None:
+    # Given a cached copy of the watermark, and compaction moving it on within the minute
+    db, clock = MemoryDynamo(), [0.0]
+    watermark = CachedWatermark(db, "control", "readings", 60_000, clock=lambda: clock[0])
+    state(db, THROUGH)
+    assert watermark.state().through == THROUGH
+    state(db, THROUGH + HOUR)
+    calls: list[dict[str, object]] = []
+    read = db.get_item
+    db.get_item = lambda **kwargs: calls.append(kwargs) or read(**kwargs)  # type: ignore[method-assign]
+    # When the rollup function plans a slot: the state as stored, read strongly consistent
+    assert watermark.consistent().through == THROUGH + HOUR
+    assert [c.get("ConsistentRead") for c in calls] == [True]
+    # and the cache holds the newer copy from then on
+    assert watermark.state().through == THROUGH + HOUR and len(calls) == 1
+    assert NOTHING_COMPACTED.consistent().through == 0
+
+
 def test_no_state_yet_is_nothing_compacted() -> None:
     watermark = CachedWatermark(MemoryDynamo(), "control", "readings", 60_000)
     assert watermark.state().through == 0 == NOTHING_COMPACTED.state().through

@@ -1,5 +1,6 @@
-"""Ingest marks the intervals of the readings it writes for the rollup function: before them, once per container,
-so no reading is ever stored without a mark stamped no later than its storage, however the invocation ends."""
+"""Ingest marks the intervals of the readings it writes as blocks for the rollup function: before them, once per
+container, so no reading is ever stored without a mark stamped no later than its storage, however the invocation
+ends. A reading in a group item (the write tier) gets no mark: its entity-hour is compaction's (docs/rollups.md)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from adapters.shard_map_source import StaticShardMap
 from ingest.logic import Ingestor
 from keydesign import Layout, ShardMap, parse_timestamp
 from keydesign.rollup import Mark
+from keydesign.writetier import DENSE_READINGS, WriteTier
 from tests.unit.ingest.fakes import FakeDynamoDB, FakeSQS
 from tests.unit.ingest.kinesis_events import FakeClock, as_json, batch, reading
 from tests.unit.ingest.stored import stored_readings
@@ -22,7 +24,7 @@ MINUTE = 60_000
 CONTROL = "control"
 
 
-def _ingestor(db: FakeDynamoDB) -> Ingestor:
+def _ingestor(db: FakeDynamoDB, write_tier: WriteTier | None = None) -> Ingestor:
     clock = FakeClock()
     layout = Layout.from_settings(kind="hybrid", bucket="1h", table_prefix="readings")
     writer = BatchWriter(db, concurrency=1, clock=clock, sleep=clock.sleep, rng=random.Random(3))
@@ -37,6 +39,7 @@ def _ingestor(db: FakeDynamoDB) -> Ingestor:
         clock=clock,
         wall_clock_ms=lambda: NOW,
         rollup_marks=MarkRecorder(RollupStore(db, writer, CONTROL, "readings", 30 * 86_400_000), MINUTE),
+        write_tier=write_tier,
     )
 
 
@@ -121,3 +124,34 @@ def test_an_ingest_slowed_past_its_deadline_never_leaves_a_stored_reading_unmark
     stored = {(r.entity_id, r.ts_ms - r.ts_ms % MINUTE) for r in stored_readings(db.items("readings"))}
     assert stored <= marked
     assert all(r.failed or r.written == r.readings for r in outcome.records)
+
+
+HOUR = 3_600_000
+
+
+def test_with_the_write_tier_only_readings_written_as_blocks_are_marked() -> None:
+    # Given the write tier, a sparse fleet's batch (one reading a device, in the current hour)
+    db = FakeDynamoDB({"readings", CONTROL})
+    ingestor = _ingestor(db, WriteTier(4))
+    sparse = [as_json(reading(f"dev-{n}", NOW - 1_000 * n, f"s{n}")) for n in range(20)]
+    # When it is ingested: every reading in group items, and no mark at all (nor a start item)
+    outcome = ingestor.ingest(batch(sparse), 60_000)
+    assert outcome.written == 20 and outcome.blocks == 0 and outcome.group_items > 0
+    assert db.items(CONTROL) == []
+
+    # Given a dense entity (its own blocks), a late reading (its hour ended before the batch: a block) and a
+    # sparse device's reading of the current hour (a group item)
+    hour = NOW - NOW % HOUR
+    dense = [reading("hot", NOW - 2 * MINUTE + 1_000 * n, f"h{n}") for n in range(DENSE_READINGS)]
+    late = reading("old", hour - 5 * MINUTE, "l")
+    payloads = [as_json(dense), as_json(late), as_json(reading("dev-99", NOW, "s"))]
+    # When they are ingested
+    calls = len(db.calls)
+    outcome = ingestor.ingest(batch(payloads), 60_000)
+    # Then the dense entity's minute and the late reading's are marked, stamped with the batch's start, and
+    # the sparse device's is not
+    assert outcome.written == DENSE_READINGS + 2 and outcome.blocks == 2
+    start = NOW - NOW % MINUTE
+    assert _marks(db) == {Mark(start, MINUTE, start - 2 * MINUTE, "hot"), Mark(start, MINUTE, hour - 5 * MINUTE, "old")}
+    # before the blocks: the batch's first call puts the marks, and nothing in the readings table
+    assert CONTROL in db.calls[calls] and "readings" not in db.calls[calls]

@@ -11,9 +11,13 @@ entity is split mid-workload, tables may be per-period, and a run may die
 half-way. With the write tier on, batches are stored as ingest stores them then
 (``benchmarks/tier_items.py``: group items, dense marks, late readings in blocks)
 and each hour is compacted once it has settled, the rollup function reading both
-tiers at the watermark. After a final run, every rollup and every total equals the
-figures computed from the raw readings, except the intervals a late mark
-could not update, which are exactly the ones counted as late.
+tiers at the watermark. The marks here stand for every reading, group items' too
+(ingest now marks only its blocks' readings, leaving group-item entity-hours to
+compaction): every entity-hour is the rollup function's, so every entity's rollups
+must equal raw; a late mark is applied once compaction has done its hour. After a
+final run, every rollup and every total equals the figures computed from the raw
+readings, except the intervals a late mark could not update, which are exactly the
+ones counted as late.
 """
 
 from __future__ import annotations
@@ -84,6 +88,9 @@ class World:
         every reading written before it (up to 90 minutes after T0)."""
         earlier = () if self.first_groups == 2 else (EarlierGroups(self.first_groups, T0 + 2 * SLICE_MS),)
         return CompactionState(self.through, 2, earlier)
+
+    def consistent(self) -> CompactionState:
+        return self.state()
 
     def compact(self) -> None:
         """Compact every hour that has settled (ingest's timeout and a minute after it ended)."""

@@ -496,7 +496,12 @@ class MonthlyCost:
 
     @property
     def total(self) -> float:
-        return round(sum(asdict(self).values()), 2)
+        return round(sum(float(getattr(self, f.name)) for f in fields(self)), 2)
+
+    @classmethod
+    def of(cls, parts: Sequence[PartCost], column: int) -> MonthlyCost:
+        """The ``parts`` summed by kind, on-demand (``column`` 0) or provisioned (1)."""
+        return cls(**{kind: sum(getattr(p, kind)[column] for p in parts) for kind in COST_KINDS})
 
     def to_dict(self) -> dict[str, float]:
         return {**{k: round(v, 2) for k, v in asdict(self).items()}, "total": self.total}
@@ -642,7 +647,7 @@ def plan_capacity(workload: Workload, prices: Prices | None = None) -> CapacityP
     avg_readings = workload.peak_writes_per_s * scale
     avg_stream = stream_figures(workload, avg_readings)
     avg_blocks = blocks if scale == 1 else fleet_blocks(workload, avg_stream.batch_s, sizer, scale=scale)
-    avg_wcu, avg_item_bytes, avg_stored = _totals(workload, avg_blocks)
+    _, avg_item_bytes, avg_stored = _totals(workload, avg_blocks)
 
     # Table period: the guide's 10 GB rule, per physical partition.
     partitions = max(1, math.ceil(peak_wcu / PARTITION_WCU), global_shards + sum(entity_shards.values()))
@@ -656,17 +661,9 @@ def plan_capacity(workload: Workload, prices: Prices | None = None) -> CapacityP
         if workload.item_bytes is None
         else None
     )
-    retention_s = workload.retention_days * 86_400
-    if write_tier is None:  # blocks of one reading of item_bytes: the readings' blocks alone
-        rates = {"entities' own blocks": PartRates(wu=avg_wcu, at_rest=avg_stored * retention_s)}
-    else:
-        rates = _deployment(workload, avg_stream.batch_s, avg_blocks, sizer, write_tier.groups)
+    rates = _deployment(workload, avg_stream.batch_s, avg_blocks, sizer, write_tier.groups if write_tier else None)
     parts = _priced(
         workload, prices, rates, typical=typical, stream=avg_stream, peak_scale=1 / scale, readings=avg_readings
-    )
-    storage_gb = sum(r.at_rest for r in rates.values()) / 1024**3
-    ondemand, provisioned = (
-        MonthlyCost(**{kind: sum(getattr(p, kind)[column] for p in parts) for kind in COST_KINDS}) for column in (0, 1)
     )
     return CapacityPlan(
         write_units_per_reading=round(peak_wcu / workload.peak_writes_per_s, 4),
@@ -682,9 +679,9 @@ def plan_capacity(workload: Workload, prices: Prices | None = None) -> CapacityP
         fill_hours=round(hours, 2),
         table_period=period,
         stream=stream,
-        monthly_storage_gb=round(storage_gb, 1),
-        monthly_ondemand=ondemand,
-        monthly_provisioned=provisioned,
+        monthly_storage_gb=round(sum(r.at_rest for r in rates.values()) / 1024**3, 1),
+        monthly_ondemand=MonthlyCost.of(parts, 0),
+        monthly_provisioned=MonthlyCost.of(parts, 1),
         notes=notes,
         write_tier=write_tier,
         parts=parts,
@@ -710,20 +707,26 @@ class PartCost:
 
     def usd(self, column: int) -> float:
         """The part's month on-demand (column 0) or provisioned (1)."""
-        return sum(getattr(self, kind)[column] for kind in COST_KINDS)
+        return sum(float(getattr(self, kind)[column]) for kind in COST_KINDS)
 
 
 COST_KINDS = tuple(f.name for f in fields(MonthlyCost))
 
 
 def _deployment(
-    workload: Workload, batch_s: float, blocks: tuple[EntityBlocks, ...], sizer: BlockSizer, groups: int
+    workload: Workload, batch_s: float, blocks: tuple[EntityBlocks, ...], sizer: BlockSizer, groups: int | None
 ) -> dict[str, PartRates]:
-    """:func:`deployment_rates` of ``workload`` at batches of ``batch_s``, its entities' ``blocks``."""
+    """:func:`deployment_rates` of ``workload`` at batches of ``batch_s``, its entities' ``blocks``, the write
+    tier's ``groups``; None (``item_bytes`` given: blocks of one reading of that size): the blocks alone."""
+    retention_s = workload.retention_days * 86_400
+    if groups is None:
+        wcu, _, stored = _totals(workload, blocks)
+        return {"entities' own blocks": PartRates(wu=wcu, at_rest=stored * retention_s)}
     _, count = workload.typical()
     kinds = [
-        Kind(w, b.readings_per_s, b.write_units_per_reading, b.bytes_stored_per_reading, b.readings_per_batch < DENSE_READINGS)
+        Kind(w, b.readings_per_s, b.write_units_per_reading, b.bytes_stored_per_reading, sparse)
         for w, b in zip([count] + [1] * (len(blocks) - 1), blocks, strict=True)
+        for sparse in [b.readings_per_batch < DENSE_READINGS]
         if b.readings_per_s > 0
     ]
     tier = write_tier_figures(workload, batch_s, blocks, groups=groups)
@@ -740,12 +743,12 @@ def _deployment(
         sizes,
         groups=groups,
         group_items=(sparse_rate * tier.group_write_units_per_reading, sparse_rate * tier.group_item_bytes_per_reading),
-        retention_s=workload.retention_days * 86_400,
+        retention_s=retention_s,
         ms_per_reading=workload.ingest.ms_per_reading,
     )
 
 
-def _priced(  # noqa: PLR0913 - the plan's one caller, its figures by name
+def _priced(
     workload: Workload,
     prices: Prices,
     rates: dict[str, PartRates],

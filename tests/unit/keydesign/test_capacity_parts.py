@@ -23,7 +23,9 @@ SEED_003 = Workload(
     peak_writes_per_s=3858,
     entities=1_000_000,
     retention_days=90,
-    sample=Reading.parse({"entity_id": "device-0000001", "timestamp": SAMPLE_READING.ts_ms, "measures": {"value": 21.53}}),
+    sample=Reading.parse(
+        {"entity_id": "device-0000001", "timestamp": SAMPLE_READING.ts_ms, "measures": {"value": 21.53}}
+    ),
 )
 SPARSE = Workload(peak_writes_per_s=10_000 / 60, entities=10_000)
 DENSE = Workload(peak_writes_per_s=50, entities=10)  # seed 000-like: ten sensors at 5 readings/s
@@ -107,6 +109,4 @@ def test_a_dense_fleet_writes_no_group_items_and_keeps_todays_rollups() -> None:
     assert _wu_per_s(plan, "marks and rollups (rollup-owned)", DENSE) == pytest.approx(2 * intervals)
     assert _wu_per_s(plan, "rollup totals and state", DENSE) == pytest.approx(4 / 60)
     assert parts["rollup Lambda"].usd(0) > 0
-    assert math.isclose(
-        sum(p.usd(0) for p in plan.parts), plan.monthly_ondemand.total, abs_tol=0.01
-    )
+    assert math.isclose(sum(p.usd(0) for p in plan.parts), plan.monthly_ondemand.total, abs_tol=0.01)

@@ -104,6 +104,29 @@ def test_plan_prints_the_month_in_parts(capsys: pytest.CaptureFixture[str]) -> N
         assert f"\n{part} " in out
 
 
+def test_plan_prices_seed_003_in_parts_under_1000_a_month(capsys: pytest.CaptureFixture[str]) -> None:
+    # The command: 1 million devices, a reading each per ~259 s, kept 90 days
+    argv = ["plan", "--peak-writes", "3858", "--entities", "1000000", "--retention-days", "90"]
+    argv += ["--reading", '{"entity_id":"device-0000001","measures":{"value":21.53}}']
+    code, out, _ = run_cli(capsys, *argv)
+    assert code == 0
+    head = "part (a month)  WU/reading  RU/reading  B/reading at rest  on-demand $  provisioned $"
+    lines = out.splitlines()
+    at = next(i for i, line in enumerate(lines) if re.sub(" +", "  ", line) == re.sub(" +", "  ", head))
+    rows = {line.split("  ")[0]: line.split() for line in lines[at + 2 : lines.index("", at)]}
+    # what this deployment pays for (the rollup-owned parts cost nothing: no entity writes blocks)
+    assert list(rows) == [
+        "group items", "compacted blocks", "group partials", "compaction's totals", "compaction's reads and state",
+        "compaction Lambda", "rollup totals and state", "rollup Lambda", "stream", "ingest Lambda", "total",
+    ]  # fmt: skip
+    plan = json.loads(run_cli(capsys, *argv, "--json")[1])["plan"]
+    total = plan["monthly_ondemand"]["total"]
+    assert total < 1_000 and float(rows["total"][-2].replace(",", "")) == total
+    assert sum(sum(v[0] for v in p.values() if isinstance(v, list)) for p in plan["parts"]) == pytest.approx(
+        total, abs=0.01
+    )
+
+
 def test_plan_of_blocks_of_one_reading_reproduces_one_item_per_reading(capsys: pytest.CaptureFixture[str]) -> None:
     # --item-bytes: every block one reading of 500 B (1 WCU): the sizing of one item per reading
     code, out, _ = run_cli(

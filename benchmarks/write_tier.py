@@ -550,7 +550,6 @@ def rollups_from_compaction(fleet: Fleet, parts: list[Part], reading_json: float
         groups=groups,
         group_items=_group_items(fleet, sparse_rate, groups, batch) if sparse else (0.0, 0.0),
         retention_s=RETENTION_S,
-        ms_per_reading=capacity.Ingest().ms_per_reading,
     )
     seconds = {name: rates[name].gb_s / (capacity.FUNCTION_MEMORY_MB / 1024) for name in ROLLUP_PARTS}
     # a compaction-owned device's hours of a day, days of a month: its compacted blocks, a Query an hour bucket

@@ -744,7 +744,6 @@ def _deployment(
         groups=groups,
         group_items=(sparse_rate * tier.group_write_units_per_reading, sparse_rate * tier.group_item_bytes_per_reading),
         retention_s=retention_s,
-        ms_per_reading=workload.ingest.ms_per_reading,
     )
 
 
@@ -1033,6 +1032,12 @@ CALL_S = 0.010
 IN_FLIGHT = 16
 BATCH_WRITE = 25
 PAGE_BYTES = 1024 * 1024
+#: CPU a reading takes, measured (docs/benchmarks.md): compaction decodes it from a group item, encodes it
+#: in a block and adds it to a partial (the ``compaction`` benchmark: 7.76 s for 217,021 readings); the rollup
+#: function decodes a block reading and adds it to a minute (the ``rollups`` keep-up run: 14.2 s for a minute
+#: of 3 million readings, 6.9 s of it its 11,094 calls).
+COMPACTION_MS_PER_READING = 0.036
+ROLLUP_MS_PER_READING = 0.0024
 #: The rollup levels priced: the stack's default ``1m,1h,1d``.
 MINUTE_S, HOUR_S, DAY_S = 60, 3_600, 86_400
 LEVELS_S = (MINUTE_S, HOUR_S, DAY_S)
@@ -1146,11 +1151,10 @@ def deployment_rates(
     groups: int,
     group_items: tuple[float, float],
     retention_s: float,
-    ms_per_reading: float,
 ) -> dict[str, PartRates]:
     """DynamoDB's and the scheduled functions' parts of the deployment (see above), per second, for entities
     ``kinds`` with the write tier's ``groups`` (0: no write tier) whose group items take ``group_items``
-    (write units/s, bytes/s put: item + 100 each); a reading is decoded or encoded in ``ms_per_reading``."""
+    (write units/s, bytes/s put: item + 100 each)."""
     parts = {name: PartRates() for name in PARTS[:11]}
     sparse = [k for k in kinds if k.sparse]
     dense = [k for k in kinds if not k.sparse]
@@ -1167,7 +1171,7 @@ def deployment_rates(
     if groups and sparse_rate:
         calls = _compaction(parts, sparse, sizes, groups=groups, group_items=group_items, retention_s=retention_s)
         parts["compaction Lambda"] = PartRates(
-            gb_s=gb * (sparse_rate * ms_per_reading / 1000 + calls * CALL_S / IN_FLIGHT),
+            gb_s=gb * (sparse_rate * COMPACTION_MS_PER_READING / 1000 + calls * CALL_S / IN_FLIGHT),
             requests=1 / COMPACTION_EVERY_S,
         )
     # the rollup function: every minute its state and mark shards; rollup-owned entities as before
@@ -1192,7 +1196,7 @@ def deployment_rates(
         totals.ru += len(LEVELS_S) * math.ceil(entities * sizes.rollup / READ_UNIT_BYTES) / MINUTE_S
     dense_rate = sum(k.readings for k in dense)
     parts["rollup Lambda"] = PartRates(
-        gb_s=gb * (dense_rate * ms_per_reading / 1000 + calls * CALL_S / IN_FLIGHT), requests=1 / ROLLUP_EVERY_S
+        gb_s=gb * (dense_rate * ROLLUP_MS_PER_READING / 1000 + calls * CALL_S / IN_FLIGHT), requests=1 / ROLLUP_EVERY_S
     )
     return parts
 

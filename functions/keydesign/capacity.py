@@ -3,7 +3,8 @@
 Readings are stored in blocks (:mod:`keydesign.blocks`), so what a reading costs
 depends on how many readings share its block: an entity's readings in one ingest
 batch, in one bucket, cut as :meth:`keydesign.Layout.pack` cuts them (a span under
-10 s, at most 1,000 readings and 64 KB). The planner works that out in four steps:
+10 s, at most 1,000 readings and 64 KB). The planner works that out in four steps,
+and prices the deployment in a fifth:
 
 1. **The batch.** The ingest function is invoked per Kinesis shard (and per
    parallel batcher of a shard) every ``max(batching window, 1 s)``: the window
@@ -28,6 +29,12 @@ batch, in one bucket, cut as :meth:`keydesign.Layout.pack` cuts them (a span und
 4. **The fleet.** Hot entities at their own rates, the other entities sharing the
    rest of the peak evenly; the hybrid layout's N and sub-shards follow from their
    write units, and the cost from the average rate.
+5. **The month in parts.** With the write tier on (always, G auto or given), what the
+   deployment writes, reads and keeps, part by part (:func:`deployment_rates`, "the
+   deployment in parts" below): ingest's group items, dense blocks and dense marks;
+   compaction's blocks, group partials, its part of the totals, its reads and its Lambda;
+   the rollup function's marks and rollups of rollup-owned entities, its totals and state,
+   its Lambda; the queries, the stream and the ingest Lambda.
 
 Limits used (DynamoDB documentation): one partition key takes at most 1,000 write
 units/s and 3,000 read units/s; a physical partition holds 10 GB (taken as 10 GiB);
@@ -43,8 +50,8 @@ Kinesis Data Streams on-demand (the stack's default mode): $0.08 per GB of data 
 one consumer), $0.04 per stream-hour; provisioned: $0.015 per shard-hour and
 $0.014 per million PUT payload units (25 KB each). Lambda on arm64 (the stack's
 architecture): $0.0000133334 per GB-second and $0.20 per million requests.
-Not counted: the hot-key function on the table's stream, rollups, the API, free
-tiers. Prices differ by region and change: pass your own.
+Not counted: the hot-key function on the table's stream, the API, late readings' redo and
+re-marks, free tiers. Prices differ by region and change: pass your own.
 """
 
 from __future__ import annotations

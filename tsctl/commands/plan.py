@@ -1,4 +1,4 @@
-"""``tsctl plan``: capacity arithmetic for a described workload, in blocks."""
+"""``tsctl plan``: capacity arithmetic for a described workload, in blocks, and its month in parts."""
 
 from __future__ import annotations
 
@@ -37,7 +37,10 @@ def register(sub: Any) -> None:
             "ingest batch: its rate times the batching window, cut at 10 s, 1,000 readings and 64 KB), the write "
             "units and bytes each reading costs (measured by packing representative readings), the hybrid "
             "layout's global shards N and hot-entity sub-shards, the table period from the 10 GB partition rule, "
-            "and the monthly cost in parts: writes, reads, storage, the Kinesis stream and the ingest Lambda. "
+            "the write tier's groups, and the monthly cost in parts with the write tier on: group items, "
+            "entities' own blocks, dense marks, compacted blocks, rollups (compaction's group partials and "
+            "totals, the rollup function's), compaction's reads, the compaction and rollup Lambdas, queries, "
+            "the Kinesis stream and the ingest Lambda. "
             "Default prices are us-east-1 list prices; pass your own."
         ),
     )

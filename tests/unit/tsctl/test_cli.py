@@ -170,6 +170,7 @@ def test_plan_measures_the_blocks_of_a_given_reading(capsys: pytest.CaptureFixtu
         (["plan", "--peak-writes", "10", "--entities", "10", "--batching-window", "301"], "ingest.batching_window_s"),
         (["plan", "--peak-writes", "10", "--entities", "10", "--reading", "{bad"], "--reading"),
         (["plan", "--peak-writes", "10", "--entities", "10", "--reading", '{"entity_id": "a"}'], "--reading"),
+        (["plan", "--peak-writes", "10", "--entities", "10", "--write-tier-groups", "0"], "write_tier_groups"),
         (["keys", "--entity", "bad#id"], "entity_id"),
         (["keys", "--entity", "a", "--timestamp", "yesterday"], "timestamp"),
         (["keys", "--entity", "a", "--measures", "{bad"], "--measures"),

@@ -772,6 +772,8 @@ def _priced(
     for name, rate in rates.items():
         storage = rate.at_rest / 1024**3 * prices.storage_gb_month
         provisioned_wcu = rate.wu * (peak_scale if name in INGEST_PARTS else 1.0)
+        writes = rate.wu * month_m * prices.ondemand_write_per_million
+        reads = rate.ru * month_m * prices.ondemand_read_per_million
         function = rate.gb_s * SECONDS_PER_MONTH * prices.lambda_gb_second
         function += rate.requests * month_m * prices.lambda_requests_per_million
         kind = {"compaction Lambda": "compaction_lambda", "rollup Lambda": "rollup_lambda"}.get(name)
@@ -781,14 +783,12 @@ def _priced(
                 rate.wu / readings,
                 rate.ru / readings,
                 rate.at_rest / (readings * retention_s),
-                writes=(rate.wu * month_m * prices.ondemand_write_per_million, provisioned_wcu * HOURS_PER_MONTH
-                        * prices.provisioned_wcu_hour),
-                reads=(rate.ru * month_m * prices.ondemand_read_per_million, rate.ru * HOURS_PER_MONTH
-                       * prices.provisioned_rcu_hour),
+                writes=(writes, provisioned_wcu * HOURS_PER_MONTH * prices.provisioned_wcu_hour),
+                reads=(reads, rate.ru * HOURS_PER_MONTH * prices.provisioned_rcu_hour),
                 storage=(storage, storage),
                 **({kind: (function, function)} if kind else {}),
             )
-        )  # fmt: skip
+        )
     # A query of one entity's readings: its blocks, and one more that the range cuts at an edge.
     blocks_read = workload.readings_per_read / typical.readings_per_block + 1
     read_units_each = max(1, math.ceil(blocks_read * typical.block_bytes / READ_UNIT_BYTES)) / 2

@@ -78,7 +78,7 @@ def test_plan_sizes_the_seed_workload_in_blocks(capsys: pytest.CaptureFixture[st
     assert set(month) == {
         "writes", "reads", "storage", "stream", "ingest_lambda", "compaction_lambda", "rollup_lambda", "total"
     }  # fmt: skip
-    assert month["total"] == pytest.approx(sum(v for k, v in month.items() if k != "total"), abs=0.02)
+    assert month["total"] == pytest.approx(sum(v for k, v in month.items() if k != "total"), abs=0.04)  # cents
 
 
 def test_plan_with_a_longer_window_makes_larger_blocks(capsys: pytest.CaptureFixture[str]) -> None:

@@ -65,11 +65,10 @@ from typing import Any
 from benchmarks import blocks
 from benchmarks.blocks import SEED_000, SEED_003, SPARSE, START_MS, Deployment, Fleet
 from benchmarks.harness import Result, benchmark
-from keydesign import Reading, capacity, format_ts, item_size, write_units
+from keydesign import Reading, capacity, item_size, write_units
 from keydesign.blocks import CODEC_DEFLATE, CODEC_RAW, FORMAT, block_item
 from keydesign.capacity import RECENT_S, SECONDS_PER_MONTH, Prices, poisson_fill
 from keydesign.model import derive_event_id
-from keydesign.rollup import Figures, Mark, rollup_pk, total_pk
 
 MINUTE, HOUR, DAY = 60, 3_600, 86_400
 FLEETS = (SEED_000, SEED_003, SPARSE)
@@ -211,20 +210,6 @@ def entity_item_bytes(fleet: Fleet, readings: int) -> int:
     batch = [_reading(fleet, entity, START_MS + int(i * step + rng.uniform(0, 50)), rng) for i in range(readings)]
     sk = f"{entity}#{START_MS}#{'0' * 12}#9"
     return item_size(block_item(f"r#{0:03d}#{START_MS // 86_400_000}", sk, entity_payload(batch), 1))
-
-
-def rollup_item_bytes(fleet: Fleet) -> int:
-    figures = Figures()
-    rng = random.Random(0)
-    for _ in range(5):
-        figures.add(fleet.measures(rng))
-    entity = fleet.sensor(fleet.sensors - 1)
-    return item_size({"pk": rollup_pk("readings", 60_000, START_MS, 31), "sk": entity, **figures.item(), "ttl": 1})
-
-
-def mark_item_bytes(fleet: Fleet) -> int:
-    pk, sk = Mark.of(START_MS, 60_000, START_MS, fleet.sensor(fleet.sensors - 1)).key("readings")
-    return item_size({"pk": pk, "sk": sk, "ttl": 1})
 
 
 # -- arithmetic --------------------------------------------------------------------------------------------
@@ -396,7 +381,7 @@ def _today_rollups(costs: Costs, fleet: Fleet, parts: list[Part]) -> None:
     entity_days = sum(p.rate * per_interval(p.interval_s, DAY) for p in parts)
     costs.wu += 2 * (entity_minutes + entity_hours + entity_days) + 4 / MINUTE
     # marks and rollups both outlive the readings (keydesign.rollup.rollup_ttl)
-    item_bytes = rollup_item_bytes(fleet) + mark_item_bytes(fleet) + 2 * OVERHEAD
+    item_bytes = _sizes(fleet).rollup + _sizes(fleet).mark + 2 * OVERHEAD
     costs.billed += (entity_minutes + entity_hours + entity_days) * item_bytes
     # one raw Query per entity-minute, its rollup and hour mark in BatchWriteItems, the 32 mark keys
     costs.seconds_per_minute = pass_seconds(entity_minutes * MINUTE * (1 + 2 / BATCH_WRITE) + 32)
@@ -458,7 +443,7 @@ def _compaction_rollups(
     costs: Costs, fleet: Fleet, slice_s: int, parts: list[Part], read_bytes: dict[int, float]
 ) -> None:
     """Per entity at the levels whose interval's readings take more than a read unit; totals; the state."""
-    rollup_b = rollup_item_bytes(fleet) + OVERHEAD
+    rollup_b = _sizes(fleet).rollup + OVERHEAD
     for part in parts:
         for level in (MINUTE, HOUR, DAY):
             if level / part.interval_s * read_bytes[id(part)] > READ_UNIT:
@@ -471,57 +456,29 @@ def _compaction_rollups(
 
 # -- rollups from the compaction pass (issue 38, second step) ---------------------------------------------
 #
-# The design docs/decisions.md chose ("Rollups from the compaction pass"), priced with the built write tier
-# (G auto, hourly compaction into a block per entity-hour, the stack's 10 s window): ingest marks only the
-# readings it writes to blocks (dense entities, late readings); compaction writes, per group and hour, a
-# *group partial* (the group's 60 minute figures and its hour figures, over the readings it compacted), the
-# fleet-wide partial totals of the hour's minutes and hour once every group of the hour is done (and of the day
-# at its last hour), and each write-tier entity's day rollup at the day's last hour (from the group's day of
-# items, kept 4 days); the rollup function keeps the marked (block) entity-intervals, their totals and its
-# state. A write-tier entity's minutes and hours are answered from its compacted blocks.
+# The design docs/decisions.md chose ("Rollups from the compaction pass"), as built (docs/rollups.md), priced by
+# the model ``tsctl plan`` prices the deployment with (:func:`keydesign.capacity.deployment_rates`: one model)
+# with this module's items (its group-item model, its read-tier blocks, its fleets' measures): ingest marks
+# only the readings it writes to blocks (dense entities, late readings); compaction writes, per group and hour,
+# a *group partial* (the group's figures per minute over the readings it compacted), and every hour its part
+# of the fleet totals (the hour's minutes and hour, the day recombined); a write-tier entity has no rollup item
+# of its own (the model had a day rollup per entity-day before the build: dropped), its compacted blocks are
+# its figures. The rollup function keeps the marked (block) entity-intervals, their totals and its state.
 
-#: What compaction writes for rollups, and what ingest and the rollup function still write (write units and
-#: billed bytes per second, by part).
-ROLLUP_PARTS = (
-    "group items",
-    "compacted blocks",
-    "dense blocks",
-    "day rollups (compaction)",
-    "group partials",
-    "fleet partial totals",
-    "compaction watermark",
-    "marks and rollups of block readings",
-    "rollup function totals and state",
-)
-KEEP_S = 4 * DAY  # keydesign.writetier.KEEP_MS: group items and group partials expire 4 days after their hour
-STEP_GROUPS = 16  # groups a compaction step, a watermark put each
+#: The parts priced here: DynamoDB's and the scheduled functions' (tsctl plan adds the stream, ingest, queries).
+ROLLUP_PARTS = capacity.PARTS[: capacity.PARTS.index("rollup Lambda") + 1]
 
 
-def group_partial_bytes(fleet: Fleet, readings_per_minute: float) -> int:
-    """A group partial: the group's figures of each of the hour's 60 minutes and of the hour (keyed by
-    minute), and the dense-marked entities it took over (none here: the model has no mixed entity-hours)."""
-    rng = random.Random(1)
-    per_minute = max(1, min(20, round(readings_per_minute)))  # the sums' text, not the count, sets the size
-    minutes: dict[str, object] = {}
-    hour = Figures()
-    for minute in range(60):
-        figures = Figures()
-        for _ in range(per_minute):
-            figures.add(fleet.measures(rng))
-        hour.merge(figures)
-        minutes[f"{minute:02d}"] = figures.item()
-    item = {"pk": f"rollgrp#readings#{START_MS}", "sk": "0000", "p": minutes, "h": hour.item(), "x": [], "ttl": 1}
-    return item_size(item)
+def total_item_bytes(fleet: Fleet) -> int:
+    """A fleet total of an interval (a ``rollall#`` item; compaction's part adds ``#c`` to its sk)."""
+    return _sizes(fleet).total
 
 
-def total_item_bytes(fleet: Fleet, readings: int) -> int:
-    """A fleet total of an interval (today's ``rollall#`` item; compaction's partial adds ``#c`` to its sk)."""
-    rng = random.Random(2)
-    figures = Figures()
-    for _ in range(min(readings, 50)):
-        figures.add(fleet.measures(rng))
-    sk = f"{format_ts(START_MS)}#c"
-    return item_size({"pk": total_pk("readings", 60_000, START_MS), "sk": sk, **figures.item(), "ttl": 1})
+@functools.cache
+def _sizes(fleet: Fleet) -> capacity.ItemSizes:
+    return capacity.item_sizes(
+        fleet.measures, fleet.sensor(fleet.sensors - 1), "readings", lambda m: (entity_item_bytes(fleet, m),)
+    )
 
 
 @dataclass(slots=True)
@@ -535,7 +492,7 @@ class RollupCosts:
     ru_days_of_month: float  # its day-level aggregate over 30 days
     ru_fleet_minutes: float  # GET /aggregates, per minute over an hour
     totals_lag_s: float  # how far GET /aggregates trails the clock
-    pass_s_per_minute: float  # compaction's worst hour (the day's last) per minute of readings, or the function's
+    pass_s_per_minute: float  # compaction's time per minute of readings, or the rollup function's
     groups: int
 
     def figures(self) -> dict[str, float]:
@@ -561,114 +518,56 @@ def today_rollup_reads(fleet: Fleet) -> dict[str, float]:
     return {
         "ru_hours_of_day": 24 * 0.5,
         "ru_days_of_month": 30 * 0.5,
-        "ru_fleet_minutes_of_hour": query_units(60 * total_item_bytes(fleet, 1_000)),
+        "ru_fleet_minutes_of_hour": query_units(60 * total_item_bytes(fleet)),
     }
 
 
-def _group_items(fleet: Fleet, sparse_rate: float, groups: int, batch_s: float) -> tuple[float, float, float]:
+def _group_items(fleet: Fleet, sparse_rate: float, groups: int, batch_s: float) -> tuple[float, float]:
     """Group items per second as ingest cuts them (:func:`keydesign.capacity.group_cuts`, 10 s of span):
-    write units, bytes stored, and a group's bytes per second."""
-    units = stored = readings = 0.0
+    write units and bytes put (item + 100 each)."""
+    units = stored = 0.0
     batch_ms = int(batch_s * 1000)
     for count, per_batch in capacity.group_cuts(sparse_rate / groups * batch_s, batch_s).items():
         size = group_item_bytes(fleet, count, batch_ms)
         items = math.ceil(size / MAX_ITEM_BYTES)
         units += per_batch * items * write_units(math.ceil(size / items))
         stored += per_batch * (size + items * OVERHEAD)
-        readings += per_batch * count
     per_s = groups / batch_s
-    return units * per_s, stored * per_s, stored * per_s / groups
-
-
-def _compaction_writes(  # noqa: PLR0917 - the design's one caller, sharing its tallies
-    fleet: Fleet,
-    sparse: list[Part],
-    typical: Part,
-    groups: int,
-    batch: float,
-    wu: dict[str, float],
-    billed: dict[str, float],
-) -> tuple[float, float, float]:
-    """Add the write tier's and compaction's writes to ``wu`` and ``billed``; return compaction's calls an
-    hour, its calls once a day on top, and the read units of a sparse device's hourly aggregates of a day."""
-    rollup_b = rollup_item_bytes(fleet) + len("f") + 1  # the day rollup's flag: its minutes and hours stored
-    total_b = total_item_bytes(fleet, 1_000)
-    hour_calls = day_calls = 0.0
-    ru_hours = 24 * 0.5  # replaced by the typical entity's, if it is sparse
-    sparse_rate = sum(p.rate for p in sparse)
-    group_wu, group_stored, group_bytes_per_s = _group_items(fleet, sparse_rate, groups, batch)
-    wu["group items"] += group_wu
-    billed["group items"] += group_stored * KEEP_S / RETENTION_S
-    hour_calls += groups * pages(group_bytes_per_s * HOUR, 1)
-    day_calls += groups * pages(group_bytes_per_s * DAY, 1)  # the group's day again, for its day rollups
-    for part in sparse:
-        per_block = max(1.0, HOUR / part.interval_s)
-        block = entity_item_bytes(fleet, round(per_block))
-        blocks_per_s = part.rate / per_block
-        wu["compacted blocks"] += blocks_per_s * write_units(block)
-        billed["compacted blocks"] += blocks_per_s * (block + OVERHEAD)
-        hour_calls += blocks_per_s * HOUR / BATCH_WRITE
-        days_per_s = part.rate * per_interval(part.interval_s, DAY)
-        wu["day rollups (compaction)"] += days_per_s * write_units(rollup_b)
-        billed["day rollups (compaction)"] += days_per_s * (rollup_b + OVERHEAD)
-        day_calls += days_per_s * DAY / BATCH_WRITE
-        if part is typical:  # unflagged day rollup, then the 24 compacted hours raw (a Query an hour bucket)
-            ru_hours = 0.5 + 24 * query_units(block)
-    partial = group_partial_bytes(fleet, sparse_rate / groups * MINUTE)
-    wu["group partials"] += groups / HOUR * write_units(partial)
-    billed["group partials"] += groups / HOUR * (partial + OVERHEAD) * KEEP_S / RETENTION_S
-    hour_calls += groups / BATCH_WRITE + pages(groups * partial, 1)  # put them; read them back for the fleet
-    fleet_items = (60 + 1 + 1 / 24) / HOUR  # the hour's minutes and hour, the day at its last hour
-    wu["fleet partial totals"] += fleet_items * write_units(total_b)
-    billed["fleet partial totals"] += fleet_items * (total_b + OVERHEAD)
-    hour_calls += 3
-    wu["compaction watermark"] += math.ceil(groups / STEP_GROUPS) / HOUR
-    return hour_calls, day_calls, ru_hours
+    return units * per_s, stored * per_s
 
 
 def rollups_from_compaction(fleet: Fleet, parts: list[Part], reading_json: float, window_s: int = 10) -> RollupCosts:
-    """The chosen design's costs for ``fleet`` (see above): every write, its bytes at rest, the reads."""
+    """The built design's costs for ``fleet`` (see above): every write, its bytes at rest, the reads."""
     batch = Stream(window_s=window_s).batch_s(fleet, reading_json)
-    rate = sum(p.rate for p in parts)
-    wu = dict.fromkeys(ROLLUP_PARTS, 0.0)
-    billed = dict.fromkeys(ROLLUP_PARTS, 0.0)
     typical = max(parts, key=lambda p: p.entities)
     sparse = [p for p in parts if p.interval_s * DENSE_PER_BATCH > batch]
-    dense = [p for p in parts if p not in sparse]
     sparse_rate = sum(p.rate for p in sparse)
     groups = auto_groups(fleet, sparse_rate, batch) if sparse else 0
-    total_b = total_item_bytes(fleet, 1_000)
-    rollup_b = rollup_item_bytes(fleet) + len("f") + 1  # the day rollup's flag: its minutes and hours stored
-    for part in dense:
-        wu["dense blocks"] += part.rate * part.block_wu
-        billed["dense blocks"] += part.rate * part.block_bytes
-        intervals = sum(part.rate * per_interval(part.interval_s, level) for level in (MINUTE, HOUR, DAY))
-        wu["marks and rollups of block readings"] += 2 * intervals  # a mark and a rollup each, as today
-        billed["marks and rollups of block readings"] += intervals * (rollup_b + mark_item_bytes(fleet) + 2 * OVERHEAD)
-    # the rollup function's state every minute; with marks, the minute's total and (amortised) the hour's, day's
-    function_items = (4 if dense else 1) / MINUTE
-    wu["rollup function totals and state"] += function_items
-    billed["rollup function totals and state"] += (function_items - 1 / MINUTE) * (total_b + OVERHEAD)
-    # compaction's calls an hour and once a day on top (the day's last hour); a dense entity's flagged day
-    # reads its 24 hour rollups
-    hour_calls, day_calls, ru_hours = (
-        _compaction_writes(fleet, sparse, typical, groups, batch, wu, billed) if sparse else (0.0, 0.0, 24 * 0.5)
+    kinds = [capacity.Kind(p.entities, 1 / p.interval_s, p.block_wu, p.block_bytes, p in sparse) for p in parts]
+    rates = capacity.deployment_rates(
+        kinds,
+        _sizes(fleet),
+        groups=groups,
+        group_items=_group_items(fleet, sparse_rate, groups, batch) if sparse else (0.0, 0.0),
+        retention_s=RETENTION_S,
     )
-    worst_hour_s = pass_seconds(hour_calls + day_calls)
-    # the rollup function, as today for the marked entity-minutes: a raw Query each, its writes, the mark keys
-    dense_minutes = sum(p.rate * per_interval(p.interval_s, MINUTE) for p in dense)
-    function_s = pass_seconds(dense_minutes * MINUTE * (1 + 2 / BATCH_WRITE) + 32) if dense else 0.0
-    totals_per_minute = (1 if dense else 0) + (1 if sparse else 0)  # the function's and compaction's items
-    lag = HOUR + SETTLE_S + worst_hour_s if sparse else SETTLE_S + MINUTE + function_s
+    seconds = {name: rates[name].gb_s / (capacity.FUNCTION_MEMORY_MB / 1024) for name in ROLLUP_PARTS}
+    # a compaction-owned device's hours of a day, days of a month: its compacted blocks, a Query an hour bucket
+    block = entity_item_bytes(fleet, round(max(1.0, HOUR / typical.interval_s)))
+    hours_of_day, days_of_month = (24 * query_units(block), 30 * 24 * query_units(block))
+    if typical not in sparse:
+        hours_of_day, days_of_month = 24 * 0.5, 30 * 0.5
+    totals_per_minute = (1 if len(sparse) < len(parts) else 0) + (1 if sparse else 0)  # the function's, compaction's
+    compaction_s = seconds["compaction Lambda"] * HOUR  # a second's readings take this long, an hour's
     return RollupCosts(
-        rate=rate,
-        wu=wu,
-        billed=billed,
-        ru_hours_of_day=ru_hours,
-        ru_days_of_month=30 * 0.5,
-        ru_fleet_minutes=query_units(60 * totals_per_minute * total_b),
-        totals_lag_s=lag,
-        pass_s_per_minute=max(worst_hour_s / (HOUR / MINUTE), function_s),
+        rate=sum(p.rate for p in parts),
+        wu={name: rates[name].wu for name in ROLLUP_PARTS},
+        billed={name: rates[name].at_rest / RETENTION_S for name in ROLLUP_PARTS},
+        ru_hours_of_day=hours_of_day,
+        ru_days_of_month=days_of_month,
+        ru_fleet_minutes=query_units(60 * totals_per_minute * total_item_bytes(fleet)),
+        totals_lag_s=HOUR + SETTLE_S + compaction_s if sparse else SETTLE_S + MINUTE + seconds["rollup Lambda"] * 60,
+        pass_s_per_minute=max(compaction_s / (HOUR / MINUTE), seconds["rollup Lambda"] * MINUTE),
         groups=groups,
     )
 
@@ -843,7 +742,11 @@ def write_tier_table(quick: bool) -> Result:
 )
 def write_tier_rollups(quick: bool) -> Result:
     result = Result(
-        params={"window_s": {"today": 5, "rollups from compaction": 10}, "keep_s": KEEP_S, "call_ms": CALL_S * 1000},
+        params={
+            "window_s": {"today": 5, "rollups from compaction": 10},
+            "keep_s": capacity.KEEP_S,
+            "call_ms": CALL_S * 1000,
+        },
         method=(
             "the write-tier table's model (same fleets, encoders, item sizes); group items cut as ingest cuts them "
             "(keydesign.capacity.group_cuts); group partials and totals sized by keydesign.item_size; no late readings"

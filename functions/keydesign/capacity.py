@@ -3,7 +3,8 @@
 Readings are stored in blocks (:mod:`keydesign.blocks`), so what a reading costs
 depends on how many readings share its block: an entity's readings in one ingest
 batch, in one bucket, cut as :meth:`keydesign.Layout.pack` cuts them (a span under
-10 s, at most 1,000 readings and 64 KB). The planner works that out in four steps:
+10 s, at most 1,000 readings and 64 KB). The planner works that out in four steps,
+and prices the deployment in a fifth:
 
 1. **The batch.** The ingest function is invoked per Kinesis shard (and per
    parallel batcher of a shard) every ``max(batching window, 1 s)``: the window
@@ -28,6 +29,12 @@ batch, in one bucket, cut as :meth:`keydesign.Layout.pack` cuts them (a span und
 4. **The fleet.** Hot entities at their own rates, the other entities sharing the
    rest of the peak evenly; the hybrid layout's N and sub-shards follow from their
    write units, and the cost from the average rate.
+5. **The month in parts.** With the write tier on (always, G auto or given), what the
+   deployment writes, reads and keeps, part by part (:func:`deployment_rates`, "the
+   deployment in parts" below): ingest's group items, dense blocks and dense marks;
+   compaction's blocks, group partials, its part of the totals, its reads and its Lambda;
+   the rollup function's marks and rollups of rollup-owned entities, its totals and state,
+   its Lambda; the queries, the stream and the ingest Lambda.
 
 Limits used (DynamoDB documentation): one partition key takes at most 1,000 write
 units/s and 3,000 read units/s; a physical partition holds 10 GB (taken as 10 GiB);
@@ -43,8 +50,8 @@ Kinesis Data Streams on-demand (the stack's default mode): $0.08 per GB of data 
 one consumer), $0.04 per stream-hour; provisioned: $0.015 per shard-hour and
 $0.014 per million PUT payload units (25 KB each). Lambda on arm64 (the stack's
 architecture): $0.0000133334 per GB-second and $0.20 per million requests.
-Not counted: the hot-key function on the table's stream, rollups, the API, free
-tiers. Prices differ by region and change: pass your own.
+Not counted: the hot-key function on the table's stream, the API, late readings' redo and
+re-marks, free tiers. Prices differ by region and change: pass your own.
 """
 
 from __future__ import annotations
@@ -53,19 +60,30 @@ import json
 import math
 import random
 from collections import Counter
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field, fields
 from typing import Literal
 
 from .blocks import MAX_BLOCK_ITEM_BYTES, MAX_BLOCK_READINGS, MAX_BLOCK_SPAN_MS, encode_group, keyed_item, read_header
 from .errors import InvalidInput
-from .items import READ_UNIT_BYTES, write_units
+from .items import READ_UNIT_BYTES, item_size, write_units
 from .layouts import Block, Layout
 from .model import Reading, derive_event_id
 from .periods import PERIODS
+from .rollup import MARK_SHARDS, Figures, GroupPartial, Mark, rollup_pk, total_pk, total_sk
 from .shardmap import ShardMap
 from .timefmt import parse_timestamp
-from .writetier import DENSE_READINGS, MAX_GROUPS, WriteTier, group_sk_stem, tier_ttl
+from .writetier import (
+    DENSE_READINGS,
+    KEEP_MS,
+    MAX_GROUPS,
+    SLICE_MS,
+    WriteTier,
+    compact_hour,
+    dense_mark_sk,
+    group_sk_stem,
+    tier_ttl,
+)
 
 PARTITION_WCU = 1_000
 PARTITION_BYTES = 10 * 1024**3
@@ -166,7 +184,7 @@ class Workload:
     ``item_bytes`` describes every block as holding one reading of that many bytes: the
     bound for a fleet too sparse to share blocks, and what a caller that knows nothing of
     batching (no ``entities``) gets. ``write_tier_groups`` is the write tier's G (None: G auto,
-    :func:`auto_groups`; 0: no write tier).
+    :func:`auto_groups`; it is not turned off).
     """
 
     peak_writes_per_s: float
@@ -220,8 +238,8 @@ class Workload:
             ("retention_days", finite(self.retention_days) and self.retention_days > 0, "must be above 0"),
             (
                 "write_tier_groups",
-                self.write_tier_groups is None or 0 <= self.write_tier_groups <= MAX_GROUPS,
-                f"must be 0 (no write tier) to {MAX_GROUPS:,}",
+                self.write_tier_groups is None or 1 <= self.write_tier_groups <= MAX_GROUPS,
+                f"must be 1 to {MAX_GROUPS:,} (the write tier is not turned off)",
             ),
         ]
         if self.avg_writes_per_s is not None:
@@ -303,6 +321,24 @@ class BlockSizer:
         sizes = self._cache.get(key)
         if sizes is None:
             sizes = self._cache[key] = self._measure(key[0], readings, step)
+        return sizes
+
+    def compacted(self, readings: int) -> tuple[int, ...]:
+        """Item sizes of the compacted blocks of one entity's hour of ``readings`` readings spread evenly
+        over it, as :func:`keydesign.writetier.compact_hour` writes them (cut by the block limits; with
+        ``reading_bytes``, runs of at most MAX_BLOCK_READINGS sized as :meth:`run` sizes them)."""
+        key = ("compacted", readings, 0.0)
+        sizes = self._cache.get(key)
+        if sizes is None:
+            if self._reading_bytes is not None:
+                full, rest = divmod(readings, MAX_BLOCK_READINGS)
+                sizes = self.run(MAX_BLOCK_READINGS) * full + (self.run(rest) if rest else ())
+            else:
+                batch = representative_readings(self._sample, readings, SLICE_MS / readings)
+                tier = [(_VERSION, batch)]
+                compacted = compact_hour(self._layout, self._map, _REFERENCE_MS, tier, retention_ms=self._retention_ms)
+                sizes = tuple(b.size for b in compacted)
+            self._cache[key] = sizes
         return sizes
 
     def _measure(self, entity: str, readings: int, step: float) -> tuple[int, ...]:
@@ -455,17 +491,24 @@ def stream_figures(workload: Workload, readings_per_s: float) -> StreamFigures:
 
 @dataclass(frozen=True, slots=True)
 class MonthlyCost:
-    """USD a month, in parts."""
+    """USD a month, by kind (the sums of the parts' :class:`PartCost`)."""
 
     writes: float
     reads: float
     storage: float
     stream: float
     ingest_lambda: float
+    compaction_lambda: float = 0.0
+    rollup_lambda: float = 0.0
 
     @property
     def total(self) -> float:
-        return round(self.writes + self.reads + self.storage + self.stream + self.ingest_lambda, 2)
+        return round(sum(float(getattr(self, f.name)) for f in fields(self)), 2)
+
+    @classmethod
+    def of(cls, parts: Sequence[PartCost], column: int) -> MonthlyCost:
+        """The ``parts`` summed by kind, on-demand (``column`` 0) or provisioned (1)."""
+        return cls(**{kind: sum(getattr(p, kind)[column] for p in parts) for kind in COST_KINDS})
 
     def to_dict(self) -> dict[str, float]:
         return {**{k: round(v, 2) for k, v in asdict(self).items()}, "total": self.total}
@@ -493,6 +536,7 @@ class CapacityPlan:
     monthly_provisioned: MonthlyCost
     notes: list[str]
     write_tier: WriteTierFigures | None = None
+    parts: tuple[PartCost, ...] = ()
 
     def blocks_of(self, entity: str) -> EntityBlocks:
         """The blocks of a hot entity, or of a typical one."""
@@ -601,8 +645,8 @@ def plan_capacity(workload: Workload, prices: Prices | None = None) -> CapacityP
     elif typical.readings_per_batch <= 1:
         notes.append(
             f"a typical entity sends {typical.readings_per_batch:.2g} readings a batch ({stream.batch_s:g} s): "
-            "blocks of one reading, each paying a whole write unit and 100 B of storage overhead"
-            + (" (without the write tier: its figures below)" if workload.write_tier_groups != 0 else "")
+            "on its own, blocks of one reading, a whole write unit and 100 B of overhead each (the blocks' "
+            "figures); the write tier packs them (the parts)"
         )
 
     # The average rate: what the month costs.
@@ -610,7 +654,7 @@ def plan_capacity(workload: Workload, prices: Prices | None = None) -> CapacityP
     avg_readings = workload.peak_writes_per_s * scale
     avg_stream = stream_figures(workload, avg_readings)
     avg_blocks = blocks if scale == 1 else fleet_blocks(workload, avg_stream.batch_s, sizer, scale=scale)
-    avg_wcu, avg_item_bytes, avg_stored = _totals(workload, avg_blocks)
+    _, avg_item_bytes, avg_stored = _totals(workload, avg_blocks)
 
     # Table period: the guide's 10 GB rule, per physical partition.
     partitions = max(1, math.ceil(peak_wcu / PARTITION_WCU), global_shards + sum(entity_shards.values()))
@@ -621,12 +665,12 @@ def plan_capacity(workload: Workload, prices: Prices | None = None) -> CapacityP
 
     write_tier = (
         write_tier_figures(workload, stream.batch_s, blocks, groups=workload.write_tier_groups)
-        if workload.write_tier_groups != 0 and workload.item_bytes is None
+        if workload.item_bytes is None
         else None
     )
-    storage_gb = avg_stored * workload.retention_days * 86_400 / 1024**3
-    ondemand, provisioned = _monthly(
-        workload, prices, typical=typical, peak_wcu=peak_wcu, avg_wcu=avg_wcu, storage_gb=storage_gb, stream=avg_stream
+    rates = _deployment(workload, avg_stream.batch_s, avg_blocks, sizer, write_tier.groups if write_tier else None)
+    parts = _priced(
+        workload, prices, rates, typical=typical, stream=avg_stream, peak_scale=1 / scale, readings=avg_readings
     )
     return CapacityPlan(
         write_units_per_reading=round(peak_wcu / workload.peak_writes_per_s, 4),
@@ -642,48 +686,133 @@ def plan_capacity(workload: Workload, prices: Prices | None = None) -> CapacityP
         fill_hours=round(hours, 2),
         table_period=period,
         stream=stream,
-        monthly_storage_gb=round(storage_gb, 1),
-        monthly_ondemand=ondemand,
-        monthly_provisioned=provisioned,
+        monthly_storage_gb=round(sum(r.at_rest for r in rates.values()) / 1024**3, 1),
+        monthly_ondemand=MonthlyCost.of(parts, 0),
+        monthly_provisioned=MonthlyCost.of(parts, 1),
         notes=notes,
         write_tier=write_tier,
+        parts=parts,
     )
 
 
-def _monthly(
+@dataclass(frozen=True, slots=True)
+class PartCost:
+    """One part of the month: per reading (at the average rate) its write units, read units and bytes at
+    rest over the retention; USD a month by kind, each (on-demand, provisioned)."""
+
+    part: str
+    write_units_per_reading: float
+    read_units_per_reading: float
+    bytes_at_rest_per_reading: float
+    writes: tuple[float, float] = (0.0, 0.0)
+    reads: tuple[float, float] = (0.0, 0.0)
+    storage: tuple[float, float] = (0.0, 0.0)
+    stream: tuple[float, float] = (0.0, 0.0)
+    ingest_lambda: tuple[float, float] = (0.0, 0.0)
+    compaction_lambda: tuple[float, float] = (0.0, 0.0)
+    rollup_lambda: tuple[float, float] = (0.0, 0.0)
+
+    def usd(self, column: int) -> float:
+        """The part's month on-demand (column 0) or provisioned (1)."""
+        return sum(float(getattr(self, kind)[column]) for kind in COST_KINDS)
+
+
+COST_KINDS = tuple(f.name for f in fields(MonthlyCost))
+
+
+def _deployment(
+    workload: Workload, batch_s: float, blocks: tuple[EntityBlocks, ...], sizer: BlockSizer, groups: int | None
+) -> dict[str, PartRates]:
+    """:func:`deployment_rates` of ``workload`` at batches of ``batch_s``, its entities' ``blocks``, the write
+    tier's ``groups``; None (``item_bytes`` given: blocks of one reading of that size): the blocks alone."""
+    retention_s = workload.retention_days * 86_400
+    if groups is None:
+        wcu, _, stored = _totals(workload, blocks)
+        return {"entities' own blocks": PartRates(wu=wcu, at_rest=stored * retention_s)}
+    _, count = workload.typical()
+    kinds = [
+        Kind(w, b.readings_per_s, b.write_units_per_reading, b.bytes_stored_per_reading, sparse)
+        for w, b in zip([count] + [1] * (len(blocks) - 1), blocks, strict=True)
+        for sparse in [b.readings_per_batch < DENSE_READINGS]
+        if b.readings_per_s > 0
+    ]
+    tier = write_tier_figures(workload, batch_s, blocks, groups=groups)
+    sparse_rate = tier.sparse_readings_per_s
+    sample = workload.sample
+    sizes = item_sizes(
+        lambda rng: {key: _jitter(value, rng) for key, value in sample.measures.items()},
+        sample.entity_id,
+        "readings",
+        sizer.compacted,
+    )
+    return deployment_rates(
+        kinds,
+        sizes,
+        groups=groups,
+        group_items=(sparse_rate * tier.group_write_units_per_reading, sparse_rate * tier.group_item_bytes_per_reading),
+        retention_s=retention_s,
+    )
+
+
+def _priced(
     workload: Workload,
     prices: Prices,
+    rates: dict[str, PartRates],
     *,
     typical: EntityBlocks,
-    peak_wcu: float,
-    avg_wcu: float,
-    storage_gb: float,
     stream: StreamFigures,
-) -> tuple[MonthlyCost, MonthlyCost]:
-    """The month on-demand and provisioned (the table's capacity modes; the rest is alike)."""
-    # A read of one entity's readings: its blocks, and one more that the range cuts at an edge.
+    peak_scale: float,
+    readings: float,
+) -> tuple[PartCost, ...]:
+    """Every part priced; ingest's writes provisioned at the peak (``peak_scale`` times the average), the
+    rest at their average rate (compaction and the rollup function spread over the hour and minute)."""
+    retention_s = workload.retention_days * 86_400
+    month_m = SECONDS_PER_MONTH / 1e6
+    out = []
+    for name, rate in rates.items():
+        storage = rate.at_rest / 1024**3 * prices.storage_gb_month
+        provisioned_wcu = rate.wu * (peak_scale if name in INGEST_PARTS else 1.0)
+        writes = rate.wu * month_m * prices.ondemand_write_per_million
+        reads = rate.ru * month_m * prices.ondemand_read_per_million
+        function = rate.gb_s * SECONDS_PER_MONTH * prices.lambda_gb_second
+        function += rate.requests * month_m * prices.lambda_requests_per_million
+        kind = {"compaction Lambda": "compaction_lambda", "rollup Lambda": "rollup_lambda"}.get(name)
+        out.append(
+            PartCost(
+                name,
+                rate.wu / readings,
+                rate.ru / readings,
+                rate.at_rest / (readings * retention_s),
+                writes=(writes, provisioned_wcu * HOURS_PER_MONTH * prices.provisioned_wcu_hour),
+                reads=(reads, rate.ru * HOURS_PER_MONTH * prices.provisioned_rcu_hour),
+                storage=(storage, storage),
+                **({kind: (function, function)} if kind else {}),
+            )
+        )
+    # A query of one entity's readings: its blocks, and one more that the range cuts at an edge.
     blocks_read = workload.readings_per_read / typical.readings_per_block + 1
     read_units_each = max(1, math.ceil(blocks_read * typical.block_bytes / READ_UNIT_BYTES)) / 2
-    readings = workload.avg_writes_per_s or workload.peak_writes_per_s
+    query_units = workload.reads_per_s * read_units_each
     ingest = workload.ingest
     gb_seconds = readings * ingest.ms_per_reading / 1000 * ingest.memory_mb / 1024 * SECONDS_PER_MONTH
-    shared = {
-        "storage": storage_gb * prices.storage_gb_month,
-        "stream": _stream_cost(workload, stream, prices),
-        "ingest_lambda": stream.invocations_per_s * SECONDS_PER_MONTH / 1e6 * prices.lambda_requests_per_million
-        + gb_seconds * prices.lambda_gb_second,
-    }
-    ondemand = MonthlyCost(
-        writes=avg_wcu * SECONDS_PER_MONTH / 1e6 * prices.ondemand_write_per_million,
-        reads=workload.reads_per_s * read_units_each * SECONDS_PER_MONTH / 1e6 * prices.ondemand_read_per_million,
-        **shared,
+    function = (
+        stream.invocations_per_s * month_m * prices.lambda_requests_per_million + gb_seconds * prices.lambda_gb_second
     )
-    provisioned = MonthlyCost(
-        writes=math.ceil(peak_wcu) * HOURS_PER_MONTH * prices.provisioned_wcu_hour,
-        reads=math.ceil(workload.reads_per_s * read_units_each) * HOURS_PER_MONTH * prices.provisioned_rcu_hour,
-        **shared,
-    )
-    return ondemand, provisioned
+    out += [
+        PartCost(
+            "queries",
+            0.0,
+            query_units / readings,
+            0.0,
+            reads=(
+                query_units * month_m * prices.ondemand_read_per_million,
+                math.ceil(query_units) * HOURS_PER_MONTH * prices.provisioned_rcu_hour,
+            ),
+        ),
+        PartCost("stream", 0.0, 0.0, 0.0, stream=(_stream_cost(workload, stream, prices),) * 2),
+        PartCost("ingest Lambda", 0.0, 0.0, 0.0, ingest_lambda=(function, function)),
+    ]
+    return tuple(out)
 
 
 def _stream_cost(workload: Workload, stream: StreamFigures, prices: Prices) -> float:
@@ -888,3 +1017,236 @@ def write_tier_figures(
         group_item_bytes_per_reading=stored / readings if readings else 0.0,
         dense_marks_per_s=marks,
     )
+
+
+# -- the deployment in parts ------------------------------------------------------------------
+#
+# What the deployment writes, reads and stores with the write tier on (docs/writetier.md, docs/rollups.md):
+# ingest puts group items (entities under DENSE_READINGS a batch), dense entities' own blocks and a dense mark
+# per dense entity-hour; compaction reads each group's hour once (strongly consistent) and puts a compacted
+# block per entity-hour (cut by the block limits), a group partial per group-hour and its part of the fleet
+# totals (each finest interval and the hour, and the day recombined, every hour); a compaction-owned entity
+# has no rollup item of its own (its compacted blocks are its figures). The rollup function keeps the
+# rollup-owned (dense) entities as before: a mark and a rollup per entity-minute, -hour and -day, the totals
+# and its state every minute. Shared with ``benchmarks.write_tier`` (its design table prices the same parts).
+
+#: The scheduled functions as the stack sizes them (infra/config.py): memory, how often they run, and the
+#: calls they make, :data:`CALL_S` each, :data:`IN_FLIGHT` at a time (compaction's CONCURRENCY).
+FUNCTION_MEMORY_MB = 1_024
+COMPACTION_EVERY_S = 300
+ROLLUP_EVERY_S = 60
+CALL_S = 0.010
+IN_FLIGHT = 16
+BATCH_WRITE = 25
+PAGE_BYTES = 1024 * 1024
+#: CPU a reading takes, measured (docs/benchmarks.md): compaction decodes it from a group item, encodes it
+#: in a block and adds it to a partial (the ``compaction`` benchmark: 7.76 s for 217,021 readings); the rollup
+#: function decodes a block reading and adds it to a minute (the ``rollups`` keep-up run: 14.2 s for a minute
+#: of 3 million readings, 6.9 s of it its 11,094 calls).
+COMPACTION_MS_PER_READING = 0.036
+ROLLUP_MS_PER_READING = 0.0024
+#: The rollup levels priced: the stack's default ``1m,1h,1d``.
+MINUTE_S, HOUR_S, DAY_S = 60, 3_600, 86_400
+LEVELS_S = (MINUTE_S, HOUR_S, DAY_S)
+KEEP_S = KEEP_MS / 1000
+
+#: The parts, in the order they are printed; ``ingest``'s are put at the peak's rate (provisioned capacity).
+PARTS = (
+    "group items",
+    "entities' own blocks",
+    "dense marks",
+    "compacted blocks",
+    "group partials",
+    "compaction's totals",
+    "compaction's reads and state",
+    "compaction Lambda",
+    "marks and rollups (rollup-owned)",
+    "rollup totals and state",
+    "rollup Lambda",
+    "queries",
+    "stream",
+    "ingest Lambda",
+)
+INGEST_PARTS = frozenset({"group items", "entities' own blocks", "dense marks"})
+
+
+@dataclass(frozen=True, slots=True)
+class Kind:
+    """Entities alike: how many, each one's readings/s, what its own blocks cost a reading (write units,
+    billed bytes: item + 100), and whether it is sparse (under DENSE_READINGS a batch: group items)."""
+
+    entities: float
+    rate: float
+    block_wu: float
+    block_bytes: float
+    sparse: bool
+
+    @property
+    def readings(self) -> float:
+        return self.entities * self.rate
+
+    def intervals(self, size_s: float) -> float:
+        """Entity-intervals of ``size_s`` holding readings, per second."""
+        return self.entities * min(self.rate, 1 / size_s)
+
+
+@dataclass(frozen=True, slots=True)
+class ItemSizes:
+    """Bytes of what the parts are made of: ``compacted(m)`` the compacted blocks of an entity's hour of
+    ``m`` readings, ``partial(r)`` a group partial of a group getting ``r`` readings a minute, a fleet total,
+    an entity's rollup, a rollup mark and a dense mark."""
+
+    compacted: Callable[[int], Sequence[int]]
+    partial: Callable[[float], int]
+    total: int
+    rollup: int
+    mark: int
+    dense_mark: int
+
+
+@dataclass(slots=True)
+class PartRates:
+    """One part, per second on average: write units, read units (strongly consistent: a unit per 4 KB),
+    bytes at rest (item + 100, steady state), Lambda GB-seconds and requests."""
+
+    wu: float = 0.0
+    ru: float = 0.0
+    at_rest: float = 0.0
+    gb_s: float = 0.0
+    requests: float = 0.0
+
+
+def item_sizes(
+    measures: Callable[[random.Random], dict[str, int | float]],
+    entity: str,
+    prefix: str,
+    compacted: Callable[[int], Sequence[int]],
+) -> ItemSizes:
+    """The items' sizes, ``compacted`` given (:meth:`BlockSizer.compacted`), the others measured: figures of
+    readings whose measures ``measures(rng)`` draws, keyed as the stack keys them (``prefix``: the table's)."""
+
+    def figures(count: int, seed: int) -> Figures:
+        rng, out = random.Random(seed), Figures()
+        for _ in range(max(1, min(count, 20))):  # the sums' text, not the count, sets the size
+            out.add(measures(rng))
+        return out
+
+    def partial(per_minute: float) -> int:
+        group = GroupPartial(_REFERENCE_MS, 0, MAX_GROUPS)
+        for minute in range(60):
+            group.intervals[_REFERENCE_MS + minute * 60_000] = figures(round(per_minute), minute)
+        return item_size(group.item(prefix, 1))
+
+    start = _REFERENCE_MS
+    total = {"pk": total_pk(prefix, 60_000, start), "sk": total_sk(start, fleet_part=True), "ttl": 1}
+    rollup = {"pk": rollup_pk(prefix, 60_000, start, 31), "sk": entity, "ttl": 1}
+    pk, sk = Mark.of(start, 60_000, start, entity).key(prefix)
+    return ItemSizes(
+        compacted=compacted,
+        partial=partial,
+        total=item_size({**total, **figures(1_000, 2).item()}),
+        rollup=item_size({**rollup, **figures(5, 0).item()}),
+        mark=item_size({"pk": pk, "sk": sk, "ttl": 1}),
+        dense_mark=item_size({"pk": WriteTier(1).group_pk(0, start), "sk": dense_mark_sk(entity), "ttl": 1}),
+    )
+
+
+def deployment_rates(
+    kinds: Sequence[Kind],
+    sizes: ItemSizes,
+    *,
+    groups: int,
+    group_items: tuple[float, float],
+    retention_s: float,
+) -> dict[str, PartRates]:
+    """DynamoDB's and the scheduled functions' parts of the deployment (see above), per second, for entities
+    ``kinds`` with the write tier's ``groups`` (0: no write tier) whose group items take ``group_items``
+    (write units/s, bytes/s put: item + 100 each)."""
+    parts = {name: PartRates() for name in PARTS[:11]}
+    sparse = [k for k in kinds if k.sparse]
+    dense = [k for k in kinds if not k.sparse]
+    gb = FUNCTION_MEMORY_MB / 1024
+    for kind in dense:
+        own = parts["entities' own blocks"]
+        own.wu += kind.readings * kind.block_wu
+        own.at_rest += kind.readings * kind.block_bytes * retention_s
+        if groups:  # a dense mark per entity-hour, in its group's partition of the hour
+            marks = parts["dense marks"]
+            marks.wu += kind.intervals(HOUR_S)
+            marks.at_rest += kind.intervals(HOUR_S) * (sizes.dense_mark + STORAGE_OVERHEAD_BYTES) * KEEP_S
+    sparse_rate = sum(k.readings for k in sparse)
+    if groups and sparse_rate:
+        calls = _compaction(parts, sparse, sizes, groups=groups, group_items=group_items, retention_s=retention_s)
+        parts["compaction Lambda"] = PartRates(
+            gb_s=gb * (sparse_rate * COMPACTION_MS_PER_READING / 1000 + calls * CALL_S / IN_FLIGHT),
+            requests=1 / COMPACTION_EVERY_S,
+        )
+    # the rollup function: every minute its state and mark shards; rollup-owned entities as before
+    owned = parts["marks and rollups (rollup-owned)"]
+    calls = (MARK_SHARDS + 2) / MINUTE_S
+    for kind in dense:
+        for level in LEVELS_S:
+            intervals = kind.intervals(level)
+            owned.wu += 2 * intervals  # a mark and a rollup
+            owned.at_rest += intervals * (sizes.rollup + sizes.mark + 2 * STORAGE_OVERHEAD_BYTES) * retention_s
+            # the interval recomputed from its source: its raw minute, or the finer level's rollups
+            source = kind.rate * MINUTE_S * kind.block_bytes if level == MINUTE_S else 60 * sizes.rollup
+            owned.ru += intervals * math.ceil(source / READ_UNIT_BYTES)
+            calls += intervals * (1 + 2 / BATCH_WRITE)
+    totals = parts["rollup totals and state"]
+    totals.wu = 1 / MINUTE_S  # its state
+    totals.ru = (MARK_SHARDS + 1) / MINUTE_S
+    if dense:  # each minute the totals of the minute, hour and day, from every rollup-owned entity's rollups
+        entities = sum(k.entities for k in dense)
+        totals.wu += 3 / MINUTE_S
+        totals.at_rest = sum(1 / level for level in LEVELS_S) * (sizes.total + STORAGE_OVERHEAD_BYTES) * retention_s
+        totals.ru += len(LEVELS_S) * math.ceil(entities * sizes.rollup / READ_UNIT_BYTES) / MINUTE_S
+    dense_rate = sum(k.readings for k in dense)
+    parts["rollup Lambda"] = PartRates(
+        gb_s=gb * (dense_rate * ROLLUP_MS_PER_READING / 1000 + calls * CALL_S / IN_FLIGHT), requests=1 / ROLLUP_EVERY_S
+    )
+    return parts
+
+
+def _compaction(
+    parts: dict[str, PartRates],
+    sparse: Sequence[Kind],
+    sizes: ItemSizes,
+    *,
+    groups: int,
+    group_items: tuple[float, float],
+    retention_s: float,
+) -> float:
+    """Put the group items and what compaction makes of them in ``parts``; return its calls a second."""
+    units, put = group_items
+    tier = parts["group items"]
+    tier.wu, tier.at_rest = units, put * KEEP_S
+    # each group's hour read once (its items and dense marks), 1 MB pages
+    group_hour = (put + parts["dense marks"].wu * (sizes.dense_mark + STORAGE_OVERHEAD_BYTES)) / groups * HOUR_S
+    reads = parts["compaction's reads and state"]
+    reads.ru = groups * math.ceil(group_hour / READ_UNIT_BYTES) / HOUR_S
+    calls = groups * math.ceil(group_hour / PAGE_BYTES) / HOUR_S
+    blocks = parts["compacted blocks"]
+    for kind in sparse:
+        hours = kind.intervals(HOUR_S)  # entity-hours with readings; an entity's hour of readings each
+        made = sizes.compacted(max(1, round(kind.rate * HOUR_S)))
+        blocks.wu += hours * sum(write_units(size) for size in made)
+        blocks.at_rest += hours * sum(size + STORAGE_OVERHEAD_BYTES for size in made) * retention_s
+        calls += hours * len(made) / BATCH_WRITE
+    sparse_rate = sum(k.readings for k in sparse)
+    partial = sizes.partial(sparse_rate / groups * MINUTE_S)
+    partials = parts["group partials"]
+    partials.wu = groups / HOUR_S * write_units(partial)
+    partials.at_rest = groups / HOUR_S * (partial + STORAGE_OVERHEAD_BYTES) * KEEP_S
+    # the hour's partials read back (one Query), its 60 minutes and hour put, the day recombined from its
+    # hours' parts (one Query) and put: every hour
+    totals = parts["compaction's totals"]
+    totals.wu = 62 / HOUR_S * write_units(sizes.total)
+    totals.at_rest = (61 / HOUR_S + 1 / DAY_S) * (sizes.total + STORAGE_OVERHEAD_BYTES) * retention_s
+    totals.ru = (math.ceil(groups * partial / READ_UNIT_BYTES) + math.ceil(24 * sizes.total / READ_UNIT_BYTES)) / HOUR_S
+    calls += (groups / BATCH_WRITE + math.ceil(groups * partial / PAGE_BYTES) + 62 / BATCH_WRITE + 1) / HOUR_S
+    # its watermark: a put a step (IN_FLIGHT groups), a consistent read a run
+    steps = math.ceil(groups / IN_FLIGHT)
+    reads.wu = steps / HOUR_S
+    reads.ru += 1 / COMPACTION_EVERY_S
+    return calls + steps / HOUR_S + 1 / COMPACTION_EVERY_S

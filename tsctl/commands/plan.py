@@ -1,4 +1,4 @@
-"""``tsctl plan``: capacity arithmetic for a described workload, in blocks."""
+"""``tsctl plan``: capacity arithmetic for a described workload, in blocks, and its month in parts."""
 
 from __future__ import annotations
 
@@ -37,7 +37,10 @@ def register(sub: Any) -> None:
             "ingest batch: its rate times the batching window, cut at 10 s, 1,000 readings and 64 KB), the write "
             "units and bytes each reading costs (measured by packing representative readings), the hybrid "
             "layout's global shards N and hot-entity sub-shards, the table period from the 10 GB partition rule, "
-            "and the monthly cost in parts: writes, reads, storage, the Kinesis stream and the ingest Lambda. "
+            "the write tier's groups, and the monthly cost in parts with the write tier on: group items, "
+            "entities' own blocks, dense marks, compacted blocks, rollups (compaction's group partials and "
+            "totals, the rollup function's), compaction's reads, the compaction and rollup Lambdas, queries, "
+            "the Kinesis stream and the ingest Lambda. "
             "Default prices are us-east-1 list prices; pass your own."
         ),
     )
@@ -71,7 +74,7 @@ def register(sub: Any) -> None:
         type=int,
         metavar="G",
         help="the write tier's groups (default: G auto, the fewest, a power of two and at least 16, whose "
-        "10 minutes of items stay within 64 KB: set cdk.json's write_tier_groups to it); 0: no write tier",
+        "10 minutes of items stay within 64 KB: set cdk.json's write_tier_groups to it)",
     )
     for price in dataclasses.fields(Prices):
         p.add_argument(f"--price-{price.name.replace('_', '-')}", type=float, default=price.default)
@@ -159,6 +162,11 @@ def _count(value: float) -> str:
     return f"{value:,.0f}" if value >= 100 or value == int(value) else f"{value:.3g}"
 
 
+def _usd(part: dict[str, Any], column: int) -> float:
+    """A part's month on-demand (column 0) or provisioned (1), from its costs by kind."""
+    return float(sum(v[column] for v in part.values() if isinstance(v, list | tuple)))
+
+
 def render_plan(workload: Workload, plan: dict[str, Any], existing: dict[str, object] | None) -> str:
     """The plan for people: the batch, the blocks, the keys, the month in parts."""
     stream = plan["stream"]
@@ -184,9 +192,9 @@ def render_plan(workload: Workload, plan: dict[str, Any], existing: dict[str, ob
         for b in plan["blocks"]
     ]
     rows: list[list[object]] = [
-        ["write units per reading", f"{plan['write_units_per_reading']:.4f}"],
-        ["bytes stored per reading (item + 100)", plan["bytes_stored_per_reading"]],
-        ["peak write units/s", plan["peak_wcu"]],
+        ["write units per reading in blocks (sizes the keys)", f"{plan['write_units_per_reading']:.4f}"],
+        ["bytes stored per reading in blocks (item + 100)", plan["bytes_stored_per_reading"]],
+        ["peak write units/s in blocks", plan["peak_wcu"]],
         ["budget per key (WCU/s)", plan["key_budget_wcu"]],
         ["global shards N", plan["global_shards"]],
         ["load per shard (WCU/s)", plan["load_per_shard_wcu"]],
@@ -199,31 +207,25 @@ def render_plan(workload: Workload, plan: dict[str, Any], existing: dict[str, ob
         ["table period", plan["table_period"] or "none fits: shard further"],
         ["stored data (GiB)", plan["monthly_storage_gb"]],
     ]
-    on, prov = plan["monthly_ondemand"], plan["monthly_provisioned"]
-    parts = ["writes", "reads", "storage", "stream", "ingest_lambda", "total"]
-    cost = [[part.replace("_", " "), float(on[part]), float(prov[part])] for part in parts]
-    text = "\n\n".join(
-        [
-            table(batch, ["batch", "value"]),
-            table(
-                blocks,
-                [
-                    "entity",
-                    "readings/s",
-                    "per batch",
-                    "per block",
-                    "block B",
-                    "WCU/block",
-                    "WCU/reading",
-                    "B stored/reading",
-                    "WCU/s",
-                    "burst WCU",
-                ],
-            ),
-            table(rows, ["figure", "value"]),
-            table(cost, ["monthly cost (USD)", "table on-demand", "table provisioned at peak"]),
-        ]
-    )
+    sections = [
+        table(batch, ["batch", "value"]),
+        table(
+            blocks,
+            [
+                "entity",
+                "readings/s",
+                "per batch",
+                "per block",
+                "block B",
+                "WCU/block",
+                "WCU/reading",
+                "B stored/reading",
+                "WCU/s",
+                "burst WCU",
+            ],
+        ),
+        table(rows, ["figure", "value"]),
+    ]
     tier = plan.get("write_tier")
     if tier:
         tier_rows = [
@@ -234,12 +236,40 @@ def render_plan(workload: Workload, plan: dict[str, Any], existing: dict[str, ob
             ["group item bytes", round(tier["item_bytes"])],
             ["group items/s", round(tier["items_per_s"], 1)],
             ["dense marks/s", round(tier["dense_marks_per_s"], 2)],
-            ["write units per reading (group items, blocks, marks)", f"{tier['write_units_per_reading']:.4f}"],
-            ["bytes per reading in a group item (item + 100)", round(tier["group_item_bytes_per_reading"], 1)],
         ]
-        text += "\n\n" + table(
-            tier_rows, ["write tier (ingest's writes; compaction and rollups not included)", "value"]
+        sections.append(table(tier_rows, ["write tier (ingest)", "value"]))
+    parts = [p for p in plan["parts"] if _usd(p, 0) or _usd(p, 1)]  # what this deployment pays for
+    cost = [
+        [
+            p["part"],
+            f"{p['write_units_per_reading']:.5f}",
+            f"{p['read_units_per_reading']:.5f}",
+            round(p["bytes_at_rest_per_reading"], 1),
+            round(_usd(p, 0), 2),
+            round(_usd(p, 1), 2),
+        ]
+        for p in parts
+    ]
+    on, prov = plan["monthly_ondemand"], plan["monthly_provisioned"]
+    cost.append(
+        [
+            "total",
+            f"{sum(p['write_units_per_reading'] for p in parts):.5f}",
+            f"{sum(p['read_units_per_reading'] for p in parts):.5f}",
+            round(sum(p["bytes_at_rest_per_reading"] for p in parts), 1),
+            on["total"],
+            prov["total"],
+        ]
+    )
+    sections.append(
+        table(
+            cost,
+            ["part (a month)", "WU/reading", "RU/reading", "B/reading at rest", "on-demand $", "provisioned $"],
         )
+    )
+    kinds = [[kind.replace("_", " "), float(on[kind]), float(prov[kind])] for kind in on if on[kind] or prov[kind]]
+    sections.append(table(kinds, ["monthly cost (USD)", "table on-demand", "table provisioned"]))
+    text = "\n\n".join(sections)
     if existing:
         verdict = "THROTTLES" if existing["throttles"] else "fits"
         text += (

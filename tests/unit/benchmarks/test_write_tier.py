@@ -96,24 +96,27 @@ def test_more_groups_cost_fewer_read_units_for_one_device_and_more_fleet_queries
     assert all(math.isfinite(f["compaction_lag_s"]) and f["compaction_lag_s"] > wt.HOUR for f in figures)
 
 
-def test_rollups_from_compaction_write_a_day_rollup_per_entity_day_and_a_partial_per_group_hour() -> None:
+def test_rollups_from_compaction_write_a_partial_per_group_hour_and_no_rollup_per_entity() -> None:
     interval = SEED_003.interval_ms / 1_000
     costs = wt.rollups_from_compaction(SEED_003, _parts(SEED_003, 267.8), 130.0)
     figures = costs.figures()
     rate = SEED_003.fleet_rate
     assert costs.groups == wt.auto_groups(SEED_003, rate, 10.0)
-    assert figures["wu: day rollups (compaction)"] == pytest.approx(interval / wt.DAY)  # a 1 KB put per entity-day
-    partial = wt.group_partial_bytes(SEED_003, rate / costs.groups * wt.MINUTE)
+    # the model tsctl plan prices with (keydesign.capacity.deployment_rates), with this module's items
+    assert wt.ROLLUP_PARTS[0] == "group items" and "day rollups (compaction)" not in wt.ROLLUP_PARTS
+    partial = wt._sizes(SEED_003).partial(rate / costs.groups * wt.MINUTE)
     assert figures["wu: group partials"] == pytest.approx(costs.groups / wt.HOUR * math.ceil(partial / 1024) / rate)
     per_block = wt.HOUR / interval  # a device's hour in one compacted block
     block_wu = math.ceil(wt.entity_item_bytes(SEED_003, round(per_block)) / 1024)
     assert figures["wu: compacted blocks"] == pytest.approx(block_wu / per_block)
-    assert figures["wu: marks and rollups of block readings"] == 0.0  # no reading of a sparse fleet is marked
-    assert figures["wu: rollup function totals and state"] == pytest.approx(1 / wt.MINUTE / rate)
+    # no reading of a sparse fleet is marked, and no entity has rollups of its own: its blocks are its figures
+    assert figures["wu: marks and rollups (rollup-owned)"] == 0.0
+    assert figures["wu: rollup totals and state"] == pytest.approx(1 / wt.MINUTE / rate)
+    assert figures["wu: compaction's totals"] == pytest.approx(62 / wt.HOUR / rate)  # 60 minutes, the hour, the day
     assert figures["wu_per_reading"] == pytest.approx(sum(figures[f"wu: {p}"] for p in wt.ROLLUP_PARTS))
     assert figures["billed_bytes_per_reading"] == pytest.approx(sum(figures[f"B: {p}"] for p in wt.ROLLUP_PARTS))
-    # an unflagged day rollup, then a Query per compacted hour; totals wait for the hour's compaction
-    assert figures["ru_hours_of_day"] == 0.5 + 24 * 0.5
+    # a device's hours of a day: its 24 compacted hours, a Query each; totals wait for the hour's compaction
+    assert figures["ru_hours_of_day"] == 24 * 0.5
     assert figures["totals_lag_s"] > wt.HOUR + wt.SETTLE_S
 
 
@@ -122,10 +125,10 @@ def test_dense_entities_keep_their_marks_and_the_rollup_function() -> None:
     figures = wt.rollups_from_compaction(SEED_000, dense, 130.0).figures()
     rate = dense[0].rate
     intervals = 10 * (1 / wt.MINUTE + 1 / wt.HOUR + 1 / wt.DAY)  # entity-minutes, hours and days per second
-    assert figures["wu: marks and rollups of block readings"] == pytest.approx(2 * intervals / rate)
-    assert figures["wu: dense blocks"] == pytest.approx(0.03)
+    assert figures["wu: marks and rollups (rollup-owned)"] == pytest.approx(2 * intervals / rate)
+    assert figures["wu: entities' own blocks"] == pytest.approx(0.03)
     assert figures["wu: group items"] == figures["wu: compacted blocks"] == figures["wu: group partials"] == 0.0
-    assert figures["wu: rollup function totals and state"] == pytest.approx(4 / wt.MINUTE / rate)
+    assert figures["wu: rollup totals and state"] == pytest.approx(4 / wt.MINUTE / rate)
     assert figures["groups"] == 0 and figures["ru_hours_of_day"] == 24 * 0.5
     assert figures["totals_lag_s"] < wt.HOUR
 
@@ -133,4 +136,4 @@ def test_dense_entities_keep_their_marks_and_the_rollup_function() -> None:
 def test_todays_aggregate_reads_are_half_a_unit_a_rollup_item() -> None:
     reads = wt.today_rollup_reads(SEED_003)
     assert reads["ru_hours_of_day"] == 12.0 and reads["ru_days_of_month"] == 15.0
-    assert reads["ru_fleet_minutes_of_hour"] == wt.query_units(60 * wt.total_item_bytes(SEED_003, 1_000))
+    assert reads["ru_fleet_minutes_of_hour"] == wt.query_units(60 * wt.total_item_bytes(SEED_003))

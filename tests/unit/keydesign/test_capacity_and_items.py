@@ -348,7 +348,7 @@ def test_monthly_cost_of_a_simple_workload_matches_the_hand_calculation() -> Non
     requests = 50 / 5 * SECONDS_PER_MONTH / 1e6 * 0.20
     compute = 100 * 0.14 / 1000 * 1 * SECONDS_PER_MONTH * 0.0000133334
     assert on["ingest_lambda"] == pytest.approx(requests + compute, abs=0.01)
-    assert on["total"] == pytest.approx(sum(v for k, v in on.items() if k != "total"), abs=0.02)
+    assert on["total"] == pytest.approx(sum(v for k, v in on.items() if k != "total"), abs=0.04)
     assert prov["stream"] == on["stream"] and prov["ingest_lambda"] == on["ingest_lambda"]
     # 100 x 500 B/s on one partition: 10,200,547,328 / 50,000 / 3,600 = 56.67 h -> daily tables.
     assert plan.fill_hours == 56.67

@@ -26,6 +26,7 @@ from typing import Any
 from adapters.partition_reader import Page, PageRequest, StoredBlock, effective_bounds
 from adapters.rollup_store import plain
 from keydesign import Block, Layout, Reading, ShardMap, item_size, read_units, write_units
+from keydesign.writetier import ROLLUP_OWNED
 
 #: DynamoDB stops a Query page once it has read this much.
 PAGE_BYTES = 1024 * 1024
@@ -158,10 +159,10 @@ class MemoryReader:
 
     def add_item(self, table: str, item: dict[str, Any]) -> None:
         """Store an item in plain values (``keydesign.blocks.block_item``'s shape: a block, a write-tier
-        group item or compacted block, or an item without a payload such as a dense mark)."""
+        group item or compacted block, flagged or not, or an item without a payload such as a dense mark)."""
         sk, ttl = str(item["sk"]), item.get("ttl")
         payload = item.get("b", b"")
-        stored = StoredBlock(sk, payload if isinstance(payload, bytes) else b"")
+        stored = StoredBlock(sk, payload if isinstance(payload, bytes) else b"", rollups=item.get(ROLLUP_OWNED) == 1)
         self._put(table, str(item["pk"]), _Stored(sk, stored, item_size(item), None if ttl is None else int(ttl)))
 
     def add_legacy(self, table: str, item: dict[str, Any]) -> None:

@@ -22,6 +22,7 @@ from adapters.batch_writer import BatchWriter, PendingWrite, serialize_item
 from adapters.retry import Deadline
 from keydesign import format_ts, parse_timestamp
 from keydesign.rollup import (
+    FLEET_PART,
     ROLLUP_SHARDS,
     SLOT_MS,
     STATE_PK,
@@ -29,6 +30,7 @@ from keydesign.rollup import (
     Mark,
     floor_to,
     mark_pks,
+    parse_total_sk,
     rollup_key,
     rollup_pk,
     rollup_ttl,
@@ -73,12 +75,14 @@ class ReadCount:
 class RollupState:
     """Marks of every slot before ``through_ms`` have been applied, and the first ``step`` steps of the
     slot at ``through_ms`` (``rollup.logic`` plans a slot's work as steps); ``late`` marks were past the
-    lateness."""
+    lateness. ``totals_through``: compaction's figures (its parts of the totals, an entity's unflagged
+    compacted blocks) and the rollups agree before it (0: nothing yet, or a state from before the field)."""
 
     through_ms: int
     late: int = 0
     last_late_ms: int | None = None
     step: int = 0
+    totals_through: int = 0
 
 
 def plain(value: Mapping[str, Any]) -> Any:
@@ -253,13 +257,15 @@ class RollupStore:
     def totals(
         self, level: int, from_ms: int, to_ms: int, cost: ReadCount, *, consistent: bool = False
     ) -> dict[int, Figures]:
-        """The totals of the intervals in ``[from_ms, to_ms)``."""
-        out: dict[int, Figures] = {}
-        high = format_ts(to_ms - 1)
+        """The totals of the intervals in ``[from_ms, to_ms)``: per interval start, the rollup function's
+        item (``<start>``) and compaction's part (``<start>#c``) combined; one Query per total partition.
+        (The rollup function's own recompute of a coarser total reads :meth:`interval_rollups`, never these.)"""
+        parts: dict[int, list[Figures]] = {}
+        low, high = format_ts(from_ms), format_ts(to_ms - 1) + FLEET_PART
         for pk in total_pks(self.prefix, level, from_ms, to_ms):
-            for item in self._query(pk, cost, low=format_ts(from_ms), high=high, consistent=consistent):
-                out[parse_timestamp(item["sk"], "sk")] = Figures.from_item(item)
-        return out
+            for item in self._query(pk, cost, low=low, high=high, consistent=consistent):
+                parts.setdefault(parse_total_sk(item["sk"])[0], []).append(Figures.from_item(item))
+        return {start: Figures.combined(figures) for start, figures in parts.items()}
 
     # -- state ----------------------------------------------------------------
 
@@ -271,7 +277,13 @@ class RollupStore:
         if raw is None:
             return None
         item = {k: plain(v) for k, v in raw.items()}
-        return RollupState(item["through"], item.get("late", 0), item.get("last_late"), item.get("step", 0))
+        return RollupState(
+            item["through"],
+            item.get("late", 0),
+            item.get("last_late"),
+            item.get("step", 0),
+            totals_through=item.get("totals_through", 0),
+        )
 
     def save_state(self, state: RollupState) -> None:
         item: dict[str, object] = {"pk": STATE_PK, "sk": self.prefix, "through": state.through_ms, "late": state.late}

@@ -111,9 +111,9 @@ class World:
         self.db.put_item(TableName="control", Item=serialize_item(item))
 
 
-def _world(layout: Layout | None = None) -> World:
+def _world(layout: Layout | None = None, page_items: int | None = 3) -> World:
     layout = layout or Layout.from_settings(kind="hybrid", bucket="1h", table_prefix=PREFIX)
-    reader = MemoryReader(page_items=3)
+    reader = MemoryReader(page_items=page_items)
     db = MemoryDynamo(page_items=50, get_limit=100)
     store = RollupStore(db, BatchWriter(db, concurrency=1), "control", PREFIX, RETENTION)
     return World(layout, ShardMap.initial(layout.bucket, 2), reader, db, store, WriteTier(2), Watermark(0))
@@ -277,9 +277,17 @@ def test_without_totals_through_nothing_is_served_from_rollups_and_entities_read
     assert _figures(series) == _figures(raw.aggregates(ENTITY, window, HOUR))
 
 
-def test_a_sparse_devices_hourly_day_costs_its_absent_rollups_and_one_compacted_query_an_hour() -> None:
-    """Seed 003's device (one reading every 259 s, all in the write tier): its day, compacted."""
-    world = _world()
+@pytest.mark.parametrize(
+    ("kind", "bucket", "calls", "units", "raw_units"),
+    [("hybrid", "1h", 24, 24.0, 24.0), ("hybrid", "1d", 1, 13.0, 24.0), ("calculated", "1h", 1, 12.5, 1.5)],
+)
+def test_a_sparse_devices_hourly_day_costs_its_absent_rollups_and_its_compacted_queries(
+    kind: str, bucket: str, calls: int, units: float, raw_units: float
+) -> None:
+    """Seed 003's device (one reading every 259 s, all in the write tier): its day, compacted. The
+    default layout (hybrid, 1-hour buckets) has a compacted partition per bucket: a Query an hour.
+    The 24 absent hour rollups cost 12 units, more than the raw read in the calculated layout."""
+    world = _world(Layout.from_settings(kind=kind, bucket=bucket, table_prefix=PREFIX), page_items=None)
     readings = [Reading(ENTITY, f"e{n}", T0 + n * 259_000, {"value": 21.5 + n % 7}) for n in range(DAY // 259_000)]
     for hour in range(T0, T0 + DAY, HOUR):
         world.compacted(hour, [(1, [r for r in readings if hour <= r.ts_ms < hour + HOUR])])
@@ -293,8 +301,8 @@ def test_a_sparse_devices_hourly_day_costs_its_absent_rollups_and_one_compacted_
 
     assert isinstance(got, AggregateSeries) and isinstance(want, AggregateSeries) and got.source == "rollups"
     assert _figures(got) == _figures(want) and got.readings == len(readings) == 333
-    # 24 absent hour rollups (half a unit each, one BatchGetItem) and 24 compacted Queries (one per
-    # hour's bucket, half a unit each)
-    assert counting.calls == {"compacted": 24}
-    assert (got.cost.queries, got.cost.read_units) == (25, 24.0)
-    assert want.cost.read_units >= got.cost.read_units
+    # 24 absent hour rollups (half a unit each, one BatchGetItem: 12 units) and the compacted Queries:
+    # one per bucket (half a unit each), or one for the day (24 small blocks: 4-8 KB or less)
+    assert counting.calls == {"compacted": calls}
+    assert (got.cost.queries, got.cost.read_units) == (1 + calls, units)
+    assert want.cost.read_units == raw_units  # without occupancy records: every block partition read

@@ -340,9 +340,12 @@ class QueryService:
         deadline = self._deadline(time_left_ms)
         if self._rollups is not None and source.level is not None:
             rolled_part = TimeRange(window.from_ms, raw_from)
-            owned = self._compacted(entity, rolled_part, read, counted, deadline) if entity is not None else []
+            compacted: list[DecodedReading] = []
+            hours: set[int] = set()
+            if entity is not None:
+                compacted, hours = self._compacted(entity, rolled_part, read, counted, deadline)
             intervals, readings = self._rollups.series(
-                entity, source.level, rolled_part, interval_ms, stats, read, rolled, owned
+                entity, source.level, rolled_part, interval_ms, stats, read, rolled, compacted, hours
             )
         spent = counted.queries  # the compacted reads' Query calls: out of the raw part's budget
         counted.queries += rolled.calls
@@ -420,14 +423,15 @@ class QueryService:
 
     def _compacted(
         self, entity: str, window: TimeRange, read: ReadArgs, counted: ReadStats, deadline: float | None
-    ) -> list[DecodedReading]:
-        """``entity``'s readings of ``window`` that its rollups do not hold: those of its unflagged compacted
-        blocks (the hours that are compaction's), each once, its newest copy winning among the compacted
-        blocks. An hour with a flagged block (``StoredBlock.rollups``: the entity's hour became the rollup
-        function's, maybe after this hour was compacted unflagged) is left out whole: its rollups hold it.
-        The reads are the request's (``counted``, the Query calls and decoding budget); raises 413 past it."""
+    ) -> tuple[list[DecodedReading], set[int]]:
+        """``entity``'s readings of ``window`` that its rollups do not hold, and the hours they are in (its
+        hours that are compaction's): those of its unflagged compacted blocks, each once, its newest copy
+        winning among the compacted blocks. An hour with a flagged block (``StoredBlock.rollups``: the
+        entity's hour became the rollup function's, maybe after it was compacted unflagged) is left out
+        whole: its rollups hold it. The reads are the request's (``counted``, the Query calls and decoding
+        budget); raises 413 past it."""
         if self._write_tier is None or window.to_ms <= window.from_ms:
-            return []
+            return [], set()
         compacted_through = slice_start(window.to_ms - 1) + SLICE_MS  # every hour the window touches
         plan = self._layout.plan_entity(
             entity,
@@ -440,10 +444,12 @@ class QueryService:
         partitions = merge_adjacent([p for p in plan.partitions if p.kind == "compacted"])
         found, owned = self._compacted_blocks(entity, window, partitions, read, counted, deadline)
         copies: dict[tuple[str, int, str], tuple[int, DecodedReading]] = {}
+        hours: set[int] = set()
         for hour, version, readings in found:
             if hour not in owned:
                 keep_newest(copies, version, readings)
-        return [r for _, r in copies.values() if window.from_ms <= r.ts_ms < window.to_ms]
+                hours.add(hour)
+        return [r for _, r in copies.values() if window.from_ms <= r.ts_ms < window.to_ms], hours
 
     def _compacted_blocks(  # noqa: PLR0917 - called once, by _compacted
         self,

@@ -15,20 +15,21 @@ also no later than the state's ``totals_through`` (before it, every re-mark
 compaction put has been applied): a total is its two items combined
 (``RollupStore.totals``), an entity's interval its rollups plus the readings of
 its unflagged compacted blocks (``readings`` of :meth:`RollupAnswers.series`,
-read by ``query.logic``). Before the rollup function has recorded a
-``totals_through`` T is 0: nothing is served from rollups.
+read by ``query.logic``); the entity's rollups of an hour or less inside its
+compaction-owned hours are not read (it has none there). Before the rollup
+function has recorded a ``totals_through`` T is 0: nothing is served from rollups.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import Literal
 
 from adapters.rollup_store import ReadCount, RollupState, RollupStore
 from keydesign import Reading, format_ts
 from keydesign.periods import format_duration
-from keydesign.rollup import Figures, Granularities, floor_to
+from keydesign.rollup import HOUR_MS, Figures, Granularities, floor_to
 from query.aggregate import interval_of
 from query.models import Interval
 from query.params import ReadArgs, Stat, TimeRange
@@ -96,16 +97,22 @@ class RollupAnswers:
         read: ReadArgs,
         cost: ReadCount,
         readings: Iterable[Reading] = (),
+        compacted_hours: Collection[int] = (),
     ) -> tuple[list[Interval], int]:
         """The intervals of ``window`` from ``entity``'s rollups (None: the totals) combined with
-        ``readings`` (of ``window``: the entity's compaction-owned ones), and readings counted."""
+        ``readings`` (of ``window``: the entity's compaction-owned ones), and readings counted. The
+        rollups of a level of an hour or less inside ``compacted_hours`` (the entity's hours that are
+        compaction's: it has no rollup there) are not read."""
         from_ms, to_ms, consistent = window.from_ms, window.to_ms, read.consistent
         if to_ms <= from_ms:
             return [], 0
         if entity is None:
             found = self.store.totals(level, from_ms, to_ms, cost, consistent=consistent)
         else:
-            found = self.store.entity_rollups(level, range(from_ms, to_ms, level), entity, cost, consistent=consistent)
+            starts: Iterable[int] = range(from_ms, to_ms, level)
+            if compacted_hours and level <= HOUR_MS:
+                starts = [s for s in starts if floor_to(s, HOUR_MS) not in compacted_hours]
+            found = self.store.entity_rollups(level, starts, entity, cost, consistent=consistent)
         grouped: dict[int, list[Figures]] = {}
         for start, figures in found.items():
             grouped.setdefault(floor_to(start, interval_ms), []).append(figures)

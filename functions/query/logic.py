@@ -290,7 +290,8 @@ class QueryService:
         time_left_ms: int | None = None,
     ) -> AggregateSeries | Explanation:
         """count/min/max/avg/sum of ``entity``'s measures per ``interval_ms`` over ``window``, as one answer:
-        from rollups where they serve the request, from the raw readings elsewhere."""
+        from rollups where they serve the request (with the write tier, combined with the readings of the
+        entity's unflagged compacted blocks: its hours that are compaction's), from the raw readings elsewhere."""
         source = self._source(interval_ms, window, consistent=read.consistent)
         if read.explain:
             # The plan lists the raw part only (none when the rollups cover the range).
@@ -308,7 +309,8 @@ class QueryService:
     def total_aggregates(
         self, window: TimeRange, interval_ms: int, stats: tuple[Stat, ...] = STATS, read: ReadArgs = ALL_MEASURES
     ) -> AggregateSeries:
-        """Every entity's readings per ``interval_ms`` over ``window``, from the rollups' totals only."""
+        """Every entity's readings per ``interval_ms`` over ``window``, from the rollups' totals only (each the
+        rollup function's item and compaction's part combined), up to the rollups' watermark."""
         source = self._source(interval_ms, window, consistent=read.consistent)
         if source.level is None:
             raise InvalidInput("interval", f"every-entity aggregates are read from rollups only: {source.reason}")

@@ -26,7 +26,7 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from adapters.rollup_store import ReadCount, RollupState, RollupStore
+from adapters.rollup_store import ReadCount, RollupStore
 from keydesign import Reading, format_ts
 from keydesign.periods import format_duration
 from keydesign.rollup import HOUR_MS, Figures, Granularities, floor_to
@@ -43,8 +43,7 @@ class Source:
     level: int | None
     split_ms: int
     reason: str
-    state: RollupState | None
-    through_ms: int | None = None
+    through_ms: int | None
 
     def name(self, window: TimeRange) -> Literal["raw", "rollups", "rollups+raw"]:
         if self.split_ms <= window.from_ms:
@@ -85,7 +84,7 @@ class RollupAnswers:
             why = f"{rollups} up to {format_ts(split)}; the intervals after the rollups' {through} raw"
         else:
             why = f"the range starts after the last interval the rollups cover ({through})"
-        return Source(level, split, why, state, watermark)
+        return Source(level, split, why, watermark)
 
     def series(  # noqa: PLR0917 - one caller, passing a request's own arguments
         self,

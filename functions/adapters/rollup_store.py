@@ -25,6 +25,7 @@ from adapters.batch_writer import BatchWriter, PendingWrite, serialize_item
 from adapters.retry import Deadline
 from keydesign import format_ts, parse_timestamp
 from keydesign.rollup import (
+    FLEET_PART,
     ROLLUP_SHARDS,
     SLOT_MS,
     STATE_PK,
@@ -33,6 +34,7 @@ from keydesign.rollup import (
     RedoRequest,
     floor_to,
     mark_pks,
+    parse_total_sk,
     rollup_key,
     rollup_pk,
     rollup_ttl,
@@ -84,8 +86,10 @@ class RollupState:
     0), so a resumed slot plans the same steps. ``totals_through``: totals are whole before it (every
     re-mark compaction put before its watermark reached it is applied); ``seen_w``/``seen_slot``: the
     watermark read and the wall clock's minute then, which become ``totals_through`` once ``through``
-    passes ``seen_slot`` (``rollup.logic``). An item written before these fields reads them as 0, but
-    ``w`` of a slot resumed mid-way (``step`` > 0), which reads as :data:`PLANNED_BEFORE_W`."""
+    passes ``seen_slot`` (``rollup.logic``): compaction's figures (its parts of the totals, an entity's
+    unflagged compacted blocks) and the rollups agree before it. An item written before these fields
+    reads them as 0, but ``w`` of a slot resumed mid-way (``step`` > 0), which reads as
+    :data:`PLANNED_BEFORE_W`."""
 
     through_ms: int
     late: int = 0
@@ -274,13 +278,15 @@ class RollupStore:
     def totals(
         self, level: int, from_ms: int, to_ms: int, cost: ReadCount, *, consistent: bool = False
     ) -> dict[int, Figures]:
-        """The totals of the intervals in ``[from_ms, to_ms)``."""
-        out: dict[int, Figures] = {}
-        high = format_ts(to_ms - 1)
+        """The totals of the intervals in ``[from_ms, to_ms)``: per interval start, the rollup function's
+        item (``<start>``) and compaction's part (``<start>#c``) combined; one Query per total partition.
+        (The rollup function's own recompute of a coarser total reads :meth:`interval_rollups`, never these.)"""
+        parts: dict[int, list[Figures]] = {}
+        low, high = format_ts(from_ms), format_ts(to_ms - 1) + FLEET_PART
         for pk in total_pks(self.prefix, level, from_ms, to_ms):
-            for item in self._query(pk, cost, low=format_ts(from_ms), high=high, consistent=consistent):
-                out[parse_timestamp(item["sk"], "sk")] = Figures.from_item(item)
-        return out
+            for item in self._query(pk, cost, low=low, high=high, consistent=consistent):
+                parts.setdefault(parse_total_sk(item["sk"])[0], []).append(Figures.from_item(item))
+        return {start: Figures.combined(figures) for start, figures in parts.items()}
 
     # -- state ----------------------------------------------------------------
 

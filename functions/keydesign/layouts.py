@@ -388,7 +388,7 @@ class Layout:
             high = self.block_sk_through(entity_id, seg_to - 1, kind)
             parts.extend(PartitionQuery(table, pk, low, high, seg_from, seg_to, kind=kind) for pk in pks)
         if not self.can.shared_partitions:
-            parts = _merge_adjacent(parts)
+            parts = merge_adjacent(parts)
         return QueryPlan(tuple(parts), entity_id, from_ms, to_ms)
 
     def plan_range(
@@ -526,7 +526,7 @@ def key_family(partition_key: str, layout_kind: LayoutKind) -> str:
     return partition_key
 
 
-def _merge_adjacent(parts: list[PartitionQuery]) -> list[PartitionQuery]:
+def merge_adjacent(parts: list[PartitionQuery]) -> list[PartitionQuery]:
     """Join queries of one partition over touching time segments into one query."""
     merged: dict[tuple[str, str], list[PartitionQuery]] = {}
     for part in parts:

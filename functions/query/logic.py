@@ -27,12 +27,15 @@ those are not read again.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import time
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import closing, contextmanager
-from typing import Any
+from typing import Any, NoReturn
 
 from aws_lambda_powertools.metrics import MetricUnit
 
@@ -40,7 +43,7 @@ from adapters.clients import client
 from adapters.compaction_state import NOTHING_COMPACTED, CachedWatermark, CompactionWatermark
 from adapters.observability import logger, metrics
 from adapters.occupancy import OccupancyReader, OccupancyStore
-from adapters.partition_reader import DynamoPartitionReader, Page, PageRequest, PartitionReader
+from adapters.partition_reader import DynamoPartitionReader, Page, PageRequest, PartitionReader, decode, header_of
 from adapters.rollup_store import ReadCount, RollupStore
 from adapters.secret_versions import read_secret
 from adapters.shard_map_source import ShardMapSource
@@ -56,8 +59,10 @@ from keydesign import (
     validate_entity_id,
 )
 from keydesign import Reading as DecodedReading
+from keydesign.blocks import keep_newest
+from keydesign.layouts import merge_adjacent
 from keydesign.periods import format_duration
-from keydesign.writetier import WriteTier
+from keydesign.writetier import SLICE_MS, WriteTier, slice_start
 from query.aggregate import SeriesBuilder
 from query.cursor import CursorCodec, CursorError, CursorKeys, binding, canonical_ms
 from query.errors import ScanLimitExceeded, UnsupportedByLayout
@@ -66,12 +71,14 @@ from query.merge import (
     POSITION_MIN_SK,
     STOP_DEADLINE,
     STOP_QUERY_CALLS,
+    STOP_SCAN_ITEMS,
     MergeOptions,
     Merger,
     PartitionStream,
     Placement,
     Position,
     ReadStats,
+    Stop,
     Submit,
     narrows,
 )
@@ -131,6 +138,7 @@ class QueryService:
         self._layout = layout
         self._retention_ms = retention_ms
         self._rollups = rollups
+        self._write_tier = write_tier
         self._planner = OccupancyPlanner(layout, occupancy, limits, write_tier)
         self._watermark = watermark
         self._shard_maps = shard_maps
@@ -282,7 +290,8 @@ class QueryService:
         time_left_ms: int | None = None,
     ) -> AggregateSeries | Explanation:
         """count/min/max/avg/sum of ``entity``'s measures per ``interval_ms`` over ``window``, as one answer:
-        from rollups where they serve the request, from the raw readings elsewhere."""
+        from rollups where they serve the request (with the write tier, combined with the readings of the
+        entity's unflagged compacted blocks: its hours that are compaction's), from the raw readings elsewhere."""
         source = self._source(interval_ms, window, consistent=read.consistent)
         if read.explain:
             # The plan lists the raw part only (none when the rollups cover the range).
@@ -300,7 +309,8 @@ class QueryService:
     def total_aggregates(
         self, window: TimeRange, interval_ms: int, stats: tuple[Stat, ...] = STATS, read: ReadArgs = ALL_MEASURES
     ) -> AggregateSeries:
-        """Every entity's readings per ``interval_ms`` over ``window``, from the rollups' totals only."""
+        """Every entity's readings per ``interval_ms`` over ``window``, from the rollups' totals only (each the
+        rollup function's item and compaction's part combined), up to the rollups' watermark."""
         source = self._source(interval_ms, window, consistent=read.consistent)
         if source.level is None:
             raise InvalidInput("interval", f"every-entity aggregates are read from rollups only: {source.reason}")
@@ -309,7 +319,7 @@ class QueryService:
     def _source(self, interval_ms: int, window: TimeRange, *, consistent: bool) -> Source:
         if self._rollups is None:
             return Source(None, window.from_ms, "rollups are off in this deployment (ROLLUPS unset)", None)
-        return self._rollups.source(interval_ms, window, consistent=consistent)
+        return self._rollups.source(interval_ms, window, consistent=consistent, compacted=self._write_tier is not None)
 
     def _series(  # noqa: PLR0917 - the two aggregate routes' own arguments
         self,
@@ -321,21 +331,31 @@ class QueryService:
         source: Source,
         time_left_ms: int | None,
     ) -> AggregateSeries:
-        """The series from the rollups up to ``source.split_ms`` and, for one entity, from the raw
-        readings after it (every entity: the rollups' totals only, ``reached`` saying how far)."""
+        """The series from the rollups up to ``source.split_ms`` (for one entity, with the readings of its
+        compaction-owned hours) and, for one entity, from the raw readings after it (every entity: the
+        rollups' totals only, ``reached`` saying how far)."""
         rolled = ReadCount()
+        counted = ReadStats()
         intervals: list[Interval] = []
         readings = 0
         raw_from = max(window.from_ms, source.split_ms)
+        deadline = self._deadline(time_left_ms)
         if self._rollups is not None and source.level is not None:
             rolled_part = TimeRange(window.from_ms, raw_from)
+            compacted: list[DecodedReading] = []
+            hours: set[int] = set()
+            if entity is not None:
+                compacted, hours = self._compacted(entity, rolled_part, read, counted, deadline)
             intervals, readings = self._rollups.series(
-                entity, source.level, rolled_part, interval_ms, stats, read, rolled
+                entity, source.level, rolled_part, interval_ms, stats, read, rolled, compacted, hours
             )
-        counted = ReadStats(queries=rolled.calls, scanned=rolled.items, read_units=rolled.read_units)
+        spent = counted.queries  # the compacted reads' Query calls: out of the raw part's budget
+        counted.queries += rolled.calls
+        counted.scanned += rolled.items
+        counted.read_units += rolled.read_units
         if entity is not None and raw_from < window.to_ms:
             raw, total = self._raw_series(
-                entity, TimeRange(raw_from, window.to_ms), interval_ms, stats, read, counted, time_left_ms
+                entity, TimeRange(raw_from, window.to_ms), interval_ms, stats, read, counted, deadline, spent
             )
             intervals += raw
             readings += total
@@ -362,15 +382,17 @@ class QueryService:
         stats: tuple[Stat, ...],
         read: ReadArgs,
         counted: ReadStats,
-        time_left_ms: int | None,
+        deadline: float | None,
+        spent: int,
     ) -> tuple[list[Interval], int]:
-        """The intervals of ``window`` streamed from the raw readings (raises 413 past the budget)."""
+        """The intervals of ``window`` streamed from the raw readings (raises 413 past the budget, of
+        which the request's compacted reads have ``spent`` Query calls and decoded ``counted.decoded``)."""
         plan = self._plan_entity(entity, window.from_ms, window.to_ms)
         partitions = self._planner.whole(plan, consistent=read.consistent, cost=counted)
         streams = self._streams(entity, partitions, None, self._clock_ms(), False, read.consistent)
-        deadline = self._deadline(time_left_ms)
         # Every partition will be read whole: keep the pipeline full.
         options = self._budget(deadline, read_ahead=True, prefetch=True)
+        options = dataclasses.replace(options, max_queries=max(1, self.limits.max_query_calls - spent))
         series = SeriesBuilder(interval_ms, stats)
         wanted = read.measures
         with self._fanout(len(streams), abandon=deadline is not None) as submit:
@@ -383,18 +405,114 @@ class QueryService:
         if merger.stopped is not None:
             # An aggregate is one answer: a part of it would look like a whole.
             # Say how far the scan got, so the client can split the range there.
-            reached = format_ts(_anchor_ms(merger.frontier) if merger.frontier is not None else window.from_ms)
-            why = {
-                STOP_DEADLINE: "ran out of time",
-                STOP_QUERY_CALLS: f"used the {self.limits.max_query_calls} Query calls one request may make",
-            }.get(merger.stopped, f"decoded the {self.limits.max_scan_items} readings one request may read")
-            self._record("aggregates", counted, 0, cut_short=merger.stopped)
-            raise ScanLimitExceeded(
-                "to",
-                f"the aggregate {why} after reading [{format_ts(window.from_ms)}, {reached}) of the range; "
-                f"aggregate [from, {reached}) and [{reached}, to) separately",
-            )
+            reached = _anchor_ms(merger.frontier) if merger.frontier is not None else window.from_ms
+            self._cut_short(merger.stopped, window.from_ms, reached, counted)
         return series.intervals(), series.total
+
+    def _cut_short(self, stopped: Stop, from_ms: int, reached_ms: int, counted: ReadStats) -> NoReturn:
+        """Refuse an aggregate whose reads stopped at ``reached_ms`` (413), saying where to split it."""
+        why = {
+            STOP_DEADLINE: "ran out of time",
+            STOP_QUERY_CALLS: f"used the {self.limits.max_query_calls} Query calls one request may make",
+        }.get(stopped, f"decoded the {self.limits.max_scan_items} readings one request may read")
+        self._record("aggregates", counted, 0, cut_short=stopped)
+        reached = format_ts(reached_ms)
+        raise ScanLimitExceeded(
+            "to",
+            f"the aggregate {why} after reading [{format_ts(from_ms)}, {reached}) of the range; "
+            f"aggregate [from, {reached}) and [{reached}, to) separately",
+        )
+
+    def _compacted(
+        self, entity: str, window: TimeRange, read: ReadArgs, counted: ReadStats, deadline: float | None
+    ) -> tuple[list[DecodedReading], set[int]]:
+        """``entity``'s readings of ``window`` that its rollups do not hold, and the hours they are in (its
+        hours that are compaction's): those of its unflagged compacted blocks, each once, its newest copy
+        winning among the compacted blocks. An hour with a flagged block (``StoredBlock.rollups``: the
+        entity's hour became the rollup function's, maybe after it was compacted unflagged) is left out
+        whole: its rollups hold it. The reads are the request's (``counted``, the Query calls and decoding
+        budget); raises 413 past it."""
+        if self._write_tier is None or window.to_ms <= window.from_ms:
+            return [], set()
+        compacted_through = slice_start(window.to_ms - 1) + SLICE_MS  # every hour the window touches
+        plan = self._layout.plan_entity(
+            entity,
+            window.from_ms,
+            window.to_ms,
+            self._shard_maps.current(),
+            write_tier=self._write_tier,
+            compacted_through_ms=compacted_through,
+        )
+        partitions = merge_adjacent([p for p in plan.partitions if p.kind == "compacted"])
+        found, owned = self._compacted_blocks(entity, window, partitions, read, counted, deadline)
+        copies: dict[tuple[str, int, str], tuple[int, DecodedReading]] = {}
+        hours: set[int] = set()
+        for hour, version, readings in found:
+            if hour not in owned:
+                keep_newest(copies, version, readings)
+                hours.add(hour)
+        return [r for _, r in copies.values() if window.from_ms <= r.ts_ms < window.to_ms], hours
+
+    def _compacted_blocks(  # noqa: PLR0917 - called once, by _compacted
+        self,
+        entity: str,
+        window: TimeRange,
+        partitions: Sequence[PartitionQuery],
+        read: ReadArgs,
+        counted: ReadStats,
+        deadline: float | None,
+    ) -> tuple[list[tuple[int, int, list[DecodedReading]]], set[int]]:
+        """Read ``partitions`` (``entity``'s compacted blocks, a window of them at once): the hour, version
+        and readings of each unflagged block of ``window``, and the hours of the flagged ones."""
+        counted.partitions_planned += len(partitions)
+        now_s = self._clock_ms() // 1000
+        requests = deque(PageRequest(p, consistent=read.consistent, now_epoch_s=now_s) for p in partitions)
+        limits = self.limits
+        found: list[tuple[int, int, list[DecodedReading]]] = []  # (hour, version, readings) of unflagged blocks
+        owned: set[int] = set()  # the hours of a flagged block: the rollup function's
+        started = 0
+        stop: Stop | None = None
+        with self._fanout(len(partitions), abandon=deadline is not None) as submit:
+            inflight: deque[tuple[PageRequest, Future[Page]]] = deque()
+            while requests or inflight:
+                while requests and len(inflight) < limits.concurrency and started < limits.max_query_calls:
+                    request = requests.popleft()
+                    inflight.append((request, submit(request)))
+                    started += 1
+                if not inflight:
+                    stop = STOP_QUERY_CALLS
+                    break
+                request, future = inflight.popleft()
+                wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+                try:
+                    page = future.result(timeout=wait)
+                except FutureTimeout:
+                    requests.appendleft(request)
+                    stop = STOP_DEADLINE
+                    break
+                counted.queries += 1
+                counted.partitions_queried += request.start_key is None
+                counted.scanned += page.scanned
+                counted.read_units += page.read_units
+                if page.table_missing:
+                    counted.missing_tables.add(request.partition.table)
+                if page.next_key is not None:
+                    requests.appendleft(dataclasses.replace(request, start_key=page.next_key))
+                for block in page.blocks:
+                    header = header_of(request.partition, block)
+                    if block.rollups:
+                        owned.add(slice_start(header.first_ms))
+                    elif header.first_ms < window.to_ms and header.last_ms >= window.from_ms:
+                        header, readings = decode(request.partition, block, entity)
+                        counted.decoded += header.count
+                        found.append((slice_start(header.first_ms), header.version, readings))
+                if counted.decoded >= limits.max_scan_items and (requests or inflight):
+                    stop = STOP_SCAN_ITEMS
+                    requests.extend(r for r, _ in inflight)
+                    break
+        if stop is not None:
+            self._cut_short(stop, window.from_ms, min(r.partition.from_ms for r in requests), counted)
+        return found, owned
 
     # -- machinery ---------------------------------------------------------------
 

@@ -2,22 +2,34 @@
 
 A rollup of granularity g serves an aggregate when the interval is a whole
 multiple of g and ``from`` and ``to`` fall on g boundaries. It serves the
-intervals that end by the rollup function's watermark (``through``: every
-reading stored before it is in the rollups); the intervals after it are read
+intervals that end by the rollups' watermark T; the intervals after it are read
 raw, per entity. Totals (every entity) are only ever read from rollups. An
 interval the rollup function set aside (docs/rollups.md) carries its reason in
 ``set_aside``, its figures those of the parts that were not.
+
+Without the write tier T is the rollup function's ``through`` (every reading
+stored before it is in the rollups). With it, an entity's hour is either the
+rollup function's (its rollups) or compaction's (its unflagged compacted blocks,
+and compaction's ``#c`` part of each total, :mod:`keydesign.rollup`), so T is
+also no later than the state's ``totals_through`` (before it, every re-mark
+compaction put has been applied): a total is its two items combined
+(``RollupStore.totals``), an entity's interval its rollups plus the readings of
+its unflagged compacted blocks (``readings`` of :meth:`RollupAnswers.series`,
+read by ``query.logic``); the entity's rollups of an hour or less inside its
+compaction-owned hours are not read (it has none there). Before the rollup
+function has recorded a ``totals_through`` T is 0: nothing is served from rollups.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from adapters.rollup_store import ReadCount, RollupState, RollupStore
-from keydesign import format_ts
+from adapters.rollup_store import ReadCount, RollupStore
+from keydesign import Reading, format_ts
 from keydesign.periods import format_duration
-from keydesign.rollup import Figures, Granularities, floor_to
+from keydesign.rollup import HOUR_MS, Figures, Granularities, floor_to
 from query.aggregate import interval_of
 from query.models import Interval
 from query.params import ReadArgs, Stat, TimeRange
@@ -25,12 +37,13 @@ from query.params import ReadArgs, Stat, TimeRange
 
 @dataclass(frozen=True, slots=True)
 class Source:
-    """Where an aggregate's figures come from: rollups of ``level`` for ``[from, split_ms)``, raw after."""
+    """Where an aggregate's figures come from: rollups of ``level`` for ``[from, split_ms)``, raw after.
+    ``through_ms``: the rollups' watermark T (None: no rollup state), ``split_ms`` is T floored to the interval."""
 
     level: int | None
     split_ms: int
     reason: str
-    state: RollupState | None
+    through_ms: int | None
 
     def name(self, window: TimeRange) -> Literal["raw", "rollups", "rollups+raw"]:
         if self.split_ms <= window.from_ms:
@@ -39,7 +52,7 @@ class Source:
 
     @property
     def through(self) -> str | None:
-        return format_ts(self.state.through_ms) if self.state is not None else None
+        return format_ts(self.through_ms) if self.through_ms is not None else None
 
 
 class RollupAnswers:
@@ -49,7 +62,9 @@ class RollupAnswers:
         self.store = store
         self.levels = levels
 
-    def source(self, interval_ms: int, window: TimeRange, *, consistent: bool) -> Source:
+    def source(self, interval_ms: int, window: TimeRange, *, consistent: bool, compacted: bool = False) -> Source:
+        """The source of an aggregate of ``interval_ms`` over ``window``; ``compacted``: the deployment has
+        the write tier, so the rollups serve only before ``totals_through`` too."""
         level = self.levels.serving(interval_ms, window.from_ms, window.to_ms)
         if level is None:
             spelled = ", ".join(format_duration(g) for g in self.levels.levels)
@@ -58,15 +73,18 @@ class RollupAnswers:
         state = self.store.state(consistent=consistent)
         if state is None:
             return Source(level, window.from_ms, "the rollup function has not run yet", None)
-        split = max(window.from_ms, min(window.to_ms, floor_to(state.through_ms, interval_ms)))
+        watermark = min(state.through_ms, state.totals_through) if compacted else state.through_ms
+        split = max(window.from_ms, min(window.to_ms, floor_to(watermark, interval_ms)))
         through, rollups = format_ts(state.through_ms), f"{format_duration(level)} rollups"
+        if compacted:
+            through = f"the rollup function's {through}, compaction's totals {format_ts(state.totals_through)}"
         if split >= window.to_ms:
             why = f"{rollups} tile the range and cover it (every reading stored before {through})"
         elif split > window.from_ms:
             why = f"{rollups} up to {format_ts(split)}; the intervals after the rollups' {through} raw"
         else:
             why = f"the range starts after the last interval the rollups cover ({through})"
-        return Source(level, split, why, state)
+        return Source(level, split, why, watermark)
 
     def series(  # noqa: PLR0917 - one caller, passing a request's own arguments
         self,
@@ -77,27 +95,40 @@ class RollupAnswers:
         stats: tuple[Stat, ...],
         read: ReadArgs,
         cost: ReadCount,
+        readings: Iterable[Reading] = (),
+        compacted_hours: Collection[int] = (),
     ) -> tuple[list[Interval], int]:
-        """The intervals of ``window`` from ``entity``'s rollups (None: the totals), and readings counted."""
+        """The intervals of ``window`` from ``entity``'s rollups (None: the totals) combined with
+        ``readings`` (of ``window``: the entity's compaction-owned ones), and readings counted. The
+        rollups of a level of an hour or less inside ``compacted_hours`` (the entity's hours that are
+        compaction's: it has no rollup there) are not read."""
         from_ms, to_ms, consistent = window.from_ms, window.to_ms, read.consistent
         if to_ms <= from_ms:
             return [], 0
         if entity is None:
             found = self.store.totals(level, from_ms, to_ms, cost, consistent=consistent)
         else:
-            found = self.store.entity_rollups(level, range(from_ms, to_ms, level), entity, cost, consistent=consistent)
+            starts: Iterable[int] = range(from_ms, to_ms, level)
+            if compacted_hours and level <= HOUR_MS:
+                starts = [s for s in starts if floor_to(s, HOUR_MS) not in compacted_hours]
+            found = self.store.entity_rollups(level, starts, entity, cost, consistent=consistent)
         grouped: dict[int, list[Figures]] = {}
-        for start, figures in sorted(found.items()):
+        for start, figures in found.items():
             grouped.setdefault(floor_to(start, interval_ms), []).append(figures)
+        added: dict[int, Figures] = {}
+        for reading in readings:
+            added.setdefault(floor_to(reading.ts_ms, interval_ms), Figures()).add(reading.measures)
+        for start, figures in added.items():
+            grouped.setdefault(start, []).append(figures)
         out: list[Interval] = []
-        readings = 0
-        for start, parts in grouped.items():
+        counted = 0
+        for start, parts in sorted(grouped.items()):
             figures = Figures.combined(parts)
             if not figures.readings and figures.aside is None:
                 continue
-            readings += figures.readings
+            counted += figures.readings
             wanted = read.measures
             measures = {name: m for name, m in figures.measures.items() if wanted is None or name in wanted}
             interval = interval_of(format_ts(start), figures.readings, measures, stats)
             out.append(interval if figures.aside is None else interval.model_copy(update={"set_aside": figures.aside}))
-        return out, readings
+        return out, counted

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from adapters.rollup_store import RollupState, RollupStore
+from adapters.batch_writer import serialize_item
 from keydesign import format_ts
+from keydesign.rollup import STATE_PK
 from tests.integration.iam_conformance import assert_conforms, recording
 from tests.integration.mocked_aws import create_readings_table
 from tests.integration.query.conftest import HOUR, NOW, PREFIX, Store
@@ -21,8 +22,10 @@ def test_every_call_the_query_function_makes_is_granted_to_its_role(
 ) -> None:
     # Given the function as deployed: the shard map and occupancy records in the control table
     create_readings_table(store.dynamodb, "control")  # the same string pk and sk
-    # and the rollup function has rolled up everything before NOW (an hour boundary)
-    RollupStore(store.dynamodb, None, "control", PREFIX, 30 * 24 * HOUR).save_state(RollupState(through_ms=NOW))
+    # and the rollup function has rolled up everything before NOW (an hour boundary), its totals (and
+    # compaction's figures) agreeing before NOW - 2 h
+    state = {"pk": STATE_PK, "sk": PREFIX, "through": NOW, "late": 0, "totals_through": NOW - 2 * HOUR}
+    store.dynamodb.put_item(TableName="control", Item=serialize_item(state))
     # and compaction has compacted up to NOW - 2 h (the write tier is on, as cdk.json deploys it)
     store.dynamodb.put_item(
         TableName="control",
@@ -52,7 +55,7 @@ def test_every_call_the_query_function_makes_is_granted_to_its_role(
             api.get("/aggregates", **window, interval="1h"),
             api.get("/readings", **window, limit=5),
         ]
-    assert [page.body.get("source") for page in pages[3:5]] == ["rollups", "rollups"]
+    assert [page.body.get("source") for page in pages[3:5]] == ["rollups+raw", "rollups+raw"]
     assert [page.status for page in pages] == [200] * 7, [page.body for page in pages if page.status != 200]
     # Then every action it called is granted, and everything granted is called or is the service's own
     assert_conforms(

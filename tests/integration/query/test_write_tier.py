@@ -15,15 +15,20 @@ from typing import Any
 
 import pytest
 
+from adapters.batch_writer import BatchWriter, serialize_item
 from adapters.compaction_state import CachedWatermark
 from adapters.partition_reader import DynamoPartitionReader
+from adapters.retry import Deadline
+from adapters.rollup_store import RollupStore
 from adapters.shard_map_source import StaticShardMap
 from benchmarks.tier_items import TierWriter
 from keydesign import Layout, Reading, ShardMap, format_ts
+from keydesign.rollup import STATE_PK, Figures, Granularities, total_pk, total_sk
 from keydesign.writetier import CompactionState, EarlierGroups, WriteTier, state_key
 from query.api import create_app
 from query.cursor import CursorCodec
 from query.logic import QueryService
+from query.rollups import RollupAnswers
 from query.settings import QueryLimits
 from tests.integration.mocked_aws import create_readings_table
 from tests.integration.query.conftest import HOUR, KEY, NOW, PREFIX, pages, to_dynamodb
@@ -226,3 +231,80 @@ def test_readings_written_under_an_earlier_group_count_are_read_before_and_after
     assert world.watermark.state().through == START + 2 * HOUR
     # Then every reading is still read once, newest copy winning
     world.check()
+
+
+def _rolled_up(world: World, totals_through: int) -> ApiClient:
+    """The world's API with hourly rollups on, the rollup function's state through NOW and ``totals_through``."""
+    store = RollupStore(world.dynamodb, BatchWriter(world.dynamodb, concurrency=1), CONTROL, PREFIX, 30 * 24 * HOUR)
+    state = {"pk": STATE_PK, "sk": PREFIX, "through": NOW, "late": 0, "totals_through": totals_through}
+    world.dynamodb.put_item(TableName=CONTROL, Item=serialize_item(state))
+    service = QueryService(
+        layout=world.layout,
+        shard_maps=StaticShardMap(world.shard_map),
+        reader=DynamoPartitionReader(world.dynamodb),
+        cursors=CursorCodec(lambda: KEY),
+        limits=QueryLimits(),
+        clock_ms=lambda: NOW,
+        rollups=RollupAnswers(store, Granularities.parse("1h")),
+        write_tier=world.tier,
+        watermark=world.watermark,
+    )
+    return ApiClient(create_app(service).resolve)
+
+
+def test_aggregates_from_rollups_and_compacted_blocks_equal_the_raw_ones(world: World) -> None:
+    # Given the first two hours compacted, with the hours of dev-1 and dev-2 that got a late block
+    # redone (their compacted blocks flagged: the rollup function's), and hot-1's hours (its own
+    # blocks) the rollup function's too: their rollups are put, compaction's hours have none
+    world.compact(START)
+    world.compact(START + HOUR)
+    world.clock_s += TTL_MS
+    redone = {("dev-1", START), ("dev-2", START)}
+    table = world.layout.table_for(START)
+    for item in world.dynamodb.scan(TableName=table)["Items"]:
+        entity, _, ts = item["sk"]["S"].partition("#")
+        if item["pk"]["S"].endswith("#c") and (entity, START) in redone and ts < format_ts(START + HOUR):
+            world.dynamodb.update_item(
+                TableName=table, Key={"pk": item["pk"], "sk": item["sk"]}, UpdateExpression="SET r = :one",
+                ExpressionAttributeValues={":one": {"N": "1"}},
+            )  # fmt: skip
+    owned = redone | {("hot-1", START + h * HOUR) for h in range(3)}
+    figures: dict[tuple[str, int], Figures] = {}
+    for _, r in world.newest.values():
+        if (r.entity_id, r.ts_ms - r.ts_ms % HOUR) in owned:
+            figures.setdefault((r.entity_id, r.ts_ms - r.ts_ms % HOUR), Figures()).add(r.measures)
+    api = _rolled_up(world, START + 2 * HOUR)
+    store = RollupStore(world.dynamodb, BatchWriter(world.dynamodb, concurrency=1), CONTROL, PREFIX, 30 * 24 * HOUR)
+    writes = [store.rollup_write(HOUR, start, entity, f) for (entity, start), f in figures.items()]
+    assert not store.write(writes, Deadline.never())
+    window = {"from": format_ts(START), "to": format_ts(NOW)}
+    for entity in ENTITIES:
+        for consistent in ("false", "true"):
+            # When an entity's hours are asked with rollups (the third hour after totals_through: raw)
+            got = api.get(f"/entities/{entity}/aggregates", interval="1h", consistent=consistent, **window).body
+            want = world.api.get(f"/entities/{entity}/aggregates", interval="1h", **window).body
+            # Then they are the raw readings' hours, each reading once
+            assert got["source"] == "rollups+raw" and got["rollups_through"] == format_ts(START + 2 * HOUR)
+            assert got["intervals"] == want["intervals"], entity
+            assert got["intervals"] and got["cost"]["read_units"] > 0
+
+
+def test_totals_combine_the_rollup_functions_item_and_compactions_part(world: World) -> None:
+    api = _rolled_up(world, START + 2 * HOUR)
+    for hour, part, values in [(0, False, (1, 2)), (0, True, (3,)), (1, True, (4, 5)), (2, False, (6,))]:
+        figures = Figures()
+        for value in values:
+            figures.add({"v": value})
+        start = START + hour * HOUR
+        item = {"pk": total_pk(PREFIX, HOUR, start), "sk": total_sk(start, fleet_part=part), **figures.item()}
+        world.dynamodb.put_item(TableName=CONTROL, Item=serialize_item(item))
+
+    reply = api.get("/aggregates", interval="1h", stats="sum,count", **{"from": format_ts(START), "to": format_ts(NOW)})
+    assert reply.status == 200, reply.body
+    body = reply.body
+
+    assert body["reached"] == format_ts(START + 2 * HOUR)
+    assert [(i["start"], i["readings"], i["measures"]["v"]["sum"]) for i in body["intervals"]] == [
+        (format_ts(START), 3, 6),
+        (format_ts(START + HOUR), 2, 9),
+    ]

@@ -411,8 +411,10 @@ class RollupRunner:
             raise RuntimeError(f"DynamoDB refused {len(refused)} rollup marks: {next(iter(refused.values()))}")
 
     def _compaction_counted(self, tier: WriteTier, interval: tuple[int, str], *, cost: ReadCount) -> bool:
-        """Whether compaction counted ``entity``'s readings of ``hour`` (one of its compacted blocks of
-        the hour is unflagged: the entity-hour was compaction's). Consistent: a compacted block written
+        """Whether compaction counted ``entity``'s readings of ``hour``: its compacted blocks of the hour
+        are unflagged (the entity-hour was compaction's). One flagged block makes the hour the rollup
+        function's, whatever else is stored: a redo leaves the block it replaced (another version,
+        another sort key), as the query function reads it too. Consistent: a compacted block written
         before the watermark passed the hour is seen."""
         hour, entity = interval
         plan = self._layout.plan_entity(
@@ -424,6 +426,7 @@ class RollupRunner:
             compacted_through_ms=hour + HOUR_MS,
         )
         now_s = self._clock_ms() // 1000
+        counted = False
         for partition in (p for p in plan.partitions if p.kind == "compacted"):
             request = PageRequest(partition, consistent=True, now_epoch_s=now_s)
             while True:
@@ -433,12 +436,14 @@ class RollupRunner:
                 cost.read_units += page.read_units
                 for block in page.blocks:
                     header = header_of(partition, block)
-                    if not block.rollups and header.last_ms >= hour and header.first_ms < hour + HOUR_MS:
-                        return True
+                    if header.last_ms >= hour and header.first_ms < hour + HOUR_MS:
+                        if block.rollups:
+                            return False
+                        counted = True
                 if page.next_key is None:
                     break
                 request = replace(request, start_key=page.next_key)
-        return False
+        return counted
 
     def _put(
         self,

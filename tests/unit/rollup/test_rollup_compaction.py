@@ -79,25 +79,31 @@ def test_a_late_mark_waits_until_compaction_has_done_its_hour_then_is_recomputed
     assert report.redos == 0 and _redos(world) == []
 
 
-def _compacted(world: World, entity: str, ts: int, *, flagged: bool) -> None:
+def _compacted(world: World, entity: str, ts: int, *, flagged: bool, version: int = 1) -> None:
     """``entity``'s reading at ``ts`` stored in a group item, and the hour compacted (flagged: the block
     carries ``r``, the entity's hour is the rollup function's)."""
     assert world.writer is not None
     reading = Reading(entity_id=entity, event_id="g", ts_ms=ts, measures={"v": 1.0})
-    for table, item in world.writer.ingest([(reading, 1)], ts):
+    for table, item in world.writer.ingest([(reading, version)], ts):
         world.reader.add_item(table, item)
     hour = ts - ts % HOUR
     for table, item in world.writer.compact(hour):
         world.reader.add_item(table, {**item, "r": 1} if flagged else item)
 
 
-@pytest.mark.parametrize("owner", ["compaction", "rollups (flagged block)", "rollups (no compacted block)"])
+OWNERS = ["compaction", "rollups (flagged block)", "rollups (no compacted block)", "rollups (redone)"]
+
+
+@pytest.mark.parametrize("owner", OWNERS)
 def test_a_late_reading_of_an_entity_hour_compaction_counted_asks_for_a_redo(owner: str) -> None:
     # Given the entity's hour T0: a reading in a group item, compacted (unflagged: compaction's; flagged:
-    # the rollup function's), or no group-item reading at all; then a late reading of the hour, marked
+    # the rollup function's; redone: a flagged block beside the unflagged one it replaced, of another
+    # version), or no group-item reading at all; then a late reading of the hour, marked
     world = _started(T0 + HOUR + MINUTE, through=T0 + HOUR)
     if owner != "rollups (no compacted block)":
-        _compacted(world, ENTITY, T0 + 10 * MINUTE, flagged=owner != "compaction")
+        _compacted(world, ENTITY, T0 + 10 * MINUTE, flagged=owner == "rollups (flagged block)")
+    if owner == "rollups (redone)":
+        _compacted(world, ENTITY, T0 + 10 * MINUTE, flagged=True, version=2)
     late_ts = T0 + 50 * MINUTE  # within LATENESS (20 minutes) of its mark
     _block(world, ENTITY, late_ts, 2.0, version=5)
     _mark(world, T0 + HOUR + 2 * MINUTE, ENTITY, late_ts)

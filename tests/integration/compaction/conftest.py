@@ -11,6 +11,7 @@ import pytest
 
 from adapters.batch_writer import BatchWriter, serialize_item
 from adapters.partition_reader import DynamoPartitionReader
+from adapters.rollup_store import RollupStore
 from adapters.shard_map_source import StaticShardMap
 from compaction.logic import CompactionRunner, StateStore
 from compaction.settings import CompactionSettings
@@ -43,6 +44,7 @@ ENV = {
     "WRITE_TIER_GROUPS": "8",
     "RETENTION": "30d",
     "COMPACTION_SETTLE": "3m",
+    "ROLLUPS": "1m,1h,1d",
 }
 SETTINGS = CompactionSettings.from_env(ENV)
 LAYOUT = SETTINGS.layout
@@ -127,12 +129,19 @@ def runner(clock: list[int], **parts: Any) -> CompactionRunner:
         "reader": DynamoPartitionReader(boto3.client("dynamodb", region_name=REGION)),
         "writer": BatchWriter(boto3.client("dynamodb", region_name=REGION)),
         "state": StateStore(boto3.client("dynamodb", region_name=REGION), "control", PREFIX),
+        "rollups": rollup_store(),
+        "levels": SETTINGS.granularities,
         "retention_ms": SETTINGS.retention_ms,
         "settle_ms": SETTINGS.settle_ms,
         "max_future_ms": SETTINGS.max_future_ms,
         "clock_ms": lambda: clock[0],
     }
     return CompactionRunner(**{**defaults, **parts})
+
+
+def rollup_store() -> RollupStore:
+    client = boto3.client("dynamodb", region_name=REGION)
+    return RollupStore(client, BatchWriter(client), "control", PREFIX, SETTINGS.retention_ms)
 
 
 def state(db: Any) -> CompactionState | None:

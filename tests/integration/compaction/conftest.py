@@ -17,6 +17,7 @@ from compaction.logic import CompactionRunner, StateStore
 from compaction.settings import CompactionSettings
 from keydesign import Reading, ShardMap, decode_block, parse_timestamp
 from keydesign.blocks import encode_group, keyed_item
+from keydesign.rollup import RedoRequest, redo_pk
 from keydesign.writetier import (
     MAX_COMPACTED_SPAN_MS,
     CompactionState,
@@ -142,6 +143,21 @@ def runner(clock: list[int], **parts: Any) -> CompactionRunner:
 def rollup_store() -> RollupStore:
     client = boto3.client("dynamodb", region_name=REGION)
     return RollupStore(client, BatchWriter(client), "control", PREFIX, SETTINGS.retention_ms)
+
+
+def put_redo(db: Any, request: RedoRequest) -> None:
+    """A redo request as the rollup function puts it (the control table's key of it)."""
+    pk, sk = request.key(PREFIX)
+    db.put_item(TableName="control", Item=serialize_item({"pk": pk, "sk": sk}))
+
+
+def redos(db: Any) -> list[RedoRequest]:
+    items = db.query(
+        TableName="control",
+        KeyConditionExpression="pk = :pk",
+        ExpressionAttributeValues={":pk": {"S": redo_pk(PREFIX)}},
+    )["Items"]
+    return [RedoRequest.parse(item["sk"]["S"]) for item in items]
 
 
 def state(db: Any) -> CompactionState | None:

@@ -205,9 +205,8 @@ def test_a_redo_makes_the_entitys_hour_the_rollup_functions_and_one_of_an_hour_n
     assert partials(H)[group] == by_minute(r for r in others if TIER.group_of(r.entity_id) == group)
     assert parts(MINUTE, H, H + HOUR) == expected_parts(others, MINUTE, H, H + HOUR)
     day = floor_to(H, DAY_MS)
-    assert parts(HOUR, H, H + HOUR) == {H: figures(others)} and parts(DAY_MS, day, day + DAY_MS) == {
-        day: figures(others)
-    }
+    assert parts(HOUR, H, H + HOUR) == {H: figures(others)}
+    assert parts(DAY_MS, day, day + DAY_MS) == {day: figures(others)}
     # its write-tier minutes are re-marked (stamped now), and the request is gone; the other is left
     assert remarked(db, clock[0], late_entity, sorted(by_minute(tier_readings))) == [True] * len(tier_readings)
     assert redos(db) == [waiting]

@@ -170,6 +170,8 @@ class RunReport:
     #: Redo requests handled (deleted), and those left for hours not yet compacted.
     redos: int = 0
     redos_waiting: int = 0
+    #: Redo requests of hours whose group items are expiring: they cannot be done (logged, deleted).
+    redos_expired: int = 0
     #: Corrupt items left in place: ``table pk sk: reason``.
     corrupt: list[str] = field(default_factory=list)
     through_ms: int = 0
@@ -207,6 +209,7 @@ class RunReport:
             "fleet_parts_written": self.fleet_parts,
             "redos": self.redos,
             "redos_waiting": self.redos_waiting,
+            "redos_expired": self.redos_expired,
             "corrupt_items": len(self.corrupt),
             "through": format_ts(self.through_ms),
             "lag_ms": self.lag_ms,
@@ -317,7 +320,7 @@ class CompactionRunner:
             self._state.save(state)
         report = RunReport(through_ms=state.through)
         try:
-            self._redos(state, deadline, report)
+            self._redos(state, now, deadline, report)
         except Exception as exc:  # the requests stay for the next run; new hours are compacted all the same
             logger.exception("compaction redo stopped; its requests are left for the next run")
             report.error = exc
@@ -503,11 +506,13 @@ class CompactionRunner:
         report.calls += cost.calls
         report.read_units += cost.read_units
 
-    def _redos(self, state: CompactionState, deadline: Deadline, report: RunReport) -> None:
+    def _redos(self, state: CompactionState, now: int, deadline: Deadline, report: RunReport) -> None:
         """Redo the hours the rollup function asked for: a late reading made an entity's hour the rollup
         function's after compaction had counted the entity in its group's partial. Up to REDO_LIMIT
         requests, an hour at a time while time allows; each hour's requests are deleted once its groups
-        and its parts of the totals are stored. Requests of an hour not yet compacted are left."""
+        and its parts of the totals are stored. Requests of an hour not yet compacted are left; those
+        of an hour whose group items may be expiring (within an hour of ``KEEP_MS`` after it) cannot be
+        done: logged as errors and deleted (the rollup function asks only within ``MAX_AGE``, less)."""
         if self._rollups is None:
             return
         cost = ReadCount()
@@ -515,7 +520,17 @@ class CompactionRunner:
         report.calls += cost.calls
         report.read_units += cost.read_units
         hours: dict[int, list[RedoRequest]] = {}
+        expired = [r for r in requests if r.hour_ms + KEEP_MS <= now]
+        if expired:
+            logger.error(
+                "redo requests of hours whose group items are expiring cannot be done; deleted",
+                extra={"requests": [r.key(self._rollups.prefix)[1] for r in expired]},
+            )
+            self._rollups.redo_done(expired)
+            report.redos_expired += len(expired)
         for request in requests:
+            if request.hour_ms + KEEP_MS <= now:
+                continue
             if request.hour_ms < state.through:
                 hours.setdefault(request.hour_ms, []).append(request)
             else:
@@ -535,6 +550,8 @@ class CompactionRunner:
                 group = request.group if request.group < tier.groups else tier.group_of(request.entity)
                 groups.setdefault(group, set()).add(request.entity)
             for group, entities in sorted(groups.items()):
+                if not self._time_for_a_step(deadline):
+                    return
                 self._redo(hour, tier, group, entities, shard_map, deadline=deadline, report=report)
             self._fleet(hour, deadline, report)
             self._rollups.redo_done(asked)

@@ -18,7 +18,7 @@ from compaction.logic import StateStore, StepNotStored
 from keydesign import Reading
 from keydesign.periods import DAY_MS
 from keydesign.rollup import Figures, Mark, RedoRequest, floor_to
-from keydesign.writetier import CompactionState, dense_mark_sk
+from keydesign.writetier import KEEP_MS, CompactionState, dense_mark_sk
 from tests.integration.compaction.conftest import (
     HOUR,
     MINUTE,
@@ -191,10 +191,12 @@ def test_a_redo_makes_the_entitys_hour_the_rollup_functions_and_one_of_an_hour_n
     put_redo(db, RedoRequest(H, group, late_entity))
     waiting = RedoRequest(H + HOUR, TIER.group_of("dev-004"), "dev-004")
     put_redo(db, waiting)
+    # (and one of an hour whose group items are expiring: it cannot be done)
+    put_redo(db, RedoRequest(H - KEEP_MS, TIER.group_of("dev-005"), "dev-005"))
     # When compaction next runs (a minute later)
     clock[0] += MINUTE
     report = runner(clock).run(Deadline.never())
-    assert report.error is None and (report.redos, report.redos_waiting) == (1, 1)
+    assert report.error is None and (report.redos, report.redos_waiting, report.redos_expired) == (1, 1, 1)
     # Then the device's dense mark is in its group's partition of the hour, every compacted block of it
     # is flagged (the one compacted before too), and it is out of the partial and the parts of the totals
     key = {"pk": {"S": TIER.group_pk(group, H)}, "sk": {"S": dense_mark_sk(late_entity)}}
@@ -207,7 +209,8 @@ def test_a_redo_makes_the_entitys_hour_the_rollup_functions_and_one_of_an_hour_n
     day = floor_to(H, DAY_MS)
     assert parts(HOUR, H, H + HOUR) == {H: figures(others)}
     assert parts(DAY_MS, day, day + DAY_MS) == {day: figures(others)}
-    # its write-tier minutes are re-marked (stamped now), and the request is gone; the other is left
+    # its write-tier minutes are re-marked (stamped now), and the request is gone (and the one that
+    # cannot be done); the one of the hour not yet compacted is left
     assert remarked(db, clock[0], late_entity, sorted(by_minute(tier_readings))) == [True] * len(tier_readings)
     assert redos(db) == [waiting]
     # and the other devices' compacted blocks are untouched

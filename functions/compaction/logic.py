@@ -11,18 +11,42 @@ the hour, compaction
    dense marks;
 2. reads the blocks of the hour of each dense-marked entity that has readings in the group items
    (the block partitions of its plan; strongly consistent);
-3. puts the compacted blocks :func:`keydesign.writetier.compact_hour` makes of them.
+3. puts the compacted blocks :func:`keydesign.writetier.compact_hour` makes of them; those of a
+   dense-marked entity (its hour is the rollup function's) are flagged (``r`` = 1);
+4. with rollups (``ROLLUPS``), puts in the same write, in the control table, the group's *partial*
+   (:class:`keydesign.rollup.GroupPartial`: figures per finest interval over the readings of its
+   unflagged compacted blocks) and a *re-mark* (an ordinary rollup mark, stamped with the minute it
+   is written in) of each finest interval holding a flagged block's readings, so the rollup function
+   recomputes those from raw (both tiers).
+
+After the hour's last group, and before the watermark moves past it, compaction reads back every
+group's partial of the hour (one Query) and puts its part of each total (``<start>#c`` beside the
+rollup function's ``<start>``, :func:`keydesign.rollup.fleet_parts`): every interval of each level of
+an hour or less within the hour (an empty one too), then for each coarser level the interval holding
+the hour, combined from the next finer level's parts in it (read after those are stored).
+
+At the start of each run compaction *redoes* the hours the rollup function asks it to
+(:class:`keydesign.rollup.RedoRequest`: a late reading made an entity's hour the rollup function's
+after compaction had counted it in its group's partial): up to ``REDO_LIMIT`` requests of hours
+already compacted, an hour at a time while time allows. Per (hour, group) it puts the entities' dense
+marks (the items ingest puts), compacts the group again (reading them back), and puts only those
+entities' compacted blocks (now flagged; one stored before and not made again is put again flagged),
+the partial without them and their re-marks; then the hour's parts of the totals; then deletes the
+requests. A redo that fails leaves its requests for the next run (whose new hours are compacted all
+the same); requests of an hour not yet compacted wait for it; those of an hour whose group items are
+expiring cannot be done and are logged and deleted.
 
 Groups are compacted in steps of up to ``CONCURRENCY`` groups, read side by side. After each step
 the state item (``keydesign.writetier.state_key`` in the control table) records the next group of
 the hour (``group``); after the hour's last group, its watermark ``through`` moves to the hour's
-end, and readers read the hour from the compacted blocks from then on. A step whose blocks are not
-all stored (throttled until the deadline, or refused) stops the run before the state moves (the
-handler raises its error once the run's metrics are out), so the next run does it again:
-compacting the same copies makes the same items, and every write is a put, so nothing is lost and
-nothing is stored twice (docs/writetier.md has the one exception). A step starts only if it fits before the deadline
-(judged by the longest this container has taken), and a run goes on until no settled hour is left:
-after downtime, as many hours as its time allows.
+end, and readers read the hour from the compacted blocks from then on. A step whose items (blocks,
+partials, re-marks; the hour's parts of the totals) are not all stored (throttled until the
+deadline, or refused) stops the run before the state moves (the handler raises its error once the
+run's metrics are out), so the next run does it again: compacting the same copies makes the same
+items (a partial, a part of a total, a re-mark is recomputed from its source), and every write is a
+put, so nothing is lost and nothing is stored twice (docs/writetier.md has the one exception). A
+step starts only if it fits before the deadline (judged by the longest this container has taken),
+and a run goes on until no settled hour is left: after downtime, as many hours as its time allows.
 
 The groups of an hour are those of the largest G whose ingest may have written it: the deployed
 one, or an earlier one the state recorded when it changed (``CompactionState.changed_to``; a
@@ -34,7 +58,8 @@ still be stored, so no hour is skipped (an empty group partition costs one small
 item that does not decode (or lies outside its hour), a dense mark that names no entity, and a
 block of a dense-marked entity that does not decode are *corrupt*: logged with their table and key
 and the reason, counted (``CompactionCorruptItems``, alarmed), and left where they are; the rest of
-the group is compacted. Nothing is ever deleted: group items expire ``KEEP_MS`` after their hour.
+the group is compacted. Nothing is deleted but handled redo requests: group items and partials
+expire ``KEEP_MS`` after their hour, parts of totals and re-marks as rollups do.
 """
 
 from __future__ import annotations

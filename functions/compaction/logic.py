@@ -291,6 +291,7 @@ class CompactionRunner:
         self._writer = writer
         self._state = state
         self._retention_ms = retention_ms
+        #: Also how long after its stamp a re-mark must be stored (the rollup function's settle time).
         self._settle_ms = settle_ms
         #: How far past a run that notices a change of G the earlier G's group items may lie.
         self._reach_ms = settle_ms + max_future_ms
@@ -426,6 +427,10 @@ class CompactionRunner:
             }
             marks = [self._rollups.mark_write(mark) for mark in sorted(wanted)]
         self._write([*writes, *partials, *marks], deadline, what)
+        if marks and self._clock_ms() - stamp >= self._settle_ms:
+            # The rollup function applies a slot SETTLE after it ends: a re-mark stored later may have
+            # missed its slot. The state has not moved, so the next run puts it again, stamped anew.
+            raise StepNotStored(f"the re-marks of {what} were stored SETTLE or more after their stamp; redone")
         report.partials += len(partials)
         report.remarks += len(marks)
 

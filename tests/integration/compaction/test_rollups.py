@@ -229,3 +229,34 @@ def test_compacting_an_hour_again_puts_the_same_items(db: Any) -> None:
     assert runner([SETTLED]).run(Deadline.never()).hours == 1
     # Then every item is the same
     assert (control_items(db), compacted_items(db, "")) == first
+
+
+class Slow:
+    """DynamoDB whose every BatchWriteItem takes ``seconds`` of the test's wall clock."""
+
+    def __init__(self, clock: list[int], seconds: int) -> None:
+        self.api = boto3.client("dynamodb", region_name=REGION)
+        self.clock = clock
+        self.seconds = seconds
+
+    def batch_write_item(self, **kwargs: Any) -> Any:
+        self.clock[0] += self.seconds * 1000
+        return self.api.batch_write_item(**kwargs)
+
+
+def test_re_marks_stored_settle_or_more_after_their_stamp_are_put_again_before_the_state_moves(db: Any) -> None:
+    publish(db, [reading("mix", H + 1_000, "t")], version=2)
+    put_dense(db, [reading("mix", H + 50 * MINUTE + n * 1_000, f"d{n}") for n in range(8)], version=3)
+    StateStore(db, "control", PREFIX).save(CompactionState(H))
+    # Given writes so slow that the step's re-marks are stored a settle time (3 minutes) after their
+    # stamp: the rollup function may have closed their slot by then
+    clock = [SETTLED]
+    slow = Slow(clock, 180)
+    failed = runner(clock, writer=BatchWriter(slow)).run(Deadline.never())
+    # Then the step counts as not stored and the state stays
+    assert isinstance(failed.error, StepNotStored) and "re-marks" in str(failed.error)
+    assert state(db) == CompactionState(H, 8)
+    # And a run whose writes are quick puts them again, stamped anew, and moves on
+    slow.seconds = 0
+    assert runner(clock, writer=BatchWriter(slow)).run(Deadline.never()).hours == 1
+    assert remarked(db, clock[0], "mix", [H]) == [True]

@@ -546,46 +546,53 @@ class CompactionRunner:
         if self._rollups is None:
             return
         cost = ReadCount()
-        requests = self._rollups.redo_requests(REDO_LIMIT, cost)
-        report.calls += cost.calls
-        report.read_units += cost.read_units
-        hours: dict[int, list[RedoRequest]] = {}
-        expired = [r for r in requests if r.hour_ms + KEEP_MS <= now]
-        if expired:
-            logger.error(
-                "redo requests of hours whose group items are expiring cannot be done; deleted",
-                extra={"requests": [r.key(self._rollups.prefix)[1] for r in expired]},
-            )
-            self._rollups.redo_done(expired)
-            report.redos_expired += len(expired)
-        for request in requests:
-            if request.hour_ms + KEEP_MS <= now:
-                continue
-            if request.hour_ms < state.through:
-                hours.setdefault(request.hour_ms, []).append(request)
-            else:
-                report.redos_waiting += 1
-        if report.redos_waiting:
-            logger.info(
-                "redo requests of hours not yet compacted are left",
-                extra={"requests": report.redos_waiting, "through": format_ts(state.through)},
-            )
-        shard_map = self._shard_maps.current()
-        for hour, asked in sorted(hours.items()):
-            if not self._time_for_a_step(deadline):
-                return
-            tier = tier_for_hour(self._tier, state, hour)
-            groups: dict[int, set[str]] = {}
-            for request in asked:  # a group out of range comes from another G: the entity's group under this one
-                group = request.group if request.group < tier.groups else tier.group_of(request.entity)
-                groups.setdefault(group, set()).add(request.entity)
-            for group, entities in sorted(groups.items()):
+        try:
+            requests = self._rollups.redo_requests(REDO_LIMIT, cost)
+            hours: dict[int, list[RedoRequest]] = {}
+            expired = [r for r in requests if r.hour_ms + KEEP_MS <= now]
+            if expired:
+                logger.error(
+                    "redo requests of hours whose group items are expiring cannot be done; deleted",
+                    extra={"requests": [r.key(self._rollups.prefix)[1] for r in expired]},
+                )
+                self._rollups.redo_done(expired)
+                report.redos_expired += len(expired)
+            for request in requests:
+                if request.hour_ms + KEEP_MS <= now:
+                    continue
+                if request.hour_ms < state.through:
+                    hours.setdefault(request.hour_ms, []).append(request)
+                else:
+                    report.redos_waiting += 1
+            if report.redos_waiting:
+                logger.info(
+                    "redo requests of hours not yet compacted are left",
+                    extra={"requests": report.redos_waiting, "through": format_ts(state.through)},
+                )
+            shard_map = self._shard_maps.current()
+            for hour, asked in sorted(hours.items()):
                 if not self._time_for_a_step(deadline):
                     return
-                self._redo(hour, tier, group, entities, shard_map, deadline=deadline, report=report)
-            self._fleet(hour, deadline, report)
-            self._rollups.redo_done(asked)
-            report.redos += len(asked)
+                # The hour's G: the one it was compacted with (its partials say, even once the state has
+                # forgotten an earlier G), else the one compaction would use now. The request's group (the
+                # rollup function's view of G) and the entity's group under the hour's G are both redone:
+                # under a change of G the entity's readings of the hour may lie in either partition.
+                compacted_with = [p.groups for p in self._rollups.partials(hour, cost)]
+                tier = WriteTier(max(compacted_with)) if compacted_with else tier_for_hour(self._tier, state, hour)
+                groups: dict[int, set[str]] = {}
+                for request in asked:
+                    for group in {request.group, tier.group_of(request.entity)} & set(range(tier.groups)):
+                        groups.setdefault(group, set()).add(request.entity)
+                for group, entities in sorted(groups.items()):
+                    if not self._time_for_a_step(deadline):
+                        return
+                    self._redo(hour, tier, group, entities, shard_map, deadline=deadline, report=report)
+                self._fleet(hour, deadline, report)
+                self._rollups.redo_done(asked)
+                report.redos += len(asked)
+        finally:
+            report.calls += cost.calls
+            report.read_units += cost.read_units
 
     def _redo(
         self,

@@ -18,7 +18,7 @@ from compaction.logic import StateStore, StepNotStored
 from keydesign import Reading
 from keydesign.periods import DAY_MS
 from keydesign.rollup import Figures, Mark, RedoRequest, floor_to
-from keydesign.writetier import KEEP_MS, CompactionState, dense_mark_sk
+from keydesign.writetier import KEEP_MS, CompactionState, WriteTier, dense_mark_sk
 from tests.integration.compaction.conftest import (
     HOUR,
     MINUTE,
@@ -260,3 +260,28 @@ def test_re_marks_stored_settle_or_more_after_their_stamp_are_put_again_before_t
     slow.seconds = 0
     assert runner(clock, writer=BatchWriter(slow)).run(Deadline.never()).hours == 1
     assert remarked(db, clock[0], "mix", [H]) == [True]
+
+
+def test_a_redo_of_an_hour_compacted_under_a_group_count_since_forgotten_redoes_the_entitys_partition(
+    db: Any,
+) -> None:
+    # Given an hour compacted with 8 groups, and since then the deployment runs 4 (the state no longer
+    # records 8: every hour 8 may have written is compacted)
+    fleet = sparse_fleet(H, devices=10)
+    publish(db, fleet, version=2)
+    StateStore(db, "control", PREFIX).save(CompactionState(H))
+    assert runner([SETTLED]).run(Deadline.never()).hours == 1
+    StateStore(db, "control", PREFIX).save(CompactionState(H + HOUR, 4))
+    four = WriteTier(4)
+    late_entity = next(r.entity_id for r in fleet if four.group_of(r.entity_id) != TIER.group_of(r.entity_id))
+    # When the rollup function asks for a redo with the group it sees (under 4), for a late reading
+    put_blocks(db, [reading(late_entity, H + 30 * MINUTE, "late", 99.0)], version=7)
+    put_redo(db, RedoRequest(H, four.group_of(late_entity), late_entity))
+    report = runner([SETTLED + MINUTE], tier=four).run(Deadline.never())
+    # Then the partition its readings are in (its group under 8, which the partials record) is redone:
+    # its blocks flagged, it is out of the partials and the parts of the totals
+    assert report.error is None and report.redos == 1
+    assert {i.get("r", {}).get("N") for i in compacted_items(db, late_entity)} == {"1"}
+    others = [r for r in fleet if r.entity_id != late_entity]
+    assert parts(HOUR, H, H + HOUR) == {H: figures(others)}
+    assert {p.groups for p in rollup_store().partials(H, ReadCount())} == {8}

@@ -14,6 +14,7 @@ from botocore.exceptions import ClientError
 from adapters.batch_writer import BatchWriter
 from adapters.retry import Deadline
 from adapters.rollup_store import ReadCount
+from compaction import logic
 from compaction.logic import StateStore, StepNotStored
 from keydesign import Reading
 from keydesign.periods import DAY_MS
@@ -285,3 +286,34 @@ def test_a_redo_of_an_hour_compacted_under_a_group_count_since_forgotten_redoes_
     others = [r for r in fleet if r.entity_id != late_entity]
     assert parts(HOUR, H, H + HOUR) == {H: figures(others)}
     assert {p.groups for p in rollup_store().partials(H, ReadCount())} == {8}
+
+
+def test_a_redo_that_fails_leaves_its_requests_and_the_new_hours_are_compacted_all_the_same(db: Any) -> None:
+    publish(db, sparse_fleet(H, devices=10), version=2)
+    StateStore(db, "control", PREFIX).save(CompactionState(H))
+    assert runner([SETTLED]).run(Deadline.never()).hours == 1
+    request = RedoRequest(H, TIER.group_of("dev-003"), "dev-003")
+    put_redo(db, request)
+    publish(db, sparse_fleet(H + HOUR, devices=10), version=3)
+    # Given DynamoDB refuses the redo's dense marks (w#...)
+    refusing = Refusing("w#")
+    clock = [SETTLED + HOUR]
+    failed = runner(clock, writer=BatchWriter(refusing)).run(Deadline.never())
+    # Then the run reports the redo's error, keeps the request, and compacts the next hour all the same
+    assert isinstance(failed.error, StepNotStored) and "redo" in str(failed.error)
+    assert failed.hours == 1 and redos(db) == [request]
+    # And the next run, the writes taken, does the redo
+    refusing.on = False
+    assert runner(clock, writer=BatchWriter(refusing)).run(Deadline.never()).redos == 1 and redos(db) == []
+
+
+def test_a_run_handles_at_most_redo_limit_requests(db: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    publish(db, sparse_fleet(H, devices=10), version=2)
+    StateStore(db, "control", PREFIX).save(CompactionState(H))
+    assert runner([SETTLED]).run(Deadline.never()).hours == 1
+    requests = [RedoRequest(H, TIER.group_of(e), e) for e in ("dev-001", "dev-002", "dev-003")]
+    for request in requests:
+        put_redo(db, request)
+    monkeypatch.setattr(logic, "REDO_LIMIT", 2)
+    assert runner([SETTLED]).run(Deadline.never()).redos == 2 and len(redos(db)) == 1
+    assert runner([SETTLED]).run(Deadline.never()).redos == 1 and redos(db) == []

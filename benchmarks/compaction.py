@@ -6,7 +6,10 @@ compaction function (:class:`compaction.logic.CompactionRunner`, 16 groups a ste
 flight) compacts one step's worth of that hour, 16 groups of 977 devices, from group items written
 as ingest writes them (one item per group per 10 s batching window, block format 4), in
 :class:`benchmarks.memory_dynamo.MemoryDynamo` (DynamoDB's item-size and unit rules), every call
-answering after 10 ms (the rollups' keep-up benchmark's latency). The hour is 64 such steps:
+answering after 10 ms (the rollups' keep-up benchmark's latency), with its part of the rollups
+(``ROLLUPS`` 1m,1h,1d): a partial per group in the step's write, and, as the step ends the hour
+here, the hour's parts of the totals (two Query calls, 62 puts; counted in each of the 64 steps
+when scaled, an overestimate). The hour is 64 such steps:
 its time is the step's times 64, and *per minute of readings* is that over 60 (it keeps up when
 under 60 s). CPU time is the process's (this machine's core, not a Lambda's share of one). The
 hottest key is the compacted partition (``<shard>#<hour>#c``, 100 shards) that took the most write
@@ -25,6 +28,7 @@ from typing import Any
 from adapters.batch_writer import BatchWriter, serialize_item
 from adapters.partition_reader import DynamoPartitionReader
 from adapters.retry import Deadline
+from adapters.rollup_store import RollupStore
 from adapters.shard_map_source import StaticShardMap
 from benchmarks.harness import Result, benchmark
 from benchmarks.memory_dynamo import SEQUENCE_BASE, MemoryDynamo
@@ -32,6 +36,7 @@ from benchmarks.query_fanout import Slow
 from compaction.logic import CompactionRunner, StateStore
 from keydesign import Layout, Reading, ShardMap, parse_timestamp
 from keydesign.blocks import encode_group, keyed_item
+from keydesign.rollup import Granularities
 from keydesign.writetier import SLICE_MS, CompactionState, WriteTier, group_sk_stem
 
 H = parse_timestamp("2026-11-22T06:00:00Z")
@@ -42,6 +47,7 @@ WINDOW_MS = 10_000
 STEP_GROUPS = 16
 LAYOUT = Layout.from_settings(kind="hybrid", bucket="1h", table_prefix="readings", table_period="hour")
 SHARD_MAPS = StaticShardMap(ShardMap.initial(LAYOUT.bucket, 100))
+ROLLUPS = Granularities.parse("1m,1h,1d")
 
 
 def _hour(db: MemoryDynamo, tier: WriteTier, devices_per_group: int, rng: random.Random) -> int:
@@ -74,9 +80,11 @@ def one_step(groups: int, devices_per_group: int, latency_ms: float = 10.0) -> d
     readings = _hour(db, tier, devices_per_group, random.Random(3))
     StateStore(db, "control", LAYOUT.table_prefix).save(CompactionState(H))
     slow = Slow(db, latency_ms)
+    writer = BatchWriter(slow, concurrency=STEP_GROUPS)
     runner = CompactionRunner(
         layout=LAYOUT, tier=tier, shard_maps=SHARD_MAPS, reader=DynamoPartitionReader(slow),
-        writer=BatchWriter(slow, concurrency=STEP_GROUPS), state=StateStore(db, "control", LAYOUT.table_prefix),
+        writer=writer, state=StateStore(db, "control", LAYOUT.table_prefix),
+        rollups=RollupStore(slow, writer, "control", LAYOUT.table_prefix, 90 * DAY), levels=ROLLUPS,
         retention_ms=90 * DAY, settle_ms=180_000, max_future_ms=300_000, concurrency=STEP_GROUPS,
         clock_ms=lambda: H + SLICE_MS + 240_000,
     )  # fmt: skip
@@ -85,6 +93,7 @@ def one_step(groups: int, devices_per_group: int, latency_ms: float = 10.0) -> d
     seconds, cpu_seconds = time.perf_counter() - started, time.process_time() - cpu
     runner.close()
     assert report.hours == 1 and report.steps == 1 and report.readings_compacted == readings, report.summary()
+    assert report.partials == groups and report.remarks == 0, report.summary()
     hour_s = seconds * GROUPS / groups
     # Compacted blocks go to <shard>#<bucket>#c: the write units of the hottest shard's, in the step
     hottest = max(units for prefix, units in db.write_units.items() if prefix.isdigit())
@@ -96,6 +105,8 @@ def one_step(groups: int, devices_per_group: int, latency_ms: float = 10.0) -> d
         "group_items": report.group_items,
         "calls": slow.calls,
         "compacted_blocks": report.compacted_blocks,
+        "partials": report.partials,
+        "fleet_parts": report.fleet_parts,
         "compacted_write_units_per_reading": report.write_units / readings,
         "step_seconds": seconds,
         "step_cpu_seconds": cpu_seconds,

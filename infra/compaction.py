@@ -3,8 +3,10 @@
 Ingest writes the write tier (group items, dense marks) into the readings tables; the
 compaction function reads each settled hour of it once and writes the compacted blocks beside
 them, and moves its watermark, the one item it keeps in the control table (``compactstate``,
-``keydesign.writetier.STATE_PK``): the only control-table key it may touch besides reading the
-shard map (``dynamodb:LeadingKeys``).
+``keydesign.writetier.STATE_PK``). With rollups it also writes its part of them in the control
+table (group partials, its parts of the totals, re-marks) and reads and deletes the redo requests
+the rollup function puts: those keys (``keydesign.rollup.COMPACTION_KEYS``) and the state are the
+only control-table keys it may touch besides reading the shard map (``dynamodb:LeadingKeys``).
 """
 
 from __future__ import annotations
@@ -19,12 +21,16 @@ from infra.lambdas import Invocation, LambdaRuntime, ServiceFunction, run_on_sch
 from infra.monitoring import alarm, custom_metric
 from infra.storage import Storage
 from keydesign.periods import format_duration
+from keydesign.rollup import COMPACTION_KEYS
 from keydesign.writetier import KEEP_MS, STATE_PK
 
 #: The write tier is this far behind (CompactionLagSeconds: now minus the end of the last hour compacted)
 #: before the lag alarm fires. Normal is an hour, its settle time and a schedule period (about 70 minutes);
 #: group items expire KEEP_MS (4 days) after their hour, and an hour not compacted by then loses readings.
 LAG_ALARM_S = 3 * 3_600
+#: On compaction's rollup keys: puts (BatchWriteItem), the hour's partials, totals and redo requests
+#: (Query), a handled redo request (DeleteItem).
+COMPACTION_ACTIONS = ("dynamodb:BatchWriteItem", "dynamodb:Query", "dynamodb:DeleteItem")
 
 
 class Compaction(Construct):
@@ -58,6 +64,8 @@ class Compaction(Construct):
         storage.grant_readings_write(self.function)
         storage.grant_shard_map_read(self.function)
         storage.grant_control_keys(self.function, ["dynamodb:GetItem", "dynamodb:PutItem"], [STATE_PK])
+        if config.rollups:
+            storage.grant_control_keys(self.function, list(COMPACTION_ACTIONS), COMPACTION_KEYS)
         # A run the next one would repeat is superseded by it.
         self.schedule = run_on_schedule(
             self,

@@ -30,16 +30,20 @@ from keydesign.rollup import (
     SLOT_MS,
     STATE_PK,
     Figures,
+    GroupPartial,
     Mark,
     RedoRequest,
     floor_to,
     mark_pks,
     parse_total_sk,
+    partial_pk,
+    redo_pk,
     rollup_key,
     rollup_pk,
     rollup_ttl,
     total_pk,
     total_pks,
+    total_sk,
 )
 from keydesign.writetier import KEEP_MS
 
@@ -367,3 +371,62 @@ class RollupStore:
             if not last:
                 return out
             kwargs["ExclusiveStartKey"] = last
+
+    # -- compaction's figures --------------------------------------------------
+
+    def partial_write(self, partial: GroupPartial) -> PendingWrite:
+        """A put of a group's partial of an hour: it expires with the hour's group items (``KEEP_MS``),
+        the longest a redo of the hour may come."""
+        pk, sk = partial.key(self.prefix)
+        item = partial.item(self.prefix, expires_at=(partial.hour_ms + KEEP_MS) // 1000)
+        return PendingWrite(self.table, pk, sk, serialize_item(item))
+
+    def partials(self, hour_ms: int, cost: ReadCount) -> list[GroupPartial]:
+        """Every group's partial of the hour starting at ``hour_ms`` (one Query, every page, consistent).
+        A malformed one raises ValueError naming it."""
+        return [GroupPartial.from_item(item) for item in self._query(partial_pk(self.prefix, hour_ms), cost)]
+
+    def fleet_part_write(self, level: int, start_ms: int, figures: Figures) -> PendingWrite:
+        """A put of compaction's part of a total (sk ``<start>#c``), expiring as the total does."""
+        pk, sk = total_pk(self.prefix, level, start_ms), total_sk(start_ms, fleet_part=True)
+        item = {"pk": pk, "sk": sk, **figures.item(), "expires_at": rollup_ttl(start_ms + level, self._retention_ms)}
+        return PendingWrite(self.table, pk, sk, serialize_item(item))
+
+    def fleet_parts_of(self, level: int, from_ms: int, to_ms: int, cost: ReadCount) -> dict[int, Figures]:
+        """Compaction's parts of the totals of the intervals in ``[from_ms, to_ms)`` (consistent); the
+        rollup function's items of those totals, read on the way, are left out."""
+        out: dict[int, Figures] = {}
+        low, high = format_ts(from_ms), total_sk(to_ms - 1, fleet_part=True)
+        for pk in total_pks(self.prefix, level, from_ms, to_ms):
+            for item in self._query(pk, cost, low=low, high=high):
+                start, fleet_part = parse_total_sk(item["sk"])
+                if fleet_part:
+                    out[start] = Figures.from_item(item)
+        return out
+
+    def redo_requests(self, limit: int, cost: ReadCount) -> list[RedoRequest]:
+        """The first ``limit`` redo requests, oldest hour first (consistent)."""
+        kwargs: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": "pk = :pk",
+            "ExpressionAttributeValues": {":pk": {"S": redo_pk(self.prefix)}},
+            "ConsistentRead": True,
+            "ProjectionExpression": "sk",
+            "ReturnConsumedCapacity": "TOTAL",
+        }
+        out: list[RedoRequest] = []
+        while len(out) < limit:
+            response = self._db.query(**kwargs, Limit=limit - len(out))
+            items = response.get("Items", [])
+            cost.add(response, len(items))
+            out += [RedoRequest.parse(item["sk"]["S"]) for item in items]
+            if not response.get("LastEvaluatedKey"):
+                break
+            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        return out
+
+    def redo_done(self, requests: Iterable[RedoRequest]) -> None:
+        """Delete handled redo requests (one DeleteItem each: a run handles a few)."""
+        for request in requests:
+            pk, sk = request.key(self.prefix)
+            self._db.delete_item(TableName=self.table, Key={"pk": {"S": pk}, "sk": {"S": sk}})

@@ -11,18 +11,42 @@ the hour, compaction
    dense marks;
 2. reads the blocks of the hour of each dense-marked entity that has readings in the group items
    (the block partitions of its plan; strongly consistent);
-3. puts the compacted blocks :func:`keydesign.writetier.compact_hour` makes of them.
+3. puts the compacted blocks :func:`keydesign.writetier.compact_hour` makes of them; those of a
+   dense-marked entity (its hour is the rollup function's) are flagged (``r`` = 1);
+4. with rollups (``ROLLUPS``), puts in the same write, in the control table, the group's *partial*
+   (:class:`keydesign.rollup.GroupPartial`: figures per finest interval over the readings of its
+   unflagged compacted blocks) and a *re-mark* (an ordinary rollup mark, stamped with the minute it
+   is written in) of each finest interval holding a flagged block's readings, so the rollup function
+   recomputes those from raw (both tiers).
+
+After the hour's last group, and before the watermark moves past it, compaction reads back every
+group's partial of the hour (one Query) and puts its part of each total (``<start>#c`` beside the
+rollup function's ``<start>``, :func:`keydesign.rollup.fleet_parts`): every interval of each level of
+an hour or less within the hour (an empty one too), then for each coarser level the interval holding
+the hour, combined from the next finer level's parts in it (read after those are stored).
+
+At the start of each run compaction *redoes* the hours the rollup function asks it to
+(:class:`keydesign.rollup.RedoRequest`: a late reading made an entity's hour the rollup function's
+after compaction had counted it in its group's partial): up to ``REDO_LIMIT`` requests of hours
+already compacted, an hour at a time while time allows. Per (hour, group) it puts the entities' dense
+marks (the items ingest puts), compacts the group again (reading them back), and puts only those
+entities' compacted blocks (now flagged; one stored before and not made again is put again flagged),
+the partial without them and their re-marks; then the hour's parts of the totals; then deletes the
+requests. A redo that fails leaves its requests for the next run (whose new hours are compacted all
+the same); requests of an hour not yet compacted wait for it; those of an hour whose group items are
+expiring cannot be done and are logged and deleted.
 
 Groups are compacted in steps of up to ``CONCURRENCY`` groups, read side by side. After each step
 the state item (``keydesign.writetier.state_key`` in the control table) records the next group of
 the hour (``group``); after the hour's last group, its watermark ``through`` moves to the hour's
-end, and readers read the hour from the compacted blocks from then on. A step whose blocks are not
-all stored (throttled until the deadline, or refused) stops the run before the state moves (the
-handler raises its error once the run's metrics are out), so the next run does it again:
-compacting the same copies makes the same items, and every write is a put, so nothing is lost and
-nothing is stored twice (docs/writetier.md has the one exception). A step starts only if it fits before the deadline
-(judged by the longest this container has taken), and a run goes on until no settled hour is left:
-after downtime, as many hours as its time allows.
+end, and readers read the hour from the compacted blocks from then on. A step whose items (blocks,
+partials, re-marks; the hour's parts of the totals) are not all stored (throttled until the
+deadline, or refused) stops the run before the state moves (the handler raises its error once the
+run's metrics are out), so the next run does it again: compacting the same copies makes the same
+items (a partial, a part of a total, a re-mark is recomputed from its source), and every write is a
+put, so nothing is lost and nothing is stored twice (docs/writetier.md has the one exception). A
+step starts only if it fits before the deadline (judged by the longest this container has taken),
+and a run goes on until no settled hour is left: after downtime, as many hours as its time allows.
 
 The groups of an hour are those of the largest G whose ingest may have written it: the deployed
 one, or an earlier one the state recorded when it changed (``CompactionState.changed_to``; a
@@ -34,13 +58,14 @@ still be stored, so no hour is skipped (an empty group partition costs one small
 item that does not decode (or lies outside its hour), a dense mark that names no entity, and a
 block of a dense-marked entity that does not decode are *corrupt*: logged with their table and key
 and the reason, counted (``CompactionCorruptItems``, alarmed), and left where they are; the rest of
-the group is compacted. Nothing is ever deleted: group items expire ``KEEP_MS`` after their hour.
+the group is compacted. Nothing is deleted but handled redo requests: group items and partials
+expire ``KEEP_MS`` after their hour, parts of totals and re-marks as rollups do.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -61,6 +86,7 @@ from adapters.partition_reader import (
     header_of,
 )
 from adapters.retry import Deadline
+from adapters.rollup_store import ReadCount, RollupStore
 from adapters.shard_map_source import ShardMapSource
 from adapters.shard_map_store import shard_map_source
 from compaction.settings import CompactionSettings
@@ -74,24 +100,42 @@ from keydesign import (
     format_ts,
     validate_entity_id,
 )
-from keydesign.blocks import decode_group
+from keydesign.blocks import block_item, decode_group
+from keydesign.periods import format_duration
+from keydesign.rollup import (
+    HOUR_MS,
+    Figures,
+    Granularities,
+    GroupPartial,
+    Mark,
+    RedoRequest,
+    fleet_parts,
+    floor_to,
+    remark_starts,
+)
 from keydesign.writetier import (
     DENSE_MARK_PREFIX,
     KEEP_MS,
+    ROLLUP_OWNED,
     SLICE_MS,
     CompactedBlock,
     CompactionState,
+    DenseMark,
     WriteTier,
     compact_hour,
+    dense_mark_sk,
     slice_start,
     state_key,
     tier_for_hour,
+    tier_ttl,
 )
 
 #: Groups compacted side by side in a step (and the writes in flight for them).
 CONCURRENCY = 16
 #: What a step is assumed to take before this container has timed one.
 FIRST_STEP_S = 1.0
+#: The most redo requests a run reads (and handles, time allowing); the rest wait for the next run.
+REDO_LIMIT = 1_000
 
 
 def _wall_clock_ms() -> int:
@@ -126,6 +170,10 @@ class GroupWork:
     blocks_read: int = 0
     corrupt: list[str] = field(default_factory=list)
     compacted: list[CompactedBlock] = field(default_factory=list)
+    #: With rollups: the group's figures over its unflagged compacted blocks, and the finest intervals
+    #: (entity, start) holding the readings of its flagged ones (re-marked for the rollup function).
+    partial: GroupPartial | None = None
+    remarks: list[tuple[str, int]] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -141,6 +189,14 @@ class RunReport:
     compacted_blocks: int = 0
     readings_compacted: int = 0
     write_units: int = 0
+    partials: int = 0
+    remarks: int = 0
+    fleet_parts: int = 0
+    #: Redo requests handled (deleted), and those left for hours not yet compacted.
+    redos: int = 0
+    redos_waiting: int = 0
+    #: Redo requests of hours whose group items are expiring: they cannot be done (logged, deleted).
+    redos_expired: int = 0
     #: Corrupt items left in place: ``table pk sk: reason``.
     corrupt: list[str] = field(default_factory=list)
     through_ms: int = 0
@@ -173,6 +229,12 @@ class RunReport:
             "compacted_blocks_written": self.compacted_blocks,
             "readings_compacted": self.readings_compacted,
             "write_units": self.write_units,
+            "partials_written": self.partials,
+            "remarks_written": self.remarks,
+            "fleet_parts_written": self.fleet_parts,
+            "redos": self.redos,
+            "redos_waiting": self.redos_waiting,
+            "redos_expired": self.redos_expired,
             "corrupt_items": len(self.corrupt),
             "through": format_ts(self.through_ms),
             "lag_ms": self.lag_ms,
@@ -189,6 +251,9 @@ def emit(report: RunReport) -> None:
     metrics.add_metric(name="CompactedBlocksWritten", unit=count, value=report.compacted_blocks)
     metrics.add_metric(name="ReadingsCompacted", unit=count, value=report.readings_compacted)
     metrics.add_metric(name="CompactionCorruptItems", unit=count, value=len(report.corrupt))
+    metrics.add_metric(name="CompactionRedos", unit=count, value=report.redos)
+    metrics.add_metric(name="PartialsWritten", unit=count, value=report.partials)
+    metrics.add_metric(name="RemarksWritten", unit=count, value=report.remarks)
 
 
 class StepNotStored(RuntimeError):  # noqa: N818 - reads as the condition
@@ -210,16 +275,23 @@ class CompactionRunner:
         retention_ms: int,
         settle_ms: int,
         max_future_ms: int,
+        rollups: RollupStore | None = None,
+        levels: Granularities | None = None,
         concurrency: int = CONCURRENCY,
         clock_ms: Callable[[], int] = _wall_clock_ms,
     ) -> None:
+        if (rollups is None) != (levels is None):
+            raise ValueError("compaction's rollups need both the rollup store and the granularities")
         self._layout = layout
+        self._rollups = rollups
+        self._levels = levels
         self._tier = tier
         self._shard_maps = shard_maps
         self._reader = reader
         self._writer = writer
         self._state = state
         self._retention_ms = retention_ms
+        #: Also how long after its stamp a re-mark must be stored (the rollup function's settle time).
         self._settle_ms = settle_ms
         #: How far past a run that notices a change of G the earlier G's group items may lie.
         self._reach_ms = settle_ms + max_future_ms
@@ -234,13 +306,20 @@ class CompactionRunner:
     ) -> CompactionRunner:
         if settings.write_tier is None or settings.control_table is None:  # the settings refuse both
             raise ValueError("compaction needs WRITE_TIER_GROUPS and CONTROL_TABLE")
+        writer = BatchWriter(client("dynamodb", max_attempts=1), concurrency=CONCURRENCY)
+        prefix = settings.layout.table_prefix
+        rollups = None  # without rollups compaction puts no partials, parts of totals or re-marks
+        if settings.granularities is not None:
+            rollups = RollupStore(client("dynamodb"), writer, settings.control_table, prefix, settings.retention_ms)
         return cls(
             layout=settings.layout,
             tier=settings.write_tier,
             shard_maps=shard_map_source(settings, bootstrap=False),
             reader=DynamoPartitionReader(pool=max(32, CONCURRENCY)),
-            writer=BatchWriter(client("dynamodb", max_attempts=1), concurrency=CONCURRENCY),
-            state=StateStore(client("dynamodb"), settings.control_table, settings.layout.table_prefix),
+            writer=writer,
+            state=StateStore(client("dynamodb"), settings.control_table, prefix),
+            rollups=rollups,
+            levels=settings.granularities,
             retention_ms=settings.retention_ms,
             settle_ms=settings.settle_ms,
             max_future_ms=settings.max_future_ms,
@@ -266,6 +345,11 @@ class CompactionRunner:
         if state != stored:
             self._state.save(state)
         report = RunReport(through_ms=state.through)
+        try:
+            self._redos(state, now, deadline, report)
+        except Exception as exc:  # the requests stay for the next run; new hours are compacted all the same
+            logger.exception("compaction redo stopped; its requests are left for the next run")
+            report.error = exc
         try:
             self._hours(state, now, deadline, report)
         except Exception as exc:  # kept for the handler, which raises it once the metrics are out
@@ -295,6 +379,7 @@ class CompactionRunner:
                     self._state.save(replace(state, group=group, group_tier=tier.groups))
             if group < tier.groups:
                 return
+            self._fleet(hour, deadline, report)
             state = state.advanced()
             self._state.save(state)
             report.through_ms = state.through
@@ -308,21 +393,58 @@ class CompactionRunner:
         """Compact ``groups`` of ``tier`` of ``hour``: read them side by side, then put every block they make."""
         shard_map = self._shard_maps.current()
         done = list(self._pool.map(lambda group: self._group(hour, tier, group, shard_map), groups))
-        blocks = [block for work in done for block in work.compacted]
+        what = f"groups {groups.start}-{groups.stop - 1} of {format_ts(hour)}"
+        self._put(done, deadline, report, what)
+        for work in done:
+            report.add(work)
+
+    def _put(
+        self,
+        done: Sequence[GroupWork],
+        deadline: Deadline,
+        report: RunReport,
+        what: str,
+        *,
+        entities: Collection[str] | None = None,
+        more: Sequence[PendingWrite] = (),
+    ) -> None:
+        """Put in one write what compacting ``done`` made: the compacted blocks (of ``entities`` only,
+        when given), ``more``, and with rollups each group's partial and the re-marks (of ``entities``
+        only), stamped with the minute they are written in. All stored, or StepNotStored."""
+        blocks = [b for work in done for b in work.compacted if entities is None or b.entity_id in entities]
         writes = [PendingWrite(b.table, b.pk, b.sk, serialize_item(b.item())) for b in blocks]
+        writes += more
+        partials: list[PendingWrite] = []
+        marks: list[PendingWrite] = []
+        if self._rollups is not None and self._levels is not None:
+            stamp, finest = self._clock_ms(), self._levels.finest
+            partials = [self._rollups.partial_write(work.partial) for work in done if work.partial is not None]
+            wanted = {
+                Mark.of(stamp, finest, start, entity)
+                for work in done
+                for entity, start in work.remarks
+                if entities is None or entity in entities
+            }
+            marks = [self._rollups.mark_write(mark) for mark in sorted(wanted)]
+        self._write([*writes, *partials, *marks], deadline, what)
+        if marks and self._clock_ms() - stamp >= self._settle_ms:
+            # The rollup function applies a slot SETTLE after it ends: a re-mark stored later may have
+            # missed its slot. The state has not moved, so the next run puts it again, stamped anew.
+            raise StepNotStored(f"the re-marks of {what} were stored SETTLE or more after their stamp; redone")
+        report.partials += len(partials)
+        report.remarks += len(marks)
+
+    def _write(self, writes: Sequence[PendingWrite], deadline: Deadline, what: str) -> None:
+        """Put every item of ``writes``, or raise StepNotStored naming the first that was not stored."""
         outcome = self._writer.write(writes, deadline)
         failed = {**outcome.unwritten, **outcome.rejected}
         if failed:
             index, why = min(failed.items())
             first = writes[index]
             raise StepNotStored(
-                f"{len(failed)} of {len(writes)} compacted blocks of groups {groups.start}-{groups.stop - 1} of "
-                f"{format_ts(hour)} not stored (of {tier.groups} groups; first: table {first.table} "
-                f"{first.pk} / {first.sk}: {why}); "
-                "the next run compacts these groups again"
+                f"{len(failed)} of {len(writes)} items of {what} not stored (first: table {first.table} "
+                f"{first.pk} / {first.sk}: {why}); the next run does them again"
             )
-        for work in done:
-            report.add(work)
 
     def _group(self, hour: int, tier: WriteTier, group: int, shard_map: ShardMap) -> GroupWork:
         """Read one group's hour (its items and dense marks, the dense entities' blocks) and compact it."""
@@ -371,8 +493,151 @@ class CompactionRunner:
                             blocks.append((header.version, decode(part, stored, entity)[1]))
                     except CorruptBlock as exc:
                         self._corrupt(work, part, stored, exc.reason)
-        work.compacted = compact_hour(self._layout, shard_map, hour, items, blocks, retention_ms=self._retention_ms)
+        work.compacted = compact_hour(
+            self._layout, shard_map, hour, items, blocks, retention_ms=self._retention_ms, dense=dense
+        )
+        if self._levels is not None:
+            finest = self._levels.finest
+            owned = [r for block in work.compacted if not block.rollups for r in block.readings]
+            work.partial = GroupPartial.of(hour, group, tier.groups, owned, finest)
+            work.remarks = sorted(
+                {
+                    (block.entity_id, start)
+                    for block in work.compacted
+                    if block.rollups
+                    for start in remark_starts(block.readings, finest)
+                }
+            )
         return work
+
+    # -- compaction's part of the rollups --------------------------------------------------------
+
+    def _fleet(self, hour: int, deadline: Deadline, report: RunReport) -> None:
+        """Compaction's parts of the totals of ``hour``: each interval of each level of an hour or less,
+        from every group's partial of the hour (read back whole); then each coarser level's interval
+        holding the hour, from the next finer level's parts in it (read after those are stored)."""
+        if self._rollups is None or self._levels is None:
+            return
+        cost = ReadCount()
+        parts = fleet_parts(self._rollups.partials(hour, cost), self._levels, hour)
+        writes = [self._rollups.fleet_part_write(level, s, f) for level, part in parts.items() for s, f in part.items()]
+        self._write(writes, deadline, f"compaction's parts of the totals of {format_ts(hour)}")
+        written = len(writes)
+        for level in self._levels.levels:
+            finer = self._levels.finer(level)
+            if level <= HOUR_MS or finer is None:
+                continue
+            start = floor_to(hour, level)
+            figures = Figures.combined(self._rollups.fleet_parts_of(finer, start, start + level, cost).values())
+            what = f"compaction's part of the total of {format_ts(start)} ({format_duration(level)})"
+            self._write([self._rollups.fleet_part_write(level, start, figures)], deadline, what)
+            written += 1
+        report.fleet_parts += written
+        report.calls += cost.calls
+        report.read_units += cost.read_units
+
+    def _redos(self, state: CompactionState, now: int, deadline: Deadline, report: RunReport) -> None:
+        """Redo the hours the rollup function asked for: a late reading made an entity's hour the rollup
+        function's after compaction had counted the entity in its group's partial. Up to REDO_LIMIT
+        requests, an hour at a time while time allows; each hour's requests are deleted once its groups
+        and its parts of the totals are stored. Requests of an hour not yet compacted are left; those
+        of an hour whose group items may be expiring (within an hour of ``KEEP_MS`` after it) cannot be
+        done: logged as errors and deleted (the rollup function asks only within ``MAX_AGE``, less)."""
+        if self._rollups is None:
+            return
+        cost = ReadCount()
+        try:
+            requests = self._rollups.redo_requests(REDO_LIMIT, cost)
+            hours: dict[int, list[RedoRequest]] = {}
+            expired = [r for r in requests if r.hour_ms + KEEP_MS <= now]
+            if expired:
+                logger.error(
+                    "redo requests of hours whose group items are expiring cannot be done; deleted",
+                    extra={"requests": [r.key(self._rollups.prefix)[1] for r in expired]},
+                )
+                self._rollups.redo_done(expired)
+                report.redos_expired += len(expired)
+            for request in requests:
+                if request.hour_ms + KEEP_MS <= now:
+                    continue
+                if request.hour_ms < state.through:
+                    hours.setdefault(request.hour_ms, []).append(request)
+                else:
+                    report.redos_waiting += 1
+            if report.redos_waiting:
+                logger.info(
+                    "redo requests of hours not yet compacted are left",
+                    extra={"requests": report.redos_waiting, "through": format_ts(state.through)},
+                )
+            shard_map = self._shard_maps.current()
+            for hour, asked in sorted(hours.items()):
+                if not self._time_for_a_step(deadline):
+                    return
+                # The hour's G: the one it was compacted with (its partials say, even once the state has
+                # forgotten an earlier G), else the one compaction would use now. The request's group (the
+                # rollup function's view of G) and the entity's group under the hour's G are both redone:
+                # under a change of G the entity's readings of the hour may lie in either partition.
+                compacted_with = [p.groups for p in self._rollups.partials(hour, cost)]
+                tier = WriteTier(max(compacted_with)) if compacted_with else tier_for_hour(self._tier, state, hour)
+                groups: dict[int, set[str]] = {}
+                for request in asked:
+                    for group in {request.group, tier.group_of(request.entity)} & set(range(tier.groups)):
+                        groups.setdefault(group, set()).add(request.entity)
+                for group, entities in sorted(groups.items()):
+                    if not self._time_for_a_step(deadline):
+                        return
+                    self._redo(hour, tier, group, entities, shard_map, deadline=deadline, report=report)
+                self._fleet(hour, deadline, report)
+                self._rollups.redo_done(asked)
+                report.redos += len(asked)
+        finally:
+            report.calls += cost.calls
+            report.read_units += cost.read_units
+
+    def _redo(
+        self,
+        hour: int,
+        tier: WriteTier,
+        group: int,
+        entities: set[str],
+        shard_map: ShardMap,
+        *,
+        deadline: Deadline,
+        report: RunReport,
+    ) -> None:
+        """Make ``entities``' hour in ``group`` the rollup function's: put their dense marks (the items
+        ingest puts), compact the group again (reading them back), and put the entities' compacted
+        blocks, now flagged, the group's partial without them, and their re-marks. A compacted block of
+        theirs stored before and not made again (its version or readings changed) is put again flagged."""
+        what = f"the redo of group {group} of {format_ts(hour)} ({', '.join(sorted(entities))})"
+        ttl = tier_ttl(hour, hour + SLICE_MS - 1, self._retention_ms)
+        table = self._layout.table_for(hour)
+        marks = [DenseMark(table, tier.group_pk(group, hour), dense_mark_sk(e), ttl) for e in sorted(entities)]
+        self._write([PendingWrite(m.table, m.pk, m.sk, serialize_item(m.item())) for m in marks], deadline, what)
+        work = self._group(hour, tier, group, shard_map)
+        made = {(b.table, b.pk, b.sk) for b in work.compacted}
+        stale: list[PendingWrite] = []
+        for entity in sorted(entities):
+            plan = self._layout.plan_entity(
+                entity, hour, hour + SLICE_MS, shard_map, write_tier=tier, compacted_through_ms=hour + SLICE_MS
+            )
+            for part in (p for p in plan.partitions if p.kind == "compacted"):
+                for stored in self._read(part, work):
+                    if stored.rollups or (part.table, part.pk, stored.sk) in made:
+                        continue
+                    try:
+                        last_ms = header_of(part, stored).last_ms
+                    except CorruptBlock as exc:
+                        self._corrupt(work, part, stored, exc.reason)
+                        continue
+                    ttl_s = (last_ms + self._retention_ms) // 1000
+                    item = {**block_item(part.pk, stored.sk, stored.payload, ttl_s), ROLLUP_OWNED: 1}
+                    stale.append(PendingWrite(part.table, part.pk, stored.sk, serialize_item(item)))
+        self._put([work], deadline, report, what, entities=entities, more=stale)
+        report.calls += work.calls
+        report.read_units += work.read_units
+        report.corrupt += work.corrupt
+        report.compacted_blocks += sum(1 for b in work.compacted if b.entity_id in entities)
 
     def _read(self, partition: PartitionQuery, work: GroupWork) -> list[StoredBlock]:
         """Every item of ``partition``, strongly consistent (each page in turn)."""

@@ -617,6 +617,12 @@ def test_the_compaction_function_comes_with_the_write_tier_and_settles_as_the_ro
     assert config.sizing(LambdaFunction.COMPACTION) == FunctionSizing(1_024, 40, 1)
     assert Context.parse({}).sizing(LambdaFunction.COMPACTION).timeout_s == 240
     assert LambdaFunction.COMPACTION in config.functions()
+    # it puts its part of the rollups: their granularities reach it, and ones it cannot hold are refused
+    assert env["ROLLUPS"] == "1m,1h,1d"
+    for spec in ("1m,7m,14m", "2h,1d"):
+        with pytest.raises(ConfigError) as refused:
+            Context.parse({"rollups": spec}).function_environment(LambdaFunction.COMPACTION, FunctionWiring())
+        assert refused.value.field == "rollups"
     # the write tier is never off: readers find a sparse entity's compacted history only through it
     with pytest.raises(ConfigError, match="write_tier_groups"):
         Context.parse({"write_tier_groups": 0})

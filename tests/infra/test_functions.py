@@ -336,7 +336,7 @@ def test_the_rollup_function_may_query_readings_and_touch_only_rollup_items_in_t
     assert schedule["Properties"]["ScheduleExpression"] == "rate(1 minute)"
 
 
-def test_the_compaction_function_may_query_and_write_readings_and_touch_only_its_state_in_the_control_table(
+def test_the_compaction_function_may_query_and_write_readings_and_touch_only_its_keys_in_the_control_table(
     synthesized: Synthesized,
 ) -> None:
     synth = synthesized.synth("single")
@@ -353,6 +353,12 @@ def test_the_compaction_function_may_query_and_write_readings_and_touch_only_its
             ["dynamodb:GetItem", "dynamodb:PutItem"],
             control,
             {"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": ["compactstate"]}},
+        )
+        | _triples(
+            synth,
+            ["dynamodb:BatchWriteItem", "dynamodb:Query", "dynamodb:DeleteItem"],
+            control,
+            _keys_only("rollgrp#*", "rollall#*", "rollmark#*", "compactredo#*"),
         )
         | _triples(synth, ["sqs:SendMessage"], compaction.failure_queue.queue_arn)
     )

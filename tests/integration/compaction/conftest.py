@@ -11,11 +11,13 @@ import pytest
 
 from adapters.batch_writer import BatchWriter, serialize_item
 from adapters.partition_reader import DynamoPartitionReader
+from adapters.rollup_store import RollupStore
 from adapters.shard_map_source import StaticShardMap
 from compaction.logic import CompactionRunner, StateStore
 from compaction.settings import CompactionSettings
 from keydesign import Reading, ShardMap, decode_block, parse_timestamp
 from keydesign.blocks import encode_group, keyed_item
+from keydesign.rollup import RedoRequest, redo_pk
 from keydesign.writetier import (
     MAX_COMPACTED_SPAN_MS,
     CompactionState,
@@ -43,6 +45,7 @@ ENV = {
     "WRITE_TIER_GROUPS": "8",
     "RETENTION": "30d",
     "COMPACTION_SETTLE": "3m",
+    "ROLLUPS": "1m,1h,1d",
 }
 SETTINGS = CompactionSettings.from_env(ENV)
 LAYOUT = SETTINGS.layout
@@ -127,12 +130,34 @@ def runner(clock: list[int], **parts: Any) -> CompactionRunner:
         "reader": DynamoPartitionReader(boto3.client("dynamodb", region_name=REGION)),
         "writer": BatchWriter(boto3.client("dynamodb", region_name=REGION)),
         "state": StateStore(boto3.client("dynamodb", region_name=REGION), "control", PREFIX),
+        "rollups": rollup_store(),
+        "levels": SETTINGS.granularities,
         "retention_ms": SETTINGS.retention_ms,
         "settle_ms": SETTINGS.settle_ms,
         "max_future_ms": SETTINGS.max_future_ms,
         "clock_ms": lambda: clock[0],
     }
     return CompactionRunner(**{**defaults, **parts})
+
+
+def rollup_store() -> RollupStore:
+    client = boto3.client("dynamodb", region_name=REGION)
+    return RollupStore(client, BatchWriter(client), "control", PREFIX, SETTINGS.retention_ms)
+
+
+def put_redo(db: Any, request: RedoRequest) -> None:
+    """A redo request as the rollup function puts it (the control table's key of it)."""
+    pk, sk = request.key(PREFIX)
+    db.put_item(TableName="control", Item=serialize_item({"pk": pk, "sk": sk}))
+
+
+def redos(db: Any) -> list[RedoRequest]:
+    items = db.query(
+        TableName="control",
+        KeyConditionExpression="pk = :pk",
+        ExpressionAttributeValues={":pk": {"S": redo_pk(PREFIX)}},
+    )["Items"]
+    return [RedoRequest.parse(item["sk"]["S"]) for item in items]
 
 
 def state(db: Any) -> CompactionState | None:

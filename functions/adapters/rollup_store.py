@@ -87,21 +87,17 @@ class RollupState:
     lateness.
 
     ``w``: the compaction watermark the slot at ``through_ms`` was planned with (read once, at its step
-    0), so a resumed slot plans the same steps. ``totals_through``: totals are whole before it (every
-    re-mark compaction put before its watermark reached it is applied); ``seen_w``/``seen_slot``: the
-    watermark read and the wall clock's minute then, which become ``totals_through`` once ``through``
-    passes ``seen_slot`` (``rollup.logic``): compaction's figures (its parts of the totals, an entity's
-    unflagged compacted blocks) and the rollups agree before it. An item written before these fields
-    reads them as 0, but ``w`` of a slot resumed mid-way (``step`` > 0), which reads as
-    :data:`PLANNED_BEFORE_W`."""
+    0), so a resumed slot plans the same steps. ``totals_through``: compaction's figures (its parts of
+    the totals, an entity's unflagged compacted blocks) and the rollups agree before it: every re-mark
+    compaction put before its watermark reached it is applied (``rollup.logic``). An item written
+    before these fields reads them as 0, but ``w`` of a slot resumed mid-way (``step`` > 0), which
+    reads as :data:`PLANNED_BEFORE_W`."""
 
     through_ms: int
     late: int = 0
     last_late_ms: int | None = None
     step: int = 0
     w: int = 0
-    seen_w: int = 0
-    seen_slot: int = 0
     totals_through: int = 0
 
 
@@ -309,8 +305,6 @@ class RollupStore:
             item.get("last_late"),
             step,
             item.get("w", PLANNED_BEFORE_W if step else 0),
-            item.get("seen_w", 0),
-            item.get("seen_slot", 0),
             item.get("totals_through", 0),
         )
 
@@ -321,8 +315,6 @@ class RollupStore:
             "through": state.through_ms,
             "late": state.late,
             "w": state.w,
-            "seen_w": state.seen_w,
-            "seen_slot": state.seen_slot,
             "totals_through": state.totals_through,
         }
         if state.last_late_ms is not None:

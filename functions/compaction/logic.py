@@ -380,7 +380,7 @@ class CompactionRunner:
             if group < tier.groups:
                 return
             self._fleet(hour, deadline, report)
-            state = state.advanced()
+            state = state.advanced(self._clock_ms())
             self._state.save(state)
             report.through_ms = state.through
             report.hours += 1

@@ -182,6 +182,9 @@ class CompactionState:
     previous: tuple[EarlierGroups, ...] = ()
     group: int = 0
     group_tier: int = 0
+    #: When compaction last moved ``through`` (its clock, epoch ms; 0: not recorded): every re-mark it
+    #: put for the hours before ``through`` is stamped by then (``rollup.logic``'s ``totals_through``).
+    advanced_at: int = 0
 
     @classmethod
     def from_item(cls, item: Mapping[str, object] | None) -> CompactionState:
@@ -206,11 +209,20 @@ class CompactionState:
             if not (count.isdigit() and until.isdigit()) or not 1 <= int(count) <= MAX_GROUPS or int(until) % SLICE_MS:
                 raise ValueError(f"the compaction state's 'previous' has a malformed entry {entry!r}")
             earlier.append(EarlierGroups(int(count), int(until)))
-        return cls(through, groups, tuple(earlier), _whole(item, "group") or 0, _whole(item, "group_tier") or 0)
+        return cls(
+            through,
+            groups,
+            tuple(earlier),
+            _whole(item, "group") or 0,
+            _whole(item, "group_tier") or 0,
+            _whole(item, "advanced_at") or 0,
+        )
 
     def item(self) -> dict[str, object]:
         """The fields of the state item (plain values), beside :func:`state_key`."""
         fields: dict[str, object] = {"through": self.through, "group": self.group, "group_tier": self.group_tier}
+        if self.advanced_at:
+            fields["advanced_at"] = self.advanced_at
         if self.groups is not None:
             fields["groups"] = self.groups
         if self.previous:
@@ -229,13 +241,12 @@ class CompactionState:
         earlier = (EarlierGroups(self.groups, slice_start(now_ms + reach_ms) + SLICE_MS), *self.previous)
         return replace(self, groups=groups, previous=earlier, group=0, group_tier=0)
 
-    def advanced(self) -> CompactionState:
-        """The state once the hour at ``through`` is compacted: the next hour, the earlier group counts
-        that may still hold uncompacted hours."""
+    def advanced(self, now_ms: int) -> CompactionState:
+        """The state once the hour at ``through`` is compacted, at ``now_ms``: the next hour, the earlier
+        group counts that may still hold uncompacted hours."""
         through = self.through + SLICE_MS
-        return replace(
-            self, through=through, previous=tuple(p for p in self.previous if p.holds(through)), group=0, group_tier=0
-        )
+        previous = tuple(p for p in self.previous if p.holds(through))
+        return replace(self, through=through, previous=previous, group=0, group_tier=0, advanced_at=now_ms)
 
     def earlier_for(self, tier: WriteTier | None) -> tuple[EarlierGroups, ...]:
         """What a reader (or compaction) with ``tier`` reads of an uncompacted hour beside its own

@@ -47,13 +47,14 @@ so a redo request (``keydesign.rollup.RedoRequest``) asks compaction to hand the
 hour over (``RollupRedosRequested``). A pending mark is judged by ``LATENESS`` like
 any other: one re-stamped past it (compaction stalled for ``MAX_AGE``) is counted late.
 
-``totals_through``: totals before it are whole (both parts). When a slot is done,
-the state keeps a pair (``seen_w``: the slot's ``w``; ``seen_slot``: the wall
-clock's minute then); once ``through`` has passed ``seen_slot``, every re-mark
-compaction put before its watermark reached ``seen_w`` is applied, so
-``totals_through`` becomes ``seen_w`` and a new pair is taken (``TotalsLagSeconds``
-is how far it trails the clock). Without the write tier there is no compaction's
-part: ``totals_through`` is ``through``.
+``totals_through``: totals before it are whole (both parts). Compaction stamps its
+re-marks with its clock and records, with its watermark, when it last moved it
+(``CompactionState.advanced_at``): every re-mark of an hour before the watermark
+is stamped by then. So when a slot is done and ``through`` has passed the minute
+of ``advanced_at``, every such re-mark is applied, and ``totals_through`` moves to
+the watermark (read, consistent, as the slot ends; ``TotalsLagSeconds`` is how far
+it trails the clock). Without the write tier there is no compaction's part:
+``totals_through`` is ``through``.
 """
 
 from __future__ import annotations
@@ -281,25 +282,24 @@ class RollupRunner:
         return report
 
     def _slot_done(self, state: RollupState, slot: int, late: Sequence[Mark]) -> RollupState:
-        """The state once ``slot`` is applied. ``totals_through`` moves to the watermark ``seen_w`` once
-        ``through`` has passed ``seen_slot``, the minute of the wall clock when it was read: every re-mark
-        compaction put before its watermark reached ``seen_w`` is stamped before then, so is applied; a new
-        pair is taken (this slot's watermark, now). Without the write tier, totals are whole up to
-        ``through``."""
+        """The state once ``slot`` is applied. ``totals_through`` moves to the compaction watermark once
+        ``through`` has passed the minute compaction last moved it in (``advanced_at``): every re-mark
+        compaction put for the hours before it is stamped by then, so is applied. Without the write
+        tier, totals are whole up to ``through``."""
         through = slot + SLOT_MS
         done = RollupState(
             through,
             state.late + len(late),
             max((m.start_ms for m in late), default=state.last_late_ms),
             w=state.w,
-            seen_w=state.seen_w,
-            seen_slot=state.seen_slot,
             totals_through=state.totals_through,
         )
         if self._write_tier is None:
             return replace(done, totals_through=through)
-        if state.w == PLANNED_BEFORE_W:  # a slot an older rollup function planned: it read no watermark
-            return done
+        compaction = self._watermark.consistent()
+        if through > floor_to(compaction.advanced_at, SLOT_MS) and compaction.through > state.totals_through:
+            return replace(done, totals_through=compaction.through)
+        return done
         pair = {"seen_w": state.w, "seen_slot": floor_to(self._clock_ms(), SLOT_MS)}
         if not state.seen_slot:
             return replace(done, **pair)

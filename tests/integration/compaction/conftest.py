@@ -3,6 +3,7 @@ written with the key design (as ingest writes them), and what compaction stored,
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -161,7 +162,14 @@ def redos(db: Any) -> list[RedoRequest]:
 
 
 def state(db: Any) -> CompactionState | None:
-    return StateStore(db, "control", PREFIX).load()
+    """The stored state, but when it moved (``advanced_at``: :func:`advanced_at`)."""
+    stored = StateStore(db, "control", PREFIX).load()
+    return None if stored is None else dataclasses.replace(stored, advanced_at=0)
+
+
+def advanced_at(db: Any) -> int:
+    stored = StateStore(db, "control", PREFIX).load()
+    return 0 if stored is None else stored.advanced_at
 
 
 def sparse_fleet(hour: int, devices: int = 40, per_device: int = 3) -> list[Reading]:

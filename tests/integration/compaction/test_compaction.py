@@ -35,6 +35,7 @@ from tests.integration.compaction.conftest import (
     SETTLED,
     TIER,
     H,
+    advanced_at,
     compacted,
     identities,
     publish,
@@ -61,6 +62,7 @@ def test_a_first_run_compacts_every_settled_hour_since_keep_and_each_reading_onc
     first = slice_start(SETTLED - KEEP_MS)
     assert report.hours == (H + HOUR - first) // HOUR and report.through_ms == H + HOUR
     assert state(db) == CompactionState(H + HOUR, 8) and CompactionState.from_item(_raw_state(db)).through == H + HOUR
+    assert advanced_at(db) == SETTLED  # when the watermark moved, on the function's clock (the rollups' totals_through)
     stored = compacted(db)
     assert stored.keys() == identities(fleet) and all(len(copies) == 1 for copies in stored.values())
     assert all(version == 5 for copies in stored.values() for version, _ in copies)

@@ -211,7 +211,10 @@ def test_a_change_of_groups_keeps_the_earlier_one_until_the_watermark_passes_the
     # and back to 4: 4 is the deployed G again, 16 and 8 are earlier ones
     assert {e.groups for e in twice.changed_to(4, T0 + 3 * HOUR_MS, 0).earlier_for(WriteTier(4))} == {16, 8}
     # The watermark moving on drops an entry once it passes the entry's last hour
-    assert changed.advanced() == CompactionState(T0 + HOUR_MS, 8, changed.previous)
-    assert changed.advanced().advanced().advanced().advanced() == CompactionState(T0 + 4 * HOUR_MS, 8)
+    assert changed.advanced(7) == CompactionState(T0 + HOUR_MS, 8, changed.previous, advanced_at=7)
+    assert changed.advanced(1).advanced(2).advanced(3).advanced(4) == CompactionState(
+        T0 + 4 * HOUR_MS, 8, advanced_at=4
+    )
+    assert CompactionState.from_item(changed.advanced(9).item()).advanced_at == 9
     assert earlier_tiers(changed.previous, T0 + 3 * HOUR_MS) == [WriteTier(4)]
     assert earlier_tiers(changed.previous, T0 + 4 * HOUR_MS) == []

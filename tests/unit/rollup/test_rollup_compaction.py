@@ -123,28 +123,27 @@ def test_a_late_reading_of_an_entity_hour_compaction_counted_asks_for_a_redo(own
         assert report.redos == 0 and _redos(world) == []
 
 
-def test_totals_through_moves_to_the_watermark_once_every_slot_before_its_reading_is_applied() -> None:
-    # Given a rollup function that first ran at T0+10m, compaction done through W1
+def test_totals_through_moves_to_the_watermark_once_the_minute_compaction_moved_it_is_applied() -> None:
+    # Given a rollup function that first ran at T0+10m, compaction done through W1, moved at T0+18m30s
     w1, w2 = T0 - HOUR, T0
     world = _started(T0 + 10 * MINUTE, through=w1)
-    # When it runs at T0+20m (slots T0+8m .. T0+17m): the first slot done takes the pair (W1, T0+20m)
+    world.advanced_at = T0 + 18 * MINUTE + 30_000
+    # When it runs at T0+20m (slots T0+8m .. T0+17m; through T0+18m has not passed the minute T0+18m)
     world.now = T0 + 20 * MINUTE
     report = world.runner.run(Deadline.never())
     state = world.store.state()
-    assert state is not None and (state.seen_w, state.seen_slot, state.totals_through) == (w1, T0 + 20 * MINUTE, 0)
-    assert report.totals_through_ms == 0
-    # When compaction moves to W2 and a run at T0+22m applies slots up to T0+19m: through (T0+20m) has not
-    # passed the pair's minute, so totals_through stays
-    world.through = w2
-    world.now = T0 + 22 * MINUTE
-    assert world.runner.run(Deadline.never()).totals_through_ms == 0
-    # When a run at T0+23m applies the slot T0+20m: through passes it, totals_through = W1, a new pair (W2, now)
-    world.now = T0 + 23 * MINUTE
+    assert state is not None and state.totals_through == 0 and report.totals_through_ms == 0
+    # When a run at T0+21m applies the slot T0+18m: through (T0+19m) passes it, totals_through = W1
+    world.now = T0 + 21 * MINUTE
     report = world.runner.run(Deadline.never())
-    state = world.store.state()
     assert report.totals_through_ms == w1 and report.totals_lag_ms == world.now - w1
-    assert state is not None and (state.seen_w, state.seen_slot, state.totals_through) == (w2, T0 + 23 * MINUTE, w1)
     assert report.summary()["totals_through"].startswith("2026")
+    # When compaction moves to W2 at T0+21m10s: totals_through stays W1 until through passes T0+21m
+    world.through, world.advanced_at = w2, T0 + 21 * MINUTE + 10_000
+    world.now = T0 + 23 * MINUTE  # slots up to T0+20m: through T0+21m
+    assert world.runner.run(Deadline.never()).totals_through_ms == w1
+    world.now = T0 + 24 * MINUTE  # slot T0+21m: through T0+22m
+    assert world.runner.run(Deadline.never()).totals_through_ms == w2
 
 
 def test_without_the_write_tier_totals_are_whole_up_to_through() -> None:
@@ -158,7 +157,7 @@ def test_without_the_write_tier_totals_are_whole_up_to_through() -> None:
 
 def test_the_state_round_trips_and_an_older_item_reads_its_new_fields_as_zero() -> None:
     world = build(None, split=False)
-    state = RollupState(T0, 3, T0 - HOUR, 2, w=T0 - HOUR, seen_w=T0 - 2 * HOUR, seen_slot=T0 - MINUTE, totals_through=7)
+    state = RollupState(T0, 3, T0 - HOUR, 2, w=T0 - HOUR, totals_through=7)
     world.store.save_state(state)
     assert world.store.state() == state
     # an item an older rollup function wrote, between slots and inside one
@@ -168,18 +167,6 @@ def test_the_state_round_trips_and_an_older_item_reads_its_new_fields_as_zero() 
     world.db.put_item(TableName="control", Item={**old, "step": {"N": "2"}})
     # it planned every late mark to be recomputed: as a watermark past every hour plans it
     assert world.store.state() == RollupState(T0, step=2, w=PLANNED_BEFORE_W)
-
-
-def test_a_slot_an_older_function_left_mid_way_takes_no_watermark_pair() -> None:
-    # Given the state an older rollup function left inside a slot (no w: read as past every hour)
-    world = _started(T0 + 10 * MINUTE, through=T0)
-    old = {"pk": {"S": STATE_PK}, "sk": {"S": "readings"}, "through": {"N": str(T0 + 8 * MINUTE)}, "step": {"N": "1"}}
-    world.db.put_item(TableName="control", Item={**old, "late": {"N": "0"}})
-    # When the slot is finished, the next slot's watermark (a real one) makes the pair
-    world.now = T0 + 12 * MINUTE
-    world.runner.run(Deadline.never())
-    state = world.store.state()
-    assert state is not None and (state.through_ms, state.seen_w, state.totals_through) == (T0 + 10 * MINUTE, T0, 0)
 
 
 def test_a_slot_resumed_after_its_watermark_moved_plans_the_same_steps() -> None:

@@ -82,12 +82,14 @@ class World:
     through: int = 0
     #: The group count ingest writes with before CHANGE_AT (another one than the runner's 2: a change of G).
     first_groups: int = 2
+    #: When ``through`` last moved.
+    advanced_at: int = 0
 
     def state(self) -> CompactionState:
         """The state as compaction records it: with a change of G, the earlier G may hold the hours of
         every reading written before it (up to 90 minutes after T0)."""
         earlier = () if self.first_groups == 2 else (EarlierGroups(self.first_groups, T0 + 2 * SLICE_MS),)
-        return CompactionState(self.through, 2, earlier)
+        return CompactionState(self.through, 2, earlier, advanced_at=self.advanced_at)
 
     def consistent(self) -> CompactionState:
         return self.state()
@@ -101,7 +103,7 @@ class World:
             for table, item in self.writer.compact(hour):
                 self.reader.add_item(table, item)
             hour += SLICE_MS
-            self.through = hour
+            self.through, self.advanced_at = hour, self.now
 
 
 def build(period: str | None, split: bool, tiered: bool = False, changed: bool = False) -> World:

@@ -82,7 +82,7 @@ from adapters.partition_reader import (
     header_of,
 )
 from adapters.retry import Deadline
-from adapters.rollup_store import PLANNED_BEFORE_W, ReadCount, RollupState, RollupStore
+from adapters.rollup_store import ReadCount, RollupState, RollupStore
 from adapters.shard_map_source import ShardMapSource
 from adapters.shard_map_store import shard_map_source
 from keydesign import BlockError, Layout, Reading, format_ts

@@ -379,7 +379,7 @@ class CompactionRunner:
                     self._state.save(replace(state, group=group, group_tier=tier.groups))
             if group < tier.groups:
                 return
-            self._fleet(hour, deadline, report)
+            self._fleet(hour, deadline, report, redo=False)
             state = state.advanced(self._clock_ms())
             self._state.save(state)
             report.through_ms = state.through
@@ -418,7 +418,13 @@ class CompactionRunner:
         marks: list[PendingWrite] = []
         if self._rollups is not None and self._levels is not None:
             stamp, finest = self._clock_ms(), self._levels.finest
-            partials = [self._rollups.partial_write(work.partial) for work in done if work.partial is not None]
+            # An empty partial is not put in a first pass (absent: no readings; a new deployment's first run
+            # goes over days of empty hours); a redo puts it, over the one it replaces.
+            partials = [
+                self._rollups.partial_write(work.partial)
+                for work in done
+                if work.partial is not None and (work.partial.intervals or entities is not None)
+            ]
             wanted = {
                 Mark.of(stamp, finest, start, entity)
                 for work in done
@@ -512,14 +518,22 @@ class CompactionRunner:
 
     # -- compaction's part of the rollups --------------------------------------------------------
 
-    def _fleet(self, hour: int, deadline: Deadline, report: RunReport) -> None:
+    def _fleet(self, hour: int, deadline: Deadline, report: RunReport, *, redo: bool) -> None:
         """Compaction's parts of the totals of ``hour``: each interval of each level of an hour or less,
         from every group's partial of the hour (read back whole); then each coarser level's interval
-        holding the hour, from the next finer level's parts in it (read after those are stored)."""
+        holding the hour, from the next finer level's parts in it (read after those are stored). An hour
+        without partials has no parts in a first pass (absent: no readings); a redo puts them, empty or
+        not, over the ones they replace."""
         if self._rollups is None or self._levels is None:
             return
         cost = ReadCount()
-        parts = fleet_parts(self._rollups.partials(hour, cost), self._levels, hour)
+        partials = self._rollups.partials(hour, cost)
+        report.calls += cost.calls
+        report.read_units += cost.read_units
+        if not partials and not redo:
+            return
+        cost = ReadCount()
+        parts = fleet_parts(partials, self._levels, hour)
         writes = [self._rollups.fleet_part_write(level, s, f) for level, part in parts.items() for s, f in part.items()]
         self._write(writes, deadline, f"compaction's parts of the totals of {format_ts(hour)}")
         written = len(writes)
@@ -587,7 +601,7 @@ class CompactionRunner:
                     if not self._time_for_a_step(deadline):
                         return
                     self._redo(hour, tier, group, entities, shard_map, deadline=deadline, report=report)
-                self._fleet(hour, deadline, report)
+                self._fleet(hour, deadline, report, redo=True)
                 self._rollups.redo_done(asked)
                 report.redos += len(asked)
         finally:

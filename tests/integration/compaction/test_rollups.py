@@ -99,13 +99,15 @@ def control_items(db: Any) -> dict[tuple[str, str], dict[str, Any]]:
 
 
 def test_each_groups_partial_is_its_readings_figures_and_the_fleet_parts_are_every_readings(db: Any) -> None:
-    # Given two hours of a sparse fleet in the write tier, over every group
+    # Given two hours of a sparse fleet in the write tier, over every group, after an hour of none
     fleet = [*sparse_fleet(H - HOUR), *sparse_fleet(H)]
     publish(db, fleet, version=2)
-    StateStore(db, "control", PREFIX).save(CompactionState(H - HOUR))
-    # When compaction does both hours
+    StateStore(db, "control", PREFIX).save(CompactionState(H - 2 * HOUR))
+    # When compaction does the three hours
     report = runner([SETTLED]).run(Deadline.never())
-    assert report.hours == 2 and report.error is None and report.partials == 2 * TIER.groups
+    assert report.hours == 3 and report.error is None and report.partials == 2 * TIER.groups
+    # Then the empty hour has no partial and no part of a total (absent: no readings)
+    assert partials(H - 2 * HOUR) == {} and parts(MINUTE, H - 2 * HOUR, H - HOUR) == {}
     # Then each group's partial of H holds the raw figures of its readings, minute by minute
     hour = [r for r in fleet if r.ts_ms >= H]
     assert partials(H) == {g: by_minute(r for r in hour if TIER.group_of(r.entity_id) == g) for g in range(TIER.groups)}
@@ -216,6 +218,26 @@ def test_a_redo_makes_the_entitys_hour_the_rollup_functions_and_one_of_an_hour_n
     assert redos(db) == [waiting]
     # and the other devices' compacted blocks are untouched
     assert {i.get("r") for r in others for i in compacted_items(db, r.entity_id)} == {None}
+
+
+def test_a_redo_that_leaves_a_group_without_readings_puts_its_partial_and_parts_empty(db: Any) -> None:
+    # Given a compacted hour of one device alone
+    only = "dev-000"
+    fleet = [r for r in sparse_fleet(H, devices=1) if r.entity_id == only]
+    publish(db, fleet, version=2)
+    StateStore(db, "control", PREFIX).save(CompactionState(H))
+    clock = [SETTLED]
+    assert runner(clock).run(Deadline.never()).hours == 1
+    assert parts(HOUR, H, H + HOUR) == {H: figures(fleet)}
+    # When a late reading of it makes its hour the rollup function's (a redo)
+    put_blocks(db, [reading(only, H + 30 * MINUTE, "late", 1.0)], version=7)
+    put_redo(db, RedoRequest(H, TIER.group_of(only), only))
+    clock[0] += MINUTE
+    assert runner(clock).run(Deadline.never()).redos == 1
+    # Then its group's partial and the hour's parts are put empty, over the ones that counted it
+    assert partials(H) == {TIER.group_of(only): {}}
+    assert parts(HOUR, H, H + HOUR) == {H: Figures().item()}
+    assert parts(DAY_MS, floor_to(H, DAY_MS), floor_to(H, DAY_MS) + DAY_MS) == {floor_to(H, DAY_MS): Figures().item()}
 
 
 def test_compacting_an_hour_again_puts_the_same_items(db: Any) -> None:

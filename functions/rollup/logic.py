@@ -248,7 +248,7 @@ class RollupRunner:
         target = floor_to(now - self._settle_ms, SLOT_MS)  # the end of the last closed slot
         state = self._store.state(consistent=True)
         if state is None:
-            state = self._first_state(target)
+            state = self._totals(self._first_state(target))
             self._store.save_state(state)
         report = RunReport(through_ms=state.through_ms)
         slot = state.through_ms
@@ -274,6 +274,9 @@ class RollupRunner:
             report.marks += len(marks)
             report.late += len(late)
             slot += SLOT_MS
+        if state.step == 0 and (moved := self._totals(state)) != state:  # a run with no slot to apply too
+            state = moved
+            self._store.save_state(state)
         self._deferred = {m for m in self._deferred if m.slot_ms >= slot}
         report.through_ms = slot
         report.lag_ms = max(0, now - slot)
@@ -282,30 +285,28 @@ class RollupRunner:
         return report
 
     def _slot_done(self, state: RollupState, slot: int, late: Sequence[Mark]) -> RollupState:
-        """The state once ``slot`` is applied. ``totals_through`` moves to the compaction watermark once
-        ``through`` has passed the minute compaction last moved it in (``advanced_at``): every re-mark
-        compaction put for the hours before it is stamped by then, so is applied. Without the write
-        tier, totals are whole up to ``through``."""
-        through = slot + SLOT_MS
-        done = RollupState(
-            through,
-            state.late + len(late),
-            max((m.start_ms for m in late), default=state.last_late_ms),
-            w=state.w,
-            totals_through=state.totals_through,
+        """The state once ``slot`` is applied, ``totals_through`` moved as :meth:`_totals` says."""
+        return self._totals(
+            RollupState(
+                slot + SLOT_MS,
+                state.late + len(late),
+                max((m.start_ms for m in late), default=state.last_late_ms),
+                w=state.w,
+                totals_through=state.totals_through,
+            )
         )
+
+    def _totals(self, state: RollupState) -> RollupState:
+        """``state`` with ``totals_through`` at the compaction watermark once ``through`` has passed the
+        minute compaction last moved it in (``advanced_at``): every re-mark compaction put for the hours
+        before it is stamped by then, so is applied. Without the write tier, totals are whole up to
+        ``through``. Never back."""
         if self._write_tier is None:
-            return replace(done, totals_through=through)
+            return replace(state, totals_through=state.through_ms)
         compaction = self._watermark.consistent()
-        if through > floor_to(compaction.advanced_at, SLOT_MS) and compaction.through > state.totals_through:
-            return replace(done, totals_through=compaction.through)
-        return done
-        pair = {"seen_w": state.w, "seen_slot": floor_to(self._clock_ms(), SLOT_MS)}
-        if not state.seen_slot:
-            return replace(done, **pair)
-        if through > state.seen_slot:
-            return replace(done, totals_through=state.seen_w, **pair)
-        return done
+        if state.through_ms > floor_to(compaction.advanced_at, SLOT_MS) and compaction.through > state.totals_through:
+            return replace(state, totals_through=compaction.through)
+        return state
 
     def _first_state(self, target: int) -> RollupState:
         """Where a first run starts: the minute of the earliest marks (every ingest container writes the

@@ -36,11 +36,11 @@ def _mark(world: World, stamp: int, entity: str, ts: int) -> None:
     world.store.write([world.store.mark_write(Mark.of(stamp, LEVELS.finest, ts, entity))], Deadline.never())
 
 
-def _started(now: int, through: int) -> World:
+def _started(now: int, through: int, advanced_at: int = 0) -> World:
     """A tiered world whose rollup function first ran at ``now`` (its watermark starts there), compaction
-    having done every hour before ``through``."""
+    having done every hour before ``through``, moved its watermark at ``advanced_at``."""
     world = build(None, split=False, tiered=True)
-    world.now, world.through = now, through
+    world.now, world.through, world.advanced_at = now, through, advanced_at
     world.runner.run(Deadline.never())
     return world
 
@@ -126,8 +126,7 @@ def test_a_late_reading_of_an_entity_hour_compaction_counted_asks_for_a_redo(own
 def test_totals_through_moves_to_the_watermark_once_the_minute_compaction_moved_it_is_applied() -> None:
     # Given a rollup function that first ran at T0+10m, compaction done through W1, moved at T0+18m30s
     w1, w2 = T0 - HOUR, T0
-    world = _started(T0 + 10 * MINUTE, through=w1)
-    world.advanced_at = T0 + 18 * MINUTE + 30_000
+    world = _started(T0 + 10 * MINUTE, through=w1, advanced_at=T0 + 18 * MINUTE + 30_000)
     # When it runs at T0+20m (slots T0+8m .. T0+17m; through T0+18m has not passed the minute T0+18m)
     world.now = T0 + 20 * MINUTE
     report = world.runner.run(Deadline.never())
@@ -144,6 +143,18 @@ def test_totals_through_moves_to_the_watermark_once_the_minute_compaction_moved_
     assert world.runner.run(Deadline.never()).totals_through_ms == w1
     world.now = T0 + 24 * MINUTE  # slot T0+21m: through T0+22m
     assert world.runner.run(Deadline.never()).totals_through_ms == w2
+
+
+def test_a_run_with_no_slot_to_apply_moves_totals_through_too() -> None:
+    # Given a sparse fleet's deployment: no marks at all, compaction done through T0, moved at T0+2m
+    world = _started(T0 + 10 * MINUTE, through=T0, advanced_at=T0 + 2 * MINUTE)
+    # Then the first run (which starts at its own last closed minute: nothing to apply) moves totals_through
+    state = world.store.state()
+    assert state is not None and state.totals_through == T0
+    # and a run with nothing new to apply moves it when compaction moves on
+    world.through, world.advanced_at = T0 + HOUR, T0 + 3 * MINUTE
+    world.now = T0 + 10 * MINUTE + 5_000
+    assert world.runner.run(Deadline.never()).totals_through_ms == T0 + HOUR
 
 
 def test_without_the_write_tier_totals_are_whole_up_to_through() -> None:

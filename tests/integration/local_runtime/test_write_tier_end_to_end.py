@@ -4,7 +4,9 @@ latest, raw aggregates), compacted by the scheduled compaction function into blo
 same again, from the compacted blocks once the readers' watermark has moved.
 
 Its readings lie in the current hour (a late one would go to blocks), so compaction runs on a clock an
-hour and its settle time ahead, once publishing has stopped.
+hour and its settle time ahead, once publishing has stopped; then the rollup function, on a clock a few
+minutes past compaction's, so its totals watermark passes the hour: the fleet's totals and each device's
+aggregates come from compaction's figures (docs/rollups.md), no mark having been written.
 """
 
 from __future__ import annotations
@@ -77,7 +79,16 @@ def fleet() -> Iterator[Fleet]:
     config = local_config()
     # Compaction's clock an hour and its settle time ahead: once publishing stops, the hour is settled.
     ahead_s = SLICE_MS / 1000 + config.ingest_timeout_s + 5 + 60
-    options = ingest_only(query_api=True, compaction=True, compaction_every_s=86_400.0, compaction_ahead_s=ahead_s)
+    options = ingest_only(
+        query_api=True,
+        compaction=True,
+        compaction_every_s=86_400.0,
+        compaction_ahead_s=ahead_s,
+        rollups=True,
+        rollup_every_s=86_400.0,
+        # past the minute compaction moves its watermark in, by more than the rollup function's settle
+        rollup_ahead_s=ahead_s + 300,
+    )
     with LocalSystem(config, options) as system:
         # The watermark at the hour's start (a new deployment would start compacting 4 days back)
         state = {**state_key(config.layout().table_prefix), "through": slice_start(low)}
@@ -135,3 +146,38 @@ def test_compaction_makes_a_block_per_device_and_the_answers_do_not_change(fleet
     assert kinds["compacted block"] == ENTITIES, kinds
     # and every answer is what was sent, whether the readers' watermark has moved yet or not
     _answers_equal_what_was_sent(fleet)
+
+
+def test_the_fleets_totals_and_each_devices_aggregates_come_from_compaction_exactly(fleet: Fleet) -> None:
+    # Given the hour compacted (the test before); when the rollup function runs
+    schedule = fleet.system.schedule_of(LambdaFunction.ROLLUP)
+    assert schedule is not None
+    summary = schedule.run_once()
+    # Then it applied no mark (a sparse fleet writes none), and its totals watermark passed the hour
+    hour = slice_start(fleet.low)
+    assert summary is not None and summary["marks"] == 0, summary
+    assert summary["totals_through"] >= format_ts(hour + SLICE_MS), summary
+    client = QueryClient(str(fleet.system.endpoints.api_url))
+    window = {"from": format_ts(hour), "to": format_ts(hour + SLICE_MS)}
+    # and every entity's totals per minute of the hour are the figures of what was sent
+    totals = client.get("/aggregates", {**window, "interval": "1m"})
+    minutes: dict[str, list[dict[str, Any]]] = {}
+    for r in fleet.sent:
+        minutes.setdefault(format_ts(r["timestamp"] - r["timestamp"] % 60_000), []).append(r)
+    assert totals["readings"] == len(fleet.sent)
+    got = {
+        i["start"]: (i["readings"], round(i["measures"]["kwh"]["sum"], 6), i["measures"]["count"]["max"])
+        for i in totals["intervals"]
+    }
+    assert got == {
+        m: (len(rs), round(sum(r["measures"]["kwh"] for r in rs), 6), max(r["measures"]["count"] for r in rs))
+        for m, rs in minutes.items()
+    }
+    # and a device's hour is answered from compaction's figures (its compacted block), not raw
+    for entity in ("meter-000", f"meter-{ENTITIES - 1:03d}"):
+        series = client.get(f"/entities/{entity}/aggregates", {**window, "interval": "1h"})
+        mine = [r for r in fleet.sent if r["entity_id"] == entity]
+        assert series["source"] == "rollups" and series["readings"] == 2, series
+        assert round(series["intervals"][0]["measures"]["kwh"]["sum"], 6) == round(
+            sum(r["measures"]["kwh"] for r in mine), 6
+        )

@@ -124,6 +124,7 @@ from keydesign.writetier import (
     WriteTier,
     compact_hour,
     dense_mark_sk,
+    hour_tiers,
     slice_start,
     state_key,
     tier_for_hour,
@@ -366,12 +367,13 @@ class CompactionRunner:
         while state.through + SLICE_MS + self._settle_ms <= now and self._time_for_a_step(deadline):
             hour = state.through
             tier = tier_for_hour(self._tier, state, hour)
+            others = hour_tiers(self._tier, state, hour, tier)
             cursor = state.group_tier or self._tier.groups  # 0: an item from before the cursor named its G
             group = state.group if cursor == tier.groups else 0
             while group < tier.groups and self._time_for_a_step(deadline):
                 step = range(group, min(tier.groups, group + self._step_groups))
                 started = deadline.clock()  # timed on the deadline's clock, which judges the next step
-                self._step(hour, tier, step, deadline, report)
+                self._step(hour, tier, others, step, deadline, report)
                 self._longest_step_s = max(self._longest_step_s, deadline.clock() - started)
                 group = step.stop
                 report.steps += 1
@@ -389,10 +391,18 @@ class CompactionRunner:
         """Room before the deadline for one more step, judged by the longest this container has taken."""
         return deadline.allows_sleep(1.5 * self._longest_step_s)
 
-    def _step(self, hour: int, tier: WriteTier, groups: range, deadline: Deadline, report: RunReport) -> None:
+    def _step(  # noqa: PLR0917 - the hour's loop passes what it holds
+        self,
+        hour: int,
+        tier: WriteTier,
+        others: Sequence[WriteTier],
+        groups: range,
+        deadline: Deadline,
+        report: RunReport,
+    ) -> None:
         """Compact ``groups`` of ``tier`` of ``hour``: read them side by side, then put every block they make."""
         shard_map = self._shard_maps.current()
-        done = list(self._pool.map(lambda group: self._group(hour, tier, group, shard_map), groups))
+        done = list(self._pool.map(lambda group: self._group(hour, tier, group, shard_map, others), groups))
         what = f"groups {groups.start}-{groups.stop - 1} of {format_ts(hour)}"
         self._put(done, deadline, report, what)
         for work in done:
@@ -452,8 +462,14 @@ class CompactionRunner:
                 f"{first.pk} / {first.sk}: {why}); the next run does them again"
             )
 
-    def _group(self, hour: int, tier: WriteTier, group: int, shard_map: ShardMap) -> GroupWork:
-        """Read one group's hour (its items and dense marks, the dense entities' blocks) and compact it."""
+    def _group(
+        self, hour: int, tier: WriteTier, group: int, shard_map: ShardMap, others: Sequence[WriteTier] = ()
+    ) -> GroupWork:
+        """Read one group's hour (its items and dense marks, the dense entities' blocks) and compact it.
+        ``others``: the other write tiers whose group items the hour may hold (a change of G). An entity
+        whose group under one of them is another partition may have readings of the hour in two
+        partitions, each compacted in its own pass: its hour is the rollup function's, like a dense
+        entity's (flagged, out of the partial, re-marked), so it is counted once, from raw."""
         end = hour + SLICE_MS
         work = GroupWork()
         partition = PartitionQuery(
@@ -499,13 +515,14 @@ class CompactionRunner:
                             blocks.append((header.version, decode(part, stored, entity)[1]))
                     except CorruptBlock as exc:
                         self._corrupt(work, part, stored, exc.reason)
+        split = {e for e in present if any(t.group_of(e) != tier.group_of(e) for t in others)}
         work.compacted = compact_hour(
-            self._layout, shard_map, hour, items, blocks, retention_ms=self._retention_ms, dense=dense
+            self._layout, shard_map, hour, items, blocks, retention_ms=self._retention_ms, dense=[*dense, *split]
         )
         if self._levels is not None:
             finest = self._levels.finest
             owned = [r for block in work.compacted if not block.rollups for r in block.readings]
-            work.partial = GroupPartial.of(hour, group, tier.groups, owned, finest)
+            work.partial = GroupPartial.of(hour, group, tier.groups, owned, finest, [t.groups for t in others])
             work.remarks = sorted(
                 {
                     (block.entity_id, start)
@@ -591,8 +608,14 @@ class CompactionRunner:
                 # forgotten an earlier G), else the one compaction would use now. The request's group (the
                 # rollup function's view of G) and the entity's group under the hour's G are both redone:
                 # under a change of G the entity's readings of the hour may lie in either partition.
-                compacted_with = [p.groups for p in self._rollups.partials(hour, cost)]
+                partials = self._rollups.partials(hour, cost)
+                compacted_with = [p.groups for p in partials]
                 tier = WriteTier(max(compacted_with)) if compacted_with else tier_for_hour(self._tier, state, hour)
+                # the other G's of the hour: as the partials recorded them (the state may have forgotten)
+                others = sorted(
+                    {g for p in partials for g in p.others}
+                    | {t.groups for t in hour_tiers(self._tier, state, hour, tier)}
+                )
                 groups: dict[int, set[str]] = {}
                 for request in asked:
                     for group in {request.group, tier.group_of(request.entity)} & set(range(tier.groups)):
@@ -600,7 +623,7 @@ class CompactionRunner:
                 for group, entities in sorted(groups.items()):
                     if not self._time_for_a_step(deadline):
                         return
-                    self._redo(hour, tier, group, entities, shard_map, deadline=deadline, report=report)
+                    self._redo(hour, tier, group, entities, shard_map, [WriteTier(g) for g in others], deadline, report)
                 self._fleet(hour, deadline, report, redo=True)
                 self._rollups.redo_done(asked)
                 report.redos += len(asked)
@@ -608,14 +631,14 @@ class CompactionRunner:
             report.calls += cost.calls
             report.read_units += cost.read_units
 
-    def _redo(
+    def _redo(  # noqa: PLR0917 - one caller, the redo loop
         self,
         hour: int,
         tier: WriteTier,
         group: int,
         entities: set[str],
         shard_map: ShardMap,
-        *,
+        others: Sequence[WriteTier],
         deadline: Deadline,
         report: RunReport,
     ) -> None:
@@ -628,7 +651,7 @@ class CompactionRunner:
         table = self._layout.table_for(hour)
         marks = [DenseMark(table, tier.group_pk(group, hour), dense_mark_sk(e), ttl) for e in sorted(entities)]
         self._write([PendingWrite(m.table, m.pk, m.sk, serialize_item(m.item())) for m in marks], deadline, what)
-        work = self._group(hour, tier, group, shard_map)
+        work = self._group(hour, tier, group, shard_map, others)
         made = {(b.table, b.pk, b.sk) for b in work.compacted}
         stale: list[PendingWrite] = []
         for entity in sorted(entities):

@@ -421,17 +421,22 @@ def partial_pk(prefix: str, hour_ms: int) -> str:
 class GroupPartial:
     """One group's figures of one hour over its compaction-owned entities (those whose readings of
     the hour are all in the write tier), per finest interval of the hour (``intervals``, by start;
-    an interval without readings is absent). ``groups``: the G the group number is one of."""
+    an interval without readings is absent). ``groups``: the G the group number is one of;
+    ``others``: the other G's whose group items the hour held (a change of G), which a redo of the
+    hour must know when the compaction state has forgotten them."""
 
     hour_ms: int
     group: int
     groups: int
     intervals: dict[int, Figures] = field(default_factory=dict)
+    others: tuple[int, ...] = ()
 
     @classmethod
-    def of(cls, hour_ms: int, group: int, groups: int, readings: Iterable[Any], finest: int) -> GroupPartial:
+    def of(  # noqa: PLR0917 - the partial's fields, in order
+        cls, hour_ms: int, group: int, groups: int, readings: Iterable[Any], finest: int, others: Iterable[int] = ()
+    ) -> GroupPartial:
         """The partial of ``readings`` (each with ``ts_ms`` and ``measures``), all in the hour."""
-        partial = cls(hour_ms, group, groups)
+        partial = cls(hour_ms, group, groups, others=tuple(sorted(set(others))))
         for reading in readings:
             if not hour_ms <= reading.ts_ms < hour_ms + HOUR_MS:
                 raise ValueError(f"a reading at {format_ts(reading.ts_ms)} is not in the hour {format_ts(hour_ms)}")
@@ -444,13 +449,16 @@ class GroupPartial:
 
     def item(self, prefix: str, expires_at: int) -> dict[str, object]:
         pk, sk = self.key(prefix)
-        return {
+        item: dict[str, object] = {
             "pk": pk,
             "sk": sk,
             "G": self.groups,
             "f": {format_ts(start): figures.item() for start, figures in sorted(self.intervals.items())},
             "expires_at": expires_at,
         }
+        if self.others:
+            item["O"] = ",".join(map(str, self.others))
+        return item
 
     @classmethod
     def from_item(cls, item: Mapping[str, Any]) -> GroupPartial:
@@ -458,7 +466,8 @@ class GroupPartial:
         try:
             hour = parse_timestamp(str(item["pk"]).rsplit("#", 1)[1], "pk")
             intervals = {parse_timestamp(k, "f"): Figures.from_item(v) for k, v in (item.get("f") or {}).items()}
-            return cls(hour, int(item["sk"]), int(item["G"]), intervals)
+            others = tuple(int(g) for g in str(item.get("O") or "").split(",") if g)
+            return cls(hour, int(item["sk"]), int(item["G"]), intervals, others)
         except (KeyError, TypeError, ValueError, IndexError) as exc:
             raise ValueError(f"a malformed group partial {item.get('pk')!r} / {item.get('sk')!r}: {exc}") from exc
 

@@ -278,6 +278,13 @@ def earlier_tiers(earlier: Sequence[EarlierGroups], hour_start: int) -> list[Wri
     return [WriteTier(e.groups) for e in earlier if e.holds(hour_start)]
 
 
+def hour_tiers(deployed: WriteTier, state: CompactionState, hour_start: int, chosen: WriteTier) -> list[WriteTier]:
+    """The write tiers besides ``chosen`` whose group items the hour starting at ``hour_start`` may hold
+    (a change of G), each G once."""
+    tiers = {t.groups: t for t in (deployed, *earlier_tiers(state.earlier_for(deployed), hour_start))}
+    return [t for g, t in sorted(tiers.items()) if g != chosen.groups]
+
+
 def tier_for_hour(deployed: WriteTier, state: CompactionState, hour_start: int) -> WriteTier:
     """The write tier compaction works ``hour_start`` with (its partials' groups, a redo's group):
     the largest G whose ingest may have written the hour, the deployed one or an earlier one."""

@@ -89,7 +89,7 @@ from keydesign import BlockError, Layout, Reading, format_ts
 from keydesign.blocks import keep_newest
 from keydesign.periods import format_duration
 from keydesign.rollup import HOUR_MS, SLOT_MS, Figures, Granularities, Mark, RedoRequest, floor_to
-from keydesign.writetier import WriteTier, tier_for_hour
+from keydesign.writetier import KEEP_MS, WriteTier, tier_for_hour
 from rollup.settings import RollupSettings
 
 #: A run of one entity's marked finest intervals read in one pass: neighbours at most RUN_GAP intervals
@@ -256,7 +256,7 @@ class RollupRunner:
             if state.step == 0:  # planned now: with the compaction watermark as stored now, kept with the steps
                 state = replace(state, w=self._watermark.consistent().through)
             marks = self._store.marks(slot, report.rollups, self._pool.map)
-            late = [m for m in marks if m.start_ms + m.level + self._lateness_ms < m.slot_ms]
+            late = [m for m in marks if self._late(m, state.w)]
             steps = self._plan(slot, [m for m in marks if m not in late], state.w)
             while state.step < len(steps) and self._time_for_a_step(deadline):
                 started = deadline.clock()  # timed on the deadline's clock, which judges the next step
@@ -283,6 +283,17 @@ class RollupRunner:
         report.totals_through_ms = state.totals_through
         report.totals_lag_ms = max(0, now - state.totals_through)
         return report
+
+    def _late(self, mark: Mark, w: int) -> bool:
+        """Whether ``mark``'s interval ended more than LATENESS before its stamp: counted, not applied.
+        A mark of an hour compaction has done (before ``w``) may be compaction's re-mark, stamped when it
+        compacted the hour (an hour and more after it) or redid it: its reach is the group items' keep
+        (``KEEP_MS``), within which compaction re-marks, whatever LATENESS is."""
+        end = mark.start_ms + mark.level
+        if end + self._lateness_ms >= mark.slot_ms:
+            return False
+        compacted = self._write_tier is not None and floor_to(mark.start_ms, HOUR_MS) + HOUR_MS <= w
+        return not (compacted and end + KEEP_MS >= mark.slot_ms)
 
     def _slot_done(self, state: RollupState, slot: int, late: Sequence[Mark]) -> RollupState:
         """The state once ``slot`` is applied, ``totals_through`` moved as :meth:`_totals` says."""

@@ -240,6 +240,37 @@ def test_a_redo_that_leaves_a_group_without_readings_puts_its_partial_and_parts_
     assert parts(DAY_MS, floor_to(H, DAY_MS), floor_to(H, DAY_MS) + DAY_MS) == {floor_to(H, DAY_MS): Figures().item()}
 
 
+def test_an_entity_written_under_two_group_counts_in_an_hour_is_counted_once(db: Any) -> None:
+    # Given an hour whose first half was written with 4 groups and second half with 8 (a change of G), every
+    # device sending in both halves
+    old, new = WriteTier(4), WriteTier(8)
+    fleet = sparse_fleet(H, devices=24, per_device=4)
+    first, second = [r for r in fleet if r.ts_ms < H + 30 * MINUTE], [r for r in fleet if r.ts_ms >= H + 30 * MINUTE]
+    StateStore(db, "control", PREFIX).save(CompactionState(H, 4))
+    publish(db, first, version=1, tier=old)
+    clock = [H + 30 * MINUTE]
+    assert runner(clock, tier=new).run(Deadline.never()).hours == 0  # records the change
+    publish(db, second, version=2, tier=new)
+    # When the hour is compacted (under the larger count, 8 groups)
+    clock[0] = SETTLED
+    report = runner(clock, tier=new).run(Deadline.never())
+    assert report.hours == 1 and report.error is None
+    # Then compaction's parts of the totals count every reading once: a device whose partitions under the two
+    # counts differ (its readings of the hour lie in two partitions, each compacted in its own pass) is
+    # handed to the rollup function (flagged, out of every partial, its minutes re-marked); the others stay
+    # compaction's
+    split = {r.entity_id for r in fleet if old.group_of(r.entity_id) != new.group_of(r.entity_id)}
+    kept = [r for r in fleet if r.entity_id not in split]
+    assert split and kept
+    assert parts(HOUR, H, H + HOUR) == {H: figures(kept)}
+    for entity in sorted(split):
+        assert {i.get("r", {}).get("N") for i in compacted_items(db, entity)} == {"1"}, entity
+        minutes = sorted(by_minute(r for r in fleet if r.entity_id == entity))
+        assert all(remarked(db, SETTLED, entity, minutes)), entity
+    assert {i.get("r") for r in kept for i in compacted_items(db, r.entity_id)} == {None}
+    assert all(p == [4] for p in ([*partial.others] for partial in rollup_store().partials(H, ReadCount())))
+
+
 def test_compacting_an_hour_again_puts_the_same_items(db: Any) -> None:
     fleet = sparse_fleet(H, devices=10)
     publish(db, [*fleet, reading("mix", H + 1_000, "t")], version=2)

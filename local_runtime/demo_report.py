@@ -53,10 +53,10 @@ GROUP_ITEMS, COMPACTED, BLOCKS, DENSE_MARKS, ROLLUPS, CONTROL = (
 TIERS = (GROUP_ITEMS, COMPACTED, BLOCKS, DENSE_MARKS, ROLLUPS, CONTROL)
 #: The tiers that hold readings (and the dense marks that go with them): what ingest and compaction write.
 READING_TIERS = (GROUP_ITEMS, COMPACTED, BLOCKS, DENSE_MARKS)
-#: The sparse fleet's write units a reading in READING_TIERS must stay under. Measured in the demo at 0.85
-#: with a reading every 24 s and 0.6-0.7 every 15 s (docs/local.md, "Measured"): the demo's 1-minute buckets cut
-#: a compacted block at each minute, so one holds an entity's readings of a minute, not of its hour as the
-#: stack's 1-hour bucket would. One item (or a block) per reading is 1.
+#: The sparse fleet's write units a reading in READING_TIERS must stay under. Measured in the demo at 0.47-0.68
+#: (docs/local.md, "Measured"): its group items about 0.18, its compacted blocks 0.25-0.5, since the demo's
+#: 1-minute buckets cut a compacted block at each minute (an entity's 4 readings make one or two, by where in a
+#: minute the fleet starts), not at its hour as the stack's 1-hour bucket would. One item per reading is 1.
 SPARSE_WRITE_UNITS_BOUND = 0.8
 #: Rollup items in the control table, by partition key prefix (``keydesign.rollup``); the rest is control.
 ROLLUP_PK_PREFIXES = ("rollmark#", "rollup#", "rollall#", "rollgrp#", "compactredo#")

@@ -11,7 +11,7 @@ never by replacing a module global:
   rotator's replay clock as its wall clock while the rotator replays;
 * the rotator: :class:`~local_runtime.mappings.LocalLambda` as its Lambda client, and a DynamoDB client
   that answers the Contributor Insights calls moto's server does not serve (:func:`answer_contributor_insights`);
-* the rollup function: a clock ``rollup_ahead_s`` ahead of the wall clock;
+* the rollup function: a clock ``rollup_ahead_s`` ahead of the wall clock (and ``rollup_clock_moved_ms`` more);
 * the compaction function: a clock ``compaction_ahead_s`` ahead of the wall clock.
 """
 
@@ -58,6 +58,9 @@ class AppFunctions:
         self._gate = threading.Lock()
         fraction = options.faults.invocation_error_fraction
         self.invocation_faults = InvocationFaults(fraction, options.faults.seed) if fraction else None
+        #: How far the rollup function's clock has been moved on beyond ``rollup_ahead_s``: the demo moves
+        #: it, once publishing has stopped, instead of waiting out real minutes.
+        self.rollup_clock_moved_ms = 0
         self._lock = threading.Lock()
 
     def name(self, function: LambdaFunction | str) -> str:
@@ -158,9 +161,9 @@ class AppFunctions:
 
         return build
 
-    @staticmethod
-    def rollup_build(ahead_s: float) -> Build | None:
-        """The rollup function's handler on a clock ``ahead_s`` ahead of the wall clock (None: the module's)."""
+    def rollup_build(self, ahead_s: float) -> Build | None:
+        """The rollup function's handler on a clock ``ahead_s`` (and :attr:`rollup_clock_moved_ms`) ahead of
+        the wall clock (None: the module's)."""
         if not ahead_s:
             return None
         ahead_ms = int(ahead_s * 1000)
@@ -169,7 +172,7 @@ class AppFunctions:
             from rollup.logic import RollupRunner  # noqa: PLC0415 - after the environment is set
 
             runner = RollupRunner.from_settings(
-                module.SETTINGS, clock_ms=lambda: time.time_ns() // 1_000_000 + ahead_ms
+                module.SETTINGS, clock_ms=lambda: time.time_ns() // 1_000_000 + ahead_ms + self.rollup_clock_moved_ms
             )
             return module.create_handler(runner), [runner]
 

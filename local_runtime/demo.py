@@ -9,7 +9,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO, TypeVar
@@ -21,8 +21,19 @@ from archives.readings import read_readings
 from client import QueryClient
 from infra.config import Context, LambdaFunction, load_cdk_json_context
 from keydesign import Reading, format_ts, parse_timestamp
+from keydesign.rollup import STATE_PK
+from keydesign.writetier import DENSE_MARK_PREFIX, SLICE_MS, state_key
 from local_runtime import query_checks as q
-from local_runtime.demo_report import HOT_SENSOR, Block, DemoFacts, build_report, draw_pictures, shard_map
+from local_runtime.demo_report import (
+    HOT_SENSOR,
+    SPARSE_PHASE,
+    Block,
+    DemoFacts,
+    Item,
+    build_report,
+    draw_pictures,
+    shard_map,
+)
 from local_runtime.demo_scenario import Scenario, now_ms
 from local_runtime.faults import LocalFaults
 from local_runtime.scheduler import ReplayClock
@@ -87,6 +98,12 @@ class DemoOptions:
     refused_readings: int = 3  # published for a period whose table the rotator dropped (ingest must refuse them)
     split_timeout_s: float = 240.0  # how long to wait for the detector's split, and for the streams to drain
     timeout_s: float = 300.0
+    #: The sparse fleet, published while the demo awaits the split: this many entities, a reading each every
+    #: ``sparse_period_s`` for ``sparse_s``; and how many of them the aggregates are checked for one by one.
+    sparse_entities: int = 256
+    sparse_period_s: float = 15.0
+    sparse_s: float = 60.0
+    sparse_aggregate_entities: int = 3
 
     @classmethod
     def quick(cls, **overrides: Any) -> DemoOptions:
@@ -121,17 +138,26 @@ def run_demo(
     rotates = config.table_period is not None
     options.out_dir.mkdir(parents=True, exist_ok=True)
     say(f"starting the local system (faults: {options.faults.describe()})")
+    settle_s = config.ingest_timeout_s + 5  # ROLLUP_SETTLE and COMPACTION_SETTLE locally (app_functions)
+    # Compaction runs once the streams drain (Observer.compact), on a clock an hour and its settle time
+    # ahead, so the hour just written has settled (no scheduled runs before). Compacting the current hour
+    # is safe then: with the streams drained and nothing more published, no reading of it is still to come.
+    compaction_ahead_s = SLICE_MS / 1000 + settle_s + 5
     local = LocalOptions(
         faults=options.faults,
         function_log=options.out_dir / "functions.log",
         environment={LambdaFunction.HOTKEYS: dict(DEMO_HOT_KEYS_ENVIRONMENT)},
         rotator_replay_s=options.history_s if rotates else None,
         rotator_replay_pace_s=options.history_pace_s,
-        # The rollup function runs once the streams drain (Observer.roll_up), on a clock ahead by its settle
-        # time (ingest's timeout + 5 s) and a minute, so the minute just ingested is closed; none before.
+        # The rollup function runs after compaction (Observer.roll_up), on a clock further ahead by its own
+        # settle time and two minutes: so it closes the minutes of compaction's clock too (where compaction
+        # stamps the marks it leaves for it) and every hour compaction closed; none before.
         rollups=True,
         rollup_every_s=86_400.0,
-        rollup_ahead_s=config.ingest_timeout_s + 5 + 65,
+        rollup_ahead_s=compaction_ahead_s + settle_s + 120,
+        compaction=True,
+        compaction_every_s=86_400.0,
+        compaction_ahead_s=compaction_ahead_s,
     )
     with LocalSystem(config, local) as system:
         facts = _play(system, options, say, {"start": time.monotonic() - started})
@@ -143,7 +169,8 @@ def run_demo(
         **{name.lower(): value for name, value in DEMO_HOT_KEYS_ENVIRONMENT.items()},
         "context_overrides": dict(DEMO_CONTEXT),
     }
-    published = ("sensors", "base_rate", "hot_rate", "hot_phase_s", "split_phase_s", "trickle_rate")
+    published: tuple[str, ...] = ("sensors", "base_rate", "hot_rate", "hot_phase_s", "split_phase_s", "trickle_rate")
+    published += ("sparse_entities", "sparse_period_s", "sparse_s")
     scenario = {
         **{name: getattr(options, name) for name in (*published, "invalid_readings", "garbage_records")},
         "hot_sensor": HOT_SENSOR,
@@ -181,11 +208,16 @@ def _play(system: LocalSystem, options: DemoOptions, say: Say, timings: dict[str
         return history[-1].effective_from_ms if history and history[-1].shards > 1 else None
 
     progress = lambda: f"the detector has judged {len(observer.judged_windows())} windows"  # noqa: E731
+    sparse = scenario.sparse_fleet()  # in the background: a minute of it, while the demo awaits the split
     boundary = timed("split", lambda: scenario.await_split(scheduled, progress))
     timed("phase_2", lambda: scenario.after_the_split(first))
     timed("agents", scenario.agents)
+    timed("sparse_fleet", lambda: sparse.result(options.sparse_s + 120))  # what is left of its minute
     drained = timed("drain", lambda: observer.wait_drained(options.timeout_s, say))
     say("streams drained; counting what was stored, rejected and skipped" if drained else "the streams did NOT drain")
+    # The end of the last hour the story wrote to: compaction and the rollups must pass it.
+    story_end = max(r["timestamp"] for _, r in scenario.ledger) // SLICE_MS * SLICE_MS + SLICE_MS
+    compaction = timed("compaction", lambda: observer.compact(story_end, say))
 
     def count() -> DemoFacts:
         hot_skipped = observer.drain(e.hotkeys_failures_queue_url)
@@ -194,7 +226,7 @@ def _play(system: LocalSystem, options: DemoOptions, say: Say, timings: dict[str
             # A last look at every table, on the wall clock, before the scan: a table it drops is then
             # read back from its export, never half in both.
             rotator.run_once()
-        blocks, runs = observer.blocks(), list(system.rotations)
+        (blocks, dense_marks), runs = observer.blocks(), list(system.rotations)
         if rotator is not None:
             tables = sorted({b.table for b in blocks} | set(system.readings_tables()))
             capacity = {name: observer.capacity(name) for name in tables}
@@ -218,11 +250,15 @@ def _play(system: LocalSystem, options: DemoOptions, say: Say, timings: dict[str
             rotation=rotation,
             exported={table: observer.read_export(table) for table in dropped},
             story_from_ms=story_from_ms,
+            dense_marks=dense_marks,
+            compaction=compaction,
         )
 
     facts = timed("verify", count)
-    facts.rollups = timed("rollups", lambda: observer.roll_up(now_ms(), say))
-    facts.queries = timed("queries", lambda: observer.queries([r for _, r in facts.ledger], boundary, say))
+    facts.rollups = timed("rollups", lambda: observer.roll_up(story_end, say))
+    facts.control = observer.control_items()
+    checked = options.sparse_aggregate_entities
+    facts.queries = timed("queries", lambda: observer.queries(facts.ledger, boundary, say, sparse_checked=checked))
     facts.runtime, facts.timings = system.stats(), timings
     return facts
 
@@ -272,16 +308,53 @@ class Observer:
                 say(f"  {name}: {s['records_succeeded']:,} of {s['records_received']:,} records done")
         return False
 
-    def blocks(self) -> list[Block]:
-        """Every item of the readings tables holding readings (blocks, group items, compacted blocks), decoded."""
+    def blocks(self) -> tuple[list[Block], list[Item]]:
+        """Every item of the readings tables holding readings (blocks, group items, compacted blocks),
+        decoded; and the dense marks."""
         layout, scans = self.system.config.layout(), self.dynamodb.get_paginator("scan")
-        items = (
-            Block.from_item(table, item, layout)
-            for table in self.system.readings_tables()
-            for page in scans.paginate(TableName=table, ConsistentRead=True)
-            for item in page["Items"]
-        )
-        return [block for block in items if block is not None]
+        blocks, marks = [], []
+        for table in self.system.readings_tables():
+            for page in scans.paginate(TableName=table, ConsistentRead=True):
+                for item in page["Items"]:
+                    if item["sk"]["S"].startswith(DENSE_MARK_PREFIX):
+                        marks.append(Item.from_item(item))
+                    elif (block := Block.from_item(table, item, layout)) is not None:
+                        blocks.append(block)
+        return blocks, marks
+
+    def control_items(self) -> list[Item]:
+        """Every item of the control table (rollup marks, rollups and totals among them), sized."""
+        scan = {"TableName": self.endpoints.control_table, "ConsistentRead": True}
+        pages = self.dynamodb.get_paginator("scan").paginate(**scan)
+        return [Item.from_item(item) for page in pages for item in page["Items"]]
+
+    def _state(self, key: Mapping[str, str]) -> dict[str, Any]:
+        """A state item of the control table (the compaction or the rollup function's watermark), or {}."""
+        get = {"TableName": self.endpoints.control_table, "Key": {k: {"S": v} for k, v in key.items()}}
+        return _plain(self.dynamodb.get_item(**get, ConsistentRead=True).get("Item") or {})
+
+    def compact(self, through_ms: int, say: Say) -> dict[str, Any] | None:
+        """Run the compaction function (its clock ahead of the wall clock) until its watermark, as its state
+        item in the control table says, passes ``through_ms``: with the streams drained, every hour it closes is
+        closed in fact. Its last run's summary and the work of every run."""
+        if (schedule := self.system.schedule_of(LambdaFunction.COMPACTION)) is None:
+            return None
+        say(f"running compaction until its watermark passes {format_ts(through_ms)}")
+        key, summary = state_key(self.system.config.layout().table_prefix), None
+        work: dict[str, Any] = {"runs": 0, "failed_runs": 0, "hours": 0, "compacted_blocks_written": 0}
+        work |= {"readings_compacted": 0, "group_items_read": 0, "queries": 0}
+        for _ in range(10):  # bounded: each run compacts hours or fails
+            work["runs"] += 1
+            if (summary := schedule.run_once()) is None:
+                work["failed_runs"] += 1
+            else:
+                for name in ("hours", "compacted_blocks_written", "readings_compacted", "group_items_read", "queries"):
+                    work[name] += summary[name]
+            if int((state := self._state(key)).get("through", 0)) >= through_ms:
+                through = format_ts(int(state["through"]))
+                say(f"  compacted through {through}: {work['compacted_blocks_written']:,} compacted blocks")
+                return {**work, "through": through, "last_run": summary}
+        return {"status": "not run", "reason": f"not through {format_ts(through_ms)} in 10 runs", "last": summary}
 
     def read_export(self, table: str) -> list[Reading]:
         """A dropped table's readings from its export, as ``tsctl archive`` reads them (moto writes no manifest)."""
@@ -311,9 +384,12 @@ class Observer:
         return out
 
     def roll_up(self, through_ms: int, say: Say) -> dict[str, Any] | None:
-        """Run the rollup function (its clock ahead of the wall clock) until its watermark passes ``through_ms``:
-        with the streams drained, every minute it closes is closed in fact. Its last run's summary and the work
-        of every run (a run can do its work and still fail: an injected invoke error; its figures are unseen)."""
+        """Run the rollup function (its clock ahead of the wall clock) until its watermark passes ``through_ms``,
+        and its totals' watermark (``totals_through`` of its state item, where it keeps one) too: with the
+        streams drained, every minute it closes is closed in fact. Its last run's summary and the work
+        of every run (a run can do its work and still fail: an injected invoke error; its figures are unseen).
+        The totals' watermark moves once the function's own has passed the minute it read compaction's in, so
+        while it lags the function's clock is moved on by its settle time and a minute before the next run."""
         if (schedule := self.system.schedule_of(LambdaFunction.ROLLUP)) is None:
             return None
         say(f"running the rollup function until its watermark passes {format_ts(through_ms)}")
@@ -327,17 +403,36 @@ class Observer:
             work["steps"] += summary["steps"]
             work["raw_items_read"] += summary["raw_items_read"]
             work["recomputed"].update(summary["recomputed"])
-            if parse_timestamp(summary["through"], "through") >= through_ms:
+            if parse_timestamp(summary["through"], "through") < through_ms:
+                continue
+            totals = self.rollup_totals_through()
+            if totals is None or totals >= through_ms:
                 say(f"rollups applied through {summary['through']} ({summary['late']} late mark(s) in the last run)")
-                return {**summary, **work}
+                return {**summary, **work, **({"totals_through": format_ts(totals)} if totals is not None else {})}
+            self.system.functions.rollup_clock_moved_ms += self.system.config.ingest_timeout_s * 1000 + 65_000
         return {"status": "not run", "reason": f"not through {format_ts(through_ms)} in 20 runs", "last": summary}
 
-    def queries(self, ledger: list[Mapping[str, Any]], boundary: int | None, say: Say) -> dict[str, Any] | None:
+    def rollup_totals_through(self) -> int | None:
+        """The rollup function's totals watermark (``totals_through`` in its state item), None where it keeps none."""
+        value = self._state({"pk": STATE_PK, "sk": self.system.config.layout().table_prefix}).get("totals_through")
+        return None if value is None else int(value)
+
+    def queries(
+        self,
+        published: Sequence[tuple[str, Mapping[str, Any]]],
+        boundary: int | None,
+        say: Say,
+        *,
+        sparse_checked: int = 3,
+    ) -> dict[str, Any] | None:
         """The hot sensor's range page by page, latest and aggregates, a cross-entity page around the split; with
-        rollups, the hot sensor's whole minutes and every entity's from them, beside the hot sensor's raw read."""
+        rollups, the hot sensor's whole minutes and every entity's from them, beside the hot sensor's raw read;
+        then the sparse fleet (after compaction: its hours read from compacted blocks): each entity's range,
+        and from rollups every entity's figures over its hours and a few of its entities' one by one."""
         if not self.endpoints.api_url:
             return None
         client, bucket = QueryClient(str(self.endpoints.api_url)), self.system.config.layout().bucket
+        ledger = [r for _, r in published]
         hot = [r["timestamp"] for r in ledger if r["entity_id"] == HOT_SENSOR]
         low, high = min(hot) - min(hot) % 1000, max(hot) - max(hot) % 1000 + 1000
         middle = boundary if boundary is not None else (low + high) // 2
@@ -348,11 +443,23 @@ class Observer:
             q.check_aggregates(client, ledger, HOT_SENSOR, low, high, interval="1m"),
             q.check_readings(client, ledger, None, middle - 20_000, middle + 20_000, bucket=bucket),
         ]
-        if self.system.schedule_of(LambdaFunction.ROLLUP) is not None:
+        rollups = self.system.schedule_of(LambdaFunction.ROLLUP) is not None
+        if rollups:
             low, high = low - low % MINUTE, high - high % MINUTE + MINUTE
             per_minute: dict[str, Any] = {"interval": "1m", "rollups": True}
             for entity, raw in ((HOT_SENSOR, "30s"), (None, None)):
                 checks.append(q.check_aggregates(client, ledger, entity, low, high, **per_minute, raw_interval=raw))
+        if sparse := [r for phase, r in published if phase == SPARSE_PHASE]:
+            entities = sorted({str(r["entity_id"]) for r in sparse})
+            first, last = min(r["timestamp"] for r in sparse), max(r["timestamp"] for r in sparse)
+            hours = (first - first % SLICE_MS, last - last % SLICE_MS + SLICE_MS)
+            say(f"  and the sparse fleet: each of its {len(entities):,} entities' readings, its hours' aggregates")
+            each = q.check_each_entity(client, sparse, entities, hours[0], last + 1, bucket=bucket, name=SPARSE_PHASE)
+            checks.append(each)
+            if rollups:
+                checks.append(q.check_aggregates(client, ledger, None, *hours, interval="1h", rollups=True))
+                for entity in entities[:: max(1, len(entities) // max(1, sparse_checked))][:sparse_checked]:
+                    checks.append(q.check_aggregates(client, sparse, entity, *hours, interval="1h", rollups=True))
         results = [c.as_dict() for c in checks]
         for c in results:
             say(f"  {c['name']}: {c['summary']}; " + ("equal" if c["equal"] else f"DIFFERENT: {c['difference']}"))

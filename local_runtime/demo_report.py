@@ -9,12 +9,13 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 from benchmarks.blocks import ITEM_OVERHEAD_BYTES, Deployment, old_item
 from infra.config import Context
-from keydesign import Layout, Reading, ShardMap, decode_block, format_ts, item_size, write_units
+from keydesign import Layout, Reading, ShardMap, decode_block, format_ts, item_size, parse_timestamp, write_units
 from keydesign.blocks import block_item, decode_group
 from keydesign.capacity import PARTITION_WCU
 from keydesign.layouts import key_family, parse_keys
@@ -26,6 +27,7 @@ from keydesign.writetier import (
     MAX_COMPACTED_SPAN_MS,
     WriteTier,
 )
+from keydesign.writetier import SLICE_MS as HOUR_MS
 
 HOT_SENSOR = "sensor-alpha-001"
 NOT_RUN = "not run"
@@ -33,6 +35,40 @@ SLICE_MS = 5 * 60_000  # the table-writes picture counts readings per 5 minutes 
 OTHERS = "every other key (peak)"
 LOAD_BASIS = "each block's write units at the second of its first reading"
 Copies = dict[tuple[str, int, str], tuple[int, Reading, "Block"]]
+
+
+#: The sparse fleet: its entities' names, and its phase in the ledger.
+SPARSE_PREFIX = "sparse-"
+SPARSE_PHASE = "sparse fleet"
+#: The fleet shapes the cost is reported for (``shape_of``), and the tiers of what is stored (``TIERS``).
+DENSE, HOT, SPARSE = "dense sensors", "hot sensor", SPARSE_PHASE
+GROUP_ITEMS, COMPACTED, BLOCKS, DENSE_MARKS, ROLLUPS, CONTROL = (
+    "group items",
+    "compacted blocks",
+    "entity blocks",
+    "dense marks",
+    "rollup items",
+    "control items",
+)
+TIERS = (GROUP_ITEMS, COMPACTED, BLOCKS, DENSE_MARKS, ROLLUPS, CONTROL)
+#: The tiers that hold readings (and the dense marks that go with them): what ingest and compaction write.
+READING_TIERS = (GROUP_ITEMS, COMPACTED, BLOCKS, DENSE_MARKS)
+#: The sparse fleet's write units a reading in READING_TIERS must stay under. Measured in the demo at 0.47-0.68
+#: (docs/local.md, "Measured"): its group items about 0.18, its compacted blocks 0.25-0.5, since the demo's
+#: 1-minute buckets cut a compacted block at each minute (an entity's 4 readings make one or two, by where in a
+#: minute the fleet starts), not at its hour as the stack's 1-hour bucket would. One item per reading is 1.
+SPARSE_WRITE_UNITS_BOUND = 0.8
+#: Rollup items in the control table, by partition key prefix (``keydesign.rollup``); the rest is control.
+ROLLUP_PK_PREFIXES = ("rollmark#", "rollup#", "rollall#", "rollgrp#", "compactredo#")
+
+
+def shape_of(entity: str) -> str | None:
+    """The fleet shape an entity belongs to; None for the agents' few entities."""
+    if entity == HOT_SENSOR:
+        return HOT
+    if entity.startswith(SPARSE_PREFIX):
+        return SPARSE
+    return DENSE if entity.startswith("sensor-") else None
 
 
 #: The ledger's phase of the readings published through an agent's format: ``agent format <format>``.
@@ -92,6 +128,45 @@ class Block:
         return cls(table, pk, units, size, header.version, tuple(readings))
 
 
+@dataclass(frozen=True, slots=True)
+class Item:
+    """A stored item that holds no reading (a dense mark, a control table item): its keys and size."""
+
+    pk: str
+    sk: str
+    size: int
+
+    @property
+    def write_units(self) -> int:
+        return write_units(self.size)
+
+    @classmethod
+    def from_item(cls, item: Mapping[str, Any]) -> Item:
+        """From an item as a DynamoDB client returns it, sized by DynamoDB's rules (``keydesign.item_size``)."""
+        return cls(item["pk"]["S"], item["sk"]["S"], item_size({k: _value(v) for k, v in item.items()}))
+
+
+def _value(raw: Mapping[str, Any]) -> object:
+    """A client's attribute value as the plain value ``keydesign.item_size`` sizes."""
+    ((kind, value),) = raw.items()
+    if kind in ("N", "NS"):
+        return Decimal(value) if kind == "N" else {Decimal(v) for v in value}
+    if kind in ("SS", "BS"):
+        return set(value)
+    if kind == "M":
+        return {k: _value(v) for k, v in value.items()}
+    if kind == "L":
+        return [_value(v) for v in value]
+    return None if kind == "NULL" else value
+
+
+def tier_of(pk: str) -> str:
+    """The tier of an item of a readings table holding readings, by its partition key."""
+    if pk.startswith(GROUP_PK_PREFIX):
+        return GROUP_ITEMS
+    return COMPACTED if pk.endswith(COMPACTED_PK_SUFFIX) else BLOCKS
+
+
 @dataclass(slots=True)
 class DemoFacts:
     """What the demo observed; :func:`build_report` and :func:`draw_pictures` read it."""
@@ -117,11 +192,21 @@ class DemoFacts:
     rotation: dict[str, Any] | None = None
     exported: Mapping[str, Sequence[Reading]] = field(default_factory=dict)  # each dropped table's, from its export
     story_from_ms: int | None = None  # blocks before it are the replayed history, left out of the load figures
+    dense_marks: Sequence[Item] = ()  # the readings tables' dense marks
+    control: Sequence[Item] = ()  # every item of the control table, once the rollups ran
+    #: The compaction function's runs once the streams drained (``Observer.compact``).
+    compaction: Mapping[str, Any] | None = None
     runtime: Mapping[str, Any] = field(default_factory=dict)
     timings: Mapping[str, float] = field(default_factory=dict)
 
     def story(self) -> list[Block]:
-        return [b for b in self.blocks if self.story_from_ms is None or b.first_ms >= self.story_from_ms]
+        """What ingest wrote during the story: its blocks and group items (compaction's blocks are written
+        after it, at once, so they are no load at their readings' time)."""
+        return [
+            b
+            for b in self.blocks
+            if (self.story_from_ms is None or b.first_ms >= self.story_from_ms) and tier_of(b.pk) != COMPACTED
+        ]
 
 
 def newest_copies(blocks: Iterable[Block]) -> Copies:
@@ -192,6 +277,14 @@ def build_report(
     }
     if facts.rollups is not None:
         checks["rollups_applied"] = "through" in facts.rollups
+    compaction = not_run("compaction is off")
+    if facts.compaction is not None:
+        compaction, checks["write_tier_compacted"] = compaction_section(facts.compaction, facts.blocks)
+    costs = write_cost(facts, stored)
+    if sparse := costs["shapes"].get(SPARSE):
+        checks["sparse_fleet_under_the_write_units_bound"] = (
+            sparse["reading_tiers"]["write_units_per_reading"] < SPARSE_WRITE_UNITS_BOUND
+        )
     agents = agents_section(facts.ledger, live, rejects.values())
     if agents.get("status") != NOT_RUN:
         checks["every_agent_format_stored_and_its_bad_reading_rejected"] = all(
@@ -222,6 +315,7 @@ def build_report(
             "all": cost(facts.blocks, deployment),
             HOT_SENSOR: cost([b for b in facts.blocks if b.entity == HOT_SENSOR], deployment),
         },
+        "write_cost": {**costs, "sparse_fleet_bound_write_units_per_reading": SPARSE_WRITE_UNITS_BOUND},
         "rejected_by_reason": [{"field": f, "count": n, "example": examples[f]} for f, n in by_reason.most_common()],
         "agent_formats": agents,
         "reject_messages": len(facts.rejects),
@@ -235,6 +329,7 @@ def build_report(
         "hot_sensor_after_split": hot_after,
         "placement": placement,
         "queries": dict(facts.queries or not_run("the query API was not served")),
+        "compaction": compaction,
         "rollups": dict(facts.rollups or not_run("rollups are off")),
         "partition_load_picture": dict(facts.picture or not_run("no picture was drawn")),
         "rotation": rotation,
@@ -312,6 +407,111 @@ def cost(blocks: Sequence[Block], deployment: Deployment) -> dict[str, Any]:
             "billed_bytes_per_reading": round(sum(s + ITEM_OVERHEAD_BYTES for s in items) / n, 1),
         },
     }
+
+
+def write_cost(facts: DemoFacts, stored: Copies) -> dict[str, Any]:
+    """Write units and billed bytes per reading by tier and by fleet shape, from the items the scans found.
+
+    Each stored item counts once: its write units (a block's or group item's from its sort key, as ingest
+    and compaction billed its put; any other item's from its size) and its billed bytes (size + 100). A
+    tier's figures are over every stored reading. A shape's are over its readings of the story (from
+    ``story_from_ms``), each item holding readings shared among them alike (a group item holds many
+    entities'), each dense mark, rollup mark and rollup its entity's (of the story's intervals); a total,
+    a group partial and the control items are the fleet's, in no shape's figures."""
+    story = facts.story_from_ms or 0
+    tiers = {tier: {"items": 0, "write_units": 0, "billed_bytes": 0} for tier in TIERS}
+    shares: dict[str, dict[str, list[float]]] = defaultdict(lambda: {t: [0.0, 0.0] for t in TIERS})
+
+    def paid(tier: str, units: int, size: int, shape: str | None = None, share: float = 1.0) -> None:
+        if shape is not None:
+            shares[shape][tier][0] += units * share
+            shares[shape][tier][1] += (size + ITEM_OVERHEAD_BYTES) * share
+
+    for b in facts.blocks:
+        tier = tier_of(b.pk)
+        _count(tiers[tier], b.write_units, b.size)
+        for r in b.readings:
+            if r.ts_ms >= story:
+                paid(tier, b.write_units, b.size, shape_of(r.entity_id), 1 / len(b.readings))
+    for mark in facts.dense_marks:
+        _count(tiers[DENSE_MARKS], mark.write_units, mark.size)
+        if parse_timestamp(mark.pk.rsplit("#", 1)[-1] + ":00Z", "pk") + HOUR_MS > story:
+            paid(DENSE_MARKS, mark.write_units, mark.size, shape_of(mark.sk.removeprefix(DENSE_MARK_PREFIX)))
+    for item in facts.control:
+        tier = ROLLUPS if item.pk.startswith(ROLLUP_PK_PREFIXES) else CONTROL
+        _count(tiers[tier], item.write_units, item.size)
+        if (owner := _rollup_entity(item)) is not None and owner[1] > story:
+            paid(tier, item.write_units, item.size, shape_of(owner[0]))
+    readings: Counter[str | None] = Counter(shape_of(r.entity_id) for _, r, _ in stored.values() if r.ts_ms >= story)
+    n = len(stored)
+    return {
+        "basis": "each stored item once: write units (a block's from its sort key, others' from their size) "
+        "and billed bytes (size + 100); shapes over their readings of the story, an item's shared among its readings",
+        "readings": n,
+        "tiers": {tier: {**t, **_per_reading(t["write_units"], t["billed_bytes"], n)} for tier, t in tiers.items()},
+        "shapes": {shape: _shape(readings[shape], shares[shape]) for shape in (DENSE, HOT, SPARSE) if readings[shape]},
+    }
+
+
+def _count(tier: dict[str, int], units: int, size: int) -> None:
+    tier["items"] += 1
+    tier["write_units"] += units
+    tier["billed_bytes"] += size + ITEM_OVERHEAD_BYTES
+
+
+def _per_reading(units: float, billed: float, readings: int) -> dict[str, float]:
+    return {
+        "write_units_per_reading": round(units / readings, 4) if readings else 0.0,
+        "billed_bytes_per_reading": round(billed / readings, 1) if readings else 0.0,
+    }
+
+
+def _shape(readings: int, shares: Mapping[str, list[float]]) -> dict[str, Any]:
+    tiers = [shares[tier] for tier in READING_TIERS]
+    return {
+        "readings": readings,
+        **_per_reading(sum(u for u, _ in shares.values()), sum(b for _, b in shares.values()), readings),
+        "reading_tiers": _per_reading(sum(u for u, _ in tiers), sum(b for _, b in tiers), readings),
+        "by_tier": {t: _per_reading(shares[t][0], shares[t][1], readings) for t in TIERS if shares[t][0]},
+    }
+
+
+def _rollup_entity(item: Item) -> tuple[str, int] | None:
+    """The entity of a rollup mark (sk ``<level>#<start>#<entity>``) or rollup (pk ``...#<level>#<start>#<r>``,
+    sk the entity), and the end of its interval; None for any other control item."""
+    if item.pk.startswith("rollmark#") and item.sk.count("#") >= 2:  # the start items' sk is a time
+        level, start, entity = item.sk.split("#", 2)
+        return entity, parse_timestamp(start, "sk") + int(level)
+    if item.pk.startswith("rollup#"):
+        _, level, start, _ = item.pk.rsplit("#", 3)
+        return item.sk, parse_timestamp(start, "pk") + int(level)
+    return None
+
+
+def compaction_section(compaction: Mapping[str, Any], blocks: Sequence[Block]) -> tuple[dict[str, Any], bool]:
+    """The compaction function's runs, and whether every reading of an hour it compacted (by its watermark
+    ``through``) whose newest copy was in a group item (no entity block holds it at that version or later:
+    compaction leaves those where they are) is in a compacted block."""
+    if "through" not in compaction:
+        return dict(compaction), False
+    through = parse_timestamp(compaction["through"], "through")
+    newest: dict[str, dict[tuple[str, int, str], int]] = {tier: {} for tier in (GROUP_ITEMS, BLOCKS, COMPACTED)}
+    for b in blocks:
+        held = newest[tier_of(b.pk)]
+        for r in b.readings:
+            key = (r.entity_id, r.ts_ms, r.event_id)
+            held[key] = max(held.get(key, b.version), b.version)
+    due = {
+        key
+        for key, version in newest[GROUP_ITEMS].items()
+        if key[1] - key[1] % HOUR_MS + HOUR_MS <= through and newest[BLOCKS].get(key, -1) < version
+    }
+    section = {
+        **compaction,
+        "write_tier_readings_due": len(due),
+        "of_them_compacted": len(due & set(newest[COMPACTED])),
+    }
+    return section, bool(due) and due <= set(newest[COMPACTED])
 
 
 def per_second(blocks: Iterable[Block], key: Callable[[Block], str]) -> dict[str, Counter[int]]:
@@ -726,6 +926,19 @@ def render(report: Mapping[str, Any]) -> str:
             "agents' formats: "
             + ", ".join(f"{f} {a['written']}/{a['published']} stored" for f, a in agents["formats"].items())
             + f", each format's bad reading rejected ({sum(a['rejected'] for a in agents['formats'].values())})"
+        )
+    for shape, c in report.get("write_cost", {}).get("shapes", {}).items():
+        tiers = ", ".join(f"{t} {v['write_units_per_reading']:.3f}" for t, v in c["by_tier"].items())
+        held = c["reading_tiers"]
+        lines.append(
+            f"{shape}: {c['readings']:,} readings; {c['write_units_per_reading']:.3f} write units and "
+            f"{c['billed_bytes_per_reading']:.1f} billed bytes a reading ({tiers}); in the readings' tiers "
+            f"{held['write_units_per_reading']:.3f} and {held['billed_bytes_per_reading']:.1f}"
+        )
+    if (compaction := report.get("compaction", {})).get("through"):
+        lines.append(
+            f"compaction: through {compaction['through']}, {compaction['compacted_blocks_written']:,} compacted "
+            f"blocks of {compaction['readings_compacted']:,} readings in {compaction['runs']} run(s)"
         )
     if report["rollups"].get("through"):
         lines.append(f"rollups: applied through {report['rollups']['through']}")

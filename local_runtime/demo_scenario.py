@@ -1,25 +1,26 @@
-"""The demo's traffic (steps 0 to 3 of docs/local.md's story, and a few entities through each agent's format),
-published through the producer library; each valid reading recorded in the ledger, under its phase's name, as
-it is published (an agent's, as ingest stores it)."""
+"""The demo's traffic (steps 0 to 3 of docs/local.md's story, the sparse fleet, and a few entities through each
+agent's format), published through the producer library; each valid reading recorded in the ledger, under its
+phase's name, as it is published (an agent's, as ingest stores it)."""
 
 from __future__ import annotations
 
 import itertools
+import math
 import random
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from infra.config import IotTopicRule
 from keydesign import Reading, format_ts
-from local_runtime.demo_report import AGENT_MEASUREMENT, AGENT_PHASE, HOT_SENSOR
+from local_runtime.demo_report import AGENT_MEASUREMENT, AGENT_PHASE, HOT_SENSOR, SPARSE_PHASE, SPARSE_PREFIX
 from local_runtime.scheduler import ReplayClock
 from local_runtime.system import LocalSystem
 from producer.formats import AGENT_FORMATS, OTLP_PROTO, AgentPacker
-from producer.packing import Packer
+from producer.packing import Packer, RecordWriter
 from producer.publisher import Publisher, PublishSummary, kinesis_client, publish
 from producer.synthetic import Workload, generate
 
@@ -48,7 +49,7 @@ class Scenario:
         self.refused: dict[str, Any] = {}
         self.replay: dict[str, Any] = {}  # the rotator's replayed hours, for the report
         self._lock = threading.Lock()
-        self._threads = ThreadPoolExecutor(2, thread_name_prefix="demo-publisher")
+        self._threads = ThreadPoolExecutor(3, thread_name_prefix="demo-publisher")
 
     def history(self, clock: ReplayClock) -> None:
         """The rotator replays its past on the replay clock while readings stamped with that clock land in
@@ -150,6 +151,38 @@ class Scenario:
         self.say(f"phase 2 (after the split): {second.total:,} readings over {self.options.split_phase_s:g} s")
         self.publish("after the split", with_channels(generate(second), self.options.seed + 1))
 
+    def sparse_fleet(self) -> Future[None]:
+        """The sparse fleet, published in the background from now (while the demo awaits the split): each of
+        ``sparse_entities`` entities sends a reading every ``sparse_period_s`` (from its own random phase) for
+        ``sparse_s`` in real time, keyed by its write-tier group as ``tsctl publish`` keys it. Each sends
+        fewer readings an ingest batch than make a block pay off, so ingest packs them into group items."""
+        o, start = self.options, now_ms()
+        rng = random.Random(o.seed + 5)
+        sends = sorted(
+            (phase + n * o.sparse_period_s, entity, n)
+            for entity in range(1, o.sparse_entities + 1)
+            for phase in [rng.uniform(0, o.sparse_period_s)]
+            for n in range(math.ceil((o.sparse_s - phase) / o.sparse_period_s))
+        )
+        self.say(
+            f"sparse fleet: {o.sparse_entities:,} entities ({SPARSE_PREFIX}0001...), a reading each every "
+            f"{o.sparse_period_s:g} s for {o.sparse_s:g} s ({len(sends):,} readings), keyed by write-tier group"
+        )
+        readings = (
+            (
+                offset,
+                {
+                    "entity_id": f"{SPARSE_PREFIX}{entity:04d}",
+                    "event_id": f"{SPARSE_PREFIX}{entity:04d}-{n}",
+                    "timestamp": start + int(offset * 1000),
+                    "measures": {"value": round(rng.uniform(0, 100), 2)},
+                },
+            )
+            for offset, entity, n in sends
+        )
+        packer = Packer(groups=self.system.config.write_tier_groups)
+        return self._threads.submit(self.publish, SPARSE_PHASE, readings, packer)
+
     def agents(self) -> None:
         """A few entities publish through each agent's format as the agent writes it (``tsctl publish
         --record-format``): Telegraf's line protocol and JSON, the Collector's OTLP (protobuf gzipped, JSON),
@@ -185,9 +218,11 @@ class Scenario:
             bad |= {"entity_id": f"{fmt.replace('_', '-')}-bad"} if fmt == "iot" else {"timestamp": start}
             self._record(publish([(0.0, bad)], self._publisher(), writer, validate=False))
 
-    def publish(self, phase: str, items: Iterable[tuple[float, dict[str, Any]]]) -> None:
+    def publish(
+        self, phase: str, items: Iterable[tuple[float, dict[str, Any]]], packer: RecordWriter | None = None
+    ) -> None:
         """Publish ``(offset_s, reading)`` pairs in real time, a quarter second at a time, each reading
-        recorded in the ledger under ``phase``."""
+        recorded in the ledger under ``phase`` (packed by ``packer``, by default the producer's)."""
 
         def recorded() -> Iterator[tuple[float, dict[str, Any]]]:
             for offset, reading in items:
@@ -195,7 +230,7 @@ class Scenario:
                     self.ledger.append((phase, reading))
                 yield offset, reading
 
-        self._record(publish(recorded(), self._publisher(), Packer(), pace=True, linger_ms=250))
+        self._record(publish(recorded(), self._publisher(), packer or Packer(), pace=True, linger_ms=250))
 
     def _publisher(self) -> Publisher:
         e = self.system.endpoints

@@ -187,6 +187,22 @@ def check_readings(
     return check
 
 
+def check_each_entity(
+    client: QueryClient, ledger: Ledger, entities: Sequence[str], from_ms: int, to_ms: int, *, bucket: Bucket, name: str
+) -> Check:
+    """Each entity's range read page by page (:func:`check_readings`), as one check: the first that differs
+    names its entity."""
+    check = Check(f"{name}: each entity's readings", _entity("{entity_id}", "readings"))
+    for entity in entities:
+        one = check_readings(client, ledger, entity, from_ms, to_ms, bucket=bucket)
+        check.latencies_ms += one.latencies_ms
+        if one.difference is not None and check.difference is None:
+            check.difference = f"{entity}: {one.difference}"
+    readings = len(expected_readings(ledger, None, from_ms, to_ms))
+    check.summary = f"{readings:,} readings of {len(entities):,} entities in {len(check.latencies_ms):,} request(s)"
+    return check
+
+
 def check_latest(client: QueryClient, ledger: Ledger, entity: str) -> Check:
     check = Check(f"{entity} latest", _entity(entity, "latest"))
     if (body := check.get(client, {})) is not None:

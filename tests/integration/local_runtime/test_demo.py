@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ import pytest
 
 from local_runtime import LocalFaults
 from local_runtime.demo import DemoOptions, run_demo
-from local_runtime.demo_report import HOT_SENSOR, render
+from local_runtime.demo_report import HOT_SENSOR, SPARSE_PHASE, render
 
 pytestmark = pytest.mark.integration
 
@@ -73,25 +74,12 @@ def test_a_small_demo_splits_the_hot_sensor_and_accounts_for_every_reading(fault
     assert 1 <= post["sub_shard_keys"] <= max(c["to_sub_shards"] for c in hot_changes)
     assert report["placement"]["misplaced"] == 0 and report["placement"]["checked"] == readings["written"]
     _assert_the_rollups(report)
+    _assert_the_sparse_fleet(report, options)
     if not faults:
         _assert_the_rotation(report)
     else:
         assert report["rotation"]["status"] == "not run" and report["design"]["table_period"] is None
-    # And every query answer through HTTP equals what was published, the full range holding both phases
-    queries = report["queries"]
-    assert queries["all_equal"] is True and queries["signed"] is False
-    names = [c["name"] for c in queries["checks"]]
-    assert names == [
-        f"{HOT_SENSOR} readings, paged",
-        f"{HOT_SENSOR} latest",
-        f"{HOT_SENSOR} aggregates per 1m",
-        "cross-entity /readings, first page",
-        f"{HOT_SENSOR} aggregates per 1m, from rollups",
-        "every entity aggregates per 1m, from rollups",
-    ]
-    hot_published = sum(p["sensor_alpha_001_readings"] for p in readings["phases"])
-    assert queries["checks"][0]["summary"].startswith(f"{hot_published:,} readings")
-    assert all(c["latency_ms"]["max"] > 0 for c in queries["checks"])
+    _assert_the_queries(report, options)
     # And the picture was drawn, the report is on disk, progress went to the progress stream
     picture = Path(report["partition_load_picture"]["path"])
     assert picture.read_bytes()[:4] == b"\x89PNG"
@@ -104,6 +92,29 @@ def test_a_small_demo_splits_the_hot_sensor_and_accounts_for_every_reading(fault
         assert runtime["invocation_errors_injected"] > 0
         assert runtime["write_faults"][0]["throttled"] >= 2
         assert runtime["write_faults"][0]["items_held_back"] > 0
+
+
+def _assert_the_queries(report: dict[str, Any], options: DemoOptions) -> None:
+    readings = report["readings"]
+    # And every query answer through HTTP equals what was published, the full range holding both phases
+    queries = report["queries"]
+    assert queries["all_equal"] is True and queries["signed"] is False
+    names = [c["name"] for c in queries["checks"]]
+    assert names[:8] == [
+        f"{HOT_SENSOR} readings, paged",
+        f"{HOT_SENSOR} latest",
+        f"{HOT_SENSOR} aggregates per 1m",
+        "cross-entity /readings, first page",
+        f"{HOT_SENSOR} aggregates per 1m, from rollups",
+        "every entity aggregates per 1m, from rollups",
+        f"{SPARSE_PHASE}: each entity's readings",
+        "every entity aggregates per 1h, from rollups",
+    ]
+    assert len(names) == 8 + options.sparse_aggregate_entities
+    assert all(n.startswith("sparse-") and n.endswith(" aggregates per 1h, from rollups") for n in names[8:])
+    hot_published = sum(p["sensor_alpha_001_readings"] for p in readings["phases"])
+    assert queries["checks"][0]["summary"].startswith(f"{hot_published:,} readings")
+    assert all(c["latency_ms"]["max"] > 0 for c in queries["checks"])
 
 
 def _assert_the_rejects_and_the_agents(report: dict[str, Any], faults: str) -> None:
@@ -156,6 +167,39 @@ def _assert_the_rotation(report: dict[str, Any]) -> None:
     assert "rotation: hour tables" in render(report)
 
 
+def _assert_the_sparse_fleet(report: dict[str, Any], options: DemoOptions) -> None:
+    # The sparse fleet's readings: each entity a reading every 15 s for a minute, published while the demo
+    # awaited the split, all stored, compacted once the streams drained, and read back through the API
+    (phase,) = [p for p in report["readings"]["phases"] if p["phase"] == SPARSE_PHASE]
+    each_sends = options.sparse_s / options.sparse_period_s
+    assert options.sparse_entities * math.floor(each_sends) <= phase["readings"]
+    assert phase["readings"] <= options.sparse_entities * math.ceil(each_sends)
+    compaction = report["compaction"]
+    assert report["checks"]["write_tier_compacted"] is True and compaction["readings_compacted"] >= phase["readings"]
+    assert compaction["of_them_compacted"] == compaction["write_tier_readings_due"] >= phase["readings"]
+    # Its cost, by tier and beside the dense sensors' and the hot sensor's, from what the scans found:
+    # group items and compacted blocks, under the bound the demo measured
+    cost = report["write_cost"]
+    assert set(cost["shapes"]) == {"dense sensors", "hot sensor", "sparse fleet"}
+    sparse = cost["shapes"]["sparse fleet"]
+    assert sparse["readings"] == phase["readings"] and report["checks"]["sparse_fleet_under_the_write_units_bound"]
+    assert sparse["reading_tiers"]["write_units_per_reading"] < cost["sparse_fleet_bound_write_units_per_reading"]
+    assert {"group items", "compacted blocks"} <= set(sparse["by_tier"])
+    assert all(cost["tiers"][tier]["items"] > 0 for tier in ("group items", "compacted blocks", "entity blocks"))
+    assert cost["tiers"]["rollup items"]["items"] > 0 and cost["tiers"]["control items"]["items"] > 0
+    # the hot sensor's blocks hold hundreds of readings: a fraction of the sparse fleet's cost a reading
+    hot = cost["shapes"]["hot sensor"]["reading_tiers"]["write_units_per_reading"]
+    assert hot < sparse["reading_tiers"]["write_units_per_reading"]
+    # And every sparse reading came back through the API, each entity's range after compaction; the fleet's
+    # totals over the sparse fleet's hours and a few of its entities' aggregates from rollups equal the ledger's
+    checks = {c["name"]: c for c in report["queries"]["checks"]}
+    each = checks[f"{SPARSE_PHASE}: each entity's readings"]
+    assert each["equal"] and each["summary"].startswith(f"{phase['readings']:,} readings of {options.sparse_entities}")
+    assert all(c["equal"] for name, c in checks.items() if "per 1h, from rollups" in name)
+    rendered = render(report)
+    assert "sparse fleet: " in rendered and "compaction: through " in rendered
+
+
 def _assert_the_rollups(report: dict[str, Any]) -> None:
     # The rollups, applied once the streams drained, answered the hot sensor's minutes and every
     # entity's with the published readings' figures, the hot sensor's beside what its raw read costs
@@ -164,7 +208,7 @@ def _assert_the_rollups(report: dict[str, Any]) -> None:
     rollups = report["rollups"]
     assert report["checks"]["rollups_applied"] is True and rollups["runs"] >= 1
     assert rollups["recomputed"].get("60000", 0) > 0 or rollups["failed_runs"] > 0
-    rolled = {c["path"]: c for c in report["queries"]["checks"] if c["name"].endswith("from rollups")}
+    rolled = {c["path"]: c for c in report["queries"]["checks"] if c["name"].endswith("per 1m, from rollups")}
     assert set(rolled) == {f"/entities/{HOT_SENSOR}/aggregates", "/aggregates"}
     assert (
         all(c["equal"] for c in rolled.values())

@@ -14,13 +14,18 @@ from keydesign import InvalidInput, Reading, ShardMap, item_size, parse_timestam
 from local_runtime.demo_report import (
     HOT_SENSOR,
     NOT_RUN,
+    SPARSE_WRITE_UNITS_BOUND,
     Block,
     DemoFacts,
+    Item,
     build_report,
+    compaction_section,
     cost,
     hot_keys_section,
+    newest_copies,
     partition_load,
     render,
+    write_cost,
 )
 from local_runtime.demo_scenario import invalid_readings
 
@@ -311,3 +316,94 @@ def test_each_agent_formats_readings_are_accounted_for_and_its_bad_reading_found
     # Without readings through an agent's format the section says so and adds no check
     assert report()["agent_formats"]["status"] == NOT_RUN
     assert "every_agent_format_stored_and_its_bad_reading_rejected" not in report()["checks"]
+
+
+def one(entity: str, ts: int, event: str) -> Reading:
+    return Reading.parse(reading(entity, event, ts))
+
+
+HOUR = "2026-11-22T07:00"
+SPARSE = [one(f"sparse-000{n}", T0 + 1_000 * n, f"s{n}") for n in (1, 2, 3)]
+DENSE = one("sensor-000001", T0 + 5, "d1")
+HISTORY = one("sensor-000002", T0 - 3_600_000, "old")  # before the story: in the tiers, in no shape
+
+
+def tiers_and_shapes(compacted_units: int) -> tuple[list[Block], list[Item], list[Item]]:
+    """A group item of three sparse readings, a dense sensor's and one of the history (1 unit, 400 bytes
+    billed); each sparse reading again in a compacted block; a dense mark; rollup marks, a rollup, a total
+    and the shard map in the control table."""
+    blocks = [Block("t", f"w#0001#{HOUR}", 1, 400, 5, (*SPARSE, DENSE, HISTORY))]
+    blocks += [Block("t", f"0003#{HOUR}#c", compacted_units, 100, 5, (r,)) for r in SPARSE]
+    marks = [Item(f"w#0001#{HOUR}", "!dense#sensor-000001", 50)]
+    control = [
+        Item("rollmark#p#2026-11-22T07:01#3", "60000#2026-11-22T07:00:00.000Z#sparse-0001", 80),
+        Item("rollup#p#60000#2026-11-22T07:00:00.000Z#5", "sparse-0002", 120),
+        Item("rollmark#p#start", "2026-11-22T07:00:00.000Z", 40),
+        Item("rollall#p#60000#2026-11-21T00:00:00.000Z", "2026-11-22T07:00:00.000Z", 90),
+        Item("shard_map", "shard_map", 2_000),
+    ]
+    return blocks, marks, control
+
+
+def test_write_cost_is_every_stored_item_by_tier_and_each_shapes_share_of_the_story() -> None:
+    blocks, marks, control = tiers_and_shapes(compacted_units=1)
+    figures = write_cost(
+        facts(blocks=blocks, dense_marks=marks, control=control, story_from_ms=T0), newest_copies(blocks)
+    )
+    # Then each tier holds its items once, over every stored reading (5)
+    tiers = figures["tiers"]
+    assert figures["readings"] == 5
+    assert (
+        tiers["group items"]["items"],
+        tiers["group items"]["write_units"],
+        tiers["group items"]["billed_bytes"],
+    ) == (1, 1, 500)
+    assert (tiers["compacted blocks"]["write_units"], tiers["compacted blocks"]["billed_bytes"]) == (3, 600)
+    assert (tiers["dense marks"]["items"], tiers["rollup items"]["items"], tiers["control items"]["items"]) == (1, 4, 1)
+    assert tiers["rollup items"]["write_units"] == 4 and tiers["control items"]["write_units"] == 2
+    assert tiers["entity blocks"] == {"items": 0, "write_units": 0, "billed_bytes": 0} | {
+        "write_units_per_reading": 0.0, "billed_bytes_per_reading": 0.0}  # fmt: skip
+    # And the sparse fleet pays 3/5 of the group item, its compacted blocks, its rollup mark and rollup
+    sparse = figures["shapes"]["sparse fleet"]
+    assert sparse["readings"] == 3
+    assert sparse["by_tier"]["group items"] == {"write_units_per_reading": 0.2, "billed_bytes_per_reading": 100.0}
+    assert sparse["by_tier"]["compacted blocks"] == {"write_units_per_reading": 1.0, "billed_bytes_per_reading": 200.0}
+    assert sparse["by_tier"]["rollup items"] == {"write_units_per_reading": 0.6667, "billed_bytes_per_reading": 133.3}
+    assert sparse["reading_tiers"]["write_units_per_reading"] == 1.2
+    assert sparse["write_units_per_reading"] == round((0.6 + 3 + 2) / 3, 4)
+    # And the dense sensors their share of the group item and their dense mark; the total, the start item
+    # and the shard map are no shape's; the history reading is in no shape
+    dense = figures["shapes"]["dense sensors"]
+    assert dense["readings"] == 1 and dense["by_tier"]["dense marks"]["write_units_per_reading"] == 1.0
+    assert dense["write_units_per_reading"] == 1.2 and set(figures["shapes"]) == {"sparse fleet", "dense sensors"}
+
+
+@pytest.mark.parametrize(("compacted_units", "verdict"), [(0, True), (1, False)])
+def test_the_sparse_fleet_must_stay_under_its_write_units_bound(compacted_units: int, verdict: bool) -> None:
+    # (0 units: what a compacted block of many readings would come to, a reading's share of it)
+    blocks, marks, control = tiers_and_shapes(compacted_units)
+    r = report(blocks=[*blocks, *facts().blocks], dense_marks=marks, control=control, story_from_ms=T0)
+    assert (r["write_cost"]["shapes"]["sparse fleet"]["reading_tiers"]["write_units_per_reading"] < 0.8) is verdict
+    assert r["checks"]["sparse_fleet_under_the_write_units_bound"] is verdict
+    assert r["write_cost"]["sparse_fleet_bound_write_units_per_reading"] == SPARSE_WRITE_UNITS_BOUND
+    assert "sparse fleet: 3 readings" in render(r)
+
+
+def test_a_write_tier_reading_of_a_compacted_hour_missing_from_the_compacted_blocks_fails_its_check() -> None:
+    blocks, _, _ = tiers_and_shapes(compacted_units=1)
+    run = {"runs": 1, "through": "2026-11-22T08:00:00.000Z", "compacted_blocks_written": 3, "readings_compacted": 3}
+    # The history reading's hour (06:00) is compacted too, and its reading is in no compacted block
+    section, compacted = compaction_section(run, blocks)
+    assert (section["write_tier_readings_due"], section["of_them_compacted"], compacted) == (5, 3, False)
+    history = Block("t", "0001#2026-11-22T06:00#c", 1, 100, 5, (HISTORY, DENSE))
+    section, compacted = compaction_section(run, [*blocks, history])
+    assert (section["of_them_compacted"], compacted) == (5, True)
+    # And a reading whose newest copy is an entity block's (a redelivery written as a block) is not due
+    newer = Block("t", "0001#2026-11-22T06:00", 1, 100, 6, (HISTORY,))
+    section, compacted = compaction_section(run, [*blocks, newer])
+    assert (section["write_tier_readings_due"], section["of_them_compacted"], compacted) == (4, 3, False)
+    older = Block("t", "0001#2026-11-22T06:00", 1, 100, 4, (HISTORY,))
+    assert compaction_section(run, [*blocks, older])[0]["write_tier_readings_due"] == 5
+    # And an hour past the watermark is not due yet; a step that did not run fails the check
+    assert compaction_section({**run, "through": "2026-11-22T07:00:00.000Z"}, blocks)[0]["write_tier_readings_due"] == 1
+    assert compaction_section({"status": NOT_RUN, "reason": "x"}, blocks) == ({"status": NOT_RUN, "reason": "x"}, False)

@@ -23,9 +23,17 @@ def run(minute: str, recomputed: dict[str, int], steps: int = 1) -> dict[str, An
             "recomputed": recomputed, "raw_items_read": 10 * steps}  # fmt: skip
 
 
-def observe(answers: list[dict[str, Any] | None]) -> Observer:
-    observer = Observer.__new__(Observer)  # no system: only the rollup schedule is read
-    observer.system = SimpleNamespace(schedule_of=lambda _: ScriptedSchedule(answers))  # type: ignore[assignment]
+def observe(answers: list[dict[str, Any] | None], totals: list[int | None] | None = None) -> Observer:
+    """An observer of the scripted runs; ``totals``: the totals watermark its state item holds after each
+    run that reached the watermark (None: it keeps none, as before rollups from compaction)."""
+    observer = Observer.__new__(Observer)  # no system: only the rollup schedule and its clock are read
+    observer.system = SimpleNamespace(  # type: ignore[assignment]
+        schedule_of=lambda _: ScriptedSchedule(answers),
+        functions=SimpleNamespace(rollup_clock_moved_ms=0),
+        config=SimpleNamespace(ingest_timeout_s=120),
+    )
+    script = list(totals or [None] * 20)
+    observer.rollup_totals_through = lambda: script.pop(0)  # type: ignore[method-assign]
     return observer
 
 
@@ -47,3 +55,13 @@ def test_a_step_that_never_reaches_the_wall_clock_says_not_run() -> None:
     answers: list[dict[str, Any] | None] = [run("00", {"60000": 1})] * 20
     summary = observe(answers).roll_up(THROUGH_MS + 60 * 60_000, lambda _: None)
     assert summary is not None and summary["status"] == "not run" and "20 runs" in summary["reason"]
+
+
+def test_a_totals_watermark_behind_moves_the_clock_on_until_it_passes_too() -> None:
+    # Given runs past the watermark whose totals' watermark lags twice, then passes
+    answers = [run("05", {"60000": 1})] * 3
+    observer = observe(answers, totals=[THROUGH_MS, THROUGH_MS, THROUGH_MS + 5 * 60_000])
+    summary = observer.roll_up(THROUGH_MS + 5 * 60_000, lambda _: None)
+    # Then it ran until both passed, moving the function's clock on by its settle time and a minute each time
+    assert summary is not None and summary["runs"] == 3 and summary["totals_through"] == "2026-11-22T07:05:00.000Z"
+    assert observer.system.functions.rollup_clock_moved_ms == 2 * (120_000 + 65_000)

@@ -12,6 +12,7 @@ from local_runtime.query_checks import (
     Check,
     api_reading,
     check_aggregates,
+    check_each_entity,
     check_latest,
     compare_aggregates,
     compare_readings,
@@ -163,3 +164,24 @@ def test_a_check_that_got_an_http_error_is_not_equal(status: int, equal: bool) -
     result = check.as_dict()
     assert result["equal"] is equal and result["requests"] == 1 and result["latency_ms"]["max"] >= 0
     assert (result["difference"] is None) if equal else "HTTP 502" in result["difference"]
+
+
+@pytest.mark.parametrize(
+    ("b_answers", "difference"),
+    [(["e2", "e5"], None), (["e2"], "b: 1 readings instead of 2 (1 missing, 0 unexpected)")],
+)
+def test_each_entitys_range_is_one_check_that_names_the_first_entity_that_differs(
+    b_answers: list[str], difference: str | None
+) -> None:
+    # Given the API answering entity a's range whole, and entity b's whole or without a reading
+    def page(events: list[str]) -> dict[str, Any]:
+        items = [r for r in expected_readings(LEDGER, None, T0, T0 + 120_000) if r["event_id"] in events]
+        return {"items": sorted(items, key=lambda r: (r["timestamp"], r["event_id"])), "next_cursor": None}
+
+    api = _Api(
+        {("/entities/a/readings", ""): page(["e4", "e0", "e1", "e3"]), ("/entities/b/readings", ""): page(b_answers)}
+    )
+    check = check_each_entity(api, LEDGER, ["a", "b"], T0, T0 + 120_000, bucket=Bucket.parse("1h"), name="fleet")  # type: ignore[arg-type]
+    # Then one check reads both, and says which entity differs
+    assert check.difference == difference and check.name == "fleet: each entity's readings"
+    assert check.summary == "6 readings of 2 entities in 2 request(s)" and len(check.latencies_ms) == 2

@@ -388,8 +388,9 @@ class Observer:
         and its totals' watermark (``totals_through`` of its state item, where it keeps one) too: with the
         streams drained, every minute it closes is closed in fact. Its last run's summary and the work
         of every run (a run can do its work and still fail: an injected invoke error; its figures are unseen).
-        The totals' watermark moves once the function's own has passed the minute it read compaction's in, so
-        while it lags the function's clock is moved on by its settle time and a minute before the next run."""
+        The totals' watermark moves once the function's own has passed the minute compaction moved its
+        watermark in (its clock is set ahead of compaction's for that), and should it still lag, the
+        function's clock is moved on by its settle time and a minute before the next run."""
         if (schedule := self.system.schedule_of(LambdaFunction.ROLLUP)) is None:
             return None
         say(f"running the rollup function until its watermark passes {format_ts(through_ms)}")

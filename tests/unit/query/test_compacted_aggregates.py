@@ -308,3 +308,25 @@ def test_a_sparse_devices_hourly_day_costs_its_absent_rollups_and_its_compacted_
     assert counting.calls == {"compacted": calls}
     assert (got.cost.queries, got.cost.read_units) == (calls, units)
     assert want.cost.read_units == raw_units  # without occupancy records: every block partition read
+
+
+@pytest.mark.parametrize(("bucket", "answered"), [("1h", False), ("1d", True)])
+def test_a_sparse_devices_daily_aggregates_of_30_days_read_its_compacted_hours(bucket: str, answered: bool) -> None:
+    """No per-entity day rollup for compaction's hours: 30 days of a seed 003 device read its compacted
+    partitions, one Query each, within the request's 200 calls with 1-day buckets (30), not with the
+    default 1-hour ones (720: refused, naming where to split, as docs/query.md says)."""
+    world = _world(Layout.from_settings(kind="hybrid", bucket=bucket, table_prefix=PREFIX), page_items=None)
+    start, days = T0 - 29 * DAY, 30
+    readings = [Reading(ENTITY, f"e{n}", start + n * 259_000, {"value": 20}) for n in range(days * DAY // 259_000)]
+    for hour in range(start, start + days * DAY, HOUR):
+        world.compacted(hour, [(1, [r for r in readings if hour <= r.ts_ms < hour + HOUR])])
+    world.watermark.through = T0 + DAY
+    world.state(T0 + DAY + 2 * MINUTE, T0 + DAY)
+    rolled, counting = world.service(rollups=True)
+    if not answered:
+        with pytest.raises(ScanLimitExceeded, match="200 Query calls"):
+            rolled.aggregates(ENTITY, TimeRange(start, T0 + DAY), DAY)
+        return
+    got = rolled.aggregates(ENTITY, TimeRange(start, T0 + DAY), DAY)
+    assert isinstance(got, AggregateSeries) and got.readings == len(readings)
+    assert counting.calls == {"compacted": days} and got.cost.read_units <= days * 1.5

@@ -21,7 +21,7 @@ from archives.readings import read_readings
 from client import QueryClient
 from infra.config import Context, LambdaFunction, load_cdk_json_context
 from keydesign import Reading, format_ts, parse_timestamp
-from keydesign.rollup import STATE_PK
+from keydesign.rollup import STATE_PK, redo_pk
 from keydesign.writetier import DENSE_MARK_PREFIX, SLICE_MS, state_key
 from local_runtime import query_checks as q
 from local_runtime.demo_report import (
@@ -255,7 +255,7 @@ def _play(system: LocalSystem, options: DemoOptions, say: Say, timings: dict[str
         )
 
     facts = timed("verify", count)
-    facts.rollups = timed("rollups", lambda: observer.roll_up(story_end, say))
+    facts.rollups = timed("rollups", lambda: observer.roll_up_and_redo(story_end, say))
     facts.control = observer.control_items()
     checked = options.sparse_aggregate_entities
     facts.queries = timed("queries", lambda: observer.queries(facts.ledger, boundary, say, sparse_checked=checked))
@@ -412,6 +412,35 @@ class Observer:
                 return {**summary, **work, **({"totals_through": format_ts(totals)} if totals is not None else {})}
             self.system.functions.rollup_clock_moved_ms += self.system.config.ingest_timeout_s * 1000 + 65_000
         return {"status": "not run", "reason": f"not through {format_ts(through_ms)} in 20 runs", "last": summary}
+
+    def roll_up_and_redo(self, through_ms: int, say: Say) -> dict[str, Any] | None:
+        """:meth:`roll_up`; then, while the rollup function has asked compaction to redo an hour (a late
+        reading of an entity compaction had counted: docs/rollups.md, "Two owners"), a compaction run (it
+        runs every 5 minutes in the stack) and the rollup function again, so the figures checked are the
+        settled ones, not the minutes between the two functions."""
+        summary = self.roll_up(through_ms, say)
+        schedule = self.system.schedule_of(LambdaFunction.COMPACTION)
+        redone = 0
+        for _ in range(3):  # bounded: a redo asks for no other
+            asked = self.redo_requests()
+            if not asked or schedule is None or summary is None:
+                break
+            say(f"compaction redoes {asked} hour(s) the rollup function asked for; the rollup function again")
+            schedule.run_once()
+            redone += asked
+            summary = self.roll_up(through_ms, say)
+        return None if summary is None else {**summary, "redo_requests": redone}
+
+    def redo_requests(self) -> int:
+        """The redo requests waiting in the control table."""
+        pk = redo_pk(self.system.config.layout().table_prefix)
+        response = self.dynamodb.query(
+            TableName=self.endpoints.control_table,
+            KeyConditionExpression="pk = :pk",
+            ExpressionAttributeValues={":pk": {"S": pk}},
+            Select="COUNT",
+        )
+        return int(response.get("Count", 0))
 
     def rollup_totals_through(self) -> int | None:
         """The rollup function's totals watermark (``totals_through`` in its state item), None where it keeps none."""

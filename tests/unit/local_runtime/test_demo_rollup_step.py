@@ -5,6 +5,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
+from infra.config import LambdaFunction
 from local_runtime.demo import Observer
 
 
@@ -65,3 +66,20 @@ def test_a_totals_watermark_behind_moves_the_clock_on_until_it_passes_too() -> N
     # Then it ran until both passed, moving the function's clock on by its settle time and a minute each time
     assert summary is not None and summary["runs"] == 3 and summary["totals_through"] == "2026-11-22T07:05:00.000Z"
     assert observer.system.functions.rollup_clock_moved_ms == 2 * (120_000 + 65_000)
+
+
+def test_a_redo_the_rollup_function_asked_for_is_run_and_the_rollups_applied_again() -> None:
+    # Given a rollup run that asks compaction for a redo (a late reading of an entity compaction counted)
+    rollups = [run("05", {"60000": 1}), run("05", {"60000": 3})]
+    compaction_runs: list[int] = []
+    observer = observe(rollups)
+    schedules = {"rollup": ScriptedSchedule(rollups)}
+    compaction = SimpleNamespace(run_once=lambda: compaction_runs.append(1))
+    observer.system.schedule_of = lambda name: compaction if name == LambdaFunction.COMPACTION else schedules["rollup"]
+    waiting = [1, 0]
+    observer.redo_requests = lambda: waiting.pop(0)  # type: ignore[method-assign]
+    # When the demo's rollup step runs
+    summary = observer.roll_up_and_redo(THROUGH_MS + 5 * 60_000, lambda _: None)
+    # Then compaction ran once for the redo and the rollup function again after it
+    assert compaction_runs == [1] and summary is not None and summary["redo_requests"] == 1
+    assert summary["recomputed"] == {"60000": 3} and not rollups

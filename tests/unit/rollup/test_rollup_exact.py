@@ -37,11 +37,12 @@ from adapters.retry import Deadline
 from adapters.rollup_store import RollupStore
 from adapters.shard_map_source import StaticShardMap
 from benchmarks.memory_dynamo import MemoryDynamo as FakeDynamo
+from benchmarks.memory_dynamo import MemoryReader
 from benchmarks.tier_items import TierWriter
 from compaction.logic import CompactionRunner, StateStore
 from keydesign import Layout, Reading, ShardMap, format_ts, parse_timestamp
 from keydesign.rollup import Figures, Granularities, floor_to, hottest_rollup_keys
-from keydesign.writetier import DENSE_READINGS, SLICE_MS, CompactionState, WriteTier, in_write_tier
+from keydesign.writetier import DENSE_READINGS, SLICE_MS, CompactionState, EarlierGroups, WriteTier, in_write_tier
 from query.aggregate import interval_of
 from query.cursor import CursorCodec
 from query.logic import QueryService
@@ -79,12 +80,113 @@ readings = st.tuples(st.sampled_from(ENTITIES), offsets, st.sampled_from(("e1", 
 batches = st.builds(Batch, st.integers(0, 90), st.lists(readings, min_size=1, max_size=6).map(tuple), st.booleans())
 
 
+# The rollup function's own world (blocks and marks in memory, the compaction watermark a field): the
+# other rollup tests build on it. The property test below runs the whole system (:class:`System`).
+@dataclass
+class World:
+    layout: Layout
+    reader: MemoryReader
+    db: FakeDynamo
+    store: RollupStore
+    runner: RollupRunner
+    now: int = T0
+    writer: TierWriter | None = None
+    #: The compaction watermark (the end of the last hour compacted), as the runner reads it.
+    through: int = 0
+    #: The group count ingest writes with before CHANGE_AT (another one than the runner's 2: a change of G).
+    first_groups: int = 2
+    #: When ``through`` last moved.
+    advanced_at: int = 0
+
+    def state(self) -> CompactionState:
+        """The state as compaction records it: with a change of G, the earlier G may hold the hours of
+        every reading written before it (up to 90 minutes after T0)."""
+        earlier = () if self.first_groups == 2 else (EarlierGroups(self.first_groups, T0 + 2 * SLICE_MS),)
+        return CompactionState(self.through, 2, earlier, advanced_at=self.advanced_at)
+
+    def consistent(self) -> CompactionState:
+        return self.state()
+
+    def compact(self) -> None:
+        """Compact every hour that has settled (ingest's timeout and a minute after it ended)."""
+        if self.writer is None:
+            return
+        hour = self.through or floor_to(T0 - 2 * SLICE_MS, SLICE_MS)
+        while hour + SLICE_MS + SETTLE <= self.now:
+            for table, item in self.writer.compact(hour):
+                self.reader.add_item(table, item)
+            hour += SLICE_MS
+            self.through, self.advanced_at = hour, self.now
+
+
+def build(period: str | None, split: bool, tiered: bool = False, changed: bool = False) -> World:
+    layout = Layout.from_settings(kind="hybrid", bucket="15m", table_prefix="readings", table_period=period)
+    shard_map = ShardMap.initial(layout.bucket, 3)
+    if split:  # hot-1 gets 4 partitions of its own from 45 minutes in
+        shard_map = shard_map.with_entity("hot-1", 4, T0 + 45 * MINUTE, now_ms=T0 - 3_600_000)
+    db = FakeDynamo()
+    store = RollupStore(db, BatchWriter(db, concurrency=2), "control", "readings", retention_ms=30 * 86_400_000)
+    world = World(layout, MemoryReader(page_items=3), db, store, None)  # type: ignore[arg-type]
+    world.runner = RollupRunner(
+        layout=layout,
+        shard_maps=StaticShardMap(shard_map),
+        reader=world.reader,
+        store=store,
+        granularities=LEVELS,
+        lateness_ms=LATENESS,
+        settle_ms=SETTLE,
+        concurrency=2,
+        clock_ms=lambda: world.now,
+        write_tier=WriteTier(2) if tiered else None,
+        watermark=world,
+    )
+    if tiered:
+        world.writer = TierWriter(layout, WriteTier(2), shard_map, 30 * 86_400_000)
+        world.first_groups = 3 if changed else 2
+    world.shard_map = shard_map  # type: ignore[attr-defined]
+    return world
+
+
+Raw = dict[tuple[str, int, str], tuple[int, int | float]]
+
+
+def ingest(world: World, batch: Batch, version: int, raw: Raw, stamp: int | None) -> None:
+    """What ingest does with one batch: its readings as blocks of ``version``, then the marks (``stamp``
+    None: the marks' write failed, so none are stored). ``raw`` keeps each reading's newest version."""
+    entries = [
+        (Reading(entity_id=entity, event_id=event_id, ts_ms=T0 + offset, measures={"v": value}), version)
+        for entity, offset, event_id, value in batch.readings
+    ]
+    if world.writer is not None:
+        world.writer.tier = WriteTier(world.first_groups if world.now < CHANGE_AT else 2)
+        for table, item in world.writer.ingest(entries, world.now):
+            world.reader.add_item(table, item)
+    else:
+        world.reader.store(world.layout, world.shard_map, entries)  # type: ignore[attr-defined]
+    for entity, offset, event_id, value in batch.readings:
+        held = raw.get((entity, T0 + offset, event_id))
+        if held is None or version >= held[0]:  # within a batch, the later entry wins
+            raw[(entity, T0 + offset, event_id)] = (version, value)
+    if stamp is None:
+        return
+    marks = marks_of(stamp, LEVELS.finest, [(e, T0 + o) for e, o, _, _ in batch.readings])
+    world.store.write([world.store.mark_write(m) for m in marks], Deadline.never())
+
+
+def expected(raw: Raw, level: int, entity: str | None) -> dict[int, Figures]:
+    out: dict[int, Figures] = {}
+    for (e, ts, _), (_, value) in sorted(raw.items()):
+        if entity is None or e == entity:
+            out.setdefault(floor_to(ts, level), Figures()).add({"v": value})
+    return out
+
+
 PREFIX = "readings"
 RETENTION_MS = 30 * 86_400_000
 
 
 @dataclass
-class World:
+class System:
     layout: Layout
     shard_map: ShardMap
     db: FakeDynamo
@@ -130,7 +232,7 @@ class World:
         assert report.error is None and not report.corrupt, report.summary()
 
 
-def build(period: str | None, split: bool, tiered: bool = False, changed: bool = False) -> World:
+def build_system(period: str | None, split: bool, tiered: bool = False, changed: bool = False) -> System:
     layout = Layout.from_settings(kind="hybrid", bucket="15m", table_prefix=PREFIX, table_period=period)
     shard_map = ShardMap.initial(layout.bucket, 3)
     if split:  # hot-1 gets 4 partitions of its own from 45 minutes in
@@ -164,7 +266,7 @@ def build(period: str | None, split: bool, tiered: bool = False, changed: bool =
         write_tier=tier,
         **({"watermark": watermark} if tiered else {}),
     )
-    world = World(layout, shard_map, db, store, runner, service)
+    world = System(layout, shard_map, db, store, runner, service)
     runner._clock_ms = lambda: world.now
     service._clock_ms = lambda: world.now
     if tiered:
@@ -175,10 +277,7 @@ def build(period: str | None, split: bool, tiered: bool = False, changed: bool =
     return world
 
 
-Raw = dict[tuple[str, int, str], tuple[int, int | float]]
-
-
-def ingest(world: World, batch: Batch, version: int, raw: Raw, stamp: int | None) -> list[tuple[str, int]]:
+def ingest_system(world: System, batch: Batch, version: int, raw: Raw, stamp: int | None) -> list[tuple[str, int]]:
     """What ingest does with one batch: its readings (with the write tier: group items, dense marks,
     blocks) of ``version``, then the marks of the readings written as blocks (``stamp`` None: the marks'
     write failed, so none are stored). ``raw`` keeps each reading's newest version. Returns what is
@@ -214,14 +313,6 @@ def ingest(world: World, batch: Batch, version: int, raw: Raw, stamp: int | None
     return marked
 
 
-def expected(raw: Raw, level: int, entity: str | None) -> dict[int, Figures]:
-    out: dict[int, Figures] = {}
-    for (e, ts, _), (_, value) in sorted(raw.items()):
-        if entity is None or e == entity:
-            out.setdefault(floor_to(ts, level), Figures()).add({"v": value})
-    return out
-
-
 def shown(figures: dict[int, Figures]) -> dict[str, dict[str, object]]:
     """Figures as the query function shows them, by interval start (intervals with readings)."""
     return {
@@ -254,7 +345,7 @@ def test_every_rollup_equals_its_raw_readings(  # noqa: PLR0917 - Hypothesis pas
 ) -> None:
     # Given a world, and batches and runs in time order (a lost-marks batch is redelivered 3 minutes later);
     # with the write tier, maybe written with 3 groups before CHANGE_AT and with the runner's 2 after it
-    world = build(period, split, tiered, changed)
+    world = build_system(period, split, tiered, changed)
     # A batch's version is its place in publication (arrival) order; a redelivery keeps its batch's.
     events: list[tuple[int, int, object, int]] = []
     for version, batch in enumerate(sorted(batches, key=lambda b: b.arrival)):
@@ -278,7 +369,7 @@ def test_every_rollup_equals_its_raw_readings(  # noqa: PLR0917 - Hypothesis pas
             world.db.__dict__.pop("batch_write_item", None)
             continue
         assert isinstance(batch, Batch)
-        marked = ingest(world, batch, version, raw, None if batch.marks_lost else world.now)
+        marked = ingest_system(world, batch, version, raw, None if batch.marks_lost else world.now)
         if batch.marks_lost:
             continue
         for entity, ts in marked:
@@ -308,7 +399,7 @@ def test_every_rollup_equals_its_raw_readings(  # noqa: PLR0917 - Hypothesis pas
     assert report.lag_ms < 3 * MINUTE
 
 
-def check_answers(world: World, raw: Raw, stale: set[tuple[str, int]]) -> None:
+def check_answers(world: System, raw: Raw, stale: set[tuple[str, int]]) -> None:
     """Every interval of every level the query function answers over the workload's span, per entity
     (from rollups and compaction's figures: ``source`` rollups) and across entities (the totals, reached
     to the end), equals the raw figures, but the intervals holding a stale minute."""
@@ -337,7 +428,7 @@ def check_answers(world: World, raw: Raw, stale: set[tuple[str, int]]) -> None:
                 assert got.get(start) == everything.get(start), (level, start)
 
 
-def fail_after(world: World, calls: int) -> None:
+def fail_after(world: World | System, calls: int) -> None:
     """BatchWriteItem succeeds ``calls`` times, then the run dies (until the wrapper is removed)."""
     real = world.db.batch_write_item
     left = [calls]

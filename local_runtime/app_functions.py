@@ -61,6 +61,8 @@ class AppFunctions:
         #: How far the rollup function's clock has been moved on beyond ``rollup_ahead_s``: the demo moves
         #: it, once publishing has stopped, instead of waiting out real minutes.
         self.rollup_clock_moved_ms = 0
+        #: The same for the compaction function's clock beyond ``compaction_ahead_s``.
+        self.compaction_clock_moved_ms = 0
         self._lock = threading.Lock()
 
     def name(self, function: LambdaFunction | str) -> str:
@@ -178,9 +180,9 @@ class AppFunctions:
 
         return build
 
-    @staticmethod
-    def compaction_build(ahead_s: float) -> Build | None:
-        """The compaction function's handler on a clock ``ahead_s`` ahead of the wall clock (None: the module's)."""
+    def compaction_build(self, ahead_s: float) -> Build | None:
+        """The compaction function's handler on a clock ``ahead_s`` (and :attr:`compaction_clock_moved_ms`)
+        ahead of the wall clock (None: the module's)."""
         if not ahead_s:
             return None
         ahead_ms = int(ahead_s * 1000)
@@ -189,7 +191,8 @@ class AppFunctions:
             from compaction.logic import CompactionRunner  # noqa: PLC0415 - after the environment is set
 
             runner = CompactionRunner.from_settings(
-                module.SETTINGS, clock_ms=lambda: time.time_ns() // 1_000_000 + ahead_ms
+                module.SETTINGS,
+                clock_ms=lambda: time.time_ns() // 1_000_000 + ahead_ms + self.compaction_clock_moved_ms,
             )
             return module.create_handler(runner), [runner]
 

@@ -76,10 +76,14 @@ def test_a_redo_the_rollup_function_asked_for_is_run_and_the_rollups_applied_aga
     schedules = {"rollup": ScriptedSchedule(rollups)}
     compaction = SimpleNamespace(run_once=lambda: compaction_runs.append(1))
     observer.system.schedule_of = lambda name: compaction if name == LambdaFunction.COMPACTION else schedules["rollup"]
+    observer.system.options = SimpleNamespace(rollup_ahead_s=400.0, compaction_ahead_s=100.0)
     waiting = [1, 0]
     observer.redo_requests = lambda: waiting.pop(0)  # type: ignore[method-assign]
     # When the demo's rollup step runs
     summary = observer.roll_up_and_redo(THROUGH_MS + 5 * 60_000, lambda _: None)
-    # Then compaction ran once for the redo and the rollup function again after it
+    # Then compaction ran once for the redo, on the rollup function's clock (its re-marks' minute still
+    # open), and the rollup function again after it, its clock moved past that minute
     assert compaction_runs == [1] and summary is not None and summary["redo_requests"] == 1
-    assert summary["recomputed"] == {"60000": 3} and not rollups
+    assert observer.system.functions.compaction_clock_moved_ms == 300_000
+    assert observer.system.functions.rollup_clock_moved_ms == 120_000 + 65_000
+    assert summary["recomputed"] == {"60000": 4} and summary["runs"] == 2 and not rollups  # both runs summed

@@ -50,9 +50,14 @@ readings = st.fixed_dictionaries(
         "entity_id": st.from_regex(r"[A-Za-z0-9._:@+=/-]{1,40}", fullmatch=True),
         "timestamp": st.integers(min_value=1_000_000_000_000, max_value=4_000_000_000_000),
         "measures": st.dictionaries(names, numbers, min_size=1, max_size=5),
-        # the characters line protocol escapes, often, among any others
+        # the characters line protocol escapes, often, among any others but lone surrogates (no reading
+        # holds one: Reading.parse refuses a string UTF-8 cannot encode, and so do the OTLP messages)
         "dimensions": st.dictionaries(
-            names, st.text(st.one_of(st.sampled_from(',= \\"\n\r\t#'), st.characters()), max_size=30), max_size=4
+            names,
+            st.text(
+                st.one_of(st.sampled_from(',= \\"\n\r\t#'), st.characters(exclude_categories=("Cs",))), max_size=30
+            ),
+            max_size=4,
         ),
     }
 )

@@ -62,7 +62,7 @@ from __future__ import annotations
 import bisect
 import functools
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
@@ -78,6 +78,7 @@ from adapters.partition_reader import (
     DynamoPartitionReader,
     PageRequest,
     PartitionReader,
+    StoredBlock,
     decode,
     header_of,
 )
@@ -85,7 +86,7 @@ from adapters.retry import Deadline
 from adapters.rollup_store import ReadCount, RollupState, RollupStore
 from adapters.shard_map_source import ShardMapSource
 from adapters.shard_map_store import shard_map_source
-from keydesign import BlockError, Layout, Reading, format_ts
+from keydesign import BlockError, Layout, PartitionQuery, Reading, format_ts
 from keydesign.blocks import keep_newest
 from keydesign.periods import format_duration
 from keydesign.rollup import HOUR_MS, SLOT_MS, Figures, Granularities, Mark, RedoRequest, floor_to
@@ -437,25 +438,29 @@ class RollupRunner:
             write_tier=tier,
             compacted_through_ms=hour + HOUR_MS,
         )
-        now_s = self._clock_ms() // 1000
         counted = False
         for partition in (p for p in plan.partitions if p.kind == "compacted"):
-            request = PageRequest(partition, consistent=True, now_epoch_s=now_s)
-            while True:
-                page = self._reader.read_page(request)
-                cost.calls += 1
-                cost.items += page.scanned
-                cost.read_units += page.read_units
-                for block in page.blocks:
-                    header = header_of(partition, block)
-                    if header.last_ms >= hour and header.first_ms < hour + HOUR_MS:
-                        if block.rollups:
-                            return False
-                        counted = True
-                if page.next_key is None:
-                    break
-                request = replace(request, start_key=page.next_key)
+            for block in self._blocks(partition, cost):
+                header = header_of(partition, block)
+                if header.last_ms >= hour and header.first_ms < hour + HOUR_MS:
+                    if block.rollups:
+                        return False
+                    counted = True
         return counted
+
+    def _blocks(self, partition: PartitionQuery, cost: ReadCount) -> Iterator[StoredBlock]:
+        """Every stored item of ``partition`` (strongly consistent, expired ones left out), page by page,
+        each page's calls, items and read units counted in ``cost``."""
+        request = PageRequest(partition, consistent=True, now_epoch_s=self._clock_ms() // 1000)
+        while True:
+            page = self._reader.read_page(request)
+            cost.calls += 1
+            cost.items += page.scanned
+            cost.read_units += page.read_units
+            yield from page.blocks
+            if page.next_key is None:
+                return
+            request = replace(request, start_key=page.next_key)
 
     def _put(
         self,
@@ -548,21 +553,11 @@ class RollupRunner:
             earlier=compaction.earlier_for(self._write_tier),
         )
         copies: dict[tuple[str, int, str], tuple[int, Reading]] = {}
-        now_s = self._clock_ms() // 1000
         for partition in plan.partitions:
-            request = PageRequest(partition, consistent=True, now_epoch_s=now_s)
-            while True:
-                page = self._reader.read_page(request)
-                cost.calls += 1
-                cost.items += page.scanned
-                cost.read_units += page.read_units
-                for block in page.blocks:
-                    header = header_of(partition, block)  # a block wholly outside the range is not decoded
-                    if header.last_ms >= partition.from_ms and header.first_ms < partition.to_ms:
-                        keep_newest(copies, header.version, decode(partition, block, entity)[1])
-                if page.next_key is None:
-                    break
-                request = replace(request, start_key=page.next_key)
+            for block in self._blocks(partition, cost):
+                header = header_of(partition, block)  # a block wholly outside the range is not decoded
+                if header.last_ms >= partition.from_ms and header.first_ms < partition.to_ms:
+                    keep_newest(copies, header.version, decode(partition, block, entity)[1])
         figures = {start: Figures() for start in starts}
         for _, reading in copies.values():
             at = bisect.bisect_right(starts, reading.ts_ms) - 1

@@ -106,8 +106,10 @@ class AggregateSeries(_Model):
         description="Where the figures come from: rollups for the intervals they cover, raw readings after"
     )
     rollups_through: str | None = Field(
-        description="Every reading stored before this instant is in the rollups (null: no rollups); a reading "
-        "stored later, even one for an earlier interval, appears after the rollup function's next run"
+        description="Every reading stored before this instant is in the rollups and compaction's figures (null: "
+        "no rollups); with the write tier it trails the clock by compaction's lag (about an hour). A reading "
+        "stored later, even one for an earlier interval, appears after the rollup function's next run (a late "
+        "reading of an hour compaction counted: after compaction's next run too)"
     )
     reached: str | None = Field(
         None,

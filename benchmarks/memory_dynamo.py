@@ -83,10 +83,10 @@ class MemoryDynamo:
         """Every item stored (in ``table``)."""
         return [i for (t, _), rows in self.partitions.items() if table in (None, t) for i in rows.values()]
 
-    def expire(self, now_s: int) -> None:
-        """Delete the items whose ``expires_at`` has passed, as DynamoDB's TTL does."""
+    def expire(self, now_s: int, attribute: str = "expires_at") -> None:
+        """Delete the items whose TTL ``attribute`` has passed, as DynamoDB's TTL does."""
         for key, rows in list(self.partitions.items()):
-            expired = [sk for sk, item in rows.items() if int(item.get("expires_at", {"N": now_s})["N"]) < now_s]
+            expired = [sk for sk, item in rows.items() if int(item.get(attribute, {"N": now_s})["N"]) < now_s]
             for sk in expired:
                 del rows[sk]
             if not rows:

@@ -87,10 +87,7 @@ def decode(partition: PartitionQuery, block: StoredBlock, entity_id: str | None)
     A block's entity is not stored in it: ``entity_id`` names it and may not be None."""
     try:
         if partition.kind == "group":
-            header, readings = decode_group(block.payload)
-            if entity_id is not None:
-                readings = [reading for reading in readings if reading.entity_id == entity_id]
-            return header, readings
+            return decode_group(block.payload, entity_id)
         if entity_id is None:
             raise ValueError("a block's readings need the entity its key names")
         if block.legacy is not None and partition.kind == "blocks":

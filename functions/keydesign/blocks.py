@@ -559,10 +559,18 @@ def decode_block(
     return header, _readings(header, [entity_id] * header.count, body)
 
 
-def decode_group(payload: bytes) -> tuple[BlockHeader, list[Reading]]:
+def decode_group(payload: bytes, entity_id: str | None = None) -> tuple[BlockHeader, list[Reading]]:
     """The header and the readings of a write-tier group item, in stored order (time, entity,
     event id); :class:`BlockError` as :func:`decode_block`, and for an entity column that is not
-    valid entity ids, each reading's an index into them."""
+    valid entity ids, each reading's an index into them.
+
+    With ``entity_id``, only that entity's readings: the checksum and the header are checked as
+    always, and every column's type and length when the item lists the entity, but the readings
+    (their derived event ids are most of the work) and the checks of one reading (a measure, the
+    order) are made for its rows alone, and an item that does not list it is read no further than
+    its list of entities. A reader of
+    one device in a group's hour skips the other devices' readings; compaction, which reads every
+    reading, checks every item whole."""
     header = read_header(payload, group=True)
     body = _body(payload, header)
     if type(body) is not list or not 4 <= len(body) <= 6:
@@ -570,6 +578,8 @@ def decode_group(payload: bytes) -> tuple[BlockHeader, list[Reading]]:
     names, index = body[0], body[1]
     if type(names) is not list or not names or set(map(type, names)) != {str} or len(set(names)) != len(names):
         raise BlockError("b", "the entities are not a list of distinct strings")
+    if entity_id is not None and entity_id not in names:
+        return header, []
     for name in names:
         if not name or len(name) > ENTITY_ID_MAX or ID_PATTERN.match(name) is None:
             raise BlockError("b", f"the entity {name[:80]!r} is not an entity id")
@@ -577,12 +587,19 @@ def decode_group(payload: bytes) -> tuple[BlockHeader, list[Reading]]:
         raise BlockError("b", f"the entity column is not a list of the {header.count} readings' indexes")
     if min(index) < 0 or max(index) >= len(names):
         raise BlockError("b", "the entity column names an entity the item does not list")
-    return header, _readings(header, [names[i] for i in index], body[2:])
+    rows: Sequence[int] | None = None
+    if entity_id is not None:
+        wanted = names.index(entity_id)
+        rows = [row for row, named in enumerate(index) if named == wanted]
+    return header, _readings(header, [names[i] for i in index], body[2:], rows)
 
 
-def _readings(header: BlockHeader, entities: list[str], body: list[Any]) -> list[Reading]:
+def _readings(
+    header: BlockHeader, entities: list[str], body: list[Any], rows: Sequence[int] | None = None
+) -> list[Reading]:
     """The readings of a decoded body's columns (deltas, measures, event ids, dimensions), the
-    i-th of entity ``entities[i]``, checked as the module's description says."""
+    i-th of entity ``entities[i]``, checked as the module's description says; with ``rows``, those
+    readings only (every column is checked whole; their order among themselves)."""
     deltas, measures, ids, dimensions = [*body, None, None][:4]
     count = header.count
     times = _times(deltas, header)
@@ -596,7 +613,8 @@ def _readings(header: BlockHeader, entities: list[str], body: list[Any]) -> list
     event_ids = _event_ids(ids, count)
     out: list[Reading] = []
     previous: tuple[int, str, str] | None = None
-    for index, ts in enumerate(times):
+    for index in range(count) if rows is None else rows:
+        ts = times[index]
         reading_measures = measure_rows[index]
         if not reading_measures:
             raise BlockError("b", f"reading {index} of the block has no measure")

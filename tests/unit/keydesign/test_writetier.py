@@ -72,6 +72,26 @@ def test_any_damage_to_a_group_item_decodes_to_what_was_encoded_or_raises_block_
     assert len(decoded) == len(readings) and all(same(a, b) for a, b in zip(readings, decoded, strict=True))
 
 
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(readings=many_entities(), edits=mutations, entity=st.sampled_from([*ENTITIES, "not-in-any-item"]))
+def test_an_entitys_readings_of_a_group_item_are_its_readings_of_the_whole_item(
+    readings: list[Reading], edits: list[tuple[str, int, int]], entity: str
+) -> None:
+    """A reader of one entity decodes only its rows: the same readings, in the same order, as the
+    whole item has of it (none when the item does not list it), and damage still never decodes
+    into readings that were not written."""
+    payload = encode_group(readings, 7).payload
+    mine = [r for r in readings if r.entity_id == entity]
+    header, decoded = decode_group(payload, entity)
+    assert header.count == len(readings)
+    assert len(decoded) == len(mine) and all(same(a, b) for a, b in zip(mine, decoded, strict=True))
+    try:
+        _, decoded = decode_group(mutate(payload, edits), entity)
+    except BlockError:
+        return
+    assert len(decoded) == len(mine) and all(same(a, b) for a, b in zip(mine, decoded, strict=True))
+
+
 def test_a_block_reader_refuses_a_group_item_and_a_group_reader_a_block() -> None:
     one = Reading.parse({"entity_id": "a", "timestamp": T0, "measures": {"v": 1}})
     with pytest.raises(BlockError, match="format is 4, not a block"):

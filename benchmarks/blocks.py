@@ -54,6 +54,8 @@ from keydesign import (
     ttl_for,
     write_units,
 )
+from keydesign.capacity import STORAGE_OVERHEAD_BYTES
+from keydesign.legacy import legacy_item
 
 START_MS = parse_timestamp("2026-11-22T06:10:00Z")  # well inside an hour's bucket
 WINDOWS_S = (0, 1, 2, 5, 10, 20)
@@ -61,7 +63,6 @@ JITTER_MS = 1_000
 POLL_MS = 1_000
 PRODUCER_GROUPS = 256
 PAYLOAD_BYTES = 6 * 1024 * 1024 * 3 // 4  # of record data: the event carries it as base64
-ITEM_OVERHEAD_BYTES = 100
 #: Kinesis sequence numbers are 56-digit decimals: the version in a block header is that wide.
 SEQUENCE_BASE = 49_590_338_271_490_256_608_559_692_538_361_571_095_921_575_989_136_588_898
 HOT_SENSOR = "sensor-alpha-001"
@@ -195,19 +196,7 @@ class Outcome:
 
 def old_item(reading: Reading, deployment: Deployment) -> dict[str, object]:
     """The item one reading had before blocks (hybrid), as ``keydesign.build_item`` made it at b224d42."""
-    layout = deployment.layout
-    item: dict[str, object] = {
-        "pk": layout.partitions_of(reading.entity_id, reading.ts_ms, deployment.shard_map)[0],
-        "sk": layout.reading_key(reading.entity_id, reading.ts, reading.event_id),
-        "e": reading.entity_id,
-        "t": reading.ts,
-        "i": reading.event_id,
-        "m": dict(reading.measures),
-    }
-    if reading.dimensions:
-        item["d"] = dict(reading.dimensions)
-    item["ttl"] = ttl_for(reading, deployment.retention_ms)
-    return item
+    return legacy_item(reading, deployment.layout, deployment.shard_map, ttl_for(reading, deployment.retention_ms))
 
 
 def arrivals(
@@ -307,7 +296,7 @@ def account(fleet: Fleet, batches: Iterable[Batch], deployment: Deployment) -> O
             tally = outcome.tallies[arrival.reading.entity_id if arrival.reading.entity_id in hot else "fleet"]
             tally.readings += 1
             tally.item_units += write_units(arrival.item_bytes)
-            tally.item_bytes += arrival.item_bytes + ITEM_OVERHEAD_BYTES
+            tally.item_bytes += arrival.item_bytes + STORAGE_OVERHEAD_BYTES
             tally.latency_ms += batch.closes_ms - arrival.at_ms
             tally.latency_max_ms = max(tally.latency_max_ms, batch.closes_ms - arrival.at_ms)
             outcome.item_key_units[arrival.item_pk] += write_units(arrival.item_bytes) / batch.shard_span_s
@@ -316,7 +305,7 @@ def account(fleet: Fleet, batches: Iterable[Batch], deployment: Deployment) -> O
             tally = outcome.tallies[block.entity_id if block.entity_id in hot else "fleet"]
             tally.blocks += 1
             tally.block_units += block.write_units
-            tally.block_bytes += block.size + ITEM_OVERHEAD_BYTES
+            tally.block_bytes += block.size + STORAGE_OVERHEAD_BYTES
             outcome.key_units[block.key.pk] += block.write_units / batch.shard_span_s
             # a batch's puts land within the second after it closes: its units are that second's
             outcome.landed[block.key.pk, int(batch.closes_ms // 1_000)] += block.write_units

@@ -144,7 +144,7 @@ def event_records(payloads: list[tuple[str, bytes]]) -> list[dict[str, Any]]:
 
 
 def one_item_per_reading(layout: Layout, shard_map: ShardMap, reading: Reading) -> dict[str, Any]:
-    """The item a reading alone had before blocks (:func:`benchmarks.blocks.old_item`, 30 days of retention),
+    """The item a reading alone had before blocks (:func:`keydesign.legacy.legacy_item`, 30 days of retention),
     its measures as Decimal for boto3's resource layer: what the writers ingest is compared with put, one per
     reading."""
     item = old_item(reading, Deployment(layout, shard_map, RETENTION_MS, stream_shards=0, default_window_s=0))

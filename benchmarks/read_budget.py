@@ -29,7 +29,7 @@ cursors of ``/entities/{id}/readings`` over the day with pages of 1,000. Read
 units are DynamoDB's (the blocks' item sizes, 4 KB units, eventually
 consistent), as :class:`benchmarks.memory_dynamo.MemoryReader` reports them.
 Beside each, what the same readings cost stored one item per reading (the item
-a reading had before blocks, :func:`benchmarks.blocks.old_item`): at least their
+a reading had before blocks, :func:`keydesign.legacy.legacy_item`): at least their
 bytes over 4 KB, halved (the floor: every Query rounds up, and pages overlap).
 The deployment is the stack's defaults (:meth:`benchmarks.blocks.Deployment.defaults`).
 

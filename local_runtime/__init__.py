@@ -21,14 +21,14 @@ schedules on their clocks run the rotator, the rollups and compaction. See docs/
 * :mod:`.api_gateway`            the REST API on loopback
 * :mod:`.faults`                 fault injectors, and ``--faults`` parsing
 * :mod:`.function_logs`          the functions' stdout routed to a log file
-* :mod:`.demo`                   the demo: options, settings, the steps in order, the system read from outside
-* :mod:`.demo_scenario`          the story's traffic, and the ledger of what was published
-* :mod:`.demo_report`            the checks, the report, the summary and the pictures, from what was observed
-* :mod:`.query_checks`           queries through HTTP compared with what was published
+* :mod:`.options`                :class:`LocalOptions`: how the system runs
+
+The demo that plays the seed scenario on it is its own package, :mod:`demo`.
 """
 
 from local_runtime.faults import LocalFaults
 from local_runtime.functions import FunctionSpec, LocalFunction
-from local_runtime.system import Endpoints, LocalOptions, LocalSystem
+from local_runtime.options import LocalOptions
+from local_runtime.system import Endpoints, LocalSystem
 
 __all__ = ["Endpoints", "FunctionSpec", "LocalFaults", "LocalFunction", "LocalOptions", "LocalSystem"]

@@ -34,7 +34,7 @@ from local_runtime.functions import Build, FunctionSpec, InvocationFaults, Local
 from rotator.settings import RotatorSettings
 
 if TYPE_CHECKING:
-    from local_runtime.system import LocalOptions
+    from local_runtime.options import LocalOptions
 
 #: Module attributes holding what a handler's import made with a thread pool, closed with it.
 CLOSE: dict[LambdaFunction, tuple[str, ...]] = {

@@ -29,10 +29,9 @@ import json
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from contextlib import ExitStack
-from dataclasses import dataclass, field, replace
-from pathlib import Path
+from dataclasses import dataclass, replace
 from typing import Any, TextIO, TypeVar
 
 from adapters.clients import reset_clients
@@ -42,63 +41,17 @@ from local_runtime.api_gateway import RestApi
 from local_runtime.app_functions import AppFunctions
 from local_runtime.environment import aws_environment, local_client, patched_environ
 from local_runtime.event_source_mapping import FailureDestination, MappingConfig
-from local_runtime.faults import LocalFaults
 from local_runtime.function_logs import FunctionLogRouter
 from local_runtime.functions import LocalFunction
 from local_runtime.lambda_api import LambdaInvokeApi
 from local_runtime.mappings import LocalLambda, StreamMappings
 from local_runtime.moto_server import EmbeddedMoto
+from local_runtime.options import LocalOptions
 from local_runtime.resources import ResourceNames, Resources, existing_readings_tables, provision
 from local_runtime.scheduler import ReplayClock, Schedule, SimulatedClock, empty_event, now_event
 from local_runtime.stream_sources import DynamoDBStreamSource, KinesisSource
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True, slots=True)
-class LocalOptions:
-    """How the local system runs (the AWS side, sizes and timeouts included, comes from :class:`Context`)."""
-
-    region: str = "eu-west-1"
-    moto_port: int = 0
-    api_port: int = 0
-    faults: LocalFaults = field(default_factory=LocalFaults)
-    #: How long an idle shard waits before it is read again.
-    poll_interval_s: float = 0.25
-    #: A file for the functions' stdout (logs, EMF metrics) while the system runs, as CloudWatch Logs
-    #: holds them; ``sys.stdout`` is routed there and :attr:`LocalSystem.console` is the terminal.
-    #: None leaves stdout alone.
-    function_log: Path | None = None
-    #: Variables on top of a function's stack environment, e.g. the demo's ``HOT_WINDOW``.
-    environment: Mapping[LambdaFunction, Mapping[str, str]] = field(default_factory=dict)
-    #: The functions besides ingest. The rotator runs only with a table_period (else there is nothing
-    #: to rotate). Rollups off: every function runs as with ``rollups: null``.
-    query_api: bool = True
-    hot_keys: bool = True
-    rotator: bool = True
-    rollups: bool = False
-    #: The rotator's clock runs this many times faster than the wall clock; or it starts
-    #: ``rotator_replay_s`` back and replays its schedule run by run (each at least
-    #: ``rotator_replay_pace_s`` of real time) until it meets the wall clock, ingest on the same
-    #: clock meanwhile (:class:`~local_runtime.scheduler.ReplayClock`). Either way its event carries
-    #: the simulated time (``{"now": ...}``, with ``ALLOW_NOW_OVERRIDE=true``).
-    rotator_clock_speed: float = 1.0
-    rotator_replay_s: float | None = None
-    rotator_replay_pace_s: float = 0.5
-    #: The rollup function runs every ``rollup_every_s`` of the wall clock, the first time one period
-    #: after the start, on a clock ``rollup_ahead_s`` ahead of it (compressed time: the minute just
-    #: ingested is already closed; 0 is the real schedule's behaviour).
-    rollup_every_s: float = 60.0
-    rollup_ahead_s: float = 0.0
-    #: The compaction function runs (with the write tier on) every ``compaction_every_s`` of the wall
-    #: clock (None: the stack's ``compaction_every_minutes``), the first time one period after the
-    #: start, on a clock ``compaction_ahead_s`` ahead of it (compressed time: an hour settles sooner).
-    #: Ahead, it may compact an hour ingest still writes to: only once publishing has stopped.
-    compaction: bool = False
-    compaction_every_s: float | None = None
-    compaction_ahead_s: float = 0.0
-    #: The cursor-signing key stored in the local Secrets Manager; None: a random one per start.
-    cursor_secret: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

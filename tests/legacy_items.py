@@ -12,21 +12,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from keydesign import Layout, Reading, ShardMap, shard_of
+from keydesign import Layout, Reading, ShardMap
+from keydesign.legacy import legacy_item as plain_item
 
 
 def legacy_item(reading: Reading, layout: Layout, shard_map: ShardMap, *, ttl: int | None = None) -> dict[str, Any]:
-    pks = layout.partitions_of(reading.entity_id, reading.ts_ms, shard_map)
-    item: dict[str, Any] = {
-        "pk": {"S": pks[shard_of(reading.event_id, len(pks))]},
-        "sk": {"S": layout.reading_key(reading.entity_id, reading.ts, reading.event_id)},
-        "e": {"S": reading.entity_id},
-        "t": {"S": reading.ts},
-        "i": {"S": reading.event_id},
-        "m": {"M": {name: {"N": repr(value)} for name, value in reading.measures.items()}},
-    }
-    if reading.dimensions:
-        item["d"] = {"M": {name: {"S": value} for name, value in reading.dimensions.items()}}
-    if ttl is not None:
-        item["ttl"] = {"N": str(ttl)}
-    return item
+    """``keydesign.legacy.legacy_item`` in DynamoDB JSON, numbers written as the code then wrote them."""
+    return {name: _attribute(value) for name, value in plain_item(reading, layout, shard_map, ttl).items()}
+
+
+def _attribute(value: object) -> dict[str, Any]:
+    if isinstance(value, str):
+        return {"S": value}
+    if isinstance(value, dict):
+        return {"M": {name: _attribute(inner) for name, inner in value.items()}}
+    return {"N": repr(value)}

@@ -30,14 +30,36 @@ from typing import Any
 
 from .blocks import BlockError, BlockHeader
 from .errors import KeyDesignError
-from .layouts import _HYBRID_PK, _STAMP, _SUFFIX_PK, CAPABILITIES, LayoutKind
+from .hashing import shard_of
+from .layouts import _HYBRID_PK, _STAMP, _SUFFIX_PK, CAPABILITIES, Layout, LayoutKind
 from .model import Reading, validate_entity_id
+from .shardmap import ShardMap
 from .timefmt import stamp_ms
 
 #: The version of a reading stored before blocks: older than every block's copy of it.
 LEGACY_VERSION = -1
 _HYBRID_SK = re.compile(rf"^([^#]+)#{_STAMP}#[^#]+\Z")
 _SUFFIX_SK = re.compile(rf"^{_STAMP}#[^#]+\Z")
+
+
+def legacy_item(reading: Reading, layout: Layout, shard_map: ShardMap, ttl: int | None = None) -> dict[str, object]:
+    """The item ``reading`` had before blocks, with plain values (the format above; a split entity's
+    partition chosen by its event id, as then): what a table deployed then holds, and the baseline
+    the benchmarks and the demo price blocks against. ``ttl``: its expiry, epoch seconds."""
+    pks = layout.partitions_of(reading.entity_id, reading.ts_ms, shard_map)
+    item: dict[str, object] = {
+        "pk": pks[shard_of(reading.event_id, len(pks))],
+        "sk": layout.reading_key(reading.entity_id, reading.ts, reading.event_id),
+        "e": reading.entity_id,
+        "t": reading.ts,
+        "i": reading.event_id,
+        "m": dict(reading.measures),
+    }
+    if reading.dimensions:
+        item["d"] = dict(reading.dimensions)
+    if ttl is not None:
+        item["ttl"] = ttl
+    return item
 
 
 def is_legacy(item: Mapping[str, Any]) -> bool:

@@ -17,7 +17,7 @@ from tsctl.commands import preview
 from tsctl.output import emit_json
 
 if TYPE_CHECKING:
-    from local_runtime.demo import DemoOptions
+    from demo.options import DemoOptions
 
 
 def register(sub: Any) -> None:
@@ -51,8 +51,8 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     # Imported here: moto and boto3 take a while to import, which every other command would pay.
-    from local_runtime.demo import run_demo  # noqa: PLC0415
-    from local_runtime.demo_report import render  # noqa: PLC0415
+    from demo.report import render  # noqa: PLC0415
+    from demo.run import run_demo  # noqa: PLC0415
 
     options = options_from(args)
     # What the preview computes for the full-scale seed workload (no server involved).
@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
 
 def options_from(args: argparse.Namespace) -> DemoOptions:
     """The demo's options from the parsed (and so already checked) arguments."""
-    from local_runtime.demo import DemoOptions  # noqa: PLC0415
+    from demo.options import DemoOptions  # noqa: PLC0415
 
     given = {"sensors": args.sensors, "hot_rate": args.hot_rate}  # None: the scenario's own
     overrides = {name: value for name, value in given.items() if value is not None}

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from client import ApiError, QueryClient
+from demo.query_checks import compare_readings, expected_readings
 from infra.config import LambdaFunction
 from keydesign.writetier import GROUP_PK_PREFIX
 from local_runtime import system as system_module
-from local_runtime.query_checks import compare_readings, expected_readings
 from local_runtime.scheduler import SimulatedClock
 from rotator.stream_mappings import LambdaMappings, table_of_stream
 from tests.integration.local_runtime.conftest import (

@@ -8,13 +8,11 @@ from typing import Any
 
 import pytest
 
-from benchmarks.blocks import Deployment, old_item
-from infra.config import Context
-from keydesign import InvalidInput, Reading, ShardMap, item_size, parse_timestamp, write_units
-from local_runtime.demo_report import (
+from demo.report import (
     HOT_SENSOR,
     NOT_RUN,
     SPARSE_WRITE_UNITS_BOUND,
+    Baseline,
     Block,
     DemoFacts,
     Item,
@@ -27,7 +25,10 @@ from local_runtime.demo_report import (
     render,
     write_cost,
 )
-from local_runtime.demo_scenario import invalid_readings
+from demo.scenario import invalid_readings
+from infra.config import Context
+from keydesign import InvalidInput, Reading, ShardMap, item_size, parse_timestamp, ttl_for, write_units
+from keydesign.legacy import legacy_item
 
 CONFIG = Context.parse({"bucket": "1m", "shards": 8})
 LAYOUT = CONFIG.layout()
@@ -163,21 +164,21 @@ def test_a_reading_in_an_export_and_a_table_is_a_duplicate_and_one_only_exported
 def test_cost_per_reading_is_the_blocks_beside_one_item_per_reading() -> None:
     # Given the hot sensor's 80 readings, in blocks
     hot = [b for b in blocks(PUBLISHED) if b.readings[0].entity_id == HOT_SENSOR]
-    deployment = Deployment(LAYOUT, INITIAL, CONFIG.retention_ms, CONFIG.kinesis_shards, 5)
-    figures = cost(hot, deployment)
+    baseline = Baseline(LAYOUT, INITIAL, CONFIG.retention_ms)
+    figures = cost(hot, baseline)
     # Then the blocks' write units and bytes (plus 100 a block) are divided among the readings they hold
     assert figures["readings"] == 80 and figures["blocks"] == len(hot)
     assert figures["write_units_per_reading"] == round(sum(b.write_units for b in hot) / 80, 4)
     assert figures["billed_bytes_per_reading"] == round(sum(b.size + 100 for b in hot) / 80, 1)
     # And one item per reading would have been a write unit each, and its size plus 100 bytes each
-    first = old_item(hot[0].readings[0], deployment)
+    first = legacy_item(hot[0].readings[0], LAYOUT, INITIAL, ttl_for(hot[0].readings[0], CONFIG.retention_ms))
     assert first["sk"] == f"{HOT_SENSOR}#2026-11-22T07:00:00.000Z#h0"
     assert figures["one_item_per_reading"]["write_units_per_reading"] == 1.0 == write_units(item_size(first))
     assert figures["one_item_per_reading"]["billed_bytes_per_reading"] > 100 + 100
     assert figures["write_units_per_reading"] < 0.1
     # And by name in the report, for every reading and the hot sensor's
     assert report()["cost_per_reading"][HOT_SENSOR] == figures
-    assert cost([], deployment) == {"readings": 0}
+    assert cost([], baseline) == {"readings": 0}
 
 
 def test_the_shard_map_change_is_read_from_the_maps_before_and_after() -> None:

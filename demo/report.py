@@ -13,12 +13,22 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from benchmarks.blocks import ITEM_OVERHEAD_BYTES, Deployment, old_item
 from infra.config import Context
-from keydesign import Layout, Reading, ShardMap, decode_block, format_ts, item_size, parse_timestamp, write_units
+from keydesign import (
+    Layout,
+    Reading,
+    ShardMap,
+    decode_block,
+    format_ts,
+    item_size,
+    parse_timestamp,
+    ttl_for,
+    write_units,
+)
 from keydesign.blocks import block_item, decode_group
-from keydesign.capacity import PARTITION_WCU
+from keydesign.capacity import PARTITION_WCU, STORAGE_OVERHEAD_BYTES
 from keydesign.layouts import key_family, parse_keys
+from keydesign.legacy import legacy_item
 from keydesign.periods import format_duration
 from keydesign.writetier import (
     COMPACTED_PK_SUFFIX,
@@ -295,9 +305,7 @@ def build_report(
         rotation, rotation_checks = rotation_section(facts.rotation, config, stored, facts.exported, facts.rejects)
         checks.update(rotation_checks)
     initial = ShardMap.initial(layout.bucket, config.shards)  # one item per reading had no entity split
-    deployment = Deployment(
-        layout, initial, config.retention_ms, config.kinesis_shards, config.ingest_batching_window_s
-    )
+    baseline = Baseline(layout, initial, config.retention_ms)
     design = ("layout_kind", "shards", "bucket", "table_period", "shard_map_cache_ttl_s")
     return {
         "ok": all(checks.values()),
@@ -312,8 +320,8 @@ def build_report(
         },
         "readings": readings,
         "cost_per_reading": {
-            "all": cost(facts.blocks, deployment),
-            HOT_SENSOR: cost([b for b in facts.blocks if b.entity == HOT_SENSOR], deployment),
+            "all": cost(facts.blocks, baseline),
+            HOT_SENSOR: cost([b for b in facts.blocks if b.entity == HOT_SENSOR], baseline),
         },
         "write_cost": {**costs, "sparse_fleet_bound_write_units_per_reading": SPARSE_WRITE_UNITS_BOUND},
         "rejected_by_reason": [{"field": f, "count": n, "example": examples[f]} for f, n in by_reason.most_common()],
@@ -390,21 +398,31 @@ def _skipped(messages: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     }
 
 
-def cost(blocks: Sequence[Block], deployment: Deployment) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class Baseline:
+    """Where one item per reading (the format before blocks) would have put each reading."""
+
+    layout: Layout
+    shard_map: ShardMap
+    retention_ms: int
+
+
+def cost(blocks: Sequence[Block], baseline: Baseline) -> dict[str, Any]:
     """Write units and billed bytes per reading of ``blocks`` (every copy they hold paid for), beside one
-    item per reading (``benchmarks.blocks.old_item``) for the same readings, once each."""
+    item per reading (``keydesign.legacy.legacy_item``) for the same readings, once each."""
     if not (n := len(readings := [r for _, r, _ in newest_copies(blocks).values()])):
         return {"readings": 0}
-    items = [item_size(old_item(r, deployment)) for r in readings]
+    b = baseline
+    items = [item_size(legacy_item(r, b.layout, b.shard_map, ttl_for(r, b.retention_ms))) for r in readings]
     return {
         "readings": n,
         "blocks": len(blocks),
         "readings_per_block": round(n / len(blocks), 1),
         "write_units_per_reading": round(sum(b.write_units for b in blocks) / n, 4),
-        "billed_bytes_per_reading": round(sum(b.size + ITEM_OVERHEAD_BYTES for b in blocks) / n, 1),
+        "billed_bytes_per_reading": round(sum(b.size + STORAGE_OVERHEAD_BYTES for b in blocks) / n, 1),
         "one_item_per_reading": {
             "write_units_per_reading": round(sum(map(write_units, items)) / n, 4),
-            "billed_bytes_per_reading": round(sum(s + ITEM_OVERHEAD_BYTES for s in items) / n, 1),
+            "billed_bytes_per_reading": round(sum(s + STORAGE_OVERHEAD_BYTES for s in items) / n, 1),
         },
     }
 
@@ -425,7 +443,7 @@ def write_cost(facts: DemoFacts, stored: Copies) -> dict[str, Any]:
     def paid(tier: str, units: int, size: int, shape: str | None = None, share: float = 1.0) -> None:
         if shape is not None:
             shares[shape][tier][0] += units * share
-            shares[shape][tier][1] += (size + ITEM_OVERHEAD_BYTES) * share
+            shares[shape][tier][1] += (size + STORAGE_OVERHEAD_BYTES) * share
 
     for b in facts.blocks:
         tier = tier_of(b.pk)
@@ -456,7 +474,7 @@ def write_cost(facts: DemoFacts, stored: Copies) -> dict[str, Any]:
 def _count(tier: dict[str, int], units: int, size: int) -> None:
     tier["items"] += 1
     tier["write_units"] += units
-    tier["billed_bytes"] += size + ITEM_OVERHEAD_BYTES
+    tier["billed_bytes"] += size + STORAGE_OVERHEAD_BYTES
 
 
 def _per_reading(units: float, billed: float, readings: int) -> dict[str, float]:

@@ -7,9 +7,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from demo.report import Block, draw_tables, newest_copies, rotation_section
 from infra.config import Context
 from keydesign import Reading, parse_timestamp
-from local_runtime.demo_report import Block, draw_tables, newest_copies, rotation_section
 
 CONFIG = Context.parse(
     {"table_period": "hour", "bucket": "1m", "retention": "4h", "dial_down_delay": "15m", "export_bucket": "exports"}

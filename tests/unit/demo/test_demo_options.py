@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from demo.options import DEMO_CONTEXT, DEMO_HOT_KEYS_ENVIRONMENT, DemoOptions
 from hotkeys.settings import HotKeySettings
 from infra.config import Context, FunctionWiring, LambdaFunction
-from local_runtime.demo import DEMO_CONTEXT, DEMO_HOT_KEYS_ENVIRONMENT, DemoOptions
 from tsctl.commands.demo import options_from, register
 
 TOPIC = "arn:aws:sns:eu-west-1:123456789012:t"

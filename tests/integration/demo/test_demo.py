@@ -22,9 +22,10 @@ from typing import Any
 
 import pytest
 
+from demo.options import DemoOptions
+from demo.report import HOT_SENSOR, SPARSE_PHASE, render
+from demo.run import run_demo
 from local_runtime import LocalFaults
-from local_runtime.demo import DemoOptions, run_demo
-from local_runtime.demo_report import HOT_SENSOR, SPARSE_PHASE, render
 
 pytestmark = pytest.mark.integration
 

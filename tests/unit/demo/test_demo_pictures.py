@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from local_runtime.demo_report import OTHERS, draw_load, load_series
+from demo.report import OTHERS, draw_load, load_series
 
 
 def test_series_are_key_families_per_second_hottest_first_with_the_rest_as_one_peak() -> None:

@@ -14,9 +14,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from demo.report import AGENT_MEASUREMENT, AGENT_PHASE, HOT_SENSOR, SPARSE_PHASE, SPARSE_PREFIX
 from infra.config import IotTopicRule
 from keydesign import Reading, format_ts
-from local_runtime.demo_report import AGENT_MEASUREMENT, AGENT_PHASE, HOT_SENSOR, SPARSE_PHASE, SPARSE_PREFIX
 from local_runtime.scheduler import ReplayClock
 from local_runtime.system import LocalSystem
 from producer.formats import AGENT_FORMATS, OTLP_PROTO, AgentPacker
@@ -25,7 +25,7 @@ from producer.publisher import Publisher, PublishSummary, kinesis_client, publis
 from producer.synthetic import Workload, generate
 
 if TYPE_CHECKING:
-    from local_runtime.demo import DemoOptions
+    from demo.options import DemoOptions
 
 T = TypeVar("T")
 Say = Callable[[str], None]

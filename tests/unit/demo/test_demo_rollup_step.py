@@ -5,8 +5,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
+from demo.run import Observer
 from infra.config import LambdaFunction
-from local_runtime.demo import Observer
 
 
 class ScriptedSchedule:

@@ -7,8 +7,7 @@ from typing import Any
 import pytest
 
 from client import ApiError
-from keydesign import Bucket, parse_timestamp
-from local_runtime.query_checks import (
+from demo.query_checks import (
     Check,
     api_reading,
     check_aggregates,
@@ -19,6 +18,7 @@ from local_runtime.query_checks import (
     expected_aggregates,
     expected_readings,
 )
+from keydesign import Bucket, parse_timestamp
 
 T0 = parse_timestamp("2026-11-22T07:00:00Z", "t")
 

@@ -59,6 +59,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.harness import Result, benchmark
+from doubles.lambda_context import FakeLambdaContext
 
 ROOT = Path(__file__).resolve().parent.parent
 FUNCTIONS = ROOT / "functions"
@@ -372,22 +373,6 @@ OTHER_ENTITIES = 200
 FIRST_REQUEST_TARGET = 1.5
 
 
-class LambdaContext:
-    """The Lambda context the handler reads (remaining time, request id, names for the logger)."""
-
-    function_name = "query"
-    function_version = "1"
-    memory_limit_in_mb = 1024
-    invoked_function_arn = "arn:aws:lambda:eu-west-1:123456789012:function:query:live"
-    aws_request_id = "benchmark"
-    log_group_name = "/aws/lambda/query"
-    log_stream_name = "benchmark"
-
-    @staticmethod
-    def get_remaining_time_in_millis() -> int:
-        return 28_000
-
-
 def provision(endpoint_url: str, now_ms: int) -> dict[str, str]:
     """In a child: the default deployment's query tables on the moto server at ``endpoint_url``,
     an hour of readings written through the real ingest logic (blocks, occupancy records, the
@@ -517,7 +502,7 @@ def restored_query(now_ms: int, warm: int, hooks: bool) -> dict[str, Any]:
     for _ in range(1 + warm):
         calls.clear()
         cpu = time.process_time()
-        answer = handler.handler(event, LambdaContext())
+        answer = handler.handler(event, FakeLambdaContext(28_000, function_name="query"))
         spent.append((time.process_time() - cpu) * 1000)
         made_calls.append(dict(calls))
         if answer["statusCode"] != 200 or len(json.loads(answer["body"])["items"]) != 100:
@@ -630,7 +615,7 @@ def _traced_invocation(mode: str, sent: list[int]) -> Callable[[Callable[[], Non
 
         xray_recorder.emitter.send_entity = counted
         return lambda work: tracer.capture_lambda_handler(capture_response=False)(lambda *_: work())(
-            {}, LambdaContext()
+            {}, FakeLambdaContext(28_000, function_name="query")
         )
     if mode == "otel":
         from opentelemetry import trace  # noqa: PLC0415

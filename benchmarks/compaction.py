@@ -5,7 +5,7 @@ with G = 1,024 groups (docs/decisions.md, "The write tier": 977 devices a group)
 compaction function (:class:`compaction.logic.CompactionRunner`, 16 groups a step, 16 writes in
 flight) compacts one step's worth of that hour, 16 groups of 977 devices, from group items written
 as ingest writes them (one item per group per 10 s batching window, block format 4), in
-:class:`benchmarks.memory_dynamo.MemoryDynamo` (DynamoDB's item-size and unit rules), every call
+:class:`doubles.memory_dynamo.MemoryDynamo` (DynamoDB's item-size and unit rules), every call
 answering after 10 ms (the rollups' keep-up benchmark's latency), with its part of the rollups
 (``ROLLUPS`` 1m,1h,1d): a partial per group in the step's write, and, as the step ends the hour
 here, the hour's parts of the totals (two Query calls, 62 puts; counted in each of the 64 steps
@@ -31,9 +31,9 @@ from adapters.retry import Deadline
 from adapters.rollup_store import RollupStore
 from adapters.shard_map_source import StaticShardMap
 from benchmarks.harness import Result, benchmark
-from benchmarks.memory_dynamo import SEQUENCE_BASE, MemoryDynamo
 from benchmarks.query_fanout import Slow
 from compaction.logic import CompactionRunner, StateStore
+from doubles.memory_dynamo import SEQUENCE_BASE, MemoryDynamo
 from keydesign import Layout, Reading, ShardMap, parse_timestamp
 from keydesign.blocks import encode_group, keyed_item
 from keydesign.rollup import Granularities

@@ -4,7 +4,7 @@ Each run is a fresh interpreter that imports ``query.handler`` with the function
 Lambda's init does (``adapters.collector.tune_collector`` runs last: init's objects frozen, young
 collections every 10,000 allocations). The "python" runs undo that straight after the import
 (``gc.unfreeze()``, thresholds 700/10/10). Then the child builds the API (``query.api.create_app``)
-on a ``QueryService`` whose reader answers from memory (``benchmarks.memory_dynamo.MemoryReader``,
+on a ``QueryService`` whose reader answers from memory (``doubles.memory_dynamo.MemoryReader``,
 16 random-layout suffixes, no latency), holding 1,600 readings of one entity, 100 ms apart, stored
 as blocks of ``per_block`` consecutive readings (one ingest batch each, ``Layout.pack``). It serves
 the entity's 1,000-reading page through ``app.resolve`` again and again: parameters validated,
@@ -26,8 +26,9 @@ import sys
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
-from benchmarks.cold_start import FUNCTIONS, ROOT, LambdaContext, handler_env, run_child
+from benchmarks.cold_start import FUNCTIONS, ROOT, handler_env, run_child
 from benchmarks.harness import Result, benchmark, collector_time
+from doubles.lambda_context import FakeLambdaContext
 
 if TYPE_CHECKING:  # the child imports what it runs after query.handler, as Lambda's init would
     from aws_lambda_powertools.event_handler import APIGatewayRestResolver
@@ -65,7 +66,7 @@ def child(mode: str, pages: int, per_block: int = 1) -> dict[str, Any]:
     for n in range(pages + 20):  # the first 20 warm the container (threads, caches) and are not counted
         with collector_time() as collecting:  # this page's collector time and full collections
             started = time.process_time()
-            answer = app.resolve(event, LambdaContext())  # type: ignore[arg-type]
+            answer = app.resolve(event, FakeLambdaContext(28_000, function_name="query"))  # type: ignore[arg-type]
             spent = time.process_time() - started
         metrics.clear_metrics()
         if answer["statusCode"] != 200 or len(json.loads(answer["body"])["items"]) != PAGE:
@@ -90,7 +91,7 @@ def _api(per_block: int) -> tuple[APIGatewayRestResolver, dict[str, Any]]:
     import random  # noqa: PLC0415
 
     from benchmarks import query_fanout  # noqa: PLC0415
-    from benchmarks.memory_dynamo import SEQUENCE_BASE, MemoryReader  # noqa: PLC0415
+    from doubles.memory_dynamo import SEQUENCE_BASE, MemoryReader  # noqa: PLC0415
     from keydesign import Layout, Reading, ShardMap, format_ts  # noqa: PLC0415
     from local_runtime.api_gateway import HttpRequest, proxy_event  # noqa: PLC0415
     from query.api import create_app  # noqa: PLC0415

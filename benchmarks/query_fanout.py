@@ -2,7 +2,7 @@
 
 Every DynamoDB Query call is given a fixed latency (a wrapper around the
 data-access interface sleeps ``latency_ms`` before answering from memory,
-:class:`benchmarks.memory_dynamo.MemoryReader`), so the wall time measures
+:class:`doubles.memory_dynamo.MemoryReader`), so the wall time measures
 round trips, not the machine. The readings are stored as ingest stores them:
 blocks of the readings one batch holds of an entity (``Layout.pack``), one
 batch per ``BATCH_MS`` of event time. The same page is read
@@ -33,7 +33,7 @@ from typing import Any
 from adapters.observability import logger, metrics
 from adapters.shard_map_source import StaticShardMap
 from benchmarks.harness import Result, benchmark
-from benchmarks.memory_dynamo import SEQUENCE_BASE, MemoryReader
+from doubles.memory_dynamo import SEQUENCE_BASE, MemoryReader
 from keydesign import Layout, Reading, ShardMap, parse_timestamp
 from query.cursor import CursorCodec
 from query.logic import QueryService

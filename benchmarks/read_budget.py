@@ -27,7 +27,7 @@ of 1, 5 or 10 s of its readings, ``Layout.pack``; 5 a second in 5 s batches is
 a seed sensor under the default batching window), and a client follows the
 cursors of ``/entities/{id}/readings`` over the day with pages of 1,000. Read
 units are DynamoDB's (the blocks' item sizes, 4 KB units, eventually
-consistent), as :class:`benchmarks.memory_dynamo.MemoryReader` reports them.
+consistent), as :class:`doubles.memory_dynamo.MemoryReader` reports them.
 Beside each, what the same readings cost stored one item per reading (the item
 a reading had before blocks, :func:`keydesign.legacy.legacy_item`): at least their
 bytes over 4 KB, halved (the floor: every Query rounds up, and pages overlap).
@@ -37,7 +37,7 @@ And what one seed 003 device's reads cost with the write tier on (``device``): 1
 reporting once every 259 s, in ``WRITE_TIER_GROUPS`` (32) groups, so the device's group of
 31,250 sends 121 readings a second; its hour before NOW is in the write tier (compaction has not
 reached it: the worst case, at an hour's start), the 23 before it compacted. The group's hour is
-stored as ingest stores it (``benchmarks/tier_items.py``: one batch per 10 s window, its group
+stored as ingest stores it (``doubles/tier_items.py``: one batch per 10 s window, its group
 items), the device's earlier hours as compaction writes them (a compacted block an hour). Read
 units of ``latest``, the last 10 minutes and the day (pages of 1,000), eventually consistent,
 beside the same device with every reading in a block of its own (the write tier off).
@@ -60,9 +60,9 @@ from adapters.observability import logger, metrics
 from adapters.occupancy import OccupancyReader, OccupancyStore
 from benchmarks.blocks import Deployment, old_item
 from benchmarks.harness import Result, benchmark
-from benchmarks.memory_dynamo import SEQUENCE_BASE, MemoryDynamo, MemoryReader
 from benchmarks.query_fanout import NOW, Slow, page_of, timed_service
-from benchmarks.tier_items import TierWriter
+from doubles.memory_dynamo import SEQUENCE_BASE, MemoryDynamo, MemoryReader
+from doubles.tier_items import TierWriter
 from keydesign import Layout, Reading, ShardMap, item_size
 from keydesign.occupancy import OccupancyRecord
 from keydesign.writetier import CompactionState, WriteTier

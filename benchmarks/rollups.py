@@ -2,7 +2,7 @@
 
 Measured in memory with the real code (ingest's :class:`MarkRecorder`, the
 :class:`RollupRunner`, the :class:`QueryService`), the control table behind
-:class:`benchmarks.memory_dynamo.MemoryDynamo` (DynamoDB's item-size and unit rules):
+:class:`doubles.memory_dynamo.MemoryDynamo` (DynamoDB's item-size and unit rules):
 
 * ``writes``: E entities, each with readings in every minute for M minutes,
   ingested one batch per minute and rolled up every minute (1m, 1h, 1d);
@@ -34,8 +34,8 @@ from adapters.retry import Deadline
 from adapters.rollup_store import MarkRecorder, RollupState, RollupStore
 from adapters.shard_map_source import StaticShardMap
 from benchmarks.harness import Result, benchmark
-from benchmarks.memory_dynamo import MemoryDynamo, MemoryReader
 from benchmarks.query_fanout import Slow
+from doubles.memory_dynamo import MemoryDynamo, MemoryReader
 from keydesign import Layout, Reading, ShardMap, parse_timestamp, read_units
 from keydesign.rollup import MARK_SHARDS, ROLLUP_SHARDS, Figures, Granularities
 from query.cursor import CursorCodec

@@ -7,7 +7,7 @@ publishes them with the write tier on (:class:`producer.packing.Packer`, partiti
 (``max(window, 1 s)``, or less when the shard's readings fill Lambda's 6 MB payload first; the stack's 10 s window
 and 50 shards sharing the fleet), and every batch goes through the **real** ``Ingestor`` as the default stack
 configures it (hybrid layout, hourly tables, occupancy records, rollup marks 1m, ``WRITE_TIER_GROUPS`` = the
-fleet's G auto) over the in-memory DynamoDB (:class:`benchmarks.memory_dynamo.MemoryDynamo`).
+fleet's G auto) over the in-memory DynamoDB (:class:`doubles.memory_dynamo.MemoryDynamo`).
 
 Which entities. A group item holds what a batch has of its group, so a group must be simulated whole: the
 sparse fleets simulate every entity of a few groups (seed 003: 4 of 1,024 groups, about 3,900 devices, for 10
@@ -46,7 +46,7 @@ from benchmarks import blocks, write_tier
 from benchmarks.blocks import SEED_000, SEED_003, SPARSE, START_MS, Arrival, Deployment, Fleet
 from benchmarks.harness import Result, benchmark
 from benchmarks.ingest import NullSQS, stack_env
-from benchmarks.memory_dynamo import MemoryDynamo
+from doubles.memory_dynamo import MemoryDynamo
 from ingest.logic import Ingestor
 from ingest.settings import IngestSettings
 from keydesign import Ingest, Reading, Workload, decode_block, item_size, plan_capacity, write_units

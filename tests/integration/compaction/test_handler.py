@@ -16,10 +16,10 @@ import pytest
 from adapters.batch_writer import BatchWriter
 from adapters.observability import metrics
 from compaction.logic import StateStore, StepNotStored
+from doubles.lambda_context import FakeLambdaContext
 from keydesign.writetier import CompactionState
 from tests.integration.compaction.conftest import ENV, PREFIX, REGION, SETTLED, H, publish, runner, sparse_fleet
 from tests.integration.compaction.test_compaction import Throttling
-from tests.unit.ingest.kinesis_events import FakeLambdaContext
 
 pytestmark = pytest.mark.integration
 

@@ -17,12 +17,13 @@ import pytest
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 
 from adapters.observability import metrics
+from doubles.lambda_context import FakeLambdaContext
 from hotkeys.control_table import ControlTable
 from hotkeys.logic import BatchOutcome, HotKeyMonitor
 from hotkeys.settings import HotKeySettings
 from keydesign import Layout
 from tests.integration.mocked_aws import create_readings_table, mocked_aws
-from tests.unit.hotkeys.stream_events import REGION, TABLE, FakeLambdaContext
+from tests.unit.hotkeys.stream_events import REGION, TABLE
 
 CONTROL = "control"
 

@@ -18,10 +18,10 @@ from botocore.exceptions import ClientError
 from adapters.settings import SettingsError
 from adapters.shard_map_store import SHARD_MAP_KEY
 from adapters.stream_events import NotAStreamEvent
+from doubles.lambda_context import FakeLambdaContext
 from keydesign import Reading, ShardMap, format_ts
 from tests.integration.hotkeys.conftest import CONTROL, Aws, invoke
 from tests.unit.hotkeys.stream_events import REGION, TABLE, item_record, stream_arn, stream_event, stream_record
-from tests.unit.ingest.kinesis_events import FakeLambdaContext
 
 pytestmark = pytest.mark.integration
 

@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
+from doubles.lambda_context import FakeLambdaContext
 from ingest.logic import BatchOutcome
-from tests.unit.ingest.kinesis_events import FakeLambdaContext, failed_sequences
+from tests.unit.ingest.kinesis_events import failed_sequences
 
 
 @dataclass

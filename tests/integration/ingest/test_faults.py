@@ -17,13 +17,14 @@ from typing import Any
 import pytest
 
 from adapters.clients import client
+from doubles.lambda_context import FakeLambdaContext
 from ingest.logic import Ingestor
 from ingest.settings import IngestSettings
 from keydesign import Layout
 from local_runtime.faults import FaultInjectingDynamoDB, FaultInjectingSQS, FaultPlan, service_error
 from tests.integration.ingest.conftest import Aws, now_ms
 from tests.integration.ingest.helpers import Invocation, invoke
-from tests.unit.ingest.kinesis_events import FakeClock, FakeLambdaContext, as_json, kinesis_event, reading
+from tests.unit.ingest.kinesis_events import FakeClock, as_json, kinesis_event, reading
 
 pytestmark = pytest.mark.integration
 

@@ -17,9 +17,10 @@ from adapters.collector import YOUNG_COLLECTION_ALLOCATIONS
 from adapters.settings import SettingsError
 from adapters.shard_map_store import ShardMapStore
 from adapters.stream_events import NotAStreamEvent
+from doubles.lambda_context import FakeLambdaContext
 from tests.integration.ingest.conftest import Aws, base_env, now_ms
 from tests.integration.ingest.helpers import invoke
-from tests.unit.ingest.kinesis_events import FakeLambdaContext, as_json, kinesis_event, reading, sequence_number
+from tests.unit.ingest.kinesis_events import as_json, kinesis_event, reading, sequence_number
 from tests.unit.ingest.kpl import aggregate
 from tests.unit.ingest.stored import block_of
 

@@ -18,6 +18,7 @@ from moto.awslambda.models import LambdaBackend
 from adapters.partition_reader import DynamoPartitionReader
 from adapters.secret_versions import read_secret
 from adapters.shard_map_source import StaticShardMap
+from doubles.lambda_context import FakeLambdaContext
 from query.api import create_app
 from query.cursor import CursorCodec, CursorKeys
 from query.logic import QueryService
@@ -33,13 +34,6 @@ pytestmark = pytest.mark.integration
 TTL_MS = 3_600_000
 
 
-class LambdaContextStub:
-    function_name = "cursor-rotation"
-    memory_limit_in_mb = 256
-    invoked_function_arn = f"arn:aws:lambda:{REGION}:123456789012:function:cursor-rotation"
-    aws_request_id = "rotation-request"
-
-
 @pytest.fixture
 def rotate(dynamodb: Any, monkeypatch: pytest.MonkeyPatch) -> Callable[[str], None]:
     """RotateSecret with the rotation function: moto stages AWSPENDING and invokes each step, which
@@ -51,7 +45,7 @@ def rotate(dynamodb: Any, monkeypatch: pytest.MonkeyPatch) -> Callable[[str], No
     def invoke(self: Any, function_name: str, qualifier: Any, body: str, *args: Any, **kwargs: Any) -> bytes:
         event = json.loads(body)
         steps.append(event["Step"])
-        handler.handler(event, LambdaContextStub())
+        handler.handler(event, FakeLambdaContext(function_name="cursor-rotation", memory_limit_in_mb=256))
         return b""
 
     monkeypatch.setattr(LambdaBackend, "invoke", invoke)

@@ -17,9 +17,10 @@ from hypothesis import strategies as st
 from adapters.clients import client
 from adapters.observability import metrics
 from adapters.settings import SettingsError
+from doubles.lambda_context import FakeLambdaContext
 from keydesign import format_ts
 from tests.integration.query.conftest import HOUR, NOW, PREFIX, Store, StoreFactory, reading
-from tests.unit.query.apigw import ApiClient, FakeLambdaContext, entity_path, rest_event
+from tests.unit.query.apigw import ApiClient, entity_path, rest_event
 
 pytestmark = pytest.mark.integration
 

@@ -1,6 +1,6 @@
 """Reads of both tiers on moto: group items, dense marks, compacted blocks and blocks, through the API.
 
-The items are written as ingest and compaction write them (``benchmarks/tier_items.py``) into
+The items are written as ingest and compaction write them (``doubles/tier_items.py``) into
 hourly tables; the compaction state is put in the control table and read by the real watermark
 source (``adapters.compaction_state.CachedWatermark``) through its cache. Entity pages, cross-entity
 pages with their cursors, ``latest`` and raw aggregates equal the newest copy of each reading,
@@ -21,7 +21,7 @@ from adapters.partition_reader import DynamoPartitionReader
 from adapters.retry import Deadline
 from adapters.rollup_store import RollupStore
 from adapters.shard_map_source import StaticShardMap
-from benchmarks.tier_items import TierWriter
+from doubles.tier_items import TierWriter
 from keydesign import Layout, Reading, ShardMap, format_ts
 from keydesign.rollup import STATE_PK, Figures, Granularities, total_pk, total_sk
 from keydesign.writetier import CompactionState, EarlierGroups, WriteTier, state_key

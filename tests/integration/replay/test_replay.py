@@ -18,6 +18,7 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
+from doubles.lambda_context import FakeLambdaContext
 from hotkeys.records import Observation, parse_record
 from keydesign import Layout, Reading, ShardMap, decode_block, format_ts
 from keydesign.layouts import parse_keys
@@ -27,7 +28,7 @@ from replay.invoker import InvocationFailed
 from replay.runner import Outcome, peek, replay
 from replay.sources import DynamoStreamRanges, KinesisRanges
 from tests.integration.ingest.conftest import Aws, aws, handler_module
-from tests.unit.ingest.kinesis_events import REGION, FakeLambdaContext, as_json, reading
+from tests.unit.ingest.kinesis_events import REGION, as_json, reading
 from tsctl.cli import main
 
 pytestmark = pytest.mark.integration

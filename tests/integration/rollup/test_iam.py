@@ -7,7 +7,7 @@ import pytest
 from adapters.batch_writer import BatchWriter, serialize_item
 from adapters.retry import Deadline
 from adapters.rollup_store import MarkRecorder, RollupStore
-from benchmarks.tier_items import TierWriter
+from doubles.tier_items import TierWriter
 from keydesign.rollup import Mark
 from keydesign.writetier import WriteTier, state_key
 from rollup.logic import RollupRunner

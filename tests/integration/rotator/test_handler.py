@@ -8,7 +8,6 @@ import json
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
@@ -16,26 +15,16 @@ import pytest
 
 from adapters.clients import client
 from adapters.settings import SettingsError
+from doubles.lambda_context import FakeLambdaContext
 from keydesign import Layout
 from rotator.request import InvalidRequest
-from tests.integration.rotator.conftest import PREFIX, REGION, World
+from tests.integration.rotator.conftest import PREFIX, World
 
 pytestmark = pytest.mark.integration
 
 
-@dataclass
-class Context:
-    remaining_ms: int = 300_000
-    function_name: str = "rotator"
-    function_version: str = "$LATEST"
-    memory_limit_in_mb: int = 256
-    invoked_function_arn: str = f"arn:aws:lambda:{REGION}:123456789012:function:rotator"
-    aws_request_id: str = "2f1c3a4e-0000-4000-8000-000000000001"
-    log_group_name: str = "/aws/lambda/rotator"
-    log_stream_name: str = "2026/11/22/[$LATEST]rotator"
-
-    def get_remaining_time_in_millis(self) -> int:
-        return self.remaining_ms
+def context(remaining_ms: int = 300_000) -> FakeLambdaContext:
+    return FakeLambdaContext(remaining_ms, function_name="rotator", memory_limit_in_mb=256)
 
 
 def load(world: World, monkeypatch: pytest.MonkeyPatch, **overrides: str) -> ModuleType:
@@ -72,7 +61,10 @@ def test_an_operator_dry_run_at_another_time(
     world: World, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     module = load(world, monkeypatch)
-    result = module.handler({"dry_run": True, "now": "2026-11-22T23:59:59Z"}, Context())
+    result = module.handler(
+        {"dry_run": True, "now": "2026-11-22T23:59:59Z"},
+        context(),
+    )
     assert result["dry_run"] is True
     assert result["now"] == "2026-11-22T23:59:59.000Z"
     assert result["created"] == ["readings-2026-11-22", "readings-2026-11-23", "readings-2026-11-24"]
@@ -88,7 +80,7 @@ def test_the_scheduled_payload_runs_live_on_the_real_clock(
 ) -> None:
     module = load(world, monkeypatch)
     now_ms = int(time.time() * 1000)
-    result = module.handler({}, Context())
+    result = module.handler({}, context())
     layout = Layout.from_settings(kind="hybrid", bucket="1h", table_prefix=PREFIX, table_period="day")
     assert result["current_table"] == layout.table_for(now_ms)
     assert result["dry_run"] is False and result["errors"] == []
@@ -109,10 +101,13 @@ def test_a_build_run_publishes_only_what_it_measured(
 ) -> None:
     # Given a healthy deployment: its scheduled run finds three periods ready
     module = load(world, monkeypatch, ALLOW_NOW_OVERRIDE="true")
-    module.handler({"now": "2026-11-22T12:00:00Z"}, Context())
+    module.handler({"now": "2026-11-22T12:00:00Z"}, context())
     assert emitted_metrics(capsys.readouterr().out)["PeriodsReady"] == 3.0
     # When ingest asks for a past period's table
-    result = module.handler({"now": "2026-11-22T12:01:00Z", "build": ["readings-2026-11-20"]}, Context())
+    result = module.handler(
+        {"now": "2026-11-22T12:01:00Z", "build": ["readings-2026-11-20"]},
+        context(),
+    )
     assert result["created"] == ["readings-2026-11-20"] and result["periods_ready"] is None
     # Then the build run counts what it did, and publishes no PeriodsReady (it looked at no current or next
     # table: a 0 would raise "the next period's table is not ready") and no ManagedTables (it listed none)
@@ -133,7 +128,7 @@ def test_a_build_run_fails_while_its_table_is_still_creating_so_that_lambda_retr
     client("dynamodb").meta.events.register("after-call.dynamodb.DescribeTable", creating)
     # 14.9 s left, 10 s kept back: time to create the table, none to wait 5 s for it
     with pytest.raises(module.TablesStillCreating, match="readings-2026-11-20"):
-        module.handler({"now": "2026-11-22T12:00:00Z", "build": ["readings-2026-11-20"]}, Context(remaining_ms=14_900))
+        module.handler({"now": "2026-11-22T12:00:00Z", "build": ["readings-2026-11-20"]}, context(14_900))
     assert world.ours() == ["readings-2026-11-20"]
 
 
@@ -143,7 +138,7 @@ def test_a_live_event_cannot_move_the_clock(
 ) -> None:
     module = load(world, monkeypatch)
     with pytest.raises(InvalidRequest, match="real clock"):
-        module.handler({"now": "2030-01-01T00:00:00Z"}, Context())
+        module.handler({"now": "2030-01-01T00:00:00Z"}, context())
     assert world.table_names() == []
     assert emitted_metrics(capsys.readouterr().out)["RotationRequestsRefused"] == 1.0
 
@@ -151,7 +146,7 @@ def test_a_live_event_cannot_move_the_clock(
 @pytest.mark.usefixtures("fresh_import")
 def test_tests_and_the_local_runtime_may_move_the_clock(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
     module = load(world, monkeypatch, ALLOW_NOW_OVERRIDE="true")
-    result = module.handler({"now": "2030-01-01T12:00:00Z"}, Context())
+    result = module.handler({"now": "2030-01-01T12:00:00Z"}, context())
     assert result["created"] == ["readings-2030-01-01", "readings-2030-01-02", "readings-2030-01-03"]
 
 
@@ -159,7 +154,7 @@ def test_tests_and_the_local_runtime_may_move_the_clock(world: World, monkeypatc
 def test_the_run_keeps_inside_the_invocation_time(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
     # 5 s left and a 10 s margin: nothing may start; everything is left to the next run
     module = load(world, monkeypatch, ALLOW_NOW_OVERRIDE="true")
-    result = module.handler({"now": "2026-11-22T12:00:00Z"}, Context(remaining_ms=5_000))
+    result = module.handler({"now": "2026-11-22T12:00:00Z"}, context(5_000))
     assert result["created"] == [] and world.table_names() == []
     assert {s["table"] for s in result["skipped"] if "ran out" in s["reason"]} == {
         "readings-2026-11-22",
@@ -187,7 +182,7 @@ def test_ingests_build_request_builds_the_table_a_late_reading_needs(
     module = load(world, monkeypatch)
     layout = Layout.from_settings(kind="hybrid", bucket="1h", table_prefix=PREFIX, table_period="day")
     two_days_ago = layout.table_for(int(time.time() * 1000) - 2 * 86_400_000)
-    result = module.handler({"build": [two_days_ago]}, Context())
+    result = module.handler({"build": [two_days_ago]}, context())
     # Only that table is made (no current one: a build run is not a scheduled run), closed and on-demand
     assert result["created"] == [two_days_ago] and world.ours() == [two_days_ago] and result["errors"] == []
     assert world.billing(two_days_ago) == "PAY_PER_REQUEST"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from adapters.compaction_state import NOTHING_COMPACTED, CachedWatermark
-from benchmarks.memory_dynamo import MemoryDynamo
+from doubles.memory_dynamo import MemoryDynamo
 from keydesign.writetier import CompactionState, EarlierGroups
 
 HOUR = 3_600_000

@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import itertools
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from keydesign import Layout, Reading, ShardMap, item_size
@@ -130,15 +129,3 @@ def stream_event(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
 
 def failed_sequences(response: Mapping[str, Any]) -> list[str]:
     return [str(f["itemIdentifier"]) for f in response.get("batchItemFailures", [])]
-
-
-@dataclass
-class FakeLambdaContext:
-    function_name: str = "hotkeys"
-    memory_limit_in_mb: int = 512
-    invoked_function_arn: str = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:hotkeys"
-    aws_request_id: str = "6f1d8e1c-1111-2222-3333-444455556666"
-    remaining_ms: int = 60_000
-
-    def get_remaining_time_in_millis(self) -> int:
-        return self.remaining_ms

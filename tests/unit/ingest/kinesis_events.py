@@ -9,7 +9,6 @@ import base64
 import json
 import threading
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from adapters.kinesis_records import StreamRecord, parse_records
@@ -104,25 +103,6 @@ class FakeClock:
     def advance(self, seconds: float) -> None:
         with self._lock:
             self._now += seconds
-
-
-@dataclass
-class FakeLambdaContext:
-    """The parts of Lambda's context the handler and Powertools read."""
-
-    remaining_ms: int = 60_000
-    function_name: str = "ingest"
-    function_version: str = "$LATEST"
-    memory_limit_in_mb: int = 1024
-    invoked_function_arn: str = f"arn:aws:lambda:{REGION}:123456789012:function:ingest"
-    aws_request_id: str = "c6af9ac6-7b61-11e6-9a41-93e812345678"
-    log_group_name: str = "/aws/lambda/ingest"
-    log_stream_name: str = "2026/11/22/[$LATEST]abcdef"
-    calls: list[int] = field(default_factory=list)
-
-    def get_remaining_time_in_millis(self) -> int:
-        self.calls.append(self.remaining_ms)
-        return self.remaining_ms
 
 
 def readings_in(payloads: Iterable[bytes]) -> int:

@@ -19,11 +19,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from adapters.observability import metrics
+from doubles.lambda_context import FakeLambdaContext
 from ingest.logic import BatchOutcome
 from keydesign import Reading, blocks, layouts
 from local_runtime.faults import FaultInjectingDynamoDB, FaultPlan, service_error
 from tests.unit.ingest.fakes import FakeDynamoDB, FakeSQS, sqs_refusal
-from tests.unit.ingest.kinesis_events import FakeClock, FakeLambdaContext, as_json, kinesis_event, parsed, reading
+from tests.unit.ingest.kinesis_events import FakeClock, as_json, kinesis_event, parsed, reading
 from tests.unit.ingest.kpl import aggregate
 from tests.unit.ingest.stored import stored_readings
 from tests.unit.ingest.test_logic import NOW, _ingestor

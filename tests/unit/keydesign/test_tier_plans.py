@@ -1,6 +1,6 @@
 """Plans with the write tier: every item that can hold a reading of the range is read, and nothing else.
 
-Items are written as ingest and compaction write them (``benchmarks/tier_items.py``): blocks,
+Items are written as ingest and compaction write them (``doubles/tier_items.py``): blocks,
 group items, dense marks, compacted blocks. For a plan of one entity (every layout, buckets shorter
 and longer than an hour, hourly tables, any watermark), every item holding one of the entity's
 readings in the range is in one of its partitions (same table and key, sort key within the range,
@@ -18,7 +18,7 @@ import random
 from hypothesis import given
 from hypothesis import strategies as st
 
-from benchmarks.tier_items import TierWriter
+from doubles.tier_items import TierWriter
 from keydesign import Layout, PartitionQuery, Reading, ShardMap, decode_block
 from keydesign.blocks import decode_group
 from keydesign.writetier import MAX_COMPACTED_SPAN_MS, SLICE_MS, EarlierGroups, WriteTier, slice_start

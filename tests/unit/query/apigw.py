@@ -10,11 +10,12 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, unquote
 
 from adapters.observability import metrics
+from doubles.lambda_context import FakeLambdaContext
 
 ParamValue = str | int | bool | Sequence[str]
 
@@ -78,20 +79,6 @@ def rest_event(path: str, params: Mapping[str, ParamValue] | None = None, *, met
         "body": None,
         "isBase64Encoded": False,
     }
-
-
-@dataclass
-class FakeLambdaContext:
-    function_name: str = "query"
-    function_version: str = "$LATEST"
-    memory_limit_in_mb: int = 512
-    invoked_function_arn: str = "arn:aws:lambda:eu-west-1:123456789012:function:query"
-    aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
-    log_group_name: str = "/aws/lambda/query"
-    log_stream_name: str = "2026/11/22/[$LATEST]abc"
-
-    def get_remaining_time_in_millis(self) -> int:
-        return 29_000
 
 
 @dataclass

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from adapters.partition_reader import Page, PageRequest, StoredBlock
 from adapters.shard_map_source import StaticShardMap
-from benchmarks.memory_dynamo import MemoryReader
+from doubles.memory_dynamo import MemoryReader
 from keydesign import Layout, Reading, ShardMap, format_ts, parse_timestamp
 from keydesign.blocks import read_header
 from query.api import create_app

@@ -20,7 +20,7 @@ from adapters.partition_reader import Page, PageRequest
 from adapters.retry import Deadline
 from adapters.rollup_store import ReadCount, RollupStore
 from adapters.shard_map_source import StaticShardMap
-from benchmarks.memory_dynamo import MemoryDynamo, MemoryReader
+from doubles.memory_dynamo import MemoryDynamo, MemoryReader
 from keydesign import Layout, Reading, ShardMap, format_ts
 from keydesign.rollup import STATE_PK, Figures, Granularities, floor_to, total_pk, total_sk
 from keydesign.writetier import CompactionState, WriteTier, compact_hour

@@ -7,7 +7,7 @@ import random
 import pytest
 
 from adapters.shard_map_source import StaticShardMap
-from benchmarks.memory_dynamo import SEQUENCE_BASE, MemoryReader
+from doubles.memory_dynamo import SEQUENCE_BASE, MemoryReader
 from keydesign import Layout, Reading, ShardMap, read_units
 from query.cursor import CursorCodec
 from query.logic import NOMINAL_READING_BYTES, QueryService

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from adapters.partition_reader import CorruptBlock, Page, PageRequest, StoredBlock
-from benchmarks.memory_dynamo import MemoryReader
+from doubles.memory_dynamo import MemoryReader
 from keydesign import Block, Layout, PartitionQuery, Reading, ShardMap, format_ts, parse_timestamp
 from keydesign.blocks import MAX_BLOCK_SPAN_MS, read_header
 from keydesign.layouts import ItemKey

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from adapters.batch_writer import serialize_item
 from adapters.occupancy import OccupancyReader, OccupancyStore
 from adapters.shard_map_source import StaticShardMap
-from benchmarks.memory_dynamo import MemoryReader
+from doubles.memory_dynamo import MemoryReader
 from keydesign import Layout, Reading, ShardMap, format_ts, parse_timestamp
 from keydesign.occupancy import OccupancyRecord, day_of
 from query.cursor import CursorCodec

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from adapters.partition_reader import Page, PageRequest
 from adapters.shard_map_source import StaticShardMap
-from benchmarks.memory_dynamo import MemoryReader
+from doubles.memory_dynamo import MemoryReader
 from keydesign import Layout, Reading, ShardMap, format_ts, parse_timestamp
 from query.cursor import CursorCodec
 from query.errors import ScanLimitExceeded

@@ -11,7 +11,7 @@ call cap, returns what a brute-force model of the stored readings says; ``latest
 raw aggregates too.
 
 With the write tier on (``keydesign.writetier``), batches are stored as ingest stores them then
-(``benchmarks/tier_items.py``): sparse entities' readings of an hour still open as group items,
+(``doubles/tier_items.py``): sparse entities' readings of an hour still open as group items,
 dense entities' as blocks with a dense mark, late ones as blocks; a batch may be retried after its
 hour ended (its readings then go to blocks, same version); the first hours may be compacted (their
 group items' newest copies written again as compacted blocks), and the reader may hold an older
@@ -28,8 +28,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from adapters.shard_map_source import StaticShardMap
-from benchmarks.memory_dynamo import MemoryReader
-from benchmarks.tier_items import TierWriter
+from doubles.memory_dynamo import MemoryReader
+from doubles.tier_items import TierWriter
 from keydesign import Layout, Reading, ShardMap, format_ts, parse_timestamp, ttl_for
 from keydesign.writetier import SLICE_MS, CompactionState, WriteTier
 from query.cursor import CursorCodec

@@ -10,8 +10,8 @@ from adapters.batch_writer import BatchWriter
 from adapters.retry import Deadline
 from adapters.rollup_store import RollupStore
 from adapters.shard_map_source import StaticShardMap
-from benchmarks.memory_dynamo import MemoryDynamo as FakeDynamo
-from benchmarks.memory_dynamo import MemoryReader
+from doubles.memory_dynamo import MemoryDynamo as FakeDynamo
+from doubles.memory_dynamo import MemoryReader
 from keydesign import InvalidInput, Layout, Reading, ShardMap, format_ts
 from keydesign.rollup import Granularities
 from query.api import create_app

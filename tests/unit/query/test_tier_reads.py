@@ -7,8 +7,8 @@ import pytest
 
 from adapters.partition_reader import CorruptBlock
 from adapters.shard_map_source import StaticShardMap
-from benchmarks.memory_dynamo import MemoryReader
-from benchmarks.tier_items import TierWriter
+from doubles.memory_dynamo import MemoryReader
+from doubles.tier_items import TierWriter
 from keydesign import Layout, Reading, ShardMap, parse_timestamp
 from keydesign.writetier import WriteTier
 from query.cursor import CursorCodec

@@ -1,11 +1,11 @@
 """The write tier's state over simulated days (issue 38: the year simulations extended to compaction).
 
-A sparse fleet writes through the write tier, as ingest writes it (``benchmarks/tier_items.py``: group
+A sparse fleet writes through the write tier, as ingest writes it (``doubles/tier_items.py``: group
 items, dense marks, blocks), a dense entity writes blocks for an hour a day and, in the same hour, a
 reading of its own in a group item (a mixed hour: flagged blocks and re-marks), and each day a reading
 arrives two hours late (a block and a mark of an hour compaction has counted: a redo request). The
 real :class:`CompactionRunner` runs every 5 simulated minutes and the real :class:`RollupRunner` every
-minute, on one :class:`benchmarks.memory_dynamo.MemoryDynamo` (the readings table and the control
+minute, on one :class:`doubles.memory_dynamo.MemoryDynamo` (the readings table and the control
 table) whose TTL is swept every 6 hours, as DynamoDB's would. Each run's deadline is its function's
 timeout less the handler's margin, on a clock that every DynamoDB call moves by CALL_MS.
 
@@ -31,9 +31,9 @@ from adapters.partition_reader import DynamoPartitionReader
 from adapters.retry import Deadline
 from adapters.rollup_store import MarkRecorder, RollupStore
 from adapters.shard_map_source import StaticShardMap
-from benchmarks.memory_dynamo import MemoryDynamo
-from benchmarks.tier_items import TierWriter
 from compaction.logic import REDO_LIMIT, CompactionRunner, StateStore
+from doubles.memory_dynamo import MemoryDynamo
+from doubles.tier_items import TierWriter
 from keydesign import Layout, Reading, ShardMap, parse_timestamp
 from keydesign.rollup import TTL_SLACK_MS, Granularities
 from keydesign.writetier import DENSE_READINGS, KEEP_MS, SLICE_MS, WriteTier, slice_start

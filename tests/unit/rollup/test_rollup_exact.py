@@ -9,7 +9,7 @@ stored again in that batch's blocks: the copy of the highest version counts.
 Readings arrive up to MAX_FUTURE early and up to far past LATENESS late, an
 entity is split mid-workload, tables may be per-period, and a run may die
 half-way. With the write tier on, batches are stored as ingest stores them then
-(``benchmarks/tier_items.py``: group items, dense marks, late readings in blocks)
+(``doubles/tier_items.py``: group items, dense marks, late readings in blocks)
 and each hour is compacted once it has settled, the rollup function reading both
 tiers at the watermark. The marks here stand for every reading, group items' too
 (ingest now marks only its blocks' readings, leaving group-item entity-hours to
@@ -36,10 +36,10 @@ from adapters.partition_reader import DynamoPartitionReader
 from adapters.retry import Deadline
 from adapters.rollup_store import RollupStore
 from adapters.shard_map_source import StaticShardMap
-from benchmarks.memory_dynamo import MemoryDynamo as FakeDynamo
-from benchmarks.memory_dynamo import MemoryReader
-from benchmarks.tier_items import TierWriter
 from compaction.logic import CompactionRunner, StateStore
+from doubles.memory_dynamo import MemoryDynamo as FakeDynamo
+from doubles.memory_dynamo import MemoryReader
+from doubles.tier_items import TierWriter
 from keydesign import Layout, Reading, ShardMap, format_ts, parse_timestamp
 from keydesign.rollup import Figures, Granularities, floor_to, hottest_rollup_keys
 from keydesign.writetier import DENSE_READINGS, SLICE_MS, CompactionState, EarlierGroups, WriteTier, in_write_tier

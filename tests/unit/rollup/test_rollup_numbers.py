@@ -26,7 +26,7 @@ from adapters.partition_reader import StoredBlock
 from adapters.retry import Deadline
 from adapters.rollup_store import ReadCount
 from adapters.shard_map_source import StaticShardMap
-from benchmarks.memory_dynamo import MemoryDynamo
+from doubles.memory_dynamo import MemoryDynamo
 from keydesign import Reading, parse_timestamp
 from keydesign.rollup import Figures
 from query.cursor import CursorCodec

@@ -1,8 +1,8 @@
 """The rollup function's watermark over simulated months (issue 29, item 8), in memory, with the real code.
 
 Ingest's :class:`MarkRecorder` and the :class:`RollupRunner` run on a moved clock against
-:class:`benchmarks.memory_dynamo.MemoryDynamo` (the control table; its TTL swept every 6 hours,
-as DynamoDB's would) and a :class:`benchmarks.memory_dynamo.MemoryReader` (hourly tables of raw
+:class:`doubles.memory_dynamo.MemoryDynamo` (the control table; its TTL swept every 6 hours,
+as DynamoDB's would) and a :class:`doubles.memory_dynamo.MemoryReader` (hourly tables of raw
 blocks). The function runs every simulated minute, as its schedule does, except during a pause
 (the function failing for PAUSE); a few entities send a reading every few minutes, one a day
 MAX_AGE / 2 late, and each day one entity is split and the one split the day before scaled down
@@ -31,7 +31,7 @@ from adapters.batch_writer import BatchWriter
 from adapters.partition_reader import Page, PageRequest
 from adapters.retry import Deadline
 from adapters.rollup_store import MarkRecorder, RollupStore
-from benchmarks.memory_dynamo import MemoryDynamo, MemoryReader
+from doubles.memory_dynamo import MemoryDynamo, MemoryReader
 from keydesign import Layout, Reading, ShardMap, parse_timestamp
 from keydesign.rollup import MARK_SHARDS, SLOT_MS, TTL_SLACK_MS, Granularities
 from rollup.logic import CONCURRENCY, RollupRunner

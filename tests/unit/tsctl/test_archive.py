@@ -26,7 +26,7 @@ from archives import (
     read_readings,
 )
 from archives.readings import WINDOW_MS
-from benchmarks.tier_items import TierWriter
+from doubles.tier_items import TierWriter
 from keydesign import Layout, Reading, ShardMap
 from keydesign.model import derive_event_id
 from keydesign.writetier import STATE_PK, WriteTier

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import random
 
 import pytest
 
 from benchmarks import write_tier as wt
-from benchmarks.blocks import SEED_000, SEED_003, SPARSE, START_MS
+from benchmarks.blocks import SEED_000, SEED_003, SPARSE, START_MS, Fleet
 from keydesign import Reading
 from keydesign.blocks import encode_block
 from keydesign.capacity import GROUP_RECENT_BYTES, poisson_fill
+from tsctl.cli import main
 
 
 @pytest.mark.parametrize(("fleet", "count"), [(SEED_003, 1), (SEED_000, 25), (SPARSE, 1), (SEED_003, 7)])
@@ -137,3 +139,33 @@ def test_todays_aggregate_reads_are_half_a_unit_a_rollup_item() -> None:
     reads = wt.today_rollup_reads(SEED_003)
     assert reads["ru_hours_of_day"] == 12.0 and reads["ru_days_of_month"] == 15.0
     assert reads["ru_fleet_minutes_of_hour"] == wt.query_units(60 * wt.total_item_bytes(SEED_003))
+
+
+SEED_003_READING = {"entity_id": "device-0000001", "measures": {"value": 21.53}, "event_id": "0a1b2c3d4e5f"}
+
+
+def plan(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    assert main(["plan", *argv]) == 0
+    return capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("argv", "fleet", "groups"),
+    [
+        (["--peak-writes", "166.6667", "--entities", "10000"], SPARSE, 32),
+        (
+            ["--peak-writes", "3858", "--entities", "1000000", "--reading", json.dumps(SEED_003_READING)],
+            SEED_003,
+            1_024,
+        ),
+    ],
+)
+def test_plan_prints_the_write_tiers_g_auto_the_design_table_measured(
+    argv: list[str], fleet: Fleet, groups: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The write tier's G for a workload is the one the write-tier benchmark computes for it (its design table)
+    tier = json.loads(plan(capsys, *argv, "--json"))["plan"]["write_tier"]
+    assert tier["auto"] and tier["groups"] == groups
+    assert wt.auto_groups(fleet, fleet.fleet_rate, 10.0) == groups
+    text = plan(capsys, *argv)
+    assert "groups G (auto)" in text and "group items/s" in text

@@ -9,8 +9,6 @@ from pathlib import Path
 import pytest
 from botocore.exceptions import ClientError
 
-from benchmarks import write_tier
-from benchmarks.blocks import SEED_003, SPARSE, Fleet
 from infra.config import Context, load_cdk_json_context
 from keydesign import Ingest
 from simulator import SimWorkload
@@ -36,7 +34,6 @@ def test_every_command_has_help(command: str, capsys: pytest.CaptureFixture[str]
 
 
 CDK_JSON = Path(__file__).resolve().parents[3] / "cdk.json"
-SEED_003_READING = {"entity_id": "device-0000001", "measures": {"value": 21.53}, "event_id": "0a1b2c3d4e5f"}
 
 
 def test_every_tool_sizes_batches_by_the_stacks_batching_window() -> None:
@@ -336,25 +333,3 @@ def test_publish_keys_readings_by_the_deployments_write_tier_groups() -> None:
     # Then publish's group keys are the write tier's partition keys, unless --groups says otherwise
     assert publish_groups(parser.parse_args(["publish", "--stream", "s"])) == groups > 0
     assert publish_groups(parser.parse_args(["publish", "--stream", "s", "--groups", "8"])) == 8
-
-
-@pytest.mark.parametrize(
-    ("argv", "fleet", "groups"),
-    [
-        (["--peak-writes", "166.6667", "--entities", "10000"], SPARSE, 32),
-        (
-            ["--peak-writes", "3858", "--entities", "1000000", "--reading", json.dumps(SEED_003_READING)],
-            SEED_003,
-            1_024,
-        ),
-    ],
-)
-def test_plan_prints_the_write_tiers_g_auto_the_design_table_measured(
-    argv: list[str], fleet: Fleet, groups: int, capsys: pytest.CaptureFixture[str]
-) -> None:
-    # The write tier's G for a workload is the one the write-tier benchmark computes for it (its design table)
-    tier = json.loads(run_cli(capsys, "plan", *argv, "--json")[1])["plan"]["write_tier"]
-    assert tier["auto"] and tier["groups"] == groups
-    assert write_tier.auto_groups(fleet, fleet.fleet_rate, 10.0) == groups
-    text = run_cli(capsys, "plan", *argv)[1]
-    assert "groups G (auto)" in text and "group items/s" in text

@@ -27,13 +27,12 @@ import math
 import re
 import uuid
 from dataclasses import dataclass, field
-from decimal import Decimal
 from typing import Any
 
 from adapters.kinesis_records import MalformedRecord, StreamRecord, user_records
 from adapters.observability import logger
 from adapters.rejects import Reject
-from ingest.formats import INFLUX, OTLP_JSON, Formats, Part, json_kind, not_enabled, sniff
+from ingest.formats import INFLUX, OTLP_JSON, Formats, Part, exact_float, exact_int, json_kind, not_enabled, sniff
 
 #: What a deployment reads when its settings say nothing else: every agent format, the default entity tags.
 DEFAULT_FORMATS = Formats()
@@ -337,21 +336,6 @@ def _json_type(value: object) -> str:
     if isinstance(value, str):
         return "a string"
     return "a number"
-
-
-def exact_float(text: str) -> float | Decimal:
-    """A float literal's value; a Decimal when a float would round it to zero or infinity."""
-    value = float(text)
-    # Zero from a literal with a non-zero digit is an underflow (1e-400); infinity is an overflow.
-    mantissa = text.partition("e")[0].partition("E")[0]
-    if (value == 0.0 and any(c in "123456789" for c in mantissa)) or math.isinf(value):
-        return Decimal(text)
-    return value
-
-
-def exact_int(text: str) -> int | Decimal:
-    """An integer literal's value; a Decimal past the 4,000 digits Python converts from text."""
-    return int(text) if len(text) <= 4_000 else Decimal(text)
 
 
 _EXACT_DECODER = json.JSONDecoder(parse_float=exact_float, parse_int=exact_int)

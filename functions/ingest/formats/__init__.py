@@ -35,10 +35,12 @@ timestamps are cut to the millisecond (floor).
 from __future__ import annotations
 
 import json
+import math
 import re
 import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from decimal import Decimal
 from functools import lru_cache
 from typing import Literal
 
@@ -279,3 +281,18 @@ def reading(
     if dimensions:
         out["dimensions"] = dimensions
     return out
+
+
+def exact_float(text: str) -> float | Decimal:
+    """A float literal's value; a Decimal when a float would round it to zero or infinity."""
+    value = float(text)
+    # Zero from a literal with a non-zero digit is an underflow (1e-400); infinity is an overflow.
+    mantissa = text.partition("e")[0].partition("E")[0]
+    if (value == 0.0 and any(c in "123456789" for c in mantissa)) or math.isinf(value):
+        return Decimal(text)
+    return value
+
+
+def exact_int(text: str) -> int | Decimal:
+    """An integer literal's value; a Decimal past the 4,000 digits Python converts from text."""
+    return int(text) if len(text) <= 4_000 else Decimal(text)

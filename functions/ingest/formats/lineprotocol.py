@@ -22,8 +22,7 @@ from __future__ import annotations
 
 import re
 
-from ingest.decoding import exact_float, exact_int
-from ingest.formats import NS_PER_MS, Formats, Part, reading, storable
+from ingest.formats import NS_PER_MS, Formats, Part, exact_float, exact_int, reading, storable
 from keydesign.model import shown_name
 
 _KEY = r"(?:[^\s,=\\]|\\[^\n])+"

@@ -25,23 +25,12 @@ from botocore.config import Config
 from botocore.exceptions import ClientError, HTTPClientError
 from botocore.exceptions import ConnectionError as BotoConnectionError
 
+from adapters.clients import KINESIS_RETRYABLE, error_code, error_message, http_status
 from adapters.retry import Backoff, Clock, Sleep
 from keydesign import InvalidInput, Reading
 
 from .packing import BatchPlanner, PackedRecord, ReadingTooLarge, RecordWriter
 from .sources import SourceItem
-
-_RETRYABLE = frozenset(
-    {
-        "ProvisionedThroughputExceededException",
-        "ThrottlingException",
-        "LimitExceededException",
-        "KMSThrottlingException",
-        "InternalFailure",
-        "InternalServerError",
-        "ServiceUnavailable",
-    }
-)
 
 
 class PutRecordsApi(Protocol):
@@ -134,13 +123,12 @@ class Publisher:
                     **self._target, Records=[{"Data": r.data, "PartitionKey": r.partition_key} for r in pending]
                 )
             except ClientError as exc:
-                code = str(exc.response.get("Error", {}).get("Code", "Unknown"))
-                status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+                code = error_code(exc) or "Unknown"
                 self.summary.errors[code] += 1
                 why = code
-                if code in _RETRYABLE or status >= 500:
+                if code in KINESIS_RETRYABLE or http_status(exc) >= 500:
                     continue
-                self._fail(pending, f"{code}: {exc.response.get('Error', {}).get('Message', '')}")
+                self._fail(pending, f"{code}: {error_message(exc)}")
                 return pending
             except (BotoConnectionError, HTTPClientError) as exc:
                 why = type(exc).__name__
@@ -149,11 +137,11 @@ class Publisher:
             results = response.get("Records", [])
             retry: list[PackedRecord] = []
             for record, result in zip(pending, results, strict=True):
-                error_code = result.get("ErrorCode") if isinstance(result, Mapping) else "MissingResult"
-                if error_code:
-                    self.summary.errors[str(error_code)] += 1
+                failure = result.get("ErrorCode") if isinstance(result, Mapping) else "MissingResult"
+                if failure:
+                    self.summary.errors[str(failure)] += 1
                     retry.append(record)
-                    why = str(error_code)
+                    why = str(failure)
                 else:
                     self.summary.records_sent += 1
                     self.summary.readings_sent += record.readings

@@ -37,6 +37,7 @@ from typing import Any, Protocol
 
 from botocore.exceptions import ClientError
 
+from adapters.clients import CONDITION_FAILED, error_code
 from adapters.observability import logger
 from hotkeys.detector import WindowLoad, WindowTally
 from keydesign import format_ts, shard_of
@@ -45,7 +46,6 @@ CLAIMED = "claimed"
 DONE = "done"
 #: Entities per page of a judged window's loads: 2,000 ids of at most 128 characters stay under 300 KB.
 JUDGED_PAGE_ENTITIES = 2_000
-_CONDITION_FAILED = "ConditionalCheckFailedException"
 _BATCH_GET_KEYS = 100
 _BATCH_GET_ATTEMPTS = 6
 
@@ -105,7 +105,7 @@ class ControlTable:
             try:
                 future.result()
             except ClientError as exc:
-                failed[run_id] = _code(exc) or "ClientError"
+                failed[run_id] = error_code(exc) or "ClientError"
             except Exception as exc:  # a dropped connection, a timeout: the same outcome for the records
                 failed[run_id] = type(exc).__name__
         return failed
@@ -298,7 +298,7 @@ class ControlTable:
         try:
             call(**request)
         except ClientError as exc:
-            if _code(exc) == _CONDITION_FAILED:
+            if error_code(exc) == CONDITION_FAILED:
                 return False
             raise
         return True
@@ -323,10 +323,6 @@ class ControlTable:
 
 class ControlTableBusy(Exception):  # noqa: N818 - reads as the condition
     """BatchGetItem kept returning unprocessed keys (the control table is throttled)."""
-
-
-def _code(exc: ClientError) -> str:
-    return str(exc.response.get("Error", {}).get("Code", ""))
 
 
 def _s(item: Mapping[str, Any], name: str) -> str:

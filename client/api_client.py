@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
-from adapters.retry import Backoff, Sleep
+from adapters.retry import Backoff, Deadline, RetryLoop, Sleep
 
 from .results import (
     AggregateSeries,
@@ -250,31 +250,42 @@ class QueryClient:
     def get(self, path: str, params: Mapping[str, str]) -> dict[str, Any]:
         """GET ``path`` with ``params``; the JSON body of a 2xx, or :class:`ApiError`."""
         url = f"{self.api_url}{path}" + (f"?{urlencode(sorted(params.items()), quote_via=quote)}" if params else "")
-        attempt = 0
-        while True:
-            attempt += 1
+        body: dict[str, Any] = {}
+        failed = ApiError(0, "not sent")  # the answer of the last attempt, raised when no retry is left
+        least_wait = 0.0  # the server's Retry-After, a floor under the backoff before the next attempt
+
+        def call(pending: list[str], attempt: int) -> tuple[list[str], str]:
+            nonlocal body, failed, least_wait
             self.requests += 1
+            least_wait = 0.0
             try:
                 response = self._transport("GET", url, self._headers(url), self._timeout_s)
             except (OSError, http.client.HTTPException) as exc:
-                if attempt >= self._max_attempts:
-                    raise ApiError(0, f"no answer from {self.api_url}: {exc}", attempts=attempt) from exc
-                self._wait(attempt, None)
-                continue
+                failed = ApiError(0, f"no answer from {self.api_url}: {exc}", attempts=attempt)
+                failed.__cause__ = exc
+                return pending, str(failed)
             if 200 <= response.status < 300:
-                return _json_body(response)
-            if response.status in RETRYABLE_STATUS and attempt < self._max_attempts:
-                self._wait(attempt, response.headers.get("retry-after"))
-                continue
-            raise _error_of(response, attempt)
+                body = _json_body(response)
+                return [], ""
+            failed = _error_of(response, attempt)
+            if response.status not in RETRYABLE_STATUS:
+                raise failed
+            retry_after = response.headers.get("retry-after")
+            if retry_after is not None:
+                with contextlib.suppress(ValueError):  # an HTTP date: the backoff alone
+                    least_wait = min(float(retry_after), MAX_RETRY_AFTER_S)
+            return pending, str(failed)
 
-    def _wait(self, attempt: int, retry_after: str | None) -> None:
-        self.retries += 1
-        delay = self._backoff.delay_s(attempt, self._rng)
-        if retry_after is not None:
-            with contextlib.suppress(ValueError):  # an HTTP date: the backoff alone
-                delay = max(delay, min(float(retry_after), MAX_RETRY_AFTER_S))
-        self._sleep(delay)
+        def wait(delay: float) -> None:
+            self.retries += 1
+            self._sleep(max(delay, least_wait))
+
+        def give_up(_pending: list[str], _why: str) -> None:
+            raise failed
+
+        retry = RetryLoop(self._backoff, sleep=wait, rng=self._rng, max_attempts=self._max_attempts)
+        retry.run([url], call, Deadline.never(), give_up, unstarted="not sent")
+        return body
 
     def _headers(self, url: str) -> dict[str, str]:
         headers = {"Accept": "application/json"}

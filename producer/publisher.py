@@ -4,8 +4,9 @@ A PutRecords call can succeed as a whole and still fail some of its records
 (``FailedRecordCount``; each failed entry has an ``ErrorCode``, usually
 ``ProvisionedThroughputExceededException`` when a shard is over 1 MB/s or
 1,000 records/s). Only those records are sent again, after an exponential
-backoff with full jitter, up to ``max_attempts``; a call that fails whole with
-a throttling or server error is retried the same way, and one that fails for
+backoff with full jitter, up to ``max_attempts`` (``adapters.retry.RetryLoop``);
+a call that fails whole with a throttling or server error is retried the same
+way, and one that fails for
 a reason a retry cannot fix (no such stream, access denied) fails its records
 at once. Optional client-side jitter delays every call by a random amount, so
 many producers started together do not hit the stream in lock-step.
@@ -25,23 +26,12 @@ from botocore.config import Config
 from botocore.exceptions import ClientError, HTTPClientError
 from botocore.exceptions import ConnectionError as BotoConnectionError
 
-from adapters.retry import Backoff, Clock, Sleep
+from adapters.clients import KINESIS_RETRYABLE, error_code, error_message, http_status
+from adapters.retry import Backoff, Clock, Deadline, RetryLoop, Sleep
 from keydesign import InvalidInput, Reading
 
 from .packing import BatchPlanner, PackedRecord, ReadingTooLarge, RecordWriter
 from .sources import SourceItem
-
-_RETRYABLE = frozenset(
-    {
-        "ProvisionedThroughputExceededException",
-        "ThrottlingException",
-        "LimitExceededException",
-        "KMSThrottlingException",
-        "InternalFailure",
-        "InternalServerError",
-        "ServiceUnavailable",
-    }
-)
 
 
 class PutRecordsApi(Protocol):
@@ -102,12 +92,13 @@ class Publisher:
             raise ValueError("max_attempts must be at least 1")
         self._api = api
         self._target = {"StreamARN": stream} if stream.startswith("arn:") else {"StreamName": stream}
-        self._max_attempts = max_attempts
-        self._backoff = Backoff(base_ms=100, max_delay_ms=5_000)
         self._jitter_s = max(0, jitter_ms) / 1000
         self._clock = clock
         self._sleep = sleep
         self._rng = rng or random.Random()
+        self._retry = RetryLoop(
+            Backoff(base_ms=100, max_delay_ms=5_000), sleep=sleep, rng=self._rng, max_attempts=max_attempts
+        )
         self.summary = PublishSummary()
 
     def send(self, batch: list[PackedRecord]) -> list[PackedRecord]:
@@ -115,51 +106,58 @@ class Publisher:
 
         Returns the records Kinesis never accepted (empty when all were): a caller
         that must not lose a record (a redrive) keeps those and acts on the rest."""
-        pending = batch
-        attempt = 0
+        unsent: list[PackedRecord] = []
+
+        def fail(records: list[PackedRecord], reason: str) -> None:
+            self._fail(records, reason)
+            unsent.extend(records)
+
+        self._retry.run(
+            list(batch),
+            lambda pending, attempt: self._put(pending, attempt, fail),
+            Deadline.never(self._clock),
+            fail,
+            unstarted="not sent",
+        )
+        return unsent
+
+    def _put(
+        self, pending: list[PackedRecord], attempt: int, fail: Callable[[list[PackedRecord], str], None]
+    ) -> tuple[list[PackedRecord], str]:
+        """One PutRecords of ``pending``; returns the records to send again, and why."""
+        if attempt > 1:
+            self.summary.records_retried += len(pending)
+        if self._jitter_s:
+            self._sleep(self._rng.uniform(0.0, self._jitter_s))
+        self.summary.put_calls += 1
+        try:
+            response = self._api.put_records(
+                **self._target, Records=[{"Data": r.data, "PartitionKey": r.partition_key} for r in pending]
+            )
+        except ClientError as exc:
+            code = error_code(exc) or "Unknown"
+            self.summary.errors[code] += 1
+            if code in KINESIS_RETRYABLE or http_status(exc) >= 500:
+                return pending, code
+            fail(pending, f"{code}: {error_message(exc)}")
+            return [], ""
+        except (BotoConnectionError, HTTPClientError) as exc:
+            why = type(exc).__name__
+            self.summary.errors[why] += 1
+            return pending, why
+        retry: list[PackedRecord] = []
         why = ""
-        while pending:
-            if attempt >= self._max_attempts:
-                self._fail(pending, f"gave up after {attempt} attempts ({why})")
-                return pending
-            if attempt > 0:
-                self._sleep(self._backoff.delay_s(attempt, self._rng))
-                self.summary.records_retried += len(pending)
-            if self._jitter_s:
-                self._sleep(self._rng.uniform(0.0, self._jitter_s))
-            attempt += 1
-            self.summary.put_calls += 1
-            try:
-                response = self._api.put_records(
-                    **self._target, Records=[{"Data": r.data, "PartitionKey": r.partition_key} for r in pending]
-                )
-            except ClientError as exc:
-                code = str(exc.response.get("Error", {}).get("Code", "Unknown"))
-                status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
-                self.summary.errors[code] += 1
-                why = code
-                if code in _RETRYABLE or status >= 500:
-                    continue
-                self._fail(pending, f"{code}: {exc.response.get('Error', {}).get('Message', '')}")
-                return pending
-            except (BotoConnectionError, HTTPClientError) as exc:
-                why = type(exc).__name__
-                self.summary.errors[why] += 1
-                continue
-            results = response.get("Records", [])
-            retry: list[PackedRecord] = []
-            for record, result in zip(pending, results, strict=True):
-                error_code = result.get("ErrorCode") if isinstance(result, Mapping) else "MissingResult"
-                if error_code:
-                    self.summary.errors[str(error_code)] += 1
-                    retry.append(record)
-                    why = str(error_code)
-                else:
-                    self.summary.records_sent += 1
-                    self.summary.readings_sent += record.readings
-                    self.summary.bytes_sent += record.size
-            pending = retry
-        return []
+        for record, result in zip(pending, response.get("Records", []), strict=True):
+            failure = result.get("ErrorCode") if isinstance(result, Mapping) else "MissingResult"
+            if failure:
+                self.summary.errors[str(failure)] += 1
+                retry.append(record)
+                why = str(failure)
+            else:
+                self.summary.records_sent += 1
+                self.summary.readings_sent += record.readings
+                self.summary.bytes_sent += record.size
+        return retry, why
 
     def _fail(self, records: list[PackedRecord], reason: str) -> None:
         self.summary.records_failed += len(records)

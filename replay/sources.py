@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from botocore.exceptions import ClientError
 
+from adapters.clients import error_code
 from keydesign import format_ts
 from replay.failures import FailedBatch
 
@@ -75,10 +76,6 @@ class RangeReader(Protocol):
         """When the stream forgets the batch's first record (epoch ms), if known."""
 
 
-def _code(exc: ClientError) -> str:
-    return str(exc.response.get("Error", {}).get("Code", ""))
-
-
 def _region(arn: str) -> str:
     parts = arn.split(":")
     return parts[3] if len(parts) > 3 else ""
@@ -115,9 +112,9 @@ class _StreamRanges:
         try:
             iterator: str | None = self._iterator(batch, "AT_SEQUENCE_NUMBER")
         except ClientError as exc:
-            if _code(exc) == "ResourceNotFoundException":
+            if error_code(exc) == "ResourceNotFoundException":
                 return ReadBack(lost=self._lost(batch, None, "the stream or its shard no longer exists"))
-            if _code(exc) != self.trimmed_code:
+            if error_code(exc) != self.trimmed_code:
                 raise
             trimmed = True
             iterator = self._iterator(batch, "TRIM_HORIZON")
@@ -132,9 +129,9 @@ class _StreamRanges:
             try:
                 records, iterator, drained = self._page(iterator)
             except ClientError as exc:
-                if _code(exc) != self.trimmed_code:
+                if error_code(exc) != self.trimmed_code:
                     raise
-                stopped = f"the stream trimmed the shard while it was read ({_code(exc)})"
+                stopped = f"the stream trimmed the shard while it was read ({error_code(exc)})"
                 break
             for record in records:
                 sequence = self._sequence(record)

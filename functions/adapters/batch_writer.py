@@ -44,6 +44,7 @@ from typing import Any, Protocol
 from botocore.exceptions import ClientError, HTTPClientError
 from botocore.exceptions import ConnectionError as BotoConnectionError
 
+from adapters.clients import DYNAMODB_RETRYABLE, DYNAMODB_THROTTLING, error_code, error_message, http_status
 from adapters.observability import logger
 from adapters.retry import Backoff, Clock, Deadline, RetryLoop, Sleep
 
@@ -53,18 +54,6 @@ MAX_NUMBER_DIGITS = 38
 # a 41-digit number; DynamoDB's range needs at most 126 digits plus the exponent.
 _EXACT = Context(prec=200, Emax=999_999, Emin=-999_999)
 
-#: Error codes that mean "not now": retried with backoff inside the invocation.
-RETRYABLE_CODES = frozenset(
-    {
-        "ProvisionedThroughputExceededException",
-        "ThrottlingException",
-        "RequestLimitExceeded",
-        "InternalServerError",
-        "InternalFailure",
-        "ServiceUnavailable",
-    }
-)
-THROTTLING_CODES = frozenset({"ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded"})
 
 AttributeValue = dict[str, Any]
 LowLevelItem = dict[str, AttributeValue]
@@ -290,12 +279,10 @@ class BatchWriter:
         except ClientError as exc:
             report.calls += 1
             report.latencies_ms.append((self._clock() - started) * 1000)
-            error = exc.response.get("Error", {})
-            code = str(error.get("Code", "Unknown"))
-            message = str(error.get("Message", ""))
-            status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
-            if code in RETRYABLE_CODES or status >= 500:
-                report.throttled_calls += code in THROTTLING_CODES
+            code = error_code(exc) or "Unknown"
+            message = error_message(exc)
+            if code in DYNAMODB_RETRYABLE or http_status(exc) >= 500:
+                report.throttled_calls += code in DYNAMODB_THROTTLING
                 return pending, f"{code} on attempt {attempt}"
             if code == "ValidationException" and len(pending) == 1:
                 report.rejected[pending[0]] = f"DynamoDB refused the item: {message or code}"

@@ -19,25 +19,62 @@ connections (their sockets lead nowhere once restored), and :func:`renew_credent
 makes the next call resolve the credentials again through botocore's default
 chain, from the restored environment (a SnapStart function gets them from
 Lambda's container credentials endpoint, not from the variables it had at init).
+
+A call that fails raises botocore's ``ClientError``: :func:`error_code` (and
+:func:`error_message`, :func:`http_status`) read what it carries, and the code
+sets below say which codes mean "not now" for each service.
 """
 
 from __future__ import annotations
 
 import platform
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import botocore
 from botocore.config import Config
 from botocore.credentials import Credentials, ReadOnlyCredentials, create_credential_resolver
-from botocore.exceptions import NoCredentialsError
+from botocore.exceptions import ClientError, NoCredentialsError
 from botocore.session import Session
 
 #: Every client's User-Agent, made once. botocore's default is rebuilt from a dozen parts twice a
 #: call (16% of a BatchWriteItem's CPU, docs/benchmarks.md); this one keeps botocore's and
 #: Python's versions, and names the product in CloudTrail's ``userAgent``.
 USER_AGENT = f"timeseries-dynamodb Botocore/{botocore.__version__} Python/{platform.python_version()}"
+
+#: DynamoDB's "slow down": a table's or the account's throughput, or its request rate, was exceeded.
+DYNAMODB_THROTTLING = frozenset(
+    {"ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded"}
+)
+#: DynamoDB codes that mean "not now": throttling or the service's own fault, retried with backoff.
+DYNAMODB_RETRYABLE = DYNAMODB_THROTTLING | {"InternalServerError", "InternalFailure", "ServiceUnavailable"}
+#: Kinesis codes that mean "not now": a shard's or KMS's throttling, a limit, the service's own fault.
+KINESIS_RETRYABLE = frozenset(
+    {
+        "ProvisionedThroughputExceededException",
+        "ThrottlingException",
+        "LimitExceededException",
+        "KMSThrottlingException",
+        "InternalFailure",
+        "InternalServerError",
+        "ServiceUnavailable",
+    }
+)
+#: SQS codes a retry cannot fix (no such queue, no permission, a refused parameter).
+SQS_PERMANENT = frozenset(
+    {
+        "AccessDenied",
+        "AccessDeniedException",
+        "AWS.SimpleQueueService.NonExistentQueue",
+        "QueueDoesNotExist",
+        "InvalidParameterValue",
+        "InvalidClientTokenId",
+        "KMS.AccessDeniedException",
+    }
+)
+#: A condition expression did not hold (a put or update that lost a race, or found the item changed).
+CONDITION_FAILED = "ConditionalCheckFailedException"
 
 _lock = threading.Lock()
 _clients: dict[tuple[str, int, int, bool], Any] = {}
@@ -166,3 +203,32 @@ def reset_clients() -> None:
     with _lock:
         _clients.clear()
         _session.clear()
+
+
+def error_code(exc: BaseException) -> str | None:
+    """The AWS error code a botocore ``ClientError`` carries (``ResourceNotFoundException``...);
+    None for any other exception, and for a response that names no code."""
+    code = _error(exc).get("Code")
+    return str(code) if code else None
+
+
+def error_message(exc: BaseException) -> str:
+    """The message a botocore ``ClientError`` carries; empty when there is none."""
+    return str(_error(exc).get("Message") or "")
+
+
+def http_status(exc: BaseException) -> int:
+    """The HTTP status of the answer a botocore ``ClientError`` came from; 0 when unknown."""
+    response = exc.response if isinstance(exc, ClientError) else None
+    metadata = response.get("ResponseMetadata") if isinstance(response, Mapping) else None
+    status = metadata.get("HTTPStatusCode") if isinstance(metadata, Mapping) else None
+    try:
+        return int(status or 0)
+    except (TypeError, ValueError):
+        return 0
+
+
+def _error(exc: BaseException) -> Mapping[str, Any]:
+    response = exc.response if isinstance(exc, ClientError) else None
+    error = response.get("Error") if isinstance(response, Mapping) else None
+    return error if isinstance(error, Mapping) else {}

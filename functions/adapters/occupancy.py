@@ -24,6 +24,7 @@ from typing import Any, Protocol
 from botocore.exceptions import ClientError
 
 from adapters.batch_writer import PendingWrite, serialize_item
+from adapters.clients import CONDITION_FAILED, error_code
 from adapters.observability import logger
 from adapters.snapstart import forget_on_restore
 from keydesign.occupancy import SINCE_PK, DayOccupancy, OccupancyRecord, day_of, day_pk, recording_since
@@ -41,7 +42,6 @@ CACHE_ENTRIES = 256
 #: buckets x 27 days of late readings per container; an evicted one is written
 #: again (idempotent), which costs one write unit, never correctness.
 RECORDED_ENTRIES = 65_536
-_CONDITION_FAILED = "ConditionalCheckFailedException"
 
 
 class OccupancyApi(Protocol):
@@ -85,7 +85,7 @@ class OccupancyStore:
                 ConditionExpression="attribute_not_exists(pk)",
             )
         except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") == _CONDITION_FAILED:
+            if error_code(exc) == CONDITION_FAILED:
                 return False
             raise
         return True

@@ -36,7 +36,7 @@ from typing import Any, Protocol
 
 from botocore.exceptions import ClientError
 
-from adapters.clients import client
+from adapters.clients import client, error_code
 from keydesign import BlockError, PartitionQuery, Reading, decode_block
 from keydesign.blocks import BlockHeader, decode_group, read_header
 from keydesign.legacy import is_legacy, legacy_block
@@ -200,7 +200,7 @@ class DynamoPartitionReader:
         try:
             response = dynamodb.query(**kwargs)
         except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") == "ResourceNotFoundException":
+            if error_code(exc) == "ResourceNotFoundException":
                 return Page((), None, 0, 0.0, table_missing=True)
             raise
         blocks = tuple(_stored(raw) for raw in response.get("Items", ()))

@@ -42,6 +42,7 @@ from typing import Any, Protocol
 from botocore.exceptions import ClientError, HTTPClientError
 from botocore.exceptions import ConnectionError as BotoConnectionError
 
+from adapters.clients import SQS_PERMANENT, error_code
 from adapters.observability import logger
 from adapters.retry import Backoff, Deadline, RetryLoop, Sleep
 from keydesign import format_ts
@@ -68,20 +69,6 @@ def sqs_text(text: str) -> str:
     if not text.isascii() or not text.isprintable():
         text = _SQS_REFUSED.sub(lambda found: f"\\u{ord(found.group()):04x}", text)
     return text[:MAX_ATTRIBUTE_CHARS]
-
-
-# SQS refuses these codes for reasons a retry cannot fix.
-_PERMANENT_CODES = frozenset(
-    {
-        "AccessDenied",
-        "AccessDeniedException",
-        "AWS.SimpleQueueService.NonExistentQueue",
-        "QueueDoesNotExist",
-        "InvalidParameterValue",
-        "InvalidClientTokenId",
-        "KMS.AccessDeniedException",
-    }
-)
 
 
 class SendMessageBatchApi(Protocol):
@@ -258,9 +245,9 @@ class RejectsPublisher:
         try:
             response = self._api.send_message_batch(QueueUrl=self._queue_url, Entries=request)
         except ClientError as exc:
-            code = str(exc.response.get("Error", {}).get("Code", "Unknown"))
+            code = error_code(exc) or "Unknown"
             why = f"SendMessageBatch failed with {code}"
-            if code in _PERMANENT_CODES:
+            if code in SQS_PERMANENT:
                 _unsent(report, pending, why)
                 return [], why
             return pending, why

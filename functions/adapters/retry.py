@@ -8,7 +8,10 @@ A :class:`Deadline` turns a Lambda's remaining time into a point on a clock
 that workers compare against before every call and every sleep: a retry that
 would start too late to finish is not started, its items are handed back to
 the caller instead (who reports them for redelivery). :class:`RetryLoop` is the
-one loop the batch writer and the rejects publisher both run.
+one loop every caller that retries what is left runs: the batch writer, the
+rejects publisher, the producer, the query client, and the BatchGetItem reads
+of the hot-key control table and the rollup store (each with its own backoff,
+attempts and sleep, which tests inject).
 """
 
 from __future__ import annotations

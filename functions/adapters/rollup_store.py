@@ -7,7 +7,9 @@ whole (every write is a put of a recomputed value, so repeating is harmless),
 and an item DynamoDB refuses is handed back to the caller, which sets its
 interval aside (``rollup.logic``).
 Reads that feed a recompute are strongly consistent, so they see every write
-that happened before the mark that asked for them. The rollup function's state
+that happened before the mark that asked for them; the keys a BatchGetItem hands
+back unprocessed are asked again after a full-jitter backoff
+(``adapters.retry.RetryLoop``), and a read fails when some stay unprocessed. The rollup function's state
 (:class:`RollupState`) holds, beside its watermark, the compaction watermark
 each slot was planned with and the ``totals_through`` of the totals; it also puts
 redo requests (:meth:`RollupStore.redo_write`) for compaction (docs/rollups.md).
@@ -16,13 +18,14 @@ redo requests (:meth:`RollupStore.redo_write`) for compaction (docs/rollups.md).
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from adapters.batch_writer import BatchWriter, PendingWrite, serialize_item
-from adapters.retry import Deadline
+from adapters.retry import Backoff, Deadline, RetryLoop, Sleep
 from keydesign import format_ts, parse_timestamp
 from keydesign.rollup import (
     FLEET_PART,
@@ -50,6 +53,8 @@ from keydesign.writetier import KEEP_MS
 #: BatchGetItem's key limit per call.
 _GET_KEYS = 100
 _GET_ATTEMPTS = 8
+#: Between BatchGetItem calls of the keys left unprocessed: 50 ms, doubling, at most 2 s (full jitter).
+_GET_BACKOFF = Backoff(base_ms=50, max_delay_ms=2_000)
 #: Marks an ingest container remembers as written: one per entity and finest interval per stamp minute.
 MARK_ENTRIES = 65_536
 
@@ -174,13 +179,21 @@ class RollupStore:
     """Rollup items of one table prefix. Holds no state but its clients."""
 
     def __init__(
-        self, dynamodb: Any, writer: BatchWriter | None, control_table: str, prefix: str, retention_ms: int
+        self,
+        dynamodb: Any,
+        writer: BatchWriter | None,
+        control_table: str,
+        prefix: str,
+        retention_ms: int,
+        *,
+        sleep: Sleep = time.sleep,
     ) -> None:
         self._db = dynamodb
         self.writer = writer
         self.table = control_table
         self.prefix = prefix
         self._retention_ms = retention_ms
+        self._retry = RetryLoop(_GET_BACKOFF, sleep=sleep, max_attempts=_GET_ATTEMPTS)
 
     # -- marks ----------------------------------------------------------------
 
@@ -248,23 +261,24 @@ class RollupStore:
         keys = {rollup_key(self.prefix, level, start, entity): start for start in starts}
         out: dict[int, Figures] = {}
         wanted = [{"pk": {"S": pk}, "sk": {"S": sk}} for pk, sk in keys]
+
+        def read(pending: list[dict[str, Any]], _attempt: int) -> tuple[list[dict[str, Any]], str]:
+            response = self._db.batch_get_item(
+                RequestItems={self.table: {"Keys": pending, "ConsistentRead": consistent}},
+                ReturnConsumedCapacity="TOTAL",
+            )
+            found = response.get("Responses", {}).get(self.table, [])
+            cost.add(response, len(found))
+            for raw in found:
+                item = {k: plain(v) for k, v in raw.items()}
+                out[keys[(item["pk"], item["sk"])]] = Figures.from_item(item)
+            return list((response.get("UnprocessedKeys") or {}).get(self.table, {}).get("Keys", [])), "unprocessed"
+
+        def give_up(pending: list[dict[str, Any]], _why: str) -> None:
+            raise RuntimeError(f"{len(pending)} rollups still unprocessed after {_GET_ATTEMPTS} BatchGetItem calls")
+
         for first in range(0, len(wanted), _GET_KEYS):
-            pending = wanted[first : first + _GET_KEYS]
-            for _ in range(_GET_ATTEMPTS):
-                response = self._db.batch_get_item(
-                    RequestItems={self.table: {"Keys": pending, "ConsistentRead": consistent}},
-                    ReturnConsumedCapacity="TOTAL",
-                )
-                found = response.get("Responses", {}).get(self.table, [])
-                cost.add(response, len(found))
-                for raw in found:
-                    item = {k: plain(v) for k, v in raw.items()}
-                    out[keys[(item["pk"], item["sk"])]] = Figures.from_item(item)
-                pending = (response.get("UnprocessedKeys") or {}).get(self.table, {}).get("Keys", [])
-                if not pending:
-                    break
-            if pending:
-                raise RuntimeError(f"{len(pending)} rollups still unprocessed after {_GET_ATTEMPTS} BatchGetItem calls")
+            self._retry.run(wanted[first : first + _GET_KEYS], read, Deadline.never(), give_up, unstarted="not read")
         return out
 
     def interval_rollups(self, level: int, start_ms: int, cost: ReadCount) -> dict[str, Figures]:

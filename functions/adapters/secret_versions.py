@@ -15,7 +15,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from adapters.clients import client
+from adapters.clients import client, error_code
 
 #: Secrets Manager's staging labels: the version in use, and the one it replaced.
 CURRENT = "AWSCURRENT"
@@ -29,7 +29,7 @@ def read_secret(secret_id: str, stage: str = CURRENT) -> bytes | None:
     try:
         found = client("secretsmanager").get_secret_value(SecretId=secret_id, VersionStage=stage)
     except ClientError as exc:
-        if stage != CURRENT and exc.response["Error"]["Code"] == "ResourceNotFoundException":
+        if stage != CURRENT and error_code(exc) == "ResourceNotFoundException":
             return None
         raise
     if "SecretString" in found:
@@ -71,7 +71,7 @@ class SecretVersions:
         try:
             found = self._secrets.get_secret_value(SecretId=secret_id, VersionId=version_id, VersionStage=stage)
         except ClientError as exc:
-            if exc.response["Error"]["Code"] == "ResourceNotFoundException":
+            if error_code(exc) == "ResourceNotFoundException":
                 return None
             raise
         return str(found["SecretString"])

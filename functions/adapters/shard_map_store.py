@@ -75,7 +75,7 @@ from typing import Any, Protocol
 from aws_lambda_powertools.metrics import MetricUnit
 from botocore.exceptions import ClientError
 
-from adapters.clients import client
+from adapters.clients import CONDITION_FAILED, client, error_code
 from adapters.observability import logger, metrics
 from adapters.retry import Backoff
 from adapters.settings import CommonSettings, SettingsError
@@ -95,7 +95,6 @@ _PAGE_READS = 8
 _HEAD_ATTEMPTS = 3
 #: Between attempts that lost the race: 50 ms, doubling, at most 3.2 s (full jitter).
 _BACKOFF = Backoff(base_ms=50, max_delay_ms=3_200)
-_CONDITION_FAILED = "ConditionalCheckFailedException"
 
 
 class ShardMapStoreError(Exception):
@@ -244,7 +243,7 @@ class ShardMapStore:
             logger.info("shard map bootstrapped", table=self._table, shards=self._initial.global_history[0].shards)
             return self._initial
         except ClientError as exc:
-            if _code(exc) != _CONDITION_FAILED:
+            if error_code(exc) != CONDITION_FAILED:
                 raise
         # Another cold start stored it between our read and our write: theirs is the map.
         found = self.peek()
@@ -378,7 +377,7 @@ class ShardMapStore:
             try:
                 self._put(new, stored, reason=why)
             except ClientError as exc:
-                if _code(exc) != _CONDITION_FAILED:
+                if error_code(exc) != CONDITION_FAILED:
                     raise
                 logger.info("shard map changed under us; re-reading", table=self._table, attempt=attempt)
                 if attempt < self._max_attempts:
@@ -553,7 +552,7 @@ class ShardMapStore:
             # Already there: put by an attempt of this call whose response was lost before botocore's
             # retry (the key's token is this put's), or, once in 4 billion, another writer's; either
             # serves if it holds the same entities.
-            if _code(exc) != _CONDITION_FAILED:
+            if error_code(exc) != CONDITION_FAILED:
                 raise
             found = self._get({"pk": {"S": SHARD_MAP_PARTITION}, "sk": {"S": sk}})
             if found is None or found.get("entities") != {"S": text}:
@@ -618,10 +617,6 @@ def _version_of(head: Mapping[str, Any] | None) -> int | None:
 
 def _dumps(value: object) -> str:
     return json.dumps(value, separators=(",", ":"), sort_keys=True)
-
-
-def _code(exc: ClientError) -> str:
-    return str(exc.response.get("Error", {}).get("Code", ""))
 
 
 def shard_map_source(

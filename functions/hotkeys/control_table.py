@@ -29,7 +29,6 @@ partition keys, which the judging invocation queries.
 from __future__ import annotations
 
 import json
-import random
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -37,7 +36,9 @@ from typing import Any, Protocol
 
 from botocore.exceptions import ClientError
 
+from adapters.clients import CONDITION_FAILED, error_code
 from adapters.observability import logger
+from adapters.retry import Backoff, Deadline, RetryLoop, Sleep
 from hotkeys.detector import WindowLoad, WindowTally
 from keydesign import format_ts, shard_of
 
@@ -45,9 +46,10 @@ CLAIMED = "claimed"
 DONE = "done"
 #: Entities per page of a judged window's loads: 2,000 ids of at most 128 characters stay under 300 KB.
 JUDGED_PAGE_ENTITIES = 2_000
-_CONDITION_FAILED = "ConditionalCheckFailedException"
 _BATCH_GET_KEYS = 100
 _BATCH_GET_ATTEMPTS = 6
+#: Between BatchGetItem calls of the keys left unprocessed: 50 ms, doubling, at most 2 s (full jitter).
+_BATCH_GET_BACKOFF = Backoff(base_ms=50, max_delay_ms=2_000)
 
 
 class ControlTableApi(Protocol):
@@ -83,9 +85,10 @@ class ControlTable:
     """Runs, claims and cooldowns. Thread-safe; one instance per container. Every item expires
     (``expires_at``) ``COUNTER_RETENTION_MS`` after it is written (a cooldown after it ends)."""
 
-    def __init__(self, dynamodb: ControlTableApi, table: str) -> None:
+    def __init__(self, dynamodb: ControlTableApi, table: str, *, sleep: Sleep = time.sleep) -> None:
         self._db = dynamodb
         self._table = table
+        self._retry = RetryLoop(_BATCH_GET_BACKOFF, sleep=sleep, max_attempts=_BATCH_GET_ATTEMPTS)
         self._pool = ThreadPoolExecutor(max_workers=COUNTER_SHARDS, thread_name_prefix="hotkeys-counter")
 
     def close(self) -> None:
@@ -105,7 +108,7 @@ class ControlTable:
             try:
                 future.result()
             except ClientError as exc:
-                failed[run_id] = _code(exc) or "ClientError"
+                failed[run_id] = error_code(exc) or "ClientError"
             except Exception as exc:  # a dropped connection, a timeout: the same outcome for the records
                 failed[run_id] = type(exc).__name__
         return failed
@@ -298,35 +301,40 @@ class ControlTable:
         try:
             call(**request)
         except ClientError as exc:
-            if _code(exc) == _CONDITION_FAILED:
+            if error_code(exc) == CONDITION_FAILED:
                 return False
             raise
         return True
 
     def _batch_get(self, keys: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+        """The items of ``keys`` (consistent reads), the unprocessed ones asked again with backoff;
+        :class:`ControlTableBusy` when some stay unprocessed ``_BATCH_GET_ATTEMPTS`` calls."""
         found: list[Mapping[str, Any]] = []
         for offset in range(0, len(keys), _BATCH_GET_KEYS):
-            pending: list[Mapping[str, Any]] = list(keys[offset : offset + _BATCH_GET_KEYS])
-            for attempt in range(_BATCH_GET_ATTEMPTS):
-                response = self._db.batch_get_item(
-                    RequestItems={self._table: {"Keys": pending, "ConsistentRead": True}}
-                )
-                found.extend(response.get("Responses", {}).get(self._table, []))
-                pending = list(response.get("UnprocessedKeys", {}).get(self._table, {}).get("Keys", []))
-                if not pending:
-                    break
-                time.sleep(random.uniform(0, min(2.0, 0.05 * (1 << attempt))))
-            else:
-                raise ControlTableBusy(f"{len(pending)} key(s) stayed unprocessed after {_BATCH_GET_ATTEMPTS} tries")
+            self._retry.run(
+                list(keys[offset : offset + _BATCH_GET_KEYS]),
+                lambda pending, _attempt: self._get_batch(pending, found),
+                Deadline.never(),
+                _busy,
+                unstarted="not read",
+            )
         return found
+
+    def _get_batch(
+        self, pending: list[Mapping[str, Any]], found: list[Mapping[str, Any]]
+    ) -> tuple[list[Mapping[str, Any]], str]:
+        """One BatchGetItem; adds what it read to ``found`` and returns the keys left unprocessed."""
+        response = self._db.batch_get_item(RequestItems={self._table: {"Keys": pending, "ConsistentRead": True}})
+        found.extend(response.get("Responses", {}).get(self._table, []))
+        return list(response.get("UnprocessedKeys", {}).get(self._table, {}).get("Keys", [])), "UnprocessedKeys"
 
 
 class ControlTableBusy(Exception):  # noqa: N818 - reads as the condition
     """BatchGetItem kept returning unprocessed keys (the control table is throttled)."""
 
 
-def _code(exc: ClientError) -> str:
-    return str(exc.response.get("Error", {}).get("Code", ""))
+def _busy(pending: list[Mapping[str, Any]], _why: str) -> None:
+    raise ControlTableBusy(f"{len(pending)} key(s) stayed unprocessed after {_BATCH_GET_ATTEMPTS} tries")
 
 
 def _s(item: Mapping[str, Any], name: str) -> str:

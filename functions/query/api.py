@@ -37,6 +37,7 @@ from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
 from aws_lambda_powertools.metrics import MetricUnit
 from botocore.exceptions import ClientError
 
+from adapters.clients import DYNAMODB_THROTTLING, error_code
 from adapters.observability import logger, metrics
 from adapters.partition_reader import CorruptBlock
 from adapters.settings import explain
@@ -57,8 +58,6 @@ from query.params import (
     parse_stats,
 )
 from query.settings import DEFAULT_LIMIT, LIMIT_CEILING
-
-_THROTTLED = frozenset({"ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded"})
 
 
 def _error_response(description: str) -> OpenAPIResponse:
@@ -402,8 +401,8 @@ def _install_error_mapping(app: APIGatewayRestResolver, routes: Mapping[tuple[st
         return _error(404, f"no route {event.http_method} {event.path[:200]}", None)
 
     def dynamodb_error(exc: ClientError) -> Response[Any]:
-        code = exc.response.get("Error", {}).get("Code", "")
-        if code in _THROTTLED:
+        code = error_code(exc)
+        if code in DYNAMODB_THROTTLING:
             logger.warning("throttled after retries", extra={"code": code})
             return _error(503, "the store is busy; retry in a moment", None, {"Retry-After": "1"})
         logger.exception("DynamoDB error")

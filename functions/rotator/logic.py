@@ -46,7 +46,7 @@ from typing import Any, TypeVar, cast
 
 from botocore.exceptions import ClientError
 
-from adapters.clients import client
+from adapters.clients import client, error_code, error_message
 from adapters.observability import logger, metrics
 from adapters.retry import Clock, Deadline, Sleep
 from keydesign import format_ts
@@ -75,8 +75,6 @@ from rotator.tables import (
     DynamoTables,
     InsightsMode,
     TableState,
-    error_code,
-    error_message,
 )
 
 T = TypeVar("T")
@@ -357,7 +355,7 @@ class _Run:
         try:
             return call()
         except ClientError as exc:
-            code = error_code(exc)
+            code = error_code(exc) or "Unknown"
             if code == "LimitExceededException":
                 self.saturated = True
             if code in _LATER:
@@ -797,7 +795,7 @@ class _Run:
         try:
             tables.start_export(request)
         except ClientError as exc:
-            code = error_code(exc)
+            code = error_code(exc) or "Unknown"
             if code == "ExportConflictException":
                 self.summary.skip(table.name, "export: another export of this table is running; next run")
                 return False

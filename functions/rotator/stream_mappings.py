@@ -14,7 +14,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from rotator.tables import error_code
+from adapters.clients import error_code
 
 _STREAM_TABLE = re.compile(r"^arn:aws[a-z-]*:dynamodb:[^:]*:[^:]*:table/([^/]+)/stream/.+$")
 

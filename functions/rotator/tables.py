@@ -21,14 +21,7 @@ from typing import Any, Literal
 
 from botocore.exceptions import ClientError
 
-
-def error_code(exc: ClientError) -> str:
-    return str(exc.response.get("Error", {}).get("Code", "Unknown"))
-
-
-def error_message(exc: ClientError) -> str:
-    return str(exc.response.get("Error", {}).get("Message", ""))
-
+from adapters.clients import error_code, error_message
 
 #: Contributor Insights modes, as UpdateContributorInsights names them.
 InsightsMode = Literal["THROTTLED_KEYS", "ACCESSED_AND_THROTTLED_KEYS"]

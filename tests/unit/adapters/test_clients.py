@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
-from botocore.exceptions import NoCredentialsError
+from botocore.exceptions import ClientError, EndpointConnectionError, NoCredentialsError
+from botocore.stub import Stubber
 
 from adapters import clients
 from tests.unit.adapters.conftest import CountingDynamoDB
@@ -121,3 +123,69 @@ def test_every_call_carries_the_products_user_agent_made_once(monkeypatch: pytes
     # Powertools' marker after it once Powertools has registered its hook (it appends PT/...)
     assert len(sent) == 2 and sent[0] == sent[1] and sent[0].startswith(clients.USER_AGENT)
     assert clients.USER_AGENT.startswith("timeseries-dynamodb Botocore/")
+
+
+def test_the_error_of_a_failed_call_is_read_from_the_client_error_botocore_raises() -> None:
+    # Given a real client whose call fails the way DynamoDB fails a condition
+    dynamodb = clients.client("dynamodb")
+    with Stubber(dynamodb) as stub:
+        stub.add_client_error(
+            "delete_item", "ConditionalCheckFailedException", "The conditional request failed", http_status_code=400
+        )
+        with pytest.raises(ClientError) as raised:
+            dynamodb.delete_item(TableName="t", Key={"pk": {"S": "a"}})
+    # Then its code, message and status are what the service sent
+    assert clients.error_code(raised.value) == clients.CONDITION_FAILED
+    assert clients.error_message(raised.value) == "The conditional request failed"
+    assert clients.http_status(raised.value) == 400
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [ValueError("no"), KeyError("Error"), EndpointConnectionError(endpoint_url="http://127.0.0.1:1"), Exception()],
+    ids=["ValueError", "KeyError", "EndpointConnectionError", "Exception"],
+)
+def test_an_exception_that_is_not_a_client_error_has_no_code(exc: Exception) -> None:
+    assert clients.error_code(exc) is None
+    assert clients.error_message(exc) == ""
+    assert clients.http_status(exc) == 0
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        {},
+        {"Error": {}},
+        {"Error": {"Code": "", "Message": None}},
+        {"Error": "Throttled", "ResponseMetadata": "500"},
+        {"Error": None, "ResponseMetadata": {"HTTPStatusCode": "not a number"}},
+        None,
+    ],
+    ids=["empty", "empty-error", "blank-code", "error-not-a-mapping", "error-none", "no-response"],
+)
+def test_a_client_error_whose_response_is_malformed_has_no_code_and_does_not_raise(response: Any) -> None:
+    # Given a ClientError whose response lacks, or garbles, the parts botocore normally fills in
+    exc = ClientError({}, "PutItem")
+    exc.response = response
+    # Then reading it gives "none" rather than raising a second error inside the first one's handler
+    assert clients.error_code(exc) is None
+    assert clients.error_message(exc) == ""
+    assert clients.http_status(exc) == 0
+
+
+def test_a_client_error_shaped_like_a_throttled_call_reads_as_retryable() -> None:
+    exc = ClientError(
+        {
+            "Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow down"},
+            "ResponseMetadata": {"HTTPStatusCode": 400},
+        },
+        "BatchWriteItem",
+    )
+    code = clients.error_code(exc)
+    assert code in clients.DYNAMODB_THROTTLING and code in clients.DYNAMODB_RETRYABLE
+    assert code in clients.KINESIS_RETRYABLE and code not in clients.SQS_PERMANENT
+    # The sets keep each service's meaning: DynamoDB's request-rate limit is not a Kinesis code,
+    # Kinesis's LimitExceededException is not DynamoDB's throttling
+    assert "RequestLimitExceeded" in clients.DYNAMODB_THROTTLING - clients.KINESIS_RETRYABLE
+    assert "LimitExceededException" in clients.KINESIS_RETRYABLE - clients.DYNAMODB_RETRYABLE
+    assert clients.DYNAMODB_THROTTLING < clients.DYNAMODB_RETRYABLE

@@ -182,3 +182,36 @@ def test_an_interval_set_aside_by_the_rollups_says_why() -> None:
     body = {"entity_id": "s", "interval": "1m", "stats": ["count"], "intervals": [interval], "readings": 1}
     series = QueryClient("http://127.0.0.1:9/v1", transport=Recorder(ok(body))).aggregates("s", "a", "b", "1m")
     assert series.intervals[0].set_aside == "the item 'p' / 's' is not a block"
+
+
+def test_a_dropped_connection_and_503s_are_retried_on_the_injected_sleep_then_the_last_answer_is_raised() -> None:
+    # Given an API that drops the first connection, then answers 503 (a Retry-After it cannot read: an HTTP date)
+    busy = Response(503, {"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}, b'{"error": "the store is busy"}')
+    answers: list[Response | OSError] = [ConnectionResetError("reset"), busy, busy]
+
+    def transport(*args: Any) -> Response:
+        answer = answers.pop(0)
+        if isinstance(answer, OSError):
+            raise answer
+        return answer
+
+    slept: list[float] = []
+    client = QueryClient(
+        "http://127.0.0.1:9/v1", transport=transport, max_attempts=3, sleep=slept.append, rng=random.Random(1)
+    )
+    # When a read runs out of attempts
+    with pytest.raises(ApiError) as exc:
+        client.latest("s")
+    # Then it was tried 3 times, with a full-jitter backoff (under 200 ms, then 400 ms) on the injected sleep
+    # before each retry and none after the last, and the last answer is what is raised
+    assert (client.requests, client.retries, len(slept)) == (3, 2, 2) and not answers
+    assert 0 < slept[0] <= 0.2 and 0 < slept[1] <= 0.4
+    assert (exc.value.status, exc.value.attempts, exc.value.error) == (503, 3, "the store is busy")
+
+    # And a connection refused every time raises "no answer", caused by the last refusal
+    def refuse(*args: Any) -> Response:
+        raise ConnectionRefusedError("refused")
+
+    with pytest.raises(ApiError, match=r"^no answer from http://127\.0\.0\.1:9/v1: refused after 2 attempts$") as exc:
+        QueryClient("http://127.0.0.1:9/v1", transport=refuse, max_attempts=2, sleep=slept.append).latest("s")
+    assert isinstance(exc.value.__cause__, ConnectionRefusedError) and exc.value.attempts == 2

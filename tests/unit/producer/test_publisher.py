@@ -74,6 +74,25 @@ def test_records_failing_every_attempt_are_counted_failed() -> None:
     assert "gave up after 3 attempts" in (publisher.summary.failure or "")
 
 
+def test_refused_records_are_retried_after_injected_backoff_sleeps_then_handed_back_and_reported() -> None:
+    # Given a stream that refuses one record on every call, and a publisher allowed 4 attempts
+    stream = FakeStream(refuse={"b"}, times=100)
+    clock = FakeClock()
+    publisher = _publisher(stream, clock, max_attempts=4)
+    # When the batch is sent
+    unsent = publisher.send(_records(["a", "b", "c"]))
+    # Then the refused record alone was sent again, after a backoff on the injected sleep before each retry
+    # (full jitter under 100 ms, 200 ms, 400 ms) and none after the last attempt: no real time passed
+    assert [[r["PartitionKey"] for r in call] for call in stream.calls] == [["a", "b", "c"], ["b"], ["b"], ["b"]]
+    assert len(clock.sleeps) == 3 and all(0 <= s <= 0.1 * 2**i for i, s in enumerate(clock.sleeps))
+    # And it is handed back and reported, never lost: sent + failed = every record
+    assert [r.partition_key for r in unsent] == ["b"]
+    summary = publisher.summary
+    assert (summary.records_sent, summary.records_failed, summary.records_retried) == (2, 1, 3)
+    assert summary.errors == {"ProvisionedThroughputExceededException": 4}
+    assert summary.failure == "ProvisionedThroughputExceededException; gave up after 4 attempts"
+
+
 def test_a_throttled_call_is_retried_whole_and_a_missing_stream_fails_at_once() -> None:
     clock = FakeClock()
     faulty = FaultInjectingKinesis(FakeStream(), FaultPlan(throttle_first=2))

@@ -129,6 +129,20 @@ def test_the_hot_key_detector_counts_every_write_into_the_control_table(running:
     assert sum(v[0] for load in loads for v in load.values()) == units
 
 
+class HeldTime:
+    """``time.monotonic`` that stands still from its creation until :meth:`release`, then runs on from there."""
+
+    def __init__(self) -> None:
+        self._at = time.monotonic()
+        self._behind: float | None = None
+
+    def __call__(self) -> float:
+        return self._at if self._behind is None else time.monotonic() - self._behind
+
+    def release(self) -> None:
+        self._behind = time.monotonic() - self._at
+
+
 def test_the_rotator_runs_on_a_speed_up_clock_and_maps_each_tables_stream(
     running: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -136,10 +150,15 @@ def test_the_rotator_runs_on_a_speed_up_clock_and_maps_each_tables_stream(
     # 4 s a day, today's table could close before the readings below reached the detector). Its clock
     # starts at the start of today: today's table then stays open for 26 h 15 min of it (26 s) whatever
     # the hour; started at the wall clock, it closed 2.3 s after a start at 23:59 UTC.
+    # The clock stands still until the readings below have reached the detector, so however slow the
+    # machine, today's table is open while they do; then it runs at its speed.
     config = local_config(table_period="day", bucket="15m")
     started_ms = int(time.time() * 1000)
+    held = HeldTime()
     monkeypatch.setattr(
-        system_module, "SimulatedClock", partial(SimulatedClock, start_ms=started_ms // DAY_MS * DAY_MS)
+        system_module,
+        "SimulatedClock",
+        partial(SimulatedClock, start_ms=started_ms // DAY_MS * DAY_MS, monotonic=held),
     )
     system = running(config, ingest_only(hot_keys=True, rotator=True, rotator_clock_speed=3_600))
     hotkeys_arn = system.functions.arn("hotkeys")
@@ -165,7 +184,9 @@ def test_the_rotator_runs_on_a_speed_up_clock_and_maps_each_tables_stream(
     assert system.stats()["event_source_mappings"][name]["records_received"] == len(stored_items(system))
     # And as simulated days pass, it builds the days after and maps their streams too, and removes the
     # mapping of a day once it is closed
-    deadline = time.monotonic() + 60  # the rest of today and its grace: at most 24 h + 2 h 15 min, 27 s
+    held.release()
+    # (the rest of today and its grace, at most 24 h + 2 h 15 min, take 27 s at this speed)
+    deadline = time.monotonic() + WAIT_S
     later: set[str] = set()
     while time.monotonic() < deadline and not (later & mapped() and today not in mapped()):
         time.sleep(0.5)

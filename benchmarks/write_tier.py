@@ -69,6 +69,7 @@ from keydesign import Reading, capacity, item_size, write_units
 from keydesign.blocks import CODEC_DEFLATE, CODEC_RAW, FORMAT, block_item
 from keydesign.capacity import RECENT_S, SECONDS_PER_MONTH, Prices, poisson_fill
 from keydesign.model import derive_event_id
+from keydesign.varints import write_varint
 
 MINUTE, HOUR, DAY = 60, 3_600, 86_400
 FLEETS = (SEED_000, SEED_003, SPARSE)
@@ -128,12 +129,7 @@ class Design:
 def _header(count: int, first: int, span: int, stored: bytes, codec: int) -> bytes:
     head = bytearray([FORMAT, codec])
     for number in (count, first, span):
-        rest = number
-        while True:
-            byte, rest = rest & 0x7F, rest >> 7
-            head.append(byte | (0x80 if rest else 0))
-            if not rest:
-                break
+        write_varint(number, head)
     version = VERSION.to_bytes((VERSION.bit_length() + 7) // 8, "big")
     head += bytes([len(version)]) + version
     return bytes(head) + zlib.crc32(stored, zlib.crc32(head)).to_bytes(4, "big")

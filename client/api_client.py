@@ -22,11 +22,12 @@ import random
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
 from adapters.retry import Backoff, Deadline, RetryLoop, Sleep
+from keydesign.timefmt import format_ts, from_datetime
 
 from .results import (
     AggregateSeries,
@@ -52,7 +53,7 @@ def format_time(value: TimeLike) -> str:
     if isinstance(value, datetime):
         if value.tzinfo is None:
             raise ValueError("a datetime must carry a time zone (e.g. datetime.now(UTC))")
-        return value.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        return format_ts(from_datetime(value))  # ValueError outside 1970..9999 UTC, which the API refuses
     if isinstance(value, bool):
         raise ValueError("a time is RFC 3339 text, epoch milliseconds or a datetime")
     return str(value)

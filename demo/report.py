@@ -29,7 +29,7 @@ from keydesign.blocks import block_item, decode_group
 from keydesign.capacity import PARTITION_WCU, STORAGE_OVERHEAD_BYTES
 from keydesign.layouts import key_family, parse_keys
 from keydesign.legacy import legacy_item
-from keydesign.periods import format_duration
+from keydesign.periods import format_duration, table_head
 from keydesign.writetier import (
     COMPACTED_PK_SUFFIX,
     DENSE_MARK_PREFIX,
@@ -659,7 +659,7 @@ def rotation_section(
     """The ``rotation`` section and its checks. Each table's steps are what the rotator's run summaries
     say of it (every list or mapping in them naming the table; a phase when it changes), not a fixed
     list, so they follow the rotator as it changes; its readings, live or read back from its export."""
-    layout, prefix, runs = config.layout(), f"{config.table_prefix}-", facts["runs"]
+    layout, prefix, runs = config.layout(), table_head(config.table_prefix), facts["runs"]
     period, retention = layout.table_period, config.retention_ms
     assert period is not None  # noqa: S101 - the rotator runs only with a table period
     starts: dict[str, int] = {}

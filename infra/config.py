@@ -58,7 +58,7 @@ from ingest.settings import IngestSettings
 from keydesign import ConfigError as KeyDesignConfigError
 from keydesign import Layout, Workload, plan_capacity, shards_for, write_units
 from keydesign.items import MAX_ITEM_BYTES
-from keydesign.periods import format_duration
+from keydesign.periods import format_duration, table_head
 from keydesign.writetier import MAX_GROUPS
 from query.settings import QuerySettings
 from rollup.settings import RollupSettings
@@ -514,9 +514,9 @@ class Context(BaseModel):
         # that namespace could be taken for a readings table and dropped with it.
         prefix = self._layout.table_prefix
         _rule(
-            self.control_table != prefix and not self.control_table.startswith(f"{prefix}-"),
+            self.control_table != prefix and not self.control_table.startswith(table_head(prefix)),
             "control_table",
-            f"{self.control_table!r} must not equal table_prefix or start with '{prefix}-'",
+            f"{self.control_table!r} must not equal table_prefix or start with '{table_head(prefix)}'",
         )
         _rule(
             not (self.removal_policy == "destroy" and self.deletion_protection),

@@ -24,6 +24,7 @@ from infra.acknowledgements import account_arn, acknowledge_wildcard
 from infra.alerts import allow_alarms
 from infra.config import Context, FunctionWiring, LambdaFunction
 from infra.lambdas import Invocation, LambdaRuntime, ServiceFunction, run_on_schedule
+from keydesign.periods import table_head
 from rotator.settings import MANAGED_BY_TAG, MANAGED_BY_VALUE, PREFIX_TAG
 
 #: What a run may read of any table of its prefix. Every change needs the ownership tags.
@@ -75,7 +76,7 @@ class Rotation(Construct):
             "Rotator",
             runtime=runtime,
             function=LambdaFunction.ROTATOR,
-            description=f"Creates, tends, exports and drops the {prefix}-<{config.table_period}> tables",
+            description=f"Creates, tends, exports and drops the {table_head(prefix)}<{config.table_period}> tables",
             environment=config.function_environment(
                 LambdaFunction.ROTATOR,
                 FunctionWiring(
@@ -104,7 +105,7 @@ class Rotation(Construct):
         self.function = self.rotator.function
         self._grant(config, prefix, hot_keys_function)
         # The per-table alarms are "<table>-<kind>", and every table is "<prefix>-<period label>".
-        allow_alarms(alerts_topic, alarm_prefix=f"{prefix}-", sid="TableAlarms")
+        allow_alarms(alerts_topic, alarm_prefix=table_head(prefix), sid="TableAlarms")
         interval = config.rotation_interval_minutes()
         # Two retries (Lambda's own for an asynchronous call); a run older than the interval is
         # superseded by the next one.
@@ -119,12 +120,12 @@ class Rotation(Construct):
         )
 
     def _grant(self, config: Context, prefix: str, hot_keys_function: lambda_.IFunction) -> None:
-        stack = Stack.of(self)
-        tables = stack.format_arn(service="dynamodb", resource="table", resource_name=f"{prefix}-*")
+        stack, head = Stack.of(self), table_head(prefix)
+        tables = stack.format_arn(service="dynamodb", resource="table", resource_name=f"{head}*")
         alarms = stack.format_arn(
             service="cloudwatch",
             resource="alarm",
-            resource_name=f"{prefix}-*",
+            resource_name=f"{head}*",
             arn_format=ArnFormat.COLON_RESOURCE_NAME,
         )
         mappings = stack.format_arn(
@@ -191,7 +192,7 @@ class Rotation(Construct):
             statements.append(iam.PolicyStatement(actions=["cloudwatch:GetMetricData"], resources=["*"]))
         if config.export_bucket is not None:  # without one the rotator never exports, lists or describes one
             key_prefix = f"{config.export_prefix}/" if config.export_prefix else ""
-            exports = stack.format_arn(service="dynamodb", resource="table", resource_name=f"{prefix}-*/export/*")
+            exports = stack.format_arn(service="dynamodb", resource="table", resource_name=f"{head}*/export/*")
             statements += [
                 iam.PolicyStatement(actions=["dynamodb:ListExports"], resources=["*"]),
                 iam.PolicyStatement(actions=["dynamodb:ExportTableToPointInTime"], resources=[tables]),
@@ -203,9 +204,8 @@ class Rotation(Construct):
             ]
             acknowledge_wildcard(
                 self.rotator.role,
-                account_arn("dynamodb", f"table/{prefix}-*/export/*"),
-                f"Exports get an id only when started; DescribeExport is limited to exports of the '{prefix}-*' "
-                "tables.",
+                account_arn("dynamodb", f"table/{head}*/export/*"),
+                f"Exports get an id only when started; DescribeExport is limited to exports of the '{head}*' tables.",
             )
             acknowledge_wildcard(
                 self.rotator.role,
@@ -215,22 +215,22 @@ class Rotation(Construct):
             )
         for statement in statements:
             self.function.add_to_role_policy(statement)
-        self._acknowledge(prefix)
+        self._acknowledge(head)
 
-    def _acknowledge(self, prefix: str) -> None:
+    def _acknowledge(self, head: str) -> None:
         role = self.rotator.role
         runtime_tables = (
-            f"The rotator's whole job is the per-period tables named '{prefix}-<period label>', which it creates at "
+            f"The rotator's whole job is the per-period tables named '{head}<period label>', which it creates at "
             "run time, so they cannot be named in advance; the configuration keeps every other table of the stack "
             "out of that namespace, and UpdateTable and DeleteTable further require the ownership tags, which the role "
             "can write only while creating a table."
         )
-        acknowledge_wildcard(role, account_arn("dynamodb", f"table/{prefix}-*"), runtime_tables)
+        acknowledge_wildcard(role, account_arn("dynamodb", f"table/{head}*"), runtime_tables)
         acknowledge_wildcard(
             role,
-            account_arn("cloudwatch", f"alarm:{prefix}-*"),
+            account_arn("cloudwatch", f"alarm:{head}*"),
             f"Each per-period table gets three alarms named '<table>-<kind>', created and deleted with the table at "
-            f"run time; the pattern admits only alarms of the '{prefix}-*' tables.",
+            f"run time; the pattern admits only alarms of the '{head}*' tables.",
         )
         acknowledge_wildcard(
             role,

@@ -16,6 +16,7 @@ from constructs import Construct
 
 from infra.acknowledgements import account_arn, acknowledge_wildcard
 from infra.config import CONTROL_SCHEMA, READINGS_SCHEMA, Context, TableSchema
+from keydesign.periods import table_head
 
 #: The partition key of the shard-map item (``adapters.shard_map_store``): the
 #: only control-table item ingest and query touch.
@@ -61,7 +62,7 @@ class Storage(Construct):
 
     def __init__(self, scope: Construct, construct_id: str, *, config: Context, removal_policy: RemovalPolicy) -> None:
         super().__init__(scope, construct_id)
-        self._prefix = config.table_prefix
+        self._head = table_head(config.table_prefix)
 
         name = config.readings_table_name
         self.readings_table = None if name is None else self._readings_table(config, name, removal_policy)
@@ -139,9 +140,9 @@ class Storage(Construct):
             return
         acknowledge_wildcard(
             grantee.grant_principal,
-            account_arn("dynamodb", f"table/{self._prefix}-{suffix}"),
+            account_arn("dynamodb", f"table/{self._head}{suffix}"),
             f"With a table period the rotator creates one readings table per period at run time, named "
-            f"'{self._prefix}-<period label>'; this function {does}, so it cannot name them in advance. The pattern "
+            f"'{self._head}<period label>'; this function {does}, so it cannot name them in advance. The pattern "
             "matches only those tables: the configuration refuses a control table name inside that namespace.",
         )
 
@@ -150,7 +151,7 @@ class Storage(Construct):
         grantee.grant_principal.add_to_principal_policy(iam.PolicyStatement(actions=actions, resources=resources))
 
     def _prefixed_arn(self, suffix: str) -> str:
-        return Stack.of(self).format_arn(service="dynamodb", resource="table", resource_name=f"{self._prefix}-{suffix}")
+        return Stack.of(self).format_arn(service="dynamodb", resource="table", resource_name=f"{self._head}{suffix}")
 
     def _readings_table(self, config: Context, name: str, removal_policy: RemovalPolicy) -> dynamodb.TableV2:
         insights = _INSIGHTS.get(config.contributor_insights)

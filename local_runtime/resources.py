@@ -24,6 +24,7 @@ from typing import Any
 
 from adapters.occupancy import OccupancyStore
 from infra.config import CONTROL_SCHEMA, READINGS_SCHEMA, Context, TableSchema
+from keydesign.periods import table_head
 from local_runtime.environment import assert_loopback
 
 #: SQS's maximum retention, as the stack sets on the rejects queue (``infra.ingestion.REJECTS_RETENTION``).
@@ -108,7 +109,7 @@ def existing_readings_tables(dynamodb: Any, config: Context) -> tuple[str, ...]:
     """The readings tables that exist now: the fixed one, or every period's."""
     if config.readings_table_name is not None:
         return (config.readings_table_name,)
-    prefix = f"{config.table_prefix}-"
+    prefix = table_head(config.table_prefix)
     pages = dynamodb.get_paginator("list_tables").paginate()
     return tuple(sorted(t for page in pages for t in page.get("TableNames", []) if t.startswith(prefix)))
 

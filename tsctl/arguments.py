@@ -7,7 +7,8 @@ import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
-from keydesign import KeyDesignError, parse_timestamp
+from keydesign import KeyDesignError
+from keydesign.timefmt import parse_instant
 
 if TYPE_CHECKING:
     from local_runtime.faults import LocalFaults
@@ -49,7 +50,7 @@ def parsed_by(parse: Callable[[str], T]) -> Callable[[str], T]:
 
 def instant(option: str) -> Callable[[str], int]:
     """An argument type: RFC 3339 or epoch milliseconds, as epoch milliseconds."""
-    return parsed_by(lambda text: parse_timestamp(int(text) if text.isdigit() else text, option))
+    return parsed_by(lambda text: parse_instant(text, option))
 
 
 positive_int = checked(int, lambda v: v >= 1, "a whole number", "{} must be at least 1")

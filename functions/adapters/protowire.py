@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import struct
 
+from keydesign.varints import VarintError, read_varint
+
 VARINT = 0
 FIXED64 = 1
 LENGTH = 2
@@ -29,27 +31,17 @@ class ProtobufError(ValueError):
     """Bytes that are not a well-formed protobuf message."""
 
 
-def read_varint(buf: bytes, pos: int) -> tuple[int, int]:
-    """The varint at ``pos`` and the position after it."""
-    result = 0
-    shift = 0
-    while True:
-        if pos >= len(buf):
-            raise ProtobufError("truncated varint")
-        byte = buf[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return result, pos
-        shift += 7
-        if shift >= 64:
-            raise ProtobufError("varint longer than 64 bits")
-
-
 def fields(buf: bytes) -> list[tuple[int, int, int | bytes]]:
     """Every (field number, wire type, value) of one message; unknown fields are kept for the caller to skip.
 
     A varint is an int; a length-delimited field, a fixed64 and a fixed32 are their bytes."""
+    try:
+        return _fields(buf)
+    except VarintError as exc:
+        raise ProtobufError("truncated varint" if exc.truncated else "varint longer than 64 bits") from None
+
+
+def _fields(buf: bytes) -> list[tuple[int, int, int | bytes]]:
     out: list[tuple[int, int, int | bytes]] = []
     pos = 0
     while pos < len(buf):

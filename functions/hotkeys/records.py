@@ -50,6 +50,7 @@ from hotkeys.detector import EVENT_NAMES, Observation
 from keydesign.items import write_units
 from keydesign.layouts import KeyParts, LayoutKind, parse_keys
 from keydesign.legacy import legacy_entity
+from keydesign.periods import table_head
 from keydesign.writetier import COMPACTED_PK_SUFFIX, GROUP_PK_PREFIX
 
 # Seconds since the epoch: 2001-09-09 .. 5138-11-16. Lambda sends seconds; a
@@ -88,7 +89,7 @@ def parse_record(raw: object, *, layout_kind: LayoutKind, table_prefix: str) -> 
         if match is None:
             return Skipped(SkipKind.MALFORMED, "eventSourceARN is not a DynamoDB table or stream ARN")
         table = match.group(1)
-        if table != table_prefix and not table.startswith(f"{table_prefix}-"):
+        if table != table_prefix and not table.startswith(table_head(table_prefix)):
             return Skipped(SkipKind.FOREIGN, f"table {table[:64]!r} is not the readings table")
     event_name = raw.get("eventName")
     if event_name not in EVENT_NAMES:

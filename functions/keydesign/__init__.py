@@ -11,6 +11,7 @@ Modules:
 * :mod:`.periods`   bucket granularity and table periods
 * :mod:`.shardmap`  the shard map, versioned by time
 * :mod:`.blocks`    many readings of one entity in one compressed item
+* :mod:`.varints`   unsigned LEB128 varints (the block header's numbers, protobuf's wire format)
 * :mod:`.layouts`   random, calculated and hybrid keys; packing into blocks; query plans
 * :mod:`.items`     item sizes, write and read units
 * :mod:`.capacity`  readings per block, write units and bytes per reading, shards, table period, monthly cost

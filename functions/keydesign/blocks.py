@@ -104,6 +104,7 @@ from .model import (
     derive_event_id,
 )
 from .timefmt import MAX_TS_MS
+from .varints import VarintError, read_varint, write_varint
 
 #: The format this code writes (the payload's first byte). It reads it and the two before it.
 FORMAT = 3
@@ -162,37 +163,6 @@ class Encoded:
     block_id: str
     first_ms: int
     last_ms: int
-
-
-# -- varints ------------------------------------------------------------------------------
-
-
-def _varint(value: int, out: bytearray) -> None:
-    if value < 0:
-        raise ValueError("varints are unsigned")
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return
-
-
-def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        if pos >= len(data):
-            raise BlockError("b", "the payload ends inside its header")
-        byte = data[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return result, pos
-        shift += 7
-        if shift > 63:  # no header varint this format writes needs more than 64 bits
-            raise BlockError("b", "a header number is longer than any this format writes")
 
 
 # -- encoding -------------------------------------------------------------------------------
@@ -347,7 +317,7 @@ def _seal(format_version: int, body: bytes, counts: tuple[int, int, int], versio
     codec = CODEC_DEFLATE if len(deflated) < len(body) else CODEC_RAW
     head = bytearray([format_version, codec])
     for number in counts:
-        _varint(number, head)
+        write_varint(number, head)
     version_bytes = version.to_bytes(max(1, (version.bit_length() + 7) // 8), "big")
     head.append(len(version_bytes))
     head += version_bytes
@@ -378,9 +348,14 @@ def read_header(payload: bytes, *, span_limit_ms: int = MAX_BLOCK_SPAN_MS, group
     else:
         newer = " (a newer writer's?)" if format_version > FORMAT_GROUP else ""
         raise BlockError("b", f"block format {format_version} is not one this code reads (1 to 4){newer}")
-    count, pos = _read_varint(payload, pos)
-    first, pos = _read_varint(payload, pos)
-    span, pos = _read_varint(payload, pos)
+    try:
+        count, pos = read_varint(payload, pos)
+        first, pos = read_varint(payload, pos)
+        span, pos = read_varint(payload, pos)
+    except VarintError as exc:
+        if exc.truncated:
+            raise BlockError("b", "the payload ends inside its header") from None
+        raise BlockError("b", "a header number is longer than any this format writes") from None
     if pos >= len(payload) or pos + 1 + payload[pos] > len(payload):
         raise BlockError("b", "the payload ends inside its header")
     version = int.from_bytes(payload[pos + 1 : pos + 1 + payload[pos]], "big")

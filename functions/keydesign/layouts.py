@@ -47,7 +47,7 @@ from .blocks import (
 from .errors import ConfigError, InvalidInput, KeyDesignError
 from .hashing import shard_of
 from .model import Reading, validate_entity_id
-from .periods import Bucket, TablePeriod
+from .periods import Bucket, TablePeriod, period_table
 from .shardmap import ShardMap
 from .timefmt import MAX_TS_MS, format_ts
 from .writetier import (
@@ -204,7 +204,7 @@ class Layout:
         """The table that holds readings with event time ``ts_ms``."""
         if self.table_period is None:
             return self.table_prefix
-        return f"{self.table_prefix}-{self.table_period.label(ts_ms)}"
+        return period_table(self.table_prefix, self.table_period, ts_ms)
 
     # -- writing -------------------------------------------------------------
 

@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from functools import lru_cache
 
 from .errors import ConfigError, InvalidInput
-from .timefmt import format_ts, from_datetime, to_datetime
+from .timefmt import MAX_TS_MS, format_ts, from_datetime, to_datetime
 
 MINUTE_MS = 60_000
 HOUR_MS = 3_600_000
@@ -159,6 +159,40 @@ class TablePeriod:
         # and months, so only the hour period can be split by a bucket.
         if self.name == "hour" and HOUR_MS % bucket.width_ms != 0:
             raise ConfigError("bucket", f"bucket {bucket.spec} does not fit inside an hourly table period")
+
+
+def table_head(prefix: str) -> str:
+    """What the name of every period table of ``prefix`` begins with: ``<prefix>-``. A name that begins
+    so but :func:`period_of_table` refuses only looks like one of them."""
+    return f"{prefix}-"
+
+
+def period_table(prefix: str, period: TablePeriod, ts_ms: int) -> str:
+    """The name of the table of ``prefix`` that holds the period of ``ts_ms``: ``<prefix>-<label>``."""
+    return table_head(prefix) + period.label(ts_ms)
+
+
+#: The label of each period as strptime reads it; a week's is read with its Monday ("-1") added.
+_LABELS = {"hour": "%Y-%m-%d-%H", "day": "%Y-%m-%d", "week": "%G-W%V-%u", "month": "%Y-%m"}
+
+
+def period_of_table(prefix: str, period: TablePeriod, name: str) -> int | None:
+    """The start of the period whose table of ``prefix`` is ``name``: the inverse of :func:`period_table`.
+
+    None unless ``name`` is exactly what :func:`period_table` builds for a period that starts by
+    9999-12-31: ``readings-2026-11-22-old``, ``readings-2026-02-30``, ``readings-2026-11-22-6`` or an
+    hourly name under daily periods are not (the parse is checked by building the name again)."""
+    head = table_head(prefix)
+    if not name.startswith(head):
+        return None
+    label = name[len(head) :] + ("-1" if period.name == "week" else "")
+    try:
+        start = from_datetime(datetime.strptime(label, _LABELS[period.name]).replace(tzinfo=UTC))
+    except ValueError:  # 2026-02-30, week 54, hour 24...
+        return None
+    if start > MAX_TS_MS or period_table(prefix, period, start) != name:
+        return None
+    return start
 
 
 def parse_duration(spec: str, field: str) -> int:

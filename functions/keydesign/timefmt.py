@@ -32,6 +32,9 @@ _RFC3339 = re.compile(
     r"(?:([Zz])|([+-])(\d{2}):(\d{2}))\Z",
     re.ASCII,
 )
+#: Epoch milliseconds as a user types them: ASCII digits only (str.isdigit would take '١٢٣' or '²'),
+#: no sign, no spaces, and at most 16 of them (MAX_TS_MS has 15): a longer run is refused as text.
+_TYPED_EPOCH_MS = re.compile(r"[0-9]{1,16}\Z")
 
 
 def parse_timestamp(value: object, field: str = "timestamp") -> int:
@@ -64,6 +67,15 @@ def parse_timestamp(value: object, field: str = "timestamp") -> int:
     if isinstance(value, str):
         return _parse_rfc3339(value, field)
     raise InvalidInput(field, f"must be an RFC 3339 string or epoch milliseconds, got {type(value).__name__}")
+
+
+def parse_instant(text: str, field: str) -> int:
+    """An instant a user typed (a query parameter, a command-line option): whole epoch milliseconds
+    or an RFC 3339 date-time with offset, as epoch ms. Raises :class:`InvalidInput` naming ``field``
+    for anything else, as :func:`parse_timestamp` does."""
+    if _TYPED_EPOCH_MS.match(text):
+        return parse_timestamp(int(text), field)
+    return _parse_rfc3339(text, field)
 
 
 def _parse_rfc3339(text: str, field: str) -> int:

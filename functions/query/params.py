@@ -14,8 +14,9 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from keydesign import ConfigError, InvalidInput, format_ts, parse_duration, parse_timestamp
+from keydesign import ConfigError, InvalidInput, format_ts, parse_duration
 from keydesign.periods import format_duration
+from keydesign.timefmt import parse_instant
 
 Order = Literal["asc", "desc"]
 Stat = Literal["count", "min", "max", "avg", "sum"]
@@ -25,7 +26,6 @@ MAX_PROJECTED_MEASURES = 100
 MAX_INTERVALS = 10_000
 MIN_INTERVAL_MS = 1_000
 
-_EPOCH_MS = re.compile(r"^[0-9]{1,16}\Z")
 _MEASURE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}\Z")
 
 
@@ -58,10 +58,8 @@ class ReadArgs:
 
 def parse_time(raw: str, name: str) -> int:
     """An instant as RFC 3339 with offset, or whole epoch milliseconds."""
-    if _EPOCH_MS.match(raw):
-        return parse_timestamp(int(raw), name)
     try:
-        return parse_timestamp(raw, name)
+        return parse_instant(raw, name)
     except InvalidInput as exc:
         if " " in raw and ("+" not in raw):
             # A '+' offset sent unencoded arrives as a space.

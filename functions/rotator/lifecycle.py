@@ -28,11 +28,11 @@ current, future or still-writable table go, whatever the caller thinks.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from enum import StrEnum
 
 from keydesign import Layout, TablePeriod
-from keydesign.timefmt import MAX_TS_MS, from_datetime
+from keydesign.periods import period_of_table
+from keydesign.timefmt import MAX_TS_MS
 from rotator.settings import RotatorSettings
 
 HOUR_MS = 3_600_000
@@ -48,9 +48,6 @@ EXPORT_LAG_MS = 10 * 60_000
 #: export that kept failing, a table stuck outside ACTIVE): it is counted in TablesOverdue (alarmed)
 #: and looked at in turn, no longer first.
 OVERDUE_AFTER_MS = DAY_MS
-
-#: The label of each period as strptime reads it; a week's is read with its Monday ("-1") added.
-_LABELS = {"hour": "%Y-%m-%d-%H", "day": "%Y-%m-%d", "week": "%G-W%V-%u", "month": "%Y-%m"}
 
 
 class Phase(StrEnum):
@@ -133,23 +130,12 @@ class Lifecycle:
         """The table ``name`` stands for, or None when it is not exactly
         ``<prefix>-<label>`` for a real period of this layout.
 
-        The check is a round trip through the key-design layer (the one place
-        names are built), so a name is ours only if ``table_for`` would build
-        it: ``readings-2026-11-22-old``, ``readings-2026-02-30`` or an hourly
-        name under a daily layout are not.
+        The key-design layer builds names and reads them back
+        (:func:`keydesign.periods.period_of_table`): ``readings-2026-11-22-old``,
+        ``readings-2026-02-30`` or an hourly name under a daily layout are not ours.
         """
-        head = f"{self.layout.table_prefix}-"
-        if not name.startswith(head):
-            return None
-        label = name[len(head) :] + ("-1" if self.period.name == "week" else "")
-        try:
-            start = from_datetime(datetime.strptime(label, _LABELS[self.period.name]).replace(tzinfo=UTC))
-        except ValueError:  # 2026-02-30, week 54, hour 24...
-            return None
-        if start > MAX_TS_MS:
-            return None
-        table = self.table(start)
-        return table if table.name == name else None
+        start = period_of_table(self.layout.table_prefix, self.period, name)
+        return None if start is None else self.table(start)
 
     # -- the clock ------------------------------------------------------------
 

@@ -50,6 +50,7 @@ from adapters.clients import client, error_code, error_message
 from adapters.observability import logger, metrics
 from adapters.retry import Clock, Deadline, Sleep
 from keydesign import format_ts
+from keydesign.periods import table_head
 from rotator.cloudwatch import DELETE_BATCH, CloudWatch
 from rotator.lifecycle import CLASS_REVIEW_AFTER_MS, HOUR_MS, DeletionRefused, Lifecycle, PeriodTable, Phase
 from rotator.settings import DEADLINE_MARGIN_MS, RotatorSettings
@@ -226,7 +227,7 @@ class _Run:
         # Without the listing nothing can be decided: let the invocation fail, visibly.
         names = self.rotator.tables.list_names()
         ours: dict[str, PeriodTable] = {}
-        head = f"{self.settings.table_prefix}-"
+        head = table_head(self.settings.table_prefix)
         for name in names:
             table = self.lifecycle.parse(name)
             if table is not None:
@@ -333,7 +334,7 @@ class _Run:
                 for mapping in found:
                     if (table := table_of_stream(mapping.source_arn)) is not None:
                         self.mappings.setdefault(table, []).append(mapping)
-        prefix = f"{self.settings.table_prefix}-"
+        prefix = table_head(self.settings.table_prefix)
         listed = self._call("*", "describe_alarms", partial(self.rotator.cloudwatch.alarms, prefix))
         if not isinstance(listed, _Failed):
             self.alarms = listed

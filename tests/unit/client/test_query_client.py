@@ -12,9 +12,12 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from botocore.credentials import Credentials
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from client import ApiError, QueryClient, format_time
 from client.api_client import MAX_RETRY_AFTER_S, Response
+from keydesign.timefmt import from_datetime, parse_instant
 
 
 def page(items: list[str], cursor: str | None) -> dict[str, Any]:
@@ -215,3 +218,23 @@ def test_a_dropped_connection_and_503s_are_retried_on_the_injected_sleep_then_th
     with pytest.raises(ApiError, match=r"^no answer from http://127\.0\.0\.1:9/v1: refused after 2 attempts$") as exc:
         QueryClient("http://127.0.0.1:9/v1", transport=refuse, max_attempts=2, sleep=slept.append).latest("s")
     assert isinstance(exc.value.__cause__, ConnectionRefusedError) and exc.value.attempts == 2
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    moment=st.datetimes(datetime(1970, 1, 2), datetime(9999, 12, 30), timezones=st.just(UTC))
+    | st.datetimes(datetime(1970, 1, 2), datetime(9999, 12, 30)).map(
+        lambda d: d.replace(tzinfo=timezone(timedelta(hours=-5, minutes=-30)))
+    )
+)
+def test_a_datetime_is_sent_as_keydesign_writes_times_and_read_back_to_its_millisecond(moment: datetime) -> None:
+    text = format_time(moment)
+    assert text == moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    assert parse_instant(text, "from") == from_datetime(moment)
+
+
+def test_a_datetime_the_api_cannot_take_is_refused_before_it_is_sent() -> None:
+    with pytest.raises(ValueError, match="outside the supported range"):
+        format_time(datetime(1969, 12, 31, 23, 59, 59, 999_000, tzinfo=UTC))
+    with pytest.raises(ValueError, match="outside the supported range"):
+        format_time(datetime(9999, 12, 31, 23, 30, tzinfo=timezone(timedelta(hours=-1))))

@@ -190,6 +190,7 @@ def body_of(payload: bytes) -> bytes:
         (_payload()[:10] + b"\x30", "ends inside its header"),
         (_payload()[:2] + b"\x02" + _payload()[3:], "checksum does not match"),
         (b"\x01" + b"\xff" * 80, "longer than any"),
+        (b"\x01" + b"\xff" * 9 + b"\x02" + _payload()[3:], "longer than any"),  # a count past 64 bits
         (forge([[0, 0], {"v": [1, 2]}], count=2)[:-3] + b"3}]", "checksum does not match"),
         (forge([[0], {"v": [1]}], count=0), "counts 0 readings"),
         (forge([[0], {"v": [1]}], count=1_001), "counts 1001 readings; a block holds 1 to 1000"),

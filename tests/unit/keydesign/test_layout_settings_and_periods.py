@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from keydesign import Bucket, ConfigError, InvalidInput, Layout, TablePeriod, parse_duration, parse_timestamp
+from keydesign.periods import PERIODS, period_of_table, period_table, table_head
 from keydesign.timefmt import MAX_TS_MS, from_datetime, to_datetime
 
 from .strategies import BUCKETS, PROPERTY
@@ -168,6 +169,63 @@ def test_each_instant_lies_in_exactly_one_period_named_by_the_calendar(name: str
     assert period.label(ts) == expected
     if name == "week":
         assert to_datetime(start).weekday() == 0  # Monday (before 1970-01-05 that is in 1969)
+
+
+#: Table prefixes as a deployment may set them, two of which begin like the others' names.
+PREFIXES = ("readings", "r", "readings-eu", "a.b_c-1")
+
+
+@PROPERTY
+@given(name=st.sampled_from(PERIODS), prefix=st.sampled_from(PREFIXES), ts=st.integers(0, MAX_TS_MS))
+def test_a_table_name_reads_back_to_its_period_and_to_nothing_else(name: str, prefix: str, ts: int) -> None:
+    # Given the table of a period, under every period kind
+    period = TablePeriod.parse(name)
+    table = period_table(prefix, period, ts)
+    assert table.startswith(table_head(prefix))
+    assert table == Layout.from_settings(kind="hybrid", bucket="1h", table_prefix=prefix, table_period=name).table_for(
+        ts
+    )
+    # Then its name reads back to the period's start, under its prefix and period kind only
+    assert period_of_table(prefix, period, table) == period.start(ts)
+    for other in PERIODS:
+        if other != name:
+            assert period_of_table(prefix, TablePeriod.parse(other), table) is None
+    for other in PREFIXES:
+        if other != prefix:
+            assert period_of_table(other, period, table) is None
+
+
+@PROPERTY
+@given(
+    name=st.sampled_from(PERIODS),
+    label=st.text(st.sampled_from("0123456789-W \u0662"), max_size=16) | st.text(max_size=16),
+)
+def test_a_name_reads_back_only_when_the_same_name_is_built_for_that_start(name: str, label: str) -> None:
+    period = TablePeriod.parse(name)
+    start = period_of_table("readings", period, f"readings-{label}")
+    assert start is None or period_table("readings", period, start) == f"readings-{label}"
+
+
+@pytest.mark.parametrize(
+    ("name", "table", "start"),
+    [
+        ("hour", "readings-2026-11-22-06", "2026-11-22T06:00:00Z"),
+        ("day", "readings-9999-12-31", "9999-12-31T00:00:00Z"),
+        ("week", "readings-1970-W01", -3 * DAY),  # the first week starts on a Monday before the epoch
+        ("week", "readings-2025-W53", None),  # 2025 has 52 ISO weeks
+        ("week", "readings-2026-W53", "2026-12-28T00:00:00Z"),
+        ("month", "readings-2026-02", "2026-02-01T00:00:00Z"),
+        ("day", "readings-2026-11-22-old", None),
+        ("day", "readings-2026-02-30", None),
+        ("hour", "readings-2026-11-22-6", None),  # strptime reads the hour; the name built is -06
+        ("day", "readings-\u0662\u0660\u0662\u0666-11-22", None),  # strptime reads Unicode digits
+        ("day", "readings-", None),
+        ("day", "readings", None),
+    ],
+)
+def test_names_at_the_edges(name: str, table: str, start: str | int | None) -> None:
+    found = period_of_table("readings", TablePeriod.parse(name), table)
+    assert found == (parse_timestamp(start) if isinstance(start, str) else start)
 
 
 @PROPERTY

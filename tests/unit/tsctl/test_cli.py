@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 from pathlib import Path
@@ -13,6 +14,7 @@ from infra.config import Context, load_cdk_json_context
 from keydesign import Ingest
 from simulator import SimWorkload
 from tsctl import seed
+from tsctl.arguments import instant
 from tsctl.cli import build_parser, main
 from tsctl.commands import preview
 from tsctl.commands.publish import _groups as publish_groups
@@ -181,6 +183,21 @@ def test_bad_input_exits_2_naming_the_field(argv: list[str], field: str, capsys:
     assert out == ""
     assert f": {field}:" in err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "typed",
+    ["\u0661\u0667\u0669\u0665" + "\u0660" * 9, "+1795000000000", "9" * 17, "1" * 5000],
+    ids=["arabic-indic digits", "a sign", "17 digits", "5000 digits"],
+)
+def test_an_instant_option_takes_ascii_epoch_ms_or_rfc3339_as_the_api_does(typed: str) -> None:
+    # Given the type of --from (archive; --start of publish is the same), as the API's from/to parse
+    parse = instant("--from")
+    assert parse("1795000000000") == 1_795_000_000_000
+    assert parse("2026-11-22T06:00:00+02:00") == parse("2026-11-22T04:00:00Z")
+    # Then text that is neither ASCII epoch milliseconds nor RFC 3339 gets the API's one-line refusal
+    with pytest.raises(argparse.ArgumentTypeError, match="is not an RFC 3339 date-time"):
+        parse(typed)
 
 
 def test_keys_shows_the_block_and_a_plan_that_contains_it(capsys: pytest.CaptureFixture[str]) -> None:

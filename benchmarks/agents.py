@@ -26,11 +26,11 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportM
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
 from adapters.collector import tune_collector
-from adapters.kinesis_records import parse_records
 from adapters.observability import metrics
 from benchmarks.cold_start import FUNCTIONS
 from benchmarks.harness import Result, benchmark
 from benchmarks.ingest import NullDynamoDB, NullSQS, _best, event_records, lambda_records, readings, stack_env
+from ingest.kinesis_records import parse_records
 from ingest.logic import Ingestor
 from ingest.settings import IngestSettings
 
@@ -198,7 +198,7 @@ print(time.process_time() - started)
 #: Each module timed, and what is loaded before it: ``ingest.formats`` is what every cold start imports for the
 #: agents (after what it shares with the rest of ingest); the three format readers are imported on first use.
 _TIMED = {
-    "ingest.formats": "json, re, zlib, dataclasses, functools, adapters.kinesis_records, keydesign.model",
+    "ingest.formats": "json, re, zlib, dataclasses, functools, ingest.kinesis_records, keydesign.model",
     "ingest.formats.lineprotocol": "ingest.decoding",
     "ingest.formats.telegraf": "ingest.decoding",
     "ingest.formats.otlp": "ingest.decoding",

@@ -380,7 +380,6 @@ def provision(endpoint_url: str, now_ms: int) -> dict[str, str]:
     import logging  # noqa: PLC0415 - the children's imports are theirs
 
     from adapters.clients import client  # noqa: PLC0415
-    from adapters.kinesis_records import parse_records  # noqa: PLC0415
     from adapters.observability import metrics  # noqa: PLC0415
     from benchmarks.ingest import lambda_records  # noqa: PLC0415
     from infra.config import (  # noqa: PLC0415
@@ -390,6 +389,7 @@ def provision(endpoint_url: str, now_ms: int) -> dict[str, str]:
         LambdaFunction,
         load_cdk_json_context,
     )
+    from ingest.kinesis_records import parse_records  # noqa: PLC0415
     from ingest.logic import Ingestor  # noqa: PLC0415
     from ingest.settings import IngestSettings  # noqa: PLC0415
     from local_runtime.resources import ResourceNames, TableDefinition, table_definitions  # noqa: PLC0415

@@ -23,7 +23,6 @@ from botocore.config import Config
 
 from adapters.batch_writer import BatchWriter, serialize_item
 from adapters.collector import tune_collector
-from adapters.kinesis_records import parse_records
 from adapters.observability import logger, metrics
 from adapters.occupancy import OccupancyRecorder, OccupancyStore
 from adapters.retry import Deadline
@@ -32,6 +31,7 @@ from benchmarks.blocks import Deployment, old_item
 from benchmarks.harness import Result, benchmark
 from infra.config import READINGS_SCHEMA, Context, FunctionWiring, LambdaFunction
 from ingest.decoding import decode_record
+from ingest.kinesis_records import parse_records
 from ingest.logic import Ingestor, occupancy_groups
 from ingest.settings import IngestSettings
 from keydesign import Layout, Reading, ShardMap, decode_block

@@ -39,7 +39,6 @@ import boto3
 from adapters.batch_writer import send_prebuilt_json
 from adapters.clients import client_config
 from adapters.collector import tune_collector
-from adapters.kinesis_records import parse_records
 from adapters.observability import metrics
 from benchmarks.harness import Result, benchmark, collector_time
 from benchmarks.ingest import (
@@ -51,6 +50,7 @@ from benchmarks.ingest import (
     one_item_per_reading,
     readings,
 )
+from ingest.kinesis_records import parse_records
 from ingest.logic import BatchOutcome, Ingestor
 from ingest.settings import IngestSettings
 from keydesign import Layout, Reading, ShardMap

@@ -40,13 +40,13 @@ import random
 from collections import Counter, defaultdict
 from typing import Any
 
-from adapters.kinesis_records import parse_records
 from adapters.observability import metrics
 from benchmarks import blocks, write_tier
 from benchmarks.blocks import SEED_000, SEED_003, SPARSE, START_MS, Arrival, Deployment, Fleet
 from benchmarks.harness import Result, benchmark
 from benchmarks.ingest import NullSQS, stack_env
 from doubles.memory_dynamo import MemoryDynamo
+from ingest.kinesis_records import parse_records
 from ingest.logic import Ingestor
 from ingest.settings import IngestSettings
 from keydesign import Ingest, Reading, Workload, decode_block, item_size, plan_capacity, write_units

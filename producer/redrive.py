@@ -1,6 +1,6 @@
 """The rejects queue read back: peek at it, and send chosen readings to the stream again.
 
-A reject message (``reading-rejected/1``, see ``functions/adapters/rejects.py``)
+A reject message (``reading-rejected/1``, see ``functions/ingest/rejects.py``)
 carries the refused payload (``payload`` as text, or ``payload_base64``), the
 ``field`` and ``reason``, a stable ``reject_id`` and the ``source``. The body is
 read defensively: unknown fields are ignored, and a body this module cannot

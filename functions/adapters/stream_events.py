@@ -2,7 +2,7 @@
 
 Lambda's event source mappings always send ``{"Records": [...]}``; the partial
 batch response names the records (a Kinesis record by its sequence number,
-which ``adapters.kinesis_records`` checks as it parses each one). An event
+which ``ingest.kinesis_records`` checks as it parses each one). An event
 without that shape was not sent by a mapping (a hand-made test invocation, a
 wrong trigger), so there is nothing to report back record by record: the
 handler logs one clear error and fails the invocation, instead of letting
@@ -21,7 +21,7 @@ class NotAStreamEvent(ValueError):  # noqa: N818 - reads as the condition
 
 def stream_records(event: object) -> list[Any]:
     """``event["Records"]``. (DynamoDB stream records are judged one by one by the hot-key
-    logic, which skips a malformed one; Kinesis records by ``adapters.kinesis_records``.)"""
+    logic, which skips a malformed one; Kinesis records by ``ingest.kinesis_records``.)"""
     if not isinstance(event, Mapping):
         raise NotAStreamEvent(f"the event must be a JSON object with Records, got {type(event).__name__}")
     records = event.get("Records")

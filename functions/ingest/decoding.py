@@ -29,10 +29,10 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from adapters.kinesis_records import MalformedRecord, StreamRecord, user_records
 from adapters.observability import logger
-from adapters.rejects import Reject
 from ingest.formats import INFLUX, OTLP_JSON, Formats, Part, exact_float, exact_int, json_kind, not_enabled, sniff
+from ingest.kinesis_records import MalformedRecord, StreamRecord, user_records
+from ingest.rejects import Reject
 
 #: What a deployment reads when its settings say nothing else: every agent format, the default entity tags.
 DEFAULT_FORMATS = Formats()

@@ -1,7 +1,7 @@
 """Lambda entry point of the ingest function (``ingest.handler.handler``).
 
 Thin on purpose: Powertools decorators, the event parsed once into typed records
-(``adapters.kinesis_records.StreamRecord``), then the logic. The logic works the
+(``ingest.kinesis_records.StreamRecord``), then the logic. The logic works the
 whole batch at once (blocks hold readings of many records); Powertools'
 ``BatchProcessor`` then asks :meth:`BatchOutcome.settle` about each record and
 builds the ``ReportBatchItemFailures`` response from the ones it raises for.
@@ -19,9 +19,9 @@ from aws_lambda_powertools.utilities.batch.types import PartialItemFailureRespon
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from adapters.collector import tune_collector
-from adapters.kinesis_records import parse_records
 from adapters.observability import logger, metrics
 from adapters.stream_events import NotAStreamEvent
+from ingest.kinesis_records import parse_records
 from ingest.logic import Ingestor
 from ingest.settings import IngestSettings
 

@@ -55,18 +55,18 @@ from adapters.batch_writer import (
     serialize_item,
 )
 from adapters.clients import client
-from adapters.dense_marks import DenseMarkRecorder
-from adapters.kinesis_records import StreamRecord
 from adapters.observability import logger, metrics
 from adapters.occupancy import OccupancyRecorder, OccupancyStore
-from adapters.rejects import Reject, RejectsPublisher, RejectsReport, SendMessageBatchApi
 from adapters.retry import Clock, Deadline, Sleep
 from adapters.rollup_store import MarkRecorder, RollupStore
 from adapters.shard_map_source import ShardMapSource
 from adapters.shard_map_store import ShardMapStore, shard_map_source
 from adapters.table_builds import TableBuilds
 from ingest.decoding import DEFAULT_FORMATS, Candidate, DecodedRecord, decode_record
+from ingest.dense_marks import DenseMarkRecorder
 from ingest.formats import Formats
+from ingest.kinesis_records import StreamRecord
+from ingest.rejects import Reject, RejectsPublisher, RejectsReport, SendMessageBatchApi
 from ingest.settings import IngestSettings
 from keydesign import Block, InvalidInput, Layout, Reading, ShardMap
 from keydesign.occupancy import OccupancyRecord, day_of

@@ -3,7 +3,7 @@
 On top of :class:`adapters.settings.CommonSettings` (which holds ``MAX_AGE``, shared
 with the rotator and the rollup function); docs/configuration.md lists every
 variable (from the model). Its write and reject concurrency, backoff and deadline
-margin are the adapters' defaults (``adapters.batch_writer``, ``adapters.rejects``,
+margin are the adapters' defaults (``adapters.batch_writer``, ``ingest.rejects``,
 ``adapters.retry``): no deployment has needed others.
 
 The last four say which agents' formats ingest reads beside its own JSON and how

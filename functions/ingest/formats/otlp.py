@@ -1,7 +1,7 @@
 """OTLP metrics: an ``ExportMetricsServiceRequest``, protobuf or JSON, as the Collector's
 ``awskinesisexporter`` writes one per record (``encoding.name`` ``otlp_proto`` or ``otlp_json``).
 
-The protobuf is read by :func:`read_proto` (on ``adapters.protowire``) into the shape
+The protobuf is read by :func:`read_proto` (on ``ingest.protowire``) into the shape
 the JSON encoding has (OTLP/JSON: lowerCamelCase names, 64-bit integers as decimal
 text or numbers), so one mapping, :func:`decode`, serves both.
 
@@ -38,7 +38,8 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
-from adapters.protowire import (
+from ingest.formats import NS_PER_MS, Formats, Part, reading, storable
+from ingest.protowire import (
     ProtobufError,
     double,
     fields,
@@ -49,7 +50,6 @@ from adapters.protowire import (
     text,
     varint,
 )
-from ingest.formats import NS_PER_MS, Formats, Part, reading, storable
 
 #: How deep arrays and maps may nest in an attribute's value.
 MAX_VALUE_DEPTH = 16

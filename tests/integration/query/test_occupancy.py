@@ -10,13 +10,13 @@ import boto3
 import pytest
 
 from adapters.batch_writer import BatchWriter
-from adapters.kinesis_records import parse_records
 from adapters.observability import metrics
 from adapters.occupancy import OccupancyReader, OccupancyRecorder, OccupancyStore
 from adapters.partition_reader import DynamoPartitionReader
-from adapters.rejects import RejectsPublisher
 from adapters.shard_map_source import StaticShardMap
+from ingest.kinesis_records import parse_records
 from ingest.logic import Ingestor
+from ingest.rejects import RejectsPublisher
 from keydesign import Layout, ShardMap
 from keydesign.occupancy import SINCE_PK
 from query.cursor import CursorCodec

@@ -11,7 +11,7 @@ import threading
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from adapters.kinesis_records import StreamRecord, parse_records
+from ingest.kinesis_records import StreamRecord, parse_records
 
 REGION = "eu-west-1"
 STREAM_ARN = f"arn:aws:kinesis:{REGION}:123456789012:stream/readings"

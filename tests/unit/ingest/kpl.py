@@ -1,6 +1,6 @@
 """KPL aggregated records, as the Kinesis Producer Library writes them: what the tests feed ingest.
 
-Ingest only reads them (``adapters.kinesis_records.deaggregate``); this is the writing side.
+Ingest only reads them (``ingest.kinesis_records.deaggregate``); this is the writing side.
 """
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 
-from adapters.kinesis_records import KPL_MAGIC
-from adapters.protowire import LENGTH as _LENGTH
-from adapters.protowire import VARINT as _VARINT
+from ingest.kinesis_records import KPL_MAGIC
+from ingest.protowire import LENGTH as _LENGTH
+from ingest.protowire import VARINT as _VARINT
 
 
 def aggregate(members: Sequence[tuple[str, bytes]], explicit_hash_keys: Sequence[str | None] | None = None) -> bytes:

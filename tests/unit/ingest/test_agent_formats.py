@@ -13,10 +13,10 @@ from opentelemetry.metrics import CallbackOptions, Meter, Observation
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.metrics.v1 import metrics_pb2
 
-from adapters.kinesis_records import parse_event_record
 from adapters.observability import metrics
 from ingest.decoding import DEFAULT_FORMATS, decode_record
 from ingest.formats import MAX_INFLATED, Formats
+from ingest.kinesis_records import parse_event_record
 from ingest.logic import BatchOutcome
 from keydesign import Reading
 from tests.unit.ingest.agents import (

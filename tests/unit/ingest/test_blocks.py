@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from adapters.kinesis_records import StreamRecord
+from ingest.kinesis_records import StreamRecord
 from ingest.logic import Ingestor
 from keydesign import Layout, Reading
 from local_runtime.faults import FaultInjectingDynamoDB, FaultPlan

@@ -6,9 +6,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from adapters.kinesis_records import parse_event_record
 from ingest import decoding
 from ingest.decoding import DecodedRecord
+from ingest.kinesis_records import parse_event_record
 from tests.unit.ingest.kinesis_events import as_json, kinesis_record
 from tests.unit.ingest.kpl import aggregate
 from tests.unit.ingest.test_hostile_input import reading_text

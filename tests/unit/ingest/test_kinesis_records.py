@@ -7,7 +7,8 @@ import hashlib
 
 import pytest
 
-from adapters.kinesis_records import (
+from adapters.stream_events import NotAStreamEvent
+from ingest.kinesis_records import (
     KPL_MAGIC,
     MalformedRecord,
     StreamRecord,
@@ -16,7 +17,6 @@ from adapters.kinesis_records import (
     parse_records,
     user_records,
 )
-from adapters.stream_events import NotAStreamEvent
 from tests.unit.ingest.kinesis_events import SHARD_ID, STREAM_ARN, kinesis_record, sequence_number
 from tests.unit.ingest.kpl import aggregate
 

@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 
 from adapters.batch_writer import BatchWriter
 from adapters.observability import metrics
-from adapters.rejects import RejectsPublisher
 from adapters.shard_map_source import StaticShardMap
 from adapters.table_builds import ASK_EVERY_MS, TableBuilds
 from ingest.logic import BatchOutcome, Ingestor, RecordNotIngested
+from ingest.rejects import RejectsPublisher
 from keydesign import Layout, ShardMap, decode_block
 from local_runtime.faults import FaultInjectingDynamoDB, FaultPlan
 from tests.unit.ingest.fakes import FakeDynamoDB, FakeSQS

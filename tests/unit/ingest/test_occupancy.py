@@ -10,9 +10,9 @@ import pytest
 from adapters.batch_writer import BatchWriter
 from adapters.observability import metrics
 from adapters.occupancy import OccupancyRecorder, OccupancyStore
-from adapters.rejects import RejectsPublisher
 from adapters.shard_map_source import StaticShardMap
 from ingest.logic import Ingestor
+from ingest.rejects import RejectsPublisher
 from keydesign import Layout, ShardMap
 from keydesign.occupancy import MAX_WRITER_OVERLAP_MS, SINCE_PK, day_pk
 from tests.unit.ingest.fakes import FakeDynamoDB, FakeSQS

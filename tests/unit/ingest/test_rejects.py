@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from adapters.rejects import MAX_REQUEST_BYTES, Reject, RejectsPublisher, reject_message
 from adapters.retry import Deadline
+from ingest.rejects import MAX_REQUEST_BYTES, Reject, RejectsPublisher, reject_message
 from local_runtime.faults import FaultInjectingSQS, FaultPlan, service_error
 from tests.unit.ingest.fakes import FakeSQS
 from tests.unit.ingest.kinesis_events import FakeClock

@@ -8,10 +8,10 @@ import random
 from typing import Any
 
 from adapters.batch_writer import BatchWriter
-from adapters.rejects import RejectsPublisher
 from adapters.rollup_store import MarkRecorder, RollupStore, start_pk
 from adapters.shard_map_source import StaticShardMap
 from ingest.logic import Ingestor
+from ingest.rejects import RejectsPublisher
 from keydesign import Layout, ShardMap, parse_timestamp
 from keydesign.rollup import Mark
 from keydesign.writetier import DENSE_READINGS, WriteTier

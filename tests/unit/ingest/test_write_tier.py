@@ -13,10 +13,10 @@ import pytest
 
 from adapters.batch_writer import BatchWriter
 from adapters.observability import metrics
-from adapters.rejects import RejectsPublisher
 from adapters.shard_map_source import StaticShardMap
 from adapters.table_builds import TableBuilds
 from ingest.logic import BatchOutcome, Ingestor
+from ingest.rejects import RejectsPublisher
 from ingest.settings import IngestSettings
 from keydesign import Layout, Reading, ShardMap
 from keydesign.blocks import decode_group, keep_newest, newest_wins

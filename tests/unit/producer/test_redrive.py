@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from adapters.rejects import Reject, reject_message
+from ingest.rejects import Reject, reject_message
 from producer.publisher import Publisher
 from producer.redrive import FieldRename, MessageQueue, RejectMessage, peek, redrive, summarise
 from tests.unit.ingest.kinesis_events import FakeClock

@@ -21,7 +21,7 @@ record: several user records packed into one, in this documented format::
     }
     message Tag { required string key = 1; optional string value = 2; }
 
-The decoder here is hand-written (on ``adapters.protowire``, no dependency) rather
+The decoder here is hand-written (on ``ingest.protowire``, no dependency) rather
 than taken from ``aws-kinesis-agg``: that package pulls in ``protobuf``, has
 not been released since 2022, and on a digest mismatch silently hands the
 aggregate back as if it were one plain record. Here a record that starts with
@@ -39,8 +39,8 @@ import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from adapters.protowire import VARINT, ProtobufError, fields, message, text
 from adapters.stream_events import NotAStreamEvent, stream_records
+from ingest.protowire import VARINT, ProtobufError, fields, message, text
 
 KPL_MAGIC = b"\xf3\x89\x9a\xc2"
 #: Kinesis' own pattern for a sequence number: ``0|([1-9]\d{0,128})``.

@@ -1,6 +1,6 @@
 """The protocol buffers wire format, read: enough for the two messages ingest meets.
 
-Two readers use it: KPL aggregates (``adapters.kinesis_records``) and OTLP metrics
+Two readers use it: KPL aggregates (``ingest.kinesis_records``) and OTLP metrics
 (``ingest.formats.otlp``). Hand-written, stdlib only, rather than ``protobuf`` and
 generated classes, which the Lambda asset would have to bundle (docs/decisions.md,
 "OTLP protobuf without protobuf", has the measured size and import time).

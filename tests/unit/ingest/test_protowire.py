@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adapters.protowire import LENGTH, VARINT, ProtobufError, fields
+from ingest.protowire import LENGTH, VARINT, ProtobufError, fields
 
 
 def test_fields_of_a_message() -> None:

@@ -20,8 +20,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, cast
 from urllib.parse import urlsplit
 
-import boto3
 from botocore.config import Config
+
+from adapters.clients import endpoint_client
 
 #: moto's default account; ARNs it builds carry it.
 ACCOUNT_ID = "123456789012"
@@ -83,18 +84,15 @@ class LoopbackServer:
 
 def local_client(service: str, endpoint_url: str, region: str, *, max_attempts: int = 3) -> Any:
     """A boto3 client for the embedded moto server (never another endpoint)."""
-    client = boto3.session.Session().client(
+    client = endpoint_client(
         service,
         endpoint_url=assert_loopback(endpoint_url),
-        region_name=region,
+        region=region,
+        max_attempts=max_attempts,
+        # Buckets as a path: a loopback IP has no subdomains.
+        config=Config(max_pool_connections=32, s3={"addressing_style": "path"}),
         aws_access_key_id="local",
         aws_secret_access_key="local",  # noqa: S106 - moto accepts any credentials
-        config=Config(
-            retries={"mode": "standard", "max_attempts": max_attempts},
-            max_pool_connections=32,
-            # Buckets as a path: a loopback IP has no subdomains.
-            s3={"addressing_style": "path"},
-        ),
     )
     assert_loopback(str(client.meta.endpoint_url))
     return client

@@ -21,12 +21,11 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
-import boto3
 from botocore.config import Config
 from botocore.exceptions import ClientError, HTTPClientError
 from botocore.exceptions import ConnectionError as BotoConnectionError
 
-from adapters.clients import KINESIS_RETRYABLE, error_code, error_message, http_status
+from adapters.clients import KINESIS_RETRYABLE, endpoint_client, error_code, error_message, http_status
 from adapters.retry import Backoff, Clock, Deadline, RetryLoop, Sleep
 from keydesign import InvalidInput, Reading
 
@@ -42,8 +41,8 @@ class PutRecordsApi(Protocol):
 
 def kinesis_client(*, endpoint_url: str | None = None, region: str | None = None) -> Any:
     """A Kinesis client making one attempt per call: the publisher does the retrying."""
-    config = Config(retries={"mode": "standard", "max_attempts": 1}, connect_timeout=5, read_timeout=30)
-    return boto3.session.Session().client("kinesis", endpoint_url=endpoint_url, region_name=region, config=config)
+    config = Config(connect_timeout=5, read_timeout=30)
+    return endpoint_client("kinesis", endpoint_url=endpoint_url, region=region, max_attempts=1, config=config)
 
 
 @dataclass(slots=True)

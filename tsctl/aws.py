@@ -5,16 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import boto3
 from botocore.config import Config
+
+from adapters.clients import endpoint_client
 
 
 def aws_client(service: str, endpoint_url: str | None, region: str | None, config: Config | None = None) -> Any:
     """A client with standard retries, or with ``config`` over them (its retries replace them whole)."""
-    defaults = Config(retries={"mode": "standard", "max_attempts": 5})
-    return boto3.session.Session().client(
-        service,
-        endpoint_url=endpoint_url,
-        region_name=region,
-        config=defaults if config is None else defaults.merge(config),
-    )
+    return endpoint_client(service, endpoint_url=endpoint_url, region=region, max_attempts=5, config=config)

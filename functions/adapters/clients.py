@@ -184,6 +184,32 @@ def client(service: str, *, max_attempts: int = 3, pool: int = 32, validate: boo
         return found
 
 
+def endpoint_client(
+    service: str,
+    *,
+    endpoint_url: str | None = None,
+    region: str | None = None,
+    max_attempts: int = 3,
+    config: Config | None = None,
+    **credentials: str,
+) -> Any:
+    """A new client of ``service`` for a tool (``tsctl``, the producer, the local runtime), not a handler
+    (:func:`client`): at ``endpoint_url`` and in ``region`` (None: the environment's), botocore's standard
+    retries with ``max_attempts``, ``config`` merged over that, ``credentials`` (``aws_access_key_id``...)
+    instead of the environment's chain when given. Every client this project makes outside a handler is
+    made here."""
+    import boto3  # noqa: PLC0415 - the tools' clients; a handler's cold start does not load boto3
+
+    base = Config(retries={"mode": "standard", "max_attempts": max_attempts})
+    return boto3.session.Session().client(
+        service,
+        endpoint_url=endpoint_url,
+        region_name=region,
+        config=base if config is None else base.merge(config),
+        **credentials,
+    )
+
+
 def close_connections() -> None:
     """Close every client's pooled connections; a client opens new ones on its next call."""
     with _lock:

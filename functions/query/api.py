@@ -23,7 +23,8 @@ Error contract: every error body is ``{"error": "...", "parameter": "..."}``.
 =====  ==============================================================
 """
 
-from __future__ import annotations
+# No ``from __future__ import annotations`` here: Powertools reads a route's type hints on every
+# request (to resolve its ``Depends``), and string annotations would be evaluated again each time.
 
 import re
 from collections.abc import Callable, Mapping, Sequence

@@ -1,9 +1,12 @@
 """The REST API: routes, typed parameters, and every error mapped to HTTP in one place.
 
-``create_app(service)`` builds the Powertools resolver; ``handler.py`` builds it
-once per container with the service configured from the environment, and
-``query.openapi`` builds it with no service at all to print the OpenAPI document
-(route functions reach the service only when called).
+Each route is a module-level function on :data:`router` (a Powertools ``Router``),
+listed in :data:`ROUTES`; it is given the :class:`QueryService` as a parameter
+(``Depends``), so a test can call it on its own. ``create_app(service)`` builds
+the resolver, includes the router and provides the service; ``handler.py``
+builds it once per container with the service configured from the environment,
+and ``query.openapi`` builds it with no service at all to print the OpenAPI
+document (a route reaches the service only when called).
 
 Error contract: every error body is ``{"error": "...", "parameter": "..."}``.
 
@@ -20,7 +23,8 @@ Error contract: every error body is ``{"error": "...", "parameter": "..."}``.
 =====  ==============================================================
 """
 
-from __future__ import annotations
+# No ``from __future__ import annotations`` here: Powertools reads a route's type hints on every
+# request (to resolve its ``Depends``), and string annotations would be evaluated again each time.
 
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -28,7 +32,8 @@ from http import HTTPStatus
 from typing import Annotated, Any, Literal, TypeVar, get_type_hints
 from urllib.parse import unquote
 
-from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Depends, Response, content_types
+from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
@@ -119,198 +124,43 @@ Stats = Annotated[str | None, Query(description="Comma-separated subset of count
 AggregateMeasures = Annotated[str | None, Query(description="Comma-separated measures to aggregate (default: all)")]
 
 
-def create_app(service: QueryService | None) -> APIGatewayRestResolver:
-    """The resolver with every route. ``service`` may be None only to render the OpenAPI document."""
-    app = APIGatewayRestResolver(
-        enable_validation=True,
-        response_validation_error_http_code=HTTPStatus.INTERNAL_SERVER_ERROR,
-    )
-    declared: dict[tuple[str, str], frozenset[str]] = {}
-
-    def svc() -> QueryService:
-        if service is None:  # only reachable if someone serves the schema-only app
-            raise RuntimeError("the query app was built without a service")
-        return service
-
-    def get(path: str, **openapi: Any) -> Callable[[_Route], _Route]:
-        """``app.get``, remembering the route's query parameters for the unknown-parameter check."""
-
-        def register(route: _Route) -> _Route:
-            declared[("GET", re.sub(r"<(\w+)>", r"{\1}", path))] = _query_parameters(route)
-            registered: _Route = app.get(path, middlewares=[reject_unknown_parameters], **openapi)(route)
-            return registered
-
-        return register
-
-    def reject_unknown_parameters(app: APIGatewayRestResolver, next_middleware: NextMiddleware) -> Response[Any]:
-        """Route middleware. It runs after Powertools' validation; a request that
-        fails validation is checked for the same problems first, in the
-        RequestValidationError handler, so the typo is what gets reported."""
-        problem = _parameter_problem(app, declared)
-        return problem if problem is not None else next_middleware(app)
-
-    def page_of(from_: str, to: str, limit: int | None, cursor: str | None, order: Order) -> PageArgs:
-        limits = svc().limits
-        window = parse_range(from_, to, limits.max_range_ms)
-        size = min(DEFAULT_LIMIT, limits.max_limit) if limit is None else limit
-        return PageArgs(window, parse_limit(size, limits.max_limit), cursor, order)
-
-    @get(
-        "/entities/<entity_id>/readings",
-        summary="Readings of one entity in a time range",
-        description=(
-            "Every reading of the entity in [from, to), across buckets, shards and per-period tables, merged in "
-            "time order (ties: event id) and paged by an opaque cursor. Expired (TTL) readings are left out; "
-            "a reading stored in several blocks (a redelivery, a correction) is returned once, as its newest "
-            "version has it."
-        ),
-        tags=["readings"],
-        operation_id="getEntityReadings",
-        responses=_responses("A page of readings, or the plan when explain=true"),
-    )
-    def entity_readings(
-        *,
-        entity_id: EntityId,
-        from_: From,
-        to: To,
-        limit: Limit = None,
-        cursor: Cursor = None,
-        order: OrderParam = "asc",
-        measures: Measures = None,
-        consistent: Consistent = False,
-        explain: Explain = False,
-    ) -> ReadingsPage | Explanation:
-        entity = _entity(entity_id)
-        page = page_of(from_, to, limit, cursor, order)
-        read = ReadArgs(parse_measures(measures), consistent, explain)
-        return svc().entity_readings(entity, page, read, time_left_ms=_time_left_ms(app))
-
-    @get(
-        "/entities/<entity_id>/latest",
-        summary="The most recent reading of one entity",
-        description=(
-            "Walks the entity's partitions backwards from now with descending queries, newest bucket first, "
-            "up to `lookback` (at most LATEST_LOOKBACK, default 7 days). `reading` is null when there is none."
-        ),
-        tags=["readings"],
-        operation_id="getEntityLatest",
-        responses=_responses("The latest reading (null when none in the lookback), or the plan when explain=true"),
-    )
-    def latest(
-        *,
-        entity_id: EntityId,
-        lookback: Annotated[
-            str | None,
-            Query(description="How far back to look, e.g. 15m, 6h, 7d (default and maximum: LATEST_LOOKBACK)"),
-        ] = None,
-        measures: Measures = None,
-        consistent: Consistent = False,
-        explain: Explain = False,
-    ) -> LatestReading | Explanation:
-        entity = _entity(entity_id)
-        lookback_ms = parse_lookback(lookback, svc().limits.latest_lookback_ms)
-        return svc().latest(entity, lookback_ms, ReadArgs(parse_measures(measures), consistent, explain))
-
-    @get(
-        "/entities/<entity_id>/aggregates",
-        summary="Downsampled series of one entity",
-        description=(
-            "count, min, max, avg and sum of every measure per interval (aligned to the epoch, UTC). When the "
-            "interval is a whole multiple of a rollup granularity (ROLLUPS, default 1m,1h,1d) and from/to fall on "
-            "its boundaries, the intervals the rollups cover are read from them (`source`, `rollups_through`); "
-            "the rest is computed by streaming through the readings. Intervals without readings are left out. "
-            "The raw part may decode at most MAX_SCAN_ITEMS readings (default 100,000), start at most MAX_QUERY_CALLS "
-            "Query calls (default 200) and must finish before the function's deadline; past any of them the "
-            "request is refused with 413, which says how far the scan got so the range can be split there."
-        ),
-        tags=["aggregates"],
-        operation_id="getEntityAggregates",
-        responses={
-            **_responses("The series, or the plan when explain=true"),
-            413: _error_response(
-                "The aggregate would decode more readings, make more Query calls or take longer than one request "
-                "may; the message says how far it got: split the range there"
-            ),
-        },
-    )
-    def aggregates(
-        *,
-        entity_id: EntityId,
-        from_: From,
-        to: To,
-        interval: Interval,
-        stats: Stats = None,
-        measures: AggregateMeasures = None,
-        consistent: Consistent = False,
-        explain: Explain = False,
-    ) -> AggregateSeries | Explanation:
-        entity = _entity(entity_id)
-        window = parse_range(from_, to, svc().limits.max_range_ms)
-        interval_ms = parse_interval(interval, window)
-        wanted = parse_stats(stats)
-        read = ReadArgs(parse_measures(measures), consistent, explain)
-        return svc().aggregates(entity, window, interval_ms, wanted, read, time_left_ms=_time_left_ms(app))
-
-    @get(
-        "/aggregates",
-        summary="Downsampled series of every entity, from rollups",
-        description=(
-            "count, min, max, avg and sum of every measure over every entity per interval, read from the rollup "
-            "totals only (no raw reading is read): the interval must be a whole multiple of a rollup granularity "
-            "(ROLLUPS, default 1m,1h,1d) and from/to must fall on its boundaries, or the request is refused with "
-            "400. Intervals the rollups do not cover yet are left out: `reached` says how far the answer goes. "
-            "At most 10,000 intervals per range, as per entity; the answer is one page."
-        ),
-        tags=["aggregates"],
-        operation_id="getTotalAggregates",
-        responses=_responses("The series over every entity"),
-    )
-    def total_aggregates(
-        *,
-        from_: From,
-        to: To,
-        interval: Interval,
-        stats: Stats = None,
-        measures: AggregateMeasures = None,
-        consistent: Consistent = False,
-    ) -> AggregateSeries:
-        window = parse_range(from_, to, svc().limits.max_range_ms)
-        read = ReadArgs(parse_measures(measures), consistent, False)
-        return svc().total_aggregates(window, parse_interval(interval, window), parse_stats(stats), read)
-
-    @get(
-        "/readings",
-        summary="Readings of every entity in a time range (hybrid layout)",
-        description=(
-            "Every reading in [from, to) from every shard of every bucket. Pages go bucket by bucket in time "
-            "order; within a bucket items are ordered by entity id, then time, so each entity's readings are in "
-            "time order and every reading comes exactly once. `desc` is the exact reverse. Deployments on the "
-            "random or calculated layout answer 400: their partition keys hold the entity."
-        ),
-        tags=["readings"],
-        operation_id="getRangeReadings",
-        responses=_responses("A page of readings, or the plan when explain=true"),
-    )
-    def range_readings(
-        *,
-        from_: From,
-        to: To,
-        limit: Limit = None,
-        cursor: Cursor = None,
-        order: OrderParam = "asc",
-        measures: Measures = None,
-        consistent: Consistent = False,
-        explain: Explain = False,
-    ) -> ReadingsPage | Explanation:
-        page = page_of(from_, to, limit, cursor, order)
-        read = ReadArgs(parse_measures(measures), consistent, explain)
-        return svc().range_readings(page, read, time_left_ms=_time_left_ms(app))
-
-    _install_error_mapping(app, declared)
-    return app
+# -- the service and the deadline, injected (Powertools' ``Depends``) ----------------------
 
 
+def query_service() -> QueryService:
+    """The service the routes read with. ``create_app`` provides it to its resolver through
+    ``dependency_overrides``, which each resolver holds for itself: several resolvers live in one
+    process (tests, ``query.openapi``'s schema-only app), and a router's ``context`` is the context
+    of the last resolver that included it. Unprovided, a route answers 500."""
+    raise RuntimeError("the query app was built without a service")
+
+
+def time_left_ms() -> int | None:
+    """The function's remaining time (None when the resolver runs outside Lambda)."""
+    remaining = getattr(router.lambda_context, "get_remaining_time_in_millis", None)
+    return int(remaining()) if callable(remaining) else None
+
+
+Service = Annotated[QueryService, Depends(query_service)]
+TimeLeft = Annotated[int | None, Depends(time_left_ms)]
+
+
+# -- the routes -------------------------------------------------------------------------
+
+router = Router()  # type: ignore[no-untyped-call]  # its __init__ is not annotated
+#: (method, path as OpenAPI spells it) -> the route function, for every route on :data:`router`.
+ROUTES: dict[tuple[str, str], Callable[..., Any]] = {}
+#: (method, path) -> the query parameters the route declares, as the client spells them.
+_QUERY_PARAMETERS: dict[tuple[str, str], frozenset[str]] = {}
 _Route = TypeVar("_Route", bound=Callable[..., Any])
+
+
+def reject_unknown_parameters(app: APIGatewayRestResolver, next_middleware: NextMiddleware) -> Response[Any]:
+    """Route middleware. It runs after Powertools' validation; a request that
+    fails validation is checked for the same problems first, in the
+    RequestValidationError handler, so the typo is what gets reported."""
+    problem = _parameter_problem(app)
+    return problem if problem is not None else next_middleware(app)
 
 
 def _query_parameters(route: Callable[..., Any]) -> frozenset[str]:
@@ -323,6 +173,205 @@ def _query_parameters(route: Callable[..., Any]) -> frozenset[str]:
     return frozenset(names)
 
 
+def _get(path: str, **openapi: Any) -> Callable[[_Route], _Route]:
+    """``router.get``, remembering the route and its query parameters for the unknown-parameter check."""
+
+    def register(route: _Route) -> _Route:
+        key = ("GET", re.sub(r"<(\w+)>", r"{\1}", path))
+        ROUTES[key] = route
+        _QUERY_PARAMETERS[key] = _query_parameters(route)
+        registered: _Route = router.get(path, middlewares=[reject_unknown_parameters], **openapi)(route)
+        return registered
+
+    return register
+
+
+@_get(
+    "/entities/<entity_id>/readings",
+    summary="Readings of one entity in a time range",
+    description=(
+        "Every reading of the entity in [from, to), across buckets, shards and per-period tables, merged in "
+        "time order (ties: event id) and paged by an opaque cursor. Expired (TTL) readings are left out; "
+        "a reading stored in several blocks (a redelivery, a correction) is returned once, as its newest "
+        "version has it."
+    ),
+    tags=["readings"],
+    operation_id="getEntityReadings",
+    responses=_responses("A page of readings, or the plan when explain=true"),
+)
+def entity_readings(
+    *,
+    entity_id: EntityId,
+    from_: From,
+    to: To,
+    limit: Limit = None,
+    cursor: Cursor = None,
+    order: OrderParam = "asc",
+    measures: Measures = None,
+    consistent: Consistent = False,
+    explain: Explain = False,
+    service: Service,
+    time_left: TimeLeft = None,
+) -> ReadingsPage | Explanation:
+    entity = _entity(entity_id)
+    page = _page(service, from_, to, limit, cursor=cursor, order=order)
+    read = ReadArgs(parse_measures(measures), consistent, explain)
+    return service.entity_readings(entity, page, read, time_left_ms=time_left)
+
+
+@_get(
+    "/entities/<entity_id>/latest",
+    summary="The most recent reading of one entity",
+    description=(
+        "Walks the entity's partitions backwards from now with descending queries, newest bucket first, "
+        "up to `lookback` (at most LATEST_LOOKBACK, default 7 days). `reading` is null when there is none."
+    ),
+    tags=["readings"],
+    operation_id="getEntityLatest",
+    responses=_responses("The latest reading (null when none in the lookback), or the plan when explain=true"),
+)
+def latest(
+    *,
+    entity_id: EntityId,
+    lookback: Annotated[
+        str | None,
+        Query(description="How far back to look, e.g. 15m, 6h, 7d (default and maximum: LATEST_LOOKBACK)"),
+    ] = None,
+    measures: Measures = None,
+    consistent: Consistent = False,
+    explain: Explain = False,
+    service: Service,
+) -> LatestReading | Explanation:
+    entity = _entity(entity_id)
+    lookback_ms = parse_lookback(lookback, service.limits.latest_lookback_ms)
+    return service.latest(entity, lookback_ms, ReadArgs(parse_measures(measures), consistent, explain))
+
+
+@_get(
+    "/entities/<entity_id>/aggregates",
+    summary="Downsampled series of one entity",
+    description=(
+        "count, min, max, avg and sum of every measure per interval (aligned to the epoch, UTC). When the "
+        "interval is a whole multiple of a rollup granularity (ROLLUPS, default 1m,1h,1d) and from/to fall on "
+        "its boundaries, the intervals the rollups cover are read from them (`source`, `rollups_through`); "
+        "the rest is computed by streaming through the readings. Intervals without readings are left out. "
+        "The raw part may decode at most MAX_SCAN_ITEMS readings (default 100,000), start at most MAX_QUERY_CALLS "
+        "Query calls (default 200) and must finish before the function's deadline; past any of them the "
+        "request is refused with 413, which says how far the scan got so the range can be split there."
+    ),
+    tags=["aggregates"],
+    operation_id="getEntityAggregates",
+    responses={
+        **_responses("The series, or the plan when explain=true"),
+        413: _error_response(
+            "The aggregate would decode more readings, make more Query calls or take longer than one request "
+            "may; the message says how far it got: split the range there"
+        ),
+    },
+)
+def aggregates(
+    *,
+    entity_id: EntityId,
+    from_: From,
+    to: To,
+    interval: Interval,
+    stats: Stats = None,
+    measures: AggregateMeasures = None,
+    consistent: Consistent = False,
+    explain: Explain = False,
+    service: Service,
+    time_left: TimeLeft = None,
+) -> AggregateSeries | Explanation:
+    entity = _entity(entity_id)
+    window = parse_range(from_, to, service.limits.max_range_ms)
+    interval_ms = parse_interval(interval, window)
+    wanted = parse_stats(stats)
+    read = ReadArgs(parse_measures(measures), consistent, explain)
+    return service.aggregates(entity, window, interval_ms, wanted, read, time_left_ms=time_left)
+
+
+@_get(
+    "/aggregates",
+    summary="Downsampled series of every entity, from rollups",
+    description=(
+        "count, min, max, avg and sum of every measure over every entity per interval, read from the rollup "
+        "totals only (no raw reading is read): the interval must be a whole multiple of a rollup granularity "
+        "(ROLLUPS, default 1m,1h,1d) and from/to must fall on its boundaries, or the request is refused with "
+        "400. Intervals the rollups do not cover yet are left out: `reached` says how far the answer goes. "
+        "At most 10,000 intervals per range, as per entity; the answer is one page."
+    ),
+    tags=["aggregates"],
+    operation_id="getTotalAggregates",
+    responses=_responses("The series over every entity"),
+)
+def total_aggregates(
+    *,
+    from_: From,
+    to: To,
+    interval: Interval,
+    stats: Stats = None,
+    measures: AggregateMeasures = None,
+    consistent: Consistent = False,
+    service: Service,
+) -> AggregateSeries:
+    window = parse_range(from_, to, service.limits.max_range_ms)
+    read = ReadArgs(parse_measures(measures), consistent, False)
+    return service.total_aggregates(window, parse_interval(interval, window), parse_stats(stats), read)
+
+
+@_get(
+    "/readings",
+    summary="Readings of every entity in a time range (hybrid layout)",
+    description=(
+        "Every reading in [from, to) from every shard of every bucket. Pages go bucket by bucket in time "
+        "order; within a bucket items are ordered by entity id, then time, so each entity's readings are in "
+        "time order and every reading comes exactly once. `desc` is the exact reverse. Deployments on the "
+        "random or calculated layout answer 400: their partition keys hold the entity."
+    ),
+    tags=["readings"],
+    operation_id="getRangeReadings",
+    responses=_responses("A page of readings, or the plan when explain=true"),
+)
+def range_readings(
+    *,
+    from_: From,
+    to: To,
+    limit: Limit = None,
+    cursor: Cursor = None,
+    order: OrderParam = "asc",
+    measures: Measures = None,
+    consistent: Consistent = False,
+    explain: Explain = False,
+    service: Service,
+    time_left: TimeLeft = None,
+) -> ReadingsPage | Explanation:
+    page = _page(service, from_, to, limit, cursor=cursor, order=order)
+    read = ReadArgs(parse_measures(measures), consistent, explain)
+    return service.range_readings(page, read, time_left_ms=time_left)
+
+
+def create_app(service: QueryService | None) -> APIGatewayRestResolver:
+    """The resolver with every route. ``service`` may be None only to render the OpenAPI document."""
+    app = APIGatewayRestResolver(
+        enable_validation=True,
+        response_validation_error_http_code=HTTPStatus.INTERNAL_SERVER_ERROR,
+    )
+    app.include_router(router)
+    if service is not None:
+        app.dependency_overrides[query_service] = lambda: service
+    _install_error_mapping(app)
+    return app
+
+
+def _page(
+    service: QueryService, from_: str, to: str, limit: int | None, *, cursor: str | None, order: Order
+) -> PageArgs:
+    limits = service.limits
+    window = parse_range(from_, to, limits.max_range_ms)
+    size = min(DEFAULT_LIMIT, limits.max_limit) if limit is None else limit
+    return PageArgs(window, parse_limit(size, limits.max_limit), cursor, order)
+
+
 def _entity(raw: str) -> str:
     """REST APIs pass the path percent-encoded; ids are checked after decoding."""
     try:
@@ -330,12 +379,6 @@ def _entity(raw: str) -> str:
     except UnicodeDecodeError:
         raise InvalidInput("entity_id", "is not valid percent-encoded UTF-8") from None
     return validate_entity_id(decoded, "entity_id")
-
-
-def _time_left_ms(app: APIGatewayRestResolver) -> int | None:
-    """The function's remaining time (None when the resolver runs outside Lambda)."""
-    remaining = getattr(app.lambda_context, "get_remaining_time_in_millis", None)
-    return int(remaining()) if callable(remaining) else None
 
 
 # -- errors ---------------------------------------------------------------------------
@@ -353,12 +396,10 @@ def _error(status: int, message: str, parameter: str | None, headers: Mapping[st
     )
 
 
-def _parameter_problem(
-    app: APIGatewayRestResolver, routes: Mapping[tuple[str, str], frozenset[str]]
-) -> Response[Any] | None:
+def _parameter_problem(app: APIGatewayRestResolver) -> Response[Any] | None:
     """Unknown or repeated query parameters: a typo such as ``form=`` must not
     silently change the meaning of a request."""
-    declared = routes.get((app.request.method, app.request.route))
+    declared = _QUERY_PARAMETERS.get((app.request.method, app.request.route))
     if declared is None:
         return None
     event = app.current_event
@@ -374,9 +415,9 @@ def _parameter_problem(
     return None
 
 
-def _install_error_mapping(app: APIGatewayRestResolver, routes: Mapping[tuple[str, str], frozenset[str]]) -> None:
+def _install_error_mapping(app: APIGatewayRestResolver) -> None:
     def invalid_request(exc: RequestValidationError) -> Response[Any]:
-        problem = _parameter_problem(app, routes)
+        problem = _parameter_problem(app)
         if problem is not None:
             return problem
         errors = exc.errors()

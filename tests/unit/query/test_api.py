@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import string
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,15 +19,18 @@ from adapters.shard_map_source import StaticShardMap
 from doubles.memory_dynamo import MemoryReader
 from keydesign import Layout, Reading, ShardMap, format_ts, parse_timestamp
 from keydesign.blocks import read_header
+from query import api
 from query.api import create_app
 from query.cursor import CursorCodec
 from query.logic import QueryService
 from query.merge import Position
+from query.models import LatestReading
 from query.params import TimeRange
 from query.settings import QueryLimits
 from tests.unit.keydesign.legacy_blocks import varint
 from tests.unit.query.apigw import ApiClient, entity_path, rest_event
 
+QUERY_MD = Path(__file__).resolve().parents[3] / "docs" / "query.md"
 NOW = parse_timestamp("2026-11-22T12:00:00Z")
 HOUR = 3_600_000
 FROM, TO = format_ts(NOW - 6 * HOUR), format_ts(NOW)
@@ -46,6 +51,13 @@ PARAMETERS = {
 def build(
     kind: str = "hybrid", reader: Any = None, limits: QueryLimits | None = None
 ) -> tuple[ApiClient, MemoryReader]:
+    service, store = build_service(kind, reader, limits)
+    return ApiClient(create_app(service).resolve), store
+
+
+def build_service(
+    kind: str = "hybrid", reader: Any = None, limits: QueryLimits | None = None
+) -> tuple[QueryService, MemoryReader]:
     layout = Layout.from_settings(kind=kind, bucket="1h", table_prefix="readings")
     shard_map = ShardMap.initial(layout.bucket, 4)
     store = MemoryReader(page_items=5)
@@ -70,7 +82,7 @@ def build(
         limits=limits or QueryLimits(),
         clock_ms=lambda: NOW,
     )
-    return ApiClient(create_app(service).resolve), store
+    return service, store
 
 
 API, _ = build()
@@ -379,3 +391,69 @@ def test_a_validly_signed_cross_entity_cursor_that_is_not_a_reading_position_is_
     # Then it is a 400 naming the cursor, not a fault of ours
     assert reply.status == 400
     assert reply.body == {"error": "cursor: carries an unreadable position", "parameter": "cursor"}
+
+
+# -- the routes, each a function of query.api ------------------------------------------
+
+
+def test_a_route_is_a_function_of_the_module_on_the_router_and_answers_on_its_own() -> None:
+    # Given the route, imported on its own, and registered on the router under its method and path
+    assert api.ROUTES[("GET", "/entities/{entity_id}/latest")] is api.latest
+    service, _ = build_service()
+
+    # When it is called alone, and the same request goes through the app
+    alone = api.latest(entity_id="sensor-1", service=service)
+    reply = ApiClient(create_app(service).resolve).get(entity_path("sensor-1", "latest"))
+
+    # Then both give the same answer, a reading
+    assert reply.status == 200, reply.body
+    assert LatestReading.model_validate(reply.body) == alone
+    assert alone.reading is not None
+
+
+def test_the_routes_are_the_ones_docs_query_md_lists() -> None:
+    # A route added without its row in the table of docs/query.md fails here.
+    table = re.findall(r"^\| `([A-Z]+) (/\S*)` \|", QUERY_MD.read_text(encoding="utf-8"), re.MULTILINE)
+
+    assert len(table) == len(set(table))
+    assert set(api.ROUTES) == set(table)
+
+
+class _Context:
+    """A Lambda context with ``remaining_ms`` left."""
+
+    def __init__(self, remaining_ms: int) -> None:
+        self.remaining_ms = remaining_ms
+
+    def get_remaining_time_in_millis(self) -> int:
+        return self.remaining_ms
+
+
+@pytest.mark.parametrize("route", ["entity_readings", "range_readings"])
+def test_a_route_reads_until_the_functions_remaining_time_less_the_response_margin(route: str) -> None:
+    path, params = ROUTES[route]
+    app = create_app(build_service()[0])
+    margin = QueryLimits().response_margin_ms
+
+    def within(remaining_ms: int) -> Any:
+        context = _Context(remaining_ms)
+        reply = ApiClient(lambda event, _: app.resolve(event, context)).get(path, **params)
+        assert reply.status == 200, reply.body
+        return reply.body
+
+    assert within(margin + 60_000)["complete"] is True
+    out_of_time = within(margin)
+    assert out_of_time["complete"] is False
+    assert out_of_time["cut_short_by"] == "deadline"
+
+
+def test_each_app_answers_with_its_own_service_though_they_share_the_router() -> None:
+    # Given two apps in one process, on a layout with buckets and on one without, and a schema-only app
+    hybrid, _ = build()
+    random, _ = build("random")
+    create_app(None)
+
+    # When each is asked in turn, then each answers as its own service does
+    for _ in range(2):
+        assert hybrid.get("/readings", from_=FROM, to=TO).status == 200
+        assert random.get("/readings", from_=FROM, to=TO).status == 400

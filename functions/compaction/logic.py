@@ -11,7 +11,7 @@ the hour, compaction
    dense marks;
 2. reads the blocks of the hour of each dense-marked entity that has readings in the group items
    (the block partitions of its plan; strongly consistent);
-3. puts the compacted blocks :func:`keydesign.writetier.compact_hour` makes of them; those of a
+3. puts the compacted blocks :func:`keydesign.tiering.compact_hour` makes of them; those of a
    dense-marked entity (its hour is the rollup function's) are flagged (``r`` = 1);
 4. with rollups (``ROLLUPS``), puts in the same write, in the control table, the group's *partial*
    (:class:`keydesign.rollup.GroupPartial`: figures per finest interval over the readings of its
@@ -113,16 +113,15 @@ from keydesign.rollup import (
     floor_to,
     remark_starts,
 )
+from keydesign.tiering import CompactedBlock, compact_hour
 from keydesign.writetier import (
     DENSE_MARK_PREFIX,
     KEEP_MS,
     ROLLUP_OWNED,
     SLICE_MS,
-    CompactedBlock,
     CompactionState,
     DenseMark,
     WriteTier,
-    compact_hour,
     dense_mark_sk,
     hour_tiers,
     slice_start,

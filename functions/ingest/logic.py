@@ -8,7 +8,7 @@ readings of one entity, partition and bucket from every record of the batch.
 2. pack the valid readings into blocks (``Layout.pack``): the last copy of a
    reading in the batch wins, and each block carries the largest sequence number
    of the records its readings came from as its version. With the write tier
-   (``WRITE_TIER_GROUPS``), ``keydesign.writetier.pack_batch`` packs the readings
+   (``WRITE_TIER_GROUPS``), ``keydesign.tiering.pack_batch`` packs the readings
    of sparse entities whose hour had not ended when the batch started into
    *group items* instead (one per group and hour, many entities each), and the
    rest into blocks as before;
@@ -70,7 +70,11 @@ from ingest.rejects import Reject, RejectsPublisher, RejectsReport, SendMessageB
 from ingest.settings import IngestSettings
 from keydesign import Block, InvalidInput, Layout, Reading, ShardMap
 from keydesign.occupancy import OccupancyRecord, day_of
-from keydesign.writetier import BatchPacking, GroupItem, WriteTier, pack_batch
+from keydesign.tiering import BatchPacking, pack_batch
+from keydesign.writetier import (
+    GroupItem,
+    WriteTier,
+)
 
 #: What one batch writes: blocks and write-tier group items.
 Item = Block | GroupItem

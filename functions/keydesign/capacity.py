@@ -72,6 +72,7 @@ from .model import Reading, derive_event_id
 from .periods import PERIODS
 from .rollup import MARK_SHARDS, Figures, GroupPartial, Mark, rollup_pk, total_pk, total_sk
 from .shardmap import ShardMap
+from .tiering import compact_hour
 from .timefmt import parse_timestamp
 from .writetier import (
     DENSE_READINGS,
@@ -79,7 +80,6 @@ from .writetier import (
     MAX_GROUPS,
     SLICE_MS,
     WriteTier,
-    compact_hour,
     dense_mark_sk,
     group_sk_stem,
     tier_ttl,
@@ -325,7 +325,7 @@ class BlockSizer:
 
     def compacted(self, readings: int) -> tuple[int, ...]:
         """Item sizes of the compacted blocks of one entity's hour of ``readings`` readings spread evenly
-        over it, as :func:`keydesign.writetier.compact_hour` writes them (cut by the block limits; with
+        over it, as :func:`keydesign.tiering.compact_hour` writes them (cut by the block limits; with
         ``reading_bytes``, runs of at most MAX_BLOCK_READINGS sized as :meth:`run` sizes them)."""
         key = ("compacted", readings, 0.0)
         sizes = self._cache.get(key)

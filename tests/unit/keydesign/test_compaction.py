@@ -1,4 +1,4 @@
-"""Compacting a group's hour (keydesign.writetier.compact_hour): every reading whose newest copy is in
+"""Compacting a group's hour (keydesign.tiering.compact_hour): every reading whose newest copy is in
 the write tier lands in exactly one compacted block, none whose newest copy is in a block; versions,
 keys and limits as the module says; the same copies always make the same items."""
 
@@ -14,7 +14,11 @@ from hypothesis import strategies as st
 from keydesign import Layout, Reading, ShardMap, decode_block
 from keydesign.blocks import MAX_BLOCK_ITEM_BYTES, MAX_BLOCK_READINGS, encode_block
 from keydesign.periods import HOUR_MS
-from keydesign.writetier import MAX_COMPACTED_SPAN_MS, CompactedBlock, compact_hour, compacted_pk
+from keydesign.tiering import CompactedBlock, compact_hour
+from keydesign.writetier import (
+    MAX_COMPACTED_SPAN_MS,
+    compacted_pk,
+)
 
 from .strategies import ENTITIES, PROPERTY, layouts
 from .test_blocks import T0, same

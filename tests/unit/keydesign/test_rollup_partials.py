@@ -20,7 +20,8 @@ from keydesign.rollup import (
     remark_starts,
     total_sk,
 )
-from keydesign.writetier import ROLLUP_OWNED, compact_hour
+from keydesign.tiering import compact_hour
+from keydesign.writetier import ROLLUP_OWNED
 
 from .strategies import PROPERTY
 from .test_blocks import T0

@@ -1,4 +1,4 @@
-"""Packing a batch between blocks and group items (``keydesign.writetier.pack_batch``): every entry is
+"""Packing a batch between blocks and group items (``keydesign.tiering.pack_batch``): every entry is
 stored exactly once, the last copy of a reading winning; dense entities and late readings go to
 blocks, the rest to group items within the block limits; a redelivery makes the same items."""
 
@@ -20,15 +20,14 @@ from keydesign.blocks import (
     decode_group,
     read_header,
 )
+from keydesign.tiering import BatchPacking, pack_batch
 from keydesign.writetier import (
     DENSE_READINGS,
     KEEP_MS,
     SLICE_MS,
-    BatchPacking,
     WriteTier,
     dense_mark_sk,
     in_write_tier,
-    pack_batch,
     slice_start,
 )
 

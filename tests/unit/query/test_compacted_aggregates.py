@@ -23,7 +23,11 @@ from adapters.shard_map_source import StaticShardMap
 from doubles.memory_dynamo import MemoryDynamo, MemoryReader
 from keydesign import Layout, Reading, ShardMap, format_ts
 from keydesign.rollup import STATE_PK, Figures, Granularities, floor_to, total_pk, total_sk
-from keydesign.writetier import CompactionState, WriteTier, compact_hour
+from keydesign.tiering import compact_hour
+from keydesign.writetier import (
+    CompactionState,
+    WriteTier,
+)
 from query.cursor import CursorCodec
 from query.errors import ScanLimitExceeded
 from query.logic import QueryService

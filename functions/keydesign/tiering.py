@@ -1,0 +1,242 @@
+"""Packing an ingest batch into the write tier, and compacting an hour of it, over a layout.
+
+The rules and the items are :mod:`keydesign.writetier`'s (its docstring is the contract); this module
+holds the two steps that need a :class:`keydesign.Layout` (blocks, their keys): :func:`pack_batch`
+(ingest) and :func:`compact_hour` (compaction). Kept apart so that ``layouts`` (which builds the
+write tier's partition plans) and ``writetier`` do not import each other.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass, replace
+
+from .blocks import (
+    MAX_BLOCK_ITEM_BYTES,
+    ItemKey,
+    block_item,
+    body_estimate,
+    cut_runs,
+    encode_block,
+    encode_group,
+    keyed_item,
+    last_copies,
+)
+from .layouts import Block, Layout
+from .model import Reading
+from .shardmap import ShardMap
+from .timefmt import format_ts
+from .writetier import (
+    DENSE_READINGS,
+    MAX_COMPACTED_SPAN_MS,
+    ROLLUP_OWNED,
+    SLICE_MS,
+    DenseMark,
+    GroupItem,
+    WriteTier,
+    dense_mark_sk,
+    group_sk_stem,
+    in_write_tier,
+    slice_start,
+    tier_ttl,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class BatchPacking:
+    """What one ingest batch writes: its blocks (:meth:`keydesign.Layout.pack`; ``origins`` index what
+    :func:`pack_batch` was given), its group items, and the dense marks the blocks need, each with the
+    indexes of the blocks that must not be written before it is stored."""
+
+    blocks: list[Block]
+    group_items: list[GroupItem]
+    dense_marks: dict[DenseMark, list[int]]
+
+
+def pack_batch(
+    entries: Sequence[tuple[Reading, int]],
+    tier: WriteTier,
+    layout: Layout,
+    shard_map: ShardMap,
+    *,
+    batch_start_ms: int,
+    retention_ms: int | None = None,
+    rng: random.Random | None = None,
+) -> BatchPacking:
+    """Split a batch's entries (reading, version; in arrival order, the last copy of a reading
+    winning) between blocks and group items, and pack both.
+
+    Blocks (``layout.pack``): the readings of *dense* entities (:data:`DENSE_READINGS` readings or
+    more in the batch, counted once each) and late readings (``not in_write_tier(ts, batch_start_ms)``).
+    Group items: the rest, per (group, hour) sorted by (time, entity, event id), cut as blocks are
+    (:func:`keydesign.blocks.cut_runs`, halved while an item is over MAX_BLOCK_ITEM_BYTES), version
+    the largest of their entries'. Dense marks: one per (entity, hour) of a block's readings still in
+    the write tier. Deterministic (but for ``rng`` in the random layout): a redelivered batch makes
+    the same items.
+    """
+    winners, replaced = last_copies(entries)
+    counts = Counter(entity for entity, _, _ in winners)
+    dense = {entity for entity, count in counts.items() if count >= DENSE_READINGS}
+    to_blocks: list[int] = []
+    hours: dict[tuple[int, int], list[tuple[int, tuple[str, str], int]]] = {}
+    for (entity, ts, event_id), index in winners.items():
+        if entity in dense or not in_write_tier(ts, batch_start_ms):
+            to_blocks += [index, *replaced.get(index, ())]
+        else:
+            hours.setdefault((tier.group_of(entity), slice_start(ts)), []).append((ts, (entity, event_id), index))
+    to_blocks.sort()
+    packed = layout.pack([entries[i] for i in to_blocks], shard_map, retention_ms=retention_ms, rng=rng)
+    blocks = [replace(b, origins=tuple(to_blocks[i] for i in b.origins)) for b in packed]
+
+    def cut(group: int, hour: int, run: list[int]) -> list[GroupItem]:
+        """``run`` (entry indexes, in order) as one item, or halves of it while one is too large."""
+        readings = tuple(entries[i][0] for i in run)
+        encoded = encode_group(readings, max(entries[i][1] for i in run))
+        ttl = tier_ttl(hour, encoded.last_ms, retention_ms)
+        item, size, units = keyed_item(tier.group_pk(group, hour), group_sk_stem(encoded), encoded.payload, ttl)
+        if size > MAX_BLOCK_ITEM_BYTES and len(run) > 1:
+            half = len(run) // 2
+            return cut(group, hour, run[:half]) + cut(group, hour, run[half:])
+        origins = tuple(sorted(j for i in run for j in (i, *replaced.get(i, ()))))
+        key = ItemKey(layout.table_for(hour), str(item["pk"]), str(item["sk"]))
+        return [GroupItem(key, group, readings, origins, encoded, size, units, ttl)]
+
+    items: list[GroupItem] = []
+    for (group, hour), members in sorted(hours.items()):
+        members.sort()
+        for run in cut_runs(members, [body_estimate(entries[index][0]) for _, _, index in members]):
+            items.extend(cut(group, hour, run))
+
+    marks: dict[DenseMark, list[int]] = {}
+    for position, block in enumerate(blocks):
+        for hour in sorted({slice_start(r.ts_ms) for r in block.readings if in_write_tier(r.ts_ms, batch_start_ms)}):
+            mark = DenseMark(
+                layout.table_for(hour),
+                tier.group_pk(tier.group_of(block.entity_id), hour),
+                dense_mark_sk(block.entity_id),
+                tier_ttl(hour, hour + SLICE_MS - 1, retention_ms),
+            )
+            marks.setdefault(mark, []).append(position)
+    return BatchPacking(blocks, items, marks)
+
+
+# -- compacting -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CompactedBlock:
+    """One compacted block, ready to put: its key, its readings (one entity's, in one bucket of one
+    hour), the version it was given and its payload (block format 3, spanning up to an hour)."""
+
+    table: str
+    pk: str
+    sk: str
+    entity_id: str
+    readings: tuple[Reading, ...]
+    version: int
+    payload: bytes
+    size: int
+    write_units: int
+    ttl: int | None
+    #: The entity's hour is the rollup function's (it wrote blocks in it: a dense mark): the block is
+    #: stored with ``r`` = 1, and its readings are left out of the group's partial and of the
+    #: aggregates compacted blocks answer (its rollups hold them).
+    rollups: bool = False
+
+    def item(self) -> dict[str, object]:
+        """The item in plain Python values (the payload as bytes)."""
+        item = block_item(self.pk, self.sk, self.payload, self.ttl)
+        if self.rollups:
+            item[ROLLUP_OWNED] = 1
+        return item
+
+
+#: Decoded copies of readings: per item or block read, its version and its readings.
+Copies = Iterable[tuple[int, Sequence[Reading]]]
+
+
+def compact_hour(
+    layout: Layout,
+    shard_map: ShardMap,
+    hour_start: int,
+    tier: Copies,
+    blocks: Copies = (),
+    *,
+    retention_ms: int | None = None,
+    dense: Collection[str] = (),
+) -> list[CompactedBlock]:
+    """The compacted blocks of one group's hour starting at ``hour_start``.
+
+    ``tier`` holds the decoded group items of the hour (their readings all lie in it), ``blocks``
+    the decoded blocks of the hour of the entities with a dense mark (their readings outside the
+    hour are left out). Each reading (entity, time, event id) is kept once, its copy of the highest
+    version winning; of a block copy and a write-tier copy of one version, the block's (it is already
+    stored where readers look). Per entity, the readings whose winning copy is in the write tier
+    are compacted: cut at the layout's bucket boundaries and by the block limits
+    (:func:`keydesign.blocks.cut_runs`, spanning up to :data:`MAX_COMPACTED_SPAN_MS`), each block
+    given the largest version of every copy read of the entity's readings (the module's
+    "Compacted versions"), in :func:`compacted_pk` beside the entity's hybrid base partition, sort
+    key as a block's, ``ttl`` its newest reading's expiry by ``retention_ms``. The blocks of the
+    entities in ``dense`` (those with a dense mark: their hour is the rollup function's) are flagged
+    :attr:`CompactedBlock.rollups`. The result depends only on the copies given (in the order
+    stored): compacting an hour again puts the same items.
+    """
+    if hour_start % SLICE_MS:
+        raise ValueError(f"{hour_start} is not the start of an hour")
+    hour_end = hour_start + SLICE_MS
+    winners: dict[tuple[str, int, str], tuple[int, bool, Reading]] = {}
+    versions: dict[str, int] = {}
+
+    def keep(version: int, readings: Sequence[Reading], in_tier: bool) -> None:
+        for reading in readings:
+            if not hour_start <= reading.ts_ms < hour_end:
+                if in_tier:
+                    raise ValueError(
+                        f"a group item of {format_ts(hour_start)} holds a reading at {format_ts(reading.ts_ms)}"
+                    )
+                continue
+            key = (reading.entity_id, reading.ts_ms, reading.event_id)
+            held = winners.get(key)
+            if held is None or version > held[0]:
+                winners[key] = (version, in_tier, reading)
+            versions[reading.entity_id] = max(version, versions.get(reading.entity_id, version))
+
+    for version, readings in blocks:
+        keep(version, readings, False)
+    for version, readings in tier:
+        keep(version, readings, True)
+    runs: dict[tuple[str, int], list[Reading]] = {}
+    for (entity, ts, _), (_, in_tier, reading) in sorted(winners.items()):
+        if in_tier:
+            runs.setdefault((entity, layout.bucket.start(ts)), []).append(reading)
+    out: list[CompactedBlock] = []
+    for (entity, bucket_start), readings in runs.items():
+        pk = layout.compacted_partition(entity, bucket_start, shard_map)
+        table = layout.table_for(bucket_start)
+        members = [(r.ts_ms, r.event_id, i) for i, r in enumerate(readings)]
+        for run in cut_runs(members, list(map(body_estimate, readings)), span_limit_ms=MAX_COMPACTED_SPAN_MS):
+            out += _compacted(
+                layout, table, pk, [readings[i] for i in run], versions[entity], retention_ms=retention_ms
+            )
+    owned = frozenset(dense)
+    return [replace(block, rollups=True) if block.entity_id in owned else block for block in out]
+
+
+def _compacted(
+    layout: Layout, table: str, pk: str, readings: list[Reading], version: int, *, retention_ms: int | None
+) -> list[CompactedBlock]:
+    """``readings`` as one compacted block, or halves of them while one is over the item limit."""
+    encoded = encode_block(readings, version, span_limit_ms=MAX_COMPACTED_SPAN_MS)
+    entity = readings[0].entity_id
+    ttl = (encoded.last_ms + retention_ms) // 1000 if retention_ms is not None else None
+    item, size, units = keyed_item(pk, layout.block_sk_stem(entity, encoded), encoded.payload, ttl)
+    if size > MAX_BLOCK_ITEM_BYTES and len(readings) > 1:
+        half = len(readings) // 2
+        return [
+            *_compacted(layout, table, pk, readings[:half], version, retention_ms=retention_ms),
+            *_compacted(layout, table, pk, readings[half:], version, retention_ms=retention_ms),
+        ]
+    sk = str(item["sk"])
+    return [CompactedBlock(table, pk, sk, entity, tuple(readings), version, encoded.payload, size, units, ttl)]

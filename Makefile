@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
 .DEFAULT_GOAL := help
-.PHONY: help venv demo serve bench soak test coverage test-unit test-integration test-infra lint format typecheck synth plan clean
+.PHONY: help venv demo serve bench soak year test coverage test-unit test-integration test-infra lint format typecheck synth plan clean
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  make %-18s %s\n", $$1, $$2}'
@@ -41,6 +41,15 @@ bench: $(STAMP) ## Run the benchmarks; figures to out/bench/results.json (ARGS=-
 
 soak: $(STAMP) ## Minutes of real-time load on the local system; every reading accounted for (out/soak/report.json)
 	SOAK=1 $(PY) -m pytest -n 0 -s tests/integration/local_runtime/test_soak.py
+
+# `make test` runs each simulation over a few days; these are the year the docs quote (hours each, not in CI).
+year: $(STAMP) ## A simulated year of rotation, rollups and compaction (hours; docs/rollups.md, docs/rotation.md)
+	YEAR_PERIOD=day YEAR_DAYS=365 YEAR_RETENTION_DAYS=30 YEAR_CHANGED=10000 \
+		$(PY) -m pytest -n 0 -s -p no:cacheprovider --timeout=0 tests/integration/rotator/test_year.py
+	ROLLUP_YEAR_DAYS=365 ROLLUP_YEAR_RETENTION_HOURS=720 \
+		$(PY) -m pytest -n 0 -s -p no:cacheprovider --timeout=0 tests/unit/rollup/test_rollup_year.py
+	COMPACTION_YEAR_DAYS=365 COMPACTION_YEAR_RETENTION_HOURS=720 \
+		$(PY) -m pytest -n 0 -s -p no:cacheprovider --timeout=0 tests/unit/rollup/test_compaction_year.py
 
 # One pytest-xdist worker per core (at most 4: each end-to-end test runs a whole local system);
 # tests/conftest.py keeps each file, and all of tests/infra, on one worker.

@@ -176,8 +176,11 @@ def _assert_the_sparse_fleet(report: dict[str, Any], options: DemoOptions) -> No
     assert options.sparse_entities * math.floor(each_sends) <= phase["readings"]
     assert phase["readings"] <= options.sparse_entities * math.ceil(each_sends)
     compaction = report["compaction"]
-    assert report["checks"]["write_tier_compacted"] is True and compaction["readings_compacted"] >= phase["readings"]
+    assert report["checks"]["write_tier_compacted"] is True
+    # (what is stored decides; the runs' own count misses a run that failed after its work, as an injected
+    # invocation error makes one: Lambda hands back no result then)
     assert compaction["of_them_compacted"] == compaction["write_tier_readings_due"] >= phase["readings"]
+    assert compaction["readings_compacted"] >= phase["readings"] or compaction["failed_runs"] > 0
     # Its cost, by tier and beside the dense sensors' and the hot sensor's, from what the scans found:
     # group items and compacted blocks, under the bound the demo measured
     cost = report["write_cost"]

@@ -11,16 +11,16 @@ the caller instead (who reports them for redelivery). :class:`RetryLoop` is the
 one loop every caller that retries what is left runs: the batch writer, the
 rejects publisher, the producer, the query client, and the BatchGetItem reads
 of the hot-key control table and the rollup store (each with its own backoff,
-attempts and sleep, which tests inject).
+attempts and sleep, which tests inject); :func:`batch_get` is those reads' loop.
 """
 
 from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from adapters.snapstart import generator
 
@@ -119,3 +119,34 @@ class RetryLoop:
             attempt += 1
             pending, why = call(pending, attempt)
         return retried
+
+
+#: BatchGetItem's key limit per call.
+MAX_GET_KEYS = 100
+
+
+def batch_get(
+    dynamodb: Any,
+    table: str,
+    keys: Sequence[Mapping[str, Any]],
+    *,
+    retry: RetryLoop,
+    give_up: Callable[[list[Any], str], None],
+    on_response: Callable[[Mapping[str, Any]], None],
+    consistent: bool,
+    **call: Any,
+) -> None:
+    """Read ``keys`` of ``table`` with BatchGetItem, :data:`MAX_GET_KEYS` a call, each response to
+    ``on_response``; the keys a call hands back unprocessed are asked again on ``retry``'s backoff, and
+    those still unprocessed when its attempts run out go to ``give_up``. ``call``: more of the call's
+    parameters (``ReturnConsumedCapacity``)."""
+
+    def read(pending: list[Any], _attempt: int) -> tuple[list[Any], str]:
+        response = dynamodb.batch_get_item(
+            RequestItems={table: {"Keys": pending, "ConsistentRead": consistent}}, **call
+        )
+        on_response(response)
+        return list((response.get("UnprocessedKeys") or {}).get(table, {}).get("Keys", [])), "unprocessed"
+
+    for first in range(0, len(keys), MAX_GET_KEYS):
+        retry.run(list(keys[first : first + MAX_GET_KEYS]), read, Deadline.never(), give_up, unstarted="not read")

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from adapters.batch_writer import BatchWriter, PendingWrite, serialize_item
-from adapters.retry import Backoff, Deadline, RetryLoop, Sleep
+from adapters.retry import Backoff, Deadline, RetryLoop, Sleep, batch_get
 from keydesign import format_ts, parse_timestamp
 from keydesign.rollup import (
     FLEET_PART,
@@ -50,8 +50,6 @@ from keydesign.rollup import (
 )
 from keydesign.writetier import KEEP_MS
 
-#: BatchGetItem's key limit per call.
-_GET_KEYS = 100
 _GET_ATTEMPTS = 8
 #: Between BatchGetItem calls of the keys left unprocessed: 50 ms, doubling, at most 2 s (full jitter).
 _GET_BACKOFF = Backoff(base_ms=50, max_delay_ms=2_000)
@@ -262,23 +260,26 @@ class RollupStore:
         out: dict[int, Figures] = {}
         wanted = [{"pk": {"S": pk}, "sk": {"S": sk}} for pk, sk in keys]
 
-        def read(pending: list[dict[str, Any]], _attempt: int) -> tuple[list[dict[str, Any]], str]:
-            response = self._db.batch_get_item(
-                RequestItems={self.table: {"Keys": pending, "ConsistentRead": consistent}},
-                ReturnConsumedCapacity="TOTAL",
-            )
+        def keep(response: Mapping[str, Any]) -> None:
             found = response.get("Responses", {}).get(self.table, [])
             cost.add(response, len(found))
             for raw in found:
                 item = {k: plain(v) for k, v in raw.items()}
                 out[keys[(item["pk"], item["sk"])]] = Figures.from_item(item)
-            return list((response.get("UnprocessedKeys") or {}).get(self.table, {}).get("Keys", [])), "unprocessed"
 
-        def give_up(pending: list[dict[str, Any]], _why: str) -> None:
+        def give_up(pending: list[Any], _why: str) -> None:
             raise RuntimeError(f"{len(pending)} rollups still unprocessed after {_GET_ATTEMPTS} BatchGetItem calls")
 
-        for first in range(0, len(wanted), _GET_KEYS):
-            self._retry.run(wanted[first : first + _GET_KEYS], read, Deadline.never(), give_up, unstarted="not read")
+        batch_get(
+            self._db,
+            self.table,
+            wanted,
+            retry=self._retry,
+            give_up=give_up,
+            on_response=keep,
+            consistent=consistent,
+            ReturnConsumedCapacity="TOTAL",
+        )
         return out
 
     def interval_rollups(self, level: int, start_ms: int, cost: ReadCount) -> dict[str, Figures]:

@@ -38,7 +38,7 @@ from botocore.exceptions import ClientError
 
 from adapters.clients import CONDITION_FAILED, error_code
 from adapters.observability import logger
-from adapters.retry import Backoff, Deadline, RetryLoop, Sleep
+from adapters.retry import Backoff, RetryLoop, Sleep, batch_get
 from hotkeys.detector import WindowLoad, WindowTally
 from keydesign import format_ts, shard_of
 
@@ -46,7 +46,6 @@ CLAIMED = "claimed"
 DONE = "done"
 #: Entities per page of a judged window's loads: 2,000 ids of at most 128 characters stay under 300 KB.
 JUDGED_PAGE_ENTITIES = 2_000
-_BATCH_GET_KEYS = 100
 _BATCH_GET_ATTEMPTS = 6
 #: Between BatchGetItem calls of the keys left unprocessed: 50 ms, doubling, at most 2 s (full jitter).
 _BATCH_GET_BACKOFF = Backoff(base_ms=50, max_delay_ms=2_000)
@@ -310,23 +309,12 @@ class ControlTable:
         """The items of ``keys`` (consistent reads), the unprocessed ones asked again with backoff;
         :class:`ControlTableBusy` when some stay unprocessed ``_BATCH_GET_ATTEMPTS`` calls."""
         found: list[Mapping[str, Any]] = []
-        for offset in range(0, len(keys), _BATCH_GET_KEYS):
-            self._retry.run(
-                list(keys[offset : offset + _BATCH_GET_KEYS]),
-                lambda pending, _attempt: self._get_batch(pending, found),
-                Deadline.never(),
-                _busy,
-                unstarted="not read",
-            )
-        return found
 
-    def _get_batch(
-        self, pending: list[Mapping[str, Any]], found: list[Mapping[str, Any]]
-    ) -> tuple[list[Mapping[str, Any]], str]:
-        """One BatchGetItem; adds what it read to ``found`` and returns the keys left unprocessed."""
-        response = self._db.batch_get_item(RequestItems={self._table: {"Keys": pending, "ConsistentRead": True}})
-        found.extend(response.get("Responses", {}).get(self._table, []))
-        return list(response.get("UnprocessedKeys", {}).get(self._table, {}).get("Keys", [])), "UnprocessedKeys"
+        def keep(response: Mapping[str, Any]) -> None:
+            found.extend(response.get("Responses", {}).get(self._table, []))
+
+        batch_get(self._db, self._table, keys, retry=self._retry, give_up=_busy, on_response=keep, consistent=True)
+        return found
 
 
 class ControlTableBusy(Exception):  # noqa: N818 - reads as the condition

@@ -47,7 +47,9 @@ How it is measured:
 
 Run: ``python -m benchmarks write-tier`` (harness; ``--quick`` simulates a smaller sample). Rollups computed by
 the compaction pass (:func:`rollups_from_compaction`, docs/decisions.md "Rollups from the compaction pass"):
-``python -m benchmarks write-tier-rollups``, or ``python -m benchmarks.write_tier rollups`` for its markdown.
+``python -m benchmarks write-tier-rollups``, or ``python -m benchmarks.write_tier rollups`` for its markdown. Re-packing
+settled slices for the uncompacted hour's reads (:func:`repack_table`): ``python -m benchmarks write-tier-repack``, or
+``python -m benchmarks.write_tier repack``.
 """
 
 from __future__ import annotations
@@ -532,13 +534,16 @@ def _group_items(fleet: Fleet, sparse_rate: float, groups: int, batch_s: float) 
     return units * per_s, stored * per_s
 
 
-def rollups_from_compaction(fleet: Fleet, parts: list[Part], reading_json: float, window_s: int = 10) -> RollupCosts:
+def rollups_from_compaction(
+    fleet: Fleet, parts: list[Part], reading_json: float, window_s: int = 10, groups: int = AUTO
+) -> RollupCosts:
     """The built design's costs for ``fleet`` (see above): every write, its bytes at rest, the reads."""
     batch = Stream(window_s=window_s).batch_s(fleet, reading_json)
     typical = max(parts, key=lambda p: p.entities)
     sparse = [p for p in parts if p.interval_s * DENSE_PER_BATCH > batch]
     sparse_rate = sum(p.rate for p in sparse)
-    groups = auto_groups(fleet, sparse_rate, batch) if sparse else 0
+    if groups == AUTO:
+        groups = auto_groups(fleet, sparse_rate, batch) if sparse else 0
     kinds = [capacity.Kind(p.entities, 1 / p.interval_s, p.block_wu, p.block_bytes, p in sparse) for p in parts]
     rates = capacity.deployment_rates(
         kinds,
@@ -622,6 +627,100 @@ def rollups_markdown(table: dict[str, dict[str, dict[str, float]]]) -> str:
             f = rows["rollups from compaction, window 10 s"]
             cells.append(f"{f[f'wu: {part}']:.4f} / {f[f'B: {part}']:.1f}")
         lines.append(f"| {part} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+# -- re-packing settled slices (issue 38, the uncompacted hour's reads) -----------------------------------------
+#
+# Built, a device's last 24 hours read its group's whole uncompacted stretch of items (up to compaction's lag,
+# about 64 minutes): 54.5 read units at seed 003 with G = 1,024 (`read-budget`), against the target's 10. The
+# candidate priced here: every R minutes a pass *re-packs* each group's settled R-minute slice of group items
+# into S sub-items, one per sub-group of its entities (``hash2(entity) mod S``), in a partition per group and
+# hour with the sort key ``<sub>#<slice>``, so a device's re-packed part of the hour is one Query of its
+# sub-group. Only the newest slice and its settle are then read whole from the group's items. A reading late
+# past its slice (not its hour) goes to a block as late readings do now (1 write unit, and a mark and a minute
+# rollup: 3), since a settled slice's items must never change. Sub-items are kept a day past their hour (the
+# compacted blocks serve from then on), plus TTL's deletion lag: 3 days at rest. The hourly compaction is as
+# built (it may read the sub-items instead of the group items: the same bytes). Not counted: the re-pack's own
+# reads (each group item read once more; seed 003: about $4 a month) and its Lambda time.
+
+REPACK_KEPT_S = 3 * DAY
+
+
+def _uncompacted_reads(group_bytes_per_s: float, lag_s: float, raw_s: float, sub_bytes_per_s: float) -> float:
+    """Read units for the uncompacted stretch of a device's last 24 h: ``raw_s`` of its group's items (two hour
+    partitions at most) and the rest of ``lag_s`` from its sub-group's items (two Queries at most)."""
+    raw = query_units(group_bytes_per_s * raw_s, 2)
+    return raw + (query_units(sub_bytes_per_s * (lag_s - raw_s), 2) if lag_s > raw_s else 0.0)
+
+
+def repack_table(quick: bool = False) -> dict[str, dict[str, dict[str, float]]]:
+    """Per sparse fleet: the built design at several G, and with settled slices re-packed every R minutes into
+    S sub-items: every write, bytes at rest, and a device's reads while its newest hour is uncompacted."""
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    grid = {SEED_003.name: (512, 1024, 2048), SPARSE.name: (16, 32, 64)}
+    for fleet in (SEED_003, SPARSE):
+        rng = random.Random(0)
+        typical_readings = [_reading(fleet, fleet.sensor(i), START_MS, rng) for i in range(200)]
+        reading_json = sum(len(json.dumps(r.to_json())) + 1 for r in typical_readings) / len(typical_readings)
+        parts = parts_of(fleet, 10, sample_of(fleet, quick))
+        batch = Stream(window_s=10).batch_s(fleet, reading_json)
+        typical = max(parts, key=lambda p: p.entities)
+        rate = sum(p.rate for p in parts)  # both fleets are sparse through and through: every reading in groups
+        day = query_units(entity_item_bytes(fleet, round(HOUR / typical.interval_s)) * 24)
+        rows: dict[str, dict[str, float]] = out.setdefault(fleet.name, {})
+        for groups in grid[fleet.name]:
+            built = rollups_from_compaction(fleet, parts, reading_json, groups=groups)
+            wu, billed = sum(built.wu.values()), sum(built.billed.values())
+            _, stored = _group_items(fleet, rate, groups, batch)
+            items_per_s = sum(capacity.group_cuts(rate / groups * batch, batch).values()) * groups / batch
+            group_bps = (stored - items_per_s * OVERHEAD) / groups  # a group's item bytes a second
+            lag = built.totals_lag_s
+            base = {
+                "wu_per_reading": wu / rate,
+                "billed_bytes_per_reading": billed / rate,
+                "ru_last_24_h": day + _uncompacted_reads(group_bps, lag, lag, 0.0),
+                "ru_latest": query_units(group_bps * typical.interval_s),
+                "ru_last_10_min": query_units(group_bps * RECENT_S, 2),
+                "groups": groups,
+            }
+            rows[f"built, G {groups}"] = base
+            for minutes, subs in itertools.product((5, 10), (8, 16, 32)):
+                slice_s = minutes * MINUTE
+                held = rate / groups * slice_s / subs
+                occupied, per_item = capacity.poisson_fill(held)
+                size = group_item_bytes(fleet, max(1, round(per_item)), slice_s * 1000)
+                subs_per_s = groups * subs * occupied / slice_s
+                late = rate * capacity.ARRIVAL_LAG_S / 2 / slice_s  # readings a second late past their slice
+                raw_s = slice_s + SETTLE_S
+                rows[f"re-pack {minutes} min into {subs}, G {groups}"] = {
+                    **base,
+                    "wu_per_reading": (wu + subs_per_s * write_units(size) + 3 * late) / rate,
+                    "billed_bytes_per_reading": (billed + subs_per_s * (size + OVERHEAD) * REPACK_KEPT_S / RETENTION_S)
+                    / rate,
+                    "ru_last_24_h": day + _uncompacted_reads(group_bps, lag, raw_s, subs_per_s * size / groups / subs),
+                    "ru_last_10_min": query_units(group_bps * raw_s, 2)
+                    + query_units(size * max(0.0, RECENT_S - raw_s) / slice_s, 1),
+                }
+    return out
+
+
+REPACK_COLUMNS = (
+    ("wu_per_reading", "WU / reading, every write", 4),
+    ("billed_bytes_per_reading", "billed B / reading at rest", 1),
+    ("ru_last_24_h", "RU: a device's last 24 h, newest hour uncompacted", 1),
+    ("ru_latest", "RU: latest", 1),
+    ("ru_last_10_min", "RU: last 10 min", 1),
+)
+
+
+def repack_markdown(table: dict[str, dict[str, dict[str, float]]]) -> str:
+    heads = ["fleet", "design", *(title for _, title, _ in REPACK_COLUMNS)]
+    lines = ["| " + " | ".join(heads) + " |", "|" + " --- |" * len(heads)]
+    for fleet, rows in table.items():
+        for name, f in rows.items():
+            cells = [f"{f[key]:,.{digits}f}" for key, _, digits in REPACK_COLUMNS]
+            lines.append(f"| {fleet} | {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -755,7 +854,33 @@ def write_tier_rollups(quick: bool) -> Result:
     return result
 
 
+@benchmark(
+    "write-tier-repack",
+    "the built write tier against re-packing each group's settled slices into sub-group items: every write, "
+    "bytes at rest, a device's reads while its newest hour is uncompacted (issue 38)",
+)
+def write_tier_repack(quick: bool) -> Result:
+    result = Result(
+        params={"repack_kept_s": REPACK_KEPT_S, "window_s": 10, "late_readings_cost_wu": 3},
+        method=(
+            "the write-tier-rollups model (rollups_from_compaction at a given G) plus sub-items sized by the "
+            "group-item model; group items cut as ingest cuts them; Query units eventually consistent"
+        ),
+    )
+    for fleet, rows in repack_table(quick).items():
+        for name, f in rows.items():
+            for key, title, digits in REPACK_COLUMNS:
+                result.add(f"{fleet}, {name}: {title}", round(f[key], digits + 1), "")
+    return result
+
+
 if __name__ == "__main__":
     import sys
 
-    print(rollups_markdown(rollups_table()) if sys.argv[1:] == ["rollups"] else markdown(run()))
+    what = sys.argv[1:2]
+    if what == ["rollups"]:
+        print(rollups_markdown(rollups_table()))
+    elif what == ["repack"]:
+        print(repack_markdown(repack_table()))
+    else:
+        print(markdown(run()))

@@ -40,6 +40,7 @@ def test_every_benchmark_of_the_issue_is_registered() -> None:
         "write-tier",
         "write-tier-ingest",
         "write-tier-rollups",
+        "write-tier-repack",
         "compaction",
         "ingest-agents",
     }

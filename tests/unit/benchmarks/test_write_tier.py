@@ -169,3 +169,29 @@ def test_plan_prints_the_write_tiers_g_auto_the_design_table_measured(
     assert wt.auto_groups(fleet, fleet.fleet_rate, 10.0) == groups
     text = plan(capsys, *argv)
     assert "groups G (auto)" in text and "group items/s" in text
+
+
+def test_re_packing_settled_slices_reads_less_of_the_uncompacted_hour_for_more_writes() -> None:
+    table = wt.repack_table(quick=True)
+    for fleet, rows in table.items():
+        for groups in {int(name.rsplit(" ", 1)[1]) for name in rows}:
+            built = rows[f"built, G {groups}"]
+            for minutes, subs in itertools.product((5, 10), (8, 16, 32)):
+                repacked = rows[f"re-pack {minutes} min into {subs}, G {groups}"]
+                assert repacked["wu_per_reading"] > built["wu_per_reading"], (fleet, minutes, subs)
+                assert repacked["billed_bytes_per_reading"] > built["billed_bytes_per_reading"]
+                assert repacked["ru_last_24_h"] < built["ru_last_24_h"] / 2, (fleet, groups, minutes, subs)
+                assert repacked["ru_latest"] == built["ru_latest"]  # the newest slice is still the group's items
+            # a shorter slice leaves less of the hour to read whole
+            assert (
+                rows[f"re-pack 5 min into 16, G {groups}"]["ru_last_24_h"]
+                < rows[f"re-pack 10 min into 16, G {groups}"]["ru_last_24_h"]
+            )
+
+
+def test_the_uncompacted_stretch_reads_the_group_whole_only_for_the_newest_slice() -> None:
+    group, sub = 8_192.0, 256.0  # bytes a second: a group's items, one of its sub-groups' items
+    assert wt._uncompacted_reads(group, 3_600, 3_600, sub) == wt.query_units(group * 3_600, 2)
+    assert wt._uncompacted_reads(group, 3_600, 480, sub) == wt.query_units(group * 480, 2) + wt.query_units(
+        sub * 3_120, 2
+    )

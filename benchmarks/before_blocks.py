@@ -14,6 +14,10 @@ this tree's:
   block of the same format) and at one (a sparse entity without the write tier: the most work per reading).
 
 Rerun: ``python -m benchmarks before-blocks`` (needs git and this repository's history).
+
+The same runs compare this tree with any earlier commit on the hot paths (ingest, query pages at 25, 14
+and 1 readings to a block, a compaction step), e.g. to see that a refactor made none of them slower:
+``python -m benchmarks.before_blocks <commit>`` prints the side-by-side table (3 rounds, alternating).
 """
 
 from __future__ import annotations
@@ -36,18 +40,18 @@ DENSITIES = (25, 14, 1)
 _PARTS = ("functions", "benchmarks", "local_runtime", "infra", "producer", "cdk.json")
 
 
-def before_tree() -> Path:
-    """The code before blocks, unpacked from git under out/bench (reused once unpacked)."""
-    tree = ROOT / "out" / "bench" / f"before-{BEFORE}"
+def before_tree(commit: str = BEFORE) -> Path:
+    """The code of ``commit`` (before blocks by default), unpacked from git under out/bench (reused once unpacked)."""
+    tree = ROOT / "out" / "bench" / f"before-{commit}"
     if not (tree / "functions").is_dir():
         tree.mkdir(parents=True, exist_ok=True)
         archive = subprocess.run(  # noqa: S603 - git over this repository
-            ["git", "-C", str(ROOT), "archive", BEFORE, *_PARTS],  # noqa: S607
+            ["git", "-C", str(ROOT), "archive", commit, *_PARTS],  # noqa: S607
             capture_output=True,
             check=False,
         )
         if archive.returncode != 0:
-            raise RuntimeError(f"cannot unpack commit {BEFORE} (needs git and the history): {archive.stderr!r}")
+            raise RuntimeError(f"cannot unpack commit {commit} (needs git and the history): {archive.stderr!r}")
         subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)  # noqa: S603, S607
     return tree
 
@@ -70,6 +74,12 @@ import json, statistics
 from benchmarks.query_cpu import _run_child
 child = _run_child("tuned", {pages}{density})
 print(json.dumps({{"ms": statistics.median(child["cpu_ms"])}}))
+"""
+
+_COMPACTION = """
+import json
+from benchmarks.compaction import run
+print(json.dumps({"s": run()["step_cpu_seconds"]}))
 """
 
 
@@ -106,3 +116,29 @@ def before_blocks(quick: bool) -> Result:
         label = f"blocks, {d} to a block"
         result.add(f"query CPU per reading, {label} / before", round(query_us[label] / query_us["before"], 2), "x")
     return result
+
+
+def side_by_side(commit: str, rounds: int = 3, pages: int = 200) -> dict[str, dict[str, float]]:
+    """Medians over ``rounds`` of this tree's and ``commit``'s hot paths, alternating: ingest CPU per reading
+    (us), query CPU per page of 1,000 readings at each of :data:`DENSITIES` (ms), a compaction step's CPU (s)."""
+    trees = {commit: before_tree(commit), "this tree": ROOT}
+    runs: dict[str, dict[str, list[float]]] = {label: {} for label in trees}
+    for _ in range(rounds):
+        for label, tree in trees.items():
+            figures = runs[label]
+            figures.setdefault("ingest, us a reading", []).append(_in(tree, _INGEST.format(quick=False))["us"])
+            for d in DENSITIES:
+                page = _in(tree, _QUERY.format(pages=pages, density=f", {d}"))["ms"]
+                figures.setdefault(f"query, ms a page, {d} to a block", []).append(page)
+            figures.setdefault("compaction, CPU s a step", []).append(_in(tree, _COMPACTION)["s"])
+    return {label: {k: statistics.median(v) for k, v in figures.items()} for label, figures in runs.items()}
+
+
+if __name__ == "__main__":
+    import sys
+
+    medians = side_by_side(sys.argv[1])
+    base, now = medians[sys.argv[1]], medians["this tree"]
+    print(f"| hot path | {sys.argv[1]} | this tree | this tree / {sys.argv[1]} |\n| --- | ---: | ---: | ---: |")
+    for name, value in base.items():
+        print(f"| {name} | {value:.2f} | {now[name]:.2f} | {now[name] / value:.2f}x |")

@@ -619,6 +619,28 @@ class ItemKey:
     sk: str
 
 
+class EncodedItem:
+    """What a block and a write-tier group item share: where it is stored, its encoded payload and its
+    expiry, and the item of them. Their dataclasses hold the fields."""
+
+    __slots__ = ()
+    key: ItemKey
+    encoded: Encoded
+    ttl: int | None
+
+    @property
+    def first_ms(self) -> int:
+        return self.encoded.first_ms
+
+    @property
+    def last_ms(self) -> int:
+        return self.encoded.last_ms
+
+    def item(self) -> dict[str, object]:
+        """The item in plain Python values (the payload as bytes)."""
+        return block_item(self.key.pk, self.key.sk, self.encoded.payload, self.ttl)
+
+
 def last_copies(entries: Sequence[tuple[Reading, Any]]) -> tuple[dict[tuple[str, int, str], int], dict[int, list[int]]]:
     """Of entries (reading, version) in arrival order, the last copy of each reading (its identity,
     entity, time and event id -> its index), and for each winning index the earlier copies it replaced."""

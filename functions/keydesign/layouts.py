@@ -36,8 +36,8 @@ from .blocks import (
     MAX_BLOCK_ITEM_BYTES,
     MAX_BLOCK_SPAN_MS,
     Encoded,
+    EncodedItem,
     ItemKey,
-    block_item,
     body_estimate,
     cut_runs,
     encode_block,
@@ -97,7 +97,7 @@ CAPABILITIES: dict[LayoutKind, LayoutCapabilities] = {
 
 
 @dataclass(frozen=True, slots=True)
-class Block:
+class Block(EncodedItem):
     """One block, ready to write: its key, its readings and the entries they came from.
 
     ``origins`` are the indexes (in what :meth:`Layout.pack` was given) of every entry
@@ -113,18 +113,6 @@ class Block:
     size: int
     write_units: int
     ttl: int | None
-
-    @property
-    def first_ms(self) -> int:
-        return self.encoded.first_ms
-
-    @property
-    def last_ms(self) -> int:
-        return self.encoded.last_ms
-
-    def item(self) -> dict[str, object]:
-        """The item in plain Python values (the payload as bytes)."""
-        return block_item(self.key.pk, self.key.sk, self.encoded.payload, self.ttl)
 
 
 @dataclass(frozen=True, slots=True)

@@ -619,13 +619,19 @@ class ItemKey:
     sk: str
 
 
+@dataclass(frozen=True, slots=True)
 class EncodedItem:
-    """What a block and a write-tier group item share: where it is stored, its encoded payload and its
-    expiry, and the item of them. Their dataclasses hold the fields."""
+    """An item ready to write, a block (:class:`keydesign.Block`) or a write-tier group item
+    (:class:`keydesign.writetier.GroupItem`): where it is stored, its readings and the entries they
+    came from, its encoded payload, size and the write units a put of :meth:`item` is billed, and
+    its expiry (epoch seconds; None: none)."""
 
-    __slots__ = ()
     key: ItemKey
+    readings: tuple[Reading, ...]
+    origins: tuple[int, ...]
     encoded: Encoded
+    size: int
+    write_units: int
     ttl: int | None
 
     @property

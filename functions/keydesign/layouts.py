@@ -105,14 +105,7 @@ class Block(EncodedItem):
     batch that they replaced. ``write_units`` is what a put of :meth:`item` is billed.
     """
 
-    key: ItemKey
     entity_id: str
-    readings: tuple[Reading, ...]
-    origins: tuple[int, ...]
-    encoded: Encoded
-    size: int
-    write_units: int
-    ttl: int | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,7 +235,7 @@ class Layout:
                 return cut(entity, bucket_start, run[:half]) + cut(entity, bucket_start, run[half:])
             origins = tuple(sorted(j for i in run for j in (i, *replaced.get(i, ()))))
             key = ItemKey(self.table_for(bucket_start), pk, str(item["sk"]))
-            return [Block(key, entity, readings, origins, encoded, size, units, ttl)]
+            return [Block(key, readings, origins, encoded, size, units, ttl, entity_id=entity)]
 
         blocks: list[Block] = []
         for (entity, bucket_start), members in groups.items():

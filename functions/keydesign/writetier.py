@@ -49,11 +49,9 @@ from dataclasses import dataclass, replace
 from .blocks import (
     Encoded,
     EncodedItem,
-    ItemKey,
 )
 from .errors import ConfigError
 from .hashing import shard_of
-from .model import Reading
 from .periods import DAY_MS, HOUR_MS
 from .timefmt import format_ts
 
@@ -287,14 +285,7 @@ class GroupItem(EncodedItem):
     many entities (of one group and hour). ``origins`` are the indexes (in what :func:`keydesign.tiering.pack_batch`
     was given) of every entry it stands for: its readings and the earlier copies they replaced."""
 
-    key: ItemKey
     group: int
-    readings: tuple[Reading, ...]
-    origins: tuple[int, ...]
-    encoded: Encoded
-    size: int
-    write_units: int
-    ttl: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -232,17 +232,23 @@ def _block(item: Mapping[str, Any], where: str, line: int) -> tuple[str, BlockHe
     parts: KeyParts | None = parse_keys(pk, sk, "hybrid") or parse_keys(pk, sk, "random")
     if parts is None:
         raise CorruptItem(where, line, f"pk {pk!r}, sk {sk!r} are not a block's keys")
-    encoded = item.get("b", {}).get("B") if isinstance(item.get("b"), dict) else None
-    if not isinstance(encoded, str):
-        raise CorruptItem(where, line, f"the item of {parts.entity} has no binary block 'b'")
-    try:
-        payload = base64.b64decode(encoded, validate=True)
-    except (binascii.Error, ValueError):
-        raise CorruptItem(where, line, f"the block of {parts.entity} is not base64") from None
+    encoded, payload = _payload(item, where, line, f"the item of {parts.entity}", f"the block of {parts.entity}")
     try:
         return parts.entity, read_header(payload), encoded
     except BlockError as exc:
         raise _UnreadableError(parts.entity, exc.reason) from None
+
+
+def _payload(item: Mapping[str, Any], where: str, line: int, owner: str, block: str) -> tuple[str, bytes]:
+    """An exported item's binary attribute ``b``: as exported (base64) and decoded. Raises
+    :class:`CorruptItem` naming ``owner`` (the item) when it is missing, ``block`` when not base64."""
+    encoded = item.get("b", {}).get("B") if isinstance(item.get("b"), dict) else None
+    if not isinstance(encoded, str):
+        raise CorruptItem(where, line, f"{owner} has no binary block 'b'")
+    try:
+        return encoded, base64.b64decode(encoded, validate=True)
+    except (binascii.Error, ValueError):
+        raise CorruptItem(where, line, f"{block} is not base64") from None
 
 
 _COMPACTED_HYBRID_PK = re.compile(r"^\d{4}#\d{4}-\d{2}-\d{2}T\d{2}:\d{2}" + re.escape(COMPACTED_PK_SUFFIX) + r"\Z")
@@ -270,13 +276,8 @@ def _tier_blocks(
         entity = sk.split("#", 1)[0]
     else:
         entity = pk.removesuffix(COMPACTED_PK_SUFFIX)
-    encoded = item.get("b", {}).get("B") if isinstance(item.get("b"), dict) else None
-    if not isinstance(encoded, str):
-        raise CorruptItem(where, line, f"the write-tier item of {entity} has no binary block 'b'")
-    try:
-        payload = base64.b64decode(encoded, validate=True)
-    except (binascii.Error, ValueError):
-        raise CorruptItem(where, line, f"the write-tier item of {entity} is not base64") from None
+    tier_item = f"the write-tier item of {entity}"
+    _, payload = _payload(item, where, line, tier_item, tier_item)
     try:
         if pk.startswith(GROUP_PK_PREFIX):
             header, readings = decode_group(payload)

@@ -10,7 +10,6 @@ compresses) and OTLP/JSON."""
 
 from __future__ import annotations
 
-import gc
 import json
 import subprocess
 import sys
@@ -25,11 +24,10 @@ from influxdb_client.domain.write_precision import WritePrecision
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
-from adapters.collector import tune_collector
 from adapters.observability import metrics
 from benchmarks.cold_start import FUNCTIONS
 from benchmarks.harness import Result, benchmark
-from benchmarks.ingest import NullDynamoDB, NullSQS, _best, event_records, lambda_records, readings, stack_env
+from benchmarks.ingest import _best, event_records, lambda_records, null_ingestors, readings, stack_env
 from ingest.kinesis_records import parse_records
 from ingest.logic import Ingestor
 from ingest.settings import IngestSettings
@@ -106,16 +104,10 @@ def ingest_agents(quick: bool) -> Result:
     }
     env = {**stack_env(), "TELEGRAF_JSON_TIMESTAMP_UNITS": "1ms"}
     settings = IngestSettings.from_env(env)
-    fakes = {label: NullDynamoDB() for label in shapes}
-    ingestors = {
-        label: Ingestor.from_settings(settings, dynamodb=fake, sqs=NullSQS(), control=fake)
-        for label, fake in fakes.items()
-    }
     events = {label: {"Records": records} for label, records in shapes.items()}
     best: dict[str, float] = {}
     stored: dict[str, int] = {}
-    thresholds = tune_collector()
-    try:
+    with null_ingestors(settings, shapes) as (ingestors, _):
         for label, event in events.items():  # one unclocked cold run each (occupancy, marks)
             ingestors[label].ingest(parse_records(event), 900_000)
         for _ in range(repeats):  # the shapes alternate: each sees the same load
@@ -126,12 +118,6 @@ def ingest_agents(quick: bool) -> Result:
                 best[label] = min(best.get(label, cpu), cpu)
             metrics.clear_metrics()
         peaks = {label: _peak_bytes(ingestors[label], events[label]) for label in _MEMORY_SHAPES}
-    finally:
-        gc.unfreeze()
-        gc.set_threshold(*thresholds)
-        for ingestor in ingestors.values():
-            ingestor.close()
-        metrics.clear_metrics()
     result = Result()
     baseline = best["json, one reading a record"] / stored["json, one reading a record"]
     for label, cpu in best.items():

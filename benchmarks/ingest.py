@@ -13,7 +13,8 @@ import logging
 import os
 import random
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import replace
 from decimal import Decimal
 from typing import Any
@@ -186,6 +187,29 @@ def stack_env(queue_url: str = "https://sqs.eu-west-1.amazonaws.com/123456789012
     return config.function_environment(LambdaFunction.INGEST, FunctionWiring(rejects_queue_url=queue_url))
 
 
+@contextmanager
+def null_ingestors(
+    settings: IngestSettings, labels: Iterable[str]
+) -> Iterator[tuple[dict[str, Ingestor], dict[str, NullDynamoDB]]]:
+    """An Ingestor per label, each on a :class:`NullDynamoDB` of its own (its control table too), and those
+    fakes, with the garbage collector set as the handler sets it once its init is done. On leaving: the
+    collector as it was, the ingestors closed, the metrics cleared."""
+    fakes = {label: NullDynamoDB() for label in labels}
+    ingestors = {
+        label: Ingestor.from_settings(settings, dynamodb=fake, sqs=NullSQS(), control=fake)
+        for label, fake in fakes.items()
+    }
+    thresholds = tune_collector()
+    try:
+        yield ingestors, fakes
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*thresholds)
+        for ingestor in ingestors.values():
+            ingestor.close()
+        metrics.clear_metrics()
+
+
 @benchmark("ingest-cpu", "readings/s per core of the handler's own work, network stubbed; blocks and calls per 10,000")
 def ingest_cpu(quick: bool) -> Result:
     result = Result()
@@ -197,14 +221,8 @@ def ingest_cpu(quick: bool) -> Result:
         "packed": {"Records": lambda_records(items, packed=True)},
         "one-per-record": {"Records": lambda_records(items, packed=False)},
     }
-    fakes = {label: NullDynamoDB() for label in shapes}
-    ingestors = {
-        label: Ingestor.from_settings(settings, dynamodb=fake, sqs=NullSQS(), control=fake)
-        for label, fake in fakes.items()
-    }
     best: dict[str, tuple[float, float]] = {}
-    thresholds = tune_collector()  # as the handler does once its init is done
-    try:
+    with null_ingestors(settings, shapes) as (ingestors, fakes):
         # The first run is a cold container's (occupancy records and rollup marks written); the best is warm.
         # Each run parses its event as the handler does (parse_records), inside the clock.
         cold = ingestors["packed"].ingest(parse_records(shapes["packed"]), 900_000)
@@ -216,12 +234,6 @@ def ingest_cpu(quick: bool) -> Result:
                 assert outcome.written == count and not outcome.failed_records, "the benchmark must ingest everything"
                 best[label] = min(best.get(label, (cpu, wall)), (cpu, wall))
             metrics.clear_metrics()
-    finally:
-        gc.unfreeze()
-        gc.set_threshold(*thresholds)
-        for ingestor in ingestors.values():
-            ingestor.close()
-        metrics.clear_metrics()
     for label, (cpu, wall) in best.items():
         records = len(shapes[label]["Records"])
         result.add(f"readings/s/core ({label})", round(count / cpu), "readings/s", f"{records} records")

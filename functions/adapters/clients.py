@@ -238,6 +238,18 @@ def error_code(exc: BaseException) -> str | None:
     return str(code) if code else None
 
 
+def deleted(delete: Callable[[], object]) -> bool:
+    """Call ``delete``: True, or False when AWS answers that there was nothing to delete
+    (``ResourceNotFoundException``); any other error propagates."""
+    try:
+        delete()
+    except ClientError as exc:
+        if error_code(exc) == "ResourceNotFoundException":
+            return False
+        raise
+    return True
+
+
 def error_message(exc: BaseException) -> str:
     """The message a botocore ``ClientError`` carries; empty when there is none."""
     return str(_error(exc).get("Message") or "")

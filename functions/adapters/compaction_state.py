@@ -20,12 +20,11 @@ decides which hours compaction has done.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from adapters.snapstart import forget_on_restore
+from adapters.snapstart import Cached
 from keydesign.writetier import CompactionState, state_key
 
 
@@ -77,36 +76,14 @@ class CachedWatermark:
         self._db = dynamodb
         self._table = control_table
         self._key = {name: {"S": value} for name, value in state_key(table_prefix).items()}
-        self._ttl_s = ttl_ms / 1000
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._state: CompactionState | None = None
-        self._loaded_at = float("-inf")
-        forget_on_restore(self)
-
-    def forget(self) -> None:
-        with self._lock:
-            self._state, self._loaded_at = None, float("-inf")
+        self._cache = Cached(self._read, ttl_ms, clock)
 
     def state(self) -> CompactionState:
-        state = self._state
-        if state is not None and self._clock() - self._loaded_at < self._ttl_s:
-            return state
-        with self._lock:
-            if self._state is not None and self._clock() - self._loaded_at < self._ttl_s:
-                return self._state
-            fetched_at = self._clock()
-            self._state = self._read()
-            self._loaded_at = fetched_at
-            return self._state
+        return self._cache.current()
 
     def consistent(self) -> CompactionState:
         """The state as stored now (strongly consistent, uncached); the cache keeps it too."""
-        fetched_at = self._clock()
-        state = self._read(consistent=True)
-        with self._lock:
-            self._state, self._loaded_at = state, fetched_at
-        return state
+        return self._cache.reload(lambda: self._read(consistent=True))
 
     def _read(self, *, consistent: bool = False) -> CompactionState:
         item = self._db.get_item(TableName=self._table, Key=self._key, ConsistentRead=consistent).get("Item")

@@ -14,6 +14,8 @@ and log lines (docs/decisions.md, tracing).
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
 
 from aws_lambda_powertools import Logger, Metrics
 
@@ -21,3 +23,17 @@ NAMESPACE = os.environ.get("POWERTOOLS_METRICS_NAMESPACE", "TimeSeries")
 
 logger = Logger()
 metrics = Metrics(namespace=NAMESPACE)
+
+_Handler = TypeVar("_Handler", bound=Callable[..., Any])
+
+
+def observed(handler: _Handler) -> _Handler:
+    """``handler`` as every function's is decorated but the query's (which logs its request's correlation
+    id) and the cursor rotation's (no metrics): its log lines carry the invocation's Lambda context,
+    cleared between invocations, and its metrics are flushed when it returns or raises, a cold start
+    counted."""
+    wrapped = logger.inject_lambda_context(clear_state=True)(
+        metrics.log_metrics(capture_cold_start_metric=True)(handler)
+    )
+    # Powertools' decorators are untyped: the handler is the function given, as declared.
+    return cast("_Handler", wrapped)

@@ -14,12 +14,9 @@ one ``cache_ttl`` before the next try.
 
 from __future__ import annotations
 
-import threading
-import time
-from collections.abc import Callable
 from typing import Protocol
 
-from adapters.snapstart import forget_on_restore
+from adapters.snapstart import Cached
 from keydesign import ShardMap
 
 
@@ -37,36 +34,6 @@ class StaticShardMap:
         return self._map
 
 
-class CachedShardMap:
+class CachedShardMap(Cached[ShardMap]):
     """Reads the map with ``loader`` at most once per ``ttl_ms``; thread-safe. A copy restored from a
     SnapStart snapshot reads it again (the time spent in the snapshot is on no clock of its own)."""
-
-    def __init__(
-        self,
-        loader: Callable[[], ShardMap],
-        ttl_ms: int,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self._loader = loader
-        self._ttl_s = ttl_ms / 1000
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._map: ShardMap | None = None
-        self._loaded_at = float("-inf")
-        forget_on_restore(self)
-
-    def forget(self) -> None:
-        with self._lock:
-            self._map, self._loaded_at = None, float("-inf")
-
-    def current(self) -> ShardMap:
-        now = self._clock()
-        if self._map is not None and now - self._loaded_at < self._ttl_s:
-            return self._map
-        with self._lock:
-            if self._map is not None and self._clock() - self._loaded_at < self._ttl_s:
-                return self._map
-            fetched_at = self._clock()
-            self._map = self._loader()
-            self._loaded_at = fetched_at
-            return self._map

@@ -28,9 +28,11 @@ runtime; elsewhere (tests, local mode) nothing is registered and nothing runs.
 from __future__ import annotations
 
 import random
+import threading
+import time
 import weakref
 from collections.abc import Callable
-from typing import Protocol
+from typing import Generic, Protocol, TypeVar
 
 from adapters import clients
 from adapters.observability import logger
@@ -55,6 +57,52 @@ def generator() -> random.Random:
 def forget_on_restore(cache: Forgetful) -> None:
     """Have ``cache.forget()`` called after every restore."""
     _caches.add(cache)
+
+
+T = TypeVar("T")
+
+
+class Cached(Generic[T]):
+    """What ``loader`` reads, read again at most once per ``ttl_ms``; thread-safe. A copy restored from
+    a SnapStart snapshot reads it again (the time spent in the snapshot is on no clock of its own)."""
+
+    def __init__(
+        self,
+        loader: Callable[[], T],
+        ttl_ms: int,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._loader = loader
+        self._ttl_s = ttl_ms / 1000
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._value: T | None = None
+        self._loaded_at = float("-inf")
+        forget_on_restore(self)
+
+    def forget(self) -> None:
+        with self._lock:
+            self._value, self._loaded_at = None, float("-inf")
+
+    def current(self) -> T:
+        value = self._value
+        if value is not None and self._clock() - self._loaded_at < self._ttl_s:
+            return value
+        with self._lock:
+            if self._value is not None and self._clock() - self._loaded_at < self._ttl_s:
+                return self._value
+            fetched_at = self._clock()
+            self._value = self._loader()
+            self._loaded_at = fetched_at
+            return self._value
+
+    def reload(self, loader: Callable[[], T]) -> T:
+        """What ``loader`` reads now (uncached), kept as the cached value from now."""
+        fetched_at = self._clock()
+        value = loader()
+        with self._lock:
+            self._value, self._loaded_at = value, fetched_at
+        return value
 
 
 def before_snapshot(prime: Callable[[], None] | None = None) -> None:

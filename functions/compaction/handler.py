@@ -9,12 +9,12 @@ stored state, at the step that failed.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from adapters.collector import tune_collector
-from adapters.observability import logger, metrics
+from adapters.observability import observed
 from adapters.retry import Deadline
 from compaction.logic import CompactionRunner, emit
 from compaction.settings import CompactionSettings
@@ -27,8 +27,7 @@ def create_handler(runner: CompactionRunner) -> Callable[[dict[str, Any], Lambda
     """The handler around ``runner``. Lambda's is made below from the environment; the local runtime
     makes its own around a runner on a clock of its own."""
 
-    @logger.inject_lambda_context(clear_state=True)
-    @metrics.log_metrics(capture_cold_start_metric=True)
+    @observed
     def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         report = runner.run(Deadline.after_ms(context.get_remaining_time_in_millis() - MARGIN_MS))
         emit(report)
@@ -36,8 +35,7 @@ def create_handler(runner: CompactionRunner) -> Callable[[dict[str, Any], Lambda
             raise report.error
         return report.summary()
 
-    # Powertools' decorators are untyped: the handler is the function above, as declared.
-    return cast("Callable[[dict[str, Any], LambdaContext], dict[str, Any]]", handler)
+    return handler
 
 
 SETTINGS = CompactionSettings.from_env()

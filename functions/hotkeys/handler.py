@@ -18,7 +18,7 @@ from aws_lambda_powertools.utilities.batch.types import PartialItemFailureRespon
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from adapters.collector import tune_collector
-from adapters.observability import logger, metrics
+from adapters.observability import logger, observed
 from adapters.stream_events import NotAStreamEvent, stream_records
 from hotkeys.logic import HotKeyMonitor
 from hotkeys.settings import HotKeySettings
@@ -31,8 +31,7 @@ PROCESSOR = BatchProcessor(event_type=EventType.DynamoDBStreams, raise_on_entire
 tune_collector()  # last: everything above is init
 
 
-@logger.inject_lambda_context(clear_state=True)
-@metrics.log_metrics(capture_cold_start_metric=True)
+@observed
 def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
     try:
         records = stream_records(event)

@@ -12,14 +12,14 @@ a message naming the variable.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any
 
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from adapters.collector import tune_collector
-from adapters.observability import logger, metrics
+from adapters.observability import logger, observed
 from adapters.stream_events import NotAStreamEvent
 from ingest.kinesis_records import parse_records
 from ingest.logic import Ingestor
@@ -34,8 +34,7 @@ def create_handler(ingestor: Ingestor) -> Callable[[dict[str, Any], LambdaContex
     # invocation is not counted as a function error and the metrics still flush.
     processor = BatchProcessor(event_type=EventType.KinesisDataStreams, raise_on_entire_batch_failure=False)
 
-    @logger.inject_lambda_context(clear_state=True)
-    @metrics.log_metrics(capture_cold_start_metric=True)
+    @observed
     def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
         try:
             records = parse_records(event)
@@ -47,8 +46,7 @@ def create_handler(ingestor: Ingestor) -> Callable[[dict[str, Any], LambdaContex
             event=event, record_handler=outcome.settle, processor=processor, context=context
         )
 
-    # Powertools' decorators are untyped: the handler is the function above, as declared.
-    return cast("Callable[[dict[str, Any], LambdaContext], PartialItemFailureResponse]", handler)
+    return handler
 
 
 SETTINGS = IngestSettings.from_env()

@@ -619,6 +619,34 @@ class ItemKey:
     sk: str
 
 
+@dataclass(frozen=True, slots=True)
+class EncodedItem:
+    """An item ready to write, a block (:class:`keydesign.Block`) or a write-tier group item
+    (:class:`keydesign.writetier.GroupItem`): where it is stored, its readings and the entries they
+    came from, its encoded payload, size and the write units a put of :meth:`item` is billed, and
+    its expiry (epoch seconds; None: none)."""
+
+    key: ItemKey
+    readings: tuple[Reading, ...]
+    origins: tuple[int, ...]
+    encoded: Encoded
+    size: int
+    write_units: int
+    ttl: int | None
+
+    @property
+    def first_ms(self) -> int:
+        return self.encoded.first_ms
+
+    @property
+    def last_ms(self) -> int:
+        return self.encoded.last_ms
+
+    def item(self) -> dict[str, object]:
+        """The item in plain Python values (the payload as bytes)."""
+        return block_item(self.key.pk, self.key.sk, self.encoded.payload, self.ttl)
+
+
 def last_copies(entries: Sequence[tuple[Reading, Any]]) -> tuple[dict[tuple[str, int, str], int], dict[int, list[int]]]:
     """Of entries (reading, version) in arrival order, the last copy of each reading (its identity,
     entity, time and event id -> its index), and for each winning index the earlier copies it replaced."""

@@ -36,8 +36,8 @@ from .blocks import (
     MAX_BLOCK_ITEM_BYTES,
     MAX_BLOCK_SPAN_MS,
     Encoded,
+    EncodedItem,
     ItemKey,
-    block_item,
     body_estimate,
     cut_runs,
     encode_block,
@@ -97,7 +97,7 @@ CAPABILITIES: dict[LayoutKind, LayoutCapabilities] = {
 
 
 @dataclass(frozen=True, slots=True)
-class Block:
+class Block(EncodedItem):
     """One block, ready to write: its key, its readings and the entries they came from.
 
     ``origins`` are the indexes (in what :meth:`Layout.pack` was given) of every entry
@@ -105,26 +105,7 @@ class Block:
     batch that they replaced. ``write_units`` is what a put of :meth:`item` is billed.
     """
 
-    key: ItemKey
     entity_id: str
-    readings: tuple[Reading, ...]
-    origins: tuple[int, ...]
-    encoded: Encoded
-    size: int
-    write_units: int
-    ttl: int | None
-
-    @property
-    def first_ms(self) -> int:
-        return self.encoded.first_ms
-
-    @property
-    def last_ms(self) -> int:
-        return self.encoded.last_ms
-
-    def item(self) -> dict[str, object]:
-        """The item in plain Python values (the payload as bytes)."""
-        return block_item(self.key.pk, self.key.sk, self.encoded.payload, self.ttl)
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,7 +235,7 @@ class Layout:
                 return cut(entity, bucket_start, run[:half]) + cut(entity, bucket_start, run[half:])
             origins = tuple(sorted(j for i in run for j in (i, *replaced.get(i, ()))))
             key = ItemKey(self.table_for(bucket_start), pk, str(item["sk"]))
-            return [Block(key, entity, readings, origins, encoded, size, units, ttl)]
+            return [Block(key, readings, origins, encoded, size, units, ttl, entity_id=entity)]
 
         blocks: list[Block] = []
         for (entity, bucket_start), members in groups.items():

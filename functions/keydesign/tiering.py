@@ -101,7 +101,7 @@ def pack_batch(
             return cut(group, hour, run[:half]) + cut(group, hour, run[half:])
         origins = tuple(sorted(j for i in run for j in (i, *replaced.get(i, ()))))
         key = ItemKey(layout.table_for(hour), str(item["pk"]), str(item["sk"]))
-        return [GroupItem(key, group, readings, origins, encoded, size, units, ttl)]
+        return [GroupItem(key, readings, origins, encoded, size, units, ttl, group=group)]
 
     items: list[GroupItem] = []
     for (group, hour), members in sorted(hours.items()):

@@ -48,12 +48,10 @@ from dataclasses import dataclass, replace
 
 from .blocks import (
     Encoded,
-    ItemKey,
-    block_item,
+    EncodedItem,
 )
 from .errors import ConfigError
 from .hashing import shard_of
-from .model import Reading
 from .periods import DAY_MS, HOUR_MS
 from .timefmt import format_ts
 
@@ -282,31 +280,12 @@ def tier_for_hour(deployed: WriteTier, state: CompactionState, hour_start: int) 
 
 
 @dataclass(frozen=True, slots=True)
-class GroupItem:
+class GroupItem(EncodedItem):
     """One group item, ready to write: a :class:`keydesign.Block`'s sibling holding the readings of
     many entities (of one group and hour). ``origins`` are the indexes (in what :func:`keydesign.tiering.pack_batch`
     was given) of every entry it stands for: its readings and the earlier copies they replaced."""
 
-    key: ItemKey
     group: int
-    readings: tuple[Reading, ...]
-    origins: tuple[int, ...]
-    encoded: Encoded
-    size: int
-    write_units: int
-    ttl: int
-
-    @property
-    def first_ms(self) -> int:
-        return self.encoded.first_ms
-
-    @property
-    def last_ms(self) -> int:
-        return self.encoded.last_ms
-
-    def item(self) -> dict[str, object]:
-        """The item in plain Python values (the payload as bytes)."""
-        return block_item(self.key.pk, self.key.sk, self.encoded.payload, self.ttl)
 
 
 @dataclass(frozen=True, slots=True)

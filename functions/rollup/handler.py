@@ -8,12 +8,12 @@ raises (the Errors alarm); the next run starts again from the stored watermark.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from adapters.collector import tune_collector
-from adapters.observability import logger, metrics
+from adapters.observability import observed
 from adapters.retry import Deadline
 from rollup.logic import RollupRunner, emit
 from rollup.settings import RollupSettings
@@ -26,15 +26,13 @@ def create_handler(runner: RollupRunner) -> Callable[[dict[str, Any], LambdaCont
     """The handler around ``runner``. Lambda's is made below from the environment; the local
     runtime makes its own around a runner on a clock ahead of the wall clock (compressed time)."""
 
-    @logger.inject_lambda_context(clear_state=True)
-    @metrics.log_metrics(capture_cold_start_metric=True)
+    @observed
     def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         report = runner.run(Deadline.after_ms(context.get_remaining_time_in_millis() - MARGIN_MS))
         emit(report)
         return report.summary()
 
-    # Powertools' decorators are untyped: the handler is the function above, as declared.
-    return cast("Callable[[dict[str, Any], LambdaContext], dict[str, Any]]", handler)
+    return handler
 
 
 SETTINGS = RollupSettings.from_env()

@@ -16,13 +16,13 @@ that table for hours.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from adapters.collector import tune_collector
-from adapters.observability import logger, metrics
+from adapters.observability import metrics, observed
 from rotator.logic import Rotator
 from rotator.request import InvalidRequest, RotationRequest
 from rotator.settings import RotatorSettings
@@ -36,8 +36,7 @@ def create_handler(rotator: Rotator) -> Callable[[dict[str, Any], LambdaContext]
     """The handler around ``rotator``. Lambda's is made below from the environment; the local
     runtime makes its own around a Rotator whose Lambda client is its in-process mapping API."""
 
-    @logger.inject_lambda_context(clear_state=True)
-    @metrics.log_metrics(capture_cold_start_metric=True)
+    @observed
     def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         settings = rotator.settings
         try:
@@ -58,8 +57,7 @@ def create_handler(rotator: Rotator) -> Callable[[dict[str, Any], LambdaContext]
             summary = rotator.run(now_ms=request.now, dry_run=request.dry_run, budget_ms=budget_ms)
         return summary.to_dict()
 
-    # Powertools' decorators are untyped: the handler is the function above, as declared.
-    return cast("Callable[[dict[str, Any], LambdaContext], dict[str, Any]]", handler)
+    return handler
 
 
 SETTINGS = RotatorSettings.from_env()

@@ -14,7 +14,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from adapters.clients import error_code
+from adapters.clients import deleted, error_code
 
 _STREAM_TABLE = re.compile(r"^arn:aws[a-z-]*:dynamodb:[^:]*:[^:]*:table/([^/]+)/stream/.+$")
 
@@ -65,10 +65,4 @@ class LambdaMappings:
         self._lambda.update_event_source_mapping(UUID=uuid, **changes)
 
     def delete(self, uuid: str) -> bool:
-        try:
-            self._lambda.delete_event_source_mapping(UUID=uuid)
-        except ClientError as exc:
-            if error_code(exc) == "ResourceNotFoundException":
-                return False
-            raise
-        return True
+        return deleted(lambda: self._lambda.delete_event_source_mapping(UUID=uuid))

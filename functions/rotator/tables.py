@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from botocore.exceptions import ClientError
 
-from adapters.clients import error_code, error_message
+from adapters.clients import deleted, error_code, error_message
 
 #: Contributor Insights modes, as UpdateContributorInsights names them.
 InsightsMode = Literal["THROTTLED_KEYS", "ACCESSED_AND_THROTTLED_KEYS"]
@@ -196,10 +196,4 @@ class DynamoTables:
         self._dynamodb.export_table_to_point_in_time(**request)
 
     def delete(self, name: str) -> bool:
-        try:
-            self._dynamodb.delete_table(TableName=name)
-        except ClientError as exc:
-            if error_code(exc) == "ResourceNotFoundException":
-                return False
-            raise
-        return True
+        return deleted(lambda: self._dynamodb.delete_table(TableName=name))

@@ -34,7 +34,7 @@ import base64
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from decimal import Decimal
 from typing import Any
 
@@ -108,7 +108,7 @@ def _scope_metrics(buf: bytes, path: str) -> dict[str, Any]:
     return {"scope": scope, "metrics": metrics}
 
 
-#: Metric field number -> (kind, the data point reader).
+#: Metric field number -> the kind of its data points.
 _POINT_FIELDS = {5: "gauge", 7: "sum", 9: "histogram", 10: "exponentialHistogram", 11: "summary"}
 
 
@@ -119,9 +119,8 @@ def _metric(buf: bytes, path: str) -> dict[str, Any]:
             out["name"] = text(value, f"{path}.name")
         elif number in _POINT_FIELDS:
             kind = _POINT_FIELDS[number]
-            reader = _number_point if kind in ("gauge", "sum") else _POINT_READERS[kind]
             points = [
-                reader(message(v, f"{path}.{kind}.data_points"), f"{path}.{kind}.data_points")
+                _point(message(v, f"{path}.{kind}.data_points"), f"{path}.{kind}.data_points", kind)
                 for n, _, v in fields(message(value, f"{path}.{kind}"))
                 if n == 1
             ]
@@ -144,57 +143,37 @@ def _common(number: int, value: int | bytes, attributes_field: int, point: dict[
     return True
 
 
-def _number_point(buf: bytes, path: str) -> dict[str, Any]:
-    point: dict[str, Any] = {}
-    for number, _, value in fields(buf):
-        if _common(number, value, 7, point, path):
-            continue
-        if number == 4:
-            point["asDouble"] = double(value, f"{path}.as_double")
-        elif number == 6:
-            point["asInt"] = sfixed64(value, f"{path}.as_int")
-    return point
+_Decoder = Callable[[int | bytes, str], Any]
+_NUMBER: dict[int, tuple[str, str, _Decoder]] = {4: ("asDouble", "as_double", double), 6: ("asInt", "as_int", sfixed64)}
+_COUNT_SUM: dict[int, tuple[str, str, _Decoder]] = {4: ("count", "count", fixed64), 5: ("sum", "sum", double)}
+#: Per kind of data point: the field number of its attributes, and its other fields read here:
+#: field number -> (name in OTLP/JSON, name in the .proto, reader).
+_POINTS: dict[str, tuple[int, dict[int, tuple[str, str, _Decoder]]]] = {
+    "gauge": (7, _NUMBER),
+    "sum": (7, _NUMBER),
+    "histogram": (9, {**_COUNT_SUM, 11: ("min", "min", double), 12: ("max", "max", double)}),
+    "exponentialHistogram": (1, {**_COUNT_SUM, 12: ("min", "min", double), 13: ("max", "max", double)}),
+    "summary": (7, _COUNT_SUM),
+}
+_SUMMARY_QUANTILES = 6
 
 
-def _histogram_point(buf: bytes, path: str, attributes_field: int, extremes: tuple[int, int]) -> dict[str, Any]:
+def _point(buf: bytes, path: str, kind: str) -> dict[str, Any]:
+    attributes_field, values = _POINTS[kind]
     point: dict[str, Any] = {}
     for number, _, value in fields(buf):
         if _common(number, value, attributes_field, point, path):
             continue
-        if number == 4:
-            point["count"] = fixed64(value, f"{path}.count")
-        elif number == 5:
-            point["sum"] = double(value, f"{path}.sum")
-        elif number == extremes[0]:
-            point["min"] = double(value, f"{path}.min")
-        elif number == extremes[1]:
-            point["max"] = double(value, f"{path}.max")
-    return point
-
-
-def _summary_point(buf: bytes, path: str) -> dict[str, Any]:
-    point: dict[str, Any] = {}
-    for number, _, value in fields(buf):
-        if _common(number, value, 7, point, path):
-            continue
-        if number == 4:
-            point["count"] = fixed64(value, f"{path}.count")
-        elif number == 5:
-            point["sum"] = double(value, f"{path}.sum")
-        elif number == 6:
+        if number in values:
+            name, field, read = values[number]
+            point[name] = read(value, f"{path}.{field}")
+        elif kind == "summary" and number == _SUMMARY_QUANTILES:
             quantile: dict[str, float] = {}
             for n, _, v in fields(message(value, f"{path}.quantile_values")):
                 if n in (1, 2):
                     quantile["quantile" if n == 1 else "value"] = double(v, f"{path}.quantile_values")
             point.setdefault("quantileValues", []).append(quantile)
     return point
-
-
-_POINT_READERS = {
-    "histogram": lambda buf, path: _histogram_point(buf, path, 9, (11, 12)),
-    "exponentialHistogram": lambda buf, path: _histogram_point(buf, path, 1, (12, 13)),
-    "summary": _summary_point,
-}
 
 
 def _key_value(buf: bytes, path: str, depth: int) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from adapters.stream_events import NotAStreamEvent
 from doubles.lambda_context import FakeLambdaContext
 from tests.integration.ingest.conftest import Aws, base_env, now_ms
 from tests.integration.ingest.helpers import invoke
+from tests.integration.mocked_aws import create_readings_table
 from tests.unit.ingest.kinesis_events import as_json, kinesis_event, reading, sequence_number
 from tests.unit.ingest.kpl import aggregate
 from tests.unit.ingest.stored import block_of
@@ -313,15 +314,7 @@ def test_the_handler_tunes_the_garbage_collector_once_its_init_is_done(
 
 
 def _control_table(aws: Aws, name: str = "readings-control") -> str:
-    aws.dynamodb.create_table(
-        TableName=name,
-        AttributeDefinitions=[
-            {"AttributeName": "pk", "AttributeType": "S"},
-            {"AttributeName": "sk", "AttributeType": "S"},
-        ],
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-        BillingMode="PAY_PER_REQUEST",
-    )
+    create_readings_table(aws.dynamodb, name)
     return name
 
 

@@ -24,15 +24,28 @@ Outcome = TypeVar("Outcome")
 
 
 @contextmanager
-def mocked_aws(monkeypatch: pytest.MonkeyPatch, region: str, **env: str) -> Iterator[None]:
+def mocked_aws(
+    monkeypatch: pytest.MonkeyPatch, region: str, *, service: str | None = None, **env: str
+) -> Iterator[None]:
     """Inside: test credentials and ``region`` (plus ``env``), no endpoint override, moto's mock, and
-    the adapters' cached clients made afresh on entry and on exit."""
+    the adapters' cached clients made afresh on entry and on exit. ``service`` names the function
+    under test to Powertools, in the stack's metrics namespace, with tracing off."""
+    powertools = (
+        {}
+        if service is None
+        else {
+            "POWERTOOLS_SERVICE_NAME": service,
+            "POWERTOOLS_METRICS_NAMESPACE": "TimeSeries",
+            "POWERTOOLS_TRACE_DISABLED": "true",
+        }
+    )
     for name, value in {
         "AWS_ACCESS_KEY_ID": "testing",
         "AWS_SECRET_ACCESS_KEY": "testing",
         "AWS_SESSION_TOKEN": "testing",
         "AWS_DEFAULT_REGION": region,
         "AWS_REGION": region,
+        **powertools,
         **env,
     }.items():
         monkeypatch.setenv(name, value)

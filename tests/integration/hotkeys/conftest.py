@@ -90,8 +90,8 @@ class Aws:
         return [i for i in items if i["pk"]["S"].startswith(pk_prefix)]
 
 
-def base_env(topic_arn: str, **overrides: str) -> dict[str, str]:
-    env = {
+def base_env(topic_arn: str) -> dict[str, str]:
+    return {
         "LAYOUT": "hybrid",
         "SHARDS": "4",
         "BUCKET": "1h",
@@ -101,17 +101,12 @@ def base_env(topic_arn: str, **overrides: str) -> dict[str, str]:
         "HOT_WINDOW": "60s",
         "HOT_WINDOW_GRACE": "30s",
         "HOT_ALERT_TOPIC_ARN": topic_arn,
-        "POWERTOOLS_SERVICE_NAME": "hotkeys",
-        "POWERTOOLS_METRICS_NAMESPACE": "TimeSeries",
-        "POWERTOOLS_TRACE_DISABLED": "true",
     }
-    env.update(overrides)
-    return env
 
 
 @pytest.fixture
 def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[Aws]:
-    with mocked_aws(monkeypatch, REGION):
+    with mocked_aws(monkeypatch, REGION, service="hotkeys"):
         dynamodb = boto3.client("dynamodb", region_name=REGION)
         create_readings_table(dynamodb, TABLE, stream=True)
         create_readings_table(dynamodb, CONTROL)

@@ -78,7 +78,7 @@ class Aws:
 
 
 def base_env(queue_url: str, **overrides: str) -> dict[str, str]:
-    env = {
+    return {
         "LAYOUT": "hybrid",
         "SHARDS": "4",
         "BUCKET": "1h",
@@ -86,17 +86,13 @@ def base_env(queue_url: str, **overrides: str) -> dict[str, str]:
         "RETENTION": "30d",
         "REJECTS_QUEUE_URL": queue_url,
         "MAX_AGE": "7d",
-        "POWERTOOLS_SERVICE_NAME": "ingest",
-        "POWERTOOLS_METRICS_NAMESPACE": "TimeSeries",
-        "POWERTOOLS_TRACE_DISABLED": "true",
+        **overrides,
     }
-    env.update(overrides)
-    return env
 
 
 @pytest.fixture
 def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[Aws]:
-    with mocked_aws(monkeypatch, REGION):
+    with mocked_aws(monkeypatch, REGION, service="ingest"):
         dynamodb = boto3.client("dynamodb", region_name=REGION)
         create_readings_table(dynamodb, TABLE)
         sqs = boto3.client("sqs", region_name=REGION)

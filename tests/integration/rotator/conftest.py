@@ -361,13 +361,7 @@ def base_env(function_arn: str, topic_arn: str, dead_letter_arn: str) -> dict[st
 
 @pytest.fixture
 def world(monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
-    with mocked_aws(
-        monkeypatch,
-        REGION,
-        POWERTOOLS_SERVICE_NAME="rotator",
-        POWERTOOLS_METRICS_NAMESPACE="TimeSeries",
-        POWERTOOLS_TRACE_DISABLED="true",
-    ):
+    with mocked_aws(monkeypatch, REGION, service="rotator"):
         iam = boto3.client("iam", region_name=REGION)
         role = iam.create_role(RoleName="hotkeys", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
         lambda_ = boto3.client("lambda", region_name=REGION)

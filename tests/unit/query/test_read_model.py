@@ -24,6 +24,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -259,9 +260,10 @@ SETTINGS = settings(
 )
 
 
+@pytest.mark.parametrize("tiered", [False, True], ids=["blocks", "both-tiers"])
 @SETTINGS
 @given(
-    world=worlds(),
+    data=st.data(),
     span=SPANS,
     limit=st.integers(1, 7),
     cap=st.integers(1, 6),
@@ -269,45 +271,16 @@ SETTINGS = settings(
     entity=st.sampled_from(ENTITIES),
 )
 def test_every_read_returns_the_newest_copy_of_each_live_reading_once_in_order(  # noqa: PLR0917 - Hypothesis passes them
-    world: tuple[Layout, ShardMap, Model, MemoryReader, Tiers],
+    tiered: bool,
+    data: st.DataObject,
     span: tuple[int, int],
     limit: int,
     cap: int,
     descending: bool,
     entity: str,
 ) -> None:
-    check_reads(world, span, limit, cap, descending, entity)
-
-
-@SETTINGS
-@given(
-    world=worlds(tiered=True),
-    span=SPANS,
-    limit=st.integers(1, 7),
-    cap=st.integers(1, 6),
-    descending=st.booleans(),
-    entity=st.sampled_from(ENTITIES),
-)
-def test_reads_of_both_tiers_return_the_newest_copy_of_each_live_reading_once_in_order(  # noqa: PLR0917
-    world: tuple[Layout, ShardMap, Model, MemoryReader, Tiers],
-    span: tuple[int, int],
-    limit: int,
-    cap: int,
-    descending: bool,
-    entity: str,
-) -> None:
-    check_reads(world, span, limit, cap, descending, entity)
-
-
-def check_reads(  # noqa: PLR0917 - the drawn parameters
-    world: tuple[Layout, ShardMap, Model, MemoryReader, Tiers],
-    span: tuple[int, int],
-    limit: int,
-    cap: int,
-    descending: bool,
-    entity: str,
-) -> None:
-    layout, shard_map, model, reader, tiers = world
+    """Readings stored as blocks only, or with the write tier on as well (``tiered``: both tiers read)."""
+    layout, shard_map, model, reader, tiers = data.draw(worlds(tiered=tiered), label="world")
     svc = service(layout, shard_map, model, reader, tiers, max_query_calls=cap, concurrency=3)
     from_ms = START + span[0]
     window = TimeRange(from_ms, min(NOW, from_ms + span[1]))

@@ -11,10 +11,19 @@ import boto3
 import pytest
 
 from adapters.batch_writer import BatchWriter
-from compaction.logic import StateStore, StepNotStored
+from compaction.logic import StepNotStored
 from doubles.lambda_context import FakeLambdaContext
 from keydesign.writetier import CompactionState
-from tests.integration.compaction.conftest import ENV, PREFIX, REGION, SETTLED, H, publish, runner, sparse_fleet
+from tests.integration.compaction.conftest import (
+    ENV,
+    REGION,
+    SETTLED,
+    H,
+    publish,
+    runner,
+    save_state,
+    sparse_fleet,
+)
 from tests.integration.compaction.test_compaction import Throttling
 from tests.integration.mocked_aws import emitted_metrics, fresh_handler
 
@@ -34,7 +43,7 @@ def test_a_run_reports_its_metrics_and_one_stopped_by_an_error_raises_it_after_t
     db: Any, handler_module: ModuleType, capsys: pytest.CaptureFixture[str]
 ) -> None:
     publish(db, sparse_fleet(H, devices=10), version=1)
-    StateStore(db, "control", PREFIX).save(CompactionState(H))
+    save_state(db, CompactionState(H))
     # Given DynamoDB refuses every compacted block of the hour
     devices = {f"dev-{d:03d}" for d in range(10)}
     throttling = Throttling(boto3.client("dynamodb", region_name=REGION), devices, code="ValidationException")

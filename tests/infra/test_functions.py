@@ -44,6 +44,11 @@ def _triples(synth: Synth, actions: list[str], resource: Any, condition: dict[st
     return {(action, text, cond) for action in actions}
 
 
+def _traced_and_logged(synth: Synth, function: Any) -> set[Any]:
+    """What every function may do: send X-Ray its traces, and write to its own log group."""
+    return XRAY | _triples(synth, ["logs:CreateLogStream", "logs:PutLogEvents"], function.log_group.log_group_arn)
+
+
 def _shard_map_only(synth: Synth) -> dict[str, Any]:
     return {"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [SHARD_MAP_PARTITION]}}
 
@@ -230,8 +235,7 @@ def test_ingest_may_write_readings_send_rejects_read_its_stream_and_bootstrap_th
     synth = synthesized.synth("single")
     stack = synth.stack
     expected = (
-        XRAY
-        | _triples(synth, ["logs:CreateLogStream", "logs:PutLogEvents"], stack.ingestion.ingest.log_group.log_group_arn)
+        _traced_and_logged(synth, stack.ingestion.ingest)
         | _triples(synth, ["dynamodb:BatchWriteItem"], stack.storage.readings_table.table_arn)
         | _triples(
             synth,
@@ -276,8 +280,7 @@ def test_query_may_only_query_readings_read_the_shard_map_and_its_cursor_key(syn
     synth = synthesized.synth("single")
     stack = synth.stack
     expected = (
-        XRAY
-        | _triples(synth, ["logs:CreateLogStream", "logs:PutLogEvents"], stack.api.query.log_group.log_group_arn)
+        _traced_and_logged(synth, stack.api.query)
         | _triples(synth, ["dynamodb:Query"], stack.storage.readings_table.table_arn)
         | _triples(synth, ["dynamodb:GetItem"], stack.storage.control_table.table_arn, _shard_map_only(synth))
         | _triples(
@@ -305,8 +308,7 @@ def test_the_rollup_function_may_query_readings_and_touch_only_rollup_items_in_t
     assert rollups is not None
     control = stack.storage.control_table.table_arn
     expected = (
-        XRAY
-        | _triples(synth, ["logs:CreateLogStream", "logs:PutLogEvents"], rollups.rollup.log_group.log_group_arn)
+        _traced_and_logged(synth, rollups.rollup)
         | _triples(synth, ["dynamodb:Query"], stack.storage.readings_table.table_arn)
         | _triples(synth, ["dynamodb:GetItem"], control, _shard_map_only(synth))
         | _triples(
@@ -344,8 +346,7 @@ def test_the_compaction_function_may_query_and_write_readings_and_touch_only_its
     compaction = stack.compaction
     control = stack.storage.control_table.table_arn
     expected = (
-        XRAY
-        | _triples(synth, ["logs:CreateLogStream", "logs:PutLogEvents"], compaction.compaction.log_group.log_group_arn)
+        _traced_and_logged(synth, compaction.compaction)
         | _triples(synth, ["dynamodb:Query", "dynamodb:BatchWriteItem"], stack.storage.readings_table.table_arn)
         | _triples(synth, ["dynamodb:GetItem"], control, _shard_map_only(synth))
         | _triples(
@@ -382,10 +383,7 @@ def test_hot_keys_may_use_the_control_table_read_the_stream_and_publish_alerts(s
     ]
     stream = ["dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator", "dynamodb:ListStreams"]
     expected = (
-        XRAY
-        | _triples(
-            synth, ["logs:CreateLogStream", "logs:PutLogEvents"], stack.hot_keys.detector.log_group.log_group_arn
-        )
+        _traced_and_logged(synth, stack.hot_keys.detector)
         | _triples(synth, control, stack.storage.control_table.table_arn)
         | _triples(synth, stream, stack.storage.readings_table.table_stream_arn)
         | _triples(

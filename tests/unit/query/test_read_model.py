@@ -28,17 +28,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from adapters.shard_map_source import StaticShardMap
 from doubles.memory_dynamo import MemoryReader
 from doubles.tier_items import TierWriter
 from keydesign import Layout, Reading, ShardMap, format_ts, parse_timestamp, ttl_for
 from keydesign.writetier import SLICE_MS, CompactionState, WriteTier
-from query.cursor import CursorCodec
 from query.logic import QueryService
 from query.models import AggregateSeries, LatestReading, ReadingsPage
 from query.params import PageArgs, ReadArgs, TimeRange
 from query.settings import QueryLimits
 from tests.legacy_items import legacy_item
+from tests.unit.query.apigw import memory_service
 
 NOW = parse_timestamp("2026-11-22T12:00:00Z")
 SECOND, MINUTE, HOUR = 1_000, 60_000, 3_600_000
@@ -223,15 +222,14 @@ def slice_start_of(ts_ms: int) -> int:
 def service(
     layout: Layout, shard_map: ShardMap, model: Model, reader: MemoryReader, tiers: Tiers = Tiers(), **limits: Any
 ) -> QueryService:
-    return QueryService(
+    return memory_service(
+        layout,
+        shard_map,
+        reader,
+        now_ms=NOW,
+        limits=QueryLimits(**limits),
         write_tier=tiers.tier,
         watermark=Watermark(tiers.through),
-        layout=layout,
-        shard_maps=StaticShardMap(shard_map),
-        reader=reader,
-        cursors=CursorCodec(lambda: b"k" * 40),
-        limits=QueryLimits(**limits),
-        clock_ms=lambda: NOW,
         retention_ms=model.retention_ms,
     )
 

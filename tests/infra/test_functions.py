@@ -71,11 +71,7 @@ ROLLUP_READS = ("rollup#*", "rollall#*", "rollstate")
 # -- shape -------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("variant", list(VARIANTS))
-def test_every_function_runs_python_3_14_on_arm64_with_the_public_powertools_layer(
-    synthesized: Synthesized, variant: str
-) -> None:
-    synth = synthesized.synth(variant)
+def test_every_function_runs_python_3_14_on_arm64_with_the_public_powertools_layer(synth: Synth) -> None:
     functions = synth.of_type("AWS::Lambda::Function")
     assert len(functions) == len(_functions(synth)) + 1  # and the cursor key's rotation function
     version = synth.config.powertools_layer_version
@@ -123,9 +119,7 @@ def test_the_handler_modules_exist_in_the_code_asset() -> None:
         assert (FUNCTIONS_DIR / (module.replace(".", "/") + ".py")).is_file(), module
 
 
-@pytest.mark.parametrize("variant", list(VARIANTS))
-def test_no_role_has_a_managed_policy_or_a_wildcard_action(synthesized: Synthesized, variant: str) -> None:
-    synth = synthesized.synth(variant)
+def test_no_role_has_a_managed_policy_or_a_wildcard_action(synth: Synth) -> None:
     for function in _functions(synth):
         role_id = synth.function(function)[1]["Properties"]["Role"]["Fn::GetAtt"][0]
         assert "ManagedPolicyArns" not in synth.resources[role_id]["Properties"], function
@@ -137,11 +131,7 @@ def test_no_role_has_a_managed_policy_or_a_wildcard_action(synthesized: Synthesi
 # -- environment ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("variant", list(VARIANTS))
-def test_each_function_gets_the_environment_the_config_builds_and_its_settings_parse_it(
-    synthesized: Synthesized, variant: str
-) -> None:
-    synth = synthesized.synth(variant)
+def test_each_function_gets_the_environment_the_config_builds_and_its_settings_parse_it(synth: Synth) -> None:
     config = synth.config
     for function in _functions(synth):
         # Given the environment as deployed (tokens replaced by plausible values)
@@ -434,9 +424,7 @@ def test_ingest_may_invoke_the_rotator_it_names_and_nothing_else(synthesized: Sy
 # -- stream mappings --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("variant", list(VARIANTS))
-def test_the_ingest_mapping_has_the_whole_failure_plan(synthesized: Synthesized, variant: str) -> None:
-    synth = synthesized.synth(variant)
+def test_the_ingest_mapping_has_the_whole_failure_plan(synth: Synth) -> None:
     (mapping,) = synth.mappings_of(LambdaFunction.INGEST)
     config = synth.config
     assert mapping["EventSourceArn"] == synth.resolve(synth.stack.ingestion.stream.stream_arn)

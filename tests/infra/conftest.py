@@ -119,3 +119,9 @@ def synthesized(cdk_context: dict[str, object], tmp_path_factory: pytest.TempPat
     app.synth()
     templates = {variant: Template.from_stack(stack) for variant, stack in stacks.items()}
     return Synthesized(app=app, assembly_dir=outdir, stacks=stacks, templates=templates, configs=configs)
+
+
+@pytest.fixture(params=list(VARIANTS))
+def synth(synthesized: Synthesized, request: pytest.FixtureRequest) -> Synth:
+    """Each variant's synth in turn: a test that takes it runs once a variant (the variant its id)."""
+    return synthesized.synth(request.param)

@@ -44,6 +44,11 @@ def _triples(synth: Synth, actions: list[str], resource: Any, condition: dict[st
     return {(action, text, cond) for action in actions}
 
 
+def _traced_and_logged(synth: Synth, function: Any) -> set[Any]:
+    """What every function may do: send X-Ray its traces, and write to its own log group."""
+    return XRAY | _triples(synth, ["logs:CreateLogStream", "logs:PutLogEvents"], function.log_group.log_group_arn)
+
+
 def _shard_map_only(synth: Synth) -> dict[str, Any]:
     return {"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [SHARD_MAP_PARTITION]}}
 
@@ -66,11 +71,7 @@ ROLLUP_READS = ("rollup#*", "rollall#*", "rollstate")
 # -- shape -------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("variant", list(VARIANTS))
-def test_every_function_runs_python_3_14_on_arm64_with_the_public_powertools_layer(
-    synthesized: Synthesized, variant: str
-) -> None:
-    synth = synthesized.synth(variant)
+def test_every_function_runs_python_3_14_on_arm64_with_the_public_powertools_layer(synth: Synth) -> None:
     functions = synth.of_type("AWS::Lambda::Function")
     assert len(functions) == len(_functions(synth)) + 1  # and the cursor key's rotation function
     version = synth.config.powertools_layer_version
@@ -118,9 +119,7 @@ def test_the_handler_modules_exist_in_the_code_asset() -> None:
         assert (FUNCTIONS_DIR / (module.replace(".", "/") + ".py")).is_file(), module
 
 
-@pytest.mark.parametrize("variant", list(VARIANTS))
-def test_no_role_has_a_managed_policy_or_a_wildcard_action(synthesized: Synthesized, variant: str) -> None:
-    synth = synthesized.synth(variant)
+def test_no_role_has_a_managed_policy_or_a_wildcard_action(synth: Synth) -> None:
     for function in _functions(synth):
         role_id = synth.function(function)[1]["Properties"]["Role"]["Fn::GetAtt"][0]
         assert "ManagedPolicyArns" not in synth.resources[role_id]["Properties"], function
@@ -132,11 +131,7 @@ def test_no_role_has_a_managed_policy_or_a_wildcard_action(synthesized: Synthesi
 # -- environment ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("variant", list(VARIANTS))
-def test_each_function_gets_the_environment_the_config_builds_and_its_settings_parse_it(
-    synthesized: Synthesized, variant: str
-) -> None:
-    synth = synthesized.synth(variant)
+def test_each_function_gets_the_environment_the_config_builds_and_its_settings_parse_it(synth: Synth) -> None:
     config = synth.config
     for function in _functions(synth):
         # Given the environment as deployed (tokens replaced by plausible values)
@@ -230,8 +225,7 @@ def test_ingest_may_write_readings_send_rejects_read_its_stream_and_bootstrap_th
     synth = synthesized.synth("single")
     stack = synth.stack
     expected = (
-        XRAY
-        | _triples(synth, ["logs:CreateLogStream", "logs:PutLogEvents"], stack.ingestion.ingest.log_group.log_group_arn)
+        _traced_and_logged(synth, stack.ingestion.ingest)
         | _triples(synth, ["dynamodb:BatchWriteItem"], stack.storage.readings_table.table_arn)
         | _triples(
             synth,
@@ -276,8 +270,7 @@ def test_query_may_only_query_readings_read_the_shard_map_and_its_cursor_key(syn
     synth = synthesized.synth("single")
     stack = synth.stack
     expected = (
-        XRAY
-        | _triples(synth, ["logs:CreateLogStream", "logs:PutLogEvents"], stack.api.query.log_group.log_group_arn)
+        _traced_and_logged(synth, stack.api.query)
         | _triples(synth, ["dynamodb:Query"], stack.storage.readings_table.table_arn)
         | _triples(synth, ["dynamodb:GetItem"], stack.storage.control_table.table_arn, _shard_map_only(synth))
         | _triples(
@@ -305,8 +298,7 @@ def test_the_rollup_function_may_query_readings_and_touch_only_rollup_items_in_t
     assert rollups is not None
     control = stack.storage.control_table.table_arn
     expected = (
-        XRAY
-        | _triples(synth, ["logs:CreateLogStream", "logs:PutLogEvents"], rollups.rollup.log_group.log_group_arn)
+        _traced_and_logged(synth, rollups.rollup)
         | _triples(synth, ["dynamodb:Query"], stack.storage.readings_table.table_arn)
         | _triples(synth, ["dynamodb:GetItem"], control, _shard_map_only(synth))
         | _triples(
@@ -344,8 +336,7 @@ def test_the_compaction_function_may_query_and_write_readings_and_touch_only_its
     compaction = stack.compaction
     control = stack.storage.control_table.table_arn
     expected = (
-        XRAY
-        | _triples(synth, ["logs:CreateLogStream", "logs:PutLogEvents"], compaction.compaction.log_group.log_group_arn)
+        _traced_and_logged(synth, compaction.compaction)
         | _triples(synth, ["dynamodb:Query", "dynamodb:BatchWriteItem"], stack.storage.readings_table.table_arn)
         | _triples(synth, ["dynamodb:GetItem"], control, _shard_map_only(synth))
         | _triples(
@@ -382,10 +373,7 @@ def test_hot_keys_may_use_the_control_table_read_the_stream_and_publish_alerts(s
     ]
     stream = ["dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator", "dynamodb:ListStreams"]
     expected = (
-        XRAY
-        | _triples(
-            synth, ["logs:CreateLogStream", "logs:PutLogEvents"], stack.hot_keys.detector.log_group.log_group_arn
-        )
+        _traced_and_logged(synth, stack.hot_keys.detector)
         | _triples(synth, control, stack.storage.control_table.table_arn)
         | _triples(synth, stream, stack.storage.readings_table.table_stream_arn)
         | _triples(
@@ -436,9 +424,7 @@ def test_ingest_may_invoke_the_rotator_it_names_and_nothing_else(synthesized: Sy
 # -- stream mappings --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("variant", list(VARIANTS))
-def test_the_ingest_mapping_has_the_whole_failure_plan(synthesized: Synthesized, variant: str) -> None:
-    synth = synthesized.synth(variant)
+def test_the_ingest_mapping_has_the_whole_failure_plan(synth: Synth) -> None:
     (mapping,) = synth.mappings_of(LambdaFunction.INGEST)
     config = synth.config
     assert mapping["EventSourceArn"] == synth.resolve(synth.stack.ingestion.stream.stream_arn)

@@ -89,13 +89,9 @@ def test_the_alerts_topic_is_encrypted_with_a_rotated_key_and_refuses_plain_http
     assert deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
 
 
-@pytest.mark.parametrize("variant", list(VARIANTS))
-def test_cloudwatch_may_publish_for_this_stacks_alarms_and_the_rotators_and_no_others(
-    synthesized: Synthesized, variant: str
-) -> None:
+def test_cloudwatch_may_publish_for_this_stacks_alarms_and_the_rotators_and_no_others(synth: Synth) -> None:
     # A topic policy replaces SNS's default one: without an Allow, every alarm action fails with
     # "... is not authorized to perform: SNS:Publish". The topic's key must let CloudWatch in alike.
-    synth = synthesized.synth(variant)
     config = synth.config
     publish, key = _alarm_patterns(synth)
     expected = {f"{ALARM_ARN}{config.stack_name}-*"}
@@ -130,9 +126,7 @@ def test_the_alarm_email_is_subscribed_only_when_configured(synthesized: Synthes
 # -- alarms --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("variant", list(VARIANTS))
-def test_every_alarm_notifies_the_topic_on_alarm_and_on_ok(synthesized: Synthesized, variant: str) -> None:
-    synth = synthesized.synth(variant)
+def test_every_alarm_notifies_the_topic_on_alarm_and_on_ok(synth: Synth) -> None:
     topic = synth.resolve(synth.stack.alerts.topic.topic_arn)
     alarms = _alarms(synth)
     assert alarms
@@ -143,9 +137,7 @@ def test_every_alarm_notifies_the_topic_on_alarm_and_on_ok(synthesized: Synthesi
         assert alarm["AlarmDescription"]
 
 
-@pytest.mark.parametrize("variant", list(VARIANTS))
-def test_every_queue_alarms_on_its_first_message(synthesized: Synthesized, variant: str) -> None:
-    synth = synthesized.synth(variant)
+def test_every_queue_alarms_on_its_first_message(synth: Synth) -> None:
     queues = synth.of_type("AWS::SQS::Queue")
     assert queues
     for logical_id in queues:
@@ -156,9 +148,7 @@ def test_every_queue_alarms_on_its_first_message(synthesized: Synthesized, varia
         assert alarm["EvaluationPeriods"] == alarm["DatapointsToAlarm"] == 1
 
 
-@pytest.mark.parametrize("variant", list(VARIANTS))
-def test_every_function_alarms_on_errors_and_throttles(synthesized: Synthesized, variant: str) -> None:
-    synth = synthesized.synth(variant)
+def test_every_function_alarms_on_errors_and_throttles(synth: Synth) -> None:
     functions = synth.of_type("AWS::Lambda::Function")
     for logical_id in functions:
         for metric in ("Errors", "Throttles"):

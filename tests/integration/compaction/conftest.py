@@ -167,6 +167,11 @@ def state(db: Any) -> CompactionState | None:
     return None if stored is None else dataclasses.replace(stored, advanced_at=0)
 
 
+def save_state(db: Any, saved: CompactionState) -> None:
+    """``saved`` stored as compaction's state, as a run stores it."""
+    StateStore(db, "control", PREFIX).save(saved)
+
+
 def advanced_at(db: Any) -> int:
     stored = StateStore(db, "control", PREFIX).load()
     return 0 if stored is None else stored.advanced_at

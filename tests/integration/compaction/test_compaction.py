@@ -16,7 +16,7 @@ from adapters.batch_writer import BatchWriter, serialize_item
 from adapters.partition_reader import DynamoPartitionReader, Page, PageRequest
 from adapters.retry import Deadline
 from compaction import logic
-from compaction.logic import StateStore, StepNotStored
+from compaction.logic import StepNotStored
 from keydesign.writetier import (
     KEEP_MS,
     CompactionState,
@@ -43,6 +43,7 @@ from tests.integration.compaction.conftest import (
     put_dense,
     reading,
     runner,
+    save_state,
     sparse_fleet,
     state,
     table,
@@ -160,7 +161,7 @@ def test_a_step_whose_blocks_are_throttled_past_the_deadline_is_redone_next_run_
     # Given two hours of a fleet in the tier, compacted 2 groups a step (4 steps an hour)
     fleet = [*sparse_fleet(H - HOUR), *sparse_fleet(H)]
     publish(db, fleet, version=3)
-    StateStore(db, "control", PREFIX).save(CompactionState(H - HOUR))
+    save_state(db, CompactionState(H - HOUR))
     # and DynamoDB throttles the writes of one device of group 5 (the third step of H) for a while
     victim = next(f"dev-{d:03d}" for d in range(40) if TIER.group_of(f"dev-{d:03d}") == 5)
     throttling = Throttling(boto3.client("dynamodb", region_name=REGION), {victim})
@@ -185,7 +186,7 @@ def test_a_step_whose_blocks_are_throttled_past_the_deadline_is_redone_next_run_
 def test_a_run_stopped_by_its_deadline_goes_on_from_its_last_step(db: Any) -> None:
     fleet = sparse_fleet(H)
     publish(db, fleet, version=3)
-    StateStore(db, "control", PREFIX).save(CompactionState(H))
+    save_state(db, CompactionState(H))
     # Given reads that take a second of the run's clock each, and a run of 5 seconds
     time = FakeTime(per_read_s=1.0)
     compact = runner([SETTLED], reader=SlowReader(time), concurrency=2)
@@ -208,7 +209,7 @@ def test_after_downtime_a_run_catches_up_every_hour_in_order(db: Any) -> None:
     fleets = {hour: sparse_fleet(hour, devices=10) for hour in hours}
     for fleet in fleets.values():
         publish(db, fleet, version=2)
-    StateStore(db, "control", PREFIX).save(CompactionState(H - 5 * HOUR))
+    save_state(db, CompactionState(H - 5 * HOUR))
     # When the function comes back after five hours of not running
     report = runner([SETTLED]).run(Deadline.never())
     # Then one run compacts every hour since (the ones without a table too), in order
@@ -255,7 +256,7 @@ def test_a_change_of_the_group_count_mid_hour_compacts_every_reading_written_und
     fleet = sparse_fleet(H, devices=60)
     first, second = [r for r in fleet if r.ts_ms < H + 30 * MINUTE], [r for r in fleet if r.ts_ms >= H + 30 * MINUTE]
     old, new = WriteTier(before), WriteTier(after)
-    StateStore(db, "control", PREFIX).save(CompactionState(H, before))
+    save_state(db, CompactionState(H, before))
     publish(db, first, version=1, tier=old)
     # When the deployment changes to `after` groups mid-hour: compaction's first run after it records
     # the change (its ingest finishes within the settle time: `before` may hold the hours up to the

@@ -3,9 +3,6 @@ that stopped on an error raised after its metrics are out, the lag among them.""
 
 from __future__ import annotations
 
-import importlib
-import json
-import sys
 from collections.abc import Iterator
 from types import ModuleType
 from typing import Any
@@ -14,12 +11,21 @@ import boto3
 import pytest
 
 from adapters.batch_writer import BatchWriter
-from adapters.observability import metrics
-from compaction.logic import StateStore, StepNotStored
+from compaction.logic import StepNotStored
 from doubles.lambda_context import FakeLambdaContext
 from keydesign.writetier import CompactionState
-from tests.integration.compaction.conftest import ENV, PREFIX, REGION, SETTLED, H, publish, runner, sparse_fleet
+from tests.integration.compaction.conftest import (
+    ENV,
+    REGION,
+    SETTLED,
+    H,
+    publish,
+    runner,
+    save_state,
+    sparse_fleet,
+)
 from tests.integration.compaction.test_compaction import Throttling
+from tests.integration.mocked_aws import emitted_metrics, fresh_handler
 
 pytestmark = pytest.mark.integration
 
@@ -29,32 +35,15 @@ def handler_module(db: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleT
     """``compaction.handler`` imported fresh with the tests' environment."""
     for name, value in {**ENV, "POWERTOOLS_SERVICE_NAME": "compaction"}.items():
         monkeypatch.setenv(name, value)
-    sys.modules.pop("compaction.handler", None)
-    module = importlib.import_module("compaction.handler")
-    metrics.clear_metrics()
-    yield module
-    module.RUNNER.close()
-    sys.modules.pop("compaction.handler", None)
-    metrics.clear_metrics()
-
-
-def _emf(out: str) -> dict[str, float]:
-    """The run's metrics, by name, from its EMF lines (the cold start's has a line of its own)."""
-    found: dict[str, float] = {}
-    for line in out.splitlines():
-        blob = json.loads(line) if line.startswith("{") and '"_aws"' in line else None
-        for directive in blob["_aws"]["CloudWatchMetrics"] if blob else ():
-            for metric in directive["Metrics"]:
-                value = blob[metric["Name"]]
-                found[metric["Name"]] = sum(value) if isinstance(value, list) else value
-    return found
+    with fresh_handler("compaction.handler", "RUNNER") as module:
+        yield module
 
 
 def test_a_run_reports_its_metrics_and_one_stopped_by_an_error_raises_it_after_them(
     db: Any, handler_module: ModuleType, capsys: pytest.CaptureFixture[str]
 ) -> None:
     publish(db, sparse_fleet(H, devices=10), version=1)
-    StateStore(db, "control", PREFIX).save(CompactionState(H))
+    save_state(db, CompactionState(H))
     # Given DynamoDB refuses every compacted block of the hour
     devices = {f"dev-{d:03d}" for d in range(10)}
     throttling = Throttling(boto3.client("dynamodb", region_name=REGION), devices, code="ValidationException")
@@ -65,12 +54,12 @@ def test_a_run_reports_its_metrics_and_one_stopped_by_an_error_raises_it_after_t
     with pytest.raises(StepNotStored):
         handler({}, FakeLambdaContext(remaining_ms=30_000, function_name="compaction"))
     # Then its metrics went out first: the lag to the hour it could not finish, nothing compacted
-    failed = _emf(capsys.readouterr().out)
+    failed = emitted_metrics(capsys.readouterr().out)
     assert failed["CompactionLagSeconds"] == (SETTLED - H) / 1000 and failed["HoursCompacted"] == 0
     # And once DynamoDB takes the writes, a run compacts the hour and reports it
     throttling.on = False
     summary = handler({}, FakeLambdaContext(remaining_ms=30_000, function_name="compaction"))
-    done = _emf(capsys.readouterr().out)
+    done = emitted_metrics(capsys.readouterr().out)
     assert summary["hours"] == 1 and summary["error"] is None and summary["readings_compacted"] == 30
     assert done["HoursCompacted"] == 1 and done["ReadingsCompacted"] == 30 and done["CompactionCorruptItems"] == 0
     assert done["CompactionLagSeconds"] == (SETTLED - H - 3_600_000) / 1000

@@ -15,7 +15,7 @@ from adapters.batch_writer import BatchWriter
 from adapters.retry import Deadline
 from adapters.rollup_store import ReadCount
 from compaction import logic
-from compaction.logic import StateStore, StepNotStored
+from compaction.logic import StepNotStored
 from keydesign import Reading
 from keydesign.periods import DAY_MS
 from keydesign.rollup import Figures, Mark, RedoRequest, floor_to
@@ -36,6 +36,7 @@ from tests.integration.compaction.conftest import (
     redos,
     rollup_store,
     runner,
+    save_state,
     sparse_fleet,
     state,
     table,
@@ -98,11 +99,20 @@ def control_items(db: Any) -> dict[tuple[str, str], dict[str, Any]]:
     return {(i["pk"]["S"], i["sk"]["S"]): i for i in items}
 
 
+def to_compact(db: Any, grouped: list[Reading], *, dense_mix: bool = False) -> None:
+    """``grouped`` in group items (and with ``dense_mix`` the entity "mix" dense in one batch of the hour's
+    50th minute: its own blocks and a dense mark); the state at H, the hour to compact next."""
+    publish(db, grouped, version=2)
+    if dense_mix:
+        put_dense(db, [reading("mix", H + 50 * MINUTE + n * 1_000, f"d{n}") for n in range(8)], version=3)
+    save_state(db, CompactionState(H))
+
+
 def test_each_groups_partial_is_its_readings_figures_and_the_fleet_parts_are_every_readings(db: Any) -> None:
     # Given two hours of a sparse fleet in the write tier, over every group, after an hour of none
     fleet = [*sparse_fleet(H - HOUR), *sparse_fleet(H)]
     publish(db, fleet, version=2)
-    StateStore(db, "control", PREFIX).save(CompactionState(H - 2 * HOUR))
+    save_state(db, CompactionState(H - 2 * HOUR))
     # When compaction does the three hours
     report = runner([SETTLED]).run(Deadline.never())
     assert report.hours == 3 and report.error is None and report.partials == 2 * TIER.groups
@@ -125,9 +135,7 @@ def test_a_mixed_entity_is_flagged_left_out_of_the_partial_and_its_minutes_re_ma
     # blocks in the hour (dense in one batch: a dense mark)
     fleet = sparse_fleet(H, devices=10)
     mixed = [reading("mix", H + n * 7 * MINUTE + 500, f"t{n}", 10.0 + n) for n in range(4)]
-    publish(db, [*fleet, *mixed], version=2)
-    put_dense(db, [reading("mix", H + 50 * MINUTE + n * 1_000, f"d{n}") for n in range(8)], version=3)
-    StateStore(db, "control", PREFIX).save(CompactionState(H))
+    to_compact(db, [*fleet, *mixed], dense_mix=True)
     report = runner([SETTLED]).run(Deadline.never())
     assert report.hours == 1 and report.error is None
     # Then its compacted blocks are flagged, and its readings are in no partial nor part of a total
@@ -159,9 +167,7 @@ class Refusing:
 @pytest.mark.parametrize("prefix", ["rollgrp#", "rollmark#", "rollall#"])
 def test_a_step_whose_partials_re_marks_or_parts_are_not_stored_does_not_move_the_state(db: Any, prefix: str) -> None:
     fleet = sparse_fleet(H, devices=10)
-    publish(db, [*fleet, reading("mix", H + 1_000, "t")], version=2)
-    put_dense(db, [reading("mix", H + 50 * MINUTE + n * 1_000, f"d{n}") for n in range(8)], version=3)
-    StateStore(db, "control", PREFIX).save(CompactionState(H))
+    to_compact(db, [*fleet, reading("mix", H + 1_000, "t")], dense_mix=True)
     # Given DynamoDB refuses the partials (or the re-marks, or compaction's parts of the totals)
     refusing = Refusing(prefix)
     compact = runner([SETTLED], writer=BatchWriter(refusing))
@@ -180,8 +186,7 @@ def test_a_redo_makes_the_entitys_hour_the_rollup_functions_and_one_of_an_hour_n
 ) -> None:
     # Given a compacted hour of a sparse fleet
     fleet = sparse_fleet(H, devices=10)
-    publish(db, fleet, version=2)
-    StateStore(db, "control", PREFIX).save(CompactionState(H))
+    to_compact(db, fleet)
     clock = [SETTLED]
     assert runner(clock).run(Deadline.never()).hours == 1
     late_entity = "dev-003"
@@ -224,8 +229,7 @@ def test_a_redo_that_leaves_a_group_without_readings_puts_its_partial_and_parts_
     # Given a compacted hour of one device alone
     only = "dev-000"
     fleet = [r for r in sparse_fleet(H, devices=1) if r.entity_id == only]
-    publish(db, fleet, version=2)
-    StateStore(db, "control", PREFIX).save(CompactionState(H))
+    to_compact(db, fleet)
     clock = [SETTLED]
     assert runner(clock).run(Deadline.never()).hours == 1
     assert parts(HOUR, H, H + HOUR) == {H: figures(fleet)}
@@ -246,7 +250,7 @@ def test_an_entity_written_under_two_group_counts_in_an_hour_is_counted_once(db:
     old, new = WriteTier(4), WriteTier(8)
     fleet = sparse_fleet(H, devices=24, per_device=4)
     first, second = [r for r in fleet if r.ts_ms < H + 30 * MINUTE], [r for r in fleet if r.ts_ms >= H + 30 * MINUTE]
-    StateStore(db, "control", PREFIX).save(CompactionState(H, 4))
+    save_state(db, CompactionState(H, 4))
     publish(db, first, version=1, tier=old)
     clock = [H + 30 * MINUTE]
     assert runner(clock, tier=new).run(Deadline.never()).hours == 0  # records the change
@@ -273,13 +277,11 @@ def test_an_entity_written_under_two_group_counts_in_an_hour_is_counted_once(db:
 
 def test_compacting_an_hour_again_puts_the_same_items(db: Any) -> None:
     fleet = sparse_fleet(H, devices=10)
-    publish(db, [*fleet, reading("mix", H + 1_000, "t")], version=2)
-    put_dense(db, [reading("mix", H + 50 * MINUTE + n * 1_000, f"d{n}") for n in range(8)], version=3)
-    StateStore(db, "control", PREFIX).save(CompactionState(H))
+    to_compact(db, [*fleet, reading("mix", H + 1_000, "t")], dense_mix=True)
     runner([SETTLED]).run(Deadline.never())
     first = control_items(db), compacted_items(db, "")
     # When the hour is compacted again (a run that stopped before saving its state)
-    StateStore(db, "control", PREFIX).save(CompactionState(H))
+    save_state(db, CompactionState(H))
     assert runner([SETTLED]).run(Deadline.never()).hours == 1
     # Then every item is the same
     assert (control_items(db), compacted_items(db, "")) == first
@@ -299,9 +301,7 @@ class Slow:
 
 
 def test_re_marks_stored_settle_or_more_after_their_stamp_are_put_again_before_the_state_moves(db: Any) -> None:
-    publish(db, [reading("mix", H + 1_000, "t")], version=2)
-    put_dense(db, [reading("mix", H + 50 * MINUTE + n * 1_000, f"d{n}") for n in range(8)], version=3)
-    StateStore(db, "control", PREFIX).save(CompactionState(H))
+    to_compact(db, [reading("mix", H + 1_000, "t")], dense_mix=True)
     # Given writes so slow that the step's re-marks are stored a settle time (3 minutes) after their
     # stamp: the rollup function may have closed their slot by then
     clock = [SETTLED]
@@ -322,10 +322,9 @@ def test_a_redo_of_an_hour_compacted_under_a_group_count_since_forgotten_redoes_
     # Given an hour compacted with 8 groups, and since then the deployment runs 4 (the state no longer
     # records 8: every hour 8 may have written is compacted)
     fleet = sparse_fleet(H, devices=10)
-    publish(db, fleet, version=2)
-    StateStore(db, "control", PREFIX).save(CompactionState(H))
+    to_compact(db, fleet)
     assert runner([SETTLED]).run(Deadline.never()).hours == 1
-    StateStore(db, "control", PREFIX).save(CompactionState(H + HOUR, 4))
+    save_state(db, CompactionState(H + HOUR, 4))
     four = WriteTier(4)
     late_entity = next(r.entity_id for r in fleet if four.group_of(r.entity_id) != TIER.group_of(r.entity_id))
     # When the rollup function asks for a redo with the group it sees (under 4), for a late reading
@@ -342,8 +341,7 @@ def test_a_redo_of_an_hour_compacted_under_a_group_count_since_forgotten_redoes_
 
 
 def test_a_redo_that_fails_leaves_its_requests_and_the_new_hours_are_compacted_all_the_same(db: Any) -> None:
-    publish(db, sparse_fleet(H, devices=10), version=2)
-    StateStore(db, "control", PREFIX).save(CompactionState(H))
+    to_compact(db, sparse_fleet(H, devices=10))
     assert runner([SETTLED]).run(Deadline.never()).hours == 1
     request = RedoRequest(H, TIER.group_of("dev-003"), "dev-003")
     put_redo(db, request)
@@ -361,8 +359,7 @@ def test_a_redo_that_fails_leaves_its_requests_and_the_new_hours_are_compacted_a
 
 
 def test_a_run_handles_at_most_redo_limit_requests(db: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    publish(db, sparse_fleet(H, devices=10), version=2)
-    StateStore(db, "control", PREFIX).save(CompactionState(H))
+    to_compact(db, sparse_fleet(H, devices=10))
     assert runner([SETTLED]).run(Deadline.never()).hours == 1
     requests = [RedoRequest(H, TIER.group_of(e), e) for e in ("dev-001", "dev-002", "dev-003")]
     for request in requests:

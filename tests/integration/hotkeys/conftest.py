@@ -4,9 +4,7 @@ helpers to build monitors on a simulated clock and to invoke the real handler.""
 
 from __future__ import annotations
 
-import importlib
 import json
-import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -16,13 +14,19 @@ import boto3
 import pytest
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 
-from adapters.observability import metrics
 from doubles.lambda_context import FakeLambdaContext
 from hotkeys.control_table import ControlTable
 from hotkeys.logic import BatchOutcome, HotKeyMonitor
 from hotkeys.settings import HotKeySettings
 from keydesign import Layout
-from tests.integration.mocked_aws import create_readings_table, mocked_aws
+from tests.integration.mocked_aws import (
+    Invocation,
+    all_items,
+    create_readings_table,
+    fresh_handler,
+    invoke_spying,
+    mocked_aws,
+)
 from tests.unit.hotkeys.stream_events import REGION, TABLE
 
 CONTROL = "control"
@@ -82,18 +86,12 @@ class Aws:
                 self.sqs.delete_message(QueueUrl=self.queue_url, ReceiptHandle=message["ReceiptHandle"])
 
     def control_items(self, pk_prefix: str) -> list[dict[str, Any]]:
-        items: list[dict[str, Any]] = []
-        kwargs: dict[str, Any] = {"TableName": CONTROL, "ConsistentRead": True}
-        while True:
-            page = self.dynamodb.scan(**kwargs)
-            items.extend(i for i in page["Items"] if i["pk"]["S"].startswith(pk_prefix))
-            if "LastEvaluatedKey" not in page:
-                return items
-            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        items = all_items(self.dynamodb, "scan", TableName=CONTROL, ConsistentRead=True)
+        return [i for i in items if i["pk"]["S"].startswith(pk_prefix)]
 
 
-def base_env(topic_arn: str, **overrides: str) -> dict[str, str]:
-    env = {
+def base_env(topic_arn: str) -> dict[str, str]:
+    return {
         "LAYOUT": "hybrid",
         "SHARDS": "4",
         "BUCKET": "1h",
@@ -103,17 +101,12 @@ def base_env(topic_arn: str, **overrides: str) -> dict[str, str]:
         "HOT_WINDOW": "60s",
         "HOT_WINDOW_GRACE": "30s",
         "HOT_ALERT_TOPIC_ARN": topic_arn,
-        "POWERTOOLS_SERVICE_NAME": "hotkeys",
-        "POWERTOOLS_METRICS_NAMESPACE": "TimeSeries",
-        "POWERTOOLS_TRACE_DISABLED": "true",
     }
-    env.update(overrides)
-    return env
 
 
 @pytest.fixture
 def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[Aws]:
-    with mocked_aws(monkeypatch, REGION):
+    with mocked_aws(monkeypatch, REGION, service="hotkeys"):
         dynamodb = boto3.client("dynamodb", region_name=REGION)
         create_readings_table(dynamodb, TABLE, stream=True)
         create_readings_table(dynamodb, CONTROL)
@@ -135,34 +128,8 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[Aws]:
 @pytest.fixture
 def handler_module(aws: Aws) -> Iterator[ModuleType]:
     """``hotkeys.handler`` imported fresh (its settings and clients are made at import)."""
-    sys.modules.pop("hotkeys.handler", None)
-    module = importlib.import_module("hotkeys.handler")
-    metrics.clear_metrics()
-    yield module
-    module.MONITOR.close()
-    sys.modules.pop("hotkeys.handler", None)
-    metrics.clear_metrics()
-
-
-@dataclass
-class Invocation:
-    response: dict[str, Any]
-    outcome: BatchOutcome
-    emf: list[dict[str, Any]]
-
-    @property
-    def failed(self) -> list[str]:
-        return [str(f["itemIdentifier"]) for f in self.response.get("batchItemFailures", [])]
-
-    def metric(self, name: str) -> float:
-        for blob in self.emf:
-            if name in blob:
-                value = blob[name]
-                return float(sum(value) if isinstance(value, list) else value)
-        raise AssertionError(f"metric {name} was not emitted")
-
-    def dimensioned(self, name: str) -> list[dict[str, Any]]:
-        return [blob for blob in self.emf if name in blob]
+    with fresh_handler("hotkeys.handler", "MONITOR") as module:
+        yield module
 
 
 def invoke(
@@ -170,36 +137,14 @@ def invoke(
     event: dict[str, Any],
     capsys: pytest.CaptureFixture[str],
     monitor: HotKeyMonitor | None = None,
-) -> Invocation:
+) -> Invocation[BatchOutcome]:
     """Call ``module.handler`` as Lambda would (with ``monitor`` standing in for the container's)."""
-    outcomes: list[BatchOutcome] = []
-    active = monitor or module.MONITOR
-    real = active.process
-
-    def spy(records: Any) -> BatchOutcome:
-        outcome = real(records)
-        outcomes.append(outcome)
-        return outcome
-
     previous = module.MONITOR
-    module.MONITOR = active
-    active.process = spy  # type: ignore[method-assign]
+    module.MONITOR = monitor or previous
     try:
-        capsys.readouterr()
-        response = module.handler(event, FakeLambdaContext())
+        return invoke_spying(module.handler, event, FakeLambdaContext(), capsys, logic=module.MONITOR, method="process")
     finally:
-        del active.process
         module.MONITOR = previous
-    out = capsys.readouterr().out
-    emf: list[dict[str, Any]] = []
-    for line in out.splitlines():
-        try:
-            blob = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(blob, dict) and "_aws" in blob:
-            emf.append(blob)
-    return Invocation(dict(response), outcomes[0], emf)
 
 
 def run(monitor: HotKeyMonitor, event: dict[str, Any]) -> tuple[dict[str, Any], BatchOutcome]:

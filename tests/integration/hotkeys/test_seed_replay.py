@@ -34,6 +34,7 @@ from adapters.shard_map_source import CachedShardMap
 from adapters.shard_map_store import ShardMapStore
 from keydesign import Layout, PartitionQuery, Reading, ShardMap, parse_timestamp, shard_of
 from tests.integration.hotkeys.conftest import CONTROL, Aws, SimClock, invoke
+from tests.integration.mocked_aws import all_items
 from tests.unit.hotkeys.stream_events import TABLE, item_record, stream_event
 
 pytestmark = pytest.mark.integration
@@ -69,20 +70,20 @@ def write_all(aws: Aws, items: list[dict[str, object]]) -> None:
 
 def query(aws: Aws, part: PartitionQuery) -> list[dict[str, Any]]:
     """One planned partition, every page (LastEvaluatedKey followed)."""
-    kwargs: dict[str, Any] = {"TableName": part.table, "ConsistentRead": True, "ProjectionExpression": "sk"}
     values: dict[str, Any] = {":pk": {"S": part.pk}}
     condition = "pk = :pk"
     if part.sk_low is not None and part.sk_high is not None:
         condition += " AND sk BETWEEN :lo AND :hi"
         values |= {":lo": {"S": part.sk_low}, ":hi": {"S": part.sk_high}}
-    kwargs |= {"KeyConditionExpression": condition, "ExpressionAttributeValues": values}
-    found: list[dict[str, Any]] = []
-    while True:
-        page = aws.dynamodb.query(**kwargs)
-        found.extend(page["Items"])
-        if "LastEvaluatedKey" not in page:
-            return found
-        kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+    return all_items(
+        aws.dynamodb,
+        "query",
+        TableName=part.table,
+        ConsistentRead=True,
+        ProjectionExpression="sk",
+        KeyConditionExpression=condition,
+        ExpressionAttributeValues=values,
+    )
 
 
 def read_back(aws: Aws, plan_parts: tuple[PartitionQuery, ...]) -> list[str]:

@@ -3,9 +3,7 @@ and the handler module imported fresh against them."""
 
 from __future__ import annotations
 
-import importlib
 import json
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -15,9 +13,8 @@ from typing import Any
 import boto3
 import pytest
 
-from adapters.observability import metrics
 from keydesign import Layout, Reading, ShardMap
-from tests.integration.mocked_aws import create_readings_table, mocked_aws
+from tests.integration.mocked_aws import all_items, create_readings_table, fresh_handler, mocked_aws
 from tests.unit.ingest.kinesis_events import REGION
 from tests.unit.ingest.stored import stored_readings
 
@@ -36,14 +33,7 @@ class Aws:
     env: dict[str, str]
 
     def table_items(self, table: str = TABLE) -> list[dict[str, Any]]:
-        items: list[dict[str, Any]] = []
-        kwargs: dict[str, Any] = {"TableName": table, "ConsistentRead": True}
-        while True:
-            page = self.dynamodb.scan(**kwargs)
-            items.extend(page["Items"])
-            if "LastEvaluatedKey" not in page:
-                return items
-            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        return all_items(self.dynamodb, "scan", TableName=table, ConsistentRead=True)
 
     def rejects(self) -> list[dict[str, Any]]:
         """Every message on the rejects queue (received and deleted)."""
@@ -72,27 +62,23 @@ class Aws:
         plan = self.layout.plan_entity(entity, from_ms, to_ms, self.shard_map)
         found: list[dict[str, Any]] = []
         for part in plan.partitions:
-            kwargs: dict[str, Any] = {
-                "TableName": part.table,
-                "KeyConditionExpression": "pk = :pk AND sk BETWEEN :lo AND :hi",
-                "ExpressionAttributeValues": {
+            found += all_items(
+                self.dynamodb,
+                "query",
+                TableName=part.table,
+                KeyConditionExpression="pk = :pk AND sk BETWEEN :lo AND :hi",
+                ExpressionAttributeValues={
                     ":pk": {"S": part.pk},
                     ":lo": {"S": part.sk_low},
                     ":hi": {"S": part.sk_high},
                 },
-                "ConsistentRead": True,
-            }
-            while True:
-                page = self.dynamodb.query(**kwargs)
-                found.extend(page["Items"])
-                if "LastEvaluatedKey" not in page:
-                    break
-                kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+                ConsistentRead=True,
+            )
         return found
 
 
 def base_env(queue_url: str, **overrides: str) -> dict[str, str]:
-    env = {
+    return {
         "LAYOUT": "hybrid",
         "SHARDS": "4",
         "BUCKET": "1h",
@@ -100,17 +86,13 @@ def base_env(queue_url: str, **overrides: str) -> dict[str, str]:
         "RETENTION": "30d",
         "REJECTS_QUEUE_URL": queue_url,
         "MAX_AGE": "7d",
-        "POWERTOOLS_SERVICE_NAME": "ingest",
-        "POWERTOOLS_METRICS_NAMESPACE": "TimeSeries",
-        "POWERTOOLS_TRACE_DISABLED": "true",
+        **overrides,
     }
-    env.update(overrides)
-    return env
 
 
 @pytest.fixture
 def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[Aws]:
-    with mocked_aws(monkeypatch, REGION):
+    with mocked_aws(monkeypatch, REGION, service="ingest"):
         dynamodb = boto3.client("dynamodb", region_name=REGION)
         create_readings_table(dynamodb, TABLE)
         sqs = boto3.client("sqs", region_name=REGION)
@@ -125,13 +107,8 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[Aws]:
 @pytest.fixture
 def handler_module(aws: Aws) -> Iterator[ModuleType]:
     """``ingest.handler`` imported fresh (its settings and clients are made at import)."""
-    sys.modules.pop("ingest.handler", None)
-    module = importlib.import_module("ingest.handler")
-    metrics.clear_metrics()
-    yield module
-    module.INGESTOR.close()
-    sys.modules.pop("ingest.handler", None)
-    metrics.clear_metrics()
+    with fresh_handler("ingest.handler", "INGESTOR") as module:
+        yield module
 
 
 def now_ms() -> int:

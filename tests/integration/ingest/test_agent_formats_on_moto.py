@@ -4,15 +4,13 @@ them, each bad part on the rejects queue with its reason."""
 
 from __future__ import annotations
 
-import importlib
-import sys
 from types import ModuleType
 
 import pytest
 
-from adapters.observability import metrics
 from tests.integration.ingest.conftest import Aws, now_ms
 from tests.integration.ingest.helpers import invoke
+from tests.integration.mocked_aws import fresh_handler
 from tests.unit.ingest.agents import (
     Point,
     WritePrecision,
@@ -87,16 +85,10 @@ def test_a_deployment_reads_only_the_formats_it_enables(
     aws: Aws, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("INGEST_FORMATS", "otlp_proto")
-    sys.modules.pop("ingest.handler", None)
-    module = importlib.import_module("ingest.handler")
-    try:
+    with fresh_handler("ingest.handler", "INGESTOR") as module:
         t_ns = (now_ms() - 1_000) * NS
         line = line_protocol(Point("cpu").tag("host", "h").field("v", 1.0).time(t_ns, WritePrecision.NS))
         result = invoke(module, kinesis_event([line]), capsys)
-    finally:
-        module.INGESTOR.close()
-        sys.modules.pop("ingest.handler", None)
-        metrics.clear_metrics()
     assert result.failed == [] and aws.readings() == []
     (reject,) = aws.rejects()
     assert reject["field"] == "data" and reject["reason"].startswith("is not JSON (")

@@ -8,8 +8,6 @@ number onward, and check nothing ends up stored twice.
 
 from __future__ import annotations
 
-import importlib
-import sys
 from collections.abc import Mapping
 from types import ModuleType
 from typing import Any
@@ -18,12 +16,13 @@ import pytest
 
 from adapters.clients import client
 from doubles.lambda_context import FakeLambdaContext
-from ingest.logic import Ingestor
+from ingest.logic import BatchOutcome, Ingestor
 from ingest.settings import IngestSettings
 from keydesign import Layout
 from local_runtime.faults import FaultInjectingDynamoDB, FaultInjectingSQS, FaultPlan, service_error
 from tests.integration.ingest.conftest import Aws, now_ms
-from tests.integration.ingest.helpers import Invocation, invoke
+from tests.integration.ingest.helpers import invoke
+from tests.integration.mocked_aws import Invocation, create_readings_table, fresh_handler
 from tests.unit.ingest.kinesis_events import FakeClock, as_json, kinesis_event, reading
 
 pytestmark = pytest.mark.integration
@@ -45,7 +44,7 @@ def _batch(entities: int = 8, per_record: int = 30, start: int | None = None) ->
     return kinesis_event(payloads), entities * per_record
 
 
-def _redeliver(event: dict[str, Any], first: Invocation) -> dict[str, Any]:
+def _redeliver(event: dict[str, Any], first: Invocation[BatchOutcome]) -> dict[str, Any]:
     """What Lambda sends next: the batch from the lowest failed sequence number on."""
     failed = first.failed
     assert failed, "nothing to redeliver"
@@ -249,27 +248,14 @@ def test_a_missing_per_period_table_hands_its_readings_back(
     now = now_ms()
     today, yesterday = layout.table_for(now), layout.table_for(now - 86_400_000)
     assert today != yesterday
-    aws.dynamodb.create_table(
-        TableName=today,
-        AttributeDefinitions=[
-            {"AttributeName": "pk", "AttributeType": "S"},
-            {"AttributeName": "sk", "AttributeType": "S"},
-        ],
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-        BillingMode="PAY_PER_REQUEST",
-    )
-    sys.modules.pop("ingest.handler", None)
-    module = importlib.import_module("ingest.handler")
-    try:
+    create_readings_table(aws.dynamodb, today)
+    with fresh_handler("ingest.handler", "INGESTOR") as module:
         payloads = [
             as_json([reading("sensor-p", now - 1000 - i, f"t{i}") for i in range(30)]),
             as_json([reading("sensor-p", now - 86_400_000 - i, f"y{i}") for i in range(5)]),
         ]
         event = kinesis_event(payloads)
         result = invoke(module, event, capsys)
-    finally:
-        module.INGESTOR.close()
-        sys.modules.pop("ingest.handler", None)
 
     # Then today's readings are written, each with its retention TTL (exact retention inside a table
     # dropped a period later), and yesterday's record is handed back

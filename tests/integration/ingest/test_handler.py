@@ -20,6 +20,7 @@ from adapters.stream_events import NotAStreamEvent
 from doubles.lambda_context import FakeLambdaContext
 from tests.integration.ingest.conftest import Aws, base_env, now_ms
 from tests.integration.ingest.helpers import invoke
+from tests.integration.mocked_aws import create_readings_table, fresh_handler
 from tests.unit.ingest.kinesis_events import as_json, kinesis_event, reading, sequence_number
 from tests.unit.ingest.kpl import aggregate
 from tests.unit.ingest.stored import block_of
@@ -313,15 +314,7 @@ def test_the_handler_tunes_the_garbage_collector_once_its_init_is_done(
 
 
 def _control_table(aws: Aws, name: str = "readings-control") -> str:
-    aws.dynamodb.create_table(
-        TableName=name,
-        AttributeDefinitions=[
-            {"AttributeName": "pk", "AttributeType": "S"},
-            {"AttributeName": "sk", "AttributeType": "S"},
-        ],
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-        BillingMode="PAY_PER_REQUEST",
-    )
+    create_readings_table(aws.dynamodb, name)
     return name
 
 
@@ -335,15 +328,10 @@ def test_writers_follow_the_shard_map_in_the_control_table(
     store = ShardMapStore(aws.dynamodb, table, aws.shard_map, clock_ms=lambda: boundary - HOUR)
     store.apply(lambda m: m.with_entity("sensor-hot", 4, boundary, now_ms=boundary - HOUR), reason="test split")
     monkeypatch.setenv("CONTROL_TABLE", table)
-    sys.modules.pop("ingest.handler", None)
-    module = importlib.import_module("ingest.handler")
-    try:
+    with fresh_handler("ingest.handler", "INGESTOR") as module:
         # When 200 readings of the hot sensor since the boundary are ingested, one a second: 20 blocks
         payloads = [as_json([reading("sensor-hot", boundary + i * 1_000, f"h{i}") for i in range(200)])]
         result = invoke(module, kinesis_event(payloads), capsys)
-    finally:
-        module.INGESTOR.close()
-        sys.modules.pop("ingest.handler", None)
     # Then their blocks are spread over the entity's own 4 partitions, and the plan made
     # from the stored map finds every one of them
     assert result.failed == []
@@ -359,13 +347,8 @@ def test_the_first_writer_stores_the_initial_map_when_the_control_table_is_empty
 ) -> None:
     table = _control_table(aws)
     monkeypatch.setenv("CONTROL_TABLE", table)
-    sys.modules.pop("ingest.handler", None)
-    module = importlib.import_module("ingest.handler")
-    try:
+    with fresh_handler("ingest.handler", "INGESTOR") as module:
         result = invoke(module, kinesis_event([as_json(reading("sensor-a", now_ms() - 1000, "a1"))]), capsys)
-    finally:
-        module.INGESTOR.close()
-        sys.modules.pop("ingest.handler", None)
     assert result.failed == []
     stored = ShardMapStore(aws.dynamodb, table, aws.shard_map).peek()
     assert stored is not None and stored.global_shards_at(now_ms()) == 4

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
-import sys
-
 import boto3
 import pytest
 
@@ -13,7 +10,7 @@ from ingest.settings import IngestSettings
 from tests.integration.iam_conformance import FAILURE_DESTINATION, assert_conforms, iam_action, recording
 from tests.integration.ingest.conftest import REGION, Aws, now_ms
 from tests.integration.ingest.helpers import invoke
-from tests.integration.mocked_aws import create_readings_table
+from tests.integration.mocked_aws import create_readings_table, fresh_handler
 from tests.unit.ingest.kinesis_events import as_json, batch, kinesis_event, reading
 
 pytestmark = pytest.mark.integration
@@ -29,13 +26,8 @@ def test_every_call_ingest_makes_is_granted_to_its_role(
     ts = now_ms() - 60_000
     payloads = [as_json(reading(f"sensor-{n}", ts + n, f"e{n}")) for n in range(30)] + [b"not json"]
     with recording("ingest") as called:
-        sys.modules.pop("ingest.handler", None)
-        module = importlib.import_module("ingest.handler")
-        try:
+        with fresh_handler("ingest.handler", "INGESTOR") as module:
             result = invoke(module, kinesis_event(payloads), capsys)
-        finally:
-            module.INGESTOR.close()
-            sys.modules.pop("ingest.handler", None)
         # And, with hourly tables, a reading two days old whose hour has no table: the rotator is asked
         hourly = {**aws.env, "TABLE_PERIOD": "hour", "MAX_AGE": "3d", "ROTATOR_FUNCTION": "TimeSeriesIngest-rotator"}
         late = Ingestor.from_settings(IngestSettings.from_env(hourly))

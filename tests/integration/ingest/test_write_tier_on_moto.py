@@ -3,18 +3,16 @@ current hour land in group items, a dense entity's in its blocks after its dense
 
 from __future__ import annotations
 
-import importlib
-import sys
 from collections.abc import Iterator
 from types import ModuleType
 
 import pytest
 
-from adapters.observability import metrics
 from keydesign.blocks import decode_group
 from keydesign.writetier import DENSE_MARK_PREFIX, GROUP_PK_PREFIX, SLICE_MS, WriteTier, slice_start
 from tests.integration.ingest.conftest import Aws, now_ms
 from tests.integration.ingest.helpers import invoke
+from tests.integration.mocked_aws import fresh_handler
 from tests.unit.ingest.kinesis_events import as_json, kinesis_event, reading
 from tests.unit.ingest.stored import stored_readings
 
@@ -26,13 +24,8 @@ TIER = WriteTier(8)
 @pytest.fixture
 def tiered_handler(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
     monkeypatch.setenv("WRITE_TIER_GROUPS", str(TIER.groups))
-    sys.modules.pop("ingest.handler", None)
-    module = importlib.import_module("ingest.handler")
-    metrics.clear_metrics()
-    yield module
-    module.INGESTOR.close()
-    sys.modules.pop("ingest.handler", None)
-    metrics.clear_metrics()
+    with fresh_handler("ingest.handler", "INGESTOR") as module:
+        yield module
 
 
 def test_sparse_readings_land_in_group_items_and_a_dense_entitys_in_blocks_after_its_mark(

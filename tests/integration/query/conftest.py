@@ -86,6 +86,12 @@ class Store:
         """Store ``reading`` alone in a batch (see :meth:`write_batch`)."""
         return self.write_batch([reading], ttl=ttl, copies=copies)[0]
 
+    def write_series(self, entity: str, count: int, every_ms: int) -> None:
+        """``count`` readings of ``entity`` from three hours before NOW, ``every_ms`` apart, each alone in
+        a batch (event ids e00, e01, ...)."""
+        for n in range(count):
+            self.write(reading(entity, NOW - 3 * HOUR + n * every_ms, f"e{n:02d}"))
+
     def write_batch(self, readings: list[Reading], *, ttl: int | None = None, copies: int = 1) -> list[Written]:
         """Store ``readings`` as one ingest batch does: the blocks ``Layout.pack`` makes, of the next
         version, with ``ttl`` (None: none). ``copies`` > 1 stores a single-block batch again under

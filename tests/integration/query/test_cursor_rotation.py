@@ -24,7 +24,7 @@ from query.cursor import CursorCodec, CursorKeys
 from query.logic import QueryService
 from query.settings import CursorSecretSource, QueryLimits
 from tests.integration.iam_conformance import assert_conforms, recording
-from tests.integration.query.conftest import HOUR, NOW, REGION, Store, StoreFactory, reading
+from tests.integration.query.conftest import NOW, REGION, Store, StoreFactory
 from tests.integration.query.test_cursors import FROM, PATH, TO, assert_cursor_refused, first_cursor
 from tests.unit.query.apigw import ApiClient
 
@@ -76,8 +76,7 @@ def rotate(dynamodb: Any, monkeypatch: pytest.MonkeyPatch) -> Callable[[str], No
 @pytest.fixture
 def store(make_store: StoreFactory) -> Store:
     made = make_store("hybrid")
-    for n in range(20):
-        made.write(reading("sensor-1", NOW - 3 * HOUR + n * 300_000, f"e{n:02d}"))
+    made.write_series("sensor-1", 20, 300_000)
     return made
 
 

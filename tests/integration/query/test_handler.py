@@ -19,7 +19,7 @@ from adapters.observability import metrics
 from adapters.settings import SettingsError
 from doubles.lambda_context import FakeLambdaContext
 from keydesign import format_ts
-from tests.integration.query.conftest import HOUR, NOW, PREFIX, Store, StoreFactory, reading
+from tests.integration.query.conftest import HOUR, NOW, PREFIX, Store, StoreFactory
 from tests.unit.query.apigw import ApiClient, entity_path, rest_event
 
 pytestmark = pytest.mark.integration
@@ -37,9 +37,8 @@ ENV = {
 @pytest.fixture
 def store(make_store: StoreFactory) -> Store:
     made = make_store("hybrid")
-    for n in range(12):
-        # relative to the wall clock: the handler runs with the real one
-        made.write(reading("sensor-1", NOW - 3 * HOUR + n * 600_000, f"e{n:02d}"))
+    # relative to the wall clock: the handler runs with the real one
+    made.write_series("sensor-1", 12, 600_000)
     return made
 
 

@@ -12,6 +12,7 @@ from keydesign import Bucket, ShardMap, format_ts
 from query.api import create_app
 from query.logic import QueryService
 from query.settings import QuerySettings
+from tests.integration.mocked_aws import create_readings_table
 from tests.integration.query.conftest import HOUR, NOW, PREFIX, StoreFactory, reading
 from tests.unit.query.apigw import ApiClient, entity_path
 
@@ -23,18 +24,6 @@ CONTROL = "control"
 ENV = {"LAYOUT": "hybrid", "SHARDS": "4", "BUCKET": "1h", "TABLE_PREFIX": PREFIX, "CURSOR_SECRET": "c" * 40}
 
 
-def create_control_table(dynamodb: Any) -> None:
-    dynamodb.create_table(
-        TableName=CONTROL,
-        AttributeDefinitions=[
-            {"AttributeName": "pk", "AttributeType": "S"},
-            {"AttributeName": "sk", "AttributeType": "S"},
-        ],
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-        BillingMode="PAY_PER_REQUEST",
-    )
-
-
 def api(env: dict[str, str]) -> ApiClient:
     return ApiClient(create_app(QueryService.from_settings(QuerySettings.from_env(env))).resolve)
 
@@ -44,7 +33,7 @@ def test_a_split_recorded_in_the_store_is_followed(make_store: StoreFactory) -> 
     initial = ShardMap.initial(Bucket.parse("1h"), 4)
     split = initial.with_entity("sensor-hot", 3, SPLIT, now_ms=START)
     store = make_store("hybrid", shard_map=split)
-    create_control_table(store.dynamodb)
+    create_readings_table(store.dynamodb, CONTROL)
     ShardMapStore(store.dynamodb, CONTROL, initial, clock_ms=lambda: START).apply(
         lambda m: m.with_entity("sensor-hot", 3, SPLIT, now_ms=START), reason="test: hot entity"
     )
@@ -64,7 +53,7 @@ def test_a_split_recorded_in_the_store_is_followed(make_store: StoreFactory) -> 
 
 def test_without_a_stored_map_the_initial_one_is_used_and_nothing_is_written(make_store: StoreFactory) -> None:
     store = make_store("hybrid")
-    create_control_table(store.dynamodb)
+    create_readings_table(store.dynamodb, CONTROL)
     store.write(reading("sensor-1", NOW - HOUR, "e1"))
 
     reply = api({**ENV, "CONTROL_TABLE": CONTROL}).get(
@@ -79,7 +68,7 @@ def test_a_warm_function_answers_from_its_last_good_map_when_the_stored_one_brea
     # Given readings written under a split, and a query function (re-reading the map on every request) that has read it
     initial = ShardMap.initial(Bucket.parse("1h"), 4)
     store = make_store("hybrid", shard_map=initial.with_entity("sensor-hot", 3, SPLIT, now_ms=START))
-    create_control_table(store.dynamodb)
+    create_readings_table(store.dynamodb, CONTROL)
     ShardMapStore(store.dynamodb, CONTROL, initial, clock_ms=lambda: START).apply(
         lambda m: m.with_entity("sensor-hot", 3, SPLIT, now_ms=START), reason="test: hot entity"
     )

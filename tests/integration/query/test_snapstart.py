@@ -20,7 +20,7 @@ from adapters.clients import client, reset_clients
 from adapters.observability import metrics
 from keydesign import format_ts
 from tests.integration.mocked_aws import create_readings_table
-from tests.integration.query.conftest import HOUR, NOW, PREFIX, Store, StoreFactory, reading
+from tests.integration.query.conftest import HOUR, NOW, PREFIX, Store, StoreFactory
 from tests.unit.query.apigw import ApiClient, entity_path
 
 pytestmark = pytest.mark.integration
@@ -83,8 +83,7 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> Calls:
 def store(make_store: StoreFactory, monkeypatch: pytest.MonkeyPatch) -> Store:
     made = make_store("hybrid")
     create_readings_table(made.dynamodb, CONTROL)
-    for n in range(12):
-        made.write(reading("sensor-1", NOW - 3 * HOUR + n * 600_000, f"e{n:02d}"))
+    made.write_series("sensor-1", 12, 600_000)
     secret = client("secretsmanager").create_secret(Name="query/cursor-key", SecretString=KEY_BEFORE)
     for name, value in {**ENV, "CURSOR_SECRET_ARN": secret["ARN"]}.items():
         monkeypatch.setenv(name, value)

@@ -319,6 +319,21 @@ class World:
     def alarm_names(self) -> list[str]:
         return sorted(a["AlarmName"] for a in self.alarms())
 
+    def put_alarm_by_hand(self, name: str, metric: str, threshold: float, **extra: Any) -> None:
+        """An alarm on a table's DynamoDB ``metric`` (a sum a minute over ``threshold``) that a person
+        put, not the rotator."""
+        self.cloudwatch.put_metric_alarm(
+            AlarmName=name,
+            Namespace="AWS/DynamoDB",
+            MetricName=metric,
+            Statistic="Sum",
+            Period=60,
+            EvaluationPeriods=1,
+            Threshold=threshold,
+            ComparisonOperator="GreaterThanOrEqualToThreshold",
+            **extra,
+        )
+
     def create_foreign(self, name: str, **extra: Any) -> None:
         """A table the rotator did not make (no tags)."""
         self.dynamodb.create_table(
@@ -361,13 +376,7 @@ def base_env(function_arn: str, topic_arn: str, dead_letter_arn: str) -> dict[st
 
 @pytest.fixture
 def world(monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
-    with mocked_aws(
-        monkeypatch,
-        REGION,
-        POWERTOOLS_SERVICE_NAME="rotator",
-        POWERTOOLS_METRICS_NAMESPACE="TimeSeries",
-        POWERTOOLS_TRACE_DISABLED="true",
-    ):
+    with mocked_aws(monkeypatch, REGION, service="rotator"):
         iam = boto3.client("iam", region_name=REGION)
         role = iam.create_role(RoleName="hotkeys", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
         lambda_ = boto3.client("lambda", region_name=REGION)

@@ -211,16 +211,7 @@ def test_a_drifted_mapping_and_alarm_are_put_back(world: World) -> None:
     # When someone turns bisect off on a mapping and edits an alarm by hand
     mapping = mapping_of(world, "readings-2026-11-23")
     world.lambda_.update_event_source_mapping(UUID=mapping["UUID"], BisectBatchOnFunctionError=False)
-    world.cloudwatch.put_metric_alarm(
-        AlarmName="readings-2026-11-23-read-throttles",
-        Namespace="AWS/DynamoDB",
-        MetricName="ReadThrottleEvents",
-        Statistic="Sum",
-        Period=60,
-        EvaluationPeriods=1,
-        Threshold=1000.0,
-        ComparisonOperator="GreaterThanOrEqualToThreshold",
-    )
+    world.put_alarm_by_hand("readings-2026-11-23-read-throttles", "ReadThrottleEvents", 1000.0)
     # Then the next run restores both, and only those
     summary = run_twice(rotator, clients)
     assert summary.configured == {"readings-2026-11-23": ["stream_mapping_updated", "alarms"]}

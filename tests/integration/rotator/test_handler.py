@@ -4,7 +4,6 @@ and the metrics Powertools writes (EMF on stdout)."""
 from __future__ import annotations
 
 import importlib
-import json
 import sys
 import time
 from collections.abc import Iterator
@@ -18,6 +17,7 @@ from adapters.settings import SettingsError
 from doubles.lambda_context import FakeLambdaContext
 from keydesign import Layout
 from rotator.request import InvalidRequest
+from tests.integration.mocked_aws import emitted_metrics
 from tests.integration.rotator.conftest import PREFIX, World
 
 pytestmark = pytest.mark.integration
@@ -41,19 +41,6 @@ def load(world: World, monkeypatch: pytest.MonkeyPatch, **overrides: str) -> Mod
 def fresh_import() -> Iterator[None]:
     yield
     sys.modules.pop("rotator.handler", None)
-
-
-def emitted_metrics(output: str) -> dict[str, float]:
-    """The metric values of the EMF lines Powertools printed (one value each here)."""
-    values: dict[str, float] = {}
-    for line in output.splitlines():
-        if '"_aws"' in line:
-            document = json.loads(line)
-            for definition in document["_aws"]["CloudWatchMetrics"]:
-                for metric in definition["Metrics"]:
-                    value = document[metric["Name"]]
-                    values[metric["Name"]] = value[0] if isinstance(value, list) else value
-    return values
 
 
 @pytest.mark.usefixtures("fresh_import")

@@ -10,10 +10,13 @@ with the rotator's own lifecycle module, so a wrong rule there cannot hide itsel
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from rotator.logic import Rotator
+from rotator.summary import RunSummary
 from tests.integration.rotator.conftest import HOUR, MINUTE, Clock, World, at
 
 pytestmark = pytest.mark.integration
@@ -25,23 +28,42 @@ def iso(ms: int) -> datetime:
     return datetime.fromtimestamp(ms / 1000, UTC)
 
 
-def expected_tables(
-    now_ms: int, *, first: datetime, step: timedelta, retention: timedelta, prebuild: int, fmt: str
-) -> dict[str, datetime]:
-    """Name -> period end of every table that must exist at ``now_ms``: made since ``first``,
-    not past retention, at most ``prebuild`` periods ahead."""
-    now = iso(now_ms)
-    current = first
-    while current + step <= now:
-        current += step
-    found: dict[str, datetime] = {}
-    start = first
-    while start <= current + prebuild * step:
-        end = start + step
-        if end + retention > now:
-            found[f"readings-{start.strftime(fmt)}"] = end
-        start += step
-    return found
+@dataclass(frozen=True)
+class Periods:
+    """Tables of ``step`` named with ``fmt``, made since ``first``, kept ``retention`` after their end,
+    built ``prebuild`` periods ahead."""
+
+    first: datetime
+    step: timedelta
+    retention: timedelta
+    prebuild: int
+    fmt: str
+
+    def expected(self, now_ms: int) -> dict[str, datetime]:
+        """Name -> period end of every table that must exist at ``now_ms``: made since ``first``,
+        not past retention, at most ``prebuild`` periods ahead."""
+        now = iso(now_ms)
+        current = self.first
+        while current + self.step <= now:
+            current += self.step
+        found: dict[str, datetime] = {}
+        start = self.first
+        while start <= current + self.prebuild * self.step:
+            end = start + self.step
+            if end + self.retention > now:
+                found[f"readings-{start.strftime(self.fmt)}"] = end
+            start += self.step
+        return found
+
+    def run(self, rotator: Rotator, world: World, now_ms: int) -> tuple[RunSummary, dict[str, datetime]]:
+        """One run at ``now_ms``: no error, the current table and the ``prebuild`` next ones ready, and
+        exactly the tables that must exist (returned with the run's summary)."""
+        summary = rotator.run()
+        assert summary.errors == [], summary.errors
+        assert summary.periods_ready == 1 + self.prebuild
+        expected = self.expected(now_ms)
+        assert world.ours() == sorted(expected)
+        return summary, expected
 
 
 def open_tables(expected: dict[str, datetime], now_ms: int, cold_after: timedelta) -> list[str]:
@@ -78,19 +100,14 @@ def test_days_of_hourly_runs_over_daily_tables(world: World) -> None:
     step, retention = timedelta(days=1), timedelta(days=7, minutes=15)
     # At 00:30 on the 1st, October 31st still takes late readings: it is built too.
     first = datetime(2026, 10, 31, tzinfo=UTC)
+    daily = Periods(first, step, retention, prebuild=2, fmt="%Y-%m-%d")
     deleted: list[str] = []
     dialled: list[str] = []
 
     # When the rotator runs every hour for DAYS days
     for _ in range(DAYS * 24):
-        summary = rotator.run()
         # Then after every run: no error, the current table and the next two are ready,
-        assert summary.errors == [], summary.errors
-        assert summary.periods_ready == 3
-        expected = expected_tables(
-            clock.now_ms, first=first, step=step, retention=retention, prebuild=2, fmt="%Y-%m-%d"
-        )
-        assert world.ours() == sorted(expected)
+        summary, expected = daily.run(rotator, world, clock.now_ms)
         # only the open tables have alarms,
         live = open_tables(expected, clock.now_ms, timedelta(hours=2, minutes=15))
         assert world.alarm_names() == sorted(f"{name}-{kind}" for name in live for kind in KINDS)
@@ -105,7 +122,7 @@ def test_days_of_hourly_runs_over_daily_tables(world: World) -> None:
     clock.advance(-HOUR)
 
     # Then the last day's state is exactly what the rules say
-    expected = expected_tables(clock.now_ms, first=first, step=step, retention=retention, prebuild=2, fmt="%Y-%m-%d")
+    expected = daily.expected(clock.now_ms)
     assert sorted(expected) == [f"readings-2026-11-{d:02d}" for d in range(DAYS - 7, DAYS + 3)]
     check_world(world, expected, clock.now_ms, timedelta(hours=2, minutes=15))
     # Every table that closed was switched to on-demand once, every expired one dropped once
@@ -130,21 +147,15 @@ def test_a_day_of_quarter_hourly_runs_over_hourly_tables(world: World) -> None:
     start = at("2026-11-22T00:05:00Z")
     clock = Clock(start)
     rotator, clients = world.rotator(clock, **overrides)
-    step, retention = timedelta(hours=1), timedelta(hours=12, minutes=10)
     first = datetime(2026, 11, 21, 23, tzinfo=UTC)  # 23:00 is still in grace at 00:05
+    hourly = Periods(first, timedelta(hours=1), timedelta(hours=12, minutes=10), prebuild=3, fmt="%Y-%m-%d-%H")
 
     for _ in range(24 * 4):  # past the 12 hours of retention: tables are dropped two a run at most
-        summary = rotator.run()
-        assert summary.errors == [], summary.errors
-        assert summary.periods_ready == 4
-        expected = expected_tables(
-            clock.now_ms, first=first, step=step, retention=retention, prebuild=3, fmt="%Y-%m-%d-%H"
-        )
-        assert world.ours() == sorted(expected)
+        hourly.run(rotator, world, clock.now_ms)
         clock.advance(15 * MINUTE)
     clock.advance(-15 * MINUTE)
 
-    expected = expected_tables(clock.now_ms, first=first, step=step, retention=retention, prebuild=3, fmt="%Y-%m-%d-%H")
+    expected = hourly.expected(clock.now_ms)
     assert len(expected) == 12 + 1 + 3  # twelve hours kept, the current one, three ahead
     check_world(world, expected, clock.now_ms, timedelta(minutes=40))
 

@@ -85,16 +85,8 @@ def test_tables_that_only_share_the_prefix_are_never_touched(world: World) -> No
     ]
     for name in foreign:
         world.create_foreign(name)
-    world.cloudwatch.put_metric_alarm(
-        AlarmName="readings-2026-10-02-write-throttles",
-        AlarmDescription="made by hand",
-        Namespace="AWS/DynamoDB",
-        MetricName="WriteThrottleEvents",
-        Statistic="Sum",
-        Period=60,
-        EvaluationPeriods=1,
-        Threshold=1.0,
-        ComparisonOperator="GreaterThanOrEqualToThreshold",
+    world.put_alarm_by_hand(
+        "readings-2026-10-02-write-throttles", "WriteThrottleEvents", 1.0, AlarmDescription="made by hand"
     )
     before = {name: (world.tags(name), world.ttl(name), world.table(name)["TableStatus"]) for name in foreign}
 

@@ -1,9 +1,10 @@
-"""A loopback stand-in for DynamoDB that counts connections, for the tests of pooled connections."""
+"""Stand-ins for DynamoDB: a loopback one that counts connections, for the tests of pooled connections,
+and a throttled BatchGetItem, for the readers of unprocessed keys (``adapters.retry.batch_get``)."""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -54,3 +55,30 @@ def dynamodb_endpoint(monkeypatch: pytest.MonkeyPatch) -> Iterator[CountingDynam
     yield server
     server.shutdown()
     server.server_close()
+
+
+class ThrottledBatchGets:
+    """BatchGetItem over a dict of items that reads at most ``per_call`` keys a call and hands the
+    rest back as ``UnprocessedKeys``, as a throttled table does. It is asked of ``table`` only, for
+    100 keys at most (and, if ``consistent`` is given, with that ConsistentRead); ``asked`` counts
+    the keys of each call."""
+
+    def __init__(
+        self, table: str, items: list[Mapping[str, Any]], per_call: int, *, consistent: bool | None = None
+    ) -> None:
+        self.table = table
+        self.items = {(item["pk"]["S"], item["sk"]["S"]): item for item in items}
+        self.per_call = per_call
+        self.consistent = consistent
+        self.asked: list[int] = []
+
+    def batch_get_item(self, **kwargs: Any) -> Mapping[str, Any]:
+        ((table, request),) = kwargs["RequestItems"].items()
+        keys = request["Keys"]
+        assert table == self.table and len(keys) <= 100
+        assert self.consistent is None or request["ConsistentRead"] is self.consistent
+        self.asked.append(len(keys))
+        read, rest = keys[: self.per_call], keys[self.per_call :]
+        found = [self.items[k] for k in ((key["pk"]["S"], key["sk"]["S"]) for key in read) if k in self.items]
+        answer: dict[str, Any] = {"Responses": {table: found}, "ConsumedCapacity": [{"CapacityUnits": 0.5 * len(read)}]}
+        return answer | ({"UnprocessedKeys": {table: {"Keys": rest}}} if rest else {})

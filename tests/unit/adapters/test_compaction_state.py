@@ -12,20 +12,27 @@ HOUR = 3_600_000
 THROUGH = 1_795_327_200_000  # 2026-11-22T06:00:00Z, the end of an hour
 
 
-def state(db: MemoryDynamo, through: object) -> None:
+def state(db: MemoryDynamo, through: object, **attributes: dict[str, str]) -> None:
+    """The compaction state item, as compaction stores it: ``through``, and any other ``attributes``."""
     kind = "S" if isinstance(through, str) else "N"
     db.put_item(
         TableName="control",
-        Item={"pk": {"S": "compactstate"}, "sk": {"S": "readings"}, "through": {kind: str(through)}},
+        Item={"pk": {"S": "compactstate"}, "sk": {"S": "readings"}, "through": {kind: str(through)}, **attributes},
     )
 
 
-def test_the_watermark_is_read_once_per_ttl_and_a_stale_copy_is_older() -> None:
-    # Given a stored watermark, read through a cache of a minute
+def cached_watermark() -> tuple[MemoryDynamo, list[float], CachedWatermark]:
+    """A stored watermark, read once through a cache of a minute on a clock the test moves (at 0 s)."""
     db, clock = MemoryDynamo(), [0.0]
     watermark = CachedWatermark(db, "control", "readings", 60_000, clock=lambda: clock[0])
     state(db, THROUGH)
     assert watermark.state().through == THROUGH
+    return db, clock, watermark
+
+
+def test_the_watermark_is_read_once_per_ttl_and_a_stale_copy_is_older() -> None:
+    # Given a stored watermark, read through a cache of a minute
+    db, clock, watermark = cached_watermark()
 
     # When compaction moves it on: the cached (older) copy holds until the minute is up, then the new one
     state(db, THROUGH + HOUR)
@@ -37,10 +44,7 @@ def test_the_watermark_is_read_once_per_ttl_and_a_stale_copy_is_older() -> None:
 
 def test_a_consistent_read_skips_the_cache_and_refreshes_it() -> None:
     # Given a cached copy of the watermark, and compaction moving it on within the minute
-    db, clock = MemoryDynamo(), [0.0]
-    watermark = CachedWatermark(db, "control", "readings", 60_000, clock=lambda: clock[0])
-    state(db, THROUGH)
-    assert watermark.state().through == THROUGH
+    db, _, watermark = cached_watermark()
     state(db, THROUGH + HOUR)
     calls: list[dict[str, object]] = []
     read = db.get_item
@@ -68,15 +72,13 @@ def test_a_watermark_that_is_not_an_hours_end_is_an_error_naming_it(through: obj
 
 def test_the_cached_state_holds_the_group_counts_compaction_recorded() -> None:
     db = MemoryDynamo()
-    item = {"through": {"N": str(THROUGH)}, "groups": {"N": "8"}, "previous": {"S": f"4@{THROUGH + HOUR}"}}
-    db.put_item(TableName="control", Item={"pk": {"S": "compactstate"}, "sk": {"S": "readings"}, **item})
+    state(db, THROUGH, groups={"N": "8"}, previous={"S": f"4@{THROUGH + HOUR}"})
     got = CachedWatermark(db, "control", "readings", 60_000).state()
     assert got == CompactionState(THROUGH, 8, (EarlierGroups(4, THROUGH + HOUR),))
 
 
 def test_a_malformed_earlier_group_count_is_an_error_naming_it() -> None:
     db = MemoryDynamo()
-    item = {"through": {"N": str(THROUGH)}, "previous": {"N": "4"}}  # no "@<until>"
-    db.put_item(TableName="control", Item={"pk": {"S": "compactstate"}, "sk": {"S": "readings"}, **item})
+    state(db, THROUGH, previous={"N": "4"})  # no "@<until>"
     with pytest.raises(ValueError, match="previous"):
         CachedWatermark(db, "control", "readings", 60_000).state()

@@ -3,37 +3,15 @@ on the injected sleep (no real sleep), and rollups that stay unprocessed fail th
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 import pytest
 
 from adapters.rollup_store import ReadCount, RollupStore
 from keydesign.rollup import Figures
+from tests.unit.adapters.conftest import ThrottledBatchGets
 
 TABLE = "control"
 HOUR = 3_600_000
 STARTS = [1_795_000_000_000 + i * HOUR for i in range(150)]  # two BatchGetItem chunks (100 keys each at most)
-
-
-class ThrottledBatchGets:
-    """BatchGetItem over a dict of items that reads at most ``per_call`` keys a call and hands the
-    rest back as ``UnprocessedKeys``, as a throttled table does."""
-
-    def __init__(self, items: list[Mapping[str, Any]], per_call: int) -> None:
-        self.items = {(item["pk"]["S"], item["sk"]["S"]): item for item in items}
-        self.per_call = per_call
-        self.asked: list[int] = []
-
-    def batch_get_item(self, **kwargs: Any) -> Mapping[str, Any]:
-        ((table, request),) = kwargs["RequestItems"].items()
-        keys = request["Keys"]
-        assert table == TABLE and len(keys) <= 100
-        self.asked.append(len(keys))
-        read, rest = keys[: self.per_call], keys[self.per_call :]
-        found = [self.items[k] for k in ((key["pk"]["S"], key["sk"]["S"]) for key in read) if k in self.items]
-        answer: dict[str, Any] = {"Responses": {table: found}, "ConsumedCapacity": [{"CapacityUnits": 0.5 * len(read)}]}
-        return answer | ({"UnprocessedKeys": {table: {"Keys": rest}}} if rest else {})
 
 
 def _store(per_call: int, sleeps: list[float]) -> tuple[RollupStore, ThrottledBatchGets]:
@@ -43,7 +21,7 @@ def _store(per_call: int, sleeps: list[float]) -> tuple[RollupStore, ThrottledBa
         figures = Figures()
         figures.add({"temp": n})
         items.append(maker.rollup_write(HOUR, start, "sensor-1", figures).item)
-    api = ThrottledBatchGets(items, per_call)
+    api = ThrottledBatchGets(TABLE, items, per_call)
     return RollupStore(api, None, TABLE, "readings", 30 * 24 * HOUR, sleep=sleeps.append), api
 
 

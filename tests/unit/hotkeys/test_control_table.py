@@ -4,36 +4,18 @@ backoff on the injected sleep (no real sleep), and a table that keeps refusing i
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from hotkeys.control_table import DONE, ControlTable, ControlTableBusy
 from keydesign import format_ts
+from tests.unit.adapters.conftest import ThrottledBatchGets
 
 TABLE = "control"
 WIDTH_MS = 60_000
 STARTS = [1_795_000_000_000 + i * WIDTH_MS for i in range(3)]
-
-
-class ThrottledBatchGets:
-    """BatchGetItem over a dict of items that reads at most ``per_call`` keys a call and hands the
-    rest back as ``UnprocessedKeys``, as a throttled table does."""
-
-    def __init__(self, items: list[dict[str, Any]], per_call: int) -> None:
-        self.items = {(item["pk"]["S"], item["sk"]["S"]): item for item in items}
-        self.per_call = per_call
-        self.asked: list[int] = []
-
-    def batch_get_item(self, **kwargs: Any) -> Mapping[str, Any]:
-        ((table, request),) = kwargs["RequestItems"].items()
-        assert table == TABLE and request["ConsistentRead"] is True
-        keys = request["Keys"]
-        self.asked.append(len(keys))
-        read, rest = keys[: self.per_call], keys[self.per_call :]
-        found = [self.items[k] for k in ((key["pk"]["S"], key["sk"]["S"]) for key in read) if k in self.items]
-        return {"Responses": {table: found}, "UnprocessedKeys": {table: {"Keys": rest}} if rest else {}}
 
 
 def _judged_windows() -> list[dict[str, Any]]:
@@ -70,7 +52,7 @@ def test_unprocessed_keys_are_asked_again_after_backoff_on_the_injected_sleep(
     table_of: Any, sleeps: list[float]
 ) -> None:
     # Given a table that reads one key a call and hands the others back unprocessed
-    api = ThrottledBatchGets(_judged_windows(), per_call=1)
+    api = ThrottledBatchGets(TABLE, _judged_windows(), consistent=True, per_call=1)
     # When the history of three judged windows is read (3 claims, then 3 pages)
     history = table_of(api).read_history(STARTS, WIDTH_MS)
     # Then only the unprocessed keys were asked again, each retry after a full-jitter backoff on the
@@ -89,7 +71,7 @@ def test_keys_left_unprocessed_after_every_attempt_are_reported_busy_not_skipped
     table_of: Any, sleeps: list[float]
 ) -> None:
     # Given a table so throttled it reads no key at all
-    api = ThrottledBatchGets(_judged_windows(), per_call=0)
+    api = ThrottledBatchGets(TABLE, _judged_windows(), consistent=True, per_call=0)
     # When the history is read, it fails naming the keys left, rather than answer without them
     with pytest.raises(ControlTableBusy, match=r"^3 key\(s\) stayed unprocessed after 6 tries$"):
         table_of(api).read_history(STARTS, WIDTH_MS)

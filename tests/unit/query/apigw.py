@@ -1,4 +1,5 @@
-"""Realistic API Gateway REST (v1, Lambda proxy) events and a fake Lambda context.
+"""Realistic API Gateway REST (v1, Lambda proxy) events and a fake Lambda context, and the query
+service the unit tests put behind them (over in-memory tables).
 
 REST APIs hand the Lambda the path still percent-encoded and the query string
 decoded, with repeated parameters in ``multiValueQueryStringParameters``; the
@@ -15,9 +16,36 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 from adapters.observability import metrics
+from adapters.shard_map_source import StaticShardMap
 from doubles.lambda_context import FakeLambdaContext
+from keydesign import Layout, ShardMap
+from query.cursor import CursorCodec
+from query.logic import QueryService
+from query.settings import QueryLimits
 
 ParamValue = str | int | bool | Sequence[str]
+
+
+def memory_service(
+    layout: Layout,
+    shard_map: ShardMap,
+    reader: Any,
+    *,
+    now_ms: int,
+    limits: QueryLimits | None = None,
+    **options: Any,
+) -> QueryService:
+    """The query service over ``reader``'s tables, planned with ``shard_map``, its cursors signed with a
+    fixed key, its clock stopped at ``now_ms``; ``options``: the service's other parts (rollups, ...)."""
+    return QueryService(
+        layout=layout,
+        shard_maps=StaticShardMap(shard_map),
+        reader=reader,
+        cursors=CursorCodec(lambda: b"k" * 40),
+        limits=limits or QueryLimits(),
+        clock_ms=lambda: now_ms,
+        **options,
+    )
 
 
 def entity_path(entity_id: str, tail: str) -> str:

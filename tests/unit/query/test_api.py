@@ -28,7 +28,7 @@ from query.models import LatestReading
 from query.params import TimeRange
 from query.settings import QueryLimits
 from tests.unit.keydesign.legacy_blocks import varint
-from tests.unit.query.apigw import ApiClient, entity_path, rest_event
+from tests.unit.query.apigw import ApiClient, entity_path, memory_service, rest_event
 
 QUERY_MD = Path(__file__).resolve().parents[3] / "docs" / "query.md"
 NOW = parse_timestamp("2026-11-22T12:00:00Z")
@@ -74,14 +74,7 @@ def build_service(
         for n in range(40)
     ]
     store.store(layout, shard_map, [(reading, 1) for reading in readings])
-    service = QueryService(
-        layout=layout,
-        shard_maps=StaticShardMap(shard_map),
-        reader=reader or store,
-        cursors=CursorCodec(lambda: b"k" * 40),
-        limits=limits or QueryLimits(),
-        clock_ms=lambda: NOW,
-    )
+    service = memory_service(layout, shard_map, reader or store, now_ms=NOW, limits=limits)
     return service, store
 
 
@@ -309,14 +302,7 @@ def test_a_page_of_large_readings_ends_before_the_lambda_response_limit_and_resu
         for n in range(1000)
     ]
     store.store(layout, shard_map, [(reading, 1) for reading in readings])
-    service = QueryService(
-        layout=layout,
-        shard_maps=StaticShardMap(shard_map),
-        reader=store,
-        cursors=CursorCodec(lambda: b"k" * 40),
-        limits=QueryLimits(),
-        clock_ms=lambda: NOW,
-    )
+    service = memory_service(layout, shard_map, store, now_ms=NOW)
     resolve = create_app(service).resolve
     path = entity_path("sensor-1", "readings")
     query = {"from": format_ts(NOW - HOUR), "to": format_ts(NOW), "limit": "1000"}

@@ -19,7 +19,6 @@ from adapters.batch_writer import BatchWriter, serialize_item
 from adapters.partition_reader import Page, PageRequest
 from adapters.retry import Deadline
 from adapters.rollup_store import ReadCount, RollupStore
-from adapters.shard_map_source import StaticShardMap
 from doubles.memory_dynamo import MemoryDynamo, MemoryReader
 from keydesign import Layout, Reading, ShardMap, format_ts
 from keydesign.rollup import STATE_PK, Figures, Granularities, floor_to, total_pk, total_sk
@@ -28,13 +27,13 @@ from keydesign.writetier import (
     CompactionState,
     WriteTier,
 )
-from query.cursor import CursorCodec
 from query.errors import ScanLimitExceeded
 from query.logic import QueryService
 from query.models import AggregateSeries
 from query.params import ReadArgs, TimeRange
 from query.rollups import RollupAnswers
 from query.settings import QueryLimits
+from tests.unit.query.apigw import memory_service
 
 MINUTE, HOUR, DAY = 60_000, 3_600_000, 86_400_000
 T0 = 1_795_000_000_000 - 1_795_000_000_000 % DAY
@@ -80,13 +79,12 @@ class World:
 
     def service(self, *, rollups: bool, limits: QueryLimits | None = None) -> tuple[QueryService, CountingReader]:
         counting = CountingReader(self.reader)
-        service = QueryService(
-            layout=self.layout,
-            shard_maps=StaticShardMap(self.shard_map),
-            reader=counting,
-            cursors=CursorCodec(lambda: b"k" * 40),
-            limits=limits or QueryLimits(),
-            clock_ms=lambda: T0 + 5 * HOUR,
+        service = memory_service(
+            self.layout,
+            self.shard_map,
+            counting,
+            now_ms=T0 + 5 * HOUR,
+            limits=limits,
             rollups=RollupAnswers(self.store, LEVELS) if rollups else None,
             retention_ms=RETENTION,
             write_tier=self.tier,

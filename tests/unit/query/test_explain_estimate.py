@@ -6,14 +6,12 @@ import random
 
 import pytest
 
-from adapters.shard_map_source import StaticShardMap
 from doubles.memory_dynamo import SEQUENCE_BASE, MemoryReader
 from keydesign import Layout, Reading, ShardMap, read_units
-from query.cursor import CursorCodec
-from query.logic import NOMINAL_READING_BYTES, QueryService
+from query.logic import NOMINAL_READING_BYTES
 from query.models import Explanation
 from query.params import PageArgs, ReadArgs, TimeRange
-from query.settings import QueryLimits
+from tests.unit.query.apigw import memory_service
 
 T0 = 1_795_000_000_000
 LAYOUT = Layout.from_settings(kind="hybrid", bucket="1h", table_prefix="readings")
@@ -49,14 +47,7 @@ def test_a_readings_share_of_its_block(per_block: int, low: float, high: float) 
 
 
 def test_the_estimate_is_the_minimum_plus_the_readings_at_the_nominal_share() -> None:
-    service = QueryService(
-        layout=LAYOUT,
-        shard_maps=StaticShardMap(SHARD_MAP),
-        reader=MemoryReader(),
-        cursors=CursorCodec(lambda: b"k" * 40),
-        limits=QueryLimits(),
-        clock_ms=lambda: T0,
-    )
+    service = memory_service(LAYOUT, SHARD_MAP, MemoryReader(), now_ms=T0)
 
     plan = service.entity_readings(
         "sensor-alpha-001", PageArgs(TimeRange(T0 - 86_400_000, T0), 1000), ReadArgs(explain=True)

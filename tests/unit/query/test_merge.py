@@ -275,13 +275,19 @@ def test_a_sparse_partition_grows_its_limit_to_what_the_page_needs() -> None:
     assert limits == [FIRST_PAGE_BLOCKS, 101 + 1]
 
 
+def dealt(readings: int, *, partitions: int) -> tuple[MemoryReader, list[PartitionStream]]:
+    """``readings`` seconds of one reading each, alone in its block, dealt in turn to ``partitions``
+    partitions sharing a range; and a stream of each partition."""
+    reader = MemoryReader()
+    for n in range(partitions):
+        for t in range(n, readings, partitions):
+            put(reader, f"e1#{n}", t, [reading(t * 1000, f"x{t:03d}")])
+    return reader, [stream(f"e1#{n}", 0, 1_000_000) for n in range(partitions)]
+
+
 def test_partitions_read_together_wait_for_their_next_pages_together() -> None:
     # Given 16 partitions sharing a range, each reading alone in its block
-    reader = MemoryReader()
-    for n in range(16):
-        for t in range(n, 640, 16):
-            put(reader, f"e1#{n}", t, [reading(t * 1000, f"x{t:03d}")])
-    streams = [stream(f"e1#{n}", 0, 1_000_000) for n in range(16)]
+    reader, streams = dealt(640, partitions=16)
     clock = [0]  # round trips: a call sent at round r is answered at round r + 1
 
     class Deferred:
@@ -303,11 +309,7 @@ def test_partitions_read_together_wait_for_their_next_pages_together() -> None:
 
 
 def test_query_limits_split_a_groups_share_at_the_density_seen() -> None:
-    reader = MemoryReader()
-    for n in range(8):
-        for t in range(n, 400, 8):
-            put(reader, f"e1#{n}", t, [reading(t * 1000, f"x{t:03d}")])
-    streams = [stream(f"e1#{n}", 0, 1_000_000) for n in range(8)]
+    reader, streams = dealt(400, partitions=8)
 
     found, _, _ = run(reader, streams, MergeOptions(target=21), take=21)
 

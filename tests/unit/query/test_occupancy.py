@@ -10,17 +10,16 @@ from hypothesis import strategies as st
 
 from adapters.batch_writer import serialize_item
 from adapters.occupancy import OccupancyReader, OccupancyStore
-from adapters.shard_map_source import StaticShardMap
 from doubles.memory_dynamo import MemoryReader
 from keydesign import Layout, Reading, ShardMap, format_ts, parse_timestamp
 from keydesign.occupancy import OccupancyRecord, day_of
-from query.cursor import CursorCodec
 from query.errors import ScanLimitExceeded
 from query.logic import QueryService
 from query.models import AggregateSeries, ReadingsPage
 from query.params import PageArgs, ReadArgs, TimeRange
 from query.settings import DEFAULT_LIMIT, QueryLimits
 from tests.unit.ingest.fakes import FakeDynamoDB
+from tests.unit.query.apigw import memory_service
 
 NOW = parse_timestamp("2026-11-22T12:00:00Z")
 HOUR = 3_600_000
@@ -61,13 +60,12 @@ class World:
         """The query service over this world; ``pruned`` with an uncached reader unless ``reader`` is given."""
         if pruned and reader is None:
             reader = OccupancyReader(self.store, ttl_s=0)
-        return QueryService(
-            layout=self.layout,
-            shard_maps=StaticShardMap(self.shard_map),
-            reader=self.readings,
-            cursors=CursorCodec(lambda: b"k" * 40),
+        return memory_service(
+            self.layout,
+            self.shard_map,
+            self.readings,
+            now_ms=NOW,
             limits=QueryLimits(**limits),
-            clock_ms=lambda: NOW,
             occupancy=reader if pruned else None,
         )
 

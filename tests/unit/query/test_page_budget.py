@@ -12,15 +12,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from adapters.partition_reader import Page, PageRequest
-from adapters.shard_map_source import StaticShardMap
 from doubles.memory_dynamo import MemoryReader
 from keydesign import Layout, Reading, ShardMap, format_ts, parse_timestamp
-from query.cursor import CursorCodec
 from query.errors import ScanLimitExceeded
 from query.logic import QueryService
 from query.models import ReadingsPage
 from query.params import Order, PageArgs, TimeRange
 from query.settings import DEFAULT_LIMIT, QueryLimits
+from tests.unit.query.apigw import memory_service
 
 NOW = parse_timestamp("2026-11-22T12:00:00Z")
 HOUR = 3_600_000
@@ -50,13 +49,8 @@ def service(
     store: MemoryReader | CountingReader, *, kind: str = "hybrid", shards: int = 4, **limits: Any
 ) -> QueryService:
     layout = Layout.from_settings(kind=kind, bucket="1h", table_prefix="readings")
-    return QueryService(
-        layout=layout,
-        shard_maps=StaticShardMap(ShardMap.initial(layout.bucket, shards)),
-        reader=store,
-        cursors=CursorCodec(lambda: b"k" * 40),
-        limits=QueryLimits(**limits),
-        clock_ms=lambda: NOW,
+    return memory_service(
+        layout, ShardMap.initial(layout.bucket, shards), store, now_ms=NOW, limits=QueryLimits(**limits)
     )
 
 

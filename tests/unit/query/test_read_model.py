@@ -24,20 +24,20 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from adapters.shard_map_source import StaticShardMap
 from doubles.memory_dynamo import MemoryReader
 from doubles.tier_items import TierWriter
 from keydesign import Layout, Reading, ShardMap, format_ts, parse_timestamp, ttl_for
 from keydesign.writetier import SLICE_MS, CompactionState, WriteTier
-from query.cursor import CursorCodec
 from query.logic import QueryService
 from query.models import AggregateSeries, LatestReading, ReadingsPage
 from query.params import PageArgs, ReadArgs, TimeRange
 from query.settings import QueryLimits
 from tests.legacy_items import legacy_item
+from tests.unit.query.apigw import memory_service
 
 NOW = parse_timestamp("2026-11-22T12:00:00Z")
 SECOND, MINUTE, HOUR = 1_000, 60_000, 3_600_000
@@ -222,15 +222,14 @@ def slice_start_of(ts_ms: int) -> int:
 def service(
     layout: Layout, shard_map: ShardMap, model: Model, reader: MemoryReader, tiers: Tiers = Tiers(), **limits: Any
 ) -> QueryService:
-    return QueryService(
+    return memory_service(
+        layout,
+        shard_map,
+        reader,
+        now_ms=NOW,
+        limits=QueryLimits(**limits),
         write_tier=tiers.tier,
         watermark=Watermark(tiers.through),
-        layout=layout,
-        shard_maps=StaticShardMap(shard_map),
-        reader=reader,
-        cursors=CursorCodec(lambda: b"k" * 40),
-        limits=QueryLimits(**limits),
-        clock_ms=lambda: NOW,
         retention_ms=model.retention_ms,
     )
 
@@ -259,9 +258,10 @@ SETTINGS = settings(
 )
 
 
+@pytest.mark.parametrize("tiered", [False, True], ids=["blocks", "both-tiers"])
 @SETTINGS
 @given(
-    world=worlds(),
+    data=st.data(),
     span=SPANS,
     limit=st.integers(1, 7),
     cap=st.integers(1, 6),
@@ -269,45 +269,16 @@ SETTINGS = settings(
     entity=st.sampled_from(ENTITIES),
 )
 def test_every_read_returns_the_newest_copy_of_each_live_reading_once_in_order(  # noqa: PLR0917 - Hypothesis passes them
-    world: tuple[Layout, ShardMap, Model, MemoryReader, Tiers],
+    tiered: bool,
+    data: st.DataObject,
     span: tuple[int, int],
     limit: int,
     cap: int,
     descending: bool,
     entity: str,
 ) -> None:
-    check_reads(world, span, limit, cap, descending, entity)
-
-
-@SETTINGS
-@given(
-    world=worlds(tiered=True),
-    span=SPANS,
-    limit=st.integers(1, 7),
-    cap=st.integers(1, 6),
-    descending=st.booleans(),
-    entity=st.sampled_from(ENTITIES),
-)
-def test_reads_of_both_tiers_return_the_newest_copy_of_each_live_reading_once_in_order(  # noqa: PLR0917
-    world: tuple[Layout, ShardMap, Model, MemoryReader, Tiers],
-    span: tuple[int, int],
-    limit: int,
-    cap: int,
-    descending: bool,
-    entity: str,
-) -> None:
-    check_reads(world, span, limit, cap, descending, entity)
-
-
-def check_reads(  # noqa: PLR0917 - the drawn parameters
-    world: tuple[Layout, ShardMap, Model, MemoryReader, Tiers],
-    span: tuple[int, int],
-    limit: int,
-    cap: int,
-    descending: bool,
-    entity: str,
-) -> None:
-    layout, shard_map, model, reader, tiers = world
+    """Readings stored as blocks only, or with the write tier on as well (``tiered``: both tiers read)."""
+    layout, shard_map, model, reader, tiers = data.draw(worlds(tiered=tiered), label="world")
     svc = service(layout, shard_map, model, reader, tiers, max_query_calls=cap, concurrency=3)
     from_ms = START + span[0]
     window = TimeRange(from_ms, min(NOW, from_ms + span[1]))

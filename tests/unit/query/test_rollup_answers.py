@@ -15,14 +15,12 @@ from doubles.memory_dynamo import MemoryReader
 from keydesign import InvalidInput, Layout, Reading, ShardMap, format_ts
 from keydesign.rollup import Granularities
 from query.api import create_app
-from query.cursor import CursorCodec
 from query.logic import QueryService
 from query.models import AggregateSeries, Explanation
 from query.params import ReadArgs, TimeRange
 from query.rollups import RollupAnswers
-from query.settings import QueryLimits
 from rollup.logic import RollupRunner
-from tests.unit.query.apigw import ApiClient
+from tests.unit.query.apigw import ApiClient, memory_service
 from tests.unit.rollup.oracles import marks_of
 
 MINUTE, HOUR = 60_000, 3_600_000
@@ -71,15 +69,7 @@ def world() -> tuple[QueryService, QueryService, MemoryReader]:
     runner.run(Deadline.never())
 
     def service(rollups: RollupAnswers | None) -> QueryService:
-        return QueryService(
-            layout=layout,
-            shard_maps=shard_maps,
-            reader=reader,
-            cursors=CursorCodec(lambda: b"k" * 40),
-            limits=QueryLimits(),
-            clock_ms=lambda: T0 + 3 * HOUR,
-            rollups=rollups,
-        )
+        return memory_service(layout, shard_maps.current(), reader, now_ms=T0 + 3 * HOUR, rollups=rollups)
 
     return service(RollupAnswers(store, LEVELS)), service(None), reader
 

@@ -6,16 +6,14 @@ from __future__ import annotations
 import pytest
 
 from adapters.partition_reader import CorruptBlock
-from adapters.shard_map_source import StaticShardMap
 from doubles.memory_dynamo import MemoryReader
 from doubles.tier_items import TierWriter
 from keydesign import Layout, Reading, ShardMap, parse_timestamp
 from keydesign.writetier import WriteTier
-from query.cursor import CursorCodec
 from query.logic import QueryService
 from query.models import LatestReading, ReadingsPage
 from query.params import PageArgs, TimeRange
-from query.settings import QueryLimits
+from tests.unit.query.apigw import memory_service
 
 NOW = parse_timestamp("2026-11-22T12:00:00Z")
 HOUR = 3_600_000
@@ -39,15 +37,7 @@ def world(readings: list[Reading]) -> MemoryReader:
 
 
 def service(memory: MemoryReader) -> QueryService:
-    return QueryService(
-        layout=LAYOUT,
-        shard_maps=StaticShardMap(SHARD_MAP),
-        reader=memory,
-        cursors=CursorCodec(lambda: b"k" * 40),
-        limits=QueryLimits(),
-        clock_ms=lambda: NOW,
-        write_tier=TIER,
-    )
+    return memory_service(LAYOUT, SHARD_MAP, memory, now_ms=NOW, write_tier=TIER)
 
 
 def sparse_fleet(devices: int, every_ms: int) -> list[Reading]:

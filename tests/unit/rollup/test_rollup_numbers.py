@@ -25,17 +25,15 @@ from hypothesis import strategies as st
 from adapters.partition_reader import StoredBlock
 from adapters.retry import Deadline
 from adapters.rollup_store import ReadCount
-from adapters.shard_map_source import StaticShardMap
 from doubles.memory_dynamo import MemoryDynamo
 from keydesign import Reading, parse_timestamp
 from keydesign.rollup import Figures
-from query.cursor import CursorCodec
 from query.logic import QueryService
 from query.models import AggregateSeries
 from query.params import TimeRange
 from query.rollups import RollupAnswers
-from query.settings import QueryLimits
 from tests.unit.keydesign.strategies import PROPERTY
+from tests.unit.query.apigw import memory_service
 from tests.unit.rollup import test_rollup_exact as exact
 from tests.unit.rollup.oracles import marks_of
 from tests.unit.rollup.test_rollup_exact import LEVELS, MINUTE, T0, World
@@ -81,13 +79,11 @@ def ingest(world: World, readings: list[Reading], version: int) -> None:
 
 
 def service(world: World, *, rollups: bool) -> QueryService:
-    return QueryService(
-        layout=world.layout,
-        shard_maps=StaticShardMap(world.shard_map),  # type: ignore[attr-defined]
-        reader=world.reader,
-        cursors=CursorCodec(lambda: b"k" * 40),
-        limits=QueryLimits(),
-        clock_ms=lambda: world.now,
+    return memory_service(
+        world.layout,
+        world.shard_map,  # type: ignore[attr-defined]
+        world.reader,
+        now_ms=world.now,
         rollups=RollupAnswers(world.store, LEVELS) if rollups else None,
     )
 

@@ -6,6 +6,7 @@ import argparse
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
@@ -24,6 +25,19 @@ def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, s
     code = main(list(argv))
     captured = capsys.readouterr()
     return code, captured.out, captured.err
+
+
+def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> Any:
+    """What ``tsctl <argv> --json`` prints, parsed; the command must succeed."""
+    code, out, err = run_cli(capsys, *argv, "--json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+#: The seed article's workload: 50,000 readings/s over 10,000 sensors, one of them at 2,000/s, 16 keys.
+SEED_PLAN = (
+    "plan", "--peak-writes", "50000", "--entities", "10000", "--hot", "sensor-alpha-001=2000", "--shards", "16",
+)  # fmt: skip
 
 
 @pytest.mark.parametrize("command", ["plan", "keys", "preview", "demo", "serve", "query", "rejects"])
@@ -53,16 +67,11 @@ def test_every_tool_sizes_batches_by_the_stacks_batching_window() -> None:
 def test_plan_sizes_the_seed_workload_in_blocks(capsys: pytest.CaptureFixture[str]) -> None:
     # Given 50,000 readings/s over 10,000 sensors with one 2,000/s sensor, a 5 s window (the stack's is 10 s),
     # when planned as JSON
-    code, out, _ = run_cli(
-        capsys, "plan", "--peak-writes", "50000", "--entities", "10000",
-        "--hot", "sensor-alpha-001=2000", "--shards", "16", "--batching-window", "5", "--json",
-    )  # fmt: skip
-    data = json.loads(out)
+    data = run_json(capsys, *SEED_PLAN, "--batching-window", "5")
     plan = data["plan"]
     # Then a sensor's 24 readings a batch (4.8/s x 5 s) share a block (1 write unit: 0.2 WCU/s), the hot
     # sensor's 10,000 make ten blocks of 1,000, and the fleet's ~2,000 WCU/s need 4 shards at 500 a key,
     # plus 2 sub-shards so the hot sensor's 12 WCU/s do not push its full base key over that budget
-    assert code == 0
     typical, hot = plan["blocks"]
     assert typical["readings_per_block"] == pytest.approx(24.0, abs=0.01) and typical["write_units_per_block"] == 1
     assert hot["entity"] == "sensor-alpha-001" and hot["readings_per_block"] == 1_000
@@ -82,10 +91,10 @@ def test_plan_sizes_the_seed_workload_in_blocks(capsys: pytest.CaptureFixture[st
 
 def test_plan_with_a_longer_window_makes_larger_blocks(capsys: pytest.CaptureFixture[str]) -> None:
     # 5 readings/s a sensor: a block of 5, 25 or 50 readings (the default window), one write unit each
-    argv = ["plan", "--peak-writes", "50000", "--entities", "10000", "--json"]
-    one = json.loads(run_cli(capsys, *argv, "--batching-window", "1")[1])["plan"]
-    five = json.loads(run_cli(capsys, *argv, "--batching-window", "5")[1])["plan"]
-    ten = json.loads(run_cli(capsys, *argv)[1])["plan"]  # the stack's window
+    argv = ["plan", "--peak-writes", "50000", "--entities", "10000"]
+    one = run_json(capsys, *argv, "--batching-window", "1")["plan"]
+    five = run_json(capsys, *argv, "--batching-window", "5")["plan"]
+    ten = run_json(capsys, *argv)["plan"]  # the stack's window
     per_block = [p["blocks"][0]["readings_per_block"] for p in (one, five, ten)]
     assert per_block == pytest.approx([5.0, 25.0, 50.0])
     assert five["write_units_per_reading"] < one["write_units_per_reading"] / 4
@@ -118,7 +127,7 @@ def test_plan_prices_seed_003_in_parts_under_1000_a_month(capsys: pytest.Capture
         "group items", "compacted blocks", "group partials", "compaction's totals", "compaction's reads and state",
         "compaction Lambda", "rollup totals and state", "rollup Lambda", "stream", "ingest Lambda", "total",
     ]  # fmt: skip
-    plan = json.loads(run_cli(capsys, *argv, "--json")[1])["plan"]
+    plan = run_json(capsys, *argv)["plan"]
     total = plan["monthly_ondemand"]["total"]
     assert total < 1_000 and float(rows["total"][-2].replace(",", "")) == total
     assert sum(sum(v[0] for v in p.values() if isinstance(v, list)) for p in plan["parts"]) == pytest.approx(
@@ -128,12 +137,7 @@ def test_plan_prices_seed_003_in_parts_under_1000_a_month(capsys: pytest.Capture
 
 def test_plan_of_blocks_of_one_reading_reproduces_one_item_per_reading(capsys: pytest.CaptureFixture[str]) -> None:
     # --item-bytes: every block one reading of 500 B (1 WCU): the sizing of one item per reading
-    code, out, _ = run_cli(
-        capsys, "plan", "--peak-writes", "50000", "--item-bytes", "500",
-        "--entities", "10000", "--hot", "sensor-alpha-001=2000", "--shards", "16", "--json",
-    )  # fmt: skip
-    data = json.loads(out)
-    assert code == 0
+    data = run_json(capsys, *SEED_PLAN, "--item-bytes", "500")
     assert data["plan"]["global_shards"] == 96
     assert data["plan"]["entity_shards"] == {"sensor-alpha-001": 4}
     assert data["existing_design"]["mean_key_wcu"] == 3125.0
@@ -141,21 +145,17 @@ def test_plan_of_blocks_of_one_reading_reproduces_one_item_per_reading(capsys: p
 
 
 def test_plan_reproduces_the_aws_guide_daily_table(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run_cli(
-        capsys, "plan", "--peak-writes", "600", "--item-bytes", "180", "--utilisation", "1", "--json"
-    )
-    plan = json.loads(out)["plan"]
-    assert code == 0
+    plan = run_json(capsys, "plan", "--peak-writes", "600", "--item-bytes", "180", "--utilisation", "1")["plan"]
     assert 26 <= plan["fill_hours"] <= 27
     assert plan["table_period"] == "day"
 
 
 def test_plan_measures_the_blocks_of_a_given_reading(capsys: pytest.CaptureFixture[str]) -> None:
     # Readings with a random 32-character event id each do not compress like three measures do
-    argv = ["plan", "--peak-writes", "50000", "--entities", "100", "--json"]
-    plain = json.loads(run_cli(capsys, *argv)[1])["plan"]
+    argv = ["plan", "--peak-writes", "50000", "--entities", "100"]
+    plain = run_json(capsys, *argv)["plan"]
     reading = '{"entity_id": "s-1", "event_id": "0123456789abcdef0123456789abcdef", "measures": {"temp": 21.5}}'
-    with_ids = json.loads(run_cli(capsys, *argv, "--reading", reading)[1])["plan"]
+    with_ids = run_json(capsys, *argv, "--reading", reading)["plan"]
     assert with_ids["bytes_stored_per_reading"] > plain["bytes_stored_per_reading"] + 10
 
 
@@ -202,14 +202,12 @@ def test_an_instant_option_takes_ascii_epoch_ms_or_rfc3339_as_the_api_does(typed
 
 def test_keys_shows_the_block_and_a_plan_that_contains_it(capsys: pytest.CaptureFixture[str]) -> None:
     # Given a reading and a query range covering it
-    code, out, _ = run_cli(
+    result = run_json(
         capsys, "keys", "--entity", "sensor-alpha-001", "--timestamp", "2026-11-22T06:57:51Z",
-        "--event-id", "e-1", "--from", "2026-11-22T05:30:00Z", "--to", "2026-11-22T08:00:00Z", "--json",
+        "--event-id", "e-1", "--from", "2026-11-22T05:30:00Z", "--to", "2026-11-22T08:00:00Z",
     )  # fmt: skip
-    result = json.loads(out)
     # Then its block's key is shard#bucket / entity#first ts#block id#write units, its position in reads
     # entity#ts#event, and the plan holds that partition
-    assert code == 0
     assert result["key"]["pk"].endswith("#2026-11-22T06:00")
     assert re.fullmatch(r"sensor-alpha-001#2026-11-22T06:57:51\.000Z#[0-9a-f]{12}#1", result["key"]["sk"])
     assert result["position"] == "sensor-alpha-001#2026-11-22T06:57:51.000Z#e-1"
@@ -228,13 +226,11 @@ def test_keys_reads_a_shard_map_file(tmp_path, capsys: pytest.CaptureFixture[str
     }
     path = tmp_path / "map.json"
     path.write_text(json.dumps(shard_map))
-    code, out, _ = run_cli(
+    result = run_json(
         capsys, "keys", "--shard-map", str(path), "--entity", "hot", "--timestamp", "2026-11-22T07:10:00Z",
-        "--from", "2026-11-22T06:00:00Z", "--to", "2026-11-22T08:00:00Z", "--json",
+        "--from", "2026-11-22T06:00:00Z", "--to", "2026-11-22T08:00:00Z",
     )  # fmt: skip
-    result = json.loads(out)
     # Then the reading goes to a sub-shard and the plan reads 1 partition before 07:00 and 4 after
-    assert code == 0
     assert result["key"]["pk"].count("#") == 3
     assert result["query"]["partition_count"] == 5
 
@@ -288,11 +284,10 @@ def test_preview_writes_its_report_outside_the_demos_directory(
     monkeypatch.setattr(seed, "SENSORS", 100)
     monkeypatch.setattr(seed, "GLOBAL_RATE", 500)
     monkeypatch.setattr(seed, "HOT_RATE", 20)
-    code, out, _ = run_cli(capsys, "preview", "--out", str(tmp_path / "preview"), "--json")
+    report = run_json(capsys, "preview", "--out", str(tmp_path / "preview"))
     # Then it succeeds, prints its report and writes it where it was told (by default out/preview, so it
     # never overwrites the local demo's out/demo/report.json)
-    assert code == 0
-    assert json.loads(out)["all_readings_found_by_their_plan"] is True
+    assert report["all_readings_found_by_their_plan"] is True
     assert (tmp_path / "preview" / "report.json").exists()
     assert build_parser().parse_args(["preview"]).out.as_posix() == "out/preview"
 

@@ -13,7 +13,6 @@ from opentelemetry.metrics import CallbackOptions, Meter, Observation
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.metrics.v1 import metrics_pb2
 
-from adapters.observability import metrics
 from doubles.memory_dynamo import MemoryDynamo
 from doubles.memory_sqs import MemorySQS
 from ingest.decoding import DEFAULT_FORMATS, decode_record
@@ -39,13 +38,6 @@ from tests.unit.ingest.test_logic import NOW, _ingestor
 
 NS = 1_000_000  # nanoseconds a millisecond
 Stored = tuple[str, int, dict[str, object], dict[str, str]]
-
-
-@pytest.fixture(autouse=True)
-def _clean_metrics() -> Any:
-    metrics.clear_metrics()
-    yield
-    metrics.clear_metrics()
 
 
 def ingest(

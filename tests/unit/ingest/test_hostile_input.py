@@ -18,7 +18,6 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, pro
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from adapters.observability import metrics
 from doubles.lambda_context import FakeLambdaContext
 from doubles.memory_dynamo import MemoryDynamo
 from doubles.memory_sqs import MemorySQS, sqs_refusal
@@ -31,13 +30,6 @@ from tests.unit.ingest.stored import stored_readings
 from tests.unit.ingest.test_logic import NOW, _ingestor
 
 PROCESSOR = BatchProcessor(event_type=EventType.KinesisDataStreams, raise_on_entire_batch_failure=False)
-
-
-@pytest.fixture(autouse=True)
-def _clean_metrics() -> Any:
-    metrics.clear_metrics()
-    yield
-    metrics.clear_metrics()
 
 
 class FlakySQS(MemorySQS):

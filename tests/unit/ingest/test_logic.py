@@ -13,7 +13,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from adapters.batch_writer import BatchWriter
-from adapters.observability import metrics
 from adapters.shard_map_source import StaticShardMap
 from adapters.table_builds import ASK_EVERY_MS, TableBuilds
 from doubles.memory_dynamo import MemoryDynamo
@@ -27,13 +26,6 @@ from tests.unit.ingest.stored import block_of, stored_readings
 
 NOW = 1_795_000_000_000
 QUEUE = "https://sqs.eu-west-1.amazonaws.com/123456789012/rejects"
-
-
-@pytest.fixture(autouse=True)
-def _clean_metrics() -> Any:
-    metrics.clear_metrics()
-    yield
-    metrics.clear_metrics()
 
 
 def _ingestor(

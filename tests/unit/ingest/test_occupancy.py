@@ -5,10 +5,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-import pytest
-
 from adapters.batch_writer import BatchWriter
-from adapters.observability import metrics
 from adapters.occupancy import OccupancyRecorder, OccupancyStore
 from adapters.shard_map_source import StaticShardMap
 from doubles.memory_dynamo import MemoryDynamo
@@ -24,13 +21,6 @@ DAY = 86_400_000
 QUEUE = "https://sqs.eu-west-1.amazonaws.com/123456789012/rejects"
 CONTROL = "control"
 MAX_FUTURE = 300_000
-
-
-@pytest.fixture(autouse=True)
-def _clean_metrics() -> Any:
-    metrics.clear_metrics()
-    yield
-    metrics.clear_metrics()
 
 
 def _ingestor(dynamodb: MemoryDynamo, *, kind: str = "hybrid") -> Ingestor:

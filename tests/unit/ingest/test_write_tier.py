@@ -33,13 +33,6 @@ QUEUE = "https://sqs.eu-west-1.amazonaws.com/123456789012/rejects"
 TIER = WriteTier(4)
 
 
-@pytest.fixture(autouse=True)
-def _clean_metrics() -> Any:
-    metrics.clear_metrics()
-    yield
-    metrics.clear_metrics()
-
-
 def _ingestor(
     dynamodb: MemoryDynamo,
     sqs: MemorySQS | None = None,

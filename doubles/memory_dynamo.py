@@ -85,35 +85,43 @@ class MemoryDynamo:
         self.page_items = page_items
         self.get_limit = get_limit
         self.write_units: Counter[str] = Counter()
-        self.calls: list[dict[str, list[dict[str, Any]]]] | None = [] if record_calls else None
+        self._calls: list[dict[str, list[dict[str, Any]]]] | None = [] if record_calls else None
         self.items_put = 0
         self._lock = threading.Lock()
+
+    @property
+    def calls(self) -> list[dict[str, list[dict[str, Any]]]]:
+        """Every BatchWriteItem's ``RequestItems`` (refused ones too), oldest first."""
+        if self._calls is None:
+            raise AttributeError("calls are recorded by a MemoryDynamo(record_calls=True) only")
+        return self._calls
 
     def _exists(self, table: str, operation: str) -> None:
         if self.tables is not None and table not in self.tables:
             raise client_error("ResourceNotFoundException", operation, "Requested resource not found")
 
-    def put_item(self, *, TableName: str, Item: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
-        self._exists(TableName, "PutItem")
+    def put_item(self, **kwargs: Any) -> dict[str, Any]:
+        table, item = kwargs["TableName"], kwargs["Item"]
+        self._exists(table, "PutItem")
         condition = kwargs.get("ConditionExpression")
         if condition not in (None, "attribute_not_exists(pk)"):
             raise NotImplementedError(f"MemoryDynamo does not evaluate the condition {condition!r}")
         with self._lock:
-            if condition is not None and self._item(TableName, Item) is not None:
+            if condition is not None and self._item(table, item) is not None:
                 raise client_error("ConditionalCheckFailedException", "PutItem", "The conditional request failed")
-            self._tally(Item)
-            self._store(TableName, Item)
+            self._tally(item)
+            self._store(table, item)
         return {}
 
-    def get_item(self, *, TableName: str, Key: dict[str, Any], **_: Any) -> dict[str, Any]:
-        self._exists(TableName, "GetItem")
-        found = self._item(TableName, Key)
+    def get_item(self, **kwargs: Any) -> dict[str, Any]:
+        self._exists(kwargs["TableName"], "GetItem")
+        found = self._item(kwargs["TableName"], kwargs["Key"])
         return {"Item": found} if found is not None else {}
 
     def batch_write_item(self, **kwargs: Any) -> dict[str, Any]:
         request_items: dict[str, list[dict[str, Any]]] = kwargs["RequestItems"]
-        if self.calls is not None:
-            self.calls.append(request_items)
+        if self._calls is not None:
+            self._calls.append(request_items)
         keys = [(table, *_key(request)) for table, requests in request_items.items() for request in requests]
         if len(keys) > 25:
             raise client_error(
@@ -207,12 +215,13 @@ class MemoryDynamo:
             ],
         }
 
-    def query(self, *, TableName: str, ExpressionAttributeValues: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+    def query(self, **kwargs: Any) -> dict[str, Any]:
         """A Query of one partition: the rollup store's ``:low``/``:high``/``:prefix`` conditions and the
         partition reader's ``:sk_low``/``:sk_high`` (either bound alone too), its order, ``Limit`` and TTL
         filter (``:now``); projections are not applied (every attribute comes back)."""
-        self._exists(TableName, "Query")
-        values = {name: value.get("S", value.get("N")) for name, value in ExpressionAttributeValues.items()}
+        table = kwargs["TableName"]
+        self._exists(table, "Query")
+        values = {name: value.get("S", value.get("N")) for name, value in kwargs["ExpressionAttributeValues"].items()}
         pk = values[":pk"]
         low = values.get(":low", values.get(":sk_low"))
         high = values.get(":high", values.get(":sk_high"))
@@ -221,7 +230,7 @@ class MemoryDynamo:
         start = kwargs.get("ExclusiveStartKey", {}).get("sk", {}).get("S")
         forward = kwargs.get("ScanIndexForward", True)
         with self._lock:
-            partition = list(self.partitions.get((TableName, pk), {}).items())
+            partition = list(self.partitions.get((table, pk), {}).items())
         rows = sorted(
             (
                 (sk, item)

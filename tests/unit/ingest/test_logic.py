@@ -202,6 +202,7 @@ class FakeRotator:
         request = json.loads(kwargs["Payload"])
         self.requests.append(request)
         if self.builds:
+            assert self.dynamodb.tables is not None, "the rotator builds in a DynamoDB that names its tables"
             self.dynamodb.tables.update(request["build"])
         return {"StatusCode": 202}
 

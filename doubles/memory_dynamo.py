@@ -1,13 +1,22 @@
 """In-memory stand-ins for DynamoDB, for the benchmarks and tests.
 
-:class:`MemoryDynamo` answers the low-level client calls the rollup store makes
-(item shapes as the client sends them), its items kept per partition: a Query reads
-its own, so a simulated year of control items costs it no more than a minute's. Query
-supports ``pk = :pk`` with an optional ``sk BETWEEN :low AND :high`` or
+:class:`MemoryDynamo` answers the low-level client calls the functions make (item shapes as the
+client sends them), its items kept per partition: a Query reads its own, so a simulated year of
+control items costs it no more than a minute's. It refuses what DynamoDB refuses, with the
+``ClientError`` botocore raises: a BatchWriteItem of more than 25 requests or with a key twice
+(``ValidationException``), a table that does not exist (``ResourceNotFoundException``, when
+``tables`` names the tables), a put whose ``attribute_not_exists(pk)`` condition fails
+(``ConditionalCheckFailedException``), and any item the ``refuse`` hook names a reason for
+(``ValidationException``, the whole BatchWriteItem, as DynamoDB fails a call for one bad item).
+Query supports ``pk = :pk`` with an optional ``sk BETWEEN :low AND :high`` or
 ``begins_with(sk, :prefix)``, and pages of ``page_items``; BatchGetItem leaves keys past
 ``get_limit`` unprocessed. Write units are counted per kind of partition key (the text before
-its first ``#``); reads report the read units DynamoDB would (item sizes by its rules, 4 KB units).
+its first ``#``); reads and BatchWriteItem report the units DynamoDB would (item sizes by its
+rules, 1 KB write and 4 KB read units). With ``record_calls``, ``calls`` holds every
+BatchWriteItem's ``RequestItems`` (refused ones too); ``items_put`` counts the puts stored, and
+:meth:`MemoryDynamo.table` and :meth:`MemoryDynamo.items` show what is stored.
 :meth:`MemoryDynamo.expire` deletes what DynamoDB's TTL would (``expires_at`` passed).
+Thread-safe, as the batch writer's threads need.
 
 :class:`MemoryReader` is a :class:`adapters.partition_reader.PartitionReader` over blocks
 kept in memory, with DynamoDB's Query semantics (below).
@@ -19,9 +28,11 @@ import bisect
 import random
 import threading
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from botocore.exceptions import ClientError
 
 from adapters.partition_reader import Page, PageRequest, StoredBlock, effective_bounds
 from adapters.rollup_store import plain
@@ -39,41 +50,129 @@ def _size(item: dict[str, Any]) -> int:
     return item_size({k: v["B"] if "B" in v else plain(v) for k, v in item.items()})
 
 
+def client_error(code: str, operation: str, message: str) -> ClientError:
+    """The ``ClientError`` botocore raises when an AWS service refuses a call with ``code``."""
+    return ClientError(
+        {"Error": {"Code": code, "Message": message}, "ResponseMetadata": {"HTTPStatusCode": 400}}, operation
+    )
+
+
+def _key(request: dict[str, Any]) -> tuple[str, str]:
+    """The (pk, sk) a BatchWriteItem request writes or deletes."""
+    key = request["PutRequest"]["Item"] if "PutRequest" in request else request["DeleteRequest"]["Key"]
+    return key["pk"]["S"], key["sk"]["S"]
+
+
 # ruff: noqa: N803  (the client's own parameter names)
 
 
 class MemoryDynamo:
-    def __init__(self, page_items: int = 7, get_limit: int = 40) -> None:
+    def __init__(
+        self,
+        *,
+        tables: set[str] | None = None,
+        refuse: Callable[[Mapping[str, Any]], str | None] | None = None,
+        page_items: int = 7,
+        get_limit: int = 40,
+        record_calls: bool = False,
+    ) -> None:
+        """``tables``: the tables that exist (None: any table does); ``refuse``: why DynamoDB would refuse an
+        item a BatchWriteItem puts, or None to take it; ``record_calls``: keep every BatchWriteItem's
+        ``RequestItems`` in ``calls`` (else None: a simulated year's calls would fill the memory)."""
         self.partitions: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+        self.tables = tables
+        self.refuse = refuse
         self.page_items = page_items
         self.get_limit = get_limit
         self.write_units: Counter[str] = Counter()
+        self._calls: list[dict[str, list[dict[str, Any]]]] | None = [] if record_calls else None
+        self.items_put = 0
+        self._lock = threading.Lock()
 
-    def put_item(self, *, TableName: str, Item: dict[str, Any], **_: Any) -> dict[str, Any]:
-        self._store(TableName, Item)
+    @property
+    def calls(self) -> list[dict[str, list[dict[str, Any]]]]:
+        """Every BatchWriteItem's ``RequestItems`` (refused ones too), oldest first."""
+        if self._calls is None:
+            raise AttributeError("calls are recorded by a MemoryDynamo(record_calls=True) only")
+        return self._calls
+
+    def _exists(self, table: str, operation: str) -> None:
+        if self.tables is not None and table not in self.tables:
+            raise client_error("ResourceNotFoundException", operation, "Requested resource not found")
+
+    def put_item(self, **kwargs: Any) -> dict[str, Any]:
+        table, item = kwargs["TableName"], kwargs["Item"]
+        self._exists(table, "PutItem")
+        condition = kwargs.get("ConditionExpression")
+        if condition not in (None, "attribute_not_exists(pk)"):
+            raise NotImplementedError(f"MemoryDynamo does not evaluate the condition {condition!r}")
+        with self._lock:
+            if condition is not None and self._item(table, item) is not None:
+                raise client_error("ConditionalCheckFailedException", "PutItem", "The conditional request failed")
+            self._tally(item)
+            self._store(table, item)
         return {}
 
-    def get_item(self, *, TableName: str, Key: dict[str, Any], **_: Any) -> dict[str, Any]:
-        found = self._item(TableName, Key)
+    def get_item(self, **kwargs: Any) -> dict[str, Any]:
+        self._exists(kwargs["TableName"], "GetItem")
+        found = self._item(kwargs["TableName"], kwargs["Key"])
         return {"Item": found} if found is not None else {}
 
     def batch_write_item(self, **kwargs: Any) -> dict[str, Any]:
         request_items: dict[str, list[dict[str, Any]]] = kwargs["RequestItems"]
-        for table, requests in request_items.items():
-            for request in requests:
-                if "DeleteRequest" in request:
-                    self.delete_item(TableName=table, Key=request["DeleteRequest"]["Key"])
-                else:
-                    self._store(table, request["PutRequest"]["Item"])
-        return {"UnprocessedItems": {}}
+        if self._calls is not None:
+            self._calls.append(request_items)
+        keys = [(table, *_key(request)) for table, requests in request_items.items() for request in requests]
+        if len(keys) > 25:
+            raise client_error(
+                "ValidationException", "BatchWriteItem", "Too many items requested for the BatchWriteItem call"
+            )
+        if len(set(keys)) != len(keys):
+            raise client_error(
+                "ValidationException", "BatchWriteItem", "Provided list of item keys contains duplicates"
+            )
+        for table in request_items:
+            self._exists(table, "BatchWriteItem")
+        refuse = self.refuse or (lambda _: None)
+        refused = [
+            why
+            for requests in request_items.values()
+            for request in requests
+            if "PutRequest" in request and (why := refuse(request["PutRequest"]["Item"]))
+        ]
+        if refused:
+            raise client_error("ValidationException", "BatchWriteItem", refused[0])
+        consumed = dict.fromkeys(request_items, 0.0)
+        with self._lock:
+            for table, requests in request_items.items():
+                for request in requests:
+                    if "PutRequest" in request:
+                        consumed[table] += self._tally(request["PutRequest"]["Item"])
+                        self._store(table, request["PutRequest"]["Item"])
+                    else:
+                        self._delete(table, request["DeleteRequest"]["Key"])
+        return {
+            "UnprocessedItems": {},
+            "ConsumedCapacity": [{"TableName": table, "CapacityUnits": units} for table, units in consumed.items()],
+        }
 
     def delete_item(self, *, TableName: str, Key: dict[str, Any], **_: Any) -> dict[str, Any]:
-        rows = self.partitions.get((TableName, Key["pk"]["S"]), {})
-        rows.pop(Key["sk"]["S"], None)
+        self._exists(TableName, "DeleteItem")
+        with self._lock:
+            self._delete(TableName, Key)
         return {}
 
+    def _delete(self, table: str, key: dict[str, Any]) -> None:
+        self.partitions.get((table, key["pk"]["S"]), {}).pop(key["sk"]["S"], None)
+
+    def _tally(self, item: dict[str, Any]) -> int:
+        """Count the write units of a put of ``item``; return them."""
+        units = write_units(_size(item))
+        self.write_units[item["pk"]["S"].split("#", 1)[0]] += units
+        return units
+
     def _store(self, table: str, item: dict[str, Any]) -> None:
-        self.write_units[item["pk"]["S"].split("#", 1)[0]] += write_units(_size(item))
+        self.items_put += 1
         self.partitions.setdefault((table, item["pk"]["S"]), {})[item["sk"]["S"]] = item
 
     def _item(self, table: str, key: dict[str, Any]) -> dict[str, Any] | None:
@@ -82,6 +181,10 @@ class MemoryDynamo:
     def items(self, table: str | None = None) -> list[dict[str, Any]]:
         """Every item stored (in ``table``)."""
         return [i for (t, _), rows in self.partitions.items() if table in (None, t) for i in rows.values()]
+
+    def table(self, name: str) -> dict[tuple[str, str], dict[str, Any]]:
+        """The items stored in table ``name``, by (pk, sk)."""
+        return {(pk, sk): item for (t, pk), rows in self.partitions.items() if t == name for sk, item in rows.items()}
 
     def expire(self, now_s: int, attribute: str = "expires_at") -> None:
         """Delete the items whose TTL ``attribute`` has passed, as DynamoDB's TTL does."""
@@ -94,6 +197,7 @@ class MemoryDynamo:
 
     def batch_get_item(self, *, RequestItems: dict[str, Any], **_: Any) -> dict[str, Any]:
         ((table, request),) = RequestItems.items()
+        self._exists(table, "BatchGetItem")
         keys = request["Keys"]
         found = [item for k in keys[: self.get_limit] if (item := self._item(table, k)) is not None]
         rest = keys[self.get_limit :]
@@ -111,11 +215,13 @@ class MemoryDynamo:
             ],
         }
 
-    def query(self, *, TableName: str, ExpressionAttributeValues: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+    def query(self, **kwargs: Any) -> dict[str, Any]:
         """A Query of one partition: the rollup store's ``:low``/``:high``/``:prefix`` conditions and the
         partition reader's ``:sk_low``/``:sk_high`` (either bound alone too), its order, ``Limit`` and TTL
         filter (``:now``); projections are not applied (every attribute comes back)."""
-        values = {name: value.get("S", value.get("N")) for name, value in ExpressionAttributeValues.items()}
+        table = kwargs["TableName"]
+        self._exists(table, "Query")
+        values = {name: value.get("S", value.get("N")) for name, value in kwargs["ExpressionAttributeValues"].items()}
         pk = values[":pk"]
         low = values.get(":low", values.get(":sk_low"))
         high = values.get(":high", values.get(":sk_high"))
@@ -123,10 +229,12 @@ class MemoryDynamo:
         now = values.get(":now")
         start = kwargs.get("ExclusiveStartKey", {}).get("sk", {}).get("S")
         forward = kwargs.get("ScanIndexForward", True)
+        with self._lock:
+            partition = list(self.partitions.get((table, pk), {}).items())
         rows = sorted(
             (
                 (sk, item)
-                for sk, item in self.partitions.get((TableName, pk), {}).items()
+                for sk, item in partition
                 if (low is None or low <= sk)
                 and (high is None or sk <= high)
                 and (start is None or (sk > start if forward else sk < start))

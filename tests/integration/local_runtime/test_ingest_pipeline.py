@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from adapters.settings import SettingsError
+from doubles.memory_sqs import sqs_refusal
 from infra.config import LambdaFunction
 from local_runtime import LocalFaults
 from local_runtime.environment import NotLoopbackError, assert_loopback
@@ -25,7 +26,6 @@ from tests.integration.local_runtime.conftest import (
     readings,
     stored,
 )
-from tests.unit.ingest.fakes import sqs_refusal
 
 pytestmark = pytest.mark.integration
 

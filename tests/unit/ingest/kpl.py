@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from ingest.kinesis_records import KPL_MAGIC
 from ingest.protowire import LENGTH as _LENGTH
 from ingest.protowire import VARINT as _VARINT
+from keydesign.varints import write_varint
 
 
 def aggregate(members: Sequence[tuple[str, bytes]], explicit_hash_keys: Sequence[str | None] | None = None) -> bytes:
@@ -50,11 +51,5 @@ def _tag(field_number: int, wire_type: int) -> bytes:
 
 def _varint(value: int) -> bytes:
     out = bytearray()
-    while True:
-        low = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(low | 0x80)
-        else:
-            out.append(low)
-            return bytes(out)
+    write_varint(value, out)
+    return bytes(out)

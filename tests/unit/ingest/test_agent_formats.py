@@ -13,7 +13,8 @@ from opentelemetry.metrics import CallbackOptions, Meter, Observation
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.metrics.v1 import metrics_pb2
 
-from adapters.observability import metrics
+from doubles.memory_dynamo import MemoryDynamo
+from doubles.memory_sqs import MemorySQS
 from ingest.decoding import DEFAULT_FORMATS, decode_record
 from ingest.formats import MAX_INFLATED, Formats
 from ingest.kinesis_records import parse_event_record
@@ -29,7 +30,6 @@ from tests.unit.ingest.agents import (
     otlp_request,
     telegraf_json,
 )
-from tests.unit.ingest.fakes import FakeDynamoDB, FakeSQS
 from tests.unit.ingest.kinesis_events import kinesis_event, kinesis_record
 from tests.unit.ingest.kpl import aggregate
 from tests.unit.ingest.stored import stored_readings
@@ -40,19 +40,12 @@ NS = 1_000_000  # nanoseconds a millisecond
 Stored = tuple[str, int, dict[str, object], dict[str, str]]
 
 
-@pytest.fixture(autouse=True)
-def _clean_metrics() -> Any:
-    metrics.clear_metrics()
-    yield
-    metrics.clear_metrics()
-
-
 def ingest(
     payloads: list[bytes], *, formats: Formats = DEFAULT_FORMATS, now_ms: int = NOW
 ) -> tuple[BatchOutcome, list[Stored], list[dict[str, Any]]]:
     """Ingest one batch of ``payloads`` as the handler does: the outcome, what is stored (newest copies) and
     the rejects' bodies. Nothing is ever handed back (no fault is injected), and every reading is counted once."""
-    dynamodb, sqs = FakeDynamoDB(), FakeSQS()
+    dynamodb, sqs = MemoryDynamo(tables={"readings"}), MemorySQS()
     ingestor = dataclasses.replace(_ingestor(dynamodb, sqs), formats=formats, wall_clock_ms=lambda: now_ms)
     try:
         outcome, failed = handle(ingestor, kinesis_event(payloads))
@@ -68,7 +61,7 @@ def _seen(reading: Reading) -> Stored:
     return reading.entity_id, reading.ts_ms, dict(reading.measures), dict(reading.dimensions)
 
 
-def _bodies(sqs: FakeSQS) -> list[dict[str, Any]]:
+def _bodies(sqs: MemorySQS) -> list[dict[str, Any]]:
     return [json.loads(m["MessageBody"]) for m in sqs.messages]
 
 
@@ -448,7 +441,7 @@ def test_agent_readings_resolve_to_the_last_published_copy_across_shards() -> No
     metric = as_json(telegraf_json("cpu", {"usage": 12.5}, {"host": "h1"}, (NOW - 10_000) // 1000))
     first = kinesis_record(metric, 5, partition_key="3f1c9a", shard_id="shardId-000000000001")
     last = kinesis_record(metric, 1, partition_key="b72e40", shard_id="shardId-000000000002")
-    dynamodb, sqs = FakeDynamoDB(), FakeSQS()
+    dynamodb, sqs = MemoryDynamo(tables={"readings"}), MemorySQS()
     ingestor = _ingestor(dynamodb, sqs)
     try:
         for record in (first, last):  # each shard's batch on its own

@@ -27,8 +27,8 @@ from adapters.batch_writer import (
     serialize_item,
 )
 from adapters.retry import Backoff, Deadline
+from doubles.memory_dynamo import MemoryDynamo
 from local_runtime.faults import FaultInjectingDynamoDB, FaultPlan, service_error
-from tests.unit.ingest.fakes import FakeDynamoDB
 from tests.unit.ingest.kinesis_events import FakeClock
 
 
@@ -113,7 +113,7 @@ def test_chunks_hold_at_most_25_items_of_one_table() -> None:
 
 
 def test_duplicate_keys_are_refused_before_any_call() -> None:
-    api = FakeDynamoDB()
+    api = MemoryDynamo(tables={"readings"}, record_calls=True)
     writer = _writer(api, FakeClock())
     with pytest.raises(ValueError, match="duplicate keys"):
         writer.write(_writes(2) + _writes(1), Deadline.never())
@@ -124,7 +124,7 @@ def test_duplicate_keys_are_refused_before_any_call() -> None:
 
 
 def test_every_item_is_written_with_one_call_per_25() -> None:
-    api = FakeDynamoDB()
+    api = MemoryDynamo(tables={"readings"}, record_calls=True)
     report = _writer(api, FakeClock()).write(_writes(1000), Deadline.never())
     assert report.written == set(range(1000))
     assert report.calls == 40 == len(api.calls)
@@ -134,7 +134,9 @@ def test_every_item_is_written_with_one_call_per_25() -> None:
 
 def test_unprocessed_items_are_retried_with_full_jitter_backoff() -> None:
     clock = FakeClock()
-    api = FaultInjectingDynamoDB(FakeDynamoDB(), FaultPlan(partial_first=3, partial_fraction=0.6, seed=2))
+    api = FaultInjectingDynamoDB(
+        MemoryDynamo(tables={"readings"}), FaultPlan(partial_first=3, partial_fraction=0.6, seed=2)
+    )
     report = _writer(api, clock, concurrency=1).write(_writes(25), Deadline.after_ms(30_000, clock))
     assert report.written == set(range(25)) and not report.unwritten
     assert report.calls == 4
@@ -145,7 +147,7 @@ def test_unprocessed_items_are_retried_with_full_jitter_backoff() -> None:
 
 def test_throttling_until_the_deadline_hands_the_items_back_without_overrunning() -> None:
     clock = FakeClock()
-    api = FaultInjectingDynamoDB(FakeDynamoDB(), FaultPlan(throttle_rate=1.0))
+    api = FaultInjectingDynamoDB(MemoryDynamo(tables={"readings"}), FaultPlan(throttle_rate=1.0))
     deadline = Deadline.after_ms(3_000, clock)
     report = _writer(api, clock, concurrency=1).write(_writes(40), deadline)
     assert report.written == set()
@@ -158,7 +160,7 @@ def test_throttling_until_the_deadline_hands_the_items_back_without_overrunning(
 @pytest.mark.parametrize("code", ["ThrottlingException", "RequestLimitExceeded", "InternalServerError"])
 def test_transient_errors_are_retried(code: str) -> None:
     clock = FakeClock()
-    api = FaultInjectingDynamoDB(FakeDynamoDB(), FaultPlan(throttle_first=2, throttle_code=code))
+    api = FaultInjectingDynamoDB(MemoryDynamo(tables={"readings"}), FaultPlan(throttle_first=2, throttle_code=code))
     report = _writer(api, clock, concurrency=1).write(_writes(10), Deadline.after_ms(10_000, clock))
     assert report.written == set(range(10))
     assert report.calls == 3
@@ -166,7 +168,7 @@ def test_transient_errors_are_retried(code: str) -> None:
 
 def test_a_5xx_and_a_dropped_connection_are_retried() -> None:
     clock = FakeClock()
-    inner = FakeDynamoDB()
+    inner = MemoryDynamo(tables={"readings"})
     failures: list[Exception] = [
         service_error("SomethingNew", "BatchWriteItem", status=503),
         EndpointConnectionError(endpoint_url="https://dynamodb.eu-west-1.amazonaws.com"),
@@ -184,7 +186,7 @@ def test_a_5xx_and_a_dropped_connection_are_retried() -> None:
 
 
 def test_a_missing_table_is_handed_back_at_once_not_retried() -> None:
-    api = FakeDynamoDB(tables={"readings"})
+    api = MemoryDynamo(tables={"readings"})
     report = _writer(api, FakeClock()).write(_writes(5, "readings-2026-11-21"), Deadline.never())
     assert set(report.unwritten) == set(range(5))
     assert "ResourceNotFoundException" in report.unwritten[0]
@@ -192,7 +194,7 @@ def test_a_missing_table_is_handed_back_at_once_not_retried() -> None:
 
 
 def test_one_item_dynamodb_refuses_is_isolated_and_its_neighbours_written() -> None:
-    api = FakeDynamoDB(refuse=lambda item: "bad item" if item["sk"]["S"] == "e#00007" else None)
+    api = MemoryDynamo(tables={"readings"}, refuse=lambda item: "bad item" if item["sk"]["S"] == "e#00007" else None)
     report = _writer(api, FakeClock(), concurrency=2).write(_writes(30), Deadline.never())
     assert report.rejected == {7: "DynamoDB refused the item: bad item"}
     assert report.written == set(range(30)) - {7}
@@ -210,7 +212,7 @@ def test_an_unexpected_exception_hands_the_items_back() -> None:
 
 def test_an_expired_deadline_makes_no_call() -> None:
     clock = FakeClock()
-    api = FakeDynamoDB()
+    api = MemoryDynamo(tables={"readings"}, record_calls=True)
     report = _writer(api, clock).write(_writes(30), Deadline.after_ms(0, clock))
     assert api.calls == [] and set(report.unwritten) == set(range(30))
 
@@ -218,7 +220,7 @@ def test_an_expired_deadline_makes_no_call() -> None:
 def test_chunks_are_in_flight_at_the_same_time() -> None:
     # Four chunks meet at a barrier: a writer running them one by one would time out here.
     barrier = threading.Barrier(4, timeout=5)
-    inner = FakeDynamoDB()
+    inner = MemoryDynamo(tables={"readings"})
 
     class Meeting:
         def batch_write_item(self, **kwargs: Any) -> Any:

@@ -9,11 +9,12 @@ from typing import Any
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from doubles.memory_dynamo import MemoryDynamo
+from doubles.memory_sqs import MemorySQS
 from ingest.kinesis_records import StreamRecord
 from ingest.logic import Ingestor
 from keydesign import Layout, Reading
 from local_runtime.faults import FaultInjectingDynamoDB, FaultPlan
-from tests.unit.ingest.fakes import FakeDynamoDB, FakeSQS
 from tests.unit.ingest.kinesis_events import FakeClock, as_json, batch
 from tests.unit.ingest.stored import stored_readings
 from tests.unit.ingest.test_logic import NOW, _conserved, _ingestor
@@ -67,8 +68,8 @@ def _deliver(ingestor: Ingestor, records: list[StreamRecord]) -> None:
         records = records[failed[0] :] if failed else []
 
 
-def _items(dynamodb: FakeDynamoDB) -> dict[tuple[str, str, str], dict[str, Any]]:
-    return {(table, pk, sk): item for table, rows in dynamodb.tables.items() for (pk, sk), item in rows.items()}
+def _items(dynamodb: MemoryDynamo) -> dict[tuple[str, str, str], dict[str, Any]]:
+    return {(table, pk, sk): item for (table, pk), rows in dynamodb.partitions.items() for sk, item in rows.items()}
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -89,10 +90,10 @@ def test_any_regrouping_of_a_batch_keeps_the_last_copy_of_each_reading_and_redel
     kind, period = layout
     tables = {Layout.from_settings(kind=kind, bucket="1h", table_prefix="readings", table_period=period).table_for(t)
               for t in (FIRST_MS, NOW)}  # fmt: skip
-    dynamodb = FakeDynamoDB(tables=tables)
+    dynamodb = MemoryDynamo(tables=tables)
     clock = FakeClock()
     writes: Any = dynamodb if faults is None else FaultInjectingDynamoDB(dynamodb, faults, sleep=clock.sleep)
-    ingestor = _ingestor(writes, FakeSQS(), kind=kind, period=period, clock=clock, concurrency=1)
+    ingestor = _ingestor(writes, MemorySQS(), kind=kind, period=period, clock=clock, concurrency=1)
     payloads = [_payload(rows) for rows in records]
     delivered = batch(payloads)
     try:
@@ -118,7 +119,7 @@ def test_any_regrouping_of_a_batch_keeps_the_last_copy_of_each_reading_and_redel
         ingestor.close()
     # Then reading every block and keeping each reading's newest version gives the last published copy,
     # in whichever order the blocks are read (a tie of versions is only ever between equal copies)
-    stored = [item for rows in dynamodb.tables.values() for item in rows.values()]
+    stored = dynamodb.items()
     expected = _last_copies(payloads)
     assert stored_readings(stored, kind) == expected  # type: ignore[arg-type]
     assert stored_readings(reversed(stored), kind) == expected  # type: ignore[arg-type]

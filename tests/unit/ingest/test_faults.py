@@ -7,8 +7,9 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
+from doubles.memory_dynamo import MemoryDynamo
+from doubles.memory_sqs import MemorySQS
 from local_runtime.faults import FaultInjectingDynamoDB, FaultInjectingKinesis, FaultInjectingSQS, FaultPlan
-from tests.unit.ingest.fakes import FakeDynamoDB, FakeSQS
 
 
 def _request(count: int) -> dict[str, Any]:
@@ -16,7 +17,7 @@ def _request(count: int) -> dict[str, Any]:
 
 
 def test_the_first_calls_throttle_with_the_services_own_error() -> None:
-    inner = FakeDynamoDB()
+    inner = MemoryDynamo(tables={"readings"}, record_calls=True)
     faulty = FaultInjectingDynamoDB(inner, FaultPlan(throttle_first=2))
     for _ in range(2):
         with pytest.raises(ClientError) as caught:
@@ -29,12 +30,12 @@ def test_the_first_calls_throttle_with_the_services_own_error() -> None:
 
 
 def test_held_back_items_never_reach_the_inner_client_and_come_back_unprocessed() -> None:
-    inner = FakeDynamoDB()
+    inner = MemoryDynamo(tables={"readings"})
     faulty = FaultInjectingDynamoDB(inner, FaultPlan(partial_first=1, partial_fraction=0.4, seed=1))
     response = faulty.batch_write_item(RequestItems=_request(10))
     unprocessed = response["UnprocessedItems"]["readings"]
     assert len(unprocessed) == 4 == faulty.counters.held_back
-    written = {k[1] for k in inner.tables["readings"]}
+    written = {k[1] for k in inner.table("readings")}
     assert written.isdisjoint({u["PutRequest"]["Item"]["sk"]["S"] for u in unprocessed})
     assert len(written) == 6
 
@@ -56,7 +57,7 @@ def test_kinesis_partial_failures_keep_the_record_order() -> None:
 
 
 def test_sqs_failed_entries_are_reported_by_id() -> None:
-    inner = FakeSQS()
+    inner = MemorySQS()
     faulty = FaultInjectingSQS(inner, FaultPlan(partial_first=1, partial_fraction=0.5, seed=2))
     entries = [{"Id": str(i), "MessageBody": "m"} for i in range(4)]
     response = faulty.send_message_batch(QueueUrl="q", Entries=entries)

@@ -2,7 +2,7 @@
 
 Each reading ends written, rejected (with a reason, on a message SQS accepts)
 or handed back, and handed back only for a transient fault. The rules of SQS
-are checked by the fake's own oracle (``fakes.sqs_refusal``), written from
+are checked by the fake's own oracle (``doubles.memory_sqs.sqs_refusal``), written from
 SQS's documentation: moto checks neither the character set nor the size.
 """
 
@@ -18,12 +18,12 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, pro
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from adapters.observability import metrics
 from doubles.lambda_context import FakeLambdaContext
+from doubles.memory_dynamo import MemoryDynamo
+from doubles.memory_sqs import MemorySQS, sqs_refusal
 from ingest.logic import BatchOutcome
 from keydesign import Reading, blocks, layouts
 from local_runtime.faults import FaultInjectingDynamoDB, FaultPlan, service_error
-from tests.unit.ingest.fakes import FakeDynamoDB, FakeSQS, sqs_refusal
 from tests.unit.ingest.kinesis_events import FakeClock, as_json, kinesis_event, parsed, reading
 from tests.unit.ingest.kpl import aggregate
 from tests.unit.ingest.stored import stored_readings
@@ -32,14 +32,7 @@ from tests.unit.ingest.test_logic import NOW, _ingestor
 PROCESSOR = BatchProcessor(event_type=EventType.KinesisDataStreams, raise_on_entire_batch_failure=False)
 
 
-@pytest.fixture(autouse=True)
-def _clean_metrics() -> Any:
-    metrics.clear_metrics()
-    yield
-    metrics.clear_metrics()
-
-
-class FlakySQS(FakeSQS):
+class FlakySQS(MemorySQS):
     """Fails a share of SendMessageBatch calls, and of entries, the way SQS does when it is unwell."""
 
     def __init__(self, rate: float, seed: int) -> None:
@@ -162,7 +155,7 @@ def record_data(draw: st.DrawFn) -> bytes:
     return blob
 
 
-def _assert_every_reject_is_a_message_sqs_accepts(sqs: FakeSQS) -> None:
+def _assert_every_reject_is_a_message_sqs_accepts(sqs: MemorySQS) -> None:
     assert sqs.refused == []
     for message in sqs.messages:
         assert sqs_refusal(message) is None
@@ -180,7 +173,7 @@ def _readings_of(outcome: BatchOutcome) -> int:
 @given(payloads=st.lists(record_data(), min_size=1, max_size=6))
 def test_no_record_content_makes_ingest_raise_or_hand_a_record_back(payloads: list[bytes]) -> None:
     # Given a batch of hostile records and healthy services
-    dynamodb, sqs = FakeDynamoDB(), FakeSQS()
+    dynamodb, sqs = MemoryDynamo(tables={"readings"}), MemorySQS()
     ingestor = _ingestor(dynamodb, sqs)
     try:
         # When the batch is handled as the Lambda handler does
@@ -208,7 +201,7 @@ def test_under_transient_faults_only_records_with_unsettled_readings_come_back(
 ) -> None:
     # Given hostile records while DynamoDB throttles and SQS fails calls
     clock = FakeClock()
-    dynamodb = FakeDynamoDB()
+    dynamodb = MemoryDynamo(tables={"readings"})
     sqs = FlakySQS(sqs_rate, seed)
     faulty = FaultInjectingDynamoDB(dynamodb, FaultPlan(throttle_rate=throttle_rate, seed=seed), sleep=clock.sleep)
     ingestor = _ingestor(faulty, sqs, clock=clock, concurrency=1)
@@ -228,8 +221,8 @@ def test_under_transient_faults_only_records_with_unsettled_readings_come_back(
 # -- the payloads that took a batch down before, one by one ------------------------------------
 
 
-def _one(payload: bytes) -> tuple[BatchOutcome, FakeDynamoDB, FakeSQS]:
-    dynamodb, sqs = FakeDynamoDB(), FakeSQS()
+def _one(payload: bytes) -> tuple[BatchOutcome, MemoryDynamo, MemorySQS]:
+    dynamodb, sqs = MemoryDynamo(tables={"readings"}), MemorySQS()
     ingestor = _ingestor(dynamodb, sqs)
     try:
         outcome, failed = handle(ingestor, kinesis_event([payload]))
@@ -240,7 +233,7 @@ def _one(payload: bytes) -> tuple[BatchOutcome, FakeDynamoDB, FakeSQS]:
     return outcome, dynamodb, sqs
 
 
-def _rejects(sqs: FakeSQS) -> list[dict[str, Any]]:
+def _rejects(sqs: MemorySQS) -> list[dict[str, Any]]:
     return [json.loads(m["MessageBody"]) for m in sqs.messages]
 
 
@@ -376,7 +369,7 @@ def test_a_record_of_many_tiny_invalid_elements_costs_messages_bounded_by_its_by
     bad = 100_000
     payload = "[" + GOOD + "," + ",".join(["0"] * (bad // 2)) + "," + _good(2) + ","
     payload += ",".join(["0"] * (bad - bad // 2)) + "," + _good(3) + "]"
-    dynamodb, sqs = FakeDynamoDB(), FakeSQS()
+    dynamodb, sqs = MemoryDynamo(tables={"readings"}), MemorySQS()
     ingestor = _ingestor(dynamodb, sqs)
     try:
         outcome, failed = handle(ingestor, kinesis_event([payload.encode()]), remaining_ms=60_000)
@@ -409,7 +402,7 @@ def test_a_reject_at_the_size_limit_with_the_widest_field_still_fits_one_message
     # is made of four-byte characters (the widest message attribute)
     name = "\U0001f600" * 200
     payload = _text(f'"{name}":1', extra=',"dimensions":{"d":"' + "x" * 300_000 + '"}')
-    ingestor = _ingestor(FakeDynamoDB(), FakeSQS())
+    ingestor = _ingestor(MemoryDynamo(tables={"readings"}), MemorySQS())
     sqs = ingestor.rejects._api  # the fake behind the publisher
     publisher = type(ingestor.rejects)(sqs, "https://q", payload_limit=128 * 1024)
     ingestor.rejects = publisher

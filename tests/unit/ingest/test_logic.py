@@ -13,26 +13,19 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from adapters.batch_writer import BatchWriter
-from adapters.observability import metrics
 from adapters.shard_map_source import StaticShardMap
 from adapters.table_builds import ASK_EVERY_MS, TableBuilds
+from doubles.memory_dynamo import MemoryDynamo
+from doubles.memory_sqs import MemorySQS
 from ingest.logic import BatchOutcome, Ingestor, RecordNotIngested
 from ingest.rejects import RejectsPublisher
 from keydesign import Layout, ShardMap, decode_block
 from local_runtime.faults import FaultInjectingDynamoDB, FaultPlan
-from tests.unit.ingest.fakes import FakeDynamoDB, FakeSQS
 from tests.unit.ingest.kinesis_events import FakeClock, as_json, batch, kinesis_event, parsed, reading
 from tests.unit.ingest.stored import block_of, stored_readings
 
 NOW = 1_795_000_000_000
 QUEUE = "https://sqs.eu-west-1.amazonaws.com/123456789012/rejects"
-
-
-@pytest.fixture(autouse=True)
-def _clean_metrics() -> Any:
-    metrics.clear_metrics()
-    yield
-    metrics.clear_metrics()
 
 
 def _ingestor(
@@ -53,7 +46,7 @@ def _ingestor(
         layout=layout,
         shard_maps=StaticShardMap(ShardMap.initial(layout.bucket, 4)),
         writer=BatchWriter(dynamodb, concurrency=concurrency, clock=clock, sleep=clock.sleep, rng=random.Random(3)),
-        rejects=RejectsPublisher(sqs or FakeSQS(), QUEUE, sleep=clock.sleep),
+        rejects=RejectsPublisher(sqs or MemorySQS(), QUEUE, sleep=clock.sleep),
         retention_ms=30 * 86_400_000,
         max_future_ms=max_future_ms,
         max_age_ms=max_age_ms,
@@ -73,7 +66,7 @@ def _conserved(outcome: BatchOutcome) -> None:
 
 def test_a_batch_is_stored_as_one_block_per_entity_with_the_largest_sequence_number_as_version() -> None:
     # Given two records with readings of two entities, a few seconds apart
-    dynamodb = FakeDynamoDB()
+    dynamodb = MemoryDynamo(tables={"readings"})
     payloads = [
         as_json([reading("s-a", NOW - 5_000, "a1"), reading("s-b", NOW - 4_000, "b1")]),
         as_json([reading("s-a", NOW - 3_000, "a2")]),
@@ -97,7 +90,7 @@ def test_a_duplicate_whose_surviving_block_fails_fails_every_record_it_came_from
     same = as_json(reading("sensor-d", NOW - 1000, "same"))
     other = as_json(reading("sensor-o", NOW - 1000, "other"))
 
-    class RefuseSame(FakeDynamoDB):
+    class RefuseSame(MemoryDynamo):
         def batch_write_item(self, **kwargs: Any) -> Any:
             held = [r for rs in kwargs["RequestItems"].values() for r in rs if _entity(r) == "sensor-d"]
             kept = {t: [r for r in rs if _entity(r) != "sensor-d"] for t, rs in kwargs["RequestItems"].items()}
@@ -107,7 +100,7 @@ def test_a_duplicate_whose_surviving_block_fails_fails_every_record_it_came_from
             return response
 
     clock = FakeClock()
-    outcome = _ingestor(RefuseSame(), clock=clock).ingest(batch([same, other, same]), 5_000)
+    outcome = _ingestor(RefuseSame(tables={"readings"}), clock=clock).ingest(batch([same, other, same]), 5_000)
 
     # Then both records that carried it are redelivered, not just the one whose copy won
     assert [r.failed for r in outcome.records] == [True, False, True]
@@ -120,8 +113,10 @@ def _entity(request: dict[str, Any]) -> str:
 
 
 def test_a_block_dynamodb_refuses_becomes_a_reject_for_every_reading_that_made_it() -> None:
-    sqs = FakeSQS()
-    dynamodb = FakeDynamoDB(refuse=lambda item: "poison" if item["sk"]["S"].startswith("p#") else None)
+    sqs = MemorySQS()
+    dynamodb = MemoryDynamo(
+        tables={"readings"}, refuse=lambda item: "poison" if item["sk"]["S"].startswith("p#") else None
+    )
     payloads = [as_json([reading("p", NOW - 1, "x"), reading("s", NOW - 2, "ok")]), as_json(reading("p", NOW - 1, "x"))]
     outcome = _ingestor(dynamodb, sqs).ingest(batch(payloads), 60_000)
     assert [(r.written, r.rejected, r.retry) for r in outcome.records] == [(1, 1, 0), (0, 1, 0)]
@@ -133,7 +128,7 @@ def test_a_block_dynamodb_refuses_becomes_a_reject_for_every_reading_that_made_i
 
 def test_settle_raises_for_exactly_the_records_to_redeliver() -> None:
     event = kinesis_event([as_json(reading("s", NOW - 1, "a")), b"junk"])
-    outcome = _ingestor(FakeDynamoDB(tables={"other"})).ingest(parsed(event), 60_000)
+    outcome = _ingestor(MemoryDynamo(tables={"other"})).ingest(parsed(event), 60_000)
     first, second = (KinesisStreamRecord(r) for r in event["Records"])
     with pytest.raises(RecordNotIngested, match="ResourceNotFoundException"):
         outcome.settle(first)
@@ -145,7 +140,7 @@ def test_settle_raises_for_exactly_the_records_to_redeliver() -> None:
 
 @pytest.mark.parametrize("kind", ["random", "calculated", "hybrid"])
 def test_every_layout_writes_every_reading(kind: str) -> None:
-    dynamodb = FakeDynamoDB()
+    dynamodb = MemoryDynamo(tables={"readings"}, record_calls=True)
     payloads = [as_json([reading(f"s-{e}", NOW - 10_000 + i, f"{e}-{i}") for i in range(30)]) for e in range(5)]
     outcome = _ingestor(dynamodb, kind=kind).ingest(batch(payloads), 60_000)
     assert outcome.written == 150 == len(stored_readings(dynamodb.items(), kind))  # type: ignore[arg-type]
@@ -155,7 +150,7 @@ def test_every_layout_writes_every_reading(kind: str) -> None:
 def test_table_period_routes_by_event_time_and_sets_the_retention_ttl_too() -> None:
     layout = Layout.from_settings(kind="hybrid", bucket="1h", table_prefix="readings", table_period="day")
     today, yesterday = layout.table_for(NOW), layout.table_for(NOW - 86_400_000)
-    dynamodb = FakeDynamoDB(tables={today, yesterday})
+    dynamodb = MemoryDynamo(tables={today, yesterday})
     payloads = [as_json([reading("s", NOW - 1, "t"), reading("s", NOW - 86_400_000, "y")])]
     # A reading a day old is within MAX_AGE (7 days): yesterday's table takes it.
     ingestor = _ingestor(dynamodb, period="day")
@@ -179,7 +174,7 @@ def test_readings_up_to_max_age_old_are_written_to_closed_tables_and_the_rest_re
     too_old = NOW - 3 * day - 1
     unbuilt = current + 3 * hour  # the rotator builds only current + 2
     tables = {layout.table_for(t) for t in (days_late, current)}
-    dynamodb, sqs = FakeDynamoDB(tables=tables), FakeSQS()
+    dynamodb, sqs = MemoryDynamo(tables=tables), MemorySQS()
     ingestor = _ingestor(dynamodb, sqs, period="hour", max_age_ms=3 * day, max_future_ms=4 * hour)
     payloads = [as_json([reading("s", t, f"e{t}") for t in (too_old, days_late, current, unbuilt)])]
     # When ingested
@@ -195,9 +190,9 @@ def test_readings_up_to_max_age_old_are_written_to_closed_tables_and_the_rest_re
 
 
 class FakeRotator:
-    """Lambda's Invoke, answered by building the tables asked for in the fake DynamoDB (or not)."""
+    """Lambda's Invoke, answered by building the tables asked for in the in-memory DynamoDB (or not)."""
 
-    def __init__(self, dynamodb: FakeDynamoDB, *, builds: bool = True) -> None:
+    def __init__(self, dynamodb: MemoryDynamo, *, builds: bool = True) -> None:
         self.dynamodb = dynamodb
         self.builds = builds
         self.requests: list[dict[str, Any]] = []
@@ -207,7 +202,8 @@ class FakeRotator:
         request = json.loads(kwargs["Payload"])
         self.requests.append(request)
         if self.builds:
-            self.dynamodb.tables.update({name: {} for name in request["build"]})
+            assert self.dynamodb.tables is not None, "the rotator builds in a DynamoDB that names its tables"
+            self.dynamodb.tables.update(request["build"])
         return {"StatusCode": 202}
 
 
@@ -216,7 +212,7 @@ def test_a_late_reading_whose_period_never_had_a_table_is_handed_back_and_its_ta
     layout = Layout.from_settings(kind="hybrid", bucket="1h", table_prefix="readings", table_period="hour")
     old = NOW - 2 * 86_400_000
     current_table = layout.table_for(NOW)
-    dynamodb = FakeDynamoDB(tables={current_table})
+    dynamodb = MemoryDynamo(tables={current_table})
     rotator = FakeRotator(dynamodb, builds=False)
     clock = FakeClock()
     ingestor = _ingestor(dynamodb, period="hour", clock=clock, table_builds=TableBuilds(rotator, "rot", clock=clock))
@@ -244,14 +240,14 @@ def test_a_late_reading_whose_period_never_had_a_table_is_handed_back_and_its_ta
 
 def test_without_a_rotator_to_ask_a_missing_table_is_handed_back_as_before() -> None:
     layout = Layout.from_settings(kind="hybrid", bucket="1h", table_prefix="readings", table_period="hour")
-    dynamodb = FakeDynamoDB(tables={layout.table_for(NOW)})
+    dynamodb = MemoryDynamo(tables={layout.table_for(NOW)})
     outcome = _ingestor(dynamodb, period="hour").ingest(batch([as_json([reading("s", NOW - 86_400_000)])]), 60_000)
     (failed,) = outcome.failed_records
     assert failed.reason is not None and failed.reason.startswith("ResourceNotFoundException")
 
 
 def test_a_batch_of_10000_readings_of_100_entities_is_100_blocks_in_4_calls() -> None:
-    dynamodb = FakeDynamoDB()
+    dynamodb = MemoryDynamo(tables={"readings"})
     payloads = [as_json([reading(f"s-{r}", NOW - 60_000 + i, f"{r}-{i}") for i in range(100)]) for r in range(100)]
     outcome = _ingestor(dynamodb).ingest(batch(payloads), 60_000)
     assert outcome.written == 10_000 == len(stored_readings(dynamodb.items()))
@@ -298,8 +294,8 @@ _payload = st.one_of(
 def test_conservation_every_reading_is_written_rejected_or_handed_back(
     payloads: list[bytes], plan: FaultPlan, budget_ms: int
 ) -> None:
-    dynamodb = FakeDynamoDB()
-    sqs = FakeSQS()
+    dynamodb = MemoryDynamo(tables={"readings"})
+    sqs = MemorySQS()
     clock = FakeClock()
     ingestor = _ingestor(FaultInjectingDynamoDB(dynamodb, plan, sleep=clock.sleep), sqs, clock=clock, concurrency=1)
     try:
@@ -318,7 +314,7 @@ def test_conservation_every_reading_is_written_rejected_or_handed_back(
 
 
 def test_handing_back_is_idempotent_when_the_failed_records_are_redelivered() -> None:
-    dynamodb = FakeDynamoDB()
+    dynamodb = MemoryDynamo(tables={"readings"})
     clock = FakeClock()
     faulty = FaultInjectingDynamoDB(dynamodb, FaultPlan(throttle_rate=0.8, seed=11), sleep=clock.sleep)
     payloads = [as_json([reading(f"s-{r}", NOW - 5000 + i, f"{r}-{i}") for i in range(4)]) for r in range(100)]
@@ -335,13 +331,13 @@ def test_handing_back_is_idempotent_when_the_failed_records_are_redelivered() ->
 
 def test_ingest_honours_the_remaining_time_on_a_real_clock() -> None:
     # With the real clock and throttling forever, the batch returns within the budget less the margin.
-    dynamodb = FaultInjectingDynamoDB(FakeDynamoDB(), FaultPlan(throttle_rate=1.0))
+    dynamodb = FaultInjectingDynamoDB(MemoryDynamo(tables={"readings"}), FaultPlan(throttle_rate=1.0))
     layout = Layout.from_settings(kind="hybrid", bucket="1h", table_prefix="readings")
     ingestor = Ingestor(
         layout=layout,
         shard_maps=StaticShardMap(ShardMap.initial(layout.bucket, 4)),
         writer=BatchWriter(dynamodb, concurrency=2),
-        rejects=RejectsPublisher(FakeSQS(), QUEUE),
+        rejects=RejectsPublisher(MemorySQS(), QUEUE),
         retention_ms=86_400_000,
         max_future_ms=None,
         max_age_ms=None,

@@ -5,17 +5,15 @@ from __future__ import annotations
 import random
 from typing import Any
 
-import pytest
-
 from adapters.batch_writer import BatchWriter
-from adapters.observability import metrics
 from adapters.occupancy import OccupancyRecorder, OccupancyStore
 from adapters.shard_map_source import StaticShardMap
+from doubles.memory_dynamo import MemoryDynamo
+from doubles.memory_sqs import MemorySQS
 from ingest.logic import Ingestor
 from ingest.rejects import RejectsPublisher
 from keydesign import Layout, ShardMap
 from keydesign.occupancy import MAX_WRITER_OVERLAP_MS, SINCE_PK, day_pk
-from tests.unit.ingest.fakes import FakeDynamoDB, FakeSQS
 from tests.unit.ingest.kinesis_events import FakeClock, as_json, batch, reading
 
 NOW = 1_795_000_000_000  # 2026-11-18T...
@@ -25,21 +23,14 @@ CONTROL = "control"
 MAX_FUTURE = 300_000
 
 
-@pytest.fixture(autouse=True)
-def _clean_metrics() -> Any:
-    metrics.clear_metrics()
-    yield
-    metrics.clear_metrics()
-
-
-def _ingestor(dynamodb: FakeDynamoDB, *, kind: str = "hybrid") -> Ingestor:
+def _ingestor(dynamodb: MemoryDynamo, *, kind: str = "hybrid") -> Ingestor:
     clock = FakeClock()
     layout = Layout.from_settings(kind=kind, bucket="1h", table_prefix="readings")
     return Ingestor(
         layout=layout,
         shard_maps=StaticShardMap(ShardMap.initial(layout.bucket, 4)),
         writer=BatchWriter(dynamodb, concurrency=2, clock=clock, sleep=clock.sleep, rng=random.Random(3)),
-        rejects=RejectsPublisher(FakeSQS(), QUEUE, sleep=clock.sleep),
+        rejects=RejectsPublisher(MemorySQS(), QUEUE, sleep=clock.sleep),
         retention_ms=30 * DAY,
         max_future_ms=MAX_FUTURE,
         max_age_ms=7 * DAY,
@@ -50,13 +41,13 @@ def _ingestor(dynamodb: FakeDynamoDB, *, kind: str = "hybrid") -> Ingestor:
     )
 
 
-def _occupancy(dynamodb: FakeDynamoDB) -> set[tuple[str, str]]:
-    return {key for key in dynamodb.tables[CONTROL] if key[0] != SINCE_PK}
+def _occupancy(dynamodb: MemoryDynamo) -> set[tuple[str, str]]:
+    return {key for key in dynamodb.table(CONTROL) if key[0] != SINCE_PK}
 
 
 def test_every_partition_written_to_is_recorded_first_and_once() -> None:
     # Given readings of two entities over two days
-    db = FakeDynamoDB({"readings", CONTROL})
+    db = MemoryDynamo(tables={"readings", CONTROL}, record_calls=True)
     ingestor = _ingestor(db)
     readings = [
         as_json(reading("a", NOW - DAY, "1")),
@@ -77,12 +68,12 @@ def test_every_partition_written_to_is_recorded_first_and_once() -> None:
     assert all(CONTROL not in call for call in db.calls[first_readings:])
     assert any(CONTROL in call for call in db.calls[:first_readings])
     # ... with a TTL past the last reading of the day and the bucket start
-    for (pk, _), item in db.tables[CONTROL].items():
+    for (pk, _), item in db.table(CONTROL).items():
         if pk != SINCE_PK:
             assert int(item["expires_at"]["N"]) * 1000 > NOW + 30 * DAY
             assert int(item["bucket"]["N"]) % 3_600_000 == 0
     # And the marker says from when on pruning is safe
-    marker = db.tables[CONTROL][(SINCE_PK, "readings")]
+    marker = db.table(CONTROL)[(SINCE_PK, "readings")]
     assert int(marker["since"]["N"]) == NOW + MAX_WRITER_OVERLAP_MS + MAX_FUTURE
 
     # When the same partitions (and a redelivery) come again
@@ -95,7 +86,7 @@ def test_every_partition_written_to_is_recorded_first_and_once() -> None:
 
 
 def test_the_marker_is_never_moved_by_later_writers() -> None:
-    db = FakeDynamoDB({"readings", CONTROL})
+    db = MemoryDynamo(tables={"readings", CONTROL})
     store = OccupancyStore(db, CONTROL, "readings")
     assert store.mark_since(100) is True
     assert store.mark_since(200) is False
@@ -112,7 +103,7 @@ def test_a_partition_whose_occupancy_cannot_be_recorded_is_not_written() -> None
             return "refused for the test"
         return None
 
-    db = FakeDynamoDB({"readings", CONTROL}, refuse=refuse)
+    db = MemoryDynamo(tables={"readings", CONTROL}, refuse=refuse)
     layout = Layout.from_settings(kind="hybrid", bucket="1h", table_prefix="readings")
     shard_map = ShardMap.initial(layout.bucket, 4)
     (blocked,) = layout.partitions_of("victim", NOW, shard_map)
@@ -134,23 +125,23 @@ def test_a_partition_whose_occupancy_cannot_be_recorded_is_not_written() -> None
 
 
 def test_without_a_recorder_nothing_is_written_to_the_control_table() -> None:
-    db = FakeDynamoDB({"readings", CONTROL})
+    db = MemoryDynamo(tables={"readings", CONTROL})
     ingestor = _ingestor(db)
     ingestor.occupancy = None
     ingestor.ingest(batch([as_json(reading("a", NOW, "1"))]), 60_000)
-    assert db.tables[CONTROL] == {}
+    assert db.table(CONTROL) == {}
 
 
 def test_readings_wait_for_a_throttled_record_and_are_handed_back_when_it_never_lands() -> None:
     # Given a control table that leaves every occupancy record unprocessed
-    class Unprocessed(FakeDynamoDB):
+    class Unprocessed(MemoryDynamo):
         def batch_write_item(self, **kwargs: Any) -> Any:
             control = kwargs["RequestItems"].get(CONTROL)
             if control is None:
                 return super().batch_write_item(**kwargs)
             return {"UnprocessedItems": {CONTROL: control}}
 
-    db = Unprocessed({"readings", CONTROL})
+    db = Unprocessed(tables={"readings", CONTROL})
     ingestor = _ingestor(db)
     # When a batch is ingested within a short time budget
     outcome = ingestor.ingest(batch([as_json(reading("a", NOW, "1"))]), 3_000)

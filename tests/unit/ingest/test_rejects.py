@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from adapters.retry import Deadline
+from doubles.memory_sqs import MemorySQS
 from ingest.rejects import MAX_REQUEST_BYTES, Reject, RejectsPublisher, reject_message
 from local_runtime.faults import FaultInjectingSQS, FaultPlan, service_error
-from tests.unit.ingest.fakes import FakeSQS
 from tests.unit.ingest.kinesis_events import FakeClock
 
 QUEUE = "https://sqs.eu-west-1.amazonaws.com/123456789012/readings-rejects"
@@ -80,7 +80,7 @@ def test_binary_payloads_travel_as_base64() -> None:
 
 def test_batches_hold_at_most_10_entries_and_256_kib() -> None:
     clock = FakeClock()
-    sqs = FakeSQS()
+    sqs = MemorySQS()
     rejects = [_reject(index=i) for i in range(23)] + [_reject(b"x" * 100_000, index=100 + i) for i in range(5)]
     report = _publisher(sqs, clock, payload_limit=120_000).publish(rejects, Deadline.never())
     assert report.sent == set(range(28)) and not report.unsent
@@ -93,7 +93,7 @@ def test_batches_hold_at_most_10_entries_and_256_kib() -> None:
 def test_entries_sqs_fails_are_retried_and_sender_faults_are_not() -> None:
     clock = FakeClock()
 
-    class Picky(FakeSQS):
+    class Picky(MemorySQS):
         def send_message_batch(self, **kwargs: Any) -> Any:
             response = dict(super().send_message_batch(**kwargs))
             if len(self.calls) == 1:
@@ -124,7 +124,7 @@ def test_a_permanent_error_is_not_retried() -> None:
 
 def test_a_failing_queue_is_retried_a_bounded_number_of_times_then_handed_back() -> None:
     clock = FakeClock()
-    sqs = FaultInjectingSQS(FakeSQS(), FaultPlan(throttle_rate=1.0, throttle_code="ServiceUnavailable"))
+    sqs = FaultInjectingSQS(MemorySQS(), FaultPlan(throttle_rate=1.0, throttle_code="ServiceUnavailable"))
     report = _publisher(sqs, clock).publish([_reject(index=i) for i in range(12)], Deadline.never())
     assert set(report.unsent) == set(range(12))
     assert sqs.counters.calls == 10  # two batches, five attempts each
@@ -132,7 +132,7 @@ def test_a_failing_queue_is_retried_a_bounded_number_of_times_then_handed_back()
 
 
 def test_fifo_queues_get_a_group_and_a_stable_deduplication_id() -> None:
-    sqs = FakeSQS()
+    sqs = MemorySQS()
     publisher = _publisher(sqs, FakeClock(), queue=QUEUE + ".fifo")
     publisher.publish([_reject()], Deadline.never())
     publisher.publish([_reject()], Deadline.never())
@@ -144,7 +144,7 @@ def test_fifo_queues_get_a_group_and_a_stable_deduplication_id() -> None:
 
 def test_no_time_left_sends_nothing() -> None:
     clock = FakeClock()
-    sqs = FakeSQS()
+    sqs = MemorySQS()
     report = _publisher(sqs, clock).publish([_reject()], Deadline.after_ms(0, clock))
     assert sqs.calls == [] and 0 in report.unsent
 
@@ -152,4 +152,4 @@ def test_no_time_left_sends_nothing() -> None:
 @pytest.mark.parametrize("limit", [0, 200_000])
 def test_the_payload_limit_is_checked(limit: int) -> None:
     with pytest.raises(ValueError, match="payload_limit"):
-        RejectsPublisher(FakeSQS(), QUEUE, payload_limit=limit)
+        RejectsPublisher(MemorySQS(), QUEUE, payload_limit=limit)

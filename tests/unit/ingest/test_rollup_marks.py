@@ -10,12 +10,13 @@ from typing import Any
 from adapters.batch_writer import BatchWriter
 from adapters.rollup_store import MarkRecorder, RollupStore, start_pk
 from adapters.shard_map_source import StaticShardMap
+from doubles.memory_dynamo import MemoryDynamo
+from doubles.memory_sqs import MemorySQS
 from ingest.logic import Ingestor
 from ingest.rejects import RejectsPublisher
 from keydesign import Layout, ShardMap, parse_timestamp
 from keydesign.rollup import Mark
 from keydesign.writetier import DENSE_READINGS, WriteTier
-from tests.unit.ingest.fakes import FakeDynamoDB, FakeSQS
 from tests.unit.ingest.kinesis_events import FakeClock, as_json, batch, reading
 from tests.unit.ingest.stored import stored_readings
 
@@ -24,7 +25,7 @@ MINUTE = 60_000
 CONTROL = "control"
 
 
-def _ingestor(db: FakeDynamoDB, write_tier: WriteTier | None = None) -> Ingestor:
+def _ingestor(db: MemoryDynamo, write_tier: WriteTier | None = None) -> Ingestor:
     clock = FakeClock()
     layout = Layout.from_settings(kind="hybrid", bucket="1h", table_prefix="readings")
     writer = BatchWriter(db, concurrency=1, clock=clock, sleep=clock.sleep, rng=random.Random(3))
@@ -32,7 +33,7 @@ def _ingestor(db: FakeDynamoDB, write_tier: WriteTier | None = None) -> Ingestor
         layout=layout,
         shard_maps=StaticShardMap(ShardMap.initial(layout.bucket, 4)),
         writer=writer,
-        rejects=RejectsPublisher(FakeSQS(), "https://sqs.eu-west-1.amazonaws.com/1/rejects", sleep=clock.sleep),
+        rejects=RejectsPublisher(MemorySQS(), "https://sqs.eu-west-1.amazonaws.com/1/rejects", sleep=clock.sleep),
         retention_ms=30 * 86_400_000,
         max_future_ms=300_000,
         max_age_ms=None,
@@ -43,16 +44,16 @@ def _ingestor(db: FakeDynamoDB, write_tier: WriteTier | None = None) -> Ingestor
     )
 
 
-def _marks(db: FakeDynamoDB) -> set[Mark]:
+def _marks(db: MemoryDynamo) -> set[Mark]:
     """The marks stored (beside them, the container's start item: rollup.logic's first run)."""
     return {
-        Mark.parse(parse_timestamp(pk.split("#")[2]), sk) for pk, sk in db.tables[CONTROL] if pk != start_pk("readings")
+        Mark.parse(parse_timestamp(pk.split("#")[2]), sk) for pk, sk in db.table(CONTROL) if pk != start_pk("readings")
     }
 
 
 def test_one_mark_per_entity_minute_before_the_readings_and_once_per_container() -> None:
     # Given readings of two entities, two of them in one minute, one a minute late
-    db = FakeDynamoDB({"readings", CONTROL})
+    db = MemoryDynamo(tables={"readings", CONTROL}, record_calls=True)
     ingestor = _ingestor(db)
     payloads = [
         as_json(reading("a", NOW, "1")),
@@ -75,8 +76,8 @@ def test_one_mark_per_entity_minute_before_the_readings_and_once_per_container()
 
 def test_a_reading_whose_mark_is_not_written_is_handed_back() -> None:
     # Given a control table that refuses every write
-    db = FakeDynamoDB(
-        {"readings", CONTROL}, refuse=lambda item: "no" if item["pk"]["S"].startswith("rollmark") else None
+    db = MemoryDynamo(
+        tables={"readings", CONTROL}, refuse=lambda item: "no" if item["pk"]["S"].startswith("rollmark") else None
     )
     ingestor = _ingestor(db)
     # When a reading is ingested, it is not stored and its record is not settled: redelivery marks it again
@@ -89,7 +90,7 @@ def test_a_reading_whose_mark_is_not_written_is_handed_back() -> None:
 
 def test_a_block_across_a_minute_boundary_marks_each_minute_it_holds_readings_of() -> None:
     # Given two readings of one entity six seconds apart, on either side of a minute boundary
-    db = FakeDynamoDB({"readings", CONTROL})
+    db = MemoryDynamo(tables={"readings", CONTROL})
     boundary = NOW - NOW % MINUTE + MINUTE
     payloads = [as_json([reading("c", boundary - 3_000, "1"), reading("c", boundary + 3_000, "2")])]
     # When they are ingested: one block
@@ -102,7 +103,7 @@ def test_a_block_across_a_minute_boundary_marks_each_minute_it_holds_readings_of
 
 def test_an_ingest_slowed_past_its_deadline_never_leaves_a_stored_reading_unmarked() -> None:
     # Given a DynamoDB so slow that the first write of a batch uses up the invocation's whole time
-    db = FakeDynamoDB({"readings", CONTROL})
+    db = MemoryDynamo(tables={"readings", CONTROL})
     ingestor = _ingestor(db)
     clock = ingestor.clock
     assert isinstance(clock, FakeClock)
@@ -131,7 +132,7 @@ HOUR = 3_600_000
 
 def test_with_the_write_tier_only_readings_written_as_blocks_are_marked() -> None:
     # Given the write tier, a sparse fleet's batch (one reading a device, in the current hour)
-    db = FakeDynamoDB({"readings", CONTROL})
+    db = MemoryDynamo(tables={"readings", CONTROL}, record_calls=True)
     ingestor = _ingestor(db, WriteTier(4))
     sparse = [as_json(reading(f"dev-{n}", NOW - 1_000 * n, f"s{n}")) for n in range(20)]
     # When it is ingested: every reading in group items, and no mark at all (nor a start item)

@@ -15,13 +15,14 @@ from adapters.batch_writer import BatchWriter
 from adapters.observability import metrics
 from adapters.shard_map_source import StaticShardMap
 from adapters.table_builds import TableBuilds
+from doubles.memory_dynamo import MemoryDynamo
+from doubles.memory_sqs import MemorySQS
 from ingest.logic import BatchOutcome, Ingestor
 from ingest.rejects import RejectsPublisher
 from ingest.settings import IngestSettings
 from keydesign import Layout, Reading, ShardMap
 from keydesign.blocks import decode_group, keep_newest, newest_wins
 from keydesign.writetier import DENSE_MARK_PREFIX, GROUP_PK_PREFIX, WriteTier
-from tests.unit.ingest.fakes import FakeDynamoDB, FakeSQS
 from tests.unit.ingest.kinesis_events import FakeClock, as_json, batch, reading
 from tests.unit.ingest.stored import newest_copies
 from tests.unit.ingest.test_logic import FakeRotator
@@ -32,16 +33,9 @@ QUEUE = "https://sqs.eu-west-1.amazonaws.com/123456789012/rejects"
 TIER = WriteTier(4)
 
 
-@pytest.fixture(autouse=True)
-def _clean_metrics() -> Any:
-    metrics.clear_metrics()
-    yield
-    metrics.clear_metrics()
-
-
 def _ingestor(
-    dynamodb: FakeDynamoDB,
-    sqs: FakeSQS | None = None,
+    dynamodb: MemoryDynamo,
+    sqs: MemorySQS | None = None,
     *,
     now: int = NOW,
     period: str | None = None,
@@ -54,7 +48,7 @@ def _ingestor(
         layout=layout,
         shard_maps=StaticShardMap(ShardMap.initial(layout.bucket, 4)),
         writer=BatchWriter(dynamodb, concurrency=2, clock=clock, sleep=clock.sleep, rng=random.Random(3)),
-        rejects=RejectsPublisher(sqs or FakeSQS(), QUEUE, sleep=clock.sleep),
+        rejects=RejectsPublisher(sqs or MemorySQS(), QUEUE, sleep=clock.sleep),
         retention_ms=30 * 86_400_000,
         max_future_ms=300_000,
         max_age_ms=7 * 86_400_000,
@@ -102,7 +96,7 @@ def _sparse_and_dense() -> list[bytes]:
 
 
 def test_sparse_readings_go_to_group_items_and_a_dense_entity_to_its_blocks_after_its_mark() -> None:
-    dynamodb = FakeDynamoDB()
+    dynamodb = MemoryDynamo(tables={"readings"}, record_calls=True)
     outcome = _ingestor(dynamodb).ingest(batch(_sparse_and_dense()), 60_000)
     _conserved(outcome)
     assert (outcome.written, outcome.rejected, outcome.retry) == (13, 0, 0)
@@ -127,26 +121,26 @@ def test_sparse_readings_go_to_group_items_and_a_dense_entity_to_its_blocks_afte
 
 
 def test_a_redelivered_batch_makes_the_same_items_and_its_marks_are_put_once_per_container() -> None:
-    dynamodb = FakeDynamoDB()
+    dynamodb = MemoryDynamo(tables={"readings"})
     ingestor = _ingestor(dynamodb)
     ingestor.ingest(batch(_sparse_and_dense()), 60_000)
-    before = {k: dict(v) for k, v in dynamodb.tables["readings"].items()}
-    puts = dynamodb.puts
+    before = {k: dict(v) for k, v in dynamodb.table("readings").items()}
+    puts = dynamodb.items_put
     again = ingestor.ingest(batch(_sparse_and_dense()), 60_000)
     _conserved(again)
     assert again.written == 13 and again.dense_marks.calls == 0
-    assert dynamodb.tables["readings"] == before  # the same keys and payloads, overwritten in place
-    assert dynamodb.puts - puts == len(before) - 1  # every item again but the mark
+    assert dynamodb.table("readings") == before  # the same keys and payloads, overwritten in place
+    assert dynamodb.items_put - puts == len(before) - 1  # every item again but the mark
     # another container (a cold start) puts the mark again: the same item
     _ingestor(dynamodb).ingest(batch(_sparse_and_dense()), 60_000)
-    assert dynamodb.tables["readings"] == before
+    assert dynamodb.table("readings") == before
 
 
 def test_a_group_item_dynamodb_refuses_rejects_its_readings_with_the_reason() -> None:
     def refuse(item: Mapping[str, Any]) -> str | None:
         return "Item size has exceeded the maximum allowed size" if item["pk"]["S"].startswith("w#") else None
 
-    dynamodb, sqs = FakeDynamoDB(refuse=refuse), FakeSQS()
+    dynamodb, sqs = MemoryDynamo(tables={"readings"}, refuse=refuse), MemorySQS()
     outcome = _ingestor(dynamodb, sqs).ingest(batch(_sparse_and_dense()), 60_000)
     _conserved(outcome)
     # the mark is refused too (it is in a group partition): the dense sensor's block is handed back
@@ -164,7 +158,7 @@ def _refuse_marks(item: Mapping[str, Any]) -> str | None:
 
 
 def test_a_dense_block_whose_mark_is_not_stored_is_handed_back_and_stored_on_redelivery() -> None:
-    dynamodb = FakeDynamoDB(refuse=_refuse_marks)
+    dynamodb = MemoryDynamo(tables={"readings"}, refuse=_refuse_marks)
     ingestor = _ingestor(dynamodb)
     first = ingestor.ingest(batch(_sparse_and_dense()), 60_000)
     _conserved(first)
@@ -184,7 +178,7 @@ def test_a_batch_straddling_an_hour_boundary_writes_each_hour_to_its_own_group_p
     end = NOW - NOW % HOUR + HOUR
     payloads = [as_json([reading("dev-1", end - 2_000, "a"), reading("dev-1", end + 1_000, "b")])]
     # started before the hour ended: both readings in the write tier, one partition per hour
-    dynamodb = FakeDynamoDB()
+    dynamodb = MemoryDynamo(tables={"readings"})
     outcome = _ingestor(dynamodb, now=end - 1_000).ingest(batch(payloads), 60_000)
     group = TIER.group_of("dev-1")
     assert outcome.written == 2
@@ -192,7 +186,7 @@ def test_a_batch_straddling_an_hour_boundary_writes_each_hour_to_its_own_group_p
         [TIER.group_pk(group, end - 1), TIER.group_pk(group, end)]
     )
     # started after it ended: the earlier reading is late, written as a block of its own, with no mark
-    dynamodb = FakeDynamoDB()
+    dynamodb = MemoryDynamo(tables={"readings"})
     outcome = _ingestor(dynamodb, now=end + 3_000).ingest(batch(payloads), 60_000)
     _conserved(outcome)
     items = dynamodb.items()
@@ -202,7 +196,7 @@ def test_a_batch_straddling_an_hour_boundary_writes_each_hour_to_its_own_group_p
 
 
 def test_late_readings_are_blocks_as_before() -> None:
-    dynamodb = FakeDynamoDB()
+    dynamodb = MemoryDynamo(tables={"readings"})
     payloads = [as_json([reading(f"dev-{i}", NOW - 2 * HOUR - i, f"l{i}") for i in range(5)])]
     outcome = _ingestor(dynamodb).ingest(batch(payloads), 60_000)
     assert (outcome.written, outcome.blocks, outcome.group_items) == (5, 5, 0)
@@ -212,7 +206,7 @@ def test_late_readings_are_blocks_as_before() -> None:
 
 def test_a_group_item_whose_table_is_missing_is_handed_back_and_the_table_asked_for() -> None:
     layout = Layout.from_settings(kind="hybrid", bucket="1h", table_prefix="readings", table_period="hour")
-    dynamodb = FakeDynamoDB(tables={layout.table_for(NOW - HOUR)})  # the current hour's table is not there yet
+    dynamodb = MemoryDynamo(tables={layout.table_for(NOW - HOUR)})  # the current hour's table is not there yet
     rotator, clock = FakeRotator(dynamodb, builds=True), FakeClock()
     builds = TableBuilds(rotator, "rot", clock=clock)
     ingestor = _ingestor(dynamodb, period="hour", table_builds=builds, clock=clock)
@@ -234,8 +228,8 @@ def test_a_group_item_whose_table_is_missing_is_handed_back_and_the_table_asked_
     ],
 )
 def test_bad_readings_are_rejected_beside_group_items(payload: bytes, field: str) -> None:
-    sqs = FakeSQS()
-    dynamodb = FakeDynamoDB()
+    sqs = MemorySQS()
+    dynamodb = MemoryDynamo(tables={"readings"})
     outcome = _ingestor(dynamodb, sqs).ingest(batch([payload, as_json([reading("dev-2", NOW, "ok")])]), 60_000)
     _conserved(outcome)
     assert (outcome.written, outcome.rejected, outcome.retry) == (1, 1, 0)
@@ -244,7 +238,7 @@ def test_bad_readings_are_rejected_beside_group_items(payload: bytes, field: str
 
 
 def test_copies_of_a_reading_in_one_batch_are_stored_once_the_last_winning() -> None:
-    dynamodb = FakeDynamoDB()
+    dynamodb = MemoryDynamo(tables={"readings"})
     payloads = [as_json([reading("dev-1", NOW, "x", v=1.0)]), as_json([reading("dev-1", NOW, "x", v=2.0)])]
     outcome = _ingestor(dynamodb).ingest(batch(payloads), 60_000)
     _conserved(outcome)
@@ -256,8 +250,12 @@ def test_copies_of_a_reading_in_one_batch_are_stored_once_the_last_winning() -> 
 def test_the_write_tier_is_on_with_write_tier_groups_and_off_at_zero() -> None:
     base = {"SHARDS": "8", "TABLE_PREFIX": "readings", "REJECTS_QUEUE_URL": QUEUE}
     on = Ingestor.from_settings(
-        IngestSettings.from_env({**base, "WRITE_TIER_GROUPS": "32"}), dynamodb=FakeDynamoDB(), sqs=FakeSQS()
+        IngestSettings.from_env({**base, "WRITE_TIER_GROUPS": "32"}),
+        dynamodb=MemoryDynamo(tables={"readings"}),
+        sqs=MemorySQS(),
     )
-    off = Ingestor.from_settings(IngestSettings.from_env(base), dynamodb=FakeDynamoDB(), sqs=FakeSQS())
+    off = Ingestor.from_settings(
+        IngestSettings.from_env(base), dynamodb=MemoryDynamo(tables={"readings"}), sqs=MemorySQS()
+    )
     assert on.write_tier == WriteTier(32) and on.dense_marks is not None
     assert off.write_tier is None and off.dense_marks is None

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from adapters.batch_writer import serialize_item
 from adapters.occupancy import OccupancyReader, OccupancyStore
-from doubles.memory_dynamo import MemoryReader
+from doubles.memory_dynamo import MemoryDynamo, MemoryReader
 from keydesign import Layout, Reading, ShardMap, format_ts, parse_timestamp
 from keydesign.occupancy import OccupancyRecord, day_of
 from query.errors import ScanLimitExceeded
@@ -18,7 +18,6 @@ from query.logic import QueryService
 from query.models import AggregateSeries, ReadingsPage
 from query.params import PageArgs, ReadArgs, TimeRange
 from query.settings import DEFAULT_LIMIT, QueryLimits
-from tests.unit.ingest.fakes import FakeDynamoDB
 from tests.unit.query.apigw import memory_service
 
 NOW = parse_timestamp("2026-11-22T12:00:00Z")
@@ -30,13 +29,13 @@ CONTROL = "control"
 
 
 class World:
-    """Readings in an in-memory table, and their occupancy in a fake control table, as ingest leaves them."""
+    """Readings in an in-memory table, and their occupancy in an in-memory control table, as ingest leaves them."""
 
     def __init__(self, layout: Layout, shard_map: ShardMap, since_ms: int | None) -> None:
         self.layout = layout
         self.shard_map = shard_map
         self.readings = MemoryReader(page_items=3)
-        self.control = FakeDynamoDB({CONTROL})
+        self.control = MemoryDynamo(tables={CONTROL})
         self.store = OccupancyStore(self.control, CONTROL, layout.table_prefix)
         self.rng = random.Random(7)
         self.expected: list[Reading] = []

@@ -252,6 +252,7 @@ class QueryService:
             bound=bound,
             deadline=self._deadline(time_left_ms),
             beyond=beyond,
+            after=after,
         )
 
     def latest(
@@ -533,6 +534,7 @@ class QueryService:
         bound: bytes,
         deadline: float | None,
         beyond: Position | None,
+        after: Position | None,
     ) -> ReadingsPage:
         window, order, page_size = page.window, page.order, page.limit
         descending = order == "desc"
@@ -543,7 +545,7 @@ class QueryService:
         size = 0
         wanted = read.measures
         with self._fanout(len(streams), abandon=deadline is not None) as submit:
-            merger = Merger(streams, submit, options, stats)
+            merger = Merger(streams, submit, options, stats, start=after)
             with closing(iter(merger)) as merged:
                 for key, item in merged:
                     # The item after a full page proves there is a next page. A page

@@ -38,7 +38,9 @@ and ``frontier``: a position such that every reading at or before it (in
 merge order) has been yielded and nothing after it has. That is the last
 reading yielded, or, when every partition opened so far ran dry, the
 ``open_key`` of the first partition not yet opened, so a run of empty
-partitions read before the stop is not read again. A stop never comes before
+partitions read before the stop is not read again; never a position before
+the one a resumed read started from (a page cut before it read anything
+hands back the cursor it was given). A stop never comes before
 the merge has moved past where it started (the first batch of partitions is
 always opened, and the call cap and the decoding budget only count once the
 frontier has moved), so following frontiers always makes progress; only the
@@ -476,8 +478,14 @@ class Merger:
     """Merges ``streams`` (any order) into one iterator of ``(position, reading)``."""
 
     def __init__(
-        self, streams: Sequence[PartitionStream], submit: Submit, options: MergeOptions, stats: ReadStats
+        self,
+        streams: Sequence[PartitionStream],
+        submit: Submit,
+        options: MergeOptions,
+        stats: ReadStats,
+        start: Position | None = None,
     ) -> None:
+        """``start``: the position a resumed read goes on from (its cursor's); the frontier never falls behind it."""
         self._streams = streams
         self.submit = submit
         self.options = options
@@ -488,7 +496,7 @@ class Merger:
         #: Why the merge stopped early (None: it ran to the end or its consumer stopped it).
         self.stopped: Stop | None = None
         #: Every reading at or before this position has been yielded (see the module doc).
-        self.frontier: Position | None = None
+        self.frontier: Position | None = start
         self._moved = False
         # Blocks whose header was read, and the readings they hold: the density Limits are set by.
         self._blocks_seen = 0
@@ -571,6 +579,13 @@ class Merger:
         if page.table_missing:
             stats.missing_tables.add(table)
 
+    def _reach(self, opens: Position) -> None:
+        """Move the frontier to ``opens`` if it lies past it (a resumed read's first partition may open
+        before its cursor: the frontier stays there)."""
+        frontier = self.frontier
+        if frontier is None or (opens < frontier if self.options.descending else opens > frontier):
+            self.frontier = opens
+
     def _may_hold(self, open_key: Position, head: Position) -> bool:
         """Could a stream that opens at ``open_key`` hold a reading due before ``head``?"""
         return open_key >= head if self.options.descending else open_key <= head
@@ -600,7 +615,7 @@ class Merger:
             elif pending:
                 # Every stream opened so far ran dry: nothing before the next
                 # one's earliest position is left unread.
-                self.frontier = pending[0].open_key
+                self._reach(pending[0].open_key)
                 self._moved = self._moved or last_batch > 0
                 if (reason := self.over_budget()) is not None:
                     raise _Stop(reason)

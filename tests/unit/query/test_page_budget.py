@@ -155,6 +155,23 @@ def test_deadline_cut_pages_followed_return_everything() -> None:
     assert sorted(got) == sorted(f"ev{n:04d}" for n in range(30)) and len(got) == 30
 
 
+@pytest.mark.parametrize("order", ["asc", "desc"])
+def test_a_resumed_page_cut_by_the_deadline_before_any_read_hands_back_where_it_resumed(order: Order) -> None:
+    # Given a page that stopped inside an hour's bucket (two readings a page, four in the bucket)
+    svc = service(stored([(0, 24 * 60 + 1), (1, 24 * 60 + 2), (2, 24 * 60 + 3), (3, 24 * 60 + 4)]))
+    span = window(NOW - 24 * HOUR)
+    first = svc.range_readings(PageArgs(span, 2, None, order))
+    assert isinstance(first, ReadingsPage) and first.count == 2 and first.next_cursor is not None
+    # When the next page's deadline has passed before it reads anything
+    cut = svc.range_readings(PageArgs(span, 2, first.next_cursor, order), time_left_ms=2_000)
+    # Then it is cut short and hands back the cursor it was given, not one behind it (which would
+    # return the page's readings again)
+    assert isinstance(cut, ReadingsPage) and cut.count == 0 and cut.cut_short_by == "deadline"
+    assert cut.next_cursor == first.next_cursor
+    rest = follow(svc.range_readings, span, limit=2, order=order)
+    assert len([item for page in rest for item in page.items]) == 4
+
+
 def test_an_aggregate_past_the_call_cap_is_refused_saying_how_far_it_got() -> None:
     svc = service(CountingReader(stored([(0, 47 * 60)])), max_query_calls=10)
 

@@ -279,9 +279,10 @@ class LocalSystem:
         )
 
     def _ingest_settled(self, timeout_s: float = 30.0) -> bool:
-        """Wait until ingest has taken everything published so far (the replay moves on only then)."""
+        """Wait until ingest has taken everything published so far (the replay moves on only then), its
+        batching window cut short: seconds of it are many minutes of the replayed clock."""
         ingest = self.mappings.named("ingest")
-        return ingest.wait_until_caught_up(timeout_s) if ingest is not None else True
+        return ingest.wait_until_caught_up(timeout_s, flush=True) if ingest is not None else True
 
     def _queue(self, url: str) -> FailureDestination:
         sqs = self.client("sqs")

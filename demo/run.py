@@ -225,10 +225,11 @@ class Observer:
         ]
 
     def wait_drained(self, timeout_s: float, say: Say) -> bool:
-        """True once every event source mapping is idle; each one's progress every 10 s meanwhile."""
+        """True once every event source mapping is idle; each one's progress every 10 s meanwhile. Publishing
+        has stopped: a batching window open now would gather nothing more, so it is not waited out."""
         deadline = time.monotonic() + timeout_s
         while (remaining := deadline - time.monotonic()) > 0:
-            if self.system.wait_until_idle(min(10.0, remaining)):
+            if self.system.wait_until_idle(min(10.0, remaining), flush=True):
                 return True
             for name, s in self.system.stats()["event_source_mappings"].items():
                 say(f"  {name}: {s['records_succeeded']:,} of {s['records_received']:,} records done")

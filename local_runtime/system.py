@@ -368,10 +368,10 @@ class LocalSystem:
         name = self.functions.name(function)
         return next((s for s in self.schedules if s.name == name), None)
 
-    def wait_until_idle(self, timeout_s: float) -> bool:
+    def wait_until_idle(self, timeout_s: float, *, flush: bool = False) -> bool:
         """True once every mapping has caught up with everything written before the call, in the order
-        the data flows; False on timeout."""
-        return self.mappings.wait_until_idle(timeout_s)
+        the data flows; False on timeout. ``flush``: batching windows cut short, once nothing more is written."""
+        return self.mappings.wait_until_idle(timeout_s, flush=flush)
 
     def stats(self) -> dict[str, Any]:
         return {

@@ -225,10 +225,11 @@ class Observer:
         ]
 
     def wait_drained(self, timeout_s: float, say: Say) -> bool:
-        """True once every event source mapping is idle; each one's progress every 10 s meanwhile."""
+        """True once every event source mapping is idle; each one's progress every 10 s meanwhile. Publishing
+        has stopped: a batching window open now would gather nothing more, so it is not waited out."""
         deadline = time.monotonic() + timeout_s
         while (remaining := deadline - time.monotonic()) > 0:
-            if self.system.wait_until_idle(min(10.0, remaining)):
+            if self.system.wait_until_idle(min(10.0, remaining), flush=True):
                 return True
             for name, s in self.system.stats()["event_source_mappings"].items():
                 say(f"  {name}: {s['records_succeeded']:,} of {s['records_received']:,} records done")
@@ -395,7 +396,8 @@ class Observer:
     ) -> dict[str, Any] | None:
         """The hot sensor's range page by page, latest and aggregates, a cross-entity page around the split; with
         rollups, the hot sensor's whole minutes and every entity's from them, beside the hot sensor's raw read;
-        then the sparse fleet (after compaction: its hours read from compacted blocks): each entity's range,
+        then the sparse fleet (after compaction: its hours read from compacted blocks): each entity's readings
+        from the fleet's first minute,
         and from rollups every entity's figures over its hours and a few of its entities' one by one."""
         if not self.endpoints.api_url:
             return None
@@ -422,7 +424,10 @@ class Observer:
             first, last = min(r["timestamp"] for r in sparse), max(r["timestamp"] for r in sparse)
             hours = (first - first % SLICE_MS, last - last % SLICE_MS + SLICE_MS)
             say(f"  and the sparse fleet: each of its {len(entities):,} entities' readings, its hours' aggregates")
-            each = q.check_each_entity(client, sparse, entities, hours[0], last + 1, bucket=bucket, name=SPARSE_PHASE)
+            # From the fleet's first minute, not its hour's start: each minute before it is one more (empty) 1-minute
+            # bucket Query for each of the entities, up to an hour's worth by where in the hour the story runs.
+            since = first - first % MINUTE
+            each = q.check_each_entity(client, sparse, entities, since, last + 1, bucket=bucket, name=SPARSE_PHASE)
             checks.append(each)
             if rollups:
                 checks.append(q.check_aggregates(client, ledger, None, *hours, interval="1h", rollups=True))

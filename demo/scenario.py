@@ -50,6 +50,10 @@ class Scenario:
         self.replay: dict[str, Any] = {}  # the rotator's replayed hours, for the report
         self._lock = threading.Lock()
         self._threads = ThreadPoolExecutor(3, thread_name_prefix="demo-publisher")
+        # One client for every publisher (a client is thread-safe; making one loads Kinesis' model again,
+        # most of a second on a busy machine, and the agents' step alone publishes ten times).
+        e = system.endpoints
+        self._kinesis, self._stream = kinesis_client(endpoint_url=e.endpoint_url, region=e.region), e.stream_name
 
     def history(self, clock: ReplayClock) -> None:
         """The rotator replays its past on the replay clock while readings stamped with that clock land in
@@ -107,9 +111,9 @@ class Scenario:
         self._record(publish(items, self._publisher(), Packer(), validate=False))
         garbage = [{"Data": f"not json {n} \x00".encode(), "PartitionKey": f"g-{n}"} for n in range(o.garbage_records)]
         if garbage:  # each record that is not JSON is one unit ingest must reject
-            e = self.system.endpoints
-            kinesis = kinesis_client(endpoint_url=e.endpoint_url, region=e.region)
-            failed = int(kinesis.put_records(StreamName=e.stream_name, Records=garbage).get("FailedRecordCount", 0))
+            failed = int(
+                self._kinesis.put_records(StreamName=self._stream, Records=garbage).get("FailedRecordCount", 0)
+            )
             self.garbage_published = len(garbage) - failed
         self.say(f"  and {len(items)} readings that break a rule, {self.garbage_published} records that are not JSON")
         return first, map_before
@@ -233,8 +237,7 @@ class Scenario:
         self._record(publish(recorded(), self._publisher(), packer or Packer(), pace=True, linger_ms=250))
 
     def _publisher(self) -> Publisher:
-        e = self.system.endpoints
-        return Publisher(kinesis_client(endpoint_url=e.endpoint_url, region=e.region), e.stream_name)
+        return Publisher(self._kinesis, self._stream)
 
     def _record(self, summary: PublishSummary) -> None:
         with self._lock:

@@ -28,6 +28,10 @@ Lambda does:
 :meth:`EventSourceMapping.wait_until_caught_up` waits until every shard has
 been read to its end *after* the call began and nothing is buffered or being
 invoked: the condition "everything published before now has been handled".
+With ``flush=True`` a batching window open meanwhile is delivered at once
+instead of at its end: a replay compresses time (the rotator's replay settles
+ingest at each hour it crosses, :mod:`.scheduler`), and a window of real
+seconds is then hours of the replayed clock.
 """
 
 from __future__ import annotations
@@ -325,6 +329,8 @@ class EventSourceMapping:
         self._stats_lock = threading.Lock()
         self._stop = threading.Event()
         self._changed = threading.Condition()
+        #: Callers of ``wait_until_caught_up(flush=True)`` waiting now: batching windows are cut short meanwhile.
+        self._flushing = 0
         self._shards: dict[str, _ShardPoller] = {}
         self._threads: list[threading.Thread] = []
         # One for every shard: a runner keeps no state between batches.
@@ -367,11 +373,13 @@ class EventSourceMapping:
 
     # -- waiting -------------------------------------------------------------
 
-    def wait_until_caught_up(self, timeout_s: float) -> bool:
+    def wait_until_caught_up(self, timeout_s: float, *, flush: bool = False) -> bool:
         """True once every shard has been read to its end by a read begun after this call, with
-        nothing buffered or in flight; False on timeout (or when the mapping stopped)."""
+        nothing buffered or in flight; False on timeout (or when the mapping stopped). With ``flush``,
+        what a batching window holds is delivered without waiting for the window's end."""
         with self._changed:
             marks = {shard: state.reads_started for shard, state in self._shards.items()}
+            self._flushing += flush
 
             def done() -> bool:
                 return all(
@@ -379,8 +387,11 @@ class EventSourceMapping:
                     for shard, state in self._shards.items()
                 )
 
-            self._changed.wait_for(lambda: done() or self._stop.is_set(), timeout_s)
-            return done()
+            try:
+                self._changed.wait_for(lambda: done() or self._stop.is_set(), timeout_s)
+                return done()
+            finally:
+                self._flushing -= flush
 
     # -- shards --------------------------------------------------------------
 
@@ -503,7 +514,7 @@ class _ShardPoller:
         if not exhausted:
             return False  # more records are there to read first
         assert self._buffered_since is not None  # noqa: S101
-        return time.monotonic() - self._buffered_since >= config.batching_window_s
+        return self._mapping._flushing > 0 or time.monotonic() - self._buffered_since >= config.batching_window_s
 
     def _deliver(self) -> None:
         batch: list[SourceRecord] = []

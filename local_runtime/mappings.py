@@ -109,16 +109,18 @@ class StreamMappings:
         with self._lock:
             return next((m for m in self._mappings if m.name == name), None)
 
-    def wait_until_idle(self, timeout_s: float) -> bool:
+    def wait_until_idle(self, timeout_s: float, *, flush: bool = False) -> bool:
         """True once every mapping has caught up with everything written before the call, in the order
-        the data flows (the stream first, then the tables' streams it wrote to); False on timeout."""
+        the data flows (the stream first, then the tables' streams it wrote to); False on timeout. With
+        ``flush``, each one's batching window is cut short (for a caller that has stopped writing: the
+        window would gather nothing more)."""
         deadline = time.monotonic() + timeout_s
         for follower in self._followers:
             follower.discover()
         with self._lock:
             mappings = list(self._mappings)
         # In order, stopping at the first that has not caught up (all() short-circuits).
-        return all(m.wait_until_caught_up(max(0.0, deadline - time.monotonic())) for m in mappings)
+        return all(m.wait_until_caught_up(max(0.0, deadline - time.monotonic()), flush=flush) for m in mappings)
 
     def snapshot(self) -> dict[str, Any]:
         with self._lock:

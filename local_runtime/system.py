@@ -279,9 +279,10 @@ class LocalSystem:
         )
 
     def _ingest_settled(self, timeout_s: float = 30.0) -> bool:
-        """Wait until ingest has taken everything published so far (the replay moves on only then)."""
+        """Wait until ingest has taken everything published so far (the replay moves on only then), its
+        batching window cut short: seconds of it are many minutes of the replayed clock."""
         ingest = self.mappings.named("ingest")
-        return ingest.wait_until_caught_up(timeout_s) if ingest is not None else True
+        return ingest.wait_until_caught_up(timeout_s, flush=True) if ingest is not None else True
 
     def _queue(self, url: str) -> FailureDestination:
         sqs = self.client("sqs")
@@ -367,10 +368,10 @@ class LocalSystem:
         name = self.functions.name(function)
         return next((s for s in self.schedules if s.name == name), None)
 
-    def wait_until_idle(self, timeout_s: float) -> bool:
+    def wait_until_idle(self, timeout_s: float, *, flush: bool = False) -> bool:
         """True once every mapping has caught up with everything written before the call, in the order
-        the data flows; False on timeout."""
-        return self.mappings.wait_until_idle(timeout_s)
+        the data flows; False on timeout. ``flush``: batching windows cut short, once nothing more is written."""
+        return self.mappings.wait_until_idle(timeout_s, flush=flush)
 
     def stats(self) -> dict[str, Any]:
         return {

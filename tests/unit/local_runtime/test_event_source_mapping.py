@@ -442,3 +442,23 @@ def test_stop_ends_every_poller_thread() -> None:
     assert [t for t in threading.enumerate() if t.name.startswith("test-")]
     esm.stop(timeout_s=WAIT_S)
     assert not [t for t in threading.enumerate() if t.name.startswith("test-")]
+
+
+def test_waiting_with_flush_delivers_an_open_batching_window_at_once() -> None:
+    # Given a batching window far longer than the wait, and a record in it
+    function = FakeFunction()
+    stream = FakeStream({SHARD: batch(2)})
+    esm = mapping(stream, function, batching_window_s=600.0, batch_size=100)
+    esm.start()
+    try:
+        # Then a plain wait does not see it handled: the window holds it
+        assert not esm.wait_until_caught_up(0.3)
+        assert function.calls == []
+        # When a wait asks for a flush, it is delivered at once, in one invocation
+        assert esm.wait_until_caught_up(WAIT_S, flush=True)
+        assert function.calls == [["100", "101"]]
+        # And the window is back to its length once the wait is over
+        stream.append(SHARD, batch(1, first=102))
+        assert not esm.wait_until_caught_up(0.3)
+    finally:
+        esm.stop()

@@ -613,12 +613,7 @@ ROLLUP_COLUMNS = (
 
 def rollups_markdown(table: dict[str, dict[str, dict[str, float]]]) -> str:
     """The comparison, and the chosen design's write units and bytes per reading by part."""
-    heads = ["fleet", "design", *(title for _, title, _ in ROLLUP_COLUMNS)]
-    lines = ["| " + " | ".join(heads) + " |", "|" + " --- |" * len(heads)]
-    for fleet, rows in table.items():
-        for name, f in rows.items():
-            cells = [f"{f[key]:,.{digits}f}" for key, _, digits in ROLLUP_COLUMNS]
-            lines.append(f"| {fleet} | {name} | " + " | ".join(cells) + " |")
+    lines = [fleet_table(table, ROLLUP_COLUMNS)]
     lines += ["", "| part | " + " | ".join(f"{fleet} WU / B" for fleet in table) + " |"]
     lines.append("|" + " --- |" * (len(table) + 1))
     for part in ROLLUP_PARTS:
@@ -714,14 +709,25 @@ REPACK_COLUMNS = (
 )
 
 
-def repack_markdown(table: dict[str, dict[str, dict[str, float]]]) -> str:
-    heads = ["fleet", "design", *(title for _, title, _ in REPACK_COLUMNS)]
+def fleet_table(table: dict[str, dict[str, dict[str, float]]], columns: Sequence[tuple[str, str, int]]) -> str:
+    """A markdown row per fleet and design, a column per ``(key, title, digits)``."""
+    heads = ["fleet", "design", *(title for _, title, _ in columns)]
     lines = ["| " + " | ".join(heads) + " |", "|" + " --- |" * len(heads)]
     for fleet, rows in table.items():
         for name, f in rows.items():
-            cells = [f"{f[key]:,.{digits}f}" for key, _, digits in REPACK_COLUMNS]
+            cells = [f"{f[key]:,.{digits}f}" for key, _, digits in columns]
             lines.append(f"| {fleet} | {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def add_fleet_rows(
+    result: Result, table: dict[str, dict[str, dict[str, float]]], columns: Sequence[tuple[str, str, int]]
+) -> None:
+    """Each figure of ``table`` as a result, named by fleet, design and column."""
+    for fleet, rows in table.items():
+        for name, f in rows.items():
+            for key, title, digits in columns:
+                result.add(f"{fleet}, {name}: {title}", round(f[key], digits + 1), "")
 
 
 def designs() -> list[Design]:
@@ -847,10 +853,7 @@ def write_tier_rollups(quick: bool) -> Result:
             "(keydesign.capacity.group_cuts); group partials and totals sized by keydesign.item_size; no late readings"
         ),
     )
-    for fleet, rows in rollups_table(quick).items():
-        for name, f in rows.items():
-            for key, title, digits in ROLLUP_COLUMNS:
-                result.add(f"{fleet}, {name}: {title}", round(f[key], digits + 1), "")
+    add_fleet_rows(result, rollups_table(quick), ROLLUP_COLUMNS)
     return result
 
 
@@ -867,10 +870,7 @@ def write_tier_repack(quick: bool) -> Result:
             "group-item model; group items cut as ingest cuts them; Query units eventually consistent"
         ),
     )
-    for fleet, rows in repack_table(quick).items():
-        for name, f in rows.items():
-            for key, title, digits in REPACK_COLUMNS:
-                result.add(f"{fleet}, {name}: {title}", round(f[key], digits + 1), "")
+    add_fleet_rows(result, repack_table(quick), REPACK_COLUMNS)
     return result
 
 
@@ -881,6 +881,6 @@ if __name__ == "__main__":
     if what == ["rollups"]:
         print(rollups_markdown(rollups_table()))
     elif what == ["repack"]:
-        print(repack_markdown(repack_table()))
+        print(fleet_table(repack_table(), REPACK_COLUMNS))
     else:
         print(markdown(run()))

@@ -1,6 +1,6 @@
 """Five changes to moto's speed, not its behaviour (how a table finds, orders, projects and serialises
 its items; how a Kinesis shard numbers and reads its records), one to its thread safety (its server
-answers one request at a time), and one to its fidelity (numbers DynamoDB refuses are refused).
+and its in-process mock answer one request at a time), and one to its fidelity (numbers DynamoDB refuses are refused).
 
 * **Order.** moto 5.2's ``Table.all_items`` sorts *every item of the table*
   on every Query and on every Scan page, comparing ``DynamoType`` objects pair
@@ -58,6 +58,9 @@ answers one request at a time), and one to its fidelity (numbers DynamoDB refuse
   :func:`_serialised` runs moto's request dispatch under one lock, so every
   request is atomic, as each AWS call is. moto does its work in Python under
   the interpreter lock anyway: one at a time costs little (docs/local.md).
+  The in-process mock (``mock_aws``, the tests') races the same way when a
+  function under test writes from several threads (the batch writer's pool):
+  :func:`_serialised_mock` takes the same lock around its request handling.
 
 * **Numbers.** moto stores any number its Python ``Decimal`` can hold; DynamoDB refuses one with
   more than 38 significant digits, or a magnitude outside 1E-130 .. 9.9999999999999999999999999999999999999E+125,
@@ -190,7 +193,7 @@ def _get_records(self: Any, last_sequence_id: str, limit: int | None) -> tuple[l
     return results, results[-1].sequence_number, int(behind_s * 1000)
 
 
-_REQUESTS = threading.Lock()  # held while moto answers one request
+_REQUESTS = threading.RLock()  # held while moto answers one request (re-entrant: a mock inside a server's request)
 
 
 def _serialised(self: Any, environ: Any, start_response: Any) -> Any:
@@ -200,6 +203,13 @@ def _serialised(self: Any, environ: Any, start_response: Any) -> Any:
     with _REQUESTS:
         original = _PATCH.originals.get("__call__") or type(self).__call__  # uninstalled meanwhile: moto's own
         return original(self, environ, start_response)
+
+
+def _serialised_mock(self: Any, request: Any) -> Any:
+    """moto's in-process mock (``BotocoreStubber.process_request``), answering under the one lock."""
+    with _REQUESTS:
+        original = _PATCH.originals.get("process_request") or type(self).process_request  # uninstalled: moto's
+        return original(self, request)
 
 
 #: DynamoDB's number limits (its own messages below): 38 significant digits, and the magnitude's leading
@@ -262,7 +272,16 @@ def _numbers_checked(key: str) -> Callable[..., Any]:
 _CHECKED_ACTIONS = tuple(
     f"DynamoHandler.{action}" for action in ("put_item", "update_item", "batch_write_item", "transact_write_items")
 )
-for _function in (_all_items, _query, _project, _execute_result, _put_record, _get_records, _serialised):
+for _function in (
+    _all_items,
+    _query,
+    _project,
+    _execute_result,
+    _put_record,
+    _get_records,
+    _serialised,
+    _serialised_mock,
+):
     setattr(_function, _MARK, True)
 
 
@@ -316,6 +335,7 @@ def _targets() -> dict[str, tuple[type, Callable[..., Any]]] | None:
     """moto's classes and what replaces their methods, when moto is the shape this module knows (5.x)."""
     try:
         import moto  # noqa: PLC0415 - moto is heavy; only local mode needs it
+        from moto.core.botocore_stubber import BotocoreStubber  # noqa: PLC0415
         from moto.dynamodb.models.dynamo_type import Item  # noqa: PLC0415
         from moto.dynamodb.models.table import Table  # noqa: PLC0415
         from moto.dynamodb.responses import DynamoHandler, DynamoResult  # noqa: PLC0415
@@ -332,6 +352,7 @@ def _targets() -> dict[str, tuple[type, Callable[..., Any]]] | None:
         "put_record": (Shard, _put_record),
         "get_records": (Shard, _get_records),
         "__call__": (DomainDispatcherApplication, _serialised),
+        "process_request": (BotocoreStubber, _serialised_mock),
     }
     targets.update({key: (DynamoHandler, _numbers_checked(key)) for key in _CHECKED_ACTIONS})
     shaped = all(callable(getattr(cls, _attribute(key), None)) for key, (cls, _) in targets.items())

@@ -280,13 +280,10 @@ def _encode(readings: Sequence[Reading], version: int, span_limit_ms: int, *, gr
         previous = key
         if grouped:
             entity_of.append(entities.setdefault(reading.entity_id, len(entities)))
-        event_id = reading.event_id
-        if event_id.startswith("h-") and event_id == derive_event_id(
-            reading.entity_id, reading.ts_ms, reading.measures, reading.dimensions
-        ):
+        if reading.derived_id:
             ids.append(None)
         else:
-            ids.append(event_id)
+            ids.append(reading.event_id)
             stored_ids = True
         _add_cells(measures, index, reading.measures)
         if reading.dimensions:

@@ -273,7 +273,7 @@ def representative_readings(sample: Reading, count: int, step_ms: float, *, enti
     precision; derived event ids when the sample's is derived, else random hex ids of its length."""
     rng = random.Random(0)
     name = entity or sample.entity_id
-    derived = sample.event_id == derive_event_id(sample.entity_id, sample.ts_ms, sample.measures, sample.dimensions)
+    derived = sample.derived_id
     dimensions = dict(sample.dimensions)
     out: list[Reading] = []
     for i in range(count):
@@ -454,7 +454,7 @@ def stream_figures(workload: Workload, readings_per_s: float) -> StreamFigures:
     ingest = workload.ingest
     sample = workload.sample
     sent = sample.to_json()
-    if sample.event_id == derive_event_id(sample.entity_id, sample.ts_ms, sample.measures, sample.dimensions):
+    if sample.derived_id:
         del sent["event_id"]  # a producer sends none; ingest derives it
     json_bytes = len(json.dumps(sent, separators=(",", ":"), ensure_ascii=False).encode("utf-8"))
     per_record = max(1, (ingest.record_bytes - 1) // (json_bytes + 1))  # "[a,b]": one byte per reading, one more
@@ -934,7 +934,7 @@ class GroupSizer:
     def _measure(self, count: int) -> int:
         rng = random.Random(count)
         sample = self._sample
-        derived = sample.event_id == derive_event_id(sample.entity_id, sample.ts_ms, sample.measures, sample.dimensions)
+        derived = sample.derived_id
         stem = sample.entity_id.rstrip("0123456789")
         width = max(len(sample.entity_id) - len(stem), 7)
         readings = []

@@ -164,6 +164,15 @@ class Reading:
         """The fixed-width, sortable UTC timestamp."""
         return format_ts(self.ts_ms)
 
+    @property
+    def derived_id(self) -> bool:
+        """Whether the event id is the one :func:`derive_event_id` gives this reading's content
+        (the producer sent none): blocks do not store such an id, readers derive it again."""
+        event_id = self.event_id
+        return event_id.startswith("h-") and event_id == derive_event_id(
+            self.entity_id, self.ts_ms, self.measures, self.dimensions
+        )
+
     @classmethod
     def parse(
         cls,

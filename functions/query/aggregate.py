@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from keydesign import format_ts, parse_timestamp
+from keydesign.rollup import Figures
 from keydesign.rollup import Stat as Running
 from keydesign.timefmt import MAX_TS_MS
 from query.models import Interval
@@ -28,8 +29,7 @@ class SeriesBuilder:
         self._done: list[Interval] = []
         self._start: str | None = None
         self._end = ""
-        self._readings = 0
-        self._measures: dict[str, Running] = {}
+        self._open = Figures()
         self.total = 0
 
     def add(self, ts: str, measures: Mapping[str, int | float]) -> None:
@@ -40,21 +40,15 @@ class SeriesBuilder:
             end = start + self._interval
             self._start = format_ts(start)
             self._end = format_ts(end) if end <= MAX_TS_MS else _AFTER_ALL
-        self._readings += 1
+        self._open.add(measures)
         self.total += 1
-        for name, value in measures.items():
-            running = self._measures.get(name)
-            if running is None:
-                self._measures[name] = Running.of(value)
-            else:
-                running.add(value)
 
     def _close(self) -> None:
-        if self._start is None or not self._readings:
+        figures = self._open
+        if self._start is None or not figures.readings:
             return
-        self._done.append(interval_of(self._start, self._readings, self._measures, self._stats))
-        self._readings = 0
-        self._measures = {}
+        self._done.append(interval_of(self._start, figures.readings, figures.measures, self._stats))
+        self._open = Figures()
 
     def intervals(self) -> list[Interval]:
         self._close()

@@ -118,7 +118,7 @@ def test_concurrent_writes_through_the_in_process_mock_lose_nothing(
     in_process: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Given the in-process mock with the changes (a function's batch writer writes from a pool of threads:
-    # compaction's blocks went missing so, 1 run in 3 of a test on a busy machine)
+    # compaction's blocks went missing so in 1 run of 7 of a test with both cores busy)
     assert moto_speedups.install()
     try:
         lost = lost_items(in_process, "locked", monkeypatch)

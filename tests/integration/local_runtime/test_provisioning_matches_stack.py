@@ -66,6 +66,14 @@ class Variant:
             return str(self.template["Resources"][arn["Fn::GetAtt"][0]]["Type"])
         return None
 
+    def mappings_of(self, source_type: str) -> list[Mapping[str, Any]]:
+        """The properties of the event source mappings that read a resource of ``source_type``."""
+        return [
+            m["Properties"]
+            for m in self.resources_of("AWS::Lambda::EventSourceMapping").values()
+            if self.source_type(m) == source_type
+        ]
+
 
 @pytest.fixture(scope="module")
 def variants(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Variant]:
@@ -91,17 +99,14 @@ def moto() -> Iterator[EmbeddedMoto]:
         yield server
 
 
+def client(service: str, endpoint: str) -> Any:
+    return boto3.client(
+        service, endpoint_url=endpoint, region_name=REGION, aws_access_key_id="local", aws_secret_access_key="local"
+    )
+
+
 def clients(endpoint: str) -> dict[str, Any]:
-    return {
-        service: boto3.client(
-            service,
-            endpoint_url=endpoint,
-            region_name=REGION,
-            aws_access_key_id="local",
-            aws_secret_access_key="local",
-        )
-        for service in ("dynamodb", "kinesis", "sqs", "sns")
-    }
+    return {service: client(service, endpoint) for service in ("dynamodb", "kinesis", "sqs", "sns")}
 
 
 def reset(moto: EmbeddedMoto) -> None:
@@ -207,38 +212,8 @@ def test_the_rejects_queue_keeps_messages_as_long_as_the_stacks(
     assert rejects["Properties"]["MessageRetentionPeriod"] == QUEUE_RETENTION_S
 
 
-@pytest.mark.parametrize("variant", list(VARIANTS))
-def test_the_emulated_event_source_mapping_has_the_stacks_settings(variant: str, variants: dict[str, Variant]) -> None:
-    v = variants[variant]
-    mappings = [
-        m["Properties"]
-        for m in v.resources_of("AWS::Lambda::EventSourceMapping").values()
-        if v.source_type(m) == "AWS::Kinesis::Stream"
-    ]
-    assert len(mappings) == 1, "the stack reads the ingest stream with exactly one mapping"
-    emulated = MappingConfig.for_stream(v.config, "ingest")
-    for properties in mappings:
-        assert properties["BatchSize"] == emulated.batch_size
-        assert properties.get("MaximumBatchingWindowInSeconds", 0) == emulated.batching_window_s
-        assert properties["MaximumRetryAttempts"] == emulated.max_retries
-        assert properties["MaximumRecordAgeInSeconds"] == emulated.max_record_age_s
-        assert properties["BisectBatchOnFunctionError"] is emulated.bisect_on_error
-        assert "ReportBatchItemFailures" in properties.get("FunctionResponseTypes", [])
-        assert properties["StartingPosition"] == str(emulated.starting_position)
-        assert properties["DestinationConfig"]["OnFailure"]["Destination"]
-
-
-@pytest.mark.parametrize("variant", ["single", "provisioned"])
-def test_the_emulated_hot_key_mapping_has_the_stacks_settings(variant: str, variants: dict[str, Variant]) -> None:
-    # Given the stack's mapping of the readings table's stream (one table: the stack makes it itself)
-    v = variants[variant]
-    (properties,) = [
-        m["Properties"]
-        for m in v.resources_of("AWS::Lambda::EventSourceMapping").values()
-        if v.source_type(m) == "AWS::DynamoDB::GlobalTable"
-    ]
-    # Then local mode's hot-key mapping has the same settings
-    emulated = MappingConfig.for_stream(v.config, "hotkeys")
+def assert_emulated_as(properties: Mapping[str, Any], emulated: MappingConfig) -> None:
+    """The stack's event source mapping (its ``properties``) has the settings local mode emulates it with."""
     assert properties["BatchSize"] == emulated.batch_size
     assert properties.get("MaximumBatchingWindowInSeconds", 0) == emulated.batching_window_s
     assert properties["MaximumRetryAttempts"] == emulated.max_retries
@@ -249,6 +224,23 @@ def test_the_emulated_hot_key_mapping_has_the_stacks_settings(variant: str, vari
     assert properties["DestinationConfig"]["OnFailure"]["Destination"]
 
 
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_the_emulated_event_source_mapping_has_the_stacks_settings(variant: str, variants: dict[str, Variant]) -> None:
+    v = variants[variant]
+    mappings = v.mappings_of("AWS::Kinesis::Stream")
+    assert len(mappings) == 1, "the stack reads the ingest stream with exactly one mapping"
+    assert_emulated_as(mappings[0], MappingConfig.for_stream(v.config, "ingest"))
+
+
+@pytest.mark.parametrize("variant", ["single", "provisioned"])
+def test_the_emulated_hot_key_mapping_has_the_stacks_settings(variant: str, variants: dict[str, Variant]) -> None:
+    # Given the stack's mapping of the readings table's stream (one table: the stack makes it itself)
+    v = variants[variant]
+    (properties,) = v.mappings_of("AWS::DynamoDB::GlobalTable")
+    # Then local mode's hot-key mapping has the same settings
+    assert_emulated_as(properties, MappingConfig.for_stream(v.config, "hotkeys"))
+
+
 def test_the_hot_key_and_cursor_resources_exist_locally(variants: dict[str, Variant], moto: EmbeddedMoto) -> None:
     # The stack has a failure queue for the hot-key mappings and a cursor-signing secret; so does local mode
     v = variants["single"]
@@ -256,13 +248,7 @@ def test_the_hot_key_and_cursor_resources_exist_locally(variants: dict[str, Vari
     assert v.resources_of("AWS::SecretsManager::Secret")
     reset(moto)
     aws = clients(moto.endpoint_url)
-    secrets = boto3.client(
-        "secretsmanager",
-        endpoint_url=moto.endpoint_url,
-        region_name=REGION,
-        aws_access_key_id="local",
-        aws_secret_access_key="local",
-    )
+    secrets = client("secretsmanager", moto.endpoint_url)
     names = ResourceNames.for_config(v.config, NOW_MS)
     resources = provision(v.config, names, **aws, secretsmanager=secrets, cursor_secret="k" * 40)
     assert resources.hotkeys_failures_queue_arn.endswith(f":{names.hotkeys_failures_queue}")

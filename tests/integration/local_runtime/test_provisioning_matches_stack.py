@@ -16,7 +16,7 @@ import urllib.request
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import boto3
 import pytest
@@ -123,6 +123,21 @@ def provisioned(moto: EmbeddedMoto, config: Context) -> tuple[Resources, dict[st
     return provision(config, names, **aws), aws
 
 
+class Provisioned(NamedTuple):
+    """A variant's template beside what local mode provisioned from its configuration."""
+
+    variant: Variant
+    resources: Resources
+    aws: dict[str, Any]
+
+
+@pytest.fixture(params=list(VARIANTS))
+def each_variant(request: pytest.FixtureRequest, variants: dict[str, Variant], moto: EmbeddedMoto) -> Provisioned:
+    """Each variant in turn, provisioned afresh."""
+    v = variants[request.param]
+    return Provisioned(v, *provisioned(moto, v.config))
+
+
 def local_table(dynamodb: Any, name: str) -> dict[str, Any]:
     table = dynamodb.describe_table(TableName=name)["Table"]
     ttl = dynamodb.describe_time_to_live(TableName=name)["TimeToLiveDescription"]
@@ -146,13 +161,9 @@ def template_table(properties: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-@pytest.mark.parametrize("variant", list(VARIANTS))
-def test_every_table_of_the_stack_is_provisioned_with_the_same_definition(
-    variant: str, variants: dict[str, Variant], moto: EmbeddedMoto
-) -> None:
+def test_every_table_of_the_stack_is_provisioned_with_the_same_definition(each_variant: Provisioned) -> None:
     # Given the synthesized template and what local mode provisions from the same configuration
-    v = variants[variant]
-    resources, aws = provisioned(moto, v.config)
+    v, resources, aws = each_variant
     stack_tables = {
         p["Properties"]["TableName"]: p["Properties"] for p in v.resources_of("AWS::DynamoDB::GlobalTable").values()
     }
@@ -183,12 +194,8 @@ def test_per_period_tables_take_the_fixed_tables_definition(variants: dict[str, 
         assert name in resources.table_stream_arns
 
 
-@pytest.mark.parametrize("variant", list(VARIANTS))
-def test_the_stream_has_the_stacks_mode_shards_and_retention(
-    variant: str, variants: dict[str, Variant], moto: EmbeddedMoto
-) -> None:
-    v = variants[variant]
-    resources, aws = provisioned(moto, v.config)
+def test_the_stream_has_the_stacks_mode_shards_and_retention(each_variant: Provisioned) -> None:
+    v, resources, aws = each_variant
     (stream,) = v.resources_of("AWS::Kinesis::Stream").values()
     properties = stream["Properties"]
     summary = aws["kinesis"].describe_stream_summary(StreamName=resources.names.stream)["StreamDescriptionSummary"]
@@ -200,12 +207,8 @@ def test_the_stream_has_the_stacks_mode_shards_and_retention(
         assert resources.names.stream == properties["Name"]
 
 
-@pytest.mark.parametrize("variant", list(VARIANTS))
-def test_the_rejects_queue_keeps_messages_as_long_as_the_stacks(
-    variant: str, variants: dict[str, Variant], moto: EmbeddedMoto
-) -> None:
-    v = variants[variant]
-    resources, aws = provisioned(moto, v.config)
+def test_the_rejects_queue_keeps_messages_as_long_as_the_stacks(each_variant: Provisioned) -> None:
+    v, resources, aws = each_variant
     (rejects,) = [q for logical, q in v.resources_of("AWS::SQS::Queue").items() if "Rejects" in logical]
     attributes = aws["sqs"].get_queue_attributes(QueueUrl=resources.rejects_queue_url, AttributeNames=["All"])
     assert int(attributes["Attributes"]["MessageRetentionPeriod"]) == rejects["Properties"]["MessageRetentionPeriod"]

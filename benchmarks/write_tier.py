@@ -599,9 +599,13 @@ def rollups_table(quick: bool = False) -> dict[str, dict[str, dict[str, float]]]
     return out
 
 
-ROLLUP_COLUMNS = (
+#: The write cost per reading that the rollups and re-pack tables open with: ``(key, title, digits)``.
+WRITE_COST_COLUMNS = (
     ("wu_per_reading", "WU / reading, every write", 4),
     ("billed_bytes_per_reading", "billed B / reading at rest", 1),
+)
+ROLLUP_COLUMNS = (
+    *WRITE_COST_COLUMNS,
     ("ru_hours_of_day", "RU: a device's hourly aggregates of a day", 1),
     ("ru_days_of_month", "RU: its daily aggregates of 30 days", 1),
     ("ru_fleet_minutes_of_hour", "RU: fleet totals per minute of an hour", 1),
@@ -701,8 +705,7 @@ def repack_table(quick: bool = False) -> dict[str, dict[str, dict[str, float]]]:
 
 
 REPACK_COLUMNS = (
-    ("wu_per_reading", "WU / reading, every write", 4),
-    ("billed_bytes_per_reading", "billed B / reading at rest", 1),
+    *WRITE_COST_COLUMNS,
     ("ru_last_24_h", "RU: a device's last 24 h, newest hour uncompacted", 1),
     ("ru_latest", "RU: latest", 1),
     ("ru_last_10_min", "RU: last 10 min", 1),

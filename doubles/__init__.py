@@ -5,4 +5,5 @@
 * :mod:`.memory_sqs`      an in-memory SQS for the reject queue, with SQS's limits and refusals
 * :mod:`.tier_items`      the write tier's items as ingest and compaction write them, from ``keydesign`` alone
 * :mod:`.lambda_context`  the Lambda context object a handler receives
+* :mod:`.clocks`          a clock that stands still until the test sets or advances it
 """

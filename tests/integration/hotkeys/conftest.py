@@ -5,7 +5,7 @@ helpers to build monitors on a simulated clock and to invoke the real handler.""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
@@ -30,19 +30,15 @@ from tests.integration.mocked_aws import (
 from tests.unit.hotkeys.stream_events import REGION, TABLE
 
 CONTROL = "control"
-
-
-class SimClock:
-    """Wall-clock milliseconds that only move when told to."""
-
-    def __init__(self, ms: int) -> None:
-        self.ms = ms
-
-    def __call__(self) -> int:
-        return self.ms
-
-    def advance(self, ms: int) -> None:
-        self.ms += ms
+#: Hot-key windows of a second on minute buckets, seen at once (no cache, no allowance for the future),
+#: so that a test walks window after window in simulated seconds.
+SECOND_WINDOWS = {
+    "BUCKET": "1m",
+    "HOT_WINDOW": "1s",
+    "HOT_WINDOW_GRACE": "1s",
+    "SHARD_MAP_CACHE_TTL": "1s",
+    "MAX_FUTURE": "0s",
+}
 
 
 @dataclass
@@ -54,6 +50,13 @@ class Aws:
     queue_url: str
     env: dict[str, str]
     monitors: list[HotKeyMonitor] = field(default_factory=list)
+
+    def configure(self, monkeypatch: pytest.MonkeyPatch, settings: Mapping[str, str]) -> Aws:
+        """``settings`` set in the environment (which a handler reads at import) and in :attr:`env`."""
+        for name, value in settings.items():
+            monkeypatch.setenv(name, value)
+        self.env.update(settings)
+        return self
 
     @property
     def layout(self) -> Layout:
@@ -116,10 +119,7 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[Aws]:
         queue_url = sqs.create_queue(QueueName="hot-key-inbox")["QueueUrl"]
         queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
         sns.subscribe(TopicArn=topic_arn, Protocol="sqs", Endpoint=queue_arn)
-        env = base_env(topic_arn)
-        for name, value in env.items():
-            monkeypatch.setenv(name, value)
-        state = Aws(dynamodb, sns, sqs, topic_arn, queue_url, env)
+        state = Aws(dynamodb, sns, sqs, topic_arn, queue_url, {}).configure(monkeypatch, base_env(topic_arn))
         yield state
         for monitor in state.monitors:
             monitor.close()

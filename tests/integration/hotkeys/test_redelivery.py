@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
+from doubles.clocks import ManualClock
 from hotkeys.records import parse_record
 from keydesign import ShardMap, format_ts
-from tests.integration.hotkeys.conftest import Aws, SimClock, run
+from tests.integration.hotkeys.conftest import Aws, run
 from tests.integration.hotkeys.test_windows import MINUTE, T, fast
 from tests.unit.hotkeys.stream_events import block_record, stream_event
 
@@ -74,7 +75,7 @@ def sequence(record: dict[str, Any]) -> str:
 def test_a_batch_retried_whole_after_its_load_was_stored_counts_once(fast: Aws) -> None:
     # Given a batch counted, and then the function failed (a timeout after its puts landed)
     records = stream(fast)
-    monitor = fast.monitor(SimClock(T + 500))
+    monitor = fast.monitor(ManualClock(T + 500))
     assert run(monitor, stream_event(records))[0] == {"batchItemFailures": []}
     first = stored(fast)
     assert first == once(records)
@@ -91,7 +92,7 @@ def test_a_batch_retried_from_the_record_it_reported_counts_once(fast: Aws) -> N
     # Given the second window's run cannot be stored
     records = stream(fast)
     faulty = FailingRunPut(fast.dynamodb, T + 1_000)
-    monitor = fast.monitor(SimClock(T + 500), dynamodb=faulty)
+    monitor = fast.monitor(ManualClock(T + 500), dynamodb=faulty)
     response, outcome = run(monitor, stream_event(records))
     # Then exactly that window's records are reported, the first one first
     second = [r for r in records if r["dynamodb"]["ApproximateCreationDateTime"] >= (T + 1_000) / 1000]
@@ -109,7 +110,7 @@ def test_a_batch_retried_from_the_record_it_reported_counts_once(fast: Aws) -> N
 def test_a_bisected_batch_counts_once(fast: Aws) -> None:
     # Given a batch whose load was stored before the function failed
     records = stream(fast)
-    monitor = fast.monitor(SimClock(T + 500))
+    monitor = fast.monitor(ManualClock(T + 500))
     run(monitor, stream_event(records))
     # When Lambda bisects it (the halves cut the first window in two), then bisects the first half again
     half, quarter = len(records) // 2, len(records) // 4
@@ -122,7 +123,7 @@ def test_a_bisected_batch_counts_once(fast: Aws) -> None:
 def test_overlapping_batches_from_two_stream_shards_add_up(fast: Aws) -> None:
     # Given the same entities written through two partitions (two stream shards), delivered twice each
     ours, theirs = stream(fast), stream(fast)
-    monitors = [fast.monitor(SimClock(T + 500)) for _ in range(2)]
+    monitors = [fast.monitor(ManualClock(T + 500)) for _ in range(2)]
     for _ in range(2):
         for monitor, batch in zip(monitors, (ours, theirs), strict=True):
             run(monitor, stream_event(batch))

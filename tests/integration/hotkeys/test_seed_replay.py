@@ -32,22 +32,15 @@ from boto3.dynamodb.types import TypeSerializer
 
 from adapters.shard_map_source import CachedShardMap
 from adapters.shard_map_store import ShardMapStore
+from doubles.clocks import ManualClock
 from keydesign import Layout, PartitionQuery, Reading, ShardMap, parse_timestamp, shard_of
-from tests.integration.hotkeys.conftest import CONTROL, Aws, SimClock, invoke
+from tests.integration.hotkeys.conftest import CONTROL, SECOND_WINDOWS, Aws, invoke
 from tests.integration.mocked_aws import all_items
 from tests.unit.hotkeys.stream_events import TABLE, item_record, stream_event
 
 pytestmark = pytest.mark.integration
 
-SETTINGS = {
-    "SHARDS": "4",
-    "BUCKET": "1m",
-    "HOT_WINDOW": "1s",
-    "HOT_WINDOW_GRACE": "1s",
-    "SHARD_MAP_CACHE_TTL": "1s",
-    "MAX_FUTURE": "0s",
-    "HOT_CHANGE_MARGIN": "0s",
-}
+SETTINGS = {**SECOND_WINDOWS, "SHARDS": "4", "HOT_CHANGE_MARGIN": "0s"}
 HOT = "sensor-alpha-001"
 SENSORS = [f"sensor-{i:04d}" for i in range(100)]
 HOT_PER_S = 2_000
@@ -99,10 +92,7 @@ def read_back(aws: Aws, plan_parts: tuple[PartitionQuery, ...]) -> list[str]:
 
 @pytest.fixture
 def seed(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> Aws:
-    for name, value in SETTINGS.items():
-        monkeypatch.setenv(name, value)
-    aws.env.update(SETTINGS)
-    return aws
+    return aws.configure(monkeypatch, SETTINGS)
 
 
 class Replay:
@@ -113,7 +103,7 @@ class Replay:
         self.handler = handler
         self.capsys = capsys
         self.layout: Layout = aws.layout
-        self.clock = SimClock(START)
+        self.clock = ManualClock(START)
         self.store = ShardMapStore(aws.dynamodb, CONTROL, ShardMap.initial(self.layout.bucket, 4), clock_ms=self.clock)
         # Writers read the map through a cache, exactly as ingest does
         self.writer_maps = CachedShardMap(self.store.load, 1_000, clock=lambda: self.clock() / 1000)
@@ -125,7 +115,7 @@ class Replay:
 
     def run(self) -> None:
         for tick in range(START, END, TICK_MS):
-            self.clock.ms = tick
+            self.clock.now = tick
             readings = [Reading(HOT, f"hot-{tick}-{i}", tick + i * TICK_MS // 200, {"v": 1.5}) for i in range(200)]
             readings += [
                 Reading(s, f"{s}-{tick}", tick + n, {"v": 2.5})
@@ -138,7 +128,7 @@ class Replay:
                 if self.changed_at is None and self.store.load().version > 0:
                     self.changed_at = tick
         # A last reading on every stream shard after the end, so the last windows are judged
-        self.clock.ms = END + 1_500
+        self.clock.now = END + 1_500
         for sensor in SENSORS:
             if len(self.pending) == STREAM_SHARDS:
                 break

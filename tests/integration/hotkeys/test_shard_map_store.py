@@ -26,10 +26,11 @@ from adapters.shard_map_store import (
     ShardMapConflict,
     ShardMapStore,
 )
+from doubles.clocks import ManualClock
 from hotkeys.detector import Decisions, EntityChange, apply_decisions
 from keydesign import Bucket, Layout, ShardMap, parse_timestamp, shard_of
 from keydesign.shardmap import Change
-from tests.integration.hotkeys.conftest import CONTROL, Aws, SimClock
+from tests.integration.hotkeys.conftest import CONTROL, Aws
 
 pytestmark = pytest.mark.integration
 
@@ -41,13 +42,13 @@ ALPHA = "sensor-alpha-001"
 
 
 def store(
-    aws: Aws, *, shards: int = 4, client: Any = None, attempts: int = 8, clock: SimClock | None = None
+    aws: Aws, *, shards: int = 4, client: Any = None, attempts: int = 8, clock: ManualClock[int] | None = None
 ) -> ShardMapStore:
     return ShardMapStore(
         client or aws.dynamodb,
         CONTROL,
         ShardMap.initial(BUCKET, shards),
-        clock_ms=clock or SimClock(NOW),
+        clock_ms=clock or ManualClock(NOW),
         sleep=lambda _s: None,
         max_attempts=attempts,
     )
@@ -334,14 +335,14 @@ def test_a_change_that_rewrites_the_past_is_refused_before_writing(aws: Aws) -> 
         with pytest.raises(PastRewrite):
             s.apply(change, reason="bad")
     # Once the split is in force, forgetting the entity would hide its readings from readers
-    later = store(aws, clock=SimClock(NEXT + HOUR))
+    later = store(aws, clock=ManualClock(NEXT + HOUR))
     with pytest.raises(PastRewrite):
         later.apply(forget_entity, reason="bad")
     assert raw_item(aws) == before
 
 
 def test_readers_see_a_change_within_their_cache_ttl(aws: Aws) -> None:
-    clock = SimClock(0)
+    clock = ManualClock(0)
     reader = CachedShardMap(store(aws).load, 60_000, clock=lambda: clock() / 1000)
     assert reader.current().entity_shards_at(ALPHA, NEXT) is None
     store(aws).apply(split(ALPHA, 5), reason="split")
@@ -381,7 +382,7 @@ def fleet_map(changed: int = 10_000, *, still_split: int | None = None, version:
 
 def seeded(aws: Aws, shard_map: ShardMap) -> None:
     """Store ``shard_map`` as the detector would have, writing before its first change took effect."""
-    store(aws, clock=SimClock(NEXT - 31 * DAY)).apply(lambda _: shard_map, reason="test: the history")
+    store(aws, clock=ManualClock(NEXT - 31 * DAY)).apply(lambda _: shard_map, reason="test: the history")
 
 
 class Counting:

@@ -15,6 +15,7 @@ from keydesign import Reading
 from local_runtime import LocalOptions, LocalSystem
 from producer.packing import Packer
 from producer.publisher import Publisher, PublishSummary, kinesis_client, publish
+from tests.integration.local_runtime import recordings
 from tests.unit.ingest.stored import stored_readings
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -40,6 +41,14 @@ def ingest_only(**overrides: Any) -> LocalOptions:
     return LocalOptions(
         **{"poll_interval_s": 0.05, "query_api": False, "hot_keys": False, "rotator": False, **overrides}
     )
+
+
+@pytest.fixture
+def clean_recordings() -> Iterator[None]:
+    """What the recorder handlers saw (:mod:`.recordings`), empty before the test and after it."""
+    recordings.clear()
+    yield
+    recordings.clear()
 
 
 @pytest.fixture

@@ -15,6 +15,7 @@ import boto3
 import pytest
 
 from local_runtime.moto_server import EmbeddedMoto
+from tests.integration.mocked_aws import create_readings_table
 
 pytestmark = pytest.mark.integration
 
@@ -56,15 +57,7 @@ def test_the_server_serves_on_loopback_and_its_process_ends_on_stop() -> None:
     try:
         # Then it answers AWS calls: a projected Query returns the items in key order
         dynamodb = client("dynamodb", url)
-        dynamodb.create_table(
-            TableName="t",
-            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-            AttributeDefinitions=[
-                {"AttributeName": "pk", "AttributeType": "S"},
-                {"AttributeName": "sk", "AttributeType": "S"},
-            ],
-            BillingMode="PAY_PER_REQUEST",
-        )
+        create_readings_table(dynamodb, "t")
         for sk in ["b", "c", "a"]:
             dynamodb.put_item(TableName="t", Item={"pk": {"S": "p"}, "sk": {"S": sk}, "v": {"N": "1"}})
         page = dynamodb.query(

@@ -16,7 +16,7 @@ import urllib.request
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import boto3
 import pytest
@@ -66,6 +66,14 @@ class Variant:
             return str(self.template["Resources"][arn["Fn::GetAtt"][0]]["Type"])
         return None
 
+    def mappings_of(self, source_type: str) -> list[Mapping[str, Any]]:
+        """The properties of the event source mappings that read a resource of ``source_type``."""
+        return [
+            m["Properties"]
+            for m in self.resources_of("AWS::Lambda::EventSourceMapping").values()
+            if self.source_type(m) == source_type
+        ]
+
 
 @pytest.fixture(scope="module")
 def variants(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Variant]:
@@ -91,17 +99,14 @@ def moto() -> Iterator[EmbeddedMoto]:
         yield server
 
 
+def client(service: str, endpoint: str) -> Any:
+    return boto3.client(
+        service, endpoint_url=endpoint, region_name=REGION, aws_access_key_id="local", aws_secret_access_key="local"
+    )
+
+
 def clients(endpoint: str) -> dict[str, Any]:
-    return {
-        service: boto3.client(
-            service,
-            endpoint_url=endpoint,
-            region_name=REGION,
-            aws_access_key_id="local",
-            aws_secret_access_key="local",
-        )
-        for service in ("dynamodb", "kinesis", "sqs", "sns")
-    }
+    return {service: client(service, endpoint) for service in ("dynamodb", "kinesis", "sqs", "sns")}
 
 
 def reset(moto: EmbeddedMoto) -> None:
@@ -116,6 +121,21 @@ def provisioned(moto: EmbeddedMoto, config: Context) -> tuple[Resources, dict[st
     aws = clients(moto.endpoint_url)
     names = ResourceNames.for_config(config, NOW_MS)
     return provision(config, names, **aws), aws
+
+
+class Provisioned(NamedTuple):
+    """A variant's template beside what local mode provisioned from its configuration."""
+
+    variant: Variant
+    resources: Resources
+    aws: dict[str, Any]
+
+
+@pytest.fixture(params=list(VARIANTS))
+def each_variant(request: pytest.FixtureRequest, variants: dict[str, Variant], moto: EmbeddedMoto) -> Provisioned:
+    """Each variant in turn, provisioned afresh."""
+    v = variants[request.param]
+    return Provisioned(v, *provisioned(moto, v.config))
 
 
 def local_table(dynamodb: Any, name: str) -> dict[str, Any]:
@@ -141,13 +161,9 @@ def template_table(properties: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-@pytest.mark.parametrize("variant", list(VARIANTS))
-def test_every_table_of_the_stack_is_provisioned_with_the_same_definition(
-    variant: str, variants: dict[str, Variant], moto: EmbeddedMoto
-) -> None:
+def test_every_table_of_the_stack_is_provisioned_with_the_same_definition(each_variant: Provisioned) -> None:
     # Given the synthesized template and what local mode provisions from the same configuration
-    v = variants[variant]
-    resources, aws = provisioned(moto, v.config)
+    v, resources, aws = each_variant
     stack_tables = {
         p["Properties"]["TableName"]: p["Properties"] for p in v.resources_of("AWS::DynamoDB::GlobalTable").values()
     }
@@ -178,12 +194,8 @@ def test_per_period_tables_take_the_fixed_tables_definition(variants: dict[str, 
         assert name in resources.table_stream_arns
 
 
-@pytest.mark.parametrize("variant", list(VARIANTS))
-def test_the_stream_has_the_stacks_mode_shards_and_retention(
-    variant: str, variants: dict[str, Variant], moto: EmbeddedMoto
-) -> None:
-    v = variants[variant]
-    resources, aws = provisioned(moto, v.config)
+def test_the_stream_has_the_stacks_mode_shards_and_retention(each_variant: Provisioned) -> None:
+    v, resources, aws = each_variant
     (stream,) = v.resources_of("AWS::Kinesis::Stream").values()
     properties = stream["Properties"]
     summary = aws["kinesis"].describe_stream_summary(StreamName=resources.names.stream)["StreamDescriptionSummary"]
@@ -195,50 +207,16 @@ def test_the_stream_has_the_stacks_mode_shards_and_retention(
         assert resources.names.stream == properties["Name"]
 
 
-@pytest.mark.parametrize("variant", list(VARIANTS))
-def test_the_rejects_queue_keeps_messages_as_long_as_the_stacks(
-    variant: str, variants: dict[str, Variant], moto: EmbeddedMoto
-) -> None:
-    v = variants[variant]
-    resources, aws = provisioned(moto, v.config)
+def test_the_rejects_queue_keeps_messages_as_long_as_the_stacks(each_variant: Provisioned) -> None:
+    v, resources, aws = each_variant
     (rejects,) = [q for logical, q in v.resources_of("AWS::SQS::Queue").items() if "Rejects" in logical]
     attributes = aws["sqs"].get_queue_attributes(QueueUrl=resources.rejects_queue_url, AttributeNames=["All"])
     assert int(attributes["Attributes"]["MessageRetentionPeriod"]) == rejects["Properties"]["MessageRetentionPeriod"]
     assert rejects["Properties"]["MessageRetentionPeriod"] == QUEUE_RETENTION_S
 
 
-@pytest.mark.parametrize("variant", list(VARIANTS))
-def test_the_emulated_event_source_mapping_has_the_stacks_settings(variant: str, variants: dict[str, Variant]) -> None:
-    v = variants[variant]
-    mappings = [
-        m["Properties"]
-        for m in v.resources_of("AWS::Lambda::EventSourceMapping").values()
-        if v.source_type(m) == "AWS::Kinesis::Stream"
-    ]
-    assert len(mappings) == 1, "the stack reads the ingest stream with exactly one mapping"
-    emulated = MappingConfig.for_stream(v.config, "ingest")
-    for properties in mappings:
-        assert properties["BatchSize"] == emulated.batch_size
-        assert properties.get("MaximumBatchingWindowInSeconds", 0) == emulated.batching_window_s
-        assert properties["MaximumRetryAttempts"] == emulated.max_retries
-        assert properties["MaximumRecordAgeInSeconds"] == emulated.max_record_age_s
-        assert properties["BisectBatchOnFunctionError"] is emulated.bisect_on_error
-        assert "ReportBatchItemFailures" in properties.get("FunctionResponseTypes", [])
-        assert properties["StartingPosition"] == str(emulated.starting_position)
-        assert properties["DestinationConfig"]["OnFailure"]["Destination"]
-
-
-@pytest.mark.parametrize("variant", ["single", "provisioned"])
-def test_the_emulated_hot_key_mapping_has_the_stacks_settings(variant: str, variants: dict[str, Variant]) -> None:
-    # Given the stack's mapping of the readings table's stream (one table: the stack makes it itself)
-    v = variants[variant]
-    (properties,) = [
-        m["Properties"]
-        for m in v.resources_of("AWS::Lambda::EventSourceMapping").values()
-        if v.source_type(m) == "AWS::DynamoDB::GlobalTable"
-    ]
-    # Then local mode's hot-key mapping has the same settings
-    emulated = MappingConfig.for_stream(v.config, "hotkeys")
+def assert_emulated_as(properties: Mapping[str, Any], emulated: MappingConfig) -> None:
+    """The stack's event source mapping (its ``properties``) has the settings local mode emulates it with."""
     assert properties["BatchSize"] == emulated.batch_size
     assert properties.get("MaximumBatchingWindowInSeconds", 0) == emulated.batching_window_s
     assert properties["MaximumRetryAttempts"] == emulated.max_retries
@@ -249,6 +227,23 @@ def test_the_emulated_hot_key_mapping_has_the_stacks_settings(variant: str, vari
     assert properties["DestinationConfig"]["OnFailure"]["Destination"]
 
 
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_the_emulated_event_source_mapping_has_the_stacks_settings(variant: str, variants: dict[str, Variant]) -> None:
+    v = variants[variant]
+    mappings = v.mappings_of("AWS::Kinesis::Stream")
+    assert len(mappings) == 1, "the stack reads the ingest stream with exactly one mapping"
+    assert_emulated_as(mappings[0], MappingConfig.for_stream(v.config, "ingest"))
+
+
+@pytest.mark.parametrize("variant", ["single", "provisioned"])
+def test_the_emulated_hot_key_mapping_has_the_stacks_settings(variant: str, variants: dict[str, Variant]) -> None:
+    # Given the stack's mapping of the readings table's stream (one table: the stack makes it itself)
+    v = variants[variant]
+    (properties,) = v.mappings_of("AWS::DynamoDB::GlobalTable")
+    # Then local mode's hot-key mapping has the same settings
+    assert_emulated_as(properties, MappingConfig.for_stream(v.config, "hotkeys"))
+
+
 def test_the_hot_key_and_cursor_resources_exist_locally(variants: dict[str, Variant], moto: EmbeddedMoto) -> None:
     # The stack has a failure queue for the hot-key mappings and a cursor-signing secret; so does local mode
     v = variants["single"]
@@ -256,13 +251,7 @@ def test_the_hot_key_and_cursor_resources_exist_locally(variants: dict[str, Vari
     assert v.resources_of("AWS::SecretsManager::Secret")
     reset(moto)
     aws = clients(moto.endpoint_url)
-    secrets = boto3.client(
-        "secretsmanager",
-        endpoint_url=moto.endpoint_url,
-        region_name=REGION,
-        aws_access_key_id="local",
-        aws_secret_access_key="local",
-    )
+    secrets = client("secretsmanager", moto.endpoint_url)
     names = ResourceNames.for_config(v.config, NOW_MS)
     resources = provision(v.config, names, **aws, secretsmanager=secrets, cursor_secret="k" * 40)
     assert resources.hotkeys_failures_queue_arn.endswith(f":{names.hotkeys_failures_queue}")

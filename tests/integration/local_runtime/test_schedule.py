@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -14,14 +13,7 @@ from local_runtime.functions import FunctionSpec
 from local_runtime.scheduler import SimulatedClock, now_event
 from tests.integration.local_runtime import recordings
 
-pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(autouse=True)
-def clean_recordings() -> Iterator[None]:
-    recordings.clear()
-    yield
-    recordings.clear()
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("clean_recordings")]
 
 
 def test_a_scheduled_function_runs_every_simulated_period_until_the_system_stops(running: Any) -> None:

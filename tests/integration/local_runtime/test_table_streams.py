@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -23,17 +22,10 @@ from tests.integration.local_runtime.conftest import (
     stored_items,
 )
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("clean_recordings")]
 
 RECORDER = "tests.integration.local_runtime.stream_recorder.handler"
 STREAM_MAPPING = MappingConfig(batch_size=50, max_retries=5, poll_interval_s=0.05, retry_base_s=0.01)
-
-
-@pytest.fixture(autouse=True)
-def clean_recordings() -> Iterator[None]:
-    recordings.clear()
-    yield
-    recordings.clear()
 
 
 def test_every_write_reaches_the_stream_handler_with_partial_failures_retried(running: Any) -> None:

@@ -21,7 +21,8 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from tests.integration.rotator.conftest import DAY, MINUTE, Clock
+from doubles.clocks import ManualClock
+from tests.integration.rotator.conftest import DAY, MINUTE
 
 PITR_DAYS = 35
 #: LatestRestorableDateTime trails the clock by about this much.
@@ -35,7 +36,7 @@ def _key(item: dict[str, Any]) -> tuple[str, str]:
 @dataclass
 class Backups:
     dynamodb: Any  # a plain client: what this fake does is not the rotator's
-    clock: Clock
+    clock: ManualClock[int]
     #: Per table: (time, item or None for a delete, key), in order.
     journal: dict[str, list[tuple[int, dict[str, Any] | None, tuple[str, str]]]] = field(default_factory=dict)
     #: When point-in-time recovery went on, per table (test clock).

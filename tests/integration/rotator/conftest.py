@@ -36,6 +36,7 @@ from botocore.awsrequest import AWSResponse
 from botocore.exceptions import ClientError
 
 from adapters.observability import metrics
+from doubles.clocks import ManualClock
 from keydesign import parse_timestamp
 from rotator.logic import Rotator
 from rotator.settings import RotatorSettings
@@ -56,19 +57,6 @@ READ_ONLY = ("Describe", "List", "Get")
 def at(text: str) -> int:
     """Epoch ms of an RFC 3339 time."""
     return parse_timestamp(text)
-
-
-@dataclass
-class Clock:
-    """The rotator's wall clock, moved by the test."""
-
-    now_ms: int
-
-    def __call__(self) -> int:
-        return self.now_ms
-
-    def advance(self, ms: int) -> None:
-        self.now_ms += ms
 
 
 @dataclass
@@ -254,7 +242,7 @@ class World:
         return RotatorSettings.from_env({**self.env, **overrides})
 
     def rotator(
-        self, clock: Clock, clients: Clients | None = None, *, ticks: Ticks | None = None, **overrides: str
+        self, clock: ManualClock[int], clients: Clients | None = None, *, ticks: Ticks | None = None, **overrides: str
     ) -> tuple[Rotator, Clients]:
         """A rotator on ``clock``; its run's time (and its waits) on ``ticks`` when given, else the real ones."""
         clients = clients or self.clients()

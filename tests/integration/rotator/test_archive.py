@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 from boto3.dynamodb.types import TypeSerializer
 
+from doubles.clocks import ManualClock
 from keydesign import Reading, ShardMap
 from tests.integration.rotator.backups import Backups
-from tests.integration.rotator.conftest import DAY, HOUR, MINUTE, Clock, World, at
+from tests.integration.rotator.conftest import DAY, HOUR, MINUTE, World, at
 from tests.unit.tsctl.exports import reading
 from tsctl.commands import archive
 
@@ -46,7 +47,7 @@ def run_cli(argv: list[str]) -> int:
 def test_the_archive_holds_every_reading_as_published_last_though_ttl_swept_the_table_first(
     world: World, tmp_path: Path
 ) -> None:
-    clock = Clock(WEEK + HOUR)
+    clock = ManualClock(WEEK + HOUR)
     rotator, clients = world.rotator(clock, **WEEKLY)
     backups = Backups(world.dynamodb, clock)
     backups.install(clients.dynamodb)
@@ -62,30 +63,30 @@ def test_the_archive_holds_every_reading_as_published_last_though_ttl_swept_the_
     assert rotator.run().created[0] == TABLE
     week = [reading(f"sensor-{e}", WEEK + i * 3 * HOUR + e, 20.0 + i, f"{e}-{i}") for i in range(56) for e in range(5)]
     for day in range(7):
-        clock.now_ms = WEEK + (day + 1) * DAY - MINUTE
+        clock.now = WEEK + (day + 1) * DAY - MINUTE
         publish([(r, 1) for r in week if WEEK + day * DAY <= r.ts_ms < WEEK + (day + 1) * DAY])
     # And a one-reading correction of the week's first hour: its block expires first, weeks before the original's
-    clock.now_ms = END + HOUR
+    clock.now = END + HOUR
     corrected = reading("sensor-0", WEEK, -1.0, "0-0")
     publish([(corrected, 2)])
     # And the latest reading the table can take: the period's last second, MAX_AGE old less a minute
-    clock.now_ms = END + 3 * DAY - MINUTE
+    clock.now = END + 3 * DAY - MINUTE
     last = reading("sensor-9", END - 1_000, 99.0, "9-0")
     publish([(last, 1)])
     expected = sorted([corrected, *week[1:], last], key=lambda r: (r.entity_id, r.ts_ms, r.event_id))
 
     # When the rotator runs every day until the table is gone, TTL deleting each item the moment it expires
     started = dropped = None
-    clock.now_ms = END + 12 * HOUR
+    clock.now = END + 12 * HOUR
     while dropped is None:
-        assert clock.now_ms < END + 40 * DAY, "the table was never dropped"
+        assert clock.now < END + 40 * DAY, "the table was never dropped"
         backups.sweep()
         summary = rotator.run()
         assert summary.errors == [], summary.errors
         if TABLE in summary.exports_started:
-            started = clock.now_ms
+            started = clock.now
         if TABLE in summary.deleted:
-            dropped = clock.now_ms
+            dropped = clock.now
         clock.advance(DAY)
 
     # Then tsctl archive reads back every reading, the correction over the original
@@ -101,12 +102,12 @@ def test_the_archive_holds_every_reading_as_published_last_though_ttl_swept_the_
 
 def test_an_export_time_the_backup_does_not_reach_is_reported_and_the_table_kept(world: World) -> None:
     # Given the week's table made without point-in-time recovery (a deployment from before exports)
-    clock = Clock(WEEK + HOUR)
+    clock = ManualClock(WEEK + HOUR)
     plain, _ = world.rotator(clock, **{**WEEKLY, "EXPORT_BUCKET": "", "POINT_IN_TIME_RECOVERY": "false"})
     assert plain.run().errors == []
     assert world.pitr(TABLE) == "DISABLED"
     # When exports are configured after the table stopped taking writes
-    clock.now_ms = at("2026-11-26T12:00:00Z")
+    clock.now = at("2026-11-26T12:00:00Z")
     rotator, clients = world.rotator(clock, **WEEKLY)
     backups = Backups(world.dynamodb, clock)
     backups.install(clients.dynamodb)
@@ -119,7 +120,7 @@ def test_an_export_time_the_backup_does_not_reach_is_reported_and_the_table_kept
     second = rotator.run()
     assert [(e.table, e.code) for e in second.errors] == [(TABLE, "InvalidExportTimeException")]
     # And the table is never dropped without its archive
-    clock.now_ms = at("2026-12-23T12:00:00Z")
+    clock.now = at("2026-12-23T12:00:00Z")
     summary = rotator.run()
     assert summary.deleted == [] and TABLE in world.ours()
     assert [e.code for e in summary.errors if e.table == TABLE] == ["InvalidExportTimeException"]

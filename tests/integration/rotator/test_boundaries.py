@@ -11,9 +11,10 @@ from typing import Any
 
 import pytest
 
+from doubles.clocks import ManualClock
 from rotator.logic import Rotator
 from rotator.summary import RunSummary
-from tests.integration.rotator.conftest import MINUTE, Clients, Clock, World, at
+from tests.integration.rotator.conftest import MINUTE, Clients, World, at
 
 pytestmark = pytest.mark.integration
 
@@ -39,7 +40,7 @@ def mapping_of(world: World, table: str) -> dict[str, Any]:
 
 def test_the_first_run_builds_the_current_and_next_tables_fully_set_up(world: World) -> None:
     # Given no tables, When the rotator runs at noon
-    clock = Clock(at("2026-11-22T12:00:00Z"))
+    clock = ManualClock(at("2026-11-22T12:00:00Z"))
     rotator, clients = world.rotator(clock)
     summary = run_twice(rotator, clients)
 
@@ -95,18 +96,18 @@ def test_the_first_run_builds_the_current_and_next_tables_fully_set_up(world: Wo
 
 
 def test_across_a_daily_boundary(world: World) -> None:
-    clock = Clock(at("2026-11-22T12:00:00Z"))
+    clock = ManualClock(at("2026-11-22T12:00:00Z"))
     rotator, clients = world.rotator(clock)
     run_twice(rotator, clients)
 
     # Just before midnight: nothing to do, everything is built already
-    clock.now_ms = at("2026-11-22T23:59:59.999Z")
+    clock.now = at("2026-11-22T23:59:59.999Z")
     before = run_twice(rotator, clients)
     assert before.changes == 0
     assert before.current_table == "readings-2026-11-22"
 
     # Exactly at midnight: the 25th is prebuilt; the 22nd is in its grace window, still at full capacity
-    clock.now_ms = at("2026-11-23T00:00:00Z")
+    clock.now = at("2026-11-23T00:00:00Z")
     boundary = run_twice(rotator, clients)
     assert boundary.current_table == "readings-2026-11-23"
     assert boundary.created == ["readings-2026-11-25"]
@@ -116,12 +117,12 @@ def test_across_a_daily_boundary(world: World) -> None:
     assert world.ours() == [f"readings-2026-11-{d}" for d in (22, 23, 24, 25)]
 
     # Ingest closes the 22nd at 02:00; accepted writes may land until 02:15: still untouched
-    clock.now_ms = at("2026-11-23T02:14:59.999Z")
+    clock.now = at("2026-11-23T02:14:59.999Z")
     assert run_twice(rotator, clients).changes == 0
     assert world.capacity("readings-2026-11-22") == (2000, 100)
 
     # After grace and the dial-down delay the table closes: it pays for no capacity (on-demand) ...
-    clock.now_ms = at("2026-11-23T02:15:00Z")
+    clock.now = at("2026-11-23T02:15:00Z")
     after = run_twice(rotator, clients)
     assert [(d.table, d.write, d.read) for d in after.dialled_down] == [("readings-2026-11-22", (2000, 0), (100, 0))]
     assert after.phases["readings-2026-11-22"] == "cold"
@@ -153,11 +154,11 @@ def test_across_a_daily_boundary(world: World) -> None:
 def test_a_table_is_dropped_once_past_retention_and_no_late_reading_can_reach_it(
     world: World, max_age: str | None, last_moment: str
 ) -> None:
-    clock = Clock(at("2026-11-22T12:00:00Z"))
+    clock = ManualClock(at("2026-11-22T12:00:00Z"))
     rotator, clients = world.rotator(clock, **({"MAX_AGE": max_age} if max_age else {}))
     run_twice(rotator, clients)
 
-    clock.now_ms = at(last_moment)
+    clock.now = at(last_moment)
     rotator.run()  # a week later: the closed tables are switched to on-demand, then moved to Standard-IA
     run_twice(rotator, clients)
     assert "readings-2026-11-22" in world.ours()
@@ -172,7 +173,7 @@ def test_a_table_is_dropped_once_past_retention_and_no_late_reading_can_reach_it
 
 
 def test_on_demand_tables_are_pre_warmed_and_stay_on_demand(world: World) -> None:
-    clock = Clock(at("2026-11-22T12:00:00Z"))
+    clock = ManualClock(at("2026-11-22T12:00:00Z"))
     rotator, clients = world.rotator(clock, BILLING_MODE="PAY_PER_REQUEST", WARM_WRITES_PER_S="20000")
     run_twice(rotator, clients)
     for name in world.ours():
@@ -180,7 +181,7 @@ def test_on_demand_tables_are_pre_warmed_and_stay_on_demand(world: World) -> Non
         assert table["BillingModeSummary"]["BillingMode"] == "PAY_PER_REQUEST"
         assert table["WarmThroughput"]["WriteUnitsPerSecond"] == 20000
 
-    clock.now_ms = at("2026-11-23T03:00:00Z")
+    clock.now = at("2026-11-23T03:00:00Z")
     summary = run_twice(rotator, clients)
     assert summary.phases["readings-2026-11-22"] == "cold"
     assert summary.dialled_down == []
@@ -188,7 +189,7 @@ def test_on_demand_tables_are_pre_warmed_and_stay_on_demand(world: World) -> Non
 
 
 def test_a_raised_configuration_reaches_the_tables_still_to_be_written(world: World) -> None:
-    clock = Clock(at("2026-11-22T12:00:00Z"))
+    clock = ManualClock(at("2026-11-22T12:00:00Z"))
     rotator, clients = world.rotator(clock)
     run_twice(rotator, clients)
 
@@ -204,7 +205,7 @@ def test_a_raised_configuration_reaches_the_tables_still_to_be_written(world: Wo
 
 
 def test_a_drifted_mapping_and_alarm_are_put_back(world: World) -> None:
-    clock = Clock(at("2026-11-22T12:00:00Z"))
+    clock = ManualClock(at("2026-11-22T12:00:00Z"))
     rotator, clients = world.rotator(clock)
     run_twice(rotator, clients)
 
@@ -222,7 +223,7 @@ def test_a_drifted_mapping_and_alarm_are_put_back(world: World) -> None:
 
 def test_a_late_first_deploy_also_builds_the_table_still_taking_late_readings(world: World) -> None:
     # At 01:00 yesterday's period is still open to late readings (until 02:00)
-    clock = Clock(at("2026-11-22T01:00:00Z"))
+    clock = ManualClock(at("2026-11-22T01:00:00Z"))
     rotator, clients = world.rotator(clock)
     summary = run_twice(rotator, clients)
     assert summary.created == [

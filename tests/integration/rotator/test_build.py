@@ -12,15 +12,16 @@ from typing import Any
 
 import pytest
 
+from doubles.clocks import ManualClock
 from rotator.logic import CREATING_POLL_S
-from tests.integration.rotator.conftest import HOUR, MINUTE, Clients, Clock, Ticks, World, at
+from tests.integration.rotator.conftest import HOUR, MINUTE, Clients, Ticks, World, at
 
 pytestmark = pytest.mark.integration
 
 
 def test_a_build_run_makes_a_closed_periods_table_that_takes_writes_and_pays_for_nothing_idle(world: World) -> None:
     # Given a deployment started today at noon (no table of the 20th), and a reading two days old
-    clock = Clock(at("2026-11-22T12:00:00Z"))
+    clock = ManualClock(at("2026-11-22T12:00:00Z"))
     rotator, clients = world.rotator(clock)
     rotator.run()
     assert "readings-2026-11-20" not in world.ours()
@@ -61,7 +62,7 @@ def test_a_build_run_makes_a_closed_periods_table_that_takes_writes_and_pays_for
 
 
 def test_a_build_run_refuses_what_no_admitted_reading_can_need(world: World) -> None:
-    clock = Clock(at("2026-11-22T12:00:00Z"))
+    clock = ManualClock(at("2026-11-22T12:00:00Z"))
     rotator, _ = world.rotator(clock)
     asked = [
         "readings-2026-11-18",  # ended more than MAX_AGE (3 days) ago: no reading of it is admitted
@@ -81,7 +82,7 @@ def test_a_build_run_refuses_what_no_admitted_reading_can_need(world: World) -> 
 
 
 def test_asking_twice_builds_once(world: World) -> None:
-    clock = Clock(at("2026-11-22T12:00:00Z"))
+    clock = ManualClock(at("2026-11-22T12:00:00Z"))
     rotator, _ = world.rotator(clock)
     first = rotator.build(["readings-2026-11-21"])
     second = rotator.build(["readings-2026-11-21"])
@@ -102,7 +103,7 @@ def creating_until(clients: Clients, ticks: Ticks, active_at_s: float) -> None:
 
 def test_a_build_run_waits_while_its_table_is_creating_and_sets_it_up_as_soon_as_it_is_active(world: World) -> None:
     # Given DynamoDB takes 42 s to make the table (the run has Lambda's 300 s)
-    clock, ticks = Clock(at("2026-11-22T12:00:00Z")), Ticks()
+    clock, ticks = ManualClock(at("2026-11-22T12:00:00Z")), Ticks()
     rotator, clients = world.rotator(clock, ticks=ticks)
     creating_until(clients, ticks, 42.0)
     # When ingest asks for it
@@ -118,7 +119,7 @@ def test_a_build_run_waits_while_its_table_is_creating_and_sets_it_up_as_soon_as
 
 def test_a_build_run_whose_table_outlasts_its_time_leaves_it_to_the_next_run_that_looks_at_it(world: World) -> None:
     # Given DynamoDB still CREATING the table when the build run's time is up (20 s left, 10 s kept back)
-    clock, ticks = Clock(at("2026-11-22T12:00:00Z")), Ticks()
+    clock, ticks = ManualClock(at("2026-11-22T12:00:00Z")), Ticks()
     rotator, clients = world.rotator(clock, ticks=ticks)
     creating_until(clients, ticks, 3_600.0)
     built = rotator.build(["readings-2026-11-20"], budget_ms=20_000)

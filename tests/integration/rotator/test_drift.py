@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from tests.integration.rotator.conftest import MINUTE, Clock, World, at
+from doubles.clocks import ManualClock
+from tests.integration.rotator.conftest import MINUTE, World, at
 from tests.integration.rotator.test_faults import prepared
 
 pytestmark = pytest.mark.integration
@@ -20,12 +21,12 @@ def drop_by_hand(world: World, name: str) -> None:
 
 
 def test_the_mapping_and_alarms_of_a_table_dropped_by_hand_are_removed(world: World) -> None:
-    clock = Clock(at("2026-11-22T12:00:00Z"))
+    clock = ManualClock(at("2026-11-22T12:00:00Z"))
     rotator, _ = world.rotator(clock)
     rotator.run()
     # Given the 22nd is past the time ingest takes its late readings (02:00) but not yet closed (02:15),
     # and an operator drops it by hand, leaving its mapping and alarms behind
-    clock.now_ms = at("2026-11-23T02:05:00Z")
+    clock.now = at("2026-11-23T02:05:00Z")
     rotator.run()
     drop_by_hand(world, "readings-2026-11-22")
     mapped = world.mapped_tables()
@@ -47,7 +48,7 @@ def test_the_mapping_and_alarms_of_a_table_dropped_by_hand_are_removed(world: Wo
 
 
 def test_a_wanted_table_made_again_gets_a_mapping_on_its_new_stream(world: World) -> None:
-    clock = Clock(at("2026-11-22T12:00:00Z"))
+    clock = ManualClock(at("2026-11-22T12:00:00Z"))
     rotator, _ = world.rotator(clock)
     rotator.run()
     old_stream = world.table("readings-2026-11-24")["LatestStreamArn"]
@@ -82,7 +83,7 @@ def test_a_table_busy_updating_is_switched_to_on_demand_on_a_later_run(world: Wo
 
 
 def test_ttl_on_another_attribute_is_reported_and_left_alone(world: World) -> None:
-    clock = Clock(at("2026-11-22T12:00:00Z"))
+    clock = ManualClock(at("2026-11-22T12:00:00Z"))
     world.create_foreign("readings-2026-11-23")
     world.dynamodb.update_time_to_live(
         TableName="readings-2026-11-23", TimeToLiveSpecification={"Enabled": True, "AttributeName": "expires"}

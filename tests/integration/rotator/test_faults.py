@@ -12,10 +12,11 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
+from doubles.clocks import ManualClock
 from rotator.logic import Rotator
 from rotator.settings import DEADLINE_MARGIN_MS
 from rotator.summary import RunSummary
-from tests.integration.rotator.conftest import MINUTE, Clients, Clock, World, at, lambda_conflict_rule
+from tests.integration.rotator.conftest import MINUTE, Clients, World, at, lambda_conflict_rule
 
 pytestmark = pytest.mark.integration
 
@@ -34,13 +35,13 @@ SETTLED = [
 COLD = ["readings-2026-11-23", "readings-2026-11-24"]
 
 
-def prepared(world: World, **overrides: str) -> tuple[Rotator, Clients, Clock]:
+def prepared(world: World, **overrides: str) -> tuple[Rotator, Clients, ManualClock[int]]:
     """The busy run's world. Table classes are left out (a closed table moves to Standard-IA on
     the run after its switch to on-demand): test_table_class covers them."""
-    clock = Clock(at("2026-11-22T12:00:00Z"))
+    clock = ManualClock(at("2026-11-22T12:00:00Z"))
     rotator, clients = world.rotator(clock, **{"INFREQUENT_ACCESS_STORAGE_PERCENT": "", **overrides})
     assert rotator.run().errors == []
-    clock.now_ms = at(BUSY)
+    clock.now = at(BUSY)
     clients.log.clear()
     return rotator, clients, clock
 
@@ -231,7 +232,7 @@ def test_a_failed_call_mid_run_is_completed_by_the_next_run(world: World, fault:
 
 
 def test_a_table_still_creating_is_set_up_by_the_first_run_that_finds_it_active(world: World) -> None:
-    clock = Clock(at("2026-11-22T12:00:00Z"))
+    clock = ManualClock(at("2026-11-22T12:00:00Z"))
     rotator, clients = world.rotator(clock)
 
     def creating(parsed: dict[str, Any], key: str) -> None:
@@ -260,7 +261,7 @@ def test_a_table_still_creating_is_set_up_by_the_first_run_that_finds_it_active(
 
 
 def test_two_runs_at_once_make_one_set_of_resources_and_no_errors(world: World) -> None:
-    clock = Clock(at("2026-11-22T12:00:00Z"))
+    clock = ManualClock(at("2026-11-22T12:00:00Z"))
     first, first_clients = world.rotator(clock)
     second, second_clients = world.rotator(clock)
     for clients in (first_clients, second_clients):
@@ -288,7 +289,7 @@ def test_two_runs_at_once_make_one_set_of_resources_and_no_errors(world: World) 
 
 def test_a_table_dropped_by_a_concurrent_run_is_not_an_error(world: World) -> None:
     rotator, clients, _ = prepared(world)
-    other, _ = world.rotator(Clock(at(BUSY)))
+    other, _ = world.rotator(ManualClock(at(BUSY)))
     done: list[RunSummary] = []
 
     def drop_it_under_us(parsed: dict[str, Any], **_: Any) -> None:

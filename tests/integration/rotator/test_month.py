@@ -15,9 +15,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from doubles.clocks import ManualClock
 from rotator.logic import Rotator
 from rotator.summary import RunSummary
-from tests.integration.rotator.conftest import HOUR, MINUTE, Clock, World, at
+from tests.integration.rotator.conftest import HOUR, MINUTE, World, at
 
 pytestmark = pytest.mark.integration
 
@@ -94,7 +95,7 @@ DAYS = 12
 def test_days_of_hourly_runs_over_daily_tables(world: World) -> None:
     # Given daily tables, 7 days of retention, 2 prebuilt, grace 2h + 15 minutes of dial-down delay
     start = at("2026-11-01T00:30:00Z")
-    clock = Clock(start)
+    clock = ManualClock(start)
     rotator, clients = world.rotator(clock)
     # Kept RETENTION after its end, and DIAL_DOWN_DELAY more: MAX_AGE is RETENTION (unset)
     step, retention = timedelta(days=1), timedelta(days=7, minutes=15)
@@ -107,24 +108,24 @@ def test_days_of_hourly_runs_over_daily_tables(world: World) -> None:
     # When the rotator runs every hour for DAYS days
     for _ in range(DAYS * 24):
         # Then after every run: no error, the current table and the next two are ready,
-        summary, expected = daily.run(rotator, world, clock.now_ms)
+        summary, expected = daily.run(rotator, world, clock.now)
         # only the open tables have alarms,
-        live = open_tables(expected, clock.now_ms, timedelta(hours=2, minutes=15))
+        live = open_tables(expected, clock.now, timedelta(hours=2, minutes=15))
         assert world.alarm_names() == sorted(f"{name}-{kind}" for name in live for kind in KINDS)
         # and nothing was dropped before its newest reading passed retention (MAX_AGE is RETENTION here:
         # a reading 7 days old may still land 15 minutes later).
         for name in summary.deleted:
             day = datetime.strptime(name.removeprefix("readings-"), "%Y-%m-%d").replace(tzinfo=UTC)
-            assert iso(clock.now_ms) >= day + step + retention
+            assert iso(clock.now) >= day + step + retention
         deleted.extend(summary.deleted)
         dialled.extend(d.table for d in summary.dialled_down)
         clock.advance(HOUR)
     clock.advance(-HOUR)
 
     # Then the last day's state is exactly what the rules say
-    expected = daily.expected(clock.now_ms)
+    expected = daily.expected(clock.now)
     assert sorted(expected) == [f"readings-2026-11-{d:02d}" for d in range(DAYS - 7, DAYS + 3)]
-    check_world(world, expected, clock.now_ms, timedelta(hours=2, minutes=15))
+    check_world(world, expected, clock.now, timedelta(hours=2, minutes=15))
     # Every table that closed was switched to on-demand once, every expired one dropped once
     assert dialled == [f"readings-{(first + timedelta(days=i)):%Y-%m-%d}" for i in range(DAYS)]
     assert deleted == [f"readings-{(first + timedelta(days=i)):%Y-%m-%d}" for i in range(DAYS - 7)]
@@ -145,19 +146,19 @@ def test_a_day_of_quarter_hourly_runs_over_hourly_tables(world: World) -> None:
         "MAX_DELETES_PER_RUN": "2",
     }
     start = at("2026-11-22T00:05:00Z")
-    clock = Clock(start)
+    clock = ManualClock(start)
     rotator, clients = world.rotator(clock, **overrides)
     first = datetime(2026, 11, 21, 23, tzinfo=UTC)  # 23:00 is still in grace at 00:05
     hourly = Periods(first, timedelta(hours=1), timedelta(hours=12, minutes=10), prebuild=3, fmt="%Y-%m-%d-%H")
 
     for _ in range(24 * 4):  # past the 12 hours of retention: tables are dropped two a run at most
-        hourly.run(rotator, world, clock.now_ms)
+        hourly.run(rotator, world, clock.now)
         clock.advance(15 * MINUTE)
     clock.advance(-15 * MINUTE)
 
-    expected = hourly.expected(clock.now_ms)
+    expected = hourly.expected(clock.now)
     assert len(expected) == 12 + 1 + 3  # twelve hours kept, the current one, three ahead
-    check_world(world, expected, clock.now_ms, timedelta(minutes=40))
+    check_world(world, expected, clock.now, timedelta(minutes=40))
 
     clients.log.clear()
     again = rotator.run()

@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
+from doubles.clocks import ManualClock
 from rotator.lifecycle import Lifecycle, PeriodTable, Phase
-from tests.integration.rotator.conftest import HOUR, Clock, World, at
+from tests.integration.rotator.conftest import HOUR, World, at
 from tests.integration.rotator.test_faults import prepared
 
 pytestmark = pytest.mark.integration
@@ -35,7 +36,7 @@ def snapshot(world: World) -> dict[str, Any]:
 
 
 def test_a_dry_run_on_an_empty_account_reports_the_tables_and_makes_none(world: World) -> None:
-    rotator, clients = world.rotator(Clock(at("2026-11-22T12:00:00Z")))
+    rotator, clients = world.rotator(ManualClock(at("2026-11-22T12:00:00Z")))
     summary = rotator.run(dry_run=True)
     assert summary.dry_run
     assert summary.created == ["readings-2026-11-22", "readings-2026-11-23", "readings-2026-11-24"]
@@ -66,7 +67,7 @@ def test_a_dry_run_reports_every_change_a_live_run_would_make_and_makes_none(wor
 
 
 def test_dry_run_in_the_environment_wins_over_the_caller(world: World) -> None:
-    rotator, clients = world.rotator(Clock(at("2026-11-22T12:00:00Z")), DRY_RUN="true")
+    rotator, clients = world.rotator(ManualClock(at("2026-11-22T12:00:00Z")), DRY_RUN="true")
     summary = rotator.run(dry_run=False)
     assert summary.dry_run and summary.created
     assert clients.log.changes == [] and world.table_names() == []
@@ -91,10 +92,10 @@ def test_tables_that_only_share_the_prefix_are_never_touched(world: World) -> No
     before = {name: (world.tags(name), world.ttl(name), world.table(name)["TableStatus"]) for name in foreign}
 
     # When the rotator runs across a month
-    clock = Clock(at("2026-11-22T12:00:00Z"))
+    clock = ManualClock(at("2026-11-22T12:00:00Z"))
     rotator, _ = world.rotator(clock)
     first = rotator.run()
-    clock.now_ms = at("2026-12-25T12:00:00Z")
+    clock.now = at("2026-12-25T12:00:00Z")
     later = rotator.run()
 
     # Then each is reported as not ours and left exactly as it was: no tags, TTL, mapping or alarm
@@ -121,16 +122,16 @@ def test_a_table_with_our_name_that_we_did_not_create_is_never_changed_or_droppe
         BillingMode="PROVISIONED",
         ProvisionedThroughput={"ReadCapacityUnits": 50, "WriteCapacityUnits": 500},
     )
-    clock = Clock(at("2026-11-22T12:00:00Z"))
+    clock = ManualClock(at("2026-11-22T12:00:00Z"))
     rotator, _ = world.rotator(clock)
 
     # When the rotator runs while the 23rd is upcoming, then closed, then expired
     upcoming = rotator.run()
-    clock.now_ms = at("2026-11-22T13:00:00Z")
+    clock.now = at("2026-11-22T13:00:00Z")
     again = rotator.run()
-    clock.now_ms = at("2026-11-24T12:00:00Z")
+    clock.now = at("2026-11-24T12:00:00Z")
     closed = rotator.run()
-    clock.now_ms = at("2026-12-02T12:00:00Z")
+    clock.now = at("2026-12-02T12:00:00Z")
     expired = rotator.run()
 
     # Then, while it takes the 23rd's readings, it is watched (alarms) but not changed: no stream, TTL,
@@ -161,7 +162,7 @@ def test_the_guard_refuses_to_drop_live_tables_even_when_the_lifecycle_is_wrong(
     world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Given a rotator that has built today's table and the next two
-    clock = Clock(at("2026-11-22T12:00:00Z"))
+    clock = ManualClock(at("2026-11-22T12:00:00Z"))
     rotator, _ = world.rotator(clock)
     rotator.run()
 

@@ -12,11 +12,12 @@ from collections import Counter
 
 import pytest
 
+from doubles.clocks import ManualClock
 from rotator.lifecycle import Lifecycle, PeriodTable
 from rotator.logic import AUDITED_PER_RUN, MAPPING_DELETES_PER_RUN
 from rotator.settings import RotatorSettings
 from rotator.specs import alarm_requests, create_mapping_request, create_table_request
-from tests.integration.rotator.conftest import HOUR, MINUTE, Clock, World, at
+from tests.integration.rotator.conftest import HOUR, MINUTE, World, at
 
 pytestmark = pytest.mark.integration
 
@@ -67,7 +68,7 @@ def calls_of_a_run(world: World, now: int, tables: int, **overrides: str) -> Cou
     # Behind the tables the rotator builds itself (current, ahead, and those still taking late readings)
     oldest_built = min(t.start_ms for t in life.wanted(now))
     closed_history(world, settings, life.table(oldest_built), tables, settled=True)
-    rotator, clients = world.rotator(Clock(now), **overrides)
+    rotator, clients = world.rotator(ManualClock(now), **overrides)
     first = rotator.run()
     assert first.errors == [] and first.deleted == []
     clients.log.clear()
@@ -97,14 +98,14 @@ def test_a_run_makes_as_many_calls_with_1440_tables_as_with_720(world: World) ->
 
 def test_only_open_tables_have_alarms_at_most_eighteen_with_hourly_tables(world: World) -> None:
     # Given the shipped hourly settings, When the rotator runs every 15 minutes for a day
-    clock = Clock(at("2026-11-22T00:05:00Z"))
+    clock = ManualClock(at("2026-11-22T00:05:00Z"))
     rotator, _ = world.rotator(clock, **HOURLY)
     life = rotator.lifecycle
     counts = []
     for _ in range(4 * 24):
         assert rotator.run().errors == []
         tables = [t for t in map(life.parse, world.ours()) if t is not None]
-        open_ = sorted(t.name for t in tables if life.phase(t, clock.now_ms).open)
+        open_ = sorted(t.name for t in tables if life.phase(t, clock.now).open)
         # Then after every run exactly the open tables have alarms (and mappings)
         assert world.alarm_names() == sorted(f"{n}-{k}" for n in open_ for k in KINDS)
         assert world.mapped_tables() == open_
@@ -125,7 +126,7 @@ def test_closed_tables_left_with_capacity_mappings_and_alarms_are_brought_down_a
     oldest_built = min(t.start_ms for t in life.wanted(now))
     closed_history(world, settings, life.table(oldest_built), 40, settled=False)
     assert len(world.mapped_tables()) == 40 and len(world.alarm_names()) == 120
-    clock = Clock(now)
+    clock = ManualClock(now)
     rotator, clients = world.rotator(clock, RETENTION="60d", INFREQUENT_ACCESS_STORAGE_PERCENT="")
     legacy = [name for name in world.ours()]
 

@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
+from doubles.clocks import ManualClock
 from rotator.logic import Rotator
-from tests.integration.rotator.conftest import HOUR, Clients, Clock, World, at
+from tests.integration.rotator.conftest import HOUR, Clients, World, at
 
 pytestmark = pytest.mark.integration
 
@@ -53,18 +54,18 @@ def usage(clients: Clients, reads_per_day: dict[str, float], sizes: dict[str, in
     return requests
 
 
-def closed_yesterday(world: World, **overrides: str) -> tuple[Rotator, Clients, Clock]:
+def closed_yesterday(world: World, **overrides: str) -> tuple[Rotator, Clients, ManualClock[int]]:
     """The 22nd, closed at 2026-11-23T02:15, with its class review due at 2026-11-24T02:15."""
-    clock = Clock(at("2026-11-22T12:00:00Z"))
+    clock = ManualClock(at("2026-11-22T12:00:00Z"))
     rotator, clients = world.rotator(clock, **overrides)
     assert rotator.run().errors == []
-    clock.now_ms = at("2026-11-23T02:15:00Z")
+    clock.now = at("2026-11-23T02:15:00Z")
     closing = rotator.run()
     assert [d.table for d in closing.dialled_down] == [OLD] and closing.errors == []
-    clock.now_ms = at("2026-11-24T02:14:59.999Z")
+    clock.now = at("2026-11-24T02:14:59.999Z")
     assert OLD not in rotator.run().configured  # not yet: its day of closed traffic is not over
     # (at 02:15 the 23rd closes too: a daily table is reviewed as the next one closes)
-    clock.now_ms = at("2026-11-24T02:15:00Z")
+    clock.now = at("2026-11-24T02:15:00Z")
     return rotator, clients, clock
 
 

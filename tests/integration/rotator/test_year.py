@@ -28,11 +28,12 @@ from typing import Any
 import pytest
 
 from adapters.shard_map_store import PAGE_BYTES, Compaction, ShardMapStore
+from doubles.clocks import ManualClock
 from hotkeys.detector import Decisions, EntityChange, apply_decisions
 from keydesign import Bucket, ShardMap
 from tests.integration.hotkeys.test_shard_map_store import Counting
 from tests.integration.mocked_aws import create_readings_table
-from tests.integration.rotator.conftest import DAY, HOUR, Clock, World, at
+from tests.integration.rotator.conftest import DAY, HOUR, World, at
 from tests.integration.rotator.test_scale import HOURLY
 
 pytestmark = pytest.mark.integration
@@ -95,7 +96,7 @@ def test_months_of_hourly_rotation_and_hot_key_churn_keep_the_state_bounded_by_r
     # Given the shipped hourly shape (RETENTION and MAX_AGE cut to the simulated retention) and a
     # detector whose map forgets what retention + a margin has passed, as HotKeyMonitor wires it
     retention = RETENTION_DAYS * DAY
-    clock = Clock(at("2026-01-01T00:05:00Z"))
+    clock = ManualClock(at("2026-01-01T00:05:00Z"))
     period_ms = {"hour": HOUR, "day": DAY}[PERIOD]
     settings = {
         **HOURLY,
@@ -120,7 +121,7 @@ def test_months_of_hourly_rotation_and_hot_key_churn_keep_the_state_bounded_by_r
     devices = iter(random.Random(3).sample(range(FLEET), min(FLEET, per_day * DAYS)))
     cooling: list[tuple[str, int]] = []  # split a day ago: scaled down today
     # (a device scaled down stays in the map a retention after: from then on, the map is steady)
-    steady_from = clock.now_ms + retention + 2 * DAY
+    steady_from = clock.now + retention + 2 * DAY
     seen = Observed()
 
     # When, every hour for DAYS days, the rotator runs; and once a day the detector splits `per_day` new
@@ -131,7 +132,7 @@ def test_months_of_hourly_rotation_and_hot_key_churn_keep_the_state_bounded_by_r
             summary = rotator.run()
             assert summary.errors == [], summary.errors
             calls = Counter(clients.log.operations)
-            if clock.now_ms >= steady_from:
+            if clock.now >= steady_from:
                 seen.keep(
                     tables=len(world.ours()),
                     alarms=len(world.alarm_names()),
@@ -139,7 +140,7 @@ def test_months_of_hourly_rotation_and_hot_key_churn_keep_the_state_bounded_by_r
                     listing=calls["ListTables"],
                 )
             clock.advance(HOUR)
-        now = clock.now_ms
+        now = clock.now
         boundary = now - now % HOUR + HOUR
         decisions = churn([f"sensor-{next(devices):06d}" for _ in range(per_day)], boundary, cooling, now)
         cooling = [(c.entity, c.to_shards) for c in decisions.splits]

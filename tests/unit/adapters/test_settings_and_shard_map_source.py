@@ -6,6 +6,7 @@ import pytest
 
 from adapters.settings import CommonSettings, SettingsError
 from adapters.shard_map_source import CachedShardMap, StaticShardMap
+from doubles.clocks import ManualClock
 from keydesign import Bucket, ShardMap
 
 VALID = {"TABLE_PREFIX": "readings", "SHARDS": "100"}
@@ -34,14 +35,6 @@ def test_a_bad_variable_is_named(env: dict[str, str], variable: str) -> None:
     assert str(exc.value).startswith(f"environment variable {variable}:")
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_cache_reloads_only_after_its_ttl() -> None:
     # Given a loader that returns a new map version on every call
     bucket = Bucket.parse("1h")
@@ -51,7 +44,7 @@ def test_cache_reloads_only_after_its_ttl() -> None:
         calls.append(1)
         return ShardMap(bucket, ShardMap.initial(bucket, len(calls)).global_history, version=len(calls))
 
-    clock = FakeClock()
+    clock = ManualClock(0.0)
     cache = CachedShardMap(loader, ttl_ms=60_000, clock=clock)
     # When read repeatedly within the TTL, then it loads once
     assert cache.current().version == 1
@@ -72,7 +65,7 @@ def test_cache_never_serves_an_expired_map_when_the_refresh_fails() -> None:
             raise ConnectionError("control table unreachable")
         return ShardMap.initial(bucket, 4)
 
-    clock = FakeClock()
+    clock = ManualClock(0.0)
     cache = CachedShardMap(loader, ttl_ms=1_000, clock=clock)
     assert cache.current().global_shards_at(0) == 4
     state["fail"] = True

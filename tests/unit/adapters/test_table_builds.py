@@ -8,6 +8,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from adapters.table_builds import ASK_EVERY_MS, TABLES_PER_REQUEST, TableBuilds
+from doubles.clocks import ManualClock
 from rotator.request import RotationRequest
 
 
@@ -25,16 +26,8 @@ class FakeLambda:
         return {"StatusCode": 202}
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_each_table_is_asked_for_once_lately_and_the_request_is_one_the_rotator_accepts() -> None:
-    api, clock = FakeLambda(), Clock()
+    api, clock = FakeLambda(), ManualClock(100.0)
     builds = TableBuilds(api, "rotator", clock=clock)
     assert builds.request(["t-2", "t-1", "t-2"]) == ["t-1", "t-2"]
     assert builds.request(["t-1", "t-3"]) == ["t-3"]  # t-1 asked a moment ago
@@ -48,13 +41,13 @@ def test_each_table_is_asked_for_once_lately_and_the_request_is_one_the_rotator_
 def test_many_tables_go_in_requests_of_at_most_the_rotators_limit() -> None:
     api = FakeLambda()
     names = [f"t-{n:03}" for n in range(TABLES_PER_REQUEST * 2 + 1)]
-    assert TableBuilds(api, "rotator", clock=Clock()).request(names) == names
+    assert TableBuilds(api, "rotator", clock=ManualClock(100.0)).request(names) == names
     assert [len(p["build"]) for p in api.payloads] == [TABLES_PER_REQUEST, TABLES_PER_REQUEST, 1]
 
 
 def test_a_failed_ask_is_forgotten_so_the_redelivery_asks_again() -> None:
     api = FakeLambda(failing=1)
-    builds = TableBuilds(api, "rotator", clock=Clock())
+    builds = TableBuilds(api, "rotator", clock=ManualClock(100.0))
     assert builds.request(["t-1"]) == []
     assert builds.request(["t-1"]) == ["t-1"]
     assert api.payloads == [{"build": ["t-1"]}]

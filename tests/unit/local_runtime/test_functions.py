@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from doubles.clocks import ManualClock
 from local_runtime.functions import (
     FunctionError,
     FunctionSpec,
@@ -19,14 +20,6 @@ from local_runtime.functions import (
     InvocationFaults,
     LocalFunction,
 )
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture
@@ -55,7 +48,7 @@ def handler_module(tmp_path: Path) -> Iterator[str]:
 
 def test_a_handler_is_imported_with_its_environment_only(handler_module: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("PROBE_TABLE", raising=False)
-    clock = Clock()
+    clock = ManualClock(100.0)
     spec = FunctionSpec(
         name="probe", handler=handler_module, environment={"PROBE_TABLE": "t-1"}, timeout_s=30, region="eu-west-1"
     )
@@ -88,7 +81,7 @@ def spec(timeout_s: float = 10.0) -> FunctionSpec:
 
 
 def test_the_remaining_time_counts_down_from_the_timeout() -> None:
-    clock = Clock()
+    clock = ManualClock(100.0)
 
     def handler(_event: Any, context: Any) -> list[int]:
         first = context.get_remaining_time_in_millis()
@@ -109,7 +102,7 @@ def test_an_exception_is_a_function_error_and_counted() -> None:
 
 
 def test_a_handler_returning_after_its_timeout_is_a_timeout() -> None:
-    clock = Clock()
+    clock = ManualClock(100.0)
 
     def slow(_event: Any, _context: Any) -> str:
         clock.now += 11

@@ -9,21 +9,14 @@ from typing import Any
 
 import pytest
 
+from doubles.clocks import ManualClock
 from keydesign import parse_timestamp
 from local_runtime.functions import FunctionError
 from local_runtime.scheduler import ReplayClock, Schedule, SimulatedClock, empty_event, now_event
 
 
-class Ticks:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_the_simulated_clock_runs_speed_times_faster() -> None:
-    ticks = Ticks()
+    ticks = ManualClock(0.0)
     clock = SimulatedClock(speed=3600, start_ms=1_795_330_800_000, monotonic=ticks)
     ticks.now = 2.0  # two real seconds
     assert clock.now_ms() == 1_795_330_800_000 + 2 * 3600 * 1000
@@ -33,7 +26,7 @@ def test_the_simulated_clock_runs_speed_times_faster() -> None:
 
 
 def test_a_run_passes_the_simulated_time_in_the_event() -> None:
-    ticks = Ticks()
+    ticks = ManualClock(0.0)
     clock = SimulatedClock(speed=60, start_ms=1_795_330_800_000, monotonic=ticks)
     events: list[Any] = []
     schedule = Schedule(
@@ -99,7 +92,7 @@ def test_a_schedule_started_after_a_run_waits_one_period_first() -> None:
 
 def test_a_replay_clock_moves_run_by_run_and_then_keeps_the_wall_clock() -> None:
     # Given a clock replaying from six hours in the past, at least half a real second per step
-    ticks = Ticks()
+    ticks = ManualClock(0.0)
     wall = [1_795_330_800_000]
     start = wall[0] - 6 * 3_600_000
     clock = ReplayClock(start_ms=start, pace_s=0.5, monotonic=ticks, wall_ms=lambda: wall[0])

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from doubles.clocks import ManualClock
 from query.cursor import MISS_REFRESH_MS, CursorCodec, CursorError, CursorKeys, binding
 from query.merge import Position
 
@@ -37,30 +38,24 @@ class RotatingSecret:
         return self.versions[-2] if len(self.versions) > 1 else None
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_000_000
-
-    def __call__(self) -> int:
-        return self.now
-
-
 @pytest.fixture
 def secret() -> RotatingSecret:
     return RotatingSecret()
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
+def clock() -> ManualClock[int]:
+    return ManualClock(1_000_000)
 
 
-def container(secret: RotatingSecret, clock: Clock) -> CursorCodec:
+def container(secret: RotatingSecret, clock: ManualClock[int]) -> CursorCodec:
     """One warm function instance: its own key cache."""
     return CursorCodec(CursorKeys(secret.read, ttl_ms=TTL_MS, clock_ms=clock))
 
 
-def test_a_cursor_signed_before_one_rotation_still_works_after_it(secret: RotatingSecret, clock: Clock) -> None:
+def test_a_cursor_signed_before_one_rotation_still_works_after_it(
+    secret: RotatingSecret, clock: ManualClock[int]
+) -> None:
     # Given a cursor issued with the current key
     token = container(secret, clock).encode(BOUND, POSITION)
     # When the key rotates once, and a fresh container (or one past its TTL) reads the new labels
@@ -69,7 +64,7 @@ def test_a_cursor_signed_before_one_rotation_still_works_after_it(secret: Rotati
     assert container(secret, clock).decode(token, BOUND) == POSITION
 
 
-def test_a_cursor_signed_two_rotations_ago_is_refused(secret: RotatingSecret, clock: Clock) -> None:
+def test_a_cursor_signed_two_rotations_ago_is_refused(secret: RotatingSecret, clock: ManualClock[int]) -> None:
     token = container(secret, clock).encode(BOUND, POSITION)
     secret.rotate()
     secret.rotate()
@@ -80,7 +75,7 @@ def test_a_cursor_signed_two_rotations_ago_is_refused(secret: RotatingSecret, cl
 
 
 def test_new_cursors_are_signed_with_the_current_key_once_the_ttl_has_passed(
-    secret: RotatingSecret, clock: Clock
+    secret: RotatingSecret, clock: ManualClock[int]
 ) -> None:
     warm = container(secret, clock)
     before = warm.encode(BOUND, POSITION)
@@ -96,7 +91,7 @@ def test_new_cursors_are_signed_with_the_current_key_once_the_ttl_has_passed(
 
 
 def test_a_warm_container_meeting_a_cursor_signed_with_a_newer_key_fetches_it_early(
-    secret: RotatingSecret, clock: Clock
+    secret: RotatingSecret, clock: ManualClock[int]
 ) -> None:
     # Given a warm container that holds key 0, and a cursor another container signed with key 1
     warm = container(secret, clock)
@@ -112,7 +107,7 @@ def test_a_warm_container_meeting_a_cursor_signed_with_a_newer_key_fetches_it_ea
 @given(st.binary(min_size=50, max_size=300))
 def test_forged_cursors_are_refused_and_refetch_at_most_once_per_interval(raw: bytes) -> None:
     # Given a container that has held its keys for longer than the miss interval
-    secret, clock = RotatingSecret(), Clock()
+    secret, clock = RotatingSecret(), ManualClock(1_000_000)
     codec = container(secret, clock)
     codec.encode(BOUND, POSITION)
     clock.now += MISS_REFRESH_MS
@@ -128,7 +123,7 @@ def test_forged_cursors_are_refused_and_refetch_at_most_once_per_interval(raw: b
 
 
 def test_an_unreachable_secret_keeps_the_keys_already_held(
-    secret: RotatingSecret, clock: Clock, caplog: pytest.LogCaptureFixture
+    secret: RotatingSecret, clock: ManualClock[int], caplog: pytest.LogCaptureFixture
 ) -> None:
     codec = container(secret, clock)
     token = codec.encode(BOUND, POSITION)
@@ -139,7 +134,7 @@ def test_an_unreachable_secret_keeps_the_keys_already_held(
     assert "keeping the ones held" in caplog.text
 
 
-def test_a_secret_unreachable_at_first_use_fails_loudly(secret: RotatingSecret, clock: Clock) -> None:
+def test_a_secret_unreachable_at_first_use_fails_loudly(secret: RotatingSecret, clock: ManualClock[int]) -> None:
     secret.unreachable = True
     with pytest.raises(ConnectionError):
         container(secret, clock).encode(BOUND, POSITION)
@@ -161,7 +156,7 @@ def test_a_fixed_key_never_refetches() -> None:
 
 
 def test_the_previous_key_is_fetched_only_for_a_cursor_the_current_one_does_not_verify(
-    secret: RotatingSecret, clock: Clock
+    secret: RotatingSecret, clock: ManualClock[int]
 ) -> None:
     # Given a cursor signed before a rotation, and a container that came up after it
     old = container(secret, clock).encode(BOUND, POSITION)

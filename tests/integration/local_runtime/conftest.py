@@ -12,6 +12,7 @@ import pytest
 
 from infra.config import Context, load_cdk_json_context
 from keydesign import Reading
+from keydesign.writetier import slice_start
 from local_runtime import LocalOptions, LocalSystem
 from producer.packing import Packer
 from producer.publisher import Publisher, PublishSummary, kinesis_client, publish
@@ -69,7 +70,12 @@ def running() -> Iterator[Any]:
 
 
 def readings(count: int, *, entities: int = 50, start_ms: int | None = None, prefix: str = "r") -> list[dict[str, Any]]:
-    base = start_ms if start_ms is not None else int(time.time() * 1000) - 60_000
+    """``count`` readings a millisecond apart from ``start_ms``; by default from a minute ago, but not before
+    the current hour: a reading of an hour that ended before ingest's batch started is late, written as a
+    block and never to the write tier (``keydesign.writetier.in_write_tier``), and a test that counts the
+    write tier's items failed so when it ran in an hour's first minute."""
+    now = int(time.time() * 1000)
+    base = start_ms if start_ms is not None else max(now - 60_000, slice_start(now))
     return [
         {
             "entity_id": f"sensor-{n % entities:04d}",

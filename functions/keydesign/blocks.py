@@ -387,6 +387,11 @@ def _unique_names(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return found
 
 
+#: One decoder for every body: ``json.loads`` with these options builds a new decoder (and its
+#: scanner) on each call, which costs a block of one reading as much as parsing it.
+_BODY_DECODER = json.JSONDecoder(parse_constant=_refuse_constant, object_pairs_hook=_unique_names)
+
+
 def _body(payload: bytes, header: BlockHeader) -> object:
     raw = memoryview(payload)[header.body_at :]
     if header.deflated:
@@ -402,7 +407,7 @@ def _body(payload: bytes, header: BlockHeader) -> object:
     else:
         text = bytes(raw)
     try:
-        return json.loads(text.decode("utf-8"), parse_constant=_refuse_constant, object_pairs_hook=_unique_names)
+        return _BODY_DECODER.decode(text.decode("utf-8"))
     except (ValueError, RecursionError) as exc:
         raise BlockError("b", f"the body is not UTF-8 JSON ({str(exc)[:200]})") from None
 

@@ -38,6 +38,7 @@ from contextlib import closing, contextmanager
 from typing import Any, NoReturn
 
 from aws_lambda_powertools.metrics import MetricUnit
+from pydantic import TypeAdapter
 
 from adapters.clients import client
 from adapters.compaction_state import NOTHING_COMPACTED, CachedWatermark, CompactionWatermark
@@ -276,7 +277,7 @@ class QueryService:
             entity_id=entity,
             searched_from=format_ts(window.from_ms),
             searched_to=format_ts(now),
-            reading=_reading(found[1], read.measures) if found else None,
+            reading=Reading.model_validate(_reading(found[1], read.measures)) if found else None,
             cost=_cost(stats),
         )
 
@@ -581,7 +582,9 @@ class QueryService:
             order=order,
             ordering=ENTITY_ORDERING if entity is not None else RANGE_ORDERING,
             count=len(found),
-            items=[_reading(item, wanted, key.anchor if entity is not None else None) for key, item in found],
+            items=_READINGS.validate_python(
+                [_reading(item, wanted, key.anchor if entity is not None else None) for key, item in found]
+            ),
             next_cursor=next_cursor,
             complete=cut_short is None,
             cut_short_by=cut_short,
@@ -748,7 +751,11 @@ def _json_bytes(reading: DecodedReading, measures: tuple[str, ...] | None) -> in
     is escaped twice (4 bytes) and a character outside ASCII costs up to 14
     (``\\ud83d\\udd25``). Ids and names are ASCII without quotes (ingest refuses others)."""
     size = 184 + len(reading.entity_id) + len(reading.event_id)  # with the 24-character timestamp
-    size += sum(len(name) + 32 for name in reading.measures if measures is None or name in measures)
+    names = reading.measures
+    if measures is None:
+        size += sum(map(len, names)) + 32 * len(names)
+    else:
+        size += sum(len(name) + 32 for name in names if name in measures)
     for name, value in reading.dimensions.items():
         if value.isascii():
             size += len(name) + 10 + len(value) + 3 * (value.count('"') + value.count("\\"))
@@ -826,16 +833,22 @@ def _stream(
 # -- shapes --------------------------------------------------------------------------
 
 
-def _reading(reading: DecodedReading, measures: tuple[str, ...] | None, ts: str | None = None) -> Reading:
-    """The reading as the API returns it (``ts``: its timestamp, when the caller has it formatted)."""
+#: A page's readings validated in one call: a model built per reading costs a Python
+#: ``__init__`` each, more than the validation itself.
+_READINGS = TypeAdapter(list[Reading])
+
+
+def _reading(reading: DecodedReading, measures: tuple[str, ...] | None, ts: str | None = None) -> dict[str, object]:
+    """The fields of the reading as the API returns it, for :class:`Reading` to validate (``ts``: its
+    timestamp, when the caller has it formatted). Validation copies the measures and dimensions."""
     values = reading.measures
-    return Reading(
-        entity_id=reading.entity_id,
-        event_id=reading.event_id,
-        timestamp=ts or format_ts(reading.ts_ms),
-        measures=dict(values) if measures is None else {name: values[name] for name in measures if name in values},
-        dimensions=dict(reading.dimensions),
-    )
+    return {
+        "entity_id": reading.entity_id,
+        "event_id": reading.event_id,
+        "timestamp": ts or format_ts(reading.ts_ms),
+        "measures": values if measures is None else {name: values[name] for name in measures if name in values},
+        "dimensions": reading.dimensions,
+    }
 
 
 def _cost(stats: ReadStats) -> ReadCost:

@@ -652,7 +652,10 @@ class Merger:
                 heapq.heappop(heap)
             else:  # the stream's next reading takes its place: one sift, not a pop and a push
                 entry.key, entry.version, entry.seq = found.key, found.version, next(seq)
-                heapq.heapreplace(heap, entry)
+                # Most often (a block's readings are consecutive) it still comes before both of the
+                # root's children, and the heap is in order as it stands (the order is total: seq).
+                if (len(heap) > 1 and heap[1] < entry) or (len(heap) > 2 and heap[2] < entry):
+                    heapq.heapreplace(heap, entry)
 
     def _open(self, batch: list[PartitionStream], pending: deque[PartitionStream]) -> None:
         groups = Counter(stream.open_key for stream in batch)

@@ -28,7 +28,9 @@ unit apiece. The write tier packs across entities instead (docs/decisions.md, "T
   ``<entity>#c`` (:func:`compacted_pk`), sort key as a block's.
   Its state (:class:`CompactionState`) holds the watermark ``through``, the end of the last hour
   done, the G it runs with and the earlier G's whose group items uncompacted hours may hold: a
-  change of G keeps every reading where compaction and readers look (docs/writetier.md).
+  change of G keeps every reading where compaction and readers look (docs/writetier.md). Its first
+  run starts at the earliest *start item* (:func:`start_pk`), which each ingest container puts
+  before its first group items, stamped with the hour its batch started in.
 * **Reads** of an hour before the watermark read the compacted blocks and the blocks; of a later
   hour, the group items and the blocks. Each reading comes once, its newest copy winning.
 

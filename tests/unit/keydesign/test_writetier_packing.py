@@ -149,7 +149,7 @@ def test_a_start_item_outlives_every_group_item_of_the_batches_it_covers() -> No
     )
     (item,) = packing.group_items
     assert slice_start(item.first_ms) == latest_item_hour
-    assert item.ttl <= (start_hour + START_KEEP_MS) // 1000
+    assert item.ttl is not None and item.ttl <= (start_hour + START_KEEP_MS) // 1000
 
 
 @given(layout=layouts(("calculated", "hybrid")))

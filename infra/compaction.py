@@ -5,7 +5,8 @@ compaction function reads each settled hour of it once and writes the compacted 
 them, and moves its watermark, the one item it keeps in the control table (``compactstate``,
 ``keydesign.writetier.STATE_PK``). With rollups it also writes its part of them in the control
 table (group partials, its parts of the totals, re-marks) and reads and deletes the redo requests
-the rollup function puts: those keys (``keydesign.rollup.COMPACTION_KEYS``) and the state are the
+the rollup function puts: those keys (``keydesign.rollup.COMPACTION_KEYS``), the state and the write
+tier's start items ingest writes (``keydesign.writetier.START_KEYS``, queried by a first run) are the
 only control-table keys it may touch besides reading the shard map (``dynamodb:LeadingKeys``).
 """
 
@@ -22,7 +23,7 @@ from infra.monitoring import alarm, custom_metric
 from infra.storage import Storage
 from keydesign.periods import format_duration
 from keydesign.rollup import COMPACTION_KEYS
-from keydesign.writetier import KEEP_MS, STATE_PK
+from keydesign.writetier import KEEP_MS, START_KEYS, STATE_PK
 
 #: The write tier is this far behind (CompactionLagSeconds: now minus the end of the last hour compacted)
 #: before the lag alarm fires. Normal is an hour, its settle time and a schedule period (about 70 minutes);
@@ -64,6 +65,7 @@ class Compaction(Construct):
         storage.grant_readings_write(self.function)
         storage.grant_shard_map_read(self.function)
         storage.grant_control_keys(self.function, ["dynamodb:GetItem", "dynamodb:PutItem"], [STATE_PK])
+        storage.grant_control_keys(self.function, ["dynamodb:Query"], START_KEYS)
         if config.rollups:
             storage.grant_control_keys(self.function, list(COMPACTION_ACTIONS), COMPACTION_KEYS)
         # A run the next one would repeat is superseded by it.

@@ -25,6 +25,7 @@ from infra.rotation import Rotation
 from infra.storage import OCCUPANCY_PARTITIONS, SHARD_MAP_PARTITION, Storage
 from keydesign.periods import format_duration
 from keydesign.rollup import MARK_KEYS, READ_KEYS
+from keydesign.writetier import START_KEYS as COMPACTION_START_KEYS
 from keydesign.writetier import STATE_PK as COMPACTION_STATE_PK
 
 _REMOVAL = {"retain": RemovalPolicy.RETAIN, "destroy": RemovalPolicy.DESTROY}
@@ -62,6 +63,8 @@ class TimeSeriesStack(Stack):
         self.storage.grant_readings_write(ingest)
         self.storage.grant_control_keys(ingest, ["dynamodb:GetItem", "dynamodb:PutItem"], [SHARD_MAP_PARTITION])
         self.storage.grant_control_keys(ingest, ["dynamodb:BatchWriteItem", "dynamodb:PutItem"], [OCCUPANCY_PARTITIONS])
+        # the write tier's start items (a container's first group items; compaction's first run starts there)
+        self.storage.grant_control_keys(ingest, ["dynamodb:BatchWriteItem"], COMPACTION_START_KEYS)
 
         # API -> query -> readings table(s); the query function only reads the shard map, and a day's
         # occupancy (Query) and its marker (GetItem).

@@ -26,7 +26,8 @@ from typing import Any
 
 from adapters.batch_writer import BatchWriter, PendingWrite, serialize_item
 from adapters.retry import Backoff, Deadline, RetryLoop, Sleep, batch_get
-from keydesign import format_ts, parse_timestamp
+from adapters.start_items import StartItems, StartRecorder
+from keydesign import format_ts
 from keydesign.rollup import (
     FLEET_PART,
     ROLLUP_SHARDS,
@@ -36,7 +37,6 @@ from keydesign.rollup import (
     GroupPartial,
     Mark,
     RedoRequest,
-    floor_to,
     mark_pks,
     parse_total_sk,
     partial_pk,
@@ -126,14 +126,15 @@ def plain(value: Mapping[str, Any]) -> Any:
 class MarkRecorder:
     """Ingest's side: the marks of a batch's written readings, each written once per container
     (a bounded LRU; an evicted mark is written again, which costs a write unit, never correctness).
-    A container's first marks go with a start item of their minute (:func:`start_pk`); until it is
-    written, no mark counts as written, so the readings are handed back and both are written again."""
+    A container's first marks go with a start item of their minute (:func:`start_pk`,
+    :mod:`adapters.start_items`); until it is written, no mark counts as written, so the readings are
+    handed back and both are written again."""
 
     def __init__(self, store: RollupStore, level: int) -> None:
         self.store = store
         self._level = level
         self._written: OrderedDict[Mark, None] = OrderedDict()
-        self._started = False
+        self._start = StartRecorder(store.starts)
         self._lock = threading.Lock()
 
     def write(self, readings: Sequence[tuple[int, str, int]], stamp_ms: int, deadline: Deadline) -> dict[int, str]:
@@ -144,23 +145,25 @@ class MarkRecorder:
             groups.setdefault(Mark.of(stamp_ms, self._level, ts_ms, entity), []).append(index)
         with self._lock:
             missing = [mark for mark in groups if mark not in self._written]
-            start = not self._started
         if not missing:
             return {}
         writer = self.store.writer
         if writer is None:
             raise RuntimeError("marks need a rollup store that writes")
         writes = [self.store.mark_write(m) for m in missing]
-        if start:
-            writes.append(self.store.start_write(stamp_ms))
+        start = self._start.due(stamp_ms)
+        if start is not None:
+            writes.append(start)
         report = writer.write(writes, deadline)
         unstarted = None
-        if start and len(missing) not in report.written:
-            why = report.unwritten.get(len(missing)) or report.rejected.get(len(missing)) or "unknown"
-            unstarted = f"rollup start not written: {why}"
+        if start is not None:
+            if len(missing) in report.written:
+                self._start.written(stamp_ms)
+            else:
+                why = report.unwritten.get(len(missing)) or report.rejected.get(len(missing)) or "unknown"
+                unstarted = f"rollup start not written: {why}"
         failed: dict[int, str] = {}
         with self._lock:
-            self._started = self._started or unstarted is None
             for position, mark in enumerate(missing):
                 if position in report.written and unstarted is None:
                     self._written[mark] = None
@@ -191,6 +194,8 @@ class RollupStore:
         self.table = control_table
         self.prefix = prefix
         self._retention_ms = retention_ms
+        #: Each the minute an ingest container wrote its first marks in (:class:`MarkRecorder`).
+        self.starts = StartItems(control_table, start_pk(prefix), SLOT_MS, lambda slot: rollup_ttl(slot, retention_ms))
         self._retry = RetryLoop(_GET_BACKOFF, sleep=sleep, max_attempts=_GET_ATTEMPTS)
 
     # -- marks ----------------------------------------------------------------
@@ -202,26 +207,9 @@ class RollupStore:
             self.table, pk, sk, serialize_item({"pk": pk, "sk": sk, "expires_at": rollup_ttl(end, self._retention_ms)})
         )
 
-    def start_write(self, stamp_ms: int) -> PendingWrite:
-        """The start item of the minute of ``stamp_ms`` (the same for every container starting in it)."""
-        slot = floor_to(stamp_ms, SLOT_MS)
-        pk, sk = start_pk(self.prefix), format_ts(slot)
-        item = {"pk": pk, "sk": sk, "expires_at": rollup_ttl(slot, self._retention_ms)}
-        return PendingWrite(self.table, pk, sk, serialize_item(item))
-
     def first_start(self, cost: ReadCount) -> int | None:
         """The earliest minute in which an ingest container wrote marks, if any did (consistent)."""
-        response = self._db.query(
-            TableName=self.table,
-            KeyConditionExpression="pk = :pk",
-            ExpressionAttributeValues={":pk": {"S": start_pk(self.prefix)}},
-            ConsistentRead=True,
-            Limit=1,
-            ReturnConsumedCapacity="TOTAL",
-        )
-        items = response.get("Items", [])
-        cost.add(response, len(items))
-        return parse_timestamp(items[0]["sk"]["S"], "sk") if items else None
+        return self.starts.first(self._db, cost.add)
 
     def marks(self, slot_ms: int, cost: ReadCount, map_: Callable[..., Iterable[Any]] = map) -> list[Mark]:
         """Every mark of the slot; ``map_`` (a pool's) reads its keys side by side."""

@@ -53,8 +53,8 @@ one, or an earlier one the state recorded when it changed (``CompactionState.cha
 smaller G's partitions are among a larger one's), so a change of ``WRITE_TIER_GROUPS`` compacts
 every reading written under either.
 
-A first run (no state) starts at the hour of now - ``KEEP_MS``: the oldest whose group items may
-still be stored, so no hour is skipped (an empty group partition costs one small Query). A group
+A first run (no state) starts at the earliest hour a group item that is still stored, or that an
+ingest container may yet write, can lie in, not days back (:meth:`CompactionRunner._first_hour`). A group
 item that does not decode (or lies outside its hour), a dense mark that names no entity, and a
 block of a dense-marked entity that does not decode are *corrupt*: logged with their table and key
 and the reason, counted (``CompactionCorruptItems``, alarmed), and left where they are; the rest of
@@ -89,6 +89,7 @@ from adapters.retry import Deadline
 from adapters.rollup_store import ReadCount, RollupStore
 from adapters.shard_map_source import ShardMapSource
 from adapters.shard_map_store import shard_map_source
+from adapters.start_items import write_tier_starts
 from compaction.settings import CompactionSettings
 from keydesign import (
     BlockError,
@@ -143,12 +144,18 @@ def _wall_clock_ms() -> int:
 
 
 class StateStore:
-    """The compaction state item of one table prefix in the control table."""
+    """The compaction state item of one table prefix in the control table, and the write tier's start items."""
 
     def __init__(self, dynamodb: Any, table: str, prefix: str) -> None:
         self._db = dynamodb
         self._table = table
         self._key = state_key(prefix)
+        self._starts = write_tier_starts(table, prefix)
+
+    def first_start(self) -> int | None:
+        """The earliest hour in which an ingest container wrote its first group items, if a start item of
+        one is stored (consistent)."""
+        return self._starts.first(self._db)
 
     def load(self) -> CompactionState | None:
         key = {name: {"S": value} for name, value in self._key.items()}
@@ -334,7 +341,7 @@ class CompactionRunner:
         now = self._clock_ms()
         stored = self._state.load()
         if stored is None:
-            state = CompactionState(slice_start(now - KEEP_MS), self._tier.groups)
+            state = CompactionState(self._first_hour(now), self._tier.groups)
         else:
             state = stored.changed_to(self._tier.groups, now, self._reach_ms)
             if stored.groups not in (None, state.groups):
@@ -357,6 +364,27 @@ class CompactionRunner:
             report.error = exc
         report.lag_ms = max(0, now - report.through_ms)
         return report
+
+    def _first_hour(self, now: int) -> int:
+        """Where a first run (no state) starts: the earliest hour a group item that is still stored, or that
+        ingest may yet write, can lie in. Every ingest container stores a start item, stamped with the hour
+        its batch started in, before its first group items (and again each ``START_EVERY_MS``), and a group
+        item never lies in an hour before its batch's start (``in_write_tier``); a start item outlives the
+        group items it covers (``START_KEEP_MS``). So every group item stored now has a start item of its
+        hour or earlier stored now, and the run starts at the earliest, ``first``. Once a group item could
+        be expired (``KEEP_MS`` after its hour) there is no need to go back further: never before the hour
+        of now - ``KEEP_MS``, whatever ``first`` says, as before start items existed.
+
+        The read may miss a container that stores its start item after it (one starting now, or one whose
+        batch is in flight): its batch started less than ingest's timeout ago, so after now - ``SETTLE``,
+        in the hour ``target`` or later. So the run starts at ``target`` when that is earlier than
+        ``first`` or no start item is stored (a new deployment whose ingest has not written yet): that hour
+        has not settled, and is compacted once it has. A new deployment so compacts the hours since its
+        start, not 96 empty hours of every group."""
+        target = slice_start(now - self._settle_ms)
+        first = self._state.first_start()
+        start = target if first is None else min(slice_start(first), target)
+        return max(start, slice_start(now - KEEP_MS))
 
     def _hours(self, state: CompactionState, now: int, deadline: Deadline, report: RunReport) -> None:
         """Compact settled hours from ``state`` on, step by step, while time allows; ``report.through_ms``

@@ -14,9 +14,11 @@ readings of one entity, partition and bucket from every record of the batch.
    rest into blocks as before;
 3. record the occupancy of the blocks' partitions, mark the intervals of the
    blocks' readings for the rollup function (not the group items': compaction
-   owns those, docs/rollups.md) and put the dense marks the blocks need (write tier),
-   then write the blocks and group items, 25 to a call, several calls in
-   flight, while the rejects are sent to SQS;
+   owns those, docs/rollups.md) and put the dense marks the blocks need (write tier)
+   and, with a container's first group items, the write tier's start item
+   (compaction's first run starts at the earliest), then write the blocks and
+   group items, 25 to a call, several calls in flight, while the rejects are
+   sent to SQS;
 4. ask the rotator for the table of a period that has none (a reading up to
    ``MAX_AGE`` old from before the deployment, or a backfill): its readings are
    handed back, and the redelivery finds the table;
@@ -61,6 +63,7 @@ from adapters.retry import Clock, Deadline, Sleep
 from adapters.rollup_store import MarkRecorder, RollupStore
 from adapters.shard_map_source import ShardMapSource
 from adapters.shard_map_store import ShardMapStore, shard_map_source
+from adapters.start_items import StartRecorder, write_tier_starts
 from adapters.table_builds import TableBuilds
 from ingest.decoding import DEFAULT_FORMATS, Candidate, DecodedRecord, decode_record
 from ingest.dense_marks import DenseMarkRecorder
@@ -71,10 +74,7 @@ from ingest.settings import IngestSettings
 from keydesign import Block, InvalidInput, Layout, Reading, ShardMap
 from keydesign.occupancy import OccupancyRecord, day_of
 from keydesign.tiering import BatchPacking, pack_batch
-from keydesign.writetier import (
-    GroupItem,
-    WriteTier,
-)
+from keydesign.writetier import START_EVERY_MS, GroupItem, WriteTier
 
 #: What one batch writes: blocks and write-tier group items.
 Item = Block | GroupItem
@@ -211,6 +211,8 @@ class Ingestor:
     formats: Formats = DEFAULT_FORMATS
     write_tier: WriteTier | None = None
     dense_marks: DenseMarkRecorder | None = None
+    #: The write tier's start items (``adapters.start_items``): put before a container's first group items.
+    tier_start: StartRecorder | None = None
 
     def __post_init__(self) -> None:
         if self.write_tier is not None and self.dense_marks is None:
@@ -246,7 +248,7 @@ class Ingestor:
             send_prebuilt_json(dynamodb)
         writer = BatchWriter(dynamodb, clock=clock, sleep=sleep)
         rejects = RejectsPublisher(sqs if sqs is not None else client("sqs"), settings.rejects_queue_url, sleep=sleep)
-        occupancy = rollup_marks = None
+        occupancy = rollup_marks = tier_start = None
         if settings.control_table is not None:
             control = control if control is not None else client("dynamodb")
             # Records go through the writer (and any fault injector around it); only the
@@ -258,6 +260,9 @@ class Ingestor:
                     control, writer, settings.control_table, settings.layout.table_prefix, settings.retention_ms
                 )
                 rollup_marks = MarkRecorder(rollups, settings.granularities.finest)
+            if settings.write_tier is not None:
+                starts = write_tier_starts(settings.control_table, settings.layout.table_prefix)
+                tier_start = StartRecorder(starts, START_EVERY_MS)
         table_builds = None
         if settings.rotator_function is not None and settings.table_period is not None:
             api = lambda_client if lambda_client is not None else client("lambda")
@@ -280,6 +285,7 @@ class Ingestor:
             table_builds=table_builds,
             formats=settings.formats,
             write_tier=settings.write_tier,
+            tier_start=tier_start,
         )
 
     def close(self) -> None:
@@ -318,6 +324,7 @@ class Ingestor:
         blocked = self._record_occupancy(blocks, deadline, now_ms, outcome)
         blocked.update(self._mark_rollups(blocks, blocked, now_ms, deadline))
         blocked.update(self._mark_dense(packing, blocked, deadline, outcome))
+        blocked.update(self._start_write_tier(len(blocks), len(packing.group_items), now_ms, deadline))
         order = [i for i in range(len(items)) if i not in blocked]
         chunks = self.writer.submit([_pending(items[i]) for i in order], deadline)
         outcome.rejects = self.rejects.publish(batch.rejects, deadline)  # while the blocks are written
@@ -520,6 +527,22 @@ class Ingestor:
             index: why if why.startswith(MISSING_TABLE) else f"dense mark not written: {why}"
             for index, why in result.blocked.items()
         }
+
+    def _start_write_tier(self, first: int, count: int, now_ms: int, deadline: Deadline) -> dict[int, str]:
+        """Put the write tier's start item this container owes (its first, or a day past its last), stamped
+        with the hour the batch started in, *before* the group items: compaction's first run starts at the
+        earliest start item (``compaction.logic``), and no group item of the batch lies in an earlier hour
+        (a reading goes to the write tier only if its hour had not ended when the batch started). Returns
+        the group items (``count`` of them from index ``first``) when it could not be stored: they are not
+        written, and are handed back with the reason."""
+        if self.tier_start is None or not count or (start := self.tier_start.due(now_ms)) is None:
+            return {}
+        report = self.writer.write([start], deadline)
+        if 0 in report.written:
+            self.tier_start.written(now_ms)
+            return {}
+        why = f"write-tier start not written: {report.unwritten.get(0) or report.rejected.get(0) or 'unknown'}"
+        return dict.fromkeys(range(first, first + count), why)
 
     def _settle_reject(
         self, outcome: BatchOutcome, record: int, reject: Reject, index: int, report: RejectsReport

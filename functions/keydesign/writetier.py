@@ -28,7 +28,9 @@ unit apiece. The write tier packs across entities instead (docs/decisions.md, "T
   ``<entity>#c`` (:func:`compacted_pk`), sort key as a block's.
   Its state (:class:`CompactionState`) holds the watermark ``through``, the end of the last hour
   done, the G it runs with and the earlier G's whose group items uncompacted hours may hold: a
-  change of G keeps every reading where compaction and readers look (docs/writetier.md).
+  change of G keeps every reading where compaction and readers look (docs/writetier.md). Its first
+  run starts at the earliest *start item* (:func:`start_pk`), which each ingest container puts
+  before its first group items, stamped with the hour its batch started in.
 * **Reads** of an hour before the watermark read the compacted blocks and the blocks; of a later
   hour, the group items and the blocks. Each reading comes once, its newest copy winning.
 
@@ -133,6 +135,31 @@ STATE_PK = "compactstate"
 def state_key(table_prefix: str) -> dict[str, str]:
     """The control-table key of the compaction state of the deployment writing ``table_prefix``."""
     return {"pk": STATE_PK, "sk": table_prefix}
+
+
+#: The write tier's *start items*: control table, pk ``compactstart#<prefix>``, sk the hour an ingest
+#: container's batch started in when it wrote its first group items (``adapters.start_items``). A first
+#: compaction run starts at the earliest (``compaction.logic``), not ``KEEP_MS`` back.
+START_PREFIX = "compactstart#"
+#: The partition keys of the start items, as an IAM ``dynamodb:LeadingKeys`` pattern.
+START_KEYS = (f"{START_PREFIX}*",)
+#: A container writes another start item once its batches start this long after the hour of its last.
+START_EVERY_MS = DAY_MS
+#: A start item expires this long after its hour: after every group item it covers. Those lie in the hours
+#: of batches that started before the container's next start item (``START_EVERY_MS``), at most an hour and
+#: ``max_future`` (at most a day: the stack's bound) past their batch's start, and expire ``KEEP_MS`` after
+#: their hour ends: 1 d + 1 h + 1 d + 1 h + 4 d = 6 d 2 h.
+START_KEEP_MS = 2 * KEEP_MS
+
+
+def start_pk(table_prefix: str) -> str:
+    """The control-table partition of the write tier's start items of the deployment writing ``table_prefix``."""
+    return f"{START_PREFIX}{table_prefix}"
+
+
+def start_ttl(hour_start_ms: int) -> int:
+    """The expiry (epoch s) of the start item of the hour starting at ``hour_start_ms``."""
+    return (hour_start_ms + START_KEEP_MS) // 1000
 
 
 @dataclass(frozen=True, slots=True)

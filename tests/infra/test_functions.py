@@ -240,6 +240,10 @@ def test_ingest_may_write_readings_send_rejects_read_its_stream_and_bootstrap_th
             _occupancy_only(synth),
         )
         | _triples(synth, ["dynamodb:BatchWriteItem"], stack.storage.control_table.table_arn, _keys_only("rollmark#*"))
+        # the write tier's start items (keydesign.writetier.start_pk), with a container's first group items
+        | _triples(
+            synth, ["dynamodb:BatchWriteItem"], stack.storage.control_table.table_arn, _keys_only("compactstart#*")
+        )
         | _triples(synth, ["sqs:SendMessage"], stack.ingestion.rejects_queue.queue_arn)
         # the mapping's on-failure destination, as CDK grants it
         | _triples(
@@ -345,6 +349,8 @@ def test_the_compaction_function_may_query_and_write_readings_and_touch_only_its
             control,
             {"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": ["compactstate"]}},
         )
+        # the write tier's start items ingest writes: a first run starts at the earliest
+        | _triples(synth, ["dynamodb:Query"], control, _keys_only("compactstart#*"))
         | _triples(
             synth,
             ["dynamodb:BatchWriteItem", "dynamodb:Query", "dynamodb:DeleteItem"],

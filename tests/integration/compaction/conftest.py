@@ -14,6 +14,7 @@ from adapters.batch_writer import BatchWriter, serialize_item
 from adapters.partition_reader import DynamoPartitionReader
 from adapters.rollup_store import RollupStore
 from adapters.shard_map_source import StaticShardMap
+from adapters.start_items import write_tier_starts
 from compaction.logic import CompactionRunner, StateStore
 from compaction.settings import CompactionSettings
 from keydesign import Reading, ShardMap, decode_block, parse_timestamp
@@ -75,13 +76,22 @@ def reading(entity: str, ts: int, event_id: str = "e", v: float = 1.0) -> Readin
 
 
 def put_group_item(db: Any, readings: Sequence[Reading], version: int, tier: WriteTier = TIER) -> None:
-    """One group item as ingest writes it (one group, one hour): format 4, its keys, its expiry."""
+    """One group item as ingest writes it (one group, one hour): format 4, its keys, its expiry; after the
+    start item of a container whose batch started in that hour (:func:`put_start`)."""
     ordered = sorted(readings, key=lambda r: (r.ts_ms, r.entity_id, r.event_id))
     (group,) = {tier.group_of(r.entity_id) for r in ordered}
     hour = slice_start(ordered[0].ts_ms)
+    put_start(db, hour)
     encoded = encode_group(ordered, version)
     item, _, _ = keyed_item(tier.group_pk(group, hour), group_sk_stem(encoded), encoded.payload, None)
     db.put_item(TableName=table(db, hour), Item=serialize_item(item))
+
+
+def put_start(db: Any, stamp_ms: int) -> None:
+    """The write tier's start item of the hour of ``stamp_ms``, as an ingest container puts it before its
+    first group items (compaction's first run starts at the earliest)."""
+    start = write_tier_starts("control", PREFIX).write(stamp_ms)
+    db.put_item(TableName=start.table, Item=start.item)
 
 
 def put_dense(db: Any, readings: Sequence[Reading], version: int) -> None:

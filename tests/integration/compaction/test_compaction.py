@@ -41,6 +41,7 @@ from tests.integration.compaction.conftest import (
     publish,
     put_blocks,
     put_dense,
+    put_start,
     reading,
     runner,
     save_state,
@@ -52,16 +53,18 @@ from tests.integration.compaction.conftest import (
 pytestmark = pytest.mark.integration
 
 
-def test_a_first_run_compacts_every_settled_hour_since_keep_and_each_reading_once(db: Any) -> None:
-    # Given a sparse fleet's readings of an hour in the write tier (hourly tables: only that hour's exists)
+def test_a_first_run_starts_at_the_earliest_start_item_and_compacts_each_reading_once(db: Any) -> None:
+    # Given a sparse fleet's readings of an hour in the write tier (hourly tables: only that hour's exists),
+    # written after the start item of a container whose batch started 3 hours before it
+    put_start(db, H - 3 * HOUR + 25 * MINUTE)
     fleet = sparse_fleet(H)
     publish(db, fleet, version=5)
     # When the compaction function first runs once the hour has settled
     report = runner([SETTLED]).run(Deadline.never())
-    # Then it starts KEEP back (the tables of those hours do not exist: they read as empty), compacts
-    # every hour through H, and stores every reading once, in compacted blocks of the write tier's version
-    first = slice_start(SETTLED - KEEP_MS)
-    assert report.hours == (H + HOUR - first) // HOUR and report.through_ms == H + HOUR
+    # Then it starts at the start item's hour (the tables of the hours before H do not exist: they read as
+    # empty), compacts every hour through H, and stores every reading once, in compacted blocks of the
+    # write tier's version
+    assert report.hours == 4 and report.through_ms == H + HOUR
     assert state(db) == CompactionState(H + HOUR, 8) and CompactionState.from_item(_raw_state(db)).through == H + HOUR
     assert advanced_at(db) == SETTLED  # when the watermark moved, on the function's clock (the rollups' totals_through)
     stored = compacted(db)
@@ -71,6 +74,38 @@ def test_a_first_run_compacts_every_settled_hour_since_keep_and_each_reading_onc
     # each device's hour is one block per 15-minute bucket it has readings in
     assert report.compacted_blocks == len({(r.entity_id, LAYOUT.bucket.start(r.ts_ms)) for r in fleet})
     assert report.corrupt == [] and report.lag_ms == SETTLED - (H + HOUR)
+
+
+@pytest.mark.parametrize("started", [False, True], ids=["no start item", "a start item of this hour"])
+def test_a_first_run_with_no_earlier_start_item_starts_at_the_hour_a_batch_in_flight_may_write(
+    db: Any, started: bool
+) -> None:
+    # Given no ingest container has written group items yet (a new deployment: no start item), or only
+    # one whose batch started in this hour
+    if started:
+        put_start(db, H + MINUTE)
+    clock = [H + 2 * MINUTE]  # within SETTLE of H: a batch that started in the hour before may be in flight
+    # When the compaction function first runs
+    report = runner(clock).run(Deadline.never())
+    # Then it starts at the hour of now - SETTLE (not KEEP back): nothing has settled, no group is read
+    assert report.hours == 0 and report.groups == 0 and state(db) == CompactionState(H - HOUR, 8)
+    # and what a container writes after that read, from a batch that started before it, is compacted
+    fleet = [reading("late-batch", H - HOUR + 59 * MINUTE), *sparse_fleet(H, devices=3)]
+    publish(db, fleet, version=2)
+    clock[0] = SETTLED
+    again = runner(clock).run(Deadline.never())
+    assert again.hours == 2 and compacted(db).keys() == identities(fleet)
+
+
+def test_a_first_run_never_starts_before_keep_whatever_the_start_items_say(db: Any) -> None:
+    # Given a start item older than KEEP_MS (a container that ran days ago; its group items have expired)
+    put_start(db, SETTLED - KEEP_MS - 5 * HOUR)
+    publish(db, sparse_fleet(H, devices=3), version=1)
+    # When the compaction function first runs, then it starts at the hour of now - KEEP_MS
+    clock = [SETTLED]
+    report = runner(clock).run(Deadline.never())
+    first = slice_start(SETTLED - KEEP_MS)
+    assert report.hours == (H + HOUR - first) // HOUR and report.through_ms == H + HOUR
 
 
 def _raw_state(db: Any) -> dict[str, object]:

@@ -14,15 +14,24 @@ import pytest
 from adapters.batch_writer import BatchWriter
 from adapters.observability import metrics
 from adapters.shard_map_source import StaticShardMap
+from adapters.start_items import StartRecorder, write_tier_starts
 from adapters.table_builds import TableBuilds
 from doubles.memory_dynamo import MemoryDynamo
 from doubles.memory_sqs import MemorySQS
 from ingest.logic import BatchOutcome, Ingestor
 from ingest.rejects import RejectsPublisher
 from ingest.settings import IngestSettings
-from keydesign import Layout, Reading, ShardMap
+from keydesign import Layout, Reading, ShardMap, format_ts
 from keydesign.blocks import decode_group, keep_newest, newest_wins
-from keydesign.writetier import DENSE_MARK_PREFIX, GROUP_PK_PREFIX, WriteTier
+from keydesign.writetier import (
+    DENSE_MARK_PREFIX,
+    GROUP_PK_PREFIX,
+    START_EVERY_MS,
+    START_KEEP_MS,
+    WriteTier,
+    slice_start,
+    start_pk,
+)
 from tests.unit.ingest.kinesis_events import FakeClock, as_json, batch, reading
 from tests.unit.ingest.stored import newest_copies
 from tests.unit.ingest.test_logic import FakeRotator
@@ -41,7 +50,9 @@ def _ingestor(
     period: str | None = None,
     table_builds: TableBuilds | None = None,
     clock: FakeClock | None = None,
+    starts: bool = False,
 ) -> Ingestor:
+    """An ingest container; with ``starts``, it puts the write tier's start items in the table "control"."""
     clock = clock or FakeClock()
     layout = Layout.from_settings(kind="hybrid", bucket="1h", table_prefix="readings", table_period=period)
     return Ingestor(
@@ -57,6 +68,7 @@ def _ingestor(
         rng=random.Random(5),
         table_builds=table_builds,
         write_tier=TIER,
+        tier_start=StartRecorder(write_tier_starts("control", "readings"), START_EVERY_MS) if starts else None,
     )
 
 
@@ -134,6 +146,77 @@ def test_a_redelivered_batch_makes_the_same_items_and_its_marks_are_put_once_per
     # another container (a cold start) puts the mark again: the same item
     _ingestor(dynamodb).ingest(batch(_sparse_and_dense()), 60_000)
     assert dynamodb.table("readings") == before
+
+
+def _starts(dynamodb: MemoryDynamo) -> list[tuple[str, int]]:
+    """The write tier's start items stored: (hour, expiry in epoch s)."""
+    return sorted((i["sk"]["S"], int(i["expires_at"]["N"])) for i in dynamodb.items("control"))
+
+
+def _start(hour: int) -> tuple[str, int]:
+    return format_ts(hour), (hour + START_KEEP_MS) // 1000
+
+
+def test_a_container_puts_the_write_tier_start_item_before_its_first_group_items_and_once_a_day() -> None:
+    dynamodb = MemoryDynamo(tables={"readings", "control"}, record_calls=True)
+    ingestor = _ingestor(dynamodb, starts=True)
+    # A batch of only late readings and a dense entity's: no group item, no start item
+    dense = [reading("hot", NOW - 5_000 + 500 * i, f"h{i}") for i in range(10)]
+    late = ingestor.ingest(batch([as_json([*dense, reading("dev-9", NOW - 2 * HOUR, "late")])]), 60_000)
+    assert late.written == 11 and late.group_items == 0 and _starts(dynamodb) == []
+    # The container's first group items: its start item (the hour the batch started in) is put first
+    first = ingestor.ingest(batch(_sparse_and_dense()), 60_000)
+    assert first.written == 13 and first.group_items_written > 0
+    assert dynamodb.items("control")[0]["pk"]["S"] == start_pk("readings")
+    assert _starts(dynamodb) == [_start(slice_start(NOW))]
+    first_start = next(i for i, c in enumerate(dynamodb.calls) if "control" in c)
+    first_group_item = next(
+        i
+        for i, c in enumerate(dynamodb.calls)
+        if any(
+            r["PutRequest"]["Item"]["pk"]["S"].startswith(GROUP_PK_PREFIX) and "b" in r["PutRequest"]["Item"]
+            for rs in c.values()
+            for r in rs
+        )
+    )
+    assert first_start < first_group_item
+    # Its next batches put none, until one starts a day or more past its start item's hour
+    calls = len(dynamodb.calls)
+    assert ingestor.ingest(batch(_sparse_and_dense()), 60_000).written == 13
+    ingestor.wall_clock_ms = lambda: NOW + START_EVERY_MS - 31 * 60_000  # 23:59 past the start item's hour
+    assert (
+        ingestor.ingest(batch([as_json([reading("dev-1", NOW + START_EVERY_MS - 31 * 60_000, "n")])]), 60_000).written
+        == 1
+    )
+    assert not any("control" in c for c in dynamodb.calls[calls:]) and len(_starts(dynamodb)) == 1
+    later = NOW + START_EVERY_MS - 29 * 60_000
+    ingestor.wall_clock_ms = lambda: later
+    assert ingestor.ingest(batch([as_json([reading("dev-1", later, "m")])]), 60_000).written == 1
+    assert _starts(dynamodb) == [_start(slice_start(NOW)), _start(slice_start(later))]
+    # another container (a cold start) puts its own: here the same item as the first
+    _ingestor(dynamodb, starts=True).ingest(batch(_sparse_and_dense()), 60_000)
+    assert len(_starts(dynamodb)) == 2
+
+
+def test_group_items_whose_start_item_is_not_stored_are_handed_back_and_stored_on_redelivery() -> None:
+    def refuse(item: Mapping[str, Any]) -> str | None:
+        return "no start today" if item["pk"]["S"] == start_pk("readings") else None
+
+    dynamodb = MemoryDynamo(tables={"readings", "control"}, refuse=refuse)
+    ingestor = _ingestor(dynamodb, starts=True)
+    first = ingestor.ingest(batch(_sparse_and_dense()), 60_000)
+    _conserved(first)
+    # the dense sensor's block is stored; the sparse readings are not counted, and no group item is written
+    assert (first.written, first.rejected, first.retry) == (10, 0, 3)
+    assert first.group_items_written == 0 and not _group_items(dynamodb.items()) and _starts(dynamodb) == []
+    assert first.records[0].retry == 3 and first.records[0].reason == (
+        "write-tier start not written: DynamoDB refused the item: no start today"
+    )
+    # when the start item can be stored, the redelivery stores both
+    dynamodb.refuse = None
+    second = ingestor.ingest(batch(_sparse_and_dense()), 60_000)
+    assert (second.written, second.retry) == (13, 0) and len(_stored(dynamodb.items("readings"))) == 13
+    assert _starts(dynamodb) == [_start(slice_start(NOW))]
 
 
 def test_a_group_item_dynamodb_refuses_rejects_its_readings_with_the_reason() -> None:

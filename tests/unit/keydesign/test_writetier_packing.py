@@ -20,11 +20,14 @@ from keydesign.blocks import (
     decode_group,
     read_header,
 )
+from keydesign.periods import DAY_MS
 from keydesign.tiering import BatchPacking, pack_batch
 from keydesign.writetier import (
     DENSE_READINGS,
     KEEP_MS,
     SLICE_MS,
+    START_EVERY_MS,
+    START_KEEP_MS,
     WriteTier,
     dense_mark_sk,
     in_write_tier,
@@ -99,6 +102,7 @@ def test_every_entry_is_stored_once_in_a_block_or_a_group_item_and_its_last_copy
             assert block.entity_id in dense or not in_write_tier(reading.ts_ms, BATCH_START)
     for item in packing.group_items:
         hour = slice_start(item.first_ms)
+        assert hour >= slice_start(BATCH_START)  # never before the hour of the batch's start item (compaction)
         header, decoded = decode_group(item.encoded.payload)
         assert decoded == list(item.readings)
         assert header.version == max(last[identity(r)][1] for r in item.readings)
@@ -123,6 +127,29 @@ def test_every_entry_is_stored_once_in_a_block_or_a_group_item_and_its_last_copy
     assert marked == needed
     # a redelivery of the batch makes the same items (the random layout: given the same draws)
     assert pack(entries, tier, layout) == packing
+
+
+def test_a_start_item_outlives_every_group_item_of_the_batches_it_covers() -> None:
+    # A container's start item of hour S covers its batches that start before S + START_EVERY_MS (then it
+    # puts another); such a batch's readings lie at most max_future ahead of its start (the stack's bound:
+    # a day, infra.config), and their group items expire KEEP_MS after their hour ends.
+    start_hour = slice_start(BATCH_START)
+    last_batch = start_hour + START_EVERY_MS - 1
+    latest_item_hour = slice_start(last_batch + DAY_MS)
+    entries = [(Reading.parse({"entity_id": "dev-1", "timestamp": last_batch + DAY_MS, "measures": {"v": 1}}), 1)]
+    layout = Layout.from_settings(kind="calculated", bucket="1h", table_prefix="readings")
+    packing = pack_batch(
+        entries,
+        WriteTier(2),
+        layout,
+        ShardMap.initial(layout.bucket, 4),
+        batch_start_ms=last_batch,
+        retention_ms=30 * DAY_MS,
+        rng=random.Random(1),
+    )
+    (item,) = packing.group_items
+    assert slice_start(item.first_ms) == latest_item_hour
+    assert item.ttl is not None and item.ttl <= (start_hour + START_KEEP_MS) // 1000
 
 
 @given(layout=layouts(("calculated", "hybrid")))

@@ -27,6 +27,7 @@ from typing import Any
 from adapters.batch_writer import BatchWriter, PendingWrite, serialize_item
 from adapters.retry import Backoff, Deadline, RetryLoop, Sleep, batch_get
 from keydesign import format_ts, parse_timestamp
+from keydesign.periods import DAY_MS
 from keydesign.rollup import (
     FLEET_PART,
     ROLLUP_SHARDS,
@@ -225,9 +226,11 @@ class RollupStore:
 
     def minute_write(self, slot_ms: int) -> PendingWrite:
         """The marked-minutes index item of the slot of ``slot_ms`` (:func:`keydesign.rollup.minute_key`):
-        put in the same write as marks stamped in it. It expires like a mark of that minute."""
+        put in the same write as marks stamped in it. It expires with the last of them: a mark's interval
+        ends at most MAX_FUTURE (a day at most) and a minute after its stamp."""
         pk, sk = minute_key(self.prefix, slot_ms)
-        item = {"pk": pk, "sk": sk, "expires_at": rollup_ttl(floor_to(slot_ms, SLOT_MS), self._retention_ms)}
+        end = floor_to(slot_ms, SLOT_MS) + DAY_MS + SLOT_MS
+        item = {"pk": pk, "sk": sk, "expires_at": rollup_ttl(end, self._retention_ms)}
         return PendingWrite(self.table, pk, sk, serialize_item(item))
 
     def marks_writes(self, marks: Iterable[Mark]) -> list[PendingWrite]:

@@ -27,7 +27,8 @@ from typing import Any
 from adapters.batch_writer import BatchWriter, PendingWrite, serialize_item
 from adapters.retry import Backoff, Deadline, RetryLoop, Sleep, batch_get
 from adapters.start_items import StartItems, StartRecorder
-from keydesign import format_ts
+from keydesign import format_ts, parse_timestamp
+from keydesign.periods import DAY_MS
 from keydesign.rollup import (
     FLEET_PART,
     ROLLUP_SHARDS,
@@ -37,7 +38,9 @@ from keydesign.rollup import (
     GroupPartial,
     Mark,
     RedoRequest,
+    floor_to,
     mark_pks,
+    minute_key,
     parse_total_sk,
     partial_pk,
     redo_pk,
@@ -55,6 +58,8 @@ _GET_ATTEMPTS = 8
 _GET_BACKOFF = Backoff(base_ms=50, max_delay_ms=2_000)
 #: Marks an ingest container remembers as written: one per entity and finest interval per stamp minute.
 MARK_ENTRIES = 65_536
+#: Stamp minutes whose marked-minutes index item an ingest container remembers as written.
+MINUTE_ENTRIES = 64
 
 
 def start_pk(prefix: str) -> str:
@@ -94,7 +99,8 @@ class RollupState:
     the totals, an entity's unflagged compacted blocks) and the rollups agree before it: every re-mark
     compaction put before its watermark reached it is applied (``rollup.logic``). An item written
     before these fields reads them as 0, but ``w`` of a slot resumed mid-way (``step`` > 0), which
-    reads as :data:`PLANNED_BEFORE_W`."""
+    reads as :data:`PLANNED_BEFORE_W`. ``indexed_from``: the marked-minutes index holds every slot with
+    marks from this one on (before it, every mark key is read); None in an item written before it."""
 
     through_ms: int
     late: int = 0
@@ -102,6 +108,7 @@ class RollupState:
     step: int = 0
     w: int = 0
     totals_through: int = 0
+    indexed_from: int | None = None
 
 
 #: ``w`` of a slot an older rollup function planned and left mid-way: it planned every late mark to be
@@ -127,14 +134,17 @@ class MarkRecorder:
     """Ingest's side: the marks of a batch's written readings, each written once per container
     (a bounded LRU; an evicted mark is written again, which costs a write unit, never correctness).
     A container's first marks go with a start item of their minute (:func:`start_pk`,
-    :mod:`adapters.start_items`); until it is written, no mark counts as written, so the readings are
-    handed back and both are written again."""
+    :mod:`adapters.start_items`), and its first marks of each stamp minute with that minute's
+    marked-minutes index item (:func:`minute_key`, also remembered in a bounded LRU); until both are
+    written, no mark of the call counts as written, so the readings are handed back and all are written
+    again."""
 
     def __init__(self, store: RollupStore, level: int) -> None:
         self.store = store
         self._level = level
         self._written: OrderedDict[Mark, None] = OrderedDict()
         self._start = StartRecorder(store.starts)
+        self._minutes: OrderedDict[int, None] = OrderedDict()
         self._lock = threading.Lock()
 
     def write(self, readings: Sequence[tuple[int, str, int]], stamp_ms: int, deadline: Deadline) -> dict[int, str]:
@@ -143,33 +153,45 @@ class MarkRecorder:
         groups: dict[Mark, list[int]] = {}
         for index, entity, ts_ms in readings:
             groups.setdefault(Mark.of(stamp_ms, self._level, ts_ms, entity), []).append(index)
+        slot = floor_to(stamp_ms, SLOT_MS)
         with self._lock:
             missing = [mark for mark in groups if mark not in self._written]
+            indexed = slot in self._minutes
         if not missing:
             return {}
         writer = self.store.writer
         if writer is None:
             raise RuntimeError("marks need a rollup store that writes")
         writes = [self.store.mark_write(m) for m in missing]
+        needed: dict[int, str] = {}  # the items every mark of the call needs, by position
         start = self._start.due(stamp_ms)
         if start is not None:
+            needed[len(writes)] = "rollup start"
             writes.append(start)
+        if not indexed:
+            needed[len(writes)] = "rollup minute index"
+            writes.append(self.store.minute_write(slot))
         report = writer.write(writes, deadline)
-        unstarted = None
-        if start is not None:
-            if len(missing) in report.written:
-                self._start.written(stamp_ms)
-            else:
-                why = report.unwritten.get(len(missing)) or report.rejected.get(len(missing)) or "unknown"
-                unstarted = f"rollup start not written: {why}"
+        blocked = None
+        for position, what in needed.items():
+            if position not in report.written:
+                why = report.unwritten.get(position) or report.rejected.get(position) or "unknown"
+                blocked = blocked or f"{what} not written: {why}"
+        if start is not None and len(missing) in report.written:  # the start item is the first after the marks
+            self._start.written(stamp_ms)
         failed: dict[int, str] = {}
         with self._lock:
+            if blocked is None:
+                self._minutes[slot] = None
+                self._minutes.move_to_end(slot)
+                while len(self._minutes) > MINUTE_ENTRIES:
+                    self._minutes.popitem(last=False)
             for position, mark in enumerate(missing):
-                if position in report.written and unstarted is None:
+                if position in report.written and blocked is None:
                     self._written[mark] = None
                     self._written.move_to_end(mark)
                 else:
-                    why = unstarted or report.unwritten.get(position) or report.rejected.get(position) or "unknown"
+                    why = blocked or report.unwritten.get(position) or report.rejected.get(position) or "unknown"
                     failed.update(dict.fromkeys(groups[mark], why))
             while len(self._written) > MARK_ENTRIES:
                 self._written.popitem(last=False)
@@ -206,6 +228,28 @@ class RollupStore:
         return PendingWrite(
             self.table, pk, sk, serialize_item({"pk": pk, "sk": sk, "expires_at": rollup_ttl(end, self._retention_ms)})
         )
+
+    def minute_write(self, slot_ms: int) -> PendingWrite:
+        """The marked-minutes index item of the slot of ``slot_ms`` (:func:`keydesign.rollup.minute_key`):
+        put in the same write as marks stamped in it. It expires with the last of them: a mark's interval
+        ends at most MAX_FUTURE (a day at most) and a minute after its stamp."""
+        pk, sk = minute_key(self.prefix, slot_ms)
+        end = floor_to(slot_ms, SLOT_MS) + DAY_MS + SLOT_MS
+        item = {"pk": pk, "sk": sk, "expires_at": rollup_ttl(end, self._retention_ms)}
+        return PendingWrite(self.table, pk, sk, serialize_item(item))
+
+    def marks_writes(self, marks: Iterable[Mark]) -> list[PendingWrite]:
+        """Puts of ``marks`` and of the index items of their slots: the rollup function reads a slot's
+        marks only if its index item is stored, so every mark write goes with it."""
+        marks = list(marks)
+        slots = sorted({mark.slot_ms for mark in marks})
+        return [*(self.mark_write(m) for m in marks), *(self.minute_write(s) for s in slots)]
+
+    def marked_minutes(self, hour_ms: int, cost: ReadCount) -> set[int]:
+        """The slots of the hour holding ``hour_ms`` whose index item is stored (one consistent Query,
+        every page)."""
+        pk, _ = minute_key(self.prefix, hour_ms)
+        return {parse_timestamp(item["sk"], "sk") for item in self._query(pk, cost, projection="sk")}
 
     def first_start(self, cost: ReadCount) -> int | None:
         """The earliest minute in which an ingest container wrote marks, if any did (consistent)."""
@@ -309,6 +353,7 @@ class RollupStore:
             step,
             item.get("w", PLANNED_BEFORE_W if step else 0),
             item.get("totals_through", 0),
+            item.get("indexed_from"),
         )
 
     def save_state(self, state: RollupState) -> None:
@@ -324,6 +369,8 @@ class RollupStore:
             item["last_late"] = state.last_late_ms
         if state.step:
             item["step"] = state.step
+        if state.indexed_from is not None:
+            item["indexed_from"] = state.indexed_from
         self._db.put_item(TableName=self.table, Item=serialize_item(item))
 
     def redo_write(self, request: RedoRequest) -> PendingWrite:

@@ -453,6 +453,7 @@ class CompactionRunner:
         writes += more
         partials: list[PendingWrite] = []
         marks: list[PendingWrite] = []
+        wanted: set[Mark] = set()
         if self._rollups is not None and self._levels is not None:
             stamp, finest = self._clock_ms(), self._levels.finest
             # An empty partial is not put in a first pass (absent: no readings; a new deployment's first run
@@ -468,14 +469,14 @@ class CompactionRunner:
                 for entity, start in work.remarks
                 if entities is None or entity in entities
             }
-            marks = [self._rollups.mark_write(mark) for mark in sorted(wanted)]
+            marks = self._rollups.marks_writes(sorted(wanted))  # with their minute's index item
         self._write([*writes, *partials, *marks], deadline, what)
         if marks and self._clock_ms() - stamp >= self._settle_ms:
             # The rollup function applies a slot SETTLE after it ends: a re-mark stored later may have
             # missed its slot. The state has not moved, so the next run puts it again, stamped anew.
             raise StepNotStored(f"the re-marks of {what} were stored SETTLE or more after their stamp; redone")
         report.partials += len(partials)
-        report.remarks += len(marks)
+        report.remarks += len(wanted)
 
     def _write(self, writes: Sequence[PendingWrite], deadline: Deadline, what: str) -> None:
         """Put every item of ``writes``, or raise StepNotStored naming the first that was not stored."""

@@ -1181,9 +1181,11 @@ def deployment_rates(
             gb_s=gb * (sparse_rate * COMPACTION_MS_PER_READING / 1000 + calls * CALL_S / IN_FLIGHT),
             requests=1 / COMPACTION_EVERY_S,
         )
-    # the rollup function: every minute its state and mark shards; rollup-owned entities as before
+    # the rollup function: every minute its state, the hour's marked-minutes index and, in a minute with
+    # marks (rollup-owned entities write every minute), the mark shards; rollup-owned entities as before
     owned = parts["marks and rollups (rollup-owned)"]
-    calls = (MARK_SHARDS + 2) / MINUTE_S
+    control_reads = 2 + (MARK_SHARDS if dense else 0)
+    calls = (control_reads + 1) / MINUTE_S
     for kind in dense:
         for level in LEVELS_S:
             intervals = kind.intervals(level)
@@ -1195,7 +1197,7 @@ def deployment_rates(
             calls += intervals * (1 + 2 / BATCH_WRITE)
     totals = parts["rollup totals and state"]
     totals.wu = 1 / MINUTE_S  # its state
-    totals.ru = (MARK_SHARDS + 1) / MINUTE_S
+    totals.ru = control_reads / MINUTE_S
     if dense:  # each minute the totals of the minute, hour and day, from every rollup-owned entity's rollups
         entities = sum(k.entities for k in dense)
         totals.wu += 3 / MINUTE_S

@@ -4,6 +4,8 @@ Everything lives in the control table (its TTL attribute ``expires_at``)::
 
     mark     pk = "rollmark#<prefix>#<slot>#<m>"        slot: the minute a change was stamped in
              sk = "<granularity ms>#<interval start>#<entity>"
+    minute   pk = "rollmark#<prefix>#minutes#<hour>"    the marked-minutes index: a slot with marks
+             sk = "<slot>"
     rollup   pk = "rollup#<prefix>#<granularity ms>#<interval start>#<r>"   one entity's interval
              sk = "<entity>"
     total    pk = "rollall#<prefix>#<granularity ms>#<period start>"        every entity's interval
@@ -133,6 +135,14 @@ def mark_pk(prefix: str, slot_ms: int, shard: int) -> str:
 def mark_pks(prefix: str, slot_ms: int) -> list[str]:
     """Every partition key of one slot's marks."""
     return [mark_pk(prefix, slot_ms, shard) for shard in range(MARK_SHARDS)]
+
+
+def minute_key(prefix: str, slot_ms: int) -> tuple[str, str]:
+    """The marked-minutes index item of ``slot_ms``: whoever writes marks stamped in a slot puts it in
+    the same write, so a slot absent from its hour's partition (one Query) has no mark, and the rollup
+    function skips its MARK_SHARDS Queries. Under the marks' key family (``rollmark#*``): no other grant."""
+    slot = floor_to(slot_ms, SLOT_MS)
+    return f"rollmark#{prefix}#minutes#{format_ts(floor_to(slot, HOUR_MS))}", format_ts(slot)
 
 
 @dataclass(frozen=True, slots=True, order=True)

@@ -28,7 +28,10 @@ so a step applied twice (a run that failed half-way) gives the same items.
 Marks of intervals that ended more than ``LATENESS`` (``MAX_AGE``) before their
 stamp are counted, not applied: ingest stores no reading that old, so only a
 clock that disagrees makes one. A first run starts at the deployment's first
-marks (:meth:`RollupRunner._first_state`), not ``LATENESS`` back.
+marks (:meth:`RollupRunner._first_state`), not ``LATENESS`` back. A slot's
+MARK_SHARDS keys are read only if the marked-minutes index holds it
+(:meth:`RollupRunner._marks`): every mark writer puts its slot's index item
+with its marks, so an empty minute costs no mark Query.
 
 Beside compaction (the write tier; docs/rollups.md): each (entity, hour) has one
 owner. Ingest marks only the readings it writes as blocks (dense entities, late
@@ -88,7 +91,7 @@ from adapters.shard_map_source import ShardMapSource
 from adapters.shard_map_store import shard_map_source
 from keydesign import BlockError, Layout, PartitionQuery, Reading, format_ts
 from keydesign.blocks import keep_newest
-from keydesign.periods import format_duration
+from keydesign.periods import DAY_MS, format_duration
 from keydesign.rollup import HOUR_MS, SLOT_MS, Figures, Granularities, Mark, RedoRequest, floor_to
 from keydesign.writetier import KEEP_MS, WriteTier, tier_for_hour
 from rollup.settings import RollupSettings
@@ -102,6 +105,9 @@ CONCURRENCY = 16
 #: What a step is assumed to take before this container has timed one: a container that has only
 #: applied empty minutes would otherwise start a step at its deadline, and its writes be refused.
 FIRST_STEP_S = 1.0
+#: A state written before the marked-minutes index trusts it from the start of the coarsest interval
+#: after the one holding this far ahead of its first run: more than MAX_FUTURE (a day at most) and a deploy.
+UPGRADE_REACH_MS = 2 * DAY_MS
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,6 +221,8 @@ class RollupRunner:
         self._chunk = 4 * concurrency
         self._longest_step_s = FIRST_STEP_S
         self._deferred: set[Mark] = set()
+        #: The marked-minutes index of the hours this run has read (hour -> its slots with marks).
+        self._marked: dict[int, set[int]] = {}
 
     @classmethod
     def from_settings(cls, settings: RollupSettings, *, clock_ms: Callable[[], int] = _wall_clock_ms) -> RollupRunner:
@@ -251,12 +259,16 @@ class RollupRunner:
         if state is None:
             state = self._totals(self._first_state(target))
             self._store.save_state(state)
+        elif state.indexed_from is None:  # written by a rollup function older than the index
+            state = replace(state, indexed_from=self._upgraded_from(now))
+            self._store.save_state(state)
         report = RunReport(through_ms=state.through_ms)
         slot = state.through_ms
+        self._marked = {}
         while slot < target and self._time_for_a_step(deadline):
             if state.step == 0:  # planned now: with the compaction watermark as stored now, kept with the steps
                 state = replace(state, w=self._watermark.consistent().through)
-            marks = self._store.marks(slot, report.rollups, self._pool.map)
+            marks = self._marks(slot, state, report)
             late = [m for m in marks if self._late(m, state.w)]
             steps = self._plan(slot, [m for m in marks if m not in late], state.w)
             while state.step < len(steps) and self._time_for_a_step(deadline):
@@ -285,6 +297,39 @@ class RollupRunner:
         report.totals_lag_ms = max(0, now - state.totals_through)
         return report
 
+    def _marks(self, slot: int, state: RollupState, report: RunReport) -> list[Mark]:
+        """The slot's marks: its MARK_SHARDS keys, read only if the marked-minutes index holds the slot
+        (from ``state.indexed_from`` on; before it every slot's keys are read).
+
+        The index of the slot's hour is read once a run (one consistent Query) and kept for the run
+        only. That is enough: every slot a run applies is before its ``target``, so closed when the run
+        started, and every index item of a closed slot is stored by then, as its marks are. Ingest puts
+        a minute's item in the write of its first marks stamped in it, and none of them counts as
+        written (their readings are handed back) until the item is stored, all within its invocation,
+        so before SETTLE has passed since the slot ended; compaction puts its re-marks' items in their
+        write, all stored within SETTLE of their stamp or the step is redone and stamped anew; and the
+        marks this function defers or re-stamps go into later slots with their items, which
+        :meth:`_write_marks` adds to the index this run holds."""
+        if slot < (state.indexed_from or 0):
+            return self._store.marks(slot, report.rollups, self._pool.map)
+        hour = floor_to(slot, HOUR_MS)
+        if hour not in self._marked:
+            self._marked[hour] = self._store.marked_minutes(hour, report.rollups)
+        if slot not in self._marked[hour]:
+            return []
+        return self._store.marks(slot, report.rollups, self._pool.map)
+
+    def _upgraded_from(self, now: int) -> int:
+        """Where the marked-minutes index can be trusted, for a state written before it: past every mark
+        code without the index may still write. Ingest's and compaction's were stamped by their last
+        invocations (the deploy, which came before this run, and each function's timeout: minutes); the
+        rollup function's own deferred marks, by its last run, lie at most in the last slot of the
+        coarsest interval holding a reading MAX_FUTURE (a day at most) ahead. So the start of the
+        coarsest interval after the one holding ``now`` + UPGRADE_REACH_MS; until then every slot's
+        mark keys are read, as before the index."""
+        coarsest = self._levels.levels[-1]
+        return floor_to(now + UPGRADE_REACH_MS, coarsest) + coarsest
+
     def _late(self, mark: Mark, w: int) -> bool:
         """Whether ``mark``'s interval ended more than LATENESS before its stamp: counted, not applied.
         A mark of an hour compaction has done (before ``w``) may be compaction's re-mark, stamped when it
@@ -305,6 +350,7 @@ class RollupRunner:
                 max((m.start_ms for m in late), default=state.last_late_ms),
                 w=state.w,
                 totals_through=state.totals_through,
+                indexed_from=state.indexed_from,
             )
         )
 
@@ -327,8 +373,8 @@ class RollupRunner:
         further back than LATENESS, past which a mark is counted, not applied, anyway. So a new deployment
         starts at its own start, not LATENESS (MAX_AGE: days of minutes, 32 Queries each) back."""
         first = self._store.first_start(ReadCount())
-        start = target if first is None else min(first, target)
-        return RollupState(max(start, floor_to(target - self._lateness_ms, SLOT_MS)))
+        start = max(target if first is None else min(first, target), floor_to(target - self._lateness_ms, SLOT_MS))
+        return RollupState(start, indexed_from=start)  # every mark writer of a new deployment keeps the index
 
     def _time_for_a_step(self, deadline: Deadline) -> bool:
         """Room before the deadline for one more step, judged by the longest this container has taken."""
@@ -419,9 +465,13 @@ class RollupRunner:
             report.redos += len(requests)
 
     def _write_marks(self, marks: Sequence[Mark], deadline: Deadline) -> None:
-        refused = self._store.write([self._store.mark_write(m) for m in marks], deadline)
+        """Put ``marks`` (of later slots) with their slots' index items, and add those slots to the index
+        this run holds: a slot of an hour it has read is applied by this run too."""
+        refused = self._store.write(self._store.marks_writes(marks), deadline)
         if refused:
             raise RuntimeError(f"DynamoDB refused {len(refused)} rollup marks: {next(iter(refused.values()))}")
+        for mark in marks:
+            self._marked.get(floor_to(mark.slot_ms, HOUR_MS), set()).add(mark.slot_ms)
 
     def _compaction_counted(self, tier: WriteTier, interval: tuple[int, str], *, cost: ReadCount) -> bool:
         """Whether compaction counted ``entity``'s readings of ``hour``: its compacted blocks of the hour

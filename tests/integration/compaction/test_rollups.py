@@ -18,7 +18,7 @@ from compaction import logic
 from compaction.logic import StepNotStored
 from keydesign import Reading
 from keydesign.periods import DAY_MS
-from keydesign.rollup import Figures, Mark, RedoRequest, floor_to
+from keydesign.rollup import Figures, Mark, RedoRequest, floor_to, minute_key
 from keydesign.writetier import KEEP_MS, CompactionState, WriteTier, dense_mark_sk
 from tests.integration.compaction.conftest import (
     HOUR,
@@ -86,12 +86,14 @@ def compacted_items(db: Any, entity: str) -> list[dict[str, Any]]:
 
 
 def remarked(db: Any, stamp: int, entity: str, starts: Iterable[int]) -> list[bool]:
-    """Whether each re-mark of ``entity``'s minute ``starts`` stamped at ``stamp`` is stored."""
-    out = []
-    for start in starts:
-        pk, sk = Mark.of(stamp, MINUTE, start, entity).key(PREFIX)
-        out.append("Item" in db.get_item(TableName="control", Key={"pk": {"S": pk}, "sk": {"S": sk}}))
-    return out
+    """Whether each re-mark of ``entity``'s minute ``starts`` stamped at ``stamp`` is stored where the rollup
+    function reads it: with the marked-minutes index item of its stamp's minute."""
+
+    def stored(pk: str, sk: str) -> bool:
+        return "Item" in db.get_item(TableName="control", Key={"pk": {"S": pk}, "sk": {"S": sk}})
+
+    indexed = stored(*minute_key(PREFIX, stamp))
+    return [indexed and stored(*Mark.of(stamp, MINUTE, start, entity).key(PREFIX)) for start in starts]
 
 
 def control_items(db: Any) -> dict[tuple[str, str], dict[str, Any]]:

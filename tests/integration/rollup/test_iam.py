@@ -58,7 +58,7 @@ def test_every_call_the_rollup_function_makes_is_granted_to_its_role(make_store:
     store.dynamodb.put_item(TableName="control", Item=serialize_item(compaction))
     store.write(reading("s-3", hour + 30 * MINUTE, "late", v=2.0))
     marks_store.write(
-        [marks_store.mark_write(Mark.of(NOW + MINUTE, MINUTE, hour + 30 * MINUTE, "s-3"))], Deadline.never()
+        marks_store.marks_writes([Mark.of(NOW + MINUTE, MINUTE, hour + 30 * MINUTE, "s-3")]), Deadline.never()
     )
     settings = RollupSettings.from_env(ENV)
     clock = [NOW]

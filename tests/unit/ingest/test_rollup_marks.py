@@ -45,9 +45,12 @@ def _ingestor(db: MemoryDynamo, write_tier: WriteTier | None = None) -> Ingestor
 
 
 def _marks(db: MemoryDynamo) -> set[Mark]:
-    """The marks stored (beside them, the container's start item: rollup.logic's first run)."""
+    """The marks stored (beside them, the container's start item, rollup.logic's first run, and the
+    marked-minutes index items)."""
     return {
-        Mark.parse(parse_timestamp(pk.split("#")[2]), sk) for pk, sk in db.table(CONTROL) if pk != start_pk("readings")
+        Mark.parse(parse_timestamp(pk.split("#")[2]), sk)
+        for pk, sk in db.table(CONTROL)
+        if pk != start_pk("readings") and "#minutes#" not in pk
     }
 
 

@@ -64,7 +64,7 @@ def world() -> tuple[QueryService, QueryService, MemoryReader]:
         ]
         reader.store(layout, shard_maps.current(), [(reading, minute) for reading in readings])
         marks = marks_of(T0 + minute * MINUTE, MINUTE, [(r.entity_id, r.ts_ms) for r in readings])
-        store.write([store.mark_write(m) for m in marks], Deadline.never())
+        store.write(store.marks_writes(marks), Deadline.never())
     now[0] = T0 + 2 * HOUR + 2 * MINUTE  # slots before T0 + 2h are closed
     runner.run(Deadline.never())
 

@@ -33,7 +33,7 @@ def _block(world: World, entity: str, ts: int, value: float, version: int = 1) -
 
 
 def _mark(world: World, stamp: int, entity: str, ts: int) -> None:
-    world.store.write([world.store.mark_write(Mark.of(stamp, LEVELS.finest, ts, entity))], Deadline.never())
+    world.store.write(world.store.marks_writes([Mark.of(stamp, LEVELS.finest, ts, entity)]), Deadline.never())
 
 
 def _started(now: int, through: int, advanced_at: int = 0) -> World:

@@ -170,7 +170,7 @@ def ingest(world: World, batch: Batch, version: int, raw: Raw, stamp: int | None
     if stamp is None:
         return
     marks = marks_of(stamp, LEVELS.finest, [(e, T0 + o) for e, o, _, _ in batch.readings])
-    world.store.write([world.store.mark_write(m) for m in marks], Deadline.never())
+    world.store.write(world.store.marks_writes(marks), Deadline.never())
 
 
 def expected(raw: Raw, level: int, entity: str | None) -> dict[int, Figures]:
@@ -309,7 +309,7 @@ def ingest_system(world: System, batch: Batch, version: int, raw: Raw, stamp: in
     if stamp is None or not marked:
         return marked
     marks = marks_of(stamp, LEVELS.finest, marked)
-    world.store.write([world.store.mark_write(m) for m in marks], Deadline.never())
+    world.store.write(world.store.marks_writes(marks), Deadline.never())
     return marked
 
 

@@ -75,7 +75,7 @@ def ingest(world: World, readings: list[Reading], version: int) -> None:
     """One ingest batch: its readings as blocks of ``version``, then their marks, stamped now."""
     world.reader.store(world.layout, world.shard_map, [(r, version) for r in readings])  # type: ignore[attr-defined]
     marks = marks_of(world.now, LEVELS.finest, [(r.entity_id, r.ts_ms) for r in readings])
-    world.store.write([world.store.mark_write(m) for m in marks], Deadline.never())
+    world.store.write(world.store.marks_writes(marks), Deadline.never())
 
 
 def service(world: World, *, rollups: bool) -> QueryService:

@@ -158,6 +158,10 @@ class Reading:
     ts_ms: int
     measures: Mapping[str, int | float]
     dimensions: Mapping[str, str] = field(default_factory=dict)
+    #: Set by :meth:`parse` when it derived the event id itself, so :attr:`derived_id` need not hash the
+    #: content again (ingest encodes every reading it parses). Not an argument: a copy made with
+    #: ``dataclasses.replace`` may hold other content, and starts unset.
+    _derived: bool = field(default=False, init=False, repr=False, compare=False)
 
     @property
     def ts(self) -> str:
@@ -168,6 +172,8 @@ class Reading:
     def derived_id(self) -> bool:
         """Whether the event id is the one :func:`derive_event_id` gives this reading's content
         (the producer sent none): blocks do not store such an id, readers derive it again."""
+        if self._derived:
+            return True
         event_id = self.event_id
         return event_id.startswith("h-") and event_id == derive_event_id(
             self.entity_id, self.ts_ms, self.measures, self.dimensions
@@ -209,10 +215,10 @@ class Reading:
         measures = _parse_measures(obj.get("measures"))
         dimensions = _parse_dimensions(obj.get("dimensions", {}))
         if "event_id" in obj and obj["event_id"] is not None:
-            event_id = validate_event_id(obj["event_id"])
-        else:
-            event_id = derive_event_id(entity_id, ts_ms, measures, dimensions)
-        return cls(entity_id, event_id, ts_ms, measures, dimensions)
+            return cls(entity_id, validate_event_id(obj["event_id"]), ts_ms, measures, dimensions)
+        reading = cls(entity_id, derive_event_id(entity_id, ts_ms, measures, dimensions), ts_ms, measures, dimensions)
+        object.__setattr__(reading, "_derived", True)
+        return reading
 
     def to_json(self) -> dict[str, object]:
         """The reading as the JSON object a producer would send."""

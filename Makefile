@@ -33,7 +33,7 @@ venv: $(STAMP) ## Create .venv and install the dev requirements
 demo: $(STAMP) ## Run the main job: the seed scenario on the embedded local stack
 	$(PY) -m tsctl demo
 
-serve: $(STAMP) ## Leave the whole local system running on loopback (moto, the five functions, the API)
+serve: $(STAMP) ## Leave the whole local system running on loopback (moto, the six functions, the API)
 	$(PY) -m tsctl serve
 
 bench: $(STAMP) ## Run the benchmarks; figures to out/bench/results.json (ARGS=--quick for a smoke run)

@@ -22,7 +22,7 @@ from typing import Any
 
 from adapters.batch_writer import PendingWrite, serialize_item
 from keydesign import format_ts, parse_timestamp
-from keydesign.writetier import SLICE_MS, start_pk, start_ttl
+from keydesign.writetier import SLICE_MS, tier_start_pk, tier_start_ttl
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +87,6 @@ class StartRecorder:
 
 
 def write_tier_starts(control_table: str, table_prefix: str) -> StartItems:
-    """The write tier's start items (``keydesign.writetier.start_pk``): an hour each, written by ingest
+    """The write tier's start items (``keydesign.writetier.tier_start_pk``): an hour each, written by ingest
     with a container's first group items, read by compaction's first run."""
-    return StartItems(control_table, start_pk(table_prefix), SLICE_MS, start_ttl)
+    return StartItems(control_table, tier_start_pk(table_prefix), SLICE_MS, tier_start_ttl)

@@ -29,7 +29,7 @@ unit apiece. The write tier packs across entities instead (docs/decisions.md, "T
   Its state (:class:`CompactionState`) holds the watermark ``through``, the end of the last hour
   done, the G it runs with and the earlier G's whose group items uncompacted hours may hold: a
   change of G keeps every reading where compaction and readers look (docs/writetier.md). Its first
-  run starts at the earliest *start item* (:func:`start_pk`), which each ingest container puts
+  run starts at the earliest *start item* (:func:`tier_start_pk`), which each ingest container puts
   before its first group items, stamped with the hour its batch started in.
 * **Reads** of an hour before the watermark read the compacted blocks and the blocks; of a later
   hour, the group items and the blocks. Each reading comes once, its newest copy winning.
@@ -152,12 +152,12 @@ START_EVERY_MS = DAY_MS
 START_KEEP_MS = 2 * KEEP_MS
 
 
-def start_pk(table_prefix: str) -> str:
+def tier_start_pk(table_prefix: str) -> str:
     """The control-table partition of the write tier's start items of the deployment writing ``table_prefix``."""
     return f"{START_PREFIX}{table_prefix}"
 
 
-def start_ttl(hour_start_ms: int) -> int:
+def tier_start_ttl(hour_start_ms: int) -> int:
     """The expiry (epoch s) of the start item of the hour starting at ``hour_start_ms``."""
     return (hour_start_ms + START_KEEP_MS) // 1000
 

@@ -240,7 +240,7 @@ def test_ingest_may_write_readings_send_rejects_read_its_stream_and_bootstrap_th
             _occupancy_only(synth),
         )
         | _triples(synth, ["dynamodb:BatchWriteItem"], stack.storage.control_table.table_arn, _keys_only("rollmark#*"))
-        # the write tier's start items (keydesign.writetier.start_pk), with a container's first group items
+        # the write tier's start items (keydesign.writetier.tier_start_pk), with a container's first group items
         | _triples(
             synth, ["dynamodb:BatchWriteItem"], stack.storage.control_table.table_arn, _keys_only("compactstart#*")
         )

@@ -30,7 +30,7 @@ from keydesign.writetier import (
     START_KEEP_MS,
     WriteTier,
     slice_start,
-    start_pk,
+    tier_start_pk,
 )
 from tests.unit.ingest.kinesis_events import FakeClock, as_json, batch, reading
 from tests.unit.ingest.stored import newest_copies
@@ -167,7 +167,7 @@ def test_a_container_puts_the_write_tier_start_item_before_its_first_group_items
     # The container's first group items: its start item (the hour the batch started in) is put first
     first = ingestor.ingest(batch(_sparse_and_dense()), 60_000)
     assert first.written == 13 and first.group_items_written > 0
-    assert dynamodb.items("control")[0]["pk"]["S"] == start_pk("readings")
+    assert dynamodb.items("control")[0]["pk"]["S"] == tier_start_pk("readings")
     assert _starts(dynamodb) == [_start(slice_start(NOW))]
     first_start = next(i for i, c in enumerate(dynamodb.calls) if "control" in c)
     first_group_item = next(
@@ -200,7 +200,7 @@ def test_a_container_puts_the_write_tier_start_item_before_its_first_group_items
 
 def test_group_items_whose_start_item_is_not_stored_are_handed_back_and_stored_on_redelivery() -> None:
     def refuse(item: Mapping[str, Any]) -> str | None:
-        return "no start today" if item["pk"]["S"] == start_pk("readings") else None
+        return "no start today" if item["pk"]["S"] == tier_start_pk("readings") else None
 
     dynamodb = MemoryDynamo(tables={"readings", "control"}, refuse=refuse)
     ingestor = _ingestor(dynamodb, starts=True)

@@ -89,7 +89,7 @@ import math
 import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from .errors import KeyDesignError
 from .items import item_size, write_units
@@ -135,14 +135,15 @@ class BlockError(KeyDesignError):
     """A stored block that cannot be decoded (corrupt, truncated, or a format this code does not know)."""
 
 
-@dataclass(frozen=True, slots=True)
-class BlockHeader:
+class BlockHeader(NamedTuple):
     """The uncompressed head of a payload: enough to decide whether to decode the body.
 
     ``format_version`` is the payload's format (1, 2 or 3), ``deflated`` whether its body is DEFLATE.
+    A named tuple: every block read builds one, and a frozen dataclass's ``__init__`` costs a one-reading
+    block's header as much again as reading it.
     """
 
-    count: int
+    count: int  # type: ignore[assignment]  # the readings it counts, in place of tuple.count
     first_ms: int
     span_ms: int
     version: int
@@ -326,6 +327,10 @@ def _seal(format_version: int, body: bytes, counts: tuple[int, int, int], versio
 # -- decoding -------------------------------------------------------------------------------
 
 
+#: A header built as the tuple it is: a named tuple's own ``__new__`` is Python code.
+_new_header = tuple.__new__
+
+
 def read_header(payload: bytes, *, span_limit_ms: int = MAX_BLOCK_SPAN_MS, group: bool = False) -> BlockHeader:
     """The header of ``payload``, its checksum verified (formats 3 and 4); raises :class:`BlockError`
     when it is not a block this code reads: a block (formats 1 to 3) whose readings lie within
@@ -345,20 +350,24 @@ def read_header(payload: bytes, *, span_limit_ms: int = MAX_BLOCK_SPAN_MS, group
     else:
         newer = " (a newer writer's?)" if format_version > FORMAT_GROUP else ""
         raise BlockError("b", f"block format {format_version} is not one this code reads (1 to 4){newer}")
+    size = len(payload)
     try:
-        count, pos = read_varint(payload, pos)
+        # The count and the span are one byte in most blocks: read inline, anything longer as a varint.
+        count, pos = (payload[pos], pos + 1) if pos < size and payload[pos] < 0x80 else read_varint(payload, pos)
         first, pos = read_varint(payload, pos)
-        span, pos = read_varint(payload, pos)
+        span, pos = (payload[pos], pos + 1) if pos < size and payload[pos] < 0x80 else read_varint(payload, pos)
     except VarintError as exc:
         if exc.truncated:
             raise BlockError("b", "the payload ends inside its header") from None
         raise BlockError("b", "a header number is longer than any this format writes") from None
-    if pos >= len(payload) or pos + 1 + payload[pos] > len(payload):
+    if pos >= size:
         raise BlockError("b", "the payload ends inside its header")
-    version = int.from_bytes(payload[pos + 1 : pos + 1 + payload[pos]], "big")
-    pos += 1 + payload[pos]
-    if format_version in (FORMAT, FORMAT_GROUP):
-        if pos + _CHECKSUM_BYTES > len(payload):
+    at, pos = pos + 1, pos + 1 + payload[pos]
+    if pos > size:
+        raise BlockError("b", "the payload ends inside its header")
+    version = int.from_bytes(payload[at:pos], "big")
+    if format_version >= FORMAT:  # formats 3 and 4 (any later one is refused above)
+        if pos + _CHECKSUM_BYTES > size:
             raise BlockError("b", "the payload ends inside its header")
         stored = int.from_bytes(payload[pos : pos + _CHECKSUM_BYTES], "big")
         view = memoryview(payload)
@@ -373,7 +382,7 @@ def read_header(payload: bytes, *, span_limit_ms: int = MAX_BLOCK_SPAN_MS, group
         raise BlockError("b", f"the header's span is {span} ms; a block's readings lie within {span_limit_ms} ms")
     if first + span > MAX_TS_MS:
         raise BlockError("b", "the header's times are past 9999")
-    return BlockHeader(count, first, span, version, pos, format_version, codec == CODEC_DEFLATE)
+    return _new_header(BlockHeader, (count, first, span, version, pos, format_version, codec == CODEC_DEFLATE))
 
 
 def _refuse_constant(name: str) -> object:
@@ -407,7 +416,14 @@ def _body(payload: bytes, header: BlockHeader) -> object:
     else:
         text = bytes(raw)
     try:
-        return _BODY_DECODER.decode(text.decode("utf-8"))
+        body = text.decode("utf-8")
+        # A body is the JSON alone, which raw_decode parses without decode's white-space scans; anything
+        # else is decoded again by decode, which accepts white space around it and names what is wrong.
+        try:
+            found, end = _BODY_DECODER.raw_decode(body)
+        except ValueError:
+            end = -1
+        return found if end == len(body) else _BODY_DECODER.decode(body)
     except (ValueError, RecursionError) as exc:
         raise BlockError("b", f"the body is not UTF-8 JSON ({str(exc)[:200]})") from None
 
@@ -421,12 +437,7 @@ def _times(deltas: object, header: BlockHeader) -> list[int]:
         raise BlockError("b", "the time deltas are not 0 and then non-negative: the readings are not in time order")
     if sum(deltas) != header.span_ms:
         raise BlockError("b", "the readings' times do not end where the header says")
-    times: list[int] = []
-    ts = header.first_ms
-    for delta in deltas:
-        ts += delta
-        times.append(ts)
-    return times
+    return list(itertools.accumulate(deltas[1:], initial=header.first_ms))  # the first delta is 0
 
 
 def _numbers(values: list[Any]) -> str | None:

@@ -74,6 +74,9 @@ class Position(NamedTuple):
     sk: str
 
 
+#: Builds a named tuple (a Position, a _Fetched) as the tuple it is, on the hot paths: a named
+#: tuple's own ``__new__`` is Python code.
+_new = tuple.__new__
 #: Sorts after every sort key: closes the "anything at this anchor" range.
 POSITION_MAX_SK = "\U0010ffff"
 #: Sorts before every sort key: with an anchor, "nothing at this anchor yet".
@@ -182,7 +185,7 @@ class Placement:
             return _Fetched(first_ms, entity, Position(last, key(entity, last, HIGH)))
         entity = self.entity if self.entity is not None else low[: start - 1]
         if not descending:
-            return _Fetched(first_ms, entity, Position(anchor or low[-_TS_CHARS:], low))
+            return _new(_Fetched, (first_ms, entity, _new(Position, (anchor or low[-_TS_CHARS:], low))))
         bucket = layout.bucket
         end = first_ms + partition.span_limit_ms
         if kind == "blocks" or layout.can.shared_partitions:  # a block lies in its bucket (hybrid: its partition's)
@@ -190,7 +193,7 @@ class Placement:
         if kind == "compacted":  # and a compacted block in its hour
             end = min(end, slice_start(first_ms) + SLICE_MS)
         last = format_ts(end - 1)
-        return _Fetched(first_ms, entity, Position(anchor or last, f"{low[:-_TS_CHARS]}{last}#{HIGH}"))
+        return _new(_Fetched, (first_ms, entity, _new(Position, (anchor or last, f"{low[:-_TS_CHARS]}{last}#{HIGH}"))))
 
     def reads_whole(self, partition: PartitionQuery) -> bool:
         """Whether a stream of ``partition`` decodes all of its range before it yields: a group
@@ -433,17 +436,19 @@ class PartitionStream:
         merger.decoded(header.count, len(readings))
         if descending:
             readings.reverse()
-        key_of = placement.layout.reading_key
+        prefixed = placement.layout.can.shared_partitions
         beyond = None if inside else after  # readings at or before it were returned by an earlier page
         items: list[tuple[Position, Reading]] = []
         # The hot loop of a page (once per reading decoded): Position built as the tuple it is
-        # (NamedTuple's own __new__ is Python code), the time formatted through the per-second cache.
-        new, text_of_second = tuple.__new__, second_text
+        # (NamedTuple's own __new__ is Python code), the time formatted through the per-second cache,
+        # the reading key (Layout.reading_key) written out.
+        new, text_of_second = _new, second_text
         for reading in readings:
             ms = reading.ts_ms
             if low_ms <= ms < high_ms:
                 ts = f"{text_of_second(ms // 1000)}.{ms % 1000:03d}Z"
-                key = new(Position, (anchor or ts, key_of(reading.entity_id, ts, reading.event_id)))
+                sk = f"{reading.entity_id}#{ts}#{reading.event_id}" if prefixed else f"{ts}#{reading.event_id}"
+                key = new(Position, (anchor or ts, sk))
                 if beyond is None or (key < beyond if descending else key > beyond):
                     items.append((key, reading))
         if items:

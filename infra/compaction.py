@@ -73,10 +73,8 @@ class Compaction(Construct):
             self,
             runs=self.compaction,
             what="compaction function",
-            every=f"every {every} minute{'s' if every > 1 else ''}",
-            expression=f"rate({every} minute{'s' if every > 1 else ''})",
+            minutes=every,
             retries=0,
-            max_age_s=60 * every,
         )
         period = Duration.minutes(every)
         self.lag = custom_metric("CompactionLagSeconds", LambdaFunction.COMPACTION, statistic="Maximum", period=period)

@@ -242,16 +242,24 @@ class ServiceFunction(Construct):
         return self._failure_queue
 
 
+def schedule_expression(minutes: int) -> str:
+    """EventBridge Scheduler's rate expression for a run every ``minutes`` (a unit of 1 is singular)."""
+    if minutes == 60:
+        return "rate(1 hour)"
+    return "rate(1 minute)" if minutes == 1 else f"rate({minutes} minutes)"
+
+
 def run_on_schedule(
-    scope: Construct, *, runs: ServiceFunction, what: str, every: str, expression: str, retries: int, max_age_s: int
+    scope: Construct, *, runs: ServiceFunction, what: str, minutes: int, retries: int
 ) -> scheduler.CfnSchedule:
-    """An EventBridge Scheduler schedule invoking ``runs`` with ``{}`` (a live run on the real clock) on
-    ``expression``, exactly on the rate; an invocation that fails ``retries`` times or is older than
-    ``max_age_s`` (superseded by the next run) goes to the function's failure queue.
+    """An EventBridge Scheduler schedule invoking ``runs`` with ``{}`` (a live run on the real clock)
+    every ``minutes``, exactly on the rate; an invocation that fails ``retries`` times or is older than
+    the period (superseded by the next run) goes to the function's failure queue.
 
     The L1 resource with a role of its own: the L2 target grants invoke on the function's every
     version and alias too ("<arn>:*"), and a schedule only ever invokes the function itself.
     """
+    every = "minute" if minutes == 1 else f"{minutes} minutes"
     role = iam.Role(
         scope,
         "ScheduleRole",
@@ -265,8 +273,8 @@ def run_on_schedule(
     return scheduler.CfnSchedule(
         scope,
         "Schedule",
-        description=f"Runs the {what} {every}",
-        schedule_expression=expression,
+        description=f"Runs the {what} every {every}",
+        schedule_expression=schedule_expression(minutes),
         flexible_time_window=scheduler.CfnSchedule.FlexibleTimeWindowProperty(mode="OFF"),
         state="ENABLED",
         target=scheduler.CfnSchedule.TargetProperty(
@@ -275,7 +283,7 @@ def run_on_schedule(
             input=json.dumps({}),
             dead_letter_config=scheduler.CfnSchedule.DeadLetterConfigProperty(arn=runs.failure_queue.queue_arn),
             retry_policy=scheduler.CfnSchedule.RetryPolicyProperty(
-                maximum_retry_attempts=retries, maximum_event_age_in_seconds=max_age_s
+                maximum_retry_attempts=retries, maximum_event_age_in_seconds=60 * minutes
             ),
         ),
     )

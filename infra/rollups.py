@@ -67,10 +67,8 @@ class Rollups(Construct):
             self,
             runs=self.rollup,
             what="rollup function",
-            every="every minute",
-            expression="rate(1 minute)",
+            minutes=1,
             retries=0,
-            max_age_s=60,
         )
         self.lag = custom_metric("RollupLagSeconds", LambdaFunction.ROLLUP, statistic="Maximum")
         self.late = custom_metric("RollupLateMarks", LambdaFunction.ROLLUP)

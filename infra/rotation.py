@@ -49,11 +49,6 @@ ALARM_ACTIONS = ("cloudwatch:PutMetricAlarm", "cloudwatch:DeleteAlarms", "cloudw
 EXPORT_ACTIONS = ("s3:AbortMultipartUpload", "s3:PutObject", "s3:PutObjectAcl")
 
 
-def schedule_expression(minutes: int) -> str:
-    """EventBridge Scheduler's rate expression for a run every ``minutes``."""
-    return "rate(1 hour)" if minutes == 60 else f"rate({minutes} minutes)"
-
-
 class Rotation(Construct):
     """The rotator, a schedule that runs it, and the queue for runs that could not be delivered or failed."""
 
@@ -106,17 +101,14 @@ class Rotation(Construct):
         self._grant(config, prefix, hot_keys_function)
         # The per-table alarms are "<table>-<kind>", and every table is "<prefix>-<period label>".
         allow_alarms(alerts_topic, alarm_prefix=table_head(prefix), sid="TableAlarms")
-        interval = config.rotation_interval_minutes()
         # Two retries (Lambda's own for an asynchronous call); a run older than the interval is
         # superseded by the next one.
         self.schedule = run_on_schedule(
             self,
             runs=self.rotator,
             what="table rotator",
-            every=f"every {interval} minutes",
-            expression=schedule_expression(interval),
+            minutes=config.rotation_interval_minutes(),
             retries=2,
-            max_age_s=interval * 60,
         )
 
     def _grant(self, config: Context, prefix: str, hot_keys_function: lambda_.IFunction) -> None:

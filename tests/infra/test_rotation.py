@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from infra.config import Context, LambdaFunction
-from infra.rotation import MANAGED_BY_TAG, MANAGED_BY_VALUE, PREFIX_TAG, schedule_expression
+from infra.lambdas import schedule_expression
+from infra.rotation import MANAGED_BY_TAG, MANAGED_BY_VALUE, PREFIX_TAG
 from rotator import settings as rotator_settings
 from tests.infra.conftest import Synthesized
 from tests.infra.template_queries import grants, render

@@ -8,7 +8,6 @@ equivalent of AWS's export) and reads it from S3 and from a copy on disk with ev
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 from collections.abc import Iterator
@@ -23,7 +22,7 @@ from keydesign import Layout, Reading, ShardMap
 from tests.integration.mocked_aws import create_readings_table, mocked_aws
 from tests.legacy_items import legacy_item
 from tests.unit.tsctl.exports import T0, manifests, reading
-from tsctl.commands import archive
+from tests.unit.tsctl.running import run_archive
 
 pytestmark = pytest.mark.integration
 
@@ -74,13 +73,6 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, Any]]:
         yield dynamodb, s3
 
 
-def run_cli(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser()
-    archive.register(parser.add_subparsers())
-    args = parser.parse_args(["archive", *argv])
-    return int(args.func(args))
-
-
 def test_an_exported_table_of_blocks_reads_back_as_the_readings_written(aws: tuple[Any, Any], tmp_path: Path) -> None:
     dynamodb, s3 = aws
     sent, expected = batches()
@@ -100,7 +92,7 @@ def test_an_exported_table_of_blocks_reads_back_as_the_readings_written(aws: tup
     # When moto exports it, and tsctl archive reads the export from S3 as moto wrote it
     data_key = export_table(dynamodb, s3)
     raw = tmp_path / "as-moto-wrote-it.jsonl"
-    assert run_cli([f"s3://{BUCKET}/{PREFIX}/", "-o", str(raw), "--without-manifest"]) == 0
+    assert run_archive([f"s3://{BUCKET}/{PREFIX}/", "-o", str(raw), "--without-manifest"]) == 0
 
     # Then it holds exactly the readings written, each once, the newest copy
     assert [json.loads(line) for line in raw.read_text().splitlines()] == [r.to_json() for r in expected]

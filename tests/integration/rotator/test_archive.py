@@ -8,7 +8,6 @@ Weekly tables, 30 days of retention, MAX_AGE 3 days: the week of 2026-11-16 stop
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
@@ -20,7 +19,7 @@ from keydesign import Reading, ShardMap
 from tests.integration.rotator.backups import Backups
 from tests.integration.rotator.conftest import DAY, HOUR, MINUTE, World, at
 from tests.unit.tsctl.exports import reading
-from tsctl.commands import archive
+from tests.unit.tsctl.running import run_archive
 
 pytestmark = pytest.mark.integration
 
@@ -35,13 +34,6 @@ WEEKLY = {
 TABLE = "readings-2026-W47"
 WEEK = at("2026-11-16T00:00:00Z")
 END = WEEK + 7 * DAY
-
-
-def run_cli(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser()
-    archive.register(parser.add_subparsers())
-    args = parser.parse_args(["archive", *argv])
-    return int(args.func(args))
 
 
 def test_the_archive_holds_every_reading_as_published_last_though_ttl_swept_the_table_first(
@@ -91,7 +83,7 @@ def test_the_archive_holds_every_reading_as_published_last_though_ttl_swept_the_
 
     # Then tsctl archive reads back every reading, the correction over the original
     out = tmp_path / "archive.jsonl"
-    assert run_cli([f"s3://readings-archive/exports/{TABLE}/", "-o", str(out), "--without-manifest"]) == 0
+    assert run_archive([f"s3://readings-archive/exports/{TABLE}/", "-o", str(out), "--without-manifest"]) == 0
     assert [json.loads(line) for line in out.read_text().splitlines()] == [r.to_json() for r in expected]
     # And the export was asked for once the table took no more writes, and the drop came at retention
     assert started == at("2026-11-26T12:00:00Z")

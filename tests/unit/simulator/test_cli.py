@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.unit.tsctl.running import run_cli
 from tsctl.cli import build_parser, main
 from tsctl.commands.simulate import build, function_settings
 
@@ -19,12 +20,6 @@ SMALL = [
     "--cache-ttl", "5s", "--margin", "5s", "--split-threshold", "40", "--target-utilisation", "0.02",
     "--read-windows", "1m,1h", "--cross-window", "90s", "--layouts", "random:3,calculated,hybrid:4,adaptive:4",
 ]  # fmt: skip
-
-
-def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def test_simulate_has_help(capsys: pytest.CaptureFixture[str]) -> None:

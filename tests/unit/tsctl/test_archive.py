@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import base64
 import gzip
 import json
@@ -33,20 +32,13 @@ from keydesign.writetier import STATE_PK, WriteTier
 from tests.legacy_items import legacy_item
 from tests.unit.keydesign.legacy_blocks import varint
 from tests.unit.tsctl.exports import HYBRID, T0, block_items, data_file, dynamodb_json, folder, reading, write_export
-from tsctl.commands import archive
+from tests.unit.tsctl.running import run_archive
 
 RANDOM = Layout.from_settings(kind="random", bucket="1h", table_prefix="timeseries-readings")
 
 
 def read(root: Path, selection: Selection = Selection(), **options: Any) -> list[Reading]:  # noqa: B008
     return list(read_readings(LocalStore(root), selection, **options))
-
-
-def run_cli(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser()
-    archive.register(parser.add_subparsers())
-    args = parser.parse_args(["archive", *argv])
-    return int(args.func(args))
 
 
 def two_batches() -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[Reading]]:
@@ -360,7 +352,7 @@ def test_the_command_writes_json_lines_to_a_file(tmp_path: Path, capsys: pytest.
     write_export(tmp_path / "export", [first, second])
     out = tmp_path / "readings.jsonl"
 
-    assert run_cli([str(tmp_path / "export"), "-o", str(out), "--entity", "sensor-b"]) == 0
+    assert run_archive([str(tmp_path / "export"), "-o", str(out), "--entity", "sensor-b"]) == 0
 
     lines = [json.loads(line) for line in out.read_text().splitlines()]
     assert lines == [r.to_json() for r in expected if r.entity_id == "sensor-b"]
@@ -373,7 +365,7 @@ def test_the_command_prints_to_stdout_within_a_time_range(tmp_path: Path, capsys
     first, second, _ = two_batches()
     write_export(tmp_path, [first, second])
 
-    assert run_cli([str(tmp_path), "--from", "2026-11-22T06:00:12Z", "--to", str(T0 + 14_000)]) == 0
+    assert run_archive([str(tmp_path), "--from", "2026-11-22T06:00:12Z", "--to", str(T0 + 14_000)]) == 0
 
     assert [json.loads(line)["event_id"] for line in capsys.readouterr().out.splitlines()] == ["a12", "a13"]
 
@@ -384,7 +376,7 @@ def test_the_command_fails_clearly_and_leaves_no_partial_file(
     data = corrupt(tmp_path / "export", 2, lambda i: i["b"].update(B="!!"))
     out = tmp_path / "readings.jsonl"
 
-    assert run_cli([str(tmp_path / "export"), "-o", str(out)]) == 1
+    assert run_archive([str(tmp_path / "export"), "-o", str(out)]) == 1
 
     assert f"tsctl archive: {data} line 2: the block of sensor-b is not base64" in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["export"]
@@ -439,7 +431,7 @@ def test_the_command_names_each_corrupt_block_reads_the_rest_and_exits_1(
     write_export(tmp_path / "export", [items, second])
     out = tmp_path / "readings.jsonl"
 
-    assert run_cli([str(tmp_path / "export"), "-o", str(out)]) == 1
+    assert run_archive([str(tmp_path / "export"), "-o", str(out)]) == 1
 
     err = capsys.readouterr().err
     data = folder(tmp_path / "export") / "data" / "file000.json.gz"
@@ -463,13 +455,13 @@ def test_bad_options_exit_2_naming_the_option(
     tmp_path: Path, argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with pytest.raises(SystemExit) as exited:
-        run_cli([str(tmp_path), *argv])
+        run_archive([str(tmp_path), *argv])
     assert exited.value.code == 2
     assert message in capsys.readouterr().err
 
 
 def test_a_range_that_ends_before_it_starts_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert run_cli([str(tmp_path), "--from", str(T0 + 5_000), "--to", str(T0)]) == 2
+    assert run_archive([str(tmp_path), "--from", str(T0 + 5_000), "--to", str(T0)]) == 2
     assert "--from must precede --to" in capsys.readouterr().err
 
 

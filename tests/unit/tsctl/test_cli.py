@@ -14,17 +14,12 @@ from botocore.exceptions import ClientError
 from infra.config import Context, load_cdk_json_context
 from keydesign import Ingest
 from simulator import SimWorkload
+from tests.unit.tsctl.running import run_cli
 from tsctl import seed
 from tsctl.arguments import instant
 from tsctl.cli import build_parser, main
 from tsctl.commands import preview
 from tsctl.commands.publish import _groups as publish_groups
-
-
-def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> Any:

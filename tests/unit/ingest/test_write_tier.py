@@ -37,7 +37,8 @@ from tests.unit.ingest.stored import newest_copies
 from tests.unit.ingest.test_logic import FakeRotator
 
 HOUR = 3_600_000
-NOW = 1_795_000_000_000 - 1_795_000_000_000 % HOUR + 30 * 60_000  # half past an hour
+#: Half past an hour and 10 s: the readings of the seconds before it lie in its re-pack slice (the write tier's)
+NOW = 1_795_000_000_000 - 1_795_000_000_000 % HOUR + 30 * 60_000 + 10_000
 QUEUE = "https://sqs.eu-west-1.amazonaws.com/123456789012/rejects"
 TIER = WriteTier(4)
 

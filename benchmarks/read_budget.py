@@ -40,7 +40,10 @@ reached it: the worst case, at an hour's start), the 23 before it compacted. The
 stored as ingest stores it (``doubles/tier_items.py``: one batch per 10 s window, its group
 items), the device's earlier hours as compaction writes them (a compacted block an hour). Read
 units of ``latest``, the last 10 minutes and the day (pages of 1,000), eventually consistent,
-beside the same device with every reading in a block of its own (the write tier off).
+beside the same device with every reading in a block of its own (the write tier off), and with
+the hour's settled slices re-packed into sub-items (``repacked``: ``keydesign.tiering.repack_slice``
+through the slice that ended 10 minutes before NOW, the state a run leaves a schedule period before
+the next one: the newest 10 minutes read from the group items).
 
 Run: ``python -m benchmarks read-budget`` (harness) or
 ``.venv/bin/python -m benchmarks.read_budget`` (prints JSON).
@@ -65,7 +68,7 @@ from doubles.memory_dynamo import SEQUENCE_BASE, MemoryDynamo, MemoryReader
 from doubles.tier_items import TierWriter
 from keydesign import Layout, Reading, ShardMap, item_size
 from keydesign.occupancy import OccupancyRecord
-from keydesign.writetier import CompactionState, WriteTier
+from keydesign.writetier import REPACK_MS, CompactionState, WriteTier, repack_start
 from query.errors import ScanLimitExceeded
 from query.logic import QueryService
 from query.models import AggregateSeries, Explanation, ReadingsPage
@@ -234,12 +237,17 @@ DEVICE = "device-0000001"
 TIER_BATCH_MS = 10_000
 
 
+#: Compaction's settle time (the stack's default): a slice is re-packed once it has.
+SETTLE_MS = 180_000
+
+
 class _Watermark:
-    def __init__(self, through: int) -> None:
+    def __init__(self, through: int, repacked: tuple[int, int] = (0, 0)) -> None:
         self.through = through
+        self.repacked = repacked
 
     def state(self) -> CompactionState:
-        return CompactionState(self.through)
+        return CompactionState(self.through, repack_from=self.repacked[0], repacked=self.repacked[1])
 
 
 def _device_costs(service: QueryService) -> dict[str, float]:
@@ -302,11 +310,28 @@ def device(quick: bool = False, groups: int = GROUPS) -> dict[str, Any]:
         own = earlier + own
     for r in own:  # the write tier off: a block of each reading (the device sends one a batch)
         blocks.store(layout, shard_map, [(r, SEQUENCE_BASE)], retention_ms=retention)
-    for memory in (tiered, blocks):
+    repacked = MemoryReader()  # the write tier and, beside its group items, the settled slices' sub-items
+    repacked.partitions = {key: list(rows) for key, rows in tiered.partitions.items()}
+    repacked.tables = set(tiered.tables)
+    repacked_through = repack_start(NOW - REPACK_MS - SETTLE_MS)
+    for start in range(hour, repacked_through, REPACK_MS):
+        for table, item in writer.repack(start):
+            repacked.add_item(table, item)
+    for memory in (tiered, blocks, repacked):
         memory.tables.update(layout.table_for(t) for t in range(NOW - DAY, NOW + HOUR, HOUR))
     limits = QueryLimits()
     tier_service = timed_service(
         layout, shard_map, tiered, 0.0, limits, retention_ms=retention, write_tier=tier, watermark=_Watermark(hour)
+    )
+    repacked_service = timed_service(
+        layout,
+        shard_map,
+        repacked,
+        0.0,
+        limits,
+        retention_ms=retention,
+        write_tier=tier,
+        watermark=_Watermark(hour, (hour, repacked_through)),
     )
     block_service = timed_service(layout, shard_map, blocks, 0.0, limits, retention_ms=retention)
     group_items = [row for (_, pk), rows in tiered.partitions.items() if pk.startswith("w#") for row in rows]
@@ -319,6 +344,7 @@ def device(quick: bool = False, groups: int = GROUPS) -> dict[str, Any]:
         "group_items_in_the_hour": len(group_items),
         "group_item_bytes": round(sum(row.size for row in group_items) / max(1, len(group_items))),
         "write_tier": _device_costs(tier_service),
+        "repacked": _device_costs(repacked_service),
         "blocks": _device_costs(block_service),
     }
 
@@ -405,7 +431,7 @@ def to_result(figures: dict[str, Any]) -> Result:
         f"{seed['group_items_in_the_hour']} group items in its hour of about {seed['group_item_bytes']:,} bytes"
     )
     for read in ("latest", "last_10_min", "day"):
-        for store in ("write_tier", "blocks"):
+        for store in ("write_tier", "repacked", "blocks"):
             costs = seed[store]
             note = f"{costs[read + '_queries']} Query calls" + (
                 "; " + shape if read == "latest" and store == "write_tier" else ""

@@ -43,7 +43,8 @@ units of ``latest``, the last 10 minutes and the day (pages of 1,000), eventuall
 beside the same device with every reading in a block of its own (the write tier off), and with
 the hour's settled slices re-packed into sub-items (``repacked``: ``keydesign.tiering.repack_slice``
 through the slice that ended 10 minutes before NOW, the state a run leaves a schedule period before
-the next one: the newest 10 minutes read from the group items).
+the next one: the newest 10 minutes read from the group items), and what those sub-items cost to
+write per reading they hold.
 
 Run: ``python -m benchmarks read-budget`` (harness) or
 ``.venv/bin/python -m benchmarks.read_budget`` (prints JSON).
@@ -314,9 +315,11 @@ def device(quick: bool = False, groups: int = GROUPS) -> dict[str, Any]:
     repacked.partitions = {key: list(rows) for key, rows in tiered.partitions.items()}
     repacked.tables = set(tiered.tables)
     repacked_through = repack_start(NOW - REPACK_MS - SETTLE_MS)
-    for start in range(hour, repacked_through, REPACK_MS):
-        for table, item in writer.repack(start):
-            repacked.add_item(table, item)
+    subs = [item for start in range(hour, repacked_through, REPACK_MS) for item in writer.repack(start)]
+    for table, item in subs:
+        repacked.add_item(table, item)
+    # what the re-pack writes, per reading of the slices it re-packed (a put's units are its sort key's last part)
+    repacked_readings = sum(hour <= r.ts_ms < repacked_through for r in readings)
     for memory in (tiered, blocks, repacked):
         memory.tables.update(layout.table_for(t) for t in range(NOW - DAY, NOW + HOUR, HOUR))
     limits = QueryLimits()
@@ -343,6 +346,10 @@ def device(quick: bool = False, groups: int = GROUPS) -> dict[str, Any]:
         "group_readings_per_s": round(len(readings) / 3600, 1),
         "group_items_in_the_hour": len(group_items),
         "group_item_bytes": round(sum(row.size for row in group_items) / max(1, len(group_items))),
+        "sub_items_written": len(subs),
+        "sub_item_bytes": round(sum(item_size(item) for _, item in subs) / max(1, len(subs))),
+        "sub_item_write_units_per_reading": sum(int(str(item["sk"]).rsplit("#", 1)[1]) for _, item in subs)
+        / max(1, repacked_readings),
         "write_tier": _device_costs(tier_service),
         "repacked": _device_costs(repacked_service),
         "blocks": _device_costs(block_service),
@@ -445,6 +452,12 @@ def to_result(figures: dict[str, Any]) -> Result:
                 "ms",
                 f"{costs.get(read + '_readings', 1)} readings returned",
             )
+    result.add(
+        "device (seed 003), sub-items: write units per reading re-packed",
+        round(seed["sub_item_write_units_per_reading"], 4),
+        "WU",
+        f"{seed['sub_items_written']} sub-items of about {seed['sub_item_bytes']:,} bytes",
+    )
     return result
 
 

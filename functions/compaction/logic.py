@@ -1,8 +1,9 @@
 """The compaction function: each settled hour of the write tier, compacted into per-entity blocks;
 each settled slice of the newest hour, re-packed into sub-items first.
 
-An hour (a re-pack slice) is *settled* once ``SETTLE`` (longer than ingest's timeout) has passed since
-it ended: a reading goes to the write tier only if its slice had not ended when its batch started
+An hour (a re-pack slice) is *settled* once the slice rule's grace and ``SETTLE`` (longer than ingest's
+timeout) have passed since it ended (:func:`keydesign.writetier.tier_settle`): a reading goes to the write
+tier only if its slice had not ended a grace before its batch started
 (:func:`keydesign.writetier.in_write_tier`), and a batch is written within ingest's timeout, so by
 then every group item of the slice and every dense mark of the hour is stored and no other will be.
 
@@ -141,6 +142,7 @@ from keydesign.writetier import (
     slice_start,
     state_key,
     tier_for_hour,
+    tier_settle,
     tier_ttl,
 )
 
@@ -338,6 +340,8 @@ class CompactionRunner:
         self._retention_ms = retention_ms
         #: Also how long after its stamp a re-mark must be stored (the rollup function's settle time).
         self._settle_ms = settle_ms
+        #: How long after its end a slice or an hour of the write tier is re-packed or compacted.
+        self._tier_settle_ms = tier_settle(settle_ms)
         #: How far past a run that notices a change of G the earlier G's group items may lie.
         self._reach_ms = settle_ms + max_future_ms
         self._step_groups = concurrency
@@ -416,14 +420,15 @@ class CompactionRunner:
         stored; an error is kept in the report, and compaction goes on."""
         report.repacked_ms = state.repacked
         try:
-            if not state.repacked and state.repack_next(now, self._settle_ms) is not None:
+            if not state.repacked and state.repack_next(now, self._tier_settle_ms) is not None:
                 # A first re-pack (a new deployment, or one just upgraded to it): from the hour after those an
                 # ingest of the version before may still write (its late readings went to group items after
                 # their slice had ended), as a change of G reaches (``CompactionState.changed_to``).
                 first = slice_start(now + self._reach_ms) + SLICE_MS
                 state = replace(state, repack_from=first, repacked=first)
                 self._state.save(state)
-            while (start := state.repack_next(now, self._settle_ms)) is not None and self._time_for_a_step(deadline):
+            settle = self._tier_settle_ms
+            while (start := state.repack_next(now, settle)) is not None and self._time_for_a_step(deadline):
                 state = state.repack_starting(start)
                 tier = tier_for_hour(self._tier, state, slice_start(start))
                 shard_map = self._shard_maps.current()
@@ -488,11 +493,12 @@ class CompactionRunner:
 
         The read may miss a container that stores its start item after it (one starting now, or one whose
         batch is in flight): its batch started less than ingest's timeout ago, so after now - ``SETTLE``,
-        in the hour ``target`` or later. So the run starts at ``target`` when that is earlier than
+        and is stamped a grace earlier (``keydesign.writetier.tier_stamp``): in the hour ``target`` or
+        later. So the run starts at ``target`` when that is earlier than
         ``first`` or no start item is stored (a new deployment whose ingest has not written yet): that hour
         has not settled, and is compacted once it has. A new deployment so compacts the hours since its
         start, not 96 empty hours of every group."""
-        target = slice_start(now - self._settle_ms)
+        target = slice_start(now - self._tier_settle_ms)
         first = self._state.first_start()
         start = target if first is None else min(slice_start(first), target)
         return max(start, slice_start(now - KEEP_MS))
@@ -502,7 +508,7 @@ class CompactionRunner:
         follows the watermark stored. An hour's groups are those of the largest G whose ingest may have
         written it, the deployed one or an earlier one (``CompactionState.earlier_for``): a smaller G's
         partitions are among them (``w#<group>#<hour>``, group < G). The cursor names that G."""
-        while state.through + SLICE_MS + self._settle_ms <= now and self._time_for_a_step(deadline):
+        while state.through + SLICE_MS + self._tier_settle_ms <= now and self._time_for_a_step(deadline):
             hour = state.through
             tier = tier_for_hour(self._tier, state, hour)
             others = hour_tiers(self._tier, state, hour, tier)

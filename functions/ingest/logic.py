@@ -74,7 +74,7 @@ from ingest.settings import IngestSettings
 from keydesign import Block, InvalidInput, Layout, Reading, ShardMap
 from keydesign.occupancy import OccupancyRecord, day_of
 from keydesign.tiering import BatchPacking, pack_batch
-from keydesign.writetier import START_EVERY_MS, GroupItem, WriteTier
+from keydesign.writetier import START_EVERY_MS, GroupItem, WriteTier, tier_stamp
 
 #: What one batch writes: blocks and write-tier group items.
 Item = Block | GroupItem
@@ -530,16 +530,18 @@ class Ingestor:
 
     def _start_write_tier(self, first: int, count: int, now_ms: int, deadline: Deadline) -> dict[int, str]:
         """Put the write tier's start item this container owes (its first, or a day past its last), stamped
-        with the hour the batch started in, *before* the group items: compaction's first run starts at the
-        earliest start item (``compaction.logic``), and no group item of the batch lies in an earlier hour
-        (a reading goes to the write tier only if its slice of its hour had not ended when the batch started). Returns
+        with the hour of the batch's start less the slice rule's grace (``keydesign.writetier.tier_stamp``),
+        *before* the group items: compaction's first run starts at the earliest start item
+        (``compaction.logic``), and no group item of the batch lies in an earlier hour (a reading goes to the
+        write tier only if its slice of its hour had not ended a grace before the batch started). Returns
         the group items (``count`` of them from index ``first``) when it could not be stored: they are not
         written, and are handed back with the reason."""
-        if self.tier_start is None or not count or (start := self.tier_start.due(now_ms)) is None:
+        stamp = tier_stamp(now_ms)
+        if self.tier_start is None or not count or (start := self.tier_start.due(stamp)) is None:
             return {}
         report = self.writer.write([start], deadline)
         if 0 in report.written:
-            self.tier_start.written(now_ms)
+            self.tier_start.written(stamp)
             return {}
         why = f"write-tier start not written: {report.unwritten.get(0) or report.rejected.get(0) or 'unknown'}"
         return dict.fromkeys(range(first, first + count), why)

@@ -14,9 +14,9 @@ unit apiece. The write tier packs across entities instead (docs/decisions.md, "T
   64 KB) and one re-pack slice, in the partition ``w#<group>#<hour>`` of the hour's table, sort key
   ``<first ts>#<item id>#<write units>``, expiring :data:`KEEP_MS` after the hour ends.
 * **Only the current slice.** A reading goes to the write tier only if its *re-pack slice*
-  (:data:`REPACK_MS`, 5 minutes of its hour) had not ended when the batch started
-  (:func:`in_write_tier`). A late reading (its slice ended before its batch started) is written as a
-  block of its own entity, as before: so once a slice has ended and its last batch has settled, its
+  (:data:`REPACK_MS`, 5 minutes of its hour) had not ended :data:`GRACE_MS` (a minute) before the
+  batch started (:func:`in_write_tier`). A late reading (its slice ended longer ago) is written as a
+  block of its own entity, as before: so once a slice's grace has ended and its last batch has settled, its
   group items never change; the re-pack reads each of them once, and compaction, an hour later, too.
 * **Dense marks.** An entity that writes its own blocks in an hour that is still in the write
   tier (:func:`hour_open`: a dense entity's, or a reading late past its slice but not its hour)
@@ -31,7 +31,8 @@ unit apiece. The write tier packs across entities instead (docs/decisions.md, "T
   ``<sub>#<first ts>#<item id>#<write units>`` (:func:`sub_sk_stem`), expiring as the group items.
   A device's re-packed part of an uncompacted hour is so one Query of its sub-group's sort keys, not
   its group's whole items. The state's ``repack_from``/``repacked`` say which slices are re-packed.
-* **Compaction.** Once an hour has ended and settled (ingest's timeout and a minute), a scheduled
+* **Compaction.** Once an hour has ended and settled (its grace, ingest's timeout and a minute:
+  :func:`tier_settle`), a scheduled
   pass reads each group's partition of it once and writes *compacted blocks*: one entity's
   readings of the hour (and of its bucket) in block format 3, spanning up to
   :data:`MAX_COMPACTED_SPAN_MS`, in the partition ``<shard>#<bucket>#c`` (hybrid) or
@@ -40,7 +41,8 @@ unit apiece. The write tier packs across entities instead (docs/decisions.md, "T
   done, the G it runs with and the earlier G's whose group items uncompacted hours may hold: a
   change of G keeps every reading where compaction and readers look (docs/writetier.md). Its first
   run starts at the earliest *start item* (:func:`tier_start_pk`), which each ingest container puts
-  before its first group items, stamped with the hour its batch started in.
+  before its first group items, stamped with the hour of its batch's start less the grace
+  (:func:`tier_stamp`: the earliest hour the batch may write group items of).
 * **Reads** of an hour before the watermark read the compacted blocks and the blocks; of a later
   hour, the group items (or, for its re-packed slices, the entity's sub-items) and the blocks.
   Each reading comes once, its newest copy winning.
@@ -56,7 +58,7 @@ newer. The write tier relies on an entity's readings arriving on one Kinesis sha
 Sub-item versions. A sub-item holds only the readings whose winning copy is in the slice's group
 items (a dense-marked entity's blocks read as compaction reads them), and is given the largest
 version of its readings' winning copies: every other copy of them is older, and a copy written later
-comes from a batch that started after the slice ended (a block: the slice rule), so it is newer than
+comes from a batch that started after the slice's grace ended (a block: the slice rule), so it is newer than
 every group item of the slice (one group is one Kinesis shard).
 """
 
@@ -79,6 +81,11 @@ SLICE_MS = HOUR_MS
 #: The re-pack's slice: a reading goes to the write tier only while its slice is open, and each settled
 #: slice of a group's items is re-packed into sub-items. Divides the hour.
 REPACK_MS = 5 * MINUTE_MS
+#: The slice rule's grace: a reading still goes to the write tier while its re-pack slice ended less than
+#: this before its batch started (:func:`in_write_tier`), so a batch that starts just after a slice ends
+#: (a reading sent at its end, a short queue) does not make its readings late; each slice (and hour) of the
+#: write tier settles that much later for it (:func:`tier_settle`).
+GRACE_MS = MINUTE_MS
 #: The sub-groups a group's slice is re-packed into (:func:`sub_group_of`); 2 digits in a sort key.
 SUBGROUPS = 16
 #: An entity with at least this many readings in one ingest batch writes its own blocks.
@@ -108,14 +115,28 @@ def repack_start(ts_ms: int) -> int:
 
 def in_write_tier(ts_ms: int, batch_start_ms: int) -> bool:
     """Whether a reading at ``ts_ms`` of a batch that started at ``batch_start_ms`` may go to the
-    write tier: its re-pack slice (and so its hour) had not ended when the batch started."""
-    return repack_start(ts_ms) + REPACK_MS > batch_start_ms
+    write tier: its re-pack slice had not ended :data:`GRACE_MS` before the batch started."""
+    return repack_start(ts_ms) + REPACK_MS + GRACE_MS > batch_start_ms
 
 
 def hour_open(ts_ms: int, batch_start_ms: int) -> bool:
-    """Whether the hour of a reading at ``ts_ms`` had not ended when its batch started at
-    ``batch_start_ms``: a block holding it needs its entity's dense mark of the hour."""
-    return slice_start(ts_ms) + SLICE_MS > batch_start_ms
+    """Whether the hour of a reading at ``ts_ms`` was still in the write tier when its batch started at
+    ``batch_start_ms`` (its last slice was, :func:`in_write_tier`): a block holding it needs its
+    entity's dense mark of the hour."""
+    return in_write_tier(slice_start(ts_ms) + SLICE_MS - 1, batch_start_ms)
+
+
+def tier_settle(settle_ms: int) -> int:
+    """How long after its end a slice (or an hour) of the write tier has settled, for the ``settle_ms``
+    of its batches (longer than ingest's timeout): its last batch starts within :data:`GRACE_MS` of
+    its end."""
+    return settle_ms + GRACE_MS
+
+
+def tier_stamp(batch_start_ms: int) -> int:
+    """The earliest time whose hour a batch that started at ``batch_start_ms`` may write group items
+    of (the hour of its start items' stamp): its start less :data:`GRACE_MS`."""
+    return batch_start_ms - GRACE_MS
 
 
 def sub_group_of(entity_id: str) -> int:

@@ -37,7 +37,8 @@ REGION = "eu-west-1"
 PREFIX = "readings"
 HOUR = 3_600_000
 MINUTE = 60_000
-#: The hour compacted in most tests, and a clock that has let it settle (3 minutes).
+#: The hour compacted in most tests, and a clock that has let it settle (the slice rule's grace, a minute,
+#: and SETTLE, 3 minutes).
 H = parse_timestamp("2026-11-22T06:00:00Z")
 SETTLED = H + HOUR + 4 * MINUTE
 ENV = {

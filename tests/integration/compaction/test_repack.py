@@ -16,10 +16,11 @@ from adapters.batch_writer import BatchWriter
 from adapters.retry import Deadline
 from compaction.logic import StepNotStored
 from keydesign import Reading
-from keydesign.writetier import REPACK_MS, CompactionState, EarlierGroups, WriteTier, sub_group_of
+from keydesign.writetier import GRACE_MS, REPACK_MS, CompactionState, EarlierGroups, WriteTier, sub_group_of
 from tests.integration.compaction.conftest import (
     HOUR,
     MINUTE,
+    SETTLED,
     TIER,
     H,
     compacted,
@@ -38,8 +39,9 @@ from tests.integration.compaction.test_compaction import FakeTime, SlowReader
 
 pytestmark = pytest.mark.integration
 
-#: 06:28: the slices 06:00 to 06:20 have settled (3 minutes after their end); 06:25 has not.
-NOW = H + 28 * MINUTE
+#: 06:29: the slices 06:00 to 06:20 have settled (their grace, a minute, and SETTLE, 3 minutes, after
+#: their end); 06:25 has not.
+NOW = H + 29 * MINUTE
 #: A state whose re-pack goes on at H (an empty range there), as a run before H left it.
 REPACKING = {"repack_from": H, "repacked": H}
 
@@ -64,7 +66,7 @@ def test_each_settled_slice_of_the_newest_hour_is_re_packed_once_into_its_readin
     fleet = sparse_fleet(H, devices=40, per_device=8)
     publish(db, fleet, version=5)
     save_state(db, CompactionState(H, 8, **REPACKING))
-    # When the compaction function runs at 06:28
+    # When the compaction function runs at 06:29
     clock = [NOW]
     report = runner(clock).run(Deadline.never())
     # Then it re-packs the five settled slices, every group of each, and records them; no hour is compacted
@@ -72,12 +74,29 @@ def test_each_settled_slice_of_the_newest_hour_is_re_packed_once_into_its_readin
     assert state(db) == CompactionState(H, 8, repack_from=H, repacked=H + 25 * MINUTE)
     once_each(db, settled(fleet, H + 25 * MINUTE), version=5)
     assert report.sub_items == len({(pk, sk) for copies in sub_items(db).values() for _, _, pk, sk in copies})
-    assert report.repacked_ms == H + 25 * MINUTE and report.repack_lag_ms == 3 * MINUTE
+    assert report.repacked_ms == H + 25 * MINUTE and report.repack_lag_ms == 4 * MINUTE
     # And a run a slice later re-packs the next slice only, a run at the same time nothing
     clock[0] += REPACK_MS
     assert runner(clock).run(Deadline.never()).slices_repacked == 1
     assert runner(clock).run(Deadline.never()).slices_repacked == 0
     once_each(db, settled(fleet, H + 30 * MINUTE), version=5)
+
+
+def test_a_slice_is_re_packed_only_once_its_grace_and_settle_have_passed(db: Any) -> None:
+    # Given the slice 06:00 in the write tier: a batch that started up to 06:05:59.999 may have written it
+    fleet = sparse_fleet(H, devices=10)
+    publish(db, fleet, version=1)
+    save_state(db, CompactionState(H, 8, **REPACKING))
+    settle = 3 * MINUTE  # COMPACTION_SETTLE
+    # When the function runs SETTLE after the slice's end, then the slice is not yet re-packed
+    report = runner([H + REPACK_MS + settle]).run(Deadline.never())
+    assert report.slices_repacked == 0 and sub_items(db) == {}
+    report = runner([H + REPACK_MS + GRACE_MS + settle - 1]).run(Deadline.never())
+    assert report.slices_repacked == 0 and sub_items(db) == {}
+    # and once the grace has passed too, it is
+    report = runner([H + REPACK_MS + GRACE_MS + settle]).run(Deadline.never())
+    assert report.slices_repacked == 1
+    once_each(db, settled(fleet, H + REPACK_MS), version=1)
 
 
 def test_a_first_re_pack_starts_at_the_hour_after_those_the_ingest_before_it_may_write(db: Any) -> None:
@@ -86,13 +105,13 @@ def test_a_first_re_pack_starts_at_the_hour_after_those_the_ingest_before_it_may
     publish(db, fleet, version=1)
     save_state(db, CompactionState(H, 8))
     clock = [NOW]
-    # When it runs at 06:28, then it starts an empty range at 07:00 (the hour after 06:28 + settle +
+    # When it runs at 06:29, then it starts an empty range at 07:00 (the hour after 06:29 + settle +
     # max_future): the hour at H may hold group items an ingest of the version before wrote late
     report = runner(clock).run(Deadline.never())
     assert report.slices_repacked == 0 and sub_items(db) == {}
     assert state(db) == CompactionState(H, 8, repack_from=H + HOUR, repacked=H + HOUR)
     # and re-packs from 07:00 once it has settled
-    clock[0] = H + HOUR + 8 * MINUTE
+    clock[0] = H + HOUR + 9 * MINUTE
     report = runner(clock).run(Deadline.never())
     assert report.slices_repacked == 1 and report.hours == 1
     assert state(db) == CompactionState(H + HOUR, 8, repack_from=H + HOUR, repacked=H + HOUR + REPACK_MS)
@@ -103,7 +122,7 @@ def test_the_last_slice_of_an_hour_is_re_packed_as_the_hour_settles_and_the_hour
     publish(db, fleet, version=2)
     save_state(db, CompactionState(H, 8, repack_from=H, repacked=H + HOUR - REPACK_MS))
     # When the function runs as the hour settles: its last slice, then the hour's compaction
-    report = runner([H + HOUR + 3 * MINUTE]).run(Deadline.never())
+    report = runner([SETTLED]).run(Deadline.never())
     assert report.slices_repacked == 1 and report.hours == 1
     assert state(db) == CompactionState(H + HOUR, 8, repack_from=H, repacked=H + HOUR)
     once_each(db, [r for r in fleet if r.ts_ms >= H + HOUR - REPACK_MS], version=2)
@@ -115,7 +134,7 @@ def test_after_downtime_the_re_pack_skips_to_the_newest_hour_and_compaction_does
     older, newest = sparse_fleet(H - HOUR, devices=10), sparse_fleet(H, devices=10, per_device=6)
     publish(db, [*older, *newest], version=3)
     save_state(db, CompactionState(H - HOUR, 8, repack_from=H - HOUR, repacked=H - HOUR + 10 * MINUTE))
-    # When the function comes back at 06:28: the hour before has settled (compacted), the newest has not
+    # When the function comes back at 06:29: the hour before has settled (compacted), the newest has not
     report = runner([NOW]).run(Deadline.never())
     # Then the re-pack starts a new range at the newest hour, and the settled hour is compacted
     assert report.slices_repacked == 5 and report.hours == 1
@@ -192,7 +211,7 @@ def test_dense_entities_newer_block_copies_win_and_older_ones_lose(db: Any) -> N
     put_dense(db, [replace(r, measures={"v": 9.0}) for r in hot[3:]], version=30)
     put_blocks(db, [hot[0]], version=10)
     save_state(db, CompactionState(H, 8, **REPACKING))
-    report = runner([H + 8 * MINUTE]).run(Deadline.never())
+    report = runner([H + 9 * MINUTE]).run(Deadline.never())
     # Then the slice's sub-items hold the readings whose newest copy is in the tier (hot's 0-2), of its
     # version, and only hot's blocks of the slice were read
     assert report.slices_repacked == 1 and report.dense_marks == 1 and report.blocks_read > 0
@@ -211,7 +230,7 @@ def test_a_change_of_the_group_count_re_packs_each_partition_under_its_own_numbe
     publish(db, second, version=2, tier=new)
     save_state(db, CompactionState(H, 8, (EarlierGroups(4, H + HOUR),), **REPACKING))
     # When the slice is re-packed (the hour's largest G: 8 partitions)
-    report = runner([H + 8 * MINUTE], tier=new).run(Deadline.never())
+    report = runner([H + 9 * MINUTE], tier=new).run(Deadline.never())
     assert report.slices_repacked == 1
     # Then each reading is in one sub-item, in the partition numbered as the group item it came from
     stored = sub_items(db)

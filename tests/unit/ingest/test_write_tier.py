@@ -158,6 +158,17 @@ def _start(hour: int) -> tuple[str, int]:
     return format_ts(hour), (hour + START_KEEP_MS) // 1000
 
 
+def test_a_batch_in_an_hours_first_minute_stamps_its_start_item_with_the_hour_before() -> None:
+    # 07:00:30: a reading of 06:59:50 is within its slice's grace, a group item of the hour at 06:00
+    dynamodb = MemoryDynamo(tables={"readings", "control"})
+    start = slice_start(NOW) + HOUR + 30_000
+    outcome = _ingestor(dynamodb, now=start, starts=True).ingest(
+        batch([as_json([reading("dev-1", start - 40_000, "a")])]), 60_000
+    )
+    assert outcome.written == 1 and outcome.group_items_written == 1
+    assert _starts(dynamodb) == [_start(slice_start(NOW))]
+
+
 def test_a_container_puts_the_write_tier_start_item_before_its_first_group_items_and_once_a_day() -> None:
     dynamodb = MemoryDynamo(tables={"readings", "control"}, record_calls=True)
     ingestor = _ingestor(dynamodb, starts=True)

@@ -15,6 +15,7 @@ from keydesign.hashing import stable_hash
 from keydesign.periods import HOUR_MS
 from keydesign.writetier import (
     FOREVER_MS,
+    GRACE_MS,
     MAX_COMPACTED_SPAN_MS,
     MAX_GROUPS,
     REPACK_MS,
@@ -33,6 +34,8 @@ from keydesign.writetier import (
     state_key,
     sub_group_of,
     sub_sk_stem,
+    tier_settle,
+    tier_stamp,
 )
 
 from .strategies import ENTITIES
@@ -150,16 +153,23 @@ def test_keys_of_the_write_tier() -> None:
         WriteTier(groups=0)
 
 
-def test_only_a_reading_whose_slice_had_not_ended_when_its_batch_started_goes_to_the_write_tier() -> None:
-    assert REPACK_MS == 5 * 60_000 and HOUR_MS % REPACK_MS == 0
+def test_only_a_reading_whose_slice_had_not_ended_a_grace_before_its_batch_started_goes_to_the_write_tier() -> None:
+    assert REPACK_MS == 5 * 60_000 and HOUR_MS % REPACK_MS == 0 and GRACE_MS == 60_000
     assert repack_start(T0 + REPACK_MS - 1) == T0 and repack_start(T0 + REPACK_MS) == T0 + REPACK_MS
     assert in_write_tier(T0, T0 + REPACK_MS - 1)
-    assert not in_write_tier(T0, T0 + REPACK_MS)  # late: its slice had ended (its hour had not)
-    assert in_write_tier(T0 + HOUR_MS - 1, T0 + HOUR_MS - 1)
+    assert in_write_tier(T0, T0 + REPACK_MS + 30_000)  # its slice ended 30 s before: within the grace
+    assert in_write_tier(T0, T0 + REPACK_MS + GRACE_MS - 1)
+    assert not in_write_tier(T0, T0 + REPACK_MS + GRACE_MS)  # late: its slice's grace had ended
+    assert not in_write_tier(T0, T0 + REPACK_MS + 61_000)  # (its hour had not)
+    assert in_write_tier(T0 + HOUR_MS - 1, T0 + HOUR_MS + 30_000)  # the hour before the batch's, in its grace
     assert in_write_tier(T0 + HOUR_MS + 5, T0)  # ahead of the batch (within max_future)
-    # a block of it needs its entity's dense mark while its hour is open, late past its slice or not
-    assert hour_open(T0, T0 + REPACK_MS) and hour_open(T0, T0 + HOUR_MS - 1)
-    assert not hour_open(T0, T0 + HOUR_MS)
+    # a block of it needs its entity's dense mark while its hour is in the write tier, late past its slice or not
+    assert hour_open(T0, T0 + REPACK_MS + GRACE_MS) and hour_open(T0, T0 + HOUR_MS + GRACE_MS - 1)
+    assert not hour_open(T0, T0 + HOUR_MS + GRACE_MS)
+    # an hour or a slice settles its grace after its batches' settle; a batch may write the hour a grace back
+    assert tier_settle(180_000) == 180_000 + GRACE_MS
+    assert slice_start(tier_stamp(T0 + HOUR_MS + 30_000)) == T0
+    assert slice_start(tier_stamp(T0 + HOUR_MS + GRACE_MS)) == T0 + HOUR_MS
 
 
 def test_keys_of_the_sub_items() -> None:

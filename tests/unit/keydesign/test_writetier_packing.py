@@ -24,6 +24,7 @@ from keydesign.periods import DAY_MS
 from keydesign.tiering import BatchPacking, pack_batch
 from keydesign.writetier import (
     DENSE_READINGS,
+    GRACE_MS,
     KEEP_MS,
     REPACK_MS,
     SLICE_MS,
@@ -35,6 +36,7 @@ from keydesign.writetier import (
     in_write_tier,
     repack_start,
     slice_start,
+    tier_stamp,
 )
 
 from .strategies import ENTITIES, PROPERTY, layouts
@@ -49,11 +51,13 @@ ENTITY_POOL = (*ENTITIES, "dev-1", "dev-2", "dev-3")
 @st.composite
 def batches(draw: st.DrawFn) -> list[tuple[Reading, int]]:
     """Entries in arrival order (versions never decrease): copies of readings, late readings, an hour
-    boundary (05:59:5x and 06:00:0x), a slice boundary (06:34:5x and 06:35:0x), and entities dense
+    boundary (05:59:5x and 06:00:0x), the late edge (06:24:5x is late, 06:25:0x within the grace), a slice
+    boundary (06:34:5x and 06:35:0x), and entities dense
     enough to keep their own blocks."""
     times = st.one_of(
         st.integers(T0 - 15_000, T0 + 15_000),  # across the hour boundary; 05:xx is late
         st.integers(BATCH_START - 20_000, BATCH_START + 20_000),
+        st.integers(BATCH_START - REPACK_MS - 5_000, BATCH_START - REPACK_MS + 5_000),  # the late edge (grace)
         st.integers(BATCH_START + REPACK_MS - 5_000, BATCH_START + REPACK_MS + 5_000),  # a slice boundary
         st.integers(T0 + SLICE_MS - 5_000, T0 + SLICE_MS + 5_000),  # a later hour (clock skew)
     )
@@ -140,10 +144,11 @@ def test_every_entry_is_stored_once_in_a_block_or_a_group_item_and_its_last_copy
 
 def test_a_start_item_outlives_every_group_item_of_the_batches_it_covers() -> None:
     # A container's start item of hour S covers its batches that start before S + START_EVERY_MS (then it
-    # puts another); such a batch's readings lie at most max_future ahead of its start (the stack's bound:
-    # a day, infra.config), and their group items expire KEEP_MS after their hour ends.
-    start_hour = slice_start(BATCH_START)
-    last_batch = start_hour + START_EVERY_MS - 1
+    # puts another), a container's stamps being its batches' starts less the grace (tier_stamp); such a
+    # batch's readings lie at most max_future ahead of its start (the stack's bound: a day, infra.config),
+    # and their group items expire KEEP_MS after their hour ends.
+    start_hour = slice_start(tier_stamp(BATCH_START))
+    last_batch = start_hour + START_EVERY_MS + GRACE_MS - 1
     latest_item_hour = slice_start(last_batch + DAY_MS)
     entries = [(Reading.parse({"entity_id": "dev-1", "timestamp": last_batch + DAY_MS, "measures": {"v": 1}}), 1)]
     layout = Layout.from_settings(kind="calculated", bucket="1h", table_prefix="readings")
@@ -208,13 +213,25 @@ def test_late_readings_go_to_blocks_without_marks() -> None:
     assert len(packing.blocks) == 3 and not packing.group_items and not packing.dense_marks
 
 
+def test_a_reading_of_a_slice_that_ended_within_the_grace_before_its_batch_still_goes_to_the_write_tier() -> None:
+    # 06:29:59.999 (its slice ends at 06:30) in a batch that started at 06:30:30: within the grace (a minute)
+    layout = Layout.from_settings(kind="calculated", bucket="1h", table_prefix="readings")
+    tier = WriteTier(4)
+    reading = Reading.parse({"entity_id": "d-1", "timestamp": BATCH_START - 1, "measures": {"v": 1}})
+    shard_map = ShardMap.initial(layout.bucket, 4)
+    packing = pack_batch([(reading, 1)], tier, layout, shard_map, batch_start_ms=BATCH_START + 30_000)
+    assert not packing.blocks and not packing.dense_marks
+    assert [r.entity_id for item in packing.group_items for r in item.readings] == ["d-1"]
+
+
 def test_a_reading_late_past_its_slice_but_not_its_hour_goes_to_a_block_after_its_entitys_mark() -> None:
-    # 06:29:59.999 in a batch that started at 06:30: its slice had ended, its hour had not
+    # 06:29:59.999 in a batch that started at 06:31:01: its slice's grace had ended, its hour had not
     layout = Layout.from_settings(kind="calculated", bucket="1h", table_prefix="readings")
     tier = WriteTier(4)
     late = Reading.parse({"entity_id": "d-late", "timestamp": BATCH_START - 1, "measures": {"v": 1}})
-    now = Reading.parse({"entity_id": "d-now", "timestamp": BATCH_START, "measures": {"v": 2}})
-    packing = pack([(late, 1), (now, 1)], tier, layout)
+    now = Reading.parse({"entity_id": "d-now", "timestamp": BATCH_START + 61_000, "measures": {"v": 2}})
+    shard_map = ShardMap.initial(layout.bucket, 4)
+    packing = pack_batch([(late, 1), (now, 1)], tier, layout, shard_map, batch_start_ms=BATCH_START + 61_000)
     assert [b.entity_id for b in packing.blocks] == ["d-late"]
     assert [r.entity_id for item in packing.group_items for r in item.readings] == ["d-now"]
     marks = [(m.pk, m.sk, blocks) for m, blocks in packing.dense_marks.items()]

@@ -484,12 +484,12 @@ class CompactionRunner:
     def _first_hour(self, now: int) -> int:
         """Where a first run (no state) starts: the earliest hour a group item that is still stored, or that
         ingest may yet write, can lie in. Every ingest container stores a start item, stamped with the hour
-        its batch started in, before its first group items (and again each ``START_EVERY_MS``), and a group
-        item never lies in an hour before its batch's start (``in_write_tier``); a start item outlives the
-        group items it covers (``START_KEEP_MS``). So every group item stored now has a start item of its
-        hour or earlier stored now, and the run starts at the earliest, ``first``. Once a group item could
-        be expired (``KEEP_MS`` after its hour) there is no need to go back further: never before the hour
-        of now - ``KEEP_MS``, whatever ``first`` says, as before start items existed.
+        of its batch's start less the grace (``tier_stamp``), before its first group items (and again each
+        ``START_EVERY_MS``), and a group item never lies in an hour before that (``in_write_tier``); a start
+        item outlives the group items it covers (``START_KEEP_MS``). So every group item stored now has a
+        start item of its hour or earlier stored now, and the run starts at the earliest, ``first``. Once a
+        group item could be expired (``KEEP_MS`` after its hour) there is no need to go back further: never
+        before the hour of now - ``KEEP_MS``, whatever ``first`` says, as before start items existed.
 
         The read may miss a container that stores its start item after it (one starting now, or one whose
         batch is in flight): its batch started less than ingest's timeout ago, so after now - ``SETTLE``,

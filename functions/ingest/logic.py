@@ -9,8 +9,8 @@ readings of one entity, partition and bucket from every record of the batch.
    reading in the batch wins, and each block carries the largest sequence number
    of the records its readings came from as its version. With the write tier
    (``WRITE_TIER_GROUPS``), ``keydesign.tiering.pack_batch`` packs the readings
-   of sparse entities whose re-pack slice (5 minutes) had not ended when the
-   batch started into *group items* instead (per group and slice, many entities
+   of sparse entities whose re-pack slice (5 minutes) had not ended a grace
+   (a minute) before the batch started into *group items* instead (per group and slice, many entities
    each), and the rest into blocks as before;
 3. record the occupancy of the blocks' partitions, mark the intervals of the
    blocks' readings for the rollup function (not the group items': compaction

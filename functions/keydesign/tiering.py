@@ -79,7 +79,7 @@ def pack_batch(
     Group items: the rest, per (group, re-pack slice) sorted by (time, entity, event id), cut as blocks are
     (:func:`keydesign.blocks.cut_runs`, halved while an item is over MAX_BLOCK_ITEM_BYTES), version
     the largest of their entries'. Dense marks: one per (entity, hour) of a block's readings whose hour
-    had not ended when the batch started (:func:`keydesign.writetier.hour_open`: a dense entity's, or
+    was still in the write tier when the batch started (:func:`keydesign.writetier.hour_open`: a dense entity's, or
     a reading late past its slice but not its hour). Deterministic (but for ``rng`` in the random
     layout): a redelivered batch makes the same items.
     """

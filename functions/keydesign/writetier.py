@@ -31,10 +31,9 @@ unit apiece. The write tier packs across entities instead (docs/decisions.md, "T
   ``<sub>#<first ts>#<item id>#<write units>`` (:func:`sub_sk_stem`), expiring as the group items.
   A device's re-packed part of an uncompacted hour is so one Query of its sub-group's sort keys, not
   its group's whole items. The state's ``repack_from``/``repacked`` say which slices are re-packed.
-* **Compaction.** Once an hour has ended and settled (its grace, ingest's timeout and a minute:
-  :func:`tier_settle`), a scheduled
-  pass reads each group's partition of it once and writes *compacted blocks*: one entity's
-  readings of the hour (and of its bucket) in block format 3, spanning up to
+* **Compaction.** Once an hour has ended and settled (the grace, ingest's timeout and a minute:
+  :func:`tier_settle`), a scheduled pass reads each group's partition of it once and writes
+  *compacted blocks*: one entity's readings of the hour (and of its bucket) in block format 3, spanning up to
   :data:`MAX_COMPACTED_SPAN_MS`, in the partition ``<shard>#<bucket>#c`` (hybrid) or
   ``<entity>#c`` (:func:`compacted_pk`), sort key as a block's.
   Its state (:class:`CompactionState`) holds the watermark ``through``, the end of the last hour
@@ -212,8 +211,9 @@ def state_key(table_prefix: str) -> dict[str, str]:
     return {"pk": STATE_PK, "sk": table_prefix}
 
 
-#: The write tier's *start items*: control table, pk ``compactstart#<prefix>``, sk the hour an ingest
-#: container's batch started in when it wrote its first group items (``adapters.start_items``). A first
+#: The write tier's *start items*: control table, pk ``compactstart#<prefix>``, sk the hour of an ingest
+#: container's batch's start less the grace (:func:`tier_stamp`) when it wrote its first group items
+#: (``adapters.start_items``). A first
 #: compaction run starts at the earliest (``compaction.logic``), not ``KEEP_MS`` back.
 START_PREFIX = "compactstart#"
 #: The partition keys of the start items, as an IAM ``dynamodb:LeadingKeys`` pattern.
@@ -221,9 +221,10 @@ START_KEYS = (f"{START_PREFIX}*",)
 #: A container writes another start item once its batches start this long after the hour of its last.
 START_EVERY_MS = DAY_MS
 #: A start item expires this long after its hour: after every group item it covers. Those lie in the hours
-#: of batches that started before the container's next start item (``START_EVERY_MS``), at most an hour and
-#: ``max_future`` (at most a day: the stack's bound) past their batch's start, and expire ``KEEP_MS`` after
-#: their hour ends: 1 d + 1 h + 1 d + 1 h + 4 d = 6 d 2 h.
+#: of batches that started before the container's next start item (``START_EVERY_MS`` past its stamp, and the
+#: grace: a stamp is its batch's start less it), at most an hour and ``max_future`` (at most a day: the stack's
+#: bound) past their batch's start, and expire ``KEEP_MS`` after their hour ends: 1 d + 1 min + 1 h + 1 d + 1 h
+#: + 4 d = 6 d 2 h 1 min.
 START_KEEP_MS = 2 * KEEP_MS
 
 

@@ -280,9 +280,14 @@ def test_a_batch_straddling_an_hour_boundary_writes_each_hour_to_its_own_group_p
     assert sorted(i["pk"]["S"] for i in _group_items(dynamodb.items())) == sorted(
         [TIER.group_pk(group, end - 1), TIER.group_pk(group, end)]
     )
-    # started after it ended: the earlier reading is late, written as a block of its own, with no mark
+    # started 3 s after it ended, within the slice rule's grace (a minute): the same
     dynamodb = MemoryDynamo(tables={"readings"})
     outcome = _ingestor(dynamodb, now=end + 3_000).ingest(batch(payloads), 60_000)
+    assert outcome.written == 2 and outcome.blocks == 0
+    assert len({i["pk"]["S"] for i in _group_items(dynamodb.items())}) == 2
+    # started 61 s after it ended: the earlier reading is late, written as a block of its own, with no mark
+    dynamodb = MemoryDynamo(tables={"readings"})
+    outcome = _ingestor(dynamodb, now=end + 61_000).ingest(batch(payloads), 60_000)
     _conserved(outcome)
     items = dynamodb.items()
     assert outcome.written == 2 and outcome.blocks == 1 and outcome.group_items == 1

@@ -62,6 +62,7 @@ from typing import Any
 from adapters.batch_writer import serialize_item
 from adapters.observability import logger, metrics
 from adapters.occupancy import OccupancyReader, OccupancyStore
+from adapters.partition_reader import Page, PageRequest
 from benchmarks.blocks import Deployment, old_item
 from benchmarks.harness import Result, benchmark
 from benchmarks.query_fanout import NOW, Slow, page_of, timed_service
@@ -69,7 +70,16 @@ from doubles.memory_dynamo import SEQUENCE_BASE, MemoryDynamo, MemoryReader
 from doubles.tier_items import TierWriter
 from keydesign import Layout, Reading, ShardMap, item_size
 from keydesign.occupancy import OccupancyRecord
-from keydesign.writetier import REPACK_MS, CompactionState, WriteTier, repack_start
+from keydesign.writetier import (
+    COMPACTED_PK_SUFFIX,
+    GROUP_PK_PREFIX,
+    REPACK_MS,
+    SUB_PK_PREFIX,
+    CompactionState,
+    WriteTier,
+    repack_start,
+    tier_settle,
+)
 from query.errors import ScanLimitExceeded
 from query.logic import QueryService
 from query.models import AggregateSeries, Explanation, ReadingsPage
@@ -251,8 +261,32 @@ class _Watermark:
         return CompactionState(self.through, repack_from=self.repacked[0], repacked=self.repacked[1])
 
 
-def _device_costs(service: QueryService) -> dict[str, float]:
-    """Read units of the device's latest reading, its last 10 minutes and its day (pages of 1,000)."""
+class _KindReader(MemoryReader):
+    """A MemoryReader that adds up its pages' read units by the kind of partition they read."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.units: dict[str, float] = {}
+
+    def read_page(self, request: PageRequest) -> Page:
+        page = super().read_page(request)
+        pk = request.partition.pk
+        kind = (
+            "compacted"
+            if pk.endswith(COMPACTED_PK_SUFFIX)
+            else "sub_items"
+            if pk.startswith(SUB_PK_PREFIX)
+            else "group_items"
+            if pk.startswith(GROUP_PK_PREFIX)
+            else "blocks"
+        )
+        self.units[kind] = self.units.get(kind, 0.0) + page.read_units
+        return page
+
+
+def _device_costs(service: QueryService, memory: _KindReader) -> dict[str, float]:
+    """Read units of the device's latest reading, its last 10 minutes and its day (pages of 1,000); the
+    day's by the kind of partition read (``day_<kind>``)."""
     started = time.process_time()
     latest = service.latest(DEVICE)
     cpu_s = time.process_time() - started
@@ -260,6 +294,7 @@ def _device_costs(service: QueryService) -> dict[str, float]:
     costs = {"latest": latest.cost.read_units, "latest_queries": latest.cost.queries, "latest_cpu_ms": cpu_s * 1000}
     for name, span in (("last_10_min", 600_000), ("day", DAY)):
         units, queries, returned, cursor = 0.0, 0, 0, None
+        memory.units.clear()
         started = time.process_time()
         while True:
             page = page_of(partial(service.entity_readings, DEVICE, PageArgs(TimeRange(NOW - span, NOW), 1000, cursor)))
@@ -269,6 +304,7 @@ def _device_costs(service: QueryService) -> dict[str, float]:
                 break
         costs[name], costs[f"{name}_queries"], costs[f"{name}_readings"] = units, queries, returned
         costs[f"{name}_cpu_ms"] = (time.process_time() - started) * 1000
+    costs.update({f"day_{kind}": round(units, 2) for kind, units in sorted(memory.units.items())})
     return costs
 
 
@@ -291,7 +327,7 @@ def device(quick: bool = False, groups: int = GROUPS) -> dict[str, Any]:
         for ts in range(hour + rng.randrange(INTERVAL_MS), NOW, INTERVAL_MS)
     ]
     readings.sort(key=lambda r: r.ts_ms)
-    tiered, blocks = MemoryReader(), MemoryReader()
+    tiered, blocks = _KindReader(), _KindReader()
     writer = TierWriter(layout, tier, shard_map, retention)
     for n, at in enumerate(range(hour, NOW, TIER_BATCH_MS)):
         batch = [(r, SEQUENCE_BASE + n) for r in readings if at <= r.ts_ms < at + TIER_BATCH_MS]
@@ -311,10 +347,10 @@ def device(quick: bool = False, groups: int = GROUPS) -> dict[str, Any]:
         own = earlier + own
     for r in own:  # the write tier off: a block of each reading (the device sends one a batch)
         blocks.store(layout, shard_map, [(r, SEQUENCE_BASE)], retention_ms=retention)
-    repacked = MemoryReader()  # the write tier and, beside its group items, the settled slices' sub-items
+    repacked = _KindReader()  # the write tier and, beside its group items, the settled slices' sub-items
     repacked.partitions = {key: list(rows) for key, rows in tiered.partitions.items()}
     repacked.tables = set(tiered.tables)
-    repacked_through = repack_start(NOW - REPACK_MS - SETTLE_MS)
+    repacked_through = repack_start(NOW - REPACK_MS - tier_settle(SETTLE_MS))
     subs = [item for start in range(hour, repacked_through, REPACK_MS) for item in writer.repack(start)]
     for table, item in subs:
         repacked.add_item(table, item)
@@ -350,9 +386,9 @@ def device(quick: bool = False, groups: int = GROUPS) -> dict[str, Any]:
         "sub_item_bytes": round(sum(item_size(item) for _, item in subs) / max(1, len(subs))),
         "sub_item_write_units_per_reading": sum(int(str(item["sk"]).rsplit("#", 1)[1]) for _, item in subs)
         / max(1, repacked_readings),
-        "write_tier": _device_costs(tier_service),
-        "repacked": _device_costs(repacked_service),
-        "blocks": _device_costs(block_service),
+        "write_tier": _device_costs(tier_service, tiered),
+        "repacked": _device_costs(repacked_service, repacked),
+        "blocks": _device_costs(block_service, blocks),
     }
 
 

@@ -63,6 +63,7 @@ from keydesign.writetier import (
     GROUP_PK_PREFIX,
     MAX_COMPACTED_SPAN_MS,
     STATE_PK,
+    SUB_PK_PREFIX,
 )
 
 WINDOW_MS = MAX_BLOCK_SPAN_MS
@@ -255,10 +256,10 @@ _COMPACTED_HYBRID_PK = re.compile(r"^\d{4}#\d{4}-\d{2}-\d{2}T\d{2}:\d{2}" + re.e
 
 
 def _in_write_tier(item: Mapping[str, Any]) -> bool:
-    """Whether ``item`` is the write tier's: in a group's partition, a compacted block, or the
+    """Whether ``item`` is the write tier's: in a group's partition, a sub-item, a compacted block, or the
     compaction's state (kept in the control table; skipped should an export hold it)."""
     pk = _text(item, "pk") or ""
-    return pk.startswith(GROUP_PK_PREFIX) or pk.endswith(COMPACTED_PK_SUFFIX) or pk == STATE_PK
+    return pk.startswith((GROUP_PK_PREFIX, SUB_PK_PREFIX)) or pk.endswith(COMPACTED_PK_SUFFIX) or pk == STATE_PK
 
 
 def _tier_blocks(
@@ -266,9 +267,10 @@ def _tier_blocks(
 ) -> list[tuple[str, BlockHeader, str]]:
     """The readings of a write-tier item as blocks of one entity within one 10-second window each
     (what the spill holds), of the item's version: a group item's, per entity the selection takes; a
-    compacted block's, per window. None of a dense mark (it holds no readings)."""
+    compacted block's, per window. None of a dense mark (it holds no readings), nor of a sub-item (its
+    readings are copies of the group items', which the export holds too)."""
     pk, sk = _text(item, "pk") or "", _text(item, "sk") or ""
-    if sk.startswith(DENSE_MARK_PREFIX) or pk == STATE_PK:
+    if sk.startswith(DENSE_MARK_PREFIX) or pk == STATE_PK or pk.startswith(SUB_PK_PREFIX):
         return []
     if pk.startswith(GROUP_PK_PREFIX):
         entity = "a group"

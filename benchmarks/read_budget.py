@@ -40,7 +40,11 @@ reached it: the worst case, at an hour's start), the 23 before it compacted. The
 stored as ingest stores it (``doubles/tier_items.py``: one batch per 10 s window, its group
 items), the device's earlier hours as compaction writes them (a compacted block an hour). Read
 units of ``latest``, the last 10 minutes and the day (pages of 1,000), eventually consistent,
-beside the same device with every reading in a block of its own (the write tier off).
+beside the same device with every reading in a block of its own (the write tier off), and with
+the hour's settled slices re-packed into sub-items (``repacked``: ``keydesign.tiering.repack_slice``
+through the slice that ended 10 minutes before NOW, the state a run leaves a schedule period before
+the next one: the newest 10 minutes read from the group items), and what those sub-items cost to
+write per reading they hold.
 
 Run: ``python -m benchmarks read-budget`` (harness) or
 ``.venv/bin/python -m benchmarks.read_budget`` (prints JSON).
@@ -58,6 +62,7 @@ from typing import Any
 from adapters.batch_writer import serialize_item
 from adapters.observability import logger, metrics
 from adapters.occupancy import OccupancyReader, OccupancyStore
+from adapters.partition_reader import Page, PageRequest
 from benchmarks.blocks import Deployment, old_item
 from benchmarks.harness import Result, benchmark
 from benchmarks.query_fanout import NOW, Slow, page_of, timed_service
@@ -65,7 +70,16 @@ from doubles.memory_dynamo import SEQUENCE_BASE, MemoryDynamo, MemoryReader
 from doubles.tier_items import TierWriter
 from keydesign import Layout, Reading, ShardMap, item_size
 from keydesign.occupancy import OccupancyRecord
-from keydesign.writetier import CompactionState, WriteTier
+from keydesign.writetier import (
+    COMPACTED_PK_SUFFIX,
+    GROUP_PK_PREFIX,
+    REPACK_MS,
+    SUB_PK_PREFIX,
+    CompactionState,
+    WriteTier,
+    repack_start,
+    tier_settle,
+)
 from query.errors import ScanLimitExceeded
 from query.logic import QueryService
 from query.models import AggregateSeries, Explanation, ReadingsPage
@@ -234,16 +248,45 @@ DEVICE = "device-0000001"
 TIER_BATCH_MS = 10_000
 
 
+#: Compaction's settle time (the stack's default): a slice is re-packed once it has.
+SETTLE_MS = 180_000
+
+
 class _Watermark:
-    def __init__(self, through: int) -> None:
+    def __init__(self, through: int, repacked: tuple[int, int] = (0, 0)) -> None:
         self.through = through
+        self.repacked = repacked
 
     def state(self) -> CompactionState:
-        return CompactionState(self.through)
+        return CompactionState(self.through, repack_from=self.repacked[0], repacked=self.repacked[1])
 
 
-def _device_costs(service: QueryService) -> dict[str, float]:
-    """Read units of the device's latest reading, its last 10 minutes and its day (pages of 1,000)."""
+class _KindReader(MemoryReader):
+    """A MemoryReader that adds up its pages' read units by the kind of partition they read."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.units: dict[str, float] = {}
+
+    def read_page(self, request: PageRequest) -> Page:
+        page = super().read_page(request)
+        pk = request.partition.pk
+        kind = (
+            "compacted"
+            if pk.endswith(COMPACTED_PK_SUFFIX)
+            else "sub_items"
+            if pk.startswith(SUB_PK_PREFIX)
+            else "group_items"
+            if pk.startswith(GROUP_PK_PREFIX)
+            else "blocks"
+        )
+        self.units[kind] = self.units.get(kind, 0.0) + page.read_units
+        return page
+
+
+def _device_costs(service: QueryService, memory: _KindReader) -> dict[str, float]:
+    """Read units of the device's latest reading, its last 10 minutes and its day (pages of 1,000); the
+    day's by the kind of partition read (``day_<kind>``)."""
     started = time.process_time()
     latest = service.latest(DEVICE)
     cpu_s = time.process_time() - started
@@ -251,6 +294,7 @@ def _device_costs(service: QueryService) -> dict[str, float]:
     costs = {"latest": latest.cost.read_units, "latest_queries": latest.cost.queries, "latest_cpu_ms": cpu_s * 1000}
     for name, span in (("last_10_min", 600_000), ("day", DAY)):
         units, queries, returned, cursor = 0.0, 0, 0, None
+        memory.units.clear()
         started = time.process_time()
         while True:
             page = page_of(partial(service.entity_readings, DEVICE, PageArgs(TimeRange(NOW - span, NOW), 1000, cursor)))
@@ -260,6 +304,7 @@ def _device_costs(service: QueryService) -> dict[str, float]:
                 break
         costs[name], costs[f"{name}_queries"], costs[f"{name}_readings"] = units, queries, returned
         costs[f"{name}_cpu_ms"] = (time.process_time() - started) * 1000
+    costs.update({f"day_{kind}": round(units, 2) for kind, units in sorted(memory.units.items())})
     return costs
 
 
@@ -282,7 +327,7 @@ def device(quick: bool = False, groups: int = GROUPS) -> dict[str, Any]:
         for ts in range(hour + rng.randrange(INTERVAL_MS), NOW, INTERVAL_MS)
     ]
     readings.sort(key=lambda r: r.ts_ms)
-    tiered, blocks = MemoryReader(), MemoryReader()
+    tiered, blocks = _KindReader(), _KindReader()
     writer = TierWriter(layout, tier, shard_map, retention)
     for n, at in enumerate(range(hour, NOW, TIER_BATCH_MS)):
         batch = [(r, SEQUENCE_BASE + n) for r in readings if at <= r.ts_ms < at + TIER_BATCH_MS]
@@ -302,11 +347,30 @@ def device(quick: bool = False, groups: int = GROUPS) -> dict[str, Any]:
         own = earlier + own
     for r in own:  # the write tier off: a block of each reading (the device sends one a batch)
         blocks.store(layout, shard_map, [(r, SEQUENCE_BASE)], retention_ms=retention)
-    for memory in (tiered, blocks):
+    repacked = _KindReader()  # the write tier and, beside its group items, the settled slices' sub-items
+    repacked.partitions = {key: list(rows) for key, rows in tiered.partitions.items()}
+    repacked.tables = set(tiered.tables)
+    repacked_through = repack_start(NOW - REPACK_MS - tier_settle(SETTLE_MS))
+    subs = [item for start in range(hour, repacked_through, REPACK_MS) for item in writer.repack(start)]
+    for table, item in subs:
+        repacked.add_item(table, item)
+    # what the re-pack writes, per reading of the slices it re-packed (a put's units are its sort key's last part)
+    repacked_readings = sum(hour <= r.ts_ms < repacked_through for r in readings)
+    for memory in (tiered, blocks, repacked):
         memory.tables.update(layout.table_for(t) for t in range(NOW - DAY, NOW + HOUR, HOUR))
     limits = QueryLimits()
     tier_service = timed_service(
         layout, shard_map, tiered, 0.0, limits, retention_ms=retention, write_tier=tier, watermark=_Watermark(hour)
+    )
+    repacked_service = timed_service(
+        layout,
+        shard_map,
+        repacked,
+        0.0,
+        limits,
+        retention_ms=retention,
+        write_tier=tier,
+        watermark=_Watermark(hour, (hour, repacked_through)),
     )
     block_service = timed_service(layout, shard_map, blocks, 0.0, limits, retention_ms=retention)
     group_items = [row for (_, pk), rows in tiered.partitions.items() if pk.startswith("w#") for row in rows]
@@ -318,8 +382,13 @@ def device(quick: bool = False, groups: int = GROUPS) -> dict[str, Any]:
         "group_readings_per_s": round(len(readings) / 3600, 1),
         "group_items_in_the_hour": len(group_items),
         "group_item_bytes": round(sum(row.size for row in group_items) / max(1, len(group_items))),
-        "write_tier": _device_costs(tier_service),
-        "blocks": _device_costs(block_service),
+        "sub_items_written": len(subs),
+        "sub_item_bytes": round(sum(item_size(item) for _, item in subs) / max(1, len(subs))),
+        "sub_item_write_units_per_reading": sum(int(str(item["sk"]).rsplit("#", 1)[1]) for _, item in subs)
+        / max(1, repacked_readings),
+        "write_tier": _device_costs(tier_service, tiered),
+        "repacked": _device_costs(repacked_service, repacked),
+        "blocks": _device_costs(block_service, blocks),
     }
 
 
@@ -405,7 +474,7 @@ def to_result(figures: dict[str, Any]) -> Result:
         f"{seed['group_items_in_the_hour']} group items in its hour of about {seed['group_item_bytes']:,} bytes"
     )
     for read in ("latest", "last_10_min", "day"):
-        for store in ("write_tier", "blocks"):
+        for store in ("write_tier", "repacked", "blocks"):
             costs = seed[store]
             note = f"{costs[read + '_queries']} Query calls" + (
                 "; " + shape if read == "latest" and store == "write_tier" else ""
@@ -419,6 +488,12 @@ def to_result(figures: dict[str, Any]) -> Result:
                 "ms",
                 f"{costs.get(read + '_readings', 1)} readings returned",
             )
+    result.add(
+        "device (seed 003), sub-items: write units per reading re-packed",
+        round(seed["sub_item_write_units_per_reading"], 4),
+        "WU",
+        f"{seed['sub_items_written']} sub-items of about {seed['sub_item_bytes']:,} bytes",
+    )
     return result
 
 

@@ -35,6 +35,8 @@ from keydesign.writetier import (
     DENSE_MARK_PREFIX,
     GROUP_PK_PREFIX,
     MAX_COMPACTED_SPAN_MS,
+    REPACK_MS,
+    SUB_PK_PREFIX,
     WriteTier,
 )
 from keydesign.writetier import SLICE_MS as HOUR_MS
@@ -52,17 +54,18 @@ SPARSE_PREFIX = "sparse-"
 SPARSE_PHASE = "sparse fleet"
 #: The fleet shapes the cost is reported for (``shape_of``), and the tiers of what is stored (``TIERS``).
 DENSE, HOT, SPARSE = "dense sensors", "hot sensor", SPARSE_PHASE
-GROUP_ITEMS, COMPACTED, BLOCKS, DENSE_MARKS, ROLLUPS, CONTROL = (
+GROUP_ITEMS, SUB_ITEMS, COMPACTED, BLOCKS, DENSE_MARKS, ROLLUPS, CONTROL = (
     "group items",
+    "sub-items",
     "compacted blocks",
     "entity blocks",
     "dense marks",
     "rollup items",
     "control items",
 )
-TIERS = (GROUP_ITEMS, COMPACTED, BLOCKS, DENSE_MARKS, ROLLUPS, CONTROL)
+TIERS = (GROUP_ITEMS, SUB_ITEMS, COMPACTED, BLOCKS, DENSE_MARKS, ROLLUPS, CONTROL)
 #: The tiers that hold readings (and the dense marks that go with them): what ingest and compaction write.
-READING_TIERS = (GROUP_ITEMS, COMPACTED, BLOCKS, DENSE_MARKS)
+READING_TIERS = (GROUP_ITEMS, SUB_ITEMS, COMPACTED, BLOCKS, DENSE_MARKS)
 #: The sparse fleet's write units a reading in READING_TIERS must stay under. Measured in the demo at 0.47-0.68
 #: (docs/local.md, "Measured"): its group items about 0.18, its compacted blocks 0.25-0.5, since the demo's
 #: 1-minute buckets cut a compacted block at each minute (an entity's 4 readings make one or two, by where in a
@@ -128,6 +131,8 @@ class Block:
         units = int(sk.rsplit("#", 1)[-1])
         if pk.startswith(GROUP_PK_PREFIX):
             header, readings = decode_group(payload)
+        elif pk.startswith(SUB_PK_PREFIX):  # copies of group items' readings, re-packed by compaction
+            header, readings = decode_group(payload, span_limit_ms=REPACK_MS)
         elif pk.endswith(COMPACTED_PK_SUFFIX):
             entity = sk.split("#", 1)[0] if layout.can.shared_partitions else pk.removesuffix(COMPACTED_PK_SUFFIX)
             header, readings = decode_block(entity, payload, span_limit_ms=MAX_COMPACTED_SPAN_MS)
@@ -174,6 +179,8 @@ def tier_of(pk: str) -> str:
     """The tier of an item of a readings table holding readings, by its partition key."""
     if pk.startswith(GROUP_PK_PREFIX):
         return GROUP_ITEMS
+    if pk.startswith(SUB_PK_PREFIX):
+        return SUB_ITEMS
     return COMPACTED if pk.endswith(COMPACTED_PK_SUFFIX) else BLOCKS
 
 
@@ -210,12 +217,13 @@ class DemoFacts:
     timings: Mapping[str, float] = field(default_factory=dict)
 
     def story(self) -> list[Block]:
-        """What ingest wrote during the story: its blocks and group items (compaction's blocks are written
-        after it, at once, so they are no load at their readings' time)."""
+        """What ingest wrote during the story: its blocks and group items (compaction's blocks and sub-items
+        are written after it, at once, so they are no load at their readings' time)."""
         return [
             b
             for b in self.blocks
-            if (self.story_from_ms is None or b.first_ms >= self.story_from_ms) and tier_of(b.pk) != COMPACTED
+            if (self.story_from_ms is None or b.first_ms >= self.story_from_ms)
+            and tier_of(b.pk) not in (COMPACTED, SUB_ITEMS)
         ]
 
 
@@ -513,7 +521,9 @@ def compaction_section(compaction: Mapping[str, Any], blocks: Sequence[Block]) -
     if "through" not in compaction:
         return dict(compaction), False
     through = parse_timestamp(compaction["through"], "through")
-    newest: dict[str, dict[tuple[str, int, str], int]] = {tier: {} for tier in (GROUP_ITEMS, BLOCKS, COMPACTED)}
+    newest: dict[str, dict[tuple[str, int, str], int]] = {
+        tier: {} for tier in (GROUP_ITEMS, SUB_ITEMS, BLOCKS, COMPACTED)
+    }
     for b in blocks:
         held = newest[tier_of(b.pk)]
         for r in b.readings:
@@ -582,7 +592,7 @@ def placement_check(
 ) -> dict[str, Any]:
     """Each published reading's block key against the keys the key design gives a block holding it under
     the final shard map (whose history says which count applied at each instant); with the write tier,
-    its group's partition and its compacted partition too."""
+    its group's partition, its sub-items' (the group's) and its compacted partition too."""
     published = {(str(r["entity_id"]), str(r["event_id"])) for r in ledger}
     everything = [(r, b) for _, r, b in stored]
     checked = [(r, b) for r, b in everything if (r.entity_id, r.event_id) in published]
@@ -599,6 +609,7 @@ def _partitions(layout: Layout, reading: Reading, final: ShardMap, tier: WriteTi
     keys = layout.partitions_of(reading.entity_id, reading.ts_ms, final)
     if tier is not None:
         keys.append(tier.group_pk(tier.group_of(reading.entity_id), reading.ts_ms))
+        keys.append(tier.sub_pk(tier.group_of(reading.entity_id), reading.ts_ms))
         keys.append(layout.compacted_partition(reading.entity_id, reading.ts_ms, final))
     return keys
 

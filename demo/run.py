@@ -33,7 +33,7 @@ from demo.scenario import Scenario, now_ms
 from infra.config import LambdaFunction
 from keydesign import Reading, format_ts, parse_timestamp
 from keydesign.rollup import STATE_PK, redo_pk
-from keydesign.writetier import DENSE_MARK_PREFIX, SLICE_MS, state_key
+from keydesign.writetier import DENSE_MARK_PREFIX, GRACE_MS, SLICE_MS, state_key
 from local_runtime.options import LocalOptions
 from local_runtime.scheduler import ReplayClock
 from local_runtime.system import LocalSystem
@@ -61,10 +61,11 @@ def run_demo(
     options.out_dir.mkdir(parents=True, exist_ok=True)
     say(f"starting the local system (faults: {options.faults.describe()})")
     settle_s = config.ingest_timeout_s + 5  # ROLLUP_SETTLE and COMPACTION_SETTLE locally (app_functions)
-    # Compaction runs once the streams drain (Observer.compact), on a clock an hour and its settle time
-    # ahead, so the hour just written has settled (no scheduled runs before). Compacting the current hour
-    # is safe then: with the streams drained and nothing more published, no reading of it is still to come.
-    compaction_ahead_s = SLICE_MS / 1000 + settle_s + 5
+    # Compaction runs once the streams drain (Observer.compact), on a clock an hour, the slice rule's grace
+    # and its settle time ahead, so the hour just written has settled (no scheduled runs before). Compacting
+    # the current hour is safe then: with the streams drained and nothing more published, no reading of it
+    # is still to come.
+    compaction_ahead_s = (SLICE_MS + GRACE_MS) / 1000 + settle_s + 5
     local = LocalOptions(
         faults=options.faults,
         function_log=options.out_dir / "functions.log",

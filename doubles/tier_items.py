@@ -4,13 +4,15 @@ A model of docs/writetier.md's rules for the readers' tests and the read-cost be
 packer and compaction are ``ingest`` and ``compaction``'s): per ingest batch (after its last
 copy of each reading wins), an entity with ``DENSE_READINGS`` or more readings writes its own
 blocks (``Layout.pack``) and a dense mark in its group's partition of each hour still in the write
-tier; the other readings of an hour still in the write tier (``in_write_tier``) become group
-items (``encode_group``, per group and hour, sorted by time, entity and event id, cut like
-blocks); late readings become blocks. Compaction of an hour reads every group item of it and the
-blocks of its dense-marked entities, keeps the newest copy of each reading, and writes the
-readings whose newest copy is a group item's as compacted blocks (``encode_block`` with an
-hour's span, cut at buckets and the block limits), each of the largest version of every copy
-read for its entity. Items are plain values (``keydesign.blocks.block_item``), per table.
+tier (``hour_open``); the other readings of a re-pack slice still open (``in_write_tier``) become
+group items (``encode_group``, per group and slice, sorted by time, entity and event id, cut like
+blocks); late readings become blocks, with a dense mark while their hour is open. Compaction of an
+hour reads every group item of it and the blocks of its dense-marked entities, keeps the newest copy
+of each reading, and writes the readings whose newest copy is a group item's as compacted blocks
+(``encode_block`` with an hour's span, cut at buckets and the block limits), each of the largest
+version of every copy read for its entity. The re-pack of a slice (``keydesign.tiering.repack_slice``)
+reads each group partition's items of the slice and its dense-marked entities' blocks, and writes
+sub-items. Items are plain values (``keydesign.blocks.block_item``), per table.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from keydesign.blocks import (
     encode_group,
     keyed_item,
 )
+from keydesign.tiering import repack_slice
 from keydesign.writetier import (
     DENSE_READINGS,
     KEEP_MS,
@@ -35,7 +38,9 @@ from keydesign.writetier import (
     WriteTier,
     dense_mark_sk,
     group_sk_stem,
+    hour_open,
     in_write_tier,
+    repack_start,
     slice_start,
 )
 
@@ -54,6 +59,9 @@ class TierWriter:
     copies: dict[int, dict[str, list[tuple[int, Reading, bool]]]] = field(default_factory=dict)
     #: The entities with a dense mark, per hour.
     dense: dict[int, set[str]] = field(default_factory=dict)
+    #: What the re-pack reads of a slice: per group partition number, its items (version, readings), and
+    #: the largest G that wrote the partition.
+    slices: dict[int, dict[int, tuple[WriteTier, list[tuple[int, list[Reading]]]]]] = field(default_factory=dict)
 
     def ingest(
         self, entries: list[tuple[Reading, int]], batch_start_ms: int, rng: random.Random | None = None
@@ -67,18 +75,21 @@ class TierWriter:
         items: list[Item] = []
         for reading, version in winners.values():
             hour = slice_start(reading.ts_ms)
-            tiered = in_write_tier(reading.ts_ms, batch_start_ms)
-            if counts[reading.entity_id] >= DENSE_READINGS or not tiered:
+            if counts[reading.entity_id] >= DENSE_READINGS or not in_write_tier(reading.ts_ms, batch_start_ms):
                 own.append((reading, version))
                 self.copies.setdefault(hour, {}).setdefault(reading.entity_id, []).append((version, reading, False))
-                if tiered and reading.entity_id not in self.dense.setdefault(hour, set()):
-                    self.dense[hour].add(reading.entity_id)
+                marked = self.dense.setdefault(hour, set())
+                if hour_open(reading.ts_ms, batch_start_ms) and reading.entity_id not in marked:
+                    marked.add(reading.entity_id)
                     items.append(self._dense_mark(reading))
             else:
-                grouped.setdefault((self.tier.group_of(reading.entity_id), hour), []).append((reading, version))
+                grouped.setdefault((self.tier.group_of(reading.entity_id), repack_start(reading.ts_ms)), []).append(
+                    (reading, version)
+                )
         for block in self.layout.pack(own, self.shard_map, retention_ms=self.retention_ms, rng=rng):
             items.append((block.key.table, block.item()))
-        for (group, hour), members in grouped.items():
+        for (group, start), members in grouped.items():
+            hour = slice_start(start)
             members.sort(key=lambda entry: (entry[0].ts_ms, entry[0].entity_id, entry[0].event_id))
             for run in _runs(members, MAX_BLOCK_SPAN_MS):
                 readings = [reading for reading, _ in run]
@@ -89,6 +100,25 @@ class TierWriter:
                 items.append((self.layout.table_for(hour), item))
                 for reading in readings:
                     self.copies.setdefault(hour, {}).setdefault(reading.entity_id, []).append((version, reading, True))
+                held = self.slices.setdefault(start, {}).get(group)
+                tier = self.tier if held is None else max(held[0], self.tier, key=lambda t: t.groups)
+                self.slices[start][group] = (tier, [*(held[1] if held else []), (version, readings)])
+        return items
+
+    def repack(self, start: int) -> list[Item]:
+        """The sub-items of the re-pack slice at ``start``."""
+        hour, items = slice_start(start), []
+        dense = self.dense.get(hour, set())
+        blocks = [
+            (version, [reading])
+            for entity in sorted(dense)
+            for version, reading, in_group in self.copies.get(hour, {}).get(entity, [])
+            if not in_group
+        ]
+        table = self.layout.table_for(hour)
+        for group, (tier, copies) in sorted(self.slices.get(start, {}).items()):
+            for sub in repack_slice(tier, group, start, copies, blocks, table=table, retention_ms=self.retention_ms):
+                items.append((table, sub.item()))
         return items
 
     def _dense_mark(self, reading: Reading) -> Item:

@@ -70,11 +70,12 @@ class CorruptBlock(Exception):  # noqa: N818 - reads as the condition
 
 def header_of(partition: PartitionQuery, block: StoredBlock) -> BlockHeader:
     """The header of ``block`` (cheap: no decompression); :class:`CorruptBlock` when it has none.
-    The partition's kind says what the item must be: a block, a group item or a compacted block."""
+    The partition's kind says what the item must be: a block, a group item, a sub-item or a compacted block."""
     try:
         if block.legacy is not None and partition.kind == "blocks":
             return legacy_block(block.legacy)[0]
-        return read_header(block.payload, span_limit_ms=partition.span_limit_ms, group=partition.kind == "group")
+        grouped = partition.kind in ("group", "sub")
+        return read_header(block.payload, span_limit_ms=partition.span_limit_ms, group=grouped)
     except BlockError as exc:
         raise CorruptBlock(partition.table, partition.pk, block.sk, exc.reason) from None
 
@@ -82,12 +83,12 @@ def header_of(partition: PartitionQuery, block: StoredBlock) -> BlockHeader:
 def decode(partition: PartitionQuery, block: StoredBlock, entity_id: str | None) -> tuple[BlockHeader, list[Reading]]:
     """The header and readings of ``block`` of ``entity_id``; :class:`CorruptBlock` when it does not decode.
 
-    A group item (the write tier's) holds many entities' readings: only ``entity_id``'s are kept,
-    every one when it is None (a cross-entity read), in the item's order (time, entity, event id).
-    A block's entity is not stored in it: ``entity_id`` names it and may not be None."""
+    A group item or a sub-item (the write tier's) holds many entities' readings: only ``entity_id``'s
+    are kept, every one when it is None (a cross-entity read), in the item's order (time, entity,
+    event id). A block's entity is not stored in it: ``entity_id`` names it and may not be None."""
     try:
-        if partition.kind == "group":
-            return decode_group(block.payload, entity_id)
+        if partition.kind in ("group", "sub"):
+            return decode_group(block.payload, entity_id, span_limit_ms=partition.span_limit_ms)
         if entity_id is None:
             raise ValueError("a block's readings need the entity its key names")
         if block.legacy is not None and partition.kind == "blocks":

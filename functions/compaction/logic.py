@@ -1,10 +1,22 @@
-"""The compaction function: each settled hour of the write tier, compacted into per-entity blocks.
+"""The compaction function: each settled hour of the write tier, compacted into per-entity blocks;
+each settled slice of the newest hour, re-packed into sub-items first.
 
-An hour is *settled* once ``SETTLE`` (longer than ingest's timeout) has passed since it ended: a
-reading goes to the write tier only if its hour had not ended when its batch started
+An hour (a re-pack slice) is *settled* once the slice rule's grace and ``SETTLE`` (longer than ingest's
+timeout) have passed since it ended (:func:`keydesign.writetier.tier_settle`): a reading goes to the write
+tier only if its slice had not ended a grace before its batch started
 (:func:`keydesign.writetier.in_write_tier`), and a batch is written within ingest's timeout, so by
-then every group item and dense mark of the hour is stored and no other will be. For each group of
-the hour, compaction
+then every group item of the slice and every dense mark of the hour is stored and no other will be.
+
+Each run first *re-packs* the slices due (:meth:`keydesign.writetier.CompactionState.repack_next`:
+the settled slices of the newest hour not yet compacted), one at a time, in steps of ``CONCURRENCY``
+groups: per group partition it reads the slice's items (their sort keys: an item lies in one slice)
+and the hour's dense marks, the blocks of the dense-marked entities with readings in the slice, and
+puts the sub-items :func:`keydesign.tiering.repack_slice` makes (``s#<group>#<hour>``, one Query of
+a device's sub-group for readers). Once a slice's every group is stored, the state records it
+(``repacked``); a slice cut short is done again whole by the next run (the same puts). An error stops
+the re-pack only (kept for the handler); the hours are compacted all the same.
+
+For each group of a settled hour, compaction
 
 1. reads the group's partition of the hour (``w#<group>#<hour>`` in the hour's table; strongly
    consistent, every page; a table that does not exist reads as empty): its group items and its
@@ -101,7 +113,7 @@ from keydesign import (
     format_ts,
     validate_entity_id,
 )
-from keydesign.blocks import block_item, decode_group
+from keydesign.blocks import HIGH, block_item, decode_group
 from keydesign.periods import format_duration
 from keydesign.rollup import (
     HOUR_MS,
@@ -114,20 +126,23 @@ from keydesign.rollup import (
     floor_to,
     remark_starts,
 )
-from keydesign.tiering import CompactedBlock, compact_hour
+from keydesign.tiering import CompactedBlock, compact_hour, repack_slice
 from keydesign.writetier import (
     DENSE_MARK_PREFIX,
     KEEP_MS,
+    REPACK_MS,
     ROLLUP_OWNED,
     SLICE_MS,
     CompactionState,
     DenseMark,
+    SubItem,
     WriteTier,
     dense_mark_sk,
     hour_tiers,
     slice_start,
     state_key,
     tier_for_hour,
+    tier_settle,
     tier_ttl,
 )
 
@@ -181,6 +196,8 @@ class GroupWork:
     #: (entity, start) holding the readings of its flagged ones (re-marked for the rollup function).
     partial: GroupPartial | None = None
     remarks: list[tuple[str, int]] = field(default_factory=list)
+    #: What re-packing the group's slice made.
+    subs: list[SubItem] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -208,6 +225,12 @@ class RunReport:
     corrupt: list[str] = field(default_factory=list)
     through_ms: int = 0
     lag_ms: int = 0
+    #: The re-pack: slices re-packed (every group of each), sub-items put, and its watermark (the end of
+    #: the last slice re-packed, or compaction's when later) and lag.
+    slices_repacked: int = 0
+    sub_items: int = 0
+    repacked_ms: int = 0
+    repack_lag_ms: int = 0
     #: What stopped the run early (a step not stored, a failed read): the handler raises it once the
     #: metrics are out, so the lag is reported by a failing run too.
     error: Exception | None = None
@@ -223,6 +246,16 @@ class RunReport:
         self.compacted_blocks += len(work.compacted)
         self.readings_compacted += sum(len(b.readings) for b in work.compacted)
         self.write_units += sum(b.write_units for b in work.compacted)
+
+    def add_repacked(self, work: GroupWork) -> None:
+        self.calls += work.calls
+        self.read_units += work.read_units
+        self.group_items += work.group_items
+        self.dense_marks += work.dense_marks
+        self.blocks_read += work.blocks_read
+        self.corrupt += work.corrupt
+        self.sub_items += len(work.subs)
+        self.write_units += sum(s.write_units for s in work.subs)
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -245,6 +278,10 @@ class RunReport:
             "corrupt_items": len(self.corrupt),
             "through": format_ts(self.through_ms),
             "lag_ms": self.lag_ms,
+            "slices_repacked": self.slices_repacked,
+            "sub_items_written": self.sub_items,
+            "repacked": format_ts(self.repacked_ms),
+            "repack_lag_ms": self.repack_lag_ms,
             "error": None if self.error is None else str(self.error),
         }
 
@@ -253,6 +290,9 @@ def emit(report: RunReport) -> None:
     """The run's metrics: CompactionLagSeconds and CompactionCorruptItems carry the alarms."""
     count = MetricUnit.Count
     metrics.add_metric(name="CompactionLagSeconds", unit=MetricUnit.Seconds, value=report.lag_ms / 1000)
+    metrics.add_metric(name="RepackLagSeconds", unit=MetricUnit.Seconds, value=report.repack_lag_ms / 1000)
+    metrics.add_metric(name="SlicesRepacked", unit=count, value=report.slices_repacked)
+    metrics.add_metric(name="SubItemsWritten", unit=count, value=report.sub_items)
     metrics.add_metric(name="HoursCompacted", unit=count, value=report.hours)
     metrics.add_metric(name="GroupItemsRead", unit=count, value=report.group_items)
     metrics.add_metric(name="CompactedBlocksWritten", unit=count, value=report.compacted_blocks)
@@ -300,6 +340,8 @@ class CompactionRunner:
         self._retention_ms = retention_ms
         #: Also how long after its stamp a re-mark must be stored (the rollup function's settle time).
         self._settle_ms = settle_ms
+        #: How long after its end a slice or an hour of the write tier is re-packed or compacted.
+        self._tier_settle_ms = tier_settle(settle_ms)
         #: How far past a run that notices a change of G the earlier G's group items may lie.
         self._reach_ms = settle_ms + max_future_ms
         self._step_groups = concurrency
@@ -352,6 +394,7 @@ class CompactionRunner:
         if state != stored:
             self._state.save(state)
         report = RunReport(through_ms=state.through)
+        state = self._repack(state, now, deadline, report)
         try:
             self._redos(state, now, deadline, report)
         except Exception as exc:  # the requests stay for the next run; new hours are compacted all the same
@@ -363,25 +406,99 @@ class CompactionRunner:
             logger.exception("compaction run stopped; the next run goes on from the last step stored")
             report.error = exc
         report.lag_ms = max(0, now - report.through_ms)
+        report.repacked_ms = max(report.repacked_ms, report.through_ms)
+        report.repack_lag_ms = max(0, now - report.repacked_ms)
         return report
+
+    def _repack(self, state: CompactionState, now: int, deadline: Deadline, report: RunReport) -> CompactionState:
+        """Re-pack each slice due (:meth:`CompactionState.repack_next`) into sub-items, while time allows,
+        in steps of groups as the hours are compacted (the group partitions of the hour's largest G: each
+        is re-packed under its own number, whatever G wrote its items). After each step the state records
+        the next group (``repack_group``), and once every group of the slice is stored, the slice
+        (``repacked``). A step not stored (a write throttled past the deadline, or refused) is done again
+        by the next run: the same group items make the same sub-items, each a put. Returns the state as
+        stored; an error is kept in the report, and compaction goes on."""
+        report.repacked_ms = state.repacked
+        try:
+            if not state.repacked and state.repack_next(now, self._tier_settle_ms) is not None:
+                # A first re-pack (a new deployment, or one just upgraded to it): from the hour after those an
+                # ingest of the version before may still write (its late readings went to group items after
+                # their slice had ended), as a change of G reaches (``CompactionState.changed_to``).
+                first = slice_start(now + self._reach_ms) + SLICE_MS
+                state = replace(state, repack_from=first, repacked=first)
+                self._state.save(state)
+            settle = self._tier_settle_ms
+            while (start := state.repack_next(now, settle)) is not None and self._time_for_a_step(deadline):
+                state = state.repack_starting(start)
+                tier = tier_for_hour(self._tier, state, slice_start(start))
+                shard_map = self._shard_maps.current()
+                group = state.repack_group
+                while group < tier.groups:
+                    if not self._time_for_a_step(deadline):
+                        return state
+                    started = deadline.clock()
+                    step = range(group, min(tier.groups, group + self._step_groups))
+                    self._repack_step(start, tier, step, shard_map, deadline, report)
+                    self._longest_step_s = max(self._longest_step_s, deadline.clock() - started)
+                    group = step.stop
+                    if group < tier.groups:  # a run cut short goes on from here
+                        state = replace(state, repack_group=group)
+                        self._state.save(state)
+                state = state.repack_advanced()
+                self._state.save(state)
+                report.slices_repacked += 1
+                report.repacked_ms = state.repacked
+        except Exception as exc:  # the slice is done again by the next run; the hours are compacted all the same
+            logger.exception("re-pack stopped; the next run goes on from the last slice stored")
+            report.error = exc
+        return state
+
+    def _repack_step(  # noqa: PLR0917 - the slice's loop passes what it holds
+        self, start: int, tier: WriteTier, groups: range, shard_map: ShardMap, deadline: Deadline, report: RunReport
+    ) -> None:
+        """Re-pack ``groups`` of the slice at ``start``: read them side by side, then put every sub-item."""
+        done = list(self._pool.map(lambda group: self._repack_group(start, tier, group, shard_map), groups))
+        subs = [s for work in done for s in work.subs]
+        writes = [PendingWrite(s.key.table, s.key.pk, s.key.sk, serialize_item(s.item())) for s in subs]
+        self._write(writes, deadline, f"the sub-items of groups {groups.start}-{groups.stop - 1} of {format_ts(start)}")
+        for work in done:
+            report.add_repacked(work)
+
+    def _repack_group(self, start: int, tier: WriteTier, group: int, shard_map: ShardMap) -> GroupWork:
+        """Read one group partition's items of the re-pack slice at ``start`` (its sort keys: an item lies
+        in one slice), its dense marks of the hour, and the blocks of its dense-marked entities with
+        readings in the slice, and re-pack them (:func:`keydesign.tiering.repack_slice`)."""
+        hour, end = slice_start(start), start + REPACK_MS
+        table, pk = self._layout.table_for(hour), tier.group_pk(group, hour)
+        marks = PartitionQuery(
+            table, pk, DENSE_MARK_PREFIX, f"{DENSE_MARK_PREFIX}{HIGH}", hour, hour + SLICE_MS, kind="group"
+        )
+        items = PartitionQuery(table, pk, format_ts(start), f"{format_ts(end - 1)}#{HIGH}", start, end, kind="group")
+        work = GroupWork()
+        copies, dense = self._tier_copies([marks, items], start, end, work)
+        present = {reading.entity_id for _, readings in copies for reading in readings}
+        blocks = self._dense_copies([e for e in dense if e in present], start, end, shard_map, work)
+        work.subs = repack_slice(tier, group, start, copies, blocks, table=table, retention_ms=self._retention_ms)
+        return work
 
     def _first_hour(self, now: int) -> int:
         """Where a first run (no state) starts: the earliest hour a group item that is still stored, or that
         ingest may yet write, can lie in. Every ingest container stores a start item, stamped with the hour
-        its batch started in, before its first group items (and again each ``START_EVERY_MS``), and a group
-        item never lies in an hour before its batch's start (``in_write_tier``); a start item outlives the
-        group items it covers (``START_KEEP_MS``). So every group item stored now has a start item of its
-        hour or earlier stored now, and the run starts at the earliest, ``first``. Once a group item could
-        be expired (``KEEP_MS`` after its hour) there is no need to go back further: never before the hour
-        of now - ``KEEP_MS``, whatever ``first`` says, as before start items existed.
+        of its batch's start less the grace (``tier_stamp``), before its first group items (and again each
+        ``START_EVERY_MS``), and a group item never lies in an hour before that (``in_write_tier``); a start
+        item outlives the group items it covers (``START_KEEP_MS``). So every group item stored now has a
+        start item of its hour or earlier stored now, and the run starts at the earliest, ``first``. Once a
+        group item could be expired (``KEEP_MS`` after its hour) there is no need to go back further: never
+        before the hour of now - ``KEEP_MS``, whatever ``first`` says, as before start items existed.
 
         The read may miss a container that stores its start item after it (one starting now, or one whose
         batch is in flight): its batch started less than ingest's timeout ago, so after now - ``SETTLE``,
-        in the hour ``target`` or later. So the run starts at ``target`` when that is earlier than
+        and is stamped a grace earlier (``keydesign.writetier.tier_stamp``): in the hour ``target`` or
+        later. So the run starts at ``target`` when that is earlier than
         ``first`` or no start item is stored (a new deployment whose ingest has not written yet): that hour
         has not settled, and is compacted once it has. A new deployment so compacts the hours since its
         start, not 96 empty hours of every group."""
-        target = slice_start(now - self._settle_ms)
+        target = slice_start(now - self._tier_settle_ms)
         first = self._state.first_start()
         start = target if first is None else min(slice_start(first), target)
         return max(start, slice_start(now - KEEP_MS))
@@ -391,7 +508,7 @@ class CompactionRunner:
         follows the watermark stored. An hour's groups are those of the largest G whose ingest may have
         written it, the deployed one or an earlier one (``CompactionState.earlier_for``): a smaller G's
         partitions are among them (``w#<group>#<hour>``, group < G). The cursor names that G."""
-        while state.through + SLICE_MS + self._settle_ms <= now and self._time_for_a_step(deadline):
+        while state.through + SLICE_MS + self._tier_settle_ms <= now and self._time_for_a_step(deadline):
             hour = state.through
             tier = tier_for_hour(self._tier, state, hour)
             others = hour_tiers(self._tier, state, hour, tier)
@@ -503,46 +620,9 @@ class CompactionRunner:
         partition = PartitionQuery(
             self._layout.table_for(hour), tier.group_pk(group, hour), None, None, hour, end, kind="group"
         )
-        items: list[tuple[int, Sequence[Reading]]] = []
-        dense: list[str] = []
-        for stored in self._read(partition, work):
-            if stored.sk.startswith(DENSE_MARK_PREFIX):
-                entity = stored.sk.removeprefix(DENSE_MARK_PREFIX)
-                try:
-                    validate_entity_id(entity)
-                except KeyDesignError as exc:
-                    self._corrupt(work, partition, stored, f"a dense mark of no entity: {exc.reason}")
-                    continue
-                work.dense_marks += 1
-                dense.append(entity)
-                continue
-            work.group_items += 1
-            try:
-                if stored.legacy is not None:
-                    raise BlockError("b", "an item of one reading (the format before blocks), not a group item")
-                header, readings = decode_group(stored.payload)
-                if header.first_ms < hour or header.last_ms >= end:
-                    raise BlockError("b", f"its readings do not lie in the hour of its partition ({format_ts(hour)})")
-            except BlockError as exc:
-                self._corrupt(work, partition, stored, exc.reason)
-                continue
-            items.append((header.version, readings))
-        blocks: list[tuple[int, Sequence[Reading]]] = []
-        # Only an entity with readings in the write tier has anything to compact: a dense entity's
-        # blocks are read only then (an entity dense in every batch costs no read).
+        items, dense = self._tier_copies([partition], hour, end, work)
         present = {reading.entity_id for _, readings in items for reading in readings}
-        for entity in (e for e in dense if e in present):
-            for part in self._layout.plan_entity(entity, hour, end, shard_map).partitions:
-                if part.kind != "blocks":
-                    continue
-                for stored in self._read(part, work):
-                    work.blocks_read += 1
-                    try:
-                        header = header_of(part, stored)
-                        if header.last_ms >= hour and header.first_ms < end:
-                            blocks.append((header.version, decode(part, stored, entity)[1]))
-                    except CorruptBlock as exc:
-                        self._corrupt(work, part, stored, exc.reason)
+        blocks = self._dense_copies([e for e in dense if e in present], hour, end, shard_map, work)
         split = {e for e in present if any(t.group_of(e) != tier.group_of(e) for t in others)}
         work.compacted = compact_hour(
             self._layout, shard_map, hour, items, blocks, retention_ms=self._retention_ms, dense=[*dense, *split]
@@ -560,6 +640,61 @@ class CompactionRunner:
                 }
             )
         return work
+
+    def _tier_copies(
+        self, partitions: Sequence[PartitionQuery], start: int, end: int, work: GroupWork
+    ) -> tuple[list[tuple[int, Sequence[Reading]]], list[str]]:
+        """The decoded group items (version, readings) and the dense-marked entities of ``partitions`` (a
+        group partition, or ranges of it), each read whole; every item's readings must lie in
+        ``[start, end)``, its hour or re-pack slice (else it is corrupt)."""
+        items: list[tuple[int, Sequence[Reading]]] = []
+        dense: list[str] = []
+        for partition in partitions:
+            for stored in self._read(partition, work):
+                if stored.sk.startswith(DENSE_MARK_PREFIX):
+                    entity = stored.sk.removeprefix(DENSE_MARK_PREFIX)
+                    try:
+                        validate_entity_id(entity)
+                    except KeyDesignError as exc:
+                        self._corrupt(work, partition, stored, f"a dense mark of no entity: {exc.reason}")
+                        continue
+                    work.dense_marks += 1
+                    dense.append(entity)
+                    continue
+                work.group_items += 1
+                try:
+                    if stored.legacy is not None:
+                        raise BlockError("b", "an item of one reading (the format before blocks), not a group item")
+                    header, readings = decode_group(stored.payload)
+                    if header.first_ms < start or header.last_ms >= end:
+                        where = "hour of its partition" if end - start == SLICE_MS else "re-pack slice of its sort key"
+                        raise BlockError("b", f"its readings do not lie in the {where} ({format_ts(start)})")
+                except BlockError as exc:
+                    self._corrupt(work, partition, stored, exc.reason)
+                    continue
+                items.append((header.version, readings))
+        return items, dense
+
+    def _dense_copies(
+        self, entities: Sequence[str], start: int, end: int, shard_map: ShardMap, work: GroupWork
+    ) -> list[tuple[int, Sequence[Reading]]]:
+        """The decoded blocks of ``entities`` (dense-marked, with readings in the group items: an entity
+        dense in every batch has nothing to compact and costs no read) that may hold readings of
+        ``[start, end)``."""
+        blocks: list[tuple[int, Sequence[Reading]]] = []
+        for entity in entities:
+            for part in self._layout.plan_entity(entity, start, end, shard_map).partitions:
+                if part.kind != "blocks":
+                    continue
+                for stored in self._read(part, work):
+                    work.blocks_read += 1
+                    try:
+                        header = header_of(part, stored)
+                        if header.last_ms >= start and header.first_ms < end:
+                            blocks.append((header.version, decode(part, stored, entity)[1]))
+                    except CorruptBlock as exc:
+                        self._corrupt(work, part, stored, exc.reason)
+        return blocks
 
     # -- compaction's part of the rollups --------------------------------------------------------
 

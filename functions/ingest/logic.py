@@ -9,9 +9,9 @@ readings of one entity, partition and bucket from every record of the batch.
    reading in the batch wins, and each block carries the largest sequence number
    of the records its readings came from as its version. With the write tier
    (``WRITE_TIER_GROUPS``), ``keydesign.tiering.pack_batch`` packs the readings
-   of sparse entities whose hour had not ended when the batch started into
-   *group items* instead (one per group and hour, many entities each), and the
-   rest into blocks as before;
+   of sparse entities whose re-pack slice (5 minutes) had not ended a grace
+   (a minute) before the batch started into *group items* instead (per group and slice, many entities
+   each), and the rest into blocks as before;
 3. record the occupancy of the blocks' partitions, mark the intervals of the
    blocks' readings for the rollup function (not the group items': compaction
    owns those, docs/rollups.md) and put the dense marks the blocks need (write tier)
@@ -74,7 +74,7 @@ from ingest.settings import IngestSettings
 from keydesign import Block, InvalidInput, Layout, Reading, ShardMap
 from keydesign.occupancy import OccupancyRecord, day_of
 from keydesign.tiering import BatchPacking, pack_batch
-from keydesign.writetier import START_EVERY_MS, GroupItem, WriteTier
+from keydesign.writetier import START_EVERY_MS, GroupItem, WriteTier, tier_stamp
 
 #: What one batch writes: blocks and write-tier group items.
 Item = Block | GroupItem
@@ -312,7 +312,7 @@ class Ingestor:
         self.layout.check_shard_map(shard_map)
 
         batch = self._validate(records, outcome, now_ms)
-        # The batch starts at now_ms: a reading whose hour had ended by then is late (its own block).
+        # The batch starts at now_ms: a reading whose re-pack slice had ended by then is late (its own block).
         packing = self._pack(batch, shard_map, outcome, now_ms)
         blocks = packing.blocks
         items: list[Item] = [*blocks, *packing.group_items]
@@ -530,16 +530,18 @@ class Ingestor:
 
     def _start_write_tier(self, first: int, count: int, now_ms: int, deadline: Deadline) -> dict[int, str]:
         """Put the write tier's start item this container owes (its first, or a day past its last), stamped
-        with the hour the batch started in, *before* the group items: compaction's first run starts at the
-        earliest start item (``compaction.logic``), and no group item of the batch lies in an earlier hour
-        (a reading goes to the write tier only if its hour had not ended when the batch started). Returns
+        with the hour of the batch's start less the slice rule's grace (``keydesign.writetier.tier_stamp``),
+        *before* the group items: compaction's first run starts at the earliest start item
+        (``compaction.logic``), and no group item of the batch lies in an earlier hour (a reading goes to the
+        write tier only if its slice of its hour had not ended a grace before the batch started). Returns
         the group items (``count`` of them from index ``first``) when it could not be stored: they are not
         written, and are handed back with the reason."""
-        if self.tier_start is None or not count or (start := self.tier_start.due(now_ms)) is None:
+        stamp = tier_stamp(now_ms)
+        if self.tier_start is None or not count or (start := self.tier_start.due(stamp)) is None:
             return {}
         report = self.writer.write([start], deadline)
         if 0 in report.written:
-            self.tier_start.written(now_ms)
+            self.tier_start.written(stamp)
             return {}
         why = f"write-tier start not written: {report.unwritten.get(0) or report.rejected.get(0) or 'unknown'}"
         return dict.fromkeys(range(first, first + count), why)

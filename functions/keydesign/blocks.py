@@ -247,10 +247,11 @@ def encode_block(readings: Sequence[Reading], version: int, *, span_limit_ms: in
     return _encode(readings, version, span_limit_ms, grouped=False)
 
 
-def encode_group(readings: Sequence[Reading], version: int) -> Encoded:
+def encode_group(readings: Sequence[Reading], version: int, *, span_limit_ms: int = MAX_BLOCK_SPAN_MS) -> Encoded:
     """The payload of a write-tier group item (format 4): ``readings`` of any entities, sorted by
-    (time, entity, event id), each once, within :data:`MAX_BLOCK_SPAN_MS` and the count limit."""
-    return _encode(readings, version, MAX_BLOCK_SPAN_MS, grouped=True)
+    (time, entity, event id), each once, within ``span_limit_ms`` and the count limit. A sub-item
+    (:mod:`keydesign.writetier`, a re-packed slice of a sub-group) is one with a longer span limit."""
+    return _encode(readings, version, span_limit_ms, grouped=True)
 
 
 def _encode(readings: Sequence[Reading], version: int, span_limit_ms: int, *, grouped: bool) -> Encoded:
@@ -547,7 +548,9 @@ def decode_block(
     return header, _readings(header, [entity_id] * header.count, body)
 
 
-def decode_group(payload: bytes, entity_id: str | None = None) -> tuple[BlockHeader, list[Reading]]:
+def decode_group(
+    payload: bytes, entity_id: str | None = None, *, span_limit_ms: int = MAX_BLOCK_SPAN_MS
+) -> tuple[BlockHeader, list[Reading]]:
     """The header and the readings of a write-tier group item, in stored order (time, entity,
     event id); :class:`BlockError` as :func:`decode_block`, and for an entity column that is not
     valid entity ids, each reading's an index into them.
@@ -558,8 +561,9 @@ def decode_group(payload: bytes, entity_id: str | None = None) -> tuple[BlockHea
     order) are made for its rows alone, and an item that does not list it is read no further than
     its list of entities. A reader of
     one device in a group's hour skips the other devices' readings; compaction, which reads every
-    reading, checks every item whole."""
-    header = read_header(payload, group=True)
+    reading, checks every item whole. ``span_limit_ms``: as :func:`decode_block`'s (a sub-item's is
+    longer)."""
+    header = read_header(payload, span_limit_ms=span_limit_ms, group=True)
     body = _body(payload, header)
     if type(body) is not list or not 4 <= len(body) <= 6:
         raise BlockError("b", "the body is not the columns of a group item")

@@ -52,18 +52,24 @@ from .shardmap import ShardMap
 from .timefmt import MAX_TS_MS, format_ts
 from .writetier import (
     MAX_COMPACTED_SPAN_MS,
+    REPACK_MS,
     SLICE_MS,
     EarlierGroups,
     WriteTier,
     compacted_pk,
     earlier_tiers,
+    repack_start,
     slice_start,
+    sub_group_of,
+    sub_prefix,
 )
 
 LayoutKind = Literal["random", "calculated", "hybrid"]
 #: What a partition holds: blocks (of one entity each; the hybrid base partition: of many), the
-#: write tier's group items (``keydesign.writetier``), or compacted blocks (one entity's hour each).
-PartitionKind = Literal["blocks", "group", "compacted"]
+#: write tier's group items (``keydesign.writetier``), its sub-items (a sub-group's re-packed slice
+#: each: an entity's read is its sub-group's sort keys), or compacted blocks (one entity's hour each).
+PartitionKind = Literal["blocks", "group", "sub", "compacted"]
+_SPAN_LIMITS: dict[PartitionKind, int] = {"compacted": MAX_COMPACTED_SPAN_MS, "sub": REPACK_MS}
 LAYOUTS: tuple[LayoutKind, ...] = ("random", "calculated", "hybrid")
 
 _TABLE_PREFIX_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
@@ -131,7 +137,7 @@ class PartitionQuery:
     @property
     def span_limit_ms(self) -> int:
         """How far past its first reading an item of this partition may hold readings."""
-        return MAX_COMPACTED_SPAN_MS if self.kind == "compacted" else MAX_BLOCK_SPAN_MS
+        return _SPAN_LIMITS.get(self.kind, MAX_BLOCK_SPAN_MS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -290,10 +296,12 @@ class Layout:
         """The lowest sort key of an item of a ``kind`` partition that may hold a reading of
         ``entity_id`` at or after ``ts_ms``. A block starts at most a span before its readings, and
         in their bucket; a group item, a span before them and in their hour (it holds other
-        entities too: no entity prefix); a compacted block, in their hour (and, hybrid, their bucket,
-        whose partition it is in)."""
+        entities too: no entity prefix); a sub-item, in their slice, behind the entity's sub-group; a
+        compacted block, in their hour (and, hybrid, their bucket, whose partition it is in)."""
         if kind == "group":
             return format_ts(max(slice_start(ts_ms), ts_ms - MAX_BLOCK_SPAN_MS + 1))
+        if kind == "sub":
+            return f"{sub_prefix(sub_group_of(entity_id))}{format_ts(repack_start(ts_ms))}"
         if kind == "compacted":
             floor = slice_start(ts_ms)
             if self.can.shared_partitions:
@@ -305,13 +313,14 @@ class Layout:
     def block_sk_through(self, entity_id: str, ts_ms: int, kind: PartitionKind = "blocks") -> str:
         """The highest sort key of an item of a ``kind`` partition that may hold a reading of
         ``entity_id`` at or before ``ts_ms``."""
-        prefix = "" if kind == "group" else self._sk_prefix(entity_id)
+        prefix = {"group": "", "sub": sub_prefix(sub_group_of(entity_id))}.get(kind, self._sk_prefix(entity_id))
         return f"{prefix}{format_ts(ts_ms)}#{HIGH}"
 
     def sk_entity_prefixed(self, kind: PartitionKind) -> bool:
         """Whether the sort keys of a ``kind`` partition start with ``<entity>#``: blocks and compacted
-        blocks of the hybrid layout (their partitions hold many entities); never a group item."""
-        return self.can.shared_partitions and kind != "group"
+        blocks of the hybrid layout (their partitions hold many entities); never a group item, nor a
+        sub-item (its sort key starts with its sub-group)."""
+        return self.can.shared_partitions and kind not in ("group", "sub")
 
     def compacted_partition(self, entity_id: str, ts_ms: int, shard_map: ShardMap) -> str:
         """The partition of ``entity_id``'s compacted blocks holding ``ts_ms``
@@ -338,6 +347,7 @@ class Layout:
         write_tier: WriteTier | None = None,
         compacted_through_ms: int = 0,
         earlier: Sequence[EarlierGroups] = (),
+        repacked: tuple[int, int] = (0, 0),
     ) -> QueryPlan:
         """Every (table, PK, SK range) that can hold readings of ``entity_id`` in
         ``[from_ms, to_ms)``, and nothing else.
@@ -346,7 +356,9 @@ class Layout:
         partition to its blocks ones: the entity's compacted partition when the hour ended by
         ``compacted_through_ms`` (the compaction watermark), else its group's partition of the hour,
         and its group's under each ``earlier`` group count that may hold the hour
-        (:meth:`keydesign.writetier.CompactionState.earlier_for`)."""
+        (:meth:`keydesign.writetier.CompactionState.earlier_for`). Of such an hour, the part within
+        ``repacked`` (the state's ``repack_from``/``repacked``: slices re-packed into sub-items) is read
+        from the same groups' sub-item partitions instead, the entity's sub-group's sort keys."""
         validate_entity_id(entity_id)
         self.check_shard_map(shard_map)
         _check_range(from_ms, to_ms)
@@ -364,7 +376,15 @@ class Layout:
                 pks = [self.compacted_partition(entity_id, seg_from, shard_map)]
             else:
                 tiers = [write_tier, *earlier_tiers(earlier, hour)]  # two G's may put it in one group
-                kind, pks = "group", list(dict.fromkeys(t.group_pk(t.group_of(entity_id), seg_from) for t in tiers))
+                groups: dict[int, WriteTier] = {}  # a group number once, in the tiers' order
+                for t in tiers:
+                    groups.setdefault(t.group_of(entity_id), t)
+                for kind, (part_from, part_to) in _repacked_parts(seg_from, seg_to, repacked):
+                    low = self.block_sk_from(entity_id, part_from, kind)
+                    high = self.block_sk_through(entity_id, part_to - 1, kind)
+                    pks = [(t.sub_pk if kind == "sub" else t.group_pk)(g, seg_from) for g, t in groups.items()]
+                    parts.extend(PartitionQuery(table, pk, low, high, part_from, part_to, kind=kind) for pk in pks)
+                continue
             low = self.block_sk_from(entity_id, seg_from, kind)
             high = self.block_sk_through(entity_id, seg_to - 1, kind)
             parts.extend(PartitionQuery(table, pk, low, high, seg_from, seg_to, kind=kind) for pk in pks)
@@ -505,6 +525,20 @@ def key_family(partition_key: str, layout_kind: LayoutKind) -> str:
             shard, _, entity, sub = match.groups()
             return shard if entity is None else f"{shard}#{entity}#{sub}"
     return partition_key
+
+
+def _repacked_parts(from_ms: int, to_ms: int, repacked: tuple[int, int]) -> list[tuple[PartitionKind, tuple[int, int]]]:
+    """``[from_ms, to_ms)`` (in an uncompacted hour) cut at the re-packed range ``[low, high)``: its part
+    inside it read from sub-items, the parts before and after it from group items."""
+    low, high = max(from_ms, repacked[0]), min(to_ms, repacked[1])
+    if low >= high:
+        return [("group", (from_ms, to_ms))]
+    pieces: list[tuple[PartitionKind, tuple[int, int]]] = [("sub", (low, high))]
+    if from_ms < low:
+        pieces.insert(0, ("group", (from_ms, low)))
+    if high < to_ms:
+        pieces.append(("group", (high, to_ms)))
+    return pieces
 
 
 def merge_adjacent(parts: list[PartitionQuery]) -> list[PartitionQuery]:

@@ -1,9 +1,9 @@
-"""Packing an ingest batch into the write tier, and compacting an hour of it, over a layout.
+"""Packing an ingest batch into the write tier, re-packing a slice of it, and compacting an hour of it.
 
 The rules and the items are :mod:`keydesign.writetier`'s (its docstring is the contract); this module
-holds the two steps that need a :class:`keydesign.Layout` (blocks, their keys): :func:`pack_batch`
-(ingest) and :func:`compact_hour` (compaction). Kept apart so that ``layouts`` (which builds the
-write tier's partition plans) and ``writetier`` do not import each other.
+holds the steps that need a :class:`keydesign.Layout` (blocks, their keys): :func:`pack_batch`
+(ingest), :func:`repack_slice` and :func:`compact_hour` (compaction). Kept apart so that ``layouts``
+(which builds the write tier's partition plans) and ``writetier`` do not import each other.
 """
 
 from __future__ import annotations
@@ -31,15 +31,21 @@ from .timefmt import format_ts
 from .writetier import (
     DENSE_READINGS,
     MAX_COMPACTED_SPAN_MS,
+    REPACK_MS,
     ROLLUP_OWNED,
     SLICE_MS,
     DenseMark,
     GroupItem,
+    SubItem,
     WriteTier,
     dense_mark_sk,
     group_sk_stem,
+    hour_open,
     in_write_tier,
+    repack_start,
     slice_start,
+    sub_group_of,
+    sub_sk_stem,
     tier_ttl,
 )
 
@@ -70,22 +76,23 @@ def pack_batch(
 
     Blocks (``layout.pack``): the readings of *dense* entities (:data:`DENSE_READINGS` readings or
     more in the batch, counted once each) and late readings (``not in_write_tier(ts, batch_start_ms)``).
-    Group items: the rest, per (group, hour) sorted by (time, entity, event id), cut as blocks are
+    Group items: the rest, per (group, re-pack slice) sorted by (time, entity, event id), cut as blocks are
     (:func:`keydesign.blocks.cut_runs`, halved while an item is over MAX_BLOCK_ITEM_BYTES), version
-    the largest of their entries'. Dense marks: one per (entity, hour) of a block's readings still in
-    the write tier. Deterministic (but for ``rng`` in the random layout): a redelivered batch makes
-    the same items.
+    the largest of their entries'. Dense marks: one per (entity, hour) of a block's readings whose hour
+    was still in the write tier when the batch started (:func:`keydesign.writetier.hour_open`: a dense entity's, or
+    a reading late past its slice but not its hour). Deterministic (but for ``rng`` in the random
+    layout): a redelivered batch makes the same items.
     """
     winners, replaced = last_copies(entries)
     counts = Counter(entity for entity, _, _ in winners)
     dense = {entity for entity, count in counts.items() if count >= DENSE_READINGS}
     to_blocks: list[int] = []
-    hours: dict[tuple[int, int], list[tuple[int, tuple[str, str], int]]] = {}
+    slices: dict[tuple[int, int], list[tuple[int, tuple[str, str], int]]] = {}
     for (entity, ts, event_id), index in winners.items():
         if entity in dense or not in_write_tier(ts, batch_start_ms):
             to_blocks += [index, *replaced.get(index, ())]
         else:
-            hours.setdefault((tier.group_of(entity), slice_start(ts)), []).append((ts, (entity, event_id), index))
+            slices.setdefault((tier.group_of(entity), repack_start(ts)), []).append((ts, (entity, event_id), index))
     to_blocks.sort()
     packed = layout.pack([entries[i] for i in to_blocks], shard_map, retention_ms=retention_ms, rng=rng)
     blocks = [replace(b, origins=tuple(to_blocks[i] for i in b.origins)) for b in packed]
@@ -104,14 +111,15 @@ def pack_batch(
         return [GroupItem(key, readings, origins, encoded, size, units, ttl, group=group)]
 
     items: list[GroupItem] = []
-    for (group, hour), members in sorted(hours.items()):
+    # cut by re-pack slice too: an item lies in one slice, which the re-pack reads by its sort keys
+    for (group, start), members in sorted(slices.items()):
         members.sort()
         for run in cut_runs(members, [body_estimate(entries[index][0]) for _, _, index in members]):
-            items.extend(cut(group, hour, run))
+            items.extend(cut(group, slice_start(start), run))
 
     marks: dict[DenseMark, list[int]] = {}
     for position, block in enumerate(blocks):
-        for hour in sorted({slice_start(r.ts_ms) for r in block.readings if in_write_tier(r.ts_ms, batch_start_ms)}):
+        for hour in sorted({slice_start(r.ts_ms) for r in block.readings if hour_open(r.ts_ms, batch_start_ms)}):
             mark = DenseMark(
                 layout.table_for(hour),
                 tier.group_pk(tier.group_of(block.entity_id), hour),
@@ -120,6 +128,78 @@ def pack_batch(
             )
             marks.setdefault(mark, []).append(position)
     return BatchPacking(blocks, items, marks)
+
+
+# -- re-packing a slice -----------------------------------------------------------------------
+
+
+def repack_slice(
+    tier: WriteTier,
+    group: int,
+    start: int,
+    items: Copies,
+    blocks: Copies = (),
+    *,
+    table: str,
+    retention_ms: int | None = None,
+) -> list[SubItem]:
+    """The sub-items of group partition ``group`` (of ``tier``, the hour's largest G) for the re-pack
+    slice starting at ``start``.
+
+    ``items`` holds the decoded group items of the slice (their readings all lie in it: the slice
+    rule cuts a batch's items by slice), ``blocks`` the decoded blocks of the dense-marked entities
+    (their readings outside the slice are left out). Each reading is kept once, its copy of the
+    highest version winning, a block's of one version; the readings whose winning copy is in a group
+    item are put, per sub-group (:func:`keydesign.writetier.sub_group_of`), sorted by (time, entity,
+    event id), cut as group items are but spanning up to the slice, each given the largest version of
+    its readings' winning copies (:mod:`keydesign.writetier`, "Sub-item versions"), keyed
+    ``s#<group>#<hour>`` / ``<sub>#<first ts>#<item id>#<units>`` in ``table`` (the hour's), expiring as
+    the group items. The result depends only on the copies given: a redo puts the same items."""
+    if start % REPACK_MS:
+        raise ValueError(f"{start} is not the start of a re-pack slice")
+    hour, end = slice_start(start), start + REPACK_MS
+    winners: dict[tuple[str, int, str], tuple[int, bool, Reading]] = {}
+
+    def keep(version: int, readings: Sequence[Reading], in_tier: bool) -> None:
+        for reading in readings:
+            if not start <= reading.ts_ms < end:
+                if in_tier:
+                    raise ValueError(
+                        f"a group item of the slice at {format_ts(start)} holds a reading at {format_ts(reading.ts_ms)}"
+                    )
+                continue
+            key = (reading.entity_id, reading.ts_ms, reading.event_id)
+            held = winners.get(key)
+            if held is None or version > held[0]:
+                winners[key] = (version, in_tier, reading)
+
+    for version, readings in blocks:
+        keep(version, readings, False)
+    for version, readings in items:
+        keep(version, readings, True)
+    subs: dict[int, list[tuple[int, tuple[str, str], int, Reading]]] = {}
+    for (entity, ts, event_id), (version, in_tier, reading) in winners.items():
+        if in_tier:
+            subs.setdefault(sub_group_of(entity), []).append((ts, (entity, event_id), version, reading))
+    pk = tier.sub_pk(group, start)
+
+    def cut(sub: int, run: list[tuple[int, tuple[str, str], int, Reading]]) -> list[SubItem]:
+        readings = tuple(reading for _, _, _, reading in run)
+        encoded = encode_group(readings, max(version for _, _, version, _ in run), span_limit_ms=REPACK_MS)
+        ttl = tier_ttl(hour, encoded.last_ms, retention_ms)
+        item, size, units = keyed_item(pk, sub_sk_stem(sub, encoded), encoded.payload, ttl)
+        if size > MAX_BLOCK_ITEM_BYTES and len(run) > 1:
+            return cut(sub, run[: len(run) // 2]) + cut(sub, run[len(run) // 2 :])
+        return [SubItem(ItemKey(table, pk, str(item["sk"])), readings, (), encoded, size, units, ttl, group, sub)]
+
+    out: list[SubItem] = []
+    for sub, members in sorted(subs.items()):
+        members.sort(key=lambda member: member[:2])
+        estimates = [body_estimate(reading) for _, _, _, reading in members]
+        keys = [(ts, tie, i) for i, (ts, tie, _, _) in enumerate(members)]
+        for run in cut_runs(keys, estimates, span_limit_ms=REPACK_MS):
+            out += cut(sub, [members[i] for i in run])
+    return out
 
 
 # -- compacting -----------------------------------------------------------------------------

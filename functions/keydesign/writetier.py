@@ -11,28 +11,40 @@ unit apiece. The write tier packs across entities instead (docs/decisions.md, "T
   fewer than :data:`DENSE_READINGS` readings in the batch (a denser entity writes its own blocks,
   as before), is written as *group items* (block format 4, :func:`keydesign.blocks.encode_group`):
   the readings of many entities, each item within the block limits (10 s of span, 1,000 readings,
-  64 KB), in the partition ``w#<group>#<hour>`` of the hour's table, sort key
+  64 KB) and one re-pack slice, in the partition ``w#<group>#<hour>`` of the hour's table, sort key
   ``<first ts>#<item id>#<write units>``, expiring :data:`KEEP_MS` after the hour ends.
-* **Only the current hour.** A reading goes to the write tier only if its hour had not ended when
-  the batch started (:func:`in_write_tier`). A late reading (its hour ended before its batch
-  started) is written as a block of its own entity, as before: so once an hour has ended and its
-  last batch has settled, its group items never change, and compaction reads each of them once.
+* **Only the current slice.** A reading goes to the write tier only if its *re-pack slice*
+  (:data:`REPACK_MS`, 5 minutes of its hour) had not ended :data:`GRACE_MS` (a minute) before the
+  batch started (:func:`in_write_tier`). A late reading (its slice ended longer ago) is written as a
+  block of its own entity, as before: so once a slice's grace has ended and its last batch has settled, its
+  group items never change; the re-pack reads each of them once, and compaction, an hour later, too.
 * **Dense marks.** An entity that writes its own blocks in an hour that is still in the write
-  tier leaves a *dense mark* in its group's partition (sort key ``!dense#<entity>``, below every
-  item). Compaction then reads that entity's blocks of the hour too, so the compacted copy of a
-  reading never wins over a newer copy of it in a block (:class:`CompactedVersion` below).
-* **Compaction.** Once an hour has ended and settled (ingest's timeout and a minute), a scheduled
-  pass reads each group's partition of it once and writes *compacted blocks*: one entity's
-  readings of the hour (and of its bucket) in block format 3, spanning up to
+  tier (:func:`hour_open`: a dense entity's, or a reading late past its slice but not its hour)
+  leaves a *dense mark* in its group's partition (sort key ``!dense#<entity>``, below every
+  item). Compaction (and the re-pack) then reads that entity's blocks of the hour too, so the
+  compacted copy of a reading never wins over a newer copy of it in a block (the versions below).
+* **Sub-items (the re-pack).** Every re-pack slice, once settled, the compaction function re-packs
+  each group's items of it into *sub-items*: per *sub-group* (:func:`sub_group_of`, a second hash of
+  the entity, mod :data:`SUBGROUPS`) the slice's readings whose newest copy is in the group items, in
+  block format 4 spanning up to the slice, in the partition ``s#<group>#<hour>`` (the number of the
+  group partition they were read from, :meth:`WriteTier.sub_pk`), sort key
+  ``<sub>#<first ts>#<item id>#<write units>`` (:func:`sub_sk_stem`), expiring as the group items.
+  A device's re-packed part of an uncompacted hour is so one Query of its sub-group's sort keys, not
+  its group's whole items. The state's ``repack_from``/``repacked`` say which slices are re-packed.
+* **Compaction.** Once an hour has ended and settled (the grace, ingest's timeout and a minute:
+  :func:`tier_settle`), a scheduled pass reads each group's partition of it once and writes
+  *compacted blocks*: one entity's readings of the hour (and of its bucket) in block format 3, spanning up to
   :data:`MAX_COMPACTED_SPAN_MS`, in the partition ``<shard>#<bucket>#c`` (hybrid) or
   ``<entity>#c`` (:func:`compacted_pk`), sort key as a block's.
   Its state (:class:`CompactionState`) holds the watermark ``through``, the end of the last hour
   done, the G it runs with and the earlier G's whose group items uncompacted hours may hold: a
   change of G keeps every reading where compaction and readers look (docs/writetier.md). Its first
   run starts at the earliest *start item* (:func:`tier_start_pk`), which each ingest container puts
-  before its first group items, stamped with the hour its batch started in.
+  before its first group items, stamped with the hour of its batch's start less the grace
+  (:func:`tier_stamp`: the earliest hour the batch may write group items of).
 * **Reads** of an hour before the watermark read the compacted blocks and the blocks; of a later
-  hour, the group items and the blocks. Each reading comes once, its newest copy winning.
+  hour, the group items (or, for its re-packed slices, the entity's sub-items) and the blocks.
+  Each reading comes once, its newest copy winning.
 
 Compacted versions. A block carries one version, the largest Kinesis sequence number of the
 records its readings came from, and of two copies of a reading the higher version wins. A
@@ -41,6 +53,12 @@ group items that hold the entity's readings, and its dense-marked blocks), and h
 readings whose winning copy is in the write tier: a copy of one of them in a block is older, and
 a copy written after compaction comes from a later batch of the entity's Kinesis shard, so it is
 newer. The write tier relies on an entity's readings arriving on one Kinesis shard, in order.
+
+Sub-item versions. A sub-item holds only the readings whose winning copy is in the slice's group
+items (a dense-marked entity's blocks read as compaction reads them), and is given the largest
+version of its readings' winning copies: every other copy of them is older, and a copy written later
+comes from a batch that started after the slice's grace ended (a block: the slice rule), so it is newer than
+every group item of the slice (one group is one Kinesis shard).
 """
 
 from __future__ import annotations
@@ -53,12 +71,22 @@ from .blocks import (
     EncodedItem,
 )
 from .errors import ConfigError
-from .hashing import shard_of
-from .periods import DAY_MS, HOUR_MS
+from .hashing import shard_of, stable_hash
+from .periods import DAY_MS, HOUR_MS, MINUTE_MS
 from .timefmt import format_ts
 
 #: The write tier's slice: a group item holds readings of one hour, compaction works an hour at a time.
 SLICE_MS = HOUR_MS
+#: The re-pack's slice: a reading goes to the write tier only while its slice is open, and each settled
+#: slice of a group's items is re-packed into sub-items. Divides the hour.
+REPACK_MS = 5 * MINUTE_MS
+#: The slice rule's grace: a reading still goes to the write tier while its re-pack slice ended less than
+#: this before its batch started (:func:`in_write_tier`), so a batch that starts just after a slice ends
+#: (a reading sent at its end, a short queue) does not make its readings late; each slice (and hour) of the
+#: write tier settles that much later for it (:func:`tier_settle`).
+GRACE_MS = MINUTE_MS
+#: The sub-groups a group's slice is re-packed into (:func:`sub_group_of`); 2 digits in a sort key.
+SUBGROUPS = 16
 #: An entity with at least this many readings in one ingest batch writes its own blocks.
 DENSE_READINGS = 8
 #: A group item expires this long after its hour ends: compaction has that long to read it.
@@ -70,6 +98,7 @@ MAX_GROUPS = 9_999
 #: The sort key of a dense mark is this and then the entity: it sorts below every group item.
 DENSE_MARK_PREFIX = "!dense#"
 GROUP_PK_PREFIX = "w#"
+SUB_PK_PREFIX = "s#"
 COMPACTED_PK_SUFFIX = "#c"
 
 
@@ -78,10 +107,41 @@ def slice_start(ts_ms: int) -> int:
     return ts_ms - ts_ms % SLICE_MS
 
 
+def repack_start(ts_ms: int) -> int:
+    """The start of the re-pack slice (:data:`REPACK_MS`) holding ``ts_ms``."""
+    return ts_ms - ts_ms % REPACK_MS
+
+
 def in_write_tier(ts_ms: int, batch_start_ms: int) -> bool:
     """Whether a reading at ``ts_ms`` of a batch that started at ``batch_start_ms`` may go to the
-    write tier: its hour had not ended when the batch started."""
-    return slice_start(ts_ms) + SLICE_MS > batch_start_ms
+    write tier: its re-pack slice had not ended :data:`GRACE_MS` before the batch started."""
+    return repack_start(ts_ms) + REPACK_MS + GRACE_MS > batch_start_ms
+
+
+def hour_open(ts_ms: int, batch_start_ms: int) -> bool:
+    """Whether the hour of a reading at ``ts_ms`` was still in the write tier when its batch started at
+    ``batch_start_ms`` (its last slice was, :func:`in_write_tier`): a block holding it needs its
+    entity's dense mark of the hour."""
+    return in_write_tier(slice_start(ts_ms) + SLICE_MS - 1, batch_start_ms)
+
+
+def tier_settle(settle_ms: int) -> int:
+    """How long after its end a slice (or an hour) of the write tier has settled, for the ``settle_ms``
+    of its batches (longer than ingest's timeout): its last batch starts within :data:`GRACE_MS` of
+    its end."""
+    return settle_ms + GRACE_MS
+
+
+def tier_stamp(batch_start_ms: int) -> int:
+    """The earliest time whose hour a batch that started at ``batch_start_ms`` may write group items
+    of (the hour of its start items' stamp): its start less :data:`GRACE_MS`."""
+    return batch_start_ms - GRACE_MS
+
+
+def sub_group_of(entity_id: str) -> int:
+    """The sub-group of ``entity_id`` (0 to :data:`SUBGROUPS` - 1): the high 32 bits of its stable hash,
+    mod :data:`SUBGROUPS`, so it does not depend on the group (the low bits, mod G) nor on G."""
+    return (stable_hash(entity_id) >> 32) % SUBGROUPS
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,10 +169,24 @@ class WriteTier:
             raise ValueError(f"group {group} is not one of the {self.groups} groups")
         return f"{GROUP_PK_PREFIX}{group:04d}#{format_ts(slice_start(ts_ms))[:16]}"
 
+    def sub_pk(self, group: int, ts_ms: int) -> str:
+        """The partition of the sub-items re-packed from ``group``'s partition of the hour holding ``ts_ms``."""
+        return SUB_PK_PREFIX + self.group_pk(group, ts_ms).removeprefix(GROUP_PK_PREFIX)
+
 
 def group_sk_stem(encoded: Encoded) -> str:
     """A group item's sort key before ``#<write units>``: ``<first ts>#<item id>``."""
     return f"{format_ts(encoded.first_ms)}#{encoded.block_id}"
+
+
+def sub_prefix(sub: int) -> str:
+    """What every sort key of sub-group ``sub``'s sub-items starts with: ``<sub>#``, two digits."""
+    return f"{sub:02d}#"
+
+
+def sub_sk_stem(sub: int, encoded: Encoded) -> str:
+    """A sub-item's sort key before ``#<write units>``: ``<sub>#<first ts>#<item id>``."""
+    return f"{sub_prefix(sub)}{group_sk_stem(encoded)}"
 
 
 def dense_mark_sk(entity_id: str) -> str:
@@ -137,8 +211,9 @@ def state_key(table_prefix: str) -> dict[str, str]:
     return {"pk": STATE_PK, "sk": table_prefix}
 
 
-#: The write tier's *start items*: control table, pk ``compactstart#<prefix>``, sk the hour an ingest
-#: container's batch started in when it wrote its first group items (``adapters.start_items``). A first
+#: The write tier's *start items*: control table, pk ``compactstart#<prefix>``, sk the hour of an ingest
+#: container's batch's start less the grace (:func:`tier_stamp`) when it wrote its first group items
+#: (``adapters.start_items``). A first
 #: compaction run starts at the earliest (``compaction.logic``), not ``KEEP_MS`` back.
 START_PREFIX = "compactstart#"
 #: The partition keys of the start items, as an IAM ``dynamodb:LeadingKeys`` pattern.
@@ -146,9 +221,10 @@ START_KEYS = (f"{START_PREFIX}*",)
 #: A container writes another start item once its batches start this long after the hour of its last.
 START_EVERY_MS = DAY_MS
 #: A start item expires this long after its hour: after every group item it covers. Those lie in the hours
-#: of batches that started before the container's next start item (``START_EVERY_MS``), at most an hour and
-#: ``max_future`` (at most a day: the stack's bound) past their batch's start, and expire ``KEEP_MS`` after
-#: their hour ends: 1 d + 1 h + 1 d + 1 h + 4 d = 6 d 2 h.
+#: of batches that started before the container's next start item (``START_EVERY_MS`` past its stamp, and the
+#: grace: a stamp is its batch's start less it), at most an hour and ``max_future`` (at most a day: the stack's
+#: bound) past their batch's start, and expire ``KEEP_MS`` after their hour ends: 1 d + 1 min + 1 h + 1 d + 1 h
+#: + 4 d = 6 d 2 h 1 min.
 START_KEEP_MS = 2 * KEEP_MS
 
 
@@ -186,7 +262,13 @@ class CompactionState:
     ran with (None in an item written before it was recorded). ``previous``: the earlier group counts
     whose group items uncompacted hours may still hold (newest first; dropped once ``through`` passes
     their ``until_ms``). ``group``/``group_tier``: the cursor inside the hour at ``through``: the groups
-    before ``group`` of the G ``group_tier`` are compacted (0: the deployed G)."""
+    before ``group`` of the G ``group_tier`` are compacted (0: the deployed G). ``repack_from`` and
+    ``repacked``: the re-pack slices from the one starting at ``repack_from`` to the one ending at
+    ``repacked`` are re-packed into sub-items (none when equal), each under the groups of its hour's
+    largest G (:func:`tier_for_hour`): a reader reads an uncompacted hour's slices in that range from
+    its sub-group's items (:meth:`repacked_in`). ``repack_group``: the cursor inside the slice at
+    ``repacked``: its group partitions before it are re-packed (a partition number: whatever G wrote
+    the items it holds)."""
 
     through: int = 0
     groups: int | None = None
@@ -196,6 +278,9 @@ class CompactionState:
     #: When compaction last moved ``through`` (its clock, epoch ms; 0: not recorded): every re-mark it
     #: put for the hours before ``through`` is stamped by then (``rollup.logic``'s ``totals_through``).
     advanced_at: int = 0
+    repack_from: int = 0
+    repacked: int = 0
+    repack_group: int = 0
 
     @classmethod
     def from_item(cls, item: Mapping[str, object] | None) -> CompactionState:
@@ -220,6 +305,14 @@ class CompactionState:
             if not (count.isdigit() and until.isdigit()) or not 1 <= int(count) <= MAX_GROUPS or int(until) % SLICE_MS:
                 raise ValueError(f"the compaction state's 'previous' has a malformed entry {entry!r}")
             earlier.append(EarlierGroups(int(count), int(until)))
+        repack_from, repacked = _whole(item, "repack_from") or 0, _whole(item, "repacked") or 0
+        if repack_from % REPACK_MS or repacked % REPACK_MS or repack_from > repacked:
+            raise ValueError(
+                f"the compaction state's 'repack_from' and 'repacked' ({repack_from}, {repacked}) are not slice "
+                "bounds in order"
+            )
+        if (_whole(item, "repack_group") or 0) > MAX_GROUPS:
+            raise ValueError(f"the compaction state's 'repack_group' is over {MAX_GROUPS}")
         return cls(
             through,
             groups,
@@ -227,6 +320,9 @@ class CompactionState:
             _whole(item, "group") or 0,
             _whole(item, "group_tier") or 0,
             _whole(item, "advanced_at") or 0,
+            repack_from,
+            repacked,
+            _whole(item, "repack_group") or 0,
         )
 
     def item(self) -> dict[str, object]:
@@ -238,7 +334,45 @@ class CompactionState:
             fields["groups"] = self.groups
         if self.previous:
             fields["previous"] = ",".join(f"{p.groups}@{p.until_ms}" for p in self.previous)
+        if self.repacked:
+            fields["repack_from"], fields["repacked"] = self.repack_from, self.repacked
+        if self.repack_group:
+            fields["repack_group"] = self.repack_group
         return fields
+
+    def repacked_in(self, hour_start: int) -> tuple[int, int] | None:
+        """The re-packed part ``[from, to)`` of the hour starting at ``hour_start``, None if none."""
+        low, high = max(hour_start, self.repack_from), min(hour_start + SLICE_MS, self.repacked)
+        return (low, high) if low < high else None
+
+    def repack_next(self, now_ms: int, settle_ms: int) -> int | None:
+        """The start of the next slice to re-pack at ``now_ms``, None if none is due: the first after
+        ``repacked`` and ``through`` that has settled (``settle_ms`` after its end), in the newest settled
+        slice's hour. Once that hour has settled too (its last slice settles with it), it is compacted
+        next, and only its last slice is still due, and only to extend the range (:meth:`repack_starting`)
+        so readers read the hour from sub-items until it is compacted: a run each slice re-packs it. So
+        after downtime the re-pack skips the hours compaction is due to do (compacting an hour costs what
+        re-packing it would) and starts again at the newest."""
+        newest = repack_start(now_ms - settle_ms) - REPACK_MS
+        start = max(self.repacked, self.through, slice_start(newest))
+        hour_end = slice_start(start) + SLICE_MS
+        if start > newest or (
+            hour_end + settle_ms <= now_ms and (start, start + REPACK_MS) != (self.repacked, hour_end)
+        ):
+            return None
+        return start
+
+    def repack_starting(self, start: int) -> CompactionState:
+        """The state as the re-pack of the slice at ``start`` (:meth:`repack_next`) begins: unchanged when
+        it goes on from ``repacked``; else (a skip) an empty range there, whose earlier slices readers read
+        from the group items."""
+        if start == self.repacked:
+            return self
+        return replace(self, repack_from=start, repacked=start, repack_group=0)
+
+    def repack_advanced(self) -> CompactionState:
+        """The state once every group of the slice at ``repacked`` is re-packed."""
+        return replace(self, repacked=self.repacked + REPACK_MS, repack_group=0)
 
     def changed_to(self, groups: int, now_ms: int, reach_ms: int) -> CompactionState:
         """The state once compaction runs with ``groups`` at ``now_ms``: if the recorded G differs, it
@@ -246,11 +380,13 @@ class CompactionState:
         ``now_ms + reach_ms``, and the cursor restarts the hour at ``through``. ``reach_ms`` is the
         settle time (the old configuration's ingest finishes within its timeout, under it, of the
         deploy, which came before this run) plus how far ahead of its batch a reading may be
-        (``max_future``: a batch writes the group items of the hours its readings lie in)."""
+        (``max_future``: a batch writes the group items of the hours its readings lie in). The re-packed
+        range empties (readers read its slices from the group items): the version before may have
+        re-packed a slice without the partitions the new G's ingest wrote."""
         if self.groups is None or self.groups == groups:
             return replace(self, groups=groups)
         earlier = (EarlierGroups(self.groups, slice_start(now_ms + reach_ms) + SLICE_MS), *self.previous)
-        return replace(self, groups=groups, previous=earlier, group=0, group_tier=0)
+        return replace(self, groups=groups, previous=earlier, group=0, group_tier=0, repack_from=self.repacked)
 
     def advanced(self, now_ms: int) -> CompactionState:
         """The state once the hour at ``through`` is compacted, at ``now_ms``: the next hour, the earlier
@@ -313,6 +449,15 @@ class GroupItem(EncodedItem):
     was given) of every entry it stands for: its readings and the earlier copies they replaced."""
 
     group: int
+
+
+@dataclass(frozen=True, slots=True)
+class SubItem(EncodedItem):
+    """One sub-item, ready to put: a sub-group's readings of a re-pack slice, from the group partition
+    ``group`` (``origins`` empty: it comes from stored items, not a batch's entries)."""
+
+    group: int
+    sub: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -64,7 +64,7 @@ from adapters.partition_reader import CorruptBlock, Page, PageRequest, StoredBlo
 from keydesign import KeyDesignError, Layout, PartitionQuery, Reading, format_ts
 from keydesign.blocks import HIGH, MAX_BLOCK_SPAN_MS
 from keydesign.timefmt import second_text, stamp_ms
-from keydesign.writetier import SLICE_MS, slice_start
+from keydesign.writetier import REPACK_MS, SLICE_MS, repack_start, slice_start
 
 
 class Position(NamedTuple):
@@ -160,12 +160,13 @@ class Placement:
 
         The partition's kind says the sort key's shape and how far past its first reading an item
         reaches: a group item (the write tier's) has no entity prefix and holds many entities' readings
-        of one hour, so across entities it bounds nothing (:meth:`reads_whole`); a compacted block
-        spans up to an hour of its bucket."""
+        of one hour, so across entities it bounds nothing (:meth:`reads_whole`); a sub-item is read for
+        one entity only (its sub-group's prefix, then a group item's key), spanning up to its slice; a
+        compacted block spans up to an hour of its bucket."""
         # <prefix><first ts> | #<block id>#<write units>, or before blocks <prefix><ts> | #<event id>
         sk, kind = block.sk, partition.kind
         layout = self.layout
-        start = sk.find("#") + 1 if layout.sk_entity_prefixed(kind) else 0
+        start = sk.find("#") + 1 if kind == "sub" or layout.sk_entity_prefixed(kind) else 0
         cut = start + _TS_CHARS
         low = sk[:cut]
         try:
@@ -174,14 +175,18 @@ class Placement:
             first_ms = stamp_ms(low[start:])
         except (KeyDesignError, ValueError):
             raise CorruptBlock(partition.table, partition.pk, sk, "the sort key is not a block's") from None
-        if kind == "group":
+        if kind in ("group", "sub"):
             entity = self.entity or ""
             if not entity:  # a cross-entity read sorts a group partition whole: nothing is released before
                 return _Fetched(first_ms, entity, Position(anchor or "", POSITION_MAX_SK if descending else ""))
-            key = layout.reading_key
+            key, stamp = layout.reading_key, low[start:]
             if not descending:
-                return _Fetched(first_ms, entity, Position(low, key(entity, low, "")))
-            last = format_ts(min(first_ms + MAX_BLOCK_SPAN_MS, slice_start(first_ms) + SLICE_MS) - 1)
+                return _Fetched(first_ms, entity, Position(stamp, key(entity, stamp, "")))
+            if kind == "sub":  # a sub-item lies in its slice
+                end = repack_start(first_ms) + REPACK_MS
+            else:
+                end = min(first_ms + MAX_BLOCK_SPAN_MS, slice_start(first_ms) + SLICE_MS)
+            last = format_ts(end - 1)
             return _Fetched(first_ms, entity, Position(last, key(entity, last, HIGH)))
         entity = self.entity if self.entity is not None else low[: start - 1]
         if not descending:
@@ -421,8 +426,8 @@ class PartitionStream:
         whole = placement.reads_whole(part)
         if not inside:
             header = header_of(part, block)
-            # (a group item's readings are mostly other entities': none of them counts as the read's)
-            seen = 0 if part.kind == "group" else header.count
+            # (a group item's or sub-item's readings are mostly other entities': none counts as the read's)
+            seen = 0 if part.kind in ("group", "sub") else header.count
             if header.last_ms < low_ms:
                 merger.looked_at(seen)
                 return

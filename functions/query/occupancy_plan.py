@@ -53,7 +53,14 @@ class OccupancyPlanner:
         """The layout's plan of one entity's readings, with the write tier at the compaction state ``through``."""
         tier, earlier = self._write_tier, through.earlier_for(self._write_tier)
         return self._layout.plan_entity(
-            entity, from_ms, to_ms, shard_map, write_tier=tier, compacted_through_ms=through.through, earlier=earlier
+            entity,
+            from_ms,
+            to_ms,
+            shard_map,
+            write_tier=tier,
+            compacted_through_ms=through.through,
+            earlier=earlier,
+            repacked=(through.repack_from, through.repacked),
         )
 
     def plan_range(self, from_ms: int, to_ms: int, shard_map: ShardMap, *, through: CompactionState) -> QueryPlan:

@@ -591,7 +591,7 @@ class RollupRunner:
         the interval aside rather than put a rollup with a hole in it), and a reading stored in several blocks (a
         redelivery, a correction) counts once, as the block of the highest version has it, so the
         rollups equal what raw reads return. With the write tier the plan holds its partitions too (group
-        items, compacted blocks, at the compaction watermark): their readings count the same way."""
+        items or sub-items, compacted blocks, at the compaction state): their readings count the same way."""
         compaction = self._watermark.state()
         plan = self._layout.plan_entity(
             entity,
@@ -601,6 +601,7 @@ class RollupRunner:
             write_tier=self._write_tier,
             compacted_through_ms=compaction.through,
             earlier=compaction.earlier_for(self._write_tier),
+            repacked=(compaction.repack_from, compaction.repacked),
         )
         copies: dict[tuple[str, int, str], tuple[int, Reading]] = {}
         for partition in plan.partitions:

@@ -18,14 +18,17 @@ from adapters.start_items import write_tier_starts
 from compaction.logic import CompactionRunner, StateStore
 from compaction.settings import CompactionSettings
 from keydesign import Reading, ShardMap, decode_block, parse_timestamp
-from keydesign.blocks import encode_group, keyed_item
+from keydesign.blocks import decode_group, encode_group, keyed_item
 from keydesign.rollup import RedoRequest, redo_pk
 from keydesign.writetier import (
     MAX_COMPACTED_SPAN_MS,
+    REPACK_MS,
+    SUB_PK_PREFIX,
     CompactionState,
     WriteTier,
     dense_mark_sk,
     group_sk_stem,
+    repack_start,
     slice_start,
 )
 from tests.integration.mocked_aws import create_readings_table, mocked_aws
@@ -34,7 +37,8 @@ REGION = "eu-west-1"
 PREFIX = "readings"
 HOUR = 3_600_000
 MINUTE = 60_000
-#: The hour compacted in most tests, and a clock that has let it settle (3 minutes).
+#: The hour compacted in most tests, and a clock that has let it settle (the slice rule's grace, a minute,
+#: and SETTLE, 3 minutes).
 H = parse_timestamp("2026-11-22T06:00:00Z")
 SETTLED = H + HOUR + 4 * MINUTE
 ENV = {
@@ -125,6 +129,22 @@ def compacted(db: Any) -> dict[Identity, list[tuple[int, Reading]]]:
     return found
 
 
+def sub_items(db: Any) -> dict[Identity, list[tuple[int, Reading, str, str]]]:
+    """Every reading in a sub-item of any readings table, with the sub-item's version and key: every copy."""
+    found: dict[Identity, list[tuple[int, Reading, str, str]]] = {}
+    for name in db.list_tables()["TableNames"]:
+        if not name.startswith(f"{PREFIX}-"):
+            continue
+        for page in db.get_paginator("scan").paginate(TableName=name):
+            for item in page["Items"]:
+                pk, sk = item["pk"]["S"], item["sk"]["S"]
+                if pk.startswith(SUB_PK_PREFIX):
+                    header, readings = decode_group(item["b"]["B"], span_limit_ms=REPACK_MS)
+                    for r in readings:
+                        found.setdefault((r.entity_id, r.ts_ms, r.event_id), []).append((header.version, r, pk, sk))
+    return found
+
+
 def identities(readings: Sequence[Reading]) -> set[Identity]:
     return {(r.entity_id, r.ts_ms, r.event_id) for r in readings}
 
@@ -198,14 +218,14 @@ def sparse_fleet(hour: int, devices: int = 40, per_device: int = 3) -> list[Read
 
 def publish(db: Any, readings: Sequence[Reading], version: int, tier: WriteTier = TIER) -> None:
     """``readings`` as ingest batches write them with ``tier``: per group, items of up to 10 s (a group
-    item's span)."""
+    item's span), each in one re-pack slice."""
     by_group: dict[int, list[Reading]] = {}
     for r in sorted(readings, key=lambda r: (r.ts_ms, r.entity_id, r.event_id)):
         by_group.setdefault(tier.group_of(r.entity_id), []).append(r)
     for members in by_group.values():
         item: list[Reading] = []
         for r in members:
-            if item and r.ts_ms - item[0].ts_ms >= 10_000:
+            if item and (r.ts_ms - item[0].ts_ms >= 10_000 or repack_start(r.ts_ms) != repack_start(item[0].ts_ms)):
                 put_group_item(db, item, version, tier)
                 item = []
             item.append(r)

@@ -87,8 +87,10 @@ def test_a_first_run_with_no_earlier_start_item_starts_at_the_hour_a_batch_in_fl
     clock = [H + 2 * MINUTE]  # within SETTLE of H: a batch that started in the hour before may be in flight
     # When the compaction function first runs
     report = runner(clock).run(Deadline.never())
-    # Then it starts at the hour of now - SETTLE (not KEEP back): nothing has settled, no group is read
-    assert report.hours == 0 and report.groups == 0 and state(db) == CompactionState(H - HOUR, 8)
+    # Then it starts at the hour of now - SETTLE (not KEEP back): no hour has settled, no group is compacted
+    # (the re-pack, a first one, starts at the hour after those the ingest before it may write: 07:00)
+    assert report.hours == 0 and report.groups == 0
+    assert state(db) == CompactionState(H - HOUR, 8, repack_from=H + HOUR, repacked=H + HOUR)
     # and what a container writes after that read, from a batch that started before it, is compacted
     fleet = [reading("late-batch", H - HOUR + 59 * MINUTE), *sparse_fleet(H, devices=3)]
     publish(db, fleet, version=2)
@@ -116,7 +118,7 @@ def _raw_state(db: Any) -> dict[str, object]:
 
 def test_an_hour_is_compacted_only_once_it_has_settled(db: Any) -> None:
     publish(db, sparse_fleet(H, devices=5), version=1)
-    clock = [H + HOUR + 2 * MINUTE]  # the hour has ended, but an ingest batch may still be writing it
+    clock = [SETTLED - 1]  # SETTLE has passed, but not the grace too: a batch may still be writing the hour
     report = runner(clock).run(Deadline.never())
     assert report.through_ms == H and compacted(db) == {}
     clock[0] = SETTLED
@@ -298,7 +300,9 @@ def test_a_change_of_the_group_count_mid_hour_compacts_every_reading_written_und
     # end of the one holding now + settle + max_future), the rest of the hour is written with `after`
     clock = [H + 30 * MINUTE]
     assert runner(clock, tier=new).run(Deadline.never()).hours == 0
-    assert state(db) == CompactionState(H, after, (EarlierGroups(before, H + HOUR),))
+    # (and its re-pack, a first one, starts at the hour after those the ingest before it may write)
+    repacked = {"repack_from": H + HOUR, "repacked": H + HOUR}
+    assert state(db) == CompactionState(H, after, (EarlierGroups(before, H + HOUR),), **repacked)
     publish(db, second, version=2, tier=new)
     # Then the hour's compaction, cut by its deadline into steps (2 groups each), reads the groups of
     # the larger count, saving its cursor in that count, and compacts every reading once
@@ -314,4 +318,4 @@ def test_a_change_of_the_group_count_mid_hour_compacts_every_reading_written_und
     assert stored.keys() == identities(fleet) and all(len(copies) == 1 for copies in stored.values())
     assert max(before, after) in cursors[:-1]
     # and once the watermark passed the hour, the earlier count is forgotten
-    assert state(db) == CompactionState(H + HOUR, after)
+    assert state(db) == CompactionState(H + HOUR, after, **repacked)

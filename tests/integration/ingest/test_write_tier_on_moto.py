@@ -9,7 +9,15 @@ from types import ModuleType
 import pytest
 
 from keydesign.blocks import decode_group
-from keydesign.writetier import DENSE_MARK_PREFIX, GROUP_PK_PREFIX, SLICE_MS, WriteTier, slice_start
+from keydesign.writetier import (
+    DENSE_MARK_PREFIX,
+    GROUP_PK_PREFIX,
+    REPACK_MS,
+    SLICE_MS,
+    WriteTier,
+    repack_start,
+    slice_start,
+)
 from tests.integration.ingest.conftest import Aws, now_ms
 from tests.integration.ingest.helpers import invoke
 from tests.integration.mocked_aws import fresh_handler
@@ -50,23 +58,26 @@ def test_sparse_readings_land_in_group_items_and_a_dense_entitys_in_blocks_after
     assert sorted(r.event_id for r in in_groups + in_blocks) == sorted(
         [f"d{i}" for i in range(40)] + [f"h{i}" for i in range(12)]
     )
-    # the dense sensor's readings are in its blocks; a device's in a group item, unless its hour had
-    # ended when the invocation started (then late: a block of its own)
+    # the dense sensor's readings are in its blocks; a device's in a group item, unless its re-pack slice
+    # had ended when the invocation started (then late: a block of its own)
     assert {r.entity_id for r in in_groups} <= {f"device-{i:03d}" for i in range(40)}
     assert {r.event_id for r in in_blocks if r.entity_id == "hot-1"} == {f"h{i}" for i in range(12)}
     for r in in_blocks:
         if r.entity_id != "hot-1":
-            assert slice_start(r.ts_ms) + SLICE_MS <= after
+            assert repack_start(r.ts_ms) + REPACK_MS <= after
     for r in in_groups:
-        assert slice_start(r.ts_ms) + SLICE_MS > before
+        assert repack_start(r.ts_ms) + REPACK_MS > before
     for item in groups:
         (first, *_) = decode_group(item["b"]["B"])[1]
         assert item["pk"]["S"] == TIER.group_pk(TIER.group_of(first.entity_id), first.ts_ms)
-    # the dense sensor marked its group's partition of each hour its blocks hold, still in the write tier
-    hours = {
-        slice_start(r.ts_ms) for r in in_blocks if r.entity_id == "hot-1" and slice_start(r.ts_ms) + SLICE_MS > after
+    # the dense sensor (and a device late past its slice only) marked its group's partition of each hour
+    # its blocks hold, still in the write tier
+    expected = {
+        (TIER.group_pk(TIER.group_of(r.entity_id), r.ts_ms), f"!dense#{r.entity_id}")
+        for r in in_blocks
+        if slice_start(r.ts_ms) + SLICE_MS > after
     }
-    assert sorted(marks) == sorted((TIER.group_pk(TIER.group_of("hot-1"), h), "!dense#hot-1") for h in hours)
+    assert sorted(marks) == sorted(expected)
     if in_groups:
         assert result.metric("GroupItemsWritten") == len(groups)
         assert result.metric("ReadingsInWriteTier") == len(in_groups)

@@ -23,7 +23,7 @@ import pytest
 from client import QueryClient
 from infra.config import LambdaFunction
 from keydesign import format_ts
-from keydesign.writetier import COMPACTED_PK_SUFFIX, GROUP_PK_PREFIX, SLICE_MS, slice_start
+from keydesign.writetier import COMPACTED_PK_SUFFIX, GROUP_PK_PREFIX, SLICE_MS, repack_start, slice_start
 from local_runtime import LocalSystem
 from tests.integration.local_runtime.conftest import (
     WAIT_S,
@@ -61,7 +61,8 @@ def _kinds(system: LocalSystem) -> Counter[str]:
 @pytest.fixture(scope="module")
 def fleet() -> Iterator[Fleet]:
     now = int(time.time() * 1000)
-    low = max(now - 60_000, slice_start(now))  # in the current hour: the write tier's
+    # in a re-pack slice that is open when ingest's batch starts (conftest.readings): the write tier's
+    low = max(now - 60_000, repack_start(now + 30_000))
     # Two readings of each device, 5 s apart, all within 10 s: no device sends 8 in a batch (none writes
     # blocks), and a group's readings of a batch fit one item
     sent = [

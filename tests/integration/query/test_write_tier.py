@@ -156,7 +156,8 @@ def written(world: World, change: tuple[WriteTier, int] | None = None) -> World:
 
         world.ingest = switching  # type: ignore[method-assign]
     # Three hours of a sparse fleet (group items), a dense entity (its own blocks and a dense mark),
-    # a reading across a 15-minute bucket's start, and late readings and corrections (blocks)
+    # readings across a 15-minute bucket's start (and a re-pack slice's: its batch started before it), and
+    # late readings and corrections (blocks)
     for hour in range(3):
         base = START + hour * HOUR
         for minute in range(0, 60, 7):
@@ -173,7 +174,7 @@ def written(world: World, change: tuple[WriteTier, int] | None = None) -> World:
                 reading("dev-1", base + 15 * MINUTE - 1_000, "edge", 1),
                 reading("dev-2", base + 15 * MINUTE + 1_000, "edge", 2),
             ],
-            base + 15 * MINUTE + 2_000,
+            base + 15 * MINUTE - 500,
         )
     world.ingest([reading("dev-1", START + 7 * MINUTE, "m7", -1.0)], START + HOUR + 10 * MINUTE)  # a late correction
     world.ingest([reading("dev-2", START + 30 * MINUTE, "late", 5.0)], START + HOUR + 20 * MINUTE)  # a late reading

@@ -137,6 +137,11 @@ def test_the_read_budget_benchmark_measures_bounded_pages_against_unbounded_ones
     assert tier["last_10_min_readings"] == blocks["last_10_min_readings"] >= 2
     assert tier["day"] > blocks["day"] and tier["latest"] > blocks["latest"]
     assert "device (seed 003), day, write tier: read units" in names
+    # and with the hour's settled slices re-packed, the same readings for fewer units (its sub-group's)
+    repacked = device["repacked"]
+    assert repacked["day_readings"] == blocks["day_readings"] and repacked["day"] < tier["day"]
+    assert "device (seed 003), day, repacked: read units" in names
+    assert device["sub_items_written"] > 0 and 0 < device["sub_item_write_units_per_reading"] < 1
 
 
 def test_the_simulator_benchmark_simulates_the_seed_rate_under_every_default_layout() -> None:

@@ -276,6 +276,7 @@ def test_key_family_drops_the_bucket(pk: str, kind: str, family: str) -> None:
     [
         ("w#0007#2026-11-22T06", "2026-11-22T06:00:00.000Z#00ff00ff00ff#12"),  # a group item
         ("w#0007#2026-11-22T06", "!dense#sensor-1"),  # a dense mark
+        ("s#0007#2026-11-22T06:00", "03#2026-11-22T06:00:00.000Z#00ff00ff00ff#2"),  # a sub-item
         ("0001#2026-11-22T06:00#c", "sensor-1#2026-11-22T06:00:00.000Z#00ff00ff00ff#3"),  # compacted, hybrid
         ("sensor-1#c", "2026-11-22T06:00:00.000Z#00ff00ff00ff#3"),  # compacted, the other layouts
     ],

@@ -37,7 +37,8 @@ from tests.unit.ingest.stored import newest_copies
 from tests.unit.ingest.test_logic import FakeRotator
 
 HOUR = 3_600_000
-NOW = 1_795_000_000_000 - 1_795_000_000_000 % HOUR + 30 * 60_000  # half past an hour
+#: Half past an hour and 10 s: the readings of the seconds before it lie in its re-pack slice (the write tier's)
+NOW = 1_795_000_000_000 - 1_795_000_000_000 % HOUR + 30 * 60_000 + 10_000
 QUEUE = "https://sqs.eu-west-1.amazonaws.com/123456789012/rejects"
 TIER = WriteTier(4)
 
@@ -157,6 +158,17 @@ def _start(hour: int) -> tuple[str, int]:
     return format_ts(hour), (hour + START_KEEP_MS) // 1000
 
 
+def test_a_batch_in_an_hours_first_minute_stamps_its_start_item_with_the_hour_before() -> None:
+    # 07:00:30: a reading of 06:59:50 is within its slice's grace, a group item of the hour at 06:00
+    dynamodb = MemoryDynamo(tables={"readings", "control"})
+    start = slice_start(NOW) + HOUR + 30_000
+    outcome = _ingestor(dynamodb, now=start, starts=True).ingest(
+        batch([as_json([reading("dev-1", start - 40_000, "a")])]), 60_000
+    )
+    assert outcome.written == 1 and outcome.group_items_written == 1
+    assert _starts(dynamodb) == [_start(slice_start(NOW))]
+
+
 def test_a_container_puts_the_write_tier_start_item_before_its_first_group_items_and_once_a_day() -> None:
     dynamodb = MemoryDynamo(tables={"readings", "control"}, record_calls=True)
     ingestor = _ingestor(dynamodb, starts=True)
@@ -268,9 +280,14 @@ def test_a_batch_straddling_an_hour_boundary_writes_each_hour_to_its_own_group_p
     assert sorted(i["pk"]["S"] for i in _group_items(dynamodb.items())) == sorted(
         [TIER.group_pk(group, end - 1), TIER.group_pk(group, end)]
     )
-    # started after it ended: the earlier reading is late, written as a block of its own, with no mark
+    # started 3 s after it ended, within the slice rule's grace (a minute): the same
     dynamodb = MemoryDynamo(tables={"readings"})
     outcome = _ingestor(dynamodb, now=end + 3_000).ingest(batch(payloads), 60_000)
+    assert outcome.written == 2 and outcome.blocks == 0
+    assert len({i["pk"]["S"] for i in _group_items(dynamodb.items())}) == 2
+    # started 61 s after it ended: the earlier reading is late, written as a block of its own, with no mark
+    dynamodb = MemoryDynamo(tables={"readings"})
+    outcome = _ingestor(dynamodb, now=end + 61_000).ingest(batch(payloads), 60_000)
     _conserved(outcome)
     items = dynamodb.items()
     assert outcome.written == 2 and outcome.blocks == 1 and outcome.group_items == 1

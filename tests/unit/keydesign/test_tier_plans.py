@@ -1,12 +1,13 @@
 """Plans with the write tier: every item that can hold a reading of the range is read, and nothing else.
 
 Items are written as ingest and compaction write them (``doubles/tier_items.py``): blocks,
-group items, dense marks, compacted blocks. For a plan of one entity (every layout, buckets shorter
-and longer than an hour, hourly tables, any watermark), every item holding one of the entity's
-readings in the range is in one of its partitions (same table and key, sort key within the range,
-the reading within the partition's time range): its blocks always, its group items in hours after
-the watermark, its compacted blocks in hours by it. An item of another entity is read only from a
-group partition (the reader keeps the read's entity of each), never a dense mark. A cross-entity
+group items, dense marks, sub-items, compacted blocks. For a plan of one entity (every layout, buckets
+shorter and longer than an hour, hourly tables, any watermark and re-packed range), every item holding
+one of the entity's readings in the range is in one of its partitions (same table and key, sort key
+within the range, the reading within the partition's time range): its blocks always, its group items in
+hours after the watermark outside the re-packed slices, its sub-items in those slices, its compacted
+blocks in hours by it. An item of another entity is read only from a group or sub-item partition (the
+reader keeps the read's entity of each), never a dense mark. A cross-entity
 plan (hybrid) reads every item holding a reading of the range, from partitions whose time range
 starts where the reading's bucket meets the range (the order cross-entity reads merge by).
 """
@@ -20,8 +21,17 @@ from hypothesis import strategies as st
 
 from doubles.tier_items import TierWriter
 from keydesign import Layout, PartitionQuery, Reading, ShardMap, decode_block
-from keydesign.blocks import decode_group
-from keydesign.writetier import MAX_COMPACTED_SPAN_MS, SLICE_MS, EarlierGroups, WriteTier, slice_start
+from keydesign.blocks import decode_group, encode_group, keyed_item
+from keydesign.writetier import (
+    MAX_COMPACTED_SPAN_MS,
+    REPACK_MS,
+    SLICE_MS,
+    EarlierGroups,
+    WriteTier,
+    group_sk_stem,
+    slice_start,
+    sub_group_of,
+)
 from tests.unit.keydesign.strategies import PROPERTY
 
 T0 = 1_795_305_600_000  # 2026-11-22T00:00:00Z
@@ -35,8 +45,9 @@ SPANS = st.one_of(
 )
 
 Stored = tuple[str, str, str, str, tuple[Reading, ...]]  # table, pk, sk, kind, readings
-#: layout, shard map, the deployed write tier, the watermark, the items stored, the earlier group counts
-World = tuple[Layout, ShardMap, WriteTier, int, list[Stored], tuple[EarlierGroups, ...]]
+#: layout, shard map, the deployed write tier, the watermark, the items stored, the earlier group counts, the
+#: re-packed slices
+World = tuple[Layout, ShardMap, WriteTier, int, list[Stored], tuple[EarlierGroups, ...], tuple[int, int]]
 
 
 @st.composite
@@ -85,10 +96,14 @@ def stored_worlds(draw: st.DrawFn) -> World:
         items += written
     for hour in range(T0, through, SLICE_MS):
         items += writer.compact(hour)
+    repack_from = T0 + draw(st.sampled_from(range(6))) * HOUR
+    repacked = repack_from + draw(st.integers(0, 24)) * REPACK_MS
+    for start in range(repack_from, repacked, REPACK_MS):
+        items += writer.repack(start)
     stored = [_stored(layout, table, item) for table, item in items]
     # the earlier G may hold the hours up to the last one it wrote a group item in (the state says so)
     earlier = () if old is None else (EarlierGroups(old.groups, max(old_hours) + SLICE_MS),)
-    return layout, shard_map, tier, through, stored, earlier
+    return layout, shard_map, tier, through, stored, earlier, (repack_from, repacked)
 
 
 def _group(item: dict[str, object]) -> list[Reading]:
@@ -108,6 +123,8 @@ def _stored(layout: Layout, table: str, item: dict[str, object]) -> Stored:
         return table, pk, sk, "mark", ()
     if pk.startswith("w#"):
         return table, pk, sk, "group", tuple(decode_group(payload)[1])
+    if pk.startswith("s#"):
+        return table, pk, sk, "sub", tuple(decode_group(payload, span_limit_ms=REPACK_MS)[1])
     compacted = pk.endswith("#c")
     entity = sk.split("#", 1)[0] if layout.can.shared_partitions else pk.rsplit("#", 1)[0]
     span = MAX_COMPACTED_SPAN_MS if compacted else 10_000
@@ -129,10 +146,13 @@ def _reads(part: PartitionQuery, table: str, pk: str, sk: str) -> bool:
     )
 
 
-def _needed(kind: str, ts_ms: int, through: int) -> bool:
+def _needed(kind: str, ts_ms: int, through: int, repacked: tuple[int, int] = (0, 0)) -> bool:
     """Whether a read of a reading at ``ts_ms`` needs its copy in an item of ``kind``."""
-    compacted = slice_start(ts_ms) + SLICE_MS <= through
-    return kind == "blocks" or (kind == "compacted") == compacted
+    if kind == "blocks":
+        return True
+    if slice_start(ts_ms) + SLICE_MS <= through:
+        return kind == "compacted"
+    return kind == ("sub" if repacked[0] <= ts_ms < repacked[1] else "group")
 
 
 @PROPERTY
@@ -144,11 +164,18 @@ def _needed(kind: str, ts_ms: int, through: int) -> bool:
 def test_an_entitys_plan_reads_every_item_of_its_readings_and_no_other_entitys_but_group_items(
     world: World, entity: str, span: tuple[int, int]
 ) -> None:
-    layout, shard_map, tier, through, stored, earlier = world
+    layout, shard_map, tier, through, stored, earlier, repacked = world
     from_ms = T0 + span[0]
     to_ms = min(T0 + 6 * HOUR, from_ms + span[1])
     plan = layout.plan_entity(
-        entity, from_ms, to_ms, shard_map, write_tier=tier, compacted_through_ms=through, earlier=earlier
+        entity,
+        from_ms,
+        to_ms,
+        shard_map,
+        write_tier=tier,
+        compacted_through_ms=through,
+        earlier=earlier,
+        repacked=repacked,
     )
     assert len(set(plan.partitions)) == len(plan.partitions)  # no partition read twice (two G's, one group)
     for table, pk, sk, kind, readings in stored:
@@ -158,10 +185,12 @@ def test_an_entitys_plan_reads_every_item_of_its_readings_and_no_other_entitys_b
             continue
         for part in parts:
             assert part.kind == kind, (part, pk, sk)
-            if kind != "group":
+            if kind == "sub":  # its sub-group's items only
+                assert sub_group_of(entity) in {sub_group_of(r.entity_id) for r in readings}, (part, pk, sk)
+            elif kind != "group":
                 assert {r.entity_id for r in readings} == {entity}, (part, pk, sk)
         for r in readings:
-            if r.entity_id == entity and from_ms <= r.ts_ms < to_ms and _needed(kind, r.ts_ms, through):
+            if r.entity_id == entity and from_ms <= r.ts_ms < to_ms and _needed(kind, r.ts_ms, through, repacked):
                 assert any(p.from_ms <= r.ts_ms < p.to_ms for p in parts), (kind, pk, sk, r)
 
 
@@ -170,7 +199,7 @@ def test_an_entitys_plan_reads_every_item_of_its_readings_and_no_other_entitys_b
 def test_a_range_plan_reads_every_item_of_its_readings_from_partitions_anchored_at_their_bucket(
     world: World, span: tuple[int, int]
 ) -> None:
-    layout, shard_map, tier, through, stored, earlier = world
+    layout, shard_map, tier, through, stored, earlier, _ = world  # a range read reads no sub-items
     if not layout.can.range_reads:
         return
     from_ms = T0 + span[0]
@@ -182,7 +211,7 @@ def test_a_range_plan_reads_every_item_of_its_readings_from_partitions_anchored_
         if kind == "mark":
             assert not parts, (pk, sk)
             continue
-        assert all(p.kind == kind for p in parts)
+        assert all(p.kind == kind for p in parts) and (kind != "sub" or not parts)
         for r in readings:
             if from_ms <= r.ts_ms < to_ms and _needed(kind, r.ts_ms, through):
                 anchor = max(from_ms, layout.bucket.start(r.ts_ms))
@@ -190,14 +219,16 @@ def test_a_range_plan_reads_every_item_of_its_readings_from_partitions_anchored_
 
 
 def test_a_group_item_that_reaches_into_the_next_bucket_is_read_by_that_buckets_plans() -> None:
-    # Given a group item of readings on both sides of a 15-minute bucket's start (items are cut by time, not bucket)
+    # Given a group item of readings on both sides of a 15-minute bucket's start (items are cut by time and
+    # re-pack slice, not bucket; this one as ingest wrote them before they were cut at slices)
     layout = Layout.from_settings(kind="hybrid", bucket="15m", table_prefix="readings")
     shard_map, tier = ShardMap.initial(layout.bucket, 2), WriteTier(1)
-    writer = TierWriter(layout, tier, shard_map, 30 * 24 * HOUR)
     edge = T0 + 900_000
-    batch = [(Reading("a-1", "e1", edge - 2_000, {"v": 1}), 1), (Reading("b-2", "e1", edge + 1_000, {"v": 2}), 1)]
-    ((table, item),) = writer.ingest(batch, edge - 2_000)
-    sk = str(item["sk"])
+    encoded = encode_group(
+        [Reading("a-1", "e1", edge - 2_000, {"v": 1}), Reading("b-2", "e1", edge + 1_000, {"v": 2})], 1
+    )
+    item, _, _ = keyed_item(tier.group_pk(0, edge), group_sk_stem(encoded), encoded.payload, None)
+    table, sk = layout.table_for(edge), str(item["sk"])
 
     # Then the plans of the next bucket read it, from a partition of that bucket (entity: of its time)
     for plan in (
@@ -236,3 +267,37 @@ def test_an_entitys_readings_of_an_earlier_group_count_are_read_from_its_group_u
     assert read(earlier) == {old.group_pk(1, T0), new.group_pk(3, T0), new.group_pk(3, T0 + HOUR)}
     assert read(()) == {new.group_pk(3, T0), new.group_pk(3, T0 + HOUR)}  # what was lost before
     assert read(earlier, through=T0 + HOUR) == {new.group_pk(3, T0 + HOUR)}
+
+
+def test_an_uncompacted_hours_re_packed_slices_are_read_from_the_entitys_sub_group_then_its_group_items() -> None:
+    layout = Layout.from_settings(kind="hybrid", bucket="1h", table_prefix="readings")
+    shard_map, tier, old = ShardMap.initial(layout.bucket, 2), WriteTier(4), WriteTier(2)
+    group, sub, minute = tier.group_of("f-6"), f"{sub_group_of('f-6'):02d}#", 60_000
+    # Given the slices 00:00 to 00:20 re-packed, of the hour at T0 (not compacted)
+    plan = layout.plan_entity(
+        "f-6", T0 + 7 * minute, T0 + HOUR, shard_map, write_tier=tier, repacked=(T0, T0 + 25 * minute)
+    )
+    parts = [(p.kind, p.pk, p.sk_low, p.sk_high, p.from_ms, p.to_ms) for p in plan.partitions if p.kind != "blocks"]
+    # Then its sub-group's sort keys of them (from the slice holding the range's start), and its group's
+    # items after them (from a group item's span before the watermark: the reader drops what is before it)
+    assert parts == [
+        ("sub", tier.sub_pk(group, T0), f"{sub}2026-11-22T00:05:00.000Z", f"{sub}2026-11-22T00:24:59.999Z#~",
+         T0 + 7 * minute, T0 + 25 * minute),
+        ("group", tier.group_pk(group, T0), "2026-11-22T00:24:50.001Z", "2026-11-22T00:59:59.999Z#~",
+         T0 + 25 * minute, T0 + HOUR),
+    ]  # fmt: skip
+    # and under an earlier group count too, each partition once
+    plan = layout.plan_entity(
+        "f-6", T0, T0 + HOUR, shard_map, write_tier=tier, repacked=(T0, T0 + HOUR), earlier=(EarlierGroups(2, FAR),)
+    )
+    subs = {p.pk for p in plan.partitions if p.kind == "sub"}
+    assert subs == {tier.sub_pk(group, T0), old.sub_pk(old.group_of("f-6"), T0)}
+    assert not [p for p in plan.partitions if p.kind == "group"]
+    # A compacted hour reads none of them
+    plan = layout.plan_entity(
+        "f-6", T0, T0 + HOUR, shard_map, write_tier=tier, compacted_through_ms=T0 + HOUR, repacked=(T0, T0 + HOUR)
+    )
+    assert {p.kind for p in plan.partitions} == {"blocks", "compacted"}
+
+
+FAR = T0 + 100 * HOUR

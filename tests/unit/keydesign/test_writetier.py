@@ -11,11 +11,15 @@ from hypothesis import strategies as st
 
 from keydesign import BlockError, ConfigError, Reading, decode_block
 from keydesign.blocks import MAX_BLOCK_SPAN_MS, decode_group, encode_block, encode_group, read_header
+from keydesign.hashing import stable_hash
 from keydesign.periods import HOUR_MS
 from keydesign.writetier import (
     FOREVER_MS,
+    GRACE_MS,
     MAX_COMPACTED_SPAN_MS,
     MAX_GROUPS,
+    REPACK_MS,
+    SUBGROUPS,
     CompactionState,
     EarlierGroups,
     WriteTier,
@@ -23,9 +27,15 @@ from keydesign.writetier import (
     dense_mark_sk,
     earlier_tiers,
     group_sk_stem,
+    hour_open,
     in_write_tier,
+    repack_start,
     slice_start,
     state_key,
+    sub_group_of,
+    sub_sk_stem,
+    tier_settle,
+    tier_stamp,
 )
 
 from .strategies import ENTITIES
@@ -143,10 +153,51 @@ def test_keys_of_the_write_tier() -> None:
         WriteTier(groups=0)
 
 
-def test_only_a_reading_whose_hour_had_not_ended_when_its_batch_started_goes_to_the_write_tier() -> None:
-    assert in_write_tier(T0, T0 + HOUR_MS - 1)
-    assert not in_write_tier(T0, T0 + HOUR_MS)  # late: its hour had ended
+def test_only_a_reading_whose_slice_had_not_ended_a_grace_before_its_batch_started_goes_to_the_write_tier() -> None:
+    assert REPACK_MS == 5 * 60_000 and HOUR_MS % REPACK_MS == 0 and GRACE_MS == 60_000
+    assert repack_start(T0 + REPACK_MS - 1) == T0 and repack_start(T0 + REPACK_MS) == T0 + REPACK_MS
+    assert in_write_tier(T0, T0 + REPACK_MS - 1)
+    assert in_write_tier(T0, T0 + REPACK_MS + 30_000)  # its slice ended 30 s before: within the grace
+    assert in_write_tier(T0, T0 + REPACK_MS + GRACE_MS - 1)
+    assert not in_write_tier(T0, T0 + REPACK_MS + GRACE_MS)  # late: its slice's grace had ended
+    assert not in_write_tier(T0, T0 + REPACK_MS + 61_000)  # (its hour had not)
+    assert in_write_tier(T0 + HOUR_MS - 1, T0 + HOUR_MS + 30_000)  # the hour before the batch's, in its grace
     assert in_write_tier(T0 + HOUR_MS + 5, T0)  # ahead of the batch (within max_future)
+    # a block of it needs its entity's dense mark while its hour is in the write tier, late past its slice or not
+    assert hour_open(T0, T0 + REPACK_MS + GRACE_MS) and hour_open(T0, T0 + HOUR_MS + GRACE_MS - 1)
+    assert not hour_open(T0, T0 + HOUR_MS + GRACE_MS)
+    # an hour or a slice settles its grace after its batches' settle; a batch may write the hour a grace back
+    assert tier_settle(180_000) == 180_000 + GRACE_MS
+    assert slice_start(tier_stamp(T0 + HOUR_MS + 30_000)) == T0
+    assert slice_start(tier_stamp(T0 + HOUR_MS + GRACE_MS)) == T0 + HOUR_MS
+
+
+def test_keys_of_the_sub_items() -> None:
+    tier = WriteTier(groups=1024)
+    assert tier.sub_pk(5, T0 + 1234) == "s#0005#2026-11-22T06:00"
+    with pytest.raises(ValueError, match="not one of the 1024"):
+        tier.sub_pk(1024, T0)
+    one = Reading.parse({"entity_id": "a", "timestamp": T0 + 5, "measures": {"v": 1}})
+    encoded = encode_group([one], 1)
+    assert sub_sk_stem(3, encoded) == f"03#2026-11-22T06:00:00.005Z#{encoded.block_id}"
+    # the sub-group: the hash's high half mod 16, whatever G; every sub-group of a group is used
+    names = [f"device-{n:07d}" for n in range(4_000)]
+    assert all(sub_group_of(name) == (stable_hash(name) >> 32) % SUBGROUPS for name in names)
+    for groups in (7, 16):
+        members = [name for name in names if WriteTier(groups).group_of(name) == 1]
+        assert {sub_group_of(name) for name in members} == set(range(SUBGROUPS))
+
+
+def test_a_sub_item_may_span_its_slice_and_only_a_reader_told_so_takes_it() -> None:
+    early = Reading.parse({"entity_id": "a", "timestamp": T0, "measures": {"v": 1}})
+    late = Reading.parse({"entity_id": "b", "timestamp": T0 + REPACK_MS - 1, "measures": {"v": 2}})
+    with pytest.raises(ValueError, match="within 10000 ms"):
+        encode_group([early, late], 1)
+    payload = encode_group([early, late], 1, span_limit_ms=REPACK_MS).payload
+    assert decode_group(payload, span_limit_ms=REPACK_MS)[1] == [early, late]
+    assert decode_group(payload, "b", span_limit_ms=REPACK_MS)[1] == [late]
+    with pytest.raises(BlockError, match="span is 299999 ms"):
+        decode_group(payload)  # a sub-item in a group partition is not a group item
 
 
 def test_the_watermark_is_the_end_of_an_hour_or_nothing_yet() -> None:
@@ -174,6 +225,19 @@ STATES = st.builds(
     ).map(tuple),
     st.integers(0, MAX_GROUPS),
     st.integers(0, MAX_GROUPS),
+    st.integers(0, 10**9),
+).flatmap(
+    lambda state: st.one_of(
+        st.just(state),
+        st.tuples(st.integers(0, 10**6), st.integers(0, 100), st.integers(0, MAX_GROUPS)).map(
+            lambda slices: dataclasses.replace(
+                state,
+                repack_from=T0 + slices[0] * REPACK_MS,
+                repacked=T0 + (slices[0] + slices[1]) * REPACK_MS,
+                repack_group=slices[2],
+            )
+        ),
+    )
 )
 
 
@@ -203,12 +267,65 @@ def test_an_item_of_before_the_group_count_was_recorded_reads_as_no_change_known
         ("previous", f"0@{T0}"),
         ("previous", f"x@{T0}"),
         ("previous", 8),
+        ("repack", T0 + 1),
+        ("repack", T0 + REPACK_MS),  # after "repacked"
+        ("repack_group", MAX_GROUPS + 1),
+        ("repack_group", "x"),
     ],
 )
 def test_a_malformed_state_is_refused_naming_the_field(field: str, bad: object) -> None:
-    item: dict[str, object] = {"through": T0, "groups": 8, "previous": f"4@{T0 + HOUR_MS}", field: bad}
+    item: dict[str, object] = {"through": T0, "groups": 8, "previous": f"4@{T0 + HOUR_MS}", "repacked": T0}
+    if field == "repack":  # the re-packed slices' bounds: whole slices, in order
+        item["repack_from"] = bad
+    else:
+        item[field] = bad
     with pytest.raises(ValueError, match=field):
         CompactionState.from_item(item)
+
+
+def test_the_re_pack_takes_each_settled_slice_of_the_newest_hour_and_skips_hours_that_settled() -> None:
+    settle = 3 * 60_000
+    # Given compaction through T0 (the hour before it compacted) and nothing re-packed yet
+    state = CompactionState(T0, 8)
+    # nothing has settled 7 minutes into the hour; the first slice has at 8 minutes
+    assert state.repack_next(T0 + 7 * 60_000, settle) is None
+    assert state.repack_next(T0 + 8 * 60_000, settle) == T0
+    state = state.repack_starting(T0).repack_advanced()
+    assert (state.repack_from, state.repacked) == (T0, T0 + REPACK_MS)
+    assert state.repacked_in(T0) == (T0, T0 + REPACK_MS) and state.repacked_in(T0 + HOUR_MS) is None
+    # a run 20 minutes later re-packs the slices in turn, each extending the range
+    now = T0 + 28 * 60_000
+    while (start := state.repack_next(now, settle)) is not None:
+        state = state.repack_starting(start).repack_advanced()
+    assert state.repacked_in(T0) == (T0, T0 + 5 * REPACK_MS)
+    # the hour's last slice settles with the hour, and is due until the next one settles
+    assert state.repack_next(T0 + HOUR_MS + settle - 1, settle) == T0 + 5 * REPACK_MS  # (behind: catching up)
+    assert state.repack_next(T0 + HOUR_MS + settle, settle) is None  # behind once it settled: compacted instead
+    caught_up = dataclasses.replace(state, repacked=T0 + HOUR_MS - REPACK_MS)
+    assert caught_up.repack_next(T0 + HOUR_MS + settle - 1, settle) is None
+    assert caught_up.repack_next(T0 + HOUR_MS + settle, settle) == T0 + HOUR_MS - REPACK_MS
+    whole = caught_up.repack_starting(T0 + HOUR_MS - REPACK_MS).repack_advanced()
+    assert whole.repacked_in(T0) == (T0, T0 + HOUR_MS)  # read from sub-items until it is compacted
+    # the next hour's first slice extends the range once it settles
+    assert whole.repack_next(T0 + HOUR_MS + REPACK_MS + settle, settle) == T0 + HOUR_MS
+    on = whole.repack_starting(T0 + HOUR_MS).repack_advanced()
+    assert on.repacked_in(T0) == (T0, T0 + HOUR_MS) and on.repacked_in(T0 + HOUR_MS) == (
+        T0 + HOUR_MS,
+        T0 + HOUR_MS + REPACK_MS,
+    )
+    # a run that missed the last slice's turn skips it: a new range, the hour read from group items
+    start = caught_up.repack_next(T0 + HOUR_MS + REPACK_MS + settle, settle)
+    assert start == T0 + HOUR_MS
+    skipped = caught_up.repack_starting(start).repack_advanced()
+    assert skipped.repacked_in(T0 + HOUR_MS) == (T0 + HOUR_MS, T0 + HOUR_MS + REPACK_MS)
+    assert skipped.repacked_in(T0) is None
+    # After five hours down, the re-pack skips to the newest hour's settled slices; the others are compacted
+    down = state.repack_next(T0 + 5 * HOUR_MS + 20 * 60_000, settle)
+    assert down == T0 + 5 * HOUR_MS
+    assert state.repack_starting(down).repack_advanced().repacked_in(T0) is None
+    # and never an hour compaction has done
+    done = CompactionState(T0 + HOUR_MS, 8, repack_from=T0, repacked=T0 + 6 * REPACK_MS)
+    assert done.repack_next(T0 + HOUR_MS + settle, settle) is None
 
 
 def test_a_change_of_groups_keeps_the_earlier_one_until_the_watermark_passes_the_hours_it_may_have_written() -> None:
@@ -225,6 +342,11 @@ def test_a_change_of_groups_keeps_the_earlier_one_until_the_watermark_passes_the
     # a reader still on 4 reads 8's partitions of every uncompacted hour (8 is what compaction records)
     assert changed.earlier_for(WriteTier(4)) == (EarlierGroups(8, FOREVER_MS),)
     assert changed.earlier_for(None) == ()
+    # the re-packed range empties (the version before may have re-packed without the new G's partitions)
+    repacking = dataclasses.replace(state, repack_from=T0, repacked=T0 + 2 * REPACK_MS)
+    assert repacking.changed_to(4, now, 0).repacked_in(T0) == (T0, T0 + 2 * REPACK_MS)
+    emptied = repacking.changed_to(8, now, 8 * 60_000)
+    assert emptied.repacked_in(T0) is None and emptied.repacked == T0 + 2 * REPACK_MS
     # a second change before the first is compacted: both kept, newest first
     twice = changed.changed_to(16, T0 + 3 * HOUR_MS, 0)
     assert twice.previous == (EarlierGroups(8, T0 + 4 * HOUR_MS), EarlierGroups(4, T0 + 4 * HOUR_MS))

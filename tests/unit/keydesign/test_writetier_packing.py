@@ -24,30 +24,41 @@ from keydesign.periods import DAY_MS
 from keydesign.tiering import BatchPacking, pack_batch
 from keydesign.writetier import (
     DENSE_READINGS,
+    GRACE_MS,
     KEEP_MS,
+    REPACK_MS,
     SLICE_MS,
     START_EVERY_MS,
     START_KEEP_MS,
     WriteTier,
     dense_mark_sk,
+    hour_open,
     in_write_tier,
+    repack_start,
     slice_start,
+    tier_stamp,
 )
 
 from .strategies import ENTITIES, PROPERTY, layouts
 from .test_blocks import T0
 
-BATCH_START = T0 + 30 * 60_000  # 06:30: readings of 06:xx are in the write tier, of 05:xx late
+#: 06:30: readings from 06:30 on are in the write tier, of 06:00 to 06:29 late past their slice (blocks,
+#: dense-marked: their hour is open), of 05:xx late
+BATCH_START = T0 + 30 * 60_000
 ENTITY_POOL = (*ENTITIES, "dev-1", "dev-2", "dev-3")
 
 
 @st.composite
 def batches(draw: st.DrawFn) -> list[tuple[Reading, int]]:
     """Entries in arrival order (versions never decrease): copies of readings, late readings, an hour
-    boundary (05:59:5x and 06:00:0x), and entities dense enough to keep their own blocks."""
+    boundary (05:59:5x and 06:00:0x), the late edge (06:24:5x is late, 06:25:0x within the grace), a slice
+    boundary (06:34:5x and 06:35:0x), and entities dense
+    enough to keep their own blocks."""
     times = st.one_of(
         st.integers(T0 - 15_000, T0 + 15_000),  # across the hour boundary; 05:xx is late
         st.integers(BATCH_START - 20_000, BATCH_START + 20_000),
+        st.integers(BATCH_START - REPACK_MS - 5_000, BATCH_START - REPACK_MS + 5_000),  # the late edge (grace)
+        st.integers(BATCH_START + REPACK_MS - 5_000, BATCH_START + REPACK_MS + 5_000),  # a slice boundary
         st.integers(T0 + SLICE_MS - 5_000, T0 + SLICE_MS + 5_000),  # a later hour (clock skew)
     )
     one = st.tuples(st.sampled_from(ENTITY_POOL), times, st.sampled_from(("a", "b", None)), st.integers(0, 3))
@@ -108,6 +119,7 @@ def test_every_entry_is_stored_once_in_a_block_or_a_group_item_and_its_last_copy
         assert header.version == max(last[identity(r)][1] for r in item.readings)
         assert len(item.readings) <= MAX_BLOCK_READINGS and item.size <= MAX_BLOCK_ITEM_BYTES
         assert item.last_ms - item.first_ms < MAX_BLOCK_SPAN_MS
+        assert repack_start(item.first_ms) == repack_start(item.last_ms)  # one slice: the re-pack reads it by key
         assert item.key.pk == tier.group_pk(item.group, hour) and item.key.table == layout.table_for(hour)
         assert item.key.sk.endswith(f"#{item.write_units}")
         for reading in item.readings:
@@ -116,12 +128,13 @@ def test_every_entry_is_stored_once_in_a_block_or_a_group_item_and_its_last_copy
         assert item.ttl == min(hour + SLICE_MS + KEEP_MS, item.last_ms + 7 * 86_400_000) // 1000
     for block in packing.blocks:  # blocks decode as before
         assert decode_block(block.entity_id, block.encoded.payload)[1] == list(block.readings)
-    # every block holding a reading still in the write tier waits for its entity's dense mark of that hour
+    # every block holding a reading whose hour is still in the write tier (a dense entity's, or one late
+    # past its slice only) waits for its entity's dense mark of that hour
     needed = {
         (tier.group_pk(tier.group_of(b.entity_id), r.ts_ms), dense_mark_sk(b.entity_id), i)
         for i, b in enumerate(packing.blocks)
         for r in b.readings
-        if in_write_tier(r.ts_ms, BATCH_START)
+        if hour_open(r.ts_ms, BATCH_START)
     }
     marked = {(m.pk, m.sk, i) for m, indexes in packing.dense_marks.items() for i in indexes}
     assert marked == needed
@@ -131,10 +144,11 @@ def test_every_entry_is_stored_once_in_a_block_or_a_group_item_and_its_last_copy
 
 def test_a_start_item_outlives_every_group_item_of_the_batches_it_covers() -> None:
     # A container's start item of hour S covers its batches that start before S + START_EVERY_MS (then it
-    # puts another); such a batch's readings lie at most max_future ahead of its start (the stack's bound:
-    # a day, infra.config), and their group items expire KEEP_MS after their hour ends.
-    start_hour = slice_start(BATCH_START)
-    last_batch = start_hour + START_EVERY_MS - 1
+    # puts another), a container's stamps being its batches' starts less the grace (tier_stamp); such a
+    # batch's readings lie at most max_future ahead of its start (the stack's bound: a day, infra.config),
+    # and their group items expire KEEP_MS after their hour ends.
+    start_hour = slice_start(tier_stamp(BATCH_START))
+    last_batch = start_hour + START_EVERY_MS + GRACE_MS - 1
     latest_item_hour = slice_start(last_batch + DAY_MS)
     entries = [(Reading.parse({"entity_id": "dev-1", "timestamp": last_batch + DAY_MS, "measures": {"v": 1}}), 1)]
     layout = Layout.from_settings(kind="calculated", bucket="1h", table_prefix="readings")
@@ -197,6 +211,31 @@ def test_late_readings_go_to_blocks_without_marks() -> None:
     late = [(Reading.parse({"entity_id": f"d{i}", "timestamp": T0 - 1 - i, "measures": {"v": i}}), 1) for i in range(3)]
     packing = pack(late, WriteTier(4), layout)
     assert len(packing.blocks) == 3 and not packing.group_items and not packing.dense_marks
+
+
+def test_a_reading_of_a_slice_that_ended_within_the_grace_before_its_batch_still_goes_to_the_write_tier() -> None:
+    # 06:29:59.999 (its slice ends at 06:30) in a batch that started at 06:30:30: within the grace (a minute)
+    layout = Layout.from_settings(kind="calculated", bucket="1h", table_prefix="readings")
+    tier = WriteTier(4)
+    reading = Reading.parse({"entity_id": "d-1", "timestamp": BATCH_START - 1, "measures": {"v": 1}})
+    shard_map = ShardMap.initial(layout.bucket, 4)
+    packing = pack_batch([(reading, 1)], tier, layout, shard_map, batch_start_ms=BATCH_START + 30_000)
+    assert not packing.blocks and not packing.dense_marks
+    assert [r.entity_id for item in packing.group_items for r in item.readings] == ["d-1"]
+
+
+def test_a_reading_late_past_its_slice_but_not_its_hour_goes_to_a_block_after_its_entitys_mark() -> None:
+    # 06:29:59.999 in a batch that started at 06:31:01: its slice's grace had ended, its hour had not
+    layout = Layout.from_settings(kind="calculated", bucket="1h", table_prefix="readings")
+    tier = WriteTier(4)
+    late = Reading.parse({"entity_id": "d-late", "timestamp": BATCH_START - 1, "measures": {"v": 1}})
+    now = Reading.parse({"entity_id": "d-now", "timestamp": BATCH_START + 61_000, "measures": {"v": 2}})
+    shard_map = ShardMap.initial(layout.bucket, 4)
+    packing = pack_batch([(late, 1), (now, 1)], tier, layout, shard_map, batch_start_ms=BATCH_START + 61_000)
+    assert [b.entity_id for b in packing.blocks] == ["d-late"]
+    assert [r.entity_id for item in packing.group_items for r in item.readings] == ["d-now"]
+    marks = [(m.pk, m.sk, blocks) for m, blocks in packing.dense_marks.items()]
+    assert marks == [(tier.group_pk(tier.group_of("d-late"), T0), "!dense#d-late", [0])]
 
 
 def test_group_items_are_cut_by_count_span_and_size() -> None:

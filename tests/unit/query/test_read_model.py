@@ -14,8 +14,9 @@ With the write tier on (``keydesign.writetier``), batches are stored as ingest s
 (``doubles/tier_items.py``): sparse entities' readings of an hour still open as group items,
 dense entities' as blocks with a dense mark, late ones as blocks; a batch may be retried after its
 hour ended (its readings then go to blocks, same version); the first hours may be compacted (their
-group items' newest copies written again as compacted blocks), and the reader may hold an older
-watermark than compaction's (a stale cache): every read still returns the model.
+group items' newest copies written again as compacted blocks), settled slices may be re-packed (their
+group items' newest copies written again as sub-items, ``keydesign.tiering.repack_slice``), and the
+reader may hold an older state than compaction's (a stale cache): every read still returns the model.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from hypothesis import strategies as st
 from doubles.memory_dynamo import MemoryReader
 from doubles.tier_items import TierWriter
 from keydesign import Layout, Reading, ShardMap, format_ts, parse_timestamp, ttl_for
-from keydesign.writetier import SLICE_MS, CompactionState, WriteTier
+from keydesign.writetier import REPACK_MS, SLICE_MS, CompactionState, WriteTier
 from query.logic import QueryService
 from query.models import AggregateSeries, LatestReading, ReadingsPage
 from query.params import PageArgs, ReadArgs, TimeRange
@@ -56,17 +57,20 @@ SETTLE_MS = 3 * MINUTE
 @dataclass(frozen=True)
 class Watermark:
     through: int
+    repacked: tuple[int, int] = (0, 0)
 
     def state(self) -> CompactionState:
-        return CompactionState(self.through)
+        return CompactionState(self.through, repack_from=self.repacked[0], repacked=self.repacked[1])
 
 
 @dataclass(frozen=True)
 class Tiers:
-    """The write tier of a world (None: off), and the watermark its reader holds."""
+    """The write tier of a world (None: off), and the compaction state its reader holds: the hours compacted
+    and the slices re-packed."""
 
     tier: WriteTier | None = None
     through: int = 0
+    repacked: tuple[int, int] = (0, 0)
 
 
 @dataclass
@@ -187,13 +191,16 @@ def _tiered(  # noqa: PLR0917 - the world's parts
     """Store ``batches`` as ingest does with the write tier on, in publication order: a batch starts
     after its newest reading (later still when it is delayed) and after the batch before it; a
     batch may be retried at once, later (after its hour ended: its readings then go to blocks).
-    Compaction works each hour up to its watermark once the hour has settled; the reader's
-    watermark may be older (a stale cache)."""
+    Compaction works each hour up to its watermark once the hour has settled, and re-packs each slice of
+    its range once it has settled; the reader's state may be older (a stale cache)."""
     layout, shard_map, model, reader = world
     tier = WriteTier(draw(st.integers(1, 3)))
     writer = TierWriter(layout, tier, shard_map, model.retention_ms)
     through = draw(st.sampled_from((0, START + HOUR, START + 2 * HOUR)))
     pending = list(range(slice_start_of(START), through, SLICE_MS))  # hours compaction will do, in order
+    repack_from = draw(st.sampled_from((START, START + HOUR, START + 2 * HOUR)))
+    repacked = draw(st.integers(repack_from, NOW).map(lambda end: end - (end - repack_from) % REPACK_MS))
+    slices = list(range(repack_from, repacked, REPACK_MS))  # slices the re-pack will do, in order
     delay = st.sampled_from((0, 0, 5 * SECOND, 10 * MINUTE, 70 * MINUTE))
     started = 0
     # Readings sent on time come in time order; the corrections (the last batches) come after them.
@@ -205,14 +212,23 @@ def _tiered(  # noqa: PLR0917 - the world's parts
             while pending and pending[0] + SLICE_MS + SETTLE_MS <= started:
                 for table, item in writer.compact(pending.pop(0)):
                     reader.add_item(table, item)
+            while slices and slices[0] + REPACK_MS + SETTLE_MS <= started:
+                for table, item in writer.repack(slices.pop(0)):
+                    reader.add_item(table, item)
             for table, item in writer.ingest([(r, version) for r in batch], started, rng):
                 reader.add_item(table, item)
         model.add(version, batch)
     for hour in pending:
         for table, item in writer.compact(hour):
             reader.add_item(table, item)
+    for start in slices:
+        for table, item in writer.repack(start):
+            reader.add_item(table, item)
     seen = draw(st.sampled_from([0, *range(START + HOUR, through + 1, HOUR)]))  # the reader's, maybe stale
-    return Tiers(tier, seen)
+    seen_repacked = draw(
+        st.sampled_from([(0, 0), *((repack_from, end) for end in range(repack_from, repacked + 1, REPACK_MS))])
+    )
+    return Tiers(tier, seen, seen_repacked)
 
 
 def slice_start_of(ts_ms: int) -> int:
@@ -229,7 +245,7 @@ def service(
         now_ms=NOW,
         limits=QueryLimits(**limits),
         write_tier=tiers.tier,
-        watermark=Watermark(tiers.through),
+        watermark=Watermark(tiers.through, tiers.repacked),
         retention_ms=model.retention_ms,
     )
 

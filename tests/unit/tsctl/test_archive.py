@@ -526,24 +526,27 @@ def test_an_export_of_both_tiers_reads_as_the_newest_copy_of_each_reading(
 
 
 def test_compacted_blocks_group_items_and_blocks_of_one_reading_come_out_once_the_newest(tmp_path: Path) -> None:
-    # Given a reading in a group item (version 1), a correction of it in a late block (version 3), and the
-    # hour compacted (its other readings from the group items), with a dense mark and the state beside them
+    # Given a reading in a group item (version 1), a correction of it in a late block (version 3), the
+    # slice re-packed (sub-items: copies of the group items' readings) and the hour compacted (its other
+    # readings from the group items), with a dense mark and the state beside them
     writer = TierWriter(HYBRID, WriteTier(2), ShardMap.initial(HYBRID.bucket, 4), 30 * 86_400_000)
     first = [reading("sensor-a", T0 + i * 60_000, float(i), f"a{i}") for i in range(5)]
     dense = [reading("sensor-b", T0 + i * 100, 50.0 + i, f"b{i}") for i in range(10)]
-    items = writer.ingest([(r, 1) for r in first], T0 + 300_000)
-    items += writer.ingest([(r, 2) for r in dense], T0 + 300_000)
+    items = writer.ingest([(r, 1) for r in first], T0 + 240_000)
+    items += writer.ingest([(r, 2) for r in dense], T0 + 240_000)
+    items += writer.repack(T0)
     items += writer.ingest([(reading("sensor-a", T0 + 60_000, 99.0, "a1"), 3)], T0 + 3_700_000)
     items += writer.compact(T0)
     kinds = {("mark" if str(i["sk"]).startswith("!") else str(i["pk"])[:2]) for _, i in items}
-    assert {"w#", "mark"} <= kinds and any(str(i["pk"]).endswith("#c") for _, i in items)
+    assert {"w#", "s#", "mark"} <= kinds and any(str(i["pk"]).endswith("#c") for _, i in items)
     state = {"pk": STATE_PK, "sk": "timeseries-readings", "through": T0 + 3_600_000}
     write_export(tmp_path, [[dynamodb_json(i) for _, i in items], [dynamodb_json(state)]])
 
     # When the export is read
     got = read(tmp_path)
 
-    # Then each reading comes out once, a1 as corrected, the dense entity's from its blocks
+    # Then each reading comes out once, a1 as corrected, the dense entity's from its blocks (the sub-items
+    # are skipped: their readings are the group items')
     assert [(r.event_id, r.measures["temp"]) for r in got] == [
         ("a0", 0.0),
         ("a1", 99.0),

@@ -237,25 +237,23 @@ class RunReport:
 
     def add(self, work: GroupWork) -> None:
         self.groups += 1
-        self.calls += work.calls
-        self.read_units += work.read_units
-        self.group_items += work.group_items
-        self.dense_marks += work.dense_marks
-        self.blocks_read += work.blocks_read
-        self.corrupt += work.corrupt
+        self._add_reads(work)
         self.compacted_blocks += len(work.compacted)
         self.readings_compacted += sum(len(b.readings) for b in work.compacted)
         self.write_units += sum(b.write_units for b in work.compacted)
 
     def add_repacked(self, work: GroupWork) -> None:
+        self._add_reads(work)
+        self.sub_items += len(work.subs)
+        self.write_units += sum(s.write_units for s in work.subs)
+
+    def _add_reads(self, work: GroupWork) -> None:
         self.calls += work.calls
         self.read_units += work.read_units
         self.group_items += work.group_items
         self.dense_marks += work.dense_marks
         self.blocks_read += work.blocks_read
         self.corrupt += work.corrupt
-        self.sub_items += len(work.subs)
-        self.write_units += sum(s.write_units for s in work.subs)
 
     def summary(self) -> dict[str, Any]:
         return {

@@ -158,25 +158,7 @@ def repack_slice(
     if start % REPACK_MS:
         raise ValueError(f"{start} is not the start of a re-pack slice")
     hour, end = slice_start(start), start + REPACK_MS
-    winners: dict[tuple[str, int, str], tuple[int, bool, Reading]] = {}
-
-    def keep(version: int, readings: Sequence[Reading], in_tier: bool) -> None:
-        for reading in readings:
-            if not start <= reading.ts_ms < end:
-                if in_tier:
-                    raise ValueError(
-                        f"a group item of the slice at {format_ts(start)} holds a reading at {format_ts(reading.ts_ms)}"
-                    )
-                continue
-            key = (reading.entity_id, reading.ts_ms, reading.event_id)
-            held = winners.get(key)
-            if held is None or version > held[0]:
-                winners[key] = (version, in_tier, reading)
-
-    for version, readings in blocks:
-        keep(version, readings, False)
-    for version, readings in items:
-        keep(version, readings, True)
+    winners, _ = _winning_copies(start, end, items, blocks, f"the slice at {format_ts(start)}")
     subs: dict[int, list[tuple[int, tuple[str, str], int, Reading]]] = {}
     for (entity, ts, event_id), (version, in_tier, reading) in winners.items():
         if in_tier:
@@ -265,28 +247,7 @@ def compact_hour(
     """
     if hour_start % SLICE_MS:
         raise ValueError(f"{hour_start} is not the start of an hour")
-    hour_end = hour_start + SLICE_MS
-    winners: dict[tuple[str, int, str], tuple[int, bool, Reading]] = {}
-    versions: dict[str, int] = {}
-
-    def keep(version: int, readings: Sequence[Reading], in_tier: bool) -> None:
-        for reading in readings:
-            if not hour_start <= reading.ts_ms < hour_end:
-                if in_tier:
-                    raise ValueError(
-                        f"a group item of {format_ts(hour_start)} holds a reading at {format_ts(reading.ts_ms)}"
-                    )
-                continue
-            key = (reading.entity_id, reading.ts_ms, reading.event_id)
-            held = winners.get(key)
-            if held is None or version > held[0]:
-                winners[key] = (version, in_tier, reading)
-            versions[reading.entity_id] = max(version, versions.get(reading.entity_id, version))
-
-    for version, readings in blocks:
-        keep(version, readings, False)
-    for version, readings in tier:
-        keep(version, readings, True)
+    winners, versions = _winning_copies(hour_start, hour_start + SLICE_MS, tier, blocks, format_ts(hour_start))
     runs: dict[tuple[str, int], list[Reading]] = {}
     for (entity, ts, _), (_, in_tier, reading) in sorted(winners.items()):
         if in_tier:
@@ -302,6 +263,30 @@ def compact_hour(
             )
     owned = frozenset(dense)
     return [replace(block, rollups=True) if block.entity_id in owned else block for block in out]
+
+
+def _winning_copies(
+    start: int, end: int, tier: Copies, blocks: Copies, what: str
+) -> tuple[dict[tuple[str, int, str], tuple[int, bool, Reading]], dict[str, int]]:
+    """Each reading (entity, time, event id) of ``[start, end)`` once: (version, in the write tier,
+    reading) of its copy of the highest version, a block's (``blocks``) where a block copy and a write-tier
+    copy (``tier``) have one version; and per entity the largest version of every copy read in the range.
+    A write-tier copy outside the range is an error (``what`` names the range); a block's is left out."""
+    winners: dict[tuple[str, int, str], tuple[int, bool, Reading]] = {}
+    versions: dict[str, int] = {}
+    for in_tier, copies in ((False, blocks), (True, tier)):
+        for version, readings in copies:
+            for reading in readings:
+                if not start <= reading.ts_ms < end:
+                    if in_tier:
+                        raise ValueError(f"a group item of {what} holds a reading at {format_ts(reading.ts_ms)}")
+                    continue
+                key = (reading.entity_id, reading.ts_ms, reading.event_id)
+                held = winners.get(key)
+                if held is None or version > held[0]:
+                    winners[key] = (version, in_tier, reading)
+                versions[reading.entity_id] = max(version, versions.get(reading.entity_id, version))
+    return winners, versions
 
 
 def _compacted(

@@ -12,7 +12,6 @@ import pytest
 
 from infra.config import Context, load_cdk_json_context
 from keydesign import Reading
-from keydesign.writetier import repack_start
 from local_runtime import LocalOptions, LocalSystem
 from producer.packing import Packer
 from producer.publisher import Publisher, PublishSummary, kinesis_client, publish
@@ -70,13 +69,13 @@ def running() -> Iterator[Any]:
 
 
 def readings(count: int, *, entities: int = 50, start_ms: int | None = None, prefix: str = "r") -> list[dict[str, Any]]:
-    """``count`` readings a millisecond apart from ``start_ms``; by default from a minute ago, but not before
-    the current re-pack slice, nor in it once it ends within 30 s (then from the next one's start, ahead by
-    less than ``max_future``): a reading of a slice that ended before ingest's batch started is late, written
-    as a block and never to the write tier (``keydesign.writetier.in_write_tier``), and a test that counts
-    the write tier's items failed so when it ran in an hour's first minute."""
+    """``count`` readings a millisecond apart from ``start_ms``; by default from 30 s ago: in the past (a
+    reading ahead of the query's clock is not yet ``latest``), and in a re-pack slice that ended less than
+    the grace (a minute) before a batch that starts within 30 s, so in the write tier
+    (``keydesign.writetier.in_write_tier``; a reading of a slice that ended longer before its batch started
+    is late, a block of its own entity)."""
     now = int(time.time() * 1000)
-    base = start_ms if start_ms is not None else max(now - 60_000, repack_start(now + 30_000))
+    base = start_ms if start_ms is not None else now - 30_000
     return [
         {
             "entity_id": f"sensor-{n % entities:04d}",

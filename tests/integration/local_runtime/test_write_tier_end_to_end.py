@@ -3,10 +3,11 @@ written by ingest as group items, read back whole through the API (entity pages,
 latest, raw aggregates), compacted by the scheduled compaction function into blocks, and read back the
 same again, from the compacted blocks once the readers' watermark has moved.
 
-Its readings lie in the current hour (a late one would go to blocks), so compaction runs on a clock an
-hour and its settle time ahead, once publishing has stopped; then the rollup function, on a clock a few
-minutes past compaction's, so its totals watermark passes the hour: the fleet's totals and each device's
-aggregates come from compaction's figures (docs/rollups.md), no mark having been written.
+Its readings lie in one hour, the current one or the end of the one before (a late one would go to
+blocks), so compaction runs on a clock an hour and its settle time ahead, once publishing has stopped;
+then the rollup function, on a clock a few minutes past compaction's, so its totals watermark passes
+the hour: the fleet's totals and each device's aggregates come from compaction's figures
+(docs/rollups.md), no mark having been written.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import pytest
 from client import QueryClient
 from infra.config import LambdaFunction
 from keydesign import format_ts
-from keydesign.writetier import COMPACTED_PK_SUFFIX, GROUP_PK_PREFIX, SLICE_MS, repack_start, slice_start
+from keydesign.writetier import COMPACTED_PK_SUFFIX, GROUP_PK_PREFIX, SLICE_MS, slice_start
 from local_runtime import LocalSystem
 from tests.integration.local_runtime.conftest import (
     WAIT_S,
@@ -37,6 +38,8 @@ from tests.integration.local_runtime.conftest import (
 pytestmark = pytest.mark.integration
 
 ENTITIES = 120
+#: From the fleet's first reading to its last
+SPAN_MS = (ENTITIES - 1) * 10 + 5_000
 
 
 @dataclass(frozen=True)
@@ -60,22 +63,6 @@ def _kinds(system: LocalSystem) -> Counter[str]:
 
 @pytest.fixture(scope="module")
 def fleet() -> Iterator[Fleet]:
-    now = int(time.time() * 1000)
-    # in a re-pack slice that is open when ingest's batch starts (conftest.readings): the write tier's
-    low = max(now - 60_000, repack_start(now + 30_000))
-    # Two readings of each device, 5 s apart, all within 10 s: no device sends 8 in a batch (none writes
-    # blocks), and a group's readings of a batch fit one item
-    sent = [
-        {
-            "entity_id": f"meter-{d:03d}",
-            "event_id": f"m{d}-{n}",
-            "timestamp": low + d * 10 + n * 5_000,
-            "measures": {"kwh": round(d / 7 + n, 3), "count": d + n},
-            "dimensions": {"site": f"s{d % 3}"},
-        }
-        for d in range(ENTITIES)
-        for n in range(2)
-    ]
     config = local_config()
     # Compaction's clock an hour and its settle time ahead: once publishing stops, the hour is settled.
     ahead_s = SLICE_MS / 1000 + config.ingest_timeout_s + 5 + 60
@@ -90,6 +77,25 @@ def fleet() -> Iterator[Fleet]:
         rollup_ahead_s=ahead_s + 300,
     )
     with LocalSystem(config, options) as system:
+        # Readings from 20 s ago (once the system runs), within one hour: in the past (a reading ahead of the
+        # query's clock is not yet its device's latest), and in a re-pack slice that ended less than the
+        # grace (a minute) before ingest's batch starts (so in the write tier, not late)
+        low = int(time.time() * 1000) - 20_000
+        if slice_start(low + SPAN_MS) != slice_start(low):  # the last seconds of the hour before
+            low = slice_start(low + SPAN_MS) - SPAN_MS - 1
+        # Two readings of each device, 5 s apart, all within 10 s: no device sends 8 in a batch (none writes
+        # blocks), and a group's readings of a batch fit one item
+        sent = [
+            {
+                "entity_id": f"meter-{d:03d}",
+                "event_id": f"m{d}-{n}",
+                "timestamp": low + d * 10 + n * 5_000,
+                "measures": {"kwh": round(d / 7 + n, 3), "count": d + n},
+                "dimensions": {"site": f"s{d % 3}"},
+            }
+            for d in range(ENTITIES)
+            for n in range(2)
+        ]
         # No compaction state: its first run starts at the start item ingest puts with its first group items
         publish_readings(system, sent)
         assert system.wait_until_idle(WAIT_S)

@@ -29,6 +29,11 @@ from keydesign.writetier import KEEP_MS, START_KEYS, STATE_PK
 #: before the lag alarm fires. Normal is an hour, its settle time and a schedule period (about 70 minutes);
 #: group items expire KEEP_MS (4 days) after their hour, and an hour not compacted by then loses readings.
 LAG_ALARM_S = 3 * 3_600
+#: The re-pack is this far behind (RepackLagSeconds: now minus the later of the re-pack's and compaction's
+#: watermarks) before its alarm fires. Normal is 9 to 14 minutes (a slice, the grace, the settle time and a
+#: schedule period). Nothing is lost while it lags: readers read the group items of the slices it has not
+#: re-packed, at up to a few read units more per device read (docs/writetier.md).
+REPACK_LAG_ALARM_S = 30 * 60
 #: On compaction's rollup keys: puts (BatchWriteItem), the hour's partials, totals and redo requests
 #: (Query), a handled redo request (DeleteItem).
 COMPACTION_ACTIONS = ("dynamodb:BatchWriteItem", "dynamodb:Query", "dynamodb:DeleteItem")
@@ -78,6 +83,9 @@ class Compaction(Construct):
         )
         period = Duration.minutes(every)
         self.lag = custom_metric("CompactionLagSeconds", LambdaFunction.COMPACTION, statistic="Maximum", period=period)
+        self.repack_lag = custom_metric(
+            "RepackLagSeconds", LambdaFunction.COMPACTION, statistic="Maximum", period=period
+        )
         self.corrupt = custom_metric("CompactionCorruptItems", LambdaFunction.COMPACTION, period=period)
         self.compacted = custom_metric("ReadingsCompacted", LambdaFunction.COMPACTION, period=period)
         # No data is a stopped function: its Errors alarm and the failure queue cover that.
@@ -92,6 +100,17 @@ class Compaction(Construct):
             threshold=LAG_ALARM_S,
             periods=(2, 2),
         )
+        alarm(
+            self,
+            alerts_topic,
+            "repack-lag",
+            self.repack_lag,
+            f"The re-pack of the newest hour is more than {REPACK_LAG_ALARM_S // 60} minutes behind: no reading is "
+            "lost, but reads of one device in the slices not re-packed read its group's items (more read units); "
+            "see the compaction function's errors and log (docs/writetier.md)",
+            threshold=REPACK_LAG_ALARM_S,
+            periods=(3, 3),
+        )
         # Once is enough: a corrupt item is counted each time its hour is compacted, which is once.
         alarm(
             self,
@@ -104,9 +123,11 @@ class Compaction(Construct):
         )
 
     def widgets(self) -> list[cloudwatch.IWidget]:
-        """The dashboard row: lag, and readings compacted beside corrupt items."""
+        """The dashboard row: the lags, and readings compacted beside corrupt items."""
         return [
-            cloudwatch.GraphWidget(title="Compaction lag (s)", left=[self.lag], width=12, height=6),
+            cloudwatch.GraphWidget(
+                title="Compaction and re-pack lag (s)", left=[self.lag, self.repack_lag], width=12, height=6
+            ),
             cloudwatch.GraphWidget(
                 title="Readings compacted, corrupt items",
                 left=[self.compacted],

@@ -309,7 +309,7 @@ def test_a_rollup_interval_set_aside_alarms_at_once(synthesized: Synthesized) ->
     assert alarm["AlarmName"] == f"{synth.config.stack_name}-rollup-set-aside"
 
 
-def test_compaction_lag_alarms_hours_before_the_write_tier_expires_and_a_corrupt_item_at_once(
+def test_compaction_lag_alarms_hours_before_the_tier_expires_the_repack_lag_in_30_min_a_corrupt_item_at_once(
     synthesized: Synthesized,
 ) -> None:
     synth = synthesized.synth("single")
@@ -319,7 +319,12 @@ def test_compaction_lag_alarms_hours_before_the_write_tier_expires_and_a_corrupt
     assert (lag["Threshold"], lag["Statistic"], lag["Period"]) == (3 * 3600, "Maximum", 300)
     assert lag["EvaluationPeriods"] == lag["DatapointsToAlarm"] == 2
     assert lag["Threshold"] < KEEP_MS / 1000 / 10
+    # The re-pack: 30 minutes behind for three periods (normal is 9 to 14 minutes); nothing is lost meanwhile
+    (repack,) = [a for a in _alarms(synth) if a.get("MetricName") == "RepackLagSeconds"]
+    assert (repack["Threshold"], repack["Statistic"], repack["Period"]) == (30 * 60, "Maximum", 300)
+    assert repack["EvaluationPeriods"] == repack["DatapointsToAlarm"] == 3
+    assert repack["AlarmName"] == f"{synth.config.stack_name}-repack-lag"
     (corrupt,) = [a for a in _alarms(synth) if a.get("MetricName") == "CompactionCorruptItems"]
     assert (corrupt["Threshold"], corrupt["EvaluationPeriods"]) == (1, 1)
     assert corrupt["AlarmName"] == f"{synth.config.stack_name}-compaction-corrupt-items"
-    assert all(a["AlarmActions"] and a["OKActions"] for a in (lag, corrupt))
+    assert all(a["AlarmActions"] and a["OKActions"] for a in (lag, repack, corrupt))

@@ -68,7 +68,7 @@ from benchmarks.harness import Result, benchmark
 from benchmarks.query_fanout import NOW, Slow, page_of, timed_service
 from doubles.memory_dynamo import SEQUENCE_BASE, MemoryDynamo, MemoryReader
 from doubles.tier_items import TierWriter
-from keydesign import Layout, Reading, ShardMap, item_size
+from keydesign import Block, Layout, Reading, ShardMap, item_size
 from keydesign.occupancy import OccupancyRecord
 from keydesign.writetier import (
     COMPACTED_PK_SUFFIX,
@@ -345,8 +345,9 @@ def device(quick: bool = False, groups: int = GROUPS) -> dict[str, Any]:
         for table, item in own_writer.compact(start):
             tiered.add_item(table, item)
         own = earlier + own
-    for r in own:  # the write tier off: a block of each reading (the device sends one a batch)
-        blocks.store(layout, shard_map, [(r, SEQUENCE_BASE)], retention_ms=retention)
+    written = []  # the write tier off: a block of each reading (the device sends one a batch)
+    for r in own:
+        written += blocks.store(layout, shard_map, [(r, SEQUENCE_BASE)], retention_ms=retention)
     repacked = _KindReader()  # the write tier and, beside its group items, the settled slices' sub-items
     repacked.partitions = {key: list(rows) for key, rows in tiered.partitions.items()}
     repacked.tables = set(tiered.tables)
@@ -373,6 +374,22 @@ def device(quick: bool = False, groups: int = GROUPS) -> dict[str, Any]:
         watermark=_Watermark(hour, (hour, repacked_through)),
     )
     block_service = timed_service(layout, shard_map, blocks, 0.0, limits, retention_ms=retention)
+    # The same reads pruned by occupancy records (as ingest records them: a block's partition and day; the
+    # write tier's partitions have none and are never pruned). The sparse fleet here writes no block.
+    pruned_service = timed_service(
+        layout,
+        shard_map,
+        repacked,
+        0.0,
+        limits,
+        retention_ms=retention,
+        write_tier=tier,
+        watermark=_Watermark(hour, (hour, repacked_through)),
+        occupancy=_occupancy(layout, []),
+    )
+    pruned_blocks = timed_service(
+        layout, shard_map, blocks, 0.0, limits, retention_ms=retention, occupancy=_occupancy(layout, written)
+    )
     group_items = [row for (_, pk), rows in tiered.partitions.items() if pk.startswith("w#") for row in rows]
     return {
         "devices": FLEET,
@@ -389,7 +406,22 @@ def device(quick: bool = False, groups: int = GROUPS) -> dict[str, Any]:
         "write_tier": _device_costs(tier_service, tiered),
         "repacked": _device_costs(repacked_service, repacked),
         "blocks": _device_costs(block_service, blocks),
+        "repacked_pruned": _device_costs(pruned_service, repacked),
+        "blocks_pruned": _device_costs(pruned_blocks, blocks),
     }
+
+
+def _occupancy(layout: Layout, blocks: list[Block]) -> OccupancyReader:
+    """Occupancy records of ``blocks`` in an in-memory control table, recorded since 60 days before NOW."""
+    control = MemoryDynamo()
+    store = OccupancyStore(control, "control", layout.table_prefix)
+    store.mark_since(NOW - 60 * DAY)
+    for block in blocks:
+        record = OccupancyRecord.of(
+            layout.table_prefix, layout.bucket, block.key.table, block.key.pk, block.readings[0].ts_ms
+        )
+        control.put_item(TableName="control", Item=serialize_item(record.item(30 * DAY)))
+    return OccupancyReader(store)
 
 
 def run(latency_ms: float = 20.0, quick: bool = False) -> dict[str, Any]:
@@ -474,7 +506,7 @@ def to_result(figures: dict[str, Any]) -> Result:
         f"{seed['group_items_in_the_hour']} group items in its hour of about {seed['group_item_bytes']:,} bytes"
     )
     for read in ("latest", "last_10_min", "day"):
-        for store in ("write_tier", "repacked", "blocks"):
+        for store in ("write_tier", "repacked", "repacked_pruned", "blocks", "blocks_pruned"):
             costs = seed[store]
             note = f"{costs[read + '_queries']} Query calls" + (
                 "; " + shape if read == "latest" and store == "write_tier" else ""

@@ -142,6 +142,12 @@ def test_the_read_budget_benchmark_measures_bounded_pages_against_unbounded_ones
     assert repacked["day_readings"] == blocks["day_readings"] and repacked["day"] < tier["day"]
     assert "device (seed 003), day, repacked: read units" in names
     assert device["sub_items_written"] > 0 and 0 < device["sub_item_write_units_per_reading"] < 1
+    # and with occupancy records, as the deployed reader has them, the device's empty block partitions
+    # are not read: the same readings for fewer units still
+    pruned = device["repacked_pruned"]
+    assert pruned["day_readings"] == blocks["day_readings"] and pruned["day"] < repacked["day"]
+    assert "day_blocks" not in pruned and repacked["day_blocks"] > 0
+    assert "device (seed 003), day, repacked pruned: read units" in names
 
 
 def test_the_simulator_benchmark_simulates_the_seed_rate_under_every_default_layout() -> None:

@@ -15,6 +15,11 @@ under 60 s). CPU time is the process's (this machine's core, not a Lambda's shar
 hottest key is the compacted partition (``<shard>#<hour>#c``, 100 shards) that took the most write
 units in the step, over the step's time.
 
+The re-pack (docs/writetier.md, "Re-packing settled slices") is measured the same way, by the same
+function on the same step of group items: with the clock 35 minutes into the hour and the re-pack at its
+start, a run re-packs the hour's 7 settled 5-minute slices into sub-items (16 sub-groups a group) and
+compacts nothing; its write units per reading re-packed are the sub-items' cost.
+
 Run: ``python -m benchmarks compaction`` (harness) or ``PYTHONPATH=functions:. python -m benchmarks.compaction``.
 """
 
@@ -37,7 +42,7 @@ from doubles.memory_dynamo import SEQUENCE_BASE, MemoryDynamo
 from keydesign import Layout, Reading, ShardMap, parse_timestamp
 from keydesign.blocks import encode_group, keyed_item
 from keydesign.rollup import Granularities
-from keydesign.writetier import SLICE_MS, CompactionState, WriteTier, group_sk_stem
+from keydesign.writetier import REPACK_MS, SLICE_MS, CompactionState, WriteTier, group_sk_stem, tier_settle
 
 H = parse_timestamp("2026-11-22T06:00:00Z")
 DAY = 86_400_000
@@ -48,12 +53,16 @@ STEP_GROUPS = 16
 LAYOUT = Layout.from_settings(kind="hybrid", bucket="1h", table_prefix="readings", table_period="hour")
 SHARD_MAPS = StaticShardMap(ShardMap.initial(LAYOUT.bucket, 100))
 ROLLUPS = Granularities.parse("1m,1h,1d")
+SETTLE_MS = 180_000
+#: The part of the hour the re-pack measurement re-packs: its first 7 slices.
+REPACKED_MS = 35 * 60_000
 
 
-def _hour(db: MemoryDynamo, tier: WriteTier, devices_per_group: int, rng: random.Random) -> int:
-    """Store every group's hour H as ingest would: per group, one item per 10 s window. Returns the readings."""
+def _hour(db: MemoryDynamo, tier: WriteTier, devices_per_group: int, rng: random.Random) -> list[int]:
+    """Store every group's hour H as ingest would: per group, one item per 10 s window. Returns the readings'
+    times."""
     table = LAYOUT.table_for(H)
-    count = 0
+    stamps: list[int] = []
     for group in range(tier.groups):
         windows: dict[int, list[Reading]] = {}
         for device in range(devices_per_group):
@@ -69,25 +78,55 @@ def _hour(db: MemoryDynamo, tier: WriteTier, devices_per_group: int, rng: random
             encoded = encode_group(readings, SEQUENCE_BASE + window)
             item, _, _ = keyed_item(tier.group_pk(group, H), group_sk_stem(encoded), encoded.payload, None)
             db.put_item(TableName=table, Item=serialize_item(item))
-            count += len(readings)
-    return count
+            stamps += (r.ts_ms for r in readings)
+    return stamps
+
+
+def _runner(db: MemoryDynamo, tier: WriteTier, slow: Slow, now_ms: int) -> CompactionRunner:
+    writer = BatchWriter(slow, concurrency=STEP_GROUPS)
+    return CompactionRunner(
+        layout=LAYOUT, tier=tier, shard_maps=SHARD_MAPS, reader=DynamoPartitionReader(slow),
+        writer=writer, state=StateStore(db, "control", LAYOUT.table_prefix),
+        rollups=RollupStore(slow, writer, "control", LAYOUT.table_prefix, 90 * DAY), levels=ROLLUPS,
+        retention_ms=90 * DAY, settle_ms=SETTLE_MS, max_future_ms=300_000, concurrency=STEP_GROUPS,
+        clock_ms=lambda: now_ms,
+    )  # fmt: skip
+
+
+def repack(groups: int, devices_per_group: int, latency_ms: float = 10.0) -> dict[str, Any]:
+    """Re-pack the settled slices of 35 minutes of an hour of seed 003's ``groups`` groups (one step a slice),
+    every DynamoDB call taking ``latency_ms``: the sub-items' write units per reading re-packed."""
+    db = MemoryDynamo(page_items=1_000)
+    tier = WriteTier(groups)
+    stamps = _hour(db, tier, devices_per_group, random.Random(3))
+    through = H + REPACKED_MS
+    held = sum(ts < through for ts in stamps)
+    StateStore(db, "control", LAYOUT.table_prefix).save(CompactionState(H, groups, repack_from=H, repacked=H))
+    slow = Slow(db, latency_ms)
+    runner = _runner(db, tier, slow, through + tier_settle(SETTLE_MS))
+    started, cpu = time.perf_counter(), time.process_time()
+    report = runner.run(Deadline.never())
+    seconds, cpu_seconds = time.perf_counter() - started, time.process_time() - cpu
+    runner.close()
+    assert report.slices_repacked == REPACKED_MS // REPACK_MS and report.hours == 0, report.summary()
+    return {
+        "slices": report.slices_repacked,
+        "readings_repacked": held,
+        "sub_items": report.sub_items,
+        "sub_item_write_units_per_reading": report.write_units / held,
+        "seconds_per_slice": seconds / report.slices_repacked,
+        "cpu_seconds_per_slice": cpu_seconds / report.slices_repacked,
+    }
 
 
 def one_step(groups: int, devices_per_group: int, latency_ms: float = 10.0) -> dict[str, Any]:
     """Compact ``groups`` groups (one step) of an hour of seed 003, every DynamoDB call taking ``latency_ms``."""
     db = MemoryDynamo(page_items=1_000)
     tier = WriteTier(groups)
-    readings = _hour(db, tier, devices_per_group, random.Random(3))
+    readings = len(_hour(db, tier, devices_per_group, random.Random(3)))
     StateStore(db, "control", LAYOUT.table_prefix).save(CompactionState(H))
     slow = Slow(db, latency_ms)
-    writer = BatchWriter(slow, concurrency=STEP_GROUPS)
-    runner = CompactionRunner(
-        layout=LAYOUT, tier=tier, shard_maps=SHARD_MAPS, reader=DynamoPartitionReader(slow),
-        writer=writer, state=StateStore(db, "control", LAYOUT.table_prefix),
-        rollups=RollupStore(slow, writer, "control", LAYOUT.table_prefix, 90 * DAY), levels=ROLLUPS,
-        retention_ms=90 * DAY, settle_ms=180_000, max_future_ms=300_000, concurrency=STEP_GROUPS,
-        clock_ms=lambda: H + SLICE_MS + 240_000,
-    )  # fmt: skip
+    runner = _runner(db, tier, slow, H + SLICE_MS + 240_000)
     started, cpu = time.perf_counter(), time.process_time()
     report = runner.run(Deadline.never())
     seconds, cpu_seconds = time.perf_counter() - started, time.process_time() - cpu
@@ -117,7 +156,8 @@ def one_step(groups: int, devices_per_group: int, latency_ms: float = 10.0) -> d
 
 
 def run(quick: bool = False) -> dict[str, Any]:
-    return one_step(4 if quick else STEP_GROUPS, 100 if quick else DEVICES // GROUPS)
+    groups, devices = (4, 100) if quick else (STEP_GROUPS, DEVICES // GROUPS)
+    return {**one_step(groups, devices), "repack": repack(groups, devices)}
 
 
 def to_result(figures: dict[str, Any]) -> Result:
@@ -145,6 +185,14 @@ def to_result(figures: dict[str, Any]) -> Result:
         "s",
         "keeps up under 60",
     )
+    sub = figures["repack"]
+    result.add(
+        "re-pack: sub-item write units",
+        round(sub["sub_item_write_units_per_reading"], 4),
+        "WU / reading",
+        f"{sub['sub_items']} sub-items for {sub['readings_repacked']:,} readings in {sub['slices']} slices",
+    )
+    result.add("re-pack: a slice of the step", round(sub["seconds_per_slice"], 2), "s")
     return result
 
 

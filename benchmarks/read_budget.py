@@ -359,37 +359,15 @@ def device(quick: bool = False, groups: int = GROUPS) -> dict[str, Any]:
     repacked_readings = sum(hour <= r.ts_ms < repacked_through for r in readings)
     for memory in (tiered, blocks, repacked):
         memory.tables.update(layout.table_for(t) for t in range(NOW - DAY, NOW + HOUR, HOUR))
-    limits = QueryLimits()
-    tier_service = timed_service(
-        layout, shard_map, tiered, 0.0, limits, retention_ms=retention, write_tier=tier, watermark=_Watermark(hour)
-    )
-    repacked_service = timed_service(
-        layout,
-        shard_map,
-        repacked,
-        0.0,
-        limits,
-        retention_ms=retention,
-        write_tier=tier,
-        watermark=_Watermark(hour, (hour, repacked_through)),
-    )
-    block_service = timed_service(layout, shard_map, blocks, 0.0, limits, retention_ms=retention)
+    service = partial(timed_service, layout, shard_map, latency_ms=0.0, limits=QueryLimits(), retention_ms=retention)
+    tier_service = service(tiered, write_tier=tier, watermark=_Watermark(hour))
+    with_repack = partial(service, write_tier=tier, watermark=_Watermark(hour, (hour, repacked_through)))
+    repacked_service = with_repack(repacked)
+    block_service = service(blocks)
     # The same reads pruned by occupancy records (as ingest records them: a block's partition and day; the
     # write tier's partitions have none and are never pruned). The sparse fleet here writes no block.
-    pruned_service = timed_service(
-        layout,
-        shard_map,
-        repacked,
-        0.0,
-        limits,
-        retention_ms=retention,
-        write_tier=tier,
-        watermark=_Watermark(hour, (hour, repacked_through)),
-        occupancy=_occupancy(layout, []),
-    )
-    pruned_blocks = timed_service(
-        layout, shard_map, blocks, 0.0, limits, retention_ms=retention, occupancy=_occupancy(layout, written)
-    )
+    pruned_service = with_repack(repacked, occupancy=_occupancy(layout, []))
+    pruned_blocks = service(blocks, occupancy=_occupancy(layout, written))
     group_items = [row for (_, pk), rows in tiered.partitions.items() if pk.startswith("w#") for row in rows]
     return {
         "devices": FLEET,

@@ -854,13 +854,13 @@ def poisson_fill(mean: float) -> tuple[float, float]:
 
 def poisson_counts(mean: float) -> dict[int, float]:
     """The probability of each count of readings from 1 on when ``mean`` are expected (Poisson), over the
-    counts within 6 standard deviations of it (the rest weigh under 1e-8); above 500, the mean alone (its
-    spread is then within 5% of it)."""
+    counts within 6 standard deviations and 10 of it (the rest weigh under 1e-8); above 500, the mean alone
+    (a standard deviation is then under 5% of it)."""
     if mean > 500:
         return {round(mean): 1.0}
     if mean <= 0:
         return {}
-    spread = 6 * math.sqrt(mean)
+    spread = 6 * math.sqrt(mean) + 10
     low, high = max(1, math.floor(mean - spread)), math.ceil(mean + spread)
     return {k: math.exp(k * math.log(mean) - mean - math.lgamma(k + 1)) for k in range(low, high + 1)}
 

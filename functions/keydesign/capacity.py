@@ -32,7 +32,8 @@ and prices the deployment in a fifth:
 5. **The month in parts.** With the write tier on (always, G auto or given), what the
    deployment writes, reads and keeps, part by part (:func:`deployment_rates`, "the
    deployment in parts" below): ingest's group items, dense blocks and dense marks;
-   compaction's blocks, group partials, its part of the totals, its reads and its Lambda;
+   compaction's blocks, the re-pack's sub-items, group partials, its part of the totals, its reads
+   and its Lambda;
    the rollup function's marks and rollups of rollup-owned entities, its totals and state,
    its Lambda; the queries, the stream and the ingest Lambda.
 
@@ -78,10 +79,13 @@ from .writetier import (
     DENSE_READINGS,
     KEEP_MS,
     MAX_GROUPS,
+    REPACK_MS,
     SLICE_MS,
+    SUBGROUPS,
     WriteTier,
     dense_mark_sk,
     group_sk_stem,
+    sub_sk_stem,
     tier_ttl,
 )
 
@@ -739,11 +743,14 @@ def _deployment(
     tier = write_tier_figures(workload, batch_s, blocks, groups=groups)
     sparse_rate = tier.sparse_readings_per_s
     sample = workload.sample
+    retention_ms = round(workload.retention_days * 86_400_000)
+    subs = GroupSizer(sample, REPACK_S, retention_ms=retention_ms, span_limit_ms=REPACK_MS)
     sizes = item_sizes(
         lambda rng: {key: _jitter(value, rng) for key, value in sample.measures.items()},
         sample.entity_id,
         "readings",
         sizer.compacted,
+        subs.items,
     )
     return deployment_rates(
         kinds,
@@ -845,6 +852,19 @@ def poisson_fill(mean: float) -> tuple[float, float]:
     return occupied, (mean / occupied if occupied else 1.0)
 
 
+def poisson_counts(mean: float) -> dict[int, float]:
+    """The probability of each count of readings from 1 on when ``mean`` are expected (Poisson), over the
+    counts within 6 standard deviations and 10 of it (the rest weigh under 1e-8); above 500, the mean alone
+    (a standard deviation is then under 5% of it)."""
+    if mean > 500:
+        return {round(mean): 1.0}
+    if mean <= 0:
+        return {}
+    spread = 6 * math.sqrt(mean) + 10
+    low, high = max(1, math.floor(mean - spread)), math.ceil(mean + spread)
+    return {k: math.exp(k * math.log(mean) - mean - math.lgamma(k + 1)) for k in range(low, high + 1)}
+
+
 #: How long after its event time a reading reaches Kinesis (the producer's linger, PutRecords): up to a second,
 #: as ``benchmarks.blocks`` simulates it. A batch's readings then span its window and this much, and a group's
 #: readings of a batch are cut at 10 s from their first one more often than the window alone would say.
@@ -909,11 +929,23 @@ class GroupSizer:
     like the sample's, at random times over a batch, encoded by :func:`keydesign.blocks.encode_group`
     and keyed as ingest keys them. ``m`` readings make items of MAX_BLOCK_READINGS and the rest, each
     halved while over MAX_BLOCK_ITEM_BYTES, as ingest cuts them (:meth:`items`); called, the sizer gives
-    their total bytes. Results are cached per item."""
+    their total bytes. Results are cached per item.
 
-    def __init__(self, sample: Reading, batch_s: float, *, retention_ms: int | None = None) -> None:
+    ``span_limit_ms`` :data:`~keydesign.writetier.REPACK_MS` sizes the re-pack's sub-items instead: cut
+    alike, their readings over up to ``batch_s`` (a re-pack slice, 300 s), keyed as
+    :func:`keydesign.tiering.repack_slice` keys them (``s#<group>#<hour>`` / ``<sub>#<first ts>#...``)."""
+
+    def __init__(
+        self,
+        sample: Reading,
+        batch_s: float,
+        *,
+        retention_ms: int | None = None,
+        span_limit_ms: int = MAX_BLOCK_SPAN_MS,
+    ) -> None:
         self._sample = sample
-        self._batch_ms = max(1, min(round(batch_s * 1000), MAX_BLOCK_SPAN_MS - 1))
+        self._batch_ms = max(1, min(round(batch_s * 1000), span_limit_ms - 1))
+        self._span_limit_ms = span_limit_ms
         self._retention_ms = retention_ms
         self._cache: dict[int, int] = {}
 
@@ -949,9 +981,13 @@ class GroupSizer:
             )
             readings.append(Reading(entity, event_id, ts, measures, dict(sample.dimensions)))
         readings.sort(key=lambda r: (r.ts_ms, r.entity_id, r.event_id))
-        encoded = encode_group(readings, _VERSION)
+        encoded = encode_group(readings, _VERSION, span_limit_ms=self._span_limit_ms)
         ttl = tier_ttl(_REFERENCE_MS, encoded.last_ms, self._retention_ms)
-        return keyed_item(WriteTier(1).group_pk(0, _REFERENCE_MS), group_sk_stem(encoded), encoded.payload, ttl)[1]
+        if self._span_limit_ms == REPACK_MS:
+            pk, stem = WriteTier(1).sub_pk(0, _REFERENCE_MS), sub_sk_stem(SUBGROUPS - 1, encoded)
+        else:
+            pk, stem = WriteTier(1).group_pk(0, _REFERENCE_MS), group_sk_stem(encoded)
+        return keyed_item(pk, stem, encoded.payload, ttl)[1]
 
 
 @dataclass(frozen=True, slots=True)
@@ -1023,8 +1059,9 @@ def write_tier_figures(
 #
 # What the deployment writes, reads and stores with the write tier on (docs/writetier.md, docs/rollups.md):
 # ingest puts group items (entities under DENSE_READINGS a batch), dense entities' own blocks and a dense mark
-# per dense entity-hour; compaction reads each group's hour once (strongly consistent) and puts a compacted
-# block per entity-hour (cut by the block limits), a group partial per group-hour and its part of the fleet
+# per dense entity-hour; compaction re-packs each group's settled 5-minute slices (reads the slice's items once,
+# strongly consistent, and puts a sub-item per sub-group with readings), reads each group's hour once and puts
+# a compacted block per entity-hour (cut by the block limits), a group partial per group-hour and its part of the fleet
 # totals (each finest interval and the hour, and the day recombined, every hour); a compaction-owned entity
 # has no rollup item of its own (its compacted blocks are its figures). The rollup function keeps the
 # rollup-owned (dense) entities as before: a mark and a rollup per entity-minute, -hour and -day, the totals
@@ -1049,6 +1086,7 @@ ROLLUP_MS_PER_READING = 0.0024
 MINUTE_S, HOUR_S, DAY_S = 60, 3_600, 86_400
 LEVELS_S = (MINUTE_S, HOUR_S, DAY_S)
 KEEP_S = KEEP_MS / 1000
+REPACK_S = REPACK_MS / 1000
 
 #: The parts, in the order they are printed; ``ingest``'s are put at the peak's rate (provisioned capacity).
 PARTS = (
@@ -1056,6 +1094,7 @@ PARTS = (
     "entities' own blocks",
     "dense marks",
     "compacted blocks",
+    "sub-items (re-pack)",
     "group partials",
     "compaction's totals",
     "compaction's reads and state",
@@ -1094,7 +1133,9 @@ class Kind:
 class ItemSizes:
     """Bytes of what the parts are made of: ``compacted(m)`` the compacted blocks of an entity's hour of
     ``m`` readings, ``partial(r)`` a group partial of a group getting ``r`` readings a minute, a fleet total,
-    an entity's rollup, a rollup mark and a dense mark."""
+    an entity's rollup, a rollup mark and a dense mark; ``sub(m)`` the sub-items of a sub-group's ``m``
+    readings of a re-pack slice (None: the re-pack is not priced, as ``benchmarks.write_tier``'s design
+    tables price it apart)."""
 
     compacted: Callable[[int], Sequence[int]]
     partial: Callable[[float], int]
@@ -1102,6 +1143,7 @@ class ItemSizes:
     rollup: int
     mark: int
     dense_mark: int
+    sub: Callable[[int], Sequence[int]] | None = None
 
 
 @dataclass(slots=True)
@@ -1121,9 +1163,11 @@ def item_sizes(
     entity: str,
     prefix: str,
     compacted: Callable[[int], Sequence[int]],
+    sub: Callable[[int], Sequence[int]] | None = None,
 ) -> ItemSizes:
-    """The items' sizes, ``compacted`` given (:meth:`BlockSizer.compacted`), the others measured: figures of
-    readings whose measures ``measures(rng)`` draws, keyed as the stack keys them (``prefix``: the table's)."""
+    """The items' sizes, ``compacted`` and ``sub`` given (:meth:`BlockSizer.compacted`, :meth:`GroupSizer.items`
+    at the re-pack's span), the others measured: figures of readings whose measures ``measures(rng)`` draws,
+    keyed as the stack keys them (``prefix``: the table's)."""
 
     def figures(count: int, seed: int) -> Figures:
         rng, out = random.Random(seed), Figures()
@@ -1148,6 +1192,7 @@ def item_sizes(
         rollup=item_size({**rollup, **figures(5, 0).item()}),
         mark=item_size({"pk": pk, "sk": sk, "ttl": 1}),
         dense_mark=item_size({"pk": WriteTier(1).group_pk(0, start), "sk": dense_mark_sk(entity), "ttl": 1}),
+        sub=sub,
     )
 
 
@@ -1162,7 +1207,7 @@ def deployment_rates(
     """DynamoDB's and the scheduled functions' parts of the deployment (see above), per second, for entities
     ``kinds`` with the write tier's ``groups`` (0: no write tier) whose group items take ``group_items``
     (write units/s, bytes/s put: item + 100 each)."""
-    parts = {name: PartRates() for name in PARTS[:11]}
+    parts = {name: PartRates() for name in PARTS[: PARTS.index("rollup Lambda") + 1]}
     sparse = [k for k in kinds if k.sparse]
     dense = [k for k in kinds if not k.sparse]
     gb = FUNCTION_MEMORY_MB / 1024
@@ -1177,8 +1222,16 @@ def deployment_rates(
     sparse_rate = sum(k.readings for k in sparse)
     if groups and sparse_rate:
         calls = _compaction(parts, sparse, sizes, groups=groups, group_items=group_items, retention_s=retention_s)
+        # the re-pack handles each reading once more: the CPU a reading is compaction's (it decodes a group
+        # item and encodes one), not measured for the re-pack on its own
+        passes = 1
+        if sizes.sub is not None:
+            calls += _repack(
+                parts, sparse_rate, sizes.sub, dense_mark=sizes.dense_mark, groups=groups, put=group_items[1]
+            )
+            passes = 2
         parts["compaction Lambda"] = PartRates(
-            gb_s=gb * (sparse_rate * COMPACTION_MS_PER_READING / 1000 + calls * CALL_S / IN_FLIGHT),
+            gb_s=gb * (passes * sparse_rate * COMPACTION_MS_PER_READING / 1000 + calls * CALL_S / IN_FLIGHT),
             requests=1 / COMPACTION_EVERY_S,
         )
     # the rollup function: every minute its state, the hour's marked-minutes index and, in a minute with
@@ -1252,3 +1305,43 @@ def _compaction(
     reads.wu = steps / HOUR_S
     reads.ru += 1 / COMPACTION_EVERY_S
     return calls + steps / HOUR_S + 1 / COMPACTION_EVERY_S
+
+
+def _repack(
+    parts: dict[str, PartRates],
+    sparse_rate: float,
+    sub: Callable[[int], Sequence[int]],
+    *,
+    dense_mark: int,
+    groups: int,
+    put: float,
+) -> float:
+    """Put the re-pack's sub-items in ``parts`` and its reads and state in compaction's, for group items put
+    at ``put`` bytes/s (item + 100 each), ``sub(m)`` the sub-items of a sub-group's ``m`` readings of a slice
+    and ``dense_mark`` a dense mark's bytes; return its calls a second.
+
+    Every settled slice of every group: each sub-group holding readings of it makes a sub-item of them (or
+    its halves), kept as the group items are; none is late (the slice rule). Each count of readings a
+    sub-group may hold is weighed by its probability (:func:`poisson_counts`), not the mean count alone
+    (:func:`poisson_fill`): seed 003's sub-item at G = 1,024 (71 readings) sits on the 1 KB of a write unit,
+    where the mean's size is 10% off what :func:`keydesign.tiering.repack_slice` puts. The slice's items are
+    read once (one Query, 1 MB pages) and the hour's dense marks (one Query, a unit at least); sub-items are
+    put 25 a call, the state once a step of IN_FLIGHT groups."""
+    slices = groups / REPACK_S  # group-slices re-packed a second
+    items = units = stored = 0.0  # a sub-group's, a slice
+    for count, chance in poisson_counts(sparse_rate / groups * REPACK_S / SUBGROUPS).items():
+        made = sub(count)
+        items += chance * len(made)
+        units += chance * sum(write_units(size) for size in made)
+        stored += chance * sum(size + STORAGE_OVERHEAD_BYTES for size in made)
+    subs = parts["sub-items (re-pack)"]
+    subs.wu = slices * SUBGROUPS * units
+    subs.at_rest = slices * SUBGROUPS * stored * KEEP_S
+    group_slice = put / groups * REPACK_S
+    marks_hour = parts["dense marks"].wu * (dense_mark + STORAGE_OVERHEAD_BYTES) / groups * HOUR_S
+    reads = parts["compaction's reads and state"]
+    reads.ru += slices * (math.ceil(group_slice / READ_UNIT_BYTES) + max(1, math.ceil(marks_hour / READ_UNIT_BYTES)))
+    steps = math.ceil(groups / IN_FLIGHT) / REPACK_S
+    reads.wu += steps
+    pages = math.ceil(group_slice / PAGE_BYTES) + max(1, math.ceil(marks_hour / PAGE_BYTES))
+    return slices * (pages + SUBGROUPS * items / BATCH_WRITE) + steps

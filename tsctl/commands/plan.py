@@ -38,8 +38,9 @@ def register(sub: Any) -> None:
             "units and bytes each reading costs (measured by packing representative readings), the hybrid "
             "layout's global shards N and hot-entity sub-shards, the table period from the 10 GB partition rule, "
             "the write tier's groups, and the monthly cost in parts with the write tier on: group items, "
-            "entities' own blocks, dense marks, compacted blocks, rollups (compaction's group partials and "
-            "totals, the rollup function's), compaction's reads, the compaction and rollup Lambdas, queries, "
+            "entities' own blocks, dense marks, compacted blocks, the re-pack's sub-items, rollups (compaction's "
+            "group partials and totals, the rollup function's), compaction's reads (the re-pack's too), the "
+            "compaction and rollup Lambdas, queries, "
             "the Kinesis stream and the ingest Lambda. "
             "Default prices are us-east-1 list prices; pass your own."
         ),

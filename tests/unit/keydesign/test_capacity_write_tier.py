@@ -14,6 +14,7 @@ from keydesign.capacity import (
     GroupSizer,
     auto_groups,
     group_cuts,
+    poisson_counts,
     poisson_fill,
 )
 from keydesign.items import write_units
@@ -107,3 +108,16 @@ def test_a_groups_readings_of_a_batch_are_cut_at_10_s_as_ingest_cuts_them() -> N
     # past 1,000 readings, cut by count too
     assert items(2_500.0, 5.0) == pytest.approx(3.0, abs=0.1)
     assert max(group_cuts(2_500.0, 5.0)) == MAX_BLOCK_READINGS
+
+
+@pytest.mark.parametrize("mean", [0.1, 3.0, 70.6, 141.3, 480.0])
+def test_poisson_counts_weigh_each_count_a_sub_group_may_hold(mean: float) -> None:
+    counts = poisson_counts(mean)
+    occupied, held = poisson_fill(mean)
+    assert min(counts) >= 1 and sum(counts.values()) == pytest.approx(occupied, rel=1e-9)
+    assert sum(k * p for k, p in counts.items()) == pytest.approx(held * occupied, rel=1e-9)
+
+
+def test_poisson_counts_of_nothing_and_of_many() -> None:
+    assert poisson_counts(0.0) == {}
+    assert poisson_counts(2_000.4) == {2_000: 1.0}  # the spread is then a few percent of it

@@ -63,13 +63,20 @@ def hours(draw: st.DrawFn) -> tuple[list[tuple[int, list[Reading]]], list[tuple[
 
 
 def model(tier: list[tuple[int, list[Reading]]], blocks: list[tuple[int, list[Reading]]]) -> dict[Identity, Reading]:
-    """The readings compaction must store, by the rule: the newest copy wins, a block's on a tie; kept
-    where that copy is in the write tier."""
+    """The readings compaction must store: :func:`newest_in_tier` of the hour."""
+    return newest_in_tier(HOUR, HOUR + HOUR_MS, tier, blocks)
+
+
+def newest_in_tier(
+    start: int, end: int, tier: list[tuple[int, list[Reading]]], blocks: list[tuple[int, list[Reading]]]
+) -> dict[Identity, Reading]:
+    """The readings of ``[start, end)`` compaction (an hour) or the re-pack (a slice) must store, by the rule:
+    the newest copy wins, a block's on a tie; kept where that copy is in the write tier."""
     best: dict[Identity, tuple[int, int]] = {}  # identity -> (version, 1 for a block copy)
     for source, copies in ((1, blocks), (0, tier)):
         for version, readings in copies:
             for r in readings:
-                if HOUR <= r.ts_ms < HOUR + HOUR_MS:
+                if start <= r.ts_ms < end:
                     key = (r.entity_id, r.ts_ms, r.event_id)
                     best[key] = max(best.get(key, (0, 0)), (version, source))
     return {key: copy_of(key, version) for key, (version, source) in best.items() if source == 0}

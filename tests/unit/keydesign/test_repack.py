@@ -17,7 +17,7 @@ from keydesign.writetier import REPACK_MS, WriteTier, sub_group_of, sub_sk_stem,
 
 from .strategies import ENTITIES, PROPERTY
 from .test_blocks import T0, same
-from .test_compaction import Identity, copy_of
+from .test_compaction import Identity, copy_of, newest_in_tier
 
 #: A slice in the middle of T0's hour.
 START = T0 + 7 * REPACK_MS
@@ -50,16 +50,9 @@ def slices(draw: st.DrawFn) -> tuple[Copies, Copies]:
 
 
 def winners(items: Copies, blocks: Copies) -> dict[Identity, Reading]:
-    """The readings the re-pack must store, by the rule: the newest copy wins, a block's on a tie; kept
-    where that copy is a group item's."""
-    best: dict[Identity, tuple[int, int]] = {}  # identity -> (version, 1 for a block copy)
-    for source, copies in ((1, blocks), (0, items)):
-        for version, readings in copies:
-            for r in readings:
-                if START <= r.ts_ms < START + REPACK_MS:
-                    key = (r.entity_id, r.ts_ms, r.event_id)
-                    best[key] = max(best.get(key, (0, 0)), (version, source))
-    return {key: copy_of(key, version) for key, (version, source) in best.items() if source == 0}
+    """The readings the re-pack must store: the newest copy wins, a block's on a tie; kept where that copy is
+    a group item's (the rule compaction's model states, over the slice)."""
+    return newest_in_tier(START, START + REPACK_MS, items, blocks)
 
 
 @PROPERTY

@@ -275,12 +275,13 @@ class Workload:
 
 
 def representative_readings(
-    sample: Reading, count: int, step_ms: float, *, entity: str | None = None, offset_ms: float = 0.0
+    sample: Reading, count: int, step_ms: float, *, entity: str | None = None, offset_ms: float = 0.0, seed: int = 0
 ) -> list[Reading]:
     """``count`` readings like ``sample``, ``step_ms`` apart from ``offset_ms`` past a bucket boundary: its
-    entity (or ``entity``), measure names and dimensions; each measure with 1% Gaussian noise at the sample's
-    precision; derived event ids when the sample's is derived, else random hex ids of its length."""
-    rng = random.Random(0)
+    entity (or ``entity``), measure names and dimensions; each measure with 1% Gaussian noise (drawn from
+    ``seed``) at the sample's precision; derived event ids when the sample's is derived, else random hex ids
+    of its length."""
+    rng = random.Random(seed)
     name = entity or sample.entity_id
     derived = sample.derived_id
     dimensions = dict(sample.dimensions)
@@ -343,7 +344,7 @@ class BlockSizer:
 
     def compacted(self, entities: int, readings: int) -> tuple[int, ...]:
         """Item sizes of the cluster blocks of a cluster's hour holding ``entities`` entities of ``readings``
-        readings each, each entity's spread evenly over the hour (their phases apart), as
+        readings each, each entity's spread evenly over the hour from a random phase, as
         :func:`keydesign.tiering.compact_hour` writes them (cut by the block limits; with ``reading_bytes``,
         runs of at most MAX_BLOCK_READINGS sized as :meth:`run` sizes them)."""
         key = (f"cluster#{entities}", readings, 0.0)
@@ -354,12 +355,12 @@ class BlockSizer:
                 full, rest = divmod(total, MAX_BLOCK_READINGS)
                 sizes = self.run(MAX_BLOCK_READINGS) * full + (self.run(rest) if rest else ())
             else:
-                step = SLICE_MS / readings
+                step, phases = SLICE_MS / readings, random.Random(entities)
                 batch = [
                     reading
-                    for j, name in enumerate(_cluster_mates(self._sample.entity_id, entities))
+                    for n, name in enumerate(_cluster_mates(self._sample.entity_id, entities))
                     for reading in representative_readings(
-                        self._sample, readings, step, entity=name, offset_ms=j * step / entities
+                        self._sample, readings, step, entity=name, offset_ms=phases.random() * step, seed=n
                     )
                 ]
                 made = compact_hour(WriteTier(1), 0, _REFERENCE_MS, [(_VERSION, batch)], table="readings",

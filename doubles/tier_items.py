@@ -149,8 +149,9 @@ class TierWriter:
                 for version, reading, in_group in self.copies.get(hour, {}).get(entity, [])
                 if not in_group
             ]
+            pk = widest.cluster_pk(group, self.layout.cluster_span(hour))
             made = compact_hour(
-                widest, group, hour, tier_copies, blocks, table=table, retention_ms=self.retention_ms, dense=dense
+                hour, tier_copies, blocks, table=table, pk=pk, retention_ms=self.retention_ms, dense=dense
             )
             items += [(table, block.item()) for block in made]
         return items

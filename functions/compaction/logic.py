@@ -628,12 +628,11 @@ class CompactionRunner:
         blocks = self._dense_copies([e for e in dense if e in present], hour, end, shard_map, work)
         split = {e for e in present if any(t.group_of(e) != tier.group_of(e) for t in others)}
         work.compacted = compact_hour(
-            tier,
-            group,
             hour,
             items,
             blocks,
             table=partition.table,
+            pk=tier.cluster_pk(group, self._layout.cluster_span(hour)),
             retention_ms=self._retention_ms,
             dense=[*dense, *split],
         )

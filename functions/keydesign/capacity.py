@@ -363,7 +363,7 @@ class BlockSizer:
                         self._sample, readings, step, entity=name, offset_ms=phases.random() * step, seed=n
                     )
                 ]
-                made = compact_hour(WriteTier(1), 0, _REFERENCE_MS, [(_VERSION, batch)], table="readings",
+                made = compact_hour(_REFERENCE_MS, [(_VERSION, batch)], table="readings", pk="c#0000#2026-01-01T00:00",
                                     retention_ms=self._retention_ms)  # fmt: skip
                 sizes = tuple(b.size for b in made)
             self._cache[key] = sizes

@@ -47,7 +47,7 @@ from .blocks import (
 from .errors import ConfigError, InvalidInput, KeyDesignError
 from .hashing import shard_of
 from .model import Reading, validate_entity_id
-from .periods import Bucket, TablePeriod, period_table
+from .periods import DAY_MS, Bucket, TablePeriod, period_table
 from .shardmap import ShardMap
 from .timefmt import MAX_TS_MS, format_ts
 from .writetier import (
@@ -346,6 +346,16 @@ class Layout:
         sub-item or a cluster block (their sort keys start with their time, sub-group or cluster)."""
         return self.can.shared_partitions and kind not in GROUPED_KINDS
 
+    def cluster_span(self, ts_ms: int) -> int:
+        """The start of the span of the cluster partitions (:meth:`keydesign.writetier.WriteTier.cluster_pk`)
+        holding ``ts_ms``: the hybrid layout's bucket, an hour at least (a cross-entity read reads a bucket's
+        cluster partitions whole); else its day, within its table (an hourly table: its hour). A device's
+        compacted hours of a span are one Query."""
+        if self.can.shared_partitions:
+            return self.bucket.start(ts_ms) if self.bucket.width_ms >= SLICE_MS else slice_start(ts_ms)
+        day = ts_ms - ts_ms % DAY_MS
+        return day if self.table_period is None else max(day, self.table_period.start(ts_ms))
+
     def compacted_partition(self, entity_id: str, ts_ms: int, shard_map: ShardMap) -> str:
         """The partition of ``entity_id``'s compacted blocks holding ``ts_ms``
         (:func:`keydesign.writetier.compacted_pk`): beside the entity's hybrid base partition
@@ -407,7 +417,7 @@ class Layout:
                     clusters: dict[int, WriteTier] = {}  # a group number once, in the tiers' order
                     for t in tiers:
                         clusters.setdefault(t.group_of(entity_id), t)
-                    pks = [t.cluster_pk(g, seg_from) for g, t in clusters.items()]
+                    pks = [t.cluster_pk(g, self.cluster_span(seg_from)) for g, t in clusters.items()]
             else:
                 tiers = [write_tier, *earlier_tiers(earlier, hour)]  # two G's may put it in one group
                 groups: dict[int, WriteTier] = {}  # a group number once, in the tiers' order
@@ -424,6 +434,9 @@ class Layout:
             parts.extend(PartitionQuery(table, pk, low, high, seg_from, seg_to, kind=kind) for pk in pks)
         if not self.can.shared_partitions:
             parts = merge_adjacent(parts)
+        elif write_tier is not None:  # a cluster partition of a bucket longer than an hour: one Query of its hours
+            clusters = merge_adjacent([p for p in parts if p.kind == "cluster"])
+            parts = [p for p in parts if p.kind != "cluster"] + clusters
         return QueryPlan(tuple(parts), entity_id, from_ms, to_ms)
 
     def plan_range(
@@ -477,12 +490,17 @@ class Layout:
                 for shard in range(shards):
                     pk = compacted_pk("", f"{shard:04d}#{label}")
                     parts.append(PartitionQuery(table, pk, None, None, seg_from, seg_to, partial, "compacted"))
+            # the bucket's cluster partitions (an hour or more: the bucket's, or its hour's), whole, once each
+            spans: dict[int, WriteTier] = {}
             for hour, tiers in compacted:
                 if tiers is not None:
                     widest = max(tiers, key=lambda t: t.groups)
-                    for group in range(widest.groups):
-                        pk = widest.cluster_pk(group, hour)
-                        parts.append(PartitionQuery(table, pk, None, None, seg_from, seg_to, True, "cluster"))
+                    held = spans.setdefault(self.cluster_span(hour), widest)
+                    spans[self.cluster_span(hour)] = max(held, widest, key=lambda t: t.groups)
+            for span, widest in spans.items():
+                for group in range(widest.groups):
+                    pk = widest.cluster_pk(group, span)
+                    parts.append(PartitionQuery(table, pk, None, None, seg_from, seg_to, True, "cluster"))
             for hour in hours:
                 if hour + SLICE_MS <= compacted_through_ms:
                     continue

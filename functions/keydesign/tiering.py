@@ -229,18 +229,18 @@ Copies = Iterable[tuple[int, Sequence[Reading]]]
 
 
 def compact_hour(
-    tier: WriteTier,
-    group: int,
     hour_start: int,
     tier_copies: Copies,
     blocks: Copies = (),
     *,
     table: str,
+    pk: str,
     retention_ms: int | None = None,
     dense: Collection[str] = (),
 ) -> list[CompactedBlock]:
-    """The cluster blocks of group partition ``group`` (of ``tier``, the hour's largest G) of the hour
-    starting at ``hour_start``.
+    """The cluster blocks of a group partition's hour starting at ``hour_start``, to put in ``table`` (the
+    hour's) and partition ``pk`` (:meth:`keydesign.writetier.WriteTier.cluster_pk` of the group partition's
+    number, in the hour's span: :meth:`keydesign.Layout.cluster_span`).
 
     ``tier_copies`` holds the decoded group items of the hour (their readings all lie in it), ``blocks``
     the decoded blocks of the hour of the entities with a dense mark (their readings outside the hour
@@ -250,8 +250,8 @@ def compact_hour(
     (:func:`keydesign.writetier.cluster_of`) sorted by (time, entity, event id), cut by the block limits
     (:func:`keydesign.blocks.cut_runs`, spanning up to :data:`MAX_COMPACTED_SPAN_MS`; halved while an
     item is over MAX_BLOCK_ITEM_BYTES), each given the largest version of every copy read of its
-    entities' readings (the module's "Compacted versions"), keyed ``c#<group>#<hour>`` /
-    ``<cluster>#<first ts>#<item id>#<units>`` in ``table`` (the hour's), ``ttl`` its newest reading's
+    entities' readings (the module's "Compacted versions"), keyed ``pk`` /
+    ``<cluster>#<first ts>#<item id>#<units>``, ``ttl`` its newest reading's
     expiry by ``retention_ms``. The entities in ``dense`` (with a dense mark: their hour is the rollup
     function's) are named in :attr:`CompactedBlock.rollups` of the blocks holding them. The result
     depends only on the copies given: compacting an hour again puts the same items.
@@ -263,7 +263,6 @@ def compact_hour(
     for (entity, ts, event_id), (_, in_tier, reading) in winners.items():
         if in_tier:
             clusters.setdefault(cluster_of(entity), []).append((ts, (entity, event_id), reading))
-    pk = tier.cluster_pk(group, hour_start)
     owned = frozenset(dense)
 
     def cut(cluster: int, readings: Sequence[Reading]) -> list[CompactedBlock]:

@@ -35,10 +35,11 @@ unit apiece. The write tier packs across entities instead (docs/decisions.md, "T
   :func:`tier_settle`), a scheduled pass reads each group's partition of it once and writes
   *cluster blocks*: per *cluster* of the group's entities (:func:`cluster_of`, a second hash of the
   entity, mod :data:`CLUSTERS`) its readings of the hour, in block format 4 spanning up to
-  :data:`MAX_COMPACTED_SPAN_MS`, in the partition ``c#<group>#<hour>`` (the number of the group
-  partition they were read from, :meth:`WriteTier.cluster_pk`), sort key
-  ``<cluster>#<first ts>#<item id>#<write units>`` (:func:`cluster_sk_stem`). A device's compacted hour
-  is so one Query of its cluster's sort keys (a few entities' hours, under 4 KB at the G ``tsctl plan``
+  :data:`MAX_COMPACTED_SPAN_MS`, in the partition ``c#<group>#<span>`` (the number of the group
+  partition they were read from, :meth:`WriteTier.cluster_pk`; the span is the hour's table's day, or
+  its hybrid bucket of an hour or more: ``keydesign.Layout.cluster_span``), sort key
+  ``<cluster>#<first ts>#<item id>#<write units>`` (:func:`cluster_sk_stem`). A device's compacted hours
+  of a span are so one Query of its cluster's sort keys (a few entities' hours, under 4 KB at the G ``tsctl plan``
   gives), and a few hundred bytes of several entities share a write unit. The entities whose hour is the
   rollup function's are named in the block's :data:`ROLLUP_OWNED` string set. The state's ``clustered``
   (:class:`Clustered`) records the G's each compacted hour was compacted under, for readers. Hours
@@ -196,9 +197,12 @@ class WriteTier:
         """The partition of the sub-items re-packed from ``group``'s partition of the hour holding ``ts_ms``."""
         return SUB_PK_PREFIX + self.group_pk(group, ts_ms).removeprefix(GROUP_PK_PREFIX)
 
-    def cluster_pk(self, group: int, ts_ms: int) -> str:
-        """The partition of the cluster blocks compacted from ``group``'s partition of the hour holding ``ts_ms``."""
-        return CLUSTER_PK_PREFIX + self.group_pk(group, ts_ms).removeprefix(GROUP_PK_PREFIX)
+    def cluster_pk(self, group: int, span_start_ms: int) -> str:
+        """The partition of the cluster blocks compacted from ``group``'s partitions of the hours in the span
+        starting at ``span_start_ms`` (``keydesign.Layout.cluster_span``: an hour, or a day or a bucket)."""
+        if not 0 <= group < self.groups:
+            raise ValueError(f"group {group} is not one of the {self.groups} groups")
+        return f"{CLUSTER_PK_PREFIX}{group:04d}#{format_ts(span_start_ms)[:16]}"
 
 
 def group_sk_stem(encoded: Encoded) -> str:

@@ -68,7 +68,8 @@ def _group_hour_units(groups: int, entities: int, interval_ms: int, sample: Read
         for ts in range(hour + rng.randrange(interval_ms), hour + 3_600_000, interval_ms):
             measures = {k: round(v * (1 + rng.gauss(0, 0.01)), decimals[k]) for k, v in sample.measures.items()}
             readings.append(Reading.parse({"entity_id": f"device-{n:07d}", "timestamp": ts, "measures": measures}))
-    made = compact_hour(WriteTier(groups), groups - 1, hour, [(1, readings)], table="t", retention_ms=90 * 86_400_000)
+    pk = WriteTier(groups).cluster_pk(groups - 1, hour)
+    made = compact_hour(hour, [(1, readings)], table="t", pk=pk, retention_ms=90 * 86_400_000)
     return sum(b.write_units for b in made) / len(readings)
 
 

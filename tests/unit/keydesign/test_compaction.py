@@ -24,6 +24,8 @@ from .test_blocks import T0, same
 #: An hour that starts a day (T0 is 06:00): buckets up to a day nest around it.
 HOUR = T0 - 6 * HOUR_MS + 5 * HOUR_MS
 DAY_MS = 24 * HOUR_MS
+#: The cluster partition the examples compact into (a group partition's, 2, of the hour).
+PK = WriteTier(4).cluster_pk(2, HOUR)
 Identity = tuple[str, int, str]
 
 
@@ -93,8 +95,9 @@ def test_each_reading_whose_newest_copy_is_in_the_write_tier_is_compacted_once_a
     tier, blocks = hour
     write_tier = WriteTier(groups)
     group = groups - 1
+    pk = write_tier.cluster_pk(group, HOUR)
     retention = retention_days * DAY_MS
-    compacted = compact_hour(write_tier, group, HOUR, tier, blocks, table="t", retention_ms=retention, dense=dense)
+    compacted = compact_hour(HOUR, tier, blocks, table="t", pk=pk, retention_ms=retention, dense=dense)
     stored: dict[Identity, Reading] = {}
     for block in compacted:
         header, readings = decode_group(block.payload, span_limit_ms=MAX_COMPACTED_SPAN_MS)
@@ -112,7 +115,7 @@ def test_each_reading_whose_newest_copy_is_in_the_write_tier_is_compacted_once_a
             v for v, rs in (*tier, *blocks) for r in rs if r.entity_id in entities and HOUR <= r.ts_ms < HOUR + HOUR_MS
         )
         # keys: the group's cluster partition of the hour, the cluster's sort keys, the given table
-        assert block.pk == write_tier.cluster_pk(group, HOUR) == f"c#{group:04d}#2026-11-22T05:00"
+        assert block.pk == pk == f"c#{group:04d}#2026-11-22T05:00"
         assert block.table == "t"
         encoded = encode_group(list(readings), block.version, span_limit_ms=MAX_COMPACTED_SPAN_MS)
         assert block.sk == f"{cluster:03d}#{format_ts(readings[0].ts_ms)}#{encoded.block_id}#{block.write_units}"
@@ -126,7 +129,7 @@ def test_each_reading_whose_newest_copy_is_in_the_write_tier_is_compacted_once_a
     assert stored.keys() == expected.keys()
     assert all(same(stored[k], expected[k]) for k in expected)
     # the same copies make the same items: a second pass over the hour overwrites the first's
-    again = compact_hour(write_tier, group, HOUR, tier, blocks, table="t", retention_ms=retention, dense=dense)
+    again = compact_hour(HOUR, tier, blocks, table="t", pk=pk, retention_ms=retention, dense=dense)
     assert again == compacted
 
 
@@ -146,31 +149,31 @@ def test_a_block_copy_newer_or_as_new_wins_and_an_older_one_loses_but_raises_the
     d = reading(other, HOUR + 500, "e9")
     tier = [(10, [a, d, b, c])]
     blocks = [(12, [dataclasses.replace(a, measures={"v": 2})]), (10, [b]), (4, [c])]
-    (block,) = compact_hour(WriteTier(2), 1, HOUR, tier, blocks, table="t")
+    (block,) = compact_hour(HOUR, tier, blocks, table="t", pk=PK)
     # a: the block's copy is newer; b: as new (a block copy stays where it is); c: the tier's is newer;
     # d: another entity of the cluster, in the same block
     assert [r.event_id for r in block.readings] == ["e9", "e2"]
     assert block.version == 12  # above the older block copy of c, and every copy read of its entities
-    assert block.pk == "c#0001#2026-11-22T05:00" and block.sk.startswith("000#")
+    assert block.pk == PK and block.sk.startswith("000#")
 
 
 def test_cluster_blocks_are_one_cluster_each_and_cut_by_the_block_limits() -> None:
     # two clusters' entities: a block each, every block of one cluster
     first, second = mates(3, 0), mates(2, 7)
     readings = [reading(e, HOUR + n * 60_000, "e") for n, e in enumerate([*first, *second])]
-    made = compact_hour(WriteTier(4), 2, HOUR, [(1, readings)], table="t")
+    made = compact_hour(HOUR, [(1, readings)], table="t", pk=PK)
     assert sorted(sorted(b.entities) for b in made) == sorted([sorted(first), sorted(second)])
     assert sorted(b.sk[:4] for b in made) == ["000#", "007#"]
     # 2,500 readings of one cluster in an hour: cut by the count limit, the whole hour in one partition
     many = [reading(first[n % 3], HOUR + n * 1_000, "e") for n in range(2_500)]
-    made = compact_hour(WriteTier(4), 2, HOUR, [(1, many[i : i + 500]) for i in range(0, 2_500, 500)], table="t")
+    made = compact_hour(HOUR, [(1, many[i : i + 500]) for i in range(0, 2_500, 500)], table="t", pk=PK)
     assert [len(b.readings) for b in made] == [1_000, 1_000, 500] and {b.pk for b in made} == {
         "c#0002#2026-11-22T05:00"
     }
     # readings that compress badly: cut by the item size
     noise = random.Random(7)
     big = [reading(first[0], HOUR + n, "e", **{f"m{k}": noise.random() for k in range(60)}) for n in range(200)]
-    made = compact_hour(WriteTier(4), 2, HOUR, [(1, big)], table="t")
+    made = compact_hour(HOUR, [(1, big)], table="t", pk=PK)
     assert len(made) > 1 and all(b.size <= MAX_BLOCK_ITEM_BYTES for b in made)
     assert [r for b in made for r in b.readings] == big
 
@@ -178,14 +181,14 @@ def test_cluster_blocks_are_one_cluster_each_and_cut_by_the_block_limits() -> No
 def test_a_group_item_reading_outside_its_hour_is_refused() -> None:
     stray = reading("d-1", HOUR + HOUR_MS, "e")
     with pytest.raises(ValueError, match="holds a reading at"):
-        compact_hour(WriteTier(2), 0, HOUR, [(1, [stray])], table="t")
+        compact_hour(HOUR, [(1, [stray])], table="t", pk=PK)
     with pytest.raises(ValueError, match="not the start of an hour"):
-        compact_hour(WriteTier(2), 0, HOUR + 1, [], table="t")
+        compact_hour(HOUR + 1, [], table="t", pk=PK)
 
 
 def test_cluster_block_item() -> None:
-    (block,) = compact_hour(WriteTier(2), 0, HOUR, [(3, [reading("d-1", HOUR, "e")])], table="t")
+    (block,) = compact_hour(HOUR, [(3, [reading("d-1", HOUR, "e")])], table="t", pk=PK)
     assert isinstance(block, CompactedBlock)
-    assert block.item() == {"pk": "c#0000#2026-11-22T05:00", "sk": block.sk, "b": block.payload}
-    (flagged,) = compact_hour(WriteTier(2), 0, HOUR, [(3, [reading("d-1", HOUR, "e")])], table="t", dense={"d-1"})
+    assert block.item() == {"pk": "c#0002#2026-11-22T05:00", "sk": block.sk, "b": block.payload}
+    (flagged,) = compact_hour(HOUR, [(3, [reading("d-1", HOUR, "e")])], table="t", pk=PK, dense={"d-1"})
     assert flagged.item()[ROLLUP_OWNED] == {"d-1"} and flagged.owned_readings() == []

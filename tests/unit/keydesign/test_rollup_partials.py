@@ -110,6 +110,6 @@ def test_remarks_are_the_minutes_holding_readings() -> None:
 
 def test_compacted_blocks_of_dense_marked_entities_are_flagged_and_only_theirs() -> None:
     tier = [(3, [reading("a", HOUR + 1, 1), reading("b", HOUR + 2, 2)])]
-    blocks = compact_hour(WriteTier(4), 1, HOUR, tier, table="t", dense={"b", "z"})
+    blocks = compact_hour(HOUR, tier, table="t", pk=WriteTier(4).cluster_pk(1, HOUR), dense={"b", "z"})
     flags = {e: (e in b.rollups, e in b.item().get(ROLLUP_OWNED, set())) for b in blocks for e in b.entities}
     assert flags == {"a": (False, False), "b": (True, True)}

@@ -66,6 +66,7 @@ from keydesign.items import read_units
 from keydesign.rollup import Granularities
 from keydesign.writetier import (
     CLUSTER_PK_PREFIX,
+    CLUSTERS,
     MAX_COMPACTED_SPAN_MS,
     REPACK_MS,
     SLICE_MS,
@@ -285,7 +286,7 @@ def cluster_table(quick: bool = False) -> dict[str, dict[str, dict[str, float]]]
                 "decode_cpu_ratio": 1.0,
             }
         }
-        for k in CLUSTER_COUNTS[:1] if quick else CLUSTER_COUNTS:
+        for k in (CLUSTERS,) if quick else CLUSTER_COUNTS:
             blocks = cluster_blocks(hour, k)
             every = [b for bs in blocks.values() for b in bs]
             hours = [sum(size for size, _, _ in blocks[(stable_hash(e) >> 32) % k]) for e in hour]
@@ -372,7 +373,7 @@ def compaction(quick: bool) -> Result:
 def compaction_clusters(quick: bool) -> Result:
     table = cluster_table(quick=quick)
     result = Result(
-        params={"clusters": list(CLUSTER_COUNTS[:1] if quick else CLUSTER_COUNTS)},
+        params={"clusters": [CLUSTERS] if quick else list(CLUSTER_COUNTS)},
         method=(
             "one group's hour per fleet shape; an entity's hour as one format 3 block against clusters of K a "
             "group as format 4 blocks cut by the block limits over an hour; sizes and units by DynamoDB's rules"

@@ -24,6 +24,7 @@ from keydesign.writetier import (
     CLUSTER_PK_PREFIX,
     KEEP_MS,
     MAX_COMPACTED_SPAN_MS,
+    Clustered,
     CompactionState,
     WriteTier,
     dense_mark_sk,
@@ -197,7 +198,8 @@ def test_a_step_whose_partials_re_marks_or_parts_are_not_stored_does_not_move_th
     assert state(db) == CompactionState(H, 8)
     # And the next run, once they are taken, stores them and moves on
     refusing.on = False
-    assert compact.run(Deadline.never()).hours == 1 and state(db) == CompactionState(H + HOUR, 8)
+    clustered = (Clustered((8,), H),)
+    assert compact.run(Deadline.never()).hours == 1 and state(db) == CompactionState(H + HOUR, 8, clustered=clustered)
     assert parts(HOUR, H, H + HOUR) == {H: figures(fleet)} and remarked(db, SETTLED, "mix", [H]) == [True]
 
 
@@ -340,11 +342,12 @@ def test_a_redo_of_an_hour_compacted_under_a_group_count_since_forgotten_redoes_
     db: Any,
 ) -> None:
     # Given an hour compacted with 8 groups, and since then the deployment runs 4 (the state no longer
-    # records 8: every hour 8 may have written is compacted)
+    # records 8 as an earlier count: every hour 8 may have written is compacted; its `clustered` still says
+    # the hour was compacted under 8, for readers)
     fleet = sparse_fleet(H, devices=10)
     to_compact(db, fleet)
     assert runner([SETTLED]).run(Deadline.never()).hours == 1
-    save_state(db, CompactionState(H + HOUR, 4))
+    save_state(db, CompactionState(H + HOUR, 4, clustered=(Clustered((8,), H),)))
     four = WriteTier(4)
     late_entity = next(r.entity_id for r in fleet if four.group_of(r.entity_id) != TIER.group_of(r.entity_id))
     # When the rollup function asks for a redo with the group it sees (under 4), for a late reading

@@ -268,6 +268,9 @@ class _Watermark:
             self.through, repack_from=self.repacked[0], repacked=self.repacked[1], clustered=clustered
         )
 
+    def consistent(self) -> CompactionState:
+        return self.state()
+
 
 class _KindReader(MemoryReader):
     """A MemoryReader that adds up its pages' read units by the kind of partition they read."""

@@ -42,7 +42,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from pydantic import TypeAdapter
 
 from adapters.clients import client
-from adapters.compaction_state import NOTHING_COMPACTED, CachedWatermark, CompactionWatermark
+from adapters.compaction_state import NOTHING_COMPACTED, CachedWatermark, PlanningWatermark
 from adapters.observability import logger, metrics
 from adapters.occupancy import OccupancyReader, OccupancyStore
 from adapters.partition_reader import DynamoPartitionReader, Page, PageRequest, PartitionReader, decode, header_of
@@ -135,7 +135,7 @@ class QueryService:
         rollups: RollupAnswers | None = None,
         retention_ms: int | None = None,
         write_tier: WriteTier | None = None,
-        watermark: CompactionWatermark = NOTHING_COMPACTED,
+        watermark: PlanningWatermark = NOTHING_COMPACTED,
     ) -> None:
         self._layout = layout
         self._retention_ms = retention_ms
@@ -161,7 +161,7 @@ class QueryService:
         limits = QueryLimits()
         control, prefix = settings.control_table, settings.layout.table_prefix
         occupancy = rollups = None
-        watermark: CompactionWatermark = NOTHING_COMPACTED
+        watermark: PlanningWatermark = NOTHING_COMPACTED
         if control is not None:
             occupancy = OccupancyReader(OccupancyStore(client("dynamodb"), control, prefix))
             if settings.write_tier is not None:
@@ -439,6 +439,9 @@ class QueryService:
         if self._write_tier is None or window.to_ms <= window.from_ms:
             return [], set()
         compacted_through = slice_start(window.to_ms - 1) + SLICE_MS  # every hour the window touches
+        state = self._watermark.state()  # the G's each hour was compacted under (into cluster blocks)
+        if state.through < compacted_through:  # cached before compaction passed them (the rollups' state is newer)
+            state = self._watermark.consistent()
         plan = self._layout.plan_entity(
             entity,
             window.from_ms,
@@ -446,7 +449,7 @@ class QueryService:
             self._shard_maps.current(),
             write_tier=self._write_tier,
             compacted_through_ms=compacted_through,
-            clustered=self._watermark.state().clustered,
+            clustered=state.clustered,
         )
         partitions = merge_adjacent([p for p in plan.partitions if p.kind in COMPACTED_KINDS])
         found, owned = self._compacted_blocks(entity, window, partitions, read, counted, deadline)

@@ -52,6 +52,9 @@ class Watermark:
         # every compacted hour into cluster blocks under the world's 2 groups
         return CompactionState(through=self.through, clustered=(Clustered((2,), 0),))
 
+    def consistent(self) -> CompactionState:
+        return self.state()
+
 
 class CountingReader:
     """The in-memory reader, with the requests and read units of each kind of partition."""
@@ -342,3 +345,30 @@ def test_a_sparse_devices_daily_aggregates_of_30_days_read_its_compacted_hours(b
     got = rolled.aggregates(ENTITY, TimeRange(start, T0 + DAY), DAY)
     assert isinstance(got, AggregateSeries) and got.readings == len(readings)
     assert counting.calls == {"cluster": days} and got.cost.read_units <= days * 1.5
+
+
+class StaleWatermark(Watermark):
+    """A cached compaction state from before compaction passed the hours (the rollups' state is newer)."""
+
+    def state(self) -> CompactionState:
+        return CompactionState()
+
+    def consistent(self) -> CompactionState:
+        return super().state()
+
+
+def test_a_compaction_state_cached_before_the_hours_were_compacted_is_read_again(world: World) -> None:
+    # Given the query function's cached compaction state older than the rollups' (it knows no compacted hour)
+    window = TimeRange(T0, T0 + 3 * HOUR)
+    want = world.service(rollups=False)[0].aggregates(ENTITY, window, HOUR)  # raw, with the state as stored
+    kept = world.watermark
+    world.watermark = StaleWatermark(kept.through)
+    try:
+        rolled, _ = world.service(rollups=True)
+        # When the entity's hours are asked from rollups, then they are read from the cluster blocks the
+        # state read again names (not left out as if no hour were compacted)
+        got = rolled.aggregates(ENTITY, window, HOUR)
+        assert isinstance(got, AggregateSeries) and got.source == "rollups"
+        assert _figures(got) == _figures(want) and got.readings == 12 + 11 + 10
+    finally:
+        world.watermark = kept

@@ -66,6 +66,9 @@ class Watermark:
             self.through, repack_from=self.repacked[0], repacked=self.repacked[1], clustered=clustered
         )
 
+    def consistent(self) -> CompactionState:
+        return self.state()
+
 
 @dataclass(frozen=True)
 class Tiers:

@@ -103,7 +103,6 @@ class QueryApi(Construct):
             runtime=runtime,
             function=CURSOR_ROTATION,
             description="Rotates the query API's cursor-signing key (Secrets Manager's four rotation steps)",
-            environment={"POWERTOOLS_SERVICE_NAME": CURSOR_ROTATION.value},
             invocation=Invocation.KEY_ROTATION,
             unscoped_also=(
                 "secretsmanager:GetRandomPassword takes no resource: it generates the new key and touches no secret."
@@ -127,9 +126,7 @@ class QueryApi(Construct):
             runtime=runtime,
             function=LambdaFunction.QUERY,
             description="Answers the query API: readings, latest, aggregates",
-            environment=config.function_environment(
-                LambdaFunction.QUERY, FunctionWiring(cursor_secret_arn=self.cursor_key.secret_arn)
-            ),
+            wiring=FunctionWiring(cursor_secret_arn=self.cursor_key.secret_arn),
             invocation=Invocation.API,
             snap_start=True,
         )

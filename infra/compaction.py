@@ -60,7 +60,6 @@ class Compaction(Construct):
             runtime=runtime,
             function=LambdaFunction.COMPACTION,
             description=f"Compacts each settled hour of the write tier ({config.write_tier_groups} groups) into blocks",
-            environment=config.function_environment(LambdaFunction.COMPACTION),
             invocation=Invocation.SCHEDULE,
             failures_hold="a compaction run that failed or could not be delivered (the next run starts from its state)",
         )

@@ -40,9 +40,7 @@ class HotKeys(Construct):
             runtime=runtime,
             function=LambdaFunction.HOTKEYS,
             description="Measures write load per partition key and entity from the readings stream; splits hot ones",
-            environment=config.function_environment(
-                LambdaFunction.HOTKEYS, FunctionWiring(alert_topic_arn=alerts_topic.topic_arn)
-            ),
+            wiring=FunctionWiring(alert_topic_arn=alerts_topic.topic_arn),
             invocation=Invocation.STREAM,
             failures_hold="the record of a stream batch the hot-key mapping gave up on (its load went uncounted)",
         )

@@ -59,15 +59,12 @@ class Ingestion(Construct):
             runtime=runtime,
             function=LambdaFunction.INGEST,
             description="Writes readings from the Kinesis stream into the readings table(s)",
-            environment=config.function_environment(
-                LambdaFunction.INGEST,
-                FunctionWiring(
-                    rejects_queue_url=self.rejects_queue.queue_url,
-                    # By name, as ServiceFunction names it: the rotator is built after ingest.
-                    rotator_function=f"{config.stack_name}-{LambdaFunction.ROTATOR.value}"
-                    if config.table_period is not None
-                    else None,
-                ),
+            wiring=FunctionWiring(
+                rejects_queue_url=self.rejects_queue.queue_url,
+                # By name, as ServiceFunction names it: the rotator is built after ingest.
+                rotator_function=f"{config.stack_name}-{LambdaFunction.ROTATOR.value}"
+                if config.table_period is not None
+                else None,
             ),
             # Where the mapping reports a batch it gave up on: the shard and the
             # sequence-number range, to replay from the stream while it keeps them.

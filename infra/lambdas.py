@@ -21,7 +21,6 @@ pydantic v2), so nothing is bundled and synthesis needs no Docker.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -41,6 +40,7 @@ from infra.config import (
     POWERTOOLS_LAYER_NAME,
     Context,
     FunctionSizing,
+    FunctionWiring,
     LambdaFunction,
 )
 
@@ -159,7 +159,8 @@ class ServiceFunction(Construct):
     its role (plus the role's own list actions, ``unscoped_also``), and why it has no
     dead-letter queue of its own when it has none. A function invoked by a stream or a
     schedule gets a terminal failure queue beside it (``<scope>/FailureQueue``), which
-    holds ``failures_hold``.
+    holds ``failures_hold``. Its environment is what the configuration tells ``function``
+    with ``wiring`` (:meth:`Context.function_environment`); a helper function is told its name only.
     """
 
     def __init__(
@@ -170,14 +171,18 @@ class ServiceFunction(Construct):
         runtime: LambdaRuntime,
         function: LambdaFunction | HelperFunction,
         description: str,
-        environment: Mapping[str, str],
         invocation: Invocation,
+        wiring: FunctionWiring | None = None,
         failures_hold: str = "",
         unscoped_also: str = "",
         snap_start: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
-        sizing = function.sizing if isinstance(function, HelperFunction) else runtime.config.sizing(function)
+        if isinstance(function, HelperFunction):
+            sizing, environment = function.sizing, {"POWERTOOLS_SERVICE_NAME": function.value}
+        else:
+            sizing = runtime.config.sizing(function)
+            environment = runtime.config.function_environment(function, wiring or FunctionWiring())
         self._failure_queue: sqs.Queue | None = None
         if invocation in (Invocation.STREAM, Invocation.SCHEDULE):
             self._failure_queue = terminal_queue(
@@ -207,7 +212,7 @@ class ServiceFunction(Construct):
             layers=[runtime.powertools],
             memory_size=sizing.memory_mb,
             timeout=Duration.seconds(sizing.timeout_s),
-            environment=dict(environment),
+            environment=environment,
             role=self.role,
             log_group=self.log_group,
             tracing=lambda_.Tracing.ACTIVE,

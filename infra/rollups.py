@@ -51,7 +51,6 @@ class Rollups(Construct):
             runtime=runtime,
             function=LambdaFunction.ROLLUP,
             description=f"Recomputes the {config.rollups} rollups of what ingest marked, every minute",
-            environment=config.function_environment(LambdaFunction.ROLLUP),
             invocation=Invocation.SCHEDULE,
             failures_hold="a rollup run that failed or could not be delivered (the next run starts from the watermark)",
         )

@@ -72,13 +72,10 @@ class Rotation(Construct):
             runtime=runtime,
             function=LambdaFunction.ROTATOR,
             description=f"Creates, tends, exports and drops the {table_head(prefix)}<{config.table_period}> tables",
-            environment=config.function_environment(
-                LambdaFunction.ROTATOR,
-                FunctionWiring(
-                    alert_topic_arn=alerts_topic.topic_arn,
-                    hotkeys_function_arn=hot_keys_function.function_arn,
-                    hotkeys_on_failure_arn=hot_keys_failure_queue.queue_arn,
-                ),
+            wiring=FunctionWiring(
+                alert_topic_arn=alerts_topic.topic_arn,
+                hotkeys_function_arn=hot_keys_function.function_arn,
+                hotkeys_on_failure_arn=hot_keys_failure_queue.queue_arn,
             ),
             # The scheduler invokes asynchronously: a run that still fails after Lambda's two retries,
             # or that the scheduler could not deliver, lands in the failure queue (and is alarmed).

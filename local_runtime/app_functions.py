@@ -17,6 +17,7 @@ never by replacing a module global:
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
 import threading
@@ -166,35 +167,28 @@ class AppFunctions:
     def rollup_build(self, ahead_s: float) -> Build | None:
         """The rollup function's handler on a clock ``ahead_s`` (and :attr:`rollup_clock_moved_ms`) ahead of
         the wall clock (None: the module's)."""
-        if not ahead_s:
-            return None
-        ahead_ms = int(ahead_s * 1000)
-
-        def build(module: ModuleType) -> tuple[Any, list[Any]]:
-            from rollup.logic import RollupRunner  # noqa: PLC0415 - after the environment is set
-
-            runner = RollupRunner.from_settings(
-                module.SETTINGS, clock_ms=lambda: time.time_ns() // 1_000_000 + ahead_ms + self.rollup_clock_moved_ms
-            )
-            return module.create_handler(runner), [runner]
-
-        return build
+        return self._runner_ahead("rollup.logic", "RollupRunner", ahead_s, lambda: self.rollup_clock_moved_ms)
 
     def compaction_build(self, ahead_s: float) -> Build | None:
         """The compaction function's handler on a clock ``ahead_s`` (and :attr:`compaction_clock_moved_ms`)
         ahead of the wall clock (None: the module's)."""
+        return self._runner_ahead(
+            "compaction.logic", "CompactionRunner", ahead_s, lambda: self.compaction_clock_moved_ms
+        )
+
+    @staticmethod
+    def _runner_ahead(logic: str, runner: str, ahead_s: float, moved_ms: Callable[[], int]) -> Build | None:
+        """A handler around ``logic``'s ``runner`` (imported once the environment is set), made from the
+        module's settings on a clock ``ahead_s`` plus ``moved_ms()`` ahead of the wall clock."""
         if not ahead_s:
             return None
         ahead_ms = int(ahead_s * 1000)
 
         def build(module: ModuleType) -> tuple[Any, list[Any]]:
-            from compaction.logic import CompactionRunner  # noqa: PLC0415 - after the environment is set
-
-            runner = CompactionRunner.from_settings(
-                module.SETTINGS,
-                clock_ms=lambda: time.time_ns() // 1_000_000 + ahead_ms + self.compaction_clock_moved_ms,
+            made = getattr(importlib.import_module(logic), runner).from_settings(
+                module.SETTINGS, clock_ms=lambda: time.time_ns() // 1_000_000 + ahead_ms + moved_ms()
             )
-            return module.create_handler(runner), [runner]
+            return module.create_handler(made), [made]
 
         return build
 

@@ -26,6 +26,7 @@ from botocore.exceptions import ClientError
 from adapters.batch_writer import PendingWrite, serialize_item
 from adapters.clients import CONDITION_FAILED, error_code
 from adapters.observability import logger
+from adapters.recent import Recent
 from adapters.snapstart import forget_on_restore
 from keydesign.occupancy import SINCE_PK, DayOccupancy, OccupancyRecord, day_of, day_pk, recording_since
 from keydesign.periods import DAY_MS
@@ -224,7 +225,7 @@ class OccupancyRecorder:
     def __init__(self, store: OccupancyStore, *, max_future_ms: int) -> None:
         self.store = store
         self._max_future_ms = max_future_ms
-        self._recorded: OrderedDict[OccupancyRecord, None] = OrderedDict()
+        self._recorded: Recent[OccupancyRecord] = Recent(RECORDED_ENTRIES)
         self._lock = threading.Lock()
         self._marked = False
 
@@ -236,10 +237,7 @@ class OccupancyRecorder:
     def remember(self, records: Sequence[OccupancyRecord]) -> None:
         with self._lock:
             for record in records:
-                self._recorded[record] = None
-                self._recorded.move_to_end(record)
-            while len(self._recorded) > RECORDED_ENTRIES:
-                self._recorded.popitem(last=False)
+                self._recorded.add(record)
 
     def ensure_marked(self, now_ms: int) -> None:
         """Store the ``since`` marker once per container. A failure is logged and tried

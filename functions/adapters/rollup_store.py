@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from adapters.batch_writer import BatchWriter, PendingWrite, serialize_item
+from adapters.recent import Recent
 from adapters.retry import Backoff, Deadline, RetryLoop, Sleep, batch_get
 from adapters.start_items import StartItems, StartRecorder
 from keydesign import format_ts, parse_timestamp
@@ -144,9 +144,9 @@ class MarkRecorder:
     def __init__(self, store: RollupStore, level: int) -> None:
         self.store = store
         self._level = level
-        self._written: OrderedDict[Mark, None] = OrderedDict()
+        self._written: Recent[Mark] = Recent(MARK_ENTRIES)
         self._start = StartRecorder(store.starts)
-        self._minutes: OrderedDict[int, None] = OrderedDict()
+        self._minutes: Recent[int] = Recent(MINUTE_ENTRIES)
         self._lock = threading.Lock()
 
     def write(self, readings: Sequence[tuple[int, str, int]], stamp_ms: int, deadline: Deadline) -> dict[int, str]:
@@ -184,19 +184,13 @@ class MarkRecorder:
         failed: dict[int, str] = {}
         with self._lock:
             if blocked is None:
-                self._minutes[slot] = None
-                self._minutes.move_to_end(slot)
-                while len(self._minutes) > MINUTE_ENTRIES:
-                    self._minutes.popitem(last=False)
+                self._minutes.add(slot)
             for position, mark in enumerate(missing):
                 if position in report.written and blocked is None:
-                    self._written[mark] = None
-                    self._written.move_to_end(mark)
+                    self._written.add(mark)
                 else:
                     why = blocked or report.unwritten.get(position) or report.rejected.get(position) or "unknown"
                     failed.update(dict.fromkeys(groups[mark], why))
-            while len(self._written) > MARK_ENTRIES:
-                self._written.popitem(last=False)
         return failed
 
 

@@ -11,32 +11,19 @@ fails the cold start with a message naming the variable.
 
 from __future__ import annotations
 
-from typing import Any
-
-from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
-from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
-from aws_lambda_powertools.utilities.typing import LambdaContext
+from aws_lambda_powertools.utilities.batch import EventType
 
 from adapters.collector import tune_collector
-from adapters.observability import logger, observed
-from adapters.stream_events import NotAStreamEvent, stream_records
+from adapters.stream_events import stream_handler, stream_records
 from hotkeys.logic import HotKeyMonitor
 from hotkeys.settings import HotKeySettings
 
 SETTINGS = HotKeySettings.from_env()
 MONITOR = HotKeyMonitor(SETTINGS)
-# Every record failed is still a partial response, not an exception: Lambda
-# retries from the first failed record either way, and the metrics still flush.
-PROCESSOR = BatchProcessor(event_type=EventType.DynamoDBStreams, raise_on_entire_batch_failure=False)
+handler = stream_handler(
+    EventType.DynamoDBStreams,
+    stream_records,
+    lambda records, _context: MONITOR.process(records),
+    "not a DynamoDB stream event; no load was counted",
+)
 tune_collector()  # last: everything above is init
-
-
-@observed
-def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
-    try:
-        records = stream_records(event)
-    except NotAStreamEvent as exc:
-        logger.error("not a DynamoDB stream event; no load was counted", extra={"reason": str(exc)})
-        raise
-    outcome = MONITOR.process(records)
-    return process_partial_response(event=event, record_handler=outcome.settle, processor=PROCESSOR, context=context)

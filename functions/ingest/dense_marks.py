@@ -9,11 +9,11 @@ the same for every batch of its entity and hour.
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from adapters.batch_writer import BatchWriter, PendingWrite, WriteReport, serialize_item
+from adapters.recent import Recent
 from adapters.retry import Deadline
 from keydesign.writetier import DenseMark
 
@@ -35,8 +35,7 @@ class DenseMarkRecorder:
 
     def __init__(self, writer: BatchWriter, entries: int = DENSE_MARK_ENTRIES) -> None:
         self._writer = writer
-        self._entries = entries
-        self._written: OrderedDict[DenseMark, None] = OrderedDict()
+        self._written: Recent[DenseMark] = Recent(entries)
         self._lock = threading.Lock()
 
     def write(self, marks: Mapping[DenseMark, Sequence[int]], deadline: Deadline) -> DenseMarksWritten:
@@ -44,8 +43,7 @@ class DenseMarkRecorder:
         with self._lock:
             missing = [mark for mark in marks if mark not in self._written]
             for mark in marks:
-                if mark in self._written:
-                    self._written.move_to_end(mark)
+                self._written.touch(mark)
         if not missing:
             return DenseMarksWritten({}, WriteReport())
         writes = [PendingWrite(m.table, m.pk, m.sk, serialize_item(m.item())) for m in missing]
@@ -54,10 +52,8 @@ class DenseMarkRecorder:
         with self._lock:
             for position, mark in enumerate(missing):
                 if position in report.written:
-                    self._written[mark] = None
+                    self._written.add(mark)
                     continue
                 why = report.unwritten.get(position) or report.rejected.get(position) or "unknown"
                 blocked.update(dict.fromkeys(marks[mark], why))
-            while len(self._written) > self._entries:
-                self._written.popitem(last=False)
         return DenseMarksWritten(blocked, report)

@@ -552,25 +552,37 @@ class KeyParts:
 
 def parse_keys(pk: str, sk: str, layout_kind: LayoutKind) -> KeyParts | None:
     """The entity of a readings-table key, and whether its partition key is shared; None if not ours."""
+    found = entity_keys(pk, sk, layout_kind, _HYBRID_SK, _SUFFIX_SK)
+    if found is None:
+        return None
+    entity, shared, sk_match = found
+    return KeyParts(entity, shared, int(sk_match.groups()[-1]))
+
+
+def entity_keys(
+    pk: str, sk: str, layout_kind: LayoutKind, hybrid_sk: re.Pattern[str], suffix_sk: re.Pattern[str]
+) -> tuple[str, bool, re.Match[str]] | None:
+    """The entity of a key whose sort key matches ``hybrid_sk`` (its first group the entity) or
+    ``suffix_sk``, as ``layout_kind`` has it, whether its partition key is shared, and the sort
+    key's match; None if the key is not one."""
     if CAPABILITIES[layout_kind].shared_partitions:
-        pk_match, sk_match = _HYBRID_PK.match(pk), _HYBRID_SK.match(sk)
+        pk_match, sk_match = _HYBRID_PK.match(pk), hybrid_sk.match(sk)
         if pk_match is None or sk_match is None:
             return None
-        entity, units = sk_match.group(1), sk_match.group(2)
-        own = pk_match.group(3)
+        entity, own = sk_match.group(1), pk_match.group(3)
         if own is not None and own != entity:
             return None
         shared = own is None
     else:
-        pk_match, sk_match = _SUFFIX_PK.match(pk), _SUFFIX_SK.match(sk)
+        pk_match, sk_match = _SUFFIX_PK.match(pk), suffix_sk.match(sk)
         if pk_match is None or sk_match is None:
             return None
-        entity, shared, units = pk_match.group(1), False, sk_match.group(1)
+        entity, shared = pk_match.group(1), False
     try:
         validate_entity_id(entity)
     except KeyDesignError:
         return None
-    return KeyParts(entity, shared, int(units))
+    return entity, shared, sk_match
 
 
 def key_family(partition_key: str, layout_kind: LayoutKind) -> str:

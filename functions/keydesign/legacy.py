@@ -31,8 +31,8 @@ from typing import Any
 from .blocks import BlockError, BlockHeader
 from .errors import KeyDesignError
 from .hashing import shard_of
-from .layouts import _HYBRID_PK, _STAMP, _SUFFIX_PK, CAPABILITIES, Layout, LayoutKind
-from .model import Reading, validate_entity_id
+from .layouts import _STAMP, Layout, LayoutKind, entity_keys
+from .model import Reading
 from .shardmap import ShardMap
 from .timefmt import stamp_ms
 
@@ -90,24 +90,8 @@ def legacy_block(item: Mapping[str, Any]) -> tuple[BlockHeader, Reading]:
 def legacy_entity(pk: str, sk: str, layout_kind: LayoutKind) -> tuple[str, bool] | None:
     """The entity of a key of the format before blocks, and whether its partition key is shared
     (a hybrid base shard); None if the key is not one. Keys only, as a ``KEYS_ONLY`` stream has."""
-    if CAPABILITIES[layout_kind].shared_partitions:
-        pk_match, sk_match = _HYBRID_PK.match(pk), _HYBRID_SK.match(sk)
-        if pk_match is None or sk_match is None:
-            return None
-        entity, own = sk_match.group(1), pk_match.group(3)
-        if own is not None and own != entity:
-            return None
-        shared = own is None
-    else:
-        pk_match = _SUFFIX_PK.match(pk)
-        if pk_match is None or _SUFFIX_SK.match(sk) is None:
-            return None
-        entity, shared = pk_match.group(1), False
-    try:
-        validate_entity_id(entity)
-    except KeyDesignError:
-        return None
-    return entity, shared
+    found = entity_keys(pk, sk, layout_kind, _HYBRID_SK, _SUFFIX_SK)
+    return None if found is None else found[:2]
 
 
 def _string(item: Mapping[str, Any], name: str) -> str:

@@ -15,6 +15,7 @@ import pytest
 from boto3.dynamodb.types import TypeSerializer
 from botocore.exceptions import ClientError
 
+from adapters.observability import logger
 from adapters.settings import SettingsError
 from adapters.shard_map_store import SHARD_MAP_KEY
 from adapters.stream_events import NotAStreamEvent
@@ -224,7 +225,7 @@ def test_an_event_no_stream_sends_fails_with_one_clear_logged_error(
 ) -> None:
     # Given an event without a Records list (a hand-made invocation, a wrong trigger)
     errors: list[str] = []
-    monkeypatch.setattr(handler_module.logger, "error", lambda message, **_: errors.append(message))
+    monkeypatch.setattr(logger, "error", lambda message, **_: errors.append(message))
     # When the handler gets it, Then it fails naming what is wrong, before any record is read
     with pytest.raises(NotAStreamEvent, match="Records"):
         handler_module.handler(event, FakeLambdaContext())

@@ -14,6 +14,7 @@ import pytest
 
 import keydesign.model
 from adapters.collector import YOUNG_COLLECTION_ALLOCATIONS
+from adapters.observability import logger
 from adapters.settings import SettingsError
 from adapters.shard_map_store import ShardMapStore
 from adapters.stream_events import NotAStreamEvent
@@ -373,7 +374,7 @@ def test_an_event_no_mapping_sends_fails_with_one_clear_logged_error(
 ) -> None:
     # Given an event Lambda's Kinesis mapping never sends (it cannot be answered record by record)
     errors: list[str] = []
-    monkeypatch.setattr(handler_module.logger, "error", lambda message, **_: errors.append(message))
+    monkeypatch.setattr(logger, "error", lambda message, **_: errors.append(message))
     # When the handler gets it, Then it fails with the reason, not a traceback from inside Powertools
     with pytest.raises(NotAStreamEvent) as caught:
         handler_module.handler(event, FakeLambdaContext())

@@ -435,8 +435,8 @@ class Layout:
         if not self.can.shared_partitions:
             parts = merge_adjacent(parts)
         elif write_tier is not None:  # a cluster partition of a bucket longer than an hour: one Query of its hours
-            clusters = merge_adjacent([p for p in parts if p.kind == "cluster"])
-            parts = [p for p in parts if p.kind != "cluster"] + clusters
+            merged = merge_adjacent([p for p in parts if p.kind == "cluster"])
+            parts = [p for p in parts if p.kind != "cluster"] + merged
         return QueryPlan(tuple(parts), entity_id, from_ms, to_ms)
 
     def plan_range(

@@ -58,6 +58,7 @@ from keydesign.blocks import (
 from keydesign.layouts import KeyParts, parse_keys
 from keydesign.legacy import is_legacy, legacy_block
 from keydesign.writetier import (
+    CLUSTER_PK_PREFIX,
     COMPACTED_PK_SUFFIX,
     DENSE_MARK_PREFIX,
     GROUP_PK_PREFIX,
@@ -256,24 +257,30 @@ _COMPACTED_HYBRID_PK = re.compile(r"^\d{4}#\d{4}-\d{2}-\d{2}T\d{2}:\d{2}" + re.e
 
 
 def _in_write_tier(item: Mapping[str, Any]) -> bool:
-    """Whether ``item`` is the write tier's: in a group's partition, a sub-item, a compacted block, or the
-    compaction's state (kept in the control table; skipped should an export hold it)."""
+    """Whether ``item`` is the write tier's: in a group's partition, a sub-item, a cluster or compacted block,
+    or the compaction's state (kept in the control table; skipped should an export hold it)."""
     pk = _text(item, "pk") or ""
-    return pk.startswith((GROUP_PK_PREFIX, SUB_PK_PREFIX)) or pk.endswith(COMPACTED_PK_SUFFIX) or pk == STATE_PK
+    return (
+        pk.startswith((GROUP_PK_PREFIX, SUB_PK_PREFIX, CLUSTER_PK_PREFIX))
+        or pk.endswith(COMPACTED_PK_SUFFIX)
+        or pk == STATE_PK
+    )
 
 
 def _tier_blocks(
     item: Mapping[str, Any], where: str, line: int, selection: Selection
 ) -> list[tuple[str, BlockHeader, str]]:
     """The readings of a write-tier item as blocks of one entity within one 10-second window each
-    (what the spill holds), of the item's version: a group item's, per entity the selection takes; a
-    compacted block's, per window. None of a dense mark (it holds no readings), nor of a sub-item (its
-    readings are copies of the group items', which the export holds too)."""
+    (what the spill holds), of the item's version: a group item's or a cluster block's, per entity the
+    selection takes; a compacted block's, per window. None of a dense mark (it holds no readings), nor of a
+    sub-item (its readings are copies of the group items', which the export holds too)."""
     pk, sk = _text(item, "pk") or "", _text(item, "sk") or ""
     if sk.startswith(DENSE_MARK_PREFIX) or pk == STATE_PK or pk.startswith(SUB_PK_PREFIX):
         return []
     if pk.startswith(GROUP_PK_PREFIX):
         entity = "a group"
+    elif pk.startswith(CLUSTER_PK_PREFIX):
+        entity = "a cluster"
     elif _COMPACTED_HYBRID_PK.match(pk):
         entity = sk.split("#", 1)[0]
     else:
@@ -283,6 +290,8 @@ def _tier_blocks(
     try:
         if pk.startswith(GROUP_PK_PREFIX):
             header, readings = decode_group(payload)
+        elif pk.startswith(CLUSTER_PK_PREFIX):
+            header, readings = decode_group(payload, span_limit_ms=MAX_COMPACTED_SPAN_MS)
         else:
             header, readings = decode_block(entity, payload, span_limit_ms=MAX_COMPACTED_SPAN_MS)
     except BlockError as exc:

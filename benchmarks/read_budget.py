@@ -71,12 +71,15 @@ from doubles.tier_items import TierWriter
 from keydesign import Block, Layout, Reading, ShardMap, item_size
 from keydesign.occupancy import OccupancyRecord
 from keydesign.writetier import (
+    CLUSTER_PK_PREFIX,
     COMPACTED_PK_SUFFIX,
     GROUP_PK_PREFIX,
     REPACK_MS,
     SUB_PK_PREFIX,
+    Clustered,
     CompactionState,
     WriteTier,
+    cluster_of,
     repack_start,
     tier_settle,
 )
@@ -253,12 +256,20 @@ SETTLE_MS = 180_000
 
 
 class _Watermark:
-    def __init__(self, through: int, repacked: tuple[int, int] = (0, 0)) -> None:
+    def __init__(self, through: int, groups: int, repacked: tuple[int, int] = (0, 0)) -> None:
         self.through = through
+        self.groups = groups
         self.repacked = repacked
 
     def state(self) -> CompactionState:
-        return CompactionState(self.through, repack_from=self.repacked[0], repacked=self.repacked[1])
+        # every hour before ``through`` compacted into cluster blocks under the benchmark's one G
+        clustered = (Clustered((self.groups,), 0),)
+        return CompactionState(
+            self.through, repack_from=self.repacked[0], repacked=self.repacked[1], clustered=clustered
+        )
+
+    def consistent(self) -> CompactionState:
+        return self.state()
 
 
 class _KindReader(MemoryReader):
@@ -273,7 +284,7 @@ class _KindReader(MemoryReader):
         pk = request.partition.pk
         kind = (
             "compacted"
-            if pk.endswith(COMPACTED_PK_SUFFIX)
+            if pk.endswith(COMPACTED_PK_SUFFIX) or pk.startswith(CLUSTER_PK_PREFIX)
             else "sub_items"
             if pk.startswith(SUB_PK_PREFIX)
             else "group_items"
@@ -333,18 +344,23 @@ def device(quick: bool = False, groups: int = GROUPS) -> dict[str, Any]:
         batch = [(r, SEQUENCE_BASE + n) for r in readings if at <= r.ts_ms < at + TIER_BATCH_MS]
         for table, item in writer.ingest(batch, at + TIER_BATCH_MS):
             tiered.add_item(table, item)
-    phase = next(r.ts_ms for r in readings if r.entity_id == DEVICE) % INTERVAL_MS
+    # The earlier hours: the device's cluster (the group's members of its cluster: what its cluster blocks
+    # hold), each member at its phase, compacted as compaction compacts them.
+    phases = {r.entity_id: r.ts_ms % INTERVAL_MS for r in reversed(readings)}
+    mates = [m for m in members if cluster_of(m) == cluster_of(DEVICE)]
     own = [r for r in readings if r.entity_id == DEVICE]
     own_writer = TierWriter(layout, tier, shard_map, retention)
     for start in range(NOW - DAY, hour, HOUR):
         earlier = [
-            Reading(DEVICE, f"e{ts}", ts, {"value": 21.5}) for ts in range(start + phase, start + HOUR, INTERVAL_MS)
+            Reading(mate, f"e{ts}", ts, {"value": 21.5})
+            for mate in mates
+            for ts in range(start + phases[mate], start + HOUR, INTERVAL_MS)
         ]
-        for n, r in enumerate(earlier):  # one reading a batch, as the device sends
+        for n, r in enumerate(sorted(earlier, key=lambda r: r.ts_ms)):  # one reading a batch, as devices send
             own_writer.ingest([(r, SEQUENCE_BASE + n)], r.ts_ms + 1_000)
         for table, item in own_writer.compact(start):
             tiered.add_item(table, item)
-        own = earlier + own
+        own = [r for r in earlier if r.entity_id == DEVICE] + own
     written = []  # the write tier off: a block of each reading (the device sends one a batch)
     for r in own:
         written += blocks.store(layout, shard_map, [(r, SEQUENCE_BASE)], retention_ms=retention)
@@ -360,8 +376,8 @@ def device(quick: bool = False, groups: int = GROUPS) -> dict[str, Any]:
     for memory in (tiered, blocks, repacked):
         memory.tables.update(layout.table_for(t) for t in range(NOW - DAY, NOW + HOUR, HOUR))
     service = partial(timed_service, layout, shard_map, latency_ms=0.0, limits=QueryLimits(), retention_ms=retention)
-    tier_service = service(tiered, write_tier=tier, watermark=_Watermark(hour))
-    with_repack = partial(service, write_tier=tier, watermark=_Watermark(hour, (hour, repacked_through)))
+    tier_service = service(tiered, write_tier=tier, watermark=_Watermark(hour, groups))
+    with_repack = partial(service, write_tier=tier, watermark=_Watermark(hour, groups, (hour, repacked_through)))
     repacked_service = with_repack(repacked)
     block_service = service(blocks)
     # The same reads pruned by occupancy records (as ingest records them: a block's partition and day; the

@@ -478,8 +478,13 @@ def total_item_bytes(fleet: Fleet) -> int:
 
 @functools.cache
 def _sizes(fleet: Fleet) -> capacity.ItemSizes:
+    # the compacted blocks of this design table: one entity's hour each (as built then; cluster blocks, which
+    # pack several entities' hours, came after it: the ``compaction-clusters`` table)
     return capacity.item_sizes(
-        fleet.measures, fleet.sensor(fleet.sensors - 1), "readings", lambda m: (entity_item_bytes(fleet, m),)
+        fleet.measures,
+        fleet.sensor(fleet.sensors - 1),
+        "readings",
+        lambda entities, m: (entity_item_bytes(fleet, m),) * entities,
     )
 
 

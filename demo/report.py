@@ -31,6 +31,7 @@ from keydesign.layouts import key_family, parse_keys
 from keydesign.legacy import legacy_item
 from keydesign.periods import format_duration, table_head
 from keydesign.writetier import (
+    CLUSTER_PK_PREFIX,
     COMPACTED_PK_SUFFIX,
     DENSE_MARK_PREFIX,
     GROUP_PK_PREFIX,
@@ -133,6 +134,8 @@ class Block:
             header, readings = decode_group(payload)
         elif pk.startswith(SUB_PK_PREFIX):  # copies of group items' readings, re-packed by compaction
             header, readings = decode_group(payload, span_limit_ms=REPACK_MS)
+        elif pk.startswith(CLUSTER_PK_PREFIX):  # a cluster of a group's entities, compacted
+            header, readings = decode_group(payload, span_limit_ms=MAX_COMPACTED_SPAN_MS)
         elif pk.endswith(COMPACTED_PK_SUFFIX):
             entity = sk.split("#", 1)[0] if layout.can.shared_partitions else pk.removesuffix(COMPACTED_PK_SUFFIX)
             header, readings = decode_block(entity, payload, span_limit_ms=MAX_COMPACTED_SPAN_MS)
@@ -181,7 +184,7 @@ def tier_of(pk: str) -> str:
         return GROUP_ITEMS
     if pk.startswith(SUB_PK_PREFIX):
         return SUB_ITEMS
-    return COMPACTED if pk.endswith(COMPACTED_PK_SUFFIX) else BLOCKS
+    return COMPACTED if pk.startswith(CLUSTER_PK_PREFIX) or pk.endswith(COMPACTED_PK_SUFFIX) else BLOCKS
 
 
 @dataclass(slots=True)

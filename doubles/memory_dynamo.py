@@ -292,10 +292,17 @@ class MemoryReader:
 
     def add_item(self, table: str, item: dict[str, Any]) -> None:
         """Store an item in plain values (``keydesign.blocks.block_item``'s shape: a block, a write-tier
-        group item or compacted block, flagged or not, or an item without a payload such as a dense mark)."""
+        group item, cluster or compacted block, flagged or not, or an item without a payload such as a dense
+        mark)."""
         sk, ttl = str(item["sk"]), item.get("ttl")
         payload = item.get("b", b"")
-        stored = StoredBlock(sk, payload if isinstance(payload, bytes) else b"", rollups=item.get(ROLLUP_OWNED) == 1)
+        owned = item.get(ROLLUP_OWNED)
+        stored = StoredBlock(
+            sk,
+            payload if isinstance(payload, bytes) else b"",
+            rollups=owned == 1,
+            rollup_entities=frozenset(owned) if isinstance(owned, set | frozenset) else frozenset(),
+        )
         self._put(table, str(item["pk"]), _Stored(sk, stored, item_size(item), None if ttl is None else int(ttl)))
 
     def add_legacy(self, table: str, item: dict[str, Any]) -> None:

@@ -8,11 +8,11 @@ tier (``hour_open``); the other readings of a re-pack slice still open (``in_wri
 group items (``encode_group``, per group and slice, sorted by time, entity and event id, cut like
 blocks); late readings become blocks, with a dense mark while their hour is open. Compaction of an
 hour reads every group item of it and the blocks of its dense-marked entities, keeps the newest copy
-of each reading, and writes the readings whose newest copy is a group item's as compacted blocks
-(``encode_block`` with an hour's span, cut at buckets and the block limits), each of the largest
-version of every copy read for its entity. The re-pack of a slice (``keydesign.tiering.repack_slice``)
-reads each group partition's items of the slice and its dense-marked entities' blocks, and writes
-sub-items. Items are plain values (``keydesign.blocks.block_item``), per table.
+of each reading, and writes the readings whose newest copy is a group item's as cluster blocks
+(:func:`keydesign.tiering.compact_hour`, per group partition, its dense-marked entities flagged). The
+re-pack of a slice (``keydesign.tiering.repack_slice``) reads each group partition's items of the slice
+and its dense-marked entities' blocks, and writes sub-items. Items are plain values
+(``keydesign.blocks.block_item``), per table.
 """
 
 from __future__ import annotations
@@ -21,19 +21,18 @@ import random
 from collections import Counter
 from dataclasses import dataclass, field
 
-from keydesign import Layout, Reading, ShardMap, format_ts
+from keydesign import Layout, Reading, ShardMap
 from keydesign.blocks import (
     MAX_BLOCK_READINGS,
     MAX_BLOCK_SPAN_MS,
-    encode_block,
     encode_group,
     keyed_item,
 )
-from keydesign.tiering import repack_slice
+from keydesign.tiering import compact_hour, repack_slice
 from keydesign.writetier import (
     DENSE_READINGS,
     KEEP_MS,
-    MAX_COMPACTED_SPAN_MS,
+    REPACK_MS,
     SLICE_MS,
     WriteTier,
     dense_mark_sk,
@@ -131,34 +130,30 @@ class TierWriter:
         return self.layout.table_for(hour), item
 
     def compact(self, hour: int) -> list[Item]:
-        """The compacted blocks of ``hour``."""
-        items: list[Item] = []
+        """The cluster blocks of ``hour``: per group partition written in it (whatever G wrote its items), those
+        :func:`keydesign.tiering.compact_hour` makes of its items and its dense-marked entities' blocks."""
         dense = self.dense.get(hour, set())
-        for entity, copies in sorted(self.copies.get(hour, {}).items()):
-            read = [copy for copy in copies if copy[2] or entity in dense]  # blocks: only a dense-marked entity's
-            if not any(in_group for _, _, in_group in read):
-                continue
-            newest: dict[tuple[int, str], tuple[int, Reading, bool]] = {}
-            for version, reading, in_group in read:
-                key = (reading.ts_ms, reading.event_id)
-                held = newest.get(key)
-                if held is None or version > held[0]:
-                    newest[key] = (version, reading, in_group)
-            version = max(v for v, _, _ in read)
-            tiered = sorted((r for _, r, in_group in newest.values() if in_group), key=lambda r: (r.ts_ms, r.event_id))
-            by_bucket: dict[int, list[tuple[Reading, int]]] = {}
-            for reading in tiered:
-                by_bucket.setdefault(self.layout.bucket.start(reading.ts_ms), []).append((reading, version))
-            for members in by_bucket.values():
-                for run in _runs(members, MAX_COMPACTED_SPAN_MS):
-                    readings = [reading for reading, _ in run]
-                    encoded = encode_block(readings, version, span_limit_ms=MAX_COMPACTED_SPAN_MS)
-                    prefix = f"{entity}#" if self.layout.can.shared_partitions else ""
-                    pk = self.layout.compacted_partition(entity, encoded.first_ms, self.shard_map)
-                    stem = f"{prefix}{format_ts(encoded.first_ms)}#{encoded.block_id}"
-                    ttl = (encoded.last_ms + self.retention_ms) // 1000
-                    item, _, _ = keyed_item(pk, stem, encoded.payload, ttl)
-                    items.append((self.layout.table_for(encoded.first_ms), item))
+        partitions: dict[int, list[tuple[int, list[Reading]]]] = {}
+        widest = self.tier
+        for start in range(hour, hour + SLICE_MS, REPACK_MS):
+            for group, (tier, copies) in self.slices.get(start, {}).items():
+                partitions.setdefault(group, []).extend(copies)
+                widest = max(widest, tier, key=lambda t: t.groups)
+        table = self.layout.table_for(hour)
+        items: list[Item] = []
+        for group, tier_copies in sorted(partitions.items()):
+            present = {reading.entity_id for _, readings in tier_copies for reading in readings}
+            blocks = [
+                (version, [reading])
+                for entity in sorted(dense & present)
+                for version, reading, in_group in self.copies.get(hour, {}).get(entity, [])
+                if not in_group
+            ]
+            pk = widest.cluster_pk(group, self.layout.cluster_span(hour))
+            made = compact_hour(
+                hour, tier_copies, blocks, table=table, pk=pk, retention_ms=self.retention_ms, dense=dense
+            )
+            items += [(table, block.item()) for block in made]
         return items
 
 

@@ -119,6 +119,8 @@ def _value(value: object) -> AttributeValue:
         return {"NULL": True}
     if isinstance(value, Mapping):
         return {"M": _map(value)}
+    if isinstance(value, set | frozenset) and value and all(type(v) is str for v in value):
+        return {"SS": sorted(value)}  # a cluster block's flagged entities (``keydesign.writetier.ROLLUP_OWNED``)
     if isinstance(value, list | tuple):
         out: list[AttributeValue] = []
         for i, inner in enumerate(value):

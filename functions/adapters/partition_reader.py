@@ -39,6 +39,7 @@ from botocore.exceptions import ClientError
 from adapters.clients import client, error_code
 from keydesign import BlockError, PartitionQuery, Reading, decode_block
 from keydesign.blocks import BlockHeader, decode_group, read_header
+from keydesign.layouts import GROUPED_KINDS
 from keydesign.legacy import is_legacy, legacy_block
 from keydesign.writetier import ROLLUP_OWNED
 
@@ -53,6 +54,12 @@ class StoredBlock:
     legacy: Mapping[str, Any] | None = None
     #: A compacted block whose entity's hour is the rollup function's (``keydesign.writetier.ROLLUP_OWNED``).
     rollups: bool = False
+    #: A cluster block's entities whose hour is the rollup function's (its ``ROLLUP_OWNED`` string set).
+    rollup_entities: frozenset[str] = frozenset()
+
+    def owned_by_rollups(self, entity_id: str) -> bool:
+        """Whether ``entity_id``'s hour in this compacted or cluster block is the rollup function's."""
+        return self.rollups or entity_id in self.rollup_entities
 
 
 class CorruptBlock(Exception):  # noqa: N818 - reads as the condition
@@ -70,11 +77,12 @@ class CorruptBlock(Exception):  # noqa: N818 - reads as the condition
 
 def header_of(partition: PartitionQuery, block: StoredBlock) -> BlockHeader:
     """The header of ``block`` (cheap: no decompression); :class:`CorruptBlock` when it has none.
-    The partition's kind says what the item must be: a block, a group item, a sub-item or a compacted block."""
+    The partition's kind says what the item must be: a block, a group item, a sub-item, a cluster block or a
+    compacted block."""
     try:
         if block.legacy is not None and partition.kind == "blocks":
             return legacy_block(block.legacy)[0]
-        grouped = partition.kind in ("group", "sub")
+        grouped = partition.kind in GROUPED_KINDS
         return read_header(block.payload, span_limit_ms=partition.span_limit_ms, group=grouped)
     except BlockError as exc:
         raise CorruptBlock(partition.table, partition.pk, block.sk, exc.reason) from None
@@ -83,11 +91,11 @@ def header_of(partition: PartitionQuery, block: StoredBlock) -> BlockHeader:
 def decode(partition: PartitionQuery, block: StoredBlock, entity_id: str | None) -> tuple[BlockHeader, list[Reading]]:
     """The header and readings of ``block`` of ``entity_id``; :class:`CorruptBlock` when it does not decode.
 
-    A group item or a sub-item (the write tier's) holds many entities' readings: only ``entity_id``'s
-    are kept, every one when it is None (a cross-entity read), in the item's order (time, entity,
-    event id). A block's entity is not stored in it: ``entity_id`` names it and may not be None."""
+    A group item, a sub-item or a cluster block (the write tier's) holds many entities' readings: only
+    ``entity_id``'s are kept, every one when it is None (a cross-entity read), in the item's order (time,
+    entity, event id). A block's entity is not stored in it: ``entity_id`` names it and may not be None."""
     try:
-        if partition.kind in ("group", "sub"):
+        if partition.kind in GROUPED_KINDS:
             return decode_group(block.payload, entity_id, span_limit_ms=partition.span_limit_ms)
         if entity_id is None:
             raise ValueError("a block's readings need the entity its key names")
@@ -221,4 +229,10 @@ def _stored(raw: Mapping[str, Any]) -> StoredBlock:
     sk = raw["sk"]["S"]
     if is_legacy(raw):
         return StoredBlock(sk, b"", legacy=raw)
-    return StoredBlock(sk, raw.get("b", {}).get("B", b""), rollups=raw.get(ROLLUP_OWNED, {}).get("N") == "1")
+    owned = raw.get(ROLLUP_OWNED, {})
+    return StoredBlock(
+        sk,
+        raw.get("b", {}).get("B", b""),
+        rollups=owned.get("N") == "1",
+        rollup_entities=frozenset(owned.get("SS", ())),
+    )

@@ -127,6 +127,8 @@ def plain(value: Mapping[str, Any]) -> Any:
         return {k: plain(v) for k, v in raw.items()}
     if kind == "NULL":
         return None
+    if kind == "SS":  # a cluster block's flagged entities (keydesign.writetier.ROLLUP_OWNED)
+        return set(raw)
     raise ValueError(f"unexpected attribute type {kind}")
 
 

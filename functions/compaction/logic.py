@@ -1,4 +1,4 @@
-"""The compaction function: each settled hour of the write tier, compacted into per-entity blocks;
+"""The compaction function: each settled hour of the write tier, compacted into cluster blocks;
 each settled slice of the newest hour, re-packed into sub-items first.
 
 An hour (a re-pack slice) is *settled* once the slice rule's grace and ``SETTLE`` (longer than ingest's
@@ -23,12 +23,13 @@ For each group of a settled hour, compaction
    dense marks;
 2. reads the blocks of the hour of each dense-marked entity that has readings in the group items
    (the block partitions of its plan; strongly consistent);
-3. puts the compacted blocks :func:`keydesign.tiering.compact_hour` makes of them; those of a
-   dense-marked entity (its hour is the rollup function's) are flagged (``r`` = 1);
+3. puts the cluster blocks :func:`keydesign.tiering.compact_hour` makes of them (``c#<group>#<hour>``,
+   a cluster of the group's entities' hour each); a dense-marked entity (its hour is the rollup
+   function's) is named in the ``r`` string set of the blocks holding it (it is *flagged*);
 4. with rollups (``ROLLUPS``), puts in the same write, in the control table, the group's *partial*
    (:class:`keydesign.rollup.GroupPartial`: figures per finest interval over the readings of its
-   unflagged compacted blocks) and a *re-mark* (an ordinary rollup mark, stamped with the minute it
-   is written in) of each finest interval holding a flagged block's readings, so the rollup function
+   unflagged entities) and a *re-mark* (an ordinary rollup mark, stamped with the minute it is
+   written in) of each finest interval holding a flagged entity's readings, so the rollup function
    recomputes those from raw (both tiers).
 
 After the hour's last group, and before the watermark moves past it, compaction reads back every
@@ -41,8 +42,9 @@ At the start of each run compaction *redoes* the hours the rollup function asks 
 (:class:`keydesign.rollup.RedoRequest`: a late reading made an entity's hour the rollup function's
 after compaction had counted it in its group's partial): up to ``REDO_LIMIT`` requests of hours
 already compacted, an hour at a time while time allows. Per (hour, group) it puts the entities' dense
-marks (the items ingest puts), compacts the group again (reading them back), and puts only those
-entities' compacted blocks (now flagged; one stored before and not made again is put again flagged),
+marks (the items ingest puts), compacts the group again (reading them back), and puts only the
+cluster blocks holding those entities (now flagged; one stored before and not made again is put again
+with them flagged; an hour compacted before cluster blocks has its per-entity blocks put again flagged),
 the partial without them and their re-marks; then the hour's parts of the totals; then deletes the
 requests. A redo that fails leaves its requests for the next run (whose new hours are compacted all
 the same); requests of an hour not yet compacted wait for it; those of an hour whose group items are
@@ -51,7 +53,8 @@ expiring cannot be done and are logged and deleted.
 Groups are compacted in steps of up to ``CONCURRENCY`` groups, read side by side. After each step
 the state item (``keydesign.writetier.state_key`` in the control table) records the next group of
 the hour (``group``); after the hour's last group, its watermark ``through`` moves to the hour's
-end, and readers read the hour from the compacted blocks from then on. A step whose items (blocks,
+end (with the hour's G's in ``clustered`` when they change), and readers read the hour from the cluster
+blocks from then on. A step whose items (blocks,
 partials, re-marks; the hour's parts of the totals) are not all stored (throttled until the
 deadline, or refused) stops the run before the state moves (the handler raises its error once the
 run's metrics are out), so the next run does it again: compacting the same copies makes the same
@@ -114,6 +117,7 @@ from keydesign import (
     validate_entity_id,
 )
 from keydesign.blocks import HIGH, block_item, decode_group
+from keydesign.layouts import COMPACTED_KINDS
 from keydesign.periods import format_duration
 from keydesign.rollup import (
     HOUR_MS,
@@ -524,7 +528,8 @@ class CompactionRunner:
             if group < tier.groups:
                 return
             self._fleet(hour, deadline, report, redo=False)
-            state = state.advanced(self._clock_ms())
+            groups = (tier.groups, *(t.groups for t in others))
+            state = state.advanced(self._clock_ms(), groups, self._retention_ms)
             self._state.save(state)
             report.through_ms = state.through
             report.hours += 1
@@ -563,7 +568,7 @@ class CompactionRunner:
         """Put in one write what compacting ``done`` made: the compacted blocks (of ``entities`` only,
         when given), ``more``, and with rollups each group's partial and the re-marks (of ``entities``
         only), stamped with the minute they are written in. All stored, or StepNotStored."""
-        blocks = [b for work in done for b in work.compacted if entities is None or b.entity_id in entities]
+        blocks = [b for work in done for b in work.compacted if entities is None or b.entities & set(entities)]
         writes = [PendingWrite(b.table, b.pk, b.sk, serialize_item(b.item())) for b in blocks]
         writes += more
         partials: list[PendingWrite] = []
@@ -623,19 +628,25 @@ class CompactionRunner:
         blocks = self._dense_copies([e for e in dense if e in present], hour, end, shard_map, work)
         split = {e for e in present if any(t.group_of(e) != tier.group_of(e) for t in others)}
         work.compacted = compact_hour(
-            self._layout, shard_map, hour, items, blocks, retention_ms=self._retention_ms, dense=[*dense, *split]
+            hour,
+            items,
+            blocks,
+            table=partition.table,
+            pk=tier.cluster_pk(group, self._layout.cluster_span(hour)),
+            retention_ms=self._retention_ms,
+            dense=[*dense, *split],
         )
         if self._levels is not None:
             finest = self._levels.finest
-            owned = [r for block in work.compacted if not block.rollups for r in block.readings]
+            owned = [r for block in work.compacted for r in block.owned_readings()]
             work.partial = GroupPartial.of(hour, group, tier.groups, owned, finest, [t.groups for t in others])
+            flagged: dict[str, list[Reading]] = {}
+            for block in work.compacted:
+                for reading in block.readings:
+                    if reading.entity_id in block.rollups:
+                        flagged.setdefault(reading.entity_id, []).append(reading)
             work.remarks = sorted(
-                {
-                    (block.entity_id, start)
-                    for block in work.compacted
-                    if block.rollups
-                    for start in remark_starts(block.readings, finest)
-                }
+                (entity, start) for entity, readings in flagged.items() for start in remark_starts(readings, finest)
             )
         return work
 
@@ -784,7 +795,8 @@ class CompactionRunner:
                 for group, entities in sorted(groups.items()):
                     if not self._time_for_a_step(deadline):
                         return
-                    self._redo(hour, tier, group, entities, shard_map, [WriteTier(g) for g in others], deadline, report)
+                    others_tiers = [WriteTier(g) for g in others]
+                    self._redo(hour, tier, group, entities, shard_map, others_tiers, state, deadline, report)
                 self._fleet(hour, deadline, report, redo=True)
                 self._rollups.redo_done(asked)
                 report.redos += len(asked)
@@ -800,13 +812,16 @@ class CompactionRunner:
         entities: set[str],
         shard_map: ShardMap,
         others: Sequence[WriteTier],
+        state: CompactionState,
         deadline: Deadline,
         report: RunReport,
     ) -> None:
         """Make ``entities``' hour in ``group`` the rollup function's: put their dense marks (the items
-        ingest puts), compact the group again (reading them back), and put the entities' compacted
-        blocks, now flagged, the group's partial without them, and their re-marks. A compacted block of
-        theirs stored before and not made again (its version or readings changed) is put again flagged."""
+        ingest puts), compact the group again (reading them back), and put the cluster blocks holding
+        them, now flagged, the group's partial without them, and their re-marks. A stored block of theirs
+        not made again (its version or readings changed) is put again with them flagged: a cluster block
+        with them added to its ``r`` set, an hour's per-entity compacted block (an hour compacted before
+        cluster blocks: ``state.clustered`` says) with ``r`` = 1."""
         what = f"the redo of group {group} of {format_ts(hour)} ({', '.join(sorted(entities))})"
         ttl = tier_ttl(hour, hour + SLICE_MS - 1, self._retention_ms)
         table = self._layout.table_for(hour)
@@ -814,28 +829,46 @@ class CompactionRunner:
         self._write([PendingWrite(m.table, m.pk, m.sk, serialize_item(m.item())) for m in marks], deadline, what)
         work = self._group(hour, tier, group, shard_map, others)
         made = {(b.table, b.pk, b.sk) for b in work.compacted}
-        stale: list[PendingWrite] = []
+        # per stored block not made again: (partition, block, the entities to flag in it)
+        stale: dict[tuple[str, str, str], tuple[PartitionQuery, StoredBlock, set[str]]] = {}
         for entity in sorted(entities):
             plan = self._layout.plan_entity(
-                entity, hour, hour + SLICE_MS, shard_map, write_tier=tier, compacted_through_ms=hour + SLICE_MS
+                entity,
+                hour,
+                hour + SLICE_MS,
+                shard_map,
+                write_tier=tier,
+                compacted_through_ms=hour + SLICE_MS,
+                clustered=state.clustered,
             )
-            for part in (p for p in plan.partitions if p.kind == "compacted"):
+            for part in (p for p in plan.partitions if p.kind in COMPACTED_KINDS):
                 for stored in self._read(part, work):
-                    if stored.rollups or (part.table, part.pk, stored.sk) in made:
+                    key = (part.table, part.pk, stored.sk)
+                    if stored.owned_by_rollups(entity) or key in made:
                         continue
                     try:
-                        last_ms = header_of(part, stored).last_ms
+                        if part.kind == "cluster" and not decode(part, stored, entity)[1]:
+                            continue  # another entity's block of the cluster
                     except CorruptBlock as exc:
                         self._corrupt(work, part, stored, exc.reason)
                         continue
-                    ttl_s = (last_ms + self._retention_ms) // 1000
-                    item = {**block_item(part.pk, stored.sk, stored.payload, ttl_s), ROLLUP_OWNED: 1}
-                    stale.append(PendingWrite(part.table, part.pk, stored.sk, serialize_item(item)))
-        self._put([work], deadline, report, what, entities=entities, more=stale)
+                    stale.setdefault(key, (part, stored, set()))[2].add(entity)
+        rewrites: list[PendingWrite] = []
+        for part, stored, flagged in stale.values():
+            try:
+                last_ms = header_of(part, stored).last_ms
+            except CorruptBlock as exc:
+                self._corrupt(work, part, stored, exc.reason)
+                continue
+            ttl_s = (last_ms + self._retention_ms) // 1000
+            item = block_item(part.pk, stored.sk, stored.payload, ttl_s)
+            item[ROLLUP_OWNED] = {*stored.rollup_entities, *flagged} if part.kind == "cluster" else 1
+            rewrites.append(PendingWrite(part.table, part.pk, stored.sk, serialize_item(item)))
+        self._put([work], deadline, report, what, entities=entities, more=rewrites)
         report.calls += work.calls
         report.read_units += work.read_units
         report.corrupt += work.corrupt
-        report.compacted_blocks += sum(1 for b in work.compacted if b.entity_id in entities)
+        report.compacted_blocks += sum(1 for b in work.compacted if b.entities & entities)
 
     def _read(self, partition: PartitionQuery, work: GroupWork) -> list[StoredBlock]:
         """Every item of ``partition``, strongly consistent (each page in turn)."""

@@ -19,7 +19,8 @@ logged by the caller; nothing here raises):
 Skip reasons: ``ttl_delete`` (a REMOVE by ``dynamodb.amazonaws.com``: TTL
 deletes cost no write capacity), ``write_tier`` (an item of the write tier,
 ``keydesign.writetier``: a group item or dense mark in ``w#<group>#<hour>``, a
-compacted block in ``<...>#c``; none is one entity's write, and a group's
+sub-item in ``s#...``, a cluster block in ``c#...``, a compacted block in ``<...>#c``;
+none is one entity's write, and a group's
 partition of an hour takes what its entities send), ``foreign`` (another table,
 key schema or layout: not ours to judge), ``malformed`` (not a stream record at all).
 
@@ -51,7 +52,7 @@ from keydesign.items import write_units
 from keydesign.layouts import KeyParts, LayoutKind, parse_keys
 from keydesign.legacy import legacy_entity
 from keydesign.periods import table_head
-from keydesign.writetier import COMPACTED_PK_SUFFIX, GROUP_PK_PREFIX, SUB_PK_PREFIX
+from keydesign.writetier import CLUSTER_PK_PREFIX, COMPACTED_PK_SUFFIX, GROUP_PK_PREFIX, SUB_PK_PREFIX
 
 # Seconds since the epoch: 2001-09-09 .. 5138-11-16. Lambda sends seconds; a
 # value past this range is almost certainly milliseconds.
@@ -110,7 +111,8 @@ def parse_record(raw: object, *, layout_kind: LayoutKind, table_prefix: str) -> 
     parts = parse_keys(pk, sk, layout_kind)
     if parts is None:
         legacy = legacy_entity(pk, sk, layout_kind)
-        if legacy is None and (pk.startswith((GROUP_PK_PREFIX, SUB_PK_PREFIX)) or pk.endswith(COMPACTED_PK_SUFFIX)):
+        tiered = pk.startswith((GROUP_PK_PREFIX, SUB_PK_PREFIX, CLUSTER_PK_PREFIX)) or pk.endswith(COMPACTED_PK_SUFFIX)
+        if legacy is None and tiered:
             return Skipped(SkipKind.WRITE_TIER, "an item of the write tier, not of one entity's blocks")
         if legacy is None:
             return Skipped(SkipKind.FOREIGN, f"key {pk[:80]!r} is not a {layout_kind} readings key")

@@ -57,6 +57,7 @@ re-marks, free tiers. Prices differ by region and change: pass your own.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import random
@@ -76,6 +77,7 @@ from .shardmap import ShardMap
 from .tiering import compact_hour
 from .timefmt import parse_timestamp
 from .writetier import (
+    CLUSTERS,
     DENSE_READINGS,
     KEEP_MS,
     MAX_GROUPS,
@@ -83,6 +85,7 @@ from .writetier import (
     SLICE_MS,
     SUBGROUPS,
     WriteTier,
+    cluster_of,
     dense_mark_sk,
     group_sk_stem,
     sub_sk_stem,
@@ -271,17 +274,20 @@ class Workload:
 # -- representative readings and the blocks they make ----------------------------------------
 
 
-def representative_readings(sample: Reading, count: int, step_ms: float, *, entity: str | None = None) -> list[Reading]:
-    """``count`` readings like ``sample``, ``step_ms`` apart from a bucket boundary: its entity (or
-    ``entity``), measure names and dimensions; each measure with 1% Gaussian noise at the sample's
-    precision; derived event ids when the sample's is derived, else random hex ids of its length."""
-    rng = random.Random(0)
+def representative_readings(
+    sample: Reading, count: int, step_ms: float, *, entity: str | None = None, offset_ms: float = 0.0, seed: int = 0
+) -> list[Reading]:
+    """``count`` readings like ``sample``, ``step_ms`` apart from ``offset_ms`` past a bucket boundary: its
+    entity (or ``entity``), measure names and dimensions; each measure with 1% Gaussian noise (drawn from
+    ``seed``) at the sample's precision; derived event ids when the sample's is derived, else random hex ids
+    of its length."""
+    rng = random.Random(seed)
     name = entity or sample.entity_id
     derived = sample.derived_id
     dimensions = dict(sample.dimensions)
     out: list[Reading] = []
     for i in range(count):
-        ts = _REFERENCE_MS + int(i * step_ms)
+        ts = _REFERENCE_MS + int(offset_ms + i * step_ms)
         measures = {key: _jitter(value, rng) for key, value in sample.measures.items()}
         if derived:
             event_id = derive_event_id(name, ts, measures, dimensions)
@@ -299,6 +305,15 @@ def _jitter(value: int | float, rng: random.Random) -> int | float:
         return float(f"{value * (1 + rng.gauss(0.0, _NOISE)):.6g}")
     decimals = len(text.split(".")[1])
     return round(value + rng.gauss(0.0, max(abs(value) * _NOISE, 10.0**-decimals)), decimals)
+
+
+def _cluster_mates(entity: str, count: int) -> list[str]:
+    """``count`` entity ids named like ``entity`` (its digits replaced) that share one cluster
+    (:func:`keydesign.writetier.cluster_of`), so their hour is compacted into one cluster's blocks."""
+    stem = entity.rstrip("0123456789")
+    width = max(len(entity) - len(stem), 7)
+    names = (f"{stem}{n:0{width}d}" for n in itertools.count())
+    return list(itertools.islice((name for name in names if cluster_of(name) == 0), count))
 
 
 class BlockSizer:
@@ -327,21 +342,30 @@ class BlockSizer:
             sizes = self._cache[key] = self._measure(key[0], readings, step)
         return sizes
 
-    def compacted(self, readings: int) -> tuple[int, ...]:
-        """Item sizes of the compacted blocks of one entity's hour of ``readings`` readings spread evenly
-        over it, as :func:`keydesign.tiering.compact_hour` writes them (cut by the block limits; with
-        ``reading_bytes``, runs of at most MAX_BLOCK_READINGS sized as :meth:`run` sizes them)."""
-        key = ("compacted", readings, 0.0)
+    def compacted(self, entities: int, readings: int) -> tuple[int, ...]:
+        """Item sizes of the cluster blocks of a cluster's hour holding ``entities`` entities of ``readings``
+        readings each, each entity's spread evenly over the hour from a random phase, as
+        :func:`keydesign.tiering.compact_hour` writes them (cut by the block limits; with ``reading_bytes``,
+        runs of at most MAX_BLOCK_READINGS sized as :meth:`run` sizes them)."""
+        key = (f"cluster#{entities}", readings, 0.0)
         sizes = self._cache.get(key)
         if sizes is None:
+            total = entities * readings
             if self._reading_bytes is not None:
-                full, rest = divmod(readings, MAX_BLOCK_READINGS)
+                full, rest = divmod(total, MAX_BLOCK_READINGS)
                 sizes = self.run(MAX_BLOCK_READINGS) * full + (self.run(rest) if rest else ())
             else:
-                batch = representative_readings(self._sample, readings, SLICE_MS / readings)
-                tier = [(_VERSION, batch)]
-                compacted = compact_hour(self._layout, self._map, _REFERENCE_MS, tier, retention_ms=self._retention_ms)
-                sizes = tuple(b.size for b in compacted)
+                step, phases = SLICE_MS / readings, random.Random(entities)
+                batch = [
+                    reading
+                    for n, name in enumerate(_cluster_mates(self._sample.entity_id, entities))
+                    for reading in representative_readings(
+                        self._sample, readings, step, entity=name, offset_ms=phases.random() * step, seed=n
+                    )
+                ]
+                made = compact_hour(_REFERENCE_MS, [(_VERSION, batch)], table="readings", pk="c#0000#2026-01-01T00:00",
+                                    retention_ms=self._retention_ms)  # fmt: skip
+                sizes = tuple(b.size for b in made)
             self._cache[key] = sizes
         return sizes
 
@@ -1131,13 +1155,13 @@ class Kind:
 
 @dataclass(frozen=True, slots=True)
 class ItemSizes:
-    """Bytes of what the parts are made of: ``compacted(m)`` the compacted blocks of an entity's hour of
-    ``m`` readings, ``partial(r)`` a group partial of a group getting ``r`` readings a minute, a fleet total,
-    an entity's rollup, a rollup mark and a dense mark; ``sub(m)`` the sub-items of a sub-group's ``m``
-    readings of a re-pack slice (None: the re-pack is not priced, as ``benchmarks.write_tier``'s design
-    tables price it apart)."""
+    """Bytes of what the parts are made of: ``compacted(k, m)`` the cluster blocks of a cluster's hour of
+    ``k`` entities of ``m`` readings each, ``partial(r)`` a group partial of a group getting ``r`` readings a
+    minute, a fleet total, an entity's rollup, a rollup mark and a dense mark; ``sub(m)`` the sub-items of a
+    sub-group's ``m`` readings of a re-pack slice (None: the re-pack is not priced, as
+    ``benchmarks.write_tier``'s design tables price it apart)."""
 
-    compacted: Callable[[int], Sequence[int]]
+    compacted: Callable[[int, int], Sequence[int]]
     partial: Callable[[float], int]
     total: int
     rollup: int
@@ -1162,7 +1186,7 @@ def item_sizes(
     measures: Callable[[random.Random], dict[str, int | float]],
     entity: str,
     prefix: str,
-    compacted: Callable[[int], Sequence[int]],
+    compacted: Callable[[int, int], Sequence[int]],
     sub: Callable[[int], Sequence[int]] | None = None,
 ) -> ItemSizes:
     """The items' sizes, ``compacted`` and ``sub`` given (:meth:`BlockSizer.compacted`, :meth:`GroupSizer.items`
@@ -1282,12 +1306,16 @@ def _compaction(
     reads.ru = groups * math.ceil(group_hour / READ_UNIT_BYTES) / HOUR_S
     calls = groups * math.ceil(group_hour / PAGE_BYTES) / HOUR_S
     blocks = parts["compacted blocks"]
+    clusters = groups * CLUSTERS / HOUR_S  # cluster-hours a second
     for kind in sparse:
-        hours = kind.intervals(HOUR_S)  # entity-hours with readings; an entity's hour of readings each
-        made = sizes.compacted(max(1, round(kind.rate * HOUR_S)))
-        blocks.wu += hours * sum(write_units(size) for size in made)
-        blocks.at_rest += hours * sum(size + STORAGE_OVERHEAD_BYTES for size in made) * retention_s
-        calls += hours * len(made) / BATCH_WRITE
+        # the entities of a cluster's hour with readings (Poisson), each with an hour of readings
+        per_cluster = kind.intervals(HOUR_S) / clusters
+        readings = max(1, round(kind.rate * HOUR_S))
+        for count, chance in poisson_counts(per_cluster).items():
+            made = sizes.compacted(count, readings)
+            blocks.wu += clusters * chance * sum(write_units(size) for size in made)
+            blocks.at_rest += clusters * chance * sum(size + STORAGE_OVERHEAD_BYTES for size in made) * retention_s
+            calls += clusters * chance * len(made) / BATCH_WRITE
     sparse_rate = sum(k.readings for k in sparse)
     partial = sizes.partial(sparse_rate / groups * MINUTE_S)
     partials = parts["group partials"]

@@ -47,15 +47,19 @@ from .blocks import (
 from .errors import ConfigError, InvalidInput, KeyDesignError
 from .hashing import shard_of
 from .model import Reading, validate_entity_id
-from .periods import Bucket, TablePeriod, period_table
+from .periods import DAY_MS, Bucket, TablePeriod, period_table
 from .shardmap import ShardMap
 from .timefmt import MAX_TS_MS, format_ts
 from .writetier import (
     MAX_COMPACTED_SPAN_MS,
     REPACK_MS,
     SLICE_MS,
+    Clustered,
     EarlierGroups,
     WriteTier,
+    cluster_of,
+    cluster_prefix,
+    clustered_tiers,
     compacted_pk,
     earlier_tiers,
     repack_start,
@@ -67,9 +71,19 @@ from .writetier import (
 LayoutKind = Literal["random", "calculated", "hybrid"]
 #: What a partition holds: blocks (of one entity each; the hybrid base partition: of many), the
 #: write tier's group items (``keydesign.writetier``), its sub-items (a sub-group's re-packed slice
-#: each: an entity's read is its sub-group's sort keys), or compacted blocks (one entity's hour each).
-PartitionKind = Literal["blocks", "group", "sub", "compacted"]
-_SPAN_LIMITS: dict[PartitionKind, int] = {"compacted": MAX_COMPACTED_SPAN_MS, "sub": REPACK_MS}
+#: each: an entity's read is its sub-group's sort keys), its cluster blocks (a cluster's compacted hour
+#: each: an entity's read is its cluster's sort keys), or the compacted blocks of hours compacted before
+#: cluster blocks (one entity's hour each).
+PartitionKind = Literal["blocks", "group", "sub", "cluster", "compacted"]
+_SPAN_LIMITS: dict[PartitionKind, int] = {
+    "compacted": MAX_COMPACTED_SPAN_MS,
+    "cluster": MAX_COMPACTED_SPAN_MS,
+    "sub": REPACK_MS,
+}
+#: The kinds whose items hold many entities' readings (block format 4), keyed without an entity.
+GROUPED_KINDS: frozenset[PartitionKind] = frozenset({"group", "sub", "cluster"})
+#: The kinds of a compacted hour: cluster blocks, or the per-entity compacted blocks of hours before them.
+COMPACTED_KINDS: frozenset[PartitionKind] = frozenset({"cluster", "compacted"})
 LAYOUTS: tuple[LayoutKind, ...] = ("random", "calculated", "hybrid")
 
 _TABLE_PREFIX_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
@@ -297,11 +311,14 @@ class Layout:
         ``entity_id`` at or after ``ts_ms``. A block starts at most a span before its readings, and
         in their bucket; a group item, a span before them and in their hour (it holds other
         entities too: no entity prefix); a sub-item, in their slice, behind the entity's sub-group; a
-        compacted block, in their hour (and, hybrid, their bucket, whose partition it is in)."""
+        cluster block, in their hour, behind the entity's cluster; a compacted block, in their hour (and,
+        hybrid, their bucket, whose partition it is in)."""
         if kind == "group":
             return format_ts(max(slice_start(ts_ms), ts_ms - MAX_BLOCK_SPAN_MS + 1))
         if kind == "sub":
             return f"{sub_prefix(sub_group_of(entity_id))}{format_ts(repack_start(ts_ms))}"
+        if kind == "cluster":
+            return f"{cluster_prefix(cluster_of(entity_id))}{format_ts(slice_start(ts_ms))}"
         if kind == "compacted":
             floor = slice_start(ts_ms)
             if self.can.shared_partitions:
@@ -313,14 +330,31 @@ class Layout:
     def block_sk_through(self, entity_id: str, ts_ms: int, kind: PartitionKind = "blocks") -> str:
         """The highest sort key of an item of a ``kind`` partition that may hold a reading of
         ``entity_id`` at or before ``ts_ms``."""
-        prefix = {"group": "", "sub": sub_prefix(sub_group_of(entity_id))}.get(kind, self._sk_prefix(entity_id))
+        if kind == "group":
+            prefix = ""
+        elif kind == "sub":
+            prefix = sub_prefix(sub_group_of(entity_id))
+        elif kind == "cluster":
+            prefix = cluster_prefix(cluster_of(entity_id))
+        else:
+            prefix = self._sk_prefix(entity_id)
         return f"{prefix}{format_ts(ts_ms)}#{HIGH}"
 
     def sk_entity_prefixed(self, kind: PartitionKind) -> bool:
         """Whether the sort keys of a ``kind`` partition start with ``<entity>#``: blocks and compacted
-        blocks of the hybrid layout (their partitions hold many entities); never a group item, nor a
-        sub-item (its sort key starts with its sub-group)."""
-        return self.can.shared_partitions and kind not in ("group", "sub")
+        blocks of the hybrid layout (their partitions hold many entities); never a group item, a
+        sub-item or a cluster block (their sort keys start with their time, sub-group or cluster)."""
+        return self.can.shared_partitions and kind not in GROUPED_KINDS
+
+    def cluster_span(self, ts_ms: int) -> int:
+        """The start of the span of the cluster partitions (:meth:`keydesign.writetier.WriteTier.cluster_pk`)
+        holding ``ts_ms``: the hybrid layout's bucket, an hour at least (a cross-entity read reads a bucket's
+        cluster partitions whole); else its day, within its table (an hourly table: its hour). A device's
+        compacted hours of a span are one Query."""
+        if self.can.shared_partitions:
+            return self.bucket.start(ts_ms) if self.bucket.width_ms >= SLICE_MS else slice_start(ts_ms)
+        day = ts_ms - ts_ms % DAY_MS
+        return day if self.table_period is None else max(day, self.table_period.start(ts_ms))
 
     def compacted_partition(self, entity_id: str, ts_ms: int, shard_map: ShardMap) -> str:
         """The partition of ``entity_id``'s compacted blocks holding ``ts_ms``
@@ -348,13 +382,16 @@ class Layout:
         compacted_through_ms: int = 0,
         earlier: Sequence[EarlierGroups] = (),
         repacked: tuple[int, int] = (0, 0),
+        clustered: Sequence[Clustered] = (),
     ) -> QueryPlan:
         """Every (table, PK, SK range) that can hold readings of ``entity_id`` in
         ``[from_ms, to_ms)``, and nothing else.
 
         With a ``write_tier`` the range is also cut at hours (its slices), and each hour adds one
-        partition to its blocks ones: the entity's compacted partition when the hour ended by
-        ``compacted_through_ms`` (the compaction watermark), else its group's partition of the hour,
+        partition to its blocks ones: when the hour ended by ``compacted_through_ms`` (the compaction
+        watermark), its group's cluster partition under each G the hour was compacted under (the state's
+        ``clustered``: :func:`keydesign.writetier.clustered_tiers`; the entity's cluster's sort keys), or
+        its compacted partition for an hour compacted before cluster blocks; else its group's partition of the hour,
         and its group's under each ``earlier`` group count that may hold the hour
         (:meth:`keydesign.writetier.CompactionState.earlier_for`). Of such an hour, the part within
         ``repacked`` (the state's ``repack_from``/``repacked``: slices re-packed into sub-items) is read
@@ -374,6 +411,13 @@ class Layout:
             if hour + SLICE_MS <= compacted_through_ms:
                 kind: PartitionKind = "compacted"
                 pks = [self.compacted_partition(entity_id, seg_from, shard_map)]
+                tiers = clustered_tiers(clustered, hour)
+                if tiers is not None:
+                    kind = "cluster"
+                    clusters: dict[int, WriteTier] = {}  # a group number once, in the tiers' order
+                    for t in tiers:
+                        clusters.setdefault(t.group_of(entity_id), t)
+                    pks = [t.cluster_pk(g, self.cluster_span(seg_from)) for g, t in clusters.items()]
             else:
                 tiers = [write_tier, *earlier_tiers(earlier, hour)]  # two G's may put it in one group
                 groups: dict[int, WriteTier] = {}  # a group number once, in the tiers' order
@@ -390,6 +434,9 @@ class Layout:
             parts.extend(PartitionQuery(table, pk, low, high, seg_from, seg_to, kind=kind) for pk in pks)
         if not self.can.shared_partitions:
             parts = merge_adjacent(parts)
+        elif write_tier is not None:  # a cluster partition of a bucket longer than an hour: one Query of its hours
+            merged = merge_adjacent([p for p in parts if p.kind == "cluster"])
+            parts = [p for p in parts if p.kind != "cluster"] + merged
         return QueryPlan(tuple(parts), entity_id, from_ms, to_ms)
 
     def plan_range(
@@ -401,14 +448,17 @@ class Layout:
         write_tier: WriteTier | None = None,
         compacted_through_ms: int = 0,
         earlier: Sequence[EarlierGroups] = (),
+        clustered: Sequence[Clustered] = (),
     ) -> QueryPlan:
         """Every partition of every bucket in ``[from_ms, to_ms)``: a cross-entity read.
 
         Only the hybrid layout can answer this with queries; the other layouts
         put the entity in the partition key, so finding all entities is a Scan.
 
-        With a ``write_tier``, a bucket also reads the compacted partition of every shard
-        (``<shard>#<bucket>#c``) when one of its hours ended by ``compacted_through_ms``, and every
+        With a ``write_tier``, a bucket also reads, of each of its hours that ended by ``compacted_through_ms``,
+        every cluster partition of the widest G it was compacted under (``clustered``; whole, its time
+        filtered), or for hours compacted before cluster blocks the compacted partition of every shard
+        (``<shard>#<bucket>#c``), and every
         group's partition of each of its later hours (of the largest G that may hold the hour: the
         deployed one or an ``earlier`` one), within the bucket's time. Every partition of
         a bucket serves the bucket's part of the range (``from_ms``, the cross-entity read's
@@ -435,10 +485,22 @@ class Layout:
             if write_tier is None:
                 continue
             hours = range(slice_start(seg_from), seg_to, SLICE_MS)
-            if hours[0] + SLICE_MS <= compacted_through_ms:
+            compacted = [(h, clustered_tiers(clustered, h)) for h in hours if h + SLICE_MS <= compacted_through_ms]
+            if any(tiers is None for _, tiers in compacted):
                 for shard in range(shards):
                     pk = compacted_pk("", f"{shard:04d}#{label}")
                     parts.append(PartitionQuery(table, pk, None, None, seg_from, seg_to, partial, "compacted"))
+            # the bucket's cluster partitions (an hour or more: the bucket's, or its hour's), whole, once each
+            spans: dict[int, WriteTier] = {}
+            for hour, tiers in compacted:
+                if tiers is not None:
+                    widest = max(tiers, key=lambda t: t.groups)
+                    held = spans.setdefault(self.cluster_span(hour), widest)
+                    spans[self.cluster_span(hour)] = max(held, widest, key=lambda t: t.groups)
+            for span, widest in spans.items():
+                for group in range(widest.groups):
+                    pk = widest.cluster_pk(group, span)
+                    parts.append(PartitionQuery(table, pk, None, None, seg_from, seg_to, True, "cluster"))
             for hour in hours:
                 if hour + SLICE_MS <= compacted_through_ms:
                     continue

@@ -19,7 +19,6 @@ from .blocks import (
     block_item,
     body_estimate,
     cut_runs,
-    encode_block,
     encode_group,
     keyed_item,
     last_copies,
@@ -38,6 +37,8 @@ from .writetier import (
     GroupItem,
     SubItem,
     WriteTier,
+    cluster_of,
+    cluster_sk_stem,
     dense_mark_sk,
     group_sk_stem,
     hour_open,
@@ -189,29 +190,37 @@ def repack_slice(
 
 @dataclass(frozen=True, slots=True)
 class CompactedBlock:
-    """One compacted block, ready to put: its key, its readings (one entity's, in one bucket of one
-    hour), the version it was given and its payload (block format 3, spanning up to an hour)."""
+    """One cluster block, ready to put: its key, its readings (of a cluster of a group's entities, in one
+    hour, in (time, entity, event id) order), the version it was given and its payload (block format 4,
+    spanning up to an hour)."""
 
     table: str
     pk: str
     sk: str
-    entity_id: str
     readings: tuple[Reading, ...]
     version: int
     payload: bytes
     size: int
     write_units: int
     ttl: int | None
-    #: The entity's hour is the rollup function's (it wrote blocks in it: a dense mark): the block is
-    #: stored with ``r`` = 1, and its readings are left out of the group's partial and of the
-    #: aggregates compacted blocks answer (its rollups hold them).
-    rollups: bool = False
+    #: The entities of the block whose hour is the rollup function's (they wrote blocks in it: a dense
+    #: mark; or a change of G split their hour): stored as the string set ``r``, and their readings are
+    #: left out of the group's partial and of the aggregates compacted blocks answer (their rollups hold them).
+    rollups: frozenset[str] = frozenset()
+
+    @property
+    def entities(self) -> frozenset[str]:
+        return frozenset(r.entity_id for r in self.readings)
+
+    def owned_readings(self) -> list[Reading]:
+        """The readings whose entity's hour is compaction's: not in :attr:`rollups`."""
+        return [r for r in self.readings if r.entity_id not in self.rollups]
 
     def item(self) -> dict[str, object]:
         """The item in plain Python values (the payload as bytes)."""
         item = block_item(self.pk, self.sk, self.payload, self.ttl)
         if self.rollups:
-            item[ROLLUP_OWNED] = 1
+            item[ROLLUP_OWNED] = set(self.rollups)
         return item
 
 
@@ -220,49 +229,66 @@ Copies = Iterable[tuple[int, Sequence[Reading]]]
 
 
 def compact_hour(
-    layout: Layout,
-    shard_map: ShardMap,
     hour_start: int,
-    tier: Copies,
+    tier_copies: Copies,
     blocks: Copies = (),
     *,
+    table: str,
+    pk: str,
     retention_ms: int | None = None,
     dense: Collection[str] = (),
 ) -> list[CompactedBlock]:
-    """The compacted blocks of one group's hour starting at ``hour_start``.
+    """The cluster blocks of a group partition's hour starting at ``hour_start``, to put in ``table`` (the
+    hour's) and partition ``pk`` (:meth:`keydesign.writetier.WriteTier.cluster_pk` of the group partition's
+    number, in the hour's span: :meth:`keydesign.Layout.cluster_span`).
 
-    ``tier`` holds the decoded group items of the hour (their readings all lie in it), ``blocks``
-    the decoded blocks of the hour of the entities with a dense mark (their readings outside the
-    hour are left out). Each reading (entity, time, event id) is kept once, its copy of the highest
-    version winning; of a block copy and a write-tier copy of one version, the block's (it is already
-    stored where readers look). Per entity, the readings whose winning copy is in the write tier
-    are compacted: cut at the layout's bucket boundaries and by the block limits
-    (:func:`keydesign.blocks.cut_runs`, spanning up to :data:`MAX_COMPACTED_SPAN_MS`), each block
-    given the largest version of every copy read of the entity's readings (the module's
-    "Compacted versions"), in :func:`compacted_pk` beside the entity's hybrid base partition, sort
-    key as a block's, ``ttl`` its newest reading's expiry by ``retention_ms``. The blocks of the
-    entities in ``dense`` (those with a dense mark: their hour is the rollup function's) are flagged
-    :attr:`CompactedBlock.rollups`. The result depends only on the copies given (in the order
-    stored): compacting an hour again puts the same items.
+    ``tier_copies`` holds the decoded group items of the hour (their readings all lie in it), ``blocks``
+    the decoded blocks of the hour of the entities with a dense mark (their readings outside the hour
+    are left out). Each reading (entity, time, event id) is kept once, its copy of the highest version
+    winning; of a block copy and a write-tier copy of one version, the block's (it is already stored
+    where readers look). The readings whose winning copy is in the write tier are compacted, per cluster
+    (:func:`keydesign.writetier.cluster_of`) sorted by (time, entity, event id), cut by the block limits
+    (:func:`keydesign.blocks.cut_runs`, spanning up to :data:`MAX_COMPACTED_SPAN_MS`; halved while an
+    item is over MAX_BLOCK_ITEM_BYTES), each given the largest version of every copy read of its
+    entities' readings (the module's "Compacted versions"), keyed ``pk`` /
+    ``<cluster>#<first ts>#<item id>#<units>``, ``ttl`` its newest reading's
+    expiry by ``retention_ms``. The entities in ``dense`` (with a dense mark: their hour is the rollup
+    function's) are named in :attr:`CompactedBlock.rollups` of the blocks holding them. The result
+    depends only on the copies given: compacting an hour again puts the same items.
     """
     if hour_start % SLICE_MS:
         raise ValueError(f"{hour_start} is not the start of an hour")
-    winners, versions = _winning_copies(hour_start, hour_start + SLICE_MS, tier, blocks, format_ts(hour_start))
-    runs: dict[tuple[str, int], list[Reading]] = {}
-    for (entity, ts, _), (_, in_tier, reading) in sorted(winners.items()):
+    winners, versions = _winning_copies(hour_start, hour_start + SLICE_MS, tier_copies, blocks, format_ts(hour_start))
+    clusters: dict[int, list[tuple[int, tuple[str, str], Reading]]] = {}
+    for (entity, ts, event_id), (_, in_tier, reading) in winners.items():
         if in_tier:
-            runs.setdefault((entity, layout.bucket.start(ts)), []).append(reading)
-    out: list[CompactedBlock] = []
-    for (entity, bucket_start), readings in runs.items():
-        pk = layout.compacted_partition(entity, bucket_start, shard_map)
-        table = layout.table_for(bucket_start)
-        members = [(r.ts_ms, r.event_id, i) for i, r in enumerate(readings)]
-        for run in cut_runs(members, list(map(body_estimate, readings)), span_limit_ms=MAX_COMPACTED_SPAN_MS):
-            out += _compacted(
-                layout, table, pk, [readings[i] for i in run], versions[entity], retention_ms=retention_ms
-            )
+            clusters.setdefault(cluster_of(entity), []).append((ts, (entity, event_id), reading))
     owned = frozenset(dense)
-    return [replace(block, rollups=True) if block.entity_id in owned else block for block in out]
+
+    def cut(cluster: int, readings: Sequence[Reading]) -> list[CompactedBlock]:
+        entities = {r.entity_id for r in readings}
+        version = max(versions[e] for e in entities)
+        encoded = encode_group(readings, version, span_limit_ms=MAX_COMPACTED_SPAN_MS)
+        ttl = (encoded.last_ms + retention_ms) // 1000 if retention_ms is not None else None
+        item, size, units = keyed_item(pk, cluster_sk_stem(cluster, encoded), encoded.payload, ttl)
+        if size > MAX_BLOCK_ITEM_BYTES and len(readings) > 1:
+            half = len(readings) // 2
+            return cut(cluster, readings[:half]) + cut(cluster, readings[half:])
+        flagged = frozenset(entities & owned)
+        return [
+            CompactedBlock(
+                table, pk, str(item["sk"]), tuple(readings), version, encoded.payload, size, units, ttl, flagged
+            )
+        ]
+
+    out: list[CompactedBlock] = []
+    for cluster, members in sorted(clusters.items()):
+        members.sort(key=lambda member: member[:2])
+        keys = [(ts, tie, i) for i, (ts, tie, _) in enumerate(members)]
+        estimates = [body_estimate(reading) for _, _, reading in members]
+        for run in cut_runs(keys, estimates, span_limit_ms=MAX_COMPACTED_SPAN_MS):
+            out += cut(cluster, [members[i][2] for i in run])
+    return out
 
 
 def _winning_copies(
@@ -287,21 +313,3 @@ def _winning_copies(
                     winners[key] = (version, in_tier, reading)
                 versions[reading.entity_id] = max(version, versions.get(reading.entity_id, version))
     return winners, versions
-
-
-def _compacted(
-    layout: Layout, table: str, pk: str, readings: list[Reading], version: int, *, retention_ms: int | None
-) -> list[CompactedBlock]:
-    """``readings`` as one compacted block, or halves of them while one is over the item limit."""
-    encoded = encode_block(readings, version, span_limit_ms=MAX_COMPACTED_SPAN_MS)
-    entity = readings[0].entity_id
-    ttl = (encoded.last_ms + retention_ms) // 1000 if retention_ms is not None else None
-    item, size, units = keyed_item(pk, layout.block_sk_stem(entity, encoded), encoded.payload, ttl)
-    if size > MAX_BLOCK_ITEM_BYTES and len(readings) > 1:
-        half = len(readings) // 2
-        return [
-            *_compacted(layout, table, pk, readings[:half], version, retention_ms=retention_ms),
-            *_compacted(layout, table, pk, readings[half:], version, retention_ms=retention_ms),
-        ]
-    sk = str(item["sk"])
-    return [CompactedBlock(table, pk, sk, entity, tuple(readings), version, encoded.payload, size, units, ttl)]

@@ -33,26 +33,38 @@ unit apiece. The write tier packs across entities instead (docs/decisions.md, "T
   its group's whole items. The state's ``repack_from``/``repacked`` say which slices are re-packed.
 * **Compaction.** Once an hour has ended and settled (the grace, ingest's timeout and a minute:
   :func:`tier_settle`), a scheduled pass reads each group's partition of it once and writes
-  *compacted blocks*: one entity's readings of the hour (and of its bucket) in block format 3, spanning up to
-  :data:`MAX_COMPACTED_SPAN_MS`, in the partition ``<shard>#<bucket>#c`` (hybrid) or
-  ``<entity>#c`` (:func:`compacted_pk`), sort key as a block's.
+  *cluster blocks*: per *cluster* of the group's entities (:func:`cluster_of`, a second hash of the
+  entity, mod :data:`CLUSTERS`) its readings of the hour, in block format 4 spanning up to
+  :data:`MAX_COMPACTED_SPAN_MS`, in the partition ``c#<group>#<span>`` (the number of the group
+  partition they were read from, :meth:`WriteTier.cluster_pk`; the span is the hour's table's day, or
+  its hybrid bucket of an hour or more: ``keydesign.Layout.cluster_span``), sort key
+  ``<cluster>#<first ts>#<item id>#<write units>`` (:func:`cluster_sk_stem`). A device's compacted hours
+  of a span are so one Query of its cluster's sort keys (a few entities' hours, under 4 KB at the G ``tsctl plan``
+  gives), and a few hundred bytes of several entities share a write unit. The entities whose hour is the
+  rollup function's are named in the block's :data:`ROLLUP_OWNED` string set. The state's ``clustered``
+  (:class:`Clustered`) records the G's each compacted hour was compacted under, for readers. Hours
+  compacted before cluster blocks (``clustered`` empty, or before its first entry) hold *compacted
+  blocks*: one entity's readings of the hour (and of its bucket) in block format 3, in the partition
+  ``<shard>#<bucket>#c`` (hybrid) or ``<entity>#c`` (:func:`compacted_pk`), sort key as a block's, the
+  flag :data:`ROLLUP_OWNED` = 1 when its hour is the rollup function's; readers still read them.
   Its state (:class:`CompactionState`) holds the watermark ``through``, the end of the last hour
   done, the G it runs with and the earlier G's whose group items uncompacted hours may hold: a
   change of G keeps every reading where compaction and readers look (docs/writetier.md). Its first
   run starts at the earliest *start item* (:func:`tier_start_pk`), which each ingest container puts
   before its first group items, stamped with the hour of its batch's start less the grace
   (:func:`tier_stamp`: the earliest hour the batch may write group items of).
-* **Reads** of an hour before the watermark read the compacted blocks and the blocks; of a later
+* **Reads** of an hour before the watermark read the cluster (or compacted) blocks and the blocks; of a later
   hour, the group items (or, for its re-packed slices, the entity's sub-items) and the blocks.
   Each reading comes once, its newest copy winning.
 
 Compacted versions. A block carries one version, the largest Kinesis sequence number of the
 records its readings came from, and of two copies of a reading the higher version wins. A
-compacted block is given the largest version of every copy compaction read for its entity (the
-group items that hold the entity's readings, and its dense-marked blocks), and holds only the
+cluster block is given the largest version of every copy compaction read for each of its entities
+(the group items that hold the entities' readings, and their dense-marked blocks), and holds only the
 readings whose winning copy is in the write tier: a copy of one of them in a block is older, and
-a copy written after compaction comes from a later batch of the entity's Kinesis shard, so it is
-newer. The write tier relies on an entity's readings arriving on one Kinesis shard, in order.
+a copy written after compaction comes from a later batch of the group's Kinesis shard (every item
+read from one group partition was published with its partition key, :meth:`WriteTier.partition_key`),
+so it is newer. The write tier relies on an entity's readings arriving on one Kinesis shard, in order.
 
 Sub-item versions. A sub-item holds only the readings whose winning copy is in the slice's group
 items (a dense-marked entity's blocks read as compaction reads them), and is given the largest
@@ -87,6 +99,11 @@ REPACK_MS = 5 * MINUTE_MS
 GRACE_MS = MINUTE_MS
 #: The sub-groups a group's slice is re-packed into (:func:`sub_group_of`); 2 digits in a sort key.
 SUBGROUPS = 16
+#: The clusters a group's hour is compacted into (:func:`cluster_of`); 3 digits in a sort key. At the G
+#: ``tsctl plan`` gives (a group's 10 minutes of items about 100 KB), a cluster's hour is a few hundred
+#: bytes to 1 KB: one write unit for several entities' hours, and one 0.5-unit Query for a device's
+#: (docs/decisions.md, "Compacted blocks of several entities").
+CLUSTERS = 256
 #: An entity with at least this many readings in one ingest batch writes its own blocks.
 DENSE_READINGS = 8
 #: A group item expires this long after its hour ends: compaction has that long to read it.
@@ -99,6 +116,7 @@ MAX_GROUPS = 9_999
 DENSE_MARK_PREFIX = "!dense#"
 GROUP_PK_PREFIX = "w#"
 SUB_PK_PREFIX = "s#"
+CLUSTER_PK_PREFIX = "c#"
 COMPACTED_PK_SUFFIX = "#c"
 
 
@@ -144,6 +162,12 @@ def sub_group_of(entity_id: str) -> int:
     return (stable_hash(entity_id) >> 32) % SUBGROUPS
 
 
+def cluster_of(entity_id: str) -> int:
+    """The cluster of ``entity_id`` within its group (0 to :data:`CLUSTERS` - 1): the high 32 bits of its
+    stable hash, mod :data:`CLUSTERS` (its sub-group is this mod :data:`SUBGROUPS`)."""
+    return (stable_hash(entity_id) >> 32) % CLUSTERS
+
+
 @dataclass(frozen=True, slots=True)
 class WriteTier:
     """The write tier of a deployment: its group count."""
@@ -173,6 +197,13 @@ class WriteTier:
         """The partition of the sub-items re-packed from ``group``'s partition of the hour holding ``ts_ms``."""
         return SUB_PK_PREFIX + self.group_pk(group, ts_ms).removeprefix(GROUP_PK_PREFIX)
 
+    def cluster_pk(self, group: int, span_start_ms: int) -> str:
+        """The partition of the cluster blocks compacted from ``group``'s partitions of the hours in the span
+        starting at ``span_start_ms`` (``keydesign.Layout.cluster_span``: an hour, or a day or a bucket)."""
+        if not 0 <= group < self.groups:
+            raise ValueError(f"group {group} is not one of the {self.groups} groups")
+        return f"{CLUSTER_PK_PREFIX}{group:04d}#{format_ts(span_start_ms)[:16]}"
+
 
 def group_sk_stem(encoded: Encoded) -> str:
     """A group item's sort key before ``#<write units>``: ``<first ts>#<item id>``."""
@@ -187,6 +218,16 @@ def sub_prefix(sub: int) -> str:
 def sub_sk_stem(sub: int, encoded: Encoded) -> str:
     """A sub-item's sort key before ``#<write units>``: ``<sub>#<first ts>#<item id>``."""
     return f"{sub_prefix(sub)}{group_sk_stem(encoded)}"
+
+
+def cluster_prefix(cluster: int) -> str:
+    """What every sort key of cluster ``cluster``'s blocks starts with: ``<cluster>#``, three digits."""
+    return f"{cluster:03d}#"
+
+
+def cluster_sk_stem(cluster: int, encoded: Encoded) -> str:
+    """A cluster block's sort key before ``#<write units>``: ``<cluster>#<first ts>#<item id>``."""
+    return f"{cluster_prefix(cluster)}{group_sk_stem(encoded)}"
 
 
 def dense_mark_sk(entity_id: str) -> str:
@@ -255,6 +296,30 @@ FOREVER_MS = 2**62
 
 
 @dataclass(frozen=True, slots=True)
+class Clustered:
+    """The hours from ``from_ms`` on (to the next entry's) were compacted into cluster blocks under the
+    group counts ``groups`` (the hour's largest G, and any other G whose group items it held: an entity's
+    cluster blocks are in the partition of its group under each)."""
+
+    groups: tuple[int, ...]
+    from_ms: int
+
+    def text(self) -> str:
+        return f"{'+'.join(map(str, self.groups))}@{self.from_ms}"
+
+
+def clustered_tiers(clustered: Sequence[Clustered], hour_start: int) -> list[WriteTier] | None:
+    """The write tiers the compacted hour starting at ``hour_start`` was compacted under (its entities' cluster
+    blocks are in their groups' partitions under each), or None for an hour compacted before cluster blocks
+    (per-entity compacted blocks: before the first entry of ``clustered``)."""
+    chosen: Clustered | None = None
+    for entry in clustered:
+        if entry.from_ms <= hour_start and (chosen is None or entry.from_ms > chosen.from_ms):
+            chosen = entry
+    return None if chosen is None else [WriteTier(g) for g in chosen.groups]
+
+
+@dataclass(frozen=True, slots=True)
 class CompactionState:
     """The compaction state item (:func:`state_key`), parsed strictly (:meth:`from_item`).
 
@@ -268,7 +333,8 @@ class CompactionState:
     largest G (:func:`tier_for_hour`): a reader reads an uncompacted hour's slices in that range from
     its sub-group's items (:meth:`repacked_in`). ``repack_group``: the cursor inside the slice at
     ``repacked``: its group partitions before it are re-packed (a partition number: whatever G wrote
-    the items it holds)."""
+    the items it holds). ``clustered``: the G's of the hours compacted into cluster blocks, oldest first
+    (:class:`Clustered`; an entry when they change, dropped once the next one is past retention)."""
 
     through: int = 0
     groups: int | None = None
@@ -281,6 +347,7 @@ class CompactionState:
     repack_from: int = 0
     repacked: int = 0
     repack_group: int = 0
+    clustered: tuple[Clustered, ...] = ()
 
     @classmethod
     def from_item(cls, item: Mapping[str, object] | None) -> CompactionState:
@@ -313,6 +380,23 @@ class CompactionState:
             )
         if (_whole(item, "repack_group") or 0) > MAX_GROUPS:
             raise ValueError(f"the compaction state's 'repack_group' is over {MAX_GROUPS}")
+        clustered = item.get("clustered") or ""
+        if not isinstance(clustered, str):
+            raise ValueError(
+                f"the compaction state's 'clustered' is not '<groups>[+<groups>]@<from ms>,...': {clustered!r}"
+            )
+        entries: list[Clustered] = []
+        for entry in filter(None, clustered.split(",")):
+            counts, _, start = entry.partition("@")
+            parts = counts.split("+")
+            if (
+                not all(p.isdigit() and 1 <= int(p) <= MAX_GROUPS for p in parts)
+                or not start.isdigit()
+                or int(start) % SLICE_MS
+                or (entries and int(start) <= entries[-1].from_ms)
+            ):
+                raise ValueError(f"the compaction state's 'clustered' has a malformed entry {entry!r}")
+            entries.append(Clustered(tuple(map(int, parts)), int(start)))
         return cls(
             through,
             groups,
@@ -323,6 +407,7 @@ class CompactionState:
             repack_from,
             repacked,
             _whole(item, "repack_group") or 0,
+            tuple(entries),
         )
 
     def item(self) -> dict[str, object]:
@@ -338,6 +423,8 @@ class CompactionState:
             fields["repack_from"], fields["repacked"] = self.repack_from, self.repacked
         if self.repack_group:
             fields["repack_group"] = self.repack_group
+        if self.clustered:
+            fields["clustered"] = ",".join(entry.text() for entry in self.clustered)
         return fields
 
     def repacked_in(self, hour_start: int) -> tuple[int, int] | None:
@@ -388,12 +475,28 @@ class CompactionState:
         earlier = (EarlierGroups(self.groups, slice_start(now_ms + reach_ms) + SLICE_MS), *self.previous)
         return replace(self, groups=groups, previous=earlier, group=0, group_tier=0, repack_from=self.repacked)
 
-    def advanced(self, now_ms: int) -> CompactionState:
-        """The state once the hour at ``through`` is compacted, at ``now_ms``: the next hour, the earlier
-        group counts that may still hold uncompacted hours."""
-        through = self.through + SLICE_MS
+    def advanced(self, now_ms: int, groups: Sequence[int] = (), retention_ms: int | None = None) -> CompactionState:
+        """The state once the hour at ``through`` is compacted into cluster blocks under ``groups`` (its largest
+        G first, then the others its group items may be under), at ``now_ms``: the next hour, the earlier
+        group counts that may still hold uncompacted hours, an entry of ``clustered`` if the hour's G's are
+        not the last entry's, and without the entries that only cover hours older than ``retention_ms``."""
+        hour, through = self.through, self.through + SLICE_MS
         previous = tuple(p for p in self.previous if p.holds(through))
-        return replace(self, through=through, previous=previous, group=0, group_tier=0, advanced_at=now_ms)
+        clustered = list(self.clustered)
+        if groups and (not clustered or clustered[-1].groups != tuple(groups)):
+            clustered.append(Clustered(tuple(groups), hour))
+        if retention_ms is not None:
+            while len(clustered) > 1 and clustered[1].from_ms + retention_ms <= now_ms:
+                clustered.pop(0)
+        return replace(
+            self,
+            through=through,
+            previous=previous,
+            group=0,
+            group_tier=0,
+            advanced_at=now_ms,
+            clustered=tuple(clustered),
+        )
 
     def earlier_for(self, tier: WriteTier | None) -> tuple[EarlierGroups, ...]:
         """What a reader (or compaction) with ``tier`` reads of an uncompacted hour beside its own
@@ -482,5 +585,6 @@ def tier_ttl(hour_start_ms: int, newest_ms: int, retention_ms: int | None) -> in
     return expiry // 1000
 
 
-#: The attribute of a compacted block whose entity's hour is the rollup function's.
+#: The attribute naming whose hour is the rollup function's: a cluster block's string set of those entities;
+#: a (per-entity) compacted block's 1 when its entity's is.
 ROLLUP_OWNED = "r"

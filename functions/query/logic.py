@@ -42,7 +42,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from pydantic import TypeAdapter
 
 from adapters.clients import client
-from adapters.compaction_state import NOTHING_COMPACTED, CachedWatermark, CompactionWatermark
+from adapters.compaction_state import NOTHING_COMPACTED, CachedWatermark, PlanningWatermark
 from adapters.observability import logger, metrics
 from adapters.occupancy import OccupancyReader, OccupancyStore
 from adapters.partition_reader import DynamoPartitionReader, Page, PageRequest, PartitionReader, decode, header_of
@@ -62,7 +62,7 @@ from keydesign import (
 )
 from keydesign import Reading as DecodedReading
 from keydesign.blocks import keep_newest
-from keydesign.layouts import merge_adjacent
+from keydesign.layouts import COMPACTED_KINDS, merge_adjacent
 from keydesign.periods import format_duration
 from keydesign.writetier import SLICE_MS, WriteTier, slice_start
 from query.aggregate import SeriesBuilder
@@ -135,7 +135,7 @@ class QueryService:
         rollups: RollupAnswers | None = None,
         retention_ms: int | None = None,
         write_tier: WriteTier | None = None,
-        watermark: CompactionWatermark = NOTHING_COMPACTED,
+        watermark: PlanningWatermark = NOTHING_COMPACTED,
     ) -> None:
         self._layout = layout
         self._retention_ms = retention_ms
@@ -161,7 +161,7 @@ class QueryService:
         limits = QueryLimits()
         control, prefix = settings.control_table, settings.layout.table_prefix
         occupancy = rollups = None
-        watermark: CompactionWatermark = NOTHING_COMPACTED
+        watermark: PlanningWatermark = NOTHING_COMPACTED
         if control is not None:
             occupancy = OccupancyReader(OccupancyStore(client("dynamodb"), control, prefix))
             if settings.write_tier is not None:
@@ -439,6 +439,9 @@ class QueryService:
         if self._write_tier is None or window.to_ms <= window.from_ms:
             return [], set()
         compacted_through = slice_start(window.to_ms - 1) + SLICE_MS  # every hour the window touches
+        state = self._watermark.state()  # the G's each hour was compacted under (into cluster blocks)
+        if state.through < compacted_through:  # cached before compaction passed them (the rollups' state is newer)
+            state = self._watermark.consistent()
         plan = self._layout.plan_entity(
             entity,
             window.from_ms,
@@ -446,8 +449,9 @@ class QueryService:
             self._shard_maps.current(),
             write_tier=self._write_tier,
             compacted_through_ms=compacted_through,
+            clustered=state.clustered,
         )
-        partitions = merge_adjacent([p for p in plan.partitions if p.kind == "compacted"])
+        partitions = merge_adjacent([p for p in plan.partitions if p.kind in COMPACTED_KINDS])
         found, owned = self._compacted_blocks(entity, window, partitions, read, counted, deadline)
         copies: dict[tuple[str, int, str], tuple[int, DecodedReading]] = {}
         hours: set[int] = set()
@@ -466,8 +470,10 @@ class QueryService:
         counted: ReadStats,
         deadline: float | None,
     ) -> tuple[list[tuple[int, int, list[DecodedReading]]], set[int]]:
-        """Read ``partitions`` (``entity``'s compacted blocks, a window of them at once): the hour, version
-        and readings of each unflagged block of ``window``, and the hours of the flagged ones."""
+        """Read ``partitions`` (``entity``'s cluster or compacted blocks, a window of them at once): the hour,
+        version and readings of each block of ``window`` holding ``entity``'s readings unflagged, and the hours
+        of the blocks that flag them (``StoredBlock.owned_by_rollups``). A cluster block that does not hold
+        the entity's readings says nothing of its hour."""
         counted.partitions_planned += len(partitions)
         now_s = self._clock_ms() // 1000
         requests = deque(PageRequest(p, consistent=read.consistent, now_epoch_s=now_s) for p in partitions)
@@ -504,12 +510,13 @@ class QueryService:
                     requests.appendleft(dataclasses.replace(request, start_key=page.next_key))
                 for block in page.blocks:
                     header = header_of(request.partition, block)
-                    if block.rollups:
+                    if block.owned_by_rollups(entity):
                         owned.add(slice_start(header.first_ms))
                     elif header.first_ms < window.to_ms and header.last_ms >= window.from_ms:
                         header, readings = decode(request.partition, block, entity)
                         counted.decoded += header.count
-                        found.append((slice_start(header.first_ms), header.version, readings))
+                        if readings:
+                            found.append((slice_start(header.first_ms), header.version, readings))
                 if counted.decoded >= limits.max_scan_items and (requests or inflight):
                     stop = STOP_SCAN_ITEMS
                     requests.extend(r for r, _ in inflight)

@@ -63,6 +63,7 @@ from typing import Any, Final, Literal, NamedTuple
 from adapters.partition_reader import CorruptBlock, Page, PageRequest, StoredBlock, decode, header_of
 from keydesign import KeyDesignError, Layout, PartitionQuery, Reading, format_ts
 from keydesign.blocks import HIGH, MAX_BLOCK_SPAN_MS
+from keydesign.layouts import GROUPED_KINDS
 from keydesign.timefmt import second_text, stamp_ms
 from keydesign.writetier import REPACK_MS, SLICE_MS, repack_start, slice_start
 
@@ -162,11 +163,12 @@ class Placement:
         reaches: a group item (the write tier's) has no entity prefix and holds many entities' readings
         of one hour, so across entities it bounds nothing (:meth:`reads_whole`); a sub-item is read for
         one entity only (its sub-group's prefix, then a group item's key), spanning up to its slice; a
-        compacted block spans up to an hour of its bucket."""
+        cluster block the same (its cluster's prefix), spanning up to its hour, and across entities read
+        whole as a group partition is; a compacted block spans up to an hour of its bucket."""
         # <prefix><first ts> | #<block id>#<write units>, or before blocks <prefix><ts> | #<event id>
         sk, kind = block.sk, partition.kind
         layout = self.layout
-        start = sk.find("#") + 1 if kind == "sub" or layout.sk_entity_prefixed(kind) else 0
+        start = sk.find("#") + 1 if kind in ("sub", "cluster") or layout.sk_entity_prefixed(kind) else 0
         cut = start + _TS_CHARS
         low = sk[:cut]
         try:
@@ -175,7 +177,7 @@ class Placement:
             first_ms = stamp_ms(low[start:])
         except (KeyDesignError, ValueError):
             raise CorruptBlock(partition.table, partition.pk, sk, "the sort key is not a block's") from None
-        if kind in ("group", "sub"):
+        if kind in GROUPED_KINDS:
             entity = self.entity or ""
             if not entity:  # a cross-entity read sorts a group partition whole: nothing is released before
                 return _Fetched(first_ms, entity, Position(anchor or "", POSITION_MAX_SK if descending else ""))
@@ -184,6 +186,8 @@ class Placement:
                 return _Fetched(first_ms, entity, Position(stamp, key(entity, stamp, "")))
             if kind == "sub":  # a sub-item lies in its slice
                 end = repack_start(first_ms) + REPACK_MS
+            elif kind == "cluster":  # a cluster block in its hour
+                end = slice_start(first_ms) + SLICE_MS
             else:
                 end = min(first_ms + MAX_BLOCK_SPAN_MS, slice_start(first_ms) + SLICE_MS)
             last = format_ts(end - 1)
@@ -203,8 +207,9 @@ class Placement:
     def reads_whole(self, partition: PartitionQuery) -> bool:
         """Whether a stream of ``partition`` decodes all of its range before it yields: a group
         partition in a cross-entity read, whose items are in time order across entities while the
-        read is in entity order (its range is one group's hour at most)."""
-        return partition.kind == "group" and self.entity is None
+        read is in entity order (its range is one group's hour at most); a cluster partition too (its items
+        are in time order per cluster)."""
+        return partition.kind in ("group", "cluster") and self.entity is None
 
     def span(self, entity: str, first_ms: int, last_ms: int, anchor: str | None) -> tuple[Position, Position]:
         """Positions at or below, and at or above, every reading of ``entity`` in ``[first_ms, last_ms]``."""
@@ -427,7 +432,7 @@ class PartitionStream:
         if not inside:
             header = header_of(part, block)
             # (a group item's or sub-item's readings are mostly other entities': none counts as the read's)
-            seen = 0 if part.kind in ("group", "sub") else header.count
+            seen = 0 if part.kind in GROUPED_KINDS else header.count
             if header.last_ms < low_ms:
                 merger.looked_at(seen)
                 return

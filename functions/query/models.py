@@ -129,10 +129,10 @@ class PlannedPartition(_Model):
     time_filter: bool = Field(
         description="True when the time range cuts the partition (its readings outside it are dropped once decoded)"
     )
-    kind: Literal["blocks", "group", "sub", "compacted"] = Field(
+    kind: Literal["blocks", "group", "sub", "cluster", "compacted"] = Field(
         description="What the partition holds: blocks, the write tier's group items (many entities' readings of an "
-        "hour), its sub-items (a sub-group of a group's re-packed 5-minute slices), or compacted blocks (an entity's "
-        "hour)"
+        "hour), its sub-items (a sub-group of a group's re-packed 5-minute slices), its cluster blocks (a cluster of "
+        "a group's entities' compacted hour), or compacted blocks (an entity's hour, compacted before cluster blocks)"
     )
 
 

@@ -61,13 +61,20 @@ class OccupancyPlanner:
             compacted_through_ms=through.through,
             earlier=earlier,
             repacked=(through.repack_from, through.repacked),
+            clustered=through.clustered,
         )
 
     def plan_range(self, from_ms: int, to_ms: int, shard_map: ShardMap, *, through: CompactionState) -> QueryPlan:
         """The layout's plan of every entity's readings, with the write tier at the compaction state ``through``."""
         tier, earlier = self._write_tier, through.earlier_for(self._write_tier)
         return self._layout.plan_range(
-            from_ms, to_ms, shard_map, write_tier=tier, compacted_through_ms=through.through, earlier=earlier
+            from_ms,
+            to_ms,
+            shard_map,
+            write_tier=tier,
+            compacted_through_ms=through.through,
+            earlier=earlier,
+            clustered=through.clustered,
         )
 
     def occupancy(self, *, consistent: bool) -> Occupancy | None:

@@ -91,6 +91,7 @@ from adapters.shard_map_source import ShardMapSource
 from adapters.shard_map_store import shard_map_source
 from keydesign import BlockError, Layout, PartitionQuery, Reading, format_ts
 from keydesign.blocks import keep_newest
+from keydesign.layouts import COMPACTED_KINDS
 from keydesign.periods import DAY_MS, format_duration
 from keydesign.rollup import HOUR_MS, SLOT_MS, Figures, Granularities, Mark, RedoRequest, floor_to
 from keydesign.writetier import KEEP_MS, WriteTier, tier_for_hour
@@ -480,6 +481,9 @@ class RollupRunner:
         another sort key), as the query function reads it too. Consistent: a compacted block written
         before the watermark passed the hour is seen."""
         hour, entity = interval
+        compaction = self._watermark.state()  # which G's the hour was compacted under (into cluster blocks)
+        if compaction.through < hour + HOUR_MS:  # a state cached before the hour was compacted
+            compaction = self._watermark.consistent()
         plan = self._layout.plan_entity(
             entity,
             hour,
@@ -487,15 +491,17 @@ class RollupRunner:
             self._shard_maps.current(),
             write_tier=tier,
             compacted_through_ms=hour + HOUR_MS,
+            clustered=compaction.clustered,
         )
         counted = False
-        for partition in (p for p in plan.partitions if p.kind == "compacted"):
+        for partition in (p for p in plan.partitions if p.kind in COMPACTED_KINDS):
             for block in self._blocks(partition, cost):
                 header = header_of(partition, block)
                 if header.last_ms >= hour and header.first_ms < hour + HOUR_MS:
-                    if block.rollups:
+                    if block.owned_by_rollups(entity):
                         return False
-                    counted = True
+                    # a cluster block counts the entity only if it holds the entity's readings
+                    counted = counted or partition.kind == "compacted" or bool(decode(partition, block, entity)[1])
         return counted
 
     def _blocks(self, partition: PartitionQuery, cost: ReadCount) -> Iterator[StoredBlock]:
@@ -602,6 +608,7 @@ class RollupRunner:
             compacted_through_ms=compaction.through,
             earlier=compaction.earlier_for(self._write_tier),
             repacked=(compaction.repack_from, compaction.repacked),
+            clustered=compaction.clustered,
         )
         copies: dict[tuple[str, int, str], tuple[int, Reading]] = {}
         for partition in plan.partitions:

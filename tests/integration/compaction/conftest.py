@@ -17,10 +17,11 @@ from adapters.shard_map_source import StaticShardMap
 from adapters.start_items import write_tier_starts
 from compaction.logic import CompactionRunner, StateStore
 from compaction.settings import CompactionSettings
-from keydesign import Reading, ShardMap, decode_block, parse_timestamp
+from keydesign import Reading, ShardMap, parse_timestamp
 from keydesign.blocks import decode_group, encode_group, keyed_item
 from keydesign.rollup import RedoRequest, redo_pk
 from keydesign.writetier import (
+    CLUSTER_PK_PREFIX,
     MAX_COMPACTED_SPAN_MS,
     REPACK_MS,
     SUB_PK_PREFIX,
@@ -113,17 +114,16 @@ def put_blocks(db: Any, readings: Sequence[Reading], version: int) -> None:
 
 
 def compacted(db: Any) -> dict[Identity, list[tuple[int, Reading]]]:
-    """Every reading in a compacted block of any readings table, with the block's version: every copy."""
+    """Every reading in a cluster block of any readings table, with the block's version: every copy."""
     found: dict[Identity, list[tuple[int, Reading]]] = {}
     for name in db.list_tables()["TableNames"]:
         if not name.startswith(f"{PREFIX}-"):
             continue
         for page in db.get_paginator("scan").paginate(TableName=name):
             for item in page["Items"]:
-                if not item["pk"]["S"].endswith("#c"):
+                if not item["pk"]["S"].startswith(CLUSTER_PK_PREFIX):
                     continue
-                entity = item["sk"]["S"].split("#")[0]
-                header, readings = decode_block(entity, item["b"]["B"], span_limit_ms=MAX_COMPACTED_SPAN_MS)
+                header, readings = decode_group(item["b"]["B"], span_limit_ms=MAX_COMPACTED_SPAN_MS)
                 for r in readings:
                     found.setdefault((r.entity_id, r.ts_ms, r.event_id), []).append((header.version, r))
     return found

@@ -17,18 +17,22 @@ from adapters.partition_reader import DynamoPartitionReader, Page, PageRequest
 from adapters.retry import Deadline
 from compaction import logic
 from compaction.logic import StepNotStored
+from keydesign.blocks import decode_group
 from keydesign.writetier import (
+    CLUSTER_PK_PREFIX,
     KEEP_MS,
+    MAX_COMPACTED_SPAN_MS,
+    Clustered,
     CompactionState,
     EarlierGroups,
     WriteTier,
+    cluster_of,
     dense_mark_sk,
     slice_start,
     state_key,
 )
 from tests.integration.compaction.conftest import (
     HOUR,
-    LAYOUT,
     MINUTE,
     PREFIX,
     REGION,
@@ -62,17 +66,20 @@ def test_a_first_run_starts_at_the_earliest_start_item_and_compacts_each_reading
     # When the compaction function first runs once the hour has settled
     report = runner([SETTLED]).run(Deadline.never())
     # Then it starts at the start item's hour (the tables of the hours before H do not exist: they read as
-    # empty), compacts every hour through H, and stores every reading once, in compacted blocks of the
-    # write tier's version
+    # empty), compacts every hour through H, and stores every reading once, in cluster blocks of the
+    # write tier's version, the hours' G recorded from the first one on
     assert report.hours == 4 and report.through_ms == H + HOUR
-    assert state(db) == CompactionState(H + HOUR, 8) and CompactionState.from_item(_raw_state(db)).through == H + HOUR
+    clustered = (Clustered((8,), H - 3 * HOUR),)
+    assert state(db) == CompactionState(H + HOUR, 8, clustered=clustered)
+    assert CompactionState.from_item(_raw_state(db)).through == H + HOUR
     assert advanced_at(db) == SETTLED  # when the watermark moved, on the function's clock (the rollups' totals_through)
     stored = compacted(db)
     assert stored.keys() == identities(fleet) and all(len(copies) == 1 for copies in stored.values())
     assert all(version == 5 for copies in stored.values() for version, _ in copies)
     assert report.readings_compacted == len(fleet) and report.group_items >= TIER.groups
-    # each device's hour is one block per 15-minute bucket it has readings in
-    assert report.compacted_blocks == len({(r.entity_id, LAYOUT.bucket.start(r.ts_ms)) for r in fleet})
+    # the devices' hour is one block per cluster of a group's devices (cluster blocks span the hour, not the
+    # layout's 15-minute buckets)
+    assert report.compacted_blocks == len({(TIER.group_of(r.entity_id), cluster_of(r.entity_id)) for r in fleet})
     assert report.corrupt == [] and report.lag_ms == SETTLED - (H + HOUR)
 
 
@@ -148,7 +155,7 @@ def test_dense_entities_blocks_newer_copies_win_and_older_ones_only_raise_the_ve
 
 
 class Throttling:
-    """DynamoDB throttling every BatchWriteItem that holds a compacted block of ``entities`` in 06:00's hour."""
+    """DynamoDB throttling every BatchWriteItem that holds a cluster block of ``entities`` in 06:00's hour."""
 
     def __init__(self, api: Any, entities: set[str], code: str = "ProvisionedThroughputExceededException") -> None:
         self.api = api
@@ -159,7 +166,10 @@ class Throttling:
     def batch_write_item(self, **kwargs: Any) -> Any:
         items = [r["PutRequest"]["Item"] for rs in kwargs["RequestItems"].values() for r in rs]
         if self.on and any(
-            i["pk"]["S"][5:18] == "2026-11-22T06" and i["sk"]["S"].split("#")[0] in self.entities for i in items
+            i["pk"]["S"].startswith(CLUSTER_PK_PREFIX)
+            and i["pk"]["S"][7:20] == "2026-11-22T06"
+            and {r.entity_id for r in decode_group(i["b"]["B"], span_limit_ms=MAX_COMPACTED_SPAN_MS)[1]} & self.entities
+            for i in items
         ):
             error = {"Code": self.code, "Message": "refused"}
             raise ClientError({"Error": error}, "BatchWriteItem")
@@ -210,12 +220,13 @@ def test_a_step_whose_blocks_are_throttled_past_the_deadline_is_redone_next_run_
     assert isinstance(failed.error, StepNotStored)
     assert "groups 4-5 of 2026-11-22T06:00:00.000Z not stored" in str(failed.error)
     # Then the state holds H-1 done and H's first two steps, and the report the lag to H
-    assert state(db) == CompactionState(H, 8, group=4, group_tier=8)
+    clustered = (Clustered((8,), H - HOUR),)
+    assert state(db) == CompactionState(H, 8, group=4, group_tier=8, clustered=clustered)
     assert (failed.hours, failed.through_ms, failed.lag_ms) == (1, H, SETTLED - H)
     # And the next run, the throttling over, redoes the step: every reading stored once
     throttling.on = False
     report = compact.run(Deadline.after_ms(60_000, time.clock))
-    assert report.hours == 1 and state(db) == CompactionState(H + HOUR, 8)
+    assert report.hours == 1 and state(db) == CompactionState(H + HOUR, 8, clustered=clustered)
     stored = compacted(db)
     assert stored.keys() == identities(fleet) and all(len(copies) == 1 for copies in stored.values())
 
@@ -233,7 +244,7 @@ def test_a_run_stopped_by_its_deadline_goes_on_from_its_last_step(db: Any) -> No
     assert state(db) == CompactionState(H, 8, group=2 * first.steps, group_tier=8)
     # And the next runs go on from there until the hour is done
     runs = 1
-    while state(db) != CompactionState(H + HOUR, 8):
+    while state(db) != CompactionState(H + HOUR, 8, clustered=(Clustered((8,), H),)):
         compact.run(Deadline.after_ms(5_000, time.clock))
         runs += 1
         assert runs < 10
@@ -317,5 +328,7 @@ def test_a_change_of_the_group_count_mid_hour_compacts_every_reading_written_und
     stored = compacted(db)
     assert stored.keys() == identities(fleet) and all(len(copies) == 1 for copies in stored.values())
     assert max(before, after) in cursors[:-1]
-    # and once the watermark passed the hour, the earlier count is forgotten
-    assert state(db) == CompactionState(H + HOUR, after, **repacked)
+    # and once the watermark passed the hour, the earlier count is forgotten; the hour's G's are recorded for
+    # readers (the larger first: its cluster blocks are under the group partitions of both)
+    clustered = (Clustered((max(before, after), min(before, after)), H),)
+    assert state(db) == CompactionState(H + HOUR, after, **repacked, clustered=clustered)

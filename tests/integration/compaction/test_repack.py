@@ -16,7 +16,15 @@ from adapters.batch_writer import BatchWriter
 from adapters.retry import Deadline
 from compaction.logic import StepNotStored
 from keydesign import Reading
-from keydesign.writetier import GRACE_MS, REPACK_MS, CompactionState, EarlierGroups, WriteTier, sub_group_of
+from keydesign.writetier import (
+    GRACE_MS,
+    REPACK_MS,
+    Clustered,
+    CompactionState,
+    EarlierGroups,
+    WriteTier,
+    sub_group_of,
+)
 from tests.integration.compaction.conftest import (
     HOUR,
     MINUTE,
@@ -114,7 +122,10 @@ def test_a_first_re_pack_starts_at_the_hour_after_those_the_ingest_before_it_may
     clock[0] = H + HOUR + 9 * MINUTE
     report = runner(clock).run(Deadline.never())
     assert report.slices_repacked == 1 and report.hours == 1
-    assert state(db) == CompactionState(H + HOUR, 8, repack_from=H + HOUR, repacked=H + HOUR + REPACK_MS)
+    clustered = (Clustered((8,), H),)  # the hour compacted, under 8 groups
+    assert state(db) == CompactionState(
+        H + HOUR, 8, repack_from=H + HOUR, repacked=H + HOUR + REPACK_MS, clustered=clustered
+    )
 
 
 def test_the_last_slice_of_an_hour_is_re_packed_as_the_hour_settles_and_the_hour_compacted_after(db: Any) -> None:
@@ -124,7 +135,8 @@ def test_the_last_slice_of_an_hour_is_re_packed_as_the_hour_settles_and_the_hour
     # When the function runs as the hour settles: its last slice, then the hour's compaction
     report = runner([SETTLED]).run(Deadline.never())
     assert report.slices_repacked == 1 and report.hours == 1
-    assert state(db) == CompactionState(H + HOUR, 8, repack_from=H, repacked=H + HOUR)
+    clustered = (Clustered((8,), H),)
+    assert state(db) == CompactionState(H + HOUR, 8, repack_from=H, repacked=H + HOUR, clustered=clustered)
     once_each(db, [r for r in fleet if r.ts_ms >= H + HOUR - REPACK_MS], version=2)
     assert compacted(db).keys() == identities(fleet)
 
@@ -138,7 +150,8 @@ def test_after_downtime_the_re_pack_skips_to_the_newest_hour_and_compaction_does
     report = runner([NOW]).run(Deadline.never())
     # Then the re-pack starts a new range at the newest hour, and the settled hour is compacted
     assert report.slices_repacked == 5 and report.hours == 1
-    assert state(db) == CompactionState(H, 8, repack_from=H, repacked=H + 25 * MINUTE)
+    clustered = (Clustered((8,), H - HOUR),)
+    assert state(db) == CompactionState(H, 8, repack_from=H, repacked=H + 25 * MINUTE, clustered=clustered)
     stored = sub_items(db)
     assert identities(settled(newest, H + 25 * MINUTE)) <= stored.keys()
     assert compacted(db).keys() == identities(older)

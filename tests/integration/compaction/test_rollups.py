@@ -17,9 +17,18 @@ from adapters.rollup_store import ReadCount
 from compaction import logic
 from compaction.logic import StepNotStored
 from keydesign import Reading
+from keydesign.blocks import decode_group
 from keydesign.periods import DAY_MS
 from keydesign.rollup import Figures, Mark, RedoRequest, floor_to, minute_key
-from keydesign.writetier import KEEP_MS, CompactionState, WriteTier, dense_mark_sk
+from keydesign.writetier import (
+    CLUSTER_PK_PREFIX,
+    KEEP_MS,
+    MAX_COMPACTED_SPAN_MS,
+    Clustered,
+    CompactionState,
+    WriteTier,
+    dense_mark_sk,
+)
 from tests.integration.compaction.conftest import (
     HOUR,
     MINUTE,
@@ -76,13 +85,23 @@ def by_minute(readings: Iterable[Reading]) -> dict[int, dict[str, object]]:
 
 
 def compacted_items(db: Any, entity: str) -> list[dict[str, Any]]:
-    """Every compacted block item of ``entity`` (its hour's tables)."""
+    """Every cluster block item holding readings of ``entity`` (every one for ""; its hour's tables)."""
     found = []
     for name in db.list_tables()["TableNames"]:
         if name.startswith(f"{PREFIX}-"):
             for page in db.get_paginator("scan").paginate(TableName=name):
-                found += [i for i in page["Items"] if i["pk"]["S"].endswith("#c") and i["sk"]["S"].startswith(entity)]
+                found += [
+                    i
+                    for i in page["Items"]
+                    if i["pk"]["S"].startswith(CLUSTER_PK_PREFIX)
+                    and decode_group(i["b"]["B"], entity or None, span_limit_ms=MAX_COMPACTED_SPAN_MS)[1]
+                ]
     return found
+
+
+def flagged(item: dict[str, Any], entity: str) -> bool:
+    """Whether the cluster block ``item`` names ``entity`` in its ``r`` set: its hour the rollup function's."""
+    return entity in item.get("r", {}).get("SS", [])
 
 
 def remarked(db: Any, stamp: int, entity: str, starts: Iterable[int]) -> list[bool]:
@@ -141,8 +160,8 @@ def test_a_mixed_entity_is_flagged_left_out_of_the_partial_and_its_minutes_re_ma
     report = runner([SETTLED]).run(Deadline.never())
     assert report.hours == 1 and report.error is None
     # Then its compacted blocks are flagged, and its readings are in no partial nor part of a total
-    assert {i.get("r", {}).get("N") for i in compacted_items(db, "mix")} == {"1"}
-    assert {i.get("r") for i in compacted_items(db, "dev-001")} == {None}
+    assert {flagged(i, "mix") for i in compacted_items(db, "mix")} == {True}
+    assert {flagged(i, "dev-001") for i in compacted_items(db, "dev-001")} == {False}
     group = TIER.group_of("mix")
     assert partials(H)[group] == by_minute(r for r in fleet if TIER.group_of(r.entity_id) == group)
     assert parts(HOUR, H, H + HOUR) == {H: figures(fleet)}
@@ -179,7 +198,8 @@ def test_a_step_whose_partials_re_marks_or_parts_are_not_stored_does_not_move_th
     assert state(db) == CompactionState(H, 8)
     # And the next run, once they are taken, stores them and moves on
     refusing.on = False
-    assert compact.run(Deadline.never()).hours == 1 and state(db) == CompactionState(H + HOUR, 8)
+    clustered = (Clustered((8,), H),)
+    assert compact.run(Deadline.never()).hours == 1 and state(db) == CompactionState(H + HOUR, 8, clustered=clustered)
     assert parts(HOUR, H, H + HOUR) == {H: figures(fleet)} and remarked(db, SETTLED, "mix", [H]) == [True]
 
 
@@ -212,7 +232,7 @@ def test_a_redo_makes_the_entitys_hour_the_rollup_functions_and_one_of_an_hour_n
     key = {"pk": {"S": TIER.group_pk(group, H)}, "sk": {"S": dense_mark_sk(late_entity)}}
     assert "Item" in db.get_item(TableName=table(db, H), Key=key)
     assert len(compacted_items(db, late_entity)) >= 2
-    assert {i.get("r", {}).get("N") for i in compacted_items(db, late_entity)} == {"1"}
+    assert {flagged(i, late_entity) for i in compacted_items(db, late_entity)} == {True}
     others = [r for r in fleet if r.entity_id != late_entity]
     assert partials(H)[group] == by_minute(r for r in others if TIER.group_of(r.entity_id) == group)
     assert parts(MINUTE, H, H + HOUR) == expected_parts(others, MINUTE, H, H + HOUR)
@@ -224,7 +244,7 @@ def test_a_redo_makes_the_entitys_hour_the_rollup_functions_and_one_of_an_hour_n
     assert remarked(db, clock[0], late_entity, sorted(by_minute(tier_readings))) == [True] * len(tier_readings)
     assert redos(db) == [waiting]
     # and the other devices' compacted blocks are untouched
-    assert {i.get("r") for r in others for i in compacted_items(db, r.entity_id)} == {None}
+    assert {flagged(i, r.entity_id) for r in others for i in compacted_items(db, r.entity_id)} == {False}
 
 
 def test_a_redo_that_leaves_a_group_without_readings_puts_its_partial_and_parts_empty(db: Any) -> None:
@@ -270,10 +290,10 @@ def test_an_entity_written_under_two_group_counts_in_an_hour_is_counted_once(db:
     assert split and kept
     assert parts(HOUR, H, H + HOUR) == {H: figures(kept)}
     for entity in sorted(split):
-        assert {i.get("r", {}).get("N") for i in compacted_items(db, entity)} == {"1"}, entity
+        assert {flagged(i, entity) for i in compacted_items(db, entity)} == {True}, entity
         minutes = sorted(by_minute(r for r in fleet if r.entity_id == entity))
         assert all(remarked(db, SETTLED, entity, minutes)), entity
-    assert {i.get("r") for r in kept for i in compacted_items(db, r.entity_id)} == {None}
+    assert {flagged(i, r.entity_id) for r in kept for i in compacted_items(db, r.entity_id)} == {False}
     assert all(p == [4] for p in ([*partial.others] for partial in rollup_store().partials(H, ReadCount())))
 
 
@@ -322,11 +342,12 @@ def test_a_redo_of_an_hour_compacted_under_a_group_count_since_forgotten_redoes_
     db: Any,
 ) -> None:
     # Given an hour compacted with 8 groups, and since then the deployment runs 4 (the state no longer
-    # records 8: every hour 8 may have written is compacted)
+    # records 8 as an earlier count: every hour 8 may have written is compacted; its `clustered` still says
+    # the hour was compacted under 8, for readers)
     fleet = sparse_fleet(H, devices=10)
     to_compact(db, fleet)
     assert runner([SETTLED]).run(Deadline.never()).hours == 1
-    save_state(db, CompactionState(H + HOUR, 4))
+    save_state(db, CompactionState(H + HOUR, 4, clustered=(Clustered((8,), H),)))
     four = WriteTier(4)
     late_entity = next(r.entity_id for r in fleet if four.group_of(r.entity_id) != TIER.group_of(r.entity_id))
     # When the rollup function asks for a redo with the group it sees (under 4), for a late reading
@@ -336,7 +357,7 @@ def test_a_redo_of_an_hour_compacted_under_a_group_count_since_forgotten_redoes_
     # Then the partition its readings are in (its group under 8, which the partials record) is redone:
     # its blocks flagged, it is out of the partials and the parts of the totals
     assert report.error is None and report.redos == 1
-    assert {i.get("r", {}).get("N") for i in compacted_items(db, late_entity)} == {"1"}
+    assert {flagged(i, late_entity) for i in compacted_items(db, late_entity)} == {True}
     others = [r for r in fleet if r.entity_id != late_entity]
     assert parts(HOUR, H, H + HOUR) == {H: figures(others)}
     assert {p.groups for p in rollup_store().partials(H, ReadCount())} == {8}

@@ -11,9 +11,18 @@ import pytest
 
 from adapters.batch_writer import serialize_item
 from infra.config import LambdaFunction
-from keydesign import Reading, decode_block
-from keydesign.blocks import encode_group, keyed_item
-from keydesign.writetier import MAX_COMPACTED_SPAN_MS, SLICE_MS, WriteTier, group_sk_stem, slice_start, state_key
+from keydesign import Reading
+from keydesign.blocks import decode_group, encode_group, keyed_item
+from keydesign.writetier import (
+    CLUSTER_PK_PREFIX,
+    MAX_COMPACTED_SPAN_MS,
+    SLICE_MS,
+    WriteTier,
+    cluster_of,
+    group_sk_stem,
+    slice_start,
+    state_key,
+)
 from tests.integration.local_runtime.conftest import ingest_only, local_config
 
 pytestmark = pytest.mark.integration
@@ -44,13 +53,13 @@ def test_the_scheduled_compaction_function_compacts_settled_hours_of_the_write_t
     schedule = system.schedule_of(LambdaFunction.COMPACTION)
     assert schedule is not None
     summary = schedule.run_once()
-    # Then the hour is compacted: one block per device, each reading once
+    # Then the hour is compacted: one block per cluster of a group's devices, each reading once
+    clusters = {(tier.group_of(r.entity_id), cluster_of(r.entity_id)) for r in fleet}
     assert summary is not None and summary["hours"] >= 1 and summary["corrupt_items"] == 0
-    assert summary["readings_compacted"] == len(fleet) and summary["compacted_blocks_written"] == 50
+    assert summary["readings_compacted"] == len(fleet) and summary["compacted_blocks_written"] == len(clusters)
     found = []
     for page in dynamodb.get_paginator("scan").paginate(TableName=layout.table_for(hour)):
         for item in page["Items"]:
-            if item["pk"]["S"].endswith("#c"):
-                entity = item["sk"]["S"].split("#")[0]
-                found += decode_block(entity, item["b"]["B"], span_limit_ms=MAX_COMPACTED_SPAN_MS)[1]
+            if item["pk"]["S"].startswith(CLUSTER_PK_PREFIX):
+                found += decode_group(item["b"]["B"], span_limit_ms=MAX_COMPACTED_SPAN_MS)[1]
     assert sorted((r.entity_id, r.ts_ms) for r in found) == sorted((r.entity_id, r.ts_ms) for r in fleet)

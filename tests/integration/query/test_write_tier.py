@@ -23,8 +23,19 @@ from adapters.rollup_store import RollupStore
 from adapters.shard_map_source import StaticShardMap
 from doubles.tier_items import TierWriter
 from keydesign import Layout, Reading, ShardMap, format_ts
+from keydesign.blocks import decode_group
 from keydesign.rollup import STATE_PK, Figures, Granularities, total_pk, total_sk
-from keydesign.writetier import CompactionState, EarlierGroups, WriteTier, state_key
+from keydesign.writetier import (
+    CLUSTER_PK_PREFIX,
+    MAX_COMPACTED_SPAN_MS,
+    Clustered,
+    CompactionState,
+    EarlierGroups,
+    WriteTier,
+    hour_tiers,
+    state_key,
+    tier_for_hour,
+)
 from query.api import create_app
 from query.cursor import CursorCodec
 from query.logic import QueryService
@@ -86,9 +97,15 @@ class World:
             self.newest[r.entity_id, r.ts_ms, r.event_id] = (self.version, r)
 
     def compact(self, hour: int) -> None:
-        """Compaction of ``hour`` (of every group count's items), and its watermark moved to the hour's end."""
+        """Compaction of ``hour`` (of every group count's items), and its watermark moved to the hour's end, with
+        the hour's G's (its largest, then the others that may hold it) recorded as compaction records them."""
         self.put(self.writer.compact(hour))
-        self.record(dataclasses.replace(self.state, through=hour + HOUR))
+        tier = tier_for_hour(self.tier, self.state, hour)
+        groups = (tier.groups, *(t.groups for t in hour_tiers(self.tier, self.state, hour, tier)))
+        clustered = self.state.clustered
+        if not clustered or clustered[-1].groups != groups:
+            clustered = (*clustered, Clustered(groups, hour))
+        self.record(dataclasses.replace(self.state, through=hour + HOUR, clustered=clustered))
 
     def record(self, state: CompactionState) -> None:
         """The compaction state as compaction stores it."""
@@ -263,11 +280,14 @@ def test_aggregates_from_rollups_and_compacted_blocks_equal_the_raw_ones(world: 
     redone = {("dev-1", START), ("dev-2", START)}
     table = world.layout.table_for(START)
     for item in world.dynamodb.scan(TableName=table)["Items"]:
-        entity, _, ts = item["sk"]["S"].partition("#")
-        if item["pk"]["S"].endswith("#c") and (entity, START) in redone and ts < format_ts(START + HOUR):
+        if not (item["pk"]["S"].startswith(CLUSTER_PK_PREFIX) and item["pk"]["S"].endswith(format_ts(START)[:16])):
+            continue
+        held = {r.entity_id for r in decode_group(item["b"]["B"], span_limit_ms=MAX_COMPACTED_SPAN_MS)[1]}
+        names = sorted(e for e, hour in redone if hour == START and e in held)
+        if names:  # the cluster block's first hour: flag them (its r set), as a redo does
             world.dynamodb.update_item(
-                TableName=table, Key={"pk": item["pk"], "sk": item["sk"]}, UpdateExpression="SET r = :one",
-                ExpressionAttributeValues={":one": {"N": "1"}},
+                TableName=table, Key={"pk": item["pk"], "sk": item["sk"]}, UpdateExpression="ADD r :them",
+                ExpressionAttributeValues={":them": {"SS": names}},
             )  # fmt: skip
     owned = redone | {("hot-1", START + h * HOUR) for h in range(3)}
     figures: dict[tuple[str, int], Figures] = {}

@@ -54,7 +54,7 @@ def test_every_call_the_rollup_function_makes_is_granted_to_its_role(make_store:
     tier.ingest([(reading("s-3", hour + MINUTE, "g", v=1.0), 1)], hour + MINUTE)
     for table, item in tier.compact(hour):
         store.dynamodb.put_item(TableName=table, Item=serialize_item(item))
-    compaction = {**state_key(PREFIX), "through": NOW, "groups": 4}
+    compaction = {**state_key(PREFIX), "through": NOW, "groups": 4, "clustered": f"4@{hour}"}
     store.dynamodb.put_item(TableName="control", Item=serialize_item(compaction))
     store.write(reading("s-3", hour + 30 * MINUTE, "late", v=2.0))
     marks_store.write(

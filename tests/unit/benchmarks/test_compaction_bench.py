@@ -4,16 +4,17 @@ settled slices' sub-items."""
 
 from __future__ import annotations
 
-from benchmarks.compaction import GROUPS, run, to_result
+from benchmarks.compaction import GROUPS, cluster_table, run, to_result
 
 
 def test_the_quick_run_compacts_its_step_and_scales_it_to_seed_003s_hour() -> None:
     figures = run(quick=True)
     assert figures["groups"] == 4 and figures["readings"] > 4 * 100 * 13
-    assert figures["compacted_blocks"] == 4 * 100  # one per device: its hour in one block
+    # cluster blocks: a group's 100 devices in its clusters (256), so fewer blocks than devices, each of a
+    # cluster's hour: a write unit for one or a few devices' 14 readings each, under 0.07 a reading
+    assert figures["compacted_blocks"] < 4 * 100
+    assert figures["compacted_write_units_per_reading"] < 0.07
     assert figures["seed_003_hour_seconds"] == figures["step_seconds"] * GROUPS / 4
-    # a device's 14 readings of an hour take one write unit: about 0.07 a reading
-    assert 0.05 < figures["compacted_write_units_per_reading"] < 0.1
     # and the re-pack, by the same function, re-packs the 7 settled slices of 35 minutes: every group's
     # slice into a sub-item per sub-group that has readings (16 at most), each a write unit or more
     sub = figures["repack"]
@@ -22,3 +23,16 @@ def test_the_quick_run_compacts_its_step_and_scales_it_to_seed_003s_hour() -> No
     assert sub["sub_item_write_units_per_reading"] >= sub["sub_items"] / sub["readings_repacked"]
     names = [f.name for f in to_result(figures).figures]
     assert "seed 003: per minute of readings" in names and names[-2] == "re-pack: sub-item write units"
+
+
+def test_the_quick_clusters_table_prices_a_groups_hour_both_ways() -> None:
+    # seed 003 at G 512 (an eighth of a group's devices): an entity's hour a block against 256 clusters a group
+    (rows,) = cluster_table(quick=True).values()
+    own, clusters = rows["one entity's hour (before clusters)"], rows["clusters, K = 256"]
+    # a device's hour, 14 readings, is a block of about 200 bytes: a write unit; a cluster's share one
+    assert 0.05 < own["write_units_per_reading"] < 0.1 and own["blocks"] > clusters["blocks"]
+    assert clusters["write_units_per_reading"] < own["write_units_per_reading"]
+    assert clusters["billed_bytes_per_reading"] < own["billed_bytes_per_reading"]
+    # a device's compacted hour is one Query of half a unit either way; decoding it from its cluster costs more
+    assert own["device_hour_read_units"] == clusters["device_hour_read_units"] == 0.5
+    assert clusters["device_hour_bytes"] >= own["device_hour_bytes"] and clusters["decode_cpu_ratio"] > 0

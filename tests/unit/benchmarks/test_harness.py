@@ -42,6 +42,7 @@ def test_every_benchmark_of_the_issue_is_registered() -> None:
         "write-tier-rollups",
         "write-tier-repack",
         "compaction",
+        "compaction-clusters",
         "ingest-agents",
     }
     assert all(b.description for b in registered().values())

@@ -10,7 +10,13 @@ from typing import Any
 from keydesign import Reading, decode_block
 from keydesign.blocks import BlockHeader, decode_group, keep_newest, newest_wins
 from keydesign.layouts import LayoutKind, parse_keys
-from keydesign.writetier import COMPACTED_PK_SUFFIX, DENSE_MARK_PREFIX, GROUP_PK_PREFIX, MAX_COMPACTED_SPAN_MS
+from keydesign.writetier import (
+    CLUSTER_PK_PREFIX,
+    COMPACTED_PK_SUFFIX,
+    DENSE_MARK_PREFIX,
+    GROUP_PK_PREFIX,
+    MAX_COMPACTED_SPAN_MS,
+)
 
 Copies = dict[tuple[str, int, str], tuple[int, Reading]]
 
@@ -29,10 +35,12 @@ def newest_copies(items: Iterable[Mapping[str, Any]], layout: LayoutKind = "hybr
 
 
 def decoded(item: Mapping[str, Any], layout: LayoutKind = "hybrid") -> tuple[BlockHeader, list[Reading]]:
-    """The header and readings of a stored block, group item or compacted block."""
+    """The header and readings of a stored block, group item, cluster block or compacted block."""
     pk, sk, payload = item["pk"]["S"], item["sk"]["S"], item["b"]["B"]
     if pk.startswith(GROUP_PK_PREFIX):
         return decode_group(payload)
+    if pk.startswith(CLUSTER_PK_PREFIX):
+        return decode_group(payload, span_limit_ms=MAX_COMPACTED_SPAN_MS)
     if pk.endswith(COMPACTED_PK_SUFFIX):
         entity = sk.split("#", 1)[0] if layout == "hybrid" else pk.removesuffix(COMPACTED_PK_SUFFIX)
         return decode_block(entity, payload, span_limit_ms=MAX_COMPACTED_SPAN_MS)

@@ -1,31 +1,31 @@
 """Compacting a group's hour (keydesign.tiering.compact_hour): every reading whose newest copy is in
-the write tier lands in exactly one compacted block, none whose newest copy is in a block; versions,
-keys and limits as the module says; the same copies always make the same items."""
+the write tier lands in exactly one cluster block, none whose newest copy is in a block; one cluster a
+block, versions, keys, flags and limits as the module says; the same copies always make the same items."""
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import random
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from keydesign import Layout, Reading, ShardMap, decode_block
-from keydesign.blocks import MAX_BLOCK_ITEM_BYTES, MAX_BLOCK_READINGS, encode_block
+from keydesign import Reading, format_ts
+from keydesign.blocks import MAX_BLOCK_ITEM_BYTES, MAX_BLOCK_READINGS, decode_group, encode_group
 from keydesign.periods import HOUR_MS
 from keydesign.tiering import CompactedBlock, compact_hour
-from keydesign.writetier import (
-    MAX_COMPACTED_SPAN_MS,
-    compacted_pk,
-)
+from keydesign.writetier import MAX_COMPACTED_SPAN_MS, ROLLUP_OWNED, WriteTier, cluster_of
 
-from .strategies import ENTITIES, PROPERTY, layouts
+from .strategies import ENTITIES, PROPERTY
 from .test_blocks import T0, same
 
 #: An hour that starts a day (T0 is 06:00): buckets up to a day nest around it.
 HOUR = T0 - 6 * HOUR_MS + 5 * HOUR_MS
 DAY_MS = 24 * HOUR_MS
+#: The cluster partition the examples compact into (a group partition's, 2, of the hour).
+PK = WriteTier(4).cluster_pk(2, HOUR)
 Identity = tuple[str, int, str]
 
 
@@ -83,102 +83,112 @@ def newest_in_tier(
 
 
 @PROPERTY
-@given(layout=layouts(), hour=hours(), global_shards=st.integers(1, 12), retention_days=st.integers(1, 30))
+@given(
+    hour=hours(), groups=st.integers(1, 12), retention_days=st.integers(1, 30), dense=st.sets(st.sampled_from(ENTITIES))
+)
 def test_each_reading_whose_newest_copy_is_in_the_write_tier_is_compacted_once_and_no_other(
-    layout: Layout,
     hour: tuple[list[tuple[int, list[Reading]]], list[tuple[int, list[Reading]]]],
-    global_shards: int,
+    groups: int,
     retention_days: int,
+    dense: set[str],
 ) -> None:
     tier, blocks = hour
-    shard_map = ShardMap.initial(layout.bucket, global_shards)
+    write_tier = WriteTier(groups)
+    group = groups - 1
+    pk = write_tier.cluster_pk(group, HOUR)
     retention = retention_days * DAY_MS
-    compacted = compact_hour(layout, shard_map, HOUR, tier, blocks, retention_ms=retention)
+    compacted = compact_hour(HOUR, tier, blocks, table="t", pk=pk, retention_ms=retention, dense=dense)
     stored: dict[Identity, Reading] = {}
     for block in compacted:
-        header, readings = decode_block(block.entity_id, block.payload, span_limit_ms=MAX_COMPACTED_SPAN_MS)
+        header, readings = decode_group(block.payload, span_limit_ms=MAX_COMPACTED_SPAN_MS)
         assert all(same(a, b) for a, b in zip(readings, block.readings, strict=True))
         for r in readings:
             key = (r.entity_id, r.ts_ms, r.event_id)
             assert key not in stored, f"{key} is in two compacted blocks"
             stored[key] = r
-        # versions: the largest of every copy read of the entity's readings of the hour
-        assert (
-            header.version
-            == block.version
-            == max(
-                v
-                for v, rs in (*tier, *blocks)
-                for r in rs
-                if r.entity_id == block.entity_id and HOUR <= r.ts_ms < HOUR + HOUR_MS
-            )
+        # one cluster a block
+        (cluster,) = {cluster_of(r.entity_id) for r in readings}
+        # versions: the largest of every copy read of its entities' readings of the hour
+        entities = {r.entity_id for r in readings}
+        assert header.version == block.version
+        assert block.version == max(
+            v for v, rs in (*tier, *blocks) for r in rs if r.entity_id in entities and HOUR <= r.ts_ms < HOUR + HOUR_MS
         )
-        # keys: beside the hybrid base (or the entity's own), the layout's block sort key, the bucket's table
-        bucket = layout.bucket.start(readings[0].ts_ms)
-        assert all(layout.bucket.start(r.ts_ms) == bucket for r in readings)
-        assert block.pk == compacted_pk(block.entity_id, layout.hybrid_base(block.entity_id, bucket, shard_map))
-        assert block.table == layout.table_for(bucket)
-        encoded = encode_block(list(readings), block.version, span_limit_ms=MAX_COMPACTED_SPAN_MS)
-        assert block.sk == f"{layout.block_sk_stem(block.entity_id, encoded)}#{block.write_units}"
+        # keys: the group's cluster partition of the hour, the cluster's sort keys, the given table
+        assert block.pk == pk == f"c#{group:04d}#2026-11-22T05:00"
+        assert block.table == "t"
+        encoded = encode_group(list(readings), block.version, span_limit_ms=MAX_COMPACTED_SPAN_MS)
+        assert block.sk == f"{cluster:03d}#{format_ts(readings[0].ts_ms)}#{encoded.block_id}#{block.write_units}"
         assert block.ttl == (readings[-1].ts_ms + retention) // 1000
         assert len(readings) <= MAX_BLOCK_READINGS and (block.size <= MAX_BLOCK_ITEM_BYTES or len(readings) == 1)
+        # flags: the dense entities among its own, in the item's string set
+        assert block.rollups == entities & dense
+        assert block.item().get(ROLLUP_OWNED) == (set(entities & dense) or None)
+        assert block.owned_readings() == [r for r in block.readings if r.entity_id not in dense]
     expected = model(tier, blocks)
     assert stored.keys() == expected.keys()
     assert all(same(stored[k], expected[k]) for k in expected)
     # the same copies make the same items: a second pass over the hour overwrites the first's
-    assert compact_hour(layout, shard_map, HOUR, tier, blocks, retention_ms=retention) == compacted
+    again = compact_hour(HOUR, tier, blocks, table="t", pk=pk, retention_ms=retention, dense=dense)
+    assert again == compacted
 
 
 def reading(entity: str, ts: int, event_id: str, **measures: float) -> Reading:
     return Reading.parse({"entity_id": entity, "timestamp": ts, "event_id": event_id, "measures": measures or {"v": 1}})
 
 
+def mates(count: int, cluster: int = 0) -> list[str]:
+    """``count`` entity ids of one cluster."""
+    names = (f"d-{n}" for n in itertools.count())
+    return list(itertools.islice((n for n in names if cluster_of(n) == cluster), count))
+
+
 def test_a_block_copy_newer_or_as_new_wins_and_an_older_one_loses_but_raises_the_version() -> None:
-    layout = Layout.from_settings(kind="hybrid", bucket="1h", table_prefix="readings")
-    shard_map = ShardMap.initial(layout.bucket, 4)
-    a, b, c = (reading("d-1", HOUR + n * 1000, f"e{n}") for n in range(3))
-    tier = [(10, [a, b, c])]
+    one, other = mates(2)
+    a, b, c = (reading(one, HOUR + n * 1000, f"e{n}") for n in range(3))
+    d = reading(other, HOUR + 500, "e9")
+    tier = [(10, [a, d, b, c])]
     blocks = [(12, [dataclasses.replace(a, measures={"v": 2})]), (10, [b]), (4, [c])]
-    (block,) = compact_hour(layout, shard_map, HOUR, tier, blocks)
-    # a: the block's copy is newer; b: as new (a block copy stays where it is); c: the tier's is newer
-    assert [r.event_id for r in block.readings] == ["e2"]
-    assert block.version == 12  # above the older block copy of c, and every copy read
-    assert block.pk == f"{layout.hybrid_base('d-1', HOUR, shard_map)}#c" and block.sk.startswith("d-1#")
+    (block,) = compact_hour(HOUR, tier, blocks, table="t", pk=PK)
+    # a: the block's copy is newer; b: as new (a block copy stays where it is); c: the tier's is newer;
+    # d: another entity of the cluster, in the same block
+    assert [r.event_id for r in block.readings] == ["e9", "e2"]
+    assert block.version == 12  # above the older block copy of c, and every copy read of its entities
+    assert block.pk == PK and block.sk.startswith("000#")
 
 
-def test_compacted_blocks_are_cut_at_buckets_and_by_the_block_limits() -> None:
-    shard_map_of = ShardMap.initial
-    # 15-minute buckets: an hour's readings make four blocks, one per bucket, each in its own partition
-    layout = Layout.from_settings(kind="hybrid", bucket="15m", table_prefix="readings", table_period="hour")
-    quarter = [reading("d-1", HOUR + q * 15 * 60_000 + 5, "e") for q in range(4)]
-    blocks = compact_hour(layout, shard_map_of(layout.bucket, 2), HOUR, [(1, quarter)])
-    assert [len(b.readings) for b in blocks] == [1, 1, 1, 1] and len({b.pk for b in blocks}) == 4
-    # 2,500 readings of one entity in an hour: cut by the count limit, the whole hour in one partition
-    layout = Layout.from_settings(kind="random", bucket="1d", table_prefix="readings")
-    many = [reading("d-1", HOUR + n * 1_000, "e") for n in range(2_500)]
-    blocks = compact_hour(
-        layout, shard_map_of(layout.bucket, 2), HOUR, [(1, many[i : i + 500]) for i in range(0, 2_500, 500)]
-    )
-    assert [len(b.readings) for b in blocks] == [1_000, 1_000, 500] and {b.pk for b in blocks} == {"d-1#c"}
+def test_cluster_blocks_are_one_cluster_each_and_cut_by_the_block_limits() -> None:
+    # two clusters' entities: a block each, every block of one cluster
+    first, second = mates(3, 0), mates(2, 7)
+    readings = [reading(e, HOUR + n * 60_000, "e") for n, e in enumerate([*first, *second])]
+    made = compact_hour(HOUR, [(1, readings)], table="t", pk=PK)
+    assert sorted(sorted(b.entities) for b in made) == sorted([sorted(first), sorted(second)])
+    assert sorted(b.sk[:4] for b in made) == ["000#", "007#"]
+    # 2,500 readings of one cluster in an hour: cut by the count limit, the whole hour in one partition
+    many = [reading(first[n % 3], HOUR + n * 1_000, "e") for n in range(2_500)]
+    made = compact_hour(HOUR, [(1, many[i : i + 500]) for i in range(0, 2_500, 500)], table="t", pk=PK)
+    assert [len(b.readings) for b in made] == [1_000, 1_000, 500] and {b.pk for b in made} == {
+        "c#0002#2026-11-22T05:00"
+    }
     # readings that compress badly: cut by the item size
     noise = random.Random(7)
-    big = [reading("d-2", HOUR + n, "e", **{f"m{k}": noise.random() for k in range(60)}) for n in range(200)]
-    blocks = compact_hour(layout, shard_map_of(layout.bucket, 2), HOUR, [(1, big)])
-    assert len(blocks) > 1 and all(b.size <= MAX_BLOCK_ITEM_BYTES for b in blocks)
-    assert [r for b in blocks for r in b.readings] == big
+    big = [reading(first[0], HOUR + n, "e", **{f"m{k}": noise.random() for k in range(60)}) for n in range(200)]
+    made = compact_hour(HOUR, [(1, big)], table="t", pk=PK)
+    assert len(made) > 1 and all(b.size <= MAX_BLOCK_ITEM_BYTES for b in made)
+    assert [r for b in made for r in b.readings] == big
 
 
 def test_a_group_item_reading_outside_its_hour_is_refused() -> None:
-    layout = Layout.from_settings(kind="hybrid", bucket="1h", table_prefix="readings")
     stray = reading("d-1", HOUR + HOUR_MS, "e")
     with pytest.raises(ValueError, match="holds a reading at"):
-        compact_hour(layout, ShardMap.initial(layout.bucket, 2), HOUR, [(1, [stray])])
+        compact_hour(HOUR, [(1, [stray])], table="t", pk=PK)
     with pytest.raises(ValueError, match="not the start of an hour"):
-        compact_hour(layout, ShardMap.initial(layout.bucket, 2), HOUR + 1, [])
+        compact_hour(HOUR + 1, [], table="t", pk=PK)
 
 
-def test_compacted_block_item() -> None:
-    layout = Layout.from_settings(kind="calculated", bucket="1h", table_prefix="readings")
-    (block,) = compact_hour(layout, ShardMap.initial(layout.bucket, 2), HOUR, [(3, [reading("d-1", HOUR, "e")])])
+def test_cluster_block_item() -> None:
+    (block,) = compact_hour(HOUR, [(3, [reading("d-1", HOUR, "e")])], table="t", pk=PK)
     assert isinstance(block, CompactedBlock)
-    assert block.item() == {"pk": "d-1#c", "sk": block.sk, "b": block.payload}
+    assert block.item() == {"pk": "c#0002#2026-11-22T05:00", "sk": block.sk, "b": block.payload}
+    (flagged,) = compact_hour(HOUR, [(3, [reading("d-1", HOUR, "e")])], table="t", pk=PK, dense={"d-1"})
+    assert flagged.item()[ROLLUP_OWNED] == {"d-1"} and flagged.owned_readings() == []

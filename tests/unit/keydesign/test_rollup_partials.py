@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from keydesign import ConfigError, Layout, Reading, ShardMap
+from keydesign import ConfigError, Reading
 from keydesign.periods import HOUR_MS
 from keydesign.rollup import (
     Figures,
@@ -21,7 +21,7 @@ from keydesign.rollup import (
     total_sk,
 )
 from keydesign.tiering import compact_hour
-from keydesign.writetier import ROLLUP_OWNED
+from keydesign.writetier import ROLLUP_OWNED, WriteTier
 
 from .strategies import PROPERTY
 from .test_blocks import T0
@@ -109,8 +109,7 @@ def test_remarks_are_the_minutes_holding_readings() -> None:
 
 
 def test_compacted_blocks_of_dense_marked_entities_are_flagged_and_only_theirs() -> None:
-    layout = Layout.from_settings(kind="hybrid", bucket="1h", table_prefix="readings")
     tier = [(3, [reading("a", HOUR + 1, 1), reading("b", HOUR + 2, 2)])]
-    blocks = compact_hour(layout, ShardMap.initial(layout.bucket, 4), HOUR, tier, dense={"b", "z"})
-    flags = {b.entity_id: (b.rollups, ROLLUP_OWNED in b.item()) for b in blocks}
+    blocks = compact_hour(HOUR, tier, table="t", pk=WriteTier(4).cluster_pk(1, HOUR), dense={"b", "z"})
+    flags = {e: (e in b.rollups, e in b.item().get(ROLLUP_OWNED, set())) for b in blocks for e in b.entities}
     assert flags == {"a": (False, False), "b": (True, True)}

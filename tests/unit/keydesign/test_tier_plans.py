@@ -1,13 +1,14 @@
 """Plans with the write tier: every item that can hold a reading of the range is read, and nothing else.
 
 Items are written as ingest and compaction write them (``doubles/tier_items.py``): blocks,
-group items, dense marks, sub-items, compacted blocks. For a plan of one entity (every layout, buckets
+group items, dense marks, sub-items, cluster blocks. For a plan of one entity (every layout, buckets
 shorter and longer than an hour, hourly tables, any watermark and re-packed range), every item holding
 one of the entity's readings in the range is in one of its partitions (same table and key, sort key
 within the range, the reading within the partition's time range): its blocks always, its group items in
-hours after the watermark outside the re-packed slices, its sub-items in those slices, its compacted
-blocks in hours by it. An item of another entity is read only from a group or sub-item partition (the
-reader keeps the read's entity of each), never a dense mark. A cross-entity
+hours after the watermark outside the re-packed slices, its sub-items in those slices, its cluster
+blocks in hours by it (the G's each was compacted under as the compaction state records them). An item
+of another entity is read only from a group, sub-item or cluster partition (the reader keeps the read's
+entity of each; a sub-item or cluster block of its sub-group or cluster), never a dense mark. A cross-entity
 plan (hybrid) reads every item holding a reading of the range, from partitions whose time range
 starts where the reading's bucket meets the range (the order cross-entity reads merge by).
 """
@@ -26,8 +27,11 @@ from keydesign.writetier import (
     MAX_COMPACTED_SPAN_MS,
     REPACK_MS,
     SLICE_MS,
+    Clustered,
+    CompactionState,
     EarlierGroups,
     WriteTier,
+    cluster_of,
     group_sk_stem,
     slice_start,
     sub_group_of,
@@ -46,8 +50,17 @@ SPANS = st.one_of(
 
 Stored = tuple[str, str, str, str, tuple[Reading, ...]]  # table, pk, sk, kind, readings
 #: layout, shard map, the deployed write tier, the watermark, the items stored, the earlier group counts, the
-#: re-packed slices
-World = tuple[Layout, ShardMap, WriteTier, int, list[Stored], tuple[EarlierGroups, ...], tuple[int, int]]
+#: re-packed slices, the G's of the compacted hours
+World = tuple[
+    Layout,
+    ShardMap,
+    WriteTier,
+    int,
+    list[Stored],
+    tuple[EarlierGroups, ...],
+    tuple[int, int],
+    tuple[Clustered, ...],
+]
 
 
 @st.composite
@@ -94,16 +107,19 @@ def stored_worlds(draw: st.DrawFn) -> World:
                 slice_start(r.ts_ms) for _, item in written if str(item["pk"]).startswith("w#") for r in _group(item)
             ]
         items += written
+    # the earlier G may hold the hours up to the last one it wrote a group item in (the state says so)
+    earlier = () if old is None else (EarlierGroups(old.groups, max(old_hours) + SLICE_MS),)
+    state = CompactionState(T0)
     for hour in range(T0, through, SLICE_MS):
         items += writer.compact(hour)
+        counts = {tier.groups, *(e.groups for e in earlier if e.holds(hour))}
+        state = state.advanced(0, sorted(counts, reverse=True))  # as compaction records them: the largest first
     repack_from = T0 + draw(st.sampled_from(range(6))) * HOUR
     repacked = repack_from + draw(st.integers(0, 24)) * REPACK_MS
     for start in range(repack_from, repacked, REPACK_MS):
         items += writer.repack(start)
     stored = [_stored(layout, table, item) for table, item in items]
-    # the earlier G may hold the hours up to the last one it wrote a group item in (the state says so)
-    earlier = () if old is None else (EarlierGroups(old.groups, max(old_hours) + SLICE_MS),)
-    return layout, shard_map, tier, through, stored, earlier, (repack_from, repacked)
+    return layout, shard_map, tier, through, stored, earlier, (repack_from, repacked), state.clustered
 
 
 def _group(item: dict[str, object]) -> list[Reading]:
@@ -125,6 +141,8 @@ def _stored(layout: Layout, table: str, item: dict[str, object]) -> Stored:
         return table, pk, sk, "group", tuple(decode_group(payload)[1])
     if pk.startswith("s#"):
         return table, pk, sk, "sub", tuple(decode_group(payload, span_limit_ms=REPACK_MS)[1])
+    if pk.startswith("c#"):
+        return table, pk, sk, "cluster", tuple(decode_group(payload, span_limit_ms=MAX_COMPACTED_SPAN_MS)[1])
     compacted = pk.endswith("#c")
     entity = sk.split("#", 1)[0] if layout.can.shared_partitions else pk.rsplit("#", 1)[0]
     span = MAX_COMPACTED_SPAN_MS if compacted else 10_000
@@ -151,7 +169,7 @@ def _needed(kind: str, ts_ms: int, through: int, repacked: tuple[int, int] = (0,
     if kind == "blocks":
         return True
     if slice_start(ts_ms) + SLICE_MS <= through:
-        return kind == "compacted"
+        return kind == "cluster"
     return kind == ("sub" if repacked[0] <= ts_ms < repacked[1] else "group")
 
 
@@ -164,7 +182,7 @@ def _needed(kind: str, ts_ms: int, through: int, repacked: tuple[int, int] = (0,
 def test_an_entitys_plan_reads_every_item_of_its_readings_and_no_other_entitys_but_group_items(
     world: World, entity: str, span: tuple[int, int]
 ) -> None:
-    layout, shard_map, tier, through, stored, earlier, repacked = world
+    layout, shard_map, tier, through, stored, earlier, repacked, clustered = world
     from_ms = T0 + span[0]
     to_ms = min(T0 + 6 * HOUR, from_ms + span[1])
     plan = layout.plan_entity(
@@ -176,6 +194,7 @@ def test_an_entitys_plan_reads_every_item_of_its_readings_and_no_other_entitys_b
         compacted_through_ms=through,
         earlier=earlier,
         repacked=repacked,
+        clustered=clustered,
     )
     assert len(set(plan.partitions)) == len(plan.partitions)  # no partition read twice (two G's, one group)
     for table, pk, sk, kind, readings in stored:
@@ -187,6 +206,8 @@ def test_an_entitys_plan_reads_every_item_of_its_readings_and_no_other_entitys_b
             assert part.kind == kind, (part, pk, sk)
             if kind == "sub":  # its sub-group's items only
                 assert sub_group_of(entity) in {sub_group_of(r.entity_id) for r in readings}, (part, pk, sk)
+            elif kind == "cluster":  # its cluster's blocks only
+                assert {cluster_of(r.entity_id) for r in readings} == {cluster_of(entity)}, (part, pk, sk)
             elif kind != "group":
                 assert {r.entity_id for r in readings} == {entity}, (part, pk, sk)
         for r in readings:
@@ -199,12 +220,14 @@ def test_an_entitys_plan_reads_every_item_of_its_readings_and_no_other_entitys_b
 def test_a_range_plan_reads_every_item_of_its_readings_from_partitions_anchored_at_their_bucket(
     world: World, span: tuple[int, int]
 ) -> None:
-    layout, shard_map, tier, through, stored, earlier, _ = world  # a range read reads no sub-items
+    layout, shard_map, tier, through, stored, earlier, _, clustered = world  # a range read reads no sub-items
     if not layout.can.range_reads:
         return
     from_ms = T0 + span[0]
     to_ms = min(T0 + 6 * HOUR, from_ms + span[1])
-    plan = layout.plan_range(from_ms, to_ms, shard_map, write_tier=tier, compacted_through_ms=through, earlier=earlier)
+    plan = layout.plan_range(
+        from_ms, to_ms, shard_map, write_tier=tier, compacted_through_ms=through, earlier=earlier, clustered=clustered
+    )
     assert len(set(plan.partitions)) == len(plan.partitions)
     for table, pk, sk, kind, readings in stored:
         parts = [p for p in plan.partitions if _reads(p, table, pk, sk)]
@@ -301,3 +324,44 @@ def test_an_uncompacted_hours_re_packed_slices_are_read_from_the_entitys_sub_gro
 
 
 FAR = T0 + 100 * HOUR
+
+
+def test_hours_compacted_before_cluster_blocks_are_read_from_their_entitys_compacted_blocks() -> None:
+    # Given a deployment whose compaction wrote per-entity compacted blocks until T0 + 2 h (an upgrade), then
+    # cluster blocks under 4 groups, then under 8 and 4 (a change of G whose group items that hour held both)
+    layout = Layout.from_settings(kind="hybrid", bucket="1h", table_prefix="readings", table_period="hour")
+    shard_map, tier = ShardMap.initial(layout.bucket, 2), WriteTier(8)
+    clustered = (Clustered((4,), T0 + 2 * HOUR), Clustered((8, 4), T0 + 3 * HOUR))
+    entity = next(e for e in (f"d-{n}" for n in range(100)) if WriteTier(8).group_of(e) != WriteTier(4).group_of(e))
+    # When a plan reads its first four hours, all compacted
+    plan = layout.plan_entity(
+        entity, T0, T0 + 4 * HOUR, shard_map, write_tier=tier, compacted_through_ms=T0 + 4 * HOUR, clustered=clustered
+    )
+    compacted = [(p.from_ms, p.kind, p.pk, p.sk_low) for p in plan.partitions if p.kind != "blocks"]
+    # Then the first two hours are its compacted partitions; the third its group's cluster partition under 4
+    # groups; the fourth under both 8 and 4 groups; the cluster ones from its cluster's sort keys
+    prefix = f"{cluster_of(entity):03d}#"
+    hours = [T0 + h * HOUR for h in range(4)]
+    four, eight = WriteTier(4), WriteTier(8)
+
+    def stamp(hour: int) -> str:
+        return f"2026-11-22T0{hour}:00:00.000Z"
+
+    def own(hour: int) -> str:
+        return f"{layout.hybrid_base(entity, hours[hour], shard_map)}#c"
+
+    assert compacted == [
+        (hours[0], "compacted", own(0), f"{entity}#{stamp(0)}"),
+        (hours[1], "compacted", own(1), f"{entity}#{stamp(1)}"),
+        (hours[2], "cluster", four.cluster_pk(four.group_of(entity), hours[2]), f"{prefix}{stamp(2)}"),
+        (hours[3], "cluster", eight.cluster_pk(eight.group_of(entity), hours[3]), f"{prefix}{stamp(3)}"),
+        (hours[3], "cluster", four.cluster_pk(four.group_of(entity), hours[3]), f"{prefix}{stamp(3)}"),
+    ]
+    # And a cross-entity read of the fourth hour reads every cluster partition of the wider G, whole
+    every = layout.plan_range(
+        hours[3], hours[3] + HOUR, shard_map, write_tier=tier, compacted_through_ms=T0 + 4 * HOUR, clustered=clustered
+    )
+    clusters = [p for p in every.partitions if p.kind == "cluster"]
+    assert [p.pk for p in clusters] == [tier.cluster_pk(g, hours[3]) for g in range(8)]
+    assert all(p.sk_low is None and p.sk_high is None and p.time_filter for p in clusters)
+    assert not [p for p in every.partitions if p.kind == "compacted"]

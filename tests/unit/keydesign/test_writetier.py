@@ -20,9 +20,12 @@ from keydesign.writetier import (
     MAX_GROUPS,
     REPACK_MS,
     SUBGROUPS,
+    Clustered,
     CompactionState,
     EarlierGroups,
     WriteTier,
+    cluster_of,
+    clustered_tiers,
     compacted_pk,
     dense_mark_sk,
     earlier_tiers,
@@ -237,6 +240,12 @@ STATES = st.builds(
                 repack_group=slices[2],
             )
         ),
+        st.lists(st.lists(st.integers(1, MAX_GROUPS), min_size=1, max_size=3), min_size=1, max_size=4).map(
+            lambda counts: dataclasses.replace(
+                state,
+                clustered=tuple(Clustered(tuple(c), T0 + n * HOUR_MS) for n, c in enumerate(counts)),
+            )
+        ),
     )
 )
 
@@ -271,6 +280,12 @@ def test_an_item_of_before_the_group_count_was_recorded_reads_as_no_change_known
         ("repack", T0 + REPACK_MS),  # after "repacked"
         ("repack_group", MAX_GROUPS + 1),
         ("repack_group", "x"),
+        ("clustered", "8"),
+        ("clustered", f"8@{T0 + 1}"),
+        ("clustered", f"0@{T0}"),
+        ("clustered", f"8+x@{T0}"),
+        ("clustered", f"8@{T0 + HOUR_MS},4@{T0}"),  # not in order of their hours
+        ("clustered", 8),
     ],
 )
 def test_a_malformed_state_is_refused_naming_the_field(field: str, bad: object) -> None:
@@ -360,3 +375,40 @@ def test_a_change_of_groups_keeps_the_earlier_one_until_the_watermark_passes_the
     assert CompactionState.from_item(changed.advanced(9).item()).advanced_at == 9
     assert earlier_tiers(changed.previous, T0 + 3 * HOUR_MS) == [WriteTier(4)]
     assert earlier_tiers(changed.previous, T0 + 4 * HOUR_MS) == []
+
+
+def test_the_state_records_the_gs_each_compacted_hour_was_compacted_under_and_forgets_them_past_retention() -> None:
+    # Given a deployment upgraded to cluster blocks: hours before T0 compacted into per-entity blocks
+    state = CompactionState(T0, 8)
+    assert clustered_tiers(state.clustered, T0 - HOUR_MS) is None
+    # When compaction compacts three hours under 8 groups, one under 8 and 4 (a change of G), then 4 again
+    for groups in ((8,), (8,), (8,), (8, 4), (4,)):
+        state = state.advanced(T0, groups)
+    # Then an entry is kept for each change, from the first hour compacted under it
+    assert state.clustered == (
+        Clustered((8,), T0),
+        Clustered((8, 4), T0 + 3 * HOUR_MS),
+        Clustered((4,), T0 + 4 * HOUR_MS),
+    )
+    assert CompactionState.from_item(state.item()) == state
+    assert clustered_tiers(state.clustered, T0 - HOUR_MS) is None  # before cluster blocks
+    assert clustered_tiers(state.clustered, T0 + 2 * HOUR_MS) == [WriteTier(8)]
+    assert clustered_tiers(state.clustered, T0 + 3 * HOUR_MS) == [WriteTier(8), WriteTier(4)]
+    assert clustered_tiers(state.clustered, T0 + 9 * HOUR_MS) == [WriteTier(4)]
+    # And once an entry's successor starts more than retention ago, the entry is dropped (its hours expired)
+    later = state.advanced(T0 + 3 * HOUR_MS + 10 * HOUR_MS, (4,), retention_ms=10 * HOUR_MS)
+    assert later.clustered == (Clustered((8, 4), T0 + 3 * HOUR_MS), Clustered((4,), T0 + 4 * HOUR_MS))
+    # the newest is kept whatever its age: it covers every hour since
+    assert state.advanced(T0 + 1000 * HOUR_MS, (4,), retention_ms=HOUR_MS).clustered == (
+        Clustered((4,), T0 + 4 * HOUR_MS),
+    )
+
+
+def test_keys_of_the_cluster_blocks() -> None:
+    tier = WriteTier(8)
+    assert tier.cluster_pk(3, T0) == "c#0003#2026-11-22T06:00"
+    with pytest.raises(ValueError, match="not one of the 8 groups"):
+        tier.cluster_pk(8, T0)
+    # a cluster is the high half of the stable hash mod 256; its sub-group the same mod 16
+    assert all(cluster_of(e) == (stable_hash(e) >> 32) % 256 for e in ENTITIES)
+    assert all(cluster_of(e) % 16 == sub_group_of(e) for e in ENTITIES)

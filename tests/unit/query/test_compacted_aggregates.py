@@ -24,6 +24,7 @@ from keydesign import Layout, Reading, ShardMap, format_ts
 from keydesign.rollup import STATE_PK, Figures, Granularities, floor_to, total_pk, total_sk
 from keydesign.tiering import compact_hour
 from keydesign.writetier import (
+    Clustered,
     CompactionState,
     WriteTier,
 )
@@ -48,7 +49,11 @@ class Watermark:
         self.through = through
 
     def state(self) -> CompactionState:
-        return CompactionState(through=self.through)
+        # every compacted hour into cluster blocks under the world's 2 groups
+        return CompactionState(through=self.through, clustered=(Clustered((2,), 0),))
+
+    def consistent(self) -> CompactionState:
+        return self.state()
 
 
 class CountingReader:
@@ -93,8 +98,14 @@ class World:
         return service, counting
 
     def compacted(self, hour: int, tier: list[tuple[int, list[Reading]]], **kwargs: object) -> None:
-        for block in compact_hour(self.layout, self.shard_map, hour, tier, retention_ms=RETENTION, **kwargs):  # type: ignore[arg-type]
-            self.reader.add_item(block.table, block.item())
+        """Compact ``hour``'s group items ``tier`` as compaction does: each group partition's in its own pass."""
+        table = self.layout.table_for(hour)
+        for group in range(self.tier.groups):
+            mine = [(v, [r for r in rs if self.tier.group_of(r.entity_id) == group]) for v, rs in tier]
+            pk = self.tier.cluster_pk(group, self.layout.cluster_span(hour))
+            made = compact_hour(hour, mine, table=table, pk=pk, retention_ms=RETENTION, **kwargs)  # type: ignore[arg-type]
+            for block in made:
+                self.reader.add_item(block.table, block.item())
 
     def rollups(self, readings: list[Reading]) -> None:
         """The entity's rollups of ``readings`` (its rollup-owned hours), at every level."""
@@ -191,9 +202,9 @@ def test_the_compacted_reads_are_in_the_answers_cost(world: World) -> None:
     rollups = ReadCount()
     world.store.entity_rollups(HOUR, [T0 + HOUR], ENTITY, rollups)
     # The rollup of the rollup function's hour and compacted partitions were read, each call and unit in the cost
-    assert set(counting.calls) == {"compacted"} and counting.calls["compacted"] >= 3
-    assert got.cost.queries == rollups.calls + counting.calls["compacted"]
-    assert got.cost.read_units == rollups.read_units + counting.units["compacted"]
+    assert set(counting.calls) == {"cluster"} and counting.calls["cluster"] >= 3
+    assert got.cost.queries == rollups.calls + counting.calls["cluster"]
+    assert got.cost.read_units == rollups.read_units + counting.units["cluster"]
     assert got.cost.partitions_planned == got.cost.partitions_queried == 3
 
 
@@ -283,14 +294,16 @@ def test_without_totals_through_nothing_is_served_from_rollups_and_entities_read
 
 @pytest.mark.parametrize(
     ("kind", "bucket", "calls", "units", "raw_units"),
-    [("hybrid", "1h", 24, 12.0, 24.0), ("hybrid", "1d", 1, 1.0, 24.0), ("calculated", "1h", 1, 0.5, 1.5)],
+    [("hybrid", "1h", 24, 12.0, 24.0), ("hybrid", "1d", 1, 1.0, 13.0), ("calculated", "1h", 1, 1.0, 2.0)],
 )
 def test_a_sparse_devices_hourly_day_costs_its_absent_rollups_and_its_compacted_queries(
     kind: str, bucket: str, calls: int, units: float, raw_units: float
 ) -> None:
     """Seed 003's device (one reading every 259 s, all in the write tier): its day, compacted. The
-    default layout (hybrid, 1-hour buckets) has a compacted partition per bucket: a Query an hour.
-    Its hours are compaction's: their rollups are not read (24 absent keys would cost 12 units)."""
+    default layout (hybrid, 1-hour buckets) has a cluster partition per bucket: a Query an hour; a day's
+    bucket, or a day of another layout, one. Its hours are compaction's: their rollups are not read (24
+    absent keys would cost 12 units). The device is alone in its cluster here (a cluster's day of
+    several devices costs more units, not more Queries)."""
     world = _world(Layout.from_settings(kind=kind, bucket=bucket, table_prefix=PREFIX), page_items=None)
     readings = [Reading(ENTITY, f"e{n}", T0 + n * 259_000, {"value": 21.5 + n % 7}) for n in range(DAY // 259_000)]
     for hour in range(T0, T0 + DAY, HOUR):
@@ -306,8 +319,8 @@ def test_a_sparse_devices_hourly_day_costs_its_absent_rollups_and_its_compacted_
     assert isinstance(got, AggregateSeries) and isinstance(want, AggregateSeries) and got.source == "rollups"
     assert _figures(got) == _figures(want) and got.readings == len(readings) == 333
     # The compacted Queries only: one per bucket (half a unit each), or one for the day (24 small
-    # blocks, 8 KB or less)
-    assert counting.calls == {"compacted": calls}
+    # blocks, 8 KB or less: a unit)
+    assert counting.calls == {"cluster": calls}
     assert (got.cost.queries, got.cost.read_units) == (calls, units)
     assert want.cost.read_units == raw_units  # without occupancy records: every block partition read
 
@@ -331,4 +344,31 @@ def test_a_sparse_devices_daily_aggregates_of_30_days_read_its_compacted_hours(b
         return
     got = rolled.aggregates(ENTITY, TimeRange(start, T0 + DAY), DAY)
     assert isinstance(got, AggregateSeries) and got.readings == len(readings)
-    assert counting.calls == {"compacted": days} and got.cost.read_units <= days * 1.5
+    assert counting.calls == {"cluster": days} and got.cost.read_units <= days * 1.5
+
+
+class StaleWatermark(Watermark):
+    """A cached compaction state from before compaction passed the hours (the rollups' state is newer)."""
+
+    def state(self) -> CompactionState:
+        return CompactionState()
+
+    def consistent(self) -> CompactionState:
+        return super().state()
+
+
+def test_a_compaction_state_cached_before_the_hours_were_compacted_is_read_again(world: World) -> None:
+    # Given the query function's cached compaction state older than the rollups' (it knows no compacted hour)
+    window = TimeRange(T0, T0 + 3 * HOUR)
+    want = world.service(rollups=False)[0].aggregates(ENTITY, window, HOUR)  # raw, with the state as stored
+    kept = world.watermark
+    world.watermark = StaleWatermark(kept.through)
+    try:
+        rolled, _ = world.service(rollups=True)
+        # When the entity's hours are asked from rollups, then they are read from the cluster blocks the
+        # state read again names (not left out as if no hour were compacted)
+        got = rolled.aggregates(ENTITY, window, HOUR)
+        assert isinstance(got, AggregateSeries) and got.source == "rollups"
+        assert _figures(got) == _figures(want) and got.readings == 12 + 11 + 10
+    finally:
+        world.watermark = kept

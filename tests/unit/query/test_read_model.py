@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 from doubles.memory_dynamo import MemoryReader
 from doubles.tier_items import TierWriter
 from keydesign import Layout, Reading, ShardMap, format_ts, parse_timestamp, ttl_for
-from keydesign.writetier import REPACK_MS, SLICE_MS, CompactionState, WriteTier
+from keydesign.writetier import REPACK_MS, SLICE_MS, Clustered, CompactionState, WriteTier
 from query.logic import QueryService
 from query.models import AggregateSeries, LatestReading, ReadingsPage
 from query.params import PageArgs, ReadArgs, TimeRange
@@ -58,9 +58,16 @@ SETTLE_MS = 3 * MINUTE
 class Watermark:
     through: int
     repacked: tuple[int, int] = (0, 0)
+    groups: int | None = None  # the G every compacted hour was compacted into cluster blocks under
 
     def state(self) -> CompactionState:
-        return CompactionState(self.through, repack_from=self.repacked[0], repacked=self.repacked[1])
+        clustered = () if self.groups is None else (Clustered((self.groups,), 0),)
+        return CompactionState(
+            self.through, repack_from=self.repacked[0], repacked=self.repacked[1], clustered=clustered
+        )
+
+    def consistent(self) -> CompactionState:
+        return self.state()
 
 
 @dataclass(frozen=True)
@@ -245,7 +252,7 @@ def service(
         now_ms=NOW,
         limits=QueryLimits(**limits),
         write_tier=tiers.tier,
-        watermark=Watermark(tiers.through, tiers.repacked),
+        watermark=Watermark(tiers.through, tiers.repacked, tiers.tier and tiers.tier.groups),
         retention_ms=model.retention_ms,
     )
 

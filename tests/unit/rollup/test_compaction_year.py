@@ -10,7 +10,7 @@ minutes and the real :class:`RollupRunner` every minute, on one :class:`doubles.
 run's deadline is its function's timeout less the handler's margin, on a clock that every DynamoDB call
 moves by CALL_MS.
 
-What it shows: every item either side writes (group items, dense marks, sub-items, blocks, compacted blocks,
+What it shows: every item either side writes (group items, dense marks, sub-items, blocks, cluster blocks,
 marks, rollups, totals, compaction's partials and parts of totals, redo requests, both watermarks)
 stops growing once the longest-lived of them (the write tier's KEEP_MS, 4 days after its hour) has
 expired (the start items, kept 8 days, stay within the days one is kept), every redo request is
@@ -104,8 +104,10 @@ def live_items(db: MemoryDynamo) -> dict[str, int]:
             kinds["dense mark" if sk.startswith("!dense#") else "group item"] += 1
         elif pk.startswith("s#"):
             kinds["sub-item"] += 1
+        elif pk.startswith("c#"):
+            kinds["cluster block"] += 1
         else:
-            kinds["compacted block" if pk.endswith("#c") else "block"] += 1
+            kinds["block"] += 1
     return dict(kinds)
 
 
@@ -275,7 +277,7 @@ def test_days_of_compaction_and_rollups_keep_every_item_bounded_and_every_redo_d
         first |= Counter(counts)
     for counts in live[-per_day:]:
         last |= Counter(counts)
-    kinds = {"group item", "dense mark", "sub-item", "block", "compacted block", "rollall", "rollall#c", "rollgrp"}
+    kinds = {"group item", "dense mark", "sub-item", "block", "cluster block", "rollall", "rollall#c", "rollgrp"}
     kinds.add("rollmark")
     assert kinds <= first.keys(), first
     assert all(last[kind] <= first[kind] * 1.05 + 2 for kind in last if kind != "compactstart"), (first, last)

@@ -80,15 +80,15 @@ def test_a_late_mark_waits_until_compaction_has_done_its_hour_then_is_recomputed
 
 
 def _compacted(world: World, entity: str, ts: int, *, flagged: bool, version: int = 1) -> None:
-    """``entity``'s reading at ``ts`` stored in a group item, and the hour compacted (flagged: the block
-    carries ``r``, the entity's hour is the rollup function's)."""
+    """``entity``'s reading at ``ts`` stored in a group item, and the hour compacted (flagged: the block's
+    ``r`` set names it, the entity's hour is the rollup function's)."""
     assert world.writer is not None
     reading = Reading(entity_id=entity, event_id="g", ts_ms=ts, measures={"v": 1.0})
     for table, item in world.writer.ingest([(reading, version)], ts):
         world.reader.add_item(table, item)
     hour = ts - ts % HOUR
     for table, item in world.writer.compact(hour):
-        world.reader.add_item(table, {**item, "r": 1} if flagged else item)
+        world.reader.add_item(table, {**item, "r": {entity}} if flagged else item)
 
 
 OWNERS = ["compaction", "rollups (flagged block)", "rollups (no compacted block)", "rollups (redone)"]

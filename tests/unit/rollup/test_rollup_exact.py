@@ -42,7 +42,15 @@ from doubles.memory_dynamo import MemoryReader
 from doubles.tier_items import TierWriter
 from keydesign import Layout, Reading, ShardMap, format_ts, parse_timestamp
 from keydesign.rollup import Figures, Granularities, floor_to, hottest_rollup_keys
-from keydesign.writetier import DENSE_READINGS, SLICE_MS, CompactionState, EarlierGroups, WriteTier, in_write_tier
+from keydesign.writetier import (
+    DENSE_READINGS,
+    SLICE_MS,
+    Clustered,
+    CompactionState,
+    EarlierGroups,
+    WriteTier,
+    in_write_tier,
+)
 from query.aggregate import interval_of
 from query.cursor import CursorCodec
 from query.logic import QueryService
@@ -102,7 +110,10 @@ class World:
         """The state as compaction records it: with a change of G, the earlier G may hold the hours of
         every reading written before it (up to 90 minutes after T0)."""
         earlier = () if self.first_groups == 2 else (EarlierGroups(self.first_groups, T0 + 2 * SLICE_MS),)
-        return CompactionState(self.through, 2, earlier, advanced_at=self.advanced_at)
+        # and the G's it compacted each hour into cluster blocks under: both while the earlier may hold it
+        both = tuple(sorted({2, self.first_groups}, reverse=True))
+        clustered = (Clustered(both, 0),) if both == (2,) else (Clustered(both, 0), Clustered((2,), T0 + 2 * SLICE_MS))
+        return CompactionState(self.through, 2, earlier, advanced_at=self.advanced_at, clustered=clustered)
 
     def consistent(self) -> CompactionState:
         return self.state()

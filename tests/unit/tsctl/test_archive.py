@@ -27,8 +27,9 @@ from archives import (
 from archives.readings import WINDOW_MS
 from doubles.tier_items import TierWriter
 from keydesign import Layout, Reading, ShardMap
+from keydesign.blocks import encode_block, keyed_item
 from keydesign.model import derive_event_id
-from keydesign.writetier import STATE_PK, WriteTier
+from keydesign.writetier import MAX_COMPACTED_SPAN_MS, STATE_PK, WriteTier
 from tests.legacy_items import legacy_item
 from tests.unit.keydesign.legacy_blocks import varint
 from tests.unit.tsctl.exports import HYBRID, T0, block_items, data_file, dynamodb_json, folder, reading, write_export
@@ -527,8 +528,9 @@ def test_an_export_of_both_tiers_reads_as_the_newest_copy_of_each_reading(
 
 def test_compacted_blocks_group_items_and_blocks_of_one_reading_come_out_once_the_newest(tmp_path: Path) -> None:
     # Given a reading in a group item (version 1), a correction of it in a late block (version 3), the
-    # slice re-packed (sub-items: copies of the group items' readings) and the hour compacted (its other
-    # readings from the group items), with a dense mark and the state beside them
+    # slice re-packed (sub-items: copies of the group items' readings) and the hour compacted into cluster
+    # blocks (its other readings from the group items), with a dense mark and the state beside them; and an
+    # hour before compacted into a per-entity compacted block (as compaction wrote before cluster blocks)
     writer = TierWriter(HYBRID, WriteTier(2), ShardMap.initial(HYBRID.bucket, 4), 30 * 86_400_000)
     first = [reading("sensor-a", T0 + i * 60_000, float(i), f"a{i}") for i in range(5)]
     dense = [reading("sensor-b", T0 + i * 100, 50.0 + i, f"b{i}") for i in range(10)]
@@ -537,8 +539,13 @@ def test_compacted_blocks_group_items_and_blocks_of_one_reading_come_out_once_th
     items += writer.repack(T0)
     items += writer.ingest([(reading("sensor-a", T0 + 60_000, 99.0, "a1"), 3)], T0 + 3_700_000)
     items += writer.compact(T0)
+    earlier = [reading("sensor-c", T0 - 3_000_000 + i * 60_000, 7.0, f"c{i}") for i in range(3)]
+    encoded = encode_block(earlier, 1, span_limit_ms=MAX_COMPACTED_SPAN_MS)
+    base = HYBRID.hybrid_base("sensor-c", T0 - 3_600_000, ShardMap.initial(HYBRID.bucket, 4))
+    old, _, _ = keyed_item(f"{base}#c", HYBRID.block_sk_stem("sensor-c", encoded), encoded.payload, None)
+    items.append((HYBRID.table_for(T0 - 3_600_000), old))
     kinds = {("mark" if str(i["sk"]).startswith("!") else str(i["pk"])[:2]) for _, i in items}
-    assert {"w#", "s#", "mark"} <= kinds and any(str(i["pk"]).endswith("#c") for _, i in items)
+    assert {"w#", "s#", "c#", "mark"} <= kinds
     state = {"pk": STATE_PK, "sk": "timeseries-readings", "through": T0 + 3_600_000}
     write_export(tmp_path, [[dynamodb_json(i) for _, i in items], [dynamodb_json(state)]])
 
@@ -554,4 +561,5 @@ def test_compacted_blocks_group_items_and_blocks_of_one_reading_come_out_once_th
         ("a3", 3.0),
         ("a4", 4.0),
         *((f"b{i}", 50.0 + i) for i in range(10)),
+        *((f"c{i}", 7.0) for i in range(3)),
     ]

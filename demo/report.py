@@ -595,7 +595,8 @@ def placement_check(
 ) -> dict[str, Any]:
     """Each published reading's block key against the keys the key design gives a block holding it under
     the final shard map (whose history says which count applied at each instant); with the write tier,
-    its group's partition, its sub-items' (the group's) and its compacted partition too."""
+    its group's partition, its sub-items' and its cluster blocks' (the group's) and, of hours compacted before
+    cluster blocks, its compacted partition too."""
     published = {(str(r["entity_id"]), str(r["event_id"])) for r in ledger}
     everything = [(r, b) for _, r, b in stored]
     checked = [(r, b) for r, b in everything if (r.entity_id, r.event_id) in published]
@@ -613,6 +614,7 @@ def _partitions(layout: Layout, reading: Reading, final: ShardMap, tier: WriteTi
     if tier is not None:
         keys.append(tier.group_pk(tier.group_of(reading.entity_id), reading.ts_ms))
         keys.append(tier.sub_pk(tier.group_of(reading.entity_id), reading.ts_ms))
+        keys.append(tier.cluster_pk(tier.group_of(reading.entity_id), layout.cluster_span(reading.ts_ms)))
         keys.append(layout.compacted_partition(reading.entity_id, reading.ts_ms, final))
     return keys
 

@@ -22,6 +22,7 @@ from demo.report import (
     hot_keys_section,
     newest_copies,
     partition_load,
+    placement_check,
     render,
     write_cost,
 )
@@ -29,6 +30,7 @@ from demo.scenario import invalid_readings
 from infra.config import Context
 from keydesign import InvalidInput, Reading, ShardMap, item_size, parse_timestamp, ttl_for, write_units
 from keydesign.legacy import legacy_item
+from keydesign.writetier import WriteTier
 
 CONFIG = Context.parse({"bucket": "1m", "shards": 8})
 LAYOUT = CONFIG.layout()
@@ -408,3 +410,20 @@ def test_a_write_tier_reading_of_a_compacted_hour_missing_from_the_compacted_blo
     # And an hour past the watermark is not due yet; a step that did not run fails the check
     assert compaction_section({**run, "through": "2026-11-22T07:00:00.000Z"}, blocks)[0]["write_tier_readings_due"] == 1
     assert compaction_section({"status": NOT_RUN, "reason": "x"}, blocks) == ({"status": NOT_RUN, "reason": "x"}, False)
+
+
+def test_a_reading_in_its_groups_cluster_block_is_where_the_key_design_puts_it_and_in_anothers_is_not() -> None:
+    # Given a sparse reading compacted into its group's cluster partition of the hour, and a copy of it
+    # (another event) in another group's
+    tier = WriteTier(4)
+    at = T0 + 30_000
+    mine, stray = Reading.parse(reading("sparse-0001", "e1", at)), Reading.parse(reading("sparse-0001", "e2", at))
+    group = tier.group_of("sparse-0001")
+    home = tier.cluster_pk(group, LAYOUT.cluster_span(at))
+    elsewhere = tier.cluster_pk((group + 1) % 4, LAYOUT.cluster_span(at))
+    stored = [(1, mine, Block("t", home, 1, 100, 1, (mine,))), (1, stray, Block("t", elsewhere, 1, 100, 1, (stray,)))]
+    ledger = [reading("sparse-0001", "e1", at), reading("sparse-0001", "e2", at)]
+    # Then the placement check takes the first and names the second
+    got = placement_check(stored, ledger, LAYOUT, INITIAL, tier)
+    assert (got["checked"], got["misplaced"]) == (2, 1)
+    assert got["examples"] == [{"event_id": "e2", "stored_pk": elsewhere}]

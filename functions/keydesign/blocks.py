@@ -471,15 +471,26 @@ def _texts(values: list[Any]) -> str | None:
     return None
 
 
+#: The cells of a block's readings, a name-to-value dict each: a list of every reading's, or a dict of
+#: the wanted readings' by their row.
+_Rows = list[dict[str, Any]] | dict[int, dict[str, Any]]
+
+
+def _rows(count: int, wanted: Sequence[int] | None) -> _Rows:
+    return [{} for _ in range(count)] if wanted is None else {row: {} for row in wanted}
+
+
 def _fill(
-    rows: list[dict[str, Any]],
+    rows: _Rows,
+    count: int,
     what: str,
     columns: object,
     check: Callable[[list[Any]], str | None],
+    *,
     sparse: bool,
 ) -> None:
-    """Put each column of ``columns`` (an object of name to column) into the readings' ``rows``."""
-    count = len(rows)
+    """Put each column of ``columns`` (an object of name to column, of ``count`` readings) into the
+    readings' ``rows`` (every reading's, or the wanted ones': every column is checked whole)."""
     if type(columns) is not dict:
         raise BlockError("b", f"the {what}s are not an object of name to column")
     for name, column in columns.items():
@@ -510,8 +521,16 @@ def _fill(
         problem = check(values)
         if problem is not None:
             raise BlockError("b", f"the {what} {name!r} {problem}")
-        for index, value in zip(indexes, values, strict=True):
-            rows[index][name] = value
+        if isinstance(rows, list):
+            for index, value in zip(indexes, values, strict=True):
+                rows[index][name] = value
+        elif type(indexes) is range:
+            for index, cells in rows.items():
+                cells[name] = values[index]
+        else:
+            for index, value in zip(indexes, values, strict=True):
+                if index in rows:
+                    rows[index][name] = value
 
 
 def _event_ids(ids: object, count: int) -> list[str | None] | None:
@@ -572,18 +591,18 @@ def decode_group(
         raise BlockError("b", "the entities are not a list of distinct strings")
     if entity_id is not None and entity_id not in names:
         return header, []
-    for name in names:
-        if not name or len(name) > ENTITY_ID_MAX or ID_PATTERN.match(name) is None:
-            raise BlockError("b", f"the entity {name[:80]!r} is not an entity id")
+    # Joined, valid ids are one valid id but for its length: one match checks them all.
+    if not all(names) or max(map(len, names)) > ENTITY_ID_MAX or ID_PATTERN.match("".join(names)) is None:
+        bad = next(n for n in names if not n or len(n) > ENTITY_ID_MAX or ID_PATTERN.match(n) is None)
+        raise BlockError("b", f"the entity {bad[:80]!r} is not an entity id")
     if type(index) is not list or len(index) != header.count or set(map(type, index)) != {int}:
         raise BlockError("b", f"the entity column is not a list of the {header.count} readings' indexes")
     if min(index) < 0 or max(index) >= len(names):
         raise BlockError("b", "the entity column names an entity the item does not list")
-    rows: Sequence[int] | None = None
-    if entity_id is not None:
-        wanted = names.index(entity_id)
-        rows = [row for row, named in enumerate(index) if named == wanted]
-    return header, _readings(header, [names[i] for i in index], body[2:], rows)
+    if entity_id is None:
+        return header, _readings(header, [names[i] for i in index], body[2:])
+    rows = list(itertools.compress(range(header.count), map(names.index(entity_id).__eq__, index)))
+    return header, _readings(header, [entity_id] * header.count, body[2:], rows)
 
 
 def _readings(
@@ -591,17 +610,18 @@ def _readings(
 ) -> list[Reading]:
     """The readings of a decoded body's columns (deltas, measures, event ids, dimensions), the
     i-th of entity ``entities[i]``, checked as the module's description says; with ``rows``, those
-    readings only (every column is checked whole; their order among themselves)."""
+    readings only (every column is checked whole; their order among themselves). Only those rows'
+    cells are taken out of the columns: a reader of one entity in a cluster block builds no other's."""
     deltas, measures, ids, dimensions = [*body, None, None][:4]
     count = header.count
     times = _times(deltas, header)
     sparse = header.format_version >= FORMAT
-    measure_rows: list[dict[str, Any]] = [{} for _ in range(count)]
-    _fill(measure_rows, "measure", measures, _numbers, sparse)
-    dimension_rows: list[dict[str, Any]] | None = None
+    measure_rows = _rows(count, rows)
+    _fill(measure_rows, count, "measure", measures, _numbers, sparse=sparse)
+    dimension_rows: _Rows | None = None
     if dimensions is not None:
-        dimension_rows = [{} for _ in range(count)]
-        _fill(dimension_rows, "dimension", dimensions, _texts, sparse)
+        dimension_rows = _rows(count, rows)
+        _fill(dimension_rows, count, "dimension", dimensions, _texts, sparse=sparse)
     event_ids = _event_ids(ids, count)
     out: list[Reading] = []
     previous: tuple[int, str, str] | None = None

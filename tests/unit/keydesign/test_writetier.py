@@ -105,6 +105,28 @@ def test_an_entitys_readings_of_a_group_item_are_its_readings_of_the_whole_item(
     assert len(decoded) == len(mine) and all(same(a, b) for a, b in zip(mine, decoded, strict=True))
 
 
+def test_a_reader_of_one_entity_takes_its_own_cells_of_every_kind_of_column() -> None:
+    # "v" a column every reading has, "w" a sparse one, "site" a dimension: each entity's cells, no other's
+    readings = group_order(
+        [
+            Reading.parse(
+                {
+                    "entity_id": entity,
+                    "timestamp": T0 + 10 * n,
+                    "measures": {"v": n, **({"w": -n} if n % 2 else {})},
+                    "dimensions": {"site": f"s{n}"},
+                }
+            )
+            for n, entity in enumerate(["a", "b", "c"] * 3)
+        ]
+    )
+    payload = encode_group(readings, 1).payload
+    for entity in "abc":
+        mine = [r for r in readings if r.entity_id == entity]
+        decoded = decode_group(payload, entity)[1]
+        assert len(decoded) == 3 and all(same(a, b) for a, b in zip(mine, decoded, strict=True))
+
+
 def test_a_block_reader_refuses_a_group_item_and_a_group_reader_a_block() -> None:
     one = Reading.parse({"entity_id": "a", "timestamp": T0, "measures": {"v": 1}})
     with pytest.raises(BlockError, match="format is 4, not a block"):

@@ -58,6 +58,7 @@ from keydesign.blocks import (
     decode_block,
     decode_group,
     encode_block,
+    encode_cluster,
     encode_group,
     keyed_item,
 )
@@ -229,7 +230,7 @@ def cluster_blocks(hour: dict[str, list[Reading]], clusters: int) -> dict[int, l
         readings.sort(key=lambda r: (r.ts_ms, r.entity_id, r.event_id))
         keys = [(r.ts_ms, (r.entity_id, r.event_id), i) for i, r in enumerate(readings)]
         for run in cut_runs(keys, list(map(body_estimate, readings)), span_limit_ms=MAX_COMPACTED_SPAN_MS):
-            encoded = encode_group([readings[i] for i in run], VERSION, span_limit_ms=MAX_COMPACTED_SPAN_MS)
+            encoded = encode_cluster([readings[i] for i in run], VERSION, span_limit_ms=MAX_COMPACTED_SPAN_MS)
             stem = f"{cluster:03d}#{group_sk_stem(encoded)}"
             _, size, units = keyed_item(WriteTier(8).cluster_pk(7, H), stem, encoded.payload, TTL_S)
             out.setdefault(cluster, []).append((size, units, encoded.payload))

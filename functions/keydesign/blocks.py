@@ -111,6 +111,10 @@ FORMAT = 3
 #: The format of a write-tier group item (:mod:`keydesign.writetier`): format 3's header, and a body
 #: that holds the readings of many entities. Only :func:`decode_group` reads it.
 FORMAT_GROUP = 4
+#: The format of a compacted cluster block (:mod:`keydesign.writetier`): format 3's header, and a body
+#: of a section per entity (:func:`encode_cluster`), so a reader of one entity parses its own section
+#: only. :func:`decode_group` reads it too.
+FORMAT_CLUSTER = 5
 #: Formats 1 and 2 (read, no longer written): the first byte said how the body was stored.
 FORMAT_1_DEFLATED = 1
 FORMAT_2_RAW = 2
@@ -254,14 +258,56 @@ def encode_group(readings: Sequence[Reading], version: int, *, span_limit_ms: in
     return _encode(readings, version, span_limit_ms, grouped=True)
 
 
-def _encode(readings: Sequence[Reading], version: int, span_limit_ms: int, *, grouped: bool) -> Encoded:
+def encode_cluster(readings: Sequence[Reading], version: int, *, span_limit_ms: int = MAX_BLOCK_SPAN_MS) -> Encoded:
+    """The payload of a compacted cluster block (format 5): ``readings`` of any entities, sorted by (time,
+    entity, event id), each once, within ``span_limit_ms`` and the count limit.
+
+    Its body is the JSON array ``[entities, lengths]`` and then, with nothing between them, a section per
+    entity in the order named, ``lengths`` characters long each: the entity's readings' columns as a
+    block's body (format 3), its first time delta from the block's first reading. A reader of one entity
+    parses the array and its own section, not the other entities' readings."""
+    _limits(readings, span_limit_ms)
+    keys = [(r.ts_ms, r.entity_id, r.event_id) for r in readings]
+    if any(a >= b for a, b in itertools.pairwise(keys)):
+        raise ValueError("a cluster's readings are in ascending (time, entity, event id) order, each once")
+    by_entity: dict[str, list[Reading]] = {}
+    for reading in readings:
+        by_entity.setdefault(reading.entity_id, []).append(reading)
+    first = readings[0].ts_ms
+    sections = [_json(_columns(own, first, grouped=False)) for own in by_entity.values()]
+    body = (_json([list(by_entity), list(map(len, sections))]) + "".join(sections)).encode("utf-8")
+    payload = _seal(FORMAT_CLUSTER, body, (len(readings), first, readings[-1].ts_ms - first), version)
+    digest = hashlib.sha256(f"\x00cluster\n{version}\n".encode() + body).hexdigest()[:BLOCK_ID_DIGITS]
+    return Encoded(payload, digest, first, readings[-1].ts_ms)
+
+
+def _json(value: object) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def _limits(readings: Sequence[Reading], span_limit_ms: int) -> None:
     if not readings:
         raise ValueError("a block holds at least one reading")
     if len(readings) > MAX_BLOCK_READINGS:
         raise ValueError(f"a block holds at most {MAX_BLOCK_READINGS} readings, not {len(readings)}")
-    first = readings[0].ts_ms
-    if readings[-1].ts_ms - first >= span_limit_ms:
+    if readings[-1].ts_ms - readings[0].ts_ms >= span_limit_ms:
         raise ValueError(f"a block's readings lie within {span_limit_ms} ms of its first one")
+
+
+def _encode(readings: Sequence[Reading], version: int, span_limit_ms: int, *, grouped: bool) -> Encoded:
+    _limits(readings, span_limit_ms)
+    first = readings[0].ts_ms
+    body = _json(_columns(readings, first, grouped=grouped)).encode("utf-8")
+    last = readings[-1].ts_ms
+    payload = _seal(FORMAT_GROUP if grouped else FORMAT, body, (len(readings), first, last - first), version)
+    owner = "\x00group" if grouped else readings[0].entity_id
+    digest = hashlib.sha256(f"{owner}\n{version}\n".encode() + body).hexdigest()[:BLOCK_ID_DIGITS]
+    return Encoded(payload, digest, first, last)
+
+
+def _columns(readings: Sequence[Reading], first: int, *, grouped: bool) -> list[object]:
+    """The body's columns of ``readings`` (grouped: with the entities and the entity column first), the
+    first time delta from ``first``; ValueError when they are out of order."""
     deltas: list[int] = []
     ids: list[str | None] = []
     entities: dict[str, int] = {}
@@ -301,12 +347,7 @@ def _encode(readings: Sequence[Reading], version: int, span_limit_ms: int, *, gr
         columns.pop()
     if grouped:
         columns[:0] = [list(entities), entity_of]
-    body = json.dumps(columns, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8")
-    last = readings[-1].ts_ms
-    payload = _seal(FORMAT_GROUP if grouped else FORMAT, body, (count, first, last - first), version)
-    owner = "\x00group" if grouped else readings[0].entity_id
-    digest = hashlib.sha256(f"{owner}\n{version}\n".encode() + body).hexdigest()[:BLOCK_ID_DIGITS]
-    return Encoded(payload, digest, first, last)
+    return columns
 
 
 def _seal(format_version: int, body: bytes, counts: tuple[int, int, int], version: int) -> bytes:
@@ -335,22 +376,22 @@ _new_header = tuple.__new__
 def read_header(payload: bytes, *, span_limit_ms: int = MAX_BLOCK_SPAN_MS, group: bool = False) -> BlockHeader:
     """The header of ``payload``, its checksum verified (formats 3 and 4); raises :class:`BlockError`
     when it is not a block this code reads: a block (formats 1 to 3) whose readings lie within
-    ``span_limit_ms``, or with ``group``, a write-tier group item (format 4)."""
+    ``span_limit_ms``, or with ``group``, a write-tier group item or a cluster block (format 4 or 5)."""
     if not payload:
         raise BlockError("b", "the payload is empty")
     format_version = payload[0]
-    if (format_version == FORMAT_GROUP) != group:
-        wanted = "a write-tier group item (format 4)" if group else "a block (format 1, 2 or 3)"
+    if (format_version in (FORMAT_GROUP, FORMAT_CLUSTER)) != group:
+        wanted = "a group item or cluster block (format 4 or 5)" if group else "a block (format 1, 2 or 3)"
         raise BlockError("b", f"the payload's format is {format_version}, not {wanted}")
-    if format_version in (FORMAT, FORMAT_GROUP):
+    if format_version in (FORMAT, FORMAT_GROUP, FORMAT_CLUSTER):
         if len(payload) < 2:
             raise BlockError("b", "the payload ends inside its header")
         codec, pos = payload[1], 2
     elif format_version in (FORMAT_1_DEFLATED, FORMAT_2_RAW):
         codec, pos = (CODEC_DEFLATE if format_version == FORMAT_1_DEFLATED else CODEC_RAW), 1
     else:
-        newer = " (a newer writer's?)" if format_version > FORMAT_GROUP else ""
-        raise BlockError("b", f"block format {format_version} is not one this code reads (1 to 4){newer}")
+        newer = " (a newer writer's?)" if format_version > FORMAT_CLUSTER else ""
+        raise BlockError("b", f"block format {format_version} is not one this code reads (1 to 5){newer}")
     size = len(payload)
     try:
         # The count and the span are one byte in most blocks: read inline, anything longer as a varint.
@@ -367,7 +408,7 @@ def read_header(payload: bytes, *, span_limit_ms: int = MAX_BLOCK_SPAN_MS, group
     if pos > size:
         raise BlockError("b", "the payload ends inside its header")
     version = int.from_bytes(payload[at:pos], "big")
-    if format_version >= FORMAT:  # formats 3 and 4 (any later one is refused above)
+    if format_version >= FORMAT:  # formats 3 to 5 (any later one is refused above)
         if pos + _CHECKSUM_BYTES > size:
             raise BlockError("b", "the payload ends inside its header")
         stored = int.from_bytes(payload[pos : pos + _CHECKSUM_BYTES], "big")
@@ -403,6 +444,10 @@ _BODY_DECODER = json.JSONDecoder(parse_constant=_refuse_constant, object_pairs_h
 
 
 def _body(payload: bytes, header: BlockHeader) -> object:
+    return _parse(_text(payload, header))
+
+
+def _text(payload: bytes, header: BlockHeader) -> str:
     raw = memoryview(payload)[header.body_at :]
     if header.deflated:
         inflater = zlib.decompressobj(-15)
@@ -417,7 +462,13 @@ def _body(payload: bytes, header: BlockHeader) -> object:
     else:
         text = bytes(raw)
     try:
-        body = text.decode("utf-8")
+        return text.decode("utf-8")
+    except ValueError as exc:
+        raise BlockError("b", f"the body is not UTF-8 JSON ({str(exc)[:200]})") from None
+
+
+def _parse(body: str, what: str = "the body") -> object:
+    try:
         # A body is the JSON alone, which raw_decode parses without decode's white-space scans; anything
         # else is decoded again by decode, which accepts white space around it and names what is wrong.
         try:
@@ -426,10 +477,20 @@ def _body(payload: bytes, header: BlockHeader) -> object:
             end = -1
         return found if end == len(body) else _BODY_DECODER.decode(body)
     except (ValueError, RecursionError) as exc:
-        raise BlockError("b", f"the body is not UTF-8 JSON ({str(exc)[:200]})") from None
+        raise BlockError("b", f"{what} is not UTF-8 JSON ({str(exc)[:200]})") from None
 
 
-def _times(deltas: object, header: BlockHeader) -> list[int]:
+def _times(deltas: object, header: BlockHeader, section: bool = False) -> list[int]:
+    """The readings' times; a cluster block's ``section`` (of any count up to the header's) starts at its
+    first delta from the block's first reading and ends within the block's span."""
+    if section:
+        if type(deltas) is not list or not 1 <= len(deltas) <= header.count:
+            raise BlockError("b", f"a section's time deltas are not a list of 1 to the {header.count} readings")
+        if set(map(type, deltas)) != {int}:
+            raise BlockError("b", "a time delta is not a whole number")
+        if min(deltas) < 0 or sum(deltas) > header.span_ms:
+            raise BlockError("b", "a section's time deltas are not non-negative within the header's span")
+        return list(itertools.accumulate(deltas, initial=header.first_ms))[1:]
     if type(deltas) is not list or len(deltas) != header.count:
         raise BlockError("b", f"the time deltas are not a list of the {header.count} readings the header counts")
     if set(map(type, deltas)) != {int}:
@@ -583,18 +644,14 @@ def decode_group(
     reading, checks every item whole. ``span_limit_ms``: as :func:`decode_block`'s (a sub-item's is
     longer)."""
     header = read_header(payload, span_limit_ms=span_limit_ms, group=True)
+    if header.format_version == FORMAT_CLUSTER:
+        return header, _cluster_readings(header, _text(payload, header), entity_id)
     body = _body(payload, header)
     if type(body) is not list or not 4 <= len(body) <= 6:
         raise BlockError("b", "the body is not the columns of a group item")
     names, index = body[0], body[1]
-    if type(names) is not list or not names or set(map(type, names)) != {str} or len(set(names)) != len(names):
-        raise BlockError("b", "the entities are not a list of distinct strings")
-    if entity_id is not None and entity_id not in names:
+    if not _entities(names, entity_id):
         return header, []
-    # Joined, valid ids are one valid id but for its length: one match checks them all.
-    if not all(names) or max(map(len, names)) > ENTITY_ID_MAX or ID_PATTERN.match("".join(names)) is None:
-        bad = next(n for n in names if not n or len(n) > ENTITY_ID_MAX or ID_PATTERN.match(n) is None)
-        raise BlockError("b", f"the entity {bad[:80]!r} is not an entity id")
     if type(index) is not list or len(index) != header.count or set(map(type, index)) != {int}:
         raise BlockError("b", f"the entity column is not a list of the {header.count} readings' indexes")
     if min(index) < 0 or max(index) >= len(names):
@@ -605,16 +662,69 @@ def decode_group(
     return header, _readings(header, [entity_id] * header.count, body[2:], rows)
 
 
+def _entities(names: object, entity_id: str | None) -> bool:
+    """Whether a group item's or cluster block's list of entities holds ``entity_id`` (None: any), the list
+    checked: distinct valid entity ids (all of them, unless it does not hold ``entity_id``)."""
+    if type(names) is not list or not names or set(map(type, names)) != {str} or len(set(names)) != len(names):
+        raise BlockError("b", "the entities are not a list of distinct strings")
+    if entity_id is not None and entity_id not in names:
+        return False
+    # Joined, valid ids are one valid id but for its length: one match checks them all.
+    if not all(names) or max(map(len, names)) > ENTITY_ID_MAX or ID_PATTERN.match("".join(names)) is None:
+        bad = next(n for n in names if not n or len(n) > ENTITY_ID_MAX or ID_PATTERN.match(n) is None)
+        raise BlockError("b", f"the entity {bad[:80]!r} is not an entity id")
+    return True
+
+
+def _cluster_readings(header: BlockHeader, text: str, entity_id: str | None) -> list[Reading]:
+    """The readings of a cluster block's body (:func:`encode_cluster`): ``entity_id``'s, parsing its section
+    alone, or every entity's, in (time, entity, event id) order, checked as a group item's are."""
+    try:
+        head, at = _BODY_DECODER.raw_decode(text)
+    except (ValueError, RecursionError) as exc:
+        raise BlockError("b", f"the body is not UTF-8 JSON ({str(exc)[:200]})") from None
+    if type(head) is not list or len(head) != 2:
+        raise BlockError("b", "the body does not start with its entities and their sections' lengths")
+    names, lengths = head
+    if not _entities(names, entity_id):
+        return []
+    if type(lengths) is not list or len(lengths) != len(names) or set(map(type, lengths)) != {int}:
+        raise BlockError("b", "the sections' lengths are not a whole number an entity")
+    if min(lengths) < 1 or at + sum(lengths) != len(text):
+        raise BlockError("b", "the sections do not fill the body after its entities")
+    starts = list(itertools.accumulate(lengths, initial=at))
+    wanted = range(len(names)) if entity_id is None else (names.index(entity_id),)
+    out: list[Reading] = []
+    for i in wanted:
+        section = _parse(text[starts[i] : starts[i + 1]], f"the section of {names[i]!r}")
+        if type(section) is not list or not 2 <= len(section) <= 4:
+            raise BlockError("b", f"the section of {names[i]!r} is not the columns of a block")
+        out += _readings(header, names[i], section)
+    if entity_id is not None:
+        return out
+    if (
+        len(out) != header.count
+        or min(r.ts_ms for r in out) != header.first_ms
+        or max(r.ts_ms for r in out) != header.last_ms
+    ):
+        raise BlockError("b", "the sections do not hold the readings, first and last, the header counts")
+    out.sort(key=lambda r: (r.ts_ms, r.entity_id, r.event_id))
+    return out
+
+
 def _readings(
-    header: BlockHeader, entities: list[str], body: list[Any], rows: Sequence[int] | None = None
+    header: BlockHeader, entities: list[str] | str, body: list[Any], rows: Sequence[int] | None = None
 ) -> list[Reading]:
     """The readings of a decoded body's columns (deltas, measures, event ids, dimensions), the
     i-th of entity ``entities[i]``, checked as the module's description says; with ``rows``, those
     readings only (every column is checked whole; their order among themselves). Only those rows'
-    cells are taken out of the columns: a reader of one entity in a cluster block builds no other's."""
+    cells are taken out of the columns: a reader of one entity in a cluster block builds no other's.
+    With one entity (a string), a cluster block's section: as many readings as its deltas, all its."""
     deltas, measures, ids, dimensions = [*body, None, None][:4]
-    count = header.count
-    times = _times(deltas, header)
+    times = _times(deltas, header, section=isinstance(entities, str))
+    count = len(times)
+    if isinstance(entities, str):
+        entities = [entities] * count
     sparse = header.format_version >= FORMAT
     measure_rows = _rows(count, rows)
     _fill(measure_rows, count, "measure", measures, _numbers, sparse=sparse)

@@ -19,6 +19,7 @@ from .blocks import (
     block_item,
     body_estimate,
     cut_runs,
+    encode_cluster,
     encode_group,
     keyed_item,
     last_copies,
@@ -268,7 +269,7 @@ def compact_hour(
     def cut(cluster: int, readings: Sequence[Reading]) -> list[CompactedBlock]:
         entities = {r.entity_id for r in readings}
         version = max(versions[e] for e in entities)
-        encoded = encode_group(readings, version, span_limit_ms=MAX_COMPACTED_SPAN_MS)
+        encoded = encode_cluster(readings, version, span_limit_ms=MAX_COMPACTED_SPAN_MS)
         ttl = (encoded.last_ms + retention_ms) // 1000 if retention_ms is not None else None
         item, size, units = keyed_item(pk, cluster_sk_stem(cluster, encoded), encoded.payload, ttl)
         if size > MAX_BLOCK_ITEM_BYTES and len(readings) > 1:

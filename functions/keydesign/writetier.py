@@ -34,7 +34,8 @@ unit apiece. The write tier packs across entities instead (docs/decisions.md, "T
 * **Compaction.** Once an hour has ended and settled (the grace, ingest's timeout and a minute:
   :func:`tier_settle`), a scheduled pass reads each group's partition of it once and writes
   *cluster blocks*: per *cluster* of the group's entities (:func:`cluster_of`, a second hash of the
-  entity, mod :data:`CLUSTERS`) its readings of the hour, in block format 4 spanning up to
+  entity, mod :data:`CLUSTERS`) its readings of the hour, in block format 5 (a section an entity:
+  :func:`keydesign.blocks.encode_cluster`) spanning up to
   :data:`MAX_COMPACTED_SPAN_MS`, in the partition ``c#<group>#<span>`` (the number of the group
   partition they were read from, :meth:`WriteTier.cluster_pk`; the span is the hour's table's day, or
   its hybrid bucket of an hour or more: ``keydesign.Layout.cluster_span``), sort key

@@ -181,8 +181,9 @@ def body_of(payload: bytes) -> bytes:
     ("payload", "says"),
     [
         (b"", "empty"),
-        (b"\x09" + _payload()[1:], "format 9 is not one this code reads (1 to 4)"),
-        (b"\x05" + _payload()[1:], "a newer writer's"),
+        (b"\x09" + _payload()[1:], "format 9 is not one this code reads (1 to 5)"),
+        (b"\x06" + _payload()[1:], "a newer writer's"),
+        (b"\x05" + _payload()[1:], "format is 5, not a block"),
         (b"\x04" + _payload()[1:], "format is 4, not a block"),
         (_payload()[:3], "ends inside its header"),
         (_payload()[:-4], "checksum does not match"),

@@ -13,7 +13,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from keydesign import Reading, format_ts
-from keydesign.blocks import MAX_BLOCK_ITEM_BYTES, MAX_BLOCK_READINGS, decode_group, encode_group
+from keydesign.blocks import (
+    FORMAT_CLUSTER,
+    MAX_BLOCK_ITEM_BYTES,
+    MAX_BLOCK_READINGS,
+    decode_group,
+    encode_cluster,
+)
 from keydesign.periods import HOUR_MS
 from keydesign.tiering import CompactedBlock, compact_hour
 from keydesign.writetier import MAX_COMPACTED_SPAN_MS, ROLLUP_OWNED, WriteTier, cluster_of
@@ -117,7 +123,8 @@ def test_each_reading_whose_newest_copy_is_in_the_write_tier_is_compacted_once_a
         # keys: the group's cluster partition of the hour, the cluster's sort keys, the given table
         assert block.pk == pk == f"c#{group:04d}#2026-11-22T05:00"
         assert block.table == "t"
-        encoded = encode_group(list(readings), block.version, span_limit_ms=MAX_COMPACTED_SPAN_MS)
+        assert header.format_version == FORMAT_CLUSTER  # a section an entity
+        encoded = encode_cluster(list(readings), block.version, span_limit_ms=MAX_COMPACTED_SPAN_MS)
         assert block.sk == f"{cluster:03d}#{format_ts(readings[0].ts_ms)}#{encoded.block_id}#{block.write_units}"
         assert block.ttl == (readings[-1].ts_ms + retention) // 1000
         assert len(readings) <= MAX_BLOCK_READINGS and (block.size <= MAX_BLOCK_ITEM_BYTES or len(readings) == 1)

@@ -53,6 +53,14 @@ class _Never:
         return EMPTY_STATE
 
 
+def state_through(watermark: PlanningWatermark, through_ms: int) -> CompactionState:
+    """``watermark``'s state, read again as stored now (``consistent``) when the copy it holds ends before
+    ``through_ms``: that copy may have been cached before compaction passed the hours a caller plans up to
+    there as compacted (and which G's it compacted each into cluster blocks under)."""
+    state = watermark.state()
+    return state if state.through >= through_ms else watermark.consistent()
+
+
 EMPTY_STATE = CompactionState()
 NOTHING_COMPACTED: PlanningWatermark = _Never()
 

@@ -307,11 +307,17 @@ def _jitter(value: int | float, rng: random.Random) -> int | float:
     return round(value + rng.gauss(0.0, max(abs(value) * _NOISE, 10.0**-decimals)), decimals)
 
 
+def _numbering(entity: str) -> tuple[str, int]:
+    """``entity`` without its trailing digits, and the width (at least 7) of the number that names its
+    siblings: ``f"{stem}{n:0{width}d}"``."""
+    stem = entity.rstrip("0123456789")
+    return stem, max(len(entity) - len(stem), 7)
+
+
 def _cluster_mates(entity: str, count: int) -> list[str]:
     """``count`` entity ids named like ``entity`` (its digits replaced) that share one cluster
     (:func:`keydesign.writetier.cluster_of`), so their hour is compacted into one cluster's blocks."""
-    stem = entity.rstrip("0123456789")
-    width = max(len(entity) - len(stem), 7)
+    stem, width = _numbering(entity)
     names = (f"{stem}{n:0{width}d}" for n in itertools.count())
     return list(itertools.islice((name for name in names if cluster_of(name) == 0), count))
 
@@ -998,8 +1004,7 @@ class GroupSizer:
         rng = random.Random(count)
         sample = self._sample
         derived = sample.derived_id
-        stem = sample.entity_id.rstrip("0123456789")
-        width = max(len(sample.entity_id) - len(stem), 7)
+        stem, width = _numbering(sample.entity_id)
         readings = []
         for number in rng.sample(range(10**width), count):
             entity = f"{stem}{number:0{width}d}"

@@ -42,7 +42,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from pydantic import TypeAdapter
 
 from adapters.clients import client
-from adapters.compaction_state import NOTHING_COMPACTED, CachedWatermark, PlanningWatermark
+from adapters.compaction_state import NOTHING_COMPACTED, CachedWatermark, PlanningWatermark, state_through
 from adapters.observability import logger, metrics
 from adapters.occupancy import OccupancyReader, OccupancyStore
 from adapters.partition_reader import DynamoPartitionReader, Page, PageRequest, PartitionReader, decode, header_of
@@ -439,9 +439,8 @@ class QueryService:
         if self._write_tier is None or window.to_ms <= window.from_ms:
             return [], set()
         compacted_through = slice_start(window.to_ms - 1) + SLICE_MS  # every hour the window touches
-        state = self._watermark.state()  # the G's each hour was compacted under (into cluster blocks)
-        if state.through < compacted_through:  # cached before compaction passed them (the rollups' state is newer)
-            state = self._watermark.consistent()
+        # the G's each hour was compacted under (into cluster blocks); the rollups' state may be newer than the cache
+        state = state_through(self._watermark, compacted_through)
         plan = self._layout.plan_entity(
             entity,
             window.from_ms,

@@ -74,7 +74,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from adapters.batch_writer import BatchWriter
 from adapters.clients import client
-from adapters.compaction_state import NOTHING_COMPACTED, CachedWatermark, PlanningWatermark
+from adapters.compaction_state import NOTHING_COMPACTED, CachedWatermark, PlanningWatermark, state_through
 from adapters.observability import logger, metrics
 from adapters.partition_reader import (
     CorruptBlock,
@@ -481,9 +481,8 @@ class RollupRunner:
         another sort key), as the query function reads it too. Consistent: a compacted block written
         before the watermark passed the hour is seen."""
         hour, entity = interval
-        compaction = self._watermark.state()  # which G's the hour was compacted under (into cluster blocks)
-        if compaction.through < hour + HOUR_MS:  # a state cached before the hour was compacted
-            compaction = self._watermark.consistent()
+        # which G's the hour was compacted under (into cluster blocks), not a state cached before it was
+        compaction = state_through(self._watermark, hour + HOUR_MS)
         plan = self._layout.plan_entity(
             entity,
             hour,

@@ -28,7 +28,6 @@ from keydesign.rollup import STATE_PK, Figures, Granularities, total_pk, total_s
 from keydesign.writetier import (
     CLUSTER_PK_PREFIX,
     MAX_COMPACTED_SPAN_MS,
-    Clustered,
     CompactionState,
     EarlierGroups,
     WriteTier,
@@ -97,15 +96,15 @@ class World:
             self.newest[r.entity_id, r.ts_ms, r.event_id] = (self.version, r)
 
     def compact(self, hour: int) -> None:
-        """Compaction of ``hour`` (of every group count's items), and its watermark moved to the hour's end, with
-        the hour's G's (its largest, then the others that may hold it) recorded as compaction records them."""
+        """Compaction of ``hour`` (of every group count's items; the first hour compacted, or the one after the
+        last), and its state advanced past it as compaction advances it, with the hour's G's (its largest,
+        then the others that may hold it)."""
         self.put(self.writer.compact(hour))
-        tier = tier_for_hour(self.tier, self.state, hour)
-        groups = (tier.groups, *(t.groups for t in hour_tiers(self.tier, self.state, hour, tier)))
-        clustered = self.state.clustered
-        if not clustered or clustered[-1].groups != groups:
-            clustered = (*clustered, Clustered(groups, hour))
-        self.record(dataclasses.replace(self.state, through=hour + HOUR, clustered=clustered))
+        state = self.state if self.state.through else dataclasses.replace(self.state, through=hour)
+        assert state.through == hour, "compaction does the hours in order"
+        tier = tier_for_hour(self.tier, state, hour)
+        groups = (tier.groups, *(t.groups for t in hour_tiers(self.tier, state, hour, tier)))
+        self.record(state.advanced(NOW, groups))
 
     def record(self, state: CompactionState) -> None:
         """The compaction state as compaction stores it."""

@@ -18,7 +18,7 @@ from adapters.retry import Deadline
 from adapters.rollup_store import PLANNED_BEFORE_W, ReadCount, RollupState
 from keydesign import Reading
 from keydesign.rollup import STATE_PK, Figures, Mark, RedoRequest, floor_to, redo_pk
-from keydesign.writetier import KEEP_MS, SLICE_MS, WriteTier
+from keydesign.writetier import KEEP_MS, SLICE_MS, CompactionState, WriteTier
 from tests.unit.rollup.oracles import same_figures
 from tests.unit.rollup.test_rollup_exact import LEVELS, MINUTE, T0, World, build, fail_after
 
@@ -94,12 +94,18 @@ def _compacted(world: World, entity: str, ts: int, *, flagged: bool, version: in
 OWNERS = ["compaction", "rollups (flagged block)", "rollups (no compacted block)", "rollups (redone)"]
 
 
+@pytest.mark.parametrize("cached", [None, CompactionState()], ids=["state as stored", "state cached before"])
 @pytest.mark.parametrize("owner", OWNERS)
-def test_a_late_reading_of_an_entity_hour_compaction_counted_asks_for_a_redo(owner: str) -> None:
+def test_a_late_reading_of_an_entity_hour_compaction_counted_asks_for_a_redo(
+    owner: str, cached: CompactionState | None
+) -> None:
     # Given the entity's hour T0: a reading in a group item, compacted (unflagged: compaction's; flagged:
     # the rollup function's; redone: a flagged block beside the unflagged one it replaced, of another
-    # version), or no group-item reading at all; then a late reading of the hour, marked
+    # version), or no group-item reading at all; then a late reading of the hour, marked. The runner's
+    # cached compaction state is the stored one, or one from before any hour was compacted (nor any into
+    # cluster blocks): the owner is asked of the state read again
     world = _started(T0 + HOUR + MINUTE, through=T0 + HOUR)
+    world.cached = cached
     if owner != "rollups (no compacted block)":
         _compacted(world, ENTITY, T0 + 10 * MINUTE, flagged=owner == "rollups (flagged block)")
     if owner == "rollups (redone)":

@@ -105,8 +105,13 @@ class World:
     first_groups: int = 2
     #: When ``through`` last moved.
     advanced_at: int = 0
+    #: The copy of the state the runner's cache holds when older than the stored one (None: the stored one).
+    cached: CompactionState | None = None
 
     def state(self) -> CompactionState:
+        return self.consistent() if self.cached is None else self.cached
+
+    def consistent(self) -> CompactionState:
         """The state as compaction records it: with a change of G, the earlier G may hold the hours of
         every reading written before it (up to 90 minutes after T0)."""
         earlier = () if self.first_groups == 2 else (EarlierGroups(self.first_groups, T0 + 2 * SLICE_MS),)
@@ -114,9 +119,6 @@ class World:
         both = tuple(sorted({2, self.first_groups}, reverse=True))
         clustered = (Clustered(both, 0),) if both == (2,) else (Clustered(both, 0), Clustered((2,), T0 + 2 * SLICE_MS))
         return CompactionState(self.through, 2, earlier, advanced_at=self.advanced_at, clustered=clustered)
-
-    def consistent(self) -> CompactionState:
-        return self.state()
 
     def compact(self) -> None:
         """Compact every hour that has settled (ingest's timeout and a minute after it ended)."""

@@ -439,8 +439,10 @@ class QueryService:
         if self._write_tier is None or window.to_ms <= window.from_ms:
             return [], set()
         compacted_through = slice_start(window.to_ms - 1) + SLICE_MS  # every hour the window touches
-        # the G's each hour was compacted under (into cluster blocks); the rollups' state may be newer than the cache
-        state = state_through(self._watermark, compacted_through)
+        # the G's each hour was compacted under (into cluster blocks); the rollups' state may be newer than the
+        # cache. Not for now's hour, which compaction cannot have reached: a window up to now would read the
+        # state again on every request
+        state = state_through(self._watermark, min(compacted_through, slice_start(self._clock_ms())))
         plan = self._layout.plan_entity(
             entity,
             window.from_ms,

@@ -82,13 +82,15 @@ class World:
     tier: WriteTier
     watermark: Watermark
 
-    def service(self, *, rollups: bool, limits: QueryLimits | None = None) -> tuple[QueryService, CountingReader]:
+    def service(
+        self, *, rollups: bool, limits: QueryLimits | None = None, now_ms: int = T0 + 5 * HOUR
+    ) -> tuple[QueryService, CountingReader]:
         counting = CountingReader(self.reader)
         service = memory_service(
             self.layout,
             self.shard_map,
             counting,
-            now_ms=T0 + 5 * HOUR,
+            now_ms=now_ms,
             limits=limits,
             rollups=RollupAnswers(self.store, LEVELS) if rollups else None,
             retention_ms=RETENTION,
@@ -355,6 +357,36 @@ class StaleWatermark(Watermark):
 
     def consistent(self) -> CompactionState:
         return super().state()
+
+
+class CountingWatermark(Watermark):
+    def __init__(self, through: int) -> None:
+        super().__init__(through)
+        self.consistent_reads = 0
+
+    def consistent(self) -> CompactionState:
+        self.consistent_reads += 1
+        return self.state()
+
+
+@pytest.mark.parametrize(("through", "reads"), [(T0 + 5 * HOUR, 0), (T0 + 4 * HOUR, 1)], ids=["now's hour", "earlier"])
+def test_the_state_is_read_again_only_for_an_hour_compaction_may_have_passed_since(
+    world: World, through: int, reads: int
+) -> None:
+    # Given rollups into now's hour (now 10 minutes into it), and a cached compaction state through its start
+    # (compaction cannot reach the hour now is in) or through an earlier hour
+    kept, world.watermark = world.watermark, CountingWatermark(through)
+    world.state(T0 + 5 * HOUR + 5 * MINUTE, T0 + 5 * HOUR + 5 * MINUTE)
+    try:
+        now = T0 + 5 * HOUR + 10 * MINUTE
+        rolled, _ = world.service(rollups=True, now_ms=now)
+        # When an aggregate up to now is asked
+        assert isinstance(rolled.aggregates(ENTITY, TimeRange(T0, now), MINUTE), AggregateSeries)
+        # Then the state is read again (consistently) only when compaction may have passed it since
+        assert world.watermark.consistent_reads == reads  # type: ignore[attr-defined]
+    finally:
+        world.watermark = kept
+        world.state(T0 + 4 * HOUR + 2 * MINUTE, T0 + 3 * HOUR)
 
 
 def test_a_compaction_state_cached_before_the_hours_were_compacted_is_read_again(world: World) -> None:

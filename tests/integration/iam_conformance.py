@@ -15,6 +15,7 @@ are asserted per statement in tests/infra.
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import json
 import os
@@ -105,7 +106,25 @@ def recording(package: str) -> Iterator[set[str]]:
 
 @functools.cache
 def _templates() -> dict[str, dict[str, Any]]:
-    """Synthesized once per test process (a few tens of seconds: the CDK's jsii runtime)."""
+    """Synthesized once per test run (a few tens of seconds: the CDK's jsii runtime). Under pytest-xdist
+    the first worker to ask synthesizes, holding a lock, and leaves the templates for the others in a file
+    named by the run's id (``PYTEST_XDIST_TESTRUNUID``: new each run unless ``--testrunuid`` fixes it, so
+    never the templates of an earlier tree)."""
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if run is None:
+        return _synthesize()
+    shared = Path(tempfile.gettempdir()) / f"iam-conformance-{run}.json"
+    with shared.with_suffix(".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not shared.exists():
+            templates = _synthesize()
+            shared.write_text(json.dumps(templates))
+            return templates
+    loaded: dict[str, dict[str, Any]] = json.loads(shared.read_text())
+    return loaded
+
+
+def _synthesize() -> dict[str, dict[str, Any]]:
     os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
     import aws_cdk as cdk  # noqa: PLC0415
 

@@ -52,6 +52,7 @@ Run: ``python -m benchmarks read-budget`` (harness) or
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import json
 import random
@@ -340,8 +341,10 @@ def device(quick: bool = False, groups: int = GROUPS) -> dict[str, Any]:
     readings.sort(key=lambda r: r.ts_ms)
     tiered, blocks = _KindReader(), _KindReader()
     writer = TierWriter(layout, tier, shard_map, retention)
+    times = [r.ts_ms for r in readings]  # sorted: each batch is a slice of them
     for n, at in enumerate(range(hour, NOW, TIER_BATCH_MS)):
-        batch = [(r, SEQUENCE_BASE + n) for r in readings if at <= r.ts_ms < at + TIER_BATCH_MS]
+        run = readings[bisect.bisect_left(times, at) : bisect.bisect_left(times, at + TIER_BATCH_MS)]
+        batch = [(r, SEQUENCE_BASE + n) for r in run]
         for table, item in writer.ingest(batch, at + TIER_BATCH_MS):
             tiered.add_item(table, item)
     # The earlier hours: the device's cluster (the group's members of its cluster: what its cluster blocks

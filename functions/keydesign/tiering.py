@@ -297,7 +297,7 @@ def _winning_copies(
 ) -> tuple[dict[tuple[str, int, str], tuple[int, bool, Reading]], dict[str, int]]:
     """Each reading (entity, time, event id) of ``[start, end)`` once: (version, in the write tier,
     reading) of its copy of the highest version, a block's (``blocks``) where a block copy and a write-tier
-    copy (``tier``) have one version; and per entity the largest version of every copy read in the range.
+    copy (``tier``) have one version; and per entity the largest version of its write-tier copies in the range.
     A write-tier copy outside the range is an error (``what`` names the range); a block's is left out."""
     winners: dict[tuple[str, int, str], tuple[int, bool, Reading]] = {}
     versions: dict[str, int] = {}
@@ -312,5 +312,6 @@ def _winning_copies(
                 held = winners.get(key)
                 if held is None or version > held[0]:
                     winners[key] = (version, in_tier, reading)
-                versions[reading.entity_id] = max(version, versions.get(reading.entity_id, version))
+                if in_tier:  # (a block's copy is read by both passes of an hour written under two G's)
+                    versions[reading.entity_id] = max(version, versions.get(reading.entity_id, version))
     return winners, versions

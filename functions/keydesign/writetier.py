@@ -60,12 +60,15 @@ unit apiece. The write tier packs across entities instead (docs/decisions.md, "T
 
 Compacted versions. A block carries one version, the largest Kinesis sequence number of the
 records its readings came from, and of two copies of a reading the higher version wins. A
-cluster block is given the largest version of every copy compaction read for each of its entities
-(the group items that hold the entities' readings, and their dense-marked blocks), and holds only the
-readings whose winning copy is in the write tier: a copy of one of them in a block is older, and
-a copy written after compaction comes from a later batch of the group's Kinesis shard (every item
-read from one group partition was published with its partition key, :meth:`WriteTier.partition_key`),
-so it is newer. The write tier relies on an entity's readings arriving on one Kinesis shard, in order.
+cluster block is given the largest version of its entities' copies in the group items compaction read
+(the group partition's), and holds only the readings whose winning copy is in the write tier: a copy of
+one of them in a block is older, and a copy written after compaction comes from a later batch of the
+group's Kinesis shard (every item read from one group partition was published with its partition key,
+:meth:`WriteTier.partition_key`), so it is newer. Not of their blocks' copies: an entity written under
+two G's in one hour has its older copies in the earlier G's partition and its newer in the later's, and
+its blocks of the hour are read by both passes; a block's version in the earlier pass's cluster block
+would tie it with the later's, and an older copy could win (found by the rollups' exactness property
+test). The write tier relies on an entity's readings arriving on one Kinesis shard, in order.
 
 Sub-item versions. A sub-item holds only the readings whose winning copy is in the slice's group
 items (a dense-marked entity's blocks read as compaction reads them), and is given the largest

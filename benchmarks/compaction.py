@@ -26,7 +26,7 @@ the clusters table below: ``python -m benchmarks compaction-clusters``, or its m
 
 ``compaction-clusters`` is the design table that chose cluster blocks: what compacted blocks cost when
 each holds the hour of a *cluster* of a group's entities (``(stable_hash >> 32) mod K``, K clusters a
-group, block format 4, as :func:`keydesign.tiering.compact_hour` writes them at K = ``CLUSTERS``, 256)
+group, block format 5, as :func:`keydesign.tiering.compact_hour` writes them at K = ``CLUSTERS``, 256)
 against one entity's hour each (block format 3, what compaction wrote before). Per fleet shape and K:
 write units and billed bytes at rest per reading, a device's compacted hour (bytes of its cluster's blocks,
 read units of the one Query that reads them) and the CPU of decoding one device's readings from its
@@ -221,7 +221,7 @@ def _group_hour(devices: int, interval_ms: int, rng: random.Random) -> dict[str,
 
 def cluster_blocks(hour: dict[str, list[Reading]], clusters: int) -> dict[int, list[tuple[int, int, bytes]]]:
     """Per cluster of ``hour``'s entities, its blocks (size, write units, payload): its readings in time order,
-    cut by the block limits over an hour's span (as compacted blocks are), each run one format 4 block."""
+    cut by the block limits over an hour's span (as compacted blocks are), each run one format 5 block."""
     members: dict[int, list[Reading]] = {}
     for entity, readings in hour.items():
         members.setdefault((stable_hash(entity) >> 32) % clusters, []).extend(readings)
@@ -377,7 +377,7 @@ def compaction_clusters(quick: bool) -> Result:
         params={"clusters": [CLUSTERS] if quick else list(CLUSTER_COUNTS)},
         method=(
             "one group's hour per fleet shape; an entity's hour as one format 3 block against clusters of K a "
-            "group as format 4 blocks cut by the block limits over an hour; sizes and units by DynamoDB's rules"
+            "group as format 5 blocks cut by the block limits over an hour; sizes and units by DynamoDB's rules"
         ),
     )
     for fleet, rows in table.items():

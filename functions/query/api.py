@@ -256,7 +256,8 @@ def latest(
         "its boundaries, the intervals the rollups cover are read from them (`source`, `rollups_through`); "
         "the rest is computed by streaming through the readings. Intervals without readings are left out. "
         "The raw part may decode at most MAX_SCAN_ITEMS readings (default 100,000), start at most MAX_QUERY_CALLS "
-        "Query calls (default 200) and must finish before the function's deadline; past any of them the "
+        "Query calls (default 200; reads of the entity's compacted hours, at most MAX_COMPACTED_CALLS, 1,000) and "
+        "must finish before the function's deadline; past any of them the "
         "request is refused with 413, which says how far the scan got so the range can be split there."
     ),
     tags=["aggregates"],

@@ -353,13 +353,12 @@ class QueryService:
             intervals, readings = self._rollups.series(
                 entity, source.level, rolled_part, interval_ms, stats, read, rolled, compacted, hours
             )
-        spent = counted.queries  # the compacted reads' Query calls: out of the raw part's budget
         counted.queries += rolled.calls
         counted.scanned += rolled.items
         counted.read_units += rolled.read_units
         if entity is not None and raw_from < window.to_ms:
             raw, total = self._raw_series(
-                entity, TimeRange(raw_from, window.to_ms), interval_ms, stats, read, counted, deadline, spent
+                entity, TimeRange(raw_from, window.to_ms), interval_ms, stats, read, counted, deadline
             )
             intervals += raw
             readings += total
@@ -387,16 +386,15 @@ class QueryService:
         read: ReadArgs,
         counted: ReadStats,
         deadline: float | None,
-        spent: int,
     ) -> tuple[list[Interval], int]:
-        """The intervals of ``window`` streamed from the raw readings (raises 413 past the budget, of
-        which the request's compacted reads have ``spent`` Query calls and decoded ``counted.decoded``)."""
+        """The intervals of ``window`` streamed from the raw readings (raises 413 past the budget: MAX_QUERY_CALLS
+        Query calls of its own, and the readings decoded, of which the request's compacted reads have decoded
+        ``counted.decoded``)."""
         plan = self._plan_entity(entity, window.from_ms, window.to_ms)
         partitions = self._planner.whole(plan, consistent=read.consistent, cost=counted)
         streams = self._streams(entity, partitions, None, self._clock_ms(), False, read.consistent)
         # Every partition will be read whole: keep the pipeline full.
         options = self._budget(deadline, read_ahead=True, prefetch=True)
-        options = dataclasses.replace(options, max_queries=max(1, self.limits.max_query_calls - spent))
         series = SeriesBuilder(interval_ms, stats)
         wanted = read.measures
         with self._fanout(abandon=deadline is not None) as submit:
@@ -413,11 +411,20 @@ class QueryService:
             self._cut_short(merger.stopped, window.from_ms, reached, counted)
         return series.intervals(), series.total
 
-    def _cut_short(self, stopped: Stop, from_ms: int, reached_ms: int, counted: ReadStats) -> NoReturn:
-        """Refuse an aggregate whose reads stopped at ``reached_ms`` (413), saying where to split it."""
+    def _cut_short(
+        self, stopped: Stop, from_ms: int, reached_ms: int, counted: ReadStats, *, compacted: bool = False
+    ) -> NoReturn:
+        """Refuse an aggregate whose reads (of ``compacted`` hours) stopped at ``reached_ms`` (413), saying where
+        to split it."""
+        limits = self.limits
+        calls = (
+            f"{limits.max_compacted_calls} Query calls of compacted hours"
+            if compacted
+            else f"{limits.max_query_calls} Query calls"
+        )
         why = {
             STOP_DEADLINE: "ran out of time",
-            STOP_QUERY_CALLS: f"used the {self.limits.max_query_calls} Query calls one request may make",
+            STOP_QUERY_CALLS: f"used the {calls} one request may make",
         }.get(stopped, f"decoded the {self.limits.max_scan_items} readings one request may read")
         self._record("aggregates", counted, 0, cut_short=stopped)
         reached = format_ts(reached_ms)
@@ -434,8 +441,9 @@ class QueryService:
         hours that are compaction's): those of its unflagged compacted blocks, each once, its newest copy
         winning among the compacted blocks. An hour with a flagged block (``StoredBlock.rollups``: the
         entity's hour became the rollup function's, maybe after it was compacted unflagged) is left out
-        whole: its rollups hold it. The reads are the request's (``counted``, the Query calls and decoding
-        budget); raises 413 past it."""
+        whole: its rollups hold it. The reads count in the request's cost (``counted``) and decoding budget,
+        their Query calls in MAX_COMPACTED_CALLS (one small Query per cluster partition: an hour's, with 1-hour
+        buckets, so MAX_QUERY_CALLS would refuse more than about 8 days); raises 413 past either."""
         if self._write_tier is None or window.to_ms <= window.from_ms:
             return [], set()
         compacted_through = slice_start(window.to_ms - 1) + SLICE_MS  # every hour the window touches
@@ -486,7 +494,7 @@ class QueryService:
         with self._fanout(abandon=deadline is not None) as submit:
             inflight: deque[tuple[PageRequest, Future[Page]]] = deque()
             while requests or inflight:
-                while requests and len(inflight) < limits.concurrency and started < limits.max_query_calls:
+                while requests and len(inflight) < limits.concurrency and started < limits.max_compacted_calls:
                     request = requests.popleft()
                     inflight.append((request, submit(request)))
                     started += 1
@@ -523,7 +531,8 @@ class QueryService:
                     requests.extend(r for r, _ in inflight)
                     break
         if stop is not None:
-            self._cut_short(stop, window.from_ms, min(r.partition.from_ms for r in requests), counted)
+            reached = min(r.partition.from_ms for r in requests)
+            self._cut_short(stop, window.from_ms, reached, counted, compacted=True)
         return found, owned
 
     # -- machinery ---------------------------------------------------------------

@@ -33,6 +33,11 @@ class QueryLimits:
     max_scan_items: int = 100_000
     concurrency: int = 16
     max_query_calls: int = 200
+    #: An aggregate's reads of one entity's compacted hours (docs/query.md, "Aggregates over compacted
+    #: hours"): one Query of a few entities' blocks, half a read unit at the G ``tsctl plan`` gives, per cluster
+    #: partition, an hour's with the hybrid layout's 1-hour buckets, so a 31-day range is 744 of them; the
+    #: rest for continuation pages and the hours compacted under two G's. Not counted in ``max_query_calls``.
+    max_compacted_calls: int = 1_000
     response_margin_ms: int = 2_000
 
 

@@ -13,6 +13,12 @@ this tree's:
   5 s batching window), at 14 (a seed 003 device's hour as compaction stores it: a compacted block is a
   block of the same format) and at one (a sparse entity without the write tier: the most work per reading).
 
+Both trees' query runs answer from memory: the code before blocks' reader held its readings decoded, this
+tree's holds each block's payload. Neither pays what Lambda's client pays for every item a Query returns:
+botocore reading the response against DynamoDB's service model, an item of 5 attributes a reading before
+blocks, an item of 2 a block. The run measures that apart (:func:`wire_page`, in this tree, alternating with
+the rest) and gives the ratios with it added to both sides too.
+
 Rerun: ``python -m benchmarks before-blocks`` (needs git and this repository's history).
 
 The same runs compare this tree with any earlier commit on the hot paths (ingest, query pages at 25, 14
@@ -22,9 +28,11 @@ and 1 readings to a block, a compaction step), e.g. to see that a refactor made 
 
 from __future__ import annotations
 
+import json
 import os
 import statistics
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +84,12 @@ child = _run_child("tuned", {pages}{density})
 print(json.dumps({{"ms": statistics.median(child["cpu_ms"])}}))
 """
 
+_WIRE = """
+import json
+from benchmarks.before_blocks import wire_page
+print(json.dumps({{"us": wire_page({density}, {pages})}}))
+"""
+
 _COMPACTION = """
 import json
 from benchmarks.compaction import run
@@ -83,18 +97,104 @@ print(json.dumps({"s": run()["step_cpu_seconds"]}))
 """
 
 
+#: The Query calls of a page in ``query-cpu`` (16 random-layout suffixes), and the readings it returns.
+_CALLS, _PAGE = 16, 1_000
+
+
+def wire_page(per_block: int | None, pages: int) -> float:
+    """CPU per reading (us) of a real botocore DynamoDB client reading the Query responses that hold one
+    1,000-reading page of ``query-cpu``'s entity, in 16 calls: stored ``per_block`` to a block (one ingest batch
+    each, as ``query-cpu`` stores them), or one item each in the format before blocks (``per_block`` None;
+    ``keydesign.legacy.legacy_item`` less its key, which the Query's projection leaves out). Each call's
+    request is built and signed as in Lambda; a ``before-send`` handler (botocore's hook for answering a
+    request without the network) hands back the response's JSON body, which botocore parses against the
+    service model. The median over ``pages`` pages."""
+    import base64  # noqa: PLC0415 - the child's imports
+    import time  # noqa: PLC0415
+
+    import boto3  # noqa: PLC0415
+    from boto3.dynamodb.types import TypeSerializer  # noqa: PLC0415
+    from botocore.awsrequest import AWSResponse  # noqa: PLC0415
+
+    from benchmarks import query_fanout  # noqa: PLC0415
+    from keydesign import Layout, Reading, ShardMap  # noqa: PLC0415
+    from keydesign.legacy import legacy_item  # noqa: PLC0415
+
+    layout = Layout.from_settings(kind="random", bucket="1h", table_prefix="readings")
+    shard_map = ShardMap.initial(layout.bucket, _CALLS)
+    start = query_fanout.NOW - query_fanout.HOUR
+    readings = [Reading("sensor-1", f"e{n:06d}", start + 100 * n, {"v": n}) for n in range(_PAGE)]
+    items: list[dict[str, Any]] = []
+    if per_block is None:
+        serialize = TypeSerializer().serialize
+        for reading in readings:
+            item = legacy_item(reading, layout, shard_map)
+            items.append({name: serialize(value) for name, value in item.items() if name != "pk"})
+    else:
+        for at in range(0, _PAGE, per_block):
+            for block in layout.pack([(r, at) for r in readings[at : at + per_block]], shard_map):
+                items.append({"sk": {"S": block.key.sk}, "b": {"B": base64.b64encode(block.encoded.payload).decode()}})
+    each = -(-len(items) // _CALLS)
+    bodies = [
+        json.dumps({"Items": part, "Count": len(part), "ScannedCount": len(part)}).encode()
+        for part in (items[at : at + each] for at in range(0, len(items), each))
+    ]
+
+    class Body:
+        def __init__(self, data: bytes) -> None:
+            self.data = data
+
+        def stream(self, **_: Any) -> Iterator[bytes]:
+            yield self.data
+
+    pending: list[bytes] = []
+
+    def answer(request: Any, **_: Any) -> AWSResponse:
+        return AWSResponse(request.url, 200, {"content-type": "application/x-amz-json-1.0"}, Body(pending.pop()))
+
+    client = boto3.client(
+        "dynamodb",
+        region_name="us-east-1",
+        aws_access_key_id="bench",
+        aws_secret_access_key="bench",  # noqa: S106 - signs requests that never leave the process
+        endpoint_url="http://127.0.0.1:9",
+    )
+    client.meta.events.register("before-send.dynamodb.Query", answer)
+    query = {
+        "TableName": "readings",
+        "KeyConditionExpression": "#pk = :pk",
+        "ExpressionAttributeNames": {"#pk": "pk"},
+        "ExpressionAttributeValues": {":pk": {"S": "p"}},
+    }
+    spent: list[float] = []
+    for n in range(pages + 5):  # the first 5 warm the client's caches
+        started, got = time.process_time(), 0
+        for body in bodies:
+            pending.append(body)
+            got += len(client.query(**query)["Items"])
+        if got != len(items):
+            raise AssertionError(f"the responses held {got} items, not {len(items)}")
+        if n >= 5:
+            spent.append((time.process_time() - started) * 1e6 / _PAGE)
+    return statistics.median(spent)
+
+
 @benchmark("before-blocks", "ingest and query CPU per reading: blocks against the code before blocks, side by side")
 def before_blocks(quick: bool) -> Result:
     before, now = before_tree(), ROOT
     rounds, pages = (1, 50) if quick else (3, 200)
     ingest: dict[str, list[float]] = {"before": [], "blocks": []}
-    query: dict[str, list[float]] = {"before": [], **{f"blocks, {d} to a block": [] for d in DENSITIES}}
+    labels = {"before": None, **{f"blocks, {d} to a block": d for d in DENSITIES}}
+    query: dict[str, list[float]] = {label: [] for label in labels}
+    wire: dict[str, list[float]] = {label: [] for label in labels}
     for _ in range(rounds):  # alternating: every kind of run sees the same load on a shared machine
         ingest["before"].append(_in(before, _INGEST.format(quick=quick))["us"])
         ingest["blocks"].append(_in(now, _INGEST.format(quick=quick))["us"])
         query["before"].append(_in(before, _QUERY.format(pages=pages, density=""))["ms"])
         for d in DENSITIES:
             query[f"blocks, {d} to a block"].append(_in(now, _QUERY.format(pages=pages, density=f", {d}"))["ms"])
+        for label, per_block in labels.items():
+            wire[label].append(_in(now, _WIRE.format(density=per_block, pages=pages // 4))["us"])
     result = Result(
         params={"before": BEFORE, "rounds": rounds, "pages_per_query_run": pages, "readings_per_block": DENSITIES},
         method=(
@@ -115,6 +215,15 @@ def before_blocks(quick: bool) -> Result:
     for d in DENSITIES:
         label = f"blocks, {d} to a block"
         result.add(f"query CPU per reading, {label} / before", round(query_us[label] / query_us["before"], 2), "x")
+    wire_us = {label: statistics.median(runs) for label, runs in wire.items()}
+    for label, us in wire_us.items():
+        each = ", ".join(f"{v:.1f}" for v in wire[label])
+        result.add(f"botocore's read of the items a reading returned ({label})", round(us, 1), "us", f"rounds: {each}")
+    whole = {label: query_us[label] + wire_us[label] for label in labels}
+    for d in DENSITIES:
+        label = f"blocks, {d} to a block"
+        ratio = round(whole[label] / whole["before"], 2)
+        result.add(f"query CPU per reading with botocore's read of the items, {label} / before", ratio, "x")
     return result
 
 

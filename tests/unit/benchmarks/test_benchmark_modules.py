@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import cold_start, query_fanout, read_budget, rollups
+from benchmarks import before_blocks, cold_start, query_fanout, read_budget, rollups
 from benchmarks.cold_start import HANDLERS, asset_files, handler_env, slowest_imports, zipped_size
 from benchmarks.simulation import simulate
 from hotkeys.settings import HotKeySettings
@@ -175,3 +175,10 @@ def test_the_rollups_benchmark_meets_the_issue_targets() -> None:
     # One run applies a busy minute in steps, one raw Query per entity-minute (its wall time is the figure)
     keep = figures["keep_up"]
     assert keep["raw_queries"] == keep["entities"] == 1_000 and keep["steps"] > 1
+
+
+@pytest.mark.parametrize("per_block", [None, 14])
+def test_the_wire_read_has_botocore_parse_every_item_of_a_page(per_block: int | None) -> None:
+    # A real client's Query calls, answered by the before-send hook (none reaches the network: port 9 would
+    # refuse them), parse every item of the page, or the benchmark refuses to give a figure
+    assert before_blocks.wire_page(per_block, 1) > 0

@@ -38,12 +38,17 @@ from typing import Any
 
 from benchmarks.cold_start import ROOT, run_child
 from benchmarks.harness import Result, benchmark
+from benchmarks.query_cpu import CLUSTERED, cluster_blocks
+from keydesign.writetier import SLICE_MS, slice_start
 
 #: The last commit that stored one item per reading.
 BEFORE = "b224d42"
 #: Readings per block: a 5-readings/s sensor in 5 s batches, a seed 003 device's compacted hour (one
 #: reading every 259 s: 14 to a compacted block, the same block format), and a block of one reading.
 DENSITIES = (25, 14, 1)
+#: And a seed 003 device's compacted hours as compaction stores them: cluster blocks of several devices
+#: (``query-cpu``'s :data:`~benchmarks.query_cpu.CLUSTERED` shape).
+CLUSTERED_SHAPE = "cluster blocks, a seed 003 device's compacted hours"
 #: What the benchmarks of that commit import (the rest of its tree is not needed).
 _PARTS = ("functions", "benchmarks", "local_runtime", "infra", "producer", "cdk.json")
 
@@ -104,7 +109,9 @@ _CALLS, _PAGE = 16, 1_000
 def wire_page(per_block: int | None, pages: int) -> float:
     """CPU per reading (us) of a real botocore DynamoDB client reading the Query responses that hold one
     1,000-reading page of ``query-cpu``'s entity, in 16 calls: stored ``per_block`` to a block (one ingest batch
-    each, as ``query-cpu`` stores them), or one item each in the format before blocks (``per_block`` None;
+    each, as ``query-cpu`` stores them), in the cluster blocks holding them (``per_block``
+    :data:`~benchmarks.query_cpu.CLUSTERED`: the hours of the device's first 1,000 readings, in its cluster's
+    blocks), or one item each in the format before blocks (``per_block`` None;
     ``keydesign.legacy.legacy_item`` less its key, which the Query's projection leaves out). Each call's
     request is built and signed as in Lambda; a ``before-send`` handler (botocore's hook for answering a
     request without the network) hands back the response's JSON body, which botocore parses against the
@@ -125,11 +132,17 @@ def wire_page(per_block: int | None, pages: int) -> float:
     start = query_fanout.NOW - query_fanout.HOUR
     readings = [Reading("sensor-1", f"e{n:06d}", start + 100 * n, {"v": n}) for n in range(_PAGE)]
     items: list[dict[str, Any]] = []
+    serialize = TypeSerializer().serialize
     if per_block is None:
-        serialize = TypeSerializer().serialize
         for reading in readings:
             item = legacy_item(reading, layout, shard_map)
             items.append({name: serialize(value) for name, value in item.items() if name != "pk"})
+    elif per_block == CLUSTERED:  # the cluster blocks of the hours holding the device's first 1,000 readings
+        hybrid = Layout.from_settings(kind="hybrid", bucket="1d", table_prefix="readings")
+        start, _, compacted = cluster_blocks(hybrid, 1)
+        for cluster in compacted:
+            if cluster.readings[0].ts_ms < slice_start(start + _PAGE * 259_000) + SLICE_MS:
+                items.append({"sk": {"S": cluster.sk}, "b": {"B": base64.b64encode(cluster.payload).decode()}})
     else:
         for at in range(0, _PAGE, per_block):
             for block in layout.pack([(r, at) for r in readings[at : at + per_block]], shard_map):
@@ -184,17 +197,18 @@ def before_blocks(quick: bool) -> Result:
     before, now = before_tree(), ROOT
     rounds, pages = (1, 50) if quick else (3, 200)
     ingest: dict[str, list[float]] = {"before": [], "blocks": []}
-    labels = {"before": None, **{f"blocks, {d} to a block": d for d in DENSITIES}}
+    shapes = {**{f"blocks, {d} to a block": d for d in DENSITIES}, CLUSTERED_SHAPE: CLUSTERED}
+    labels: dict[str, int | None] = {"before": None, **shapes}
     query: dict[str, list[float]] = {label: [] for label in labels}
     wire: dict[str, list[float]] = {label: [] for label in labels}
     for _ in range(rounds):  # alternating: every kind of run sees the same load on a shared machine
         ingest["before"].append(_in(before, _INGEST.format(quick=quick))["us"])
         ingest["blocks"].append(_in(now, _INGEST.format(quick=quick))["us"])
         query["before"].append(_in(before, _QUERY.format(pages=pages, density=""))["ms"])
-        for d in DENSITIES:
-            query[f"blocks, {d} to a block"].append(_in(now, _QUERY.format(pages=pages, density=f", {d}"))["ms"])
-        for label, per_block in labels.items():
-            wire[label].append(_in(now, _WIRE.format(density=per_block, pages=pages // 4))["us"])
+        for label, per_block in shapes.items():
+            query[label].append(_in(now, _QUERY.format(pages=pages, density=f", {per_block}"))["ms"])
+        for label, shape in labels.items():
+            wire[label].append(_in(now, _WIRE.format(density=shape, pages=pages // 4))["us"])
     result = Result(
         params={"before": BEFORE, "rounds": rounds, "pages_per_query_run": pages, "readings_per_block": DENSITIES},
         method=(
@@ -212,16 +226,14 @@ def before_blocks(quick: bool) -> Result:
     for label, us in query_us.items():
         each = ", ".join(f"{v:.1f}" for v in query[label])
         result.add(f"query CPU per reading returned ({label})", round(us, 1), "us", f"rounds: {each}")
-    for d in DENSITIES:
-        label = f"blocks, {d} to a block"
+    for label in shapes:
         result.add(f"query CPU per reading, {label} / before", round(query_us[label] / query_us["before"], 2), "x")
     wire_us = {label: statistics.median(runs) for label, runs in wire.items()}
     for label, us in wire_us.items():
         each = ", ".join(f"{v:.1f}" for v in wire[label])
         result.add(f"botocore's read of the items a reading returned ({label})", round(us, 1), "us", f"rounds: {each}")
     whole = {label: query_us[label] + wire_us[label] for label in labels}
-    for d in DENSITIES:
-        label = f"blocks, {d} to a block"
+    for label in shapes:
         ratio = round(whole[label] / whole["before"], 2)
         result.add(f"query CPU per reading with botocore's read of the items, {label} / before", ratio, "x")
     return result

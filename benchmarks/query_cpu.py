@@ -19,6 +19,7 @@ Rerun: ``python -m benchmarks query-cpu``.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import statistics
@@ -29,9 +30,14 @@ from urllib.parse import urlencode
 from benchmarks.cold_start import FUNCTIONS, ROOT, handler_env, run_child
 from benchmarks.harness import Result, benchmark, collector_time
 from doubles.lambda_context import FakeLambdaContext
+from keydesign.writetier import WriteTier
 
 if TYPE_CHECKING:  # the child imports what it runs after query.handler, as Lambda's init would
     from aws_lambda_powertools.event_handler import APIGatewayRestResolver
+
+    from doubles.memory_dynamo import MemoryReader
+    from keydesign import Layout
+    from keydesign.tiering import CompactedBlock
 
 PAGE = 1_000
 MODES = ("python", "tuned")
@@ -39,6 +45,14 @@ READINGS = 1_600
 #: Readings per block: one (a sparse entity, every reading alone in its block: the most work per
 #: reading) for the collector comparison, then denser entities with the handler's collector.
 DENSITIES = (1, 10, 100)
+#: ``per_block`` for a seed 003 device's compacted hours instead: a reading every 259 s (about 14 an hour),
+#: compacted into cluster blocks (block format 5) beside :data:`CLUSTER_MATES` other devices of its cluster,
+#: as ``tsctl plan``'s G auto puts about 8 in one; the hybrid layout with 1-day buckets, so a page reads
+#: three days of its cluster partition in a few Queries (with 1-hour buckets, one an hour).
+CLUSTERED = 0
+CLUSTER_MATES = 7
+#: The write tier of the compacted shape: one group.
+COMPACTED_TIER = WriteTier(1)
 
 
 def child(mode: str, pages: int, per_block: int = 1) -> dict[str, Any]:
@@ -87,7 +101,8 @@ def child(mode: str, pages: int, per_block: int = 1) -> dict[str, Any]:
 
 
 def _api(per_block: int) -> tuple[APIGatewayRestResolver, dict[str, Any]]:
-    """The API over the readings stored ``per_block`` to a block, and the event of the page it serves."""
+    """The API over the readings stored ``per_block`` to a block (or :data:`CLUSTERED`), and the event of the
+    page it serves."""
     import random  # noqa: PLC0415
 
     from benchmarks import query_fanout  # noqa: PLC0415
@@ -97,21 +112,66 @@ def _api(per_block: int) -> tuple[APIGatewayRestResolver, dict[str, Any]]:
     from query.api import create_app  # noqa: PLC0415
     from query.settings import QueryLimits  # noqa: PLC0415
 
-    layout = Layout.from_settings(kind="random", bucket="1h", table_prefix="readings")
-    shard_map = ShardMap.initial(layout.bucket, 16)
     memory, rng = MemoryReader(), random.Random(16)
-    start = query_fanout.NOW - query_fanout.HOUR
-    readings = [Reading("sensor-1", f"e{n:06d}", start + 100 * n, {"v": n}) for n in range(READINGS)]
-    for at in range(0, READINGS, per_block):  # one ingest batch (a Kinesis sequence number) per block
-        batch = [(reading, SEQUENCE_BASE + at) for reading in readings[at : at + per_block]]
-        memory.store(layout, shard_map, batch, rng=rng)
-    app = create_app(query_fanout.timed_service(layout, shard_map, memory, 0.0, QueryLimits(concurrency=16)))
+    if per_block == CLUSTERED:
+        layout = Layout.from_settings(kind="hybrid", bucket="1d", table_prefix="readings")
+        shard_map = ShardMap.initial(layout.bucket, 16)
+        start, extra = _compacted(layout, memory, SEQUENCE_BASE)
+    else:
+        layout = Layout.from_settings(kind="random", bucket="1h", table_prefix="readings")
+        shard_map = ShardMap.initial(layout.bucket, 16)
+        start, extra = query_fanout.NOW - query_fanout.HOUR, {}
+        readings = [Reading("sensor-1", f"e{n:06d}", start + 100 * n, {"v": n}) for n in range(READINGS)]
+        for at in range(0, READINGS, per_block):  # one ingest batch (a Kinesis sequence number) per block
+            batch = [(reading, SEQUENCE_BASE + at) for reading in readings[at : at + per_block]]
+            memory.store(layout, shard_map, batch, rng=rng)
+    limits = QueryLimits(concurrency=16)
+    app = create_app(query_fanout.timed_service(layout, shard_map, memory, 0.0, limits, **extra))
     params = urlencode({"from": format_ts(start), "to": format_ts(query_fanout.NOW), "limit": PAGE})
     request = HttpRequest("GET", f"/prod/entities/sensor-1/readings?{params}", [], b"", "127.0.0.1", "localhost")
     event = proxy_event(request, stage="prod", request_id="bench", now_ms=query_fanout.NOW)
     if event is None:
         raise AssertionError("the page's path is outside the stage")
     return app, event
+
+
+def _compacted(layout: Layout, memory: MemoryReader, version: int) -> tuple[int, dict[str, Any]]:
+    """Store :func:`cluster_blocks` in ``memory``; the first reading's time and the service's write tier and
+    watermark (every hour before the one ``query_fanout.NOW`` is in compacted)."""
+    from doubles.tier_items import FixedWatermark  # noqa: PLC0415
+
+    start, through, blocks = cluster_blocks(layout, version)
+    for block in blocks:
+        memory.add_item(block.table, block.item())
+    return start, {"write_tier": COMPACTED_TIER, "watermark": FixedWatermark(through, COMPACTED_TIER.groups)}
+
+
+def cluster_blocks(layout: Layout, version: int) -> tuple[int, int, list[CompactedBlock]]:
+    """``sensor-1``'s :data:`READINGS` readings, one every 259 s, and as many of each of its
+    :data:`CLUSTER_MATES`, as compaction stores them (their group's hours in cluster blocks), in the hours
+    before the one ``query_fanout.NOW`` is in: the first reading's time, the end of the last hour, the blocks."""
+    from benchmarks import query_fanout  # noqa: PLC0415
+    from keydesign import Reading  # noqa: PLC0415
+    from keydesign.tiering import compact_hour  # noqa: PLC0415
+    from keydesign.writetier import SLICE_MS, cluster_of, slice_start  # noqa: PLC0415
+
+    gap = 259_000
+    mates = (f"sensor-{n}" for n in itertools.count(2) if cluster_of(f"sensor-{n}") == cluster_of("sensor-1"))
+    entities = ["sensor-1", *itertools.islice(mates, CLUSTER_MATES)]
+    through = slice_start(query_fanout.NOW)
+    start = slice_start(through - READINGS * gap)
+    hours: dict[int, list[Reading]] = {}
+    for k, entity in enumerate(entities):
+        for n in range(READINGS):
+            reading = Reading(entity, f"e{n:06d}", start + n * gap + k * 1_000, {"v": n})
+            hours.setdefault(slice_start(reading.ts_ms), []).append(reading)
+    if max(hours) + SLICE_MS > through:
+        raise AssertionError("the readings reach into the hour compaction has not done")
+    blocks = []
+    for hour, readings in sorted(hours.items()):
+        pk = COMPACTED_TIER.cluster_pk(0, layout.cluster_span(hour))
+        blocks += compact_hour(hour, [(version, readings)], table=layout.table_for(hour), pk=pk)
+    return start, through, blocks
 
 
 def _run_child(mode: str, pages: int, per_block: int = 1) -> dict[str, Any]:

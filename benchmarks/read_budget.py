@@ -68,7 +68,7 @@ from benchmarks.blocks import Deployment, old_item
 from benchmarks.harness import Result, benchmark
 from benchmarks.query_fanout import NOW, Slow, page_of, timed_service
 from doubles.memory_dynamo import SEQUENCE_BASE, MemoryDynamo, MemoryReader
-from doubles.tier_items import TierWriter
+from doubles.tier_items import FixedWatermark, TierWriter
 from keydesign import Block, Layout, Reading, ShardMap, item_size
 from keydesign.occupancy import OccupancyRecord
 from keydesign.writetier import (
@@ -77,8 +77,6 @@ from keydesign.writetier import (
     GROUP_PK_PREFIX,
     REPACK_MS,
     SUB_PK_PREFIX,
-    Clustered,
-    CompactionState,
     WriteTier,
     cluster_of,
     repack_start,
@@ -256,23 +254,6 @@ TIER_BATCH_MS = 10_000
 SETTLE_MS = 180_000
 
 
-class _Watermark:
-    def __init__(self, through: int, groups: int, repacked: tuple[int, int] = (0, 0)) -> None:
-        self.through = through
-        self.groups = groups
-        self.repacked = repacked
-
-    def state(self) -> CompactionState:
-        # every hour before ``through`` compacted into cluster blocks under the benchmark's one G
-        clustered = (Clustered((self.groups,), 0),)
-        return CompactionState(
-            self.through, repack_from=self.repacked[0], repacked=self.repacked[1], clustered=clustered
-        )
-
-    def consistent(self) -> CompactionState:
-        return self.state()
-
-
 class _KindReader(MemoryReader):
     """A MemoryReader that adds up its pages' read units by the kind of partition they read."""
 
@@ -379,8 +360,8 @@ def device(quick: bool = False, groups: int = GROUPS) -> dict[str, Any]:
     for memory in (tiered, blocks, repacked):
         memory.tables.update(layout.table_for(t) for t in range(NOW - DAY, NOW + HOUR, HOUR))
     service = partial(timed_service, layout, shard_map, latency_ms=0.0, limits=QueryLimits(), retention_ms=retention)
-    tier_service = service(tiered, write_tier=tier, watermark=_Watermark(hour, groups))
-    with_repack = partial(service, write_tier=tier, watermark=_Watermark(hour, groups, (hour, repacked_through)))
+    tier_service = service(tiered, write_tier=tier, watermark=FixedWatermark(hour, groups))
+    with_repack = partial(service, write_tier=tier, watermark=FixedWatermark(hour, groups, (hour, repacked_through)))
     repacked_service = with_repack(repacked)
     block_service = service(blocks)
     # The same reads pruned by occupancy records (as ingest records them: a block's partition and day; the

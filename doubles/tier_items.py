@@ -34,6 +34,8 @@ from keydesign.writetier import (
     KEEP_MS,
     REPACK_MS,
     SLICE_MS,
+    Clustered,
+    CompactionState,
     WriteTier,
     dense_mark_sk,
     group_sk_stem,
@@ -166,3 +168,22 @@ def _runs(members: list[tuple[Reading, int]], span_ms: int) -> list[list[tuple[R
         else:
             runs.append([entry])
     return runs
+
+
+class FixedWatermark:
+    """Compaction's state, fixed: every hour before ``through`` compacted into cluster blocks under ``groups``
+    groups, the re-pack slices of ``repacked`` (from, through) re-packed."""
+
+    def __init__(self, through: int, groups: int, repacked: tuple[int, int] = (0, 0)) -> None:
+        self.through = through
+        self.groups = groups
+        self.repacked = repacked
+
+    def state(self) -> CompactionState:
+        clustered = (Clustered((self.groups,), 0),)
+        return CompactionState(
+            self.through, repack_from=self.repacked[0], repacked=self.repacked[1], clustered=clustered
+        )
+
+    def consistent(self) -> CompactionState:
+        return self.state()

@@ -432,11 +432,10 @@ class Layout:
             low = self.block_sk_from(entity_id, seg_from, kind)
             high = self.block_sk_through(entity_id, seg_to - 1, kind)
             parts.extend(PartitionQuery(table, pk, low, high, seg_from, seg_to, kind=kind) for pk in pks)
-        if not self.can.shared_partitions:
+        if not self.can.shared_partitions or write_tier is not None:
+            # a partition over touching segments (the write tier's hours of a longer bucket, a cluster partition's
+            # hours of a day or a bucket): one Query of them
             parts = merge_adjacent(parts)
-        elif write_tier is not None:  # a cluster partition of a bucket longer than an hour: one Query of its hours
-            merged = merge_adjacent([p for p in parts if p.kind == "cluster"])
-            parts = [p for p in parts if p.kind != "cluster"] + merged
         return QueryPlan(tuple(parts), entity_id, from_ms, to_ms)
 
     def plan_range(

@@ -192,7 +192,7 @@ def repack_slice(
 @dataclass(frozen=True, slots=True)
 class CompactedBlock:
     """One cluster block, ready to put: its key, its readings (of a cluster of a group's entities, in one
-    hour, in (time, entity, event id) order), the version it was given and its payload (block format 4,
+    hour, in (time, entity, event id) order), the version it was given and its payload (block format 5,
     spanning up to an hour)."""
 
     table: str

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
-from benchmarks import before_blocks, cold_start, query_fanout, read_budget, rollups
+from benchmarks import before_blocks, cold_start, query_cpu, query_fanout, read_budget, rollups
 from benchmarks.cold_start import HANDLERS, asset_files, handler_env, slowest_imports, zipped_size
 from benchmarks.simulation import simulate
+from doubles.lambda_context import FakeLambdaContext
 from hotkeys.settings import HotKeySettings
 from ingest.settings import IngestSettings
 from query.settings import QuerySettings
@@ -177,8 +179,20 @@ def test_the_rollups_benchmark_meets_the_issue_targets() -> None:
     assert keep["raw_queries"] == keep["entities"] == 1_000 and keep["steps"] > 1
 
 
-@pytest.mark.parametrize("per_block", [None, 14])
+@pytest.mark.parametrize("per_block", [None, 14, query_cpu.CLUSTERED])
 def test_the_wire_read_has_botocore_parse_every_item_of_a_page(per_block: int | None) -> None:
     # A real client's Query calls, answered by the before-send hook (none reaches the network: port 9 would
     # refuse them), parse every item of the page, or the benchmark refuses to give a figure
     assert before_blocks.wire_page(per_block, 1) > 0
+
+
+def test_the_compacted_query_page_reads_the_devices_readings_from_its_cluster_blocks() -> None:
+    # Given query-cpu's compacted shape: a device's readings in cluster blocks beside its cluster's 7 others
+    app, event = query_cpu._api(query_cpu.CLUSTERED)
+    # When its page is served
+    answer = app.resolve(event, FakeLambdaContext(28_000, function_name="query"))  # type: ignore[arg-type]
+    # Then it holds 1,000 of the device's readings, in time order, every one from the cluster blocks
+    assert answer["statusCode"] == 200
+    items = json.loads(answer["body"])["items"]
+    assert len(items) == query_cpu.PAGE and {i["entity_id"] for i in items} == {"sensor-1"}
+    assert [i["measures"]["v"] for i in items] == list(range(query_cpu.PAGE))

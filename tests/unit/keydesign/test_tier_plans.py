@@ -365,3 +365,30 @@ def test_hours_compacted_before_cluster_blocks_are_read_from_their_entitys_compa
     assert [p.pk for p in clusters] == [tier.cluster_pk(g, hours[3]) for g in range(8)]
     assert all(p.sk_low is None and p.sk_high is None and p.time_filter for p in clusters)
     assert not [p for p in every.partitions if p.kind == "compacted"]
+
+
+def test_an_entitys_partition_over_a_buckets_hours_is_one_query() -> None:
+    # Given 1-day buckets, the write tier cutting a plan at hours and a watermark 30 hours in
+    layout = Layout.from_settings(kind="hybrid", bucket="1d", table_prefix="readings")
+    shard_map, tier = ShardMap.initial(layout.bucket, 2), WriteTier(4)
+    through = T0 + 30 * HOUR
+    # When an entity's first two days are planned
+    plan = layout.plan_entity(
+        "a-1",
+        T0,
+        T0 + 48 * HOUR,
+        shard_map,
+        write_tier=tier,
+        compacted_through_ms=through,
+        clustered=(Clustered((4,), 0),),
+    )
+    by_kind: dict[str, list[PartitionQuery]] = {}
+    for part in plan.partitions:
+        by_kind.setdefault(part.kind, []).append(part)
+    # Then its block partition of each day and its cluster partition of each day's compacted hours are one Query
+    # each, over all their hours; its group's partitions, one an hour after the watermark
+    days = [(T0, T0 + 24 * HOUR), (T0 + 24 * HOUR, T0 + 48 * HOUR)]
+    assert [(p.from_ms, p.to_ms) for p in by_kind["blocks"]] == days
+    assert [(p.from_ms, p.to_ms) for p in by_kind["cluster"]] == [days[0], (days[1][0], through)]
+    assert [p.from_ms for p in by_kind["group"]] == list(range(through, T0 + 48 * HOUR, HOUR))
+    assert len({p.pk for p in by_kind["blocks"]}) == len({p.pk for p in by_kind["cluster"]}) == 2

@@ -298,7 +298,7 @@ def test_without_totals_through_nothing_is_served_from_rollups_and_entities_read
 
 @pytest.mark.parametrize(
     ("kind", "bucket", "calls", "units", "raw_units"),
-    [("hybrid", "1h", 24, 12.0, 24.0), ("hybrid", "1d", 1, 1.0, 13.0), ("calculated", "1h", 1, 1.0, 2.0)],
+    [("hybrid", "1h", 24, 12.0, 24.0), ("hybrid", "1d", 1, 1.0, 1.5), ("calculated", "1h", 1, 1.0, 2.0)],
 )
 def test_a_sparse_devices_hourly_day_costs_its_absent_rollups_and_its_compacted_queries(
     kind: str, bucket: str, calls: int, units: float, raw_units: float

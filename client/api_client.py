@@ -26,6 +26,7 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
+from adapters.clients import endpoint_client
 from adapters.retry import Backoff, Deadline, RetryLoop, Sleep
 from keydesign.timefmt import format_ts, from_datetime
 
@@ -61,9 +62,7 @@ def format_time(value: TimeLike) -> str:
 
 def resolve_stack_outputs(stack_name: str, *, region: str | None = None) -> dict[str, str]:
     """The CloudFormation outputs of the deployed stack (``ApiUrl``, ``RejectsQueueUrl``, ``IngestStreamName``...)."""
-    import boto3  # noqa: PLC0415 - only when a stack is named
-
-    cloudformation = boto3.session.Session(region_name=region).client("cloudformation")
+    cloudformation = endpoint_client("cloudformation", region=region)
     stacks = cloudformation.describe_stacks(StackName=stack_name)["Stacks"]
     return {o["OutputKey"]: o["OutputValue"] for o in stacks[0].get("Outputs", [])}
 

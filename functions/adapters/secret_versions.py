@@ -20,6 +20,9 @@ from adapters.clients import client, error_code
 #: Secrets Manager's staging labels: the version in use, and the one it replaced.
 CURRENT = "AWSCURRENT"
 PREVIOUS = "AWSPREVIOUS"
+#: The shortest cursor-signing key the query function accepts and a rotation may stage (characters, or bytes
+#: once UTF-8 encoded).
+MIN_SECRET_CHARS = 32
 
 
 def read_secret(secret_id: str, stage: str = CURRENT) -> bytes | None:

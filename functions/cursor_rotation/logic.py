@@ -23,8 +23,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from adapters.observability import logger
-from adapters.secret_versions import SecretDescription
-from query.settings import MIN_SECRET_CHARS
+from adapters.secret_versions import MIN_SECRET_CHARS, SecretDescription
 
 #: Letters and digits in a new key (the stack's first key has as many).
 KEY_LENGTH = 64

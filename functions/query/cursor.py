@@ -40,12 +40,12 @@ import time
 from collections.abc import Callable
 
 from adapters.observability import logger
-from adapters.secret_versions import CURRENT, PREVIOUS
+from adapters.secret_versions import CURRENT, MIN_SECRET_CHARS, PREVIOUS
 from adapters.settings import SettingsError
 from adapters.snapstart import forget_on_restore
 from keydesign import InvalidInput, format_ts, parse_timestamp
 from query.merge import Position
-from query.settings import MIN_SECRET_CHARS, CursorSecretSource
+from query.settings import CursorSecretSource
 
 VERSION = 1
 MAX_CURSOR_CHARS = 1024

@@ -14,13 +14,13 @@ from typing import Self
 
 from pydantic import model_validator
 
+from adapters.secret_versions import MIN_SECRET_CHARS
 from adapters.settings import CommonSettings, env
 
 #: The hard ceiling of ``limit`` (and the OpenAPI maximum).
 LIMIT_CEILING = 1000
 #: The page size when the request names none (lowered to ``max_limit`` if that is smaller).
 DEFAULT_LIMIT = 100
-MIN_SECRET_CHARS = 32
 
 
 @dataclass(frozen=True, slots=True)

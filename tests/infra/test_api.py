@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from adapters.secret_versions import MIN_SECRET_CHARS
 from infra.api import ACCESS_LOG_FORMAT, CURSOR_ROTATION, app_methods
 from infra.config import API_INTEGRATION_TIMEOUT_S, LambdaFunction
 from infra.lambdas import LIVE_ALIAS
-from query.settings import MIN_SECRET_CHARS
 from tests.infra.conftest import Synthesized
 from tests.infra.template_queries import grants, render
 

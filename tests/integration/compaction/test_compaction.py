@@ -5,7 +5,7 @@ and dense entities whose blocks hold newer and older copies."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import boto3
@@ -17,6 +17,7 @@ from adapters.partition_reader import DynamoPartitionReader, Page, PageRequest
 from adapters.retry import Deadline
 from compaction import logic
 from compaction.logic import StepNotStored
+from doubles.clocks import ManualClock
 from keydesign.blocks import decode_group
 from keydesign.writetier import (
     CLUSTER_PK_PREFIX,
@@ -177,29 +178,16 @@ class Throttling:
         return self.api.batch_write_item(**kwargs)
 
 
-@dataclass
-class FakeTime:
-    """A monotonic clock the test owns: sleeps move it, as does every read (``per_read_s``)."""
-
-    now: float = 0.0
-    per_read_s: float = 0.0
-
-    def clock(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
-
-
 class SlowReader:
-    """A partition reader that takes ``time.per_read_s`` of the test's clock per page."""
+    """A partition reader that takes ``per_read_s`` of the test's clock per page."""
 
-    def __init__(self, time: FakeTime) -> None:
+    def __init__(self, clock: ManualClock[float], per_read_s: float) -> None:
         self.inner = DynamoPartitionReader(boto3.client("dynamodb", region_name=REGION))
-        self.time = time
+        self.clock = clock
+        self.per_read_s = per_read_s
 
     def read_page(self, request: PageRequest) -> Page:
-        self.time.now += self.time.per_read_s
+        self.clock.advance(self.per_read_s)
         return self.inner.read_page(request)
 
 
@@ -213,11 +201,11 @@ def test_a_step_whose_blocks_are_throttled_past_the_deadline_is_redone_next_run_
     # and DynamoDB throttles the writes of one device of group 5 (the third step of H) for a while
     victim = next(f"dev-{d:03d}" for d in range(40) if TIER.group_of(f"dev-{d:03d}") == 5)
     throttling = Throttling(boto3.client("dynamodb", region_name=REGION), {victim})
-    time = FakeTime()
-    writer = BatchWriter(throttling, clock=time.clock, sleep=time.sleep)
+    clock = ManualClock(0.0)
+    writer = BatchWriter(throttling, clock=clock, sleep=clock.sleep)
     compact = runner([SETTLED], writer=writer, concurrency=2)
     # When a run meets it: the writer retries until the deadline, then the run stops on that step
-    failed = compact.run(Deadline.after_ms(60_000, time.clock))
+    failed = compact.run(Deadline.after_ms(60_000, clock))
     assert isinstance(failed.error, StepNotStored)
     assert "groups 4-5 of 2026-11-22T06:00:00.000Z not stored" in str(failed.error)
     # Then the state holds H-1 done and H's first two steps, and the report the lag to H
@@ -226,7 +214,7 @@ def test_a_step_whose_blocks_are_throttled_past_the_deadline_is_redone_next_run_
     assert (failed.hours, failed.through_ms, failed.lag_ms) == (1, H, SETTLED - H)
     # And the next run, the throttling over, redoes the step: every reading stored once
     throttling.on = False
-    report = compact.run(Deadline.after_ms(60_000, time.clock))
+    report = compact.run(Deadline.after_ms(60_000, clock))
     assert report.hours == 1 and state(db) == CompactionState(H + HOUR, 8, clustered=clustered)
     stored = compacted(db)
     assert stored.keys() == identities(fleet) and all(len(copies) == 1 for copies in stored.values())
@@ -237,16 +225,16 @@ def test_a_run_stopped_by_its_deadline_goes_on_from_its_last_step(db: Any) -> No
     publish(db, fleet, version=3)
     save_state(db, CompactionState(H))
     # Given reads that take a second of the run's clock each, and a run of 5 seconds
-    time = FakeTime(per_read_s=1.0)
-    compact = runner([SETTLED], reader=SlowReader(time), concurrency=2)
-    first = compact.run(Deadline.after_ms(5_000, time.clock))
+    clock = ManualClock(0.0)
+    compact = runner([SETTLED], reader=SlowReader(clock, per_read_s=1.0), concurrency=2)
+    first = compact.run(Deadline.after_ms(5_000, clock))
     # Then it stops after the steps that fit, saving where it got to, with nothing compacted twice
     assert first.hours == 0 and 0 < first.steps < 4
     assert state(db) == CompactionState(H, 8, group=2 * first.steps, group_tier=8)
     # And the next runs go on from there until the hour is done
     runs = 1
     while state(db) != CompactionState(H + HOUR, 8, clustered=(Clustered((8,), H),)):
-        compact.run(Deadline.after_ms(5_000, time.clock))
+        compact.run(Deadline.after_ms(5_000, clock))
         runs += 1
         assert runs < 10
     stored = compacted(db)
@@ -319,11 +307,11 @@ def test_a_change_of_the_group_count_mid_hour_compacts_every_reading_written_und
     # Then the hour's compaction, cut by its deadline into steps (2 groups each), reads the groups of
     # the larger count, saving its cursor in that count, and compacts every reading once
     clock[0] = SETTLED
-    time = FakeTime(per_read_s=1.0)
-    compact = runner(clock, tier=new, reader=SlowReader(time), concurrency=2)
+    run_clock = ManualClock(0.0)
+    compact = runner(clock, tier=new, reader=SlowReader(run_clock, per_read_s=1.0), concurrency=2)
     cursors = []
     while (now := state(db)) is not None and now.through == H:
-        compact.run(Deadline.after_ms(5_000, time.clock))
+        compact.run(Deadline.after_ms(5_000, run_clock))
         cursors.append((state(db) or now).group_tier)
         assert len(cursors) < 10
     stored = compacted(db)

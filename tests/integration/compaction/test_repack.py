@@ -15,6 +15,7 @@ from botocore.exceptions import ClientError
 from adapters.batch_writer import BatchWriter
 from adapters.retry import Deadline
 from compaction.logic import StepNotStored
+from doubles.clocks import ManualClock
 from keydesign import Reading
 from keydesign.writetier import (
     GRACE_MS,
@@ -43,7 +44,7 @@ from tests.integration.compaction.conftest import (
     state,
     sub_items,
 )
-from tests.integration.compaction.test_compaction import FakeTime, SlowReader
+from tests.integration.compaction.test_compaction import SlowReader
 
 pytestmark = pytest.mark.integration
 
@@ -179,11 +180,11 @@ def test_a_step_whose_sub_items_are_throttled_past_the_deadline_is_redone_next_r
     save_state(db, CompactionState(H, 8, **REPACKING))
     # Given DynamoDB throttles the sub-items of group 5 (the third step of 2 groups) for a while
     throttling = Throttling(boto3.client("dynamodb", region_name="eu-west-1"), TIER.sub_pk(5, H))
-    time = FakeTime()
-    writer = BatchWriter(throttling, clock=time.clock, sleep=time.sleep)
+    clock = ManualClock(0.0)
+    writer = BatchWriter(throttling, clock=clock, sleep=clock.sleep)
     repack = runner([NOW], writer=writer, concurrency=2)
     # When a run meets it: the writer retries until the deadline, then the re-pack stops on that step
-    failed = repack.run(Deadline.after_ms(60_000, time.clock))
+    failed = repack.run(Deadline.after_ms(60_000, clock))
     assert isinstance(failed.error, StepNotStored)
     assert "sub-items of groups 4-5 of 2026-11-22T06:00:00.000Z not stored" in str(failed.error)
     # Then the state holds the slice's first two steps (an empty range at it), nothing more
@@ -191,7 +192,7 @@ def test_a_step_whose_sub_items_are_throttled_past_the_deadline_is_redone_next_r
     assert failed.slices_repacked == 0 and failed.repack_lag_ms == NOW - H
     # And the next run, the throttling over, goes on from that step: every reading of the settled slices once
     throttling.on = False
-    report = repack.run(Deadline.after_ms(60_000, time.clock))
+    report = repack.run(Deadline.after_ms(60_000, clock))
     assert report.error is None and report.slices_repacked == 5
     once_each(db, settled(fleet, H + 25 * MINUTE), version=4)
 
@@ -201,14 +202,14 @@ def test_a_run_stopped_by_its_deadline_goes_on_from_its_last_step(db: Any) -> No
     publish(db, fleet, version=3)
     save_state(db, CompactionState(H, 8, **REPACKING))
     # Given reads that take half a second of the run's clock each (two a group), and runs of 5 seconds
-    time = FakeTime(per_read_s=0.5)
-    repack = runner([NOW], reader=SlowReader(time), concurrency=2)
-    first = repack.run(Deadline.after_ms(5_000, time.clock))
+    clock = ManualClock(0.0)
+    repack = runner([NOW], reader=SlowReader(clock, per_read_s=0.5), concurrency=2)
+    first = repack.run(Deadline.after_ms(5_000, clock))
     # Then it stops after the steps that fit, saving where it got to
     assert first.slices_repacked == 0 and 0 < (state(db) or CompactionState()).repack_group < TIER.groups
     runs = 1
     while (state(db) or CompactionState()).repacked < H + 25 * MINUTE:
-        repack.run(Deadline.after_ms(5_000, time.clock))
+        repack.run(Deadline.after_ms(5_000, clock))
         runs += 1
         assert runs < 40
     once_each(db, settled(fleet, H + 25 * MINUTE), version=3)

@@ -16,6 +16,7 @@ from typing import Any
 import boto3
 import pytest
 
+from doubles.clocks import ManualClock
 from infra.config import IotTopicRule
 from local_runtime.faults import FaultInjectingKinesis, FaultPlan
 from producer.formats import AgentPacker
@@ -24,7 +25,7 @@ from producer.publisher import Publisher, kinesis_client, publish
 from producer.synthetic import Workload, generate
 from tests.integration.ingest.conftest import Aws, now_ms
 from tests.integration.ingest.helpers import invoke
-from tests.unit.ingest.kinesis_events import REGION, FakeClock
+from tests.unit.ingest.kinesis_events import REGION
 from tsctl.cli import main
 
 pytestmark = pytest.mark.integration
@@ -116,7 +117,7 @@ def test_publish_a_synthetic_workload_then_ingest_it_all(
 
 
 def test_partial_put_records_failures_are_retried_and_nothing_is_duplicated(aws: Aws, stream: Any) -> None:
-    clock = FakeClock()
+    clock = ManualClock(0.0)
     faulty = FaultInjectingKinesis(
         kinesis_client(region=REGION), FaultPlan(partial_first=3, partial_fraction=0.4, seed=9)
     )

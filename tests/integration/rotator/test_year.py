@@ -31,7 +31,7 @@ from adapters.shard_map_store import PAGE_BYTES, Compaction, ShardMapStore
 from doubles.clocks import ManualClock
 from hotkeys.detector import Decisions, EntityChange, apply_decisions
 from keydesign import Bucket, ShardMap
-from tests.integration.hotkeys.test_shard_map_store import Counting
+from tests.integration.adapters.test_shard_map_store import Counting
 from tests.integration.mocked_aws import create_readings_table
 from tests.integration.rotator.conftest import DAY, HOUR, World, at
 from tests.integration.rotator.test_scale import HOURLY

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import base64
 import json
-import threading
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -81,28 +80,6 @@ def reading(entity: str, ts_ms: int, event_id: str | None = None, **measures: fl
 
 def failed_sequences(response: dict[str, Any]) -> list[str]:
     return [f["itemIdentifier"] for f in response["batchItemFailures"]]
-
-
-class FakeClock:
-    """A monotonic clock whose ``sleep`` advances time instantly (thread-safe)."""
-
-    def __init__(self, start: float = 1_000.0) -> None:
-        self._now = start
-        self._lock = threading.Lock()
-        self.sleeps: list[float] = []
-
-    def __call__(self) -> float:
-        with self._lock:
-            return self._now
-
-    def sleep(self, seconds: float) -> None:
-        with self._lock:
-            self.sleeps.append(seconds)
-            self._now += seconds
-
-    def advance(self, seconds: float) -> None:
-        with self._lock:
-            self._now += seconds
 
 
 def readings_in(payloads: Iterable[bytes]) -> int:

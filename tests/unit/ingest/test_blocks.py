@@ -9,13 +9,14 @@ from typing import Any
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from doubles.clocks import ManualClock
 from doubles.memory_dynamo import MemoryDynamo
 from doubles.memory_sqs import MemorySQS
 from ingest.kinesis_records import StreamRecord
 from ingest.logic import Ingestor
 from keydesign import Layout, Reading
 from local_runtime.faults import FaultInjectingDynamoDB, FaultPlan
-from tests.unit.ingest.kinesis_events import FakeClock, as_json, batch
+from tests.unit.ingest.kinesis_events import as_json, batch
 from tests.unit.ingest.stored import stored_readings
 from tests.unit.ingest.test_logic import NOW, _conserved, _ingestor
 
@@ -91,7 +92,7 @@ def test_any_regrouping_of_a_batch_keeps_the_last_copy_of_each_reading_and_redel
     tables = {Layout.from_settings(kind=kind, bucket="1h", table_prefix="readings", table_period=period).table_for(t)
               for t in (FIRST_MS, NOW)}  # fmt: skip
     dynamodb = MemoryDynamo(tables=tables)
-    clock = FakeClock()
+    clock = ManualClock(0.0)
     writes: Any = dynamodb if faults is None else FaultInjectingDynamoDB(dynamodb, faults, sleep=clock.sleep)
     ingestor = _ingestor(writes, MemorySQS(), kind=kind, period=period, clock=clock, concurrency=1)
     payloads = [_payload(rows) for rows in records]

@@ -18,13 +18,14 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, pro
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from doubles.clocks import ManualClock
 from doubles.lambda_context import FakeLambdaContext
 from doubles.memory_dynamo import MemoryDynamo
 from doubles.memory_sqs import MemorySQS, sqs_refusal
 from ingest.logic import BatchOutcome
 from keydesign import Reading, blocks, layouts
 from local_runtime.faults import FaultInjectingDynamoDB, FaultPlan, service_error
-from tests.unit.ingest.kinesis_events import FakeClock, as_json, kinesis_event, parsed, reading
+from tests.unit.ingest.kinesis_events import as_json, kinesis_event, parsed, reading
 from tests.unit.ingest.kpl import aggregate
 from tests.unit.ingest.stored import stored_readings
 from tests.unit.ingest.test_logic import NOW, _ingestor
@@ -200,7 +201,7 @@ def test_under_transient_faults_only_records_with_unsettled_readings_come_back(
     payloads: list[bytes], throttle_rate: float, sqs_rate: float, seed: int
 ) -> None:
     # Given hostile records while DynamoDB throttles and SQS fails calls
-    clock = FakeClock()
+    clock = ManualClock(0.0)
     dynamodb = MemoryDynamo(tables={"readings"})
     sqs = FlakySQS(sqs_rate, seed)
     faulty = FaultInjectingDynamoDB(dynamodb, FaultPlan(throttle_rate=throttle_rate, seed=seed), sleep=clock.sleep)

@@ -8,13 +8,14 @@ from typing import Any
 from adapters.batch_writer import BatchWriter
 from adapters.occupancy import OccupancyRecorder, OccupancyStore
 from adapters.shard_map_source import StaticShardMap
+from doubles.clocks import ManualClock
 from doubles.memory_dynamo import MemoryDynamo
 from doubles.memory_sqs import MemorySQS
 from ingest.logic import Ingestor
 from ingest.rejects import RejectsPublisher
 from keydesign import Layout, ShardMap
 from keydesign.occupancy import MAX_WRITER_OVERLAP_MS, SINCE_PK, day_pk
-from tests.unit.ingest.kinesis_events import FakeClock, as_json, batch, reading
+from tests.unit.ingest.kinesis_events import as_json, batch, reading
 
 NOW = 1_795_000_000_000  # 2026-11-18T...
 DAY = 86_400_000
@@ -24,7 +25,7 @@ MAX_FUTURE = 300_000
 
 
 def _ingestor(dynamodb: MemoryDynamo, *, kind: str = "hybrid") -> Ingestor:
-    clock = FakeClock()
+    clock = ManualClock(0.0)
     layout = Layout.from_settings(kind=kind, bucket="1h", table_prefix="readings")
     return Ingestor(
         layout=layout,

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from adapters.retry import Deadline
+from doubles.clocks import ManualClock
 from doubles.memory_sqs import MemorySQS
 from ingest.rejects import MAX_REQUEST_BYTES, Reject, RejectsPublisher, reject_message
 from local_runtime.faults import FaultInjectingSQS, FaultPlan, service_error
-from tests.unit.ingest.kinesis_events import FakeClock
 
 QUEUE = "https://sqs.eu-west-1.amazonaws.com/123456789012/readings-rejects"
 
@@ -22,7 +22,7 @@ def _reject(payload: bytes = b'{"entity_id":1}', index: int | None = 0, field: s
     return Reject(payload, field, "must be a string, got int", "shardId-000000000001", "4965", None, index, "pk", "arn")
 
 
-def _publisher(api: Any, clock: FakeClock, queue: str = QUEUE, **kwargs: Any) -> RejectsPublisher:
+def _publisher(api: Any, clock: ManualClock[float], queue: str = QUEUE, **kwargs: Any) -> RejectsPublisher:
     return RejectsPublisher(
         api,
         queue,
@@ -79,7 +79,7 @@ def test_binary_payloads_travel_as_base64() -> None:
 
 
 def test_batches_hold_at_most_10_entries_and_256_kib() -> None:
-    clock = FakeClock()
+    clock = ManualClock(0.0)
     sqs = MemorySQS()
     rejects = [_reject(index=i) for i in range(23)] + [_reject(b"x" * 100_000, index=100 + i) for i in range(5)]
     report = _publisher(sqs, clock, payload_limit=120_000).publish(rejects, Deadline.never())
@@ -91,7 +91,7 @@ def test_batches_hold_at_most_10_entries_and_256_kib() -> None:
 
 
 def test_entries_sqs_fails_are_retried_and_sender_faults_are_not() -> None:
-    clock = FakeClock()
+    clock = ManualClock(0.0)
 
     class Picky(MemorySQS):
         def send_message_batch(self, **kwargs: Any) -> Any:
@@ -118,12 +118,12 @@ def test_a_permanent_error_is_not_retried() -> None:
             Gone.calls += 1
             raise service_error("AWS.SimpleQueueService.NonExistentQueue", "SendMessageBatch")
 
-    report = _publisher(Gone(), FakeClock()).publish([_reject()], Deadline.never())
+    report = _publisher(Gone(), ManualClock(0.0)).publish([_reject()], Deadline.never())
     assert Gone.calls == 1 and "NonExistentQueue" in report.unsent[0]
 
 
 def test_a_failing_queue_is_retried_a_bounded_number_of_times_then_handed_back() -> None:
-    clock = FakeClock()
+    clock = ManualClock(0.0)
     sqs = FaultInjectingSQS(MemorySQS(), FaultPlan(throttle_rate=1.0, throttle_code="ServiceUnavailable"))
     report = _publisher(sqs, clock).publish([_reject(index=i) for i in range(12)], Deadline.never())
     assert set(report.unsent) == set(range(12))
@@ -133,7 +133,7 @@ def test_a_failing_queue_is_retried_a_bounded_number_of_times_then_handed_back()
 
 def test_fifo_queues_get_a_group_and_a_stable_deduplication_id() -> None:
     sqs = MemorySQS()
-    publisher = _publisher(sqs, FakeClock(), queue=QUEUE + ".fifo")
+    publisher = _publisher(sqs, ManualClock(0.0), queue=QUEUE + ".fifo")
     publisher.publish([_reject()], Deadline.never())
     publisher.publish([_reject()], Deadline.never())
     first, second = sqs.messages
@@ -143,7 +143,7 @@ def test_fifo_queues_get_a_group_and_a_stable_deduplication_id() -> None:
 
 
 def test_no_time_left_sends_nothing() -> None:
-    clock = FakeClock()
+    clock = ManualClock(0.0)
     sqs = MemorySQS()
     report = _publisher(sqs, clock).publish([_reject()], Deadline.after_ms(0, clock))
     assert sqs.calls == [] and 0 in report.unsent

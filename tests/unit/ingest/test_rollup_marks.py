@@ -10,6 +10,7 @@ from typing import Any
 from adapters.batch_writer import BatchWriter
 from adapters.rollup_store import MarkRecorder, RollupStore, start_pk
 from adapters.shard_map_source import StaticShardMap
+from doubles.clocks import ManualClock
 from doubles.memory_dynamo import MemoryDynamo
 from doubles.memory_sqs import MemorySQS
 from ingest.logic import Ingestor
@@ -17,7 +18,7 @@ from ingest.rejects import RejectsPublisher
 from keydesign import Layout, ShardMap, parse_timestamp
 from keydesign.rollup import Mark
 from keydesign.writetier import DENSE_READINGS, WriteTier
-from tests.unit.ingest.kinesis_events import FakeClock, as_json, batch, reading
+from tests.unit.ingest.kinesis_events import as_json, batch, reading
 from tests.unit.ingest.stored import stored_readings
 
 NOW = 1_795_000_000_000
@@ -26,7 +27,7 @@ CONTROL = "control"
 
 
 def _ingestor(db: MemoryDynamo, write_tier: WriteTier | None = None) -> Ingestor:
-    clock = FakeClock()
+    clock = ManualClock(0.0)
     layout = Layout.from_settings(kind="hybrid", bucket="1h", table_prefix="readings")
     writer = BatchWriter(db, concurrency=1, clock=clock, sleep=clock.sleep, rng=random.Random(3))
     return Ingestor(
@@ -109,7 +110,7 @@ def test_an_ingest_slowed_past_its_deadline_never_leaves_a_stored_reading_unmark
     db = MemoryDynamo(tables={"readings", CONTROL})
     ingestor = _ingestor(db)
     clock = ingestor.clock
-    assert isinstance(clock, FakeClock)
+    assert isinstance(clock, ManualClock)
     write = db.batch_write_item
 
     def slow(**kwargs: Any) -> Any:

@@ -16,6 +16,7 @@ from adapters.observability import metrics
 from adapters.shard_map_source import StaticShardMap
 from adapters.start_items import StartRecorder, write_tier_starts
 from adapters.table_builds import TableBuilds
+from doubles.clocks import ManualClock
 from doubles.memory_dynamo import MemoryDynamo
 from doubles.memory_sqs import MemorySQS
 from ingest.logic import BatchOutcome, Ingestor
@@ -32,7 +33,7 @@ from keydesign.writetier import (
     slice_start,
     tier_start_pk,
 )
-from tests.unit.ingest.kinesis_events import FakeClock, as_json, batch, reading
+from tests.unit.ingest.kinesis_events import as_json, batch, reading
 from tests.unit.ingest.stored import newest_copies
 from tests.unit.ingest.test_logic import FakeRotator
 
@@ -50,11 +51,11 @@ def _ingestor(
     now: int = NOW,
     period: str | None = None,
     table_builds: TableBuilds | None = None,
-    clock: FakeClock | None = None,
+    clock: ManualClock[float] | None = None,
     starts: bool = False,
 ) -> Ingestor:
     """An ingest container; with ``starts``, it puts the write tier's start items in the table "control"."""
-    clock = clock or FakeClock()
+    clock = clock or ManualClock(0.0)
     layout = Layout.from_settings(kind="hybrid", bucket="1h", table_prefix="readings", table_period=period)
     return Ingestor(
         layout=layout,
@@ -307,7 +308,7 @@ def test_late_readings_are_blocks_as_before() -> None:
 def test_a_group_item_whose_table_is_missing_is_handed_back_and_the_table_asked_for() -> None:
     layout = Layout.from_settings(kind="hybrid", bucket="1h", table_prefix="readings", table_period="hour")
     dynamodb = MemoryDynamo(tables={layout.table_for(NOW - HOUR)})  # the current hour's table is not there yet
-    rotator, clock = FakeRotator(dynamodb, builds=True), FakeClock()
+    rotator, clock = FakeRotator(dynamodb, builds=True), ManualClock(0.0)
     builds = TableBuilds(rotator, "rot", clock=clock)
     ingestor = _ingestor(dynamodb, period="hour", table_builds=builds, clock=clock)
     first = ingestor.ingest(batch(_sparse_and_dense()), 60_000)

@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
+from doubles.clocks import ManualClock
 from local_runtime.faults import FaultInjectingKinesis, FaultPlan, service_error
 from producer.packing import PackedRecord, Packer
 from producer.publisher import Publisher, publish
 from producer.sources import SourceItem
 from producer.synthetic import Workload, generate
-from tests.unit.ingest.kinesis_events import FakeClock
 
 
 class FakeStream:
@@ -49,13 +49,13 @@ def _records(keys: list[str]) -> list[PackedRecord]:
     return [PackedRecord(k, json.dumps([{"n": i}]).encode(), 1) for i, k in enumerate(keys)]
 
 
-def _publisher(api: Any, clock: FakeClock, **kwargs: Any) -> Publisher:
+def _publisher(api: Any, clock: ManualClock[float], **kwargs: Any) -> Publisher:
     return Publisher(api, "readings", clock=clock, sleep=clock.sleep, rng=random.Random(2), **kwargs)
 
 
 def test_only_the_failed_records_are_sent_again() -> None:
     stream = FakeStream(refuse={"b", "d"})
-    clock = FakeClock()
+    clock = ManualClock(0.0)
     publisher = _publisher(stream, clock)
     publisher.send(_records(["a", "b", "c", "d"]))
     assert [[r["PartitionKey"] for r in call] for call in stream.calls] == [["a", "b", "c", "d"], ["b", "d"]]
@@ -66,7 +66,7 @@ def test_only_the_failed_records_are_sent_again() -> None:
 
 def test_records_failing_every_attempt_are_counted_failed() -> None:
     stream = FakeStream(refuse={"b"}, times=100)
-    publisher = _publisher(stream, FakeClock(), max_attempts=3)
+    publisher = _publisher(stream, ManualClock(0.0), max_attempts=3)
     unsent = publisher.send(_records(["a", "b"]))
     assert len(stream.calls) == 3
     assert [r.partition_key for r in unsent] == ["b"]  # handed back, so a redrive keeps its message
@@ -77,7 +77,7 @@ def test_records_failing_every_attempt_are_counted_failed() -> None:
 def test_refused_records_are_retried_after_injected_backoff_sleeps_then_handed_back_and_reported() -> None:
     # Given a stream that refuses one record on every call, and a publisher allowed 4 attempts
     stream = FakeStream(refuse={"b"}, times=100)
-    clock = FakeClock()
+    clock = ManualClock(0.0)
     publisher = _publisher(stream, clock, max_attempts=4)
     # When the batch is sent
     unsent = publisher.send(_records(["a", "b", "c"]))
@@ -94,7 +94,7 @@ def test_refused_records_are_retried_after_injected_backoff_sleeps_then_handed_b
 
 
 def test_a_throttled_call_is_retried_whole_and_a_missing_stream_fails_at_once() -> None:
-    clock = FakeClock()
+    clock = ManualClock(0.0)
     faulty = FaultInjectingKinesis(FakeStream(), FaultPlan(throttle_first=2))
     publisher = _publisher(faulty, clock)
     publisher.send(_records(["a", "b"]))
@@ -114,7 +114,7 @@ def test_a_throttled_call_is_retried_whole_and_a_missing_stream_fails_at_once() 
 
 
 def test_client_side_jitter_delays_each_call() -> None:
-    clock = FakeClock()
+    clock = ManualClock(0.0)
     publisher = _publisher(FakeStream(), clock, jitter_ms=50)
     publisher.send(_records(["a"]))
     publisher.send(_records(["b"]))
@@ -135,7 +135,7 @@ def test_a_stream_arn_is_sent_as_stream_arn() -> None:
 
 
 def test_publish_conserves_readings_through_partial_failures() -> None:
-    clock = FakeClock()
+    clock = ManualClock(0.0)
     stream = FakeStream()
     faulty = FaultInjectingKinesis(stream, FaultPlan(partial_rate=0.5, partial_fraction=0.3, seed=4))
     workload = Workload(
@@ -157,21 +157,21 @@ def test_invalid_readings_are_counted_not_sent() -> None:
         SourceItem(3, None, "line 3: not JSON"),
     ]
     stream = FakeStream()
-    summary = publish(items, _publisher(stream, FakeClock()), Packer())
+    summary = publish(items, _publisher(stream, ManualClock(0.0)), Packer())
     assert (summary.readings_in, summary.readings_sent, summary.readings_invalid) == (3, 1, 2)
     assert summary.invalid_examples[0].startswith("line 2: entity_id:")
-    unchecked = publish(items[:2], _publisher(FakeStream(), FakeClock()), Packer(), validate=False)
+    unchecked = publish(items[:2], _publisher(FakeStream(), ManualClock(0.0)), Packer(), validate=False)
     assert unchecked.readings_sent == 2
     # A reading no Kinesis record can hold is counted invalid too, with its line, and the rest still go
     huge = SourceItem(4, {"entity_id": "a", "timestamp": 1_795_000_000_000, "measures": {"t": 1}, "x": "y" * 2**20})
-    oversize = publish([huge, items[0]], _publisher(FakeStream(), FakeClock()), Packer(), validate=False)
+    oversize = publish([huge, items[0]], _publisher(FakeStream(), ManualClock(0.0)), Packer(), validate=False)
     assert (oversize.readings_sent, oversize.readings_invalid) == (1, 1)
     (example,) = oversize.invalid_examples
     assert example.startswith("line 4: a reading of") and example.endswith("does not fit in a 1 MiB Kinesis record")
 
 
 def test_pacing_sends_at_the_rate_of_the_workload() -> None:
-    clock = FakeClock()
+    clock = ManualClock(0.0)
     workload = Workload(entities=5, rate=100, duration_s=3, start_ms=1_795_000_000_000)
     summary = publish(
         generate(workload), _publisher(FakeStream(), clock), Packer(), pace=True, clock=clock, sleep=clock.sleep
@@ -182,7 +182,7 @@ def test_pacing_sends_at_the_rate_of_the_workload() -> None:
 
 def test_a_slow_paced_stream_is_sent_every_linger_not_when_a_call_is_full() -> None:
     # Given 10 readings a second for 3 s, paced, with a 250 ms linger
-    clock, stream = FakeClock(), FakeStream()
+    clock, stream = ManualClock(0.0), FakeStream()
     workload = Workload(entities=5, rate=10, duration_s=3, start_ms=1_795_000_000_000)
     publisher = _publisher(stream, clock)
     publish(generate(workload), publisher, Packer(), pace=True, linger_ms=250, clock=clock, sleep=clock.sleep)

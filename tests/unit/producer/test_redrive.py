@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
+from doubles.clocks import ManualClock
 from ingest.rejects import Reject, reject_message
 from producer.publisher import Publisher
 from producer.redrive import FieldRename, MessageQueue, RejectMessage, peek, redrive, summarise
-from tests.unit.ingest.kinesis_events import FakeClock
 from tests.unit.producer.test_publisher import FakeStream
 
 GOOD = {"entity_id": "s-1", "event_id": "e-1", "timestamp": "2026-11-22T06:00:00Z", "measures": {"rh": 1}, "tmp": 2}
@@ -67,7 +67,7 @@ def body(
 
 
 def publisher(stream: FakeStream, **kwargs: Any) -> Publisher:
-    clock = FakeClock()
+    clock = ManualClock(0.0)
     return Publisher(stream, "readings", clock=clock, sleep=clock.sleep, rng=random.Random(1), **kwargs)
 
 

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from adapters.partition_reader import Page, PageRequest, StoredBlock
 from adapters.shard_map_source import StaticShardMap
+from doubles.lambda_context import FakeLambdaContext
 from doubles.memory_dynamo import MemoryReader
 from keydesign import Layout, Reading, ShardMap, format_ts, parse_timestamp
 from keydesign.blocks import read_header
@@ -405,16 +406,6 @@ def test_the_routes_are_the_ones_docs_query_md_lists() -> None:
     assert set(api.ROUTES) == set(table)
 
 
-class _Context:
-    """A Lambda context with ``remaining_ms`` left."""
-
-    def __init__(self, remaining_ms: int) -> None:
-        self.remaining_ms = remaining_ms
-
-    def get_remaining_time_in_millis(self) -> int:
-        return self.remaining_ms
-
-
 @pytest.mark.parametrize("route", ["entity_readings", "range_readings"])
 def test_a_route_reads_until_the_functions_remaining_time_less_the_response_margin(route: str) -> None:
     path, params = ROUTES[route]
@@ -422,7 +413,7 @@ def test_a_route_reads_until_the_functions_remaining_time_less_the_response_marg
     margin = QueryLimits().response_margin_ms
 
     def within(remaining_ms: int) -> Any:
-        context = _Context(remaining_ms)
+        context = FakeLambdaContext(remaining_ms)
         reply = ApiClient(lambda event, _: app.resolve(event, context)).get(path, **params)
         assert reply.status == 200, reply.body
         return reply.body

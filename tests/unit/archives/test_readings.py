@@ -1,4 +1,5 @@
-"""``tsctl archive`` on exports built by hand: blocks made by ``Layout.pack``, files laid out as DynamoDB does."""
+"""``archives.readings`` on exports built by hand (blocks made by ``Layout.pack``, files laid out as DynamoDB
+does), and ``tsctl archive``, the command over it."""
 
 from __future__ import annotations
 

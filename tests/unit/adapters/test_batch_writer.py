@@ -27,9 +27,9 @@ from adapters.batch_writer import (
     serialize_item,
 )
 from adapters.retry import Backoff, Deadline
+from doubles.clocks import ManualClock
 from doubles.memory_dynamo import MemoryDynamo
 from local_runtime.faults import FaultInjectingDynamoDB, FaultPlan, service_error
-from tests.unit.ingest.kinesis_events import FakeClock
 
 
 def _writes(count: int, table: str = "readings", prefix: str = "e") -> list[PendingWrite]:
@@ -44,7 +44,7 @@ def _writes(count: int, table: str = "readings", prefix: str = "e") -> list[Pend
     ]
 
 
-def _writer(api: Any, clock: FakeClock, concurrency: int = 4) -> BatchWriter:
+def _writer(api: Any, clock: ManualClock[float], concurrency: int = 4) -> BatchWriter:
     return BatchWriter(api, concurrency=concurrency, clock=clock, sleep=clock.sleep, rng=random.Random(1))
 
 
@@ -114,7 +114,7 @@ def test_chunks_hold_at_most_25_items_of_one_table() -> None:
 
 def test_duplicate_keys_are_refused_before_any_call() -> None:
     api = MemoryDynamo(tables={"readings"}, record_calls=True)
-    writer = _writer(api, FakeClock())
+    writer = _writer(api, ManualClock(0.0))
     with pytest.raises(ValueError, match="duplicate keys"):
         writer.write(_writes(2) + _writes(1), Deadline.never())
     assert api.calls == []
@@ -125,7 +125,7 @@ def test_duplicate_keys_are_refused_before_any_call() -> None:
 
 def test_every_item_is_written_with_one_call_per_25() -> None:
     api = MemoryDynamo(tables={"readings"}, record_calls=True)
-    report = _writer(api, FakeClock()).write(_writes(1000), Deadline.never())
+    report = _writer(api, ManualClock(0.0)).write(_writes(1000), Deadline.never())
     assert report.written == set(range(1000))
     assert report.calls == 40 == len(api.calls)
     assert report.consumed_wcu == 1000.0
@@ -133,7 +133,7 @@ def test_every_item_is_written_with_one_call_per_25() -> None:
 
 
 def test_unprocessed_items_are_retried_with_full_jitter_backoff() -> None:
-    clock = FakeClock()
+    clock = ManualClock(0.0)
     api = FaultInjectingDynamoDB(
         MemoryDynamo(tables={"readings"}), FaultPlan(partial_first=3, partial_fraction=0.6, seed=2)
     )
@@ -146,7 +146,7 @@ def test_unprocessed_items_are_retried_with_full_jitter_backoff() -> None:
 
 
 def test_throttling_until_the_deadline_hands_the_items_back_without_overrunning() -> None:
-    clock = FakeClock()
+    clock = ManualClock(0.0)
     api = FaultInjectingDynamoDB(MemoryDynamo(tables={"readings"}), FaultPlan(throttle_rate=1.0))
     deadline = Deadline.after_ms(3_000, clock)
     report = _writer(api, clock, concurrency=1).write(_writes(40), deadline)
@@ -159,7 +159,7 @@ def test_throttling_until_the_deadline_hands_the_items_back_without_overrunning(
 
 @pytest.mark.parametrize("code", ["ThrottlingException", "RequestLimitExceeded", "InternalServerError"])
 def test_transient_errors_are_retried(code: str) -> None:
-    clock = FakeClock()
+    clock = ManualClock(0.0)
     api = FaultInjectingDynamoDB(MemoryDynamo(tables={"readings"}), FaultPlan(throttle_first=2, throttle_code=code))
     report = _writer(api, clock, concurrency=1).write(_writes(10), Deadline.after_ms(10_000, clock))
     assert report.written == set(range(10))
@@ -167,7 +167,7 @@ def test_transient_errors_are_retried(code: str) -> None:
 
 
 def test_a_5xx_and_a_dropped_connection_are_retried() -> None:
-    clock = FakeClock()
+    clock = ManualClock(0.0)
     inner = MemoryDynamo(tables={"readings"})
     failures: list[Exception] = [
         service_error("SomethingNew", "BatchWriteItem", status=503),
@@ -187,7 +187,7 @@ def test_a_5xx_and_a_dropped_connection_are_retried() -> None:
 
 def test_a_missing_table_is_handed_back_at_once_not_retried() -> None:
     api = MemoryDynamo(tables={"readings"})
-    report = _writer(api, FakeClock()).write(_writes(5, "readings-2026-11-21"), Deadline.never())
+    report = _writer(api, ManualClock(0.0)).write(_writes(5, "readings-2026-11-21"), Deadline.never())
     assert set(report.unwritten) == set(range(5))
     assert "ResourceNotFoundException" in report.unwritten[0]
     assert report.calls == 1
@@ -195,7 +195,7 @@ def test_a_missing_table_is_handed_back_at_once_not_retried() -> None:
 
 def test_one_item_dynamodb_refuses_is_isolated_and_its_neighbours_written() -> None:
     api = MemoryDynamo(tables={"readings"}, refuse=lambda item: "bad item" if item["sk"]["S"] == "e#00007" else None)
-    report = _writer(api, FakeClock(), concurrency=2).write(_writes(30), Deadline.never())
+    report = _writer(api, ManualClock(0.0), concurrency=2).write(_writes(30), Deadline.never())
     assert report.rejected == {7: "DynamoDB refused the item: bad item"}
     assert report.written == set(range(30)) - {7}
     assert len(api.items()) == 29
@@ -206,12 +206,12 @@ def test_an_unexpected_exception_hands_the_items_back() -> None:
         def batch_write_item(self, **kwargs: Any) -> Any:
             raise RuntimeError("boom")
 
-    report = _writer(Broken(), FakeClock()).write(_writes(3), Deadline.never())
+    report = _writer(Broken(), ManualClock(0.0)).write(_writes(3), Deadline.never())
     assert report.unwritten == dict.fromkeys(range(3), "unexpected RuntimeError: boom")
 
 
 def test_an_expired_deadline_makes_no_call() -> None:
-    clock = FakeClock()
+    clock = ManualClock(0.0)
     api = MemoryDynamo(tables={"readings"}, record_calls=True)
     report = _writer(api, clock).write(_writes(30), Deadline.after_ms(0, clock))
     assert api.calls == [] and set(report.unwritten) == set(range(30))
@@ -248,7 +248,7 @@ def test_with_botocore_stubber_on_a_real_client(prebuilt: bool) -> None:
         PendingWrite(w.table, w.pk, w.sk, {**w.item, "b": {"B": bytes([i, 0, 255]) * 50}})
         for i, w in enumerate(_writes(3))
     ]
-    clock = FakeClock()
+    clock = ManualClock(0.0)
     with Stubber(dynamodb) as stub:
         stub.add_response(
             "batch_write_item",
@@ -326,7 +326,9 @@ def test_a_client_without_validation_sends_the_same_json_without_botocores_seria
     slow, slow_bodies = _capturing_client(validate=True)
     fast_serialized, slow_serialized = _serialized_by_botocore(fast), _serialized_by_botocore(slow)
     for client in (fast, slow):
-        report = _writer(client, FakeClock(), concurrency=1).write(writes, Deadline.after_ms(5_000, FakeClock()))
+        report = _writer(client, ManualClock(0.0), concurrency=1).write(
+            writes, Deadline.after_ms(5_000, ManualClock(0.0))
+        )
         assert report.written == {0, 1}
     # Then the shortcut applies to the first only, and both bodies say the same
     assert [json.loads(b) for b in fast_bodies] == [json.loads(b) for b in slow_bodies]

@@ -75,9 +75,13 @@ class DemoOptions:
 
     @classmethod
     def quick(cls, **overrides: Any) -> DemoOptions:
-        """A smaller scenario (a test's, or ``--quick``): 30 sensors, the hot sensor at 900/s."""
+        """A smaller scenario (a test's, or ``--quick``): 30 sensors, the hot sensor at 900/s, the sparse
+        fleet's 4 readings each over 30 s instead of 60."""
         base = {"sensors": 30, "base_rate": 150.0, "hot_rate": 900.0, "split_phase_s": 4.0, "trickle_rate": 10.0}
         more = {"invalid_readings": 10, "garbage_records": 2, "history_pace_s": 0.2, "history_rate": 25.0}
+        # Each sparse entity still sends 4 readings, at most 2 an ingest batch (far under DENSE_READINGS):
+        # group items, then one compacted block each, as in the full scenario, in half its real time.
+        more |= {"sparse_period_s": 7.5, "sparse_s": 30.0}
         return cls(**{**base, **more, **overrides})
 
 

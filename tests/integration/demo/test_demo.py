@@ -5,14 +5,15 @@ rotator, whose five replayed hours it asserts from the report; with faults it
 runs one readings table (``table_period`` none), so the single-table path
 keeps its end-to-end test and the second run skips the replay.
 
-Each run takes about 2-3.5 minutes on 2 idle cores without coverage (2026-12-04:
-no-faults 157-200 s, faults 105-145 s; CI with coverage: 287-365 s and
+Each run takes about 2-3.5 minutes alone (2026-12-04: no-faults 157-200 s,
+faults 105-145 s; in `make test`, beside the other tests: 287-365 s and
 138-147 s), much of it waiting for the split's boundary (the first 1-minute
 bucket boundary after the cache TTL plus the change margin, 15 s in the demo's
 settings: 15-75 s after detection, by where in the minute it falls): that wait
 is the design, not the test being slow. The sparse fleet's 30 s of real time
-(quick) runs beside it, so it is waited for only when the split comes early. The time limit is above the suite's 600 s default because a
-loaded CI machine, with coverage tracing every line, runs it several times slower.
+(quick) runs beside it, so it is waited for only when the split comes early.
+The time limit is above the suite's 600 s default because a loaded CI machine,
+or one with coverage tracing every line, runs it several times slower.
 """
 
 from __future__ import annotations

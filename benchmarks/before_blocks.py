@@ -38,7 +38,7 @@ from typing import Any
 
 from benchmarks.cold_start import ROOT, run_child
 from benchmarks.harness import Result, benchmark
-from benchmarks.query_cpu import CLUSTERED, cluster_blocks
+from benchmarks.query_cpu import CLUSTERED, CLUSTERED_GAP_MS, cluster_blocks
 from keydesign.writetier import SLICE_MS, slice_start
 
 #: The last commit that stored one item per reading.
@@ -141,7 +141,7 @@ def wire_page(per_block: int | None, pages: int) -> float:
         hybrid = Layout.from_settings(kind="hybrid", bucket="1d", table_prefix="readings")
         start, _, compacted = cluster_blocks(hybrid, 1)
         for cluster in compacted:
-            if cluster.readings[0].ts_ms < slice_start(start + _PAGE * 259_000) + SLICE_MS:
+            if cluster.readings[0].ts_ms < slice_start(start + _PAGE * CLUSTERED_GAP_MS) + SLICE_MS:
                 items.append({"sk": {"S": cluster.sk}, "b": {"B": base64.b64encode(cluster.payload).decode()}})
     else:
         for at in range(0, _PAGE, per_block):

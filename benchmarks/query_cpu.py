@@ -30,7 +30,6 @@ from urllib.parse import urlencode
 from benchmarks.cold_start import FUNCTIONS, ROOT, handler_env, run_child
 from benchmarks.harness import Result, benchmark, collector_time
 from doubles.lambda_context import FakeLambdaContext
-from keydesign.writetier import WriteTier
 
 if TYPE_CHECKING:  # the child imports what it runs after query.handler, as Lambda's init would
     from aws_lambda_powertools.event_handler import APIGatewayRestResolver
@@ -51,8 +50,8 @@ DENSITIES = (1, 10, 100)
 #: three days of its cluster partition in a few Queries (with 1-hour buckets, one an hour).
 CLUSTERED = 0
 CLUSTER_MATES = 7
-#: The write tier of the compacted shape: one group.
-COMPACTED_TIER = WriteTier(1)
+#: The compacted shape's time between a device's readings: seed 003's.
+CLUSTERED_GAP_MS = 259_000
 
 
 def child(mode: str, pages: int, per_block: int = 1) -> dict[str, Any]:
@@ -139,23 +138,24 @@ def _compacted(layout: Layout, memory: MemoryReader, version: int) -> tuple[int,
     """Store :func:`cluster_blocks` in ``memory``; the first reading's time and the service's write tier and
     watermark (every hour before the one ``query_fanout.NOW`` is in compacted)."""
     from doubles.tier_items import FixedWatermark  # noqa: PLC0415
+    from keydesign.writetier import WriteTier  # noqa: PLC0415
 
     start, through, blocks = cluster_blocks(layout, version)
     for block in blocks:
         memory.add_item(block.table, block.item())
-    return start, {"write_tier": COMPACTED_TIER, "watermark": FixedWatermark(through, COMPACTED_TIER.groups)}
+    return start, {"write_tier": WriteTier(1), "watermark": FixedWatermark(through, 1)}
 
 
 def cluster_blocks(layout: Layout, version: int) -> tuple[int, int, list[CompactedBlock]]:
-    """``sensor-1``'s :data:`READINGS` readings, one every 259 s, and as many of each of its
-    :data:`CLUSTER_MATES`, as compaction stores them (their group's hours in cluster blocks), in the hours
+    """``sensor-1``'s :data:`READINGS` readings, one every :data:`CLUSTERED_GAP_MS`, and as many of each of its
+    :data:`CLUSTER_MATES`, as compaction stores them (their group's hours in cluster blocks, one group), in the hours
     before the one ``query_fanout.NOW`` is in: the first reading's time, the end of the last hour, the blocks."""
     from benchmarks import query_fanout  # noqa: PLC0415
     from keydesign import Reading  # noqa: PLC0415
     from keydesign.tiering import compact_hour  # noqa: PLC0415
-    from keydesign.writetier import SLICE_MS, cluster_of, slice_start  # noqa: PLC0415
+    from keydesign.writetier import SLICE_MS, WriteTier, cluster_of, slice_start  # noqa: PLC0415
 
-    gap = 259_000
+    gap, tier = CLUSTERED_GAP_MS, WriteTier(1)
     mates = (f"sensor-{n}" for n in itertools.count(2) if cluster_of(f"sensor-{n}") == cluster_of("sensor-1"))
     entities = ["sensor-1", *itertools.islice(mates, CLUSTER_MATES)]
     through = slice_start(query_fanout.NOW)
@@ -169,7 +169,7 @@ def cluster_blocks(layout: Layout, version: int) -> tuple[int, int, list[Compact
         raise AssertionError("the readings reach into the hour compaction has not done")
     blocks = []
     for hour, readings in sorted(hours.items()):
-        pk = COMPACTED_TIER.cluster_pk(0, layout.cluster_span(hour))
+        pk = tier.cluster_pk(0, layout.cluster_span(hour))
         blocks += compact_hour(hour, [(version, readings)], table=layout.table_for(hour), pk=pk)
     return start, through, blocks
 

@@ -4,11 +4,12 @@ written with the key design (as ingest writes them), and what compaction stored,
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import boto3
 import pytest
+from botocore.exceptions import ClientError
 
 from adapters.batch_writer import BatchWriter, serialize_item
 from adapters.partition_reader import DynamoPartitionReader
@@ -17,6 +18,7 @@ from adapters.shard_map_source import StaticShardMap
 from adapters.start_items import write_tier_starts
 from compaction.logic import CompactionRunner, StateStore
 from compaction.settings import CompactionSettings
+from doubles.clocks import ManualClock
 from keydesign import Reading, ShardMap, parse_timestamp
 from keydesign.blocks import decode_group, encode_group, keyed_item
 from keydesign.rollup import RedoRequest, redo_pk
@@ -171,6 +173,46 @@ def runner(clock: list[int], **parts: Any) -> CompactionRunner:
     return CompactionRunner(**{**defaults, **parts})
 
 
+def retrying_runner(api: Any, now_ms: int) -> tuple[CompactionRunner, ManualClock[float]]:
+    """A runner at ``now_ms`` writing to ``api`` through a writer that retries on a manual clock (its sleeps
+    move the clock, so a run given ``Deadline.after_ms(..., clock)`` retries until that deadline)."""
+    clock = ManualClock(0.0)
+    writer = BatchWriter(api, clock=clock, sleep=clock.sleep)
+    return runner([now_ms], writer=writer, concurrency=2), clock
+
+
+class RefusingWrites:
+    """DynamoDB refusing (``code``) every BatchWriteItem that puts an item ``refuses`` picks, while ``on``."""
+
+    def __init__(
+        self, refuses: Callable[[dict[str, Any]], bool], code: str = "ProvisionedThroughputExceededException"
+    ) -> None:
+        self.api = boto3.client("dynamodb", region_name=REGION)
+        self.refuses = refuses
+        self.code = code
+        self.on = True
+
+    def batch_write_item(self, **kwargs: Any) -> Any:
+        items = [r["PutRequest"]["Item"] for rs in kwargs["RequestItems"].values() for r in rs]
+        if self.on and any(self.refuses(i) for i in items):
+            raise ClientError({"Error": {"Code": self.code, "Message": "refused"}}, "BatchWriteItem")
+        return self.api.batch_write_item(**kwargs)
+
+
+def cluster_block_of(entities: set[str]) -> Callable[[dict[str, Any]], bool]:
+    """Picks a cluster block of 06:00's hour holding a reading of ``entities``."""
+
+    def picks(item: dict[str, Any]) -> bool:
+        pk = item["pk"]["S"]
+        if not pk.startswith(CLUSTER_PK_PREFIX) or pk[7:20] != "2026-11-22T06":
+            return False
+        return bool(
+            {r.entity_id for r in decode_group(item["b"]["B"], span_limit_ms=MAX_COMPACTED_SPAN_MS)[1]} & entities
+        )
+
+    return picks
+
+
 def rollup_store() -> RollupStore:
     client = boto3.client("dynamodb", region_name=REGION)
     return RollupStore(client, BatchWriter(client), "control", PREFIX, SETTINGS.retention_ms)
@@ -214,6 +256,19 @@ def sparse_fleet(hour: int, devices: int = 40, per_device: int = 3) -> list[Read
         for d in range(devices)
         for n in range(per_device)
     ]
+
+
+def hot_beside_its_blocks(db: Any, step_ms: int) -> tuple[list[Reading], list[Reading]]:
+    """A sparse entity's two readings and ten of a hot one (``step_ms`` apart) from ``H``: the tier holds copies
+    of version 20 of hot's readings 0-4 and of the sparse entity's two, and hot, dense in other batches, wrote
+    its own blocks: readings 3-9 at version 30 (newer: 3 and 4 corrected), and an older copy of reading 0 at
+    version 10. Returns (sparse, hot)."""
+    sparse = [reading("s-1", H + 1_000, "a"), reading("s-1", H + 2_000, "b")]
+    hot = [reading("hot", H + n * step_ms, f"h{n}") for n in range(10)]
+    publish(db, [*sparse, *hot[:5]], version=20)
+    put_dense(db, [dataclasses.replace(r, measures={"v": 9.0}) for r in hot[3:]], version=30)
+    put_blocks(db, [hot[0]], version=10)
+    return sparse, hot
 
 
 def publish(db: Any, readings: Sequence[Reading], version: int, tier: WriteTier = TIER) -> None:

@@ -5,24 +5,19 @@ and dense entities whose blocks hold newer and older copies."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 import boto3
 import pytest
-from botocore.exceptions import ClientError
 
-from adapters.batch_writer import BatchWriter, serialize_item
+from adapters.batch_writer import serialize_item
 from adapters.partition_reader import DynamoPartitionReader, Page, PageRequest
 from adapters.retry import Deadline
 from compaction import logic
 from compaction.logic import StepNotStored
 from doubles.clocks import ManualClock
-from keydesign.blocks import decode_group
 from keydesign.writetier import (
-    CLUSTER_PK_PREFIX,
     KEEP_MS,
-    MAX_COMPACTED_SPAN_MS,
     Clustered,
     CompactionState,
     EarlierGroups,
@@ -40,14 +35,17 @@ from tests.integration.compaction.conftest import (
     SETTLED,
     TIER,
     H,
+    RefusingWrites,
     advanced_at,
+    cluster_block_of,
     compacted,
+    hot_beside_its_blocks,
     identities,
     publish,
-    put_blocks,
     put_dense,
     put_start,
     reading,
+    retrying_runner,
     runner,
     save_state,
     sparse_fleet,
@@ -134,14 +132,9 @@ def test_an_hour_is_compacted_only_once_it_has_settled(db: Any) -> None:
 
 
 def test_dense_entities_blocks_newer_copies_win_and_older_ones_lose(db: Any) -> None:
-    sparse = [reading("s-1", H + 1_000, "a"), reading("s-1", H + 2_000, "b")]
-    hot = [reading("hot", H + n * 60_000, f"h{n}") for n in range(10)]
-    # Given the tier holds copies of version 20 of hot's readings 0-4 and of the sparse entity's two
-    publish(db, [*sparse, *hot[:5]], version=20)
-    # and hot, dense in other batches, wrote its own blocks: readings 3-9 at version 30 (newer: 3 and 4
-    # corrected), and an older copy of reading 0 at version 10
-    put_dense(db, [replace(r, measures={"v": 9.0}) for r in hot[3:]], version=30)
-    put_blocks(db, [hot[0]], version=10)
+    # Given hot's readings 0-4 in the tier at version 20 beside its own blocks of 3-9 (version 30) and of 0
+    # (version 10), and a sparse entity's two in the tier
+    sparse, hot = hot_beside_its_blocks(db, step_ms=60_000)
     # (and an entity dense in every batch of the hour: nothing of it is in the tier)
     put_dense(db, [reading("busy", H + n * 60_000, f"b{n}") for n in range(5)], version=25)
     report = runner([SETTLED]).run(Deadline.never())
@@ -154,28 +147,6 @@ def test_dense_entities_blocks_newer_copies_win_and_older_ones_lose(db: Any) -> 
     assert {v for e, copies in stored.items() for v, _ in copies if e[0] == "s-1"} == {20}
     # and only hot's blocks were read (7 of version 30, 1 of version 10): busy has nothing to compact
     assert report.dense_marks == 2 and report.blocks_read == 8
-
-
-class Throttling:
-    """DynamoDB throttling every BatchWriteItem that holds a cluster block of ``entities`` in 06:00's hour."""
-
-    def __init__(self, api: Any, entities: set[str], code: str = "ProvisionedThroughputExceededException") -> None:
-        self.api = api
-        self.entities = entities
-        self.code = code
-        self.on = True
-
-    def batch_write_item(self, **kwargs: Any) -> Any:
-        items = [r["PutRequest"]["Item"] for rs in kwargs["RequestItems"].values() for r in rs]
-        if self.on and any(
-            i["pk"]["S"].startswith(CLUSTER_PK_PREFIX)
-            and i["pk"]["S"][7:20] == "2026-11-22T06"
-            and {r.entity_id for r in decode_group(i["b"]["B"], span_limit_ms=MAX_COMPACTED_SPAN_MS)[1]} & self.entities
-            for i in items
-        ):
-            error = {"Code": self.code, "Message": "refused"}
-            raise ClientError({"Error": error}, "BatchWriteItem")
-        return self.api.batch_write_item(**kwargs)
 
 
 class SlowReader:
@@ -200,10 +171,8 @@ def test_a_step_whose_blocks_are_throttled_past_the_deadline_is_redone_next_run_
     save_state(db, CompactionState(H - HOUR))
     # and DynamoDB throttles the writes of one device of group 5 (the third step of H) for a while
     victim = next(f"dev-{d:03d}" for d in range(40) if TIER.group_of(f"dev-{d:03d}") == 5)
-    throttling = Throttling(boto3.client("dynamodb", region_name=REGION), {victim})
-    clock = ManualClock(0.0)
-    writer = BatchWriter(throttling, clock=clock, sleep=clock.sleep)
-    compact = runner([SETTLED], writer=writer, concurrency=2)
+    throttling = RefusingWrites(cluster_block_of({victim}))
+    compact, clock = retrying_runner(throttling, SETTLED)
     # When a run meets it: the writer retries until the deadline, then the run stops on that step
     failed = compact.run(Deadline.after_ms(60_000, clock))
     assert isinstance(failed.error, StepNotStored)

@@ -7,7 +7,6 @@ from collections.abc import Iterator
 from types import ModuleType
 from typing import Any
 
-import boto3
 import pytest
 
 from adapters.batch_writer import BatchWriter
@@ -16,15 +15,15 @@ from doubles.lambda_context import FakeLambdaContext
 from keydesign.writetier import CompactionState
 from tests.integration.compaction.conftest import (
     ENV,
-    REGION,
     SETTLED,
     H,
+    RefusingWrites,
+    cluster_block_of,
     publish,
     runner,
     save_state,
     sparse_fleet,
 )
-from tests.integration.compaction.test_compaction import Throttling
 from tests.integration.mocked_aws import emitted_metrics, fresh_handler
 
 pytestmark = pytest.mark.integration
@@ -46,7 +45,7 @@ def test_a_run_reports_its_metrics_and_one_stopped_by_an_error_raises_it_after_t
     save_state(db, CompactionState(H))
     # Given DynamoDB refuses every compacted block of the hour
     devices = {f"dev-{d:03d}" for d in range(10)}
-    throttling = Throttling(boto3.client("dynamodb", region_name=REGION), devices, code="ValidationException")
+    throttling = RefusingWrites(cluster_block_of(devices), code="ValidationException")
     compact = runner([SETTLED], writer=BatchWriter(throttling))
     handler = handler_module.create_handler(compact)
     capsys.readouterr()

@@ -5,14 +5,10 @@ and a change of the group count."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
-import boto3
 import pytest
-from botocore.exceptions import ClientError
 
-from adapters.batch_writer import BatchWriter
 from adapters.retry import Deadline
 from compaction.logic import StepNotStored
 from doubles.clocks import ManualClock
@@ -32,12 +28,12 @@ from tests.integration.compaction.conftest import (
     SETTLED,
     TIER,
     H,
+    RefusingWrites,
     compacted,
+    hot_beside_its_blocks,
     identities,
     publish,
-    put_blocks,
-    put_dense,
-    reading,
+    retrying_runner,
     runner,
     save_state,
     sparse_fleet,
@@ -158,20 +154,6 @@ def test_after_downtime_the_re_pack_skips_to_the_newest_hour_and_compaction_does
     assert compacted(db).keys() == identities(older)
 
 
-class Throttling:
-    """DynamoDB throttling every BatchWriteItem that holds a sub-item of the partition ``pk``, while ``on``."""
-
-    def __init__(self, api: Any, pk: str) -> None:
-        self.api, self.pk, self.on = api, pk, True
-
-    def batch_write_item(self, **kwargs: Any) -> Any:
-        items = [r["PutRequest"]["Item"] for rs in kwargs["RequestItems"].values() for r in rs]
-        if self.on and any(i["pk"]["S"] == self.pk for i in items):
-            error = {"Code": "ProvisionedThroughputExceededException", "Message": "refused"}
-            raise ClientError({"Error": error}, "BatchWriteItem")
-        return self.api.batch_write_item(**kwargs)
-
-
 def test_a_step_whose_sub_items_are_throttled_past_the_deadline_is_redone_next_run_nothing_lost_or_doubled(
     db: Any,
 ) -> None:
@@ -179,10 +161,8 @@ def test_a_step_whose_sub_items_are_throttled_past_the_deadline_is_redone_next_r
     publish(db, fleet, version=4)
     save_state(db, CompactionState(H, 8, **REPACKING))
     # Given DynamoDB throttles the sub-items of group 5 (the third step of 2 groups) for a while
-    throttling = Throttling(boto3.client("dynamodb", region_name="eu-west-1"), TIER.sub_pk(5, H))
-    clock = ManualClock(0.0)
-    writer = BatchWriter(throttling, clock=clock, sleep=clock.sleep)
-    repack = runner([NOW], writer=writer, concurrency=2)
+    throttling = RefusingWrites(lambda item: item["pk"]["S"] == TIER.sub_pk(5, H))
+    repack, clock = retrying_runner(throttling, NOW)
     # When a run meets it: the writer retries until the deadline, then the re-pack stops on that step
     failed = repack.run(Deadline.after_ms(60_000, clock))
     assert isinstance(failed.error, StepNotStored)
@@ -216,14 +196,9 @@ def test_a_run_stopped_by_its_deadline_goes_on_from_its_last_step(db: Any) -> No
 
 
 def test_dense_entities_newer_block_copies_win_and_older_ones_lose(db: Any) -> None:
-    sparse = [reading("s-1", H + 1_000, "a"), reading("s-1", H + 2_000, "b")]
-    hot = [reading("hot", H + n * 20_000, f"h{n}") for n in range(10)]
-    # Given the tier holds copies of version 20 of hot's readings 0-4 and the sparse entity's two
-    publish(db, [*sparse, *hot[:5]], version=20)
-    # and hot, dense in other batches, wrote its own blocks: readings 3-9 at version 30 (3 and 4
-    # corrected), and an older copy of reading 0 at version 10
-    put_dense(db, [replace(r, measures={"v": 9.0}) for r in hot[3:]], version=30)
-    put_blocks(db, [hot[0]], version=10)
+    # Given hot's readings 0-4 in the tier at version 20 beside its own blocks of 3-9 (version 30) and of 0
+    # (version 10), and a sparse entity's two in the tier
+    sparse, hot = hot_beside_its_blocks(db, step_ms=20_000)
     save_state(db, CompactionState(H, 8, **REPACKING))
     report = runner([H + 9 * MINUTE]).run(Deadline.never())
     # Then the slice's sub-items hold the readings whose newest copy is in the tier (hot's 0-2), of its

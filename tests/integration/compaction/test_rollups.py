@@ -10,7 +10,6 @@ from typing import Any
 
 import boto3
 import pytest
-from botocore.exceptions import ClientError
 
 from adapters.batch_writer import BatchWriter
 from adapters.retry import Deadline
@@ -38,6 +37,7 @@ from tests.integration.compaction.conftest import (
     SETTLED,
     TIER,
     H,
+    RefusingWrites,
     publish,
     put_blocks,
     put_dense,
@@ -171,27 +171,12 @@ def test_a_mixed_entity_is_flagged_left_out_of_the_partial_and_its_minutes_re_ma
     assert report.remarks == 4
 
 
-class Refusing:
-    """DynamoDB refusing every BatchWriteItem that puts an item whose pk starts with ``prefix``."""
-
-    def __init__(self, prefix: str) -> None:
-        self.api = boto3.client("dynamodb", region_name=REGION)
-        self.prefix = prefix
-        self.on = True
-
-    def batch_write_item(self, **kwargs: Any) -> Any:
-        items = [r["PutRequest"]["Item"] for rs in kwargs["RequestItems"].values() for r in rs]
-        if self.on and any(i["pk"]["S"].startswith(self.prefix) for i in items):
-            raise ClientError({"Error": {"Code": "ValidationException", "Message": "refused"}}, "BatchWriteItem")
-        return self.api.batch_write_item(**kwargs)
-
-
 @pytest.mark.parametrize("prefix", ["rollgrp#", "rollmark#", "rollall#"])
 def test_a_step_whose_partials_re_marks_or_parts_are_not_stored_does_not_move_the_state(db: Any, prefix: str) -> None:
     fleet = sparse_fleet(H, devices=10)
     to_compact(db, [*fleet, reading("mix", H + 1_000, "t")], dense_mix=True)
     # Given DynamoDB refuses the partials (or the re-marks, or compaction's parts of the totals)
-    refusing = Refusing(prefix)
+    refusing = RefusingWrites(lambda item: item["pk"]["S"].startswith(prefix), code="ValidationException")
     compact = runner([SETTLED], writer=BatchWriter(refusing))
     # When compaction runs: the run stops on that write, and the state stays where it was
     failed = compact.run(Deadline.never())
@@ -377,7 +362,7 @@ def test_a_redo_that_fails_leaves_its_requests_and_the_new_hours_are_compacted_a
     put_redo(db, request)
     publish(db, sparse_fleet(H + HOUR, devices=10), version=3)
     # Given DynamoDB refuses the redo's dense marks (w#...)
-    refusing = Refusing("w#")
+    refusing = RefusingWrites(lambda item: item["pk"]["S"].startswith("w#"), code="ValidationException")
     clock = [SETTLED + HOUR]
     failed = runner(clock, writer=BatchWriter(refusing)).run(Deadline.never())
     # Then the run reports the redo's error, keeps the request, and compacts the next hour all the same

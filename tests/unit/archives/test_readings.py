@@ -30,9 +30,9 @@ from doubles.tier_items import TierWriter
 from keydesign import Layout, Reading, ShardMap
 from keydesign.blocks import encode_block, keyed_item
 from keydesign.model import derive_event_id
+from keydesign.varints import write_varint
 from keydesign.writetier import MAX_COMPACTED_SPAN_MS, STATE_PK, WriteTier
 from tests.legacy_items import legacy_item
-from tests.unit.keydesign.legacy_blocks import varint
 from tests.unit.tsctl.exports import HYBRID, T0, block_items, data_file, dynamodb_json, folder, reading, write_export
 from tests.unit.tsctl.running import run_archive
 
@@ -388,7 +388,7 @@ def malformed(entity: str, first_ms: int, span_ms: int) -> bytes:
     """A block of format 2 (no checksum) whose header is whole but whose second time delta is a string."""
     head = bytearray([2])
     for number in (2, first_ms, span_ms):
-        varint(number, head)
+        write_varint(number, head)
     return bytes(head) + b"\x01\x07" + json.dumps([[0, str(span_ms)], {"temp": [1, 2]}]).encode()
 
 

@@ -8,17 +8,7 @@ import zlib
 from collections.abc import Sequence
 
 from keydesign.model import Reading, derive_event_id
-
-
-def varint(value: int, out: bytearray) -> None:
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return
+from keydesign.varints import write_varint
 
 
 def legacy_payload(readings: Sequence[Reading], version: int) -> bytes:
@@ -58,7 +48,7 @@ def legacy_payload(readings: Sequence[Reading], version: int) -> bytes:
     deflated = packer.compress(body) + packer.flush()
     head = bytearray([1 if len(deflated) < len(body) else 2])
     for number in (len(readings), first, previous - first):
-        varint(number, head)
+        write_varint(number, head)
     version_bytes = version.to_bytes(max(1, (version.bit_length() + 7) // 8), "big")
     head.append(len(version_bytes))
     head += version_bytes

@@ -30,8 +30,9 @@ from keydesign.items import MAX_ITEM_BYTES
 from keydesign.layouts import parse_keys
 from keydesign.model import MAX_DIMENSIONS, MAX_MEASURES, derive_event_id
 from keydesign.timefmt import MAX_TS_MS, parse_timestamp
+from keydesign.varints import write_varint
 
-from .legacy_blocks import legacy_payload, varint
+from .legacy_blocks import legacy_payload
 from .strategies import ENTITIES, ID_ALPHABET, PROPERTY, layouts
 
 T0 = parse_timestamp("2026-11-22T06:00:00Z")
@@ -163,7 +164,7 @@ def forge(body: object, count: int = 1, span: int = 0, *, fmt: int = FORMAT, fir
     text = body if isinstance(body, bytes) else json.dumps(body, separators=(",", ":")).encode()
     head = bytearray([fmt, 1] if fmt == FORMAT else [fmt])
     for number in (count, first, span):
-        varint(number, head)
+        write_varint(number, head)
     head += b"\x01\x07"  # version 7
     if fmt != FORMAT:
         return bytes(head) + text

@@ -7,6 +7,8 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import random
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -42,30 +44,40 @@ def copy_of(identity: Identity, version: int) -> Reading:
     return Reading.parse({"entity_id": entity, "timestamp": ts, "event_id": event_id, "measures": {"v": version}})
 
 
+Copies = list[tuple[int, list[Reading]]]
+
+
 @st.composite
-def hours(draw: st.DrawFn) -> tuple[list[tuple[int, list[Reading]]], list[tuple[int, list[Reading]]]]:
-    """Group items and dense entities' blocks of HOUR: copies of a few readings, at random versions,
-    some of the blocks' readings outside the hour (a block partition holds its whole bucket)."""
+def window_copies(
+    draw: st.DrawFn, start: int, end: int, outside_from: int, *, most: int, chunk: int, order: Callable[[Identity], Any]
+) -> tuple[Copies, Copies]:
+    """Group items of ``[start, end)`` and dense entities' blocks: copies of up to ``most`` readings at random
+    versions, up to ``chunk`` items of up to ``chunk`` readings each (in ``order``), some of the blocks' readings
+    outside the window, from ``outside_from`` on (a block partition holds its whole bucket)."""
     identities = draw(
         st.lists(
-            st.tuples(st.sampled_from(ENTITIES), st.integers(HOUR, HOUR + HOUR_MS - 1), st.sampled_from("abc")),
+            st.tuples(st.sampled_from(ENTITIES), st.integers(start, end - 1), st.sampled_from("abc")),
             min_size=1,
-            max_size=25,
+            max_size=most,
             unique=True,
         )
     )
-    outside = draw(st.lists(st.tuples(st.sampled_from(ENTITIES), st.integers(HOUR - HOUR_MS, HOUR - 1)), max_size=3))
+    outside = draw(st.lists(st.tuples(st.sampled_from(ENTITIES), st.integers(outside_from, start - 1)), max_size=3))
 
-    def items(ids: list[Identity]) -> list[tuple[int, list[Reading]]]:
+    def items(ids: list[Identity]) -> Copies:
         out = []
-        for chunk in draw(st.lists(st.lists(st.sampled_from(ids), min_size=1, max_size=6), max_size=6)):
+        for members in draw(st.lists(st.lists(st.sampled_from(ids), min_size=1, max_size=chunk), max_size=chunk)):
             version = draw(st.integers(1, 9))
-            out.append((version, [copy_of(i, version) for i in sorted(set(chunk), key=lambda i: (i[1], i[2]))]))
+            out.append((version, [copy_of(i, version) for i in sorted(set(members), key=order)]))
         return out
 
-    tier = items(identities)
-    blocks = items([*identities, *((e, ts, "z") for e, ts in outside)])
-    return tier, blocks
+    return items(identities), items([*identities, *((e, ts, "z") for e, ts in outside)])
+
+
+def hours() -> st.SearchStrategy[tuple[Copies, Copies]]:
+    """Group items and dense entities' blocks of HOUR: copies of a few readings, at random versions,
+    some of the blocks' readings outside the hour (a block partition holds its whole bucket)."""
+    return window_copies(HOUR, HOUR + HOUR_MS, HOUR - HOUR_MS, most=25, chunk=6, order=lambda i: (i[1], i[2]))
 
 
 def model(tier: list[tuple[int, list[Reading]]], blocks: list[tuple[int, list[Reading]]]) -> dict[Identity, Reading]:

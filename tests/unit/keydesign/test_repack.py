@@ -15,38 +15,19 @@ from keydesign.blocks import MAX_BLOCK_ITEM_BYTES, MAX_BLOCK_READINGS, decode_gr
 from keydesign.tiering import repack_slice
 from keydesign.writetier import REPACK_MS, WriteTier, sub_group_of, sub_sk_stem, tier_ttl
 
-from .strategies import ENTITIES, PROPERTY
+from .strategies import PROPERTY
 from .test_blocks import T0, same
-from .test_compaction import Identity, copy_of, newest_in_tier
+from .test_compaction import Copies, Identity, copy_of, newest_in_tier, window_copies
 
 #: A slice in the middle of T0's hour.
 START = T0 + 7 * REPACK_MS
 DAY_MS = 86_400_000
-Copies = list[tuple[int, list[Reading]]]
 
 
-@st.composite
-def slices(draw: st.DrawFn) -> tuple[Copies, Copies]:
+def slices() -> st.SearchStrategy[tuple[Copies, Copies]]:
     """Group items of the slice and dense entities' blocks: copies of a few readings at random versions,
     some of the blocks' readings outside the slice (a block partition holds its bucket)."""
-    identities = draw(
-        st.lists(
-            st.tuples(st.sampled_from(ENTITIES), st.integers(START, START + REPACK_MS - 1), st.sampled_from("abc")),
-            min_size=1,
-            max_size=40,
-            unique=True,
-        )
-    )
-    outside = draw(st.lists(st.tuples(st.sampled_from(ENTITIES), st.integers(T0, START - 1)), max_size=3))
-
-    def items(ids: list[Identity]) -> Copies:
-        out = []
-        for chunk in draw(st.lists(st.lists(st.sampled_from(ids), min_size=1, max_size=8), max_size=8)):
-            version = draw(st.integers(1, 9))
-            out.append((version, [copy_of(i, version) for i in sorted(set(chunk), key=lambda i: (i[1], i[0], i[2]))]))
-        return out
-
-    return items(identities), items([*identities, *((e, ts, "z") for e, ts in outside)])
+    return window_copies(START, START + REPACK_MS, T0, most=40, chunk=8, order=lambda i: (i[1], i[0], i[2]))
 
 
 def winners(items: Copies, blocks: Copies) -> dict[Identity, Reading]:

@@ -20,6 +20,7 @@ from doubles.lambda_context import FakeLambdaContext
 from doubles.memory_dynamo import MemoryReader
 from keydesign import Layout, Reading, ShardMap, format_ts, parse_timestamp
 from keydesign.blocks import read_header
+from keydesign.varints import write_varint
 from query import api
 from query.api import create_app
 from query.cursor import CursorCodec
@@ -28,7 +29,6 @@ from query.merge import Position
 from query.models import LatestReading
 from query.params import TimeRange
 from query.settings import QueryLimits
-from tests.unit.keydesign.legacy_blocks import varint
 from tests.unit.query.apigw import ApiClient, entity_path, memory_service, rest_event
 
 QUERY_MD = Path(__file__).resolve().parents[3] / "docs" / "query.md"
@@ -174,7 +174,7 @@ def _string_deltas(payload: bytes) -> bytes:
     header = read_header(payload)
     head = bytearray([2])
     for number in (header.count, header.first_ms, header.span_ms):
-        varint(number, head)
+        write_varint(number, head)
     body = [["0", *[0] * (header.count - 1)], {"v": [1] * header.count}]
     return bytes(head) + b"\x01\x07" + json.dumps(body).encode()
 

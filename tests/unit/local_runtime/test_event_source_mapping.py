@@ -10,7 +10,6 @@ import pytest
 
 from infra.config import Context
 from local_runtime.event_source_mapping import (
-    IDLE_POLL_MAX_S,
     RECORD_AGE_EXCEEDED,
     RETRY_ATTEMPTS_EXHAUSTED,
     BatchRunner,
@@ -386,46 +385,6 @@ def test_waiting_for_catch_up_covers_records_written_before_the_call() -> None:
         assert function.delivered == ["100", "101", "102"]
     finally:
         release.set()
-        esm.stop()
-
-
-def test_an_idle_shard_reads_less_often_and_at_once_after_records_or_when_waited_for() -> None:
-    # Given a mapping whose idle waits are recorded, not slept; records arrive after the ninth
-    stream = FakeStream({SHARD: []})
-    function = FakeFunction()
-    esm = mapping(stream, function, poll_interval_s=0.01)
-    waits: list[float] = []
-
-    def idle(seconds: float) -> None:
-        waits.append(seconds)
-        if len(waits) == 9:
-            stream.append(SHARD, batch(2))
-        if len(waits) == 11:
-            esm._stop.set()
-
-    esm._idle = idle  # type: ignore[method-assign]
-    esm.start()
-    esm.stop()
-    # Then each empty read doubles the wait, up to Lambda's one read a second for a Kinesis shard, and a read
-    # that brought records starts again from the poll interval
-    assert waits == [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, IDLE_POLL_MAX_S, IDLE_POLL_MAX_S, 0.01, 0.02]
-    assert function.delivered == ["100", "101"]
-
-
-def test_waiting_for_catch_up_wakes_a_shard_in_its_idle_wait() -> None:
-    # Given a shard read to its end, waiting a minute before its next read
-    stream = FakeStream({SHARD: []})
-    function = FakeFunction()
-    esm = mapping(stream, function, poll_interval_s=60.0)
-    esm.start()
-    try:
-        assert esm.wait_until_caught_up(WAIT_S)
-        # When records arrive, Then a caller waiting for the mapping to catch up sees them handled within its
-        # wait, not after the shard's minute
-        stream.append(SHARD, batch(3))
-        assert esm.wait_until_caught_up(WAIT_S)
-        assert function.delivered == ["100", "101", "102"]
-    finally:
         esm.stop()
 
 

@@ -25,7 +25,7 @@ OWN_SYNTH = "tests/infra/test_app.py"
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """``--dist loadfile``, but every infra file that queries the synthesized app in one work unit: one worker
-    synthesizes it, not each worker that takes one of those files (about 25 s of CPU a synth under
+    synthesizes it, not each worker that takes one of those files (25-33 s of a worker a synth under
     ``make test``'s load; docs/decisions.md, "One synth for the infra tests"). Other modes as xdist has them."""
     if config.option.dist != "loadfile":
         return None

@@ -62,14 +62,14 @@ def traffic(start_ms: int, seconds: int, seed: int = 7) -> list[Reading]:
     """The ``seconds`` from ``start_ms``: each second 50,000 readings, 2,000 from the hot sensor and
     the rest spread evenly over the other 9,999 sensors, each with three noisy measures."""
     rng = random.Random(seed)
+    names = [sensor_name(i) for i in range(SENSORS)]
     readings = []
     for n in range(GLOBAL_RATE * seconds):
         second, i = divmod(n, GLOBAL_RATE)
-        sensor = sensor_name(0) if i < HOT_RATE else sensor_name(1 + i % (SENSORS - 1))
         readings.append(
             Reading.parse(
                 {
-                    "entity_id": sensor,
+                    "entity_id": names[0] if i < HOT_RATE else names[1 + i % (SENSORS - 1)],
                     "timestamp": start_ms + 1000 * second + rng.randrange(1000),
                     "measures": {
                         "temp": round(rng.gauss(21.5, 0.3), 2),

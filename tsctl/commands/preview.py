@@ -7,8 +7,11 @@ system and includes this report's capacity plan in its own.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +53,24 @@ def run(args: argparse.Namespace) -> int:
 
 
 def build_report(now_ms: int) -> dict[str, Any]:
+    with _no_cycle_collection():
+        return _report(now_ms)
+
+
+@contextmanager
+def _no_cycle_collection() -> Iterator[None]:
+    """The report holds a million readings and 30,000 blocks, none of them in a reference cycle; the
+    cyclic collector went over them again and again as they were made (15% of the report's CPU)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _report(now_ms: int) -> dict[str, Any]:
     workload = seed.workload()
     plan = plan_capacity(workload)
     layout = Layout.from_settings(kind="hybrid", bucket="1h", table_prefix="readings")

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from decimal import Decimal
+from functools import partial
 from typing import Any
 
 import boto3
@@ -149,10 +151,35 @@ def summary_of(rows: Iterable[Written]) -> list[tuple[str, str, str]]:
     return [(w.reading.entity_id, w.reading.ts, w.reading.event_id) for w in rows]
 
 
-@pytest.fixture
-def dynamodb(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+@contextmanager
+def mocked_dynamodb(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """moto's DynamoDB (see :func:`mocked_aws`), empty, and a client of it."""
     with mocked_aws(monkeypatch, REGION, POWERTOOLS_TRACE_DISABLED="true"):
         yield boto3.client("dynamodb", region_name=REGION)
+
+
+@pytest.fixture
+def dynamodb(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    with mocked_dynamodb(monkeypatch) as client:
+        yield client
+
+
+def new_store(
+    dynamodb: Any,
+    kind: str = "hybrid",
+    *,
+    shards: int = 4,
+    bucket: str = "1h",
+    table_period: str | None = None,
+    shard_map: ShardMap | None = None,
+    tables_from: int = NOW - 10 * 24 * HOUR,
+    tables_to: int = NOW + 2 * 24 * HOUR,
+) -> Store:
+    """A store of layout ``kind`` with its tables for ``[tables_from, tables_to)``, empty."""
+    layout = Layout.from_settings(kind=kind, bucket=bucket, table_prefix=PREFIX, table_period=table_period)
+    store = Store(dynamodb, layout, shard_map or ShardMap.initial(layout.bucket, shards))
+    store.create_tables(tables_from, tables_to)
+    return store
 
 
 StoreFactory = Callable[..., Store]
@@ -160,22 +187,18 @@ StoreFactory = Callable[..., Store]
 
 @pytest.fixture
 def make_store(dynamodb: Any) -> StoreFactory:
-    def make(
-        kind: str = "hybrid",
-        *,
-        shards: int = 4,
-        bucket: str = "1h",
-        table_period: str | None = None,
-        shard_map: ShardMap | None = None,
-        tables_from: int = NOW - 10 * 24 * HOUR,
-        tables_to: int = NOW + 2 * 24 * HOUR,
-    ) -> Store:
-        layout = Layout.from_settings(kind=kind, bucket=bucket, table_prefix=PREFIX, table_period=table_period)
-        store = Store(dynamodb, layout, shard_map or ShardMap.initial(layout.bucket, shards))
-        store.create_tables(tables_from, tables_to)
-        return store
+    """Stores (:func:`new_store`) on the test's own moto."""
+    return partial(new_store, dynamodb)
 
-    return make
+
+@contextmanager
+def shared_store(kind: str = "hybrid", **settings: Any) -> Iterator[Store]:
+    """A :func:`new_store` on a moto of its own, for a module-scoped fixture whose tests only read it:
+    written once rather than for every test (most of what those tests cost). moto's state is one per
+    process and a nested ``mock_aws`` does not reset it, so no test of the same module may use a fresh
+    moto (``dynamodb``, ``make_store``) while it is open: such tests go in another module."""
+    with pytest.MonkeyPatch.context() as monkeypatch, mocked_dynamodb(monkeypatch) as client:
+        yield new_store(client, kind, **settings)
 
 
 def service_for(

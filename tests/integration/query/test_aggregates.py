@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import random
 from collections import defaultdict
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from keydesign import Bucket, ShardMap, format_ts
 from query.settings import QueryLimits
-from tests.integration.query.conftest import HOUR, LAYOUT_KINDS, NOW, Store, StoreFactory, api_for, reading
+from tests.integration.query.conftest import HOUR, LAYOUT_KINDS, NOW, Store, api_for, reading, shared_store
 from tests.unit.query.apigw import entity_path
 
 pytestmark = pytest.mark.integration
@@ -30,6 +31,23 @@ def populate(store: Store) -> None:
             copies=2 if store.layout.kind == "random" and n % 5 == 0 else 1,
         )
         store.write(reading("sensor-2", ts, f"e{n:03d}", temp=999.0))
+
+
+@pytest.fixture(scope="module")
+def store(request: pytest.FixtureRequest) -> Iterator[Store]:
+    """:func:`populate`d once for the whole module, its tests only reading it: of the layout kind a test is
+    parametrized with (indirect), its shard map going from 3 to 6 partitions a bucket; unparametrized, the
+    hybrid layout's initial map of 4."""
+    kind = getattr(request, "param", None)
+    if kind is None:
+        settings: dict[str, Any] = {}
+    else:
+        settings = {
+            "shard_map": ShardMap.initial(Bucket.parse("1h"), 3).with_global(6, NOW - 4 * HOUR, now_ms=NOW - 5 * HOUR)
+        }
+    with shared_store(kind or "hybrid", **settings) as made:
+        populate(made)
+        yield made
 
 
 def brute_force(store: Store, interval: int, names: tuple[str, ...] | None = None) -> dict[str, Any]:
@@ -53,14 +71,10 @@ def brute_force(store: Store, interval: int, names: tuple[str, ...] | None = Non
     }
 
 
-@pytest.mark.parametrize("kind", LAYOUT_KINDS)
+@pytest.mark.parametrize("store", LAYOUT_KINDS, indirect=True)
 @pytest.mark.parametrize("interval", ["15m", "1h", "3h"])
-def test_aggregates_equal_a_brute_force_computation(make_store: StoreFactory, kind: str, interval: str) -> None:
+def test_aggregates_equal_a_brute_force_computation(store: Store, interval: str) -> None:
     # Given readings over shard-map changes, some expired and (random) some stored twice
-    bucket = Bucket.parse("1h")
-    shard_map = ShardMap.initial(bucket, 3).with_global(6, NOW - 4 * HOUR, now_ms=NOW - 5 * HOUR)
-    store = make_store(kind, shard_map=shard_map)
-    populate(store)
     width = {"15m": 900_000, "1h": HOUR, "3h": 3 * HOUR}[interval]
 
     reply = api_for(store).get(PATH, from_=format_ts(FROM), to=format_ts(TO), interval=interval)
@@ -77,9 +91,7 @@ def test_aggregates_equal_a_brute_force_computation(make_store: StoreFactory, ki
     assert reply.body["readings"] == len(store.expected("sensor-1", FROM, TO))
 
 
-def test_stats_and_measures_narrow_the_answer(make_store: StoreFactory) -> None:
-    store = make_store("hybrid")
-    populate(store)
+def test_stats_and_measures_narrow_the_answer(store: Store) -> None:
 
     reply = api_for(store).get(
         PATH, from_=format_ts(FROM), to=format_ts(TO), interval="2h", stats="max,count", measures="rh"
@@ -94,9 +106,7 @@ def test_stats_and_measures_narrow_the_answer(make_store: StoreFactory) -> None:
         }
 
 
-def test_a_range_holding_more_than_the_scan_limit_is_refused_with_413(make_store: StoreFactory) -> None:
-    store = make_store("hybrid")
-    populate(store)
+def test_a_range_holding_more_than_the_scan_limit_is_refused_with_413(store: Store) -> None:
     api = api_for(store, limits=QueryLimits(max_scan_items=40))
 
     too_wide = api.get(PATH, from_=format_ts(FROM), to=format_ts(TO), interval="1h")

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from keydesign import format_ts
-from tests.integration.query.conftest import HOUR, NOW, Store, StoreFactory, api_for, reading
+from tests.integration.query.conftest import HOUR, NOW, Store, api_for, reading, shared_store
 from tests.unit.query.apigw import ApiClient, entity_path
 
 pytestmark = pytest.mark.integration
@@ -16,13 +17,14 @@ FROM, TO = format_ts(NOW - 4 * HOUR), format_ts(NOW)
 PATH = entity_path("sensor-1", "readings")
 
 
-@pytest.fixture
-def store(make_store: StoreFactory) -> Store:
-    made = make_store("hybrid")
-    for n in range(30):
-        made.write(reading("sensor-1", NOW - 3 * HOUR + n * 300_000, f"e{n:02d}"))
-        made.write(reading("sensor-2", NOW - 3 * HOUR + n * 300_000, f"e{n:02d}"))
-    return made
+@pytest.fixture(scope="module")
+def store() -> Iterator[Store]:
+    """One for the whole module: its tests only read it."""
+    with shared_store() as made:
+        for n in range(30):
+            made.write(reading("sensor-1", NOW - 3 * HOUR + n * 300_000, f"e{n:02d}"))
+            made.write(reading("sensor-2", NOW - 3 * HOUR + n * 300_000, f"e{n:02d}"))
+        yield made
 
 
 def first_cursor(api: ApiClient, path: str = PATH, **params: Any) -> str:

@@ -1,23 +1,24 @@
-"""GET /entities/{id}/readings on moto: every layout, shard-map history, table periods, paging."""
+"""GET /entities/{id}/readings on moto: every layout, shard-map history, paging; the tests read one set of
+tables a layout, written once (tests/integration/query/test_entity_readings_own_tables.py: tests that write
+their own)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from keydesign import Bucket, ShardMap, format_ts, parse_timestamp
+from keydesign import Bucket, ShardMap, format_ts
 from tests.integration.query.conftest import (
     HOUR,
     LAYOUT_KINDS,
     NOW,
     Store,
-    StoreFactory,
     api_for,
     pages,
     reading,
-    summary,
-    summary_of,
+    shared_store,
 )
 from tests.unit.query.apigw import entity_path
 
@@ -63,11 +64,12 @@ def populate(store: Store) -> None:
     store.write(reading(HOT, TO, "at-exclusive-end"))
 
 
-@pytest.fixture(params=LAYOUT_KINDS)
-def store(request: pytest.FixtureRequest, make_store: StoreFactory) -> Store:
-    made = make_store(request.param, shard_map=history())
-    populate(made)
-    return made
+@pytest.fixture(scope="module", params=LAYOUT_KINDS)
+def store(request: pytest.FixtureRequest) -> Iterator[Store]:
+    """One per layout for the whole module: its tests only read it."""
+    with shared_store(request.param, shard_map=history()) as made:
+        populate(made)
+        yield made
 
 
 def full(items: list[dict[str, Any]]) -> list[tuple[str, str, str, dict[str, Any]]]:
@@ -98,22 +100,6 @@ def test_pages_concatenate_to_exactly_the_expected_readings(store: Store, limit:
     assert all(b["count"] == len(b["items"]) <= limit for b in bodies)
     assert all(b["next_cursor"] is not None for b in bodies[:-1])
     assert len(items) == 60 - 5 + 18  # five expired ones left out, the bursts in
-
-
-def test_small_pages_end_inside_several_partitions_and_resume_exactly(make_store: StoreFactory) -> None:
-    # Given a random layout with 6 suffixes and one reading per suffix per millisecond
-    store = make_store("random", shards=6)
-    for n in range(40):
-        store.write(reading("sensor-r", NOW - HOUR + (n // 5), f"e{n:02d}"))
-    api = api_for(store)
-
-    items, bodies = pages(
-        api, entity_path("sensor-r", "readings"), from_=format_ts(NOW - HOUR), to=format_ts(NOW), limit=3
-    )
-
-    assert summary(items) == summary_of(store.expected("sensor-r", NOW - HOUR, NOW))
-    assert len(bodies) == 14
-    assert max(b["cost"]["partitions_queried"] for b in bodies) == 6
 
 
 def test_a_projection_returns_only_the_named_measures(store: Store) -> None:
@@ -156,44 +142,3 @@ def test_epoch_milliseconds_and_offsets_mean_the_same_range(store: Store) -> Non
 
     assert by_epoch.status == 200
     assert by_epoch.body["items"] == by_text.body["items"] == by_offset.body["items"]
-
-
-@pytest.mark.parametrize("kind", LAYOUT_KINDS)
-@pytest.mark.parametrize("order", ["asc", "desc"])
-def test_table_periods_are_read_across_the_boundary(make_store: StoreFactory, kind: str, order: str) -> None:
-    # Given one table per day and readings on both sides of midnight
-    midnight = parse_timestamp("2026-11-22T00:00:00Z")
-    store = make_store(kind, table_period="day", tables_from=midnight - 86_400_000, tables_to=midnight + 86_400_000)
-    assert len(store.tables) == 2
-    for n in range(30):
-        store.write(reading("sensor-p", midnight - 3 * HOUR + n * 720_000, f"e{n:02d}"))
-    api = api_for(store)
-
-    items, _ = pages(
-        api,
-        entity_path("sensor-p", "readings"),
-        from_=format_ts(midnight - 4 * HOUR),
-        to=format_ts(midnight + 4 * HOUR),
-        limit=4,
-        order=order,
-    )
-
-    expected = summary_of(store.expected("sensor-p", midnight - 4 * HOUR, midnight + 4 * HOUR))
-    assert summary(items) == (expected if order == "asc" else expected[::-1])
-    assert {i["timestamp"][:10] for i in items} == {"2026-11-21", "2026-11-22"}
-
-
-def test_a_dropped_period_table_reads_as_empty(make_store: StoreFactory) -> None:
-    # Given readings in today's table, and yesterday's table already dropped by retention
-    midnight = parse_timestamp("2026-11-22T00:00:00Z")
-    store = make_store("hybrid", table_period="day", tables_from=midnight, tables_to=midnight + HOUR)
-    for n in range(5):
-        store.write(reading("sensor-p", midnight + n * 60_000, f"e{n}"))
-    api = api_for(store)
-
-    reply = api.get(
-        entity_path("sensor-p", "readings"), from_=format_ts(midnight - 2 * HOUR), to=format_ts(midnight + HOUR)
-    )
-
-    assert reply.status == 200
-    assert [i["event_id"] for i in reply.body["items"]] == [f"e{n}" for n in range(5)]

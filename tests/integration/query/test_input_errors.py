@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from keydesign import format_ts
 from query.settings import QueryLimits
-from tests.integration.query.conftest import HOUR, NOW, Store, StoreFactory, api_for, reading
+from tests.integration.query.conftest import HOUR, NOW, Store, api_for, reading, shared_store
 from tests.unit.query.apigw import ApiClient, entity_path, rest_event
 
 pytestmark = pytest.mark.integration
@@ -37,10 +38,16 @@ INJECTIONS = [
 ]
 
 
+@pytest.fixture(scope="module")
+def store() -> Iterator[Store]:
+    """One for the whole module: its tests only read it."""
+    with shared_store() as made:
+        made.write(reading("sensor-1", NOW - HOUR, "e1"))
+        yield made
+
+
 @pytest.fixture
-def api(make_store: StoreFactory) -> ApiClient:
-    store: Store = make_store("hybrid")
-    store.write(reading("sensor-1", NOW - HOUR, "e1"))
+def api(store: Store) -> ApiClient:
     return api_for(store, limits=QueryLimits(max_range_ms=7 * DAY, latest_lookback_ms=2 * DAY))
 
 

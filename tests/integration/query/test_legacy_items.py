@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import random
 from collections import defaultdict
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -29,11 +30,11 @@ from tests.integration.query.conftest import (
     NOW,
     PREFIX,
     Store,
-    StoreFactory,
     Written,
     api_for,
     pages,
     reading,
+    shared_store,
 )
 from tests.legacy_items import legacy_item
 from tests.unit.query.apigw import entity_path
@@ -54,12 +55,30 @@ def put_legacy(store: Store, r: Reading, *, ttl: int | None = None) -> None:
     store.written.append(Written(r, ttl, store.layout.reading_key(r.entity_id, r.ts, r.event_id)))
 
 
-def upgraded(make_store: StoreFactory, kind: str, period: str | None = None) -> Store:
+def upgraded_stores(
+    kinds: tuple[str, ...] = LAYOUT_KINDS, periods: tuple[str | None, ...] = (None,)
+) -> pytest.MarkDecorator:
+    """``store`` (indirect) parametrized with each of ``kinds`` and ``periods``; the test ids name what varies."""
+    params = [(kind, period) for period in periods for kind in kinds]
+    varies = (len(kinds) > 1, len(periods) > 1)
+    ids = ["-".join(str(value) for value, shown in zip(param, varies, strict=True) if shown) for param in params]
+    return pytest.mark.parametrize("store", params, indirect=True, ids=ids)
+
+
+@pytest.fixture(scope="module")
+def store(request: pytest.FixtureRequest) -> Iterator[Store]:
+    """:func:`upgraded` for the test's (kind, period), written once for the whole module: its tests only read it."""
+    kind, period = request.param
+    shard_map = ShardMap.initial(Bucket.parse("1h"), 3).with_entity("sensor-1", 3, NOW - 4 * HOUR, now_ms=FROM)
+    with shared_store(kind, shard_map=shard_map, table_period=period) as made:
+        upgraded(made)
+        yield made
+
+
+def upgraded(store: Store) -> None:
     """Four hours of old items, then blocks; they meet in a few seconds where a block's span holds old
     items, and ten old readings are delivered again after the upgrade as blocks, five with other values.
     sensor-1 is split over 3 partitions from four hours ago; sensor-3 has old items only."""
-    shard_map = ShardMap.initial(Bucket.parse("1h"), 3).with_entity("sensor-1", 3, NOW - 4 * HOUR, now_ms=FROM)
-    store = make_store(kind, shard_map=shard_map, table_period=period)
     rng = random.Random(36)
     old: dict[str, list[Reading]] = defaultdict(list)
     for entity in ENTITIES:
@@ -107,7 +126,6 @@ def upgraded(make_store: StoreFactory, kind: str, period: str | None = None) -> 
     newest = reading("sensor-2", NOW - 10_000, "last", temp=1.0)
     put_legacy(store, newest)
     store.write(reading("sensor-2", NOW - 10_000, "last", temp=2.0))
-    return store
 
 
 def shown(items: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
@@ -121,13 +139,9 @@ def expected_of(rows: list[Written]) -> list[tuple[Any, ...]]:
     ]
 
 
-@pytest.mark.parametrize("period", [None, "hour"])
-@pytest.mark.parametrize("kind", LAYOUT_KINDS)
-def test_an_entitys_pages_return_old_items_and_blocks_once_in_order(
-    make_store: StoreFactory, kind: str, period: str | None
-) -> None:
+@upgraded_stores(periods=(None, "hour"))
+def test_an_entitys_pages_return_old_items_and_blocks_once_in_order(store: Store) -> None:
     # Given a table holding items from before blocks beside blocks
-    store = upgraded(make_store, kind, period)
     api = api_for(store)
     for entity in ENTITIES:
         expected = expected_of(store.expected(entity, FROM, TO))
@@ -148,11 +162,8 @@ def test_an_entitys_pages_return_old_items_and_blocks_once_in_order(
             assert shown(down) == expected[::-1], (entity, limit)
 
 
-@pytest.mark.parametrize("period", [None, "hour"])
-def test_cross_entity_pages_return_old_items_and_blocks_once_in_order(
-    make_store: StoreFactory, period: str | None
-) -> None:
-    store = upgraded(make_store, "hybrid", period)
+@upgraded_stores(kinds=("hybrid",), periods=(None, "hour"))
+def test_cross_entity_pages_return_old_items_and_blocks_once_in_order(store: Store) -> None:
     api = api_for(store)
     expected = expected_of(store.expected_range(FROM, TO))
 
@@ -163,11 +174,8 @@ def test_cross_entity_pages_return_old_items_and_blocks_once_in_order(
     assert shown(down) == expected[::-1]
 
 
-@pytest.mark.parametrize("kind", LAYOUT_KINDS)
-def test_latest_is_an_old_item_when_it_is_the_newest_and_the_block_when_both_hold_it(
-    make_store: StoreFactory, kind: str
-) -> None:
-    store = upgraded(make_store, kind)
+@upgraded_stores()
+def test_latest_is_an_old_item_when_it_is_the_newest_and_the_block_when_both_hold_it(store: Store) -> None:
     api = api_for(store)
 
     only_old = api.get(entity_path("sensor-3", "latest"))
@@ -191,9 +199,8 @@ def brute_force(rows: list[Written], interval: int) -> dict[str, tuple[int, floa
     return out
 
 
-@pytest.mark.parametrize("kind", LAYOUT_KINDS)
-def test_raw_aggregates_count_old_items_and_blocks_once(make_store: StoreFactory, kind: str) -> None:
-    store = upgraded(make_store, kind)
+@upgraded_stores()
+def test_raw_aggregates_count_old_items_and_blocks_once(store: Store) -> None:
     api = api_for(store)
     for entity in ENTITIES:
         reply = api.get(entity_path(entity, "aggregates"), from_=format_ts(FROM), to=format_ts(TO), interval="30m")
@@ -209,10 +216,9 @@ def test_raw_aggregates_count_old_items_and_blocks_once(make_store: StoreFactory
             assert got[start] == (count, pytest.approx(total)), start
 
 
-@pytest.mark.parametrize("kind", LAYOUT_KINDS)
-def test_the_rollups_raw_read_counts_old_items_and_blocks_once(make_store: StoreFactory, kind: str) -> None:
+@upgraded_stores()
+def test_the_rollups_raw_read_counts_old_items_and_blocks_once(store: Store) -> None:
     # Given the upgraded table, and the rollup function's recomputation over it (its raw read)
-    store = upgraded(make_store, kind)
     runner = RollupRunner(
         layout=store.layout,
         shard_maps=StaticShardMap(store.shard_map),

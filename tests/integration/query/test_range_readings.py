@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
 from keydesign import Bucket, ShardMap, format_ts
@@ -9,10 +11,10 @@ from tests.integration.query.conftest import (
     HOUR,
     NOW,
     Store,
-    StoreFactory,
     api_for,
     pages,
     reading,
+    shared_store,
     summary,
     summary_of,
 )
@@ -24,8 +26,9 @@ SPLIT = NOW - 3 * HOUR
 ENTITIES = ["a", "a-1", "b.7", "sensor-hot", "z/9", "Q"]
 
 
-@pytest.fixture
-def store(make_store: StoreFactory) -> Store:
+@pytest.fixture(scope="module")
+def store() -> Iterator[Store]:
+    """One for the whole module: its tests only read it."""
     # Given four base shards becoming six, and one entity split into three partitions of its own
     bucket = Bucket.parse("1h")
     shard_map = (
@@ -33,16 +36,16 @@ def store(make_store: StoreFactory) -> Store:
         .with_global(6, NOW - 4 * HOUR, now_ms=START)
         .with_entity("sensor-hot", 3, SPLIT, now_ms=START)
     )
-    made = make_store("hybrid", shard_map=shard_map)
-    for n in range(90):
-        entity = ENTITIES[n % len(ENTITIES)]
-        made.write(
-            reading(entity, START + n * 233_333, f"e{n:03d}", v=float(n)),
-            ttl=NOW // 1000 - 1 if n % 17 == 3 else None,
-        )
-    for k in range(4):  # several readings of several entities in one millisecond
-        made.write(reading(ENTITIES[k], SPLIT + 5, f"same-ms-{k}"))
-    return made
+    with shared_store("hybrid", shard_map=shard_map) as made:
+        for n in range(90):
+            entity = ENTITIES[n % len(ENTITIES)]
+            made.write(
+                reading(entity, START + n * 233_333, f"e{n:03d}", v=float(n)),
+                ttl=NOW // 1000 - 1 if n % 17 == 3 else None,
+            )
+        for k in range(4):  # several readings of several entities in one millisecond
+            made.write(reading(ENTITIES[k], SPLIT + 5, f"same-ms-{k}"))
+        yield made
 
 
 @pytest.mark.parametrize("order", ["asc", "desc"])

@@ -55,14 +55,14 @@ year: $(STAMP) ## A simulated year of rotation, rollups and compaction (hours; d
 	COMPACTION_YEAR_DAYS=365 COMPACTION_YEAR_RETENTION_HOURS=720 \
 		$(PY) -m pytest -n 0 -s -p no:cacheprovider --timeout=0 tests/unit/rollup/test_compaction_year.py
 
-# One pytest-xdist worker per core and one more (at most 4: each end-to-end test runs a whole local system). The
-# end-to-end tests wait on clocks (a split's minute boundary, a stream's next read) with their core idle. On 2 cores,
+# Two pytest-xdist workers per core (at most 4: each end-to-end test runs a whole local system). The end-to-end
+# tests wait on clocks (a split's minute boundary, a stream's next read) with their core idle. On 2 cores,
 # fresh-clone `make test` runs with mypy beside: 829-851 s of pytest with 2 workers, 732 s with 3 and one infra synth.
 # A worker takes a whole file at a time (a module's running system or synth is built once). Not loadgroup:
 # with pytest 9.2 it ignores xdist_group marks and spreads one file's tests over workers (pytest-xdist#1386).
 # Files go out in collection order (infra, integration, unit), not xdist's default of most tests first, which
 # started the two-test demo file (4 minutes) after 6.5 minutes and left one worker idle for the last 1.5.
-XDIST := -n $(shell echo $$(( $$(nproc) + 1 ))) --maxprocesses 4 --dist loadfile --no-loadscope-reorder
+XDIST := -n $(shell echo $$(( 2 * $$(nproc) ))) --maxprocesses 4 --dist loadfile --no-loadscope-reorder
 
 # mypy (1.5 minutes on a fresh clone's cold cache) runs beside pytest, whose end-to-end tests leave a core
 # waiting on the clock; its report follows pytest's, and either failing fails the target.

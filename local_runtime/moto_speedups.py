@@ -31,8 +31,9 @@ and its in-process mock answer one request at a time), and one to its fidelity (
   attribute of every item, most of what moto spends on a read. An item is
   already DynamoDB JSON, so :func:`_execute_result` lets moto's serialiser do
   everything but the ``Items`` list (status, headers, the other members) and
-  writes the items as they are. Anything ``json`` cannot write as it stands
-  (binary values, which the model base64-encodes) goes to moto's own.
+  writes the items as they are, binary values base64-encoded as the model
+  writes a blob (every block of readings is one). A result ``json`` cannot
+  write even so goes to moto's own.
 
 * **Kinesis shards.** moto 5.2 numbers a new record by listing every
   sequence number of the shard (``list(records.keys())[-1]``), and answers a
@@ -76,6 +77,7 @@ replaced and local mode is only slower.
 
 from __future__ import annotations
 
+import base64
 import copy
 import decimal
 import json
@@ -135,6 +137,13 @@ def _project(self: Any, projection_expressions: list[list[str]]) -> Any:
 _ITEM_PAGES = frozenset({"Query", "Scan"})
 
 
+def _blob(value: object) -> str:
+    """A value ``json`` cannot write: in an item, only a binary one (``B``, or a member of ``BS``)."""
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode("ascii")
+    raise TypeError(f"{type(value).__name__} in a result's items")
+
+
 def _execute_result(self: Any, context: Any) -> Any:
     original = _PATCH.originals["execute_result"]
     result = self.result
@@ -145,8 +154,8 @@ def _execute_result(self: Any, context: Any) -> Any:
         try:
             document = json.loads(body)
             document["Items"] = result["Items"]
-            return status, headers, json.dumps(document)
-        except (TypeError, ValueError):  # binary values (bytes), or a body that is not a JSON object
+            return status, headers, json.dumps(document, default=_blob)
+        except (TypeError, ValueError):  # a value json cannot write, or a body that is not a JSON object
             pass
     return original(self, context)
 

@@ -92,9 +92,7 @@ class MappingConfig:
     report_batch_item_failures: bool = True
     starting_position: StartingPosition = StartingPosition.TRIM_HORIZON
     max_payload_bytes: int = MAX_PAYLOAD_BYTES
-    #: How long a shard waits before reading again once it is read to its end. Each further empty read
-    #: doubles the wait, up to the source's ``idle_read_s`` (Lambda's rate: 1 s for Kinesis, 0.25 s for
-    #: DynamoDB Streams), never below this.
+    #: How long an idle shard waits before reading again (Lambda: about 1 s for Kinesis, 0.25 s for DynamoDB).
     poll_interval_s: float = 0.25
     #: Backoff before a retry: doubles from ``retry_base_s`` up to ``retry_max_s``, full jitter.
     retry_base_s: float = 0.05
@@ -333,8 +331,6 @@ class EventSourceMapping:
         self._changed = threading.Condition()
         #: Callers of ``wait_until_caught_up(flush=True)`` waiting now: batching windows are cut short meanwhile.
         self._flushing = 0
-        #: Counts the calls to ``wait_until_caught_up``: a shard waiting out an idle interval reads at once.
-        self._nudges = 0
         self._shards: dict[str, _ShardPoller] = {}
         self._threads: list[threading.Thread] = []
         # One for every shard: a runner keeps no state between batches.
@@ -384,8 +380,6 @@ class EventSourceMapping:
         with self._changed:
             marks = {shard: state.reads_started for shard, state in self._shards.items()}
             self._flushing += flush
-            self._nudges += 1
-            self._changed.notify_all()
 
             def done() -> bool:
                 return all(
@@ -398,13 +392,6 @@ class EventSourceMapping:
                 return done()
             finally:
                 self._flushing -= flush
-
-    def _idle(self, seconds: float) -> None:
-        """Wait ``seconds`` before a shard's next read, or less: until the mapping stops or a caller starts
-        waiting for it to catch up."""
-        with self._changed:
-            nudges = self._nudges
-            self._changed.wait_for(lambda: self._nudges != nudges or self._stop.is_set(), seconds)
 
     # -- shards --------------------------------------------------------------
 
@@ -458,7 +445,6 @@ class _ShardPoller:
         self._iterator: str | None = None
         self._last_sequence: str | None = None  # the last record read (delivered or buffered)
         self._read_failures = 0
-        self._idle_s = 0.0  # the wait after the next empty read; 0: none yet since records came
 
     def run(self) -> None:
         mapping, config = self._mapping, self._config
@@ -493,7 +479,6 @@ class _ShardPoller:
                         mapping.stats.max_behind_ms = max(mapping.stats.max_behind_ms, result.behind_ms)
                 if result.records:
                     self._take(result.records)
-                    self._idle_s = 0.0
                 exhausted = not result.records or closed
             if self._ready(exhausted):
                 self._deliver()
@@ -506,9 +491,7 @@ class _ShardPoller:
                         mapping._changed.notify_all()
                     if closed:
                         return
-                    # An idle local system would otherwise cost every shard's poll rate in requests to moto.
-                    self._idle_s = max(config.poll_interval_s, min(source.idle_read_s, 2 * self._idle_s))
-                    mapping._idle(self._idle_s)
+                    mapping._stop.wait(config.poll_interval_s)
                 continue
             if exhausted:  # a batching window is open: wait for more records or for its end
                 assert self._buffered_since is not None  # noqa: S101

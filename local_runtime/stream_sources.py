@@ -67,10 +67,6 @@ class StreamSource(Protocol):
     @property
     def batch_info_key(self) -> str: ...
 
-    #: Lambda's base rate on a shard with nothing new: the longest a poller waits between two reads.
-    @property
-    def idle_read_s(self) -> float: ...
-
     def shard_ids(self) -> list[str]: ...
 
     def iterator(self, shard_id: str, position: StartingPosition, after_sequence: str | None) -> str: ...
@@ -115,7 +111,6 @@ class KinesisSource(_Shards):
     """A Kinesis data stream, read with GetShardIterator and GetRecords."""
 
     batch_info_key = "KinesisBatchInfo"
-    idle_read_s = 1.0  # Lambda reads a Kinesis shard once a second
     max_read_limit = 10_000
     sequence_parameter = "StartingSequenceNumber"
 
@@ -166,7 +161,6 @@ class DynamoDBStreamSource(_Shards):
     """A table's DynamoDB stream, read with the ``dynamodbstreams`` API."""
 
     batch_info_key = "DDBStreamBatchInfo"
-    idle_read_s = 0.25  # Lambda reads a DynamoDB stream's shard four times a second
     max_read_limit = 1_000
     sequence_parameter = "SequenceNumber"
 

@@ -30,7 +30,6 @@ class FakeStream:
     """Shards as lists; an iterator is ``"<shard>@<position>"``; records can be appended at any time."""
 
     batch_info_key = "KinesisBatchInfo"
-    idle_read_s = 1.0
     max_read_limit = 10_000
 
     def __init__(self, shards: Mapping[str, Sequence[SourceRecord]] | None = None) -> None:

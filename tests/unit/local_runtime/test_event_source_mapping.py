@@ -388,56 +388,6 @@ def test_waiting_for_catch_up_covers_records_written_before_the_call() -> None:
         esm.stop()
 
 
-@pytest.mark.parametrize(
-    ("idle_read_s", "backoff"),
-    [
-        (1.0, [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.0, 1.0]),  # Kinesis: one read a second
-        (0.25, [0.01, 0.02, 0.04, 0.08, 0.16, 0.25, 0.25, 0.25, 0.25]),  # DynamoDB Streams: four a second
-    ],
-)
-def test_an_idle_shard_reads_at_lambdas_rate_and_at_once_after_records(
-    idle_read_s: float, backoff: list[float]
-) -> None:
-    # Given a mapping whose idle waits are recorded, not slept; records arrive after the ninth
-    stream = FakeStream({SHARD: []})
-    stream.idle_read_s = idle_read_s
-    function = FakeFunction()
-    esm = mapping(stream, function, poll_interval_s=0.01)
-    waits: list[float] = []
-
-    def idle(seconds: float) -> None:
-        waits.append(seconds)
-        if len(waits) == 9:
-            stream.append(SHARD, batch(2))
-        if len(waits) == 11:
-            esm._stop.set()
-
-    esm._idle = idle  # type: ignore[method-assign]
-    esm.start()
-    esm.stop()
-    # Then each empty read doubles the wait, up to the source's rate on Lambda, and a read that brought
-    # records starts again from the poll interval
-    assert waits == [*backoff, 0.01, 0.02]
-    assert function.delivered == ["100", "101"]
-
-
-def test_waiting_for_catch_up_wakes_a_shard_in_its_idle_wait() -> None:
-    # Given a shard read to its end, waiting a minute before its next read
-    stream = FakeStream({SHARD: []})
-    function = FakeFunction()
-    esm = mapping(stream, function, poll_interval_s=60.0)
-    esm.start()
-    try:
-        assert esm.wait_until_caught_up(WAIT_S)
-        # When records arrive, Then a caller waiting for the mapping to catch up sees them handled within its
-        # wait, not after the shard's minute
-        stream.append(SHARD, batch(3))
-        assert esm.wait_until_caught_up(WAIT_S)
-        assert function.delivered == ["100", "101", "102"]
-    finally:
-        esm.stop()
-
-
 def test_a_failed_read_resumes_after_the_last_record_read() -> None:
     stream = FakeStream({SHARD: batch(5)})
     stream.read_failures[SHARD] = 2

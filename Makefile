@@ -57,7 +57,8 @@ year: $(STAMP) ## A simulated year of rotation, rollups and compaction (hours; d
 
 # Two pytest-xdist workers per core (at most 4: each end-to-end test runs a whole local system). The end-to-end
 # tests wait on clocks (a split's minute boundary, a stream's next read) with their core idle. On 2 cores,
-# fresh-clone `make test` runs with mypy beside: 829-851 s of pytest with 2 workers, 732 s with 3 and one infra synth.
+# fresh-clone `make test` runs with mypy beside: 829-851 s of pytest with 2 workers, 732 s with 3 and one infra synth,
+# 674 s with 4 (on a tree whose tests also cost less CPU: one run each, and runs differ by a minute or two).
 # A worker takes a whole file at a time (a module's running system or synth is built once). Not loadgroup:
 # with pytest 9.2 it ignores xdist_group marks and spreads one file's tests over workers (pytest-xdist#1386).
 # Files go out in collection order (infra, integration, unit), not xdist's default of most tests first, which

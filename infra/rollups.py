@@ -17,7 +17,7 @@ from infra.config import LambdaFunction
 from infra.lambdas import Invocation, LambdaRuntime, ServiceFunction, run_on_schedule
 from infra.monitoring import alarm, custom_metric
 from infra.storage import Storage
-from keydesign.rollup import MARK_KEYS, READ_KEYS, REDO_KEYS
+from keydesign.rollup import MARK_KEYS, PARTIAL_KEYS, READ_KEYS, REDO_KEYS
 
 #: Control-table actions of the rollup function: read marks, rollups and state; put rollups, deferred marks, state.
 ROLLUP_ACTIONS = (
@@ -61,6 +61,8 @@ class Rollups(Construct):
         storage.grant_control_keys(self.function, list(ROLLUP_ACTIONS), (*MARK_KEYS, *READ_KEYS))
         # A late reading of an entity-hour compaction counted: a redo request for compaction (docs/rollups.md).
         storage.grant_control_keys(self.function, ["dynamodb:BatchWriteItem"], REDO_KEYS)
+        # A mark late past its re-pack slice: does the slice's partial leave its minute out? (fresh totals)
+        storage.grant_control_keys(self.function, ["dynamodb:GetItem"], PARTIAL_KEYS)
         # A run older than a minute is superseded by the next one.
         self.schedule = run_on_schedule(
             self,

@@ -31,6 +31,7 @@ from keydesign import format_ts, parse_timestamp
 from keydesign.periods import DAY_MS
 from keydesign.rollup import (
     FLEET_PART,
+    FRESH_PART,
     ROLLUP_SHARDS,
     SLOT_MS,
     STATE_PK,
@@ -47,6 +48,7 @@ from keydesign.rollup import (
     rollup_key,
     rollup_pk,
     rollup_ttl,
+    total_part,
     total_pk,
     total_pks,
     total_sk,
@@ -100,7 +102,12 @@ class RollupState:
     compaction put before its watermark reached it is applied (``rollup.logic``). An item written
     before these fields reads them as 0, but ``w`` of a slot resumed mid-way (``step`` > 0), which
     reads as :data:`PLANNED_BEFORE_W`. ``indexed_from``: the marked-minutes index holds every slot with
-    marks from this one on (before it, every mark key is read); None in an item written before it."""
+    marks from this one on (before it, every mark key is read); None in an item written before it.
+
+    ``fresh_from``, ``fresh_through``: the finest totals of ``[fresh_from, fresh_through)``, in hours
+    compaction has not done, are whole as the rollup function's items and the re-pack's fresh parts
+    (``<start>#p``); ``holds``: the re-pack slices of those hours with a mark of a reading late past its
+    slice (no fresh total is served from the first on, until compaction has done its hour)."""
 
     through_ms: int
     late: int = 0
@@ -109,6 +116,9 @@ class RollupState:
     w: int = 0
     totals_through: int = 0
     indexed_from: int | None = None
+    fresh_from: int = 0
+    fresh_through: int = 0
+    holds: tuple[int, ...] = ()
 
 
 #: ``w`` of a slot an older rollup function planned and left mid-way: it planned every late mark to be
@@ -319,16 +329,28 @@ class RollupStore:
         return out
 
     def totals(
-        self, level: int, from_ms: int, to_ms: int, cost: ReadCount, *, consistent: bool = False
+        self,
+        level: int,
+        from_ms: int,
+        to_ms: int,
+        cost: ReadCount,
+        *,
+        consistent: bool = False,
+        fresh_from: int | None = None,
     ) -> dict[int, Figures]:
         """The totals of the intervals in ``[from_ms, to_ms)``: per interval start, the rollup function's
-        item (``<start>``) and compaction's part (``<start>#c``) combined; one Query per total partition.
+        item (``<start>``) and compaction's part (``<start>#c``) combined, or from ``fresh_from`` on the
+        re-pack's fresh part (``<start>#p``) instead of compaction's; one Query per total partition.
         (The rollup function's own recompute of a coarser total reads :meth:`interval_rollups`, never these.)"""
         parts: dict[int, list[Figures]] = {}
-        low, high = format_ts(from_ms), format_ts(to_ms - 1) + FLEET_PART
+        low, high = format_ts(from_ms), format_ts(to_ms - 1) + max(FLEET_PART, FRESH_PART)
         for pk in total_pks(self.prefix, level, from_ms, to_ms):
             for item in self._query(pk, cost, low=low, high=high, consistent=consistent):
-                parts.setdefault(parse_total_sk(item["sk"])[0], []).append(Figures.from_item(item))
+                start, part = parse_total_sk(item["sk"])[0], total_part(item["sk"])
+                fresh = fresh_from is not None and start >= fresh_from
+                if part == (FLEET_PART if fresh else FRESH_PART):
+                    continue
+                parts.setdefault(start, []).append(Figures.from_item(item))
         return {start: Figures.combined(figures) for start, figures in parts.items()}
 
     # -- state ----------------------------------------------------------------
@@ -350,6 +372,9 @@ class RollupStore:
             item.get("w", PLANNED_BEFORE_W if step else 0),
             item.get("totals_through", 0),
             item.get("indexed_from"),
+            item.get("fresh_from", 0),
+            item.get("fresh_through", 0),
+            tuple(sorted(int(h) for h in str(item.get("holds") or "").split(",") if h)),
         )
 
     def save_state(self, state: RollupState) -> None:
@@ -367,6 +392,10 @@ class RollupStore:
             item["step"] = state.step
         if state.indexed_from is not None:
             item["indexed_from"] = state.indexed_from
+        if state.fresh_through:
+            item.update(fresh_from=state.fresh_from, fresh_through=state.fresh_through)
+        if state.holds:
+            item["holds"] = ",".join(map(str, state.holds))
         self._db.put_item(TableName=self.table, Item=serialize_item(item))
 
     def redo_write(self, request: RedoRequest) -> PendingWrite:
@@ -424,9 +453,25 @@ class RollupStore:
         A malformed one raises ValueError naming it."""
         return [GroupPartial.from_item(item) for item in self._query(partial_pk(self.prefix, hour_ms), cost)]
 
-    def fleet_part_write(self, level: int, start_ms: int, figures: Figures) -> PendingWrite:
-        """A put of compaction's part of a total (sk ``<start>#c``), expiring as the total does."""
-        pk, sk = total_pk(self.prefix, level, start_ms), total_sk(start_ms, fleet_part=True)
+    def slice_partials(self, hour_ms: int, slice_ms: int, cost: ReadCount) -> list[GroupPartial]:
+        """Every group's slice partial of the re-pack slice at ``slice_ms`` (of the hour at ``hour_ms``;
+        one Query, every page, consistent). A malformed one raises ValueError naming it."""
+        pk, low = partial_pk(self.prefix, hour_ms, slices=True), f"{format_ts(slice_ms)}#"
+        return [GroupPartial.from_item(item) for item in self._query(pk, cost, low=low, high=f"{low}~")]
+
+    def slice_partial(self, hour_ms: int, slice_ms: int, group: int, cost: ReadCount) -> GroupPartial | None:
+        """``group``'s slice partial of the re-pack slice at ``slice_ms`` (consistent), None if there is none."""
+        pk, sk = GroupPartial(hour_ms, group, 0, slice_ms=slice_ms).key(self.prefix)
+        key = {"pk": {"S": pk}, "sk": {"S": sk}}
+        response = self._db.get_item(TableName=self.table, Key=key, ConsistentRead=True, ReturnConsumedCapacity="TOTAL")
+        raw = response.get("Item")
+        cost.add(response, int(raw is not None))
+        return None if raw is None else GroupPartial.from_item({k: plain(v) for k, v in raw.items()})
+
+    def fleet_part_write(self, level: int, start_ms: int, figures: Figures, *, fresh: bool = False) -> PendingWrite:
+        """A put of compaction's part of a total (sk ``<start>#c``), or with ``fresh`` the re-pack's fresh
+        part (``<start>#p``), expiring as the total does."""
+        pk, sk = total_pk(self.prefix, level, start_ms), total_sk(start_ms, fleet_part=not fresh, fresh=fresh)
         item = {"pk": pk, "sk": sk, **figures.item(), "expires_at": rollup_ttl(start_ms + level, self._retention_ms)}
         return PendingWrite(self.table, pk, sk, serialize_item(item))
 

@@ -128,7 +128,9 @@ from keydesign.rollup import (
     RedoRequest,
     fleet_parts,
     floor_to,
+    fresh_parts,
     remark_starts,
+    slice_owned,
 )
 from keydesign.tiering import CompactedBlock, compact_hour, repack_slice
 from keydesign.writetier import (
@@ -220,6 +222,9 @@ class RunReport:
     partials: int = 0
     remarks: int = 0
     fleet_parts: int = 0
+    #: Slice partials and fresh parts of finest totals the re-pack put (docs/rollups.md, "Fresh minute totals").
+    slice_partials: int = 0
+    fresh_parts: int = 0
     #: Redo requests handled (deleted), and those left for hours not yet compacted.
     redos: int = 0
     redos_waiting: int = 0
@@ -274,6 +279,8 @@ class RunReport:
             "partials_written": self.partials,
             "remarks_written": self.remarks,
             "fleet_parts_written": self.fleet_parts,
+            "slice_partials_written": self.slice_partials,
+            "fresh_parts_written": self.fresh_parts,
             "redos": self.redos,
             "redos_waiting": self.redos_waiting,
             "redos_expired": self.redos_expired,
@@ -385,7 +392,7 @@ class CompactionRunner:
         now = self._clock_ms()
         stored = self._state.load()
         if stored is None:
-            state = CompactionState(self._first_hour(now), self._tier.groups)
+            state = CompactionState(self._first_hour(now), self._tier.groups, remarked_at=0)
         else:
             state = stored.changed_to(self._tier.groups, now, self._reach_ms)
             if stored.groups not in (None, state.groups):
@@ -429,6 +436,10 @@ class CompactionRunner:
                 first = slice_start(now + self._reach_ms) + SLICE_MS
                 state = replace(state, repack_from=first, repacked=first)
                 self._state.save(state)
+            elif state.repack_from < state.repacked and not state.repacked_at and self._fresh_level() is not None:
+                # Re-packed by code that put no slice partials: the fresh totals start at its next slice.
+                state = replace(state, repack_from=state.repacked)
+                self._state.save(state)
             settle = self._tier_settle_ms
             while (start := state.repack_next(now, settle)) is not None and self._time_for_a_step(deadline):
                 state = state.repack_starting(start)
@@ -446,7 +457,8 @@ class CompactionRunner:
                     if group < tier.groups:  # a run cut short goes on from here
                         state = replace(state, repack_group=group)
                         self._state.save(state)
-                state = state.repack_advanced()
+                self._fresh(start, deadline, report)
+                state = replace(state.repack_advanced(), repacked_at=self._clock_ms())
                 self._state.save(state)
                 report.slices_repacked += 1
                 report.repacked_ms = state.repacked
@@ -462,9 +474,24 @@ class CompactionRunner:
         done = list(self._pool.map(lambda group: self._repack_group(start, tier, group, shard_map), groups))
         subs = [s for work in done for s in work.subs]
         writes = [PendingWrite(s.key.table, s.key.pk, s.key.sk, serialize_item(s.item())) for s in subs]
-        self._write(writes, deadline, f"the sub-items of groups {groups.start}-{groups.stop - 1} of {format_ts(start)}")
+        partials = [w.partial for w in done if w.partial is not None and (w.partial.intervals or w.partial.left_out)]
+        marks: list[PendingWrite] = []
+        stamp = self._clock_ms()
+        if self._rollups is not None and self._levels is not None:  # partials are made only with rollups
+            writes += [self._rollups.partial_write(partial) for partial in partials]
+            # The pairs a partial leaves out marked again, so the rollup function recomputes them from the
+            # slice's final group items (a group item may have come after it applied the block's mark).
+            finest = self._levels.finest
+            wanted = sorted({Mark.of(stamp, finest, at, entity) for w in done for entity, at in w.remarks})
+            marks = self._rollups.marks_writes(wanted)
+        what = f"the sub-items of groups {groups.start}-{groups.stop - 1} of {format_ts(start)}"
+        self._write([*writes, *marks], deadline, what)
+        if marks and self._clock_ms() - stamp >= self._settle_ms:  # as _put: the slot may have been applied
+            raise StepNotStored(f"the re-marks of {what} were stored SETTLE or more after their stamp; redone")
         for work in done:
             report.add_repacked(work)
+        report.slice_partials += len(partials)
+        report.remarks += sum(len(w.remarks) for w in done)
 
     def _repack_group(self, start: int, tier: WriteTier, group: int, shard_map: ShardMap) -> GroupWork:
         """Read one group partition's items of the re-pack slice at ``start`` (its sort keys: an item lies
@@ -481,7 +508,35 @@ class CompactionRunner:
         present = {reading.entity_id for _, readings in copies for reading in readings}
         blocks = self._dense_copies([e for e in dense if e in present], start, end, shard_map, work)
         work.subs = repack_slice(tier, group, start, copies, blocks, table=table, retention_ms=self._retention_ms)
+        if self._fresh_level() is not None:
+            finest = self._levels.finest if self._levels is not None else 0
+            blocked = [r for _, readings in blocks for r in readings if start <= r.ts_ms < end]
+            owned, left_out = slice_owned([r for sub in work.subs for r in sub.readings], blocked, finest)
+            work.partial = GroupPartial.of(hour, group, tier.groups, owned, finest, slice_ms=start)
+            work.partial.left_out = frozenset(left_out)
+            work.remarks = sorted(left_out)
         return work
+
+    def _fresh_level(self) -> int | None:
+        """The finest rollup level, when the re-pack puts slice partials and fresh parts of its totals:
+        with rollups whose finest level divides a re-pack slice (docs/rollups.md, "Fresh minute totals")."""
+        if self._rollups is None or self._levels is None or REPACK_MS % self._levels.finest:
+            return None
+        return self._levels.finest
+
+    def _fresh(self, start: int, deadline: Deadline, report: RunReport) -> None:
+        """The re-pack's fresh parts of the finest totals of the slice at ``start``, from every group's
+        slice partial of it (read back whole), put before the slice counts as re-packed."""
+        level = self._fresh_level()
+        if level is None or self._rollups is None:
+            return
+        cost = ReadCount()
+        parts = fresh_parts(self._rollups.slice_partials(slice_start(start), start, cost))
+        report.calls += cost.calls
+        report.read_units += cost.read_units
+        writes = [self._rollups.fleet_part_write(level, s, f, fresh=True) for s, f in sorted(parts.items())]
+        self._write(writes, deadline, f"the fresh parts of the totals of the slice at {format_ts(start)}")
+        report.fresh_parts += len(writes)
 
     def _first_hour(self, now: int) -> int:
         """Where a first run (no state) starts: the earliest hour a group item that is still stored, or that
@@ -519,7 +574,9 @@ class CompactionRunner:
             while group < tier.groups and self._time_for_a_step(deadline):
                 step = range(group, min(tier.groups, group + self._step_groups))
                 started = deadline.clock()  # timed on the deadline's clock, which judges the next step
-                self._step(hour, tier, others, step, deadline, report)
+                remarked = self._step(hour, tier, others, step, deadline, report)
+                if remarked is not None:  # recorded before the cursor moves past the step that put them
+                    state = state.remarked(remarked)
                 self._longest_step_s = max(self._longest_step_s, deadline.clock() - started)
                 group = step.stop
                 report.steps += 1
@@ -530,6 +587,8 @@ class CompactionRunner:
             self._fleet(hour, deadline, report, redo=False)
             groups = (tier.groups, *(t.groups for t in others))
             state = state.advanced(self._clock_ms(), groups, self._retention_ms)
+            if state.remarked_at is None:  # an item from before it was recorded: its re-marks, by advanced_at
+                state = state.remarked(0)
             self._state.save(state)
             report.through_ms = state.through
             report.hours += 1
@@ -546,14 +605,16 @@ class CompactionRunner:
         groups: range,
         deadline: Deadline,
         report: RunReport,
-    ) -> None:
-        """Compact ``groups`` of ``tier`` of ``hour``: read them side by side, then put every block they make."""
+    ) -> int | None:
+        """Compact ``groups`` of ``tier`` of ``hour``: read them side by side, then put every block they make.
+        Returns the stamp of the re-marks put (None: none)."""
         shard_map = self._shard_maps.current()
         done = list(self._pool.map(lambda group: self._group(hour, tier, group, shard_map, others), groups))
         what = f"groups {groups.start}-{groups.stop - 1} of {format_ts(hour)}"
-        self._put(done, deadline, report, what)
+        remarked = self._put(done, deadline, report, what)
         for work in done:
             report.add(work)
+        return remarked
 
     def _put(
         self,
@@ -564,16 +625,18 @@ class CompactionRunner:
         *,
         entities: Collection[str] | None = None,
         more: Sequence[PendingWrite] = (),
-    ) -> None:
+    ) -> int | None:
         """Put in one write what compacting ``done`` made: the compacted blocks (of ``entities`` only,
         when given), ``more``, and with rollups each group's partial and the re-marks (of ``entities``
-        only), stamped with the minute they are written in. All stored, or StepNotStored."""
+        only), stamped with the minute they are written in. All stored, or StepNotStored. Returns the
+        re-marks' stamp (None: no re-mark)."""
         blocks = [b for work in done for b in work.compacted if entities is None or b.entities & set(entities)]
         writes = [PendingWrite(b.table, b.pk, b.sk, serialize_item(b.item())) for b in blocks]
         writes += more
         partials: list[PendingWrite] = []
         marks: list[PendingWrite] = []
         wanted: set[Mark] = set()
+        stamp = 0
         if self._rollups is not None and self._levels is not None:
             stamp, finest = self._clock_ms(), self._levels.finest
             # An empty partial is not put in a first pass (absent: no readings; a new deployment's first run
@@ -597,6 +660,7 @@ class CompactionRunner:
             raise StepNotStored(f"the re-marks of {what} were stored SETTLE or more after their stamp; redone")
         report.partials += len(partials)
         report.remarks += len(wanted)
+        return stamp if wanted else None
 
     def _write(self, writes: Sequence[PendingWrite], deadline: Deadline, what: str) -> None:
         """Put every item of ``writes``, or raise StepNotStored naming the first that was not stored."""

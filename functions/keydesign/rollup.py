@@ -49,6 +49,7 @@ from .errors import ConfigError
 from .hashing import shard_of
 from .periods import DAY_MS, format_duration, parse_duration
 from .timefmt import format_ts, parse_timestamp
+from .writetier import REPACK_MS
 
 #: Marks are grouped by the minute they were stamped in: the rollup function's unit of progress.
 SLOT_MS = 60_000
@@ -60,6 +61,9 @@ PARTIAL_PREFIX = "rollgrp#"
 REDO_PREFIX = "compactredo#"
 #: The sort key suffix of compaction's part of a total (``<interval start>#c``).
 FLEET_PART = "#c"
+#: The sort key suffix of the re-pack's *fresh* part of a finest total, from the slice partials of an hour
+#: compaction has not done yet (``<interval start>#p``; docs/rollups.md, "Fresh minute totals").
+FRESH_PART = "#p"
 #: The partition keys each side may touch, as IAM ``dynamodb:LeadingKeys`` patterns.
 MARK_KEYS = ("rollmark#*",)
 READ_KEYS = ("rollup#*", "rollall#*", STATE_PK)
@@ -67,6 +71,8 @@ READ_KEYS = ("rollup#*", "rollall#*", STATE_PK)
 #: and deletes redo requests (the rollup function puts them).
 COMPACTION_KEYS = (f"{PARTIAL_PREFIX}*", "rollall#*", "rollmark#*", f"{REDO_PREFIX}*")
 REDO_KEYS = (f"{REDO_PREFIX}*",)
+#: The rollup function reads a slice partial's pairs left out (a late mark's hold, docs/rollups.md).
+PARTIAL_KEYS = (f"{PARTIAL_PREFIX}*",)
 #: An hour: the write tier's slice, the span of a partial.
 HOUR_MS = 3_600_000
 #: Rollups and marks outlive the readings they stand for by this much.
@@ -180,15 +186,21 @@ def total_pk(prefix: str, level: int, start_ms: int) -> str:
     return f"rollall#{prefix}#{level}#{format_ts(floor_to(start_ms, level * TOTAL_PERIOD_INTERVALS))}"
 
 
-def total_sk(start_ms: int, *, fleet_part: bool = False) -> str:
-    """The sort key of a total: the rollup function's item, or compaction's part (``#c``)."""
-    return format_ts(start_ms) + (FLEET_PART if fleet_part else "")
+def total_sk(start_ms: int, *, fleet_part: bool = False, fresh: bool = False) -> str:
+    """The sort key of a total: the rollup function's item, compaction's part (``#c``) or the re-pack's
+    fresh part (``#p``)."""
+    return format_ts(start_ms) + (FLEET_PART if fleet_part else FRESH_PART if fresh else "")
 
 
 def parse_total_sk(sk: str) -> tuple[int, bool]:
     """The interval start of a total's sort key, and whether it is compaction's part."""
-    fleet_part = sk.endswith(FLEET_PART)
-    return parse_timestamp(sk.removesuffix(FLEET_PART), "sk"), fleet_part
+    return parse_timestamp(sk.removesuffix(FLEET_PART).removesuffix(FRESH_PART), "sk"), sk.endswith(FLEET_PART)
+
+
+def total_part(sk: str) -> str:
+    """Which part of a total a sort key holds: ``""`` (the rollup function's), :data:`FLEET_PART` or
+    :data:`FRESH_PART`."""
+    return sk[-2:] if sk[-2:] in (FLEET_PART, FRESH_PART) else ""
 
 
 def total_pks(prefix: str, level: int, from_ms: int, to_ms: int) -> list[str]:
@@ -422,9 +434,10 @@ def hottest_rollup_keys(entities: int) -> tuple[float, float]:
 # -- compaction's figures: group partials and redo requests ---------------------------------------
 
 
-def partial_pk(prefix: str, hour_ms: int) -> str:
-    """The partition of every group's partial of one hour (one Query reads them all)."""
-    return f"{PARTIAL_PREFIX}{prefix}#{format_ts(floor_to(hour_ms, HOUR_MS))}"
+def partial_pk(prefix: str, hour_ms: int, *, slices: bool = False) -> str:
+    """The partition of every group's partial of one hour (one Query reads them all), or with ``slices``
+    of every group's slice partials of the hour (sort key ``<slice start>#<group>``)."""
+    return f"{PARTIAL_PREFIX}{prefix}#{format_ts(floor_to(hour_ms, HOUR_MS))}" + ("#s" if slices else "")
 
 
 @dataclass(slots=True)
@@ -433,28 +446,46 @@ class GroupPartial:
     the hour are all in the write tier), per finest interval of the hour (``intervals``, by start;
     an interval without readings is absent). ``groups``: the G the group number is one of;
     ``others``: the other G's whose group items the hour held (a change of G), which a redo of the
-    hour must know when the compaction state has forgotten them."""
+    hour must know when the compaction state has forgotten them. With ``slice_ms``, a *slice partial*:
+    the re-pack's, of one slice of an hour compaction has not done (docs/rollups.md, "Fresh minute
+    totals"); ``hour_ms`` is the slice's hour, and ``left_out`` the (entity, finest interval start) pairs
+    the partial leaves to the rollup function (:func:`slice_owned`)."""
 
     hour_ms: int
     group: int
     groups: int
     intervals: dict[int, Figures] = field(default_factory=dict)
     others: tuple[int, ...] = ()
+    slice_ms: int | None = None
+    left_out: frozenset[tuple[str, int]] = frozenset()
 
     @classmethod
     def of(  # noqa: PLR0917 - the partial's fields, in order
-        cls, hour_ms: int, group: int, groups: int, readings: Iterable[Any], finest: int, others: Iterable[int] = ()
+        cls,
+        hour_ms: int,
+        group: int,
+        groups: int,
+        readings: Iterable[Any],
+        finest: int,
+        others: Iterable[int] = (),
+        *,
+        slice_ms: int | None = None,
     ) -> GroupPartial:
-        """The partial of ``readings`` (each with ``ts_ms`` and ``measures``), all in the hour."""
-        partial = cls(hour_ms, group, groups, others=tuple(sorted(set(others))))
+        """The partial of ``readings`` (each with ``ts_ms`` and ``measures``), all in the hour (or the
+        re-pack slice at ``slice_ms``)."""
+        partial = cls(hour_ms, group, groups, others=tuple(sorted(set(others))), slice_ms=slice_ms)
+        low, high = (hour_ms, hour_ms + HOUR_MS) if slice_ms is None else (slice_ms, slice_ms + REPACK_MS)
         for reading in readings:
-            if not hour_ms <= reading.ts_ms < hour_ms + HOUR_MS:
-                raise ValueError(f"a reading at {format_ts(reading.ts_ms)} is not in the hour {format_ts(hour_ms)}")
+            if not low <= reading.ts_ms < high:
+                where = "hour" if slice_ms is None else "re-pack slice"
+                raise ValueError(f"a reading at {format_ts(reading.ts_ms)} is not in the {where} {format_ts(low)}")
             start = floor_to(reading.ts_ms, min(finest, HOUR_MS))
             partial.intervals.setdefault(start, Figures()).add(reading.measures)
         return partial
 
     def key(self, prefix: str) -> tuple[str, str]:
+        if self.slice_ms is not None:
+            return partial_pk(prefix, self.hour_ms, slices=True), f"{format_ts(self.slice_ms)}#{self.group:04d}"
         return partial_pk(prefix, self.hour_ms), f"{self.group:04d}"
 
     def item(self, prefix: str, expires_at: int) -> dict[str, object]:
@@ -468,16 +499,23 @@ class GroupPartial:
         }
         if self.others:
             item["O"] = ",".join(map(str, self.others))
+        if self.left_out:
+            item["X"] = ",".join(f"{start}#{entity}" for entity, start in sorted(self.left_out))
         return item
 
     @classmethod
     def from_item(cls, item: Mapping[str, Any]) -> GroupPartial:
         """A stored partial (plain values); a malformed one raises ValueError naming the field."""
         try:
-            hour = parse_timestamp(str(item["pk"]).rsplit("#", 1)[1], "pk")
+            pk, sk = str(item["pk"]), str(item["sk"])
+            slice_ms = parse_timestamp(sk.split("#", 1)[0], "sk") if pk.endswith("#s") else None
+            hour = parse_timestamp(pk.removesuffix("#s").rsplit("#", 1)[1], "pk")
             intervals = {parse_timestamp(k, "f"): Figures.from_item(v) for k, v in (item.get("f") or {}).items()}
             others = tuple(int(g) for g in str(item.get("O") or "").split(",") if g)
-            return cls(hour, int(item["sk"]), int(item["G"]), intervals, others)
+            group = int(sk.rsplit("#", 1)[-1])
+            pairs = (pair.split("#", 1) for pair in str(item.get("X") or "").split(",") if pair)
+            left_out = frozenset((entity, int(start)) for start, entity in pairs)
+            return cls(hour, group, int(item["G"]), intervals, others, slice_ms, left_out)
         except (KeyError, TypeError, ValueError, IndexError) as exc:
             raise ValueError(f"a malformed group partial {item.get('pk')!r} / {item.get('sk')!r}: {exc}") from exc
 
@@ -496,6 +534,26 @@ def fleet_parts(partials: Iterable[GroupPartial], levels: Granularities, hour_ms
             intervals[floor_to(start, level)].merge(figures)
         out[level] = intervals
     return out
+
+
+def fresh_parts(partials: Iterable[GroupPartial]) -> dict[int, Figures]:
+    """The re-pack's fresh parts of the finest totals of one slice, from every group's slice partial
+    of it: the merged figures of each finest interval holding a reading."""
+    out: dict[int, Figures] = {}
+    for partial in partials:
+        for start, figures in partial.intervals.items():
+            out.setdefault(start, Figures()).merge(figures)
+    return out
+
+
+def slice_owned(readings: Iterable[Any], blocked: Iterable[Any], finest: int) -> tuple[list[Any], set[tuple[str, int]]]:
+    """The readings a slice partial counts, and the (entity, finest interval start) pairs it leaves out:
+    ``readings`` (a re-pack slice's, whose newest copy is a group item's) but those of an entity in an
+    interval where ``blocked`` (the slice's block readings the re-pack read) holds a reading of it. Ingest
+    marked every block reading, so the rollup function counts those pairs from raw, both tiers (the
+    re-pack marks them again, once the slice's group items are final); every other pair is the partial's."""
+    taken = {(reading.entity_id, floor_to(reading.ts_ms, finest)) for reading in blocked}
+    return [r for r in readings if (r.entity_id, floor_to(r.ts_ms, finest)) not in taken], taken
 
 
 def redo_pk(prefix: str) -> str:

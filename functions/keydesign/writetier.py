@@ -338,7 +338,12 @@ class CompactionState:
     its sub-group's items (:meth:`repacked_in`). ``repack_group``: the cursor inside the slice at
     ``repacked``: its group partitions before it are re-packed (a partition number: whatever G wrote
     the items it holds). ``clustered``: the G's of the hours compacted into cluster blocks, oldest first
-    (:class:`Clustered`; an entry when they change, dropped once the next one is past retention)."""
+    (:class:`Clustered`; an entry when they change, dropped once the next one is past retention).
+    ``remarked_at``: the stamp of the newest re-mark put for an hour before ``through`` or at its cursor
+    (0: none; None in an item written before it was recorded, whose re-marks are all stamped by
+    ``advanced_at``): the rollup function's totals are whole to ``through`` once it has applied that slot.
+    ``repacked_at``: when ``repacked`` last moved (0: not recorded): every block the re-pack read of a slice
+    before it was written, and so marked, by then."""
 
     through: int = 0
     groups: int | None = None
@@ -352,6 +357,8 @@ class CompactionState:
     repacked: int = 0
     repack_group: int = 0
     clustered: tuple[Clustered, ...] = ()
+    remarked_at: int | None = None
+    repacked_at: int = 0
 
     @classmethod
     def from_item(cls, item: Mapping[str, object] | None) -> CompactionState:
@@ -412,6 +419,8 @@ class CompactionState:
             repacked,
             _whole(item, "repack_group") or 0,
             tuple(entries),
+            _whole(item, "remarked_at"),
+            _whole(item, "repacked_at") or 0,
         )
 
     def item(self) -> dict[str, object]:
@@ -429,7 +438,17 @@ class CompactionState:
             fields["repack_group"] = self.repack_group
         if self.clustered:
             fields["clustered"] = ",".join(entry.text() for entry in self.clustered)
+        if self.remarked_at is not None:
+            fields["remarked_at"] = self.remarked_at
+        if self.repacked_at:
+            fields["repacked_at"] = self.repacked_at
         return fields
+
+    def remarked(self, stamp_ms: int) -> CompactionState:
+        """The state with a re-mark stamped at ``stamp_ms`` recorded (an item written before ``remarked_at``
+        was recorded starts from ``advanced_at``, by which its re-marks were all stamped)."""
+        held = self.advanced_at if self.remarked_at is None else self.remarked_at
+        return replace(self, remarked_at=max(held, stamp_ms))
 
     def repacked_in(self, hour_start: int) -> tuple[int, int] | None:
         """The re-packed part ``[from, to)`` of the hour starting at ``hour_start``, None if none."""

@@ -315,15 +315,16 @@ class QueryService:
     ) -> AggregateSeries:
         """Every entity's readings per ``interval_ms`` over ``window``, from the rollups' totals only (each the
         rollup function's item and compaction's part combined), up to the rollups' watermark."""
-        source = self._source(interval_ms, window, consistent=read.consistent)
+        source = self._source(interval_ms, window, consistent=read.consistent, totals=True)
         if source.level is None:
             raise InvalidInput("interval", f"every-entity aggregates are read from rollups only: {source.reason}")
         return self._series(None, window, interval_ms, stats, read, source, None)
 
-    def _source(self, interval_ms: int, window: TimeRange, *, consistent: bool) -> Source:
+    def _source(self, interval_ms: int, window: TimeRange, *, consistent: bool, totals: bool = False) -> Source:
         if self._rollups is None:
             return Source(None, window.from_ms, "rollups are off in this deployment (ROLLUPS unset)", None)
-        return self._rollups.source(interval_ms, window, consistent=consistent, compacted=self._write_tier is not None)
+        compacted = self._write_tier is not None
+        return self._rollups.source(interval_ms, window, consistent=consistent, compacted=compacted, totals=totals)
 
     def _series(  # noqa: PLR0917 - the two aggregate routes' own arguments
         self,
@@ -351,7 +352,7 @@ class QueryService:
             if entity is not None:
                 compacted, hours = self._compacted(entity, rolled_part, read, counted, deadline)
             intervals, readings = self._rollups.series(
-                entity, source.level, rolled_part, interval_ms, stats, read, rolled, compacted, hours
+                entity, source.level, rolled_part, interval_ms, stats, read, rolled, compacted, hours, source.fresh_from
             )
         counted.queries += rolled.calls
         counted.scanned += rolled.items

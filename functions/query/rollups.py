@@ -18,6 +18,10 @@ its unflagged compacted blocks (``readings`` of :meth:`RollupAnswers.series`,
 read by ``query.logic``); the entity's rollups of an hour or less inside its
 compaction-owned hours are not read (it has none there). Before the rollup
 function has recorded a ``totals_through`` T is 0: nothing is served from rollups.
+
+Fresh minute totals (docs/rollups.md): the finest level's totals of the hours compaction has not done
+are served up to the state's ``fresh_through`` as the rollup function's item and the re-pack's fresh part
+(``<start>#p``), when that window starts where ``totals_through`` ends.
 """
 
 from __future__ import annotations
@@ -44,6 +48,8 @@ class Source:
     split_ms: int
     reason: str
     through_ms: int | None
+    #: Totals from this interval start on are the re-pack's fresh parts, not compaction's (None: none).
+    fresh_from: int | None = None
 
     def name(self, window: TimeRange) -> Literal["raw", "rollups", "rollups+raw"]:
         if self.split_ms <= window.from_ms:
@@ -62,9 +68,12 @@ class RollupAnswers:
         self.store = store
         self.levels = levels
 
-    def source(self, interval_ms: int, window: TimeRange, *, consistent: bool, compacted: bool = False) -> Source:
+    def source(
+        self, interval_ms: int, window: TimeRange, *, consistent: bool, compacted: bool = False, totals: bool = False
+    ) -> Source:
         """The source of an aggregate of ``interval_ms`` over ``window``; ``compacted``: the deployment has
-        the write tier, so the rollups serve only before ``totals_through`` too."""
+        the write tier, so the rollups serve only before ``totals_through`` too, and ``totals`` (every
+        entity's) of the finest level up to ``fresh_through`` when that window follows on."""
         level = self.levels.serving(interval_ms, window.from_ms, window.to_ms)
         if level is None:
             spelled = ", ".join(format_duration(g) for g in self.levels.levels)
@@ -74,17 +83,27 @@ class RollupAnswers:
         if state is None:
             return Source(level, window.from_ms, "the rollup function has not run yet", None)
         watermark = min(state.through_ms, state.totals_through) if compacted else state.through_ms
+        fresh = (
+            compacted
+            and totals
+            and level == self.levels.finest
+            and state.fresh_through > state.fresh_from == state.totals_through
+        )
+        if fresh:
+            watermark = min(state.through_ms, state.fresh_through)
         split = max(window.from_ms, min(window.to_ms, floor_to(watermark, interval_ms)))
         through, rollups = format_ts(state.through_ms), f"{format_duration(level)} rollups"
         if compacted:
             through = f"the rollup function's {through}, compaction's totals {format_ts(state.totals_through)}"
+            if fresh:
+                through += f", fresh totals {format_ts(state.fresh_through)}"
         if split >= window.to_ms:
             why = f"{rollups} tile the range and cover it (every reading stored before {through})"
         elif split > window.from_ms:
             why = f"{rollups} up to {format_ts(split)}; the intervals after the rollups' {through} raw"
         else:
             why = f"the range starts after the last interval the rollups cover ({through})"
-        return Source(level, split, why, watermark)
+        return Source(level, split, why, watermark, state.fresh_from if fresh else None)
 
     def series(  # noqa: PLR0917 - one caller, passing a request's own arguments
         self,
@@ -97,6 +116,7 @@ class RollupAnswers:
         cost: ReadCount,
         readings: Iterable[Reading] = (),
         compacted_hours: Collection[int] = (),
+        fresh_from: int | None = None,
     ) -> tuple[list[Interval], int]:
         """The intervals of ``window`` from ``entity``'s rollups (None: the totals) combined with
         ``readings`` (of ``window``: the entity's compaction-owned ones), and readings counted. The
@@ -106,7 +126,7 @@ class RollupAnswers:
         if to_ms <= from_ms:
             return [], 0
         if entity is None:
-            found = self.store.totals(level, from_ms, to_ms, cost, consistent=consistent)
+            found = self.store.totals(level, from_ms, to_ms, cost, consistent=consistent, fresh_from=fresh_from)
         else:
             starts: Iterable[int] = range(from_ms, to_ms, level)
             if compacted_hours and level <= HOUR_MS:

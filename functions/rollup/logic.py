@@ -94,7 +94,7 @@ from keydesign.blocks import keep_newest
 from keydesign.layouts import COMPACTED_KINDS
 from keydesign.periods import DAY_MS, format_duration
 from keydesign.rollup import HOUR_MS, SLOT_MS, Figures, Granularities, Mark, RedoRequest, floor_to
-from keydesign.writetier import KEEP_MS, WriteTier, tier_for_hour
+from keydesign.writetier import GRACE_MS, KEEP_MS, REPACK_MS, CompactionState, WriteTier, repack_start, tier_for_hour
 from rollup.settings import RollupSettings
 
 #: A run of one entity's marked finest intervals read in one pass: neighbours at most RUN_GAP intervals
@@ -139,12 +139,23 @@ class RunReport:
     #: Totals are whole before this (0: not yet known), and how far it trails the wall clock.
     totals_through_ms: int = 0
     totals_lag_ms: int = 0
+    #: The finest totals are served to this (fresh totals, docs/rollups.md), and how far it trails the clock.
+    minute_totals_through_ms: int = 0
+    minute_totals_lag_ms: int = 0
     #: Intervals set aside (``level start entity: reason``): a block that does not decode, a rollup refused.
     set_aside: list[str] = field(default_factory=list)
     raw: ReadCount = field(default_factory=ReadCount)
     rollups: ReadCount = field(default_factory=ReadCount)
     through_ms: int = 0
     lag_ms: int = 0
+
+    def totals_from(self, state: RollupState, now: int) -> None:
+        """How far the totals reach in ``state`` (the finest ones with fresh totals), and their lag at ``now``."""
+        self.totals_through_ms = state.totals_through
+        self.totals_lag_ms = max(0, now - state.totals_through)
+        fresh = state.fresh_through if state.fresh_through and state.fresh_from == state.totals_through else 0
+        self.minute_totals_through_ms = min(state.through_ms, max(state.totals_through, fresh))
+        self.minute_totals_lag_ms = max(0, now - self.minute_totals_through_ms)
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -164,6 +175,8 @@ class RunReport:
             "lag_ms": self.lag_ms,
             "totals_through": format_ts(self.totals_through_ms),
             "totals_lag_ms": self.totals_lag_ms,
+            "minute_totals_through": format_ts(self.minute_totals_through_ms),
+            "minute_totals_lag_ms": self.minute_totals_lag_ms,
         }
 
 
@@ -188,6 +201,8 @@ def emit(report: RunReport) -> None:
     metrics.add_metric(name="RollupRedosRequested", unit=count, value=report.redos)
     if report.totals_through_ms:  # none before the first pair is passed (a new deployment's first minutes)
         metrics.add_metric(name="TotalsLagSeconds", unit=MetricUnit.Seconds, value=report.totals_lag_ms / 1000)
+        lag = report.minute_totals_lag_ms / 1000
+        metrics.add_metric(name="MinuteTotalsLagSeconds", unit=MetricUnit.Seconds, value=lag)
 
 
 class RollupRunner:
@@ -267,9 +282,15 @@ class RollupRunner:
         slot = state.through_ms
         self._marked = {}
         while slot < target and self._time_for_a_step(deadline):
+            planned = state
             if state.step == 0:  # planned now: with the compaction watermark as stored now, kept with the steps
-                state = replace(state, w=self._watermark.consistent().through)
-            marks = self._marks(slot, state, report)
+                compaction = self._watermark.consistent()
+                planned = self._fresh(replace(state, w=compaction.through), compaction)
+            marks = self._marks(slot, planned, report)
+            planned = self._held(planned, marks, report)
+            if planned != state:  # the new w, holds and fresh window stored before any of the slot's figures change
+                state = planned
+                self._store.save_state(state)
             late = [m for m in marks if self._late(m, state.w)]
             steps = self._plan(slot, [m for m in marks if m not in late], state.w)
             while state.step < len(steps) and self._time_for_a_step(deadline):
@@ -294,8 +315,7 @@ class RollupRunner:
         self._deferred = {m for m in self._deferred if m.slot_ms >= slot}
         report.through_ms = slot
         report.lag_ms = max(0, now - slot)
-        report.totals_through_ms = state.totals_through
-        report.totals_lag_ms = max(0, now - state.totals_through)
+        report.totals_from(state, now)
         return report
 
     def _marks(self, slot: int, state: RollupState, report: RunReport) -> list[Mark]:
@@ -345,13 +365,12 @@ class RollupRunner:
     def _slot_done(self, state: RollupState, slot: int, late: Sequence[Mark]) -> RollupState:
         """The state once ``slot`` is applied, ``totals_through`` moved as :meth:`_totals` says."""
         return self._totals(
-            RollupState(
-                slot + SLOT_MS,
-                state.late + len(late),
-                max((m.start_ms for m in late), default=state.last_late_ms),
-                w=state.w,
-                totals_through=state.totals_through,
-                indexed_from=state.indexed_from,
+            replace(
+                state,
+                through_ms=slot + SLOT_MS,
+                late=state.late + len(late),
+                last_late_ms=max((m.start_ms for m in late), default=state.last_late_ms),
+                step=0,
             )
         )
 
@@ -363,9 +382,77 @@ class RollupRunner:
         if self._write_tier is None:
             return replace(state, totals_through=state.through_ms)
         compaction = self._watermark.consistent()
-        if state.through_ms > floor_to(compaction.advanced_at, SLOT_MS) and compaction.through > state.totals_through:
-            return replace(state, totals_through=compaction.through)
-        return state
+        # Every slot after compaction last moved is planned with its watermark, so its re-marks are applied;
+        # or sooner, the hours before the last slot's w, once every re-mark compaction has put is applied.
+        whole = compaction.through if state.through_ms > floor_to(compaction.advanced_at, SLOT_MS) else 0
+        if compaction.remarked_at is not None and state.through_ms > floor_to(compaction.remarked_at, SLOT_MS):
+            whole = max(whole, min(state.w, compaction.through))
+        if whole > state.totals_through:
+            state = replace(state, totals_through=whole)
+        return self._fresh(state, compaction)
+
+    def _fresh(self, state: RollupState, compaction: CompactionState) -> RollupState:
+        """``state`` with the window of fresh finest totals (docs/rollups.md, "Fresh minute totals"): from the
+        slot's planned ``w`` (a slot applies compaction's re-marks of an hour only once planned with a ``w`` past
+        it) and the re-pack's first slice, to the end of the last slice re-packed before the rollup function's
+        ``through`` (a slice partial leaves out the (entity, minute) pairs of the blocks the re-pack read, whose
+        marks were stored before it read them: once their slot is applied each is counted, or holds its slice;
+        until then, no further than the window already served), and before every held slice. Holds of hours
+        before ``w`` are dropped. Empty (both 0) when the finest level does not divide a re-pack slice, or the
+        compaction state is from code that put no slice partials (no ``repacked_at``)."""
+        holds = tuple(h for h in state.holds if floor_to(h, HOUR_MS) >= state.w)
+        start = max(compaction.repack_from, state.w)
+        end = compaction.repacked
+        if state.through_ms <= floor_to(compaction.repacked_at, SLOT_MS):
+            end = min(end, state.fresh_through)
+        end = min((end, *holds))
+        if REPACK_MS % self._levels.finest or not compaction.repacked_at or end <= start:
+            return replace(state, fresh_from=0, fresh_through=0, holds=holds)
+        return replace(state, fresh_from=start, fresh_through=end, holds=holds)
+
+    def _held(self, state: RollupState, marks: Iterable[Mark], report: RunReport) -> RollupState:
+        """``state`` with the re-pack slices held by ``marks`` (a slot's, before any is applied). A finest mark
+        of an hour compaction has not done (from the slot's ``w`` on), stamped a grace or more after its
+        re-packed slice ended, is a reading late past its slice (the stamp is its batch's start minute, and
+        ``in_write_tier`` sends exactly those to blocks), a re-mark or a pending mark. Unless the slice's
+        partial left that (entity, interval) out (the re-pack read a block of it: the rollup function counts
+        it, and the re-pack re-marked it), the partial may count the entity's older copies there, so no fresh
+        total is served from that slice on until compaction has done its hour. A slice not re-packed yet
+        needs no hold: its re-pack will read the block, stored with its mark. A pending mark (stamped after
+        its hour, which compaction has not done) always holds its slice: it is not applied, so the rollup
+        function's figures lack what it stands for."""
+        if self._write_tier is None:
+            return state
+        finest, compaction = self._levels.finest, self._watermark.consistent()
+        late = [
+            mark
+            for mark in marks
+            if mark.level == finest
+            and mark.slot_ms >= repack_start(mark.start_ms) + REPACK_MS + GRACE_MS
+            and floor_to(mark.start_ms, HOUR_MS) >= state.w
+            and repack_start(mark.start_ms) not in state.holds
+        ]
+        held = {repack_start(m.start_ms) for m in late if m.slot_ms >= floor_to(m.start_ms, HOUR_MS) + HOUR_MS}
+        candidates = {
+            (mark.entity, mark.start_ms)
+            for mark in late
+            if compaction.repack_from <= repack_start(mark.start_ms) < compaction.repacked
+        }
+        for entity, start in sorted(candidates, key=lambda c: c[1]):
+            at, hour = repack_start(start), floor_to(start, HOUR_MS)
+            if at in held:
+                continue
+            group = tier_for_hour(self._write_tier, compaction, hour).group_of(entity)
+            partial = self._store.slice_partial(hour, at, group, report.rollups)
+            if partial is None or (entity, start) not in partial.left_out:
+                held.add(at)
+        if not held:
+            return state
+        holds = tuple(sorted(held | set(state.holds)))
+        fresh_through = min(state.fresh_through, holds[0])
+        if fresh_through <= state.fresh_from:
+            return replace(state, holds=holds, fresh_from=0, fresh_through=0)
+        return replace(state, holds=holds, fresh_through=fresh_through)
 
     def _first_state(self, target: int) -> RollupState:
         """Where a first run starts: the minute of the earliest marks (every ingest container writes the

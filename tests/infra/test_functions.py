@@ -324,6 +324,8 @@ def test_the_rollup_function_may_query_readings_and_touch_only_rollup_items_in_t
         # redo requests for compaction, and nothing else there (its compacted blocks are Queried in the readings
         # tables, above)
         | _triples(synth, ["dynamodb:BatchWriteItem"], control, _keys_only("compactredo#*"))
+        # a mark late past its re-pack slice: whether the slice's partial left its minute out (fresh totals)
+        | _triples(synth, ["dynamodb:GetItem"], control, _keys_only("rollgrp#*"))
     )
     assert grants(synth.role_statements(LambdaFunction.ROLLUP)) == expected
     (schedule,) = [

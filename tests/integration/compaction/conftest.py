@@ -234,9 +234,17 @@ def redos(db: Any) -> list[RedoRequest]:
 
 
 def state(db: Any) -> CompactionState | None:
-    """The stored state, but when it moved (``advanced_at``: :func:`advanced_at`)."""
+    """The stored state, but when it moved, when it last re-marked and when it last re-packed
+    (``advanced_at``: :func:`advanced_at`; the others: :func:`stamps`)."""
     stored = StateStore(db, "control", PREFIX).load()
-    return None if stored is None else dataclasses.replace(stored, advanced_at=0)
+    return None if stored is None else dataclasses.replace(stored, advanced_at=0, remarked_at=None, repacked_at=0)
+
+
+def stamps(db: Any) -> tuple[int | None, int]:
+    """The stored state's ``remarked_at`` and ``repacked_at``."""
+    stored = StateStore(db, "control", PREFIX).load()
+    assert stored is not None
+    return stored.remarked_at, stored.repacked_at
 
 
 def save_state(db: Any, saved: CompactionState) -> None:

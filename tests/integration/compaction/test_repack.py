@@ -1,7 +1,8 @@
 """The re-pack on moto: each settled slice of the newest hour's group items, re-packed by the compaction
 function into sub-items (one per sub-group of each group partition), each reading once, through faults:
 a write throttled past the deadline, a run cut by its deadline, downtime, dense entities' block copies,
-and a change of the group count."""
+and a change of the group count; and with rollups, each group's slice partial and the fresh parts of the
+slice's minutes (docs/rollups.md, "Fresh minute totals")."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 import pytest
 
 from adapters.retry import Deadline
+from adapters.rollup_store import ReadCount
 from compaction.logic import StepNotStored
 from doubles.clocks import ManualClock
 from keydesign import Reading
@@ -34,13 +36,16 @@ from tests.integration.compaction.conftest import (
     identities,
     publish,
     retrying_runner,
+    rollup_store,
     runner,
     save_state,
     sparse_fleet,
+    stamps,
     state,
     sub_items,
 )
 from tests.integration.compaction.test_compaction import SlowReader
+from tests.integration.compaction.test_rollups import by_minute
 
 pytestmark = pytest.mark.integration
 
@@ -128,7 +133,7 @@ def test_a_first_re_pack_starts_at_the_hour_after_those_the_ingest_before_it_may
 def test_the_last_slice_of_an_hour_is_re_packed_as_the_hour_settles_and_the_hour_compacted_after(db: Any) -> None:
     fleet = sparse_fleet(H, devices=20, per_device=12)
     publish(db, fleet, version=2)
-    save_state(db, CompactionState(H, 8, repack_from=H, repacked=H + HOUR - REPACK_MS))
+    save_state(db, CompactionState(H, 8, repack_from=H, repacked=H + HOUR - REPACK_MS, repacked_at=H + HOUR))
     # When the function runs as the hour settles: its last slice, then the hour's compaction
     report = runner([SETTLED]).run(Deadline.never())
     assert report.slices_repacked == 1 and report.hours == 1
@@ -230,3 +235,44 @@ def test_a_change_of_the_group_count_re_packs_each_partition_under_its_own_numbe
     for r in second:
         ((_, _, pk, _),) = stored[r.entity_id, r.ts_ms, r.event_id]
         assert pk == new.sub_pk(new.group_of(r.entity_id), H)
+
+
+def test_each_slice_has_its_groups_partials_and_its_minutes_fresh_parts_without_the_minutes_of_block_readings(
+    db: Any,
+) -> None:
+    # Given a sparse entity's readings and a hot one's in the group items of 06:00-06:05, the hot one dense
+    # in other batches: its own blocks (a dense mark) hold readings of every minute but 06:01
+    sparse, hot = hot_beside_its_blocks(db, 40_000)
+    save_state(db, CompactionState(H, 8, **REPACKING))
+    # When the re-pack does the settled slices
+    report = runner([NOW]).run(Deadline.never())
+    assert report.error is None and report.slices_repacked == 5
+    # Then the slice's partials count the sparse entity's readings and the hot one's of 06:01 alone (its
+    # other minutes hold block readings, which ingest marked: the rollup function's), group by group
+    owned = [*sparse, hot[2]]
+    found = rollup_store().slice_partials(H, H, ReadCount())
+    groups = {TIER.group_of(r.entity_id) for r in owned}
+    assert {p.group: {m: f.item() for m, f in p.intervals.items()} for p in found} == {
+        g: by_minute(r for r in owned if TIER.group_of(r.entity_id) == g) for g in groups
+    }
+    assert all(p.slice_ms == H and p.hour_ms == H for p in found) and report.slice_partials == len(found)
+    # and the fresh parts of its minutes are their sum (the empty slices after it have none)
+    fresh = rollup_store().totals(MINUTE, H, NOW, ReadCount(), fresh_from=H)
+    assert {m: f.item() for m, f in fresh.items()} == by_minute(owned) and report.fresh_parts == 2
+    # and the state says when the re-pack last moved
+    assert stamps(db)[1] == NOW
+
+
+def test_a_range_re_packed_by_code_without_slice_partials_starts_the_fresh_totals_at_its_next_slice(db: Any) -> None:
+    # Given a state whose slices 06:00-06:10 were re-packed by code that put no slice partials (no repacked_at)
+    fleet = sparse_fleet(H, devices=10, per_device=6)
+    publish(db, fleet, version=2)
+    save_state(db, CompactionState(H, 8, repack_from=H, repacked=H + 10 * MINUTE))
+    # When this code re-packs the next slices
+    report = runner([NOW]).run(Deadline.never())
+    # Then its range starts at 06:10: readers read the slices before it from the group items, and the rollup
+    # function serves no fresh total before it (no partials there)
+    assert report.slices_repacked == 3
+    assert state(db) == CompactionState(H, 8, repack_from=H + 10 * MINUTE, repacked=H + 25 * MINUTE)
+    assert {p.slice_ms for p in rollup_store().slice_partials(H, H, ReadCount())} == set()
+    assert stamps(db)[1] == NOW

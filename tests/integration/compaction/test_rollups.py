@@ -48,6 +48,7 @@ from tests.integration.compaction.conftest import (
     runner,
     save_state,
     sparse_fleet,
+    stamps,
     state,
     table,
 )
@@ -123,11 +124,12 @@ def control_items(db: Any) -> dict[tuple[str, str], dict[str, Any]]:
 
 def to_compact(db: Any, grouped: list[Reading], *, dense_mix: bool = False) -> None:
     """``grouped`` in group items (and with ``dense_mix`` the entity "mix" dense in one batch of the hour's
-    50th minute: its own blocks and a dense mark); the state at H, the hour to compact next."""
+    50th minute: its own blocks and a dense mark); the state at H, the hour to compact next, with no re-mark
+    put yet."""
     publish(db, grouped, version=2)
     if dense_mix:
         put_dense(db, [reading("mix", H + 50 * MINUTE + n * 1_000, f"d{n}") for n in range(8)], version=3)
-    save_state(db, CompactionState(H))
+    save_state(db, CompactionState(H, remarked_at=0))
 
 
 def test_each_groups_partial_is_its_readings_figures_and_the_fleet_parts_are_every_readings(db: Any) -> None:
@@ -169,6 +171,8 @@ def test_a_mixed_entity_is_flagged_left_out_of_the_partial_and_its_minutes_re_ma
     # and each minute holding its write-tier readings is re-marked (stamped now) for the rollup function
     assert remarked(db, SETTLED, "mix", sorted(by_minute(mixed))) == [True] * 4
     assert report.remarks == 4
+    # and the state records when (the rollup function's totals are whole once it has applied that minute)
+    assert stamps(db)[0] == SETTLED
 
 
 @pytest.mark.parametrize("prefix", ["rollgrp#", "rollmark#", "rollall#"])

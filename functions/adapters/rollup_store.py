@@ -20,7 +20,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from adapters.batch_writer import BatchWriter, PendingWrite, serialize_item
@@ -119,6 +119,21 @@ class RollupState:
     fresh_from: int = 0
     fresh_through: int = 0
     holds: tuple[int, ...] = ()
+
+    @property
+    def minute_totals_through(self) -> int:
+        """How far the finest totals are served: to ``fresh_through`` when its window follows on from
+        ``totals_through``, else to ``totals_through`` (never past ``through_ms``)."""
+        fresh = self.fresh_through if self.fresh_through > self.fresh_from == self.totals_through else 0
+        return min(self.through_ms, max(self.totals_through, fresh))
+
+    def holding(self, holds: tuple[int, ...], fresh_from: int, fresh_through: int) -> RollupState:
+        """This state with ``holds``, and the fresh window ``[fresh_from, fresh_through)`` cut at the first
+        of them (empty, both 0, when nothing is left)."""
+        end = min((fresh_through, *holds))
+        if end <= fresh_from:
+            fresh_from = end = 0
+        return replace(self, holds=holds, fresh_from=fresh_from, fresh_through=end)
 
 
 #: ``w`` of a slot an older rollup function planned and left mid-way: it planned every late mark to be

@@ -508,8 +508,7 @@ class CompactionRunner:
         present = {reading.entity_id for _, readings in copies for reading in readings}
         blocks = self._dense_copies([e for e in dense if e in present], start, end, shard_map, work)
         work.subs = repack_slice(tier, group, start, copies, blocks, table=table, retention_ms=self._retention_ms)
-        if self._fresh_level() is not None:
-            finest = self._levels.finest if self._levels is not None else 0
+        if (finest := self._fresh_level()) is not None:
             blocked = [r for _, readings in blocks for r in readings if start <= r.ts_ms < end]
             owned, left_out = slice_owned([r for sub in work.subs for r in sub.readings], blocked, finest)
             work.partial = GroupPartial.of(hour, group, tier.groups, owned, finest, slice_ms=start)

@@ -83,14 +83,9 @@ class RollupAnswers:
         if state is None:
             return Source(level, window.from_ms, "the rollup function has not run yet", None)
         watermark = min(state.through_ms, state.totals_through) if compacted else state.through_ms
-        fresh = (
-            compacted
-            and totals
-            and level == self.levels.finest
-            and state.fresh_through > state.fresh_from == state.totals_through
-        )
+        fresh = compacted and totals and level == self.levels.finest and state.minute_totals_through > watermark
         if fresh:
-            watermark = min(state.through_ms, state.fresh_through)
+            watermark = state.minute_totals_through
         split = max(window.from_ms, min(window.to_ms, floor_to(watermark, interval_ms)))
         through, rollups = format_ts(state.through_ms), f"{format_duration(level)} rollups"
         if compacted:

@@ -153,8 +153,7 @@ class RunReport:
         """How far the totals reach in ``state`` (the finest ones with fresh totals), and their lag at ``now``."""
         self.totals_through_ms = state.totals_through
         self.totals_lag_ms = max(0, now - state.totals_through)
-        fresh = state.fresh_through if state.fresh_through and state.fresh_from == state.totals_through else 0
-        self.minute_totals_through_ms = min(state.through_ms, max(state.totals_through, fresh))
+        self.minute_totals_through_ms = state.minute_totals_through
         self.minute_totals_lag_ms = max(0, now - self.minute_totals_through_ms)
 
     def summary(self) -> dict[str, Any]:
@@ -401,14 +400,12 @@ class RollupRunner:
         before ``w`` are dropped. Empty (both 0) when the finest level does not divide a re-pack slice, or the
         compaction state is from code that put no slice partials (no ``repacked_at``)."""
         holds = tuple(h for h in state.holds if floor_to(h, HOUR_MS) >= state.w)
-        start = max(compaction.repack_from, state.w)
+        if REPACK_MS % self._levels.finest or not compaction.repacked_at:
+            return state.holding(holds, 0, 0)
         end = compaction.repacked
         if state.through_ms <= floor_to(compaction.repacked_at, SLOT_MS):
             end = min(end, state.fresh_through)
-        end = min((end, *holds))
-        if REPACK_MS % self._levels.finest or not compaction.repacked_at or end <= start:
-            return replace(state, fresh_from=0, fresh_through=0, holds=holds)
-        return replace(state, fresh_from=start, fresh_through=end, holds=holds)
+        return state.holding(holds, max(compaction.repack_from, state.w), end)
 
     def _held(self, state: RollupState, marks: Iterable[Mark], report: RunReport) -> RollupState:
         """``state`` with the re-pack slices held by ``marks`` (a slot's, before any is applied). A finest mark
@@ -423,16 +420,18 @@ class RollupRunner:
         function's figures lack what it stands for."""
         if self._write_tier is None:
             return state
-        finest, compaction = self._levels.finest, self._watermark.consistent()
         late = [
             mark
             for mark in marks
-            if mark.level == finest
+            if mark.level == self._levels.finest
             and mark.slot_ms >= repack_start(mark.start_ms) + REPACK_MS + GRACE_MS
             and floor_to(mark.start_ms, HOUR_MS) >= state.w
             and repack_start(mark.start_ms) not in state.holds
         ]
+        if not late:  # nearly every slot: no read
+            return state
         held = {repack_start(m.start_ms) for m in late if m.slot_ms >= floor_to(m.start_ms, HOUR_MS) + HOUR_MS}
+        compaction = self._watermark.consistent()
         candidates = {
             (mark.entity, mark.start_ms)
             for mark in late
@@ -448,11 +447,7 @@ class RollupRunner:
                 held.add(at)
         if not held:
             return state
-        holds = tuple(sorted(held | set(state.holds)))
-        fresh_through = min(state.fresh_through, holds[0])
-        if fresh_through <= state.fresh_from:
-            return replace(state, holds=holds, fresh_from=0, fresh_through=0)
-        return replace(state, holds=holds, fresh_through=fresh_through)
+        return state.holding(tuple(sorted(held | set(state.holds))), state.fresh_from, state.fresh_through)
 
     def _first_state(self, target: int) -> RollupState:
         """Where a first run starts: the minute of the earliest marks (every ingest container writes the

@@ -37,7 +37,7 @@ import json
 import math
 import random
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -118,8 +118,9 @@ class Deployment:
     default_window_s: int
 
     @classmethod
-    def defaults(cls) -> Deployment:
-        config = Context.parse({})
+    def defaults(cls, context: Mapping[str, object] | None = None) -> Deployment:
+        """The stack's defaults, with ``context`` (cdk.json keys) over them."""
+        config = Context.parse(dict(context or {}))
         layout = config.layout()
         return cls(
             layout,

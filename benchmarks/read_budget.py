@@ -57,6 +57,7 @@ import itertools
 import json
 import random
 import time
+from collections.abc import Mapping
 from functools import partial
 from typing import Any
 
@@ -70,7 +71,9 @@ from benchmarks.query_fanout import NOW, Slow, page_of, timed_service
 from doubles.memory_dynamo import SEQUENCE_BASE, MemoryDynamo, MemoryReader
 from doubles.tier_items import FixedWatermark, TierWriter
 from keydesign import Block, Layout, Reading, ShardMap, item_size
+from keydesign.capacity import Workload, plan_capacity
 from keydesign.occupancy import OccupancyRecord
+from keydesign.timefmt import format_ts
 from keydesign.writetier import (
     CLUSTER_PK_PREFIX,
     COMPACTED_PK_SUFFIX,
@@ -244,9 +247,12 @@ def entity_day(rate: int, batch_s: int, hours: int = 24) -> dict[str, Any]:
 
 #: device: seed 003's fleet, its interval, and the stack's group count (cdk.json write_tier_groups).
 FLEET, INTERVAL_MS, GROUPS = 1_000_000, 259_000, 32
-#: The groups `tsctl plan` prints for seed 003 (G auto; tests/unit/keydesign/test_capacity_write_tier.py).
+#: The groups `tsctl plan` prints for seed 003 with a 12-character event id (G auto;
+#: tests/unit/keydesign/test_capacity_write_tier.py).
 SEED_003_AUTO_GROUPS = 1_024
 DEVICE = "device-0000001"
+#: The issue's seed 003 reading (`tsctl plan --reading`): one measure, no event id.
+ISSUE_READING = Reading.parse({"entity_id": DEVICE, "timestamp": format_ts(NOW), "measures": {"value": 21.53}})
 TIER_BATCH_MS = 10_000
 
 
@@ -301,10 +307,19 @@ def _device_costs(service: QueryService, memory: _KindReader) -> dict[str, float
     return costs
 
 
-def device(quick: bool = False, groups: int = GROUPS) -> dict[str, Any]:
+def device(
+    quick: bool = False, groups: int = GROUPS, *, context: Mapping[str, object] | None = None, event_ids: bool = True
+) -> dict[str, Any]:
     """Read units of one seed 003 device's latest, last 10 minutes and day: write tier (``groups``
-    groups) against blocks."""
-    deployment = Deployment.defaults()
+    groups) against blocks, on the stack's defaults with ``context`` (cdk.json keys) over them; readings
+    with a 12-character event id, or (``event_ids`` False) none, as the issue's reading."""
+    deployment = Deployment.defaults(context)
+
+    def reading(entity: str, ts: int, value: float) -> Reading:
+        if event_ids:
+            return Reading(entity, f"e{ts}", ts, {"value": value})
+        return Reading.parse({"entity_id": entity, "timestamp": format_ts(ts), "measures": {"value": value}})
+
     layout, shard_map, retention = deployment.layout, deployment.shard_map, deployment.retention_ms
     tier = WriteTier(groups)
     group = tier.group_of(DEVICE)
@@ -315,7 +330,7 @@ def device(quick: bool = False, groups: int = GROUPS) -> dict[str, Any]:
     members = [DEVICE, *itertools.islice((m for m in names if tier.group_of(m) == group), per_group - 1)]
     hour = NOW - HOUR  # in the write tier; the 23 hours before it compacted
     readings = [
-        Reading(entity, f"e{ts}", ts, {"value": round(rng.uniform(0, 40), 2)})
+        reading(entity, ts, round(rng.uniform(0, 40), 2))
         for entity in members
         for ts in range(hour + rng.randrange(INTERVAL_MS), NOW, INTERVAL_MS)
     ]
@@ -336,9 +351,7 @@ def device(quick: bool = False, groups: int = GROUPS) -> dict[str, Any]:
     own_writer = TierWriter(layout, tier, shard_map, retention)
     for start in range(NOW - DAY, hour, HOUR):
         earlier = [
-            Reading(mate, f"e{ts}", ts, {"value": 21.5})
-            for mate in mates
-            for ts in range(start + phases[mate], start + HOUR, INTERVAL_MS)
+            reading(mate, ts, 21.5) for mate in mates for ts in range(start + phases[mate], start + HOUR, INTERVAL_MS)
         ]
         for n, r in enumerate(sorted(earlier, key=lambda r: r.ts_ms)):  # one reading a batch, as devices send
             own_writer.ingest([(r, SEQUENCE_BASE + n)], r.ts_ms + 1_000)
@@ -381,6 +394,9 @@ def device(quick: bool = False, groups: int = GROUPS) -> dict[str, Any]:
         "sub_item_bytes": round(sum(item_size(item) for _, item in subs) / max(1, len(subs))),
         "sub_item_write_units_per_reading": sum(int(str(item["sk"]).rsplit("#", 1)[1]) for _, item in subs)
         / max(1, repacked_readings),
+        # the target's yardstick: the device's day as one item per reading (before blocks), at least its bytes
+        # over 4 KB, halved (one Query, no rounding)
+        "one_item_day_floor": sum(item_size(old_item(r, deployment)) for r in own) / 4096 / 2,
         "write_tier": _device_costs(tier_service, tiered),
         "repacked": _device_costs(repacked_service, repacked),
         "blocks": _device_costs(block_service, blocks),
@@ -422,6 +438,13 @@ def run(latency_ms: float = 20.0, quick: bool = False) -> dict[str, Any]:
         seed_003 = device(quick)
         # ... and at the group count `tsctl plan` gives seed 003 (G auto: keydesign.capacity.auto_groups).
         seed_003_auto = device(quick, groups=SEED_003_AUTO_GROUPS)
+        # ... and as `tsctl plan` lays out the issue's seed 003 (its reading, no event id): its G, table
+        # period and bucket
+        plan = plan_capacity(Workload(peak_writes_per_s=3_858.0, entities=FLEET, sample=ISSUE_READING))
+        assert plan.write_tier is not None
+        planned = {"table_period": plan.table_period, "bucket": plan.bucket}
+        seed_003_planned = device(quick, groups=plan.write_tier.groups, context=planned, event_ids=False)
+        seed_003_planned["layout"] = planned
     finally:
         logger.setLevel(level)
     return {
@@ -433,6 +456,7 @@ def run(latency_ms: float = 20.0, quick: bool = False) -> dict[str, Any]:
         "entity_day": days,
         "device": seed_003,
         "device_g_auto": seed_003_auto,
+        "device_planned": seed_003_planned,
         "command": ".venv/bin/python -m benchmarks.read_budget",
     }
 
@@ -498,6 +522,26 @@ def to_result(figures: dict[str, Any]) -> Result:
                 "ms",
                 f"{costs.get(read + '_readings', 1)} readings returned",
             )
+    planned = figures["device_planned"]
+    where = (
+        f"device (seed 003) as `tsctl plan` lays it out ({planned['groups']} groups, "
+        f"{planned['layout']['table_period']} tables, {planned['layout']['bucket']} buckets, no event id)"
+    )
+    for read in ("latest", "last_10_min", "day"):
+        for store in ("repacked_pruned", "blocks_pruned"):
+            costs = planned[store]
+            result.add(
+                f"{where}, {read}, {store.replace('_', ' ')}: read units",
+                round(costs[read], 1),
+                "RCU",
+                f"{costs[read + '_queries']} Query calls",
+            )
+    result.add(
+        f"{where}, day, one item per reading (before blocks), at least",
+        round(planned["one_item_day_floor"], 2),
+        "RCU",
+        "its items' bytes over 4 KB, halved: one Query",
+    )
     result.add(
         "device (seed 003), sub-items: write units per reading re-packed",
         round(seed["sub_item_write_units_per_reading"], 4),

@@ -571,6 +571,8 @@ class CapacityPlan:
     hottest_key: str
     fill_hours: float
     table_period: str | None
+    #: The hybrid layout's bucket (cdk.json ``bucket``): :func:`choose_bucket`.
+    bucket: str
     stream: StreamFigures
     monthly_storage_gb: float
     monthly_ondemand: MonthlyCost
@@ -605,6 +607,27 @@ def choose_period(hours: float) -> str | None:
     lengths = {"hour": 1, "day": 24, "week": 168, "month": 744}
     fitting = [p for p in PERIODS if lengths[p] <= hours]
     return fitting[-1] if fitting else None
+
+
+#: The stack's bucket (cdk.json ``bucket``), and the one :func:`choose_bucket` gives a sparse fleet.
+DEFAULT_BUCKET, SPARSE_BUCKET = "1h", "1d"
+
+
+def choose_bucket(period: str | None, tier: WriteTierFigures | None, workload: Workload) -> tuple[str, list[str]]:
+    """The hybrid bucket, and a note if it is not the stack's: a day when the write tier carries most
+    readings, no hot entity is declared and tables last a day or longer; else the stack's hour.
+    Compaction's cluster partitions span a bucket (``keydesign.Layout.cluster_span``), so a device's
+    compacted day is then one Query, not one an hour (docs/benchmarks.md, "read-budget"). The price: a
+    split waits for the next day (a shard-map change takes effect at a bucket boundary), and a
+    cross-entity read of an hour reads its day's partitions."""
+    sparse = tier is not None and tier.sparse_readings_per_s > tier.dense_readings_per_s
+    if sparse and not workload.hot_entities and period is not None and period != "hour":
+        return SPARSE_BUCKET, [
+            f"bucket {SPARSE_BUCKET}: a device's compacted hours of a day are one Query, not 24; a split of a "
+            "hot entity would take effect at the next day, and a cross-entity read of an hour reads its day's "
+            "partitions (docs/writetier.md)"
+        ]
+    return DEFAULT_BUCKET, []
 
 
 def fleet_blocks(
@@ -709,6 +732,7 @@ def plan_capacity(workload: Workload, prices: Prices | None = None) -> CapacityP
         if workload.item_bytes is None
         else None
     )
+    bucket, why = choose_bucket(period, write_tier, workload)
     rates = _deployment(workload, avg_stream.batch_s, avg_blocks, sizer, write_tier.groups if write_tier else None)
     parts = _priced(
         workload, prices, rates, typical=typical, stream=avg_stream, peak_scale=1 / scale, readings=avg_readings
@@ -726,11 +750,12 @@ def plan_capacity(workload: Workload, prices: Prices | None = None) -> CapacityP
         hottest_key=hottest_key,
         fill_hours=round(hours, 2),
         table_period=period,
+        bucket=bucket,
         stream=stream,
         monthly_storage_gb=round(sum(r.at_rest for r in rates.values()) / 1024**3, 1),
         monthly_ondemand=MonthlyCost.of(parts, 0),
         monthly_provisioned=MonthlyCost.of(parts, 1),
-        notes=notes,
+        notes=[*notes, *why],
         write_tier=write_tier,
         parts=parts,
     )

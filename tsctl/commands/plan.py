@@ -206,6 +206,7 @@ def render_plan(workload: Workload, plan: dict[str, Any], existing: dict[str, ob
         [f"hottest key ({plan['hottest_key']}), WCU/s", plan["hottest_key_wcu"]],
         ["hours to fill a 10 GiB partition", plan["fill_hours"]],
         ["table period", plan["table_period"] or "none fits: shard further"],
+        ["bucket", plan["bucket"]],
         ["stored data (GiB)", plan["monthly_storage_gb"]],
     ]
     sections = [

@@ -150,6 +150,14 @@ def test_the_read_budget_benchmark_measures_bounded_pages_against_unbounded_ones
     assert pruned["day_readings"] == blocks["day_readings"] and pruned["day"] < repacked["day"]
     assert "day_blocks" not in pruned and repacked["day_blocks"] > 0
     assert "device (seed 003), day, repacked pruned: read units" in names
+    # and as `tsctl plan` lays the seed 003 out (daily tables, 1-day buckets): the same day, its
+    # compacted hours one Query instead of 23
+    planned = figures["device_planned"]
+    assert planned["layout"] == {"table_period": "day", "bucket": "1d"} and planned["groups"] == 512
+    assert planned["repacked_pruned"]["day_readings"] == planned["blocks_pruned"]["day_readings"] > 300
+    assert planned["repacked_pruned"]["day_compacted"] <= 1.5 < pruned["day_compacted"]
+    assert planned["one_item_day_floor"] > 0
+    assert any(name.startswith("device (seed 003) as `tsctl plan` lays it out") for name in names)
 
 
 def test_the_simulator_benchmark_simulates_the_seed_rate_under_every_default_layout() -> None:

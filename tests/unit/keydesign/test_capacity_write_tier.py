@@ -121,3 +121,23 @@ def test_poisson_counts_weigh_each_count_a_sub_group_may_hold(mean: float) -> No
 def test_poisson_counts_of_nothing_and_of_many() -> None:
     assert poisson_counts(0.0) == {}
     assert poisson_counts(2_000.4) == {2_000: 1.0}  # the spread is then a few percent of it
+
+
+def test_the_plan_gives_a_sparse_fleet_day_buckets_and_a_dense_one_the_stacks_hour() -> None:
+    def bucket(**workload: object) -> tuple[str | None, str]:
+        plan = plan_capacity(Workload(**workload))  # type: ignore[arg-type]
+        return plan.table_period, plan.bucket
+
+    # seed 003 and the sparse fleet: the write tier carries every reading, daily tables: a device's
+    # compacted day is one Query
+    assert bucket(peak_writes_per_s=3_858.0, entities=1_000_000, sample=SEED_003_READING) == ("day", "1d")
+    assert bucket(peak_writes_per_s=166.67, entities=10_000) == ("day", "1d")
+    # the seed scenario: dense sensors and a hot one, whose split must not wait a day
+    assert bucket(peak_writes_per_s=50_000.0, entities=10_000, hot_entities={"sensor-alpha-001": 2_000.0}) == (
+        "hour",
+        "1h",
+    )
+    assert bucket(peak_writes_per_s=50_000.0, entities=10_000)[1] == "1h"  # dense: no write tier to speak of
+    assert bucket(peak_writes_per_s=600.0, item_bytes=180, utilisation=1.0) == ("day", "1h")  # no reading sample
+    # a sparse fleet declared with a hot entity keeps the hour
+    assert bucket(peak_writes_per_s=3_858.0, entities=1_000_000, hot_entities={"device-0000001": 1.0})[1] == "1h"

@@ -114,9 +114,10 @@ class Model:
 @st.composite
 def worlds(draw: st.DrawFn, tiered: bool = False) -> tuple[Layout, ShardMap, Model, MemoryReader, Tiers]:
     kind = draw(st.sampled_from(("random", "calculated", "hybrid")))
-    period = draw(st.sampled_from((None, "hour")))
-    # The write tier works by hours: with it, buckets shorter and longer than an hour too.
-    bucket = draw(st.sampled_from(("1h", "15m") if period else ("1h", "15m", "1d"))) if tiered else "1h"
+    period = draw(st.sampled_from((None, "hour", "day")))
+    # The write tier works by hours: with it, buckets shorter and longer than an hour too (a day's: what
+    # `tsctl plan` gives a sparse fleet, with daily tables).
+    bucket = draw(st.sampled_from(("1h", "15m") if period == "hour" else ("1h", "15m", "1d"))) if tiered else "1h"
     layout = Layout.from_settings(kind=kind, bucket=bucket, table_prefix="readings", table_period=period)
     shard_map = ShardMap.initial(layout.bucket, draw(st.integers(1, 3)))
     changes = draw(st.lists(st.integers(1, 2), max_size=2, unique=True)) if bucket != "1d" else []

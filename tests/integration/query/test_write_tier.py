@@ -56,9 +56,9 @@ TTL_MS = 60_000
 class World:
     """Hourly tables on moto, written through a TierWriter, read through the API with a cached watermark."""
 
-    def __init__(self, dynamodb: Any) -> None:
+    def __init__(self, dynamodb: Any, bucket: str = "15m", period: str = "hour") -> None:
         self.dynamodb = dynamodb
-        self.layout = Layout.from_settings(kind="hybrid", bucket="15m", table_prefix=PREFIX, table_period="hour")
+        self.layout = Layout.from_settings(kind="hybrid", bucket=bucket, table_prefix=PREFIX, table_period=period)
         self.shard_map = ShardMap.initial(self.layout.bucket, 2)
         self.tier = WriteTier(2)
         self.writer = TierWriter(self.layout, self.tier, self.shard_map, 30 * 24 * HOUR)
@@ -156,8 +156,9 @@ def reading(entity: str, ts_ms: int, event: str, value: float) -> Reading:
 
 
 @pytest.fixture
-def world(dynamodb: Any) -> World:
-    return written(World(dynamodb))
+def world(dynamodb: Any, request: pytest.FixtureRequest) -> World:
+    """The world on hourly tables with 15-minute buckets, or (a parameter) another bucket and period."""
+    return written(World(dynamodb, *getattr(request, "param", None) or ()))
 
 
 def written(world: World, change: tuple[WriteTier, int] | None = None) -> World:
@@ -197,6 +198,14 @@ def written(world: World, change: tuple[WriteTier, int] | None = None) -> World:
     return world
 
 
+@pytest.mark.parametrize(
+    "world",
+    [
+        pytest.param(None, id="hourly tables, 15-minute buckets"),
+        pytest.param(("1d", "day"), id="daily tables, 1-day buckets (tsctl plan's, for a sparse fleet)"),
+    ],
+    indirect=True,
+)
 def test_reads_equal_the_newest_copies_before_and_after_compaction(world: World) -> None:
     # Before compaction: every hour read from its group items and blocks
     world.check()
@@ -208,6 +217,13 @@ def test_reads_equal_the_newest_copies_before_and_after_compaction(world: World)
     world.ingest([reading("dev-3", START + 14 * MINUTE + 2_000, "m14", 42.0)], START + 2 * HOUR + 30 * MINUTE)
     assert world.watermark.state().through == START + 2 * HOUR
     world.check()
+    # A group's two compacted hours share one cluster partition when the bucket is a day (a device's compacted
+    # day: one Query of its cluster's sort keys), one an hour each with 15-minute buckets
+    tables = {world.layout.table_for(hour) for hour in (START, START + HOUR)}
+    pks = {i["pk"]["S"] for table in tables for i in world.dynamodb.scan(TableName=table)["Items"]}
+    clusters = {pk for pk in pks if pk.startswith(CLUSTER_PK_PREFIX)}
+    groups = {pk.split("#")[1] for pk in clusters}
+    assert len(clusters) == len(groups) * (1 if world.layout.bucket.width_ms == 24 * HOUR else 2)
 
 
 def test_a_stale_watermark_still_reads_every_reading_once(world: World) -> None:

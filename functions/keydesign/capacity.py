@@ -1156,6 +1156,7 @@ PARTS = (
     "dense marks",
     "compacted blocks",
     "sub-items (re-pack)",
+    "slice partials (re-pack)",
     "group partials",
     "compaction's totals",
     "compaction's reads and state",
@@ -1194,12 +1195,13 @@ class Kind:
 class ItemSizes:
     """Bytes of what the parts are made of: ``compacted(k, m)`` the cluster blocks of a cluster's hour of
     ``k`` entities of ``m`` readings each, ``partial(r)`` a group partial of a group getting ``r`` readings a
-    minute, a fleet total, an entity's rollup, a rollup mark and a dense mark; ``sub(m)`` the sub-items of a
-    sub-group's ``m`` readings of a re-pack slice (None: the re-pack is not priced, as
-    ``benchmarks.write_tier``'s design tables price it apart)."""
+    minute (``partial(r, REPACK_S // MINUTE_S)``: the re-pack's slice partial), a fleet total, an entity's
+    rollup, a rollup mark and a dense mark; ``sub(m)`` the sub-items of a sub-group's ``m`` readings of a
+    re-pack slice (None: the re-pack is not priced, as ``benchmarks.write_tier``'s design tables price it
+    apart)."""
 
     compacted: Callable[[int, int], Sequence[int]]
-    partial: Callable[[float], int]
+    partial: Callable[[float, int], int]
     total: int
     rollup: int
     mark: int
@@ -1236,9 +1238,9 @@ def item_sizes(
             out.add(measures(rng))
         return out
 
-    def partial(per_minute: float) -> int:
-        group = GroupPartial(_REFERENCE_MS, 0, MAX_GROUPS)
-        for minute in range(60):
+    def partial(per_minute: float, minutes: int) -> int:
+        group = GroupPartial(_REFERENCE_MS, 0, MAX_GROUPS, slice_ms=_REFERENCE_MS if minutes < 60 else None)
+        for minute in range(minutes):
             group.intervals[_REFERENCE_MS + minute * 60_000] = figures(round(per_minute), minute)
         return item_size(group.item(prefix, 1))
 
@@ -1290,6 +1292,7 @@ def deployment_rates(
             calls += _repack(
                 parts, sparse_rate, sizes.sub, dense_mark=sizes.dense_mark, groups=groups, put=group_items[1]
             )
+            calls += _fresh_totals(parts, sparse_rate, sizes, groups=groups, retention_s=retention_s)
             passes = 2
         parts["compaction Lambda"] = PartRates(
             gb_s=gb * (passes * sparse_rate * COMPACTION_MS_PER_READING / 1000 + calls * CALL_S / IN_FLIGHT),
@@ -1354,7 +1357,7 @@ def _compaction(
             blocks.at_rest += clusters * chance * sum(size + STORAGE_OVERHEAD_BYTES for size in made) * retention_s
             calls += clusters * chance * len(made) / BATCH_WRITE
     sparse_rate = sum(k.readings for k in sparse)
-    partial = sizes.partial(sparse_rate / groups * MINUTE_S)
+    partial = sizes.partial(sparse_rate / groups * MINUTE_S, 60)
     partials = parts["group partials"]
     partials.wu = groups / HOUR_S * write_units(partial)
     partials.at_rest = groups / HOUR_S * (partial + STORAGE_OVERHEAD_BYTES) * KEEP_S
@@ -1370,6 +1373,29 @@ def _compaction(
     reads.wu = steps / HOUR_S
     reads.ru += 1 / COMPACTION_EVERY_S
     return calls + steps / HOUR_S + 1 / COMPACTION_EVERY_S
+
+
+def _fresh_totals(
+    parts: dict[str, PartRates], sparse_rate: float, sizes: ItemSizes, *, groups: int, retention_s: float
+) -> float:
+    """Put the re-pack's slice partials in ``parts``, and the fresh parts of the minute totals in compaction's
+    totals (docs/rollups.md, "Fresh minute totals"); return their calls a second. Every settled slice of every
+    group: a slice partial of its minutes, kept as the group items are (the left-out pairs of a dense entity's
+    minutes, and their re-marks, are not priced: a fleet the write tier carries has none). After a slice's last
+    group: the slice's partials read back (one Query, consistent, 1 MB pages) and a fresh part of each of its
+    minutes put, kept as the totals are. The rollup function reads a slice partial only for a reading late
+    past its slice, which is not priced either."""
+    slices, minutes = groups / REPACK_S, int(REPACK_S // MINUTE_S)
+    partial = sizes.partial(sparse_rate / groups * MINUTE_S, minutes)
+    own = parts["slice partials (re-pack)"]
+    own.wu = slices * write_units(partial)
+    own.at_rest = slices * (partial + STORAGE_OVERHEAD_BYTES) * KEEP_S
+    own.ru = math.ceil(groups * partial / READ_UNIT_BYTES) / REPACK_S
+    totals = parts["compaction's totals"]
+    totals.wu += minutes / REPACK_S * write_units(sizes.total)
+    totals.at_rest += minutes / REPACK_S * (sizes.total + STORAGE_OVERHEAD_BYTES) * retention_s
+    read_back = math.ceil(groups * partial / PAGE_BYTES) + math.ceil(minutes / BATCH_WRITE)
+    return slices / BATCH_WRITE + read_back / REPACK_S
 
 
 def _repack(

@@ -106,7 +106,7 @@ def test_rollups_from_compaction_write_a_partial_per_group_hour_and_no_rollup_pe
     assert costs.groups == wt.auto_groups(SEED_003, rate, 10.0)
     # the model tsctl plan prices with (keydesign.capacity.deployment_rates), with this module's items
     assert wt.ROLLUP_PARTS[0] == "group items" and "day rollups (compaction)" not in wt.ROLLUP_PARTS
-    partial = wt._sizes(SEED_003).partial(rate / costs.groups * wt.MINUTE)
+    partial = wt._sizes(SEED_003).partial(rate / costs.groups * wt.MINUTE, 60)
     assert figures["wu: group partials"] == pytest.approx(costs.groups / wt.HOUR * math.ceil(partial / 1024) / rate)
     per_block = wt.HOUR / interval  # a device's hour in one compacted block
     block_wu = math.ceil(wt.entity_item_bytes(SEED_003, round(per_block)) / 1024)

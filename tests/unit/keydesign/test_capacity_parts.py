@@ -22,7 +22,8 @@ from keydesign.capacity import (
     deployment_rates,
     item_sizes,
 )
-from keydesign.items import write_units
+from keydesign.items import item_size, write_units
+from keydesign.rollup import GroupPartial
 from keydesign.tiering import compact_hour, repack_slice
 from keydesign.writetier import REPACK_MS, SUBGROUPS, WriteTier
 
@@ -87,9 +88,12 @@ def test_seed_003_costs_under_1000_a_month_on_demand_with_the_re_pack_compaction
     assert parts["compacted blocks"].write_units_per_reading < 0.015  # one device's hour a block was 0.072
     # a partial per group-hour; the hour's 60 minutes, the hour and the day of compaction's part of the totals
     sizes = item_sizes(lambda rng: {"value": 21.53}, "device-0000001", "readings", lambda k, m: ())
-    partial = sizes.partial(3858 / groups * 60)
+    partial = sizes.partial(3858 / groups * 60, 60)
     assert _wu_per_s(plan, "group partials", SEED_003) == pytest.approx(groups / 3_600 * write_units(partial))
-    assert _wu_per_s(plan, "compaction's totals", SEED_003) == pytest.approx(62 / 3_600 * write_units(sizes.total))
+    # (and the re-pack's fresh part of each minute: 5 a slice)
+    assert _wu_per_s(plan, "compaction's totals", SEED_003) == pytest.approx(
+        (62 / 3_600 + 5 / 300) * write_units(sizes.total)
+    )
     # no per-entity rollups, no marks: a compaction-owned device's compacted blocks are its figures
     assert parts["marks and rollups (rollup-owned)"].usd(0) == 0
     assert _wu_per_s(plan, "rollup totals and state", SEED_003) == pytest.approx(1 / 60)  # its state
@@ -201,7 +205,7 @@ def test_the_re_pack_reads_each_slice_once_puts_its_state_a_step_and_takes_compa
         return deployment_rates(kinds, sizes, groups=groups, group_items=(rate * 0.03, put), retention_s=86_400)
 
     without, with_subs = rates(None), rates(lambda m: (700,))
-    assert without["sub-items (re-pack)"] == PartRates()
+    assert without["sub-items (re-pack)"] == without["slice partials (re-pack)"] == PartRates()
     slices = groups / (REPACK_MS / 1000)  # each group's 12 slices an hour, a second
     # every sub-group of a slice holds readings (141 on average): a sub-item of 700 B, a write unit
     subs = with_subs["sub-items (re-pack)"]
@@ -217,3 +221,33 @@ def test_the_re_pack_reads_each_slice_once_puts_its_state_a_step_and_takes_compa
     lam, lam_before = with_subs["compaction Lambda"], without["compaction Lambda"]
     assert lam.gb_s - lam_before.gb_s > rate * COMPACTION_MS_PER_READING / 1000
     assert lam.requests == lam_before.requests
+
+
+def test_the_re_pack_puts_a_slice_partial_a_group_and_slice_as_large_as_a_real_one() -> None:
+    plan = plan_capacity(SEED_003)
+    assert plan.write_tier is not None
+    groups = plan.write_tier.groups
+    # a group's slice of seed 003 (3,858 readings a second over G), each of a device of its own, as the re-pack
+    # puts its partial: within 10% of the model's (figures of a few readings a minute: the sums' text)
+    rng = random.Random(4)
+    start = SAMPLE_READING.ts_ms - SAMPLE_READING.ts_ms % REPACK_MS
+    readings = [
+        Reading.parse(
+            {
+                "entity_id": f"device-{n:07d}",
+                "timestamp": start + rng.randrange(REPACK_MS),
+                "measures": {"value": round(rng.gauss(21.53, 0.2153), 2)},
+            }
+        )
+        for n in range(round(3858 / groups * REPACK_MS / 1000))
+    ]
+    hour = start - start % 3_600_000
+    real = GroupPartial.of(hour, groups - 1, groups, readings, 60_000, slice_ms=start)
+    sizes = item_sizes(lambda rng: {"value": 21.53}, "device-0000001", "readings", lambda k, m: ())
+    model = sizes.partial(3858 / groups * 60, 5)
+    assert model == pytest.approx(item_size(real.item("readings", 1)), rel=0.1)
+    # one a group and slice, kept as the group items are; read back once a slice, after its last group
+    part = _parts(plan)["slice partials (re-pack)"]
+    assert _wu_per_s(plan, "slice partials (re-pack)", SEED_003) == pytest.approx(groups / 300 * write_units(model))
+    assert 0 < part.bytes_at_rest_per_reading < 0.1
+    assert 0 < part.read_units_per_reading < part.write_units_per_reading and part.usd(0) < 10

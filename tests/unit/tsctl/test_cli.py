@@ -119,7 +119,8 @@ def test_plan_prices_seed_003_in_parts_the_re_pack_included(capsys: pytest.Captu
     rows = {line.split("  ")[0]: line.split() for line in lines[at + 2 : lines.index("", at)]}
     # what this deployment pays for (the rollup-owned parts cost nothing: no entity writes blocks)
     assert list(rows) == [
-        "group items", "compacted blocks", "sub-items (re-pack)", "group partials", "compaction's totals",
+        "group items", "compacted blocks", "sub-items (re-pack)", "slice partials (re-pack)", "group partials",
+        "compaction's totals",
         "compaction's reads and state", "compaction Lambda", "rollup totals and state", "rollup Lambda", "stream",
         "ingest Lambda", "total",
     ]  # fmt: skip

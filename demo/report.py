@@ -974,8 +974,10 @@ def render(report: Mapping[str, Any]) -> str:
             f"compaction: through {compaction['through']}, {compaction['compacted_blocks_written']:,} compacted "
             f"blocks of {compaction['readings_compacted']:,} readings in {compaction['runs']} run(s)"
         )
-    if report["rollups"].get("through"):
-        lines.append(f"rollups: applied through {report['rollups']['through']}")
+    if (rollups := report["rollups"]).get("through"):
+        names = ("totals_through", "minute_totals_through")  # fleet totals' reach: hourly, and the fresh minutes'
+        reach = "".join(f"; {name.replace('_', ' ')} {rollups[name]}" for name in names if rollups.get(name))
+        lines.append(f"rollups: applied through {rollups['through']}{reach}")
     lines += [
         f"query {c['name']}: " + ("equal" if c["equal"] else f"DIFFERENT ({c['difference']})")
         for c in report["queries"].get("checks", [])

@@ -258,6 +258,16 @@ def test_rollups_that_did_not_catch_up_fail_the_demo(rollups: dict[str, Any], ve
     assert ("rollups: applied through 2026-11-22T07:05" in render(r)) is verdict
 
 
+def test_the_summary_says_how_far_fleet_totals_and_fresh_minute_totals_reach() -> None:
+    reach = {"totals_through": "2026-11-22T07:00:00.000Z", "minute_totals_through": "2026-11-22T07:40:00.000Z"}
+    r = report(rollups={"runs": 1, "failed_runs": 0, "recomputed": {}, "through": "2026-11-22T07:45:00.000Z", **reach})
+    line = next(line for line in render(r).splitlines() if line.startswith("rollups:"))
+    assert line == (
+        "rollups: applied through 2026-11-22T07:45:00.000Z; totals through 2026-11-22T07:00:00.000Z; "
+        "minute totals through 2026-11-22T07:40:00.000Z"
+    )
+
+
 @pytest.mark.parametrize(
     ("overrides", "check"),
     [

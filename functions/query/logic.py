@@ -63,7 +63,7 @@ from keydesign import (
 from keydesign import Reading as DecodedReading
 from keydesign.blocks import keep_newest
 from keydesign.layouts import COMPACTED_KINDS, merge_adjacent
-from keydesign.periods import format_duration
+from keydesign.periods import DAY_MS, format_duration
 from keydesign.writetier import SLICE_MS, WriteTier, slice_start
 from query.aggregate import SeriesBuilder
 from query.cursor import CursorCodec, CursorError, CursorKeys, binding, canonical_ms
@@ -265,15 +265,24 @@ class QueryService:
         now = self._clock_ms()
         lookback_ms = self.limits.latest_lookback_ms if lookback_ms is None else lookback_ms
         window = TimeRange(max(0, now - lookback_ms), now + 1)
-        plan = self._plan_entity(entity, window.from_ms, window.to_ms)
         if read.explain:
+            plan = self._plan_entity(entity, window.from_ms, window.to_ms)
             return self._explain("latest", plan, order="desc", consistent=read.consistent, items=1)
-        streams = self._streams(entity, plan.partitions, None, now, True, read.consistent)
-        stats = ReadStats()
-        # Newest buckets open first; older ones only while nothing was found.
+        stats, found = ReadStats(), None
+        # Newest buckets open first; older ones only while nothing was found. With the write tier the
+        # lookback is planned a UTC day at a time, newest first: such a plan costs CPU by the hours it
+        # spans (a week's was most of the request's), and a reading in the newest day ends the search
+        # there. A day boundary splits no bucket, hourly or daily table or cluster partition; a partition
+        # that spans days (a random or calculated layout's) is read a day at a time, one Query a day searched.
         options = MergeOptions(descending=True, target=1, window=self.limits.concurrency)
-        with self._fanout() as submit, closing(iter(Merger(streams, submit, options, stats))) as merged:
-            found = next(merged, None)
+        high = window.to_ms
+        while found is None and high > window.from_ms:
+            low = window.from_ms if self._write_tier is None else max(window.from_ms, (high - 1) // DAY_MS * DAY_MS)
+            plan = self._plan_entity(entity, low, high)
+            streams = self._streams(entity, plan.partitions, None, now, True, read.consistent)
+            with self._fanout() as submit, closing(iter(Merger(streams, submit, options, stats))) as merged:
+                found = next(merged, None)
+            high = low
         self._record("latest", stats, int(found is not None))
         return LatestReading(
             entity_id=entity,

@@ -88,3 +88,18 @@ def test_a_corrupt_group_item_fails_the_read_naming_it() -> None:
     with pytest.raises(CorruptBlock) as caught:
         service(memory).entity_readings("dev-0001", PageArgs(TimeRange(NOW - HOUR, NOW), 100, None, "asc"))
     assert (caught.value.pk, caught.value.sk) == (key[1], row.sk)
+
+
+def test_latest_plans_its_lookback_a_day_at_a_time_newest_first() -> None:
+    # Given a device reading every minute of the last hour, and one whose only reading is three days old
+    readings = [*sparse_fleet(3, 60_000), Reading("old", "o", NOW - 3 * 24 * HOUR + 5 * 60_000, {"v": 1})]
+    memory = world(readings)
+    memory.tables.update(LAYOUT.table_for(NOW - h * HOUR) for h in range(7 * 24))
+    # When each one's latest reading is read (a week's lookback)
+    recent, old = service(memory).latest("dev-0001"), service(memory).latest("old")
+    # Then both are found; the recent one's search planned only today's partitions (a plan costs CPU by
+    # the hours it spans), the old one's went back day by day to the fourth
+    assert isinstance(recent, LatestReading) and isinstance(old, LatestReading)
+    assert recent.reading is not None and recent.reading.entity_id == "dev-0001"
+    assert old.reading is not None and old.reading.timestamp == "2026-11-19T12:05:00.000Z"
+    assert 3 * recent.cost.partitions_planned < old.cost.partitions_planned

@@ -152,10 +152,28 @@ def run(args: argparse.Namespace) -> int:
     plan = plan_capacity(workload, prices)
     existing = evaluate_design(plan, workload, args.shards) if args.shards else None
     if args.json:
-        emit_json({"plan": plan.to_dict(), "existing_design": existing})
+        emit_json({"plan": plan.to_dict(), "existing_design": existing, "context": deploy_context(workload, plan)})
         return 0
-    print(render_plan(workload, plan.to_dict(), existing))
+    context = " ".join(f"-c {key}={value}" for key, value in deploy_context(workload, plan).items())
+    print(f"{render_plan(workload, plan.to_dict(), existing)}\ndeploy with: npx aws-cdk@2 deploy {context}")
     return 0
+
+
+def deploy_context(workload: Workload, plan: CapacityPlan) -> dict[str, object]:
+    """The cdk.json keys the plan sizes, for ``cdk deploy -c key=value``: the stack's defaults are the seed
+    scenario's, so another workload deploys these (docs/configuration.md)."""
+    days = workload.retention_days
+    context: dict[str, object] = {
+        "shards": plan.global_shards,
+        "bucket": plan.bucket,
+        "table_period": plan.table_period,
+        "retention": f"{days:g}d" if days == int(days) else f"{round(days * 24)}h",
+        "ingest_batching_window_s": f"{workload.ingest.batching_window_s:g}",
+        "write_tier_groups": plan.write_tier.groups if plan.write_tier else None,
+    }
+    if workload.ingest.kinesis_mode == "provisioned":
+        context |= {"kinesis_mode": "provisioned", "kinesis_shards": max(plan.stream.shards, plan.stream.shards_needed)}
+    return {key: value for key, value in context.items() if value is not None}
 
 
 def _count(value: float) -> str:

@@ -133,6 +133,29 @@ def test_plan_prices_seed_003_in_parts_the_re_pack_included(capsys: pytest.Captu
     )
 
 
+def test_plan_prints_the_cdk_context_that_deploys_it(capsys: pytest.CaptureFixture[str]) -> None:
+    # The seed 003 command: its keys, the layout the plan sized (1-day buckets, daily tables, G auto)
+    argv = ["plan", "--peak-writes", "3858", "--entities", "1000000", "--retention-days", "90"]
+    argv += ["--reading", '{"entity_id":"device-0000001","measures":{"value":21.53}}']
+    context = run_json(capsys, *argv)["context"]
+    assert context == {
+        "shards": 8, "bucket": "1d", "table_period": "day", "retention": "90d", "ingest_batching_window_s": "10",
+        "write_tier_groups": 512,
+    }  # fmt: skip
+    code, out, _ = run_cli(capsys, *argv)
+    line = " ".join(f"-c {key}={value}" for key, value in context.items())
+    assert code == 0 and out.rstrip().endswith(f"deploy with: npx aws-cdk@2 deploy {line}")
+    # and the stack takes it as `-c` gives it (strings)
+    config = Context.parse({key: str(value) for key, value in context.items()})
+    assert (config.shards, config.write_tier_groups, config.retention_ms) == (8, 512, 90 * 86_400_000)
+    assert (config.layout().bucket.width_ms, config.table_period) == (86_400_000, "day")
+    # a provisioned stream: its mode and the shards it needs
+    provisioned = run_json(capsys, *SEED_PLAN, "--kinesis-mode", "provisioned", "--stream-shards", "4")["context"]
+    assert (provisioned["kinesis_mode"], provisioned["kinesis_shards"]) == ("provisioned", 6)
+    assert (provisioned["bucket"], provisioned["table_period"]) == ("1h", "hour")  # a hot entity: the hour
+    Context.parse({key: str(value) for key, value in provisioned.items()})
+
+
 def test_plan_of_blocks_of_one_reading_reproduces_one_item_per_reading(capsys: pytest.CaptureFixture[str]) -> None:
     # --item-bytes: every block one reading of 500 B (1 WCU): the sizing of one item per reading
     data = run_json(capsys, *SEED_PLAN, "--item-bytes", "500")
